@@ -1,0 +1,83 @@
+// @ts-check
+import js from "@eslint/js";
+import tseslint from "typescript-eslint";
+
+// Decision packages run unmodified inside the seeded simulation: they must not
+// reach for real time, real randomness, timers or the network.
+const decisionPackages = [
+  "packages/watchdog/src/**/*.ts",
+  "packages/loader/src/**/*.ts",
+  "packages/placement/src/**/*.ts",
+  "packages/node-health/src/**/*.ts",
+  "packages/reconciler/src/**/*.ts",
+  "packages/outbox/src/**/*.ts",
+  "packages/events/src/**/*.ts",
+];
+
+export default tseslint.config(
+  { ignores: ["**/node_modules/**", "packages/proto/src/gen/**", "**/dist/**"] },
+  js.configs.recommended,
+  ...tseslint.configs.strictTypeChecked,
+  {
+    languageOptions: {
+      parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname },
+    },
+    rules: {
+      "@typescript-eslint/no-floating-promises": "error",
+      "@typescript-eslint/switch-exhaustiveness-check": ["error", { considerDefaultExhaustiveForUnions: true }],
+      "@typescript-eslint/consistent-type-imports": "error",
+      "@typescript-eslint/restrict-template-expressions": ["error", { allowNumber: true, allowBoolean: true }],
+      "@typescript-eslint/no-unused-vars": ["error", { argsIgnorePattern: "^_", varsIgnorePattern: "^_" }],
+      "@typescript-eslint/no-empty-function": "off",
+      "@typescript-eslint/no-extraneous-class": "off",
+      "no-restricted-syntax": ["error", { selector: "ExportDefaultDeclaration", message: "Use named exports." }],
+    },
+  },
+  {
+    files: decisionPackages,
+    ignores: ["**/*.test.ts"],
+    rules: {
+      "no-restricted-imports": [
+        "error",
+        {
+          paths: [
+            { name: "@grpc/grpc-js", message: "Decision packages take ports; the gRPC wiring lives in services/." },
+            { name: "node:timers", message: "Use the injected Clock." },
+            { name: "node:timers/promises", message: "Use the injected Clock." },
+            { name: "timers", message: "Use the injected Clock." },
+            { name: "pino", message: "Decision packages do not log; return decisions instead." },
+            { name: "node:fs", message: "Decision packages do no I/O; take a port." },
+            { name: "node:child_process", message: "Decision packages do no I/O; take a port." },
+          ],
+          patterns: [{ group: ["@grpc/*"], message: "Decision packages take ports." }],
+        },
+      ],
+      "no-restricted-globals": [
+        "error",
+        { name: "setTimeout", message: "Use the injected Clock." },
+        { name: "setInterval", message: "Use the injected Clock." },
+        { name: "setImmediate", message: "Use the injected Clock." },
+        { name: "clearTimeout", message: "Use the injected Clock." },
+        { name: "performance", message: "Use the injected Clock." },
+      ],
+      "no-restricted-properties": [
+        "error",
+        { object: "Date", property: "now", message: "Use the injected Clock." },
+        { object: "Math", property: "random", message: "Use the injected Rng." },
+        { object: "globalThis", property: "setTimeout", message: "Use the injected Clock." },
+        { object: "process", property: "hrtime", message: "Use the injected Clock." },
+      ],
+    },
+  },
+  {
+    files: ["**/*.test.ts", "test/**/*.ts"],
+    rules: {
+      "@typescript-eslint/no-non-null-assertion": "off",
+      "@typescript-eslint/no-unsafe-assignment": "off",
+      "@typescript-eslint/no-unsafe-member-access": "off",
+    },
+  },
+  // Tool config files are the one place a framework forces a default export.
+  { files: ["eslint.config.js", "vitest.config.ts"], rules: { "no-restricted-syntax": "off" } },
+  { files: ["eslint.config.js"], ...tseslint.configs.disableTypeChecked },
+);

@@ -1,0 +1,70 @@
+import { pino, type Logger as PinoLogger } from "pino";
+
+export type LogMeta = Readonly<Record<string, unknown>>;
+
+/**
+ * The narrow logger the rest of Warden depends on. Services pass a pino child
+ * per component; tests pass `nullLogger` or a recording logger. Errors go under
+ * an `err` key so pino serialises them.
+ */
+export interface Logger {
+  debug(msg: string, meta?: LogMeta): void;
+  info(msg: string, meta?: LogMeta): void;
+  warn(msg: string, meta?: LogMeta): void;
+  error(msg: string, meta?: LogMeta): void;
+  child(bindings: LogMeta): Logger;
+}
+
+export const nullLogger: Logger = {
+  debug() {},
+  info() {},
+  warn() {},
+  error() {},
+  child() {
+    return nullLogger;
+  },
+};
+
+function wrap(p: PinoLogger): Logger {
+  return {
+    debug: (msg, meta) => {
+      p.debug(meta ?? {}, msg);
+    },
+    info: (msg, meta) => {
+      p.info(meta ?? {}, msg);
+    },
+    warn: (msg, meta) => {
+      p.warn(meta ?? {}, msg);
+    },
+    error: (msg, meta) => {
+      p.error(meta ?? {}, msg);
+    },
+    child: (bindings) => wrap(p.child(bindings)),
+  };
+}
+
+export interface CreateLoggerOptions {
+  name: string;
+  /** @default "info" */
+  level?: string;
+  /** Destination stream; stdout by default. */
+  destination?: NodeJS.WritableStream;
+}
+
+/** A pino JSON logger behind the Logger interface. BigInts are logged as strings (pino would lose precision). */
+export function createLogger(options: CreateLoggerOptions): Logger {
+  const p = pino(
+    {
+      name: options.name,
+      level: options.level ?? "info",
+      formatters: {
+        log(obj) {
+          for (const [k, v] of Object.entries(obj)) if (typeof v === "bigint") obj[k] = v.toString();
+          return obj;
+        },
+      },
+    },
+    options.destination ?? process.stdout,
+  );
+  return wrap(p);
+}

@@ -1,0 +1,64 @@
+import type { Clock } from "./clock.js";
+import { Code, WardenError } from "./errors.js";
+
+export interface DeadlineSignal {
+  readonly signal: AbortSignal;
+  /** Releases the timer and the parent listener; call when the work is done. */
+  cleanup(): void;
+}
+
+/**
+ * An AbortSignal that aborts with DEADLINE_EXCEEDED after `timeoutMs` on the
+ * given clock, or with the parent's reason when the parent aborts first.
+ */
+export function deadlineSignal(clock: Clock, timeoutMs: number, what: string, parent?: AbortSignal): DeadlineSignal {
+  const ctl = new AbortController();
+  const cancelTimer = clock.setTimer(timeoutMs, () => {
+    ctl.abort(new WardenError(Code.DeadlineExceeded, `${what}: deadline of ${String(timeoutMs)}ms exceeded`));
+  });
+  const onParent = (): void => {
+    ctl.abort(parent?.reason);
+  };
+  if (parent !== undefined) {
+    if (parent.aborted) ctl.abort(parent.reason);
+    else parent.addEventListener("abort", onParent, { once: true });
+  }
+  return {
+    signal: ctl.signal,
+    cleanup() {
+      cancelTimer();
+      parent?.removeEventListener("abort", onParent);
+    },
+  };
+}
+
+/** The reason of an aborted signal as a WardenError (CANCELLED when it is not one). */
+export function abortReason(signal: AbortSignal): WardenError {
+  const r: unknown = signal.reason;
+  if (r instanceof WardenError) return r;
+  return new WardenError(Code.Canceled, r instanceof Error ? r.message : "operation cancelled", { cause: r });
+}
+
+/** Throws the signal's reason as a WardenError if it is aborted. */
+export function throwIfAborted(signal: AbortSignal | undefined): void {
+  if (signal?.aborted === true) throw abortReason(signal);
+}
+
+/** Resolves after `ms` on the clock; rejects with the abort reason if `signal` aborts first. */
+export function sleep(clock: Clock, ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted === true) {
+      reject(abortReason(signal));
+      return;
+    }
+    const onAbort = (): void => {
+      cancel();
+      if (signal !== undefined) reject(abortReason(signal));
+    };
+    const cancel = clock.setTimer(ms, () => {
+      signal?.removeEventListener("abort", onAbort);
+      resolve();
+    });
+    signal?.addEventListener("abort", onAbort, { once: true });
+  });
+}

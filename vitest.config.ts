@@ -1,0 +1,29 @@
+import { defineConfig } from "vitest/config";
+
+// Two projects: everything ordinary first, then the heavy property/simulation
+// suites (files named *.heavy.test.ts) so they do not compete for the two cores
+// with process-spawning integration tests. test/run-tests.ts runs them in order.
+const all = [
+  "packages/*/src/**/*.test.ts",
+  "services/*/src/**/*.test.ts",
+  "test/**/*.test.ts",
+];
+
+export default defineConfig({
+  test: {
+    testTimeout: 60_000,
+    hookTimeout: 60_000,
+    teardownTimeout: 30_000,
+    pool: "forks",
+    projects: [
+      {
+        extends: true,
+        test: { name: "main", include: all, exclude: ["**/*.heavy.test.ts", "**/node_modules/**"] },
+      },
+      {
+        extends: true,
+        test: { name: "heavy", include: all.map((p) => p.replace(".test.ts", ".heavy.test.ts")) },
+      },
+    ],
+  },
+});

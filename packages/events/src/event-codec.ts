@@ -1,0 +1,37 @@
+import { fromBinary, toBinary, toJson, type JsonObject } from "@bufbuild/protobuf";
+import { EventSchema, type Event } from "@warden/proto";
+import { Code, WardenError } from "@warden/common";
+import { eventTypeOf, type EventType } from "./event-type.js";
+
+/** Protobuf binary form of an event: the NATS payload and the journal record body. */
+export function encodeEvent(event: Event): Uint8Array {
+  return toBinary(EventSchema, event);
+}
+
+/**
+ * Decodes a protobuf event. Bytes that do not parse, or an event without an id
+ * or payload, are INVALID_ARGUMENT (a poison message, never retried).
+ */
+export function decodeEvent(bytes: Uint8Array): Event {
+  let event: Event;
+  try {
+    event = fromBinary(EventSchema, bytes);
+  } catch (err) {
+    throw new WardenError(Code.InvalidArgument, `event: undecodable protobuf (${String(err)})`, { cause: err });
+  }
+  if (event.id === "") throw new WardenError(Code.InvalidArgument, "event: missing id");
+  if (event.payload.case === undefined) throw new WardenError(Code.InvalidArgument, `event ${event.id}: missing payload`);
+  return event;
+}
+
+/**
+ * JSON rendering for people and JSONL files: protobuf-es canonical JSON
+ * (uint64 as strings, timestamps as RFC 3339, camelCase names) with the type
+ * name added first, e.g. `{"type":"eviction.started","id":"01…",…}`.
+ */
+export type EventJson = { readonly type: EventType } & JsonObject;
+
+export function eventToJson(event: Event): EventJson {
+  const json = toJson(EventSchema, event) as JsonObject;
+  return { type: eventTypeOf(event), ...json };
+}

@@ -1,0 +1,70 @@
+import { Code, WardenError } from "@warden/common";
+import { HealthCheckResponse_ServingStatus as ServingStatus } from "@warden/proto";
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import type { HealthCheckResponseSchema , Health} from "@warden/proto";
+import type { ServiceImpl } from "./types.js";
+
+export { ServingStatus };
+
+/**
+ * The grpc.health.v1 state of a server: one status per service name ("" is
+ * the whole server). Watchers get every change.
+ */
+export class HealthStatus {
+  private readonly statuses = new Map<string, ServingStatus>();
+  private readonly watchers = new Set<() => void>();
+
+  set(service: string, status: ServingStatus): void {
+    if (this.statuses.get(service) === status) return;
+    this.statuses.set(service, status);
+    for (const w of this.watchers) w();
+  }
+
+  get(service: string): ServingStatus | undefined {
+    return this.statuses.get(service);
+  }
+
+  /** Marks every known service NOT_SERVING (used when shutting down). */
+  setAllNotServing(): void {
+    for (const k of [...this.statuses.keys()]) this.set(k, ServingStatus.NOT_SERVING);
+  }
+
+  /** The Health service implementation backed by this state. */
+  impl(): ServiceImpl<typeof Health> {
+    const self = this;
+    return {
+      async check(req): Promise<MessageInitShape<typeof HealthCheckResponseSchema>> {
+        const s = self.statuses.get(req.service);
+        if (s === undefined) throw new WardenError(Code.NotFound, `service: unknown service "${req.service}"`);
+        return { status: s };
+      },
+      async *watch(req, ctx): AsyncIterable<MessageInitShape<typeof HealthCheckResponseSchema>> {
+        let last: ServingStatus | undefined;
+        let wake: (() => void) | undefined;
+        const notify = (): void => {
+          wake?.();
+        };
+        self.watchers.add(notify);
+        const onAbort = (): void => {
+          wake?.();
+        };
+        ctx.signal.addEventListener("abort", onAbort, { once: true });
+        try {
+          while (!ctx.signal.aborted) {
+            const s = self.statuses.get(req.service) ?? ServingStatus.SERVICE_UNKNOWN;
+            if (s !== last) {
+              last = s;
+              yield { status: s };
+            }
+            await new Promise<void>((resolve) => {
+              wake = resolve;
+            });
+          }
+        } finally {
+          self.watchers.delete(notify);
+          ctx.signal.removeEventListener("abort", onAbort);
+        }
+      },
+    };
+  }
+}

@@ -1,0 +1,156 @@
+import { Metadata, type ServerUnaryCall, type ServerWritableStream, type ServerDuplexStream, type ServerReadableStream, type UntypedHandleCall, type sendUnaryData } from "@grpc/grpc-js";
+import type { DescMethod } from "@bufbuild/protobuf";
+import { Code, WardenError } from "@warden/common";
+import { toGrpcStatus } from "./codes.js";
+import type { HandlerContext } from "./types.js";
+
+/** The part of every grpc-js server call that scope() uses. */
+interface AnyCall {
+  on(event: "cancelled", fn: () => void): unknown;
+  removeListener(event: "cancelled", fn: () => void): unknown;
+  getDeadline(): Date | number;
+  getPeer(): string;
+  readonly metadata: Metadata;
+}
+
+interface CallScope {
+  ctx: HandlerContext;
+  /** Aborts the call's signal (completion); idempotent. */
+  finish(): void;
+}
+
+/** Builds the handler context; its signal fires on client cancel, deadline and completion. */
+function scope(call: AnyCall): CallScope {
+  const ctl = new AbortController();
+  const deadline = call.getDeadline();
+  const deadlineAtMs = deadline instanceof Date ? deadline.getTime() : Number.isFinite(deadline) ? deadline : undefined;
+  let timer: NodeJS.Timeout | undefined;
+  const onCancel = (): void => {
+    const expired = deadlineAtMs !== undefined && Date.now() >= deadlineAtMs - 5;
+    ctl.abort(new WardenError(expired ? Code.DeadlineExceeded : Code.Canceled, expired ? "call deadline exceeded" : "call cancelled by the client"));
+  };
+  call.on("cancelled", onCancel);
+  if (deadlineAtMs !== undefined) {
+    // grpc-js also emits "cancelled" on deadline; this timer makes it explicit and typed.
+    timer = setTimeout(() => {
+      ctl.abort(new WardenError(Code.DeadlineExceeded, "call deadline exceeded"));
+    }, Math.max(0, deadlineAtMs - Date.now()));
+  }
+  const ctx: HandlerContext = {
+    signal: ctl.signal,
+    metadata: call.metadata,
+    peer: call.getPeer(),
+    deadlineAtMs,
+    responseHeader: new Metadata(),
+    responseTrailer: new Metadata(),
+  };
+  return {
+    ctx,
+    finish() {
+      if (timer !== undefined) clearTimeout(timer);
+      call.removeListener("cancelled", onCancel);
+      if (!ctl.signal.aborted) ctl.abort(new WardenError(Code.Canceled, "call completed"));
+    },
+  };
+}
+
+function hasEntries(md: Metadata): boolean {
+  return Object.keys(md.getMap()).length > 0;
+}
+
+async function writeAll(call: ServerWritableStream<unknown, unknown> | ServerDuplexStream<unknown, unknown>, source: AsyncIterable<unknown>, ctx: HandlerContext): Promise<void> {
+  let headerSent = false;
+  for await (const msg of source) {
+    if (ctx.signal.aborted) break;
+    if (!headerSent) {
+      headerSent = true;
+      if (hasEntries(ctx.responseHeader)) call.sendMetadata(ctx.responseHeader);
+    }
+    if (!call.write(msg)) {
+      await new Promise<void>((resolve) => {
+        const done = (): void => {
+          call.removeListener("drain", done);
+          ctx.signal.removeEventListener("abort", done);
+          resolve();
+        };
+        call.once("drain", done);
+        ctx.signal.addEventListener("abort", done, { once: true });
+      });
+    }
+  }
+  if (!headerSent && hasEntries(ctx.responseHeader)) call.sendMetadata(ctx.responseHeader);
+}
+
+/**
+ * The request side of a streaming call. The default Readable iterator destroys
+ * the stream when the requests end, which would drop the response status; this
+ * one leaves the call open so the handler can still answer and end it.
+ */
+function requestsOf(call: ServerDuplexStream<unknown, unknown> | ServerReadableStream<unknown, unknown>): AsyncIterable<unknown> {
+  return { [Symbol.asyncIterator]: () => call.iterator({ destroyOnReturn: false }) };
+}
+
+type AnyHandler = (input: unknown, ctx: HandlerContext) => unknown;
+
+/** Wraps a typed handler into the grpc-js handler for its method kind. */
+export function wrapHandler(method: DescMethod, handler: AnyHandler): UntypedHandleCall {
+  switch (method.methodKind) {
+    case "unary":
+      return (call: ServerUnaryCall<unknown, unknown>, callback: sendUnaryData<unknown>) => {
+        const s = scope(call);
+        (handler(call.request, s.ctx) as Promise<unknown>).then(
+          (res) => {
+            if (hasEntries(s.ctx.responseHeader)) call.sendMetadata(s.ctx.responseHeader);
+            callback(null, res, s.ctx.responseTrailer);
+            s.finish();
+          },
+          (err: unknown) => {
+            callback(toGrpcStatus(err, s.ctx.responseTrailer));
+            s.finish();
+          },
+        );
+      };
+    case "server_streaming":
+      return (call: ServerWritableStream<unknown, unknown>) => {
+        const s = scope(call);
+        writeAll(call, handler(call.request, s.ctx) as AsyncIterable<unknown>, s.ctx).then(
+          () => {
+            call.end(s.ctx.responseTrailer);
+            s.finish();
+          },
+          (err: unknown) => {
+            call.emit("error", toGrpcStatus(err, s.ctx.responseTrailer));
+            s.finish();
+          },
+        );
+      };
+    case "bidi_streaming":
+      return (call: ServerDuplexStream<unknown, unknown>) => {
+        const s = scope(call);
+        writeAll(call, handler(requestsOf(call), s.ctx) as AsyncIterable<unknown>, s.ctx).then(
+          () => {
+            call.end(s.ctx.responseTrailer);
+            s.finish();
+          },
+          (err: unknown) => {
+            call.emit("error", toGrpcStatus(err, s.ctx.responseTrailer));
+            s.finish();
+          },
+        );
+      };
+    case "client_streaming":
+      return (call: ServerReadableStream<unknown, unknown>, callback: sendUnaryData<unknown>) => {
+        const s = scope(call);
+        (handler(requestsOf(call), s.ctx) as Promise<unknown>).then(
+          (res) => {
+            callback(null, res, s.ctx.responseTrailer);
+            s.finish();
+          },
+          (err: unknown) => {
+            callback(toGrpcStatus(err, s.ctx.responseTrailer));
+            s.finish();
+          },
+        );
+      };
+  }
+}

@@ -1,0 +1,106 @@
+import { Server, ServerCredentials, type UntypedServiceImplementation } from "@grpc/grpc-js";
+import type { DescService } from "@bufbuild/protobuf";
+import { Code, WardenError } from "@warden/common";
+import { Health, ServerReflection, reflectionV1alpha } from "@warden/proto";
+import { grpcServiceDefinition } from "./service-definition.js";
+import { wrapHandler } from "./server-handlers.js";
+import { HealthStatus, ServingStatus } from "./health.js";
+import { ReflectionIndex } from "./reflection.js";
+import { defaultMaxMessageBytes } from "./limits.js";
+import type { ServiceImpl } from "./types.js";
+
+export interface CreateServerOptions {
+  /** @default 16 MiB */
+  maxReceiveMessageBytes?: number;
+  /** @default 16 MiB */
+  maxSendMessageBytes?: number;
+  /** @default insecure */
+  credentials?: ServerCredentials;
+}
+
+export interface ListenResult {
+  /** The bound port (useful with port 0). */
+  port: number;
+  /** host:port to give to clients. */
+  address: string;
+}
+
+/**
+ * A grpc-js server that serves protobuf-es services with typed handlers, and
+ * always serves grpc.health.v1 and server reflection (v1 and v1alpha) listing
+ * every added service.
+ */
+export class GrpcServer {
+  readonly raw: Server;
+  readonly health = new HealthStatus();
+  private readonly reflection = new ReflectionIndex();
+  private readonly credentials: ServerCredentials;
+  private listening = false;
+
+  constructor(options: CreateServerOptions = {}) {
+    this.raw = new Server({
+      "grpc.max_receive_message_length": options.maxReceiveMessageBytes ?? defaultMaxMessageBytes,
+      "grpc.max_send_message_length": options.maxSendMessageBytes ?? defaultMaxMessageBytes,
+    });
+    this.credentials = options.credentials ?? ServerCredentials.createInsecure();
+    this.addUntracked(Health, this.health.impl());
+    const reflect = this.reflection.handler();
+    this.addUntracked(ServerReflection, { serverReflectionInfo: reflect });
+    this.addUntracked(reflectionV1alpha.ServerReflection, { serverReflectionInfo: reflect as never });
+    this.health.set("", ServingStatus.NOT_SERVING);
+  }
+
+  private addUntracked<T extends DescService>(svc: T, impl: ServiceImpl<T>): void {
+    const handlers: UntypedServiceImplementation = {};
+    const byName = impl as unknown as Record<string, (input: unknown, ctx: never) => unknown>;
+    for (const m of svc.methods) {
+      const h = byName[m.localName];
+      if (h === undefined) throw new WardenError(Code.Internal, `${svc.typeName}: no handler for ${m.name}`);
+      handlers[m.localName] = wrapHandler(m, h as (input: unknown, ctx: unknown) => unknown);
+    }
+    this.raw.addService(grpcServiceDefinition(svc), handlers);
+    this.reflection.add(svc);
+  }
+
+  /** Adds a service; its health status starts SERVING. */
+  add<T extends DescService>(svc: T, impl: ServiceImpl<T>): this {
+    if (this.listening) throw new WardenError(Code.FailedPrecondition, `cannot add ${svc.typeName} after listen`);
+    this.addUntracked(svc, impl);
+    this.health.set(svc.typeName, ServingStatus.SERVING);
+    return this;
+  }
+
+  /** Binds `host:port` (port 0 picks a free one) and marks the server SERVING. */
+  listen(address: string): Promise<ListenResult> {
+    return new Promise((resolve, reject) => {
+      this.raw.bindAsync(address, this.credentials, (err, port) => {
+        if (err !== null) {
+          reject(new WardenError(Code.Unavailable, `cannot listen on ${address}: ${err.message}`, { cause: err }));
+          return;
+        }
+        this.listening = true;
+        this.health.set("", ServingStatus.SERVING);
+        const host = address.slice(0, address.lastIndexOf(":"));
+        resolve({ port, address: `${host === "0.0.0.0" || host === "[::]" ? "127.0.0.1" : host}:${String(port)}` });
+      });
+    });
+  }
+
+  /**
+   * Marks every service NOT_SERVING, waits up to `graceMs` for calls to finish,
+   * then forces the rest closed.
+   */
+  async shutdown(graceMs = 5_000): Promise<void> {
+    this.health.setAllNotServing();
+    await new Promise<void>((resolve) => {
+      const t = setTimeout(() => {
+        this.raw.forceShutdown();
+        resolve();
+      }, graceMs);
+      this.raw.tryShutdown(() => {
+        clearTimeout(t);
+        resolve();
+      });
+    });
+  }
+}

@@ -1,0 +1,37 @@
+import type { ServiceDefinition, MethodDefinition } from "@grpc/grpc-js";
+import { create, fromBinary, toBinary, type DescMessage, type DescMethod, type DescService } from "@bufbuild/protobuf";
+
+function serializer(schema: DescMessage) {
+  // create() returns an existing message unchanged, so handlers may return init objects.
+  return (value: unknown): Buffer => Buffer.from(toBinary(schema, create(schema, value as Record<string, unknown>)));
+}
+
+function deserializer(schema: DescMessage) {
+  return (bytes: Buffer): object => fromBinary(schema, bytes);
+}
+
+/** The grpc-js path of a method, e.g. `/warden.v1.AgentService/StopBackend`. */
+export function methodPath(method: DescMethod): string {
+  return `/${method.parent.typeName}/${method.name}`;
+}
+
+/** The grpc-js MethodDefinition for one protobuf-es method. */
+export function methodDefinition(method: DescMethod): MethodDefinition<unknown, object> {
+  return {
+    path: methodPath(method),
+    requestStream: method.methodKind === "client_streaming" || method.methodKind === "bidi_streaming",
+    responseStream: method.methodKind === "server_streaming" || method.methodKind === "bidi_streaming",
+    requestSerialize: serializer(method.input),
+    requestDeserialize: deserializer(method.input),
+    responseSerialize: serializer(method.output),
+    responseDeserialize: deserializer(method.output),
+    originalName: method.localName,
+  };
+}
+
+/** Builds a grpc-js ServiceDefinition from a protobuf-es service, keyed by method localName. */
+export function grpcServiceDefinition(svc: DescService): ServiceDefinition {
+  const def: Record<string, MethodDefinition<unknown, object>> = {};
+  for (const m of svc.methods) def[m.localName] = methodDefinition(m);
+  return def;
+}

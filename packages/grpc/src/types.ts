@@ -1,0 +1,68 @@
+import type { Metadata } from "@grpc/grpc-js";
+import type { DescMessage, DescService, MessageInitShape, MessageShape } from "@bufbuild/protobuf";
+
+/** Per-call context given to every handler. */
+export interface HandlerContext {
+  /** Fires on deadline, client cancel, and completion of the call. */
+  readonly signal: AbortSignal;
+  /** Request metadata. */
+  readonly metadata: Metadata;
+  /** Remote peer address. */
+  readonly peer: string;
+  /** Absolute deadline in epoch ms, when the caller set one. */
+  readonly deadlineAtMs: number | undefined;
+  /** Metadata sent back as response headers (before the first message). */
+  readonly responseHeader: Metadata;
+  /** Metadata sent back as trailers (with the status). */
+  readonly responseTrailer: Metadata;
+}
+
+type Method<T extends DescService, K extends keyof T["method"]> = T["method"][K];
+type In<M> = M extends { input: infer I extends DescMessage } ? MessageShape<I> : never;
+type OutInit<M> = M extends { output: infer O extends DescMessage } ? MessageInitShape<O> : never;
+type Out<M> = M extends { output: infer O extends DescMessage } ? MessageShape<O> : never;
+type InInit<M> = M extends { input: infer I extends DescMessage } ? MessageInitShape<I> : never;
+
+/** A handler for one method, by its kind. Thrown WardenErrors become their status. */
+export type MethodHandler<M> = M extends { methodKind: "unary" }
+  ? (request: In<M>, ctx: HandlerContext) => Promise<OutInit<M>>
+  : M extends { methodKind: "server_streaming" }
+    ? (request: In<M>, ctx: HandlerContext) => AsyncIterable<OutInit<M>>
+    : M extends { methodKind: "bidi_streaming" }
+      ? (requests: AsyncIterable<In<M>>, ctx: HandlerContext) => AsyncIterable<OutInit<M>>
+      : M extends { methodKind: "client_streaming" }
+        ? (requests: AsyncIterable<In<M>>, ctx: HandlerContext) => Promise<OutInit<M>>
+        : never;
+
+/** The implementation of a whole service: one handler per method, by localName. */
+export type ServiceImpl<T extends DescService> = { [K in keyof T["method"]]: MethodHandler<Method<T, K>> };
+
+/** Options for one client call. */
+export interface CallOptions {
+  /** Relative deadline; becomes the gRPC deadline. */
+  timeoutMs?: number;
+  /** Absolute deadline (epoch ms); the earlier of the two wins. */
+  deadlineAtMs?: number;
+  /** Aborting cancels the call (CANCELLED on both sides). */
+  signal?: AbortSignal;
+  metadata?: Metadata;
+  onHeader?: (header: Metadata) => void;
+  onTrailer?: (trailer: Metadata) => void;
+}
+
+/** A method as seen by a client. */
+export type ClientMethod<M> = M extends { methodKind: "unary" }
+  ? (request: InInit<M>, options?: CallOptions) => Promise<Out<M>>
+  : M extends { methodKind: "server_streaming" }
+    ? (request: InInit<M>, options?: CallOptions) => AsyncIterable<Out<M>>
+    : M extends { methodKind: "bidi_streaming" }
+      ? (requests: AsyncIterable<InInit<M>>, options?: CallOptions) => AsyncIterable<Out<M>>
+      : M extends { methodKind: "client_streaming" }
+        ? (requests: AsyncIterable<InInit<M>>, options?: CallOptions) => Promise<Out<M>>
+        : never;
+
+/** A promise / async-iterator client for a whole service. */
+export type Client<T extends DescService> = { [K in keyof T["method"]]: ClientMethod<Method<T, K>> } & {
+  /** Closes the underlying channel. */
+  close(): void;
+};

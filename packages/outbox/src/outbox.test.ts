@@ -1,0 +1,316 @@
+import { describe, expect, it } from "vitest";
+import fc from "fast-check";
+import { create } from "@bufbuild/protobuf";
+import { EvictionReason, EvictionStartedSchema, EvictionStoppedSchema, type Event } from "@warden/proto";
+import { ManualClock, createUlidFactory, seededRng, type Rng } from "@warden/common";
+import { createEventFactory, type EventInit } from "@warden/events";
+import { createOutbox, type OutboxHealth, type OutboxOptions } from "./outbox.js";
+import type { Journal } from "./journal-port.js";
+import type { JournalRecord } from "./journal-record.js";
+import type { PublishAck, Publisher } from "./publisher-port.js";
+import { liveJournalRecords, reduceJournal } from "./reduce-journal.js";
+
+/** In-memory journal: `records` is what survived (every append is "fsync'd" on resolve). */
+class MemoryJournal implements Journal {
+  records: JournalRecord[] = [];
+  failAppends = false;
+  async append(record: JournalRecord): Promise<void> {
+    await Promise.resolve();
+    if (this.failAppends) throw new Error("disk full");
+    this.records.push(record);
+  }
+  replay(): Promise<readonly JournalRecord[]> {
+    return Promise.resolve([...this.records]);
+  }
+  eventIds(): string[] {
+    return this.records.flatMap((r) => (r.kind === "event" ? [r.event.id] : []));
+  }
+}
+
+/** Publisher whose answers are scripted: ok, fail, or held until released. */
+class FakePublisher implements Publisher {
+  mode: "ok" | "fail" | "hold" | "random" = "ok";
+  failRate = 0.5;
+  constructor(
+    private readonly journal: MemoryJournal,
+    private readonly rng: Rng = seededRng(9),
+  ) {}
+  readonly stored = new Map<string, number>(); // id -> times stored (as a stream would, without dedup)
+  readonly attempts: string[] = [];
+  readonly journaledBeforePublish: boolean[] = [];
+  private held: (() => void)[] = [];
+  maxConcurrent = 0;
+  private concurrent = 0;
+  publish(event: Event): Promise<PublishAck> {
+    this.attempts.push(event.id);
+    this.journaledBeforePublish.push(this.journal.eventIds().includes(event.id));
+    this.concurrent++;
+    this.maxConcurrent = Math.max(this.maxConcurrent, this.concurrent);
+    const done = <T>(v: T): T => {
+      this.concurrent--;
+      return v;
+    };
+    const ok = (): PublishAck => {
+      const n = this.stored.get(event.id) ?? 0;
+      this.stored.set(event.id, n + 1);
+      return done({ duplicate: n > 0 });
+    };
+    const fail = (): Promise<never> => {
+      done(0);
+      return Promise.reject(new Error("no responders"));
+    };
+    if (this.mode === "fail") return fail();
+    if (this.mode === "random" && this.rng.next() < this.failRate) return fail();
+    if (this.mode === "hold") return new Promise((resolve) => this.held.push(() => { resolve(ok()); }));
+    return Promise.resolve(ok());
+  }
+  release(): void {
+    const h = this.held;
+    this.held = [];
+    for (const f of h) f();
+  }
+}
+
+const tick = (): Promise<void> => new Promise((r) => setImmediate(r));
+async function settle(clock: ManualClock, rounds = 50, stepMs = 1_000): Promise<void> {
+  for (let i = 0; i < rounds; i++) {
+    await tick();
+    clock.advance(stepMs);
+  }
+  await tick();
+}
+
+function started(incarnation: string, nodeId = "n1", model = "m1"): EventInit {
+  return {
+    nodeId,
+    model,
+    incarnation,
+    address: "127.0.0.1:7000",
+    payload: { case: "evictionStarted", value: create(EvictionStartedSchema, { reason: EvictionReason.IDLE }) },
+  };
+}
+function stopped(incarnation: string, nodeId = "n1", model = "m1"): EventInit {
+  return { nodeId, model, incarnation, payload: { case: "evictionStopped", value: create(EvictionStoppedSchema, {}) } };
+}
+
+function setup(journal = new MemoryJournal(), extra: Partial<OutboxOptions> = {}, clock = new ManualClock(0, 1_750_000_000_000), publisherSeed = 9) {
+  const publisher = new FakePublisher(journal, seededRng(publisherSeed));
+  const healths: OutboxHealth[] = [];
+  const outbox = createOutbox({
+    journal,
+    publisher,
+    clock,
+    rng: seededRng(3),
+    newId: createUlidFactory(clock, seededRng(4)),
+    onHealthChange: (h) => healths.push(h),
+    ...extra,
+  });
+  return { journal, publisher, outbox, clock, healths };
+}
+
+describe("outbox", () => {
+  it("journals every event before it is published and marks it published after the ack", async () => {
+    const { outbox, publisher, journal, clock } = setup();
+    await outbox.start();
+    for (let i = 0; i < 20; i++) expect(await outbox.emit(started(`i${i}`))).toMatchObject({ outcome: "queued" });
+    await settle(clock, 5);
+    expect(publisher.journaledBeforePublish.every(Boolean)).toBe(true);
+    expect(publisher.stored.size).toBe(20);
+    expect(outbox.stats()).toMatchObject({ depth: 0, published: 20, dropped: 0 });
+    expect(reduceJournal(journal.records).unpublished.size).toBe(0);
+  });
+
+  it("keeps many publishes in flight", async () => {
+    const { outbox, publisher, clock } = setup(undefined, { maxInFlight: 64 });
+    await outbox.start();
+    publisher.mode = "hold";
+    await Promise.all(Array.from({ length: 200 }, (_, i) => outbox.emit(started(`i${i}`))));
+    expect(outbox.stats().inFlight).toBe(64);
+    for (let i = 0; i < 10; i++) {
+      publisher.release();
+      await settle(clock, 2);
+    }
+    expect(publisher.maxConcurrent).toBe(64);
+    expect(outbox.stats()).toMatchObject({ depth: 0, published: 200 });
+  });
+
+  it("loses no event through publisher failures (retries with back-off until acked)", async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.integer({ min: 1, max: 60 }), fc.double({ min: 0, max: 0.9, noNaN: true }), fc.integer(), async (n, failRate, seed) => {
+        const journal = new MemoryJournal();
+        const { outbox, publisher, clock } = setup(journal, { maxInFlight: 8 }, undefined, seed);
+        publisher.mode = "random";
+        publisher.failRate = failRate;
+        await outbox.start();
+        const ids: string[] = [];
+        for (let i = 0; i < n; i++) ids.push((await outbox.emit(started(`i${i % 7}`))).event.id);
+        for (let round = 0; round < 400 && outbox.stats().depth > 0; round++) await settle(clock, 1, 20_000);
+        expect(outbox.stats().depth).toBe(0);
+        for (const id of ids) expect(publisher.stored.get(id)).toBeGreaterThanOrEqual(1);
+        if (publisher.attempts.length > n) expect(outbox.stats().retries).toBeGreaterThan(0);
+      }),
+      { numRuns: 40 },
+    );
+  });
+
+  it("probes with one publish at a time while the stream fails, then opens the window again", async () => {
+    const { outbox, publisher, clock } = setup(undefined, { maxInFlight: 16 });
+    await outbox.start();
+    publisher.mode = "fail";
+    for (let i = 0; i < 50; i++) await outbox.emit(started(`i${i}`));
+    await settle(clock, 20, 200);
+    const during = publisher.attempts.length;
+    expect(outbox.stats().retries).toBeGreaterThan(0);
+    expect(outbox.stats().depth).toBe(50);
+    expect(outbox.health().status).toBe("serving"); // an outage alone is not unhealthy: the outbox is the buffer
+    publisher.mode = "ok";
+    await settle(clock, 30, 10_000);
+    expect(outbox.stats()).toMatchObject({ depth: 0, published: 50 });
+    expect(during).toBeLessThan(50 * 20); // not flooding a dead server
+  });
+
+  it("when full, drops and counts instead of blocking, reports not-serving, and recovers after draining", async () => {
+    const { outbox, publisher, clock, healths } = setup(undefined, { capacity: 10 });
+    await outbox.start();
+    publisher.mode = "hold";
+    const outcomes = [];
+    for (let i = 0; i < 13; i++) outcomes.push((await outbox.emit(started(`i${i}`))).outcome);
+    expect(outcomes.filter((o) => o === "dropped")).toHaveLength(3);
+    expect(outbox.stats()).toMatchObject({ depth: 10, dropped: 3 });
+    expect(outbox.health()).toMatchObject({ status: "not-serving" });
+    expect(healths.filter((h) => h.status === "not-serving").length).toBeGreaterThanOrEqual(3); // reported on each drop
+    publisher.mode = "ok";
+    publisher.release();
+    await settle(clock, 5);
+    expect(outbox.health()).toEqual({ status: "serving" });
+    expect(healths.at(-1)).toEqual({ status: "serving" });
+    expect(outbox.stats().dropped).toBe(3);
+  });
+
+  it("rejects append when the journal fails, and health says so", async () => {
+    const { outbox, journal } = setup();
+    await outbox.start();
+    journal.failAppends = true;
+    await expect(outbox.emit(started("a"))).rejects.toThrow(/disk full/);
+    expect(outbox.health()).toMatchObject({ status: "not-serving", reason: expect.stringContaining("journal") as string });
+    journal.failAppends = false;
+    await outbox.emit(started("b"));
+    expect(outbox.health()).toEqual({ status: "serving" });
+  });
+
+  it("after a crash, re-queues unpublished events with their ids and emits recovered for unfinished instances", async () => {
+    const journal = new MemoryJournal();
+    const first = setup(journal);
+    const rec1 = await first.outbox.start();
+    await first.outbox.emit(started("A"));
+    await first.outbox.emit(stopped("A")); // A finished
+    await first.outbox.emit(started("B")); // B: stop in flight
+    await settle(first.clock, 3);
+    first.publisher.mode = "hold";
+    const pendingC = await first.outbox.emit(started("C"));
+    const pendingB = await first.outbox.emit(stopped("B")); // B finished, but not yet published
+    // crash: drop the outbox without close/flush
+    const second = setup(journal, {}, new ManualClock(0, 1_750_000_100_000));
+    const rec2 = await second.outbox.start();
+    expect(rec2.epoch).toBeGreaterThan(rec1.epoch);
+    expect(rec2.requeued).toBe(2);
+    expect(rec2.recovered.map((e) => [e.incarnation, e.payload.case === "recovered" ? e.payload.value.lastEventType : ""])).toEqual([
+      ["C", "eviction.started"],
+    ]);
+    expect(rec2.recovered[0]?.sequence).toMatchObject({ epoch: rec2.epoch, n: 1n });
+    await settle(second.clock, 5);
+    expect(second.publisher.stored.has(pendingC.event.id)).toBe(true);
+    expect(second.publisher.stored.has(pendingB.event.id)).toBe(true);
+    expect(second.outbox.stats().depth).toBe(0);
+  });
+
+  it("a restart with everything published re-sends nothing but still recovers unfinished instances", async () => {
+    const journal = new MemoryJournal();
+    const first = setup(journal);
+    await first.outbox.start();
+    await first.outbox.emit(started("X"));
+    await settle(first.clock, 3);
+    await first.outbox.close();
+    const second = setup(journal);
+    const rec = await second.outbox.start();
+    expect(rec.requeued).toBe(0);
+    expect(rec.recovered.map((e) => e.incarnation)).toEqual(["X"]);
+  });
+
+  it("keeps stop intents durable across a restart until cleared", async () => {
+    const journal = new MemoryJournal();
+    const first = setup(journal);
+    await first.outbox.start();
+    await first.outbox.recordStopIntent({ incarnation: "I1", nodeId: "n", model: "m", address: "a:1", reason: "lru" });
+    await first.outbox.recordStopIntent({ incarnation: "I2", nodeId: "n", model: "m2", address: "a:2", reason: "admin" });
+    expect(journal.records.some((r) => r.kind === "stop-intent" && r.incarnation === "I2")).toBe(true); // durable on resolve
+    await first.outbox.clearStopIntent("I1");
+    await first.outbox.clearStopIntent("unknown"); // no-op
+    const second = setup(journal);
+    const rec = await second.outbox.start();
+    expect(rec.openStopIntents.map((i) => [i.incarnation, i.reason])).toEqual([["I2", "admin"]]);
+    expect(second.outbox.openStopIntents()).toHaveLength(1);
+  });
+
+  it("guards its lifecycle", async () => {
+    const { outbox } = setup();
+    await expect(outbox.emit(started("a"))).rejects.toThrow(/state is new/);
+    expect(() => outbox.events).toThrow(/failed_precondition/);
+    await outbox.start();
+    await expect(outbox.start()).rejects.toThrow(/state is running/);
+    await outbox.close();
+    await expect(outbox.append(outbox.events.create(started("a")))).rejects.toThrow(/state is closed/);
+  });
+
+  it("drain waits for every ack, then closes", async () => {
+    const { outbox, publisher, clock } = setup();
+    await outbox.start();
+    publisher.mode = "hold";
+    await outbox.emit(started("a"));
+    let drained = false;
+    const d = outbox.drain().then(() => {
+      drained = true;
+    });
+    await settle(clock, 2);
+    expect(drained).toBe(false);
+    publisher.release();
+    await d;
+    expect(drained).toBe(true);
+    expect(outbox.stats().published).toBe(1);
+  });
+});
+
+describe("liveJournalRecords (compaction)", () => {
+  it("keeps unpublished events, the last event of unfinished instances, open intents and the epoch", () => {
+    const clock = new ManualClock();
+    const events = createEventFactory({ clock, newId: createUlidFactory(clock, seededRng(5)), epoch: 5n });
+    const a1 = events.create(started("A"));
+    const a2 = events.create(stopped("A"));
+    const b1 = events.create(started("B"));
+    const c1 = events.create(started("C"));
+    const intent = { nodeId: "n", model: "m", address: "x", reason: "lru", recordedAtMs: 1 };
+    const records: JournalRecord[] = [
+      { kind: "epoch", epoch: 6n },
+      { kind: "event", event: a1 },
+      { kind: "event", event: b1 },
+      { kind: "event", event: a2 },
+      { kind: "published", eventIds: [a1.id, a2.id, b1.id] },
+      { kind: "event", event: c1 },
+      { kind: "event", event: c1 }, // a repeated record counts once
+      { kind: "stop-intent", incarnation: "B", ...intent },
+      { kind: "stop-intent", incarnation: "A", ...intent },
+      { kind: "stop-intent-cleared", incarnation: "A" },
+    ];
+    const live = liveJournalRecords(records);
+    const before = reduceJournal(records);
+    const after = reduceJournal(live);
+    expect([...after.unpublished.keys()]).toEqual([...before.unpublished.keys()]);
+    expect([...after.openStopIntents.keys()]).toEqual(["B"]);
+    expect(after.maxEpoch).toBe(6n);
+    expect(live.flatMap((r) => (r.kind === "event" ? [r.event.incarnation] : []))).toEqual(["B", "C"]);
+    expect(after.lastEventByIncarnation.get("B")?.id).toBe(b1.id);
+    expect(after.unpublished.has(b1.id)).toBe(false); // kept for `recovered`, not re-sent
+    expect(after.lastEventByIncarnation.has("A")).toBe(false);
+    expect(liveJournalRecords(live)).toEqual(live); // idempotent
+  });
+});

@@ -1,0 +1,210 @@
+import { Code, WardenError } from "@warden/common";
+
+/** Ends a request. Idempotent: the second and later calls do nothing (LocalAI's run-once guard). */
+export type Completion = () => void;
+
+/**
+ * One open request. Open requests of an address form a doubly linked list in
+ * start order: ids and the monotonic clock only increase, so appending keeps
+ * the list sorted and its head is the oldest live request. That makes
+ * busy-since (LocalAI: the minimum start among the remaining requests) an O(1)
+ * read instead of a rescan, and begin/end O(1) whatever the number open.
+ */
+interface OpenRequest {
+  readonly id: number;
+  readonly startMs: number;
+  readonly owner: AddressRequests;
+  prev: OpenRequest | undefined;
+  next: OpenRequest | undefined;
+  done: boolean;
+}
+
+/** Request state of one address (LocalAI's six maps, per address). */
+class AddressRequests {
+  /** False once the state was cleared (settle rows 2/4, removal): completions for it become no-ops. */
+  live = true;
+  head: OpenRequest | undefined;
+  tail: OpenRequest | undefined;
+  count = 0;
+  /** Legacy `mark` ids, LIFO; `unmark` pops. */
+  legacy: OpenRequest[] = [];
+  idleSinceMs: number | undefined;
+  lastUsedMs: number | undefined;
+}
+
+/** A read-only view of one address's request state. */
+export interface AddressRequestView {
+  readonly address: string;
+  readonly inFlight: number;
+  /** Start of the oldest live request; undefined when nothing is in flight. */
+  readonly busySinceMs: number | undefined;
+  /** When the last in-flight request finished; present only while nothing is in flight. */
+  readonly idleSinceMs: number | undefined;
+  /** Last begin, end or `updateLastUsed`. */
+  readonly lastUsedMs: number | undefined;
+  /** Open request ids, oldest first. */
+  readonly openRequestIds: readonly number[];
+}
+
+/**
+ * Request state keyed by address (DESIGN §3.1; localai-semantics §2), kept
+ * apart from identity. It does not know which addresses are registered: the
+ * core decides when state is cleared.
+ */
+export class RequestTracker {
+  private readonly byAddress = new Map<string, AddressRequests>();
+  private nextRequestId = 1;
+
+  constructor(
+    private readonly nowMs: () => number,
+    private readonly maxAddresses: number,
+    private readonly maxOpenPerAddress: number,
+  ) {}
+
+  private stateFor(address: string): AddressRequests {
+    let s = this.byAddress.get(address);
+    if (s === undefined) {
+      if (this.byAddress.size >= this.maxAddresses) {
+        throw new WardenError(Code.ResourceExhausted, `request tracking: at most ${this.maxAddresses} addresses`, { details: { address } });
+      }
+      s = new AddressRequests();
+      this.byAddress.set(address, s);
+    }
+    return s;
+  }
+
+  private begin(address: string): OpenRequest {
+    const s = this.stateFor(address);
+    if (s.count >= this.maxOpenPerAddress) {
+      throw new WardenError(Code.ResourceExhausted, `request tracking: at most ${this.maxOpenPerAddress} open requests on ${address}`, {
+        details: { address },
+      });
+    }
+    const now = this.nowMs();
+    const r: OpenRequest = { id: this.nextRequestId++, startMs: now, owner: s, prev: s.tail, next: undefined, done: false };
+    if (s.tail === undefined) s.head = r;
+    else s.tail.next = r;
+    s.tail = r;
+    s.count++;
+    s.lastUsedMs = now;
+    s.idleSinceMs = undefined;
+    return r;
+  }
+
+  private end(r: OpenRequest): void {
+    if (r.done) return;
+    r.done = true;
+    const s = r.owner;
+    // Cleared meanwhile (settled or dropped): the id is gone, so this is a no-op (invariant I4).
+    if (!s.live) return;
+    if (r.prev === undefined) s.head = r.next;
+    else r.prev.next = r.next;
+    if (r.next === undefined) s.tail = r.prev;
+    else r.next.prev = r.prev;
+    r.prev = undefined;
+    r.next = undefined;
+    s.count--;
+    const now = this.nowMs();
+    s.lastUsedMs = now;
+    if (s.count === 0) s.idleSinceMs = now;
+  }
+
+  /** Begins a request on `address` and returns its idempotent completion. O(1). */
+  track(address: string): Completion {
+    const r = this.begin(address);
+    return () => {
+      this.end(r);
+    };
+  }
+
+  /** Legacy begin: pushes the id on the address's LIFO stack. */
+  mark(address: string): number {
+    const r = this.begin(address);
+    r.owner.legacy.push(r);
+    return r.id;
+  }
+
+  /** Legacy end: finishes the most recent legacy request; nothing when none is open. Never ends a `track` request. */
+  unmark(address: string): void {
+    const s = this.byAddress.get(address);
+    if (s === undefined) return;
+    const r = s.legacy.pop();
+    if (r !== undefined) this.end(r);
+  }
+
+  /** Sets last-used to now (LocalAI `UpdateLastUsed`, on a cache hit). */
+  touch(address: string): void {
+    this.stateFor(address).lastUsedMs = this.nowMs();
+  }
+
+  /** Seeds last-used and idle-since for an address with no state yet (an instance that became ready). */
+  seedIdle(address: string): void {
+    if (this.byAddress.has(address)) return;
+    const s = this.stateFor(address);
+    const now = this.nowMs();
+    s.lastUsedMs = now;
+    s.idleSinceMs = now;
+  }
+
+  inFlight(address: string): number {
+    return this.byAddress.get(address)?.count ?? 0;
+  }
+
+  busySinceMs(address: string): number | undefined {
+    return this.byAddress.get(address)?.head?.startMs;
+  }
+
+  idleSinceMs(address: string): number | undefined {
+    return this.byAddress.get(address)?.idleSinceMs;
+  }
+
+  lastUsedMs(address: string): number | undefined {
+    return this.byAddress.get(address)?.lastUsedMs;
+  }
+
+  has(address: string): boolean {
+    return this.byAddress.has(address);
+  }
+
+  /** Open request ids of `address`, oldest first. O(open). */
+  openIds(address: string): number[] {
+    const ids: number[] = [];
+    for (let r = this.byAddress.get(address)?.head; r !== undefined; r = r.next) ids.push(r.id);
+    return ids;
+  }
+
+  /**
+   * Clears the address's request state and returns the ids that were still
+   * open. Their completions become no-ops. O(1) plus the id list.
+   */
+  clear(address: string): number[] {
+    const s = this.byAddress.get(address);
+    if (s === undefined) return [];
+    const ids = this.openIds(address);
+    s.live = false;
+    this.byAddress.delete(address);
+    return ids;
+  }
+
+  view(address: string): AddressRequestView | undefined {
+    const s = this.byAddress.get(address);
+    if (s === undefined) return undefined;
+    return {
+      address,
+      inFlight: s.count,
+      busySinceMs: s.head?.startMs,
+      idleSinceMs: s.idleSinceMs,
+      lastUsedMs: s.lastUsedMs,
+      openRequestIds: this.openIds(address),
+    };
+  }
+
+  /** Every address with request state, in insertion order. */
+  addresses(): IterableIterator<string> {
+    return this.byAddress.keys();
+  }
+
+  get size(): number {
+    return this.byAddress.size;
+  }
+}

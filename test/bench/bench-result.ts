@@ -1,0 +1,24 @@
+/** One benchmark line: our figure and the baseline's, measured in the same run. */
+export interface BenchResult {
+  name: string;
+  /** What the baseline is (e.g. "plain grpc-js client"). */
+  baseline: string;
+  ours: number;
+  baselineValue: number;
+  /** Unit of both figures, e.g. "calls/s" or "ms". */
+  unit: string;
+  /** true for throughputs, false for latencies. */
+  higherIsBetter: boolean;
+}
+
+/** How many times better ours is than the baseline (>1 is better, whatever the unit). */
+export function advantage(r: BenchResult): number {
+  return r.higherIsBetter ? r.ours / r.baselineValue : r.baselineValue / r.ours;
+}
+
+/** Median of a non-empty list. */
+export function median(values: number[]): number {
+  const s = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(s.length / 2);
+  return s.length % 2 === 1 ? (s[mid] ?? 0) : ((s[mid - 1] ?? 0) + (s[mid] ?? 0)) / 2;
+}

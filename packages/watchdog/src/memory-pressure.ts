@@ -1,4 +1,5 @@
 import { invalidArgument } from "@warden/common";
+import { describeValue } from "./describe-value.js";
 import type { WatchdogPolicy } from "./policy.js";
 
 /** A GPU index, or `"ram"` for a node without GPUs (system memory). */
@@ -28,7 +29,7 @@ interface DeviceState {
 }
 
 function bytes(field: string, v: unknown): number {
-  if (typeof v !== "number" || !Number.isFinite(v) || v < 0) throw invalidArgument(field, `must be a finite number of bytes >= 0, got ${String(v)}`);
+  if (typeof v !== "number" || !Number.isFinite(v) || v < 0) throw invalidArgument(field, `must be a finite number of bytes >= 0, got ${describeValue(v)}`);
   return v;
 }
 
@@ -52,7 +53,8 @@ export class NodeMemory {
 
   /** Validates and records a reading; returns the transitions to `on` it caused. */
   report(reading: MemoryReading, nowMs: number, policy: WatchdogPolicy, maxDevices: number): PressureChange[] {
-    if (!Array.isArray(reading.gpus)) throw invalidArgument("gpus", "must be a list");
+    const gpusInput: unknown = reading.gpus;
+    if (!Array.isArray(gpusInput)) throw invalidArgument("gpus", "must be a list");
     if (reading.gpus.length > maxDevices) throw invalidArgument("gpus", `at most ${maxDevices} devices`);
     const ratios = new Map<MemoryDevice, number>();
     reading.gpus.forEach((g, i) => {

@@ -1,5 +1,6 @@
 import { invalidArgument } from "@warden/common";
 import type { WatchdogCaps } from "./caps.js";
+import { describeValue } from "./describe-value.js";
 
 /**
  * The eviction policy. Every field applies live (DESIGN §3.4 item 6): changing
@@ -57,40 +58,40 @@ export const defaultPolicy: WatchdogPolicy = Object.freeze({
   memoryReleaseWaitMs: 10_000,
   forceEvictionWhenBusy: false,
   sizeAware: false,
-  pinnedModels: Object.freeze([]) as readonly string[],
+  pinnedModels: Object.freeze([]),
   modelGroups: Object.freeze({}) as Readonly<Record<string, readonly string[]>>,
 });
 
 function nonNegativeInteger(field: string, value: unknown): number {
   if (typeof value !== "number" || !Number.isInteger(value) || value < 0) {
-    throw invalidArgument(field, `must be an integer >= 0, got ${String(value)}`);
+    throw invalidArgument(field, `must be an integer >= 0, got ${describeValue(value)}`);
   }
   return value;
 }
 
 function positiveDurationMs(field: string, value: unknown): number {
   if (typeof value !== "number" || !Number.isFinite(value) || value <= 0) {
-    throw invalidArgument(field, `must be a finite duration > 0 ms, got ${String(value)}`);
+    throw invalidArgument(field, `must be a finite duration > 0 ms, got ${describeValue(value)}`);
   }
   return value;
 }
 
 function nonNegativeDurationMs(field: string, value: unknown): number {
   if (typeof value !== "number" || !Number.isFinite(value) || value < 0) {
-    throw invalidArgument(field, `must be a finite duration >= 0 ms, got ${String(value)}`);
+    throw invalidArgument(field, `must be a finite duration >= 0 ms, got ${describeValue(value)}`);
   }
   return value;
 }
 
 function ratio(field: string, value: unknown): number {
   if (typeof value !== "number" || !Number.isFinite(value) || value <= 0 || value > 1) {
-    throw invalidArgument(field, `must be in (0, 1], got ${String(value)}`);
+    throw invalidArgument(field, `must be in (0, 1], got ${describeValue(value)}`);
   }
   return value;
 }
 
 function flag(field: string, value: unknown): boolean {
-  if (typeof value !== "boolean") throw invalidArgument(field, `must be a boolean, got ${String(value)}`);
+  if (typeof value !== "boolean") throw invalidArgument(field, `must be a boolean, got ${describeValue(value)}`);
   return value;
 }
 
@@ -131,7 +132,7 @@ export function applyPolicyPatch(current: WatchdogPolicy, patch: PolicyPatch, ca
   if (p.memoryReleaseThreshold !== undefined) {
     const v = p.memoryReleaseThreshold;
     if (typeof v !== "number" || !Number.isFinite(v) || v < 0 || v >= next.memoryThreshold) {
-      throw invalidArgument("memoryReleaseThreshold", `must be in [0, memoryThreshold=${next.memoryThreshold}), got ${String(v)}`);
+      throw invalidArgument("memoryReleaseThreshold", `must be in [0, memoryThreshold=${next.memoryThreshold}), got ${describeValue(v)}`);
     }
     next.memoryReleaseThreshold = v;
   }

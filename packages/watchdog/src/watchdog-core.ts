@@ -18,6 +18,7 @@ import { applyPolicyPatch, copyPolicy, defaultPolicy, type PolicyPatch, type Wat
 import { RequestTracker, type AddressRequestView, type Completion } from "./request-tracker.js";
 import type { DetachedState, EvictionReason, StopCommand, StopOutcome } from "./stop-command.js";
 import { compareVictims } from "./victim-order.js";
+import { describeValue } from "./describe-value.js";
 import type { NodeView, WatchdogSnapshot } from "./watchdog-snapshot.js";
 
 /** The one question the core asks the loader, synchronously, inside `settle`. */
@@ -73,7 +74,13 @@ interface NodeRecord {
   memory: NodeMemory | undefined;
 }
 
-const controlChars = /[\u0000-\u001f\u007f]/;
+function hasControlChars(s: string): boolean {
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 0x20 || c === 0x7f) return true;
+  }
+  return false;
+}
 
 function isRegistered(t: RecState["t"]): t is DetachedState {
   return t === "loading" || t === "ready" || t === "freed";
@@ -215,7 +222,7 @@ export class WatchdogCore {
   // ---------------------------------------------------------------- identity
 
   private checkName(field: string, v: unknown): string {
-    if (typeof v !== "string" || v.length === 0 || v.length > this.caps.maxNameLength || controlChars.test(v)) {
+    if (typeof v !== "string" || v.length === 0 || v.length > this.caps.maxNameLength || hasControlChars(v)) {
       throw invalidArgument(field, `must be 1..${this.caps.maxNameLength} printable characters`);
     }
     return v;
@@ -223,13 +230,13 @@ export class WatchdogCore {
 
   private checkSize(v: unknown): number {
     if (v === undefined) return 0;
-    if (typeof v !== "number" || !Number.isFinite(v) || v < 0) throw invalidArgument("sizeBytes", `must be a finite number >= 0, got ${String(v)}`);
+    if (typeof v !== "number" || !Number.isFinite(v) || v < 0) throw invalidArgument("sizeBytes", `must be a finite number >= 0, got ${describeValue(v)}`);
     return v;
   }
 
   private checkGpu(v: unknown): number | undefined {
     if (v === undefined) return undefined;
-    if (typeof v !== "number" || !Number.isInteger(v) || v < 0) throw invalidArgument("gpu", `must be an integer >= 0, got ${String(v)}`);
+    if (typeof v !== "number" || !Number.isInteger(v) || v < 0) throw invalidArgument("gpu", `must be an integer >= 0, got ${describeValue(v)}`);
     return v;
   }
 
@@ -452,7 +459,8 @@ export class WatchdogCore {
     this.checkName("nodeId", nodeId);
     if (entries.length > this.caps.maxOccupancyPerNode) throw invalidArgument("entries", `at most ${this.caps.maxOccupancyPerNode} per node`);
     const copy = entries.map((e, i) => {
-      if (e.kind !== "leftover" && e.kind !== "orphan") throw invalidArgument(`entries[${i}].kind`, "must be leftover or orphan");
+      const kind: unknown = e.kind;
+      if (kind !== "leftover" && kind !== "orphan") throw invalidArgument(`entries[${i}].kind`, "must be leftover or orphan");
       if (e.groups.length > this.caps.maxGroupsPerModel) throw invalidArgument(`entries[${i}].groups`, `at most ${this.caps.maxGroupsPerModel}`);
       return Object.freeze({ kind: e.kind, key: e.key, model: e.model, groups: Object.freeze([...e.groups]), sizeBytes: this.checkSize(e.sizeBytes) });
     });

@@ -1,1 +1,2 @@
-export {};
+export * from "./file-journal.js";
+export * from "./record-codec.js";

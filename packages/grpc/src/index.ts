@@ -6,3 +6,4 @@ export * from "./client.js";
 export * from "./server.js";
 export * from "./health.js";
 export { ReflectionIndex } from "./reflection.js";
+export { inProcessClient } from "./in-process-client.js";

@@ -1,0 +1,17 @@
+/**
+ * @warden/loader — the coordinator's loader (DESIGN §3.3): placements, loads,
+ * the stop sequence, leftovers and routing, behind ports.
+ */
+export { Loader, defaultStopTimings } from "./loader.js";
+export type { LoaderOptions, StopTimings } from "./loader.js";
+export { LockTable } from "./lifecycle-lock.js";
+export type { Release } from "./lifecycle-lock.js";
+export { LoadCooldown, defaultCooldownPolicy } from "./load-cooldown.js";
+export type { CooldownPolicy } from "./load-cooldown.js";
+export { LeftoverTracker } from "./leftover-tracker.js";
+export type { Leftover } from "./leftover-tracker.js";
+export { modelSpec } from "./model-spec.js";
+export type { ModelSpec } from "./model-spec.js";
+export type { LoaderEvent, LoaderEventSink, LoaderEventType } from "./loader-event.js";
+export type { HeldInstance, InventoryAnswer, InventoryHit, InventoryPort, Lease, Placement, PlacementPort, UnloadOutcome } from "./loader-types.js";
+export type * from "./ports.js";

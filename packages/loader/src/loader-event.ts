@@ -1,0 +1,40 @@
+import type { EvictionReason } from "@warden/watchdog";
+
+interface Base {
+  readonly nodeId: string;
+  readonly model: string;
+  readonly address: string;
+  readonly incarnation: string;
+}
+
+/**
+ * What the loader reports as it commits decisions. The coordinator turns these
+ * into the DESIGN §4 audit events (log, WatchEvents, outbox). Emitted where the
+ * decision is committed, never where it is considered.
+ */
+export type LoaderEvent =
+  | (Base & { readonly type: "eviction.started"; readonly reason: EvictionReason; readonly trigger: string; readonly wasBusy: boolean; readonly force: boolean; readonly openRequestIds: readonly string[] })
+  | (Base & { readonly type: "eviction.stopped"; readonly reason: EvictionReason; readonly alreadyGone: boolean })
+  | (Base & {
+      readonly type: "eviction.failed";
+      readonly reason: EvictionReason;
+      readonly error: string;
+      readonly outcome: "registered-again" | "leftover";
+      readonly openRequestIds: readonly string[];
+      readonly terminalReason: string;
+    })
+  | (Base & { readonly type: "eviction.retried"; readonly attempt: number; readonly error: string })
+  | (Base & { readonly type: "leftover.stuck"; readonly attempts: number; readonly sinceWallMs: number; readonly lastError: string })
+  | (Base & { readonly type: "leftover.reaped"; readonly attempts: number })
+  | (Base & { readonly type: "backend.loaded"; readonly loadDurationMs: number })
+  | (Base & { readonly type: "backend.load-failed"; readonly code: string; readonly message: string; readonly exitCode: number | undefined; readonly lastStderrLine: string })
+  | (Base & { readonly type: "backend.exited"; readonly exitCode: number | undefined; readonly signal: string; readonly intentional: boolean; readonly lastStderrLine: string })
+  | (Base & { readonly type: "policy.limit-exceeded"; readonly limit: number; readonly occupied: number; readonly pinned: number })
+  | (Base & { readonly type: "instance.forgotten"; readonly operator: string; readonly note: string });
+
+export type LoaderEventType = LoaderEvent["type"];
+
+/** Where the loader sends events. Must not throw. */
+export interface LoaderEventSink {
+  emit(event: LoaderEvent): void;
+}

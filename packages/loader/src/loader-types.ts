@@ -1,0 +1,68 @@
+import type { BackendHandle } from "./ports.js";
+import type { ModelSpec } from "./model-spec.js";
+
+/** How the loader holds an instance (DESIGN §1). */
+export type Placement = "local" | "local-remote" | "remote-only";
+
+/**
+ * The loader's local half of one instance. Phases:
+ * - `starting`: admitted and StartBackend sent, no address yet;
+ * - `loading`: spawned (address known, registered loading in the watchdog);
+ * - `ready`: routable once the watchdog also says ready.
+ * Removed from the loader when the process is known gone, or — for a
+ * local+remote or remote-only placement — before StopBackend is sent.
+ */
+export interface HeldInstance<H extends BackendHandle = BackendHandle> {
+  readonly incarnation: string;
+  readonly model: string;
+  readonly nodeId: string;
+  readonly spec: ModelSpec;
+  placement: Placement;
+  phase: "starting" | "loading" | "ready";
+  address: string | undefined;
+  backend: H | undefined;
+  gpu: number | undefined;
+  readonly startedAtMs: number;
+}
+
+/** A routed call's hold on an instance: complete it exactly once (idempotent). */
+export interface Lease<H extends BackendHandle = BackendHandle> {
+  readonly incarnation: string;
+  readonly nodeId: string;
+  readonly address: string;
+  readonly model: string;
+  readonly backend: H;
+  complete(): void;
+}
+
+/** What an UnloadModel came to (DESIGN §4: the real outcome). */
+export type UnloadOutcome =
+  | { readonly t: "stopped"; readonly incarnation: string }
+  | { readonly t: "registered-again"; readonly incarnation: string; readonly error: string }
+  | { readonly t: "leftover"; readonly incarnation: string; readonly error: string }
+  | { readonly t: "not-loaded" };
+
+/** Where an instance found only in a node's inventory lives. */
+export interface InventoryHit {
+  readonly nodeId: string;
+  readonly address: string;
+  readonly incarnation: string;
+}
+
+/** The answer of the node inventories for a model the loader does not hold. */
+export type InventoryAnswer =
+  | { readonly t: "found"; readonly hits: readonly InventoryHit[] }
+  | { readonly t: "absent" }
+  /** An unreachable node's last inventory had the model, or a node has reported none yet. */
+  | { readonly t: "unknown"; readonly reason: string };
+
+/** Asks the nodes' last inventories; a port so the cluster issue can refine it. */
+export interface InventoryPort {
+  findModel(model: string): InventoryAnswer;
+}
+
+/** Chooses a node for a load; re-asked on every admission retry. */
+export interface PlacementPort {
+  /** Ordered candidates; the first is tried. Empty with a reason when nothing fits. */
+  choose(spec: ModelSpec): { readonly nodeId: string } | { readonly nodeId: undefined; readonly reason: string };
+}

@@ -1,0 +1,77 @@
+/**
+ * The loader's ports: everything it does to the outside world goes through
+ * these narrow interfaces, so the seeded simulation can drive it unmodified.
+ */
+
+/** Progress of a start, as the agent streams it (DESIGN §4). */
+export type StartEvent =
+  | { readonly t: "spawned"; readonly address: string; readonly pid: number; readonly gpu: number | undefined }
+  | { readonly t: "loading" }
+  | { readonly t: "ready"; readonly address: string; readonly memoryBytes: number }
+  | { readonly t: "failed"; readonly code: string; readonly message: string; readonly exitCode: number | undefined; readonly lastStderrLine: string };
+
+export interface StartRequest {
+  readonly incarnation: string;
+  readonly model: string;
+  readonly backend: string;
+  readonly options: readonly string[];
+  readonly modelFile: string;
+  readonly contextSize: number;
+}
+
+export type StopAnswer = { readonly t: "stopped" } | { readonly t: "alreadyGone"; readonly replacedBy: string };
+
+export interface StopRequest {
+  readonly address: string;
+  readonly incarnation: string;
+  readonly force: boolean;
+  readonly reason: string;
+}
+
+/** One node's agent (AgentService), in process for the embedded agent or over gRPC. */
+export interface AgentPort {
+  /** Streams the start's progress; aborting the signal cancels the start. */
+  startBackend(request: StartRequest, options: { readonly signal: AbortSignal }): AsyncIterable<StartEvent>;
+  /** Rejects with a WardenError on failure (UNAVAILABLE, DEADLINE_EXCEEDED, …). */
+  stopBackend(request: StopRequest, options: { readonly signal: AbortSignal; readonly timeoutMs: number }): Promise<StopAnswer>;
+  /** Whether the agent still runs that incarnation (a local stop failed: alive → row 3, dead → row 2). */
+  isRunning(incarnation: string, options: { readonly signal: AbortSignal }): Promise<boolean>;
+}
+
+/** How the loader reaches nodes. */
+export interface AgentDirectory {
+  /** The node's agent, or undefined when no agent is connected for it. */
+  agent(nodeId: string): AgentPort | undefined;
+  /** True for the coordinator's embedded agent (placement `local`). */
+  isLocal(nodeId: string): boolean;
+}
+
+/** The loader's handle on one backend process (its "local half"). */
+export interface BackendHandle {
+  /** Backend.Free; rejects with UNIMPLEMENTED when the backend has none. */
+  free(options: { readonly signal: AbortSignal; readonly timeoutMs: number }): Promise<void>;
+  /** Closes the client channel. */
+  close(): void;
+}
+
+export interface BackendConnector<H extends BackendHandle = BackendHandle> {
+  connect(address: string): H;
+}
+
+/** A stop intent in the coordinator's journal (DESIGN §3.3 step 4). */
+export interface StopIntent {
+  readonly incarnation: string;
+  readonly nodeId: string;
+  readonly model: string;
+  readonly address: string;
+  readonly reason: string;
+}
+
+/** The coordinator's journal, as the loader uses it. Both resolve once durable (fsync'd). */
+export interface StopIntentJournal {
+  recordStopIntent(intent: StopIntent): Promise<void>;
+  clearStopIntent(incarnation: string): Promise<void>;
+}
+
+/** A sleep on the injected clock; rejects with the abort reason. */
+export type Sleep = (ms: number, signal?: AbortSignal) => Promise<void>;

@@ -1,0 +1,61 @@
+import { describe, expect, it } from "vitest";
+import { planPlacement, type NodeCandidate } from "./index.js";
+
+const GiB = 1024 ** 3;
+function node(init: Partial<NodeCandidate> & { nodeId: string }): NodeCandidate {
+  return {
+    state: "ready",
+    draining: false,
+    labels: {},
+    memoryTotalBytes: 24 * GiB,
+    memoryUsedBytes: 0,
+    reservedBytes: 0,
+    occupied: 0,
+    limit: 0,
+    evictableConflicts: [],
+    blockingConflicts: [],
+    evictableBytes: 0,
+    evictableSlots: 0,
+    ...init,
+  };
+}
+const req = { model: "m", sizeBytes: 8 * GiB, selector: {} };
+
+describe("planPlacement", () => {
+  it("binpack picks the node with the least memory left, spread the most", () => {
+    const nodes = [node({ nodeId: "a", memoryUsedBytes: 10 * GiB }), node({ nodeId: "b", memoryUsedBytes: 2 * GiB })];
+    expect(planPlacement(req, nodes, "binpack")).toMatchObject({ t: "place", nodeId: "a" });
+    expect(planPlacement(req, nodes, "spread")).toMatchObject({ t: "place", nodeId: "b" });
+  });
+
+  it("uses max(reported use, reservations) so an unreported load still counts", () => {
+    const nodes = [node({ nodeId: "a", memoryUsedBytes: 0, reservedBytes: 20 * GiB }), node({ nodeId: "b", memoryUsedBytes: 4 * GiB })];
+    const plan = planPlacement(req, nodes, "binpack");
+    expect(plan).toMatchObject({ t: "place", nodeId: "b" });
+    expect(plan.verdicts.find((v) => v.nodeId === "a")?.reason).toMatch(/needs/);
+  });
+
+  it("skips unreachable, draining and selector-mismatched nodes with a reason each", () => {
+    const nodes = [node({ nodeId: "a", state: "unreachable" }), node({ nodeId: "b", draining: true }), node({ nodeId: "c", labels: { gpu: "t4" } })];
+    const plan = planPlacement({ ...req, selector: { gpu: "a100" } }, nodes, "binpack");
+    expect(plan.t).toBe("no-fit");
+    expect(plan.verdicts.map((v) => v.reason)).toEqual(["node is unreachable", "node is draining", "selector gpu=a100 does not match (node has gpu=t4)"]);
+  });
+
+  it("a leftover in a conflicting group blocks the node; an evictable conflict plans an eviction", () => {
+    const nodes = [node({ nodeId: "a", blockingConflicts: ["leftover x"] }), node({ nodeId: "b", evictableConflicts: ["y"], evictableSlots: 1, evictableBytes: GiB })];
+    const plan = planPlacement(req, nodes, "binpack");
+    expect(plan).toMatchObject({ t: "evict-then-place", nodeId: "b" });
+    expect(plan.verdicts[0]?.reason).toMatch(/cannot resolve/);
+  });
+
+  it("a full node whose instances cannot be evicted gives no-fit", () => {
+    const plan = planPlacement(req, [node({ nodeId: "a", occupied: 2, limit: 2, evictableSlots: 0 })], "binpack");
+    expect(plan.t).toBe("no-fit");
+    expect(plan.reason).toMatch(/limit reached/);
+  });
+
+  it("no nodes at all says so", () => {
+    expect(planPlacement(req, [], "spread")).toMatchObject({ t: "no-fit", reason: "no node is registered" });
+  });
+});

@@ -1,0 +1,112 @@
+/** What placement needs to know about one node, computed by the caller from the registry and the watchdog. */
+export interface NodeCandidate {
+  readonly nodeId: string;
+  readonly state: "ready" | "unreachable" | "lost";
+  readonly draining: boolean;
+  readonly labels: Readonly<Record<string, string>>;
+  /** Sum of the node's GPU memory (or RAM without GPUs); 0 when unknown. */
+  readonly memoryTotalBytes: number;
+  /** Reported use from the last heartbeat. */
+  readonly memoryUsedBytes: number;
+  /** Estimates of everything the watchdog holds there (reserved, loading, ready, freed, pending, leftovers, orphans). */
+  readonly reservedBytes: number;
+  /** Occupied slots and the per-node limit (0 = unlimited). */
+  readonly occupied: number;
+  readonly limit: number;
+  /** Instances on the node in a group the model shares that eviction could remove. */
+  readonly evictableConflicts: readonly string[];
+  /** Leftovers / orphans / pinned or loading instances in a shared group: eviction cannot clear them now. */
+  readonly blockingConflicts: readonly string[];
+  /** Bytes evictable instances hold (for "evict then place"). */
+  readonly evictableBytes: number;
+  /** Slots evictable instances hold. */
+  readonly evictableSlots: number;
+}
+
+export interface PlacementRequest {
+  readonly model: string;
+  readonly sizeBytes: number;
+  readonly selector: Readonly<Record<string, string>>;
+}
+
+export type PlacementStrategy = "binpack" | "spread";
+
+export interface NodeVerdict {
+  readonly nodeId: string;
+  readonly fits: boolean;
+  /** Could fit after evicting instances there. */
+  readonly fitsAfterEviction: boolean;
+  readonly reason: string;
+  readonly freeBytes: number;
+  readonly score: number;
+}
+
+export type PlacementPlan =
+  | { readonly t: "place"; readonly nodeId: string; readonly reason: string; readonly verdicts: readonly NodeVerdict[] }
+  | { readonly t: "evict-then-place"; readonly nodeId: string; readonly reason: string; readonly verdicts: readonly NodeVerdict[] }
+  | { readonly t: "no-fit"; readonly reason: string; readonly verdicts: readonly NodeVerdict[] };
+
+function verdict(req: PlacementRequest, n: NodeCandidate, strategy: PlacementStrategy): NodeVerdict {
+  const used = Math.max(n.memoryUsedBytes, n.reservedBytes);
+  const freeBytes = n.memoryTotalBytes > 0 ? Math.max(0, n.memoryTotalBytes - used) : Number.POSITIVE_INFINITY;
+  const no = (reason: string): NodeVerdict => ({ nodeId: n.nodeId, fits: false, fitsAfterEviction: false, reason, freeBytes: Number.isFinite(freeBytes) ? freeBytes : 0, score: 0 });
+  if (n.state !== "ready") return no(`node is ${n.state}`);
+  if (n.draining) return no("node is draining");
+  for (const [k, v] of Object.entries(req.selector)) {
+    if (n.labels[k] !== v) return no(`selector ${k}=${v} does not match (node has ${k}=${n.labels[k] ?? "<unset>"})`);
+  }
+  if (n.blockingConflicts.length > 0) return no(`group conflict that eviction cannot resolve now: ${n.blockingConflicts.join(", ")}`);
+  const memOk = req.sizeBytes <= freeBytes;
+  const slotOk = n.limit === 0 || n.occupied + 1 <= n.limit;
+  const conflictFree = n.evictableConflicts.length === 0;
+  // binpack: least free memory left after placing; spread: most.
+  const after = Number.isFinite(freeBytes) ? freeBytes - req.sizeBytes : Number.MAX_SAFE_INTEGER / 2;
+  const score = strategy === "binpack" ? -after : after;
+  const freeOut = Number.isFinite(freeBytes) ? freeBytes : 0;
+  if (memOk && slotOk && conflictFree) {
+    return { nodeId: n.nodeId, fits: true, fitsAfterEviction: true, reason: `fits (${describeFree(freeBytes)} free, ${String(n.occupied)}/${n.limit === 0 ? "∞" : String(n.limit)} slots)`, freeBytes: freeOut, score };
+  }
+  const needs: string[] = [];
+  if (!conflictFree) needs.push(`group conflict with ${n.evictableConflicts.join(", ")}`);
+  if (!slotOk) needs.push(`limit reached (${String(n.occupied)}/${String(n.limit)})`);
+  if (!memOk) needs.push(`needs ${String(req.sizeBytes)} bytes, ${describeFree(freeBytes)} free`);
+  const memAfter = req.sizeBytes <= freeBytes + n.evictableBytes;
+  const slotAfter = n.limit === 0 || n.occupied + 1 - n.evictableSlots <= n.limit;
+  const fitsAfterEviction = memAfter && slotAfter;
+  return {
+    nodeId: n.nodeId,
+    fits: false,
+    fitsAfterEviction,
+    reason: `${needs.join("; ")}${fitsAfterEviction ? " — evicting there would make room" : " — eviction cannot make room"}`,
+    freeBytes: freeOut,
+    score: score - (strategy === "binpack" ? 0 : n.evictableBytes),
+  };
+}
+
+function describeFree(bytes: number): string {
+  return Number.isFinite(bytes) ? `${String(bytes)} bytes` : "unknown memory";
+}
+
+function best(vs: NodeVerdict[]): NodeVerdict | undefined {
+  let b: NodeVerdict | undefined;
+  for (const v of vs) if (b === undefined || v.score > b.score || (v.score === b.score && v.nodeId < b.nodeId)) b = v;
+  return b;
+}
+
+/**
+ * DESIGN §3.5: per node — ready, not draining, selector matches, no group
+ * conflict eviction cannot resolve (leftovers and orphans included), memory
+ * estimate fits `max(reported use, reservations)`, a free slot. Binpack or
+ * spread among the nodes that fit; else plan evictions on the best node where
+ * eviction would make room. Pure: ExplainPlacement and a real load ask the same
+ * function, so they agree.
+ */
+export function planPlacement(req: PlacementRequest, nodes: readonly NodeCandidate[], strategy: PlacementStrategy): PlacementPlan {
+  const verdicts = nodes.map((n) => verdict(req, n, strategy)).sort((a, b) => a.nodeId.localeCompare(b.nodeId));
+  const fit = best(verdicts.filter((v) => v.fits));
+  if (fit !== undefined) return { t: "place", nodeId: fit.nodeId, reason: `node "${fit.nodeId}": ${fit.reason}`, verdicts };
+  const evict = best(verdicts.filter((v) => v.fitsAfterEviction));
+  if (evict !== undefined) return { t: "evict-then-place", nodeId: evict.nodeId, reason: `node "${evict.nodeId}": ${evict.reason}`, verdicts };
+  if (verdicts.length === 0) return { t: "no-fit", reason: "no node is registered", verdicts };
+  return { t: "no-fit", reason: `no node fits: ${verdicts.map((v) => `${v.nodeId}: ${v.reason}`).join("; ")}`, verdicts };
+}

@@ -1,1 +1,4 @@
-export {};
+export * from "./nats-connection.js";
+export * from "./audit-stream.js";
+export * from "./nats-publisher.js";
+export * from "./audit-subscriber.js";

@@ -1,0 +1,71 @@
+import type { NatsConnection } from "@nats-io/transport-node";
+import { JetStreamApiCodes, JetStreamApiError, RetentionPolicy, DiscardPolicy, StorageType, jetstreamManager } from "@nats-io/jetstream";
+import { nanos } from "@nats-io/transport-node";
+import { Code, WardenError, invalidArgument } from "@warden/common";
+import { allEventsSubject } from "@warden/events";
+import { raceAbort } from "./abort.js";
+
+/** Name of the audit stream unless configured otherwise. */
+export const defaultAuditStreamName = "WARDEN_EVENTS";
+
+export interface AuditStreamOptions {
+  /** @default "WARDEN_EVENTS" */
+  readonly name?: string;
+  /** How long events are kept. @default 604800000 (7 days) */
+  readonly maxAgeMs?: number;
+  /** Size cap of the stream; the oldest events go first beyond it. -1 = unlimited. @default -1 */
+  readonly maxBytes?: number;
+  /**
+   * Window in which JetStream drops a re-sent `Nats-Msg-Id`. At least 2 min,
+   * so a publish retried after an ack timeout is never stored twice; the
+   * subscriber de-duplicates beyond it. @default 120000
+   */
+  readonly duplicateWindowMs?: number;
+  /** @default 1 */
+  readonly replicas?: number;
+}
+
+export interface AuditStreamResult {
+  readonly action: "created" | "updated";
+  readonly name: string;
+}
+
+/**
+ * Creates the audit stream (file storage, subjects `warden.events.>`, limits
+ * retention) or updates an existing one to the given limits. Called by the
+ * coordinator at start when a NATS URL is configured. An existing stream with
+ * memory storage is FAILED_PRECONDITION (storage cannot be changed in place).
+ */
+export async function ensureAuditStream(nc: NatsConnection, options: AuditStreamOptions = {}, signal?: AbortSignal): Promise<AuditStreamResult> {
+  const name = options.name ?? defaultAuditStreamName;
+  const maxAgeMs = options.maxAgeMs ?? 7 * 24 * 3_600_000;
+  const maxBytes = options.maxBytes ?? -1;
+  const duplicateWindowMs = options.duplicateWindowMs ?? 120_000;
+  if (duplicateWindowMs < 120_000) throw invalidArgument("duplicateWindowMs", "must be at least 120000 (2 min)");
+  if (!(maxAgeMs > 0)) throw invalidArgument("maxAgeMs", "must be > 0");
+  if (!(maxBytes === -1 || maxBytes > 0)) throw invalidArgument("maxBytes", "must be -1 (unlimited) or > 0");
+  if (duplicateWindowMs > maxAgeMs) throw invalidArgument("duplicateWindowMs", "must not exceed maxAgeMs");
+  const jsm = await raceAbort(jetstreamManager(nc), signal);
+  const limits = {
+    subjects: [allEventsSubject],
+    max_age: nanos(maxAgeMs),
+    max_bytes: maxBytes,
+    duplicate_window: nanos(duplicateWindowMs),
+    num_replicas: options.replicas ?? 1,
+  };
+  try {
+    const info = await raceAbort(jsm.streams.info(name), signal);
+    if (info.config.storage !== StorageType.File) {
+      throw new WardenError(Code.FailedPrecondition, `audit stream ${name} exists with ${info.config.storage} storage; file storage is required (delete it or pick another name)`);
+    }
+    await raceAbort(jsm.streams.update(name, limits), signal);
+    return { action: "updated", name };
+  } catch (err) {
+    if (!(err instanceof JetStreamApiError && err.code === JetStreamApiCodes.StreamNotFound)) throw err;
+  }
+  await raceAbort(
+    jsm.streams.add({ name, ...limits, storage: StorageType.File, retention: RetentionPolicy.Limits, discard: DiscardPolicy.Old }),
+    signal,
+  );
+  return { action: "created", name };
+}

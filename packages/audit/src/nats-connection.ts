@@ -1,0 +1,79 @@
+import { readFileSync } from "node:fs";
+import { connect, credsAuthenticator, type ConnectionOptions, type NatsConnection } from "@nats-io/transport-node";
+import { invalidArgument } from "@warden/common";
+import { raceAbort } from "./abort.js";
+
+/**
+ * How the coordinator or a subscriber proves who it is to NATS. Prefer a creds
+ * file (JWT + nkey seed, operator mode) in production: the file is read again on
+ * every reconnect, so a rotated credential is picked up without a restart.
+ */
+export type NatsCredentials =
+  | { readonly kind: "none" }
+  | { readonly kind: "user-password"; readonly user: string; readonly password: string }
+  | { readonly kind: "token"; readonly token: string }
+  | { readonly kind: "creds-file"; readonly path: string };
+
+export interface AuditConnectionOptions {
+  /** `nats://host:4222`, or several for a cluster. */
+  readonly servers: string | readonly string[];
+  /** @default { kind: "none" } */
+  readonly credentials?: NatsCredentials;
+  /** Connection name shown by the server's monitoring. @default "warden" */
+  readonly name?: string;
+  /** Pause between reconnect attempts (jittered by the client). @default 2000 */
+  readonly reconnectTimeWaitMs?: number;
+  /** Per-attempt connect timeout. @default 5000 */
+  readonly connectTimeoutMs?: number;
+  /**
+   * Keep trying when the server is down at start instead of failing. The
+   * coordinator sets it (NATS is optional and may come later) and publishes
+   * through `createDeferredPublisher` meanwhile. @default false
+   */
+  readonly waitOnFirstConnect?: boolean;
+}
+
+/**
+ * The nats.js options for Warden: reconnect forever (`maxReconnectAttempts: -1`;
+ * the outbox buffers meanwhile), credentials mapped to the client's options.
+ */
+export function natsConnectOptions(options: AuditConnectionOptions): ConnectionOptions {
+  const servers = typeof options.servers === "string" ? [options.servers] : [...options.servers];
+  if (servers.length === 0) throw invalidArgument("servers", "at least one NATS URL is needed");
+  const base: ConnectionOptions = {
+    servers,
+    name: options.name ?? "warden",
+    maxReconnectAttempts: -1,
+    reconnectTimeWait: options.reconnectTimeWaitMs ?? 2_000,
+    timeout: options.connectTimeoutMs ?? 5_000,
+    waitOnFirstConnect: options.waitOnFirstConnect ?? false,
+  };
+  const creds = options.credentials ?? { kind: "none" };
+  switch (creds.kind) {
+    case "none":
+      return base;
+    case "user-password":
+      if (creds.user === "") throw invalidArgument("credentials.user", "must not be empty");
+      return { ...base, user: creds.user, pass: creds.password };
+    case "token":
+      if (creds.token === "") throw invalidArgument("credentials.token", "must not be empty");
+      return { ...base, token: creds.token };
+    case "creds-file": {
+      const path = creds.path;
+      // Read now to fail fast on a wrong path, and again on every reconnect.
+      readFileSync(path);
+      return { ...base, authenticator: credsAuthenticator(() => new Uint8Array(readFileSync(path))) };
+    }
+  }
+}
+
+/** Connects to NATS with {@link natsConnectOptions}. `signal` stops waiting (the attempt is then closed). */
+export async function connectAudit(options: AuditConnectionOptions, signal?: AbortSignal): Promise<NatsConnection> {
+  const connecting = connect(natsConnectOptions(options));
+  try {
+    return await raceAbort(connecting, signal);
+  } catch (err) {
+    void connecting.then((nc) => nc.close()).catch(() => undefined);
+    throw err;
+  }
+}

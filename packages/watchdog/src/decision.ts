@@ -50,6 +50,8 @@ export interface Occupancy {
   readonly leftovers: number;
   readonly orphans: number;
   readonly total: number;
+  /** Sum of size estimates of everything counted above (unknown sizes count 0): placement's accounted bytes. */
+  readonly accountedBytes: number;
 }
 
 /**

@@ -135,6 +135,9 @@ describe("leftovers and orphans", () => {
     const f = createFixture({ limitPerNode: 2 });
     f.core.setNodeOccupancy("n2", [{ kind: "orphan", key: "pid:7", model: undefined, groups: [], sizeBytes: 0 }]);
     expect(f.core.occupancy("n2")).toMatchObject({ orphans: 1, total: 1 });
+    f.core.setNodeOccupancy("n2", [{ kind: "leftover", key: "i9", model: "m9", groups: [], sizeBytes: 500 }]);
+    f.reg("b1", "m8", { nodeId: "n2", sizeBytes: 250 });
+    expect(f.core.occupancy("n2")).toMatchObject({ leftovers: 1, ready: 1, total: 2, accountedBytes: 750 });
     expect((await f.svc.admit({ nodeId: "n1", model: "m", incarnation: "i1" })).t).toBe("admitted");
     expect(f.port.calls).toHaveLength(0);
   });

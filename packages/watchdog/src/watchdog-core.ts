@@ -535,9 +535,11 @@ export class WatchdogCore {
       freed = 0,
       pendingEviction = 0,
       leftovers = 0,
-      orphans = 0;
+      orphans = 0,
+      accountedBytes = 0;
     if (n !== undefined) {
       for (const r of n.instances) {
+        accountedBytes += r.sizeBytes;
         switch (r.state.t) {
           case "reserved":
             reserved++;
@@ -557,12 +559,13 @@ export class WatchdogCore {
         }
       }
       for (const e of n.occupancy) {
+        accountedBytes += e.sizeBytes;
         if (e.kind === "leftover") leftovers++;
         else orphans++;
       }
     }
     const total = reserved + loading + ready + freed + pendingEviction + leftovers + orphans;
-    return { reserved, loading, ready, freed, pendingEviction, leftovers, orphans, total };
+    return { reserved, loading, ready, freed, pendingEviction, leftovers, orphans, total, accountedBytes };
   }
 
   /**

@@ -1,1 +1,3 @@
-export {};
+export * from "./sim-knobs.js";
+export * from "./sim-args.js";
+export * from "./backend-sim-service.js";

@@ -1,0 +1,66 @@
+import { invalidArgument } from "@warden/common";
+
+/** Command line of `warden agent` / services/agent/src/main.ts. */
+export interface AgentArgs {
+  configPath: string;
+  /** Coordinator NodeService address; no heartbeat when undefined. */
+  coordinator: string | undefined;
+  /** Overrides the config's `listen`. */
+  listen: string | undefined;
+  stopBackendsOnExit: boolean;
+  help: boolean;
+}
+
+export const agentUsage = `usage: node --import tsx services/agent/src/main.ts --config agent.yaml [--coordinator HOST:PORT] [--listen HOST:PORT] [--stop-backends-on-exit]
+
+Runs the Warden agent: serves AgentService (plus grpc.health.v1 and reflection),
+adopts the backends recorded in its state dir, and heartbeats to the coordinator
+when --coordinator is given.
+
+  --config PATH            YAML config (see services/agent/README.md)
+  --coordinator HOST:PORT  coordinator NodeService address (Register + Heartbeat)
+  --listen HOST:PORT       AgentService address (overrides the config's listen)
+  --stop-backends-on-exit  on SIGTERM/SIGINT call Free (5 s cap) and stop every backend;
+                           by default backends keep running and are adopted on restart
+  --help                   this text
+`;
+
+const hostPort = /^[A-Za-z0-9.\-[\]:]+:\d{1,5}$/;
+
+/** Parses argv (without node and script). Throws INVALID_ARGUMENT naming the flag. */
+export function parseAgentArgs(argv: readonly string[]): AgentArgs {
+  const out: AgentArgs = { configPath: "", coordinator: undefined, listen: undefined, stopBackendsOnExit: false, help: false };
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i] ?? "";
+    const [flag, inline] = a.startsWith("--") && a.includes("=") ? [a.slice(0, a.indexOf("=")), a.slice(a.indexOf("=") + 1)] : [a, undefined];
+    const value = (): string => {
+      const v = inline ?? argv[++i];
+      if (v === undefined || v === "") throw invalidArgument(flag, "needs a value");
+      return v;
+    };
+    switch (flag) {
+      case "--help":
+      case "-h":
+        out.help = true;
+        break;
+      case "--config":
+        out.configPath = value();
+        break;
+      case "--coordinator":
+        out.coordinator = value();
+        if (!hostPort.test(out.coordinator)) throw invalidArgument("--coordinator", `must be host:port, got "${out.coordinator}"`);
+        break;
+      case "--listen":
+        out.listen = value();
+        if (!hostPort.test(out.listen)) throw invalidArgument("--listen", `must be host:port, got "${out.listen}"`);
+        break;
+      case "--stop-backends-on-exit":
+        out.stopBackendsOnExit = true;
+        break;
+      default:
+        throw invalidArgument(a, "unknown argument");
+    }
+  }
+  if (!out.help && out.configPath === "") throw invalidArgument("--config", "required");
+  return out;
+}

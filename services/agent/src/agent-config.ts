@@ -1,0 +1,250 @@
+import { isAbsolute } from "node:path";
+import { parse as parseYaml } from "yaml";
+import { WardenError, invalidArgument, parseDurationMs } from "@warden/common";
+
+/**
+ * One catalog backend: the only place an executable and its base arguments come
+ * from. Requests name a catalog entry; they never carry a command line.
+ */
+export interface CatalogEntry {
+  /** Absolute path of the executable (no shell, no PATH lookup). */
+  command: string;
+  /** Base arguments; the agent appends `--addr host:port`. */
+  args: readonly string[];
+  /** Fixed environment values given to every process of this backend. */
+  env: Readonly<Record<string, string>>;
+  /**
+   * Names of the agent's own environment variables passed through (an
+   * allow-list; `PREFIX_*` matches a prefix). Everything else is withheld, so
+   * e.g. LD_PRELOAD never leaks into a backend.
+   */
+  envAllow: readonly string[];
+  /** Working directory; undefined = the agent's. */
+  cwd: string | undefined;
+}
+
+/** Readiness polling of a new backend's Health (DESIGN §5: 20 × 2 s). */
+export interface ReadinessConfig {
+  /** Health attempts at full interval that make up the budget. @default 20 */
+  attempts: number;
+  /** Longest wait between polls and the timeout of one Health call. @default 2000 */
+  intervalMs: number;
+  /**
+   * First wait between polls, doubling up to intervalMs. A backend usually comes
+   * up in well under a second; starting at the full 2 s interval would add up to
+   * 2 s to every start. The budget stays attempts × intervalMs. @default 50
+   */
+  initialIntervalMs: number;
+}
+
+/** The agent's validated configuration. Durations are milliseconds. */
+export interface AgentConfig {
+  /** This node's id; matches `[A-Za-z0-9._:-]{1,128}`. */
+  nodeId: string;
+  /** host:port the AgentService listens on (main.ts; `--listen` overrides). @default "127.0.0.1:7443" */
+  listen: string;
+  /** host:port the coordinator should dial; @default listen */
+  advertiseAddress: string;
+  labels: Readonly<Record<string, string>>;
+  /** Host the backends bind. @default "127.0.0.1" */
+  backendHost: string;
+  /** Inclusive port range for backends. */
+  portMin: number;
+  portMax: number;
+  /** A freed port is not reused for this long, so a late call cannot reach a new backend on it. @default 30000 */
+  portQuarantineMs: number;
+  /** Directory of per-backend records (created if missing). */
+  stateDir: string;
+  catalog: Readonly<Record<string, CatalogEntry>>;
+  readiness: ReadinessConfig;
+  /** SIGTERM → SIGKILL grace. @default 10000 */
+  graceMs: number;
+  /** A start without a caller deadline is bounded by this. @default 600000 */
+  loadDeadlineMs: number;
+  /** A stop without a caller deadline waits this long for the model lock. @default 30000 */
+  stopDeadlineMs: number;
+  /** Cap of the agent's own Free calls (`--stop-backends-on-exit`). @default 5000 */
+  freeTimeoutMs: number;
+  /** nvidia-smi executable; "" disables GPU queries. @default "nvidia-smi" */
+  nvidiaSmiPath: string;
+  /** GPU devices handed out through CUDA_VISIBLE_DEVICES; empty = none assigned. @default [] */
+  gpus: readonly string[];
+  /** NodeService heartbeat period. @default 1000 */
+  heartbeatIntervalMs: number;
+  /** Lines of stdout/stderr kept per backend. @default 200 */
+  logBufferLines: number;
+  /** How often an adopted process (not our child) is checked for exit. @default 1000 */
+  adoptedPollMs: number;
+  /** How often the port range is scanned for orphans. @default 10000 */
+  orphanScanIntervalMs: number;
+}
+
+/** The YAML / object shape accepted by {@link resolveAgentConfig}. Durations: "10s", "500ms" or a number of ms. */
+export type AgentConfigInput = Readonly<Record<string, unknown>>;
+
+const idPattern = /^[A-Za-z0-9._:-]{1,128}$/;
+const envNamePattern = /^[A-Za-z_][A-Za-z0-9_]*\*?$/;
+const topFields = new Set([
+  "nodeId", "listen", "advertiseAddress", "labels", "backendHost", "ports", "stateDir", "catalog", "readiness",
+  "grace", "loadDeadline", "stopDeadline", "freeTimeout", "nvidiaSmi", "gpus", "heartbeatInterval",
+  "logBufferLines", "adoptedPoll", "orphanScanInterval",
+]);
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+function rejectUnknown(obj: Record<string, unknown>, allowed: ReadonlySet<string>, path: string): void {
+  for (const k of Object.keys(obj)) {
+    if (!allowed.has(k)) throw invalidArgument(path === "" ? k : `${path}.${k}`, `unknown field (allowed: ${[...allowed].join(", ")})`);
+  }
+}
+
+function str(v: unknown, field: string, dflt?: string): string {
+  if (v === undefined && dflt !== undefined) return dflt;
+  if (typeof v !== "string") throw invalidArgument(field, v === undefined ? "required" : "must be a string");
+  return v;
+}
+
+function id(v: unknown, field: string, dflt?: string): string {
+  const s = str(v, field, dflt);
+  if (!idPattern.test(s) || s.startsWith("-")) throw invalidArgument(field, `must match [A-Za-z0-9._:-]{1,128} without a leading "-", got "${s}"`);
+  return s;
+}
+
+function duration(v: unknown, field: string, dfltMs: number): number {
+  if (v === undefined) return dfltMs;
+  if (typeof v !== "string" && typeof v !== "number") throw invalidArgument(field, 'must be a duration like "10s"');
+  return parseDurationMs(v, field);
+}
+
+function int(v: unknown, field: string, dflt: number | undefined, min: number, max: number): number {
+  if (v === undefined && dflt !== undefined) return dflt;
+  if (typeof v !== "number" || !Number.isInteger(v)) throw invalidArgument(field, v === undefined ? "required" : "must be an integer");
+  if (v < min || v > max) throw invalidArgument(field, `must be in ${String(min)}..${String(max)}, got ${String(v)}`);
+  return v;
+}
+
+function hostPort(v: unknown, field: string, dflt?: string): string {
+  const s = str(v, field, dflt);
+  if (!/^[A-Za-z0-9.\-[\]:]+:\d{1,5}$/.test(s)) throw invalidArgument(field, `must be host:port, got "${s}"`);
+  return s;
+}
+
+function stringMap(v: unknown, field: string): Record<string, string> {
+  if (v === undefined) return {};
+  if (!isRecord(v)) throw invalidArgument(field, "must be a map of strings");
+  const out: Record<string, string> = {};
+  for (const [k, val] of Object.entries(v)) {
+    if (typeof val !== "string") throw invalidArgument(`${field}.${k}`, "must be a string");
+    out[k] = val;
+  }
+  return out;
+}
+
+function stringList(v: unknown, field: string): string[] {
+  if (v === undefined) return [];
+  if (!Array.isArray(v)) throw invalidArgument(field, "must be a list of strings");
+  return v.map((x: unknown, i) => str(x, `${field}[${String(i)}]`));
+}
+
+const catalogFields = new Set(["command", "args", "env", "envAllow", "cwd", "builtin"]);
+
+/** Built-in catalog entries selectable with `builtin: <name>`; filled by the caller to avoid an import cycle. */
+export type BuiltinCatalog = Readonly<Record<string, () => CatalogEntry>>;
+
+function catalogEntry(v: unknown, field: string, builtins: BuiltinCatalog): CatalogEntry {
+  if (!isRecord(v)) throw invalidArgument(field, "must be a map with command, args, env, envAllow, cwd or builtin");
+  rejectUnknown(v, catalogFields, field);
+  let base: CatalogEntry | undefined;
+  if (v.builtin !== undefined) {
+    const name = str(v.builtin, `${field}.builtin`);
+    const make = builtins[name];
+    if (make === undefined) throw invalidArgument(`${field}.builtin`, `unknown builtin "${name}" (known: ${Object.keys(builtins).join(", ")})`);
+    base = make();
+  }
+  const command = v.command === undefined && base !== undefined ? base.command : str(v.command, `${field}.command`);
+  if (!isAbsolute(command)) throw invalidArgument(`${field}.command`, `must be an absolute path (no PATH lookup), got "${command}"`);
+  const env = { ...base?.env, ...stringMap(v.env, `${field}.env`) };
+  for (const k of Object.keys(env)) if (!envNamePattern.test(k) || k.endsWith("*")) throw invalidArgument(`${field}.env.${k}`, "invalid environment variable name");
+  const envAllow = v.envAllow === undefined ? [...(base?.envAllow ?? [])] : stringList(v.envAllow, `${field}.envAllow`);
+  envAllow.forEach((n, i) => {
+    if (!envNamePattern.test(n)) throw invalidArgument(`${field}.envAllow[${String(i)}]`, `invalid name "${n}"`);
+  });
+  const cwd = v.cwd === undefined ? base?.cwd : str(v.cwd, `${field}.cwd`);
+  return { command, args: v.args === undefined ? [...(base?.args ?? [])] : stringList(v.args, `${field}.args`), env, envAllow, cwd };
+}
+
+/**
+ * Validates a configuration object and fills in defaults (DESIGN §5). Every
+ * unknown or invalid field throws INVALID_ARGUMENT whose message starts with the
+ * field's path, e.g. `catalog.sim.command: must be an absolute path`.
+ */
+export function resolveAgentConfig(input: unknown, builtins: BuiltinCatalog = {}): AgentConfig {
+  if (!isRecord(input)) throw invalidArgument("(root)", "config must be a map");
+  rejectUnknown(input, topFields, "");
+  const listen = hostPort(input.listen, "listen", "127.0.0.1:7443");
+  const ports = input.ports;
+  if (!isRecord(ports)) throw invalidArgument("ports", "required: {min, max, quarantine}");
+  rejectUnknown(ports, new Set(["min", "max", "quarantine"]), "ports");
+  const portMin = int(ports.min, "ports.min", undefined, 1, 65535);
+  const portMax = int(ports.max, "ports.max", undefined, 1, 65535);
+  if (portMax < portMin) throw invalidArgument("ports.max", `must be >= ports.min (${String(portMin)})`);
+  const readinessIn = input.readiness ?? {};
+  if (!isRecord(readinessIn)) throw invalidArgument("readiness", "must be a map");
+  rejectUnknown(readinessIn, new Set(["attempts", "interval", "initialInterval"]), "readiness");
+  const intervalMs = duration(readinessIn.interval, "readiness.interval", 2_000);
+  const readiness: ReadinessConfig = {
+    attempts: int(readinessIn.attempts, "readiness.attempts", 20, 1, 10_000),
+    intervalMs,
+    initialIntervalMs: Math.min(intervalMs, duration(readinessIn.initialInterval, "readiness.initialInterval", 50)),
+  };
+  if (intervalMs <= 0) throw invalidArgument("readiness.interval", "must be > 0");
+  const catalogIn = input.catalog;
+  if (!isRecord(catalogIn)) throw invalidArgument("catalog", "required: a map of backend name to {command, args, env, envAllow}");
+  const catalog: Record<string, CatalogEntry> = {};
+  for (const [name, entry] of Object.entries(catalogIn)) {
+    id(name, `catalog.${name}`);
+    catalog[name] = catalogEntry(entry, `catalog.${name}`, builtins);
+  }
+  const labels = stringMap(input.labels, "labels");
+  for (const k of Object.keys(labels)) id(k, `labels.${k}`);
+  const gpus = stringList(input.gpus, "gpus");
+  gpus.forEach((g, i) => {
+    if (!/^\d{1,3}$/.test(g)) throw invalidArgument(`gpus[${String(i)}]`, `must be a device index like "0", got "${g}"`);
+  });
+  return {
+    nodeId: id(input.nodeId, "nodeId"),
+    listen,
+    advertiseAddress: hostPort(input.advertiseAddress, "advertiseAddress", listen),
+    labels,
+    backendHost: str(input.backendHost, "backendHost", "127.0.0.1"),
+    portMin,
+    portMax,
+    portQuarantineMs: duration(ports.quarantine, "ports.quarantine", 30_000),
+    stateDir: str(input.stateDir, "stateDir"),
+    catalog,
+    readiness,
+    graceMs: duration(input.grace, "grace", 10_000),
+    loadDeadlineMs: duration(input.loadDeadline, "loadDeadline", 600_000),
+    stopDeadlineMs: duration(input.stopDeadline, "stopDeadline", 30_000),
+    freeTimeoutMs: duration(input.freeTimeout, "freeTimeout", 5_000),
+    nvidiaSmiPath: str(input.nvidiaSmi, "nvidiaSmi", "nvidia-smi"),
+    gpus,
+    heartbeatIntervalMs: duration(input.heartbeatInterval, "heartbeatInterval", 1_000),
+    logBufferLines: int(input.logBufferLines, "logBufferLines", 200, 1, 100_000),
+    adoptedPollMs: duration(input.adoptedPoll, "adoptedPoll", 1_000),
+    orphanScanIntervalMs: duration(input.orphanScanInterval, "orphanScanInterval", 10_000),
+  };
+}
+
+/** Parses YAML text and validates it with {@link resolveAgentConfig}. */
+export function parseAgentConfig(yamlText: string, builtins: BuiltinCatalog = {}): AgentConfig {
+  let doc: unknown;
+  try {
+    doc = parseYaml(yamlText);
+  } catch (err) {
+    throw invalidArgument("(yaml)", WardenError.from(err).rawMessage);
+  }
+  return resolveAgentConfig(doc, builtins);
+}

@@ -1,0 +1,176 @@
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import { Code, WardenError, backoffDelayMs, cryptoRng, nullLogger, sleep, systemClock, type BackoffPolicy, type Clock, type Logger, type Rng } from "@warden/common";
+import type { HandlerContext, ServiceImpl } from "@warden/grpc";
+import { Metadata } from "@grpc/grpc-js";
+import { HeartbeatRequestSchema, HeartbeatResponseSchema, RegisterRequestSchema, RegisterResponseSchema, type HeartbeatResponse, type NodeService, type RegisterResponse } from "@warden/proto";
+import { create } from "@bufbuild/protobuf";
+import { isAborted } from "./is-aborted.js";
+import type { InventorySnapshot, NodeResourcesInit } from "./agent.js";
+
+/** Options of one NodeService call. */
+export interface NodeCallOptions {
+  signal?: AbortSignal;
+  timeoutMs?: number;
+}
+
+/**
+ * The coordinator's NodeService as the heartbeat sees it. A grpc client from
+ * `createClient(NodeService, address)` fits as is; an in-process implementation
+ * fits through {@link inProcessNodeService}.
+ */
+export interface NodeServicePort {
+  register(request: MessageInitShape<typeof RegisterRequestSchema>, options?: NodeCallOptions): Promise<Pick<RegisterResponse, "coordinatorEpoch" | "heartbeatIntervalMs">>;
+  heartbeat(request: MessageInitShape<typeof HeartbeatRequestSchema>, options?: NodeCallOptions): Promise<Pick<HeartbeatResponse, "registerRequired" | "coordinatorEpoch">>;
+}
+
+/** What the heartbeat reports; an Agent fits. */
+export interface HeartbeatSource {
+  readonly bootEpochMs: number;
+  inventory(signal?: AbortSignal): Promise<InventorySnapshot>;
+  nodeResources(signal?: AbortSignal): Promise<NodeResourcesInit>;
+}
+
+export interface NodeHeartbeatOptions {
+  nodeId: string;
+  /** host:port where this agent serves AgentService ("" for an embedded agent). */
+  address: string;
+  labels: Readonly<Record<string, string>>;
+  source: HeartbeatSource;
+  node: NodeServicePort;
+  /** @default 1000 (DESIGN §5); a nonzero heartbeat_interval_ms from Register overrides it */
+  intervalMs?: number;
+  /** Timeout of one Register/Heartbeat call. @default 5000 */
+  callTimeoutMs?: number;
+  /** Retry while the coordinator is unreachable. @default 250 ms × 1.6 up to 5 s, 20 % jitter */
+  backoff?: BackoffPolicy;
+  clock?: Clock;
+  rng?: Rng;
+  logger?: Logger;
+}
+
+/** Counters for tests and status output. */
+export interface HeartbeatStats {
+  registrations: number;
+  heartbeatsSent: number;
+  failures: number;
+  lastSequence: bigint;
+  registered: boolean;
+  coordinatorEpoch: bigint;
+}
+
+export interface NodeHeartbeat {
+  /** Starts the loop (idempotent). */
+  start(): void;
+  /** Stops the loop and waits for the call in flight to end. */
+  stop(): Promise<void>;
+  stats(): HeartbeatStats;
+}
+
+const defaultBackoff: BackoffPolicy = { initialMs: 250, factor: 1.6, maxMs: 5_000, jitter: 0.2 };
+
+/**
+ * The agent side of NodeService: Register, then Heartbeat every interval with
+ * the inventory, orphans, resources, the agent's boot epoch and a sequence that
+ * strictly increases for every heartbeat sent in this boot epoch (also across
+ * re-registrations and failures), so the coordinator can drop stale reports.
+ * `register_required` in a response makes it register again at once; while the
+ * coordinator is unreachable it retries with capped, jittered backoff.
+ */
+export function createNodeHeartbeat(options: NodeHeartbeatOptions): NodeHeartbeat {
+  const clock = options.clock ?? systemClock;
+  const rng = options.rng ?? cryptoRng;
+  const logger = (options.logger ?? nullLogger).child({ component: "heartbeat", nodeId: options.nodeId });
+  const callTimeoutMs = options.callTimeoutMs ?? 5_000;
+  const backoff = options.backoff ?? defaultBackoff;
+  let intervalMs = options.intervalMs ?? 1_000;
+  const stats: HeartbeatStats = { registrations: 0, heartbeatsSent: 0, failures: 0, lastSequence: 0n, registered: false, coordinatorEpoch: 0n };
+  let ctl: AbortController | undefined;
+  let loop: Promise<void> | undefined;
+
+  const register = async (signal: AbortSignal): Promise<void> => {
+    const res = await options.source.nodeResources(signal);
+    const r = await options.node.register(
+      { nodeId: options.nodeId, address: options.address, labels: { ...options.labels }, gpus: res.gpus ?? [], bootEpoch: BigInt(options.source.bootEpochMs), ramTotalBytes: res.ramTotalBytes ?? 0n },
+      { signal, timeoutMs: callTimeoutMs },
+    );
+    stats.registrations++;
+    stats.registered = true;
+    stats.coordinatorEpoch = r.coordinatorEpoch;
+    if (r.heartbeatIntervalMs > 0) intervalMs = r.heartbeatIntervalMs;
+    logger.info("registered with coordinator", { coordinatorEpoch: r.coordinatorEpoch, intervalMs });
+  };
+
+  const beat = async (signal: AbortSignal): Promise<void> => {
+    const [inv, res] = await Promise.all([options.source.inventory(signal), options.source.nodeResources(signal)]);
+    const sequence = ++stats.lastSequence;
+    const r = await options.node.heartbeat(
+      { nodeId: options.nodeId, bootEpoch: BigInt(options.source.bootEpochMs), sequence, backends: inv.backends, orphans: inv.orphans, resources: res },
+      { signal, timeoutMs: callTimeoutMs },
+    );
+    stats.heartbeatsSent++;
+    stats.coordinatorEpoch = r.coordinatorEpoch;
+    if (r.registerRequired) {
+      logger.info("coordinator asks to register again");
+      stats.registered = false;
+    }
+  };
+
+  const run = async (signal: AbortSignal): Promise<void> => {
+    let attempt = 0;
+    while (!signal.aborted) {
+      try {
+        if (!stats.registered) await register(signal);
+        else await beat(signal);
+        attempt = 0;
+        // re-register at once when asked; otherwise wait one interval
+        if (stats.registered) await sleep(clock, intervalMs, signal);
+      } catch (err) {
+        if (isAborted(signal)) return;
+        stats.failures++;
+        const e = WardenError.from(err);
+        // a coordinator that lost us answers NOT_FOUND / FAILED_PRECONDITION: register again
+        if (e.code === Code.NotFound || e.code === Code.FailedPrecondition) stats.registered = false;
+        const delayMs = backoffDelayMs(backoff, attempt++, rng);
+        logger.warn("coordinator call failed; retrying", { err: e.message, code: e.code, delayMs });
+        await sleep(clock, delayMs, signal).catch(() => {});
+      }
+    }
+  };
+
+  return {
+    start() {
+      if (loop !== undefined) return;
+      ctl = new AbortController();
+      loop = run(ctl.signal);
+    },
+    async stop() {
+      ctl?.abort(new WardenError(Code.Canceled, "heartbeat stopped"));
+      await loop;
+      loop = undefined;
+    },
+    stats: () => ({ ...stats }),
+  };
+}
+
+/**
+ * Adapts an in-process NodeService implementation (the coordinator's own
+ * handlers) to the port, so the embedded agent heartbeats without a socket.
+ */
+export function inProcessNodeService(impl: Pick<ServiceImpl<typeof NodeService>, "register" | "heartbeat">, peer = "in-process"): NodeServicePort {
+  const ctxOf = (o: NodeCallOptions | undefined): HandlerContext => ({
+    signal: o?.signal ?? new AbortController().signal,
+    metadata: new Metadata(),
+    peer,
+    deadlineAtMs: o?.timeoutMs === undefined ? undefined : Date.now() + o.timeoutMs,
+    responseHeader: new Metadata(),
+    responseTrailer: new Metadata(),
+  });
+  return {
+    register: async (req, o) => {
+      return create(RegisterResponseSchema, await impl.register(create(RegisterRequestSchema, req), ctxOf(o)));
+    },
+    heartbeat: async (req, o) => {
+      return create(HeartbeatResponseSchema, await impl.heartbeat(create(HeartbeatRequestSchema, req), ctxOf(o)));
+    },
+  };
+}

@@ -1,0 +1,62 @@
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import { timestampFromMs } from "@bufbuild/protobuf/wkt";
+import { BackendState, type InventoryEntrySchema, type OrphanProcessSchema, type StartBackendResponseSchema, type WatchBackendsResponseSchema } from "@warden/proto";
+import type { BackendPhase, BackendProcess } from "./backend-process.js";
+import type { Orphan } from "./orphan-scan.js";
+import type { StartEvent } from "./start-log.js";
+
+export type InventoryEntryInit = MessageInitShape<typeof InventoryEntrySchema>;
+export type OrphanInit = MessageInitShape<typeof OrphanProcessSchema>;
+export type StartResponseInit = MessageInitShape<typeof StartBackendResponseSchema>;
+export type WatchEventInit = MessageInitShape<typeof WatchBackendsResponseSchema>;
+
+export function backendStateOf(phase: BackendPhase): BackendState {
+  switch (phase.t) {
+    case "spawning":
+      return BackendState.SPAWNING;
+    case "loading":
+      return BackendState.LOADING;
+    case "ready":
+      return BackendState.READY;
+    case "stopping":
+      return BackendState.STOPPING;
+    case "exited":
+      return BackendState.EXITED;
+  }
+}
+
+/** One inventory entry; `memoryBytes` measured by the caller. */
+export function inventoryEntryOf(proc: BackendProcess, memoryBytes: number): InventoryEntryInit {
+  const sr = proc.stopRequested();
+  const phase = proc.state();
+  return {
+    incarnation: proc.id.incarnation,
+    model: proc.id.model,
+    address: proc.id.address,
+    pid: proc.pid,
+    state: backendStateOf(phase),
+    memoryBytes: BigInt(Math.max(0, Math.round(memoryBytes))),
+    gpuDevice: proc.id.gpuDevice,
+    startedAt: timestampFromMs(proc.id.startedAtMs),
+    // reported until the process is gone
+    stopRequested: sr === null || phase.t === "exited" ? undefined : { incarnation: sr.incarnation, reason: sr.reason, at: timestampFromMs(sr.atMs) },
+    backend: proc.id.backend,
+  };
+}
+
+export function orphanOf(o: Orphan, memoryBytes: number): OrphanInit {
+  return { pid: o.pid, address: o.address, memoryBytes: BigInt(Math.max(0, Math.round(memoryBytes))), model: o.model, detail: o.detail };
+}
+
+export function startResponseOf(ev: StartEvent): StartResponseInit {
+  switch (ev.t) {
+    case "spawned":
+      return { event: { case: "spawned", value: { address: ev.address, pid: ev.pid, gpuDevice: ev.gpuDevice } } };
+    case "loading":
+      return { event: { case: "loading", value: {} } };
+    case "ready":
+      return { event: { case: "ready", value: { address: ev.address, pid: ev.pid, memoryBytes: BigInt(Math.max(0, Math.round(ev.memoryBytes))) } } };
+    case "failed":
+      return { event: { case: "failed", value: { code: ev.code, message: ev.message, exitCode: ev.exitCode, lastStderrLine: ev.lastStderrLine } } };
+  }
+}

@@ -1,0 +1,173 @@
+import { appendFileSync } from "node:fs";
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import { Code, WardenError, invalidArgument, sleep, systemClock, type Clock } from "@warden/common";
+import { StatusResponse_State, type Backend, type ReplySchema } from "@warden/proto";
+import type { ServiceImpl } from "@warden/grpc";
+import { parseSimOptions, type SimKnobs } from "./sim-knobs.js";
+
+/** Side effects the simulator cannot do itself; main.ts wires them to the real process. */
+export interface BackendSimHooks {
+  /** Ends the process: writes one line to stderr naming `reason`, then exits with `code`. */
+  exit(code: number, reason: string): void;
+  /** Turns ignoring SIGTERM on or off (knob `ignore_sigterm` from LoadModel options). */
+  setIgnoreSigterm(ignore: boolean): void;
+}
+
+export interface BackendSimOptions {
+  /** Knobs from the environment; LoadModel options override them. */
+  knobs: SimKnobs;
+  hooks: BackendSimHooks;
+  /** @default systemClock */
+  clock?: Clock;
+}
+
+/** The simulator's observable state (for Status, logs and in-process tests). */
+export interface BackendSimState {
+  /** Model held since a successful LoadModel; undefined before it and after Free. */
+  readonly model: string | undefined;
+  readonly knobs: Readonly<SimKnobs>;
+  readonly inFlight: number;
+  readonly predictCount: number;
+  readonly allocatedBytes: number;
+  readonly freeCalls: number;
+}
+
+export interface BackendSim {
+  readonly impl: ServiceImpl<typeof Backend>;
+  state(): BackendSimState;
+}
+
+const encoder = new TextEncoder();
+type ReplyInit = MessageInitShape<typeof ReplySchema>;
+
+/**
+ * backend.Backend implemented with fault knobs. Predict and PredictStream echo
+ * the model identity: the reply text starts with `<model>:`. A request whose
+ * `ModelIdentity` names another model than the one loaded (or any request before
+ * a LoadModel succeeded) fails with FAILED_PRECONDITION — the request is well
+ * formed, this process is in the wrong state for it (the recycled-port guard).
+ */
+export function createBackendSim(options: BackendSimOptions): BackendSim {
+  const clock = options.clock ?? systemClock;
+  const hooks = options.hooks;
+  let knobs: SimKnobs = { ...options.knobs };
+  let model: string | undefined;
+  let inFlight = 0;
+  let predictCount = 0;
+  let freeCalls = 0;
+  let allocation: Buffer | undefined;
+
+  const log = (line: string): void => {
+    if (knobs.callLog === "") return;
+    try {
+      appendFileSync(knobs.callLog, `${line}\n`);
+    } catch {
+      // the call log is a test aid; failing to write it must not fail the RPC
+    }
+  };
+
+  const checkIdentity = (identity: string): string => {
+    if (model === undefined) throw new WardenError(Code.FailedPrecondition, "no model loaded");
+    if (identity !== "" && identity !== model) {
+      throw new WardenError(Code.FailedPrecondition, `ModelIdentity: this backend holds model "${model}", not "${identity}"`);
+    }
+    return model;
+  };
+
+  const countPredict = (): void => {
+    predictCount++;
+    if (knobs.crashAfter > 0 && predictCount >= knobs.crashAfter) hooks.exit(knobs.crashExitCode, `crash_after ${String(knobs.crashAfter)} requests`);
+  };
+
+  const tokenCount = (requested: number): number => (requested > 0 ? Math.min(requested, 100_000) : knobs.predictTokens);
+
+  const impl: ServiceImpl<typeof Backend> = {
+    async health() {
+      log("Health");
+      return { message: encoder.encode("OK") };
+    },
+
+    async loadModel(req, ctx) {
+      log("LoadModel");
+      if (req.Model === "") throw invalidArgument("Model", "must not be empty");
+      if (model !== undefined && model !== req.Model) throw new WardenError(Code.FailedPrecondition, `already holds model "${model}"`);
+      const next = parseSimOptions(req.Options, knobs);
+      knobs = next;
+      hooks.setIgnoreSigterm(knobs.ignoreSigterm);
+      if (knobs.exitCode >= 0) hooks.exit(knobs.exitCode, "exit_code knob in LoadModel");
+      if (knobs.loadDelayMs > 0) await sleep(clock, knobs.loadDelayMs, ctx.signal);
+      if (knobs.failLoad !== "") return { success: false, message: knobs.failLoad };
+      if (knobs.allocMib > 0 && allocation === undefined) {
+        // fill() touches every page so the memory is really resident (RSS), not just reserved.
+        allocation = Buffer.allocUnsafe(knobs.allocMib * 1024 * 1024).fill(1);
+      }
+      model = req.Model;
+      return { success: true, message: `loaded ${req.Model}` };
+    },
+
+    async predict(req, ctx) {
+      log("Predict");
+      const held = checkIdentity(req.ModelIdentity);
+      countPredict();
+      inFlight++;
+      try {
+        if (knobs.predictDelayMs > 0) await sleep(clock, knobs.predictDelayMs, ctx.signal);
+        const n = tokenCount(req.Tokens);
+        const words = Array.from({ length: n }, (_, i) => `w${String(i)}`).join(" ");
+        return { message: encoder.encode(`${held}: ${words}`), tokens: n, promptTokens: req.Prompt.length };
+      } finally {
+        inFlight--;
+      }
+    },
+
+    async *predictStream(req, ctx): AsyncIterable<ReplyInit> {
+      log("PredictStream");
+      const held = checkIdentity(req.ModelIdentity);
+      countPredict();
+      inFlight++;
+      try {
+        const n = tokenCount(req.Tokens);
+        for (let i = 0; i < n; i++) {
+          if (knobs.predictDelayMs > 0) await sleep(clock, knobs.predictDelayMs, ctx.signal);
+          yield { message: encoder.encode(`${held}:w${String(i)}`), tokens: 1 };
+        }
+      } finally {
+        inFlight--;
+      }
+    },
+
+    async free(_req, ctx) {
+      log("Free");
+      freeCalls++;
+      switch (knobs.free) {
+        case "unimplemented":
+          throw new WardenError(Code.Unimplemented, "Free is not implemented by this backend");
+        case "fail":
+          throw new WardenError(Code.Internal, "Free failed (sim knob free:fail)");
+        case "hang":
+          // Answers only when the caller gives up: exercises the caller's Free cap.
+          await new Promise<void>((resolve) => {
+            if (ctx.signal.aborted) resolve();
+            ctx.signal.addEventListener("abort", () => { resolve(); }, { once: true });
+          });
+          throw WardenError.from(ctx.signal.reason, Code.Canceled);
+        case "ok":
+          allocation = undefined;
+          model = undefined;
+          return { success: true, message: "freed" };
+      }
+    },
+
+    async status() {
+      log("Status");
+      const rss = process.memoryUsage().rss;
+      const state = model === undefined ? StatusResponse_State.UNINITIALIZED : inFlight > 0 ? StatusResponse_State.BUSY : StatusResponse_State.READY;
+      return { state, memory: { total: BigInt(rss), breakdown: { alloc: BigInt(allocation?.length ?? 0), rss: BigInt(rss) } } };
+    },
+  };
+
+  return {
+    impl,
+    state: () => ({ model, knobs, inFlight, predictCount, allocatedBytes: allocation?.length ?? 0, freeCalls }),
+  };
+}

@@ -1,0 +1,86 @@
+import { appendFileSync, writeSync } from "node:fs";
+import { sleep, systemClock, WardenError } from "@warden/common";
+import { GrpcServer } from "@warden/grpc";
+import { Backend } from "@warden/proto";
+import { createBackendSim } from "./backend-sim-service.js";
+import { parseSimArgs, simUsage } from "./sim-args.js";
+import { parseSimEnv } from "./sim-knobs.js";
+
+// Entry point: `node --import tsx services/backend-sim/src/main.ts --addr 127.0.0.1:PORT`.
+// Every exit path writes exactly one stderr line first, so an agent's
+// "last stderr line" always says why the process ended.
+
+let callLog = "";
+
+function exitWith(code: number, reason: string): never {
+  try {
+    writeSync(2, `backend-sim exiting: ${reason} (code ${String(code)})\n`);
+  } catch {
+    // stderr closed: nothing left to tell
+  }
+  process.exit(code);
+}
+
+function logSignal(name: string): void {
+  if (callLog === "") return;
+  try {
+    appendFileSync(callLog, `${name}\n`);
+  } catch {
+    // test aid only
+  }
+}
+
+async function main(): Promise<void> {
+  let args;
+  let knobs;
+  try {
+    args = parseSimArgs(process.argv.slice(2));
+    knobs = parseSimEnv(process.env);
+  } catch (err) {
+    writeSync(2, `${WardenError.from(err).rawMessage}\n\n${simUsage}`);
+    exitWith(2, "bad arguments");
+  }
+  if (args.help) {
+    process.stdout.write(simUsage);
+    return;
+  }
+  callLog = knobs.callLog;
+  if (knobs.exitCode >= 0) exitWith(knobs.exitCode, "exit_code knob before ready");
+  if (knobs.startDelayMs > 0) await sleep(systemClock, knobs.startDelayMs);
+
+  let ignoreSigterm = knobs.ignoreSigterm;
+  const server = new GrpcServer();
+  const sim = createBackendSim({
+    knobs,
+    hooks: {
+      exit: exitWith,
+      setIgnoreSigterm(ignore) {
+        ignoreSigterm = ignore;
+      },
+    },
+  });
+  server.add(Backend, sim.impl);
+
+  process.on("SIGTERM", () => {
+    logSignal("SIGTERM");
+    if (ignoreSigterm) {
+      writeSync(2, "backend-sim: ignoring SIGTERM (knob ignore_sigterm)\n");
+      return;
+    }
+    // A short drain: the agent's grace decides how long we may take, not us.
+    void server.shutdown(500).finally(() => { exitWith(0, "SIGTERM"); });
+  });
+  process.on("SIGINT", () => {
+    logSignal("SIGINT");
+    exitWith(130, "SIGINT");
+  });
+
+  try {
+    const { address } = await server.listen(args.addr);
+    process.stdout.write(`${JSON.stringify({ msg: "backend-sim listening", address, pid: process.pid })}\n`);
+  } catch (err) {
+    exitWith(3, `cannot bind ${args.addr}: ${WardenError.from(err).rawMessage}`);
+  }
+}
+
+void main();

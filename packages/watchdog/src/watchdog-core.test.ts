@@ -353,6 +353,40 @@ describe("pending evictions", () => {
   });
 });
 
+describe("tick paths", () => {
+  it("the busy-killer ignores pins (DESIGN §3.4 item 8) while idle eviction respects them", () => {
+    const f = createFixture({ busyCheck: true, busyTimeoutMs: 10, idleCheck: true, idleTimeoutMs: 10, pinnedModels: ["stuck", "idle"] });
+    f.reg("a1", "stuck");
+    f.core.trackRequest("a1");
+    f.reg("a2", "idle");
+    f.clock.advance(50);
+    expect(f.core.tick().stops.map((s) => [s.model, s.reason, s.force])).toEqual([["stuck", "busy", true]]);
+  });
+
+  it("nothing is reclaimed while the reclaimer is off, whatever the pressure", () => {
+    const f = createFixture();
+    f.reg("a1", "m1", { gpu: 0 });
+    f.core.reportMemory("n1", { gpus: [{ index: 0, totalBytes: 10, usedBytes: 10 }] });
+    expect(f.core.tick().stops).toEqual([]);
+  });
+
+  it("a loader query that throws registers the instance again rather than forgetting it", () => {
+    const clock = new ManualClock();
+    const core = createWatchdogCore({
+      clock,
+      loader: {
+        hasModelAtAddress: () => {
+          throw new Error("bug");
+        },
+      },
+    });
+    core.registerReady({ nodeId: "n", model: "m", incarnation: "i", address: "a" });
+    core.selectExplicit("i", { reason: "admin" });
+    expect(core.settle("i", { t: "failed", message: "x", freed: false })).toMatchObject({ row: 3 });
+    expect(core.instanceAt("a")?.incarnation).toBe("i");
+  });
+});
+
 describe("memory reclaimer per node and per GPU", () => {
   function setup(): Fixture {
     const f = createFixture({ memoryReclaimer: true, memoryReleaseWaitMs: 10_000, memoryReleaseHoldMs: 30_000 });

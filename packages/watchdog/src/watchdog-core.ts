@@ -846,7 +846,7 @@ export class WatchdogCore {
       this.setState(rec, undefined);
       return { row: 2, t: "stopped", instance, clearedRequestIds: this.requests.clear(address) };
     }
-    if (this.loader.hasModelAtAddress(rec.model, address, incarnation)) {
+    if (this.loaderHolds(rec.model, address, incarnation)) {
       const state: DetachedState = outcome.freed || pend.from === "freed" ? "freed" : pend.from;
       this.setState(rec, { t: state, sinceMs: now });
       return { row: 3, t: "registered-again", instance: this.view(rec), state, error: outcome.message };
@@ -854,6 +854,19 @@ export class WatchdogCore {
     const instance = this.view(rec);
     this.setState(rec, undefined);
     return { row: 4, t: "dropped", instance, openRequestIds: this.requests.clear(address), terminalReason: "instance-dropped", error: outcome.message };
+  }
+
+  /**
+   * Asks the loader. A throwing query is a bug in the caller; we answer "holds"
+   * so the instance is registered again rather than forgotten: a phantom is
+   * visible and retried, an amnesiac backend holds memory for good.
+   */
+  private loaderHolds(model: string, address: string, incarnation: string): boolean {
+    try {
+      return this.loader.hasModelAtAddress(model, address, incarnation);
+    } catch {
+      return true;
+    }
   }
 
   // ---------------------------------------------------------------- queries

@@ -80,4 +80,37 @@ describe("the async facade", () => {
     await w;
     expect(done).toBe(true);
   });
+
+  it("admitWithRetry asks again at once after a wait without need-more, and sleeps only on need-more", async () => {
+    const f = createFixture({ limitPerNode: 1 });
+    f.core.registerLoading({ nodeId: "n1", model: "m1", incarnation: "m1-1", address: "a1" });
+    const sleeps: number[] = [];
+    const sleep = (ms: number): Promise<void> => {
+      sleeps.push(ms);
+      // The load finishes while the retry waits.
+      if (sleeps.length === 2) f.core.markReady("m1-1");
+      return Promise.resolve();
+    };
+    const r = await f.svc.admitWithRetry({ nodeId: "n1", model: "m2", incarnation: "m2-1" }, { sleep, intervalMs: 1000 });
+    // loading (need-more, sleep) ×2, then m1 evicted (no need-more, no sleep), then admitted.
+    expect(r).toMatchObject({ attempts: 4, last: { t: "admitted" } });
+    expect(sleeps).toEqual([1000, 1000]);
+    expect(f.port.models()).toEqual(["m1"]);
+  });
+
+  it("admitWithRetry gives up after the budget with the last wait", async () => {
+    const f = createFixture({ limitPerNode: 1 });
+    f.reg("a1", "m1");
+    f.core.trackRequest("a1");
+    const r = await f.svc.admitWithRetry({ nodeId: "n1", model: "m2", incarnation: "m2-1" }, { sleep: () => Promise.resolve(), maxAttempts: 3 });
+    expect(r).toMatchObject({ attempts: 3, last: { t: "waited", needMore: true } });
+  });
+
+  it("an explicit stop of an instance made pending outside the facade sends no second stop", async () => {
+    const f = createFixture();
+    const inc = f.reg("a1", "m1");
+    f.core.selectExplicit(inc, { reason: "admin" });
+    expect(await f.svc.stop(inc, { reason: "admin" })).toMatchObject({ t: "pending-elsewhere", command: { incarnation: inc } });
+    expect(f.port.calls).toHaveLength(0);
+  });
 });

@@ -1,4 +1,5 @@
-import type { AdmissionDecision, Occupancy, LimitExceeded, SettleResult, Shortfall, TickDecision } from "./decision.js";
+import { invalidArgument, throwIfAborted } from "@warden/common";
+import type { AdmissionDecision, ExplicitSelection, Occupancy, LimitExceeded, SettleResult, Shortfall, TickDecision } from "./decision.js";
 import type { AdmissionRequest } from "./instance.js";
 import { stopOutcomeFromError, type StopCommand, type StopOutcome } from "./stop-command.js";
 import type { ExplicitStopOptions, WatchdogCore } from "./watchdog-core.js";
@@ -38,8 +39,11 @@ export type AdmissionResult =
 /** Explicit stop through the facade. */
 export type ExplicitStopResult =
   | { readonly t: "settled"; readonly report: SettleReport }
+  /** Admitted, not spawned: cancel the start and `releaseReservation`. */
   | { readonly t: "reserved" }
-  | { readonly t: "unknown" };
+  | { readonly t: "unknown" }
+  /** Pending through a stop this facade did not send (the core was driven directly): no second stop is sent. */
+  | { readonly t: "pending-elsewhere"; readonly command: StopCommand };
 
 export interface WatchdogServiceOptions {
   readonly core: WatchdogCore;
@@ -157,34 +161,53 @@ export class WatchdogService {
     return { t: "waited", cause: d.cause, shortfall: d.shortfall, ...r };
   }
 
-  /** Explicit stop of one instance in any state; a pending one joins the stop in flight. */
-  async stop(incarnation: string, options: ExplicitStopOptions): Promise<ExplicitStopResult> {
-    const sel = this.core.selectExplicit(incarnation, options);
+  private async follow(sel: ExplicitSelection): Promise<ExplicitStopResult> {
     switch (sel.t) {
       case "stop":
-      case "joined":
         return { t: "settled", report: await this.dispatch(sel.command) };
+      case "joined": {
+        const running = this.inflight.get(sel.command.incarnation);
+        if (running === undefined) return { t: "pending-elsewhere", command: sel.command };
+        return { t: "settled", report: await running };
+      }
       case "reserved":
       case "unknown":
         return sel;
     }
   }
 
+  /** Explicit stop of one instance in any state; a pending one joins the stop in flight. */
+  stop(incarnation: string, options: ExplicitStopOptions): Promise<ExplicitStopResult> {
+    return this.follow(this.core.selectExplicit(incarnation, options));
+  }
+
+  /**
+   * Admission with LocalAI's retry budget (DESIGN §5: 30 × 1 s): asks again at
+   * once when a wait resolved without need-more, after `intervalMs` when it
+   * needs more. Resolves with the last result and the number of attempts.
+   */
+  async admitWithRetry(
+    request: AdmissionRequest,
+    options: { readonly maxAttempts?: number; readonly intervalMs?: number; readonly sleep: Sleep; readonly signal?: AbortSignal },
+  ): Promise<{ readonly attempts: number; readonly last: AdmissionResult }> {
+    const max = options.maxAttempts ?? 30;
+    const intervalMs = options.intervalMs ?? 1_000;
+    if (!Number.isInteger(max) || max < 1) throw invalidArgument("maxAttempts", `must be an integer >= 1, got ${String(max)}`);
+    if (!Number.isFinite(intervalMs) || intervalMs < 0) throw invalidArgument("intervalMs", `must be a finite duration >= 0 ms, got ${String(intervalMs)}`);
+    let attempts = 0;
+    for (;;) {
+      throwIfAborted(options.signal);
+      attempts++;
+      const last = await this.admit(request);
+      if (last.t === "admitted" || attempts >= max) return { attempts, last };
+      if (last.needMore) await options.sleep(intervalMs, options.signal);
+    }
+  }
+
   /** Explicit stop of every instance on a node (drain); resolves when all settled. */
   async drainNode(nodeId: string, options: { readonly force?: boolean } = {}): Promise<ExplicitStopResult[]> {
     const sels = this.core.selectNode(nodeId, { reason: "drain", force: options.force ?? false });
-    return Promise.all(
-      sels.map(async ({ selection }): Promise<ExplicitStopResult> => {
-        switch (selection.t) {
-          case "stop":
-          case "joined":
-            return { t: "settled", report: await this.dispatch(selection.command) };
-          case "reserved":
-          case "unknown":
-            return selection;
-        }
-      }),
-    );
+    return Promise.all(sels.map(({ selection }) => this.follow(selection)));
   }
 }
 

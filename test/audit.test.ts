@@ -4,7 +4,8 @@
  * Waits for conditions with generous deadlines; never asserts on elapsed time.
  */
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { spawn } from "node:child_process";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { create } from "@bufbuild/protobuf";
@@ -374,6 +375,56 @@ describe("audit pipeline on a real nats-server", () => {
   });
 });
 
+describe("example JSONL audit consumer", () => {
+  const script = join(import.meta.dirname, "..", "packages", "audit", "src", "examples", "jsonl-audit-consumer.ts");
+  const runConsumer = (out: string) => {
+    const child = spawn(process.execPath, ["--import", "tsx", script, "--nats", server.url, "--out", out, "--durable", "jsonl"], {
+      stdio: ["ignore", "ignore", "pipe"],
+    });
+    let stderr = "";
+    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+    const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => { resolve(code); }));
+    closers.push(async () => {
+      child.kill("SIGKILL");
+      await exited;
+    });
+    return { child, exited, stderr: () => stderr };
+  };
+  const lines = async (path: string): Promise<{ type: string; id: string }[]> => {
+    const text = await readFile(path, "utf8").catch(() => "");
+    return text.split("\n").filter((l) => l !== "").map((l) => JSON.parse(l) as { type: string; id: string });
+  };
+
+  it("appends each event once as a JSON line, and resumes after a restart", async () => {
+    const out = join(dir, "audit.jsonl");
+    const nc = await connect();
+    const c = await startCoordinator(createNatsPublisher(nc));
+    const sent: Event[] = [];
+    for (let i = 0; i < 5; i++) sent.push((await c.outbox.emit(started(`J${i}`))).event);
+    const untilLines = async (consumer: ReturnType<typeof runConsumer>, n: number): Promise<void> => {
+      const until = Date.now() + 60_000;
+      while ((await lines(out)).length < n) {
+        if (Date.now() > until) throw new Error(`timed out waiting for ${n} lines; consumer stderr: ${consumer.stderr()}`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    };
+    const first = runConsumer(out);
+    await untilLines(first, 5);
+    first.child.kill("SIGTERM");
+    expect(await first.exited).toBe(0);
+    for (let i = 0; i < 3; i++) sent.push((await c.outbox.emit(stopped(`J${i}`))).event);
+    const second = runConsumer(out);
+    await untilLines(second, 8);
+    await new Promise((r) => setTimeout(r, 300)); // room for a stray duplicate line
+    second.child.kill("SIGTERM");
+    expect(await second.exited).toBe(0);
+    const got = await lines(out);
+    expect(got.map((l) => l.id)).toEqual(sent.map((e) => e.id));
+    expect(got[0]?.type).toBe("eviction.started");
+    expect(got.at(-1)?.type).toBe("eviction.stopped");
+  });
+});
+
 describe("credentials", () => {
   it("connects with user/password and with a token, and is refused without them", async () => {
     const withUser = await startNatsServer({ args: ["--user", "warden", "--pass", "s3cret"] });
@@ -393,3 +444,84 @@ describe("credentials", () => {
     }
   });
 });
+
+describe("least-privilege NATS permissions (README)", () => {
+  // The permission sets documented in packages/audit/README.md, checked against
+  // a real server: every subject the pipeline uses is allowed, the rest denied.
+  const config = `
+accounts {
+  WARDEN {
+    jetstream: enabled
+    users: [
+      { user: coordinator, password: cpass, permissions: {
+          publish: { allow: ["warden.events.>", "$JS.API.INFO", "$JS.API.STREAM.INFO.WARDEN_EVENTS",
+                             "$JS.API.STREAM.CREATE.WARDEN_EVENTS", "$JS.API.STREAM.UPDATE.WARDEN_EVENTS"] }
+          subscribe: { allow: ["_INBOX_coordinator.>"] } } }
+      { user: auditor, password: apass, permissions: {
+          publish: { allow: ["$JS.API.INFO", "$JS.API.CONSUMER.INFO.WARDEN_EVENTS.auditor",
+                             "$JS.API.CONSUMER.CREATE.WARDEN_EVENTS.auditor.>",
+                             "$JS.API.CONSUMER.MSG.NEXT.WARDEN_EVENTS.auditor", "$JS.ACK.WARDEN_EVENTS.auditor.>"] }
+          subscribe: { allow: ["_INBOX_auditor.>"] } } }
+      { user: admin, password: xpass }
+    ]
+  }
+}
+`;
+
+  it("lets the coordinator create the stream and publish, the auditor read its durable, and denies everything else", async () => {
+    const confDir = await mkdtemp(join(tmpdir(), "warden-nats-conf-"));
+    const confPath = join(confDir, "nats.conf");
+    await writeFile(confPath, config);
+    const secured = await startNatsServer({ args: ["-c", confPath] });
+    const as = async (user: string, password: string, inboxPrefix?: string) => {
+      const nc = await connectAudit({
+        servers: secured.url,
+        credentials: { kind: "user-password", user, password },
+        ...(inboxPrefix === undefined ? {} : { inboxPrefix }),
+        reconnectTimeWaitMs: 100,
+      });
+      connections.push(nc);
+      return nc;
+    };
+    try {
+      const coord = await as("coordinator", "cpass", "_INBOX_coordinator");
+      expect(await ensureAuditStream(coord)).toMatchObject({ action: "created" });
+      expect(await ensureAuditStream(coord, { maxBytes: 1 << 30 })).toMatchObject({ action: "updated" });
+      const c = await startCoordinator(createNatsPublisher(coord), undefined, "secure.wj");
+      const sent = [(await c.outbox.emit(started("P1"))).event, (await c.outbox.emit(stopped("P1"))).event];
+      await waitFor("published with the coordinator's permissions", () => c.outbox.stats().published === 2);
+
+      const auditor = await as("auditor", "apass", "_INBOX_auditor");
+      const r = reader(auditor, { durable: "auditor" });
+      await waitFor("auditor reads", () => r.seen.length >= 2);
+      await r.stop();
+      expect(ids(r.seen)).toEqual(sent.map((e) => e.id));
+
+      // Denied: the auditor publishing events, creating another durable, deleting the stream.
+      const auditorJs = jetstream(auditor, { timeout: 1_500 });
+      await expect(auditorJs.publish("warden.events.eviction.started.n.m", new Uint8Array([1]))).rejects.toThrow();
+      await expect(
+        (async () => {
+          for await (const _ of subscribeAuditEvents(auditor, { durable: "other", signal: AbortSignal.timeout(3_000) })) break;
+        })(),
+      ).rejects.toThrow();
+      const auditorJsm = await jetstreamManager(auditor, { timeout: 1_500 });
+      await expect(auditorJsm.streams.delete(defaultAuditStreamName)).rejects.toThrow();
+      // Denied: the coordinator deleting the stream or reading events.
+      const coordJsm = await jetstreamManager(coord, { timeout: 1_500 });
+      await expect(coordJsm.streams.delete(defaultAuditStreamName)).rejects.toThrow();
+      await expect(coordJsm.consumers.add(defaultAuditStreamName, { durable_name: "sneaky" })).rejects.toThrow();
+
+      const admin = await as("admin", "xpass");
+      const info = await (await jetstreamManager(admin)).streams.info(defaultAuditStreamName);
+      expect(info.state.messages).toBe(2); // nothing denied got stored
+      expect((await (await jetstreamManager(admin)).consumers.list(defaultAuditStreamName).next()).map((ci) => ci.name)).toEqual(["auditor"]);
+    } finally {
+      for (const cl of closers.splice(0).reverse()) await cl().catch(() => undefined);
+      for (const nc of connections.splice(0)) await nc.close().catch(() => undefined);
+      await secured.dispose();
+      await rm(confDir, { recursive: true, force: true });
+    }
+  });
+});
+

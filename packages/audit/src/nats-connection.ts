@@ -31,6 +31,12 @@ export interface AuditConnectionOptions {
    * through `createDeferredPublisher` meanwhile. @default false
    */
   readonly waitOnFirstConnect?: boolean;
+  /**
+   * Prefix of reply subjects (PubAcks, pulled messages, API answers). Give each
+   * identity its own (`_INBOX_coordinator`) so its subscribe permission can be
+   * narrowed to `<prefix>.>` instead of every `_INBOX.>` (see README). @default "_INBOX"
+   */
+  readonly inboxPrefix?: string;
 }
 
 /**
@@ -47,6 +53,7 @@ export function natsConnectOptions(options: AuditConnectionOptions): ConnectionO
     reconnectTimeWait: options.reconnectTimeWaitMs ?? 2_000,
     timeout: options.connectTimeoutMs ?? 5_000,
     waitOnFirstConnect: options.waitOnFirstConnect ?? false,
+    ...(options.inboxPrefix === undefined ? {} : { inboxPrefix: options.inboxPrefix }),
   };
   const creds = options.credentials ?? { kind: "none" };
   switch (creds.kind) {

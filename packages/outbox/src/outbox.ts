@@ -78,7 +78,11 @@ export interface OutboxOptions {
   readonly capacity?: number;
   /** Publishes awaiting their ack at once. @default 512 */
   readonly maxInFlight?: number;
-  /** Back-off between failed publish attempts. @default 100 ms × 2 up to 10 s, 20 % jitter */
+  /**
+   * Back-off between failed publish attempts. Only one probe publish is in
+   * flight while failing, so a short cap costs little and drains sooner after
+   * NATS returns. @default 100 ms × 2 up to 2 s, 20 % jitter
+   */
   readonly retryBackoff?: BackoffPolicy;
   /** After an overflow, health returns to serving once depth ≤ capacity × this. @default 0.9 */
   readonly recoverBelowFraction?: number;
@@ -141,7 +145,7 @@ export function createOutbox(options: OutboxOptions): Outbox {
   const { journal, publisher, clock, rng } = options;
   const capacity = options.capacity ?? 100_000;
   const maxInFlight = options.maxInFlight ?? 512;
-  const backoff = options.retryBackoff ?? { initialMs: 100, factor: 2, maxMs: 10_000, jitter: 0.2 };
+  const backoff = options.retryBackoff ?? { initialMs: 100, factor: 2, maxMs: 2_000, jitter: 0.2 };
   const recoverBelow = Math.floor(capacity * (options.recoverBelowFraction ?? 0.9));
   if (!Number.isInteger(capacity) || capacity < 1) throw invalidArgument("capacity", `must be an integer >= 1, got ${String(capacity)}`);
   if (!Number.isInteger(maxInFlight) || maxInFlight < 1) throw invalidArgument("maxInFlight", `must be an integer >= 1, got ${String(maxInFlight)}`);

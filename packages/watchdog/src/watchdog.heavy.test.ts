@@ -122,6 +122,8 @@ class Admit implements Cmd {
       expect(conflicts).toEqual([]);
       if (m.limit > 0 && d.limitExceeded === undefined) expect(d.occupancy.total).toBeLessThanOrEqual(m.limit);
     } else {
+      // A wait that neither evicts nor needs more would livelock the loader.
+      expect(d.stops.length > 0 || d.needMore).toBe(true);
       applyStops(m, d.stops, true);
     }
     checkAll(m, r);

@@ -37,4 +37,10 @@ export type LoaderEventType = LoaderEvent["type"];
 /** Where the loader sends events. Must not throw. */
 export interface LoaderEventSink {
   emit(event: LoaderEvent): void;
+  /**
+   * Emits and resolves once the event is durably journaled (DESIGN §4:
+   * `eviction.started` is in the outbox before the stop is sent). Must not
+   * reject: a journal failure is the sink's to report.
+   */
+  emitDurable(event: LoaderEvent): Promise<void>;
 }

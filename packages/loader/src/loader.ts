@@ -223,6 +223,14 @@ export class Loader<H extends BackendHandle = BackendHandle> {
     });
   }
 
+  /** Changes a model's pin and groups live (UpdatePolicy); kept until the next config reload. */
+  patchModel(id: string, patch: { readonly pinned: boolean; readonly groups: readonly string[] }): void {
+    const spec = this.models.get(id);
+    if (spec === undefined) throw new WardenError(Code.NotFound, `model: "${id}" is not configured`);
+    this.models.set(id, { ...spec, pinned: patch.pinned, groups: patch.groups });
+    this.core.updatePolicy(this.modelPolicy());
+  }
+
   private modelPolicy(): PolicyPatch {
     const groups: Record<string, readonly string[]> = {};
     const pinned: string[] = [];
@@ -571,6 +579,10 @@ export class Loader<H extends BackendHandle = BackendHandle> {
       switch (r.t) {
         case "unknown":
           return { t: "not-loaded" };
+        case "pending-elsewhere":
+          // Every stop goes through this facade; joining is the safe answer anyway.
+          await this.waitForSettle(incarnation, new AbortController().signal);
+          return { t: "stopped", incarnation };
         case "reserved":
           this.loadControllers.get(incarnation)?.abort(new WardenError(Code.Aborted, "load cancelled by unload"));
           return { t: "stopped", incarnation };
@@ -701,7 +713,7 @@ export class Loader<H extends BackendHandle = BackendHandle> {
    * watchdog settles it in the same turn.
    */
   private async stopSequence(c: StopCommand): Promise<StopOutcome> {
-    this.o.events.emit({
+    await this.o.events.emitDurable({
       type: "eviction.started",
       nodeId: c.nodeId,
       model: c.model,

@@ -1,0 +1,280 @@
+import { timestampFromMs } from "@bufbuild/protobuf/wkt";
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import type {
+  AdminService} from "@warden/proto";
+import {
+  InstanceState,
+  NodeState,
+  Placement,
+  PlacementDecision,
+  UnloadOutcome,
+  type ModelInstanceSchema,
+  type NodeSchema,
+  type PolicySchema,
+} from "@warden/proto";
+import type { ServiceImpl } from "@warden/grpc";
+import { Code, WardenError, invalidArgument, type Clock } from "@warden/common";
+import { parseEventType, validateEventFilter } from "@warden/events";
+import type { Loader } from "@warden/loader";
+import type { InstanceView, PolicyPatch } from "@warden/watchdog";
+import type { BackendClientHandle } from "./backend-connector.js";
+import type { EventHub } from "./event-hub.js";
+import type { NodeRecord, NodeRegistry } from "./node-registry.js";
+import type { PlacementView } from "./placement-view.js";
+
+type ModelInstanceInit = MessageInitShape<typeof ModelInstanceSchema>;
+type NodeInit = MessageInitShape<typeof NodeSchema>;
+type PolicyInit = MessageInitShape<typeof PolicySchema>;
+
+const idPattern = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
+
+function checkId(value: string, field: string): string {
+  if (!idPattern.test(value)) throw invalidArgument(field, value === "" ? "is required" : `"${value.slice(0, 64)}" is not a valid id (${idPattern.source})`);
+  return value;
+}
+
+export interface AdminDeps {
+  readonly clock: Clock;
+  readonly loader: Loader<BackendClientHandle>;
+  readonly nodes: NodeRegistry;
+  readonly hub: EventHub;
+  readonly placement: PlacementView;
+  readonly enforcement: { readonly maxAttempts: number; readonly intervalMs: number };
+  readonly defaultStopTimeoutMs: number;
+}
+
+/** Monotonic clock ms → wall timestamp. */
+function wallTs(clock: Clock, monoMs: number | undefined): ReturnType<typeof timestampFromMs> | undefined {
+  if (monoMs === undefined) return undefined;
+  return timestampFromMs(Math.round(clock.wallNow() - (clock.now() - monoMs)));
+}
+
+/** One watchdog instance as ListModels shows it. */
+export function modelInstance(deps: Pick<AdminDeps, "clock" | "loader">, v: InstanceView): ModelInstanceInit {
+  const h = deps.loader.heldInstance(v.incarnation);
+  const state =
+    v.pendingEviction !== undefined
+      ? InstanceState.PENDING_EVICTION
+      : v.state === "ready"
+        ? InstanceState.READY
+        : v.state === "freed"
+          ? InstanceState.FREED
+          : InstanceState.LOADING;
+  const placement = h === undefined ? Placement.REMOTE_ONLY : h.placement === "local" ? Placement.LOCAL : h.placement === "local-remote" ? Placement.LOCAL_REMOTE : Placement.REMOTE_ONLY;
+  return {
+    model: v.model,
+    nodeId: v.nodeId,
+    address: v.address ?? "",
+    incarnation: v.incarnation,
+    placement,
+    state,
+    inFlight: v.inFlight,
+    busySince: wallTs(deps.clock, v.busySinceMs),
+    idleSince: wallTs(deps.clock, v.idleSinceMs),
+    lastUsed: wallTs(deps.clock, v.lastUsedMs),
+    pendingEviction: v.pendingEviction !== undefined,
+    pinned: v.pinned,
+    groups: [...v.groups],
+    sizeBytes: BigInt(v.sizeBytes),
+    backend: deps.loader.modelSpec(v.model)?.backend ?? "",
+  };
+}
+
+function nodeInit(n: NodeRecord, instanceCount: number, drainRemaining: number): NodeInit {
+  return {
+    nodeId: n.nodeId,
+    address: n.address,
+    labels: n.labels,
+    state: n.state === "ready" ? NodeState.READY : n.state === "unreachable" ? NodeState.UNREACHABLE : NodeState.LOST,
+    draining: n.draining,
+    drainRemaining,
+    ...(n.resources === undefined ? {} : { resources: n.resources }),
+    lastHeartbeatAt: timestampFromMs(n.lastHeartbeatWallMs),
+    bootEpoch: n.bootEpoch,
+    instanceCount,
+    embedded: n.embedded,
+  };
+}
+
+export function policyInit(loader: Loader, enforcement: AdminDeps["enforcement"]): PolicyInit {
+  const p = loader.getPolicy();
+  return {
+    limitPerNode: p.limitPerNode,
+    idleCheck: p.idleCheck,
+    idleTimeoutMs: BigInt(p.idleTimeoutMs),
+    busyCheck: p.busyCheck,
+    busyTimeoutMs: BigInt(p.busyTimeoutMs),
+    memoryReclaimer: p.memoryReclaimer,
+    memoryThreshold: p.memoryThreshold,
+    forceEvictionWhenBusy: p.forceEvictionWhenBusy,
+    sizeAware: p.sizeAware,
+    tickIntervalMs: BigInt(p.tickIntervalMs),
+    enforcementRetries: enforcement.maxAttempts,
+    enforcementRetryIntervalMs: BigInt(enforcement.intervalMs),
+    models: loader.modelSpecs().map((m) => ({ model: m.id, pinned: m.pinned, groups: [...m.groups] })),
+  };
+}
+
+/** AdminService (DESIGN §4). */
+export function adminService(d: AdminDeps): ServiceImpl<typeof AdminService> {
+  const counts = (): Map<string, number> => {
+    const c = new Map<string, number>();
+    for (const v of d.loader.core.snapshot().instances) c.set(v.nodeId, (c.get(v.nodeId) ?? 0) + 1);
+    for (const l of d.loader.leftoverList()) c.set(l.nodeId, (c.get(l.nodeId) ?? 0) + 1);
+    return c;
+  };
+  const nodeOf = (nodeId: string): NodeRecord => {
+    const n = d.nodes.get(checkId(nodeId, "node_id"));
+    if (n === undefined) throw new WardenError(Code.NotFound, `node_id: node "${nodeId}" is not registered`);
+    return n;
+  };
+  const instancesOn = (nodeId: string | undefined): ModelInstanceInit[] => {
+    const snap = d.loader.snapshot();
+    const out: ModelInstanceInit[] = snap.instances.filter((v) => nodeId === undefined || v.nodeId === nodeId).map((v) => modelInstance(d, v));
+    for (const l of snap.leftovers) {
+      if (nodeId !== undefined && l.nodeId !== nodeId) continue;
+      out.push({
+        model: l.model,
+        nodeId: l.nodeId,
+        address: l.address,
+        incarnation: l.incarnation,
+        placement: Placement.REMOTE_ONLY,
+        state: InstanceState.LEFTOVER,
+        groups: [...l.groups],
+        sizeBytes: BigInt(l.sizeBytes),
+        leftover: { attempts: l.attempts, lastError: l.lastError, since: timestampFromMs(l.sinceWallMs), stuck: l.stuck },
+      });
+    }
+    for (const n of d.nodes.list()) {
+      if (nodeId !== undefined && n.nodeId !== nodeId) continue;
+      for (const o of n.orphans) out.push({ model: o.model, nodeId: n.nodeId, address: o.address, incarnation: `pid:${String(o.pid)}`, state: InstanceState.ORPHAN, sizeBytes: o.memoryBytes });
+    }
+    return out;
+  };
+
+  return {
+    async listNodes() {
+      const c = counts();
+      return { nodes: d.nodes.list().map((n) => nodeInit(n, c.get(n.nodeId) ?? 0, n.draining ? (c.get(n.nodeId) ?? 0) : 0)) };
+    },
+    async getNode(req) {
+      const n = nodeOf(req.nodeId);
+      const c = counts().get(n.nodeId) ?? 0;
+      return { node: nodeInit(n, c, n.draining ? c : 0), instances: instancesOn(n.nodeId) };
+    },
+    async drainNode(req) {
+      const n = nodeOf(req.nodeId);
+      if (!n.draining) {
+        n.draining = true;
+        void d.loader.watchdog.drainNode(n.nodeId, { force: req.force }).then(() => {
+          void d.hub.publish({ nodeId: n.nodeId, payload: { case: "nodeDrained", value: { $typeName: "warden.v1.NodeDrained" } } });
+        });
+      }
+      const c = counts().get(n.nodeId) ?? 0;
+      return { node: nodeInit(n, c, c) };
+    },
+    async undrainNode(req) {
+      const n = nodeOf(req.nodeId);
+      n.draining = false;
+      return { node: nodeInit(n, counts().get(n.nodeId) ?? 0, 0) };
+    },
+    async listModels(req) {
+      if (req.nodeId !== "") checkId(req.nodeId, "node_id");
+      return {
+        instances: instancesOn(req.nodeId === "" ? undefined : req.nodeId),
+        configured: d.loader.modelSpecs().map((m) => ({ model: m.id, backend: m.backend, groups: [...m.groups], pinned: m.pinned, sizeBytes: BigInt(m.sizeBytes) })),
+      };
+    },
+    async loadModel(req, ctx) {
+      checkId(req.model, "model");
+      if (req.nodeId !== "") nodeOf(req.nodeId);
+      const h = await d.loader.ensureLoaded(req.model, ctx.signal, req.nodeId === "" ? undefined : req.nodeId);
+      const v = d.loader.core.instance(h.incarnation);
+      if (v === undefined) throw new WardenError(Code.Aborted, `model "${req.model}" was unloaded while loading`);
+      return { instance: modelInstance(d, v) };
+    },
+    async unloadModel(req) {
+      checkId(req.model, "model");
+      if (d.loader.modelSpec(req.model) === undefined && d.nodes.findModel(req.model).t === "absent") {
+        throw new WardenError(Code.NotFound, `model: "${req.model}" is neither configured nor loaded`);
+      }
+      const stopTimeoutMs = req.stopTimeoutMs === 0n ? d.defaultStopTimeoutMs : Number(req.stopTimeoutMs);
+      if (!Number.isSafeInteger(stopTimeoutMs)) throw invalidArgument("stop_timeout_ms", "out of range");
+      const r = await d.loader.unload(req.model, { force: req.force, stopTimeoutMs });
+      switch (r.t) {
+        case "stopped":
+          return { outcome: UnloadOutcome.STOPPED };
+        case "registered-again": {
+          const v = d.loader.core.instance(r.incarnation);
+          return { outcome: UnloadOutcome.REGISTERED_AGAIN, error: r.error, ...(v === undefined ? {} : { instance: modelInstance(d, v) }) };
+        }
+        case "leftover":
+          return { outcome: UnloadOutcome.LEFTOVER, error: r.error };
+        case "not-loaded":
+          return { outcome: UnloadOutcome.NOT_LOADED };
+      }
+    },
+    async forgetInstance(req) {
+      checkId(req.nodeId, "node_id");
+      checkId(req.incarnation, "incarnation");
+      if (req.operator === "") throw invalidArgument("operator", "is required: forgetting an instance is an audited decision");
+      if (!d.loader.forget(req.incarnation, req.operator.slice(0, 256), req.note.slice(0, 1024))) {
+        throw new WardenError(Code.NotFound, `incarnation: "${req.incarnation}" is not known on node "${req.nodeId}"`);
+      }
+      return {};
+    },
+    async getPolicy() {
+      return { policy: policyInit(d.loader, d.enforcement) };
+    },
+    async updatePolicy(req) {
+      const p = req.patch;
+      if (p === undefined) throw invalidArgument("patch", "is required");
+      const patch: { -readonly [K in keyof PolicyPatch]: PolicyPatch[K] } = {};
+      if (p.limitPerNode !== undefined) patch.limitPerNode = p.limitPerNode;
+      if (p.idleCheck !== undefined) patch.idleCheck = p.idleCheck;
+      if (p.idleTimeoutMs !== undefined) patch.idleTimeoutMs = Number(p.idleTimeoutMs);
+      if (p.busyCheck !== undefined) patch.busyCheck = p.busyCheck;
+      if (p.busyTimeoutMs !== undefined) patch.busyTimeoutMs = Number(p.busyTimeoutMs);
+      if (p.memoryReclaimer !== undefined) patch.memoryReclaimer = p.memoryReclaimer;
+      if (p.memoryThreshold !== undefined) {
+        if (!(p.memoryThreshold > 0 && p.memoryThreshold <= 1)) throw invalidArgument("patch.memory_threshold", `must be in (0, 1], got ${String(p.memoryThreshold)}`);
+        patch.memoryThreshold = p.memoryThreshold;
+        patch.memoryReleaseThreshold = Math.max(0.01, p.memoryThreshold - 0.05);
+      }
+      if (p.forceEvictionWhenBusy !== undefined) patch.forceEvictionWhenBusy = p.forceEvictionWhenBusy;
+      if (p.sizeAware !== undefined) patch.sizeAware = p.sizeAware;
+      for (const [i, m] of p.models.entries()) {
+        if (d.loader.modelSpec(m.model) === undefined) throw invalidArgument(`patch.models[${String(i)}].model`, `"${m.model}" is not configured`);
+      }
+      // Validated as a whole by the watchdog before anything changes; model pins/groups after.
+      d.loader.updatePolicy(patch);
+      for (const m of p.models) d.loader.patchModel(m.model, { pinned: m.pinned, groups: [...m.groups] });
+      return { policy: policyInit(d.loader, d.enforcement) };
+    },
+    async explainPlacement(req) {
+      checkId(req.model, "model");
+      const spec = d.loader.modelSpec(req.model);
+      if (spec === undefined) throw new WardenError(Code.NotFound, `model: "${req.model}" is not configured`);
+      const loaded = d.loader.core.instancesOfModel(req.model);
+      const first = loaded[0];
+      if (first !== undefined) {
+        return { decision: PlacementDecision.ALREADY_LOADED, nodeId: first.nodeId, reason: `already on node "${first.nodeId}" (${first.pendingEviction === undefined ? first.state : "pending eviction"})`, nodes: [] };
+      }
+      const plan = d.placement.plan(spec);
+      const nodes = plan.verdicts.map((v) => ({ nodeId: v.nodeId, fits: v.fits, reason: v.reason, freeBytes: BigInt(Math.round(v.freeBytes)), score: v.score, wouldEvict: d.placement.wouldEvict(spec, v.nodeId) }));
+      switch (plan.t) {
+        case "place":
+          return { decision: PlacementDecision.PLACE, nodeId: plan.nodeId, reason: plan.reason, nodes };
+        case "evict-then-place":
+          return { decision: PlacementDecision.EVICT_THEN_PLACE, nodeId: plan.nodeId, reason: plan.reason, nodes };
+        case "no-fit":
+          return { decision: plan.verdicts.some((v) => v.reason.includes("cannot resolve")) ? PlacementDecision.WAIT : PlacementDecision.NO_FIT, nodeId: "", reason: plan.reason, nodes };
+      }
+    },
+    async *watchEvents(req, ctx) {
+      const types = req.types.map((t, i) => parseEventType(t, `types[${String(i)}]`));
+      const filter = validateEventFilter({ types, ...(req.nodeId === "" ? {} : { nodeId: req.nodeId }), ...(req.model === "" ? {} : { model: req.model }) });
+      for await (const event of d.hub.watch(filter, ctx.signal)) yield { event };
+    },
+  };
+}

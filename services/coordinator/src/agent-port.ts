@@ -1,0 +1,57 @@
+import { BackendState, StartFailureCode, type AgentService } from "@warden/proto";
+import type { Client } from "@warden/grpc";
+import { Code, WardenError } from "@warden/common";
+import type { AgentPort, StartEvent, StartRequest, StopAnswer, StopRequest } from "@warden/loader";
+
+/**
+ * The loader's AgentPort over an AgentService client — a gRPC client for a
+ * registered agent, or an in-process client for the embedded agent. Both
+ * reach the agent through the same interface (DESIGN §1 placements).
+ */
+export function agentPort(client: Client<typeof AgentService>): AgentPort {
+  return {
+    async *startBackend(req: StartRequest, options: { readonly signal: AbortSignal }): AsyncIterable<StartEvent> {
+      const stream = client.startBackend(
+        { incarnation: req.incarnation, model: req.model, backend: req.backend, options: [...req.options], modelFile: req.modelFile, contextSize: req.contextSize },
+        { signal: options.signal },
+      );
+      for await (const r of stream) {
+        const ev = r.event;
+        switch (ev.case) {
+          case "spawned": {
+            const gpu = ev.value.gpuDevice === "" ? undefined : Number(ev.value.gpuDevice);
+            yield { t: "spawned", address: ev.value.address, pid: ev.value.pid, gpu: gpu !== undefined && Number.isInteger(gpu) ? gpu : undefined };
+            break;
+          }
+          case "loading":
+            yield { t: "loading" };
+            break;
+          case "ready":
+            yield { t: "ready", address: ev.value.address, memoryBytes: Number(ev.value.memoryBytes) };
+            break;
+          case "failed":
+            yield { t: "failed", code: StartFailureCode[ev.value.code], message: ev.value.message, exitCode: ev.value.exitCode, lastStderrLine: ev.value.lastStderrLine };
+            break;
+          case undefined:
+            break;
+        }
+      }
+    },
+    async stopBackend(req: StopRequest, options: { readonly signal: AbortSignal; readonly timeoutMs: number }): Promise<StopAnswer> {
+      const r = await client.stopBackend({ address: req.address, incarnation: req.incarnation, force: req.force, reason: req.reason }, { signal: options.signal, timeoutMs: options.timeoutMs });
+      switch (r.outcome.case) {
+        case "stopped":
+          return { t: "stopped" };
+        case "alreadyGone":
+          return { t: "alreadyGone", replacedBy: r.outcome.value.replacedBy };
+        case undefined:
+          throw new WardenError(Code.Internal, "agent answered StopBackend without an outcome");
+      }
+    },
+    async isRunning(incarnation: string, options: { readonly signal: AbortSignal }): Promise<boolean> {
+      const r = await client.listBackends({}, { signal: options.signal, timeoutMs: 5_000 });
+      const e = r.backends.find((b) => b.incarnation === incarnation);
+      return e !== undefined && e.state !== BackendState.EXITED;
+    },
+  };
+}

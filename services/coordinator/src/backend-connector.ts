@@ -1,0 +1,25 @@
+import { Backend } from "@warden/proto";
+import { createClient, type Client } from "@warden/grpc";
+import type { BackendConnector, BackendHandle } from "@warden/loader";
+
+/** The coordinator's local half of a backend: a gRPC client on its address. */
+export interface BackendClientHandle extends BackendHandle {
+  readonly client: Client<typeof Backend>;
+}
+
+/** Connects to backends over gRPC (LocalAI Backend protocol). */
+export const grpcBackendConnector: BackendConnector<BackendClientHandle> = {
+  connect(address: string): BackendClientHandle {
+    const client = createClient(Backend, address);
+    return {
+      client,
+      async free(options) {
+        const r = await client.free({}, { signal: options.signal, timeoutMs: options.timeoutMs });
+        if (!r.success && r.message !== "") throw new Error(`Free: ${r.message}`);
+      },
+      close() {
+        client.close();
+      },
+    };
+  },
+};

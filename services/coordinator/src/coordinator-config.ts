@@ -1,0 +1,222 @@
+import { parse as parseYaml } from "yaml";
+import { Code, WardenError, invalidArgument, parseDurationMs } from "@warden/common";
+import { modelSpec, type ModelSpec } from "@warden/loader";
+import type { PolicyPatch } from "@warden/watchdog";
+import type { PlacementStrategy } from "@warden/placement";
+
+/** The coordinator's validated configuration. Durations in ms, sizes in bytes. */
+export interface CoordinatorConfig {
+  /** Admin, Inference and Node services. @default "127.0.0.1:50051" */
+  readonly listen: string;
+  /** Where the journal (stop intents, outbox) and the embedded agent's records live. @default ".warden" */
+  readonly stateDir: string;
+  /** Run an embedded agent (single-machine mode, placement `local`). @default true */
+  readonly embeddedAgent: boolean;
+  /** The embedded agent's raw config (validated by the agent's own parser). */
+  readonly agent: Readonly<Record<string, unknown>>;
+  readonly placement: PlacementStrategy;
+  readonly policy: PolicyPatch;
+  readonly enforcement: { readonly maxAttempts: number; readonly intervalMs: number };
+  readonly cooldown: { readonly baseMs: number; readonly maxMs: number };
+  readonly stop: { readonly stopTimeoutMs: number; readonly freeTimeoutMs: number; readonly stopRpcTimeoutMs: number };
+  /** Heartbeats older than this mark a node unreachable. @default 5000 */
+  readonly nodeGraceMs: number;
+  readonly models: readonly ModelSpec[];
+  /** NATS for the audit stream; undefined = events reach only the log and WatchEvents. */
+  readonly nats: { readonly url: string; readonly token?: string; readonly user?: string; readonly pass?: string; readonly credsFile?: string } | undefined;
+}
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+function rejectUnknown(obj: Record<string, unknown>, allowed: readonly string[], path: string): void {
+  for (const k of Object.keys(obj)) {
+    if (!allowed.includes(k)) throw invalidArgument(path === "" ? k : `${path}.${k}`, `unknown field (allowed: ${allowed.join(", ")})`);
+  }
+}
+
+function str(v: unknown, field: string, dflt?: string): string {
+  if (v === undefined && dflt !== undefined) return dflt;
+  if (typeof v !== "string" || v === "") throw invalidArgument(field, `must be a non-empty string, got ${v === undefined ? "nothing" : JSON.stringify(v)}`);
+  return v;
+}
+
+function bool(v: unknown, field: string, dflt: boolean): boolean {
+  if (v === undefined) return dflt;
+  if (typeof v !== "boolean") throw invalidArgument(field, `must be true or false, got ${JSON.stringify(v)}`);
+  return v;
+}
+
+function duration(v: unknown, field: string, dfltMs: number): number {
+  if (v === undefined) return dfltMs;
+  if (typeof v !== "string" && typeof v !== "number") throw invalidArgument(field, `must be a duration like "30s", got ${JSON.stringify(v)}`);
+  return parseDurationMs(v, field);
+}
+
+function int(v: unknown, field: string, dflt: number, min: number, max: number): number {
+  if (v === undefined) return dflt;
+  if (typeof v !== "number" || !Number.isInteger(v) || v < min || v > max) throw invalidArgument(field, `must be an integer in [${String(min)}, ${String(max)}], got ${JSON.stringify(v)}`);
+  return v;
+}
+
+const sizeUnits: Readonly<Record<string, number>> = { "": 1, b: 1, kib: 1024, mib: 1024 ** 2, gib: 1024 ** 3, tib: 1024 ** 4, kb: 1e3, mb: 1e6, gb: 1e9, tb: 1e12 };
+
+/** Parses `"8GiB"`, `"512MiB"`, `"2GB"` or a number of bytes. */
+export function parseSizeBytes(v: unknown, field: string): number {
+  if (typeof v === "number") {
+    if (!Number.isFinite(v) || v < 0) throw invalidArgument(field, `must be a size >= 0, got ${String(v)}`);
+    return Math.round(v);
+  }
+  if (typeof v !== "string") throw invalidArgument(field, `must be a size like "8GiB", got ${JSON.stringify(v)}`);
+  const m = /^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$/.exec(v);
+  const unit = sizeUnits[(m?.[2] ?? "?").toLowerCase()];
+  if (m === null || unit === undefined) throw invalidArgument(field, `invalid size "${v}"; use e.g. "512MiB", "8GiB"`);
+  return Math.round(Number(m[1]) * unit);
+}
+
+const idPattern = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
+
+function stringList(v: unknown, field: string): string[] {
+  if (v === undefined) return [];
+  if (!Array.isArray(v) || v.some((x) => typeof x !== "string")) throw invalidArgument(field, "must be a list of strings");
+  return v as string[];
+}
+
+function stringMap(v: unknown, field: string): Record<string, string> {
+  if (v === undefined) return {};
+  if (!isRecord(v)) throw invalidArgument(field, "must be a map of strings");
+  for (const [k, x] of Object.entries(v)) if (typeof x !== "string") throw invalidArgument(`${field}.${k}`, "must be a string");
+  return v as Record<string, string>;
+}
+
+const modelFields = ["id", "backend", "options", "modelFile", "contextSize", "groups", "pinned", "memoryEstimate", "selector", "loadTimeout"];
+
+function model(v: unknown, field: string): ModelSpec {
+  if (!isRecord(v)) throw invalidArgument(field, "must be a map");
+  rejectUnknown(v, modelFields, field);
+  const id = str(v["id"], `${field}.id`);
+  if (!idPattern.test(id)) throw invalidArgument(`${field}.id`, `"${id}" must match ${idPattern.source}`);
+  return modelSpec({
+    id,
+    backend: str(v["backend"], `${field}.backend`),
+    options: stringList(v["options"], `${field}.options`),
+    modelFile: v["modelFile"] === undefined ? "" : str(v["modelFile"], `${field}.modelFile`),
+    contextSize: int(v["contextSize"], `${field}.contextSize`, 0, 0, 10_000_000),
+    groups: stringList(v["groups"], `${field}.groups`),
+    pinned: bool(v["pinned"], `${field}.pinned`, false),
+    sizeBytes: v["memoryEstimate"] === undefined ? 0 : parseSizeBytes(v["memoryEstimate"], `${field}.memoryEstimate`),
+    selector: stringMap(v["selector"], `${field}.selector`),
+    loadTimeoutMs: duration(v["loadTimeout"], `${field}.loadTimeout`, 600_000),
+  });
+}
+
+const policyFields = [
+  "limitPerNode",
+  "idleCheck",
+  "idleTimeout",
+  "busyCheck",
+  "busyTimeout",
+  "memoryReclaimer",
+  "memoryThreshold",
+  "forceEvictionWhenBusy",
+  "sizeAware",
+  "tickInterval",
+  "enforcementRetries",
+  "enforcementRetryInterval",
+  "loadFailureCooldown",
+  "loadFailureCooldownMax",
+];
+
+const topFields = ["listen", "stateDir", "embeddedAgent", "agent", "placement", "policy", "stop", "nodeGrace", "models", "nats"];
+
+/**
+ * Validates a parsed config object. Every error is INVALID_ARGUMENT naming the
+ * path of the field and the problem, e.g. `models[1].memoryEstimate: invalid size "8 gigs"`.
+ */
+export function resolveCoordinatorConfig(input: unknown): CoordinatorConfig {
+  if (input === undefined || input === null) input = {};
+  if (!isRecord(input)) throw invalidArgument("(root)", "config must be a map");
+  rejectUnknown(input, topFields, "");
+  const p = input["policy"] ?? {};
+  if (!isRecord(p)) throw invalidArgument("policy", "must be a map");
+  rejectUnknown(p, policyFields, "policy");
+  const threshold = p["memoryThreshold"];
+  if (threshold !== undefined && (typeof threshold !== "number" || !(threshold > 0 && threshold <= 1))) throw invalidArgument("policy.memoryThreshold", `must be in (0, 1], got ${JSON.stringify(threshold)}`);
+  const policy: PolicyPatch = {
+    limitPerNode: int(p["limitPerNode"], "policy.limitPerNode", 0, 0, 100_000),
+    idleCheck: bool(p["idleCheck"], "policy.idleCheck", false),
+    idleTimeoutMs: duration(p["idleTimeout"], "policy.idleTimeout", 900_000),
+    busyCheck: bool(p["busyCheck"], "policy.busyCheck", false),
+    busyTimeoutMs: duration(p["busyTimeout"], "policy.busyTimeout", 300_000),
+    memoryReclaimer: bool(p["memoryReclaimer"], "policy.memoryReclaimer", false),
+    ...(typeof threshold === "number" ? { memoryThreshold: threshold, memoryReleaseThreshold: Math.max(0.01, threshold - 0.05) } : {}),
+    forceEvictionWhenBusy: bool(p["forceEvictionWhenBusy"], "policy.forceEvictionWhenBusy", false),
+    sizeAware: bool(p["sizeAware"], "policy.sizeAware", false),
+    tickIntervalMs: duration(p["tickInterval"], "policy.tickInterval", 500),
+  };
+  if ((policy.tickIntervalMs ?? 1) <= 0) throw invalidArgument("policy.tickInterval", "must be > 0");
+  const s = input["stop"] ?? {};
+  if (!isRecord(s)) throw invalidArgument("stop", "must be a map");
+  rejectUnknown(s, ["timeout", "freeTimeout", "rpcTimeout"], "stop");
+  const rawModels = input["models"] ?? [];
+  if (!Array.isArray(rawModels)) throw invalidArgument("models", "must be a list");
+  const models = rawModels.map((m, i) => model(m, `models[${String(i)}]`));
+  const seen = new Set<string>();
+  for (const [i, m] of models.entries()) {
+    if (seen.has(m.id)) throw invalidArgument(`models[${String(i)}].id`, `duplicate model id "${m.id}"`);
+    seen.add(m.id);
+  }
+  const placement = input["placement"] ?? "binpack";
+  if (placement !== "binpack" && placement !== "spread") throw invalidArgument("placement", `must be "binpack" or "spread", got ${JSON.stringify(placement)}`);
+  const agent = input["agent"] ?? {};
+  if (!isRecord(agent)) throw invalidArgument("agent", "must be a map");
+  const n = input["nats"];
+  let nats: CoordinatorConfig["nats"];
+  if (n !== undefined) {
+    if (!isRecord(n)) throw invalidArgument("nats", "must be a map");
+    rejectUnknown(n, ["url", "token", "user", "pass", "credsFile"], "nats");
+    nats = {
+      url: str(n["url"], "nats.url"),
+      ...(n["token"] === undefined ? {} : { token: str(n["token"], "nats.token") }),
+      ...(n["user"] === undefined ? {} : { user: str(n["user"], "nats.user") }),
+      ...(n["pass"] === undefined ? {} : { pass: str(n["pass"], "nats.pass") }),
+      ...(n["credsFile"] === undefined ? {} : { credsFile: str(n["credsFile"], "nats.credsFile") }),
+    };
+  }
+  return {
+    listen: str(input["listen"], "listen", "127.0.0.1:50051"),
+    stateDir: str(input["stateDir"], "stateDir", ".warden"),
+    embeddedAgent: bool(input["embeddedAgent"], "embeddedAgent", true),
+    agent,
+    placement,
+    policy,
+    enforcement: {
+      maxAttempts: int(p["enforcementRetries"], "policy.enforcementRetries", 30, 1, 10_000),
+      intervalMs: duration(p["enforcementRetryInterval"], "policy.enforcementRetryInterval", 1_000),
+    },
+    cooldown: {
+      baseMs: duration(p["loadFailureCooldown"], "policy.loadFailureCooldown", 10_000),
+      maxMs: duration(p["loadFailureCooldownMax"], "policy.loadFailureCooldownMax", 300_000),
+    },
+    stop: {
+      stopTimeoutMs: duration(s["timeout"], "stop.timeout", 30_000),
+      freeTimeoutMs: duration(s["freeTimeout"], "stop.freeTimeout", 5_000),
+      stopRpcTimeoutMs: duration(s["rpcTimeout"], "stop.rpcTimeout", 15_000),
+    },
+    nodeGraceMs: duration(input["nodeGrace"], "nodeGrace", 5_000),
+    models,
+    nats,
+  };
+}
+
+/** Parses and validates YAML config text; YAML syntax errors are INVALID_ARGUMENT with line information. */
+export function parseCoordinatorConfig(yamlText: string): CoordinatorConfig {
+  let doc: unknown;
+  try {
+    doc = parseYaml(yamlText);
+  } catch (err) {
+    throw new WardenError(Code.InvalidArgument, `config: YAML syntax error: ${err instanceof Error ? err.message : String(err)}`);
+  }
+  return resolveCoordinatorConfig(doc);
+}

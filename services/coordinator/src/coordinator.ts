@@ -1,0 +1,241 @@
+import { mkdir } from "node:fs/promises";
+import { join, resolve } from "node:path";
+import type { NatsConnection } from "@nats-io/transport-node";
+import { AdminService, AgentService, InferenceService, NodeService } from "@warden/proto";
+import { GrpcServer, ServingStatus, createClient, inProcessClient, type ServiceImpl } from "@warden/grpc";
+import { cryptoRng, createUlidFactory, nullLogger, sleep, systemClock, type Cancel, type Clock, type Logger, type Rng } from "@warden/common";
+import { Loader } from "@warden/loader";
+import { createOutbox, nullPublisher, type Outbox, type Publisher } from "@warden/outbox";
+import { openFileJournal, type FileJournal } from "@warden/journal";
+import { connectAudit, createDeferredPublisher, createNatsPublisher, ensureAuditStream, type NatsCredentials } from "@warden/audit";
+import { builtinCatalog, createAgent, createNodeHeartbeat, inProcessNodeService, resolveAgentConfig, type Agent, type NodeHeartbeat } from "@warden/agent";
+import type { CoordinatorConfig } from "./coordinator-config.js";
+import { adminService } from "./admin-service.js";
+import { grpcBackendConnector, type BackendClientHandle } from "./backend-connector.js";
+import { EventHub } from "./event-hub.js";
+import { inferenceService } from "./inference-service.js";
+import { NodeRegistry } from "./node-registry.js";
+import { nodeService } from "./node-service.js";
+import { PlacementView } from "./placement-view.js";
+
+export interface CoordinatorDeps {
+  readonly clock?: Clock;
+  readonly rng?: Rng;
+  readonly logger?: Logger;
+}
+
+/** A running coordinator (with its embedded agent in single-machine mode). */
+export interface Coordinator {
+  /** host:port of the Admin, Inference and Node services. */
+  readonly address: string;
+  readonly config: CoordinatorConfig;
+  readonly loader: Loader<BackendClientHandle>;
+  readonly nodes: NodeRegistry;
+  readonly hub: EventHub;
+  readonly outbox: Outbox;
+  readonly server: GrpcServer;
+  /** The embedded agent, when configured. */
+  readonly agent: Agent | undefined;
+  /** Applies a new config's models and policy live (SIGHUP). */
+  reload(config: CoordinatorConfig): Promise<void>;
+  /**
+   * Stops serving. With `stopBackends` (what `warden up` does on Ctrl-C), the
+   * embedded agent stops every backend it started, gracefully then by force.
+   */
+  close(options: { readonly stopBackends: boolean }): Promise<void>;
+}
+
+/** The embedded agent's config: the operator's `agent:` section over single-machine defaults. */
+export function embeddedAgentConfig(config: CoordinatorConfig): ReturnType<typeof resolveAgentConfig> {
+  return resolveAgentConfig(
+    {
+      nodeId: "local",
+      stateDir: join(config.stateDir, "agent"),
+      ports: { min: 41000, max: 41999 },
+      catalog: { "backend-sim": { builtin: "backend-sim" } },
+      ...config.agent,
+    },
+    builtinCatalog,
+  );
+}
+
+function natsCredentials(n: NonNullable<CoordinatorConfig["nats"]>): NatsCredentials {
+  if (n.credsFile !== undefined) return { kind: "creds-file", path: n.credsFile };
+  if (n.token !== undefined) return { kind: "token", token: n.token };
+  if (n.user !== undefined) return { kind: "user-password", user: n.user, password: n.pass ?? "" };
+  return { kind: "none" };
+}
+
+/**
+ * Starts a coordinator: journal and outbox (replaying stop intents and
+ * unpublished events), the loader over the watchdog, the node registry, the
+ * embedded agent (single-machine mode) heartbeating in process every second,
+ * and the gRPC server with Admin, Inference and Node services plus health and
+ * reflection. Only wiring lives here; decisions live in the packages.
+ */
+export async function startCoordinator(config: CoordinatorConfig, deps: CoordinatorDeps = {}): Promise<Coordinator> {
+  const clock = deps.clock ?? systemClock;
+  const rng = deps.rng ?? cryptoRng;
+  const log = deps.logger ?? nullLogger;
+  const stateDir = resolve(config.stateDir);
+  await mkdir(stateDir, { recursive: true });
+  const newId = createUlidFactory(clock, rng);
+
+  const journal: FileJournal = await openFileJournal({ path: join(stateDir, "coordinator.journal") });
+  let nc: NatsConnection | undefined;
+  let publisher: Publisher = nullPublisher;
+  const server = new GrpcServer();
+  if (config.nats !== undefined) {
+    const n = config.nats;
+    const connecting = connectAudit({ servers: n.url, credentials: natsCredentials(n), name: "warden-coordinator", waitOnFirstConnect: true }).then(async (conn) => {
+      nc = conn;
+      const r = await ensureAuditStream(conn);
+      log.info("audit stream ready", { stream: r.name, action: r.action });
+      return createNatsPublisher(conn);
+    });
+    connecting.catch((err: unknown) => {
+      log.error("NATS audit connection failed", { err: err instanceof Error ? err.message : String(err) });
+    });
+    publisher = createDeferredPublisher(connecting);
+  }
+  const outbox = createOutbox({
+    journal,
+    publisher,
+    clock,
+    rng,
+    newId,
+    onHealthChange: (h) => {
+      server.health.set("warden.audit", h.status === "serving" ? ServingStatus.SERVING : ServingStatus.NOT_SERVING);
+      if (h.status !== "serving") log.error("audit outbox not serving", { reason: h.reason });
+    },
+  });
+  const recovery = await outbox.start();
+  server.health.set("warden.audit", ServingStatus.SERVING);
+  const hub = new EventHub(outbox, log.child({ component: "events" }));
+  for (const e of recovery.recovered) hub.deliver(e);
+
+  const nodes = new NodeRegistry({
+    clock,
+    log: log.child({ component: "nodes" }),
+    graceMs: config.nodeGraceMs,
+    connect: (address) => createClient(AgentService, address),
+    onNodeEvent: (nodeId, kind, labels) => {
+      switch (kind) {
+        case "registered":
+          void hub.publish({ nodeId, payload: { case: "nodeRegistered", value: { $typeName: "warden.v1.NodeRegistered", labels } } });
+          break;
+        case "unreachable":
+          void hub.publish({ nodeId, payload: { case: "nodeUnreachable", value: { $typeName: "warden.v1.NodeUnreachable" } } });
+          break;
+        case "lost":
+          void hub.publish({ nodeId, payload: { case: "nodeLost", value: { $typeName: "warden.v1.NodeLost", byOperator: false } } });
+          break;
+        case "ready":
+          log.info("node reachable again", { nodeId });
+          break;
+      }
+    },
+  });
+  const placement = new PlacementView(nodes, config.placement);
+  const loader = new Loader<BackendClientHandle>({
+    clock,
+    rng,
+    sleep: (ms, signal) => sleep(clock, ms, signal),
+    agents: nodes,
+    backends: grpcBackendConnector,
+    journal: {
+      recordStopIntent: (i) => outbox.recordStopIntent(i),
+      clearStopIntent: (inc) => outbox.clearStopIntent(inc),
+    },
+    events: hub,
+    placement,
+    inventories: nodes,
+    mintIncarnation: newId,
+    models: config.models,
+    policy: config.policy,
+    stop: config.stop,
+    enforcement: config.enforcement,
+    cooldown: config.cooldown,
+    onWarning: (msg, meta) => {
+      log.warn(msg, meta);
+    },
+  });
+  const openIntents = new Set(recovery.openStopIntents.map((i) => i.incarnation));
+  nodes.attach(loader, (inc) => openIntents.has(inc) || outbox.openStopIntents().some((i) => i.incarnation === inc));
+  placement.attach(loader);
+
+  const nodeImpl = nodeService(nodes, clock, recovery.epoch);
+  server.add(AdminService, adminService({ clock, loader, nodes, hub, placement, enforcement: config.enforcement, defaultStopTimeoutMs: config.stop.stopTimeoutMs }));
+  server.add(InferenceService, inferenceService(loader, log.child({ component: "inference" })));
+  server.add(NodeService, nodeImpl);
+
+  let agent: Agent | undefined;
+  let heartbeat: NodeHeartbeat | undefined;
+  if (config.embeddedAgent) {
+    const agentConfig = embeddedAgentConfig(config);
+    agent = createAgent(agentConfig, { clock, logger: log.child({ component: "embedded-agent" }) });
+    await agent.start();
+    nodes.register({
+      nodeId: agentConfig.nodeId,
+      address: "in-process",
+      labels: { ...agentConfig.labels },
+      gpus: [],
+      bootEpoch: BigInt(agent.bootEpochMs),
+      embedded: true,
+      client: inProcessClient(AgentService, agent.service),
+    });
+    // The embedded agent reports through the same heartbeat path, in process.
+    heartbeat = createNodeHeartbeat({
+      nodeId: agentConfig.nodeId,
+      address: "in-process",
+      labels: agentConfig.labels,
+      source: agent,
+      node: inProcessNodeService(nodeImpl),
+      intervalMs: agentConfig.heartbeatIntervalMs,
+      clock,
+      rng,
+      logger: log.child({ component: "embedded-heartbeat" }),
+    });
+    heartbeat.start();
+  }
+
+  const { address } = await server.listen(config.listen);
+  loader.startTicking();
+  let healthTimer: Cancel | undefined;
+  const healthLoop = (): void => {
+    nodes.checkHealth();
+    healthTimer = clock.setTimer(1_000, healthLoop);
+  };
+  healthTimer = clock.setTimer(1_000, healthLoop);
+  log.info("coordinator listening", { address, models: config.models.map((m) => m.id), embeddedAgent: config.embeddedAgent, nats: config.nats !== undefined, epoch: recovery.epoch.toString() });
+
+  let closed = false;
+  return {
+    address,
+    config,
+    loader,
+    nodes,
+    hub,
+    outbox,
+    server,
+    agent,
+    async reload(next) {
+      await Promise.all(loader.setModels(next.models));
+      loader.updatePolicy(next.policy);
+      log.info("config reloaded", { models: next.models.map((m) => m.id) });
+    },
+    async close(options) {
+      if (closed) return;
+      closed = true;
+      healthTimer?.();
+      await heartbeat?.stop();
+      await server.shutdown(2_000);
+      loader.close();
+      nodes.close();
+      await agent?.close({ stopBackends: options.stopBackends });
+      await outbox.close();
+      await journal.close();
+      await nc?.close().catch(() => undefined);
+    },
+  };
+}

@@ -1,0 +1,154 @@
+import { timestampFromMs } from "@bufbuild/protobuf/wkt";
+import { EvictionFailedOutcome, EvictionReason, type Event } from "@warden/proto";
+import { eventToJson, eventTypeOf, matchesEventFilter, type EventFilter, type EventInit } from "@warden/events";
+import type { Outbox } from "@warden/outbox";
+import type { Logger } from "@warden/common";
+import type { LoaderEvent, LoaderEventSink } from "@warden/loader";
+import type { EvictionReason as CoreReason } from "@warden/watchdog";
+
+const reasons: Readonly<Record<CoreReason | "orphan" | "vanished", EvictionReason>> = {
+  group: EvictionReason.GROUP,
+  lru: EvictionReason.LRU,
+  idle: EvictionReason.IDLE,
+  busy: EvictionReason.BUSY,
+  memory: EvictionReason.MEMORY,
+  admin: EvictionReason.ADMIN,
+  drain: EvictionReason.DRAIN,
+  config: EvictionReason.CONFIG,
+  health: EvictionReason.HEALTH,
+  retry: EvictionReason.ADMIN,
+  orphan: EvictionReason.ORPHAN,
+  vanished: EvictionReason.VANISHED,
+};
+
+/** Maps a loader event to the DESIGN §4 event payload. */
+export function eventInitOf(e: LoaderEvent): EventInit {
+  const base = { nodeId: e.nodeId, model: e.model, address: e.address, incarnation: e.incarnation };
+  switch (e.type) {
+    case "eviction.started":
+      return { ...base, payload: { case: "evictionStarted", value: { $typeName: "warden.v1.EvictionStarted", reason: reasons[e.reason], trigger: e.trigger, wasBusy: e.wasBusy, force: e.force, openRequestIds: [...e.openRequestIds] } } };
+    case "eviction.stopped":
+      return { ...base, payload: { case: "evictionStopped", value: { $typeName: "warden.v1.EvictionStopped", reason: reasons[e.reason], alreadyGone: e.alreadyGone } } };
+    case "eviction.failed":
+      return {
+        ...base,
+        payload: {
+          case: "evictionFailed",
+          value: {
+            $typeName: "warden.v1.EvictionFailed",
+            reason: reasons[e.reason],
+            error: e.error,
+            outcome: e.outcome === "leftover" ? EvictionFailedOutcome.LEFTOVER : EvictionFailedOutcome.REGISTERED_AGAIN,
+            openRequestIds: [...e.openRequestIds],
+            terminalReason: e.terminalReason,
+          },
+        },
+      };
+    case "eviction.retried":
+      return { ...base, payload: { case: "evictionRetried", value: { $typeName: "warden.v1.EvictionRetried", attempt: e.attempt, error: e.error } } };
+    case "leftover.stuck":
+      return { ...base, payload: { case: "leftoverStuck", value: { $typeName: "warden.v1.LeftoverStuck", attempts: e.attempts, since: timestampFromMs(e.sinceWallMs), lastError: e.lastError } } };
+    case "leftover.reaped":
+      return { ...base, payload: { case: "leftoverReaped", value: { $typeName: "warden.v1.LeftoverReaped", attempts: e.attempts } } };
+    case "backend.loaded":
+      return { ...base, payload: { case: "backendLoaded", value: { $typeName: "warden.v1.BackendLoaded", loadDurationMs: BigInt(e.loadDurationMs) } } };
+    case "backend.load-failed":
+      return {
+        ...base,
+        payload: { case: "backendLoadFailed", value: { $typeName: "warden.v1.BackendLoadFailed", code: e.code, message: e.message, lastStderrLine: e.lastStderrLine, ...(e.exitCode === undefined ? {} : { exitCode: e.exitCode }) } },
+      };
+    case "backend.exited":
+      return {
+        ...base,
+        payload: { case: "backendExited", value: { $typeName: "warden.v1.BackendExitedEvent", signal: e.signal, intentional: e.intentional, lastStderrLine: e.lastStderrLine, ...(e.exitCode === undefined ? {} : { exitCode: e.exitCode }) } },
+      };
+    case "policy.limit-exceeded":
+      return { ...base, payload: { case: "policyLimitExceeded", value: { $typeName: "warden.v1.PolicyLimitExceeded", limit: e.limit, occupied: e.occupied, pinned: e.pinned } } };
+    case "instance.forgotten":
+      return { ...base, payload: { case: "instanceForgotten", value: { $typeName: "warden.v1.InstanceForgotten", operator: e.operator, note: e.note } } };
+  }
+}
+
+interface Subscriber {
+  readonly filter: EventFilter;
+  readonly push: (e: Event) => void;
+}
+
+/**
+ * Where every event goes: the outbox (journaled, then published to NATS when
+ * configured), the log (one line per committed decision) and WatchEvents
+ * subscribers. One ordering: an event reaches subscribers in emit order.
+ */
+export class EventHub implements LoaderEventSink {
+  private readonly subscribers = new Set<Subscriber>();
+  /** Cap of concurrent WatchEvents streams (client-keyed resource). */
+  static readonly maxSubscribers = 256;
+
+  constructor(
+    private readonly outbox: Outbox,
+    private readonly log: Logger,
+  ) {}
+
+  emit(e: LoaderEvent): void {
+    void this.emitDurable(e);
+  }
+
+  async emitDurable(e: LoaderEvent): Promise<void> {
+    await this.publish(eventInitOf(e));
+  }
+
+  /** Appends an event made outside the loader (node.*, recovered …). */
+  async publish(init: EventInit): Promise<Event | undefined> {
+    try {
+      const { event, outcome } = await this.outbox.emit(init);
+      this.deliver(event, outcome === "dropped");
+      return event;
+    } catch (err) {
+      // The journal write failed: the event still reaches the log and watchers,
+      // and the failure is loud (an audit gap must never be silent).
+      this.log.error("audit journal append failed", { err: err instanceof Error ? err.message : String(err), model: init.model, incarnation: init.incarnation });
+      return undefined;
+    }
+  }
+
+  /** Delivers an event already journaled (e.g. `recovered` events from start-up). */
+  deliver(event: Event, dropped = false): void {
+    const json = eventToJson(event);
+    this.log.info(`event ${eventTypeOf(event)}`, { event: json, ...(dropped ? { outboxDropped: true } : {}) });
+    for (const s of this.subscribers) if (matchesEventFilter(event, s.filter)) s.push(event);
+  }
+
+  /** Streams events matching `filter` until `signal` aborts. Bounded queue per subscriber: a slow watcher loses its stream, never the coordinator's memory. */
+  async *watch(filter: EventFilter, signal: AbortSignal, maxQueued = 10_000): AsyncIterable<Event> {
+    if (this.subscribers.size >= EventHub.maxSubscribers) throw new Error(`too many WatchEvents streams (cap ${String(EventHub.maxSubscribers)})`);
+    const queue: Event[] = [];
+    let wake: (() => void) | undefined;
+    const state = { overflow: false };
+    const sub: Subscriber = {
+      filter,
+      push: (e) => {
+        if (queue.length >= maxQueued) state.overflow = true;
+        else queue.push(e);
+        wake?.();
+      },
+    };
+    this.subscribers.add(sub);
+    const onAbort = (): void => wake?.();
+    signal.addEventListener("abort", onAbort, { once: true });
+    try {
+      while (!signal.aborted) {
+        const next = queue.shift();
+        if (next !== undefined) {
+          yield next;
+          continue;
+        }
+        if (state.overflow) throw new Error(`WatchEvents stream fell more than ${String(maxQueued)} events behind`);
+        await new Promise<void>((r) => (wake = r));
+        wake = undefined;
+      }
+    } finally {
+      this.subscribers.delete(sub);
+      signal.removeEventListener("abort", onAbort);
+    }
+  }
+}

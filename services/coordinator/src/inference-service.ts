@@ -1,0 +1,89 @@
+import { clone, create } from "@bufbuild/protobuf";
+import type { InferenceService} from "@warden/proto";
+import { PredictOptionsSchema, type PredictOptions } from "@warden/proto";
+import type { ServiceImpl } from "@warden/grpc";
+import { Code, WardenError, invalidArgument, type Logger } from "@warden/common";
+import type { Lease, Loader } from "@warden/loader";
+import type { BackendClientHandle } from "./backend-connector.js";
+
+function options(model: string, o: PredictOptions | undefined): PredictOptions {
+  // ModelIdentity is ours to set: the guard against a recycled port.
+  const out = o === undefined ? create(PredictOptionsSchema) : clone(PredictOptionsSchema, o);
+  out.ModelIdentity = model;
+  return out;
+}
+
+function checkModel(model: string): void {
+  if (model === "") throw invalidArgument("model", "is required");
+  if (model.length > 256) throw invalidArgument("model", "longer than 256 characters");
+}
+
+/**
+ * InferenceService: loads on demand, routes with ModelIdentity set, and tracks
+ * every call from start to its last reply, error, deadline or cancel (the
+ * lease completes in `finally`, so a cancelled stream never strands an
+ * in-flight count). UNAVAILABLE from a backend means the process is gone: it
+ * is removed through the normal path and the call is retried once on a fresh
+ * instance. DEADLINE_EXCEEDED does not mean dead.
+ */
+export function inferenceService(loader: Loader<BackendClientHandle>, log: Logger): ServiceImpl<typeof InferenceService> {
+  async function withLease<T>(model: string, signal: AbortSignal, fn: (lease: Lease<BackendClientHandle>) => Promise<T>, mayRetry: () => boolean): Promise<T> {
+    for (let attempt = 0; ; attempt++) {
+      const lease = await loader.acquire(model, signal);
+      try {
+        return await fn(lease);
+      } catch (err) {
+        const e = WardenError.from(err);
+        if (e.code === Code.Unavailable && !signal.aborted) {
+          log.warn("backend unavailable; removing it", { model, incarnation: lease.incarnation, address: lease.address });
+          lease.complete();
+          await loader.reportUnavailable(lease.incarnation).catch(() => undefined);
+          if (attempt === 0 && mayRetry()) continue;
+        }
+        throw e;
+      } finally {
+        lease.complete();
+      }
+    }
+  }
+
+  return {
+    async predict(req, ctx) {
+      checkModel(req.model);
+      return withLease(
+        req.model,
+        ctx.signal,
+        async (lease) => {
+          const reply = await lease.backend.client.predict(options(req.model, req.options), { signal: ctx.signal, ...(ctx.deadlineAtMs === undefined ? {} : { deadlineAtMs: ctx.deadlineAtMs }) });
+          return { reply, nodeId: lease.nodeId };
+        },
+        () => true,
+      );
+    },
+    async *predictStream(req, ctx) {
+      checkModel(req.model);
+      let sent = 0;
+      // Collect through a channel so retries stay possible until the first reply reached the caller.
+      for (let attempt = 0; ; attempt++) {
+        const lease = await loader.acquire(req.model, ctx.signal);
+        try {
+          for await (const reply of lease.backend.client.predictStream(options(req.model, req.options), { signal: ctx.signal, ...(ctx.deadlineAtMs === undefined ? {} : { deadlineAtMs: ctx.deadlineAtMs }) })) {
+            sent++;
+            yield { reply };
+          }
+          return;
+        } catch (err) {
+          const e = WardenError.from(err);
+          if (e.code === Code.Unavailable && !ctx.signal.aborted) {
+            lease.complete();
+            await loader.reportUnavailable(lease.incarnation).catch(() => undefined);
+            if (attempt === 0 && sent === 0) continue;
+          }
+          throw e;
+        } finally {
+          lease.complete();
+        }
+      }
+    },
+  };
+}

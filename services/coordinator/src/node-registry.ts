@@ -1,0 +1,261 @@
+import { BackendState, type AgentService, type GpuInfo, type InventoryEntry, type NodeResources, type OrphanProcess } from "@warden/proto";
+import type { Client } from "@warden/grpc";
+import { isUlid, type Clock, type Logger } from "@warden/common";
+import type { AgentDirectory, AgentPort, InventoryAnswer, InventoryHit, InventoryPort, Loader } from "@warden/loader";
+import type { MemoryReading } from "@warden/watchdog";
+import { agentPort } from "./agent-port.js";
+
+export type NodeHealthState = "ready" | "unreachable" | "lost";
+
+/** One registered node as the coordinator knows it. */
+export interface NodeRecord {
+  readonly nodeId: string;
+  address: string;
+  labels: Record<string, string>;
+  gpus: GpuInfo[];
+  readonly embedded: boolean;
+  bootEpoch: bigint;
+  sequence: bigint;
+  lastHeartbeatMs: number;
+  lastHeartbeatWallMs: number;
+  state: NodeHealthState;
+  draining: boolean;
+  /** Last inventory; undefined until the first heartbeat. */
+  inventory: InventoryEntry[] | undefined;
+  orphans: OrphanProcess[];
+  resources: NodeResources | undefined;
+  client: Client<typeof AgentService>;
+  port: AgentPort;
+  /** Ready instances missing from consecutive inventories (vanished after two). */
+  readonly missing: Map<string, number>;
+  watchAbort: AbortController | undefined;
+}
+
+export interface NodeRegistryOptions {
+  readonly clock: Clock;
+  readonly log: Logger;
+  /** Heartbeats older than this make a node unreachable. @default 5000 */
+  readonly graceMs: number;
+  /** Unreachable this long → lost. @default 10 min */
+  readonly lostAfterMs?: number;
+  /** Makes a gRPC client for a registered agent's address. */
+  readonly connect: (address: string) => Client<typeof AgentService>;
+  readonly onNodeEvent: (nodeId: string, kind: "registered" | "unreachable" | "lost" | "ready", labels: Record<string, string>) => void;
+}
+
+/**
+ * Registered agents: registration, heartbeats ((boot epoch, sequence) ordered,
+ * older ignored), health states, and reconciliation of each inventory with the
+ * loader — unknown valid incarnations adopted (remote-only, or leftover when a
+ * stop was requested or a stop intent is open), exited or twice-missing
+ * instances removed through the watchdog. Also the loader's AgentDirectory
+ * and InventoryPort.
+ */
+export class NodeRegistry implements AgentDirectory, InventoryPort {
+  private readonly nodes = new Map<string, NodeRecord>();
+  private loader: Loader | undefined;
+  private openIntent: (incarnation: string) => boolean = () => false;
+  /** Cap on registered nodes (client-keyed). */
+  static readonly maxNodes = 4096;
+
+  constructor(private readonly o: NodeRegistryOptions) {}
+
+  attach(loader: Loader, openIntent: (incarnation: string) => boolean): void {
+    this.loader = loader;
+    this.openIntent = openIntent;
+  }
+
+  list(): NodeRecord[] {
+    return [...this.nodes.values()].sort((a, b) => a.nodeId.localeCompare(b.nodeId));
+  }
+
+  get(nodeId: string): NodeRecord | undefined {
+    return this.nodes.get(nodeId);
+  }
+
+  // AgentDirectory
+  agent(nodeId: string): AgentPort | undefined {
+    const n = this.nodes.get(nodeId);
+    return n === undefined || n.state === "lost" ? undefined : n.port;
+  }
+
+  isLocal(nodeId: string): boolean {
+    return this.nodes.get(nodeId)?.embedded === true;
+  }
+
+  // InventoryPort
+  findModel(model: string): InventoryAnswer {
+    const hits: InventoryHit[] = [];
+    for (const n of this.nodes.values()) {
+      if (n.state === "lost") continue;
+      if (n.inventory === undefined) return { t: "unknown", reason: `node "${n.nodeId}" has not reported an inventory yet` };
+      const found = n.inventory.filter((e) => e.model === model && e.state !== BackendState.EXITED);
+      if (found.length > 0 && n.state === "unreachable") return { t: "unknown", reason: `node "${n.nodeId}" is unreachable and its last inventory had "${model}"` };
+      for (const e of found) hits.push({ nodeId: n.nodeId, address: e.address, incarnation: e.incarnation });
+    }
+    return hits.length > 0 ? { t: "found", hits } : { t: "absent" };
+  }
+
+  /** Registers (or re-registers) a node. */
+  register(init: { nodeId: string; address: string; labels: Record<string, string>; gpus: GpuInfo[]; bootEpoch: bigint; embedded?: boolean; client?: Client<typeof AgentService> }): NodeRecord {
+    const existing = this.nodes.get(init.nodeId);
+    if (existing === undefined && this.nodes.size >= NodeRegistry.maxNodes) throw new Error(`too many nodes (cap ${String(NodeRegistry.maxNodes)})`);
+    if (existing !== undefined && existing.address === init.address && existing.bootEpoch === init.bootEpoch) {
+      existing.labels = init.labels;
+      existing.gpus = init.gpus;
+      return existing;
+    }
+    if (existing !== undefined) {
+      existing.watchAbort?.abort();
+      if (!existing.embedded && existing.address !== init.address) existing.client.close();
+    }
+    const client = init.client ?? (existing !== undefined && existing.address === init.address ? existing.client : this.o.connect(init.address));
+    const rec: NodeRecord = {
+      nodeId: init.nodeId,
+      address: init.address,
+      labels: init.labels,
+      gpus: init.gpus,
+      embedded: init.embedded ?? false,
+      bootEpoch: init.bootEpoch,
+      sequence: 0n,
+      lastHeartbeatMs: this.o.clock.now(),
+      lastHeartbeatWallMs: this.o.clock.wallNow(),
+      state: "ready",
+      draining: existing?.draining ?? false,
+      inventory: existing?.bootEpoch === init.bootEpoch ? existing.inventory : undefined,
+      orphans: [],
+      resources: existing?.resources,
+      client,
+      port: agentPort(client),
+      missing: new Map(),
+      watchAbort: undefined,
+    };
+    this.nodes.set(init.nodeId, rec);
+    this.o.onNodeEvent(init.nodeId, "registered", init.labels);
+    this.watchExits(rec);
+    return rec;
+  }
+
+  /**
+   * A heartbeat. Returns false when the node is unknown (it must register).
+   * An older (boot epoch, sequence) than the last one seen is ignored.
+   */
+  heartbeat(hb: { nodeId: string; bootEpoch: bigint; sequence: bigint; backends: InventoryEntry[]; orphans: OrphanProcess[]; resources: NodeResources | undefined }): boolean {
+    const n = this.nodes.get(hb.nodeId);
+    if (n === undefined || hb.bootEpoch < n.bootEpoch) return n !== undefined;
+    if (hb.bootEpoch > n.bootEpoch) return false; // the agent restarted: register again first
+    if (hb.sequence <= n.sequence && n.inventory !== undefined) return true;
+    n.sequence = hb.sequence;
+    n.lastHeartbeatMs = this.o.clock.now();
+    n.lastHeartbeatWallMs = this.o.clock.wallNow();
+    if (n.state !== "ready") {
+      n.state = "ready";
+      this.o.onNodeEvent(n.nodeId, "ready", n.labels);
+    }
+    n.inventory = hb.backends;
+    n.orphans = hb.orphans;
+    if (hb.resources !== undefined) {
+      n.resources = hb.resources;
+      this.loader?.reportMemory(n.nodeId, memoryReading(hb.resources));
+    }
+    this.reconcile(n);
+    return true;
+  }
+
+  /** Moves nodes whose heartbeats stopped to unreachable, then lost. Call periodically. */
+  checkHealth(): void {
+    const now = this.o.clock.now();
+    for (const n of this.nodes.values()) {
+      if (n.embedded) continue;
+      const silentMs = now - n.lastHeartbeatMs;
+      if (n.state === "ready" && silentMs > this.o.graceMs) {
+        n.state = "unreachable";
+        this.o.onNodeEvent(n.nodeId, "unreachable", n.labels);
+      } else if (n.state === "unreachable" && silentMs > this.o.graceMs + (this.o.lostAfterMs ?? 600_000)) {
+        n.state = "lost";
+        this.o.onNodeEvent(n.nodeId, "lost", n.labels);
+      }
+    }
+  }
+
+  private reconcile(n: NodeRecord): void {
+    const loader = this.loader;
+    if (loader === undefined || n.inventory === undefined) return;
+    const seen = new Set<string>();
+    for (const e of n.inventory) {
+      seen.add(e.incarnation);
+      if (e.state === BackendState.EXITED) {
+        loader.onBackendGone(e.incarnation, { exitCode: undefined, signal: "", intentional: e.stopRequested !== undefined, lastStderrLine: "" });
+        continue;
+      }
+      if (loader.knows(e.incarnation) || !isUlid(e.incarnation)) continue;
+      if (e.state !== BackendState.READY && e.stopRequested === undefined) continue; // a start in progress elsewhere settles itself
+      const spec = loader.modelSpec(e.model);
+      if (e.stopRequested !== undefined || this.openIntent(e.incarnation) || spec === undefined) {
+        loader.adoptLeftover({ incarnation: e.incarnation, nodeId: n.nodeId, model: e.model, address: e.address, lastError: "adopted from inventory with a stop requested" });
+        this.o.log.info("adopted instance as leftover", { nodeId: n.nodeId, model: e.model, incarnation: e.incarnation });
+      } else {
+        loader.adoptRemoteOnly(spec, n.nodeId, e.address, e.incarnation);
+        this.o.log.info("adopted instance as remote-only", { nodeId: n.nodeId, model: e.model, incarnation: e.incarnation });
+      }
+    }
+    // Ready instances the loader holds on this node but the inventory lacks:
+    // gone after two consecutive inventories (one may race a start).
+    for (const h of loader.heldInstances()) {
+      if (h.nodeId !== n.nodeId || h.phase !== "ready") continue;
+      if (seen.has(h.incarnation)) {
+        n.missing.delete(h.incarnation);
+        continue;
+      }
+      const count = (n.missing.get(h.incarnation) ?? 0) + 1;
+      n.missing.set(h.incarnation, count);
+      if (count >= 2) {
+        n.missing.delete(h.incarnation);
+        loader.onBackendGone(h.incarnation, { exitCode: undefined, signal: "", intentional: false, lastStderrLine: "vanished from the agent's inventory" });
+      }
+    }
+    for (const l of loader.leftoverList()) {
+      if (l.nodeId === n.nodeId && !seen.has(l.incarnation)) loader.onBackendGone(l.incarnation, { exitCode: undefined, signal: "", intentional: true, lastStderrLine: "" });
+    }
+  }
+
+  /** Follows the agent's WatchBackends so an exit is seen at once, not at the next heartbeat. */
+  private watchExits(n: NodeRecord): void {
+    const ctl = new AbortController();
+    n.watchAbort = ctl;
+    void (async () => {
+      try {
+        for await (const ev of n.client.watchBackends({}, { signal: ctl.signal })) {
+          if (ev.event.case === "exited") {
+            const x = ev.event.value;
+            this.loader?.onBackendGone(ev.incarnation, { exitCode: x.exitCode, signal: x.signal, intentional: x.intentional, lastStderrLine: x.lastStderrLine });
+          }
+        }
+      } catch (err) {
+        if (!ctl.signal.aborted) this.o.log.debug("WatchBackends ended", { nodeId: n.nodeId, err: err instanceof Error ? err.message : String(err) });
+      }
+      // Heartbeats remain the source of truth; the watch is only for promptness.
+      if (!ctl.signal.aborted && this.nodes.get(n.nodeId) === n) {
+        const retry = this.o.clock.setTimer(2_000, () => {
+          if (this.nodes.get(n.nodeId) === n && !ctl.signal.aborted) this.watchExits(n);
+        });
+        ctl.signal.addEventListener("abort", retry, { once: true });
+      }
+    })();
+  }
+
+  close(): void {
+    for (const n of this.nodes.values()) {
+      n.watchAbort?.abort();
+      if (!n.embedded) n.client.close();
+    }
+  }
+}
+
+/** Heartbeat resources → the watchdog's memory reading (GPUs, else RAM). */
+export function memoryReading(r: NodeResources): MemoryReading {
+  return {
+    gpus: r.gpus.map((g) => ({ index: g.index, totalBytes: Number(g.totalBytes), usedBytes: Number(g.usedBytes) })),
+    ...(r.ramTotalBytes > 0n ? { ram: { totalBytes: Number(r.ramTotalBytes), usedBytes: Number(r.ramUsedBytes) } } : {}),
+  };
+}

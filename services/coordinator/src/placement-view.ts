@@ -1,0 +1,114 @@
+import { planPlacement, type NodeCandidate, type PlacementPlan, type PlacementStrategy } from "@warden/placement";
+import type { Loader, ModelSpec, PlacementPort } from "@warden/loader";
+import type { NodeRegistry } from "./node-registry.js";
+
+/**
+ * Feeds the pure placement planner with the registry's and the watchdog's
+ * view of each node. The loader's PlacementPort and ExplainPlacement both go
+ * through `plan`, so an explanation agrees with what a load does.
+ */
+export class PlacementView implements PlacementPort {
+  private loader: Loader | undefined;
+
+  constructor(
+    private readonly nodes: NodeRegistry,
+    private readonly strategy: PlacementStrategy,
+  ) {}
+
+  attach(loader: Loader): void {
+    this.loader = loader;
+  }
+
+  candidates(spec: ModelSpec): NodeCandidate[] {
+    const loader = this.loader;
+    const snap = loader?.core.snapshot();
+    const policy = loader?.getPolicy();
+    const busyNow = (inFlight: number): boolean => inFlight > 0;
+    return this.nodes.list().map((n): NodeCandidate => {
+      let memoryTotalBytes = 0;
+      let memoryUsedBytes = 0;
+      const r = n.resources;
+      if (r !== undefined) {
+        if (r.gpus.length > 0) {
+          for (const g of r.gpus) {
+            memoryTotalBytes += Number(g.totalBytes);
+            memoryUsedBytes += Number(g.usedBytes);
+          }
+        } else {
+          memoryTotalBytes = Number(r.ramTotalBytes);
+          memoryUsedBytes = Number(r.ramUsedBytes);
+        }
+      }
+      let reservedBytes = 0;
+      let evictableBytes = 0;
+      let evictableSlots = 0;
+      const evictableConflicts: string[] = [];
+      const blockingConflicts: string[] = [];
+      const view = snap?.nodes.find((v) => v.nodeId === n.nodeId);
+      for (const v of snap?.instances ?? []) {
+        if (v.nodeId !== n.nodeId) continue;
+        reservedBytes += v.sizeBytes;
+        const evictable = v.state === "ready" && v.pendingEviction === undefined && !v.pinned && (!busyNow(v.inFlight) || policy?.forceEvictionWhenBusy === true);
+        if (evictable) {
+          evictableBytes += v.sizeBytes;
+          evictableSlots++;
+        }
+        if (v.groups.some((g) => spec.groups.includes(g)) && v.model !== spec.id) {
+          (evictable ? evictableConflicts : blockingConflicts).push(`${v.model}${evictable ? "" : ` (${v.pendingEviction !== undefined ? "pending eviction" : v.pinned ? "pinned" : v.state === "ready" ? "busy" : v.state})`}`);
+        }
+      }
+      for (const e of view?.occupancyEntries ?? []) {
+        reservedBytes += e.sizeBytes;
+        if (e.groups.some((g) => spec.groups.includes(g))) blockingConflicts.push(`${e.kind} ${e.model ?? e.key}`);
+      }
+      return {
+        nodeId: n.nodeId,
+        state: n.state,
+        draining: n.draining,
+        labels: n.labels,
+        memoryTotalBytes,
+        memoryUsedBytes,
+        reservedBytes,
+        occupied: view?.occupancy.total ?? 0,
+        limit: policy?.limitPerNode ?? 0,
+        evictableConflicts,
+        blockingConflicts,
+        evictableBytes,
+        evictableSlots,
+      };
+    });
+  }
+
+  plan(spec: ModelSpec): PlacementPlan {
+    return planPlacement({ model: spec.id, sizeBytes: spec.sizeBytes, selector: spec.selector }, this.candidates(spec), this.strategy);
+  }
+
+  /**
+   * The loader's choice. When nothing fits outright or after eviction, the
+   * first eligible node (ready, not draining, selector matching) is still
+   * returned so the watchdog's admission reports the precise shortfall and
+   * the need-more loop waits and re-plans.
+   */
+  choose(spec: ModelSpec): { readonly nodeId: string } | { readonly nodeId: undefined; readonly reason: string } {
+    const plan = this.plan(spec);
+    if (plan.t !== "no-fit") return { nodeId: plan.nodeId };
+    const eligible = this.candidates(spec).find((c) => c.state === "ready" && !c.draining && Object.entries(spec.selector).every(([k, v]) => c.labels[k] === v));
+    return eligible === undefined ? { nodeId: undefined, reason: plan.reason } : { nodeId: eligible.nodeId };
+  }
+
+  /** Instances (model@incarnation) an admission on `nodeId` would evict first: group conflicts, then least recently used. */
+  wouldEvict(spec: ModelSpec, nodeId: string): string[] {
+    const c = this.candidates(spec).find((x) => x.nodeId === nodeId);
+    const snap = this.loader?.core.snapshot();
+    if (c === undefined || snap === undefined) return [];
+    const out = new Set<string>();
+    const onNode = snap.instances.filter((v) => v.nodeId === nodeId && v.state === "ready" && v.pendingEviction === undefined && !v.pinned);
+    for (const v of onNode) if (v.groups.some((g) => spec.groups.includes(g)) && v.model !== spec.id) out.add(`${v.model}@${v.incarnation}`);
+    if (c.limit > 0) {
+      const need = c.occupied + 1 - c.limit - out.size;
+      const lru = onNode.filter((v) => !out.has(`${v.model}@${v.incarnation}`) && v.inFlight === 0).sort((a, b) => (a.lastUsedMs ?? 0) - (b.lastUsedMs ?? 0));
+      for (const v of lru.slice(0, Math.max(0, need))) out.add(`${v.model}@${v.incarnation}`);
+    }
+    return [...out];
+  }
+}

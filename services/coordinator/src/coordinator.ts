@@ -2,7 +2,7 @@ import { mkdir } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { AdminService, AgentService, InferenceService, NodeService } from "@warden/proto";
-import { GrpcServer, ServingStatus, createClient, inProcessClient, type ServiceImpl } from "@warden/grpc";
+import { GrpcServer, ServingStatus, createClient, inProcessClient } from "@warden/grpc";
 import { cryptoRng, createUlidFactory, nullLogger, sleep, systemClock, type Cancel, type Clock, type Logger, type Rng } from "@warden/common";
 import { Loader } from "@warden/loader";
 import { createOutbox, nullPublisher, type Outbox, type Publisher } from "@warden/outbox";

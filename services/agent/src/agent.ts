@@ -2,7 +2,7 @@ import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
-import { Code, WardenError, abortReason, deadlineSignal, invalidArgument, nullLogger, systemClock, type Cancel, type Clock, type Logger } from "@warden/common";
+import { Code, WardenError, abortReason, deadlineSignal, invalidArgument, nullLogger, sleep, systemClock, type Cancel, type Clock, type Logger } from "@warden/common";
 import { createClient, type Client, type ServiceImpl } from "@warden/grpc";
 import { Backend, StartFailureCode, type AgentService, type NodeResourcesSchema, type StopBackendResponseSchema } from "@warden/proto";
 import type { AgentConfig, CatalogEntry } from "./agent-config.js";
@@ -85,6 +85,9 @@ interface StartEntry {
   done: Promise<void>;
 }
 
+/** How long a failed start waits for the process's own exit before classifying the failure. */
+const exitSettleMs = 300;
+
 /** Finished starts remembered for idempotency (a repeat attaches instead of spawning). */
 const maxRememberedStarts = 4096;
 
@@ -126,10 +129,17 @@ function buildEnv(entry: CatalogEntry, source: Readonly<Record<string, string | 
   return env;
 }
 
+/** Time to wait for the model lock out of `remainingMs` of a caller's deadline: all but a margin of 10 % (at most 250 ms). */
+export function lockBudgetMs(remainingMs: number): number {
+  return Math.max(0, remainingMs - Math.min(250, remainingMs * 0.1));
+}
+
 class FailStart extends Error {
   constructor(
     readonly code: StartFailureCode,
     message: string,
+    /** False when the backend answered (it is alive): no point waiting for an exit. */
+    readonly mayBeExit = true,
   ) {
     super(message);
   }
@@ -322,7 +332,7 @@ export function createAgent(config: AgentConfig, deps: AgentDeps = {}): Agent {
           if (life.aborted) throw abortReason(life);
           throw new FailStart(StartFailureCode.LOAD_FAILED, `LoadModel: ${WardenError.from(err).message}`);
         });
-      if (!result.success) throw new FailStart(StartFailureCode.LOAD_FAILED, result.message === "" ? "LoadModel answered success=false" : result.message);
+      if (!result.success) throw new FailStart(StartFailureCode.LOAD_FAILED, result.message === "" ? "LoadModel answered success=false" : result.message, false);
       const mem = await probe([spawnedProc.pid], life).catch(() => undefined);
       const memoryBytes = mem?.perPidBytes.get(spawnedProc.pid) ?? 0;
       if (!spawnedProc.markReady(memoryBytes)) throw abortReason(life.aborted ? life : signal);
@@ -330,6 +340,11 @@ export function createAgent(config: AgentConfig, deps: AgentDeps = {}): Agent {
       log.append({ t: "ready", address, pid: spawnedProc.pid, memoryBytes });
     } catch (err) {
       let failure: StartEvent & { t: "failed" };
+      if (proc !== undefined && !exitedCtl.signal.aborted && !(err instanceof FailStart && !err.mayBeExit)) {
+        // A failed RPC often arrives just before the exit it was caused by:
+        // give the exit a moment to show, so the failure says EXITED with its code.
+        await sleep(clock, exitSettleMs, exitedCtl.signal).catch(() => {});
+      }
       if (proc !== undefined && exitedCtl.signal.aborted) {
         const ex = await proc.gone;
         failure = { t: "failed", code: StartFailureCode.EXITED, message: `backend exited before ready (${ex.exit.signal !== "" ? `signal ${ex.exit.signal}` : `code ${String(ex.exit.exitCode)}`})`, exitCode: ex.exit.exitCode ?? undefined, lastStderrLine: ex.lastStderrLine };
@@ -425,8 +440,12 @@ export function createAgent(config: AgentConfig, deps: AgentDeps = {}): Agent {
     const first = decide(false);
     if (first !== undefined) return raceSignal(Promise.resolve(first), ctx.signal);
     const model = table.get(incarnation)?.id.model ?? starts.get(incarnation)?.model ?? "";
-    const lockDl = ctx.deadlineAtMs === undefined ? deadlineSignal(clock, config.stopDeadlineMs, "stop lock", ctx.signal) : undefined;
-    const release = await locks.acquire(model, "exclusive", lockDl?.signal ?? ctx.signal).finally(() => lockDl?.cleanup());
+    // Give up on the lock a little before the caller's deadline, so the caller
+    // receives the lock error (the message the coordinator matches) rather than
+    // its own transport's bare DEADLINE_EXCEEDED.
+    const lockWaitMs = ctx.deadlineAtMs === undefined ? config.stopDeadlineMs : lockBudgetMs(ctx.deadlineAtMs - Date.now());
+    const lockDl = deadlineSignal(clock, lockWaitMs, "stop lock", ctx.signal);
+    const release = await locks.acquire(model, "exclusive", lockDl.signal).finally(() => { lockDl.cleanup(); });
     let result: Promise<StopResponseInit>;
     try {
       result = Promise.resolve(decide(true) ?? alreadyGone());

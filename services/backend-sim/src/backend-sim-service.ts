@@ -88,11 +88,12 @@ export function createBackendSim(options: BackendSimOptions): BackendSim {
     },
 
     async loadModel(req, ctx) {
-      log("LoadModel");
       if (req.Model === "") throw invalidArgument("Model", "must not be empty");
       if (model !== undefined && model !== req.Model) throw new WardenError(Code.FailedPrecondition, `already holds model "${model}"`);
       const next = parseSimOptions(req.Options, knobs);
       knobs = next;
+      // logged after the options are applied, so a call_log given there records this call too
+      log("LoadModel");
       hooks.setIgnoreSigterm(knobs.ignoreSigterm);
       if (knobs.exitCode >= 0) hooks.exit(knobs.exitCode, "exit_code knob in LoadModel");
       if (knobs.loadDelayMs > 0) await sleep(clock, knobs.loadDelayMs, ctx.signal);

@@ -10,7 +10,8 @@ import { parseSimEnv } from "./sim-knobs.js";
 // Every exit path writes exactly one stderr line first, so an agent's
 // "last stderr line" always says why the process ended.
 
-let callLog = "";
+/** Where signals are logged: the call_log knob as the simulator currently has it. */
+let callLog = (): string => "";
 
 function exitWith(code: number, reason: string): never {
   try {
@@ -22,9 +23,10 @@ function exitWith(code: number, reason: string): never {
 }
 
 function logSignal(name: string): void {
-  if (callLog === "") return;
+  const path = callLog();
+  if (path === "") return;
   try {
-    appendFileSync(callLog, `${name}\n`);
+    appendFileSync(path, `${name}\n`);
   } catch {
     // test aid only
   }
@@ -44,7 +46,6 @@ async function main(): Promise<void> {
     process.stdout.write(simUsage);
     return;
   }
-  callLog = knobs.callLog;
   if (knobs.exitCode >= 0) exitWith(knobs.exitCode, "exit_code knob before ready");
   if (knobs.startDelayMs > 0) await sleep(systemClock, knobs.startDelayMs);
 
@@ -60,6 +61,7 @@ async function main(): Promise<void> {
     },
   });
   server.add(Backend, sim.impl);
+  callLog = () => sim.state().knobs.callLog;
 
   process.on("SIGTERM", () => {
     logSignal("SIGTERM");

@@ -431,6 +431,16 @@ export function createHarness(o: HarnessOptions = {}) {
 
 export type Harness = ReturnType<typeof createHarness>;
 
+/** The WardenError a promise rejects with; fails the test if it fulfils. */
+export async function rejection(p: Promise<unknown>): Promise<WardenError> {
+  try {
+    await p;
+  } catch (err) {
+    return WardenError.from(err);
+  }
+  throw new Error("expected a rejection, got a value");
+}
+
 /** An error as an agent RPC would reject with it. */
 export function rpcError(code: Code, message: string): WardenError {
   return new WardenError(code, message);

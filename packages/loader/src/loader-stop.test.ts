@@ -1,0 +1,365 @@
+import { Code, WardenError } from "@warden/common";
+import { describe, expect, it } from "vitest";
+import { modelSpec } from "./model-spec.js";
+import { createHarness, defaultModels, deferred, rejection } from "./test-fakes.js";
+
+const unavailable = () => new WardenError(Code.Unavailable, "connection refused");
+
+describe("the stop sequence (DESIGN §3.3)", () => {
+  it("a graceful unload calls Free exactly once, then StopBackend (not forced)", async () => {
+    const h = createHarness();
+    const m1 = await h.loader.ensureLoaded("m1", h.never);
+    const backend = m1.backend!;
+    expect(await h.loader.unload("m1", { force: false })).toEqual({ t: "stopped", incarnation: m1.incarnation });
+    expect(backend.freeCalls).toBe(1);
+    expect(h.connector.freeCallsAt(m1.address!)).toBe(1);
+    expect(h.n1.stopsOf(m1.incarnation)).toMatchObject([{ address: m1.address, force: false, reason: "admin" }]);
+    expect(h.log.indexOf(`free ${m1.address!}`)).toBeLessThan(h.log.indexOf(`stop ${m1.incarnation}`));
+    expect(backend.closed).toBe(true);
+    expect(h.loader.core.instance(m1.incarnation)).toBeUndefined();
+    expect(h.loader.heldInstance(m1.incarnation)).toBeUndefined();
+    expect(h.events.ofType("eviction.started")).toMatchObject([{ incarnation: m1.incarnation, reason: "admin", force: false, wasBusy: false }]);
+    expect(h.events.ofType("eviction.stopped")).toMatchObject([{ incarnation: m1.incarnation, reason: "admin", alreadyGone: false }]);
+  });
+
+  it("a force unload never calls Free", async () => {
+    const h = createHarness();
+    const m1 = await h.loader.ensureLoaded("m1", h.never);
+    expect(await h.loader.unload("m1", { force: true })).toEqual({ t: "stopped", incarnation: m1.incarnation });
+    expect(h.connector.freeCallsAt(m1.address!)).toBe(0);
+    expect(h.n1.stopsOf(m1.incarnation)).toMatchObject([{ force: true }]);
+  });
+
+  it("a Free answering UNIMPLEMENTED does not stop the stop", async () => {
+    const h = createHarness();
+    h.connector.freeScript = async () => {
+      throw new WardenError(Code.Unimplemented, "Free not implemented");
+    };
+    const m1 = await h.loader.ensureLoaded("m1", h.never);
+    expect(await h.loader.unload("m1", { force: false })).toEqual({ t: "stopped", incarnation: m1.incarnation });
+    expect(h.warnings).toEqual([]);
+  });
+
+  it("records the stop intent before StopBackend and clears it after a successful stop", async () => {
+    const h = createHarness();
+    const m1 = await h.loader.ensureLoaded("m1", h.never);
+    let openDuringStop = false;
+    h.n1.duringStop = (r) => {
+      openDuringStop = h.journal.open.has(r.incarnation);
+    };
+    await h.loader.unload("m1", { force: false });
+    expect(openDuringStop).toBe(true);
+    const relevant = h.log.filter((l) => l.includes(m1.incarnation) && /^(intent|stop)/.test(l));
+    expect(relevant).toEqual([`intent.record ${m1.incarnation}`, `stop ${m1.incarnation}`, `intent.clear ${m1.incarnation}`]);
+    expect(h.journal.records).toMatchObject([{ incarnation: m1.incarnation, nodeId: "n1", model: "m1", address: m1.address, reason: "admin" }]);
+    expect(h.journal.open.size).toBe(0);
+  });
+
+  it("local: the loader still holds the instance while StopBackend runs, and drops it once it succeeded", async () => {
+    const h = createHarness();
+    const m1 = await h.loader.ensureLoaded("m1", h.never);
+    let heldDuringStop: boolean | undefined;
+    h.n1.duringStop = () => {
+      heldDuringStop = h.loader.hasModelAtAddress("m1", m1.address!, m1.incarnation);
+    };
+    await h.loader.unload("m1", { force: true });
+    expect(heldDuringStop).toBe(true);
+    expect(h.loader.hasModelAtAddress("m1", m1.address!, m1.incarnation)).toBe(false);
+  });
+
+  it("local+remote: drops the local half before StopBackend is sent", async () => {
+    const h = createHarness();
+    h.placement.route.set("m1", "n2");
+    const m1 = await h.loader.ensureLoaded("m1", h.never);
+    expect(m1.placement).toBe("local-remote");
+    const backend = m1.backend!;
+    let heldDuringStop: boolean | undefined;
+    let closedDuringStop: boolean | undefined;
+    let intentDuringStop: boolean | undefined;
+    h.n2.duringStop = (r) => {
+      heldDuringStop = h.loader.hasModelAtAddress("m1", m1.address!, m1.incarnation);
+      closedDuringStop = backend.closed;
+      intentDuringStop = h.journal.open.has(r.incarnation);
+    };
+    expect(await h.loader.unload("m1", { force: false })).toEqual({ t: "stopped", incarnation: m1.incarnation });
+    expect(heldDuringStop).toBe(false);
+    expect(closedDuringStop).toBe(true);
+    expect(intentDuringStop).toBe(true);
+    expect(backend.freeCalls).toBe(1);
+    expect(h.n2.stopsOf(m1.incarnation)).toHaveLength(1);
+    expect(h.journal.open.size).toBe(0);
+  });
+
+  it("StopBackend NOT_FOUND counts as already gone (row 2) and clears the intent", async () => {
+    const h = createHarness();
+    h.placement.route.set("m1", "n2");
+    const m1 = await h.loader.ensureLoaded("m1", h.never);
+    h.n2.stopScript = () => new WardenError(Code.NotFound, "no such incarnation");
+    expect(await h.loader.unload("m1", { force: true })).toEqual({ t: "stopped", incarnation: m1.incarnation });
+    expect(h.loader.core.instance(m1.incarnation)).toBeUndefined();
+    expect(h.loader.leftoverList()).toHaveLength(0);
+    expect(h.journal.open.size).toBe(0);
+    expect(h.events.ofType("eviction.stopped")).toMatchObject([{ incarnation: m1.incarnation, alreadyGone: true }]);
+  });
+});
+
+describe("the failure-point table", () => {
+  it("local StopBackend fails with the process alive → row 3: registered again, still routable, intent cleared", async () => {
+    const h = createHarness();
+    const m1 = await h.loader.ensureLoaded("m1", h.never);
+    h.n1.stopScript = unavailable;
+    const out = await h.loader.unload("m1", { force: true });
+    expect(out).toMatchObject({ t: "registered-again", incarnation: m1.incarnation, error: "connection refused" });
+    expect(h.n1.isRunningCalls).toEqual([m1.incarnation]);
+    expect(h.loader.core.instance(m1.incarnation)).toMatchObject({ state: "ready", pendingEviction: undefined });
+    expect(h.loader.hasModelAtAddress("m1", m1.address!, m1.incarnation)).toBe(true);
+    expect(h.journal.open.size).toBe(0);
+    expect(h.events.ofType("eviction.failed")).toMatchObject([{ incarnation: m1.incarnation, outcome: "registered-again", error: "connection refused" }]);
+    const lease = await h.loader.acquire("m1", h.never);
+    expect(lease.incarnation).toBe(m1.incarnation);
+    expect(h.n1.starts).toHaveLength(1);
+    lease.complete();
+  });
+
+  it("local StopBackend fails with the process already dead → row 2: stopped, nothing left", async () => {
+    const h = createHarness();
+    const m1 = await h.loader.ensureLoaded("m1", h.never);
+    h.n1.stopScript = unavailable;
+    h.n1.isRunningAnswer = () => false;
+    expect(await h.loader.unload("m1", { force: true })).toEqual({ t: "stopped", incarnation: m1.incarnation });
+    expect(h.loader.core.instance(m1.incarnation)).toBeUndefined();
+    expect(h.loader.heldInstance(m1.incarnation)).toBeUndefined();
+    expect(h.loader.leftoverList()).toHaveLength(0);
+    expect(h.journal.open.size).toBe(0);
+    expect(h.events.ofType("eviction.stopped")).toHaveLength(1);
+  });
+
+  it("remote StopBackend fails → row 4: no watchdog instance, a leftover that keeps its intent, eviction.failed(leftover)", async () => {
+    const h = createHarness();
+    h.placement.route.set("m1", "n2");
+    const m1 = await h.loader.ensureLoaded("m1", h.never);
+    h.n2.stopScript = unavailable;
+    const out = await h.loader.unload("m1", { force: false });
+    expect(out).toMatchObject({ t: "leftover", incarnation: m1.incarnation, error: "connection refused" });
+    expect(h.loader.core.instance(m1.incarnation)).toBeUndefined();
+    expect(h.loader.heldInstance(m1.incarnation)).toBeUndefined();
+    expect(h.loader.leftoverList()).toMatchObject([{ incarnation: m1.incarnation, nodeId: "n2", model: "m1", address: m1.address }]);
+    expect(h.loader.core.occupancy("n2")).toMatchObject({ leftovers: 1, ready: 0, total: 1 });
+    expect(h.journal.open.has(m1.incarnation)).toBe(true);
+    expect(h.events.ofType("eviction.failed")).toMatchObject([{ incarnation: m1.incarnation, outcome: "leftover", terminalReason: "instance-dropped" }]);
+    // the leftover is never routed to: a call loads a fresh instance
+    h.n2.stopScript = () => ({ t: "stopped" });
+    const lease = await h.loader.acquire("m1", h.never);
+    expect(lease.incarnation).not.toBe(m1.incarnation);
+    lease.complete();
+  });
+
+  it("a remote leftover blocks a load of another model on its node (limitPerNode 1) until reaped, then the load proceeds", async () => {
+    const h = createHarness({ policy: { limitPerNode: 1 } });
+    h.placement.route.set("m1", "n2");
+    h.placement.route.set("m2", "n2");
+    const m1 = await h.loader.ensureLoaded("m1", h.never);
+    h.n2.stopScript = unavailable;
+    expect((await h.loader.unload("m1", { force: true })).t).toBe("leftover");
+    const m2 = h.track(h.loader.ensureLoaded("m2", h.never));
+    await h.run(5_000);
+    expect(m2.done()).toBe(false);
+    expect(h.n2.starts.filter((s) => s.request.model === "m2")).toHaveLength(0);
+    // leftover retries at 1 s, 3 s (from its creation) failed
+    expect(h.events.ofType("eviction.retried").length).toBeGreaterThanOrEqual(2);
+    h.n2.stopScript = () => ({ t: "stopped" });
+    await h.until(() => m2.done());
+    expect(m2.value().phase).toBe("ready");
+    expect(h.events.ofType("leftover.reaped")).toMatchObject([{ incarnation: m1.incarnation, nodeId: "n2" }]);
+    expect(h.loader.leftoverList()).toHaveLength(0);
+    expect(h.journal.open.has(m1.incarnation)).toBe(false);
+    // reaped before m2 was started
+    expect(h.log.indexOf(`event leftover.reaped ${m1.incarnation}`)).toBeLessThan(h.log.indexOf(`start m2 ${m2.value().incarnation}`));
+  });
+
+  it("scenario 81 adapted: a remote leftover in a conflicting group blocks the conflicting load until reaped", async () => {
+    const models = defaultModels().map((m) => (m.id === "m1" || m.id === "m2" ? modelSpec({ ...m, groups: ["gpu0"] }) : m));
+    const h = createHarness({ models });
+    h.placement.route.set("m1", "n2");
+    h.placement.route.set("m2", "n2");
+    h.placement.route.set("m3", "n2");
+    const m1 = await h.loader.ensureLoaded("m1", h.never);
+    h.n2.stopScript = unavailable;
+    expect((await h.loader.unload("m1", { force: true })).t).toBe("leftover");
+    expect(h.loader.core.instance(m1.incarnation)).toBeUndefined();
+    // an unrelated model is not blocked
+    await h.loader.ensureLoaded("m3", h.never);
+    const m2 = h.track(h.loader.ensureLoaded("m2", h.never));
+    await h.run(5_000);
+    expect(m2.done()).toBe(false);
+    h.n2.stopScript = () => ({ t: "stopped" });
+    await h.until(() => m2.done());
+    expect(m2.value().phase).toBe("ready");
+    expect(h.events.ofType("leftover.reaped")).toHaveLength(1);
+  });
+
+  it("a freed instance (Free ok, local StopBackend failed) is not routable and is retried until stopped", async () => {
+    const h = createHarness();
+    const m1 = await h.loader.ensureLoaded("m1", h.never);
+    h.n1.stopScript = unavailable;
+    const out = await h.loader.unload("m1", { force: false });
+    expect(out.t).toBe("registered-again");
+    expect(h.connector.freeCallsAt(m1.address!)).toBe(1);
+    expect(h.loader.core.instance(m1.incarnation)?.state).toBe("freed");
+    // a call for the freed model waits (no second copy) until the retry settles
+    const call = h.track(h.loader.acquire("m1", h.never));
+    await h.flush();
+    expect(call.done()).toBe(false);
+    // first retry fails too (still freed), the next one succeeds
+    await h.run(1_000);
+    expect(h.n1.stopsOf(m1.incarnation)).toHaveLength(2);
+    expect(h.n1.stopsOf(m1.incarnation)[1]).toMatchObject({ force: true });
+    expect(h.loader.core.instance(m1.incarnation)?.state).toBe("freed");
+    expect(h.n1.starts).toHaveLength(1);
+    h.n1.stopScript = () => ({ t: "stopped" });
+    await h.until(() => h.loader.core.instance(m1.incarnation) === undefined);
+    expect(h.n1.stopsOf(m1.incarnation)).toHaveLength(3);
+    // retries never call Free again
+    expect(h.connector.freeCallsAt(m1.address!)).toBe(1);
+    expect(h.events.ofType("eviction.stopped")).toMatchObject([{ incarnation: m1.incarnation }]);
+    await h.until(() => call.done());
+    expect(call.value().incarnation).not.toBe(m1.incarnation);
+    call.value().complete();
+    // no more retries once stopped
+    await h.run(120_000);
+    expect(h.n1.stopsOf(m1.incarnation)).toHaveLength(3);
+  });
+});
+
+describe("unload meets the lifecycle lock and the busy wait", () => {
+  it("unload of a model still loading with a short stopTimeoutMs → DEADLINE_EXCEEDED with the lock message; the load completes ready", async () => {
+    const h = createHarness();
+    h.n1.startScript = (s) => {
+      s.spawned();
+    };
+    const load = h.track(h.loader.ensureLoaded("m1", h.never));
+    await h.flush();
+    const s = h.n1.startOf("m1");
+    const unload = h.track(h.loader.unload("m1", { force: false, stopTimeoutMs: 200 }));
+    await h.run(199);
+    expect(unload.done()).toBe(false);
+    await h.run(1);
+    expect(unload.error().code).toBe(Code.DeadlineExceeded);
+    expect(unload.error().rawMessage).toBe('waiting to shut down model "m1": context deadline exceeded');
+    // nothing was dropped or sent
+    expect(h.n1.stops).toHaveLength(0);
+    expect(h.journal.records).toHaveLength(0);
+    expect(h.loader.core.instance(s.incarnation)).toMatchObject({ state: "loading", pendingEviction: undefined });
+    expect(h.events.ofType("eviction.failed")).toMatchObject([{ outcome: "registered-again" }]);
+    s.ready();
+    await h.flush();
+    expect(load.value().phase).toBe("ready");
+    expect(h.loader.core.instance(s.incarnation)?.state).toBe("ready");
+    expect(h.loader.snapshot().instances.map((i) => i.model)).toEqual(["m1"]);
+  });
+
+  it("a graceful unload of a busy model with a short timeout → DEADLINE_EXCEEDED 'model is still busy', model still listed and routable", async () => {
+    const h = createHarness();
+    const lease = await h.loader.acquire("m1", h.never);
+    const unload = h.track(h.loader.unload("m1", { force: false, stopTimeoutMs: 250 }));
+    await h.run(250);
+    expect(unload.error().code).toBe(Code.DeadlineExceeded);
+    expect(unload.error().rawMessage).toBe("model is still busy: m1: context deadline exceeded");
+    expect(h.connector.freeCallsAt(lease.address)).toBe(0);
+    expect(h.n1.stops).toHaveLength(0);
+    expect(h.loader.core.instance(lease.incarnation)).toMatchObject({ state: "ready", inFlight: 1, pendingEviction: undefined });
+    expect(h.loader.snapshot().instances.map((i) => i.incarnation)).toEqual([lease.incarnation]);
+    lease.complete();
+    const next = await h.loader.acquire("m1", h.never);
+    expect(next.incarnation).toBe(lease.incarnation);
+    next.complete();
+  });
+
+  it("a graceful unload waits for the busy instance to become idle within the deadline, then stops it", async () => {
+    const h = createHarness();
+    const lease = await h.loader.acquire("m1", h.never);
+    const unload = h.track(h.loader.unload("m1", { force: false, stopTimeoutMs: 1_000 }));
+    await h.run(300);
+    expect(unload.done()).toBe(false);
+    lease.complete();
+    await h.run(100);
+    expect(unload.value()).toEqual({ t: "stopped", incarnation: lease.incarnation });
+    expect(h.connector.freeCallsAt(lease.address)).toBe(1);
+  });
+
+  it("a force unload of a busy model stops it without Free and without waiting", async () => {
+    const h = createHarness();
+    const lease = await h.loader.acquire("m1", h.never);
+    const unload = h.track(h.loader.unload("m1", { force: true }));
+    await h.flush();
+    expect(unload.value()).toEqual({ t: "stopped", incarnation: lease.incarnation });
+    expect(h.connector.freeCallsAt(lease.address)).toBe(0);
+    expect(h.n1.stopsOf(lease.incarnation)).toMatchObject([{ force: true }]);
+    expect(h.events.ofType("eviction.started")).toMatchObject([{ wasBusy: true, force: true }]);
+    expect(h.loader.core.instance(lease.incarnation)).toBeUndefined();
+    // the late completion is a harmless no-op
+    lease.complete();
+    expect(h.loader.core.inFlight(lease.address)).toBe(0);
+  });
+
+  it("a load of the model waits behind a graceful stop blocked in Free, then starts afresh (scenario 54)", async () => {
+    const h = createHarness();
+    const m1 = await h.loader.ensureLoaded("m1", h.never);
+    const gate = deferred<undefined>();
+    h.connector.freeScript = () => gate.promise;
+    const unload = h.track(h.loader.unload("m1", { force: false }));
+    await h.flush();
+    const again = h.track(h.loader.ensureLoaded("m1", h.never));
+    await h.flush();
+    expect(h.n1.starts).toHaveLength(1);
+    expect(again.done()).toBe(false);
+    gate.resolve(undefined);
+    await h.flush();
+    expect(unload.value().t).toBe("stopped");
+    expect(again.value().incarnation).not.toBe(m1.incarnation);
+    expect(h.n1.starts).toHaveLength(2);
+  });
+});
+
+describe("remote-only unload (a model the loader does not hold)", () => {
+  it("inventories answer absent → not-loaded, nothing sent", async () => {
+    const h = createHarness();
+    expect(await h.loader.unload("m1", { force: false })).toEqual({ t: "not-loaded" });
+    expect(h.inventory.asked).toEqual(["m1"]);
+    expect(h.n1.stops.length + h.n2.stops.length).toBe(0);
+  });
+
+  it("inventories answer unknown → UNAVAILABLE (never not-found)", async () => {
+    const h = createHarness();
+    h.inventory.answers.set("m1", { t: "unknown", reason: 'node "n2" is unreachable' });
+    const err = await rejection(h.loader.unload("m1", { force: false }));
+    expect(err.code).toBe(Code.Unavailable);
+    expect(err.code).not.toBe(Code.NotFound);
+    expect(err.rawMessage).toContain('checking whether model "m1" is loaded on any node');
+    expect(h.n2.stops).toHaveLength(0);
+  });
+
+  it("inventories answer found → StopBackend for that (address, incarnation) and stopped", async () => {
+    const h = createHarness();
+    h.inventory.answers.set("m1", { t: "found", hits: [{ nodeId: "n2", address: "n2:7000", incarnation: "old-1" }] });
+    let heldDuringStop: boolean | undefined;
+    h.n2.duringStop = () => {
+      heldDuringStop = h.loader.hasModelAtAddress("m1", "n2:7000", "old-1");
+    };
+    expect(await h.loader.unload("m1", { force: false })).toEqual({ t: "stopped", incarnation: "old-1" });
+    expect(h.n2.stops).toMatchObject([{ address: "n2:7000", incarnation: "old-1" }]);
+    expect(heldDuringStop).toBe(false);
+    expect(h.connector.connected).toHaveLength(0); // no client, no Free
+    expect(h.loader.core.instance("old-1")).toBeUndefined();
+    expect(h.events.ofType("eviction.stopped")).toMatchObject([{ incarnation: "old-1", nodeId: "n2" }]);
+  });
+
+  it("found, but the stop fails → a leftover, not registered again", async () => {
+    const h = createHarness();
+    h.inventory.answers.set("m1", { t: "found", hits: [{ nodeId: "n2", address: "n2:7000", incarnation: "old-1" }] });
+    h.n2.stopScript = unavailable;
+    expect(await h.loader.unload("m1", { force: false })).toMatchObject({ t: "leftover", incarnation: "old-1" });
+    expect(h.loader.core.instance("old-1")).toBeUndefined();
+    expect(h.loader.leftoverList().map((l) => l.incarnation)).toEqual(["old-1"]);
+  });
+});

@@ -257,7 +257,14 @@ export class FakeJournal implements StopIntentJournal {
 
   constructor(private readonly log: string[]) {}
 
+  /** When set, recordStopIntent rejects with it (a journal that cannot fsync). */
+  failRecord: WardenError | undefined;
+
   async recordStopIntent(intent: StopIntent): Promise<void> {
+    if (this.failRecord !== undefined) {
+      this.log.push(`intent.record-failed ${intent.incarnation}`);
+      throw this.failRecord;
+    }
     this.records.push(intent);
     this.open.set(intent.incarnation, intent);
     this.log.push(`intent.record ${intent.incarnation}`);
@@ -324,6 +331,7 @@ export interface HarnessOptions {
   readonly enforcement?: { readonly maxAttempts: number; readonly intervalMs: number };
   readonly cooldown?: CooldownPolicy;
   readonly stuckAfterMs?: number;
+  readonly maxWaitingPerModel?: number;
 }
 
 /** Models m1…m4 on backend "sim", no groups, 10 min load deadline. */
@@ -369,6 +377,7 @@ export function createHarness(o: HarnessOptions = {}) {
     ...(o.enforcement === undefined ? {} : { enforcement: o.enforcement }),
     ...(o.cooldown === undefined ? {} : { cooldown: o.cooldown }),
     ...(o.stuckAfterMs === undefined ? {} : { stuckAfterMs: o.stuckAfterMs }),
+    ...(o.maxWaitingPerModel === undefined ? {} : { maxWaitingPerModel: o.maxWaitingPerModel }),
     leftoverBackoff: { initialMs: 1_000, factor: 2, maxMs: 8_000, jitter: 0 },
     onWarning: (msg) => {
       warnings.push(msg);

@@ -363,3 +363,77 @@ describe("remote-only unload (a model the loader does not hold)", () => {
     expect(h.loader.leftoverList().map((l) => l.incarnation)).toEqual(["old-1"]);
   });
 });
+
+describe("stops racing a load", () => {
+  it("an unload that cancels a start in progress releases the reservation and does not put the model in cooldown", async () => {
+    const h = createHarness();
+    h.n1.startScript = () => {};
+    const load = h.track(h.loader.ensureLoaded("m1", h.never));
+    await h.flush();
+    const start = h.n1.starts[0]!;
+    expect(h.loader.core.instance(start.incarnation)?.state).toBe("reserved");
+    expect(await h.loader.unload("m1", { force: false })).toEqual({ t: "stopped", incarnation: start.incarnation });
+    await h.flush();
+    expect(start.signal.aborted).toBe(true);
+    expect(load.error().code).toBe(Code.Aborted);
+    expect(h.loader.core.occupancy("n1").total).toBe(0);
+    expect(h.loader.heldInstance(start.incarnation)).toBeUndefined();
+    // an operator's cancel is not a load failure: the next load proceeds at once
+    h.n1.startScript = (s) => {
+      s.spawned().ready();
+    };
+    expect((await h.loader.ensureLoaded("m1", h.never)).phase).toBe("ready");
+  });
+
+  it("a load that hits its deadline while an explicit stop waits for the lock is not registered again when that stop fails: it becomes a leftover", async () => {
+    const models = defaultModels().map((m) => (m.id === "m1" ? modelSpec({ ...m, loadTimeoutMs: 1_000 }) : m));
+    const h = createHarness({ models, cooldown: { baseMs: 0, maxMs: 0 } });
+    h.n1.startScript = (s) => {
+      s.spawned();
+    };
+    const load = h.track(h.loader.ensureLoaded("m1", h.never));
+    await h.flush();
+    const inc = h.n1.starts[0]!.incarnation;
+    h.n1.stopScript = unavailable; // the process stays alive
+    const unload = h.track(h.loader.unload("m1", { force: true, stopTimeoutMs: 5_000 }));
+    await h.run(1_000);
+    expect(load.error().code).toBe(Code.DeadlineExceeded);
+    await h.flush();
+    // the load is over: the failed stop must not register a "loading" instance that nothing will ever finish
+    expect(unload.value()).toMatchObject({ t: "leftover", incarnation: inc });
+    expect(h.loader.core.instance(inc)).toBeUndefined();
+    expect(h.loader.heldInstance(inc)).toBeUndefined();
+    expect(h.loader.leftoverList().map((l) => l.incarnation)).toEqual([inc]);
+    // its stop is retried, and a new call loads a fresh instance instead of waiting forever
+    h.n1.stopScript = () => ({ t: "stopped" });
+    h.n1.startScript = (s) => {
+      s.spawned().ready();
+    };
+    const call = h.track(h.loader.acquire("m1", h.never));
+    await h.until(() => call.done());
+    expect(call.value().incarnation).not.toBe(inc);
+    call.value().complete();
+    await h.until(() => h.loader.leftoverList().length === 0);
+    expect(h.events.ofType("leftover.reaped")).toMatchObject([{ incarnation: inc }]);
+  });
+
+  it("a load that hits its deadline while an explicit stop waits for the lock is stopped by that stop (row 2)", async () => {
+    const models = defaultModels().map((m) => (m.id === "m1" ? modelSpec({ ...m, loadTimeoutMs: 1_000 }) : m));
+    const h = createHarness({ models });
+    h.n1.startScript = (s) => {
+      s.spawned();
+    };
+    const load = h.track(h.loader.ensureLoaded("m1", h.never));
+    await h.flush();
+    const inc = h.n1.starts[0]!.incarnation;
+    const unload = h.track(h.loader.unload("m1", { force: false, stopTimeoutMs: 5_000 }));
+    await h.run(1_000);
+    expect(load.error().code).toBe(Code.DeadlineExceeded);
+    expect(unload.value()).toEqual({ t: "stopped", incarnation: inc });
+    expect(h.n1.stopsOf(inc)).toHaveLength(1);
+    expect(h.loader.core.instance(inc)).toBeUndefined();
+    expect(h.loader.heldInstance(inc)).toBeUndefined();
+    expect(h.loader.leftoverList()).toHaveLength(0);
+    expect(h.loader.core.occupancy("n1").total).toBe(0);
+  });
+});

@@ -428,7 +428,7 @@ export class Loader<H extends BackendHandle = BackendHandle> {
       return h;
     } catch (err) {
       const e = WardenError.from(err);
-      this.failLoad(spec, incarnation, nodeId, h, registered, e);
+      this.failLoad(spec, incarnation, nodeId, h, registered, e, ctl.signal.aborted);
       throw e;
     } finally {
       release?.();
@@ -438,15 +438,22 @@ export class Loader<H extends BackendHandle = BackendHandle> {
   }
 
   /** Every failed load leaves nothing behind: no watchdog entry, no held entry, no reservation; a spawned process is stopped. */
-  private failLoad(spec: ModelSpec, incarnation: string, nodeId: string | undefined, h: HeldInstance<H> | undefined, registered: boolean, e: WardenError): void {
+  private failLoad(spec: ModelSpec, incarnation: string, nodeId: string | undefined, h: HeldInstance<H> | undefined, registered: boolean, e: WardenError, cancelled: boolean): void {
     const address = h?.address ?? "";
     const pendingStop = registered && this.core.instance(incarnation)?.pendingEviction !== undefined;
     if (!pendingStop) {
       this.dropHeld(incarnation);
       if (registered) this.core.remove(incarnation);
       else this.core.releaseReservation(incarnation);
+    } else {
+      // The load is over, so it no longer counts for hasModelAtAddress: the
+      // pending stop settles by row 2, or row 4 (leftover, retried) if it
+      // fails — never row 3, which would re-register a "loading" instance
+      // that nothing will ever finish.
+      this.dropHeld(incarnation);
     }
-    if (nodeId !== undefined && e.code !== Code.ResourceExhausted) {
+    // A start cancelled on our side (unload, shutdown) is not a load failure: no cooldown.
+    if (nodeId !== undefined && e.code !== Code.ResourceExhausted && !cancelled) {
       this.cooldown.recordFailure(spec.id, this.o.clock.now());
     }
     if (nodeId !== undefined) {

@@ -26,7 +26,9 @@ export function parseGpuCsv(text: string): GpuReading[] {
     const used = Number(f[f.length - 1]);
     if (!Number.isInteger(index) || !Number.isFinite(total) || !Number.isFinite(used) || total < 0 || used < 0) continue;
     // GPU names may contain commas; everything between index and the two numbers is the name.
-    out.push({ index, name: f.slice(1, f.length - 2).join(","), totalBytes: Math.round(total * mib), usedBytes: Math.round(used * mib) });
+    const nameEnd = line.lastIndexOf(",", line.lastIndexOf(",") - 1);
+    const name = line.slice(line.indexOf(",") + 1, nameEnd).trim();
+    out.push({ index, name, totalBytes: Math.round(total * mib), usedBytes: Math.round(used * mib) });
   }
   return out;
 }

@@ -1,0 +1,22 @@
+import { describe, expect, it } from "vitest";
+import { parseAgentArgs } from "./agent-args.js";
+
+describe("agent command line", () => {
+  it("parses every flag, with and without =", () => {
+    expect(parseAgentArgs(["--config", "a.yaml", "--coordinator=10.0.0.1:7000", "--listen", "0.0.0.0:7443", "--stop-backends-on-exit"])).toEqual({
+      configPath: "a.yaml",
+      coordinator: "10.0.0.1:7000",
+      listen: "0.0.0.0:7443",
+      stopBackendsOnExit: true,
+      help: false,
+    });
+    expect(parseAgentArgs(["--help"]).help).toBe(true);
+  });
+
+  it("rejects unknown flags, a missing --config and malformed addresses", () => {
+    expect(() => parseAgentArgs(["--config", "a", "--bogus"])).toThrow(/--bogus: unknown argument/);
+    expect(() => parseAgentArgs([])).toThrow(/--config: required/);
+    expect(() => parseAgentArgs(["--config", "a", "--coordinator", "nohost"])).toThrow(/--coordinator: must be host:port/);
+    expect(() => parseAgentArgs(["--config"])).toThrow(/--config: needs a value/);
+  });
+});

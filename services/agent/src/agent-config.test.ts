@@ -1,0 +1,74 @@
+import { describe, expect, it } from "vitest";
+import { Code, isWardenError } from "@warden/common";
+import { parseAgentConfig, resolveAgentConfig } from "./agent-config.js";
+import { backendSimMainPath, builtinCatalog } from "./backend-sim-catalog.js";
+
+const minimal = `
+nodeId: gpu-1
+stateDir: /var/lib/warden
+ports: { min: 40000, max: 40099 }
+catalog:
+  llama:
+    command: /opt/llama/grpc-server
+    args: ["--threads", "8"]
+    envAllow: [PATH, "HF_*"]
+`;
+
+function errorOf(fn: () => unknown): string {
+  try {
+    fn();
+  } catch (err) {
+    if (isWardenError(err, Code.InvalidArgument)) return err.rawMessage;
+    throw err;
+  }
+  throw new Error("expected INVALID_ARGUMENT");
+}
+
+describe("agent config", () => {
+  it("fills DESIGN §5 defaults", () => {
+    const c = parseAgentConfig(minimal);
+    expect(c).toMatchObject({
+      nodeId: "gpu-1",
+      portMin: 40000,
+      portMax: 40099,
+      graceMs: 10_000,
+      freeTimeoutMs: 5_000,
+      heartbeatIntervalMs: 1_000,
+      loadDeadlineMs: 600_000,
+      readiness: { attempts: 20, intervalMs: 2_000, initialIntervalMs: 50 },
+      nvidiaSmiPath: "nvidia-smi",
+      gpus: [],
+      listen: "127.0.0.1:7443",
+      advertiseAddress: "127.0.0.1:7443",
+    });
+    expect(c.catalog.llama).toEqual({ command: "/opt/llama/grpc-server", args: ["--threads", "8"], env: {}, envAllow: ["PATH", "HF_*"], cwd: undefined });
+  });
+
+  it("parses duration strings", () => {
+    const c = parseAgentConfig(`${minimal}grace: 2s\nreadiness: { attempts: 5, interval: 250ms }\nports2: 1\n`.replace("ports2: 1\n", ""));
+    expect(c.graceMs).toBe(2_000);
+    expect(c.readiness).toEqual({ attempts: 5, intervalMs: 250, initialIntervalMs: 50 });
+  });
+
+  it("rejects unknown and invalid fields with the field's path", () => {
+    expect(errorOf(() => parseAgentConfig(`${minimal}graceMs: 10\n`))).toMatch(/^graceMs: unknown field/);
+    expect(errorOf(() => parseAgentConfig(`${minimal}grace: soon\n`))).toMatch(/^grace: invalid duration/);
+    expect(errorOf(() => parseAgentConfig(minimal.replace("args:", "argv:")))).toMatch(/^catalog\.llama\.argv: unknown field/);
+    expect(errorOf(() => parseAgentConfig(minimal.replace("/opt/llama/grpc-server", "grpc-server")))).toMatch(/^catalog\.llama\.command: must be an absolute path/);
+    expect(errorOf(() => parseAgentConfig(minimal.replace("max: 40099", "max: 3")))).toMatch(/^ports\.max: /);
+    expect(errorOf(() => parseAgentConfig(minimal.replace("nodeId: gpu-1", "nodeId: -x")))).toMatch(/^nodeId: /);
+    expect(errorOf(() => parseAgentConfig(`${minimal}gpus: ["zero"]\n`))).toMatch(/^gpus\[0\]: /);
+    expect(errorOf(() => parseAgentConfig(`${minimal}readiness: { tries: 3 }\n`))).toMatch(/^readiness\.tries: unknown field/);
+    expect(errorOf(() => parseAgentConfig(minimal.replace('"HF_*"', '"BAD-NAME"')))).toMatch(/^catalog\.llama\.envAllow\[1\]: /);
+    expect(errorOf(() => parseAgentConfig("nodeId: [unclosed"))).toMatch(/^\(yaml\): /);
+    expect(errorOf(() => resolveAgentConfig({ nodeId: "n", stateDir: "/s", catalog: {} }))).toMatch(/^ports: required/);
+  });
+
+  it("offers backend-sim as a builtin catalog entry", () => {
+    const c = parseAgentConfig(`${minimal}  sim:\n    builtin: backend-sim\n    env: { SIM_PREDICT_TOKENS: "5" }\n`, builtinCatalog);
+    expect(c.catalog.sim?.command).toBe(process.execPath);
+    expect(c.catalog.sim?.args).toEqual(["--import", "tsx", backendSimMainPath]);
+    expect(c.catalog.sim?.env).toEqual({ SIM_PREDICT_TOKENS: "5" });
+    expect(errorOf(() => parseAgentConfig(`${minimal}  sim:\n    builtin: nope\n`, builtinCatalog))).toMatch(/^catalog\.sim\.builtin: unknown builtin/);
+  });
+});

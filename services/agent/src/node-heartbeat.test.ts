@@ -1,0 +1,78 @@
+import { describe, expect, it } from "vitest";
+import { Code, ManualClock, WardenError, seededRng } from "@warden/common";
+import type { HeartbeatRequest, RegisterRequest } from "@warden/proto";
+import { create } from "@bufbuild/protobuf";
+import { HeartbeatRequestSchema, RegisterRequestSchema } from "@warden/proto";
+import { createNodeHeartbeat, type HeartbeatSource, type NodeServicePort } from "./node-heartbeat.js";
+
+const source: HeartbeatSource = {
+  bootEpochMs: 1_700_000_000_000,
+  inventory: async () => ({ backends: [{ incarnation: "01J0000000000000000000000A", model: "m" }], orphans: [], bootEpochMs: 1_700_000_000_000 }),
+  nodeResources: async () => ({ gpus: [], ramTotalBytes: 1000n, ramUsedBytes: 10n }),
+};
+
+/** A scripted coordinator: `down` makes every call fail UNAVAILABLE. */
+function fakeNode() {
+  const calls: ({ t: "register"; req: RegisterRequest } | { t: "heartbeat"; req: HeartbeatRequest })[] = [];
+  const state = { down: false, registerRequiredNext: false };
+  const port: NodeServicePort = {
+    async register(req) {
+      if (state.down) throw new WardenError(Code.Unavailable, "connection refused");
+      calls.push({ t: "register", req: create(RegisterRequestSchema, req) });
+      return { coordinatorEpoch: 1n, heartbeatIntervalMs: 0 };
+    },
+    async heartbeat(req) {
+      if (state.down) throw new WardenError(Code.Unavailable, "connection refused");
+      calls.push({ t: "heartbeat", req: create(HeartbeatRequestSchema, req) });
+      const registerRequired = state.registerRequiredNext;
+      state.registerRequiredNext = false;
+      return { registerRequired, coordinatorEpoch: 1n };
+    },
+  };
+  return { port, calls, state };
+}
+
+const flush = async () => {
+  for (let i = 0; i < 10; i++) await new Promise((r) => setImmediate(r));
+};
+
+describe("node heartbeat loop", () => {
+  it("registers, beats once per interval of the injected clock, re-registers on request, backs off while down", async () => {
+    const clock = new ManualClock();
+    const node = fakeNode();
+    const hb = createNodeHeartbeat({ nodeId: "n1", address: "a:1", labels: { z: "1" }, source, node: node.port, intervalMs: 1_000, clock, rng: seededRng(1) });
+    hb.start();
+    await flush();
+    expect(node.calls.map((c) => c.t)).toEqual(["register"]);
+    clock.advance(999);
+    await flush();
+    expect(node.calls).toHaveLength(1);
+    clock.advance(1);
+    await flush();
+    expect(node.calls.map((c) => c.t)).toEqual(["register", "heartbeat"]);
+    node.state.registerRequiredNext = true;
+    clock.advance(1_000);
+    await flush();
+    // register_required: register again at once, without waiting an interval
+    expect(node.calls.map((c) => c.t)).toEqual(["register", "heartbeat", "heartbeat", "register"]);
+    node.state.down = true;
+    const failuresBefore = hb.stats().failures;
+    for (let i = 0; i < 5; i++) {
+      clock.advance(5_000);
+      await flush();
+    }
+    expect(hb.stats().failures).toBeGreaterThan(failuresBefore);
+    node.state.down = false;
+    clock.advance(6_000);
+    await flush();
+    clock.advance(1_000);
+    await flush();
+    const beats = node.calls.flatMap((c) => (c.t === "heartbeat" ? [c.req] : []));
+    expect(beats.length).toBeGreaterThanOrEqual(3);
+    const seqs = beats.map((b) => b.sequence);
+    expect(seqs.every((s, i) => i === 0 || s > (seqs[i - 1] ?? 0n))).toBe(true);
+    expect(beats.every((b) => b.bootEpoch === 1_700_000_000_000n && b.nodeId === "n1")).toBe(true);
+    expect(beats[0]?.backends[0]?.incarnation).toBe("01J0000000000000000000000A");
+    await hb.stop();
+  });
+});

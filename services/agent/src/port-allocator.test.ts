@@ -1,0 +1,31 @@
+import { describe, expect, it } from "vitest";
+import { ManualClock } from "@warden/common";
+import { PortAllocator } from "./port-allocator.js";
+
+describe("port allocator", () => {
+  it("never hands out a port twice, even to concurrent callers", async () => {
+    const ports = new PortAllocator({ host: "127.0.0.1", min: 100, max: 102, quarantineMs: 0, clock: new ManualClock(), probe: async () => true });
+    const got = await Promise.all([ports.allocate(), ports.allocate(), ports.allocate(), ports.allocate()]);
+    expect(new Set(got.slice(0, 3))).toEqual(new Set([100, 101, 102]));
+    expect(got[3]).toBeUndefined();
+  });
+
+  it("quarantines a released port on the injected clock", async () => {
+    const clock = new ManualClock();
+    const ports = new PortAllocator({ host: "127.0.0.1", min: 100, max: 100, quarantineMs: 30_000, clock, probe: async () => true });
+    expect(await ports.allocate()).toBe(100);
+    ports.release(100);
+    expect(await ports.allocate()).toBeUndefined();
+    clock.advance(29_999);
+    expect(await ports.allocate()).toBeUndefined();
+    clock.advance(1);
+    expect(await ports.allocate()).toBe(100);
+  });
+
+  it("skips ports someone else holds, and claimed (adopted) ports", async () => {
+    const ports = new PortAllocator({ host: "127.0.0.1", min: 100, max: 102, quarantineMs: 0, clock: new ManualClock(), probe: async (_h, p) => p !== 100 });
+    ports.claim(101);
+    expect(await ports.allocate()).toBe(102);
+    expect(await ports.allocate()).toBeUndefined();
+  });
+});

@@ -37,6 +37,13 @@ export interface AuditConnectionOptions {
    * narrowed to `<prefix>.>` instead of every `_INBOX.>` (see README). @default "_INBOX"
    */
   readonly inboxPrefix?: string;
+  /**
+   * Capture the caller's stack for every request so timeouts show where they
+   * were issued. Off by default: nats.js then builds two Error objects per
+   * publish, which cost about a fifth of the CPU of a busy publisher.
+   * @default false
+   */
+  readonly asyncTraces?: boolean;
 }
 
 /**
@@ -53,6 +60,7 @@ export function natsConnectOptions(options: AuditConnectionOptions): ConnectionO
     reconnectTimeWait: options.reconnectTimeWaitMs ?? 2_000,
     timeout: options.connectTimeoutMs ?? 5_000,
     waitOnFirstConnect: options.waitOnFirstConnect ?? false,
+    noAsyncTraces: !(options.asyncTraces ?? false),
     ...(options.inboxPrefix === undefined ? {} : { inboxPrefix: options.inboxPrefix }),
   };
   const creds = options.credentials ?? { kind: "none" };

@@ -3,9 +3,22 @@ import { EventSchema, type Event } from "@warden/proto";
 import { Code, WardenError } from "@warden/common";
 import { eventTypeOf, type EventType } from "./event-type.js";
 
-/** Protobuf binary form of an event: the NATS payload and the journal record body. */
+// Encoded bytes by event identity: the journal and the publisher both need
+// them, and encoding is the largest per-event cost after the NATS client's.
+const encoded = new WeakMap<Event, Uint8Array>();
+
+/**
+ * Protobuf binary form of an event: the NATS payload and the journal record
+ * body. Cached per event object, so events must not be mutated once created
+ * (nothing in Warden does; the factory hands out finished events).
+ */
 export function encodeEvent(event: Event): Uint8Array {
-  return toBinary(EventSchema, event);
+  let bytes = encoded.get(event);
+  if (bytes === undefined) {
+    bytes = toBinary(EventSchema, event);
+    encoded.set(event, bytes);
+  }
+  return bytes;
 }
 
 /**

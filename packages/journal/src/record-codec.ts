@@ -1,8 +1,8 @@
 import { crc32 } from "node:zlib";
-import { fromBinary, toBinary } from "@bufbuild/protobuf";
+import { fromBinary } from "@bufbuild/protobuf";
 import { EventSchema } from "@warden/proto";
 import { Code, WardenError } from "@warden/common";
-import type { JournalRecord } from "@warden/outbox";
+import { encodeEvent, type JournalRecord } from "@warden/outbox";
 
 /**
  * File format, version 1:
@@ -30,7 +30,7 @@ export function encodeJournalRecord(record: JournalRecord): Buffer {
   let body: Uint8Array;
   switch (record.kind) {
     case "event":
-      body = toBinary(EventSchema, record.event);
+      body = encodeEvent(record.event);
       break;
     case "published":
       body = json({ eventIds: record.eventIds });

@@ -145,10 +145,16 @@ export function subscribeAuditEvents(nc: NatsConnection, options: AuditSubscribe
         // gets them at once (and skips ids it was told it has seen).
         current?.nak();
         void messages.close();
-        for (;;) {
-          const rest = await it.next();
-          if (rest.done === true) break;
-          rest.value.nak();
+        try {
+          for (;;) {
+            const rest = await it.next();
+            if (rest.done === true) break;
+            rest.value.nak();
+          }
+        } catch {
+          // The iterator already failed (e.g. the consumer was deleted): the
+          // error that ended the loop is the one the reader sees; unacked
+          // messages come back after ack_wait anyway.
         }
       }
     },

@@ -362,9 +362,10 @@ export class Loader<H extends BackendHandle = BackendHandle> {
     let h: HeldInstance<H> | undefined;
     let release: (() => void) | undefined;
     try {
-      nodeId = await this.admit(spec, incarnation, preferredNode, deadline.signal);
-      // Shared lifecycle lock for the whole load: a stop of this model waits for it (or times out).
+      // Shared lifecycle lock for the whole load, admission included: a stop of
+      // this model waits for it or times out; a stop never cancels a load.
       release = await this.locks.shared(spec.id, deadline.signal);
+      nodeId = await this.admit(spec, incarnation, preferredNode, deadline.signal);
       const agent = this.o.agents.agent(nodeId);
       if (agent === undefined) throw new WardenError(Code.Unavailable, `node "${nodeId}" has no connected agent`);
       h = {
@@ -568,10 +569,10 @@ export class Loader<H extends BackendHandle = BackendHandle> {
   async unload(modelId: string, options: { readonly force: boolean; readonly stopTimeoutMs?: number; readonly reason?: ExplicitStopOptions["reason"] }): Promise<UnloadOutcome> {
     const inc = this.current.get(modelId);
     if (inc === undefined || this.core.instance(inc) === undefined) {
-      if (inc !== undefined && this.held.get(inc)?.phase === "starting") {
-        // Admitted, not spawned: cancel the start; the load releases its reservation.
-        this.loadControllers.get(inc)?.abort(new WardenError(Code.Aborted, `load of "${modelId}" cancelled by unload`));
-        return { t: "stopped", incarnation: inc };
+      if (this.loads.has(modelId)) {
+        // A load in progress, not spawned yet: it holds the lifecycle lock.
+        await this.awaitLoadLock(modelId, options.stopTimeoutMs);
+        return this.unload(modelId, options);
       }
       return this.unloadRemoteOnly(modelId, options);
     }
@@ -590,9 +591,14 @@ export class Loader<H extends BackendHandle = BackendHandle> {
           // Every stop goes through this facade; joining is the safe answer anyway.
           await this.waitForSettle(incarnation, new AbortController().signal);
           return { t: "stopped", incarnation };
-        case "reserved":
-          this.loadControllers.get(incarnation)?.abort(new WardenError(Code.Aborted, "load cancelled by unload"));
-          return { t: "stopped", incarnation };
+        case "reserved": {
+          // Admitted, not spawned: the load holds the lifecycle lock. A stop never
+          // cancels a load (DESIGN §3.4 item 2): wait for it within the deadline.
+          const model = this.held.get(incarnation)?.model ?? this.core.instance(incarnation)?.model;
+          if (model === undefined) return { t: "not-loaded" };
+          await this.awaitLoadLock(model, options.stopTimeoutMs);
+          return this.unload(model, options);
+        }
         case "settled": {
           const res = r.report.result;
           const outcome = r.report.outcome;
@@ -616,6 +622,28 @@ export class Loader<H extends BackendHandle = BackendHandle> {
       this.stopOverrides.delete(incarnation);
       this.stopFailedAtLock.delete(incarnation);
     }
+  }
+
+  /** Waits for a load of `model` to release the lifecycle lock, or throws LocalAI's lock message at the deadline. */
+  private async awaitLoadLock(model: string, stopTimeoutMs: number | undefined): Promise<void> {
+    const timeoutMs = stopTimeoutMs !== undefined && stopTimeoutMs > 0 ? stopTimeoutMs : this.timings.stopTimeoutMs;
+    const deadline = deadlineSignal(this.o.clock, timeoutMs, `stop of model "${model}"`);
+    try {
+      const release = await this.locks.exclusive(model, deadline.signal);
+      release();
+    } catch {
+      throw new WardenError(Code.DeadlineExceeded, `waiting to shut down model "${model}": context deadline exceeded`);
+    } finally {
+      deadline.cleanup();
+    }
+  }
+
+  /**
+   * True when a routed call's failure is explained by a stop of its instance
+   * (pending eviction, or already dropped): the call is not retried then.
+   */
+  isBeingStopped(incarnation: string): boolean {
+    return !this.held.has(incarnation) || this.core.instance(incarnation)?.pendingEviction !== undefined;
   }
 
   /**

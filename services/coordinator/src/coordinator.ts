@@ -1,7 +1,8 @@
 import { mkdir } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import type { NatsConnection } from "@nats-io/transport-node";
-import { AdminService, AgentService, InferenceService, NodeService } from "@warden/proto";
+import { create } from "@bufbuild/protobuf";
+import { AdminService, AgentService, InferenceService, InventoryEntrySchema, NodeResourcesSchema, NodeService, OrphanProcessSchema } from "@warden/proto";
 import { GrpcServer, ServingStatus, createClient, inProcessClient } from "@warden/grpc";
 import { cryptoRng, createUlidFactory, nullLogger, sleep, systemClock, type Cancel, type Clock, type Logger, type Rng } from "@warden/common";
 import { Loader } from "@warden/loader";
@@ -183,6 +184,17 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
       bootEpoch: BigInt(agent.bootEpochMs),
       embedded: true,
       client: inProcessClient(AgentService, agent.service),
+    });
+    // Seed the embedded node's inventory now, so "is it loaded anywhere?" has an
+    // answer before the first heartbeat (the agent is in this process: no doubt).
+    const inv = await agent.inventory();
+    nodes.heartbeat({
+      nodeId: agentConfig.nodeId,
+      bootEpoch: BigInt(agent.bootEpochMs),
+      sequence: 0n,
+      backends: inv.backends.map((b) => create(InventoryEntrySchema, b)),
+      orphans: inv.orphans.map((o) => create(OrphanProcessSchema, o)),
+      resources: create(NodeResourcesSchema, await agent.nodeResources()),
     });
     // The embedded agent reports through the same heartbeat path, in process.
     heartbeat = createNodeHeartbeat({

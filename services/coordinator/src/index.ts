@@ -1,1 +1,7 @@
-export {};
+/** @warden/coordinator — the coordinator process's wiring, for `warden up`, the CLI and tests. */
+export { startCoordinator, embeddedAgentConfig } from "./coordinator.js";
+export type { Coordinator, CoordinatorDeps } from "./coordinator.js";
+export { parseCoordinatorConfig, resolveCoordinatorConfig, parseSizeBytes } from "./coordinator-config.js";
+export type { CoordinatorConfig } from "./coordinator-config.js";
+export { demoConfig } from "./demo-config.js";
+export { EventHub, eventInitOf } from "./event-hub.js";

@@ -35,6 +35,11 @@ export function inferenceService(loader: Loader<BackendClientHandle>, log: Logge
       } catch (err) {
         const e = WardenError.from(err);
         if (e.code === Code.Unavailable && !signal.aborted) {
+          if (loader.isBeingStopped(lease.incarnation)) {
+            // The instance was evicted while the call ran: that explains the
+            // failure; no retry (it would load the model straight back).
+            throw new WardenError(Code.Unavailable, `model "${model}" was evicted while the call ran: ${e.rawMessage}`);
+          }
           log.warn("backend unavailable; removing it", { model, incarnation: lease.incarnation, address: lease.address });
           lease.complete();
           await loader.reportUnavailable(lease.incarnation).catch(() => undefined);
@@ -75,6 +80,7 @@ export function inferenceService(loader: Loader<BackendClientHandle>, log: Logge
         } catch (err) {
           const e = WardenError.from(err);
           if (e.code === Code.Unavailable && !ctx.signal.aborted) {
+            if (loader.isBeingStopped(lease.incarnation)) throw new WardenError(Code.Unavailable, `model "${req.model}" was evicted while the call ran: ${e.rawMessage}`);
             lease.complete();
             await loader.reportUnavailable(lease.incarnation).catch(() => undefined);
             if (attempt === 0 && sent === 0) continue;

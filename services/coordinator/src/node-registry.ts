@@ -144,7 +144,7 @@ export class NodeRegistry implements AgentDirectory, InventoryPort {
     const n = this.nodes.get(hb.nodeId);
     if (n === undefined || hb.bootEpoch < n.bootEpoch) return n !== undefined;
     if (hb.bootEpoch > n.bootEpoch) return false; // the agent restarted: register again first
-    if (hb.sequence <= n.sequence && n.inventory !== undefined) return true;
+    if (hb.sequence < n.sequence || (hb.sequence === n.sequence && n.inventory !== undefined)) return true;
     n.sequence = hb.sequence;
     n.lastHeartbeatMs = this.o.clock.now();
     n.lastHeartbeatWallMs = this.o.clock.wallNow();

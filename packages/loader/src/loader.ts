@@ -597,7 +597,7 @@ export class Loader<H extends BackendHandle = BackendHandle> {
           const model = this.held.get(incarnation)?.model ?? this.core.instance(incarnation)?.model;
           if (model === undefined) return { t: "not-loaded" };
           await this.awaitLoadLock(model, options.stopTimeoutMs);
-          return this.unload(model, options);
+          return await this.unload(model, options);
         }
         case "settled": {
           const res = r.report.result;

@@ -30,9 +30,10 @@ export interface ReadinessConfig {
   /** Longest wait between polls and the timeout of one Health call. @default 2000 */
   intervalMs: number;
   /**
-   * First wait between polls, doubling up to intervalMs. A backend usually comes
-   * up in well under a second; starting at the full 2 s interval would add up to
-   * 2 s to every start. The budget stays attempts × intervalMs. @default 50
+   * Wait between polls during the first intervalMs; after that the wait doubles
+   * up to intervalMs. A backend usually comes up in well under a second; polling
+   * at the full 2 s interval would add up to 2 s to every start. The budget stays
+   * attempts × intervalMs. @default 50
    */
   initialIntervalMs: number;
 }

@@ -30,8 +30,8 @@ export interface WaitReadyOptions {
 
 /**
  * Polls until Health answers, within the readiness budget (attempts ×
- * intervalMs, DESIGN §5). Polls start at initialIntervalMs and double up to
- * intervalMs. Throws DEADLINE_EXCEEDED with "readiness" in the message when the
+ * intervalMs, DESIGN §5). Polls run every initialIntervalMs during the first
+ * intervalMs, then double up to intervalMs. Throws DEADLINE_EXCEEDED with "readiness" in the message when the
  * budget runs out, or the signal's reason when it aborts (process exit, caller
  * deadline, agent shutdown).
  */
@@ -57,7 +57,11 @@ export async function waitReady(options: WaitReadyOptions): Promise<void> {
       }
     } else lastError = "port not open";
     await sleep(clock, Math.min(waitMs, Math.max(0, budgetMs - (clock.now() - startMs))), signal);
-    waitMs = Math.min(readiness.intervalMs, waitMs * 2);
+    // Poll at the fast initial interval for the first full interval (most backends
+    // come up then, and a refused loopback connect costs microseconds), then back
+    // off by doubling up to the interval: a doubling from the start overshoots a
+    // 500 ms start-up by up to 400 ms.
+    if (clock.now() - startMs >= readiness.intervalMs) waitMs = Math.min(readiness.intervalMs, waitMs * 2);
   }
   throw new WardenError(Code.DeadlineExceeded, `readiness: Health did not answer within ${String(budgetMs)}ms (${String(readiness.attempts)} x ${String(readiness.intervalMs)}ms): ${lastError}`);
 }

@@ -202,7 +202,7 @@ describe("audit pipeline on a real nats-server", () => {
     expectPerInstanceOrder(r.seen);
   });
 
-  it("loses nothing and shows no duplicate through a NATS outage (server stopped, events appended, server started again)", async () => {
+  it("loses nothing and shows no duplicate through a NATS outage (server killed, evictions go on, server started again)", async () => {
     const pubConn = await connect();
     const c = await startCoordinator(createNatsPublisher(pubConn, { ackTimeoutMs: 1_000 }));
     const small = await startCoordinator(createNatsPublisher(pubConn, { ackTimeoutMs: 1_000 }), 10, "small.wj");
@@ -211,7 +211,7 @@ describe("audit pipeline on a real nats-server", () => {
     const r = reader(await connect(), { durable: "t3", filter: { nodeId: "node-1" } });
     await waitFor("first events", () => r.seen.length >= 20);
 
-    await server.stop();
+    await server.kill();
     // Evictions go on while NATS is down: every append still resolves (journaled).
     for (let round = 0; round < 10; round++) {
       for (let i = 0; i < 20; i++) sent.push((await c.outbox.emit(i % 2 === 0 ? stopped(`O${i}`) : started(`O${i}`))).event);

@@ -20,6 +20,8 @@ export interface NatsServerHandle {
   running(): boolean;
   /** SIGTERM and wait for exit (the store dir stays, for `start`). */
   stop(): Promise<void>;
+  /** SIGKILL and wait for exit: a crash of the server (the store dir stays). */
+  kill(): Promise<void>;
   /** Start again on the same port and store dir; waits for the port. */
   start(): Promise<void>;
   /** Stop and delete the store dir. */
@@ -125,6 +127,13 @@ export async function startNatsServer(options: StartNatsServerOptions = {}): Pro
     clearTimeout(killer);
   };
 
+  const kill = async (): Promise<void> => {
+    const p = proc;
+    if (p === undefined) return;
+    p.kill("SIGKILL");
+    await exited;
+  };
+
   await start();
   return {
     url: `nats://127.0.0.1:${port}`,
@@ -132,6 +141,7 @@ export async function startNatsServer(options: StartNatsServerOptions = {}): Pro
     storeDir,
     running: isRunning,
     stop,
+    kill,
     start,
     async dispose() {
       await stop();

@@ -365,20 +365,57 @@ describe("remote-only unload (a model the loader does not hold)", () => {
 });
 
 describe("stops racing a load", () => {
-  it("an unload that cancels a start in progress releases the reservation and does not put the model in cooldown", async () => {
+  it("an unload during a start not yet spawned never cancels the load: it waits for the load, then stops the model", async () => {
     const h = createHarness();
     h.n1.startScript = () => {};
     const load = h.track(h.loader.ensureLoaded("m1", h.never));
     await h.flush();
     const start = h.n1.starts[0]!;
     expect(h.loader.core.instance(start.incarnation)?.state).toBe("reserved");
-    expect(await h.loader.unload("m1", { force: false })).toEqual({ t: "stopped", incarnation: start.incarnation });
+    const unload = h.track(h.loader.unload("m1", { force: false, stopTimeoutMs: 5_000 }));
+    await h.run(1_000);
+    expect(unload.done()).toBe(false);
+    expect(start.signal.aborted).toBe(false);
+    start.spawned().ready();
     await h.flush();
-    expect(start.signal.aborted).toBe(true);
-    expect(load.error().code).toBe(Code.Aborted);
+    expect(load.value().phase).toBe("ready");
+    expect(unload.value()).toEqual({ t: "stopped", incarnation: start.incarnation });
+    expect(h.n1.stopsOf(start.incarnation)).toHaveLength(1);
     expect(h.loader.core.occupancy("n1").total).toBe(0);
-    expect(h.loader.heldInstance(start.incarnation)).toBeUndefined();
-    // an operator's cancel is not a load failure: the next load proceeds at once
+    // nothing failed: no cooldown
+    h.n1.startScript = (s) => {
+      s.spawned().ready();
+    };
+    expect((await h.loader.ensureLoaded("m1", h.never)).phase).toBe("ready");
+  });
+
+  it("an unload during a start not yet spawned, past its deadline, fails with the lock message and the load completes ready", async () => {
+    const h = createHarness();
+    h.n1.startScript = () => {};
+    const load = h.track(h.loader.ensureLoaded("m1", h.never));
+    await h.flush();
+    const start = h.n1.starts[0]!;
+    const unload = h.track(h.loader.unload("m1", { force: false, stopTimeoutMs: 200 }));
+    await h.run(200);
+    expect(unload.error().code).toBe(Code.DeadlineExceeded);
+    expect(unload.error().rawMessage).toBe('waiting to shut down model "m1": context deadline exceeded');
+    expect(start.signal.aborted).toBe(false);
+    start.spawned().ready();
+    await h.flush();
+    expect(load.value().phase).toBe("ready");
+    expect(h.loader.core.instance(start.incarnation)?.state).toBe("ready");
+    expect(h.n1.stops).toHaveLength(0);
+  });
+
+  it("closing the loader cancels a load in progress without putting the model in cooldown", async () => {
+    const h = createHarness();
+    h.n1.startScript = () => {};
+    const load = h.track(h.loader.ensureLoaded("m1", h.never));
+    await h.flush();
+    h.loader.close();
+    await h.flush();
+    expect(load.error().code).toBe(Code.Canceled);
+    expect(h.loader.core.occupancy("n1").total).toBe(0);
     h.n1.startScript = (s) => {
       s.spawned().ready();
     };

@@ -259,3 +259,55 @@ describe("other removal paths and events", () => {
     expect(h.events.ofType("eviction.started")).toHaveLength(0);
   });
 });
+
+describe("accounting inputs and live policy", () => {
+  it("orphans on a node count toward its limit and block a load there (FAILED_PRECONDITION naming orphan) until cleared", async () => {
+    const h = createHarness({ policy: { limitPerNode: 1 }, enforcement: { maxAttempts: 3, intervalMs: 1_000 } });
+    h.loader.setOrphans("n1", [{ kind: "orphan", key: "pid-77", model: undefined, groups: [], sizeBytes: 0 }]);
+    const p = h.track(h.loader.ensureLoaded("m1", h.never));
+    await h.run(5_000);
+    expect(p.error().code).toBe(Code.FailedPrecondition);
+    expect(p.error().rawMessage).toContain("orphan");
+    expect(h.n1.starts).toHaveLength(0);
+    h.loader.setOrphans("n1", []);
+    expect((await h.loader.ensureLoaded("m1", h.never)).phase).toBe("ready");
+  });
+
+  it("a limit raised live lets the next load in without evicting", async () => {
+    const h = createHarness({ policy: { limitPerNode: 1 } });
+    const m1 = await h.loader.ensureLoaded("m1", h.never);
+    h.loader.updatePolicy({ limitPerNode: 2 });
+    await h.loader.ensureLoaded("m2", h.never);
+    expect(h.loader.core.instance(m1.incarnation)?.state).toBe("ready");
+    expect(h.events.ofType("eviction.started")).toHaveLength(0);
+  });
+
+  it("isBeingStopped is false for a routable instance, true while its stop is pending and once it is dropped", async () => {
+    const h = createHarness();
+    h.placement.route.set("m1", "n2");
+    const lease = await h.loader.acquire("m1", h.never);
+    expect(h.loader.isBeingStopped(lease.incarnation)).toBe(false);
+    const gate = deferred<StopAnswer>();
+    h.n2.stopScript = () => gate.promise;
+    const unload = h.track(h.loader.unload("m1", { force: true }));
+    await h.flush();
+    expect(h.loader.isBeingStopped(lease.incarnation)).toBe(true);
+    gate.resolve({ t: "stopped" });
+    await h.flush();
+    expect(unload.value().t).toBe("stopped");
+    expect(h.loader.isBeingStopped(lease.incarnation)).toBe(true);
+    lease.complete();
+  });
+
+  it("the snapshot lists each instance with its placement and backend", async () => {
+    const h = createHarness();
+    h.placement.route.set("m2", "n2");
+    await h.loader.ensureLoaded("m1", h.never);
+    await h.loader.ensureLoaded("m2", h.never);
+    const rows = h.loader.snapshot().instances.map((i) => [i.model, i.nodeId, i.placement, i.backend, i.state]);
+    expect(rows).toEqual([
+      ["m1", "n1", "local", "sim", "ready"],
+      ["m2", "n2", "local-remote", "sim", "ready"],
+    ]);
+  });
+});

@@ -59,7 +59,7 @@ function watch(harness: AgentHarness) {
 
 beforeAll(async () => {
   work = await tempDir("warden-agent-it");
-  h = await startAgentHarness({ tag: `${fileTag}-main`, ports: { min: base.min, max: base.min + 29 }, config: { grace: "500ms" } });
+  h = await startAgentHarness({ tag: `${fileTag}-main`, ports: { min: base.min, max: base.min + 29 }, config: { grace: "500ms", healthInterval: "200ms" } });
 });
 
 afterAll(async () => {
@@ -264,7 +264,8 @@ describe("StopBackend", () => {
     expect(exited.event.value.exitCode).toBe(70);
     expect(exited.event.value.intentional).toBe(false);
     expect(exited.event.value.lastStderrLine).toBe("backend-sim exiting: crash_after 1 requests (code 70)");
-    expect(w.events.filter((e) => e.incarnation === r.incarnation).map((e) => e.event.case)).toEqual(["started", "ready", "exited"]);
+    // (a health event may slip in between the crash and its detection; the lifecycle order is what matters)
+    expect(w.events.filter((e) => e.incarnation === r.incarnation && e.event.case !== "health").map((e) => e.event.case)).toEqual(["started", "ready", "exited"]);
     // the inventory shows it exited once, then forgets it
     const first = (await h.client.listBackends({})).backends.find((b) => b.incarnation === r.incarnation);
     expect(first?.state).toBe(BackendState.EXITED);
@@ -274,6 +275,19 @@ describe("StopBackend", () => {
     const res = await h.client.stopBackend({ address: r.address, incarnation: r.incarnation });
     expect(res.outcome.case).toBe("alreadyGone");
     await w.stop();
+  });
+
+  it("reports health changes of a ready backend on WatchBackends", async () => {
+    const w = watch(h);
+    const r = await startReady(h.client, "frozen");
+    // a stopped (SIGSTOP) process keeps its socket but answers nothing: busy or stuck
+    process.kill(r.pid, "SIGSTOP");
+    const down = await waitFor("unhealthy event", () => w.events.find((e) => e.incarnation === r.incarnation && e.event.case === "health" && !e.event.value.healthy));
+    if (down.event.case === "health") expect(down.event.value.detail).toMatch(/deadline/i);
+    process.kill(r.pid, "SIGCONT");
+    await waitFor("healthy again", () => w.events.find((e) => e.incarnation === r.incarnation && e.event.case === "health" && e.event.value.healthy));
+    await w.stop();
+    expect((await h.client.stopBackend({ address: r.address, incarnation: r.incarnation })).outcome.case).toBe("stopped");
   });
 
   it("a stale incarnation on a recycled port is alreadyGone{replacedBy} and the replacement is untouched", async () => {

@@ -78,6 +78,8 @@ export interface AgentConfig {
   adoptedPollMs: number;
   /** How often the port range is scanned for orphans. @default 10000 */
   orphanScanIntervalMs: number;
+  /** Health of ready backends is polled this often (WatchBackends health events); 0 disables. @default 5000 */
+  healthIntervalMs: number;
 }
 
 /** The YAML / object shape accepted by {@link resolveAgentConfig}. Durations: "10s", "500ms" or a number of ms. */
@@ -88,7 +90,7 @@ const envNamePattern = /^[A-Za-z_][A-Za-z0-9_]*\*?$/;
 const topFields = new Set([
   "nodeId", "listen", "advertiseAddress", "labels", "backendHost", "ports", "stateDir", "catalog", "readiness",
   "grace", "loadDeadline", "stopDeadline", "freeTimeout", "nvidiaSmi", "gpus", "heartbeatInterval",
-  "logBufferLines", "adoptedPoll", "orphanScanInterval",
+  "logBufferLines", "adoptedPoll", "orphanScanInterval", "healthInterval",
 ]);
 
 function isRecord(v: unknown): v is Record<string, unknown> {
@@ -236,6 +238,7 @@ export function resolveAgentConfig(input: unknown, builtins: BuiltinCatalog = {}
     logBufferLines: int(input.logBufferLines, "logBufferLines", 200, 1, 100_000),
     adoptedPollMs: duration(input.adoptedPoll, "adoptedPoll", 1_000),
     orphanScanIntervalMs: duration(input.orphanScanInterval, "orphanScanInterval", 10_000),
+    healthIntervalMs: duration(input.healthInterval, "healthInterval", 5_000),
   };
 }
 

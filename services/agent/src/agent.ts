@@ -10,6 +10,7 @@ import { BackendLogs } from "./backend-logs.js";
 import { BackendProcess, type BackendPhase } from "./backend-process.js";
 import type { BackendRecord, PartialRecord } from "./backend-record.js";
 import { createMemoryProbe, type MemoryReading } from "./memory-probe.js";
+import { HealthMonitor } from "./health-monitor.js";
 import { ModelLocks } from "./model-lock.js";
 import { scanOrphans, type Orphan } from "./orphan-scan.js";
 import { PortAllocator } from "./port-allocator.js";
@@ -219,6 +220,19 @@ export function createAgent(config: AgentConfig, deps: AgentDeps = {}): Agent {
   };
 
   const processDeps = { clock, graceMs: config.graceMs, logger, onTransition };
+
+  const health = new HealthMonitor({
+    clock,
+    intervalMs: config.healthIntervalMs,
+    timeoutMs: Math.min(config.readiness.intervalMs, config.healthIntervalMs),
+    list: () => [...table.values()].filter((p) => p.state().t === "ready").map((p) => ({ incarnation: p.id.incarnation, address: p.id.address })),
+    onChange: (incarnation, healthy, detail) => {
+      const p = table.get(incarnation);
+      if (p === undefined || p.state().t !== "ready") return;
+      logger.warn("backend health changed", { incarnation, healthy, detail });
+      watchEvent(p, { case: "health", value: { healthy, detail } });
+    },
+  });
 
   const liveOnAddress = (address: string): BackendProcess | undefined => {
     for (const p of table.values()) if (p.id.address === address && p.state().t !== "exited") return p;
@@ -565,6 +579,7 @@ export function createAgent(config: AgentConfig, deps: AgentDeps = {}): Agent {
     started = true;
     report.orphans = await rescanOrphans().catch(() => []);
     scheduleOrphanScan();
+    health.start();
     return report;
   };
 
@@ -580,6 +595,7 @@ export function createAgent(config: AgentConfig, deps: AgentDeps = {}): Agent {
     if (closing.signal.aborted) return;
     closing.abort(new WardenError(Code.Canceled, "agent shutting down"));
     cancelOrphanTimer();
+    health.stop();
     await Promise.allSettled([...starts.values()].map((s) => s.done));
     const live = [...table.values()].filter((p) => p.state().t !== "exited");
     if (options.stopBackends) {

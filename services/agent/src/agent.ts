@@ -89,6 +89,9 @@ interface StartEntry {
 /** How long a failed start waits for the process's own exit before classifying the failure. */
 const exitSettleMs = 300;
 
+/** An exited backend stays listed (state exited) at most this long if no inventory shows it. */
+const exitedRetentionMs = 60_000;
+
 /** Finished starts remembered for idempotency (a repeat attaches instead of spawning). */
 const maxRememberedStarts = 4096;
 
@@ -166,6 +169,19 @@ export function createAgent(config: AgentConfig, deps: AgentDeps = {}): Agent {
   const table = new Map<string, BackendProcess>();
   /** Exited entries already shown once in an inventory; dropped at the next. */
   const shownExited = new Set<string>();
+  /** When each exited entry exited (monotonic ms): entries nobody lists are still dropped after exitedRetentionMs. */
+  const exitedAtMs = new Map<string, number>();
+
+  /** Bounds the table without relying on inventories being read (an embedded agent may never be listed). */
+  const pruneExited = (): void => {
+    const now = clock.now();
+    for (const [inc, at] of exitedAtMs) {
+      if (now - at < exitedRetentionMs) continue;
+      exitedAtMs.delete(inc);
+      shownExited.delete(inc);
+      if (table.get(inc)?.state().t === "exited") table.delete(inc);
+    }
+  };
   const starts = new Map<string, StartEntry>();
   const closing = new AbortController();
   let partials: PartialRecord[] = [];
@@ -203,6 +219,7 @@ export function createAgent(config: AgentConfig, deps: AgentDeps = {}): Agent {
         watchEvent(p, { case: "ready", value: { memoryBytes: BigInt(to.memoryBytes) } });
         break;
       case "exited":
+        exitedAtMs.set(p.id.incarnation, clock.now());
         // The process is gone: its record, port and log files go with it.
         records.remove(p.id.incarnation).catch((err: unknown) => {
           logger.error("cannot remove backend record", { incarnation: p.id.incarnation, err });
@@ -407,6 +424,7 @@ export function createAgent(config: AgentConfig, deps: AgentDeps = {}): Agent {
     } else {
       if (closing.signal.aborted) throw new WardenError(Code.Unavailable, "agent is shutting down");
       if (!started) throw new WardenError(Code.Unavailable, "agent not started");
+      pruneExited();
       const log = new StartLog();
       const deadlineMs = ctx.deadlineAtMs === undefined ? config.loadDeadlineMs : Math.max(0, ctx.deadlineAtMs - Date.now());
       const s: StartEntry = { log, model, backend, done: Promise.resolve() };
@@ -475,6 +493,7 @@ export function createAgent(config: AgentConfig, deps: AgentDeps = {}): Agent {
   const measure = async (pids: number[], signal?: AbortSignal): Promise<MemoryReading> => probe(pids, signal);
 
   const inventory = async (signal?: AbortSignal): Promise<InventorySnapshot> => {
+    pruneExited();
     // Snapshot synchronously; exited entries are shown once, then dropped.
     const procs: BackendProcess[] = [];
     for (const [inc, p] of table) {
@@ -482,6 +501,7 @@ export function createAgent(config: AgentConfig, deps: AgentDeps = {}): Agent {
         if (shownExited.has(inc)) {
           table.delete(inc);
           shownExited.delete(inc);
+          exitedAtMs.delete(inc);
           continue;
         }
         shownExited.add(inc);

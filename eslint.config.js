@@ -15,7 +15,7 @@ const decisionPackages = [
 ];
 
 export default tseslint.config(
-  { ignores: ["**/node_modules/**", "packages/proto/src/gen/**", "**/dist/**"] },
+  { ignores: ["**/node_modules/**", "packages/proto/src/gen/**", "**/dist/**", "services/cli/bin/**"] },
   js.configs.recommended,
   ...tseslint.configs.strictTypeChecked,
   {

@@ -5,3 +5,5 @@ export { parseCoordinatorConfig, resolveCoordinatorConfig, parseSizeBytes } from
 export type { CoordinatorConfig } from "./coordinator-config.js";
 export { demoConfig } from "./demo-config.js";
 export { EventHub, eventInitOf } from "./event-hub.js";
+export { runCoordinator } from "./run-coordinator.js";
+export type { RunCoordinatorOptions } from "./run-coordinator.js";

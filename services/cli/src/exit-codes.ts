@@ -1,0 +1,45 @@
+import { Code, WardenError } from "@warden/common";
+
+/**
+ * Exit codes that mean something to scripts:
+ * 0 ok · 1 other error · 2 bad usage or INVALID_ARGUMENT · 3 Warden unreachable
+ * (UNAVAILABLE) · 4 NOT_FOUND · 5 DEADLINE_EXCEEDED · 6 RESOURCE_EXHAUSTED
+ * (cooldown, caps) · 7 FAILED_PRECONDITION (cannot load, busy) · 8 the
+ * operation finished but did not do what was asked (e.g. an unload that left
+ * the instance registered again or as a leftover).
+ */
+export const exitCodes = { ok: 0, error: 1, usage: 2, unavailable: 3, notFound: 4, deadline: 5, exhausted: 6, precondition: 7, incomplete: 8 } as const;
+
+export const exitCodeHelp = `Exit codes: 0 ok, 1 error, 2 bad usage / invalid argument, 3 Warden unreachable,
+4 not found, 5 deadline exceeded, 6 resource exhausted (cooldown, caps),
+7 failed precondition (cannot load, busy), 8 done but not as asked
+(e.g. an unload that left the instance registered again or as a leftover).`;
+
+export function exitCodeOf(err: unknown): number {
+  const e = WardenError.from(err);
+  switch (e.code) {
+    case Code.InvalidArgument:
+      return exitCodes.usage;
+    case Code.Unavailable:
+      return exitCodes.unavailable;
+    case Code.NotFound:
+      return exitCodes.notFound;
+    case Code.DeadlineExceeded:
+      return exitCodes.deadline;
+    case Code.ResourceExhausted:
+      return exitCodes.exhausted;
+    case Code.FailedPrecondition:
+      return exitCodes.precondition;
+    default:
+      return exitCodes.error;
+  }
+}
+
+/** One line for people: no stack trace. */
+export function errorLine(err: unknown, addr: string): string {
+  const e = WardenError.from(err);
+  if (e.code === Code.Unavailable && /No connection established|ECONNREFUSED|connect/i.test(e.rawMessage)) {
+    return `warden: cannot reach Warden at ${addr} (is it running? set --addr or WARDEN_ADDR)`;
+  }
+  return `warden: ${e.message}`;
+}

@@ -1,0 +1,80 @@
+import Table from "cli-table3";
+import { timestampMs, type Timestamp } from "@bufbuild/protobuf/wkt";
+import { InstanceState, NodeState, Placement, type ModelInstance, type Node } from "@warden/proto";
+import { formatDurationMs } from "@warden/common";
+
+/** A plain table (no colours: output is read by people and by `grep`). */
+export function table(head: string[], rows: (string | number)[][]): string {
+  const t = new Table({ head, style: { head: [], border: [], compact: true }, chars: { mid: "", "left-mid": "", "mid-mid": "", "right-mid": "" } });
+  for (const r of rows) t.push(r.map(String));
+  return t.toString();
+}
+
+function ago(ts: Timestamp | undefined, nowMs: number): string {
+  if (ts === undefined) return "-";
+  return `${formatDurationMs(Math.max(0, nowMs - timestampMs(ts)))} ago`;
+}
+
+export function stateName(s: InstanceState): string {
+  return InstanceState[s].toLowerCase().replace(/_/g, "-");
+}
+
+export function placementName(p: Placement): string {
+  return Placement[p].toLowerCase().replace(/_/g, "+");
+}
+
+export function nodeStateName(s: NodeState): string {
+  return NodeState[s].toLowerCase();
+}
+
+export function bytes(n: bigint | number): string {
+  const v = Number(n);
+  if (v === 0) return "-";
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let i = 0;
+  let x = v;
+  while (x >= 1024 && i < units.length - 1) {
+    x /= 1024;
+    i++;
+  }
+  return `${x.toFixed(x >= 10 || i === 0 ? 0 : 1)}${units[i] ?? ""}`;
+}
+
+export function modelsTable(instances: readonly ModelInstance[], nowMs = Date.now()): string {
+  if (instances.length === 0) return "no instances loaded";
+  return table(
+    ["MODEL", "NODE", "STATE", "PLACEMENT", "ADDRESS", "IN-FLIGHT", "LAST USED", "SIZE", "NOTES"],
+    instances.map((i) => {
+      const notes: string[] = [];
+      if (i.pinned) notes.push("pinned");
+      if (i.groups.length > 0) notes.push(`groups=${i.groups.join(",")}`);
+      if (i.leftover !== undefined) notes.push(`stop retried ${String(i.leftover.attempts)}x${i.leftover.stuck ? " STUCK" : ""}${i.leftover.lastError === "" ? "" : `: ${i.leftover.lastError}`}`);
+      return [i.model, i.nodeId, stateName(i.state), placementName(i.placement), i.address, i.inFlight, ago(i.lastUsed, nowMs), bytes(i.sizeBytes), notes.join(" ")];
+    }),
+  );
+}
+
+export function nodesTable(nodes: readonly Node[], nowMs = Date.now()): string {
+  if (nodes.length === 0) return "no nodes registered";
+  return table(
+    ["NODE", "STATE", "DRAINING", "INSTANCES", "GPUS", "MEMORY USED", "LABELS", "LAST HEARTBEAT"],
+    nodes.map((n) => {
+      const r = n.resources;
+      const gpus = r?.gpus ?? [];
+      const used = gpus.length > 0 ? gpus.reduce((a, g) => a + Number(g.usedBytes), 0) : Number(r?.ramUsedBytes ?? 0n);
+      const total = gpus.length > 0 ? gpus.reduce((a, g) => a + Number(g.totalBytes), 0) : Number(r?.ramTotalBytes ?? 0n);
+      return [
+        `${n.nodeId}${n.embedded ? " (embedded)" : ""}`,
+        nodeStateName(n.state),
+        n.draining ? `yes (${String(n.drainRemaining)} left)` : "no",
+        n.instanceCount,
+        gpus.length === 0 ? "-" : String(gpus.length),
+        total === 0 ? "-" : `${bytes(used)} / ${bytes(total)}`,
+        Object.entries(n.labels)
+          .map(([k, v]) => `${k}=${v}`)
+          .join(",") || "-",
+        ago(n.lastHeartbeatAt, nowMs),
+      ];
+    }),
+  );
+}

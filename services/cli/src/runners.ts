@@ -1,0 +1,82 @@
+import { fileURLToPath } from "node:url";
+import { runCoordinator } from "@warden/coordinator";
+import { connectAudit, subscribeAuditEvents, type AuditSubscribeStart, type NatsCredentials } from "@warden/audit";
+import { eventToJson, parseEventType } from "@warden/events";
+import { invalidArgument } from "@warden/common";
+import { prettyLogStream } from "./pretty-log.js";
+import { eventLine, type CliIo } from "./program.js";
+
+const agentMain = fileURLToPath(new URL("../../agent/src/main.ts", import.meta.url));
+
+/** The long-running commands, kept apart from the admin commands so tests of the latter stay light. */
+export function runners(io: CliIo) {
+  return {
+    up: (o: Record<string, unknown>) =>
+      runCoordinator({
+        config: o.config as string | undefined,
+        listen: o.listen as string | undefined,
+        stateDir: o.stateDir as string | undefined,
+        up: true,
+        logLevel: o.logLevel as string | undefined,
+        logDestination: o.logPretty === true ? prettyLogStream(io.err) : undefined,
+        out: io.out,
+      }),
+    coordinator: (o: Record<string, unknown>) =>
+      runCoordinator({
+        config: o.config as string,
+        listen: o.listen as string | undefined,
+        stateDir: o.stateDir as string | undefined,
+        up: false,
+        logLevel: o.logLevel as string | undefined,
+        logDestination: o.logPretty === true ? prettyLogStream(io.err) : undefined,
+        out: io.out,
+      }),
+    /** `warden agent`: runs the agent's own entry point in this process (one pid, signals reach it). */
+    agent: async (args: string[]): Promise<number> => {
+      process.argv = [process.argv[0] ?? "node", agentMain, ...args];
+      await import(agentMain);
+      // main.ts exits the process itself when it is done.
+      return new Promise<number>(() => {});
+    },
+    natsEvents: async (o: Record<string, unknown>, g: { json: boolean }): Promise<number> => {
+      const credentials: NatsCredentials =
+        typeof o.creds === "string"
+          ? { kind: "creds-file", path: o.creds }
+          : typeof o.token === "string" || io.env.NATS_TOKEN !== undefined
+            ? { kind: "token", token: (o.token as string | undefined) ?? io.env.NATS_TOKEN ?? "" }
+            : typeof o.user === "string"
+              ? { kind: "user-password", user: o.user, password: io.env.NATS_PASSWORD ?? "" }
+              : { kind: "none" };
+      let start: AuditSubscribeStart = { kind: "all" };
+      if (typeof o.since === "string") {
+        const at = new Date(o.since);
+        if (Number.isNaN(at.getTime())) throw invalidArgument("--since", `expected an ISO 8601 time, got "${o.since}"`);
+        start = { kind: "time", at };
+      }
+      if (typeof o.fromSeq === "string") {
+        const n = Number(o.fromSeq);
+        if (!Number.isInteger(n) || n < 1) throw invalidArgument("--from-seq", `expected a stream sequence >= 1, got "${o.fromSeq}"`);
+        start = { kind: "sequence", streamSequence: n };
+      }
+      const types = ((o.type as string[] | undefined) ?? []).map((t, i) => parseEventType(t, `--type[${String(i)}]`));
+      const nc = await connectAudit({ servers: o.nats as string, credentials, name: "warden-cli-events" });
+      const ctl = new AbortController();
+      process.once("SIGINT", () => {
+        ctl.abort();
+      });
+      try {
+        for await (const d of subscribeAuditEvents(nc, {
+          durable: o.durable as string,
+          filter: { types, ...(typeof o.node === "string" ? { nodeId: o.node } : {}), ...(typeof o.model === "string" ? { model: o.model } : {}) },
+          start,
+          signal: ctl.signal,
+        })) {
+          io.out.write(`${g.json ? JSON.stringify({ ...eventToJson(d.event), streamSequence: d.streamSequence }) : `#${String(d.streamSequence)} ${eventLine(d.event)}`}\n`);
+        }
+      } finally {
+        await nc.close();
+      }
+      return 0;
+    },
+  };
+}

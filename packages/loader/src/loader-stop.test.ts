@@ -474,3 +474,16 @@ describe("stops racing a load", () => {
     expect(h.loader.core.occupancy("n1").total).toBe(0);
   });
 });
+
+describe("unload reports the real outcome", () => {
+  it("a drain that failed at the busy wait does not turn a later unload's StopBackend failure into a lock error", async () => {
+    const h = createHarness({ stop: { stopTimeoutMs: 200 } });
+    const lease = await h.loader.acquire("m1", h.never);
+    const drain = h.track(h.loader.watchdog.drainNode("n1"));
+    await h.run(200);
+    expect(drain.value()).toMatchObject([{ t: "settled", report: { result: { row: 3 } } }]);
+    lease.complete();
+    h.n1.stopScript = () => new WardenError(Code.DeadlineExceeded, "StopBackend deadline exceeded");
+    expect(await h.loader.unload("m1", { force: true })).toEqual({ t: "registered-again", incarnation: lease.incarnation, error: "StopBackend deadline exceeded" });
+  });
+});

@@ -760,6 +760,8 @@ export class Loader<H extends BackendHandle = BackendHandle> {
       force: c.force,
       openRequestIds: c.openRequestIds.map(String),
     });
+    // The flag describes this stop only: a stale one (from a stop that did not go through stopInstance) would misreport it.
+    this.stopFailedAtLock.delete(c.incarnation);
     const stopTimeoutMs = this.stopOverrides.get(c.incarnation)?.stopTimeoutMs ?? this.timings.stopTimeoutMs;
     const deadline = deadlineSignal(this.o.clock, stopTimeoutMs, `stop of model "${c.model}"`);
     let freed = false;

@@ -72,6 +72,24 @@ describe("events", () => {
 });
 
 describe("more stop-sequence invariants", () => {
+  it("eviction.started is durable before anything is sent: no stop intent and no StopBackend until the outbox has it", async () => {
+    const h = createHarness();
+    h.placement.route.set("m1", "n2");
+    const m1 = await h.loader.ensureLoaded("m1", h.never);
+    const gate = deferred<undefined>();
+    h.events.durableGate = gate.promise.then(() => undefined);
+    const unload = h.track(h.loader.unload("m1", { force: true }));
+    await h.run(1_000);
+    expect(h.events.ofType("eviction.started")).toHaveLength(1);
+    expect(h.journal.records).toHaveLength(0);
+    expect(h.n2.stops).toHaveLength(0);
+    expect(h.loader.hasModelAtAddress("m1", m1.address!, m1.incarnation)).toBe(true);
+    gate.resolve(undefined);
+    await h.flush();
+    expect(unload.value().t).toBe("stopped");
+    expect(h.log.indexOf(`durable eviction.started ${m1.incarnation}`)).toBeLessThan(h.log.indexOf(`stop ${m1.incarnation} force`));
+  });
+
   it("scenario 53: a graceful stop blocked in Free does not block a load of another model", async () => {
     const h = createHarness();
     await h.loader.ensureLoaded("m1", h.never);

@@ -287,9 +287,16 @@ export class FakeEvents implements LoaderEventSink {
     this.log.push(`event ${event.type} ${event.incarnation}`);
   }
 
-  /** Durable emit: recorded like `emit`, resolved at once (the journal is not under test here). */
+  /** When set, a durable emit resolves only when this promise does (a slow outbox). */
+  durableGate: Promise<void> | undefined;
+  readonly durablyWritten: LoaderEvent[] = [];
+
+  /** Durable emit: recorded like `emit`; resolves at once unless `durableGate` is set. */
   async emitDurable(event: LoaderEvent): Promise<void> {
     this.emit(event);
+    if (this.durableGate !== undefined) await this.durableGate;
+    this.durablyWritten.push(event);
+    this.log.push(`durable ${event.type} ${event.incarnation}`);
   }
 
   ofType<T extends LoaderEventType>(type: T): Extract<LoaderEvent, { type: T }>[] {

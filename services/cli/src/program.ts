@@ -105,6 +105,7 @@ export function buildProgram(io: CliIo, runners: { up: (o: Record<string, unknow
     .option("--config <file>", "YAML config instead of the built-in demo")
     .option("--listen <host:port>", "admin/inference address", defaultAddr)
     .option("--state-dir <dir>", "journal and agent records", ".warden")
+    .option("--metrics <host:port>", "serve Prometheus metrics at http://HOST:PORT/metrics")
     .option("--log-level <level>", "pino log level", "info")
     .option("--log-pretty", "human-readable logs on stderr instead of JSON on stdout", false)
     .action(async (o: Record<string, unknown>) => {
@@ -117,6 +118,7 @@ export function buildProgram(io: CliIo, runners: { up: (o: Record<string, unknow
     .requiredOption("--config <file>", "YAML config (see README)")
     .option("--listen <host:port>", "overrides the config's listen address")
     .option("--state-dir <dir>", "overrides the config's stateDir")
+    .option("--metrics <host:port>", "serve Prometheus metrics at http://HOST:PORT/metrics")
     .option("--log-level <level>", "pino log level", "info")
     .option("--log-pretty", "human-readable logs on stderr instead of JSON on stdout", false)
     .action(async (o: Record<string, unknown>) => {

@@ -23,6 +23,8 @@ export interface CoordinatorConfig {
   readonly nodeGraceMs: number;
   readonly models: readonly ModelSpec[];
   /** NATS for the audit stream; undefined = events reach only the log and WatchEvents. */
+  /** host:port of the Prometheus `/metrics` endpoint; undefined = off. */
+  readonly metricsListen: string | undefined;
   readonly nats: { readonly url: string; readonly token?: string; readonly user?: string; readonly pass?: string; readonly credsFile?: string } | undefined;
 }
 
@@ -128,7 +130,7 @@ const policyFields = [
   "loadFailureCooldownMax",
 ];
 
-const topFields = ["listen", "stateDir", "embeddedAgent", "agent", "placement", "policy", "stop", "nodeGrace", "models", "nats"];
+const topFields = ["listen", "stateDir", "embeddedAgent", "agent", "placement", "policy", "stop", "nodeGrace", "models", "nats", "metricsListen"];
 
 /**
  * Validates a parsed config object. Every error is INVALID_ARGUMENT naming the
@@ -205,6 +207,7 @@ export function resolveCoordinatorConfig(input: unknown): CoordinatorConfig {
       stopRpcTimeoutMs: duration(s["rpcTimeout"], "stop.rpcTimeout", 15_000),
     },
     nodeGraceMs: duration(input["nodeGrace"], "nodeGrace", 5_000),
+    metricsListen: input["metricsListen"] === undefined ? undefined : str(input["metricsListen"], "metricsListen"),
     models,
     nats,
   };

@@ -18,6 +18,7 @@ import { inferenceService } from "./inference-service.js";
 import { NodeRegistry } from "./node-registry.js";
 import { nodeService } from "./node-service.js";
 import { PlacementView } from "./placement-view.js";
+import { CoordinatorMetrics, serveMetrics } from "./metrics.js";
 
 export interface CoordinatorDeps {
   readonly clock?: Clock;
@@ -35,6 +36,8 @@ export interface Coordinator {
   readonly hub: EventHub;
   readonly outbox: Outbox;
   readonly server: GrpcServer;
+  /** host:port of `/metrics`, when enabled. */
+  readonly metricsAddress: string | undefined;
   /** The embedded agent, when configured. */
   readonly agent: Agent | undefined;
   /** Applies a new config's models and policy live (SIGHUP). */
@@ -167,7 +170,9 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
 
   const nodeImpl = nodeService(nodes, clock, recovery.epoch);
   server.add(AdminService, adminService({ clock, loader, nodes, hub, placement, enforcement: config.enforcement, defaultStopTimeoutMs: config.stop.stopTimeoutMs }));
-  server.add(InferenceService, inferenceService(loader, log.child({ component: "inference" })));
+  const routed = { inc: (outcome: string): void => metricsRef.current?.routedCalls.inc({ outcome }) };
+  const metricsRef: { current: CoordinatorMetrics | undefined } = { current: undefined };
+  server.add(InferenceService, inferenceService(loader, log.child({ component: "inference" }), routed));
   server.add(NodeService, nodeImpl);
 
   let agent: Agent | undefined;
@@ -211,6 +216,12 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
     heartbeat.start();
   }
 
+  const metrics = new CoordinatorMetrics(loader, nodes, outbox);
+  metricsRef.current = metrics;
+  hub.observe((e) => {
+    metrics.observe(e);
+  });
+  const metricsServer = config.metricsListen === undefined ? undefined : await serveMetrics(metrics.registry, config.metricsListen);
   const { address } = await server.listen(config.listen);
   loader.startTicking();
   let healthTimer: Cancel | undefined;
@@ -224,6 +235,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
   let closed = false;
   return {
     address,
+    metricsAddress: metricsServer?.address,
     config,
     loader,
     nodes,
@@ -242,6 +254,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
       healthTimer?.();
       await heartbeat?.stop();
       await server.shutdown(2_000);
+      metricsServer?.server.close();
       loader.close();
       nodes.close();
       await agent?.close({ stopBackends: options.stopBackends });

@@ -81,6 +81,7 @@ interface Subscriber {
  */
 export class EventHub implements LoaderEventSink {
   private readonly subscribers = new Set<Subscriber>();
+  private readonly observers: ((e: Event) => void)[] = [];
   /** Cap of concurrent WatchEvents streams (client-keyed resource). */
   static readonly maxSubscribers = 256;
 
@@ -111,10 +112,16 @@ export class EventHub implements LoaderEventSink {
     }
   }
 
+  /** Registers a synchronous observer of every event (metrics). Must not throw. */
+  observe(fn: (e: Event) => void): void {
+    this.observers.push(fn);
+  }
+
   /** Delivers an event already journaled (e.g. `recovered` events from start-up). */
   deliver(event: Event, dropped = false): void {
     const json = eventToJson(event);
     this.log.info(`event ${eventTypeOf(event)}`, { event: json, ...(dropped ? { outboxDropped: true } : {}) });
+    for (const o of this.observers) o(event);
     for (const s of this.subscribers) if (matchesEventFilter(event, s.filter)) s.push(event);
   }
 

@@ -2,7 +2,7 @@ import { clone, create } from "@bufbuild/protobuf";
 import type { InferenceService} from "@warden/proto";
 import { PredictOptionsSchema, type PredictOptions } from "@warden/proto";
 import type { ServiceImpl } from "@warden/grpc";
-import { Code, WardenError, invalidArgument, type Logger } from "@warden/common";
+import { Code, WardenError, codeName, invalidArgument, type Logger } from "@warden/common";
 import type { Lease, Loader } from "@warden/loader";
 import type { BackendClientHandle } from "./backend-connector.js";
 
@@ -26,7 +26,8 @@ function checkModel(model: string): void {
  * is removed through the normal path and the call is retried once on a fresh
  * instance. DEADLINE_EXCEEDED does not mean dead.
  */
-export function inferenceService(loader: Loader<BackendClientHandle>, log: Logger): ServiceImpl<typeof InferenceService> {
+export function inferenceService(loader: Loader<BackendClientHandle>, log: Logger, routed: { inc(outcome: string): void } = { inc() {} }): ServiceImpl<typeof InferenceService> {
+  const outcomeOf = (err: unknown): string => (err === undefined ? "ok" : codeName(WardenError.from(err).code));
   async function withLease<T>(model: string, signal: AbortSignal, fn: (lease: Lease<BackendClientHandle>) => Promise<T>, mayRetry: () => boolean): Promise<T> {
     for (let attempt = 0; ; attempt++) {
       const lease = await loader.acquire(model, signal);
@@ -52,10 +53,21 @@ export function inferenceService(loader: Loader<BackendClientHandle>, log: Logge
     }
   }
 
+  async function track<T>(p: Promise<T>): Promise<T> {
+    try {
+      const v = await p;
+      routed.inc("ok");
+      return v;
+    } catch (err) {
+      routed.inc(outcomeOf(err));
+      throw err;
+    }
+  }
+
   return {
     async predict(req, ctx) {
       checkModel(req.model);
-      return withLease(
+      return track(withLease(
         req.model,
         ctx.signal,
         async (lease) => {
@@ -63,7 +75,7 @@ export function inferenceService(loader: Loader<BackendClientHandle>, log: Logge
           return { reply, nodeId: lease.nodeId };
         },
         () => true,
-      );
+      ));
     },
     async *predictStream(req, ctx) {
       checkModel(req.model);
@@ -76,6 +88,7 @@ export function inferenceService(loader: Loader<BackendClientHandle>, log: Logge
             sent++;
             yield { reply };
           }
+          routed.inc("ok");
           return;
         } catch (err) {
           const e = WardenError.from(err);
@@ -85,6 +98,7 @@ export function inferenceService(loader: Loader<BackendClientHandle>, log: Logge
             await loader.reportUnavailable(lease.incarnation).catch(() => undefined);
             if (attempt === 0 && sent === 0) continue;
           }
+          routed.inc(outcomeOf(e));
           throw e;
         } finally {
           lease.complete();

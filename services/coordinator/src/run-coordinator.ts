@@ -15,6 +15,8 @@ export interface RunCoordinatorOptions {
   readonly config?: string | undefined;
   readonly listen?: string | undefined;
   readonly stateDir?: string | undefined;
+  /** host:port for Prometheus `/metrics`; overrides the config. */
+  readonly metricsListen?: string | undefined;
   /** Single-machine mode: stop every backend on exit. */
   readonly up: boolean;
   /** @default "info" */
@@ -34,7 +36,7 @@ export async function runCoordinator(o: RunCoordinatorOptions): Promise<number> 
   const log = createLogger({ name: "coordinator", level: o.logLevel ?? "info", ...(o.logDestination === undefined ? {} : { destination: o.logDestination }) });
   const load = async (): Promise<CoordinatorConfig> => {
     const base = o.config === undefined ? demoConfig() : parseCoordinatorConfig(await readFile(o.config, "utf8"));
-    return { ...base, ...(o.listen === undefined ? {} : { listen: o.listen }), ...(o.stateDir === undefined ? {} : { stateDir: o.stateDir }) };
+    return { ...base, ...(o.listen === undefined ? {} : { listen: o.listen }), ...(o.stateDir === undefined ? {} : { stateDir: o.stateDir }), ...(o.metricsListen === undefined ? {} : { metricsListen: o.metricsListen }) };
   };
   const config = await load();
   const c = await startCoordinator(config, { logger: log });
@@ -46,6 +48,7 @@ export async function runCoordinator(o: RunCoordinatorOptions): Promise<number> 
       `  Admin API      ${c.address}  (warden.v1.AdminService, gRPC)`,
       `  Inference API  ${c.address}  (warden.v1.InferenceService, gRPC)`,
       `  Models         ${models.join(", ") || "(none configured)"}`,
+      ...(c.metricsAddress === undefined ? [] : [`  Metrics        http://${c.metricsAddress}/metrics`]),
       ``,
       `Try, in another terminal:`,
       `  ${cli} models ls --addr ${c.address}`,

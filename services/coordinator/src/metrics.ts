@@ -1,0 +1,154 @@
+import { createServer, type Server } from "node:http";
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+import type { Event } from "@warden/proto";
+import { EvictionFailedOutcome, EvictionReason } from "@warden/proto";
+import { eventTypeOf } from "@warden/events";
+import type { Loader } from "@warden/loader";
+import type { Outbox } from "@warden/outbox";
+import type { NodeRegistry } from "./node-registry.js";
+
+function reasonName(r: EvictionReason): string {
+  return EvictionReason[r].toLowerCase();
+}
+
+/**
+ * The coordinator's Prometheus metrics. Gauges are computed at scrape time
+ * from the loader and registry (no second bookkeeping to drift); counters are
+ * fed by committed events. Names follow Prometheus conventions: `_total` for
+ * counters, base units (seconds, bytes).
+ */
+export class CoordinatorMetrics {
+  readonly registry = new Registry();
+  private readonly evictions: Counter<"reason" | "outcome">;
+  private readonly failedStops: Counter<"reason">;
+  private readonly loadSeconds: Histogram;
+  private readonly loadFailures: Counter;
+  readonly routedCalls: Counter<"outcome">;
+  private readonly stuck: Counter;
+
+  constructor(loader: Loader, nodes: NodeRegistry, outbox: Outbox) {
+    const r = this.registry;
+    collectDefaultMetrics({ register: r, prefix: "warden_coordinator_" });
+    new Gauge({
+      name: "warden_instances",
+      help: "Instances by node and state (loading, ready, freed, pending, leftover, orphan).",
+      labelNames: ["node", "state"],
+      registers: [r],
+      collect() {
+        this.reset();
+        const snap = loader.snapshot();
+        for (const v of snap.instances) this.inc({ node: v.nodeId, state: v.pendingEviction !== undefined ? "pending" : v.state });
+        for (const l of snap.leftovers) this.inc({ node: l.nodeId, state: "leftover" });
+        for (const n of nodes.list()) for (let i = 0; i < n.orphans.length; i++) this.inc({ node: n.nodeId, state: "orphan" });
+      },
+    });
+    new Gauge({
+      name: "warden_in_flight_requests",
+      help: "Calls in flight, by node.",
+      labelNames: ["node"],
+      registers: [r],
+      collect() {
+        this.reset();
+        for (const v of loader.core.snapshot().instances) this.inc({ node: v.nodeId }, v.inFlight);
+      },
+    });
+    new Gauge({
+      name: "warden_leftovers",
+      help: "Leftover instances (stop failed after the local half was dropped), by stuck flag.",
+      labelNames: ["stuck"],
+      registers: [r],
+      collect() {
+        this.reset();
+        this.set({ stuck: "false" }, 0);
+        this.set({ stuck: "true" }, 0);
+        for (const l of loader.leftoverList()) this.inc({ stuck: String(l.stuck) });
+      },
+    });
+    new Gauge({
+      name: "warden_nodes",
+      help: "Registered nodes by health state.",
+      labelNames: ["state"],
+      registers: [r],
+      collect() {
+        this.reset();
+        for (const s of ["ready", "unreachable", "lost"]) this.set({ state: s }, 0);
+        for (const n of nodes.list()) this.inc({ state: n.state });
+      },
+    });
+    new Gauge({
+      name: "warden_outbox_depth",
+      help: "Audit events accepted but not yet acknowledged by NATS.",
+      registers: [r],
+      collect() {
+        this.set(outbox.stats().depth);
+      },
+    });
+    new Gauge({
+      name: "warden_outbox_dropped",
+      help: "Audit events refused because the outbox was full (never silent).",
+      registers: [r],
+      collect() {
+        this.set(outbox.stats().dropped);
+      },
+    });
+    this.evictions = new Counter({ name: "warden_evictions_total", help: "Settled evictions by reason and outcome (stopped, registered-again, leftover).", labelNames: ["reason", "outcome"], registers: [r] });
+    this.failedStops = new Counter({ name: "warden_failed_stops_total", help: "Stops that failed, by eviction reason.", labelNames: ["reason"], registers: [r] });
+    this.loadSeconds = new Histogram({ name: "warden_load_duration_seconds", help: "Time from admission to ready.", buckets: [0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600], registers: [r] });
+    this.loadFailures = new Counter({ name: "warden_load_failures_total", help: "Loads that failed.", registers: [r] });
+    this.routedCalls = new Counter({ name: "warden_routed_calls_total", help: "Inference calls by outcome (ok or the gRPC code name).", labelNames: ["outcome"], registers: [r] });
+    this.stuck = new Counter({ name: "warden_leftovers_stuck_total", help: "Leftovers flagged stuck (still retried).", registers: [r] });
+  }
+
+  /** Feeds counters from a committed event. */
+  observe(e: Event): void {
+    switch (e.payload.case) {
+      case "evictionStopped":
+        this.evictions.inc({ reason: reasonName(e.payload.value.reason), outcome: "stopped" });
+        break;
+      case "evictionFailed":
+        this.evictions.inc({ reason: reasonName(e.payload.value.reason), outcome: e.payload.value.outcome === EvictionFailedOutcome.LEFTOVER ? "leftover" : "registered-again" });
+        this.failedStops.inc({ reason: reasonName(e.payload.value.reason) });
+        break;
+      case "backendLoaded":
+        this.loadSeconds.observe(Number(e.payload.value.loadDurationMs) / 1000);
+        break;
+      case "backendLoadFailed":
+        this.loadFailures.inc();
+        break;
+      case "leftoverStuck":
+        this.stuck.inc();
+        break;
+      default:
+        void eventTypeOf(e);
+    }
+  }
+}
+
+/** Serves `GET /metrics` in the Prometheus text format. */
+export async function serveMetrics(registry: Registry, listen: string): Promise<{ server: Server; address: string }> {
+  const i = listen.lastIndexOf(":");
+  const host = listen.slice(0, i);
+  const port = Number(listen.slice(i + 1));
+  const server = createServer((req, res) => {
+    if (req.method !== "GET" || (req.url ?? "").split("?")[0] !== "/metrics") {
+      res.writeHead(404).end("not found: try /metrics\n");
+      return;
+    }
+    registry.metrics().then(
+      (text) => {
+        res.writeHead(200, { "content-type": registry.contentType }).end(text);
+      },
+      (err: unknown) => {
+        res.writeHead(500).end(String(err));
+      },
+    );
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(port, host, () => {
+      resolve();
+    });
+  });
+  const addr = server.address();
+  return { server, address: `${host}:${String(typeof addr === "object" && addr !== null ? addr.port : port)}` };
+}

@@ -1,4 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import fc from "fast-check";
 import { appendFile, mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -78,6 +79,37 @@ describe("file journal", () => {
     const j3 = await openFileJournal({ path });
     expect(await j3.replay()).toHaveLength(4);
     await j3.close();
+  });
+
+  it("after a cut at any byte (optionally followed by zeros), replays exactly the records written before the cut", async () => {
+    const path = join(dir, "cut");
+    const j = await openFileJournal({ path });
+    const records: JournalRecord[] = [];
+    for (let i = 0; i < 12; i++) {
+      const r: JournalRecord = i % 3 === 0 ? intent(`I${i}`) : { kind: "event", event: events.create(started(`E${i}`)) };
+      records.push(r);
+      await j.append(r);
+    }
+    await j.close();
+    const image = await readFile(path);
+    const ends: number[] = [];
+    let at = 8;
+    for (const r of records) {
+      at += encodeJournalRecord(r).length;
+      ends.push(at);
+    }
+    expect(at).toBe(image.length);
+    await fc.assert(
+      fc.asyncProperty(fc.integer({ min: 8, max: image.length }), fc.integer({ min: 0, max: 300 }), async (cut, zeros) => {
+        await writeFile(path, Buffer.concat([image.subarray(0, cut), Buffer.alloc(zeros)]));
+        const again = await openFileJournal({ path });
+        const want = records.slice(0, ends.filter((e) => e <= cut).length);
+        expect(await again.replay()).toEqual(want);
+        await again.close();
+        expect((await stat(path)).size).toBe(want.length === 0 ? 8 : ends[want.length - 1]);
+      }),
+      { numRuns: 300 },
+    );
   });
 
   it("treats a checksum-failing last record or a zero-filled tail as torn", async () => {

@@ -64,10 +64,10 @@ export interface DecodedJournal {
 
 /**
  * Decodes a whole file image. Stops at the first record that is incomplete or
- * fails its CRC: if nothing but that record (or zero bytes) follows, it is a torn
- * tail and `validEndBytes` says where to truncate. A bad record followed by
- * more data is not a torn write but corruption: DATA_LOSS, so an operator looks
- * at it instead of the journal silently dropping durable stop intents.
+ * fails its CRC: if no valid record follows it, it is a torn tail and
+ * `validEndBytes` says where to truncate. A bad record followed by a valid one
+ * is not a torn write but corruption: DATA_LOSS, so an operator looks at it
+ * instead of the journal silently dropping durable stop intents.
  */
 export function decodeJournalFile(image: Buffer, maxRecordBytes: number): DecodedJournal {
   if (image.length < journalMagic.length) {
@@ -98,20 +98,25 @@ function badRecordAt(image: Buffer, at: number, maxRecordBytes: number): string 
   const length = image.readUInt32LE(at);
   if (length > maxRecordBytes) return `length ${length} above the ${maxRecordBytes}-byte cap`;
   if (image.length - at - recordHeaderBytes < length) return "incomplete body";
-  const crc = image.readUInt32LE(at + 4);
-  if (crc32(image.subarray(at + 8, at + recordHeaderBytes + length)) !== crc) return "checksum mismatch";
+  // Kind before checksum: cheap, and rejects zero-filled regions at once.
   const kind = image.readUInt8(at + 8);
   if (kind < 1 || kind > 5) return `unknown kind ${kind}`;
+  const crc = image.readUInt32LE(at + 4);
+  if (crc32(image.subarray(at + 8, at + recordHeaderBytes + length)) !== crc) return "checksum mismatch";
   return undefined;
 }
 
-/** A bad record at `at` is a torn tail when it is the last thing in the file, or only zeros follow its start. */
+/**
+ * A bad record at `at` is a torn tail when no valid record starts anywhere
+ * after it: appends are sequential, so a crash can only damage the end (a
+ * partial record, possibly followed by zeros or stale blocks the file system
+ * had not written). A valid record after the damage means the damage is not
+ * a torn append.
+ */
 function isTornTail(image: Buffer, at: number, maxRecordBytes: number): boolean {
-  if (image.length - at < recordHeaderBytes) return true;
-  const length = image.readUInt32LE(at);
-  const end = at + recordHeaderBytes + length;
-  if (length <= maxRecordBytes && end >= image.length) return true;
-  for (let i = at; i < image.length; i++) if (image[i] !== 0) return false;
+  for (let p = at + 1; p + recordHeaderBytes <= image.length; p++) {
+    if (badRecordAt(image, p, maxRecordBytes) === undefined) return false;
+  }
   return true;
 }
 

@@ -313,8 +313,10 @@ export function createOutbox(options: OutboxOptions): Outbox {
         retries++;
         lastPublishError = err instanceof Error ? err.message : String(err);
         putBack(entry);
-        failureStreak++;
+        // One back-off step per round, not per event: when the connection drops,
+        // hundreds of in-flight publishes fail together and count once.
         if (retryTimer === undefined) {
+          failureStreak++;
           retryTimer = clock.setTimer(backoffDelayMs(backoff, failureStreak - 1, rng), () => {
             retryTimer = undefined;
             pump();

@@ -1,0 +1,189 @@
+/**
+ * The `warden` CLI end to end over real processes: `warden up` as a child
+ * process (coordinator + embedded agent + backend-sim models), and each admin
+ * command as its own process against it.
+ */
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { readdirSync, readFileSync } from "node:fs";
+import { mkdtemp, rm } from "node:fs/promises";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createClient } from "@warden/grpc";
+import { AdminService, Health, HealthCheckResponse_ServingStatus } from "@warden/proto";
+import { until } from "./support/coordinator-harness.js";
+
+const root = resolve(import.meta.dirname, "..");
+const cliMain = join(root, "services", "cli", "src", "main.ts");
+
+function freePort(): Promise<number> {
+  return new Promise((res, rej) => {
+    const s = createServer();
+    s.once("error", rej);
+    s.listen(0, "127.0.0.1", () => {
+      const a = s.address();
+      const port = typeof a === "object" && a !== null ? a.port : 0;
+      s.close(() => {
+        res(port);
+      });
+    });
+  });
+}
+
+interface Run {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+function warden(args: string[], env: Record<string, string> = {}): Run {
+  const r = spawnSync(process.execPath, ["--import", "tsx", cliMain, ...args], { cwd: root, env: { ...process.env, NO_COLOR: "1", ...env }, encoding: "utf8", timeout: 120_000 });
+  return { code: r.status ?? -1, stdout: r.stdout, stderr: r.stderr };
+}
+
+/** Live backend-sim pids listening on one of `addresses`. */
+function backendPids(addresses: readonly string[]): number[] {
+  const pids: number[] = [];
+  for (const d of readdirSync("/proc")) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      const cmd = readFileSync(`/proc/${d}/cmdline`, "utf8").split("\0");
+      const i = cmd.indexOf("--addr");
+      if (cmd.some((c) => c.endsWith("backend-sim/src/main.ts")) && i >= 0 && addresses.includes(cmd[i + 1] ?? "")) pids.push(Number(d));
+    } catch {
+      // exited meanwhile
+    }
+  }
+  return pids;
+}
+
+let up: ChildProcess | undefined;
+let addr = "";
+let metricsAddr = "";
+let stateDir = "";
+let upOut = "";
+const seenAddresses = new Set<string>();
+
+beforeAll(async () => {
+  stateDir = await mkdtemp(join(tmpdir(), "warden-cli-"));
+  addr = `127.0.0.1:${String(await freePort())}`;
+  metricsAddr = `127.0.0.1:${String(await freePort())}`;
+  up = spawn(process.execPath, ["--import", "tsx", cliMain, "up", "--listen", addr, "--state-dir", stateDir, "--metrics", metricsAddr], { cwd: root, env: { ...process.env, NO_COLOR: "1" }, stdio: ["ignore", "pipe", "pipe"] });
+  up.stdout?.on("data", (b: Buffer) => (upOut += b.toString()));
+  up.stderr?.on("data", (b: Buffer) => (upOut += b.toString()));
+  await until("warden up banner", () => upOut.includes("Warden is running"), 60_000);
+});
+
+afterAll(async () => {
+  if (up !== undefined && up.exitCode === null) up.kill("SIGKILL");
+  for (const pid of backendPids([...seenAddresses])) process.kill(pid, "SIGKILL");
+  await rm(stateDir, { recursive: true, force: true });
+});
+
+async function rememberAddresses(): Promise<void> {
+  const a = createClient(AdminService, addr);
+  for (const i of (await a.listModels({})).instances) if (i.address !== "") seenAddresses.add(i.address);
+  a.close();
+}
+
+describe("warden CLI (warden up as a real process)", () => {
+  it("warden up prints where the APIs listen and three commands to try, and answers health SERVING", async () => {
+    expect(upOut).toContain(`Admin API      ${addr}`);
+    expect(upOut).toContain(`Inference API  ${addr}`);
+    expect(upOut.match(/npx warden (models ls|predict|explain)/g)).toHaveLength(3);
+    const h = createClient(Health, addr);
+    expect((await h.check({ service: "" })).status).toBe(HealthCheckResponse_ServingStatus.SERVING);
+    expect((await h.check({ service: "warden.v1.AdminService" })).status).toBe(HealthCheckResponse_ServingStatus.SERVING);
+    h.close();
+  });
+
+  it("predict streams tokens of the model", async () => {
+    const r = warden(["predict", "chat-small", "hello", "--addr", addr]);
+    expect(r.stderr).toBe(r.stderr.includes("waiting for") ? r.stderr : "");
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/chat-small/);
+    const j = warden(["predict", "chat-small", "hello", "--addr", addr, "--json"]);
+    const tokens = j.stdout.trim().split("\n").map((l) => (JSON.parse(l) as { token: string }).token);
+    expect(tokens.length).toBeGreaterThan(1);
+    await rememberAddresses();
+  });
+
+  it("models ls --json parses and matches ListModels", async () => {
+    const r = warden(["models", "ls", "--json", "--addr", addr]);
+    expect(r.code).toBe(0);
+    const parsed = JSON.parse(r.stdout) as { instances: { model: string; incarnation: string; state: string }[] };
+    const a = createClient(AdminService, addr);
+    const direct = await a.listModels({});
+    a.close();
+    expect(parsed.instances.map((i) => [i.model, i.incarnation])).toEqual(direct.instances.map((i) => [i.model, i.incarnation]));
+    expect(parsed.instances[0]?.state).toBe("INSTANCE_STATE_READY");
+  });
+
+  it("explain agrees with what a load does, and grouped models evict each other through predict", async () => {
+    const e = warden(["explain", "chat-large", "--json", "--addr", addr]);
+    expect(e.code).toBe(0);
+    const plan = JSON.parse(e.stdout) as { decision: string; nodeId: string; nodes: { wouldEvict?: string[] }[] };
+    expect(plan.decision).toBe("PLACEMENT_DECISION_EVICT_THEN_PLACE");
+    expect(plan.nodeId).toBe("local");
+    expect(plan.nodes[0]?.wouldEvict?.[0]).toMatch(/^chat-small@/);
+    const p = warden(["predict", "chat-large", "hi", "--addr", addr]);
+    expect(p.code).toBe(0);
+    await rememberAddresses();
+    const ls = JSON.parse(warden(["models", "ls", "--json", "--addr", addr]).stdout) as { instances: { model: string; nodeId: string }[] };
+    expect(ls.instances.map((i) => [i.model, i.nodeId])).toEqual([["chat-large", plan.nodeId]]);
+    const human = warden(["models", "ls", "--addr", addr]);
+    expect(human.stdout).toMatch(/chat-large\s+│\s+local\s+│\s+ready/);
+  });
+
+  it("metrics show the eviction counters after an eviction", async () => {
+    const text = await until("eviction counter", async () => {
+      const r = await fetch(`http://${metricsAddr}/metrics`);
+      const t = await r.text();
+      return /warden_evictions_total\{reason="group",outcome="stopped"\} [1-9]/.test(t) ? t : undefined;
+    });
+    expect(text).toMatch(/warden_instances\{node="local",state="ready"\} 1/);
+    expect(text).toMatch(/# TYPE warden_load_duration_seconds histogram/);
+  });
+
+  it("policy set changes the live policy; bad values are rejected naming the field", () => {
+    expect(warden(["policy", "set", "idleTimeout=90s", "--addr", addr]).code).toBe(0);
+    const g = JSON.parse(warden(["policy", "get", "--json", "--addr", addr]).stdout) as { policy: { idleTimeoutMs: string } };
+    expect(g.policy.idleTimeoutMs).toBe("90000");
+    const bad = warden(["policy", "set", "memoryThreshold=7", "--addr", addr]);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toMatch(/memory_threshold/);
+  });
+
+  it("every command's --help exits 0", () => {
+    for (const cmd of [[], ["up"], ["coordinator"], ["agent"], ["models"], ["models", "ls"], ["models", "load"], ["models", "unload"], ["nodes", "ls"], ["nodes", "drain"], ["nodes", "undrain"], ["policy", "get"], ["policy", "set"], ["explain"], ["predict"], ["events"]]) {
+      const r = warden([...cmd, "--help"]);
+      expect(r.code, cmd.join(" ")).toBe(0);
+      expect(r.stdout).toMatch(/Usage: warden/);
+    }
+  });
+
+  it("a wrong address gives a one-line error and a non-zero exit, not a stack trace", async () => {
+    const dead = `127.0.0.1:${String(await freePort())}`;
+    const r = warden(["models", "ls", "--addr", dead]);
+    expect(r.code).toBe(3);
+    expect(r.stderr.trim().split("\n")).toHaveLength(1);
+    expect(r.stderr).toContain(`cannot reach Warden at ${dead}`);
+    const viaEnv = warden(["nodes", "ls"], { WARDEN_ADDR: dead });
+    expect(viaEnv.code).toBe(3);
+    const unknown = warden(["models", "unload", "no-such-model", "--addr", addr]);
+    expect(unknown.code).toBe(4);
+    expect(unknown.stderr.trim().split("\n")).toHaveLength(1);
+  });
+
+  it("Ctrl-C (SIGINT) stops warden up and leaves no backend-sim running", async () => {
+    await rememberAddresses();
+    expect(seenAddresses.size).toBeGreaterThan(0);
+    const running = backendPids([...seenAddresses]);
+    expect(running.length).toBeGreaterThan(0);
+    const exited = new Promise<number | null>((r) => up?.once("exit", (code) => r(code)));
+    up?.kill("SIGINT");
+    expect(await exited).toBe(0);
+    expect(backendPids([...seenAddresses])).toEqual([]);
+  });
+});

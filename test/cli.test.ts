@@ -181,7 +181,7 @@ describe("warden CLI (warden up as a real process)", () => {
     expect(seenAddresses.size).toBeGreaterThan(0);
     const running = backendPids([...seenAddresses]);
     expect(running.length).toBeGreaterThan(0);
-    const exited = new Promise<number | null>((r) => up?.once("exit", (code) => r(code)));
+    const exited = new Promise<number | null>((r) => up?.once("exit", (code) => { r(code); }));
     up?.kill("SIGINT");
     expect(await exited).toBe(0);
     expect(backendPids([...seenAddresses])).toEqual([]);

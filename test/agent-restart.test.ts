@@ -3,7 +3,7 @@ import { readdir, rm, writeFile, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createClient, type Client } from "@warden/grpc";
-import { AgentService, BackendState } from "@warden/proto";
+import { AgentService, BackendState, Health, HealthCheckResponse_ServingStatus } from "@warden/proto";
 import { backendSimMainPath, repoRootPath } from "../services/agent/src/backend-sim-catalog.js";
 import { liveTaggedSims, newIncarnation, pidAlive, randomPortRange, simCatalog, startReady, tempDir, testTagVar, uniqueTag, waitFor } from "./support/agent-harness.js";
 import { startAgentProcess, writeAgentConfig, type AgentProcess } from "./support/agent-process.js";
@@ -62,6 +62,9 @@ afterAll(async () => {
 describe("agent restart", () => {
   it("adopts a live backend, forgets a dead one, keeps stopRequested and reports an orphan", async () => {
     const first = await agent();
+    const health = createClient(Health, first.proc.address);
+    expect((await health.check({ service: "warden.v1.AgentService" })).status).toBe(HealthCheckResponse_ServingStatus.SERVING);
+    health.close();
     const a = await startReady(first.client, "keep-me");
     const b = await startReady(first.client, "dies-while-down");
     const c = await startReady(first.client, "stop-pending", ["sim.ignore_sigterm:true"]);

@@ -333,7 +333,11 @@ export function createAgent(config: AgentConfig, deps: AgentDeps = {}): Agent {
       proc = spawnedProc;
       port = undefined; // owned by the process from here: released on its exit
       table.set(s.incarnation, spawnedProc);
-      persist(spawnedProc);
+      // The record is on disk before anyone hears of the process: an agent that
+      // crashes right after "spawned" still finds it on restart.
+      await records.write(recordOf(spawnedProc)).catch((err: unknown) => {
+        throw new FailStart(StartFailureCode.SPAWN_FAILED, `cannot write the backend record: ${WardenError.from(err).rawMessage}`);
+      });
       log.append({ t: "spawned", address, pid: spawnedProc.pid, gpuDevice: device });
       watchEvent(spawnedProc, { case: "started", value: { pid: spawnedProc.pid } });
       void spawnedProc.gone.then(() => {
@@ -367,7 +371,11 @@ export function createAgent(config: AgentConfig, deps: AgentDeps = {}): Agent {
       const mem = await probe([spawnedProc.pid], life).catch(() => undefined);
       const memoryBytes = mem?.perPidBytes.get(spawnedProc.pid) ?? 0;
       if (!spawnedProc.markReady(memoryBytes)) throw abortReason(life.aborted ? life : signal);
-      persist(spawnedProc);
+      // Queued in the same turn as markReady, so an exit's record removal is ordered after it.
+      // Awaited before "ready": a restarted agent must not take a ready backend for an unfinished start.
+      await records.write(recordOf(spawnedProc)).catch((err: unknown) => {
+        logger.error("cannot write backend record", { incarnation: s.incarnation, err });
+      });
       log.append({ t: "ready", address, pid: spawnedProc.pid, memoryBytes });
     } catch (err) {
       let failure: StartEvent & { t: "failed" };
@@ -469,6 +477,13 @@ export function createAgent(config: AgentConfig, deps: AgentDeps = {}): Agent {
       return proc.stop(req.force).then(stopped);
     };
 
+    // Record the stop request durably before anything else happens to the process.
+    const known = table.get(incarnation);
+    if (known !== undefined && known.id.address === address && known.noteStopRequested({ incarnation, reason, atMs: clock.wallNow() })) {
+      await records.write(recordOf(known)).catch((err: unknown) => {
+        logger.error("cannot write backend record", { incarnation, err });
+      });
+    }
     const first = decide(false);
     if (first !== undefined) return raceSignal(Promise.resolve(first), ctx.signal);
     const model = table.get(incarnation)?.id.model ?? starts.get(incarnation)?.model ?? "";

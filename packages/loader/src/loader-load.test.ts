@@ -154,7 +154,7 @@ describe("Loader loads", () => {
     expect(late.error().code).toBe(Code.ResourceExhausted);
   });
 
-  it("a load past its deadline fails with DEADLINE_EXCEEDED, leaves nothing behind, and the spawned process is stopped", async () => {
+  it("a load past its deadline fails with DEADLINE_EXCEEDED; the spawned process is accounted as a leftover at once, stopped, and reaped", async () => {
     const models = defaultModels().map((m) => (m.id === "m1" ? modelSpec({ ...m, loadTimeoutMs: 1_000 }) : m));
     const h = createHarness({ models });
     h.n1.startScript = (s) => {
@@ -167,11 +167,15 @@ describe("Loader loads", () => {
     expect(p.error().code).toBe(Code.DeadlineExceeded);
     const s = h.n1.starts[0]!;
     expect(s.signal.aborted).toBe(true);
+    // No gap: the abandoned process counts on its node until it is confirmed gone.
+    expect(h.loader.core.occupancy("n1").leftovers).toBe(1);
+    await h.run(2_000);
     expectNothingLeftBehind(h, s.incarnation);
     expect(h.n1.stopsOf(s.incarnation)).toMatchObject([{ address: s.address, force: true }]);
     expect(h.n1.running.has(s.incarnation)).toBe(false);
     expect(h.loader.leftoverList()).toHaveLength(0);
     expect(h.events.ofType("backend.load-failed")).toHaveLength(1);
+    expect(h.events.ofType("leftover.reaped")).toHaveLength(1);
   });
 
   it("a hung load whose stop fails is tracked as a leftover, never forgotten", async () => {

@@ -1,4 +1,4 @@
-import { Code, WardenError, deadlineSignal, isWardenError, type Clock, type Rng, type BackoffPolicy, type Cancel } from "@warden/common";
+import { Code, WardenError, backoffDelayMs, deadlineSignal, isWardenError, leftoverBackoff, type Clock, type Rng, type BackoffPolicy, type Cancel } from "@warden/common";
 import {
   createWatchdogCore,
   createWatchdogService,
@@ -473,12 +473,12 @@ export class Loader<H extends BackendHandle = BackendHandle> {
     // A start abandoned on our side (deadline) may leave a process: stop it, and
     // track it as a leftover if that fails, so it is never forgotten.
     if (registered && address !== "" && nodeId !== undefined && !pendingStop && (e.code === Code.DeadlineExceeded || e.code === Code.Canceled || e.code === Code.Unavailable)) {
-      const agent = this.o.agents.agent(nodeId);
-      const ctl = new AbortController();
-      const stopped = agent === undefined ? Promise.reject(new WardenError(Code.Unavailable, "no agent")) : agent.stopBackend({ address, incarnation, force: true, reason: "load-deadline" }, { signal: ctl.signal, timeoutMs: this.timings.stopRpcTimeoutMs });
-      stopped.catch((err: unknown) => {
-        this.leftovers.add({ incarnation, nodeId, model: spec.id, address, groups: spec.groups, sizeBytes: spec.sizeBytes, lastError: String(err) });
+      // Accounted as a leftover at once (never a gap where it counts nowhere);
+      // the tracker's retry stops it and reports it reaped.
+      void this.o.journal.recordStopIntent({ incarnation, nodeId, model: spec.id, address, reason: "load-abandoned" }).catch((err: unknown) => {
+        this.warn("could not journal the stop intent of an abandoned load", { incarnation, err: String(err) });
       });
+      this.leftovers.add({ incarnation, nodeId, model: spec.id, address, groups: spec.groups, sizeBytes: spec.sizeBytes, lastError: `load abandoned: ${e.rawMessage}` });
     }
   }
 
@@ -661,6 +661,12 @@ export class Loader<H extends BackendHandle = BackendHandle> {
       case "found": {
         let last: UnloadOutcome = { t: "not-loaded" };
         for (const hit of answer.hits) {
+          if (this.leftovers.get(hit.incarnation) !== undefined) {
+            // Already a leftover: its stop is being retried; never adopt it as routable.
+            this.leftovers.retryNodeNow(hit.nodeId);
+            last = { t: "leftover", incarnation: hit.incarnation, error: "stop already being retried" };
+            continue;
+          }
           const spec = this.models.get(modelId);
           if (spec !== undefined) this.adoptRemoteOnly(spec, hit.nodeId, hit.address, hit.incarnation);
           else {
@@ -881,7 +887,7 @@ export class Loader<H extends BackendHandle = BackendHandle> {
     const prev = this.freedRetries.get(incarnation);
     const attempts = (prev?.attempts ?? 0) + 1;
     prev?.cancel();
-    const delayMs = Math.min(60_000, 1_000 * Math.pow(1.6, attempts - 1));
+    const delayMs = backoffDelayMs(this.o.leftoverBackoff ?? leftoverBackoff, attempts - 1, this.o.rng);
     const cancel = this.o.clock.setTimer(delayMs, () => {
       if (this.closed) return;
       void this.watchdog.stop(incarnation, { reason: "retry", force: true });

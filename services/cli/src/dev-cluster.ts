@@ -1,0 +1,138 @@
+/**
+ * `npm run cluster`: a coordinator and three agents as separate processes on
+ * loopback, each agent with distinct labels and a fake GPU inventory (a fake
+ * nvidia-smi), for trying placement by hand. Ctrl-C stops everything,
+ * backends included.
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import { chmod, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { parseArgs } from "node:util";
+
+const root = resolve(import.meta.dirname, "..", "..", "..");
+const cli = join(root, "services", "cli", "src", "main.ts");
+
+interface NodeSpec {
+  readonly id: string;
+  readonly labels: Record<string, string>;
+  /** name, total MiB, used MiB per GPU */
+  readonly gpus: readonly (readonly [string, number, number])[];
+  readonly ports: readonly [number, number];
+  readonly listenPort: number;
+}
+
+const nodes: readonly NodeSpec[] = [
+  { id: "gpu-a", labels: { gpu: "a100", zone: "east" }, gpus: [["NVIDIA A100-SXM4-80GB", 81920, 2048], ["NVIDIA A100-SXM4-80GB", 81920, 1024]], ports: [42100, 42199], listenPort: 7451 },
+  { id: "gpu-b", labels: { gpu: "l4", zone: "east" }, gpus: [["NVIDIA L4", 23034, 512]], ports: [42200, 42299], listenPort: 7452 },
+  { id: "gpu-c", labels: { gpu: "t4", zone: "west" }, gpus: [["Tesla T4", 15360, 6144]], ports: [42300, 42399], listenPort: 7453 },
+];
+
+/** A fake nvidia-smi answering the two queries the agent makes, with fixed numbers. */
+function fakeNvidiaSmi(spec: NodeSpec): string {
+  const gpuLines = spec.gpus.map(([name, total, used], i) => `${String(i)}, ${name}, ${String(total)}, ${String(used)}`).join("\\n");
+  return `#!${process.execPath}
+const args = process.argv.slice(2).join(" ");
+if (args.includes("--query-gpu")) process.stdout.write("${gpuLines}\\n");
+else if (args.includes("--query-compute-apps")) process.stdout.write("");
+else { process.stderr.write("fake nvidia-smi: unsupported arguments\\n"); process.exit(2); }
+`;
+}
+
+const models = `
+  - id: llama-70b
+    backend: backend-sim
+    memoryEstimate: 40GiB
+    selector: { gpu: a100 }
+    groups: [large]
+    options: ["sim.load_delay_ms:1500", "sim.predict_tokens:16"]
+  - id: llama-8b
+    backend: backend-sim
+    memoryEstimate: 9GiB
+    groups: [chat]
+    options: ["sim.load_delay_ms:500"]
+  - id: mistral-7b
+    backend: backend-sim
+    memoryEstimate: 8GiB
+    groups: [chat]
+    options: ["sim.load_delay_ms:500"]
+  - id: whisper
+    backend: backend-sim
+    memoryEstimate: 3GiB
+    selector: { zone: west }
+    options: ["sim.load_delay_ms:300"]
+  - id: embed
+    backend: backend-sim
+    memoryEstimate: 1GiB
+    pinned: true
+`;
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({ options: { listen: { type: "string", default: "127.0.0.1:50061" }, help: { type: "boolean", short: "h", default: false } } });
+  if (values.help) {
+    process.stdout.write("usage: npm run cluster [-- --listen HOST:PORT]\n\nStarts a coordinator and three agents (gpu-a: 2×A100 east, gpu-b: L4 east, gpu-c: T4 west) on loopback.\n");
+    return;
+  }
+  const dir = await mkdtemp(join(tmpdir(), "warden-cluster-"));
+  const procs: ChildProcess[] = [];
+  const prefix = (name: string, p: ChildProcess): void => {
+    const tag = `[${name}] `;
+    for (const s of [p.stdout, p.stderr]) {
+      let buf = "";
+      s?.on("data", (b: Buffer) => {
+        buf += b.toString();
+        let nl = buf.indexOf("\n");
+        while (nl >= 0) {
+          process.stdout.write(tag + buf.slice(0, nl + 1));
+          buf = buf.slice(nl + 1);
+          nl = buf.indexOf("\n");
+        }
+      });
+    }
+  };
+  await writeFile(
+    join(dir, "coordinator.yaml"),
+    `listen: ${values.listen}\nstateDir: ${join(dir, "coordinator")}\nembeddedAgent: false\nplacement: binpack\npolicy:\n  limitPerNode: 3\n  idleCheck: true\n  idleTimeout: 5m\nmodels:${models}`,
+  );
+  const coord = spawn(process.execPath, ["--import", "tsx", cli, "coordinator", "--config", join(dir, "coordinator.yaml"), "--log-pretty"], { cwd: root, stdio: ["ignore", "pipe", "pipe"] });
+  procs.push(coord);
+  prefix("coordinator", coord);
+  for (const n of nodes) {
+    const smi = join(dir, `nvidia-smi-${n.id}`);
+    await writeFile(smi, fakeNvidiaSmi(n));
+    await chmod(smi, 0o755);
+    await mkdir(join(dir, n.id), { recursive: true });
+    const labels = Object.entries(n.labels)
+      .map(([k, v]) => `  ${k}: ${v}`)
+      .join("\n");
+    await writeFile(
+      join(dir, `${n.id}.yaml`),
+      `nodeId: ${n.id}\nlisten: 127.0.0.1:${String(n.listenPort)}\nlabels:\n${labels}\nstateDir: ${join(dir, n.id)}\nports: { min: ${String(n.ports[0])}, max: ${String(n.ports[1])} }\nnvidiaSmi: ${smi}\ngpus: [${n.gpus.map((_, i) => `"${String(i)}"`).join(", ")}]\ncatalog:\n  backend-sim: { builtin: backend-sim }\n`,
+    );
+    const a = spawn(process.execPath, ["--import", "tsx", cli, "agent", "--config", join(dir, `${n.id}.yaml`), "--coordinator", values.listen, "--stop-backends-on-exit"], { cwd: root, stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, LOG_LEVEL: "warn" } });
+    procs.push(a);
+    prefix(n.id, a);
+  }
+  process.stdout.write(
+    `\nWarden dev cluster: coordinator on ${values.listen}, agents gpu-a (2×A100, east), gpu-b (L4, east), gpu-c (T4, west).\n` +
+      `Try:\n  npx warden nodes ls --addr ${values.listen}\n  npx warden explain llama-70b --addr ${values.listen}\n  npx warden predict whisper "hi" --addr ${values.listen}\n  npx warden models ls --addr ${values.listen}\nCtrl-C stops everything.\n\n`,
+  );
+  let stopping = false;
+  const stop = (): void => {
+    if (stopping) return;
+    stopping = true;
+    // Agents first (they stop their backends), then the coordinator.
+    const agents = procs.slice(1);
+    for (const p of agents) p.kill("SIGTERM");
+    void Promise.all(agents.map((p) => new Promise((r) => (p.exitCode !== null ? r(undefined) : p.once("exit", r))))).then(async () => {
+      coord.kill("SIGTERM");
+      await new Promise((r) => (coord.exitCode !== null ? r(undefined) : coord.once("exit", r)));
+      await rm(dir, { recursive: true, force: true });
+      process.exit(0);
+    });
+  };
+  process.on("SIGINT", stop);
+  process.on("SIGTERM", stop);
+}
+
+await main();

@@ -124,9 +124,16 @@ async function main(): Promise<void> {
     // Agents first (they stop their backends), then the coordinator.
     const agents = procs.slice(1);
     for (const p of agents) p.kill("SIGTERM");
-    void Promise.all(agents.map((p) => new Promise((r) => (p.exitCode !== null ? r(undefined) : p.once("exit", r))))).then(async () => {
+    const exited = (p: ChildProcess): Promise<void> =>
+      new Promise((r) => {
+        if (p.exitCode !== null) r();
+        else p.once("exit", () => {
+          r();
+        });
+      });
+    void Promise.all(agents.map(exited)).then(async () => {
       coord.kill("SIGTERM");
-      await new Promise((r) => (coord.exitCode !== null ? r(undefined) : coord.once("exit", r)));
+      await exited(coord);
       await rm(dir, { recursive: true, force: true });
       process.exit(0);
     });

@@ -139,6 +139,14 @@ describe("StartBackend", () => {
     expect(await pidAlive(pid)).toBe(false);
   });
 
+  it("a load that outlives the call's deadline fails with DEADLINE_EXCEEDED before the caller's transport gives up", async () => {
+    const events = await collectStart(h.client, { incarnation: newIncarnation(), model: "too-slow", options: ["sim.load_delay_ms:600000"] }, 4_000);
+    expect(cases(events)).toEqual(["spawned", "loading", "failed"]);
+    expect(failedOf(events).code).toBe(StartFailureCode.DEADLINE_EXCEEDED);
+    const pid = events[0]?.event.case === "spawned" ? events[0].event.value.pid : 0;
+    expect(await pidAlive(pid)).toBe(false);
+  });
+
   it("works in process through the service handlers, without sockets", async () => {
     const inc = newIncarnation();
     const got: string[] = [];

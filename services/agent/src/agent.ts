@@ -11,6 +11,7 @@ import { BackendProcess, type BackendPhase } from "./backend-process.js";
 import type { BackendRecord, PartialRecord } from "./backend-record.js";
 import { createMemoryProbe, type MemoryReading } from "./memory-probe.js";
 import { HealthMonitor } from "./health-monitor.js";
+import { isAborted } from "./is-aborted.js";
 import { ModelLocks } from "./model-lock.js";
 import { scanOrphans, type Orphan } from "./orphan-scan.js";
 import { PortAllocator } from "./port-allocator.js";
@@ -133,8 +134,13 @@ function buildEnv(entry: CatalogEntry, source: Readonly<Record<string, string | 
   return env;
 }
 
-/** Time to wait for the model lock out of `remainingMs` of a caller's deadline: all but a margin of 10 % (at most 250 ms). */
-export function lockBudgetMs(remainingMs: number): number {
+/**
+ * The agent's own budget out of `remainingMs` of a caller's deadline: all but a
+ * margin of 10 % (at most 250 ms), so the agent's answer (a `failed` event, the
+ * lock message) reaches the caller before its transport gives up with a bare
+ * DEADLINE_EXCEEDED.
+ */
+export function budgetBeforeCallerDeadlineMs(remainingMs: number): number {
   return Math.max(0, remainingMs - Math.min(250, remainingMs * 0.1));
 }
 
@@ -379,7 +385,7 @@ export function createAgent(config: AgentConfig, deps: AgentDeps = {}): Agent {
       log.append({ t: "ready", address, pid: spawnedProc.pid, memoryBytes });
     } catch (err) {
       let failure: StartEvent & { t: "failed" };
-      if (proc !== undefined && !exitedCtl.signal.aborted && !(err instanceof FailStart && !err.mayBeExit)) {
+      if (proc !== undefined && !exitedCtl.signal.aborted && !isAborted(signal) && !(err instanceof FailStart && !err.mayBeExit)) {
         // A failed RPC often arrives just before the exit it was caused by:
         // give the exit a moment to show, so the failure says EXITED with its code.
         await sleep(clock, exitSettleMs, exitedCtl.signal).catch(() => {});
@@ -434,7 +440,7 @@ export function createAgent(config: AgentConfig, deps: AgentDeps = {}): Agent {
       if (!started) throw new WardenError(Code.Unavailable, "agent not started");
       pruneExited();
       const log = new StartLog();
-      const deadlineMs = ctx.deadlineAtMs === undefined ? config.loadDeadlineMs : Math.max(0, ctx.deadlineAtMs - Date.now());
+      const deadlineMs = ctx.deadlineAtMs === undefined ? config.loadDeadlineMs : budgetBeforeCallerDeadlineMs(ctx.deadlineAtMs - Date.now());
       const s: StartEntry = { log, model, backend, done: Promise.resolve() };
       rememberStart(incarnation, s);
       // The start is bound to the call's deadline, not to this stream: a caller that
@@ -490,7 +496,7 @@ export function createAgent(config: AgentConfig, deps: AgentDeps = {}): Agent {
     // Give up on the lock a little before the caller's deadline, so the caller
     // receives the lock error (the message the coordinator matches) rather than
     // its own transport's bare DEADLINE_EXCEEDED.
-    const lockWaitMs = ctx.deadlineAtMs === undefined ? config.stopDeadlineMs : lockBudgetMs(ctx.deadlineAtMs - Date.now());
+    const lockWaitMs = ctx.deadlineAtMs === undefined ? config.stopDeadlineMs : budgetBeforeCallerDeadlineMs(ctx.deadlineAtMs - Date.now());
     const lockDl = deadlineSignal(clock, lockWaitMs, "stop lock", ctx.signal);
     const release = await locks.acquire(model, "exclusive", lockDl.signal).finally(() => { lockDl.cleanup(); });
     let result: Promise<StopResponseInit>;

@@ -144,6 +144,34 @@ describe("agent restart", () => {
     expect((await readdir(stateDir)).filter((f) => f.endsWith(".json") && f !== "partial.json")).toEqual([]);
   });
 
+  it("after a crash mid-start, the next agent stops the backend whose start nobody can finish", async () => {
+    const crashing = await agent();
+    const inc = newIncarnation();
+    let pid = 0;
+    const events: string[] = [];
+    const stream = (async () => {
+      for await (const ev of crashing.client.startBackend({ incarnation: inc, model: "half-loaded", backend: "sim", options: ["sim.load_delay_ms:600000"] }, { timeoutMs: 60_000 })) {
+        events.push(ev.event.case ?? "");
+        if (ev.event.case === "spawned") pid = ev.event.value.pid;
+      }
+    })().catch((e: unknown) => e);
+    await waitFor("loading", () => events.includes("loading"));
+    crashing.proc.child.kill("SIGKILL");
+    await crashing.proc.exited;
+    expect(await stream).toBeInstanceOf(Error);
+    crashing.client.close();
+    expect(await pidAlive(pid)).toBe(true);
+    expect(await readdir(stateDir)).toContain(`${inc}.json`);
+    const next = await agent();
+    await waitFor("unfinished start stopped", async () => !(await pidAlive(pid)));
+    await waitFor("its record removed", async () => !(await readdir(stateDir)).includes(`${inc}.json`));
+    // listed at most as exited, never as a live backend
+    const entry = (await next.client.listBackends({})).backends.find((b) => b.incarnation === inc);
+    expect(entry === undefined || entry.state === BackendState.EXITED).toBe(true);
+    next.client.close();
+    expect(await next.proc.terminate()).toBe(0);
+  });
+
   it("rejects a config with an unknown field, naming it", async () => {
     const bad = join(dir, "bad.yaml");
     await writeFile(bad, `nodeId: n\nstateDir: ${stateDir}\nports: {min: 1000, max: 1001}\ncatalog: {}\ngrace: 10s\ngarce: 5s\n`);

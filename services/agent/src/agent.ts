@@ -397,7 +397,13 @@ export function createAgent(config: AgentConfig, deps: AgentDeps = {}): Agent {
         failure = { t: "failed", code: err.code, message: err.message, exitCode: undefined, lastStderrLine: "" };
       } else {
         const e = WardenError.from(err);
-        const code = closing.signal.aborted ? StartFailureCode.CANCELLED : e.code === Code.DeadlineExceeded ? StartFailureCode.DEADLINE_EXCEEDED : e.code === Code.InvalidArgument ? StartFailureCode.SPAWN_FAILED : StartFailureCode.CANCELLED;
+        const code = closing.signal.aborted || e.code === Code.Canceled
+          ? StartFailureCode.CANCELLED
+          : e.code === Code.DeadlineExceeded
+            ? StartFailureCode.DEADLINE_EXCEEDED
+            : proc === undefined
+              ? StartFailureCode.SPAWN_FAILED // e.g. the log files could not be opened
+              : StartFailureCode.LOAD_FAILED;
         failure = { t: "failed", code, message: e.rawMessage, exitCode: undefined, lastStderrLine: "" };
       }
       if (proc !== undefined) {

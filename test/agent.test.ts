@@ -274,12 +274,15 @@ describe("StopBackend", () => {
     expect(exited.event.value.lastStderrLine).toBe("backend-sim exiting: crash_after 1 requests (code 70)");
     // (a health event may slip in between the crash and its detection; the lifecycle order is what matters)
     expect(w.events.filter((e) => e.incarnation === r.incarnation && e.event.case !== "health").map((e) => e.event.case)).toEqual(["started", "ready", "exited"]);
+    // a stop of a process that is already dead, while the agent still lists it, is "stopped" with how it ended
+    const dead = await h.client.stopBackend({ address: r.address, incarnation: r.incarnation, reason: "cleanup" });
+    expect(dead.outcome).toMatchObject({ case: "stopped", value: { exitCode: 70, escalated: false } });
     // the inventory shows it exited once, then forgets it
     const first = (await h.client.listBackends({})).backends.find((b) => b.incarnation === r.incarnation);
     expect(first?.state).toBe(BackendState.EXITED);
     const second = (await h.client.listBackends({})).backends.find((b) => b.incarnation === r.incarnation);
     expect(second).toBeUndefined();
-    // a stop of a process that is already dead is "stopped" while the agent still knows it, else alreadyGone
+    // once forgotten, the incarnation is simply gone
     const res = await h.client.stopBackend({ address: r.address, incarnation: r.incarnation });
     expect(res.outcome.case).toBe("alreadyGone");
     await w.stop();

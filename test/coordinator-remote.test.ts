@@ -12,7 +12,7 @@ import { createClient } from "@warden/grpc";
 import { Code, isWardenError, type WardenError } from "@warden/common";
 import { AgentService, BackendState, EvictionReason, InstanceState, NodeState, Placement, UnloadOutcome, type Event, type ModelInstance } from "@warden/proto";
 import { liveTaggedSims, newIncarnation, pidAlive, simCatalog, uniqueTag } from "./support/agent-harness.js";
-import { liveRemoteAgents, startRemoteAgent, type RemoteAgent } from "./support/agent-process.js";
+import { liveRemoteAgents, lowPortRange, startRemoteAgent, type RemoteAgent } from "./support/agent-process.js";
 import { simModel, startTestCoordinator, until, type TestCoordinator, type TestCoordinatorOptions } from "./support/coordinator-harness.js";
 
 const fileTag = uniqueTag("coord-remote");
@@ -49,7 +49,7 @@ function coordinatorOptions(models: Record<string, unknown>[], o: { policy?: Rec
     // Loads that wait for a leftover (or a frozen agent) must not run out of attempts.
     policy: { enforcementRetries: 600, ...o.policy },
     ...(o.stop === undefined ? {} : { stop: o.stop }),
-    agent: { labels: { node: "local" }, catalog: { "backend-sim": simCatalog(`${fileTag}-embedded`) } },
+    agent: { labels: { node: "local" }, ports: { ...lowPortRange(16), quarantine: "1s" }, catalog: { "backend-sim": simCatalog(`${fileTag}-embedded`) } },
     ...(o.extra === undefined ? {} : { extra: o.extra }),
   };
 }
@@ -131,9 +131,12 @@ describe("coordinator with a separate agent process", { timeout: 240_000 }, () =
     await until("remote backend gone", async () => (await a.liveBackends()).length === 0);
   });
 
-  it("a remote stop that fails leaves no watchdog entry, only a leftover that blocks a conflicting load until it is reaped", async () => {
+  it.each([
+    { conflict: "a shared group", groups: ["g"], policy: {} },
+    { conflict: "limitPerNode 1", groups: [], policy: { limitPerNode: 1 } },
+  ])("a remote stop that fails leaves no watchdog entry, only a leftover that blocks a conflicting load ($conflict) until it is reaped", async ({ groups, policy }) => {
     // nodeGrace long: the frozen node stays ready, so only the leftover can block the load.
-    t = await startTestCoordinator(coordinatorOptions([simModel("m1", { groups: ["g"] }), simModel("m2", { groups: ["g"] })], { stop: { rpcTimeout: "1s" }, extra: { nodeGrace: "120s" } }));
+    t = await startTestCoordinator(coordinatorOptions([simModel("m1", { groups }), simModel("m2", { groups })], { policy, stop: { rpcTimeout: "1s" }, extra: { nodeGrace: "120s" } }));
     const tc = t;
     const a = await addAgent(tc);
     const loaded = await tc.admin.loadModel({ model: "m1" });
@@ -277,6 +280,87 @@ describe("coordinator with a separate agent process", { timeout: 240_000 }, () =
     }
   });
 
+  it("a coordinator restarted with an open stop intent adopts the still-running instance as a leftover, never as routable, and reaps it", async () => {
+    const opts = coordinatorOptions([simModel("m1")], { stop: { rpcTimeout: "2s" } });
+    const first = await startTestCoordinator(opts);
+    t = first;
+    const a = await addAgent(first);
+    const loaded = await first.admin.loadModel({ model: "m1" });
+    const inc = loaded.instance?.incarnation ?? "";
+    const [pid] = await a.liveBackends();
+    // The agent dies before the stop reaches it: no stopRequested record, only the coordinator's intent.
+    await a.kill();
+    const u = await first.admin.unloadModel({ model: "m1" });
+    expect(u.outcome).toBe(UnloadOutcome.LEFTOVER);
+    expect(first.c.outbox.openStopIntents().map((i) => i.incarnation)).toContain(inc);
+    expect(await pidAlive(pid ?? 0)).toBe(true);
+
+    t = await restartCoordinator(first, opts);
+    const tc = t;
+    const watch = watchRows(tc, inc);
+    await a.restart();
+    const adoption = a.proc.lines.map((l) => {
+      try {
+        return JSON.parse(l) as { msg?: string; incarnation?: string; stopRequested?: boolean };
+      } catch {
+        return {};
+      }
+    }).find((o) => o.msg === "adopted backend" && o.incarnation === inc);
+    expect(adoption?.stopRequested).toBe(false);
+    await tc.waitForEvent("leftover.reaped", byInc(inc), 90_000);
+    await until("the backend is gone", async () => !(await pidAlive(pid ?? 0)));
+    expect(await watch.stop()).toEqual([]);
+    expect(await rows(tc)).toEqual([]);
+    expect(tc.c.outbox.openStopIntents().map((i) => i.incarnation)).not.toContain(inc);
+  });
+
+  it("an agent restarted under a ready remote model keeps it routable: same incarnation, no second load", async () => {
+    t = await startTestCoordinator(coordinatorOptions([simModel("m1")]));
+    const tc = t;
+    const a = await addAgent(tc);
+    const loaded = await tc.admin.loadModel({ model: "m1" });
+    const inc = loaded.instance?.incarnation ?? "";
+    const bootBefore = tc.c.nodes.get("remote-a")?.bootEpoch;
+    await a.kill();
+    await a.restart();
+    await until("the restarted agent registered with its inventory", () => {
+      const n = tc.c.nodes.get("remote-a");
+      return n !== undefined && n.bootEpoch !== bootBefore && n.inventory?.some((e) => e.incarnation === inc) === true;
+    });
+    const r = await tc.inference.predict({ model: "m1", options: { Prompt: "after restart" } });
+    expect(text(r.reply?.message)).toContain("m1");
+    expect((await rows(tc)).map((x) => [x.incarnation, x.state, x.nodeId])).toEqual([[inc, InstanceState.READY, "remote-a"]]);
+    expect(tc.events.filter((e) => e.payload.case === "backendLoaded")).toHaveLength(1);
+    expect(await a.liveBackends()).toHaveLength(1);
+    // and the new agent stops it when asked
+    expect((await tc.admin.unloadModel({ model: "m1" })).outcome).toBe(UnloadOutcome.STOPPED);
+    await until("no backend left", async () => (await a.liveBackends()).length === 0);
+  });
+
+  it("the agent killed during a remote load: the load fails, nothing is listed as routable, the spawned backend is tracked until gone, the next load succeeds", async () => {
+    t = await startTestCoordinator(coordinatorOptions([simModel("slow", { knobs: { load_delay_ms: 600_000 } }), simModel("ok")], { stop: { rpcTimeout: "1s" }, policy: { loadFailureCooldown: "1s" } }));
+    const tc = t;
+    const a = await addAgent(tc);
+    const load = tc.admin.loadModel({ model: "slow" }, { timeoutMs: 60_000 }).catch((e: unknown) => e);
+    const loading = await until("slow is loading on remote-a", async () => (await rows(tc)).find((r) => r.model === "slow" && r.state === InstanceState.LOADING));
+    const [pid] = await a.liveBackends();
+    await a.kill();
+    const err = await load;
+    expect(err).toBeInstanceOf(Error);
+    const failed = await tc.waitForEvent("backend.load-failed", byInc(loading.incarnation));
+    expect(failed.model).toBe("slow");
+    expect(tc.c.loader.core.instance(loading.incarnation)).toBeUndefined();
+    const watch = watchRows(tc, loading.incarnation);
+    await a.restart();
+    // the restarted agent stops the unfinished start itself; the coordinator learns it is gone
+    await until("slow's backend gone", async () => !(await pidAlive(pid ?? 0)));
+    await until("nothing of slow is tracked", async () => !tc.c.loader.knows(loading.incarnation) && !(await rows(tc)).some((r) => r.model === "slow"));
+    expect(await watch.stop()).toEqual([]);
+    const ok = await until("another model loads on the restarted agent", async () => tc.admin.loadModel({ model: "ok" }).catch(() => undefined));
+    expect(ok.instance?.nodeId).toBe("remote-a");
+    expect((await rows(tc)).map((r) => [r.model, r.state])).toEqual([["ok", InstanceState.READY]]);
+  });
+
   it("scenario 51 adapted: after a failed remote stop the next LoadModel starts exactly one replacement while the old one is a leftover", async () => {
     t = await startTestCoordinator(coordinatorOptions([simModel("m1")], { stop: { rpcTimeout: "1s" }, extra: { nodeGrace: "120s" } }));
     const tc = t;
@@ -305,6 +389,40 @@ describe("coordinator with a separate agent process", { timeout: 240_000 }, () =
     await tc.waitForEvent("leftover.reaped", byInc(inc1), 90_000);
     expect((await rows(tc)).map((r) => [r.incarnation, r.state])).toEqual([[inc2, InstanceState.READY]]);
     expect(await a.liveBackends()).toHaveLength(1);
+  });
+
+  it("scenario 54 on a remote placement: LoadModel(X) during X's StopBackend waits for the settle; no second copy of X meanwhile", async () => {
+    // SIGTERM ignored, 4 s grace: StopBackend stays in flight (after the local half was dropped) until the SIGKILL.
+    t = await startTestCoordinator(coordinatorOptions([simModel("x", { knobs: { ignore_sigterm: true } })], { stop: { rpcTimeout: "30s" } }));
+    const tc = t;
+    const a = await addAgent(tc, "remote-a", { grace: "4s" });
+    const x1 = (await tc.admin.loadModel({ model: "x" })).instance?.incarnation ?? "";
+    const unload = tc.admin.unloadModel({ model: "x" });
+    const agent = createClient(AgentService, a.address);
+    try {
+      await until("StopBackend reached the agent", async () => (await agent.listBackends({})).backends.find((b) => b.incarnation === x1 && b.stopRequested !== undefined));
+    } finally {
+      agent.close();
+    }
+    const early: string[] = [];
+    const state = { on: true };
+    const monitor = (async () => {
+      while (state.on) {
+        // x1 leaves the watchdog only when its stop settles
+        if (tc.c.loader.core.instance(x1) !== undefined && tc.c.loader.heldInstances().some((h) => h.model === "x" && h.incarnation !== x1)) early.push("a second X was started while X's stop was pending");
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    })();
+    const reload = tc.admin.loadModel({ model: "x" }, { timeoutMs: 90_000 });
+    const u = await unload;
+    expect(u.outcome).toBe(UnloadOutcome.STOPPED);
+    const x2 = await reload;
+    state.on = false;
+    await monitor;
+    expect(early).toEqual([]);
+    expect(x2.instance?.incarnation).not.toBe(x1);
+    expect(x2.instance?.state).toBe(InstanceState.READY);
+    expect((await rows(tc)).map((r) => [r.incarnation, r.state])).toEqual([[x2.instance?.incarnation, InstanceState.READY]]);
   });
 
   it("scenarios 64, 65 and 68: a coordinator restarted over a running agent stops a model it knows only from the inventory; absent everywhere is NOT_LOADED", async () => {

@@ -14,6 +14,7 @@ import { Code, isWardenError, type WardenError } from "@warden/common";
 import { EvictionReason, InstanceState, UnloadOutcome, type Event } from "@warden/proto";
 import { resolveCoordinatorConfig } from "@warden/coordinator";
 import { liveTaggedSims, simCatalog, uniqueTag } from "./support/agent-harness.js";
+import { lowPortRange } from "./support/agent-process.js";
 import { simModel, startTestCoordinator, until, type TestCoordinator, type TestCoordinatorOptions } from "./support/coordinator-harness.js";
 
 const fileTag = uniqueTag("coord-scenarios");
@@ -32,7 +33,7 @@ afterAll(async () => {
 });
 
 function start(o: TestCoordinatorOptions): Promise<TestCoordinator> {
-  return startTestCoordinator({ ...o, agent: { catalog: { "backend-sim": simCatalog(fileTag) }, ...o.agent } });
+  return startTestCoordinator({ ...o, agent: { ports: { ...lowPortRange(16), quarantine: "1s" }, catalog: { "backend-sim": simCatalog(fileTag) }, ...o.agent } });
 }
 
 async function listed(tc: TestCoordinator): Promise<[string, InstanceState][]> {
@@ -87,7 +88,8 @@ describe("coordinator scenarios (embedded agent, backend-sim processes)", { time
 
     // 54: LoadModel(X) meanwhile does not start X's loader until the stop finished
     const early = monitor(() => {
-      if (unloadDone.v) return undefined;
+      // x1 leaves the watchdog only when its stop settles
+      if (tc.c.loader.core.instance(x1) === undefined) return undefined;
       const second = tc.c.loader.heldInstances().find((h) => h.model === "x" && h.incarnation !== x1);
       const proc = tc.c.agent?.processes().find((p) => p.model === "x" && p.incarnation !== x1);
       return second !== undefined || proc !== undefined ? "a second X started while the stop was pending" : undefined;

@@ -5,7 +5,6 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { repoRootPath } from "../../services/agent/src/backend-sim-catalog.js";
 import { liveTaggedSims, pidAlive, simCatalog } from "./agent-harness.js";
-import { randomPortRange } from "./coordinator-harness.js";
 
 const agentMain = fileURLToPath(new URL("../../services/agent/src/main.ts", import.meta.url));
 
@@ -131,6 +130,16 @@ export interface RemoteAgentOptions {
 
 const agentPids = new Set<number>();
 
+/**
+ * A random, aligned port range below the kernel's ephemeral range (32768+), so
+ * no process's `listen(…:0)` or outgoing connection lands in it: a backend
+ * would fail to bind, and the agent would report a stranger there as an orphan.
+ */
+export function lowPortRange(size = 16): { min: number; max: number } {
+  const min = 20_000 + Math.floor(Math.random() * Math.floor((32_000 - 20_000) / size)) * size;
+  return { min, max: min + size - 1 };
+}
+
 /** Pids of agent processes started by startRemoteAgent in this test process that still run. */
 export async function liveRemoteAgents(): Promise<number[]> {
   const out: number[] = [];
@@ -152,7 +161,7 @@ export async function startRemoteAgent(o: RemoteAgentOptions): Promise<RemoteAge
   const stateDir = join(dir, "state");
   const configPath = join(dir, "agent.yaml");
   const tag = `${o.tag}-${o.nodeId}`;
-  const ports = randomPortRange(16);
+  const ports = lowPortRange(16);
   const labels = { node: o.nodeId, ...o.labels };
   await writeAgentConfig(configPath, {
     nodeId: o.nodeId,

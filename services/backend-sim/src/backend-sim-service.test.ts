@@ -34,7 +34,7 @@ describe("backend-sim service", () => {
     expect(isWardenError(await s.impl.predict(predict("b"), ctx()).catch((e: unknown) => e), Code.FailedPrecondition)).toBe(true);
     const tokens: string[] = [];
     for await (const t of s.impl.predictStream(predict("a"), ctx())) tokens.push(text(t.message as Uint8Array));
-    expect(tokens).toEqual(["a:w0", "a:w1", "a:w2"]);
+    expect(tokens).toEqual(["a: w0", " w1", " w2"]);
     expect((await s.impl.status(empty, ctx())).state).toBe(StatusResponse_State.READY);
   });
 

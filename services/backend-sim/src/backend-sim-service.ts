@@ -130,7 +130,8 @@ export function createBackendSim(options: BackendSimOptions): BackendSim {
         const n = tokenCount(req.Tokens);
         for (let i = 0; i < n; i++) {
           if (knobs.predictDelayMs > 0) await sleep(clock, knobs.predictDelayMs, ctx.signal);
-          yield { message: encoder.encode(`${held}:w${String(i)}`), tokens: 1 };
+          // Chunks concatenate to exactly what Predict answers: "model: w0 w1 …".
+          yield { message: encoder.encode(i === 0 ? `${held}: w0` : ` w${String(i)}`), tokens: 1 };
         }
       } finally {
         inFlight--;

@@ -20,6 +20,7 @@ export function stateName(s: InstanceState): string {
 }
 
 export function placementName(p: Placement): string {
+  if (p === Placement.UNSPECIFIED) return "-";
   return Placement[p].toLowerCase().replace(/_/g, "+");
 }
 
@@ -49,7 +50,7 @@ export function modelsTable(instances: readonly ModelInstance[], nowMs = Date.no
       if (i.pinned) notes.push("pinned");
       if (i.groups.length > 0) notes.push(`groups=${i.groups.join(",")}`);
       if (i.leftover !== undefined) notes.push(`stop retried ${String(i.leftover.attempts)}x${i.leftover.stuck ? " STUCK" : ""}${i.leftover.lastError === "" ? "" : `: ${i.leftover.lastError}`}`);
-      return [i.model, i.nodeId, stateName(i.state), placementName(i.placement), i.address, i.inFlight, ago(i.lastUsed, nowMs), bytes(i.sizeBytes), notes.join(" ")];
+      return [i.model === "" ? "?" : i.model, i.nodeId, stateName(i.state), placementName(i.placement), i.address, i.inFlight, ago(i.lastUsed, nowMs), bytes(i.sizeBytes), notes.join(" ")];
     }),
   );
 }

@@ -159,6 +159,15 @@ export class NodeRegistry implements AgentDirectory, InventoryPort {
       this.loader?.reportMemory(n.nodeId, memoryReading(hb.resources));
     }
     this.reconcile(n);
+    // Orphans (live processes without a complete record) count toward the
+    // node's limit, groups and memory; never selectable, never routed.
+    this.loader?.setOrphans(
+      n.nodeId,
+      hb.orphans.map((o) => {
+        const spec = o.model === "" ? undefined : this.loader?.modelSpec(o.model);
+        return { kind: "orphan" as const, key: `pid:${String(o.pid)}`, model: o.model === "" ? undefined : o.model, groups: spec?.groups ?? [], sizeBytes: Number(o.memoryBytes) };
+      }),
+    );
     return true;
   }
 

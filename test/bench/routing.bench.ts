@@ -1,0 +1,97 @@
+/**
+ * Predict through the coordinator (load-on-demand lookup, watchdog tracking,
+ * ModelIdentity routing) against Predict straight to the same backend-sim
+ * process, in the same run: 64 concurrent callers (calls/s) and 1 caller
+ * (median latency; the difference is what the coordinator adds).
+ */
+import { spawn } from "node:child_process";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { createClient } from "@warden/grpc";
+import { AdminService, Backend, InferenceService } from "@warden/proto";
+import { median, type BenchResult } from "./bench-result.js";
+
+function freePort(): Promise<number> {
+  return new Promise((res, rej) => {
+    const s = createServer();
+    s.once("error", rej);
+    s.listen(0, "127.0.0.1", () => {
+      const a = s.address();
+      s.close(() => {
+        res(typeof a === "object" && a !== null ? a.port : 0);
+      });
+    });
+  });
+}
+
+async function throughput(durationMs: number, concurrency: number, call: () => Promise<unknown>): Promise<number> {
+  const end = performance.now() + durationMs;
+  let n = 0;
+  const start = performance.now();
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (performance.now() < end) {
+        await call();
+        n++;
+      }
+    }),
+  );
+  return n / ((performance.now() - start) / 1000);
+}
+
+async function latencies(count: number, call: () => Promise<unknown>): Promise<number[]> {
+  const out: number[] = [];
+  for (let i = 0; i < count; i++) {
+    const t = performance.now();
+    await call();
+    out.push(performance.now() - t);
+  }
+  return out;
+}
+
+export async function run(): Promise<BenchResult[]> {
+  // The coordinator runs as its own process (as in production), so the
+  // callers in this process do the same work on both sides.
+  const dir = await mkdtemp(join(tmpdir(), "warden-bench-routing-"));
+  const addr = `127.0.0.1:${String(await freePort())}`;
+  await writeFile(join(dir, "c.yaml"), `listen: ${addr}\nstateDir: ${join(dir, "state")}\nagent: { ports: { min: 43000, max: 43099 }, nvidiaSmi: "" }\nmodels:\n  - { id: m, backend: backend-sim, options: ["sim.predict_tokens:1"] }\n`);
+  const root = resolve(import.meta.dirname, "..", "..");
+  const child = spawn(process.execPath, ["--import", "tsx", join(root, "services/cli/src/main.ts"), "up", "--config", join(dir, "c.yaml"), "--log-level", "warn"], { cwd: root, stdio: ["ignore", "pipe", "inherit"] });
+  let out = "";
+  child.stdout.on("data", (b: Buffer) => (out += b.toString()));
+  for (let i = 0; i < 300 && !out.includes("Warden is running"); i++) await new Promise((r) => setTimeout(r, 100));
+  try {
+    const inference = createClient(InferenceService, addr);
+    await inference.predict({ model: "m", options: { Prompt: "warm" } });
+    const admin = createClient(AdminService, addr);
+    const address = (await admin.listModels({})).instances[0]?.address ?? "";
+    admin.close();
+    const direct = createClient(Backend, address);
+    const viaWarden = (): Promise<unknown> => inference.predict({ model: "m", options: { Prompt: "hi" } });
+    const straight = (): Promise<unknown> => direct.predict({ Prompt: "hi", ModelIdentity: "m" });
+    await throughput(500, 16, viaWarden);
+    await throughput(500, 16, straight);
+    const rounds = 3;
+    const ours: number[] = [];
+    const base: number[] = [];
+    for (let i = 0; i < rounds; i++) {
+      base.push(await throughput(1500, 64, straight));
+      ours.push(await throughput(1500, 64, viaWarden));
+    }
+    const lb = median(await latencies(400, straight));
+    const lo = median(await latencies(400, viaWarden));
+    direct.close();
+    inference.close();
+    return [
+      { name: "Predict, 64 concurrent callers", baseline: "straight to backend-sim", ours: median(ours), baselineValue: median(base), unit: "calls/s", higherIsBetter: true },
+      { name: `Predict, 1 caller, median latency (coordinator adds ${(lo - lb).toFixed(3)} ms)`, baseline: "straight to backend-sim", ours: lo, baselineValue: lb, unit: "ms", higherIsBetter: false },
+    ];
+  } finally {
+    const exited = new Promise((r) => child.once("exit", r));
+    child.kill("SIGINT");
+    await exited;
+    await rm(dir, { recursive: true, force: true });
+  }
+}

@@ -1,3 +1,4 @@
+import { setMaxListeners } from "node:events";
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import type { MessageInitShape } from "@bufbuild/protobuf";
@@ -190,6 +191,9 @@ export function createAgent(config: AgentConfig, deps: AgentDeps = {}): Agent {
   };
   const starts = new Map<string, StartEntry>();
   const closing = new AbortController();
+  // The agent's lifetime signal is shared by every operation in flight (each
+  // removes its listener when done); many at once is normal, not a leak.
+  setMaxListeners(0, closing.signal);
   let partials: PartialRecord[] = [];
   let orphans: Orphan[] = [];
   let cancelOrphanTimer: Cancel = () => {};

@@ -8,6 +8,8 @@ export interface AgentArgs {
   /** Overrides the config's `listen`. */
   listen: string | undefined;
   stopBackendsOnExit: boolean;
+  /** host:port for Prometheus `/metrics`; off when undefined. */
+  metrics: string | undefined;
   help: boolean;
 }
 
@@ -20,6 +22,7 @@ when --coordinator is given.
   --config PATH            YAML config (see services/agent/README.md)
   --coordinator HOST:PORT  coordinator NodeService address (Register + Heartbeat)
   --listen HOST:PORT       AgentService address (overrides the config's listen)
+  --metrics HOST:PORT      serve Prometheus metrics at http://HOST:PORT/metrics
   --stop-backends-on-exit  on SIGTERM/SIGINT call Free (5 s cap) and stop every backend;
                            by default backends keep running and are adopted on restart
   --help                   this text
@@ -29,7 +32,7 @@ const hostPort = /^[A-Za-z0-9.\-[\]:]+:\d{1,5}$/;
 
 /** Parses argv (without node and script). Throws INVALID_ARGUMENT naming the flag. */
 export function parseAgentArgs(argv: readonly string[]): AgentArgs {
-  const out: AgentArgs = { configPath: "", coordinator: undefined, listen: undefined, stopBackendsOnExit: false, help: false };
+  const out: AgentArgs = { configPath: "", coordinator: undefined, listen: undefined, stopBackendsOnExit: false, metrics: undefined, help: false };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i] ?? "";
     const [flag, inline] = a.startsWith("--") && a.includes("=") ? [a.slice(0, a.indexOf("=")), a.slice(a.indexOf("=") + 1)] : [a, undefined];
@@ -56,6 +59,10 @@ export function parseAgentArgs(argv: readonly string[]): AgentArgs {
         break;
       case "--stop-backends-on-exit":
         out.stopBackendsOnExit = true;
+        break;
+      case "--metrics":
+        out.metrics = value();
+        if (!hostPort.test(out.metrics)) throw invalidArgument("--metrics", `must be host:port, got "${out.metrics}"`);
         break;
       default:
         throw invalidArgument(a, "unknown argument");

@@ -132,11 +132,13 @@ export function buildProgram(io: CliIo, runners: { up: (o: Record<string, unknow
     .option("--coordinator <host:port>", "coordinator NodeService address")
     .option("--listen <host:port>", "AgentService address (overrides the config)")
     .option("--stop-backends-on-exit", "on SIGTERM/SIGINT stop every backend (default: leave them running for adoption)", false)
-    .action(async (o: { config: string; coordinator?: string; listen?: string; stopBackendsOnExit: boolean }) => {
+    .option("--metrics <host:port>", "serve Prometheus metrics at http://HOST:PORT/metrics")
+    .action(async (o: { config: string; coordinator?: string; listen?: string; stopBackendsOnExit: boolean; metrics?: string }) => {
       const args = ["--config", o.config];
       if (o.coordinator !== undefined) args.push("--coordinator", o.coordinator);
       if (o.listen !== undefined) args.push("--listen", o.listen);
       if (o.stopBackendsOnExit) args.push("--stop-backends-on-exit");
+      if (o.metrics !== undefined) args.push("--metrics", o.metrics);
       code = await runners.agent(args);
     });
 

@@ -1,0 +1,79 @@
+import { createServer, type Server } from "node:http";
+import { Gauge, Registry, collectDefaultMetrics } from "prom-client";
+import type { Agent } from "./agent.js";
+
+/**
+ * The agent's Prometheus metrics, computed at scrape time from the process
+ * table and the last memory reading: backends by state, backends with a stop
+ * requested, orphans, GPU and RAM bytes.
+ */
+export function createAgentMetrics(agent: Agent): Registry {
+  const r = new Registry();
+  collectDefaultMetrics({ register: r, prefix: "warden_agent_" });
+  new Gauge({
+    name: "warden_agent_backends",
+    help: "Backend processes by state (spawning, loading, ready, stopping, exited).",
+    labelNames: ["state"],
+    registers: [r],
+    collect() {
+      this.reset();
+      for (const p of agent.processes()) this.inc({ state: p.state });
+    },
+  });
+  new Gauge({
+    name: "warden_agent_stop_requested_backends",
+    help: "Backends with a recorded stop request that are not gone yet.",
+    registers: [r],
+    async collect() {
+      const inv = await agent.inventory();
+      this.set(inv.backends.filter((b) => b.stopRequested !== undefined).length);
+    },
+  });
+  new Gauge({
+    name: "warden_agent_orphans",
+    help: "Live processes in the port range without a complete record.",
+    registers: [r],
+    async collect() {
+      this.set((await agent.inventory()).orphans.length);
+    },
+  });
+  new Gauge({
+    name: "warden_agent_memory_bytes",
+    help: "Memory by device (GPU index, or ram) and kind (total, used).",
+    labelNames: ["device", "kind"],
+    registers: [r],
+    async collect() {
+      this.reset();
+      const m = await agent.nodeResources();
+      for (const g of m.gpus ?? []) {
+        this.set({ device: String(g.index ?? 0), kind: "total" }, Number(g.totalBytes ?? 0n));
+        this.set({ device: String(g.index ?? 0), kind: "used" }, Number(g.usedBytes ?? 0n));
+      }
+      this.set({ device: "ram", kind: "total" }, Number(m.ramTotalBytes ?? 0n));
+      this.set({ device: "ram", kind: "used" }, Number(m.ramUsedBytes ?? 0n));
+    },
+  });
+  return r;
+}
+
+/** Serves `GET /metrics`. */
+export async function serveAgentMetrics(registry: Registry, listen: string): Promise<Server> {
+  const i = listen.lastIndexOf(":");
+  const server = createServer((req, res) => {
+    if (req.method !== "GET" || (req.url ?? "").split("?")[0] !== "/metrics") {
+      res.writeHead(404).end("not found: try /metrics\n");
+      return;
+    }
+    registry.metrics().then(
+      (text) => res.writeHead(200, { "content-type": registry.contentType }).end(text),
+      (err: unknown) => res.writeHead(500).end(String(err)),
+    );
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(Number(listen.slice(i + 1)), listen.slice(0, i), () => {
+      resolve();
+    });
+  });
+  return server;
+}

@@ -533,6 +533,10 @@ export class Loader<H extends BackendHandle = BackendHandle> {
   async acquire(modelId: string, signal: AbortSignal): Promise<Lease<H>> {
     for (;;) {
       const h = await this.ensureLoaded(modelId, signal);
+      if (this.o.agents.isReachable?.(h.nodeId) === false) {
+        // Accounted, not routable: the node's fate is unknown until it is back or lost.
+        throw new WardenError(Code.Unavailable, `model "${modelId}" is on node "${h.nodeId}", which is unreachable; retry later`, { details: { nodeId: h.nodeId } });
+      }
       const release = await this.locks.shared(modelId, signal);
       try {
         const v = this.core.instance(h.incarnation);
@@ -726,6 +730,25 @@ export class Loader<H extends BackendHandle = BackendHandle> {
     this.cancelFreedRetry(incarnation);
     this.dropHeld(incarnation);
     this.o.events.emit({ type: "backend.exited", nodeId: h.nodeId, model: h.model, address: h.address ?? "", incarnation, ...info });
+  }
+
+  /**
+   * A node was declared lost: its instances become leftovers there (still
+   * accounted on that node, stops retried should it come back) and their
+   * models may be placed elsewhere. Nothing is forgotten.
+   */
+  onNodeLost(nodeId: string): void {
+    for (const h of [...this.held.values()]) {
+      if (h.nodeId !== nodeId) continue;
+      const v = this.core.instance(h.incarnation);
+      if (v?.pendingEviction !== undefined) continue; // its stop settles it
+      this.core.remove(h.incarnation);
+      this.cancelFreedRetry(h.incarnation);
+      this.dropHeld(h.incarnation);
+      if (h.address !== undefined) {
+        this.leftovers.add({ incarnation: h.incarnation, nodeId, model: h.model, address: h.address, groups: h.spec.groups, sizeBytes: h.spec.sizeBytes, lastError: `node "${nodeId}" lost` });
+      }
+    }
   }
 
   /** An operator's audited word: forget a leftover or an instance on a node gone for good. Never stops anything. */

@@ -44,6 +44,12 @@ export interface AgentDirectory {
   agent(nodeId: string): AgentPort | undefined;
   /** True for the coordinator's embedded agent (placement `local`). */
   isLocal(nodeId: string): boolean;
+  /**
+   * False while the node is unreachable or lost: its instances stay accounted
+   * but calls are not routed there (they fail with UNAVAILABLE). Optional:
+   * absent means always reachable.
+   */
+  isReachable?(nodeId: string): boolean;
 }
 
 /** The loader's handle on one backend process (its "local half"). */

@@ -21,6 +21,8 @@ export interface CoordinatorConfig {
   readonly stop: { readonly stopTimeoutMs: number; readonly freeTimeoutMs: number; readonly stopRpcTimeoutMs: number };
   /** Heartbeats older than this mark a node unreachable. @default 5000 */
   readonly nodeGraceMs: number;
+  /** Unreachable this long → lost (its models may be placed elsewhere). @default 10 min */
+  readonly nodeLostAfterMs: number;
   readonly models: readonly ModelSpec[];
   /** NATS for the audit stream; undefined = events reach only the log and WatchEvents. */
   /** host:port of the Prometheus `/metrics` endpoint; undefined = off. */
@@ -130,7 +132,7 @@ const policyFields = [
   "loadFailureCooldownMax",
 ];
 
-const topFields = ["listen", "stateDir", "embeddedAgent", "agent", "placement", "policy", "stop", "nodeGrace", "models", "nats", "metricsListen"];
+const topFields = ["listen", "stateDir", "embeddedAgent", "agent", "placement", "policy", "stop", "nodeGrace", "nodeLostAfter", "models", "nats", "metricsListen"];
 
 /**
  * Validates a parsed config object. Every error is INVALID_ARGUMENT naming the
@@ -207,6 +209,7 @@ export function resolveCoordinatorConfig(input: unknown): CoordinatorConfig {
       stopRpcTimeoutMs: duration(s["rpcTimeout"], "stop.rpcTimeout", 15_000),
     },
     nodeGraceMs: duration(input["nodeGrace"], "nodeGrace", 5_000),
+    nodeLostAfterMs: duration(input["nodeLostAfter"], "nodeLostAfter", 600_000),
     metricsListen: input["metricsListen"] === undefined ? undefined : str(input["metricsListen"], "metricsListen"),
     models,
     nats,

@@ -123,6 +123,11 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
     log: log.child({ component: "nodes" }),
     graceMs: config.nodeGraceMs,
     connect: (address) => createClient(AgentService, address),
+    lostAfterMs: config.nodeLostAfterMs,
+    onPauseChange: (paused, unreachable, total) => {
+      log.warn(paused ? "most nodes unreachable: pausing unreachability-driven actions" : "unreachability pause over", { unreachable, total });
+      void hub.publish({ payload: { case: "unreachabilityPaused", value: { $typeName: "warden.v1.UnreachabilityPaused", paused, unreachableNodes: unreachable, totalNodes: total } } });
+    },
     onNodeEvent: (nodeId, kind, labels) => {
       switch (kind) {
         case "registered":
@@ -132,7 +137,8 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
           void hub.publish({ nodeId, payload: { case: "nodeUnreachable", value: { $typeName: "warden.v1.NodeUnreachable" } } });
           break;
         case "lost":
-          void hub.publish({ nodeId, payload: { case: "nodeLost", value: { $typeName: "warden.v1.NodeLost", byOperator: false } } });
+        case "lost-by-operator":
+          void hub.publish({ nodeId, payload: { case: "nodeLost", value: { $typeName: "warden.v1.NodeLost", byOperator: kind === "lost-by-operator" } } });
           break;
         case "ready":
           log.info("node reachable again", { nodeId });

@@ -40,7 +40,9 @@ export interface NodeRegistryOptions {
   readonly lostAfterMs?: number;
   /** Makes a gRPC client for a registered agent's address. */
   readonly connect: (address: string) => Client<typeof AgentService>;
-  readonly onNodeEvent: (nodeId: string, kind: "registered" | "unreachable" | "lost" | "ready", labels: Record<string, string>) => void;
+  readonly onNodeEvent: (nodeId: string, kind: "registered" | "unreachable" | "lost" | "lost-by-operator" | "ready", labels: Record<string, string>) => void;
+  /** Mass unreachability began or ended. */
+  readonly onPauseChange?: (paused: boolean, unreachable: number, total: number) => void;
 }
 
 /**
@@ -53,6 +55,7 @@ export interface NodeRegistryOptions {
  */
 export class NodeRegistry implements AgentDirectory, InventoryPort {
   private readonly nodes = new Map<string, NodeRecord>();
+  private paused = false;
   private loader: Loader | undefined;
   private openIntent: (incarnation: string) => boolean = () => false;
   /** Cap on registered nodes (client-keyed). */
@@ -81,6 +84,10 @@ export class NodeRegistry implements AgentDirectory, InventoryPort {
 
   isLocal(nodeId: string): boolean {
     return this.nodes.get(nodeId)?.embedded === true;
+  }
+
+  isReachable(nodeId: string): boolean {
+    return this.nodes.get(nodeId)?.state === "ready";
   }
 
   // InventoryPort
@@ -180,11 +187,36 @@ export class NodeRegistry implements AgentDirectory, InventoryPort {
       if (n.state === "ready" && silentMs > this.o.graceMs) {
         n.state = "unreachable";
         this.o.onNodeEvent(n.nodeId, "unreachable", n.labels);
-      } else if (n.state === "unreachable" && silentMs > this.o.graceMs + (this.o.lostAfterMs ?? 600_000)) {
-        n.state = "lost";
-        this.o.onNodeEvent(n.nodeId, "lost", n.labels);
       }
     }
+    // When most nodes (≥ 55 %, at least 3) are unreachable at once, the fault is
+    // more likely ours (network, coordinator host) than theirs: actions driven by
+    // unreachability (declaring nodes lost and placing their models elsewhere) pause.
+    const all = [...this.nodes.values()].filter((n) => !n.embedded && n.state !== "lost");
+    const unreachable = all.filter((n) => n.state === "unreachable").length;
+    const paused = unreachable >= 3 && unreachable >= 0.55 * all.length;
+    if (paused !== this.paused) {
+      this.paused = paused;
+      this.o.onPauseChange?.(paused, unreachable, all.length);
+    }
+    if (paused) return;
+    for (const n of this.nodes.values()) {
+      if (n.embedded || n.state !== "unreachable") continue;
+      if (now - n.lastHeartbeatMs > this.o.graceMs + (this.o.lostAfterMs ?? 600_000)) this.declareLost(n, false);
+    }
+  }
+
+  /** True while unreachability-driven actions are paused. */
+  get unreachabilityPaused(): boolean {
+    return this.paused;
+  }
+
+  /** Marks a node lost (by timeout or an operator's word): its models may be placed elsewhere. */
+  declareLost(n: NodeRecord, byOperator: boolean): void {
+    if (n.state === "lost") return;
+    n.state = "lost";
+    this.o.onNodeEvent(n.nodeId, byOperator ? "lost-by-operator" : "lost", n.labels);
+    this.loader?.onNodeLost(n.nodeId);
   }
 
   private reconcile(n: NodeRecord): void {

@@ -56,7 +56,7 @@ export async function run(): Promise<BenchResult[]> {
   // callers in this process do the same work on both sides.
   const dir = await mkdtemp(join(tmpdir(), "warden-bench-routing-"));
   const addr = `127.0.0.1:${String(await freePort())}`;
-  await writeFile(join(dir, "c.yaml"), `listen: ${addr}\nstateDir: ${join(dir, "state")}\nagent: { ports: { min: 43000, max: 43099 }, nvidiaSmi: "" }\nmodels:\n  - { id: m, backend: backend-sim, options: ["sim.predict_tokens:1"] }\n`);
+  await writeFile(join(dir, "c.yaml"), `listen: ${addr}\nstateDir: ${join(dir, "state")}\nagent: { ports: { min: 23000, max: 23099 }, nvidiaSmi: "" }\nmodels:\n  - { id: m, backend: backend-sim, options: ["sim.predict_tokens:1"] }\n`);
   const root = resolve(import.meta.dirname, "..", "..");
   const child = spawn(process.execPath, ["--import", "tsx", join(root, "services/cli/src/main.ts"), "up", "--config", join(dir, "c.yaml"), "--log-level", "warn"], { cwd: root, stdio: ["ignore", "pipe", "inherit"] });
   let out = "";

@@ -34,9 +34,14 @@ export interface TestCoordinator {
   close(): Promise<void>;
 }
 
-/** A random port range of `size` ports in [20000, 60000). */
+/**
+ * A random, aligned port range of `size` ports in [20000, 32000): below the
+ * kernel's ephemeral range (32768+), so no outgoing connection or `listen(0)`
+ * of another process lands in it (a stranger there would be reported as an
+ * orphan, or block a backend's bind).
+ */
 export function randomPortRange(size = 40): { min: number; max: number } {
-  const min = 20_000 + Math.floor(Math.random() * ((60_000 - 20_000 - size) / size)) * size;
+  const min = 20_000 + Math.floor(Math.random() * Math.floor((32_000 - 20_000) / size)) * size;
   return { min, max: min + size - 1 };
 }
 

@@ -23,9 +23,9 @@ interface NodeSpec {
 }
 
 const nodes: readonly NodeSpec[] = [
-  { id: "gpu-a", labels: { gpu: "a100", zone: "east" }, gpus: [["NVIDIA A100-SXM4-80GB", 81920, 2048], ["NVIDIA A100-SXM4-80GB", 81920, 1024]], ports: [42100, 42199], listenPort: 7451 },
-  { id: "gpu-b", labels: { gpu: "l4", zone: "east" }, gpus: [["NVIDIA L4", 23034, 512]], ports: [42200, 42299], listenPort: 7452 },
-  { id: "gpu-c", labels: { gpu: "t4", zone: "west" }, gpus: [["Tesla T4", 15360, 6144]], ports: [42300, 42399], listenPort: 7453 },
+  { id: "gpu-a", labels: { gpu: "a100", zone: "east" }, gpus: [["NVIDIA A100-SXM4-80GB", 81920, 2048], ["NVIDIA A100-SXM4-80GB", 81920, 1024]], ports: [22100, 22199], listenPort: 7451 },
+  { id: "gpu-b", labels: { gpu: "l4", zone: "east" }, gpus: [["NVIDIA L4", 23034, 512]], ports: [22200, 22299], listenPort: 7452 },
+  { id: "gpu-c", labels: { gpu: "t4", zone: "west" }, gpus: [["Tesla T4", 15360, 6144]], ports: [22300, 22399], listenPort: 7453 },
 ];
 
 /** A fake nvidia-smi answering the two queries the agent makes, with fixed numbers. */

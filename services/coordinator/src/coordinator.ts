@@ -55,7 +55,7 @@ export function embeddedAgentConfig(config: CoordinatorConfig): ReturnType<typeo
     {
       nodeId: "local",
       stateDir: join(config.stateDir, "agent"),
-      ports: { min: 41000, max: 41999 },
+      ports: { min: 21000, max: 21999 },
       catalog: { "backend-sim": { builtin: "backend-sim" } },
       ...config.agent,
     },

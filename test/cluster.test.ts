@@ -8,7 +8,7 @@
 import { afterEach, describe, expect, it } from "vitest";
 import type { WardenError } from "@warden/common";
 import { Code, isWardenError } from "@warden/common";
-import { InstanceState, NodeState, Placement, PlacementDecision } from "@warden/proto";
+import { EvictionReason, InstanceState, NodeState, Placement, PlacementDecision } from "@warden/proto";
 import { eventTypeOf } from "@warden/events";
 import { simModel, startTestCoordinator, until, type TestCoordinator } from "./support/coordinator-harness.js";
 import { liveRemoteAgents, startRemoteAgent, type RemoteAgent } from "./support/agent-process.js";
@@ -69,7 +69,7 @@ describe("cluster (coordinator + two agent processes)", () => {
     await tc.waitForEvent("node.drained", (e) => e.nodeId === "node-t");
     const stopped = tc.events.filter((e) => e.payload.case === "evictionStopped" && e.nodeId === "node-t");
     expect(stopped.map((e) => e.model).sort()).toEqual(["pinned", "small"]);
-    expect(stopped.every((e) => e.payload.case === "evictionStopped" && e.payload.value.reason === 7)).toBe(true); // DRAIN
+    expect(stopped.every((e) => e.payload.case === "evictionStopped" && e.payload.value.reason === EvictionReason.DRAIN)).toBe(true);
     const n = (await tc.admin.getNode({ nodeId: "node-t" })).node;
     expect(n?.draining).toBe(true);
     expect(n?.instanceCount).toBe(0);

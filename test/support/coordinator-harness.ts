@@ -62,6 +62,7 @@ export async function startTestCoordinator(o: TestCoordinatorOptions): Promise<T
     },
     policy: { tickInterval: "100ms", enforcementRetries: 60, enforcementRetryInterval: "250ms", ...o.policy },
     stop: { timeout: "10s", rpcTimeout: "8s", ...o.stop },
+    recoveryWindow: "500ms",
     models: o.models,
     ...o.extra,
   });

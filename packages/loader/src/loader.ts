@@ -60,6 +60,12 @@ export interface LoaderOptions<H extends BackendHandle> {
   readonly stuckAfterMs?: number;
   /** Per-model waiting calls (DESIGN §5: 512). */
   readonly maxWaitingPerModel?: number;
+  /**
+   * Resolves when new loads may start. A restarted coordinator passes a gate
+   * that opens once the agents' inventories had a chance to arrive, so a load
+   * never starts a second copy of an instance that is about to be adopted.
+   */
+  readonly admissionGate?: Promise<void>;
   /** Reports what the loader decided but could not act on (bugs, best-effort failures). */
   readonly onWarning?: (msg: string, meta: Record<string, unknown>) => void;
 }
@@ -365,6 +371,14 @@ export class Loader<H extends BackendHandle = BackendHandle> {
       // Shared lifecycle lock for the whole load, admission included: a stop of
       // this model waits for it or times out; a stop never cancels a load.
       release = await this.locks.shared(spec.id, deadline.signal);
+      if (this.o.admissionGate !== undefined) await raceSignal(this.o.admissionGate, deadline.signal);
+      // Adopted while we waited at the gate: no second copy.
+      const adopted = this.current.get(spec.id);
+      const adoptedHeld = adopted === undefined ? undefined : this.held.get(adopted);
+      if (adoptedHeld !== undefined && adoptedHeld.phase === "ready") {
+        this.loadControllers.delete(incarnation);
+        return adoptedHeld;
+      }
       nodeId = await this.admit(spec, incarnation, preferredNode, deadline.signal);
       const agent = this.o.agents.agent(nodeId);
       if (agent === undefined) throw new WardenError(Code.Unavailable, `node "${nodeId}" has no connected agent`);

@@ -21,6 +21,12 @@ export interface CoordinatorConfig {
   readonly stop: { readonly stopTimeoutMs: number; readonly freeTimeoutMs: number; readonly stopRpcTimeoutMs: number };
   /** Heartbeats older than this mark a node unreachable. @default 5000 */
   readonly nodeGraceMs: number;
+  /**
+   * After a start over an existing journal or with remote agents, new loads
+   * wait this long for agents to report their inventories (adoption first,
+   * so nothing running is started twice). @default 3000
+   */
+  readonly recoveryWindowMs: number;
   /** Unreachable this long → lost (its models may be placed elsewhere). @default 10 min */
   readonly nodeLostAfterMs: number;
   readonly models: readonly ModelSpec[];
@@ -132,7 +138,7 @@ const policyFields = [
   "loadFailureCooldownMax",
 ];
 
-const topFields = ["listen", "stateDir", "embeddedAgent", "agent", "placement", "policy", "stop", "nodeGrace", "nodeLostAfter", "models", "nats", "metricsListen"];
+const topFields = ["listen", "stateDir", "embeddedAgent", "agent", "placement", "policy", "stop", "nodeGrace", "nodeLostAfter", "recoveryWindow", "models", "nats", "metricsListen"];
 
 /**
  * Validates a parsed config object. Every error is INVALID_ARGUMENT naming the
@@ -210,6 +216,7 @@ export function resolveCoordinatorConfig(input: unknown): CoordinatorConfig {
     },
     nodeGraceMs: duration(input["nodeGrace"], "nodeGrace", 5_000),
     nodeLostAfterMs: duration(input["nodeLostAfter"], "nodeLostAfter", 600_000),
+    recoveryWindowMs: duration(input["recoveryWindow"], "recoveryWindow", 3_000),
     metricsListen: input["metricsListen"] === undefined ? undefined : str(input["metricsListen"], "metricsListen"),
     models,
     nats,

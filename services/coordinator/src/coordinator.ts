@@ -147,7 +147,17 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
     },
   });
   const placement = new PlacementView(nodes, config.placement);
+  // A coordinator that may have had backends running before (remote agents,
+  // or a journal with history) lets inventories arrive before new loads start.
+  const mayHaveRunningBackends = !config.embeddedAgent || recovery.requeued > 0 || recovery.recovered.length > 0 || recovery.openStopIntents.length > 0;
+  const admissionGate =
+    mayHaveRunningBackends && config.recoveryWindowMs > 0
+      ? new Promise<void>((resolveGate) => {
+          clock.setTimer(config.recoveryWindowMs, resolveGate);
+        })
+      : undefined;
   const loader = new Loader<BackendClientHandle>({
+    ...(admissionGate === undefined ? {} : { admissionGate }),
     clock,
     rng,
     sleep: (ms, signal) => sleep(clock, ms, signal),

@@ -7,6 +7,7 @@
  * StopBackend). A remote stop is made to fail by freezing the agent
  * (SIGSTOP): StopBackend then times out after `stop.rpcTimeout`.
  */
+import { rm } from "node:fs/promises";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { createClient } from "@warden/grpc";
 import { Code, isWardenError, type WardenError } from "@warden/common";
@@ -33,6 +34,7 @@ afterEach(async () => {
   for (const r of retired.splice(0)) {
     r.admin.close();
     r.inference.close();
+    await rm(r.dir, { recursive: true, force: true });
   }
 });
 
@@ -342,8 +344,13 @@ describe("coordinator with a separate agent process", { timeout: 240_000 }, () =
     const tc = t;
     const a = await addAgent(tc);
     const load = tc.admin.loadModel({ model: "slow" }, { timeoutMs: 60_000 }).catch((e: unknown) => e);
-    const loading = await until("slow is loading on remote-a", async () => (await rows(tc)).find((r) => r.model === "slow" && r.state === InstanceState.LOADING));
-    const [pid] = await a.liveBackends();
+    // spawned (the address is attached on the agent's "spawned", after its record is on disk) and exec'd
+    const loading = await until("slow is loading on remote-a", async () => (await rows(tc)).find((r) => r.model === "slow" && r.state === InstanceState.LOADING && r.address !== ""));
+    const [pid] = await until("slow's backend process", async () => {
+      const live = await a.liveBackends();
+      return live.length === 1 ? live : undefined;
+    });
+    expect(pid).toBeGreaterThan(0);
     await a.kill();
     const err = await load;
     expect(err).toBeInstanceOf(Error);

@@ -162,6 +162,28 @@ describe("coordinator scenarios (embedded agent, backend-sim processes)", { time
     expect(tc.events.filter((e) => e.payload.case === "backendLoadFailed")).toHaveLength(1);
   });
 
+  it("a backend killed during a call: the call sees UNAVAILABLE, the instance is removed through the watchdog and the call succeeds once on a fresh instance", async () => {
+    t = await start({ models: [simModel("c", { knobs: { predict_delay_ms: 1_500 } })] });
+    const tc = t;
+    const first = await tc.admin.loadModel({ model: "c" });
+    const inc1 = first.instance?.incarnation ?? "";
+    const call = tc.inference.predict({ model: "c", options: { Prompt: "p" } }, { timeoutMs: 60_000 });
+    await until("call in flight", async () => (await tc.admin.listModels({})).instances.some((i) => i.incarnation === inc1 && i.inFlight === 1));
+    const pid = tc.c.agent?.processes().find((p) => p.incarnation === inc1)?.pid ?? 0;
+    expect(pid).toBeGreaterThan(0);
+    process.kill(pid, "SIGKILL");
+    const r = await call;
+    expect(new TextDecoder().decode(r.reply?.message)).toContain("c");
+    const rows = (await tc.admin.listModels({})).instances;
+    expect(rows.map((i) => i.state)).toEqual([InstanceState.READY]);
+    expect(rows[0]?.incarnation).not.toBe(inc1);
+    expect(rows[0]?.inFlight).toBe(0);
+    await tc.waitForEvent("backend.loaded", (e) => e.incarnation === rows[0]?.incarnation);
+    expect(tc.events.filter((e) => e.payload.case === "backendLoaded")).toHaveLength(2);
+    const removed = await tc.waitForEvent("eviction.started", (e) => e.incarnation === inc1);
+    expect(removed.payload.case === "evictionStarted" && removed.payload.value.reason).toBe(EvictionReason.HEALTH);
+  });
+
   it("scenario 82 improved: with limitPerNode 1, a loading m1 is never selected; m2 waits through need-more until m1 is ready, then m1 is evicted (lru) and m2 loads", async () => {
     t = await start({ models: [simModel("m1", { knobs: { load_delay_ms: 3_000 } }), simModel("m2")], policy: { limitPerNode: 1 } });
     const tc = t;

@@ -5,7 +5,17 @@
  * Scenario numbers are localai-semantics.md §6 mapped to Warden's API
  * (ShutdownModel → UnloadModel; the loader's remote unloader → the agent's
  * StopBackend). A remote stop is made to fail by freezing the agent
- * (SIGSTOP): StopBackend then times out after `stop.rpcTimeout`.
+ * (SIGSTOP): StopBackend then times out after `stop.rpcTimeout`; a node is
+ * kept "ready" meanwhile (long nodeGrace) wherever the test must show that
+ * the leftover, not an unreachable node, is what blocks a load.
+ *
+ * Here: remote placement and routing; a failed remote stop (leftover only,
+ * blocking group and limit conflicts until reaped); 81 (remote-only); the
+ * agent killed during a stop and during a load; an agent restart under a
+ * ready model; a restarted coordinator with an open stop intent; 51; 54 on a
+ * remote placement; 64 (restarted coordinator, and through the inventories),
+ * 65/68; 66 (unreachable node); 48. The embedded-agent scenarios (53/54, 59,
+ * 62, 82) are in coordinator-scenarios.test.ts.
  */
 import { rm } from "node:fs/promises";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
@@ -456,6 +466,39 @@ describe("coordinator with a separate agent process", { timeout: 240_000 }, () =
     // neither configured nor anywhere: NOT_FOUND naming the model
     const nf = await tc.admin.unloadModel({ model: "nope" }).catch((e: unknown) => e);
     expect(isWardenError(nf, Code.NotFound)).toBe(true);
+  });
+
+  it("scenario 64 through the inventories: a model the loader does not hold but an agent's inventory has (a start it never heard of) is stopped by UnloadModel", async () => {
+    t = await startTestCoordinator(coordinatorOptions([simModel("m1")], { stop: { rpcTimeout: "30s" } }));
+    const tc = t;
+    const a = await addAgent(tc);
+    // A start this coordinator did not make (e.g. begun by a predecessor that crashed mid-load): still
+    // loading, so the reconciler leaves it alone and only the inventory knows it.
+    const inc = newIncarnation();
+    const agent = createClient(AgentService, a.address);
+    const ctl = new AbortController();
+    cancels.push(ctl);
+    void (async () => {
+      for await (const _ of agent.startBackend({ incarnation: inc, model: "m1", backend: "backend-sim", options: ["sim.load_delay_ms:6000"] }, { signal: ctl.signal })) {
+        // drain
+      }
+    })().catch(() => undefined);
+    await until("m1 in the coordinator's view of the inventory", () => tc.c.nodes.get("remote-a")?.inventory?.some((e) => e.incarnation === inc && e.state !== BackendState.EXITED));
+    const [pid] = await until("m1's process", async () => {
+      const live = await a.liveBackends();
+      return live.length === 1 ? live : undefined;
+    });
+    expect(tc.c.loader.heldInstance(inc)).toBeUndefined();
+    expect(tc.c.loader.core.instance(inc)).toBeUndefined();
+    const u = await tc.admin.unloadModel({ model: "m1" });
+    expect(u.outcome).toBe(UnloadOutcome.STOPPED);
+    await until("m1's process gone", async () => !(await pidAlive(pid ?? 0)));
+    const stopped = await tc.waitForEvent("eviction.stopped", byInc(inc));
+    expect(stopped.payload.case === "evictionStopped" && stopped.payload.value.reason).toBe(EvictionReason.ADMIN);
+    await until("inventory without m1", () => tc.c.nodes.findModel("m1").t === "absent");
+    expect((await tc.admin.unloadModel({ model: "m1" })).outcome).toBe(UnloadOutcome.NOT_LOADED);
+    expect(await rows(tc)).toEqual([]);
+    agent.close();
   });
 
   it("scenario 66: an unreachable node whose last inventory had the model makes UnloadModel an error (UNAVAILABLE), never NOT_LOADED", async () => {

@@ -333,7 +333,9 @@ describe("coordinator with a separate agent process", { timeout: 240_000 }, () =
     const loaded = await tc.admin.loadModel({ model: "m1" });
     const inc = loaded.instance?.incarnation ?? "";
     const bootBefore = tc.c.nodes.get("remote-a")?.bootEpoch;
-    await a.kill();
+    // SIGTERM: the agent exits and leaves its backends running (DESIGN §2)
+    await a.stop();
+    expect(await a.liveBackends()).toHaveLength(1);
     await a.restart();
     await until("the restarted agent registered with its inventory", () => {
       const n = tc.c.nodes.get("remote-a");

@@ -17,7 +17,8 @@
  * 65/68; 66 (unreachable node); 48. The embedded-agent scenarios (53/54, 59,
  * 62, 82) are in coordinator-scenarios.test.ts.
  */
-import { rm } from "node:fs/promises";
+import { readFile, rm } from "node:fs/promises";
+import { join } from "node:path";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { createClient } from "@warden/grpc";
 import { Code, isWardenError, type WardenError } from "@warden/common";
@@ -253,10 +254,15 @@ describe("coordinator with a separate agent process", { timeout: 240_000 }, () =
     const unload = tc.admin.unloadModel({ model: "m1" });
     const agent = createClient(AgentService, a.address);
     try {
-      await until("the agent recorded the stop request", async () => (await agent.listBackends({})).backends.find((b) => b.incarnation === inc && b.stopRequested !== undefined));
+      await until("the agent received the stop", async () => (await agent.listBackends({})).backends.find((b) => b.incarnation === inc && b.stopRequested !== undefined));
     } finally {
       agent.close();
     }
+    // ListBackends shows the request before the record write completes: kill only once it is on disk.
+    await until("the stop request is in the agent's record", async () => {
+      const rec = await readFile(join(a.stateDir, `${inc}.json`), "utf8").catch(() => "{}");
+      return (JSON.parse(rec) as { stopRequested?: unknown }).stopRequested != null;
+    });
     await a.kill();
     const u = await unload;
     expect(u.outcome).toBe(UnloadOutcome.LEFTOVER);

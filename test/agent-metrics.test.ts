@@ -1,7 +1,6 @@
 /** The agent process serves Prometheus metrics behind --metrics. */
 import { spawn } from "node:child_process";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -9,21 +8,9 @@ import { createClient } from "@warden/grpc";
 import { AgentService } from "@warden/proto";
 import { createUlidFactory, cryptoRng, systemClock } from "@warden/common";
 import { randomPortRange, until } from "./support/coordinator-harness.js";
+import { freePort } from "./support/free-port.js";
 
 const root = resolve(import.meta.dirname, "..");
-
-function freePort(): Promise<number> {
-  return new Promise((res, rej) => {
-    const s = createServer();
-    s.once("error", rej);
-    s.listen(0, "127.0.0.1", () => {
-      const a = s.address();
-      s.close(() => {
-        res(typeof a === "object" && a !== null ? a.port : 0);
-      });
-    });
-  });
-}
 
 describe("agent metrics", () => {
   it("serves backends by state on /metrics, and the count follows a start", async () => {

@@ -6,30 +6,16 @@
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createClient } from "@warden/grpc";
 import { AdminService, Health, HealthCheckResponse_ServingStatus } from "@warden/proto";
 import { until } from "./support/coordinator-harness.js";
+import { freePort } from "./support/free-port.js";
 
 const root = resolve(import.meta.dirname, "..");
 const cliMain = join(root, "services", "cli", "src", "main.ts");
-
-function freePort(): Promise<number> {
-  return new Promise((res, rej) => {
-    const s = createServer();
-    s.once("error", rej);
-    s.listen(0, "127.0.0.1", () => {
-      const a = s.address();
-      const port = typeof a === "object" && a !== null ? a.port : 0;
-      s.close(() => {
-        res(port);
-      });
-    });
-  });
-}
 
 interface Run {
   code: number;

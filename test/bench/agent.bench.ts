@@ -13,25 +13,11 @@ import { join } from "node:path";
 import { cryptoRng, createUlidFactory, systemClock } from "@warden/common";
 import { createClient } from "@warden/grpc";
 import { Backend } from "@warden/proto";
-import { backendSimCatalogEntry, createAgent, inProcessContext, resolveAgentConfig } from "../../services/agent/src/index.js";
-
-interface BenchResult {
-  name: string;
-  baseline: string;
-  ours: number;
-  baselineValue: number;
-  unit: string;
-  higherIsBetter: boolean;
-}
+import { backendSimCatalogEntry, createAgent, inProcessContext, resolveAgentConfig } from "@warden/agent";
+import { median, type BenchResult } from "./bench-result.js";
 
 const rounds = 20;
 const pollMs = 25;
-
-function median(values: number[]): number {
-  const s = [...values].sort((a, b) => a - b);
-  const mid = Math.floor(s.length / 2);
-  return s.length % 2 === 1 ? (s[mid] ?? 0) : ((s[mid - 1] ?? 0) + (s[mid] ?? 0)) / 2;
-}
 
 const sleepMs = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

@@ -17,7 +17,7 @@ export function advantage(r: BenchResult): number {
 }
 
 /** Median of a non-empty list. */
-export function median(values: number[]): number {
+export function median(values: readonly number[]): number {
   const s = [...values].sort((a, b) => a - b);
   const mid = Math.floor(s.length / 2);
   return s.length % 2 === 1 ? (s[mid] ?? 0) : ((s[mid - 1] ?? 0) + (s[mid] ?? 0)) / 2;

@@ -20,25 +20,11 @@ import { createOutbox } from "@warden/outbox";
 import { openFileJournal } from "@warden/journal";
 import { connectAudit, createNatsPublisher, defaultAuditStreamName, ensureAuditStream } from "@warden/audit";
 import { startNatsServer, type NatsServerHandle } from "../support/nats-server.js";
-
-export interface BenchResult {
-  name: string;
-  baseline: string;
-  ours: number;
-  baselineValue: number;
-  unit: string;
-  higherIsBetter: boolean;
-}
+import { median, type BenchResult } from "./bench-result.js";
 
 const eventsPerRun = 20_000;
 const outageEvents = 6_000;
 const rounds = 3;
-
-function median(values: readonly number[]): number {
-  const s = [...values].sort((a, b) => a - b);
-  const mid = Math.floor(s.length / 2);
-  return s.length % 2 === 1 ? (s[mid] ?? 0) : ((s[mid - 1] ?? 0) + (s[mid] ?? 0)) / 2;
-}
 
 function init(i: number): EventInit {
   return {

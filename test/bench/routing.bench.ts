@@ -6,25 +6,12 @@
  */
 import { spawn } from "node:child_process";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { createClient } from "@warden/grpc";
 import { AdminService, Backend, InferenceService } from "@warden/proto";
 import { median, type BenchResult } from "./bench-result.js";
-
-function freePort(): Promise<number> {
-  return new Promise((res, rej) => {
-    const s = createServer();
-    s.once("error", rej);
-    s.listen(0, "127.0.0.1", () => {
-      const a = s.address();
-      s.close(() => {
-        res(typeof a === "object" && a !== null ? a.port : 0);
-      });
-    });
-  });
-}
+import { freePort } from "../support/free-port.js";
 
 async function throughput(durationMs: number, concurrency: number, call: () => Promise<unknown>): Promise<number> {
   const end = performance.now() + durationMs;

@@ -10,17 +10,8 @@
  *   must evict one victim. LocalAI builds the candidate list from the whole
  *   registry and sorts everything; Warden looks at the node only.
  */
-// Relative until the workspace link for @warden/watchdog exists in node_modules (needs an npm install, outside this change).
-import { createWatchdogCore } from "../../packages/watchdog/src/index.js";
-
-interface BenchResult {
-  name: string;
-  baseline: string;
-  ours: number;
-  baselineValue: number;
-  unit: string;
-  higherIsBetter: boolean;
-}
+import { createWatchdogCore } from "@warden/watchdog";
+import type { BenchResult } from "./bench-result.js";
 
 const now = (): number => performance.now();
 

@@ -62,3 +62,27 @@ export function sleep(clock: Clock, ms: number, signal?: AbortSignal): Promise<v
     signal?.addEventListener("abort", onAbort, { once: true });
   });
 }
+
+/**
+ * Settles with `p`, or rejects with the signal's reason (as a WardenError)
+ * as soon as it aborts. `p` keeps running; the caller stops waiting for it.
+ */
+export function raceSignal<T>(p: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(abortReason(signal));
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = (): void => {
+      reject(abortReason(signal));
+    };
+    signal.addEventListener("abort", onAbort, { once: true });
+    p.then(
+      (v) => {
+        signal.removeEventListener("abort", onAbort);
+        resolve(v);
+      },
+      (err: unknown) => {
+        signal.removeEventListener("abort", onAbort);
+        reject(err instanceof Error ? err : WardenError.from(err));
+      },
+    );
+  });
+}

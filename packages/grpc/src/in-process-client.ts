@@ -1,6 +1,6 @@
 import { Metadata } from "@grpc/grpc-js";
 import { create, type DescService } from "@bufbuild/protobuf";
-import { Code, WardenError, abortReason } from "@warden/common";
+import { Code, WardenError, abortReason, raceSignal } from "@warden/common";
 import type { CallOptions, Client, HandlerContext, ServiceImpl } from "./types.js";
 
 function context(opts: CallOptions | undefined): { ctx: HandlerContext; done: () => void } {
@@ -46,30 +46,6 @@ function context(opts: CallOptions | undefined): { ctx: HandlerContext; done: ()
   };
 }
 
-/** Rejects with the context's abort reason as soon as it fires. */
-function raceAbort<T>(p: Promise<T>, signal: AbortSignal): Promise<T> {
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = (): void => {
-      reject(abortReason(signal));
-    };
-    if (signal.aborted) {
-      onAbort();
-      return;
-    }
-    signal.addEventListener("abort", onAbort, { once: true });
-    p.then(
-      (v) => {
-        signal.removeEventListener("abort", onAbort);
-        resolve(v);
-      },
-      (err: unknown) => {
-        signal.removeEventListener("abort", onAbort);
-        reject(WardenError.from(err));
-      },
-    );
-  });
-}
-
 /**
  * A client that calls a service implementation in process, with the same
  * shape and semantics as a gRPC client (deadlines, AbortSignal, WardenError
@@ -90,7 +66,8 @@ export function inProcessClient<T extends DescService>(svc: T, impl: ServiceImpl
         out[m.localName] = async (req: unknown, opts?: CallOptions) => {
           const { ctx, done } = context(opts);
           try {
-            return output(await raceAbort(Promise.resolve(h(input(req), ctx)), ctx.signal));
+            // Errors reach the caller as WardenErrors, as they would through gRPC.
+            return output(await raceSignal(Promise.resolve(h(input(req), ctx)), ctx.signal).catch((err: unknown) => Promise.reject(WardenError.from(err))));
           } finally {
             done();
           }
@@ -103,7 +80,7 @@ export function inProcessClient<T extends DescService>(svc: T, impl: ServiceImpl
             const it = (h(input(req), ctx) as AsyncIterable<unknown>)[Symbol.asyncIterator]();
             try {
               for (;;) {
-                const r = await raceAbort(it.next(), ctx.signal);
+                const r = await raceSignal(it.next(), ctx.signal).catch((err: unknown) => Promise.reject(WardenError.from(err)));
                 if (r.done === true) return;
                 yield output(r.value);
               }

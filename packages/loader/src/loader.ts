@@ -1,4 +1,4 @@
-import { Code, WardenError, backoffDelayMs, deadlineSignal, isWardenError, leftoverBackoff, type Clock, type Rng, type BackoffPolicy, type Cancel } from "@warden/common";
+import { Code, WardenError, backoffDelayMs, deadlineSignal, raceSignal, isWardenError, leftoverBackoff, type Clock, type Rng, type BackoffPolicy, type Cancel } from "@warden/common";
 import {
   createWatchdogCore,
   createWatchdogService,
@@ -1007,23 +1007,3 @@ function isAborted(signal: AbortSignal): boolean {
   return signal.aborted;
 }
 
-/** Resolves or rejects with `p`, or rejects with the signal's reason first. */
-function raceSignal<T>(p: Promise<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) return Promise.reject(WardenError.from(signal.reason));
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = (): void => {
-      reject(WardenError.from(signal.reason));
-    };
-    signal.addEventListener("abort", onAbort, { once: true });
-    p.then(
-      (v) => {
-        signal.removeEventListener("abort", onAbort);
-        resolve(v);
-      },
-      (err: unknown) => {
-        signal.removeEventListener("abort", onAbort);
-        reject(err instanceof Error ? err : new Error(String(err)));
-      },
-    );
-  });
-}

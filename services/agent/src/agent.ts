@@ -3,7 +3,7 @@ import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
-import { Code, WardenError, abortReason, deadlineSignal, invalidArgument, nullLogger, sleep, systemClock, type Cancel, type Clock, type Logger } from "@warden/common";
+import { Code, WardenError, abortReason, deadlineSignal, invalidArgument, nullLogger, raceSignal, sleep, systemClock, type Cancel, type Clock, type Logger } from "@warden/common";
 import { createClient, type Client, type ServiceImpl } from "@warden/grpc";
 import { Backend, StartFailureCode, type AgentService, type NodeResourcesSchema, type StopBackendResponseSchema } from "@warden/proto";
 import type { AgentConfig, CatalogEntry } from "./agent-config.js";
@@ -99,25 +99,6 @@ const maxRememberedStarts = 4096;
 
 type StopResponseInit = MessageInitShape<typeof StopBackendResponseSchema>;
 
-function raceSignal<T>(p: Promise<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) return Promise.reject(abortReason(signal));
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = (): void => {
-      reject(abortReason(signal));
-    };
-    signal.addEventListener("abort", onAbort, { once: true });
-    p.then(
-      (v) => {
-        signal.removeEventListener("abort", onAbort);
-        resolve(v);
-      },
-      (e: unknown) => {
-        signal.removeEventListener("abort", onAbort);
-        reject(e instanceof Error ? e : new Error(String(e)));
-      },
-    );
-  });
-}
 
 function buildEnv(entry: CatalogEntry, source: Readonly<Record<string, string | undefined>>, gpuDevice: string): Record<string, string> {
   const env: Record<string, string> = {};

@@ -103,6 +103,13 @@ export class Loader<H extends BackendHandle = BackendHandle> {
   private readonly freedRetries = new Map<string, { attempts: number; cancel: Cancel }>();
   private readonly stopFailedAtLock = new Set<string>();
   private models = new Map<string, ModelSpec>();
+  /**
+   * Incarnations confirmed stopped by a stop we sent (bounded, oldest out):
+   * a heartbeat built before the stop and delivered after it must not adopt
+   * them again, and a call that failed because of that stop is not retried.
+   */
+  private readonly stoppedByUs = new Set<string>();
+  private static readonly maxStoppedByUs = 4096;
   private readonly timings: StopTimings;
   private readonly maxAttempts: number;
   private readonly retryIntervalMs: number;
@@ -146,6 +153,7 @@ export class Loader<H extends BackendHandle = BackendHandle> {
         this.o.events.emit({ type: "leftover.stuck", ...this.base(l), attempts: l.attempts, sinceWallMs: l.sinceWallMs, lastError: l.lastError });
       },
       onReaped: (l) => {
+        this.rememberStopped(l.incarnation);
         this.o.events.emit({ type: "leftover.reaped", ...this.base(l), attempts: l.attempts });
       },
     });
@@ -661,7 +669,15 @@ export class Loader<H extends BackendHandle = BackendHandle> {
    * (pending eviction, or already dropped): the call is not retried then.
    */
   isBeingStopped(incarnation: string): boolean {
-    return !this.held.has(incarnation) || this.core.instance(incarnation)?.pendingEviction !== undefined;
+    return this.stoppedByUs.has(incarnation) || this.leftovers.get(incarnation) !== undefined || this.core.instance(incarnation)?.pendingEviction !== undefined;
+  }
+
+  private rememberStopped(incarnation: string): void {
+    this.stoppedByUs.add(incarnation);
+    if (this.stoppedByUs.size > Loader.maxStoppedByUs) {
+      const oldest = this.stoppedByUs.values().next().value;
+      if (oldest !== undefined) this.stoppedByUs.delete(oldest);
+    }
   }
 
   /**
@@ -721,7 +737,7 @@ export class Loader<H extends BackendHandle = BackendHandle> {
 
   /** True when the loader tracks this incarnation in any form. */
   knows(incarnation: string): boolean {
-    return this.held.has(incarnation) || this.leftovers.get(incarnation) !== undefined || this.core.instance(incarnation) !== undefined;
+    return this.held.has(incarnation) || this.leftovers.get(incarnation) !== undefined || this.core.instance(incarnation) !== undefined || this.stoppedByUs.has(incarnation);
   }
 
   /**
@@ -899,6 +915,7 @@ export class Loader<H extends BackendHandle = BackendHandle> {
       case 1:
         break;
       case 2:
+        this.rememberStopped(c.incarnation);
         this.cancelFreedRetry(c.incarnation);
         this.dropHeld(c.incarnation);
         this.o.events.emit({ type: "eviction.stopped", ...base, reason: c.reason, alreadyGone: r.outcome.t === "alreadyGone" });

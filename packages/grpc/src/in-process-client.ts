@@ -3,6 +3,9 @@ import { create, type DescService } from "@bufbuild/protobuf";
 import { Code, WardenError, abortReason, raceSignal } from "@warden/common";
 import type { CallOptions, Client, HandlerContext, ServiceImpl } from "./types.js";
 
+/** The abort reason of a call that completed; shared so no stack trace is captured per call. */
+const callCompleted = new WardenError(Code.Canceled, "call completed");
+
 function context(opts: CallOptions | undefined): { ctx: HandlerContext; done: () => void } {
   const ctl = new AbortController();
   const cleanups: (() => void)[] = [];
@@ -41,7 +44,7 @@ function context(opts: CallOptions | undefined): { ctx: HandlerContext; done: ()
     ctx,
     done() {
       for (const c of cleanups) c();
-      if (!ctl.signal.aborted) ctl.abort(new WardenError(Code.Canceled, "call completed"));
+      if (!ctl.signal.aborted) ctl.abort(callCompleted);
     },
   };
 }

@@ -4,6 +4,9 @@ import { Code, WardenError } from "@warden/common";
 import { toGrpcStatus } from "./codes.js";
 import type { HandlerContext } from "./types.js";
 
+/** The abort reason of a call that completed; shared so no stack trace is captured per call. */
+const callCompleted = new WardenError(Code.Canceled, "call completed");
+
 /** The part of every grpc-js server call that scope() uses. */
 interface AnyCall {
   on(event: "cancelled", fn: () => void): unknown;
@@ -49,7 +52,7 @@ function scope(call: AnyCall): CallScope {
     finish() {
       if (timer !== undefined) clearTimeout(timer);
       call.removeListener("cancelled", onCancel);
-      if (!ctl.signal.aborted) ctl.abort(new WardenError(Code.Canceled, "call completed"));
+      if (!ctl.signal.aborted) ctl.abort(callCompleted);
     },
   };
 }

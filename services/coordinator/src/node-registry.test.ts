@@ -1,0 +1,103 @@
+import { describe, expect, it } from "vitest";
+import { create } from "@bufbuild/protobuf";
+import { InventoryEntrySchema, BackendState, type AgentService } from "@warden/proto";
+import { ManualClock, nullLogger } from "@warden/common";
+import type { Client } from "@warden/grpc";
+import { NodeRegistry } from "./node-registry.js";
+
+/** An agent client that is never called over the network: WatchBackends idles until aborted. */
+function idleClient(): Client<typeof AgentService> {
+  return {
+    close() {},
+    watchBackends: (_req: unknown, opts?: { signal?: AbortSignal }) => ({
+      async *[Symbol.asyncIterator]() {
+        await new Promise<void>((resolve) => opts?.signal?.addEventListener("abort", () => { resolve(); }, { once: true }));
+      },
+    }),
+  } as unknown as Client<typeof AgentService>;
+}
+
+function registry(clock: ManualClock) {
+  const events: { nodeId: string; kind: string }[] = [];
+  const pauses: { paused: boolean; unreachable: number; total: number }[] = [];
+  const r = new NodeRegistry({
+    clock,
+    log: nullLogger,
+    graceMs: 5_000,
+    lostAfterMs: 60_000,
+    connect: () => idleClient(),
+    onNodeEvent: (nodeId, kind) => events.push({ nodeId, kind }),
+    onPauseChange: (paused, unreachable, total) => pauses.push({ paused, unreachable, total }),
+  });
+  return { r, events, pauses };
+}
+
+const hb = (nodeId: string, sequence: bigint, bootEpoch = 1n) => ({ nodeId, bootEpoch, sequence, backends: [], orphans: [], resources: undefined });
+
+describe("NodeRegistry", () => {
+  it("ignores a heartbeat older than the last one seen, and asks a restarted agent to register again", () => {
+    const clock = new ManualClock();
+    const { r } = registry(clock);
+    r.register({ nodeId: "a", address: "127.0.0.1:1", labels: {}, gpus: [], bootEpoch: 1n });
+    expect(r.heartbeat({ ...hb("a", 5n), backends: [create(InventoryEntrySchema, { incarnation: "X", model: "m", state: BackendState.READY })] })).toBe(true);
+    expect(r.get("a")?.inventory).toHaveLength(1);
+    expect(r.heartbeat(hb("a", 4n))).toBe(true); // stale: ignored
+    expect(r.get("a")?.inventory).toHaveLength(1);
+    expect(r.get("a")?.sequence).toBe(5n);
+    expect(r.heartbeat(hb("a", 1n, 2n))).toBe(false); // new boot epoch: register first
+    expect(r.heartbeat(hb("nobody", 1n))).toBe(false);
+  });
+
+  it("ready → unreachable after the grace → lost after lostAfter; a heartbeat brings it back", () => {
+    const clock = new ManualClock();
+    const { r, events } = registry(clock);
+    r.register({ nodeId: "a", address: "127.0.0.1:1", labels: {}, gpus: [], bootEpoch: 1n });
+    clock.advance(5_001);
+    r.checkHealth();
+    expect(r.get("a")?.state).toBe("unreachable");
+    expect(r.isReachable("a")).toBe(false);
+    clock.advance(60_000);
+    r.checkHealth();
+    expect(r.get("a")?.state).toBe("lost");
+    expect(r.agent("a")).toBeUndefined();
+    expect(r.heartbeat(hb("a", 1n))).toBe(true);
+    expect(r.get("a")?.state).toBe("ready");
+    expect(events.map((e) => e.kind)).toEqual(["registered", "unreachable", "lost", "ready"]);
+  });
+
+  it("mass unreachability (>= 55 %, at least 3 nodes) pauses lost declarations and says so; it resumes when nodes return", () => {
+    const clock = new ManualClock();
+    const { r, events, pauses } = registry(clock);
+    for (const id of ["a", "b", "c", "d"]) r.register({ nodeId: id, address: `127.0.0.1:${id.charCodeAt(0)}`, labels: {}, gpus: [], bootEpoch: 1n });
+    // only d keeps heartbeating
+    for (let s = 1n; s <= 80n; s++) {
+      clock.advance(1_000);
+      r.heartbeat(hb("d", s));
+      r.checkHealth();
+    }
+    expect(["a", "b", "c"].map((id) => r.get(id)?.state)).toEqual(["unreachable", "unreachable", "unreachable"]);
+    expect(r.unreachabilityPaused).toBe(true);
+    expect(pauses).toEqual([{ paused: true, unreachable: 3, total: 4 }]);
+    expect(events.filter((e) => e.kind === "lost")).toEqual([]);
+    // two come back: 1 of 4 unreachable, the pause ends and the last one may be declared lost
+    r.heartbeat(hb("a", 1n));
+    r.heartbeat(hb("b", 1n));
+    r.checkHealth();
+    expect(r.unreachabilityPaused).toBe(false);
+    expect(pauses.at(-1)).toEqual({ paused: false, unreachable: 1, total: 4 });
+    expect(r.get("c")?.state).toBe("lost");
+  });
+
+  it("two unreachable nodes out of three do not pause (fewer than three)", () => {
+    const clock = new ManualClock();
+    const { r, pauses } = registry(clock);
+    for (const id of ["a", "b", "c"]) r.register({ nodeId: id, address: `127.0.0.1:${id.charCodeAt(0)}`, labels: {}, gpus: [], bootEpoch: 1n });
+    for (let s = 1n; s <= 70n; s++) {
+      clock.advance(1_000);
+      r.heartbeat(hb("c", s));
+      r.checkHealth();
+    }
+    expect(pauses).toEqual([]);
+    expect(r.get("a")?.state).toBe("lost");
+  });
+});

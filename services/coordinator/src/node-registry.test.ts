@@ -10,9 +10,18 @@ function idleClient(): Client<typeof AgentService> {
   return {
     close() {},
     watchBackends: (_req: unknown, opts?: { signal?: AbortSignal }) => ({
-      async *[Symbol.asyncIterator]() {
-        await new Promise<void>((resolve) => opts?.signal?.addEventListener("abort", () => { resolve(); }, { once: true }));
-      },
+      [Symbol.asyncIterator]: () => ({
+        next: () =>
+          new Promise<IteratorResult<never>>((resolve) => {
+            opts?.signal?.addEventListener(
+              "abort",
+              () => {
+                resolve({ done: true, value: undefined });
+              },
+              { once: true },
+            );
+          }),
+      }),
     }),
   } as unknown as Client<typeof AgentService>;
 }

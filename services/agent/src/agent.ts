@@ -15,6 +15,7 @@ import { HealthMonitor } from "./health-monitor.js";
 import { isAborted } from "./is-aborted.js";
 import { ModelLocks } from "./model-lock.js";
 import { scanOrphans, type Orphan } from "./orphan-scan.js";
+import { stopOrphanProcess } from "./orphan-stop.js";
 import { PortAllocator } from "./port-allocator.js";
 import { isSameProcessAlive, readPidStat } from "./proc-fs.js";
 import { adoptProcess, spawnBackend } from "./process-handle.js";
@@ -652,9 +653,27 @@ export function createAgent(config: AgentConfig, deps: AgentDeps = {}): Agent {
     await records.flush();
   };
 
+  /**
+   * StopOrphan: only a pid the agent itself reports as an orphan right now
+   * (rescanned here) may be signalled; anything else is alreadyGone.
+   */
+  const stopOrphan: ServiceImpl<typeof AgentService>["stopOrphan"] = async (req) => {
+    if (!Number.isInteger(req.pid) || req.pid <= 1) throw invalidArgument("pid", `must be a process id > 1, got ${String(req.pid)}`);
+    const reason = checkText("reason", req.reason, 256);
+    const current = await rescanOrphans();
+    const o = current.find((x) => x.pid === req.pid && (req.address === "" || x.address === req.address));
+    if (o === undefined) return { outcome: { case: "alreadyGone", value: { replacedBy: "" } } };
+    logger.info("stopping orphan", { pid: o.pid, address: o.address, model: o.model, force: req.force, reason });
+    const r = await stopOrphanProcess(o.pid, { force: req.force, graceMs: config.graceMs, clock, procRoot });
+    orphans = orphans.filter((x) => x.pid !== o.pid);
+    if (r === undefined) return { outcome: { case: "alreadyGone", value: { replacedBy: "" } } };
+    return { outcome: { case: "stopped", value: { signal: r.signal, escalated: r.escalated } } };
+  };
+
   const service: ServiceImpl<typeof AgentService> = {
     startBackend,
     stopBackend,
+    stopOrphan,
     async listBackends(_req, ctx) {
       const inv = await inventory(ctx.signal);
       return { backends: inv.backends, orphans: inv.orphans, bootEpoch: BigInt(bootEpochMs) };

@@ -27,6 +27,8 @@ export interface CoordinatorConfig {
    * so nothing running is started twice). @default 3000
    */
   readonly recoveryWindowMs: number;
+  /** Orphans (processes without a complete record) older than this are stopped. @default 2 min */
+  readonly orphanGraceMs: number;
   /** Unreachable this long → lost (its models may be placed elsewhere). @default 10 min */
   readonly nodeLostAfterMs: number;
   readonly models: readonly ModelSpec[];
@@ -138,7 +140,7 @@ const policyFields = [
   "loadFailureCooldownMax",
 ];
 
-const topFields = ["listen", "stateDir", "embeddedAgent", "agent", "placement", "policy", "stop", "nodeGrace", "nodeLostAfter", "recoveryWindow", "models", "nats", "metricsListen"];
+const topFields = ["listen", "stateDir", "embeddedAgent", "agent", "placement", "policy", "stop", "nodeGrace", "nodeLostAfter", "recoveryWindow", "orphanGrace", "models", "nats", "metricsListen"];
 
 /**
  * Validates a parsed config object. Every error is INVALID_ARGUMENT naming the
@@ -217,6 +219,7 @@ export function resolveCoordinatorConfig(input: unknown): CoordinatorConfig {
     nodeGraceMs: duration(input["nodeGrace"], "nodeGrace", 5_000),
     nodeLostAfterMs: duration(input["nodeLostAfter"], "nodeLostAfter", 600_000),
     recoveryWindowMs: duration(input["recoveryWindow"], "recoveryWindow", 3_000),
+    orphanGraceMs: duration(input["orphanGrace"], "orphanGrace", 120_000),
     metricsListen: input["metricsListen"] === undefined ? undefined : str(input["metricsListen"], "metricsListen"),
     models,
     nats,

@@ -2,7 +2,7 @@ import { mkdir } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { create } from "@bufbuild/protobuf";
-import { AdminService, AgentService, InferenceService, InventoryEntrySchema, NodeResourcesSchema, NodeService, OrphanProcessSchema } from "@warden/proto";
+import { AdminService, AgentService, EvictionFailedOutcome, EvictionReason, InferenceService, InventoryEntrySchema, NodeResourcesSchema, NodeService, OrphanProcessSchema } from "@warden/proto";
 import { GrpcServer, ServingStatus, createClient, inProcessClient } from "@warden/grpc";
 import { cryptoRng, createUlidFactory, nullLogger, sleep, systemClock, type Cancel, type Clock, type Logger, type Rng } from "@warden/common";
 import { Loader } from "@warden/loader";
@@ -124,6 +124,24 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
     graceMs: config.nodeGraceMs,
     connect: (address) => createClient(AgentService, address),
     lostAfterMs: config.nodeLostAfterMs,
+    orphanGraceMs: config.orphanGraceMs,
+    onOrphan: (nodeId, o, kind, detail) => {
+      const base = { nodeId, model: o.model, address: o.address, incarnation: `pid:${String(o.pid)}` };
+      switch (kind) {
+        case "adopted":
+          void hub.publish({ ...base, payload: { case: "orphanAdopted", value: { $typeName: "warden.v1.OrphanAdopted", pid: o.pid, memoryBytes: o.memoryBytes } } });
+          break;
+        case "stopping":
+          void hub.publish({ ...base, payload: { case: "evictionStarted", value: { $typeName: "warden.v1.EvictionStarted", reason: EvictionReason.ORPHAN, trigger: "orphan grace", wasBusy: false, force: false, openRequestIds: [] } } });
+          break;
+        case "stopped":
+          void hub.publish({ ...base, payload: { case: "evictionStopped", value: { $typeName: "warden.v1.EvictionStopped", reason: EvictionReason.ORPHAN, alreadyGone: detail !== "" } } });
+          break;
+        case "failed":
+          void hub.publish({ ...base, payload: { case: "evictionFailed", value: { $typeName: "warden.v1.EvictionFailed", reason: EvictionReason.ORPHAN, error: detail, outcome: EvictionFailedOutcome.LEFTOVER, openRequestIds: [], terminalReason: "" } } });
+          break;
+      }
+    },
     onPauseChange: (paused, unreachable, total) => {
       log.warn(paused ? "most nodes unreachable: pausing unreachability-driven actions" : "unreachability pause over", { unreachable, total });
       void hub.publish({ payload: { case: "unreachabilityPaused", value: { $typeName: "warden.v1.UnreachabilityPaused", paused, unreachableNodes: unreachable, totalNodes: total } } });

@@ -41,6 +41,10 @@ export interface NodeRegistryOptions {
   /** Makes a gRPC client for a registered agent's address. */
   readonly connect: (address: string) => Client<typeof AgentService>;
   readonly onNodeEvent: (nodeId: string, kind: "registered" | "unreachable" | "lost" | "lost-by-operator" | "ready", labels: Record<string, string>) => void;
+  /** Orphans older than this are stopped (reason orphan). @default 2 min */
+  readonly orphanGraceMs?: number;
+  /** An orphan was first seen, is being stopped, was stopped, or its stop failed. */
+  readonly onOrphan?: (nodeId: string, orphan: OrphanProcess, kind: "adopted" | "stopping" | "stopped" | "failed", detail: string) => void;
   /** Mass unreachability began or ended. */
   readonly onPauseChange?: (paused: boolean, unreachable: number, total: number) => void;
 }
@@ -56,6 +60,9 @@ export interface NodeRegistryOptions {
 export class NodeRegistry implements AgentDirectory, InventoryPort {
   private readonly nodes = new Map<string, NodeRecord>();
   private paused = false;
+  /** node → "pid@address" → first seen (monotonic ms); bounded by the orphans nodes report. */
+  private readonly orphanSeen = new Map<string, Map<string, number>>();
+  private readonly orphanStops = new Set<string>();
   private loader: Loader | undefined;
   private openIntent: (incarnation: string) => boolean = () => false;
   /** Cap on registered nodes (client-keyed). */
@@ -166,6 +173,7 @@ export class NodeRegistry implements AgentDirectory, InventoryPort {
       this.loader?.reportMemory(n.nodeId, memoryReading(hb.resources));
     }
     this.reconcile(n);
+    this.trackOrphans(n, hb.orphans);
     // Orphans (live processes without a complete record) count toward the
     // node's limit, groups and memory; never selectable, never routed.
     this.loader?.setOrphans(
@@ -257,6 +265,50 @@ export class NodeRegistry implements AgentDirectory, InventoryPort {
     }
     for (const l of loader.leftoverList()) {
       if (l.nodeId === n.nodeId && !seen.has(l.incarnation)) loader.onBackendGone(l.incarnation, { exitCode: undefined, signal: "", intentional: true, lastStderrLine: "" });
+    }
+  }
+
+  /**
+   * Orphans are accounted from the first heartbeat that shows them (an
+   * `orphan.adopted` event) and stopped once they outlive the grace, through
+   * the agent's StopOrphan (which re-checks the pid itself).
+   */
+  private trackOrphans(n: NodeRecord, orphans: readonly OrphanProcess[]): void {
+    const now = this.o.clock.now();
+    let seen = this.orphanSeen.get(n.nodeId);
+    if (seen === undefined) {
+      seen = new Map();
+      this.orphanSeen.set(n.nodeId, seen);
+    }
+    const present = new Set<string>();
+    for (const o of orphans) {
+      const key = `${String(o.pid)}@${o.address}`;
+      present.add(key);
+      const first = seen.get(key);
+      if (first === undefined) {
+        seen.set(key, now);
+        this.o.onOrphan?.(n.nodeId, o, "adopted", o.detail);
+        continue;
+      }
+      const stopKey = `${n.nodeId}/${key}`;
+      if (now - first < (this.o.orphanGraceMs ?? 120_000) || this.orphanStops.has(stopKey) || this.paused) continue;
+      this.orphanStops.add(stopKey);
+      this.o.onOrphan?.(n.nodeId, o, "stopping", "");
+      n.client.stopOrphan({ pid: o.pid, address: o.address, force: false, reason: "orphan" }, { timeoutMs: 30_000 }).then(
+        (r) => {
+          this.o.onOrphan?.(n.nodeId, o, "stopped", r.outcome.case === "alreadyGone" ? "already gone" : "");
+        },
+        (err: unknown) => {
+          this.orphanStops.delete(stopKey); // retried on a later heartbeat
+          this.o.onOrphan?.(n.nodeId, o, "failed", err instanceof Error ? err.message : String(err));
+        },
+      );
+    }
+    for (const key of [...seen.keys()]) {
+      if (!present.has(key)) {
+        seen.delete(key);
+        this.orphanStops.delete(`${n.nodeId}/${key}`);
+      }
     }
   }
 

@@ -19,7 +19,72 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file warden/v1/agent.proto.
  */
 export const file_warden_v1_agent: GenFile = /*@__PURE__*/
-  fileDesc("ChV3YXJkZW4vdjEvYWdlbnQucHJvdG8SCXdhcmRlbi52MSKZAQoTU3RhcnRCYWNrZW5kUmVxdWVzdBITCgtpbmNhcm5hdGlvbhgBIAEoCRINCgVtb2RlbBgCIAEoCRIPCgdiYWNrZW5kGAMgASgJEg8KB29wdGlvbnMYBCADKAkSEgoKbW9kZWxfZmlsZRgFIAEoCRIUCgxjb250ZXh0X3NpemUYBiABKAUSEgoKZ3B1X2RldmljZRgHIAEoCSK1AQoUU3RhcnRCYWNrZW5kUmVzcG9uc2USJQoHc3Bhd25lZBgBIAEoCzISLndhcmRlbi52MS5TcGF3bmVkSAASJQoHbG9hZGluZxgCIAEoCzISLndhcmRlbi52MS5Mb2FkaW5nSAASIQoFcmVhZHkYAyABKAsyEC53YXJkZW4udjEuUmVhZHlIABIjCgZmYWlsZWQYBCABKAsyES53YXJkZW4udjEuRmFpbGVkSABCBwoFZXZlbnQiOwoHU3Bhd25lZBIPCgdhZGRyZXNzGAEgASgJEgsKA3BpZBgCIAEoDRISCgpncHVfZGV2aWNlGAMgASgJIgkKB0xvYWRpbmciOwoFUmVhZHkSDwoHYWRkcmVzcxgBIAEoCRILCgNwaWQYAiABKA0SFAoMbWVtb3J5X2J5dGVzGAMgASgEIoQBCgZGYWlsZWQSKQoEY29kZRgBIAEoDjIbLndhcmRlbi52MS5TdGFydEZhaWx1cmVDb2RlEg8KB21lc3NhZ2UYAiABKAkSFgoJZXhpdF9jb2RlGAMgASgFSACIAQESGAoQbGFzdF9zdGRlcnJfbGluZRgEIAEoCUIMCgpfZXhpdF9jb2RlIlkKElN0b3BCYWNrZW5kUmVxdWVzdBIPCgdhZGRyZXNzGAEgASgJEhMKC2luY2FybmF0aW9uGAIgASgJEg0KBWZvcmNlGAMgASgIEg4KBnJlYXNvbhgEIAEoCSJ3ChNTdG9wQmFja2VuZFJlc3BvbnNlEiUKB3N0b3BwZWQYASABKAsyEi53YXJkZW4udjEuU3RvcHBlZEgAEi4KDGFscmVhZHlfZ29uZRgCIAEoCzIWLndhcmRlbi52MS5BbHJlYWR5R29uZUgAQgkKB291dGNvbWUiUgoHU3RvcHBlZBIWCglleGl0X2NvZGUYASABKAVIAIgBARIOCgZzaWduYWwYAiABKAkSEQoJZXNjYWxhdGVkGAMgASgIQgwKCl9leGl0X2NvZGUiIgoLQWxyZWFkeUdvbmUSEwoLcmVwbGFjZWRfYnkYASABKAkiFQoTTGlzdEJhY2tlbmRzUmVxdWVzdCKCAQoUTGlzdEJhY2tlbmRzUmVzcG9uc2USKwoIYmFja2VuZHMYASADKAsyGS53YXJkZW4udjEuSW52ZW50b3J5RW50cnkSKQoHb3JwaGFucxgCIAMoCzIYLndhcmRlbi52MS5PcnBoYW5Qcm9jZXNzEhIKCmJvb3RfZXBvY2gYAyABKAQiFgoUR2V0Tm9kZVN0YXR1c1JlcXVlc3Qi1gEKFUdldE5vZGVTdGF0dXNSZXNwb25zZRIPCgdub2RlX2lkGAEgASgJEjwKBmxhYmVscxgCIAMoCzIsLndhcmRlbi52MS5HZXROb2RlU3RhdHVzUmVzcG9uc2UuTGFiZWxzRW50cnkSKwoJcmVzb3VyY2VzGAMgASgLMhgud2FyZGVuLnYxLk5vZGVSZXNvdXJjZXMSEgoKYm9vdF9lcG9jaBgEIAEoBBotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIhYKFFdhdGNoQmFja2VuZHNSZXF1ZXN0Iq0CChVXYXRjaEJhY2tlbmRzUmVzcG9uc2USEwoLaW5jYXJuYXRpb24YASABKAkSDQoFbW9kZWwYAiABKAkSDwoHYWRkcmVzcxgDIAEoCRImCgJhdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoHc3RhcnRlZBgFIAEoCzIZLndhcmRlbi52MS5CYWNrZW5kU3RhcnRlZEgAEigKBXJlYWR5GAYgASgLMhcud2FyZGVuLnYxLkJhY2tlbmRSZWFkeUgAEioKBmV4aXRlZBgHIAEoCzIYLndhcmRlbi52MS5CYWNrZW5kRXhpdGVkSAASKgoGaGVhbHRoGAggASgLMhgud2FyZGVuLnYxLkJhY2tlbmRIZWFsdGhIAEIHCgVldmVudCIdCg5CYWNrZW5kU3RhcnRlZBILCgNwaWQYASABKA0iJAoMQmFja2VuZFJlYWR5EhQKDG1lbW9yeV9ieXRlcxgBIAEoBCJ0Cg1CYWNrZW5kRXhpdGVkEhYKCWV4aXRfY29kZRgBIAEoBUgAiAEBEg4KBnNpZ25hbBgCIAEoCRITCgtpbnRlbnRpb25hbBgDIAEoCBIYChBsYXN0X3N0ZGVycl9saW5lGAQgASgJQgwKCl9leGl0X2NvZGUiMAoNQmFja2VuZEhlYWx0aBIPCgdoZWFsdGh5GAEgASgIEg4KBmRldGFpbBgCIAEoCSq0AgoQU3RhcnRGYWlsdXJlQ29kZRIiCh5TVEFSVF9GQUlMVVJFX0NPREVfVU5TUEVDSUZJRUQQABIjCh9TVEFSVF9GQUlMVVJFX0NPREVfU1BBV05fRkFJTEVEEAESHQoZU1RBUlRfRkFJTFVSRV9DT0RFX0VYSVRFRBACEigKJFNUQVJUX0ZBSUxVUkVfQ09ERV9SRUFESU5FU1NfVElNRU9VVBADEiIKHlNUQVJUX0ZBSUxVUkVfQ09ERV9MT0FEX0ZBSUxFRBAEEigKJFNUQVJUX0ZBSUxVUkVfQ09ERV9ERUFETElORV9FWENFRURFRBAFEh4KGlNUQVJUX0ZBSUxVUkVfQ09ERV9OT19QT1JUEAYSIAocU1RBUlRfRkFJTFVSRV9DT0RFX0NBTkNFTExFRBAHMqoDCgxBZ2VudFNlcnZpY2USUQoMU3RhcnRCYWNrZW5kEh4ud2FyZGVuLnYxLlN0YXJ0QmFja2VuZFJlcXVlc3QaHy53YXJkZW4udjEuU3RhcnRCYWNrZW5kUmVzcG9uc2UwARJMCgtTdG9wQmFja2VuZBIdLndhcmRlbi52MS5TdG9wQmFja2VuZFJlcXVlc3QaHi53YXJkZW4udjEuU3RvcEJhY2tlbmRSZXNwb25zZRJPCgxMaXN0QmFja2VuZHMSHi53YXJkZW4udjEuTGlzdEJhY2tlbmRzUmVxdWVzdBofLndhcmRlbi52MS5MaXN0QmFja2VuZHNSZXNwb25zZRJSCg1HZXROb2RlU3RhdHVzEh8ud2FyZGVuLnYxLkdldE5vZGVTdGF0dXNSZXF1ZXN0GiAud2FyZGVuLnYxLkdldE5vZGVTdGF0dXNSZXNwb25zZRJUCg1XYXRjaEJhY2tlbmRzEh8ud2FyZGVuLnYxLldhdGNoQmFja2VuZHNSZXF1ZXN0GiAud2FyZGVuLnYxLldhdGNoQmFja2VuZHNSZXNwb25zZTABYgZwcm90bzM", [file_google_protobuf_timestamp, file_warden_v1_types]);
+  fileDesc("ChV3YXJkZW4vdjEvYWdlbnQucHJvdG8SCXdhcmRlbi52MSJQChFTdG9wT3JwaGFuUmVxdWVzdBILCgNwaWQYASABKA0SDwoHYWRkcmVzcxgCIAEoCRINCgVmb3JjZRgDIAEoCBIOCgZyZWFzb24YBCABKAkidgoSU3RvcE9ycGhhblJlc3BvbnNlEiUKB3N0b3BwZWQYASABKAsyEi53YXJkZW4udjEuU3RvcHBlZEgAEi4KDGFscmVhZHlfZ29uZRgCIAEoCzIWLndhcmRlbi52MS5BbHJlYWR5R29uZUgAQgkKB291dGNvbWUimQEKE1N0YXJ0QmFja2VuZFJlcXVlc3QSEwoLaW5jYXJuYXRpb24YASABKAkSDQoFbW9kZWwYAiABKAkSDwoHYmFja2VuZBgDIAEoCRIPCgdvcHRpb25zGAQgAygJEhIKCm1vZGVsX2ZpbGUYBSABKAkSFAoMY29udGV4dF9zaXplGAYgASgFEhIKCmdwdV9kZXZpY2UYByABKAkitQEKFFN0YXJ0QmFja2VuZFJlc3BvbnNlEiUKB3NwYXduZWQYASABKAsyEi53YXJkZW4udjEuU3Bhd25lZEgAEiUKB2xvYWRpbmcYAiABKAsyEi53YXJkZW4udjEuTG9hZGluZ0gAEiEKBXJlYWR5GAMgASgLMhAud2FyZGVuLnYxLlJlYWR5SAASIwoGZmFpbGVkGAQgASgLMhEud2FyZGVuLnYxLkZhaWxlZEgAQgcKBWV2ZW50IjsKB1NwYXduZWQSDwoHYWRkcmVzcxgBIAEoCRILCgNwaWQYAiABKA0SEgoKZ3B1X2RldmljZRgDIAEoCSIJCgdMb2FkaW5nIjsKBVJlYWR5Eg8KB2FkZHJlc3MYASABKAkSCwoDcGlkGAIgASgNEhQKDG1lbW9yeV9ieXRlcxgDIAEoBCKEAQoGRmFpbGVkEikKBGNvZGUYASABKA4yGy53YXJkZW4udjEuU3RhcnRGYWlsdXJlQ29kZRIPCgdtZXNzYWdlGAIgASgJEhYKCWV4aXRfY29kZRgDIAEoBUgAiAEBEhgKEGxhc3Rfc3RkZXJyX2xpbmUYBCABKAlCDAoKX2V4aXRfY29kZSJZChJTdG9wQmFja2VuZFJlcXVlc3QSDwoHYWRkcmVzcxgBIAEoCRITCgtpbmNhcm5hdGlvbhgCIAEoCRINCgVmb3JjZRgDIAEoCBIOCgZyZWFzb24YBCABKAkidwoTU3RvcEJhY2tlbmRSZXNwb25zZRIlCgdzdG9wcGVkGAEgASgLMhIud2FyZGVuLnYxLlN0b3BwZWRIABIuCgxhbHJlYWR5X2dvbmUYAiABKAsyFi53YXJkZW4udjEuQWxyZWFkeUdvbmVIAEIJCgdvdXRjb21lIlIKB1N0b3BwZWQSFgoJZXhpdF9jb2RlGAEgASgFSACIAQESDgoGc2lnbmFsGAIgASgJEhEKCWVzY2FsYXRlZBgDIAEoCEIMCgpfZXhpdF9jb2RlIiIKC0FscmVhZHlHb25lEhMKC3JlcGxhY2VkX2J5GAEgASgJIhUKE0xpc3RCYWNrZW5kc1JlcXVlc3QiggEKFExpc3RCYWNrZW5kc1Jlc3BvbnNlEisKCGJhY2tlbmRzGAEgAygLMhkud2FyZGVuLnYxLkludmVudG9yeUVudHJ5EikKB29ycGhhbnMYAiADKAsyGC53YXJkZW4udjEuT3JwaGFuUHJvY2VzcxISCgpib290X2Vwb2NoGAMgASgEIhYKFEdldE5vZGVTdGF0dXNSZXF1ZXN0ItYBChVHZXROb2RlU3RhdHVzUmVzcG9uc2USDwoHbm9kZV9pZBgBIAEoCRI8CgZsYWJlbHMYAiADKAsyLC53YXJkZW4udjEuR2V0Tm9kZVN0YXR1c1Jlc3BvbnNlLkxhYmVsc0VudHJ5EisKCXJlc291cmNlcxgDIAEoCzIYLndhcmRlbi52MS5Ob2RlUmVzb3VyY2VzEhIKCmJvb3RfZXBvY2gYBCABKAQaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASIWChRXYXRjaEJhY2tlbmRzUmVxdWVzdCKtAgoVV2F0Y2hCYWNrZW5kc1Jlc3BvbnNlEhMKC2luY2FybmF0aW9uGAEgASgJEg0KBW1vZGVsGAIgASgJEg8KB2FkZHJlc3MYAyABKAkSJgoCYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiwKB3N0YXJ0ZWQYBSABKAsyGS53YXJkZW4udjEuQmFja2VuZFN0YXJ0ZWRIABIoCgVyZWFkeRgGIAEoCzIXLndhcmRlbi52MS5CYWNrZW5kUmVhZHlIABIqCgZleGl0ZWQYByABKAsyGC53YXJkZW4udjEuQmFja2VuZEV4aXRlZEgAEioKBmhlYWx0aBgIIAEoCzIYLndhcmRlbi52MS5CYWNrZW5kSGVhbHRoSABCBwoFZXZlbnQiHQoOQmFja2VuZFN0YXJ0ZWQSCwoDcGlkGAEgASgNIiQKDEJhY2tlbmRSZWFkeRIUCgxtZW1vcnlfYnl0ZXMYASABKAQidAoNQmFja2VuZEV4aXRlZBIWCglleGl0X2NvZGUYASABKAVIAIgBARIOCgZzaWduYWwYAiABKAkSEwoLaW50ZW50aW9uYWwYAyABKAgSGAoQbGFzdF9zdGRlcnJfbGluZRgEIAEoCUIMCgpfZXhpdF9jb2RlIjAKDUJhY2tlbmRIZWFsdGgSDwoHaGVhbHRoeRgBIAEoCBIOCgZkZXRhaWwYAiABKAkqtAIKEFN0YXJ0RmFpbHVyZUNvZGUSIgoeU1RBUlRfRkFJTFVSRV9DT0RFX1VOU1BFQ0lGSUVEEAASIwofU1RBUlRfRkFJTFVSRV9DT0RFX1NQQVdOX0ZBSUxFRBABEh0KGVNUQVJUX0ZBSUxVUkVfQ09ERV9FWElURUQQAhIoCiRTVEFSVF9GQUlMVVJFX0NPREVfUkVBRElORVNTX1RJTUVPVVQQAxIiCh5TVEFSVF9GQUlMVVJFX0NPREVfTE9BRF9GQUlMRUQQBBIoCiRTVEFSVF9GQUlMVVJFX0NPREVfREVBRExJTkVfRVhDRUVERUQQBRIeChpTVEFSVF9GQUlMVVJFX0NPREVfTk9fUE9SVBAGEiAKHFNUQVJUX0ZBSUxVUkVfQ09ERV9DQU5DRUxMRUQQBzL1AwoMQWdlbnRTZXJ2aWNlElEKDFN0YXJ0QmFja2VuZBIeLndhcmRlbi52MS5TdGFydEJhY2tlbmRSZXF1ZXN0Gh8ud2FyZGVuLnYxLlN0YXJ0QmFja2VuZFJlc3BvbnNlMAESTAoLU3RvcEJhY2tlbmQSHS53YXJkZW4udjEuU3RvcEJhY2tlbmRSZXF1ZXN0Gh4ud2FyZGVuLnYxLlN0b3BCYWNrZW5kUmVzcG9uc2USTwoMTGlzdEJhY2tlbmRzEh4ud2FyZGVuLnYxLkxpc3RCYWNrZW5kc1JlcXVlc3QaHy53YXJkZW4udjEuTGlzdEJhY2tlbmRzUmVzcG9uc2USUgoNR2V0Tm9kZVN0YXR1cxIfLndhcmRlbi52MS5HZXROb2RlU3RhdHVzUmVxdWVzdBogLndhcmRlbi52MS5HZXROb2RlU3RhdHVzUmVzcG9uc2USVAoNV2F0Y2hCYWNrZW5kcxIfLndhcmRlbi52MS5XYXRjaEJhY2tlbmRzUmVxdWVzdBogLndhcmRlbi52MS5XYXRjaEJhY2tlbmRzUmVzcG9uc2UwARJJCgpTdG9wT3JwaGFuEhwud2FyZGVuLnYxLlN0b3BPcnBoYW5SZXF1ZXN0Gh0ud2FyZGVuLnYxLlN0b3BPcnBoYW5SZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_timestamp, file_warden_v1_types]);
+
+/**
+ * @generated from message warden.v1.StopOrphanRequest
+ */
+export type StopOrphanRequest = Message<"warden.v1.StopOrphanRequest"> & {
+  /**
+   * @generated from field: uint32 pid = 1;
+   */
+  pid: number;
+
+  /**
+   * The address the orphan listens on, as its inventory entry reported it.
+   *
+   * @generated from field: string address = 2;
+   */
+  address: string;
+
+  /**
+   * @generated from field: bool force = 3;
+   */
+  force: boolean;
+
+  /**
+   * @generated from field: string reason = 4;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message warden.v1.StopOrphanRequest.
+ * Use `create(StopOrphanRequestSchema)` to create a new message.
+ */
+export const StopOrphanRequestSchema: GenMessage<StopOrphanRequest> = /*@__PURE__*/
+  messageDesc(file_warden_v1_agent, 0);
+
+/**
+ * @generated from message warden.v1.StopOrphanResponse
+ */
+export type StopOrphanResponse = Message<"warden.v1.StopOrphanResponse"> & {
+  /**
+   * @generated from oneof warden.v1.StopOrphanResponse.outcome
+   */
+  outcome: {
+    /**
+     * @generated from field: warden.v1.Stopped stopped = 1;
+     */
+    value: Stopped;
+    case: "stopped";
+  } | {
+    /**
+     * No such orphan any more (exited, or the pid now belongs to something else).
+     *
+     * @generated from field: warden.v1.AlreadyGone already_gone = 2;
+     */
+    value: AlreadyGone;
+    case: "alreadyGone";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message warden.v1.StopOrphanResponse.
+ * Use `create(StopOrphanResponseSchema)` to create a new message.
+ */
+export const StopOrphanResponseSchema: GenMessage<StopOrphanResponse> = /*@__PURE__*/
+  messageDesc(file_warden_v1_agent, 1);
 
 /**
  * @generated from message warden.v1.StartBackendRequest
@@ -81,7 +146,7 @@ export type StartBackendRequest = Message<"warden.v1.StartBackendRequest"> & {
  * Use `create(StartBackendRequestSchema)` to create a new message.
  */
 export const StartBackendRequestSchema: GenMessage<StartBackendRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 0);
+  messageDesc(file_warden_v1_agent, 2);
 
 /**
  * @generated from message warden.v1.StartBackendResponse
@@ -122,7 +187,7 @@ export type StartBackendResponse = Message<"warden.v1.StartBackendResponse"> & {
  * Use `create(StartBackendResponseSchema)` to create a new message.
  */
 export const StartBackendResponseSchema: GenMessage<StartBackendResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 1);
+  messageDesc(file_warden_v1_agent, 3);
 
 /**
  * Sent as soon as spawn() returned a pid. The address was chosen before spawning.
@@ -151,7 +216,7 @@ export type Spawned = Message<"warden.v1.Spawned"> & {
  * Use `create(SpawnedSchema)` to create a new message.
  */
 export const SpawnedSchema: GenMessage<Spawned> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 2);
+  messageDesc(file_warden_v1_agent, 4);
 
 /**
  * The backend answered Health; LoadModel is in flight.
@@ -166,7 +231,7 @@ export type Loading = Message<"warden.v1.Loading"> & {
  * Use `create(LoadingSchema)` to create a new message.
  */
 export const LoadingSchema: GenMessage<Loading> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 3);
+  messageDesc(file_warden_v1_agent, 5);
 
 /**
  * @generated from message warden.v1.Ready
@@ -193,7 +258,7 @@ export type Ready = Message<"warden.v1.Ready"> & {
  * Use `create(ReadySchema)` to create a new message.
  */
 export const ReadySchema: GenMessage<Ready> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 4);
+  messageDesc(file_warden_v1_agent, 6);
 
 /**
  * Terminal failure. The agent stopped the process and left nothing behind.
@@ -229,7 +294,7 @@ export type Failed = Message<"warden.v1.Failed"> & {
  * Use `create(FailedSchema)` to create a new message.
  */
 export const FailedSchema: GenMessage<Failed> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 5);
+  messageDesc(file_warden_v1_agent, 7);
 
 /**
  * @generated from message warden.v1.StopBackendRequest
@@ -266,7 +331,7 @@ export type StopBackendRequest = Message<"warden.v1.StopBackendRequest"> & {
  * Use `create(StopBackendRequestSchema)` to create a new message.
  */
 export const StopBackendRequestSchema: GenMessage<StopBackendRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 6);
+  messageDesc(file_warden_v1_agent, 8);
 
 /**
  * @generated from message warden.v1.StopBackendResponse
@@ -295,7 +360,7 @@ export type StopBackendResponse = Message<"warden.v1.StopBackendResponse"> & {
  * Use `create(StopBackendResponseSchema)` to create a new message.
  */
 export const StopBackendResponseSchema: GenMessage<StopBackendResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 7);
+  messageDesc(file_warden_v1_agent, 9);
 
 /**
  * @generated from message warden.v1.Stopped
@@ -326,7 +391,7 @@ export type Stopped = Message<"warden.v1.Stopped"> & {
  * Use `create(StoppedSchema)` to create a new message.
  */
 export const StoppedSchema: GenMessage<Stopped> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 8);
+  messageDesc(file_warden_v1_agent, 10);
 
 /**
  * That incarnation is not running on this agent.
@@ -347,7 +412,7 @@ export type AlreadyGone = Message<"warden.v1.AlreadyGone"> & {
  * Use `create(AlreadyGoneSchema)` to create a new message.
  */
 export const AlreadyGoneSchema: GenMessage<AlreadyGone> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 9);
+  messageDesc(file_warden_v1_agent, 11);
 
 /**
  * @generated from message warden.v1.ListBackendsRequest
@@ -360,7 +425,7 @@ export type ListBackendsRequest = Message<"warden.v1.ListBackendsRequest"> & {
  * Use `create(ListBackendsRequestSchema)` to create a new message.
  */
 export const ListBackendsRequestSchema: GenMessage<ListBackendsRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 10);
+  messageDesc(file_warden_v1_agent, 12);
 
 /**
  * @generated from message warden.v1.ListBackendsResponse
@@ -389,7 +454,7 @@ export type ListBackendsResponse = Message<"warden.v1.ListBackendsResponse"> & {
  * Use `create(ListBackendsResponseSchema)` to create a new message.
  */
 export const ListBackendsResponseSchema: GenMessage<ListBackendsResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 11);
+  messageDesc(file_warden_v1_agent, 13);
 
 /**
  * @generated from message warden.v1.GetNodeStatusRequest
@@ -402,7 +467,7 @@ export type GetNodeStatusRequest = Message<"warden.v1.GetNodeStatusRequest"> & {
  * Use `create(GetNodeStatusRequestSchema)` to create a new message.
  */
 export const GetNodeStatusRequestSchema: GenMessage<GetNodeStatusRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 12);
+  messageDesc(file_warden_v1_agent, 14);
 
 /**
  * @generated from message warden.v1.GetNodeStatusResponse
@@ -434,7 +499,7 @@ export type GetNodeStatusResponse = Message<"warden.v1.GetNodeStatusResponse"> &
  * Use `create(GetNodeStatusResponseSchema)` to create a new message.
  */
 export const GetNodeStatusResponseSchema: GenMessage<GetNodeStatusResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 13);
+  messageDesc(file_warden_v1_agent, 15);
 
 /**
  * @generated from message warden.v1.WatchBackendsRequest
@@ -447,7 +512,7 @@ export type WatchBackendsRequest = Message<"warden.v1.WatchBackendsRequest"> & {
  * Use `create(WatchBackendsRequestSchema)` to create a new message.
  */
 export const WatchBackendsRequestSchema: GenMessage<WatchBackendsRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 14);
+  messageDesc(file_warden_v1_agent, 16);
 
 /**
  * @generated from message warden.v1.WatchBackendsResponse
@@ -508,7 +573,7 @@ export type WatchBackendsResponse = Message<"warden.v1.WatchBackendsResponse"> &
  * Use `create(WatchBackendsResponseSchema)` to create a new message.
  */
 export const WatchBackendsResponseSchema: GenMessage<WatchBackendsResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 15);
+  messageDesc(file_warden_v1_agent, 17);
 
 /**
  * @generated from message warden.v1.BackendStarted
@@ -525,7 +590,7 @@ export type BackendStarted = Message<"warden.v1.BackendStarted"> & {
  * Use `create(BackendStartedSchema)` to create a new message.
  */
 export const BackendStartedSchema: GenMessage<BackendStarted> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 16);
+  messageDesc(file_warden_v1_agent, 18);
 
 /**
  * @generated from message warden.v1.BackendReady
@@ -542,7 +607,7 @@ export type BackendReady = Message<"warden.v1.BackendReady"> & {
  * Use `create(BackendReadySchema)` to create a new message.
  */
 export const BackendReadySchema: GenMessage<BackendReady> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 17);
+  messageDesc(file_warden_v1_agent, 19);
 
 /**
  * @generated from message warden.v1.BackendExited
@@ -576,7 +641,7 @@ export type BackendExited = Message<"warden.v1.BackendExited"> & {
  * Use `create(BackendExitedSchema)` to create a new message.
  */
 export const BackendExitedSchema: GenMessage<BackendExited> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 18);
+  messageDesc(file_warden_v1_agent, 20);
 
 /**
  * @generated from message warden.v1.BackendHealth
@@ -598,7 +663,7 @@ export type BackendHealth = Message<"warden.v1.BackendHealth"> & {
  * Use `create(BackendHealthSchema)` to create a new message.
  */
 export const BackendHealthSchema: GenMessage<BackendHealth> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 19);
+  messageDesc(file_warden_v1_agent, 21);
 
 /**
  * @generated from enum warden.v1.StartFailureCode
@@ -724,6 +789,20 @@ export const AgentService: GenService<{
     methodKind: "server_streaming";
     input: typeof WatchBackendsRequestSchema;
     output: typeof WatchBackendsResponseSchema;
+  },
+  /**
+   * Stops a process the agent reports as an orphan (live in its port range,
+   * no complete record). The agent re-checks that the pid is still that
+   * orphan before signalling it, so a recycled pid is never touched:
+   * SIGTERM → grace → SIGKILL (force: SIGKILL at once). Added after the first
+   * contract, compatibly (cluster issue: orphans are stopped after a grace).
+   *
+   * @generated from rpc warden.v1.AgentService.StopOrphan
+   */
+  stopOrphan: {
+    methodKind: "unary";
+    input: typeof StopOrphanRequestSchema;
+    output: typeof StopOrphanResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_warden_v1_agent, 0);

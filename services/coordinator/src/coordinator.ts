@@ -125,6 +125,13 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
     connect: (address) => createClient(AgentService, address),
     lostAfterMs: config.nodeLostAfterMs,
     orphanGraceMs: config.orphanGraceMs,
+    onIntentsGone: (nodeId, present) => {
+      for (const i of outbox.openStopIntents()) {
+        if (i.nodeId !== nodeId || present.has(i.incarnation) || loaderRef.current?.knows(i.incarnation) === true) continue;
+        void outbox.clearStopIntent(i.incarnation).catch(() => undefined);
+        void hub.publish({ nodeId, model: i.model, address: i.address, incarnation: i.incarnation, payload: { case: "leftoverReaped", value: { $typeName: "warden.v1.LeftoverReaped", attempts: 0 } } });
+      }
+    },
     onOrphan: (nodeId, o, kind, detail) => {
       const base = { nodeId, model: o.model, address: o.address, incarnation: `pid:${String(o.pid)}` };
       switch (kind) {
@@ -164,6 +171,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
       }
     },
   });
+  const loaderRef: { current: Loader<BackendClientHandle> | undefined } = { current: undefined };
   const placement = new PlacementView(nodes, config.placement);
   // A coordinator that may have had backends running before (remote agents,
   // or a journal with history) lets inventories arrive before new loads start.
@@ -198,6 +206,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
       log.warn(msg, meta);
     },
   });
+  loaderRef.current = loader;
   const openIntents = new Set(recovery.openStopIntents.map((i) => i.incarnation));
   nodes.attach(loader, (inc) => openIntents.has(inc) || outbox.openStopIntents().some((i) => i.incarnation === inc));
   placement.attach(loader);
@@ -286,10 +295,12 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
       if (closed) return;
       closed = true;
       healthTimer?.();
+      // Decisions stop first: no tick, leftover retry or freed retry may act
+      // while the server drains its calls.
+      loader.close();
       await heartbeat?.stop();
       await server.shutdown(2_000);
       metricsServer?.server.close();
-      loader.close();
       nodes.close();
       await agent?.close({ stopBackends: options.stopBackends });
       await outbox.close();

@@ -41,6 +41,11 @@ export interface NodeRegistryOptions {
   /** Makes a gRPC client for a registered agent's address. */
   readonly connect: (address: string) => Client<typeof AgentService>;
   readonly onNodeEvent: (nodeId: string, kind: "registered" | "unreachable" | "lost" | "lost-by-operator" | "ready", labels: Record<string, string>) => void;
+  /**
+   * Open stop intents on `nodeId` whose incarnation its inventory no longer
+   * has: the process is gone (stopped late, or exited), so the intent is done.
+   */
+  readonly onIntentsGone?: (nodeId: string, present: ReadonlySet<string>) => void;
   /** Orphans older than this are stopped (reason orphan). @default 2 min */
   readonly orphanGraceMs?: number;
   /** An orphan was first seen, is being stopped, was stopped, or its stop failed. */
@@ -266,6 +271,8 @@ export class NodeRegistry implements AgentDirectory, InventoryPort {
     for (const l of loader.leftoverList()) {
       if (l.nodeId === n.nodeId && !seen.has(l.incarnation)) loader.onBackendGone(l.incarnation, { exitCode: undefined, signal: "", intentional: true, lastStderrLine: "" });
     }
+    const live = new Set(n.inventory.filter((e) => e.state !== BackendState.EXITED).map((e) => e.incarnation));
+    this.o.onIntentsGone?.(n.nodeId, live);
   }
 
   /**

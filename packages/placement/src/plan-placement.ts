@@ -46,16 +46,17 @@ export type PlacementPlan =
   | { readonly t: "evict-then-place"; readonly nodeId: string; readonly reason: string; readonly verdicts: readonly NodeVerdict[] }
   | { readonly t: "no-fit"; readonly reason: string; readonly verdicts: readonly NodeVerdict[] };
 
-function verdict(req: PlacementRequest, n: NodeCandidate, strategy: PlacementStrategy): NodeVerdict {
+function verdict(req: PlacementRequest, n: NodeCandidate, strategy: PlacementStrategy, explain: boolean): NodeVerdict {
   const used = Math.max(n.memoryUsedBytes, n.reservedBytes);
   const freeBytes = n.memoryTotalBytes > 0 ? Math.max(0, n.memoryTotalBytes - used) : Number.POSITIVE_INFINITY;
-  const no = (reason: string): NodeVerdict => ({ nodeId: n.nodeId, fits: false, fitsAfterEviction: false, reason, freeBytes: Number.isFinite(freeBytes) ? freeBytes : 0, score: 0 });
-  if (n.state !== "ready") return no(`node is ${n.state}`);
-  if (n.draining) return no("node is draining");
-  for (const [k, v] of Object.entries(req.selector)) {
-    if (n.labels[k] !== v) return no(`selector ${k}=${v} does not match (node has ${k}=${n.labels[k] ?? "<unset>"})`);
+  const no = (reason: () => string): NodeVerdict => ({ nodeId: n.nodeId, fits: false, fitsAfterEviction: false, reason: explain ? reason() : "", freeBytes: Number.isFinite(freeBytes) ? freeBytes : 0, score: 0 });
+  if (n.state !== "ready") return no(() => `node is ${n.state}`);
+  if (n.draining) return no(() => "node is draining");
+  for (const k in req.selector) {
+    const v = req.selector[k];
+    if (n.labels[k] !== v) return no(() => `selector ${k}=${v ?? ""} does not match (node has ${k}=${n.labels[k] ?? "<unset>"})`);
   }
-  if (n.blockingConflicts.length > 0) return no(`group conflict that eviction cannot resolve now: ${n.blockingConflicts.join(", ")}`);
+  if (n.blockingConflicts.length > 0) return no(() => `group conflict that eviction cannot resolve now: ${n.blockingConflicts.join(", ")}`);
   const memOk = req.sizeBytes <= freeBytes;
   const slotOk = n.limit === 0 || n.occupied + 1 <= n.limit;
   const conflictFree = n.evictableConflicts.length === 0;
@@ -64,12 +65,14 @@ function verdict(req: PlacementRequest, n: NodeCandidate, strategy: PlacementStr
   const score = strategy === "binpack" ? -after : after;
   const freeOut = Number.isFinite(freeBytes) ? freeBytes : 0;
   if (memOk && slotOk && conflictFree) {
-    return { nodeId: n.nodeId, fits: true, fitsAfterEviction: true, reason: `fits (${describeFree(freeBytes)} free, ${String(n.occupied)}/${n.limit === 0 ? "∞" : String(n.limit)} slots)`, freeBytes: freeOut, score };
+    return { nodeId: n.nodeId, fits: true, fitsAfterEviction: true, reason: explain ? `fits (${describeFree(freeBytes)} free, ${String(n.occupied)}/${n.limit === 0 ? "∞" : String(n.limit)} slots)` : "", freeBytes: freeOut, score };
   }
   const needs: string[] = [];
-  if (!conflictFree) needs.push(`group conflict with ${n.evictableConflicts.join(", ")}`);
-  if (!slotOk) needs.push(`limit reached (${String(n.occupied)}/${String(n.limit)})`);
-  if (!memOk) needs.push(`needs ${String(req.sizeBytes)} bytes, ${describeFree(freeBytes)} free`);
+  if (explain) {
+    if (!conflictFree) needs.push(`group conflict with ${n.evictableConflicts.join(", ")}`);
+    if (!slotOk) needs.push(`limit reached (${String(n.occupied)}/${String(n.limit)})`);
+    if (!memOk) needs.push(`needs ${String(req.sizeBytes)} bytes, ${describeFree(freeBytes)} free`);
+  }
   const memAfter = req.sizeBytes <= freeBytes + n.evictableBytes;
   const slotAfter = n.limit === 0 || n.occupied + 1 - n.evictableSlots <= n.limit;
   const fitsAfterEviction = memAfter && slotAfter;
@@ -77,7 +80,7 @@ function verdict(req: PlacementRequest, n: NodeCandidate, strategy: PlacementStr
     nodeId: n.nodeId,
     fits: false,
     fitsAfterEviction,
-    reason: `${needs.join("; ")}${fitsAfterEviction ? " — evicting there would make room" : " — eviction cannot make room"}`,
+    reason: explain ? `${needs.join("; ")}${fitsAfterEviction ? " — evicting there would make room" : " — eviction cannot make room"}` : "",
     freeBytes: freeOut,
     score: score - (strategy === "binpack" ? 0 : n.evictableBytes),
   };
@@ -85,12 +88,6 @@ function verdict(req: PlacementRequest, n: NodeCandidate, strategy: PlacementStr
 
 function describeFree(bytes: number): string {
   return Number.isFinite(bytes) ? `${String(bytes)} bytes` : "unknown memory";
-}
-
-function best(vs: NodeVerdict[]): NodeVerdict | undefined {
-  let b: NodeVerdict | undefined;
-  for (const v of vs) if (b === undefined || v.score > b.score || (v.score === b.score && v.nodeId < b.nodeId)) b = v;
-  return b;
 }
 
 /**
@@ -101,12 +98,24 @@ function best(vs: NodeVerdict[]): NodeVerdict | undefined {
  * eviction would make room. Pure: ExplainPlacement and a real load ask the same
  * function, so they agree.
  */
-export function planPlacement(req: PlacementRequest, nodes: readonly NodeCandidate[], strategy: PlacementStrategy): PlacementPlan {
-  const verdicts = nodes.map((n) => verdict(req, n, strategy)).sort((a, b) => a.nodeId.localeCompare(b.nodeId));
-  const fit = best(verdicts.filter((v) => v.fits));
-  if (fit !== undefined) return { t: "place", nodeId: fit.nodeId, reason: `node "${fit.nodeId}": ${fit.reason}`, verdicts };
-  const evict = best(verdicts.filter((v) => v.fitsAfterEviction));
-  if (evict !== undefined) return { t: "evict-then-place", nodeId: evict.nodeId, reason: `node "${evict.nodeId}": ${evict.reason}`, verdicts };
+export function planPlacement(req: PlacementRequest, nodes: readonly NodeCandidate[], strategy: PlacementStrategy, options: { readonly explain?: boolean } = {}): PlacementPlan {
+  // Reasons are for people (ExplainPlacement); a load's choice skips building them.
+  const explain = options.explain ?? true;
+  // One pass: verdicts, the best fitting node and the best node after eviction.
+  const verdicts: NodeVerdict[] = [];
+  let fit: NodeVerdict | undefined;
+  let evict: NodeVerdict | undefined;
+  const better = (v: NodeVerdict, b: NodeVerdict | undefined): boolean => b === undefined || v.score > b.score || (v.score === b.score && v.nodeId < b.nodeId);
+  for (const n of nodes) {
+    const v = verdict(req, n, strategy, explain);
+    verdicts.push(v);
+    if (v.fits && better(v, fit)) fit = v;
+    if (v.fitsAfterEviction && better(v, evict)) evict = v;
+  }
+  if (explain) verdicts.sort((a, b) => (a.nodeId < b.nodeId ? -1 : a.nodeId > b.nodeId ? 1 : 0));
+  if (fit !== undefined) return { t: "place", nodeId: fit.nodeId, reason: explain ? `node "${fit.nodeId}": ${fit.reason}` : "", verdicts };
+  if (evict !== undefined) return { t: "evict-then-place", nodeId: evict.nodeId, reason: explain ? `node "${evict.nodeId}": ${evict.reason}` : "", verdicts };
   if (verdicts.length === 0) return { t: "no-fit", reason: "no node is registered", verdicts };
+  if (!explain) return { t: "no-fit", reason: "no node fits", verdicts };
   return { t: "no-fit", reason: `no node fits: ${verdicts.map((v) => `${v.nodeId}: ${v.reason}`).join("; ")}`, verdicts };
 }

@@ -67,6 +67,16 @@ interface InstanceRecord {
   indexedAddress: string | undefined;
 }
 
+/** Per-node figures for placement (see `placementSummary`). */
+export interface NodePlacementSummary {
+  readonly occupied: number;
+  readonly accountedBytes: number;
+  readonly evictableBytes: number;
+  readonly evictableSlots: number;
+  readonly evictableConflicts: readonly string[];
+  readonly blockingConflicts: readonly string[];
+}
+
 interface NodeRecord {
   readonly nodeId: string;
   readonly instances: Set<InstanceRecord>;
@@ -885,6 +895,45 @@ export class WatchdogCore {
   instanceAt(address: string): InstanceView | undefined {
     const r = this.registeredAt(address);
     return r === undefined ? undefined : this.view(r);
+  }
+
+  /**
+   * What placement needs about one node for a load of `model` (DESIGN §3.5),
+   * computed from that node's own records — no snapshot, no views — so a
+   * placement decision over many nodes stays proportional to their instances.
+   * `evictable` means a policy path could select it now: ready, not pending,
+   * not pinned, and idle unless force-eviction-when-busy.
+   */
+  placementSummary(nodeId: string, model: string, groups: readonly string[]): NodePlacementSummary {
+    const n = this.nodes.get(nodeId);
+    const out = { occupied: 0, accountedBytes: 0, evictableBytes: 0, evictableSlots: 0, evictableConflicts: [] as string[], blockingConflicts: [] as string[] };
+    if (n === undefined) return out;
+    const shares = (m: string | undefined, gs: Iterable<string>): boolean => {
+      if (m === model) return false;
+      for (const g of gs) if (groups.includes(g)) return true;
+      return false;
+    };
+    for (const r of n.instances) {
+      out.occupied++;
+      out.accountedBytes += r.sizeBytes;
+      const pinned = this.pinned.has(r.model);
+      const busy = r.address !== undefined && this.requests.inFlight(r.address) > 0;
+      const evictable = r.state.t === "ready" && !pinned && (!busy || this.policyValue.forceEvictionWhenBusy);
+      if (evictable) {
+        out.evictableBytes += r.sizeBytes;
+        out.evictableSlots++;
+      }
+      if (groups.length > 0 && shares(r.model, this.groupsOf(r.model))) {
+        if (evictable) out.evictableConflicts.push(r.model);
+        else out.blockingConflicts.push(`${r.model} (${r.state.t === "pending" ? "pending eviction" : pinned ? "pinned" : r.state.t === "ready" ? "busy" : r.state.t})`);
+      }
+    }
+    for (const e of n.occupancy) {
+      out.occupied++;
+      out.accountedBytes += e.sizeBytes;
+      if (groups.length > 0 && shares(e.model, e.groups)) out.blockingConflicts.push(`${e.kind} ${e.model ?? e.key}`);
+    }
+    return out;
   }
 
   instancesOfModel(model: string): InstanceView[] {

@@ -81,7 +81,7 @@ export class NodeRegistry implements AgentDirectory, InventoryPort {
   }
 
   list(): NodeRecord[] {
-    return [...this.nodes.values()].sort((a, b) => a.nodeId.localeCompare(b.nodeId));
+    return [...this.nodes.values()].sort((a, b) => (a.nodeId < b.nodeId ? -1 : a.nodeId > b.nodeId ? 1 : 0));
   }
 
   get(nodeId: string): NodeRecord | undefined {

@@ -19,11 +19,14 @@ export class PlacementView implements PlacementPort {
     this.loader = loader;
   }
 
+  /**
+   * One candidate per node, each from that node's own watchdog records
+   * (`placementSummary`): proportional to the cluster's instances, no
+   * snapshot per decision.
+   */
   candidates(spec: ModelSpec): NodeCandidate[] {
-    const loader = this.loader;
-    const snap = loader?.core.snapshot();
-    const policy = loader?.getPolicy();
-    const busyNow = (inFlight: number): boolean => inFlight > 0;
+    const core = this.loader?.core;
+    const limit = this.loader?.getPolicy().limitPerNode ?? 0;
     return this.nodes.list().map((n): NodeCandidate => {
       let memoryTotalBytes = 0;
       let memoryUsedBytes = 0;
@@ -39,28 +42,7 @@ export class PlacementView implements PlacementPort {
           memoryUsedBytes = Number(r.ramUsedBytes);
         }
       }
-      let reservedBytes = 0;
-      let evictableBytes = 0;
-      let evictableSlots = 0;
-      const evictableConflicts: string[] = [];
-      const blockingConflicts: string[] = [];
-      const view = snap?.nodes.find((v) => v.nodeId === n.nodeId);
-      for (const v of snap?.instances ?? []) {
-        if (v.nodeId !== n.nodeId) continue;
-        reservedBytes += v.sizeBytes;
-        const evictable = v.state === "ready" && v.pendingEviction === undefined && !v.pinned && (!busyNow(v.inFlight) || policy?.forceEvictionWhenBusy === true);
-        if (evictable) {
-          evictableBytes += v.sizeBytes;
-          evictableSlots++;
-        }
-        if (v.groups.some((g) => spec.groups.includes(g)) && v.model !== spec.id) {
-          (evictable ? evictableConflicts : blockingConflicts).push(`${v.model}${evictable ? "" : ` (${v.pendingEviction !== undefined ? "pending eviction" : v.pinned ? "pinned" : v.state === "ready" ? "busy" : v.state})`}`);
-        }
-      }
-      for (const e of view?.occupancyEntries ?? []) {
-        reservedBytes += e.sizeBytes;
-        if (e.groups.some((g) => spec.groups.includes(g))) blockingConflicts.push(`${e.kind} ${e.model ?? e.key}`);
-      }
+      const sum = core?.placementSummary(n.nodeId, spec.id, spec.groups);
       return {
         nodeId: n.nodeId,
         state: n.state,
@@ -68,19 +50,19 @@ export class PlacementView implements PlacementPort {
         labels: n.labels,
         memoryTotalBytes,
         memoryUsedBytes,
-        reservedBytes,
-        occupied: view?.occupancy.total ?? 0,
-        limit: policy?.limitPerNode ?? 0,
-        evictableConflicts,
-        blockingConflicts,
-        evictableBytes,
-        evictableSlots,
+        reservedBytes: sum?.accountedBytes ?? 0,
+        occupied: sum?.occupied ?? 0,
+        limit,
+        evictableConflicts: sum?.evictableConflicts ?? [],
+        blockingConflicts: sum?.blockingConflicts ?? [],
+        evictableBytes: sum?.evictableBytes ?? 0,
+        evictableSlots: sum?.evictableSlots ?? 0,
       };
     });
   }
 
-  plan(spec: ModelSpec): PlacementPlan {
-    return planPlacement({ model: spec.id, sizeBytes: spec.sizeBytes, selector: spec.selector }, this.candidates(spec), this.strategy);
+  plan(spec: ModelSpec, explain = true): PlacementPlan {
+    return planPlacement({ model: spec.id, sizeBytes: spec.sizeBytes, selector: spec.selector }, this.candidates(spec), this.strategy, { explain });
   }
 
   /**
@@ -90,10 +72,10 @@ export class PlacementView implements PlacementPort {
    * the need-more loop waits and re-plans.
    */
   choose(spec: ModelSpec): { readonly nodeId: string } | { readonly nodeId: undefined; readonly reason: string } {
-    const plan = this.plan(spec);
+    const plan = this.plan(spec, false);
     if (plan.t !== "no-fit") return { nodeId: plan.nodeId };
     const eligible = this.candidates(spec).find((c) => c.state === "ready" && !c.draining && Object.entries(spec.selector).every(([k, v]) => c.labels[k] === v));
-    return eligible === undefined ? { nodeId: undefined, reason: plan.reason } : { nodeId: eligible.nodeId };
+    return eligible === undefined ? { nodeId: undefined, reason: this.plan(spec).reason } : { nodeId: eligible.nodeId };
   }
 
   /** Instances (model@incarnation) an admission on `nodeId` would evict first: group conflicts, then least recently used. */

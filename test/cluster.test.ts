@@ -81,11 +81,11 @@ describe("cluster (coordinator + two agent processes)", () => {
     expect(await agents[1]!.liveBackends()).toHaveLength(1);
   });
 
-  it("an unreachable node keeps its instances accounted but unroutable (UNAVAILABLE); once lost, its model is placed elsewhere and the old process stays a leftover", async () => {
+  it("agent killed: its node goes unreachable (instances accounted, unroutable: UNAVAILABLE), then lost; the model is re-placed; the restarted agent's backend is reaped as a leftover", async () => {
     const tc = await twoNodes({ nodeGrace: "1s", nodeLostAfter: "2s" });
     await tc.admin.loadModel({ model: "small", nodeId: "node-a" });
     const a = agents[0]!;
-    a.pause();
+    await a.kill(); // the agent dies; its backend keeps running
     await tc.waitForEvent("node.unreachable", (e) => e.nodeId === "node-a");
     const listed = (await tc.admin.listModels({})).instances.find((i) => i.model === "small");
     expect(listed?.state).toBe(InstanceState.READY);
@@ -97,8 +97,8 @@ describe("cluster (coordinator + two agent processes)", () => {
     expect(after.find((i) => i.nodeId === "node-a" && i.model === "small")?.state).toBe(InstanceState.LEFTOVER);
     const moved = await tc.inference.predict({ model: "small", options: { Prompt: "x" } });
     expect(moved.nodeId).toBe("node-t");
-    // The node comes back: the leftover is stopped and reaped, nothing forgotten.
-    a.resume();
+    // The agent comes back and adopts the backend: the leftover is stopped and reaped, nothing forgotten.
+    await a.restart();
     await tc.waitForEvent("leftover.reaped", (e) => e.nodeId === "node-a");
     await until("node-a backend gone", async () => (await a.liveBackends()).length === 0);
   });

@@ -2,7 +2,6 @@ import { createServer, type Server } from "node:http";
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import type { Event } from "@warden/proto";
 import { EvictionFailedOutcome, EvictionReason } from "@warden/proto";
-import { eventTypeOf } from "@warden/events";
 import type { Loader } from "@warden/loader";
 import type { Outbox } from "@warden/outbox";
 import type { NodeRegistry } from "./node-registry.js";
@@ -119,7 +118,7 @@ export class CoordinatorMetrics {
         this.stuck.inc();
         break;
       default:
-        void eventTypeOf(e);
+        break;
     }
   }
 }

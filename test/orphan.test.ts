@@ -60,7 +60,8 @@ describe("orphans", () => {
     // the model loaded only after the orphan was gone
     const loaded = await load;
     expect(loaded.instance?.model).toBe("m");
-    const loadedAt = tc.events.findIndex((e) => e.payload.case === "backendLoaded");
-    expect(loadedAt).toBeGreaterThan(tc.events.indexOf(stopped));
+    // (events reach watchers once journaled: wait for it rather than race it)
+    const loadedEvent = await tc.waitForEvent("backend.loaded", (e) => e.model === "m");
+    expect(tc.events.indexOf(loadedEvent)).toBeGreaterThan(tc.events.indexOf(stopped));
   });
 });

@@ -65,6 +65,7 @@ export interface NodeRegistryOptions {
 export class NodeRegistry implements AgentDirectory, InventoryPort {
   private readonly nodes = new Map<string, NodeRecord>();
   private paused = false;
+  private sorted: readonly NodeRecord[] | undefined;
   /** node → "pid@address" → first seen (monotonic ms); bounded by the orphans nodes report. */
   private readonly orphanSeen = new Map<string, Map<string, number>>();
   private readonly orphanStops = new Set<string>();
@@ -80,8 +81,10 @@ export class NodeRegistry implements AgentDirectory, InventoryPort {
     this.openIntent = openIntent;
   }
 
-  list(): NodeRecord[] {
-    return [...this.nodes.values()].sort((a, b) => (a.nodeId < b.nodeId ? -1 : a.nodeId > b.nodeId ? 1 : 0));
+  /** Nodes by id; cached between registrations (placement asks on every load). */
+  list(): readonly NodeRecord[] {
+    this.sorted ??= [...this.nodes.values()].sort((a, b) => (a.nodeId < b.nodeId ? -1 : a.nodeId > b.nodeId ? 1 : 0));
+    return this.sorted;
   }
 
   get(nodeId: string): NodeRecord | undefined {
@@ -150,6 +153,7 @@ export class NodeRegistry implements AgentDirectory, InventoryPort {
       watchAbort: undefined,
     };
     this.nodes.set(init.nodeId, rec);
+    this.sorted = undefined;
     this.o.onNodeEvent(init.nodeId, "registered", init.labels);
     this.watchExits(rec);
     return rec;

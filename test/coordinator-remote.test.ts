@@ -379,7 +379,10 @@ describe("coordinator with a separate agent process", { timeout: 240_000 }, () =
     await a.restart();
     // the restarted agent stops the unfinished start itself; the coordinator learns it is gone
     await until("slow's backend gone", async () => !(await pidAlive(pid ?? 0)));
-    await until("nothing of slow is tracked", async () => !tc.c.loader.knows(loading.incarnation) && !(await rows(tc)).some((r) => r.model === "slow"));
+    // (loader.knows() stays true for an incarnation our stop confirmed gone, so a
+    // stale heartbeat cannot re-adopt it: "tracked" means held, accounted or a leftover)
+    const tracked = (inc: string): boolean => tc.c.loader.heldInstance(inc) !== undefined || tc.c.loader.core.instance(inc) !== undefined || tc.c.loader.leftoverList().some((l) => l.incarnation === inc);
+    await until("nothing of slow is tracked", async () => !tracked(loading.incarnation) && !(await rows(tc)).some((r) => r.model === "slow"));
     expect(await watch.stop()).toEqual([]);
     const ok = await until("another model loads on the restarted agent", async () => tc.admin.loadModel({ model: "ok" }).catch(() => undefined));
     expect(ok.instance?.nodeId).toBe("remote-a");

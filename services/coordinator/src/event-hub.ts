@@ -2,7 +2,7 @@ import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { EvictionFailedOutcome, EvictionReason, type Event } from "@warden/proto";
 import { eventToJson, eventTypeOf, matchesEventFilter, type EventFilter, type EventInit } from "@warden/events";
 import type { Outbox } from "@warden/outbox";
-import type { Logger } from "@warden/common";
+import { Code, WardenError, type Logger } from "@warden/common";
 import type { LoaderEvent, LoaderEventSink } from "@warden/loader";
 import type { EvictionReason as CoreReason } from "@warden/watchdog";
 
@@ -127,7 +127,7 @@ export class EventHub implements LoaderEventSink {
 
   /** Streams events matching `filter` until `signal` aborts. Bounded queue per subscriber: a slow watcher loses its stream, never the coordinator's memory. */
   async *watch(filter: EventFilter, signal: AbortSignal, maxQueued = 10_000): AsyncIterable<Event> {
-    if (this.subscribers.size >= EventHub.maxSubscribers) throw new Error(`too many WatchEvents streams (cap ${String(EventHub.maxSubscribers)})`);
+    if (this.subscribers.size >= EventHub.maxSubscribers) throw new WardenError(Code.ResourceExhausted, `too many WatchEvents streams (cap ${String(EventHub.maxSubscribers)})`);
     const queue: Event[] = [];
     let wake: (() => void) | undefined;
     const state = { overflow: false };
@@ -149,7 +149,7 @@ export class EventHub implements LoaderEventSink {
           yield next;
           continue;
         }
-        if (state.overflow) throw new Error(`WatchEvents stream fell more than ${String(maxQueued)} events behind`);
+        if (state.overflow) throw new WardenError(Code.ResourceExhausted, `WatchEvents stream fell more than ${String(maxQueued)} events behind; reconnect (or read the NATS audit stream)`);
         await new Promise<void>((r) => (wake = r));
         wake = undefined;
       }

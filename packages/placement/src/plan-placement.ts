@@ -49,14 +49,15 @@ export type PlacementPlan =
 function verdict(req: PlacementRequest, n: NodeCandidate, strategy: PlacementStrategy, explain: boolean): NodeVerdict {
   const used = Math.max(n.memoryUsedBytes, n.reservedBytes);
   const freeBytes = n.memoryTotalBytes > 0 ? Math.max(0, n.memoryTotalBytes - used) : Number.POSITIVE_INFINITY;
-  const no = (reason: () => string): NodeVerdict => ({ nodeId: n.nodeId, fits: false, fitsAfterEviction: false, reason: explain ? reason() : "", freeBytes: Number.isFinite(freeBytes) ? freeBytes : 0, score: 0 });
-  if (n.state !== "ready") return no(() => `node is ${n.state}`);
-  if (n.draining) return no(() => "node is draining");
+  // Reason strings only when explaining: a load's choice allocates none.
+  const no = (reason: string): NodeVerdict => ({ nodeId: n.nodeId, fits: false, fitsAfterEviction: false, reason, freeBytes: Number.isFinite(freeBytes) ? freeBytes : 0, score: 0 });
+  if (n.state !== "ready") return no(explain ? `node is ${n.state}` : "");
+  if (n.draining) return no(explain ? "node is draining" : "");
   for (const k in req.selector) {
     const v = req.selector[k];
-    if (n.labels[k] !== v) return no(() => `selector ${k}=${v ?? ""} does not match (node has ${k}=${n.labels[k] ?? "<unset>"})`);
+    if (n.labels[k] !== v) return no(explain ? `selector ${k}=${v ?? ""} does not match (node has ${k}=${n.labels[k] ?? "<unset>"})` : "");
   }
-  if (n.blockingConflicts.length > 0) return no(() => `group conflict that eviction cannot resolve now: ${n.blockingConflicts.join(", ")}`);
+  if (n.blockingConflicts.length > 0) return no(explain ? `group conflict that eviction cannot resolve now: ${n.blockingConflicts.join(", ")}` : "");
   const memOk = req.sizeBytes <= freeBytes;
   const slotOk = n.limit === 0 || n.occupied + 1 <= n.limit;
   const conflictFree = n.evictableConflicts.length === 0;

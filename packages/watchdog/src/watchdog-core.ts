@@ -77,6 +77,9 @@ export interface NodePlacementSummary {
   readonly blockingConflicts: readonly string[];
 }
 
+const noStrings: readonly string[] = Object.freeze([]);
+const emptyPlacementSummary: NodePlacementSummary = Object.freeze({ occupied: 0, accountedBytes: 0, evictableBytes: 0, evictableSlots: 0, evictableConflicts: noStrings, blockingConflicts: noStrings });
+
 interface NodeRecord {
   readonly nodeId: string;
   readonly instances: Set<InstanceRecord>;
@@ -906,34 +909,41 @@ export class WatchdogCore {
    */
   placementSummary(nodeId: string, model: string, groups: readonly string[]): NodePlacementSummary {
     const n = this.nodes.get(nodeId);
-    const out = { occupied: 0, accountedBytes: 0, evictableBytes: 0, evictableSlots: 0, evictableConflicts: [] as string[], blockingConflicts: [] as string[] };
-    if (n === undefined) return out;
+    if (n === undefined) return emptyPlacementSummary;
+    let occupied = 0;
+    let accountedBytes = 0;
+    let evictableBytes = 0;
+    let evictableSlots = 0;
+    // Allocated only when a conflict exists: most nodes have none.
+    let evictableConflicts: string[] | undefined;
+    let blockingConflicts: string[] | undefined;
+    const force = this.policyValue.forceEvictionWhenBusy;
     const shares = (m: string | undefined, gs: Iterable<string>): boolean => {
       if (m === model) return false;
       for (const g of gs) if (groups.includes(g)) return true;
       return false;
     };
     for (const r of n.instances) {
-      out.occupied++;
-      out.accountedBytes += r.sizeBytes;
+      occupied++;
+      accountedBytes += r.sizeBytes;
+      const ready = r.state.t === "ready";
       const pinned = this.pinned.has(r.model);
-      const busy = r.address !== undefined && this.requests.inFlight(r.address) > 0;
-      const evictable = r.state.t === "ready" && !pinned && (!busy || this.policyValue.forceEvictionWhenBusy);
+      const evictable = ready && !pinned && (force || r.address === undefined || this.requests.inFlight(r.address) === 0);
       if (evictable) {
-        out.evictableBytes += r.sizeBytes;
-        out.evictableSlots++;
+        evictableBytes += r.sizeBytes;
+        evictableSlots++;
       }
       if (groups.length > 0 && shares(r.model, this.groupsOf(r.model))) {
-        if (evictable) out.evictableConflicts.push(r.model);
-        else out.blockingConflicts.push(`${r.model} (${r.state.t === "pending" ? "pending eviction" : pinned ? "pinned" : r.state.t === "ready" ? "busy" : r.state.t})`);
+        if (evictable) (evictableConflicts ??= []).push(r.model);
+        else (blockingConflicts ??= []).push(`${r.model} (${r.state.t === "pending" ? "pending eviction" : pinned ? "pinned" : ready ? "busy" : r.state.t})`);
       }
     }
     for (const e of n.occupancy) {
-      out.occupied++;
-      out.accountedBytes += e.sizeBytes;
-      if (groups.length > 0 && shares(e.model, e.groups)) out.blockingConflicts.push(`${e.kind} ${e.model ?? e.key}`);
+      occupied++;
+      accountedBytes += e.sizeBytes;
+      if (groups.length > 0 && shares(e.model, e.groups)) (blockingConflicts ??= []).push(`${e.kind} ${e.model ?? e.key}`);
     }
-    return out;
+    return { occupied, accountedBytes, evictableBytes, evictableSlots, evictableConflicts: evictableConflicts ?? noStrings, blockingConflicts: blockingConflicts ?? noStrings };
   }
 
   instancesOfModel(model: string): InstanceView[] {

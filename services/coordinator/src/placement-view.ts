@@ -24,10 +24,14 @@ export class PlacementView implements PlacementPort {
    * (`placementSummary`): proportional to the cluster's instances, no
    * snapshot per decision.
    */
-  candidates(spec: ModelSpec): NodeCandidate[] {
+  candidates(spec: ModelSpec, explain = true): NodeCandidate[] {
     const core = this.loader?.core;
     const limit = this.loader?.getPolicy().limitPerNode ?? 0;
-    return this.nodes.list().map((n): NodeCandidate => {
+    const selector = Object.entries(spec.selector);
+    // A node the hard constraints exclude is rejected whatever its load: when no
+    // explanation is wanted it is left out before its instances are read.
+    const nodes = explain ? this.nodes.list() : this.nodes.list().filter((n) => n.state === "ready" && !n.draining && selector.every(([k, v]) => n.labels[k] === v));
+    return nodes.map((n): NodeCandidate => {
       let memoryTotalBytes = 0;
       let memoryUsedBytes = 0;
       const r = n.resources;
@@ -62,7 +66,7 @@ export class PlacementView implements PlacementPort {
   }
 
   plan(spec: ModelSpec, explain = true): PlacementPlan {
-    return planPlacement({ model: spec.id, sizeBytes: spec.sizeBytes, selector: spec.selector }, this.candidates(spec), this.strategy, { explain });
+    return planPlacement({ model: spec.id, sizeBytes: spec.sizeBytes, selector: spec.selector }, this.candidates(spec, explain), this.strategy, { explain });
   }
 
   /**

@@ -5,16 +5,16 @@ import { cryptoRng, createUlidFactory, nullLogger, systemClock, type Logger } fr
 import { GrpcServer, createClient, type Client } from "@warden/grpc";
 import { AgentService, type StartBackendResponse } from "@warden/proto";
 import { backendSimCatalogEntry, builtinCatalog, createAgent, resolveAgentConfig, type Agent, type AgentConfig, type AgentDeps } from "../../services/agent/src/index.js";
+import { testPortRange } from "./port-range.js";
 
 /** Env var every backend spawned by these tests carries, so leak checks count only our processes. */
 export const testTagVar = "WARDEN_AGENT_TEST_TAG";
 
 export const newIncarnation: () => string = createUlidFactory(systemClock, cryptoRng);
 
-/** A random port range of `size` ports within 20000–60000 (per test file, to avoid collisions). */
+/** A backend port range of `size` ports for this test worker (see port-range.ts). */
 export function randomPortRange(size: number): { min: number; max: number } {
-  const min = 20_000 + Math.floor(Math.random() * (40_000 - size));
-  return { min, max: min + size - 1 };
+  return testPortRange(size);
 }
 
 export function uniqueTag(name: string): string {

@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { repoRootPath } from "../../services/agent/src/backend-sim-catalog.js";
 import { liveTaggedSims, pidAlive, simCatalog } from "./agent-harness.js";
+import { testPortRange } from "./port-range.js";
 
 const agentMain = fileURLToPath(new URL("../../services/agent/src/main.ts", import.meta.url));
 
@@ -131,13 +132,12 @@ export interface RemoteAgentOptions {
 const agentPids = new Set<number>();
 
 /**
- * A random, aligned port range below the kernel's ephemeral range (32768+), so
- * no process's `listen(…:0)` or outgoing connection lands in it: a backend
- * would fail to bind, and the agent would report a stranger there as an orphan.
+ * A backend port range for this test worker (see port-range.ts): below the
+ * kernel's ephemeral range and disjoint from other workers' ranges, so no
+ * stranger lands in it (a backend would fail to bind, or be reported as an orphan).
  */
 export function lowPortRange(size = 16): { min: number; max: number } {
-  const min = 20_000 + Math.floor(Math.random() * Math.floor((32_000 - 20_000) / size)) * size;
-  return { min, max: min + size - 1 };
+  return testPortRange(size);
 }
 
 /** Pids of agent processes started by startRemoteAgent in this test process that still run. */

@@ -10,6 +10,7 @@ import { join } from "node:path";
 import { createClient, type Client } from "@warden/grpc";
 import { AdminService, InferenceService, type Event } from "@warden/proto";
 import { eventTypeOf } from "@warden/events";
+import { testPortRange } from "./port-range.js";
 import { resolveCoordinatorConfig, startCoordinator, type Coordinator } from "@warden/coordinator";
 
 export interface TestCoordinatorOptions {
@@ -34,15 +35,9 @@ export interface TestCoordinator {
   close(): Promise<void>;
 }
 
-/**
- * A random, aligned port range of `size` ports in [20000, 32000): below the
- * kernel's ephemeral range (32768+), so no outgoing connection or `listen(0)`
- * of another process lands in it (a stranger there would be reported as an
- * orphan, or block a backend's bind).
- */
+/** A backend port range for this test worker (see port-range.ts). */
 export function randomPortRange(size = 40): { min: number; max: number } {
-  const min = 20_000 + Math.floor(Math.random() * Math.floor((32_000 - 20_000) / size)) * size;
-  return { min, max: min + size - 1 };
+  return testPortRange(size);
 }
 
 export async function startTestCoordinator(o: TestCoordinatorOptions): Promise<TestCoordinator> {

@@ -47,10 +47,26 @@ export function parseComputeAppsCsv(text: string): Map<number, number> {
   return out;
 }
 
-/** Runs nvidia-smi with an argument array (no shell); resolves stdout, rejects on failure or timeout. */
+/**
+ * Runs nvidia-smi with an argument array (no shell); resolves stdout, rejects on
+ * failure or timeout. The caller's (often long-lived) signal is bridged through
+ * a per-call controller whose listener is removed when the call ends: Node's
+ * spawn leaves its abort listener behind when the executable is missing, which
+ * would otherwise pile up on the caller's signal at every heartbeat.
+ */
 export function runNvidiaSmi(path: string, args: readonly string[], timeoutMs: number, signal?: AbortSignal): Promise<string> {
   return new Promise((resolve, reject) => {
-    execFile(path, [...args], { timeout: timeoutMs, signal, maxBuffer: 1024 * 1024, encoding: "utf8" }, (err, stdout) => {
+    if (signal?.aborted === true) {
+      reject(new Error(`${path}: aborted`));
+      return;
+    }
+    const ctl = new AbortController();
+    const onAbort = (): void => {
+      ctl.abort();
+    };
+    signal?.addEventListener("abort", onAbort, { once: true });
+    execFile(path, [...args], { timeout: timeoutMs, signal: ctl.signal, maxBuffer: 1024 * 1024, encoding: "utf8" }, (err, stdout) => {
+      signal?.removeEventListener("abort", onAbort);
       if (err !== null) reject(new Error(`${path}: ${err.message}`, { cause: err }));
       else resolve(stdout);
     });

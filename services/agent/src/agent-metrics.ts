@@ -1,4 +1,3 @@
-import { createServer, type Server } from "node:http";
 import { Gauge, Registry, collectDefaultMetrics } from "prom-client";
 import type { Agent } from "./agent.js";
 
@@ -54,26 +53,4 @@ export function createAgentMetrics(agent: Agent): Registry {
     },
   });
   return r;
-}
-
-/** Serves `GET /metrics`. */
-export async function serveAgentMetrics(registry: Registry, listen: string): Promise<Server> {
-  const i = listen.lastIndexOf(":");
-  const server = createServer((req, res) => {
-    if (req.method !== "GET" || (req.url ?? "").split("?")[0] !== "/metrics") {
-      res.writeHead(404).end("not found: try /metrics\n");
-      return;
-    }
-    registry.metrics().then(
-      (text) => res.writeHead(200, { "content-type": registry.contentType }).end(text),
-      (err: unknown) => res.writeHead(500).end(String(err)),
-    );
-  });
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(Number(listen.slice(i + 1)), listen.slice(0, i), () => {
-      resolve();
-    });
-  });
-  return server;
 }

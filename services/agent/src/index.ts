@@ -7,3 +7,4 @@ export { createNodeHeartbeat, inProcessNodeService, type NodeHeartbeat, type Nod
 export { parseAgentArgs, agentUsage, type AgentArgs } from "./agent-args.js";
 export { inProcessContext } from "./in-process-context.js";
 export type { BackendPhase, StopOutcome } from "./backend-process.js";
+export { servePrometheus } from "./prometheus-server.js";

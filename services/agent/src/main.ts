@@ -7,7 +7,8 @@ import { parseAgentConfig } from "./agent-config.js";
 import { createAgent } from "./agent.js";
 import { builtinCatalog } from "./backend-sim-catalog.js";
 import { createNodeHeartbeat, type NodeHeartbeat } from "./node-heartbeat.js";
-import { createAgentMetrics, serveAgentMetrics } from "./agent-metrics.js";
+import { createAgentMetrics } from "./agent-metrics.js";
+import { servePrometheus } from "./prometheus-server.js";
 
 // `node --import tsx services/agent/src/main.ts --config agent.yaml ...` (one pid:
 // stack.md G10). Exit behaviour (DESIGN §2): on SIGTERM/SIGINT the backends keep
@@ -42,7 +43,7 @@ async function main(): Promise<number> {
   const { address } = await server.listen(listen);
   logger.info("agent listening", { address, nodeId: config.nodeId, pid: process.pid });
 
-  const metricsServer = args.metrics === undefined ? undefined : await serveAgentMetrics(createAgentMetrics(agent), args.metrics);
+  const metricsServer = args.metrics === undefined ? undefined : (await servePrometheus(createAgentMetrics(agent), args.metrics)).server;
   if (args.metrics !== undefined) logger.info("metrics listening", { address: args.metrics });
   let heartbeat: NodeHeartbeat | undefined;
   if (args.coordinator !== undefined) {

@@ -9,7 +9,7 @@ import { Loader } from "@warden/loader";
 import { createOutbox, nullPublisher, type Outbox, type Publisher } from "@warden/outbox";
 import { openFileJournal, type FileJournal } from "@warden/journal";
 import { connectAudit, createDeferredPublisher, createNatsPublisher, ensureAuditStream, type NatsCredentials } from "@warden/audit";
-import { builtinCatalog, createAgent, createNodeHeartbeat, inProcessNodeService, resolveAgentConfig, type Agent, type NodeHeartbeat } from "@warden/agent";
+import { builtinCatalog, servePrometheus, createAgent, createNodeHeartbeat, inProcessNodeService, resolveAgentConfig, type Agent, type NodeHeartbeat } from "@warden/agent";
 import type { CoordinatorConfig } from "./coordinator-config.js";
 import { adminService } from "./admin-service.js";
 import { grpcBackendConnector, type BackendClientHandle } from "./backend-connector.js";
@@ -18,7 +18,7 @@ import { inferenceService } from "./inference-service.js";
 import { NodeRegistry } from "./node-registry.js";
 import { nodeService } from "./node-service.js";
 import { PlacementView } from "./placement-view.js";
-import { CoordinatorMetrics, serveMetrics } from "./metrics.js";
+import { CoordinatorMetrics } from "./metrics.js";
 
 export interface CoordinatorDeps {
   readonly clock?: Clock;
@@ -264,7 +264,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
   hub.observe((e) => {
     metrics.observe(e);
   });
-  const metricsServer = config.metricsListen === undefined ? undefined : await serveMetrics(metrics.registry, config.metricsListen);
+  const metricsServer = config.metricsListen === undefined ? undefined : await servePrometheus(metrics.registry, config.metricsListen);
   const { address } = await server.listen(config.listen);
   loader.startTicking();
   let healthTimer: Cancel | undefined;

@@ -1,4 +1,3 @@
-import { createServer, type Server } from "node:http";
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import type { Event } from "@warden/proto";
 import { EvictionFailedOutcome, EvictionReason } from "@warden/proto";
@@ -121,33 +120,4 @@ export class CoordinatorMetrics {
         break;
     }
   }
-}
-
-/** Serves `GET /metrics` in the Prometheus text format. */
-export async function serveMetrics(registry: Registry, listen: string): Promise<{ server: Server; address: string }> {
-  const i = listen.lastIndexOf(":");
-  const host = listen.slice(0, i);
-  const port = Number(listen.slice(i + 1));
-  const server = createServer((req, res) => {
-    if (req.method !== "GET" || (req.url ?? "").split("?")[0] !== "/metrics") {
-      res.writeHead(404).end("not found: try /metrics\n");
-      return;
-    }
-    registry.metrics().then(
-      (text) => {
-        res.writeHead(200, { "content-type": registry.contentType }).end(text);
-      },
-      (err: unknown) => {
-        res.writeHead(500).end(String(err));
-      },
-    );
-  });
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(port, host, () => {
-      resolve();
-    });
-  });
-  const addr = server.address();
-  return { server, address: `${host}:${String(typeof addr === "object" && addr !== null ? addr.port : port)}` };
 }

@@ -142,11 +142,27 @@ describe("warden CLI (warden up as a real process)", () => {
   });
 
   it("every command's --help exits 0", () => {
-    for (const cmd of [[], ["up"], ["coordinator"], ["agent"], ["models"], ["models", "ls"], ["models", "load"], ["models", "unload"], ["nodes", "ls"], ["nodes", "drain"], ["nodes", "undrain"], ["policy", "get"], ["policy", "set"], ["explain"], ["predict"], ["events"]]) {
+    for (const cmd of [[], ["up"], ["coordinator"], ["agent"], ["models"], ["models", "ls"], ["models", "load"], ["models", "unload"], ["nodes", "ls"], ["nodes", "drain"], ["nodes", "undrain"], ["nodes", "lost"], ["policy", "get"], ["policy", "set"], ["explain"], ["predict"], ["events"]]) {
       const r = warden([...cmd, "--help"]);
       expect(r.code, cmd.join(" ")).toBe(0);
       expect(r.stdout).toMatch(/Usage: warden/);
     }
+  });
+
+  it("nodes lost refuses the embedded agent's node (exit 7), an unknown node (exit 4) and an empty id (exit 2), each in one line, and changes nothing", async () => {
+    const local = warden(["nodes", "lost", "local", "--reason", "test", "--addr", addr]);
+    expect(local.code).toBe(7);
+    expect(local.stderr.trim().split("\n")).toHaveLength(1);
+    expect(local.stderr).toMatch(/embedded agent/);
+    const unknown = warden(["nodes", "lost", "no-such-node", "--addr", addr]);
+    expect(unknown.code).toBe(4);
+    expect(unknown.stderr).toMatch(/no-such-node/);
+    const empty = warden(["nodes", "lost", "", "--addr", addr]);
+    expect(empty.code).toBe(2);
+    expect(empty.stderr).toMatch(/node_id/);
+    const ls = JSON.parse(warden(["nodes", "ls", "--json", "--addr", addr]).stdout) as { nodes: { nodeId: string; state: string }[] };
+    expect(ls.nodes.map((n) => [n.nodeId, n.state])).toEqual([["local", "NODE_STATE_READY"]]);
+    await rememberAddresses();
   });
 
   it("a wrong address gives a one-line error and a non-zero exit, not a stack trace", async () => {

@@ -8,6 +8,7 @@ import {
   GetPolicyResponseSchema,
   InferenceService,
   ListModelsResponseSchema,
+  DeclareNodeLostResponseSchema,
   ListNodesResponseSchema,
   LoadModelResponseSchema,
   NodeSchema,
@@ -179,7 +180,7 @@ export function buildProgram(io: CliIo, runners: { up: (o: Record<string, unknow
     }),
   );
 
-  const nodes = program.command("nodes").description("list, drain and undrain nodes");
+  const nodes = program.command("nodes").description("list, drain and undrain nodes; declare an unreachable node lost");
   withGlobal(nodes.command("ls").description("registered nodes with health, drain progress and memory")).action(
     act(async (g) => {
       const r = await admin(g).listNodes({}, { timeoutMs: deadline(g) });
@@ -198,6 +199,23 @@ export function buildProgram(io: CliIo, runners: { up: (o: Record<string, unknow
     act(async (g, node: string) => {
       const r = await admin(g).undrainNode({ nodeId: node }, { timeoutMs: deadline(g) });
       print(g.json && r.node !== undefined ? json(NodeSchema, r.node) : `${node} accepts placements again`);
+      return undefined;
+    }),
+  );
+
+  withGlobal(
+    nodes
+      .command("lost")
+      .summary("declare an unreachable node lost now (an operator's word)")
+      .description("declare an unreachable node lost now (an operator's audited word, instead of waiting for nodeLostAfter): its instances become leftovers there, stopped should it come back, and their models may be placed elsewhere. A ready node is refused (exit 7): drain it instead. Already lost: exit 0, nothing changes")
+      .argument("<node>")
+      .option("--reason <text>", "why, recorded in the node.lost audit event"),
+  ).action(
+    act(async (g, node: string, o: { reason?: string }) => {
+      const r = await admin(g).declareNodeLost({ nodeId: node, reason: o.reason ?? "" }, { timeoutMs: deadline(g) });
+      if (g.json) print(json(DeclareNodeLostResponseSchema, r));
+      else if (r.wasAlreadyLost) print(`${node} was already lost; nothing changed`);
+      else print(`${node} declared lost: ${String(r.node?.instanceCount ?? 0)} instance(s) still accounted there as leftovers (stopped should it come back); their models may be placed elsewhere`);
       return undefined;
     }),
   );

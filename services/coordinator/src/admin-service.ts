@@ -178,6 +178,26 @@ export function adminService(d: AdminDeps): ServiceImpl<typeof AdminService> {
       n.draining = false;
       return { node: nodeInit(n, counts().get(n.nodeId) ?? 0, 0) };
     },
+    async declareNodeLost(req) {
+      // Every check comes before the one change, in the same turn: a refused
+      // call leaves the node as it was, and no heartbeat can slip in between.
+      const n = nodeOf(req.nodeId);
+      if (n.state === "lost") {
+        const c = counts().get(n.nodeId) ?? 0;
+        return { node: nodeInit(n, c, n.draining ? c : 0), wasAlreadyLost: true };
+      }
+      if (n.embedded) {
+        throw new WardenError(Code.FailedPrecondition, `node_id: node "${n.nodeId}" is the coordinator's embedded agent: it runs inside the coordinator and cannot be lost apart from it (drain it to empty it)`);
+      }
+      if (n.state === "ready") {
+        throw new WardenError(Code.FailedPrecondition, `node_id: node "${n.nodeId}" is ready (heartbeating): only an unreachable node can be declared lost; to empty a healthy node, drain it`);
+      }
+      // Unreachable. An operator's word is not subject to the mass-unreachability
+      // pause (that pause holds back only the timeout path in checkHealth).
+      d.nodes.declareLost(n, true, req.reason.slice(0, 1024));
+      const c = counts().get(n.nodeId) ?? 0;
+      return { node: nodeInit(n, c, n.draining ? c : 0), wasAlreadyLost: false };
+    },
     async listModels(req) {
       if (req.nodeId !== "") checkId(req.nodeId, "node_id");
       return {

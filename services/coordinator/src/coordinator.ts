@@ -153,7 +153,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
       log.warn(paused ? "most nodes unreachable: pausing unreachability-driven actions" : "unreachability pause over", { unreachable, total });
       void hub.publish({ payload: { case: "unreachabilityPaused", value: { $typeName: "warden.v1.UnreachabilityPaused", paused, unreachableNodes: unreachable, totalNodes: total } } });
     },
-    onNodeEvent: (nodeId, kind, labels) => {
+    onNodeEvent: (nodeId, kind, labels, reason = "") => {
       switch (kind) {
         case "registered":
           void hub.publish({ nodeId, payload: { case: "nodeRegistered", value: { $typeName: "warden.v1.NodeRegistered", labels } } });
@@ -163,7 +163,8 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
           break;
         case "lost":
         case "lost-by-operator":
-          void hub.publish({ nodeId, payload: { case: "nodeLost", value: { $typeName: "warden.v1.NodeLost", byOperator: kind === "lost-by-operator" } } });
+          if (kind === "lost-by-operator") log.warn("node declared lost by an operator", { nodeId, reason });
+          void hub.publish({ nodeId, payload: { case: "nodeLost", value: { $typeName: "warden.v1.NodeLost", byOperator: kind === "lost-by-operator", reason } } });
           break;
         case "ready":
           log.info("node reachable again", { nodeId });

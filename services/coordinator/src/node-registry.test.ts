@@ -27,7 +27,7 @@ function idleClient(): Client<typeof AgentService> {
 }
 
 function registry(clock: ManualClock) {
-  const events: { nodeId: string; kind: string }[] = [];
+  const events: { nodeId: string; kind: string; reason?: string }[] = [];
   const pauses: { paused: boolean; unreachable: number; total: number }[] = [];
   const r = new NodeRegistry({
     clock,
@@ -35,7 +35,7 @@ function registry(clock: ManualClock) {
     graceMs: 5_000,
     lostAfterMs: 60_000,
     connect: () => idleClient(),
-    onNodeEvent: (nodeId, kind) => events.push({ nodeId, kind }),
+    onNodeEvent: (nodeId, kind, _labels, reason) => events.push({ nodeId, kind, ...(reason ? { reason } : {}) }),
     onPauseChange: (paused, unreachable, total) => pauses.push({ paused, unreachable, total }),
   });
   return { r, events, pauses };
@@ -95,6 +95,19 @@ describe("NodeRegistry", () => {
     expect(r.unreachabilityPaused).toBe(false);
     expect(pauses.at(-1)).toEqual({ paused: false, unreachable: 1, total: 4 });
     expect(r.get("c")?.state).toBe("lost");
+  });
+
+  it("an operator's word declares a node lost with its reason even while mass unreachability pauses the timeout path; a repeat changes nothing", () => {
+    const clock = new ManualClock();
+    const { r, events } = registry(clock);
+    for (const id of ["a", "b", "c"]) r.register({ nodeId: id, address: `127.0.0.1:${id.charCodeAt(0)}`, labels: {}, gpus: [], bootEpoch: 1n });
+    clock.advance(5_001);
+    r.checkHealth();
+    expect(r.unreachabilityPaused).toBe(true);
+    r.declareLost(r.get("a")!, true, "host decommissioned");
+    r.declareLost(r.get("a")!, true, "again");
+    expect(r.get("a")?.state).toBe("lost");
+    expect(events.filter((e) => e.kind.startsWith("lost"))).toEqual([{ nodeId: "a", kind: "lost-by-operator", reason: "host decommissioned" }]);
   });
 
   it("two unreachable nodes out of three do not pause (fewer than three)", () => {

@@ -40,7 +40,8 @@ export interface NodeRegistryOptions {
   readonly lostAfterMs?: number;
   /** Makes a gRPC client for a registered agent's address. */
   readonly connect: (address: string) => Client<typeof AgentService>;
-  readonly onNodeEvent: (nodeId: string, kind: "registered" | "unreachable" | "lost" | "lost-by-operator" | "ready", labels: Record<string, string>) => void;
+  /** `reason` is the operator's free text for "lost-by-operator", empty otherwise. */
+  readonly onNodeEvent: (nodeId: string, kind: "registered" | "unreachable" | "lost" | "lost-by-operator" | "ready", labels: Record<string, string>, reason?: string) => void;
   /**
    * Open stop intents on `nodeId` whose incarnation its inventory no longer
    * has: the process is gone (stopped late, or exited), so the intent is done.
@@ -228,11 +229,15 @@ export class NodeRegistry implements AgentDirectory, InventoryPort {
     return this.paused;
   }
 
-  /** Marks a node lost (by timeout or an operator's word): its models may be placed elsewhere. */
-  declareLost(n: NodeRecord, byOperator: boolean): void {
+  /**
+   * Marks a node lost (by timeout or an operator's word): its models may be
+   * placed elsewhere. Not subject to the mass-unreachability pause: only
+   * checkHealth's timeout path is paused, an operator's word never is.
+   */
+  declareLost(n: NodeRecord, byOperator: boolean, reason = ""): void {
     if (n.state === "lost") return;
     n.state = "lost";
-    this.o.onNodeEvent(n.nodeId, byOperator ? "lost-by-operator" : "lost", n.labels);
+    this.o.onNodeEvent(n.nodeId, byOperator ? "lost-by-operator" : "lost", n.labels, reason);
     this.loader?.onNodeLost(n.nodeId);
   }
 

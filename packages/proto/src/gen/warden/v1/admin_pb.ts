@@ -19,7 +19,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file warden/v1/admin.proto.
  */
 export const file_warden_v1_admin: GenFile = /*@__PURE__*/
-  fileDesc("ChV3YXJkZW4vdjEvYWRtaW4ucHJvdG8SCXdhcmRlbi52MSL2AgoETm9kZRIPCgdub2RlX2lkGAEgASgJEg8KB2FkZHJlc3MYAiABKAkSKwoGbGFiZWxzGAMgAygLMhsud2FyZGVuLnYxLk5vZGUuTGFiZWxzRW50cnkSIwoFc3RhdGUYBCABKA4yFC53YXJkZW4udjEuTm9kZVN0YXRlEhAKCGRyYWluaW5nGAUgASgIEhcKD2RyYWluX3JlbWFpbmluZxgGIAEoDRIrCglyZXNvdXJjZXMYByABKAsyGC53YXJkZW4udjEuTm9kZVJlc291cmNlcxI1ChFsYXN0X2hlYXJ0YmVhdF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKYm9vdF9lcG9jaBgJIAEoBBIWCg5pbnN0YW5jZV9jb3VudBgKIAEoDRIQCghlbWJlZGRlZBgLIAEoCBotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIhIKEExpc3ROb2Rlc1JlcXVlc3QiMwoRTGlzdE5vZGVzUmVzcG9uc2USHgoFbm9kZXMYASADKAsyDy53YXJkZW4udjEuTm9kZSIhCg5HZXROb2RlUmVxdWVzdBIPCgdub2RlX2lkGAEgASgJIl0KD0dldE5vZGVSZXNwb25zZRIdCgRub2RlGAEgASgLMg8ud2FyZGVuLnYxLk5vZGUSKwoJaW5zdGFuY2VzGAIgAygLMhgud2FyZGVuLnYxLk1vZGVsSW5zdGFuY2UiMgoQRHJhaW5Ob2RlUmVxdWVzdBIPCgdub2RlX2lkGAEgASgJEg0KBWZvcmNlGAIgASgIIjIKEURyYWluTm9kZVJlc3BvbnNlEh0KBG5vZGUYASABKAsyDy53YXJkZW4udjEuTm9kZSIlChJVbmRyYWluTm9kZVJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCSI0ChNVbmRyYWluTm9kZVJlc3BvbnNlEh0KBG5vZGUYASABKAsyDy53YXJkZW4udjEuTm9kZSJuCgxMZWZ0b3ZlckluZm8SEAoIYXR0ZW1wdHMYASABKA0SEgoKbGFzdF9lcnJvchgCIAEoCRIpCgVzaW5jZRgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDQoFc3R1Y2sYBCABKAgi0wMKDU1vZGVsSW5zdGFuY2USDQoFbW9kZWwYASABKAkSDwoHbm9kZV9pZBgCIAEoCRIPCgdhZGRyZXNzGAMgASgJEhMKC2luY2FybmF0aW9uGAQgASgJEicKCXBsYWNlbWVudBgFIAEoDjIULndhcmRlbi52MS5QbGFjZW1lbnQSJwoFc3RhdGUYBiABKA4yGC53YXJkZW4udjEuSW5zdGFuY2VTdGF0ZRIRCglpbl9mbGlnaHQYByABKA0SLgoKYnVzeV9zaW5jZRgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKaWRsZV9zaW5jZRgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLQoJbGFzdF91c2VkGAogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIYChBwZW5kaW5nX2V2aWN0aW9uGAsgASgIEg4KBnBpbm5lZBgMIAEoCBIOCgZncm91cHMYDSADKAkSEgoKc2l6ZV9ieXRlcxgOIAEoBBIpCghsZWZ0b3ZlchgPIAEoCzIXLndhcmRlbi52MS5MZWZ0b3ZlckluZm8SDwoHYmFja2VuZBgQIAEoCSIkChFMaXN0TW9kZWxzUmVxdWVzdBIPCgdub2RlX2lkGAEgASgJImUKD0NvbmZpZ3VyZWRNb2RlbBINCgVtb2RlbBgBIAEoCRIPCgdiYWNrZW5kGAIgASgJEg4KBmdyb3VwcxgDIAMoCRIOCgZwaW5uZWQYBCABKAgSEgoKc2l6ZV9ieXRlcxgFIAEoBCJxChJMaXN0TW9kZWxzUmVzcG9uc2USKwoJaW5zdGFuY2VzGAEgAygLMhgud2FyZGVuLnYxLk1vZGVsSW5zdGFuY2USLgoKY29uZmlndXJlZBgCIAMoCzIaLndhcmRlbi52MS5Db25maWd1cmVkTW9kZWwiMgoQTG9hZE1vZGVsUmVxdWVzdBINCgVtb2RlbBgBIAEoCRIPCgdub2RlX2lkGAIgASgJIj8KEUxvYWRNb2RlbFJlc3BvbnNlEioKCGluc3RhbmNlGAEgASgLMhgud2FyZGVuLnYxLk1vZGVsSW5zdGFuY2UiSwoSVW5sb2FkTW9kZWxSZXF1ZXN0Eg0KBW1vZGVsGAEgASgJEg0KBWZvcmNlGAIgASgIEhcKD3N0b3BfdGltZW91dF9tcxgDIAEoBCJ7ChNVbmxvYWRNb2RlbFJlc3BvbnNlEikKB291dGNvbWUYASABKA4yGC53YXJkZW4udjEuVW5sb2FkT3V0Y29tZRINCgVlcnJvchgCIAEoCRIqCghpbnN0YW5jZRgDIAEoCzIYLndhcmRlbi52MS5Nb2RlbEluc3RhbmNlIl0KFUZvcmdldEluc3RhbmNlUmVxdWVzdBIPCgdub2RlX2lkGAEgASgJEhMKC2luY2FybmF0aW9uGAIgASgJEhAKCG9wZXJhdG9yGAMgASgJEgwKBG5vdGUYBCABKAkiGAoWRm9yZ2V0SW5zdGFuY2VSZXNwb25zZSLqAgoGUG9saWN5EhYKDmxpbWl0X3Blcl9ub2RlGAEgASgNEhIKCmlkbGVfY2hlY2sYAiABKAgSFwoPaWRsZV90aW1lb3V0X21zGAMgASgEEhIKCmJ1c3lfY2hlY2sYBCABKAgSFwoPYnVzeV90aW1lb3V0X21zGAUgASgEEhgKEG1lbW9yeV9yZWNsYWltZXIYBiABKAgSGAoQbWVtb3J5X3RocmVzaG9sZBgHIAEoARIgChhmb3JjZV9ldmljdGlvbl93aGVuX2J1c3kYCCABKAgSEgoKc2l6ZV9hd2FyZRgJIAEoCBIYChB0aWNrX2ludGVydmFsX21zGAogASgEEhsKE2VuZm9yY2VtZW50X3JldHJpZXMYCyABKA0SJQodZW5mb3JjZW1lbnRfcmV0cnlfaW50ZXJ2YWxfbXMYDCABKAQSJgoGbW9kZWxzGA0gAygLMhYud2FyZGVuLnYxLk1vZGVsUG9saWN5IjwKC01vZGVsUG9saWN5Eg0KBW1vZGVsGAEgASgJEg4KBnBpbm5lZBgCIAEoCBIOCgZncm91cHMYAyADKAkiEgoQR2V0UG9saWN5UmVxdWVzdCI2ChFHZXRQb2xpY3lSZXNwb25zZRIhCgZwb2xpY3kYASABKAsyES53YXJkZW4udjEuUG9saWN5Iu0DCgtQb2xpY3lQYXRjaBIbCg5saW1pdF9wZXJfbm9kZRgBIAEoDUgAiAEBEhcKCmlkbGVfY2hlY2sYAiABKAhIAYgBARIcCg9pZGxlX3RpbWVvdXRfbXMYAyABKARIAogBARIXCgpidXN5X2NoZWNrGAQgASgISAOIAQESHAoPYnVzeV90aW1lb3V0X21zGAUgASgESASIAQESHQoQbWVtb3J5X3JlY2xhaW1lchgGIAEoCEgFiAEBEh0KEG1lbW9yeV90aHJlc2hvbGQYByABKAFIBogBARIlChhmb3JjZV9ldmljdGlvbl93aGVuX2J1c3kYCCABKAhIB4gBARIXCgpzaXplX2F3YXJlGAkgASgISAiIAQESJgoGbW9kZWxzGAogAygLMhYud2FyZGVuLnYxLk1vZGVsUG9saWN5QhEKD19saW1pdF9wZXJfbm9kZUINCgtfaWRsZV9jaGVja0ISChBfaWRsZV90aW1lb3V0X21zQg0KC19idXN5X2NoZWNrQhIKEF9idXN5X3RpbWVvdXRfbXNCEwoRX21lbW9yeV9yZWNsYWltZXJCEwoRX21lbW9yeV90aHJlc2hvbGRCGwoZX2ZvcmNlX2V2aWN0aW9uX3doZW5fYnVzeUINCgtfc2l6ZV9hd2FyZSI8ChNVcGRhdGVQb2xpY3lSZXF1ZXN0EiUKBXBhdGNoGAEgASgLMhYud2FyZGVuLnYxLlBvbGljeVBhdGNoIjkKFFVwZGF0ZVBvbGljeVJlc3BvbnNlEiEKBnBvbGljeRgBIAEoCzIRLndhcmRlbi52MS5Qb2xpY3kiKAoXRXhwbGFpblBsYWNlbWVudFJlcXVlc3QSDQoFbW9kZWwYASABKAkidAoLTm9kZVZlcmRpY3QSDwoHbm9kZV9pZBgBIAEoCRIMCgRmaXRzGAIgASgIEg4KBnJlYXNvbhgDIAEoCRISCgpmcmVlX2J5dGVzGAQgASgEEhMKC3dvdWxkX2V2aWN0GAUgAygJEg0KBXNjb3JlGAYgASgBIpIBChhFeHBsYWluUGxhY2VtZW50UmVzcG9uc2USLgoIZGVjaXNpb24YASABKA4yHC53YXJkZW4udjEuUGxhY2VtZW50RGVjaXNpb24SDwoHbm9kZV9pZBgCIAEoCRIOCgZyZWFzb24YAyABKAkSJQoFbm9kZXMYBCADKAsyFi53YXJkZW4udjEuTm9kZVZlcmRpY3QiQwoSV2F0Y2hFdmVudHNSZXF1ZXN0Eg0KBXR5cGVzGAEgAygJEg8KB25vZGVfaWQYAiABKAkSDQoFbW9kZWwYAyABKAkiNgoTV2F0Y2hFdmVudHNSZXNwb25zZRIfCgVldmVudBgBIAEoCzIQLndhcmRlbi52MS5FdmVudCpuCglOb2RlU3RhdGUSGgoWTk9ERV9TVEFURV9VTlNQRUNJRklFRBAAEhQKEE5PREVfU1RBVEVfUkVBRFkQARIaChZOT0RFX1NUQVRFX1VOUkVBQ0hBQkxFEAISEwoPTk9ERV9TVEFURV9MT1NUEAMqcgoJUGxhY2VtZW50EhkKFVBMQUNFTUVOVF9VTlNQRUNJRklFRBAAEhMKD1BMQUNFTUVOVF9MT0NBTBABEhoKFlBMQUNFTUVOVF9MT0NBTF9SRU1PVEUQAhIZChVQTEFDRU1FTlRfUkVNT1RFX09OTFkQAyrcAQoNSW5zdGFuY2VTdGF0ZRIeChpJTlNUQU5DRV9TVEFURV9VTlNQRUNJRklFRBAAEhoKFklOU1RBTkNFX1NUQVRFX0xPQURJTkcQARIYChRJTlNUQU5DRV9TVEFURV9SRUFEWRACEhgKFElOU1RBTkNFX1NUQVRFX0ZSRUVEEAMSIwofSU5TVEFOQ0VfU1RBVEVfUEVORElOR19FVklDVElPThAEEhsKF0lOU1RBTkNFX1NUQVRFX0xFRlRPVkVSEAUSGQoVSU5TVEFOQ0VfU1RBVEVfT1JQSEFOEAYqrAEKDVVubG9hZE91dGNvbWUSHgoaVU5MT0FEX09VVENPTUVfVU5TUEVDSUZJRUQQABIaChZVTkxPQURfT1VUQ09NRV9TVE9QUEVEEAESIwofVU5MT0FEX09VVENPTUVfUkVHSVNURVJFRF9BR0FJThACEhsKF1VOTE9BRF9PVVRDT01FX0xFRlRPVkVSEAMSHQoZVU5MT0FEX09VVENPTUVfTk9UX0xPQURFRBAEKuEBChFQbGFjZW1lbnREZWNpc2lvbhIiCh5QTEFDRU1FTlRfREVDSVNJT05fVU5TUEVDSUZJRUQQABIlCiFQTEFDRU1FTlRfREVDSVNJT05fQUxSRUFEWV9MT0FERUQQARIcChhQTEFDRU1FTlRfREVDSVNJT05fUExBQ0UQAhInCiNQTEFDRU1FTlRfREVDSVNJT05fRVZJQ1RfVEhFTl9QTEFDRRADEhsKF1BMQUNFTUVOVF9ERUNJU0lPTl9XQUlUEAQSHQoZUExBQ0VNRU5UX0RFQ0lTSU9OX05PX0ZJVBAFMqwHCgxBZG1pblNlcnZpY2USRgoJTGlzdE5vZGVzEhsud2FyZGVuLnYxLkxpc3ROb2Rlc1JlcXVlc3QaHC53YXJkZW4udjEuTGlzdE5vZGVzUmVzcG9uc2USQAoHR2V0Tm9kZRIZLndhcmRlbi52MS5HZXROb2RlUmVxdWVzdBoaLndhcmRlbi52MS5HZXROb2RlUmVzcG9uc2USRgoJRHJhaW5Ob2RlEhsud2FyZGVuLnYxLkRyYWluTm9kZVJlcXVlc3QaHC53YXJkZW4udjEuRHJhaW5Ob2RlUmVzcG9uc2USTAoLVW5kcmFpbk5vZGUSHS53YXJkZW4udjEuVW5kcmFpbk5vZGVSZXF1ZXN0Gh4ud2FyZGVuLnYxLlVuZHJhaW5Ob2RlUmVzcG9uc2USSQoKTGlzdE1vZGVscxIcLndhcmRlbi52MS5MaXN0TW9kZWxzUmVxdWVzdBodLndhcmRlbi52MS5MaXN0TW9kZWxzUmVzcG9uc2USRgoJTG9hZE1vZGVsEhsud2FyZGVuLnYxLkxvYWRNb2RlbFJlcXVlc3QaHC53YXJkZW4udjEuTG9hZE1vZGVsUmVzcG9uc2USTAoLVW5sb2FkTW9kZWwSHS53YXJkZW4udjEuVW5sb2FkTW9kZWxSZXF1ZXN0Gh4ud2FyZGVuLnYxLlVubG9hZE1vZGVsUmVzcG9uc2USVQoORm9yZ2V0SW5zdGFuY2USIC53YXJkZW4udjEuRm9yZ2V0SW5zdGFuY2VSZXF1ZXN0GiEud2FyZGVuLnYxLkZvcmdldEluc3RhbmNlUmVzcG9uc2USRgoJR2V0UG9saWN5Ehsud2FyZGVuLnYxLkdldFBvbGljeVJlcXVlc3QaHC53YXJkZW4udjEuR2V0UG9saWN5UmVzcG9uc2USTwoMVXBkYXRlUG9saWN5Eh4ud2FyZGVuLnYxLlVwZGF0ZVBvbGljeVJlcXVlc3QaHy53YXJkZW4udjEuVXBkYXRlUG9saWN5UmVzcG9uc2USWwoQRXhwbGFpblBsYWNlbWVudBIiLndhcmRlbi52MS5FeHBsYWluUGxhY2VtZW50UmVxdWVzdBojLndhcmRlbi52MS5FeHBsYWluUGxhY2VtZW50UmVzcG9uc2USTgoLV2F0Y2hFdmVudHMSHS53YXJkZW4udjEuV2F0Y2hFdmVudHNSZXF1ZXN0Gh4ud2FyZGVuLnYxLldhdGNoRXZlbnRzUmVzcG9uc2UwAWIGcHJvdG8z", [file_google_protobuf_timestamp, file_warden_v1_events, file_warden_v1_types]);
+  fileDesc("ChV3YXJkZW4vdjEvYWRtaW4ucHJvdG8SCXdhcmRlbi52MSL2AgoETm9kZRIPCgdub2RlX2lkGAEgASgJEg8KB2FkZHJlc3MYAiABKAkSKwoGbGFiZWxzGAMgAygLMhsud2FyZGVuLnYxLk5vZGUuTGFiZWxzRW50cnkSIwoFc3RhdGUYBCABKA4yFC53YXJkZW4udjEuTm9kZVN0YXRlEhAKCGRyYWluaW5nGAUgASgIEhcKD2RyYWluX3JlbWFpbmluZxgGIAEoDRIrCglyZXNvdXJjZXMYByABKAsyGC53YXJkZW4udjEuTm9kZVJlc291cmNlcxI1ChFsYXN0X2hlYXJ0YmVhdF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKYm9vdF9lcG9jaBgJIAEoBBIWCg5pbnN0YW5jZV9jb3VudBgKIAEoDRIQCghlbWJlZGRlZBgLIAEoCBotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIhIKEExpc3ROb2Rlc1JlcXVlc3QiMwoRTGlzdE5vZGVzUmVzcG9uc2USHgoFbm9kZXMYASADKAsyDy53YXJkZW4udjEuTm9kZSIhCg5HZXROb2RlUmVxdWVzdBIPCgdub2RlX2lkGAEgASgJIl0KD0dldE5vZGVSZXNwb25zZRIdCgRub2RlGAEgASgLMg8ud2FyZGVuLnYxLk5vZGUSKwoJaW5zdGFuY2VzGAIgAygLMhgud2FyZGVuLnYxLk1vZGVsSW5zdGFuY2UiMgoQRHJhaW5Ob2RlUmVxdWVzdBIPCgdub2RlX2lkGAEgASgJEg0KBWZvcmNlGAIgASgIIjIKEURyYWluTm9kZVJlc3BvbnNlEh0KBG5vZGUYASABKAsyDy53YXJkZW4udjEuTm9kZSIlChJVbmRyYWluTm9kZVJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCSI0ChNVbmRyYWluTm9kZVJlc3BvbnNlEh0KBG5vZGUYASABKAsyDy53YXJkZW4udjEuTm9kZSI5ChZEZWNsYXJlTm9kZUxvc3RSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAkSDgoGcmVhc29uGAIgASgJIlIKF0RlY2xhcmVOb2RlTG9zdFJlc3BvbnNlEh0KBG5vZGUYASABKAsyDy53YXJkZW4udjEuTm9kZRIYChB3YXNfYWxyZWFkeV9sb3N0GAIgASgIIm4KDExlZnRvdmVySW5mbxIQCghhdHRlbXB0cxgBIAEoDRISCgpsYXN0X2Vycm9yGAIgASgJEikKBXNpbmNlGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBINCgVzdHVjaxgEIAEoCCLTAwoNTW9kZWxJbnN0YW5jZRINCgVtb2RlbBgBIAEoCRIPCgdub2RlX2lkGAIgASgJEg8KB2FkZHJlc3MYAyABKAkSEwoLaW5jYXJuYXRpb24YBCABKAkSJwoJcGxhY2VtZW50GAUgASgOMhQud2FyZGVuLnYxLlBsYWNlbWVudBInCgVzdGF0ZRgGIAEoDjIYLndhcmRlbi52MS5JbnN0YW5jZVN0YXRlEhEKCWluX2ZsaWdodBgHIAEoDRIuCgpidXN5X3NpbmNlGAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgppZGxlX3NpbmNlGAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBItCglsYXN0X3VzZWQYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhgKEHBlbmRpbmdfZXZpY3Rpb24YCyABKAgSDgoGcGlubmVkGAwgASgIEg4KBmdyb3VwcxgNIAMoCRISCgpzaXplX2J5dGVzGA4gASgEEikKCGxlZnRvdmVyGA8gASgLMhcud2FyZGVuLnYxLkxlZnRvdmVySW5mbxIPCgdiYWNrZW5kGBAgASgJIiQKEUxpc3RNb2RlbHNSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAkiZQoPQ29uZmlndXJlZE1vZGVsEg0KBW1vZGVsGAEgASgJEg8KB2JhY2tlbmQYAiABKAkSDgoGZ3JvdXBzGAMgAygJEg4KBnBpbm5lZBgEIAEoCBISCgpzaXplX2J5dGVzGAUgASgEInEKEkxpc3RNb2RlbHNSZXNwb25zZRIrCglpbnN0YW5jZXMYASADKAsyGC53YXJkZW4udjEuTW9kZWxJbnN0YW5jZRIuCgpjb25maWd1cmVkGAIgAygLMhoud2FyZGVuLnYxLkNvbmZpZ3VyZWRNb2RlbCIyChBMb2FkTW9kZWxSZXF1ZXN0Eg0KBW1vZGVsGAEgASgJEg8KB25vZGVfaWQYAiABKAkiPwoRTG9hZE1vZGVsUmVzcG9uc2USKgoIaW5zdGFuY2UYASABKAsyGC53YXJkZW4udjEuTW9kZWxJbnN0YW5jZSJLChJVbmxvYWRNb2RlbFJlcXVlc3QSDQoFbW9kZWwYASABKAkSDQoFZm9yY2UYAiABKAgSFwoPc3RvcF90aW1lb3V0X21zGAMgASgEInsKE1VubG9hZE1vZGVsUmVzcG9uc2USKQoHb3V0Y29tZRgBIAEoDjIYLndhcmRlbi52MS5VbmxvYWRPdXRjb21lEg0KBWVycm9yGAIgASgJEioKCGluc3RhbmNlGAMgASgLMhgud2FyZGVuLnYxLk1vZGVsSW5zdGFuY2UiXQoVRm9yZ2V0SW5zdGFuY2VSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAkSEwoLaW5jYXJuYXRpb24YAiABKAkSEAoIb3BlcmF0b3IYAyABKAkSDAoEbm90ZRgEIAEoCSIYChZGb3JnZXRJbnN0YW5jZVJlc3BvbnNlIuoCCgZQb2xpY3kSFgoObGltaXRfcGVyX25vZGUYASABKA0SEgoKaWRsZV9jaGVjaxgCIAEoCBIXCg9pZGxlX3RpbWVvdXRfbXMYAyABKAQSEgoKYnVzeV9jaGVjaxgEIAEoCBIXCg9idXN5X3RpbWVvdXRfbXMYBSABKAQSGAoQbWVtb3J5X3JlY2xhaW1lchgGIAEoCBIYChBtZW1vcnlfdGhyZXNob2xkGAcgASgBEiAKGGZvcmNlX2V2aWN0aW9uX3doZW5fYnVzeRgIIAEoCBISCgpzaXplX2F3YXJlGAkgASgIEhgKEHRpY2tfaW50ZXJ2YWxfbXMYCiABKAQSGwoTZW5mb3JjZW1lbnRfcmV0cmllcxgLIAEoDRIlCh1lbmZvcmNlbWVudF9yZXRyeV9pbnRlcnZhbF9tcxgMIAEoBBImCgZtb2RlbHMYDSADKAsyFi53YXJkZW4udjEuTW9kZWxQb2xpY3kiPAoLTW9kZWxQb2xpY3kSDQoFbW9kZWwYASABKAkSDgoGcGlubmVkGAIgASgIEg4KBmdyb3VwcxgDIAMoCSISChBHZXRQb2xpY3lSZXF1ZXN0IjYKEUdldFBvbGljeVJlc3BvbnNlEiEKBnBvbGljeRgBIAEoCzIRLndhcmRlbi52MS5Qb2xpY3ki7QMKC1BvbGljeVBhdGNoEhsKDmxpbWl0X3Blcl9ub2RlGAEgASgNSACIAQESFwoKaWRsZV9jaGVjaxgCIAEoCEgBiAEBEhwKD2lkbGVfdGltZW91dF9tcxgDIAEoBEgCiAEBEhcKCmJ1c3lfY2hlY2sYBCABKAhIA4gBARIcCg9idXN5X3RpbWVvdXRfbXMYBSABKARIBIgBARIdChBtZW1vcnlfcmVjbGFpbWVyGAYgASgISAWIAQESHQoQbWVtb3J5X3RocmVzaG9sZBgHIAEoAUgGiAEBEiUKGGZvcmNlX2V2aWN0aW9uX3doZW5fYnVzeRgIIAEoCEgHiAEBEhcKCnNpemVfYXdhcmUYCSABKAhICIgBARImCgZtb2RlbHMYCiADKAsyFi53YXJkZW4udjEuTW9kZWxQb2xpY3lCEQoPX2xpbWl0X3Blcl9ub2RlQg0KC19pZGxlX2NoZWNrQhIKEF9pZGxlX3RpbWVvdXRfbXNCDQoLX2J1c3lfY2hlY2tCEgoQX2J1c3lfdGltZW91dF9tc0ITChFfbWVtb3J5X3JlY2xhaW1lckITChFfbWVtb3J5X3RocmVzaG9sZEIbChlfZm9yY2VfZXZpY3Rpb25fd2hlbl9idXN5Qg0KC19zaXplX2F3YXJlIjwKE1VwZGF0ZVBvbGljeVJlcXVlc3QSJQoFcGF0Y2gYASABKAsyFi53YXJkZW4udjEuUG9saWN5UGF0Y2giOQoUVXBkYXRlUG9saWN5UmVzcG9uc2USIQoGcG9saWN5GAEgASgLMhEud2FyZGVuLnYxLlBvbGljeSIoChdFeHBsYWluUGxhY2VtZW50UmVxdWVzdBINCgVtb2RlbBgBIAEoCSJ0CgtOb2RlVmVyZGljdBIPCgdub2RlX2lkGAEgASgJEgwKBGZpdHMYAiABKAgSDgoGcmVhc29uGAMgASgJEhIKCmZyZWVfYnl0ZXMYBCABKAQSEwoLd291bGRfZXZpY3QYBSADKAkSDQoFc2NvcmUYBiABKAEikgEKGEV4cGxhaW5QbGFjZW1lbnRSZXNwb25zZRIuCghkZWNpc2lvbhgBIAEoDjIcLndhcmRlbi52MS5QbGFjZW1lbnREZWNpc2lvbhIPCgdub2RlX2lkGAIgASgJEg4KBnJlYXNvbhgDIAEoCRIlCgVub2RlcxgEIAMoCzIWLndhcmRlbi52MS5Ob2RlVmVyZGljdCJDChJXYXRjaEV2ZW50c1JlcXVlc3QSDQoFdHlwZXMYASADKAkSDwoHbm9kZV9pZBgCIAEoCRINCgVtb2RlbBgDIAEoCSI2ChNXYXRjaEV2ZW50c1Jlc3BvbnNlEh8KBWV2ZW50GAEgASgLMhAud2FyZGVuLnYxLkV2ZW50Km4KCU5vZGVTdGF0ZRIaChZOT0RFX1NUQVRFX1VOU1BFQ0lGSUVEEAASFAoQTk9ERV9TVEFURV9SRUFEWRABEhoKFk5PREVfU1RBVEVfVU5SRUFDSEFCTEUQAhITCg9OT0RFX1NUQVRFX0xPU1QQAypyCglQbGFjZW1lbnQSGQoVUExBQ0VNRU5UX1VOU1BFQ0lGSUVEEAASEwoPUExBQ0VNRU5UX0xPQ0FMEAESGgoWUExBQ0VNRU5UX0xPQ0FMX1JFTU9URRACEhkKFVBMQUNFTUVOVF9SRU1PVEVfT05MWRADKtwBCg1JbnN0YW5jZVN0YXRlEh4KGklOU1RBTkNFX1NUQVRFX1VOU1BFQ0lGSUVEEAASGgoWSU5TVEFOQ0VfU1RBVEVfTE9BRElORxABEhgKFElOU1RBTkNFX1NUQVRFX1JFQURZEAISGAoUSU5TVEFOQ0VfU1RBVEVfRlJFRUQQAxIjCh9JTlNUQU5DRV9TVEFURV9QRU5ESU5HX0VWSUNUSU9OEAQSGwoXSU5TVEFOQ0VfU1RBVEVfTEVGVE9WRVIQBRIZChVJTlNUQU5DRV9TVEFURV9PUlBIQU4QBiqsAQoNVW5sb2FkT3V0Y29tZRIeChpVTkxPQURfT1VUQ09NRV9VTlNQRUNJRklFRBAAEhoKFlVOTE9BRF9PVVRDT01FX1NUT1BQRUQQARIjCh9VTkxPQURfT1VUQ09NRV9SRUdJU1RFUkVEX0FHQUlOEAISGwoXVU5MT0FEX09VVENPTUVfTEVGVE9WRVIQAxIdChlVTkxPQURfT1VUQ09NRV9OT1RfTE9BREVEEAQq4QEKEVBsYWNlbWVudERlY2lzaW9uEiIKHlBMQUNFTUVOVF9ERUNJU0lPTl9VTlNQRUNJRklFRBAAEiUKIVBMQUNFTUVOVF9ERUNJU0lPTl9BTFJFQURZX0xPQURFRBABEhwKGFBMQUNFTUVOVF9ERUNJU0lPTl9QTEFDRRACEicKI1BMQUNFTUVOVF9ERUNJU0lPTl9FVklDVF9USEVOX1BMQUNFEAMSGwoXUExBQ0VNRU5UX0RFQ0lTSU9OX1dBSVQQBBIdChlQTEFDRU1FTlRfREVDSVNJT05fTk9fRklUEAUyhggKDEFkbWluU2VydmljZRJGCglMaXN0Tm9kZXMSGy53YXJkZW4udjEuTGlzdE5vZGVzUmVxdWVzdBocLndhcmRlbi52MS5MaXN0Tm9kZXNSZXNwb25zZRJACgdHZXROb2RlEhkud2FyZGVuLnYxLkdldE5vZGVSZXF1ZXN0Ghoud2FyZGVuLnYxLkdldE5vZGVSZXNwb25zZRJGCglEcmFpbk5vZGUSGy53YXJkZW4udjEuRHJhaW5Ob2RlUmVxdWVzdBocLndhcmRlbi52MS5EcmFpbk5vZGVSZXNwb25zZRJMCgtVbmRyYWluTm9kZRIdLndhcmRlbi52MS5VbmRyYWluTm9kZVJlcXVlc3QaHi53YXJkZW4udjEuVW5kcmFpbk5vZGVSZXNwb25zZRJYCg9EZWNsYXJlTm9kZUxvc3QSIS53YXJkZW4udjEuRGVjbGFyZU5vZGVMb3N0UmVxdWVzdBoiLndhcmRlbi52MS5EZWNsYXJlTm9kZUxvc3RSZXNwb25zZRJJCgpMaXN0TW9kZWxzEhwud2FyZGVuLnYxLkxpc3RNb2RlbHNSZXF1ZXN0Gh0ud2FyZGVuLnYxLkxpc3RNb2RlbHNSZXNwb25zZRJGCglMb2FkTW9kZWwSGy53YXJkZW4udjEuTG9hZE1vZGVsUmVxdWVzdBocLndhcmRlbi52MS5Mb2FkTW9kZWxSZXNwb25zZRJMCgtVbmxvYWRNb2RlbBIdLndhcmRlbi52MS5VbmxvYWRNb2RlbFJlcXVlc3QaHi53YXJkZW4udjEuVW5sb2FkTW9kZWxSZXNwb25zZRJVCg5Gb3JnZXRJbnN0YW5jZRIgLndhcmRlbi52MS5Gb3JnZXRJbnN0YW5jZVJlcXVlc3QaIS53YXJkZW4udjEuRm9yZ2V0SW5zdGFuY2VSZXNwb25zZRJGCglHZXRQb2xpY3kSGy53YXJkZW4udjEuR2V0UG9saWN5UmVxdWVzdBocLndhcmRlbi52MS5HZXRQb2xpY3lSZXNwb25zZRJPCgxVcGRhdGVQb2xpY3kSHi53YXJkZW4udjEuVXBkYXRlUG9saWN5UmVxdWVzdBofLndhcmRlbi52MS5VcGRhdGVQb2xpY3lSZXNwb25zZRJbChBFeHBsYWluUGxhY2VtZW50EiIud2FyZGVuLnYxLkV4cGxhaW5QbGFjZW1lbnRSZXF1ZXN0GiMud2FyZGVuLnYxLkV4cGxhaW5QbGFjZW1lbnRSZXNwb25zZRJOCgtXYXRjaEV2ZW50cxIdLndhcmRlbi52MS5XYXRjaEV2ZW50c1JlcXVlc3QaHi53YXJkZW4udjEuV2F0Y2hFdmVudHNSZXNwb25zZTABYgZwcm90bzM", [file_google_protobuf_timestamp, file_warden_v1_events, file_warden_v1_types]);
 
 /**
  * @generated from message warden.v1.Node
@@ -235,6 +235,54 @@ export const UndrainNodeResponseSchema: GenMessage<UndrainNodeResponse> = /*@__P
   messageDesc(file_warden_v1_admin, 8);
 
 /**
+ * @generated from message warden.v1.DeclareNodeLostRequest
+ */
+export type DeclareNodeLostRequest = Message<"warden.v1.DeclareNodeLostRequest"> & {
+  /**
+   * @generated from field: string node_id = 1;
+   */
+  nodeId: string;
+
+  /**
+   * Free text recorded in the node.lost audit event (at most 1024 characters kept).
+   *
+   * @generated from field: string reason = 2;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message warden.v1.DeclareNodeLostRequest.
+ * Use `create(DeclareNodeLostRequestSchema)` to create a new message.
+ */
+export const DeclareNodeLostRequestSchema: GenMessage<DeclareNodeLostRequest> = /*@__PURE__*/
+  messageDesc(file_warden_v1_admin, 9);
+
+/**
+ * @generated from message warden.v1.DeclareNodeLostResponse
+ */
+export type DeclareNodeLostResponse = Message<"warden.v1.DeclareNodeLostResponse"> & {
+  /**
+   * @generated from field: warden.v1.Node node = 1;
+   */
+  node?: Node | undefined;
+
+  /**
+   * true when the node was already lost: nothing changed, no event emitted.
+   *
+   * @generated from field: bool was_already_lost = 2;
+   */
+  wasAlreadyLost: boolean;
+};
+
+/**
+ * Describes the message warden.v1.DeclareNodeLostResponse.
+ * Use `create(DeclareNodeLostResponseSchema)` to create a new message.
+ */
+export const DeclareNodeLostResponseSchema: GenMessage<DeclareNodeLostResponse> = /*@__PURE__*/
+  messageDesc(file_warden_v1_admin, 10);
+
+/**
  * @generated from message warden.v1.LeftoverInfo
  */
 export type LeftoverInfo = Message<"warden.v1.LeftoverInfo"> & {
@@ -264,7 +312,7 @@ export type LeftoverInfo = Message<"warden.v1.LeftoverInfo"> & {
  * Use `create(LeftoverInfoSchema)` to create a new message.
  */
 export const LeftoverInfoSchema: GenMessage<LeftoverInfo> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 9);
+  messageDesc(file_warden_v1_admin, 11);
 
 /**
  * @generated from message warden.v1.ModelInstance
@@ -356,7 +404,7 @@ export type ModelInstance = Message<"warden.v1.ModelInstance"> & {
  * Use `create(ModelInstanceSchema)` to create a new message.
  */
 export const ModelInstanceSchema: GenMessage<ModelInstance> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 10);
+  messageDesc(file_warden_v1_admin, 12);
 
 /**
  * @generated from message warden.v1.ListModelsRequest
@@ -375,7 +423,7 @@ export type ListModelsRequest = Message<"warden.v1.ListModelsRequest"> & {
  * Use `create(ListModelsRequestSchema)` to create a new message.
  */
 export const ListModelsRequestSchema: GenMessage<ListModelsRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 11);
+  messageDesc(file_warden_v1_admin, 13);
 
 /**
  * @generated from message warden.v1.ConfiguredModel
@@ -412,7 +460,7 @@ export type ConfiguredModel = Message<"warden.v1.ConfiguredModel"> & {
  * Use `create(ConfiguredModelSchema)` to create a new message.
  */
 export const ConfiguredModelSchema: GenMessage<ConfiguredModel> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 12);
+  messageDesc(file_warden_v1_admin, 14);
 
 /**
  * @generated from message warden.v1.ListModelsResponse
@@ -434,7 +482,7 @@ export type ListModelsResponse = Message<"warden.v1.ListModelsResponse"> & {
  * Use `create(ListModelsResponseSchema)` to create a new message.
  */
 export const ListModelsResponseSchema: GenMessage<ListModelsResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 13);
+  messageDesc(file_warden_v1_admin, 15);
 
 /**
  * @generated from message warden.v1.LoadModelRequest
@@ -458,7 +506,7 @@ export type LoadModelRequest = Message<"warden.v1.LoadModelRequest"> & {
  * Use `create(LoadModelRequestSchema)` to create a new message.
  */
 export const LoadModelRequestSchema: GenMessage<LoadModelRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 14);
+  messageDesc(file_warden_v1_admin, 16);
 
 /**
  * @generated from message warden.v1.LoadModelResponse
@@ -475,7 +523,7 @@ export type LoadModelResponse = Message<"warden.v1.LoadModelResponse"> & {
  * Use `create(LoadModelResponseSchema)` to create a new message.
  */
 export const LoadModelResponseSchema: GenMessage<LoadModelResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 15);
+  messageDesc(file_warden_v1_admin, 17);
 
 /**
  * @generated from message warden.v1.UnloadModelRequest
@@ -506,7 +554,7 @@ export type UnloadModelRequest = Message<"warden.v1.UnloadModelRequest"> & {
  * Use `create(UnloadModelRequestSchema)` to create a new message.
  */
 export const UnloadModelRequestSchema: GenMessage<UnloadModelRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 16);
+  messageDesc(file_warden_v1_admin, 18);
 
 /**
  * @generated from message warden.v1.UnloadModelResponse
@@ -533,7 +581,7 @@ export type UnloadModelResponse = Message<"warden.v1.UnloadModelResponse"> & {
  * Use `create(UnloadModelResponseSchema)` to create a new message.
  */
 export const UnloadModelResponseSchema: GenMessage<UnloadModelResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 17);
+  messageDesc(file_warden_v1_admin, 19);
 
 /**
  * @generated from message warden.v1.ForgetInstanceRequest
@@ -567,7 +615,7 @@ export type ForgetInstanceRequest = Message<"warden.v1.ForgetInstanceRequest"> &
  * Use `create(ForgetInstanceRequestSchema)` to create a new message.
  */
 export const ForgetInstanceRequestSchema: GenMessage<ForgetInstanceRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 18);
+  messageDesc(file_warden_v1_admin, 20);
 
 /**
  * @generated from message warden.v1.ForgetInstanceResponse
@@ -580,7 +628,7 @@ export type ForgetInstanceResponse = Message<"warden.v1.ForgetInstanceResponse">
  * Use `create(ForgetInstanceResponseSchema)` to create a new message.
  */
 export const ForgetInstanceResponseSchema: GenMessage<ForgetInstanceResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 19);
+  messageDesc(file_warden_v1_admin, 21);
 
 /**
  * Live watchdog policy. Durations in milliseconds.
@@ -663,7 +711,7 @@ export type Policy = Message<"warden.v1.Policy"> & {
  * Use `create(PolicySchema)` to create a new message.
  */
 export const PolicySchema: GenMessage<Policy> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 20);
+  messageDesc(file_warden_v1_admin, 22);
 
 /**
  * @generated from message warden.v1.ModelPolicy
@@ -690,7 +738,7 @@ export type ModelPolicy = Message<"warden.v1.ModelPolicy"> & {
  * Use `create(ModelPolicySchema)` to create a new message.
  */
 export const ModelPolicySchema: GenMessage<ModelPolicy> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 21);
+  messageDesc(file_warden_v1_admin, 23);
 
 /**
  * @generated from message warden.v1.GetPolicyRequest
@@ -703,7 +751,7 @@ export type GetPolicyRequest = Message<"warden.v1.GetPolicyRequest"> & {
  * Use `create(GetPolicyRequestSchema)` to create a new message.
  */
 export const GetPolicyRequestSchema: GenMessage<GetPolicyRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 22);
+  messageDesc(file_warden_v1_admin, 24);
 
 /**
  * @generated from message warden.v1.GetPolicyResponse
@@ -720,7 +768,7 @@ export type GetPolicyResponse = Message<"warden.v1.GetPolicyResponse"> & {
  * Use `create(GetPolicyResponseSchema)` to create a new message.
  */
 export const GetPolicyResponseSchema: GenMessage<GetPolicyResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 23);
+  messageDesc(file_warden_v1_admin, 25);
 
 /**
  * Only the fields that are set change.
@@ -786,7 +834,7 @@ export type PolicyPatch = Message<"warden.v1.PolicyPatch"> & {
  * Use `create(PolicyPatchSchema)` to create a new message.
  */
 export const PolicyPatchSchema: GenMessage<PolicyPatch> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 24);
+  messageDesc(file_warden_v1_admin, 26);
 
 /**
  * @generated from message warden.v1.UpdatePolicyRequest
@@ -803,7 +851,7 @@ export type UpdatePolicyRequest = Message<"warden.v1.UpdatePolicyRequest"> & {
  * Use `create(UpdatePolicyRequestSchema)` to create a new message.
  */
 export const UpdatePolicyRequestSchema: GenMessage<UpdatePolicyRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 25);
+  messageDesc(file_warden_v1_admin, 27);
 
 /**
  * @generated from message warden.v1.UpdatePolicyResponse
@@ -820,7 +868,7 @@ export type UpdatePolicyResponse = Message<"warden.v1.UpdatePolicyResponse"> & {
  * Use `create(UpdatePolicyResponseSchema)` to create a new message.
  */
 export const UpdatePolicyResponseSchema: GenMessage<UpdatePolicyResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 26);
+  messageDesc(file_warden_v1_admin, 28);
 
 /**
  * @generated from message warden.v1.ExplainPlacementRequest
@@ -837,7 +885,7 @@ export type ExplainPlacementRequest = Message<"warden.v1.ExplainPlacementRequest
  * Use `create(ExplainPlacementRequestSchema)` to create a new message.
  */
 export const ExplainPlacementRequestSchema: GenMessage<ExplainPlacementRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 27);
+  messageDesc(file_warden_v1_admin, 29);
 
 /**
  * @generated from message warden.v1.NodeVerdict
@@ -881,7 +929,7 @@ export type NodeVerdict = Message<"warden.v1.NodeVerdict"> & {
  * Use `create(NodeVerdictSchema)` to create a new message.
  */
 export const NodeVerdictSchema: GenMessage<NodeVerdict> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 28);
+  messageDesc(file_warden_v1_admin, 30);
 
 /**
  * @generated from message warden.v1.ExplainPlacementResponse
@@ -913,7 +961,7 @@ export type ExplainPlacementResponse = Message<"warden.v1.ExplainPlacementRespon
  * Use `create(ExplainPlacementResponseSchema)` to create a new message.
  */
 export const ExplainPlacementResponseSchema: GenMessage<ExplainPlacementResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 29);
+  messageDesc(file_warden_v1_admin, 31);
 
 /**
  * @generated from message warden.v1.WatchEventsRequest
@@ -942,7 +990,7 @@ export type WatchEventsRequest = Message<"warden.v1.WatchEventsRequest"> & {
  * Use `create(WatchEventsRequestSchema)` to create a new message.
  */
 export const WatchEventsRequestSchema: GenMessage<WatchEventsRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 30);
+  messageDesc(file_warden_v1_admin, 32);
 
 /**
  * @generated from message warden.v1.WatchEventsResponse
@@ -959,7 +1007,7 @@ export type WatchEventsResponse = Message<"warden.v1.WatchEventsResponse"> & {
  * Use `create(WatchEventsResponseSchema)` to create a new message.
  */
 export const WatchEventsResponseSchema: GenMessage<WatchEventsResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 31);
+  messageDesc(file_warden_v1_admin, 33);
 
 /**
  * @generated from enum warden.v1.NodeState
@@ -1203,6 +1251,20 @@ export const AdminService: GenService<{
     methodKind: "unary";
     input: typeof UndrainNodeRequestSchema;
     output: typeof UndrainNodeResponseSchema;
+  },
+  /**
+   * An operator's audited word that an unreachable node is gone, without
+   * waiting for nodeLostAfter: its instances become leftovers there (stops
+   * retried should it come back) and their models may be placed elsewhere.
+   * A ready node (heartbeating) or the embedded agent's node is refused with
+   * FAILED_PRECONDITION; an already lost node answers OK (was_already_lost).
+   *
+   * @generated from rpc warden.v1.AdminService.DeclareNodeLost
+   */
+  declareNodeLost: {
+    methodKind: "unary";
+    input: typeof DeclareNodeLostRequestSchema;
+    output: typeof DeclareNodeLostResponseSchema;
   },
   /**
    * Every instance: loaded, loading, freed, pending eviction, leftover, orphan.

@@ -14,7 +14,8 @@
  */
 import { afterEach, describe, expect, it } from "vitest";
 import { Code, isWardenError, parseDurationMs, WardenError } from "@warden/common";
-import { InstanceState, UnloadOutcome } from "@warden/proto";
+import { InferenceService, InstanceState, UnloadOutcome } from "@warden/proto";
+import { createClient } from "@warden/grpc";
 import { parseCoordinatorConfig } from "@warden/coordinator";
 import { simModel, startTestCoordinator, until, type TestCoordinator } from "./support/coordinator-harness.js";
 
@@ -161,6 +162,36 @@ describe("coordinator control plane (embedded agent, backend-sim processes)", ()
     })().catch((e: unknown) => e);
     expect(isWardenError(err, Code.Canceled)).toBe(true);
     await until("in-flight back to 0", async () => (await listed(t!)).find((i) => i.model === "s" && i.inFlight === 0));
+  });
+
+  it("the data-plane listener (inferenceListen) routes, tracks and cancels like the main port, and rejects bad input by field", async () => {
+    t = await startTestCoordinator({ models: [simModel("dp"), simModel("slow", { knobs: { predict_tokens: 1000, predict_delay_ms: 20 } })], extra: { inferenceListen: "127.0.0.1:0" } });
+    const address = t.c.inferenceAddress;
+    expect(address).toMatch(/^127\.0\.0\.1:\d+$/);
+    const dp = createClient(InferenceService, address ?? "");
+    try {
+      const r = await dp.predict({ model: "dp", options: { Prompt: "hi" } });
+      expect(text(r.reply?.message)).toMatch(/^dp: /);
+      expect(r.nodeId).toBe("local");
+      const bad = await dp.predict({ model: "", options: { Prompt: "hi" } }).catch((e: unknown) => e);
+      expect(isWardenError(bad, Code.InvalidArgument)).toBe(true);
+      expect((bad as WardenError).rawMessage).toMatch(/^model/);
+      const unknown = await dp.predict({ model: "nope", options: {} }).catch((e: unknown) => e);
+      expect(isWardenError(unknown, Code.NotFound)).toBe(true);
+      const ctl = new AbortController();
+      let got = 0;
+      const err = await (async () => {
+        for await (const x of dp.predictStream({ model: "slow", options: { Prompt: "p" } }, { signal: ctl.signal })) {
+          if (x.reply !== undefined) got++;
+          if (got === 3) ctl.abort();
+        }
+      })().catch((e: unknown) => e);
+      expect(isWardenError(err, Code.Canceled)).toBe(true);
+      await until("in-flight back to 0", async () => (await listed(t!)).filter((i) => i.inFlight === 0).length === 2);
+      expect((await listed(t)).map((i) => i.model).sort()).toEqual(["dp", "slow"]);
+    } finally {
+      dp.close();
+    }
   });
 
   it("idle and busy timeouts evict with short config values", async () => {

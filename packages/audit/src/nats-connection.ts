@@ -82,11 +82,21 @@ export function natsConnectOptions(options: AuditConnectionOptions): ConnectionO
   }
 }
 
+/** The inbox prefix each connection was opened with, for subscriptions made on it later (acks). */
+const inboxPrefixes = new WeakMap<NatsConnection, string>();
+
+/** The inbox prefix `nc` was connected with through {@link connectAudit}, if one was set. */
+export function inboxPrefixOf(nc: NatsConnection): string | undefined {
+  return inboxPrefixes.get(nc);
+}
+
 /** Connects to NATS with {@link natsConnectOptions}. `signal` stops waiting (the attempt is then closed). */
 export async function connectAudit(options: AuditConnectionOptions, signal?: AbortSignal): Promise<NatsConnection> {
   const connecting = connect(natsConnectOptions(options));
   try {
-    return await raceAbort(connecting, signal);
+    const nc = await raceAbort(connecting, signal);
+    if (options.inboxPrefix !== undefined) inboxPrefixes.set(nc, options.inboxPrefix);
+    return nc;
   } catch (err) {
     void connecting.then((nc) => nc.close()).catch(() => undefined);
     throw err;

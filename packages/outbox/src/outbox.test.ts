@@ -29,6 +29,7 @@ class MemoryJournal implements Journal {
 
 /** Publisher whose answers are scripted: ok, fail, or held until released. */
 class FakePublisher implements Publisher {
+  onReady?: (listener: () => void) => () => void;
   mode: "ok" | "fail" | "hold" | "random" = "ok";
   failRate = 0.5;
   constructor(
@@ -168,6 +169,32 @@ describe("outbox", () => {
     await settle(clock, 30, 10_000);
     expect(outbox.stats()).toMatchObject({ depth: 0, published: 50 });
     expect(during).toBeLessThan(50 * 20); // not flooding a dead server
+  });
+
+  it("a publisher's ready signal ends the back-off wait at once; without it the wait runs its course", async () => {
+    const { outbox, publisher, clock } = setup(undefined, { maxInFlight: 16, retryBackoff: { initialMs: 60_000, factor: 2, maxMs: 60_000, jitter: 0 } });
+    const listeners: (() => void)[] = [];
+    publisher.onReady = (l: () => void) => {
+      listeners.push(l);
+      return () => listeners.splice(listeners.indexOf(l), 1);
+    };
+    await outbox.start();
+    publisher.mode = "fail";
+    for (let i = 0; i < 20; i++) await outbox.emit(started(`i${i}`));
+    await settle(clock, 3, 1);
+    const failed = publisher.attempts.length;
+    publisher.mode = "ok";
+    // The back-off step is a minute: a few ms of clock later nothing has been retried.
+    await settle(clock, 5, 1);
+    expect(publisher.attempts.length).toBe(failed);
+    expect(outbox.stats().depth).toBe(20);
+    // The transport says it is back: the probe goes at once, its ack reopens the window.
+    expect(listeners).toHaveLength(1);
+    for (const l of listeners) l();
+    await settle(clock, 5, 1);
+    expect(outbox.stats()).toMatchObject({ depth: 0, published: 20 });
+    await outbox.close();
+    expect(listeners).toHaveLength(0);
   });
 
   it("when full, drops and counts instead of blocking, reports not-serving, and recovers after draining", async () => {

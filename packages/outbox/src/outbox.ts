@@ -165,6 +165,7 @@ export function createOutbox(options: OutboxOptions): Outbox {
   let journaling = 0; // appends accepted but not yet fsync'd: they count toward depth
   let failureStreak = 0;
   let retryTimer: Cancel | undefined;
+  let unsubscribeReady: (() => void) | undefined;
 
   const intents = new Map<string, StopIntent>();
   let pendingMarks: string[] = [];
@@ -286,6 +287,15 @@ export function createOutbox(options: OutboxOptions): Outbox {
     }
   };
 
+  /** Ends a back-off wait early (the publisher is healthy again) and sends what is queued. */
+  const wakeUp = (): void => {
+    if (retryTimer !== undefined) {
+      retryTimer();
+      retryTimer = undefined;
+    }
+    pump();
+  };
+
   const send = (entry: Entry): void => {
     inFlight++;
     let settled: Promise<unknown>;
@@ -301,6 +311,9 @@ export function createOutbox(options: OutboxOptions): Outbox {
         published++;
         if ((ack as { duplicate?: boolean } | undefined)?.duplicate === true) duplicates++;
         failureStreak = 0;
+        // The stream answers again: a back-off wait scheduled by an earlier
+        // failure would only delay the backlog, so the window reopens now.
+        wakeUp();
         pendingMarks.push(entry.event.id);
         flushMarks();
         updateHealth();
@@ -397,6 +410,14 @@ export function createOutbox(options: OutboxOptions): Outbox {
           if ((await append(event, signal)) === "queued") recovered.push(event);
         }
         updateHealth();
+        unsubscribeReady = publisher.onReady?.(() => {
+          if (state !== "running" || failureStreak === 0) return;
+          // The transport is back: probe now (still one at a time) and start the
+          // back-off over, so a stream that needs a moment after a server restart
+          // is retried within milliseconds rather than at the outage's long step.
+          failureStreak = 1;
+          wakeUp();
+        });
         pump();
         return { epoch, openStopIntents: [...intents.values()], requeued: replayed.unpublished.size, recovered };
       } catch (err) {
@@ -466,6 +487,7 @@ export function createOutbox(options: OutboxOptions): Outbox {
     async close() {
       if (state === "closed") return;
       state = "closed";
+      unsubscribeReady?.();
       retryTimer?.();
       retryTimer = undefined;
       closeCtl.abort(new WardenError(Code.Canceled, "outbox closed"));

@@ -17,6 +17,12 @@ export interface PublishAck {
  */
 export interface Publisher {
   publish(event: Event, signal: AbortSignal): Promise<PublishAck>;
+  /**
+   * Optional: calls `listener` when the transport is back after an outage
+   * (e.g. NATS reconnected), so the outbox probes at once instead of waiting
+   * out its back-off. Returns the unsubscribe function.
+   */
+  onReady?(listener: () => void): () => void;
 }
 
 /**

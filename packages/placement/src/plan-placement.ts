@@ -46,18 +46,27 @@ export type PlacementPlan =
   | { readonly t: "evict-then-place"; readonly nodeId: string; readonly reason: string; readonly verdicts: readonly NodeVerdict[] }
   | { readonly t: "no-fit"; readonly reason: string; readonly verdicts: readonly NodeVerdict[] };
 
+/** A node a hard constraint rules out. Module functions rather than closures: this runs per node per load. */
+function excluded(n: NodeCandidate, freeBytes: number, reason: string): NodeVerdict {
+  return { nodeId: n.nodeId, fits: false, fitsAfterEviction: false, reason, freeBytes: Number.isFinite(freeBytes) ? freeBytes : 0, score: 0 };
+}
+
+/** Higher score wins; equal scores go to the smaller node id, so a plan is deterministic. */
+function better(v: NodeVerdict, b: NodeVerdict | undefined): boolean {
+  return b === undefined || v.score > b.score || (v.score === b.score && v.nodeId < b.nodeId);
+}
+
 function verdict(req: PlacementRequest, n: NodeCandidate, strategy: PlacementStrategy, explain: boolean): NodeVerdict {
   const used = Math.max(n.memoryUsedBytes, n.reservedBytes);
   const freeBytes = n.memoryTotalBytes > 0 ? Math.max(0, n.memoryTotalBytes - used) : Number.POSITIVE_INFINITY;
   // Reason strings only when explaining: a load's choice allocates none.
-  const no = (reason: string): NodeVerdict => ({ nodeId: n.nodeId, fits: false, fitsAfterEviction: false, reason, freeBytes: Number.isFinite(freeBytes) ? freeBytes : 0, score: 0 });
-  if (n.state !== "ready") return no(explain ? `node is ${n.state}` : "");
-  if (n.draining) return no(explain ? "node is draining" : "");
+  if (n.state !== "ready") return excluded(n, freeBytes, explain ? `node is ${n.state}` : "");
+  if (n.draining) return excluded(n, freeBytes, explain ? "node is draining" : "");
   for (const k in req.selector) {
     const v = req.selector[k];
-    if (n.labels[k] !== v) return no(explain ? `selector ${k}=${v ?? ""} does not match (node has ${k}=${n.labels[k] ?? "<unset>"})` : "");
+    if (n.labels[k] !== v) return excluded(n, freeBytes, explain ? `selector ${k}=${v ?? ""} does not match (node has ${k}=${n.labels[k] ?? "<unset>"})` : "");
   }
-  if (n.blockingConflicts.length > 0) return no(explain ? `group conflict that eviction cannot resolve now: ${n.blockingConflicts.join(", ")}` : "");
+  if (n.blockingConflicts.length > 0) return excluded(n, freeBytes, explain ? `group conflict that eviction cannot resolve now: ${n.blockingConflicts.join(", ")}` : "");
   const memOk = req.sizeBytes <= freeBytes;
   const slotOk = n.limit === 0 || n.occupied + 1 <= n.limit;
   const conflictFree = n.evictableConflicts.length === 0;
@@ -106,7 +115,6 @@ export function planPlacement(req: PlacementRequest, nodes: readonly NodeCandida
   const verdicts: NodeVerdict[] = [];
   let fit: NodeVerdict | undefined;
   let evict: NodeVerdict | undefined;
-  const better = (v: NodeVerdict, b: NodeVerdict | undefined): boolean => b === undefined || v.score > b.score || (v.score === b.score && v.nodeId < b.nodeId);
   for (const n of nodes) {
     const v = verdict(req, n, strategy, explain);
     verdicts.push(v);

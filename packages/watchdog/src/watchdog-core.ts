@@ -95,6 +95,13 @@ function hasControlChars(s: string): boolean {
   return false;
 }
 
+/** Whether `other` (another model) is in one of `groups`; a module function, not a per-call closure, on placement's hot path. */
+function sharesGroup(model: string, groups: readonly string[], other: string | undefined, otherGroups: Iterable<string>): boolean {
+  if (other === model) return false;
+  for (const g of otherGroups) if (groups.includes(g)) return true;
+  return false;
+}
+
 function isRegistered(t: RecState["t"]): t is DetachedState {
   return t === "loading" || t === "ready" || t === "freed";
 }
@@ -918,11 +925,6 @@ export class WatchdogCore {
     let evictableConflicts: string[] | undefined;
     let blockingConflicts: string[] | undefined;
     const force = this.policyValue.forceEvictionWhenBusy;
-    const shares = (m: string | undefined, gs: Iterable<string>): boolean => {
-      if (m === model) return false;
-      for (const g of gs) if (groups.includes(g)) return true;
-      return false;
-    };
     for (const r of n.instances) {
       occupied++;
       accountedBytes += r.sizeBytes;
@@ -933,7 +935,7 @@ export class WatchdogCore {
         evictableBytes += r.sizeBytes;
         evictableSlots++;
       }
-      if (groups.length > 0 && shares(r.model, this.groupsOf(r.model))) {
+      if (groups.length > 0 && sharesGroup(model, groups, r.model, this.groupsOf(r.model))) {
         if (evictable) (evictableConflicts ??= []).push(r.model);
         else (blockingConflicts ??= []).push(`${r.model} (${r.state.t === "pending" ? "pending eviction" : pinned ? "pinned" : ready ? "busy" : r.state.t})`);
       }
@@ -941,7 +943,7 @@ export class WatchdogCore {
     for (const e of n.occupancy) {
       occupied++;
       accountedBytes += e.sizeBytes;
-      if (groups.length > 0 && shares(e.model, e.groups)) (blockingConflicts ??= []).push(`${e.kind} ${e.model ?? e.key}`);
+      if (groups.length > 0 && sharesGroup(model, groups, e.model, e.groups)) (blockingConflicts ??= []).push(`${e.kind} ${e.model ?? e.key}`);
     }
     return { occupied, accountedBytes, evictableBytes, evictableSlots, evictableConflicts: evictableConflicts ?? noStrings, blockingConflicts: blockingConflicts ?? noStrings };
   }

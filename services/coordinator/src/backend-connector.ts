@@ -1,5 +1,5 @@
 import { Backend } from "@warden/proto";
-import { createClient, type Client } from "@warden/grpc";
+import { createH2Client, type Client } from "@warden/grpc";
 import type { BackendConnector, BackendHandle } from "@warden/loader";
 
 /** The coordinator's local half of a backend: a gRPC client on its address. */
@@ -10,7 +10,8 @@ export interface BackendClientHandle extends BackendHandle {
 /** Connects to backends over gRPC (LocalAI Backend protocol). */
 export const grpcBackendConnector: BackendConnector<BackendClientHandle> = {
   connect(address: string): BackendClientHandle {
-    const client = createClient(Backend, address);
+    // The hot proxy hop: a lean HTTP/2 client rather than a grpc-js channel (see createH2Client).
+    const client = createH2Client(Backend, address);
     return {
       client,
       async free(options) {

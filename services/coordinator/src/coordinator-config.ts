@@ -35,6 +35,13 @@ export interface CoordinatorConfig {
   /** NATS for the audit stream; undefined = events reach only the log and WatchEvents. */
   /** host:port of the Prometheus `/metrics` endpoint; undefined = off. */
   readonly metricsListen: string | undefined;
+  /**
+   * host:port of a data-plane listener serving only InferenceService (and
+   * health) on a lean HTTP/2 server: the inference hot path without the
+   * grpc-js server's per-call layers, and a port that can be exposed apart
+   * from the admin API. `listen` serves InferenceService too. undefined = off.
+   */
+  readonly inferenceListen: string | undefined;
   readonly nats: { readonly url: string; readonly token?: string; readonly user?: string; readonly pass?: string; readonly credsFile?: string } | undefined;
 }
 
@@ -140,7 +147,7 @@ const policyFields = [
   "loadFailureCooldownMax",
 ];
 
-const topFields = ["listen", "stateDir", "embeddedAgent", "agent", "placement", "policy", "stop", "nodeGrace", "nodeLostAfter", "recoveryWindow", "orphanGrace", "models", "nats", "metricsListen"];
+const topFields = ["listen", "stateDir", "embeddedAgent", "agent", "placement", "policy", "stop", "nodeGrace", "nodeLostAfter", "recoveryWindow", "orphanGrace", "models", "nats", "metricsListen", "inferenceListen"];
 
 /**
  * Validates a parsed config object. Every error is INVALID_ARGUMENT naming the
@@ -221,6 +228,7 @@ export function resolveCoordinatorConfig(input: unknown): CoordinatorConfig {
     recoveryWindowMs: duration(input["recoveryWindow"], "recoveryWindow", 3_000),
     orphanGraceMs: duration(input["orphanGrace"], "orphanGrace", 120_000),
     metricsListen: input["metricsListen"] === undefined ? undefined : str(input["metricsListen"], "metricsListen"),
+    inferenceListen: input["inferenceListen"] === undefined ? undefined : str(input["inferenceListen"], "inferenceListen"),
     models,
     nats,
   };

@@ -3,7 +3,7 @@ import { join, resolve } from "node:path";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { create } from "@bufbuild/protobuf";
 import { AdminService, AgentService, EvictionFailedOutcome, EvictionReason, InferenceService, InventoryEntrySchema, NodeResourcesSchema, NodeService, OrphanProcessSchema } from "@warden/proto";
-import { GrpcServer, ServingStatus, createClient, inProcessClient } from "@warden/grpc";
+import { GrpcServer, LeanGrpcServer, ServingStatus, createClient, inProcessClient } from "@warden/grpc";
 import { cryptoRng, createUlidFactory, nullLogger, sleep, systemClock, type Cancel, type Clock, type Logger, type Rng } from "@warden/common";
 import { Loader } from "@warden/loader";
 import { createOutbox, nullPublisher, type Outbox, type Publisher } from "@warden/outbox";
@@ -38,6 +38,8 @@ export interface Coordinator {
   readonly server: GrpcServer;
   /** host:port of `/metrics`, when enabled. */
   readonly metricsAddress: string | undefined;
+  /** host:port of the lean InferenceService listener, when `inferenceListen` is set. */
+  readonly inferenceAddress: string | undefined;
   /** The embedded agent, when configured. */
   readonly agent: Agent | undefined;
   /** Applies a new config's models and policy live (SIGHUP). */
@@ -216,7 +218,9 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
   server.add(AdminService, adminService({ clock, loader, nodes, hub, placement, enforcement: config.enforcement, defaultStopTimeoutMs: config.stop.stopTimeoutMs }));
   const routed = { inc: (outcome: string): void => metricsRef.current?.routedCalls.inc({ outcome }) };
   const metricsRef: { current: CoordinatorMetrics | undefined } = { current: undefined };
-  server.add(InferenceService, inferenceService(loader, log.child({ component: "inference" }), routed));
+  const inference = inferenceService(loader, log.child({ component: "inference" }), routed);
+  server.add(InferenceService, inference);
+  const dataPlane = config.inferenceListen === undefined ? undefined : new LeanGrpcServer().add(InferenceService, inference);
   server.add(NodeService, nodeImpl);
 
   let agent: Agent | undefined;
@@ -267,6 +271,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
   });
   const metricsServer = config.metricsListen === undefined ? undefined : await servePrometheus(metrics.registry, config.metricsListen);
   const { address } = await server.listen(config.listen);
+  const inferenceAddress = dataPlane === undefined || config.inferenceListen === undefined ? undefined : (await dataPlane.listen(config.inferenceListen)).address;
   loader.startTicking();
   let healthTimer: Cancel | undefined;
   const healthLoop = (): void => {
@@ -274,12 +279,13 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
     healthTimer = clock.setTimer(1_000, healthLoop);
   };
   healthTimer = clock.setTimer(1_000, healthLoop);
-  log.info("coordinator listening", { address, models: config.models.map((m) => m.id), embeddedAgent: config.embeddedAgent, nats: config.nats !== undefined, epoch: recovery.epoch.toString() });
+  log.info("coordinator listening", { address, ...(inferenceAddress === undefined ? {} : { inferenceAddress }), models: config.models.map((m) => m.id), embeddedAgent: config.embeddedAgent, nats: config.nats !== undefined, epoch: recovery.epoch.toString() });
 
   let closed = false;
   return {
     address,
     metricsAddress: metricsServer?.address,
+    inferenceAddress,
     config,
     loader,
     nodes,
@@ -300,7 +306,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
       // while the server drains its calls.
       loader.close();
       await heartbeat?.stop();
-      await server.shutdown(2_000);
+      await Promise.all([server.shutdown(2_000), dataPlane?.shutdown(2_000)]);
       metricsServer?.server.close();
       nodes.close();
       await agent?.close({ stopBackends: options.stopBackends });

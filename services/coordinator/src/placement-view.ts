@@ -2,6 +2,11 @@ import { planPlacement, type NodeCandidate, type PlacementPlan, type PlacementSt
 import type { Loader, ModelSpec, PlacementPort } from "@warden/loader";
 import type { NodeRegistry } from "./node-registry.js";
 
+function labelsMatch(labels: Readonly<Record<string, string>>, selector: Readonly<Record<string, string>>): boolean {
+  for (const k in selector) if (labels[k] !== selector[k]) return false;
+  return true;
+}
+
 /**
  * Feeds the pure placement planner with the registry's and the watchdog's
  * view of each node. The loader's PlacementPort and ExplainPlacement both go
@@ -27,11 +32,12 @@ export class PlacementView implements PlacementPort {
   candidates(spec: ModelSpec, explain = true): NodeCandidate[] {
     const core = this.loader?.core;
     const limit = this.loader?.getPolicy().limitPerNode ?? 0;
-    const selector = Object.entries(spec.selector);
-    // A node the hard constraints exclude is rejected whatever its load: when no
-    // explanation is wanted it is left out before its instances are read.
-    const nodes = explain ? this.nodes.list() : this.nodes.list().filter((n) => n.state === "ready" && !n.draining && selector.every(([k, v]) => n.labels[k] === v));
-    return nodes.map((n): NodeCandidate => {
+    const out: NodeCandidate[] = [];
+    // A plain loop with no per-node closures: this runs per node on every load.
+    for (const n of this.nodes.list()) {
+      // A node the hard constraints exclude is rejected whatever its load: when no
+      // explanation is wanted it is left out before its instances are read.
+      if (!explain && (n.state !== "ready" || n.draining || !labelsMatch(n.labels, spec.selector))) continue;
       let memoryTotalBytes = 0;
       let memoryUsedBytes = 0;
       const r = n.resources;
@@ -47,7 +53,7 @@ export class PlacementView implements PlacementPort {
         }
       }
       const sum = core?.placementSummary(n.nodeId, spec.id, spec.groups);
-      return {
+      out.push({
         nodeId: n.nodeId,
         state: n.state,
         draining: n.draining,
@@ -61,8 +67,9 @@ export class PlacementView implements PlacementPort {
         blockingConflicts: sum?.blockingConflicts ?? [],
         evictableBytes: sum?.evictableBytes ?? 0,
         evictableSlots: sum?.evictableSlots ?? 0,
-      };
-    });
+      });
+    }
+    return out;
   }
 
   plan(spec: ModelSpec, explain = true): PlacementPlan {
@@ -78,7 +85,7 @@ export class PlacementView implements PlacementPort {
   choose(spec: ModelSpec): { readonly nodeId: string } | { readonly nodeId: undefined; readonly reason: string } {
     const plan = this.plan(spec, false);
     if (plan.t !== "no-fit") return { nodeId: plan.nodeId };
-    const eligible = this.candidates(spec).find((c) => c.state === "ready" && !c.draining && Object.entries(spec.selector).every(([k, v]) => c.labels[k] === v));
+    const eligible = this.candidates(spec).find((c) => c.state === "ready" && !c.draining && labelsMatch(c.labels, spec.selector));
     return eligible === undefined ? { nodeId: undefined, reason: this.plan(spec).reason } : { nodeId: eligible.nodeId };
   }
 

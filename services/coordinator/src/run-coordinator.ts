@@ -47,6 +47,7 @@ export async function runCoordinator(o: RunCoordinatorOptions): Promise<number> 
       `Warden is running${config.embeddedAgent ? " (coordinator + embedded agent)" : ""}.`,
       `  Admin API      ${c.address}  (warden.v1.AdminService, gRPC)`,
       `  Inference API  ${c.address}  (warden.v1.InferenceService, gRPC)`,
+      ...(c.inferenceAddress === undefined ? [] : [`  Data plane     ${c.inferenceAddress}  (warden.v1.InferenceService only, lean HTTP/2 gRPC)`]),
       `  Models         ${models.join(", ") || "(none configured)"}`,
       ...(c.metricsAddress === undefined ? [] : [`  Metrics        http://${c.metricsAddress}/metrics`]),
       ``,

@@ -1,0 +1,386 @@
+import { connect, constants as h2, type ClientHttp2Session, type ClientHttp2Stream, type IncomingHttpHeaders, type OutgoingHttpHeaders } from "node:http2";
+import { connect as netConnect } from "node:net";
+import { Metadata } from "@grpc/grpc-js";
+import { create, fromBinary, toBinary, type DescMethod, type DescService } from "@bufbuild/protobuf";
+import { Code, WardenError, abortReason, isCode } from "@warden/common";
+import { detailsTrailerKey } from "./codes.js";
+import { MessageReader, decodeGrpcMessage, formatGrpcTimeout, frameMessage } from "./h2-wire.js";
+import { defaultMaxMessageBytes } from "./limits.js";
+import { methodPath } from "./service-definition.js";
+import type { CallOptions, Client } from "./types.js";
+
+export interface H2ClientOptions {
+  /** @default 16 MiB */
+  maxReceiveMessageBytes?: number;
+  /** @default 16 MiB */
+  maxSendMessageBytes?: number;
+}
+
+/** A session and the calls running on it: the socket keeps the process alive only while calls run. */
+interface SessionSlot {
+  readonly session: ClientHttp2Session;
+  active: number;
+  /** Set once the connection failed, closed or was told to go away: its streams end UNAVAILABLE. */
+  gone: boolean;
+}
+
+/**
+ * One HTTP/2 connection to a plaintext gRPC server, opened on first use and
+ * again after it closes. No name resolution, load balancing, retry or
+ * interceptor layers: the coordinator→backend hop is a single known address
+ * and the loader owns retries, so grpc-js's channel stack is pure cost there.
+ */
+class Connection {
+  private slot: SessionSlot | undefined;
+  private closed = false;
+
+  private readonly host: string;
+  private readonly port: number;
+
+  constructor(private readonly authority: string) {
+    const colon = authority.lastIndexOf(":");
+    this.host = authority.slice(0, colon).replace(/^\[(.*)\]$/, "$1");
+    this.port = Number(authority.slice(colon + 1));
+  }
+
+  open(headers: OutgoingHttpHeaders): { stream: ClientHttp2Stream; slot: SessionSlot } {
+    if (this.closed) throw new WardenError(Code.Unavailable, `client for ${this.authority} is closed`);
+    for (let attempt = 0; ; attempt++) {
+      const slot = this.current();
+      try {
+        const stream = slot.session.request(headers, { endStream: false });
+        if (slot.active++ === 0) slot.session.ref();
+        stream.once("close", () => {
+          if (--slot.active === 0 && !slot.session.destroyed) slot.session.unref();
+        });
+        return { stream, slot };
+      } catch (err) {
+        // request() throws once the session is closing (GOAWAY raced us): one fresh session.
+        slot.gone = true;
+        if (this.slot === slot) this.slot = undefined;
+        if (attempt > 0) throw new WardenError(Code.Unavailable, `cannot reach ${this.authority}: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+      }
+    }
+  }
+
+  private current(): SessionSlot {
+    const s = this.slot;
+    if (s !== undefined && !s.gone) return s;
+    // Nagle off: calls are small writes, and holding one back for the previous
+    // segment's ACK stalls a pipeline of many calls (grpc-js does the same).
+    const session = connect(`http://${this.authority}`, { createConnection: () => netConnect({ host: this.host, port: this.port, noDelay: true }) });
+    const slot: SessionSlot = { session, active: 0, gone: false };
+    const retire = (): void => {
+      slot.gone = true;
+      if (this.slot === slot) this.slot = undefined;
+    };
+    // Session errors also reach every open stream, which reports them; this
+    // listener only keeps an unhandled 'error' from crashing the process.
+    session.on("error", retire);
+    session.on("goaway", retire);
+    session.on("close", retire);
+    session.unref();
+    this.slot = slot;
+    return slot;
+  }
+
+  close(): void {
+    this.closed = true;
+    this.slot?.session.destroy();
+    this.slot = undefined;
+  }
+}
+
+/** Status codes for an HTTP response that carries no grpc-status (the gRPC HTTP/2 spec's table). */
+function codeForHttpStatus(status: number): Code {
+  switch (status) {
+    case 400:
+      return Code.Internal;
+    case 401:
+      return Code.Unauthenticated;
+    case 403:
+      return Code.PermissionDenied;
+    case 404:
+      return Code.Unimplemented;
+    case 429:
+    case 502:
+    case 503:
+    case 504:
+      return Code.Unavailable;
+    default:
+      return Code.Unknown;
+  }
+}
+
+function statusError(headers: IncomingHttpHeaders): WardenError | undefined {
+  const raw = Number(headers["grpc-status"]);
+  if (raw === 0) return undefined;
+  const code = isCode(raw) ? raw : Code.Unknown;
+  let details: Record<string, unknown> = {};
+  const d = headers[detailsTrailerKey];
+  if (typeof d === "string") {
+    try {
+      details = JSON.parse(d) as Record<string, unknown>;
+    } catch {
+      details = {};
+    }
+  }
+  return new WardenError(code, decodeGrpcMessage(headers["grpc-message"]), { details });
+}
+
+interface CallControl {
+  cancel(): void;
+  pause(): void;
+  resume(): void;
+}
+
+const noControl: CallControl = { cancel() {}, pause() {}, resume() {} };
+
+interface CallSink {
+  message(bytes: Uint8Array): void;
+  /** Called once, after the last message: undefined for OK. */
+  done(err: WardenError | undefined): void;
+}
+
+function deadlineOf(opts: CallOptions | undefined): number | undefined {
+  if (opts === undefined) return undefined;
+  const t = opts.timeoutMs === undefined ? undefined : Date.now() + opts.timeoutMs;
+  const d = opts.deadlineAtMs;
+  if (t === undefined) return d;
+  return d === undefined ? t : Math.min(t, d);
+}
+
+/**
+ * Runs one call: sends the framed request, parses length-prefixed replies as
+ * they arrive (a reply may span data chunks) and settles once, on the
+ * stream's close, from the trailers — or from how the stream ended when no
+ * status came: a dropped connection is UNAVAILABLE (the backend is gone).
+ * Returns controls for a consumer that stops early or reads slowly.
+ */
+function startCall(conn: Connection, authority: string, path: string, request: Uint8Array, opts: CallOptions | undefined, maxReceive: number, maxSend: number, sink: CallSink): CallControl {
+  let settled = false;
+  const finish = (err: WardenError | undefined): void => {
+    if (settled) return;
+    settled = true;
+    if (timer !== undefined) clearTimeout(timer);
+    signal?.removeEventListener("abort", onAbort);
+    sink.done(err);
+  };
+  const signal = opts?.signal;
+  if (signal?.aborted === true) {
+    finish(abortReason(signal));
+    return noControl;
+  }
+  const deadlineAtMs = deadlineOf(opts);
+  const headers: OutgoingHttpHeaders = {
+    ...(opts?.metadata === undefined ? {} : opts.metadata.toHttp2Headers()),
+    [h2.HTTP2_HEADER_METHOD]: "POST",
+    [h2.HTTP2_HEADER_PATH]: path,
+    [h2.HTTP2_HEADER_AUTHORITY]: authority,
+    [h2.HTTP2_HEADER_CONTENT_TYPE]: "application/grpc",
+    [h2.HTTP2_HEADER_TE]: "trailers",
+  };
+  let timer: NodeJS.Timeout | undefined;
+  if (deadlineAtMs !== undefined) {
+    const remaining = deadlineAtMs - Date.now();
+    if (remaining <= 0) {
+      finish(new WardenError(Code.DeadlineExceeded, "deadline exceeded before the call started"));
+      return noControl;
+    }
+    headers["grpc-timeout"] = formatGrpcTimeout(remaining);
+  }
+  let stream: ClientHttp2Stream;
+  let slot: SessionSlot;
+  let body: Buffer;
+  try {
+    body = frameMessage(request, maxSend, "request");
+    ({ stream, slot } = conn.open(headers));
+  } catch (err) {
+    finish(WardenError.from(err, Code.Unavailable));
+    return noControl;
+  }
+  // Why the stream ended early on our side, when it did.
+  let ownEnd: WardenError | undefined;
+  const cancel = (why: WardenError): void => {
+    ownEnd ??= why;
+    if (!stream.closed) stream.close(h2.NGHTTP2_CANCEL);
+  };
+  const onAbort = (): void => {
+    if (signal !== undefined) cancel(abortReason(signal));
+  };
+  signal?.addEventListener("abort", onAbort, { once: true });
+  if (deadlineAtMs !== undefined) {
+    const remaining = deadlineAtMs - Date.now();
+    timer = setTimeout(() => {
+      cancel(new WardenError(Code.DeadlineExceeded, `deadline exceeded after ${String(Math.round(remaining))} ms`));
+    }, remaining);
+  }
+
+  let status: WardenError | undefined | null = null; // null: no grpc-status seen yet
+  let httpStatus = 0;
+  let contentType = "";
+  stream.on("response", (h: IncomingHttpHeaders) => {
+    httpStatus = Number(h[h2.HTTP2_HEADER_STATUS]);
+    contentType = String(h[h2.HTTP2_HEADER_CONTENT_TYPE] ?? "");
+    if (h["grpc-status"] !== undefined) status = statusError(h); // trailers-only response
+    if (opts?.onHeader !== undefined) opts.onHeader(Metadata.fromHttp2Headers(h));
+  });
+  stream.on("trailers", (h: IncomingHttpHeaders) => {
+    status = statusError(h);
+    if (opts?.onTrailer !== undefined) opts.onTrailer(Metadata.fromHttp2Headers(h));
+  });
+
+  const reader = new MessageReader(maxReceive, "reply");
+  stream.on("data", (chunk: Buffer) => {
+    if (ownEnd !== undefined) return;
+    const err = reader.push(chunk, (bytes) => {
+      sink.message(bytes);
+    });
+    if (err !== undefined) cancel(err);
+  });
+  stream.on("error", () => {
+    // Reported through 'close' below, which always follows.
+  });
+  // How the call ended: undefined is OK.
+  const outcome = (): WardenError | undefined => {
+    if (ownEnd !== undefined) return ownEnd;
+    if (status !== null) return status;
+    if (httpStatus !== 0 && httpStatus !== 200) return new WardenError(codeForHttpStatus(httpStatus), `HTTP status ${String(httpStatus)} without a gRPC status`);
+    if (httpStatus === 200 && !contentType.startsWith("application/grpc")) return new WardenError(Code.Unknown, `unexpected content type "${contentType}"`);
+    const connectionGone = slot.gone || slot.session.destroyed;
+    switch (stream.rstCode) {
+      case h2.NGHTTP2_REFUSED_STREAM:
+        return new WardenError(Code.Unavailable, "the server refused the stream");
+      case h2.NGHTTP2_ENHANCE_YOUR_CALM:
+        return new WardenError(Code.ResourceExhausted, "the server says enhance your calm");
+      case h2.NGHTTP2_CANCEL:
+        if (!connectionGone) return new WardenError(Code.Canceled, "the server cancelled the call");
+        break;
+      default:
+        if (!connectionGone && stream.rstCode !== h2.NGHTTP2_NO_ERROR) return new WardenError(Code.Internal, `stream reset with HTTP/2 code ${String(stream.rstCode)}`);
+    }
+    // No status and the connection went away: the server is gone.
+    return new WardenError(Code.Unavailable, `connection to ${authority} dropped before the call completed`);
+  };
+  stream.on("close", () => {
+    finish(outcome());
+  });
+  stream.end(body);
+  return {
+    cancel: () => {
+      cancel(new WardenError(Code.Canceled, "the caller stopped reading"));
+    },
+    pause: () => stream.pause(),
+    resume: () => stream.resume(),
+  };
+}
+
+function unaryMethod(conn: Connection, authority: string, m: DescMethod, maxReceive: number, maxSend: number) {
+  const path = methodPath(m);
+  return (request: unknown, opts?: CallOptions): Promise<unknown> =>
+    new Promise((resolve, reject) => {
+      let reply: Uint8Array | undefined;
+      let extra = false;
+      startCall(conn, authority, path, toBinary(m.input, create(m.input, request as never)), opts, maxReceive, maxSend, {
+        message(bytes) {
+          if (reply !== undefined) extra = true;
+          reply = bytes;
+        },
+        done(err) {
+          if (err !== undefined) reject(err);
+          else if (reply === undefined || extra) reject(new WardenError(Code.Unimplemented, extra ? "received more than one reply for a unary call" : "received no reply for a unary call"));
+          else {
+            try {
+              resolve(fromBinary(m.output, reply));
+            } catch (e) {
+              reject(new WardenError(Code.Internal, `cannot decode the reply: ${e instanceof Error ? e.message : String(e)}`));
+            }
+          }
+        },
+      });
+    });
+}
+
+/** Replies buffered ahead of a slow consumer before the stream is paused (HTTP/2 flow control then holds the server). */
+const streamHighWater = 64;
+
+/** A small queue between the stream's events and the consumer's `next()`. */
+function serverStreamMethod(conn: Connection, authority: string, m: DescMethod, maxReceive: number, maxSend: number) {
+  const path = methodPath(m);
+  return (request: unknown, opts?: CallOptions): AsyncIterable<unknown> => ({
+    [Symbol.asyncIterator]() {
+      const queue: unknown[] = [];
+      let ended = false;
+      let failure: WardenError | undefined;
+      let wake: (() => void) | undefined;
+      const notify = (): void => {
+        const w = wake;
+        wake = undefined;
+        w?.();
+      };
+      const call = startCall(conn, authority, path, toBinary(m.input, create(m.input, request as never)), opts, maxReceive, maxSend, {
+        message(bytes) {
+          try {
+            queue.push(fromBinary(m.output, bytes));
+          } catch (e) {
+            failure ??= new WardenError(Code.Internal, `cannot decode a reply: ${e instanceof Error ? e.message : String(e)}`);
+            call.cancel();
+          }
+          if (queue.length === streamHighWater) call.pause();
+          notify();
+        },
+        done(err) {
+          ended = true;
+          failure ??= err;
+          notify();
+        },
+      });
+      return {
+        async next(): Promise<IteratorResult<unknown>> {
+          for (;;) {
+            if (queue.length > 0) {
+              if (queue.length === streamHighWater) call.resume();
+              return { value: queue.shift(), done: false };
+            }
+            if (failure !== undefined) throw failure;
+            if (ended) return { value: undefined, done: true };
+            await new Promise<void>((r) => (wake = r));
+          }
+        },
+        // Leaving the loop early (break/return) cancels the RPC instead of leaking it.
+        return(): Promise<IteratorResult<unknown>> {
+          if (!ended) call.cancel();
+          ended = true;
+          queue.length = 0;
+          return Promise.resolve({ value: undefined, done: true });
+        },
+      };
+    },
+  });
+}
+
+/**
+ * A lean gRPC client over node:http2 for services whose methods are unary or
+ * server-streaming, with the same `Client<T>` surface and error mapping as
+ * `createClient`: deadlines (sent as grpc-timeout and enforced locally),
+ * AbortSignal cancel (RST_STREAM CANCEL), metadata both ways, WardenError
+ * details from trailers, message size limits, and UNAVAILABLE when the
+ * connection drops. Plaintext only; meant for the coordinator's hot proxy
+ * hop to backends on a trusted network.
+ */
+export function createH2Client<T extends DescService>(svc: T, address: string, options: H2ClientOptions = {}): Client<T> {
+  const conn = new Connection(address);
+  const maxReceive = options.maxReceiveMessageBytes ?? defaultMaxMessageBytes;
+  const maxSend = options.maxSendMessageBytes ?? defaultMaxMessageBytes;
+  const out: Record<string, unknown> = {
+    close() {
+      conn.close();
+    },
+  };
+  for (const m of svc.methods) {
+    if (m.methodKind === "unary") out[m.localName] = unaryMethod(conn, address, m, maxReceive, maxSend);
+    else if (m.methodKind === "server_streaming") out[m.localName] = serverStreamMethod(conn, address, m, maxReceive, maxSend);
+    else throw new WardenError(Code.Unimplemented, `createH2Client supports unary and server-streaming methods; ${m.parent.typeName}.${m.name} is ${m.methodKind}`);
+  }
+  return out as Client<T>;
+}

@@ -1,0 +1,219 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { connect } from "node:http2";
+import { Metadata } from "@grpc/grpc-js";
+import { Code, WardenError, isWardenError } from "@warden/common";
+import { Backend, Health, HealthCheckResponse_ServingStatus, ServerReflection } from "@warden/proto";
+import { LeanGrpcServer, createClient, createH2Client, type Client, type HandlerContext } from "./index.js";
+
+/** What the handlers observed, so the tests can check the server side of a cancel or deadline. */
+const seen = { predictAbort: undefined as unknown, streamAbort: undefined as unknown, header: "", peer: "" };
+const text = (b: Uint8Array): string => new TextDecoder().decode(b);
+
+function aborted(ctx: HandlerContext): Promise<void> {
+  return new Promise((resolve) => {
+    if (ctx.signal.aborted) resolve();
+    ctx.signal.addEventListener("abort", () => { resolve(); }, { once: true });
+  });
+}
+
+const server = new LeanGrpcServer({ maxReceiveMessageBytes: 64 * 1024 });
+server.add(Backend, {
+  async health(_req, ctx) {
+    seen.header = String(ctx.metadata.get("x-test")[0] ?? "");
+    seen.peer = ctx.peer;
+    ctx.responseHeader.set("x-echo", seen.header);
+    ctx.responseTrailer.set("x-trailer", "t1");
+    return { message: new TextEncoder().encode("OK") };
+  },
+  async loadModel(req) {
+    if (req.Model === "missing") throw new WardenError(Code.NotFound, `model "missing" not found: 100% gone ✓`, { details: { field: "Model" } });
+    if (req.Model === "boom") throw new Error("secret internals");
+    return { success: true, message: `loaded ${req.Model}` };
+  },
+  async predict(req, ctx) {
+    if (req.Prompt === "hang") {
+      await aborted(ctx);
+      seen.predictAbort = ctx.signal.reason;
+      throw WardenError.from(ctx.signal.reason);
+    }
+    if (req.Prompt === "big") return { message: new Uint8Array(200 * 1024) };
+    return { message: new TextEncoder().encode(`echo:${req.Prompt}:${req.ModelIdentity}`) };
+  },
+  async *predictStream(req, ctx) {
+    for (let i = 0; i < req.Tokens; i++) yield { message: new TextEncoder().encode(`t${String(i)}`) };
+    if (req.Prompt === "endless") {
+      await aborted(ctx);
+      seen.streamAbort = ctx.signal.reason;
+    }
+    if (req.Prompt === "fail") throw new WardenError(Code.Aborted, "stopped mid-stream");
+  },
+  async free() {
+    throw new WardenError(Code.Unimplemented, "Free is not implemented");
+  },
+  async status() {
+    return {};
+  },
+});
+let address = "";
+
+beforeAll(async () => {
+  address = (await server.listen("127.0.0.1:0")).address;
+});
+afterAll(async () => {
+  await server.shutdown(1000);
+});
+
+// The standard grpc-js client and the lean one must both work against it.
+const clients: [string, () => Client<typeof Backend>][] = [
+  ["grpc-js client", () => createClient(Backend, address)],
+  ["lean h2 client", () => createH2Client(Backend, address)],
+];
+
+describe.each(clients)("LeanGrpcServer with the %s", (_name, client) => {
+  it("unary round trip carries metadata both ways and knows its peer", async () => {
+    const c = client();
+    const md = new Metadata();
+    md.set("x-test", "hello");
+    let header = "";
+    let trailer = "";
+    const res = await c.health({}, { metadata: md, onHeader: (h) => (header = String(h.get("x-echo")[0])), onTrailer: (t) => (trailer = String(t.get("x-trailer")[0])) });
+    expect(text(res.message)).toBe("OK");
+    expect([seen.header, header, trailer]).toEqual(["hello", "hello", "t1"]);
+    expect(seen.peer).toMatch(/^127\.0\.0\.1:\d+$/);
+    c.close();
+  });
+
+  it("serves many concurrent calls, each its own reply", async () => {
+    const c = client();
+    const replies = await Promise.all(Array.from({ length: 200 }, (_, i) => c.predict({ Prompt: `p${String(i)}`, ModelIdentity: "m" })));
+    expect(replies.map((r) => text(r.message))).toEqual(Array.from({ length: 200 }, (_, i) => `echo:p${String(i)}:m`));
+    c.close();
+  });
+
+  it("a WardenError arrives with its code, exact message and details; other errors stay INTERNAL", async () => {
+    const c = client();
+    const err = await c.loadModel({ Model: "missing" }).catch((e: unknown) => e);
+    expect(isWardenError(err, Code.NotFound)).toBe(true);
+    expect((err as WardenError).rawMessage).toBe(`model "missing" not found: 100% gone ✓`);
+    expect((err as WardenError).details).toEqual({ field: "Model" });
+    const boom = await c.loadModel({ Model: "boom" }).catch((e: unknown) => e);
+    expect(isWardenError(boom, Code.Internal)).toBe(true);
+    expect((boom as WardenError).rawMessage).toBe("internal error");
+    c.close();
+  });
+
+  it("streams every reply in order, and a failure after replies arrives as the status", async () => {
+    const c = client();
+    const got: string[] = [];
+    for await (const r of c.predictStream({ Prompt: "x", Tokens: 300 })) got.push(text(r.message));
+    expect(got).toEqual(Array.from({ length: 300 }, (_, i) => `t${String(i)}`));
+    const partial: string[] = [];
+    const err = await (async () => {
+      for await (const r of c.predictStream({ Prompt: "fail", Tokens: 2 })) partial.push(text(r.message));
+    })().catch((e: unknown) => e);
+    expect(partial).toEqual(["t0", "t1"]);
+    expect(isWardenError(err, Code.Aborted)).toBe(true);
+    c.close();
+  });
+
+  it("the caller's deadline reaches the handler's signal as DEADLINE_EXCEEDED", async () => {
+    const c = client();
+    seen.predictAbort = undefined;
+    const err = await c.predict({ Prompt: "hang" }, { timeoutMs: 150 }).catch((e: unknown) => e);
+    expect(isWardenError(err, Code.DeadlineExceeded)).toBe(true);
+    await expect.poll(() => (seen.predictAbort as WardenError | undefined)?.code, { timeout: 10_000 }).toBe(Code.DeadlineExceeded);
+    c.close();
+  });
+
+  it("a client cancel reaches the handler's signal as CANCELLED, for unary and streams", async () => {
+    const c = client();
+    seen.predictAbort = undefined;
+    seen.streamAbort = undefined;
+    const ctl = new AbortController();
+    const p = c.predict({ Prompt: "hang" }, { signal: ctl.signal }).catch((e: unknown) => e);
+    setTimeout(() => { ctl.abort(); }, 50);
+    expect(isWardenError(await p, Code.Canceled)).toBe(true);
+    await expect.poll(() => (seen.predictAbort as WardenError | undefined)?.code, { timeout: 10_000 }).toBe(Code.Canceled);
+    for await (const r of c.predictStream({ Prompt: "endless", Tokens: 1 })) {
+      expect(text(r.message)).toBe("t0");
+      break;
+    }
+    await expect.poll(() => (seen.streamAbort as WardenError | undefined)?.code, { timeout: 10_000 }).toBe(Code.Canceled);
+    c.close();
+  });
+
+  it("an oversized request is RESOURCE_EXHAUSTED and the server goes on serving", async () => {
+    const c = client();
+    const err = await c.predict({ Prompt: "x".repeat(128 * 1024) }).catch((e: unknown) => e);
+    expect(isWardenError(err, Code.ResourceExhausted)).toBe(true);
+    expect(text((await c.predict({ Prompt: "small" })).message)).toBe("echo:small:");
+    c.close();
+  });
+
+  it("serves grpc.health.v1 Check; a method it does not have is UNIMPLEMENTED", async () => {
+    const h = client === clients[0]?.[1] ? createClient(Health, address) : createH2Client(Health, address);
+    expect((await h.check({ service: "" })).status).toBe(HealthCheckResponse_ServingStatus.SERVING);
+    expect((await h.check({ service: "backend.Backend" })).status).toBe(HealthCheckResponse_ServingStatus.SERVING);
+    expect(isWardenError(await h.check({ service: "nope" }).catch((e: unknown) => e), Code.NotFound)).toBe(true);
+    h.close();
+    const r = createClient(ServerReflection, address);
+    async function* none() {}
+    const err = await (async () => {
+      for await (const _ of r.serverReflectionInfo(none())) break;
+    })().catch((e: unknown) => e);
+    expect(isWardenError(err, Code.Unimplemented)).toBe(true);
+    r.close();
+  });
+});
+
+describe("LeanGrpcServer edges", () => {
+  it("refuses a non-gRPC request with HTTP 415", async () => {
+    const session = connect(`http://${address}`);
+    const status = await new Promise<number>((resolve, reject) => {
+      const req = session.request({ ":method": "GET", ":path": "/" });
+      req.on("response", (h) => { resolve(Number(h[":status"])); });
+      req.on("error", reject);
+      req.end();
+    });
+    session.close();
+    expect(status).toBe(415);
+  });
+
+  it("refuses services with client- or bidi-streaming methods", () => {
+    expect(() => new LeanGrpcServer().add(ServerReflection, { serverReflectionInfo: async function* () {} })).toThrow(/bidi_streaming/);
+  });
+
+  it("shutdown marks health NOT_SERVING and ends calls still running after the grace", async () => {
+    const s = new LeanGrpcServer();
+    let handlerSaw: unknown;
+    s.add(Backend, {
+      async health() {
+        return {};
+      },
+      async loadModel() {
+        return {};
+      },
+      async predict(_req, ctx) {
+        await aborted(ctx);
+        handlerSaw = ctx.signal.reason;
+        throw WardenError.from(ctx.signal.reason);
+      },
+      async *predictStream() {},
+      async free() {
+        return {};
+      },
+      async status() {
+        return {};
+      },
+    });
+    const addr = (await s.listen("127.0.0.1:0")).address;
+    const c = createClient(Backend, addr);
+    const pending = c.predict({}).catch((e: unknown) => e);
+    await new Promise((r) => setTimeout(r, 50));
+    await s.shutdown(100);
+    expect(s.health.get("")).toBe(HealthCheckResponse_ServingStatus.NOT_SERVING);
+    expect(isWardenError(await pending)).toBe(true);
+    expect((handlerSaw as WardenError).code).toBe(Code.Unavailable);
+    c.close();
+  });
+});

@@ -1,0 +1,346 @@
+import { createServer, constants as h2, type Http2Server, type IncomingHttpHeaders, type OutgoingHttpHeaders, type ServerHttp2Session, type ServerHttp2Stream } from "node:http2";
+import { Metadata } from "@grpc/grpc-js";
+import { create, fromBinary, toBinary, type DescMethod, type DescService } from "@bufbuild/protobuf";
+import { Code, WardenError } from "@warden/common";
+import { Health } from "@warden/proto";
+import { detailsTrailerKey } from "./codes.js";
+import { HealthStatus, ServingStatus } from "./health.js";
+import { MessageReader, encodeGrpcMessage, frameMessage, parseGrpcTimeout } from "./h2-wire.js";
+import { defaultMaxMessageBytes } from "./limits.js";
+import { methodPath } from "./service-definition.js";
+import type { ListenResult } from "./server.js";
+import type { HandlerContext, ServiceImpl } from "./types.js";
+
+export interface LeanServerOptions {
+  /** @default 16 MiB */
+  maxReceiveMessageBytes?: number;
+  /** @default 16 MiB */
+  maxSendMessageBytes?: number;
+}
+
+type AnyHandler = (request: unknown, ctx: HandlerContext) => unknown;
+
+interface Route {
+  readonly method: DescMethod;
+  readonly handler: AnyHandler;
+}
+
+/** The abort reason of a call that completed; shared so no stack trace is captured per call. */
+const callCompleted = new WardenError(Code.Canceled, "call completed");
+
+/** Metadata objects are built only when a handler asks for them: most calls never do. */
+class LeanContext implements HandlerContext {
+  readonly signal: AbortSignal;
+  private md: Metadata | undefined;
+  private header: Metadata | undefined;
+  private trailer: Metadata | undefined;
+
+  constructor(
+    controller: AbortController,
+    private readonly headers: IncomingHttpHeaders,
+    private readonly session: ServerHttp2Session,
+    readonly deadlineAtMs: number | undefined,
+  ) {
+    this.signal = controller.signal;
+  }
+
+  get metadata(): Metadata {
+    this.md ??= Metadata.fromHttp2Headers(this.headers);
+    return this.md;
+  }
+
+  get peer(): string {
+    const s = this.session.socket;
+    return `${s.remoteAddress ?? "unknown"}:${String(s.remotePort ?? 0)}`;
+  }
+
+  get responseHeader(): Metadata {
+    this.header ??= new Metadata();
+    return this.header;
+  }
+
+  get responseTrailer(): Metadata {
+    this.trailer ??= new Metadata();
+    return this.trailer;
+  }
+
+  headerFields(): OutgoingHttpHeaders {
+    return this.header === undefined ? {} : this.header.toHttp2Headers();
+  }
+
+  trailerFields(): OutgoingHttpHeaders {
+    return this.trailer === undefined ? {} : this.trailer.toHttp2Headers();
+  }
+}
+
+/** The status trailers for an error; non-Warden errors do not leak their message. */
+function errorTrailers(err: unknown, ctx: LeanContext | undefined): OutgoingHttpHeaders {
+  const e = WardenError.from(err, Code.Internal);
+  const message = e.code === Code.Internal && !(err instanceof WardenError) ? "internal error" : e.rawMessage;
+  const out: OutgoingHttpHeaders = { ...ctx?.trailerFields(), "grpc-status": String(e.code), "grpc-message": encodeGrpcMessage(message) };
+  if (Object.keys(e.details).length > 0) {
+    try {
+      out[detailsTrailerKey] = JSON.stringify(e.details);
+    } catch {
+      // details that cannot be serialised are dropped; the code and message still go
+    }
+  }
+  return out;
+}
+
+/**
+ * A gRPC server over node:http2 for services whose methods are unary or
+ * server-streaming, with the same typed handlers and `HandlerContext` as
+ * `GrpcServer` (signal on cancel, deadline and completion; metadata both ways;
+ * WardenError → status with details in trailers; size limits). It also serves
+ * grpc.health.v1. Built for the coordinator's inference data plane, where the
+ * grpc-js server's per-call layers (interceptors, channelz, call objects) are
+ * most of the proxy's cost; plaintext only.
+ */
+export class LeanGrpcServer {
+  readonly health = new HealthStatus();
+  private readonly routes = new Map<string, Route>();
+  private readonly maxReceive: number;
+  private readonly maxSend: number;
+  private server: Http2Server | undefined;
+  private readonly sessions = new Set<ServerHttp2Session>();
+  private readonly live = new Set<AbortController>();
+
+  constructor(options: LeanServerOptions = {}) {
+    this.maxReceive = options.maxReceiveMessageBytes ?? defaultMaxMessageBytes;
+    this.maxSend = options.maxSendMessageBytes ?? defaultMaxMessageBytes;
+    this.addRoutes(Health, this.health.impl());
+    this.health.set("", ServingStatus.NOT_SERVING);
+  }
+
+  private addRoutes<T extends DescService>(svc: T, impl: ServiceImpl<T>): void {
+    const byName = impl as unknown as Record<string, AnyHandler | undefined>;
+    for (const m of svc.methods) {
+      if (m.methodKind !== "unary" && m.methodKind !== "server_streaming") throw new WardenError(Code.Unimplemented, `LeanGrpcServer serves unary and server-streaming methods; ${svc.typeName}.${m.name} is ${m.methodKind}`);
+      const handler = byName[m.localName];
+      if (handler === undefined) throw new WardenError(Code.Internal, `${svc.typeName}: no handler for ${m.name}`);
+      this.routes.set(methodPath(m), { method: m, handler });
+    }
+  }
+
+  /** Adds a service; its health status starts SERVING. */
+  add<T extends DescService>(svc: T, impl: ServiceImpl<T>): this {
+    if (this.server !== undefined) throw new WardenError(Code.FailedPrecondition, `cannot add ${svc.typeName} after listen`);
+    this.addRoutes(svc, impl);
+    this.health.set(svc.typeName, ServingStatus.SERVING);
+    return this;
+  }
+
+  /** Binds `host:port` (port 0 picks a free one) and marks the server SERVING. */
+  listen(address: string): Promise<ListenResult> {
+    const colon = address.lastIndexOf(":");
+    const host = address.slice(0, colon).replace(/^\[(.*)\]$/, "$1");
+    const port = Number(address.slice(colon + 1));
+    if (colon < 0 || !Number.isInteger(port) || port < 0 || port > 65_535) return Promise.reject(new WardenError(Code.InvalidArgument, `listen address "${address}" is not host:port`));
+    // noDelay: replies are small writes that must not wait for an ACK.
+    const server = createServer({ maxSessionMemory: 1_024, noDelay: true } as Parameters<typeof createServer>[0]);
+    server.on("session", (s: ServerHttp2Session) => {
+      this.sessions.add(s);
+      s.on("close", () => this.sessions.delete(s));
+      s.on("error", () => undefined);
+    });
+    server.on("stream", (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => {
+      this.serve(stream, headers);
+    });
+    return new Promise((resolve, reject) => {
+      server.once("error", (err: Error) => {
+        reject(new WardenError(Code.Unavailable, `cannot listen on ${address}: ${err.message}`, { cause: err }));
+      });
+      server.listen(port, host, () => {
+        this.server = server;
+        this.health.set("", ServingStatus.SERVING);
+        const bound = (server.address() as { port: number }).port;
+        resolve({ port: bound, address: `${host === "0.0.0.0" || host === "::" ? "127.0.0.1" : address.slice(0, colon)}:${String(bound)}` });
+      });
+    });
+  }
+
+  /** Marks every service NOT_SERVING, waits up to `graceMs` for calls to finish, then closes the rest. */
+  async shutdown(graceMs = 5_000): Promise<void> {
+    this.health.setAllNotServing();
+    const server = this.server;
+    if (server === undefined) return;
+    const closed = new Promise<void>((resolve) => server.close(() => { resolve(); }));
+    for (const s of this.sessions) s.close();
+    const timer = setTimeout(() => {
+      for (const c of this.live) c.abort(new WardenError(Code.Unavailable, "server shutting down"));
+      for (const s of this.sessions) s.destroy();
+    }, graceMs);
+    await closed;
+    clearTimeout(timer);
+  }
+
+  private serve(stream: ServerHttp2Stream, headers: IncomingHttpHeaders): void {
+    const trailersOnly = (t: OutgoingHttpHeaders): void => {
+      if (stream.closed || stream.headersSent) return;
+      stream.respond({ [h2.HTTP2_HEADER_STATUS]: 200, [h2.HTTP2_HEADER_CONTENT_TYPE]: "application/grpc", ...t }, { endStream: true });
+    };
+    const contentType = headers[h2.HTTP2_HEADER_CONTENT_TYPE];
+    if (headers[h2.HTTP2_HEADER_METHOD] !== "POST" || typeof contentType !== "string" || !contentType.startsWith("application/grpc")) {
+      stream.respond({ [h2.HTTP2_HEADER_STATUS]: 415 }, { endStream: true });
+      return;
+    }
+    const path = String(headers[h2.HTTP2_HEADER_PATH] ?? "");
+    const route = this.routes.get(path);
+    if (route === undefined) {
+      trailersOnly(errorTrailers(new WardenError(Code.Unimplemented, `unknown method ${path}`), undefined));
+      return;
+    }
+    const encoding = headers["grpc-encoding"];
+    if (encoding !== undefined && encoding !== "identity") {
+      trailersOnly(errorTrailers(new WardenError(Code.Unimplemented, `grpc-encoding ${String(encoding)} is not supported`), undefined));
+      return;
+    }
+    const timeoutMs = parseGrpcTimeout(headers["grpc-timeout"]);
+    const controller = new AbortController();
+    const ctx = new LeanContext(controller, headers, stream.session as ServerHttp2Session, timeoutMs === undefined ? undefined : Date.now() + timeoutMs);
+    this.live.add(controller);
+    let timer: NodeJS.Timeout | undefined;
+    let done = false;
+    const finish = (): void => {
+      if (done) return;
+      done = true;
+      if (timer !== undefined) clearTimeout(timer);
+      this.live.delete(controller);
+      if (!controller.signal.aborted) controller.abort(callCompleted);
+    };
+    const fail = (err: unknown): void => {
+      if (done) return;
+      if (!stream.closed) {
+        if (!stream.headersSent) trailersOnly(errorTrailers(err, ctx));
+        else {
+          // Replies went out already: the status goes in the trailers.
+          stream.once("wantTrailers", () => {
+            stream.sendTrailers(errorTrailers(err, ctx));
+          });
+          stream.end();
+        }
+      }
+      finish();
+    };
+    if (timeoutMs !== undefined) {
+      timer = setTimeout(() => {
+        const e = new WardenError(Code.DeadlineExceeded, "call deadline exceeded");
+        controller.abort(e);
+        fail(e);
+      }, timeoutMs);
+    }
+    // A client cancel or a dropped connection closes the stream before we finished.
+    stream.on("close", () => {
+      if (done) return;
+      // A client enforcing the same deadline may reset the stream a hair before our timer fires.
+      const expired = ctx.deadlineAtMs !== undefined && Date.now() >= ctx.deadlineAtMs - 5;
+      controller.abort(expired ? new WardenError(Code.DeadlineExceeded, "call deadline exceeded") : new WardenError(Code.Canceled, "call cancelled by the client"));
+      finish();
+    });
+    stream.on("error", () => undefined);
+
+    const reader = new MessageReader(this.maxReceive, "request");
+    let request: Buffer | undefined;
+    let extra = false;
+    stream.on("data", (chunk: Buffer) => {
+      if (done) return;
+      const err = reader.push(chunk, (bytes) => {
+        if (request !== undefined) extra = true;
+        request = bytes;
+      });
+      if (err !== undefined) fail(err);
+    });
+    stream.on("end", () => {
+      if (done) return;
+      if (request === undefined || extra || reader.partial) {
+        fail(new WardenError(Code.Unimplemented, request === undefined ? "no request message" : "a unary request carries one message"));
+        return;
+      }
+      let input: unknown;
+      try {
+        input = fromBinary(route.method.input, request);
+      } catch (e) {
+        fail(new WardenError(Code.Internal, `cannot decode the request: ${e instanceof Error ? e.message : String(e)}`));
+        return;
+      }
+      if (route.method.methodKind === "unary") this.unary(stream, route, input, ctx, fail, finish);
+      else void this.serverStream(stream, route, input, ctx, fail, finish);
+    });
+  }
+
+  private encode(route: Route, value: unknown): Buffer {
+    const schema = route.method.output;
+    return frameMessage(toBinary(schema, create(schema, value as never)), this.maxSend, "reply");
+  }
+
+  private unary(stream: ServerHttp2Stream, route: Route, input: unknown, ctx: LeanContext, fail: (err: unknown) => void, finish: () => void): void {
+    let result: Promise<unknown>;
+    try {
+      result = route.handler(input, ctx) as Promise<unknown>;
+    } catch (err) {
+      fail(err);
+      return;
+    }
+    result.then(
+      (value) => {
+        if (stream.closed) {
+          finish();
+          return;
+        }
+        let body: Buffer;
+        try {
+          body = this.encode(route, value);
+        } catch (err) {
+          fail(err);
+          return;
+        }
+        stream.respond({ [h2.HTTP2_HEADER_STATUS]: 200, [h2.HTTP2_HEADER_CONTENT_TYPE]: "application/grpc", ...ctx.headerFields() }, { waitForTrailers: true });
+        stream.once("wantTrailers", () => {
+          stream.sendTrailers({ ...ctx.trailerFields(), "grpc-status": "0" });
+          finish();
+        });
+        stream.end(body);
+      },
+      (err: unknown) => {
+        fail(err);
+      },
+    );
+  }
+
+  private async serverStream(stream: ServerHttp2Stream, route: Route, input: unknown, ctx: LeanContext, fail: (err: unknown) => void, finish: () => void): Promise<void> {
+    const respond = (): void => {
+      if (!stream.headersSent) stream.respond({ [h2.HTTP2_HEADER_STATUS]: 200, [h2.HTTP2_HEADER_CONTENT_TYPE]: "application/grpc", ...ctx.headerFields() }, { waitForTrailers: true });
+    };
+    try {
+      for await (const msg of route.handler(input, ctx) as AsyncIterable<unknown>) {
+        if (ctx.signal.aborted || stream.closed) break;
+        respond();
+        if (!stream.write(this.encode(route, msg))) {
+          await new Promise<void>((resolve) => {
+            const go = (): void => {
+              stream.removeListener("drain", go);
+              ctx.signal.removeEventListener("abort", go);
+              resolve();
+            };
+            stream.once("drain", go);
+            ctx.signal.addEventListener("abort", go, { once: true });
+          });
+        }
+      }
+    } catch (err) {
+      fail(err);
+      return;
+    }
+    if (stream.closed || ctx.signal.aborted) {
+      finish();
+      return;
+    }
+    respond();
+    stream.once("wantTrailers", () => {
+      stream.sendTrailers({ ...ctx.trailerFields(), "grpc-status": "0" });
+      finish();
+    });
+    stream.end();
+  }
+}

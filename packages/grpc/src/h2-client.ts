@@ -275,30 +275,35 @@ function startCall(conn: Connection, authority: string, path: string, request: U
   };
 }
 
+/** One unary call on encoded bytes: resolves with the reply's bytes. */
+function unaryBytes(conn: Connection, authority: string, path: string, request: Uint8Array, opts: CallOptions | undefined, maxReceive: number, maxSend: number): Promise<Uint8Array> {
+  return new Promise((resolve, reject) => {
+    let reply: Uint8Array | undefined;
+    let extra = false;
+    startCall(conn, authority, path, request, opts, maxReceive, maxSend, {
+      message(bytes) {
+        if (reply !== undefined) extra = true;
+        reply = bytes;
+      },
+      done(err) {
+        if (err !== undefined) reject(err);
+        else if (reply === undefined || extra) reject(new WardenError(Code.Unimplemented, extra ? "received more than one reply for a unary call" : "received no reply for a unary call"));
+        else resolve(reply);
+      },
+    });
+  });
+}
+
 function unaryMethod(conn: Connection, authority: string, m: DescMethod, maxReceive: number, maxSend: number) {
   const path = methodPath(m);
-  return (request: unknown, opts?: CallOptions): Promise<unknown> =>
-    new Promise((resolve, reject) => {
-      let reply: Uint8Array | undefined;
-      let extra = false;
-      startCall(conn, authority, path, toBinary(m.input, create(m.input, request as never)), opts, maxReceive, maxSend, {
-        message(bytes) {
-          if (reply !== undefined) extra = true;
-          reply = bytes;
-        },
-        done(err) {
-          if (err !== undefined) reject(err);
-          else if (reply === undefined || extra) reject(new WardenError(Code.Unimplemented, extra ? "received more than one reply for a unary call" : "received no reply for a unary call"));
-          else {
-            try {
-              resolve(fromBinary(m.output, reply));
-            } catch (e) {
-              reject(new WardenError(Code.Internal, `cannot decode the reply: ${e instanceof Error ? e.message : String(e)}`));
-            }
-          }
-        },
-      });
-    });
+  return async (request: unknown, opts?: CallOptions): Promise<unknown> => {
+    const reply = await unaryBytes(conn, authority, path, toBinary(m.input, create(m.input, request as never)), opts, maxReceive, maxSend);
+    try {
+      return fromBinary(m.output, reply);
+    } catch (e) {
+      throw new WardenError(Code.Internal, `cannot decode the reply: ${e instanceof Error ? e.message : String(e)}`);
+    }
+  };
 }
 
 /** Replies buffered ahead of a slow consumer before the stream is paused (HTTP/2 flow control then holds the server). */
@@ -368,7 +373,7 @@ function serverStreamMethod(conn: Connection, authority: string, m: DescMethod, 
  * connection drops. Plaintext only; meant for the coordinator's hot proxy
  * hop to backends on a trusted network.
  */
-export function createH2Client<T extends DescService>(svc: T, address: string, options: H2ClientOptions = {}): Client<T> {
+export function createH2Client<T extends DescService>(svc: T, address: string, options: H2ClientOptions = {}): H2Client<T> {
   const conn = new Connection(address);
   const maxReceive = options.maxReceiveMessageBytes ?? defaultMaxMessageBytes;
   const maxSend = options.maxSendMessageBytes ?? defaultMaxMessageBytes;
@@ -376,11 +381,19 @@ export function createH2Client<T extends DescService>(svc: T, address: string, o
     close() {
       conn.close();
     },
+    unaryBytes(method: DescMethod, request: Uint8Array, opts?: CallOptions): Promise<Uint8Array> {
+      return unaryBytes(conn, address, methodPath(method), request, opts, maxReceive, maxSend);
+    },
   };
   for (const m of svc.methods) {
     if (m.methodKind === "unary") out[m.localName] = unaryMethod(conn, address, m, maxReceive, maxSend);
     else if (m.methodKind === "server_streaming") out[m.localName] = serverStreamMethod(conn, address, m, maxReceive, maxSend);
     else throw new WardenError(Code.Unimplemented, `createH2Client supports unary and server-streaming methods; ${m.parent.typeName}.${m.name} is ${m.methodKind}`);
   }
-  return out as Client<T>;
+  return out as H2Client<T>;
 }
+
+/** The lean client: the typed methods, plus a unary call on already-encoded bytes (a proxy's pass-through). */
+export type H2Client<T extends DescService> = Client<T> & {
+  unaryBytes(method: DescMethod, request: Uint8Array, opts?: CallOptions): Promise<Uint8Array>;
+};

@@ -179,6 +179,52 @@ describe("LeanGrpcServer edges", () => {
     expect(status).toBe(415);
   });
 
+  it("a raw unary handler gets the request's bytes and its bytes go back as they are (both clients)", async () => {
+    const s = new LeanGrpcServer();
+    const impl = {
+      async health() {
+        return {};
+      },
+      async loadModel() {
+        return {};
+      },
+      async predict() {
+        return { message: new TextEncoder().encode("typed") };
+      },
+      async *predictStream() {},
+      async free() {
+        return {};
+      },
+      async status() {
+        return {};
+      },
+    };
+    s.add(Backend, impl);
+    let seenBytes = 0;
+    s.addRawUnary(Backend.method.predict, async (bytes) => {
+      seenBytes = bytes.length;
+      // A Reply whose message is the request's own bytes.
+      const out = new Uint8Array(2 + bytes.length);
+      out[0] = 0x0a;
+      out[1] = bytes.length;
+      out.set(bytes, 2);
+      return out;
+    });
+    expect(() => s.addRawUnary(Backend.method.predictStream, async (b) => b)).toThrow(/unary/);
+    const addr = (await s.listen("127.0.0.1:0")).address;
+    const c = createClient(Backend, addr);
+    const h = createH2Client(Backend, addr);
+    const r = await c.predict({ Prompt: "abc" });
+    expect(seenBytes).toBeGreaterThan(0);
+    expect(r.message.length).toBe(seenBytes);
+    const raw = await h.unaryBytes(Backend.method.predict, Uint8Array.of(0x0a, 0x01, 0x7a)); // Prompt: "z"
+    expect([...raw]).toEqual([0x0a, 0x03, 0x0a, 0x01, 0x7a]);
+    expect(() => s.addRawUnary(Backend.method.health, async (b) => b)).toThrow(/after listen/);
+    c.close();
+    h.close();
+    await s.shutdown(100);
+  });
+
   it("refuses services with client- or bidi-streaming methods", () => {
     expect(() => new LeanGrpcServer().add(ServerReflection, { serverReflectionInfo: async function* () {} })).toThrow(/bidi_streaming/);
   });

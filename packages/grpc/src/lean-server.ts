@@ -20,9 +20,14 @@ export interface LeanServerOptions {
 
 type AnyHandler = (request: unknown, ctx: HandlerContext) => unknown;
 
+/** A unary handler on encoded bytes: the request's bytes in, the reply's bytes out (a proxy's pass-through). */
+export type RawUnaryHandler = (request: Uint8Array, ctx: HandlerContext) => Promise<Uint8Array>;
+
 interface Route {
   readonly method: DescMethod;
   readonly handler: AnyHandler;
+  /** True for a RawUnaryHandler: no decoding or encoding here. */
+  readonly raw: boolean;
 }
 
 /** The abort reason of a call that completed; shared so no stack trace is captured per call. */
@@ -119,7 +124,7 @@ export class LeanGrpcServer {
       if (m.methodKind !== "unary" && m.methodKind !== "server_streaming") throw new WardenError(Code.Unimplemented, `LeanGrpcServer serves unary and server-streaming methods; ${svc.typeName}.${m.name} is ${m.methodKind}`);
       const handler = byName[m.localName];
       if (handler === undefined) throw new WardenError(Code.Internal, `${svc.typeName}: no handler for ${m.name}`);
-      this.routes.set(methodPath(m), { method: m, handler });
+      this.routes.set(methodPath(m), { method: m, handler, raw: false });
     }
   }
 
@@ -128,6 +133,15 @@ export class LeanGrpcServer {
     if (this.server !== undefined) throw new WardenError(Code.FailedPrecondition, `cannot add ${svc.typeName} after listen`);
     this.addRoutes(svc, impl);
     this.health.set(svc.typeName, ServingStatus.SERVING);
+    return this;
+  }
+
+  /** Serves one unary method of an added service on bytes instead of its typed handler. */
+  addRawUnary(method: DescMethod, handler: RawUnaryHandler): this {
+    const path = methodPath(method);
+    if (this.server !== undefined) throw new WardenError(Code.FailedPrecondition, `cannot change ${path} after listen`);
+    if (method.methodKind !== "unary" || !this.routes.has(path)) throw new WardenError(Code.InvalidArgument, `${path}: a raw handler replaces the handler of a unary method of an added service`);
+    this.routes.set(path, { method, handler: handler as AnyHandler, raw: true });
     return this;
   }
 
@@ -259,7 +273,7 @@ export class LeanGrpcServer {
       }
       let input: unknown;
       try {
-        input = fromBinary(route.method.input, request);
+        input = route.raw ? request : fromBinary(route.method.input, request);
       } catch (e) {
         fail(new WardenError(Code.Internal, `cannot decode the request: ${e instanceof Error ? e.message : String(e)}`));
         return;
@@ -270,6 +284,7 @@ export class LeanGrpcServer {
   }
 
   private encode(route: Route, value: unknown): Buffer {
+    if (route.raw) return frameMessage(value as Uint8Array, this.maxSend, "reply");
     const schema = route.method.output;
     return frameMessage(toBinary(schema, create(schema, value as never)), this.maxSend, "reply");
   }

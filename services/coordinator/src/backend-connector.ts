@@ -1,10 +1,10 @@
 import { Backend } from "@warden/proto";
-import { createH2Client, type Client } from "@warden/grpc";
+import { createH2Client, type H2Client } from "@warden/grpc";
 import type { BackendConnector, BackendHandle } from "@warden/loader";
 
 /** The coordinator's local half of a backend: a gRPC client on its address. */
 export interface BackendClientHandle extends BackendHandle {
-  readonly client: Client<typeof Backend>;
+  readonly client: H2Client<typeof Backend>;
 }
 
 /** Connects to backends over gRPC (LocalAI Backend protocol). */

@@ -220,7 +220,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
   const metricsRef: { current: CoordinatorMetrics | undefined } = { current: undefined };
   const inference = inferenceService(loader, log.child({ component: "inference" }), routed);
   server.add(InferenceService, inference);
-  const dataPlane = config.inferenceListen === undefined ? undefined : new LeanGrpcServer().add(InferenceService, inference);
+  const dataPlane = config.inferenceListen === undefined ? undefined : new LeanGrpcServer().add(InferenceService, inference).addRawUnary(InferenceService.method.predict, inference.predictBytes);
   server.add(NodeService, nodeImpl);
 
   let agent: Agent | undefined;

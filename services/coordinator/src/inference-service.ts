@@ -1,10 +1,11 @@
 import { create } from "@bufbuild/protobuf";
 import type { InferenceService} from "@warden/proto";
-import { PredictOptionsSchema, type PredictOptions } from "@warden/proto";
-import type { ServiceImpl } from "@warden/grpc";
+import { Backend, PredictOptionsSchema, type PredictOptions } from "@warden/proto";
+import type { RawUnaryHandler, ServiceImpl } from "@warden/grpc";
 import { Code, WardenError, codeName, invalidArgument, type Logger } from "@warden/common";
 import type { Lease, Loader } from "@warden/loader";
 import type { BackendClientHandle } from "./backend-connector.js";
+import { predictResponseBytes, splitPredictRequest } from "./predict-bytes.js";
 
 function options(model: string, o: PredictOptions | undefined): PredictOptions {
   // ModelIdentity is ours to set: the guard against a recycled port.
@@ -28,7 +29,7 @@ function checkModel(model: string): void {
  * is removed through the normal path and the call is retried once on a fresh
  * instance. DEADLINE_EXCEEDED does not mean dead.
  */
-export function inferenceService(loader: Loader<BackendClientHandle>, log: Logger, routed: { inc(outcome: string): void } = { inc() {} }): ServiceImpl<typeof InferenceService> {
+export function inferenceService(loader: Loader<BackendClientHandle>, log: Logger, routed: { inc(outcome: string): void } = { inc() {} }): ServiceImpl<typeof InferenceService> & { predictBytes: RawUnaryHandler } {
   const outcomeOf = (err: unknown): string => (err === undefined ? "ok" : codeName(WardenError.from(err).code));
   async function withLease<T>(model: string, signal: AbortSignal, fn: (lease: Lease<BackendClientHandle>) => Promise<T>, mayRetry: () => boolean): Promise<T> {
     for (let attempt = 0; ; attempt++) {
@@ -67,6 +68,17 @@ export function inferenceService(loader: Loader<BackendClientHandle>, log: Logge
   }
 
   return {
+    // The data-plane listener's Predict: same lease, tracking and retry, on bytes (see predict-bytes.ts).
+    async predictBytes(bytes, ctx) {
+      const { model, backendRequest } = splitPredictRequest(bytes);
+      checkModel(model);
+      return track(withLease(
+        model,
+        ctx.signal,
+        async (lease) => predictResponseBytes(await lease.backend.client.unaryBytes(Backend.method.predict, backendRequest, { signal: ctx.signal, ...(ctx.deadlineAtMs === undefined ? {} : { deadlineAtMs: ctx.deadlineAtMs }) }), lease.nodeId),
+        () => true,
+      ));
+    },
     async predict(req, ctx) {
       checkModel(req.model);
       return track(withLease(

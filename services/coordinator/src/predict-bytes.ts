@@ -1,0 +1,56 @@
+import { BinaryReader, BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
+import { invalidArgument } from "@warden/common";
+
+/**
+ * Pass-through encoding of Predict for the data-plane listener: the
+ * coordinator reads only `PredictRequest.model` and forwards the
+ * `PredictOptions` bytes as they came, with `ModelIdentity` appended (for a
+ * singular field the last occurrence wins, per the protobuf spec, so the
+ * caller cannot override it); the backend's `Reply` bytes go back wrapped in
+ * `PredictResponse` without being decoded. Field numbers: proto/warden/v1/
+ * inference.proto and proto/backend/backend.proto.
+ */
+const requestModelField = 1;
+const requestOptionsField = 2;
+const modelIdentityField = 54;
+const responseReplyField = 1;
+const responseNodeIdField = 2;
+
+export interface PredictRequestBytes {
+  readonly model: string;
+  /** The `PredictOptions` bytes with `ModelIdentity = model` appended. */
+  readonly backendRequest: Uint8Array;
+}
+
+/** Reads `model`, keeps the options bytes (several occurrences merge, as protobuf merges them). */
+export function splitPredictRequest(bytes: Uint8Array): PredictRequestBytes {
+  const r = new BinaryReader(bytes);
+  let model = "";
+  const options: Uint8Array[] = [];
+  try {
+    while (r.pos < r.len) {
+      const [field, wire] = r.tag();
+      if (field === requestModelField && wire === WireType.LengthDelimited) model = r.string();
+      else if (field === requestOptionsField && wire === WireType.LengthDelimited) options.push(r.bytes());
+      else r.skip(wire, field);
+    }
+  } catch (err) {
+    throw invalidArgument("request", `is not a valid PredictRequest: ${err instanceof Error ? err.message : String(err)}`);
+  }
+  const identity = new BinaryWriter().tag(modelIdentityField, WireType.LengthDelimited).string(model).finish();
+  let size = identity.length;
+  for (const o of options) size += o.length;
+  const backendRequest = new Uint8Array(size);
+  let at = 0;
+  for (const o of options) {
+    backendRequest.set(o, at);
+    at += o.length;
+  }
+  backendRequest.set(identity, at);
+  return { model, backendRequest };
+}
+
+/** `PredictResponse { reply = <the backend's Reply bytes>, node_id }`. */
+export function predictResponseBytes(reply: Uint8Array, nodeId: string): Uint8Array {
+  return new BinaryWriter().tag(responseReplyField, WireType.LengthDelimited).bytes(reply).tag(responseNodeIdField, WireType.LengthDelimited).string(nodeId).finish();
+}

@@ -4,13 +4,12 @@
  *
  * (a) One placement decision plus its eviction plan with 10 000 ready
  *     instances on 1 000 nodes (10 each, limit 10 per node, so every decision
- *     must plan an eviction). Two figures, p50 and p99 per decision:
+ *     must plan an eviction). p50 and p99 per decision:
  *     - "shipped": the coordinator's own `PlacementView.choose` over a real
  *       `NodeRegistry` and a real `Loader`/`WatchdogCore`, then the watchdog's
  *       admission on the chosen node (the victims);
- *     - "prebuilt": `planPlacement` over candidates derived once from the
- *       watchdog snapshot (same rules as PlacementView), then the admission
- *       (the pure planner's own cost);
+ *     - checked first: the same node as `planPlacement` over candidates
+ *       derived in one pass from the watchdog snapshot (same rules);
  *     - baseline: gather every instance of the cluster into one array and
  *       fully sort it (node free memory, then last used) for each decision,
  *       then walk it for the first eligible node and its victims.
@@ -257,14 +256,6 @@ function placementBench(): BenchResult[] {
     if (c.nodeId === undefined) throw new Error(`no node: ${c.reason}`);
     evictionPlan(c.nodeId, s);
   };
-  // The pure planner alone, over candidates derived once per model (what the planner itself costs).
-  const prebuilt = zones.map((_, i) => candidatesOnePass(registry, loader.core.snapshot(), spec(i)));
-  const plannerOnly = (i: number): void => {
-    const s = spec(i);
-    const plan = planPlacement({ model: s.id, sizeBytes: s.sizeBytes, selector: s.selector }, prebuilt[i % prebuilt.length] ?? [], "binpack");
-    if (plan.t !== "evict-then-place") throw new Error(`unexpected plan ${plan.t}`);
-    evictionPlan(plan.nodeId, s);
-  };
   const naive = (i: number): void => {
     if (naiveDecision(cluster, spec(i), perNode) === undefined) throw new Error("baseline found no node");
   };
@@ -275,10 +266,8 @@ function placementBench(): BenchResult[] {
     if (b.t === "no-fit" || a !== b.nodeId) throw new Error(`shipped chose ${String(a)}, planner ${b.t === "no-fit" ? "no-fit" : b.nodeId}`);
   }
   timeEach(200, shipped);
-  timeEach(200, plannerOnly);
   timeEach(50, naive);
   const s = timeEach(3_000, shipped);
-  const q = timeEach(3_000, plannerOnly);
   const b = timeEach(500, naive);
   registry.close();
   const label = "1,000 nodes × 10 instances";
@@ -286,8 +275,6 @@ function placementBench(): BenchResult[] {
   return [
     { name: `placement+eviction plan p50, PlacementView.choose as shipped (${label})`, baseline: base, ours: s.p50, baselineValue: b.p50, unit: "ms", higherIsBetter: false },
     { name: `placement+eviction plan p99, PlacementView.choose as shipped (${label})`, baseline: base, ours: s.p99, baselineValue: b.p99, unit: "ms", higherIsBetter: false },
-    { name: `placement+eviction plan p50, planPlacement over prebuilt candidates (${label})`, baseline: base, ours: q.p50, baselineValue: b.p50, unit: "ms", higherIsBetter: false },
-    { name: `placement+eviction plan p99, planPlacement over prebuilt candidates (${label})`, baseline: base, ours: q.p99, baselineValue: b.p99, unit: "ms", higherIsBetter: false },
   ];
 }
 

@@ -216,7 +216,20 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
 
   const nodeImpl = nodeService(nodes, clock, recovery.epoch);
   server.add(AdminService, adminService({ clock, loader, nodes, hub, placement, enforcement: config.enforcement, defaultStopTimeoutMs: config.stop.stopTimeoutMs }));
-  const routed = { inc: (outcome: string): void => metricsRef.current?.routedCalls.inc({ outcome }) };
+  // One labelled child per outcome, resolved once: `inc({ outcome })` would hash the labels on every routed call.
+  const routedByOutcome = new Map<string, { inc(): void }>();
+  const routed = {
+    inc: (outcome: string): void => {
+      let child = routedByOutcome.get(outcome);
+      if (child === undefined) {
+        const counter = metricsRef.current?.routedCalls;
+        if (counter === undefined) return;
+        child = counter.labels(outcome);
+        routedByOutcome.set(outcome, child);
+      }
+      child.inc();
+    },
+  };
   const metricsRef: { current: CoordinatorMetrics | undefined } = { current: undefined };
   const inference = inferenceService(loader, log.child({ component: "inference" }), routed);
   server.add(InferenceService, inference);

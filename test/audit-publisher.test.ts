@@ -105,6 +105,17 @@ describe("createNatsPublisher", () => {
     p.close();
   });
 
+  it("a connection closed for good fails what is pending, and later publishes at once", async () => {
+    const p = createNatsPublisher(nc, { ackTimeoutMs: 600_000 });
+    await server.stop();
+    const pending = p.publish(event("a"), never).catch((e: unknown) => e);
+    await nc.close();
+    const err = await pending;
+    expect(isWardenError(err, Code.Unavailable)).toBe(true);
+    expect((err as WardenError).rawMessage).toMatch(/closed/);
+    await expect(p.publish(event("b"), never)).rejects.toThrow(/closed/);
+  });
+
   it("close fails what is pending and an aborted signal refuses a publish", async () => {
     const p = createNatsPublisher(nc, { ackTimeoutMs: 600_000 });
     await server.stop();

@@ -104,6 +104,13 @@ export function createNatsPublisher(nc: NatsConnection, options: NatsPublisherOp
     }
   };
 
+  const failAll = (why: string): void => {
+    if (sweeper !== undefined) clearInterval(sweeper);
+    sweeper = undefined;
+    for (const p of pending.values()) p.reject(new WardenError(Code.Unavailable, why));
+    pending.clear();
+  };
+
   const ensureSubscribed = (): void => {
     if (sub !== undefined && !sub.isClosed()) return;
     sub = nc.subscribe(`${prefix}*`, {
@@ -129,6 +136,8 @@ export function createNatsPublisher(nc: NatsConnection, options: NatsPublisherOp
         for (const l of readyListeners) l();
       });
     }
+    // The connection is closed for good: nothing pending can be acknowledged any more.
+    failAll("nats connection closed");
   };
 
   // The iterator ends when the connection closes.
@@ -153,7 +162,8 @@ export function createNatsPublisher(nc: NatsConnection, options: NatsPublisherOp
       h.set("Nats-Msg-Id", event.id);
       return new Promise<PublishAck>((resolve, reject) => {
         pending.set(id, { resolve, reject, expiresAtMs: Date.now() + timeoutMs });
-        sweeper ??= setInterval(sweep, options.sweepEveryMs ?? 100);
+        // Unref'd: pending acks are promises, not a reason to keep the process alive.
+        sweeper ??= setInterval(sweep, options.sweepEveryMs ?? 100).unref();
         try {
           nc.publish(subjectForEvent(event), encodeEvent(event), { reply: `${prefix}${String(id)}`, headers: h });
         } catch (err) {
@@ -164,11 +174,8 @@ export function createNatsPublisher(nc: NatsConnection, options: NatsPublisherOp
     },
     close() {
       readyListeners.clear();
-      if (sweeper !== undefined) clearInterval(sweeper);
-      sweeper = undefined;
       sub?.unsubscribe();
-      for (const p of pending.values()) p.reject(new WardenError(Code.Unavailable, "publisher closed"));
-      pending.clear();
+      failAll("publisher closed");
     },
   };
 }

@@ -152,6 +152,20 @@ describe("createH2Client against a real grpc-js server on loopback", () => {
     c.close();
   });
 
+  it("an already-aborted signal rejects with its reason and sends nothing", async () => {
+    const c = createH2Client(Backend, address);
+    const ctl = new AbortController();
+    ctl.abort(new WardenError(Code.Canceled, "gone before the call"));
+    const err = await c.predict({ Prompt: "x" }, { signal: ctl.signal }).catch((e: unknown) => e);
+    expect(isWardenError(err, Code.Canceled)).toBe(true);
+    expect((err as WardenError).rawMessage).toBe("gone before the call");
+    const streamErr = await (async () => {
+      for await (const _ of c.predictStream({ Prompt: "x", Tokens: 1 }, { signal: ctl.signal })) break;
+    })().catch((e: unknown) => e);
+    expect(isWardenError(streamErr, Code.Canceled)).toBe(true);
+    c.close();
+  });
+
   it("leaving a stream loop early cancels the server's handler", async () => {
     const c = createH2Client(Backend, address);
     seen.streamAbort = undefined;

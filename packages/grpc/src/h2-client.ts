@@ -158,15 +158,18 @@ function deadlineOf(opts: CallOptions | undefined): number | undefined {
  * Returns controls for a consumer that stops early or reads slowly.
  */
 function startCall(conn: Connection, authority: string, path: string, request: Uint8Array, opts: CallOptions | undefined, maxReceive: number, maxSend: number, sink: CallSink): CallControl {
+  const signal = opts?.signal;
+  // Declared before `finish`, which an early exit below calls before they are set.
+  let timer: NodeJS.Timeout | undefined;
+  let onAbort: (() => void) | undefined;
   let settled = false;
   const finish = (err: WardenError | undefined): void => {
     if (settled) return;
     settled = true;
     if (timer !== undefined) clearTimeout(timer);
-    signal?.removeEventListener("abort", onAbort);
+    if (onAbort !== undefined) signal?.removeEventListener("abort", onAbort);
     sink.done(err);
   };
-  const signal = opts?.signal;
   if (signal?.aborted === true) {
     finish(abortReason(signal));
     return noControl;
@@ -180,7 +183,6 @@ function startCall(conn: Connection, authority: string, path: string, request: U
     [h2.HTTP2_HEADER_CONTENT_TYPE]: "application/grpc",
     [h2.HTTP2_HEADER_TE]: "trailers",
   };
-  let timer: NodeJS.Timeout | undefined;
   if (deadlineAtMs !== undefined) {
     const remaining = deadlineAtMs - Date.now();
     if (remaining <= 0) {
@@ -205,10 +207,12 @@ function startCall(conn: Connection, authority: string, path: string, request: U
     ownEnd ??= why;
     if (!stream.closed) stream.close(h2.NGHTTP2_CANCEL);
   };
-  const onAbort = (): void => {
-    if (signal !== undefined) cancel(abortReason(signal));
-  };
-  signal?.addEventListener("abort", onAbort, { once: true });
+  if (signal !== undefined) {
+    onAbort = (): void => {
+      cancel(abortReason(signal));
+    };
+    signal.addEventListener("abort", onAbort, { once: true });
+  }
   if (deadlineAtMs !== undefined) {
     const remaining = deadlineAtMs - Date.now();
     timer = setTimeout(() => {

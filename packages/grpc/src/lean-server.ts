@@ -227,8 +227,9 @@ export class LeanGrpcServer {
       if (done) return;
       if (!stream.closed) {
         if (!stream.headersSent) trailersOnly(errorTrailers(err, ctx));
-        else {
-          // Replies went out already: the status goes in the trailers.
+        else if (!stream.writableEnded) {
+          // Replies went out already: the status goes in the trailers. (Once the
+          // reply has ended, its own OK trailers are on their way: too late to fail.)
           stream.once("wantTrailers", () => {
             stream.sendTrailers(errorTrailers(err, ctx));
           });

@@ -3,58 +3,14 @@ import { createServer } from "node:net";
 import { Metadata } from "@grpc/grpc-js";
 import { Code, WardenError, isWardenError } from "@warden/common";
 import { Backend, ServerReflection } from "@warden/proto";
-import { GrpcServer, createH2Client, type HandlerContext } from "./index.js";
+import { GrpcServer, createH2Client } from "./index.js";
+import { decodeText, echoBackend, missingModelMessage, newEchoBackendSeen } from "./echo-backend.fixture.js";
 
-/** What the handlers observed, so the tests can check the server side of a cancel. */
-const seen = { predictAbort: undefined as unknown, streamAbort: undefined as unknown, header: "" };
-const text = (b: Uint8Array): string => new TextDecoder().decode(b);
-
-function aborted(ctx: HandlerContext): Promise<void> {
-  return new Promise((resolve) => {
-    if (ctx.signal.aborted) resolve();
-    ctx.signal.addEventListener("abort", () => { resolve(); }, { once: true });
-  });
-}
+const seen = newEchoBackendSeen();
+const text = decodeText;
 
 function backendServer(): GrpcServer {
-  const server = new GrpcServer({ maxReceiveMessageBytes: 64 * 1024 });
-  server.add(Backend, {
-    async health(_req, ctx) {
-      seen.header = String(ctx.metadata.get("x-test")[0] ?? "");
-      ctx.responseHeader.set("x-echo", seen.header);
-      ctx.responseTrailer.set("x-trailer", "t1");
-      return { message: new TextEncoder().encode("OK") };
-    },
-    async loadModel(req) {
-      if (req.Model === "missing") throw new WardenError(Code.NotFound, `model "missing" not found: 100% gone`, { details: { field: "Model" } });
-      if (req.Model === "boom") throw new Error("secret internals");
-      return { success: true, message: `loaded ${req.Model}` };
-    },
-    async predict(req, ctx) {
-      if (req.Prompt === "hang") {
-        await aborted(ctx);
-        seen.predictAbort = ctx.signal.reason;
-        throw WardenError.from(ctx.signal.reason);
-      }
-      if (req.Prompt === "big") return { message: new Uint8Array(200 * 1024) };
-      return { message: new TextEncoder().encode(`echo:${req.Prompt}:${req.ModelIdentity}`), tokens: req.Prompt.length };
-    },
-    async *predictStream(req, ctx) {
-      for (let i = 0; i < req.Tokens; i++) yield { message: new TextEncoder().encode(`t${String(i)}`) };
-      if (req.Prompt === "endless") {
-        await aborted(ctx);
-        seen.streamAbort = ctx.signal.reason;
-      }
-      if (req.Prompt === "fail") throw new WardenError(Code.Aborted, "stopped mid-stream");
-    },
-    async free() {
-      throw new WardenError(Code.Unimplemented, "Free is not implemented");
-    },
-    async status() {
-      return {};
-    },
-  });
-  return server;
+  return new GrpcServer({ maxReceiveMessageBytes: 64 * 1024 }).add(Backend, echoBackend(seen));
 }
 
 const server = backendServer();
@@ -102,7 +58,7 @@ describe("createH2Client against a real grpc-js server on loopback", () => {
     const c = createH2Client(Backend, address);
     const err = await c.loadModel({ Model: "missing" }).catch((e: unknown) => e);
     expect(isWardenError(err, Code.NotFound)).toBe(true);
-    expect((err as WardenError).rawMessage).toBe(`model "missing" not found: 100% gone`);
+    expect((err as WardenError).rawMessage).toBe(missingModelMessage);
     expect((err as WardenError).details).toEqual({ field: "Model" });
     const boom = await c.loadModel({ Model: "boom" }).catch((e: unknown) => e);
     expect(isWardenError(boom, Code.Internal)).toBe(true);

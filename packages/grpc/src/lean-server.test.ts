@@ -3,57 +3,14 @@ import { connect } from "node:http2";
 import { Metadata } from "@grpc/grpc-js";
 import { Code, WardenError, isWardenError } from "@warden/common";
 import { Backend, Health, HealthCheckResponse_ServingStatus, ServerReflection } from "@warden/proto";
-import { LeanGrpcServer, createClient, createH2Client, type Client, type HandlerContext } from "./index.js";
+import { LeanGrpcServer, createClient, createH2Client, type Client } from "./index.js";
+import { decodeText, echoBackend, missingModelMessage, newEchoBackendSeen, waitForAbort } from "./echo-backend.fixture.js";
 
-/** What the handlers observed, so the tests can check the server side of a cancel or deadline. */
-const seen = { predictAbort: undefined as unknown, streamAbort: undefined as unknown, header: "", peer: "" };
-const text = (b: Uint8Array): string => new TextDecoder().decode(b);
+const seen = newEchoBackendSeen();
+const text = decodeText;
+const aborted = waitForAbort;
 
-function aborted(ctx: HandlerContext): Promise<void> {
-  return new Promise((resolve) => {
-    if (ctx.signal.aborted) resolve();
-    ctx.signal.addEventListener("abort", () => { resolve(); }, { once: true });
-  });
-}
-
-const server = new LeanGrpcServer({ maxReceiveMessageBytes: 64 * 1024 });
-server.add(Backend, {
-  async health(_req, ctx) {
-    seen.header = String(ctx.metadata.get("x-test")[0] ?? "");
-    seen.peer = ctx.peer;
-    ctx.responseHeader.set("x-echo", seen.header);
-    ctx.responseTrailer.set("x-trailer", "t1");
-    return { message: new TextEncoder().encode("OK") };
-  },
-  async loadModel(req) {
-    if (req.Model === "missing") throw new WardenError(Code.NotFound, `model "missing" not found: 100% gone ✓`, { details: { field: "Model" } });
-    if (req.Model === "boom") throw new Error("secret internals");
-    return { success: true, message: `loaded ${req.Model}` };
-  },
-  async predict(req, ctx) {
-    if (req.Prompt === "hang") {
-      await aborted(ctx);
-      seen.predictAbort = ctx.signal.reason;
-      throw WardenError.from(ctx.signal.reason);
-    }
-    if (req.Prompt === "big") return { message: new Uint8Array(200 * 1024) };
-    return { message: new TextEncoder().encode(`echo:${req.Prompt}:${req.ModelIdentity}`) };
-  },
-  async *predictStream(req, ctx) {
-    for (let i = 0; i < req.Tokens; i++) yield { message: new TextEncoder().encode(`t${String(i)}`) };
-    if (req.Prompt === "endless") {
-      await aborted(ctx);
-      seen.streamAbort = ctx.signal.reason;
-    }
-    if (req.Prompt === "fail") throw new WardenError(Code.Aborted, "stopped mid-stream");
-  },
-  async free() {
-    throw new WardenError(Code.Unimplemented, "Free is not implemented");
-  },
-  async status() {
-    return {};
-  },
-});
+const server = new LeanGrpcServer({ maxReceiveMessageBytes: 64 * 1024 }).add(Backend, echoBackend(seen));
 let address = "";
 
 beforeAll(async () => {
@@ -94,7 +51,7 @@ describe.each(clients)("LeanGrpcServer with the %s", (_name, client) => {
     const c = client();
     const err = await c.loadModel({ Model: "missing" }).catch((e: unknown) => e);
     expect(isWardenError(err, Code.NotFound)).toBe(true);
-    expect((err as WardenError).rawMessage).toBe(`model "missing" not found: 100% gone ✓`);
+    expect((err as WardenError).rawMessage).toBe(missingModelMessage);
     expect((err as WardenError).details).toEqual({ field: "Model" });
     const boom = await c.loadModel({ Model: "boom" }).catch((e: unknown) => e);
     expect(isWardenError(boom, Code.Internal)).toBe(true);

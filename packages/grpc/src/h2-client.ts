@@ -3,7 +3,7 @@ import { connect as netConnect } from "node:net";
 import { Metadata } from "@grpc/grpc-js";
 import { create, fromBinary, toBinary, type DescMethod, type DescService } from "@bufbuild/protobuf";
 import { Code, WardenError, abortReason, isCode } from "@warden/common";
-import { detailsTrailerKey } from "./codes.js";
+import { detailsTrailerKey, parseErrorDetails } from "./codes.js";
 import { MessageReader, decodeGrpcMessage, formatGrpcTimeout, frameMessage } from "./h2-wire.js";
 import { defaultMaxMessageBytes } from "./limits.js";
 import { methodPath } from "./service-definition.js";
@@ -116,16 +116,7 @@ function statusError(headers: IncomingHttpHeaders): WardenError | undefined {
   const raw = Number(headers["grpc-status"]);
   if (raw === 0) return undefined;
   const code = isCode(raw) ? raw : Code.Unknown;
-  let details: Record<string, unknown> = {};
-  const d = headers[detailsTrailerKey];
-  if (typeof d === "string") {
-    try {
-      details = JSON.parse(d) as Record<string, unknown>;
-    } catch {
-      details = {};
-    }
-  }
-  return new WardenError(code, decodeGrpcMessage(headers["grpc-message"]), { details });
+  return new WardenError(code, decodeGrpcMessage(headers["grpc-message"]), { details: parseErrorDetails(headers[detailsTrailerKey]) });
 }
 
 interface CallControl {

@@ -3,7 +3,7 @@ import { Metadata } from "@grpc/grpc-js";
 import { create, fromBinary, toBinary, type DescMethod, type DescService } from "@bufbuild/protobuf";
 import { Code, WardenError } from "@warden/common";
 import { Health } from "@warden/proto";
-import { detailsTrailerKey } from "./codes.js";
+import { detailsTrailerKey, wireStatus } from "./codes.js";
 import { HealthStatus, ServingStatus } from "./health.js";
 import { MessageReader, encodeGrpcMessage, frameMessage, parseGrpcTimeout } from "./h2-wire.js";
 import { defaultMaxMessageBytes } from "./limits.js";
@@ -78,18 +78,11 @@ class LeanContext implements HandlerContext {
   }
 }
 
-/** The status trailers for an error; non-Warden errors do not leak their message. */
+/** The status trailers for an error (what it shows is decided by `wireStatus`, as for GrpcServer). */
 function errorTrailers(err: unknown, ctx: LeanContext | undefined): OutgoingHttpHeaders {
-  const e = WardenError.from(err, Code.Internal);
-  const message = e.code === Code.Internal && !(err instanceof WardenError) ? "internal error" : e.rawMessage;
-  const out: OutgoingHttpHeaders = { ...ctx?.trailerFields(), "grpc-status": String(e.code), "grpc-message": encodeGrpcMessage(message) };
-  if (Object.keys(e.details).length > 0) {
-    try {
-      out[detailsTrailerKey] = JSON.stringify(e.details);
-    } catch {
-      // details that cannot be serialised are dropped; the code and message still go
-    }
-  }
+  const w = wireStatus(err);
+  const out: OutgoingHttpHeaders = { ...ctx?.trailerFields(), "grpc-status": String(w.code), "grpc-message": encodeGrpcMessage(w.message) };
+  if (w.detailsJson !== undefined) out[detailsTrailerKey] = w.detailsJson;
   return out;
 }
 

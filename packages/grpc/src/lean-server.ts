@@ -183,10 +183,6 @@ export class LeanGrpcServer {
   }
 
   private serve(stream: ServerHttp2Stream, headers: IncomingHttpHeaders): void {
-    const trailersOnly = (t: OutgoingHttpHeaders): void => {
-      if (stream.closed || stream.headersSent) return;
-      stream.respond({ [h2.HTTP2_HEADER_STATUS]: 200, [h2.HTTP2_HEADER_CONTENT_TYPE]: "application/grpc", ...t }, { endStream: true });
-    };
     const contentType = headers[h2.HTTP2_HEADER_CONTENT_TYPE];
     if (headers[h2.HTTP2_HEADER_METHOD] !== "POST" || typeof contentType !== "string" || !contentType.startsWith("application/grpc")) {
       stream.respond({ [h2.HTTP2_HEADER_STATUS]: 415 }, { endStream: true });
@@ -195,161 +191,222 @@ export class LeanGrpcServer {
     const path = String(headers[h2.HTTP2_HEADER_PATH] ?? "");
     const route = this.routes.get(path);
     if (route === undefined) {
-      trailersOnly(errorTrailers(new WardenError(Code.Unimplemented, `unknown method ${path}`), undefined));
+      trailersOnly(stream, errorTrailers(new WardenError(Code.Unimplemented, `unknown method ${path}`), undefined));
       return;
     }
     const encoding = headers["grpc-encoding"];
     if (encoding !== undefined && encoding !== "identity") {
-      trailersOnly(errorTrailers(new WardenError(Code.Unimplemented, `grpc-encoding ${String(encoding)} is not supported`), undefined));
+      trailersOnly(stream, errorTrailers(new WardenError(Code.Unimplemented, `grpc-encoding ${String(encoding)} is not supported`), undefined));
       return;
     }
+    new ServerCall(stream, headers, route, this.live, this.maxReceive, this.maxSend).start();
+  }
+}
+
+/** Answers with the status alone (no reply): the headers carry it and end the stream. */
+function trailersOnly(stream: ServerHttp2Stream, t: OutgoingHttpHeaders): void {
+  if (stream.closed || stream.headersSent) return;
+  stream.respond({ [h2.HTTP2_HEADER_STATUS]: 200, [h2.HTTP2_HEADER_CONTENT_TYPE]: "application/grpc", ...t }, { endStream: true });
+}
+
+/**
+ * One call on the lean server, from its request bytes to its trailers. A
+ * class with prototype methods and anonymous listener arrows rather than a
+ * function of named closures: this runs per routed call, and under tsx every
+ * named closure costs a `name` definition per call.
+ */
+class ServerCall {
+  private readonly controller = new AbortController();
+  private readonly ctx: LeanContext;
+  private timer: NodeJS.Timeout | undefined;
+  private done = false;
+  private readonly reader: MessageReader;
+  private request: Buffer | undefined;
+  private extra = false;
+
+  constructor(
+    private readonly stream: ServerHttp2Stream,
+    headers: IncomingHttpHeaders,
+    private readonly route: Route,
+    private readonly live: Set<AbortController>,
+    maxReceive: number,
+    private readonly maxSend: number,
+  ) {
     const timeoutMs = parseGrpcTimeout(headers["grpc-timeout"]);
-    const controller = new AbortController();
-    const ctx = new LeanContext(controller, headers, stream.session as ServerHttp2Session, timeoutMs === undefined ? undefined : Date.now() + timeoutMs);
-    this.live.add(controller);
-    let timer: NodeJS.Timeout | undefined;
-    let done = false;
-    const finish = (): void => {
-      if (done) return;
-      done = true;
-      if (timer !== undefined) clearTimeout(timer);
-      this.live.delete(controller);
-      if (!controller.signal.aborted) controller.abort(callCompleted);
-    };
-    const fail = (err: unknown): void => {
-      if (done) return;
-      if (!stream.closed) {
-        if (!stream.headersSent) trailersOnly(errorTrailers(err, ctx));
-        else if (!stream.writableEnded) {
-          // Replies went out already: the status goes in the trailers. (Once the
-          // reply has ended, its own OK trailers are on their way: too late to fail.)
-          stream.once("wantTrailers", () => {
-            stream.sendTrailers(errorTrailers(err, ctx));
-          });
-          stream.end();
-        }
-      }
-      finish();
-    };
-    if (timeoutMs !== undefined) {
-      timer = setTimeout(() => {
+    this.ctx = new LeanContext(this.controller, headers, stream.session as ServerHttp2Session, timeoutMs === undefined ? undefined : Date.now() + timeoutMs);
+    this.reader = new MessageReader(maxReceive, "request");
+  }
+
+  start(): void {
+    const stream = this.stream;
+    this.live.add(this.controller);
+    const deadlineAtMs = this.ctx.deadlineAtMs;
+    if (deadlineAtMs !== undefined) {
+      this.timer = setTimeout(() => {
         const e = new WardenError(Code.DeadlineExceeded, "call deadline exceeded");
-        controller.abort(e);
-        fail(e);
-      }, timeoutMs);
+        this.controller.abort(e);
+        this.fail(e);
+      }, Math.max(0, deadlineAtMs - Date.now()));
     }
     // A client cancel or a dropped connection closes the stream before we finished.
     stream.on("close", () => {
-      if (done) return;
-      // A client enforcing the same deadline may reset the stream a hair before our timer fires.
-      const expired = ctx.deadlineAtMs !== undefined && Date.now() >= ctx.deadlineAtMs - 5;
-      controller.abort(expired ? new WardenError(Code.DeadlineExceeded, "call deadline exceeded") : new WardenError(Code.Canceled, "call cancelled by the client"));
-      finish();
+      this.onClose();
     });
     stream.on("error", () => undefined);
-
-    const reader = new MessageReader(this.maxReceive, "request");
-    let request: Buffer | undefined;
-    let extra = false;
     stream.on("data", (chunk: Buffer) => {
-      if (done) return;
-      const err = reader.push(chunk, (bytes) => {
-        if (request !== undefined) extra = true;
-        request = bytes;
-      });
-      if (err !== undefined) fail(err);
+      this.onData(chunk);
     });
     stream.on("end", () => {
-      if (done) return;
-      if (request === undefined || extra || reader.partial) {
-        fail(new WardenError(Code.Unimplemented, request === undefined ? "no request message" : "a unary request carries one message"));
-        return;
-      }
-      let input: unknown;
-      try {
-        input = route.raw ? request : fromBinary(route.method.input, request);
-      } catch (e) {
-        fail(new WardenError(Code.Internal, `cannot decode the request: ${e instanceof Error ? e.message : String(e)}`));
-        return;
-      }
-      if (route.method.methodKind === "unary") this.unary(stream, route, input, ctx, fail, finish);
-      else void this.serverStream(stream, route, input, ctx, fail, finish);
+      this.onEnd();
     });
   }
 
-  private encode(route: Route, value: unknown): Buffer {
-    if (route.raw) return frameMessage(value as Uint8Array, this.maxSend, "reply");
-    const schema = route.method.output;
+  private onClose(): void {
+    if (this.done) return;
+    // A client enforcing the same deadline may reset the stream a hair before our timer fires.
+    const expired = this.ctx.deadlineAtMs !== undefined && Date.now() >= this.ctx.deadlineAtMs - 5;
+    this.controller.abort(expired ? new WardenError(Code.DeadlineExceeded, "call deadline exceeded") : new WardenError(Code.Canceled, "call cancelled by the client"));
+    this.finish();
+  }
+
+  private onData(chunk: Buffer): void {
+    if (this.done) return;
+    const err = this.reader.push(chunk, (bytes) => {
+      if (this.request !== undefined) this.extra = true;
+      this.request = bytes;
+    });
+    if (err !== undefined) this.fail(err);
+  }
+
+  private onEnd(): void {
+    if (this.done) return;
+    const request = this.request;
+    if (request === undefined || this.extra || this.reader.partial) {
+      this.fail(new WardenError(Code.Unimplemented, request === undefined ? "no request message" : "a unary request carries one message"));
+      return;
+    }
+    let input: unknown;
+    try {
+      input = this.route.raw ? request : fromBinary(this.route.method.input, request);
+    } catch (e) {
+      this.fail(new WardenError(Code.Internal, `cannot decode the request: ${e instanceof Error ? e.message : String(e)}`));
+      return;
+    }
+    if (this.route.method.methodKind === "unary") this.unary(input);
+    else void this.serverStream(input);
+  }
+
+  private finish(): void {
+    if (this.done) return;
+    this.done = true;
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.live.delete(this.controller);
+    if (!this.controller.signal.aborted) this.controller.abort(callCompleted);
+  }
+
+  private fail(err: unknown): void {
+    if (this.done) return;
+    const stream = this.stream;
+    if (!stream.closed) {
+      if (!stream.headersSent) trailersOnly(stream, errorTrailers(err, this.ctx));
+      else if (!stream.writableEnded) {
+        // Replies went out already: the status goes in the trailers. (Once the
+        // reply has ended, its own OK trailers are on their way: too late to fail.)
+        stream.once("wantTrailers", () => {
+          stream.sendTrailers(errorTrailers(err, this.ctx));
+        });
+        stream.end();
+      }
+    }
+    this.finish();
+  }
+
+  private encode(value: unknown): Buffer {
+    if (this.route.raw) return frameMessage(value as Uint8Array, this.maxSend, "reply");
+    const schema = this.route.method.output;
     return frameMessage(toBinary(schema, create(schema, value as never)), this.maxSend, "reply");
   }
 
-  private unary(stream: ServerHttp2Stream, route: Route, input: unknown, ctx: LeanContext, fail: (err: unknown) => void, finish: () => void): void {
+  private respondHeaders(): void {
+    if (!this.stream.headersSent) this.stream.respond({ [h2.HTTP2_HEADER_STATUS]: 200, [h2.HTTP2_HEADER_CONTENT_TYPE]: "application/grpc", ...this.ctx.headerFields() }, { waitForTrailers: true });
+  }
+
+  /** Ends the reply; the OK trailers follow when HTTP/2 asks for them. */
+  private endOk(body?: Buffer): void {
+    const stream = this.stream;
+    stream.once("wantTrailers", () => {
+      stream.sendTrailers({ ...this.ctx.trailerFields(), "grpc-status": "0" });
+      this.finish();
+    });
+    if (body === undefined) stream.end();
+    else stream.end(body);
+  }
+
+  private unary(input: unknown): void {
     let result: Promise<unknown>;
     try {
-      result = route.handler(input, ctx) as Promise<unknown>;
+      result = this.route.handler(input, this.ctx) as Promise<unknown>;
     } catch (err) {
-      fail(err);
+      this.fail(err);
       return;
     }
     result.then(
       (value) => {
-        if (stream.closed) {
-          finish();
-          return;
-        }
-        let body: Buffer;
-        try {
-          body = this.encode(route, value);
-        } catch (err) {
-          fail(err);
-          return;
-        }
-        stream.respond({ [h2.HTTP2_HEADER_STATUS]: 200, [h2.HTTP2_HEADER_CONTENT_TYPE]: "application/grpc", ...ctx.headerFields() }, { waitForTrailers: true });
-        stream.once("wantTrailers", () => {
-          stream.sendTrailers({ ...ctx.trailerFields(), "grpc-status": "0" });
-          finish();
-        });
-        stream.end(body);
+        this.reply(value);
       },
       (err: unknown) => {
-        fail(err);
+        this.fail(err);
       },
     );
   }
 
-  private async serverStream(stream: ServerHttp2Stream, route: Route, input: unknown, ctx: LeanContext, fail: (err: unknown) => void, finish: () => void): Promise<void> {
-    const respond = (): void => {
-      if (!stream.headersSent) stream.respond({ [h2.HTTP2_HEADER_STATUS]: 200, [h2.HTTP2_HEADER_CONTENT_TYPE]: "application/grpc", ...ctx.headerFields() }, { waitForTrailers: true });
-    };
+  private reply(value: unknown): void {
+    if (this.stream.closed) {
+      this.finish();
+      return;
+    }
+    let body: Buffer;
     try {
-      for await (const msg of route.handler(input, ctx) as AsyncIterable<unknown>) {
+      body = this.encode(value);
+    } catch (err) {
+      this.fail(err);
+      return;
+    }
+    this.respondHeaders();
+    this.endOk(body);
+  }
+
+  private async serverStream(input: unknown): Promise<void> {
+    const stream = this.stream;
+    const ctx = this.ctx;
+    try {
+      for await (const msg of this.route.handler(input, ctx) as AsyncIterable<unknown>) {
         if (ctx.signal.aborted || stream.closed) break;
-        respond();
-        if (!stream.write(this.encode(route, msg))) {
-          await new Promise<void>((resolve) => {
-            const go = (): void => {
-              stream.removeListener("drain", go);
-              ctx.signal.removeEventListener("abort", go);
-              resolve();
-            };
-            stream.once("drain", go);
-            ctx.signal.addEventListener("abort", go, { once: true });
-          });
-        }
+        this.respondHeaders();
+        if (!stream.write(this.encode(msg))) await drained(stream, ctx.signal);
       }
     } catch (err) {
-      fail(err);
+      this.fail(err);
       return;
     }
     if (stream.closed || ctx.signal.aborted) {
-      finish();
+      this.finish();
       return;
     }
-    respond();
-    stream.once("wantTrailers", () => {
-      stream.sendTrailers({ ...ctx.trailerFields(), "grpc-status": "0" });
-      finish();
-    });
-    stream.end();
+    this.respondHeaders();
+    this.endOk();
   }
+}
+
+/** Resolves when the stream can take more, or the call's signal fires. */
+function drained(stream: ServerHttp2Stream, signal: AbortSignal): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const go = (): void => {
+      stream.removeListener("drain", go);
+      signal.removeEventListener("abort", go);
+      resolve();
+    };
+    stream.once("drain", go);
+    signal.addEventListener("abort", go, { once: true });
+  });
 }

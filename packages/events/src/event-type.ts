@@ -30,6 +30,8 @@ const typeByCase = {
   recovered: "recovered",
   unreachabilityPaused: "unreachability.paused",
   instanceForgotten: "instance.forgotten",
+  journalRepaired: "journal.repaired",
+  foreignDetected: "foreign.detected",
 } as const satisfies Record<PayloadCase, string>;
 
 /** Every event type name, e.g. `"eviction.started"`. */

@@ -138,7 +138,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
       const base = { nodeId, model: o.model, address: o.address, incarnation: `pid:${String(o.pid)}` };
       switch (kind) {
         case "adopted":
-          void hub.publish({ ...base, payload: { case: "orphanAdopted", value: { $typeName: "warden.v1.OrphanAdopted", pid: o.pid, memoryBytes: o.memoryBytes } } });
+          void hub.publish({ ...base, payload: { case: "orphanAdopted", value: { $typeName: "warden.v1.OrphanAdopted", pid: o.pid, memoryBytes: o.memoryBytes, count: 1, pids: [o.pid] } } });
           break;
         case "stopping":
           void hub.publish({ ...base, payload: { case: "evictionStarted", value: { $typeName: "warden.v1.EvictionStarted", reason: EvictionReason.ORPHAN, trigger: "orphan grace", wasBusy: false, force: false, openRequestIds: [] } } });

@@ -18,7 +18,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file warden/v1/events.proto.
  */
 export const file_warden_v1_events: GenFile = /*@__PURE__*/
-  fileDesc("ChZ3YXJkZW4vdjEvZXZlbnRzLnByb3RvEgl3YXJkZW4udjEiKQoNRXZlbnRTZXF1ZW5jZRINCgVlcG9jaBgBIAEoBBIJCgFuGAIgASgEIsoJCgVFdmVudBIKCgJpZBgBIAEoCRIoCgR0aW1lGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIPCgdub2RlX2lkGAMgASgJEg0KBW1vZGVsGAQgASgJEg8KB2FkZHJlc3MYBSABKAkSEwoLaW5jYXJuYXRpb24YBiABKAkSKgoIc2VxdWVuY2UYByABKAsyGC53YXJkZW4udjEuRXZlbnRTZXF1ZW5jZRI2ChBldmljdGlvbl9zdGFydGVkGAogASgLMhoud2FyZGVuLnYxLkV2aWN0aW9uU3RhcnRlZEgAEjYKEGV2aWN0aW9uX3N0b3BwZWQYCyABKAsyGi53YXJkZW4udjEuRXZpY3Rpb25TdG9wcGVkSAASNAoPZXZpY3Rpb25fZmFpbGVkGAwgASgLMhkud2FyZGVuLnYxLkV2aWN0aW9uRmFpbGVkSAASNgoQZXZpY3Rpb25fcmV0cmllZBgNIAEoCzIaLndhcmRlbi52MS5FdmljdGlvblJldHJpZWRIABIyCg5sZWZ0b3Zlcl9zdHVjaxgOIAEoCzIYLndhcmRlbi52MS5MZWZ0b3ZlclN0dWNrSAASNAoPbGVmdG92ZXJfcmVhcGVkGA8gASgLMhkud2FyZGVuLnYxLkxlZnRvdmVyUmVhcGVkSAASMgoOb3JwaGFuX2Fkb3B0ZWQYECABKAsyGC53YXJkZW4udjEuT3JwaGFuQWRvcHRlZEgAEjYKEGluc3RhbmNlX2Fkb3B0ZWQYESABKAsyGi53YXJkZW4udjEuSW5zdGFuY2VBZG9wdGVkSAASMgoOYmFja2VuZF9sb2FkZWQYEiABKAsyGC53YXJkZW4udjEuQmFja2VuZExvYWRlZEgAEjsKE2JhY2tlbmRfbG9hZF9mYWlsZWQYEyABKAsyHC53YXJkZW4udjEuQmFja2VuZExvYWRGYWlsZWRIABI3Cg5iYWNrZW5kX2V4aXRlZBgUIAEoCzIdLndhcmRlbi52MS5CYWNrZW5kRXhpdGVkRXZlbnRIABI0Cg9ub2RlX3JlZ2lzdGVyZWQYFSABKAsyGS53YXJkZW4udjEuTm9kZVJlZ2lzdGVyZWRIABI2ChBub2RlX3VucmVhY2hhYmxlGBYgASgLMhoud2FyZGVuLnYxLk5vZGVVbnJlYWNoYWJsZUgAEigKCW5vZGVfbG9zdBgXIAEoCzITLndhcmRlbi52MS5Ob2RlTG9zdEgAEi4KDG5vZGVfZHJhaW5lZBgYIAEoCzIWLndhcmRlbi52MS5Ob2RlRHJhaW5lZEgAEj8KFXBvbGljeV9saW1pdF9leGNlZWRlZBgZIAEoCzIeLndhcmRlbi52MS5Qb2xpY3lMaW1pdEV4Y2VlZGVkSAASKQoJcmVjb3ZlcmVkGBogASgLMhQud2FyZGVuLnYxLlJlY292ZXJlZEgAEkAKFXVucmVhY2hhYmlsaXR5X3BhdXNlZBgbIAEoCzIfLndhcmRlbi52MS5VbnJlYWNoYWJpbGl0eVBhdXNlZEgAEjoKEmluc3RhbmNlX2ZvcmdvdHRlbhgcIAEoCzIcLndhcmRlbi52MS5JbnN0YW5jZUZvcmdvdHRlbkgAQgkKB3BheWxvYWQiiAEKD0V2aWN0aW9uU3RhcnRlZBIpCgZyZWFzb24YASABKA4yGS53YXJkZW4udjEuRXZpY3Rpb25SZWFzb24SDwoHdHJpZ2dlchgCIAEoCRIQCgh3YXNfYnVzeRgDIAEoCBINCgVmb3JjZRgEIAEoCBIYChBvcGVuX3JlcXVlc3RfaWRzGAUgAygJIlIKD0V2aWN0aW9uU3RvcHBlZBIpCgZyZWFzb24YASABKA4yGS53YXJkZW4udjEuRXZpY3Rpb25SZWFzb24SFAoMYWxyZWFkeV9nb25lGAIgASgIIrABCg5FdmljdGlvbkZhaWxlZBIpCgZyZWFzb24YASABKA4yGS53YXJkZW4udjEuRXZpY3Rpb25SZWFzb24SDQoFZXJyb3IYAiABKAkSMQoHb3V0Y29tZRgDIAEoDjIgLndhcmRlbi52MS5FdmljdGlvbkZhaWxlZE91dGNvbWUSGAoQb3Blbl9yZXF1ZXN0X2lkcxgEIAMoCRIXCg90ZXJtaW5hbF9yZWFzb24YBSABKAkiMQoPRXZpY3Rpb25SZXRyaWVkEg8KB2F0dGVtcHQYASABKA0SDQoFZXJyb3IYAiABKAkiYAoNTGVmdG92ZXJTdHVjaxIQCghhdHRlbXB0cxgBIAEoDRIpCgVzaW5jZRgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKbGFzdF9lcnJvchgDIAEoCSIiCg5MZWZ0b3ZlclJlYXBlZBIQCghhdHRlbXB0cxgBIAEoDSIyCg1PcnBoYW5BZG9wdGVkEgsKA3BpZBgBIAEoDRIUCgxtZW1vcnlfYnl0ZXMYAiABKAQiJgoPSW5zdGFuY2VBZG9wdGVkEhMKC2FzX2xlZnRvdmVyGAEgASgIIikKDUJhY2tlbmRMb2FkZWQSGAoQbG9hZF9kdXJhdGlvbl9tcxgBIAEoBCJyChFCYWNrZW5kTG9hZEZhaWxlZBIMCgRjb2RlGAEgASgJEg8KB21lc3NhZ2UYAiABKAkSFgoJZXhpdF9jb2RlGAMgASgFSACIAQESGAoQbGFzdF9zdGRlcnJfbGluZRgEIAEoCUIMCgpfZXhpdF9jb2RlInkKEkJhY2tlbmRFeGl0ZWRFdmVudBIWCglleGl0X2NvZGUYASABKAVIAIgBARIOCgZzaWduYWwYAiABKAkSEwoLaW50ZW50aW9uYWwYAyABKAgSGAoQbGFzdF9zdGRlcnJfbGluZRgEIAEoCUIMCgpfZXhpdF9jb2RlInYKDk5vZGVSZWdpc3RlcmVkEjUKBmxhYmVscxgBIAMoCzIlLndhcmRlbi52MS5Ob2RlUmVnaXN0ZXJlZC5MYWJlbHNFbnRyeRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIkgKD05vZGVVbnJlYWNoYWJsZRI1ChFsYXN0X2hlYXJ0YmVhdF9hdBgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiLwoITm9kZUxvc3QSEwoLYnlfb3BlcmF0b3IYASABKAgSDgoGcmVhc29uGAIgASgJIg0KC05vZGVEcmFpbmVkIkYKE1BvbGljeUxpbWl0RXhjZWVkZWQSDQoFbGltaXQYASABKA0SEAoIb2NjdXBpZWQYAiABKA0SDgoGcGlubmVkGAMgASgNIiQKCVJlY292ZXJlZBIXCg9sYXN0X2V2ZW50X3R5cGUYASABKAkiVgoUVW5yZWFjaGFiaWxpdHlQYXVzZWQSDgoGcGF1c2VkGAEgASgIEhkKEXVucmVhY2hhYmxlX25vZGVzGAIgASgNEhMKC3RvdGFsX25vZGVzGAMgASgNIjMKEUluc3RhbmNlRm9yZ290dGVuEhAKCG9wZXJhdG9yGAEgASgJEgwKBG5vdGUYAiABKAkq3QIKDkV2aWN0aW9uUmVhc29uEh8KG0VWSUNUSU9OX1JFQVNPTl9VTlNQRUNJRklFRBAAEhkKFUVWSUNUSU9OX1JFQVNPTl9HUk9VUBABEhcKE0VWSUNUSU9OX1JFQVNPTl9MUlUQAhIYChRFVklDVElPTl9SRUFTT05fSURMRRADEhgKFEVWSUNUSU9OX1JFQVNPTl9CVVNZEAQSGgoWRVZJQ1RJT05fUkVBU09OX01FTU9SWRAFEhkKFUVWSUNUSU9OX1JFQVNPTl9BRE1JThAGEhkKFUVWSUNUSU9OX1JFQVNPTl9EUkFJThAHEhoKFkVWSUNUSU9OX1JFQVNPTl9DT05GSUcQCBIaChZFVklDVElPTl9SRUFTT05fT1JQSEFOEAkSGgoWRVZJQ1RJT05fUkVBU09OX0hFQUxUSBAKEhwKGEVWSUNUSU9OX1JFQVNPTl9WQU5JU0hFRBALKpQBChVFdmljdGlvbkZhaWxlZE91dGNvbWUSJwojRVZJQ1RJT05fRkFJTEVEX09VVENPTUVfVU5TUEVDSUZJRUQQABIsCihFVklDVElPTl9GQUlMRURfT1VUQ09NRV9SRUdJU1RFUkVEX0FHQUlOEAESJAogRVZJQ1RJT05fRkFJTEVEX09VVENPTUVfTEVGVE9WRVIQAmIGcHJvdG8z", [file_google_protobuf_timestamp]);
+  fileDesc("ChZ3YXJkZW4vdjEvZXZlbnRzLnByb3RvEgl3YXJkZW4udjEiKQoNRXZlbnRTZXF1ZW5jZRINCgVlcG9jaBgBIAEoBBIJCgFuGAIgASgEIroKCgVFdmVudBIKCgJpZBgBIAEoCRIoCgR0aW1lGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIPCgdub2RlX2lkGAMgASgJEg0KBW1vZGVsGAQgASgJEg8KB2FkZHJlc3MYBSABKAkSEwoLaW5jYXJuYXRpb24YBiABKAkSKgoIc2VxdWVuY2UYByABKAsyGC53YXJkZW4udjEuRXZlbnRTZXF1ZW5jZRI2ChBldmljdGlvbl9zdGFydGVkGAogASgLMhoud2FyZGVuLnYxLkV2aWN0aW9uU3RhcnRlZEgAEjYKEGV2aWN0aW9uX3N0b3BwZWQYCyABKAsyGi53YXJkZW4udjEuRXZpY3Rpb25TdG9wcGVkSAASNAoPZXZpY3Rpb25fZmFpbGVkGAwgASgLMhkud2FyZGVuLnYxLkV2aWN0aW9uRmFpbGVkSAASNgoQZXZpY3Rpb25fcmV0cmllZBgNIAEoCzIaLndhcmRlbi52MS5FdmljdGlvblJldHJpZWRIABIyCg5sZWZ0b3Zlcl9zdHVjaxgOIAEoCzIYLndhcmRlbi52MS5MZWZ0b3ZlclN0dWNrSAASNAoPbGVmdG92ZXJfcmVhcGVkGA8gASgLMhkud2FyZGVuLnYxLkxlZnRvdmVyUmVhcGVkSAASMgoOb3JwaGFuX2Fkb3B0ZWQYECABKAsyGC53YXJkZW4udjEuT3JwaGFuQWRvcHRlZEgAEjYKEGluc3RhbmNlX2Fkb3B0ZWQYESABKAsyGi53YXJkZW4udjEuSW5zdGFuY2VBZG9wdGVkSAASMgoOYmFja2VuZF9sb2FkZWQYEiABKAsyGC53YXJkZW4udjEuQmFja2VuZExvYWRlZEgAEjsKE2JhY2tlbmRfbG9hZF9mYWlsZWQYEyABKAsyHC53YXJkZW4udjEuQmFja2VuZExvYWRGYWlsZWRIABI3Cg5iYWNrZW5kX2V4aXRlZBgUIAEoCzIdLndhcmRlbi52MS5CYWNrZW5kRXhpdGVkRXZlbnRIABI0Cg9ub2RlX3JlZ2lzdGVyZWQYFSABKAsyGS53YXJkZW4udjEuTm9kZVJlZ2lzdGVyZWRIABI2ChBub2RlX3VucmVhY2hhYmxlGBYgASgLMhoud2FyZGVuLnYxLk5vZGVVbnJlYWNoYWJsZUgAEigKCW5vZGVfbG9zdBgXIAEoCzITLndhcmRlbi52MS5Ob2RlTG9zdEgAEi4KDG5vZGVfZHJhaW5lZBgYIAEoCzIWLndhcmRlbi52MS5Ob2RlRHJhaW5lZEgAEj8KFXBvbGljeV9saW1pdF9leGNlZWRlZBgZIAEoCzIeLndhcmRlbi52MS5Qb2xpY3lMaW1pdEV4Y2VlZGVkSAASKQoJcmVjb3ZlcmVkGBogASgLMhQud2FyZGVuLnYxLlJlY292ZXJlZEgAEkAKFXVucmVhY2hhYmlsaXR5X3BhdXNlZBgbIAEoCzIfLndhcmRlbi52MS5VbnJlYWNoYWJpbGl0eVBhdXNlZEgAEjoKEmluc3RhbmNlX2ZvcmdvdHRlbhgcIAEoCzIcLndhcmRlbi52MS5JbnN0YW5jZUZvcmdvdHRlbkgAEjYKEGpvdXJuYWxfcmVwYWlyZWQYHSABKAsyGi53YXJkZW4udjEuSm91cm5hbFJlcGFpcmVkSAASNgoQZm9yZWlnbl9kZXRlY3RlZBgeIAEoCzIaLndhcmRlbi52MS5Gb3JlaWduRGV0ZWN0ZWRIAEIJCgdwYXlsb2FkIogBCg9FdmljdGlvblN0YXJ0ZWQSKQoGcmVhc29uGAEgASgOMhkud2FyZGVuLnYxLkV2aWN0aW9uUmVhc29uEg8KB3RyaWdnZXIYAiABKAkSEAoId2FzX2J1c3kYAyABKAgSDQoFZm9yY2UYBCABKAgSGAoQb3Blbl9yZXF1ZXN0X2lkcxgFIAMoCSJSCg9FdmljdGlvblN0b3BwZWQSKQoGcmVhc29uGAEgASgOMhkud2FyZGVuLnYxLkV2aWN0aW9uUmVhc29uEhQKDGFscmVhZHlfZ29uZRgCIAEoCCKwAQoORXZpY3Rpb25GYWlsZWQSKQoGcmVhc29uGAEgASgOMhkud2FyZGVuLnYxLkV2aWN0aW9uUmVhc29uEg0KBWVycm9yGAIgASgJEjEKB291dGNvbWUYAyABKA4yIC53YXJkZW4udjEuRXZpY3Rpb25GYWlsZWRPdXRjb21lEhgKEG9wZW5fcmVxdWVzdF9pZHMYBCADKAkSFwoPdGVybWluYWxfcmVhc29uGAUgASgJIjEKD0V2aWN0aW9uUmV0cmllZBIPCgdhdHRlbXB0GAEgASgNEg0KBWVycm9yGAIgASgJImAKDUxlZnRvdmVyU3R1Y2sSEAoIYXR0ZW1wdHMYASABKA0SKQoFc2luY2UYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKCmxhc3RfZXJyb3IYAyABKAkiIgoOTGVmdG92ZXJSZWFwZWQSEAoIYXR0ZW1wdHMYASABKA0iTwoNT3JwaGFuQWRvcHRlZBILCgNwaWQYASABKA0SFAoMbWVtb3J5X2J5dGVzGAIgASgEEg0KBWNvdW50GAMgASgNEgwKBHBpZHMYBCADKA0iOAoPSW5zdGFuY2VBZG9wdGVkEhMKC2FzX2xlZnRvdmVyGAEgASgIEhAKCGZvdW5kX2J5GAIgASgJIikKDUJhY2tlbmRMb2FkZWQSGAoQbG9hZF9kdXJhdGlvbl9tcxgBIAEoBCJyChFCYWNrZW5kTG9hZEZhaWxlZBIMCgRjb2RlGAEgASgJEg8KB21lc3NhZ2UYAiABKAkSFgoJZXhpdF9jb2RlGAMgASgFSACIAQESGAoQbGFzdF9zdGRlcnJfbGluZRgEIAEoCUIMCgpfZXhpdF9jb2RlInkKEkJhY2tlbmRFeGl0ZWRFdmVudBIWCglleGl0X2NvZGUYASABKAVIAIgBARIOCgZzaWduYWwYAiABKAkSEwoLaW50ZW50aW9uYWwYAyABKAgSGAoQbGFzdF9zdGRlcnJfbGluZRgEIAEoCUIMCgpfZXhpdF9jb2RlInYKDk5vZGVSZWdpc3RlcmVkEjUKBmxhYmVscxgBIAMoCzIlLndhcmRlbi52MS5Ob2RlUmVnaXN0ZXJlZC5MYWJlbHNFbnRyeRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIkgKD05vZGVVbnJlYWNoYWJsZRI1ChFsYXN0X2hlYXJ0YmVhdF9hdBgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiLwoITm9kZUxvc3QSEwoLYnlfb3BlcmF0b3IYASABKAgSDgoGcmVhc29uGAIgASgJIg0KC05vZGVEcmFpbmVkIkYKE1BvbGljeUxpbWl0RXhjZWVkZWQSDQoFbGltaXQYASABKA0SEAoIb2NjdXBpZWQYAiABKA0SDgoGcGlubmVkGAMgASgNIiQKCVJlY292ZXJlZBIXCg9sYXN0X2V2ZW50X3R5cGUYASABKAkiVgoUVW5yZWFjaGFiaWxpdHlQYXVzZWQSDgoGcGF1c2VkGAEgASgIEhkKEXVucmVhY2hhYmxlX25vZGVzGAIgASgNEhMKC3RvdGFsX25vZGVzGAMgASgNIjMKEUluc3RhbmNlRm9yZ290dGVuEhAKCG9wZXJhdG9yGAEgASgJEgwKBG5vdGUYAiABKAkiTwoPSm91cm5hbFJlcGFpcmVkEgwKBHBhdGgYASABKAkSFQoNZHJvcHBlZF9ieXRlcxgCIAEoBBIXCg9kcm9wcGVkX3JlY29yZHMYAyABKA0iQQoPRm9yZWlnbkRldGVjdGVkEg0KBWNvdW50GAEgASgNEgwKBHBpZHMYAiADKA0SEQoJYWRkcmVzc2VzGAMgAygJKt0CCg5FdmljdGlvblJlYXNvbhIfChtFVklDVElPTl9SRUFTT05fVU5TUEVDSUZJRUQQABIZChVFVklDVElPTl9SRUFTT05fR1JPVVAQARIXChNFVklDVElPTl9SRUFTT05fTFJVEAISGAoURVZJQ1RJT05fUkVBU09OX0lETEUQAxIYChRFVklDVElPTl9SRUFTT05fQlVTWRAEEhoKFkVWSUNUSU9OX1JFQVNPTl9NRU1PUlkQBRIZChVFVklDVElPTl9SRUFTT05fQURNSU4QBhIZChVFVklDVElPTl9SRUFTT05fRFJBSU4QBxIaChZFVklDVElPTl9SRUFTT05fQ09ORklHEAgSGgoWRVZJQ1RJT05fUkVBU09OX09SUEhBThAJEhoKFkVWSUNUSU9OX1JFQVNPTl9IRUFMVEgQChIcChhFVklDVElPTl9SRUFTT05fVkFOSVNIRUQQCyqUAQoVRXZpY3Rpb25GYWlsZWRPdXRjb21lEicKI0VWSUNUSU9OX0ZBSUxFRF9PVVRDT01FX1VOU1BFQ0lGSUVEEAASLAooRVZJQ1RJT05fRkFJTEVEX09VVENPTUVfUkVHSVNURVJFRF9BR0FJThABEiQKIEVWSUNUSU9OX0ZBSUxFRF9PVVRDT01FX0xFRlRPVkVSEAJiBnByb3RvMw", [file_google_protobuf_timestamp]);
 
 /**
  * Per-instance event sequence: (coordinator epoch, n).
@@ -202,6 +202,18 @@ export type Event = Message<"warden.v1.Event"> & {
      */
     value: InstanceForgotten;
     case: "instanceForgotten";
+  } | {
+    /**
+     * @generated from field: warden.v1.JournalRepaired journal_repaired = 29;
+     */
+    value: JournalRepaired;
+    case: "journalRepaired";
+  } | {
+    /**
+     * @generated from field: warden.v1.ForeignDetected foreign_detected = 30;
+     */
+    value: ForeignDetected;
+    case: "foreignDetected";
   } | { case: undefined; value?: undefined };
 };
 
@@ -382,6 +394,10 @@ export const LeftoverReapedSchema: GenMessage<LeftoverReaped> = /*@__PURE__*/
   messageDesc(file_warden_v1_events, 7);
 
 /**
+ * Coalesced: one event per node per heartbeat scan that found new orphans.
+ * pid / memory_bytes describe the first; count is how many were new in the
+ * scan and pids lists the first few (at most 8) of them.
+ *
  * @generated from message warden.v1.OrphanAdopted
  */
 export type OrphanAdopted = Message<"warden.v1.OrphanAdopted"> & {
@@ -394,6 +410,16 @@ export type OrphanAdopted = Message<"warden.v1.OrphanAdopted"> & {
    * @generated from field: uint64 memory_bytes = 2;
    */
   memoryBytes: bigint;
+
+  /**
+   * @generated from field: uint32 count = 3;
+   */
+  count: number;
+
+  /**
+   * @generated from field: repeated uint32 pids = 4;
+   */
+  pids: number[];
 };
 
 /**
@@ -413,6 +439,17 @@ export type InstanceAdopted = Message<"warden.v1.InstanceAdopted"> & {
    * @generated from field: bool as_leftover = 1;
    */
   asLeftover: boolean;
+
+  /**
+   * How it was found: "inventory" (a running instance the coordinator did not
+   * hold), "stop-requested" (the agent's record carries a stop request),
+   * "open-stop-intent" (the journal has an open stop intent for it),
+   * "unconfigured" (its model is not in the config), "journal" (an open stop
+   * intent restored at start, before its node reported).
+   *
+   * @generated from field: string found_by = 2;
+   */
+  foundBy: string;
 };
 
 /**
@@ -672,6 +709,69 @@ export type InstanceForgotten = Message<"warden.v1.InstanceForgotten"> & {
  */
 export const InstanceForgottenSchema: GenMessage<InstanceForgotten> = /*@__PURE__*/
   messageDesc(file_warden_v1_events, 20);
+
+/**
+ * The journal's torn tail (a record cut or corrupted by a crash mid-write) was
+ * cut off at start. A CRC failure before the tail refuses to start instead.
+ *
+ * @generated from message warden.v1.JournalRepaired
+ */
+export type JournalRepaired = Message<"warden.v1.JournalRepaired"> & {
+  /**
+   * @generated from field: string path = 1;
+   */
+  path: string;
+
+  /**
+   * @generated from field: uint64 dropped_bytes = 2;
+   */
+  droppedBytes: bigint;
+
+  /**
+   * @generated from field: uint32 dropped_records = 3;
+   */
+  droppedRecords: number;
+};
+
+/**
+ * Describes the message warden.v1.JournalRepaired.
+ * Use `create(JournalRepairedSchema)` to create a new message.
+ */
+export const JournalRepairedSchema: GenMessage<JournalRepaired> = /*@__PURE__*/
+  messageDesc(file_warden_v1_events, 21);
+
+/**
+ * Coalesced: one event per node per heartbeat scan that found new foreign
+ * processes (listening in the agent's port range, not started by this node's
+ * agent). Never signalled; their ports are skipped by the allocator.
+ *
+ * @generated from message warden.v1.ForeignDetected
+ */
+export type ForeignDetected = Message<"warden.v1.ForeignDetected"> & {
+  /**
+   * @generated from field: uint32 count = 1;
+   */
+  count: number;
+
+  /**
+   * The first few (at most 8).
+   *
+   * @generated from field: repeated uint32 pids = 2;
+   */
+  pids: number[];
+
+  /**
+   * @generated from field: repeated string addresses = 3;
+   */
+  addresses: string[];
+};
+
+/**
+ * Describes the message warden.v1.ForeignDetected.
+ * Use `create(ForeignDetectedSchema)` to create a new message.
+ */
+export const ForeignDetectedSchema: GenMessage<ForeignDetected> = /*@__PURE__*/
+  messageDesc(file_warden_v1_events, 22);
 
 /**
  * @generated from enum warden.v1.EvictionReason

@@ -7,7 +7,7 @@
 
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
-import type { GpuInfo, InventoryEntry, NodeResources, OrphanProcess } from "./types_pb.js";
+import type { ForeignProcess, GpuInfo, InventoryEntry, NodeResources, OrphanProcess } from "./types_pb.js";
 import { file_warden_v1_types } from "./types_pb.js";
 import type { Message } from "@bufbuild/protobuf";
 
@@ -15,7 +15,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file warden/v1/node.proto.
  */
 export const file_warden_v1_node: GenFile = /*@__PURE__*/
-  fileDesc("ChR3YXJkZW4vdjEvbm9kZS5wcm90bxIJd2FyZGVuLnYxIukBCg9SZWdpc3RlclJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCRIPCgdhZGRyZXNzGAIgASgJEjYKBmxhYmVscxgDIAMoCzImLndhcmRlbi52MS5SZWdpc3RlclJlcXVlc3QuTGFiZWxzRW50cnkSIAoEZ3B1cxgEIAMoCzISLndhcmRlbi52MS5HcHVJbmZvEhIKCmJvb3RfZXBvY2gYBSABKAQSFwoPcmFtX3RvdGFsX2J5dGVzGAYgASgEGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiTAoQUmVnaXN0ZXJSZXNwb25zZRIZChFjb29yZGluYXRvcl9lcG9jaBgBIAEoBBIdChVoZWFydGJlYXRfaW50ZXJ2YWxfbXMYAiABKA0izgEKEEhlYXJ0YmVhdFJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCRISCgpib290X2Vwb2NoGAIgASgEEhAKCHNlcXVlbmNlGAMgASgEEisKCGJhY2tlbmRzGAQgAygLMhkud2FyZGVuLnYxLkludmVudG9yeUVudHJ5EikKB29ycGhhbnMYBSADKAsyGC53YXJkZW4udjEuT3JwaGFuUHJvY2VzcxIrCglyZXNvdXJjZXMYBiABKAsyGC53YXJkZW4udjEuTm9kZVJlc291cmNlcyJJChFIZWFydGJlYXRSZXNwb25zZRIZChFyZWdpc3Rlcl9yZXF1aXJlZBgBIAEoCBIZChFjb29yZGluYXRvcl9lcG9jaBgCIAEoBDKaAQoLTm9kZVNlcnZpY2USQwoIUmVnaXN0ZXISGi53YXJkZW4udjEuUmVnaXN0ZXJSZXF1ZXN0Ghsud2FyZGVuLnYxLlJlZ2lzdGVyUmVzcG9uc2USRgoJSGVhcnRiZWF0Ehsud2FyZGVuLnYxLkhlYXJ0YmVhdFJlcXVlc3QaHC53YXJkZW4udjEuSGVhcnRiZWF0UmVzcG9uc2ViBnByb3RvMw", [file_warden_v1_types]);
+  fileDesc("ChR3YXJkZW4vdjEvbm9kZS5wcm90bxIJd2FyZGVuLnYxIukBCg9SZWdpc3RlclJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCRIPCgdhZGRyZXNzGAIgASgJEjYKBmxhYmVscxgDIAMoCzImLndhcmRlbi52MS5SZWdpc3RlclJlcXVlc3QuTGFiZWxzRW50cnkSIAoEZ3B1cxgEIAMoCzISLndhcmRlbi52MS5HcHVJbmZvEhIKCmJvb3RfZXBvY2gYBSABKAQSFwoPcmFtX3RvdGFsX2J5dGVzGAYgASgEGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiTAoQUmVnaXN0ZXJSZXNwb25zZRIZChFjb29yZGluYXRvcl9lcG9jaBgBIAEoBBIdChVoZWFydGJlYXRfaW50ZXJ2YWxfbXMYAiABKA0i+gEKEEhlYXJ0YmVhdFJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCRISCgpib290X2Vwb2NoGAIgASgEEhAKCHNlcXVlbmNlGAMgASgEEisKCGJhY2tlbmRzGAQgAygLMhkud2FyZGVuLnYxLkludmVudG9yeUVudHJ5EikKB29ycGhhbnMYBSADKAsyGC53YXJkZW4udjEuT3JwaGFuUHJvY2VzcxIrCglyZXNvdXJjZXMYBiABKAsyGC53YXJkZW4udjEuTm9kZVJlc291cmNlcxIqCgdmb3JlaWduGAcgAygLMhkud2FyZGVuLnYxLkZvcmVpZ25Qcm9jZXNzIkkKEUhlYXJ0YmVhdFJlc3BvbnNlEhkKEXJlZ2lzdGVyX3JlcXVpcmVkGAEgASgIEhkKEWNvb3JkaW5hdG9yX2Vwb2NoGAIgASgEMpoBCgtOb2RlU2VydmljZRJDCghSZWdpc3RlchIaLndhcmRlbi52MS5SZWdpc3RlclJlcXVlc3QaGy53YXJkZW4udjEuUmVnaXN0ZXJSZXNwb25zZRJGCglIZWFydGJlYXQSGy53YXJkZW4udjEuSGVhcnRiZWF0UmVxdWVzdBocLndhcmRlbi52MS5IZWFydGJlYXRSZXNwb25zZWIGcHJvdG8z", [file_warden_v1_types]);
 
 /**
  * @generated from message warden.v1.RegisterRequest
@@ -122,6 +122,11 @@ export type HeartbeatRequest = Message<"warden.v1.HeartbeatRequest"> & {
    * @generated from field: warden.v1.NodeResources resources = 6;
    */
   resources?: NodeResources | undefined;
+
+  /**
+   * @generated from field: repeated warden.v1.ForeignProcess foreign = 7;
+   */
+  foreign: ForeignProcess[];
 };
 
 /**

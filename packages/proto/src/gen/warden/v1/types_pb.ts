@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file warden/v1/types.proto.
  */
 export const file_warden_v1_types: GenFile = /*@__PURE__*/
-  fileDesc("ChV3YXJkZW4vdjEvdHlwZXMucHJvdG8SCXdhcmRlbi52MSJcCg1TdG9wUmVxdWVzdGVkEhMKC2luY2FybmF0aW9uGAEgASgJEg4KBnJlYXNvbhgCIAEoCRImCgJhdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAilwIKDkludmVudG9yeUVudHJ5EhMKC2luY2FybmF0aW9uGAEgASgJEg0KBW1vZGVsGAIgASgJEg8KB2FkZHJlc3MYAyABKAkSCwoDcGlkGAQgASgNEiYKBXN0YXRlGAUgASgOMhcud2FyZGVuLnYxLkJhY2tlbmRTdGF0ZRIUCgxtZW1vcnlfYnl0ZXMYBiABKAQSEgoKZ3B1X2RldmljZRgHIAEoCRIuCgpzdGFydGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIwCg5zdG9wX3JlcXVlc3RlZBgJIAEoCzIYLndhcmRlbi52MS5TdG9wUmVxdWVzdGVkEg8KB2JhY2tlbmQYCiABKAkiYgoNT3JwaGFuUHJvY2VzcxILCgNwaWQYASABKA0SDwoHYWRkcmVzcxgCIAEoCRIUCgxtZW1vcnlfYnl0ZXMYAyABKAQSDQoFbW9kZWwYBCABKAkSDgoGZGV0YWlsGAUgASgJIk8KB0dwdUluZm8SDQoFaW5kZXgYASABKA0SDAoEbmFtZRgCIAEoCRITCgt0b3RhbF9ieXRlcxgDIAEoBBISCgp1c2VkX2J5dGVzGAQgASgEIpMBCg1Ob2RlUmVzb3VyY2VzEiAKBGdwdXMYASADKAsyEi53YXJkZW4udjEuR3B1SW5mbxIXCg9yYW1fdG90YWxfYnl0ZXMYAiABKAQSFgoOcmFtX3VzZWRfYnl0ZXMYAyABKAQSLwoLbWVhc3VyZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wKrMBCgxCYWNrZW5kU3RhdGUSHQoZQkFDS0VORF9TVEFURV9VTlNQRUNJRklFRBAAEhoKFkJBQ0tFTkRfU1RBVEVfU1BBV05JTkcQARIZChVCQUNLRU5EX1NUQVRFX0xPQURJTkcQAhIXChNCQUNLRU5EX1NUQVRFX1JFQURZEAMSGgoWQkFDS0VORF9TVEFURV9TVE9QUElORxAEEhgKFEJBQ0tFTkRfU1RBVEVfRVhJVEVEEAViBnByb3RvMw", [file_google_protobuf_timestamp]);
+  fileDesc("ChV3YXJkZW4vdjEvdHlwZXMucHJvdG8SCXdhcmRlbi52MSJcCg1TdG9wUmVxdWVzdGVkEhMKC2luY2FybmF0aW9uGAEgASgJEg4KBnJlYXNvbhgCIAEoCRImCgJhdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAilwIKDkludmVudG9yeUVudHJ5EhMKC2luY2FybmF0aW9uGAEgASgJEg0KBW1vZGVsGAIgASgJEg8KB2FkZHJlc3MYAyABKAkSCwoDcGlkGAQgASgNEiYKBXN0YXRlGAUgASgOMhcud2FyZGVuLnYxLkJhY2tlbmRTdGF0ZRIUCgxtZW1vcnlfYnl0ZXMYBiABKAQSEgoKZ3B1X2RldmljZRgHIAEoCRIuCgpzdGFydGVkX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIwCg5zdG9wX3JlcXVlc3RlZBgJIAEoCzIYLndhcmRlbi52MS5TdG9wUmVxdWVzdGVkEg8KB2JhY2tlbmQYCiABKAkiYgoNT3JwaGFuUHJvY2VzcxILCgNwaWQYASABKA0SDwoHYWRkcmVzcxgCIAEoCRIUCgxtZW1vcnlfYnl0ZXMYAyABKAQSDQoFbW9kZWwYBCABKAkSDgoGZGV0YWlsGAUgASgJIj4KDkZvcmVpZ25Qcm9jZXNzEgsKA3BpZBgBIAEoDRIPCgdhZGRyZXNzGAIgASgJEg4KBmRldGFpbBgDIAEoCSJPCgdHcHVJbmZvEg0KBWluZGV4GAEgASgNEgwKBG5hbWUYAiABKAkSEwoLdG90YWxfYnl0ZXMYAyABKAQSEgoKdXNlZF9ieXRlcxgEIAEoBCKTAQoNTm9kZVJlc291cmNlcxIgCgRncHVzGAEgAygLMhIud2FyZGVuLnYxLkdwdUluZm8SFwoPcmFtX3RvdGFsX2J5dGVzGAIgASgEEhYKDnJhbV91c2VkX2J5dGVzGAMgASgEEi8KC21lYXN1cmVkX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCqzAQoMQmFja2VuZFN0YXRlEh0KGUJBQ0tFTkRfU1RBVEVfVU5TUEVDSUZJRUQQABIaChZCQUNLRU5EX1NUQVRFX1NQQVdOSU5HEAESGQoVQkFDS0VORF9TVEFURV9MT0FESU5HEAISFwoTQkFDS0VORF9TVEFURV9SRUFEWRADEhoKFkJBQ0tFTkRfU1RBVEVfU1RPUFBJTkcQBBIYChRCQUNLRU5EX1NUQVRFX0VYSVRFRBAFYgZwcm90bzM", [file_google_protobuf_timestamp]);
 
 /**
  * Recorded by the agent as soon as a StopBackend arrives, and reported in every
@@ -170,6 +170,39 @@ export const OrphanProcessSchema: GenMessage<OrphanProcess> = /*@__PURE__*/
   messageDesc(file_warden_v1_types, 2);
 
 /**
+ * A live process listening in the agent's port range that this node's agent did
+ * not start (no WARDEN_NODE_ID / WARDEN_INCARNATION mark of this node in its
+ * environment): another program, or another Warden. Reported, never signalled.
+ *
+ * @generated from message warden.v1.ForeignProcess
+ */
+export type ForeignProcess = Message<"warden.v1.ForeignProcess"> & {
+  /**
+   * @generated from field: uint32 pid = 1;
+   */
+  pid: number;
+
+  /**
+   * @generated from field: string address = 2;
+   */
+  address: string;
+
+  /**
+   * Why it counts as foreign (e.g. "no Warden mark", "marked for node x").
+   *
+   * @generated from field: string detail = 3;
+   */
+  detail: string;
+};
+
+/**
+ * Describes the message warden.v1.ForeignProcess.
+ * Use `create(ForeignProcessSchema)` to create a new message.
+ */
+export const ForeignProcessSchema: GenMessage<ForeignProcess> = /*@__PURE__*/
+  messageDesc(file_warden_v1_types, 3);
+
+/**
  * @generated from message warden.v1.GpuInfo
  */
 export type GpuInfo = Message<"warden.v1.GpuInfo"> & {
@@ -199,7 +232,7 @@ export type GpuInfo = Message<"warden.v1.GpuInfo"> & {
  * Use `create(GpuInfoSchema)` to create a new message.
  */
 export const GpuInfoSchema: GenMessage<GpuInfo> = /*@__PURE__*/
-  messageDesc(file_warden_v1_types, 3);
+  messageDesc(file_warden_v1_types, 4);
 
 /**
  * A node's resources as its agent measures them.
@@ -233,7 +266,7 @@ export type NodeResources = Message<"warden.v1.NodeResources"> & {
  * Use `create(NodeResourcesSchema)` to create a new message.
  */
 export const NodeResourcesSchema: GenMessage<NodeResources> = /*@__PURE__*/
-  messageDesc(file_warden_v1_types, 4);
+  messageDesc(file_warden_v1_types, 5);
 
 /**
  * Lifecycle of one backend process as its agent sees it.

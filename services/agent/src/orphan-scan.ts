@@ -66,6 +66,9 @@ export async function scanPortRange(input: PortScanInput): Promise<PortScan> {
   for (const p of input.partials) if (p.pid !== undefined) partialByPid.set(p.pid, p);
   const sockets = await listeningSocketsInRange(input.portMin, input.portMax, procRoot);
   const byInode = await pidsForSocketInodes(new Set(sockets.map((s) => s.inode)), procRoot);
+  // A socket whose owner was not found may belong to a process that exited
+  // during the fd walk: only one still listening afterwards is reported.
+  const unowned = sockets.some((s) => !byInode.has(s.inode)) ? new Set((await listeningSocketsInRange(input.portMin, input.portMax, procRoot)).map((s) => s.inode)) : new Set<string>();
   const addForeign = (key: string, f: Foreign, port: number): void => {
     heldPorts.add(port);
     if (!foreign.has(key) && foreign.size < maxForeignReported) foreign.set(key, f);
@@ -74,7 +77,7 @@ export async function scanPortRange(input: PortScanInput): Promise<PortScan> {
     const pid = byInode.get(s.inode);
     const address = `${input.host}:${String(s.port)}`;
     if (pid === undefined) {
-      if (!input.ownPorts.has(s.port)) addForeign(`0@${address}`, { pid: 0, address, detail: "listening, held by a process this agent may not inspect" }, s.port);
+      if (!input.ownPorts.has(s.port) && unowned.has(s.inode)) addForeign(`0@${address}`, { pid: 0, address, detail: "listening, held by a process this agent may not inspect" }, s.port);
       continue;
     }
     if (pid === process.pid || input.knownPids.has(pid)) continue;
@@ -86,6 +89,9 @@ export async function scanPortRange(input: PortScanInput): Promise<PortScan> {
     seen.add(pid);
     const verdict = classifyEnviron(await readEnviron(pid, procRoot), input.mark);
     if (verdict.t === "foreign") {
+      // An environ read empty or failing because the process just exited is no sign of a stranger.
+      const st = await readPidStat(pid, procRoot);
+      if (st === undefined || st.state === "Z" || st.state === "X") continue;
       holders.add(pid);
       addForeign(String(pid), { pid, address, detail: verdict.detail }, s.port);
       continue;

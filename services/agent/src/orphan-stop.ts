@@ -14,8 +14,8 @@ export interface OrphanStopOutcome {
  * `undefined` when it was already gone. Not our child, so there is no exit
  * event: liveness is polled.
  *
- * `verify` (the agent's mark check) runs after the start time is read and
- * before any signal; the start time is checked again after it, so the mark
+ * `verify` (the agent's mark check: resolves the reason to refuse, or
+ * undefined) runs after the start time is read and before any signal; the start time is checked again after it, so the mark
  * read belongs to the very process signalled. A process that fails it is
  * refused with FAILED_PRECONDITION and never signalled.
  */

@@ -11,7 +11,7 @@ import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { createClient, type Client } from "@warden/grpc";
 import { Code, isWardenError } from "@warden/common";
 import { eventTypeOf } from "@warden/events";
-import { GpuInfoSchema, NodeService, OrphanProcessSchema, type HeartbeatRequestSchema, type RegisterRequestSchema } from "@warden/proto";
+import { BackendState, GpuInfoSchema, NodeService, OrphanProcessSchema, type HeartbeatRequestSchema, type RegisterRequestSchema } from "@warden/proto";
 import { nodeReportLimits } from "@warden/coordinator";
 import { simModel, startTestCoordinator, type TestCoordinator } from "./support/coordinator-harness.js";
 
@@ -99,8 +99,9 @@ describe("node reports are validated whole", () => {
         sequence: 4n,
         orphans: orphans(30_000, 3),
         backends: [
-          { incarnation: "01JZ0000000000000000000001", model: "m", address: "127.0.0.1:7001", state: 3 },
-          { incarnation: "01JZ0000000000000000000002", model: "m", address: "127.0.0.1:7002", state: 42 },
+          { incarnation: "01JZ0000000000000000000001", model: "m", address: "127.0.0.1:7001", state: BackendState.READY },
+          // eslint-disable-next-line @typescript-eslint/no-unsafe-enum-assignment -- outside the enum, as a hostile peer can put on the wire
+          { incarnation: "01JZ0000000000000000000002", model: "m", address: "127.0.0.1:7002", state: 42 as BackendState },
         ],
       }),
     );

@@ -139,9 +139,11 @@ function checkOrphans(orphans: readonly OrphanProcess[]): void {
   orphans.forEach((o, i) => {
     const f = `orphans[${String(i)}]`;
     if (o.pid === 0) throw invalidArgument(`${f}.pid`, "must be a process id > 0");
-    checkHostPort(`${f}.address`, o.address, true);
+    // An orphan named by a partial record carries whatever that file said (its
+    // address and model may be damaged): printable and bounded, not host:port
+    // or a configured id, so one bad file on a node cannot get all its reports refused.
+    checkText(`${f}.address`, o.address, L.maxAddressChars);
     checkBytes(`${f}.memory_bytes`, o.memoryBytes);
-    // A partial record's model is whatever the file said: printable and bounded, not necessarily configured.
     checkText(`${f}.model`, o.model);
     checkText(`${f}.detail`, o.detail);
   });

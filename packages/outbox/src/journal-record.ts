@@ -23,8 +23,10 @@ export interface StopIntent {
  * them left to right (see {@link reduceJournal}).
  *
  * - `event`: an audit event, appended before it may be published.
- * - `published`: these events were acknowledged by the stream (a batch of ids;
- *   a lost mark only causes a re-publish that `Nats-Msg-Id` de-duplicates).
+ * - `published`: these events are settled — acknowledged by the stream, or
+ *   displaced from a full outbox by a critical event and never to be sent (a
+ *   batch of ids; a lost mark only causes a re-publish that `Nats-Msg-Id`
+ *   de-duplicates).
  * - `stop-intent` / `stop-intent-cleared`: open and close a stop intent.
  * - `epoch`: the coordinator epoch in use from here on, so epochs keep growing
  *   even after compaction dropped every event that carried the old one.

@@ -18,6 +18,8 @@ import type { Journal } from "./journal-port.js";
 import type { StopIntent } from "./journal-record.js";
 import type { Publisher } from "./publisher-port.js";
 import { reduceJournal, unfinishedInstances } from "./reduce-journal.js";
+import { EntryQueue } from "./entry-queue.js";
+import { eventPriorityOf, type EventPriority } from "./event-priority.js";
 
 /** `serving` unless the outbox is full (or recently overflowed) or the journal fails. */
 export type OutboxHealth = { readonly status: "serving" } | { readonly status: "not-serving"; readonly reason: string };
@@ -34,8 +36,15 @@ export interface OutboxStats {
   readonly published: number;
   /** Acks that said the stream already had the id. */
   readonly duplicates: number;
-  /** Events refused because the outbox was full. Never silent: also in health. */
+  /**
+   * Events lost because the outbox was full: refused at append, or displaced
+   * (queued low-priority ones given up for a critical one). Never silent: also in health.
+   */
   readonly dropped: number;
+  /** Of `dropped`, the critical ones (refused while no low-priority event was left to displace). */
+  readonly droppedCritical: number;
+  /** Of `dropped`, queued low-priority events displaced by a critical one. */
+  readonly displaced: number;
   /** Failed publish attempts that were scheduled again. */
   readonly retries: number;
   /** Failed journal writes of `published` marks (the events are re-sent after a restart). */
@@ -45,7 +54,10 @@ export interface OutboxStats {
   readonly health: OutboxHealth;
 }
 
-/** What `append` did with an event. `dropped` only when the outbox was full. */
+/**
+ * What `append` did with an event. `dropped` only when the outbox was full
+ * (a low-priority event, or a critical one with no low-priority one queued to displace).
+ */
 export type AppendOutcome = "queued" | "dropped";
 
 /** What start-up found in the journal. */
@@ -86,6 +98,13 @@ export interface OutboxOptions {
   readonly retryBackoff?: BackoffPolicy;
   /** After an overflow, health returns to serving once depth ≤ capacity × this. @default 0.9 */
   readonly recoverBelowFraction?: number;
+  /**
+   * Which events give way when the outbox is full: a `low` one is refused, and
+   * a `critical` one displaces the youngest queued `low` one (marked settled in
+   * the journal, so it is not re-sent after a restart) before it is refused.
+   * @default eventPriorityOf (orphan.*, node.*, foreign.* are low)
+   */
+  readonly priorityOf?: (event: Event) => EventPriority;
   /** Called on every health transition (map to the `audit` gRPC health service; log and alert). */
   readonly onHealthChange?: (health: OutboxHealth, stats: OutboxStats) => void;
 }
@@ -106,10 +125,11 @@ export interface Outbox {
   /** Stamps id, time and sequence (available after `start`). */
   readonly events: EventFactory;
   /**
-   * Journals `event` durably, then queues it for publishing. Resolves `dropped`
-   * (after counting it and reporting not-serving) instead when the outbox is
-   * full, so an audit backlog never blocks an eviction. Rejects if the journal
-   * write fails.
+   * Journals `event` durably, then queues it for publishing. When the outbox
+   * is full, a critical event takes the place of the youngest queued
+   * low-priority one; otherwise the event resolves `dropped` (after counting it
+   * and reporting not-serving), so an audit backlog never blocks an eviction
+   * and a flood of peer reports never costs one. Rejects if the journal write fails.
    */
   append(event: Event, signal?: AbortSignal): Promise<AppendOutcome>;
   /** `events.create(init)` then `append`. */
@@ -138,6 +158,7 @@ type State = "new" | "starting" | "running" | "closed";
 interface Entry {
   readonly seq: number;
   readonly event: Event;
+  readonly priority: EventPriority;
 }
 
 /** Creates an outbox; nothing happens until `start`. */
@@ -147,6 +168,7 @@ export function createOutbox(options: OutboxOptions): Outbox {
   const maxInFlight = options.maxInFlight ?? 512;
   const backoff = options.retryBackoff ?? { initialMs: 100, factor: 2, maxMs: 2_000, jitter: 0.2 };
   const recoverBelow = Math.floor(capacity * (options.recoverBelowFraction ?? 0.9));
+  const priorityOf = options.priorityOf ?? eventPriorityOf;
   if (!Number.isInteger(capacity) || capacity < 1) throw invalidArgument("capacity", `must be an integer >= 1, got ${String(capacity)}`);
   if (!Number.isInteger(maxInFlight) || maxInFlight < 1) throw invalidArgument("maxInFlight", `must be an integer >= 1, got ${String(maxInFlight)}`);
 
@@ -154,11 +176,12 @@ export function createOutbox(options: OutboxOptions): Outbox {
   let factory: EventFactory | undefined;
   const closeCtl = new AbortController();
 
-  // Queue of events to send, in append order, plus a retry list kept sorted by
-  // `seq` so a retried event goes out before younger ones (order is per instance
-  // best effort; subscribers order by (epoch, n)).
-  let queue: Entry[] = [];
-  let queueHead = 0;
+  // Events to send, one FIFO per priority (sent in `seq` order across both, so
+  // the split only decides what a full outbox gives up), plus a retry list kept
+  // sorted by `seq` so a retried event goes out before younger ones (order is
+  // per instance best effort; subscribers order by (epoch, n)).
+  const critical = new EntryQueue<Entry>();
+  const low = new EntryQueue<Entry>();
   const retry: Entry[] = [];
   let nextSeq = 0;
   let inFlight = 0;
@@ -175,6 +198,8 @@ export function createOutbox(options: OutboxOptions): Outbox {
   let published = 0;
   let duplicates = 0;
   let dropped = 0;
+  let droppedCritical = 0;
+  let displaced = 0;
   let retries = 0;
   let markErrors = 0;
   let lastPublishError: string | undefined;
@@ -183,7 +208,7 @@ export function createOutbox(options: OutboxOptions): Outbox {
   let health: OutboxHealth = { status: "serving" };
   let flushWaiters: (() => void)[] = [];
 
-  const queued = (): number => queue.length - queueHead + retry.length;
+  const queued = (): number => critical.size + low.size + retry.length;
   const depth = (): number => queued() + inFlight + journaling;
 
   const stats = (): OutboxStats => ({
@@ -194,6 +219,8 @@ export function createOutbox(options: OutboxOptions): Outbox {
     published,
     duplicates,
     dropped,
+    droppedCritical,
+    displaced,
     retries,
     markErrors,
     openStopIntents: intents.size,
@@ -206,7 +233,7 @@ export function createOutbox(options: OutboxOptions): Outbox {
     if (overflowed && d <= recoverBelow) overflowed = false;
     let next: OutboxHealth;
     if (journalError !== undefined) next = { status: "not-serving", reason: `journal failing: ${journalError}` };
-    else if (overflowed || d >= capacity) next = { status: "not-serving", reason: `outbox full (capacity ${capacity}); ${dropped} events dropped so far` };
+    else if (overflowed || d >= capacity) next = { status: "not-serving", reason: `outbox full (capacity ${capacity}); ${dropped} events dropped so far, ${droppedCritical} of them critical` };
     else next = { status: "serving" };
     const reason = (h: OutboxHealth): string => (h.status === "serving" ? "" : h.reason);
     const changed = next.status !== health.status || reason(next) !== reason(health);
@@ -220,22 +247,18 @@ export function createOutbox(options: OutboxOptions): Outbox {
     if (state !== want) throw new WardenError(Code.FailedPrecondition, `outbox: ${what} needs state ${want}, state is ${state}`);
   };
 
-  const enqueue = (event: Event): void => {
-    queue.push({ seq: nextSeq++, event });
+  const enqueue = (event: Event, priority: EventPriority): void => {
+    (priority === "low" ? low : critical).push({ seq: nextSeq++, event, priority });
   };
 
   const takeNext = (): Entry | undefined => {
     const r = retry.shift();
     if (r !== undefined) return r;
-    if (queueHead >= queue.length) return undefined;
-    const e = queue[queueHead];
-    queueHead++;
-    // Reclaim the consumed prefix now and then: O(1) amortised, no unbounded growth.
-    if (queueHead > 1024 && queueHead * 2 > queue.length) {
-      queue = queue.slice(queueHead);
-      queueHead = 0;
-    }
-    return e;
+    const c = critical.peek();
+    const l = low.peek();
+    if (c === undefined) return low.shift();
+    if (l === undefined) return critical.shift();
+    return c.seq < l.seq ? critical.shift() : low.shift();
   };
 
   const putBack = (entry: Entry): void => {
@@ -343,11 +366,22 @@ export function createOutbox(options: OutboxOptions): Outbox {
     requireState("running", "append");
     throwIfAborted(signal);
     if (event.id === "" || event.payload.case === undefined) throw invalidArgument("event", "needs an id and a payload (use outbox.events.create)");
+    const priority = priorityOf(event);
     if (depth() >= capacity) {
       dropped++;
       overflowed = true;
+      const victim = priority === "critical" ? low.pop() : undefined;
+      if (victim === undefined) {
+        if (priority === "critical") droppedCritical++;
+        updateHealth();
+        return "dropped";
+      }
+      // The victim is journaled but will never be published: a `published`
+      // mark settles it, so a restart does not send it (or refill the outbox) either.
+      displaced++;
+      pendingMarks.push(victim.event.id);
+      flushMarks();
       updateHealth();
-      return "dropped";
     }
     journaling++;
     try {
@@ -363,7 +397,7 @@ export function createOutbox(options: OutboxOptions): Outbox {
     appended++;
     // Journaled: from here on the event survives a crash, so it may be published.
     if (state === "closed") return "queued"; // re-sent by the next start
-    enqueue(event);
+    enqueue(event, priority);
     updateHealth();
     pump();
     return "queued";
@@ -395,7 +429,7 @@ export function createOutbox(options: OutboxOptions): Outbox {
         await journal.append({ kind: "epoch", epoch }, signal);
         factory = createEventFactory({ clock, newId: options.newId, epoch });
         for (const [k, v] of replayed.openStopIntents) intents.set(k, v);
-        for (const e of replayed.unpublished.values()) enqueue(e);
+        for (const e of replayed.unpublished.values()) enqueue(e, priorityOf(e));
         appended += replayed.unpublished.size;
         state = "running";
         const recovered: Event[] = [];

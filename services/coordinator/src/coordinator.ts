@@ -17,6 +17,7 @@ import { EventHub } from "./event-hub.js";
 import { inferenceService } from "./inference-service.js";
 import { NodeRegistry } from "./node-registry.js";
 import { nodeService } from "./node-service.js";
+import { nodeReportLimits } from "./node-report-limits.js";
 import { PlacementView } from "./placement-view.js";
 import { CoordinatorMetrics } from "./metrics.js";
 
@@ -134,12 +135,23 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
         void hub.publish({ nodeId, model: i.model, address: i.address, incarnation: i.incarnation, payload: { case: "leftoverReaped", value: { $typeName: "warden.v1.LeftoverReaped", attempts: 0 } } });
       }
     },
+    onOrphansAdopted: (nodeId, adopted) => {
+      // One event per node per heartbeat, whatever the count: the envelope and
+      // pid/memory_bytes describe the first new orphan, `pids` the first few.
+      const [first] = adopted;
+      if (first === undefined) return;
+      const pids = adopted.slice(0, nodeReportLimits.orphanEventPids).map((o) => o.pid);
+      void hub.publish({
+        nodeId,
+        model: first.model,
+        address: first.address,
+        incarnation: `pid:${String(first.pid)}`,
+        payload: { case: "orphanAdopted", value: { $typeName: "warden.v1.OrphanAdopted", pid: first.pid, memoryBytes: first.memoryBytes, count: adopted.length, pids } },
+      });
+    },
     onOrphan: (nodeId, o, kind, detail) => {
       const base = { nodeId, model: o.model, address: o.address, incarnation: `pid:${String(o.pid)}` };
       switch (kind) {
-        case "adopted":
-          void hub.publish({ ...base, payload: { case: "orphanAdopted", value: { $typeName: "warden.v1.OrphanAdopted", pid: o.pid, memoryBytes: o.memoryBytes, count: 1, pids: [o.pid] } } });
-          break;
         case "stopping":
           void hub.publish({ ...base, payload: { case: "evictionStarted", value: { $typeName: "warden.v1.EvictionStarted", reason: EvictionReason.ORPHAN, trigger: "orphan grace", wasBusy: false, force: false, openRequestIds: [] } } });
           break;

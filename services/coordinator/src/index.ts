@@ -4,6 +4,7 @@ export type { Coordinator, CoordinatorDeps } from "./coordinator.js";
 export { parseCoordinatorConfig, resolveCoordinatorConfig, parseSizeBytes } from "./coordinator-config.js";
 export type { CoordinatorConfig } from "./coordinator-config.js";
 export { demoConfig } from "./demo-config.js";
+export { nodeReportLimits, validateHeartbeat, validateRegister } from "./node-report-limits.js";
 export { EventHub, eventInitOf } from "./event-hub.js";
 export { runCoordinator } from "./run-coordinator.js";
 export type { RunCoordinatorOptions } from "./run-coordinator.js";

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { create } from "@bufbuild/protobuf";
-import { InventoryEntrySchema, BackendState, type AgentService } from "@warden/proto";
+import { InventoryEntrySchema, BackendState, OrphanProcessSchema, type AgentService, type OrphanProcess } from "@warden/proto";
 import { ManualClock, nullLogger } from "@warden/common";
 import type { Client } from "@warden/grpc";
 import { NodeRegistry } from "./node-registry.js";
@@ -121,5 +121,32 @@ describe("NodeRegistry", () => {
     }
     expect(pauses).toEqual([]);
     expect(r.get("a")?.state).toBe("lost");
+  });
+  it("new orphans of one heartbeat are reported in one call (coalesced), each only once while it stays; the registry keeps copies of labels and GPUs", () => {
+    const clock = new ManualClock();
+    const batches: { nodeId: string; pids: number[] }[] = [];
+    const r = new NodeRegistry({
+      clock,
+      log: nullLogger,
+      graceMs: 5_000,
+      orphanGraceMs: 3_600_000,
+      connect: () => idleClient(),
+      onNodeEvent: () => undefined,
+      onOrphansAdopted: (nodeId, adopted: readonly OrphanProcess[]) => batches.push({ nodeId, pids: adopted.map((o) => o.pid) }),
+    });
+    const labels = { zone: "z1" };
+    r.register({ nodeId: "a", address: "127.0.0.1:1", labels, gpus: [], bootEpoch: 1n });
+    labels.zone = "changed after the call";
+    expect(r.get("a")?.labels).toEqual({ zone: "z1" });
+    const orphans = (pids: number[]) => pids.map((pid) => create(OrphanProcessSchema, { pid, address: `127.0.0.1:${String(20_000 + pid)}` }));
+    const many = Array.from({ length: 500 }, (_, i) => i + 1);
+    r.heartbeat({ ...hb("a", 1n), orphans: orphans(many) });
+    r.heartbeat({ ...hb("a", 2n), orphans: orphans(many) }); // the same ones: nothing new
+    r.heartbeat({ ...hb("a", 3n), orphans: orphans([...many, 900, 900]) }); // one new (listed twice)
+    r.heartbeat({ ...hb("a", 4n), orphans: [] });
+    expect(batches).toEqual([
+      { nodeId: "a", pids: many },
+      { nodeId: "a", pids: [900] },
+    ]);
   });
 });

@@ -51,8 +51,14 @@ export interface NodeRegistryOptions {
   readonly onIntentsGone?: (nodeId: string, present: ReadonlySet<string>) => void;
   /** Orphans older than this are stopped (reason orphan). @default 2 min */
   readonly orphanGraceMs?: number;
-  /** An orphan was first seen, is being stopped, was stopped, or its stop failed. */
-  readonly onOrphan?: (nodeId: string, orphan: OrphanProcess, kind: "adopted" | "stopping" | "stopped" | "failed", detail: string) => void;
+  /**
+   * Orphans first seen in one heartbeat, in report order (never empty): one
+   * call per node per heartbeat, so a peer reporting many orphans makes one
+   * coalesced `orphan.adopted` event, not one each.
+   */
+  readonly onOrphansAdopted?: (nodeId: string, adopted: readonly OrphanProcess[]) => void;
+  /** An orphan is being stopped, was stopped, or its stop failed. */
+  readonly onOrphan?: (nodeId: string, orphan: OrphanProcess, kind: "stopping" | "stopped" | "failed", detail: string) => void;
   /**
    * A heartbeat showed foreign processes the node's previous one did not:
    * called once per such heartbeat with the new ones (coalesced, never one
@@ -131,9 +137,13 @@ export class NodeRegistry implements AgentDirectory, InventoryPort {
   register(init: { nodeId: string; address: string; labels: Record<string, string>; gpus: GpuInfo[]; bootEpoch: bigint; embedded?: boolean; client?: Client<typeof AgentService> }): NodeRecord {
     const existing = this.nodes.get(init.nodeId);
     if (existing === undefined && this.nodes.size >= NodeRegistry.maxNodes) throw new Error(`too many nodes (cap ${String(NodeRegistry.maxNodes)})`);
+    // Copies: the record must not share objects with a request (validated by
+    // NodeService against node-report-limits before it gets here).
+    const labels = { ...init.labels };
+    const gpus = init.gpus.map((g) => ({ ...g }));
     if (existing !== undefined && existing.address === init.address && existing.bootEpoch === init.bootEpoch) {
-      existing.labels = init.labels;
-      existing.gpus = init.gpus;
+      existing.labels = labels;
+      existing.gpus = gpus;
       return existing;
     }
     if (existing !== undefined) {
@@ -144,8 +154,8 @@ export class NodeRegistry implements AgentDirectory, InventoryPort {
     const rec: NodeRecord = {
       nodeId: init.nodeId,
       address: init.address,
-      labels: init.labels,
-      gpus: init.gpus,
+      labels,
+      gpus,
       embedded: init.embedded ?? false,
       bootEpoch: init.bootEpoch,
       sequence: 0n,
@@ -164,7 +174,7 @@ export class NodeRegistry implements AgentDirectory, InventoryPort {
     };
     this.nodes.set(init.nodeId, rec);
     this.sorted = undefined;
-    this.o.onNodeEvent(init.nodeId, "registered", init.labels);
+    this.o.onNodeEvent(init.nodeId, "registered", labels);
     this.watchExits(rec);
     return rec;
   }
@@ -295,9 +305,11 @@ export class NodeRegistry implements AgentDirectory, InventoryPort {
   }
 
   /**
-   * Orphans are accounted from the first heartbeat that shows them (an
-   * `orphan.adopted` event) and stopped once they outlive the grace, through
-   * the agent's StopOrphan (which re-checks the pid itself).
+   * Orphans are accounted from the first heartbeat that shows them (one
+   * coalesced `orphan.adopted` event per heartbeat for all new ones) and
+   * stopped once they outlive the grace, through the agent's StopOrphan
+   * (which re-checks the pid itself). `orphans` is bounded by NodeService
+   * (nodeReportLimits.maxOrphans), and so is `orphanSeen`.
    */
   private trackOrphans(n: NodeRecord, orphans: readonly OrphanProcess[]): void {
     const now = this.o.clock.now();
@@ -307,13 +319,15 @@ export class NodeRegistry implements AgentDirectory, InventoryPort {
       this.orphanSeen.set(n.nodeId, seen);
     }
     const present = new Set<string>();
+    const adopted: OrphanProcess[] = [];
     for (const o of orphans) {
       const key = `${String(o.pid)}@${o.address}`;
+      if (present.has(key)) continue; // listed twice in one report: one orphan
       present.add(key);
       const first = seen.get(key);
       if (first === undefined) {
         seen.set(key, now);
-        this.o.onOrphan?.(n.nodeId, o, "adopted", o.detail);
+        adopted.push(o);
         continue;
       }
       const stopKey = `${n.nodeId}/${key}`;
@@ -330,6 +344,7 @@ export class NodeRegistry implements AgentDirectory, InventoryPort {
         },
       );
     }
+    if (adopted.length > 0) this.o.onOrphansAdopted?.(n.nodeId, adopted);
     for (const key of [...seen.keys()]) {
       if (!present.has(key)) {
         seen.delete(key);

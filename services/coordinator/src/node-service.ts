@@ -1,23 +1,33 @@
 import type { NodeService } from "@warden/proto";
 import type { ServiceImpl } from "@warden/grpc";
-import { invalidArgument, type Clock } from "@warden/common";
+import { Code, WardenError, type Clock } from "@warden/common";
 import type { NodeRegistry } from "./node-registry.js";
+import { validateHeartbeat, validateRegister } from "./node-report-limits.js";
 
-const idPattern = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
-const addressPattern = /^[A-Za-z0-9.\-[\]:]+:\d{1,5}$|^in-process$/;
-/** Inventory entries accepted per heartbeat (client-keyed input is capped). */
-const maxInventory = 4096;
-/** Foreign processes kept per heartbeat (an agent reports at most 256); the rest are dropped, not refused. */
-const maxForeign = 1024;
+/**
+ * The peer name of the coordinator's own in-process calls (inProcessNodeService).
+ * A gRPC peer is the socket's address, so no remote caller can present it.
+ */
+const inProcessPeer = "in-process";
 
-/** NodeService: agents register and heartbeat (DESIGN §4). */
+/**
+ * NodeService: agents register and heartbeat (DESIGN §4). Each request is
+ * validated whole (node-report-limits.ts) before anything is applied: a
+ * refused report leaves the registry, the loader and the audit stream as
+ * they were.
+ */
 export function nodeService(nodes: NodeRegistry, _clock: Clock, coordinatorEpoch: bigint): ServiceImpl<typeof NodeService> {
+  /** Only the embedded agent, calling in process, may speak for the embedded node. */
+  const checkEmbedded = (nodeId: string, peer: string): boolean => {
+    const embedded = nodes.get(nodeId)?.embedded === true;
+    if (embedded && peer !== inProcessPeer) throw new WardenError(Code.PermissionDenied, `node_id: "${nodeId}" is the coordinator's embedded agent; a remote agent needs its own node id`, { details: { field: "node_id" } });
+    return embedded;
+  };
   return {
-    async register(req) {
-      if (!idPattern.test(req.nodeId)) throw invalidArgument("node_id", `"${req.nodeId.slice(0, 64)}" is not a valid node id`);
-      if (!addressPattern.test(req.address)) throw invalidArgument("address", `must be host:port, got "${req.address.slice(0, 64)}"`);
+    async register(req, ctx) {
+      validateRegister(req, ctx.peer === inProcessPeer && nodes.get(req.nodeId)?.embedded === true);
       const existing = nodes.get(req.nodeId);
-      if (existing?.embedded === true) {
+      if (checkEmbedded(req.nodeId, ctx.peer) && existing !== undefined) {
         // The embedded agent re-registers in process; keep its in-process client.
         nodes.register({ nodeId: req.nodeId, address: existing.address, labels: req.labels, gpus: req.gpus, bootEpoch: req.bootEpoch, embedded: true, client: existing.client });
       } else {
@@ -25,10 +35,10 @@ export function nodeService(nodes: NodeRegistry, _clock: Clock, coordinatorEpoch
       }
       return { coordinatorEpoch, heartbeatIntervalMs: 1_000 };
     },
-    async heartbeat(req) {
-      if (!idPattern.test(req.nodeId)) throw invalidArgument("node_id", `"${req.nodeId.slice(0, 64)}" is not a valid node id`);
-      if (req.backends.length > maxInventory) throw invalidArgument("backends", `at most ${String(maxInventory)} entries`);
-      const known = nodes.heartbeat({ nodeId: req.nodeId, bootEpoch: req.bootEpoch, sequence: req.sequence, backends: req.backends, orphans: req.orphans, foreign: req.foreign.slice(0, maxForeign), resources: req.resources });
+    async heartbeat(req, ctx) {
+      validateHeartbeat(req);
+      checkEmbedded(req.nodeId, ctx.peer);
+      const known = nodes.heartbeat({ nodeId: req.nodeId, bootEpoch: req.bootEpoch, sequence: req.sequence, backends: req.backends, orphans: req.orphans, foreign: req.foreign, resources: req.resources });
       return { registerRequired: !known, coordinatorEpoch };
     },
   };

@@ -1,0 +1,193 @@
+import { BackendState, type ForeignProcess, type GpuInfo, type HeartbeatRequest, type InventoryEntry, type NodeResources, type OrphanProcess, type RegisterRequest } from "@warden/proto";
+import { invalidArgument } from "@warden/common";
+
+/**
+ * Bounds on what one Register or Heartbeat may carry. Everything a peer sends
+ * is client input: a report over any bound is refused whole (INVALID_ARGUMENT
+ * naming the field) before any of it is applied, so a rejected report changes
+ * nothing. The caps compose with the watchdog's: leftovers (≤ maxInventory)
+ * plus orphans (≤ maxOrphans) stay under its 10 000 occupancy entries per node,
+ * and maxGpus equals its 64 devices per node.
+ */
+export const nodeReportLimits = Object.freeze({
+  /** Inventory entries per heartbeat. */
+  maxInventory: 4096,
+  /** Orphan processes per heartbeat. */
+  maxOrphans: 1024,
+  /** Foreign processes per heartbeat. */
+  maxForeign: 1024,
+  /** GPUs per Register and per heartbeat's resources. */
+  maxGpus: 64,
+  /** Highest GPU index accepted. */
+  maxGpuIndex: 1023,
+  /** Labels per Register. */
+  maxLabels: 64,
+  /** Label key length; keys match [A-Za-z0-9._:/-] without a leading "-" (the agent's id syntax, plus "/" for prefixes). */
+  maxLabelKeyChars: 128,
+  /** Label value length; printable characters, may be empty. */
+  maxLabelValueChars: 256,
+  /** host:port length. */
+  maxAddressChars: 256,
+  /** Free text (orphan/foreign detail, GPU name, orphan model, backend name, stop reason). */
+  maxTextChars: 256,
+  /** Agent version string. */
+  maxVersionChars: 64,
+  /** Byte counts (memory, GPU, RAM): at most 2^53 − 1, so sums stay exact. */
+  maxBytes: Number.MAX_SAFE_INTEGER,
+  /** Pids listed in one coalesced orphan.adopted event (the proto's "first ≤ 8"). */
+  orphanEventPids: 8,
+});
+
+/** Node ids, incarnations and model ids (the coordinator's id syntax). */
+export const nodeIdPattern = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
+/** host:port of a remote agent or backend; `in-process` is not an address (only the embedded agent is in process). */
+const hostPortPattern = /^[A-Za-z0-9.\-[\]:]+:\d{1,5}$/;
+const labelKeyPattern = /^[A-Za-z0-9._:/][A-Za-z0-9._:/-]*$/;
+/** The address the embedded agent registers with; refused from any remote peer. */
+export const inProcessAddress = "in-process";
+
+const L = nodeReportLimits;
+const maxBytesBig = BigInt(L.maxBytes);
+
+function hasControlChars(s: string): boolean {
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 0x20 || c === 0x7f) return true;
+  }
+  return false;
+}
+
+/** A short, printable echo of a peer's value for an error message. */
+function echo(s: string): string {
+  return JSON.stringify(s.length > 64 ? `${s.slice(0, 64)}…` : s);
+}
+
+function checkId(field: string, v: string): void {
+  if (!nodeIdPattern.test(v)) throw invalidArgument(field, `${echo(v)} must match ${nodeIdPattern.source}`);
+}
+
+function checkHostPort(field: string, v: string, optional: boolean): void {
+  if (optional && v === "") return;
+  const port = Number(v.slice(v.lastIndexOf(":") + 1));
+  if (v.length > L.maxAddressChars || !hostPortPattern.test(v) || port < 1 || port > 65535) {
+    throw invalidArgument(field, `must be host:port (port 1..65535, at most ${String(L.maxAddressChars)} characters), got ${echo(v)}`);
+  }
+}
+
+function checkText(field: string, v: string, max: number = L.maxTextChars): void {
+  if (v.length > max || hasControlChars(v)) throw invalidArgument(field, `must be at most ${String(max)} printable characters`);
+}
+
+function checkBytes(field: string, v: bigint): void {
+  if (v > maxBytesBig) throw invalidArgument(field, `must be at most ${String(L.maxBytes)} bytes`);
+}
+
+function checkCount(field: string, n: number, max: number): void {
+  if (n > max) throw invalidArgument(field, `at most ${String(max)} entries, got ${String(n)}`);
+}
+
+function checkGpus(field: string, gpus: readonly GpuInfo[]): void {
+  checkCount(field, gpus.length, L.maxGpus);
+  const seen = new Set<number>();
+  gpus.forEach((g, i) => {
+    const f = `${field}[${String(i)}]`;
+    if (g.index > L.maxGpuIndex) throw invalidArgument(`${f}.index`, `must be at most ${String(L.maxGpuIndex)}`);
+    if (seen.has(g.index)) throw invalidArgument(`${f}.index`, `duplicate GPU index ${String(g.index)}`);
+    seen.add(g.index);
+    checkText(`${f}.name`, g.name);
+    checkBytes(`${f}.total_bytes`, g.totalBytes);
+    checkBytes(`${f}.used_bytes`, g.usedBytes);
+  });
+}
+
+function checkLabels(labels: Readonly<Record<string, string>>): void {
+  const keys = Object.keys(labels);
+  checkCount("labels", keys.length, L.maxLabels);
+  for (const k of keys) {
+    if (k.length > L.maxLabelKeyChars || !labelKeyPattern.test(k)) {
+      throw invalidArgument("labels", `key ${echo(k)} must be 1..${String(L.maxLabelKeyChars)} characters of [A-Za-z0-9._:/-] without a leading "-"`);
+    }
+    checkText(`labels[${JSON.stringify(k)}]`, labels[k] ?? "", L.maxLabelValueChars);
+  }
+}
+
+const knownStates = new Set<number>([BackendState.SPAWNING, BackendState.LOADING, BackendState.READY, BackendState.STOPPING, BackendState.EXITED]);
+
+function checkInventory(backends: readonly InventoryEntry[]): void {
+  checkCount("backends", backends.length, L.maxInventory);
+  const seen = new Set<string>();
+  backends.forEach((e, i) => {
+    const f = `backends[${String(i)}]`;
+    checkId(`${f}.incarnation`, e.incarnation);
+    if (seen.has(e.incarnation)) throw invalidArgument(`${f}.incarnation`, `duplicate incarnation ${echo(e.incarnation)}`);
+    seen.add(e.incarnation);
+    checkId(`${f}.model`, e.model);
+    checkHostPort(`${f}.address`, e.address, false);
+    if (!knownStates.has(e.state)) throw invalidArgument(`${f}.state`, `unknown backend state ${String(e.state)}`);
+    checkBytes(`${f}.memory_bytes`, e.memoryBytes);
+    checkText(`${f}.gpu_device`, e.gpuDevice);
+    checkText(`${f}.backend`, e.backend);
+    if (e.stopRequested !== undefined) {
+      if (e.stopRequested.incarnation !== "") checkId(`${f}.stop_requested.incarnation`, e.stopRequested.incarnation);
+      checkText(`${f}.stop_requested.reason`, e.stopRequested.reason);
+    }
+  });
+}
+
+function checkOrphans(orphans: readonly OrphanProcess[]): void {
+  checkCount("orphans", orphans.length, L.maxOrphans);
+  orphans.forEach((o, i) => {
+    const f = `orphans[${String(i)}]`;
+    if (o.pid === 0) throw invalidArgument(`${f}.pid`, "must be a process id > 0");
+    // An orphan named by a partial record carries whatever that file said (its
+    // address and model may be damaged): printable and bounded, not host:port
+    // or a configured id, so one bad file on a node cannot get all its reports refused.
+    checkText(`${f}.address`, o.address, L.maxAddressChars);
+    checkBytes(`${f}.memory_bytes`, o.memoryBytes);
+    checkText(`${f}.model`, o.model);
+    checkText(`${f}.detail`, o.detail);
+  });
+}
+
+function checkForeign(foreign: readonly ForeignProcess[]): void {
+  checkCount("foreign", foreign.length, L.maxForeign);
+  foreign.forEach((p, i) => {
+    const f = `foreign[${String(i)}]`;
+    if (p.pid === 0) throw invalidArgument(`${f}.pid`, "must be a process id > 0");
+    checkHostPort(`${f}.address`, p.address, true);
+    checkText(`${f}.detail`, p.detail);
+  });
+}
+
+function checkResources(r: NodeResources): void {
+  checkGpus("resources.gpus", r.gpus);
+  checkBytes("resources.ram_total_bytes", r.ramTotalBytes);
+  checkBytes("resources.ram_used_bytes", r.ramUsedBytes);
+}
+
+/**
+ * Validates a whole Register before any of it is applied. `inProcessAllowed`
+ * only for the embedded agent's own in-process call: a remote peer may not
+ * claim the `in-process` address.
+ */
+export function validateRegister(req: RegisterRequest, inProcessAllowed: boolean): void {
+  checkId("node_id", req.nodeId);
+  if (req.address === inProcessAddress) {
+    if (!inProcessAllowed) throw invalidArgument("address", `"${inProcessAddress}" is reserved for the coordinator's embedded agent; a remote agent registers its host:port`);
+  } else {
+    checkHostPort("address", req.address, false);
+  }
+  checkLabels(req.labels);
+  checkGpus("gpus", req.gpus);
+  checkBytes("ram_total_bytes", req.ramTotalBytes);
+  checkText("version", req.version, L.maxVersionChars);
+}
+
+/** Validates a whole Heartbeat (inventory, orphans, foreign processes, resources) before any of it is applied. */
+export function validateHeartbeat(req: HeartbeatRequest): void {
+  checkId("node_id", req.nodeId);
+  checkInventory(req.backends);
+  checkOrphans(req.orphans);
+  checkForeign(req.foreign);
+  if (req.resources !== undefined) checkResources(req.resources);
+}

@@ -8,6 +8,9 @@ import { isAborted } from "./is-aborted.js";
 import type { InventorySnapshot, NodeResourcesInit } from "./agent.js";
 
 /** Options of one NodeService call. */
+
+/** Orphans and foreign processes per heartbeat: the coordinator's bound (1024 each). */
+const maxReportedProcesses = 1024;
 export interface NodeCallOptions {
   signal?: AbortSignal;
   timeoutMs?: number;
@@ -103,8 +106,10 @@ export function createNodeHeartbeat(options: NodeHeartbeatOptions): NodeHeartbea
   const beat = async (signal: AbortSignal): Promise<void> => {
     const [inv, res] = await Promise.all([options.source.inventory(signal), options.source.nodeResources(signal)]);
     const sequence = ++stats.lastSequence;
+    // The coordinator refuses a whole report over its bounds (node-report-limits.ts):
+    // an honest agent sends at most that many orphans and foreign processes.
     const r = await options.node.heartbeat(
-      { nodeId: options.nodeId, bootEpoch: BigInt(options.source.bootEpochMs), sequence, backends: inv.backends, orphans: inv.orphans, foreign: inv.foreign, resources: res },
+      { nodeId: options.nodeId, bootEpoch: BigInt(options.source.bootEpochMs), sequence, backends: inv.backends, orphans: inv.orphans.slice(0, maxReportedProcesses), foreign: inv.foreign.slice(0, maxReportedProcesses), resources: res },
       { signal, timeoutMs: callTimeoutMs },
     );
     stats.heartbeatsSent++;

@@ -153,7 +153,8 @@ function checkForeign(foreign: readonly ForeignProcess[]): void {
   checkCount("foreign", foreign.length, L.maxForeign);
   foreign.forEach((p, i) => {
     const f = `foreign[${String(i)}]`;
-    if (p.pid === 0) throw invalidArgument(`${f}.pid`, "must be a process id > 0");
+    // pid 0 is allowed: an agent that may not inspect another user's process
+    // still reports the socket (owner unknown) rather than hide it.
     checkHostPort(`${f}.address`, p.address, true);
     checkText(`${f}.detail`, p.detail);
   });

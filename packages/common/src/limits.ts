@@ -58,5 +58,8 @@ export const maxGroupsPerModel = 64;
 /** Length of one group name (the watchdog's maxNameLength cap). */
 export const maxGroupNameLength = 256;
 
+/** GPU devices handed to one agent (the watchdog's maxDevicesPerNode cap). */
+export const maxGpusPerNode = 64;
+
 /** Event types in one WatchEvents filter. */
 export const maxWatchEventTypes = 64;

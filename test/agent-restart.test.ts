@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createClient, type Client } from "@warden/grpc";
 import { AgentService, BackendState, Health, HealthCheckResponse_ServingStatus } from "@warden/proto";
 import { backendSimMainPath, repoRootPath } from "../services/agent/src/backend-sim-catalog.js";
+import { agentMarkOf, markEnv } from "../services/agent/src/process-mark.js";
 import { liveTaggedSims, newIncarnation, pidAlive, randomPortRange, simCatalog, startReady, tempDir, testTagVar, uniqueTag, waitFor } from "./support/agent-harness.js";
 import { startAgentProcess, writeAgentConfig, type AgentProcess } from "./support/agent-process.js";
 
@@ -76,7 +77,7 @@ describe("agent restart", () => {
     // SIGTERM leaves every backend running
     for (const r of [a, b, c]) expect(await pidAlive(r.pid)).toBe(true);
 
-    // while no agent runs: one backend dies, a stranger starts listening in the range
+    // while no agent runs: one backend dies, a process of this agent (its mark, no record) starts listening in the range
     process.kill(b.pid, "SIGKILL");
     await waitFor("b dead", async () => !(await pidAlive(b.pid)));
     const orphanPort = ports.max;
@@ -84,7 +85,7 @@ describe("agent restart", () => {
       cwd: repoRootPath,
       detached: true,
       stdio: "ignore",
-      env: { PATH: process.env.PATH, [testTagVar]: fileTag },
+      env: { ...markEnv(agentMarkOf("restart-node", stateDir), ""), PATH: process.env.PATH, [testTagVar]: fileTag },
     });
     const orphanPid = orphan.pid ?? 0;
     strays.push(orphanPid);

@@ -1,12 +1,16 @@
 /**
- * An orphan — a live process listening in the agent's port range without a
- * record — is adopted into its node's accounting (event, ListModels, counts
- * toward the limit) and stopped after the grace with reason orphan.
+ * An orphan — a live process the agent started (it carries the agent's mark:
+ * WARDEN_NODE_ID, WARDEN_INCARNATION, WARDEN_AGENT_TOKEN) listening in its
+ * port range without a record — is adopted into its node's accounting (event,
+ * ListModels, counts toward the limit) and stopped after the grace with reason
+ * orphan. An unmarked process is foreign instead (test/foreign.test.ts).
  */
 import { spawn } from "node:child_process";
 import { join, resolve } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { EvictionReason, InstanceState } from "@warden/proto";
+import { agentMarkOf, markEnv } from "../services/agent/src/process-mark.js";
+import { newIncarnation } from "./support/agent-harness.js";
 import { simModel, startTestCoordinator, until, type TestCoordinator } from "./support/coordinator-harness.js";
 
 const root = resolve(import.meta.dirname, "..");
@@ -35,15 +39,18 @@ function alive(pid: number): boolean {
 }
 
 describe("orphans", () => {
-  it("a stranger in the port range is adopted as an orphan, counts toward the limit, and is stopped after the grace (reason orphan)", async () => {
+  it("a marked process of this node without a record is adopted as an orphan, counts toward the limit, and is stopped after the grace (reason orphan)", async () => {
     t = await startTestCoordinator({
       models: [simModel("m")],
       policy: { limitPerNode: 1, enforcementRetries: 200 },
       agent: { orphanScanInterval: "300ms", heartbeatInterval: "250ms" },
       extra: { orphanGrace: "3s" },
     });
-    const port = t.c.agent!.config.portMax;
-    const stranger = spawn(process.execPath, ["--import", "tsx", join(root, "services/backend-sim/src/main.ts"), "--addr", `127.0.0.1:${String(port)}`], { cwd: root, stdio: "ignore" });
+    const agentConfig = t.c.agent!.config;
+    const port = agentConfig.portMax;
+    // as the agent would have spawned it, before its record was lost
+    const env = { ...markEnv(agentMarkOf(agentConfig.nodeId, agentConfig.stateDir), newIncarnation()), PATH: process.env.PATH ?? "" };
+    const stranger = spawn(process.execPath, ["--import", "tsx", join(root, "services/backend-sim/src/main.ts"), "--addr", `127.0.0.1:${String(port)}`], { cwd: root, stdio: "ignore", env });
     pids.push(stranger.pid!);
     const adopted = await t.waitForEvent("orphan.adopted", (e) => e.address === `127.0.0.1:${String(port)}`);
     expect(adopted.payload.case === "orphanAdopted" && adopted.payload.value.pid).toBe(stranger.pid);

@@ -4,7 +4,7 @@ import type { Agent } from "./agent.js";
 /**
  * The agent's Prometheus metrics, computed at scrape time from the process
  * table and the last memory reading: backends by state, backends with a stop
- * requested, orphans, GPU and RAM bytes.
+ * requested, orphans, foreign processes, GPU and RAM bytes.
  */
 export function createAgentMetrics(agent: Agent): Registry {
   const r = new Registry();
@@ -34,6 +34,14 @@ export function createAgentMetrics(agent: Agent): Registry {
     registers: [r],
     async collect() {
       this.set((await agent.inventory()).orphans.length);
+    },
+  });
+  new Gauge({
+    name: "warden_agent_foreign_processes",
+    help: "Processes listening in the port range that this agent did not start (last scan); never signalled, their ports skipped.",
+    registers: [r],
+    collect() {
+      this.set(agent.foreign().length);
     },
   });
   new Gauge({

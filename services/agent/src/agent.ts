@@ -14,12 +14,13 @@ import { createMemoryProbe, type MemoryReading } from "./memory-probe.js";
 import { HealthMonitor } from "./health-monitor.js";
 import { isAborted } from "./is-aborted.js";
 import { ModelLocks } from "./model-lock.js";
-import { scanOrphans, type Orphan } from "./orphan-scan.js";
+import { scanPortRange, type Foreign, type Orphan } from "./orphan-scan.js";
 import { stopOrphanProcess } from "./orphan-stop.js";
 import { PortAllocator } from "./port-allocator.js";
-import { isSameProcessAlive, readPidStat } from "./proc-fs.js";
+import { agentMarkOf, classifyEnviron, markEnv, markVars } from "./process-mark.js";
+import { isSameProcessAlive, readEnviron, readPidStat } from "./proc-fs.js";
 import { adoptProcess, spawnBackend } from "./process-handle.js";
-import { inventoryEntryOf, orphanOf, startResponseOf, type InventoryEntryInit, type OrphanInit, type StartResponseInit, type WatchEventInit } from "./proto-views.js";
+import { foreignOf, inventoryEntryOf, orphanOf, startResponseOf, type ForeignInit, type InventoryEntryInit, type OrphanInit, type StartResponseInit, type WatchEventInit } from "./proto-views.js";
 import { waitReady, tcpProbe } from "./readiness.js";
 import { RecordStore } from "./record-store.js";
 import { checkAddress, checkId, checkIncarnation, checkOptions, checkText } from "./request-validation.js";
@@ -52,6 +53,8 @@ export interface AdoptionReport {
 export interface InventorySnapshot {
   backends: InventoryEntryInit[];
   orphans: OrphanInit[];
+  /** Listeners in the port range this agent did not start (last scan): never signalled. */
+  foreign: ForeignInit[];
   bootEpochMs: number;
 }
 
@@ -75,8 +78,10 @@ export interface Agent {
   close(options: { stopBackends: boolean }): Promise<void>;
   inventory(signal?: AbortSignal): Promise<InventorySnapshot>;
   nodeResources(signal?: AbortSignal): Promise<NodeResourcesInit>;
-  /** Rescans the port range for orphans now (also done every orphanScanIntervalMs). */
+  /** Rescans the port range for orphans and foreign processes now (also done every orphanScanIntervalMs); returns the orphans. */
   rescanOrphans(): Promise<Orphan[]>;
+  /** Foreign processes of the last scan. */
+  foreign(): readonly Foreign[];
   /** Live (not exited) backends by incarnation: pid, address, state. For tests and the CLI. */
   processes(): { incarnation: string; model: string; pid: number; address: string; state: BackendPhase["t"] }[];
 }
@@ -101,7 +106,8 @@ const maxRememberedStarts = 4096;
 type StopResponseInit = MessageInitShape<typeof StopBackendResponseSchema>;
 
 
-function buildEnv(entry: CatalogEntry, source: Readonly<Record<string, string | undefined>>, gpuDevice: string): Record<string, string> {
+/** The child's environment: the agent's mark first (so a bounded read of /proc/<pid>/environ finds it) and unforgeable by the catalog. */
+function buildEnv(entry: CatalogEntry, source: Readonly<Record<string, string | undefined>>, gpuDevice: string, mark: Readonly<Record<string, string>>): Record<string, string> {
   const env: Record<string, string> = {};
   for (const name of entry.envAllow) {
     if (name.endsWith("*")) {
@@ -114,7 +120,8 @@ function buildEnv(entry: CatalogEntry, source: Readonly<Record<string, string | 
   }
   Object.assign(env, entry.env);
   if (gpuDevice !== "") env.CUDA_VISIBLE_DEVICES = gpuDevice;
-  return env;
+  for (const name of Object.values(markVars)) Reflect.deleteProperty(env, name);
+  return { ...mark, ...env };
 }
 
 /**
@@ -150,7 +157,10 @@ export function createAgent(config: AgentConfig, deps: AgentDeps = {}): Agent {
   const bootEpochMs = Math.floor(clock.wallNow());
   const records = new RecordStore(config.stateDir);
   const logDir = join(config.stateDir, "logs");
-  const ports = new PortAllocator({ host: config.backendHost, min: config.portMin, max: config.portMax, quarantineMs: config.portQuarantineMs, clock });
+  const mark = agentMarkOf(config.nodeId, config.stateDir);
+  /** Ports held by processes the agent does not own, as of the last scan. */
+  let heldPorts: ReadonlySet<number> = new Set();
+  const ports = new PortAllocator({ host: config.backendHost, min: config.portMin, max: config.portMax, quarantineMs: config.portQuarantineMs, clock, blocked: (p) => heldPorts.has(p) });
   const locks = new ModelLocks();
   const hub = new WatchHub<WatchEventInit>();
   const probe = createMemoryProbe({ nvidiaSmiPath: config.nvidiaSmiPath, procRoot });
@@ -178,6 +188,7 @@ export function createAgent(config: AgentConfig, deps: AgentDeps = {}): Agent {
   setMaxListeners(0, closing.signal);
   let partials: PartialRecord[] = [];
   let orphans: Orphan[] = [];
+  let foreign: Foreign[] = [];
   let cancelOrphanTimer: Cancel = () => {};
   let started = false;
 
@@ -304,7 +315,7 @@ export function createAgent(config: AgentConfig, deps: AgentDeps = {}): Agent {
       const res = await spawnBackend({
         command: s.entry.command,
         args: [...s.entry.args, "--addr", address],
-        env: buildEnv(s.entry, envSource, device),
+        env: buildEnv(s.entry, envSource, device, markEnv(mark, s.incarnation)),
         cwd: s.entry.cwd,
         stdoutFd: fds.stdoutFd,
         stderrFd: fds.stderrFd,
@@ -528,6 +539,7 @@ export function createAgent(config: AgentConfig, deps: AgentDeps = {}): Agent {
     return {
       backends: procs.map((p) => inventoryEntryOf(p, p.state().t === "exited" ? 0 : (mem.perPidBytes.get(p.pid) ?? 0))),
       orphans: orphanList.map((o) => orphanOf(o, mem.perPidBytes.get(o.pid) ?? 0)),
+      foreign: foreign.map(foreignOf),
       bootEpochMs,
     };
   };
@@ -543,13 +555,29 @@ export function createAgent(config: AgentConfig, deps: AgentDeps = {}): Agent {
   };
 
   const rescanOrphans = async (): Promise<Orphan[]> => {
-    const known = new Set<number>();
-    for (const p of table.values()) known.add(p.pid);
-    orphans = await scanOrphans({ host: config.backendHost, portMin: config.portMin, portMax: config.portMax, knownPids: known, partials, procRoot });
+    const knownPids = new Set<number>();
+    const knownIncarnations = new Set<string>();
+    const ownPorts = new Set<number>();
+    for (const p of table.values()) {
+      knownPids.add(p.pid);
+      knownIncarnations.add(p.id.incarnation);
+      if (p.state().t !== "exited") ownPorts.add(p.id.port);
+    }
+    const scan = await scanPortRange({ host: config.backendHost, portMin: config.portMin, portMax: config.portMax, mark, knownPids, knownIncarnations, ownPorts, partials, procRoot });
     // A pid that became ours during the scan is not an orphan.
     const nowKnown = new Set([...table.values()].map((p) => p.pid));
-    orphans = orphans.filter((o) => !nowKnown.has(o.pid));
+    orphans = scan.orphans.filter((o) => !nowKnown.has(o.pid));
+    const before = new Set(foreign.map((f) => `${String(f.pid)}@${f.address}`));
+    foreign = scan.foreign;
+    heldPorts = scan.heldPorts;
+    for (const f of foreign) if (!before.has(`${String(f.pid)}@${f.address}`)) logger.warn("foreign process in the port range: reported, never signalled", { pid: f.pid, address: f.address, detail: f.detail });
     return orphans;
+  };
+
+  /** StopOrphan's last check, right before a signal: the reason to refuse, or undefined when the pid carries this agent's mark. */
+  const refuseUnmarked = async (pid: number): Promise<string | undefined> => {
+    const v = classifyEnviron(await readEnviron(pid, procRoot), mark);
+    return v.t === "foreign" ? v.detail : undefined;
   };
 
   const scheduleOrphanScan = (): void => {
@@ -655,16 +683,22 @@ export function createAgent(config: AgentConfig, deps: AgentDeps = {}): Agent {
 
   /**
    * StopOrphan: only a pid the agent itself reports as an orphan right now
-   * (rescanned here) may be signalled; anything else is alreadyGone.
+   * (rescanned here) may be signalled, and only if it still carries this
+   * agent's mark right before the signal. A foreign pid is refused
+   * (FAILED_PRECONDITION); anything else is alreadyGone.
    */
   const stopOrphan: ServiceImpl<typeof AgentService>["stopOrphan"] = async (req) => {
     if (!Number.isInteger(req.pid) || req.pid <= 1) throw invalidArgument("pid", `must be a process id > 1, got ${String(req.pid)}`);
     const reason = checkText("reason", req.reason, 256);
     const current = await rescanOrphans();
     const o = current.find((x) => x.pid === req.pid && (req.address === "" || x.address === req.address));
-    if (o === undefined) return { outcome: { case: "alreadyGone", value: { replacedBy: "" } } };
+    if (o === undefined) {
+      const f = foreign.find((x) => x.pid === req.pid);
+      if (f !== undefined) throw new WardenError(Code.FailedPrecondition, `pid ${String(f.pid)} on ${f.address} is foreign (${f.detail}): this agent never signals a process it did not start`);
+      return { outcome: { case: "alreadyGone", value: { replacedBy: "" } } };
+    }
     logger.info("stopping orphan", { pid: o.pid, address: o.address, model: o.model, force: req.force, reason });
-    const r = await stopOrphanProcess(o.pid, { force: req.force, graceMs: config.graceMs, clock, procRoot });
+    const r = await stopOrphanProcess(o.pid, { force: req.force, graceMs: config.graceMs, clock, procRoot, verify: refuseUnmarked });
     orphans = orphans.filter((x) => x.pid !== o.pid);
     if (r === undefined) return { outcome: { case: "alreadyGone", value: { replacedBy: "" } } };
     return { outcome: { case: "stopped", value: { signal: r.signal, escalated: r.escalated } } };
@@ -676,7 +710,7 @@ export function createAgent(config: AgentConfig, deps: AgentDeps = {}): Agent {
     stopOrphan,
     async listBackends(_req, ctx) {
       const inv = await inventory(ctx.signal);
-      return { backends: inv.backends, orphans: inv.orphans, bootEpoch: BigInt(bootEpochMs) };
+      return { backends: inv.backends, orphans: inv.orphans, foreign: inv.foreign, bootEpoch: BigInt(bootEpochMs) };
     },
     async getNodeStatus(_req, ctx) {
       return { nodeId: config.nodeId, labels: { ...config.labels }, resources: await nodeResources(ctx.signal), bootEpoch: BigInt(bootEpochMs) };
@@ -695,6 +729,7 @@ export function createAgent(config: AgentConfig, deps: AgentDeps = {}): Agent {
     inventory,
     nodeResources,
     rescanOrphans,
+    foreign: () => foreign,
     processes: () =>
       [...table.values()].filter((p) => p.state().t !== "exited").map((p) => ({ incarnation: p.id.incarnation, model: p.id.model, pid: p.pid, address: p.id.address, state: p.state().t })),
   };

@@ -7,7 +7,7 @@ import { createNodeHeartbeat, type HeartbeatSource, type NodeServicePort } from 
 
 const source: HeartbeatSource = {
   bootEpochMs: 1_700_000_000_000,
-  inventory: async () => ({ backends: [{ incarnation: "01J0000000000000000000000A", model: "m" }], orphans: [], bootEpochMs: 1_700_000_000_000 }),
+  inventory: async () => ({ backends: [{ incarnation: "01J0000000000000000000000A", model: "m" }], orphans: [], foreign: [{ pid: 4242, address: "127.0.0.1:21000", detail: "no Warden mark" }], bootEpochMs: 1_700_000_000_000 }),
   nodeResources: async () => ({ gpus: [], ramTotalBytes: 1000n, ramUsedBytes: 10n }),
 };
 
@@ -73,6 +73,8 @@ describe("node heartbeat loop", () => {
     expect(seqs.every((s, i) => i === 0 || s > (seqs[i - 1] ?? 0n))).toBe(true);
     expect(beats.every((b) => b.bootEpoch === 1_700_000_000_000n && b.nodeId === "n1")).toBe(true);
     expect(beats[0]?.backends[0]?.incarnation).toBe("01J0000000000000000000000A");
+    // foreign processes ride along, so the coordinator can report them (ListNodes, foreign.detected)
+    expect(beats[0]?.foreign.map((f) => [f.pid, f.address, f.detail])).toEqual([[4242, "127.0.0.1:21000", "no Warden mark"]]);
     await hb.stop();
   });
 });

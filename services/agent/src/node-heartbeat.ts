@@ -70,7 +70,7 @@ const defaultBackoff: BackoffPolicy = { initialMs: 250, factor: 1.6, maxMs: 5_00
 
 /**
  * The agent side of NodeService: Register, then Heartbeat every interval with
- * the inventory, orphans, resources, the agent's boot epoch and a sequence that
+ * the inventory, orphans, foreign processes, resources, the agent's boot epoch and a sequence that
  * strictly increases for every heartbeat sent in this boot epoch (also across
  * re-registrations and failures), so the coordinator can drop stale reports.
  * `register_required` in a response makes it register again at once; while the
@@ -104,7 +104,7 @@ export function createNodeHeartbeat(options: NodeHeartbeatOptions): NodeHeartbea
     const [inv, res] = await Promise.all([options.source.inventory(signal), options.source.nodeResources(signal)]);
     const sequence = ++stats.lastSequence;
     const r = await options.node.heartbeat(
-      { nodeId: options.nodeId, bootEpoch: BigInt(options.source.bootEpochMs), sequence, backends: inv.backends, orphans: inv.orphans, resources: res },
+      { nodeId: options.nodeId, bootEpoch: BigInt(options.source.bootEpochMs), sequence, backends: inv.backends, orphans: inv.orphans, foreign: inv.foreign, resources: res },
       { signal, timeoutMs: callTimeoutMs },
     );
     stats.heartbeatsSent++;

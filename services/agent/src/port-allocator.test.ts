@@ -28,4 +28,13 @@ describe("port allocator", () => {
     expect(await ports.allocate()).toBe(102);
     expect(await ports.allocate()).toBeUndefined();
   });
+
+  it("skips a blocked port (a foreign listener on another address) even when the probe passes", async () => {
+    const blocked = new Set([100]);
+    const ports = new PortAllocator({ host: "127.0.0.1", min: 100, max: 101, quarantineMs: 0, clock: new ManualClock(), probe: async () => true, blocked: (p) => blocked.has(p) });
+    expect(await ports.allocate()).toBe(101);
+    expect(await ports.allocate()).toBeUndefined();
+    blocked.clear();
+    expect(await ports.allocate()).toBe(100);
+  });
 });

@@ -25,6 +25,13 @@ export interface PortAllocatorOptions {
   clock: Clock;
   /** @default probePortFree */
   probe?: (host: string, port: number) => Promise<boolean>;
+  /**
+   * Ports a process the agent does not own was last seen listening on (the
+   * port scan's foreign processes and orphans), skipped even when the probe
+   * would pass: a listener on another address of the same port (127.0.0.2,
+   * ::1) does not fail a bind on `host`, yet it is not ours to share a port with.
+   */
+  blocked?: (port: number) => boolean;
 }
 
 /**
@@ -55,7 +62,7 @@ export class PortAllocator {
     if (this.options.quarantineMs > 0) this.quarantinedUntil.set(port, this.options.clock.now() + this.options.quarantineMs);
   }
 
-  /** A free port, or undefined when every port in the range is taken, quarantined or bound by someone else. */
+  /** A free port, or undefined when every port in the range is taken, quarantined, blocked or bound by someone else. */
   async allocate(signal?: AbortSignal): Promise<number | undefined> {
     const { min, max, host } = this.options;
     const size = max - min + 1;
@@ -63,7 +70,7 @@ export class PortAllocator {
     for (let i = 0; i < size; i++) {
       if (signal?.aborted === true) return undefined;
       const port = min + ((this.cursor - min + i) % size);
-      if (this.inUse.has(port)) continue;
+      if (this.inUse.has(port) || this.options.blocked?.(port) === true) continue;
       const until = this.quarantinedUntil.get(port);
       if (until !== undefined) {
         if (until > now) continue;

@@ -1,4 +1,4 @@
-import { readFile, readdir, readlink } from "node:fs/promises";
+import { open, readFile, readdir, readlink } from "node:fs/promises";
 
 // Thin readers of Linux /proc. Every function takes the /proc root so tests can
 // point it at a fixture directory; production uses "/proc".
@@ -44,6 +44,34 @@ export async function readPidStat(pid: number, procRoot = "/proc"): Promise<PidS
 export async function isSameProcessAlive(pid: number, startTimeTicks: string, procRoot = "/proc"): Promise<boolean> {
   const st = await readPidStat(pid, procRoot);
   return st !== undefined && st.state !== "Z" && st.state !== "X" && st.startTimeTicks === startTimeTicks;
+}
+
+/** Bytes of /proc/<pid>/environ read at most: the agent's mark comes first in its children's environment. */
+export const maxEnvironBytes = 64 * 1024;
+
+/**
+ * The first `maxEnvironBytes` of /proc/<pid>/environ (NUL-separated), or
+ * undefined when it cannot be read (gone, or another user's process: EACCES).
+ */
+export async function readEnviron(pid: number, procRoot = "/proc"): Promise<string | undefined> {
+  let fh;
+  try {
+    fh = await open(`${procRoot}/${String(pid)}/environ`, "r");
+    const buf = Buffer.alloc(maxEnvironBytes);
+    let n = 0;
+    // /proc files come in pieces: read until EOF or the cap
+    for (;;) {
+      const r = await fh.read(buf, n, buf.length - n, null);
+      if (r.bytesRead === 0) break;
+      n += r.bytesRead;
+      if (n >= buf.length) break;
+    }
+    return buf.subarray(0, n).toString("utf8");
+  } catch {
+    return undefined;
+  } finally {
+    await fh?.close().catch(() => {});
+  }
 }
 
 /** Resident set size of a pid in bytes (VmRSS), 0 when unknown. */

@@ -1,12 +1,13 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
-import { BackendState, type InventoryEntrySchema, type OrphanProcessSchema, type StartBackendResponseSchema, type WatchBackendsResponseSchema } from "@warden/proto";
+import { BackendState, type ForeignProcessSchema, type InventoryEntrySchema, type OrphanProcessSchema, type StartBackendResponseSchema, type WatchBackendsResponseSchema } from "@warden/proto";
 import type { BackendPhase, BackendProcess } from "./backend-process.js";
-import type { Orphan } from "./orphan-scan.js";
+import type { Foreign, Orphan } from "./orphan-scan.js";
 import type { StartEvent } from "./start-log.js";
 
 export type InventoryEntryInit = MessageInitShape<typeof InventoryEntrySchema>;
 export type OrphanInit = MessageInitShape<typeof OrphanProcessSchema>;
+export type ForeignInit = MessageInitShape<typeof ForeignProcessSchema>;
 export type StartResponseInit = MessageInitShape<typeof StartBackendResponseSchema>;
 export type WatchEventInit = MessageInitShape<typeof WatchBackendsResponseSchema>;
 
@@ -46,6 +47,10 @@ export function inventoryEntryOf(proc: BackendProcess, memoryBytes: number): Inv
 
 export function orphanOf(o: Orphan, memoryBytes: number): OrphanInit {
   return { pid: o.pid, address: o.address, memoryBytes: BigInt(Math.max(0, Math.round(memoryBytes))), model: o.model, detail: o.detail };
+}
+
+export function foreignOf(f: Foreign): ForeignInit {
+  return { pid: f.pid, address: f.address, detail: f.detail };
 }
 
 export function startResponseOf(ev: StartEvent): StartResponseInit {

@@ -68,7 +68,7 @@ export function modelsTable(instances: readonly ModelInstance[], nowMs = Date.no
 export function nodesTable(nodes: readonly Node[], nowMs = Date.now()): string {
   if (nodes.length === 0) return "no nodes registered";
   return table(
-    ["NODE", "STATE", "DRAINING", "INSTANCES", "GPUS", "MEMORY USED", "LABELS", "LAST HEARTBEAT"],
+    ["NODE", "STATE", "DRAINING", "INSTANCES", "FOREIGN", "GPUS", "MEMORY USED", "LABELS", "LAST HEARTBEAT"],
     nodes.map((n) => {
       const r = n.resources;
       const gpus = r?.gpus ?? [];
@@ -79,6 +79,8 @@ export function nodesTable(nodes: readonly Node[], nowMs = Date.now()): string {
         nodeStateName(n.state),
         n.draining ? `yes (${String(n.drainRemaining)} left)` : "no",
         n.instanceCount,
+        // processes in the node's port range Warden did not start (never signalled); pids in --json
+        n.foreign.length === 0 ? "-" : String(n.foreign.length),
         gpus.length === 0 ? "-" : String(gpus.length),
         total === 0 ? "-" : `${bytes(used)} / ${bytes(total)}`,
         Object.entries(n.labels)

@@ -106,6 +106,7 @@ function nodeInit(n: NodeRecord, instanceCount: number, drainRemaining: number):
     bootEpoch: n.bootEpoch,
     instanceCount,
     embedded: n.embedded,
+    foreign: n.foreign,
   };
 }
 

@@ -151,6 +151,12 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
           break;
       }
     },
+    onForeign: (nodeId, fresh) => {
+      // Another program or another Warden in the node's port range: reported, never signalled.
+      log.warn("foreign processes in a node's port range", { nodeId, count: fresh.length });
+      const first = fresh.slice(0, 8);
+      void hub.publish({ nodeId, payload: { case: "foreignDetected", value: { $typeName: "warden.v1.ForeignDetected", count: fresh.length, pids: first.map((f) => f.pid), addresses: first.map((f) => f.address) } } });
+    },
     onPauseChange: (paused, unreachable, total) => {
       log.warn(paused ? "most nodes unreachable: pausing unreachability-driven actions" : "unreachability pause over", { unreachable, total });
       void hub.publish({ payload: { case: "unreachabilityPaused", value: { $typeName: "warden.v1.UnreachabilityPaused", paused, unreachableNodes: unreachable, totalNodes: total } } });

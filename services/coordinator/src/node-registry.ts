@@ -1,4 +1,4 @@
-import { BackendState, type AgentService, type GpuInfo, type InventoryEntry, type NodeResources, type OrphanProcess } from "@warden/proto";
+import { BackendState, type AgentService, type ForeignProcess, type GpuInfo, type InventoryEntry, type NodeResources, type OrphanProcess } from "@warden/proto";
 import type { Client } from "@warden/grpc";
 import { isUlid, type Clock, type Logger } from "@warden/common";
 import type { AgentDirectory, AgentPort, InventoryAnswer, InventoryHit, InventoryPort, Loader } from "@warden/loader";
@@ -23,6 +23,8 @@ export interface NodeRecord {
   /** Last inventory; undefined until the first heartbeat. */
   inventory: InventoryEntry[] | undefined;
   orphans: OrphanProcess[];
+  /** Listeners in the agent's port range it did not start (last heartbeat); never signalled. */
+  foreign: ForeignProcess[];
   resources: NodeResources | undefined;
   client: Client<typeof AgentService>;
   port: AgentPort;
@@ -51,6 +53,12 @@ export interface NodeRegistryOptions {
   readonly orphanGraceMs?: number;
   /** An orphan was first seen, is being stopped, was stopped, or its stop failed. */
   readonly onOrphan?: (nodeId: string, orphan: OrphanProcess, kind: "adopted" | "stopping" | "stopped" | "failed", detail: string) => void;
+  /**
+   * A heartbeat showed foreign processes the node's previous one did not:
+   * called once per such heartbeat with the new ones (coalesced, never one
+   * call per process).
+   */
+  readonly onForeign?: (nodeId: string, fresh: readonly ForeignProcess[]) => void;
   /** Mass unreachability began or ended. */
   readonly onPauseChange?: (paused: boolean, unreachable: number, total: number) => void;
 }
@@ -147,6 +155,7 @@ export class NodeRegistry implements AgentDirectory, InventoryPort {
       draining: existing?.draining ?? false,
       inventory: existing?.bootEpoch === init.bootEpoch ? existing.inventory : undefined,
       orphans: [],
+      foreign: existing?.bootEpoch === init.bootEpoch ? existing.foreign : [],
       resources: existing?.resources,
       client,
       port: agentPort(client),
@@ -164,7 +173,7 @@ export class NodeRegistry implements AgentDirectory, InventoryPort {
    * A heartbeat. Returns false when the node is unknown (it must register).
    * An older (boot epoch, sequence) than the last one seen is ignored.
    */
-  heartbeat(hb: { nodeId: string; bootEpoch: bigint; sequence: bigint; backends: InventoryEntry[]; orphans: OrphanProcess[]; resources: NodeResources | undefined }): boolean {
+  heartbeat(hb: { nodeId: string; bootEpoch: bigint; sequence: bigint; backends: InventoryEntry[]; orphans: OrphanProcess[]; foreign?: ForeignProcess[]; resources: NodeResources | undefined }): boolean {
     const n = this.nodes.get(hb.nodeId);
     if (n === undefined || hb.bootEpoch < n.bootEpoch) return n !== undefined;
     if (hb.bootEpoch > n.bootEpoch) return false; // the agent restarted: register again first
@@ -178,6 +187,7 @@ export class NodeRegistry implements AgentDirectory, InventoryPort {
     }
     n.inventory = hb.backends;
     n.orphans = hb.orphans;
+    this.noteForeign(n, hb.foreign ?? []);
     if (hb.resources !== undefined) {
       n.resources = hb.resources;
       this.loader?.reportMemory(n.nodeId, memoryReading(hb.resources));
@@ -326,6 +336,15 @@ export class NodeRegistry implements AgentDirectory, InventoryPort {
         this.orphanStops.delete(`${n.nodeId}/${key}`);
       }
     }
+  }
+
+  /** Keeps the node's foreign list; reports the ones its previous heartbeat did not show. */
+  private noteForeign(n: NodeRecord, foreign: ForeignProcess[]): void {
+    const key = (f: ForeignProcess): string => `${String(f.pid)}@${f.address}`;
+    const before = new Set(n.foreign.map(key));
+    n.foreign = foreign;
+    const fresh = foreign.filter((f) => !before.has(key(f)));
+    if (fresh.length > 0) this.o.onForeign?.(n.nodeId, fresh);
   }
 
   /** Follows the agent's WatchBackends so an exit is seen at once, not at the next heartbeat. */

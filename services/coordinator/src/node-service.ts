@@ -7,6 +7,8 @@ const idPattern = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
 const addressPattern = /^[A-Za-z0-9.\-[\]:]+:\d{1,5}$|^in-process$/;
 /** Inventory entries accepted per heartbeat (client-keyed input is capped). */
 const maxInventory = 4096;
+/** Foreign processes kept per heartbeat (an agent reports at most 256); the rest are dropped, not refused. */
+const maxForeign = 1024;
 
 /** NodeService: agents register and heartbeat (DESIGN §4). */
 export function nodeService(nodes: NodeRegistry, _clock: Clock, coordinatorEpoch: bigint): ServiceImpl<typeof NodeService> {
@@ -26,7 +28,7 @@ export function nodeService(nodes: NodeRegistry, _clock: Clock, coordinatorEpoch
     async heartbeat(req) {
       if (!idPattern.test(req.nodeId)) throw invalidArgument("node_id", `"${req.nodeId.slice(0, 64)}" is not a valid node id`);
       if (req.backends.length > maxInventory) throw invalidArgument("backends", `at most ${String(maxInventory)} entries`);
-      const known = nodes.heartbeat({ nodeId: req.nodeId, bootEpoch: req.bootEpoch, sequence: req.sequence, backends: req.backends, orphans: req.orphans, resources: req.resources });
+      const known = nodes.heartbeat({ nodeId: req.nodeId, bootEpoch: req.bootEpoch, sequence: req.sequence, backends: req.backends, orphans: req.orphans, foreign: req.foreign.slice(0, maxForeign), resources: req.resources });
       return { registerRequired: !known, coordinatorEpoch };
     },
   };

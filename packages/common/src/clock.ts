@@ -10,19 +10,87 @@ export interface Clock {
   now(): number;
   /** Wall-clock milliseconds since the Unix epoch, for timestamps shown to people. */
   wallNow(): number;
-  /** Runs `fn` once after `delayMs`; returns a cancel function. */
+  /**
+   * Runs `fn` once after `delayMs`; returns a cancel function. Any finite
+   * delay works, including ones above 2^31-1 ms; `Infinity` never fires and
+   * NaN throws RangeError.
+   */
   setTimer(delayMs: number, fn: () => void): Cancel;
 }
 
-/** The production clock: `performance.now()` and `setTimeout`. */
+/**
+ * The longest delay `setTimeout` honours: 2^31-1 ms (about 24.8 days). Node
+ * fires a longer one after 1 ms (TimeoutOverflowWarning), so a 2^31 ms stop
+ * timeout would expire at once; {@link armTimer} re-arms in chunks instead.
+ */
+export const maxTimerChunkMs = 2_147_483_647;
+
+/** What {@link armTimer} needs from the host: a monotonic clock and one-shot timers. */
+export interface TimerHost {
+  now(): number;
+  setTimeout(fn: () => void, delayMs: number): unknown;
+  clearTimeout(handle: unknown): void;
+}
+
+/**
+ * Shared by both clocks so they agree on odd delays: negative counts as 0,
+ * `Infinity` never fires, NaN is a caller bug (RangeError) rather than a timer
+ * that fires at once.
+ */
+function checkDelayMs(delayMs: number): number {
+  if (Number.isNaN(delayMs)) throw new RangeError("setTimer: delayMs is NaN");
+  return Math.max(0, delayMs);
+}
+
+const noop: Cancel = () => {};
+
+/**
+ * Runs `fn` once after `delayMs` on `host`. A delay above
+ * {@link maxTimerChunkMs} is armed as a chunk of that size and re-armed with
+ * what is left when the chunk ends, until the due time (measured on
+ * `host.now()`) is reached; a delay within one chunk is a single timer.
+ */
+export function armTimer(host: TimerHost, delayMs: number, fn: () => void): Cancel {
+  const d = checkDelayMs(delayMs);
+  if (d === Number.POSITIVE_INFINITY) return noop;
+  const dueAtMs = host.now() + d;
+  let handle: unknown;
+  let cancelled = false;
+  const arm = (remainingMs: number): void => {
+    const chunked = remainingMs > maxTimerChunkMs;
+    handle = host.setTimeout(
+      () => {
+        if (cancelled) return;
+        // Only a chunk re-checks the time: a plain timer fires when it fires,
+        // so sub-millisecond skew between the host's clocks never re-arms it.
+        const left = dueAtMs - host.now();
+        if (chunked && left > 0) arm(left);
+        else fn();
+      },
+      chunked ? maxTimerChunkMs : remainingMs,
+    );
+  };
+  arm(d);
+  return () => {
+    cancelled = true;
+    host.clearTimeout(handle);
+  };
+}
+
+const nodeTimers: TimerHost = {
+  now: () => performance.now(),
+  setTimeout: (fn, delayMs) => setTimeout(fn, delayMs),
+  clearTimeout: (handle) => {
+    clearTimeout(handle as ReturnType<typeof setTimeout>);
+  },
+};
+
+/** The production clock: `performance.now()` and `setTimeout`, re-armed past 2^31-1 ms. */
 export const systemClock: Clock = {
   now: () => performance.now(),
   wallNow: () => Date.now(),
   setTimer(delayMs, fn) {
-    const t = setTimeout(fn, Math.max(0, delayMs));
-    return () => {
-      clearTimeout(t);
-    };
+    return armTimer(nodeTimers, delayMs, fn);
   },
 };
 
@@ -56,7 +124,9 @@ export class ManualClock implements Clock {
   }
 
   setTimer(delayMs: number, fn: () => void): Cancel {
-    const timer: ManualTimer = { id: this.nextId++, atMs: this.nowMs + Math.max(0, delayMs), fn };
+    const d = checkDelayMs(delayMs);
+    if (d === Number.POSITIVE_INFINITY) return noop;
+    const timer: ManualTimer = { id: this.nextId++, atMs: this.nowMs + d, fn };
     this.timers.push(timer);
     return () => {
       this.timers = this.timers.filter((t) => t !== timer);

@@ -8,10 +8,12 @@ import {
   codeName,
   createUlidFactory,
   deadlineSignal,
+  durationMsFromUint64,
   formatDurationMs,
   isUlid,
   isWardenError,
   leftoverBackoff,
+  maxDurationMs,
   parseDurationMs,
   seededRng,
   sleep,
@@ -38,6 +40,34 @@ describe("WardenError", () => {
     expect(WardenError.from("plain").code).toBe(Code.Unknown);
     expect(isWardenError(reason, Code.DeadlineExceeded)).toBe(true);
     expect(isWardenError(reason, Code.NotFound)).toBe(false);
+  });
+});
+
+describe("duration maxima", () => {
+  it("parseDurationMs refuses a duration above its maximum (default 30 days), naming the field", () => {
+    expect(parseDurationMs("30d", "f")).toBe(maxDurationMs);
+    for (const over of ["31d", "720h1ms", String(maxDurationMs + 1), maxDurationMs + 1, "99999999999999999999d"]) {
+      expect(() => parseDurationMs(over, "policy.idleTimeout")).toThrow(/^\[invalid_argument\] policy\.idleTimeout: /);
+    }
+    expect(parseDurationMs("1h", "f", 3_600_000)).toBe(3_600_000);
+    expect(() => parseDurationMs("61m", "tick", 3_600_000)).toThrow(/tick: duration must be at most 1h/);
+  });
+
+  it("durationMsFromUint64 checks the bigint before converting it (2^64-1 is refused, not rounded)", () => {
+    expect(durationMsFromUint64(900_000n, "idle_timeout_ms", maxDurationMs)).toBe(900_000);
+    expect(durationMsFromUint64(BigInt(maxDurationMs), "x", maxDurationMs)).toBe(maxDurationMs);
+    const e = (() => {
+      try {
+        durationMsFromUint64(2n ** 64n - 1n, "patch.idle_timeout_ms", maxDurationMs, 1);
+      } catch (err) {
+        return err as WardenError;
+      }
+      return undefined;
+    })();
+    expect(e?.code).toBe(Code.InvalidArgument);
+    expect(e?.rawMessage).toMatch(/^patch\.idle_timeout_ms: .*18446744073709551615/);
+    expect(e?.details).toMatchObject({ field: "patch.idle_timeout_ms" });
+    expect(() => durationMsFromUint64(0n, "x", 10, 1)).toThrow(/x: must be in \[1, 10\]/);
   });
 });
 
@@ -68,7 +98,7 @@ describe("durations", () => {
   it("formatting round-trips through parsing for whole seconds", () => {
     fc.assert(
       fc.property(fc.integer({ min: 1, max: 10_000_000 }), (s) => {
-        expect(parseDurationMs(formatDurationMs(s * 1000), "f")).toBe(s * 1000);
+        expect(parseDurationMs(formatDurationMs(s * 1000), "f", Number.POSITIVE_INFINITY)).toBe(s * 1000);
       }),
     );
   });

@@ -210,6 +210,24 @@ describe("Loader loads", () => {
   });
 });
 
+describe("a load of a loaded model (cache hit)", () => {
+  it("refreshes its last-used, as LocalAI's UpdateLastUsed does, so LRU spares it", async () => {
+    const h = createHarness({ policy: { limitPerNode: 2 } });
+    const m1 = await h.loader.ensureLoaded("m1", h.never);
+    await h.run(1_000);
+    const m2 = await h.loader.ensureLoaded("m2", h.never);
+    await h.run(1_000);
+    const before = h.loader.core.instance(m1.incarnation)?.lastUsedMs;
+    expect(await h.loader.ensureLoaded("m1", h.never)).toBe(m1);
+    expect(h.loader.core.instance(m1.incarnation)?.lastUsedMs).toBe(h.clock.now());
+    expect(h.loader.core.instance(m1.incarnation)?.lastUsedMs).toBeGreaterThan(before ?? Number.POSITIVE_INFINITY);
+    // m2 is now the least recently used: a third model evicts it, not m1
+    await h.loader.ensureLoaded("m3", h.never);
+    expect(h.events.ofType("eviction.started")).toMatchObject([{ incarnation: m2.incarnation, reason: "lru", trigger: "m3" }]);
+    expect(h.loader.core.instance(m1.incarnation)?.state).toBe("ready");
+  });
+});
+
 describe("admission with limitPerNode 1", () => {
   it("m1 ready, load m2: m1 is evicted (reason lru, trigger m2) before m2 starts, then m2 is ready", async () => {
     const h = createHarness({ policy: { limitPerNode: 1 } });

@@ -301,7 +301,12 @@ export class Loader<H extends BackendHandle = BackendHandle> {
       if (inc !== undefined) {
         const h = this.held.get(inc);
         const v = this.core.instance(inc);
-        if (h !== undefined && v !== undefined && v.pendingEviction === undefined && v.state === "ready" && h.phase === "ready") return h;
+        if (h !== undefined && v !== undefined && v.pendingEviction === undefined && v.state === "ready" && h.phase === "ready") {
+          // A cache hit counts as a use (LocalAI's UpdateLastUsed): an operator's
+          // LoadModel of a loaded model moves it to the back of the LRU order.
+          if (v.address !== undefined) this.core.updateLastUsed(v.address);
+          return h;
+        }
         if (v?.pendingEviction !== undefined || v?.state === "freed") {
           await this.waitForSettle(inc, signal);
           continue;

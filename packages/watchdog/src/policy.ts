@@ -1,4 +1,4 @@
-import { invalidArgument } from "@warden/common";
+import { invalidArgument, maxDurationMs, maxIntervalMs, maxLimitPerNode } from "@warden/common";
 import type { WatchdogCaps } from "./caps.js";
 import { describeValue } from "./describe-value.js";
 
@@ -8,17 +8,17 @@ import { describeValue } from "./describe-value.js";
  * Defaults are DESIGN §5 (and LocalAI's where DESIGN is silent).
  */
 export interface WatchdogPolicy {
-  /** Maximum occupied slots per node (DESIGN §3.4 item 3); 0 means unlimited. @default 0 */
+  /** Maximum occupied slots per node (DESIGN §3.4 item 3); 0 means unlimited; at most 1024 (`maxLimitPerNode`). @default 0 */
   readonly limitPerNode: number;
   /** Run the idle check on each tick. @default false */
   readonly idleCheck: boolean;
-  /** Idle age after which an idle instance is evicted (strictly greater). @default 900000 (15 min) */
+  /** Idle age after which an idle instance is evicted (strictly greater); at most 30 days (`maxDurationMs`). @default 900000 (15 min) */
   readonly idleTimeoutMs: number;
   /** Run the busy check (busy-killer, force path, ignores pins) on each tick. @default false */
   readonly busyCheck: boolean;
-  /** Age of the oldest live request after which the busy-killer fires (strictly greater). @default 300000 (5 min) */
+  /** Age of the oldest live request after which the busy-killer fires (strictly greater); at most 30 days. @default 300000 (5 min) */
   readonly busyTimeoutMs: number;
-  /** Period the caller should tick at. The core does not schedule; it only stores and validates it. @default 500 */
+  /** Period the caller should tick at. The core does not schedule; it only stores and validates it; at most 1 hour (`maxIntervalMs`). @default 500 */
   readonly tickIntervalMs: number;
   /** Run the memory reclaimer on each tick. @default false */
   readonly memoryReclaimer: boolean;
@@ -62,23 +62,23 @@ export const defaultPolicy: WatchdogPolicy = Object.freeze({
   modelGroups: Object.freeze({}) as Readonly<Record<string, readonly string[]>>,
 });
 
-function nonNegativeInteger(field: string, value: unknown): number {
-  if (typeof value !== "number" || !Number.isInteger(value) || value < 0) {
-    throw invalidArgument(field, `must be an integer >= 0, got ${describeValue(value)}`);
+function integerAtMost(field: string, value: unknown, max: number): number {
+  if (typeof value !== "number" || !Number.isInteger(value) || value < 0 || value > max) {
+    throw invalidArgument(field, `must be an integer in [0, ${max}], got ${describeValue(value)}`);
   }
   return value;
 }
 
-function positiveDurationMs(field: string, value: unknown): number {
-  if (typeof value !== "number" || !Number.isFinite(value) || value <= 0) {
-    throw invalidArgument(field, `must be a finite duration > 0 ms, got ${describeValue(value)}`);
+function positiveDurationMs(field: string, value: unknown, maxMs: number): number {
+  if (typeof value !== "number" || !Number.isFinite(value) || value <= 0 || value > maxMs) {
+    throw invalidArgument(field, `must be a duration in (0, ${maxMs}] ms, got ${describeValue(value)}`);
   }
   return value;
 }
 
-function nonNegativeDurationMs(field: string, value: unknown): number {
-  if (typeof value !== "number" || !Number.isFinite(value) || value < 0) {
-    throw invalidArgument(field, `must be a finite duration >= 0 ms, got ${describeValue(value)}`);
+function nonNegativeDurationMs(field: string, value: unknown, maxMs: number): number {
+  if (typeof value !== "number" || !Number.isFinite(value) || value < 0 || value > maxMs) {
+    throw invalidArgument(field, `must be a duration in [0, ${maxMs}] ms, got ${describeValue(value)}`);
   }
   return value;
 }
@@ -118,12 +118,12 @@ export function applyPolicyPatch(current: WatchdogPolicy, patch: PolicyPatch, ca
     if (!known.has(key)) throw invalidArgument(key, "unknown policy field");
   }
   const next: { -readonly [K in keyof WatchdogPolicy]: WatchdogPolicy[K] } = { ...current };
-  if (p.limitPerNode !== undefined) next.limitPerNode = nonNegativeInteger("limitPerNode", p.limitPerNode);
+  if (p.limitPerNode !== undefined) next.limitPerNode = integerAtMost("limitPerNode", p.limitPerNode, maxLimitPerNode);
   if (p.idleCheck !== undefined) next.idleCheck = flag("idleCheck", p.idleCheck);
-  if (p.idleTimeoutMs !== undefined) next.idleTimeoutMs = positiveDurationMs("idleTimeoutMs", p.idleTimeoutMs);
+  if (p.idleTimeoutMs !== undefined) next.idleTimeoutMs = positiveDurationMs("idleTimeoutMs", p.idleTimeoutMs, maxDurationMs);
   if (p.busyCheck !== undefined) next.busyCheck = flag("busyCheck", p.busyCheck);
-  if (p.busyTimeoutMs !== undefined) next.busyTimeoutMs = positiveDurationMs("busyTimeoutMs", p.busyTimeoutMs);
-  if (p.tickIntervalMs !== undefined) next.tickIntervalMs = positiveDurationMs("tickIntervalMs", p.tickIntervalMs);
+  if (p.busyTimeoutMs !== undefined) next.busyTimeoutMs = positiveDurationMs("busyTimeoutMs", p.busyTimeoutMs, maxDurationMs);
+  if (p.tickIntervalMs !== undefined) next.tickIntervalMs = positiveDurationMs("tickIntervalMs", p.tickIntervalMs, maxIntervalMs);
   if (p.memoryReclaimer !== undefined) next.memoryReclaimer = flag("memoryReclaimer", p.memoryReclaimer);
   if (p.memoryThreshold !== undefined) {
     next.memoryThreshold = ratio("memoryThreshold", p.memoryThreshold);
@@ -136,8 +136,8 @@ export function applyPolicyPatch(current: WatchdogPolicy, patch: PolicyPatch, ca
     }
     next.memoryReleaseThreshold = v;
   }
-  if (p.memoryReleaseHoldMs !== undefined) next.memoryReleaseHoldMs = nonNegativeDurationMs("memoryReleaseHoldMs", p.memoryReleaseHoldMs);
-  if (p.memoryReleaseWaitMs !== undefined) next.memoryReleaseWaitMs = nonNegativeDurationMs("memoryReleaseWaitMs", p.memoryReleaseWaitMs);
+  if (p.memoryReleaseHoldMs !== undefined) next.memoryReleaseHoldMs = nonNegativeDurationMs("memoryReleaseHoldMs", p.memoryReleaseHoldMs, maxDurationMs);
+  if (p.memoryReleaseWaitMs !== undefined) next.memoryReleaseWaitMs = nonNegativeDurationMs("memoryReleaseWaitMs", p.memoryReleaseWaitMs, maxDurationMs);
   if (p.forceEvictionWhenBusy !== undefined) next.forceEvictionWhenBusy = flag("forceEvictionWhenBusy", p.forceEvictionWhenBusy);
   if (p.sizeAware !== undefined) next.sizeAware = flag("sizeAware", p.sizeAware);
   if (p.pinnedModels !== undefined) {

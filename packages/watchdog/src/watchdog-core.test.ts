@@ -606,3 +606,19 @@ describe("stop outcome mapping", () => {
     expect(stopOutcomeFromError(new Error("boom"))).toMatchObject({ t: "failed", code: Code.Unknown, message: "boom" });
   });
 });
+
+describe("policy maxima (documented in @warden/common limits.ts)", () => {
+  it("refuses durations and counts above their maxima, naming the field and applying nothing", () => {
+    const f = createFixture();
+    const before = f.core.getPolicy();
+    expectInvalid(() => f.core.updatePolicy({ idleTimeoutMs: 2 ** 64 }), "idleTimeoutMs");
+    expectInvalid(() => f.core.updatePolicy({ limitPerNode: 2, idleTimeoutMs: 30 * 86_400_000 + 1 }), "idleTimeoutMs");
+    expectInvalid(() => f.core.updatePolicy({ busyTimeoutMs: 31 * 86_400_000 }), "busyTimeoutMs");
+    expectInvalid(() => f.core.updatePolicy({ tickIntervalMs: 3_600_001 }), "tickIntervalMs");
+    expectInvalid(() => f.core.updatePolicy({ limitPerNode: 1025 }), "limitPerNode");
+    expectInvalid(() => f.core.updatePolicy({ memoryReleaseHoldMs: 2 ** 53 }), "memoryReleaseHoldMs");
+    expect(f.core.getPolicy()).toEqual(before);
+    f.core.updatePolicy({ idleTimeoutMs: 30 * 86_400_000, limitPerNode: 1024, tickIntervalMs: 3_600_000 });
+    expect(f.core.getPolicy()).toMatchObject({ idleTimeoutMs: 30 * 86_400_000, limitPerNode: 1024, tickIntervalMs: 3_600_000 });
+  });
+});

@@ -71,4 +71,27 @@ describe("agent config", () => {
     expect(c.catalog.sim?.env).toEqual({ SIM_PREDICT_TOKENS: "5" });
     expect(errorOf(() => parseAgentConfig(`${minimal}  sim:\n    builtin: nope\n`, builtinCatalog))).toMatch(/^catalog\.sim\.builtin: unknown builtin/);
   });
+
+  it("refuses durations and counts above their documented maxima, naming the YAML path", () => {
+    const over: [string, RegExp][] = [
+      ["grace: 25h", /^grace: duration must be at most 24h/],
+      ["loadDeadline: 2d", /^loadDeadline: duration must be at most 24h/],
+      ["stopDeadline: 2147483648", /^stopDeadline: /],
+      ["freeTimeout: 1d1ms", /^freeTimeout: /],
+      ["heartbeatInterval: 2h", /^heartbeatInterval: duration must be at most 1h/],
+      ["adoptedPoll: 61m", /^adoptedPoll: /],
+      ["orphanScanInterval: 1d", /^orphanScanInterval: /],
+      ["healthInterval: 18446744073709551615", /^healthInterval: /],
+      ["readiness: { interval: 2h }", /^readiness\.interval: /],
+      ["readiness: { initialInterval: 2h }", /^readiness\.initialInterval: /],
+      ["readiness: { attempts: 10001 }", /^readiness\.attempts: /],
+      ["logBufferLines: 100001", /^logBufferLines: /],
+      [`gpus: [${Array.from({ length: 65 }, () => '"0"').join(", ")}]`, /^gpus: at most 64/],
+    ];
+    for (const [line, re] of over) expect(errorOf(() => parseAgentConfig(`${minimal}${line}\n`))).toMatch(re);
+    expect(errorOf(() => parseAgentConfig(minimal.replace("max: 40099 }", "max: 40099, quarantine: 31d }")))).toMatch(/^ports\.quarantine: /);
+    // the maxima themselves are accepted
+    const c = parseAgentConfig(`${minimal}grace: 24h\nheartbeatInterval: 1h\nlogBufferLines: 100000\n`);
+    expect(c).toMatchObject({ graceMs: 86_400_000, heartbeatIntervalMs: 3_600_000, logBufferLines: 100_000 });
+  });
 });

@@ -1,6 +1,16 @@
 import { isAbsolute } from "node:path";
 import { parse as parseYaml } from "yaml";
-import { WardenError, invalidArgument, parseDurationMs } from "@warden/common";
+import {
+  WardenError,
+  invalidArgument,
+  maxDurationMs,
+  maxGpusPerNode,
+  maxIntervalMs,
+  maxLogBufferLines,
+  maxOperationTimeoutMs,
+  maxReadinessAttempts,
+  parseDurationMs,
+} from "@warden/common";
 
 /**
  * One catalog backend: the only place an executable and its base arguments come
@@ -115,10 +125,11 @@ function id(v: unknown, field: string, dflt?: string): string {
   return s;
 }
 
-function duration(v: unknown, field: string, dfltMs: number): number {
+/** A duration field; `maxMs` is its documented maximum (@warden/common limits.ts). */
+function duration(v: unknown, field: string, dfltMs: number, maxMs: number): number {
   if (v === undefined) return dfltMs;
   if (typeof v !== "string" && typeof v !== "number") throw invalidArgument(field, 'must be a duration like "10s"');
-  return parseDurationMs(v, field);
+  return parseDurationMs(v, field, maxMs);
 }
 
 function int(v: unknown, field: string, dflt: number | undefined, min: number, max: number): number {
@@ -196,11 +207,11 @@ export function resolveAgentConfig(input: unknown, builtins: BuiltinCatalog = {}
   const readinessIn = input.readiness ?? {};
   if (!isRecord(readinessIn)) throw invalidArgument("readiness", "must be a map");
   rejectUnknown(readinessIn, new Set(["attempts", "interval", "initialInterval"]), "readiness");
-  const intervalMs = duration(readinessIn.interval, "readiness.interval", 2_000);
+  const intervalMs = duration(readinessIn.interval, "readiness.interval", 2_000, maxIntervalMs);
   const readiness: ReadinessConfig = {
-    attempts: int(readinessIn.attempts, "readiness.attempts", 20, 1, 10_000),
+    attempts: int(readinessIn.attempts, "readiness.attempts", 20, 1, maxReadinessAttempts),
     intervalMs,
-    initialIntervalMs: Math.min(intervalMs, duration(readinessIn.initialInterval, "readiness.initialInterval", 50)),
+    initialIntervalMs: Math.min(intervalMs, duration(readinessIn.initialInterval, "readiness.initialInterval", 50, maxIntervalMs)),
   };
   if (intervalMs <= 0) throw invalidArgument("readiness.interval", "must be > 0");
   const catalogIn = input.catalog;
@@ -213,6 +224,7 @@ export function resolveAgentConfig(input: unknown, builtins: BuiltinCatalog = {}
   const labels = stringMap(input.labels, "labels");
   for (const k of Object.keys(labels)) id(k, `labels.${k}`);
   const gpus = stringList(input.gpus, "gpus");
+  if (gpus.length > maxGpusPerNode) throw invalidArgument("gpus", `at most ${String(maxGpusPerNode)} devices, got ${String(gpus.length)}`);
   gpus.forEach((g, i) => {
     if (!/^\d{1,3}$/.test(g)) throw invalidArgument(`gpus[${String(i)}]`, `must be a device index like "0", got "${g}"`);
   });
@@ -224,21 +236,21 @@ export function resolveAgentConfig(input: unknown, builtins: BuiltinCatalog = {}
     backendHost: str(input.backendHost, "backendHost", "127.0.0.1"),
     portMin,
     portMax,
-    portQuarantineMs: duration(ports.quarantine, "ports.quarantine", 30_000),
+    portQuarantineMs: duration(ports.quarantine, "ports.quarantine", 30_000, maxDurationMs),
     stateDir: str(input.stateDir, "stateDir"),
     catalog,
     readiness,
-    graceMs: duration(input.grace, "grace", 10_000),
-    loadDeadlineMs: duration(input.loadDeadline, "loadDeadline", 600_000),
-    stopDeadlineMs: duration(input.stopDeadline, "stopDeadline", 30_000),
-    freeTimeoutMs: duration(input.freeTimeout, "freeTimeout", 5_000),
+    graceMs: duration(input.grace, "grace", 10_000, maxOperationTimeoutMs),
+    loadDeadlineMs: duration(input.loadDeadline, "loadDeadline", 600_000, maxOperationTimeoutMs),
+    stopDeadlineMs: duration(input.stopDeadline, "stopDeadline", 30_000, maxOperationTimeoutMs),
+    freeTimeoutMs: duration(input.freeTimeout, "freeTimeout", 5_000, maxOperationTimeoutMs),
     nvidiaSmiPath: str(input.nvidiaSmi, "nvidiaSmi", "nvidia-smi"),
     gpus,
-    heartbeatIntervalMs: duration(input.heartbeatInterval, "heartbeatInterval", 1_000),
-    logBufferLines: int(input.logBufferLines, "logBufferLines", 200, 1, 100_000),
-    adoptedPollMs: duration(input.adoptedPoll, "adoptedPoll", 1_000),
-    orphanScanIntervalMs: duration(input.orphanScanInterval, "orphanScanInterval", 10_000),
-    healthIntervalMs: duration(input.healthInterval, "healthInterval", 5_000),
+    heartbeatIntervalMs: duration(input.heartbeatInterval, "heartbeatInterval", 1_000, maxIntervalMs),
+    logBufferLines: int(input.logBufferLines, "logBufferLines", 200, 1, maxLogBufferLines),
+    adoptedPollMs: duration(input.adoptedPoll, "adoptedPoll", 1_000, maxIntervalMs),
+    orphanScanIntervalMs: duration(input.orphanScanInterval, "orphanScanInterval", 10_000, maxIntervalMs),
+    healthIntervalMs: duration(input.healthInterval, "healthInterval", 5_000, maxIntervalMs),
   };
 }
 

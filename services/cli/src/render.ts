@@ -28,6 +28,16 @@ export function nodeStateName(s: NodeState): string {
   return NodeState[s].toLowerCase();
 }
 
+/**
+ * An instance's state as `models ls` shows it: a ready instance on a node
+ * that stopped heartbeating is not routable, so the node's state goes with
+ * it ("ready (node unreachable)") instead of a plain "ready".
+ */
+export function instanceStateText(i: Pick<ModelInstance, "state" | "nodeState">): string {
+  const s = stateName(i.state);
+  return i.nodeState === NodeState.UNREACHABLE || i.nodeState === NodeState.LOST ? `${s} (node ${nodeStateName(i.nodeState)})` : s;
+}
+
 export function bytes(n: bigint | number): string {
   const v = Number(n);
   if (v === 0) return "-";
@@ -50,7 +60,7 @@ export function modelsTable(instances: readonly ModelInstance[], nowMs = Date.no
       if (i.pinned) notes.push("pinned");
       if (i.groups.length > 0) notes.push(`groups=${i.groups.join(",")}`);
       if (i.leftover !== undefined) notes.push(`stop retried ${String(i.leftover.attempts)}x${i.leftover.stuck ? " STUCK" : ""}${i.leftover.lastError === "" ? "" : `: ${i.leftover.lastError}`}`);
-      return [i.model === "" ? "?" : i.model, i.nodeId, stateName(i.state), placementName(i.placement), i.address, i.inFlight, ago(i.lastUsed, nowMs), bytes(i.sizeBytes), notes.join(" ")];
+      return [i.model === "" ? "?" : i.model, i.nodeId, instanceStateText(i), placementName(i.placement), i.address, i.inFlight, ago(i.lastUsed, nowMs), bytes(i.sizeBytes), notes.join(" ")];
     }),
   );
 }

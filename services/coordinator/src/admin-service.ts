@@ -13,25 +13,28 @@ import {
   type PolicySchema,
 } from "@warden/proto";
 import type { ServiceImpl } from "@warden/grpc";
-import { Code, WardenError, invalidArgument, type Clock } from "@warden/common";
+import {
+  Code,
+  WardenError,
+  durationMsFromUint64,
+  invalidArgument,
+  maxOperationTimeoutMs,
+  maxWatchEventTypes,
+  type Clock,
+} from "@warden/common";
 import { parseEventType, validateEventFilter } from "@warden/events";
 import type { Loader } from "@warden/loader";
-import type { InstanceView, PolicyPatch } from "@warden/watchdog";
+import { applyPolicyPatch, type InstanceView } from "@warden/watchdog";
 import type { BackendClientHandle } from "./backend-connector.js";
+import { checkId } from "./check-id.js";
 import type { EventHub } from "./event-hub.js";
 import type { NodeRecord, NodeRegistry } from "./node-registry.js";
 import type { PlacementView } from "./placement-view.js";
+import { modelTables, policyPatchOf } from "./policy-patch.js";
 
 type ModelInstanceInit = MessageInitShape<typeof ModelInstanceSchema>;
 type NodeInit = MessageInitShape<typeof NodeSchema>;
 type PolicyInit = MessageInitShape<typeof PolicySchema>;
-
-const idPattern = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
-
-function checkId(value: string, field: string): string {
-  if (!idPattern.test(value)) throw invalidArgument(field, value === "" ? "is required" : `"${value.slice(0, 64)}" is not a valid id (${idPattern.source})`);
-  return value;
-}
 
 export interface AdminDeps {
   readonly clock: Clock;
@@ -49,8 +52,17 @@ function wallTs(clock: Clock, monoMs: number | undefined): ReturnType<typeof tim
   return timestampFromMs(Math.round(clock.wallNow() - (clock.now() - monoMs)));
 }
 
-/** One watchdog instance as ListModels shows it. */
-export function modelInstance(deps: Pick<AdminDeps, "clock" | "loader">, v: InstanceView): ModelInstanceInit {
+/** The API state of an instance's node; UNSPECIFIED when the node is not registered. */
+function nodeStateOf(n: NodeRecord | undefined): NodeState {
+  if (n === undefined) return NodeState.UNSPECIFIED;
+  return n.state === "ready" ? NodeState.READY : n.state === "unreachable" ? NodeState.UNREACHABLE : NodeState.LOST;
+}
+
+/**
+ * One watchdog instance as ListModels shows it. `nodeState` travels with it so
+ * a ready instance on an unreachable node is not shown as plainly ready.
+ */
+export function modelInstance(deps: Pick<AdminDeps, "clock" | "loader">, v: InstanceView, nodeState: NodeState): ModelInstanceInit {
   const h = deps.loader.heldInstance(v.incarnation);
   const state =
     v.pendingEviction !== undefined
@@ -77,6 +89,7 @@ export function modelInstance(deps: Pick<AdminDeps, "clock" | "loader">, v: Inst
     groups: [...v.groups],
     sizeBytes: BigInt(v.sizeBytes),
     backend: deps.loader.modelSpec(v.model)?.backend ?? "",
+    nodeState,
   };
 }
 
@@ -116,6 +129,9 @@ export function policyInit(loader: Loader, enforcement: AdminDeps["enforcement"]
   };
 }
 
+/** Longer than any event type name; a longer one is refused without echoing it back. */
+const maxEventTypeLength = 64;
+
 /** AdminService (DESIGN §4). */
 export function adminService(d: AdminDeps): ServiceImpl<typeof AdminService> {
   const counts = (): Map<string, number> => {
@@ -129,9 +145,11 @@ export function adminService(d: AdminDeps): ServiceImpl<typeof AdminService> {
     if (n === undefined) throw new WardenError(Code.NotFound, `node_id: node "${nodeId}" is not registered`);
     return n;
   };
+  const stateOfNode = (nodeId: string): NodeState => nodeStateOf(d.nodes.get(nodeId));
+  const instanceOf = (v: InstanceView): ModelInstanceInit => modelInstance(d, v, stateOfNode(v.nodeId));
   const instancesOn = (nodeId: string | undefined): ModelInstanceInit[] => {
     const snap = d.loader.snapshot();
-    const out: ModelInstanceInit[] = snap.instances.filter((v) => nodeId === undefined || v.nodeId === nodeId).map((v) => modelInstance(d, v));
+    const out: ModelInstanceInit[] = snap.instances.filter((v) => nodeId === undefined || v.nodeId === nodeId).map(instanceOf);
     for (const l of snap.leftovers) {
       if (nodeId !== undefined && l.nodeId !== nodeId) continue;
       out.push({
@@ -144,11 +162,12 @@ export function adminService(d: AdminDeps): ServiceImpl<typeof AdminService> {
         groups: [...l.groups],
         sizeBytes: BigInt(l.sizeBytes),
         leftover: { attempts: l.attempts, lastError: l.lastError, since: timestampFromMs(l.sinceWallMs), stuck: l.stuck },
+        nodeState: stateOfNode(l.nodeId),
       });
     }
     for (const n of d.nodes.list()) {
       if (nodeId !== undefined && n.nodeId !== nodeId) continue;
-      for (const o of n.orphans) out.push({ model: o.model, nodeId: n.nodeId, address: o.address, incarnation: `pid:${String(o.pid)}`, state: InstanceState.ORPHAN, sizeBytes: o.memoryBytes });
+      for (const o of n.orphans) out.push({ model: o.model, nodeId: n.nodeId, address: o.address, incarnation: `pid:${String(o.pid)}`, state: InstanceState.ORPHAN, sizeBytes: o.memoryBytes, nodeState: nodeStateOf(n) });
     }
     return out;
   };
@@ -212,22 +231,21 @@ export function adminService(d: AdminDeps): ServiceImpl<typeof AdminService> {
       const h = await d.loader.ensureLoaded(req.model, ctx.signal, req.nodeId === "" ? undefined : req.nodeId);
       const v = d.loader.core.instance(h.incarnation);
       if (v === undefined) throw new WardenError(Code.Aborted, `model "${req.model}" was unloaded while loading`);
-      return { instance: modelInstance(d, v) };
+      return { instance: instanceOf(v) };
     },
     async unloadModel(req) {
       checkId(req.model, "model");
+      const stopTimeoutMs = req.stopTimeoutMs === 0n ? d.defaultStopTimeoutMs : durationMsFromUint64(req.stopTimeoutMs, "stop_timeout_ms", maxOperationTimeoutMs);
       if (d.loader.modelSpec(req.model) === undefined && d.nodes.findModel(req.model).t === "absent") {
         throw new WardenError(Code.NotFound, `model: "${req.model}" is neither configured nor loaded`);
       }
-      const stopTimeoutMs = req.stopTimeoutMs === 0n ? d.defaultStopTimeoutMs : Number(req.stopTimeoutMs);
-      if (!Number.isSafeInteger(stopTimeoutMs)) throw invalidArgument("stop_timeout_ms", "out of range");
       const r = await d.loader.unload(req.model, { force: req.force, stopTimeoutMs });
       switch (r.t) {
         case "stopped":
           return { outcome: UnloadOutcome.STOPPED };
         case "registered-again": {
           const v = d.loader.core.instance(r.incarnation);
-          return { outcome: UnloadOutcome.REGISTERED_AGAIN, error: r.error, ...(v === undefined ? {} : { instance: modelInstance(d, v) }) };
+          return { outcome: UnloadOutcome.REGISTERED_AGAIN, error: r.error, ...(v === undefined ? {} : { instance: instanceOf(v) }) };
         }
         case "leftover":
           return { outcome: UnloadOutcome.LEFTOVER, error: r.error };
@@ -250,26 +268,13 @@ export function adminService(d: AdminDeps): ServiceImpl<typeof AdminService> {
     async updatePolicy(req) {
       const p = req.patch;
       if (p === undefined) throw invalidArgument("patch", "is required");
-      const patch: { -readonly [K in keyof PolicyPatch]: PolicyPatch[K] } = {};
-      if (p.limitPerNode !== undefined) patch.limitPerNode = p.limitPerNode;
-      if (p.idleCheck !== undefined) patch.idleCheck = p.idleCheck;
-      if (p.idleTimeoutMs !== undefined) patch.idleTimeoutMs = Number(p.idleTimeoutMs);
-      if (p.busyCheck !== undefined) patch.busyCheck = p.busyCheck;
-      if (p.busyTimeoutMs !== undefined) patch.busyTimeoutMs = Number(p.busyTimeoutMs);
-      if (p.memoryReclaimer !== undefined) patch.memoryReclaimer = p.memoryReclaimer;
-      if (p.memoryThreshold !== undefined) {
-        if (!(p.memoryThreshold > 0 && p.memoryThreshold <= 1)) throw invalidArgument("patch.memory_threshold", `must be in (0, 1], got ${String(p.memoryThreshold)}`);
-        patch.memoryThreshold = p.memoryThreshold;
-        patch.memoryReleaseThreshold = Math.max(0.01, p.memoryThreshold - 0.05);
-      }
-      if (p.forceEvictionWhenBusy !== undefined) patch.forceEvictionWhenBusy = p.forceEvictionWhenBusy;
-      if (p.sizeAware !== undefined) patch.sizeAware = p.sizeAware;
-      for (const [i, m] of p.models.entries()) {
-        if (d.loader.modelSpec(m.model) === undefined) throw invalidArgument(`patch.models[${String(i)}].model`, `"${m.model}" is not configured`);
-      }
-      // Validated as a whole by the watchdog before anything changes; model pins/groups after.
+      const { patch, models } = policyPatchOf(p, d.loader);
+      // Dry run of the whole change (scalars and the resulting pin/group
+      // tables) through the watchdog's own validator: whatever it would refuse
+      // is refused here, before the first of the applies below changes anything.
+      applyPolicyPatch(d.loader.getPolicy(), { ...patch, ...modelTables(d.loader, models) }, d.loader.core.caps);
       d.loader.updatePolicy(patch);
-      for (const m of p.models) d.loader.patchModel(m.model, { pinned: m.pinned, groups: [...m.groups] });
+      for (const m of models) d.loader.patchModel(m.model, { pinned: m.pinned, groups: m.groups });
       return { policy: policyInit(d.loader, d.enforcement) };
     },
     async explainPlacement(req) {
@@ -293,8 +298,17 @@ export function adminService(d: AdminDeps): ServiceImpl<typeof AdminService> {
       }
     },
     async *watchEvents(req, ctx) {
-      const types = req.types.map((t, i) => parseEventType(t, `types[${String(i)}]`));
-      const filter = validateEventFilter({ types, ...(req.nodeId === "" ? {} : { nodeId: req.nodeId }), ...(req.model === "" ? {} : { model: req.model }) });
+      // Same rules as every other identifier: a filter that can never match
+      // (or a huge list to scan per event) is a client error, not an empty stream.
+      if (req.types.length > maxWatchEventTypes) throw invalidArgument("types", `at most ${String(maxWatchEventTypes)} event types, got ${String(req.types.length)}`);
+      const types = req.types.map((t, i) => {
+        const field = `types[${String(i)}]`;
+        if (t.length > maxEventTypeLength) throw invalidArgument(field, `unknown event type (${String(t.length)} characters)`);
+        return parseEventType(t, field);
+      });
+      if (req.nodeId !== "") checkId(req.nodeId, "node_id");
+      if (req.model !== "") checkId(req.model, "model");
+      const filter = validateEventFilter({ types, ...(req.nodeId === "" ? {} : { nodeId: req.nodeId }), ...(req.model === "" ? {} : { model: req.model }) }, maxWatchEventTypes);
       for await (const event of d.hub.watch(filter, ctx.signal)) yield { event };
     },
   };

@@ -1,5 +1,20 @@
 import { parse as parseYaml } from "yaml";
-import { Code, WardenError, invalidArgument, parseDurationMs } from "@warden/common";
+import {
+  Code,
+  WardenError,
+  invalidArgument,
+  maxContextSize,
+  maxDurationMs,
+  maxEnforcementRetries,
+  maxGroupNameLength,
+  maxGroupsPerModel,
+  maxIntervalMs,
+  maxLimitPerNode,
+  maxModels,
+  maxOperationTimeoutMs,
+  maxSizeBytes,
+  parseDurationMs,
+} from "@warden/common";
 import { modelSpec, type ModelSpec } from "@warden/loader";
 import type { PolicyPatch } from "@warden/watchdog";
 import type { PlacementStrategy } from "@warden/placement";
@@ -67,10 +82,18 @@ function bool(v: unknown, field: string, dflt: boolean): boolean {
   return v;
 }
 
-function duration(v: unknown, field: string, dfltMs: number): number {
+/** A duration field; `maxMs` is its documented maximum (limits.ts). */
+function duration(v: unknown, field: string, dfltMs: number, maxMs: number): number {
   if (v === undefined) return dfltMs;
   if (typeof v !== "string" && typeof v !== "number") throw invalidArgument(field, `must be a duration like "30s", got ${JSON.stringify(v)}`);
-  return parseDurationMs(v, field);
+  return parseDurationMs(v, field, maxMs);
+}
+
+/** A duration that must be > 0 (a timeout of 0 would evict at once; a tick of 0 would spin). */
+function positiveDuration(v: unknown, field: string, dfltMs: number, maxMs: number): number {
+  const ms = duration(v, field, dfltMs, maxMs);
+  if (ms <= 0) throw invalidArgument(field, "must be > 0");
+  return ms;
 }
 
 function int(v: unknown, field: string, dflt: number, min: number, max: number): number {
@@ -81,17 +104,22 @@ function int(v: unknown, field: string, dflt: number, min: number, max: number):
 
 const sizeUnits: Readonly<Record<string, number>> = { "": 1, b: 1, kib: 1024, mib: 1024 ** 2, gib: 1024 ** 3, tib: 1024 ** 4, kb: 1e3, mb: 1e6, gb: 1e9, tb: 1e12 };
 
-/** Parses `"8GiB"`, `"512MiB"`, `"2GB"` or a number of bytes. */
+function sizeAtMost(bytes: number, field: string): number {
+  if (bytes > maxSizeBytes) throw invalidArgument(field, `must be at most 1PiB (${String(maxSizeBytes)} bytes), got ${String(bytes)}`);
+  return bytes;
+}
+
+/** Parses `"8GiB"`, `"512MiB"`, `"2GB"` or a number of bytes; at most 1 PiB (`maxSizeBytes`). */
 export function parseSizeBytes(v: unknown, field: string): number {
   if (typeof v === "number") {
     if (!Number.isFinite(v) || v < 0) throw invalidArgument(field, `must be a size >= 0, got ${String(v)}`);
-    return Math.round(v);
+    return sizeAtMost(Math.round(v), field);
   }
   if (typeof v !== "string") throw invalidArgument(field, `must be a size like "8GiB", got ${JSON.stringify(v)}`);
   const m = /^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$/.exec(v);
   const unit = sizeUnits[(m?.[2] ?? "?").toLowerCase()];
   if (m === null || unit === undefined) throw invalidArgument(field, `invalid size "${v}"; use e.g. "512MiB", "8GiB"`);
-  return Math.round(Number(m[1]) * unit);
+  return sizeAtMost(Math.round(Number(m[1]) * unit), field);
 }
 
 const idPattern = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
@@ -100,6 +128,15 @@ function stringList(v: unknown, field: string): string[] {
   if (v === undefined) return [];
   if (!Array.isArray(v) || v.some((x) => typeof x !== "string")) throw invalidArgument(field, "must be a list of strings");
   return v as string[];
+}
+
+function groupList(v: unknown, field: string): string[] {
+  const groups = stringList(v, field);
+  if (groups.length > maxGroupsPerModel) throw invalidArgument(field, `at most ${String(maxGroupsPerModel)} groups, got ${String(groups.length)}`);
+  groups.forEach((g, i) => {
+    if (g === "" || g.length > maxGroupNameLength) throw invalidArgument(`${field}[${String(i)}]`, `must be 1..${String(maxGroupNameLength)} characters`);
+  });
+  return groups;
 }
 
 function stringMap(v: unknown, field: string): Record<string, string> {
@@ -121,12 +158,12 @@ function model(v: unknown, field: string): ModelSpec {
     backend: str(v["backend"], `${field}.backend`),
     options: stringList(v["options"], `${field}.options`),
     modelFile: v["modelFile"] === undefined ? "" : str(v["modelFile"], `${field}.modelFile`),
-    contextSize: int(v["contextSize"], `${field}.contextSize`, 0, 0, 10_000_000),
-    groups: stringList(v["groups"], `${field}.groups`),
+    contextSize: int(v["contextSize"], `${field}.contextSize`, 0, 0, maxContextSize),
+    groups: groupList(v["groups"], `${field}.groups`),
     pinned: bool(v["pinned"], `${field}.pinned`, false),
     sizeBytes: v["memoryEstimate"] === undefined ? 0 : parseSizeBytes(v["memoryEstimate"], `${field}.memoryEstimate`),
     selector: stringMap(v["selector"], `${field}.selector`),
-    loadTimeoutMs: duration(v["loadTimeout"], `${field}.loadTimeout`, 600_000),
+    loadTimeoutMs: positiveDuration(v["loadTimeout"], `${field}.loadTimeout`, 600_000, maxOperationTimeoutMs),
   });
 }
 
@@ -163,23 +200,23 @@ export function resolveCoordinatorConfig(input: unknown): CoordinatorConfig {
   const threshold = p["memoryThreshold"];
   if (threshold !== undefined && (typeof threshold !== "number" || !(threshold > 0 && threshold <= 1))) throw invalidArgument("policy.memoryThreshold", `must be in (0, 1], got ${JSON.stringify(threshold)}`);
   const policy: PolicyPatch = {
-    limitPerNode: int(p["limitPerNode"], "policy.limitPerNode", 0, 0, 100_000),
+    limitPerNode: int(p["limitPerNode"], "policy.limitPerNode", 0, 0, maxLimitPerNode),
     idleCheck: bool(p["idleCheck"], "policy.idleCheck", false),
-    idleTimeoutMs: duration(p["idleTimeout"], "policy.idleTimeout", 900_000),
+    idleTimeoutMs: positiveDuration(p["idleTimeout"], "policy.idleTimeout", 900_000, maxDurationMs),
     busyCheck: bool(p["busyCheck"], "policy.busyCheck", false),
-    busyTimeoutMs: duration(p["busyTimeout"], "policy.busyTimeout", 300_000),
+    busyTimeoutMs: positiveDuration(p["busyTimeout"], "policy.busyTimeout", 300_000, maxDurationMs),
     memoryReclaimer: bool(p["memoryReclaimer"], "policy.memoryReclaimer", false),
     ...(typeof threshold === "number" ? { memoryThreshold: threshold, memoryReleaseThreshold: Math.max(0.01, threshold - 0.05) } : {}),
     forceEvictionWhenBusy: bool(p["forceEvictionWhenBusy"], "policy.forceEvictionWhenBusy", false),
     sizeAware: bool(p["sizeAware"], "policy.sizeAware", false),
-    tickIntervalMs: duration(p["tickInterval"], "policy.tickInterval", 500),
+    tickIntervalMs: positiveDuration(p["tickInterval"], "policy.tickInterval", 500, maxIntervalMs),
   };
-  if ((policy.tickIntervalMs ?? 1) <= 0) throw invalidArgument("policy.tickInterval", "must be > 0");
   const s = input["stop"] ?? {};
   if (!isRecord(s)) throw invalidArgument("stop", "must be a map");
   rejectUnknown(s, ["timeout", "freeTimeout", "rpcTimeout"], "stop");
   const rawModels = input["models"] ?? [];
   if (!Array.isArray(rawModels)) throw invalidArgument("models", "must be a list");
+  if (rawModels.length > maxModels) throw invalidArgument("models", `at most ${String(maxModels)} models, got ${String(rawModels.length)}`);
   const models = rawModels.map((m, i) => model(m, `models[${String(i)}]`));
   const seen = new Set<string>();
   for (const [i, m] of models.entries()) {
@@ -211,22 +248,22 @@ export function resolveCoordinatorConfig(input: unknown): CoordinatorConfig {
     placement,
     policy,
     enforcement: {
-      maxAttempts: int(p["enforcementRetries"], "policy.enforcementRetries", 30, 1, 10_000),
-      intervalMs: duration(p["enforcementRetryInterval"], "policy.enforcementRetryInterval", 1_000),
+      maxAttempts: int(p["enforcementRetries"], "policy.enforcementRetries", 30, 1, maxEnforcementRetries),
+      intervalMs: duration(p["enforcementRetryInterval"], "policy.enforcementRetryInterval", 1_000, maxIntervalMs),
     },
     cooldown: {
-      baseMs: duration(p["loadFailureCooldown"], "policy.loadFailureCooldown", 10_000),
-      maxMs: duration(p["loadFailureCooldownMax"], "policy.loadFailureCooldownMax", 300_000),
+      baseMs: duration(p["loadFailureCooldown"], "policy.loadFailureCooldown", 10_000, maxDurationMs),
+      maxMs: duration(p["loadFailureCooldownMax"], "policy.loadFailureCooldownMax", 300_000, maxDurationMs),
     },
     stop: {
-      stopTimeoutMs: duration(s["timeout"], "stop.timeout", 30_000),
-      freeTimeoutMs: duration(s["freeTimeout"], "stop.freeTimeout", 5_000),
-      stopRpcTimeoutMs: duration(s["rpcTimeout"], "stop.rpcTimeout", 15_000),
+      stopTimeoutMs: duration(s["timeout"], "stop.timeout", 30_000, maxOperationTimeoutMs),
+      freeTimeoutMs: duration(s["freeTimeout"], "stop.freeTimeout", 5_000, maxOperationTimeoutMs),
+      stopRpcTimeoutMs: duration(s["rpcTimeout"], "stop.rpcTimeout", 15_000, maxOperationTimeoutMs),
     },
-    nodeGraceMs: duration(input["nodeGrace"], "nodeGrace", 5_000),
-    nodeLostAfterMs: duration(input["nodeLostAfter"], "nodeLostAfter", 600_000),
-    recoveryWindowMs: duration(input["recoveryWindow"], "recoveryWindow", 3_000),
-    orphanGraceMs: duration(input["orphanGrace"], "orphanGrace", 120_000),
+    nodeGraceMs: duration(input["nodeGrace"], "nodeGrace", 5_000, maxDurationMs),
+    nodeLostAfterMs: duration(input["nodeLostAfter"], "nodeLostAfter", 600_000, maxDurationMs),
+    recoveryWindowMs: duration(input["recoveryWindow"], "recoveryWindow", 3_000, maxDurationMs),
+    orphanGraceMs: duration(input["orphanGrace"], "orphanGrace", 120_000, maxDurationMs),
     metricsListen: input["metricsListen"] === undefined ? undefined : str(input["metricsListen"], "metricsListen"),
     inferenceListen: input["inferenceListen"] === undefined ? undefined : str(input["inferenceListen"], "inferenceListen"),
     models,

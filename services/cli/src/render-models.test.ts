@@ -1,0 +1,16 @@
+import { describe, expect, it } from "vitest";
+import { create } from "@bufbuild/protobuf";
+import { InstanceState, ModelInstanceSchema, NodeState } from "@warden/proto";
+import { instanceStateText, modelsTable } from "./render.js";
+
+describe("models ls rendering", () => {
+  it("shows the node's state with instances on an unreachable or lost node, not a plain ready", () => {
+    const row = (nodeState: NodeState) => create(ModelInstanceSchema, { model: "m1", nodeId: "n1", state: InstanceState.READY, nodeState });
+    expect(instanceStateText(row(NodeState.READY))).toBe("ready");
+    expect(instanceStateText(row(NodeState.UNSPECIFIED))).toBe("ready");
+    expect(instanceStateText(row(NodeState.UNREACHABLE))).toBe("ready (node unreachable)");
+    expect(instanceStateText(row(NodeState.LOST))).toBe("ready (node lost)");
+    expect(modelsTable([row(NodeState.UNREACHABLE)], 0)).toContain("ready (node unreachable)");
+    expect(modelsTable([row(NodeState.READY)], 0)).not.toContain("unreachable");
+  });
+});

@@ -15,13 +15,29 @@ export function frameMessage(bytes: Uint8Array, maxBytes: number, what: string):
   return out;
 }
 
+/** The gRPC message prefix: a compressed flag and a big-endian 32-bit length. */
+const prefixBytes = 5;
+
 /**
- * Splits a byte stream into gRPC messages; a message may span chunks. Returns
- * an error (and stops) on a compressed message — none is ever negotiated —
- * or one over `maxBytes`, before buffering it.
+ * Splits a byte stream into gRPC messages, in time linear in the bytes
+ * pushed however they are chunked. A message that spans chunks is collected
+ * as a list of slices with a running length and copied once, when its last
+ * byte arrives; a message whole inside one chunk is handed out as a slice of
+ * it, uncopied. The prefix is checked before any of the body is kept: a
+ * compressed message (none is ever negotiated) or a claimed length over
+ * `maxBytes` is an error, and the reader stops (every later push returns the
+ * same error). Memory held is what arrived of one unfinished message, never
+ * what its prefix claims.
  */
 export class MessageReader {
-  private pending: Buffer | undefined;
+  /** The prefix of the next message, while fewer than 5 of its bytes have arrived. */
+  private readonly prefix = Buffer.alloc(prefixBytes);
+  private prefixHave = 0;
+  /** Body length of the message being collected; -1 while its prefix is incomplete. */
+  private bodyBytes = -1;
+  private readonly parts: Buffer[] = [];
+  private partsBytes = 0;
+  private failure: WardenError | undefined;
 
   constructor(
     private readonly maxBytes: number,
@@ -29,23 +45,71 @@ export class MessageReader {
   ) {}
 
   push(chunk: Buffer, onMessage: (bytes: Buffer) => void): WardenError | undefined {
-    let buf = this.pending === undefined ? chunk : Buffer.concat([this.pending, chunk]);
-    this.pending = undefined;
-    while (buf.length >= 5) {
-      if (buf[0] !== 0) return new WardenError(Code.Internal, `received a compressed ${this.what}, but no compression was negotiated`);
-      const len = buf.readUInt32BE(1);
-      if (len > this.maxBytes) return new WardenError(Code.ResourceExhausted, `received a ${this.what} of ${String(len)} bytes, over the ${String(this.maxBytes)}-byte limit`);
-      if (buf.length < 5 + len) break;
-      onMessage(buf.subarray(5, 5 + len));
-      buf = buf.subarray(5 + len);
+    if (this.failure !== undefined) return this.failure;
+    let at = 0;
+    const end = chunk.length;
+    while (at < end) {
+      if (this.bodyBytes < 0) {
+        let flag: number;
+        let len: number;
+        if (this.prefixHave === 0 && end - at >= prefixBytes) {
+          flag = chunk[at] ?? 0;
+          len = chunk.readUInt32BE(at + 1);
+          at += prefixBytes;
+        } else {
+          const take = Math.min(prefixBytes - this.prefixHave, end - at);
+          chunk.copy(this.prefix, this.prefixHave, at, at + take);
+          this.prefixHave += take;
+          at += take;
+          if (this.prefixHave < prefixBytes) break;
+          this.prefixHave = 0;
+          flag = this.prefix[0] ?? 0;
+          len = this.prefix.readUInt32BE(1);
+        }
+        const err = this.check(flag, len);
+        if (err !== undefined) {
+          this.failure = err;
+          return err;
+        }
+        this.bodyBytes = len;
+      }
+      const want = this.bodyBytes - this.partsBytes;
+      const avail = end - at;
+      if (this.partsBytes === 0 && avail >= want) {
+        this.bodyBytes = -1;
+        onMessage(chunk.subarray(at, at + want));
+        at += want;
+        continue;
+      }
+      const take = Math.min(want, avail);
+      this.parts.push(chunk.subarray(at, at + take));
+      this.partsBytes += take;
+      at += take;
+      if (this.partsBytes === this.bodyBytes) {
+        const whole = Buffer.concat(this.parts, this.partsBytes);
+        this.parts.length = 0;
+        this.partsBytes = 0;
+        this.bodyBytes = -1;
+        onMessage(whole);
+      }
     }
-    if (buf.length > 0) this.pending = buf;
+    return undefined;
+  }
+
+  private check(flag: number, len: number): WardenError | undefined {
+    if (flag !== 0) return new WardenError(Code.Internal, `received a compressed ${this.what}, but no compression was negotiated`);
+    if (len > this.maxBytes) return new WardenError(Code.ResourceExhausted, `received a ${this.what} of ${String(len)} bytes, over the ${String(this.maxBytes)}-byte limit`);
     return undefined;
   }
 
   /** True when bytes of an unfinished message are buffered. */
   get partial(): boolean {
-    return this.pending !== undefined;
+    return this.prefixHave > 0 || this.bodyBytes >= 0;
+  }
+
+  /** Bytes of the unfinished message's body held so far (what a stalled sender costs). */
+  get bufferedBytes(): number {
+    return this.partsBytes;
   }
 }
 

@@ -1,6 +1,7 @@
 export * from "./types.js";
 export * from "./codes.js";
 export * from "./limits.js";
+export { decodeRequest, undecodableRequest } from "./request-decode.js";
 export * from "./service-definition.js";
 export * from "./client.js";
 export * from "./server.js";

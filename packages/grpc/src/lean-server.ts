@@ -1,12 +1,13 @@
 import { createServer, constants as h2, type Http2Server, type IncomingHttpHeaders, type OutgoingHttpHeaders, type ServerHttp2Session, type ServerHttp2Stream } from "node:http2";
 import { Metadata } from "@grpc/grpc-js";
-import { create, fromBinary, toBinary, type DescMethod, type DescService } from "@bufbuild/protobuf";
+import { create, toBinary, type DescMethod, type DescService } from "@bufbuild/protobuf";
 import { Code, WardenError } from "@warden/common";
 import { Health } from "@warden/proto";
 import { detailsTrailerKey, wireStatus } from "./codes.js";
 import { HealthStatus, ServingStatus } from "./health.js";
 import { MessageReader, encodeGrpcMessage, frameMessage, parseGrpcTimeout } from "./h2-wire.js";
-import { defaultMaxMessageBytes } from "./limits.js";
+import { defaultMaxConcurrentStreams, defaultMaxMessageBytes, sessionMemoryMiB } from "./limits.js";
+import { decodeRequest } from "./request-decode.js";
 import { methodPath } from "./service-definition.js";
 import type { ListenResult } from "./server.js";
 import type { HandlerContext, ServiceImpl } from "./types.js";
@@ -16,6 +17,8 @@ export interface LeanServerOptions {
   maxReceiveMessageBytes?: number;
   /** @default 16 MiB */
   maxSendMessageBytes?: number;
+  /** Concurrent calls one connection may run (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS). @default 256 */
+  maxConcurrentStreams?: number;
 }
 
 type AnyHandler = (request: unknown, ctx: HandlerContext) => unknown;
@@ -90,7 +93,8 @@ function errorTrailers(err: unknown, ctx: LeanContext | undefined): OutgoingHttp
  * A gRPC server over node:http2 for services whose methods are unary or
  * server-streaming, with the same typed handlers and `HandlerContext` as
  * `GrpcServer` (signal on cancel, deadline and completion; metadata both ways;
- * WardenError → status with details in trailers; size limits). It also serves
+ * WardenError → status with details in trailers; size limits; a request that
+ * does not decode is INVALID_ARGUMENT). It also serves
  * grpc.health.v1. Built for the coordinator's inference data plane, where the
  * grpc-js server's per-call layers (interceptors, channelz, call objects) are
  * most of the proxy's cost; plaintext only.
@@ -100,6 +104,7 @@ export class LeanGrpcServer {
   private readonly routes = new Map<string, Route>();
   private readonly maxReceive: number;
   private readonly maxSend: number;
+  private readonly maxStreams: number;
   private server: Http2Server | undefined;
   private readonly sessions = new Set<ServerHttp2Session>();
   private readonly live = new Set<AbortController>();
@@ -107,6 +112,7 @@ export class LeanGrpcServer {
   constructor(options: LeanServerOptions = {}) {
     this.maxReceive = options.maxReceiveMessageBytes ?? defaultMaxMessageBytes;
     this.maxSend = options.maxSendMessageBytes ?? defaultMaxMessageBytes;
+    this.maxStreams = options.maxConcurrentStreams ?? defaultMaxConcurrentStreams;
     this.addRoutes(Health, this.health.impl());
     this.health.set("", ServingStatus.NOT_SERVING);
   }
@@ -144,8 +150,10 @@ export class LeanGrpcServer {
     const host = address.slice(0, colon).replace(/^\[(.*)\]$/, "$1");
     const port = Number(address.slice(colon + 1));
     if (colon < 0 || !Number.isInteger(port) || port < 0 || port > 65_535) return Promise.reject(new WardenError(Code.InvalidArgument, `listen address "${address}" is not host:port`));
-    // noDelay: replies are small writes that must not wait for an ACK.
-    const server = createServer({ maxSessionMemory: 1_024, noDelay: true } as Parameters<typeof createServer>[0]);
+    // noDelay: replies are small writes that must not wait for an ACK. Per
+    // connection: at most maxStreams calls at once, and a memory bound sized
+    // from the reply limit (see sessionMemoryMiB).
+    const server = createServer({ maxSessionMemory: sessionMemoryMiB(this.maxSend), settings: { maxConcurrentStreams: this.maxStreams }, noDelay: true } as Parameters<typeof createServer>[0]);
     server.on("session", (s: ServerHttp2Session) => {
       this.sessions.add(s);
       s.on("close", () => this.sessions.delete(s));
@@ -287,9 +295,10 @@ class ServerCall {
     }
     let input: unknown;
     try {
-      input = this.route.raw ? request : fromBinary(this.route.method.input, request);
+      // A raw handler reads the bytes itself and answers undecodable ones INVALID_ARGUMENT too.
+      input = this.route.raw ? request : decodeRequest(this.route.method.input, request);
     } catch (e) {
-      this.fail(new WardenError(Code.Internal, `cannot decode the request: ${e instanceof Error ? e.message : String(e)}`));
+      this.fail(e);
       return;
     }
     if (this.route.method.methodKind === "unary") this.unary(input);

@@ -2,6 +2,7 @@ import { Metadata, type ServerUnaryCall, type ServerWritableStream, type ServerD
 import type { DescMethod } from "@bufbuild/protobuf";
 import { Code, WardenError } from "@warden/common";
 import { toGrpcStatus } from "./codes.js";
+import { UndecodableRequest } from "./request-decode.js";
 import type { HandlerContext } from "./types.js";
 
 /** The abort reason of a call that completed; shared so no stack trace is captured per call. */
@@ -18,8 +19,8 @@ interface AnyCall {
 
 interface CallScope {
   ctx: HandlerContext;
-  /** Aborts the call's signal (completion); idempotent. */
-  finish(): void;
+  /** Aborts the call's signal with `reason` (completion by default); idempotent. */
+  finish(reason?: WardenError): void;
 }
 
 /** Builds the handler context; its signal fires on client cancel, deadline and completion. */
@@ -49,10 +50,10 @@ function scope(call: AnyCall): CallScope {
   };
   return {
     ctx,
-    finish() {
+    finish(reason = callCompleted) {
       if (timer !== undefined) clearTimeout(timer);
       call.removeListener("cancelled", onCancel);
-      if (!ctl.signal.aborted) ctl.abort(callCompleted);
+      if (!ctl.signal.aborted) ctl.abort(reason);
     },
   };
 }
@@ -87,19 +88,49 @@ async function writeAll(call: ServerWritableStream<unknown, unknown> | ServerDup
 /**
  * The request side of a streaming call. The default Readable iterator destroys
  * the stream when the requests end, which would drop the response status; this
- * one leaves the call open so the handler can still answer and end it.
+ * one leaves the call open so the handler can still answer and end it. A
+ * request that did not decode is reported to `undecodable` (which answers the
+ * call INVALID_ARGUMENT) and thrown to the handler.
  */
-function requestsOf(call: ServerDuplexStream<unknown, unknown> | ServerReadableStream<unknown, unknown>): AsyncIterable<unknown> {
-  return { [Symbol.asyncIterator]: () => call.iterator({ destroyOnReturn: false }) };
+function requestsOf(call: ServerDuplexStream<unknown, unknown> | ServerReadableStream<unknown, unknown>, undecodable: (err: WardenError) => void): AsyncIterable<unknown> {
+  return {
+    [Symbol.asyncIterator]: () => {
+      const it = call.iterator({ destroyOnReturn: false });
+      return {
+        async next(): Promise<IteratorResult<unknown>> {
+          const r = await it.next();
+          if (r.done !== true && r.value instanceof UndecodableRequest) {
+            undecodable(r.value.error);
+            throw r.value.error;
+          }
+          return r;
+        },
+        async return(): Promise<IteratorResult<unknown>> {
+          return (await it.return?.()) ?? { done: true, value: undefined };
+        },
+      };
+    },
+  };
 }
 
 type AnyHandler = (input: unknown, ctx: HandlerContext) => unknown;
 
-/** Wraps a typed handler into the grpc-js handler for its method kind. */
+/**
+ * Wraps a typed handler into the grpc-js handler for its method kind. A
+ * request that did not decode (an `UndecodableRequest` from the server's
+ * lenient deserializer) is answered with its INVALID_ARGUMENT: before the
+ * handler runs for a single request, when the handler reads it for a request
+ * stream (the handler's own outcome is then ignored and its signal fires
+ * with that error).
+ */
 export function wrapHandler(method: DescMethod, handler: AnyHandler): UntypedHandleCall {
   switch (method.methodKind) {
     case "unary":
       return (call: ServerUnaryCall<unknown, unknown>, callback: sendUnaryData<unknown>) => {
+        if (call.request instanceof UndecodableRequest) {
+          callback(toGrpcStatus(call.request.error));
+          return;
+        }
         const s = scope(call);
         (handler(call.request, s.ctx) as Promise<unknown>).then(
           (res) => {
@@ -115,6 +146,10 @@ export function wrapHandler(method: DescMethod, handler: AnyHandler): UntypedHan
       };
     case "server_streaming":
       return (call: ServerWritableStream<unknown, unknown>) => {
+        if (call.request instanceof UndecodableRequest) {
+          call.emit("error", toGrpcStatus(call.request.error));
+          return;
+        }
         const s = scope(call);
         writeAll(call, handler(call.request, s.ctx) as AsyncIterable<unknown>, s.ctx).then(
           () => {
@@ -130,30 +165,38 @@ export function wrapHandler(method: DescMethod, handler: AnyHandler): UntypedHan
     case "bidi_streaming":
       return (call: ServerDuplexStream<unknown, unknown>) => {
         const s = scope(call);
-        writeAll(call, handler(requestsOf(call), s.ctx) as AsyncIterable<unknown>, s.ctx).then(
-          () => {
-            call.end(s.ctx.responseTrailer);
-            s.finish();
-          },
-          (err: unknown) => {
-            call.emit("error", toGrpcStatus(err, s.ctx.responseTrailer));
-            s.finish();
-          },
-        );
+        let answered = false;
+        // The handler failed, or (with the error as the signal's reason) a request did not decode.
+        const fail = (err: unknown, undecodable?: WardenError): void => {
+          if (answered) return;
+          answered = true;
+          call.emit("error", toGrpcStatus(err, s.ctx.responseTrailer));
+          s.finish(undecodable);
+        };
+        writeAll(call, handler(requestsOf(call, (e) => { fail(e, e); }), s.ctx) as AsyncIterable<unknown>, s.ctx).then(() => {
+          if (answered) return;
+          answered = true;
+          call.end(s.ctx.responseTrailer);
+          s.finish();
+        }, fail);
       };
     case "client_streaming":
       return (call: ServerReadableStream<unknown, unknown>, callback: sendUnaryData<unknown>) => {
         const s = scope(call);
-        (handler(requestsOf(call), s.ctx) as Promise<unknown>).then(
-          (res) => {
-            callback(null, res, s.ctx.responseTrailer);
-            s.finish();
-          },
-          (err: unknown) => {
-            callback(toGrpcStatus(err, s.ctx.responseTrailer));
-            s.finish();
-          },
-        );
+        let answered = false;
+        // The handler failed, or (with the error as the signal's reason) a request did not decode.
+        const fail = (err: unknown, undecodable?: WardenError): void => {
+          if (answered) return;
+          answered = true;
+          callback(toGrpcStatus(err, s.ctx.responseTrailer));
+          s.finish(undecodable);
+        };
+        (handler(requestsOf(call, (e) => { fail(e, e); }), s.ctx) as Promise<unknown>).then((res) => {
+          if (answered) return;
+          answered = true;
+          callback(null, res, s.ctx.responseTrailer);
+          s.finish();
+        }, fail);
       };
   }
 }

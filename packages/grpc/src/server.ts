@@ -2,11 +2,11 @@ import { Server, ServerCredentials, type UntypedServiceImplementation } from "@g
 import type { DescService } from "@bufbuild/protobuf";
 import { Code, WardenError } from "@warden/common";
 import { Health, ServerReflection, reflectionV1alpha } from "@warden/proto";
-import { grpcServiceDefinition } from "./service-definition.js";
+import { grpcServerDefinition } from "./service-definition.js";
 import { wrapHandler } from "./server-handlers.js";
 import { HealthStatus, ServingStatus } from "./health.js";
 import { ReflectionIndex } from "./reflection.js";
-import { defaultMaxMessageBytes } from "./limits.js";
+import { defaultMaxConcurrentStreams, defaultMaxMessageBytes } from "./limits.js";
 import type { ServiceImpl } from "./types.js";
 
 export interface CreateServerOptions {
@@ -14,6 +14,8 @@ export interface CreateServerOptions {
   maxReceiveMessageBytes?: number;
   /** @default 16 MiB */
   maxSendMessageBytes?: number;
+  /** Concurrent calls one connection may run (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS). @default 256 */
+  maxConcurrentStreams?: number;
   /** @default insecure */
   credentials?: ServerCredentials;
 }
@@ -28,7 +30,8 @@ export interface ListenResult {
 /**
  * A grpc-js server that serves protobuf-es services with typed handlers, and
  * always serves grpc.health.v1 and server reflection (v1 and v1alpha) listing
- * every added service.
+ * every added service. A request that does not decode is INVALID_ARGUMENT
+ * (see UndecodableRequest), for every method kind.
  */
 export class GrpcServer {
   readonly raw: Server;
@@ -41,6 +44,7 @@ export class GrpcServer {
     this.raw = new Server({
       "grpc.max_receive_message_length": options.maxReceiveMessageBytes ?? defaultMaxMessageBytes,
       "grpc.max_send_message_length": options.maxSendMessageBytes ?? defaultMaxMessageBytes,
+      "grpc.max_concurrent_streams": options.maxConcurrentStreams ?? defaultMaxConcurrentStreams,
     });
     this.credentials = options.credentials ?? ServerCredentials.createInsecure();
     this.addUntracked(Health, this.health.impl());
@@ -58,7 +62,7 @@ export class GrpcServer {
       if (h === undefined) throw new WardenError(Code.Internal, `${svc.typeName}: no handler for ${m.name}`);
       handlers[m.localName] = wrapHandler(m, h as (input: unknown, ctx: unknown) => unknown);
     }
-    this.raw.addService(grpcServiceDefinition(svc), handlers);
+    this.raw.addService(grpcServerDefinition(svc), handlers);
     this.reflection.add(svc);
   }
 

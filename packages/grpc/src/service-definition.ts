@@ -1,5 +1,6 @@
 import type { ServiceDefinition, MethodDefinition } from "@grpc/grpc-js";
 import { create, fromBinary, toBinary, type DescMessage, type DescMethod, type DescService } from "@bufbuild/protobuf";
+import { lenientRequestDeserializer } from "./request-decode.js";
 
 function serializer(schema: DescMessage) {
   // create() returns an existing message unchanged, so handlers may return init objects.
@@ -33,5 +34,16 @@ export function methodDefinition(method: DescMethod): MethodDefinition<unknown, 
 export function grpcServiceDefinition(svc: DescService): ServiceDefinition {
   const def: Record<string, MethodDefinition<unknown, object>> = {};
   for (const m of svc.methods) def[m.localName] = methodDefinition(m);
+  return def;
+}
+
+/**
+ * The ServiceDefinition GrpcServer registers: as `grpcServiceDefinition`, but
+ * a request that does not decode reaches the handler wrapper as an
+ * `UndecodableRequest`, answered INVALID_ARGUMENT rather than grpc-js's INTERNAL.
+ */
+export function grpcServerDefinition(svc: DescService): ServiceDefinition {
+  const def: Record<string, MethodDefinition<unknown, object>> = {};
+  for (const m of svc.methods) def[m.localName] = { ...methodDefinition(m), requestDeserialize: lenientRequestDeserializer(m.input) };
   return def;
 }

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
-import { Code, isWardenError } from "@warden/common";
+import { Code, isWardenError, type WardenError } from "@warden/common";
 import { PredictOptionsSchema, PredictRequestSchema, PredictResponseSchema, ReplySchema } from "@warden/proto";
 import { predictResponseBytes, splitPredictRequest } from "./predict-bytes.js";
 
@@ -26,17 +26,23 @@ describe("Predict pass-through bytes", () => {
     expect(fromBinary(PredictOptionsSchema, bare.backendRequest).ModelIdentity).toBe("x");
   });
 
-  it("rejects bytes that are not a PredictRequest with INVALID_ARGUMENT naming the request", () => {
+  it.each([
+    ["a truncated model", Uint8Array.of(0x0a, 0x05, 0x61)], // model: length 5, 1 byte present
+    ["a model that is not UTF-8", Uint8Array.of(0x0a, 0x01, 0xff)],
+    ["options that are not wire format", Uint8Array.of(0x0a, 0x01, 0x6d, 0x12, 0x02, 0x0f, 0x01)], // model "m", options: tag with wire type 7
+    ["options with a truncated field", Uint8Array.of(0x12, 0x03, 0x0a, 0x05, 0x61)], // options: Prompt length 5, 1 byte present
+  ])("rejects %s with INVALID_ARGUMENT naming the request type, as the main port's decode does", (_what, bytes) => {
     const err = (() => {
       try {
-        splitPredictRequest(Uint8Array.of(0x0a, 0x05, 0x61)); // model: length 5, 1 byte present
+        splitPredictRequest(bytes);
       } catch (e) {
         return e;
       }
       return undefined;
     })();
     expect(isWardenError(err, Code.InvalidArgument)).toBe(true);
-    expect((err as Error).message).toMatch(/request/);
+    expect((err as WardenError).rawMessage).toMatch(/^request: is not a valid warden\.v1\.PredictRequest: /);
+    expect(() => fromBinary(PredictRequestSchema, bytes)).toThrow();
   });
 
   it("wraps the backend's Reply bytes in a PredictResponse without decoding them", () => {

@@ -1,5 +1,5 @@
 import { BinaryReader, BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
-import { invalidArgument } from "@warden/common";
+import { undecodableRequest } from "@warden/grpc";
 
 /**
  * Pass-through encoding of Predict for the data-plane listener: the
@@ -22,7 +22,22 @@ export interface PredictRequestBytes {
   readonly backendRequest: Uint8Array;
 }
 
-/** Reads `model`, keeps the options bytes (several occurrences merge, as protobuf merges them). */
+/** Walks a message's fields without decoding them: throws when the bytes are not protobuf wire format. */
+function checkWireFormat(bytes: Uint8Array): void {
+  const r = new BinaryReader(bytes);
+  while (r.pos < r.len) {
+    const [field, wire] = r.tag();
+    r.skip(wire, field);
+  }
+}
+
+/**
+ * Reads `model`, keeps the options bytes (several occurrences merge, as
+ * protobuf merges them). Bytes that are not a PredictRequest — truncated,
+ * not wire format (the options too: their fields are walked, not decoded),
+ * or a model that is not UTF-8 — are INVALID_ARGUMENT, as on the main port.
+ * Whether each options field has its declared type is the backend's to check.
+ */
 export function splitPredictRequest(bytes: Uint8Array): PredictRequestBytes {
   const r = new BinaryReader(bytes);
   let model = "";
@@ -30,12 +45,15 @@ export function splitPredictRequest(bytes: Uint8Array): PredictRequestBytes {
   try {
     while (r.pos < r.len) {
       const [field, wire] = r.tag();
-      if (field === requestModelField && wire === WireType.LengthDelimited) model = r.string();
-      else if (field === requestOptionsField && wire === WireType.LengthDelimited) options.push(r.bytes());
-      else r.skip(wire, field);
+      if (field === requestModelField && wire === WireType.LengthDelimited) model = r.string(true);
+      else if (field === requestOptionsField && wire === WireType.LengthDelimited) {
+        const o = r.bytes();
+        checkWireFormat(o);
+        options.push(o);
+      } else r.skip(wire, field);
     }
   } catch (err) {
-    throw invalidArgument("request", `is not a valid PredictRequest: ${err instanceof Error ? err.message : String(err)}`);
+    throw undecodableRequest("warden.v1.PredictRequest", err);
   }
   const identity = new BinaryWriter().tag(modelIdentityField, WireType.LengthDelimited).string(model).finish();
   let size = identity.length;

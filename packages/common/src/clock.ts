@@ -85,6 +85,20 @@ const nodeTimers: TimerHost = {
   },
 };
 
+const unrefNodeTimers: TimerHost = {
+  ...nodeTimers,
+  setTimeout: (fn, delayMs) => setTimeout(fn, delayMs).unref(),
+};
+
+/**
+ * A real timer for a deadline that came from outside (a gRPC deadline, a
+ * caller's timeout): re-armed past setTimeout's 2^31-1 ms, where a bare
+ * setTimeout would fire at once. `unref`: it does not keep the process alive.
+ */
+export function deadlineTimer(delayMs: number, fn: () => void, options: { readonly unref?: boolean } = {}): Cancel {
+  return armTimer(options.unref === true ? unrefNodeTimers : nodeTimers, Math.max(0, delayMs), fn);
+}
+
 /** The production clock: `performance.now()` and `setTimeout`, re-armed past 2^31-1 ms. */
 export const systemClock: Clock = {
   now: () => performance.now(),

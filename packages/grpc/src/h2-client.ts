@@ -2,7 +2,7 @@ import { connect, constants as h2, type ClientHttp2Session, type ClientHttp2Stre
 import { connect as netConnect } from "node:net";
 import { Metadata } from "@grpc/grpc-js";
 import { create, fromBinary, toBinary, type DescMethod, type DescService } from "@bufbuild/protobuf";
-import { Code, WardenError, abortReason, isCode } from "@warden/common";
+import { Code, WardenError, abortReason, deadlineTimer, isCode, type Cancel } from "@warden/common";
 import { detailsTrailerKey, parseErrorDetails } from "./codes.js";
 import { MessageReader, decodeGrpcMessage, formatGrpcTimeout, frameMessage } from "./h2-wire.js";
 import { defaultMaxMessageBytes } from "./limits.js";
@@ -154,7 +154,7 @@ function deadlineOf(opts: CallOptions | undefined): number | undefined {
  */
 class ClientCall implements CallControl {
   private settled = false;
-  private timer: NodeJS.Timeout | undefined;
+  private cancelTimer: Cancel | undefined;
   private onAbort: (() => void) | undefined;
   private stream: ClientHttp2Stream | undefined;
   private slot: SessionSlot | undefined;
@@ -217,9 +217,9 @@ class ClientCall implements CallControl {
       signal.addEventListener("abort", this.onAbort, { once: true });
     }
     if (deadlineAtMs !== undefined) {
-      this.timer = setTimeout(() => {
+      this.cancelTimer = deadlineTimer(remaining, () => {
         this.cancelWith(new WardenError(Code.DeadlineExceeded, `deadline exceeded after ${String(Math.round(remaining))} ms`));
-      }, remaining);
+      });
     }
     stream.on("response", (h: IncomingHttpHeaders) => {
       this.onResponse(h);
@@ -277,7 +277,7 @@ class ClientCall implements CallControl {
   private finish(err: WardenError | undefined): void {
     if (this.settled) return;
     this.settled = true;
-    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.cancelTimer?.();
     if (this.onAbort !== undefined) this.opts?.signal?.removeEventListener("abort", this.onAbort);
     this.sink.done(err);
   }

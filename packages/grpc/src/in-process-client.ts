@@ -1,6 +1,6 @@
 import { Metadata } from "@grpc/grpc-js";
 import { create, type DescService } from "@bufbuild/protobuf";
-import { Code, WardenError, abortReason, raceSignal } from "@warden/common";
+import { Code, WardenError, abortReason, deadlineTimer, raceSignal } from "@warden/common";
 import type { CallOptions, Client, HandlerContext, ServiceImpl } from "./types.js";
 
 /** The abort reason of a call that completed; shared so no stack trace is captured per call. */
@@ -14,12 +14,11 @@ function context(opts: CallOptions | undefined): { ctx: HandlerContext; done: ()
   if (opts?.deadlineAtMs !== undefined) deadlines.push(opts.deadlineAtMs);
   const deadlineAtMs = deadlines.length > 0 ? Math.min(...deadlines) : undefined;
   if (deadlineAtMs !== undefined) {
-    const t = setTimeout(() => {
-      ctl.abort(new WardenError(Code.DeadlineExceeded, "call deadline exceeded"));
-    }, Math.max(0, deadlineAtMs - Date.now()));
-    cleanups.push(() => {
-      clearTimeout(t);
-    });
+    cleanups.push(
+      deadlineTimer(deadlineAtMs - Date.now(), () => {
+        ctl.abort(new WardenError(Code.DeadlineExceeded, "call deadline exceeded"));
+      }),
+    );
   }
   const signal = opts?.signal;
   if (signal !== undefined) {

@@ -1,7 +1,7 @@
 import { createServer, constants as h2, type Http2Server, type IncomingHttpHeaders, type OutgoingHttpHeaders, type ServerHttp2Session, type ServerHttp2Stream } from "node:http2";
 import { Metadata } from "@grpc/grpc-js";
 import { create, toBinary, type DescMethod, type DescService } from "@bufbuild/protobuf";
-import { Code, WardenError } from "@warden/common";
+import { Code, WardenError, deadlineTimer, type Cancel } from "@warden/common";
 import { Health } from "@warden/proto";
 import { detailsTrailerKey, wireStatus } from "./codes.js";
 import { HealthStatus, ServingStatus } from "./health.js";
@@ -226,7 +226,7 @@ function trailersOnly(stream: ServerHttp2Stream, t: OutgoingHttpHeaders): void {
 class ServerCall {
   private readonly controller = new AbortController();
   private readonly ctx: LeanContext;
-  private timer: NodeJS.Timeout | undefined;
+  private cancelTimer: Cancel | undefined;
   private done = false;
   private readonly reader: MessageReader;
   private request: Buffer | undefined;
@@ -250,11 +250,11 @@ class ServerCall {
     this.live.add(this.controller);
     const deadlineAtMs = this.ctx.deadlineAtMs;
     if (deadlineAtMs !== undefined) {
-      this.timer = setTimeout(() => {
+      this.cancelTimer = deadlineTimer(deadlineAtMs - Date.now(), () => {
         const e = new WardenError(Code.DeadlineExceeded, "call deadline exceeded");
         this.controller.abort(e);
         this.fail(e);
-      }, Math.max(0, deadlineAtMs - Date.now()));
+      });
     }
     // A client cancel or a dropped connection closes the stream before we finished.
     stream.on("close", () => {
@@ -308,7 +308,7 @@ class ServerCall {
   private finish(): void {
     if (this.done) return;
     this.done = true;
-    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.cancelTimer?.();
     this.live.delete(this.controller);
     if (!this.controller.signal.aborted) this.controller.abort(callCompleted);
   }

@@ -1,6 +1,6 @@
 import { Metadata, type ServerUnaryCall, type ServerWritableStream, type ServerDuplexStream, type ServerReadableStream, type UntypedHandleCall, type sendUnaryData } from "@grpc/grpc-js";
 import type { DescMethod } from "@bufbuild/protobuf";
-import { Code, WardenError } from "@warden/common";
+import { Code, WardenError, deadlineTimer, type Cancel } from "@warden/common";
 import { toGrpcStatus } from "./codes.js";
 import { UndecodableRequest } from "./request-decode.js";
 import type { HandlerContext } from "./types.js";
@@ -28,7 +28,7 @@ function scope(call: AnyCall): CallScope {
   const ctl = new AbortController();
   const deadline = call.getDeadline();
   const deadlineAtMs = deadline instanceof Date ? deadline.getTime() : Number.isFinite(deadline) ? deadline : undefined;
-  let timer: NodeJS.Timeout | undefined;
+  let cancelTimer: Cancel | undefined;
   const onCancel = (): void => {
     const expired = deadlineAtMs !== undefined && Date.now() >= deadlineAtMs - 5;
     ctl.abort(new WardenError(expired ? Code.DeadlineExceeded : Code.Canceled, expired ? "call deadline exceeded" : "call cancelled by the client"));
@@ -36,9 +36,9 @@ function scope(call: AnyCall): CallScope {
   call.on("cancelled", onCancel);
   if (deadlineAtMs !== undefined) {
     // grpc-js also emits "cancelled" on deadline; this timer makes it explicit and typed.
-    timer = setTimeout(() => {
+    cancelTimer = deadlineTimer(deadlineAtMs - Date.now(), () => {
       ctl.abort(new WardenError(Code.DeadlineExceeded, "call deadline exceeded"));
-    }, Math.max(0, deadlineAtMs - Date.now()));
+    });
   }
   const ctx: HandlerContext = {
     signal: ctl.signal,
@@ -51,7 +51,7 @@ function scope(call: AnyCall): CallScope {
   return {
     ctx,
     finish(reason = callCompleted) {
-      if (timer !== undefined) clearTimeout(timer);
+      cancelTimer?.();
       call.removeListener("cancelled", onCancel);
       if (!ctl.signal.aborted) ctl.abort(reason);
     },

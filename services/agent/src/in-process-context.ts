@@ -1,5 +1,5 @@
 import { Metadata } from "@grpc/grpc-js";
-import { Code, WardenError } from "@warden/common";
+import { Code, WardenError, deadlineTimer } from "@warden/common";
 import type { HandlerContext } from "@warden/grpc";
 
 /**
@@ -17,12 +17,15 @@ export function inProcessContext(options: { signal?: AbortSignal; deadlineAtMs?:
     else parent.addEventListener("abort", () => { ctl.abort(parent.reason); }, { once: true });
   }
   if (options.deadlineAtMs !== undefined && !ctl.signal.aborted) {
-    const t = setTimeout(() => {
-      ctl.abort(new WardenError(Code.DeadlineExceeded, "call deadline exceeded"));
-    }, Math.max(0, options.deadlineAtMs - Date.now()));
     // a finished call must not keep the process alive until its deadline
-    t.unref();
-    ctl.signal.addEventListener("abort", () => { clearTimeout(t); }, { once: true });
+    const cancel = deadlineTimer(
+      options.deadlineAtMs - Date.now(),
+      () => {
+        ctl.abort(new WardenError(Code.DeadlineExceeded, "call deadline exceeded"));
+      },
+      { unref: true },
+    );
+    ctl.signal.addEventListener("abort", cancel, { once: true });
   }
   return {
     signal: ctl.signal,

@@ -80,12 +80,17 @@ export function modelInstance(deps: Pick<AdminDeps, "clock" | "loader">, v: Inst
   };
 }
 
+function nodeStateOf(n: NodeRecord | undefined): NodeState {
+  if (n === undefined) return NodeState.UNSPECIFIED;
+  return n.state === "ready" ? NodeState.READY : n.state === "unreachable" ? NodeState.UNREACHABLE : NodeState.LOST;
+}
+
 function nodeInit(n: NodeRecord, instanceCount: number, drainRemaining: number): NodeInit {
   return {
     nodeId: n.nodeId,
     address: n.address,
     labels: n.labels,
-    state: n.state === "ready" ? NodeState.READY : n.state === "unreachable" ? NodeState.UNREACHABLE : NodeState.LOST,
+    state: nodeStateOf(n),
     draining: n.draining,
     drainRemaining,
     ...(n.resources === undefined ? {} : { resources: n.resources }),
@@ -143,6 +148,8 @@ export function adminService(d: AdminDeps): ServiceImpl<typeof AdminService> {
         groups: [...l.groups],
         sizeBytes: BigInt(l.sizeBytes),
         leftover: { attempts: l.attempts, lastError: l.lastError, since: timestampFromMs(l.sinceWallMs), stuck: l.stuck },
+        // UNSPECIFIED: its node has not registered since this coordinator started.
+        nodeState: nodeStateOf(d.nodes.get(l.nodeId)),
       });
     }
     for (const n of d.nodes.list()) {

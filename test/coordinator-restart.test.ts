@@ -76,7 +76,7 @@ async function setup(models: Record<string, unknown>[]): Promise<Setup> {
 }
 
 const adopted = (inc: string) => (e: LoggedEvent): boolean => e.incarnation === inc;
-const payload = (e: LoggedEvent): { asLeftover?: boolean; foundBy?: string } => (e["instanceAdopted"] ?? {}) as { asLeftover?: boolean; foundBy?: string };
+const payload = (e: LoggedEvent): unknown => e["instanceAdopted"];
 
 describe("coordinator restart (coordinator, agent and backend processes)", () => {
   it("a leftover on a node still partitioned survives kill -9 of the coordinator: listed, unloadable as LEFTOVER, audited, and reaped when the node returns", async () => {

@@ -57,7 +57,7 @@ export async function startCoordinatorProcess(configPath: string, config: Record
     const timer = setTimeout(() => {
       reject(new Error(`coordinator did not listen in time; stderr: ${stderr.join("")}`));
     }, timeoutMs);
-    child.stdout?.setEncoding("utf8").on("data", (d: string) => {
+    child.stdout.setEncoding("utf8").on("data", (d: string) => {
       buf += d;
       const parts = buf.split("\n");
       buf = parts.pop() ?? "";
@@ -78,7 +78,7 @@ export async function startCoordinatorProcess(configPath: string, config: Record
         }
       }
     });
-    child.stderr?.setEncoding("utf8").on("data", (d: string) => {
+    child.stderr.setEncoding("utf8").on("data", (d: string) => {
       stderr.push(d);
     });
     void exited.then((code) => {

@@ -182,7 +182,7 @@ export class NodeRegistry implements AgentDirectory, InventoryPort {
       client,
       port: agentPort(client),
       missing: new Map(),
-      fences: sameBoot ? existing.fences : new Map(),
+      fences: sameBoot ? existing.fences : new Map<string, bigint>(),
       watchAbort: undefined,
     };
     this.nodes.set(init.nodeId, rec);
@@ -286,8 +286,7 @@ export class NodeRegistry implements AgentDirectory, InventoryPort {
     const loader = this.loader;
     if (n.fences.size === 0 && loader === undefined) return backends;
     let out: InventoryEntry[] | undefined;
-    for (let i = 0; i < backends.length; i++) {
-      const e = backends[i]!;
+    for (const [i, e] of backends.entries()) {
       const drop = n.fences.has(e.incarnation) || loader?.isGone(e.incarnation) === true;
       if (drop && out === undefined) out = backends.slice(0, i);
       else if (!drop && out !== undefined) out.push(e);

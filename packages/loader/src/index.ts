@@ -12,6 +12,7 @@ export { LeftoverTracker } from "./leftover-tracker.js";
 export type { Leftover } from "./leftover-tracker.js";
 export { modelSpec } from "./model-spec.js";
 export type { ModelSpec } from "./model-spec.js";
-export type { LoaderEvent, LoaderEventSink, LoaderEventType } from "./loader-event.js";
+export type { AdoptionSource, LoaderEvent, LoaderEventSink, LoaderEventType } from "./loader-event.js";
+export { GoneIncarnations } from "./gone-incarnations.js";
 export type { HeldInstance, InventoryAnswer, InventoryHit, InventoryPort, Lease, Placement, PlacementPort, UnloadOutcome } from "./loader-types.js";
 export type * from "./ports.js";

@@ -67,6 +67,13 @@ export class LeftoverTracker {
     return [...this.byIncarnation.values()];
   }
 
+  /** Leftovers of one model, on any node (UnloadModel; a full scan, never on a hot path). */
+  ofModel(model: string): Leftover[] {
+    const out: Leftover[] = [];
+    for (const l of this.byIncarnation.values()) if (l.model === model) out.push(l);
+    return out;
+  }
+
   /** Occupancy entries of a node's leftovers, for the watchdog. */
   occupancy(nodeId: string): OccupancyEntry[] {
     const out: OccupancyEntry[] = [];

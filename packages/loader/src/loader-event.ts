@@ -30,7 +30,17 @@ export type LoaderEvent =
   | (Base & { readonly type: "backend.load-failed"; readonly code: string; readonly message: string; readonly exitCode: number | undefined; readonly lastStderrLine: string })
   | (Base & { readonly type: "backend.exited"; readonly exitCode: number | undefined; readonly signal: string; readonly intentional: boolean; readonly lastStderrLine: string })
   | (Base & { readonly type: "policy.limit-exceeded"; readonly limit: number; readonly occupied: number; readonly pinned: number })
-  | (Base & { readonly type: "instance.forgotten"; readonly operator: string; readonly note: string });
+  | (Base & { readonly type: "instance.forgotten"; readonly operator: string; readonly note: string })
+  | (Base & { readonly type: "instance.adopted"; readonly asLeftover: boolean; readonly foundBy: AdoptionSource });
+
+/**
+ * How an adopted instance was found (proto InstanceAdopted.found_by):
+ * `inventory` a running instance the coordinator did not hold; `stop-requested`
+ * the agent's record carries a stop request; `open-stop-intent` the journal has
+ * an open stop intent for it; `unconfigured` its model is not in the config;
+ * `journal` an open stop intent restored at start, before its node reported.
+ */
+export type AdoptionSource = "inventory" | "stop-requested" | "open-stop-intent" | "unconfigured" | "journal";
 
 export type LoaderEventType = LoaderEvent["type"];
 

@@ -59,6 +59,12 @@ export type InventoryAnswer =
 /** Asks the nodes' last inventories; a port so the cluster issue can refine it. */
 export interface InventoryPort {
   findModel(model: string): InventoryAnswer;
+  /**
+   * The loader learned that `incarnation` on `nodeId` is gone for good (its
+   * stop confirmed, or its exit reported). Inventories reported before this
+   * moment must no longer show it: they are fenced from here on.
+   */
+  confirmedGone?(nodeId: string, incarnation: string): void;
 }
 
 /** Chooses a node for a load; re-asked on every admission retry. */

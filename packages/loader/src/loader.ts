@@ -18,8 +18,9 @@ import {
 } from "@warden/watchdog";
 import { LockTable } from "./lifecycle-lock.js";
 import { LoadCooldown, type CooldownPolicy } from "./load-cooldown.js";
+import { GoneIncarnations } from "./gone-incarnations.js";
 import { LeftoverTracker, type Leftover } from "./leftover-tracker.js";
-import type { LoaderEventSink } from "./loader-event.js";
+import type { AdoptionSource, LoaderEventSink } from "./loader-event.js";
 import type { HeldInstance, InventoryPort, Lease, PlacementPort, UnloadOutcome } from "./loader-types.js";
 import type { ModelSpec } from "./model-spec.js";
 import type { AgentDirectory, BackendConnector, BackendHandle, Sleep, StartEvent, StopIntentJournal } from "./ports.js";
@@ -66,6 +67,8 @@ export interface LoaderOptions<H extends BackendHandle> {
    * never starts a second copy of an instance that is about to be adopted.
    */
   readonly admissionGate?: Promise<void>;
+  /** Incarnations remembered as confirmed gone, oldest out. @default 4096 */
+  readonly maxGoneIncarnations?: number;
   /** Reports what the loader decided but could not act on (bugs, best-effort failures). */
   readonly onWarning?: (msg: string, meta: Record<string, unknown>) => void;
 }
@@ -104,12 +107,11 @@ export class Loader<H extends BackendHandle = BackendHandle> {
   private readonly stopFailedAtLock = new Set<string>();
   private models = new Map<string, ModelSpec>();
   /**
-   * Incarnations confirmed stopped by a stop we sent (bounded, oldest out):
-   * a heartbeat built before the stop and delivered after it must not adopt
+   * Incarnations confirmed gone (our stop confirmed, or the agent reported the
+   * exit): a heartbeat built before and delivered after must not adopt or list
    * them again, and a call that failed because of that stop is not retried.
    */
-  private readonly stoppedByUs = new Set<string>();
-  private static readonly maxStoppedByUs = 4096;
+  private readonly gone: GoneIncarnations;
   private readonly timings: StopTimings;
   private readonly maxAttempts: number;
   private readonly retryIntervalMs: number;
@@ -123,6 +125,7 @@ export class Loader<H extends BackendHandle = BackendHandle> {
     this.retryIntervalMs = o.enforcement?.intervalMs ?? 1_000;
     this.maxWaiting = o.maxWaitingPerModel ?? 512;
     this.cooldown = new LoadCooldown(o.cooldown);
+    this.gone = new GoneIncarnations(o.maxGoneIncarnations);
     for (const m of o.models) this.models.set(m.id, m);
     this.core = createWatchdogCore({
       clock: o.clock,
@@ -153,7 +156,7 @@ export class Loader<H extends BackendHandle = BackendHandle> {
         this.o.events.emit({ type: "leftover.stuck", ...this.base(l), attempts: l.attempts, sinceWallMs: l.sinceWallMs, lastError: l.lastError });
       },
       onReaped: (l) => {
-        this.rememberStopped(l.incarnation);
+        this.rememberGone(l.incarnation, l.nodeId);
         this.o.events.emit({ type: "leftover.reaped", ...this.base(l), attempts: l.attempts });
       },
     });
@@ -674,15 +677,18 @@ export class Loader<H extends BackendHandle = BackendHandle> {
    * (pending eviction, or already dropped): the call is not retried then.
    */
   isBeingStopped(incarnation: string): boolean {
-    return this.stoppedByUs.has(incarnation) || this.leftovers.get(incarnation) !== undefined || this.core.instance(incarnation)?.pendingEviction !== undefined;
+    return this.gone.has(incarnation) || this.leftovers.get(incarnation) !== undefined || this.core.instance(incarnation)?.pendingEviction !== undefined;
   }
 
-  private rememberStopped(incarnation: string): void {
-    this.stoppedByUs.add(incarnation);
-    if (this.stoppedByUs.size > Loader.maxStoppedByUs) {
-      const oldest = this.stoppedByUs.values().next().value;
-      if (oldest !== undefined) this.stoppedByUs.delete(oldest);
-    }
+  /** True when this incarnation is known gone for good (never adopted, listed or stopped again). */
+  isGone(incarnation: string): boolean {
+    return this.gone.has(incarnation);
+  }
+
+  /** Remembers a confirmed-gone incarnation and tells the inventories, which fence older reports of it. */
+  private rememberGone(incarnation: string, nodeId: string): void {
+    this.gone.add(incarnation);
+    this.o.inventories.confirmedGone?.(nodeId, incarnation);
   }
 
   /**
@@ -692,25 +698,33 @@ export class Loader<H extends BackendHandle = BackendHandle> {
    */
   private async unloadRemoteOnly(modelId: string, options: { readonly force: boolean; readonly stopTimeoutMs?: number; readonly reason?: ExplicitStopOptions["reason"] }): Promise<UnloadOutcome> {
     const answer = this.o.inventories.findModel(modelId);
+    // Leftovers of this model the loader already tracks, on any node — one
+    // restored from the journal on a node that has not registered yet included.
+    let known: UnloadOutcome | undefined;
+    for (const l of this.leftovers.ofModel(modelId)) {
+      this.leftovers.retryNodeNow(l.nodeId);
+      known = { t: "leftover", incarnation: l.incarnation, error: "stop already being retried" };
+    }
     switch (answer.t) {
       case "absent":
-        return { t: "not-loaded" };
+        return known ?? { t: "not-loaded" };
       case "unknown":
         throw new WardenError(Code.Unavailable, `checking whether model "${modelId}" is loaded on any node: ${answer.reason}`);
       case "found": {
-        let last: UnloadOutcome = { t: "not-loaded" };
+        let last: UnloadOutcome = known ?? { t: "not-loaded" };
         for (const hit of answer.hits) {
+          // Confirmed gone by an earlier stop: the inventory predates it.
+          if (this.gone.has(hit.incarnation)) continue;
           if (this.leftovers.get(hit.incarnation) !== undefined) {
-            // Already a leftover: its stop is being retried; never adopt it as routable.
-            this.leftovers.retryNodeNow(hit.nodeId);
+            // Already a leftover (retried above): never adopt it as routable.
             last = { t: "leftover", incarnation: hit.incarnation, error: "stop already being retried" };
             continue;
           }
           const spec = this.models.get(modelId);
-          if (spec !== undefined) this.adoptRemoteOnly(spec, hit.nodeId, hit.address, hit.incarnation);
+          if (spec !== undefined) this.adoptRemoteOnly(spec, hit.nodeId, hit.address, hit.incarnation, "inventory");
           else {
             // Not configured any more: stop it directly, as a leftover would be.
-            this.leftovers.add({ incarnation: hit.incarnation, nodeId: hit.nodeId, model: modelId, address: hit.address, groups: [], sizeBytes: 0, lastError: "" });
+            this.adoptLeftover({ incarnation: hit.incarnation, nodeId: hit.nodeId, model: modelId, address: hit.address, lastError: "model not configured; stop retried", foundBy: "unconfigured" });
             last = { t: "leftover", incarnation: hit.incarnation, error: "model not configured; stop retried" };
             continue;
           }
@@ -725,24 +739,52 @@ export class Loader<H extends BackendHandle = BackendHandle> {
    * Adopts an instance found only in a node's inventory as remote-only
    * (routable once first routed, when it becomes local+remote).
    */
-  adoptRemoteOnly(spec: ModelSpec, nodeId: string, address: string, incarnation: string): boolean {
-    if (this.held.has(incarnation) || this.core.instance(incarnation) !== undefined) return false;
+  adoptRemoteOnly(spec: ModelSpec, nodeId: string, address: string, incarnation: string, foundBy: AdoptionSource = "inventory"): boolean {
+    if (this.held.has(incarnation) || this.core.instance(incarnation) !== undefined || this.leftovers.get(incarnation) !== undefined || this.gone.has(incarnation)) return false;
     const h: HeldInstance<H> = { incarnation, model: spec.id, nodeId, spec, placement: "remote-only", phase: "ready", address, backend: undefined, gpu: undefined, startedAtMs: this.o.clock.now() };
     this.held.set(incarnation, h);
     if (!this.current.has(spec.id)) this.current.set(spec.id, incarnation);
     this.core.registerReady({ nodeId, model: spec.id, incarnation, address, groups: spec.groups, pinned: spec.pinned, sizeBytes: spec.sizeBytes });
+    this.o.events.emit({ type: "instance.adopted", nodeId, model: spec.id, address, incarnation, asLeftover: false, foundBy });
     return true;
   }
 
-  /** Adopts an instance as a leftover (stop requested, or an open stop intent): accounted, never routed, stop retried. */
-  adoptLeftover(init: { incarnation: string; nodeId: string; model: string; address: string; lastError: string }): void {
+  /**
+   * Adopts an instance as a leftover (stop requested, an open stop intent, a
+   * model no longer configured): accounted, never routed, stop retried.
+   * False (nothing changes) when the loader already tracks it or knows it gone.
+   */
+  adoptLeftover(init: { readonly incarnation: string; readonly nodeId: string; readonly model: string; readonly address: string; readonly lastError: string; readonly foundBy: AdoptionSource }): boolean {
+    const inc = init.incarnation;
+    if (this.held.has(inc) || this.core.instance(inc) !== undefined || this.leftovers.get(inc) !== undefined || this.gone.has(inc)) return false;
     const spec = this.models.get(init.model);
-    this.leftovers.add({ ...init, groups: spec?.groups ?? [], sizeBytes: spec?.sizeBytes ?? 0 });
+    this.leftovers.add({ incarnation: inc, nodeId: init.nodeId, model: init.model, address: init.address, lastError: init.lastError, groups: spec?.groups ?? [], sizeBytes: spec?.sizeBytes ?? 0 });
+    this.o.events.emit({ type: "instance.adopted", nodeId: init.nodeId, model: init.model, address: init.address, incarnation: inc, asLeftover: true, foundBy: init.foundBy });
+    return true;
+  }
+
+  /**
+   * At start: every open stop intent of the journal is a leftover on its
+   * node at once — accounted (memory, LRU count, groups), listed, answered by
+   * UnloadModel — whether or not its node has registered yet. Its node's
+   * first inventory reaps it (absent) or its stop is retried (present).
+   */
+  restoreStopIntents(intents: readonly { readonly incarnation: string; readonly nodeId: string; readonly model: string; readonly address: string }[]): number {
+    let adopted = 0;
+    for (const i of intents) {
+      if (this.adoptLeftover({ incarnation: i.incarnation, nodeId: i.nodeId, model: i.model, address: i.address, lastError: "open stop intent restored at start", foundBy: "journal" })) adopted++;
+    }
+    return adopted;
+  }
+
+  /** Retries the stops of a node's leftovers now (its agent just became reachable). */
+  retryLeftoversNow(nodeId: string): void {
+    this.leftovers.retryNodeNow(nodeId);
   }
 
   /** True when the loader tracks this incarnation in any form. */
   knows(incarnation: string): boolean {
-    return this.held.has(incarnation) || this.leftovers.get(incarnation) !== undefined || this.core.instance(incarnation) !== undefined || this.stoppedByUs.has(incarnation);
+    return this.held.has(incarnation) || this.leftovers.get(incarnation) !== undefined || this.core.instance(incarnation) !== undefined || this.gone.has(incarnation);
   }
 
   /**
@@ -753,6 +795,7 @@ export class Loader<H extends BackendHandle = BackendHandle> {
     const left = this.leftovers.get(incarnation);
     if (left !== undefined) {
       this.leftovers.remove(incarnation);
+      this.rememberGone(incarnation, left.nodeId);
       void this.o.journal.clearStopIntent(incarnation).catch(() => undefined);
       this.o.events.emit({ type: "leftover.reaped", ...this.base(left), attempts: left.attempts });
       return;
@@ -764,6 +807,7 @@ export class Loader<H extends BackendHandle = BackendHandle> {
     if (r.t === "pending") return; // the stop in flight settles it (row 2: already gone)
     this.cancelFreedRetry(incarnation);
     this.dropHeld(incarnation);
+    this.rememberGone(incarnation, h.nodeId);
     this.o.events.emit({ type: "backend.exited", nodeId: h.nodeId, model: h.model, address: h.address ?? "", incarnation, ...info });
   }
 
@@ -920,7 +964,7 @@ export class Loader<H extends BackendHandle = BackendHandle> {
       case 1:
         break;
       case 2:
-        this.rememberStopped(c.incarnation);
+        this.rememberGone(c.incarnation, c.nodeId);
         this.cancelFreedRetry(c.incarnation);
         this.dropHeld(c.incarnation);
         this.o.events.emit({ type: "eviction.stopped", ...base, reason: c.reason, alreadyGone: r.outcome.t === "alreadyGone" });

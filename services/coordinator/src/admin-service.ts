@@ -98,7 +98,7 @@ function nodeInit(n: NodeRecord, instanceCount: number, drainRemaining: number):
     nodeId: n.nodeId,
     address: n.address,
     labels: n.labels,
-    state: n.state === "ready" ? NodeState.READY : n.state === "unreachable" ? NodeState.UNREACHABLE : NodeState.LOST,
+    state: nodeStateOf(n),
     draining: n.draining,
     drainRemaining,
     ...(n.resources === undefined ? {} : { resources: n.resources }),
@@ -162,6 +162,7 @@ export function adminService(d: AdminDeps): ServiceImpl<typeof AdminService> {
         groups: [...l.groups],
         sizeBytes: BigInt(l.sizeBytes),
         leftover: { attempts: l.attempts, lastError: l.lastError, since: timestampFromMs(l.sinceWallMs), stuck: l.stuck },
+        // UNSPECIFIED: its node has not registered since this coordinator started.
         nodeState: stateOfNode(l.nodeId),
       });
     }

@@ -231,6 +231,11 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
   const openIntents = new Set(recovery.openStopIntents.map((i) => i.incarnation));
   nodes.attach(loader, (inc) => openIntents.has(inc) || outbox.openStopIntents().some((i) => i.incarnation === inc));
   placement.attach(loader);
+  // Every open stop intent is a leftover on its node from the first moment —
+  // before any node registers — so listing, unloading and accounting see it;
+  // its node's first inventory reaps it or has its stop retried.
+  const restored = loader.restoreStopIntents(recovery.openStopIntents);
+  if (restored > 0) log.info("open stop intents restored as leftovers", { count: restored });
 
   const nodeImpl = nodeService(nodes, clock, recovery.epoch);
   server.add(AdminService, adminService({ clock, loader, nodes, hub, placement, enforcement: config.enforcement, defaultStopTimeoutMs: config.stop.stopTimeoutMs }));

@@ -66,6 +66,8 @@ export function eventInitOf(e: LoaderEvent): EventInit {
       return { ...base, payload: { case: "policyLimitExceeded", value: { $typeName: "warden.v1.PolicyLimitExceeded", limit: e.limit, occupied: e.occupied, pinned: e.pinned } } };
     case "instance.forgotten":
       return { ...base, payload: { case: "instanceForgotten", value: { $typeName: "warden.v1.InstanceForgotten", operator: e.operator, note: e.note } } };
+    case "instance.adopted":
+      return { ...base, payload: { case: "instanceAdopted", value: { $typeName: "warden.v1.InstanceAdopted", asLeftover: e.asLeftover, foundBy: e.foundBy } } };
   }
 }
 

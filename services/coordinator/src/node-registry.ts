@@ -30,6 +30,14 @@ export interface NodeRecord {
   port: AgentPort;
   /** Ready instances missing from consecutive inventories (vanished after two). */
   readonly missing: Map<string, number>;
+  /**
+   * Incarnations confirmed gone → this boot epoch's sequence last seen at the
+   * confirmation. A heartbeat up to one past it may carry an inventory taken
+   * before the stop took effect (the one in flight then), so it cannot show
+   * them; the first heartbeat beyond releases the fence. Dropped with the boot
+   * epoch (older epochs' heartbeats are refused). Capped per node, oldest out.
+   */
+  readonly fences: Map<string, bigint>;
   watchAbort: AbortController | undefined;
 }
 
@@ -88,6 +96,8 @@ export class NodeRegistry implements AgentDirectory, InventoryPort {
   private openIntent: (incarnation: string) => boolean = () => false;
   /** Cap on registered nodes (client-keyed). */
   static readonly maxNodes = 4096;
+  /** Cap on open fences per node (confirmed stops within about one heartbeat). */
+  static readonly maxFencesPerNode = 4096;
 
   constructor(private readonly o: NodeRegistryOptions) {}
 
@@ -126,11 +136,29 @@ export class NodeRegistry implements AgentDirectory, InventoryPort {
     for (const n of this.nodes.values()) {
       if (n.state === "lost") continue;
       if (n.inventory === undefined) return { t: "unknown", reason: `node "${n.nodeId}" has not reported an inventory yet` };
-      const found = n.inventory.filter((e) => e.model === model && e.state !== BackendState.EXITED);
+      const found = n.inventory.filter((e) => e.model === model && e.state !== BackendState.EXITED && this.loader?.isGone(e.incarnation) !== true);
       if (found.length > 0 && n.state === "unreachable") return { t: "unknown", reason: `node "${n.nodeId}" is unreachable and its last inventory had "${model}"` };
       for (const e of found) hits.push({ nodeId: n.nodeId, address: e.address, incarnation: e.incarnation });
     }
     return hits.length > 0 ? { t: "found", hits } : { t: "absent" };
+  }
+
+  /**
+   * The loader confirmed `incarnation` gone (InventoryPort): fence it at the
+   * sequence seen now, and drop it from the stored inventory, which predates
+   * the confirmation.
+   */
+  confirmedGone(nodeId: string, incarnation: string): void {
+    const n = this.nodes.get(nodeId);
+    if (n === undefined) return;
+    n.fences.delete(incarnation);
+    n.fences.set(incarnation, n.sequence);
+    if (n.fences.size > NodeRegistry.maxFencesPerNode) {
+      const oldest = n.fences.keys().next().value;
+      if (oldest !== undefined) n.fences.delete(oldest);
+    }
+    if (n.inventory?.some((e) => e.incarnation === incarnation) === true) n.inventory = n.inventory.filter((e) => e.incarnation !== incarnation);
+    n.missing.delete(incarnation);
   }
 
   /** Registers (or re-registers) a node. */
@@ -151,6 +179,9 @@ export class NodeRegistry implements AgentDirectory, InventoryPort {
       if (!existing.embedded && existing.address !== init.address) existing.client.close();
     }
     const client = init.client ?? (existing !== undefined && existing.address === init.address ? existing.client : this.o.connect(init.address));
+    // Same boot epoch (a new address): the agent's sequence goes on, so the last
+    // one seen and the fences stay — a reset would let an older heartbeat in.
+    const sameBoot = existing?.bootEpoch === init.bootEpoch;
     const rec: NodeRecord = {
       nodeId: init.nodeId,
       address: init.address,
@@ -158,18 +189,19 @@ export class NodeRegistry implements AgentDirectory, InventoryPort {
       gpus,
       embedded: init.embedded ?? false,
       bootEpoch: init.bootEpoch,
-      sequence: 0n,
+      sequence: sameBoot ? existing.sequence : 0n,
       lastHeartbeatMs: this.o.clock.now(),
       lastHeartbeatWallMs: this.o.clock.wallNow(),
       state: "ready",
       draining: existing?.draining ?? false,
-      inventory: existing?.bootEpoch === init.bootEpoch ? existing.inventory : undefined,
+      inventory: sameBoot ? existing.inventory : undefined,
       orphans: [],
       foreign: existing?.bootEpoch === init.bootEpoch ? existing.foreign : [],
       resources: existing?.resources,
       client,
       port: agentPort(client),
       missing: new Map(),
+      fences: sameBoot ? existing.fences : new Map<string, bigint>(),
       watchAbort: undefined,
     };
     this.nodes.set(init.nodeId, rec);
@@ -191,11 +223,13 @@ export class NodeRegistry implements AgentDirectory, InventoryPort {
     n.sequence = hb.sequence;
     n.lastHeartbeatMs = this.o.clock.now();
     n.lastHeartbeatWallMs = this.o.clock.wallNow();
+    // Back (first inventory since it registered, or reachable again): its leftovers' stops are retried now.
+    const returned = n.inventory === undefined || n.state !== "ready";
     if (n.state !== "ready") {
       n.state = "ready";
       this.o.onNodeEvent(n.nodeId, "ready", n.labels);
     }
-    n.inventory = hb.backends;
+    n.inventory = this.unfenced(n, hb.sequence, hb.backends);
     n.orphans = hb.orphans;
     this.noteForeign(n, hb.foreign ?? []);
     if (hb.resources !== undefined) {
@@ -203,6 +237,7 @@ export class NodeRegistry implements AgentDirectory, InventoryPort {
       this.loader?.reportMemory(n.nodeId, memoryReading(hb.resources));
     }
     this.reconcile(n);
+    if (returned) this.loader?.retryLeftoversNow(n.nodeId);
     this.trackOrphans(n, hb.orphans);
     // Orphans (live processes without a complete record) count toward the
     // node's limit, groups and memory; never selectable, never routed.
@@ -261,6 +296,24 @@ export class NodeRegistry implements AgentDirectory, InventoryPort {
     this.loader?.onNodeLost(n.nodeId);
   }
 
+  /**
+   * The inventory without what is known gone: fenced incarnations while this
+   * heartbeat may predate their confirmation (sequence ≤ fence + 1), and any
+   * the loader remembers gone. Fences this heartbeat is beyond are released.
+   */
+  private unfenced(n: NodeRecord, sequence: bigint, backends: InventoryEntry[]): InventoryEntry[] {
+    for (const [inc, at] of n.fences) if (sequence > at + 1n) n.fences.delete(inc);
+    const loader = this.loader;
+    if (n.fences.size === 0 && loader === undefined) return backends;
+    let out: InventoryEntry[] | undefined;
+    for (const [i, e] of backends.entries()) {
+      const drop = n.fences.has(e.incarnation) || loader?.isGone(e.incarnation) === true;
+      if (drop && out === undefined) out = backends.slice(0, i);
+      else if (!drop && out !== undefined) out.push(e);
+    }
+    return out ?? backends;
+  }
+
   private reconcile(n: NodeRecord): void {
     const loader = this.loader;
     if (loader === undefined || n.inventory === undefined) return;
@@ -274,12 +327,15 @@ export class NodeRegistry implements AgentDirectory, InventoryPort {
       if (loader.knows(e.incarnation) || !isUlid(e.incarnation)) continue;
       if (e.state !== BackendState.READY && e.stopRequested === undefined) continue; // a start in progress elsewhere settles itself
       const spec = loader.modelSpec(e.model);
-      if (e.stopRequested !== undefined || this.openIntent(e.incarnation) || spec === undefined) {
-        loader.adoptLeftover({ incarnation: e.incarnation, nodeId: n.nodeId, model: e.model, address: e.address, lastError: "adopted from inventory with a stop requested" });
-        this.o.log.info("adopted instance as leftover", { nodeId: n.nodeId, model: e.model, incarnation: e.incarnation });
+      // The loader publishes instance.adopted for each adoption it commits.
+      const foundBy = e.stopRequested !== undefined ? "stop-requested" : this.openIntent(e.incarnation) ? "open-stop-intent" : spec === undefined ? "unconfigured" : undefined;
+      if (foundBy === undefined && spec !== undefined) {
+        if (loader.adoptRemoteOnly(spec, n.nodeId, e.address, e.incarnation, "inventory")) this.o.log.info("adopted instance as remote-only", { nodeId: n.nodeId, model: e.model, incarnation: e.incarnation });
       } else {
-        loader.adoptRemoteOnly(spec, n.nodeId, e.address, e.incarnation);
-        this.o.log.info("adopted instance as remote-only", { nodeId: n.nodeId, model: e.model, incarnation: e.incarnation });
+        const lastError = foundBy === "unconfigured" ? "adopted from inventory: model not configured" : "adopted from inventory with a stop requested";
+        if (loader.adoptLeftover({ incarnation: e.incarnation, nodeId: n.nodeId, model: e.model, address: e.address, lastError, foundBy: foundBy ?? "unconfigured" })) {
+          this.o.log.info("adopted instance as leftover", { nodeId: n.nodeId, model: e.model, incarnation: e.incarnation, foundBy });
+        }
       }
     }
     // Ready instances the loader holds on this node but the inventory lacks:

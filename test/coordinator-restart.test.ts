@@ -1,0 +1,138 @@
+/**
+ * A coordinator killed with SIGKILL and started again on the same state dir
+ * and address, over real agent processes and real backend-sim processes:
+ * every open stop intent of the journal is a leftover from the first moment
+ * (listed, answered by UnloadModel, accounted) even while its node has not
+ * registered, and is reaped when the node returns; every adoption after the
+ * restart is audited with an `instance.adopted` event naming how it was found.
+ */
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, afterEach, describe, expect, it } from "vitest";
+import { createClient, type Client } from "@warden/grpc";
+import { AdminService, InstanceState, NodeState, UnloadOutcome } from "@warden/proto";
+import { liveTaggedSims, uniqueTag } from "./support/agent-harness.js";
+import { liveRemoteAgents, startRemoteAgent, type RemoteAgent } from "./support/agent-process.js";
+import { simModel, until } from "./support/coordinator-harness.js";
+import { startCoordinatorProcess, type CoordinatorProcess, type LoggedEvent } from "./support/coordinator-process.js";
+import { freePort } from "./support/free-port.js";
+
+const fileTag = uniqueTag("coord-restart");
+let coordinators: CoordinatorProcess[] = [];
+let agents: RemoteAgent[] = [];
+let clients: Client<typeof AdminService>[] = [];
+let dirs: string[] = [];
+
+afterEach(async () => {
+  for (const c of clients) c.close();
+  clients = [];
+  for (const a of agents) await a.cleanup();
+  agents = [];
+  for (const c of coordinators) await c.kill();
+  coordinators = [];
+  for (const d of dirs) await rm(d, { recursive: true, force: true });
+  dirs = [];
+});
+
+afterAll(async () => {
+  expect(await liveTaggedSims(fileTag)).toEqual([]);
+  expect(await liveRemoteAgents()).toEqual([]);
+});
+
+interface Setup {
+  readonly dir: string;
+  readonly address: string;
+  start(): Promise<{ coord: CoordinatorProcess; admin: Client<typeof AdminService> }>;
+}
+
+async function setup(models: Record<string, unknown>[]): Promise<Setup> {
+  const dir = await mkdtemp(join(tmpdir(), "warden-coord-restart-"));
+  dirs.push(dir);
+  const address = `127.0.0.1:${String(await freePort())}`;
+  const config = {
+    listen: address,
+    stateDir: join(dir, "state"),
+    embeddedAgent: false,
+    policy: { tickInterval: "100ms", enforcementRetries: 60, enforcementRetryInterval: "250ms" },
+    stop: { timeout: "10s", rpcTimeout: "1s" },
+    recoveryWindow: "500ms",
+    // A frozen agent stays "ready" meanwhile: what the test sees is the leftover, not an unreachable node.
+    nodeGrace: "120s",
+    models,
+  };
+  let n = 0;
+  return {
+    dir,
+    address,
+    async start() {
+      const coord = await startCoordinatorProcess(join(dir, `coordinator-${String(n++)}.yaml`), config);
+      coordinators.push(coord);
+      const admin = createClient(AdminService, coord.address);
+      clients.push(admin);
+      return { coord, admin };
+    },
+  };
+}
+
+const adopted = (inc: string) => (e: LoggedEvent): boolean => e.incarnation === inc;
+const payload = (e: LoggedEvent): unknown => e["instanceAdopted"];
+
+describe("coordinator restart (coordinator, agent and backend processes)", () => {
+  it("a leftover on a node still partitioned survives kill -9 of the coordinator: listed, unloadable as LEFTOVER, audited, and reaped when the node returns", async () => {
+    const s = await setup([simModel("m", { selector: { node: "b" } })]);
+    const first = await s.start();
+    const b = await startRemoteAgent({ coordinator: s.address, nodeId: "b", tag: fileTag });
+    agents.push(b);
+    await until("b ready", async () => (await first.admin.listNodes({})).nodes.some((n) => n.nodeId === "b" && n.state === NodeState.READY));
+    const inc = (await first.admin.loadModel({ model: "m" }, { timeoutMs: 60_000 })).instance?.incarnation ?? "";
+    expect(inc).not.toBe("");
+    // b is partitioned: StopBackend times out → leftover, its stop intent journaled.
+    b.pause();
+    expect((await first.admin.unloadModel({ model: "m" })).outcome).toBe(UnloadOutcome.LEFTOVER);
+    await first.coord.kill();
+
+    const second = await s.start();
+    // b has not registered with this coordinator (it is still frozen).
+    expect((await second.admin.listNodes({})).nodes).toEqual([]);
+    const rows = (await second.admin.listModels({})).instances.map((i) => [i.model, i.incarnation, i.nodeId, i.state, i.nodeState]);
+    expect(rows).toEqual([["m", inc, "b", InstanceState.LEFTOVER, NodeState.UNSPECIFIED]]);
+    const u = await second.admin.unloadModel({ model: "m" });
+    expect(u.outcome).toBe(UnloadOutcome.LEFTOVER);
+    const audit = await second.coord.waitForEvent("instance.adopted", adopted(inc));
+    expect(payload(audit)).toEqual({ asLeftover: true, foundBy: "journal" });
+    expect(audit.nodeId).toBe("b");
+    expect(await b.liveBackends()).toHaveLength(1);
+
+    // b returns: registers with the new coordinator; the leftover is reaped (stopped by the
+    // old coordinator's StopBackend still in b's socket, or by the retry) and its intent closed.
+    b.resume();
+    await second.coord.waitForEvent("leftover.reaped", (e) => e.incarnation === inc, 60_000);
+    await until("b's backend gone", async () => (await b.liveBackends()).length === 0, 60_000);
+    await until("nothing listed", async () => (await second.admin.listModels({})).instances.length === 0);
+    expect((await second.admin.unloadModel({ model: "m" })).outcome).toBe(UnloadOutcome.NOT_LOADED);
+    // Never adopted as routable in between.
+    expect(second.coord.events.filter((e) => e.type === "instance.adopted" && e.incarnation === inc).map(payload)).toEqual([{ asLeftover: true, foundBy: "journal" }]);
+  });
+
+  it("re-adoption of a running instance after kill -9 of the coordinator publishes instance.adopted (remote-only, found by inventory) exactly once", async () => {
+    const s = await setup([simModel("m")]);
+    const first = await s.start();
+    const a = await startRemoteAgent({ coordinator: s.address, nodeId: "a", tag: fileTag });
+    agents.push(a);
+    await until("a ready", async () => (await first.admin.listNodes({})).nodes.some((n) => n.nodeId === "a" && n.state === NodeState.READY));
+    const inc = (await first.admin.loadModel({ model: "m" }, { timeoutMs: 60_000 })).instance?.incarnation ?? "";
+    await first.coord.kill();
+
+    const second = await s.start();
+    const audit = await second.coord.waitForEvent("instance.adopted", adopted(inc), 60_000);
+    expect(payload(audit)).toEqual({ foundBy: "inventory" }); // as_leftover false: omitted in proto JSON
+    expect([audit.nodeId, audit.model]).toEqual(["a", "m"]);
+    const rows = (await second.admin.listModels({})).instances.map((i) => [i.incarnation, i.state]);
+    expect(rows).toEqual([[inc, InstanceState.READY]]);
+    // The adopted instance is stopped when asked, and is not adopted a second time by a later heartbeat.
+    expect((await second.admin.unloadModel({ model: "m" })).outcome).toBe(UnloadOutcome.STOPPED);
+    await until("a's backend gone", async () => (await a.liveBackends()).length === 0);
+    expect(second.coord.events.filter((e) => e.type === "instance.adopted")).toHaveLength(1);
+  });
+});

@@ -1,0 +1,118 @@
+/**
+ * A coordinator as its own process (`node --import tsx services/coordinator/src/main.ts`),
+ * so a test can kill it with SIGKILL — no close, no flush — and start another
+ * on the same state dir and address. Its audit events are read from its log
+ * (one `event <type>` line per event, the event as JSON), which covers the
+ * events it emits while starting, before any WatchEvents stream could attach.
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import { writeFile } from "node:fs/promises";
+import { fileURLToPath } from "node:url";
+import { repoRootPath } from "../../services/agent/src/backend-sim-catalog.js";
+
+const coordinatorMain = fileURLToPath(new URL("../../services/coordinator/src/main.ts", import.meta.url));
+
+/** An event as the coordinator logs it (proto JSON plus its type). */
+export interface LoggedEvent {
+  readonly type: string;
+  readonly nodeId?: string;
+  readonly model?: string;
+  readonly incarnation?: string;
+  readonly [payload: string]: unknown;
+}
+
+export interface CoordinatorProcess {
+  readonly child: ChildProcess;
+  readonly pid: number;
+  /** host:port it listens on. */
+  readonly address: string;
+  /** Every event it logged so far. */
+  readonly events: LoggedEvent[];
+  readonly stderr: string[];
+  /** Resolves with the first logged event of `type` matching `pred` (already logged or future). */
+  waitForEvent(type: string, pred?: (e: LoggedEvent) => boolean, timeoutMs?: number): Promise<LoggedEvent>;
+  /** SIGKILL; resolves once it exited. */
+  kill(): Promise<void>;
+  readonly exited: Promise<number | null>;
+}
+
+/** Writes the config (JSON is valid YAML) and starts the coordinator; resolves once it listens. */
+export async function startCoordinatorProcess(configPath: string, config: Record<string, unknown>, timeoutMs = 60_000): Promise<CoordinatorProcess> {
+  await writeFile(configPath, JSON.stringify(config, null, 2));
+  const child = spawn(process.execPath, ["--import", "tsx", coordinatorMain, "--config", configPath], {
+    cwd: repoRootPath,
+    stdio: ["ignore", "pipe", "pipe"],
+    env: { ...process.env, LOG_LEVEL: "info" },
+  });
+  const events: LoggedEvent[] = [];
+  const stderr: string[] = [];
+  const waiters = new Set<() => void>();
+  const exited = new Promise<number | null>((resolve) => {
+    child.once("exit", (code) => {
+      resolve(code);
+    });
+  });
+  let buf = "";
+  const address = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => {
+      reject(new Error(`coordinator did not listen in time; stderr: ${stderr.join("")}`));
+    }, timeoutMs);
+    child.stdout.setEncoding("utf8").on("data", (d: string) => {
+      buf += d;
+      const parts = buf.split("\n");
+      buf = parts.pop() ?? "";
+      for (const line of parts) {
+        let o: { msg?: string; address?: string; event?: LoggedEvent };
+        try {
+          o = JSON.parse(line) as typeof o;
+        } catch {
+          continue;
+        }
+        if (o.msg === "coordinator listening" && o.address !== undefined) {
+          clearTimeout(timer);
+          resolve(o.address);
+        }
+        if (o.msg?.startsWith("event ") === true && o.event !== undefined) {
+          events.push(o.event);
+          for (const w of waiters) w();
+        }
+      }
+    });
+    child.stderr.setEncoding("utf8").on("data", (d: string) => {
+      stderr.push(d);
+    });
+    void exited.then((code) => {
+      clearTimeout(timer);
+      reject(new Error(`coordinator exited with ${String(code)} before listening; stderr: ${stderr.join("")}`));
+    });
+  });
+  return {
+    child,
+    pid: child.pid ?? 0,
+    address,
+    events,
+    stderr,
+    exited,
+    waitForEvent(type, pred = () => true, waitMs = 30_000) {
+      return new Promise<LoggedEvent>((resolve, reject) => {
+        const check = (): void => {
+          const hit = events.find((e) => e.type === type && pred(e));
+          if (hit === undefined) return;
+          waiters.delete(check);
+          clearTimeout(timer);
+          resolve(hit);
+        };
+        const timer = setTimeout(() => {
+          waiters.delete(check);
+          reject(new Error(`no ${type} event within ${String(waitMs)}ms; saw: ${events.map((e) => e.type).join(", ")}`));
+        }, waitMs);
+        waiters.add(check);
+        check();
+      });
+    },
+    async kill() {
+      if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+      await exited;
+    },
+  };
+}

@@ -142,32 +142,39 @@ export function startAuditLink(options: AuditLinkOptions): AuditLink {
     // Set by every ensure request; read through a function, as it changes across awaits.
     let again = false;
     const requestedAgain = (): boolean => again;
-    let ensuring: Promise<void> | undefined;
+    let looping = false;
+    let ensuring: Promise<void> = Promise.resolve();
     const live = (): boolean => connected && !signal.aborted && !nc.isClosed();
 
     const ensureLoop = async (): Promise<void> => {
       let attempts = 0;
-      while (live()) {
-        again = false;
-        try {
-          const r = await ensureAuditStream(nc, streamOptions, signal);
-          // A reconnect while this ran may have reached a server without the stream: check that one too.
-          if (requestedAgain()) continue;
-          if (!live()) return;
-          log.info("audit stream ready", { stream: r.name, action: r.action, server: nc.getServer() });
-          limiter.reset();
-          wasReady = true;
-          setState({ status: "ready", stream: r.name });
-          return;
-        } catch (err) {
-          if (!live()) return;
-          if (requestedAgain()) continue;
-          const why = describeNatsError(err);
-          attempts++;
-          setState({ status: "ensuring-stream", attempts, lastError: why });
-          report("cannot set up the audit stream; retrying", why, { stream: streamName, attempts });
-          await pause(attempts - 1);
+      // The flag drops in the same tick as the last check of `again` (finally
+      // of this very function, no await between), so no request is lost.
+      try {
+        while (live()) {
+          again = false;
+          try {
+            const r = await ensureAuditStream(nc, streamOptions, signal);
+            // A reconnect while this ran may have reached a server without the stream: check that one too.
+            if (requestedAgain()) continue;
+            if (!live()) return;
+            log.info("audit stream ready", { stream: r.name, action: r.action, server: nc.getServer() });
+            limiter.reset();
+            wasReady = true;
+            setState({ status: "ready", stream: r.name });
+            return;
+          } catch (err) {
+            if (!live()) return;
+            if (requestedAgain()) continue;
+            const why = describeNatsError(err);
+            attempts++;
+            setState({ status: "ensuring-stream", attempts, lastError: why });
+            report("cannot set up the audit stream; retrying", why, { stream: streamName, attempts });
+            await pause(attempts - 1);
+          }
         }
+      } finally {
+        looping = false;
       }
     };
 
@@ -175,9 +182,9 @@ export function startAuditLink(options: AuditLinkOptions): AuditLink {
       if (!live()) return;
       again = true;
       if (state.status !== "ensuring-stream") setState({ status: "ensuring-stream", attempts: 0, lastError: undefined });
-      ensuring ??= ensureLoop().finally(() => {
-        ensuring = undefined;
-      });
+      if (looping) return;
+      looping = true;
+      ensuring = ensureLoop();
     };
 
     const publisher = createNatsPublisher(nc, {

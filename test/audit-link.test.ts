@@ -164,4 +164,16 @@ describe("audit link", () => {
     expect(nc?.isClosed()).toBe(true);
     await expect(l.publisher.publish(stoppedEvent("late"), signal)).rejects.toThrow(/closed/);
   });
+
+  it("close() while nats.js is reconnecting closes the connection and resolves", async () => {
+    const nats = await server();
+    const { link: l } = link(nats.url);
+    await until("ready", () => l.state().status === "ready");
+    const nc = l.connection();
+    await nats.stop();
+    await until("disconnected", () => l.state().status === "disconnected");
+    await l.close();
+    expect(nc?.isClosed()).toBe(true);
+    expect(l.state().status).toBe("closed");
+  });
 });

@@ -131,7 +131,11 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
       if (h.status !== "serving") log.error("audit outbox not serving", { reason: h.reason });
     },
   });
-  const recovery = await outbox.start();
+  const recovery = await outbox.start().catch(async (err: unknown) => {
+    // Not started: leave no retry timer or connection behind.
+    await auditLink?.close();
+    throw err;
+  });
   setAuditHealth();
   const hub = new EventHub(outbox, log.child({ component: "events" }));
   for (const e of recovery.recovered) hub.deliver(e);

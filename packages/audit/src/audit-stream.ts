@@ -30,21 +30,37 @@ export interface AuditStreamResult {
   readonly name: string;
 }
 
-/**
- * Creates the audit stream (file storage, subjects `warden.events.>`, limits
- * retention) or updates an existing one to the given limits. Called by the
- * coordinator at start when a NATS URL is configured. An existing stream with
- * memory storage is FAILED_PRECONDITION (storage cannot be changed in place).
- */
-export async function ensureAuditStream(nc: NatsConnection, options: AuditStreamOptions = {}, signal?: AbortSignal): Promise<AuditStreamResult> {
+export interface ResolvedAuditStreamOptions {
+  readonly name: string;
+  readonly maxAgeMs: number;
+  readonly maxBytes: number;
+  readonly duplicateWindowMs: number;
+  readonly replicas?: number;
+}
+
+/** The options with their defaults, or INVALID_ARGUMENT naming the field (checked before any I/O). */
+export function resolveAuditStreamOptions(options: AuditStreamOptions): ResolvedAuditStreamOptions {
   const name = options.name ?? defaultAuditStreamName;
   const maxAgeMs = options.maxAgeMs ?? 7 * 24 * 3_600_000;
   const maxBytes = options.maxBytes ?? -1;
   const duplicateWindowMs = options.duplicateWindowMs ?? 120_000;
+  if (name === "") throw invalidArgument("name", "must not be empty");
   if (duplicateWindowMs < 120_000) throw invalidArgument("duplicateWindowMs", "must be at least 120000 (2 min)");
   if (!(maxAgeMs > 0)) throw invalidArgument("maxAgeMs", "must be > 0");
   if (!(maxBytes === -1 || maxBytes > 0)) throw invalidArgument("maxBytes", "must be -1 (unlimited) or > 0");
   if (duplicateWindowMs > maxAgeMs) throw invalidArgument("duplicateWindowMs", "must not exceed maxAgeMs");
+  return { name, maxAgeMs, maxBytes, duplicateWindowMs, ...(options.replicas === undefined ? {} : { replicas: options.replicas }) };
+}
+
+/**
+ * Creates the audit stream (file storage, subjects `warden.events.>`, limits
+ * retention) or updates an existing one to the given limits. Called by the
+ * coordinator's audit link on every (re)connect, so a server that lost the
+ * stream (restarted without its store) gets it back. An existing stream with
+ * memory storage is FAILED_PRECONDITION (storage cannot be changed in place).
+ */
+export async function ensureAuditStream(nc: NatsConnection, options: AuditStreamOptions = {}, signal?: AbortSignal): Promise<AuditStreamResult> {
+  const { name, maxAgeMs, maxBytes, duplicateWindowMs } = resolveAuditStreamOptions(options);
   const jsm = await raceAbort(jetstreamManager(nc), signal);
   const limits = {
     subjects: [allEventsSubject],

@@ -15,6 +15,12 @@ export interface NatsPublisherOptions {
   readonly inboxPrefix?: string;
   /** How often expired acks are swept. @default 100 */
   readonly sweepEveryMs?: number;
+  /**
+   * Called when a publish was answered "no responders" (503): no stream
+   * listens on the event subjects, e.g. the server restarted without its
+   * store. The audit link uses it to ensure the stream again.
+   */
+  readonly onNoStream?: () => void;
 }
 
 /** The JetStream publisher: the outbox's port, plus close (fails what is pending). */
@@ -70,6 +76,7 @@ export function createNatsPublisher(nc: NatsConnection, options: NatsPublisherOp
     pending.delete(id);
     const h = msg.headers;
     if (h !== undefined && h.code >= 300) {
+      if (h.code === 503) options.onNoStream?.();
       p.reject(new WardenError(h.code === 503 ? Code.Unavailable : Code.Internal, h.code === 503 ? `no stream listens on the event subjects (NATS ${String(h.code)})` : `NATS ${String(h.code)} ${h.description}`));
       return;
     }
@@ -176,30 +183,6 @@ export function createNatsPublisher(nc: NatsConnection, options: NatsPublisherOp
       readyListeners.clear();
       sub?.unsubscribe();
       failAll("publisher closed");
-    },
-  };
-}
-
-/**
- * A Publisher usable before NATS is connected: publishes fail with UNAVAILABLE
- * (the outbox keeps and retries them) until `publisher` resolves, then go
- * through it. For a coordinator that starts while NATS is still down.
- */
-export function createDeferredPublisher(publisher: Promise<Publisher>): Publisher {
-  let ready: Publisher | undefined;
-  let failed: unknown;
-  publisher.then(
-    (p) => {
-      ready = p;
-    },
-    (err: unknown) => {
-      failed = err;
-    },
-  );
-  return {
-    publish(event, signal) {
-      if (ready !== undefined) return ready.publish(event, signal);
-      return Promise.reject(new WardenError(Code.Unavailable, failed === undefined ? "nats not connected yet" : `nats connection failed: ${WardenError.from(failed).rawMessage}`));
     },
   };
 }

@@ -73,12 +73,55 @@ describe("file journal", () => {
     const j2 = await openFileJournal({ path });
     expect((await j2.replay()).map((r) => (r.kind === "event" ? r.event.incarnation : r.kind))).toEqual(["A", "B", "C"]);
     expect(j2.stats().truncatedTailBytes).toBe(20);
+    expect(j2.repaired).toEqual({ path, offsetBytes: goodSize, droppedBytes: 20, droppedRecords: 1 });
     expect((await stat(path)).size).toBe(goodSize);
     await j2.append(intent("E"));
     await j2.close();
     const j3 = await openFileJournal({ path });
     expect(await j3.replay()).toHaveLength(4);
+    expect(j3.repaired).toBeUndefined();
     await j3.close();
+  });
+
+  it("describes what a repair dropped: a cut or CRC-failing last complete record counts one, zero fill none", async () => {
+    const path = join(dir, "j");
+    const j = await openFileJournal({ path });
+    for (const inc of ["A", "B"]) await j.append(intent(inc));
+    await j.append({ kind: "event", event: events.create(stopped("B")) });
+    await j.close();
+    const image = await readFile(path);
+    const last = encodeJournalRecord({ kind: "event", event: events.create(stopped("B")) }).length;
+    const lastAt = image.length - last;
+
+    // Cut inside the last (acknowledged) record.
+    await writeFile(path, image.subarray(0, image.length - 3));
+    let again = await openFileJournal({ path });
+    expect(again.repaired).toEqual({ path, offsetBytes: lastAt, droppedBytes: last - 3, droppedRecords: 1 });
+    expect(await again.replay()).toHaveLength(2);
+    await again.close();
+
+    // The last record whole but one body byte flipped, then zero fill after it.
+    const flipped = Buffer.from(image);
+    flipped[lastAt + 12] = (flipped[lastAt + 12] ?? 0) ^ 0x01;
+    await writeFile(path, Buffer.concat([flipped, Buffer.alloc(512)]));
+    again = await openFileJournal({ path });
+    expect(again.repaired).toEqual({ path, offsetBytes: lastAt, droppedBytes: last + 512, droppedRecords: 1 });
+    await again.close();
+
+    // The last record's header zeroed, its body intact (sectors of the append landing out of order).
+    const zeroedHeader = Buffer.from(image);
+    zeroedHeader.fill(0, lastAt, lastAt + 9);
+    await writeFile(path, zeroedHeader);
+    again = await openFileJournal({ path });
+    expect(again.repaired).toEqual({ path, offsetBytes: lastAt, droppedBytes: last, droppedRecords: 1 });
+    await again.close();
+
+    // Only zero fill after the last good record: bytes dropped, no record.
+    await writeFile(path, Buffer.concat([image, Buffer.alloc(4096)]));
+    again = await openFileJournal({ path });
+    expect(again.repaired).toEqual({ path, offsetBytes: image.length, droppedBytes: 4096, droppedRecords: 0 });
+    expect(await again.replay()).toHaveLength(3);
+    await again.close();
   });
 
   it("after a cut at any byte (optionally followed by zeros), replays exactly the records written before the cut", async () => {
@@ -106,7 +149,9 @@ describe("file journal", () => {
         const want = records.slice(0, ends.filter((e) => e <= cut).length);
         expect(await again.replay()).toEqual(want);
         await again.close();
-        expect((await stat(path)).size).toBe(want.length === 0 ? 8 : ends[want.length - 1]);
+        const keptEnd = want.length === 0 ? 8 : (ends[want.length - 1] ?? 0);
+        expect((await stat(path)).size).toBe(keptEnd);
+        expect(again.repaired?.droppedBytes ?? 0).toBe(cut + zeros - keptEnd);
       }),
       { numRuns: 300 },
     );
@@ -144,7 +189,12 @@ describe("file journal", () => {
       expect.unreachable();
     } catch (err) {
       expect(isWardenError(err, Code.DataLoss)).toBe(true);
+      // The operator is told which file, where, and that a later record is intact.
+      expect(String(err)).toContain(path);
+      expect(String(err)).toMatch(/offset 8 \(checksum mismatch\) followed by a valid record at offset \d+/);
     }
+    // The file is left as it was for inspection.
+    expect(await readFile(path)).toEqual(image);
   });
 
   it("lets concurrent appends share one fsync (group commit)", async () => {

@@ -1,6 +1,6 @@
 import { mkdir, open, readFile, rename, rm, type FileHandle } from "node:fs/promises";
 import { dirname } from "node:path";
-import { Code, WardenError, invalidArgument, throwIfAborted } from "@warden/common";
+import { Code, WardenError, invalidArgument, isWardenError, throwIfAborted } from "@warden/common";
 import { liveJournalRecords, type Journal, type JournalRecord } from "@warden/outbox";
 import { decodeJournalFile, encodeJournalRecord, journalMagic } from "./record-codec.js";
 
@@ -29,14 +29,29 @@ export interface FileJournalStats {
 }
 
 /**
+ * What opening the journal cut off (a torn tail, see `decodeJournalFile`).
+ * The caller reports it: a warn log, a metric and a `journal.repaired` event,
+ * because the dropped records may include an acknowledged one.
+ */
+export interface JournalRepair {
+  readonly path: string;
+  /** Where the tail started: the file now ends here. */
+  readonly offsetBytes: number;
+  readonly droppedBytes: number;
+  /** Records the tail held (a partial one counts; zero fill does not). */
+  readonly droppedRecords: number;
+}
+
+/**
  * The coordinator's journal on disk (implements the outbox's `Journal` port).
  *
  * - Append-only, length-prefixed, CRC-checked records (format in record-codec.ts).
  * - Group commit: appends that arrive while a batch is being written and
  *   fsync'd wait and go out together in the next batch with one `fdatasync`;
  *   each append resolves only after the fsync covering it.
- * - Open: a torn last record is truncated (and the truncation fsync'd); a
- *   corrupt record with data after it is DATA_LOSS.
+ * - Open: a torn tail (see `decodeJournalFile` for exactly what counts) is
+ *   truncated, the truncation fsync'd, and described in `repaired`; a corrupt
+ *   record with a valid record after it is DATA_LOSS naming the file.
  * - Compaction: past `compactAtBytes` the live records (`liveJournalRecords`)
  *   are written to `<path>.compact.tmp`, fsync'd, renamed over the journal, and
  *   the directory is fsync'd; a crash at any point leaves either the old or the
@@ -45,6 +60,8 @@ export interface FileJournalStats {
  * One process owns the file at a time; the coordinator holds it for its life.
  */
 export interface FileJournal extends Journal {
+  /** The torn tail cut off at open, or undefined when the file was whole. */
+  readonly repaired: JournalRepair | undefined;
   stats(): FileJournalStats;
   /** Waits for pending appends, then closes the file. Later appends reject. */
   close(): Promise<void>;
@@ -77,13 +94,15 @@ export async function openFileJournal(options: FileJournalOptions, signal?: Abor
     if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw err;
     image = Buffer.alloc(0);
   }
-  const decoded = decodeJournalFile(image, maxRecordBytes);
+  const decoded = decodeOrExplain(image, maxRecordBytes, path);
   let fh = await open(path, "a");
   let sizeBytes = decoded.validEndBytes;
   let truncatedTailBytes = 0;
+  let repaired: JournalRepair | undefined;
   try {
     if (decoded.validEndBytes < image.length) {
       truncatedTailBytes = image.length - decoded.validEndBytes;
+      repaired = { path, offsetBytes: decoded.validEndBytes, droppedBytes: truncatedTailBytes, droppedRecords: decoded.tailRecords };
       await fh.truncate(decoded.validEndBytes);
       await fh.datasync();
     }
@@ -188,6 +207,8 @@ export async function openFileJournal(options: FileJournalOptions, signal?: Abor
   };
 
   return {
+    repaired,
+
     append(record, appendSignal) {
       if (closed) return Promise.reject(new WardenError(Code.FailedPrecondition, "journal: closed"));
       // The signal is honoured only before the record is queued: once queued it
@@ -219,6 +240,20 @@ export async function openFileJournal(options: FileJournalOptions, signal?: Abor
       await fh.close();
     },
   };
+}
+
+/** Decodes the file image; DATA_LOSS names the file and what an operator can do. */
+function decodeOrExplain(image: Buffer, maxRecordBytes: number, path: string): ReturnType<typeof decodeJournalFile> {
+  try {
+    return decodeJournalFile(image, maxRecordBytes);
+  } catch (err) {
+    if (!isWardenError(err, Code.DataLoss)) throw err;
+    throw new WardenError(
+      Code.DataLoss,
+      `${path}: ${err.rawMessage}. Refusing to start rather than drop the durable records (stop intents, unpublished events) after it: keep a copy of the file for inspection, then move it aside to start with an empty journal`,
+      { cause: err, details: { ...err.details, path } },
+    );
+  }
 }
 
 async function syncDir(dir: string): Promise<void> {

@@ -60,19 +60,40 @@ export interface DecodedJournal {
   readonly records: JournalRecord[];
   /** Offset just past the last valid record: everything after it is a torn tail. */
   readonly validEndBytes: number;
+  /**
+   * Records the torn tail held, as far as its headers can be followed (see
+   * {@link countTailRecords}): 0 when there is no tail or it is only zero fill.
+   */
+  readonly tailRecords: number;
 }
 
 /**
  * Decodes a whole file image. Stops at the first record that is incomplete or
- * fails its CRC: if no valid record follows it, it is a torn tail and
- * `validEndBytes` says where to truncate. A bad record followed by a valid one
- * is not a torn write but corruption: DATA_LOSS, so an operator looks at it
- * instead of the journal silently dropping durable stop intents.
+ * fails its checks (kind, length cap, CRC), and decides whether what starts
+ * there is a torn tail or corruption.
+ *
+ * The tail is every byte from the start of that first bad record to the end
+ * of the file. It is a **torn tail**, and `validEndBytes` says where to cut,
+ * when no valid record (complete, known kind, length under the cap, CRC
+ * matching) starts at any byte offset inside it. That covers what a crash in
+ * the middle of an append can leave, all of it after the last complete append:
+ * an incomplete last record (cut inside its header or body); a complete last
+ * record whose CRC fails, with nothing after it; either followed by zero fill
+ * or stale blocks the file system had allocated but not written; and sectors
+ * of the last append landing out of order. The records in a torn tail are
+ * dropped — including a complete last record that was acknowledged and then
+ * damaged on disk, which cannot be told apart from a torn write — and the
+ * caller must say so (`journal.repaired`).
+ *
+ * A bad record with a valid record anywhere after it is **corruption in the
+ * middle**: appends are sequential, so a crash cannot damage a record and
+ * leave a later one intact. That is DATA_LOSS, so an operator looks at it
+ * instead of the journal silently dropping the durable records after it.
  */
 export function decodeJournalFile(image: Buffer, maxRecordBytes: number): DecodedJournal {
   if (image.length < journalMagic.length) {
     // A crash while the file was being created: nothing was ever acknowledged.
-    if (journalMagic.subarray(0, image.length).equals(image)) return { records: [], validEndBytes: 0 };
+    if (journalMagic.subarray(0, image.length).equals(image)) return { records: [], validEndBytes: 0, tailRecords: 0 };
     throw new WardenError(Code.DataLoss, "journal: not a Warden journal (bad magic)");
   }
   if (!image.subarray(0, journalMagic.length).equals(journalMagic)) throw new WardenError(Code.DataLoss, "journal: not a Warden journal (bad magic)");
@@ -81,8 +102,9 @@ export function decodeJournalFile(image: Buffer, maxRecordBytes: number): Decode
   while (at < image.length) {
     const bad = badRecordAt(image, at, maxRecordBytes);
     if (bad !== undefined) {
-      if (isTornTail(image, at, maxRecordBytes)) return { records, validEndBytes: at };
-      throw new WardenError(Code.DataLoss, `journal: corrupt record at offset ${at} (${bad}) followed by more data`, { details: { offset: at } });
+      const next = validRecordAfter(image, at, maxRecordBytes);
+      if (next === undefined) return { records, validEndBytes: at, tailRecords: countTailRecords(image, at, maxRecordBytes) };
+      throw new WardenError(Code.DataLoss, `journal: corrupt record at offset ${at} (${bad}) followed by a valid record at offset ${next}`, { details: { offset: at, nextValidOffset: next } });
     }
     const length = image.readUInt32LE(at);
     const kind = image.readUInt8(at + 8);
@@ -90,7 +112,7 @@ export function decodeJournalFile(image: Buffer, maxRecordBytes: number): Decode
     records.push(decodeBody(kind, body, at));
     at += recordHeaderBytes + length;
   }
-  return { records, validEndBytes: at };
+  return { records, validEndBytes: at, tailRecords: 0 };
 }
 
 function badRecordAt(image: Buffer, at: number, maxRecordBytes: number): string | undefined {
@@ -100,24 +122,43 @@ function badRecordAt(image: Buffer, at: number, maxRecordBytes: number): string 
   if (image.length - at - recordHeaderBytes < length) return "incomplete body";
   // Kind before checksum: cheap, and rejects zero-filled regions at once.
   const kind = image.readUInt8(at + 8);
-  if (kind < 1 || kind > 5) return `unknown kind ${kind}`;
+  if (!isKnownKind(kind)) return `unknown kind ${kind}`;
   const crc = image.readUInt32LE(at + 4);
   if (crc32(image.subarray(at + 8, at + recordHeaderBytes + length)) !== crc) return "checksum mismatch";
   return undefined;
 }
 
-/**
- * A bad record at `at` is a torn tail when no valid record starts anywhere
- * after it: appends are sequential, so a crash can only damage the end (a
- * partial record, possibly followed by zeros or stale blocks the file system
- * had not written). A valid record after the damage means the damage is not
- * a torn append.
- */
-function isTornTail(image: Buffer, at: number, maxRecordBytes: number): boolean {
+function isKnownKind(kind: number): boolean {
+  return kind >= 1 && kind <= 5;
+}
+
+/** The offset of the first valid record starting after `at`, if any (only called on damage, at open). */
+function validRecordAfter(image: Buffer, at: number, maxRecordBytes: number): number | undefined {
   for (let p = at + 1; p + recordHeaderBytes <= image.length; p++) {
-    if (badRecordAt(image, p, maxRecordBytes) === undefined) return false;
+    if (badRecordAt(image, p, maxRecordBytes) === undefined) return p;
   }
-  return true;
+  return undefined;
+}
+
+/**
+ * How many records a torn tail starting at `at` held: the first bad record
+ * counts as one unless the whole tail is zero bytes (pre-allocated fill, no
+ * record was being written); after it, each further header that names a
+ * known kind and a length under the cap, with its header inside the file,
+ * counts as one more. A lower bound when a damaged length hides what follows.
+ */
+export function countTailRecords(image: Buffer, at: number, maxRecordBytes: number): number {
+  if (at >= image.length || image.subarray(at).every((b) => b === 0)) return 0;
+  let count = 1;
+  const first = image.length - at >= recordHeaderBytes ? image.readUInt32LE(at) : Number.POSITIVE_INFINITY;
+  let p = at + recordHeaderBytes + first;
+  while (p + recordHeaderBytes <= image.length) {
+    const length = image.readUInt32LE(p);
+    if (length > maxRecordBytes || !isKnownKind(image.readUInt8(p + 8))) break;
+    count++;
+    p += recordHeaderBytes + length;
+  }
+  return count;
 }
 
 function decodeBody(kind: number, body: Buffer, at: number): JournalRecord {

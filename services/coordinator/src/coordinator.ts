@@ -1,14 +1,13 @@
 import { mkdir } from "node:fs/promises";
 import { join, resolve } from "node:path";
-import type { NatsConnection } from "@nats-io/transport-node";
 import { create } from "@bufbuild/protobuf";
-import { AdminService, AgentService, EvictionFailedOutcome, EvictionReason, InferenceService, InventoryEntrySchema, NodeResourcesSchema, NodeService, OrphanProcessSchema } from "@warden/proto";
+import { AdminService, AgentService, EvictionFailedOutcome, EvictionReason, InferenceService, InventoryEntrySchema, JournalRepairedSchema, NodeResourcesSchema, NodeService, OrphanProcessSchema, type Event } from "@warden/proto";
 import { GrpcServer, LeanGrpcServer, ServingStatus, createClient, inProcessClient } from "@warden/grpc";
 import { cryptoRng, createUlidFactory, nullLogger, sleep, systemClock, type Cancel, type Clock, type Logger, type Rng } from "@warden/common";
 import { Loader } from "@warden/loader";
-import { createOutbox, nullPublisher, type Outbox, type Publisher } from "@warden/outbox";
+import { createOutbox, nullPublisher, type Outbox, type OutboxHealth, type Publisher } from "@warden/outbox";
 import { openFileJournal, type FileJournal } from "@warden/journal";
-import { connectAudit, createDeferredPublisher, createNatsPublisher, ensureAuditStream, type NatsCredentials } from "@warden/audit";
+import { describeAuditLinkState, startAuditLink, type AuditLink, type NatsCredentials } from "@warden/audit";
 import { builtinCatalog, servePrometheus, createAgent, createNodeHeartbeat, inProcessNodeService, resolveAgentConfig, type Agent, type NodeHeartbeat } from "@warden/agent";
 import type { CoordinatorConfig } from "./coordinator-config.js";
 import { adminService } from "./admin-service.js";
@@ -88,22 +87,38 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
   await mkdir(stateDir, { recursive: true });
   const newId = createUlidFactory(clock, rng);
 
-  const journal: FileJournal = await openFileJournal({ path: join(stateDir, "coordinator.journal") });
-  let nc: NatsConnection | undefined;
-  let publisher: Publisher = nullPublisher;
+  const journalPath = join(stateDir, "coordinator.journal");
+  const journal: FileJournal = await openFileJournal({ path: journalPath });
+  if (journal.repaired !== undefined) {
+    const r = journal.repaired;
+    log.warn(`journal torn tail repaired: cut ${String(r.droppedBytes)} bytes (${String(r.droppedRecords)} records) at offset ${String(r.offsetBytes)}`, { ...r });
+  }
   const server = new GrpcServer();
+  // `warden.audit` serves only while the outbox is healthy and, with NATS
+  // configured, the audit stream is confirmed on the current connection.
+  let outboxHealth: OutboxHealth = { status: "serving" };
+  let auditLink: AuditLink | undefined;
+  const setAuditHealth = (): void => {
+    const linkReady = auditLink === undefined || auditLink.state().status === "ready";
+    server.health.set("warden.audit", outboxHealth.status === "serving" && linkReady ? ServingStatus.SERVING : ServingStatus.NOT_SERVING);
+  };
+  let publisher: Publisher = nullPublisher;
   if (config.nats !== undefined) {
     const n = config.nats;
-    const connecting = connectAudit({ servers: n.url, credentials: natsCredentials(n), name: "warden-coordinator", waitOnFirstConnect: true }).then(async (conn) => {
-      nc = conn;
-      const r = await ensureAuditStream(conn);
-      log.info("audit stream ready", { stream: r.name, action: r.action });
-      return createNatsPublisher(conn);
+    const linkLog = log.child({ component: "audit-link" });
+    // Connects and confirms the stream in the background, retrying forever:
+    // the coordinator serves meanwhile and the outbox keeps the events.
+    auditLink = startAuditLink({
+      connection: { servers: n.url, credentials: natsCredentials(n), name: "warden-coordinator" },
+      clock,
+      rng,
+      logger: linkLog,
+      onStateChange: (st) => {
+        if (st.status !== "ready" && st.status !== "closed") linkLog.debug("audit link not ready", { state: describeAuditLinkState(st) });
+        setAuditHealth();
+      },
     });
-    connecting.catch((err: unknown) => {
-      log.error("NATS audit connection failed", { err: err instanceof Error ? err.message : String(err) });
-    });
-    publisher = createDeferredPublisher(connecting);
+    publisher = auditLink.publisher;
   }
   const outbox = createOutbox({
     journal,
@@ -112,14 +127,27 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
     rng,
     newId,
     onHealthChange: (h) => {
-      server.health.set("warden.audit", h.status === "serving" ? ServingStatus.SERVING : ServingStatus.NOT_SERVING);
+      outboxHealth = h;
+      setAuditHealth();
       if (h.status !== "serving") log.error("audit outbox not serving", { reason: h.reason });
     },
   });
-  const recovery = await outbox.start();
-  server.health.set("warden.audit", ServingStatus.SERVING);
+  const recovery = await outbox.start().catch(async (err: unknown) => {
+    // Not started: leave no retry timer or connection behind.
+    await auditLink?.close();
+    throw err;
+  });
+  setAuditHealth();
   const hub = new EventHub(outbox, log.child({ component: "events" }));
   for (const e of recovery.recovered) hub.deliver(e);
+  // Right after recovery and before any new decision, so the audit trail says
+  // where records may be missing (the dropped tail may have held an acknowledged one).
+  const startupEvents: Event[] = [];
+  if (journal.repaired !== undefined) {
+    const r = journal.repaired;
+    const e = await hub.publish({ payload: { case: "journalRepaired", value: create(JournalRepairedSchema, { path: r.path, droppedBytes: BigInt(r.droppedBytes), droppedRecords: r.droppedRecords }) } });
+    if (e !== undefined) startupEvents.push(e);
+  }
 
   const nodes = new NodeRegistry({
     clock,
@@ -305,6 +333,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
   hub.observe((e) => {
     metrics.observe(e);
   });
+  for (const e of startupEvents) metrics.observe(e);
   const metricsServer = config.metricsListen === undefined ? undefined : await servePrometheus(metrics.registry, config.metricsListen);
   const { address } = await server.listen(config.listen);
   const inferenceAddress = dataPlane === undefined || config.inferenceListen === undefined ? undefined : (await dataPlane.listen(config.inferenceListen)).address;
@@ -348,7 +377,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
       await agent?.close({ stopBackends: options.stopBackends });
       await outbox.close();
       await journal.close();
-      await nc?.close().catch(() => undefined);
+      await auditLink?.close();
     },
   };
 }

@@ -23,6 +23,9 @@ export class CoordinatorMetrics {
   private readonly loadFailures: Counter;
   readonly routedCalls: Counter<"outcome">;
   private readonly stuck: Counter;
+  private readonly journalRepairs: Counter;
+  private readonly journalDroppedBytes: Counter;
+  private readonly journalDroppedRecords: Counter;
 
   constructor(loader: Loader, nodes: NodeRegistry, outbox: Outbox) {
     const r = this.registry;
@@ -95,6 +98,10 @@ export class CoordinatorMetrics {
     this.loadFailures = new Counter({ name: "warden_load_failures_total", help: "Loads that failed.", registers: [r] });
     this.routedCalls = new Counter({ name: "warden_routed_calls_total", help: "Inference calls by outcome (ok or the gRPC code name).", labelNames: ["outcome"], registers: [r] });
     this.stuck = new Counter({ name: "warden_leftovers_stuck_total", help: "Leftovers flagged stuck (still retried).", registers: [r] });
+    // Alert on any increase: a repair may have dropped an acknowledged record.
+    this.journalRepairs = new Counter({ name: "warden_journal_repairs_total", help: "Torn journal tails cut off at start (journal.repaired events).", registers: [r] });
+    this.journalDroppedBytes = new Counter({ name: "warden_journal_repaired_bytes_total", help: "Bytes cut off torn journal tails at start.", registers: [r] });
+    this.journalDroppedRecords = new Counter({ name: "warden_journal_repaired_records_total", help: "Records (whole or partial) in torn journal tails cut off at start.", registers: [r] });
   }
 
   /** Feeds counters from a committed event. */
@@ -115,6 +122,11 @@ export class CoordinatorMetrics {
         break;
       case "leftoverStuck":
         this.stuck.inc();
+        break;
+      case "journalRepaired":
+        this.journalRepairs.inc();
+        this.journalDroppedBytes.inc(Number(e.payload.value.droppedBytes));
+        this.journalDroppedRecords.inc(e.payload.value.droppedRecords);
         break;
       default:
         break;

@@ -1,0 +1,286 @@
+import { Code, WardenError, deadlineSignal, raceSignal } from "@warden/common";
+import type { Shortfall } from "@warden/watchdog";
+import { dropHeld, warn, type LoaderState } from "./loader-state.js";
+import type { HeldInstance } from "./loader-types.js";
+import type { ModelSpec } from "./model-spec.js";
+import type { BackendHandle, StartEvent } from "./ports.js";
+
+// The load path (DESIGN §3.3): coalesced, cooldown-checked, admitted through
+// the watchdog with the need-more retry loop, bounded by a deadline; a failed
+// load leaves nothing behind.
+
+/**
+ * Returns the model's ready instance, loading it if needed. Concurrent
+ * calls coalesce on one load; a model in cooldown is refused with
+ * RESOURCE_EXHAUSTED (details.retryAfterMs) before anything is evicted; a
+ * failed leader gives its followers exactly one shared retry that bypasses
+ * the cooldown. A model whose instance is pending eviction or freed waits
+ * for the settle (DESIGN §3.4 item 9).
+ */
+export async function ensureLoaded<H extends BackendHandle>(s: LoaderState<H>, modelId: string, signal: AbortSignal, nodeId?: string): Promise<HeldInstance<H>> {
+  const spec = s.models.get(modelId);
+  if (spec === undefined) throw new WardenError(Code.NotFound, `model: "${modelId}" is not configured`, { details: { field: "model" } });
+  const n = s.waiting.get(modelId) ?? 0;
+  if (n >= s.maxWaiting) throw new WardenError(Code.ResourceExhausted, `model "${modelId}": ${String(n)} calls already waiting (cap ${String(s.maxWaiting)})`);
+  s.waiting.set(modelId, n + 1);
+  try {
+    return await ensureLoadedInner(s, spec, signal, nodeId);
+  } finally {
+    const left = (s.waiting.get(modelId) ?? 1) - 1;
+    if (left <= 0) s.waiting.delete(modelId);
+    else s.waiting.set(modelId, left);
+  }
+}
+
+async function ensureLoadedInner<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, signal: AbortSignal, nodeId: string | undefined): Promise<HeldInstance<H>> {
+  let bypassCooldown = false;
+  let followerRetryUsed = false;
+  for (;;) {
+    if (signal.aborted) throw WardenError.from(signal.reason);
+    const inc = s.current.get(spec.id);
+    if (inc !== undefined) {
+      const h = s.held.get(inc);
+      const v = s.core.instance(inc);
+      if (h !== undefined && v !== undefined && v.pendingEviction === undefined && v.state === "ready" && h.phase === "ready") {
+        // A cache hit counts as a use (LocalAI's UpdateLastUsed): an operator's
+        // LoadModel of a loaded model moves it to the back of the LRU order.
+        if (v.address !== undefined) s.core.updateLastUsed(v.address);
+        return h;
+      }
+      if (v?.pendingEviction !== undefined || v?.state === "freed") {
+        await s.settleWaiters.wait(inc, signal);
+        continue;
+      }
+    }
+    const inflight = s.loads.get(spec.id);
+    if (inflight !== undefined) {
+      try {
+        return await raceSignal(inflight, signal);
+      } catch (err) {
+        // TS narrows `signal.aborted` across the await; read it through a call.
+        if (isAborted(signal) || followerRetryUsed) throw err;
+        // A follower is not a new trigger: one retry that bypasses the cooldown.
+        followerRetryUsed = true;
+        bypassCooldown = true;
+        continue;
+      }
+    }
+    if (inc !== undefined && s.held.has(inc)) {
+      // held but not ready and no load in flight: wait for whatever holds it
+      await s.settleWaiters.wait(inc, signal);
+      continue;
+    }
+    if (!bypassCooldown) {
+      const retryAfterMs = s.cooldown.retryAfterMs(spec.id, s.o.clock.now());
+      if (retryAfterMs > 0) {
+        throw new WardenError(Code.ResourceExhausted, `model "${spec.id}" is in load-failure cooldown; retry after ${String(Math.ceil(retryAfterMs))}ms`, {
+          details: { model: spec.id, retryAfterMs: Math.ceil(retryAfterMs) },
+        });
+      }
+    }
+    const p = lead(s, spec, nodeId);
+    s.loads.set(spec.id, p);
+    const cleanup = (): void => {
+      if (s.loads.get(spec.id) === p) s.loads.delete(spec.id);
+    };
+    p.then(cleanup, cleanup);
+    return await raceSignal(p, signal);
+  }
+}
+
+/** The leader of a load. Not tied to any caller's signal: followers may outlive the first caller. */
+async function lead<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, preferredNode: string | undefined): Promise<HeldInstance<H>> {
+  const ctl = new AbortController();
+  const deadline = deadlineSignal(s.o.clock, spec.loadTimeoutMs, `load of model "${spec.id}"`, ctl.signal);
+  const incarnation = s.o.mintIncarnation();
+  s.loadControllers.set(incarnation, ctl);
+  const startedAtMs = s.o.clock.now();
+  let nodeId: string | undefined;
+  let registered = false;
+  let h: HeldInstance<H> | undefined;
+  let release: (() => void) | undefined;
+  try {
+    // Shared lifecycle lock for the whole load, admission included: a stop of
+    // this model waits for it or times out; a stop never cancels a load.
+    release = await s.locks.shared(spec.id, deadline.signal);
+    if (s.o.admissionGate !== undefined) await raceSignal(s.o.admissionGate, deadline.signal);
+    // Adopted while we waited at the gate: no second copy.
+    const adopted = s.current.get(spec.id);
+    const adoptedHeld = adopted === undefined ? undefined : s.held.get(adopted);
+    if (adoptedHeld !== undefined && adoptedHeld.phase === "ready") {
+      s.loadControllers.delete(incarnation);
+      return adoptedHeld;
+    }
+    nodeId = await admit(s, spec, incarnation, preferredNode, deadline.signal);
+    const agent = s.o.agents.agent(nodeId);
+    if (agent === undefined) throw new WardenError(Code.Unavailable, `node "${nodeId}" has no connected agent`);
+    h = {
+      incarnation,
+      model: spec.id,
+      nodeId,
+      spec,
+      placement: s.o.agents.isLocal(nodeId) ? "local" : "local-remote",
+      phase: "starting",
+      address: undefined,
+      backend: undefined,
+      gpu: undefined,
+      startedAtMs,
+    };
+    s.held.set(incarnation, h);
+    s.current.set(spec.id, incarnation);
+    let failure: StartEvent | undefined;
+    const stream = agent.startBackend(
+      { incarnation, model: spec.id, backend: spec.backend, options: spec.options, modelFile: spec.modelFile, contextSize: spec.contextSize },
+      { signal: deadline.signal },
+    );
+    for await (const ev of stream) {
+      switch (ev.t) {
+        case "spawned":
+          if (registered) break;
+          h.address = ev.address;
+          h.gpu = ev.gpu;
+          h.phase = "loading";
+          s.core.registerLoading({ nodeId, model: spec.id, incarnation, address: ev.address, groups: spec.groups, pinned: spec.pinned, sizeBytes: spec.sizeBytes, ...(ev.gpu === undefined ? {} : { gpu: ev.gpu }) });
+          registered = true;
+          break;
+        case "loading":
+          break;
+        case "ready":
+          if (h.address === undefined) h.address = ev.address;
+          if (!registered) {
+            s.core.registerLoading({ nodeId, model: spec.id, incarnation, address: ev.address, groups: spec.groups, pinned: spec.pinned, sizeBytes: spec.sizeBytes });
+            registered = true;
+          }
+          h.backend = s.o.backends.connect(ev.address);
+          h.phase = "ready";
+          s.core.markReady(incarnation);
+          break;
+        case "failed":
+          failure = ev;
+          break;
+      }
+      if (failure !== undefined || h.phase === "ready") break;
+    }
+    if (failure?.t === "failed") {
+      throw new WardenError(Code.FailedPrecondition, `load of model "${spec.id}" failed: ${failure.message}`, {
+        details: { startFailure: failure.code, exitCode: failure.exitCode, lastStderrLine: failure.lastStderrLine },
+      });
+    }
+    if (h.phase !== "ready") {
+      if (deadline.signal.aborted) throw WardenError.from(deadline.signal.reason);
+      throw new WardenError(Code.Unavailable, `load of model "${spec.id}": the agent ended the start without ready`);
+    }
+    s.cooldown.recordSuccess(spec.id);
+    s.o.events.emit({ type: "backend.loaded", nodeId, model: spec.id, address: h.address ?? "", incarnation, loadDurationMs: Math.round(s.o.clock.now() - startedAtMs) });
+    return h;
+  } catch (err) {
+    const e = WardenError.from(err);
+    failLoad(s, spec, incarnation, nodeId, h, registered, e, ctl.signal.aborted);
+    throw e;
+  } finally {
+    release?.();
+    deadline.cleanup();
+    s.loadControllers.delete(incarnation);
+  }
+}
+
+/** Every failed load leaves nothing behind: no watchdog entry, no held entry, no reservation; a spawned process is stopped. */
+function failLoad<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, incarnation: string, nodeId: string | undefined, h: HeldInstance<H> | undefined, registered: boolean, e: WardenError, cancelled: boolean): void {
+  const address = h?.address ?? "";
+  const pendingStop = registered && s.core.instance(incarnation)?.pendingEviction !== undefined;
+  if (!pendingStop) {
+    dropHeld(s, incarnation);
+    if (registered) s.core.remove(incarnation);
+    else s.core.releaseReservation(incarnation);
+  } else {
+    // The load is over, so it no longer counts for hasModelAtAddress: the
+    // pending stop settles by row 2, or row 4 (leftover, retried) if it
+    // fails — never row 3, which would re-register a "loading" instance
+    // that nothing will ever finish.
+    dropHeld(s, incarnation);
+  }
+  // A start cancelled on our side (unload, shutdown) is not a load failure: no cooldown.
+  if (nodeId !== undefined && e.code !== Code.ResourceExhausted && !cancelled) {
+    s.cooldown.recordFailure(spec.id, s.o.clock.now());
+  }
+  if (nodeId !== undefined) {
+    s.o.events.emit({
+      type: "backend.load-failed",
+      nodeId,
+      model: spec.id,
+      address,
+      incarnation,
+      code: typeof e.details["startFailure"] === "string" ? e.details["startFailure"] : String(e.code),
+      message: e.rawMessage,
+      exitCode: typeof e.details["exitCode"] === "number" ? e.details["exitCode"] : undefined,
+      lastStderrLine: typeof e.details["lastStderrLine"] === "string" ? e.details["lastStderrLine"] : "",
+    });
+  }
+  // A start abandoned on our side (deadline) may leave a process: stop it, and
+  // track it as a leftover if that fails, so it is never forgotten.
+  if (registered && address !== "" && nodeId !== undefined && !pendingStop && (e.code === Code.DeadlineExceeded || e.code === Code.Canceled || e.code === Code.Unavailable)) {
+    // Accounted as a leftover at once (never a gap where it counts nowhere);
+    // the tracker's retry stops it and reports it reaped.
+    void s.o.journal.recordStopIntent({ incarnation, nodeId, model: spec.id, address, reason: "load-abandoned" }).catch((err: unknown) => {
+      warn(s, "could not journal the stop intent of an abandoned load", { incarnation, err: String(err) });
+    });
+    s.leftovers.add({ incarnation, nodeId, model: spec.id, address, groups: spec.groups, sizeBytes: spec.sizeBytes, lastError: `load abandoned: ${e.rawMessage}` });
+  }
+}
+
+/**
+ * Admission with the need-more retry loop (localai-semantics §4.2),
+ * re-planning placement on every attempt. Pending evictions settle before an
+ * attempt resolves. When attempts run out the load fails with
+ * FAILED_PRECONDITION naming what blocks it.
+ */
+async function admit<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, incarnation: string, preferredNode: string | undefined, signal: AbortSignal): Promise<string> {
+  let lastReason: string;
+  for (let attempt = 1; ; attempt++) {
+    if (signal.aborted) throw WardenError.from(signal.reason);
+    const choice = preferredNode === undefined ? s.o.placement.choose(spec) : { nodeId: preferredNode };
+    let needMore = true;
+    if (choice.nodeId === undefined) {
+      lastReason = choice.reason;
+    } else {
+      const r = await s.watchdog.admit({ nodeId: choice.nodeId, model: spec.id, incarnation, groups: spec.groups, pinned: spec.pinned, sizeBytes: spec.sizeBytes });
+      if (r.t === "admitted") {
+        if (r.limitExceeded !== undefined) {
+          s.o.events.emit({
+            type: "policy.limit-exceeded",
+            nodeId: choice.nodeId,
+            model: spec.id,
+            address: "",
+            incarnation,
+            limit: r.limitExceeded.limit,
+            occupied: r.limitExceeded.occupied,
+            pinned: r.limitExceeded.pinnedIncarnations.length,
+          });
+        }
+        return choice.nodeId;
+      }
+      needMore = r.needMore;
+      lastReason = `${r.cause === "group" ? "group conflict" : "limit"} on node "${choice.nodeId}": ${describeShortfall(r.shortfall)}`;
+    }
+    if (attempt >= s.maxAttempts) break;
+    if (needMore) await s.o.sleep(s.retryIntervalMs, signal);
+  }
+  throw new WardenError(Code.FailedPrecondition, `cannot load model "${spec.id}" after ${String(s.maxAttempts)} attempts: ${lastReason}`, { details: { model: spec.id } });
+}
+
+function describeShortfall(s: Shortfall): string {
+  const parts: string[] = [];
+  if (s.busy > 0) parts.push(`${String(s.busy)} busy`);
+  if (s.loading > 0) parts.push(`${String(s.loading)} loading`);
+  if (s.reserved > 0) parts.push(`${String(s.reserved)} reserved`);
+  if (s.pending > 0) parts.push(`${String(s.pending)} pending eviction`);
+  if (s.freed > 0) parts.push(`${String(s.freed)} freed`);
+  if (s.leftovers > 0) parts.push(`${String(s.leftovers)} leftover`);
+  if (s.orphans > 0) parts.push(`${String(s.orphans)} orphan`);
+  if (s.pinned > 0) parts.push(`${String(s.pinned)} pinned`);
+  return parts.length > 0 ? `blocked by ${parts.join(", ")} instance(s)` : `${String(s.missing)} more slot(s) needed`;
+}
+
+function isAborted(signal: AbortSignal): boolean {
+  return signal.aborted;
+}

@@ -1,0 +1,55 @@
+import type { Clock, Rng, BackoffPolicy } from "@warden/common";
+import type { PolicyPatch, WatchdogCaps } from "@warden/watchdog";
+import type { CooldownPolicy } from "./load-cooldown.js";
+import type { LoaderEventSink } from "./loader-event.js";
+import type { InventoryPort, PlacementPort } from "./loader-types.js";
+import type { ModelSpec } from "./model-spec.js";
+import type { AgentDirectory, BackendConnector, BackendHandle, Sleep, StopIntentJournal } from "./ports.js";
+
+/** Stop timing (DESIGN §5). */
+export interface StopTimings {
+  /** Bounds lifecycle lock + busy wait + Free. @default 30000 */
+  readonly stopTimeoutMs: number;
+  /** @default 5000 */
+  readonly freeTimeoutMs: number;
+  /** StopBackend RPC deadline: SIGTERM grace + 5 s. @default 15000 */
+  readonly stopRpcTimeoutMs: number;
+  /** Busy-wait poll period. @default 100 */
+  readonly busyPollMs: number;
+}
+
+export const defaultStopTimings: StopTimings = { stopTimeoutMs: 30_000, freeTimeoutMs: 5_000, stopRpcTimeoutMs: 15_000, busyPollMs: 100 };
+
+export interface LoaderOptions<H extends BackendHandle> {
+  readonly clock: Clock;
+  readonly rng: Rng;
+  readonly sleep: Sleep;
+  readonly agents: AgentDirectory;
+  readonly backends: BackendConnector<H>;
+  readonly journal: StopIntentJournal;
+  readonly events: LoaderEventSink;
+  readonly placement: PlacementPort;
+  readonly inventories: InventoryPort;
+  readonly mintIncarnation: () => string;
+  readonly models: readonly ModelSpec[];
+  readonly policy?: PolicyPatch;
+  readonly caps?: Partial<WatchdogCaps>;
+  readonly stop?: Partial<StopTimings>;
+  /** DESIGN §5: 30 × 1 s. */
+  readonly enforcement?: { readonly maxAttempts: number; readonly intervalMs: number };
+  readonly cooldown?: CooldownPolicy;
+  readonly leftoverBackoff?: BackoffPolicy;
+  readonly stuckAfterMs?: number;
+  /** Per-model waiting calls (DESIGN §5: 512). */
+  readonly maxWaitingPerModel?: number;
+  /**
+   * Resolves when new loads may start. A restarted coordinator passes a gate
+   * that opens once the agents' inventories had a chance to arrive, so a load
+   * never starts a second copy of an instance that is about to be adopted.
+   */
+  readonly admissionGate?: Promise<void>;
+  /** Incarnations remembered as confirmed gone, oldest out. @default 4096 */
+  readonly maxGoneIncarnations?: number;
+  /** Reports what the loader decided but could not act on (bugs, best-effort failures). */
+  readonly onWarning?: (msg: string, meta: Record<string, unknown>) => void;
+}

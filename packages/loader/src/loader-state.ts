@@ -1,0 +1,87 @@
+import type { OccupancyEntry, WatchdogCore, WatchdogService } from "@warden/watchdog";
+import type { FreedRetries } from "./freed-retries.js";
+import type { GoneIncarnations } from "./gone-incarnations.js";
+import type { LeftoverTracker, Leftover } from "./leftover-tracker.js";
+import type { LockTable } from "./lifecycle-lock.js";
+import type { LoadCooldown } from "./load-cooldown.js";
+import type { LoaderOptions, StopTimings } from "./loader-options.js";
+import type { HeldInstance } from "./loader-types.js";
+import type { ModelSpec } from "./model-spec.js";
+import type { BackendHandle } from "./ports.js";
+import type { SettleWaiters } from "./settle-waiters.js";
+
+/**
+ * The loader's internal state, created and owned by the `Loader`, handed to
+ * the modules that implement its rules (load path, stop sequence, routing,
+ * unloading, adoption, exits). One owner: the held-instance table and the
+ * model → incarnation index are mutated only by these modules, synchronously,
+ * never across an await between a read and the write that depends on it.
+ */
+export interface LoaderState<H extends BackendHandle> {
+  readonly o: LoaderOptions<H>;
+  readonly core: WatchdogCore;
+  readonly watchdog: WatchdogService;
+  /** The local half of every instance, by incarnation. */
+  readonly held: Map<string, HeldInstance<H>>;
+  /** model → the incarnation calls are routed to. */
+  readonly current: Map<string, string>;
+  /** model → the leader's load in progress (followers coalesce on it). */
+  readonly loads: Map<string, Promise<HeldInstance<H>>>;
+  /** incarnation → the controller that cancels its load (shutdown). */
+  readonly loadControllers: Map<string, AbortController>;
+  readonly locks: LockTable;
+  readonly cooldown: LoadCooldown;
+  readonly leftovers: LeftoverTracker;
+  /** node → orphans reported by the reconciler: counted, never selectable. */
+  readonly orphans: Map<string, readonly OccupancyEntry[]>;
+  readonly settleWaiters: SettleWaiters;
+  /** model → calls waiting in ensureLoaded (capped). */
+  readonly waiting: Map<string, number>;
+  /** incarnation → the stop deadline an explicit stop asked for. */
+  readonly stopOverrides: Map<string, { stopTimeoutMs: number }>;
+  readonly freedRetries: FreedRetries;
+  /** Incarnations whose current stop failed at the lifecycle lock or the busy wait. */
+  readonly stopFailedAtLock: Set<string>;
+  /** Replaced as a whole on config reload. */
+  models: Map<string, ModelSpec>;
+  /**
+   * Incarnations confirmed gone (our stop confirmed, or the agent reported the
+   * exit): a heartbeat built before and delivered after must not adopt or list
+   * them again, and a call that failed because of that stop is not retried.
+   */
+  readonly gone: GoneIncarnations;
+  readonly timings: StopTimings;
+  readonly maxAttempts: number;
+  readonly retryIntervalMs: number;
+  readonly maxWaiting: number;
+  closed: boolean;
+}
+
+/** Removes the local half of an instance and closes its backend connection. */
+export function dropHeld<H extends BackendHandle>(s: Pick<LoaderState<H>, "held" | "current">, incarnation: string): void {
+  const h = s.held.get(incarnation);
+  if (h === undefined) return;
+  s.held.delete(incarnation);
+  if (s.current.get(h.model) === incarnation) s.current.delete(h.model);
+  h.backend?.close();
+  h.backend = undefined;
+}
+
+export async function clearIntent<H extends BackendHandle>(s: Pick<LoaderState<H>, "o">, incarnation: string): Promise<void> {
+  await s.o.journal.clearStopIntent(incarnation).catch((err: unknown) => {
+    warn(s, "could not clear stop intent", { incarnation, err: String(err) });
+  });
+}
+
+/** Tells the watchdog what a node holds besides our instances: leftovers and orphans. */
+export function pushOccupancy<H extends BackendHandle>(s: Pick<LoaderState<H>, "core" | "leftovers" | "orphans">, nodeId: string): void {
+  s.core.setNodeOccupancy(nodeId, [...s.leftovers.occupancy(nodeId), ...(s.orphans.get(nodeId) ?? [])]);
+}
+
+export function leftoverBase(l: Leftover): { nodeId: string; model: string; address: string; incarnation: string } {
+  return { nodeId: l.nodeId, model: l.model, address: l.address, incarnation: l.incarnation };
+}
+
+export function warn<H extends BackendHandle>(s: Pick<LoaderState<H>, "o">, msg: string, meta: Record<string, unknown>): void {
+  s.o.onWarning?.(msg, meta);
+}

@@ -1,0 +1,161 @@
+import { Code, WardenError, deadlineSignal, isWardenError } from "@warden/common";
+import type { SettleReport, StopCommand, StopOutcome } from "@warden/watchdog";
+import type { Leftover } from "./leftover-tracker.js";
+import { rememberGone } from "./adoption.js";
+import { clearIntent, dropHeld, warn, type LoaderState } from "./loader-state.js";
+import type { BackendHandle } from "./ports.js";
+
+// The stop sequence (DESIGN §3.3) for every eviction path, its settle, and
+// the stop retries of leftovers.
+
+/**
+ * DESIGN §3.3, for one selected victim: (1) exclusive lifecycle lock within
+ * the stop deadline; (2) graceful: busy wait on the watchdog's in-flight
+ * count; (3) graceful: Free() — the only Free of a stop; (4) stop intent,
+ * durable; (5) local+remote / remote-only: drop the local half; (6)
+ * StopBackend(address, incarnation, force). Resolves with the outcome; the
+ * watchdog settles it in the same turn.
+ */
+export async function stopSequence<H extends BackendHandle>(s: LoaderState<H>, c: StopCommand): Promise<StopOutcome> {
+  await s.o.events.emitDurable({
+    type: "eviction.started",
+    nodeId: c.nodeId,
+    model: c.model,
+    address: c.address,
+    incarnation: c.incarnation,
+    reason: c.reason,
+    trigger: c.trigger ?? "",
+    wasBusy: c.wasBusy,
+    force: c.force,
+    openRequestIds: c.openRequestIds.map(String),
+  });
+  // The flag describes this stop only: a stale one (from a stop that did not go through stopInstance) would misreport it.
+  s.stopFailedAtLock.delete(c.incarnation);
+  const stopTimeoutMs = s.stopOverrides.get(c.incarnation)?.stopTimeoutMs ?? s.timings.stopTimeoutMs;
+  const deadline = deadlineSignal(s.o.clock, stopTimeoutMs, `stop of model "${c.model}"`);
+  let freed = false;
+  try {
+    // (1) lifecycle lock
+    let release: () => void;
+    try {
+      release = await s.locks.exclusive(c.model, deadline.signal);
+    } catch {
+      s.stopFailedAtLock.add(c.incarnation);
+      return { t: "failed", message: `waiting to shut down model "${c.model}": context deadline exceeded`, code: Code.DeadlineExceeded, freed: false };
+    }
+    try {
+      const h = s.held.get(c.incarnation);
+      if (!c.force && c.address !== "") {
+        // (2) busy wait
+        while (s.core.inFlight(c.address) > 0) {
+          if (deadline.signal.aborted) {
+            s.stopFailedAtLock.add(c.incarnation);
+            return { t: "failed", message: `model is still busy: ${c.model}: context deadline exceeded`, code: Code.DeadlineExceeded, freed: false };
+          }
+          await s.o.sleep(s.timings.busyPollMs, deadline.signal).catch(() => undefined);
+        }
+        // (3) Free, capped; UNIMPLEMENTED is fine and any error only logged.
+        if (h?.backend !== undefined) {
+          try {
+            await h.backend.free({ signal: deadline.signal, timeoutMs: s.timings.freeTimeoutMs });
+            freed = true;
+          } catch (err) {
+            if (!isWardenError(err, Code.Unimplemented)) warn(s, "Free failed; stopping anyway", { model: c.model, incarnation: c.incarnation, err: String(err) });
+          }
+        }
+      }
+      // (4) stop intent, durable before anything is dropped or sent
+      await s.o.journal.recordStopIntent({ incarnation: c.incarnation, nodeId: c.nodeId, model: c.model, address: c.address, reason: c.reason });
+      // (5) drop the local half of a remote placement first, so a failed
+      // StopBackend leaves no phantom (settle row 4 → leftover)
+      const placement = h?.placement ?? "remote-only";
+      if (placement !== "local") dropHeld(s, c.incarnation);
+      // (6) StopBackend
+      const agent = s.o.agents.agent(c.nodeId);
+      try {
+        if (agent === undefined) throw new WardenError(Code.Unavailable, `node "${c.nodeId}" has no connected agent`);
+        const rpc = new AbortController();
+        const ans = await agent.stopBackend({ address: c.address, incarnation: c.incarnation, force: c.force, reason: c.reason }, { signal: rpc.signal, timeoutMs: s.timings.stopRpcTimeoutMs });
+        if (placement === "local") dropHeld(s, c.incarnation);
+        await clearIntent(s, c.incarnation);
+        return ans.t === "stopped" ? { t: "stopped" } : { t: "alreadyGone" };
+      } catch (err) {
+        const e = WardenError.from(err);
+        if (e.code === Code.NotFound) {
+          if (placement === "local") dropHeld(s, c.incarnation);
+          await clearIntent(s, c.incarnation);
+          return { t: "alreadyGone" };
+        }
+        if (placement === "local" && agent !== undefined) {
+          // An already-dead process owns no resources: row 2. Alive: keep it, row 3.
+          const alive = await agent.isRunning(c.incarnation, { signal: new AbortController().signal }).catch(() => true);
+          if (!alive) {
+            dropHeld(s, c.incarnation);
+            await clearIntent(s, c.incarnation);
+            return { t: "stopped" };
+          }
+          await clearIntent(s, c.incarnation);
+        }
+        // local alive → row 3 (held); remote → row 4 (dropped), intent kept until reaped
+        return { t: "failed", message: e.rawMessage, code: e.code, freed, bug: e.code === Code.InvalidArgument || e.code === Code.PermissionDenied };
+      }
+    } finally {
+      release();
+    }
+  } catch (err) {
+    const e = WardenError.from(err);
+    return { t: "failed", message: e.rawMessage, code: e.code, freed };
+  } finally {
+    deadline.cleanup();
+  }
+}
+
+/**
+ * Applies a settled stop to the local half, per row of the settle table
+ * (DESIGN §3.2 step 4): row 2 gone, row 3 registered again (a freed one
+ * retried), row 4 dropped and tracked as a leftover. Then wakes the callers
+ * waiting for this incarnation's settle.
+ */
+export function onSettled<H extends BackendHandle>(s: LoaderState<H>, r: SettleReport): void {
+  const c = r.command;
+  const res = r.result;
+  const base = { nodeId: c.nodeId, model: c.model, address: c.address, incarnation: c.incarnation };
+  switch (res.row) {
+    case 0:
+    case 1:
+      break;
+    case 2:
+      rememberGone(s, c.incarnation, c.nodeId);
+      s.freedRetries.cancel(c.incarnation);
+      dropHeld(s, c.incarnation);
+      s.o.events.emit({ type: "eviction.stopped", ...base, reason: c.reason, alreadyGone: r.outcome.t === "alreadyGone" });
+      break;
+    case 3:
+      s.o.events.emit({ type: "eviction.failed", ...base, reason: c.reason, error: res.error, outcome: "registered-again", openRequestIds: [], terminalReason: "" });
+      if (res.state === "freed") s.freedRetries.schedule(c.incarnation);
+      break;
+    case 4: {
+      s.freedRetries.cancel(c.incarnation);
+      dropHeld(s, c.incarnation);
+      const spec = s.models.get(c.model);
+      s.leftovers.add({ incarnation: c.incarnation, nodeId: c.nodeId, model: c.model, address: c.address, groups: spec?.groups ?? res.instance.groups, sizeBytes: spec?.sizeBytes ?? res.instance.sizeBytes, lastError: res.error });
+      s.o.events.emit({ type: "eviction.failed", ...base, reason: c.reason, error: res.error, outcome: "leftover", openRequestIds: res.openRequestIds.map(String), terminalReason: res.terminalReason });
+      break;
+    }
+  }
+  s.settleWaiters.wake(c.incarnation);
+}
+
+/** One stop retry of a leftover (the tracker schedules it): NOT_FOUND counts as gone. */
+export async function retryLeftover<H extends BackendHandle>(s: LoaderState<H>, l: Leftover): Promise<{ readonly gone: true } | { readonly gone: false; readonly error: string }> {
+  const agent = s.o.agents.agent(l.nodeId);
+  if (agent === undefined) return { gone: false, error: `node "${l.nodeId}" has no connected agent` };
+  try {
+    await agent.stopBackend({ address: l.address, incarnation: l.incarnation, force: true, reason: "leftover" }, { signal: new AbortController().signal, timeoutMs: s.timings.stopRpcTimeoutMs });
+  } catch (err) {
+    const e = WardenError.from(err);
+    if (e.code !== Code.NotFound) return { gone: false, error: e.rawMessage };
+  }
+  await clearIntent(s, l.incarnation);
+  return { gone: true };
+}

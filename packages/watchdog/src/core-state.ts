@@ -1,0 +1,73 @@
+import type { Clock } from "@warden/common";
+import type { WatchdogCaps } from "./caps.js";
+import type { OccupancyEntry } from "./instance.js";
+import type { NodeMemory } from "./memory-pressure.js";
+import type { WatchdogPolicy } from "./policy.js";
+import type { RequestTracker } from "./request-tracker.js";
+import type { DetachedState, StopCommand } from "./stop-command.js";
+
+/** The one question the core asks the loader, synchronously, inside `settle`. */
+export interface LoaderQuery {
+  /**
+   * True while the loader holds `model` at `address` under `incarnation`; a
+   * load in progress there counts (LocalAI W4). Must not call back into the
+   * watchdog.
+   */
+  hasModelAtAddress(model: string, address: string, incarnation: string): boolean;
+}
+
+export type RecState =
+  | { readonly t: "reserved"; readonly sinceMs: number }
+  | { readonly t: "loading"; readonly sinceMs: number }
+  | { readonly t: "ready"; readonly sinceMs: number }
+  | { readonly t: "freed"; readonly sinceMs: number }
+  | { readonly t: "pending"; readonly sinceMs: number; from: DetachedState; readonly command: StopCommand; exited: boolean };
+
+export interface InstanceRecord {
+  readonly incarnation: string;
+  readonly nodeId: string;
+  readonly model: string;
+  readonly seq: number;
+  address: string | undefined;
+  sizeBytes: number;
+  gpu: number | undefined;
+  state: RecState;
+  /** The address this record is indexed under (kept by `setState` only). */
+  indexedAddress: string | undefined;
+}
+
+export interface NodeRecord {
+  readonly nodeId: string;
+  readonly instances: Set<InstanceRecord>;
+  occupancy: readonly OccupancyEntry[];
+  memory: NodeMemory | undefined;
+}
+
+/**
+ * Everything the watchdog core holds, in one object the `WatchdogCore` owns
+ * and passes explicitly to the modules that implement its rules. Only those
+ * modules, called from the core's methods, mutate it; the indexes
+ * (`records`, `atAddress`, `byModel`, `nodes`, `loaded`) change only through
+ * `setState` (instance-index.ts).
+ */
+export interface CoreState {
+  /** Only `now()` is used: the core never schedules. */
+  readonly clock: Pick<Clock, "now">;
+  readonly loader: LoaderQuery;
+  readonly caps: WatchdogCaps;
+  /** Replaced whole by `updatePolicy` (core-policy.ts), never edited in place. */
+  policy: WatchdogPolicy;
+  /** `policy.pinnedModels` as a set, rebuilt with the policy. */
+  pinned: ReadonlySet<string>;
+  readonly requests: RequestTracker;
+  readonly records: Map<string, InstanceRecord>;
+  readonly atAddress: Map<string, Set<InstanceRecord>>;
+  readonly byModel: Map<string, Set<InstanceRecord>>;
+  readonly nodes: Map<string, NodeRecord>;
+  loaded: number;
+  nextSeq: number;
+}
+
+export function isRegistered(t: RecState["t"]): t is DetachedState {
+  return t === "loading" || t === "ready" || t === "freed";
+}

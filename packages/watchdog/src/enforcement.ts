@@ -1,0 +1,124 @@
+/**
+ * The two admission-time eviction paths on one node: group exclusivity and
+ * the per-node limit (LRU). `admit` runs them in that order; the service
+ * also runs them on their own to retry a wait.
+ */
+import { groupsOf } from "./core-policy.js";
+import type { CoreState, InstanceRecord } from "./core-state.js";
+import type { EnforcementDecision, Occupancy, Shortfall } from "./decision.js";
+import { detach, isBusy, orderVictims } from "./detach.js";
+import { nodeOccupancy } from "./occupancy.js";
+import type { StopCommand } from "./stop-command.js";
+
+const emptyShortfall: Shortfall = Object.freeze({
+  missing: 0,
+  pinned: 0,
+  busy: 0,
+  loading: 0,
+  reserved: 0,
+  freed: 0,
+  pending: 0,
+  leftovers: 0,
+  orphans: 0,
+});
+
+/**
+ * Group exclusivity on a node for `model` (localai-semantics §3.1, per
+ * node). Every conflict must go: ready ones are selected (skipping pinned,
+ * and busy unless force); anything else in a conflicting group — pinned,
+ * busy, loading, reserved, freed, pending, leftover, orphan — sets need-more.
+ */
+export function enforceGroups(st: CoreState, nodeId: string, model: string, trigger: string | undefined): EnforcementDecision & { readonly conflicts: number } {
+  const wanted = groupsOf(st, model);
+  if (wanted.length === 0) return { stops: [], needMore: false, shortfall: emptyShortfall, conflicts: 0 };
+  const n = st.nodes.get(nodeId);
+  if (n === undefined) return { stops: [], needMore: false, shortfall: emptyShortfall, conflicts: 0 };
+  const wantedSet = new Set(wanted);
+  const shares = (groups: readonly string[]): boolean => groups.some((g) => wantedSet.has(g));
+  const force = st.policy.forceEvictionWhenBusy;
+  const sf = { ...emptyShortfall };
+  let conflicts = 0;
+  const candidates: InstanceRecord[] = [];
+  for (const r of n.instances) {
+    if (r.model === model || !shares(groupsOf(st, r.model))) continue;
+    conflicts++;
+    switch (r.state.t) {
+      case "ready":
+        if (st.pinned.has(r.model)) sf.pinned++;
+        else if (!force && isBusy(st, r)) sf.busy++;
+        else candidates.push(r);
+        break;
+      case "reserved":
+        sf.reserved++;
+        break;
+      case "loading":
+        sf.loading++;
+        break;
+      case "freed":
+        sf.freed++;
+        break;
+      case "pending":
+        sf.pending++;
+        break;
+    }
+  }
+  for (const e of n.occupancy) {
+    if (e.model === model || !shares(e.groups)) continue;
+    conflicts++;
+    if (e.kind === "leftover") sf.leftovers++;
+    else sf.orphans++;
+  }
+  const stops = orderVictims(st, candidates).map((r) => detach(st, r, "group", isBusy(st, r), trigger));
+  sf.missing = conflicts - stops.length;
+  return { stops, needMore: stops.length < conflicts, shortfall: sf, conflicts };
+}
+
+/**
+ * The per-node limit (localai-semantics §3.2 with DESIGN §3.4 item 3):
+ * `toEvict = occupied + 1 − limit − pendingEviction`. Need-more when a
+ * shortfall has any cause but pins, or when evictions are pending. A
+ * pins-alone shortfall does not set it (`pinsOnly`).
+ */
+export function enforceLimit(
+  st: CoreState,
+  nodeId: string,
+  trigger: string | undefined,
+): EnforcementDecision & { readonly fits: boolean; readonly pinsOnly: boolean; readonly occupancy: Occupancy } {
+  const occ = nodeOccupancy(st, nodeId);
+  const limit = st.policy.limitPerNode;
+  if (limit <= 0 || occ.total + 1 <= limit) return { stops: [], needMore: false, shortfall: emptyShortfall, fits: true, pinsOnly: false, occupancy: occ };
+  const toEvict = occ.total + 1 - limit - occ.pendingEviction;
+  const sf = {
+    ...emptyShortfall,
+    reserved: occ.reserved,
+    loading: occ.loading,
+    freed: occ.freed,
+    pending: occ.pendingEviction,
+    leftovers: occ.leftovers,
+    orphans: occ.orphans,
+  };
+  const stops: StopCommand[] = [];
+  if (toEvict > 0) {
+    const n = st.nodes.get(nodeId);
+    const ready = n === undefined ? [] : [...n.instances].filter((r) => r.state.t === "ready");
+    const force = st.policy.forceEvictionWhenBusy;
+    for (const r of orderVictims(st, ready)) {
+      if (stops.length >= toEvict) break;
+      if (st.pinned.has(r.model)) {
+        sf.pinned++;
+        continue;
+      }
+      const busy = isBusy(st, r);
+      if (busy && !force) {
+        sf.busy++;
+        continue;
+      }
+      stops.push(detach(st, r, "lru", busy, trigger));
+    }
+  }
+  const missing = Math.max(0, toEvict - stops.length);
+  sf.missing = missing;
+  const otherBlockers = sf.busy + sf.reserved + sf.loading + sf.freed + sf.leftovers + sf.orphans;
+  const needMore = occ.pendingEviction > 0 || (missing > 0 && otherBlockers > 0);
+  return { stops, needMore, shortfall: sf, fits: false, pinsOnly: missing > 0 && otherBlockers === 0, occupancy: occ };
+}

@@ -1,0 +1,72 @@
+/**
+ * The periodic eviction paths, in LocalAI's order: busy (stuck requests),
+ * idle, then the per-node memory reclaimer.
+ */
+import type { CoreState, InstanceRecord, NodeRecord } from "./core-state.js";
+import type { TickDecision } from "./decision.js";
+import { detach, isBusy, orderVictims } from "./detach.js";
+import { addressPending, registeredAt } from "./instance-index.js";
+import type { MemoryDevice, PressureChange } from "./memory-pressure.js";
+import type { StopCommand } from "./stop-command.js";
+
+/**
+ * One watchdog tick, checks in LocalAI's order busy → idle → memory. Pending
+ * addresses are skipped; loading and freed instances are never selected.
+ * Never waits: the returned stops are the caller's to send.
+ */
+export function tick(st: CoreState): TickDecision {
+  const now = st.clock.now();
+  const p = st.policy;
+  const stops: StopCommand[] = [];
+  const untracked: string[] = [];
+  for (const address of [...st.requests.addresses()]) {
+    if (addressPending(st, address)) continue;
+    const rec = registeredAt(st, address);
+    const busySince = st.requests.busySinceMs(address);
+    if (busySince !== undefined) {
+      if (!p.busyCheck || now - busySince <= p.busyTimeoutMs) continue;
+      if (rec === undefined) {
+        st.requests.clear(address);
+        untracked.push(address);
+      } else if (rec.state.t === "ready") {
+        // The busy-killer ignores pins: a stuck backend must be restartable (DESIGN §3.4 item 8).
+        stops.push(detach(st, rec, "busy", true, undefined));
+      }
+      continue;
+    }
+    const idleSince = st.requests.idleSinceMs(address);
+    if (idleSince === undefined || now - idleSince <= p.idleTimeoutMs) continue;
+    if (rec === undefined) {
+      // Request state nobody owns is garbage whether or not the idle check is on: bounded memory.
+      st.requests.clear(address);
+      untracked.push(address);
+    } else if (p.idleCheck && rec.state.t === "ready" && !st.pinned.has(rec.model)) {
+      stops.push(detach(st, rec, "idle", false, undefined));
+    }
+  }
+  const pressureChanges: PressureChange[] = [];
+  for (const n of st.nodes.values()) {
+    const mem = n.memory;
+    if (mem === undefined) continue;
+    pressureChanges.push(...mem.evaluate(now, p));
+    if (!p.memoryReclaimer || mem.reclaimInFlight !== undefined || !mem.releaseWaitOver(now, p)) continue;
+    const devices = mem.devicesToRelieve(p);
+    if (devices.length === 0) continue;
+    const victim = memoryVictim(st, n, devices);
+    if (victim === undefined) continue;
+    mem.reclaimInFlight = victim.incarnation;
+    stops.push(detach(st, victim, "memory", isBusy(st, victim), undefined));
+  }
+  return { stops, untrackedAddresses: untracked, pressureChanges };
+}
+
+function memoryVictim(st: CoreState, n: NodeRecord, devices: MemoryDevice[]): InstanceRecord | undefined {
+  const all = devices.includes("ram");
+  const set = new Set<MemoryDevice>(devices);
+  const force = st.policy.forceEvictionWhenBusy;
+  // Instances with no device assignment may sit on any GPU: they are candidates too.
+  const candidates = [...n.instances].filter(
+    (r) => r.state.t === "ready" && (all || r.gpu === undefined || set.has(r.gpu)) && !st.pinned.has(r.model) && (force || !isBusy(st, r)),
+  );
+  return orderVictims(st, candidates)[0];
+}

@@ -1,0 +1,64 @@
+import type { Clock, Logger } from "@warden/common";
+import type { AgentConfig } from "./agent-config.js";
+import type { BackendProcess, BackendProcessDeps } from "./backend-process.js";
+import type { BackendRecord } from "./backend-record.js";
+import type { BackendTable } from "./backend-table.js";
+import type { MemoryReading } from "./memory-probe.js";
+import type { ModelLocks } from "./model-lock.js";
+import type { PortAllocator } from "./port-allocator.js";
+import type { PortRangeScan } from "./port-range-scan.js";
+import type { AgentMark } from "./process-mark.js";
+import type { WatchEventInit } from "./proto-views.js";
+import type { RecordStore } from "./record-store.js";
+import type { StartRegistry } from "./start-registry.js";
+import type { WatchHub } from "./watch-hub.js";
+
+/**
+ * What the agent's parts share, built once by createAgent. Each piece of
+ * mutable state has one owner here (the table, the start registry, the scan,
+ * the port allocator, the record store); the parts reach it only through them.
+ */
+export interface AgentContext {
+  readonly config: AgentConfig;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  /** Environment the catalog's allow-list draws from. */
+  readonly envSource: Readonly<Record<string, string | undefined>>;
+  readonly procRoot: string;
+  /** Where backends' stdout/stderr files live (under the state dir). */
+  readonly logDir: string;
+  readonly mark: AgentMark;
+  readonly records: RecordStore;
+  readonly ports: PortAllocator;
+  readonly locks: ModelLocks;
+  readonly hub: WatchHub<WatchEventInit>;
+  readonly probe: (pids: readonly number[], signal?: AbortSignal) => Promise<MemoryReading>;
+  readonly table: BackendTable;
+  readonly starts: StartRegistry;
+  readonly scan: PortRangeScan;
+  /** The agent's lifetime: aborted by close(). */
+  readonly closing: AbortSignal;
+  readonly processDeps: BackendProcessDeps;
+  /** True once start() adopted the state dir's backends. */
+  isStarted(): boolean;
+  /** Writes a process's record, logging (not throwing) a failure. */
+  persist(p: BackendProcess): void;
+  watchEvent(p: BackendProcess, event: WatchEventInit["event"]): void;
+}
+
+/** The record of a process as it stands now. */
+export function recordOf(p: BackendProcess): BackendRecord {
+  return {
+    version: 1,
+    incarnation: p.id.incarnation,
+    model: p.id.model,
+    backend: p.id.backend,
+    address: p.id.address,
+    pid: p.pid,
+    pidStartTime: p.id.pidStartTime,
+    gpuDevice: p.id.gpuDevice,
+    startedAtMs: p.id.startedAtMs,
+    phase: p.state().t === "ready" || (p.state().t === "stopping" && p.stopRequested() !== null) ? "ready" : "loading",
+    stopRequested: p.stopRequested(),
+  };
+}

@@ -1,0 +1,245 @@
+import { Code, WardenError, abortReason, deadlineSignal, invalidArgument, sleep } from "@warden/common";
+import { createClient, type Client, type ServiceImpl } from "@warden/grpc";
+import { Backend, StartFailureCode, type AgentService } from "@warden/proto";
+import type { CatalogEntry } from "./agent-config.js";
+import { recordOf, type AgentContext } from "./agent-context.js";
+import { BackendLogs } from "./backend-logs.js";
+import { BackendProcess } from "./backend-process.js";
+import { budgetBeforeCallerDeadlineMs } from "./caller-deadline.js";
+import { isAborted } from "./is-aborted.js";
+import { markEnv, markVars } from "./process-mark.js";
+import { readPidStat } from "./proc-fs.js";
+import { spawnBackend } from "./process-handle.js";
+import { startResponseOf, type StartResponseInit } from "./proto-views.js";
+import { waitReady, tcpProbe } from "./readiness.js";
+import { checkId, checkIncarnation, checkOptions, checkText } from "./request-validation.js";
+import { StartLog, type StartEvent } from "./start-log.js";
+import type { StartEntry } from "./start-registry.js";
+
+/** How long a failed start waits for the process's own exit before classifying the failure. */
+const exitSettleMs = 300;
+
+/** The child's environment: the agent's mark first (so a bounded read of /proc/<pid>/environ finds it) and unforgeable by the catalog. */
+function buildEnv(entry: CatalogEntry, source: Readonly<Record<string, string | undefined>>, gpuDevice: string, mark: Readonly<Record<string, string>>): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const name of entry.envAllow) {
+    if (name.endsWith("*")) {
+      const prefix = name.slice(0, -1);
+      for (const [k, v] of Object.entries(source)) if (k.startsWith(prefix) && v !== undefined) env[k] = v;
+    } else {
+      const v = source[name];
+      if (v !== undefined) env[name] = v;
+    }
+  }
+  Object.assign(env, entry.env);
+  if (gpuDevice !== "") env.CUDA_VISIBLE_DEVICES = gpuDevice;
+  for (const name of Object.values(markVars)) Reflect.deleteProperty(env, name);
+  return { ...mark, ...env };
+}
+
+class FailStart extends Error {
+  constructor(
+    readonly code: StartFailureCode,
+    message: string,
+    /** False when the backend answered (it is alive): no point waiting for an exit. */
+    readonly mayBeExit = true,
+  ) {
+    super(message);
+  }
+}
+
+/** The requested GPU (validated against the config), or the least-loaded configured one. */
+function pickDevice(ctx: AgentContext, requested: string): string {
+  const { config, table } = ctx;
+  if (requested !== "") {
+    if (!config.gpus.includes(requested)) throw invalidArgument("gpuDevice", `"${requested.slice(0, 16)}" is not one of this agent's GPUs (${config.gpus.join(", ") || "none configured"})`);
+    return requested;
+  }
+  if (config.gpus.length === 0) return "";
+  // least-loaded configured device; ties go to the first listed
+  const counts = new Map<string, number>(config.gpus.map((g) => [g, 0]));
+  for (const p of table.values()) if (p.state().t !== "exited" && counts.has(p.id.gpuDevice)) counts.set(p.id.gpuDevice, (counts.get(p.id.gpuDevice) ?? 0) + 1);
+  let best = config.gpus[0] ?? "";
+  for (const g of config.gpus) if ((counts.get(g) ?? 0) < (counts.get(best) ?? 0)) best = g;
+  return best;
+}
+
+interface StartParams {
+  incarnation: string;
+  model: string;
+  backend: string;
+  entry: CatalogEntry;
+  options: readonly string[];
+  modelFile: string;
+  contextSize: number;
+  gpuDevice: string;
+  deadlineMs: number;
+}
+
+/** The start flow: lock, port, spawn, record, readiness, LoadModel, ready — or failed with everything cleaned up. */
+async function runStart(ctx: AgentContext, log: StartLog, s: StartParams): Promise<void> {
+  const { config, clock, logger, procRoot, records, ports, locks, table, probe } = ctx;
+  const dl = deadlineSignal(clock, s.deadlineMs, `start of ${s.incarnation}`, ctx.closing);
+  const signal = dl.signal;
+  let release: (() => void) | undefined;
+  let port: number | undefined;
+  let proc: BackendProcess | undefined;
+  let client: Client<typeof Backend> | undefined;
+  const exitedCtl = new AbortController();
+  try {
+    release = await locks.acquire(s.model, "shared", signal);
+    port = await ports.allocate(signal);
+    if (signal.aborted) throw abortReason(signal);
+    if (port === undefined) throw new FailStart(StartFailureCode.NO_PORT, `no free port in ${String(config.portMin)}-${String(config.portMax)}`);
+    const device = pickDevice(ctx, s.gpuDevice);
+    const address = `${config.backendHost}:${String(port)}`;
+    const logs = new BackendLogs(ctx.logDir, s.incarnation, config.logBufferLines);
+    const fds = logs.openForChild();
+    const res = await spawnBackend({
+      command: s.entry.command,
+      args: [...s.entry.args, "--addr", address],
+      env: buildEnv(s.entry, ctx.envSource, device, markEnv(ctx.mark, s.incarnation)),
+      cwd: s.entry.cwd,
+      stdoutFd: fds.stdoutFd,
+      stderrFd: fds.stderrFd,
+    });
+    fds.close();
+    if (!res.ok) {
+      void logs.remove();
+      throw new FailStart(StartFailureCode.SPAWN_FAILED, `spawn ${s.entry.command}: ${res.error.message}`);
+    }
+    const pidStart = (await readPidStat(res.handle.pid, procRoot))?.startTimeTicks ?? "0";
+    const spawnedProc = new BackendProcess(
+      { incarnation: s.incarnation, model: s.model, backend: s.backend, address, port, pidStartTime: pidStart, gpuDevice: device, startedAtMs: clock.wallNow() },
+      res.handle,
+      logs,
+      ctx.processDeps,
+      { phase: "spawning", stopRequested: null },
+    );
+    proc = spawnedProc;
+    port = undefined; // owned by the process from here: released on its exit
+    table.set(s.incarnation, spawnedProc);
+    // The record is on disk before anyone hears of the process: an agent that
+    // crashes right after "spawned" still finds it on restart.
+    await records.write(recordOf(spawnedProc)).catch((err: unknown) => {
+      throw new FailStart(StartFailureCode.SPAWN_FAILED, `cannot write the backend record: ${WardenError.from(err).rawMessage}`);
+    });
+    log.append({ t: "spawned", address, pid: spawnedProc.pid, gpuDevice: device });
+    ctx.watchEvent(spawnedProc, { case: "started", value: { pid: spawnedProc.pid } });
+    void spawnedProc.gone.then(() => {
+      exitedCtl.abort(new WardenError(Code.Unavailable, "backend process exited"));
+    });
+    const life = AbortSignal.any([signal, exitedCtl.signal]);
+    client = createClient(Backend, address, { channelOptions: { "grpc.initial_reconnect_backoff_ms": 50, "grpc.max_reconnect_backoff_ms": config.readiness.intervalMs, "grpc.use_local_subchannel_pool": 1 } });
+    const c = client;
+    await waitReady({
+      clock,
+      readiness: config.readiness,
+      signal: life,
+      portOpen: (t) => tcpProbe(config.backendHost, spawnedProc.id.port, t),
+      health: async (t, sig) => {
+        await c.health({}, { timeoutMs: t, signal: sig });
+      },
+    }).catch((err: unknown) => {
+      const e = WardenError.from(err);
+      if (!life.aborted && e.code === Code.DeadlineExceeded) throw new FailStart(StartFailureCode.READINESS_TIMEOUT, e.rawMessage);
+      throw e;
+    });
+    if (!spawnedProc.markLoading()) throw abortReason(life.aborted ? life : signal);
+    log.append({ t: "loading" });
+    const result = await c
+      .loadModel({ Model: s.model, ModelFile: s.modelFile, ContextSize: s.contextSize, Options: [...s.options] }, { signal: life })
+      .catch((err: unknown) => {
+        if (life.aborted) throw abortReason(life);
+        throw new FailStart(StartFailureCode.LOAD_FAILED, `LoadModel: ${WardenError.from(err).message}`);
+      });
+    if (!result.success) throw new FailStart(StartFailureCode.LOAD_FAILED, result.message === "" ? "LoadModel answered success=false" : result.message, false);
+    const mem = await probe([spawnedProc.pid], life).catch(() => undefined);
+    const memoryBytes = mem?.perPidBytes.get(spawnedProc.pid) ?? 0;
+    if (!spawnedProc.markReady(memoryBytes)) throw abortReason(life.aborted ? life : signal);
+    // Queued in the same turn as markReady, so an exit's record removal is ordered after it.
+    // Awaited before "ready": a restarted agent must not take a ready backend for an unfinished start.
+    await records.write(recordOf(spawnedProc)).catch((err: unknown) => {
+      logger.error("cannot write backend record", { incarnation: s.incarnation, err });
+    });
+    log.append({ t: "ready", address, pid: spawnedProc.pid, memoryBytes });
+  } catch (err) {
+    let failure: StartEvent & { t: "failed" };
+    if (proc !== undefined && !exitedCtl.signal.aborted && !isAborted(signal) && !(err instanceof FailStart && !err.mayBeExit)) {
+      // A failed RPC often arrives just before the exit it was caused by:
+      // give the exit a moment to show, so the failure says EXITED with its code.
+      await sleep(clock, exitSettleMs, exitedCtl.signal).catch(() => {});
+    }
+    if (proc !== undefined && exitedCtl.signal.aborted) {
+      const ex = await proc.gone;
+      failure = { t: "failed", code: StartFailureCode.EXITED, message: `backend exited before ready (${ex.exit.signal !== "" ? `signal ${ex.exit.signal}` : `code ${String(ex.exit.exitCode)}`})`, exitCode: ex.exit.exitCode ?? undefined, lastStderrLine: ex.lastStderrLine };
+    } else if (err instanceof FailStart) {
+      failure = { t: "failed", code: err.code, message: err.message, exitCode: undefined, lastStderrLine: "" };
+    } else {
+      const e = WardenError.from(err);
+      const code = ctx.closing.aborted || e.code === Code.Canceled
+        ? StartFailureCode.CANCELLED
+        : e.code === Code.DeadlineExceeded
+          ? StartFailureCode.DEADLINE_EXCEEDED
+          : proc === undefined
+            ? StartFailureCode.SPAWN_FAILED // e.g. the log files could not be opened
+            : StartFailureCode.LOAD_FAILED;
+      failure = { t: "failed", code, message: e.rawMessage, exitCode: undefined, lastStderrLine: "" };
+    }
+    if (proc !== undefined) {
+      // Every failure leaves nothing behind: kill the group and wait for the reap.
+      const ex = await proc.stop(true).then(() => proc?.gone);
+      if (failure.lastStderrLine === "" && ex !== undefined) failure.lastStderrLine = ex.lastStderrLine;
+    }
+    if (port !== undefined) ports.release(port);
+    logger.warn("start failed", { incarnation: s.incarnation, model: s.model, code: StartFailureCode[failure.code], message: failure.message });
+    log.append(failure);
+  } finally {
+    release?.();
+    client?.close();
+    dl.cleanup();
+  }
+}
+
+/**
+ * StartBackend: validates the whole request, then starts the incarnation (or
+ * attaches to its start, idempotently) and streams the start's events.
+ */
+export function createStartBackend(ctx: AgentContext): ServiceImpl<typeof AgentService>["startBackend"] {
+  const { config, table, starts } = ctx;
+  return async function* (req, callCtx): AsyncIterable<StartResponseInit> {
+    const incarnation = checkIncarnation("incarnation", req.incarnation);
+    const model = checkId("model", req.model);
+    const backend = checkId("backend", req.backend);
+    const entry = Object.hasOwn(config.catalog, backend) ? config.catalog[backend] : undefined;
+    if (entry === undefined) throw invalidArgument("backend", `"${backend}" is not in this agent's catalog (known: ${Object.keys(config.catalog).join(", ")})`);
+    const options = checkOptions("options", req.options);
+    const modelFile = checkText("modelFile", req.modelFile, 4096);
+    if (req.contextSize < 0) throw invalidArgument("contextSize", "must be >= 0");
+    if (req.gpuDevice !== "" && !config.gpus.includes(req.gpuDevice)) pickDevice(ctx, req.gpuDevice);
+    let start = starts.get(incarnation);
+    if (start !== undefined) {
+      if (start.model !== model || start.backend !== backend) throw invalidArgument("incarnation", `already used for model "${start.model}" on backend "${start.backend}"`);
+      const last = start.log.last();
+      const proc = table.get(incarnation);
+      if (last?.t === "ready" && (proc === undefined || proc.state().t === "exited")) {
+        const ex = proc?.state();
+        yield startResponseOf({ t: "failed", code: StartFailureCode.EXITED, message: `incarnation ${incarnation} was ready and has exited since; incarnations are never started twice`, exitCode: ex?.t === "exited" ? (ex.exit.exitCode ?? undefined) : undefined, lastStderrLine: ex?.t === "exited" ? ex.lastStderrLine : "" });
+        return;
+      }
+    } else {
+      if (ctx.closing.aborted) throw new WardenError(Code.Unavailable, "agent is shutting down");
+      if (!ctx.isStarted()) throw new WardenError(Code.Unavailable, "agent not started");
+      table.pruneExited();
+      const log = new StartLog();
+      const deadlineMs = callCtx.deadlineAtMs === undefined ? config.loadDeadlineMs : budgetBeforeCallerDeadlineMs(callCtx.deadlineAtMs - Date.now());
+      const s: StartEntry = { log, model, backend, done: Promise.resolve() };
+      starts.remember(incarnation, s);
+      // The start is bound to the call's deadline, not to this stream: a caller that
+      // reconnects with the same incarnation attaches to it.
+      s.done = runStart(ctx, log, { incarnation, model, backend, entry, options, modelFile, contextSize: req.contextSize, gpuDevice: req.gpuDevice, deadlineMs });
+      start = s;
+    }
+    for await (const ev of start.log.follow(callCtx.signal)) yield startResponseOf(ev);
+  };
+}

@@ -34,6 +34,11 @@ export default tseslint.config(
       "@typescript-eslint/no-this-alias": ["error", { allowedNames: ["self"] }],
       "@typescript-eslint/no-extraneous-class": "off",
       "no-restricted-syntax": ["error", { selector: "ExportDefaultDeclaration", message: "Use named exports." }],
+      // nats.js's connect resets the process-wide transport factory to its unguarded transport (see guarded-node-transport.ts).
+      "no-restricted-imports": [
+        "error",
+        { paths: [{ name: "@nats-io/transport-node", importNames: ["connect"], message: "Connect with connectAudit (@warden/audit): it uses the transport that survives a server dying mid-write." }] },
+      ],
     },
   },
   {

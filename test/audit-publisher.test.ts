@@ -8,6 +8,7 @@
  */
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { create } from "@bufbuild/protobuf";
+import type { Socket } from "node:net";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { Code, WardenError, createUlidFactory, cryptoRng, isWardenError, systemClock } from "@warden/common";
@@ -52,6 +53,8 @@ describe("createNatsPublisher", () => {
     const info = await (await jetstreamManager(nc)).streams.info(defaultAuditStreamName);
     expect(info.state.messages).toBe(300);
     p.close();
+    // Refused, not sent: the audit link closes the publisher before the connection.
+    await expect(p.publish(event("late"), never)).rejects.toThrow(/publisher closed/);
   });
 
   it("no stream on the subjects is UNAVAILABLE at once (no responders), not an ack timeout", async () => {
@@ -114,6 +117,46 @@ describe("createNatsPublisher", () => {
     expect(isWardenError(err, Code.Unavailable)).toBe(true);
     expect((err as WardenError).rawMessage).toMatch(/closed/);
     await expect(p.publish(event("b"), never)).rejects.toThrow(/closed/);
+  });
+
+  it("a publish flushed into a socket the server hung up on, with a close right after, fails the ack and throws nothing", async () => {
+    // nats.js 3.4.0 kept writing to a socket Node had already ended after the
+    // server's FIN, and its close stripped the socket's 'error' listener before
+    // Node emitted the write error: an uncaught "write after end" (a crashed
+    // coordinator). The socket is read only to wait for that half-closed state
+    // (the window lasts a few event-loop turns), so the order is not left to luck.
+    const uncaught: unknown[] = [];
+    const record = (err: unknown): void => {
+      uncaught.push(err);
+    };
+    process.on("uncaughtException", record);
+    try {
+      const p = createNatsPublisher(nc, { ackTimeoutMs: 600_000 });
+      const socket = (nc as unknown as { protocol: { transport: { socket: Socket } } }).protocol.transport.socket;
+      const halfClosed = new Promise<void>((resolve) => {
+        socket.once("end", () => {
+          const check = (): void => {
+            if (socket.writable) process.nextTick(check);
+            else resolve();
+          };
+          check();
+        });
+      });
+      // Not awaited: the server's exit may come after the window.
+      const stopping = server.stop();
+      await halfClosed;
+      expect(socket.destroyed).toBe(false);
+      const pending = p.publish(event("a"), never).catch((e: unknown) => e);
+      const closing = nc.close();
+      expect(isWardenError(await pending, Code.Unavailable)).toBe(true);
+      await closing;
+      await stopping;
+      // A throw queued by the close would come on the next ticks: let them run.
+      await new Promise((r) => setImmediate(r));
+      expect(uncaught).toEqual([]);
+    } finally {
+      process.off("uncaughtException", record);
+    }
   });
 
   it("close fails what is pending and an aborted signal refuses a publish", async () => {

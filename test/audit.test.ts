@@ -239,6 +239,44 @@ describe("audit pipeline on a real nats-server", () => {
     expectPerInstanceOrder(r.seen);
   });
 
+  it("throws nothing when the server is SIGKILLed in a burst of publishes and a publisher is closed as it dies; the outbox drains after", async () => {
+    // The process "stays up" = nothing reaches uncaughtException (vitest would also fail the run).
+    const uncaught: unknown[] = [];
+    const record = (err: unknown): void => {
+      uncaught.push(err);
+    };
+    process.on("uncaughtException", record);
+    try {
+      const c = await startCoordinator(createNatsPublisher(await connect(), { ackTimeoutMs: 1_000 }));
+      // A second one, closed the moment the server is gone: a coordinator shutting down as NATS dies.
+      const doomedConn = await connect();
+      const doomedPublisher = createNatsPublisher(doomedConn, { ackTimeoutMs: 600_000 });
+      const doomed = await startCoordinator(doomedPublisher, undefined, "doomed.wj");
+      const r = reader(await connect(), { durable: "t-kill", filter: { nodeId: "node-1" } });
+      const sent: Event[] = [];
+      let killing: Promise<void> | undefined;
+      for (let i = 0; i < 400; i++) {
+        // Each emit starts a publish; the ones after the SIGKILL go into a socket whose peer is dead.
+        const [e] = await Promise.all([c.outbox.emit(started(`B${i}`)), doomed.outbox.emit(started(`D${i}`, "node-doomed"))]);
+        sent.push(e.event);
+        if (i === 200) killing = server.kill();
+      }
+      await killing;
+      doomedPublisher.close();
+      await doomedConn.close();
+      expect(c.outbox.stats().depth).toBeGreaterThan(0);
+
+      await server.start();
+      await waitFor("outbox drained", () => c.outbox.stats().depth === 0, 60_000);
+      await waitFor("all events read", () => r.seen.length >= sent.length, 60_000);
+      await r.stop();
+      expect(new Set(ids(r.seen))).toEqual(new Set(sent.map((e) => e.id)));
+      expect(uncaught).toEqual([]);
+    } finally {
+      process.off("uncaughtException", record);
+    }
+  });
+
   it("after a crash replays the journal: nothing lost, duplicates removed, recovered where a stop was in flight", async () => {
     const nc = await connect();
     const real = createNatsPublisher(nc);

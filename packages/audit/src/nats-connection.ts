@@ -1,7 +1,8 @@
 import { readFileSync } from "node:fs";
-import { connect, credsAuthenticator, type ConnectionOptions, type NatsConnection } from "@nats-io/transport-node";
+import { credsAuthenticator, type ConnectionOptions, type NatsConnection } from "@nats-io/transport-node";
 import { invalidArgument } from "@warden/common";
 import { raceAbort } from "./abort.js";
+import { connectGuarded } from "./guarded-node-transport.js";
 
 /**
  * How the coordinator or a subscriber proves who it is to NATS. Prefer a creds
@@ -90,9 +91,13 @@ export function inboxPrefixOf(nc: NatsConnection): string | undefined {
   return inboxPrefixes.get(nc);
 }
 
-/** Connects to NATS with {@link natsConnectOptions}. `signal` stops waiting (the attempt is then closed). */
+/**
+ * Connects to NATS with {@link natsConnectOptions}, over the transport that
+ * survives a server dying mid-write (see `GuardedNodeTransport`). `signal`
+ * stops waiting (the attempt is then closed).
+ */
 export async function connectAudit(options: AuditConnectionOptions, signal?: AbortSignal): Promise<NatsConnection> {
-  const connecting = connect(natsConnectOptions(options));
+  const connecting = connectGuarded(natsConnectOptions(options));
   try {
     const nc = await raceAbort(connecting, signal);
     if (options.inboxPrefix !== undefined) inboxPrefixes.set(nc, options.inboxPrefix);

@@ -23,7 +23,7 @@ export interface NatsPublisherOptions {
   readonly onNoStream?: () => void;
 }
 
-/** The JetStream publisher: the outbox's port, plus close (fails what is pending). */
+/** The JetStream publisher: the outbox's port, plus close (fails what is pending and every later publish). */
 export interface NatsPublisher extends Publisher {
   onReady(listener: () => void): () => void;
   close(): void;
@@ -67,6 +67,8 @@ export function createNatsPublisher(nc: NatsConnection, options: NatsPublisherOp
   const pending = new Map<number, PendingAck>();
   let next = 0;
   let sub: Subscription | undefined;
+  // Once closed, publish refuses: a late publish would subscribe again and write on a connection being closed.
+  let closed = false;
   let sweeper: NodeJS.Timeout | undefined;
 
   const settle = (msg: Msg): void => {
@@ -162,6 +164,7 @@ export function createNatsPublisher(nc: NatsConnection, options: NatsPublisherOp
       // listener each would pile up on the outbox's one close signal, and the
       // ack timeout bounds the wait (the outbox ignores late results after close).
       if (signal.aborted) return Promise.reject(abortReason(signal));
+      if (closed) return Promise.reject(new WardenError(Code.Unavailable, "publisher closed"));
       if (nc.isClosed()) return Promise.reject(new WardenError(Code.Unavailable, "nats connection closed"));
       ensureSubscribed();
       const id = next++;
@@ -180,6 +183,7 @@ export function createNatsPublisher(nc: NatsConnection, options: NatsPublisherOp
       });
     },
     close() {
+      closed = true;
       readyListeners.clear();
       sub?.unsubscribe();
       failAll("publisher closed");

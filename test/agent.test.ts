@@ -25,7 +25,7 @@ import {
 // loopback gRPC. Every backend carries this file's tag, so the leak check at the
 // end counts only processes spawned here.
 const fileTag = uniqueTag("agent-it");
-const base = randomPortRange(60);
+const base = randomPortRange(70);
 const decoder = new TextDecoder();
 
 let h: AgentHarness;
@@ -140,7 +140,9 @@ describe("StartBackend", () => {
   });
 
   it("a load that outlives the call's deadline fails with DEADLINE_EXCEEDED before the caller's transport gives up", async () => {
-    const events = await collectStart(h.client, { incarnation: newIncarnation(), model: "too-slow", options: ["sim.load_delay_ms:600000"] }, 4_000);
+    // 15 s: long enough that a loaded machine still reaches LoadModel (the phase
+    // under test), and the agent's 1 s margin leaves its answer time to arrive.
+    const events = await collectStart(h.client, { incarnation: newIncarnation(), model: "too-slow", options: ["sim.load_delay_ms:600000"] }, 15_000);
     expect(cases(events)).toEqual(["spawned", "loading", "failed"]);
     expect(failedOf(events).code).toBe(StartFailureCode.DEADLINE_EXCEEDED);
     const pid = events[0]?.event.case === "spawned" ? events[0].event.value.pid : 0;
@@ -434,7 +436,7 @@ esac
     }
   });
 
-  it("readiness timeout, spawn failure and an exit before binding fail with their codes", async () => {
+  it("readiness timeout and spawn failure fail with their codes", async () => {
     const h3 = await startAgentHarness({
       tag: `${fileTag}-fail`,
       ports: { min: base.min + 41, max: base.min + 50 },
@@ -453,16 +455,28 @@ esac
       expect(failedOf(slow).code).toBe(StartFailureCode.READINESS_TIMEOUT);
       const slowPid = slow[0]?.event.case === "spawned" ? slow[0].event.value.pid : 0;
       expect(await pidAlive(slowPid)).toBe(false);
-      const early = await collectStart(h3.client, { incarnation: newIncarnation(), model: "early", backend: "early" });
-      const f = failedOf(early);
-      expect(f.code).toBe(StartFailureCode.EXITED);
-      expect(f.exitCode).toBe(4);
-      expect(f.lastStderrLine).toBe("backend-sim exiting: exit_code knob before ready (code 4)");
       const missing = await collectStart(h3.client, { incarnation: newIncarnation(), model: "m", backend: "missing" });
       expect(cases(missing)).toEqual(["failed"]);
       expect(failedOf(missing).code).toBe(StartFailureCode.SPAWN_FAILED);
     } finally {
       await h3.close();
+    }
+  });
+
+  it("an exit before binding fails as EXITED with its code and last stderr line, however long the process takes to start", async () => {
+    // A readiness budget far beyond any start: on a loaded machine the process may
+    // take seconds to get as far as exiting, and the exit (not the budget) must decide.
+    const h5 = await startAgentHarness({ tag: `${fileTag}-early`, ports: { min: base.min + 60, max: base.min + 65 }, config: { readiness: { attempts: 240, interval: "250ms", initialInterval: "20ms" } } });
+    try {
+      const exitCfg = { ...h5.config.catalog.sim, env: { ...h5.config.catalog.sim?.env, SIM_EXIT_CODE: "4" } };
+      (h5.config.catalog as Record<string, unknown>).early = exitCfg;
+      const early = await collectStart(h5.client, { incarnation: newIncarnation(), model: "early", backend: "early" }, 90_000);
+      const f = failedOf(early);
+      expect(f.code).toBe(StartFailureCode.EXITED);
+      expect(f.exitCode).toBe(4);
+      expect(f.lastStderrLine).toBe("backend-sim exiting: exit_code knob before ready (code 4)");
+    } finally {
+      await h5.close();
     }
   });
 });

@@ -1,12 +1,10 @@
-import { fileURLToPath } from "node:url";
 import { runCoordinator } from "@warden/coordinator";
 import { connectAudit, subscribeAuditEvents, type AuditSubscribeStart, type NatsCredentials } from "@warden/audit";
 import { eventToJson, parseEventType } from "@warden/events";
 import { invalidArgument } from "@warden/common";
 import { prettyLogStream } from "./pretty-log.js";
-import { eventLine, type CliIo } from "./program.js";
-
-const agentMain = fileURLToPath(new URL("../../agent/src/main.ts", import.meta.url));
+import { eventLine } from "./admin-actions.js";
+import type { CliIo } from "./action-context.js";
 
 /** The long-running commands, kept apart from the admin commands so tests of the latter stay light. */
 export function runners(io: CliIo) {
@@ -35,8 +33,8 @@ export function runners(io: CliIo) {
       }),
     /** `warden agent`: runs the agent's own entry point in this process (one pid, signals reach it). */
     agent: async (args: string[]): Promise<number> => {
-      process.argv = [process.argv[0] ?? "node", agentMain, ...args];
-      await import(agentMain);
+      process.argv = [process.argv[0] ?? "node", "warden-agent", ...args];
+      await import("../../agent/src/main.js");
       // main.ts exits the process itself when it is done.
       return new Promise<number>(() => {});
     },

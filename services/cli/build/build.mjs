@@ -43,6 +43,31 @@ export async function fingerprint(path) {
   return { size: s.size, mtimeMs: s.mtimeMs, sha1: createHash("sha1").update(body).digest("hex") };
 }
 
+export const licensesFile = "THIRD-PARTY-LICENSES.txt";
+
+/**
+ * The license text of every npm package the bundle carries (the bundle is
+ * distributed on its own, so their notices travel with it).
+ * @param {string[]} inputs esbuild's input paths, relative to the repository
+ * @returns {Promise<string>}
+ */
+async function thirdPartyLicenses(inputs) {
+  /** @type {Set<string>} */
+  const dirs = new Set();
+  for (const p of inputs) {
+    const m = /^(.*node_modules\/(?:@[^/]+\/)?[^/]+)\//.exec(p);
+    if (m?.[1] !== undefined) dirs.add(m[1]);
+  }
+  const parts = [];
+  for (const d of [...dirs].sort()) {
+    const pkg = JSON.parse(await readFile(join(repoRoot, d, "package.json"), "utf8"));
+    const names = (await readdir(join(repoRoot, d))).filter((f) => /^(licen[cs]e|copying|notice)/i.test(f)).sort();
+    const texts = await Promise.all(names.map((f) => readFile(join(repoRoot, d, f), "utf8")));
+    parts.push(`${"=".repeat(78)}\n${String(pkg.name)}@${String(pkg.version)} (${String(pkg.license ?? "see text")})\n${"=".repeat(78)}\n${texts.join("\n").trim() || "(no license file shipped; license field above)"}\n`);
+  }
+  return `Third-party software bundled into warden's dist/ files:\n\n${parts.join("\n")}`;
+}
+
 /**
  * Bundles into dist/ and records every source input's fingerprint in
  * build-stamp.json (written last: a build that failed half-way is stale).
@@ -78,9 +103,12 @@ export async function build() {
     await rename(tmp, f.path);
     written.add(relative(distDir, f.path));
   }
+  const all = Object.keys(result.metafile.inputs);
+  await writeFile(join(distDir, licensesFile), await thirdPartyLicenses(all));
+  written.add(licensesFile);
   for (const e of await readdir(distDir)) if (!written.has(e)) await rm(join(distDir, e), { force: true, recursive: true });
 
-  const inputs = Object.keys(result.metafile.inputs).filter((p) => !p.includes("node_modules/") && !p.startsWith("<"));
+  const inputs = all.filter((p) => !p.includes("node_modules/") && !p.startsWith("<"));
   /** @type {Record<string, { size: number; mtimeMs: number; sha1: string }>} */
   const stamp = {};
   for (const p of [...inputs, ...extraInputs].sort()) stamp[p] = await fingerprint(join(repoRoot, p));

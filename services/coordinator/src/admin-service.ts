@@ -93,6 +93,7 @@ function nodeInit(n: NodeRecord, instanceCount: number, drainRemaining: number):
     bootEpoch: n.bootEpoch,
     instanceCount,
     embedded: n.embedded,
+    version: n.version,
   };
 }
 

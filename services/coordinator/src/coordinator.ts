@@ -4,7 +4,7 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import { create } from "@bufbuild/protobuf";
 import { AdminService, AgentService, EvictionFailedOutcome, EvictionReason, InferenceService, InventoryEntrySchema, NodeResourcesSchema, NodeService, OrphanProcessSchema } from "@warden/proto";
 import { GrpcServer, LeanGrpcServer, ServingStatus, createClient, inProcessClient } from "@warden/grpc";
-import { cryptoRng, createUlidFactory, nullLogger, sleep, systemClock, type Cancel, type Clock, type Logger, type Rng } from "@warden/common";
+import { cryptoRng, createUlidFactory, nullLogger, sleep, systemClock, wardenVersion, type Cancel, type Clock, type Logger, type Rng } from "@warden/common";
 import { Loader } from "@warden/loader";
 import { createOutbox, nullPublisher, type Outbox, type Publisher } from "@warden/outbox";
 import { openFileJournal, type FileJournal } from "@warden/journal";
@@ -250,6 +250,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
       bootEpoch: BigInt(agent.bootEpochMs),
       embedded: true,
       client: inProcessClient(AgentService, agent.service),
+      version: wardenVersion,
     });
     // Seed the embedded node's inventory now, so "is it loaded anywhere?" has an
     // answer before the first heartbeat (the agent is in this process: no doubt).

@@ -23,7 +23,7 @@ export const repoRootPath: string = fileURLToPath(new URL(bundled ? "./" : "../.
 export function backendSimCatalogEntry(extraEnv: Readonly<Record<string, string>> = {}): CatalogEntry {
   return {
     command: process.execPath,
-    args: bundled ? ["--enable-source-maps", backendSimMainPath] : ["--import", "tsx", backendSimMainPath],
+    args: bundled ? [backendSimMainPath] : ["--import", "tsx", backendSimMainPath],
     env: { ...extraEnv },
     envAllow: ["PATH", "HOME", "TMPDIR", "LANG", "SIM_*"],
     cwd: repoRootPath,

@@ -10,6 +10,6 @@ if (existsSync(fresh)) {
   const { ensureFreshBuild } = await import(fresh.href);
   await ensureFreshBuild();
 }
-// Stack traces name the TypeScript sources (the bundle ships its .map files).
-process.setSourceMapsEnabled(true);
+// Source maps are enabled by the long-running commands only (services/cli/src/main.ts):
+// Node parses each loaded file's map when they are on, which would double a short command's time.
 await import("../dist/warden.js");

@@ -20,10 +20,10 @@ import {
   type PolicyPatch,
 } from "@warden/proto";
 import { createClient, type Client } from "@warden/grpc";
-import { formatDurationMs, invalidArgument, parseDurationMs } from "@warden/common";
+import { Code, WardenError, formatDurationMs, invalidArgument, parseDurationMs, sleep, systemClock } from "@warden/common";
 import { eventToJson, eventTypeOf, parseEventType } from "@warden/events";
 import { exitCodes } from "./exit-codes.js";
-import { modelsTable, nodesTable, table } from "./render.js";
+import { bytes, modelsTable, nodesTable, table } from "./render.js";
 import type { ActionContext, GlobalOpts } from "./action-context.js";
 
 function json<T extends DescMessage>(schema: T, msg: MessageShape<T>): string {
@@ -34,7 +34,13 @@ const admin = (g: GlobalOpts): Client<typeof AdminService> => createClient(Admin
 const inference = (g: GlobalOpts): Client<typeof InferenceService> => createClient(InferenceService, g.addr);
 
 export async function modelsLs(c: ActionContext, g: GlobalOpts, o: { node?: string }): Promise<number | undefined> {
-  const r = await admin(g).listModels({ nodeId: o.node ?? "" }, { timeoutMs: c.deadline(g) });
+  const a = admin(g);
+  if (o.node !== undefined) {
+    // An unknown node would list nothing, exactly like an idle one: say which it is.
+    const known = (await a.listNodes({}, { timeoutMs: c.deadline(g) })).nodes.map((n) => n.nodeId);
+    if (!known.includes(o.node)) throw new WardenError(Code.NotFound, `no node "${o.node}" is registered (known: ${known.join(", ") || "none"})`);
+  }
+  const r = await a.listModels({ nodeId: o.node ?? "" }, { timeoutMs: c.deadline(g) });
   c.print(g.json ? json(ListModelsResponseSchema, r) : modelsTable(r.instances));
   return undefined;
 }
@@ -53,9 +59,15 @@ export async function modelsLoad(c: ActionContext, g: GlobalOpts, model: string,
 export async function modelsUnload(c: ActionContext, g: GlobalOpts, model: string, o: { force: boolean; stopTimeout: string }): Promise<number | undefined> {
   const r = await admin(g).unloadModel({ model, force: o.force, stopTimeoutMs: BigInt(parseDurationMs(o.stopTimeout, "--stop-timeout")) }, { timeoutMs: c.deadline(g) });
   const outcome = UnloadOutcome[r.outcome].toLowerCase().replace(/_/g, "-");
+  if (r.outcome === UnloadOutcome.NOT_LOADED) {
+    // Nothing happened: a script should be able to tell (exit 4), and a person should be told.
+    if (g.json) c.print(JSON.stringify({ model, outcome, error: r.error }));
+    else c.io.err.write(`warden: ${model} is not loaded; nothing to unload\n`);
+    return exitCodes.notFound;
+  }
   if (g.json) c.print(JSON.stringify({ model, outcome, error: r.error }));
   else c.print(`${model}: ${outcome}${r.error === "" ? "" : ` (${r.error})`}`);
-  return r.outcome === UnloadOutcome.STOPPED || r.outcome === UnloadOutcome.NOT_LOADED ? exitCodes.ok : exitCodes.incomplete;
+  return r.outcome === UnloadOutcome.STOPPED ? exitCodes.ok : exitCodes.incomplete;
 }
 
 export async function nodesLs(c: ActionContext, g: GlobalOpts): Promise<number | undefined> {
@@ -142,9 +154,13 @@ export async function policySet(c: ActionContext, g: GlobalOpts, pairs: string[]
       case "sizeAware":
         patch[k] = bool();
         break;
-      case "memoryThreshold":
-        patch.memoryThreshold = Number(v);
+      case "memoryThreshold": {
+        // Checked here so the error names the setting the operator typed, not the wire field.
+        const t = Number(v);
+        if (v.trim() === "" || !(t > 0 && t <= 1)) throw invalidArgument(k, `expected a fraction in (0, 1], e.g. 0.95, got "${v}"`);
+        patch.memoryThreshold = t;
         break;
+      }
       default:
         throw invalidArgument(k, "unknown setting (see --help)");
     }
@@ -161,9 +177,36 @@ export async function explain(c: ActionContext, g: GlobalOpts, model: string): P
     return undefined;
   }
   const decision = PlacementDecision[r.decision].toLowerCase().replace(/_/g, "-");
-  c.print(`${model}: ${decision}${r.nodeId === "" ? "" : ` on ${r.nodeId}`} — ${r.reason}`);
-  if (r.nodes.length > 0) c.print(table(["NODE", "FITS", "REASON", "WOULD EVICT"], r.nodes.map((n) => [n.nodeId, n.fits ? "yes" : "no", n.reason, n.wouldEvict.join(", ") || "-"])));
+  c.print(`${model}: ${decision}${r.nodeId === "" ? "" : ` on ${r.nodeId}`} — ${humanBytes(r.reason)}`);
+  if (r.nodes.length > 0) c.print(table(["NODE", "FITS", "REASON", "WOULD EVICT"], r.nodes.map((n) => [n.nodeId, n.fits ? "yes" : "no", humanBytes(n.reason), n.wouldEvict.join(", ") || "-"])));
   return undefined;
+}
+
+/** Placement reasons count raw bytes ("needs 6442450944 bytes"); tables elsewhere print GiB. */
+export function humanBytes(reason: string): string {
+  return reason.replace(/\b(\d{4,}) bytes\b/g, (_, n: string) => bytes(Number(n)));
+}
+
+/**
+ * While a load on demand waits: ExplainPlacement says why, and when no node
+ * could take the model even after evictions the wait cannot end well — the
+ * call is abandoned at once with that reason (exit 7) instead of a countdown.
+ */
+async function watchPlacement(g: GlobalOpts, model: string, signal: AbortSignal, onReason: (r: string) => void): Promise<string | undefined> {
+  const a = admin(g);
+  try {
+    while (!signal.aborted) {
+      await sleep(systemClock, 1_000, signal).catch(() => undefined);
+      if (signal.aborted) return undefined;
+      const r = await a.explainPlacement({ model }, { timeoutMs: 5_000, signal }).catch(() => undefined);
+      if (r === undefined) continue;
+      if (r.decision === PlacementDecision.NO_FIT) return humanBytes(r.reason);
+      if (r.decision === PlacementDecision.WAIT) onReason(humanBytes(r.reason));
+    }
+    return undefined;
+  } finally {
+    a.close();
+  }
 }
 
 export async function predict(c: ActionContext, g: GlobalOpts, model: string, prompt: string, o: { tokens: string; stream: boolean }): Promise<number | undefined> {
@@ -171,25 +214,45 @@ export async function predict(c: ActionContext, g: GlobalOpts, model: string, pr
   if (!Number.isInteger(tokens) || tokens < 0) throw invalidArgument("--tokens", `expected an integer >= 0, got "${o.tokens}"`);
   const client = inference(g);
   const req = { model, options: { Prompt: prompt, Tokens: tokens } };
-  const done = c.progress(`waiting for ${model}`);
+  let why = "";
+  const done = c.progress(`waiting for ${model}`, () => why);
+  const call = new AbortController();
+  const watch = new AbortController();
+  let noFit: string | undefined;
+  void watchPlacement(g, model, watch.signal, (r) => {
+    why = r;
+  }).then((r) => {
+    if (r === undefined) return;
+    noFit = r;
+    call.abort();
+  });
   let first = true;
   const stop = (): void => {
     if (first) {
       first = false;
+      watch.abort();
       done();
     }
   };
+  const failFast = (err: unknown): never => {
+    if (noFit !== undefined) throw new WardenError(Code.FailedPrecondition, `cannot load ${model}: ${noFit}`);
+    throw err;
+  };
   try {
     if (!o.stream) {
-      const r = await client.predict(req, { timeoutMs: c.deadline(g) });
+      const r = await client.predict(req, { timeoutMs: c.deadline(g), signal: call.signal }).catch(failFast);
       stop();
       c.print(g.json ? JSON.stringify({ model, nodeId: r.nodeId, text: new TextDecoder().decode(r.reply?.message) }) : new TextDecoder().decode(r.reply?.message));
       return undefined;
     }
-    for await (const r of client.predictStream(req, { timeoutMs: c.deadline(g) })) {
-      stop();
-      const text = new TextDecoder().decode(r.reply?.message);
-      c.io.out.write(g.json ? `${JSON.stringify({ token: text })}\n` : text);
+    try {
+      for await (const r of client.predictStream(req, { timeoutMs: c.deadline(g), signal: call.signal })) {
+        stop();
+        const text = new TextDecoder().decode(r.reply?.message);
+        c.io.out.write(g.json ? `${JSON.stringify({ token: text })}\n` : text);
+      }
+    } catch (err) {
+      failFast(err);
     }
     if (!g.json) c.io.out.write("\n");
   } finally {
@@ -201,7 +264,7 @@ export async function predict(c: ActionContext, g: GlobalOpts, model: string, pr
 export async function events(
   c: ActionContext,
   g: GlobalOpts,
-  o: { type?: string[]; node?: string; model?: string; nats?: string },
+  o: { type?: string[]; node?: string; model?: string; nats?: string; follow?: boolean },
   natsEvents: (o: Record<string, unknown>, g: GlobalOpts) => Promise<number>,
 ): Promise<number | undefined> {
   const types = (o.type ?? []).map((t, i) => parseEventType(t, `--type[${String(i)}]`));
@@ -211,18 +274,37 @@ export async function events(
     ctl.abort();
   };
   process.once("SIGINT", onSig);
+  let connected = false;
   try {
-    for await (const r of admin(g).watchEvents({ types, nodeId: o.node ?? "", model: o.model ?? "" }, { signal: ctl.signal })) {
-      const e = r.event;
-      if (e === undefined) continue;
-      c.print(g.json ? JSON.stringify(eventToJson(e)) : eventLine(e));
+    for (;;) {
+      try {
+        for await (const r of admin(g).watchEvents({ types, nodeId: o.node ?? "", model: o.model ?? "" }, { signal: ctl.signal })) {
+          if (!connected && o.follow === true) c.io.err.write(`warden: following events at ${g.addr}\n`);
+          connected = true;
+          const e = r.event;
+          if (e === undefined) continue;
+          c.print(g.json ? JSON.stringify(eventToJson(e)) : eventLine(e));
+        }
+      } catch (err) {
+        if (ctl.signal.aborted) return undefined;
+        const e = WardenError.from(err);
+        // The stream ends CANCELLED or UNAVAILABLE when the coordinator shuts down or restarts.
+        // A CANCELLED stream was open (the coordinator ended it); UNAVAILABLE before any event may be a wrong address.
+        const gone = e.code === Code.Canceled || (e.code === Code.Unavailable && connected);
+        if (!gone && !(o.follow === true && e.code === Code.Unavailable)) throw err;
+        if (o.follow !== true) {
+          throw new WardenError(Code.Unavailable, `the coordinator at ${g.addr} went away (shut down or restarted); with --follow, warden events waits for it to return`);
+        }
+        if (connected) c.io.err.write(`warden: the coordinator at ${g.addr} went away; reconnecting …\n`);
+        connected = false;
+      }
+      if (o.follow !== true) return undefined;
+      await sleep(systemClock, 1_000, ctl.signal).catch(() => undefined);
+      if (ctl.signal.aborted) return undefined;
     }
-  } catch (err) {
-    if (!ctl.signal.aborted) throw err;
   } finally {
     process.removeListener("SIGINT", onSig);
   }
-  return undefined;
 }
 
 /** One human line per event. */

@@ -39,12 +39,13 @@ export function buildProgram(io: CliIo, runners: Runners): { program: Command; e
       io.out.write(s.endsWith("\n") ? s : `${s}\n`);
     },
     deadline: (g: GlobalOpts): number => parseDurationMs(g.timeout, "--timeout"),
-    progress: (label: string): (() => void) => {
+    progress: (label: string, why?: () => string): (() => void) => {
       const start = Date.now();
       let shown = false;
       const timer = setInterval(() => {
         shown = true;
-        const line = `${label} … ${formatDurationMs(Date.now() - start)}`;
+        const reason = why?.() ?? "";
+        const line = `${label} … ${formatDurationMs(Date.now() - start)}${reason === "" ? "" : ` (${reason})`}`;
         io.err.write(io.interactive ? `\r${line}` : `${line}\n`);
       }, 1_000);
       return () => {
@@ -182,6 +183,7 @@ export function buildProgram(io: CliIo, runners: Runners): { program: Command; e
       .option("--type <type...>", "only these types (e.g. eviction.started eviction.failed)")
       .option("--node <id>", "only this node")
       .option("--model <id>", "only this model")
+      .option("--follow", "keep following across coordinator restarts (reconnects every second)", false)
       .option("--nats <url>", "read the durable JetStream audit stream instead of WatchEvents")
       .option("--durable <name>", "durable consumer name (resume where it stopped)", "warden-cli")
       .option("--since <time>", "with --nats: start at this time (ISO 8601) for a new durable")
@@ -189,7 +191,7 @@ export function buildProgram(io: CliIo, runners: Runners): { program: Command; e
       .option("--creds <file>", "with --nats: NATS creds file")
       .option("--token <token>", "with --nats: NATS token (or NATS_TOKEN)")
       .option("--user <user>", "with --nats: NATS user (password from NATS_PASSWORD)"),
-  ).action(act((a, g, o: { type?: string[]; node?: string; model?: string; nats?: string }) => a.events(ctx, g, o, (no, ng) => runners.natsEvents(no, ng))));
+  ).action(act((a, g, o: { type?: string[]; node?: string; model?: string; nats?: string; follow?: boolean }) => a.events(ctx, g, o, (no, ng) => runners.natsEvents(no, ng))));
 
   return { program, exitCode: () => code };
 }

@@ -194,10 +194,12 @@ export function humanBytes(reason: string): string {
  */
 async function watchPlacement(g: GlobalOpts, model: string, signal: AbortSignal, onReason: (r: string) => void): Promise<string | undefined> {
   const a = admin(g);
+  // A function, not the property: the signal changes across the awaits below.
+  const aborted = (): boolean => signal.aborted;
   try {
-    while (!signal.aborted) {
+    while (!aborted()) {
       await sleep(systemClock, 1_000, signal).catch(() => undefined);
-      if (signal.aborted) return undefined;
+      if (aborted()) return undefined;
       const r = await a.explainPlacement({ model }, { timeoutMs: 5_000, signal }).catch(() => undefined);
       if (r === undefined) continue;
       if (r.decision === PlacementDecision.NO_FIT) return humanBytes(r.reason);

@@ -100,11 +100,13 @@ describe("rough edges (warden up as a real process)", () => {
     ev.stderr.on("data", (b: Buffer) => (err += b.toString()));
     const exited = new Promise<number | null>((r) => ev.once("exit", r));
     // An event proves the stream is open before the coordinator goes.
+    // Load and unload until one reaches it: the follower may subscribe after the first load.
     await until("an event on the stream", () => {
-      if (out.includes("backend.loaded")) return true;
-      warden(["models", "load", "a", "--addr", addr]);
-      return out.includes("backend.loaded");
-    }, 90_000);
+      if (out.includes("node=local")) return true;
+      warden(["models", "load", "b", "--addr", addr]);
+      warden(["models", "unload", "b", "--addr", addr]);
+      return out.includes("node=local");
+    }, 150_000);
     up?.kill("SIGINT");
     const code = await exited;
     expect(err).toContain(`the coordinator at ${addr} went away`);

@@ -10,7 +10,7 @@ import { readFileSync, readdirSync, writeFileSync } from "node:fs";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { afterAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { wardenVersion } from "@warden/common";
 import { until } from "./support/coordinator-harness.js";
 import { freePort } from "./support/free-port.js";
@@ -50,6 +50,12 @@ interface Stamp {
 }
 
 describe("the built warden", () => {
+  beforeAll(async () => {
+    // `npm test` builds first; a bare vitest run may find the dist older than the sources.
+    const { ensureFreshBuild } = (await import(join(root, "services", "cli", "build", "fresh.mjs"))) as { ensureFreshBuild: (o: { quiet: boolean }) => Promise<void> };
+    await ensureFreshBuild({ quiet: true });
+  });
+
   it("runs from the bundle without a TypeScript loader and prints its version", () => {
     const r = run(process.execPath, [bin, "--version"]);
     expect(r.stderr).toBe("");

@@ -1,6 +1,6 @@
 import { BackendState, type AgentService, type ForeignProcess, type GpuInfo, type InventoryEntry, type NodeResources, type OrphanProcess } from "@warden/proto";
 import type { Client } from "@warden/grpc";
-import { isUlid, type Clock, type Logger } from "@warden/common";
+import { isUlid, wardenVersion, type Clock, type Logger } from "@warden/common";
 import type { AgentDirectory, AgentPort, InventoryAnswer, InventoryHit, InventoryPort, Loader } from "@warden/loader";
 import type { MemoryReading } from "@warden/watchdog";
 import { agentPort } from "./agent-port.js";
@@ -14,6 +14,8 @@ export interface NodeRecord {
   labels: Record<string, string>;
   gpus: GpuInfo[];
   readonly embedded: boolean;
+  /** Warden version the agent registered with ("" from agents before 0.2). */
+  version: string;
   bootEpoch: bigint;
   sequence: bigint;
   lastHeartbeatMs: number;
@@ -162,8 +164,13 @@ export class NodeRegistry implements AgentDirectory, InventoryPort {
   }
 
   /** Registers (or re-registers) a node. */
-  register(init: { nodeId: string; address: string; labels: Record<string, string>; gpus: GpuInfo[]; bootEpoch: bigint; embedded?: boolean; client?: Client<typeof AgentService> }): NodeRecord {
+  register(init: { nodeId: string; address: string; labels: Record<string, string>; gpus: GpuInfo[]; bootEpoch: bigint; embedded?: boolean; client?: Client<typeof AgentService>; version?: string }): NodeRecord {
     const existing = this.nodes.get(init.nodeId);
+    const version = init.version ?? "";
+    if (version !== wardenVersion && existing?.version !== version) {
+      // Once per change, not per re-registration: mixed versions are allowed but worth knowing.
+      this.o.log.warn("agent runs a different Warden version than the coordinator", { nodeId: init.nodeId, agentVersion: version === "" ? "unknown (before 0.2)" : version, coordinatorVersion: wardenVersion });
+    }
     if (existing === undefined && this.nodes.size >= NodeRegistry.maxNodes) throw new Error(`too many nodes (cap ${String(NodeRegistry.maxNodes)})`);
     // Copies: the record must not share objects with a request (validated by
     // NodeService against node-report-limits before it gets here).
@@ -172,6 +179,7 @@ export class NodeRegistry implements AgentDirectory, InventoryPort {
     if (existing !== undefined && existing.address === init.address && existing.bootEpoch === init.bootEpoch) {
       existing.labels = labels;
       existing.gpus = gpus;
+      existing.version = version;
       return existing;
     }
     if (existing !== undefined) {
@@ -188,6 +196,7 @@ export class NodeRegistry implements AgentDirectory, InventoryPort {
       labels,
       gpus,
       embedded: init.embedded ?? false,
+      version,
       bootEpoch: init.bootEpoch,
       sequence: sameBoot ? existing.sequence : 0n,
       lastHeartbeatMs: this.o.clock.now(),

@@ -71,10 +71,10 @@ export function buildProgram(io: CliIo, runners: Runners): { program: Command; e
       }
     };
 
-  const serviceOptions = (c: Command, what: string): Command =>
+  const serviceOptions = (c: Command, what: { readonly listen: string; readonly stateDir: string }): Command =>
     c
-      .option("--listen <host:port>", `admin/inference address (overrides ${what})`)
-      .option("--state-dir <dir>", `journal and agent records (overrides ${what})`)
+      .option("--listen <host:port>", `admin/inference address (overrides ${what.listen})`)
+      .option("--state-dir <dir>", `journal and agent records (overrides ${what.stateDir})`)
       .option("--metrics <host:port>", "serve Prometheus metrics at http://HOST:PORT/metrics")
       .option("--log-level <level>", "log level: trace, debug, info, warn, error, fatal", "info")
       .option("--log-pretty", "readable log lines on stderr (the default on a terminal)")
@@ -86,7 +86,7 @@ export function buildProgram(io: CliIo, runners: Runners): { program: Command; e
       .command("up")
       .description("run a coordinator with an embedded agent and the built-in demo config (three backend-sim models); Ctrl-C stops every backend it started")
       .option("--config <file>", "YAML config instead of the built-in demo"),
-    "the config's; default 127.0.0.1:50051 and ./.warden",
+    { listen: "the config's; default 127.0.0.1:50051", stateDir: "the config's; default ./.warden" },
   ).action(async (o: Record<string, unknown>) => {
     code = await runners.up(o);
   });
@@ -96,7 +96,7 @@ export function buildProgram(io: CliIo, runners: Runners): { program: Command; e
       .command("coordinator")
       .description("run a coordinator (no demo config; backends keep running when it stops)")
       .requiredOption("--config <file>", "YAML config (see README)"),
-    "the config's",
+    { listen: "the config's", stateDir: "the config's" },
   ).action(async (o: Record<string, unknown>) => {
     code = await runners.coordinator(o);
   });

@@ -16,6 +16,10 @@ import { freePort } from "./support/free-port.js";
 
 const root = resolve(import.meta.dirname, "..");
 const cliMain = join(root, "services", "cli", "src", "main.ts");
+// The built `warden` an operator runs (rebuilt first if a source changed): a
+// short command starts in a fraction of tsx's time, so the many CLI runs here
+// do not outlast the test's budget on a loaded machine.
+const cliBin = join(root, "services", "cli", "bin", "warden.js");
 
 interface Run {
   code: number;
@@ -24,7 +28,7 @@ interface Run {
 }
 
 function warden(args: string[], env: Record<string, string> = {}): Run {
-  const r = spawnSync(process.execPath, ["--import", "tsx", cliMain, ...args], { cwd: root, env: { ...process.env, NO_COLOR: "1", ...env }, encoding: "utf8", timeout: 120_000 });
+  const r = spawnSync(process.execPath, [cliBin, ...args], { cwd: root, env: { ...process.env, NO_COLOR: "1", ...env }, encoding: "utf8", timeout: 120_000 });
   return { code: r.status ?? -1, stdout: r.stdout, stderr: r.stderr };
 }
 

@@ -302,6 +302,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
       embedded: true,
       client: inProcessClient(AgentService, agent.service),
       version: wardenVersion,
+      backends: Object.keys(agentConfig.catalog),
     });
     // Seed the embedded node's inventory now, so "is it loaded anywhere?" has an
     // answer before the first heartbeat (the agent is in this process: no doubt).
@@ -319,6 +320,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
       nodeId: agentConfig.nodeId,
       address: "in-process",
       labels: agentConfig.labels,
+      backends: Object.keys(agentConfig.catalog),
       source: agent,
       node: inProcessNodeService(nodeImpl),
       intervalMs: agentConfig.heartbeatIntervalMs,

@@ -1,10 +1,13 @@
 import { Code, WardenError } from "@warden/common";
 import { HealthCheckResponse_ServingStatus as ServingStatus } from "@warden/proto";
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import type { HealthCheckResponseSchema , Health} from "@warden/proto";
+import type { Health, HealthCheckResponseSchema, HealthListResponseSchema } from "@warden/proto";
 import type { ServiceImpl } from "./types.js";
 
 export { ServingStatus };
+
+/** Services one Health/List answers at most (grpc-proto's bound: above it, RESOURCE_EXHAUSTED). */
+export const maxHealthListServices = 100;
 
 /**
  * The grpc.health.v1 state of a server: one status per service name ("" is
@@ -37,6 +40,13 @@ export class HealthStatus {
         const s = self.statuses.get(req.service);
         if (s === undefined) throw new WardenError(Code.NotFound, `service: unknown service "${req.service}"`);
         return { status: s };
+      },
+      async list(): Promise<MessageInitShape<typeof HealthListResponseSchema>> {
+        // The server-wide "" entry is listed too, as grpc-go and grpc-java do.
+        if (self.statuses.size > maxHealthListServices) throw new WardenError(Code.ResourceExhausted, `${String(self.statuses.size)} services exceed Health/List's bound of ${String(maxHealthListServices)}; use Check per service`);
+        const statuses: Record<string, { status: ServingStatus }> = {};
+        for (const [service, status] of self.statuses) statuses[service] = { status };
+        return { statuses };
       },
       async *watch(req, ctx): AsyncIterable<MessageInitShape<typeof HealthCheckResponseSchema>> {
         let last: ServingStatus | undefined;

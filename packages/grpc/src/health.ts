@@ -16,6 +16,7 @@ export const maxHealthListServices = 100;
 export class HealthStatus {
   private readonly statuses = new Map<string, ServingStatus>();
   private readonly watchers = new Set<() => void>();
+  private ended = false;
 
   set(service: string, status: ServingStatus): void {
     if (this.statuses.get(service) === status) return;
@@ -30,6 +31,17 @@ export class HealthStatus {
   /** Marks every known service NOT_SERVING (used when shutting down). */
   setAllNotServing(): void {
     for (const k of [...this.statuses.keys()]) this.set(k, ServingStatus.NOT_SERVING);
+  }
+
+  /**
+   * Shutdown: every service NOT_SERVING, and each Watch stream ends with
+   * UNAVAILABLE once it has sent that (the spec's "retry with backoff"), so
+   * open watches do not hold the server's drain until its grace runs out.
+   */
+  shutdown(): void {
+    this.setAllNotServing();
+    this.ended = true;
+    for (const w of this.watchers) w();
   }
 
   /** The Health service implementation backed by this state. */
@@ -66,6 +78,7 @@ export class HealthStatus {
               last = s;
               yield { status: s };
             }
+            if (self.ended) throw new WardenError(Code.Unavailable, "server shutting down");
             await new Promise<void>((resolve) => {
               wake = resolve;
             });

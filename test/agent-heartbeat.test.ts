@@ -64,6 +64,7 @@ describe("node heartbeat", () => {
       nodeId: "test-node",
       address: h.address,
       labels: h.config.labels,
+      backends: Object.keys(h.config.catalog),
       source: h.agent,
       node: createClient(NodeService, first.address),
       intervalMs: 50,
@@ -74,6 +75,7 @@ describe("node heartbeat", () => {
     const reg = first.registers[0];
     expect(reg).toMatchObject({ nodeId: "test-node", address: h.address, labels: { zone: "z1" }, bootEpoch: BigInt(h.agent.bootEpochMs) });
     expect(reg?.ramTotalBytes).toBeGreaterThan(0n);
+    expect(reg?.backends).toEqual(Object.keys(h.config.catalog));
     const beat = first.heartbeats[first.heartbeats.length - 1];
     expect(beat?.bootEpoch).toBe(BigInt(h.agent.bootEpochMs));
     expect(beat?.backends.map((b) => b.incarnation)).toContain(backend.incarnation);
@@ -112,7 +114,7 @@ describe("node heartbeat", () => {
         return { registerRequired: false, coordinatorEpoch: 7n };
       },
     });
-    const local = createNodeHeartbeat({ nodeId: "embedded", address: "", labels: {}, source: h.agent, node: port, intervalMs: 10_000 });
+    const local = createNodeHeartbeat({ nodeId: "embedded", address: "", labels: {}, backends: [], source: h.agent, node: port, intervalMs: 10_000 });
     local.start();
     // the register answer's 30 ms interval overrides the configured 10 s
     await waitFor("in-process heartbeats", () => seen.length >= 3);

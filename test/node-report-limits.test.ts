@@ -56,7 +56,7 @@ async function refusal(call: Promise<unknown>): Promise<{ code: number; field: u
 async function snapshot(tc: TestCoordinator) {
   const nodes = (await tc.admin.listNodes({})).nodes
     .filter((n) => !n.embedded)
-    .map((n) => ({ id: n.nodeId, address: n.address, labels: n.labels, state: n.state, bootEpoch: n.bootEpoch, gpus: n.resources?.gpus.length, at: n.lastHeartbeatAt?.seconds, atNanos: n.lastHeartbeatAt?.nanos }));
+    .map((n) => ({ id: n.nodeId, address: n.address, labels: n.labels, backends: n.backends, state: n.state, bootEpoch: n.bootEpoch, gpus: n.resources?.gpus.length, at: n.lastHeartbeatAt?.seconds, atNanos: n.lastHeartbeatAt?.nanos }));
   const models = (await tc.admin.listModels({})).instances.map((i) => ({ node: i.nodeId, model: i.model, state: i.state, address: i.address, incarnation: i.incarnation }));
   const rec = tc.c.nodes.get("hostile");
   const events = tc.events.filter((e) => e.nodeId !== "local").map((e) => `${eventTypeOf(e)} ${e.nodeId}`);
@@ -64,7 +64,7 @@ async function snapshot(tc: TestCoordinator) {
     nodes,
     models,
     events,
-    record: rec === undefined ? undefined : { sequence: rec.sequence, gpus: rec.gpus.length, labels: { ...rec.labels }, orphans: rec.orphans.length, inventory: rec.inventory?.length, address: rec.address },
+    record: rec === undefined ? undefined : { sequence: rec.sequence, gpus: rec.gpus.length, labels: { ...rec.labels }, orphans: rec.orphans.length, inventory: rec.inventory?.length, address: rec.address, backends: [...rec.backends] },
     known: tc.c.nodes.list().map((n) => n.nodeId),
   };
 }
@@ -136,6 +136,29 @@ describe("node reports are validated whole", () => {
 
     await nc.register({ nodeId: "marker", address: "127.0.0.1:2", bootEpoch });
     await tc.waitForEvent("node.registered", (e) => e.nodeId === "marker");
+    const after = await snapshot(tc);
+    expect({ ...after, nodes: after.nodes.filter((n) => n.id !== "marker"), events: after.events.slice(0, -1), known: after.known.filter((k) => k !== "marker") }).toEqual(before);
+  });
+
+  it("a Register with too many catalog backends, a bad or a duplicate name is INVALID_ARGUMENT naming the field, and changes nothing", async () => {
+    const { tc, nc } = await start();
+    const base: RegisterInit = { nodeId: "hostile", address: hostileAddress, labels: { zone: "z1" }, gpus: gpus(2), bootEpoch, backends: ["sim-a", "sim_b"] };
+    await nc.register(base);
+    await tc.waitForEvent("node.registered", (e) => e.nodeId === "hostile");
+    expect((await tc.admin.getNode({ nodeId: "hostile" })).node?.backends).toEqual(["sim-a", "sim_b"]);
+    const before = await snapshot(tc);
+
+    const many = Array.from({ length: nodeReportLimits.maxCatalogBackends + 1 }, (_, i) => `b${String(i)}`);
+    expect(await refusal(nc.register({ ...base, backends: many }))).toMatchObject({ code: Code.InvalidArgument, field: "backends" });
+    expect(await refusal(nc.register({ ...base, backends: ["sim-a", "-leading-dash"] }))).toMatchObject({ code: Code.InvalidArgument, field: "backends[1]" });
+    expect(await refusal(nc.register({ ...base, backends: ["sim-a", "x".repeat(129)] }))).toMatchObject({ code: Code.InvalidArgument, field: "backends[1]" });
+    expect(await refusal(nc.register({ ...base, backends: ["sim-a", "sim a"] }))).toMatchObject({ code: Code.InvalidArgument, field: "backends[1]" });
+    expect(await refusal(nc.register({ ...base, backends: ["sim-a", "sim-a"] }))).toMatchObject({ code: Code.InvalidArgument, field: "backends[1]" });
+    // the bound itself is accepted (on another node, so "hostile" stays as it was)
+    const full = many.slice(0, nodeReportLimits.maxCatalogBackends);
+    await nc.register({ ...base, nodeId: "marker", address: "127.0.0.1:2", backends: full });
+    await tc.waitForEvent("node.registered", (e) => e.nodeId === "marker");
+    expect((await tc.admin.getNode({ nodeId: "marker" })).node?.backends).toEqual([...full].sort());
     const after = await snapshot(tc);
     expect({ ...after, nodes: after.nodes.filter((n) => n.id !== "marker"), events: after.events.slice(0, -1), known: after.known.filter((k) => k !== "marker") }).toEqual(before);
   });

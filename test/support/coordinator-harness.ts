@@ -10,6 +10,7 @@ import { join } from "node:path";
 import { createClient, type Client } from "@warden/grpc";
 import { AdminService, InferenceService, type Event } from "@warden/proto";
 import { eventTypeOf } from "@warden/events";
+import type { Logger } from "@warden/common";
 import { testPortRange } from "./port-range.js";
 import { resolveCoordinatorConfig, startCoordinator, type Coordinator } from "@warden/coordinator";
 
@@ -21,6 +22,8 @@ export interface TestCoordinatorOptions {
   agent?: Record<string, unknown>;
   embeddedAgent?: boolean;
   extra?: Record<string, unknown>;
+  /** Where the coordinator logs (e.g. a recordingLogger); nowhere by default. */
+  logger?: Logger;
 }
 
 export interface TestCoordinator {
@@ -61,7 +64,7 @@ export async function startTestCoordinator(o: TestCoordinatorOptions): Promise<T
     models: o.models,
     ...o.extra,
   });
-  const c = await startCoordinator(config);
+  const c = await startCoordinator(config, o.logger === undefined ? {} : { logger: o.logger });
   const events: Event[] = [];
   const waiters = new Set<() => void>();
   const ctl = new AbortController();

@@ -4,7 +4,7 @@ import { fromBinary, type MessageInitShape } from "@bufbuild/protobuf";
 import { FileDescriptorProtoSchema } from "@bufbuild/protobuf/wkt";
 import { Code, WardenError, isWardenError } from "@warden/common";
 import { Backend, Health, HealthCheckResponse_ServingStatus, ServerReflection, StatusResponse_State, reflectionV1alpha, type ServerReflectionRequestSchema } from "@warden/proto";
-import { GrpcServer, createClient, type HandlerContext } from "./index.js";
+import { GrpcServer, createClient, maxHealthListServices, type HandlerContext } from "./index.js";
 
 /** Records what handlers observed, so tests can assert on the server side too. */
 const seen = { predictAbortReason: undefined as unknown, streamAbortReason: undefined as unknown, header: "" };
@@ -180,6 +180,30 @@ describe("grpc adapter over real loopback sockets", () => {
     expect((await h.check({ service: "backend.Backend" })).status).toBe(HealthCheckResponse_ServingStatus.NOT_SERVING);
     server.health.set("backend.Backend", HealthCheckResponse_ServingStatus.SERVING);
     h.close();
+  });
+
+  it("health List answers every service's status over loopback, and RESOURCE_EXHAUSTED above 100 services", async () => {
+    const h = createClient(Health, address);
+    const statusesOf = async (c: typeof h): Promise<Record<string, number>> => Object.fromEntries(Object.entries((await c.list({}, { timeoutMs: 10_000 })).statuses).map(([k, v]) => [k, v.status]));
+    expect(await statusesOf(h)).toEqual({ "": HealthCheckResponse_ServingStatus.SERVING, "backend.Backend": HealthCheckResponse_ServingStatus.SERVING });
+    server.health.set("backend.Backend", HealthCheckResponse_ServingStatus.NOT_SERVING);
+    expect(await statusesOf(h)).toEqual({ "": HealthCheckResponse_ServingStatus.SERVING, "backend.Backend": HealthCheckResponse_ServingStatus.NOT_SERVING });
+    server.health.set("backend.Backend", HealthCheckResponse_ServingStatus.SERVING);
+    h.close();
+
+    // The bound on a server of its own: 99 services plus "" is the most one List answers.
+    const big = new GrpcServer();
+    for (let i = 0; i < maxHealthListServices - 1; i++) big.health.set(`svc.S${String(i)}`, HealthCheckResponse_ServingStatus.SERVING);
+    const bigAddress = (await big.listen("127.0.0.1:0")).address;
+    const hb = createClient(Health, bigAddress);
+    try {
+      expect(Object.keys(await statusesOf(hb))).toHaveLength(maxHealthListServices);
+      big.health.set("svc.OneTooMany", HealthCheckResponse_ServingStatus.SERVING);
+      expect(isWardenError(await hb.list({}).catch((e: unknown) => e), Code.ResourceExhausted)).toBe(true);
+    } finally {
+      hb.close();
+      await big.shutdown(1_000);
+    }
   });
 
   it("reflection (v1 and v1alpha) lists every service and returns decodable descriptors", async () => {

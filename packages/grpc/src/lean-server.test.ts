@@ -107,9 +107,11 @@ describe.each(clients)("LeanGrpcServer with the %s", (_name, client) => {
     c.close();
   });
 
-  it("serves grpc.health.v1 Check; a method it does not have is UNIMPLEMENTED", async () => {
+  it("serves grpc.health.v1 Check and List; a method it does not have is UNIMPLEMENTED", async () => {
     const h = client === clients[0]?.[1] ? createClient(Health, address) : createH2Client(Health, address);
     expect((await h.check({ service: "" })).status).toBe(HealthCheckResponse_ServingStatus.SERVING);
+    const listed = await h.list({});
+    expect(Object.fromEntries(Object.entries(listed.statuses).map(([k, v]) => [k, v.status]))).toEqual({ "": HealthCheckResponse_ServingStatus.SERVING, "backend.Backend": HealthCheckResponse_ServingStatus.SERVING });
     expect((await h.check({ service: "backend.Backend" })).status).toBe(HealthCheckResponse_ServingStatus.SERVING);
     expect(isWardenError(await h.check({ service: "nope" }).catch((e: unknown) => e), Code.NotFound)).toBe(true);
     h.close();

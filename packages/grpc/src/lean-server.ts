@@ -9,7 +9,7 @@ import { MessageReader, encodeGrpcMessage, frameMessage, parseGrpcTimeout } from
 import { defaultMaxConcurrentStreams, defaultMaxMessageBytes, sessionMemoryMiB } from "./limits.js";
 import { decodeRequest } from "./request-decode.js";
 import { methodPath } from "./service-definition.js";
-import type { ListenResult } from "./server.js";
+import type { ListenResult, ShutdownOutcome } from "./server.js";
 import type { HandlerContext, ServiceImpl } from "./types.js";
 
 export interface LeanServerOptions {
@@ -175,19 +175,22 @@ export class LeanGrpcServer {
     });
   }
 
-  /** Marks every service NOT_SERVING, waits up to `graceMs` for calls to finish, then closes the rest. */
-  async shutdown(graceMs = 5_000): Promise<void> {
-    this.health.setAllNotServing();
+  /** Marks every service NOT_SERVING (ending Health/Watch streams), waits up to `graceMs` for calls to finish, then closes the rest; says which happened. */
+  async shutdown(graceMs = 5_000): Promise<ShutdownOutcome> {
+    this.health.shutdown();
     const server = this.server;
-    if (server === undefined) return;
+    if (server === undefined) return "drained";
     const closed = new Promise<void>((resolve) => server.close(() => { resolve(); }));
     for (const s of this.sessions) s.close();
+    let outcome: ShutdownOutcome = "drained";
     const timer = setTimeout(() => {
+      outcome = "forced";
       for (const c of this.live) c.abort(new WardenError(Code.Unavailable, "server shutting down"));
       for (const s of this.sessions) s.destroy();
     }, graceMs);
     await closed;
     clearTimeout(timer);
+    return outcome;
   }
 
   private serve(stream: ServerHttp2Stream, headers: IncomingHttpHeaders): void {

@@ -20,6 +20,9 @@ export interface CreateServerOptions {
   credentials?: ServerCredentials;
 }
 
+/** How a shutdown ended: every call finished within the grace, or the rest were forced closed. */
+export type ShutdownOutcome = "drained" | "forced";
+
 export interface ListenResult {
   /** The bound port (useful with port 0). */
   port: number;
@@ -91,19 +94,21 @@ export class GrpcServer {
   }
 
   /**
-   * Marks every service NOT_SERVING, waits up to `graceMs` for calls to finish,
-   * then forces the rest closed.
+   * Marks every service NOT_SERVING (ending Health/Watch streams), waits up
+   * to `graceMs` for calls to finish, then forces the rest closed. Says which
+   * happened: "forced" means some call was still open after the grace (a
+   * stream its handler never ends, or a slow call), so the caller can say so.
    */
-  async shutdown(graceMs = 5_000): Promise<void> {
-    this.health.setAllNotServing();
-    await new Promise<void>((resolve) => {
+  async shutdown(graceMs = 5_000): Promise<ShutdownOutcome> {
+    this.health.shutdown();
+    return await new Promise<ShutdownOutcome>((resolve) => {
       const t = setTimeout(() => {
         this.raw.forceShutdown();
-        resolve();
+        resolve("forced");
       }, graceMs);
       this.raw.tryShutdown(() => {
         clearTimeout(t);
-        resolve();
+        resolve("drained");
       });
     });
   }

@@ -1,3 +1,3 @@
 /** @warden/placement — where a load goes and why (DESIGN §3.5); pure. */
-export { planPlacement } from "./plan-placement.js";
+export { lacksBackend, planPlacement } from "./plan-placement.js";
 export type { NodeCandidate, NodeVerdict, PlacementPlan, PlacementRequest, PlacementStrategy } from "./plan-placement.js";

@@ -42,6 +42,15 @@ describe("planPlacement", () => {
     expect(plan.verdicts.map((v) => v.reason)).toEqual(["node is unreachable", "node is draining", "selector gpu=a100 does not match (node has gpu=t4)"]);
   });
 
+  it("skips a node whose agent's catalog lacks the model's backend; an empty catalog (an older agent) can run anything", () => {
+    const nodes = [node({ nodeId: "a", backends: new Set(["other"]) }), node({ nodeId: "b", backends: new Set() }), node({ nodeId: "c", backends: new Set(["sim", "other"]) })];
+    const plan = planPlacement({ ...req, backend: "sim" }, nodes, "binpack");
+    expect(plan.verdicts.map((v) => [v.nodeId, v.fits])).toEqual([["a", false], ["b", true], ["c", true]]);
+    expect(plan.verdicts[0]?.reason).toBe('agent has no backend "sim" in its catalog');
+    const none = planPlacement({ ...req, backend: "sim" }, [nodes[0]!], "binpack");
+    expect(none).toMatchObject({ t: "no-fit", reason: 'no node fits: a: agent has no backend "sim" in its catalog' });
+  });
+
   it("a leftover in a conflicting group blocks the node; an evictable conflict plans an eviction", () => {
     const nodes = [node({ nodeId: "a", blockingConflicts: ["leftover x"] }), node({ nodeId: "b", evictableConflicts: ["y"], evictableSlots: 1, evictableBytes: GiB })];
     const plan = planPlacement(req, nodes, "binpack");

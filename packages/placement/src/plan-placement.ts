@@ -21,12 +21,20 @@ export interface NodeCandidate {
   readonly evictableBytes: number;
   /** Slots evictable instances hold. */
   readonly evictableSlots: number;
+  /**
+   * Catalog backend names the node's agent registered with. Empty or absent:
+   * not known (an agent older than RegisterRequest.backends sends none), so the node is taken as
+   * able to start any backend, as before.
+   */
+  readonly backends?: ReadonlySet<string>;
 }
 
 export interface PlacementRequest {
   readonly model: string;
   readonly sizeBytes: number;
   readonly selector: Readonly<Record<string, string>>;
+  /** Catalog backend the model runs on; a node whose agent lacks it is excluded. */
+  readonly backend?: string;
 }
 
 export type PlacementStrategy = "binpack" | "spread";
@@ -51,6 +59,14 @@ function excluded(n: NodeCandidate, freeBytes: number, reason: string): NodeVerd
   return { nodeId: n.nodeId, fits: false, fitsAfterEviction: false, reason, freeBytes: Number.isFinite(freeBytes) ? freeBytes : 0, score: 0 };
 }
 
+/**
+ * The node's agent registered a catalog without the model's backend: a start
+ * there can only fail. An empty catalog is an older agent's (not reported): any.
+ */
+export function lacksBackend(req: Pick<PlacementRequest, "backend">, n: Pick<NodeCandidate, "backends">): boolean {
+  return req.backend !== undefined && n.backends !== undefined && n.backends.size > 0 && !n.backends.has(req.backend);
+}
+
 /** Higher score wins; equal scores go to the smaller node id, so a plan is deterministic. */
 function better(v: NodeVerdict, b: NodeVerdict | undefined): boolean {
   return b === undefined || v.score > b.score || (v.score === b.score && v.nodeId < b.nodeId);
@@ -66,6 +82,7 @@ function verdict(req: PlacementRequest, n: NodeCandidate, strategy: PlacementStr
     const v = req.selector[k];
     if (n.labels[k] !== v) return excluded(n, freeBytes, explain ? `selector ${k}=${v ?? ""} does not match (node has ${k}=${n.labels[k] ?? "<unset>"})` : "");
   }
+  if (lacksBackend(req, n)) return excluded(n, freeBytes, explain ? `agent has no backend ${JSON.stringify(req.backend)} in its catalog` : "");
   if (n.blockingConflicts.length > 0) return excluded(n, freeBytes, explain ? `group conflict that eviction cannot resolve now: ${n.blockingConflicts.join(", ")}` : "");
   const memOk = req.sizeBytes <= freeBytes;
   const slotOk = n.limit === 0 || n.occupied + 1 <= n.limit;
@@ -101,7 +118,8 @@ function describeFree(bytes: number): string {
 }
 
 /**
- * DESIGN §3.5: per node — ready, not draining, selector matches, no group
+ * DESIGN §3.5: per node — ready, not draining, selector matches, its agent's
+ * catalog has the model's backend (when the agent reported one), no group
  * conflict eviction cannot resolve (leftovers and orphans included), memory
  * estimate fits `max(reported use, reservations)`, a free slot. Binpack or
  * spread among the nodes that fit; else plan evictions on the best node where

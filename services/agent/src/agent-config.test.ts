@@ -93,5 +93,9 @@ describe("agent config", () => {
     // the maxima themselves are accepted
     const c = parseAgentConfig(`${minimal}grace: 24h\nheartbeatInterval: 1h\nlogBufferLines: 100000\n`);
     expect(c).toMatchObject({ graceMs: 86_400_000, heartbeatIntervalMs: 3_600_000, logBufferLines: 100_000 });
+    // the catalog: at most 256 backends (the names the agent registers; the coordinator's bound)
+    const catalogOf = (n: number) => ({ nodeId: "n", stateDir: "/s", ports: { min: 40000, max: 40099 }, catalog: Object.fromEntries(Array.from({ length: n }, (_, i) => [`b${String(i)}`, { command: "/bin/true" }])) });
+    expect(errorOf(() => resolveAgentConfig(catalogOf(257)))).toMatch(/^catalog: at most 256 backends, got 257/);
+    expect(Object.keys(resolveAgentConfig(catalogOf(256)).catalog)).toHaveLength(256);
   });
 });

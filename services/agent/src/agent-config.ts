@@ -96,6 +96,8 @@ export interface AgentConfig {
 export type AgentConfigInput = Readonly<Record<string, unknown>>;
 
 const idPattern = /^[A-Za-z0-9._:-]{1,128}$/;
+/** Catalog entries (backend names sent in Register; the coordinator's bound, node-report-limits maxCatalogBackends). */
+export const maxCatalogEntries = 256;
 const envNamePattern = /^[A-Za-z_][A-Za-z0-9_]*\*?$/;
 const topFields = new Set([
   "nodeId", "listen", "advertiseAddress", "labels", "backendHost", "ports", "stateDir", "catalog", "readiness",
@@ -217,6 +219,9 @@ export function resolveAgentConfig(input: unknown, builtins: BuiltinCatalog = {}
   const catalogIn = input.catalog;
   if (!isRecord(catalogIn)) throw invalidArgument("catalog", "required: a map of backend name to {command, args, env, envAllow}");
   const catalog: Record<string, CatalogEntry> = {};
+  const catalogNames = Object.keys(catalogIn);
+  // The agent registers every name (placement skips a node lacking a model's backend); the coordinator takes at most this many.
+  if (catalogNames.length > maxCatalogEntries) throw invalidArgument("catalog", `at most ${String(maxCatalogEntries)} backends, got ${String(catalogNames.length)}`);
   for (const [name, entry] of Object.entries(catalogIn)) {
     id(name, `catalog.${name}`);
     catalog[name] = catalogEntry(entry, `catalog.${name}`, builtins);

@@ -60,6 +60,7 @@ async function main(): Promise<number> {
       nodeId: config.nodeId,
       address: config.advertiseAddress === config.listen ? address : config.advertiseAddress,
       labels: config.labels,
+      backends: Object.keys(config.catalog),
       source: agent,
       node,
       intervalMs: config.heartbeatIntervalMs,

@@ -40,7 +40,7 @@ describe("node heartbeat loop", () => {
   it("registers, beats once per interval of the injected clock, re-registers on request, backs off while down", async () => {
     const clock = new ManualClock();
     const node = fakeNode();
-    const hb = createNodeHeartbeat({ nodeId: "n1", address: "a:1", labels: { z: "1" }, source, node: node.port, intervalMs: 1_000, clock, rng: seededRng(1) });
+    const hb = createNodeHeartbeat({ nodeId: "n1", address: "a:1", labels: { z: "1" }, backends: ["sim"], source, node: node.port, intervalMs: 1_000, clock, rng: seededRng(1) });
     hb.start();
     await flush();
     expect(node.calls.map((c) => c.t)).toEqual(["register"]);

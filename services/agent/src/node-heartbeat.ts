@@ -1,5 +1,5 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import { Code, WardenError, backoffDelayMs, cryptoRng, nullLogger, sleep, systemClock, wardenVersion, type BackoffPolicy, type Clock, type Logger, type Rng } from "@warden/common";
+import { Code, WardenError, backoffDelayMs, invalidArgument, cryptoRng, nullLogger, sleep, systemClock, wardenVersion, type BackoffPolicy, type Clock, type Logger, type Rng } from "@warden/common";
 import type { HandlerContext, ServiceImpl } from "@warden/grpc";
 import { Metadata } from "@grpc/grpc-js";
 import { HeartbeatRequestSchema, HeartbeatResponseSchema, RegisterRequestSchema, RegisterResponseSchema, type HeartbeatResponse, type NodeService, type RegisterResponse } from "@warden/proto";
@@ -11,6 +11,8 @@ import type { InventorySnapshot, NodeResourcesInit } from "./agent.js";
 
 /** Orphans and foreign processes per heartbeat: the coordinator's bound (1024 each). */
 const maxReportedProcesses = 1024;
+/** Catalog names per Register: the coordinator's bound (256). */
+const maxCatalogBackends = 256;
 export interface NodeCallOptions {
   signal?: AbortSignal;
   timeoutMs?: number;
@@ -38,6 +40,12 @@ export interface NodeHeartbeatOptions {
   /** host:port where this agent serves AgentService ("" for an embedded agent). */
   address: string;
   labels: Readonly<Record<string, string>>;
+  /**
+   * Catalog backend names, sent in Register so placement skips this node for
+   * a model whose backend it lacks. At most 256 (the agent config's and the
+   * coordinator's bound); empty reads as "not reported" (an older agent: any).
+   */
+  backends: readonly string[];
   source: HeartbeatSource;
   node: NodeServicePort;
   /** @default 1000 (DESIGN §5); a nonzero heartbeat_interval_ms from Register overrides it */
@@ -86,6 +94,8 @@ export function createNodeHeartbeat(options: NodeHeartbeatOptions): NodeHeartbea
   const callTimeoutMs = options.callTimeoutMs ?? 5_000;
   const backoff = options.backoff ?? defaultBackoff;
   let intervalMs = options.intervalMs ?? 1_000;
+  // The coordinator refuses a whole Register over its bound; a catalog that large is refused at config already.
+  if (options.backends.length > maxCatalogBackends) throw invalidArgument("catalog", `at most ${String(maxCatalogBackends)} backends, got ${String(options.backends.length)}`);
   const stats: HeartbeatStats = { registrations: 0, heartbeatsSent: 0, failures: 0, lastSequence: 0n, registered: false, coordinatorEpoch: 0n };
   let ctl: AbortController | undefined;
   let loop: Promise<void> | undefined;
@@ -93,7 +103,7 @@ export function createNodeHeartbeat(options: NodeHeartbeatOptions): NodeHeartbea
   const register = async (signal: AbortSignal): Promise<void> => {
     const res = await options.source.nodeResources(signal);
     const r = await options.node.register(
-      { nodeId: options.nodeId, address: options.address, labels: { ...options.labels }, gpus: res.gpus ?? [], bootEpoch: BigInt(options.source.bootEpochMs), ramTotalBytes: res.ramTotalBytes ?? 0n, version: wardenVersion },
+      { nodeId: options.nodeId, address: options.address, labels: { ...options.labels }, gpus: res.gpus ?? [], bootEpoch: BigInt(options.source.bootEpochMs), ramTotalBytes: res.ramTotalBytes ?? 0n, version: wardenVersion, backends: [...options.backends] },
       { signal, timeoutMs: callTimeoutMs },
     );
     stats.registrations++;

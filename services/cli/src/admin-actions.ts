@@ -291,8 +291,9 @@ export async function events(
         if (ctl.signal.aborted) return undefined;
         const e = WardenError.from(err);
         // The stream ends CANCELLED or UNAVAILABLE when the coordinator shuts down or restarts.
-        // A CANCELLED stream was open (the coordinator ended it); UNAVAILABLE before any event may be a wrong address.
-        const gone = e.code === Code.Canceled || (e.code === Code.Unavailable && connected);
+        // A CANCELLED stream was open (the coordinator ended it), and so was one ended with the
+        // coordinator's shutdown status (details.shutdown); another UNAVAILABLE before any event may be a wrong address.
+        const gone = e.code === Code.Canceled || (e.code === Code.Unavailable && (connected || e.details["shutdown"] === true));
         if (!gone && !(o.follow === true && e.code === Code.Unavailable)) throw err;
         if (o.follow !== true) {
           throw new WardenError(Code.Unavailable, `the coordinator at ${g.addr} went away (shut down or restarted); with --follow, warden events waits for it to return`);

@@ -108,6 +108,7 @@ function nodeInit(n: NodeRecord, instanceCount: number, drainRemaining: number):
     embedded: n.embedded,
     foreign: n.foreign,
     version: n.version,
+    backends: [...n.backends].sort(),
   };
 }
 

@@ -26,6 +26,9 @@ export interface CoordinatorDeps {
   readonly logger?: Logger;
 }
 
+/** How long close() lets open gRPC calls finish before cutting them. */
+const shutdownGraceMs = 2_000;
+
 /** A running coordinator (with its embedded agent in single-machine mode). */
 export interface Coordinator {
   /** host:port of the Admin, Inference and Node services. */
@@ -302,6 +305,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
       embedded: true,
       client: inProcessClient(AgentService, agent.service),
       version: wardenVersion,
+      backends: Object.keys(agentConfig.catalog),
     });
     // Seed the embedded node's inventory now, so "is it loaded anywhere?" has an
     // answer before the first heartbeat (the agent is in this process: no doubt).
@@ -319,6 +323,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
       nodeId: agentConfig.nodeId,
       address: "in-process",
       labels: agentConfig.labels,
+      backends: Object.keys(agentConfig.catalog),
       source: agent,
       node: inProcessNodeService(nodeImpl),
       intervalMs: agentConfig.heartbeatIntervalMs,
@@ -372,7 +377,13 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
       // while the server drains its calls.
       loader.close();
       await heartbeat?.stop();
-      await Promise.all([server.shutdown(2_000), dataPlane?.shutdown(2_000)]);
+      // Followers' WatchEvents streams never end by themselves: end them first,
+      // or the drain below waits out its whole grace for them.
+      hub.close();
+      const [controlPlane, data] = await Promise.all([server.shutdown(shutdownGraceMs), dataPlane?.shutdown(shutdownGraceMs)]);
+      if (controlPlane === "forced" || data === "forced") {
+        log.warn("gRPC calls still open after the shutdown grace were cut", { graceMs: shutdownGraceMs, controlPlane, dataPlane: data ?? "none" });
+      }
       metricsServer?.server.close();
       nodes.close();
       await agent?.close({ stopBackends: options.stopBackends });

@@ -74,7 +74,16 @@ export function eventInitOf(e: LoaderEvent): EventInit {
 interface Subscriber {
   readonly filter: EventFilter;
   readonly push: (e: Event) => void;
+  /** The hub closed: the stream ends with UNAVAILABLE once its queue is sent. */
+  readonly end: () => void;
 }
+
+/**
+ * What every watch ended by a shutdown gets: UNAVAILABLE (a follower such as
+ * `warden events --follow` reconnects) with details.shutdown, so a client
+ * tells it from an address where nothing listens.
+ */
+const shuttingDown = (): WardenError => new WardenError(Code.Unavailable, "coordinator shutting down; reconnect to follow its successor", { details: { shutdown: true } });
 
 /**
  * Where every event goes: the outbox (journaled, then published to NATS when
@@ -84,6 +93,7 @@ interface Subscriber {
 export class EventHub implements LoaderEventSink {
   private readonly subscribers = new Set<Subscriber>();
   private readonly observers: ((e: Event) => void)[] = [];
+  private closed = false;
   /** Cap of concurrent WatchEvents streams (client-keyed resource). */
   static readonly maxSubscribers = 256;
 
@@ -127,17 +137,38 @@ export class EventHub implements LoaderEventSink {
     for (const s of this.subscribers) if (matchesEventFilter(event, s.filter)) s.push(event);
   }
 
+  /** Open WatchEvents streams (and in-process watchers). */
+  get watching(): number {
+    return this.subscribers.size;
+  }
+
+  /**
+   * Ends every watch with UNAVAILABLE "coordinator shutting down" (after the
+   * events already queued for it) and refuses new ones. Called before the
+   * gRPC server drains: a follower's stream never ends by itself, so it would
+   * hold the drain until the shutdown grace forced every call closed.
+   */
+  close(): void {
+    this.closed = true;
+    for (const s of this.subscribers) s.end();
+  }
+
   /** Streams events matching `filter` until `signal` aborts. Bounded queue per subscriber: a slow watcher loses its stream, never the coordinator's memory. */
   async *watch(filter: EventFilter, signal: AbortSignal, maxQueued = 10_000): AsyncIterable<Event> {
+    if (this.closed) throw shuttingDown();
     if (this.subscribers.size >= EventHub.maxSubscribers) throw new WardenError(Code.ResourceExhausted, `too many WatchEvents streams (cap ${String(EventHub.maxSubscribers)})`);
     const queue: Event[] = [];
     let wake: (() => void) | undefined;
-    const state = { overflow: false };
+    const state = { overflow: false, ended: false };
     const sub: Subscriber = {
       filter,
       push: (e) => {
         if (queue.length >= maxQueued) state.overflow = true;
         else queue.push(e);
+        wake?.();
+      },
+      end: () => {
+        state.ended = true;
         wake?.();
       },
     };
@@ -152,6 +183,7 @@ export class EventHub implements LoaderEventSink {
           continue;
         }
         if (state.overflow) throw new WardenError(Code.ResourceExhausted, `WatchEvents stream fell more than ${String(maxQueued)} events behind; reconnect (or read the NATS audit stream)`);
+        if (state.ended) throw shuttingDown();
         await new Promise<void>((r) => (wake = r));
         wake = undefined;
       }

@@ -16,6 +16,12 @@ export interface NodeRecord {
   readonly embedded: boolean;
   /** Warden version the agent registered with ("" from agents before 0.2). */
   version: string;
+  /**
+   * Catalog backend names the agent registered with (≤ 256, validated). Empty
+   * from an agent older than RegisterRequest.backends: placement then takes
+   * the node as able to start any backend, as before.
+   */
+  backends: ReadonlySet<string>;
   bootEpoch: bigint;
   sequence: bigint;
   lastHeartbeatMs: number;
@@ -164,7 +170,7 @@ export class NodeRegistry implements AgentDirectory, InventoryPort {
   }
 
   /** Registers (or re-registers) a node. */
-  register(init: { nodeId: string; address: string; labels: Record<string, string>; gpus: GpuInfo[]; bootEpoch: bigint; embedded?: boolean; client?: Client<typeof AgentService>; version?: string }): NodeRecord {
+  register(init: { nodeId: string; address: string; labels: Record<string, string>; gpus: GpuInfo[]; bootEpoch: bigint; embedded?: boolean; client?: Client<typeof AgentService>; version?: string; backends?: readonly string[] }): NodeRecord {
     const existing = this.nodes.get(init.nodeId);
     const version = init.version ?? "";
     if (version !== wardenVersion && existing?.version !== version) {
@@ -176,10 +182,12 @@ export class NodeRegistry implements AgentDirectory, InventoryPort {
     // NodeService against node-report-limits before it gets here).
     const labels = { ...init.labels };
     const gpus = init.gpus.map((g) => ({ ...g }));
+    const backends: ReadonlySet<string> = new Set(init.backends ?? []);
     if (existing !== undefined && existing.address === init.address && existing.bootEpoch === init.bootEpoch) {
       existing.labels = labels;
       existing.gpus = gpus;
       existing.version = version;
+      existing.backends = backends;
       return existing;
     }
     if (existing !== undefined) {
@@ -197,6 +205,7 @@ export class NodeRegistry implements AgentDirectory, InventoryPort {
       gpus,
       embedded: init.embedded ?? false,
       version,
+      backends,
       bootEpoch: init.bootEpoch,
       sequence: sameBoot ? existing.sequence : 0n,
       lastHeartbeatMs: this.o.clock.now(),

@@ -32,6 +32,8 @@ export const nodeReportLimits = Object.freeze({
   maxTextChars: 256,
   /** Agent version string. */
   maxVersionChars: 64,
+  /** Catalog backend names per Register (each matches catalogNamePattern, no duplicates). */
+  maxCatalogBackends: 256,
   /** Byte counts (memory, GPU, RAM): at most 2^53 − 1, so sums stay exact. */
   maxBytes: Number.MAX_SAFE_INTEGER,
   /** Pids listed in one coalesced orphan.adopted event (the proto's "first ≤ 8"). */
@@ -42,6 +44,11 @@ export const nodeReportLimits = Object.freeze({
 export const nodeIdPattern = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
 /** host:port of a remote agent or backend; `in-process` is not an address (only the embedded agent is in process). */
 const hostPortPattern = /^[A-Za-z0-9.\-[\]:]+:\d{1,5}$/;
+/**
+ * A catalog backend name: the agent config's id syntax ([A-Za-z0-9._:-], 1..128,
+ * no leading "-"), so every name an agent accepts in its catalog is accepted here.
+ */
+export const catalogNamePattern = /^[A-Za-z0-9._:][A-Za-z0-9._:-]{0,127}$/;
 const labelKeyPattern = /^[A-Za-z0-9._:/][A-Za-z0-9._:/-]*$/;
 /** The address the embedded agent registers with; refused from any remote peer. */
 export const inProcessAddress = "in-process";
@@ -109,6 +116,17 @@ function checkLabels(labels: Readonly<Record<string, string>>): void {
     }
     checkText(`labels[${JSON.stringify(k)}]`, labels[k] ?? "", L.maxLabelValueChars);
   }
+}
+
+function checkCatalog(names: readonly string[]): void {
+  checkCount("backends", names.length, L.maxCatalogBackends);
+  const seen = new Set<string>();
+  names.forEach((name, i) => {
+    const f = `backends[${String(i)}]`;
+    if (!catalogNamePattern.test(name)) throw invalidArgument(f, `${echo(name)} must match ${catalogNamePattern.source}`);
+    if (seen.has(name)) throw invalidArgument(f, `duplicate backend ${echo(name)}`);
+    seen.add(name);
+  });
 }
 
 const knownStates = new Set<number>([BackendState.SPAWNING, BackendState.LOADING, BackendState.READY, BackendState.STOPPING, BackendState.EXITED]);
@@ -182,6 +200,7 @@ export function validateRegister(req: RegisterRequest, inProcessAllowed: boolean
   checkGpus("gpus", req.gpus);
   checkBytes("ram_total_bytes", req.ramTotalBytes);
   checkText("version", req.version, L.maxVersionChars);
+  checkCatalog(req.backends);
 }
 
 /** Validates a whole Heartbeat (inventory, orphans, foreign processes, resources) before any of it is applied. */

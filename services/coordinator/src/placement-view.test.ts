@@ -4,7 +4,8 @@
  * (labels, state, draining, GPU or RAM memory or none, occupied slots with
  * ready / busy / loading / pending-eviction / pinned instances, leftovers and
  * orphans, evictable and blocking group conflicts) and a random model
- * (selector, size, groups), fed through the coordinator's own PlacementView
+ * (selector, size, groups; agents' catalogs with or without its backend, or
+ * none reported), fed through the coordinator's own PlacementView
  * over a real WatchdogCore. Pure: no processes, no network.
  *
  * - What ExplainPlacement reports (`plan`) is what a load takes (`choose`).
@@ -48,6 +49,8 @@ interface GenNode {
   readonly memory: { readonly gpus: readonly { totalGiB: number; usedGiB: number }[]; readonly ramTotalGiB: number; readonly ramUsedGiB: number } | undefined;
   readonly instances: readonly GenInstance[];
   readonly entries: readonly GenEntry[];
+  /** Catalog backend names the agent registered ([] = an older agent that reports none: any backend). */
+  readonly catalog: readonly string[];
 }
 interface GenModel {
   readonly groups: readonly string[];
@@ -99,6 +102,7 @@ const clusterArb: fc.Arbitrary<GenCluster> = fc
             }),
             { maxLength: 4 },
           ),
+          catalog: fc.constantFrom<readonly string[]>([], ["backend-sim"], ["backend-sim", "other"], ["other"]),
           entries: fc.oneof(
             { weight: 2, arbitrary: fc.constant([]) },
             { weight: 1, arbitrary: fc.array(fc.record({ kind: fc.constantFrom<GenEntry["kind"]>("leftover", "orphan"), groups: groupsArb, sizeGiB: fc.integer({ min: 0, max: 8 }) }), { minLength: 1, maxLength: 2 }) },
@@ -153,7 +157,7 @@ function build(c: GenCluster): { view: PlacementView; spec: ModelSpec; complete:
       n.entries.map((e, k) => ({ kind: e.kind, key: `${e.kind}-${String(k)}`, model: undefined, groups: e.groups, sizeBytes: e.sizeGiB * GiB })),
     );
   });
-  const records = c.nodes.map((n, i) => ({ nodeId: nodeId(i), state: n.state, draining: n.draining, labels: n.labels, resources: n.memory === undefined ? undefined : resourcesOf(n.memory) }));
+  const records = c.nodes.map((n, i) => ({ nodeId: nodeId(i), state: n.state, draining: n.draining, labels: n.labels, backends: new Set(n.catalog), resources: n.memory === undefined ? undefined : resourcesOf(n.memory) }));
   const registry = { list: () => records } as unknown as NodeRegistry;
   const loader = { core, getPolicy: () => core.getPolicy() } as unknown as Loader;
   const view = new PlacementView(registry, c.strategy);
@@ -174,6 +178,7 @@ interface Truth {
   readonly ready: boolean;
   readonly draining: boolean;
   readonly selectorMatches: boolean;
+  readonly hasBackend: boolean;
   readonly blocking: number;
   readonly evictableConflicts: number;
   readonly memFits: boolean;
@@ -190,7 +195,8 @@ function truth(c: GenCluster): Truth[] {
   return c.nodes.map((n, i): Truth => {
     const selectorMatches = Object.entries(c.target.selector).every(([k, v]) => n.labels[k] === v);
     const ready = n.state === "ready";
-    const eligible = ready && !n.draining && selectorMatches;
+    const hasBackend = n.catalog.length === 0 || n.catalog.includes("backend-sim");
+    const eligible = ready && !n.draining && selectorMatches && hasBackend;
     let total = 0;
     let used = 0;
     if (n.memory !== undefined) {
@@ -233,7 +239,7 @@ function truth(c: GenCluster): Truth[] {
     const slotFits = c.limit === 0 || occupied + 1 <= c.limit;
     const fitsNow = eligible && blocking === 0 && evictableConflicts === 0 && memFits && slotFits;
     const fitsAfterEviction = eligible && blocking === 0 && size <= free + evBytes && (c.limit === 0 || occupied + 1 - evSlots <= c.limit);
-    return { nodeId: nodeId(i), eligible, ready, draining: n.draining, selectorMatches, blocking, evictableConflicts, memFits, slotFits, fitsNow, fitsAfterEviction, after: Number.isFinite(free) ? free - size : Number.MAX_SAFE_INTEGER / 2 };
+    return { nodeId: nodeId(i), eligible, ready, draining: n.draining, selectorMatches, hasBackend, blocking, evictableConflicts, memFits, slotFits, fitsNow, fitsAfterEviction, after: Number.isFinite(free) ? free - size : Number.MAX_SAFE_INTEGER / 2 };
   });
 }
 
@@ -265,7 +271,7 @@ describe("PlacementView: ExplainPlacement agrees with the placement a load takes
             case "place": {
               const n = byId.get(plan.nodeId);
               expect(n).toBeDefined();
-              expect(n).toMatchObject({ ready: true, draining: false, selectorMatches: true, blocking: 0, evictableConflicts: 0, memFits: true, slotFits: true });
+              expect(n).toMatchObject({ ready: true, draining: false, selectorMatches: true, hasBackend: true, blocking: 0, evictableConflicts: 0, memFits: true, slotFits: true });
               // binpack: least memory left after placing; spread: most (ties: smallest node id).
               const fitting = t.filter((x) => x.fitsNow);
               const bestAfter = c.strategy === "binpack" ? Math.min(...fitting.map((x) => x.after)) : Math.max(...fitting.map((x) => x.after));
@@ -276,7 +282,7 @@ describe("PlacementView: ExplainPlacement agrees with the placement a load takes
             case "evict-then-place": {
               expect(t.some((x) => x.fitsNow)).toBe(false);
               const n = byId.get(plan.nodeId);
-              expect(n).toMatchObject({ ready: true, draining: false, selectorMatches: true, blocking: 0, fitsAfterEviction: true });
+              expect(n).toMatchObject({ ready: true, draining: false, selectorMatches: true, hasBackend: true, blocking: 0, fitsAfterEviction: true });
               break;
             }
             case "no-fit":

@@ -1,4 +1,4 @@
-import { planPlacement, type NodeCandidate, type PlacementPlan, type PlacementStrategy } from "@warden/placement";
+import { lacksBackend, planPlacement, type NodeCandidate, type PlacementPlan, type PlacementStrategy } from "@warden/placement";
 import type { Loader, ModelSpec, PlacementPort } from "@warden/loader";
 import type { NodeRegistry } from "./node-registry.js";
 
@@ -37,7 +37,7 @@ export class PlacementView implements PlacementPort {
     for (const n of this.nodes.list()) {
       // A node the hard constraints exclude is rejected whatever its load: when no
       // explanation is wanted it is left out before its instances are read.
-      if (!explain && (n.state !== "ready" || n.draining || !labelsMatch(n.labels, spec.selector))) continue;
+      if (!explain && (n.state !== "ready" || n.draining || !labelsMatch(n.labels, spec.selector) || lacksBackend(spec, n))) continue;
       let memoryTotalBytes = 0;
       let memoryUsedBytes = 0;
       const r = n.resources;
@@ -67,25 +67,27 @@ export class PlacementView implements PlacementPort {
         blockingConflicts: sum?.blockingConflicts ?? [],
         evictableBytes: sum?.evictableBytes ?? 0,
         evictableSlots: sum?.evictableSlots ?? 0,
+        backends: n.backends,
       });
     }
     return out;
   }
 
   plan(spec: ModelSpec, explain = true): PlacementPlan {
-    return planPlacement({ model: spec.id, sizeBytes: spec.sizeBytes, selector: spec.selector }, this.candidates(spec, explain), this.strategy, { explain });
+    return planPlacement({ model: spec.id, sizeBytes: spec.sizeBytes, selector: spec.selector, backend: spec.backend }, this.candidates(spec, explain), this.strategy, { explain });
   }
 
   /**
    * The loader's choice. When nothing fits outright or after eviction, the
-   * first eligible node (ready, not draining, selector matching) is still
+   * first eligible node (ready, not draining, selector matching, the backend
+   * in its agent's catalog when it reported one) is still
    * returned so the watchdog's admission reports the precise shortfall and
    * the need-more loop waits and re-plans.
    */
   choose(spec: ModelSpec): { readonly nodeId: string } | { readonly nodeId: undefined; readonly reason: string } {
     const plan = this.plan(spec, false);
     if (plan.t !== "no-fit") return { nodeId: plan.nodeId };
-    const eligible = this.candidates(spec).find((c) => c.state === "ready" && !c.draining && labelsMatch(c.labels, spec.selector));
+    const eligible = this.candidates(spec).find((c) => c.state === "ready" && !c.draining && labelsMatch(c.labels, spec.selector) && !lacksBackend(spec, c));
     return eligible === undefined ? { nodeId: undefined, reason: this.plan(spec).reason } : { nodeId: eligible.nodeId };
   }
 

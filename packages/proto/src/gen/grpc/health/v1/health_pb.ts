@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file grpc/health/v1/health.proto.
  */
 export const file_grpc_health_v1_health: GenFile = /*@__PURE__*/
-  fileDesc("ChtncnBjL2hlYWx0aC92MS9oZWFsdGgucHJvdG8SDmdycGMuaGVhbHRoLnYxIiUKEkhlYWx0aENoZWNrUmVxdWVzdBIPCgdzZXJ2aWNlGAEgASgJIqkBChNIZWFsdGhDaGVja1Jlc3BvbnNlEkEKBnN0YXR1cxgBIAEoDjIxLmdycGMuaGVhbHRoLnYxLkhlYWx0aENoZWNrUmVzcG9uc2UuU2VydmluZ1N0YXR1cyJPCg1TZXJ2aW5nU3RhdHVzEgsKB1VOS05PV04QABILCgdTRVJWSU5HEAESDwoLTk9UX1NFUlZJTkcQAhITCg9TRVJWSUNFX1VOS05PV04QAzKuAQoGSGVhbHRoElAKBUNoZWNrEiIuZ3JwYy5oZWFsdGgudjEuSGVhbHRoQ2hlY2tSZXF1ZXN0GiMuZ3JwYy5oZWFsdGgudjEuSGVhbHRoQ2hlY2tSZXNwb25zZRJSCgVXYXRjaBIiLmdycGMuaGVhbHRoLnYxLkhlYWx0aENoZWNrUmVxdWVzdBojLmdycGMuaGVhbHRoLnYxLkhlYWx0aENoZWNrUmVzcG9uc2UwAWIGcHJvdG8z");
+  fileDesc("ChtncnBjL2hlYWx0aC92MS9oZWFsdGgucHJvdG8SDmdycGMuaGVhbHRoLnYxIiUKEkhlYWx0aENoZWNrUmVxdWVzdBIPCgdzZXJ2aWNlGAEgASgJIqkBChNIZWFsdGhDaGVja1Jlc3BvbnNlEkEKBnN0YXR1cxgBIAEoDjIxLmdycGMuaGVhbHRoLnYxLkhlYWx0aENoZWNrUmVzcG9uc2UuU2VydmluZ1N0YXR1cyJPCg1TZXJ2aW5nU3RhdHVzEgsKB1VOS05PV04QABILCgdTRVJWSU5HEAESDwoLTk9UX1NFUlZJTkcQAhITCg9TRVJWSUNFX1VOS05PV04QAyITChFIZWFsdGhMaXN0UmVxdWVzdCKuAQoSSGVhbHRoTGlzdFJlc3BvbnNlEkIKCHN0YXR1c2VzGAEgAygLMjAuZ3JwYy5oZWFsdGgudjEuSGVhbHRoTGlzdFJlc3BvbnNlLlN0YXR1c2VzRW50cnkaVAoNU3RhdHVzZXNFbnRyeRILCgNrZXkYASABKAkSMgoFdmFsdWUYAiABKAsyIy5ncnBjLmhlYWx0aC52MS5IZWFsdGhDaGVja1Jlc3BvbnNlOgI4ATL9AQoGSGVhbHRoElAKBUNoZWNrEiIuZ3JwYy5oZWFsdGgudjEuSGVhbHRoQ2hlY2tSZXF1ZXN0GiMuZ3JwYy5oZWFsdGgudjEuSGVhbHRoQ2hlY2tSZXNwb25zZRJNCgRMaXN0EiEuZ3JwYy5oZWFsdGgudjEuSGVhbHRoTGlzdFJlcXVlc3QaIi5ncnBjLmhlYWx0aC52MS5IZWFsdGhMaXN0UmVzcG9uc2USUgoFV2F0Y2gSIi5ncnBjLmhlYWx0aC52MS5IZWFsdGhDaGVja1JlcXVlc3QaIy5ncnBjLmhlYWx0aC52MS5IZWFsdGhDaGVja1Jlc3BvbnNlMAFiBnByb3RvMw");
 
 /**
  * @generated from message grpc.health.v1.HealthCheckRequest
@@ -82,6 +82,38 @@ export const HealthCheckResponse_ServingStatusSchema: GenEnum<HealthCheckRespons
   enumDesc(file_grpc_health_v1_health, 1, 0);
 
 /**
+ * @generated from message grpc.health.v1.HealthListRequest
+ */
+export type HealthListRequest = Message<"grpc.health.v1.HealthListRequest"> & {
+};
+
+/**
+ * Describes the message grpc.health.v1.HealthListRequest.
+ * Use `create(HealthListRequestSchema)` to create a new message.
+ */
+export const HealthListRequestSchema: GenMessage<HealthListRequest> = /*@__PURE__*/
+  messageDesc(file_grpc_health_v1_health, 2);
+
+/**
+ * @generated from message grpc.health.v1.HealthListResponse
+ */
+export type HealthListResponse = Message<"grpc.health.v1.HealthListResponse"> & {
+  /**
+   * Contains all the services and their respective status.
+   *
+   * @generated from field: map<string, grpc.health.v1.HealthCheckResponse> statuses = 1;
+   */
+  statuses: { [key: string]: HealthCheckResponse };
+};
+
+/**
+ * Describes the message grpc.health.v1.HealthListResponse.
+ * Use `create(HealthListResponseSchema)` to create a new message.
+ */
+export const HealthListResponseSchema: GenMessage<HealthListResponse> = /*@__PURE__*/
+  messageDesc(file_grpc_health_v1_health, 3);
+
+/**
  * @generated from service grpc.health.v1.Health
  */
 export const Health: GenService<{
@@ -92,6 +124,16 @@ export const Health: GenService<{
     methodKind: "unary";
     input: typeof HealthCheckRequestSchema;
     output: typeof HealthCheckResponseSchema;
+  },
+  /**
+   * A non-atomic snapshot of every service's status; RESOURCE_EXHAUSTED above 100 services (upstream's bound).
+   *
+   * @generated from rpc grpc.health.v1.Health.List
+   */
+  list: {
+    methodKind: "unary";
+    input: typeof HealthListRequestSchema;
+    output: typeof HealthListResponseSchema;
   },
   /**
    * @generated from rpc grpc.health.v1.Health.Watch

@@ -89,4 +89,6 @@ export default tseslint.config(
   // Tool config files are the one place a framework forces a default export.
   { files: ["eslint.config.js", "vitest.config.ts"], rules: { "no-restricted-syntax": "off" } },
   { files: ["eslint.config.js"], ...tseslint.configs.disableTypeChecked },
+  // The build scripts are plain JavaScript (they run before anything is built, without a TypeScript loader).
+  { files: ["services/cli/build/**/*.mjs"], ...tseslint.configs.disableTypeChecked },
 );

@@ -138,7 +138,8 @@ describe("warden CLI (warden up as a real process)", () => {
     expect(g.policy.idleTimeoutMs).toBe("90000");
     const bad = warden(["policy", "set", "memoryThreshold=7", "--addr", addr]);
     expect(bad.code).toBe(2);
-    expect(bad.stderr).toMatch(/memory_threshold/);
+    expect(bad.stderr).toContain("memoryThreshold: expected a fraction in (0, 1]");
+    expect(bad.stderr).not.toContain("memory_threshold");
   });
 
   it("every command's --help exits 0", () => {
@@ -179,6 +180,8 @@ describe("warden CLI (warden up as a real process)", () => {
   });
 
   it("Ctrl-C (SIGINT) stops warden up and leaves no backend-sim running", async () => {
+    // Loaded now: on a loaded machine the earlier tests outlast the 90 s idle timeout set above.
+    expect(warden(["models", "load", "chat-small", "--addr", addr]).code).toBe(0);
     await rememberAddresses();
     expect(seenAddresses.size).toBeGreaterThan(0);
     const running = backendPids([...seenAddresses]);

@@ -1,6 +1,6 @@
 /**
- * The one test command (`npm test`): typecheck, lint, buf lint, generated-code
- * drift, then vitest — the ordinary project first, the heavy property /
+ * The one test command (`npm test`): the build, typecheck, lint, buf lint,
+ * generated-code drift, then vitest — the ordinary project first, the heavy property /
  * simulation project after it so they do not compete for the two cores — and
  * finally one plain line `N passed, N failed` computed from vitest's JSON
  * reports. A failed static check counts as one failed test. Fails if a test
@@ -64,6 +64,9 @@ interface VitestReport {
 }
 
 const onlyVitest = process.argv.includes("--vitest-only");
+// Build first: the tests of the built CLI and of the installable tarball run
+// what `npm ci` and `npm start` would, so a stale dist can never pass for current.
+step("build", process.execPath, [join(root, "services", "cli", "build", "build.mjs")]);
 if (!onlyVitest) {
   step("typecheck", bin("tsc"), ["-p", "tsconfig.json"]);
   step("lint", bin("eslint"), ["--max-warnings", "0", "."]);

@@ -6,14 +6,10 @@
  * again on the backend, so a reassembly that is not linear in the message
  * size shows here first.
  */
-import { spawn } from "node:child_process";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
 import { createClient } from "@warden/grpc";
 import { InferenceService } from "@warden/proto";
 import { median, type BenchResult } from "./bench-result.js";
-import { freePort } from "../support/free-port.js";
+import { startBenchCoordinator } from "./bench-coordinator.js";
 
 const messageBytes = 15 * 1024 * 1024;
 const reps = 9;
@@ -25,17 +21,9 @@ async function timed(call: () => Promise<unknown>): Promise<number> {
 }
 
 export async function run(): Promise<BenchResult[]> {
-  const dir = await mkdtemp(join(tmpdir(), "warden-bench-large-"));
-  const addr = `127.0.0.1:${String(await freePort())}`;
-  const dataPlane = `127.0.0.1:${String(await freePort())}`;
-  // Backend ports: WARDEN_TEST_PORT_BASE when set, so side-by-side checkouts keep apart.
-  const portBase = Number(process.env.WARDEN_TEST_PORT_BASE ?? "23100");
-  await writeFile(join(dir, "c.yaml"), `listen: ${addr}\ninferenceListen: ${dataPlane}\nstateDir: ${join(dir, "state")}\nagent: { ports: { min: ${String(portBase)}, max: ${String(portBase + 49)} }, nvidiaSmi: "" }\nmodels:\n  - { id: m, backend: backend-sim, options: ["sim.predict_tokens:1"] }\n`);
-  const root = resolve(import.meta.dirname, "..", "..");
-  const child = spawn(process.execPath, ["--import", "tsx", join(root, "services/cli/src/main.ts"), "up", "--config", join(dir, "c.yaml"), "--log-level", "warn"], { cwd: root, stdio: ["ignore", "pipe", "inherit"] });
-  let out = "";
-  child.stdout.on("data", (b: Buffer) => (out += b.toString()));
-  for (let i = 0; i < 300 && !out.includes("Warden is running"); i++) await new Promise((r) => setTimeout(r, 100));
+  const coordinator = await startBenchCoordinator("large", 23100);
+  const addr = coordinator.address;
+  const dataPlane = coordinator.dataPlane;
   try {
     const viaDataPlane = createClient(InferenceService, dataPlane);
     const viaMain = createClient(InferenceService, addr);
@@ -67,9 +55,6 @@ export async function run(): Promise<BenchResult[]> {
       },
     ];
   } finally {
-    const exited = new Promise((r) => child.once("exit", r));
-    child.kill("SIGINT");
-    await exited;
-    await rm(dir, { recursive: true, force: true });
+    await coordinator.close();
   }
 }

@@ -6,14 +6,10 @@
  * of the coordinator's listeners: the data-plane one (`inferenceListen`, lean
  * HTTP/2) and the main port (grpc-js, all services).
  */
-import { spawn } from "node:child_process";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
 import { createClient } from "@warden/grpc";
 import { AdminService, Backend, InferenceService } from "@warden/proto";
 import { median, type BenchResult } from "./bench-result.js";
-import { freePort } from "../support/free-port.js";
+import { startBenchCoordinator } from "./bench-coordinator.js";
 
 async function throughput(durationMs: number, concurrency: number, call: () => Promise<unknown>): Promise<number> {
   const end = performance.now() + durationMs;
@@ -43,15 +39,9 @@ async function latencies(count: number, call: () => Promise<unknown>): Promise<n
 export async function run(): Promise<BenchResult[]> {
   // The coordinator runs as its own process (as in production), so the
   // callers in this process do the same work on both sides.
-  const dir = await mkdtemp(join(tmpdir(), "warden-bench-routing-"));
-  const addr = `127.0.0.1:${String(await freePort())}`;
-  const dataPlane = `127.0.0.1:${String(await freePort())}`;
-  await writeFile(join(dir, "c.yaml"), `listen: ${addr}\ninferenceListen: ${dataPlane}\nstateDir: ${join(dir, "state")}\nagent: { ports: { min: 23000, max: 23099 }, nvidiaSmi: "" }\nmodels:\n  - { id: m, backend: backend-sim, options: ["sim.predict_tokens:1"] }\n`);
-  const root = resolve(import.meta.dirname, "..", "..");
-  const child = spawn(process.execPath, ["--import", "tsx", join(root, "services/cli/src/main.ts"), "up", "--config", join(dir, "c.yaml"), "--log-level", "warn"], { cwd: root, stdio: ["ignore", "pipe", "inherit"] });
-  let out = "";
-  child.stdout.on("data", (b: Buffer) => (out += b.toString()));
-  for (let i = 0; i < 300 && !out.includes("Warden is running"); i++) await new Promise((r) => setTimeout(r, 100));
+  const coordinator = await startBenchCoordinator("routing", 23000);
+  const addr = coordinator.address;
+  const dataPlane = coordinator.dataPlane;
   try {
     // Both coordinator ports: the data-plane listener (lean HTTP/2, InferenceService only)
     // and the main port (grpc-js, every service).
@@ -91,9 +81,6 @@ export async function run(): Promise<BenchResult[]> {
       { name: `Predict, 1 caller, median latency, main port (coordinator adds ${(lm - lb).toFixed(3)} ms)`, baseline: "straight to backend-sim", ours: lm, baselineValue: lb, unit: "ms", higherIsBetter: false },
     ];
   } finally {
-    const exited = new Promise((r) => child.once("exit", r));
-    child.kill("SIGINT");
-    await exited;
-    await rm(dir, { recursive: true, force: true });
+    await coordinator.close();
   }
 }

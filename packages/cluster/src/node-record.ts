@@ -14,6 +14,8 @@ export interface NodeRecord<C> {
   labels: Record<string, string>;
   gpus: GpuInfo[];
   readonly embedded: boolean;
+  /** Warden version the agent registered with ("" from agents before 0.2). */
+  version: string;
   bootEpoch: bigint;
   sequence: bigint;
   lastHeartbeatMs: number;
@@ -55,6 +57,8 @@ export interface NodeRegistration<C> {
   readonly embedded?: boolean;
   /** The client to use (the embedded agent's in-process one); else the connector makes one. */
   readonly client?: C;
+  /** The agent's Warden version; absent or "" from agents before 0.2. */
+  readonly version?: string;
 }
 
 /** One heartbeat as the agent sent it (validated by the caller first). */

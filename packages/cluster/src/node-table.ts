@@ -47,6 +47,14 @@ export interface NodeTableOptions<C> {
   readonly onForeign?: (nodeId: string, fresh: readonly ForeignProcess[]) => void;
   /** Mass unreachability began or ended. */
   readonly onPauseChange?: (paused: boolean, unreachable: number, total: number) => void;
+  /**
+   * This coordinator's Warden version. An agent registering with another one
+   * is reported through onVersionMismatch once per change, not per
+   * re-registration: mixed versions are allowed but worth knowing.
+   */
+  readonly version?: string;
+  /** `agentVersion` is "" from agents before 0.2. */
+  readonly onVersionMismatch?: (nodeId: string, agentVersion: string) => void;
   /** An inventory entry was adopted by the loader (for the owner's log). */
   readonly onAdopted?: (a: Adoption) => void;
 }
@@ -137,6 +145,8 @@ export class NodeTable<C> implements AgentDirectory, InventoryPort {
   /** Registers (or re-registers) a node. */
   register(init: NodeRegistration<C>): NodeRecord<C> {
     const existing = this.nodes.get(init.nodeId);
+    const version = init.version ?? "";
+    if (this.o.version !== undefined && version !== this.o.version && existing?.version !== version) this.o.onVersionMismatch?.(init.nodeId, version);
     if (existing === undefined && this.nodes.size >= NodeTable.maxNodes) throw new Error(`too many nodes (cap ${String(NodeTable.maxNodes)})`);
     // Copies: the record must not share objects with a request (validated by
     // the caller against its bounds before it gets here).
@@ -145,6 +155,7 @@ export class NodeTable<C> implements AgentDirectory, InventoryPort {
     if (existing !== undefined && existing.address === init.address && existing.bootEpoch === init.bootEpoch) {
       existing.labels = labels;
       existing.gpus = gpus;
+      existing.version = version;
       return existing;
     }
     const connector = this.o.connector;
@@ -162,6 +173,7 @@ export class NodeTable<C> implements AgentDirectory, InventoryPort {
       labels,
       gpus,
       embedded: init.embedded ?? false,
+      version,
       bootEpoch: init.bootEpoch,
       sequence: sameBoot ? existing.sequence : 0n,
       lastHeartbeatMs: this.o.clock.now(),

@@ -7,3 +7,4 @@ export * from "./ulid.js";
 export * from "./logger.js";
 export * from "./signals.js";
 export * from "./backoff.js";
+export * from "./version.js";

@@ -25,7 +25,13 @@ export const nullLogger: Logger = {
   },
 };
 
-function wrap(p: PinoLogger): Logger {
+/**
+ * `bound` is every binding so far: a child is made from the root with all of
+ * them merged, never a child of a child, because pino writes a repeated key
+ * twice on one line (`"component":"embedded-agent","component":"agent"`),
+ * which strict JSON log pipelines reject. Nested components join with "/".
+ */
+function wrap(p: PinoLogger, root: PinoLogger = p, bound: LogMeta = {}): Logger {
   return {
     debug: (msg, meta) => {
       p.debug(meta ?? {}, msg);
@@ -39,7 +45,11 @@ function wrap(p: PinoLogger): Logger {
     error: (msg, meta) => {
       p.error(meta ?? {}, msg);
     },
-    child: (bindings) => wrap(p.child(bindings)),
+    child: (bindings) => {
+      const merged: Record<string, unknown> = { ...bound, ...bindings };
+      if (typeof bound.component === "string" && typeof bindings.component === "string") merged.component = `${bound.component}/${bindings.component}`;
+      return wrap(root.child(merged), root, merged);
+    },
   };
 }
 

@@ -10,6 +10,8 @@ export interface AgentArgs {
   stopBackendsOnExit: boolean;
   /** host:port for Prometheus `/metrics`; off when undefined. */
   metrics: string | undefined;
+  /** Validate the config, print the effective settings and exit without starting. */
+  checkConfig: boolean;
   help: boolean;
 }
 
@@ -25,6 +27,7 @@ when --coordinator is given.
   --metrics HOST:PORT      serve Prometheus metrics at http://HOST:PORT/metrics
   --stop-backends-on-exit  on SIGTERM/SIGINT call Free (5 s cap) and stop every backend;
                            by default backends keep running and are adopted on restart
+  --check-config           validate the config, print the effective settings, exit (0 valid, 2 not)
   --help                   this text
 `;
 
@@ -32,7 +35,7 @@ const hostPort = /^[A-Za-z0-9.\-[\]:]+:\d{1,5}$/;
 
 /** Parses argv (without node and script). Throws INVALID_ARGUMENT naming the flag. */
 export function parseAgentArgs(argv: readonly string[]): AgentArgs {
-  const out: AgentArgs = { configPath: "", coordinator: undefined, listen: undefined, stopBackendsOnExit: false, metrics: undefined, help: false };
+  const out: AgentArgs = { configPath: "", coordinator: undefined, listen: undefined, stopBackendsOnExit: false, metrics: undefined, checkConfig: false, help: false };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i] ?? "";
     const [flag, inline] = a.startsWith("--") && a.includes("=") ? [a.slice(0, a.indexOf("=")), a.slice(a.indexOf("=") + 1)] : [a, undefined];
@@ -59,6 +62,9 @@ export function parseAgentArgs(argv: readonly string[]): AgentArgs {
         break;
       case "--stop-backends-on-exit":
         out.stopBackendsOnExit = true;
+        break;
+      case "--check-config":
+        out.checkConfig = true;
         break;
       case "--metrics":
         out.metrics = value();

@@ -1,21 +1,29 @@
 import { fileURLToPath } from "node:url";
 import type { CatalogEntry } from "./agent-config.js";
 
-/** Absolute path of backend-sim's entry point in this checkout. */
-export const backendSimMainPath: string = fileURLToPath(new URL("../../backend-sim/src/main.ts", import.meta.url));
+/**
+ * Whether this code runs from the built bundle (services/cli/dist, or an
+ * installed `warden` package) rather than from the TypeScript sources: the
+ * bundle's files all sit in one directory, next to `backend-sim.js`.
+ */
+const bundled = !import.meta.url.endsWith(".ts");
 
-/** Repository root (where node_modules/tsx resolves for `--import tsx`). */
-export const repoRootPath: string = fileURLToPath(new URL("../../../", import.meta.url));
+/** Absolute path of backend-sim's entry point: the built one next to this bundle, or the source in this checkout. */
+export const backendSimMainPath: string = fileURLToPath(new URL(bundled ? "./backend-sim.js" : "../../backend-sim/src/main.ts", import.meta.url));
+
+/** Where backend-sim runs: the bundle's directory, or the repository root (where node_modules/tsx resolves for `--import tsx`). */
+export const repoRootPath: string = fileURLToPath(new URL(bundled ? "./" : "../../../", import.meta.url));
 
 /**
- * The catalog entry that runs backend-sim as `node --import tsx <main.ts>`: one
- * pid per backend (stack.md G10). `extraEnv` adds fixed environment values (tests
- * tag their processes this way).
+ * The catalog entry that runs backend-sim — `node <dist>/backend-sim.js` when
+ * built, `node --import tsx <main.ts>` from sources: one pid per backend
+ * (stack.md G10). `extraEnv` adds fixed environment values (tests tag their
+ * processes this way).
  */
 export function backendSimCatalogEntry(extraEnv: Readonly<Record<string, string>> = {}): CatalogEntry {
   return {
     command: process.execPath,
-    args: ["--import", "tsx", backendSimMainPath],
+    args: bundled ? [backendSimMainPath] : ["--import", "tsx", backendSimMainPath],
     env: { ...extraEnv },
     envAllow: ["PATH", "HOME", "TMPDIR", "LANG", "SIM_*"],
     cwd: repoRootPath,

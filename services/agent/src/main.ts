@@ -34,6 +34,14 @@ async function main(): Promise<number> {
     return 2;
   }
   const listen = args.listen ?? config.listen;
+  if (args.checkConfig) {
+    const catalog = Object.entries(config.catalog).map(([name, e]) => `${name} (${[e.command, ...e.args].join(" ")})`);
+    process.stdout.write(
+      `config ${args.configPath}: valid\n  nodeId      ${config.nodeId}\n  listen      ${listen} (advertised ${config.advertiseAddress})\n  stateDir    ${config.stateDir}\n` +
+        `  ports       ${String(config.portMin)}–${String(config.portMax)} on ${config.backendHost}\n  gpus        ${config.gpus.join(",") || "-"} (nvidia-smi: ${config.nvidiaSmiPath || "off"})\n  labels      ${Object.entries(config.labels).map(([k, v]) => `${k}=${v}`).join(",") || "-"}\n  catalog     ${catalog.join("; ")}\n`,
+    );
+    return 0;
+  }
   const logger = createLogger({ name: "agent", level: process.env.LOG_LEVEL ?? "info" });
   const agent = createAgent(config, { logger });
   const report = await agent.start();

@@ -1,5 +1,5 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import { Code, WardenError, backoffDelayMs, cryptoRng, nullLogger, sleep, systemClock, type BackoffPolicy, type Clock, type Logger, type Rng } from "@warden/common";
+import { Code, WardenError, backoffDelayMs, cryptoRng, nullLogger, sleep, systemClock, wardenVersion, type BackoffPolicy, type Clock, type Logger, type Rng } from "@warden/common";
 import type { HandlerContext, ServiceImpl } from "@warden/grpc";
 import { Metadata } from "@grpc/grpc-js";
 import { HeartbeatRequestSchema, HeartbeatResponseSchema, RegisterRequestSchema, RegisterResponseSchema, type HeartbeatResponse, type NodeService, type RegisterResponse } from "@warden/proto";
@@ -93,7 +93,7 @@ export function createNodeHeartbeat(options: NodeHeartbeatOptions): NodeHeartbea
   const register = async (signal: AbortSignal): Promise<void> => {
     const res = await options.source.nodeResources(signal);
     const r = await options.node.register(
-      { nodeId: options.nodeId, address: options.address, labels: { ...options.labels }, gpus: res.gpus ?? [], bootEpoch: BigInt(options.source.bootEpochMs), ramTotalBytes: res.ramTotalBytes ?? 0n },
+      { nodeId: options.nodeId, address: options.address, labels: { ...options.labels }, gpus: res.gpus ?? [], bootEpoch: BigInt(options.source.bootEpochMs), ramTotalBytes: res.ramTotalBytes ?? 0n, version: wardenVersion },
       { signal, timeoutMs: callTimeoutMs },
     );
     stats.registrations++;

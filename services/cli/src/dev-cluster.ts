@@ -10,8 +10,10 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 
+// Built (services/cli/dist/dev-cluster.js next to warden.js): run the bundle; from sources: tsx.
+const bundled = !import.meta.url.endsWith(".ts");
 const root = resolve(import.meta.dirname, "..", "..", "..");
-const cli = join(root, "services", "cli", "src", "main.ts");
+const wardenArgs = bundled ? ["--enable-source-maps", join(import.meta.dirname, "warden.js")] : ["--import", "tsx", join(root, "services", "cli", "src", "main.ts")];
 
 interface NodeSpec {
   readonly id: string;
@@ -75,9 +77,9 @@ async function main(): Promise<void> {
   }
   const dir = await mkdtemp(join(tmpdir(), "warden-cluster-"));
   const procs: ChildProcess[] = [];
-  const prefix = (name: string, p: ChildProcess): void => {
+  const prefix = (name: string, p: ChildProcess, streams: readonly ("stdout" | "stderr")[] = ["stdout", "stderr"]): void => {
     const tag = `[${name}] `;
-    for (const s of [p.stdout, p.stderr]) {
+    for (const s of streams.map((k) => p[k])) {
       let buf = "";
       s?.on("data", (b: Buffer) => {
         buf += b.toString();
@@ -94,9 +96,28 @@ async function main(): Promise<void> {
     join(dir, "coordinator.yaml"),
     `listen: ${values.listen}\nstateDir: ${join(dir, "coordinator")}\nembeddedAgent: false\nplacement: binpack\npolicy:\n  limitPerNode: 3\n  idleCheck: true\n  idleTimeout: 5m\nmodels:${models}`,
   );
-  const coord = spawn(process.execPath, ["--import", "tsx", cli, "coordinator", "--config", join(dir, "coordinator.yaml"), "--log-pretty"], { cwd: root, stdio: ["ignore", "pipe", "pipe"] });
+  // The coordinator's own banner would say "Ctrl-C stops the coordinator (backends keep
+  // running)", which is not what Ctrl-C does here: this script prints the one banner.
+  const coord = spawn(process.execPath, [...wardenArgs, "coordinator", "--config", join(dir, "coordinator.yaml"), "--log-pretty"], { cwd: root, stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, WARDEN_QUIET_BANNER: "1" } });
   procs.push(coord);
-  prefix("coordinator", coord);
+  let banner = "";
+  const listening = new Promise<boolean>((resolveListening) => {
+    coord.stdout.on("data", (b: Buffer) => {
+      banner += b.toString();
+      if (banner.includes("Warden is running")) resolveListening(true);
+    });
+    coord.once("exit", () => {
+      resolveListening(false);
+    });
+  });
+  prefix("coordinator", coord, ["stderr"]);
+  // Agents and "Try:" only once the coordinator listens, so the first command typed works.
+  if (!(await listening)) {
+    process.stderr.write(`the coordinator exited before it listened:\n${banner}`);
+    await rm(dir, { recursive: true, force: true });
+    process.exitCode = 1;
+    return;
+  }
   for (const n of nodes) {
     const smi = join(dir, `nvidia-smi-${n.id}`);
     await writeFile(smi, fakeNvidiaSmi(n));
@@ -109,7 +130,7 @@ async function main(): Promise<void> {
       join(dir, `${n.id}.yaml`),
       `nodeId: ${n.id}\nlisten: 127.0.0.1:${String(n.listenPort)}\nlabels:\n${labels}\nstateDir: ${join(dir, n.id)}\nports: { min: ${String(n.ports[0])}, max: ${String(n.ports[1])} }\nnvidiaSmi: ${smi}\ngpus: [${n.gpus.map((_, i) => `"${String(i)}"`).join(", ")}]\ncatalog:\n  backend-sim: { builtin: backend-sim }\n`,
     );
-    const a = spawn(process.execPath, ["--import", "tsx", cli, "agent", "--config", join(dir, `${n.id}.yaml`), "--coordinator", values.listen, "--stop-backends-on-exit"], { cwd: root, stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, LOG_LEVEL: "warn" } });
+    const a = spawn(process.execPath, [...wardenArgs, "agent", "--config", join(dir, `${n.id}.yaml`), "--coordinator", values.listen, "--stop-backends-on-exit"], { cwd: root, stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, LOG_LEVEL: "warn" } });
     procs.push(a);
     prefix(n.id, a);
   }

@@ -1,5 +1,7 @@
 /** @warden/cli — the `warden` command. */
-export { buildProgram, runCli, eventLine } from "./program.js";
-export type { CliIo } from "./program.js";
+export { buildProgram, runCli } from "./program.js";
+export { eventLine } from "./admin-actions.js";
+export type { CliIo, Runners } from "./action-context.js";
 export { exitCodes, exitCodeOf } from "./exit-codes.js";
+export { parseAddr } from "./addr.js";
 export { prettyLogStream } from "./pretty-log.js";

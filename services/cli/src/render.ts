@@ -1,7 +1,7 @@
 import Table from "cli-table3";
 import { timestampMs, type Timestamp } from "@bufbuild/protobuf/wkt";
 import { InstanceState, NodeState, Placement, type ModelInstance, type Node } from "@warden/proto";
-import { formatDurationMs } from "@warden/common";
+import { formatDurationMs, wardenVersion } from "@warden/common";
 
 /** A plain table (no colours: output is read by people and by `grep`). */
 export function table(head: string[], rows: (string | number)[][]): string {
@@ -65,10 +65,22 @@ export function modelsTable(instances: readonly ModelInstance[], nowMs = Date.no
   );
 }
 
+/**
+ * A warning line when the nodes' agents run different Warden versions, or one
+ * other than this CLI's (the embedded agent's version is the coordinator's).
+ */
+export function versionWarning(nodes: readonly Node[], cliVersion = wardenVersion): string | undefined {
+  const versions = new Set(nodes.map((n) => n.version));
+  if (versions.size === 0 || (versions.size === 1 && versions.has(cliVersion))) return undefined;
+  const which = nodes.map((n) => `${n.nodeId}=${n.version === "" ? "unknown" : n.version}`).join(", ");
+  return `warning: agents and coordinator should run the same Warden version; nodes run ${which} and this CLI is ${cliVersion}`;
+}
+
 export function nodesTable(nodes: readonly Node[], nowMs = Date.now()): string {
   if (nodes.length === 0) return "no nodes registered";
+  const warning = versionWarning(nodes);
   return table(
-    ["NODE", "STATE", "DRAINING", "INSTANCES", "FOREIGN", "GPUS", "MEMORY USED", "LABELS", "LAST HEARTBEAT"],
+    ["NODE", "STATE", "VERSION", "DRAINING", "INSTANCES", "FOREIGN", "GPUS", "MEMORY USED", "LABELS", "LAST HEARTBEAT"],
     nodes.map((n) => {
       const r = n.resources;
       const gpus = r?.gpus ?? [];
@@ -77,6 +89,7 @@ export function nodesTable(nodes: readonly Node[], nowMs = Date.now()): string {
       return [
         `${n.nodeId}${n.embedded ? " (embedded)" : ""}`,
         nodeStateName(n.state),
+        n.version === "" ? "?" : n.version,
         n.draining ? `yes (${String(n.drainRemaining)} left)` : "no",
         n.instanceCount,
         // processes in the node's port range Warden did not start (never signalled); pids in --json
@@ -89,5 +102,5 @@ export function nodesTable(nodes: readonly Node[], nowMs = Date.now()): string {
         ago(n.lastHeartbeatAt, nowMs),
       ];
     }),
-  );
+  ) + (warning === undefined ? "" : `\n${warning}`);
 }

@@ -1,42 +1,45 @@
-import { fileURLToPath } from "node:url";
-import { runCoordinator } from "@warden/coordinator";
+import { runCoordinator, type RunCoordinatorOptions } from "@warden/coordinator";
 import { connectAudit, subscribeAuditEvents, type AuditSubscribeStart, type NatsCredentials } from "@warden/audit";
 import { eventToJson, parseEventType } from "@warden/events";
 import { invalidArgument } from "@warden/common";
+import { parseAddr } from "./addr.js";
 import { prettyLogStream } from "./pretty-log.js";
-import { eventLine, type CliIo } from "./program.js";
+import { eventLine } from "./admin-actions.js";
+import type { CliIo } from "./action-context.js";
 
-const agentMain = fileURLToPath(new URL("../../agent/src/main.ts", import.meta.url));
+const logLevels = ["trace", "debug", "info", "warn", "error", "fatal", "silent"];
+
+/** `warden up` / `warden coordinator` options, checked before anything starts (a bad flag is exit 2 naming it). */
+function serveOptions(io: CliIo, o: Record<string, unknown>, up: boolean): RunCoordinatorOptions {
+  if (typeof o.listen === "string") parseAddr(o.listen, "--listen");
+  if (typeof o.metrics === "string") parseAddr(o.metrics, "--metrics");
+  const level = typeof o.logLevel === "string" ? o.logLevel : "info";
+  if (!logLevels.includes(level)) throw invalidArgument("--log-level", `expected one of ${logLevels.join(", ")}, got "${level}"`);
+  // Readable lines for a person at a terminal, JSON for a pipe or a log collector.
+  const pretty = o.logPretty === true || (o.logJson !== true && (io.out as { isTTY?: boolean }).isTTY === true);
+  return {
+    config: o.config as string | undefined,
+    listen: o.listen as string | undefined,
+    stateDir: o.stateDir as string | undefined,
+    metricsListen: o.metrics as string | undefined,
+    up,
+    logLevel: level,
+    logDestination: pretty ? prettyLogStream(io.err) : undefined,
+    out: io.out,
+    checkConfig: o.checkConfig === true,
+    quietBanner: io.env.WARDEN_QUIET_BANNER === "1",
+  };
+}
 
 /** The long-running commands, kept apart from the admin commands so tests of the latter stay light. */
 export function runners(io: CliIo) {
   return {
-    up: (o: Record<string, unknown>) =>
-      runCoordinator({
-        config: o.config as string | undefined,
-        listen: o.listen as string | undefined,
-        stateDir: o.stateDir as string | undefined,
-        metricsListen: o.metrics as string | undefined,
-        up: true,
-        logLevel: o.logLevel as string | undefined,
-        logDestination: o.logPretty === true ? prettyLogStream(io.err) : undefined,
-        out: io.out,
-      }),
-    coordinator: (o: Record<string, unknown>) =>
-      runCoordinator({
-        config: o.config as string,
-        listen: o.listen as string | undefined,
-        stateDir: o.stateDir as string | undefined,
-        metricsListen: o.metrics as string | undefined,
-        up: false,
-        logLevel: o.logLevel as string | undefined,
-        logDestination: o.logPretty === true ? prettyLogStream(io.err) : undefined,
-        out: io.out,
-      }),
+    up: (o: Record<string, unknown>) => runCoordinator(serveOptions(io, o, true)),
+    coordinator: (o: Record<string, unknown>) => runCoordinator(serveOptions(io, o, false)),
     /** `warden agent`: runs the agent's own entry point in this process (one pid, signals reach it). */
     agent: async (args: string[]): Promise<number> => {
-      process.argv = [process.argv[0] ?? "node", agentMain, ...args];
-      await import(agentMain);
+      process.argv = [process.argv[0] ?? "node", "warden-agent", ...args];
+      await import("../../agent/src/main.js");
       // main.ts exits the process itself when it is done.
       return new Promise<number>(() => {});
     },

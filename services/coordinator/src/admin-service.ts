@@ -107,6 +107,7 @@ function nodeInit(n: NodeRecord, instanceCount: number, drainRemaining: number):
     instanceCount,
     embedded: n.embedded,
     foreign: n.foreign,
+    version: n.version,
   };
 }
 

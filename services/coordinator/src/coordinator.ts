@@ -3,7 +3,7 @@ import { join, resolve } from "node:path";
 import { create } from "@bufbuild/protobuf";
 import { AdminService, AgentService, EvictionFailedOutcome, EvictionReason, InferenceService, InventoryEntrySchema, JournalRepairedSchema, NodeResourcesSchema, NodeService, OrphanProcessSchema, type Event } from "@warden/proto";
 import { GrpcServer, LeanGrpcServer, ServingStatus, createClient, inProcessClient } from "@warden/grpc";
-import { cryptoRng, createUlidFactory, nullLogger, sleep, systemClock, type Cancel, type Clock, type Logger, type Rng } from "@warden/common";
+import { cryptoRng, createUlidFactory, nullLogger, sleep, systemClock, wardenVersion, type Cancel, type Clock, type Logger, type Rng } from "@warden/common";
 import { Loader } from "@warden/loader";
 import { createOutbox, nullPublisher, type Outbox, type OutboxHealth, type Publisher } from "@warden/outbox";
 import { openFileJournal, type FileJournal } from "@warden/journal";
@@ -301,6 +301,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
       bootEpoch: BigInt(agent.bootEpochMs),
       embedded: true,
       client: inProcessClient(AgentService, agent.service),
+      version: wardenVersion,
     });
     // Seed the embedded node's inventory now, so "is it loaded anywhere?" has an
     // answer before the first heartbeat (the agent is in this process: no doubt).

@@ -1,4 +1,4 @@
-import type { Clock, Logger } from "@warden/common";
+import { wardenVersion, type Clock, type Logger } from "@warden/common";
 import { NodeTable, type NodeRecord as ClusterNodeRecord, type NodeTableOptions } from "@warden/cluster";
 import { grpcAgentConnector, type AgentClient } from "./grpc-agent-connector.js";
 
@@ -8,7 +8,7 @@ export { memoryReading } from "@warden/cluster";
 /** One registered node as the coordinator knows it (its agent reached over AgentService). */
 export type NodeRecord = ClusterNodeRecord<AgentClient>;
 
-export interface NodeRegistryOptions extends Omit<NodeTableOptions<AgentClient>, "clock" | "connector" | "onAdopted"> {
+export interface NodeRegistryOptions extends Omit<NodeTableOptions<AgentClient>, "clock" | "connector" | "onAdopted" | "version" | "onVersionMismatch"> {
   readonly clock: Clock;
   readonly log: Logger;
   /** Makes a gRPC client for a registered agent's address. */
@@ -27,6 +27,10 @@ export class NodeRegistry extends NodeTable<AgentClient> {
     super({
       ...rest,
       connector: grpcAgentConnector({ clock: o.clock, log, connect }),
+      version: wardenVersion,
+      onVersionMismatch: (nodeId, agentVersion) => {
+        log.warn("agent runs a different Warden version than the coordinator", { nodeId, agentVersion: agentVersion === "" ? "unknown (before 0.2)" : agentVersion, coordinatorVersion: wardenVersion });
+      },
       onAdopted: (a) => {
         if (a.as === "remote-only") log.info("adopted instance as remote-only", { nodeId: a.nodeId, model: a.model, incarnation: a.incarnation });
         else log.info("adopted instance as leftover", { nodeId: a.nodeId, model: a.model, incarnation: a.incarnation, foundBy: a.foundBy });

@@ -5,10 +5,11 @@
  * (DESIGN §2). SIGHUP reloads models and policy.
  */
 import { readFile } from "node:fs/promises";
-import { createLogger } from "@warden/common";
+import { Code, WardenError, createLogger, formatDurationMs, invalidArgument, wardenVersion } from "@warden/common";
 import { parseCoordinatorConfig, type CoordinatorConfig } from "./coordinator-config.js";
-import { startCoordinator } from "./coordinator.js";
+import { embeddedAgentConfig, startCoordinator } from "./coordinator.js";
 import { demoConfig } from "./demo-config.js";
+import { ensureStateDir } from "./state-dir.js";
 
 export interface RunCoordinatorOptions {
   /** YAML config path; undefined = the built-in demo config. */
@@ -27,6 +28,65 @@ export interface RunCoordinatorOptions {
   readonly out?: NodeJS.WritableStream;
   /** Command prefix shown in the banner. @default "npx warden" */
   readonly cliName?: string;
+  /** Validate the config, print the effective settings and resolve 0 without starting. */
+  readonly checkConfig?: boolean;
+  /** Leave the "Try …" and "Ctrl-C …" lines out of the banner (a wrapper such as `npm run cluster` prints its own). */
+  readonly quietBanner?: boolean;
+}
+
+/** Reads the config file; a missing file, a directory or no permission is INVALID_ARGUMENT naming --config and the path. */
+async function readConfigFile(path: string): Promise<string> {
+  try {
+    return await readFile(path, "utf8");
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    const why = code === "ENOENT" ? "no such file" : code === "EISDIR" ? "is a directory, not a YAML file" : code === "EACCES" ? "permission denied" : (err as Error).message;
+    throw invalidArgument("--config", `cannot read ${path}: ${why}`);
+  }
+}
+
+/**
+ * In single-machine mode every model's backend must be in the embedded
+ * agent's catalog: otherwise the model is accepted, every load fails, and the
+ * caller sees "in load-failure cooldown" instead of the cause.
+ */
+export function checkEmbeddedCatalog(c: CoordinatorConfig): void {
+  if (!c.embeddedAgent) return;
+  let agent;
+  try {
+    agent = embeddedAgentConfig(c);
+  } catch (err) {
+    const e = WardenError.from(err);
+    throw new WardenError(e.code, `agent.${e.rawMessage}`);
+  }
+  const names = Object.keys(agent.catalog);
+  c.models.forEach((m, i) => {
+    if (!(m.backend in agent.catalog)) throw invalidArgument(`models[${String(i)}].backend`, `"${m.backend}" is not in the embedded agent's catalog (agent.catalog has ${names.join(", ") || "nothing"})`);
+  });
+}
+
+const onOff = (b: boolean | undefined): string => (b === true ? "on" : "off");
+
+/** The effective eviction policy in one line (printed at start: defaults are easy to misremember). */
+export function policyLine(c: CoordinatorConfig): string {
+  const p = c.policy;
+  return [
+    `limitPerNode=${p.limitPerNode === undefined || p.limitPerNode === 0 ? "unlimited" : String(p.limitPerNode)}`,
+    `idleCheck=${onOff(p.idleCheck)}${p.idleCheck === true ? ` (${formatDurationMs(p.idleTimeoutMs ?? 0)})` : ""}`,
+    `busyCheck=${onOff(p.busyCheck)}${p.busyCheck === true ? ` (${formatDurationMs(p.busyTimeoutMs ?? 0)})` : ""}`,
+    `memoryReclaimer=${onOff(p.memoryReclaimer)}${p.memoryReclaimer === true ? ` (${String(p.memoryThreshold)})` : ""}`,
+    `forceEvictionWhenBusy=${onOff(p.forceEvictionWhenBusy)}`,
+    `sizeAware=${onOff(p.sizeAware)}`,
+  ].join(" ");
+}
+
+/** A listen failure is the operator's to fix (port taken, no permission): not "Warden unreachable". */
+function listenError(err: unknown): unknown {
+  if (!(err instanceof WardenError) || !err.rawMessage.startsWith("cannot listen")) return err;
+  const inUse = /EADDRINUSE/.test(err.rawMessage);
+  const denied = /EACCES/.test(err.rawMessage);
+  const addr = /^cannot listen on (\S+?):? /.exec(err.rawMessage)?.[1] ?? "";
+  return new WardenError(Code.FailedPrecondition, inUse ? `cannot listen on ${addr}: address already in use (another Warden? choose another with --listen)` : denied ? `cannot listen on ${addr}: permission denied` : err.rawMessage);
 }
 
 /** Starts the coordinator and resolves with the exit code once it has shut down. */
@@ -35,11 +95,36 @@ export async function runCoordinator(o: RunCoordinatorOptions): Promise<number> 
   const cli = o.cliName ?? "npx warden";
   const log = createLogger({ name: "coordinator", level: o.logLevel ?? "info", ...(o.logDestination === undefined ? {} : { destination: o.logDestination }) });
   const load = async (): Promise<CoordinatorConfig> => {
-    const base = o.config === undefined ? demoConfig() : parseCoordinatorConfig(await readFile(o.config, "utf8"));
-    return { ...base, ...(o.listen === undefined ? {} : { listen: o.listen }), ...(o.stateDir === undefined ? {} : { stateDir: o.stateDir }), ...(o.metricsListen === undefined ? {} : { metricsListen: o.metricsListen }) };
+    const base = o.config === undefined ? demoConfig() : parseCoordinatorConfig(await readConfigFile(o.config));
+    const merged = { ...base, ...(o.listen === undefined ? {} : { listen: o.listen }), ...(o.stateDir === undefined ? {} : { stateDir: o.stateDir }), ...(o.metricsListen === undefined ? {} : { metricsListen: o.metricsListen }) };
+    checkEmbeddedCatalog(merged);
+    return merged;
   };
   const config = await load();
-  const c = await startCoordinator(config, { logger: log });
+  if (o.checkConfig === true) {
+    out.write(
+      [
+        `config ${o.config ?? "(built-in demo)"}: valid`,
+        `  listen         ${config.listen}${config.inferenceListen === undefined ? "" : ` (data plane ${config.inferenceListen})`}`,
+        `  stateDir       ${config.stateDir}`,
+        `  embeddedAgent  ${String(config.embeddedAgent)}`,
+        `  placement      ${config.placement}`,
+        `  policy         ${policyLine(config)}`,
+        `  models         ${config.models.map((m) => `${m.id} (${m.backend})`).join(", ") || "(none)"}`,
+        `  nats           ${config.nats?.url ?? "off"}`,
+        ``,
+      ].join("\n"),
+    );
+    return 0;
+  }
+  const stateDir = await ensureStateDir(config.stateDir, o.stateDir === undefined ? "stateDir" : "--state-dir");
+  let c: Awaited<ReturnType<typeof startCoordinator>>;
+  try {
+    c = await startCoordinator(config, { logger: log });
+  } catch (err) {
+    throw listenError(err);
+  }
+  log.info("effective policy", { policy: policyLine(config), version: wardenVersion });
   const models = config.models.map((m) => m.id);
   out.write(
     [
@@ -49,15 +134,21 @@ export async function runCoordinator(o: RunCoordinatorOptions): Promise<number> 
       `  Inference API  ${c.address}  (warden.v1.InferenceService, gRPC)`,
       ...(c.inferenceAddress === undefined ? [] : [`  Data plane     ${c.inferenceAddress}  (warden.v1.InferenceService only, lean HTTP/2 gRPC)`]),
       `  Models         ${models.join(", ") || "(none configured)"}`,
+      `  Policy         ${policyLine(config)}`,
+      `  State dir      ${stateDir}  (journal, agent records; --state-dir or stateDir)`,
       ...(c.metricsAddress === undefined ? [] : [`  Metrics        http://${c.metricsAddress}/metrics`]),
       ``,
-      `Try, in another terminal:`,
-      `  ${cli} models ls --addr ${c.address}`,
-      `  ${cli} predict ${models[0] ?? "<model>"} "hello" --addr ${c.address}`,
-      `  ${cli} explain ${models[1] ?? models[0] ?? "<model>"} --addr ${c.address}`,
-      ``,
-      `Ctrl-C stops ${o.up ? "Warden and every backend it started" : "the coordinator (backends keep running)"}.`,
-      ``,
+      ...(o.quietBanner === true
+        ? []
+        : [
+            `Try, in another terminal:`,
+            `  ${cli} models ls --addr ${c.address}`,
+            `  ${cli} predict ${models[0] ?? "<model>"} "hello" --addr ${c.address}`,
+            `  ${cli} explain ${models[1] ?? models[0] ?? "<model>"} --addr ${c.address}`,
+            ``,
+            `Ctrl-C stops ${o.up ? "Warden and every backend it started" : "the coordinator (backends keep running)"}.`,
+            ``,
+          ]),
     ].join("\n"),
   );
   return new Promise<number>((resolve) => {

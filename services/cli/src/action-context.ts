@@ -1,0 +1,33 @@
+/** Where the CLI writes; injectable so tests can capture it. */
+export interface CliIo {
+  readonly out: NodeJS.WritableStream;
+  readonly err: NodeJS.WritableStream;
+  readonly env: Readonly<Record<string, string | undefined>>;
+  /** Whether stderr is a terminal (progress lines are redrawn in place). */
+  readonly interactive: boolean;
+}
+
+/** The options every admin command takes. */
+export interface GlobalOpts {
+  addr: string;
+  json: boolean;
+  timeout: string;
+}
+
+/** What an admin action needs from the command layer. */
+export interface ActionContext {
+  readonly io: CliIo;
+  print(s: string): void;
+  /** A progress line for work that takes more than a second (with `why()` appended when not empty); call the result when done. */
+  progress(label: string, why?: () => string): () => void;
+  /** The call's deadline in ms from --timeout. */
+  deadline(g: GlobalOpts): number;
+}
+
+/** The long-running commands (coordinator, agent, NATS reader), loaded only when run. */
+export interface Runners {
+  up(o: Record<string, unknown>): Promise<number>;
+  coordinator(o: Record<string, unknown>): Promise<number>;
+  agent(args: string[]): Promise<number>;
+  natsEvents(o: Record<string, unknown>, g: GlobalOpts): Promise<number>;
+}

@@ -1,0 +1,46 @@
+/**
+ * A `warden up` in its own process (as in production) for the routing
+ * benches, with a data-plane listener and one backend-sim model `m`, so the
+ * callers in the bench process do the same work on both sides.
+ */
+import { spawn } from "node:child_process";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { freePort } from "../support/free-port.js";
+
+export interface BenchCoordinator {
+  /** The main port (grpc-js, every service). */
+  readonly address: string;
+  /** The data-plane listener (lean HTTP/2, InferenceService only). */
+  readonly dataPlane: string;
+  /** SIGINT, wait for the exit, remove the state dir. */
+  close(): Promise<void>;
+}
+
+/**
+ * `defaultPortMin`: where the embedded agent's backend ports start unless
+ * WARDEN_TEST_PORT_BASE is set (side-by-side checkouts keep apart).
+ */
+export async function startBenchCoordinator(tag: string, defaultPortMin: number): Promise<BenchCoordinator> {
+  const dir = await mkdtemp(join(tmpdir(), `warden-bench-${tag}-`));
+  const address = `127.0.0.1:${String(await freePort())}`;
+  const dataPlane = `127.0.0.1:${String(await freePort())}`;
+  const portMin = Number(process.env.WARDEN_TEST_PORT_BASE ?? String(defaultPortMin));
+  await writeFile(join(dir, "c.yaml"), `listen: ${address}\ninferenceListen: ${dataPlane}\nstateDir: ${join(dir, "state")}\nagent: { ports: { min: ${String(portMin)}, max: ${String(portMin + 49)} }, nvidiaSmi: "" }\nmodels:\n  - { id: m, backend: backend-sim, options: ["sim.predict_tokens:1"] }\n`);
+  const root = resolve(import.meta.dirname, "..", "..");
+  const child = spawn(process.execPath, ["--import", "tsx", join(root, "services/cli/src/main.ts"), "up", "--config", join(dir, "c.yaml"), "--log-level", "warn"], { cwd: root, stdio: ["ignore", "pipe", "inherit"] });
+  let out = "";
+  child.stdout.on("data", (b: Buffer) => (out += b.toString()));
+  for (let i = 0; i < 300 && !out.includes("Warden is running"); i++) await new Promise((r) => setTimeout(r, 100));
+  return {
+    address,
+    dataPlane,
+    async close() {
+      const exited = new Promise((r) => child.once("exit", r));
+      child.kill("SIGINT");
+      await exited;
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}

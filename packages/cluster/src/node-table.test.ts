@@ -168,4 +168,24 @@ describe("NodeTable over a fake connector", () => {
     await settle();
     expect(orphanEvents).toEqual(["a:7:stopping", "a:7:failed:agent unavailable", "a:7:stopping", "a:7:stopped:already gone"]);
   });
+
+  it("an agent's version other than the coordinator's is reported once per change, not per re-registration", () => {
+    const clock = new ManualClock();
+    const mismatches: string[] = [];
+    const t = new NodeTable<FakeClient>({
+      clock,
+      connector: fakeConnector().connector,
+      graceMs: 5_000,
+      version: "1.0.0",
+      onVersionMismatch: (nodeId, v) => mismatches.push(`${nodeId}:${v}`),
+      onNodeEvent: () => {},
+    });
+    t.register({ ...reg("a", "h:1"), version: "0.9.0" });
+    t.register({ ...reg("a", "h:1"), version: "0.9.0" });
+    t.register({ ...reg("a", "h:1", 2n), version: "1.0.0" });
+    t.register(reg("a", "h:1", 3n)); // an agent before 0.2 sends none
+    t.register({ ...reg("b", "h:2"), version: "1.0.0" });
+    expect(mismatches).toEqual(["a:0.9.0", "a:"]);
+    expect(t.get("a")?.version).toBe("");
+  });
 });

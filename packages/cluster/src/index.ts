@@ -18,7 +18,7 @@ export { reconcileInventory } from "./reconcile-inventory.js";
 export type { Adoption, ReconcileInput } from "./reconcile-inventory.js";
 export { OrphanTracker } from "./orphan-tracker.js";
 export type { OrphanTrackerOptions } from "./orphan-tracker.js";
-export { freshForeign } from "./note-foreign.js";
+export { freshForeign } from "./fresh-foreign.js";
 export { memoryReading } from "./memory-reading.js";
 export { PlacementView } from "./placement-view.js";
 export type { PlacementNode, PlacementNodes } from "./placement-view.js";

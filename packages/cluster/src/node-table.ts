@@ -8,7 +8,7 @@ import { fenceIncarnation, maxFencesPerNode, unfencedInventory } from "./incarna
 import { memoryReading } from "./memory-reading.js";
 import { massUnreachability, nextHealth, type HealthCause } from "./node-health.js";
 import type { HeartbeatReport, NodeRecord, NodeRegistration } from "./node-record.js";
-import { freshForeign } from "./note-foreign.js";
+import { freshForeign } from "./fresh-foreign.js";
 import { OrphanTracker } from "./orphan-tracker.js";
 import { reconcileInventory, type Adoption } from "./reconcile-inventory.js";
 

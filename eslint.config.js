@@ -7,6 +7,7 @@ import tseslint from "typescript-eslint";
 const decisionPackages = [
   "packages/watchdog/src/**/*.ts",
   "packages/loader/src/**/*.ts",
+  "packages/cluster/src/**/*.ts",
   "packages/placement/src/**/*.ts",
   "packages/node-health/src/**/*.ts",
   "packages/reconciler/src/**/*.ts",

@@ -24,7 +24,7 @@ import { createWatchdogCore } from "@warden/watchdog";
 import { modelSpec, type Loader, type ModelSpec } from "@warden/loader";
 import type { PlacementStrategy } from "@warden/placement";
 import { PlacementView } from "./placement-view.js";
-import type { NodeRegistry } from "./node-registry.js";
+import type { PlacementNodes as NodeRegistry } from "./placement-view.js";
 
 const GiB = 1024 ** 3;
 const groupNames = ["g1", "g2", "g3"] as const;

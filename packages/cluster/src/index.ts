@@ -1,0 +1,24 @@
+/**
+ * @warden/cluster — the coordinator's view of its nodes (DESIGN §1): health
+ * (ready / unreachable / lost, the mass-unreachability guard), heartbeat
+ * ordering and (boot epoch, sequence) fencing, inventory reconciliation with
+ * the loader, orphan and foreign tracking, and placement's view of the nodes.
+ * Pure, behind ports: agents are reached through an AgentConnector.
+ */
+export { NodeTable } from "./node-table.js";
+export type { NodeEventKind, NodeTableOptions } from "./node-table.js";
+export type { HeartbeatReport, NodeHealthState, NodeRecord, NodeRegistration } from "./node-record.js";
+export type { AgentConnector, BackendExit } from "./agent-connector.js";
+export { massUnreachability, nextHealth } from "./node-health.js";
+export type { HealthCause, Unreachability } from "./node-health.js";
+export { heartbeatOrder } from "./heartbeat-order.js";
+export type { HeartbeatOrder } from "./heartbeat-order.js";
+export { fenceIncarnation, maxFencesPerNode, unfencedInventory } from "./incarnation-fences.js";
+export { reconcileInventory } from "./reconcile-inventory.js";
+export type { Adoption, ReconcileInput } from "./reconcile-inventory.js";
+export { OrphanTracker } from "./orphan-tracker.js";
+export type { OrphanTrackerOptions } from "./orphan-tracker.js";
+export { freshForeign } from "./fresh-foreign.js";
+export { memoryReading } from "./memory-reading.js";
+export { PlacementView } from "./placement-view.js";
+export type { PlacementNode, PlacementNodes } from "./placement-view.js";

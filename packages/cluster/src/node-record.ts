@@ -1,0 +1,82 @@
+import type { ForeignProcess, GpuInfo, InventoryEntry, NodeResources, OrphanProcess } from "@warden/proto";
+import type { AgentPort } from "@warden/loader";
+
+export type NodeHealthState = "ready" | "unreachable" | "lost";
+
+/**
+ * One registered node as the coordinator knows it. `C` is the connector's
+ * client for the agent (a gRPC client in production, a fake in tests); the
+ * table only hands it back to the connector.
+ */
+export interface NodeRecord<C> {
+  readonly nodeId: string;
+  address: string;
+  labels: Record<string, string>;
+  gpus: GpuInfo[];
+  readonly embedded: boolean;
+  /** Warden version the agent registered with ("" from agents before 0.2). */
+  version: string;
+  /**
+   * Catalog backend names the agent registered with (≤ 256, validated). Empty
+   * from an agent older than RegisterRequest.backends: placement then takes
+   * the node as able to start any backend, as before.
+   */
+  backends: ReadonlySet<string>;
+  bootEpoch: bigint;
+  sequence: bigint;
+  lastHeartbeatMs: number;
+  lastHeartbeatWallMs: number;
+  state: NodeHealthState;
+  draining: boolean;
+  /** Last inventory; undefined until the first heartbeat. */
+  inventory: InventoryEntry[] | undefined;
+  orphans: OrphanProcess[];
+  /** Listeners in the agent's port range it did not start (last heartbeat); never signalled. */
+  foreign: ForeignProcess[];
+  resources: NodeResources | undefined;
+  client: C;
+  port: AgentPort;
+  /** Ready instances missing from consecutive inventories (vanished after two). */
+  readonly missing: Map<string, number>;
+  /**
+   * Incarnations confirmed gone → this boot epoch's sequence last seen at the
+   * confirmation. A heartbeat up to one past it may carry an inventory taken
+   * before the stop took effect (the one in flight then), so it cannot show
+   * them; the first heartbeat beyond releases the fence. Dropped with the boot
+   * epoch (older epochs' heartbeats are refused). Capped per node, oldest out.
+   */
+  readonly fences: Map<string, bigint>;
+  /** Aborts the node's exit watch (the connector's WatchBackends stream). */
+  watchAbort: AbortController | undefined;
+}
+
+/**
+ * What a Register carries (validated by the caller against its bounds
+ * first). An object so fields can be added without touching call sites.
+ */
+export interface NodeRegistration<C> {
+  readonly nodeId: string;
+  readonly address: string;
+  readonly labels: Record<string, string>;
+  readonly gpus: GpuInfo[];
+  readonly bootEpoch: bigint;
+  readonly embedded?: boolean;
+  /** The client to use (the embedded agent's in-process one); else the connector makes one. */
+  readonly client?: C;
+  /** The agent's Warden version; absent or "" from agents before 0.2. */
+  readonly version?: string;
+  /** The agent's catalog backend names; absent or empty from older agents. */
+  readonly backends?: readonly string[];
+}
+
+/** One heartbeat as the agent sent it (validated by the caller first). */
+export interface HeartbeatReport {
+  readonly nodeId: string;
+  readonly bootEpoch: bigint;
+  readonly sequence: bigint;
+  readonly backends: InventoryEntry[];
+  readonly orphans: OrphanProcess[];
+  /** Absent from an older agent: read as none. */
+  readonly foreign?: ForeignProcess[];
+  readonly resources: NodeResources | undefined;
+}

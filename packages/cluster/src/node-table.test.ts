@@ -1,0 +1,191 @@
+import { describe, expect, it } from "vitest";
+import { create } from "@bufbuild/protobuf";
+import { BackendState, InventoryEntrySchema, OrphanProcessSchema, type OrphanProcess } from "@warden/proto";
+import { ManualClock } from "@warden/common";
+import type { AgentPort } from "@warden/loader";
+import type { AgentConnector } from "./agent-connector.js";
+import { heartbeatOrder } from "./heartbeat-order.js";
+import { massUnreachability, nextHealth } from "./node-health.js";
+import { NodeTable } from "./node-table.js";
+
+interface FakeClient {
+  readonly address: string;
+  closed: boolean;
+  readonly watches: AbortSignal[];
+}
+
+interface PendingStop {
+  readonly pid: number;
+  readonly resolve: (alreadyGone: boolean) => void;
+  readonly reject: (err: Error) => void;
+}
+
+/** A hand-written connector: clients are records, stops wait for the test to answer them. */
+function fakeConnector() {
+  const made: FakeClient[] = [];
+  const stops: PendingStop[] = [];
+  const port: AgentPort = {
+    startBackend: () => {
+      throw new Error("not used");
+    },
+    stopBackend: () => Promise.reject(new Error("not used")),
+    isRunning: () => Promise.reject(new Error("not used")),
+  };
+  const connector: AgentConnector<FakeClient> = {
+    connect: (address) => {
+      const c: FakeClient = { address, closed: false, watches: [] };
+      made.push(c);
+      return c;
+    },
+    agentPort: () => port,
+    close: (c) => {
+      c.closed = true;
+    },
+    stopOrphan: (_c, o) =>
+      new Promise((resolve, reject) => {
+        stops.push({ pid: o.pid, resolve: (alreadyGone) => { resolve({ alreadyGone }); }, reject });
+      }),
+    watchExits: (_nodeId, c, signal) => {
+      c.watches.push(signal);
+    },
+  };
+  return { connector, made, stops };
+}
+
+function table(clock: ManualClock, orphanGraceMs = 1_000) {
+  const f = fakeConnector();
+  const events: string[] = [];
+  const orphanEvents: string[] = [];
+  const t = new NodeTable<FakeClient>({
+    clock,
+    connector: f.connector,
+    graceMs: 5_000,
+    lostAfterMs: 60_000,
+    orphanGraceMs,
+    onNodeEvent: (nodeId, kind) => events.push(`${nodeId}:${kind}`),
+    onOrphan: (nodeId, o, kind, detail) => orphanEvents.push(`${nodeId}:${String(o.pid)}:${kind}${detail === "" ? "" : `:${detail}`}`),
+  });
+  return { t, events, orphanEvents, ...f };
+}
+
+const reg = (nodeId: string, address: string, bootEpoch = 1n) => ({ nodeId, address, labels: {}, gpus: [], bootEpoch });
+const hb = (nodeId: string, sequence: bigint, orphans: OrphanProcess[] = []) => ({ nodeId, bootEpoch: 1n, sequence, backends: [], orphans, resources: undefined });
+const orphan = (pid: number): OrphanProcess => create(OrphanProcessSchema, { pid, address: `127.0.0.1:${String(20_000 + pid)}` });
+const settle = async (): Promise<void> => {
+  for (let i = 0; i < 3; i++) await Promise.resolve();
+};
+
+describe("node health", () => {
+  it("every transition: a heartbeat readies, silence makes a ready node unreachable, the timeout loses an unreachable one, an operator loses any", () => {
+    const states = ["ready", "unreachable", "lost"] as const;
+    const table = (cause: Parameters<typeof nextHealth>[1]) => states.map((s) => nextHealth(s, cause));
+    expect(table("heartbeat")).toEqual([undefined, "ready", "ready"]);
+    expect(table("silent")).toEqual(["unreachable", undefined, undefined]);
+    expect(table("timeout")).toEqual([undefined, "lost", undefined]);
+    expect(table("operator")).toEqual(["lost", "lost", undefined]);
+  });
+
+  it("mass unreachability needs at least 3 unreachable and 55 % of the nodes that count (not embedded, not lost)", () => {
+    const n = (state: "ready" | "unreachable" | "lost", embedded = false) => ({ state, embedded });
+    expect(massUnreachability([n("unreachable"), n("unreachable"), n("lost")])).toEqual({ paused: false, unreachable: 2, total: 2 });
+    expect(massUnreachability([n("unreachable"), n("unreachable"), n("unreachable"), n("ready"), n("ready")])).toEqual({ paused: true, unreachable: 3, total: 5 });
+    expect(massUnreachability([n("unreachable"), n("unreachable"), n("unreachable"), n("ready"), n("ready"), n("ready")])).toEqual({ paused: false, unreachable: 3, total: 6 });
+    expect(massUnreachability([n("unreachable"), n("unreachable"), n("unreachable"), n("ready", true), n("ready", true)]).paused).toBe(true);
+  });
+});
+
+describe("heartbeat order", () => {
+  it("orders by (boot epoch, sequence); the registered sequence is taken once, for the first inventory", () => {
+    const last = { bootEpoch: 2n, sequence: 5n, hasInventory: true };
+    expect(heartbeatOrder(undefined, { bootEpoch: 1n, sequence: 1n })).toBe("unknown");
+    expect(heartbeatOrder(last, { bootEpoch: 1n, sequence: 99n })).toBe("stale");
+    expect(heartbeatOrder(last, { bootEpoch: 3n, sequence: 0n })).toBe("register-again");
+    expect(heartbeatOrder(last, { bootEpoch: 2n, sequence: 4n })).toBe("stale");
+    expect(heartbeatOrder(last, { bootEpoch: 2n, sequence: 5n })).toBe("stale");
+    expect(heartbeatOrder({ ...last, hasInventory: false }, { bootEpoch: 2n, sequence: 5n })).toBe("apply");
+    expect(heartbeatOrder(last, { bootEpoch: 2n, sequence: 6n })).toBe("apply");
+  });
+});
+
+describe("NodeTable over a fake connector", () => {
+  it("re-registration: same address and epoch keeps the record; a new epoch keeps the client and restarts the watch; a new address closes the old client", () => {
+    const clock = new ManualClock();
+    const { t, made, events } = table(clock);
+    const first = t.register(reg("a", "h:1"));
+    expect(t.register(reg("a", "h:1"))).toBe(first);
+    expect(made).toHaveLength(1);
+    const second = t.register(reg("a", "h:1", 2n));
+    expect(second).not.toBe(first);
+    expect(made).toHaveLength(1);
+    expect(made[0]?.watches.map((s) => s.aborted)).toEqual([true, false]);
+    t.register(reg("a", "h:2", 2n));
+    expect(made.map((c) => [c.address, c.closed])).toEqual([["h:1", true], ["h:2", false]]);
+    expect(events).toEqual(["a:registered", "a:registered", "a:registered"]);
+    t.close();
+    expect(made[1]?.closed).toBe(true);
+    expect(made[1]?.watches[0]?.aborted).toBe(true);
+  });
+
+  it("a confirmed-gone incarnation is fenced from inventories up to one past the sequence seen at the confirmation", () => {
+    const clock = new ManualClock();
+    const { t } = table(clock);
+    t.register(reg("a", "h:1"));
+    const entry = create(InventoryEntrySchema, { incarnation: "X", model: "m", address: "h:9", state: BackendState.READY });
+    const beat = (sequence: bigint) => t.heartbeat({ ...hb("a", sequence), backends: [entry] });
+    beat(3n);
+    expect(t.findModel("m").t).toBe("found");
+    t.confirmedGone("a", "X");
+    expect(t.get("a")?.inventory).toEqual([]);
+    beat(4n); // may have been taken before the stop took effect
+    expect(t.findModel("m")).toEqual({ t: "absent" });
+    beat(5n); // beyond the fence: an inventory that lists it means it runs
+    expect(t.findModel("m")).toEqual({ t: "found", hits: [{ nodeId: "a", address: "h:9", incarnation: "X" }] });
+    expect(t.get("a")?.fences.size).toBe(0);
+  });
+
+  it("an orphan past its grace is stopped once through the connector, not while mass unreachability pauses, and retried after a failed stop", async () => {
+    const clock = new ManualClock();
+    const { t, stops, orphanEvents } = table(clock);
+    for (const id of ["a", "b", "c", "d"]) t.register(reg(id, `h:${id}`));
+    t.heartbeat(hb("a", 1n, [orphan(7)]));
+    clock.advance(6_000);
+    t.checkHealth();
+    expect(t.unreachabilityPaused).toBe(true);
+    t.heartbeat(hb("a", 2n, [orphan(7)]));
+    expect(stops).toEqual([]);
+    t.heartbeat(hb("b", 1n));
+    t.heartbeat(hb("c", 1n));
+    t.checkHealth();
+    expect(t.unreachabilityPaused).toBe(false);
+    t.heartbeat(hb("a", 3n, [orphan(7)]));
+    t.heartbeat(hb("a", 4n, [orphan(7)])); // in flight: not sent again
+    expect(stops.map((s) => s.pid)).toEqual([7]);
+    stops[0]?.reject(new Error("agent unavailable"));
+    await settle();
+    t.heartbeat(hb("a", 5n, [orphan(7)]));
+    expect(stops.map((s) => s.pid)).toEqual([7, 7]);
+    stops[1]?.resolve(true);
+    await settle();
+    expect(orphanEvents).toEqual(["a:7:stopping", "a:7:failed:agent unavailable", "a:7:stopping", "a:7:stopped:already gone"]);
+  });
+
+  it("an agent's version other than the coordinator's is reported once per change, not per re-registration", () => {
+    const clock = new ManualClock();
+    const mismatches: string[] = [];
+    const t = new NodeTable<FakeClient>({
+      clock,
+      connector: fakeConnector().connector,
+      graceMs: 5_000,
+      version: "1.0.0",
+      onVersionMismatch: (nodeId, v) => mismatches.push(`${nodeId}:${v}`),
+      onNodeEvent: () => {},
+    });
+    t.register({ ...reg("a", "h:1"), version: "0.9.0" });
+    t.register({ ...reg("a", "h:1"), version: "0.9.0" });
+    t.register({ ...reg("a", "h:1", 2n), version: "1.0.0" });
+    t.register(reg("a", "h:1", 3n)); // an agent before 0.2 sends none
+    t.register({ ...reg("b", "h:2"), version: "1.0.0" });
+    expect(mismatches).toEqual(["a:0.9.0", "a:"]);
+    expect(t.get("a")?.version).toBe("");
+  });
+});

@@ -1,0 +1,301 @@
+import type { ForeignProcess, OrphanProcess } from "@warden/proto";
+import type { Clock } from "@warden/common";
+import type { AgentDirectory, AgentPort, InventoryAnswer, InventoryHit, InventoryPort, Loader } from "@warden/loader";
+import { BackendState } from "@warden/proto";
+import type { AgentConnector } from "./agent-connector.js";
+import { heartbeatOrder } from "./heartbeat-order.js";
+import { fenceIncarnation, maxFencesPerNode, unfencedInventory } from "./incarnation-fences.js";
+import { memoryReading } from "./memory-reading.js";
+import { massUnreachability, nextHealth, type HealthCause } from "./node-health.js";
+import type { HeartbeatReport, NodeRecord, NodeRegistration } from "./node-record.js";
+import { freshForeign } from "./fresh-foreign.js";
+import { OrphanTracker } from "./orphan-tracker.js";
+import { reconcileInventory, type Adoption } from "./reconcile-inventory.js";
+
+export type NodeEventKind = "registered" | "unreachable" | "lost" | "lost-by-operator" | "ready";
+
+export interface NodeTableOptions<C> {
+  /** `now()` and `wallNow()` only: the periodic checkHealth call is the owner's. */
+  readonly clock: Pick<Clock, "now" | "wallNow">;
+  readonly connector: AgentConnector<C>;
+  /** Heartbeats older than this make a node unreachable. */
+  readonly graceMs: number;
+  /** Unreachable this long → lost. @default 10 min */
+  readonly lostAfterMs?: number;
+  /** `reason` is the operator's free text for "lost-by-operator", empty otherwise. */
+  readonly onNodeEvent: (nodeId: string, kind: NodeEventKind, labels: Record<string, string>, reason?: string) => void;
+  /**
+   * Open stop intents on `nodeId` whose incarnation its inventory no longer
+   * has: the process is gone (stopped late, or exited), so the intent is done.
+   */
+  readonly onIntentsGone?: (nodeId: string, present: ReadonlySet<string>) => void;
+  /** Orphans older than this are stopped (reason orphan). @default 2 min */
+  readonly orphanGraceMs?: number;
+  /**
+   * Orphans first seen in one heartbeat, in report order (never empty): one
+   * call per node per heartbeat, so a peer reporting many orphans makes one
+   * coalesced `orphan.adopted` event, not one each.
+   */
+  readonly onOrphansAdopted?: (nodeId: string, adopted: readonly OrphanProcess[]) => void;
+  /** An orphan is being stopped, was stopped, or its stop failed. */
+  readonly onOrphan?: (nodeId: string, orphan: OrphanProcess, kind: "stopping" | "stopped" | "failed", detail: string) => void;
+  /**
+   * A heartbeat showed foreign processes the node's previous one did not:
+   * called once per such heartbeat with the new ones (coalesced, never one
+   * call per process).
+   */
+  readonly onForeign?: (nodeId: string, fresh: readonly ForeignProcess[]) => void;
+  /** Mass unreachability began or ended. */
+  readonly onPauseChange?: (paused: boolean, unreachable: number, total: number) => void;
+  /**
+   * This coordinator's Warden version. An agent registering with another one
+   * is reported through onVersionMismatch once per change, not per
+   * re-registration: mixed versions are allowed but worth knowing.
+   */
+  readonly version?: string;
+  /** `agentVersion` is "" from agents before 0.2. */
+  readonly onVersionMismatch?: (nodeId: string, agentVersion: string) => void;
+  /** An inventory entry was adopted by the loader (for the owner's log). */
+  readonly onAdopted?: (a: Adoption) => void;
+}
+
+/**
+ * Registered agents: registration, heartbeats ((boot epoch, sequence) ordered,
+ * older ignored), health states, and reconciliation of each inventory with the
+ * loader — unknown valid incarnations adopted (remote-only, or leftover when a
+ * stop was requested or a stop intent is open), exited or twice-missing
+ * instances removed through the watchdog. Also the loader's AgentDirectory
+ * and InventoryPort. Pure: agents are reached through the AgentConnector.
+ */
+export class NodeTable<C> implements AgentDirectory, InventoryPort {
+  private readonly nodes = new Map<string, NodeRecord<C>>();
+  private paused = false;
+  private sorted: readonly NodeRecord<C>[] | undefined;
+  private readonly orphans: OrphanTracker;
+  private loader: Loader | undefined;
+  private openIntent: (incarnation: string) => boolean = () => false;
+  /** Cap on registered nodes (client-keyed). */
+  static readonly maxNodes = 4096;
+  /** Cap on open fences per node (confirmed stops within about one heartbeat). */
+  static readonly maxFencesPerNode = maxFencesPerNode;
+
+  constructor(private readonly o: NodeTableOptions<C>) {
+    this.orphans = new OrphanTracker({
+      graceMs: o.orphanGraceMs ?? 120_000,
+      ...(o.onOrphansAdopted === undefined ? {} : { onAdopted: o.onOrphansAdopted }),
+      ...(o.onOrphan === undefined ? {} : { onOrphan: o.onOrphan }),
+    });
+  }
+
+  attach(loader: Loader, openIntent: (incarnation: string) => boolean): void {
+    this.loader = loader;
+    this.openIntent = openIntent;
+  }
+
+  /** Nodes by id; cached between registrations (placement asks on every load). */
+  list(): readonly NodeRecord<C>[] {
+    this.sorted ??= [...this.nodes.values()].sort((a, b) => (a.nodeId < b.nodeId ? -1 : a.nodeId > b.nodeId ? 1 : 0));
+    return this.sorted;
+  }
+
+  get(nodeId: string): NodeRecord<C> | undefined {
+    return this.nodes.get(nodeId);
+  }
+
+  // AgentDirectory
+  agent(nodeId: string): AgentPort | undefined {
+    const n = this.nodes.get(nodeId);
+    return n === undefined || n.state === "lost" ? undefined : n.port;
+  }
+
+  isLocal(nodeId: string): boolean {
+    return this.nodes.get(nodeId)?.embedded === true;
+  }
+
+  isReachable(nodeId: string): boolean {
+    return this.nodes.get(nodeId)?.state === "ready";
+  }
+
+  // InventoryPort
+  findModel(model: string): InventoryAnswer {
+    const hits: InventoryHit[] = [];
+    for (const n of this.nodes.values()) {
+      if (n.state === "lost") continue;
+      if (n.inventory === undefined) return { t: "unknown", reason: `node "${n.nodeId}" has not reported an inventory yet` };
+      const found = n.inventory.filter((e) => e.model === model && e.state !== BackendState.EXITED && this.loader?.isGone(e.incarnation) !== true);
+      if (found.length > 0 && n.state === "unreachable") return { t: "unknown", reason: `node "${n.nodeId}" is unreachable and its last inventory had "${model}"` };
+      for (const e of found) hits.push({ nodeId: n.nodeId, address: e.address, incarnation: e.incarnation });
+    }
+    return hits.length > 0 ? { t: "found", hits } : { t: "absent" };
+  }
+
+  /**
+   * The loader confirmed `incarnation` gone (InventoryPort): fence it at the
+   * sequence seen now, and drop it from the stored inventory, which predates
+   * the confirmation.
+   */
+  confirmedGone(nodeId: string, incarnation: string): void {
+    const n = this.nodes.get(nodeId);
+    if (n === undefined) return;
+    fenceIncarnation(n.fences, incarnation, n.sequence);
+    if (n.inventory?.some((e) => e.incarnation === incarnation) === true) n.inventory = n.inventory.filter((e) => e.incarnation !== incarnation);
+    n.missing.delete(incarnation);
+  }
+
+  /** Registers (or re-registers) a node. */
+  register(init: NodeRegistration<C>): NodeRecord<C> {
+    const existing = this.nodes.get(init.nodeId);
+    const version = init.version ?? "";
+    if (this.o.version !== undefined && version !== this.o.version && existing?.version !== version) this.o.onVersionMismatch?.(init.nodeId, version);
+    if (existing === undefined && this.nodes.size >= NodeTable.maxNodes) throw new Error(`too many nodes (cap ${String(NodeTable.maxNodes)})`);
+    // Copies: the record must not share objects with a request (validated by
+    // the caller against its bounds before it gets here).
+    const labels = { ...init.labels };
+    const gpus = init.gpus.map((g) => ({ ...g }));
+    const backends: ReadonlySet<string> = new Set(init.backends ?? []);
+    if (existing !== undefined && existing.address === init.address && existing.bootEpoch === init.bootEpoch) {
+      existing.labels = labels;
+      existing.gpus = gpus;
+      existing.version = version;
+      existing.backends = backends;
+      return existing;
+    }
+    const connector = this.o.connector;
+    if (existing !== undefined) {
+      existing.watchAbort?.abort();
+      if (!existing.embedded && existing.address !== init.address) connector.close(existing.client);
+    }
+    const client = init.client ?? (existing !== undefined && existing.address === init.address ? existing.client : connector.connect(init.address));
+    // Same boot epoch (a new address): the agent's sequence goes on, so the last
+    // one seen and the fences stay — a reset would let an older heartbeat in.
+    const sameBoot = existing?.bootEpoch === init.bootEpoch;
+    const rec: NodeRecord<C> = {
+      nodeId: init.nodeId,
+      address: init.address,
+      labels,
+      gpus,
+      embedded: init.embedded ?? false,
+      version,
+      backends,
+      bootEpoch: init.bootEpoch,
+      sequence: sameBoot ? existing.sequence : 0n,
+      lastHeartbeatMs: this.o.clock.now(),
+      lastHeartbeatWallMs: this.o.clock.wallNow(),
+      state: "ready",
+      draining: existing?.draining ?? false,
+      inventory: sameBoot ? existing.inventory : undefined,
+      orphans: [],
+      foreign: sameBoot ? existing.foreign : [],
+      resources: existing?.resources,
+      client,
+      port: connector.agentPort(client),
+      missing: new Map(),
+      fences: sameBoot ? existing.fences : new Map<string, bigint>(),
+      watchAbort: undefined,
+    };
+    this.nodes.set(init.nodeId, rec);
+    this.sorted = undefined;
+    this.o.onNodeEvent(init.nodeId, "registered", labels);
+    rec.watchAbort = new AbortController();
+    connector.watchExits(rec.nodeId, client, rec.watchAbort.signal, (incarnation, exit) => {
+      this.loader?.onBackendGone(incarnation, { exitCode: exit.exitCode, signal: exit.signal, intentional: exit.intentional, lastStderrLine: exit.lastStderrLine });
+    });
+    return rec;
+  }
+
+  /**
+   * A heartbeat. Returns false when the node is unknown (it must register).
+   * An older (boot epoch, sequence) than the last one seen is ignored.
+   */
+  heartbeat(hb: HeartbeatReport): boolean {
+    const n = this.nodes.get(hb.nodeId);
+    const order = heartbeatOrder(n === undefined ? undefined : { bootEpoch: n.bootEpoch, sequence: n.sequence, hasInventory: n.inventory !== undefined }, hb);
+    if (n === undefined || order === "unknown" || order === "register-again") return false;
+    if (order === "stale") return true;
+    n.sequence = hb.sequence;
+    n.lastHeartbeatMs = this.o.clock.now();
+    n.lastHeartbeatWallMs = this.o.clock.wallNow();
+    // Back (first inventory since it registered, or reachable again): its leftovers' stops are retried now.
+    const returned = n.inventory === undefined || n.state !== "ready";
+    this.transition(n, "heartbeat");
+    const loader = this.loader;
+    n.inventory = unfencedInventory(n.fences, hb.sequence, hb.backends, loader === undefined ? undefined : (inc) => loader.isGone(inc));
+    n.orphans = hb.orphans;
+    const foreign = hb.foreign ?? [];
+    const fresh = freshForeign(n.foreign, foreign);
+    n.foreign = foreign;
+    if (fresh.length > 0) this.o.onForeign?.(n.nodeId, fresh);
+    if (hb.resources !== undefined) {
+      n.resources = hb.resources;
+      loader?.reportMemory(n.nodeId, memoryReading(hb.resources));
+    }
+    if (loader !== undefined) {
+      const live = reconcileInventory(loader, { nodeId: n.nodeId, inventory: n.inventory, missing: n.missing, openIntent: this.openIntent, ...(this.o.onAdopted === undefined ? {} : { onAdopted: this.o.onAdopted }) });
+      this.o.onIntentsGone?.(n.nodeId, live);
+    }
+    if (returned) loader?.retryLeftoversNow(n.nodeId);
+    const client = n.client;
+    this.orphans.track(n.nodeId, hb.orphans, this.o.clock.now(), this.paused, (orphan) => this.o.connector.stopOrphan(client, orphan));
+    // Orphans (live processes without a complete record) count toward the
+    // node's limit, groups and memory; never selectable, never routed.
+    loader?.setOrphans(
+      n.nodeId,
+      hb.orphans.map((o) => {
+        const spec = o.model === "" ? undefined : loader.modelSpec(o.model);
+        return { kind: "orphan" as const, key: `pid:${String(o.pid)}`, model: o.model === "" ? undefined : o.model, groups: spec?.groups ?? [], sizeBytes: Number(o.memoryBytes) };
+      }),
+    );
+    return true;
+  }
+
+  /** Moves nodes whose heartbeats stopped to unreachable, then lost. The owner calls it periodically. */
+  checkHealth(): void {
+    const now = this.o.clock.now();
+    for (const n of this.nodes.values()) {
+      if (!n.embedded && now - n.lastHeartbeatMs > this.o.graceMs) this.transition(n, "silent");
+    }
+    const u = massUnreachability(this.nodes.values());
+    if (u.paused !== this.paused) {
+      this.paused = u.paused;
+      this.o.onPauseChange?.(u.paused, u.unreachable, u.total);
+    }
+    if (u.paused) return;
+    for (const n of this.nodes.values()) {
+      if (n.embedded || n.state !== "unreachable") continue;
+      if (now - n.lastHeartbeatMs > this.o.graceMs + (this.o.lostAfterMs ?? 600_000)) this.declareLost(n, false);
+    }
+  }
+
+  /** True while unreachability-driven actions are paused. */
+  get unreachabilityPaused(): boolean {
+    return this.paused;
+  }
+
+  /**
+   * Marks a node lost (by timeout or an operator's word): its models may be
+   * placed elsewhere. Not subject to the mass-unreachability pause: only
+   * checkHealth's timeout path is paused, an operator's word never is.
+   */
+  declareLost(n: NodeRecord<C>, byOperator: boolean, reason = ""): void {
+    if (!this.transition(n, byOperator ? "operator" : "timeout", reason)) return;
+    this.loader?.onNodeLost(n.nodeId);
+  }
+
+  /** Stops every exit watch and closes every client the connector made. */
+  close(): void {
+    for (const n of this.nodes.values()) {
+      n.watchAbort?.abort();
+      if (!n.embedded) this.o.connector.close(n.client);
+    }
+  }
+
+  /** Applies `cause` to the node's health and announces the change; false when nothing changed. */
+  private transition(n: NodeRecord<C>, cause: HealthCause, reason = ""): boolean {
+    const to = nextHealth(n.state, cause);
+    if (to === undefined) return false;
+    n.state = to;
+    if (cause === "operator" || cause === "timeout") this.o.onNodeEvent(n.nodeId, cause === "operator" ? "lost-by-operator" : "lost", n.labels, reason);
+    else this.o.onNodeEvent(n.nodeId, to, n.labels);
+    return true;
+  }
+}

@@ -1,0 +1,125 @@
+import { lacksBackend, planPlacement, type NodeCandidate, type PlacementPlan, type PlacementStrategy } from "@warden/placement";
+import type { Loader, ModelSpec, PlacementPort } from "@warden/loader";
+import type { NodeResources } from "@warden/proto";
+import type { NodeHealthState } from "./node-record.js";
+
+/** What placement reads of a node. */
+export interface PlacementNode {
+  readonly nodeId: string;
+  readonly state: NodeHealthState;
+  readonly draining: boolean;
+  readonly labels: Record<string, string>;
+  readonly resources: NodeResources | undefined;
+  /** Catalog backend names its agent registered with; empty when not reported (any backend). */
+  readonly backends: ReadonlySet<string>;
+}
+
+/** The nodes placement sees (the NodeTable), by id. */
+export interface PlacementNodes {
+  list(): readonly PlacementNode[];
+}
+
+function labelsMatch(labels: Readonly<Record<string, string>>, selector: Readonly<Record<string, string>>): boolean {
+  for (const k in selector) if (labels[k] !== selector[k]) return false;
+  return true;
+}
+
+/**
+ * Feeds the pure placement planner with the node table's and the watchdog's
+ * view of each node. The loader's PlacementPort and ExplainPlacement both go
+ * through `plan`, so an explanation agrees with what a load does.
+ */
+export class PlacementView implements PlacementPort {
+  private loader: Loader | undefined;
+
+  constructor(
+    private readonly nodes: PlacementNodes,
+    private readonly strategy: PlacementStrategy,
+  ) {}
+
+  attach(loader: Loader): void {
+    this.loader = loader;
+  }
+
+  /**
+   * One candidate per node, each from that node's own watchdog records
+   * (`placementSummary`): proportional to the cluster's instances, no
+   * snapshot per decision.
+   */
+  candidates(spec: ModelSpec, explain = true): NodeCandidate[] {
+    const core = this.loader?.core;
+    const limit = this.loader?.getPolicy().limitPerNode ?? 0;
+    const out: NodeCandidate[] = [];
+    // A plain loop with no per-node closures: this runs per node on every load.
+    for (const n of this.nodes.list()) {
+      // A node the hard constraints exclude is rejected whatever its load: when no
+      // explanation is wanted it is left out before its instances are read.
+      if (!explain && (n.state !== "ready" || n.draining || !labelsMatch(n.labels, spec.selector) || lacksBackend(spec, n))) continue;
+      let memoryTotalBytes = 0;
+      let memoryUsedBytes = 0;
+      const r = n.resources;
+      if (r !== undefined) {
+        if (r.gpus.length > 0) {
+          for (const g of r.gpus) {
+            memoryTotalBytes += Number(g.totalBytes);
+            memoryUsedBytes += Number(g.usedBytes);
+          }
+        } else {
+          memoryTotalBytes = Number(r.ramTotalBytes);
+          memoryUsedBytes = Number(r.ramUsedBytes);
+        }
+      }
+      const sum = core?.placementSummary(n.nodeId, spec.id, spec.groups);
+      out.push({
+        nodeId: n.nodeId,
+        state: n.state,
+        draining: n.draining,
+        labels: n.labels,
+        memoryTotalBytes,
+        memoryUsedBytes,
+        reservedBytes: sum?.accountedBytes ?? 0,
+        occupied: sum?.occupied ?? 0,
+        limit,
+        evictableConflicts: sum?.evictableConflicts ?? [],
+        blockingConflicts: sum?.blockingConflicts ?? [],
+        evictableBytes: sum?.evictableBytes ?? 0,
+        evictableSlots: sum?.evictableSlots ?? 0,
+        backends: n.backends,
+      });
+    }
+    return out;
+  }
+
+  plan(spec: ModelSpec, explain = true): PlacementPlan {
+    return planPlacement({ model: spec.id, sizeBytes: spec.sizeBytes, selector: spec.selector, backend: spec.backend }, this.candidates(spec, explain), this.strategy, { explain });
+  }
+
+  /**
+   * The loader's choice. When nothing fits outright or after eviction, the
+   * first eligible node (ready, not draining, selector matching, the backend in its agent's catalog when it reported one) is still
+   * returned so the watchdog's admission reports the precise shortfall and
+   * the need-more loop waits and re-plans.
+   */
+  choose(spec: ModelSpec): { readonly nodeId: string } | { readonly nodeId: undefined; readonly reason: string } {
+    const plan = this.plan(spec, false);
+    if (plan.t !== "no-fit") return { nodeId: plan.nodeId };
+    const eligible = this.candidates(spec).find((c) => c.state === "ready" && !c.draining && labelsMatch(c.labels, spec.selector) && !lacksBackend(spec, c));
+    return eligible === undefined ? { nodeId: undefined, reason: this.plan(spec).reason } : { nodeId: eligible.nodeId };
+  }
+
+  /** Instances (model@incarnation) an admission on `nodeId` would evict first: group conflicts, then least recently used. */
+  wouldEvict(spec: ModelSpec, nodeId: string): string[] {
+    const c = this.candidates(spec).find((x) => x.nodeId === nodeId);
+    const snap = this.loader?.core.snapshot();
+    if (c === undefined || snap === undefined) return [];
+    const out = new Set<string>();
+    const onNode = snap.instances.filter((v) => v.nodeId === nodeId && v.state === "ready" && v.pendingEviction === undefined && !v.pinned);
+    for (const v of onNode) if (v.groups.some((g) => spec.groups.includes(g)) && v.model !== spec.id) out.add(`${v.model}@${v.incarnation}`);
+    if (c.limit > 0) {
+      const need = c.occupied + 1 - c.limit - out.size;
+      const lru = onNode.filter((v) => !out.has(`${v.model}@${v.incarnation}`) && v.inFlight === 0).sort((a, b) => (a.lastUsedMs ?? 0) - (b.lastUsedMs ?? 0));
+      for (const v of lru.slice(0, Math.max(0, need))) out.add(`${v.model}@${v.incarnation}`);
+    }
+    return [...out];
+  }
+}

@@ -1,0 +1,72 @@
+import { BackendState, type InventoryEntry } from "@warden/proto";
+import { isUlid } from "@warden/common";
+import type { AdoptionSource, Loader } from "@warden/loader";
+
+/** An adoption the loader committed (it publishes instance.adopted itself). */
+export interface Adoption {
+  readonly nodeId: string;
+  readonly model: string;
+  readonly incarnation: string;
+  readonly as: "remote-only" | "leftover";
+  /** Why a leftover: a stop was requested, a stop intent is open, or the model is not configured. */
+  readonly foundBy?: AdoptionSource;
+}
+
+export interface ReconcileInput {
+  readonly nodeId: string;
+  /** The unfenced inventory just stored for the node. */
+  readonly inventory: readonly InventoryEntry[];
+  /** Ready instances missing from consecutive inventories (mutated: vanished after two). */
+  readonly missing: Map<string, number>;
+  /** Whether a stop intent is open for an incarnation (from the outbox). */
+  readonly openIntent: (incarnation: string) => boolean;
+  readonly onAdopted?: (a: Adoption) => void;
+}
+
+/**
+ * Reconciles one node's inventory with the loader: exited entries are gone;
+ * unknown valid incarnations are adopted (remote-only, or leftover when a stop
+ * was requested, a stop intent is open or the model is not configured); ready
+ * instances the inventory lacks are gone after two consecutive inventories
+ * (one may race a start); leftovers it lacks are reaped. Returns the live
+ * incarnations it lists, for the stop intents they settle.
+ */
+export function reconcileInventory(loader: Loader, r: ReconcileInput): Set<string> {
+  const seen = new Set<string>();
+  for (const e of r.inventory) {
+    seen.add(e.incarnation);
+    if (e.state === BackendState.EXITED) {
+      loader.onBackendGone(e.incarnation, { exitCode: undefined, signal: "", intentional: e.stopRequested !== undefined, lastStderrLine: "" });
+      continue;
+    }
+    if (loader.knows(e.incarnation) || !isUlid(e.incarnation)) continue;
+    if (e.state !== BackendState.READY && e.stopRequested === undefined) continue; // a start in progress elsewhere settles itself
+    const spec = loader.modelSpec(e.model);
+    const foundBy = e.stopRequested !== undefined ? "stop-requested" : r.openIntent(e.incarnation) ? "open-stop-intent" : spec === undefined ? "unconfigured" : undefined;
+    if (foundBy === undefined && spec !== undefined) {
+      if (loader.adoptRemoteOnly(spec, r.nodeId, e.address, e.incarnation, "inventory")) r.onAdopted?.({ nodeId: r.nodeId, model: e.model, incarnation: e.incarnation, as: "remote-only" });
+    } else {
+      const lastError = foundBy === "unconfigured" ? "adopted from inventory: model not configured" : "adopted from inventory with a stop requested";
+      if (loader.adoptLeftover({ incarnation: e.incarnation, nodeId: r.nodeId, model: e.model, address: e.address, lastError, foundBy: foundBy ?? "unconfigured" })) {
+        r.onAdopted?.({ nodeId: r.nodeId, model: e.model, incarnation: e.incarnation, as: "leftover", ...(foundBy === undefined ? {} : { foundBy }) });
+      }
+    }
+  }
+  for (const h of loader.heldInstances()) {
+    if (h.nodeId !== r.nodeId || h.phase !== "ready") continue;
+    if (seen.has(h.incarnation)) {
+      r.missing.delete(h.incarnation);
+      continue;
+    }
+    const count = (r.missing.get(h.incarnation) ?? 0) + 1;
+    r.missing.set(h.incarnation, count);
+    if (count >= 2) {
+      r.missing.delete(h.incarnation);
+      loader.onBackendGone(h.incarnation, { exitCode: undefined, signal: "", intentional: false, lastStderrLine: "vanished from the agent's inventory" });
+    }
+  }
+  for (const l of loader.leftoverList()) {
+    if (l.nodeId === r.nodeId && !seen.has(l.incarnation)) loader.onBackendGone(l.incarnation, { exitCode: undefined, signal: "", intentional: true, lastStderrLine: "" });
+  }
+  return new Set(r.inventory.filter((e) => e.state !== BackendState.EXITED).map((e) => e.incarnation));
+}

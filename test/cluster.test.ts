@@ -82,7 +82,11 @@ describe("cluster (coordinator + two agent processes)", () => {
   });
 
   it("agent killed: its node goes unreachable (instances accounted, unroutable: UNAVAILABLE), then lost; the model is re-placed; the restarted agent's backend is reaped as a leftover", async () => {
-    const tc = await twoNodes({ nodeGrace: "1s", nodeLostAfter: "2s" });
+    // Lost by an operator's word, not by nodeLostAfter: a timeout short enough for a
+    // test could pass while the unreachable-phase checks below still run on a loaded
+    // machine. The timeout transition itself is covered with a manual clock
+    // (node-registry.test.ts, packages/cluster node-table.test.ts).
+    const tc = await twoNodes({ nodeGrace: "1s", nodeLostAfter: "10m" });
     await tc.admin.loadModel({ model: "small", nodeId: "node-a" });
     const a = agents[0]!;
     await a.kill(); // the agent dies; its backend keeps running
@@ -92,6 +96,7 @@ describe("cluster (coordinator + two agent processes)", () => {
     const err = await tc.inference.predict({ model: "small", options: { Prompt: "x" } }).catch((e: unknown) => e);
     expect(isWardenError(err, Code.Unavailable)).toBe(true);
     expect((err as WardenError).rawMessage).toMatch(/unreachable/);
+    await tc.admin.declareNodeLost({ nodeId: "node-a", reason: "agent killed by the test" });
     await tc.waitForEvent("node.lost", (e) => e.nodeId === "node-a");
     const after = (await tc.admin.listModels({})).instances;
     expect(after.find((i) => i.nodeId === "node-a" && i.model === "small")?.state).toBe(InstanceState.LEFTOVER);
@@ -106,6 +111,9 @@ describe("cluster (coordinator + two agent processes)", () => {
   it("a restarted coordinator rebuilds from the agents' inventories: running instances are adopted remote-only and routable", async () => {
     const tc = await twoNodes();
     const loaded = await tc.admin.loadModel({ model: "big" });
+    // The event is journaled after the load answers; a closing coordinator ends its
+    // watchers, so wait for it to be delivered before the close.
+    await tc.waitForEvent("backend.loaded", (e) => e.model === "big");
     // Stop the coordinator without stopping backends, start a new one on the same state dir and port.
     const address = tc.c.address;
     await tc.c.close({ stopBackends: false });

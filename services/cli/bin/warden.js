@@ -35,6 +35,18 @@ const nodeRequire = createRequire(join(dist, "warden-cli.cjs"));
 /** @type {Map<string, { exports: any; script: Script; file: string; key: string; cached: Buffer | undefined }>} */
 const loaded = new Map();
 
+/**
+ * commander requires node:child_process as it loads, for executable subcommands
+ * (warden has none): loading it, with net and dgram, was ~15 ms of `warden --help`.
+ * Such a built-in is handed over as a stand-in that loads it on first use.
+ */
+const onFirstUse = new Set(["node:child_process"]);
+function builtin(id) {
+  if (!onFirstUse.has(id)) return nodeRequire(id);
+  let real;
+  return new Proxy({}, { get: (_, key) => (real ??= nodeRequire(id))[key] });
+}
+
 /** Loads dist/<name>.cjs once, as Node's CommonJS loader would, compiling it with its cache. */
 function load(name) {
   const known = loaded.get(name);
@@ -54,7 +66,7 @@ function load(name) {
   const module = { exports: {}, script, file, key, cached };
   loaded.set(name, module);
   // The chunks name each other "./<name>.js" (esbuild's split ES modules, turned into CommonJS).
-  const require = (id) => (id.startsWith("./") ? load(id.slice(2).replace(/\.js$/, "")) : nodeRequire(id));
+  const require = (id) => (id.startsWith("./") ? load(id.slice(2).replace(/\.js$/, "")) : builtin(id));
   script.runInThisContext().call(module.exports, module.exports, require, module, file, dist);
   return module.exports;
 }

@@ -1,5 +1,6 @@
-import type { status} from "@grpc/grpc-js";
-import { Metadata, type ServiceError } from "@grpc/grpc-js";
+import type { ServiceError, status } from "@grpc/grpc-js";
+// The class from its own module: the lean client imports this file and must not load grpc-js's index (see h2-client.ts).
+import { Metadata } from "@grpc/grpc-js/build/src/metadata.js";
 import { Code, WardenError, isCode } from "@warden/common";
 
 /** Trailer key carrying the JSON details of a WardenError across the wire. */

@@ -1,9 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { constants as http2Constants } from "node:http2";
 import { createServer } from "node:net";
 import { Metadata } from "@grpc/grpc-js";
 import { Code, WardenError, isWardenError } from "@warden/common";
 import { Backend, ServerReflection } from "@warden/proto";
 import { GrpcServer, createH2Client } from "./index.js";
+import { h2c } from "./h2-client.js";
 import { decodeText, echoBackend, missingModelMessage, newEchoBackendSeen } from "./echo-backend.fixture.js";
 
 const seen = newEchoBackendSeen();
@@ -180,3 +182,10 @@ describe("createH2Client against a real grpc-js server on loopback", () => {
     expect(() => createH2Client(ServerReflection, address)).toThrow(/bidi_streaming/);
   });
 });
+
+describe("the lean client's copy of node:http2's constants", () => {
+  it("matches node:http2 (it exists so a call is built before node:http2 loads)", () => {
+    for (const [k, v] of Object.entries(h2c)) expect([k, v]).toEqual([k, (http2Constants as Record<string, unknown>)[k]]);
+  });
+});
+

@@ -1,6 +1,10 @@
-import { connect, constants as h2, type ClientHttp2Session, type ClientHttp2Stream, type IncomingHttpHeaders, type OutgoingHttpHeaders } from "node:http2";
+import type * as Http2 from "node:http2";
+import type { ClientHttp2Session, ClientHttp2Stream, IncomingHttpHeaders, OutgoingHttpHeaders } from "node:http2";
 import { connect as netConnect } from "node:net";
-import { Metadata } from "@grpc/grpc-js";
+// grpc-js's Metadata class from its own module, not the package index: the index loads the
+// whole grpc-js channel stack (and proto-loader, protobufjs), which this client exists to avoid
+// and which a short `warden` admin command cannot afford to load (see services/cli).
+import { Metadata } from "@grpc/grpc-js/build/src/metadata.js";
 import { create, fromBinary, toBinary, type DescMethod, type DescService } from "@bufbuild/protobuf";
 import { Code, WardenError, abortReason, deadlineTimer, isCode, type Cancel } from "@warden/common";
 import { detailsTrailerKey, parseErrorDetails } from "./codes.js";
@@ -8,6 +12,35 @@ import { MessageReader, decodeGrpcMessage, formatGrpcTimeout, frameMessage } fro
 import { defaultMaxMessageBytes } from "./limits.js";
 import { methodPath } from "./service-definition.js";
 import type { CallOptions, Client } from "./types.js";
+
+let http2: typeof Http2 | undefined;
+
+/**
+ * node:http2 on first use, not at import: loading it (with http, tls and
+ * crypto) is tens of milliseconds, which `warden --help` and every short
+ * command that makes no call would otherwise pay.
+ */
+function loadHttp2(): typeof Http2 {
+  return (http2 ??= process.getBuiltinModule("node:http2"));
+}
+
+/**
+ * The node:http2 constants a call uses (header names; RFC 9113 §7 error
+ * codes), so building one needs no node:http2 before it connects.
+ * h2-client.test.ts checks them against node:http2's.
+ */
+export const h2c = {
+  HTTP2_HEADER_METHOD: ":method",
+  HTTP2_HEADER_PATH: ":path",
+  HTTP2_HEADER_AUTHORITY: ":authority",
+  HTTP2_HEADER_STATUS: ":status",
+  HTTP2_HEADER_CONTENT_TYPE: "content-type",
+  HTTP2_HEADER_TE: "te",
+  NGHTTP2_NO_ERROR: 0,
+  NGHTTP2_REFUSED_STREAM: 7,
+  NGHTTP2_CANCEL: 8,
+  NGHTTP2_ENHANCE_YOUR_CALM: 11,
+} as const;
 
 export interface H2ClientOptions {
   /** @default 16 MiB */
@@ -71,7 +104,7 @@ class Connection {
     if (s !== undefined && !s.gone) return s;
     // Nagle off: calls are small writes, and holding one back for the previous
     // segment's ACK stalls a pipeline of many calls (grpc-js does the same).
-    const session = connect(`http://${this.authority}`, { createConnection: () => netConnect({ host: this.host, port: this.port, noDelay: true }) });
+    const session = loadHttp2().connect(`http://${this.authority}`, { createConnection: () => netConnect({ host: this.host, port: this.port, noDelay: true }) });
     const slot = new SessionSlot(session);
     const retire = (): void => {
       slot.gone = true;
@@ -182,11 +215,11 @@ class ClientCall implements CallControl {
     const deadlineAtMs = deadlineOf(opts);
     const headers: OutgoingHttpHeaders = {
       ...(opts?.metadata === undefined ? {} : opts.metadata.toHttp2Headers()),
-      [h2.HTTP2_HEADER_METHOD]: "POST",
-      [h2.HTTP2_HEADER_PATH]: path,
-      [h2.HTTP2_HEADER_AUTHORITY]: this.authority,
-      [h2.HTTP2_HEADER_CONTENT_TYPE]: "application/grpc",
-      [h2.HTTP2_HEADER_TE]: "trailers",
+      [h2c.HTTP2_HEADER_METHOD]: "POST",
+      [h2c.HTTP2_HEADER_PATH]: path,
+      [h2c.HTTP2_HEADER_AUTHORITY]: this.authority,
+      [h2c.HTTP2_HEADER_CONTENT_TYPE]: "application/grpc",
+      [h2c.HTTP2_HEADER_TE]: "trailers",
     };
     let remaining = 0;
     if (deadlineAtMs !== undefined) {
@@ -255,12 +288,12 @@ class ClientCall implements CallControl {
   private cancelWith(why: WardenError): void {
     this.ownEnd ??= why;
     const stream = this.stream;
-    if (stream !== undefined && !stream.closed) stream.close(h2.NGHTTP2_CANCEL);
+    if (stream !== undefined && !stream.closed) stream.close(h2c.NGHTTP2_CANCEL);
   }
 
   private onResponse(h: IncomingHttpHeaders): void {
-    this.httpStatus = Number(h[h2.HTTP2_HEADER_STATUS]);
-    this.contentType = String(h[h2.HTTP2_HEADER_CONTENT_TYPE] ?? "");
+    this.httpStatus = Number(h[h2c.HTTP2_HEADER_STATUS]);
+    this.contentType = h[h2c.HTTP2_HEADER_CONTENT_TYPE] ?? "";
     if (h["grpc-status"] !== undefined) this.status = statusError(h); // trailers-only response
     if (this.opts?.onHeader !== undefined) this.opts.onHeader(Metadata.fromHttp2Headers(h));
   }
@@ -290,18 +323,18 @@ class ClientCall implements CallControl {
     if (httpStatus !== 0 && httpStatus !== 200) return new WardenError(codeForHttpStatus(httpStatus), `HTTP status ${String(httpStatus)} without a gRPC status`);
     if (httpStatus === 200 && !this.contentType.startsWith("application/grpc")) return new WardenError(Code.Unknown, `unexpected content type "${this.contentType}"`);
     const slot = this.slot;
-    const rstCode = this.stream?.rstCode ?? h2.NGHTTP2_NO_ERROR;
+    const rstCode = this.stream?.rstCode ?? h2c.NGHTTP2_NO_ERROR;
     const connectionGone = slot === undefined || slot.gone || slot.session.destroyed;
     switch (rstCode) {
-      case h2.NGHTTP2_REFUSED_STREAM:
+      case h2c.NGHTTP2_REFUSED_STREAM:
         return new WardenError(Code.Unavailable, "the server refused the stream");
-      case h2.NGHTTP2_ENHANCE_YOUR_CALM:
+      case h2c.NGHTTP2_ENHANCE_YOUR_CALM:
         return new WardenError(Code.ResourceExhausted, "the server says enhance your calm");
-      case h2.NGHTTP2_CANCEL:
+      case h2c.NGHTTP2_CANCEL:
         if (!connectionGone) return new WardenError(Code.Canceled, "the server cancelled the call");
         break;
       default:
-        if (!connectionGone && rstCode !== h2.NGHTTP2_NO_ERROR) return new WardenError(Code.Internal, `stream reset with HTTP/2 code ${String(rstCode)}`);
+        if (!connectionGone && rstCode !== h2c.NGHTTP2_NO_ERROR) return new WardenError(Code.Internal, `stream reset with HTTP/2 code ${String(rstCode)}`);
     }
     // No status and the connection went away: the server is gone.
     return new WardenError(Code.Unavailable, `connection to ${this.authority} dropped before the call completed`);

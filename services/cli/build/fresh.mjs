@@ -8,11 +8,19 @@
  * rebuilds when anything differs. An installed package has no build/ and
  * never runs this.
  */
-import { readFileSync, statSync } from "node:fs";
-import { rename, writeFile } from "node:fs/promises";
-import process from "node:process";
-import { join } from "node:path";
-import { build, fingerprint, repoRoot, stampFile } from "./build.mjs";
+// This runs before every `warden` in a checkout, so it loads as little as it can: Node's modules
+// through process.getBuiltinModule (an ES module's import of a built-in builds a facade for it,
+// milliseconds each), and stamp.mjs (node:crypto) and build.mjs (esbuild) only when needed.
+// `process` is the global one for the same reason.
+/* global process */
+const { readFileSync, statSync } = process.getBuiltinModule("node:fs");
+const { rename, writeFile } = process.getBuiltinModule("node:fs/promises");
+const { join } = process.getBuiltinModule("node:path");
+const { fileURLToPath } = process.getBuiltinModule("node:url");
+
+// The same paths as stamp.mjs's (which loads node:crypto, needed only to hash a changed file).
+const repoRoot = join(fileURLToPath(import.meta.url), "..", "..", "..", "..");
+const stampFile = join(repoRoot, "services", "cli", "dist", "build-stamp.json");
 
 /**
  * The inputs that changed since the last build ([] when current).
@@ -38,6 +46,7 @@ export async function staleInputs() {
       continue;
     }
     if (s.size === was.size && s.mtimeMs === was.mtimeMs) continue;
+    const { fingerprint } = await import("./stamp.mjs");
     const now = await fingerprint(path);
     if (now.sha1 !== was.sha1) {
       stale.push(p);
@@ -64,6 +73,7 @@ export async function ensureFreshBuild(options = {}) {
   const stale = await staleInputs();
   if (stale.length === 0) return;
   const shown = stale.slice(0, 3).join(", ") + (stale.length > 3 ? ` and ${String(stale.length - 3)} more` : "");
+  const { build } = await import("./build.mjs");
   const r = await build();
   if (options.quiet !== true) process.stderr.write(`warden: rebuilt services/cli/dist in ${String(r.ms)} ms (changed: ${shown})\n`);
 }

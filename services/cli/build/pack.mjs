@@ -42,7 +42,8 @@ export async function packWarden(outDir) {
     // The same bin as in the checkout: without ../build it goes straight to the bundle.
     await copyFile(join(repoRoot, "services", "cli", "bin", "warden.js"), join(stage, "bin", "warden.js"));
     for (const f of await readdir(distDir)) {
-      if (f === "build-stamp.json" || f.endsWith(".tmp")) continue;
+      // A code cache is keyed to this checkout's file (see bin/warden.js): an install makes its own.
+      if (f === "build-stamp.json" || f.endsWith(".tmp") || f.endsWith(".v8cache")) continue;
       await copyFile(join(distDir, f), join(stage, "dist", f));
     }
     for (const [from, to] of units) await copyFile(join(repoRoot, from), join(stage, "deploy", to));

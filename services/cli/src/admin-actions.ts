@@ -1,7 +1,7 @@
 /**
  * What the admin commands do once parsed: the gRPC calls and their output.
  * Loaded on demand by program.ts, so `warden --help` and the long-running
- * commands never pay for the protobuf schemas, grpc-js or the table renderer.
+ * commands never pay for the protobuf schemas, the gRPC client or the table renderer.
  */
 import { toJson, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
 import type { EventSchema } from "@warden/proto";
@@ -19,7 +19,7 @@ import {
   UnloadOutcome,
   type PolicyPatch,
 } from "@warden/proto";
-import { createClient, type Client } from "@warden/grpc";
+import { createH2Client, type Client } from "@warden/grpc";
 import { Code, WardenError, formatDurationMs, invalidArgument, parseDurationMs, sleep, systemClock } from "@warden/common";
 import { eventToJson, eventTypeOf, parseEventType } from "@warden/events";
 import { exitCodes } from "./exit-codes.js";
@@ -30,8 +30,10 @@ function json<T extends DescMessage>(schema: T, msg: MessageShape<T>): string {
   return JSON.stringify(toJson(schema, msg, { alwaysEmitImplicit: false }), null, 2);
 }
 
-const admin = (g: GlobalOpts): Client<typeof AdminService> => createClient(AdminService, g.addr);
-const inference = (g: GlobalOpts): Client<typeof InferenceService> => createClient(InferenceService, g.addr);
+// The lean HTTP/2 client, not grpc-js: every method the CLI calls is unary or server-streaming, and
+// loading grpc-js (with proto-loader and protobufjs) was most of a short admin command's time.
+const admin = (g: GlobalOpts): Client<typeof AdminService> => createH2Client(AdminService, g.addr);
+const inference = (g: GlobalOpts): Client<typeof InferenceService> => createH2Client(InferenceService, g.addr);
 
 export async function modelsLs(c: ActionContext, g: GlobalOpts, o: { node?: string }): Promise<number | undefined> {
   const a = admin(g);

@@ -9,7 +9,7 @@ export type { CliIo } from "./action-context.js";
 
 const defaultAddr = "127.0.0.1:50051";
 
-/** The admin actions, loaded on first use: `--help` and the long-running commands never load protobuf or grpc-js. */
+/** The admin actions, loaded on first use: `--help` and the long-running commands never load protobuf or the gRPC client. */
 const actions = (): Promise<typeof AdminActions> => import("./admin-actions.js");
 
 /**

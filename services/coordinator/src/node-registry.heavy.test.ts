@@ -18,6 +18,7 @@ import type { Client } from "@warden/grpc";
 import { Code, ManualClock, WardenError, createUlidFactory, nullLogger, seededRng, sleep } from "@warden/common";
 import { Loader, modelSpec, type LoaderEvent, type StopIntent } from "@warden/loader";
 import { NodeRegistry } from "./node-registry.js";
+import { idleWatchBackends } from "./idle-watch.fixture.js";
 
 interface Proc {
   readonly model: string;
@@ -87,20 +88,7 @@ function world(seed: number, maxGone: number) {
 
   const client = {
     close() {},
-    watchBackends: (_req: unknown, opts?: { signal?: AbortSignal }) => ({
-      [Symbol.asyncIterator]: () => ({
-        next: () =>
-          new Promise<IteratorResult<never>>((resolve) => {
-            opts?.signal?.addEventListener(
-              "abort",
-              () => {
-                resolve({ done: true, value: undefined });
-              },
-              { once: true },
-            );
-          }),
-      }),
-    }),
+    watchBackends: idleWatchBackends,
     stopBackend: (req: { incarnation: string }) =>
       new Promise((resolve, reject) => {
         const p = procs.get(req.incarnation);

@@ -4,25 +4,13 @@ import { InventoryEntrySchema, BackendState, OrphanProcessSchema, type AgentServ
 import { ManualClock, nullLogger } from "@warden/common";
 import type { Client } from "@warden/grpc";
 import { NodeRegistry } from "./node-registry.js";
+import { idleWatchBackends } from "./idle-watch.fixture.js";
 
 /** An agent client that is never called over the network: WatchBackends idles until aborted. */
 function idleClient(): Client<typeof AgentService> {
   return {
     close() {},
-    watchBackends: (_req: unknown, opts?: { signal?: AbortSignal }) => ({
-      [Symbol.asyncIterator]: () => ({
-        next: () =>
-          new Promise<IteratorResult<never>>((resolve) => {
-            opts?.signal?.addEventListener(
-              "abort",
-              () => {
-                resolve({ done: true, value: undefined });
-              },
-              { once: true },
-            );
-          }),
-      }),
-    }),
+    watchBackends: idleWatchBackends,
   } as unknown as Client<typeof AgentService>;
 }
 

@@ -5,10 +5,18 @@ import { fromGrpcError } from "./codes.js";
 import { methodDefinition } from "./service-definition.js";
 import type { CallOptions, Client } from "./types.js";
 import { defaultMaxMessageBytes } from "./limits.js";
+import type { ClientTls } from "./tls-material.js";
+
+/** grpc-js channel credentials for `tls`. */
+export function channelCredentialsOf(tls: ClientTls): ChannelCredentials {
+  return grpcCredentials.createSsl(tls.ca ?? null, tls.key ?? null, tls.cert ?? null);
+}
 
 export interface CreateClientOptions {
-  /** @default insecure (loopback and tests) */
+  /** @default insecure (loopback and tests); see also `tls` */
   credentials?: ChannelCredentials;
+  /** TLS from PEM bytes (used when `credentials` is not given): verify the server against `ca`, present `cert`/`key` for mutual TLS. */
+  tls?: ClientTls;
   /** @default 16 MiB */
   maxReceiveMessageBytes?: number;
   /** @default 16 MiB */
@@ -159,9 +167,11 @@ function clientStreamCall(client: GrpcClient, m: DescMethod) {
  * rejects with the signal's reason.
  */
 export function createClient<T extends DescService>(svc: T, address: string, options: CreateClientOptions = {}): Client<T> {
-  const client = new GrpcClient(address, options.credentials ?? grpcCredentials.createInsecure(), {
+  const creds = options.credentials ?? (options.tls === undefined ? grpcCredentials.createInsecure() : channelCredentialsOf(options.tls));
+  const client = new GrpcClient(address, creds, {
     "grpc.max_receive_message_length": options.maxReceiveMessageBytes ?? defaultMaxMessageBytes,
     "grpc.max_send_message_length": options.maxSendMessageBytes ?? defaultMaxMessageBytes,
+    ...(options.tls?.serverName === undefined ? {} : { "grpc.ssl_target_name_override": options.tls.serverName, "grpc.default_authority": options.tls.serverName }),
     ...options.channelOptions,
   });
   const out: Record<string, unknown> = {

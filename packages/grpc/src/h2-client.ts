@@ -1,6 +1,7 @@
 import type * as Http2 from "node:http2";
 import type { ClientHttp2Session, ClientHttp2Stream, IncomingHttpHeaders, OutgoingHttpHeaders } from "node:http2";
-import { connect as netConnect } from "node:net";
+import { connect as netConnect, isIP } from "node:net";
+import type * as Tls from "node:tls";
 // grpc-js's Metadata class from its own module, not the package index: the index loads the
 // whole grpc-js channel stack (and proto-loader, protobufjs), which this client exists to avoid
 // and which a short `warden` admin command cannot afford to load (see services/cli).
@@ -12,6 +13,7 @@ import { MessageReader, decodeGrpcMessage, formatGrpcTimeout, frameMessage } fro
 import { defaultMaxMessageBytes } from "./limits.js";
 import { methodPath } from "./service-definition.js";
 import type { CallOptions, Client } from "./types.js";
+import type { ClientTls } from "./tls-material.js";
 
 let http2: typeof Http2 | undefined;
 
@@ -47,6 +49,8 @@ export interface H2ClientOptions {
   maxReceiveMessageBytes?: number;
   /** @default 16 MiB */
   maxSendMessageBytes?: number;
+  /** Connect over TLS, verifying the server against `ca` (system roots without), presenting `cert`/`key` for mutual TLS. @default plaintext */
+  tls?: ClientTls;
 }
 
 /** A session and the calls running on it: the socket keeps the process alive only while calls run. */
@@ -64,7 +68,7 @@ class SessionSlot {
 }
 
 /**
- * One HTTP/2 connection to a plaintext gRPC server, opened on first use and
+ * One HTTP/2 connection to a gRPC server (plaintext or TLS), opened on first use and
  * again after it closes. No name resolution, load balancing, retry or
  * interceptor layers: the coordinator→backend hop is a single known address
  * and the loader owns retries, so grpc-js's channel stack is pure cost there.
@@ -76,7 +80,10 @@ class Connection {
   private readonly host: string;
   private readonly port: number;
 
-  constructor(private readonly authority: string) {
+  constructor(
+    private readonly authority: string,
+    private readonly tls: ClientTls | undefined,
+  ) {
     const colon = authority.lastIndexOf(":");
     this.host = authority.slice(0, colon).replace(/^\[(.*)\]$/, "$1");
     this.port = Number(authority.slice(colon + 1));
@@ -104,7 +111,11 @@ class Connection {
     if (s !== undefined && !s.gone) return s;
     // Nagle off: calls are small writes, and holding one back for the previous
     // segment's ACK stalls a pipeline of many calls (grpc-js does the same).
-    const session = loadHttp2().connect(`http://${this.authority}`, { createConnection: () => netConnect({ host: this.host, port: this.port, noDelay: true }) });
+    const tls = this.tls;
+    const session =
+      tls === undefined
+        ? loadHttp2().connect(`http://${this.authority}`, { createConnection: () => netConnect({ host: this.host, port: this.port, noDelay: true }) })
+        : loadHttp2().connect(`https://${this.authority}`, { createConnection: () => this.tlsConnect(tls) });
     const slot = new SessionSlot(session);
     const retire = (): void => {
       slot.gone = true;
@@ -118,6 +129,25 @@ class Connection {
     session.unref();
     this.slot = slot;
     return slot;
+  }
+
+  /** A TLS socket offering h2; the certificate must name `serverName`, or else the host dialled (an IP SAN for an IP). */
+  private tlsConnect(tls: ClientTls): Tls.TLSSocket {
+    const name = tls.serverName ?? this.host;
+    const socket = process.getBuiltinModule("node:tls").connect({
+      host: this.host,
+      port: this.port,
+      ALPNProtocols: ["h2"],
+      minVersion: "TLSv1.2",
+      // SNI carries names only; an IP is checked against the certificate's IP SANs without it.
+      ...(isIP(name) === 0 ? { servername: name } : {}),
+      ...(tls.serverName === undefined ? {} : { checkServerIdentity: (_h: string, cert: Tls.PeerCertificate) => process.getBuiltinModule("node:tls").checkServerIdentity(name, cert) }),
+      ...(tls.ca === undefined ? {} : { ca: tls.ca }),
+      ...(tls.cert === undefined ? {} : { cert: tls.cert }),
+      ...(tls.key === undefined ? {} : { key: tls.key }),
+    });
+    socket.setNoDelay(true);
+    return socket;
   }
 
   close(): void {
@@ -443,11 +473,11 @@ function serverStreamMethod(conn: Connection, authority: string, m: DescMethod, 
  * `createClient`: deadlines (sent as grpc-timeout and enforced locally),
  * AbortSignal cancel (RST_STREAM CANCEL), metadata both ways, WardenError
  * details from trailers, message size limits, and UNAVAILABLE when the
- * connection drops. Plaintext only; meant for the coordinator's hot proxy
- * hop to backends on a trusted network.
+ * connection drops. Plaintext, or TLS with `options.tls`; meant for the
+ * coordinator's hot proxy hop to backends and the CLI's admin calls.
  */
 export function createH2Client<T extends DescService>(svc: T, address: string, options: H2ClientOptions = {}): H2Client<T> {
-  const conn = new Connection(address);
+  const conn = new Connection(address, options.tls);
   const maxReceive = options.maxReceiveMessageBytes ?? defaultMaxMessageBytes;
   const maxSend = options.maxSendMessageBytes ?? defaultMaxMessageBytes;
   const out: Record<string, unknown> = {

@@ -9,4 +9,8 @@ export * from "./health.js";
 export { ReflectionIndex } from "./reflection.js";
 export { inProcessClient } from "./in-process-client.js";
 export { createH2Client, type H2Client, type H2ClientOptions } from "./h2-client.js";
+export { readTlsMaterial, clientTlsOf, maxPemFileBytes, type TlsFiles, type TlsMaterial, type ClientTls } from "./tls-material.js";
+export { ReloadableServerCredentials, minTlsVersion } from "./server-tls.js";
+export { checkPlaintextListen, isLoopbackHost, hostOf } from "./listen-guard.js";
+export { peerIdentity, identityOfCertificate, nodeIdUriPrefix, type PeerIdentity } from "./peer-identity.js";
 export { LeanGrpcServer, type LeanServerOptions, type RawUnaryHandler } from "./lean-server.js";

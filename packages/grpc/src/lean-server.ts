@@ -1,4 +1,4 @@
-import { createServer, constants as h2, type Http2Server, type IncomingHttpHeaders, type OutgoingHttpHeaders, type ServerHttp2Session, type ServerHttp2Stream } from "node:http2";
+import { createSecureServer, createServer, constants as h2, type Http2SecureServer, type Http2Server, type IncomingHttpHeaders, type OutgoingHttpHeaders, type ServerHttp2Session, type ServerHttp2Stream } from "node:http2";
 import { Metadata } from "@grpc/grpc-js";
 import { create, toBinary, type DescMethod, type DescService } from "@bufbuild/protobuf";
 import { Code, WardenError, deadlineTimer, type Cancel } from "@warden/common";
@@ -11,6 +11,11 @@ import { decodeRequest } from "./request-decode.js";
 import { methodPath } from "./service-definition.js";
 import type { ListenResult, ShutdownOutcome } from "./server.js";
 import type { HandlerContext, ServiceImpl } from "./types.js";
+import type { PeerCertificate, TLSSocket } from "node:tls";
+import { checkPlaintextListen } from "./listen-guard.js";
+import { peerCertificateOf } from "./peer-identity.js";
+import { secureContextOptions } from "./server-tls.js";
+import type { TlsMaterial } from "./tls-material.js";
 
 export interface LeanServerOptions {
   /** @default 16 MiB */
@@ -19,6 +24,10 @@ export interface LeanServerOptions {
   maxSendMessageBytes?: number;
   /** Concurrent calls one connection may run (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS). @default 256 */
   maxConcurrentStreams?: number;
+  /** Serve TLS with this certificate (mutual TLS when it has a CA); replace it with `updateTls`. @default plaintext */
+  tls?: TlsMaterial;
+  /** Allow plaintext on a non-loopback address (see checkPlaintextListen). @default false */
+  insecure?: boolean;
 }
 
 type AnyHandler = (request: unknown, ctx: HandlerContext) => unknown;
@@ -62,6 +71,13 @@ class LeanContext implements HandlerContext {
     return `${s.remoteAddress ?? "unknown"}:${String(s.remotePort ?? 0)}`;
   }
 
+  /** The client certificate of a TLS connection (peerIdentity reads it); undefined in plaintext. */
+  [peerCertificateOf](): PeerCertificate | undefined {
+    const s = this.session.socket as Partial<TLSSocket>;
+    if (s.getPeerCertificate === undefined || s.authorized !== true) return undefined;
+    return s.getPeerCertificate();
+  }
+
   get responseHeader(): Metadata {
     this.header ??= new Metadata();
     return this.header;
@@ -97,7 +113,7 @@ function errorTrailers(err: unknown, ctx: LeanContext | undefined): OutgoingHttp
  * does not decode is INVALID_ARGUMENT). It also serves
  * grpc.health.v1. Built for the coordinator's inference data plane, where the
  * grpc-js server's per-call layers (interceptors, channelz, call objects) are
- * most of the proxy's cost; plaintext only.
+ * most of the proxy's cost. TLS (and mutual TLS) when given a certificate.
  */
 export class LeanGrpcServer {
   readonly health = new HealthStatus();
@@ -105,7 +121,9 @@ export class LeanGrpcServer {
   private readonly maxReceive: number;
   private readonly maxSend: number;
   private readonly maxStreams: number;
-  private server: Http2Server | undefined;
+  private server: Http2Server | Http2SecureServer | undefined;
+  private tls: TlsMaterial | undefined;
+  private readonly insecure: boolean;
   private readonly sessions = new Set<ServerHttp2Session>();
   private readonly live = new Set<AbortController>();
 
@@ -113,6 +131,8 @@ export class LeanGrpcServer {
     this.maxReceive = options.maxReceiveMessageBytes ?? defaultMaxMessageBytes;
     this.maxSend = options.maxSendMessageBytes ?? defaultMaxMessageBytes;
     this.maxStreams = options.maxConcurrentStreams ?? defaultMaxConcurrentStreams;
+    this.tls = options.tls;
+    this.insecure = options.insecure ?? false;
     this.addRoutes(Health, this.health.impl());
     this.health.set("", ServingStatus.NOT_SERVING);
   }
@@ -150,10 +170,23 @@ export class LeanGrpcServer {
     const host = address.slice(0, colon).replace(/^\[(.*)\]$/, "$1");
     const port = Number(address.slice(colon + 1));
     if (colon < 0 || !Number.isInteger(port) || port < 0 || port > 65_535) return Promise.reject(new WardenError(Code.InvalidArgument, `listen address "${address}" is not host:port`));
+    try {
+      checkPlaintextListen(address, { tls: this.tls !== undefined, insecure: this.insecure });
+    } catch (err) {
+      return Promise.reject(err as Error);
+    }
     // noDelay: replies are small writes that must not wait for an ACK. Per
     // connection: at most maxStreams calls at once, and a memory bound sized
     // from the reply limit (see sessionMemoryMiB).
-    const server = createServer({ maxSessionMemory: sessionMemoryMiB(this.maxSend), settings: { maxConcurrentStreams: this.maxStreams }, noDelay: true } as Parameters<typeof createServer>[0]);
+    const common = { maxSessionMemory: sessionMemoryMiB(this.maxSend), settings: { maxConcurrentStreams: this.maxStreams }, noDelay: true };
+    const tls = this.tls;
+    const server =
+      tls === undefined
+        ? createServer(common as Parameters<typeof createServer>[0])
+        : // With a CA: a client without a certificate that CA signed fails the handshake.
+          createSecureServer({ ...common, ...secureContextOptions(tls), requestCert: tls.ca !== undefined, rejectUnauthorized: tls.ca !== undefined } as Parameters<typeof createSecureServer>[0]);
+    // A failed handshake (no or a foreign client certificate, a plaintext client) is the client's problem, not ours.
+    server.on("tlsClientError", () => undefined);
     server.on("session", (s: ServerHttp2Session) => {
       this.sessions.add(s);
       s.on("close", () => this.sessions.delete(s));
@@ -173,6 +206,18 @@ export class LeanGrpcServer {
         resolve({ port: bound, address: `${host === "0.0.0.0" || host === "::" ? "127.0.0.1" : address.slice(0, colon)}:${String(bound)}` });
       });
     });
+  }
+
+  /**
+   * New TLS handshakes use `material`; the listener and the connections it
+   * already has stay. The mutual-TLS setting (a CA or none) cannot change.
+   */
+  updateTls(material: TlsMaterial): void {
+    const current = this.tls;
+    if (current === undefined) throw new WardenError(Code.FailedPrecondition, "this server serves plaintext: no certificate to replace");
+    if ((material.ca !== undefined) !== (current.ca !== undefined)) throw new WardenError(Code.FailedPrecondition, "a reload cannot turn mutual TLS on or off; restart to change tls.ca");
+    this.tls = material;
+    (this.server as Http2SecureServer | undefined)?.setSecureContext(secureContextOptions(material));
   }
 
   /** Marks every service NOT_SERVING (ending Health/Watch streams), waits up to `graceMs` for calls to finish, then closes the rest; says which happened. */

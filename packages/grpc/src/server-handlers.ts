@@ -1,9 +1,11 @@
 import { Metadata, type ServerUnaryCall, type ServerWritableStream, type ServerDuplexStream, type ServerReadableStream, type UntypedHandleCall, type sendUnaryData } from "@grpc/grpc-js";
 import type { DescMethod } from "@bufbuild/protobuf";
+import type { PeerCertificate } from "node:tls";
 import { Code, WardenError, deadlineTimer, type Cancel } from "@warden/common";
 import { toGrpcStatus } from "./codes.js";
 import { UndecodableRequest } from "./request-decode.js";
 import type { HandlerContext } from "./types.js";
+import { peerCertificateOf, type PeerCertificateSource } from "./peer-identity.js";
 
 /** The abort reason of a call that completed; shared so no stack trace is captured per call. */
 const callCompleted = new WardenError(Code.Canceled, "call completed");
@@ -14,6 +16,7 @@ interface AnyCall {
   removeListener(event: "cancelled", fn: () => void): unknown;
   getDeadline(): Date | number;
   getPeer(): string;
+  getAuthContext(): { sslPeerCertificate?: PeerCertificate } | null;
   readonly metadata: Metadata;
 }
 
@@ -40,13 +43,15 @@ function scope(call: AnyCall): CallScope {
       ctl.abort(new WardenError(Code.DeadlineExceeded, "call deadline exceeded"));
     });
   }
-  const ctx: HandlerContext = {
+  const ctx: HandlerContext & PeerCertificateSource = {
     signal: ctl.signal,
     metadata: call.metadata,
     peer: call.getPeer(),
     deadlineAtMs,
     responseHeader: new Metadata(),
     responseTrailer: new Metadata(),
+    // Read only when a handler asks (peerIdentity): most calls never do.
+    [peerCertificateOf]: () => call.getAuthContext()?.sslPeerCertificate,
   };
   return {
     ctx,

@@ -8,6 +8,7 @@ import { HealthStatus, ServingStatus } from "./health.js";
 import { ReflectionIndex } from "./reflection.js";
 import { defaultMaxConcurrentStreams, defaultMaxMessageBytes } from "./limits.js";
 import type { ServiceImpl } from "./types.js";
+import { checkPlaintextListen } from "./listen-guard.js";
 
 export interface CreateServerOptions {
   /** @default 16 MiB */
@@ -16,8 +17,10 @@ export interface CreateServerOptions {
   maxSendMessageBytes?: number;
   /** Concurrent calls one connection may run (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS). @default 256 */
   maxConcurrentStreams?: number;
-  /** @default insecure */
+  /** @default insecure (plaintext: loopback only, unless `insecure`) */
   credentials?: ServerCredentials;
+  /** Allow plaintext on a non-loopback address (see checkPlaintextListen). @default false */
+  insecure?: boolean;
 }
 
 /** How a shutdown ended: every call finished within the grace, or the rest were forced closed. */
@@ -41,6 +44,7 @@ export class GrpcServer {
   readonly health = new HealthStatus();
   private readonly reflection = new ReflectionIndex();
   private readonly credentials: ServerCredentials;
+  private readonly insecure: boolean;
   private listening = false;
 
   constructor(options: CreateServerOptions = {}) {
@@ -50,6 +54,7 @@ export class GrpcServer {
       "grpc.max_concurrent_streams": options.maxConcurrentStreams ?? defaultMaxConcurrentStreams,
     });
     this.credentials = options.credentials ?? ServerCredentials.createInsecure();
+    this.insecure = options.insecure ?? false;
     this.addUntracked(Health, this.health.impl());
     const reflect = this.reflection.handler();
     this.addUntracked(ServerReflection, { serverReflectionInfo: reflect });
@@ -79,6 +84,11 @@ export class GrpcServer {
 
   /** Binds `host:port` (port 0 picks a free one) and marks the server SERVING. */
   listen(address: string): Promise<ListenResult> {
+    try {
+      checkPlaintextListen(address, { tls: this.credentials._isSecure(), insecure: this.insecure });
+    } catch (err) {
+      return Promise.reject(err as Error);
+    }
     return new Promise((resolve, reject) => {
       this.raw.bindAsync(address, this.credentials, (err, port) => {
         if (err !== null) {

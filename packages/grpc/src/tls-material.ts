@@ -1,5 +1,5 @@
 import { readFileSync } from "node:fs";
-import { createSecureContext } from "node:tls";
+import type * as Tls from "node:tls";
 import { invalidArgument } from "@warden/common";
 
 /**
@@ -28,6 +28,9 @@ export interface ClientTls {
   /** The name the server's certificate must carry; @default the host of the address dialled */
   readonly serverName?: string | undefined;
 }
+
+/** node:tls on first use: the CLI's plaintext admin commands never load it. */
+const createSecureContext = (o: Tls.SecureContextOptions): Tls.SecureContext => process.getBuiltinModule("node:tls").createSecureContext(o);
 
 /** Certificates, keys and CA bundles are small; a bigger file is a wrong path, not a PEM. */
 export const maxPemFileBytes = 1024 * 1024;
@@ -61,6 +64,17 @@ export function readTlsMaterial(files: TlsFiles, field = "tls"): TlsMaterial {
     throw invalidArgument(field, `${files.certFile} / ${files.keyFile}${files.caFile === undefined ? "" : ` / ${files.caFile}`}: ${(err as Error).message}`);
   }
   return { cert, key, ca };
+}
+
+/** A CA bundle to verify peers against (PEM, checked to parse). */
+export function readCaBundle(path: string, field: string): Buffer {
+  const ca = readPem(path, field);
+  try {
+    createSecureContext({ ca });
+  } catch (err) {
+    throw invalidArgument(field, `${path}: ${(err as Error).message}`);
+  }
+  return ca;
 }
 
 /** A client's TLS from a component's own material: its certificate for mTLS, its CA to verify the server. */

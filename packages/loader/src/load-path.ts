@@ -151,7 +151,7 @@ async function lead<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec,
             s.core.registerLoading({ nodeId, model: spec.id, incarnation, address: ev.address, groups: spec.groups, pinned: spec.pinned, sizeBytes: spec.sizeBytes });
             registered = true;
           }
-          h.backend = s.o.backends.connect(ev.address);
+          h.backend = s.o.backends.connect(ev.address, { nodeId, model: spec.id });
           h.phase = "ready";
           s.core.markReady(incarnation);
           break;

@@ -61,7 +61,8 @@ export interface BackendHandle {
 }
 
 export interface BackendConnector<H extends BackendHandle = BackendHandle> {
-  connect(address: string): H;
+  /** `target` says whose backend it is (a connector may dial some nodes' or backends' over TLS). */
+  connect(address: string, target?: { readonly nodeId: string; readonly model: string }): H;
 }
 
 /** A stop intent in the coordinator's journal (DESIGN §3.3 step 4). */

@@ -24,7 +24,7 @@ export async function acquire<H extends BackendHandle>(s: LoaderState<H>, modelI
     try {
       const v = s.core.instance(h.incarnation);
       if (s.held.get(h.incarnation) === h && h.address !== undefined && v !== undefined && v.state === "ready" && v.pendingEviction === undefined) {
-        const backend = h.backend ?? s.o.backends.connect(h.address);
+        const backend = h.backend ?? s.o.backends.connect(h.address, { nodeId: h.nodeId, model: h.model });
         h.backend = backend;
         if (h.placement === "remote-only") h.placement = "local-remote";
         const complete = s.core.trackRequest(h.address);

@@ -3,12 +3,13 @@ import { parseAgentArgs } from "./agent-args.js";
 
 describe("agent command line", () => {
   it("parses every flag, with and without =", () => {
-    expect(parseAgentArgs(["--config", "a.yaml", "--coordinator=10.0.0.1:7000", "--listen", "0.0.0.0:7443", "--stop-backends-on-exit", "--check-config"])).toEqual({
+    expect(parseAgentArgs(["--config", "a.yaml", "--coordinator=10.0.0.1:7000", "--listen", "0.0.0.0:7443", "--stop-backends-on-exit", "--check-config", "--insecure"])).toEqual({
       configPath: "a.yaml",
       coordinator: "10.0.0.1:7000",
       listen: "0.0.0.0:7443",
       stopBackendsOnExit: true,
       checkConfig: true,
+      insecure: true,
       help: false,
     });
     expect(parseAgentArgs(["--help"]).help).toBe(true);

@@ -12,6 +12,8 @@ export interface AgentArgs {
   metrics: string | undefined;
   /** Validate the config, print the effective settings and exit without starting. */
   checkConfig: boolean;
+  /** Allow plaintext on a non-loopback listen address (overrides the config). */
+  insecure: boolean;
   help: boolean;
 }
 
@@ -28,6 +30,8 @@ when --coordinator is given.
   --stop-backends-on-exit  on SIGTERM/SIGINT call Free (5 s cap) and stop every backend;
                            by default backends keep running and are adopted on restart
   --check-config           validate the config, print the effective settings, exit (0 valid, 2 not)
+  --insecure               allow plaintext gRPC on a non-loopback --listen address; without it the
+                           agent refuses to start there unless the config's tls (cert, key, ca) is set
   --help                   this text
 `;
 
@@ -35,7 +39,7 @@ const hostPort = /^[A-Za-z0-9.\-[\]:]+:\d{1,5}$/;
 
 /** Parses argv (without node and script). Throws INVALID_ARGUMENT naming the flag. */
 export function parseAgentArgs(argv: readonly string[]): AgentArgs {
-  const out: AgentArgs = { configPath: "", coordinator: undefined, listen: undefined, stopBackendsOnExit: false, metrics: undefined, checkConfig: false, help: false };
+  const out: AgentArgs = { configPath: "", coordinator: undefined, listen: undefined, stopBackendsOnExit: false, metrics: undefined, checkConfig: false, insecure: false, help: false };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i] ?? "";
     const [flag, inline] = a.startsWith("--") && a.includes("=") ? [a.slice(0, a.indexOf("=")), a.slice(a.indexOf("=") + 1)] : [a, undefined];
@@ -65,6 +69,9 @@ export function parseAgentArgs(argv: readonly string[]): AgentArgs {
         break;
       case "--check-config":
         out.checkConfig = true;
+        break;
+      case "--insecure":
+        out.insecure = true;
         break;
       case "--metrics":
         out.metrics = value();

@@ -11,6 +11,7 @@ import {
   maxReadinessAttempts,
   parseDurationMs,
 } from "@warden/common";
+import { parseTlsFiles, type TlsFiles } from "@warden/grpc";
 
 /**
  * One catalog backend: the only place an executable and its base arguments come
@@ -90,6 +91,14 @@ export interface AgentConfig {
   orphanScanIntervalMs: number;
   /** Health of ready backends is polled this often (WatchBackends health events); 0 disables. @default 5000 */
   healthIntervalMs: number;
+  /**
+   * AgentService serves TLS with this certificate and dials the coordinator
+   * with it; `ca` (mutual TLS) is the CA the coordinator's certificate and
+   * the coordinator's client certificate are verified against. undefined = plaintext.
+   */
+  tls: TlsFiles | undefined;
+  /** Allow plaintext on a non-loopback listen address. @default false */
+  insecure: boolean;
 }
 
 /** The YAML / object shape accepted by {@link resolveAgentConfig}. Durations: "10s", "500ms" or a number of ms. */
@@ -102,7 +111,7 @@ const envNamePattern = /^[A-Za-z_][A-Za-z0-9_]*\*?$/;
 const topFields = new Set([
   "nodeId", "listen", "advertiseAddress", "labels", "backendHost", "ports", "stateDir", "catalog", "readiness",
   "grace", "loadDeadline", "stopDeadline", "freeTimeout", "nvidiaSmi", "gpus", "heartbeatInterval",
-  "logBufferLines", "adoptedPoll", "orphanScanInterval", "healthInterval",
+  "logBufferLines", "adoptedPoll", "orphanScanInterval", "healthInterval", "tls", "insecure",
 ]);
 
 function isRecord(v: unknown): v is Record<string, unknown> {
@@ -256,7 +265,15 @@ export function resolveAgentConfig(input: unknown, builtins: BuiltinCatalog = {}
     adoptedPollMs: duration(input.adoptedPoll, "adoptedPoll", 1_000, maxIntervalMs),
     orphanScanIntervalMs: duration(input.orphanScanInterval, "orphanScanInterval", 10_000, maxIntervalMs),
     healthIntervalMs: duration(input.healthInterval, "healthInterval", 5_000, maxIntervalMs),
+    tls: parseTlsFiles(input.tls, "tls"),
+    insecure: insecureFlag(input.insecure),
   };
+}
+
+function insecureFlag(v: unknown): boolean {
+  if (v === undefined) return false;
+  if (typeof v !== "boolean") throw invalidArgument("insecure", `must be true or false, got ${JSON.stringify(v)}`);
+  return v;
 }
 
 /** Parses YAML text and validates it with {@link resolveAgentConfig}. */

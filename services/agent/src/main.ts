@@ -1,6 +1,6 @@
 import { readFile } from "node:fs/promises";
 import { WardenError, createLogger } from "@warden/common";
-import { GrpcServer, createClient } from "@warden/grpc";
+import { GrpcServer, ReloadableServerCredentials, clientTlsOf, createClient, readTlsMaterial } from "@warden/grpc";
 import { AgentService, NodeService } from "@warden/proto";
 import { agentUsage, parseAgentArgs } from "./agent-args.js";
 import { parseAgentConfig } from "./agent-config.js";
@@ -34,11 +34,19 @@ async function main(): Promise<number> {
     return 2;
   }
   const listen = args.listen ?? config.listen;
+  // Read and checked before anything starts: a missing or mismatched file is exit 2 naming it.
+  let tls;
+  try {
+    tls = config.tls === undefined ? undefined : readTlsMaterial(config.tls, "tls");
+  } catch (err) {
+    process.stderr.write(`config ${args.configPath}: ${WardenError.from(err).rawMessage}\n`);
+    return 2;
+  }
   if (args.checkConfig) {
     const catalog = Object.entries(config.catalog).map(([name, e]) => `${name} (${[e.command, ...e.args].join(" ")})`);
     process.stdout.write(
       `config ${args.configPath}: valid\n  nodeId      ${config.nodeId}\n  listen      ${listen} (advertised ${config.advertiseAddress})\n  stateDir    ${config.stateDir}\n` +
-        `  ports       ${String(config.portMin)}–${String(config.portMax)} on ${config.backendHost}\n  gpus        ${config.gpus.join(",") || "-"} (nvidia-smi: ${config.nvidiaSmiPath || "off"})\n  labels      ${Object.entries(config.labels).map(([k, v]) => `${k}=${v}`).join(",") || "-"}\n  catalog     ${catalog.join("; ")}\n`,
+        `  tls         ${config.tls === undefined ? "off" : `${config.tls.certFile}${config.tls.caFile === undefined ? "" : " (mutual TLS)"}`}\n  ports       ${String(config.portMin)}–${String(config.portMax)} on ${config.backendHost}\n  gpus        ${config.gpus.join(",") || "-"} (nvidia-smi: ${config.nvidiaSmiPath || "off"})\n  labels      ${Object.entries(config.labels).map(([k, v]) => `${k}=${v}`).join(",") || "-"}\n  catalog     ${catalog.join("; ")}\n`,
     );
     return 0;
   }
@@ -46,7 +54,8 @@ async function main(): Promise<number> {
   const agent = createAgent(config, { logger });
   const report = await agent.start();
   logger.info("state dir adopted", { adopted: report.adopted, forgotten: report.forgotten, stoppedUnfinished: report.stoppedUnfinished, orphans: report.orphans.length });
-  const server = new GrpcServer();
+  const credentials = tls === undefined ? undefined : new ReloadableServerCredentials(tls);
+  const server = new GrpcServer({ insecure: args.insecure || config.insecure, ...(credentials === undefined ? {} : { credentials }) });
   server.add(AgentService, agent.service);
   const { address } = await server.listen(listen);
   logger.info("agent listening", { address, nodeId: config.nodeId, pid: process.pid });
@@ -55,7 +64,7 @@ async function main(): Promise<number> {
   if (args.metrics !== undefined) logger.info("metrics listening", { address: args.metrics });
   let heartbeat: NodeHeartbeat | undefined;
   if (args.coordinator !== undefined) {
-    const node = createClient(NodeService, args.coordinator);
+    const node = createClient(NodeService, args.coordinator, tls === undefined ? {} : { tls: clientTlsOf(tls) });
     heartbeat = createNodeHeartbeat({
       nodeId: config.nodeId,
       address: config.advertiseAddress === config.listen ? address : config.advertiseAddress,
@@ -86,6 +95,17 @@ async function main(): Promise<number> {
     };
     process.on("SIGTERM", () => { onSignal("SIGTERM"); });
     process.on("SIGINT", () => { onSignal("SIGINT"); });
+    // SIGHUP: new TLS handshakes use the certificate files as they are now (a
+    // renewed certificate); the listener and open connections stay.
+    process.on("SIGHUP", () => {
+      if (config.tls === undefined || credentials === undefined) return;
+      try {
+        credentials.update(readTlsMaterial(config.tls, "tls"));
+        logger.info("tls certificate reloaded", { cert: config.tls.certFile });
+      } catch (err) {
+        logger.error("tls reload rejected; keeping the running certificate", { err: WardenError.from(err).rawMessage });
+      }
+    });
   });
 }
 

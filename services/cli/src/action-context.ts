@@ -12,6 +12,11 @@ export interface GlobalOpts {
   addr: string;
   json: boolean;
   timeout: string;
+  /** TLS to Warden (see clientTls in admin-actions.ts); plaintext when none is set. */
+  tlsCa?: string;
+  tlsCert?: string;
+  tlsKey?: string;
+  tlsServerName?: string;
 }
 
 /** What an admin action needs from the command layer. */

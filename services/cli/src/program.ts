@@ -4,6 +4,7 @@ import { errorLine, exitCodeHelp, exitCodeOf, exitCodes } from "./exit-codes.js"
 import { parseAddr } from "./addr.js";
 import type { ActionContext, CliIo, GlobalOpts, Runners } from "./action-context.js";
 import type * as AdminActions from "./admin-actions.js";
+import { certsCommand } from "./certs-command.js";
 
 export type { CliIo } from "./action-context.js";
 
@@ -31,7 +32,11 @@ export function buildProgram(io: CliIo, runners: Runners): { program: Command; e
     c
       .addOption(new Option("--addr <host:port>", "Warden admin/inference address").env("WARDEN_ADDR").default(defaultAddr))
       .option("--json", "machine-readable JSON output", false)
-      .option("--timeout <duration>", "deadline for the call (e.g. 30s, 10m)", "10m");
+      .option("--timeout <duration>", "deadline for the call (e.g. 30s, 10m)", "10m")
+      .addOption(new Option("--tls-ca <file>", "connect over TLS, verifying Warden's certificate against this CA").env("WARDEN_TLS_CA"))
+      .addOption(new Option("--tls-cert <file>", "client certificate for mutual TLS (e.g. admin.pem from `warden certs init`)").env("WARDEN_TLS_CERT"))
+      .addOption(new Option("--tls-key <file>", "the client certificate's key").env("WARDEN_TLS_KEY"))
+      .addOption(new Option("--tls-server-name <name>", "the name Warden's certificate carries, when not the --addr host").env("WARDEN_TLS_SERVER_NAME"));
 
   const ctx: ActionContext = {
     io,
@@ -79,7 +84,11 @@ export function buildProgram(io: CliIo, runners: Runners): { program: Command; e
       .option("--log-level <level>", "log level: trace, debug, info, warn, error, fatal", "info")
       .option("--log-pretty", "readable log lines on stderr (the default on a terminal)")
       .option("--log-json", "JSON log lines on stdout (the default when stdout is not a terminal)")
-      .option("--check-config", "validate the config and print the effective settings, then exit (0 valid, 2 not)", false);
+      .option("--check-config", "validate the config and print the effective settings, then exit (0 valid, 2 not)", false)
+      .option("--insecure", "allow plaintext gRPC on a non-loopback address (overrides the config's insecure)")
+      .option("--tls-cert <file>", "serve TLS with this certificate chain (overrides tls.cert)")
+      .option("--tls-key <file>", "the certificate's private key (overrides tls.key)")
+      .option("--tls-ca <file>", "mutual TLS with agents: require certificates this CA signed (overrides tls.ca)");
 
   serviceOptions(
     program
@@ -110,13 +119,15 @@ export function buildProgram(io: CliIo, runners: Runners): { program: Command; e
     .option("--stop-backends-on-exit", "on SIGTERM/SIGINT stop every backend (default: leave them running for adoption)", false)
     .option("--metrics <host:port>", "serve Prometheus metrics at http://HOST:PORT/metrics")
     .option("--check-config", "validate the config and print the effective settings, then exit (0 valid, 2 not)", false)
-    .action(async (o: { config: string; coordinator?: string; listen?: string; stopBackendsOnExit: boolean; metrics?: string; checkConfig: boolean }) => {
+    .option("--insecure", "allow plaintext gRPC on a non-loopback address (overrides the config's insecure)")
+    .action(async (o: { config: string; coordinator?: string; listen?: string; stopBackendsOnExit: boolean; metrics?: string; checkConfig: boolean; insecure?: boolean }) => {
       const args = ["--config", o.config];
       if (o.coordinator !== undefined) args.push("--coordinator", o.coordinator);
       if (o.listen !== undefined) args.push("--listen", o.listen);
       if (o.stopBackendsOnExit) args.push("--stop-backends-on-exit");
       if (o.metrics !== undefined) args.push("--metrics", o.metrics);
       if (o.checkConfig) args.push("--check-config");
+      if (o.insecure === true) args.push("--insecure");
       code = await runners.agent(args);
     });
 
@@ -192,6 +203,10 @@ export function buildProgram(io: CliIo, runners: Runners): { program: Command; e
       .option("--token <token>", "with --nats: NATS token (or NATS_TOKEN)")
       .option("--user <user>", "with --nats: NATS user (password from NATS_PASSWORD)"),
   ).action(act((a, g, o: { type?: string[]; node?: string; model?: string; nats?: string; follow?: boolean }) => a.events(ctx, g, o, (no, ng) => runners.natsEvents(no, ng))));
+
+  certsCommand(program, io, (c) => {
+    code = c;
+  });
 
   return { program, exitCode: () => code };
 }

@@ -28,6 +28,10 @@ function serveOptions(io: CliIo, o: Record<string, unknown>, up: boolean): RunCo
     out: io.out,
     checkConfig: o.checkConfig === true,
     quietBanner: io.env.WARDEN_QUIET_BANNER === "1",
+    insecure: o.insecure === true,
+    tlsCert: o.tlsCert as string | undefined,
+    tlsKey: o.tlsKey as string | undefined,
+    tlsCa: o.tlsCa as string | undefined,
   };
 }
 

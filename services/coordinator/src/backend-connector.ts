@@ -7,20 +7,24 @@ export interface BackendClientHandle extends BackendHandle {
   readonly client: H2Client<typeof Backend>;
 }
 
-/** Connects to backends over gRPC (LocalAI Backend protocol). */
+/** The handle over one backend's client: Free and close. */
+export function backendHandle(client: H2Client<typeof Backend>): BackendClientHandle {
+  return {
+    client,
+    async free(options) {
+      const r = await client.free({}, { signal: options.signal, timeoutMs: options.timeoutMs });
+      if (!r.success && r.message !== "") throw new Error(`Free: ${r.message}`);
+    },
+    close() {
+      client.close();
+    },
+  };
+}
+
+/** Connects to backends over plaintext gRPC (LocalAI Backend protocol); coordinator-transport.ts adds TLS where configured. */
 export const grpcBackendConnector: BackendConnector<BackendClientHandle> = {
   connect(address: string): BackendClientHandle {
     // The hot proxy hop: a lean HTTP/2 client rather than a grpc-js channel (see createH2Client).
-    const client = createH2Client(Backend, address);
-    return {
-      client,
-      async free(options) {
-        const r = await client.free({}, { signal: options.signal, timeoutMs: options.timeoutMs });
-        if (!r.success && r.message !== "") throw new Error(`Free: ${r.message}`);
-      },
-      close() {
-        client.close();
-      },
-    };
+    return backendHandle(createH2Client(Backend, address));
   },
 };

@@ -18,9 +18,10 @@ import {
 import { modelSpec, type ModelSpec } from "@warden/loader";
 import type { PolicyPatch } from "@warden/watchdog";
 import type { PlacementStrategy } from "@warden/placement";
+import { parseTlsSettings, tlsSettingsFields, type TlsSettings } from "./tls-settings.js";
 
-/** The coordinator's validated configuration. Durations in ms, sizes in bytes. */
-export interface CoordinatorConfig {
+/** The coordinator's validated configuration. Durations in ms, sizes in bytes. TLS: see tls-settings.ts. */
+export interface CoordinatorConfig extends TlsSettings {
   /** Admin, Inference and Node services. @default "127.0.0.1:50051" */
   readonly listen: string;
   /** Where the journal (stop intents, outbox) and the embedded agent's records live. @default ".warden" */
@@ -184,7 +185,7 @@ const policyFields = [
   "loadFailureCooldownMax",
 ];
 
-const topFields = ["listen", "stateDir", "embeddedAgent", "agent", "placement", "policy", "stop", "nodeGrace", "nodeLostAfter", "recoveryWindow", "orphanGrace", "models", "nats", "metricsListen", "inferenceListen"];
+const topFields = ["listen", "stateDir", "embeddedAgent", "agent", "placement", "policy", "stop", "nodeGrace", "nodeLostAfter", "recoveryWindow", "orphanGrace", "models", "nats", "metricsListen", "inferenceListen", ...tlsSettingsFields];
 
 /**
  * Validates a parsed config object. Every error is INVALID_ARGUMENT naming the
@@ -268,6 +269,7 @@ export function resolveCoordinatorConfig(input: unknown): CoordinatorConfig {
     inferenceListen: input["inferenceListen"] === undefined ? undefined : str(input["inferenceListen"], "inferenceListen"),
     models,
     nats,
+    ...parseTlsSettings(input),
   };
 }
 

@@ -2,7 +2,7 @@ import { mkdir } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { create } from "@bufbuild/protobuf";
 import { AdminService, AgentService, EvictionFailedOutcome, EvictionReason, InferenceService, InventoryEntrySchema, JournalRepairedSchema, NodeResourcesSchema, NodeService, OrphanProcessSchema, type Event } from "@warden/proto";
-import { GrpcServer, LeanGrpcServer, ServingStatus, createClient, inProcessClient } from "@warden/grpc";
+import { GrpcServer, LeanGrpcServer, ServingStatus, inProcessClient } from "@warden/grpc";
 import { cryptoRng, createUlidFactory, nullLogger, sleep, systemClock, wardenVersion, type Cancel, type Clock, type Logger, type Rng } from "@warden/common";
 import { Loader } from "@warden/loader";
 import { createOutbox, nullPublisher, type Outbox, type OutboxHealth, type Publisher } from "@warden/outbox";
@@ -11,7 +11,9 @@ import { describeAuditLinkState, startAuditLink, type AuditLink, type NatsCreden
 import { builtinCatalog, servePrometheus, createAgent, createNodeHeartbeat, inProcessNodeService, resolveAgentConfig, type Agent, type NodeHeartbeat } from "@warden/agent";
 import type { CoordinatorConfig } from "./coordinator-config.js";
 import { adminService } from "./admin-service.js";
-import { grpcBackendConnector, type BackendClientHandle } from "./backend-connector.js";
+import type { BackendClientHandle } from "./backend-connector.js";
+import { coordinatorTransport } from "./coordinator-transport.js";
+import { withNodeCertificateCheck } from "./node-certificate-check.js";
 import { EventHub } from "./event-hub.js";
 import { inferenceService } from "./inference-service.js";
 import { NodeRegistry } from "./node-registry.js";
@@ -96,7 +98,9 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
     const r = journal.repaired;
     log.warn(`journal torn tail repaired: cut ${String(r.droppedBytes)} bytes (${String(r.droppedRecords)} records) at offset ${String(r.offsetBytes)}`, { ...r });
   }
-  const server = new GrpcServer();
+  // Certificate files are read and checked before anything listens (a bad one fails the start).
+  const transport = coordinatorTransport(config);
+  const server = new GrpcServer(transport.controlPlane);
   // `warden.audit` serves only while the outbox is healthy and, with NATS
   // configured, the audit stream is confirmed on the current connection.
   let outboxHealth: OutboxHealth = { status: "serving" };
@@ -156,7 +160,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
     clock,
     log: log.child({ component: "nodes" }),
     graceMs: config.nodeGraceMs,
-    connect: (address) => createClient(AgentService, address),
+    connect: (address) => transport.connectAgent(address),
     lostAfterMs: config.nodeLostAfterMs,
     orphanGraceMs: config.orphanGraceMs,
     onIntentsGone: (nodeId, present) => {
@@ -240,7 +244,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
     rng,
     sleep: (ms, signal) => sleep(clock, ms, signal),
     agents: nodes,
-    backends: grpcBackendConnector,
+    backends: transport.backends,
     journal: {
       recordStopIntent: (i) => outbox.recordStopIntent(i),
       clearStopIntent: (inc) => outbox.clearStopIntent(inc),
@@ -268,7 +272,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
   const restored = loader.restoreStopIntents(recovery.openStopIntents);
   if (restored > 0) log.info("open stop intents restored as leftovers", { count: restored });
 
-  const nodeImpl = nodeService(nodes, clock, recovery.epoch);
+  const nodeImpl = withNodeCertificateCheck(nodeService(nodes, clock, recovery.epoch), transport.mutual);
   server.add(AdminService, adminService({ clock, loader, nodes, hub, placement, enforcement: config.enforcement, defaultStopTimeoutMs: config.stop.stopTimeoutMs }));
   // One labelled child per outcome, resolved once: `inc({ outcome })` would hash the labels on every routed call.
   const routedByOutcome = new Map<string, { inc(): void }>();
@@ -287,8 +291,9 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
   const metricsRef: { current: CoordinatorMetrics | undefined } = { current: undefined };
   const inference = inferenceService(loader, log.child({ component: "inference" }), routed);
   server.add(InferenceService, inference);
-  const dataPlane = config.inferenceListen === undefined ? undefined : new LeanGrpcServer().add(InferenceService, inference).addRawUnary(InferenceService.method.predict, inference.predictBytes);
+  const dataPlane = config.inferenceListen === undefined ? undefined : new LeanGrpcServer(transport.dataPlane).add(InferenceService, inference).addRawUnary(InferenceService.method.predict, inference.predictBytes);
   server.add(NodeService, nodeImpl);
+  if (dataPlane !== undefined) transport.attachDataPlane(dataPlane);
 
   let agent: Agent | undefined;
   let heartbeat: NodeHeartbeat | undefined;
@@ -365,6 +370,9 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
     server,
     agent,
     async reload(next) {
+      // Certificates are read and checked first: a broken file rejects the whole reload.
+      const applyTls = transport.prepareReload(next);
+      applyTls();
       await Promise.all(loader.setModels(next.models));
       loader.updatePolicy(next.policy);
       log.info("config reloaded", { models: next.models.map((m) => m.id) });

@@ -32,6 +32,12 @@ export interface RunCoordinatorOptions {
   readonly checkConfig?: boolean;
   /** Leave the "Try …" and "Ctrl-C …" lines out of the banner (a wrapper such as `npm run cluster` prints its own). */
   readonly quietBanner?: boolean;
+  /** Allow plaintext on a non-loopback address (overrides the config's `insecure`). */
+  readonly insecure?: boolean | undefined;
+  /** Certificate, key and CA files (override the config's `tls.cert`, `tls.key`, `tls.ca`). */
+  readonly tlsCert?: string | undefined;
+  readonly tlsKey?: string | undefined;
+  readonly tlsCa?: string | undefined;
 }
 
 /** Reads the config file; a missing file, a directory or no permission is INVALID_ARGUMENT naming --config and the path. */
@@ -89,6 +95,20 @@ function listenError(err: unknown): unknown {
   return new WardenError(Code.FailedPrecondition, inUse ? `cannot listen on ${addr}: address already in use (another Warden? choose another with --listen)` : denied ? `cannot listen on ${addr}: permission denied` : err.rawMessage);
 }
 
+/** --insecure and --tls-* over the config's `insecure` and `tls`. */
+function transportFlags(base: CoordinatorConfig, o: RunCoordinatorOptions): Partial<CoordinatorConfig> {
+  const out: { insecure?: boolean; tls?: CoordinatorConfig["tls"] } = {};
+  if (o.insecure === true) out.insecure = true;
+  if (o.tlsCert !== undefined || o.tlsKey !== undefined || o.tlsCa !== undefined) {
+    const certFile = o.tlsCert ?? base.tls?.certFile;
+    const keyFile = o.tlsKey ?? base.tls?.keyFile;
+    if (certFile === undefined || keyFile === undefined) throw invalidArgument(certFile === undefined ? "--tls-cert" : "--tls-key", "--tls-cert and --tls-key go together (or set tls.cert and tls.key in the config)");
+    const caFile = o.tlsCa ?? base.tls?.caFile;
+    out.tls = { certFile, keyFile, ...(caFile === undefined ? {} : { caFile }) };
+  }
+  return out;
+}
+
 /** Starts the coordinator and resolves with the exit code once it has shut down. */
 export async function runCoordinator(o: RunCoordinatorOptions): Promise<number> {
   const out = o.out ?? process.stdout;
@@ -96,7 +116,7 @@ export async function runCoordinator(o: RunCoordinatorOptions): Promise<number> 
   const log = createLogger({ name: "coordinator", level: o.logLevel ?? "info", ...(o.logDestination === undefined ? {} : { destination: o.logDestination }) });
   const load = async (): Promise<CoordinatorConfig> => {
     const base = o.config === undefined ? demoConfig() : parseCoordinatorConfig(await readConfigFile(o.config));
-    const merged = { ...base, ...(o.listen === undefined ? {} : { listen: o.listen }), ...(o.stateDir === undefined ? {} : { stateDir: o.stateDir }), ...(o.metricsListen === undefined ? {} : { metricsListen: o.metricsListen }) };
+    const merged = { ...base, ...(o.listen === undefined ? {} : { listen: o.listen }), ...(o.stateDir === undefined ? {} : { stateDir: o.stateDir }), ...(o.metricsListen === undefined ? {} : { metricsListen: o.metricsListen }), ...transportFlags(base, o) };
     checkEmbeddedCatalog(merged);
     return merged;
   };
@@ -112,6 +132,7 @@ export async function runCoordinator(o: RunCoordinatorOptions): Promise<number> 
         `  policy         ${policyLine(config)}`,
         `  models         ${config.models.map((m) => `${m.id} (${m.backend})`).join(", ") || "(none)"}`,
         `  nats           ${config.nats?.url ?? "off"}`,
+        `  tls            ${config.tls === undefined ? `off (plaintext${config.insecure ? ", insecure: true" : ", loopback only"})` : `${config.tls.certFile}${config.tls.caFile === undefined ? "" : ` (mutual TLS, CA ${config.tls.caFile})`}`}`,
         ``,
       ].join("\n"),
     );

@@ -1,0 +1,36 @@
+import type { NodeService } from "@warden/proto";
+import { peerIdentity, type HandlerContext, type ServiceImpl } from "@warden/grpc";
+import { Code, WardenError } from "@warden/common";
+
+/** The peer of the coordinator's own in-process calls (the embedded agent): no socket, no certificate. */
+const inProcessPeer = "in-process";
+
+/**
+ * With mutual TLS, an agent speaks only for the node its certificate names
+ * (`urn:warden:node:<id>`, from `warden certs issue agent <id>`), as a
+ * kubelet acts only for its own node: a Register or Heartbeat for any other
+ * node id, or from a certificate that names no node, is PERMISSION_DENIED
+ * naming node_id, before anything is applied.
+ */
+export function checkNodeCertificate(nodeId: string, ctx: HandlerContext): void {
+  if (ctx.peer === inProcessPeer) return;
+  const id = peerIdentity(ctx);
+  if (id?.nodeId === nodeId) return;
+  const why = id === undefined ? "the call presented no client certificate" : id.nodeId === undefined ? `its certificate (CN "${id.commonName}") names no node` : `its certificate is issued to node "${id.nodeId}"`;
+  throw new WardenError(Code.PermissionDenied, `node_id: "${nodeId}" refused: ${why}; an agent may only register and heartbeat as the node id in its certificate`, { details: { field: "node_id" } });
+}
+
+/** NodeService with every Register and Heartbeat checked against the caller's certificate first (when `mutual`). */
+export function withNodeCertificateCheck(impl: ServiceImpl<typeof NodeService>, mutual: boolean): ServiceImpl<typeof NodeService> {
+  if (!mutual) return impl;
+  return {
+    register(req, ctx) {
+      checkNodeCertificate(req.nodeId, ctx);
+      return impl.register(req, ctx);
+    },
+    heartbeat(req, ctx) {
+      checkNodeCertificate(req.nodeId, ctx);
+      return impl.heartbeat(req, ctx);
+    },
+  };
+}

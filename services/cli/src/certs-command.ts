@@ -1,4 +1,4 @@
-import { Command } from "commander";
+import type { Command } from "commander";
 import { WardenError, invalidArgument } from "@warden/common";
 import type { CliIo } from "./action-context.js";
 import { exitCodeOf, exitCodes } from "./exit-codes.js";

@@ -105,7 +105,7 @@ export async function certsInit(o: CertsOptions & { readonly agents?: readonly s
   const days = checkDays(o.days, defaultCaDays);
   const agents = o.agents ?? [];
   if (agents.length > maxAgentsPerInit) throw invalidArgument("--agent", `at most ${String(maxAgentsPerInit)} agents, got ${String(agents.length)}`);
-  agents.forEach((a) => checkName(a, "--agent"));
+  agents.forEach((a) => { checkName(a, "--agent"); });
   checkSans(o.coordinatorSans ?? [], "--san");
   checkSans(o.agentSans ?? [], "--agent-san");
   const caCert = join(o.out, "ca.pem");

@@ -24,11 +24,12 @@ export function checkNodeCertificate(nodeId: string, ctx: HandlerContext): void 
 export function withNodeCertificateCheck(impl: ServiceImpl<typeof NodeService>, mutual: boolean): ServiceImpl<typeof NodeService> {
   if (!mutual) return impl;
   return {
-    register(req, ctx) {
+    // async: a refusal is a rejected promise (the call's status), never a synchronous throw.
+    async register(req, ctx) {
       checkNodeCertificate(req.nodeId, ctx);
       return impl.register(req, ctx);
     },
-    heartbeat(req, ctx) {
+    async heartbeat(req, ctx) {
       checkNodeCertificate(req.nodeId, ctx);
       return impl.heartbeat(req, ctx);
     },

@@ -64,7 +64,7 @@ export function parseTlsSettings(input: Readonly<Record<string, unknown>>): TlsS
     if ((certFile === undefined) !== (keyFile === undefined)) throw invalidArgument(certFile === undefined ? "backendTls.cert" : "backendTls.key", "cert and key go together");
     const serverName = r["serverName"];
     if (serverName !== undefined && (typeof serverName !== "string" || serverName === "" || serverName.length > 253)) throw invalidArgument("backendTls.serverName", "must be a host name");
-    backendTls = { caFile, certFile, keyFile, serverName: serverName as string | undefined, backends: names(r["backends"], "backendTls.backends"), nodes: names(r["nodes"], "backendTls.nodes") };
+    backendTls = { caFile, certFile, keyFile, serverName: serverName, backends: names(r["backends"], "backendTls.backends"), nodes: names(r["nodes"], "backendTls.nodes") };
   }
   return { tls: parseTlsFiles(input["tls"], "tls"), insecure, backendTls };
 }

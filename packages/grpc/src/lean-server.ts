@@ -173,7 +173,7 @@ export class LeanGrpcServer {
     try {
       checkPlaintextListen(address, { tls: this.tls !== undefined, insecure: this.insecure });
     } catch (err) {
-      return Promise.reject(err);
+      return Promise.reject(WardenError.from(err));
     }
     // noDelay: replies are small writes that must not wait for an ACK. Per
     // connection: at most maxStreams calls at once, and a memory bound sized

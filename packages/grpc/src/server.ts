@@ -87,7 +87,7 @@ export class GrpcServer {
     try {
       checkPlaintextListen(address, { tls: this.credentials._isSecure(), insecure: this.insecure });
     } catch (err) {
-      return Promise.reject(err);
+      return Promise.reject(WardenError.from(err));
     }
     return new Promise((resolve, reject) => {
       this.raw.bindAsync(address, this.credentials, (err, port) => {

@@ -19,7 +19,7 @@ import { resolveCoordinatorConfig, startCoordinator, type Coordinator } from "@w
 import { certsInit, certsIssue } from "../services/cli/src/certs.js";
 import { startCoordinatorProcess, type CoordinatorProcess } from "./support/coordinator-process.js";
 import { startAgentProcess, writeAgentConfig } from "./support/agent-process.js";
-import { randomPortRange } from "./support/coordinator-harness.js";
+import { randomPortRange, simModel, startTestCoordinator } from "./support/coordinator-harness.js";
 
 let dir = "";
 let certs = "";
@@ -224,5 +224,35 @@ describe("certificate reload on SIGHUP", () => {
     expect((await open.check({ service: "" }, { timeoutMs: 20_000 })).status).toBe(1);
     open.close();
     expect(p.child.exitCode).toBeNull();
+  }, 120_000);
+});
+
+describe("coordinator to a backend that serves TLS", () => {
+  const backendCatalog = (): Record<string, unknown> => ({
+    "backend-sim": { builtin: "backend-sim", env: { BACKEND_SIM_TLS_CERT: pem(certs, "gpu-1").certFile, BACKEND_SIM_TLS_KEY: pem(certs, "gpu-1").keyFile }, tls: { ca: pem(certs, "gpu-1").caFile } },
+  });
+
+  it("routes Predict over TLS to a backend of a catalog entry listed in backendTls", async () => {
+    const t = await startTestCoordinator({ models: [simModel("m", { knobs: { predict_tokens: 1 } })], agent: { catalog: backendCatalog() }, extra: { backendTls: { ca: pem(certs, "gpu-1").caFile, backends: ["backend-sim"] } } });
+    try {
+      const r = await t.inference.predict({ model: "m", options: { Prompt: "hi" } }, { timeoutMs: 60_000 });
+      expect(r.reply?.message.length).toBeGreaterThan(0);
+      // The backend refuses plaintext: the coordinator's hop really is TLS.
+      const address = (await t.admin.listModels({})).instances[0]?.address ?? "";
+      const plain = createClient(Health, address);
+      expect((await failure(plain.check({ service: "" }, { timeoutMs: 20_000 }))).code).toBe(Code.Unavailable);
+      plain.close();
+    } finally {
+      await t.close();
+    }
+  }, 120_000);
+
+  it("does not reach that backend without backendTls (plaintext to a TLS backend fails)", async () => {
+    const t = await startTestCoordinator({ models: [simModel("m", { knobs: { predict_tokens: 1 } })], agent: { catalog: backendCatalog() } });
+    try {
+      expect((await failure(t.inference.predict({ model: "m", options: { Prompt: "hi" } }, { timeoutMs: 60_000 }))).code).toBe(Code.Unavailable);
+    } finally {
+      await t.close();
+    }
   }, 120_000);
 });

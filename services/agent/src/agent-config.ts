@@ -32,6 +32,12 @@ export interface CatalogEntry {
   envAllow: readonly string[];
   /** Working directory; undefined = the agent's. */
   cwd: string | undefined;
+  /**
+   * The backend serves TLS: the agent's own calls to it (readiness, Health,
+   * Free) verify its certificate against `ca`. The coordinator's side is its
+   * `backendTls`. undefined = plaintext.
+   */
+  tls?: { readonly caFile: string; readonly serverName: string | undefined } | undefined;
 }
 
 /** Readiness polling of a new backend's Health (DESIGN §5: 20 × 2 s). */
@@ -173,7 +179,7 @@ function stringList(v: unknown, field: string): string[] {
   return v.map((x: unknown, i) => str(x, `${field}[${String(i)}]`));
 }
 
-const catalogFields = new Set(["command", "args", "env", "envAllow", "cwd", "builtin"]);
+const catalogFields = new Set(["command", "args", "env", "envAllow", "cwd", "builtin", "tls"]);
 
 /** Built-in catalog entries selectable with `builtin: <name>`; filled by the caller to avoid an import cycle. */
 export type BuiltinCatalog = Readonly<Record<string, () => CatalogEntry>>;
@@ -197,7 +203,15 @@ function catalogEntry(v: unknown, field: string, builtins: BuiltinCatalog): Cata
     if (!envNamePattern.test(n)) throw invalidArgument(`${field}.envAllow[${String(i)}]`, `invalid name "${n}"`);
   });
   const cwd = v.cwd === undefined ? base?.cwd : str(v.cwd, `${field}.cwd`);
-  return { command, args: v.args === undefined ? [...(base?.args ?? [])] : stringList(v.args, `${field}.args`), env, envAllow, cwd };
+  return { command, args: v.args === undefined ? [...(base?.args ?? [])] : stringList(v.args, `${field}.args`), env, envAllow, cwd, ...backendTlsField(v.tls, `${field}.tls`) };
+}
+
+function backendTlsField(v: unknown, field: string): Pick<CatalogEntry, "tls"> {
+  if (v === undefined) return {};
+  if (!isRecord(v)) throw invalidArgument(field, "must be a map with ca and optionally serverName");
+  rejectUnknown(v, new Set(["ca", "serverName"]), field);
+  const serverName = v.serverName === undefined ? undefined : str(v.serverName, `${field}.serverName`);
+  return { tls: { caFile: str(v.ca, `${field}.ca`), serverName } };
 }
 
 /**

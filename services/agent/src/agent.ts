@@ -11,6 +11,7 @@ import { createAgentService } from "./agent-service.js";
 import type { BackendPhase, BackendProcess } from "./backend-process.js";
 import { BackendTable } from "./backend-table.js";
 import { HealthMonitor } from "./health-monitor.js";
+import { backendClientTls } from "./backend-client-tls.js";
 import { measureNodeResources, takeInventory, type InventorySnapshot, type NodeResourcesInit } from "./inventory.js";
 import { createMemoryProbe } from "./memory-probe.js";
 import { ModelLocks } from "./model-lock.js";
@@ -149,7 +150,7 @@ export function createAgent(config: AgentConfig, deps: AgentDeps = {}): Agent {
     clock,
     intervalMs: config.healthIntervalMs,
     timeoutMs: Math.min(config.readiness.intervalMs, config.healthIntervalMs),
-    list: () => [...table.values()].filter((p) => p.state().t === "ready").map((p) => ({ incarnation: p.id.incarnation, address: p.id.address })),
+    list: () => [...table.values()].filter((p) => p.state().t === "ready").map((p) => ({ incarnation: p.id.incarnation, address: p.id.address, ...backendClientTls(Object.hasOwn(config.catalog, p.id.backend) ? config.catalog[p.id.backend] : undefined) })),
     onChange: (incarnation, healthy, detail) => {
       const p = table.get(incarnation);
       if (p === undefined || p.state().t !== "ready") return;
@@ -182,7 +183,7 @@ export function createAgent(config: AgentConfig, deps: AgentDeps = {}): Agent {
     if (options.stopBackends) {
       await Promise.allSettled(
         live.map(async (p) => {
-          const c = createClient(Backend, p.id.address);
+          const c = createClient(Backend, p.id.address, backendClientTls(Object.hasOwn(config.catalog, p.id.backend) ? config.catalog[p.id.backend] : undefined));
           try {
             await c.free({}, { timeoutMs: config.freeTimeoutMs });
           } catch (err) {

@@ -1,4 +1,5 @@
 import { WardenError, type Cancel, type Clock } from "@warden/common";
+import type { ClientTls } from "@warden/grpc";
 import { createClient, type Client } from "@warden/grpc";
 import { Backend } from "@warden/proto";
 
@@ -6,6 +7,8 @@ import { Backend } from "@warden/proto";
 export interface MonitoredBackend {
   incarnation: string;
   address: string;
+  /** Set for a backend that serves TLS (its catalog entry's tls). */
+  tls?: ClientTls;
 }
 
 export interface HealthMonitorOptions {
@@ -70,7 +73,7 @@ export class HealthMonitor {
       list.map(async (b) => {
         let client = this.clients.get(b.incarnation);
         if (client === undefined) {
-          client = createClient(Backend, b.address);
+          client = createClient(Backend, b.address, b.tls === undefined ? {} : { tls: b.tls });
           this.clients.set(b.incarnation, client);
         }
         let ok = true;

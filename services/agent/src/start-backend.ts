@@ -1,4 +1,5 @@
 import { Code, WardenError, abortReason, deadlineSignal, invalidArgument, sleep } from "@warden/common";
+import { backendClientTls } from "./backend-client-tls.js";
 import { createClient, type Client, type ServiceImpl } from "@warden/grpc";
 import { Backend, StartFailureCode, type AgentService } from "@warden/proto";
 import type { CatalogEntry } from "./agent-config.js";
@@ -130,7 +131,7 @@ async function runStart(ctx: AgentContext, log: StartLog, s: StartParams): Promi
       exitedCtl.abort(new WardenError(Code.Unavailable, "backend process exited"));
     });
     const life = AbortSignal.any([signal, exitedCtl.signal]);
-    client = createClient(Backend, address, { channelOptions: { "grpc.initial_reconnect_backoff_ms": 50, "grpc.max_reconnect_backoff_ms": config.readiness.intervalMs, "grpc.use_local_subchannel_pool": 1 } });
+    client = createClient(Backend, address, { ...backendClientTls(s.entry), channelOptions: { "grpc.initial_reconnect_backoff_ms": 50, "grpc.max_reconnect_backoff_ms": config.readiness.intervalMs, "grpc.use_local_subchannel_pool": 1 } });
     const c = client;
     await waitReady({
       clock,

@@ -1,6 +1,6 @@
 import { appendFileSync, writeSync } from "node:fs";
 import { sleep, systemClock, WardenError } from "@warden/common";
-import { GrpcServer } from "@warden/grpc";
+import { GrpcServer, ReloadableServerCredentials, readTlsMaterial } from "@warden/grpc";
 import { Backend } from "@warden/proto";
 import { createBackendSim } from "./backend-sim-service.js";
 import { parseSimArgs, simUsage } from "./sim-args.js";
@@ -50,7 +50,18 @@ async function main(): Promise<void> {
   if (knobs.startDelayMs > 0) await sleep(systemClock, knobs.startDelayMs);
 
   let ignoreSigterm = knobs.ignoreSigterm;
-  const server = new GrpcServer();
+  // TLS from BACKEND_SIM_TLS_CERT / BACKEND_SIM_TLS_KEY (a catalog entry's env): a
+  // backend serving TLS, for the coordinator's backendTls. Plaintext otherwise;
+  // a simulator, so any address is allowed (the agent picks backendHost).
+  const certFile = process.env.BACKEND_SIM_TLS_CERT;
+  const keyFile = process.env.BACKEND_SIM_TLS_KEY;
+  let credentials;
+  try {
+    credentials = certFile === undefined || keyFile === undefined ? undefined : new ReloadableServerCredentials(readTlsMaterial({ certFile, keyFile }, "BACKEND_SIM_TLS"));
+  } catch (err) {
+    exitWith(2, WardenError.from(err).rawMessage);
+  }
+  const server = new GrpcServer({ insecure: true, ...(credentials === undefined ? {} : { credentials }) });
   const sim = createBackendSim({
     knobs,
     hooks: {

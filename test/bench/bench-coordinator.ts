@@ -22,12 +22,20 @@ export interface BenchCoordinator {
  * `defaultPortMin`: where the embedded agent's backend ports start unless
  * WARDEN_TEST_PORT_BASE is set (side-by-side checkouts keep apart).
  */
-export async function startBenchCoordinator(tag: string, defaultPortMin: number): Promise<BenchCoordinator> {
+export async function startBenchCoordinator(tag: string, defaultPortMin: number, tls?: { readonly certsDir: string }): Promise<BenchCoordinator> {
   const dir = await mkdtemp(join(tmpdir(), `warden-bench-${tag}-`));
   const address = `127.0.0.1:${String(await freePort())}`;
   const dataPlane = `127.0.0.1:${String(await freePort())}`;
   const portMin = Number(process.env.WARDEN_TEST_PORT_BASE ?? String(defaultPortMin));
-  await writeFile(join(dir, "c.yaml"), `listen: ${address}\ninferenceListen: ${dataPlane}\nstateDir: ${join(dir, "state")}\nagent: { ports: { min: ${String(portMin)}, max: ${String(portMin + 49)} }, nvidiaSmi: "" }\nmodels:\n  - { id: m, backend: backend-sim, options: ["sim.predict_tokens:1"] }\n`);
+  // With `tls`: both hops over TLS, the callers' (coordinator certificate) and the
+  // coordinator's to the backend (backend-sim serving an agent certificate, verified by the CA).
+  const c = tls?.certsDir;
+  const tlsYaml =
+    c === undefined
+      ? ""
+      : `tls: { cert: ${join(c, "coordinator.pem")}, key: ${join(c, "coordinator-key.pem")} }\nbackendTls: { ca: ${join(c, "ca.pem")}, backends: [backend-sim] }\n`;
+  const catalog = c === undefined ? "" : `, catalog: { backend-sim: { builtin: backend-sim, env: { BACKEND_SIM_TLS_CERT: ${join(c, "bench-backend.pem")}, BACKEND_SIM_TLS_KEY: ${join(c, "bench-backend-key.pem")} }, tls: { ca: ${join(c, "ca.pem")} } } }`;
+  await writeFile(join(dir, "c.yaml"), `listen: ${address}\ninferenceListen: ${dataPlane}\nstateDir: ${join(dir, "state")}\n${tlsYaml}agent: { ports: { min: ${String(portMin)}, max: ${String(portMin + 49)} }, nvidiaSmi: ""${catalog} }\nmodels:\n  - { id: m, backend: backend-sim, options: ["sim.predict_tokens:1"] }\n`);
   const root = resolve(import.meta.dirname, "..", "..");
   const child = spawn(process.execPath, ["--import", "tsx", join(root, "services/cli/src/main.ts"), "up", "--config", join(dir, "c.yaml"), "--log-level", "warn"], { cwd: root, stdio: ["ignore", "pipe", "inherit"] });
   let out = "";

@@ -78,7 +78,10 @@ describe("mutual TLS between coordinator and agents", () => {
   it("refuses a client with no certificate, and one signed by another CA", async () => {
     const none = createClient(NodeService, c.address, { tls: caOnly() });
     const foreign = createClient(NodeService, c.address, { tls: { ...clientOf(otherCa, "gpu-1"), ca: caOnly().ca } });
+    const good = createClient(NodeService, c.address, { tls: clientOf(certs, "gpu-1") });
     try {
+      // The same listener takes the CA's own certificate: the refusals below are the certificates'.
+      await good.heartbeat({ nodeId: "gpu-1", bootEpoch: 1n, sequence: 2n }, { timeoutMs: 20_000 });
       expect((await failure(none.register(registration("gpu-9"), { timeoutMs: 20_000 }))).code).toBe(Code.Unavailable);
       expect((await failure(foreign.register(registration("gpu-1b"), { timeoutMs: 20_000 }))).code).toBe(Code.Unavailable);
       expect(c.nodes.get("gpu-9")).toBeUndefined();
@@ -86,6 +89,7 @@ describe("mutual TLS between coordinator and agents", () => {
     } finally {
       none.close();
       foreign.close();
+      good.close();
     }
   });
 

@@ -17,6 +17,7 @@ embeddedAgent: false — an embedded agent for single-machine mode.
   --listen HOST:PORT  overrides the config's listen address
   --state-dir DIR     overrides the config's stateDir
   --up                single-machine mode: on Ctrl-C stop every backend started
+  --insecure          allow plaintext gRPC on a non-loopback address (else set tls in the config)
   --log-level LEVEL   pino level (default info)
   -h, --help          this text
 `;
@@ -28,6 +29,7 @@ async function main(): Promise<number> {
       listen: { type: "string" },
       "state-dir": { type: "string" },
       up: { type: "boolean", default: false },
+      insecure: { type: "boolean", default: false },
       "log-level": { type: "string", default: "info" },
       help: { type: "boolean", short: "h", default: false },
     },
@@ -36,7 +38,7 @@ async function main(): Promise<number> {
     process.stdout.write(usage);
     return 0;
   }
-  return runCoordinator({ config: values.config, listen: values.listen, stateDir: values["state-dir"], up: values.up, logLevel: values["log-level"] });
+  return runCoordinator({ config: values.config, listen: values.listen, stateDir: values["state-dir"], up: values.up, insecure: values.insecure, logLevel: values["log-level"] });
 }
 
 main().then(

@@ -461,7 +461,13 @@ export function createH2Client<T extends DescService>(svc: T, address: string, o
   for (const m of svc.methods) {
     if (m.methodKind === "unary") out[m.localName] = unaryMethod(conn, address, m, maxReceive, maxSend);
     else if (m.methodKind === "server_streaming") out[m.localName] = serverStreamMethod(conn, address, m, maxReceive, maxSend);
-    else throw new WardenError(Code.Unimplemented, `createH2Client supports unary and server-streaming methods; ${m.parent.typeName}.${m.name} is ${m.methodKind}`);
+    else {
+      // Streaming requests go raw through `streamBytes`; a typed call says so rather than failing construction.
+      const why = `createH2Client's typed methods are unary and server-streaming; ${m.parent.typeName}.${m.name} is ${m.methodKind}`;
+      out[m.localName] = () => {
+        throw new WardenError(Code.Unimplemented, why);
+      };
+    }
   }
   return out as H2Client<T>;
 }

@@ -9,4 +9,5 @@ export * from "./health.js";
 export { ReflectionIndex } from "./reflection.js";
 export { inProcessClient } from "./in-process-client.js";
 export { createH2Client, type H2Client, type H2ClientOptions } from "./h2-client.js";
+export { withUnimplemented } from "./unimplemented.js";
 export { LeanGrpcServer, type LeanServerOptions, type RawUnaryHandler } from "./lean-server.js";

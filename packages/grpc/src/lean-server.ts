@@ -120,7 +120,6 @@ export class LeanGrpcServer {
   private addRoutes<T extends DescService>(svc: T, impl: ServiceImpl<T>): void {
     const byName = impl as unknown as Record<string, AnyHandler | undefined>;
     for (const m of svc.methods) {
-      if (m.methodKind !== "unary" && m.methodKind !== "server_streaming") throw new WardenError(Code.Unimplemented, `LeanGrpcServer serves unary and server-streaming methods; ${svc.typeName}.${m.name} is ${m.methodKind}`);
       const handler = byName[m.localName];
       if (handler === undefined) throw new WardenError(Code.Internal, `${svc.typeName}: no handler for ${m.name}`);
       this.routes.set(methodPath(m), { method: m, handler, raw: false });
@@ -201,6 +200,11 @@ export class LeanGrpcServer {
     }
     const path = String(headers[h2.HTTP2_HEADER_PATH] ?? "");
     const route = this.routes.get(path);
+    if (route !== undefined && route.method.methodKind !== "unary" && route.method.methodKind !== "server_streaming") {
+      // Typed handlers here take one request; streaming requests are served raw only (addRawStream).
+      trailersOnly(stream, errorTrailers(new WardenError(Code.Unimplemented, `${path} (${route.method.methodKind}) is not served on this listener`), undefined));
+      return;
+    }
     if (route === undefined) {
       trailersOnly(stream, errorTrailers(new WardenError(Code.Unimplemented, `unknown method ${path}`), undefined));
       return;

@@ -1,8 +1,8 @@
 import { appendFileSync } from "node:fs";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { Code, WardenError, invalidArgument, sleep, systemClock, type Clock } from "@warden/common";
-import { StatusResponse_State, type Backend, type ReplySchema } from "@warden/proto";
-import type { ServiceImpl } from "@warden/grpc";
+import { StatusResponse_State, Backend, type ReplySchema } from "@warden/proto";
+import { withUnimplemented, type ServiceImpl } from "@warden/grpc";
 import { parseSimOptions, type SimKnobs } from "./sim-knobs.js";
 
 /** Side effects the simulator cannot do itself; main.ts wires them to the real process. */
@@ -81,7 +81,7 @@ export function createBackendSim(options: BackendSimOptions): BackendSim {
 
   const tokenCount = (requested: number): number => (requested > 0 ? Math.min(requested, 100_000) : knobs.predictTokens);
 
-  const impl: ServiceImpl<typeof Backend> = {
+  const impl: ServiceImpl<typeof Backend> = withUnimplemented(Backend, {
     async health() {
       log("Health");
       return { message: encoder.encode("OK") };
@@ -166,7 +166,7 @@ export function createBackendSim(options: BackendSimOptions): BackendSim {
       const state = model === undefined ? StatusResponse_State.UNINITIALIZED : inFlight > 0 ? StatusResponse_State.BUSY : StatusResponse_State.READY;
       return { state, memory: { total: BigInt(rss), breakdown: { alloc: BigInt(allocation?.length ?? 0), rss: BigInt(rss) } } };
     },
-  };
+  });
 
   return {
     impl,

@@ -51,6 +51,6 @@ describe("catalog profile localai", () => {
   });
 
   it("points the HF caches at the models path unless the agent's environment sets them, and turns the parent watch off", () => {
-    expect(localaiEnv({ HF_HOME: "/cache/hf" }, "/srv/models")).toEqual({ HF_HOME: "/cache/hf", TRANSFORMERS_CACHE: "/srv/models", HUGGINGFACE_HUB_CACHE: "/srv/models", LOCALAI_BACKEND_PARENT_WATCH: "false" });
+    expect(localaiEnv({ HF_HOME: "/cache/hf", TRANSFORMERS_CACHE: "" }, "/srv/models")).toEqual({ HF_HOME: "/cache/hf", TRANSFORMERS_CACHE: "/srv/models", HUGGINGFACE_HUB_CACHE: "/srv/models", LOCALAI_BACKEND_PARENT_WATCH: "false" });
   });
 });

@@ -50,12 +50,15 @@ export function localaiCwd(command: string): string {
 
 /**
  * What a `localai` process's environment adds over the allow-list: the HF
- * cache variables at the models path (an agent's own value wins, as in
- * LocalAI) and the parent watch off.
+ * cache variables at the models path (an agent's own non-empty value wins, as
+ * in LocalAI's `os.Getenv(name) == ""` check) and the parent watch off.
  */
 export function localaiEnv(source: Readonly<Record<string, string | undefined>>, modelsPath: string): Record<string, string> {
   const env: Record<string, string> = {};
-  for (const name of hfCacheVars) env[name] = source[name] ?? modelsPath;
+  for (const name of hfCacheVars) {
+    const own = source[name];
+    env[name] = own === undefined || own === "" ? modelsPath : own;
+  }
   env[parentWatchVar] = "false";
   return env;
 }

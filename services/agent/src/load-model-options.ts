@@ -1,4 +1,5 @@
 import { loadDefaults, type LoadSettings } from "@warden/common";
+import type { ModelOptions } from "@warden/proto";
 
 /** What the agent knows when it sends LoadModel. */
 export interface LoadModelInput {
@@ -17,18 +18,7 @@ export interface LoadModelInput {
 }
 
 /** The ModelOptions fields the agent fills (names and numbers: proto/backend/backend.proto). */
-export interface LoadModelFields {
-  Model: string;
-  ModelFile: string;
-  ModelPath: string;
-  ContextSize: number;
-  NBatch: number;
-  NGPULayers: number;
-  Threads: number;
-  MMap: boolean;
-  FlashAttention: string;
-  Options: string[];
-}
+export type LoadModelFields = Pick<ModelOptions, "Model" | "ModelFile" | "ModelPath" | "ContextSize" | "NBatch" | "NGPULayers" | "Threads" | "MMap" | "FlashAttention" | "Options">;
 
 /** The identity a backend checks requests against: the name it was loaded with. */
 export function identityOf(model: string, load: LoadSettings): string {

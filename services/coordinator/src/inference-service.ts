@@ -5,14 +5,15 @@ import type { RawUnaryHandler, ServiceImpl } from "@warden/grpc";
 import { Code, WardenError, codeName, invalidArgument, type Logger } from "@warden/common";
 import type { Lease, Loader } from "@warden/loader";
 import type { BackendClientHandle } from "./backend-connector.js";
+import { modelIdentity } from "./model-identity.js";
 import { predictResponseBytes, splitPredictRequest } from "./predict-bytes.js";
 
-function options(model: string, o: PredictOptions | undefined): PredictOptions {
+function options(identity: string, o: PredictOptions | undefined): PredictOptions {
   // ModelIdentity is ours to set: the guard against a recycled port.
   // The request message is decoded per call and owned by this handler: set the
   // field in place rather than cloning (a reflective clone costs per call).
   const out = o ?? create(PredictOptionsSchema);
-  out.ModelIdentity = model;
+  out.ModelIdentity = identity;
   return out;
 }
 
@@ -70,7 +71,7 @@ export function inferenceService(loader: Loader<BackendClientHandle>, log: Logge
   return {
     // The data-plane listener's Predict: same lease, tracking and retry, on bytes (see predict-bytes.ts).
     async predictBytes(bytes, ctx) {
-      const { model, backendRequest } = splitPredictRequest(bytes);
+      const { model, backendRequest } = splitPredictRequest(bytes, (m) => modelIdentity(loader, m));
       checkModel(model);
       return track(withLease(
         model,
@@ -85,7 +86,7 @@ export function inferenceService(loader: Loader<BackendClientHandle>, log: Logge
         req.model,
         ctx.signal,
         async (lease) => {
-          const reply = await lease.backend.client.predict(options(req.model, req.options), { signal: ctx.signal, ...(ctx.deadlineAtMs === undefined ? {} : { deadlineAtMs: ctx.deadlineAtMs }) });
+          const reply = await lease.backend.client.predict(options(modelIdentity(loader, req.model), req.options), { signal: ctx.signal, ...(ctx.deadlineAtMs === undefined ? {} : { deadlineAtMs: ctx.deadlineAtMs }) });
           return { reply, nodeId: lease.nodeId };
         },
         () => true,
@@ -98,7 +99,7 @@ export function inferenceService(loader: Loader<BackendClientHandle>, log: Logge
       for (let attempt = 0; ; attempt++) {
         const lease = await loader.acquire(req.model, ctx.signal);
         try {
-          for await (const reply of lease.backend.client.predictStream(options(req.model, req.options), { signal: ctx.signal, ...(ctx.deadlineAtMs === undefined ? {} : { deadlineAtMs: ctx.deadlineAtMs }) })) {
+          for await (const reply of lease.backend.client.predictStream(options(modelIdentity(loader, req.model), req.options), { signal: ctx.signal, ...(ctx.deadlineAtMs === undefined ? {} : { deadlineAtMs: ctx.deadlineAtMs }) })) {
             sent++;
             yield { reply };
           }

@@ -10,4 +10,4 @@ export { ReflectionIndex } from "./reflection.js";
 export { inProcessClient } from "./in-process-client.js";
 export { createH2Client, type H2Client, type H2ClientOptions } from "./h2-client.js";
 export { withUnimplemented } from "./unimplemented.js";
-export { LeanGrpcServer, type LeanServerOptions, type RawUnaryHandler } from "./lean-server.js";
+export { LeanGrpcServer, type LeanServerOptions, type RawServerStreamHandler, type RawServiceHandlers, type RawStreamHandler, type RawUnaryHandler } from "./lean-server.js";

@@ -8,9 +8,11 @@
  * ModelPath, backendModel), Predict and PredictStream through the coordinator
  * with cancel and in-flight back to 0, unload (Free then stop), adoption after
  * an agent restart (parent watch off), and path traversal / symlink escapes
- * refused. Embedding and TTS are called on the backend directly: Warden's data
- * plane routes only Predict/PredictStream on this branch.
+ * refused. Embedding and TTS go through the data plane's backend.Backend
+ * (the model named in `warden-model` metadata), with the backendModel written
+ * as ModelIdentity.
  */
+import { Metadata } from "@grpc/grpc-js";
 import { mkdir, mkdtemp, readFile, rm, stat, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -64,7 +66,7 @@ beforeAll(async () => {
   await writeFile(join(models, "tiny.gguf"), "GGUF");
   await writeFile(join(dir, "secret.txt"), "outside the models directory");
   await symlink(join(dir, "secret.txt"), join(models, "escape.gguf"));
-  t = await startTestCoordinator({ embeddedAgent: false, models: modelConfigs(), policy: { enforcementRetries: 600 } });
+  t = await startTestCoordinator({ embeddedAgent: false, models: modelConfigs(), policy: { enforcementRetries: 600 }, extra: { inferenceListen: "127.0.0.1:0" } });
   agent = await startRemoteAgent({
     coordinator: t.c.address,
     nodeId: "gpu-node",
@@ -151,7 +153,7 @@ describe("LocalAI's Python backend under Warden", () => {
     });
   });
 
-  it("streams, and a cancelled stream leaves nothing in flight; Embedding, TTS and Status answer as upstream's", async () => {
+  it("streams, and a cancelled stream leaves nothing in flight; Embedding and TTS route through Warden", async () => {
     const ctl = new AbortController();
     const got: string[] = [];
     const stream = t.inference.predictStream({ model: "streamer", options: { Prompt: "go", Tokens: 100_000 } }, { signal: ctl.signal });
@@ -170,21 +172,32 @@ describe("LocalAI's Python backend under Warden", () => {
     const rec = await readBackendRecord(recordDir, await pidOf(inst.incarnation));
     expect(rec?.loadModel).toMatchObject({ Model: "streamer", NGPULayers: 20, ContextSize: 8192, MMap: false, FlashAttention: "on", Threads: expect.any(Number) as number });
     const backend = createClient(Backend, inst.address);
+    const dataPlane = createClient(Backend, t.c.inferenceAddress ?? "");
+    const naming = (model: string): { metadata: Metadata } => {
+      const md = new Metadata();
+      md.set("warden-model", model);
+      return { metadata: md };
+    };
     try {
       // the backend itself saw the cancel: its stream ended
       await until("backend stream ended", async () => ((await backend.status({})).memory?.breakdown.active_streams === 0n ? true : undefined));
       expect((await backend.status({})).state).toBe(StatusResponse_State.READY);
-      // Not routed through Warden on this branch: called at the address `models ls` shows, with the identity Warden would write.
-      const emb = await backend.embedding({ Embeddings: "hello", ModelIdentity: "streamer" });
+      // Embedding and TTS through Warden's backend.Backend, as a LocalAI client calls them; Warden writes the identity.
+      const emb = await dataPlane.embedding({ Embeddings: "hello" }, naming("streamer"));
       expect(emb.embeddings).toHaveLength(8);
+      // "tiny" was loaded as "org/tiny-model": the identity Warden writes is its backendModel
+      expect((await dataPlane.embedding({ Embeddings: "hello" }, naming("tiny"))).embeddings).toHaveLength(8);
       const wav = join(dir, "out.wav");
-      expect((await backend.tTS({ text: "hello", dst: wav, ModelIdentity: "streamer" })).success).toBe(true);
+      expect((await dataPlane.tTS({ text: "hello", dst: wav }, naming("streamer"))).success).toBe(true);
       expect((await readFile(wav)).subarray(0, 4).toString()).toBe("RIFF");
+      await until("in-flight back to 0 after the routed calls", async () => ((await t.admin.listModels({})).instances.every((i) => i.inFlight === 0) ? true : undefined));
+      // Straight at the backend, a request for another model is refused as upstream refuses it.
       const wrong = await backend.predict({ Prompt: "x", ModelIdentity: "someone-else" }).catch((e: unknown) => e);
       expect(isWardenError(wrong, Code.NotFound)).toBe(true);
       expect((wrong as Error).message).toMatch(/model identity mismatch/);
     } finally {
       backend.close();
+      dataPlane.close();
     }
   });
 

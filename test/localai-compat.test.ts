@@ -50,7 +50,7 @@ const agentEnv = {
 const modelConfigs = (): Record<string, unknown>[] => [
   // A GGUF-style model: the file relative to modelsPath, every layer on the GPU by default, an upstream name with "/".
   { id: "tiny", backend: "python-compat", modelFile: "tiny.gguf", backendModel: "org/tiny-model", threads: 3, options: ["cache_type_k:q8_0"] },
-  { id: "streamer", backend: "python-compat", modelFile: "tiny.gguf", gpuLayers: 20, contextSize: 8192, mmap: false, flashAttention: "on", options: ["token_delay_ms:20"] },
+  { id: "streamer", backend: "python-compat", modelFile: "tiny.gguf", gpuLayers: 20, contextSize: 8192, mmap: false, flashAttention: "on", cuda: true, options: ["token_delay_ms:20"] },
   { id: "survivor", backend: "python-compat", modelFile: "tiny.gguf" },
   { id: "escaper", backend: "python-compat", modelFile: "escape.gguf" },
 ];
@@ -149,6 +149,7 @@ describe("LocalAI's Python backend under Warden", () => {
       Threads: 3,
       MMap: true,
       FlashAttention: "auto",
+      CUDA: false,
       Options: ["cache_type_k:q8_0"],
     });
   });
@@ -170,7 +171,7 @@ describe("LocalAI's Python backend under Warden", () => {
       return i !== undefined && i.inFlight === 0 ? i : undefined;
     });
     const rec = await readBackendRecord(recordDir, await pidOf(inst.incarnation));
-    expect(rec?.loadModel).toMatchObject({ Model: "streamer", NGPULayers: 20, ContextSize: 8192, MMap: false, FlashAttention: "on", Threads: expect.any(Number) as number });
+    expect(rec?.loadModel).toMatchObject({ Model: "streamer", NGPULayers: 20, ContextSize: 8192, MMap: false, FlashAttention: "on", CUDA: true, Threads: expect.any(Number) as number });
     const backend = createClient(Backend, inst.address);
     const dataPlane = createClient(Backend, t.c.inferenceAddress ?? "");
     const naming = (model: string): { metadata: Metadata } => {

@@ -19,6 +19,8 @@ export interface LoadSettings {
   readonly mmap?: boolean;
   /** ModelOptions.FlashAttention, one of {@link flashAttentionValues}. */
   readonly flashAttention?: string;
+  /** ModelOptions.CUDA: Python backends (diffusers, transformers) run on the GPU only with it. */
+  readonly cuda?: boolean;
 }
 
 /** LocalAI's defaults (core/config defaults.go, generic_defaults.go, hardware_defaults.go). */
@@ -31,6 +33,7 @@ export const loadDefaults = {
   contextSize: 4096,
   mmap: true,
   flashAttention: "auto",
+  cuda: false,
 } as const;
 
 /** Bounds of the typed fields (LocalAI's default gpuLayers is the largest accepted). */

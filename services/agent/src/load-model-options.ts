@@ -18,7 +18,7 @@ export interface LoadModelInput {
 }
 
 /** The ModelOptions fields the agent fills (names and numbers: proto/backend/backend.proto). */
-export type LoadModelFields = Pick<ModelOptions, "Model" | "ModelFile" | "ModelPath" | "ContextSize" | "NBatch" | "NGPULayers" | "Threads" | "MMap" | "FlashAttention" | "Options">;
+export type LoadModelFields = Pick<ModelOptions, "Model" | "ModelFile" | "ModelPath" | "ContextSize" | "NBatch" | "NGPULayers" | "Threads" | "MMap" | "FlashAttention" | "CUDA" | "Options">;
 
 /** The identity a backend checks requests against: the name it was loaded with. */
 export function identityOf(model: string, load: LoadSettings): string {
@@ -42,6 +42,7 @@ export function loadModelFields(i: LoadModelInput): LoadModelFields {
     Threads: i.load.threads ?? Math.max(1, i.cpuCount),
     MMap: i.load.mmap ?? loadDefaults.mmap,
     FlashAttention: i.load.flashAttention ?? loadDefaults.flashAttention,
+    CUDA: i.load.cuda ?? loadDefaults.cuda,
     Options: [...i.options],
   };
 }

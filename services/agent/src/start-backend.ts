@@ -222,6 +222,7 @@ function loadSettingsOf(req: StartBackendRequest): LoadSettings {
     ...(req.batch === undefined ? {} : { batch: req.batch }),
     ...(req.mmap === undefined ? {} : { mmap: req.mmap }),
     ...(req.flashAttention === undefined ? {} : { flashAttention: req.flashAttention }),
+    ...(req.cuda === undefined ? {} : { cuda: req.cuda }),
   };
 }
 

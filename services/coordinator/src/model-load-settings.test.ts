@@ -16,11 +16,11 @@ describe("models[]: the typed LoadModel fields", () => {
   it("reads them, leaving unset ones unset (the agent applies LocalAI's defaults)", () => {
     const c = resolveCoordinatorConfig({
       models: [
-        { id: "qwen", backend: "transformers", backendModel: "Qwen/Qwen2-0.5B", gpuLayers: 0, threads: 8, batch: 256, mmap: false, flashAttention: "on", modelFile: "qwen/q.gguf" },
+        { id: "qwen", backend: "transformers", backendModel: "Qwen/Qwen2-0.5B", gpuLayers: 0, threads: 8, batch: 256, mmap: false, flashAttention: "on", cuda: true, modelFile: "qwen/q.gguf" },
         { id: "plain", backend: "llama-cpp" },
       ],
     });
-    expect(c.models[0]?.load).toEqual({ backendModel: "Qwen/Qwen2-0.5B", gpuLayers: 0, threads: 8, batch: 256, mmap: false, flashAttention: "on" });
+    expect(c.models[0]?.load).toEqual({ backendModel: "Qwen/Qwen2-0.5B", gpuLayers: 0, threads: 8, batch: 256, mmap: false, flashAttention: "on", cuda: true });
     expect(c.models[0]?.modelFile).toBe("qwen/q.gguf");
     expect(c.models[1]?.load).toEqual({});
   });

@@ -1,7 +1,7 @@
 import { checkLoadSettings, invalidArgument, type LoadSettings } from "@warden/common";
 
 /** The per-model config fields that become typed LoadModel fields (README "Running LocalAI's backends"). */
-export const loadSettingFields = ["backendModel", "gpuLayers", "threads", "batch", "mmap", "flashAttention"] as const;
+export const loadSettingFields = ["backendModel", "gpuLayers", "threads", "batch", "mmap", "flashAttention", "cuda"] as const;
 
 function optionalInt(v: unknown, field: string): number | undefined {
   if (v === undefined) return undefined;
@@ -22,6 +22,8 @@ function optionalString(v: unknown, field: string): string | undefined {
 export function parseLoadSettings(v: Readonly<Record<string, unknown>>, field: string): LoadSettings {
   const mmap = v["mmap"];
   if (mmap !== undefined && typeof mmap !== "boolean") throw invalidArgument(`${field}.mmap`, `must be true or false, got ${JSON.stringify(mmap)}`);
+  const cuda = v["cuda"];
+  if (cuda !== undefined && typeof cuda !== "boolean") throw invalidArgument(`${field}.cuda`, `must be true or false, got ${JSON.stringify(cuda)}`);
   const s: { -readonly [K in keyof LoadSettings]: LoadSettings[K] } = {};
   const backendModel = optionalString(v["backendModel"], `${field}.backendModel`);
   if (backendModel !== undefined) s.backendModel = backendModel;
@@ -32,6 +34,7 @@ export function parseLoadSettings(v: Readonly<Record<string, unknown>>, field: s
   const batch = optionalInt(v["batch"], `${field}.batch`);
   if (batch !== undefined) s.batch = batch;
   if (mmap !== undefined) s.mmap = mmap;
+  if (cuda !== undefined) s.cuda = cuda;
   const flashAttention = optionalString(v["flashAttention"], `${field}.flashAttention`);
   if (flashAttention !== undefined) s.flashAttention = flashAttention;
   return checkLoadSettings(s, `${field}.`);

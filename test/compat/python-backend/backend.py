@@ -125,6 +125,7 @@ class Servicer(backend_pb2_grpc.BackendServicer):
             "Threads": request.Threads,
             "MMap": request.MMap,
             "FlashAttention": request.FlashAttention,
+            "CUDA": request.CUDA,
             "Options": list(request.Options),
         }
         write_record(loadModel=fields)

@@ -4,7 +4,7 @@
  */
 import { makeGenericClientConstructor, credentials, Metadata, type ServiceError } from "@grpc/grpc-js";
 import { Backend, type Reply } from "@warden/proto";
-import { GrpcServer, createClient, grpcServiceDefinition } from "@warden/grpc";
+import { GrpcServer, createClient, withUnimplemented, grpcServiceDefinition } from "@warden/grpc";
 import type { BenchResult } from "./bench-result.js";
 
 async function callsPerSecond(durationMs: number, concurrency: number, call: () => Promise<unknown>): Promise<number> {
@@ -23,14 +23,14 @@ async function callsPerSecond(durationMs: number, concurrency: number, call: () 
 
 export async function run(): Promise<BenchResult[]> {
   const server = new GrpcServer();
-  server.add(Backend, {
+  server.add(Backend, withUnimplemented(Backend, {
     health: async () => ({ message: new Uint8Array([79, 75]) }),
     loadModel: async () => ({ success: true }),
     predict: async (req) => ({ message: new TextEncoder().encode(req.Prompt) }),
     predictStream: async function* () {},
     free: async () => ({ success: true }),
     status: async () => ({}),
-  });
+  }));
   const { address } = await server.listen("127.0.0.1:0");
   const ours = createClient(Backend, address);
   const Plain = makeGenericClientConstructor(grpcServiceDefinition(Backend), "Backend");

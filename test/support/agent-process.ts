@@ -29,11 +29,11 @@ export async function writeAgentConfig(path: string, config: Record<string, unkn
 }
 
 /** Starts the agent as its own process and waits for it to listen. */
-export async function startAgentProcess(configPath: string, extraArgs: string[] = [], timeoutMs = 30_000): Promise<AgentProcess> {
+export async function startAgentProcess(configPath: string, extraArgs: string[] = [], timeoutMs = 30_000, extraEnv: Readonly<Record<string, string>> = {}): Promise<AgentProcess> {
   const child = spawn(process.execPath, ["--import", "tsx", agentMain, "--config", configPath, "--listen", "127.0.0.1:0", ...extraArgs], {
     cwd: repoRootPath,
     stdio: ["ignore", "pipe", "pipe"],
-    env: { ...process.env, LOG_LEVEL: "info" },
+    env: { ...process.env, LOG_LEVEL: "info", ...extraEnv },
   });
   const lines: string[] = [];
   const stderr: string[] = [];
@@ -127,6 +127,8 @@ export interface RemoteAgentOptions {
   readonly tag: string;
   /** Extra agent config (merged over the test defaults). */
   readonly config?: Record<string, unknown>;
+  /** Extra environment of the agent process (what its backends' allow-list draws from). */
+  readonly env?: Readonly<Record<string, string>>;
 }
 
 const agentPids = new Set<number>();
@@ -179,7 +181,7 @@ export async function startRemoteAgent(o: RemoteAgentOptions): Promise<RemoteAge
     ...o.config,
   });
   const launch = async (): Promise<AgentProcess> => {
-    const p = await startAgentProcess(configPath, ["--coordinator", o.coordinator]);
+    const p = await startAgentProcess(configPath, ["--coordinator", o.coordinator], 30_000, o.env);
     agentPids.add(p.pid);
     return p;
   };

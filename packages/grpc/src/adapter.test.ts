@@ -4,7 +4,7 @@ import { fromBinary, type MessageInitShape } from "@bufbuild/protobuf";
 import { FileDescriptorProtoSchema } from "@bufbuild/protobuf/wkt";
 import { Code, WardenError, isWardenError } from "@warden/common";
 import { Backend, Health, HealthCheckResponse_ServingStatus, ServerReflection, StatusResponse_State, reflectionV1alpha, type ServerReflectionRequestSchema } from "@warden/proto";
-import { GrpcServer, createClient, maxHealthListServices, type HandlerContext } from "./index.js";
+import { GrpcServer, createClient, withUnimplemented, maxHealthListServices, type HandlerContext } from "./index.js";
 
 /** Records what handlers observed, so tests can assert on the server side too. */
 const seen = { predictAbortReason: undefined as unknown, streamAbortReason: undefined as unknown, header: "" };
@@ -19,7 +19,7 @@ function waitForAbort(ctx: HandlerContext): Promise<void> {
 }
 
 const server = new GrpcServer({ maxReceiveMessageBytes: 64 * 1024 });
-server.add(Backend, {
+server.add(Backend, withUnimplemented(Backend, {
   async health(_req, ctx) {
     seen.header = String(ctx.metadata.get("x-test")[0] ?? "");
     ctx.responseHeader.set("x-echo", seen.header);
@@ -56,7 +56,7 @@ server.add(Backend, {
   async status() {
     return { state: StatusResponse_State.READY };
   },
-});
+}));
 
 let address = "";
 const client = () => createClient(Backend, address);

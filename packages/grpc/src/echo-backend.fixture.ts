@@ -1,6 +1,7 @@
 import { Code, WardenError } from "@warden/common";
-import type { Backend } from "@warden/proto";
+import { Backend } from "@warden/proto";
 import type { HandlerContext, ServiceImpl } from "./types.js";
+import { withUnimplemented } from "./unimplemented.js";
 
 /**
  * A Backend for the transport tests (lean client, lean server): echoes,
@@ -37,7 +38,7 @@ export function waitForAbort(ctx: HandlerContext): Promise<void> {
  * LoadModel: "missing" → NOT_FOUND with details, "boom" → a plain Error.
  */
 export function echoBackend(seen: EchoBackendSeen): ServiceImpl<typeof Backend> {
-  return {
+  return withUnimplemented(Backend, {
     async health(_req, ctx) {
       seen.header = String(ctx.metadata.get("x-test")[0] ?? "");
       seen.peer = ctx.peer;
@@ -73,5 +74,5 @@ export function echoBackend(seen: EchoBackendSeen): ServiceImpl<typeof Backend> 
     async status() {
       return {};
     },
-  };
+  });
 }

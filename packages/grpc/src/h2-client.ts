@@ -235,7 +235,7 @@ class ClientCall implements CallControl {
     private readonly sink: CallSink,
   ) {}
 
-  start(conn: Connection, path: string, request: Uint8Array, maxReceive: number, maxSend: number): void {
+  start(conn: Connection, path: string, request: Uint8Array | AsyncIterable<Uint8Array>, maxReceive: number, maxSend: number): void {
     const opts = this.opts;
     const signal = opts?.signal;
     if (signal?.aborted === true) {
@@ -261,9 +261,9 @@ class ClientCall implements CallControl {
       headers["grpc-timeout"] = formatGrpcTimeout(remaining);
     }
     let stream: ClientHttp2Stream;
-    let body: Buffer;
+    let body: Buffer | undefined;
     try {
-      body = frameMessage(request, maxSend, "request");
+      body = request instanceof Uint8Array ? frameMessage(request, maxSend, "request") : undefined;
       const opened = conn.open(headers);
       stream = opened.stream;
       this.slot = opened.slot;
@@ -300,7 +300,21 @@ class ClientCall implements CallControl {
       this.slot?.release();
       this.finish(this.outcome());
     });
-    stream.end(body);
+    if (body !== undefined) stream.end(body);
+    else void this.pump(stream, request as AsyncIterable<Uint8Array>, maxSend);
+  }
+
+  /** Writes a streaming call's requests as they come, with backpressure; a failing source cancels the call. */
+  private async pump(stream: ClientHttp2Stream, requests: AsyncIterable<Uint8Array>, maxSend: number): Promise<void> {
+    try {
+      for await (const r of requests) {
+        if (this.settled || this.ownEnd !== undefined || stream.closed) return;
+        if (!stream.write(frameMessage(r, maxSend, "request"))) await writable(stream);
+      }
+      if (!stream.closed && !stream.writableEnded) stream.end();
+    } catch (err) {
+      this.cancelWith(WardenError.from(err, Code.Canceled));
+    }
   }
 
   cancel(): void {
@@ -371,8 +385,21 @@ class ClientCall implements CallControl {
   }
 }
 
+/** Resolves when the stream can take more writes, or closed. */
+function writable(stream: ClientHttp2Stream): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const go = (): void => {
+      stream.removeListener("drain", go);
+      stream.removeListener("close", go);
+      resolve();
+    };
+    stream.once("drain", go);
+    stream.once("close", go);
+  });
+}
+
 /** Starts one call; the returned controls serve a consumer that stops early or reads slowly. */
-function startCall(conn: Connection, authority: string, path: string, request: Uint8Array, opts: CallOptions | undefined, maxReceive: number, maxSend: number, sink: CallSink): CallControl {
+function startCall(conn: Connection, authority: string, path: string, request: Uint8Array | AsyncIterable<Uint8Array>, opts: CallOptions | undefined, maxReceive: number, maxSend: number, sink: CallSink): CallControl {
   const call = new ClientCall(authority, opts, sink);
   call.start(conn, path, request, maxReceive, maxSend);
   return call;
@@ -412,10 +439,9 @@ function unaryMethod(conn: Connection, authority: string, m: DescMethod, maxRece
 /** Replies buffered ahead of a slow consumer before the stream is paused (HTTP/2 flow control then holds the server). */
 const streamHighWater = 64;
 
-/** A small queue between the stream's events and the consumer's `next()`. */
-function serverStreamMethod(conn: Connection, authority: string, m: DescMethod, maxReceive: number, maxSend: number) {
-  const path = methodPath(m);
-  return (request: unknown, opts?: CallOptions): AsyncIterable<unknown> => ({
+/** A small queue between the stream's events and the consumer's `next()`; `decode` turns a reply's bytes into what is yielded. */
+function replyStream(conn: Connection, authority: string, path: string, request: Uint8Array | AsyncIterable<Uint8Array>, opts: CallOptions | undefined, maxReceive: number, maxSend: number, decode: (bytes: Uint8Array) => unknown): AsyncIterable<unknown> {
+  return {
     [Symbol.asyncIterator]() {
       const queue: unknown[] = [];
       let ended = false;
@@ -426,10 +452,10 @@ function serverStreamMethod(conn: Connection, authority: string, m: DescMethod, 
         wake = undefined;
         w?.();
       };
-      const call = startCall(conn, authority, path, toBinary(m.input, create(m.input, request as never)), opts, maxReceive, maxSend, {
+      const call = startCall(conn, authority, path, request, opts, maxReceive, maxSend, {
         message(bytes) {
           try {
-            queue.push(fromBinary(m.output, bytes));
+            queue.push(decode(bytes));
           } catch (e) {
             failure ??= new WardenError(Code.Internal, `cannot decode a reply: ${e instanceof Error ? e.message : String(e)}`);
             call.cancel();
@@ -464,7 +490,15 @@ function serverStreamMethod(conn: Connection, authority: string, m: DescMethod, 
         },
       };
     },
-  });
+  };
+}
+
+const asBytes = (bytes: Uint8Array): Uint8Array => bytes;
+
+function serverStreamMethod(conn: Connection, authority: string, m: DescMethod, maxReceive: number, maxSend: number) {
+  const path = methodPath(m);
+  const decode = (bytes: Uint8Array): unknown => fromBinary(m.output, bytes);
+  return (request: unknown, opts?: CallOptions): AsyncIterable<unknown> => replyStream(conn, authority, path, toBinary(m.input, create(m.input, request as never)), opts, maxReceive, maxSend, decode);
 }
 
 /**
@@ -487,11 +521,20 @@ export function createH2Client<T extends DescService>(svc: T, address: string, o
     unaryBytes(method: DescMethod, request: Uint8Array, opts?: CallOptions): Promise<Uint8Array> {
       return unaryBytes(conn, address, methodPath(method), request, opts, maxReceive, maxSend);
     },
+    streamBytes(method: DescMethod, requests: Uint8Array | AsyncIterable<Uint8Array>, opts?: CallOptions): AsyncIterable<Uint8Array> {
+      return replyStream(conn, address, methodPath(method), requests, opts, maxReceive, maxSend, asBytes) as AsyncIterable<Uint8Array>;
+    },
   };
   for (const m of svc.methods) {
     if (m.methodKind === "unary") out[m.localName] = unaryMethod(conn, address, m, maxReceive, maxSend);
     else if (m.methodKind === "server_streaming") out[m.localName] = serverStreamMethod(conn, address, m, maxReceive, maxSend);
-    else throw new WardenError(Code.Unimplemented, `createH2Client supports unary and server-streaming methods; ${m.parent.typeName}.${m.name} is ${m.methodKind}`);
+    else {
+      // Streaming requests go raw through `streamBytes`; a typed call says so rather than failing construction.
+      const why = `createH2Client's typed methods are unary and server-streaming; ${m.parent.typeName}.${m.name} is ${m.methodKind}`;
+      out[m.localName] = () => {
+        throw new WardenError(Code.Unimplemented, why);
+      };
+    }
   }
   return out as H2Client<T>;
 }
@@ -499,4 +542,10 @@ export function createH2Client<T extends DescService>(svc: T, address: string, o
 /** The lean client: the typed methods, plus a unary call on already-encoded bytes (a proxy's pass-through). */
 export type H2Client<T extends DescService> = Client<T> & {
   unaryBytes(method: DescMethod, request: Uint8Array, opts?: CallOptions): Promise<Uint8Array>;
+  /**
+   * A streaming call on encoded bytes, any kind but unary: one request (server
+   * streaming) or requests as they come (client and bidi streaming, written
+   * with backpressure), the replies' bytes as they arrive.
+   */
+  streamBytes(method: DescMethod, requests: Uint8Array | AsyncIterable<Uint8Array>, opts?: CallOptions): AsyncIterable<Uint8Array>;
 };

@@ -3,7 +3,7 @@ import { connect } from "node:http2";
 import { Metadata } from "@grpc/grpc-js";
 import { Code, WardenError, isWardenError } from "@warden/common";
 import { Backend, Health, HealthCheckResponse_ServingStatus, ServerReflection } from "@warden/proto";
-import { LeanGrpcServer, createClient, createH2Client, type Client } from "./index.js";
+import { LeanGrpcServer, createClient, withUnimplemented, createH2Client, type Client } from "./index.js";
 import { decodeText, echoBackend, missingModelMessage, newEchoBackendSeen, waitForAbort } from "./echo-backend.fixture.js";
 
 const seen = newEchoBackendSeen();
@@ -183,7 +183,7 @@ describe("LeanGrpcServer edges", () => {
         return {};
       },
     };
-    s.add(Backend, impl);
+    s.add(Backend, withUnimplemented(Backend, impl));
     let seenBytes = 0;
     s.addRawUnary(Backend.method.predict, async (bytes) => {
       seenBytes = bytes.length;
@@ -209,14 +209,23 @@ describe("LeanGrpcServer edges", () => {
     await s.shutdown(100);
   });
 
-  it("refuses services with client- or bidi-streaming methods", () => {
-    expect(() => new LeanGrpcServer().add(ServerReflection, { serverReflectionInfo: async function* () {} })).toThrow(/bidi_streaming/);
+  it("answers a bidi-streaming method with a typed handler UNIMPLEMENTED (only raw streams take requests as they come)", async () => {
+    const s = new LeanGrpcServer().add(ServerReflection, { serverReflectionInfo: async function* () {} });
+    const addr = (await s.listen("127.0.0.1:0")).address;
+    const r = createClient(ServerReflection, addr);
+    async function* none() {}
+    const err = await (async () => {
+      for await (const _ of r.serverReflectionInfo(none())) break;
+    })().catch((e: unknown) => e);
+    expect(isWardenError(err, Code.Unimplemented)).toBe(true);
+    r.close();
+    await s.shutdown(100);
   });
 
   it("shutdown marks health NOT_SERVING and ends calls still running after the grace", async () => {
     const s = new LeanGrpcServer();
     let handlerSaw: unknown;
-    s.add(Backend, {
+    s.add(Backend, withUnimplemented(Backend, {
       async health() {
         return {};
       },
@@ -235,7 +244,7 @@ describe("LeanGrpcServer edges", () => {
       async status() {
         return {};
       },
-    });
+    }));
     const addr = (await s.listen("127.0.0.1:0")).address;
     const c = createClient(Backend, addr);
     const pending = c.predict({}).catch((e: unknown) => e);

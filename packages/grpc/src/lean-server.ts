@@ -8,6 +8,7 @@ import { HealthStatus, ServingStatus } from "./health.js";
 import { MessageReader, encodeGrpcMessage, frameMessage, parseGrpcTimeout } from "./h2-wire.js";
 import { defaultMaxConcurrentStreams, defaultMaxMessageBytes, sessionMemoryMiB } from "./limits.js";
 import { decodeRequest } from "./request-decode.js";
+import { RequestQueue } from "./request-queue.js";
 import { methodPath } from "./service-definition.js";
 import type { ListenResult, ShutdownOutcome } from "./server.js";
 import type { HandlerContext, ServiceImpl } from "./types.js";
@@ -35,11 +36,29 @@ type AnyHandler = (request: unknown, ctx: HandlerContext) => unknown;
 /** A unary handler on encoded bytes: the request's bytes in, the reply's bytes out (a proxy's pass-through). */
 export type RawUnaryHandler = (request: Uint8Array, ctx: HandlerContext) => Promise<Uint8Array>;
 
+/** A server-streaming handler on encoded bytes. */
+export type RawServerStreamHandler = (request: Uint8Array, ctx: HandlerContext) => AsyncIterable<Uint8Array>;
+
+/**
+ * A client- or bidi-streaming handler on encoded bytes: the requests as they
+ * arrive in, the replies out (one, for client streaming).
+ */
+export type RawStreamHandler = (requests: AsyncIterable<Uint8Array>, ctx: HandlerContext) => AsyncIterable<Uint8Array>;
+
+/** The raw handlers of a whole service, asked once per method by its kind. */
+export interface RawServiceHandlers {
+  unary(method: DescMethod): RawUnaryHandler;
+  serverStream(method: DescMethod): RawServerStreamHandler;
+  stream(method: DescMethod): RawStreamHandler;
+}
+
 interface Route {
   readonly method: DescMethod;
   readonly handler: AnyHandler;
-  /** True for a RawUnaryHandler: no decoding or encoding here. */
+  /** True for a raw handler: no decoding or encoding here. */
   readonly raw: boolean;
+  /** A raw client- or bidi-streaming handler: it gets the requests as they arrive. */
+  readonly streamIn: boolean;
 }
 
 /** The abort reason of a call that completed; shared so no stack trace is captured per call. */
@@ -106,8 +125,9 @@ function errorTrailers(err: unknown, ctx: LeanContext | undefined): OutgoingHttp
 }
 
 /**
- * A gRPC server over node:http2 for services whose methods are unary or
- * server-streaming, with the same typed handlers and `HandlerContext` as
+ * A gRPC server over node:http2 for services whose typed methods are unary or
+ * server-streaming (raw handlers, `addRawService`, take every kind, streaming
+ * requests included), with the same typed handlers and `HandlerContext` as
  * `GrpcServer` (signal on cancel, deadline and completion; metadata both ways;
  * WardenError → status with details in trailers; size limits; a request that
  * does not decode is INVALID_ARGUMENT). It also serves
@@ -140,10 +160,9 @@ export class LeanGrpcServer {
   private addRoutes<T extends DescService>(svc: T, impl: ServiceImpl<T>): void {
     const byName = impl as unknown as Record<string, AnyHandler | undefined>;
     for (const m of svc.methods) {
-      if (m.methodKind !== "unary" && m.methodKind !== "server_streaming") throw new WardenError(Code.Unimplemented, `LeanGrpcServer serves unary and server-streaming methods; ${svc.typeName}.${m.name} is ${m.methodKind}`);
       const handler = byName[m.localName];
       if (handler === undefined) throw new WardenError(Code.Internal, `${svc.typeName}: no handler for ${m.name}`);
-      this.routes.set(methodPath(m), { method: m, handler, raw: false });
+      this.routes.set(methodPath(m), { method: m, handler, raw: false, streamIn: false });
     }
   }
 
@@ -160,7 +179,19 @@ export class LeanGrpcServer {
     const path = methodPath(method);
     if (this.server !== undefined) throw new WardenError(Code.FailedPrecondition, `cannot change ${path} after listen`);
     if (method.methodKind !== "unary" || !this.routes.has(path)) throw new WardenError(Code.InvalidArgument, `${path}: a raw handler replaces the handler of a unary method of an added service`);
-    this.routes.set(path, { method, handler: handler as AnyHandler, raw: true });
+    this.routes.set(path, { method, handler: handler as AnyHandler, raw: true, streamIn: false });
+    return this;
+  }
+
+  /** Serves every method of a service on bytes (a proxy's pass-through); its health status starts SERVING. */
+  addRawService(svc: DescService, handlers: RawServiceHandlers): this {
+    if (this.server !== undefined) throw new WardenError(Code.FailedPrecondition, `cannot add ${svc.typeName} after listen`);
+    for (const m of svc.methods) {
+      const streamIn = m.methodKind === "client_streaming" || m.methodKind === "bidi_streaming";
+      const handler = m.methodKind === "unary" ? handlers.unary(m) : m.methodKind === "server_streaming" ? handlers.serverStream(m) : handlers.stream(m);
+      this.routes.set(methodPath(m), { method: m, handler: handler as AnyHandler, raw: true, streamIn });
+    }
+    this.health.set(svc.typeName, ServingStatus.SERVING);
     return this;
   }
 
@@ -246,6 +277,11 @@ export class LeanGrpcServer {
     }
     const path = String(headers[h2.HTTP2_HEADER_PATH] ?? "");
     const route = this.routes.get(path);
+    if (route !== undefined && !route.streamIn && route.method.methodKind !== "unary" && route.method.methodKind !== "server_streaming") {
+      // Typed handlers here take one request; streaming requests are served raw only (addRawStream).
+      trailersOnly(stream, errorTrailers(new WardenError(Code.Unimplemented, `${path} (${route.method.methodKind}) is not served on this listener`), undefined));
+      return;
+    }
     if (route === undefined) {
       trailersOnly(stream, errorTrailers(new WardenError(Code.Unimplemented, `unknown method ${path}`), undefined));
       return;
@@ -279,6 +315,8 @@ class ServerCall {
   private readonly reader: MessageReader;
   private request: Buffer | undefined;
   private extra = false;
+  /** The requests of a streaming-request route, as they arrive. */
+  private requests: RequestQueue | undefined;
 
   constructor(
     private readonly stream: ServerHttp2Stream,
@@ -315,6 +353,11 @@ class ServerCall {
     stream.on("end", () => {
       this.onEnd();
     });
+    if (this.route.streamIn) {
+      // The handler runs from the first byte: requests reach it as they arrive, not at the half-close.
+      this.requests = new RequestQueue(stream);
+      void this.serverStream(this.requests);
+    }
   }
 
   private onClose(): void {
@@ -327,15 +370,24 @@ class ServerCall {
 
   private onData(chunk: Buffer): void {
     if (this.done) return;
+    const requests = this.requests;
     const err = this.reader.push(chunk, (bytes) => {
-      if (this.request !== undefined) this.extra = true;
-      this.request = bytes;
+      if (requests !== undefined) requests.push(bytes);
+      else {
+        if (this.request !== undefined) this.extra = true;
+        this.request = bytes;
+      }
     });
     if (err !== undefined) this.fail(err);
   }
 
   private onEnd(): void {
     if (this.done) return;
+    if (this.requests !== undefined) {
+      if (this.reader.partial) this.fail(new WardenError(Code.Internal, "the request stream ended inside a message"));
+      else this.requests.end();
+      return;
+    }
     const request = this.request;
     if (request === undefined || this.extra || this.reader.partial) {
       this.fail(new WardenError(Code.Unimplemented, request === undefined ? "no request message" : "a unary request carries one message"));
@@ -359,6 +411,7 @@ class ServerCall {
     this.cancelTimer?.();
     this.live.delete(this.controller);
     if (!this.controller.signal.aborted) this.controller.abort(callCompleted);
+    this.requests?.fail(this.controller.signal.reason);
   }
 
   private fail(err: unknown): void {

@@ -130,7 +130,7 @@ async function lead<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec,
     s.current.set(spec.id, incarnation);
     let failure: StartEvent | undefined;
     const stream = agent.startBackend(
-      { incarnation, model: spec.id, backend: spec.backend, options: spec.options, modelFile: spec.modelFile, contextSize: spec.contextSize },
+      { incarnation, model: spec.id, backend: spec.backend, options: spec.options, modelFile: spec.modelFile, contextSize: spec.contextSize, load: spec.load },
       { signal: deadline.signal },
     );
     for await (const ev of stream) {

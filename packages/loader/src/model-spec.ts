@@ -1,3 +1,5 @@
+import type { LoadSettings } from "@warden/common";
+
 /** One model from the config, as the loader needs it. */
 export interface ModelSpec {
   readonly id: string;
@@ -6,6 +8,8 @@ export interface ModelSpec {
   readonly options: readonly string[];
   readonly modelFile: string;
   readonly contextSize: number;
+  /** The typed LoadModel fields LocalAI sends; unset ones get LocalAI's defaults at the agent. */
+  readonly load: LoadSettings;
   readonly groups: readonly string[];
   readonly pinned: boolean;
   /** Memory estimate in bytes; 0 when unknown. */
@@ -22,6 +26,7 @@ export function modelSpec(init: Partial<ModelSpec> & Pick<ModelSpec, "id" | "bac
     options: [],
     modelFile: "",
     contextSize: 0,
+    load: {},
     groups: [],
     pinned: false,
     sizeBytes: 0,

@@ -1,3 +1,5 @@
+import type { LoadSettings } from "@warden/common";
+
 /**
  * The loader's ports: everything it does to the outside world goes through
  * these narrow interfaces, so the seeded simulation can drive it unmodified.
@@ -17,6 +19,8 @@ export interface StartRequest {
   readonly options: readonly string[];
   readonly modelFile: string;
   readonly contextSize: number;
+  /** Typed LoadModel fields (backendModel, gpuLayers, …); unset = LocalAI's default at the agent. */
+  readonly load: LoadSettings;
 }
 
 export type StopAnswer = { readonly t: "stopped" } | { readonly t: "alreadyGone"; readonly replacedBy: string };

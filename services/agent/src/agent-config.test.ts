@@ -41,7 +41,7 @@ describe("agent config", () => {
       listen: "127.0.0.1:7443",
       advertiseAddress: "127.0.0.1:7443",
     });
-    expect(c.catalog.llama).toEqual({ command: "/opt/llama/grpc-server", args: ["--threads", "8"], env: {}, envAllow: ["PATH", "HF_*"], cwd: undefined });
+    expect(c.catalog.llama).toEqual({ command: "/opt/llama/grpc-server", args: ["--threads", "8"], env: {}, envAllow: ["PATH", "HF_*"], cwd: undefined, profile: "plain" });
   });
 
   it("parses duration strings", () => {

@@ -1,5 +1,5 @@
-import { isAbsolute } from "node:path";
-import { parse as parseYaml } from "yaml";
+import { isAbsolute, normalize } from "node:path";
+import { LineCounter, parseDocument } from "yaml";
 import {
   WardenError,
   invalidArgument,
@@ -12,6 +12,8 @@ import {
   parseDurationMs,
 } from "@warden/common";
 import { parseTlsFiles, type TlsFiles } from "@warden/grpc";
+import { withConfigLine } from "./config-line.js";
+import { checkLocalaiEntry, launchProfiles, localaiCwd, type LaunchProfile } from "./launch-profile.js";
 
 /**
  * One catalog backend: the only place an executable and its base arguments come
@@ -30,7 +32,7 @@ export interface CatalogEntry {
    * e.g. LD_PRELOAD never leaks into a backend.
    */
   envAllow: readonly string[];
-  /** Working directory; undefined = the agent's. */
+  /** Working directory; undefined = the agent's. Profile localai: the executable's directory unless set. */
   cwd: string | undefined;
   /**
    * The backend serves TLS: the agent's own calls to it (readiness, Health,
@@ -38,6 +40,8 @@ export interface CatalogEntry {
    * `backendTls`. undefined = plaintext.
    */
   tls?: { readonly caFile: string; readonly serverName: string | undefined } | undefined;
+  /** How processes are launched (launch-profile.ts). @default "plain" */
+  profile: LaunchProfile;
 }
 
 /** Readiness polling of a new backend's Health (DESIGN §5: 20 × 2 s). */
@@ -74,6 +78,13 @@ export interface AgentConfig {
   /** Directory of per-backend records (created if missing). */
   stateDir: string;
   catalog: Readonly<Record<string, CatalogEntry>>;
+  /**
+   * Absolute models root: every modelFile is resolved and confined under it
+   * (model-file.ts), it is sent as ModelPath, and profile localai points the HF
+   * cache variables at it. Required when a catalog entry has profile localai;
+   * unset = this agent serves no model files.
+   */
+  modelsPath: string | undefined;
   readiness: ReadinessConfig;
   /** SIGTERM → SIGKILL grace. @default 10000 */
   graceMs: number;
@@ -115,7 +126,7 @@ const idPattern = /^[A-Za-z0-9._:-]{1,128}$/;
 export const maxCatalogEntries = 256;
 const envNamePattern = /^[A-Za-z_][A-Za-z0-9_]*\*?$/;
 const topFields = new Set([
-  "nodeId", "listen", "advertiseAddress", "labels", "backendHost", "ports", "stateDir", "catalog", "readiness",
+  "nodeId", "listen", "advertiseAddress", "labels", "backendHost", "ports", "stateDir", "catalog", "modelsPath", "readiness",
   "grace", "loadDeadline", "stopDeadline", "freeTimeout", "nvidiaSmi", "gpus", "heartbeatInterval",
   "logBufferLines", "adoptedPoll", "orphanScanInterval", "healthInterval", "tls", "insecure",
 ]);
@@ -179,7 +190,7 @@ function stringList(v: unknown, field: string): string[] {
   return v.map((x: unknown, i) => str(x, `${field}[${String(i)}]`));
 }
 
-const catalogFields = new Set(["command", "args", "env", "envAllow", "cwd", "builtin", "tls"]);
+const catalogFields = new Set(["command", "args", "env", "envAllow", "cwd", "builtin", "tls", "profile"]);
 
 /** Built-in catalog entries selectable with `builtin: <name>`; filled by the caller to avoid an import cycle. */
 export type BuiltinCatalog = Readonly<Record<string, () => CatalogEntry>>;
@@ -202,8 +213,13 @@ function catalogEntry(v: unknown, field: string, builtins: BuiltinCatalog): Cata
   envAllow.forEach((n, i) => {
     if (!envNamePattern.test(n)) throw invalidArgument(`${field}.envAllow[${String(i)}]`, `invalid name "${n}"`);
   });
-  const cwd = v.cwd === undefined ? base?.cwd : str(v.cwd, `${field}.cwd`);
-  return { command, args: v.args === undefined ? [...(base?.args ?? [])] : stringList(v.args, `${field}.args`), env, envAllow, cwd, ...backendTlsField(v.tls, `${field}.tls`) };
+  const profileName = v.profile === undefined ? (base?.profile ?? "plain") : str(v.profile, `${field}.profile`);
+  const profile = launchProfiles.find((p) => p === profileName);
+  if (profile === undefined) throw invalidArgument(`${field}.profile`, `must be one of ${launchProfiles.join(", ")}, got "${profileName.slice(0, 32)}"`);
+  const args = v.args === undefined ? [...(base?.args ?? [])] : stringList(v.args, `${field}.args`);
+  if (profile === "localai") checkLocalaiEntry(field, args, env);
+  const cwd = v.cwd === undefined ? (profile === "localai" ? localaiCwd(command) : base?.cwd) : str(v.cwd, `${field}.cwd`);
+  return { command, args, env, envAllow, cwd, profile, ...backendTlsField(v.tls, `${field}.tls`) };
 }
 
 function backendTlsField(v: unknown, field: string): Pick<CatalogEntry, "tls"> {
@@ -249,6 +265,15 @@ export function resolveAgentConfig(input: unknown, builtins: BuiltinCatalog = {}
     id(name, `catalog.${name}`);
     catalog[name] = catalogEntry(entry, `catalog.${name}`, builtins);
   }
+  let modelsPath: string | undefined;
+  if (input.modelsPath !== undefined) {
+    const m = str(input.modelsPath, "modelsPath");
+    if (!isAbsolute(m) || m.length > 4096) throw invalidArgument("modelsPath", `must be an absolute path (at most 4096 characters), got "${m.slice(0, 64)}"`);
+    modelsPath = normalize(m);
+  } else {
+    const needing = Object.keys(catalog).find((n) => catalog[n]?.profile === "localai");
+    if (needing !== undefined) throw invalidArgument("modelsPath", `required by catalog.${needing} (profile localai): LocalAI's backends get the models directory as ModelPath and HF_HOME`);
+  }
   const labels = stringMap(input.labels, "labels");
   for (const k of Object.keys(labels)) id(k, `labels.${k}`);
   const gpus = stringList(input.gpus, "gpus");
@@ -267,6 +292,7 @@ export function resolveAgentConfig(input: unknown, builtins: BuiltinCatalog = {}
     portQuarantineMs: duration(ports.quarantine, "ports.quarantine", 30_000, maxDurationMs),
     stateDir: str(input.stateDir, "stateDir"),
     catalog,
+    modelsPath,
     readiness,
     graceMs: duration(input.grace, "grace", 10_000, maxOperationTimeoutMs),
     loadDeadlineMs: duration(input.loadDeadline, "loadDeadline", 600_000, maxOperationTimeoutMs),
@@ -293,10 +319,18 @@ function insecureFlag(v: unknown): boolean {
 /** Parses YAML text and validates it with {@link resolveAgentConfig}. */
 export function parseAgentConfig(yamlText: string, builtins: BuiltinCatalog = {}): AgentConfig {
   let doc: unknown;
+  const lines = new LineCounter();
+  const parsed = parseDocument(yamlText, { lineCounter: lines });
+  const yamlError = parsed.errors[0];
+  if (yamlError !== undefined) throw invalidArgument("(yaml)", yamlError.message);
   try {
-    doc = parseYaml(yamlText);
+    doc = parsed.toJS();
   } catch (err) {
     throw invalidArgument("(yaml)", WardenError.from(err).rawMessage);
   }
-  return resolveAgentConfig(doc, builtins);
+  try {
+    return resolveAgentConfig(doc, builtins);
+  } catch (err) {
+    throw withConfigLine(err, parsed, lines);
+  }
 }

@@ -27,6 +27,7 @@ export function backendSimCatalogEntry(extraEnv: Readonly<Record<string, string>
     env: { ...extraEnv },
     envAllow: ["PATH", "HOME", "TMPDIR", "LANG", "SIM_*"],
     cwd: repoRootPath,
+    profile: "plain",
   };
 }
 

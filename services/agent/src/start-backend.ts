@@ -1,19 +1,23 @@
-import { Code, WardenError, abortReason, deadlineSignal, invalidArgument, sleep } from "@warden/common";
+import { availableParallelism } from "node:os";
+import { Code, WardenError, abortReason, checkLoadSettings, deadlineSignal, invalidArgument, maxContextSize, sleep, type LoadSettings } from "@warden/common";
 import { backendClientTls } from "./backend-client-tls.js";
 import { createClient, type Client, type ServiceImpl } from "@warden/grpc";
-import { Backend, StartFailureCode, type AgentService } from "@warden/proto";
+import { Backend, StartFailureCode, type AgentService, type StartBackendRequest } from "@warden/proto";
 import type { CatalogEntry } from "./agent-config.js";
 import { recordOf, type AgentContext } from "./agent-context.js";
 import { BackendLogs } from "./backend-logs.js";
 import { BackendProcess } from "./backend-process.js";
 import { budgetBeforeCallerDeadlineMs } from "./caller-deadline.js";
 import { isAborted } from "./is-aborted.js";
+import { localaiEnv, localaiEnvAllow } from "./launch-profile.js";
+import { loadModelFields } from "./load-model-options.js";
+import { resolveModelFile } from "./model-file.js";
 import { markEnv, markVars } from "./process-mark.js";
 import { readPidStat } from "./proc-fs.js";
 import { spawnBackend } from "./process-handle.js";
 import { startResponseOf, type StartResponseInit } from "./proto-views.js";
 import { waitReady, tcpProbe } from "./readiness.js";
-import { checkId, checkIncarnation, checkOptions, checkText } from "./request-validation.js";
+import { checkId, checkIncarnation, checkOptions } from "./request-validation.js";
 import { StartLog, type StartEvent } from "./start-log.js";
 import type { StartEntry } from "./start-registry.js";
 
@@ -21,9 +25,10 @@ import type { StartEntry } from "./start-registry.js";
 const exitSettleMs = 300;
 
 /** The child's environment: the agent's mark first (so a bounded read of /proc/<pid>/environ finds it) and unforgeable by the catalog. */
-function buildEnv(entry: CatalogEntry, source: Readonly<Record<string, string | undefined>>, gpuDevice: string, mark: Readonly<Record<string, string>>): Record<string, string> {
+function buildEnv(entry: CatalogEntry, source: Readonly<Record<string, string | undefined>>, gpuDevice: string, mark: Readonly<Record<string, string>>, modelsPath: string): Record<string, string> {
   const env: Record<string, string> = {};
-  for (const name of entry.envAllow) {
+  const allow = entry.profile === "localai" ? [...localaiEnvAllow, ...entry.envAllow] : entry.envAllow;
+  for (const name of allow) {
     if (name.endsWith("*")) {
       const prefix = name.slice(0, -1);
       for (const [k, v] of Object.entries(source)) if (k.startsWith(prefix) && v !== undefined) env[k] = v;
@@ -32,6 +37,7 @@ function buildEnv(entry: CatalogEntry, source: Readonly<Record<string, string | 
       if (v !== undefined) env[name] = v;
     }
   }
+  if (entry.profile === "localai") Object.assign(env, localaiEnv(source, modelsPath));
   Object.assign(env, entry.env);
   if (gpuDevice !== "") env.CUDA_VISIBLE_DEVICES = gpuDevice;
   for (const name of Object.values(markVars)) Reflect.deleteProperty(env, name);
@@ -71,8 +77,10 @@ interface StartParams {
   backend: string;
   entry: CatalogEntry;
   options: readonly string[];
+  /** Absolute and confined (model-file.ts), or "". */
   modelFile: string;
   contextSize: number;
+  load: LoadSettings;
   gpuDevice: string;
   deadlineMs: number;
 }
@@ -99,7 +107,7 @@ async function runStart(ctx: AgentContext, log: StartLog, s: StartParams): Promi
     const res = await spawnBackend({
       command: s.entry.command,
       args: [...s.entry.args, "--addr", address],
-      env: buildEnv(s.entry, ctx.envSource, device, markEnv(ctx.mark, s.incarnation)),
+      env: buildEnv(s.entry, ctx.envSource, device, markEnv(ctx.mark, s.incarnation), config.modelsPath ?? ""),
       cwd: s.entry.cwd,
       stdoutFd: fds.stdoutFd,
       stderrFd: fds.stderrFd,
@@ -139,7 +147,11 @@ async function runStart(ctx: AgentContext, log: StartLog, s: StartParams): Promi
       signal: life,
       portOpen: (t) => tcpProbe(config.backendHost, spawnedProc.id.port, t),
       health: async (t, sig) => {
-        await c.health({}, { timeoutMs: t, signal: sig });
+        const reply = await c.health({}, { timeoutMs: t, signal: sig });
+        // LocalAI's client takes only "OK" for ready (pkg/grpc/client.go HealthCheck); the poll goes on otherwise.
+        if (s.entry.profile === "localai" && new TextDecoder().decode(reply.message) !== "OK") {
+          throw new WardenError(Code.Unavailable, `Health answered ${JSON.stringify(new TextDecoder().decode(reply.message).slice(0, 64))}, not "OK"`);
+        }
       },
     }).catch((err: unknown) => {
       const e = WardenError.from(err);
@@ -149,7 +161,7 @@ async function runStart(ctx: AgentContext, log: StartLog, s: StartParams): Promi
     if (!spawnedProc.markLoading()) throw abortReason(life.aborted ? life : signal);
     log.append({ t: "loading" });
     const result = await c
-      .loadModel({ Model: s.model, ModelFile: s.modelFile, ContextSize: s.contextSize, Options: [...s.options] }, { signal: life })
+      .loadModel(loadModelFields({ model: s.model, modelFile: s.modelFile, contextSize: s.contextSize, options: s.options, load: s.load, modelsPath: config.modelsPath ?? "", cpuCount: availableParallelism() }), { signal: life })
       .catch((err: unknown) => {
         if (life.aborted) throw abortReason(life);
         throw new FailStart(StartFailureCode.LOAD_FAILED, `LoadModel: ${WardenError.from(err).message}`);
@@ -202,6 +214,19 @@ async function runStart(ctx: AgentContext, log: StartLog, s: StartParams): Promi
   }
 }
 
+/** The request's typed LoadModel fields; only the set ones (unset = LocalAI's default, load-model-options.ts). */
+function loadSettingsOf(req: StartBackendRequest): LoadSettings {
+  return {
+    ...(req.backendModel === undefined ? {} : { backendModel: req.backendModel }),
+    ...(req.gpuLayers === undefined ? {} : { gpuLayers: req.gpuLayers }),
+    ...(req.threads === undefined ? {} : { threads: req.threads }),
+    ...(req.batch === undefined ? {} : { batch: req.batch }),
+    ...(req.mmap === undefined ? {} : { mmap: req.mmap }),
+    ...(req.flashAttention === undefined ? {} : { flashAttention: req.flashAttention }),
+    ...(req.cuda === undefined ? {} : { cuda: req.cuda }),
+  };
+}
+
 /**
  * StartBackend: validates the whole request, then starts the incarnation (or
  * attaches to its start, idempotently) and streams the start's events.
@@ -215,9 +240,11 @@ export function createStartBackend(ctx: AgentContext): ServiceImpl<typeof AgentS
     const entry = Object.hasOwn(config.catalog, backend) ? config.catalog[backend] : undefined;
     if (entry === undefined) throw invalidArgument("backend", `"${backend}" is not in this agent's catalog (known: ${Object.keys(config.catalog).join(", ")})`);
     const options = checkOptions("options", req.options);
-    const modelFile = checkText("modelFile", req.modelFile, 4096);
-    if (req.contextSize < 0) throw invalidArgument("contextSize", "must be >= 0");
+    if (req.contextSize < 0 || req.contextSize > maxContextSize) throw invalidArgument("contextSize", `must be in 0..${String(maxContextSize)}`);
+    const load = checkLoadSettings(loadSettingsOf(req));
     if (req.gpuDevice !== "" && !config.gpus.includes(req.gpuDevice)) pickDevice(ctx, req.gpuDevice);
+    // Last of the checks: the only one that reads the disk (realpath).
+    const modelFile = await resolveModelFile("modelFile", req.modelFile, config.modelsPath);
     let start = starts.get(incarnation);
     if (start !== undefined) {
       if (start.model !== model || start.backend !== backend) throw invalidArgument("incarnation", `already used for model "${start.model}" on backend "${start.backend}"`);
@@ -238,7 +265,7 @@ export function createStartBackend(ctx: AgentContext): ServiceImpl<typeof AgentS
       starts.remember(incarnation, s);
       // The start is bound to the call's deadline, not to this stream: a caller that
       // reconnects with the same incarnation attaches to it.
-      s.done = runStart(ctx, log, { incarnation, model, backend, entry, options, modelFile, contextSize: req.contextSize, gpuDevice: req.gpuDevice, deadlineMs });
+      s.done = runStart(ctx, log, { incarnation, model, backend, entry, options, modelFile, contextSize: req.contextSize, load, gpuDevice: req.gpuDevice, deadlineMs });
       start = s;
     }
     for await (const ev of start.log.follow(callCtx.signal)) yield startResponseOf(ev);

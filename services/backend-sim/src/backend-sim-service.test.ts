@@ -1,9 +1,12 @@
 import { describe, expect, it } from "vitest";
 import { Metadata } from "@grpc/grpc-js";
 import { create } from "@bufbuild/protobuf";
-import { Code, ManualClock, isWardenError } from "@warden/common";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Code, ManualClock, isWardenError, type WardenError } from "@warden/common";
 import type { HandlerContext } from "@warden/grpc";
-import { HealthMessageSchema, ModelOptionsSchema, PredictOptionsSchema, StatusResponse_State } from "@warden/proto";
+import { GenerateImageRequestSchema, HealthMessageSchema, ModelOptionsSchema, PredictOptionsSchema, RerankRequestSchema, StatusResponse_State, TTSRequestSchema, TranscriptLiveRequestSchema, TranscriptRequestSchema } from "@warden/proto";
 import { createBackendSim } from "./backend-sim-service.js";
 import { defaultSimKnobs } from "./sim-knobs.js";
 
@@ -25,13 +28,17 @@ const empty = create(HealthMessageSchema, {});
 const text = (b: Uint8Array) => new TextDecoder().decode(b);
 
 describe("backend-sim service", () => {
-  it("echoes the loaded model and rejects another ModelIdentity with FAILED_PRECONDITION", async () => {
+  it("echoes the loaded model and rejects another ModelIdentity with NOT_FOUND model identity mismatch, as upstream", async () => {
     const { s } = sim();
     expect(isWardenError(await s.impl.predict(predict("a"), ctx()).catch((e: unknown) => e), Code.FailedPrecondition)).toBe(true);
     expect(await s.impl.loadModel(load("a"), ctx())).toMatchObject({ success: true });
     const r = await s.impl.predict(predict("a", 2), ctx());
     expect(text(r.message as Uint8Array)).toBe("a: w0 w1");
-    expect(isWardenError(await s.impl.predict(predict("b"), ctx()).catch((e: unknown) => e), Code.FailedPrecondition)).toBe(true);
+    const wrong = await s.impl.predict(predict("b"), ctx()).catch((e: unknown) => e);
+    expect(isWardenError(wrong, Code.NotFound)).toBe(true);
+    expect((wrong as WardenError).rawMessage).toBe('backend-sim: model identity mismatch: loaded "a", requested "b"');
+    const embedWrong = await s.impl.embedding(predict("b"), ctx()).catch((e: unknown) => e);
+    expect(isWardenError(embedWrong, Code.NotFound)).toBe(true);
     const tokens: string[] = [];
     for await (const t of s.impl.predictStream(predict("a"), ctx())) tokens.push(text(t.message as Uint8Array));
     expect(tokens).toEqual(["a: w0", " w1", " w2"]);
@@ -85,5 +92,60 @@ describe("backend-sim service", () => {
     clock.advance(1);
     await p;
     expect(done).toBe(true);
+  });
+
+  it("serves the other modalities deterministically and answers the rest UNIMPLEMENTED", async () => {
+    const { s } = sim();
+    await s.impl.loadModel(load("a"), ctx());
+    const e1 = await s.impl.embedding(predict("a"), ctx());
+    const e2 = await s.impl.embedding(predict("a"), ctx());
+    expect(e1.embeddings).toHaveLength(8);
+    expect(e1.embeddings).toEqual(e2.embeddings);
+    expect(e1.dim).toBe(8);
+    const tok = await s.impl.tokenizeString(create(PredictOptionsSchema, { Prompt: "hé", ModelIdentity: "a" }), ctx());
+    expect(tok).toEqual({ length: 3, tokens: [104, 195, 169] });
+    expect((await s.impl.detokenize({ $typeName: "backend.DetokenizeRequest", tokens: tok.tokens ?? [] }, ctx())).content).toBe("hé");
+    const rr = await s.impl.rerank(create(RerankRequestSchema, { query: "red fox", documents: ["blue sky", "a red fox", "red"], topN: 2, ModelIdentity: "a" }), ctx());
+    expect(rr.results?.map((r) => r.index)).toEqual([2, 1]);
+    const dir = mkdtempSync(join(tmpdir(), "sim-tts-"));
+    try {
+      const dst = join(dir, "out.wav");
+      expect(await s.impl.tTS(create(TTSRequestSchema, { text: "hi", dst, ModelIdentity: "a" }), ctx())).toEqual({ success: true, message: dst });
+      const wav = readFileSync(dst);
+      expect(wav.subarray(0, 4).toString()).toBe("RIFF");
+      let audio = 0;
+      for await (const r of s.impl.tTSStream(create(TTSRequestSchema, { text: "hi", ModelIdentity: "a" }), ctx())) audio += r.audio?.length ?? 0;
+      expect(audio).toBe(wav.length - 44);
+      const t = await s.impl.audioTranscription(create(TranscriptRequestSchema, { dst, ModelIdentity: "a" }), ctx());
+      expect(t.text).toBe(`heard out.wav ${String(wav.length)} bytes`);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+    async function* live() {
+      yield create(TranscriptLiveRequestSchema, { payload: { case: "config", value: { sampleRate: 16000 } } });
+      yield create(TranscriptLiveRequestSchema, { payload: { case: "audio", value: { pcm: [0.1, 0.2] } } });
+    }
+    const got: unknown[] = [];
+    for await (const r of s.impl.audioTranscriptionLive(live(), ctx())) got.push(r);
+    expect(got).toEqual([{ ready: true }, { delta: "frame0:2" }, { finalResult: { text: "frame0:2" } }]);
+    const un = await s.impl.generateImage(create(GenerateImageRequestSchema, {}), ctx()).catch((e: unknown) => e);
+    expect(isWardenError(un, Code.Unimplemented)).toBe(true);
+    expect((un as WardenError).rawMessage).toBe("method GenerateImage not implemented");
+  });
+
+  it("mismatch_file: answers NOT_FOUND mismatch while the shared count lasts, then serves", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "sim-mm-"));
+    try {
+      const file = join(dir, "count");
+      writeFileSync(file, "1");
+      const { s } = sim({ mismatchFile: file });
+      await s.impl.loadModel(load("a"), ctx());
+      const e = await s.impl.predict(predict("a"), ctx()).catch((x: unknown) => x);
+      expect((e as WardenError).rawMessage).toBe('backend-sim: model identity mismatch: loaded "a~recycled", requested "a"');
+      expect(readFileSync(file, "utf8")).toBe("0");
+      expect(text((await s.impl.predict(predict("a"), ctx())).message as Uint8Array)).toMatch(/^a: /);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -1,9 +1,10 @@
-import { appendFileSync } from "node:fs";
+import { appendFileSync, readFileSync, writeFileSync } from "node:fs";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { Code, WardenError, invalidArgument, sleep, systemClock, type Clock } from "@warden/common";
-import { StatusResponse_State, type Backend, type ReplySchema } from "@warden/proto";
-import type { ServiceImpl } from "@warden/grpc";
+import { StatusResponse_State, Backend, type ReplySchema } from "@warden/proto";
+import { withUnimplemented, type ServiceImpl } from "@warden/grpc";
 import { parseSimOptions, type SimKnobs } from "./sim-knobs.js";
+import { simModalities } from "./sim-modalities.js";
 
 /** Side effects the simulator cannot do itself; main.ts wires them to the real process. */
 export interface BackendSimHooks {
@@ -40,12 +41,31 @@ export interface BackendSim {
 const encoder = new TextEncoder();
 type ReplyInit = MessageInitShape<typeof ReplySchema>;
 
+function mismatch(loaded: string, requested: string): WardenError {
+  return new WardenError(Code.NotFound, `backend-sim: model identity mismatch: loaded ${JSON.stringify(loaded)}, requested ${JSON.stringify(requested)}`);
+}
+
+/** One answer of the mismatch_file knob: true (and the count decremented) while it holds a count above 0. */
+function takeMismatch(path: string): boolean {
+  let n: number;
+  try {
+    n = Number.parseInt(readFileSync(path, "utf8"), 10);
+  } catch {
+    return false;
+  }
+  if (!(n > 0)) return false;
+  writeFileSync(path, String(n - 1));
+  return true;
+}
+
 /**
  * backend.Backend implemented with fault knobs. Predict and PredictStream echo
  * the model identity: the reply text starts with `<model>:`. A request whose
- * `ModelIdentity` names another model than the one loaded (or any request before
- * a LoadModel succeeded) fails with FAILED_PRECONDITION — the request is well
- * formed, this process is in the wrong state for it (the recycled-port guard).
+ * `ModelIdentity` names another model than the one loaded fails NOT_FOUND
+ * "model identity mismatch", as upstream backends answer (the recycled-port
+ * guard); any request before a LoadModel succeeded fails FAILED_PRECONDITION
+ * "model not loaded". Other modalities: sim-modalities.ts; the rest of the
+ * service answers UNIMPLEMENTED, as upstream stubs do.
  */
 export function createBackendSim(options: BackendSimOptions): BackendSim {
   const clock = options.clock ?? systemClock;
@@ -67,10 +87,11 @@ export function createBackendSim(options: BackendSimOptions): BackendSim {
   };
 
   const checkIdentity = (identity: string): string => {
-    if (model === undefined) throw new WardenError(Code.FailedPrecondition, "no model loaded");
-    if (identity !== "" && identity !== model) {
-      throw new WardenError(Code.FailedPrecondition, `ModelIdentity: this backend holds model "${model}", not "${identity}"`);
-    }
+    // Upstream's wording and codes (LocalAI grpcerrors): FAILED_PRECONDITION
+    // "model not loaded"; NOT_FOUND "model identity mismatch" (its router's stale-route signal).
+    if (model === undefined) throw new WardenError(Code.FailedPrecondition, "backend-sim: model not loaded");
+    if (identity !== "" && knobs.mismatchFile !== "" && takeMismatch(knobs.mismatchFile)) throw mismatch(`${model}~recycled`, identity);
+    if (identity !== "" && identity !== model) throw mismatch(model, identity);
     return model;
   };
 
@@ -81,7 +102,21 @@ export function createBackendSim(options: BackendSimOptions): BackendSim {
 
   const tokenCount = (requested: number): number => (requested > 0 ? Math.min(requested, 100_000) : knobs.predictTokens);
 
-  const impl: ServiceImpl<typeof Backend> = {
+  const impl: ServiceImpl<typeof Backend> = withUnimplemented(Backend, {
+    ...simModalities({
+      held: checkIdentity,
+      log,
+      delayMs: () => knobs.predictDelayMs,
+      clock,
+      async running(fn) {
+        inFlight++;
+        try {
+          return await fn();
+        } finally {
+          inFlight--;
+        }
+      },
+    }),
     async health() {
       log("Health");
       return { message: encoder.encode("OK") };
@@ -166,7 +201,7 @@ export function createBackendSim(options: BackendSimOptions): BackendSim {
       const state = model === undefined ? StatusResponse_State.UNINITIALIZED : inFlight > 0 ? StatusResponse_State.BUSY : StatusResponse_State.READY;
       return { state, memory: { total: BigInt(rss), breakdown: { alloc: BigInt(allocation?.length ?? 0), rss: BigInt(rss) } } };
     },
-  };
+  });
 
   return {
     impl,

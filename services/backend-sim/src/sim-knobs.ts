@@ -37,6 +37,13 @@ export interface SimKnobs {
   startDelayMs: number;
   /** Append one line per RPC received (`Health`, `Free`, ...) and per signal to this file; empty = off. @default "" */
   callLog: string;
+  /**
+   * While this file holds a count above 0, an identity-checked request is
+   * answered NOT_FOUND "model identity mismatch" (as a recycled port would be)
+   * and the count is decremented: shared by every process given the knob, so
+   * a test can make exactly the first instance, or the first N answers, stale. @default ""
+   */
+  mismatchFile: string;
 }
 
 export const defaultSimKnobs: Readonly<SimKnobs> = {
@@ -52,6 +59,7 @@ export const defaultSimKnobs: Readonly<SimKnobs> = {
   exitCode: -1,
   startDelayMs: 0,
   callLog: "",
+  mismatchFile: "",
 };
 
 type KnobKind = "ms" | "count" | "bool" | "text" | "code" | "free";
@@ -70,6 +78,7 @@ export const simKnobKeys: Readonly<Record<string, readonly [keyof SimKnobs, Knob
   exit_code: ["exitCode", "code"],
   start_delay_ms: ["startDelayMs", "ms"],
   call_log: ["callLog", "text"],
+  mismatch_file: ["mismatchFile", "text"],
 };
 
 const maxCount = 1_000_000;

@@ -19,6 +19,7 @@ import { modelSpec, type ModelSpec } from "@warden/loader";
 import type { PolicyPatch } from "@warden/watchdog";
 import type { PlacementStrategy } from "@warden/placement";
 import { parseTlsSettings, tlsSettingsFields, type TlsSettings } from "./tls-settings.js";
+import { checkModelFile, loadSettingFields, parseLoadSettings } from "./model-load-settings.js";
 
 /** The coordinator's validated configuration. Durations in ms, sizes in bytes. TLS: see tls-settings.ts. */
 export interface CoordinatorConfig extends TlsSettings {
@@ -147,7 +148,7 @@ function stringMap(v: unknown, field: string): Record<string, string> {
   return v as Record<string, string>;
 }
 
-const modelFields = ["id", "backend", "options", "modelFile", "contextSize", "groups", "pinned", "memoryEstimate", "selector", "loadTimeout"];
+const modelFields = ["id", "backend", "options", "modelFile", "contextSize", "groups", "pinned", "memoryEstimate", "selector", "loadTimeout", ...loadSettingFields];
 
 function model(v: unknown, field: string): ModelSpec {
   if (!isRecord(v)) throw invalidArgument(field, "must be a map");
@@ -158,8 +159,9 @@ function model(v: unknown, field: string): ModelSpec {
     id,
     backend: str(v["backend"], `${field}.backend`),
     options: stringList(v["options"], `${field}.options`),
-    modelFile: v["modelFile"] === undefined ? "" : str(v["modelFile"], `${field}.modelFile`),
+    modelFile: v["modelFile"] === undefined ? "" : checkModelFile(str(v["modelFile"], `${field}.modelFile`), `${field}.modelFile`),
     contextSize: int(v["contextSize"], `${field}.contextSize`, 0, 0, maxContextSize),
+    load: parseLoadSettings(v, field),
     groups: groupList(v["groups"], `${field}.groups`),
     pinned: bool(v["pinned"], `${field}.pinned`, false),
     sizeBytes: v["memoryEstimate"] === undefined ? 0 : parseSizeBytes(v["memoryEstimate"], `${field}.memoryEstimate`),

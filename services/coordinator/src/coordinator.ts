@@ -1,7 +1,7 @@
 import { mkdir } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { create } from "@bufbuild/protobuf";
-import { AdminService, AgentService, EvictionFailedOutcome, EvictionReason, InferenceService, InventoryEntrySchema, JournalRepairedSchema, NodeResourcesSchema, NodeService, OrphanProcessSchema, type Event } from "@warden/proto";
+import { AdminService, AgentService, Backend, EvictionFailedOutcome, EvictionReason, InferenceService, InventoryEntrySchema, JournalRepairedSchema, NodeResourcesSchema, NodeService, OrphanProcessSchema, type Event } from "@warden/proto";
 import { GrpcServer, LeanGrpcServer, ServingStatus, inProcessClient } from "@warden/grpc";
 import { cryptoRng, createUlidFactory, nullLogger, sleep, systemClock, wardenVersion, type Cancel, type Clock, type Logger, type Rng } from "@warden/common";
 import { Loader } from "@warden/loader";
@@ -16,6 +16,7 @@ import { coordinatorTransport } from "./coordinator-transport.js";
 import { withNodeCertificateCheck } from "./node-certificate-check.js";
 import { EventHub } from "./event-hub.js";
 import { inferenceService } from "./inference-service.js";
+import { backendRouter } from "./backend-router.js";
 import { NodeRegistry } from "./node-registry.js";
 import { nodeService } from "./node-service.js";
 import { nodeReportLimits } from "./node-report-limits.js";
@@ -291,7 +292,8 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
   const metricsRef: { current: CoordinatorMetrics | undefined } = { current: undefined };
   const inference = inferenceService(loader, log.child({ component: "inference" }), routed);
   server.add(InferenceService, inference);
-  const dataPlane = config.inferenceListen === undefined ? undefined : new LeanGrpcServer(transport.dataPlane).add(InferenceService, inference).addRawUnary(InferenceService.method.predict, inference.predictBytes);
+  // The data plane also serves LocalAI's backend.Backend itself, every method routed as bytes (backend-router.ts).
+  const dataPlane = config.inferenceListen === undefined ? undefined : new LeanGrpcServer(transport.dataPlane).add(InferenceService, inference).addRawUnary(InferenceService.method.predict, inference.predictBytes).addRawService(Backend, backendRouter(loader, log.child({ component: "backend-router" }), routed));
   server.add(NodeService, nodeImpl);
   if (dataPlane !== undefined) transport.attachDataPlane(dataPlane);
 

@@ -18,7 +18,7 @@ const responseNodeIdField = 2;
 
 export interface PredictRequestBytes {
   readonly model: string;
-  /** The `PredictOptions` bytes with `ModelIdentity = model` appended. */
+  /** The `PredictOptions` bytes with `ModelIdentity` appended (the model's backend-facing name, model-identity.ts). */
   readonly backendRequest: Uint8Array;
 }
 
@@ -38,7 +38,7 @@ function checkWireFormat(bytes: Uint8Array): void {
  * or a model that is not UTF-8 — are INVALID_ARGUMENT, as on the main port.
  * Whether each options field has its declared type is the backend's to check.
  */
-export function splitPredictRequest(bytes: Uint8Array): PredictRequestBytes {
+export function splitPredictRequest(bytes: Uint8Array, identityOf: (model: string) => string = (m) => m): PredictRequestBytes {
   const r = new BinaryReader(bytes);
   let model = "";
   const options: Uint8Array[] = [];
@@ -55,7 +55,7 @@ export function splitPredictRequest(bytes: Uint8Array): PredictRequestBytes {
   } catch (err) {
     throw undecodableRequest("warden.v1.PredictRequest", err);
   }
-  const identity = new BinaryWriter().tag(modelIdentityField, WireType.LengthDelimited).string(model).finish();
+  const identity = new BinaryWriter().tag(modelIdentityField, WireType.LengthDelimited).string(identityOf(model)).finish();
   let size = identity.length;
   for (const o of options) size += o.length;
   const backendRequest = new Uint8Array(size);

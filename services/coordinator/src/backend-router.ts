@@ -1,0 +1,122 @@
+import type { DescMethod } from "@bufbuild/protobuf";
+import { BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
+import { Code, WardenError, invalidArgument, type Logger } from "@warden/common";
+import type { HandlerContext, RawServerStreamHandler, RawServiceHandlers, RawStreamHandler, RawUnaryHandler } from "@warden/grpc";
+import type { Lease, Loader } from "@warden/loader";
+import type { BackendClientHandle } from "./backend-connector.js";
+import { backendMethodTable, readIdentity, withIdentity, type BackendMethodRow } from "./backend-identity.js";
+import { modelIdentity } from "./model-identity.js";
+import { ReplayableRequests } from "./replayable-requests.js";
+import { RoutedCalls, outcomeOf, type RoutedCounter } from "./routed-call.js";
+
+/** The request metadata key naming the Warden model a `backend.Backend` call is for. */
+export const modelMetadataKey = "warden-model";
+export const maxModelChars = 256;
+
+/** The identity a routed request carries to its backend: the name the instance was loaded as (its backendModel, else the model id). */
+export function backendIdentityOf(loader: Loader<BackendClientHandle>, lease: Lease<BackendClientHandle>): string {
+  return modelIdentity(loader, lease.model);
+}
+
+/** `Reply { message: "OK" }`: the data plane's own Health answer, as a backend gives it. */
+const healthReply = new BinaryWriter().tag(1, WireType.LengthDelimited).bytes(new TextEncoder().encode("OK")).finish();
+
+/** Methods Warden answers itself: it manages loading, so a client's lifecycle calls never reach a managed backend. */
+const managed: Readonly<Record<string, string>> = {
+  LoadModel: "Warden manages loading: LoadModel is not forwarded to managed backends; name the model in the warden-model metadata of any call and it is loaded on demand (or `warden models load`)",
+  Free: "Warden manages unloading: Free is not forwarded to managed backends; use `warden models unload`",
+};
+
+/**
+ * The Warden model a call names: the `warden-model` metadata, else the
+ * request's ModelIdentity field where its message has one. Both present
+ * and different is ambiguous and refused (validated before anything is routed).
+ */
+function modelOf(ctx: HandlerContext, row: BackendMethodRow, request: Uint8Array | undefined): string {
+  const values = ctx.metadata.get(modelMetadataKey);
+  if (values.length > 1) throw invalidArgument(modelMetadataKey, "given more than once");
+  const fromMetadata = values.length === 1 ? String(values[0]) : "";
+  const fromField = row.identityField !== undefined && request !== undefined ? readIdentity(request, row.identityField, row.method.input) : "";
+  if (fromMetadata !== "" && fromField !== "" && fromMetadata !== fromField) {
+    throw invalidArgument(modelMetadataKey, `names model "${fromMetadata.slice(0, maxModelChars)}" but ${row.method.input.name}.ModelIdentity names "${fromField.slice(0, maxModelChars)}"`);
+  }
+  const model = fromMetadata !== "" ? fromMetadata : fromField;
+  if (model === "") {
+    const where = row.identityField === undefined ? `request metadata ${modelMetadataKey}` : `request metadata ${modelMetadataKey} or ${row.method.input.name}.ModelIdentity`;
+    throw invalidArgument(modelMetadataKey, `is required: name the model in ${where}`);
+  }
+  if (model.length > maxModelChars) throw invalidArgument(modelMetadataKey, `longer than ${String(maxModelChars)} characters`);
+  return model;
+}
+
+function callOptions(ctx: HandlerContext): { signal: AbortSignal; deadlineAtMs?: number } {
+  return ctx.deadlineAtMs === undefined ? { signal: ctx.signal } : { signal: ctx.signal, deadlineAtMs: ctx.deadlineAtMs };
+}
+
+function rowOf(m: DescMethod): BackendMethodRow {
+  const row = backendMethodTable.get(m.name);
+  if (row === undefined || row.method !== m) throw new WardenError(Code.Internal, `backend router: ${m.parent.typeName}.${m.name} is not a backend.Backend method`);
+  return row;
+}
+
+/** The request as its backend gets it: with the instance's identity written at the message's own field. */
+function forBackend(loader: Loader<BackendClientHandle>, row: BackendMethodRow, request: Uint8Array, lease: Lease<BackendClientHandle>): Uint8Array {
+  return row.identityField === undefined ? request : withIdentity(request, row.identityField, backendIdentityOf(loader, lease));
+}
+
+/**
+ * `backend.Backend` on the data plane: a LocalAI client talks to the
+ * coordinator as to one backend. Every method is routed as pass-through
+ * bytes (only the identity field is read and appended), with load on demand,
+ * in-flight tracking from the lease to the last reply, the caller's deadline
+ * and cancel, and one retry on a fresh instance when the first is gone or
+ * stale (routed-call.ts). Health is answered here (the data plane is up);
+ * LoadModel and Free are refused FAILED_PRECONDITION (Warden manages the
+ * lifecycle); everything else, Status included, goes to the model's backend,
+ * whose UNIMPLEMENTED comes back as it is.
+ */
+export function backendRouter(loader: Loader<BackendClientHandle>, log: Logger, routed: RoutedCounter = { inc() {} }): RawServiceHandlers {
+  const calls = new RoutedCalls(loader, log);
+
+  async function track<T>(p: Promise<T>): Promise<T> {
+    try {
+      const v = await p;
+      routed.inc("ok");
+      return v;
+    } catch (err) {
+      routed.inc(outcomeOf(err));
+      throw err;
+    }
+  }
+
+  return {
+    unary(m): RawUnaryHandler {
+      if (m.name === "Health") return () => Promise.resolve(healthReply);
+      const refusal = managed[m.name];
+      if (refusal !== undefined) return () => Promise.reject(new WardenError(Code.FailedPrecondition, refusal));
+      const row = rowOf(m);
+      return async (request, ctx) => {
+        const model = modelOf(ctx, row, request);
+        return track(calls.unary(model, ctx.signal, (lease) => lease.backend.client.unaryBytes(m, forBackend(loader, row, request, lease), callOptions(ctx)), () => true));
+      };
+    },
+    serverStream(m): RawServerStreamHandler {
+      const row = rowOf(m);
+      return (request, ctx) => {
+        const model = modelOf(ctx, row, request);
+        return calls.stream(model, ctx.signal, (lease) => lease.backend.client.streamBytes(m, forBackend(loader, row, request, lease), callOptions(ctx)), () => true, routed);
+      };
+    },
+    stream(m): RawStreamHandler {
+      const row = rowOf(m);
+      return (requests, ctx) => {
+        // Streaming requests carry no identity field: the model is named in the metadata.
+        const model = modelOf(ctx, row, undefined);
+        const replay = new ReplayableRequests(requests);
+        return calls.stream(model, ctx.signal, (lease) => lease.backend.client.streamBytes(m, replay.attempt(), callOptions(ctx)), () => replay.canReplay(), routed, () => {
+          replay.commit();
+        });
+      };
+    },
+  };
+}

@@ -146,7 +146,8 @@ describe("NodeTable over a fake connector", () => {
   it("an orphan past its grace is stopped once through the connector, not while mass unreachability pauses, and retried after a failed stop", async () => {
     const clock = new ManualClock();
     const { t, stops, orphanEvents } = table(clock);
-    for (const id of ["a", "b", "c", "d"]) t.register(reg(id, `h:${id}`));
+    // Credentialed nodes count toward the mass-unreachability guard before their first heartbeat.
+    for (const id of ["a", "b", "c", "d"]) t.register({ ...reg(id, `h:${id}`), credentialed: true });
     t.heartbeat(hb("a", 1n, [orphan(7)]));
     clock.advance(6_000);
     t.checkHealth();

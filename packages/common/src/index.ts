@@ -8,3 +8,5 @@ export * from "./logger.js";
 export * from "./signals.js";
 export * from "./backoff.js";
 export * from "./version.js";
+export * from "./secret-file.js";
+export * from "./redact.js";

@@ -47,6 +47,8 @@ export interface H2ClientOptions {
   maxReceiveMessageBytes?: number;
   /** @default 16 MiB */
   maxSendMessageBytes?: number;
+  /** Metadata sent with every call (e.g. `bearerMetadata(token)`); a call's own metadata wins. */
+  headers?: Readonly<Record<string, string>>;
 }
 
 /** A session and the calls running on it: the socket keeps the process alive only while calls run. */
@@ -76,7 +78,10 @@ class Connection {
   private readonly host: string;
   private readonly port: number;
 
-  constructor(private readonly authority: string) {
+  constructor(
+    private readonly authority: string,
+    private readonly extraHeaders?: Readonly<Record<string, string>>,
+  ) {
     const colon = authority.lastIndexOf(":");
     this.host = authority.slice(0, colon).replace(/^\[(.*)\]$/, "$1");
     this.port = Number(authority.slice(colon + 1));
@@ -87,7 +92,7 @@ class Connection {
     for (let attempt = 0; ; attempt++) {
       const slot = this.current();
       try {
-        const stream = slot.session.request(headers, { endStream: false });
+        const stream = slot.session.request(this.extraHeaders === undefined ? headers : { ...this.extraHeaders, ...headers }, { endStream: false });
         if (slot.active++ === 0) slot.session.ref();
         return { stream, slot };
       } catch (err) {
@@ -447,7 +452,7 @@ function serverStreamMethod(conn: Connection, authority: string, m: DescMethod, 
  * hop to backends on a trusted network.
  */
 export function createH2Client<T extends DescService>(svc: T, address: string, options: H2ClientOptions = {}): H2Client<T> {
-  const conn = new Connection(address);
+  const conn = new Connection(address, options.headers);
   const maxReceive = options.maxReceiveMessageBytes ?? defaultMaxMessageBytes;
   const maxSend = options.maxSendMessageBytes ?? defaultMaxMessageBytes;
   const out: Record<string, unknown> = {

@@ -90,6 +90,14 @@ export interface AgentConfig {
   orphanScanIntervalMs: number;
   /** Health of ready backends is polled this often (WatchBackends health events); 0 disables. @default 5000 */
   healthIntervalMs: number;
+  /**
+   * File holding the backends' shared bearer token: each backend gets it as
+   * LOCALAI_GRPC_AUTH_TOKEN (LocalAI's backends then refuse calls without it)
+   * and the agent sends it on its own calls. "" = none. @default ""
+   */
+  backendTokenFile: string;
+  /** File holding this node's token for the coordinator (its tokens file lists it as `node node=<nodeId>`). "" = none. @default "" */
+  coordinatorTokenFile: string;
 }
 
 /** The YAML / object shape accepted by {@link resolveAgentConfig}. Durations: "10s", "500ms" or a number of ms. */
@@ -102,7 +110,7 @@ const envNamePattern = /^[A-Za-z_][A-Za-z0-9_]*\*?$/;
 const topFields = new Set([
   "nodeId", "listen", "advertiseAddress", "labels", "backendHost", "ports", "stateDir", "catalog", "readiness",
   "grace", "loadDeadline", "stopDeadline", "freeTimeout", "nvidiaSmi", "gpus", "heartbeatInterval",
-  "logBufferLines", "adoptedPoll", "orphanScanInterval", "healthInterval",
+  "logBufferLines", "adoptedPoll", "orphanScanInterval", "healthInterval", "backendTokenFile", "coordinatorTokenFile",
 ]);
 
 function isRecord(v: unknown): v is Record<string, unknown> {
@@ -256,6 +264,8 @@ export function resolveAgentConfig(input: unknown, builtins: BuiltinCatalog = {}
     adoptedPollMs: duration(input.adoptedPoll, "adoptedPoll", 1_000, maxIntervalMs),
     orphanScanIntervalMs: duration(input.orphanScanInterval, "orphanScanInterval", 10_000, maxIntervalMs),
     healthIntervalMs: duration(input.healthInterval, "healthInterval", 5_000, maxIntervalMs),
+    backendTokenFile: input.backendTokenFile === undefined ? "" : str(input.backendTokenFile, "backendTokenFile"),
+    coordinatorTokenFile: input.coordinatorTokenFile === undefined ? "" : str(input.coordinatorTokenFile, "coordinatorTokenFile"),
   };
 }
 

@@ -2,6 +2,7 @@ import { Command, CommanderError, Option } from "commander";
 import { Code, WardenError, formatDurationMs, parseDurationMs, wardenVersion } from "@warden/common";
 import { errorLine, exitCodeHelp, exitCodeOf, exitCodes } from "./exit-codes.js";
 import { parseAddr } from "./addr.js";
+import { cliToken } from "./cli-token.js";
 import type { ActionContext, CliIo, GlobalOpts, Runners } from "./action-context.js";
 import type * as AdminActions from "./admin-actions.js";
 
@@ -31,7 +32,8 @@ export function buildProgram(io: CliIo, runners: Runners): { program: Command; e
     c
       .addOption(new Option("--addr <host:port>", "Warden admin/inference address").env("WARDEN_ADDR").default(defaultAddr))
       .option("--json", "machine-readable JSON output", false)
-      .option("--timeout <duration>", "deadline for the call (e.g. 30s, 10m)", "10m");
+      .option("--timeout <duration>", "deadline for the call (e.g. 30s, 10m)", "10m")
+      .option("--token-file <file>", "bearer token for a coordinator with auth on (default: WARDEN_TOKEN)");
 
   const ctx: ActionContext = {
     io,
@@ -64,6 +66,8 @@ export function buildProgram(io: CliIo, runners: Runners): { program: Command; e
       try {
         // Checked before the call so a typo is exit 2 naming the flag, not a raw resolver error.
         parseAddr(g.addr, "--addr");
+        const token = cliToken(g.tokenFile, io.env);
+        if (token !== undefined) g.authToken = token;
         code = (await fn(await actions(), g, ...args)) ?? exitCodes.ok;
       } catch (err) {
         io.err.write(`${errorLine(err, g.addr)}\n`);
@@ -192,6 +196,25 @@ export function buildProgram(io: CliIo, runners: Runners): { program: Command; e
       .option("--token <token>", "with --nats: NATS token (or NATS_TOKEN)")
       .option("--user <user>", "with --nats: NATS user (password from NATS_PASSWORD)"),
   ).action(act((a, g, o: { type?: string[]; node?: string; model?: string; nats?: string; follow?: boolean }) => a.events(ctx, g, o, (no, ng) => runners.natsEvents(no, ng))));
+
+  const tokens = program.command("tokens").description("bearer tokens for a coordinator with auth.tokensFile");
+  tokens
+    .command("mint")
+    .description("make a token and print the line (its SHA-256, never the token) for the coordinator's tokens file")
+    .requiredOption("--role <role>", "viewer, operator, admin, inference or node")
+    .option("--node <id>", "the node id a node token is bound to (required for --role node)")
+    .option("--models <a,b>", "inference tokens: only these models")
+    .option("--name <label>", "a name the coordinator logs instead of the token")
+    .option("--out <file>", "write the token to this new file (mode 0600) and print only the line")
+    .action(async (o: { role: string; node?: string; models?: string; name?: string; out?: string }) => {
+      try {
+        const { tokensMint } = await import("./tokens-mint.js");
+        code = await tokensMint(io, o);
+      } catch (err) {
+        io.err.write(`warden: ${WardenError.from(err).message}\n`);
+        code = exitCodeOf(err);
+      }
+    });
 
   return { program, exitCode: () => code };
 }

@@ -7,11 +7,12 @@ export interface BackendClientHandle extends BackendHandle {
   readonly client: H2Client<typeof Backend>;
 }
 
-/** Connects to backends over gRPC (LocalAI Backend protocol). */
-export const grpcBackendConnector: BackendConnector<BackendClientHandle> = {
+/** Connects to backends over gRPC (LocalAI Backend protocol), sending `headers` (the backends' bearer token) on every call when set. */
+export function grpcBackendConnectorWith(headers: Readonly<Record<string, string>> | undefined): BackendConnector<BackendClientHandle> {
+  return {
   connect(address: string): BackendClientHandle {
     // The hot proxy hop: a lean HTTP/2 client rather than a grpc-js channel (see createH2Client).
-    const client = createH2Client(Backend, address);
+    const client = createH2Client(Backend, address, headers === undefined ? {} : { headers });
     return {
       client,
       async free(options) {
@@ -23,4 +24,8 @@ export const grpcBackendConnector: BackendConnector<BackendClientHandle> = {
       },
     };
   },
-};
+  };
+}
+
+/** Connects to backends over gRPC without a token. */
+export const grpcBackendConnector: BackendConnector<BackendClientHandle> = grpcBackendConnectorWith(undefined);

@@ -18,6 +18,7 @@ import {
 import { modelSpec, type ModelSpec } from "@warden/loader";
 import type { PolicyPatch } from "@warden/watchdog";
 import type { PlacementStrategy } from "@warden/placement";
+import { resolveAuthConfig, type AuthConfig } from "./auth-config.js";
 
 /** The coordinator's validated configuration. Durations in ms, sizes in bytes. */
 export interface CoordinatorConfig {
@@ -57,6 +58,8 @@ export interface CoordinatorConfig {
    * from the admin API. `listen` serves InferenceService too. undefined = off.
    */
   readonly inferenceListen: string | undefined;
+  /** Bearer tokens and roles (auth-config.ts); off by default. */
+  readonly auth: AuthConfig;
   readonly nats: { readonly url: string; readonly token?: string; readonly user?: string; readonly pass?: string; readonly credsFile?: string } | undefined;
 }
 
@@ -184,7 +187,7 @@ const policyFields = [
   "loadFailureCooldownMax",
 ];
 
-const topFields = ["listen", "stateDir", "embeddedAgent", "agent", "placement", "policy", "stop", "nodeGrace", "nodeLostAfter", "recoveryWindow", "orphanGrace", "models", "nats", "metricsListen", "inferenceListen"];
+const topFields = ["listen", "stateDir", "embeddedAgent", "agent", "placement", "policy", "stop", "nodeGrace", "nodeLostAfter", "recoveryWindow", "orphanGrace", "models", "nats", "metricsListen", "inferenceListen", "auth"];
 
 /**
  * Validates a parsed config object. Every error is INVALID_ARGUMENT naming the
@@ -268,6 +271,7 @@ export function resolveCoordinatorConfig(input: unknown): CoordinatorConfig {
     inferenceListen: input["inferenceListen"] === undefined ? undefined : str(input["inferenceListen"], "inferenceListen"),
     models,
     nats,
+    auth: resolveAuthConfig(input["auth"]),
   };
 }
 

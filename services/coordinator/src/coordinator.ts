@@ -2,7 +2,7 @@ import { mkdir } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { create } from "@bufbuild/protobuf";
 import { AdminService, AgentService, EvictionFailedOutcome, EvictionReason, InferenceService, InventoryEntrySchema, JournalRepairedSchema, NodeResourcesSchema, NodeService, OrphanProcessSchema, type Event } from "@warden/proto";
-import { GrpcServer, LeanGrpcServer, ServingStatus, createClient, inProcessClient } from "@warden/grpc";
+import { GrpcServer, LeanGrpcServer, ServingStatus, createClient, guardRawUnary, inProcessClient } from "@warden/grpc";
 import { cryptoRng, createUlidFactory, nullLogger, sleep, systemClock, wardenVersion, type Cancel, type Clock, type Logger, type Rng } from "@warden/common";
 import { Loader } from "@warden/loader";
 import { createOutbox, nullPublisher, type Outbox, type OutboxHealth, type Publisher } from "@warden/outbox";
@@ -11,7 +11,8 @@ import { describeAuditLinkState, startAuditLink, type AuditLink, type NatsCreden
 import { builtinCatalog, servePrometheus, createAgent, createNodeHeartbeat, inProcessNodeService, resolveAgentConfig, type Agent, type NodeHeartbeat } from "@warden/agent";
 import type { CoordinatorConfig } from "./coordinator-config.js";
 import { adminService } from "./admin-service.js";
-import { grpcBackendConnector, type BackendClientHandle } from "./backend-connector.js";
+import { grpcBackendConnectorWith, type BackendClientHandle } from "./backend-connector.js";
+import { guarded, loadCoordinatorAuth, readTokenTable } from "./coordinator-auth.js";
 import { EventHub } from "./event-hub.js";
 import { inferenceService } from "./inference-service.js";
 import { NodeRegistry } from "./node-registry.js";
@@ -62,6 +63,7 @@ export function embeddedAgentConfig(config: CoordinatorConfig): ReturnType<typeo
       stateDir: join(config.stateDir, "agent"),
       ports: { min: 21000, max: 21999 },
       catalog: { "backend-sim": { builtin: "backend-sim" } },
+      ...(config.auth.backendTokenFile === undefined ? {} : { backendTokenFile: config.auth.backendTokenFile }),
       ...config.agent,
     },
     builtinCatalog,
@@ -96,6 +98,8 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
     const r = journal.repaired;
     log.warn(`journal torn tail repaired: cut ${String(r.droppedBytes)} bytes (${String(r.droppedRecords)} records) at offset ${String(r.offsetBytes)}`, { ...r });
   }
+  const auth = await loadCoordinatorAuth(config.auth, [config.listen, config.inferenceListen], log.child({ component: "auth" }));
+  const authn = auth.authenticator;
   const server = new GrpcServer();
   // `warden.audit` serves only while the outbox is healthy and, with NATS
   // configured, the audit stream is confirmed on the current connection.
@@ -240,7 +244,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
     rng,
     sleep: (ms, signal) => sleep(clock, ms, signal),
     agents: nodes,
-    backends: grpcBackendConnector,
+    backends: grpcBackendConnectorWith(auth.backendHeaders),
     journal: {
       recordStopIntent: (i) => outbox.recordStopIntent(i),
       clearStopIntent: (inc) => outbox.clearStopIntent(inc),
@@ -268,8 +272,9 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
   const restored = loader.restoreStopIntents(recovery.openStopIntents);
   if (restored > 0) log.info("open stop intents restored as leftovers", { count: restored });
 
-  const nodeImpl = nodeService(nodes, clock, recovery.epoch);
-  server.add(AdminService, adminService({ clock, loader, nodes, hub, placement, enforcement: config.enforcement, defaultStopTimeoutMs: config.stop.stopTimeoutMs }));
+  // With auth on, every remote registration carries a node token bound to its id (the guard checks it).
+  const nodeImpl = nodeService(nodes, clock, recovery.epoch, { credentialed: authn !== undefined });
+  server.add(AdminService, guarded(AdminService, adminService({ clock, loader, nodes, hub, placement, enforcement: config.enforcement, defaultStopTimeoutMs: config.stop.stopTimeoutMs }), authn?.admin));
   // One labelled child per outcome, resolved once: `inc({ outcome })` would hash the labels on every routed call.
   const routedByOutcome = new Map<string, { inc(): void }>();
   const routed = {
@@ -285,10 +290,11 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
     },
   };
   const metricsRef: { current: CoordinatorMetrics | undefined } = { current: undefined };
-  const inference = inferenceService(loader, log.child({ component: "inference" }), routed);
-  server.add(InferenceService, inference);
-  const dataPlane = config.inferenceListen === undefined ? undefined : new LeanGrpcServer().add(InferenceService, inference).addRawUnary(InferenceService.method.predict, inference.predictBytes);
-  server.add(NodeService, nodeImpl);
+  const inference = inferenceService(loader, log.child({ component: "inference" }), routed, authn === undefined ? undefined : (model, ctx, m) => { authn.checkModel(model, ctx, m); });
+  const inferenceGuarded = guarded(InferenceService, inference, authn?.inference);
+  server.add(InferenceService, inferenceGuarded);
+  const dataPlane = config.inferenceListen === undefined ? undefined : new LeanGrpcServer().add(InferenceService, inferenceGuarded).addRawUnary(InferenceService.method.predict, authn === undefined ? inference.predictBytes : guardRawUnary(InferenceService.method.predict, inference.predictBytes, authn.inference));
+  server.add(NodeService, guarded(NodeService, nodeImpl, authn?.node));
 
   let agent: Agent | undefined;
   let heartbeat: NodeHeartbeat | undefined;
@@ -365,6 +371,10 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
     server,
     agent,
     async reload(next) {
+      // Tokens first and whole: a bad tokens file refuses the reload before anything changes.
+      const tokens = authn === undefined || next.auth.tokensFile === undefined ? undefined : await readTokenTable(next.auth.tokensFile);
+      if ((next.auth.tokensFile === undefined) !== (authn === undefined)) log.warn("auth.tokensFile turned on or off: takes effect at the next start");
+      if (tokens !== undefined) authn?.replace(tokens);
       await Promise.all(loader.setModels(next.models));
       loader.updatePolicy(next.policy);
       log.info("config reloaded", { models: next.models.map((m) => m.id) });

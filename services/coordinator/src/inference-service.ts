@@ -1,7 +1,7 @@
 import { create } from "@bufbuild/protobuf";
-import type { InferenceService} from "@warden/proto";
-import { Backend, PredictOptionsSchema, type PredictOptions } from "@warden/proto";
-import type { RawUnaryHandler, ServiceImpl } from "@warden/grpc";
+import type { DescMethod } from "@bufbuild/protobuf";
+import { Backend, InferenceService, PredictOptionsSchema, type PredictOptions } from "@warden/proto";
+import type { HandlerContext, RawUnaryHandler, ServiceImpl } from "@warden/grpc";
 import { Code, WardenError, codeName, invalidArgument, type Logger } from "@warden/common";
 import type { Lease, Loader } from "@warden/loader";
 import type { BackendClientHandle } from "./backend-connector.js";
@@ -29,7 +29,13 @@ function checkModel(model: string): void {
  * is removed through the normal path and the call is retried once on a fresh
  * instance. DEADLINE_EXCEEDED does not mean dead.
  */
-export function inferenceService(loader: Loader<BackendClientHandle>, log: Logger, routed: { inc(outcome: string): void } = { inc() {} }): ServiceImpl<typeof InferenceService> & { predictBytes: RawUnaryHandler } {
+export function inferenceService(
+  loader: Loader<BackendClientHandle>,
+  log: Logger,
+  routed: { inc(outcome: string): void } = { inc() {} },
+  /** May the call's caller use this model (per-model inference tokens)? Throws to refuse; runs on the model as parsed here. */
+  mayUse: (model: string, ctx: HandlerContext, method: DescMethod) => void = () => undefined,
+): ServiceImpl<typeof InferenceService> & { predictBytes: RawUnaryHandler } {
   const outcomeOf = (err: unknown): string => (err === undefined ? "ok" : codeName(WardenError.from(err).code));
   async function withLease<T>(model: string, signal: AbortSignal, fn: (lease: Lease<BackendClientHandle>) => Promise<T>, mayRetry: () => boolean): Promise<T> {
     for (let attempt = 0; ; attempt++) {
@@ -72,6 +78,7 @@ export function inferenceService(loader: Loader<BackendClientHandle>, log: Logge
     async predictBytes(bytes, ctx) {
       const { model, backendRequest } = splitPredictRequest(bytes);
       checkModel(model);
+      mayUse(model, ctx, InferenceService.method.predict);
       return track(withLease(
         model,
         ctx.signal,
@@ -81,6 +88,7 @@ export function inferenceService(loader: Loader<BackendClientHandle>, log: Logge
     },
     async predict(req, ctx) {
       checkModel(req.model);
+      mayUse(req.model, ctx, InferenceService.method.predict);
       return track(withLease(
         req.model,
         ctx.signal,
@@ -93,6 +101,7 @@ export function inferenceService(loader: Loader<BackendClientHandle>, log: Logge
     },
     async *predictStream(req, ctx) {
       checkModel(req.model);
+      mayUse(req.model, ctx, InferenceService.method.predictStream);
       let sent = 0;
       // Collect through a channel so retries stay possible until the first reply reached the caller.
       for (let attempt = 0; ; attempt++) {

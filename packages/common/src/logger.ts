@@ -49,7 +49,8 @@ function wrap(p: PinoLogger, root: PinoLogger = p, bound: LogMeta = {}): Logger 
     child: (bindings) => {
       const merged: Record<string, unknown> = { ...bound, ...bindings };
       if (typeof bound.component === "string" && typeof bindings.component === "string") merged.component = `${bound.component}/${bindings.component}`;
-      return wrap(root.child(merged), root, merged);
+      // Bindings are serialized once at child creation, past formatters.log: redacted here.
+      return wrap(root.child(redactFields(merged)), root, merged);
     },
   };
 }

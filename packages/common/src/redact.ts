@@ -26,7 +26,12 @@ function redactValue(v: unknown, depth: number): unknown {
   if (v instanceof Error) {
     const message = redactText(v.message);
     const stack = v.stack === undefined ? undefined : redactText(v.stack);
-    return message === v.message && stack === v.stack ? v : { type: v.name, message, ...(stack === undefined ? {} : { stack }) };
+    if (message === v.message && stack === v.stack) return v;
+    // Still an Error, so the logger's error serializer shows it as one.
+    const e = new Error(message);
+    e.name = v.name;
+    e.stack = stack;
+    return e;
   }
   if (Array.isArray(v)) return v.map((x) => redactValue(x, depth + 1));
   if (Buffer.isBuffer(v) || ArrayBuffer.isView(v)) return v;

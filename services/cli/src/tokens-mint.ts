@@ -16,7 +16,8 @@ export interface TokensMintOptions {
  * line is printed; without, both are printed (the token once, on stdout).
  */
 export async function tokensMint(io: CliIo, o: TokensMintOptions): Promise<number> {
-  const { TokenTable, mintToken, roles, tokenLine } = await import("@warden/coordinator");
+  // The coordinator's token file module alone (node:crypto and @warden/common), not the whole coordinator.
+  const { TokenTable, mintToken, roles, tokenLine } = await import("../../coordinator/src/token-table.js");
   if (!(roles as readonly string[]).includes(o.role)) throw invalidArgument("--role", `must be one of ${roles.join(", ")}, got ${JSON.stringify(o.role)}`);
   const role = o.role as (typeof roles)[number];
   const token = mintToken();

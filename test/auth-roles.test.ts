@@ -14,7 +14,7 @@ import { Code, WardenError, createLogger } from "@warden/common";
 import { createClient, createH2Client, type Client } from "@warden/grpc";
 import { AdminService, InferenceService, NodeService } from "@warden/proto";
 import { adminRoleFor, mintToken } from "@warden/coordinator";
-import { simModel, startTestCoordinator, type TestCoordinator } from "./support/coordinator-harness.js";
+import { startTestCoordinator, type TestCoordinator } from "./support/coordinator-harness.js";
 import { withToken, writeTokensFile } from "./support/auth-tokens.js";
 
 type Caller = "viewer" | "operator" | "admin" | "inference" | "node" | "none" | "wrong";
@@ -55,11 +55,18 @@ async function outcome(fn: () => Promise<unknown>): Promise<"allowed" | Code> {
   }
 }
 
-async function callAdmin(client: Client<typeof AdminService>, method: string): Promise<unknown> {
+async function callAdmin(client: Client<typeof AdminService>, method: string, tc: TestCoordinator): Promise<unknown> {
   const req = adminRequests[method];
   if (method === "watchEvents") {
-    // A stream: an allowed caller gets events or runs into the deadline; a refused one gets its status at once.
-    for await (const _ of client.watchEvents(req as never, { timeoutMs: 1_500 })) break;
+    // A stream: an admitted caller gets the events published meanwhile; a refused one gets its status. No deadline decides.
+    const tick = setInterval(() => {
+      void tc.c.hub.publish({ nodeId: "matrix", payload: { case: "nodeUnreachable", value: { $typeName: "warden.v1.NodeUnreachable" } } });
+    }, 100);
+    try {
+      for await (const _ of client.watchEvents(req as never, { timeoutMs: 30_000 })) break;
+    } finally {
+      clearInterval(tick);
+    }
     return undefined;
   }
   return (client as unknown as Record<string, (r: unknown, o: unknown) => Promise<unknown>>)[method]?.(req, { timeoutMs: 20_000 });
@@ -90,7 +97,8 @@ describe("auth: roles", () => {
       },
     });
     tc = await startTestCoordinator({
-      models: [simModel("llama"), simModel("whisper")],
+      // No model configured: an admitted Predict is NOT_FOUND at once (auth is checked before any load), so no backend starts.
+      models: [],
       extra: { auth: { tokensFile: t.path }, inferenceListen: "127.0.0.1:0" },
       logger: createLogger({ name: "coordinator", level: "warn", destination: sink }),
     });
@@ -113,7 +121,7 @@ describe("auth: roles", () => {
     const client = createClient(AdminService, tc.c.address, withToken(tokenOf(caller)));
     try {
       const name = AdminService.methods.find((m) => m.localName === method)?.name ?? "";
-      expect(await outcome(() => callAdmin(client, method))).toBe(expected(caller, adminRoleFor(name)));
+      expect(await outcome(() => callAdmin(client, method, tc))).toBe(expected(caller, adminRoleFor(name)));
     } finally {
       client.close();
     }

@@ -33,6 +33,8 @@ describe("cluster recovery (coordinator + agent processes)", () => {
     t = tc;
     for (const id of ["n1", "n2", "n3"]) agents.push(await startRemoteAgent({ coordinator: tc.c.address, nodeId: id, tag }));
     await until("three nodes ready", async () => (await tc.admin.listNodes({})).nodes.filter((n) => n.state === NodeState.READY).length === 3);
+    // Each has had a heartbeat applied: only such nodes count toward the pause (auth off: no credential vouches for them).
+    await until("three inventories", () => ["n1", "n2", "n3"].every((id) => tc.c.nodes.get(id)?.inventory !== undefined));
     for (const a of agents) a.pause();
     const paused = await tc.waitForEvent("unreachability.paused", (e) => e.payload.case === "unreachabilityPaused" && e.payload.value.paused);
     expect(paused.payload.case === "unreachabilityPaused" && paused.payload.value.unreachableNodes).toBe(3);

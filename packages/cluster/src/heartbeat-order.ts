@@ -19,3 +19,29 @@ export function heartbeatOrder(
   if (hb.sequence < last.sequence || (hb.sequence === last.sequence && last.hasInventory)) return "stale";
   return "apply";
 }
+
+/**
+ * Bound on how far one heartbeat's sequence may run ahead of the last one
+ * applied from its node: `sequenceSlack` plus `sequencePerSecond` for every
+ * second since then (an honest agent spends one sequence per call, at most
+ * about five a second while it retries; it heartbeats once a second). A jump
+ * beyond it (2^62, say) would make every real heartbeat after it "stale", so it
+ * is refused, never applied. The first heartbeat of a fresh registration sets
+ * the baseline, bounded only by `maxSequence`.
+ */
+export const sequenceBounds = Object.freeze({
+  sequenceSlack: 1024n,
+  sequencePerSecond: 100n,
+  /** 2^53 − 1: any sequence beyond cannot come from an agent counting one per call. */
+  maxSequence: BigInt(Number.MAX_SAFE_INTEGER),
+});
+
+/** Why a heartbeat's sequence is out of bounds, or undefined when it is within them. */
+export function sequenceOutOfBounds(last: { readonly sequence: bigint; readonly hasInventory: boolean } | undefined, sequence: bigint, elapsedMs: number): string | undefined {
+  const b = sequenceBounds;
+  if (sequence > b.maxSequence) return `${sequence.toString()} is above ${b.maxSequence.toString()}`;
+  if (last === undefined || !last.hasInventory || sequence <= last.sequence) return undefined;
+  const allowed = b.sequenceSlack + (BigInt(Math.max(0, Math.floor(elapsedMs))) * b.sequencePerSecond) / 1000n;
+  const step = sequence - last.sequence;
+  return step > allowed ? `jumps ${step.toString()} past the last one applied (${last.sequence.toString()}); at most ${allowed.toString()} now (${b.sequenceSlack.toString()} + ${b.sequencePerSecond.toString()}/s since it)` : undefined;
+}

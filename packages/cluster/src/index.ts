@@ -11,7 +11,7 @@ export type { HeartbeatReport, NodeHealthState, NodeRecord, NodeRegistration } f
 export type { AgentConnector, BackendExit } from "./agent-connector.js";
 export { massUnreachability, nextHealth } from "./node-health.js";
 export type { HealthCause, Unreachability } from "./node-health.js";
-export { heartbeatOrder } from "./heartbeat-order.js";
+export { heartbeatOrder, sequenceBounds, sequenceOutOfBounds } from "./heartbeat-order.js";
 export type { HeartbeatOrder } from "./heartbeat-order.js";
 export { fenceIncarnation, maxFencesPerNode, unfencedInventory } from "./incarnation-fences.js";
 export { reconcileInventory } from "./reconcile-inventory.js";

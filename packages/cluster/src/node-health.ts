@@ -31,13 +31,15 @@ export interface Unreachability {
  * When most nodes (≥ 55 %, at least 3) are unreachable at once, the fault is
  * more likely ours (network, coordinator host) than theirs: actions driven by
  * unreachability (declaring nodes lost and placing their models elsewhere,
- * stopping orphans) pause. Embedded and lost nodes do not count.
+ * stopping orphans) pause. Embedded and lost nodes do not count, nor nodes
+ * nobody vouches for (NodeRecord.vouched: no credential and no heartbeat yet).
  */
-export function massUnreachability(nodes: Iterable<{ readonly embedded: boolean; readonly state: NodeHealthState }>): Unreachability {
+export function massUnreachability(nodes: Iterable<{ readonly embedded: boolean; readonly state: NodeHealthState; readonly vouched?: boolean }>): Unreachability {
   let total = 0;
   let unreachable = 0;
   for (const n of nodes) {
-    if (n.embedded || n.state === "lost") continue;
+    // Nobody vouches for it (no credential, never a heartbeat): not evidence of our own fault.
+    if (n.embedded || n.state === "lost" || n.vouched === false) continue;
     total++;
     if (n.state === "unreachable") unreachable++;
   }

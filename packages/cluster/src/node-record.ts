@@ -14,6 +14,13 @@ export interface NodeRecord<C> {
   labels: Record<string, string>;
   gpus: GpuInfo[];
   readonly embedded: boolean;
+  /**
+   * Counts toward the mass-unreachability guard: registered with a credential
+   * (a node token, or in process), or has had a heartbeat applied since it
+   * registered. A registration nobody vouches for — junk that never
+   * heartbeats — cannot pause node-loss handling.
+   */
+  vouched: boolean;
   /** Warden version the agent registered with ("" from agents before 0.2). */
   version: string;
   /**
@@ -61,6 +68,8 @@ export interface NodeRegistration<C> {
   readonly gpus: GpuInfo[];
   readonly bootEpoch: bigint;
   readonly embedded?: boolean;
+  /** The caller presented a credential bound to this node id (auth on). @default false */
+  readonly credentialed?: boolean;
   /** The client to use (the embedded agent's in-process one); else the connector makes one. */
   readonly client?: C;
   /** The agent's Warden version; absent or "" from agents before 0.2. */

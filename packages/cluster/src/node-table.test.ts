@@ -4,7 +4,7 @@ import { BackendState, InventoryEntrySchema, OrphanProcessSchema, type OrphanPro
 import { ManualClock } from "@warden/common";
 import type { AgentPort } from "@warden/loader";
 import type { AgentConnector } from "./agent-connector.js";
-import { heartbeatOrder } from "./heartbeat-order.js";
+import { heartbeatOrder, sequenceOutOfBounds } from "./heartbeat-order.js";
 import { massUnreachability, nextHealth } from "./node-health.js";
 import { NodeTable } from "./node-table.js";
 
@@ -146,7 +146,8 @@ describe("NodeTable over a fake connector", () => {
   it("an orphan past its grace is stopped once through the connector, not while mass unreachability pauses, and retried after a failed stop", async () => {
     const clock = new ManualClock();
     const { t, stops, orphanEvents } = table(clock);
-    for (const id of ["a", "b", "c", "d"]) t.register(reg(id, `h:${id}`));
+    // Credentialed nodes count toward the mass-unreachability guard before their first heartbeat.
+    for (const id of ["a", "b", "c", "d"]) t.register({ ...reg(id, `h:${id}`), credentialed: true });
     t.heartbeat(hb("a", 1n, [orphan(7)]));
     clock.advance(6_000);
     t.checkHealth();
@@ -187,5 +188,28 @@ describe("NodeTable over a fake connector", () => {
     t.register({ ...reg("b", "h:2"), version: "1.0.0" });
     expect(mismatches).toEqual(["a:0.9.0", "a:"]);
     expect(t.get("a")?.version).toBe("");
+  });
+});
+
+describe("sequenceOutOfBounds", () => {
+  it("bounds the step past the last applied sequence by 1024 + 100/s since it; the first inventory sets the baseline; 2^53 is the ceiling", () => {
+    const last = { sequence: 10n, hasInventory: true };
+    expect(sequenceOutOfBounds(last, 10n + 1024n, 0)).toBeUndefined();
+    expect(sequenceOutOfBounds(last, 10n + 1025n, 0)).toMatch(/jumps 1025/);
+    expect(sequenceOutOfBounds(last, 10n + 1024n + 100n, 1_000)).toBeUndefined();
+    expect(sequenceOutOfBounds(last, 2n ** 62n, 86_400_000)).toMatch(/is above/);
+    expect(sequenceOutOfBounds(last, 5n, 0)).toBeUndefined(); // older: stale, not refused
+    expect(sequenceOutOfBounds({ sequence: 0n, hasInventory: false }, 5_000_000n, 0)).toBeUndefined();
+  });
+
+  it("a refused heartbeat changes nothing: not its sequence, inventory or health", () => {
+    const clock = new ManualClock();
+    const { t } = table(clock);
+    t.register(reg("a", "h:a"));
+    expect(t.heartbeat(hb("a", 1n))).toBe(true);
+    expect(() => t.heartbeat(hb("a", 2n ** 40n))).toThrow(expect.objectContaining({ details: { field: "sequence" } }));
+    expect(t.get("a")?.sequence).toBe(1n);
+    expect(t.heartbeat(hb("a", 2n))).toBe(true);
+    expect(t.get("a")?.sequence).toBe(2n);
   });
 });

@@ -3,7 +3,8 @@ import type { Clock } from "@warden/common";
 import type { AgentDirectory, AgentPort, InventoryAnswer, InventoryHit, InventoryPort, Loader } from "@warden/loader";
 import { BackendState } from "@warden/proto";
 import type { AgentConnector } from "./agent-connector.js";
-import { heartbeatOrder } from "./heartbeat-order.js";
+import { invalidArgument, permissionDenied } from "@warden/common";
+import { heartbeatOrder, sequenceOutOfBounds } from "./heartbeat-order.js";
 import { fenceIncarnation, maxFencesPerNode, unfencedInventory } from "./incarnation-fences.js";
 import { memoryReading } from "./memory-reading.js";
 import { massUnreachability, nextHealth, type HealthCause } from "./node-health.js";
@@ -175,6 +176,7 @@ export class NodeTable<C> implements AgentDirectory, InventoryPort {
       labels,
       gpus,
       embedded: init.embedded ?? false,
+      vouched: (init.embedded ?? false) || (init.credentialed ?? false) || (sameBoot && existing.vouched),
       version,
       backends,
       bootEpoch: init.bootEpoch,
@@ -212,6 +214,12 @@ export class NodeTable<C> implements AgentDirectory, InventoryPort {
     const order = heartbeatOrder(n === undefined ? undefined : { bootEpoch: n.bootEpoch, sequence: n.sequence, hasInventory: n.inventory !== undefined }, hb);
     if (n === undefined || order === "unknown" || order === "register-again") return false;
     if (order === "stale") return true;
+    // Checked whole before anything is applied: a refused heartbeat changes nothing.
+    const far = sequenceOutOfBounds({ sequence: n.sequence, hasInventory: n.inventory !== undefined }, hb.sequence, this.o.clock.now() - n.lastHeartbeatMs);
+    if (far !== undefined) throw invalidArgument("sequence", far);
+    const foreignAt = this.otherNodesIncarnation(n.nodeId, hb.backends);
+    if (foreignAt !== undefined) throw permissionDenied(`backends[${String(foreignAt.index)}].incarnation`, `"${foreignAt.incarnation}" runs on node "${foreignAt.owner}", not "${n.nodeId}": a node reports only its own instances`);
+    n.vouched = true;
     n.sequence = hb.sequence;
     n.lastHeartbeatMs = this.o.clock.now();
     n.lastHeartbeatWallMs = this.o.clock.wallNow();
@@ -246,6 +254,22 @@ export class NodeTable<C> implements AgentDirectory, InventoryPort {
       }),
     );
     return true;
+  }
+
+  /**
+   * The first inventory entry naming an incarnation the loader holds on
+   * another node (one map lookup per entry): a node never reports, adopts or
+   * ends another node's instances.
+   */
+  private otherNodesIncarnation(nodeId: string, backends: HeartbeatReport["backends"]): { index: number; incarnation: string; owner: string } | undefined {
+    const loader = this.loader;
+    if (loader === undefined) return undefined;
+    for (let i = 0; i < backends.length; i++) {
+      const inc = backends[i]?.incarnation ?? "";
+      const owner = loader.nodeOf(inc);
+      if (owner !== undefined && owner !== nodeId) return { index: i, incarnation: inc, owner };
+    }
+    return undefined;
   }
 
   /** Moves nodes whose heartbeats stopped to unreachable, then lost. The owner calls it periodically. */

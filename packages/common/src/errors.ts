@@ -104,3 +104,8 @@ export function isWardenError(err: unknown, code?: Code): err is WardenError {
 export function invalidArgument(field: string, problem: string): WardenError {
   return new WardenError(Code.InvalidArgument, `${field}: ${problem}`, { details: { field } });
 }
+
+/** Shorthand for a PERMISSION_DENIED error that names the field the caller may not set to this value. */
+export function permissionDenied(field: string, problem: string): WardenError {
+  return new WardenError(Code.PermissionDenied, `${field}: ${problem}`, { details: { field } });
+}

@@ -9,3 +9,5 @@ export * from "./signals.js";
 export * from "./backoff.js";
 export * from "./version.js";
 export * from "./load-settings.js";
+export * from "./secret-file.js";
+export * from "./redact.js";

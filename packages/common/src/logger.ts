@@ -1,4 +1,5 @@
 import { pino, type Logger as PinoLogger } from "pino";
+import { redactFields, redactText } from "./redact.js";
 
 export type LogMeta = Readonly<Record<string, unknown>>;
 
@@ -34,21 +35,22 @@ export const nullLogger: Logger = {
 function wrap(p: PinoLogger, root: PinoLogger = p, bound: LogMeta = {}): Logger {
   return {
     debug: (msg, meta) => {
-      p.debug(meta ?? {}, msg);
+      p.debug(meta ?? {}, redactText(msg));
     },
     info: (msg, meta) => {
-      p.info(meta ?? {}, msg);
+      p.info(meta ?? {}, redactText(msg));
     },
     warn: (msg, meta) => {
-      p.warn(meta ?? {}, msg);
+      p.warn(meta ?? {}, redactText(msg));
     },
     error: (msg, meta) => {
-      p.error(meta ?? {}, msg);
+      p.error(meta ?? {}, redactText(msg));
     },
     child: (bindings) => {
       const merged: Record<string, unknown> = { ...bound, ...bindings };
       if (typeof bound.component === "string" && typeof bindings.component === "string") merged.component = `${bound.component}/${bindings.component}`;
-      return wrap(root.child(merged), root, merged);
+      // Bindings are serialized once at child creation, past formatters.log: redacted here.
+      return wrap(root.child(redactFields(merged)), root, merged);
     },
   };
 }
@@ -61,7 +63,12 @@ export interface CreateLoggerOptions {
   destination?: NodeJS.WritableStream;
 }
 
-/** A pino JSON logger behind the Logger interface. BigInts are logged as strings (pino would lose precision). */
+/**
+ * A pino JSON logger behind the Logger interface. BigInts are logged as
+ * strings (pino would lose precision). Secrets never reach the line
+ * (redact.ts): token, password, key, credential and authorization fields at
+ * any depth, and bearer or Warden tokens inside any string, message included.
+ */
 export function createLogger(options: CreateLoggerOptions): Logger {
   const p = pino(
     {
@@ -70,7 +77,10 @@ export function createLogger(options: CreateLoggerOptions): Logger {
       formatters: {
         log(obj) {
           for (const [k, v] of Object.entries(obj)) if (typeof v === "bigint") obj[k] = v.toString();
-          return obj;
+          return redactFields(obj);
+        },
+        bindings(b) {
+          return redactFields(b);
         },
       },
     },

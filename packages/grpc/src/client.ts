@@ -23,6 +23,16 @@ export interface CreateClientOptions {
   maxSendMessageBytes?: number;
   /** Extra grpc-js channel options. */
   channelOptions?: Record<string, string | number>;
+  /** Metadata sent with every call (e.g. `bearerMetadata(token)`); a call's own metadata wins. */
+  headers?: Readonly<Record<string, string>>;
+}
+
+/** The call's metadata: the client's headers under the call's own. */
+function metadataOf(headers: Readonly<Record<string, string>> | undefined, opts: CallOptions | undefined): Metadata {
+  if (headers === undefined) return opts?.metadata ?? new Metadata();
+  const md = opts?.metadata?.clone() ?? new Metadata();
+  for (const [k, v] of Object.entries(headers)) if (md.get(k).length === 0) md.set(k, v);
+  return md;
 }
 
 function grpcCallOptions(opts: CallOptions | undefined): GrpcCallOptions {
@@ -61,7 +71,7 @@ function toMessage(schema: DescMessage, value: unknown): object {
   return create(schema, value as never);
 }
 
-function unaryCall(client: GrpcClient, m: DescMethod) {
+function unaryCall(client: GrpcClient, m: DescMethod, headers: Readonly<Record<string, string>> | undefined) {
   const def = methodDefinition(m);
   return (request: unknown, opts?: CallOptions): Promise<unknown> => {
     if (opts?.signal?.aborted === true) return Promise.reject(abortReason(opts.signal));
@@ -72,7 +82,7 @@ function unaryCall(client: GrpcClient, m: DescMethod) {
         def.requestSerialize,
         def.responseDeserialize,
         toMessage(m.input, request),
-        opts?.metadata ?? new Metadata(),
+        metadataOf(headers, opts),
         grpcCallOptions(opts),
         (err: ServiceError | null, value?: unknown) => {
           unhook();
@@ -96,10 +106,10 @@ async function* readAll(stream: AsyncIterable<unknown>, opts: CallOptions | unde
   }
 }
 
-function serverStreamCall(client: GrpcClient, m: DescMethod) {
+function serverStreamCall(client: GrpcClient, m: DescMethod, headers: Readonly<Record<string, string>> | undefined) {
   const def = methodDefinition(m);
   return (request: unknown, opts?: CallOptions): AsyncIterable<unknown> => {
-    const call = client.makeServerStreamRequest(def.path, def.requestSerialize, def.responseDeserialize, toMessage(m.input, request), opts?.metadata ?? new Metadata(), grpcCallOptions(opts));
+    const call = client.makeServerStreamRequest(def.path, def.requestSerialize, def.responseDeserialize, toMessage(m.input, request), metadataOf(headers, opts), grpcCallOptions(opts));
     const unhook = hook(call, opts);
     const gen = readAll(call, opts, unhook);
     // Leaving the loop early (break/return) cancels the RPC instead of leaking it.
@@ -129,22 +139,22 @@ async function pump(call: ClientDuplexStream<unknown, object>, schema: DescMessa
   }
 }
 
-function bidiCall(client: GrpcClient, m: DescMethod) {
+function bidiCall(client: GrpcClient, m: DescMethod, headers: Readonly<Record<string, string>> | undefined) {
   const def = methodDefinition(m);
   return (requests: AsyncIterable<unknown>, opts?: CallOptions): AsyncIterable<unknown> => {
-    const call = client.makeBidiStreamRequest(def.path, def.requestSerialize, def.responseDeserialize, opts?.metadata ?? new Metadata(), grpcCallOptions(opts));
+    const call = client.makeBidiStreamRequest(def.path, def.requestSerialize, def.responseDeserialize, metadataOf(headers, opts), grpcCallOptions(opts));
     const unhook = hook(call, opts);
     void pump(call, m.input, requests);
     return readAll(call, opts, unhook);
   };
 }
 
-function clientStreamCall(client: GrpcClient, m: DescMethod) {
+function clientStreamCall(client: GrpcClient, m: DescMethod, headers: Readonly<Record<string, string>> | undefined) {
   const def = methodDefinition(m);
   return (requests: AsyncIterable<unknown>, opts?: CallOptions): Promise<unknown> =>
     new Promise((resolve, reject) => {
       let unhook = (): void => {};
-      const call = client.makeClientStreamRequest(def.path, def.requestSerialize, def.responseDeserialize, opts?.metadata ?? new Metadata(), grpcCallOptions(opts), (err: ServiceError | null, value?: unknown) => {
+      const call = client.makeClientStreamRequest(def.path, def.requestSerialize, def.responseDeserialize, metadataOf(headers, opts), grpcCallOptions(opts), (err: ServiceError | null, value?: unknown) => {
         unhook();
         if (err !== null) reject(fromGrpcError(err));
         else resolve(value);
@@ -182,16 +192,16 @@ export function createClient<T extends DescService>(svc: T, address: string, opt
   for (const m of svc.methods) {
     switch (m.methodKind) {
       case "unary":
-        out[m.localName] = unaryCall(client, m);
+        out[m.localName] = unaryCall(client, m, options.headers);
         break;
       case "server_streaming":
-        out[m.localName] = serverStreamCall(client, m);
+        out[m.localName] = serverStreamCall(client, m, options.headers);
         break;
       case "bidi_streaming":
-        out[m.localName] = bidiCall(client, m);
+        out[m.localName] = bidiCall(client, m, options.headers);
         break;
       case "client_streaming":
-        out[m.localName] = clientStreamCall(client, m);
+        out[m.localName] = clientStreamCall(client, m, options.headers);
         break;
     }
   }

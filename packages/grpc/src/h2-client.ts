@@ -51,6 +51,8 @@ export interface H2ClientOptions {
   maxSendMessageBytes?: number;
   /** Connect over TLS, verifying the server against `ca` (system roots without), presenting `cert`/`key` for mutual TLS. @default plaintext */
   tls?: ClientTls;
+  /** Metadata sent with every call (e.g. `bearerMetadata(token)`); a call's own metadata wins. */
+  headers?: Readonly<Record<string, string>>;
 }
 
 /** A session and the calls running on it: the socket keeps the process alive only while calls run. */
@@ -83,6 +85,7 @@ class Connection {
   constructor(
     private readonly authority: string,
     private readonly tls: ClientTls | undefined,
+    private readonly extraHeaders?: Readonly<Record<string, string>>,
   ) {
     const colon = authority.lastIndexOf(":");
     this.host = authority.slice(0, colon).replace(/^\[(.*)\]$/, "$1");
@@ -94,7 +97,7 @@ class Connection {
     for (let attempt = 0; ; attempt++) {
       const slot = this.current();
       try {
-        const stream = slot.session.request(headers, { endStream: false });
+        const stream = slot.session.request(this.extraHeaders === undefined ? headers : { ...this.extraHeaders, ...headers }, { endStream: false });
         if (slot.active++ === 0) slot.session.ref();
         return { stream, slot };
       } catch (err) {
@@ -511,7 +514,7 @@ function serverStreamMethod(conn: Connection, authority: string, m: DescMethod, 
  * coordinator's hot proxy hop to backends and the CLI's admin calls.
  */
 export function createH2Client<T extends DescService>(svc: T, address: string, options: H2ClientOptions = {}): H2Client<T> {
-  const conn = new Connection(address, options.tls);
+  const conn = new Connection(address, options.tls, options.headers);
   const maxReceive = options.maxReceiveMessageBytes ?? defaultMaxMessageBytes;
   const maxSend = options.maxSendMessageBytes ?? defaultMaxMessageBytes;
   const out: Record<string, unknown> = {

@@ -170,6 +170,15 @@ export class Loader<H extends BackendHandle = BackendHandle> {
     return this.s.gone.has(incarnation);
   }
 
+  /**
+   * The node holding this incarnation (a held instance, a watchdog instance or
+   * a leftover); undefined when none does. A node reporting an incarnation
+   * held on another node is refused (NodeTable).
+   */
+  nodeOf(incarnation: string): string | undefined {
+    return this.s.held.get(incarnation)?.nodeId ?? this.s.leftovers.get(incarnation)?.nodeId ?? this.core.instance(incarnation)?.nodeId;
+  }
+
   /** True when the loader tracks this incarnation in any form. */
   knows(incarnation: string): boolean {
     return knows(this.s, incarnation);

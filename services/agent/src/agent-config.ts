@@ -116,6 +116,13 @@ export interface AgentConfig {
   tls: TlsFiles | undefined;
   /** Allow plaintext on a non-loopback listen address. @default false */
   insecure: boolean;
+   * File holding the backends' shared bearer token: each backend gets it as
+   * LOCALAI_GRPC_AUTH_TOKEN (LocalAI's backends then refuse calls without it)
+   * and the agent sends it on its own calls. "" = none. @default ""
+   */
+  backendTokenFile: string;
+  /** File holding this node's token for the coordinator (its tokens file lists it as `node node=<nodeId>`). "" = none. @default "" */
+  coordinatorTokenFile: string;
 }
 
 /** The YAML / object shape accepted by {@link resolveAgentConfig}. Durations: "10s", "500ms" or a number of ms. */
@@ -128,7 +135,7 @@ const envNamePattern = /^[A-Za-z_][A-Za-z0-9_]*\*?$/;
 const topFields = new Set([
   "nodeId", "listen", "advertiseAddress", "labels", "backendHost", "ports", "stateDir", "catalog", "modelsPath", "readiness",
   "grace", "loadDeadline", "stopDeadline", "freeTimeout", "nvidiaSmi", "gpus", "heartbeatInterval",
-  "logBufferLines", "adoptedPoll", "orphanScanInterval", "healthInterval", "tls", "insecure",
+  "logBufferLines", "adoptedPoll", "orphanScanInterval", "healthInterval", "tls", "insecure", "backendTokenFile", "coordinatorTokenFile",
 ]);
 
 function isRecord(v: unknown): v is Record<string, unknown> {
@@ -307,6 +314,8 @@ export function resolveAgentConfig(input: unknown, builtins: BuiltinCatalog = {}
     healthIntervalMs: duration(input.healthInterval, "healthInterval", 5_000, maxIntervalMs),
     tls: parseTlsFiles(input.tls, "tls"),
     insecure: insecureFlag(input.insecure),
+    backendTokenFile: input.backendTokenFile === undefined ? "" : str(input.backendTokenFile, "backendTokenFile"),
+    coordinatorTokenFile: input.coordinatorTokenFile === undefined ? "" : str(input.coordinatorTokenFile, "coordinatorTokenFile"),
   };
 }
 

@@ -28,6 +28,12 @@ export interface AgentContext {
   /** Where backends' stdout/stderr files live (under the state dir). */
   readonly logDir: string;
   readonly mark: AgentMark;
+  /**
+   * The backends' bearer token (agent config `backendTokenFile`), when set:
+   * given to each backend it starts as LOCALAI_GRPC_AUTH_TOKEN and sent on the
+   * agent's own calls to them (readiness and health checks, Free).
+   */
+  readonly backendAuth: BackendAuth | undefined;
   readonly records: RecordStore;
   readonly ports: PortAllocator;
   readonly locks: ModelLocks;
@@ -44,6 +50,14 @@ export interface AgentContext {
   /** Writes a process's record, logging (not throwing) a failure. */
   persist(p: BackendProcess): void;
   watchEvent(p: BackendProcess, event: WatchEventInit["event"]): void;
+}
+
+/** The agent's side of the backends' shared token. */
+export interface BackendAuth {
+  /** Environment for a started backend. */
+  readonly env: Readonly<Record<string, string>>;
+  /** Client headers for calls to a backend. */
+  readonly headers: Readonly<Record<string, string>>;
 }
 
 /** The record of a process as it stands now. */

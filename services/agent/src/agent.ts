@@ -19,6 +19,7 @@ import type { Foreign, Orphan } from "./orphan-scan.js";
 import { PortAllocator } from "./port-allocator.js";
 import { PortRangeScan } from "./port-range-scan.js";
 import { agentMarkOf } from "./process-mark.js";
+import { backendAuthOf } from "./backend-auth.js";
 import type { WatchEventInit } from "./proto-views.js";
 import { RecordStore } from "./record-store.js";
 import { StartRegistry } from "./start-registry.js";
@@ -127,6 +128,7 @@ export function createAgent(config: AgentConfig, deps: AgentDeps = {}): Agent {
     procRoot,
     logDir: join(config.stateDir, "logs"),
     mark,
+    backendAuth: backendAuthOf(config),
     records,
     ports,
     locks: new ModelLocks(),
@@ -151,6 +153,7 @@ export function createAgent(config: AgentConfig, deps: AgentDeps = {}): Agent {
     intervalMs: config.healthIntervalMs,
     timeoutMs: Math.min(config.readiness.intervalMs, config.healthIntervalMs),
     list: () => [...table.values()].filter((p) => p.state().t === "ready").map((p) => ({ incarnation: p.id.incarnation, address: p.id.address, ...backendClientTls(Object.hasOwn(config.catalog, p.id.backend) ? config.catalog[p.id.backend] : undefined) })),
+    ...(ctx.backendAuth === undefined ? {} : { headers: ctx.backendAuth.headers }),
     onChange: (incarnation, healthy, detail) => {
       const p = table.get(incarnation);
       if (p === undefined || p.state().t !== "ready") return;
@@ -183,7 +186,7 @@ export function createAgent(config: AgentConfig, deps: AgentDeps = {}): Agent {
     if (options.stopBackends) {
       await Promise.allSettled(
         live.map(async (p) => {
-          const c = createClient(Backend, p.id.address, backendClientTls(Object.hasOwn(config.catalog, p.id.backend) ? config.catalog[p.id.backend] : undefined));
+          const c = createClient(Backend, p.id.address, { ...backendClientTls(Object.hasOwn(config.catalog, p.id.backend) ? config.catalog[p.id.backend] : undefined), ...(ctx.backendAuth === undefined ? {} : { headers: ctx.backendAuth.headers }) });
           try {
             await c.free({}, { timeoutMs: config.freeTimeoutMs });
           } catch (err) {

@@ -21,6 +21,8 @@ export interface HealthMonitorOptions {
   list(): MonitoredBackend[];
   /** Called on every change of a backend's health, and on its first failure. */
   onChange(incarnation: string, healthy: boolean, detail: string): void;
+  /** Metadata for every Health call (the backends' bearer token), when set. */
+  headers?: Readonly<Record<string, string>>;
 }
 
 /**
@@ -73,7 +75,7 @@ export class HealthMonitor {
       list.map(async (b) => {
         let client = this.clients.get(b.incarnation);
         if (client === undefined) {
-          client = createClient(Backend, b.address, b.tls === undefined ? {} : { tls: b.tls });
+          client = createClient(Backend, b.address, { ...(b.tls === undefined ? {} : { tls: b.tls }), ...(this.options.headers === undefined ? {} : { headers: this.options.headers }) });
           this.clients.set(b.incarnation, client);
         }
         let ok = true;

@@ -1,6 +1,6 @@
 import { readFile } from "node:fs/promises";
-import { WardenError, createLogger } from "@warden/common";
-import { GrpcServer, ReloadableServerCredentials, clientTlsOf, createClient, readTlsMaterial } from "@warden/grpc";
+import { WardenError, createLogger, readSecretFile } from "@warden/common";
+import { GrpcServer, ReloadableServerCredentials, bearerMetadata, clientTlsOf, createClient, readTlsMaterial } from "@warden/grpc";
 import { AgentService, NodeService } from "@warden/proto";
 import { agentUsage, parseAgentArgs } from "./agent-args.js";
 import { parseAgentConfig } from "./agent-config.js";
@@ -64,7 +64,8 @@ async function main(): Promise<number> {
   if (args.metrics !== undefined) logger.info("metrics listening", { address: args.metrics });
   let heartbeat: NodeHeartbeat | undefined;
   if (args.coordinator !== undefined) {
-    const node = createClient(NodeService, args.coordinator, tls === undefined ? {} : { tls: clientTlsOf(tls) });
+    // This node's token (the coordinator binds it to config.nodeId): read once, sent on every Register and Heartbeat.
+    const node = createClient(NodeService, args.coordinator, { ...(tls === undefined ? {} : { tls: clientTlsOf(tls) }), ...(config.coordinatorTokenFile === "" ? {} : { headers: bearerMetadata(readSecretFile(config.coordinatorTokenFile, "coordinatorTokenFile")) }) });
     heartbeat = createNodeHeartbeat({
       nodeId: config.nodeId,
       address: config.advertiseAddress === config.listen ? address : config.advertiseAddress,

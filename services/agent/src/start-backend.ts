@@ -107,7 +107,8 @@ async function runStart(ctx: AgentContext, log: StartLog, s: StartParams): Promi
     const res = await spawnBackend({
       command: s.entry.command,
       args: [...s.entry.args, "--addr", address],
-      env: buildEnv(s.entry, ctx.envSource, device, markEnv(ctx.mark, s.incarnation), config.modelsPath ?? ""),
+      // The token last: a catalog entry's env cannot replace the one the agent checks readiness with.
+      env: { ...buildEnv(s.entry, ctx.envSource, device, markEnv(ctx.mark, s.incarnation), config.modelsPath ?? ""), ...ctx.backendAuth?.env },
       cwd: s.entry.cwd,
       stdoutFd: fds.stdoutFd,
       stderrFd: fds.stderrFd,
@@ -139,7 +140,7 @@ async function runStart(ctx: AgentContext, log: StartLog, s: StartParams): Promi
       exitedCtl.abort(new WardenError(Code.Unavailable, "backend process exited"));
     });
     const life = AbortSignal.any([signal, exitedCtl.signal]);
-    client = createClient(Backend, address, { ...backendClientTls(s.entry), channelOptions: { "grpc.initial_reconnect_backoff_ms": 50, "grpc.max_reconnect_backoff_ms": config.readiness.intervalMs, "grpc.use_local_subchannel_pool": 1 } });
+    client = createClient(Backend, address, { ...backendClientTls(s.entry), ...(ctx.backendAuth === undefined ? {} : { headers: ctx.backendAuth.headers }), channelOptions: { "grpc.initial_reconnect_backoff_ms": 50, "grpc.max_reconnect_backoff_ms": config.readiness.intervalMs, "grpc.use_local_subchannel_pool": 1 } });
     const c = client;
     await waitReady({
       clock,

@@ -1,6 +1,6 @@
 import { appendFileSync, writeSync } from "node:fs";
 import { sleep, systemClock, WardenError } from "@warden/common";
-import { GrpcServer, ReloadableServerCredentials, readTlsMaterial } from "@warden/grpc";
+import { GrpcServer, ReloadableServerCredentials, guardService, readTlsMaterial, sharedTokenCheck } from "@warden/grpc";
 import { Backend } from "@warden/proto";
 import { createBackendSim } from "./backend-sim-service.js";
 import { parseSimArgs, simUsage } from "./sim-args.js";
@@ -71,7 +71,11 @@ async function main(): Promise<void> {
       },
     },
   });
-  server.add(Backend, sim.impl);
+  // Like LocalAI's backends (pkg/grpc/server.go): with LOCALAI_GRPC_AUTH_TOKEN
+  // set, every Backend call, Health included, needs `authorization: Bearer <token>`.
+  const authToken = process.env.LOCALAI_GRPC_AUTH_TOKEN ?? "";
+  server.add(Backend, authToken === "" ? sim.impl : guardService(Backend, sim.impl, sharedTokenCheck(authToken)));
+  if (authToken !== "") process.stdout.write(`${JSON.stringify({ msg: "gRPC auth enabled via LOCALAI_GRPC_AUTH_TOKEN" })}\n`);
   callLog = () => sim.state().knobs.callLog;
 
   process.on("SIGTERM", () => {

@@ -17,6 +17,10 @@ export interface GlobalOpts {
   tlsCert?: string;
   tlsKey?: string;
   tlsServerName?: string;
+  /** `--token-file <file>` (else WARDEN_TOKEN). */
+  tokenFile?: string;
+  /** The bearer token resolved from tokenFile / WARDEN_TOKEN before the action runs (cli-token.ts). */
+  authToken?: string;
 }
 
 /** What an admin action needs from the command layer. */

@@ -19,7 +19,7 @@ import {
   UnloadOutcome,
   type PolicyPatch,
 } from "@warden/proto";
-import { createH2Client, type Client } from "@warden/grpc";
+import { bearerMetadata, createH2Client, type Client } from "@warden/grpc";
 import { cliTransport } from "./cli-tls.js";
 import { Code, WardenError, formatDurationMs, invalidArgument, parseDurationMs, sleep, systemClock } from "@warden/common";
 import { eventToJson, eventTypeOf, parseEventType } from "@warden/events";
@@ -33,8 +33,9 @@ function json<T extends DescMessage>(schema: T, msg: MessageShape<T>): string {
 
 // The lean HTTP/2 client, not grpc-js: every method the CLI calls is unary or server-streaming, and
 // loading grpc-js (with proto-loader and protobufjs) was most of a short admin command's time.
-const admin = (g: GlobalOpts): Client<typeof AdminService> => createH2Client(AdminService, g.addr, cliTransport(g));
-const inference = (g: GlobalOpts): Client<typeof InferenceService> => createH2Client(InferenceService, g.addr, cliTransport(g));
+const auth = (g: GlobalOpts): { headers?: Readonly<Record<string, string>> } => (g.authToken === undefined ? {} : { headers: bearerMetadata(g.authToken) });
+const admin = (g: GlobalOpts): Client<typeof AdminService> => createH2Client(AdminService, g.addr, { ...cliTransport(g), ...auth(g) });
+const inference = (g: GlobalOpts): Client<typeof InferenceService> => createH2Client(InferenceService, g.addr, { ...cliTransport(g), ...auth(g) });
 
 export async function modelsLs(c: ActionContext, g: GlobalOpts, o: { node?: string }): Promise<number | undefined> {
   const a = admin(g);

@@ -6,14 +6,16 @@ import { Code, WardenError } from "@warden/common";
  * (UNAVAILABLE) · 4 NOT_FOUND · 5 DEADLINE_EXCEEDED · 6 RESOURCE_EXHAUSTED
  * (cooldown, caps) · 7 FAILED_PRECONDITION (cannot load, busy) · 8 the
  * operation finished but did not do what was asked (e.g. an unload that left
- * the instance registered again or as a leftover).
+ * the instance registered again or as a leftover) · 9 UNAUTHENTICATED or
+ * PERMISSION_DENIED (no token, an unknown one, or a role that may not).
  */
-export const exitCodes = { ok: 0, error: 1, usage: 2, unavailable: 3, notFound: 4, deadline: 5, exhausted: 6, precondition: 7, incomplete: 8 } as const;
+export const exitCodes = { ok: 0, error: 1, usage: 2, unavailable: 3, notFound: 4, deadline: 5, exhausted: 6, precondition: 7, incomplete: 8, denied: 9 } as const;
 
 export const exitCodeHelp = `Exit codes: 0 ok, 1 error, 2 bad usage / invalid argument, 3 Warden unreachable,
 4 not found, 5 deadline exceeded, 6 resource exhausted (cooldown, caps),
 7 failed precondition (cannot load, busy), 8 done but not as asked
-(e.g. an unload that left the instance registered again or as a leftover).`;
+(e.g. an unload that left the instance registered again or as a leftover),
+9 no or unknown token, or its role may not do this (set WARDEN_TOKEN or --token-file).`;
 
 export function exitCodeOf(err: unknown): number {
   const e = WardenError.from(err);
@@ -30,6 +32,9 @@ export function exitCodeOf(err: unknown): number {
       return exitCodes.exhausted;
     case Code.FailedPrecondition:
       return exitCodes.precondition;
+    case Code.Unauthenticated:
+    case Code.PermissionDenied:
+      return exitCodes.denied;
     default:
       return exitCodes.error;
   }

@@ -2,6 +2,7 @@ import { Command, CommanderError, Option } from "commander";
 import { Code, WardenError, formatDurationMs, parseDurationMs, wardenVersion } from "@warden/common";
 import { errorLine, exitCodeHelp, exitCodeOf, exitCodes } from "./exit-codes.js";
 import { parseAddr } from "./addr.js";
+import { cliToken } from "./cli-token.js";
 import type { ActionContext, CliIo, GlobalOpts, Runners } from "./action-context.js";
 import type * as AdminActions from "./admin-actions.js";
 import { certsCommand } from "./certs-command.js";
@@ -36,7 +37,8 @@ export function buildProgram(io: CliIo, runners: Runners): { program: Command; e
       .addOption(new Option("--tls-ca <file>", "connect over TLS, verifying Warden's certificate against this CA").env("WARDEN_TLS_CA"))
       .addOption(new Option("--tls-cert <file>", "client certificate for mutual TLS (e.g. admin.pem from `warden certs init`)").env("WARDEN_TLS_CERT"))
       .addOption(new Option("--tls-key <file>", "the client certificate's key").env("WARDEN_TLS_KEY"))
-      .addOption(new Option("--tls-server-name <name>", "the name Warden's certificate carries, when not the --addr host").env("WARDEN_TLS_SERVER_NAME"));
+      .addOption(new Option("--tls-server-name <name>", "the name Warden's certificate carries, when not the --addr host").env("WARDEN_TLS_SERVER_NAME"))
+      .option("--token-file <file>", "bearer token for a coordinator with auth on (default: WARDEN_TOKEN)");
 
   const ctx: ActionContext = {
     io,
@@ -69,6 +71,8 @@ export function buildProgram(io: CliIo, runners: Runners): { program: Command; e
       try {
         // Checked before the call so a typo is exit 2 naming the flag, not a raw resolver error.
         parseAddr(g.addr, "--addr");
+        const token = cliToken(g.tokenFile, io.env);
+        if (token !== undefined) g.authToken = token;
         code = (await fn(await actions(), g, ...args)) ?? exitCodes.ok;
       } catch (err) {
         io.err.write(`${errorLine(err, g.addr)}\n`);
@@ -207,6 +211,25 @@ export function buildProgram(io: CliIo, runners: Runners): { program: Command; e
   certsCommand(program, io, (c) => {
     code = c;
   });
+
+  const tokens = program.command("tokens").description("bearer tokens for a coordinator with auth.tokensFile");
+  tokens
+    .command("mint")
+    .description("make a token and print the line (its SHA-256, never the token) for the coordinator's tokens file")
+    .requiredOption("--role <role>", "viewer, operator, admin, inference or node")
+    .option("--node <id>", "the node id a node token is bound to (required for --role node)")
+    .option("--models <a,b>", "inference tokens: only these models")
+    .option("--name <label>", "a name the coordinator logs instead of the token")
+    .option("--out <file>", "write the token to this new file (mode 0600) and print only the line")
+    .action(async (o: { role: string; node?: string; models?: string; name?: string; out?: string }) => {
+      try {
+        const { tokensMint } = await import("./tokens-mint.js");
+        code = await tokensMint(io, o);
+      } catch (err) {
+        io.err.write(`warden: ${WardenError.from(err).message}\n`);
+        code = exitCodeOf(err);
+      }
+    });
 
   return { program, exitCode: () => code };
 }

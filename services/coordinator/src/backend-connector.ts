@@ -21,7 +21,7 @@ export function backendHandle(client: H2Client<typeof Backend>): BackendClientHa
   };
 }
 
-/** Connects to backends over plaintext gRPC (LocalAI Backend protocol); coordinator-transport.ts adds TLS where configured. */
+/** Connects to backends over plaintext gRPC (LocalAI Backend protocol); coordinator-transport.ts adds TLS and the backends' bearer token where configured. */
 export const grpcBackendConnector: BackendConnector<BackendClientHandle> = {
   connect(address: string): BackendClientHandle {
     // The hot proxy hop: a lean HTTP/2 client rather than a grpc-js channel (see createH2Client).

@@ -20,6 +20,7 @@ import type { PolicyPatch } from "@warden/watchdog";
 import type { PlacementStrategy } from "@warden/placement";
 import { parseTlsSettings, tlsSettingsFields, type TlsSettings } from "./tls-settings.js";
 import { checkModelFile, loadSettingFields, parseLoadSettings } from "./model-load-settings.js";
+import { resolveAuthConfig, type AuthConfig } from "./auth-config.js";
 
 /** The coordinator's validated configuration. Durations in ms, sizes in bytes. TLS: see tls-settings.ts. */
 export interface CoordinatorConfig extends TlsSettings {
@@ -59,6 +60,8 @@ export interface CoordinatorConfig extends TlsSettings {
    * from the admin API. `listen` serves InferenceService too. undefined = off.
    */
   readonly inferenceListen: string | undefined;
+  /** Bearer tokens and roles (auth-config.ts); off by default. */
+  readonly auth: AuthConfig;
   readonly nats: { readonly url: string; readonly token?: string; readonly user?: string; readonly pass?: string; readonly credsFile?: string } | undefined;
 }
 
@@ -187,7 +190,7 @@ const policyFields = [
   "loadFailureCooldownMax",
 ];
 
-const topFields = ["listen", "stateDir", "embeddedAgent", "agent", "placement", "policy", "stop", "nodeGrace", "nodeLostAfter", "recoveryWindow", "orphanGrace", "models", "nats", "metricsListen", "inferenceListen", ...tlsSettingsFields];
+const topFields = ["listen", "stateDir", "embeddedAgent", "agent", "placement", "policy", "stop", "nodeGrace", "nodeLostAfter", "recoveryWindow", "orphanGrace", "models", "nats", "metricsListen", "inferenceListen", "auth", ...tlsSettingsFields];
 
 /**
  * Validates a parsed config object. Every error is INVALID_ARGUMENT naming the
@@ -272,6 +275,7 @@ export function resolveCoordinatorConfig(input: unknown): CoordinatorConfig {
     models,
     nats,
     ...parseTlsSettings(input),
+    auth: resolveAuthConfig(input["auth"]),
   };
 }
 

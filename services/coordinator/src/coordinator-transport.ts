@@ -46,7 +46,8 @@ function backendNames(models: readonly ModelSpec[]): Map<string, string> {
   return new Map(models.map((m) => [m.id, m.backend]));
 }
 
-export function coordinatorTransport(config: TlsSettings & { readonly models: readonly ModelSpec[] }): CoordinatorTransport {
+/** `backendHeaders`: metadata sent on every backend call (the backends' shared bearer token), when configured. */
+export function coordinatorTransport(config: TlsSettings & { readonly models: readonly ModelSpec[] }, backendHeaders?: Readonly<Record<string, string>>): CoordinatorTransport {
   const first = config.tls === undefined ? undefined : readTlsMaterial(config.tls, "tls");
   let material: TlsMaterial | undefined = first;
   let backendTls = backendTlsOf(config.backendTls);
@@ -71,7 +72,7 @@ export function coordinatorTransport(config: TlsSettings & { readonly models: re
         const b = backendTls;
         const tls = b !== undefined && target !== undefined && (b.config.nodes.includes(target.nodeId) || b.config.backends.includes(backendOf.get(target.model) ?? "")) ? b.client : undefined;
         // The hot proxy hop: a lean HTTP/2 client rather than a grpc-js channel (see createH2Client).
-        return backendHandle(createH2Client(Backend, address, tls === undefined ? {} : { tls }));
+        return backendHandle(createH2Client(Backend, address, { ...(tls === undefined ? {} : { tls }), ...(backendHeaders === undefined ? {} : { headers: backendHeaders }) }));
       },
     },
     prepareReload(next) {

@@ -2,7 +2,7 @@ import { mkdir } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { create } from "@bufbuild/protobuf";
 import { AdminService, AgentService, Backend, EvictionFailedOutcome, EvictionReason, InferenceService, InventoryEntrySchema, JournalRepairedSchema, NodeResourcesSchema, NodeService, OrphanProcessSchema, type Event } from "@warden/proto";
-import { GrpcServer, LeanGrpcServer, ServingStatus, inProcessClient } from "@warden/grpc";
+import { GrpcServer, LeanGrpcServer, ServingStatus, guardRawUnary, inProcessClient } from "@warden/grpc";
 import { cryptoRng, createUlidFactory, nullLogger, sleep, systemClock, wardenVersion, type Cancel, type Clock, type Logger, type Rng } from "@warden/common";
 import { Loader } from "@warden/loader";
 import { createOutbox, nullPublisher, type Outbox, type OutboxHealth, type Publisher } from "@warden/outbox";
@@ -14,6 +14,7 @@ import { adminService } from "./admin-service.js";
 import type { BackendClientHandle } from "./backend-connector.js";
 import { coordinatorTransport } from "./coordinator-transport.js";
 import { withNodeCertificateCheck } from "./node-certificate-check.js";
+import { guarded, loadCoordinatorAuth, readTokenTable } from "./coordinator-auth.js";
 import { EventHub } from "./event-hub.js";
 import { inferenceService } from "./inference-service.js";
 import { backendRouter } from "./backend-router.js";
@@ -65,6 +66,7 @@ export function embeddedAgentConfig(config: CoordinatorConfig): ReturnType<typeo
       stateDir: join(config.stateDir, "agent"),
       ports: { min: 21000, max: 21999 },
       catalog: { "backend-sim": { builtin: "backend-sim" } },
+      ...(config.auth.backendTokenFile === undefined ? {} : { backendTokenFile: config.auth.backendTokenFile }),
       ...config.agent,
     },
     builtinCatalog,
@@ -99,8 +101,10 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
     const r = journal.repaired;
     log.warn(`journal torn tail repaired: cut ${String(r.droppedBytes)} bytes (${String(r.droppedRecords)} records) at offset ${String(r.offsetBytes)}`, { ...r });
   }
+  const auth = await loadCoordinatorAuth(config.auth, [config.listen, config.inferenceListen], log.child({ component: "auth" }));
+  const authn = auth.authenticator;
   // Certificate files are read and checked before anything listens (a bad one fails the start).
-  const transport = coordinatorTransport(config);
+  const transport = coordinatorTransport(config, auth.backendHeaders);
   const server = new GrpcServer(transport.controlPlane);
   // `warden.audit` serves only while the outbox is healthy and, with NATS
   // configured, the audit stream is confirmed on the current connection.
@@ -273,8 +277,9 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
   const restored = loader.restoreStopIntents(recovery.openStopIntents);
   if (restored > 0) log.info("open stop intents restored as leftovers", { count: restored });
 
-  const nodeImpl = withNodeCertificateCheck(nodeService(nodes, clock, recovery.epoch), transport.mutual);
-  server.add(AdminService, adminService({ clock, loader, nodes, hub, placement, enforcement: config.enforcement, defaultStopTimeoutMs: config.stop.stopTimeoutMs }));
+  // With auth on, every remote registration carries a node token bound to its id (the guard checks it).
+  const nodeImpl = withNodeCertificateCheck(nodeService(nodes, clock, recovery.epoch, { credentialed: authn !== undefined }), transport.mutual);
+  server.add(AdminService, guarded(AdminService, adminService({ clock, loader, nodes, hub, placement, enforcement: config.enforcement, defaultStopTimeoutMs: config.stop.stopTimeoutMs }), authn?.admin));
   // One labelled child per outcome, resolved once: `inc({ outcome })` would hash the labels on every routed call.
   const routedByOutcome = new Map<string, { inc(): void }>();
   const routed = {
@@ -290,11 +295,12 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
     },
   };
   const metricsRef: { current: CoordinatorMetrics | undefined } = { current: undefined };
-  const inference = inferenceService(loader, log.child({ component: "inference" }), routed);
-  server.add(InferenceService, inference);
+  const inference = inferenceService(loader, log.child({ component: "inference" }), routed, authn === undefined ? undefined : (model, ctx, m) => { authn.checkModel(model, ctx, m); });
+  const inferenceGuarded = guarded(InferenceService, inference, authn?.inference);
+  server.add(InferenceService, inferenceGuarded);
   // The data plane also serves LocalAI's backend.Backend itself, every method routed as bytes (backend-router.ts).
-  const dataPlane = config.inferenceListen === undefined ? undefined : new LeanGrpcServer(transport.dataPlane).add(InferenceService, inference).addRawUnary(InferenceService.method.predict, inference.predictBytes).addRawService(Backend, backendRouter(loader, log.child({ component: "backend-router" }), routed));
-  server.add(NodeService, nodeImpl);
+  const dataPlane = config.inferenceListen === undefined ? undefined : new LeanGrpcServer(transport.dataPlane).add(InferenceService, inferenceGuarded).addRawUnary(InferenceService.method.predict, authn === undefined ? inference.predictBytes : guardRawUnary(InferenceService.method.predict, inference.predictBytes, authn.inference)).addRawService(Backend, backendRouter(loader, log.child({ component: "backend-router" }), routed));
+  server.add(NodeService, guarded(NodeService, nodeImpl, authn?.node));
   if (dataPlane !== undefined) transport.attachDataPlane(dataPlane);
 
   let agent: Agent | undefined;
@@ -372,9 +378,12 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
     server,
     agent,
     async reload(next) {
-      // Certificates are read and checked first: a broken file rejects the whole reload.
+      // Certificates and tokens are read and checked first, whole: a broken file rejects the whole reload before anything changes.
       const applyTls = transport.prepareReload(next);
+      const tokens = authn === undefined || next.auth.tokensFile === undefined ? undefined : await readTokenTable(next.auth.tokensFile);
+      if ((next.auth.tokensFile === undefined) !== (authn === undefined)) log.warn("auth.tokensFile turned on or off: takes effect at the next start");
       applyTls();
+      if (tokens !== undefined) authn?.replace(tokens);
       await Promise.all(loader.setModels(next.models));
       loader.updatePolicy(next.policy);
       log.info("config reloaded", { models: next.models.map((m) => m.id) });

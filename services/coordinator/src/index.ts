@@ -8,3 +8,6 @@ export { nodeReportLimits, validateHeartbeat, validateRegister } from "./node-re
 export { EventHub, eventInitOf } from "./event-hub.js";
 export { runCoordinator } from "./run-coordinator.js";
 export type { RunCoordinatorOptions } from "./run-coordinator.js";
+export { TokenTable, hashToken, mintToken, tokenLine, roles, type Principal, type Role } from "./token-table.js";
+export { adminMethodRoles, adminRoleFor } from "./authenticator.js";
+export type { AuthConfig } from "./auth-config.js";

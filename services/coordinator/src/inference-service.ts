@@ -1,7 +1,7 @@
 import { create } from "@bufbuild/protobuf";
-import type { InferenceService} from "@warden/proto";
-import { Backend, PredictOptionsSchema, type PredictOptions } from "@warden/proto";
-import type { RawUnaryHandler, ServiceImpl } from "@warden/grpc";
+import type { DescMethod } from "@bufbuild/protobuf";
+import { Backend, InferenceService, PredictOptionsSchema, type PredictOptions } from "@warden/proto";
+import type { HandlerContext, RawUnaryHandler, ServiceImpl } from "@warden/grpc";
 import { invalidArgument, type Logger } from "@warden/common";
 import type { Loader } from "@warden/loader";
 import type { BackendClientHandle } from "./backend-connector.js";
@@ -32,7 +32,13 @@ function checkModel(model: string): void {
  * through the normal path and retries the call once on a fresh one (see
  * routed-call.ts). DEADLINE_EXCEEDED does not mean dead.
  */
-export function inferenceService(loader: Loader<BackendClientHandle>, log: Logger, routed: RoutedCounter = { inc() {} }): ServiceImpl<typeof InferenceService> & { predictBytes: RawUnaryHandler } {
+export function inferenceService(
+  loader: Loader<BackendClientHandle>,
+  log: Logger,
+  routed: RoutedCounter = { inc() {} },
+  /** May the call's caller use this model (per-model inference tokens)? Throws to refuse; runs on the model as parsed here. */
+  mayUse: (model: string, ctx: HandlerContext, method: DescMethod) => void = () => undefined,
+): ServiceImpl<typeof InferenceService> & { predictBytes: RawUnaryHandler } {
   const calls = new RoutedCalls(loader, log);
 
   async function track<T>(p: Promise<T>): Promise<T> {
@@ -51,6 +57,7 @@ export function inferenceService(loader: Loader<BackendClientHandle>, log: Logge
     async predictBytes(bytes, ctx) {
       const { model, backendRequest } = splitPredictRequest(bytes, (m) => modelIdentity(loader, m));
       checkModel(model);
+      mayUse(model, ctx, InferenceService.method.predict);
       return track(calls.unary(
         model,
         ctx.signal,
@@ -60,6 +67,7 @@ export function inferenceService(loader: Loader<BackendClientHandle>, log: Logge
     },
     async predict(req, ctx) {
       checkModel(req.model);
+      mayUse(req.model, ctx, InferenceService.method.predict);
       return track(calls.unary(
         req.model,
         ctx.signal,
@@ -72,6 +80,7 @@ export function inferenceService(loader: Loader<BackendClientHandle>, log: Logge
     },
     async *predictStream(req, ctx) {
       checkModel(req.model);
+      mayUse(req.model, ctx, InferenceService.method.predictStream);
       // Retries stay possible until the first reply reached the caller.
       for await (const reply of calls.stream(req.model, ctx.signal, (lease) => lease.backend.client.predictStream(options(modelIdentity(loader, req.model), req.options), { signal: ctx.signal, ...(ctx.deadlineAtMs === undefined ? {} : { deadlineAtMs: ctx.deadlineAtMs }) }), () => true, routed)) {
         yield { reply };

@@ -65,7 +65,7 @@ describe("NodeRegistry", () => {
   it("mass unreachability (>= 55 %, at least 3 nodes) pauses lost declarations and says so; it resumes when nodes return", () => {
     const clock = new ManualClock();
     const { r, events, pauses } = registry(clock);
-    for (const id of ["a", "b", "c", "d"]) r.register({ nodeId: id, address: `127.0.0.1:${id.charCodeAt(0)}`, labels: {}, gpus: [], bootEpoch: 1n });
+    for (const id of ["a", "b", "c", "d"]) r.register({ nodeId: id, address: `127.0.0.1:${id.charCodeAt(0)}`, labels: {}, gpus: [], bootEpoch: 1n, credentialed: true });
     // only d keeps heartbeating
     for (let s = 1n; s <= 80n; s++) {
       clock.advance(1_000);
@@ -88,7 +88,7 @@ describe("NodeRegistry", () => {
   it("an operator's word declares a node lost with its reason even while mass unreachability pauses the timeout path; a repeat changes nothing", () => {
     const clock = new ManualClock();
     const { r, events } = registry(clock);
-    for (const id of ["a", "b", "c"]) r.register({ nodeId: id, address: `127.0.0.1:${id.charCodeAt(0)}`, labels: {}, gpus: [], bootEpoch: 1n });
+    for (const id of ["a", "b", "c"]) r.register({ nodeId: id, address: `127.0.0.1:${id.charCodeAt(0)}`, labels: {}, gpus: [], bootEpoch: 1n, credentialed: true });
     clock.advance(5_001);
     r.checkHealth();
     expect(r.unreachabilityPaused).toBe(true);

@@ -16,7 +16,9 @@ const inProcessPeer = "in-process";
  * refused report leaves the registry, the loader and the audit stream as
  * they were.
  */
-export function nodeService(nodes: NodeRegistry, _clock: Clock, coordinatorEpoch: bigint): ServiceImpl<typeof NodeService> {
+export function nodeService(nodes: NodeRegistry, _clock: Clock, coordinatorEpoch: bigint, options: { readonly credentialed?: boolean } = {}): ServiceImpl<typeof NodeService> {
+  // Remote registrations are credentialed when auth is on (the guard admitted a token bound to the node id).
+  const credentialed = options.credentialed ?? false;
   /** Only the embedded agent, calling in process, may speak for the embedded node. */
   const checkEmbedded = (nodeId: string, peer: string): boolean => {
     const embedded = nodes.get(nodeId)?.embedded === true;
@@ -31,7 +33,7 @@ export function nodeService(nodes: NodeRegistry, _clock: Clock, coordinatorEpoch
         // The embedded agent re-registers in process; keep its in-process client.
         nodes.register({ nodeId: req.nodeId, address: existing.address, labels: req.labels, gpus: req.gpus, bootEpoch: req.bootEpoch, embedded: true, client: existing.client, version: req.version, backends: req.backends });
       } else {
-        nodes.register({ nodeId: req.nodeId, address: req.address, labels: req.labels, gpus: req.gpus, bootEpoch: req.bootEpoch, version: req.version, backends: req.backends });
+        nodes.register({ nodeId: req.nodeId, address: req.address, labels: req.labels, gpus: req.gpus, bootEpoch: req.bootEpoch, version: req.version, backends: req.backends, credentialed });
       }
       return { coordinatorEpoch, heartbeatIntervalMs: 1_000 };
     },

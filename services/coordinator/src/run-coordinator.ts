@@ -10,6 +10,7 @@ import { parseCoordinatorConfig, type CoordinatorConfig } from "./coordinator-co
 import { embeddedAgentConfig, startCoordinator } from "./coordinator.js";
 import { demoConfig } from "./demo-config.js";
 import { ensureStateDir } from "./state-dir.js";
+import { readTokenTable } from "./coordinator-auth.js";
 
 export interface RunCoordinatorOptions {
   /** YAML config path; undefined = the built-in demo config. */
@@ -133,6 +134,7 @@ export async function runCoordinator(o: RunCoordinatorOptions): Promise<number> 
         `  models         ${config.models.map((m) => `${m.id} (${m.backend})`).join(", ") || "(none)"}`,
         `  nats           ${config.nats?.url ?? "off"}`,
         `  tls            ${config.tls === undefined ? `off (plaintext${config.insecure ? ", insecure: true" : ", loopback only"})` : `${config.tls.certFile}${config.tls.caFile === undefined ? "" : ` (mutual TLS, CA ${config.tls.caFile})`}`}`,
+        `  auth           ${config.auth.tokensFile === undefined ? "off" : `${config.auth.tokensFile} (${String((await readTokenTable(config.auth.tokensFile)).size)} tokens)`}${config.auth.backendTokenFile === undefined ? "" : `; backend token ${config.auth.backendTokenFile}`}`,
         ``,
       ].join("\n"),
     );

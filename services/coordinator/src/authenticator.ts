@@ -1,0 +1,115 @@
+import type { DescMethod } from "@bufbuild/protobuf";
+import { Code, WardenError, permissionDenied, type Logger } from "@warden/common";
+import { bearerTokenOf, type CallCheck, type HandlerContext } from "@warden/grpc";
+import type { Principal, Role, TokenTable } from "./token-table.js";
+
+/**
+ * The least role each AdminService method needs. A method missing here needs
+ * `admin`: a new method is closed until someone decides who may call it.
+ */
+export const adminMethodRoles: Readonly<Record<string, "viewer" | "operator">> = Object.freeze({
+  ListNodes: "viewer",
+  GetNode: "viewer",
+  ListModels: "viewer",
+  GetPolicy: "viewer",
+  ExplainPlacement: "viewer",
+  WatchEvents: "viewer",
+  LoadModel: "operator",
+  UnloadModel: "operator",
+  DrainNode: "operator",
+  UndrainNode: "operator",
+  DeclareNodeLost: "operator",
+  ForgetInstance: "operator",
+  UpdatePolicy: "operator",
+});
+
+const rank: Readonly<Record<Role, number>> = { viewer: 1, operator: 2, admin: 3, inference: 0, node: 0 };
+
+/** The role an AdminService method needs. */
+export function adminRoleFor(method: string): "viewer" | "operator" | "admin" {
+  return adminMethodRoles[method] ?? "admin";
+}
+
+function methodName(m: DescMethod): string {
+  return `${m.parent.typeName}/${m.name}`;
+}
+
+/**
+ * Bearer-token authentication and role checks for the coordinator's services
+ * (the tokens file: token-table.ts). Each refusal is logged at warn with the
+ * peer, the method, the caller's role (or "none") and the token's name —
+ * never the token. The table is swapped whole on reload.
+ */
+export class Authenticator {
+  /** The principal of each call that passed, for checks inside a handler (per-model inference). */
+  private readonly principals = new WeakMap<HandlerContext, Principal>();
+
+  constructor(
+    private table: TokenTable,
+    private readonly log: Logger,
+  ) {}
+
+  /** Replaces the tokens (SIGHUP); calls already admitted keep their principal. */
+  replace(table: TokenTable): void {
+    this.table = table;
+  }
+
+  get tokenCount(): number {
+    return this.table.size;
+  }
+
+  /** The principal that `check` admitted for this call, if any. */
+  principalOf(ctx: HandlerContext): Principal | undefined {
+    return this.principals.get(ctx);
+  }
+
+  private deny(code: Code, message: string, m: DescMethod, ctx: HandlerContext, p: Principal | undefined, details?: Readonly<Record<string, unknown>>): WardenError {
+    this.log.warn("call refused", { peer: ctx.peer, method: methodName(m), role: p?.role ?? "none", caller: p?.name ?? "unauthenticated", code: code === Code.Unauthenticated ? "unauthenticated" : "permission_denied", reason: message });
+    return new WardenError(code, message, details === undefined ? {} : { details });
+  }
+
+  private authenticate(m: DescMethod, ctx: HandlerContext): Principal {
+    const token = bearerTokenOf(ctx.metadata);
+    if (token === undefined) throw this.deny(Code.Unauthenticated, "a bearer token is required (metadata authorization: Bearer <token>; the CLI reads WARDEN_TOKEN or --token-file)", m, ctx, undefined);
+    const p = this.table.lookup(token);
+    if (p === undefined) throw this.deny(Code.Unauthenticated, "unknown token", m, ctx, undefined);
+    return p;
+  }
+
+  /** AdminService: viewer < operator < admin, per adminMethodRoles. */
+  readonly admin: CallCheck = (m, ctx) => {
+    const p = this.authenticate(m, ctx);
+    const need = adminRoleFor(m.name);
+    if (rank[p.role] < rank[need]) throw this.deny(Code.PermissionDenied, `role ${p.role} may not call ${methodName(m)} (needs ${need}${need === "admin" ? "" : " or above"})`, m, ctx, p);
+    this.principals.set(ctx, p);
+  };
+
+  /** InferenceService: inference and admin tokens; a token's `models=` is checked in the handler (checkModel). */
+  readonly inference: CallCheck = (m, ctx) => {
+    const p = this.authenticate(m, ctx);
+    if (p.role !== "inference" && p.role !== "admin") throw this.deny(Code.PermissionDenied, `role ${p.role} may not call ${methodName(m)} (needs an inference token)`, m, ctx, p);
+    this.principals.set(ctx, p);
+  };
+
+  /** A model named by an admitted inference call: refused when the caller's token lists others only. */
+  checkModel(model: string, ctx: HandlerContext, m: DescMethod): void {
+    const p = this.principals.get(ctx);
+    if (p?.models !== undefined && !p.models.has(model)) throw this.deny(Code.PermissionDenied, `model: this token may not call model ${JSON.stringify(model.slice(0, 128))}`, m, ctx, p, { field: "model" });
+  }
+
+  /**
+   * NodeService: node tokens only, each bound to its node id (the Kubernetes
+   * node authorizer's rule): Register and Heartbeat for any other node id are
+   * refused naming `node_id`.
+   */
+  readonly node: CallCheck = (m, ctx, request) => {
+    const p = this.authenticate(m, ctx);
+    if (p.role !== "node" || p.nodeId === undefined) throw this.deny(Code.PermissionDenied, `role ${p.role} may not call ${methodName(m)} (needs a node token)`, m, ctx, p);
+    const nodeId = (request as { nodeId?: unknown } | undefined)?.nodeId;
+    if (nodeId !== p.nodeId) {
+      const e = permissionDenied("node_id", `this token is bound to node "${p.nodeId}", not ${JSON.stringify(typeof nodeId === "string" ? nodeId.slice(0, 128) : "")}`);
+      throw this.deny(e.code, e.rawMessage, m, ctx, p, e.details);
+    }
+    this.principals.set(ctx, p);
+  };
+}

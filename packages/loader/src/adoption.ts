@@ -1,3 +1,4 @@
+import { isPlanted } from "@warden/common";
 import type { AdoptionSource } from "./loader-event.js";
 import type { LoaderState } from "./loader-state.js";
 import type { HeldInstance } from "./loader-types.js";
@@ -10,6 +11,8 @@ import type { BackendHandle } from "./ports.js";
 
 /** Remembers a confirmed-gone incarnation and tells the inventories, which fence older reports of it. */
 export function rememberGone<H extends BackendHandle>(s: Pick<LoaderState<H>, "gone" | "o">, incarnation: string, nodeId: string): void {
+  // Planted bug "adopt-confirmed-gone": the confirmation is not kept, so a stale inventory adopts the incarnation again.
+  if (isPlanted("adopt-confirmed-gone")) return;
   s.gone.add(incarnation);
   s.o.inventories.confirmedGone?.(nodeId, incarnation);
 }
@@ -59,6 +62,11 @@ export function adoptLeftover<H extends BackendHandle>(s: LoaderState<H>, init: 
 export function restoreStopIntents<H extends BackendHandle>(s: LoaderState<H>, intents: readonly { readonly incarnation: string; readonly nodeId: string; readonly model: string; readonly address: string }[]): number {
   let adopted = 0;
   for (const i of intents) {
+    // Planted bug "forget-intents-of-unregistered-nodes": only nodes already registered keep their open intents.
+    if (isPlanted("forget-intents-of-unregistered-nodes") && s.o.agents.agent(i.nodeId) === undefined) {
+      void s.o.journal.clearStopIntent(i.incarnation).catch(() => undefined);
+      continue;
+    }
     if (adoptLeftover(s, { incarnation: i.incarnation, nodeId: i.nodeId, model: i.model, address: i.address, lastError: "open stop intent restored at start", foundBy: "journal" })) adopted++;
   }
   return adopted;

@@ -1,4 +1,4 @@
-import { Code, WardenError } from "@warden/common";
+import { Code, WardenError, isPlanted } from "@warden/common";
 import { ensureLoaded } from "./load-path.js";
 import type { LoaderState } from "./loader-state.js";
 import type { Lease } from "./loader-types.js";
@@ -23,7 +23,7 @@ export async function acquire<H extends BackendHandle>(s: LoaderState<H>, modelI
     const release = await s.locks.shared(modelId, signal);
     try {
       const v = s.core.instance(h.incarnation);
-      if (s.held.get(h.incarnation) === h && h.address !== undefined && v !== undefined && v.state === "ready" && v.pendingEviction === undefined) {
+      if (s.held.get(h.incarnation) === h && h.address !== undefined && v !== undefined && v.state === "ready" && (v.pendingEviction === undefined || isPlanted("route-to-stopping"))) {
         const backend = h.backend ?? s.o.backends.connect(h.address);
         h.backend = backend;
         if (h.placement === "remote-only") h.placement = "local-remote";

@@ -1,0 +1,14 @@
+import type { Checker } from "./checker.js";
+import { journalFirstChecker } from "./journal-first-checker.js";
+import { limitChecker } from "./limit-checker.js";
+import { phantomChecker } from "./phantom-checker.js";
+
+/**
+ * Checkers added for the planted bugs (issue 13 item 6) that no other
+ * checker covered: the outbox's journal-before-publish order, the per-node
+ * limit at every start, and phantoms (registered but not held; a failed
+ * remote stop registered again). Real invariants: they run in every campaign.
+ */
+export function extraCheckers(): Checker[] {
+  return [journalFirstChecker(), limitChecker(), phantomChecker()];
+}

@@ -14,20 +14,27 @@ export function limitChecker(): Checker {
     onStartSent(ctx, nodeId, _model, incarnation) {
       const c = ctx.coord;
       if (c === undefined) return;
+      // Only a start this generation's loader made (it holds the instance before it sends the start).
+      if (c.loader.heldInstance(incarnation) === undefined) {
+        ctx.world.log(`limit-checker: start of ${incarnation} not held by generation ${String(c.generation)}`);
+        return;
+      }
       const limit = c.loader.getPolicy().limitPerNode;
       if (limit <= 0) return;
       const leftovers = new Set(c.loader.leftoverList().map((l) => l.incarnation));
       let occupied = 0;
       let pinned = false;
+      const seen: string[] = [];
       for (const p of ctx.world.truth.live()) {
         if (p.nodeId !== nodeId || p.incarnation === incarnation) continue;
         const accounted = c.loader.core.instance(p.incarnation) !== undefined || c.loader.heldInstance(p.incarnation) !== undefined || leftovers.has(p.incarnation);
         if (!accounted) continue;
         occupied++;
+        seen.push(`${p.model} ${p.incarnation} ${c.loader.core.instance(p.incarnation)?.state ?? (leftovers.has(p.incarnation) ? "leftover" : "held")}`);
         if (c.loader.core.isPinned(p.model)) pinned = true;
       }
       if (occupied + 1 > limit && !pinned) {
-        ctx.report("2 memory accounting", `start of ${incarnation} on ${nodeId} with ${String(occupied)} accounted live instances there (limit ${String(limit)})`);
+        ctx.report("2 memory accounting", `start of ${incarnation} on ${nodeId} with ${String(occupied)} accounted live instances there (limit ${String(limit)}): ${seen.join(", ")}; the watchdog counts ${String(c.loader.core.occupancy(nodeId).total)} (${c.loader.core.snapshot().instances.filter((v) => v.nodeId === nodeId).map((v) => `${v.model} ${v.incarnation} ${v.state}`).join(", ")}); new one: ${c.loader.core.instance(incarnation)?.state ?? "none"} ${c.loader.core.instance(incarnation)?.nodeId ?? ""}`);
       }
     },
   };

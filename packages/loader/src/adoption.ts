@@ -31,6 +31,11 @@ export function isBeingStopped<H extends BackendHandle>(s: LoaderState<H>, incar
  */
 export function adoptRemoteOnly<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, nodeId: string, address: string, incarnation: string, foundBy: AdoptionSource): boolean {
   if (s.held.has(incarnation) || s.core.instance(incarnation) !== undefined || s.leftovers.get(incarnation) !== undefined || s.gone.has(incarnation)) return false;
+  // The address still belongs to an earlier incarnation the loader holds (its
+  // port was recycled and the inventory that drops it is still to come): the
+  // watchdog would refuse the registration, so nothing is adopted now — the
+  // next inventories remove the old one (twice missing) and adopt this one.
+  if (s.core.instanceAt(address) !== undefined) return false;
   const h: HeldInstance<H> = { incarnation, model: spec.id, nodeId, spec, placement: "remote-only", phase: "ready", address, backend: undefined, gpu: undefined, startedAtMs: s.o.clock.now() };
   s.held.set(incarnation, h);
   if (!s.current.has(spec.id)) s.current.set(spec.id, incarnation);

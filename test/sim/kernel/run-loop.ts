@@ -14,6 +14,8 @@ export function drainMicrotasks(): Promise<void> {
 export interface RunLoopHooks {
   /** Called after each event and its microtasks: the checkers run here. */
   afterStep(label: string): void;
+  /** The decision code (or the harness) threw synchronously inside an event: a bug. */
+  onThrow(label: string, err: unknown): void;
   /** Stop early (a violation was found). */
   shouldStop(): boolean;
 }
@@ -31,7 +33,11 @@ export async function runUntil(queue: EventQueue, clock: VirtualClock, untilMs: 
     const e = queue.pop();
     if (e === undefined) continue;
     clock.advanceTo(Math.max(at, stall.untilMs));
-    e.fn();
+    try {
+      e.fn();
+    } catch (err) {
+      hooks.onThrow(e.label, err);
+    }
     await drainMicrotasks();
     steps++;
     hooks.afterStep(e.label);

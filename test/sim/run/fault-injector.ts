@@ -62,8 +62,8 @@ export function injectFault(h: Harness, s: FaultStep, r: SimRandom): void {
       void c.loader.ensureLoaded(spec.id, ctl.signal).catch(() => undefined);
       c.clock.setTimer(r.int(100, 3_000), () => {
         void c.loader.unload(spec.id, { force: false, reason: "admin", stopTimeoutMs: 2_000 }).then(
-          (o) => w.coverage.hit(`stop-vs-load.${o.t}`),
-          () => w.coverage.hit("stop-vs-load.lock-timeout"),
+          (o) => { w.coverage.hit(`stop-vs-load.${o.t}`); },
+          () => { w.coverage.hit("stop-vs-load.lock-timeout"); },
         );
       });
       return;
@@ -115,7 +115,7 @@ export function injectFault(h: Harness, s: FaultStep, r: SimRandom): void {
       const old = w.oldHeartbeats.get(s.target);
       const hb = old?.[0];
       if (hb === undefined) return;
-      w.net.send(s.target, "toCoordinator", "heartbeat.stale", () => w.deliverHeartbeat(agent, hb), agent.embedded);
+      w.net.send(s.target, "toCoordinator", "heartbeat.stale", () => { w.deliverHeartbeat(agent, hb); }, agent.embedded);
       return;
     }
     case "backend-crash": {

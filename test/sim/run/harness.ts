@@ -128,7 +128,7 @@ export class Harness {
 
   private onEvent(e: Event): void {
     const p = e.payload;
-    if (p.case !== undefined) this.world.log(`event ${p.case} ${e.nodeId} ${e.incarnation}`);
+    if (p.case !== undefined) this.world.log(`event ${p.case} ${e.nodeId} ${e.incarnation}${p.case === "evictionRetried" || p.case === "evictionFailed" ? ` ${p.value.error}` : ""}`);
     for (const c of this.checkers) c.onEvent?.(this.ctx, e);
   }
 
@@ -141,10 +141,18 @@ export class Harness {
         afterStep: (label) => {
           for (const c of this.checkers) c.afterStep?.(this.ctx, label);
         },
+        onThrow: (label, err) => {
+          this.ctx.report("decision code threw", `${label}: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+        },
         shouldStop: () => this.violations.length > 0,
       },
       this.world.stall,
     );
+  }
+
+  /** No violation so far. */
+  clean(): boolean {
+    return this.violations.length === 0;
   }
 
   quiescenceChecks(): void {

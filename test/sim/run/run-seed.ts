@@ -41,10 +41,10 @@ export async function runSeed(seed: number, o: RunSeedOptions = {}): Promise<See
     for (const a of w.agents.values()) a.boot();
     schedulePlan(h, plan);
     await h.run(opts.durationMs);
-    if (h.violations.length === 0) {
+    if (h.clean()) {
       endFaults(h);
       await h.run(opts.durationMs + opts.quiesceMs);
-      if (h.violations.length === 0) h.quiescenceChecks();
+      if (h.clean()) h.quiescenceChecks();
     }
     return { seed, violations: h.violations, simulatedMs: w.clock.now(), steps: h.steps, traceHash: w.traceHash, coverage: w.coverage.toJSON(), trace: w.trace };
   } finally {

@@ -64,6 +64,8 @@ export interface SimOptions {
   readonly sigtermGraceMs: number;
   readonly stopRpcTimeoutMs: number;
   readonly keepaliveMs: number;
+  /** The agent kills a start not ready within this (its readiness deadline). */
+  readonly agentReadinessTimeoutMs: number;
   readonly link: LinkOptions;
   readonly faults: readonly FaultOption[];
   /** Inference calls per simulated minute. */
@@ -135,6 +137,7 @@ export function optionsForSeed(seed: number, overrides: Partial<SimOptions> = {}
     sigtermGraceMs: r.int(2, 10) * 1_000,
     stopRpcTimeoutMs: 15_000,
     keepaliveMs: 40_000,
+    agentReadinessTimeoutMs: 150_000,
     link: { baseDelayMs: r.int(1, 10), jitterMs: r.int(1, 50), lossP: r.pick([0, 0, 0.001, 0.01]), dupP: r.pick([0, 0.005, 0.02]), reorderP: r.pick([0, 0.01, 0.05]) },
     faults,
     callsPerMinute: r.int(5, 60),

@@ -25,7 +25,7 @@ async function call(h: Harness, r: SimRandom): Promise<void> {
   const cancelAtMs = r.chance(0.1) ? r.int(10, 10_000) : undefined;
   const ctl = new AbortController();
   const signal = AbortSignal.any([dl.signal, ctl.signal]);
-  if (cancelAtMs !== undefined) c.clock.setTimer(cancelAtMs, () => ctl.abort());
+  if (cancelAtMs !== undefined) c.clock.setTimer(cancelAtMs, () => { ctl.abort(); });
   let lease: Lease;
   try {
     lease = await c.loader.acquire(model, signal);

@@ -50,7 +50,7 @@ function rpc<T>(w: SimWorld, clock: ScopedClock, nodeId: string, what: string, t
       const a = w.agents.get(nodeId);
       if (a === undefined || !a.up) {
         w.net.send(nodeId, "toCoordinator", `${what}.refused`, () => {
-          if (clock.alive()) finish(() => reject(new WardenError(Code.Unavailable, `${what}: connection refused`)));
+          if (clock.alive()) finish(() => { reject(new WardenError(Code.Unavailable, `${what}: connection refused`)); });
         });
         return;
       }
@@ -71,7 +71,7 @@ function rpc<T>(w: SimWorld, clock: ScopedClock, nodeId: string, what: string, t
 class StreamQueue<T> implements AsyncIterable<T> {
   private readonly items: T[] = [];
   private ended = false;
-  private error: unknown;
+  private error: Error | undefined;
   private wake: (() => void) | undefined;
 
   push(v: T): void {
@@ -79,7 +79,7 @@ class StreamQueue<T> implements AsyncIterable<T> {
     this.wake?.();
   }
 
-  end(err?: unknown): void {
+  end(err?: Error): void {
     if (this.ended) return;
     this.ended = true;
     this.error = err;
@@ -132,7 +132,7 @@ export function simAgentConnector(w: SimWorld, clock: ScopedClock, hooks: Coordi
       w.net.send(nodeId, "toAgent", "start", () => {
         const a = w.agents.get(nodeId);
         if (a === undefined || !a.up) {
-          w.net.send(nodeId, "toCoordinator", "start.refused", () => q.end(new WardenError(Code.Unavailable, "StartBackend: connection refused")));
+          w.net.send(nodeId, "toCoordinator", "start.refused", () => { q.end(new WardenError(Code.Unavailable, "StartBackend: connection refused")); });
           return;
         }
         handle = a.handleStart(

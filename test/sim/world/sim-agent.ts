@@ -166,6 +166,15 @@ export class SimAgent {
       const r: AgentRecord = { incarnation: req.incarnation, model: req.model, backend: req.backend, process: p, state: "loading", stopRequested: undefined, stopping: undefined };
       rec = r;
       this.records.set(req.incarnation, r);
+      // The agent's own readiness deadline: a start outlives its caller's stream, not this.
+      this.after(this.w.opts.agentReadinessTimeoutMs, "agent.readiness-timeout", () => {
+        if (this.records.get(r.incarnation) === r && r.state === "loading") {
+          this.w.coverage.hit("agent.readiness-timeout");
+          this.exit(r, "SIGKILL");
+          sink.emit({ t: "failed", code: "READINESS_TIMEOUT", message: "backend not ready in time", exitCode: undefined, lastStderrLine: "" });
+          sink.end();
+        }
+      });
       sink.emit({ t: "spawned", address, pid: p.pid, gpu: 0 });
       sink.emit({ t: "loading" });
       // The process's own progress: independent of the agent's boot.
@@ -226,14 +235,21 @@ export class SimAgent {
         return;
       }
       r.stopRequested ??= { reason: req.reason, atMs: this.w.clock.now() };
-      r.stopping ??= this.runStop(r, req.force);
+      if (r.stopping === undefined) {
+        const stopping = this.runStop(r, req.force);
+        r.stopping = stopping;
+        // A failed stop may be asked again.
+        stopping.catch(() => {
+          if (r.stopping === stopping) r.stopping = undefined;
+        });
+      }
       const slow = this.w.clock.now() < this.slowStopsUntilMs;
       r.stopping.then(
         (a) => {
-          if (slow) this.after(this.w.opts.stopRpcTimeoutMs + 1_000, "agent.slow-stop", () => reply(a));
+          if (slow) this.after(this.w.opts.stopRpcTimeoutMs + 1_000, "agent.slow-stop", () => { reply(a); });
           else reply(a);
         },
-        (err: unknown) => reply(err instanceof WardenError ? err : new WardenError(Code.Internal, String(err))),
+        (err: unknown) => { reply(err instanceof WardenError ? err : new WardenError(Code.Internal, String(err))); },
       );
     });
   }
@@ -245,7 +261,6 @@ export class SimAgent {
       const kill = (): void => {
         if (this.w.clock.now() < p.unkillableUntilMs) {
           r.state = "ready";
-          r.stopping = undefined;
           this.w.coverage.hit("stop.will-not-die");
           reject(new WardenError(Code.Internal, `process ${String(p.pid)} will not die`));
           return;

@@ -41,7 +41,7 @@ export class SimJetStream {
       publish: (event, signal) =>
         new Promise<PublishAck>((resolve, reject) => {
           const d = 1 + this.rng.next() * 20;
-          const onAbort = (): void => reject(abortReason(signal));
+          const onAbort = (): void => { reject(abortReason(signal)); };
           signal.addEventListener("abort", onAbort, { once: true });
           this.queue.push(this.clock.now() + d, "nats.publish", () => {
             if (!alive() || signal.aborted) return;

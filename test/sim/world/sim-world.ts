@@ -98,7 +98,7 @@ export class SimWorld {
     }
     kept.push(hb);
     if (kept.length > 8) kept.shift();
-    this.net.send(agent.nodeId, "toCoordinator", "heartbeat", () => this.deliverHeartbeat(agent, hb), agent.embedded);
+    this.net.send(agent.nodeId, "toCoordinator", "heartbeat", () => { this.deliverHeartbeat(agent, hb); }, agent.embedded);
   }
 
   deliverHeartbeat(agent: SimAgent, hb: HeartbeatReport): void {

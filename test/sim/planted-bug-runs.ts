@@ -13,6 +13,8 @@ export interface HuntResult {
   readonly cleanViolations: readonly Violation[] | undefined;
   /** Seeds whose run threw out of the simulation (not counted as catches). */
   readonly threw: readonly number[];
+  /** Seeds that reported a violation with the bug and without it (not counted as catches). */
+  readonly dirty: readonly number[];
 }
 
 /** One seed's outcome: its violations, or the exception that ended the run. */
@@ -30,11 +32,12 @@ export async function runWithBug(seed: number, bug: string | undefined, override
 
 /**
  * Runs seeds `from`…`to` with `bug` planted until one reports an invariant
- * violation, then that seed without it. A run that throws is no catch: only
- * a checker's report counts.
+ * violation that the same seed without the bug does not report. A run that
+ * throws is no catch: only a checker's report counts.
  */
 export async function huntPlantedBug(bug: string, from: number, to: number, overrides: Partial<SimOptions>): Promise<HuntResult> {
   const threw: number[] = [];
+  const dirty: number[] = [];
   for (let seed = from; seed <= to; seed++) {
     const o = await runWithBug(seed, bug, overrides);
     if (o.t === "threw") {
@@ -44,8 +47,13 @@ export async function huntPlantedBug(bug: string, from: number, to: number, over
     if (o.violations.length > 0) {
       const clean = await runWithBug(seed, undefined, overrides);
       const cleanViolations = clean.t === "ran" ? clean.violations : [{ invariant: "threw", message: clean.error, atMs: Number.NaN }];
-      return { seed, seedsRun: seed - from + 1, violation: o.violations[0], cleanViolations, threw };
+      // A seed that fails without the bug too says nothing about the bug.
+      if (cleanViolations.length > 0) {
+        dirty.push(seed);
+        continue;
+      }
+      return { seed, seedsRun: seed - from + 1, violation: o.violations[0], cleanViolations, threw, dirty };
     }
   }
-  return { seed: undefined, seedsRun: to - from + 1, violation: undefined, cleanViolations: undefined, threw };
+  return { seed: undefined, seedsRun: to - from + 1, violation: undefined, cleanViolations: undefined, threw, dirty };
 }

@@ -4,7 +4,7 @@ import { runCampaign } from "./run/campaign.js";
 import { faultTypes } from "./run/sim-options.js";
 
 /** Seeds per `npm test` (2 worker threads). */
-const seeds = Number(process.env["WARDEN_SIM_SEEDS"] ?? "120");
+const seeds = Number(process.env["WARDEN_SIM_SEEDS"] ?? "24");
 
 describe("simulation campaign", () => {
   it(`${String(seeds)} seeds hold every invariant and reach every fault type and coverage counter`, async () => {

@@ -5,7 +5,8 @@ import { EvictionReason } from "@warden/proto";
  * Invariant 7 against the real open calls: idle evictions only after T_idle
  * without calls on the monotonic clock; policy evictions (group, LRU, memory)
  * of a busy instance only with force-eviction-when-busy; busy-killer only when
- * the oldest open call is older than T_busy. Groups are exclusive per node:
+ * the oldest open call is older than T_busy (calls open when an operator
+ * forgot the instance are not counted: the forget reset them). Groups are exclusive per node:
  * a start is never sent while a live instance Warden knows on that node
  * shares a group with it.
  */
@@ -23,7 +24,10 @@ export function selectionChecker(): Checker {
       const v = e.payload.value;
       const w = ctx.world;
       const now = w.clock.now();
-      const open = [...w.truth.openRequests.values()].filter((r) => r.incarnation === e.incarnation);
+      // An operator's forget drops Warden's count of the calls open then (audited);
+      // a re-adopted incarnation counts only the calls routed to it afterwards.
+      const forgotAt = w.truth.forgottenAtMs.get(e.incarnation) ?? -1;
+      const open = [...w.truth.openRequests.values()].filter((r) => r.incarnation === e.incarnation && r.startedAtMs > forgotAt);
       const policy = c.loader.getPolicy();
       if (v.reason === EvictionReason.IDLE) {
         const since = lastActivity.get(e.incarnation);

@@ -32,7 +32,9 @@ export async function runCampaign(first: number, count: number, workers = 2, onP
     shares.map(
       (seeds) =>
         new Promise<void>((resolve, reject) => {
-          const w = new Worker(new URL("./campaign-worker.ts", import.meta.url), { workerData: { seeds }, execArgv: ["--import", "tsx"] });
+          // Worker threads do not inherit the parent's --import hooks on Node 20: register tsx first.
+          const entry = new URL("./campaign-worker.ts", import.meta.url).href;
+          const w = new Worker(`import("tsx/esm/api").then((m) => { m.register(); return import(${JSON.stringify(entry)}); });`, { eval: true, workerData: { seeds } });
           w.on("message", (m: WorkerMessage) => {
             simulatedMs += m.simulatedMs;
             steps += m.steps;

@@ -112,10 +112,9 @@ export function injectFault(h: Harness, s: FaultStep, r: SimRandom): void {
       });
       return;
     case "stale-inventory": {
-      const old = w.oldHeartbeats.get(s.target);
-      const hb = old?.[0];
+      const hb = w.staleHeartbeat(s.target);
       if (hb === undefined) return;
-      w.net.send(s.target, "toCoordinator", "heartbeat.stale", () => { w.deliverHeartbeat(agent, hb); }, agent.embedded);
+      w.sendStaleHeartbeat(agent, hb);
       return;
     }
     case "backend-crash": {

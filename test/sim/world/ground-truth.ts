@@ -55,6 +55,8 @@ export class GroundTruth {
   readonly minted = new Set<string>();
   /** Incarnations an operator forgot (audited; exempt from the amnesia check). */
   readonly forgotten = new Set<string>();
+  /** When each forgotten incarnation was forgotten (calls opened before then are no longer Warden's to count). */
+  readonly forgottenAtMs = new Map<string, number>();
   /** Nodes an operator or the timeout declared lost (audited). */
   readonly declaredLost = new Set<string>();
 

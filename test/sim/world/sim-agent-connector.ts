@@ -21,6 +21,8 @@ export interface SimClient {
  */
 function rpc<T>(w: SimWorld, clock: ScopedClock, nodeId: string, what: string, timeoutMs: number, signal: AbortSignal | undefined, send: (reply: (r: T | WardenError) => void) => void): Promise<T> {
   return new Promise<T>((resolve, reject) => {
+    // A crashed generation sends nothing (its late promise chains die with it).
+    if (!clock.alive()) return;
     let done = false;
     const finish = (f: () => void): void => {
       if (done) return;
@@ -108,6 +110,7 @@ export function simAgentConnector(w: SimWorld, clock: ScopedClock, hooks: Coordi
   const port = (client: SimClient): AgentPort => ({
     startBackend(req: StartRequest, options: { readonly signal: AbortSignal }): AsyncIterable<StartEvent> {
       const q = new StreamQueue<StartEvent>();
+      if (!clock.alive()) return q;
       const nodeId = client.nodeId;
       hooks.onStartSent(nodeId, req.model, req.incarnation);
       const embedded = w.agents.get(nodeId)?.embedded === true;
@@ -132,7 +135,9 @@ export function simAgentConnector(w: SimWorld, clock: ScopedClock, hooks: Coordi
       w.net.send(nodeId, "toAgent", "start", () => {
         const a = w.agents.get(nodeId);
         if (a === undefined || !a.up) {
-          w.net.send(nodeId, "toCoordinator", "start.refused", () => { q.end(new WardenError(Code.Unavailable, "StartBackend: connection refused")); });
+          w.net.send(nodeId, "toCoordinator", "start.refused", () => {
+            if (clock.alive()) q.end(new WardenError(Code.Unavailable, "StartBackend: connection refused"));
+          });
           return;
         }
         handle = a.handleStart(
@@ -147,6 +152,8 @@ export function simAgentConnector(w: SimWorld, clock: ScopedClock, hooks: Coordi
             },
             end: () => {
               w.net.send(nodeId, "toCoordinator", "start.end", () => {
+                // Answers reaching a crashed generation are dropped (its load must not resume).
+                if (!clock.alive()) return;
                 cancelKeepalive();
                 options.signal.removeEventListener("abort", onAbort);
                 q.end();

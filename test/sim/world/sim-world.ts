@@ -86,8 +86,20 @@ export class SimWorld {
     return { behaviour, memoryBytes: size > 0 ? Math.round(size * (0.8 + r.next() * 0.3)) : r.int(1, 4) * 1024 ** 3 };
   }
 
+  /**
+   * Agent→coordinator messages travel on a connection to one coordinator
+   * process: one sent to a generation that crashed (or while none was up) is
+   * lost with that connection, never handed to its successor.
+   */
+  private toCurrent(deliver: (inbox: CoordinatorInbox) => void): () => void {
+    const to = this.inbox;
+    return () => {
+      if (to !== undefined && this.inbox === to) deliver(to);
+    };
+  }
+
   sendRegister(agent: SimAgent, reg: Registration): void {
-    this.net.send(agent.nodeId, "toCoordinator", "register", () => this.inbox?.register(reg), agent.embedded);
+    this.net.send(agent.nodeId, "toCoordinator", "register", this.toCurrent((inbox) => { inbox.register(reg); }), agent.embedded);
   }
 
   sendHeartbeat(agent: SimAgent, hb: HeartbeatReport): void {
@@ -98,7 +110,26 @@ export class SimWorld {
     }
     kept.push(hb);
     if (kept.length > 8) kept.shift();
-    this.net.send(agent.nodeId, "toCoordinator", "heartbeat", () => { this.deliverHeartbeat(agent, hb); }, agent.embedded);
+    this.sentTo.set(hb, this.inbox);
+    this.net.send(agent.nodeId, "toCoordinator", "heartbeat", this.toCurrent(() => { this.deliverHeartbeat(agent, hb); }), agent.embedded);
+  }
+
+  /** Which coordinator generation each kept heartbeat was sent to. */
+  private readonly sentTo = new WeakMap<HeartbeatReport, CoordinatorInbox | undefined>();
+
+  /**
+   * The oldest kept heartbeat of `nodeId` sent to the generation up now (fault:
+   * a stale report, delayed or re-delivered on its connection); undefined if none.
+   */
+  staleHeartbeat(nodeId: string): HeartbeatReport | undefined {
+    const inbox = this.inbox;
+    if (inbox === undefined) return undefined;
+    return this.oldHeartbeats.get(nodeId)?.find((hb) => this.sentTo.get(hb) === inbox);
+  }
+
+  /** Delivers `hb` again as a stale report (a no-op if the generation it was sent to is gone by then). */
+  sendStaleHeartbeat(agent: SimAgent, hb: HeartbeatReport): void {
+    this.net.send(agent.nodeId, "toCoordinator", "heartbeat.stale", this.toCurrent(() => { this.deliverHeartbeat(agent, hb); }), agent.embedded);
   }
 
   deliverHeartbeat(agent: SimAgent, hb: HeartbeatReport): void {
@@ -114,10 +145,10 @@ export class SimWorld {
 
   sendExit(agent: SimAgent, incarnation: string, exit: BackendExit): void {
     this.log(`exit ${agent.nodeId} ${incarnation} ${exit.signal}`);
-    this.net.send(agent.nodeId, "toCoordinator", "exit", () => {
+    this.net.send(agent.nodeId, "toCoordinator", "exit", this.toCurrent(() => {
       const w = this.exitWatchers.get(agent.nodeId);
       if (w === undefined || w.signal.aborted || !w.alive()) return;
       w.onExit(incarnation, exit);
-    }, agent.embedded);
+    }), agent.embedded);
   }
 }

@@ -15,6 +15,12 @@ const decisionPackages = [
   "packages/events/src/**/*.ts",
 ];
 
+// nats.js's connect resets the process-wide transport factory to its unguarded transport (see guarded-node-transport.ts).
+const natsConnect = { name: "@nats-io/transport-node", importNames: ["connect"], message: "Connect with connectAudit (@warden/audit): it uses the transport that survives a server dying mid-write." };
+// Planted bugs (packages/common/src/planted-bugs.ts) are switched on by the simulation's tests only: production code never reaches the switch.
+const plantedBugSwitch = { name: "@warden/common/testing/planted-bugs", message: "Only tests and test/sim may plant bugs." };
+const plantedBugSwitchPattern = { group: ["**/testing/planted-bugs*", "**/common/src/planted-bugs*"], message: "Only tests and test/sim may plant bugs." };
+
 export default tseslint.config(
   { ignores: ["**/node_modules/**", "packages/proto/src/gen/**", "**/dist/**", "services/cli/bin/**"] },
   js.configs.recommended,
@@ -35,10 +41,9 @@ export default tseslint.config(
       "@typescript-eslint/no-this-alias": ["error", { allowedNames: ["self"] }],
       "@typescript-eslint/no-extraneous-class": "off",
       "no-restricted-syntax": ["error", { selector: "ExportDefaultDeclaration", message: "Use named exports." }],
-      // nats.js's connect resets the process-wide transport factory to its unguarded transport (see guarded-node-transport.ts).
       "no-restricted-imports": [
         "error",
-        { paths: [{ name: "@nats-io/transport-node", importNames: ["connect"], message: "Connect with connectAudit (@warden/audit): it uses the transport that survives a server dying mid-write." }] },
+        { paths: [natsConnect, plantedBugSwitch], patterns: [plantedBugSwitchPattern] },
       ],
     },
   },
@@ -57,8 +62,10 @@ export default tseslint.config(
             { name: "pino", message: "Decision packages do not log; return decisions instead." },
             { name: "node:fs", message: "Decision packages do no I/O; take a port." },
             { name: "node:child_process", message: "Decision packages do no I/O; take a port." },
+            natsConnect,
+            plantedBugSwitch,
           ],
-          patterns: [{ group: ["@grpc/*"], message: "Decision packages take ports." }],
+          patterns: [{ group: ["@grpc/*"], message: "Decision packages take ports." }, plantedBugSwitchPattern],
         },
       ],
       "no-restricted-globals": [
@@ -85,6 +92,11 @@ export default tseslint.config(
       "@typescript-eslint/no-unsafe-assignment": "off",
       "@typescript-eslint/no-unsafe-member-access": "off",
     },
+  },
+  // Tests (and the simulation that runs them) are the only code that may plant a bug.
+  {
+    files: ["**/*.test.ts", "test/sim/**/*.ts"],
+    rules: { "no-restricted-imports": ["error", { paths: [natsConnect] }] },
   },
   // Tool config files are the one place a framework forces a default export.
   { files: ["eslint.config.js", "vitest.config.ts"], rules: { "no-restricted-syntax": "off" } },

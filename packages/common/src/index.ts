@@ -11,3 +11,4 @@ export * from "./version.js";
 export * from "./load-settings.js";
 export * from "./secret-file.js";
 export * from "./redact.js";
+export { isPlanted, plantedBugNames, type PlantedBug } from "./planted-bugs.js";

@@ -1,3 +1,4 @@
+import { isPlanted } from "@warden/common";
 import type { AdoptionSource } from "./loader-event.js";
 import type { LoaderState } from "./loader-state.js";
 import type { HeldInstance } from "./loader-types.js";
@@ -10,6 +11,8 @@ import type { BackendHandle } from "./ports.js";
 
 /** Remembers a confirmed-gone incarnation and tells the inventories, which fence older reports of it. */
 export function rememberGone<H extends BackendHandle>(s: Pick<LoaderState<H>, "gone" | "o">, incarnation: string, nodeId: string): void {
+  // Planted bug "adopt-confirmed-gone": the confirmation is not kept, so a stale inventory adopts the incarnation again.
+  if (isPlanted("adopt-confirmed-gone")) return;
   s.gone.add(incarnation);
   s.o.inventories.confirmedGone?.(nodeId, incarnation);
 }
@@ -28,6 +31,11 @@ export function isBeingStopped<H extends BackendHandle>(s: LoaderState<H>, incar
  */
 export function adoptRemoteOnly<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, nodeId: string, address: string, incarnation: string, foundBy: AdoptionSource): boolean {
   if (s.held.has(incarnation) || s.core.instance(incarnation) !== undefined || s.leftovers.get(incarnation) !== undefined || s.gone.has(incarnation)) return false;
+  // The address still belongs to an earlier incarnation the loader holds (its
+  // port was recycled and the inventory that drops it is still to come): the
+  // watchdog would refuse the registration, so nothing is adopted now — the
+  // next inventories remove the old one (twice missing) and adopt this one.
+  if (s.core.instanceAt(address) !== undefined) return false;
   const h: HeldInstance<H> = { incarnation, model: spec.id, nodeId, spec, placement: "remote-only", phase: "ready", address, backend: undefined, gpu: undefined, startedAtMs: s.o.clock.now() };
   s.held.set(incarnation, h);
   if (!s.current.has(spec.id)) s.current.set(spec.id, incarnation);
@@ -59,6 +67,11 @@ export function adoptLeftover<H extends BackendHandle>(s: LoaderState<H>, init: 
 export function restoreStopIntents<H extends BackendHandle>(s: LoaderState<H>, intents: readonly { readonly incarnation: string; readonly nodeId: string; readonly model: string; readonly address: string }[]): number {
   let adopted = 0;
   for (const i of intents) {
+    // Planted bug "forget-intents-of-unregistered-nodes": only nodes already registered keep their open intents.
+    if (isPlanted("forget-intents-of-unregistered-nodes") && s.o.agents.agent(i.nodeId) === undefined) {
+      void s.o.journal.clearStopIntent(i.incarnation).catch(() => undefined);
+      continue;
+    }
     if (adoptLeftover(s, { incarnation: i.incarnation, nodeId: i.nodeId, model: i.model, address: i.address, lastError: "open stop intent restored at start", foundBy: "journal" })) adopted++;
   }
   return adopted;

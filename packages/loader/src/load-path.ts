@@ -1,4 +1,4 @@
-import { Code, WardenError, deadlineSignal, raceSignal } from "@warden/common";
+import { Code, WardenError, deadlineSignal, isPlanted, raceSignal } from "@warden/common";
 import type { Shortfall } from "@warden/watchdog";
 import { dropHeld, warn, type LoaderState } from "./loader-state.js";
 import type { HeldInstance } from "./loader-types.js";
@@ -41,7 +41,7 @@ async function ensureLoadedInner<H extends BackendHandle>(s: LoaderState<H>, spe
     if (inc !== undefined) {
       const h = s.held.get(inc);
       const v = s.core.instance(inc);
-      if (h !== undefined && v !== undefined && v.pendingEviction === undefined && v.state === "ready" && h.phase === "ready") {
+      if (h !== undefined && v !== undefined && (v.pendingEviction === undefined || isPlanted("route-to-stopping")) && v.state === "ready" && h.phase === "ready") {
         // A cache hit counts as a use (LocalAI's UpdateLastUsed): an operator's
         // LoadModel of a loaded model moves it to the back of the LRU order.
         if (v.address !== undefined) s.core.updateLastUsed(v.address);

@@ -1,4 +1,4 @@
-import { Code, WardenError } from "@warden/common";
+import { Code, WardenError, isPlanted } from "@warden/common";
 import { ensureLoaded } from "./load-path.js";
 import type { LoaderState } from "./loader-state.js";
 import type { Lease } from "./loader-types.js";
@@ -20,10 +20,11 @@ export async function acquire<H extends BackendHandle>(s: LoaderState<H>, modelI
       // Accounted, not routable: the node's fate is unknown until it is back or lost.
       throw new WardenError(Code.Unavailable, `model "${modelId}" is on node "${h.nodeId}", which is unreachable; retry later`, { details: { nodeId: h.nodeId } });
     }
-    const release = await s.locks.shared(modelId, signal);
+    // Planted bug "route-to-stopping": the lookup neither waits for a stop holding the lifecycle lock nor skips a pending instance.
+    const release = isPlanted("route-to-stopping") ? noop : await s.locks.shared(modelId, signal);
     try {
       const v = s.core.instance(h.incarnation);
-      if (s.held.get(h.incarnation) === h && h.address !== undefined && v !== undefined && v.state === "ready" && v.pendingEviction === undefined) {
+      if (s.held.get(h.incarnation) === h && h.address !== undefined && v !== undefined && v.state === "ready" && (v.pendingEviction === undefined || isPlanted("route-to-stopping"))) {
         const backend = h.backend ?? s.o.backends.connect(h.address, { nodeId: h.nodeId, model: h.model });
         h.backend = backend;
         if (h.placement === "remote-only") h.placement = "local-remote";
@@ -45,3 +46,5 @@ export async function reportUnavailable<H extends BackendHandle>(s: LoaderState<
   if (h === undefined) return;
   await s.watchdog.stop(incarnation, { reason: "health", force: true });
 }
+
+function noop(): void {}

@@ -1,4 +1,4 @@
-import { Code, WardenError, deadlineSignal, isWardenError } from "@warden/common";
+import { Code, WardenError, deadlineSignal, isPlanted, isWardenError } from "@warden/common";
 import type { SettleReport, StopCommand, StopOutcome } from "@warden/watchdog";
 import type { Leftover } from "./leftover-tracker.js";
 import { rememberGone } from "./adoption.js";
@@ -69,20 +69,22 @@ export async function stopSequence<H extends BackendHandle>(s: LoaderState<H>, c
       // (5) drop the local half of a remote placement first, so a failed
       // StopBackend leaves no phantom (settle row 4 → leftover)
       const placement = h?.placement ?? "remote-only";
-      if (placement !== "local") dropHeld(s, c.incarnation);
+      // Planted bug "report-remote-failure-before-drop": the local half is dropped only once the stop succeeded.
+      const dropAfter = placement === "local" || isPlanted("report-remote-failure-before-drop");
+      if (!dropAfter) dropHeld(s, c.incarnation);
       // (6) StopBackend
       const agent = s.o.agents.agent(c.nodeId);
       try {
         if (agent === undefined) throw new WardenError(Code.Unavailable, `node "${c.nodeId}" has no connected agent`);
         const rpc = new AbortController();
         const ans = await agent.stopBackend({ address: c.address, incarnation: c.incarnation, force: c.force, reason: c.reason }, { signal: rpc.signal, timeoutMs: s.timings.stopRpcTimeoutMs });
-        if (placement === "local") dropHeld(s, c.incarnation);
+        if (dropAfter) dropHeld(s, c.incarnation);
         await clearIntent(s, c.incarnation);
         return ans.t === "stopped" ? { t: "stopped" } : { t: "alreadyGone" };
       } catch (err) {
         const e = WardenError.from(err);
         if (e.code === Code.NotFound) {
-          if (placement === "local") dropHeld(s, c.incarnation);
+          if (dropAfter) dropHeld(s, c.incarnation);
           await clearIntent(s, c.incarnation);
           return { t: "alreadyGone" };
         }

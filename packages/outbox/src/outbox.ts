@@ -7,6 +7,7 @@ import {
   abortReason,
   backoffDelayMs,
   invalidArgument,
+  isPlanted,
   throwIfAborted,
   type BackoffPolicy,
   type Cancel,
@@ -383,6 +384,12 @@ export function createOutbox(options: OutboxOptions): Outbox {
       flushMarks();
       updateHealth();
     }
+    // Planted bug "publish-before-append": queued (and maybe sent) before the journal holds it.
+    const early = isPlanted("publish-before-append");
+    if (early) {
+      enqueue(event, priority);
+      pump();
+    }
     journaling++;
     try {
       await journal.append({ kind: "event", event }, signal);
@@ -397,7 +404,7 @@ export function createOutbox(options: OutboxOptions): Outbox {
     appended++;
     // Journaled: from here on the event survives a crash, so it may be published.
     if (state === "closed") return "queued"; // re-sent by the next start
-    enqueue(event, priority);
+    if (!early) enqueue(event, priority);
     updateHealth();
     pump();
     return "queued";

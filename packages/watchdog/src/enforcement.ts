@@ -3,6 +3,7 @@
  * the per-node limit (LRU). `admit` runs them in that order; the service
  * also runs them on their own to retry a wait.
  */
+import { isPlanted } from "@warden/common";
 import { groupsOf } from "./core-policy.js";
 import type { CoreState, InstanceRecord } from "./core-state.js";
 import type { EnforcementDecision, Occupancy, Shortfall } from "./decision.js";
@@ -41,6 +42,7 @@ export function enforceGroups(st: CoreState, nodeId: string, model: string, trig
   const candidates: InstanceRecord[] = [];
   for (const r of n.instances) {
     if (r.model === model || !shares(groupsOf(st, r.model))) continue;
+    if (r.state.t === "pending" && isPlanted("admission-ignores-pending")) continue;
     conflicts++;
     switch (r.state.t) {
       case "ready":
@@ -84,7 +86,9 @@ export function enforceLimit(
   nodeId: string,
   trigger: string | undefined,
 ): EnforcementDecision & { readonly fits: boolean; readonly pinsOnly: boolean; readonly occupancy: Occupancy } {
-  const occ = nodeOccupancy(st, nodeId);
+  const counted = nodeOccupancy(st, nodeId);
+  // Planted bug "admission-ignores-pending": an eviction in flight is taken as already done.
+  const occ = isPlanted("admission-ignores-pending") ? { ...counted, total: counted.total - counted.pendingEviction, pendingEviction: 0 } : counted;
   const limit = st.policy.limitPerNode;
   if (limit <= 0 || occ.total + 1 <= limit) return { stops: [], needMore: false, shortfall: emptyShortfall, fits: true, pinsOnly: false, occupancy: occ };
   const toEvict = occ.total + 1 - limit - occ.pendingEviction;

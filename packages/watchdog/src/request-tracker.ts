@@ -1,4 +1,4 @@
-import { Code, WardenError } from "@warden/common";
+import { Code, WardenError, isPlanted } from "@warden/common";
 
 /** Ends a request. Idempotent: the second and later calls do nothing (LocalAI's run-once guard). */
 export type Completion = () => void;
@@ -92,7 +92,11 @@ export class RequestTracker {
   }
 
   private end(r: OpenRequest): void {
-    if (r.done) return;
+    if (r.done) {
+      // Planted bug "inflight-below-zero": the run-once guard forgets to stop the second decrement.
+      if (isPlanted("inflight-below-zero") && r.owner.live) r.owner.count--;
+      return;
+    }
     r.done = true;
     const s = r.owner;
     // Cleared meanwhile (settled or dropped): the id is gone, so this is a no-op (invariant I4).
@@ -184,6 +188,25 @@ export class RequestTracker {
     s.live = false;
     this.byAddress.delete(address);
     return ids;
+  }
+
+  /**
+   * Planted bug "restore-request-snapshot" only (LocalAI's restore after a
+   * failed stop): re-opens the ids of a snapshot that are no longer open, as
+   * the oldest requests. Their completions already ran, so they never end.
+   */
+  restoreSnapshot(address: string, ids: readonly number[], startMs: number): void {
+    const open = new Set(this.openIds(address));
+    for (const id of ids) {
+      if (open.has(id)) continue;
+      const s = this.stateFor(address);
+      const r: OpenRequest = { id, startMs, owner: s, prev: undefined, next: s.head, done: false };
+      if (s.head === undefined) s.tail = r;
+      else s.head.prev = r;
+      s.head = r;
+      s.count++;
+      s.idleSinceMs = undefined;
+    }
   }
 
   view(address: string): AddressRequestView | undefined {

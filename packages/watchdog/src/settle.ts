@@ -1,3 +1,4 @@
+import { isPlanted } from "@warden/common";
 import type { CoreState, InstanceRecord } from "./core-state.js";
 import type { SettleResult } from "./decision.js";
 import { setState } from "./instance-index.js";
@@ -25,24 +26,27 @@ export function settle(st: CoreState, incarnation: string, outcome: StopOutcome)
   // Row 1: another incarnation was registered (or is being stopped) on this address meanwhile.
   let replacement: InstanceRecord | undefined;
   for (const r of st.atAddress.get(address) ?? []) if (r !== rec) replacement = r;
-  if (replacement !== undefined) {
+  if (replacement !== undefined && !isPlanted("stop-without-incarnation-check")) {
     const instance = viewInstance(st, rec);
     setState(st, rec, undefined);
     return { row: 1, t: "replaced", instance, replacedBy: replacement.incarnation };
   }
-  if (outcome.t !== "failed" || pend.exited) {
+  if (outcome.t !== "failed" || pend.exited || isPlanted("forget-on-failed-stop")) {
     const instance = viewInstance(st, rec);
     setState(st, rec, undefined);
     return { row: 2, t: "stopped", instance, clearedRequestIds: st.requests.clear(address) };
   }
-  if (loaderHolds(st, rec.model, address, incarnation)) {
+  if (isPlanted("register-again-without-asking-loader") || loaderHolds(st, rec.model, address, incarnation)) {
     const state: DetachedState = outcome.freed || pend.from === "freed" ? "freed" : pend.from;
     setState(st, rec, { t: state, sinceMs: now });
+    if (isPlanted("restore-request-snapshot")) st.requests.restoreSnapshot(address, pend.command.openRequestIds, pend.command.atMs);
     return { row: 3, t: "registered-again", instance: viewInstance(st, rec), state, error: outcome.message };
   }
   const instance = viewInstance(st, rec);
   setState(st, rec, undefined);
-  return { row: 4, t: "dropped", instance, openRequestIds: st.requests.clear(address), terminalReason: "instance-dropped", error: outcome.message };
+  const openRequestIds = st.requests.clear(address);
+  if (isPlanted("restore-request-snapshot")) st.requests.restoreSnapshot(address, pend.command.openRequestIds, pend.command.atMs);
+  return { row: 4, t: "dropped", instance, openRequestIds, terminalReason: "instance-dropped", error: outcome.message };
 }
 
 /**

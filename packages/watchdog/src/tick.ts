@@ -2,6 +2,7 @@
  * The periodic eviction paths, in LocalAI's order: busy (stuck requests),
  * idle, then the per-node memory reclaimer.
  */
+import { isPlanted } from "@warden/common";
 import type { CoreState, InstanceRecord, NodeRecord } from "./core-state.js";
 import type { TickDecision } from "./decision.js";
 import { detach, isBusy, orderVictims } from "./detach.js";
@@ -20,7 +21,7 @@ export function tick(st: CoreState): TickDecision {
   const stops: StopCommand[] = [];
   const untracked: string[] = [];
   for (const address of [...st.requests.addresses()]) {
-    if (addressPending(st, address)) continue;
+    if (addressPending(st, address) && !isPlanted("idle-busy-see-pending")) continue;
     const rec = registeredAt(st, address);
     const busySince = st.requests.busySinceMs(address);
     if (busySince !== undefined) {

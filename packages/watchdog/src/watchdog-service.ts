@@ -1,4 +1,4 @@
-import { invalidArgument, throwIfAborted } from "@warden/common";
+import { invalidArgument, isPlanted, throwIfAborted } from "@warden/common";
 import type { AdmissionDecision, ExplicitSelection, Occupancy, LimitExceeded, SettleResult, Shortfall, TickDecision } from "./decision.js";
 import type { AdmissionRequest } from "./instance.js";
 import { stopOutcomeFromError, type StopCommand, type StopOutcome } from "./stop-command.js";
@@ -121,9 +121,10 @@ export class WatchdogService {
     const settles = await Promise.all(stops.map((c) => this.dispatch(c)));
     let evicted = 0;
     let failed = false;
+    const countFailed = isPlanted("count-failed-stops-as-evicted");
     for (const s of settles) {
-      if (s.result.row === 2) evicted++;
-      if (s.outcome.t === "failed") failed = true;
+      if (s.result.row === 2 || (countFailed && s.outcome.t === "failed")) evicted++;
+      if (s.outcome.t === "failed" && !countFailed) failed = true;
     }
     return { evicted, needMore: needMore || failed, settles };
   }
@@ -158,6 +159,10 @@ export class WatchdogService {
     const d: AdmissionDecision = this.core.admit(request);
     if (d.t === "admitted") return d;
     const r = await this.enforce(d.stops, d.needMore);
+    if (isPlanted("count-failed-stops-as-evicted") && !r.needMore && d.stops.length > 0 && r.evicted >= d.stops.length) {
+      // Planted: trusts the count instead of asking the core again, so nothing is reserved and nothing re-checked.
+      return { t: "admitted", occupancy: this.core.occupancy(request.nodeId), limitExceeded: undefined };
+    }
     return { t: "waited", cause: d.cause, shortfall: d.shortfall, ...r };
   }
 

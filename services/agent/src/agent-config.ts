@@ -116,6 +116,7 @@ export interface AgentConfig {
   tls: TlsFiles | undefined;
   /** Allow plaintext on a non-loopback listen address. @default false */
   insecure: boolean;
+  /**
    * File holding the backends' shared bearer token: each backend gets it as
    * LOCALAI_GRPC_AUTH_TOKEN (LocalAI's backends then refuse calls without it)
    * and the agent sends it on its own calls. "" = none. @default ""

@@ -1,0 +1,73 @@
+/**
+ * Planted bugs ("test the tester", issue 13 item 6): deliberate defects in
+ * the decision code that the seeded simulation must catch. Each name is a
+ * minimal branch at the exact place where the correct behaviour lives; the
+ * decision code asks {@link isPlanted} there.
+ *
+ * Off by default and unreachable from production: the only way to switch one
+ * on is `plantBugs`, exported from the test-only entry
+ * `@warden/common/testing/planted-bugs` (never from `@warden/common`), which
+ * nothing under services/ or packages/ may import (eslint
+ * `no-restricted-imports`, and packages/common/src/planted-bugs.test.ts scans
+ * the tree). Config parsing, env, CLI and gRPC never see these names.
+ *
+ * Cost when off: one module-variable load and compare per check; the checks
+ * sit off the hot paths anyway (settle, admission, a completion called twice).
+ */
+export const plantedBugNames = [
+  /** settle: a failed stop is treated as stopped (row 2): the live process leaves all accounting. */
+  "forget-on-failed-stop",
+  /** settle: a failed stop registers the identity again without asking `hasModelAtAddress`. */
+  "register-again-without-asking-loader",
+  /** stop sequence: a remote stop's failure is reported while the local half is still held (so it is registered again). */
+  "report-remote-failure-before-drop",
+  /** settle: a failed stop restores the request state snapshot taken at detach (completions during the stop come back). */
+  "restore-request-snapshot",
+  /** facade: a failed stop counts as evicted, and a wait whose stops all "evicted" is admitted without asking the core again. */
+  "count-failed-stops-as-evicted",
+  /** tick: idle and busy checks look at pending addresses too. */
+  "idle-busy-see-pending",
+  /** admission: pending evictions do not count as occupied. */
+  "admission-ignores-pending",
+  /** request tracker: a completion called twice decrements in-flight again. */
+  "inflight-below-zero",
+  /** routing: a call may be routed to an instance pending eviction. */
+  "route-to-stopping",
+  /** outbox: an event is queued for publishing before its journal append is durable. */
+  "publish-before-append",
+  /** settle: a stop's settle acts on the address without checking that its incarnation still holds it (row 1 skipped). */
+  "stop-without-incarnation-check",
+  /** restart: open stop intents of nodes that have not registered yet are dropped instead of restored as leftovers. */
+  "forget-intents-of-unregistered-nodes",
+  /** adoption: a confirmed stop is not remembered, so a stale inventory adopts the incarnation again. */
+  "adopt-confirmed-gone",
+] as const;
+
+export type PlantedBug = (typeof plantedBugNames)[number];
+
+/** Undefined while nothing is planted: the common case costs one compare. */
+let planted: ReadonlySet<PlantedBug> | undefined;
+
+/** True when `bug` is planted. Always false outside the simulation's tests. */
+export function isPlanted(bug: PlantedBug): boolean {
+  return planted !== undefined && planted.has(bug);
+}
+
+/**
+ * Test-only: plants `bugs` (replacing any planted before) and returns the
+ * undo. Re-exported only from `@warden/common/testing/planted-bugs`.
+ * Throws on an unknown name, so a typo cannot silently test nothing.
+ */
+export function plantBugs(bugs: readonly PlantedBug[]): () => void {
+  for (const b of bugs) if (!(plantedBugNames as readonly string[]).includes(b)) throw new RangeError(`unknown planted bug "${b}"`);
+  const before = planted;
+  planted = bugs.length === 0 ? undefined : Object.freeze(new Set(bugs));
+  return () => {
+    planted = before;
+  };
+}
+
+/** The bugs planted now (tests, diagnostics). */
+export function plantedBugs(): PlantedBug[] {
+  return planted === undefined ? [] : [...planted];
+}

@@ -1,0 +1,45 @@
+/**
+ * Antithesis-style "sometimes" counters: each names a branch the campaign
+ * must reach at least once (a leftover was reaped, a stop was registered
+ * again, a node was declared lost, …), plus faults injected per type.
+ */
+export class Coverage {
+  readonly counts = new Map<string, number>();
+
+  hit(name: string, n = 1): void {
+    this.counts.set(name, (this.counts.get(name) ?? 0) + n);
+  }
+
+  toJSON(): Record<string, number> {
+    return Object.fromEntries([...this.counts.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+  }
+}
+
+/** Counters every campaign must reach (sim.heavy.test.ts fails on any never hit). */
+export const requiredCoverage = [
+  "leftover.reaped",
+  "eviction.registered-again",
+  "eviction.leftover",
+  "node.lost",
+  "node.unreachable",
+  "unreachability.paused",
+  "adoption.remote-only",
+  "adoption.leftover",
+  "orphan.adopted",
+  "orphan.stopped",
+  "fence.stale-inventory-ignored",
+  "eviction.stopped",
+  "eviction.already-gone",
+  "journal.torn-tail",
+  "nats.duplicate-ack",
+  "nats.dup-window-expired",
+  "lease.completed-twice",
+  "coordinator.restarted",
+  "agent.restarted-amnesia",
+  "agent.restarted-records",
+  "stop.sigkill",
+  "load.failed",
+  "request.cancelled",
+  "request.deadline",
+  "port.recycled",
+] as const;

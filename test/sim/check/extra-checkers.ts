@@ -1,0 +1,18 @@
+import type { Checker } from "./checker.js";
+import { journalFirstChecker } from "./journal-first-checker.js";
+import { limitChecker } from "./limit-checker.js";
+import { phantomChecker } from "./phantom-checker.js";
+import { requestStateChecker } from "./request-state-checker.js";
+import { restoredIntentsChecker } from "./restored-intents-checker.js";
+import { routePendingChecker } from "./route-pending-checker.js";
+
+/**
+ * Checkers added for the planted bugs (issue 13 item 6) that no other
+ * checker covered: the outbox's journal-before-publish order, the per-node
+ * limit at every start, phantoms (registered but not held; a failed remote
+ * stop registered again), routing to a pending instance, stop intents
+ * restored at a restart, and request state kept for ready and pending instances. Real invariants: they run in every campaign.
+ */
+export function extraCheckers(): Checker[] {
+  return [journalFirstChecker(), limitChecker(), phantomChecker(), routePendingChecker(), restoredIntentsChecker(), requestStateChecker()];
+}

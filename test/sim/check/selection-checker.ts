@@ -1,0 +1,59 @@
+import type { Checker } from "./checker.js";
+import { EvictionReason } from "@warden/proto";
+
+/**
+ * Invariant 7 against the real open calls: idle evictions only after T_idle
+ * without calls on the monotonic clock; policy evictions (group, LRU, memory)
+ * of a busy instance only with force-eviction-when-busy; busy-killer only when
+ * the oldest open call is older than T_busy (calls open when an operator
+ * forgot the instance are not counted: the forget reset them). Groups are exclusive per node:
+ * a start is never sent while a live instance Warden knows on that node
+ * shares a group with it.
+ */
+export function selectionChecker(): Checker {
+  const lastActivity = new Map<string, number>();
+  return {
+    name: "selection",
+    onLease(ctx, lease) {
+      lastActivity.set(lease.incarnation, ctx.world.clock.now());
+    },
+    onEvent(ctx, e) {
+      if (e.payload.case !== "evictionStarted" || e.incarnation.startsWith("pid:")) return;
+      const c = ctx.coord;
+      if (c === undefined) return;
+      const v = e.payload.value;
+      const w = ctx.world;
+      const now = w.clock.now();
+      // An operator's forget drops Warden's count of the calls open then (audited);
+      // a re-adopted incarnation counts only the calls routed to it afterwards.
+      const forgotAt = w.truth.forgottenAtMs.get(e.incarnation) ?? -1;
+      const open = [...w.truth.openRequests.values()].filter((r) => r.incarnation === e.incarnation && r.startedAtMs > forgotAt);
+      const policy = c.loader.getPolicy();
+      if (v.reason === EvictionReason.IDLE) {
+        const since = lastActivity.get(e.incarnation);
+        if (open.length > 0) ctx.report("7 eviction selection", `idle eviction of ${e.incarnation} with ${String(open.length)} open calls`);
+        else if (since !== undefined && now - since < policy.idleTimeoutMs - 1_000) ctx.report("7 eviction selection", `idle eviction of ${e.incarnation} ${String(now - since)}ms after its last call (T_idle ${String(policy.idleTimeoutMs)})`);
+      } else if (v.reason === EvictionReason.BUSY) {
+        const oldest = Math.min(...open.map((r) => r.startedAtMs));
+        if (open.length > 0 && now - oldest < policy.busyTimeoutMs - 1_000) ctx.report("7 eviction selection", `busy eviction of ${e.incarnation}: oldest call only ${String(now - oldest)}ms old`);
+      } else if ((v.reason === EvictionReason.LRU || v.reason === EvictionReason.GROUP || v.reason === EvictionReason.MEMORY) && !v.force && open.length > 0 && !policy.forceEvictionWhenBusy) {
+        ctx.report("7 eviction selection", `${EvictionReason[v.reason]} eviction of busy ${e.incarnation} (${String(open.length)} open calls) without force`);
+      }
+    },
+    onStartSent(ctx, nodeId, model, incarnation) {
+      const c = ctx.coord;
+      if (c === undefined) return;
+      const groups = c.loader.modelSpec(model)?.groups ?? [];
+      if (groups.length === 0) return;
+      for (const p of ctx.world.truth.live()) {
+        if (p.nodeId !== nodeId || p.incarnation === incarnation || p.model === model) continue;
+        if (!c.loader.knows(p.incarnation) || c.loader.isGone(p.incarnation)) continue;
+        const other = c.loader.modelSpec(p.model)?.groups ?? [];
+        if (other.some((g) => groups.includes(g))) {
+          ctx.report("7 eviction selection", `start of ${model} on ${nodeId} while ${p.model} ${p.incarnation} (same group) still runs there`);
+          return;
+        }
+      }
+    },
+  };
+}

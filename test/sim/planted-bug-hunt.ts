@@ -1,0 +1,34 @@
+/**
+ * Finds, for planted bugs, the first seed of a range that catches each one
+ * (issue 13 item 6): `node --import tsx test/sim/planted-bug-hunt.ts
+ * [--bugs a,b] [--from 1] [--to 1000] [--minutes M] [--quiesce M]
+ * [--policy JSON]` (the policy replaces the seed's). Prints
+ * one JSON line per bug: the catching seed, how many seeds it took, the
+ * invariant and message, and whether the same seed is clean without the bug.
+ * A tool for recording the seeds in planted-bugs.heavy.test.ts.
+ */
+import { plantedBugNames } from "@warden/common/testing/planted-bugs";
+import type { PolicyPatch } from "@warden/watchdog";
+import { huntPlantedBug } from "./planted-bug-runs.js";
+
+function arg(name: string): string | undefined {
+  const i = process.argv.indexOf(`--${name}`);
+  return i < 0 ? undefined : process.argv[i + 1];
+}
+
+const bugs = arg("bugs")?.split(",") ?? [...plantedBugNames];
+const from = Number(arg("from") ?? "1");
+const to = Number(arg("to") ?? "1000");
+const minutes = arg("minutes");
+const quiesce = arg("quiesce");
+const policy = arg("policy");
+const overrides = {
+  ...(policy === undefined ? {} : { policy: JSON.parse(policy) as PolicyPatch }),
+  ...(minutes === undefined ? {} : { durationMs: Number(minutes) * 60_000 }),
+  ...(quiesce === undefined ? {} : { quiesceMs: Number(quiesce) * 60_000 }),
+};
+for (const bug of bugs) {
+  const t0 = performance.now();
+  const r = await huntPlantedBug(bug, from, to, overrides);
+  console.log(JSON.stringify({ bug, ...r, wallMs: Math.round(performance.now() - t0) }));
+}

@@ -1,0 +1,72 @@
+import { plantedBugNames, type PlantedBug } from "@warden/common/testing/planted-bugs";
+import { describe, expect, it } from "vitest";
+import { runWithBug, type SeedOutcome } from "./planted-bug-runs.js";
+import type { SimOptions } from "./run/sim-options.js";
+
+/**
+ * Test the tester (issue 13 item 6): each planted bug, switched on in the
+ * production code, is caught by the simulation on its recorded seed — and the
+ * same seed without the bug reports nothing. The seeds were found with
+ * `node --import tsx test/sim/planted-bug-hunt.ts --minutes 10 --quiesce 5`
+ * (the first catching seed counting from 1, seeds whose clean run fails
+ * skipped); they change when the harness or the workload does: re-run the
+ * hunt and update the table (and the README's).
+ */
+const overrides: Partial<SimOptions> = { durationMs: 10 * 60_000, quiesceMs: 5 * 60_000 };
+
+/**
+ * Short idle and busy timeouts (the seed's policy replaced): with the seeds'
+ * own timeouts (T_busy ≥ 30 s, calls ≤ 3 s unless slow) no pending stop meets
+ * a busy check, so "idle-busy-see-pending" was not caught in 80 seeds.
+ */
+const shortTimeouts: Partial<SimOptions> = {
+  ...overrides,
+  policy: { limitPerNode: 2, idleCheck: true, idleTimeoutMs: 5_000, busyCheck: true, busyTimeoutMs: 2_000, tickIntervalMs: 1_000 },
+};
+
+/** Bug → the first seed (from 1) that catches it, the invariant that did, and the options if not the default ones. */
+const recorded: Record<PlantedBug, { readonly seed: number; readonly invariant: string; readonly options?: Partial<SimOptions> }> = {
+  "forget-on-failed-stop": { seed: 1, invariant: "1 no amnesia" },
+  "register-again-without-asking-loader": { seed: 1, invariant: "8 no phantoms" },
+  "report-remote-failure-before-drop": { seed: 1, invariant: "8 no phantoms" },
+  "restore-request-snapshot": { seed: 1, invariant: "9 convergence" },
+  "count-failed-stops-as-evicted": { seed: 2, invariant: "2 memory accounting" },
+  "idle-busy-see-pending": { seed: 17, invariant: "4 request conservation", options: shortTimeouts },
+  "admission-ignores-pending": { seed: 2, invariant: "2 memory accounting" },
+  "inflight-below-zero": { seed: 1, invariant: "4 request conservation" },
+  "route-to-stopping": { seed: 1, invariant: "6 no dropped new requests" },
+  "publish-before-append": { seed: 1, invariant: "10 audit completeness" },
+  "stop-without-incarnation-check": { seed: 2, invariant: "7 eviction selection" },
+  "forget-intents-of-unregistered-nodes": { seed: 1, invariant: "1 no amnesia" },
+  "adopt-confirmed-gone": { seed: 2, invariant: "5 no resurrection" },
+};
+
+/** Clean runs, one per seed and options, shared by the bugs caught on it. */
+const clean = new Map<string, Promise<SeedOutcome>>();
+function cleanRun(seed: number, options: Partial<SimOptions>): Promise<SeedOutcome> {
+  const key = `${String(seed)} ${options === overrides ? "" : JSON.stringify(options)}`;
+  let p = clean.get(key);
+  if (p === undefined) {
+    p = runWithBug(seed, undefined, options);
+    clean.set(key, p);
+  }
+  return p;
+}
+
+describe("planted bugs are caught by the simulation", () => {
+  it("every planted bug has a recorded seed", () => {
+    expect(plantedBugNames.filter((b) => recorded[b].seed < 1)).toEqual([]);
+  });
+
+  for (const bug of plantedBugNames) {
+    const { seed, invariant, options = overrides } = recorded[bug];
+    it(`${bug}: seed ${String(seed)} reports a violation (${invariant}) with the bug and none without it`, async () => {
+      const planted = await runWithBug(seed, bug, options);
+      if (planted.t === "threw") throw new Error(`seed ${String(seed)} with ${bug} threw: ${planted.error}`);
+      // Any checker's report counts (the clean run below rules out a false alarm); the recorded one says which caught it when recorded.
+      expect(planted.violations.length, `expected a violation (recorded: ${invariant}); re-run the hunt if the harness changed`).toBeGreaterThan(0);
+      const without = await cleanRun(seed, options);
+      expect(without.t === "ran" ? without.violations : without.error).toEqual([]);
+    });
+  }
+});

@@ -1,0 +1,161 @@
+import type { Event } from "@warden/proto";
+import type { HeartbeatReport } from "@warden/cluster";
+import type { Lease, StopRequest } from "@warden/loader";
+import { runUntil } from "../kernel/run-loop.js";
+import { SimWorld } from "../world/sim-world.js";
+import { SimCoordinator } from "../coordinator/sim-coordinator.js";
+import type { CheckContext, Checker, Violation } from "../check/checker.js";
+import type { SimOptions } from "./sim-options.js";
+
+/**
+ * One simulation run's moving parts: the world, the coordinator generation
+ * up, the checkers and what they found. The step runner and the fault
+ * injector act through it.
+ */
+export class Harness {
+  readonly world: SimWorld;
+  coord: SimCoordinator | undefined;
+  generation = 0;
+  readonly violations: Violation[] = [];
+  readonly stopsInFlight = new Map<string, number>();
+  readonly ctx: CheckContext;
+  /** Heartbeat send times, for checkers that reason about what an inventory could show. */
+  private readonly hbSentAt = new WeakMap<HeartbeatReport, number>();
+  steps = 0;
+  /** A generation is starting (replaying its journal); no second one may start meanwhile. */
+  booting = false;
+
+  constructor(
+    readonly opts: SimOptions,
+    readonly checkers: readonly Checker[],
+  ) {
+    this.world = new SimWorld(opts);
+    const self = this;
+    this.ctx = {
+      world: this.world,
+      get coord() {
+        return self.coord;
+      },
+      stopsInFlight: this.stopsInFlight,
+      report: (invariant, message) => {
+        if (this.violations.length < 20) this.violations.push({ invariant, message, atMs: this.world.clock.now() });
+        this.world.log(`VIOLATION ${invariant}: ${message}`);
+      },
+    };
+    const sendHb = this.world.sendHeartbeat.bind(this.world);
+    this.world.sendHeartbeat = (agent, hb) => {
+      this.hbSentAt.set(hb, this.world.clock.now());
+      sendHb(agent, hb);
+    };
+    const deliver = this.world.deliverHeartbeat.bind(this.world);
+    this.world.deliverHeartbeat = (agent, hb) => {
+      const before = this.coord?.nodes.get(hb.nodeId);
+      const beforeSeq = before?.sequence;
+      const beforeEpoch = before?.bootEpoch;
+      if (before !== undefined && beforeEpoch === hb.bootEpoch && beforeSeq !== undefined && hb.sequence < beforeSeq) this.world.coverage.hit("fence.stale-inventory-ignored");
+      if (before !== undefined && hb.backends.some((e) => before.fences.has(e.incarnation))) this.world.coverage.hit("fence.confirmed-stop-hidden");
+      deliver(agent, hb);
+      const after = this.coord?.nodes.get(hb.nodeId);
+      const applied = after !== undefined && after.bootEpoch === hb.bootEpoch && after.sequence === hb.sequence && after.inventory !== undefined;
+      const sentAt = this.hbSentAt.get(hb) ?? this.world.clock.now();
+      for (const c of this.checkers) c.afterHeartbeat?.(this.ctx, hb, sentAt, applied);
+    };
+  }
+
+  /** Starts a coordinator generation (the first, or after a crash) and connects the agents' traffic to it. */
+  async startCoordinator(tornRecords: number): Promise<void> {
+    const gen = this.generation++;
+    const c = new SimCoordinator(this.world, gen, {
+      onEvent: (e: Event) => {
+        this.onEvent(e);
+      },
+      onStopSent: (req: StopRequest, nodeId: string) => {
+        for (const ch of this.checkers) ch.onStopSent?.(this.ctx, req, nodeId);
+        this.stopsInFlight.set(req.incarnation, (this.stopsInFlight.get(req.incarnation) ?? 0) + 1);
+        this.world.log(`stop-sent ${nodeId} ${req.incarnation} force=${String(req.force)}`);
+        let done = false;
+        return () => {
+          if (done) return;
+          done = true;
+          const n = (this.stopsInFlight.get(req.incarnation) ?? 1) - 1;
+          if (n <= 0) this.stopsInFlight.delete(req.incarnation);
+          else this.stopsInFlight.set(req.incarnation, n);
+        };
+      },
+      onStartSent: (nodeId, model, incarnation) => {
+        this.world.log(`start-sent ${nodeId} ${model} ${incarnation}`);
+        for (const ch of this.checkers) ch.onStartSent?.(this.ctx, nodeId, model, incarnation);
+      },
+    });
+    this.booting = true;
+    // Listens only once started: agents' messages before then find nobody.
+    await c.start(tornRecords);
+    this.booting = false;
+    this.coord = c;
+    this.world.inbox = c;
+    if (gen > 0) this.world.coverage.hit("coordinator.restarted");
+  }
+
+  /** kill -9 of the coordinator: its calls die with it (their leases are nobody's now). */
+  crashCoordinator(): void {
+    const c = this.coord;
+    if (c === undefined) return;
+    c.crash();
+    this.coord = undefined;
+    this.world.inbox = undefined;
+    this.stopsInFlight.clear();
+    this.world.truth.openRequests.clear();
+    this.openCompletions.clear();
+    this.world.exitWatchers.clear();
+  }
+
+  /** Open calls' completions, for the completion-after-settle fault. */
+  readonly openCompletions = new Map<number, () => void>();
+
+  /** Completes a few open calls now (their own completion runs again later: a no-op). */
+  completeSomeEarly(r: { chance(p: number): boolean }): void {
+    for (const [id, done] of [...this.openCompletions]) {
+      if (!r.chance(0.3)) continue;
+      this.openCompletions.delete(id);
+      done();
+      this.world.coverage.hit("lease.completed-twice");
+    }
+  }
+
+  onLease(lease: Lease): void {
+    for (const c of this.checkers) c.onLease?.(this.ctx, lease);
+  }
+
+  private onEvent(e: Event): void {
+    const p = e.payload;
+    if (p.case !== undefined) this.world.log(`event ${p.case} ${e.nodeId} ${e.incarnation}${p.case === "evictionRetried" || p.case === "evictionFailed" ? ` ${p.value.error}` : ""}`);
+    for (const c of this.checkers) c.onEvent?.(this.ctx, e);
+  }
+
+  async run(untilMs: number): Promise<void> {
+    this.steps += await runUntil(
+      this.world.queue,
+      this.world.clock,
+      untilMs,
+      {
+        afterStep: (label) => {
+          for (const c of this.checkers) c.afterStep?.(this.ctx, label);
+        },
+        onThrow: (label, err) => {
+          this.ctx.report("decision code threw", `${label}: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+        },
+        shouldStop: () => this.violations.length > 0,
+      },
+      this.world.stall,
+    );
+  }
+
+  /** No violation so far. */
+  clean(): boolean {
+    return this.violations.length === 0;
+  }
+
+  quiescenceChecks(): void {
+    for (const c of this.checkers) c.atQuiescence?.(this.ctx);
+  }
+}

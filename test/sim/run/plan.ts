@@ -1,0 +1,60 @@
+import { SimRandom } from "../kernel/sim-random.js";
+import type { FaultType, SimOptions } from "./sim-options.js";
+
+/** One scheduled workload step or fault; `r` seeds the step's own choices. */
+export type Step =
+  | { readonly kind: "call"; readonly atMs: number; readonly r: number }
+  | { readonly kind: "admin"; readonly atMs: number; readonly r: number; readonly op: AdminOp }
+  | { readonly kind: "fault"; readonly atMs: number; readonly r: number; readonly fault: FaultType; readonly durationMs: number; readonly target: string };
+
+export type AdminOp = "load" | "unload" | "unload-force" | "drain" | "undrain" | "declare-lost" | "forget" | "policy" | "reload";
+
+const adminOps: readonly AdminOp[] = ["load", "load", "load", "unload", "unload-force", "drain", "undrain", "declare-lost", "forget", "policy", "reload"];
+
+/** Poisson-ish arrivals at `perMinute` over [0, durationMs). */
+function arrivals(r: SimRandom, perMinute: number, durationMs: number): number[] {
+  const out: number[] = [];
+  if (perMinute <= 0) return out;
+  const meanGapMs = 60_000 / perMinute;
+  let t = r.next() * meanGapMs;
+  while (t < durationMs) {
+    out.push(Math.floor(t));
+    t += -Math.log(1 - r.next()) * meanGapMs;
+  }
+  return out;
+}
+
+/**
+ * The run's workload and faults, a pure function of the options. Shrinking
+ * drops steps from this list and re-runs: each step carries its own seed, so
+ * the ones kept do the same thing.
+ */
+export function makePlan(o: SimOptions): Step[] {
+  const r = new SimRandom(o.seed).fork("plan");
+  const steps: Step[] = [];
+  // Bursts: the call rate triples inside a few windows.
+  for (const atMs of arrivals(r, o.callsPerMinute, o.durationMs)) {
+    const burst = Math.floor(atMs / 120_000) % 5 === 0 ? 3 : 1;
+    for (let i = 0; i < burst; i++) steps.push({ kind: "call", atMs: atMs + i * 7, r: r.int(0, 2 ** 31) });
+  }
+  for (const atMs of arrivals(r, o.adminPerMinute, o.durationMs)) steps.push({ kind: "admin", atMs, r: r.int(0, 2 ** 31), op: r.pick(adminOps) });
+  for (const f of o.faults) {
+    const targets = f.targets.length > 0 ? f.targets : o.nodes.map((n) => n.nodeId);
+    for (const atMs of arrivals(r, f.perMinute, o.durationMs)) {
+      steps.push({ kind: "fault", atMs, r: r.int(0, 2 ** 31), fault: f.type, durationMs: Math.max(1_000, Math.floor(f.durationMs * (0.5 + r.next()))), target: r.pick(targets) });
+    }
+  }
+  steps.sort((a, b) => a.atMs - b.atMs);
+  return steps;
+}
+
+export function describeStep(s: Step): string {
+  switch (s.kind) {
+    case "call":
+      return `${String(s.atMs)} call r=${String(s.r)}`;
+    case "admin":
+      return `${String(s.atMs)} admin ${s.op} r=${String(s.r)}`;
+    case "fault":
+      return `${String(s.atMs)} fault ${s.fault} on ${s.target} for ${String(s.durationMs)}ms r=${String(s.r)}`;
+  }
+}

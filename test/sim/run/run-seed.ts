@@ -1,0 +1,77 @@
+import { allCheckers } from "../check/all-checkers.js";
+import type { Violation } from "../check/checker.js";
+import { applyPlantedBug, clearPlantedBug } from "../coordinator/planted-bug.js";
+import { Harness } from "./harness.js";
+import { makePlan, type Step } from "./plan.js";
+import { optionsForSeed, type SimOptions } from "./sim-options.js";
+import { schedulePlan } from "./step-runner.js";
+
+export interface SeedResult {
+  readonly seed: number;
+  readonly violations: readonly Violation[];
+  readonly simulatedMs: number;
+  readonly steps: number;
+  readonly traceHash: number;
+  readonly coverage: Record<string, number>;
+  readonly trace: readonly string[];
+}
+
+export interface RunSeedOptions {
+  /** Run this plan instead of the seed's own (shrinking). */
+  readonly plan?: readonly Step[];
+  readonly keepTrace?: boolean;
+  readonly overrides?: Partial<SimOptions>;
+}
+
+/**
+ * Runs one seed: the faulty phase (workload and faults), then a fault-free
+ * quiescence phase (partitions healed, agents up, NATS up, no new calls) after
+ * which convergence and audit completeness are checked. Deterministic: the
+ * same seed, plan and options give the same trace hash.
+ */
+export async function runSeed(seed: number, o: RunSeedOptions = {}): Promise<SeedResult> {
+  const opts = optionsForSeed(seed, o.overrides);
+  const plan = o.plan ?? makePlan(opts);
+  applyPlantedBug(opts.plantedBug);
+  try {
+    const h = new Harness(opts, allCheckers());
+    const w = h.world;
+    w.keepTrace = o.keepTrace === true;
+    void h.startCoordinator(0);
+    for (const a of w.agents.values()) a.boot();
+    schedulePlan(h, plan);
+    await h.run(opts.durationMs);
+    if (h.clean()) {
+      endFaults(h);
+      await h.run(opts.durationMs + opts.quiesceMs);
+      if (h.clean()) h.quiescenceChecks();
+    }
+    return { seed, violations: h.violations, simulatedMs: w.clock.now(), steps: h.steps, traceHash: w.traceHash, coverage: w.coverage.toJSON(), trace: w.trace };
+  } finally {
+    clearPlantedBug();
+  }
+}
+
+/** Faults stop: links heal, agents come back (records kept), NATS returns, nothing is stuck or slow. */
+function endFaults(h: Harness): void {
+  const w = h.world;
+  const now = w.clock.now();
+  w.log("quiesce");
+  w.net.healAll();
+  w.nats.ackLossP = 0;
+  if (w.nats.downUntilMs > now) w.nats.outage(now);
+  w.nats.downUntilMs = 0;
+  w.slowUntilMs = 0;
+  w.crashUntilMs = 0;
+  for (const p of w.truth.live()) p.unkillableUntilMs = 0;
+  for (const a of w.agents.values()) {
+    a.flapUntilMs = 0;
+    a.slowStopsUntilMs = 0;
+    if (!a.up) a.restart(true);
+    else if (a.pausedUntilMs > now) a.pause(now);
+  }
+  if (h.coord === undefined && !h.booting) {
+    const torn = w.disk.crash();
+    void h.startCoordinator(torn);
+  }
+}

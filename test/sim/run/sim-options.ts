@@ -1,0 +1,147 @@
+import type { PolicyPatch } from "@warden/watchdog";
+import { modelSpec, type ModelSpec } from "@warden/loader";
+import { SimRandom } from "../kernel/sim-random.js";
+import type { LinkOptions } from "../world/sim-network.js";
+
+/** Every fault type the simulator injects (reliability.md F-table, issue 13 item 3). */
+export const faultTypes = [
+  "stop-error",
+  "stop-deadline",
+  "stop-reply-lost",
+  "stop-blocked-by-load",
+  "remote-stop-fails-after-local-drop",
+  "agent-crash-records",
+  "agent-crash-amnesia",
+  "agent-paused",
+  "partition-symmetric",
+  "partition-asymmetric",
+  "coordinator-crash",
+  "stale-inventory",
+  "backend-crash",
+  "slow-backend",
+  "port-recycled",
+  "nats-outage-long",
+  "nats-ack-lost",
+  "journal-torn-tail",
+  "completion-twice",
+  "memory-flap",
+  "wall-clock-jump",
+  "event-loop-stall",
+] as const;
+
+export type FaultType = (typeof faultTypes)[number];
+
+/** A fault as a seeded option: how often, how long, and which nodes it may hit. */
+export interface FaultOption {
+  readonly type: FaultType;
+  /** Expected injections per simulated minute. */
+  readonly perMinute: number;
+  readonly durationMs: number;
+  readonly targets: readonly string[];
+}
+
+export interface SimNodeSpec {
+  readonly nodeId: string;
+  readonly labels: Record<string, string>;
+  readonly embedded: boolean;
+  readonly memoryTotalBytes: number;
+}
+
+/** A run's configuration: a pure function of the seed (plus overrides). */
+export interface SimOptions {
+  readonly seed: number;
+  readonly durationMs: number;
+  /** Fault-free tail in which the cluster must converge (invariant 9). */
+  readonly quiesceMs: number;
+  readonly nodes: readonly SimNodeSpec[];
+  readonly models: readonly ModelSpec[];
+  readonly policy: PolicyPatch;
+  readonly heartbeatMs: number;
+  readonly nodeGraceMs: number;
+  readonly nodeLostAfterMs: number;
+  readonly orphanGraceMs: number;
+  readonly recoveryWindowMs: number;
+  readonly sigtermGraceMs: number;
+  readonly stopRpcTimeoutMs: number;
+  readonly keepaliveMs: number;
+  /** The agent kills a start not ready within this (its readiness deadline). */
+  readonly agentReadinessTimeoutMs: number;
+  readonly link: LinkOptions;
+  readonly faults: readonly FaultOption[];
+  /** Inference calls per simulated minute. */
+  readonly callsPerMinute: number;
+  /** Admin operations per simulated minute. */
+  readonly adminPerMinute: number;
+  /**
+   * A planted bug (issue 13 item 6) switched on in the production code for this
+   * run; passed to the coordinator assembly (coordinator/planted-bug.ts).
+   */
+  readonly plantedBug?: string;
+}
+
+const GiB = 1024 ** 3;
+
+/** Expands a seed into options, swarm style: each seed enables a random subset of fault types. */
+export function optionsForSeed(seed: number, overrides: Partial<SimOptions> = {}): SimOptions {
+  const r = new SimRandom(seed).fork("options");
+  const nodeCount = r.int(3, 6);
+  const nodes: SimNodeSpec[] = [];
+  const embedded = r.chance(0.4);
+  for (let i = 0; i < nodeCount; i++) {
+    nodes.push({ nodeId: `n${String(i)}`, labels: { zone: r.pick(["a", "b"]), gpu: r.pick(["small", "big"]) }, embedded: embedded && i === 0, memoryTotalBytes: r.int(8, 48) * GiB });
+  }
+  const groups = ["g1", "g2", "g3"];
+  const models: ModelSpec[] = [];
+  for (let i = 0, n = r.int(3, 10); i < n; i++) {
+    models.push(
+      modelSpec({
+        id: `m${String(i)}`,
+        backend: "sim",
+        groups: r.chance(0.3) ? [r.pick(groups)] : [],
+        pinned: r.chance(0.1),
+        sizeBytes: r.chance(0.8) ? r.int(1, 12) * GiB : 0,
+        selector: r.chance(0.2) ? { zone: r.pick(["a", "b"]) } : {},
+        loadTimeoutMs: r.int(20, 120) * 1_000,
+      }),
+    );
+  }
+  const heartbeatMs = r.pick([1_000, 2_000]);
+  const policy: PolicyPatch = {
+    limitPerNode: r.pick([0, 1, 2, 3, 4]),
+    idleCheck: r.chance(0.5),
+    idleTimeoutMs: r.int(30, 600) * 1_000,
+    busyCheck: r.chance(0.4),
+    busyTimeoutMs: r.int(30, 300) * 1_000,
+    memoryReclaimer: r.chance(0.4),
+    forceEvictionWhenBusy: r.chance(0.3),
+    sizeAware: r.chance(0.3),
+    tickIntervalMs: 1_000,
+  };
+  const faults: FaultOption[] = [];
+  for (const type of faultTypes) {
+    if (!r.chance(0.45)) continue;
+    faults.push({ type, perMinute: r.pick([0.05, 0.1, 0.25, 0.5]), durationMs: r.int(2, 120) * 1_000, targets: r.subset(nodes.map((n) => n.nodeId), 0.6) });
+  }
+  return {
+    seed,
+    durationMs: 30 * 60_000,
+    quiesceMs: 15 * 60_000,
+    nodes,
+    models,
+    policy,
+    heartbeatMs,
+    nodeGraceMs: heartbeatMs * r.int(3, 6),
+    nodeLostAfterMs: r.int(30, 300) * 1_000,
+    orphanGraceMs: r.int(20, 120) * 1_000,
+    recoveryWindowMs: r.int(3, 12) * 1_000,
+    sigtermGraceMs: r.int(2, 10) * 1_000,
+    stopRpcTimeoutMs: 15_000,
+    keepaliveMs: 40_000,
+    agentReadinessTimeoutMs: 150_000,
+    link: { baseDelayMs: r.int(1, 10), jitterMs: r.int(1, 50), lossP: r.pick([0, 0, 0.001, 0.01]), dupP: r.pick([0, 0.005, 0.02]), reorderP: r.pick([0, 0.01, 0.05]) },
+    faults,
+    callsPerMinute: r.int(5, 60),
+    adminPerMinute: r.int(1, 6),
+    ...overrides,
+  };
+}

@@ -1,0 +1,180 @@
+import { deadlineSignal, sleep } from "@warden/common";
+import type { Lease } from "@warden/loader";
+import { SimRandom } from "../kernel/sim-random.js";
+import type { Harness } from "./harness.js";
+import type { Step } from "./plan.js";
+import { injectFault } from "./fault-injector.js";
+
+let nextRequestId = 1;
+
+/**
+ * One inference call through loader routing leases, as InferenceService does:
+ * acquire, run against the backend, complete in `finally`; a backend that is
+ * gone answers UNAVAILABLE, which is reported unless a stop explains it.
+ * Cancels, deadlines and double completions come from the step's seed.
+ */
+async function call(h: Harness, r: SimRandom): Promise<void> {
+  const c = h.coord;
+  if (c === undefined) return;
+  const w = h.world;
+  const models = c.loader.modelSpecs();
+  if (models.length === 0) return;
+  const model = r.pick(models).id;
+  const deadlineMs = r.chance(0.2) ? r.int(500, 20_000) : 120_000;
+  const dl = deadlineSignal(c.clock, deadlineMs, "call");
+  const cancelAtMs = r.chance(0.1) ? r.int(10, 10_000) : undefined;
+  const ctl = new AbortController();
+  const signal = AbortSignal.any([dl.signal, ctl.signal]);
+  if (cancelAtMs !== undefined) c.clock.setTimer(cancelAtMs, () => { ctl.abort(); });
+  let lease: Lease;
+  try {
+    lease = await c.loader.acquire(model, signal);
+  } catch {
+    dl.cleanup();
+    return;
+  }
+  if (h.coord !== c) return;
+  const id = nextRequestId++;
+  w.truth.openRequests.set(id, { id, incarnation: lease.incarnation, address: lease.address, model, startedAtMs: w.clock.now() });
+  h.onLease(lease);
+  const p = w.truth.byIncarnation.get(lease.incarnation);
+  const done = (): void => {
+    w.truth.openRequests.delete(id);
+    lease.complete();
+    h.openCompletions.delete(id);
+    if (r.chance(0.05)) {
+      lease.complete();
+      w.coverage.hit("lease.completed-twice");
+    }
+  };
+  h.openCompletions.set(id, () => {
+    w.truth.openRequests.delete(id);
+    lease.complete();
+  });
+  try {
+    const durMs = r.int(20, 3_000) * (p?.behaviour.slowFactor ?? 1);
+    await sleep(c.clock, durMs, signal);
+    if (h.coord !== c) return;
+    if (p === undefined || p.phase === "dead" || p.address !== lease.address) {
+      // UNAVAILABLE from the backend.
+      if (c.loader.isBeingStopped(lease.incarnation)) {
+        done();
+        return;
+      }
+      done();
+      await c.loader.reportUnavailable(lease.incarnation).catch(() => undefined);
+      return;
+    }
+    done();
+  } catch {
+    if (h.coord !== c) return;
+    w.coverage.hit(ctl.signal.aborted ? "request.cancelled" : "request.deadline");
+    done();
+  } finally {
+    dl.cleanup();
+  }
+}
+
+async function admin(h: Harness, step: Extract<Step, { kind: "admin" }>, r: SimRandom): Promise<void> {
+  const c = h.coord;
+  if (c === undefined) return;
+  const w = h.world;
+  const loader = c.loader;
+  const models = loader.modelSpecs();
+  const nodes = c.nodes.list();
+  switch (step.op) {
+    case "load": {
+      if (models.length === 0) return;
+      const spec = r.pick(models);
+      const node = r.chance(0.3) && nodes.length > 0 ? r.pick(nodes).nodeId : undefined;
+      const dl = deadlineSignal(c.clock, 300_000, "admin load");
+      await loader.ensureLoaded(spec.id, dl.signal, node).catch(() => undefined);
+      dl.cleanup();
+      return;
+    }
+    case "unload":
+    case "unload-force": {
+      if (models.length === 0) return;
+      const outcome = await loader.unload(r.pick(models).id, { force: step.op === "unload-force", reason: "admin" }).catch(() => undefined);
+      if (outcome !== undefined) w.coverage.hit(`unload.${outcome.t}`);
+      return;
+    }
+    case "drain": {
+      const n = nodes.length > 0 ? r.pick(nodes) : undefined;
+      if (n === undefined || n.draining) return;
+      n.draining = true;
+      w.coverage.hit("node.drained");
+      await loader.watchdog.drainNode(n.nodeId, { force: r.chance(0.3) }).catch(() => undefined);
+      return;
+    }
+    case "undrain":
+      for (const n of nodes) n.draining = false;
+      return;
+    case "declare-lost": {
+      const n = nodes.find((x) => x.state === "unreachable" && !x.embedded);
+      if (n === undefined) return;
+      w.truth.declaredLost.add(n.nodeId);
+      c.nodes.declareLost(n, true, "sim operator");
+      w.coverage.hit("node.declared-lost-by-operator");
+      return;
+    }
+    case "forget": {
+      const held = loader.heldInstances();
+      const leftovers = loader.leftoverList();
+      const all = [...held.map((x) => x.incarnation), ...leftovers.map((x) => x.incarnation)];
+      if (all.length === 0) return;
+      const inc = r.pick(all);
+      if (loader.forget(inc, "sim", "operator forget")) {
+        w.truth.forgotten.add(inc);
+        w.truth.forgottenAtMs.set(inc, w.clock.now());
+        w.coverage.hit("instance.forgotten");
+      }
+      return;
+    }
+    case "policy": {
+      try {
+        loader.updatePolicy({
+          limitPerNode: r.pick([0, 1, 2, 3]),
+          idleCheck: r.chance(0.5),
+          idleTimeoutMs: r.int(30, 600) * 1_000,
+          busyCheck: r.chance(0.4),
+          forceEvictionWhenBusy: r.chance(0.3),
+          memoryReclaimer: r.chance(0.4),
+        });
+        w.coverage.hit("policy.changed");
+      } catch {
+        // validated whole: nothing changed
+      }
+      return;
+    }
+    case "reload": {
+      const next = h.opts.models.filter(() => r.chance(0.85)).map((m) => (r.chance(0.2) ? { ...m, pinned: !m.pinned } : m));
+      await Promise.all(loader.setModels(next));
+      w.coverage.hit("config.reloaded");
+      return;
+    }
+  }
+}
+
+/** Schedules every step of the plan on the event queue. */
+export function schedulePlan(h: Harness, plan: readonly Step[]): void {
+  for (const s of plan) {
+    h.world.queue.push(s.atMs, s.kind, () => {
+      const r = new SimRandom(s.r);
+      switch (s.kind) {
+        case "call":
+          void call(h, r);
+          return;
+        case "admin":
+          h.world.log(`admin ${s.op}`);
+          void admin(h, s, r);
+          return;
+        case "fault":
+          h.world.log(`fault ${s.fault} ${s.target}`);
+          h.world.coverage.hit(`fault.${s.fault}`);
+          injectFault(h, s, r);
+          return;
+      }
+    });
+  }
+}

@@ -1,0 +1,198 @@
+import { Code, WardenError, abortReason } from "@warden/common";
+import type { AgentPort, StartEvent, StartRequest, StopAnswer, StopRequest } from "@warden/loader";
+import type { AgentConnector, BackendExit } from "@warden/cluster";
+import type { OrphanProcess } from "@warden/proto";
+import type { SimWorld } from "./sim-world.js";
+import type { ScopedClock } from "../coordinator/scoped-clock.js";
+import type { CoordinatorHooks } from "../coordinator/sim-coordinator.js";
+
+/** The coordinator's client for one simulated agent. */
+export interface SimClient {
+  readonly nodeId: string;
+  closed: boolean;
+}
+
+/**
+ * One RPC over the simulated network: the request travels coordinator→agent,
+ * the answer agent→coordinator. A lost message leaves the caller waiting for
+ * its deadline (DEADLINE_EXCEEDED, outcome unknown); a crashed agent with the
+ * link up answers UNAVAILABLE (connection refused); an abort is CANCELLED.
+ * Answers reaching a crashed coordinator generation are dropped.
+ */
+function rpc<T>(w: SimWorld, clock: ScopedClock, nodeId: string, what: string, timeoutMs: number, signal: AbortSignal | undefined, send: (reply: (r: T | WardenError) => void) => void): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    // A crashed generation sends nothing (its late promise chains die with it).
+    if (!clock.alive()) return;
+    let done = false;
+    const finish = (f: () => void): void => {
+      if (done) return;
+      done = true;
+      cancelTimer();
+      signal?.removeEventListener("abort", onAbort);
+      f();
+    };
+    const cancelTimer = clock.setTimer(timeoutMs, () => {
+      finish(() => {
+        reject(new WardenError(Code.DeadlineExceeded, `${what}: deadline of ${String(timeoutMs)}ms exceeded`));
+      });
+    });
+    const onAbort = (): void => {
+      finish(() => {
+        reject(signal === undefined ? new WardenError(Code.Canceled, "cancelled") : abortReason(signal));
+      });
+    };
+    if (signal?.aborted === true) {
+      onAbort();
+      return;
+    }
+    signal?.addEventListener("abort", onAbort, { once: true });
+    const agent = w.agents.get(nodeId);
+    const embedded = agent?.embedded === true;
+    w.net.send(nodeId, "toAgent", what, () => {
+      const a = w.agents.get(nodeId);
+      if (a === undefined || !a.up) {
+        w.net.send(nodeId, "toCoordinator", `${what}.refused`, () => {
+          if (clock.alive()) finish(() => { reject(new WardenError(Code.Unavailable, `${what}: connection refused`)); });
+        });
+        return;
+      }
+      send((r) => {
+        w.net.send(nodeId, "toCoordinator", `${what}.reply`, () => {
+          if (!clock.alive()) return;
+          finish(() => {
+            if (r instanceof WardenError) reject(r);
+            else resolve(r);
+          });
+        }, embedded);
+      });
+    }, embedded);
+  });
+}
+
+/** An async stream fed by network deliveries. */
+class StreamQueue<T> implements AsyncIterable<T> {
+  private readonly items: T[] = [];
+  private ended = false;
+  private error: Error | undefined;
+  private wake: (() => void) | undefined;
+
+  push(v: T): void {
+    this.items.push(v);
+    this.wake?.();
+  }
+
+  end(err?: Error): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.error = err;
+    this.wake?.();
+  }
+
+  async *[Symbol.asyncIterator](): AsyncIterator<T> {
+    for (;;) {
+      const v = this.items.shift();
+      if (v !== undefined) {
+        yield v;
+        continue;
+      }
+      if (this.ended) {
+        if (this.error !== undefined) throw this.error;
+        return;
+      }
+      await new Promise<void>((r) => (this.wake = r));
+      this.wake = undefined;
+    }
+  }
+}
+
+/** The AgentPort and AgentConnector the real NodeTable and Loader use in the simulation. */
+export function simAgentConnector(w: SimWorld, clock: ScopedClock, hooks: CoordinatorHooks): AgentConnector<SimClient> {
+  const port = (client: SimClient): AgentPort => ({
+    startBackend(req: StartRequest, options: { readonly signal: AbortSignal }): AsyncIterable<StartEvent> {
+      const q = new StreamQueue<StartEvent>();
+      if (!clock.alive()) return q;
+      const nodeId = client.nodeId;
+      hooks.onStartSent(nodeId, req.model, req.incarnation);
+      const embedded = w.agents.get(nodeId)?.embedded === true;
+      // A stream whose messages are lost fails like a gRPC stream with keepalive: UNAVAILABLE.
+      let lastHeardMs = clock.now();
+      let handle: { cancel(): void } | undefined;
+      const keepalive = (): void => {
+        if (clock.now() - lastHeardMs > w.opts.keepaliveMs) {
+          q.end(new WardenError(Code.Unavailable, "StartBackend stream: keepalive timeout"));
+          return;
+        }
+        cancelKeepalive = clock.setTimer(w.opts.keepaliveMs, keepalive);
+      };
+      let cancelKeepalive = clock.setTimer(w.opts.keepaliveMs, keepalive);
+      const onAbort = (): void => {
+        cancelKeepalive();
+        q.end(abortReason(options.signal));
+        w.net.send(nodeId, "toAgent", "start.cancel", () => handle?.cancel(), embedded);
+      };
+      options.signal.addEventListener("abort", onAbort, { once: true });
+      const { behaviour, memoryBytes } = w.backendFor(req.model);
+      w.net.send(nodeId, "toAgent", "start", () => {
+        const a = w.agents.get(nodeId);
+        if (a === undefined || !a.up) {
+          w.net.send(nodeId, "toCoordinator", "start.refused", () => {
+            if (clock.alive()) q.end(new WardenError(Code.Unavailable, "StartBackend: connection refused"));
+          });
+          return;
+        }
+        handle = a.handleStart(
+          req,
+          {
+            emit: (ev) => {
+              w.net.send(nodeId, "toCoordinator", "start.event", () => {
+                if (!clock.alive()) return;
+                lastHeardMs = clock.now();
+                q.push(ev);
+              }, embedded);
+            },
+            end: () => {
+              w.net.send(nodeId, "toCoordinator", "start.end", () => {
+                // Answers reaching a crashed generation are dropped (its load must not resume).
+                if (!clock.alive()) return;
+                cancelKeepalive();
+                options.signal.removeEventListener("abort", onAbort);
+                q.end();
+              }, embedded);
+            },
+          },
+          behaviour,
+          memoryBytes,
+        );
+      }, embedded);
+      return q;
+    },
+    stopBackend(req: StopRequest, options: { readonly signal: AbortSignal; readonly timeoutMs: number }): Promise<StopAnswer> {
+      const done = hooks.onStopSent(req, client.nodeId);
+      const p = rpc<StopAnswer>(w, clock, client.nodeId, "stop", options.timeoutMs, options.signal, (reply) => {
+        w.agents.get(client.nodeId)?.handleStop(req, reply);
+      });
+      p.then(done, done);
+      return p;
+    },
+    isRunning(incarnation: string, options: { readonly signal: AbortSignal }): Promise<boolean> {
+      return rpc<boolean>(w, clock, client.nodeId, "isRunning", 5_000, options.signal, (reply) => {
+        w.agents.get(client.nodeId)?.handleIsRunning(incarnation, reply);
+      });
+    },
+  });
+  return {
+    connect: (address) => ({ nodeId: address.split(":")[0] ?? address, closed: false }),
+    agentPort: port,
+    close(client) {
+      client.closed = true;
+    },
+    stopOrphan(client, o: OrphanProcess) {
+      return rpc<{ alreadyGone: boolean }>(w, clock, client.nodeId, "stopOrphan", 30_000, undefined, (reply) => {
+        w.agents.get(client.nodeId)?.handleStopOrphan(o.pid, reply);
+      });
+    },
+    watchExits(nodeId: string, _client: SimClient, signal: AbortSignal, onExit: (incarnation: string, exit: BackendExit) => void) {
+      w.exitWatchers.set(nodeId, { signal, onExit, alive: () => clock.alive() });
+    },
+  };
+}

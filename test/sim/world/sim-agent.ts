@@ -1,0 +1,389 @@
+import { create } from "@bufbuild/protobuf";
+import { timestampFromMs } from "@bufbuild/protobuf/wkt";
+import { BackendState, InventoryEntrySchema, NodeResourcesSchema, OrphanProcessSchema, type InventoryEntry, type NodeResources, type OrphanProcess } from "@warden/proto";
+import { Code, WardenError } from "@warden/common";
+import type { StartEvent, StartRequest, StopAnswer, StopRequest } from "@warden/loader";
+import type { HeartbeatReport } from "@warden/cluster";
+import type { SimWorld } from "./sim-world.js";
+import type { BackendBehaviour, TruthProcess } from "./ground-truth.js";
+
+type RecordState = "loading" | "ready" | "stopping" | "exited";
+
+interface AgentRecord {
+  readonly incarnation: string;
+  readonly model: string;
+  readonly backend: string;
+  readonly process: TruthProcess;
+  state: RecordState;
+  stopRequested: { readonly reason: string; readonly atMs: number } | undefined;
+  stopping: Promise<StopAnswer> | undefined;
+}
+
+/** What an agent sends the coordinator when it (re)starts. */
+export interface Registration {
+  readonly nodeId: string;
+  readonly address: string;
+  readonly labels: Record<string, string>;
+  readonly bootEpoch: bigint;
+  readonly embedded: boolean;
+  readonly backends: readonly string[];
+}
+
+/** A start stream's sink on the agent side (delivered to the coordinator over the network). */
+export interface StartSink {
+  emit(ev: StartEvent): void;
+  end(): void;
+}
+
+/**
+ * One simulated node agent: records (incarnation → process), boot epoch and
+ * per-boot sequence, StartBackend with spawn → loading → ready, StopBackend
+ * with SIGTERM → grace → SIGKILL (idempotent, joins a stop in flight, names
+ * one incarnation only), inventories with orphans, exit notifications,
+ * crash with or without its records, and SIGSTOP/SIGCONT pauses.
+ */
+export class SimAgent {
+  private readonly records = new Map<string, AgentRecord>();
+  /** Exited records still to be shown once in an inventory. */
+  private readonly exitedToReport = new Map<string, AgentRecord>();
+  private readonly usedPorts = new Map<number, string>();
+  private readonly everUsedPorts = new Set<number>();
+  private gen = 0;
+  up = true;
+  pausedUntilMs = 0;
+  private paused: (() => void)[] = [];
+  bootEpoch: bigint;
+  private sequence = 0n;
+  /** Memory reading flaps between high and low while this is in the future (fault F16). */
+  flapUntilMs = 0;
+  private flapHigh = false;
+  /** StopBackend answers only after its deadline while this is in the future (fault F2). */
+  slowStopsUntilMs = 0;
+
+  constructor(
+    private readonly w: SimWorld,
+    readonly nodeId: string,
+    readonly labels: Record<string, string>,
+    readonly embedded: boolean,
+    readonly memoryTotalBytes: number,
+  ) {
+    this.bootEpoch = BigInt(w.clock.wallNow()) * 1000n;
+  }
+
+  registration(): Registration {
+    return { nodeId: this.nodeId, address: `${this.nodeId}:7000`, labels: this.labels, bootEpoch: this.bootEpoch, embedded: this.embedded, backends: ["sim"] };
+  }
+
+  /** Runs `fn` now, or when the agent resumes from a pause; never after a crash of this boot. */
+  private whenRunning(fn: () => void): void {
+    const g = this.gen;
+    const guarded = (): void => {
+      if (g === this.gen && this.up) fn();
+    };
+    if (this.w.clock.now() < this.pausedUntilMs) this.paused.push(guarded);
+    else guarded();
+  }
+
+  /** A timer of this boot (deferred while paused, dropped after a crash). */
+  private after(ms: number, label: string, fn: () => void): void {
+    const g = this.gen;
+    this.w.queue.push(this.w.clock.now() + ms, label, () => {
+      if (g === this.gen && this.up) this.whenRunning(fn);
+    });
+  }
+
+  pause(untilMs: number): void {
+    this.pausedUntilMs = Math.max(this.pausedUntilMs, untilMs);
+    this.w.queue.push(untilMs, "agent.resume", () => {
+      if (this.w.clock.now() < this.pausedUntilMs) return;
+      const q = this.paused;
+      this.paused = [];
+      for (const f of q) f();
+    });
+  }
+
+  /** Starts the heartbeat loop of the current boot (registration first). */
+  boot(): void {
+    this.w.sendRegister(this, this.registration());
+    const loop = (): void => {
+      this.w.sendHeartbeat(this, this.heartbeat());
+      this.after(this.w.opts.heartbeatMs, "agent.heartbeat", loop);
+    };
+    this.after(this.w.rng.int(1, this.w.opts.heartbeatMs), "agent.heartbeat", loop);
+  }
+
+  /** Agent crash (fault F4/F5): backends keep running; records kept or lost. */
+  crash(): void {
+    this.gen++;
+    this.up = false;
+    this.paused = [];
+  }
+
+  restart(keepRecords: boolean): void {
+    this.gen++;
+    this.up = true;
+    this.pausedUntilMs = 0;
+    this.bootEpoch = BigInt(this.w.clock.wallNow()) * 1000n + BigInt(this.gen);
+    this.sequence = 0n;
+    if (!keepRecords) {
+      this.records.clear();
+      this.exitedToReport.clear();
+      this.w.coverage.hit("agent.restarted-amnesia");
+    } else {
+      this.w.coverage.hit("agent.restarted-records");
+      for (const r of this.records.values()) {
+        // The start stream died with the old agent: a load in progress is abandoned.
+        if (r.state === "loading") this.exit(r, "SIGKILL");
+        r.stopping = undefined;
+        if (r.state === "stopping") r.state = "ready";
+      }
+    }
+    this.usedPorts.clear();
+    for (const p of this.w.truth.live()) if (p.nodeId === this.nodeId) this.usedPorts.set(Number(p.address.split(":")[1]), p.incarnation);
+    this.boot();
+  }
+
+  // ------------------------------------------------------------- handlers
+
+  handleStart(req: StartRequest, sink: StartSink, behaviour: BackendBehaviour, memoryBytes: number): { cancel(): void } {
+    let cancelled = false;
+    let rec: AgentRecord | undefined;
+    this.whenRunning(() => {
+      if (cancelled) return;
+      const existing = this.records.get(req.incarnation);
+      if (existing !== undefined) {
+        sink.emit({ t: "failed", code: "ALREADY_EXISTS", message: "incarnation already started", exitCode: undefined, lastStderrLine: "" });
+        sink.end();
+        return;
+      }
+      let port = 20000;
+      while (this.usedPorts.has(port)) port++;
+      if (this.everUsedPorts.has(port)) this.w.coverage.hit("port.recycled");
+      this.everUsedPorts.add(port);
+      this.usedPorts.set(port, req.incarnation);
+      const address = `${this.nodeId}:${String(port)}`;
+      const p = this.w.truth.spawn({ nodeId: this.nodeId, address, incarnation: req.incarnation, model: req.model, memoryBytes, behaviour, spawnedAtMs: this.w.clock.now() });
+      const r: AgentRecord = { incarnation: req.incarnation, model: req.model, backend: req.backend, process: p, state: "loading", stopRequested: undefined, stopping: undefined };
+      rec = r;
+      this.records.set(req.incarnation, r);
+      // The agent's own readiness deadline: a start outlives its caller's stream, not this.
+      this.after(this.w.opts.agentReadinessTimeoutMs, "agent.readiness-timeout", () => {
+        if (this.records.get(r.incarnation) === r && r.state === "loading") {
+          this.w.coverage.hit("agent.readiness-timeout");
+          this.exit(r, "SIGKILL");
+          sink.emit({ t: "failed", code: "READINESS_TIMEOUT", message: "backend not ready in time", exitCode: undefined, lastStderrLine: "" });
+          sink.end();
+        }
+      });
+      sink.emit({ t: "spawned", address, pid: p.pid, gpu: 0 });
+      sink.emit({ t: "loading" });
+      // The process's own progress: independent of the agent's boot.
+      this.w.queue.push(this.w.clock.now() + behaviour.loadMs, "backend.load", () => {
+        if (p.phase !== "loading") return;
+        if (behaviour.hangs) return;
+        if (behaviour.failsLoad) {
+          this.w.truth.kill(p, this.w.clock.now());
+          this.w.coverage.hit("load.failed");
+          this.onProcessDied(p, "exit 1");
+          this.whenRunningIfSameRecord(r, () => {
+            sink.emit({ t: "failed", code: "LOAD_FAILED", message: "backend exited during load", exitCode: 1, lastStderrLine: "model file corrupt" });
+            sink.end();
+          });
+          return;
+        }
+        p.phase = "ready";
+        p.readyAtMs = this.w.clock.now();
+        if (behaviour.crashAfterMs !== undefined) {
+          this.w.queue.push(this.w.clock.now() + behaviour.crashAfterMs, "backend.crash", () => {
+            if (p.phase === "dead") return;
+            this.w.truth.kill(p, this.w.clock.now());
+            this.w.coverage.hit("backend.crashed");
+            this.onProcessDied(p, "SIGSEGV");
+          });
+        }
+        this.whenRunningIfSameRecord(r, () => {
+          if (r.state === "loading") r.state = "ready";
+          sink.emit({ t: "ready", address, memoryBytes });
+          sink.end();
+        });
+      });
+    });
+    return {
+      cancel: () => {
+        cancelled = true;
+        this.whenRunning(() => {
+          // A cancelled start: the agent kills a process that is not ready yet.
+          if (rec !== undefined && rec.state === "loading" && this.records.get(rec.incarnation) === rec) this.exit(rec, "SIGKILL");
+        });
+      },
+    };
+  }
+
+  private whenRunningIfSameRecord(r: AgentRecord, fn: () => void): void {
+    this.whenRunning(() => {
+      if (this.records.get(r.incarnation) === r) fn();
+    });
+  }
+
+  /** StopBackend: idempotent per incarnation; never touches another one. */
+  handleStop(req: StopRequest, reply: (r: StopAnswer | WardenError) => void): void {
+    this.whenRunning(() => {
+      const r = this.records.get(req.incarnation);
+      if (r === undefined || r.state === "exited" || r.process.phase === "dead") {
+        const other = this.usedPorts.get(Number(req.address.split(":")[1]));
+        reply({ t: "alreadyGone", replacedBy: other !== undefined && other !== req.incarnation ? other : "" });
+        return;
+      }
+      r.stopRequested ??= { reason: req.reason, atMs: this.w.clock.now() };
+      if (r.stopping === undefined) {
+        const stopping = this.runStop(r, req.force);
+        r.stopping = stopping;
+        // A failed stop may be asked again.
+        stopping.catch(() => {
+          if (r.stopping === stopping) r.stopping = undefined;
+        });
+      }
+      const slow = this.w.clock.now() < this.slowStopsUntilMs;
+      r.stopping.then(
+        (a) => {
+          if (slow) this.after(this.w.opts.stopRpcTimeoutMs + 1_000, "agent.slow-stop", () => { reply(a); });
+          else reply(a);
+        },
+        (err: unknown) => { reply(err instanceof WardenError ? err : new WardenError(Code.Internal, String(err))); },
+      );
+    });
+  }
+
+  private runStop(r: AgentRecord, force: boolean): Promise<StopAnswer> {
+    r.state = "stopping";
+    return new Promise<StopAnswer>((resolve, reject) => {
+      const p = r.process;
+      const kill = (): void => {
+        if (this.w.clock.now() < p.unkillableUntilMs) {
+          r.state = "ready";
+          this.w.coverage.hit("stop.will-not-die");
+          reject(new WardenError(Code.Internal, `process ${String(p.pid)} will not die`));
+          return;
+        }
+        this.w.truth.kill(p, this.w.clock.now());
+        this.exit(r, "SIGKILL");
+        resolve({ t: "stopped" });
+      };
+      if (force) {
+        kill();
+        return;
+      }
+      const termMs = p.behaviour.ignoresSigterm ? undefined : this.w.rng.int(50, 3_000);
+      const graceMs = this.w.opts.sigtermGraceMs;
+      if (termMs !== undefined && termMs < graceMs) {
+        this.after(termMs, "backend.sigterm-exit", () => {
+          if (p.phase === "dead") {
+            resolve({ t: "stopped" });
+            return;
+          }
+          this.w.truth.kill(p, this.w.clock.now());
+          this.exit(r, "SIGTERM");
+          resolve({ t: "stopped" });
+        });
+      } else {
+        this.after(graceMs, "backend.sigkill", () => {
+          this.w.coverage.hit("stop.sigkill");
+          if (p.phase === "dead") resolve({ t: "stopped" });
+          else kill();
+        });
+      }
+    });
+  }
+
+  /** The record's process is gone: report the exit once in the next inventory and on the exit watch. */
+  private exit(r: AgentRecord, signal: string): void {
+    if (r.process.phase !== "dead") this.w.truth.kill(r.process, this.w.clock.now());
+    if (r.state === "exited") return;
+    r.state = "exited";
+    this.records.delete(r.incarnation);
+    this.exitedToReport.set(r.incarnation, r);
+    const port = Number(r.process.address.split(":")[1]);
+    if (this.usedPorts.get(port) === r.incarnation) this.usedPorts.delete(port);
+    this.w.sendExit(this, r.incarnation, { exitCode: undefined, signal, intentional: r.stopRequested !== undefined, lastStderrLine: "" });
+  }
+
+  /** A process died by itself (crash, failed load): its record, if any, shows it exited. */
+  onProcessDied(p: TruthProcess, signal: string): void {
+    const r = this.records.get(p.incarnation);
+    if (r !== undefined && r.process === p) this.exit(r, signal);
+    else {
+      const port = Number(p.address.split(":")[1]);
+      if (this.usedPorts.get(port) === p.incarnation) this.usedPorts.delete(port);
+    }
+  }
+
+  handleIsRunning(incarnation: string, reply: (running: boolean) => void): void {
+    this.whenRunning(() => {
+      const r = this.records.get(incarnation);
+      reply(r !== undefined && r.process.phase !== "dead");
+    });
+  }
+
+  /** StopOrphan: the agent re-checks that the pid is still a live orphan. */
+  handleStopOrphan(pid: number, reply: (r: { alreadyGone: boolean } | WardenError) => void): void {
+    this.whenRunning(() => {
+      const p = this.w.truth.processes.get(pid);
+      if (p === undefined || p.phase === "dead" || p.nodeId !== this.nodeId || this.records.has(p.incarnation)) {
+        reply({ alreadyGone: true });
+        return;
+      }
+      if (this.w.clock.now() < p.unkillableUntilMs) {
+        reply(new WardenError(Code.Internal, `orphan ${String(pid)} will not die`));
+        return;
+      }
+      this.w.truth.kill(p, this.w.clock.now());
+      this.onProcessDied(p, "SIGKILL");
+      this.w.coverage.hit("orphan.stopped");
+      reply({ alreadyGone: false });
+    });
+  }
+
+  // ------------------------------------------------------------ reports
+
+  heartbeat(): HeartbeatReport {
+    this.sequence++;
+    const backends: InventoryEntry[] = [];
+    for (const r of [...this.records.values(), ...this.exitedToReport.values()]) {
+      const state = r.state === "exited" ? BackendState.EXITED : r.state === "ready" ? BackendState.READY : r.state === "stopping" ? BackendState.STOPPING : BackendState.LOADING;
+      backends.push(
+        create(InventoryEntrySchema, {
+          incarnation: r.incarnation,
+          model: r.model,
+          address: r.process.address,
+          pid: r.process.pid,
+          state,
+          memoryBytes: BigInt(r.process.memoryBytes),
+          gpuDevice: "0",
+          backend: r.backend,
+          ...(r.stopRequested === undefined ? {} : { stopRequested: { incarnation: r.incarnation, reason: r.stopRequested.reason, at: timestampFromMs(r.stopRequested.atMs) } }),
+        }),
+      );
+    }
+    this.exitedToReport.clear();
+    const orphans: OrphanProcess[] = [];
+    let used = 0;
+    for (const p of this.w.truth.live()) {
+      if (p.nodeId !== this.nodeId) continue;
+      used += p.memoryBytes;
+      if (!this.records.has(p.incarnation)) orphans.push(create(OrphanProcessSchema, { pid: p.pid, address: p.address, memoryBytes: BigInt(p.memoryBytes), model: p.model, detail: "record missing" }));
+    }
+    if (this.w.clock.now() < this.flapUntilMs) {
+      this.flapHigh = !this.flapHigh;
+      if (this.flapHigh) used = Math.floor(this.memoryTotalBytes * 0.99);
+    }
+    const resources: NodeResources = create(NodeResourcesSchema, {
+      gpus: [{ index: 0, name: "sim", totalBytes: BigInt(this.memoryTotalBytes), usedBytes: BigInt(Math.min(used, this.memoryTotalBytes)) }],
+    });
+    return { nodeId: this.nodeId, bootEpoch: this.bootEpoch, sequence: this.sequence, backends, orphans, resources };
+  }
+
+  /** Whether the agent holds a record for the incarnation (ground truth for the orphan rules). */
+  hasRecord(incarnation: string): boolean {
+    return this.records.has(incarnation);
+  }
+}

@@ -1,0 +1,154 @@
+import type { BackendExit, HeartbeatReport } from "@warden/cluster";
+import { EventQueue } from "../kernel/event-queue.js";
+import { SimRandom } from "../kernel/sim-random.js";
+import { VirtualClock } from "../kernel/virtual-clock.js";
+import { Coverage } from "../check/coverage.js";
+import type { SimOptions } from "../run/sim-options.js";
+import { GroundTruth, type BackendBehaviour } from "./ground-truth.js";
+import { SimAgent, type Registration } from "./sim-agent.js";
+import { SimDisk } from "./sim-disk.js";
+import { SimJetStream } from "./sim-jetstream.js";
+import { SimNetwork } from "./sim-network.js";
+
+/** What a coordinator generation exposes to the network (its NodeService). */
+export interface CoordinatorInbox {
+  register(reg: Registration): void;
+  /** False: unknown node, the agent must register again. */
+  heartbeat(hb: HeartbeatReport): boolean;
+}
+
+interface ExitWatch {
+  readonly signal: AbortSignal;
+  readonly onExit: (incarnation: string, exit: BackendExit) => void;
+  readonly alive: () => boolean;
+}
+
+/**
+ * Everything outside the coordinator: clock and event queue, the PRNG, the
+ * ground truth, the network, agents, NATS and the disk. Survives coordinator
+ * crashes; the coordinator generation currently up is `inbox`.
+ */
+export class SimWorld {
+  readonly queue = new EventQueue();
+  readonly clock = new VirtualClock(this.queue);
+  readonly rng: SimRandom;
+  readonly coverage = new Coverage();
+  readonly truth = new GroundTruth();
+  readonly net: SimNetwork;
+  readonly agents = new Map<string, SimAgent>();
+  readonly disk: SimDisk;
+  readonly nats: SimJetStream;
+  readonly exitWatchers = new Map<string, ExitWatch>();
+  inbox: CoordinatorInbox | undefined;
+  /** Old heartbeats kept for the stale-inventory fault. */
+  readonly oldHeartbeats = new Map<string, HeartbeatReport[]>();
+  /** Per-model slow-backend windows (fault). */
+  slowUntilMs = 0;
+  /** Backend crash probability per start while the fault is on. */
+  crashUntilMs = 0;
+  readonly stall = { untilMs: 0 };
+  /** A trace of what happened, hashed for the determinism check and printed on failure. */
+  readonly trace: string[] = [];
+  traceHash = 0x811c9dc5;
+  keepTrace = false;
+
+  constructor(readonly opts: SimOptions) {
+    this.rng = new SimRandom(opts.seed).fork("world");
+    this.net = new SimNetwork(this.queue, this.clock, this.rng.fork("net"), opts.link, this.coverage);
+    this.disk = new SimDisk(this.rng.fork("disk"), () => 1 + this.rng.next() * 5);
+    this.nats = new SimJetStream(this.queue, this.clock, this.rng.fork("nats"), this.coverage);
+    for (const n of opts.nodes) this.agents.set(n.nodeId, new SimAgent(this, n.nodeId, n.labels, n.embedded, n.memoryTotalBytes));
+  }
+
+  log(line: string): void {
+    const s = `${String(Math.round(this.clock.now()))} ${line}`;
+    for (let i = 0; i < s.length; i++) {
+      this.traceHash ^= s.charCodeAt(i);
+      this.traceHash = Math.imul(this.traceHash, 0x01000193) >>> 0;
+    }
+    if (this.keepTrace) this.trace.push(s);
+  }
+
+  backendFor(model: string): { behaviour: BackendBehaviour; memoryBytes: number } {
+    const now = this.clock.now();
+    const r = this.rng;
+    const spec = this.opts.models.find((m) => m.id === model);
+    const slow = now < this.slowUntilMs;
+    const behaviour: BackendBehaviour = {
+      loadMs: slow ? r.int(10_000, 60_000) : r.int(200, 4_000),
+      hangs: slow && r.chance(0.3),
+      failsLoad: r.chance(0.03),
+      ignoresSigterm: r.chance(0.15),
+      crashAfterMs: now < this.crashUntilMs && r.chance(0.5) ? r.int(1_000, 120_000) : undefined,
+      slowFactor: slow ? 20 : 1,
+    };
+    const size = spec?.sizeBytes ?? 0;
+    return { behaviour, memoryBytes: size > 0 ? Math.round(size * (0.8 + r.next() * 0.3)) : r.int(1, 4) * 1024 ** 3 };
+  }
+
+  /**
+   * Agent→coordinator messages travel on a connection to one coordinator
+   * process: one sent to a generation that crashed (or while none was up) is
+   * lost with that connection, never handed to its successor.
+   */
+  private toCurrent(deliver: (inbox: CoordinatorInbox) => void): () => void {
+    const to = this.inbox;
+    return () => {
+      if (to !== undefined && this.inbox === to) deliver(to);
+    };
+  }
+
+  sendRegister(agent: SimAgent, reg: Registration): void {
+    this.net.send(agent.nodeId, "toCoordinator", "register", this.toCurrent((inbox) => { inbox.register(reg); }), agent.embedded);
+  }
+
+  sendHeartbeat(agent: SimAgent, hb: HeartbeatReport): void {
+    let kept = this.oldHeartbeats.get(agent.nodeId);
+    if (kept === undefined) {
+      kept = [];
+      this.oldHeartbeats.set(agent.nodeId, kept);
+    }
+    kept.push(hb);
+    if (kept.length > 8) kept.shift();
+    this.sentTo.set(hb, this.inbox);
+    this.net.send(agent.nodeId, "toCoordinator", "heartbeat", this.toCurrent(() => { this.deliverHeartbeat(agent, hb); }), agent.embedded);
+  }
+
+  /** Which coordinator generation each kept heartbeat was sent to. */
+  private readonly sentTo = new WeakMap<HeartbeatReport, CoordinatorInbox | undefined>();
+
+  /**
+   * The oldest kept heartbeat of `nodeId` sent to the generation up now (fault:
+   * a stale report, delayed or re-delivered on its connection); undefined if none.
+   */
+  staleHeartbeat(nodeId: string): HeartbeatReport | undefined {
+    const inbox = this.inbox;
+    if (inbox === undefined) return undefined;
+    return this.oldHeartbeats.get(nodeId)?.find((hb) => this.sentTo.get(hb) === inbox);
+  }
+
+  /** Delivers `hb` again as a stale report (a no-op if the generation it was sent to is gone by then). */
+  sendStaleHeartbeat(agent: SimAgent, hb: HeartbeatReport): void {
+    this.net.send(agent.nodeId, "toCoordinator", "heartbeat.stale", this.toCurrent(() => { this.deliverHeartbeat(agent, hb); }), agent.embedded);
+  }
+
+  deliverHeartbeat(agent: SimAgent, hb: HeartbeatReport): void {
+    const inbox = this.inbox;
+    if (inbox === undefined) return;
+    if (!inbox.heartbeat(hb)) {
+      // HeartbeatResponse.register_required: the agent registers again (its current boot).
+      this.net.send(agent.nodeId, "toAgent", "register-required", () => {
+        if (agent.up) this.sendRegister(agent, agent.registration());
+      }, agent.embedded);
+    }
+  }
+
+  sendExit(agent: SimAgent, incarnation: string, exit: BackendExit): void {
+    this.log(`exit ${agent.nodeId} ${incarnation} ${exit.signal}`);
+    this.net.send(agent.nodeId, "toCoordinator", "exit", this.toCurrent(() => {
+      const w = this.exitWatchers.get(agent.nodeId);
+      if (w === undefined || w.signal.aborted || !w.alive()) return;
+      w.onExit(incarnation, exit);
+    }), agent.embedded);
+  }
+}

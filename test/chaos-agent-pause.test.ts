@@ -16,7 +16,7 @@ import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { InstanceState, NodeState } from "@warden/proto";
 import { liveTaggedSims } from "./support/agent-harness.js";
 import { liveRemoteAgents } from "./support/agent-process.js";
-import { accountingProblems, observe, typesOf, untilAuditComplete, untilConverged } from "./support/chaos-checks.js";
+import { accountingProblems, observe, typesOf, watchAccounting, endWatches, untilAuditComplete, untilConverged } from "./support/chaos-checks.js";
 import { startChaosCluster, type ChaosCluster } from "./support/chaos-cluster.js";
 import { simModel, until } from "./support/coordinator-harness.js";
 
@@ -24,6 +24,7 @@ let cluster: ChaosCluster | undefined;
 const tags: string[] = [];
 
 afterEach(async () => {
+  endWatches();
   await cluster?.close();
   cluster = undefined;
 });
@@ -49,6 +50,8 @@ describe("chaos: agent frozen (SIGSTOP) during an eviction's StopBackend, then S
     const c = cluster;
     tags.push(c.tag);
     const a = await c.addAgent("a", { grace: "120s" });
+    // Everything that runs stays accounted at every observation, through the faults.
+    const watch = watchAccounting(() => c.admin, c.tag);
     const m1 = (await c.admin.loadModel({ model: "m1" }, { timeoutMs: 60_000 })).instance?.incarnation ?? "";
     expect(m1).not.toBe("");
     const [m1Pid] = await a.liveBackends();
@@ -90,6 +93,9 @@ describe("chaos: agent frozen (SIGSTOP) during an eviction's StopBackend, then S
     expect(types.indexOf("leftover.reaped:m1")).toBeLessThan(types.indexOf("backend.loaded:m2"));
 
     const end = await untilConverged(c.admin, c.tag, ["a"]);
+    const sampled = await watch.stop();
+    expect(sampled.problems).toEqual([]);
+    expect(sampled.samples).toBeGreaterThan(0);
     expect(end.rows.map((r) => [r.model, r.incarnation])).toEqual([["m2", m2?.incarnation]]);
     const audit = await untilAuditComplete(c.nats.url, () => c.logged());
     expect(typesOf(audit.events, m1).filter((t) => t !== "eviction.retried" && t !== "leftover.stuck")).toEqual(["backend.loaded", "eviction.started", "eviction.failed", "leftover.reaped"]);

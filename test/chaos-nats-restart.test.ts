@@ -1,6 +1,7 @@
 /**
  * Chaos, real processes (issue 13 item 7, faults F9/F10): nats-server is
- * killed (SIGKILL) in the middle of a burst of group evictions, evictions go
+ * killed (SIGKILL) in the middle of a burst of group evictions (driven by
+ * inference calls alone, several at once per model), evictions go
  * on while it is down, and it is started again on the same port and the same
  * JetStream store dir. Evictions never wait for the audit: the burst
  * completes, and once the server is back the outbox drains so that every
@@ -12,7 +13,7 @@ import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { InstanceState } from "@warden/proto";
 import { liveTaggedSims } from "./support/agent-harness.js";
 import { liveRemoteAgents } from "./support/agent-process.js";
-import { typesOf, untilAuditComplete, untilConverged } from "./support/chaos-checks.js";
+import { typesOf, untilAuditComplete, untilConverged, watchAccounting, endWatches } from "./support/chaos-checks.js";
 import { startChaosCluster, type ChaosCluster } from "./support/chaos-cluster.js";
 import { simModel, until } from "./support/coordinator-harness.js";
 
@@ -20,6 +21,7 @@ let cluster: ChaosCluster | undefined;
 const tags: string[] = [];
 
 afterEach(async () => {
+  endWatches();
   await cluster?.close();
   cluster = undefined;
 });
@@ -29,7 +31,7 @@ afterAll(async () => {
   expect(await liveRemoteAgents()).toEqual([]);
 });
 
-const models = 8;
+const models = 6;
 
 describe("chaos: nats-server restarted during a burst of evictions", { timeout: 240_000 }, () => {
   it("the burst completes while NATS is down; after the restart (same port, same store) nothing is lost, nothing is duplicated after de-dup by id, every eviction is started → stopped in order; converged", async () => {
@@ -40,15 +42,17 @@ describe("chaos: nats-server restarted during a burst of evictions", { timeout: 
     const c = cluster;
     tags.push(c.tag);
     await c.addAgent("a");
+    // Everything that runs stays accounted at every observation, through the faults.
+    const watch = watchAccounting(() => c.admin, c.tag);
     const stopped = (): number => c.logged().filter((e) => e.type === "eviction.stopped").length;
 
-    // The burst: each load evicts the one before it (group g).
-    const incarnations: string[] = [];
+    // The burst: three calls per model, each model evicting the one before it (group g).
     let burstOver = false;
     const burst = (async () => {
       for (let i = 0; i < models; i++) {
-        const r = await c.admin.loadModel({ model: `g${String(i)}` }, { timeoutMs: 60_000 });
-        incarnations.push(r.instance?.incarnation ?? "");
+        const model = `g${String(i)}`;
+        const replies = await Promise.all([0, 1, 2].map(async () => c.inference.predict({ model, options: { Prompt: "x" } }, { timeoutMs: 60_000 })));
+        expect(replies.map((r) => r.nodeId)).toEqual(["a", "a", "a"]);
       }
     })().finally(() => {
       burstOver = true;
@@ -62,9 +66,14 @@ describe("chaos: nats-server restarted during a burst of evictions", { timeout: 
     expect(c.nats.running()).toBe(false);
     await c.nats.start();
     await burst;
-    expect(stopped()).toBe(models - 1);
+    await until("the last eviction logged", () => stopped() === models - 1);
 
+    const incarnations = Array.from({ length: models }, (_, i) => c.logged().find((e) => e.type === "backend.loaded" && e.model === `g${String(i)}`)?.incarnation ?? "");
+    expect(new Set(incarnations).size).toBe(models);
     const end = await untilConverged(c.admin, c.tag, ["a"]);
+    const sampled = await watch.stop();
+    expect(sampled.problems).toEqual([]);
+    expect(sampled.samples).toBeGreaterThan(0);
     expect(end.rows.map((r) => [r.model, r.incarnation, r.state])).toEqual([[`g${String(models - 1)}`, incarnations[models - 1], InstanceState.READY]]);
     const audit = await untilAuditComplete(c.nats.url, () => c.logged());
     // Within the duplicate window the server itself refuses a re-published id (its de-dup state survives the restart).

@@ -17,7 +17,7 @@ import { liveRemoteAgents, startRemoteAgent, type RemoteAgent } from "./support/
 import { simModel, until } from "./support/coordinator-harness.js";
 import { startCoordinatorProcess, type CoordinatorProcess, type LoggedEvent } from "./support/coordinator-process.js";
 import { freePort } from "./support/free-port.js";
-import { accountingProblems, observe, runningBackends, typesOf, untilAuditComplete, untilConverged } from "./support/chaos-checks.js";
+import { accountingProblems, observe, runningBackends, typesOf, untilAuditComplete, untilConverged, watchAccounting, endWatches } from "./support/chaos-checks.js";
 import { startNatsServer, type NatsServerHandle } from "./support/nats-server.js";
 
 const fileTag = uniqueTag("coord-restart");
@@ -28,6 +28,7 @@ let dirs: string[] = [];
 let natsServers: NatsServerHandle[] = [];
 
 afterEach(async () => {
+  endWatches();
   for (const c of clients) c.close();
   clients = [];
   for (const a of agents) await a.cleanup();
@@ -109,6 +110,8 @@ describe("coordinator restart (coordinator, agent and backend processes)", { tim
     await first.coord.kill();
 
     const second = await s.start();
+    // The partitioned node's leftovers are accounted from the coordinator's first answer on (from the journal).
+    const watch = watchAccounting(() => second.admin, fileTag, "b");
     const logged = (): LoggedEvent[] => [...first.coord.events, ...second.coord.events];
     // b has not registered with this coordinator (it is still frozen).
     expect((await second.admin.listNodes({})).nodes.filter((n) => n.nodeId === "b")).toEqual([]);
@@ -134,6 +137,9 @@ describe("coordinator restart (coordinator, agent and backend processes)", { tim
     for (const i of [inc, inc2]) await second.coord.waitForEvent("leftover.reaped", (e) => e.incarnation === i, 60_000);
     await until("b's backends gone", async () => (await b.liveBackends()).length === 0, 60_000);
     const end = await untilConverged(second.admin, fileTag, ["a", "b"]);
+    const sampled = await watch.stop();
+    expect(sampled.problems).toEqual([]);
+    expect(sampled.samples).toBeGreaterThan(0);
     expect(end.rows.map((r) => [r.model, r.incarnation])).toEqual([["keep", keep]]);
     expect(end.running.map((r) => r.pid)).toEqual([keepPid]);
     expect((await second.admin.unloadModel({ model: "m" })).outcome).toBe(UnloadOutcome.NOT_LOADED);

@@ -135,6 +135,50 @@ export function accountingProblems(v: ClusterView): string[] {
   return problems;
 }
 
+/**
+ * Samples accountingProblems over and over (through the faults, not only at
+ * the end) until `stop`, which returns every problem seen (each once) and how
+ * many observations were made. `onlyNode` limits the check to one node's
+ * processes (e.g. after a coordinator restart, before the other nodes registered
+ * — what a coordinator cannot know yet is not amnesia).
+ */
+const watches = new Set<() => void>();
+
+/** Ends every watch still running (for afterEach, when a test failed before its `stop`). */
+export function endWatches(): void {
+  for (const end of watches) end();
+  watches.clear();
+}
+
+export function watchAccounting(admin: () => Client<typeof AdminService>, tagPrefix: string, onlyNode?: string): { stop(): Promise<{ problems: string[]; samples: number }> } {
+  const problems = new Set<string>();
+  let samples = 0;
+  const state = { on: true };
+  const end = (): void => {
+    state.on = false;
+  };
+  watches.add(end);
+  const loop = (async () => {
+    while (state.on) {
+      const v = await observe(admin(), tagPrefix).catch(() => undefined);
+      if (v !== undefined) {
+        samples++;
+        const scoped = onlyNode === undefined ? v : { ...v, running: v.running.filter((r) => r.nodeId === onlyNode) };
+        for (const p of accountingProblems(scoped)) problems.add(p);
+      }
+      await new Promise((r) => setTimeout(r, 150));
+    }
+  })();
+  return {
+    async stop() {
+      end();
+      watches.delete(end);
+      await loop;
+      return { problems: [...problems], samples };
+    },
+  };
+}
+
 const evictionTypes = new Set(["eviction.started", "eviction.stopped", "eviction.failed"]);
 
 /** Events of the stream with each id once (the first copy), in stream order; and how many copies were dropped. */

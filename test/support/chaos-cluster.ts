@@ -9,7 +9,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createClient, type Client } from "@warden/grpc";
-import { AdminService, NodeState } from "@warden/proto";
+import { AdminService, InferenceService, NodeState } from "@warden/proto";
 import { uniqueTag } from "./agent-harness.js";
 import { startRemoteAgent, type RemoteAgent } from "./agent-process.js";
 import { until } from "./coordinator-harness.js";
@@ -25,6 +25,8 @@ export interface ChaosCluster {
   readonly coord: CoordinatorProcess;
   /** Admin client of the current coordinator. */
   readonly admin: Client<typeof AdminService>;
+  /** Inference client of the current coordinator. */
+  readonly inference: Client<typeof InferenceService>;
   /** Every event logged by every coordinator process of this cluster so far. */
   logged(): LoggedEvent[];
   /** SIGKILL of the current coordinator, then a new one on the same address and state dir. */
@@ -63,9 +65,9 @@ export async function startChaosCluster(o: ChaosClusterOptions): Promise<ChaosCl
   const retired: LoggedEvent[] = [];
   const agents: RemoteAgent[] = [];
   let n = 0;
-  const launch = async (): Promise<{ coord: CoordinatorProcess; admin: Client<typeof AdminService> }> => {
+  const launch = async (): Promise<{ coord: CoordinatorProcess; admin: Client<typeof AdminService>; inference: Client<typeof InferenceService> }> => {
     const c = await startCoordinatorProcess(join(dir, `coordinator-${String(n++)}.yaml`), config);
-    return { coord: c, admin: createClient(AdminService, c.address) };
+    return { coord: c, admin: createClient(AdminService, c.address), inference: createClient(InferenceService, c.address) };
   };
   let cur = await launch();
   return {
@@ -77,10 +79,14 @@ export async function startChaosCluster(o: ChaosClusterOptions): Promise<ChaosCl
     get admin() {
       return cur.admin;
     },
+    get inference() {
+      return cur.inference;
+    },
     logged: () => [...retired, ...cur.coord.events],
     async restartCoordinator() {
       await cur.coord.kill();
       cur.admin.close();
+      cur.inference.close();
       retired.push(...cur.coord.events);
       cur = await launch();
     },
@@ -92,6 +98,7 @@ export async function startChaosCluster(o: ChaosClusterOptions): Promise<ChaosCl
     },
     async close() {
       cur.admin.close();
+      cur.inference.close();
       for (const a of agents) await a.cleanup();
       await cur.coord.kill();
       await nats.dispose();

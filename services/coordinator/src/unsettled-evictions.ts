@@ -21,7 +21,8 @@ export async function settleUnsettledEvictions(outbox: Outbox, hub: EventHub, un
   for (const started of unsettled) {
     if (started.payload.case !== "evictionStarted") continue;
     const reason = started.payload.value.reason;
-    const reasonName: string | undefined = EvictionReason[reason];
+    // A reason number from a newer coordinator has no name here.
+    const reasonName = (EvictionReason as unknown as Record<number, string | undefined>)[reason];
     if (!outbox.openStopIntents().some((i) => i.incarnation === started.incarnation)) {
       await outbox.recordStopIntent({ incarnation: started.incarnation, nodeId: started.nodeId, model: started.model, address: started.address, reason: (reasonName ?? "unspecified").toLowerCase() });
     }

@@ -17,14 +17,18 @@ import { liveRemoteAgents, startRemoteAgent, type RemoteAgent } from "./support/
 import { simModel, until } from "./support/coordinator-harness.js";
 import { startCoordinatorProcess, type CoordinatorProcess, type LoggedEvent } from "./support/coordinator-process.js";
 import { freePort } from "./support/free-port.js";
+import { accountingProblems, observe, runningBackends, typesOf, untilAuditComplete, untilConverged, watchAccounting, endWatches } from "./support/chaos-checks.js";
+import { startNatsServer, type NatsServerHandle } from "./support/nats-server.js";
 
 const fileTag = uniqueTag("coord-restart");
 let coordinators: CoordinatorProcess[] = [];
 let agents: RemoteAgent[] = [];
 let clients: Client<typeof AdminService>[] = [];
 let dirs: string[] = [];
+let natsServers: NatsServerHandle[] = [];
 
 afterEach(async () => {
+  endWatches();
   for (const c of clients) c.close();
   clients = [];
   for (const a of agents) await a.cleanup();
@@ -33,6 +37,8 @@ afterEach(async () => {
   coordinators = [];
   for (const d of dirs) await rm(d, { recursive: true, force: true });
   dirs = [];
+  for (const n of natsServers) await n.dispose();
+  natsServers = [];
 });
 
 afterAll(async () => {
@@ -46,7 +52,7 @@ interface Setup {
   start(): Promise<{ coord: CoordinatorProcess; admin: Client<typeof AdminService> }>;
 }
 
-async function setup(models: Record<string, unknown>[]): Promise<Setup> {
+async function setup(models: Record<string, unknown>[], extra: Record<string, unknown> = {}): Promise<Setup> {
   const dir = await mkdtemp(join(tmpdir(), "warden-coord-restart-"));
   dirs.push(dir);
   const address = `127.0.0.1:${String(await freePort())}`;
@@ -60,6 +66,7 @@ async function setup(models: Record<string, unknown>[]): Promise<Setup> {
     // A frozen agent stays "ready" meanwhile: what the test sees is the leftover, not an unreachable node.
     nodeGrace: "120s",
     models,
+    ...extra,
   };
   let n = 0;
   return {
@@ -78,41 +85,77 @@ async function setup(models: Record<string, unknown>[]): Promise<Setup> {
 const adopted = (inc: string) => (e: LoggedEvent): boolean => e.incarnation === inc;
 const payload = (e: LoggedEvent): unknown => e["instanceAdopted"];
 
-describe("coordinator restart (coordinator, agent and backend processes)", () => {
-  it("a leftover on a node still partitioned survives kill -9 of the coordinator: listed, unloadable as LEFTOVER, audited, and reaped when the node returns", async () => {
-    const s = await setup([simModel("m", { selector: { node: "b" } })]);
+describe("coordinator restart (coordinator, agent and backend processes)", { timeout: 180_000 }, () => {
+  it("leftovers on a node still partitioned survive kill -9 of the coordinator: listed, unloadable as LEFTOVER, audited, and reaped when the node returns; a healthy node's instance is adopted, not lost; converged, audit complete across the crash", async () => {
+    const nats = await startNatsServer();
+    natsServers.push(nats);
+    const onB = { selector: { node: "b" }, memoryEstimate: "1GiB" };
+    const onA = { selector: { node: "a" }, memoryEstimate: "1GiB" };
+    const s = await setup([simModel("m", onB), simModel("m2", onB), simModel("keep", onA), simModel("gone", onA)], { nats: { url: nats.url } });
     const first = await s.start();
+    const a = await startRemoteAgent({ coordinator: s.address, nodeId: "a", tag: fileTag });
     const b = await startRemoteAgent({ coordinator: s.address, nodeId: "b", tag: fileTag });
-    agents.push(b);
-    await until("b ready", async () => (await first.admin.listNodes({})).nodes.some((n) => n.nodeId === "b" && n.state === NodeState.READY));
-    const inc = (await first.admin.loadModel({ model: "m" }, { timeoutMs: 60_000 })).instance?.incarnation ?? "";
-    expect(inc).not.toBe("");
-    // b is partitioned: StopBackend times out → leftover, its stop intent journaled.
+    agents.push(a, b);
+    await until("a and b ready", async () => (await first.admin.listNodes({})).nodes.filter((n) => n.state === NodeState.READY).length === 2);
+    const load = async (model: string): Promise<string> => (await first.admin.loadModel({ model }, { timeoutMs: 60_000 })).instance?.incarnation ?? "";
+    const [inc = "", inc2 = "", keep = "", gone = ""] = await Promise.all(["m", "m2", "keep", "gone"].map(load));
+    for (const i of [inc, inc2, keep, gone]) expect(i).not.toBe("");
+    const [keepPid] = (await runningBackends(fileTag)).filter((r) => r.incarnation === keep).map((r) => r.pid);
+    // An eviction that completes before the crash: its events must still reach the stream.
+    expect((await first.admin.unloadModel({ model: "gone" })).outcome).toBe(UnloadOutcome.STOPPED);
+    // b is partitioned: StopBackend times out → leftovers, their stop intents journaled.
     b.pause();
-    expect((await first.admin.unloadModel({ model: "m" })).outcome).toBe(UnloadOutcome.LEFTOVER);
+    const unloads = await Promise.all(["m", "m2"].map(async (model) => (await first.admin.unloadModel({ model })).outcome));
+    expect(unloads).toEqual([UnloadOutcome.LEFTOVER, UnloadOutcome.LEFTOVER]);
     await first.coord.kill();
 
     const second = await s.start();
+    // The partitioned node's leftovers are accounted from the coordinator's first answer on (from the journal).
+    const watch = watchAccounting(() => second.admin, fileTag, "b");
+    const logged = (): LoggedEvent[] => [...first.coord.events, ...second.coord.events];
     // b has not registered with this coordinator (it is still frozen).
-    expect((await second.admin.listNodes({})).nodes).toEqual([]);
-    const rows = (await second.admin.listModels({})).instances.map((i) => [i.model, i.incarnation, i.nodeId, i.state, i.nodeState]);
-    expect(rows).toEqual([["m", inc, "b", InstanceState.LEFTOVER, NodeState.UNSPECIFIED]]);
+    expect((await second.admin.listNodes({})).nodes.filter((n) => n.nodeId === "b")).toEqual([]);
+    const onNodeB = async (): Promise<unknown[]> =>
+      (await second.admin.listModels({})).instances.filter((i) => i.nodeId === "b").map((i) => [i.model, i.incarnation, i.nodeId, i.state, i.nodeState]).sort();
+    expect(await onNodeB()).toEqual([
+      ["m", inc, "b", InstanceState.LEFTOVER, NodeState.UNSPECIFIED],
+      ["m2", inc2, "b", InstanceState.LEFTOVER, NodeState.UNSPECIFIED],
+    ]);
     const u = await second.admin.unloadModel({ model: "m" });
     expect(u.outcome).toBe(UnloadOutcome.LEFTOVER);
     const audit = await second.coord.waitForEvent("instance.adopted", adopted(inc));
     expect(payload(audit)).toEqual({ asLeftover: true, foundBy: "journal" });
     expect(audit.nodeId).toBe("b");
-    expect(await b.liveBackends()).toHaveLength(1);
+    expect(await b.liveBackends()).toHaveLength(2);
+    // The healthy node registers and its instance is adopted; meanwhile everything that runs stays accounted.
+    await until("keep adopted", async () => (await second.admin.listModels({})).instances.some((i) => i.incarnation === keep && i.state === InstanceState.READY), 60_000);
+    expect(accountingProblems(await observe(second.admin, fileTag))).toEqual([]);
 
-    // b returns: registers with the new coordinator; the leftover is reaped (stopped by the
-    // old coordinator's StopBackend still in b's socket, or by the retry) and its intent closed.
+    // b returns: registers with the new coordinator; the leftovers are reaped (stopped by the
+    // old coordinator's StopBackend still in b's socket, or by the retry) and their intents closed.
     b.resume();
-    await second.coord.waitForEvent("leftover.reaped", (e) => e.incarnation === inc, 60_000);
-    await until("b's backend gone", async () => (await b.liveBackends()).length === 0, 60_000);
-    await until("nothing listed", async () => (await second.admin.listModels({})).instances.length === 0);
+    for (const i of [inc, inc2]) await second.coord.waitForEvent("leftover.reaped", (e) => e.incarnation === i, 60_000);
+    await until("b's backends gone", async () => (await b.liveBackends()).length === 0, 60_000);
+    const end = await untilConverged(second.admin, fileTag, ["a", "b"]);
+    const sampled = await watch.stop();
+    expect(sampled.problems).toEqual([]);
+    expect(sampled.samples).toBeGreaterThan(0);
+    expect(end.rows.map((r) => [r.model, r.incarnation])).toEqual([["keep", keep]]);
+    expect(end.running.map((r) => r.pid)).toEqual([keepPid]);
     expect((await second.admin.unloadModel({ model: "m" })).outcome).toBe(UnloadOutcome.NOT_LOADED);
     // Never adopted as routable in between.
     expect(second.coord.events.filter((e) => e.type === "instance.adopted" && e.incarnation === inc).map(payload)).toEqual([{ asLeftover: true, foundBy: "journal" }]);
+    // The audit trail spans the crash: everything either coordinator logged is on the stream, in order per instance.
+    const stream = await untilAuditComplete(nats.url, logged);
+    // (Stopped, unless the kill beat the journaling of eviction.stopped: then closed by the restart and reaped as already gone.)
+    expect([["backend.loaded", "eviction.started", "eviction.stopped"], ["backend.loaded", "eviction.started", "recovered", "eviction.failed", "instance.adopted", "leftover.reaped"]]).toContainEqual(
+      typesOf(stream.events, gone).filter((t) => t !== "eviction.retried"),
+    );
+    // The unload answers LEFTOVER before its eviction.failed is journaled: when the kill lands in
+    // between, the restarted coordinator closes the unsettled eviction itself (failed after recovered).
+    const closedBefore = ["backend.loaded", "eviction.started", "eviction.failed", "recovered", "instance.adopted", "leftover.reaped"];
+    const closedAfter = ["backend.loaded", "eviction.started", "recovered", "eviction.failed", "instance.adopted", "leftover.reaped"];
+    for (const i of [inc, inc2]) expect([closedBefore, closedAfter]).toContainEqual(typesOf(stream.events, i).filter((t) => t !== "eviction.retried"));
   });
 
   it("re-adoption of a running instance after kill -9 of the coordinator publishes instance.adopted (remote-only, found by inventory) exactly once", async () => {

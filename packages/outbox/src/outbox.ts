@@ -71,6 +71,12 @@ export interface OutboxRecovery {
   readonly requeued: number;
   /** The `recovered` events appended for instances whose last event was not terminal. */
   readonly recovered: readonly Event[];
+  /**
+   * The journaled `eviction.started` of every instance whose last event it was:
+   * evictions the previous coordinator began and never settled (its stop's
+   * outcome is unknown), whether or not their stop intent was recorded yet.
+   */
+  readonly unsettledEvictions: readonly Event[];
 }
 
 export interface OutboxOptions {
@@ -440,7 +446,9 @@ export function createOutbox(options: OutboxOptions): Outbox {
         appended += replayed.unpublished.size;
         state = "running";
         const recovered: Event[] = [];
-        for (const last of unfinishedInstances(replayed)) {
+        const unfinished = unfinishedInstances(replayed);
+        const unsettledEvictions = unfinished.filter((e) => e.payload.case === "evictionStarted");
+        for (const last of unfinished) {
           const event = factory.create({
             nodeId: last.nodeId,
             model: last.model,
@@ -460,7 +468,7 @@ export function createOutbox(options: OutboxOptions): Outbox {
           wakeUp();
         });
         pump();
-        return { epoch, openStopIntents: [...intents.values()], requeued: replayed.unpublished.size, recovered };
+        return { epoch, openStopIntents: [...intents.values()], requeued: replayed.unpublished.size, recovered, unsettledEvictions };
       } catch (err) {
         if (state === "starting") state = "new";
         throw err;

@@ -23,6 +23,7 @@ import { nodeService } from "./node-service.js";
 import { nodeReportLimits } from "./node-report-limits.js";
 import { PlacementView } from "./placement-view.js";
 import { CoordinatorMetrics } from "./metrics.js";
+import { settleUnsettledEvictions } from "./unsettled-evictions.js";
 
 export interface CoordinatorDeps {
   readonly clock?: Clock;
@@ -268,13 +269,15 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
     },
   });
   loaderRef.current = loader;
-  const openIntents = new Set(recovery.openStopIntents.map((i) => i.incarnation));
+  // Evictions the previous coordinator never settled become stop intents too (unsettled-evictions.ts).
+  const intentsAtStart = await settleUnsettledEvictions(outbox, hub, recovery.unsettledEvictions);
+  const openIntents = new Set(intentsAtStart.map((i) => i.incarnation));
   nodes.attach(loader, (inc) => openIntents.has(inc) || outbox.openStopIntents().some((i) => i.incarnation === inc));
   placement.attach(loader);
   // Every open stop intent is a leftover on its node from the first moment —
   // before any node registers — so listing, unloading and accounting see it;
   // its node's first inventory reaps it or has its stop retried.
-  const restored = loader.restoreStopIntents(recovery.openStopIntents);
+  const restored = loader.restoreStopIntents(intentsAtStart);
   if (restored > 0) log.info("open stop intents restored as leftovers", { count: restored });
 
   // With auth on, every remote registration carries a node token bound to its id (the guard checks it).

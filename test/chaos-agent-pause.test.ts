@@ -1,0 +1,103 @@
+/**
+ * Chaos, real processes (issue 13 item 7, faults F2/F3/F6): the agent is
+ * frozen with SIGSTOP while the StopBackend of an LRU eviction is running on
+ * it (the backend ignores SIGTERM, the agent's grace is long), and thawed with
+ * SIGCONT later. While frozen the stop's outcome is unknown and the node goes
+ * unreachable: the victim must stay accounted (a leftover, never routable,
+ * still counting toward the node's limit) and nothing is declared gone; the
+ * load that wanted the slot waits. After SIGCONT the agent answers again (its
+ * old stop and the coordinator's retries arrive late), the leftover is
+ * reaped, the load completes and the cluster converges with the audit trail
+ * complete.
+ */
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { afterAll, afterEach, describe, expect, it } from "vitest";
+import { InstanceState, NodeState } from "@warden/proto";
+import { liveTaggedSims } from "./support/agent-harness.js";
+import { liveRemoteAgents } from "./support/agent-process.js";
+import { accountingProblems, observe, typesOf, watchAccounting, endWatches, untilAuditComplete, untilConverged } from "./support/chaos-checks.js";
+import { startChaosCluster, type ChaosCluster } from "./support/chaos-cluster.js";
+import { simModel, until } from "./support/coordinator-harness.js";
+
+let cluster: ChaosCluster | undefined;
+const tags: string[] = [];
+
+afterEach(async () => {
+  endWatches();
+  await cluster?.close();
+  cluster = undefined;
+});
+
+afterAll(async () => {
+  for (const t of tags) expect(await liveTaggedSims(t)).toEqual([]);
+  expect(await liveRemoteAgents()).toEqual([]);
+});
+
+describe("chaos: agent frozen (SIGSTOP) during an eviction's StopBackend, then SIGCONT", { timeout: 180_000 }, () => {
+  it("LRU eviction: leftover accounted and counted toward the limit on an unreachable node, nothing declared gone; after SIGCONT reaped, the waiting load completes; converged, audit complete", async () => {
+    cluster = await startChaosCluster({
+      name: "chaos-agent-pause",
+      models: [simModel("m1", { knobs: { ignore_sigterm: true }, memoryEstimate: "1GiB" }), simModel("m2", { memoryEstimate: "1GiB" })],
+      config: {
+        policy: { tickInterval: "100ms", enforcementRetries: 600, enforcementRetryInterval: "250ms", limitPerNode: 1 },
+        stop: { timeout: "10s", rpcTimeout: "2s" },
+        // Unreachable soon after the freeze; never lost by timeout within the test.
+        nodeGrace: "2s",
+        nodeLostAfter: "1h",
+      },
+    });
+    const c = cluster;
+    tags.push(c.tag);
+    const a = await c.addAgent("a", { grace: "120s" });
+    // Everything that runs stays accounted at every observation, through the faults.
+    const watch = watchAccounting(() => c.admin, c.tag);
+    const m1 = (await c.admin.loadModel({ model: "m1" }, { timeoutMs: 60_000 })).instance?.incarnation ?? "";
+    expect(m1).not.toBe("");
+    const [m1Pid] = await a.liveBackends();
+
+    // Loading m2 evicts m1 (LRU, limit 1): StopBackend reaches the agent, which sends SIGTERM (ignored) and waits its grace.
+    let m2Done = false;
+    const m2Load = c.admin.loadModel({ model: "m2" }, { timeoutMs: 170_000 }).finally(() => {
+      m2Done = true;
+    });
+    await until(
+      "the stop request is in the agent's record (on disk)",
+      async () => {
+        const rec = await readFile(join(a.stateDir, `${m1}.json`), "utf8").catch(() => "{}");
+        return (JSON.parse(rec) as { stopRequested?: unknown }).stopRequested != null;
+      },
+      60_000,
+    );
+    a.pause();
+    const failed = await c.coord.waitForEvent("eviction.failed", (e) => e.incarnation === m1, 60_000);
+    expect(failed["evictionFailed"]).toMatchObject({ outcome: "EVICTION_FAILED_OUTCOME_LEFTOVER", reason: "EVICTION_REASON_LRU" });
+    await c.coord.waitForEvent("node.unreachable", (e) => e.nodeId === "a", 60_000);
+    // A retry times out against the frozen agent: still a leftover, never counted as stopped.
+    await c.coord.waitForEvent("eviction.retried", (e) => e.incarnation === m1, 60_000);
+    const during = await observe(c.admin, c.tag);
+    expect(during.running.map((r) => r.pid)).toEqual([m1Pid]);
+    expect(during.rows.map((r) => [r.model, r.incarnation, r.state, r.node])).toEqual([["m1", m1, InstanceState.LEFTOVER, "a"]]);
+    expect(during.nodes.map((n) => [n.node, n.state, n.instanceCount])).toEqual([["a", NodeState.UNREACHABLE, 1]]);
+    expect(accountingProblems(during)).toEqual([]);
+    expect(m2Done).toBe(false);
+    expect(c.logged().filter((e) => e.type === "eviction.stopped" || e.type === "leftover.reaped" || e.type === "node.lost")).toEqual([]);
+
+    a.resume();
+    const m2 = (await m2Load).instance;
+    expect(m2?.state).toBe(InstanceState.READY);
+    await c.coord.waitForEvent("backend.loaded", (e) => e.model === "m2");
+    // The limit held throughout: m2 loaded only after m1 was reaped.
+    const types = c.logged().map((e) => `${e.type}:${String(e.model)}`);
+    expect(types.indexOf("leftover.reaped:m1")).toBeGreaterThanOrEqual(0);
+    expect(types.indexOf("leftover.reaped:m1")).toBeLessThan(types.indexOf("backend.loaded:m2"));
+
+    const end = await untilConverged(c.admin, c.tag, ["a"]);
+    const sampled = await watch.stop();
+    expect(sampled.problems).toEqual([]);
+    expect(sampled.samples).toBeGreaterThan(0);
+    expect(end.rows.map((r) => [r.model, r.incarnation])).toEqual([["m2", m2?.incarnation]]);
+    const audit = await untilAuditComplete(c.nats.url, () => c.logged());
+    expect(typesOf(audit.events, m1).filter((t) => t !== "eviction.retried" && t !== "leftover.stuck")).toEqual(["backend.loaded", "eviction.started", "eviction.failed", "leftover.reaped"]);
+  });
+});

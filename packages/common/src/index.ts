@@ -8,3 +8,4 @@ export * from "./logger.js";
 export * from "./signals.js";
 export * from "./backoff.js";
 export * from "./version.js";
+export * from "./identifier.js";

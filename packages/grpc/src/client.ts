@@ -9,9 +9,9 @@ import { defaultMaxMessageBytes } from "./limits.js";
 export interface CreateClientOptions {
   /** @default insecure (loopback and tests) */
   credentials?: ChannelCredentials;
-  /** @default 16 MiB */
+  /** @default 50 MiB */
   maxReceiveMessageBytes?: number;
-  /** @default 16 MiB */
+  /** @default 50 MiB */
   maxSendMessageBytes?: number;
   /** Extra grpc-js channel options. */
   channelOptions?: Record<string, string | number>;

@@ -43,9 +43,9 @@ export const h2c = {
 } as const;
 
 export interface H2ClientOptions {
-  /** @default 16 MiB */
+  /** @default 50 MiB */
   maxReceiveMessageBytes?: number;
-  /** @default 16 MiB */
+  /** @default 50 MiB */
   maxSendMessageBytes?: number;
 }
 

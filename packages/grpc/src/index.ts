@@ -10,3 +10,4 @@ export { ReflectionIndex } from "./reflection.js";
 export { inProcessClient } from "./in-process-client.js";
 export { createH2Client, type H2Client, type H2ClientOptions } from "./h2-client.js";
 export { LeanGrpcServer, type LeanServerOptions, type RawUnaryHandler } from "./lean-server.js";
+export { checkRequestElements, defaultMaxRequestElements } from "./request-elements.js";

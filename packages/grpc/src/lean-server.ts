@@ -6,17 +6,20 @@ import { Health } from "@warden/proto";
 import { detailsTrailerKey, wireStatus } from "./codes.js";
 import { HealthStatus, ServingStatus } from "./health.js";
 import { MessageReader, encodeGrpcMessage, frameMessage, parseGrpcTimeout } from "./h2-wire.js";
-import { defaultMaxConcurrentStreams, defaultMaxMessageBytes, sessionMemoryMiB } from "./limits.js";
+import { defaultMaxConcurrentStreams, defaultMaxMessageBytes, defaultMaxMetadataBytes, sessionMemoryMiB } from "./limits.js";
+import { headerListBytes, metadataTooLarge } from "./metadata-limit.js";
 import { decodeRequest } from "./request-decode.js";
 import { methodPath } from "./service-definition.js";
 import type { ListenResult, ShutdownOutcome } from "./server.js";
 import type { HandlerContext, ServiceImpl } from "./types.js";
 
 export interface LeanServerOptions {
-  /** @default 16 MiB */
+  /** @default 50 MiB */
   maxReceiveMessageBytes?: number;
-  /** @default 16 MiB */
+  /** @default 50 MiB */
   maxSendMessageBytes?: number;
+  /** Request metadata (the whole header list) one call may carry; beyond it RESOURCE_EXHAUSTED. @default 16 KiB */
+  maxMetadataBytes?: number;
   /** Concurrent calls one connection may run (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS). @default 256 */
   maxConcurrentStreams?: number;
 }
@@ -105,6 +108,7 @@ export class LeanGrpcServer {
   private readonly maxReceive: number;
   private readonly maxSend: number;
   private readonly maxStreams: number;
+  private readonly maxMetadata: number;
   private server: Http2Server | undefined;
   private readonly sessions = new Set<ServerHttp2Session>();
   private readonly live = new Set<AbortController>();
@@ -113,6 +117,7 @@ export class LeanGrpcServer {
     this.maxReceive = options.maxReceiveMessageBytes ?? defaultMaxMessageBytes;
     this.maxSend = options.maxSendMessageBytes ?? defaultMaxMessageBytes;
     this.maxStreams = options.maxConcurrentStreams ?? defaultMaxConcurrentStreams;
+    this.maxMetadata = options.maxMetadataBytes ?? defaultMaxMetadataBytes;
     this.addRoutes(Health, this.health.impl());
     this.health.set("", ServingStatus.NOT_SERVING);
   }
@@ -203,6 +208,11 @@ export class LeanGrpcServer {
     const route = this.routes.get(path);
     if (route === undefined) {
       trailersOnly(stream, errorTrailers(new WardenError(Code.Unimplemented, `unknown method ${path}`), undefined));
+      return;
+    }
+    const metadataBytes = headerListBytes(headers);
+    if (metadataBytes > this.maxMetadata) {
+      trailersOnly(stream, errorTrailers(metadataTooLarge(metadataBytes, this.maxMetadata), undefined));
       return;
     }
     const encoding = headers["grpc-encoding"];

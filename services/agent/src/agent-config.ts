@@ -2,6 +2,7 @@ import { isAbsolute } from "node:path";
 import { parse as parseYaml } from "yaml";
 import {
   WardenError,
+  checkIdentifier,
   invalidArgument,
   maxDurationMs,
   maxGpusPerNode,
@@ -11,6 +12,7 @@ import {
   maxReadinessAttempts,
   parseDurationMs,
 } from "@warden/common";
+import { parseAgentLimits, type AgentLimits } from "./agent-limits-config.js";
 
 /**
  * One catalog backend: the only place an executable and its base arguments come
@@ -90,19 +92,20 @@ export interface AgentConfig {
   orphanScanIntervalMs: number;
   /** Health of ready backends is polled this often (WatchBackends health events); 0 disables. @default 5000 */
   healthIntervalMs: number;
+  /** Message, metadata and stream caps of the AgentService server and the NodeService client (agent-limits-config.ts). */
+  limits: AgentLimits;
 }
 
 /** The YAML / object shape accepted by {@link resolveAgentConfig}. Durations: "10s", "500ms" or a number of ms. */
 export type AgentConfigInput = Readonly<Record<string, unknown>>;
 
-const idPattern = /^[A-Za-z0-9._:-]{1,128}$/;
 /** Catalog entries (backend names sent in Register; the coordinator's bound, node-report-limits maxCatalogBackends). */
 export const maxCatalogEntries = 256;
 const envNamePattern = /^[A-Za-z_][A-Za-z0-9_]*\*?$/;
 const topFields = new Set([
   "nodeId", "listen", "advertiseAddress", "labels", "backendHost", "ports", "stateDir", "catalog", "readiness",
   "grace", "loadDeadline", "stopDeadline", "freeTimeout", "nvidiaSmi", "gpus", "heartbeatInterval",
-  "logBufferLines", "adoptedPoll", "orphanScanInterval", "healthInterval",
+  "logBufferLines", "adoptedPoll", "orphanScanInterval", "healthInterval", "limits",
 ]);
 
 function isRecord(v: unknown): v is Record<string, unknown> {
@@ -122,9 +125,7 @@ function str(v: unknown, field: string, dflt?: string): string {
 }
 
 function id(v: unknown, field: string, dflt?: string): string {
-  const s = str(v, field, dflt);
-  if (!idPattern.test(s) || s.startsWith("-")) throw invalidArgument(field, `must match [A-Za-z0-9._:-]{1,128} without a leading "-", got "${s}"`);
-  return s;
+  return checkIdentifier(field, str(v, field, dflt));
 }
 
 /** A duration field; `maxMs` is its documented maximum (@warden/common limits.ts). */
@@ -256,6 +257,7 @@ export function resolveAgentConfig(input: unknown, builtins: BuiltinCatalog = {}
     adoptedPollMs: duration(input.adoptedPoll, "adoptedPoll", 1_000, maxIntervalMs),
     orphanScanIntervalMs: duration(input.orphanScanInterval, "orphanScanInterval", 10_000, maxIntervalMs),
     healthIntervalMs: duration(input.healthInterval, "healthInterval", 5_000, maxIntervalMs),
+    limits: parseAgentLimits(input.limits),
   };
 }
 

@@ -46,7 +46,8 @@ async function main(): Promise<number> {
   const agent = createAgent(config, { logger });
   const report = await agent.start();
   logger.info("state dir adopted", { adopted: report.adopted, forgotten: report.forgotten, stoppedUnfinished: report.stoppedUnfinished, orphans: report.orphans.length });
-  const server = new GrpcServer();
+  const l = config.limits;
+  const server = new GrpcServer({ maxReceiveMessageBytes: l.maxMessageBytes, maxSendMessageBytes: l.maxMessageBytes, maxMetadataBytes: l.maxMetadataBytes, maxConcurrentStreams: l.maxStreamsPerConnection });
   server.add(AgentService, agent.service);
   const { address } = await server.listen(listen);
   logger.info("agent listening", { address, nodeId: config.nodeId, pid: process.pid });
@@ -55,7 +56,7 @@ async function main(): Promise<number> {
   if (args.metrics !== undefined) logger.info("metrics listening", { address: args.metrics });
   let heartbeat: NodeHeartbeat | undefined;
   if (args.coordinator !== undefined) {
-    const node = createClient(NodeService, args.coordinator);
+    const node = createClient(NodeService, args.coordinator, { maxReceiveMessageBytes: l.maxMessageBytes, maxSendMessageBytes: l.maxMessageBytes });
     heartbeat = createNodeHeartbeat({
       nodeId: config.nodeId,
       address: config.advertiseAddress === config.listen ? address : config.advertiseAddress,

@@ -11,7 +11,8 @@ import { describeAuditLinkState, startAuditLink, type AuditLink, type NatsCreden
 import { builtinCatalog, servePrometheus, createAgent, createNodeHeartbeat, inProcessNodeService, resolveAgentConfig, type Agent, type NodeHeartbeat } from "@warden/agent";
 import type { CoordinatorConfig } from "./coordinator-config.js";
 import { adminService } from "./admin-service.js";
-import { grpcBackendConnector, type BackendClientHandle } from "./backend-connector.js";
+import { grpcBackendConnectorWith, type BackendClientHandle } from "./backend-connector.js";
+import { clientLimits, serverLimits } from "./limits-config.js";
 import { EventHub } from "./event-hub.js";
 import { inferenceService } from "./inference-service.js";
 import { NodeRegistry } from "./node-registry.js";
@@ -96,7 +97,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
     const r = journal.repaired;
     log.warn(`journal torn tail repaired: cut ${String(r.droppedBytes)} bytes (${String(r.droppedRecords)} records) at offset ${String(r.offsetBytes)}`, { ...r });
   }
-  const server = new GrpcServer();
+  const server = new GrpcServer(serverLimits(config.limits));
   // `warden.audit` serves only while the outbox is healthy and, with NATS
   // configured, the audit stream is confirmed on the current connection.
   let outboxHealth: OutboxHealth = { status: "serving" };
@@ -112,7 +113,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
     // Connects and confirms the stream in the background, retrying forever:
     // the coordinator serves meanwhile and the outbox keeps the events.
     auditLink = startAuditLink({
-      connection: { servers: n.url, credentials: natsCredentials(n), name: "warden-coordinator" },
+      connection: { servers: n.url, credentials: natsCredentials(n), name: "warden-coordinator", ...(n.inboxPrefix === undefined ? {} : { inboxPrefix: n.inboxPrefix }) },
       clock,
       rng,
       logger: linkLog,
@@ -141,7 +142,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
     throw err;
   });
   setAuditHealth();
-  const hub = new EventHub(outbox, log.child({ component: "events" }));
+  const hub = new EventHub(outbox, log.child({ component: "events" }), config.limits);
   for (const e of recovery.recovered) hub.deliver(e);
   // Right after recovery and before any new decision, so the audit trail says
   // where records may be missing (the dropped tail may have held an acknowledged one).
@@ -156,7 +157,8 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
     clock,
     log: log.child({ component: "nodes" }),
     graceMs: config.nodeGraceMs,
-    connect: (address) => createClient(AgentService, address),
+    connect: (address) => createClient(AgentService, address, clientLimits(config.limits)),
+    maxNodes: config.limits.maxNodes,
     lostAfterMs: config.nodeLostAfterMs,
     orphanGraceMs: config.orphanGraceMs,
     onIntentsGone: (nodeId, present) => {
@@ -240,7 +242,9 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
     rng,
     sleep: (ms, signal) => sleep(clock, ms, signal),
     agents: nodes,
-    backends: grpcBackendConnector,
+    backends: grpcBackendConnectorWith(clientLimits(config.limits)),
+    caps: { maxOpenRequestsPerAddress: config.limits.maxOpenRequestsPerInstance },
+    maxWaitingPerModel: config.limits.maxWaitingPerModel,
     journal: {
       recordStopIntent: (i) => outbox.recordStopIntent(i),
       clearStopIntent: (inc) => outbox.clearStopIntent(inc),
@@ -268,7 +272,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
   const restored = loader.restoreStopIntents(recovery.openStopIntents);
   if (restored > 0) log.info("open stop intents restored as leftovers", { count: restored });
 
-  const nodeImpl = nodeService(nodes, clock, recovery.epoch);
+  const nodeImpl = nodeService(nodes, clock, recovery.epoch, { maxInventory: config.limits.maxInventoryPerHeartbeat, maxOrphans: config.limits.maxOrphansPerHeartbeat });
   server.add(AdminService, adminService({ clock, loader, nodes, hub, placement, enforcement: config.enforcement, defaultStopTimeoutMs: config.stop.stopTimeoutMs }));
   // One labelled child per outcome, resolved once: `inc({ outcome })` would hash the labels on every routed call.
   const routedByOutcome = new Map<string, { inc(): void }>();
@@ -287,7 +291,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
   const metricsRef: { current: CoordinatorMetrics | undefined } = { current: undefined };
   const inference = inferenceService(loader, log.child({ component: "inference" }), routed);
   server.add(InferenceService, inference);
-  const dataPlane = config.inferenceListen === undefined ? undefined : new LeanGrpcServer().add(InferenceService, inference).addRawUnary(InferenceService.method.predict, inference.predictBytes);
+  const dataPlane = config.inferenceListen === undefined ? undefined : new LeanGrpcServer(serverLimits(config.limits)).add(InferenceService, inference).addRawUnary(InferenceService.method.predict, inference.predictBytes);
   server.add(NodeService, nodeImpl);
 
   let agent: Agent | undefined;

@@ -8,3 +8,6 @@ export { nodeReportLimits, validateHeartbeat, validateRegister } from "./node-re
 export { EventHub, eventInitOf } from "./event-hub.js";
 export { runCoordinator } from "./run-coordinator.js";
 export type { RunCoordinatorOptions } from "./run-coordinator.js";
+export { parseCoordinatorLimits, coordinatorLimitBounds, type CoordinatorLimits } from "./limits-config.js";
+export { watchCallerOf } from "./watch-caller.js";
+export { defaultCoordinatorInboxPrefix } from "./nats-config.js";

@@ -2,7 +2,7 @@ import { create } from "@bufbuild/protobuf";
 import type { InferenceService} from "@warden/proto";
 import { Backend, PredictOptionsSchema, type PredictOptions } from "@warden/proto";
 import type { RawUnaryHandler, ServiceImpl } from "@warden/grpc";
-import { Code, WardenError, codeName, invalidArgument, type Logger } from "@warden/common";
+import { Code, WardenError, checkIdentifier, codeName, type Logger } from "@warden/common";
 import type { Lease, Loader } from "@warden/loader";
 import type { BackendClientHandle } from "./backend-connector.js";
 import { predictResponseBytes, splitPredictRequest } from "./predict-bytes.js";
@@ -17,8 +17,7 @@ function options(model: string, o: PredictOptions | undefined): PredictOptions {
 }
 
 function checkModel(model: string): void {
-  if (model === "") throw invalidArgument("model", "is required");
-  if (model.length > 256) throw invalidArgument("model", "longer than 256 characters");
+  checkIdentifier("model", model);
 }
 
 /**

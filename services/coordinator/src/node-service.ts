@@ -2,7 +2,7 @@ import type { NodeService } from "@warden/proto";
 import type { ServiceImpl } from "@warden/grpc";
 import { Code, WardenError, type Clock } from "@warden/common";
 import type { NodeRegistry } from "./node-registry.js";
-import { validateHeartbeat, validateRegister } from "./node-report-limits.js";
+import { nodeReportLimits, validateHeartbeat, validateRegister, type HeartbeatCaps } from "./node-report-limits.js";
 
 /**
  * The peer name of the coordinator's own in-process calls (inProcessNodeService).
@@ -16,7 +16,7 @@ const inProcessPeer = "in-process";
  * refused report leaves the registry, the loader and the audit stream as
  * they were.
  */
-export function nodeService(nodes: NodeRegistry, _clock: Clock, coordinatorEpoch: bigint): ServiceImpl<typeof NodeService> {
+export function nodeService(nodes: NodeRegistry, _clock: Clock, coordinatorEpoch: bigint, caps: HeartbeatCaps = nodeReportLimits): ServiceImpl<typeof NodeService> {
   /** Only the embedded agent, calling in process, may speak for the embedded node. */
   const checkEmbedded = (nodeId: string, peer: string): boolean => {
     const embedded = nodes.get(nodeId)?.embedded === true;
@@ -36,7 +36,7 @@ export function nodeService(nodes: NodeRegistry, _clock: Clock, coordinatorEpoch
       return { coordinatorEpoch, heartbeatIntervalMs: 1_000 };
     },
     async heartbeat(req, ctx) {
-      validateHeartbeat(req);
+      validateHeartbeat(req, caps);
       checkEmbedded(req.nodeId, ctx.peer);
       const known = nodes.heartbeat({ nodeId: req.nodeId, bootEpoch: req.bootEpoch, sequence: req.sequence, backends: req.backends, orphans: req.orphans, foreign: req.foreign, resources: req.resources });
       return { registerRequired: !known, coordinatorEpoch };

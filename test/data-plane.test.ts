@@ -1,7 +1,7 @@
 /**
  * The coordinator's two inference ports (the main grpc-js port and the lean
  * data-plane listener) on inputs at the edges of the transport: a request
- * near the 16 MiB message limit, and request bytes that do not decode. A
+ * of 15 MiB (the message limit is 50 MiB), and request bytes that do not decode. A
  * real coordinator with its embedded agent and a backend-sim process.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";

@@ -78,16 +78,19 @@ async function registerHostile(tc: TestCoordinator, nc: Client<typeof NodeServic
 }
 
 describe("node reports are validated whole", () => {
-  it("a heartbeat with 150 000 orphans, 100 GPUs or a bad inventory entry is INVALID_ARGUMENT naming the field, and changes nothing", async () => {
+  it("a heartbeat with 150 000 orphans or over the orphan cap (RESOURCE_EXHAUSTED), 100 GPUs or a bad inventory entry (INVALID_ARGUMENT) is refused naming the field, and changes nothing", async () => {
     const { tc, nc } = await start();
     await registerHostile(tc, nc);
     const before = await snapshot(tc);
     expect(before.models.filter((m) => m.node === "hostile")).toHaveLength(1); // the baseline orphan
     expect(before.record).toMatchObject({ sequence: 1n, orphans: 1, gpus: 2 });
 
+    // 150 000 entries are refused before decoding (the request element budget); one over the orphan cap by the cap.
     const flood = await refusal(nc.heartbeat({ nodeId: "hostile", bootEpoch, sequence: 2n, orphans: orphans(10_000, 150_000) }, { timeoutMs: 60_000 }));
-    expect(flood).toMatchObject({ code: Code.InvalidArgument, field: "orphans" });
-    expect(flood.message).toContain(`at most ${String(nodeReportLimits.maxOrphans)}`);
+    expect(flood).toMatchObject({ code: Code.ResourceExhausted, field: "request" });
+    const overCap = await refusal(nc.heartbeat({ nodeId: "hostile", bootEpoch, sequence: 2n, orphans: orphans(10_000, nodeReportLimits.maxOrphans + 1) }));
+    expect(overCap).toMatchObject({ code: Code.ResourceExhausted, field: "orphans" });
+    expect(overCap.message).toContain(`at most ${String(nodeReportLimits.maxOrphans)}`);
 
     const manyGpus = await refusal(nc.heartbeat({ nodeId: "hostile", bootEpoch, sequence: 3n, orphans: orphans(20_000, 3), resources: { gpus: gpus(100) } }));
     expect(manyGpus).toMatchObject({ code: Code.InvalidArgument, field: "resources.gpus" });
@@ -108,7 +111,7 @@ describe("node reports are validated whole", () => {
     expect(badEntry).toMatchObject({ code: Code.InvalidArgument, field: "backends[1].state" });
 
     const badForeign = await refusal(nc.heartbeat({ nodeId: "hostile", bootEpoch, sequence: 5n, orphans: orphans(40_000, 3), foreign: Array.from({ length: nodeReportLimits.maxForeign + 1 }, (_, i) => ({ pid: i + 1 })) }));
-    expect(badForeign).toMatchObject({ code: Code.InvalidArgument, field: "foreign" });
+    expect(badForeign).toMatchObject({ code: Code.ResourceExhausted, field: "foreign" });
 
     // Anything these reports could have added would have been journaled and
     // delivered before the refusal returned; a later event proves the stream moved on without them.

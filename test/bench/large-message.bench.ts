@@ -1,5 +1,5 @@
 /**
- * A 15 MiB Predict (just under the 16 MiB message limit) through the
+ * A 15 MiB Predict (the message limit is 50 MiB) through the
  * coordinator's data-plane listener (lean HTTP/2) against the same call
  * through its main port (grpc-js server), in the same run: median latency
  * over interleaved reps. The request is reassembled on the coordinator and

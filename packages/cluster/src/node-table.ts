@@ -1,5 +1,5 @@
 import type { ForeignProcess, OrphanProcess } from "@warden/proto";
-import type { Clock } from "@warden/common";
+import { capExceeded, type Clock } from "@warden/common";
 import type { AgentDirectory, AgentPort, InventoryAnswer, InventoryHit, InventoryPort, Loader } from "@warden/loader";
 import { BackendState } from "@warden/proto";
 import type { AgentConnector } from "./agent-connector.js";
@@ -58,6 +58,8 @@ export interface NodeTableOptions<C> {
   readonly onVersionMismatch?: (nodeId: string, agentVersion: string) => void;
   /** An inventory entry was adopted by the loader (for the owner's log). */
   readonly onAdopted?: (a: Adoption) => void;
+  /** Cap on registered nodes; a new node past it is RESOURCE_EXHAUSTED. @default NodeTable.maxNodes (4096) */
+  readonly maxNodes?: number;
 }
 
 /**
@@ -146,9 +148,10 @@ export class NodeTable<C> implements AgentDirectory, InventoryPort {
   /** Registers (or re-registers) a node. */
   register(init: NodeRegistration<C>): NodeRecord<C> {
     const existing = this.nodes.get(init.nodeId);
+    const maxNodes = this.o.maxNodes ?? NodeTable.maxNodes;
+    if (existing === undefined && this.nodes.size >= maxNodes) throw capExceeded("node_id", `too many nodes (cap ${String(maxNodes)}); a new node cannot register`);
     const version = init.version ?? "";
     if (this.o.version !== undefined && version !== this.o.version && existing?.version !== version) this.o.onVersionMismatch?.(init.nodeId, version);
-    if (existing === undefined && this.nodes.size >= NodeTable.maxNodes) throw new Error(`too many nodes (cap ${String(NodeTable.maxNodes)})`);
     // Copies: the record must not share objects with a request (validated by
     // the caller against its bounds before it gets here).
     const labels = { ...init.labels };

@@ -12,3 +12,4 @@ export * from "./load-settings.js";
 export * from "./secret-file.js";
 export * from "./redact.js";
 export { isPlanted, plantedBugNames, type PlantedBug } from "./planted-bugs.js";
+export * from "./identifier.js";

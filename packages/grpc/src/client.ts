@@ -17,9 +17,9 @@ export interface CreateClientOptions {
   credentials?: ChannelCredentials;
   /** TLS from PEM bytes (used when `credentials` is not given): verify the server against `ca`, present `cert`/`key` for mutual TLS. */
   tls?: ClientTls;
-  /** @default 16 MiB */
+  /** @default 50 MiB */
   maxReceiveMessageBytes?: number;
-  /** @default 16 MiB */
+  /** @default 50 MiB */
   maxSendMessageBytes?: number;
   /** Extra grpc-js channel options. */
   channelOptions?: Record<string, string | number>;

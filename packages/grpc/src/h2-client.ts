@@ -45,9 +45,9 @@ export const h2c = {
 } as const;
 
 export interface H2ClientOptions {
-  /** @default 16 MiB */
+  /** @default 50 MiB */
   maxReceiveMessageBytes?: number;
-  /** @default 16 MiB */
+  /** @default 50 MiB */
   maxSendMessageBytes?: number;
   /** Connect over TLS, verifying the server against `ca` (system roots without), presenting `cert`/`key` for mutual TLS. @default plaintext */
   tls?: ClientTls;

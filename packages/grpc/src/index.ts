@@ -17,3 +17,4 @@ export { parseTlsFiles } from "./tls-config.js";
 export { withUnimplemented } from "./unimplemented.js";
 export { LeanGrpcServer, type LeanServerOptions, type RawServerStreamHandler, type RawServiceHandlers, type RawStreamHandler, type RawUnaryHandler } from "./lean-server.js";
 export { bearerMetadata, bearerTokenOf, guardRawUnary, guardService, maxAuthorizationChars, sharedTokenCheck, type CallCheck } from "./bearer.js";
+export { checkRequestElements, defaultMaxRequestElements } from "./request-elements.js";

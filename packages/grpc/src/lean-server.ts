@@ -6,7 +6,8 @@ import { Health } from "@warden/proto";
 import { detailsTrailerKey, wireStatus } from "./codes.js";
 import { HealthStatus, ServingStatus } from "./health.js";
 import { MessageReader, encodeGrpcMessage, frameMessage, parseGrpcTimeout } from "./h2-wire.js";
-import { defaultMaxConcurrentStreams, defaultMaxMessageBytes, sessionMemoryMiB } from "./limits.js";
+import { defaultMaxConcurrentStreams, defaultMaxMessageBytes, defaultMaxMetadataBytes, sessionMemoryMiB } from "./limits.js";
+import { headerListBytes, metadataTooLarge } from "./metadata-limit.js";
 import { decodeRequest } from "./request-decode.js";
 import { RequestQueue } from "./request-queue.js";
 import { methodPath } from "./service-definition.js";
@@ -19,10 +20,12 @@ import { secureContextOptions } from "./server-tls.js";
 import type { TlsMaterial } from "./tls-material.js";
 
 export interface LeanServerOptions {
-  /** @default 16 MiB */
+  /** @default 50 MiB */
   maxReceiveMessageBytes?: number;
-  /** @default 16 MiB */
+  /** @default 50 MiB */
   maxSendMessageBytes?: number;
+  /** Request metadata (the whole header list) one call may carry; beyond it RESOURCE_EXHAUSTED. @default 16 KiB */
+  maxMetadataBytes?: number;
   /** Concurrent calls one connection may run (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS). @default 256 */
   maxConcurrentStreams?: number;
   /** Serve TLS with this certificate (mutual TLS when it has a CA); replace it with `updateTls`. @default plaintext */
@@ -144,6 +147,7 @@ export class LeanGrpcServer {
   private server: Http2Server | Http2SecureServer | undefined;
   private tls: TlsMaterial | undefined;
   private readonly insecure: boolean;
+  private readonly maxMetadata: number;
   private readonly sessions = new Set<ServerHttp2Session>();
   private readonly live = new Set<AbortController>();
 
@@ -153,6 +157,7 @@ export class LeanGrpcServer {
     this.maxStreams = options.maxConcurrentStreams ?? defaultMaxConcurrentStreams;
     this.tls = options.tls;
     this.insecure = options.insecure ?? false;
+    this.maxMetadata = options.maxMetadataBytes ?? defaultMaxMetadataBytes;
     this.addRoutes(Health, this.health.impl());
     this.health.set("", ServingStatus.NOT_SERVING);
   }
@@ -284,6 +289,11 @@ export class LeanGrpcServer {
     }
     if (route === undefined) {
       trailersOnly(stream, errorTrailers(new WardenError(Code.Unimplemented, `unknown method ${path}`), undefined));
+      return;
+    }
+    const metadataBytes = headerListBytes(headers);
+    if (metadataBytes > this.maxMetadata) {
+      trailersOnly(stream, errorTrailers(metadataTooLarge(metadataBytes, this.maxMetadata), undefined));
       return;
     }
     const encoding = headers["grpc-encoding"];

@@ -1,8 +1,20 @@
 /**
- * Maximum message size set explicitly both ways on every server and client.
- * 16 MiB is far above any control-plane message and bounds a hostile sender.
+ * Maximum message size set explicitly both ways on every server and client:
+ * 50 MiB, what LocalAI's backends accept (grpc.MaxRecvMsgSize(50*1024*1024)
+ * in Go, grpc.max_message_length in Python), so an image, audio or long
+ * prompt that reaches a backend directly also fits through Warden. Beyond it
+ * a call is RESOURCE_EXHAUSTED. Configurable (coordinator and agent
+ * `limits.maxMessageSize`, backend-sim `--max-message-size`).
  */
-export const defaultMaxMessageBytes = 16 * 1024 * 1024;
+export const defaultMaxMessageBytes = 50 * 1024 * 1024;
+
+/**
+ * Request metadata (HTTP/2 header list: names, values and 32 bytes of
+ * overhead per entry, as RFC 7540 §6.5.2 counts it) a server accepts on one
+ * call. 16 KiB is room for a bearer token, a trace context and user agents;
+ * beyond it the call is RESOURCE_EXHAUSTED before its handler runs.
+ */
+export const defaultMaxMetadataBytes = 16 * 1024;
 
 /**
  * Concurrent streams (calls) one HTTP/2 connection may open on a server

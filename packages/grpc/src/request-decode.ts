@@ -1,5 +1,6 @@
 import { fromBinary, type DescMessage } from "@bufbuild/protobuf";
 import { Code, WardenError } from "@warden/common";
+import { checkRequestElements } from "./request-elements.js";
 
 /**
  * The error for request bytes that are not a `typeName` message: the
@@ -12,6 +13,7 @@ export function undecodableRequest(typeName: string, cause: unknown): WardenErro
 
 /** Decodes a request; throws `undecodableRequest` when the bytes are not a `schema` message. */
 export function decodeRequest(schema: DescMessage, bytes: Uint8Array): unknown {
+  checkRequestElements(schema, bytes);
   try {
     return fromBinary(schema, bytes);
   } catch (e) {
@@ -32,6 +34,11 @@ export class UndecodableRequest {
 /** A grpc-js `requestDeserialize` that never throws (see UndecodableRequest). */
 export function lenientRequestDeserializer(schema: DescMessage): (bytes: Buffer) => unknown {
   return (bytes) => {
+    try {
+      checkRequestElements(schema, bytes);
+    } catch (e) {
+      return new UndecodableRequest(WardenError.from(e));
+    }
     try {
       return fromBinary(schema, bytes);
     } catch (e) {

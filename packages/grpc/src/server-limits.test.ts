@@ -2,13 +2,13 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { connect, constants as h2, type ClientHttp2Session, type ClientHttp2Stream } from "node:http2";
 import { Code, isWardenError } from "@warden/common";
 import { Backend } from "@warden/proto";
-import { GrpcServer, LeanGrpcServer, createClient, createH2Client, defaultMaxConcurrentStreams, sessionMemoryMiB, type ServiceImpl } from "./index.js";
+import { GrpcServer, LeanGrpcServer, createClient, createH2Client, defaultMaxConcurrentStreams, defaultMaxMessageBytes, sessionMemoryMiB, type ServiceImpl } from "./index.js";
 import { echoBackend, newEchoBackendSeen } from "./echo-backend.fixture.js";
 import { frameMessage } from "./h2-wire.js";
 
 /*
  * Per-connection bounds of both servers (concurrent streams, the lean
- * server's session memory) and messages near the 16 MiB limit through the
+ * server's session memory) and large messages and the 50 MiB limit through the
  * lean server.
  */
 
@@ -133,7 +133,7 @@ describe("server connection bounds", () => {
   });
 });
 
-describe("messages near the 16 MiB limit through the lean server", () => {
+describe("large messages and the 50 MiB limit through the lean server", () => {
   const prompt = "p".repeat(15 * mib);
 
   it.each([
@@ -149,7 +149,7 @@ describe("messages near the 16 MiB limit through the lean server", () => {
 
   it("a request over the limit is RESOURCE_EXHAUSTED and the connection goes on serving", async () => {
     const c = createClient(Backend, at.lean);
-    const err = await c.predict({ Prompt: "p".repeat(16 * mib + 1) }).catch((e: unknown) => e);
+    const err = await c.predict({ Prompt: "p".repeat(defaultMaxMessageBytes + 1) }).catch((e: unknown) => e);
     expect(isWardenError(err, Code.ResourceExhausted)).toBe(true);
     expect((await c.predict({ Prompt: "ok" })).tokens).toBe(2);
     c.close();

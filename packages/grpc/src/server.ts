@@ -6,15 +6,18 @@ import { grpcServerDefinition } from "./service-definition.js";
 import { wrapHandler } from "./server-handlers.js";
 import { HealthStatus, ServingStatus } from "./health.js";
 import { ReflectionIndex } from "./reflection.js";
-import { defaultMaxConcurrentStreams, defaultMaxMessageBytes } from "./limits.js";
+import { defaultMaxConcurrentStreams, defaultMaxMessageBytes, defaultMaxMetadataBytes } from "./limits.js";
+import { guardMetadata } from "./metadata-limit.js";
 import type { ServiceImpl } from "./types.js";
 import { checkPlaintextListen } from "./listen-guard.js";
 
 export interface CreateServerOptions {
-  /** @default 16 MiB */
+  /** @default 50 MiB */
   maxReceiveMessageBytes?: number;
-  /** @default 16 MiB */
+  /** @default 50 MiB */
   maxSendMessageBytes?: number;
+  /** Request metadata one call may carry; beyond it RESOURCE_EXHAUSTED. @default 16 KiB */
+  maxMetadataBytes?: number;
   /** Concurrent calls one connection may run (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS). @default 256 */
   maxConcurrentStreams?: number;
   /** @default insecure (plaintext: loopback only, unless `insecure`) */
@@ -45,6 +48,7 @@ export class GrpcServer {
   private readonly reflection = new ReflectionIndex();
   private readonly credentials: ServerCredentials;
   private readonly insecure: boolean;
+  private readonly maxMetadataBytes: number;
   private listening = false;
 
   constructor(options: CreateServerOptions = {}) {
@@ -55,6 +59,7 @@ export class GrpcServer {
     });
     this.credentials = options.credentials ?? ServerCredentials.createInsecure();
     this.insecure = options.insecure ?? false;
+    this.maxMetadataBytes = options.maxMetadataBytes ?? defaultMaxMetadataBytes;
     this.addUntracked(Health, this.health.impl());
     const reflect = this.reflection.handler();
     this.addUntracked(ServerReflection, { serverReflectionInfo: reflect });
@@ -68,7 +73,8 @@ export class GrpcServer {
     for (const m of svc.methods) {
       const h = byName[m.localName];
       if (h === undefined) throw new WardenError(Code.Internal, `${svc.typeName}: no handler for ${m.name}`);
-      handlers[m.localName] = wrapHandler(m, h as (input: unknown, ctx: unknown) => unknown);
+      const streamsReplies = m.methodKind === "server_streaming" || m.methodKind === "bidi_streaming";
+      handlers[m.localName] = wrapHandler(m, guardMetadata(streamsReplies, h as never, this.maxMetadataBytes));
     }
     this.raw.addService(grpcServerDefinition(svc), handlers);
     this.reflection.add(svc);

@@ -2,6 +2,7 @@ import { isAbsolute, normalize } from "node:path";
 import { LineCounter, parseDocument } from "yaml";
 import {
   WardenError,
+  checkIdentifier,
   invalidArgument,
   maxDurationMs,
   maxGpusPerNode,
@@ -14,6 +15,7 @@ import {
 import { parseTlsFiles, type TlsFiles } from "@warden/grpc";
 import { withConfigLine } from "./config-line.js";
 import { checkLocalaiEntry, launchProfiles, localaiCwd, type LaunchProfile } from "./launch-profile.js";
+import { parseAgentLimits, type AgentLimits } from "./agent-limits-config.js";
 
 /**
  * One catalog backend: the only place an executable and its base arguments come
@@ -124,19 +126,20 @@ export interface AgentConfig {
   backendTokenFile: string;
   /** File holding this node's token for the coordinator (its tokens file lists it as `node node=<nodeId>`). "" = none. @default "" */
   coordinatorTokenFile: string;
+  /** Message, metadata and stream caps of the AgentService server and the NodeService client (agent-limits-config.ts). */
+  limits: AgentLimits;
 }
 
 /** The YAML / object shape accepted by {@link resolveAgentConfig}. Durations: "10s", "500ms" or a number of ms. */
 export type AgentConfigInput = Readonly<Record<string, unknown>>;
 
-const idPattern = /^[A-Za-z0-9._:-]{1,128}$/;
 /** Catalog entries (backend names sent in Register; the coordinator's bound, node-report-limits maxCatalogBackends). */
 export const maxCatalogEntries = 256;
 const envNamePattern = /^[A-Za-z_][A-Za-z0-9_]*\*?$/;
 const topFields = new Set([
   "nodeId", "listen", "advertiseAddress", "labels", "backendHost", "ports", "stateDir", "catalog", "modelsPath", "readiness",
   "grace", "loadDeadline", "stopDeadline", "freeTimeout", "nvidiaSmi", "gpus", "heartbeatInterval",
-  "logBufferLines", "adoptedPoll", "orphanScanInterval", "healthInterval", "tls", "insecure", "backendTokenFile", "coordinatorTokenFile",
+  "logBufferLines", "adoptedPoll", "orphanScanInterval", "healthInterval", "tls", "insecure", "backendTokenFile", "coordinatorTokenFile", "limits",
 ]);
 
 function isRecord(v: unknown): v is Record<string, unknown> {
@@ -156,9 +159,7 @@ function str(v: unknown, field: string, dflt?: string): string {
 }
 
 function id(v: unknown, field: string, dflt?: string): string {
-  const s = str(v, field, dflt);
-  if (!idPattern.test(s) || s.startsWith("-")) throw invalidArgument(field, `must match [A-Za-z0-9._:-]{1,128} without a leading "-", got "${s}"`);
-  return s;
+  return checkIdentifier(field, str(v, field, dflt));
 }
 
 /** A duration field; `maxMs` is its documented maximum (@warden/common limits.ts). */
@@ -317,6 +318,7 @@ export function resolveAgentConfig(input: unknown, builtins: BuiltinCatalog = {}
     insecure: insecureFlag(input.insecure),
     backendTokenFile: input.backendTokenFile === undefined ? "" : str(input.backendTokenFile, "backendTokenFile"),
     coordinatorTokenFile: input.coordinatorTokenFile === undefined ? "" : str(input.coordinatorTokenFile, "coordinatorTokenFile"),
+    limits: parseAgentLimits(input.limits),
   };
 }
 

@@ -55,7 +55,8 @@ async function main(): Promise<number> {
   const report = await agent.start();
   logger.info("state dir adopted", { adopted: report.adopted, forgotten: report.forgotten, stoppedUnfinished: report.stoppedUnfinished, orphans: report.orphans.length });
   const credentials = tls === undefined ? undefined : new ReloadableServerCredentials(tls);
-  const server = new GrpcServer({ insecure: args.insecure || config.insecure, ...(credentials === undefined ? {} : { credentials }) });
+  const l = config.limits;
+  const server = new GrpcServer({ insecure: args.insecure || config.insecure, ...(credentials === undefined ? {} : { credentials }), maxReceiveMessageBytes: l.maxMessageBytes, maxSendMessageBytes: l.maxMessageBytes, maxMetadataBytes: l.maxMetadataBytes, maxConcurrentStreams: l.maxStreamsPerConnection });
   server.add(AgentService, agent.service);
   const { address } = await server.listen(listen);
   logger.info("agent listening", { address, nodeId: config.nodeId, pid: process.pid });
@@ -65,7 +66,7 @@ async function main(): Promise<number> {
   let heartbeat: NodeHeartbeat | undefined;
   if (args.coordinator !== undefined) {
     // This node's token (the coordinator binds it to config.nodeId): read once, sent on every Register and Heartbeat.
-    const node = createClient(NodeService, args.coordinator, { ...(tls === undefined ? {} : { tls: clientTlsOf(tls) }), ...(config.coordinatorTokenFile === "" ? {} : { headers: bearerMetadata(readSecretFile(config.coordinatorTokenFile, "coordinatorTokenFile")) }) });
+    const node = createClient(NodeService, args.coordinator, { maxReceiveMessageBytes: l.maxMessageBytes, maxSendMessageBytes: l.maxMessageBytes, ...(tls === undefined ? {} : { tls: clientTlsOf(tls) }), ...(config.coordinatorTokenFile === "" ? {} : { headers: bearerMetadata(readSecretFile(config.coordinatorTokenFile, "coordinatorTokenFile")) }) });
     heartbeat = createNodeHeartbeat({
       nodeId: config.nodeId,
       address: config.advertiseAddress === config.listen ? address : config.advertiseAddress,

@@ -1,11 +1,8 @@
-import { invalidArgument, isUlid } from "@warden/common";
+import { checkIdentifier, invalidArgument, isUlid } from "@warden/common";
 
-const idPattern = /^[A-Za-z0-9._:-]{1,128}$/;
-
-/** Model and backend ids: `[A-Za-z0-9._:-]{1,128}`, no leading "-" (never an option to a backend's argv). */
+/** Model and backend ids: the shared identifier syntax (no leading "-": never an option to a backend's argv). */
 export function checkId(field: string, value: string): string {
-  if (!idPattern.test(value) || value.startsWith("-")) throw invalidArgument(field, `must match [A-Za-z0-9._:-]{1,128} without a leading "-", got ${JSON.stringify(value.slice(0, 64))}`);
-  return value;
+  return checkIdentifier(field, value);
 }
 
 /** Incarnations are coordinator-minted ULIDs; anything else is rejected. */

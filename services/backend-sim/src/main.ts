@@ -5,6 +5,7 @@ import { Backend } from "@warden/proto";
 import { createBackendSim } from "./backend-sim-service.js";
 import { parseSimArgs, simUsage } from "./sim-args.js";
 import { parseSimEnv } from "./sim-knobs.js";
+import { simMaxMessageBytes } from "./message-limit.js";
 
 // Entry point: `node --import tsx services/backend-sim/src/main.ts --addr 127.0.0.1:PORT`.
 // Every exit path writes exactly one stderr line first, so an agent's
@@ -35,9 +36,11 @@ function logSignal(name: string): void {
 async function main(): Promise<void> {
   let args;
   let knobs;
+  let maxMessageBytes;
   try {
     args = parseSimArgs(process.argv.slice(2));
     knobs = parseSimEnv(process.env);
+    maxMessageBytes = simMaxMessageBytes(process.env);
   } catch (err) {
     writeSync(2, `${WardenError.from(err).rawMessage}\n\n${simUsage}`);
     exitWith(2, "bad arguments");
@@ -61,7 +64,7 @@ async function main(): Promise<void> {
   } catch (err) {
     exitWith(2, WardenError.from(err).rawMessage);
   }
-  const server = new GrpcServer({ insecure: true, ...(credentials === undefined ? {} : { credentials }) });
+  const server = new GrpcServer({ insecure: true, maxReceiveMessageBytes: maxMessageBytes, maxSendMessageBytes: maxMessageBytes, ...(credentials === undefined ? {} : { credentials }) });
   const sim = createBackendSim({
     knobs,
     hooks: {

@@ -25,6 +25,8 @@ Fault knobs, from the environment (SIM_<NAME>) or LoadModel Options ("sim.<name>
   start_delay_ms N     sleep N ms before binding (environment only)
   call_log PATH        append one line per RPC and per signal received to PATH
 
+Message limit both ways: 50 MiB (LocalAI's), or BACKEND_SIM_MAX_MESSAGE_BYTES.
+
 On exit the process writes one line to stderr: "backend-sim exiting: <reason> (code N)".
 A ModelIdentity other than the loaded model is rejected with FAILED_PRECONDITION.
 `;

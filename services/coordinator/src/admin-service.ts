@@ -31,6 +31,7 @@ import type { EventHub } from "./event-hub.js";
 import type { NodeRecord, NodeRegistry } from "./node-registry.js";
 import type { PlacementView } from "./placement-view.js";
 import { modelTables, policyPatchOf } from "./policy-patch.js";
+import { watchCallerOf } from "./watch-caller.js";
 
 type ModelInstanceInit = MessageInitShape<typeof ModelInstanceSchema>;
 type NodeInit = MessageInitShape<typeof NodeSchema>;
@@ -312,7 +313,7 @@ export function adminService(d: AdminDeps): ServiceImpl<typeof AdminService> {
       if (req.nodeId !== "") checkId(req.nodeId, "node_id");
       if (req.model !== "") checkId(req.model, "model");
       const filter = validateEventFilter({ types, ...(req.nodeId === "" ? {} : { nodeId: req.nodeId }), ...(req.model === "" ? {} : { model: req.model }) }, maxWatchEventTypes);
-      for await (const event of d.hub.watch(filter, ctx.signal)) yield { event };
+      for await (const event of d.hub.watch(filter, ctx.signal, undefined, watchCallerOf(ctx))) yield { event };
     },
   };
 }

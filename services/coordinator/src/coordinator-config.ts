@@ -2,6 +2,7 @@ import { parse as parseYaml } from "yaml";
 import {
   Code,
   WardenError,
+  checkIdentifier,
   invalidArgument,
   maxContextSize,
   maxDurationMs,
@@ -16,11 +17,13 @@ import {
   parseDurationMs,
 } from "@warden/common";
 import { modelSpec, type ModelSpec } from "@warden/loader";
+import { natsInboxPrefix } from "./nats-config.js";
 import type { PolicyPatch } from "@warden/watchdog";
 import type { PlacementStrategy } from "@warden/placement";
 import { parseTlsSettings, tlsSettingsFields, type TlsSettings } from "./tls-settings.js";
 import { checkModelFile, loadSettingFields, parseLoadSettings } from "./model-load-settings.js";
 import { resolveAuthConfig, type AuthConfig } from "./auth-config.js";
+import { parseCoordinatorLimits, type CoordinatorLimits } from "./limits-config.js";
 
 /** The coordinator's validated configuration. Durations in ms, sizes in bytes. TLS: see tls-settings.ts. */
 export interface CoordinatorConfig extends TlsSettings {
@@ -62,7 +65,9 @@ export interface CoordinatorConfig extends TlsSettings {
   readonly inferenceListen: string | undefined;
   /** Bearer tokens and roles (auth-config.ts); off by default. */
   readonly auth: AuthConfig;
-  readonly nats: { readonly url: string; readonly token?: string; readonly user?: string; readonly pass?: string; readonly credsFile?: string } | undefined;
+  readonly nats: { readonly url: string; readonly token?: string; readonly user?: string; readonly pass?: string; readonly credsFile?: string; readonly inboxPrefix?: string } | undefined;
+  /** Caps on messages, streams, waiters, nodes, heartbeats and watchers (limits-config.ts). */
+  readonly limits: CoordinatorLimits;
 }
 
 function isRecord(v: unknown): v is Record<string, unknown> {
@@ -127,8 +132,6 @@ export function parseSizeBytes(v: unknown, field: string): number {
   return sizeAtMost(Math.round(Number(m[1]) * unit), field);
 }
 
-const idPattern = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
-
 function stringList(v: unknown, field: string): string[] {
   if (v === undefined) return [];
   if (!Array.isArray(v) || v.some((x) => typeof x !== "string")) throw invalidArgument(field, "must be a list of strings");
@@ -147,7 +150,10 @@ function groupList(v: unknown, field: string): string[] {
 function stringMap(v: unknown, field: string): Record<string, string> {
   if (v === undefined) return {};
   if (!isRecord(v)) throw invalidArgument(field, "must be a map of strings");
-  for (const [k, x] of Object.entries(v)) if (typeof x !== "string") throw invalidArgument(`${field}.${k}`, "must be a string");
+  for (const [k, x] of Object.entries(v)) {
+    checkIdentifier(`${field} key`, k);
+    if (typeof x !== "string") throw invalidArgument(`${field}.${k}`, "must be a string");
+  }
   return v as Record<string, string>;
 }
 
@@ -156,8 +162,7 @@ const modelFields = ["id", "backend", "options", "modelFile", "contextSize", "gr
 function model(v: unknown, field: string): ModelSpec {
   if (!isRecord(v)) throw invalidArgument(field, "must be a map");
   rejectUnknown(v, modelFields, field);
-  const id = str(v["id"], `${field}.id`);
-  if (!idPattern.test(id)) throw invalidArgument(`${field}.id`, `"${id}" must match ${idPattern.source}`);
+  const id = checkIdentifier(`${field}.id`, str(v["id"], `${field}.id`));
   return modelSpec({
     id,
     backend: str(v["backend"], `${field}.backend`),
@@ -190,7 +195,7 @@ const policyFields = [
   "loadFailureCooldownMax",
 ];
 
-const topFields = ["listen", "stateDir", "embeddedAgent", "agent", "placement", "policy", "stop", "nodeGrace", "nodeLostAfter", "recoveryWindow", "orphanGrace", "models", "nats", "metricsListen", "inferenceListen", "auth", ...tlsSettingsFields];
+const topFields = ["listen", "stateDir", "embeddedAgent", "agent", "placement", "policy", "stop", "nodeGrace", "nodeLostAfter", "recoveryWindow", "orphanGrace", "models", "nats", "metricsListen", "inferenceListen", "auth", "limits", ...tlsSettingsFields];
 
 /**
  * Validates a parsed config object. Every error is INVALID_ARGUMENT naming the
@@ -237,13 +242,14 @@ export function resolveCoordinatorConfig(input: unknown): CoordinatorConfig {
   let nats: CoordinatorConfig["nats"];
   if (n !== undefined) {
     if (!isRecord(n)) throw invalidArgument("nats", "must be a map");
-    rejectUnknown(n, ["url", "token", "user", "pass", "credsFile"], "nats");
+    rejectUnknown(n, ["url", "token", "user", "pass", "credsFile", "inboxPrefix"], "nats");
     nats = {
       url: str(n["url"], "nats.url"),
       ...(n["token"] === undefined ? {} : { token: str(n["token"], "nats.token") }),
       ...(n["user"] === undefined ? {} : { user: str(n["user"], "nats.user") }),
       ...(n["pass"] === undefined ? {} : { pass: str(n["pass"], "nats.pass") }),
       ...(n["credsFile"] === undefined ? {} : { credsFile: str(n["credsFile"], "nats.credsFile") }),
+      ...natsInboxPrefix(n["inboxPrefix"]),
     };
   }
   return {
@@ -276,6 +282,7 @@ export function resolveCoordinatorConfig(input: unknown): CoordinatorConfig {
     nats,
     ...parseTlsSettings(input),
     auth: resolveAuthConfig(input["auth"]),
+    limits: parseCoordinatorLimits(input["limits"]),
   };
 }
 

@@ -46,8 +46,8 @@ function backendNames(models: readonly ModelSpec[]): Map<string, string> {
   return new Map(models.map((m) => [m.id, m.backend]));
 }
 
-/** `backendHeaders`: metadata sent on every backend call (the backends' shared bearer token), when configured. */
-export function coordinatorTransport(config: TlsSettings & { readonly models: readonly ModelSpec[] }, backendHeaders?: Readonly<Record<string, string>>): CoordinatorTransport {
+/** `backendHeaders`: metadata sent on every backend call (the backends' shared bearer token), when configured; `clientLimits`: message caps of every agent and backend client. */
+export function coordinatorTransport(config: TlsSettings & { readonly models: readonly ModelSpec[] }, backendHeaders?: Readonly<Record<string, string>>, clientLimits: { readonly maxReceiveMessageBytes?: number; readonly maxSendMessageBytes?: number } = {}): CoordinatorTransport {
   const first = config.tls === undefined ? undefined : readTlsMaterial(config.tls, "tls");
   let material: TlsMaterial | undefined = first;
   let backendTls = backendTlsOf(config.backendTls);
@@ -65,14 +65,14 @@ export function coordinatorTransport(config: TlsSettings & { readonly models: re
     },
     mutual: first?.ca !== undefined,
     connectAgent(address) {
-      return createClient(AgentService, address, material === undefined ? {} : { tls: clientTlsOf(material) });
+      return createClient(AgentService, address, { ...clientLimits, ...(material === undefined ? {} : { tls: clientTlsOf(material) }) });
     },
     backends: {
       connect(address, target) {
         const b = backendTls;
         const tls = b !== undefined && target !== undefined && (b.config.nodes.includes(target.nodeId) || b.config.backends.includes(backendOf.get(target.model) ?? "")) ? b.client : undefined;
         // The hot proxy hop: a lean HTTP/2 client rather than a grpc-js channel (see createH2Client).
-        return backendHandle(createH2Client(Backend, address, { ...(tls === undefined ? {} : { tls }), ...(backendHeaders === undefined ? {} : { headers: backendHeaders }) }));
+        return backendHandle(createH2Client(Backend, address, { ...clientLimits, ...(tls === undefined ? {} : { tls }), ...(backendHeaders === undefined ? {} : { headers: backendHeaders }) }));
       },
     },
     prepareReload(next) {

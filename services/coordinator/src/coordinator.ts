@@ -15,6 +15,7 @@ import type { BackendClientHandle } from "./backend-connector.js";
 import { coordinatorTransport } from "./coordinator-transport.js";
 import { withNodeCertificateCheck } from "./node-certificate-check.js";
 import { guarded, loadCoordinatorAuth, readTokenTable } from "./coordinator-auth.js";
+import { clientLimits, serverLimits } from "./limits-config.js";
 import { EventHub } from "./event-hub.js";
 import { inferenceService } from "./inference-service.js";
 import { backendRouter } from "./backend-router.js";
@@ -105,8 +106,8 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
   const auth = await loadCoordinatorAuth(config.auth, [config.listen, config.inferenceListen], log.child({ component: "auth" }));
   const authn = auth.authenticator;
   // Certificate files are read and checked before anything listens (a bad one fails the start).
-  const transport = coordinatorTransport(config, auth.backendHeaders);
-  const server = new GrpcServer(transport.controlPlane);
+  const transport = coordinatorTransport(config, auth.backendHeaders, clientLimits(config.limits));
+  const server = new GrpcServer({ ...transport.controlPlane, ...serverLimits(config.limits) });
   // `warden.audit` serves only while the outbox is healthy and, with NATS
   // configured, the audit stream is confirmed on the current connection.
   let outboxHealth: OutboxHealth = { status: "serving" };
@@ -122,7 +123,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
     // Connects and confirms the stream in the background, retrying forever:
     // the coordinator serves meanwhile and the outbox keeps the events.
     auditLink = startAuditLink({
-      connection: { servers: n.url, credentials: natsCredentials(n), name: "warden-coordinator" },
+      connection: { servers: n.url, credentials: natsCredentials(n), name: "warden-coordinator", ...(n.inboxPrefix === undefined ? {} : { inboxPrefix: n.inboxPrefix }) },
       clock,
       rng,
       logger: linkLog,
@@ -151,7 +152,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
     throw err;
   });
   setAuditHealth();
-  const hub = new EventHub(outbox, log.child({ component: "events" }));
+  const hub = new EventHub(outbox, log.child({ component: "events" }), config.limits);
   for (const e of recovery.recovered) hub.deliver(e);
   // Right after recovery and before any new decision, so the audit trail says
   // where records may be missing (the dropped tail may have held an acknowledged one).
@@ -167,6 +168,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
     log: log.child({ component: "nodes" }),
     graceMs: config.nodeGraceMs,
     connect: (address) => transport.connectAgent(address),
+    maxNodes: config.limits.maxNodes,
     lostAfterMs: config.nodeLostAfterMs,
     orphanGraceMs: config.orphanGraceMs,
     onIntentsGone: (nodeId, present) => {
@@ -251,6 +253,8 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
     sleep: (ms, signal) => sleep(clock, ms, signal),
     agents: nodes,
     backends: transport.backends,
+    caps: { maxOpenRequestsPerAddress: config.limits.maxOpenRequestsPerInstance },
+    maxWaitingPerModel: config.limits.maxWaitingPerModel,
     journal: {
       recordStopIntent: (i) => outbox.recordStopIntent(i),
       clearStopIntent: (inc) => outbox.clearStopIntent(inc),
@@ -281,7 +285,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
   if (restored > 0) log.info("open stop intents restored as leftovers", { count: restored });
 
   // With auth on, every remote registration carries a node token bound to its id (the guard checks it).
-  const nodeImpl = withNodeCertificateCheck(nodeService(nodes, clock, recovery.epoch, { credentialed: authn !== undefined }), transport.mutual);
+  const nodeImpl = withNodeCertificateCheck(nodeService(nodes, clock, recovery.epoch, { credentialed: authn !== undefined, caps: { maxInventory: config.limits.maxInventoryPerHeartbeat, maxOrphans: config.limits.maxOrphansPerHeartbeat } }), transport.mutual);
   server.add(AdminService, guarded(AdminService, adminService({ clock, loader, nodes, hub, placement, enforcement: config.enforcement, defaultStopTimeoutMs: config.stop.stopTimeoutMs }), authn?.admin));
   // One labelled child per outcome, resolved once: `inc({ outcome })` would hash the labels on every routed call.
   const routedByOutcome = new Map<string, { inc(): void }>();
@@ -302,7 +306,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
   const inferenceGuarded = guarded(InferenceService, inference, authn?.inference);
   server.add(InferenceService, inferenceGuarded);
   // The data plane also serves LocalAI's backend.Backend itself, every method routed as bytes (backend-router.ts).
-  const dataPlane = config.inferenceListen === undefined ? undefined : new LeanGrpcServer(transport.dataPlane).add(InferenceService, inferenceGuarded).addRawUnary(InferenceService.method.predict, authn === undefined ? inference.predictBytes : guardRawUnary(InferenceService.method.predict, inference.predictBytes, authn.inference)).addRawService(Backend, backendRouter(loader, log.child({ component: "backend-router" }), routed));
+  const dataPlane = config.inferenceListen === undefined ? undefined : new LeanGrpcServer({ ...transport.dataPlane, ...serverLimits(config.limits) }).add(InferenceService, inferenceGuarded).addRawUnary(InferenceService.method.predict, authn === undefined ? inference.predictBytes : guardRawUnary(InferenceService.method.predict, inference.predictBytes, authn.inference)).addRawService(Backend, backendRouter(loader, log.child({ component: "backend-router" }), routed));
   server.add(NodeService, guarded(NodeService, nodeImpl, authn?.node));
   if (dataPlane !== undefined) transport.attachDataPlane(dataPlane);
 

@@ -2,7 +2,7 @@ import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { EvictionFailedOutcome, EvictionReason, type Event } from "@warden/proto";
 import { eventToJson, eventTypeOf, matchesEventFilter, type EventFilter, type EventInit } from "@warden/events";
 import type { Outbox } from "@warden/outbox";
-import { Code, WardenError, type Logger } from "@warden/common";
+import { Code, WardenError, capExceeded, type Logger } from "@warden/common";
 import type { LoaderEvent, LoaderEventSink } from "@warden/loader";
 import type { EvictionReason as CoreReason } from "@warden/watchdog";
 
@@ -71,6 +71,12 @@ export function eventInitOf(e: LoaderEvent): EventInit {
   }
 }
 
+/** Caps on open WatchEvents streams (coordinator `limits.maxWatchers` / `maxWatchersPerCaller`). */
+export interface WatchCaps {
+  readonly maxWatchers: number;
+  readonly maxWatchersPerCaller: number;
+}
+
 interface Subscriber {
   readonly filter: EventFilter;
   readonly push: (e: Event) => void;
@@ -94,12 +100,17 @@ export class EventHub implements LoaderEventSink {
   private readonly subscribers = new Set<Subscriber>();
   private readonly observers: ((e: Event) => void)[] = [];
   private closed = false;
-  /** Cap of concurrent WatchEvents streams (client-keyed resource). */
+  /** Open streams per caller (only callers with at least one). */
+  private readonly perCaller = new Map<string, number>();
+  /** Default cap of concurrent WatchEvents streams (client-keyed resource). */
   static readonly maxSubscribers = 256;
+  /** Default cap of one caller's concurrent WatchEvents streams. */
+  static readonly maxSubscribersPerCaller = 16;
 
   constructor(
     private readonly outbox: Outbox,
     private readonly log: Logger,
+    private readonly caps: WatchCaps = { maxWatchers: EventHub.maxSubscribers, maxWatchersPerCaller: EventHub.maxSubscribersPerCaller },
   ) {}
 
   emit(e: LoaderEvent): void {
@@ -154,9 +165,15 @@ export class EventHub implements LoaderEventSink {
   }
 
   /** Streams events matching `filter` until `signal` aborts. Bounded queue per subscriber: a slow watcher loses its stream, never the coordinator's memory. */
-  async *watch(filter: EventFilter, signal: AbortSignal, maxQueued = 10_000): AsyncIterable<Event> {
+  /**
+   * `caller` (see watchCallerOf) is counted against the per-caller cap, so one
+   * client cannot take every slot; in-process watchers pass none.
+   */
+  async *watch(filter: EventFilter, signal: AbortSignal, maxQueued = 10_000, caller?: string): AsyncIterable<Event> {
     if (this.closed) throw shuttingDown();
-    if (this.subscribers.size >= EventHub.maxSubscribers) throw new WardenError(Code.ResourceExhausted, `too many WatchEvents streams (cap ${String(EventHub.maxSubscribers)})`);
+    if (this.subscribers.size >= this.caps.maxWatchers) throw capExceeded("watchers", `too many WatchEvents streams (cap ${String(this.caps.maxWatchers)})`);
+    const mine = caller === undefined ? 0 : (this.perCaller.get(caller) ?? 0);
+    if (caller !== undefined && mine >= this.caps.maxWatchersPerCaller) throw capExceeded("watchers_per_caller", `${caller} has ${String(mine)} WatchEvents streams open (cap ${String(this.caps.maxWatchersPerCaller)} per caller)`);
     const queue: Event[] = [];
     let wake: (() => void) | undefined;
     const state = { overflow: false, ended: false };
@@ -173,6 +190,7 @@ export class EventHub implements LoaderEventSink {
       },
     };
     this.subscribers.add(sub);
+    if (caller !== undefined) this.perCaller.set(caller, mine + 1);
     const onAbort = (): void => wake?.();
     signal.addEventListener("abort", onAbort, { once: true });
     try {
@@ -189,6 +207,11 @@ export class EventHub implements LoaderEventSink {
       }
     } finally {
       this.subscribers.delete(sub);
+      if (caller !== undefined) {
+        const left = (this.perCaller.get(caller) ?? 1) - 1;
+        if (left > 0) this.perCaller.set(caller, left);
+        else this.perCaller.delete(caller);
+      }
       signal.removeEventListener("abort", onAbort);
     }
   }

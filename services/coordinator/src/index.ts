@@ -11,3 +11,6 @@ export type { RunCoordinatorOptions } from "./run-coordinator.js";
 export { TokenTable, hashToken, mintToken, tokenLine, roles, type Principal, type Role } from "./token-table.js";
 export { adminMethodRoles, adminRoleFor } from "./authenticator.js";
 export type { AuthConfig } from "./auth-config.js";
+export { parseCoordinatorLimits, coordinatorLimitBounds, type CoordinatorLimits } from "./limits-config.js";
+export { watchCallerOf } from "./watch-caller.js";
+export { defaultCoordinatorInboxPrefix } from "./nats-config.js";

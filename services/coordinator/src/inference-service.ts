@@ -2,7 +2,7 @@ import { create } from "@bufbuild/protobuf";
 import type { DescMethod } from "@bufbuild/protobuf";
 import { Backend, InferenceService, PredictOptionsSchema, type PredictOptions } from "@warden/proto";
 import type { HandlerContext, RawUnaryHandler, ServiceImpl } from "@warden/grpc";
-import { invalidArgument, type Logger } from "@warden/common";
+import { checkIdentifier, type Logger } from "@warden/common";
 import type { Loader } from "@warden/loader";
 import type { BackendClientHandle } from "./backend-connector.js";
 import { modelIdentity } from "./model-identity.js";
@@ -19,8 +19,7 @@ function options(identity: string, o: PredictOptions | undefined): PredictOption
 }
 
 function checkModel(model: string): void {
-  if (model === "") throw invalidArgument("model", "is required");
-  if (model.length > 256) throw invalidArgument("model", "longer than 256 characters");
+  checkIdentifier("model", model);
 }
 
 /**

@@ -1,5 +1,5 @@
 import { BackendState, type ForeignProcess, type GpuInfo, type HeartbeatRequest, type InventoryEntry, type NodeResources, type OrphanProcess, type RegisterRequest } from "@warden/proto";
-import { invalidArgument } from "@warden/common";
+import { capExceeded, echoValue, identifierPattern, identifierRule, invalidArgument } from "@warden/common";
 
 /**
  * Bounds on what one Register or Heartbeat may carry. Everything a peer sends
@@ -22,7 +22,7 @@ export const nodeReportLimits = Object.freeze({
   maxGpuIndex: 1023,
   /** Labels per Register. */
   maxLabels: 64,
-  /** Label key length; keys match [A-Za-z0-9._:/-] without a leading "-" (the agent's id syntax, plus "/" for prefixes). */
+  /** Label key length; keys are identifiers (@warden/common identifier.ts), as the agent's config requires. */
   maxLabelKeyChars: 128,
   /** Label value length; printable characters, may be empty. */
   maxLabelValueChars: 256,
@@ -40,16 +40,12 @@ export const nodeReportLimits = Object.freeze({
   orphanEventPids: 8,
 });
 
-/** Node ids, incarnations and model ids (the coordinator's id syntax). */
-export const nodeIdPattern = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
+/** Node ids, incarnations and model ids: the shared identifier syntax (@warden/common identifier.ts). */
+export const nodeIdPattern = identifierPattern;
 /** host:port of a remote agent or backend; `in-process` is not an address (only the embedded agent is in process). */
 const hostPortPattern = /^[A-Za-z0-9.\-[\]:]+:\d{1,5}$/;
-/**
- * A catalog backend name: the agent config's id syntax ([A-Za-z0-9._:-], 1..128,
- * no leading "-"), so every name an agent accepts in its catalog is accepted here.
- */
-export const catalogNamePattern = /^[A-Za-z0-9._:][A-Za-z0-9._:-]{0,127}$/;
-const labelKeyPattern = /^[A-Za-z0-9._:/][A-Za-z0-9._:/-]*$/;
+/** A catalog backend name: the same identifier syntax, so every name an agent accepts in its catalog is accepted here. */
+export const catalogNamePattern = identifierPattern;
 /** The address the embedded agent registers with; refused from any remote peer. */
 export const inProcessAddress = "in-process";
 
@@ -64,13 +60,10 @@ function hasControlChars(s: string): boolean {
   return false;
 }
 
-/** A short, printable echo of a peer's value for an error message. */
-function echo(s: string): string {
-  return JSON.stringify(s.length > 64 ? `${s.slice(0, 64)}…` : s);
-}
+const echo = echoValue;
 
 function checkId(field: string, v: string): void {
-  if (!nodeIdPattern.test(v)) throw invalidArgument(field, `${echo(v)} must match ${nodeIdPattern.source}`);
+  if (!nodeIdPattern.test(v)) throw invalidArgument(field, `${echo(v)} is not a valid id (${identifierRule})`);
 }
 
 function checkHostPort(field: string, v: string, optional: boolean): void {
@@ -93,6 +86,11 @@ function checkCount(field: string, n: number, max: number): void {
   if (n > max) throw invalidArgument(field, `at most ${String(max)} entries, got ${String(n)}`);
 }
 
+/** A per-heartbeat cap (what a node accumulates at run time): RESOURCE_EXHAUSTED naming the list. */
+function checkCap(field: string, n: number, max: number): void {
+  if (n > max) throw capExceeded(field, `at most ${String(max)} entries per heartbeat, got ${String(n)}`);
+}
+
 function checkGpus(field: string, gpus: readonly GpuInfo[]): void {
   checkCount(field, gpus.length, L.maxGpus);
   const seen = new Set<number>();
@@ -111,8 +109,8 @@ function checkLabels(labels: Readonly<Record<string, string>>): void {
   const keys = Object.keys(labels);
   checkCount("labels", keys.length, L.maxLabels);
   for (const k of keys) {
-    if (k.length > L.maxLabelKeyChars || !labelKeyPattern.test(k)) {
-      throw invalidArgument("labels", `key ${echo(k)} must be 1..${String(L.maxLabelKeyChars)} characters of [A-Za-z0-9._:/-] without a leading "-"`);
+    if (k.length > L.maxLabelKeyChars || !identifierPattern.test(k)) {
+      throw invalidArgument("labels", `key ${echo(k)} is not a valid id (${identifierRule})`);
     }
     checkText(`labels[${JSON.stringify(k)}]`, labels[k] ?? "", L.maxLabelValueChars);
   }
@@ -123,7 +121,7 @@ function checkCatalog(names: readonly string[]): void {
   const seen = new Set<string>();
   names.forEach((name, i) => {
     const f = `backends[${String(i)}]`;
-    if (!catalogNamePattern.test(name)) throw invalidArgument(f, `${echo(name)} must match ${catalogNamePattern.source}`);
+    if (!catalogNamePattern.test(name)) throw invalidArgument(f, `${echo(name)} is not a valid id (${identifierRule})`);
     if (seen.has(name)) throw invalidArgument(f, `duplicate backend ${echo(name)}`);
     seen.add(name);
   });
@@ -131,8 +129,8 @@ function checkCatalog(names: readonly string[]): void {
 
 const knownStates = new Set<number>([BackendState.SPAWNING, BackendState.LOADING, BackendState.READY, BackendState.STOPPING, BackendState.EXITED]);
 
-function checkInventory(backends: readonly InventoryEntry[]): void {
-  checkCount("backends", backends.length, L.maxInventory);
+function checkInventory(backends: readonly InventoryEntry[], maxInventory: number): void {
+  checkCap("backends", backends.length, maxInventory);
   const seen = new Set<string>();
   backends.forEach((e, i) => {
     const f = `backends[${String(i)}]`;
@@ -152,8 +150,8 @@ function checkInventory(backends: readonly InventoryEntry[]): void {
   });
 }
 
-function checkOrphans(orphans: readonly OrphanProcess[]): void {
-  checkCount("orphans", orphans.length, L.maxOrphans);
+function checkOrphans(orphans: readonly OrphanProcess[], maxOrphans: number): void {
+  checkCap("orphans", orphans.length, maxOrphans);
   orphans.forEach((o, i) => {
     const f = `orphans[${String(i)}]`;
     if (o.pid === 0) throw invalidArgument(`${f}.pid`, "must be a process id > 0");
@@ -168,7 +166,7 @@ function checkOrphans(orphans: readonly OrphanProcess[]): void {
 }
 
 function checkForeign(foreign: readonly ForeignProcess[]): void {
-  checkCount("foreign", foreign.length, L.maxForeign);
+  checkCap("foreign", foreign.length, L.maxForeign);
   foreign.forEach((p, i) => {
     const f = `foreign[${String(i)}]`;
     // pid 0 is allowed: an agent that may not inspect another user's process
@@ -203,11 +201,21 @@ export function validateRegister(req: RegisterRequest, inProcessAllowed: boolean
   checkCatalog(req.backends);
 }
 
-/** Validates a whole Heartbeat (inventory, orphans, foreign processes, resources) before any of it is applied. */
-export function validateHeartbeat(req: HeartbeatRequest): void {
+/** The configurable per-heartbeat caps (coordinator `limits.maxInventoryPerHeartbeat` / `maxOrphansPerHeartbeat`). */
+export interface HeartbeatCaps {
+  readonly maxInventory: number;
+  readonly maxOrphans: number;
+}
+
+/**
+ * Validates a whole Heartbeat (inventory, orphans, foreign processes,
+ * resources) before any of it is applied. Over a per-heartbeat cap is
+ * RESOURCE_EXHAUSTED; anything malformed INVALID_ARGUMENT.
+ */
+export function validateHeartbeat(req: HeartbeatRequest, caps: HeartbeatCaps = L): void {
   checkId("node_id", req.nodeId);
-  checkInventory(req.backends);
-  checkOrphans(req.orphans);
+  checkInventory(req.backends, caps.maxInventory);
+  checkOrphans(req.orphans, caps.maxOrphans);
   checkForeign(req.foreign);
   if (req.resources !== undefined) checkResources(req.resources);
 }

@@ -2,7 +2,7 @@ import type { NodeService } from "@warden/proto";
 import type { ServiceImpl } from "@warden/grpc";
 import { Code, WardenError, type Clock } from "@warden/common";
 import type { NodeRegistry } from "./node-registry.js";
-import { validateHeartbeat, validateRegister } from "./node-report-limits.js";
+import { nodeReportLimits, validateHeartbeat, validateRegister, type HeartbeatCaps } from "./node-report-limits.js";
 
 /**
  * The peer name of the coordinator's own in-process calls (inProcessNodeService).
@@ -16,9 +16,10 @@ const inProcessPeer = "in-process";
  * refused report leaves the registry, the loader and the audit stream as
  * they were.
  */
-export function nodeService(nodes: NodeRegistry, _clock: Clock, coordinatorEpoch: bigint, options: { readonly credentialed?: boolean } = {}): ServiceImpl<typeof NodeService> {
+export function nodeService(nodes: NodeRegistry, _clock: Clock, coordinatorEpoch: bigint, options: { readonly credentialed?: boolean; readonly caps?: HeartbeatCaps } = {}): ServiceImpl<typeof NodeService> {
   // Remote registrations are credentialed when auth is on (the guard admitted a token bound to the node id).
   const credentialed = options.credentialed ?? false;
+  const caps = options.caps ?? nodeReportLimits;
   /** Only the embedded agent, calling in process, may speak for the embedded node. */
   const checkEmbedded = (nodeId: string, peer: string): boolean => {
     const embedded = nodes.get(nodeId)?.embedded === true;
@@ -38,7 +39,7 @@ export function nodeService(nodes: NodeRegistry, _clock: Clock, coordinatorEpoch
       return { coordinatorEpoch, heartbeatIntervalMs: 1_000 };
     },
     async heartbeat(req, ctx) {
-      validateHeartbeat(req);
+      validateHeartbeat(req, caps);
       checkEmbedded(req.nodeId, ctx.peer);
       const known = nodes.heartbeat({ nodeId: req.nodeId, bootEpoch: req.bootEpoch, sequence: req.sequence, backends: req.backends, orphans: req.orphans, foreign: req.foreign, resources: req.resources });
       return { registerRequired: !known, coordinatorEpoch };

@@ -17,6 +17,7 @@ import { simEmbedding } from "@warden/backend-sim";
 import { simModel, startTestCoordinator, until, type TestCoordinator } from "./support/coordinator-harness.js";
 
 let t: TestCoordinator | undefined;
+const clients: { dataPlane?: Client<typeof Backend>; main?: Client<typeof Backend> } = {};
 let backend: Client<typeof Backend> | undefined;
 let dir = "";
 /** The stale model's mismatch count (sim knob mismatch_file), shared by all its instances. */
@@ -35,10 +36,13 @@ beforeAll(async () => {
     ],
     extra: { inferenceListen: "127.0.0.1:0" },
   });
-  backend = createClient(Backend, t.c.inferenceAddress ?? "");
+  clients.dataPlane = createClient(Backend, t.c.inferenceAddress ?? "");
+  clients.main = createClient(Backend, t.c.address);
+  backend = clients.dataPlane;
 }, 60_000);
 afterAll(async () => {
-  backend?.close();
+  clients.dataPlane?.close();
+  clients.main?.close();
   await t?.close();
   await rm(dir, { recursive: true, force: true });
 });
@@ -62,9 +66,14 @@ async function instances(model: string): Promise<{ incarnation: string; inFlight
   return (await t!.admin.listModels({})).instances.filter((i) => i.model === model).map((i) => ({ incarnation: i.incarnation, inFlight: i.inFlight }));
 }
 
-describe("backend.Backend on the data plane", () => {
+// The lean data-plane listener first (it loads the models), then the main grpc-js port.
+describe.each(["dataPlane", "main"] as const)("backend.Backend on the %s port", (port) => {
+  beforeAll(() => {
+    backend = clients[port];
+  });
+
   it("unary: Embedding named in metadata loads the model on demand and answers the backend's bytes", async () => {
-    expect(await instances("m")).toEqual([]);
+    if (port === "dataPlane") expect(await instances("m")).toEqual([]);
     const r = await b().embedding({ Prompt: "hello world" }, { metadata: md("m") });
     expect(r.embeddings.map((x) => Math.round(x * 1000) / 1000)).toEqual(simEmbedding("hello world").map((x) => Math.round(x * 1000) / 1000));
     expect(r.dim).toBe(8);
@@ -162,6 +171,10 @@ describe("backend.Backend on the data plane", () => {
 });
 
 describe("a backend answering NOT_FOUND model identity mismatch is a stale route", () => {
+  beforeAll(() => {
+    backend = clients.dataPlane;
+  });
+
   it("the instance is removed and the call retried once on a fresh instance", async () => {
     await b().status({}, { metadata: md("stale") }); // Status carries no identity: never stale
     const [first] = await instances("stale");

@@ -101,18 +101,19 @@ export function backendRouter(loader: Loader<BackendClientHandle>, log: Logger, 
     },
     serverStream(m): RawServerStreamHandler {
       const row = rowOf(m);
-      return (request, ctx) => {
+      // Generators, so a refused request fails the iteration, never the handler's call.
+      return async function* (request, ctx) {
         const model = modelOf(ctx, row, request);
-        return calls.stream(model, ctx.signal, (lease) => lease.backend.client.streamBytes(m, forBackend(row, request, lease), callOptions(ctx)), () => true, routed);
+        yield* calls.stream(model, ctx.signal, (lease) => lease.backend.client.streamBytes(m, forBackend(row, request, lease), callOptions(ctx)), () => true, routed);
       };
     },
     stream(m): RawStreamHandler {
       const row = rowOf(m);
-      return (requests, ctx) => {
+      return async function* (requests, ctx) {
         // Streaming requests carry no identity field: the model is named in the metadata.
         const model = modelOf(ctx, row, undefined);
         const replay = new ReplayableRequests(requests);
-        return calls.stream(model, ctx.signal, (lease) => lease.backend.client.streamBytes(m, replay.attempt(), callOptions(ctx)), () => replay.canReplay(), routed, () => {
+        yield* calls.stream(model, ctx.signal, (lease) => lease.backend.client.streamBytes(m, replay.attempt(), callOptions(ctx)), () => replay.canReplay(), routed, () => {
           replay.commit();
         });
       };

@@ -288,8 +288,10 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
   const metricsRef: { current: CoordinatorMetrics | undefined } = { current: undefined };
   const inference = inferenceService(loader, log.child({ component: "inference" }), routed);
   server.add(InferenceService, inference);
-  // The data plane also serves LocalAI's backend.Backend itself, every method routed as bytes (backend-router.ts).
-  const dataPlane = config.inferenceListen === undefined ? undefined : new LeanGrpcServer().add(InferenceService, inference).addRawUnary(InferenceService.method.predict, inference.predictBytes).addRawService(Backend, backendRouter(loader, log.child({ component: "backend-router" }), routed));
+  const router = backendRouter(loader, log.child({ component: "backend-router" }), routed);
+  server.addRawService(Backend, router);
+  // Both ports also serve LocalAI's backend.Backend itself, every method routed as bytes (backend-router.ts).
+  const dataPlane = config.inferenceListen === undefined ? undefined : new LeanGrpcServer().add(InferenceService, inference).addRawUnary(InferenceService.method.predict, inference.predictBytes).addRawService(Backend, router);
   server.add(NodeService, nodeImpl);
 
   let agent: Agent | undefined;

@@ -84,7 +84,9 @@ describe("StartBackend", () => {
     const reply = await backend.predict({ Prompt: "hi", ModelIdentity: "llama-a" });
     expect(decoder.decode(reply.message)).toMatch(/^llama-a: /);
     const wrong = await backend.predict({ Prompt: "hi", ModelIdentity: "other-model" }).catch((e: unknown) => e);
-    expect(isWardenError(wrong, Code.FailedPrecondition)).toBe(true);
+    // Upstream's answer to a wrong identity: NOT_FOUND with the mismatch sentinel (a stale route to a router).
+    expect(isWardenError(wrong, Code.NotFound)).toBe(true);
+    expect((wrong as Error).message).toContain('model identity mismatch: loaded "llama-a", requested "other-model"');
     backend.close();
     const inv = await h.client.listBackends({});
     const entry = inv.backends.find((b) => b.incarnation === inc);

@@ -12,7 +12,8 @@ import { Writable } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Code, WardenError, createLogger } from "@warden/common";
 import { createClient, createH2Client, type Client } from "@warden/grpc";
-import { AdminService, InferenceService, NodeService } from "@warden/proto";
+import { Metadata } from "@grpc/grpc-js";
+import { AdminService, Backend, InferenceService, NodeService } from "@warden/proto";
 import { adminRoleFor, mintToken } from "@warden/coordinator";
 import { startTestCoordinator, type TestCoordinator } from "./support/coordinator-harness.js";
 import { withToken, writeTokensFile } from "./support/auth-tokens.js";
@@ -171,6 +172,30 @@ describe("auth: roles", () => {
     }
   }, 120_000);
 
+  it.each([
+    ["inference", "whisper", "allowed"],
+    ["llamaOnly", "whisper", Code.PermissionDenied],
+    ["viewer", "llama", Code.PermissionDenied],
+    ["none", "llama", Code.Unauthenticated],
+    ["wrong", "llama", Code.Unauthenticated],
+  ] as const)("LocalAI's backend.Backend on both ports as %s for %s: behind the same inference tokens", async (who, model, want) => {
+    const token = who === "none" ? undefined : who === "wrong" ? wrongToken : tokens[who];
+    const main = createClient(Backend, tc.c.address, withToken(token));
+    const lean = createClient(Backend, tc.c.inferenceAddress ?? "", withToken(token));
+    const metadata = new Metadata();
+    metadata.set("warden-model", model);
+    try {
+      const results = [
+        await outcome(() => main.embedding({ Embeddings: "hi" }, { timeoutMs: 60_000, metadata })),
+        await outcome(() => lean.embedding({ Embeddings: "hi" }, { timeoutMs: 60_000, metadata })),
+      ];
+      expect(results).toEqual([want, want]);
+    } finally {
+      main.close();
+      lean.close();
+    }
+  }, 120_000);
+
   it("a per-model refusal names the field model", async () => {
     const c = createClient(InferenceService, tc.c.address, withToken(tokens.llamaOnly));
     try {
@@ -201,10 +226,11 @@ describe("auth: roles", () => {
     const refusals = logLines.map((l) => JSON.parse(l) as Record<string, unknown>).filter((o) => o.msg === "call refused");
     expect(refusals.length).toBeGreaterThan(20);
     for (const r of refusals) {
-      expect(r).toMatchObject({ peer: expect.stringMatching(/^(ipv4:)?127\.0\.0\.1:\d+$|^127\.0\.0\.1:\d+$/) as unknown, method: expect.stringMatching(/^warden\.v1\.\w+Service\/\w+$/) as unknown, role: expect.stringMatching(/^(none|viewer|operator|admin|inference|node)$/) as unknown });
+      expect(r).toMatchObject({ peer: expect.stringMatching(/^(ipv4:)?127\.0\.0\.1:\d+$|^127\.0\.0\.1:\d+$/) as unknown, method: expect.stringMatching(/^(warden\.v1\.\w+Service|backend\.Backend)\/\w+$/) as unknown, role: expect.stringMatching(/^(none|viewer|operator|admin|inference|node)$/) as unknown });
     }
     expect(refusals.some((r) => r.role === "viewer" && r.method === "warden.v1.AdminService/LoadModel")).toBe(true);
     expect(refusals.some((r) => r.role === "none" && r.method === "warden.v1.InferenceService/Predict")).toBe(true);
+    expect(refusals.some((r) => r.role === "viewer" && r.method === "backend.Backend/Embedding")).toBe(true);
     const all = logLines.join("\n");
     for (const t of [wrongToken, ...Object.values(tokens)]) expect(all).not.toContain(t);
   });

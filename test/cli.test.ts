@@ -99,6 +99,24 @@ describe("warden CLI (warden up as a real process)", () => {
     await rememberAddresses();
   });
 
+  it("embed, tts and transcribe go through the coordinator's backend.Backend to the model", async () => {
+    const e = warden(["embed", "chat-small", "hello", "--addr", addr, "--json"]);
+    expect(e.code, e.stderr).toBe(0);
+    const embedded = JSON.parse(e.stdout) as { model: string; dim: number; embedding: number[] };
+    expect([embedded.model, embedded.dim, embedded.embedding.length]).toEqual(["chat-small", 8, 8]);
+    const out = join(stateDir, "hi.wav");
+    const t = warden(["tts", "chat-small", "hi", "--out", out, "--addr", addr]);
+    expect(t.code, t.stderr).toBe(0);
+    expect(t.stdout).toMatch(/^wrote .*hi\.wav \(684 bytes, 16000 Hz WAV\)/);
+    expect(readFileSync(out).subarray(0, 4).toString()).toBe("RIFF");
+    const x = warden(["transcribe", "chat-small", out, "--addr", addr, "--json"]);
+    expect(x.code, x.stderr).toBe(0);
+    expect((JSON.parse(x.stdout) as { text: string }).text).toBe("heard hi.wav 684 bytes");
+    const missing = warden(["tts", "chat-small", "hi", "--addr", addr]);
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toMatch(/--out/);
+  });
+
   it("models ls --json parses and matches ListModels", async () => {
     const r = warden(["models", "ls", "--json", "--addr", addr]);
     expect(r.code).toBe(0);
@@ -147,7 +165,7 @@ describe("warden CLI (warden up as a real process)", () => {
   });
 
   it("every command's --help exits 0", () => {
-    for (const cmd of [[], ["up"], ["coordinator"], ["agent"], ["models"], ["models", "ls"], ["models", "load"], ["models", "unload"], ["nodes", "ls"], ["nodes", "drain"], ["nodes", "undrain"], ["nodes", "lost"], ["policy", "get"], ["policy", "set"], ["explain"], ["predict"], ["events"]]) {
+    for (const cmd of [[], ["up"], ["coordinator"], ["agent"], ["models"], ["models", "ls"], ["models", "load"], ["models", "unload"], ["nodes", "ls"], ["nodes", "drain"], ["nodes", "undrain"], ["nodes", "lost"], ["policy", "get"], ["policy", "set"], ["explain"], ["predict"], ["embed"], ["tts"], ["transcribe"], ["events"]]) {
       const r = warden([...cmd, "--help"]);
       expect(r.code, cmd.join(" ")).toBe(0);
       expect(r.stdout).toMatch(/Usage: warden/);

@@ -4,8 +4,12 @@
  * process, in the same run: 64 concurrent callers (calls/s) and 1 caller
  * (median latency; the difference is what the coordinator adds). Through both
  * of the coordinator's listeners: the data-plane one (`inferenceListen`, lean
- * HTTP/2) and the main port (grpc-js, all services).
+ * HTTP/2) and the main port (grpc-js, all services). Next to them, in the
+ * same rounds: Embedding through the data plane's backend.Backend (the
+ * generic pass-through router, model in the `warden-model` metadata) against
+ * Embedding straight to the backend.
  */
+import { Metadata } from "@grpc/grpc-js";
 import { createClient } from "@warden/grpc";
 import { AdminService, Backend, InferenceService } from "@warden/proto";
 import { median, type BenchResult } from "./bench-result.js";
@@ -55,6 +59,13 @@ export async function run(): Promise<BenchResult[]> {
     const viaWarden = (): Promise<unknown> => inference.predict({ model: "m", options: { Prompt: "hi" } });
     const viaMain = (): Promise<unknown> => inferenceMain.predict({ model: "m", options: { Prompt: "hi" } });
     const straight = (): Promise<unknown> => direct.predict({ Prompt: "hi", ModelIdentity: "m" });
+    const backendViaWarden = createClient(Backend, dataPlane);
+    const md = new Metadata();
+    md.set("warden-model", "m");
+    const embedVia = (): Promise<unknown> => backendViaWarden.embedding({ Prompt: "hi" }, { metadata: md });
+    const embedStraight = (): Promise<unknown> => direct.embedding({ Prompt: "hi", ModelIdentity: "m" });
+    await throughput(500, 16, embedVia);
+    await throughput(500, 16, embedStraight);
     await throughput(500, 16, viaWarden);
     await throughput(500, 16, viaMain);
     await throughput(500, 16, straight);
@@ -63,20 +74,26 @@ export async function run(): Promise<BenchResult[]> {
     const ours: number[] = [];
     const main: number[] = [];
     const base: number[] = [];
+    const embedOurs: number[] = [];
+    const embedBase: number[] = [];
     for (let i = 0; i < rounds; i++) {
       base.push(await throughput(1500, 64, straight));
       ours.push(await throughput(1500, 64, viaWarden));
       main.push(await throughput(1500, 64, viaMain));
+      embedBase.push(await throughput(1500, 64, embedStraight));
+      embedOurs.push(await throughput(1500, 64, embedVia));
     }
     const lb = median(await latencies(600, straight));
     const lo = median(await latencies(600, viaWarden));
     const lm = median(await latencies(600, viaMain));
     direct.close();
+    backendViaWarden.close();
     inference.close();
     inferenceMain.close();
     return [
       { name: "Predict, 64 concurrent callers, data-plane listener", baseline: "straight to backend-sim", ours: median(ours), baselineValue: median(base), unit: "calls/s", higherIsBetter: true },
       { name: "Predict, 64 concurrent callers, main port (grpc-js server)", baseline: "straight to backend-sim", ours: median(main), baselineValue: median(base), unit: "calls/s", higherIsBetter: true },
+      { name: "Embedding (backend.Backend, warden-model metadata), 64 concurrent callers, data-plane listener", baseline: "straight to backend-sim", ours: median(embedOurs), baselineValue: median(embedBase), unit: "calls/s", higherIsBetter: true },
       { name: `Predict, 1 caller, median latency, data-plane listener (coordinator adds ${(lo - lb).toFixed(3)} ms)`, baseline: "straight to backend-sim", ours: lo, baselineValue: lb, unit: "ms", higherIsBetter: false },
       { name: `Predict, 1 caller, median latency, main port (coordinator adds ${(lm - lb).toFixed(3)} ms)`, baseline: "straight to backend-sim", ours: lm, baselineValue: lb, unit: "ms", higherIsBetter: false },
     ];

@@ -2,7 +2,9 @@ import { Server, ServerCredentials, type UntypedServiceImplementation } from "@g
 import type { DescService } from "@bufbuild/protobuf";
 import { Code, WardenError } from "@warden/common";
 import { Health, ServerReflection, reflectionV1alpha } from "@warden/proto";
-import { grpcServerDefinition } from "./service-definition.js";
+import { grpcServerDefinition, methodDefinition } from "./service-definition.js";
+import type { RawServiceHandlers } from "./lean-server.js";
+import { rawClientStreaming } from "./unimplemented.js";
 import { wrapHandler } from "./server-handlers.js";
 import { HealthStatus, ServingStatus } from "./health.js";
 import { ReflectionIndex } from "./reflection.js";
@@ -84,6 +86,27 @@ export class GrpcServer {
   add<T extends DescService>(svc: T, impl: ServiceImpl<T>): this {
     if (this.listening) throw new WardenError(Code.FailedPrecondition, `cannot add ${svc.typeName} after listen`);
     this.addUntracked(svc, impl);
+    this.health.set(svc.typeName, ServingStatus.SERVING);
+    return this;
+  }
+
+  /** Serves every method of a service on bytes (a proxy's pass-through), as LeanGrpcServer.addRawService; its health status starts SERVING. */
+  addRawService(svc: DescService, handlers: RawServiceHandlers): this {
+    if (this.listening) throw new WardenError(Code.FailedPrecondition, `cannot add ${svc.typeName} after listen`);
+    const asBuffer = (v: unknown): Buffer => {
+      const u = v as Uint8Array;
+      return Buffer.from(u.buffer, u.byteOffset, u.length);
+    };
+    const asIs = (b: Buffer): Buffer => b;
+    const def: Record<string, ReturnType<typeof methodDefinition>> = {};
+    const impl: UntypedServiceImplementation = {};
+    for (const m of svc.methods) {
+      def[m.localName] = { ...methodDefinition(m), requestSerialize: asBuffer, requestDeserialize: asIs, responseSerialize: asBuffer, responseDeserialize: asIs };
+      const h = m.methodKind === "unary" ? handlers.unary(m) : m.methodKind === "server_streaming" ? handlers.serverStream(m) : m.methodKind === "bidi_streaming" ? handlers.stream(m) : rawClientStreaming(handlers.stream(m));
+      impl[m.localName] = wrapHandler(m, h as (input: unknown, ctx: unknown) => unknown);
+    }
+    this.raw.addService(def, impl);
+    this.reflection.add(svc);
     this.health.set(svc.typeName, ServingStatus.SERVING);
     return this;
   }

@@ -1,6 +1,6 @@
 import type { DescService } from "@bufbuild/protobuf";
 import { Code, WardenError } from "@warden/common";
-import type { ServiceImpl } from "./types.js";
+import type { HandlerContext, ServiceImpl } from "./types.js";
 
 function unimplemented(name: string): WardenError {
   // The wording grpc-go's generated Unimplemented stubs use, which upstream backends answer.
@@ -32,4 +32,17 @@ export function withUnimplemented<T extends DescService>(svc: T, impl: Partial<S
     }
   }
   return out as ServiceImpl<T>;
+}
+
+/** A raw client-streaming handler from a stream handler that yields its one reply. */
+export function rawClientStreaming(h: (requests: AsyncIterable<Uint8Array>, ctx: HandlerContext) => AsyncIterable<Uint8Array>) {
+  return async (requests: AsyncIterable<Uint8Array>, ctx: HandlerContext): Promise<Uint8Array> => {
+    let reply: Uint8Array | undefined;
+    for await (const r of h(requests, ctx)) {
+      if (reply !== undefined) throw new WardenError(Code.Internal, "a client-streaming call answered more than one reply");
+      reply = r;
+    }
+    if (reply === undefined) throw new WardenError(Code.Internal, "a client-streaming call answered no reply");
+    return reply;
+  };
 }

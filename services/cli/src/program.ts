@@ -6,6 +6,7 @@ import { cliToken } from "./cli-token.js";
 import type { ActionContext, CliIo, GlobalOpts, Runners } from "./action-context.js";
 import type * as AdminActions from "./admin-actions.js";
 import { certsCommand } from "./certs-command.js";
+import type * as BackendActions from "./backend-actions.js";
 
 export type { CliIo } from "./action-context.js";
 
@@ -13,6 +14,7 @@ const defaultAddr = "127.0.0.1:50051";
 
 /** The admin actions, loaded on first use: `--help` and the long-running commands never load protobuf or the gRPC client. */
 const actions = (): Promise<typeof AdminActions> => import("./admin-actions.js");
+const backendActions = (): Promise<typeof BackendActions> => import("./backend-actions.js");
 
 /**
  * Builds the `warden` command tree. Every command has `--help`; admin
@@ -190,6 +192,29 @@ export function buildProgram(io: CliIo, runners: Runners): { program: Command; e
       .option("--tokens <n>", "maximum tokens", "0")
       .option("--no-stream", "one reply instead of a stream"),
   ).action(act((a, g, model: string, prompt: string, o: { tokens: string; stream: boolean }) => a.predict(ctx, g, model, prompt, o)));
+
+  // LocalAI backend calls through Warden (backend.Backend, model in the warden-model metadata).
+  const viaBackend = <A extends unknown[]>(fn: (b: typeof BackendActions, g: GlobalOpts, ...args: A) => Promise<number | undefined>) => act(async (_a, g, ...args: A) => fn(await backendActions(), g, ...args));
+  withGlobal(program.command("embed").description("the embedding of a text (backend Embedding; loads the model on demand)").argument("<model>").argument("<text>")).action(viaBackend((b, g, model: string, text: string) => b.embed(ctx, g, model, text)));
+  withGlobal(
+    program
+      .command("tts")
+      .description("speech for a text into a local file (backend TTSStream, a WAV when the backend gives its sample rate; TTS with dst when it has no stream)")
+      .argument("<model>")
+      .argument("<text>")
+      .requiredOption("-o, --out <file>", "the audio file to write")
+      .option("--voice <voice>", "the backend's voice name")
+      .option("--language <code>", "language of the text"),
+  ).action(viaBackend((b, g, model: string, text: string, o: { out: string; voice?: string; language?: string }) => b.tts(ctx, g, model, text, o)));
+  withGlobal(
+    program
+      .command("transcribe")
+      .description("the text of an audio file (backend AudioTranscription; the backend reads the file at its absolute path on its node)")
+      .argument("<model>")
+      .argument("<file>")
+      .option("--language <code>", "spoken language (default: the backend detects it)")
+      .option("--translate", "translate to English", false),
+  ).action(viaBackend((b, g, model: string, file: string, o: { language?: string; translate?: boolean }) => b.transcribe(ctx, g, model, file, o)));
 
   withGlobal(
     program

@@ -75,7 +75,13 @@ function forBackend(loader: Loader<BackendClientHandle>, row: BackendMethodRow, 
  * lifecycle); everything else, Status included, goes to the model's backend,
  * whose UNIMPLEMENTED comes back as it is.
  */
-export function backendRouter(loader: Loader<BackendClientHandle>, log: Logger, routed: RoutedCounter = { inc() {} }): RawServiceHandlers {
+export function backendRouter(
+  loader: Loader<BackendClientHandle>,
+  log: Logger,
+  routed: RoutedCounter = { inc() {} },
+  /** May the call's caller use this model (inference tokens, per model)? Throws to refuse; runs before any lease. */
+  authorize: (model: string, ctx: HandlerContext, method: DescMethod) => void = () => undefined,
+): RawServiceHandlers {
   const calls = new RoutedCalls(loader, log);
 
   async function track<T>(p: Promise<T>): Promise<T> {
@@ -97,23 +103,27 @@ export function backendRouter(loader: Loader<BackendClientHandle>, log: Logger, 
       const row = rowOf(m);
       return async (request, ctx) => {
         const model = modelOf(ctx, row, request);
+        authorize(model, ctx, m);
         return track(calls.unary(model, ctx.signal, (lease) => lease.backend.client.unaryBytes(m, forBackend(loader, row, request, lease), callOptions(ctx)), () => true));
       };
     },
     serverStream(m): RawServerStreamHandler {
       const row = rowOf(m);
-      return (request, ctx) => {
+      // Generators, so a refused request fails the iteration, never the handler's call.
+      return async function* (request, ctx) {
         const model = modelOf(ctx, row, request);
-        return calls.stream(model, ctx.signal, (lease) => lease.backend.client.streamBytes(m, forBackend(loader, row, request, lease), callOptions(ctx)), () => true, routed);
+        authorize(model, ctx, m);
+        yield* calls.stream(model, ctx.signal, (lease) => lease.backend.client.streamBytes(m, forBackend(loader, row, request, lease), callOptions(ctx)), () => true, routed);
       };
     },
     stream(m): RawStreamHandler {
       const row = rowOf(m);
-      return (requests, ctx) => {
+      return async function* (requests, ctx) {
         // Streaming requests carry no identity field: the model is named in the metadata.
         const model = modelOf(ctx, row, undefined);
+        authorize(model, ctx, m);
         const replay = new ReplayableRequests(requests);
-        return calls.stream(model, ctx.signal, (lease) => lease.backend.client.streamBytes(m, replay.attempt(), callOptions(ctx)), () => replay.canReplay(), routed, () => {
+        yield* calls.stream(model, ctx.signal, (lease) => lease.backend.client.streamBytes(m, replay.attempt(), callOptions(ctx)), () => replay.canReplay(), routed, () => {
           replay.commit();
         });
       };

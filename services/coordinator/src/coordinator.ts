@@ -305,8 +305,10 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
   const inference = inferenceService(loader, log.child({ component: "inference" }), routed, authn === undefined ? undefined : (model, ctx, m) => { authn.checkModel(model, ctx, m); });
   const inferenceGuarded = guarded(InferenceService, inference, authn?.inference);
   server.add(InferenceService, inferenceGuarded);
-  // The data plane also serves LocalAI's backend.Backend itself, every method routed as bytes (backend-router.ts).
-  const dataPlane = config.inferenceListen === undefined ? undefined : new LeanGrpcServer({ ...transport.dataPlane, ...serverLimits(config.limits) }).add(InferenceService, inferenceGuarded).addRawUnary(InferenceService.method.predict, authn === undefined ? inference.predictBytes : guardRawUnary(InferenceService.method.predict, inference.predictBytes, authn.inference)).addRawService(Backend, backendRouter(loader, log.child({ component: "backend-router" }), routed));
+  // Both ports also serve LocalAI's backend.Backend itself, every method routed as bytes (backend-router.ts), behind the inference tokens.
+  const router = backendRouter(loader, log.child({ component: "backend-router" }), routed, authn === undefined ? undefined : (model, ctx, m) => { authn.inference(m, ctx, undefined); authn.checkModel(model, ctx, m); });
+  server.addRawService(Backend, router);
+  const dataPlane = config.inferenceListen === undefined ? undefined : new LeanGrpcServer({ ...transport.dataPlane, ...serverLimits(config.limits) }).add(InferenceService, inferenceGuarded).addRawUnary(InferenceService.method.predict, authn === undefined ? inference.predictBytes : guardRawUnary(InferenceService.method.predict, inference.predictBytes, authn.inference)).addRawService(Backend, router);
   server.add(NodeService, guarded(NodeService, nodeImpl, authn?.node));
   if (dataPlane !== undefined) transport.attachDataPlane(dataPlane);
 

@@ -3,7 +3,7 @@ import type { Violation } from "../check/checker.js";
 import { applyPlantedBug, clearPlantedBug } from "../coordinator/planted-bug.js";
 import { Harness } from "./harness.js";
 import { makePlan, type Step } from "./plan.js";
-import { optionsForSeed, type SimOptions } from "./sim-options.js";
+import { optionsForSeed, type SimOptions, type SimProfile } from "./sim-options.js";
 import { schedulePlan } from "./step-runner.js";
 
 export interface SeedResult {
@@ -21,6 +21,8 @@ export interface RunSeedOptions {
   readonly plan?: readonly Step[];
   readonly keepTrace?: boolean;
   readonly overrides?: Partial<SimOptions>;
+  /** @default "short" */
+  readonly profile?: SimProfile;
 }
 
 /**
@@ -30,7 +32,7 @@ export interface RunSeedOptions {
  * same seed, plan and options give the same trace hash.
  */
 export async function runSeed(seed: number, o: RunSeedOptions = {}): Promise<SeedResult> {
-  const opts = optionsForSeed(seed, o.overrides);
+  const opts = optionsForSeed(seed, o.overrides, o.profile);
   const plan = o.plan ?? makePlan(opts);
   applyPlantedBug(opts.plantedBug);
   try {

@@ -53,6 +53,7 @@ if (one !== undefined) {
   if (never.length > 0) console.log(`coverage never reached: ${never.join(", ")}`);
   if (neverFaults.length > 0) console.log(`fault types never injected: ${neverFaults.join(", ")}`);
   console.log(`violations: ${String(r.failures.length)}`);
+  for (const f of r.failures.slice(0, 100)) console.log(`  seed ${String(f.seed)}: [${f.violations[0]?.invariant ?? ""}] ${f.violations[0]?.message.slice(0, 160) ?? ""}`);
   // Shrinking re-runs the seed (up to 40 times each): only the first few failures, so the report stays quick.
   for (const [i, f] of r.failures.slice(0, 10).entries()) {
     const v = f.violations[0];

@@ -45,7 +45,8 @@ export async function runSeed(seed: number, o: RunSeedOptions = {}): Promise<See
     await h.run(opts.durationMs);
     if (h.clean()) {
       endFaults(h);
-      await h.run(opts.durationMs + opts.quiesceMs);
+      // From where the faulty phase really ended: stalls (F15) can push the clock past durationMs.
+      await h.run(w.clock.now() + opts.quiesceMs);
       if (h.clean()) h.quiescenceChecks();
     }
     return { seed, violations: h.violations, simulatedMs: w.clock.now(), steps: h.steps, traceHash: w.traceHash, coverage: w.coverage.toJSON(), trace: w.trace };

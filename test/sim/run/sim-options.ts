@@ -148,7 +148,8 @@ function shortOptions(seed: number, overrides: Partial<SimOptions>): SimOptions 
     policy,
     heartbeatMs,
     nodeGraceMs: heartbeatMs * r.int(3, 6),
-    nodeLostAfterMs: r.int(15, 60) * 1_000,
+    // Above the 30 s event-loop stall (F15) plus grace, as in production: a stall alone must not lose a node.
+    nodeLostAfterMs: r.int(45, 120) * 1_000,
     orphanGraceMs: r.int(10, 40) * 1_000,
     recoveryWindowMs: r.int(2, 6) * 1_000,
     sigtermGraceMs: r.int(1, 5) * 1_000,

@@ -10,11 +10,18 @@ import type { Checker, CheckContext } from "./checker.js";
 export function evidenceChecker(): Checker {
   const confirmed: string[] = [];
   const confirmedSet = new Set<string>();
+  // Held instances are walked (a handful) rather than looked up per confirmed stop (up to 256).
   const check = (ctx: CheckContext): void => {
     const c = ctx.coord;
-    if (c === undefined) return;
+    if (c === undefined || confirmedSet.size === 0) return;
+    for (const h of c.loader.heldInstances()) {
+      if (confirmedSet.has(h.incarnation)) {
+        ctx.report("5 no resurrection", `incarnation ${h.incarnation} was confirmed gone but is held/registered again`);
+        return;
+      }
+    }
     for (const inc of confirmed) {
-      if (c.loader.heldInstance(inc) !== undefined || c.loader.core.instance(inc) !== undefined) {
+      if (c.loader.core.instance(inc) !== undefined) {
         ctx.report("5 no resurrection", `incarnation ${inc} was confirmed gone but is held/registered again`);
         return;
       }

@@ -1,9 +1,10 @@
 import { parentPort, workerData } from "node:worker_threads";
 import { runSeed } from "./run-seed.js";
+import type { SimProfile } from "./sim-options.js";
 
 /** One campaign worker: runs its share of seeds and posts each result (without trace). */
-const { seeds } = workerData as { seeds: number[] };
+const { seeds, profile } = workerData as { seeds: number[]; profile: SimProfile };
 for (const seed of seeds) {
-  const r = await runSeed(seed);
+  const r = await runSeed(seed, { profile });
   parentPort?.postMessage({ seed, violations: r.violations, simulatedMs: r.simulatedMs, steps: r.steps, coverage: r.coverage });
 }

@@ -145,7 +145,8 @@ export function injectFault(h: Harness, s: FaultStep, r: SimRandom): void {
       w.nats.ackLossP = 0.5;
       w.queue.push(now + 3_000, "nats.outage", () => {
         w.nats.ackLossP = 0;
-        w.nats.outage(w.clock.now() + s.durationMs + 130_000);
+        // Longer than the de-dup window: a copy stored before it is re-published after it.
+        w.nats.outage(w.clock.now() + s.durationMs + w.opts.natsDupWindowMs + 10_000);
       });
       return;
     case "nats-ack-lost":

@@ -3,7 +3,7 @@ import type { Violation } from "../check/checker.js";
 import { applyPlantedBug, clearPlantedBug } from "../coordinator/planted-bug.js";
 import { Harness } from "./harness.js";
 import { makePlan, type Step } from "./plan.js";
-import { optionsForSeed, type SimOptions } from "./sim-options.js";
+import { optionsForSeed, type SimOptions, type SimProfile } from "./sim-options.js";
 import { schedulePlan } from "./step-runner.js";
 
 export interface SeedResult {
@@ -21,6 +21,8 @@ export interface RunSeedOptions {
   readonly plan?: readonly Step[];
   readonly keepTrace?: boolean;
   readonly overrides?: Partial<SimOptions>;
+  /** @default "short" */
+  readonly profile?: SimProfile;
 }
 
 /**
@@ -30,7 +32,7 @@ export interface RunSeedOptions {
  * same seed, plan and options give the same trace hash.
  */
 export async function runSeed(seed: number, o: RunSeedOptions = {}): Promise<SeedResult> {
-  const opts = optionsForSeed(seed, o.overrides);
+  const opts = optionsForSeed(seed, o.overrides, o.profile);
   const plan = o.plan ?? makePlan(opts);
   applyPlantedBug(opts.plantedBug);
   try {
@@ -43,7 +45,8 @@ export async function runSeed(seed: number, o: RunSeedOptions = {}): Promise<See
     await h.run(opts.durationMs);
     if (h.clean()) {
       endFaults(h);
-      await h.run(opts.durationMs + opts.quiesceMs);
+      // From where the faulty phase really ended: stalls (F15) can push the clock past durationMs.
+      await h.run(w.clock.now() + opts.quiesceMs);
       if (h.clean()) h.quiescenceChecks();
     }
     return { seed, violations: h.violations, simulatedMs: w.clock.now(), steps: h.steps, traceHash: w.traceHash, coverage: w.coverage.toJSON(), trace: w.trace };

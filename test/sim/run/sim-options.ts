@@ -70,6 +70,8 @@ export interface SimOptions {
   readonly faults: readonly FaultOption[];
   /** Inference calls per simulated minute. */
   readonly callsPerMinute: number;
+  /** JetStream's `duplicate_window` (the stream's config; 2 min in production). */
+  readonly natsDupWindowMs: number;
   /** Admin operations per simulated minute. */
   readonly adminPerMinute: number;
   /**
@@ -81,8 +83,90 @@ export interface SimOptions {
 
 const GiB = 1024 ** 3;
 
+/**
+ * How long a seed runs and how its time scales are drawn. `short` (npm test,
+ * the default campaign): a few simulated minutes with timeouts, fault
+ * durations and the de-dup window compressed and fault rates raised, so that
+ * every fault type and coverage counter shows up across ~1 000 seeds (VOPR
+ * style: many short seeds). `long`: 30 + 15 simulated minutes with production-like
+ * time scales (`npm run sim -- --long`); the regression seeds found there replay with it.
+ */
+export type SimProfile = "short" | "long";
+
 /** Expands a seed into options, swarm style: each seed enables a random subset of fault types. */
-export function optionsForSeed(seed: number, overrides: Partial<SimOptions> = {}): SimOptions {
+export function optionsForSeed(seed: number, overrides: Partial<SimOptions> = {}, profile: SimProfile = "short"): SimOptions {
+  return profile === "long" ? longOptions(seed, overrides) : shortOptions(seed, overrides);
+}
+
+/** The short profile: 3 faulty + 3 quiet simulated minutes, everything compressed ~5-10x. */
+function shortOptions(seed: number, overrides: Partial<SimOptions>): SimOptions {
+  const r = new SimRandom(seed).fork("options-short");
+  const nodeCount = r.int(3, 5);
+  const nodes: SimNodeSpec[] = [];
+  const embedded = r.chance(0.4);
+  for (let i = 0; i < nodeCount; i++) {
+    nodes.push({ nodeId: `n${String(i)}`, labels: { zone: r.pick(["a", "b"]), gpu: r.pick(["small", "big"]) }, embedded: embedded && i === 0, memoryTotalBytes: r.int(8, 48) * GiB });
+  }
+  const groups = ["g1", "g2", "g3"];
+  const models: ModelSpec[] = [];
+  for (let i = 0, n = r.int(3, 8); i < n; i++) {
+    models.push(
+      modelSpec({
+        id: `m${String(i)}`,
+        backend: "sim",
+        groups: r.chance(0.3) ? [r.pick(groups)] : [],
+        pinned: r.chance(0.1),
+        sizeBytes: r.chance(0.8) ? r.int(1, 12) * GiB : 0,
+        selector: r.chance(0.2) ? { zone: r.pick(["a", "b"]) } : {},
+        loadTimeoutMs: r.int(10, 60) * 1_000,
+      }),
+    );
+  }
+  const heartbeatMs = r.pick([1_000, 2_000, 3_000]);
+  const policy: PolicyPatch = {
+    limitPerNode: r.pick([0, 1, 2, 3, 4]),
+    idleCheck: r.chance(0.5),
+    idleTimeoutMs: r.int(10, 120) * 1_000,
+    busyCheck: r.chance(0.4),
+    busyTimeoutMs: r.int(10, 90) * 1_000,
+    memoryReclaimer: r.chance(0.4),
+    forceEvictionWhenBusy: r.chance(0.3),
+    sizeAware: r.chance(0.3),
+    tickIntervalMs: 1_000,
+  };
+  const faults: FaultOption[] = [];
+  for (const type of faultTypes) {
+    if (!r.chance(0.5)) continue;
+    faults.push({ type, perMinute: r.pick([0.5, 1, 2, 3]), durationMs: r.int(1, 40) * 1_000, targets: r.subset(nodes.map((n) => n.nodeId), 0.6) });
+  }
+  return {
+    seed,
+    durationMs: 3 * 60_000,
+    quiesceMs: 3 * 60_000,
+    nodes,
+    models,
+    policy,
+    heartbeatMs,
+    nodeGraceMs: heartbeatMs * r.int(3, 6),
+    // Above the 30 s event-loop stall (F15) plus grace, as in production: a stall alone must not lose a node.
+    nodeLostAfterMs: r.int(45, 120) * 1_000,
+    orphanGraceMs: r.int(10, 40) * 1_000,
+    recoveryWindowMs: r.int(2, 6) * 1_000,
+    sigtermGraceMs: r.int(1, 5) * 1_000,
+    stopRpcTimeoutMs: r.pick([5_000, 10_000, 15_000]),
+    keepaliveMs: 20_000,
+    agentReadinessTimeoutMs: 60_000,
+    link: { baseDelayMs: r.int(1, 10), jitterMs: r.int(1, 50), lossP: r.pick([0, 0, 0.001, 0.01]), dupP: r.pick([0, 0.005, 0.02]), reorderP: r.pick([0, 0.01, 0.05]) },
+    faults,
+    callsPerMinute: r.int(10, 60),
+    adminPerMinute: r.int(2, 10),
+    natsDupWindowMs: r.int(15, 40) * 1_000,
+    ...overrides,
+  };
+}
+
+/** The long profile (unchanged draws: its regression seeds replay exactly). */
+function longOptions(seed: number, overrides: Partial<SimOptions>): SimOptions {
   const r = new SimRandom(seed).fork("options");
   const nodeCount = r.int(3, 6);
   const nodes: SimNodeSpec[] = [];
@@ -142,6 +226,7 @@ export function optionsForSeed(seed: number, overrides: Partial<SimOptions> = {}
     faults,
     callsPerMinute: r.int(5, 60),
     adminPerMinute: r.int(1, 6),
+    natsDupWindowMs: 120_000,
     ...overrides,
   };
 }

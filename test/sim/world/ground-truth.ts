@@ -42,6 +42,58 @@ export interface TruthRequest {
 }
 
 /**
+ * The open calls by request id, with per-incarnation and per-address counts
+ * kept as they change, so a checker reads them after every step in O(1)
+ * instead of re-counting every open call.
+ */
+export class OpenRequests extends Map<number, TruthRequest> {
+  private readonly perIncarnation = new Map<string, number>();
+  private readonly perAddress = new Map<string, number>();
+
+  override set(id: number, r: TruthRequest): this {
+    const prev = super.get(id);
+    if (prev !== undefined) this.count(prev, -1);
+    super.set(id, r);
+    this.count(r, 1);
+    return this;
+  }
+
+  override delete(id: number): boolean {
+    const prev = super.get(id);
+    if (prev === undefined) return false;
+    this.count(prev, -1);
+    return super.delete(id);
+  }
+
+  override clear(): void {
+    super.clear();
+    this.perIncarnation.clear();
+    this.perAddress.clear();
+  }
+
+  /** Calls really open on `incarnation`. */
+  onIncarnation(incarnation: string): number {
+    return this.perIncarnation.get(incarnation) ?? 0;
+  }
+
+  /** Calls really open at `address` (any incarnation). */
+  atAddress(address: string): number {
+    return this.perAddress.get(address) ?? 0;
+  }
+
+  private count(r: TruthRequest, d: number): void {
+    bump(this.perIncarnation, r.incarnation, d);
+    bump(this.perAddress, r.address, d);
+  }
+}
+
+function bump(m: Map<string, number>, k: string, d: number): void {
+  const n = (m.get(k) ?? 0) + d;
+  if (n === 0) m.delete(k);
+  else m.set(k, n);
+}
+
+/**
  * The ground truth: which processes really run where and which calls are
  * really open. Only the simulated world writes it; checkers compare Warden's
  * view against it.
@@ -50,7 +102,9 @@ export class GroundTruth {
   private nextPid = 1000;
   readonly processes = new Map<number, TruthProcess>();
   readonly byIncarnation = new Map<string, TruthProcess>();
-  readonly openRequests = new Map<number, TruthRequest>();
+  /** Live processes per node (kept by spawn/kill: heartbeats and checkers read them every step). */
+  private readonly liveByNode = new Map<string, Set<TruthProcess>>();
+  readonly openRequests = new OpenRequests();
   /** Every incarnation any coordinator generation minted. */
   readonly minted = new Set<string>();
   /** Incarnations an operator forgot (audited; exempt from the amnesia check). */
@@ -64,6 +118,12 @@ export class GroundTruth {
     const p: TruthProcess = { ...init, pid: this.nextPid++, phase: "loading", readyAtMs: undefined, diedAtMs: undefined, unkillableUntilMs: 0 };
     this.processes.set(p.pid, p);
     this.byIncarnation.set(p.incarnation, p);
+    let on = this.liveByNode.get(p.nodeId);
+    if (on === undefined) {
+      on = new Set();
+      this.liveByNode.set(p.nodeId, on);
+    }
+    on.add(p);
     return p;
   }
 
@@ -71,13 +131,19 @@ export class GroundTruth {
     if (p.phase === "dead") return;
     p.phase = "dead";
     p.diedAtMs = nowMs;
+    this.liveByNode.get(p.nodeId)?.delete(p);
   }
 
-  /** Live processes (a fresh array; callers may filter). */
+  /** Live processes (a fresh array, in spawn order per node; callers may filter). */
   live(): TruthProcess[] {
     const out: TruthProcess[] = [];
     for (const p of this.processes.values()) if (p.phase !== "dead") out.push(p);
     return out;
+  }
+
+  /** Live processes on one node, in spawn order (read-only; do not kill while iterating). */
+  liveOn(nodeId: string): ReadonlySet<TruthProcess> {
+    return this.liveByNode.get(nodeId) ?? noProcesses;
   }
 
   /** Forgets dead processes long gone, so state stays bounded over a long run. */
@@ -89,3 +155,5 @@ export class GroundTruth {
     }
   }
 }
+
+const noProcesses: ReadonlySet<TruthProcess> = new Set();

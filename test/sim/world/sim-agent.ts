@@ -1,6 +1,6 @@
 import { create } from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
-import { BackendState, InventoryEntrySchema, NodeResourcesSchema, OrphanProcessSchema, type InventoryEntry, type NodeResources, type OrphanProcess } from "@warden/proto";
+import { BackendState, GpuInfoSchema, InventoryEntrySchema, NodeResourcesSchema, OrphanProcessSchema, StopRequestedSchema, type InventoryEntry, type NodeResources, type OrphanProcess } from "@warden/proto";
 import { Code, WardenError } from "@warden/common";
 import type { StartEvent, StartRequest, StopAnswer, StopRequest } from "@warden/loader";
 import type { HeartbeatReport } from "@warden/cluster";
@@ -8,6 +8,15 @@ import type { SimWorld } from "./sim-world.js";
 import type { BackendBehaviour, TruthProcess } from "./ground-truth.js";
 
 type RecordState = "loading" | "ready" | "stopping" | "exited";
+
+/** Default messages, made once; heartbeats spread them (fields are replaced, never mutated). */
+const templates = {
+  entry: create(InventoryEntrySchema),
+  stopRequested: create(StopRequestedSchema),
+  orphan: create(OrphanProcessSchema),
+  resources: create(NodeResourcesSchema),
+  gpu: create(GpuInfoSchema),
+};
 
 interface AgentRecord {
   readonly incarnation: string;
@@ -139,7 +148,7 @@ export class SimAgent {
       }
     }
     this.usedPorts.clear();
-    for (const p of this.w.truth.live()) if (p.nodeId === this.nodeId) this.usedPorts.set(Number(p.address.split(":")[1]), p.incarnation);
+    for (const p of this.w.truth.liveOn(this.nodeId)) this.usedPorts.set(Number(p.address.split(":")[1]), p.incarnation);
     this.boot();
   }
 
@@ -350,35 +359,36 @@ export class SimAgent {
     const backends: InventoryEntry[] = [];
     for (const r of [...this.records.values(), ...this.exitedToReport.values()]) {
       const state = r.state === "exited" ? BackendState.EXITED : r.state === "ready" ? BackendState.READY : r.state === "stopping" ? BackendState.STOPPING : BackendState.LOADING;
-      backends.push(
-        create(InventoryEntrySchema, {
-          incarnation: r.incarnation,
-          model: r.model,
-          address: r.process.address,
-          pid: r.process.pid,
-          state,
-          memoryBytes: BigInt(r.process.memoryBytes),
-          gpuDevice: "0",
-          backend: r.backend,
-          ...(r.stopRequested === undefined ? {} : { stopRequested: { incarnation: r.incarnation, reason: r.stopRequested.reason, at: timestampFromMs(r.stopRequested.atMs) } }),
-        }),
-      );
+      // Spread over a default message instead of `create` per entry: the same
+      // message, without reflection on the simulation's hottest path.
+      backends.push({
+        ...templates.entry,
+        incarnation: r.incarnation,
+        model: r.model,
+        address: r.process.address,
+        pid: r.process.pid,
+        state,
+        memoryBytes: BigInt(r.process.memoryBytes),
+        gpuDevice: "0",
+        backend: r.backend,
+        ...(r.stopRequested === undefined ? {} : { stopRequested: { ...templates.stopRequested, incarnation: r.incarnation, reason: r.stopRequested.reason, at: timestampFromMs(r.stopRequested.atMs) } }),
+      });
     }
     this.exitedToReport.clear();
     const orphans: OrphanProcess[] = [];
     let used = 0;
-    for (const p of this.w.truth.live()) {
-      if (p.nodeId !== this.nodeId) continue;
+    for (const p of this.w.truth.liveOn(this.nodeId)) {
       used += p.memoryBytes;
-      if (!this.records.has(p.incarnation)) orphans.push(create(OrphanProcessSchema, { pid: p.pid, address: p.address, memoryBytes: BigInt(p.memoryBytes), model: p.model, detail: "record missing" }));
+      if (!this.records.has(p.incarnation)) orphans.push({ ...templates.orphan, pid: p.pid, address: p.address, memoryBytes: BigInt(p.memoryBytes), model: p.model, detail: "record missing" });
     }
     if (this.w.clock.now() < this.flapUntilMs) {
       this.flapHigh = !this.flapHigh;
       if (this.flapHigh) used = Math.floor(this.memoryTotalBytes * 0.99);
     }
-    const resources: NodeResources = create(NodeResourcesSchema, {
-      gpus: [{ index: 0, name: "sim", totalBytes: BigInt(this.memoryTotalBytes), usedBytes: BigInt(Math.min(used, this.memoryTotalBytes)) }],
-    });
+    const resources: NodeResources = {
+      ...templates.resources,
+      gpus: [{ ...templates.gpu, index: 0, name: "sim", totalBytes: BigInt(this.memoryTotalBytes), usedBytes: BigInt(Math.min(used, this.memoryTotalBytes)) }],
+    };
     return { nodeId: this.nodeId, bootEpoch: this.bootEpoch, sequence: this.sequence, backends, orphans, resources };
   }
 

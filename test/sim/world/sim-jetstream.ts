@@ -8,7 +8,7 @@ import type { Coverage } from "../check/coverage.js";
 
 /**
  * A simulated JetStream stream for the audit subject: publishes with
- * `Nats-Msg-Id` de-duplicated inside a 2 min window, outages (publish fails
+ * `Nats-Msg-Id` de-duplicated inside the stream's duplicate window (2 min in production; compressed in short runs), outages (publish fails
  * UNAVAILABLE), and lost PubAcks (stored, but the publisher times out and
  * retries). `stored` is what a consumer reads, copies included.
  */
@@ -18,13 +18,14 @@ export class SimJetStream {
   downUntilMs = 0;
   ackLossP = 0;
   private readyListeners = new Set<() => void>();
-  static readonly dupWindowMs = 120_000;
 
   constructor(
     private readonly queue: EventQueue,
     private readonly clock: VirtualClock,
     private readonly rng: SimRandom,
     private readonly coverage: Coverage,
+    /** The stream's `duplicate_window`. */
+    readonly dupWindowMs: number,
   ) {}
 
   outage(untilMs: number): void {
@@ -38,15 +39,19 @@ export class SimJetStream {
   /** A publisher for one coordinator generation (`alive` false once it crashed). */
   publisher(alive: () => boolean): Publisher {
     return {
+      // Like the real publisher (packages/audit nats-publisher.ts) the signal is
+      // checked, not raced: a listener per publish would pile up on the outbox's
+      // one close signal; the ack timeout bounds the wait.
       publish: (event, signal) =>
         new Promise<PublishAck>((resolve, reject) => {
+          if (signal.aborted) {
+            reject(abortReason(signal));
+            return;
+          }
           const d = 1 + this.rng.next() * 20;
-          const onAbort = (): void => { reject(abortReason(signal)); };
-          signal.addEventListener("abort", onAbort, { once: true });
           this.queue.push(this.clock.now() + d, "nats.publish", () => {
             if (!alive() || signal.aborted) return;
             if (this.clock.now() < this.downUntilMs) {
-              signal.removeEventListener("abort", onAbort);
               reject(new WardenError(Code.Unavailable, "nats: no connection"));
               return;
             }
@@ -54,12 +59,10 @@ export class SimJetStream {
             if (this.rng.chance(this.ackLossP)) {
               this.coverage.hit("nats.ack-lost");
               this.queue.push(this.clock.now() + 5_000, "nats.ack-timeout", () => {
-                signal.removeEventListener("abort", onAbort);
-                if (alive()) reject(new WardenError(Code.DeadlineExceeded, "nats: PubAck timeout"));
+                if (alive() && !signal.aborted) reject(new WardenError(Code.DeadlineExceeded, "nats: PubAck timeout"));
               });
               return;
             }
-            signal.removeEventListener("abort", onAbort);
             resolve(ack);
           });
         }),
@@ -76,7 +79,7 @@ export class SimJetStream {
   private store(event: Event): PublishAck {
     const now = this.clock.now();
     const seen = this.seenAtMs.get(event.id);
-    if (seen !== undefined && now - seen <= SimJetStream.dupWindowMs) {
+    if (seen !== undefined && now - seen <= this.dupWindowMs) {
       this.coverage.hit("nats.duplicate-ack");
       return { duplicate: true };
     }

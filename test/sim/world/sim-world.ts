@@ -56,7 +56,7 @@ export class SimWorld {
     this.rng = new SimRandom(opts.seed).fork("world");
     this.net = new SimNetwork(this.queue, this.clock, this.rng.fork("net"), opts.link, this.coverage);
     this.disk = new SimDisk(this.rng.fork("disk"), () => 1 + this.rng.next() * 5);
-    this.nats = new SimJetStream(this.queue, this.clock, this.rng.fork("nats"), this.coverage);
+    this.nats = new SimJetStream(this.queue, this.clock, this.rng.fork("nats"), this.coverage, opts.natsDupWindowMs);
     for (const n of opts.nodes) this.agents.set(n.nodeId, new SimAgent(this, n.nodeId, n.labels, n.embedded, n.memoryTotalBytes));
   }
 

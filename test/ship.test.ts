@@ -68,6 +68,14 @@ describe("the built warden", () => {
     expect(help.stdout).toContain("Usage: warden");
   });
 
+  it("a runner's error keeps its code across the bundle's two module copies (bad --config is exit 2, one code in the line)", () => {
+    // The CommonJS front and the ES-module runners each carry @warden/common: an error thrown by one must be a WardenError to the other.
+    const r = run(process.execPath, [bin, "up", "--config", join(root, "no-such-warden-config.yaml")]);
+    expect(r.stderr).toMatch(/^warden: \[invalid_argument\] --config: cannot read /);
+    expect(r.stderr).not.toContain("[unknown]");
+    expect(r.code).toBe(2);
+  });
+
   it("rebuilds before running when a recorded source differs, and only re-stamps when only its mtime moved", async () => {
     const original = readFileSync(stampPath, "utf8");
     const stamp = JSON.parse(original) as Stamp;

@@ -61,6 +61,9 @@ export interface WardenErrorOptions {
   details?: Readonly<Record<string, unknown>>;
 }
 
+/** Marks every WardenError, whichever copy of this module made it (a registered symbol is one per process). */
+const wardenErrorBrand = Symbol.for("@warden/common.WardenError");
+
 /**
  * The one error class. `message` is prefixed with the code name
  * (`[invalid_argument] …`); `rawMessage` is the text without it.
@@ -71,8 +74,20 @@ export class WardenError extends Error {
   readonly rawMessage: string;
   readonly details: Readonly<Record<string, unknown>>;
 
+  /**
+   * `instanceof` checks the brand, not the prototype: the built CLI carries two
+   * copies of this module (its CommonJS front and the ES-module runners it
+   * imports), and an error from one copy must still be a WardenError to the
+   * other — else `warden up --config nope.yaml` printed `[unknown]
+   * [invalid_argument] …` and exited 1 instead of 2.
+   */
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    return typeof value === "object" && value !== null && (value as { [wardenErrorBrand]?: unknown })[wardenErrorBrand] === true;
+  }
+
   constructor(code: Code, message: string, options: WardenErrorOptions = {}) {
     super(`[${codeName(code)}] ${message}`, options.cause === undefined ? undefined : { cause: options.cause });
+    Object.defineProperty(this, wardenErrorBrand, { value: true });
     this.code = code;
     this.rawMessage = message;
     this.details = options.details ?? {};

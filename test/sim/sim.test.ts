@@ -25,6 +25,12 @@ const regressionSeeds: readonly (readonly [number, SimProfile, string])[] = [
   // reconcile-inventory.ts (two inventories in a row, as for ready instances).
   [336, "short", "a leftover is reaped only when two inventories lack it (abandoned load)"],
   [680, "short", "a leftover is reaped only when two inventories lack it (failed stop)"],
+  // Warden: an operator forgot a leftover while its stop RPC was in flight; the next inventory
+  // re-adopted it as remote-only, so it was routed to (194) and stopped a second time (673). Fixed in
+  // loader stop-rpcs.ts (a second stop joins the one in flight) and cluster reconcile-inventory.ts
+  // (an incarnation with a stop in flight is adopted as a leftover, never routable).
+  [194, "short", "no call is routed to an instance whose stop is in flight after a forget"],
+  [673, "short", "a stop in flight before a forget is joined, never sent twice"],
 ];
 
 describe("simulation", () => {

@@ -42,7 +42,8 @@ export function reconcileInventory(loader: Loader, r: ReconcileInput): Set<strin
     if (loader.knows(e.incarnation) || !isUlid(e.incarnation)) continue;
     if (e.state !== BackendState.READY && e.stopRequested === undefined) continue; // a start in progress elsewhere settles itself
     const spec = loader.modelSpec(e.model);
-    const foundBy = e.stopRequested !== undefined ? "stop-requested" : r.openIntent(e.incarnation) ? "open-stop-intent" : spec === undefined ? "unconfigured" : undefined;
+    // A stop still in flight (sent before an operator's forget) counts as requested: never routable.
+    const foundBy = e.stopRequested !== undefined || loader.stopInFlight(e.incarnation) ? "stop-requested" : r.openIntent(e.incarnation) ? "open-stop-intent" : spec === undefined ? "unconfigured" : undefined;
     if (foundBy === undefined && spec !== undefined) {
       if (loader.adoptRemoteOnly(spec, r.nodeId, e.address, e.incarnation, "inventory")) r.onAdopted?.({ nodeId: r.nodeId, model: e.model, incarnation: e.incarnation, as: "remote-only" });
     } else {

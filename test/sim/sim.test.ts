@@ -31,6 +31,12 @@ const regressionSeeds: readonly (readonly [number, SimProfile, string])[] = [
   // (an incarnation with a stop in flight is adopted as a leftover, never routable).
   [194, "short", "no call is routed to an instance whose stop is in flight after a forget"],
   [673, "short", "a stop in flight before a forget is joined, never sent twice"],
+  // Warden: a node declared lost while a load ran there dropped the loading instance but not the
+  // load; the live process was re-adopted from the returning node's inventory, then the load's
+  // failure dropped that adoption (and its record), leaving a process nobody holds. Fixed in loader
+  // instance-exits.ts (node lost / forget abandon the load) and load-path.ts (a load whose
+  // instance was dropped stops there and undoes nothing it no longer owns).
+  [209, "short", "node lost during a load abandons the load"],
 ];
 
 describe("simulation", () => {

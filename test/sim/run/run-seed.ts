@@ -47,6 +47,11 @@ export async function runSeed(seed: number, o: RunSeedOptions = {}): Promise<See
       endFaults(h);
       // From where the faulty phase really ended: stalls (F15) can push the clock past durationMs.
       await h.run(w.clock.now() + opts.quiesceMs);
+      // A policy stop (idle, busy, pressure) may start at any moment of the quiet
+      // phase: convergence is judged once the stops in flight have answered
+      // (each is bounded by the stop RPC deadline), never mid-stop.
+      const settleByMs = w.clock.now() + opts.stopRpcTimeoutMs + opts.sigtermGraceMs + 10_000;
+      while (h.clean() && h.stopsInFlight.size > 0 && w.clock.now() < settleByMs) await h.run(w.clock.now() + 500);
       if (h.clean()) h.quiescenceChecks();
     }
     return { seed, violations: h.violations, simulatedMs: w.clock.now(), steps: h.steps, traceHash: w.traceHash, coverage: w.coverage.toJSON(), trace: w.trace };

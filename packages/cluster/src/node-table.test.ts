@@ -98,7 +98,8 @@ describe("heartbeat order", () => {
   it("orders by (boot epoch, sequence); the registered sequence is taken once, for the first inventory", () => {
     const last = { bootEpoch: 2n, sequence: 5n, hasInventory: true };
     expect(heartbeatOrder(undefined, { bootEpoch: 1n, sequence: 1n })).toBe("unknown");
-    expect(heartbeatOrder(last, { bootEpoch: 1n, sequence: 99n })).toBe("stale");
+    // An older epoch: a delayed report, or a restart after the wall clock stepped back — register again.
+    expect(heartbeatOrder(last, { bootEpoch: 1n, sequence: 99n })).toBe("register-again");
     expect(heartbeatOrder(last, { bootEpoch: 3n, sequence: 0n })).toBe("register-again");
     expect(heartbeatOrder(last, { bootEpoch: 2n, sequence: 4n })).toBe("stale");
     expect(heartbeatOrder(last, { bootEpoch: 2n, sequence: 5n })).toBe("stale");

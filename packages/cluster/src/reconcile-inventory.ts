@@ -16,7 +16,7 @@ export interface ReconcileInput {
   readonly nodeId: string;
   /** The unfenced inventory just stored for the node. */
   readonly inventory: readonly InventoryEntry[];
-  /** Ready instances missing from consecutive inventories (mutated: vanished after two). */
+  /** Ready instances and leftovers missing from consecutive inventories (mutated: vanished after two). */
   readonly missing: Map<string, number>;
   /** Whether a stop intent is open for an incarnation (from the outbox). */
   readonly openIntent: (incarnation: string) => boolean;
@@ -28,7 +28,7 @@ export interface ReconcileInput {
  * unknown valid incarnations are adopted (remote-only, or leftover when a stop
  * was requested, a stop intent is open or the model is not configured); ready
  * instances the inventory lacks are gone after two consecutive inventories
- * (one may race a start); leftovers it lacks are reaped. Returns the live
+ * (one may race a start); leftovers it lacks twice are reaped. Returns the live
  * incarnations it lists, for the stop intents they settle.
  */
 export function reconcileInventory(loader: Loader, r: ReconcileInput): Set<string> {
@@ -42,7 +42,8 @@ export function reconcileInventory(loader: Loader, r: ReconcileInput): Set<strin
     if (loader.knows(e.incarnation) || !isUlid(e.incarnation)) continue;
     if (e.state !== BackendState.READY && e.stopRequested === undefined) continue; // a start in progress elsewhere settles itself
     const spec = loader.modelSpec(e.model);
-    const foundBy = e.stopRequested !== undefined ? "stop-requested" : r.openIntent(e.incarnation) ? "open-stop-intent" : spec === undefined ? "unconfigured" : undefined;
+    // A stop still in flight (sent before an operator's forget) counts as requested: never routable.
+    const foundBy = e.stopRequested !== undefined || loader.stopInFlight(e.incarnation) ? "stop-requested" : r.openIntent(e.incarnation) ? "open-stop-intent" : spec === undefined ? "unconfigured" : undefined;
     if (foundBy === undefined && spec !== undefined) {
       if (loader.adoptRemoteOnly(spec, r.nodeId, e.address, e.incarnation, "inventory")) r.onAdopted?.({ nodeId: r.nodeId, model: e.model, incarnation: e.incarnation, as: "remote-only" });
     } else {
@@ -54,19 +55,33 @@ export function reconcileInventory(loader: Loader, r: ReconcileInput): Set<strin
   }
   for (const h of loader.heldInstances()) {
     if (h.nodeId !== r.nodeId || h.phase !== "ready") continue;
-    if (seen.has(h.incarnation)) {
-      r.missing.delete(h.incarnation);
-      continue;
-    }
-    const count = (r.missing.get(h.incarnation) ?? 0) + 1;
-    r.missing.set(h.incarnation, count);
-    if (count >= 2) {
-      r.missing.delete(h.incarnation);
+    if (missedTwice(r.missing, seen, h.incarnation)) {
       loader.onBackendGone(h.incarnation, { exitCode: undefined, signal: "", intentional: false, lastStderrLine: "vanished from the agent's inventory" });
     }
   }
+  // Leftovers too need two: a delayed inventory from before a start (or from
+  // before a restarted coordinator's first heartbeat) lacks a process that is
+  // alive, and reaping it on that word alone forgets it (invariant 1).
   for (const l of loader.leftoverList()) {
-    if (l.nodeId === r.nodeId && !seen.has(l.incarnation)) loader.onBackendGone(l.incarnation, { exitCode: undefined, signal: "", intentional: true, lastStderrLine: "" });
+    if (l.nodeId !== r.nodeId) continue;
+    if (missedTwice(r.missing, seen, l.incarnation)) {
+      loader.onBackendGone(l.incarnation, { exitCode: undefined, signal: "", intentional: true, lastStderrLine: "" });
+    }
   }
   return new Set(r.inventory.filter((e) => e.state !== BackendState.EXITED).map((e) => e.incarnation));
+}
+
+/** Counts one more inventory lacking `incarnation`; true (and forgets the count) at the second in a row. */
+function missedTwice(missing: Map<string, number>, seen: ReadonlySet<string>, incarnation: string): boolean {
+  if (seen.has(incarnation)) {
+    missing.delete(incarnation);
+    return false;
+  }
+  const count = (missing.get(incarnation) ?? 0) + 1;
+  if (count < 2) {
+    missing.set(incarnation, count);
+    return false;
+  }
+  missing.delete(incarnation);
+  return true;
 }

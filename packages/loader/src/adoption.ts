@@ -31,6 +31,9 @@ export function isBeingStopped<H extends BackendHandle>(s: LoaderState<H>, incar
  */
 export function adoptRemoteOnly<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, nodeId: string, address: string, incarnation: string, foundBy: AdoptionSource): boolean {
   if (s.held.has(incarnation) || s.core.instance(incarnation) !== undefined || s.leftovers.get(incarnation) !== undefined || s.gone.has(incarnation)) return false;
+  // A stop of it is still in flight (sent before an operator's forget): it is
+  // being stopped, never routable — the caller adopts it as a leftover.
+  if (s.stopRpcs.has(incarnation)) return false;
   // The address still belongs to an earlier incarnation the loader holds (its
   // port was recycled and the inventory that drops it is still to come): the
   // watchdog would refuse the registration, so nothing is adopted now — the

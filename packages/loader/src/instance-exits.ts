@@ -1,3 +1,4 @@
+import { Code, WardenError } from "@warden/common";
 import { rememberGone } from "./adoption.js";
 import { dropHeld, leftoverBase, type LoaderState } from "./loader-state.js";
 import type { BackendHandle } from "./ports.js";
@@ -39,6 +40,7 @@ export function onNodeLost<H extends BackendHandle>(s: LoaderState<H>, nodeId: s
     if (h.nodeId !== nodeId) continue;
     const v = s.core.instance(h.incarnation);
     if (v?.pendingEviction !== undefined) continue; // its stop settles it
+    abandonLoad(s, h.incarnation, `node "${nodeId}" lost`);
     s.core.remove(h.incarnation);
     s.freedRetries.cancel(h.incarnation);
     dropHeld(s, h.incarnation);
@@ -54,6 +56,9 @@ export function forget<H extends BackendHandle>(s: LoaderState<H>, incarnation: 
   const h = s.held.get(incarnation);
   const v = s.core.instance(incarnation);
   if (left === undefined && h === undefined && v === undefined) return false;
+  // A load in progress is abandoned with it: otherwise its next start event
+  // would register a fresh record the loader no longer holds.
+  abandonLoad(s, incarnation, "forgotten by an operator");
   if (v !== undefined && v.pendingEviction === undefined) s.core.remove(incarnation);
   s.freedRetries.cancel(incarnation);
   if (h !== undefined) dropHeld(s, incarnation);
@@ -61,4 +66,9 @@ export function forget<H extends BackendHandle>(s: LoaderState<H>, incarnation: 
   const base = left !== undefined ? leftoverBase(left) : { nodeId: h?.nodeId ?? v?.nodeId ?? "", model: h?.model ?? v?.model ?? "", address: h?.address ?? v?.address ?? "", incarnation };
   s.o.events.emit({ type: "instance.forgotten", ...base, operator, note });
   return true;
+}
+
+/** Cancels the load of `incarnation` if one is in progress (its start stream is cancelled; the load fails as cancelled). */
+function abandonLoad<H extends BackendHandle>(s: LoaderState<H>, incarnation: string, why: string): void {
+  s.loadControllers.get(incarnation)?.abort(new WardenError(Code.Canceled, `load abandoned: ${why}`));
 }

@@ -134,6 +134,9 @@ async function lead<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec,
       { signal: deadline.signal },
     );
     for await (const ev of stream) {
+      // Dropped meanwhile (its node lost, an operator's forget): the load is
+      // abandoned — registering it now would make a record nothing holds.
+      if (s.held.get(incarnation) !== h) throw new WardenError(Code.Canceled, `load of model "${spec.id}" abandoned: its instance was dropped (node lost or forgotten)`);
       switch (ev.t) {
         case "spawned":
           if (registered) break;
@@ -187,8 +190,14 @@ async function lead<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec,
 /** Every failed load leaves nothing behind: no watchdog entry, no held entry, no reservation; a spawned process is stopped. */
 function failLoad<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, incarnation: string, nodeId: string | undefined, h: HeldInstance<H> | undefined, registered: boolean, e: WardenError, cancelled: boolean): void {
   const address = h?.address ?? "";
+  // Dropped meanwhile (node lost, operator's forget): whoever dropped it
+  // settled its accounting, and the incarnation may have been adopted again
+  // since — nothing of it is this load's to undo.
+  const ours = h === undefined || s.held.get(incarnation) === h;
   const pendingStop = registered && s.core.instance(incarnation)?.pendingEviction !== undefined;
-  if (!pendingStop) {
+  if (!ours) {
+    // nothing to drop or release
+  } else if (!pendingStop) {
     dropHeld(s, incarnation);
     if (registered) s.core.remove(incarnation);
     else s.core.releaseReservation(incarnation);
@@ -218,7 +227,7 @@ function failLoad<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, i
   }
   // A start abandoned on our side (deadline) may leave a process: stop it, and
   // track it as a leftover if that fails, so it is never forgotten.
-  if (registered && address !== "" && nodeId !== undefined && !pendingStop && (e.code === Code.DeadlineExceeded || e.code === Code.Canceled || e.code === Code.Unavailable)) {
+  if (ours && registered && address !== "" && nodeId !== undefined && !pendingStop && (e.code === Code.DeadlineExceeded || e.code === Code.Canceled || e.code === Code.Unavailable)) {
     // Accounted as a leftover at once (never a gap where it counts nowhere);
     // the tracker's retry stops it and reports it reaped.
     void s.o.journal.recordStopIntent({ incarnation, nodeId, model: spec.id, address, reason: "load-abandoned" }).catch((err: unknown) => {

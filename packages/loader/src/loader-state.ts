@@ -9,6 +9,7 @@ import type { HeldInstance } from "./loader-types.js";
 import type { ModelSpec } from "./model-spec.js";
 import type { BackendHandle } from "./ports.js";
 import type { SettleWaiters } from "./settle-waiters.js";
+import type { StopRpcs } from "./stop-rpcs.js";
 
 /**
  * The loader's internal state, created and owned by the `Loader`, handed to
@@ -40,6 +41,8 @@ export interface LoaderState<H extends BackendHandle> {
   /** incarnation → the stop deadline an explicit stop asked for. */
   readonly stopOverrides: Map<string, { stopTimeoutMs: number }>;
   readonly freedRetries: FreedRetries;
+  /** StopBackend RPCs in flight: a second stop of the same incarnation joins the first. */
+  readonly stopRpcs: StopRpcs;
   /** Incarnations whose current stop failed at the lifecycle lock or the busy wait. */
   readonly stopFailedAtLock: Set<string>;
   /** Replaced as a whole on config reload. */

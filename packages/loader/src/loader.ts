@@ -16,6 +16,7 @@ import type { ModelSpec } from "./model-spec.js";
 import type { BackendHandle } from "./ports.js";
 import { acquire, reportUnavailable } from "./routing.js";
 import { SettleWaiters } from "./settle-waiters.js";
+import { StopRpcs } from "./stop-rpcs.js";
 import { onSettled, retryLeftover, stopSequence } from "./stop-sequence.js";
 import { stopInstance, unload, type UnloadOptions } from "./unload.js";
 
@@ -107,6 +108,7 @@ export class Loader<H extends BackendHandle = BackendHandle> {
       stopOverrides: new Map(),
       freedRetries,
       stopFailedAtLock: new Set(),
+      stopRpcs: new StopRpcs(),
       models,
       gone,
       timings: { ...defaultStopTimings, ...o.stop },
@@ -182,6 +184,11 @@ export class Loader<H extends BackendHandle = BackendHandle> {
   /** True when the loader tracks this incarnation in any form. */
   knows(incarnation: string): boolean {
     return knows(this.s, incarnation);
+  }
+
+  /** True while a StopBackend for this incarnation is in flight (even one sent before an operator forgot it). */
+  stopInFlight(incarnation: string): boolean {
+    return this.s.stopRpcs.has(incarnation);
   }
 
   // ----------------------------------------------------------------- inputs

@@ -77,7 +77,7 @@ export async function stopSequence<H extends BackendHandle>(s: LoaderState<H>, c
       try {
         if (agent === undefined) throw new WardenError(Code.Unavailable, `node "${c.nodeId}" has no connected agent`);
         const rpc = new AbortController();
-        const ans = await agent.stopBackend({ address: c.address, incarnation: c.incarnation, force: c.force, reason: c.reason }, { signal: rpc.signal, timeoutMs: s.timings.stopRpcTimeoutMs });
+        const ans = await s.stopRpcs.send(agent, { address: c.address, incarnation: c.incarnation, force: c.force, reason: c.reason }, { signal: rpc.signal, timeoutMs: s.timings.stopRpcTimeoutMs });
         if (dropAfter) dropHeld(s, c.incarnation);
         await clearIntent(s, c.incarnation);
         return ans.t === "stopped" ? { t: "stopped" } : { t: "alreadyGone" };
@@ -153,7 +153,7 @@ export async function retryLeftover<H extends BackendHandle>(s: LoaderState<H>, 
   const agent = s.o.agents.agent(l.nodeId);
   if (agent === undefined) return { gone: false, error: `node "${l.nodeId}" has no connected agent` };
   try {
-    await agent.stopBackend({ address: l.address, incarnation: l.incarnation, force: true, reason: "leftover" }, { signal: new AbortController().signal, timeoutMs: s.timings.stopRpcTimeoutMs });
+    await s.stopRpcs.send(agent, { address: l.address, incarnation: l.incarnation, force: true, reason: "leftover" }, { signal: new AbortController().signal, timeoutMs: s.timings.stopRpcTimeoutMs });
   } catch (err) {
     const e = WardenError.from(err);
     if (e.code !== Code.NotFound) return { gone: false, error: e.rawMessage };

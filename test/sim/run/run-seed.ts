@@ -47,6 +47,14 @@ export async function runSeed(seed: number, o: RunSeedOptions = {}): Promise<See
       endFaults(h);
       // From where the faulty phase really ended: stalls (F15) can push the clock past durationMs.
       await h.run(w.clock.now() + opts.quiesceMs);
+      // A policy stop (idle, busy, pressure) may start at any moment of the quiet
+      // phase: convergence is judged once the stops in flight have answered
+      // (each is bounded by the stop RPC deadline) and the events they emitted
+      // are journaled and published — never mid-stop or mid-fsync. Bounded: a
+      // stop or an outbox that never settles is still reported.
+      const settleByMs = w.clock.now() + opts.stopRpcTimeoutMs + opts.sigtermGraceMs + 10_000;
+      const unsettled = (): boolean => h.stopsInFlight.size > 0 || (h.coord?.outbox.stats().depth ?? 0) > 0;
+      while (h.clean() && unsettled() && w.clock.now() < settleByMs) await h.run(w.clock.now() + 500);
       if (h.clean()) h.quiescenceChecks();
     }
     return { seed, violations: h.violations, simulatedMs: w.clock.now(), steps: h.steps, traceHash: w.traceHash, coverage: w.coverage.toJSON(), trace: w.trace };

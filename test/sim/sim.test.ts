@@ -21,9 +21,13 @@ const regressionSeeds: readonly (readonly [number, SimProfile, string])[] = [
   // incarnation the old generation had confirmed stopped.
   [36, "long", "messages die with the generation they were sent to"],
   // NodeTable measured lost-after from the last heartbeat: after a coordinator stall past grace +
-  // lost-after, a node went ready → lost as soon as the mass-unreachability guard lifted (the other
-  // nodes' heartbeats back first). Lost-after now counts from when the node was seen unreachable.
-  [319, "short", "a stalled coordinator loses no node on waking"],
+  // lost-after, a node went ready → lost in one checkHealth once the mass-unreachability guard was
+  // off (or lifted). Lost-after now counts from when the node was seen unreachable.
+  [818, "short", "a stalled coordinator loses no node on waking"],
+  // Checker: judged a lost node when its event was delivered; a stall had held the event while
+  // the heartbeats of the stall's end came in. Now judged in the step of the decision.
+  [557, "short", "node-lost judged at decision time"],
+  [40, "short", "node-lost judged at decision time (2)"],
 ];
 
 describe("simulation", () => {

@@ -28,6 +28,11 @@ const regressionSeeds: readonly (readonly [number, SimProfile, string])[] = [
   // the heartbeats of the stall's end came in. Now judged in the step of the decision.
   [557, "short", "node-lost judged at decision time"],
   [40, "short", "node-lost judged at decision time (2)"],
+  // Checker: evictions were judged when the audit event was delivered, against the policy and the
+  // calls of that moment; a stall or a policy change in between made idle/busy decisions look early.
+  // Now judged when the loader emits eviction.started.
+  [269, "short", "idle eviction judged against the policy it used"],
+  [976, "short", "busy eviction judged against the calls it saw"],
 ];
 
 describe("simulation", () => {

@@ -28,6 +28,8 @@ const regressionSeeds: readonly (readonly [number, SimProfile, string])[] = [
   // the heartbeats of the stall's end came in. Now judged in the step of the decision.
   [557, "short", "node-lost judged at decision time"],
   [40, "short", "node-lost judged at decision time (2)"],
+  // Checker: a node that had just registered (its record new, as Warden counts it heard) was taken as silent.
+  [617, "short", "a registration is contact"],
   // Checker: evictions were judged when the audit event was delivered, against the policy and the
   // calls of that moment; a stall or a policy change in between made idle/busy decisions look early.
   // Now judged when the loader emits eviction.started.

@@ -57,6 +57,8 @@ export function nodeHealthChecker(): Checker {
         const was = seenState.get(n);
         if (was === n.state) continue;
         seenState.set(n, n.state);
+        // A new record is a registration that reached the coordinator: the node was heard then.
+        if (was === undefined && n.state === "ready") lastHeard.set(n.nodeId, ctx.world.clock.now());
         if (n.state === "unreachable") unreachableAt.set(n, ctx.world.clock.now());
         if (n.state !== "lost" || n.embedded) continue;
         const q = decisions.get(n.nodeId) ?? [];

@@ -46,6 +46,21 @@ const regressionSeeds: readonly (readonly [number, SimProfile, string])[] = [
   // processes unheld). Fixed in cluster heartbeat-order.ts: any other epoch means register again.
   [778, "short", "an agent whose boot epoch went back registers again"],
   [984, "short", "an agent whose boot epoch went back registers again (leftover)"],
+  // NodeTable measured lost-after from the last heartbeat: after a coordinator stall past grace +
+  // lost-after, a node went ready → lost in one checkHealth once the mass-unreachability guard was
+  // off (or lifted). Lost-after now counts from when the node was seen unreachable.
+  [818, "short", "a stalled coordinator loses no node on waking"],
+  // Checker: judged a lost node when its event was delivered; a stall had held the event while
+  // the heartbeats of the stall's end came in. Now judged in the step of the decision.
+  [557, "short", "node-lost judged at decision time"],
+  [40, "short", "node-lost judged at decision time (2)"],
+  // Checker: a node that had just registered (its record new, as Warden counts it heard) was taken as silent.
+  [617, "short", "a registration is contact"],
+  // Checker: evictions were judged when the audit event was delivered, against the policy and the
+  // calls of that moment; a stall or a policy change in between made idle/busy decisions look early.
+  // Now judged when the loader emits eviction.started.
+  [269, "short", "idle eviction judged against the policy it used"],
+  [976, "short", "busy eviction judged against the calls it saw"],
 ];
 
 describe("simulation", () => {

@@ -34,6 +34,13 @@ export interface NodeRecord<C> {
   lastHeartbeatMs: number;
   lastHeartbeatWallMs: number;
   state: NodeHealthState;
+  /**
+   * Monotonic time this coordinator marked the node unreachable (undefined
+   * while ready or lost). Lost-after counts from here, not from the last
+   * heartbeat: after a coordinator pause every node's silence exceeds grace +
+   * lost-after at once, but none was seen unreachable for lost-after.
+   */
+  unreachableSinceMs: number | undefined;
   draining: boolean;
   /** Last inventory; undefined until the first heartbeat. */
   inventory: InventoryEntry[] | undefined;

@@ -171,6 +171,33 @@ describe("NodeTable over a fake connector", () => {
     expect(orphanEvents).toEqual(["a:7:stopping", "a:7:failed:agent unavailable", "a:7:stopping", "a:7:stopped:already gone"]);
   });
 
+  it("lost-after counts from when the node was seen unreachable: a coordinator paused past grace + lost-after loses no node on waking", () => {
+    const clock = new ManualClock();
+    const { t, events } = table(clock);
+    for (const id of ["a", "b", "c", "d"]) t.register(reg(id, `h:${id}`));
+    events.length = 0;
+    clock.advance(5_000 + 60_000 + 1_000); // the coordinator was stalled: every silence is past grace + lost-after
+    t.checkHealth();
+    expect(t.unreachabilityPaused).toBe(true);
+    // The agents' heartbeats, buffered during the pause, arrive: the guard lifts before the last ones are in.
+    t.heartbeat(hb("a", 1n));
+    t.heartbeat(hb("b", 1n));
+    t.checkHealth();
+    expect(t.unreachabilityPaused).toBe(false);
+    expect(events.filter((e) => e.endsWith(":lost"))).toEqual([]);
+    t.heartbeat(hb("c", 1n));
+    clock.advance(60_000); // d was seen unreachable for exactly lost-after: not yet
+    t.heartbeat(hb("a", 2n));
+    t.heartbeat(hb("b", 2n));
+    t.heartbeat(hb("c", 2n));
+    t.checkHealth();
+    expect(t.get("d")?.state).toBe("unreachable");
+    clock.advance(1);
+    t.checkHealth();
+    expect(t.get("d")?.state).toBe("lost");
+    expect(events.filter((e) => e.endsWith(":lost"))).toEqual(["d:lost"]);
+  });
+
   it("an agent's version other than the coordinator's is reported once per change, not per re-registration", () => {
     const clock = new ManualClock();
     const mismatches: string[] = [];

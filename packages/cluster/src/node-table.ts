@@ -187,6 +187,7 @@ export class NodeTable<C> implements AgentDirectory, InventoryPort {
       lastHeartbeatMs: this.o.clock.now(),
       lastHeartbeatWallMs: this.o.clock.wallNow(),
       state: "ready",
+      unreachableSinceMs: undefined,
       draining: existing?.draining ?? false,
       inventory: sameBoot ? existing.inventory : undefined,
       orphans: [],
@@ -289,7 +290,9 @@ export class NodeTable<C> implements AgentDirectory, InventoryPort {
     if (u.paused) return;
     for (const n of this.nodes.values()) {
       if (n.embedded || n.state !== "unreachable") continue;
-      if (now - n.lastHeartbeatMs > this.o.graceMs + (this.o.lostAfterMs ?? 600_000)) this.declareLost(n, false);
+      // Seen unreachable for lost-after (which implies silent for grace + lost-after): a
+      // coordinator that was paused or stalled must not declare its nodes lost on waking.
+      if (now - (n.unreachableSinceMs ?? now) > (this.o.lostAfterMs ?? 600_000)) this.declareLost(n, false);
     }
   }
 
@@ -321,6 +324,7 @@ export class NodeTable<C> implements AgentDirectory, InventoryPort {
     const to = nextHealth(n.state, cause);
     if (to === undefined) return false;
     n.state = to;
+    n.unreachableSinceMs = to === "unreachable" ? this.o.clock.now() : undefined;
     if (cause === "operator" || cause === "timeout") this.o.onNodeEvent(n.nodeId, cause === "operator" ? "lost-by-operator" : "lost", n.labels, reason);
     else this.o.onNodeEvent(n.nodeId, to, n.labels);
     return true;

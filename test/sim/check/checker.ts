@@ -1,6 +1,6 @@
 import type { Event } from "@warden/proto";
 import type { HeartbeatReport } from "@warden/cluster";
-import type { Lease, StopRequest } from "@warden/loader";
+import type { Lease, LoaderEvent, StopRequest } from "@warden/loader";
 import type { SimCoordinator } from "../coordinator/sim-coordinator.js";
 import type { SimWorld } from "../world/sim-world.js";
 
@@ -30,6 +30,8 @@ export interface Checker {
   afterStep?(ctx: CheckContext, label: string): void;
   /** Every event the coordinator committed (after its journal append). */
   onEvent?(ctx: CheckContext, e: Event): void;
+  /** The loader emitted an event: at its decision, before the journal (onEvent comes later, maybe after a stall). */
+  onLoaderEvent?(ctx: CheckContext, e: LoaderEvent): void;
   /** A lease was granted to a call. */
   onLease?(ctx: CheckContext, lease: Lease): void;
   /** A StopBackend is leaving the coordinator (before it is marked in flight). */

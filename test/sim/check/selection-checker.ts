@@ -1,5 +1,4 @@
 import type { Checker } from "./checker.js";
-import { EvictionReason } from "@warden/proto";
 
 /**
  * Invariant 7 against the real open calls: idle evictions only after T_idle
@@ -17,11 +16,13 @@ export function selectionChecker(): Checker {
     onLease(ctx, lease) {
       lastActivity.set(lease.incarnation, ctx.world.clock.now());
     },
-    onEvent(ctx, e) {
-      if (e.payload.case !== "evictionStarted" || e.incarnation.startsWith("pid:")) return;
+    // Judged when the loader emits eviction.started (the decision), not when the audit event is
+    // delivered after the journal: a stall or a policy change in between changes neither the
+    // calls the decision saw nor the policy it used.
+    onLoaderEvent(ctx, e) {
+      if (e.type !== "eviction.started" || e.incarnation.startsWith("pid:")) return;
       const c = ctx.coord;
       if (c === undefined) return;
-      const v = e.payload.value;
       const w = ctx.world;
       const now = w.clock.now();
       // An operator's forget drops Warden's count of the calls open then (audited);
@@ -29,15 +30,15 @@ export function selectionChecker(): Checker {
       const forgotAt = w.truth.forgottenAtMs.get(e.incarnation) ?? -1;
       const open = [...w.truth.openRequests.values()].filter((r) => r.incarnation === e.incarnation && r.startedAtMs > forgotAt);
       const policy = c.loader.getPolicy();
-      if (v.reason === EvictionReason.IDLE) {
+      if (e.reason === "idle") {
         const since = lastActivity.get(e.incarnation);
         if (open.length > 0) ctx.report("7 eviction selection", `idle eviction of ${e.incarnation} with ${String(open.length)} open calls`);
         else if (since !== undefined && now - since < policy.idleTimeoutMs - 1_000) ctx.report("7 eviction selection", `idle eviction of ${e.incarnation} ${String(now - since)}ms after its last call (T_idle ${String(policy.idleTimeoutMs)})`);
-      } else if (v.reason === EvictionReason.BUSY) {
+      } else if (e.reason === "busy") {
         const oldest = Math.min(...open.map((r) => r.startedAtMs));
         if (open.length > 0 && now - oldest < policy.busyTimeoutMs - 1_000) ctx.report("7 eviction selection", `busy eviction of ${e.incarnation}: oldest call only ${String(now - oldest)}ms old`);
-      } else if ((v.reason === EvictionReason.LRU || v.reason === EvictionReason.GROUP || v.reason === EvictionReason.MEMORY) && !v.force && open.length > 0 && !policy.forceEvictionWhenBusy) {
-        ctx.report("7 eviction selection", `${EvictionReason[v.reason]} eviction of busy ${e.incarnation} (${String(open.length)} open calls) without force`);
+      } else if ((e.reason === "lru" || e.reason === "group" || e.reason === "memory") && !e.force && open.length > 0 && !policy.forceEvictionWhenBusy) {
+        ctx.report("7 eviction selection", `${e.reason.toUpperCase()} eviction of busy ${e.incarnation} (${String(open.length)} open calls) without force`);
       }
     },
     onStartSent(ctx, nodeId, model, incarnation) {

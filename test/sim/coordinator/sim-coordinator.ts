@@ -1,7 +1,7 @@
 import { create } from "@bufbuild/protobuf";
 import { EvictionFailedOutcome, EvictionReason, JournalRepairedSchema, type Event } from "@warden/proto";
 import { Code, WardenError, createUlidFactory, nullLogger, sleep, wardenVersion } from "@warden/common";
-import { Loader, type BackendHandle, type StopRequest } from "@warden/loader";
+import { Loader, type BackendHandle, type LoaderEvent, type StopRequest } from "@warden/loader";
 import { createOutbox, type Outbox } from "@warden/outbox";
 import { NodeTable, PlacementView } from "@warden/cluster";
 import { EventHub } from "../../../services/coordinator/src/event-hub.js";
@@ -15,6 +15,8 @@ export interface CoordinatorHooks {
   /** A StopBackend left the coordinator; the returned function runs when its answer (or error) is in. */
   onStopSent(req: StopRequest, nodeId: string): () => void;
   onStartSent(nodeId: string, model: string, incarnation: string): void;
+  /** The loader emitted `e`: called when the decision is taken, before the journal (the audit event comes later). */
+  onLoaderEvent?(e: LoaderEvent): void;
 }
 
 /** The loader's local half of a simulated backend: Free() answers after a few ms. */
@@ -147,7 +149,16 @@ export class SimCoordinator implements CoordinatorInbox {
       agents: nodes,
       backends: simBackends(clock),
       journal: { recordStopIntent: (i) => outbox.recordStopIntent(i), clearStopIntent: (inc) => outbox.clearStopIntent(inc) },
-      events: hub,
+      events: {
+        emit: (e) => {
+          this.hooks.onLoaderEvent?.(e);
+          hub.emit(e);
+        },
+        emitDurable: (e) => {
+          this.hooks.onLoaderEvent?.(e);
+          return hub.emitDurable(e);
+        },
+      },
       placement,
       inventories: nodes,
       mintIncarnation: () => {

@@ -69,6 +69,9 @@ export class Harness {
       onEvent: (e: Event) => {
         this.onEvent(e);
       },
+      onLoaderEvent: (e) => {
+        for (const ch of this.checkers) ch.onLoaderEvent?.(this.ctx, e);
+      },
       onStopSent: (req: StopRequest, nodeId: string) => {
         for (const ch of this.checkers) ch.onStopSent?.(this.ctx, req, nodeId);
         this.stopsInFlight.set(req.incarnation, (this.stopsInFlight.get(req.incarnation) ?? 0) + 1);

@@ -174,7 +174,8 @@ describe("NodeTable over a fake connector", () => {
   it("lost-after counts from when the node was seen unreachable: a coordinator paused past grace + lost-after loses no node on waking", () => {
     const clock = new ManualClock();
     const { t, events } = table(clock);
-    for (const id of ["a", "b", "c", "d"]) t.register(reg(id, `h:${id}`));
+    // Credentialed (as with auth on), so each counts toward the mass-unreachability guard before its first heartbeat.
+    for (const id of ["a", "b", "c", "d"]) t.register({ ...reg(id, `h:${id}`), credentialed: true });
     events.length = 0;
     clock.advance(5_000 + 60_000 + 1_000); // the coordinator was stalled: every silence is past grace + lost-after
     t.checkHealth();

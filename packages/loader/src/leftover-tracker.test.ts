@@ -149,4 +149,36 @@ describe("LeftoverTracker", () => {
     await s.run(60_000);
     expect(s.attemptsAt).toHaveLength(0);
   });
+
+  it("a leftover re-adopted while its forgotten self's retry is still out is retried once that one settles", async () => {
+    const clock = new ManualClock();
+    const answers: ((r: { gone: false; error: string }) => void)[] = [];
+    const tracker = new LeftoverTracker({
+      clock,
+      rng: seededRng(1),
+      backoff: { initialMs: 1_000, factor: 2, maxMs: 8_000, jitter: 0 },
+      retry: () => new Promise((resolve) => answers.push(resolve)),
+      onNodeChanged: () => undefined,
+      onRetried: () => undefined,
+      onStuck: () => undefined,
+      onReaped: () => undefined,
+    });
+    const add = () => tracker.add({ incarnation: "inc-1", nodeId: "n1", model: "m1", address: "n1:5000", groups: [], sizeBytes: 0, lastError: "unavailable" });
+    add();
+    clock.advance(1_000);
+    await flush();
+    expect(answers).toHaveLength(1); // the first retry is out
+    tracker.remove("inc-1"); // an operator's forget
+    const again = add(); // re-adopted from the next inventory
+    clock.advance(1_000); // its first retry is due while the old one still runs
+    await flush();
+    expect(answers).toHaveLength(1);
+    answers[0]?.({ gone: false, error: "deadline exceeded" });
+    await flush();
+    expect(clock.pendingTimers()).toBe(1); // not dropped: scheduled again
+    clock.advance(clock.nextTimerAtMs()! - clock.now());
+    await flush();
+    expect(answers).toHaveLength(2);
+    expect(tracker.get("inc-1")).toBe(again);
+  });
 });

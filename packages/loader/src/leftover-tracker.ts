@@ -46,6 +46,8 @@ export class LeftoverTracker {
   private readonly byNode = new Map<string, Set<string>>();
   private readonly timers = new Map<string, Cancel>();
   private readonly running = new Set<string>();
+  /** Incarnations whose attempt came while one was running: retried once that one settles. */
+  private readonly rerun = new Set<string>();
   private readonly backoff: BackoffPolicy;
   private readonly stuckAfterMs: number;
   private closed = false;
@@ -144,7 +146,14 @@ export class LeftoverTracker {
   }
 
   private async attempt(l: Leftover): Promise<void> {
-    if (this.running.has(l.incarnation) || this.closed) return;
+    if (this.closed) return;
+    if (this.running.has(l.incarnation)) {
+      // One attempt at a time; this one is not lost — the running attempt may
+      // belong to a record removed meanwhile (forgotten, then re-adopted), which
+      // would otherwise leave the current record with no retry ever again.
+      this.rerun.add(l.incarnation);
+      return;
+    }
     this.running.add(l.incarnation);
     try {
       const r = await this.o.retry(l).catch((err: unknown) => ({ gone: false as const, error: err instanceof Error ? err.message : String(err) }));
@@ -164,6 +173,10 @@ export class LeftoverTracker {
       this.schedule(l);
     } finally {
       this.running.delete(l.incarnation);
+      if (this.rerun.delete(l.incarnation)) {
+        const current = this.byIncarnation.get(l.incarnation);
+        if (current !== undefined && !this.timers.has(l.incarnation)) this.schedule(current);
+      }
     }
   }
 }

@@ -61,6 +61,11 @@ const regressionSeeds: readonly (readonly [number, SimProfile, string])[] = [
   // Now judged when the loader emits eviction.started.
   [269, "short", "idle eviction judged against the policy it used"],
   [976, "short", "busy eviction judged against the calls it saw"],
+  // Warden: an agent that restarted (new boot epoch) re-registered without a credential and was
+  // taken as unvouched until its next heartbeat; a coordinator stall then left all 3 real nodes
+  // silent while the guard counted 2, and n3 was declared lost. Fixed in cluster node-table.ts: a
+  // re-registration keeps the vouching the node id already earned.
+  [250, "short", "a restarted agent still counts toward the mass-unreachability guard"],
 ];
 
 describe("simulation", () => {

@@ -56,7 +56,8 @@ describe("hostile bursts at the agent and at backend-sim", () => {
   it("backend-sim's Backend: ≥ 10 000 cases, each a clear status, still healthy", { timeout: 300_000 }, async () => {
     const r = await fuzzSurface(simAddress, Backend);
     expect(r.cases).toBe(runsPerSurface * casesPerRun);
-    expect((await millionElementBurst(simAddress, Backend)).length).toBeGreaterThan(0);
+    // A method backend-sim does not implement answers UNIMPLEMENTED without decoding anything (upstream's answer too).
+    expect((await millionElementBurst(simAddress, Backend, [8, 12])).length).toBeGreaterThan(0);
     const c = createClient(Backend, simAddress);
     try {
       expect(Buffer.from((await c.health({})).message).toString()).toBe("OK");

@@ -67,6 +67,11 @@ const regressionSeeds: readonly (readonly [number, SimProfile, string])[] = [
   // had no retry ever again. Fixed in loader leftover-tracker.ts (a skipped attempt runs once the
   // running one settles).
   [163, "short", "a leftover re-adopted during its forgotten self's retry is still retried"],
+  // Warden: an agent that restarted (new boot epoch) re-registered without a credential and was
+  // taken as unvouched until its next heartbeat; a coordinator stall then left all 3 real nodes
+  // silent while the guard counted 2, and n3 was declared lost. Fixed in cluster node-table.ts: a
+  // re-registration keeps the vouching the node id already earned.
+  [250, "short", "a restarted agent still counts toward the mass-unreachability guard"],
 ];
 
 describe("simulation", () => {

@@ -132,7 +132,8 @@ export function fuzzCase(svc: DescService, postfixes: Postfixes = {}): fc.Arbitr
     const structured = wireMessage(method.input).map((b): FuzzCase => ({ method, kind: "structured", body: frame(withPost(b)) }));
     const random = fc.uint8Array({ maxLength: 128 }).map((b): FuzzCase => ({ method, kind: "random", body: frame(withPost(b)) }));
     // No filter: a method whose input has no fields only ever encodes to nothing (a filter would never pass).
-    const truncated = fc.tuple(wireMessage(method.input), fc.nat()).map(([b, cut]): FuzzCase => ({ method, kind: "truncated", body: frame(b.subarray(0, b.length === 0 ? 0 : cut % b.length)) }));
+    // The postfix after the cut too: a message cut at a field boundary is a valid, shorter request (an UpdatePolicy patch that really applies).
+    const truncated = fc.tuple(wireMessage(method.input), fc.nat()).map(([b, cut]): FuzzCase => ({ method, kind: "truncated", body: frame(withPost(b.subarray(0, b.length === 0 ? 0 : cut % b.length))) }));
     const badFrame = fc.oneof(
       fc.uint8Array({ maxLength: 9 }).map((b) => Buffer.from(b)), // raw bytes: a partial or garbage prefix
       fc.uint8Array({ maxLength: 32 }).map((b) => frame(b, { compressed: true })),

@@ -17,7 +17,8 @@ export interface NodeRecord<C> {
   /**
    * Counts toward the mass-unreachability guard: registered with a credential
    * (a node token, or in process), or has had a heartbeat applied since it
-   * registered. A registration nobody vouches for — junk that never
+   * registered, or was vouched for before it registered again (an agent
+   * restart keeps it). A registration nobody vouches for — junk that never
    * heartbeats — cannot pause node-loss handling.
    */
   vouched: boolean;

@@ -171,6 +171,26 @@ describe("NodeTable over a fake connector", () => {
     expect(orphanEvents).toEqual(["a:7:stopping", "a:7:failed:agent unavailable", "a:7:stopping", "a:7:stopped:already gone"]);
   });
 
+  it("an agent that restarts (new boot epoch, no credential) keeps the vouching its node id earned: a full disruption right after still pauses node loss", () => {
+    const clock = new ManualClock();
+    const { t, events } = table(clock);
+    for (const id of ["a", "b", "c"]) t.register(reg(id, `h:${id}`));
+    for (const id of ["a", "b", "c"]) t.heartbeat(hb(id, 1n));
+    // c's agent restarts and registers again, uncredentialed (auth off); no heartbeat of its new boot arrives.
+    t.register(reg("c", "h:c", 2n));
+    expect(t.get("c")?.vouched).toBe(true);
+    // Junk that never heartbeated stays unvouched when it registers again.
+    t.register(reg("junk", "h:j"));
+    t.register(reg("junk", "h:j", 2n));
+    expect(t.get("junk")?.vouched).toBe(false);
+    clock.advance(6_000); // every node silent past grace (the coordinator is isolated)
+    t.checkHealth();
+    expect(t.unreachabilityPaused).toBe(true);
+    clock.advance(61_000);
+    t.checkHealth();
+    expect(events.filter((e) => e.endsWith(":lost"))).toEqual([]);
+  });
+
   it("lost-after counts from when the node was seen unreachable: a coordinator paused past grace + lost-after loses no node on waking", () => {
     const clock = new ManualClock();
     const { t, events } = table(clock);

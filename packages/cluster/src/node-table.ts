@@ -179,7 +179,9 @@ export class NodeTable<C> implements AgentDirectory, InventoryPort {
       labels,
       gpus,
       embedded: init.embedded ?? false,
-      vouched: (init.embedded ?? false) || (init.credentialed ?? false) || (sameBoot && existing.vouched),
+      // A restart (new boot epoch) re-registers a node id that already earned its vouching: it still
+      // counts, or a restart just before a partition would let the guard miss a full disruption.
+      vouched: (init.embedded ?? false) || (init.credentialed ?? false) || existing?.vouched === true,
       version,
       backends,
       bootEpoch: init.bootEpoch,

@@ -7,7 +7,7 @@ import type { BackendClientHandle } from "./backend-connector.js";
 import { backendMethodTable, readIdentity, withIdentity, type BackendMethodRow } from "./backend-identity.js";
 import { modelIdentity } from "./model-identity.js";
 import { ReplayableRequests } from "./replayable-requests.js";
-import { RoutedCalls, outcomeOf, type RoutedCounter } from "./routed-call.js";
+import { RoutedCalls, outcomeTracker, type RoutedCounter } from "./routed-call.js";
 
 /** The request metadata key naming the Warden model a `backend.Backend` call is for. */
 export const modelMetadataKey = "warden-model";
@@ -84,16 +84,7 @@ export function backendRouter(
 ): RawServiceHandlers {
   const calls = new RoutedCalls(loader, log);
 
-  async function track<T>(p: Promise<T>): Promise<T> {
-    try {
-      const v = await p;
-      routed.inc("ok");
-      return v;
-    } catch (err) {
-      routed.inc(outcomeOf(err));
-      throw err;
-    }
-  }
+  const track = outcomeTracker(routed);
 
   return {
     unary(m): RawUnaryHandler {

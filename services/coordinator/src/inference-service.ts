@@ -7,7 +7,7 @@ import type { Loader } from "@warden/loader";
 import type { BackendClientHandle } from "./backend-connector.js";
 import { modelIdentity } from "./model-identity.js";
 import { predictResponseBytes, splitPredictRequest } from "./predict-bytes.js";
-import { RoutedCalls, outcomeOf, type RoutedCounter } from "./routed-call.js";
+import { RoutedCalls, outcomeTracker, type RoutedCounter } from "./routed-call.js";
 
 function options(identity: string, o: PredictOptions | undefined): PredictOptions {
   // ModelIdentity is ours to set: the guard against a recycled port.
@@ -40,16 +40,7 @@ export function inferenceService(
 ): ServiceImpl<typeof InferenceService> & { predictBytes: RawUnaryHandler } {
   const calls = new RoutedCalls(loader, log);
 
-  async function track<T>(p: Promise<T>): Promise<T> {
-    try {
-      const v = await p;
-      routed.inc("ok");
-      return v;
-    } catch (err) {
-      routed.inc(outcomeOf(err));
-      throw err;
-    }
-  }
+  const track = outcomeTracker(routed);
 
   return {
     // The data-plane listener's Predict: same lease, tracking and retry, on bytes (see predict-bytes.ts).

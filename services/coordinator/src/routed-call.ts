@@ -26,6 +26,20 @@ export interface RoutedCounter {
 
 export const outcomeOf = (err: unknown): string => (err === undefined ? "ok" : codeName(WardenError.from(err).code));
 
+/** Counts a unary call's outcome once it settles (ok, or its code), passing the result or error on. */
+export function outcomeTracker(routed: RoutedCounter): <T>(p: Promise<T>) => Promise<T> {
+  return async <T>(p: Promise<T>): Promise<T> => {
+    try {
+      const v = await p;
+      routed.inc("ok");
+      return v;
+    } catch (err) {
+      routed.inc(outcomeOf(err));
+      throw err;
+    }
+  };
+}
+
 /**
  * How routed calls hold instances: a lease per attempt, completed in
  * `finally` (so a cancel, deadline or error never strands an in-flight

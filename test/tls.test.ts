@@ -13,7 +13,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Code, WardenError } from "@warden/common";
-import { AdminService, Health, NodeService } from "@warden/proto";
+import { AdminService, AgentService, Health, NodeService } from "@warden/proto";
 import { GrpcServer, LeanGrpcServer, clientTlsOf, createClient, createH2Client, readTlsMaterial, type ClientTls } from "@warden/grpc";
 import { resolveCoordinatorConfig, startCoordinator, type Coordinator } from "@warden/coordinator";
 import { certsInit, certsIssue } from "../services/cli/src/certs.js";
@@ -140,6 +140,30 @@ describe("mutual TLS between coordinator and agents", () => {
       noCert.close();
     }
   });
+});
+
+describe("an agent under mutual TLS", () => {
+  it("takes commands from the coordinator's certificate only: another node's certificate (same CA) is PERMISSION_DENIED", async () => {
+    const cfg = join(dir, "mtls-agent.yaml");
+    const own = pem(certs, "gpu-1");
+    await writeAgentConfig(cfg, { nodeId: "gpu-1", stateDir: join(dir, "mtls-agent-state"), ports: randomPortRange(4), nvidiaSmi: "", catalog: { "backend-sim": { builtin: "backend-sim" } }, tls: { cert: own.certFile, key: own.keyFile, ca: own.caFile } });
+    const agent = await startAgentProcess(cfg, [], 60_000);
+    // gpu-1's own certificate stands for any node's: every agent's comes from this CA.
+    const asNode = createClient(AgentService, agent.address, { tls: { ...clientOf(certs, "gpu-1"), serverName: "localhost" } });
+    const asCoordinator = createClient(AgentService, agent.address, { tls: { ...clientOf(certs, "coordinator"), serverName: "localhost" } });
+    try {
+      expect((await asCoordinator.listBackends({}, { timeoutMs: 20_000 })).backends).toEqual([]);
+      const e = await failure(asNode.listBackends({}, { timeoutMs: 20_000 }));
+      expect(e.code).toBe(Code.PermissionDenied);
+      expect(e.rawMessage).toMatch(/issued to node "gpu-1"; only the coordinator may command an agent/);
+      const stop = await failure(asNode.stopBackend({ address: "127.0.0.1:1", incarnation: "01ARZ3NDEKTSV4RRFFQ69G5FAV", force: true }, { timeoutMs: 20_000 }));
+      expect(stop.code).toBe(Code.PermissionDenied);
+    } finally {
+      asNode.close();
+      asCoordinator.close();
+      await agent.terminate();
+    }
+  }, 90_000);
 });
 
 describe("plaintext on a non-loopback address", () => {

@@ -4,6 +4,7 @@ import { GrpcServer, ReloadableServerCredentials, bearerMetadata, clientTlsOf, c
 import { AgentService, NodeService } from "@warden/proto";
 import { agentUsage, parseAgentArgs } from "./agent-args.js";
 import { parseAgentConfig } from "./agent-config.js";
+import { withCoordinatorOnly } from "./coordinator-only.js";
 import { createAgent } from "./agent.js";
 import { builtinCatalog } from "./backend-sim-catalog.js";
 import { createNodeHeartbeat, type NodeHeartbeat } from "./node-heartbeat.js";
@@ -57,7 +58,8 @@ async function main(): Promise<number> {
   const credentials = tls === undefined ? undefined : new ReloadableServerCredentials(tls);
   const l = config.limits;
   const server = new GrpcServer({ insecure: args.insecure || config.insecure, ...(credentials === undefined ? {} : { credentials }), maxReceiveMessageBytes: l.maxMessageBytes, maxSendMessageBytes: l.maxMessageBytes, maxMetadataBytes: l.maxMetadataBytes, maxConcurrentStreams: l.maxStreamsPerConnection });
-  server.add(AgentService, agent.service);
+  // Mutual TLS: the CA vouches for every node, so a node's certificate may not command this agent (coordinator-only.ts).
+  server.add(AgentService, tls?.ca === undefined ? agent.service : withCoordinatorOnly(agent.service));
   const { address } = await server.listen(listen);
   logger.info("agent listening", { address, nodeId: config.nodeId, pid: process.pid });
 

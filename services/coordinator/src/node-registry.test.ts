@@ -53,7 +53,11 @@ describe("NodeRegistry", () => {
     r.checkHealth();
     expect(r.get("a")?.state).toBe("unreachable");
     expect(r.isReachable("a")).toBe(false);
+    // lostAfter counts from when the node was seen unreachable (not from its last heartbeat): exactly lostAfter is not yet.
     clock.advance(60_000);
+    r.checkHealth();
+    expect(r.get("a")?.state).toBe("unreachable");
+    clock.advance(1);
     r.checkHealth();
     expect(r.get("a")?.state).toBe("lost");
     expect(r.agent("a")).toBeUndefined();

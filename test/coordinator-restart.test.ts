@@ -142,7 +142,20 @@ describe("coordinator restart (coordinator, agent and backend processes)", { tim
     expect(sampled.samples).toBeGreaterThan(0);
     expect(end.rows.map((r) => [r.model, r.incarnation])).toEqual([["keep", keep]]);
     expect(end.running.map((r) => r.pid)).toEqual([keepPid]);
-    expect((await second.admin.unloadModel({ model: "m" })).outcome).toBe(UnloadOutcome.NOT_LOADED);
+    // b may be converged (registered, its leftovers stopped by the retry on register) before its
+    // first heartbeat: until that inventory arrives "not loaded" cannot be known, and the answer
+    // is UNAVAILABLE by design. Only that answer is waited out.
+    await until("m known not loaded", async () => {
+      const r = await second.admin.unloadModel({ model: "m" }).then(
+        (x) => x.outcome,
+        (e: unknown) => {
+          if (e instanceof Error && e.message.includes(`node "b" has not reported an inventory yet`)) return undefined;
+          throw e;
+        },
+      );
+      if (r !== undefined) expect(r).toBe(UnloadOutcome.NOT_LOADED);
+      return r !== undefined;
+    });
     // Never adopted as routable in between.
     expect(second.coord.events.filter((e) => e.type === "instance.adopted" && e.incarnation === inc).map(payload)).toEqual([{ asLeftover: true, foundBy: "journal" }]);
     // The audit trail spans the crash: everything either coordinator logged is on the stream, in order per instance.

@@ -21,10 +21,14 @@ async function call(h: Harness, r: SimRandom): Promise<void> {
   if (models.length === 0) return;
   const model = r.pick(models).id;
   const deadlineMs = r.chance(0.2) ? r.int(500, 20_000) : 120_000;
-  const dl = deadlineSignal(c.clock, deadlineMs, "call");
-  const cancelAtMs = r.chance(0.1) ? r.int(10, 10_000) : undefined;
+  // Chained by hand, not AbortSignal.any: Node keeps a composite signal with a
+  // listener in a process-wide set until it aborts, and a seed ends with calls
+  // still waiting on virtual timers that never fire — every finished world
+  // stayed reachable from it (~0.85 MB a seed; a campaign worker ran out of heap).
   const ctl = new AbortController();
-  const signal = AbortSignal.any([dl.signal, ctl.signal]);
+  const dl = deadlineSignal(c.clock, deadlineMs, "call", ctl.signal);
+  const cancelAtMs = r.chance(0.1) ? r.int(10, 10_000) : undefined;
+  const signal = dl.signal;
   if (cancelAtMs !== undefined) c.clock.setTimer(cancelAtMs, () => { ctl.abort(); });
   let lease: Lease;
   try {

@@ -331,6 +331,11 @@ export class WatchdogCore {
     return [...(this.st.byModel.get(model) ?? [])].map((r) => viewInstance(this.st, r));
   }
 
+  /** Every instance's view, as in snapshot() but without the policy, node and address views (a check after every simulated step needs only these). */
+  instances(): InstanceView[] {
+    return [...this.st.records.values()].map((r) => viewInstance(this.st, r));
+  }
+
   /**
    * A consistent snapshot of everything (ListModels, the simulation's
    * invariant checks). Taken in one synchronous call, so it is never torn.
@@ -356,7 +361,7 @@ export class WatchdogCore {
       atMs: st.clock.now(),
       policy: this.getPolicy(),
       loadedCount: st.loaded,
-      instances: [...st.records.values()].map((r) => viewInstance(st, r)),
+      instances: this.instances(),
       addresses,
       nodes,
     };

@@ -31,7 +31,7 @@ export function phantomChecker(): Checker {
     afterStep(ctx) {
       const c = ctx.coord;
       if (c === undefined) return;
-      for (const v of c.loader.core.snapshot().instances) {
+      for (const v of c.loader.core.instances()) {
         if (v.pendingEviction !== undefined || v.state === "reserved") continue;
         // An operator's forget is audited and exempt (as from the amnesia checks): forgetting a
         // start in flight leaves its later registration unheld (seed 18, reported, not fixed here).

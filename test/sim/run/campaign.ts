@@ -19,8 +19,16 @@ interface WorkerMessage {
   readonly coverage: Record<string, number>;
 }
 
+/** What a campaign has found so far (progress reports: a long campaign stopped early still says what it covered). */
+export interface CampaignProgress {
+  readonly done: number;
+  readonly simulatedMs: number;
+  readonly wallMs: number;
+  readonly failures: readonly { readonly seed: number; readonly violations: readonly Violation[] }[];
+}
+
 /** Runs seeds [first, first + count) split across `workers` worker threads (the runner's only host concurrency). */
-export async function runCampaign(first: number, count: number, workers = 2, onProgress?: (done: number) => void, profile: SimProfile = "short"): Promise<CampaignResult> {
+export async function runCampaign(first: number, count: number, workers = 2, onProgress?: (p: CampaignProgress) => void, profile: SimProfile = "short"): Promise<CampaignResult> {
   const t0 = performance.now();
   const coverage = new Map<string, number>();
   const failures: { seed: number; violations: readonly Violation[] }[] = [];
@@ -41,7 +49,7 @@ export async function runCampaign(first: number, count: number, workers = 2, onP
             steps += m.steps;
             for (const [k, v] of Object.entries(m.coverage)) coverage.set(k, (coverage.get(k) ?? 0) + v);
             if (m.violations.length > 0) failures.push({ seed: m.seed, violations: m.violations });
-            onProgress?.(++done);
+            onProgress?.({ done: ++done, simulatedMs, wallMs: performance.now() - t0, failures });
           });
           w.on("error", reject);
           w.on("exit", () => { resolve(); });

@@ -36,8 +36,10 @@ if (one !== undefined) {
     first,
     count,
     2,
-    (d) => {
-      if (d % 1000 === 0) process.stderr.write(`  ${String(d)}/${String(count)} seeds\n`);
+    (p) => {
+      if (p.done % 1000 !== 0) return;
+      const failing = p.failures.length === 0 ? "" : ` (seeds ${p.failures.slice(0, 10).map((f) => String(f.seed)).join(", ")}${p.failures.length > 10 ? ", ..." : ""})`;
+      process.stderr.write(`  ${String(p.done)}/${String(count)} seeds, ${(p.simulatedMs / 3_600_000).toFixed(1)} simulated hours in ${(p.wallMs / 1000).toFixed(0)} s, violations so far: ${String(p.failures.length)}${failing}\n`);
     },
     profile,
   );

@@ -60,8 +60,11 @@ interface VitestReport {
   numFailedTests: number;
   numPendingTests: number;
   numTodoTests: number;
-  testResults: { name: string; status: string; message?: string }[];
+  testResults: { name: string; status: string; message?: string; startTime?: number; endTime?: number }[];
 }
+
+/** Wall time per test file (both projects), for the slowest-files list that keeps the suite's budget visible. */
+const fileMs: { name: string; ms: number }[] = [];
 
 const onlyVitest = process.argv.includes("--vitest-only");
 // Build first: the tests of the built CLI and of the installable tarball run
@@ -97,6 +100,7 @@ for (const project of ["main", "heavy"]) {
   }
   for (const t of json.testResults) {
     ran.add(resolve(t.name));
+    if (t.startTime !== undefined && t.endTime !== undefined) fileMs.push({ name: `${project} ${relative(root, t.name)}`, ms: t.endTime - t.startTime });
     // A file that failed to load reports no test; count it.
     if (t.status === "failed" && t.message !== undefined && t.message !== "") {
       failures.push(`${relative(root, t.name)}: ${t.message.split("\n")[0] ?? ""}`);
@@ -115,6 +119,7 @@ for (const f of notRun) {
   failed++;
 }
 
+process.stdout.write("\nSlowest test files:\n" + fileMs.sort((a, b) => b.ms - a.ms).slice(0, 12).map((f) => `  ${(f.ms / 1000).toFixed(1).padStart(6)} s  ${f.name}`).join("\n") + "\n");
 if (failures.length > 0) {
   process.stdout.write("\nFailures:\n" + failures.map((f) => `  - ${f}`).join("\n") + "\n");
 }

@@ -72,6 +72,10 @@ const regressionSeeds: readonly (readonly [number, SimProfile, string])[] = [
   // silent while the guard counted 2, and n3 was declared lost. Fixed in cluster node-table.ts: a
   // re-registration keeps the vouching the node id already earned.
   [250, "short", "a restarted agent still counts toward the mass-unreachability guard"],
+  // Checker: a node that registered once between crashes and never heartbeated was counted as
+  // silent, so 3 of 3 looked like a full disruption; Warden (rightly, issue 14) counts 2 vouched
+  // nodes and declared one lost after lost-after. The checker now counts what the rule counts.
+  [2921, "short", "an unvouched registration is not part of the full-disruption count"],
 ];
 
 describe("simulation", () => {

@@ -28,21 +28,32 @@ export function nodeHealthChecker(): Checker {
   const seenState = new WeakMap<object, string>();
   const unreachableAt = new WeakMap<object, number>();
   const decisions = new Map<string, LostDecision[]>();
+  /** Per coordinator generation: the nodes whose heartbeat it applied (vouched for, as it counts them). */
+  const heardBy = new WeakMap<object, Set<string>>();
   let generation: object | undefined;
   const judge = (ctx: CheckContext, nodeId: string, unreachableSinceMs: number | undefined): LostDecision => {
     const w = ctx.world;
     const now = w.clock.now();
     const heard = lastHeard.get(nodeId);
-    // The nodes the full-disruption rule counts (DESIGN: embedded and already lost ones do not),
-    // plus the one just declared.
-    const nodes = (ctx.coord?.nodes.list() ?? []).filter((n) => !n.embedded && (n.state !== "lost" || n.nodeId === nodeId));
+    // The nodes the full-disruption rule counts (DESIGN: embedded and already lost ones do not,
+    // nor — since the security work — a registration nobody vouches for: no credential, and no
+    // heartbeat applied by this coordinator yet, so junk registrations cannot freeze node-loss
+    // handling), plus the one just declared. Vouching is the checker's own record, not Warden's
+    // flag: seed 250 was Warden forgetting it on a re-registration.
+    const vouched = ctx.coord === undefined ? undefined : heardBy.get(ctx.coord);
+    const nodes = (ctx.coord?.nodes.list() ?? []).filter((n) => !n.embedded && (vouched?.has(n.nodeId) === true || n.nodeId === nodeId) && (n.state !== "lost" || n.nodeId === nodeId));
     const silent = nodes.filter((n) => now - (lastHeard.get(n.nodeId) ?? 0) > w.opts.nodeGraceMs + 1_000).length;
     return { atMs: now, sinceHeardMs: heard === undefined ? undefined : now - heard, unreachableForMs: now - (unreachableSinceMs ?? now), silent, counted: nodes.length };
   };
   return {
     name: "node-health",
     afterHeartbeat(ctx, hb, _sentAtMs, applied) {
-      if (applied) lastHeard.set(hb.nodeId, ctx.world.clock.now());
+      if (!applied) return;
+      lastHeard.set(hb.nodeId, ctx.world.clock.now());
+      if (ctx.coord === undefined) return;
+      const heard = heardBy.get(ctx.coord) ?? new Set<string>();
+      heard.add(hb.nodeId);
+      heardBy.set(ctx.coord, heard);
     },
     afterStep(ctx) {
       const c = ctx.coord;

@@ -66,7 +66,10 @@ describe("chaos: nats-server restarted during a burst of evictions", { timeout: 
     expect(c.nats.running()).toBe(false);
     await c.nats.start();
     await burst;
-    await until("the last eviction logged", () => stopped() === models - 1);
+    // The last load's backend.loaded is journaled after its reply, so it can be logged after the
+    // last eviction.stopped: wait for both.
+    const loadedLogged = (): boolean => Array.from({ length: models }, (_, i) => `g${String(i)}`).every((m) => c.logged().some((e) => e.type === "backend.loaded" && e.model === m));
+    await until("the last eviction and every load logged", () => stopped() === models - 1 && loadedLogged());
 
     const incarnations = Array.from({ length: models }, (_, i) => c.logged().find((e) => e.type === "backend.loaded" && e.model === `g${String(i)}`)?.incarnation ?? "");
     expect(new Set(incarnations).size).toBe(models);

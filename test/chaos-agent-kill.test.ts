@@ -11,38 +11,22 @@
  */
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
-import { afterAll, afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { InstanceState } from "@warden/proto";
-import { liveTaggedSims } from "./support/agent-harness.js";
-import { liveRemoteAgents } from "./support/agent-process.js";
-import { accountingProblems, observe, typesOf, watchAccounting, endWatches, untilAuditComplete, untilConverged } from "./support/chaos-checks.js";
-import { startChaosCluster, type ChaosCluster } from "./support/chaos-cluster.js";
+import { accountingProblems, observe, typesOf, watchAccounting, untilAuditComplete, untilConverged } from "./support/chaos-checks.js";
+import { chaosLifecycle } from "./support/chaos-lifecycle.js";
 import { simModel, until } from "./support/coordinator-harness.js";
 
-let cluster: ChaosCluster | undefined;
-const tags: string[] = [];
-
-afterEach(async () => {
-  endWatches();
-  await cluster?.close();
-  cluster = undefined;
-});
-
-afterAll(async () => {
-  for (const t of tags) expect(await liveTaggedSims(t)).toEqual([]);
-  expect(await liveRemoteAgents()).toEqual([]);
-});
+const chaos = chaosLifecycle();
 
 describe("chaos: agent killed (SIGKILL) during an eviction's StopBackend", { timeout: 180_000 }, () => {
   it("group eviction: the victim is a leftover that blocks its group (no second member starts) until the restarted agent lets it be reaped; then converged, audit complete", async () => {
-    cluster = await startChaosCluster({
+    const c = await chaos.start({
       name: "chaos-agent-kill",
       models: [simModel("m1", { groups: ["g"], knobs: { ignore_sigterm: true }, memoryEstimate: "1GiB" }), simModel("m2", { groups: ["g"], memoryEstimate: "1GiB" })],
       // The StopBackend stays in flight (SIGTERM ignored, 120 s grace) until the agent dies.
       config: { stop: { timeout: "60s", rpcTimeout: "60s" } },
     });
-    const c = cluster;
-    tags.push(c.tag);
     const a = await c.addAgent("a", { grace: "120s" });
     // Everything that runs stays accounted at every observation, through the faults.
     const watch = watchAccounting(() => c.admin, c.tag);

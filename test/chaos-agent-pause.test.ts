@@ -12,31 +12,17 @@
  */
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
-import { afterAll, afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { InstanceState, NodeState } from "@warden/proto";
-import { liveTaggedSims } from "./support/agent-harness.js";
-import { liveRemoteAgents } from "./support/agent-process.js";
-import { accountingProblems, observe, typesOf, watchAccounting, endWatches, untilAuditComplete, untilConverged } from "./support/chaos-checks.js";
-import { startChaosCluster, type ChaosCluster } from "./support/chaos-cluster.js";
+import { accountingProblems, observe, typesOf, watchAccounting, untilAuditComplete, untilConverged } from "./support/chaos-checks.js";
+import { chaosLifecycle } from "./support/chaos-lifecycle.js";
 import { simModel, until } from "./support/coordinator-harness.js";
 
-let cluster: ChaosCluster | undefined;
-const tags: string[] = [];
-
-afterEach(async () => {
-  endWatches();
-  await cluster?.close();
-  cluster = undefined;
-});
-
-afterAll(async () => {
-  for (const t of tags) expect(await liveTaggedSims(t)).toEqual([]);
-  expect(await liveRemoteAgents()).toEqual([]);
-});
+const chaos = chaosLifecycle();
 
 describe("chaos: agent frozen (SIGSTOP) during an eviction's StopBackend, then SIGCONT", { timeout: 180_000 }, () => {
   it("LRU eviction: leftover accounted and counted toward the limit on an unreachable node, nothing declared gone; after SIGCONT reaped, the waiting load completes; converged, audit complete", async () => {
-    cluster = await startChaosCluster({
+    const c = await chaos.start({
       name: "chaos-agent-pause",
       models: [simModel("m1", { knobs: { ignore_sigterm: true }, memoryEstimate: "1GiB" }), simModel("m2", { memoryEstimate: "1GiB" })],
       config: {
@@ -47,8 +33,6 @@ describe("chaos: agent frozen (SIGSTOP) during an eviction's StopBackend, then S
         nodeLostAfter: "1h",
       },
     });
-    const c = cluster;
-    tags.push(c.tag);
     const a = await c.addAgent("a", { grace: "120s" });
     // Everything that runs stays accounted at every observation, through the faults.
     const watch = watchAccounting(() => c.admin, c.tag);

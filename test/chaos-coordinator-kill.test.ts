@@ -7,38 +7,22 @@
  * when it does, and the audit trail must still close that eviction: started →
  * exactly one stopped/failed, per instance in sequence order, nothing lost.
  */
-import { afterAll, afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { InstanceState } from "@warden/proto";
-import { liveTaggedSims } from "./support/agent-harness.js";
-import { liveRemoteAgents } from "./support/agent-process.js";
-import { endWatches, observe, typesOf, untilAuditComplete, untilConverged, watchAccounting, accountingProblems } from "./support/chaos-checks.js";
-import { startChaosCluster, type ChaosCluster } from "./support/chaos-cluster.js";
+import { observe, typesOf, untilAuditComplete, untilConverged, watchAccounting, accountingProblems } from "./support/chaos-checks.js";
+import { chaosLifecycle } from "./support/chaos-lifecycle.js";
 import { simModel, until } from "./support/coordinator-harness.js";
 
-let cluster: ChaosCluster | undefined;
-const tags: string[] = [];
-
-afterEach(async () => {
-  endWatches();
-  await cluster?.close();
-  cluster = undefined;
-});
-
-afterAll(async () => {
-  for (const t of tags) expect(await liveTaggedSims(t)).toEqual([]);
-  expect(await liveRemoteAgents()).toEqual([]);
-});
+const chaos = chaosLifecycle();
 
 describe("chaos: coordinator killed (SIGKILL) mid-eviction, its node partitioned", { timeout: 180_000 }, () => {
   it("the unsettled eviction is a leftover of the restarted coordinator from the start, reaped when the node returns; the audit trail closes it; converged", async () => {
-    cluster = await startChaosCluster({
+    const c = await chaos.start({
       name: "chaos-coord-kill",
       models: [simModel("m", { memoryEstimate: "1GiB" })],
       // The StopBackend to the frozen agent stays in flight until the coordinator dies.
       config: { stop: { timeout: "60s", rpcTimeout: "60s" } },
     });
-    const c = cluster;
-    tags.push(c.tag);
     const b = await c.addAgent("b");
     const inc = (await c.admin.loadModel({ model: "m" }, { timeoutMs: 60_000 })).instance?.incarnation ?? "";
     expect(inc).not.toBe("");

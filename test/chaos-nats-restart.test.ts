@@ -9,38 +9,22 @@
  * de-duplication by id (Nats-Msg-Id), each eviction started → stopped in
  * per-instance order, and the cluster converges.
  */
-import { afterAll, afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { InstanceState } from "@warden/proto";
-import { liveTaggedSims } from "./support/agent-harness.js";
-import { liveRemoteAgents } from "./support/agent-process.js";
-import { typesOf, untilAuditComplete, untilConverged, watchAccounting, endWatches } from "./support/chaos-checks.js";
-import { startChaosCluster, type ChaosCluster } from "./support/chaos-cluster.js";
+import { typesOf, untilAuditComplete, untilConverged, watchAccounting } from "./support/chaos-checks.js";
+import { chaosLifecycle } from "./support/chaos-lifecycle.js";
 import { simModel, until } from "./support/coordinator-harness.js";
 
-let cluster: ChaosCluster | undefined;
-const tags: string[] = [];
-
-afterEach(async () => {
-  endWatches();
-  await cluster?.close();
-  cluster = undefined;
-});
-
-afterAll(async () => {
-  for (const t of tags) expect(await liveTaggedSims(t)).toEqual([]);
-  expect(await liveRemoteAgents()).toEqual([]);
-});
+const chaos = chaosLifecycle();
 
 const models = 6;
 
 describe("chaos: nats-server restarted during a burst of evictions", { timeout: 240_000 }, () => {
   it("the burst completes while NATS is down; after the restart (same port, same store) nothing is lost, nothing is duplicated after de-dup by id, every eviction is started → stopped in order; converged", async () => {
-    cluster = await startChaosCluster({
+    const c = await chaos.start({
       name: "chaos-nats",
       models: Array.from({ length: models }, (_, i) => simModel(`g${String(i)}`, { groups: ["g"], memoryEstimate: "1GiB" })),
     });
-    const c = cluster;
-    tags.push(c.tag);
     await c.addAgent("a");
     // Everything that runs stays accounted at every observation, through the faults.
     const watch = watchAccounting(() => c.admin, c.tag);

@@ -1,5 +1,5 @@
 import type { ServiceError, status } from "@grpc/grpc-js";
-// The class from its own module: the lean client imports this file and must not load grpc-js's index (see h2-client.ts).
+// The class from its own module: the lean client imports this file and must not load grpc-js's index (see h2-client-call.ts).
 import { Metadata } from "@grpc/grpc-js/build/src/metadata.js";
 import { Code, WardenError, isCode } from "@warden/common";
 

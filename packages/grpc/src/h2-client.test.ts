@@ -5,7 +5,7 @@ import { Metadata } from "@grpc/grpc-js";
 import { Code, WardenError, isWardenError } from "@warden/common";
 import { Backend, ServerReflection } from "@warden/proto";
 import { GrpcServer, createH2Client } from "./index.js";
-import { h2c } from "./h2-client.js";
+import { h2c } from "./h2-connection.js";
 import { decodeText, echoBackend, missingModelMessage, newEchoBackendSeen } from "./echo-backend.fixture.js";
 
 const seen = newEchoBackendSeen();

@@ -1,21 +1,15 @@
-import { createSecureServer, createServer, constants as h2, type Http2SecureServer, type Http2Server, type IncomingHttpHeaders, type OutgoingHttpHeaders, type ServerHttp2Session, type ServerHttp2Stream } from "node:http2";
-import { Metadata } from "@grpc/grpc-js";
-import { create, toBinary, type DescMethod, type DescService } from "@bufbuild/protobuf";
-import { Code, WardenError, deadlineTimer, type Cancel } from "@warden/common";
+import { createSecureServer, createServer, constants as h2, type Http2SecureServer, type Http2Server, type IncomingHttpHeaders, type ServerHttp2Session, type ServerHttp2Stream } from "node:http2";
+import type { DescMethod, DescService } from "@bufbuild/protobuf";
+import { Code, WardenError } from "@warden/common";
 import { Health } from "@warden/proto";
-import { detailsTrailerKey, wireStatus } from "./codes.js";
 import { HealthStatus, ServingStatus } from "./health.js";
-import { MessageReader, encodeGrpcMessage, frameMessage, parseGrpcTimeout } from "./h2-wire.js";
+import { LeanServerCall, errorTrailers, trailersOnly, type AnyHandler, type Route } from "./lean-server-call.js";
 import { defaultMaxConcurrentStreams, defaultMaxMessageBytes, defaultMaxMetadataBytes, sessionMemoryMiB } from "./limits.js";
 import { headerListBytes, metadataTooLarge } from "./metadata-limit.js";
-import { decodeRequest } from "./request-decode.js";
-import { RequestQueue } from "./request-queue.js";
 import { methodPath } from "./service-definition.js";
 import type { ListenResult, ShutdownOutcome } from "./server.js";
 import type { HandlerContext, ServiceImpl } from "./types.js";
-import type { PeerCertificate, TLSSocket } from "node:tls";
 import { checkPlaintextListen } from "./listen-guard.js";
-import { peerCertificateOf } from "./peer-identity.js";
 import { secureContextOptions } from "./server-tls.js";
 import type { TlsMaterial } from "./tls-material.js";
 
@@ -34,8 +28,6 @@ export interface LeanServerOptions {
   insecure?: boolean;
 }
 
-type AnyHandler = (request: unknown, ctx: HandlerContext) => unknown;
-
 /** A unary handler on encoded bytes: the request's bytes in, the reply's bytes out (a proxy's pass-through). */
 export type RawUnaryHandler = (request: Uint8Array, ctx: HandlerContext) => Promise<Uint8Array>;
 
@@ -53,78 +45,6 @@ export interface RawServiceHandlers {
   unary(method: DescMethod): RawUnaryHandler;
   serverStream(method: DescMethod): RawServerStreamHandler;
   stream(method: DescMethod): RawStreamHandler;
-}
-
-interface Route {
-  readonly method: DescMethod;
-  readonly handler: AnyHandler;
-  /** True for a raw handler: no decoding or encoding here. */
-  readonly raw: boolean;
-  /** A raw client- or bidi-streaming handler: it gets the requests as they arrive. */
-  readonly streamIn: boolean;
-}
-
-/** The abort reason of a call that completed; shared so no stack trace is captured per call. */
-const callCompleted = new WardenError(Code.Canceled, "call completed");
-
-/** Metadata objects are built only when a handler asks for them: most calls never do. */
-class LeanContext implements HandlerContext {
-  readonly signal: AbortSignal;
-  private md: Metadata | undefined;
-  private header: Metadata | undefined;
-  private trailer: Metadata | undefined;
-
-  constructor(
-    controller: AbortController,
-    private readonly headers: IncomingHttpHeaders,
-    private readonly session: ServerHttp2Session,
-    readonly deadlineAtMs: number | undefined,
-  ) {
-    this.signal = controller.signal;
-  }
-
-  get metadata(): Metadata {
-    this.md ??= Metadata.fromHttp2Headers(this.headers);
-    return this.md;
-  }
-
-  get peer(): string {
-    const s = this.session.socket;
-    return `${s.remoteAddress ?? "unknown"}:${String(s.remotePort ?? 0)}`;
-  }
-
-  /** The client certificate of a TLS connection (peerIdentity reads it); undefined in plaintext. */
-  [peerCertificateOf](): PeerCertificate | undefined {
-    const s = this.session.socket as Partial<TLSSocket>;
-    if (s.getPeerCertificate === undefined || s.authorized !== true) return undefined;
-    return s.getPeerCertificate();
-  }
-
-  get responseHeader(): Metadata {
-    this.header ??= new Metadata();
-    return this.header;
-  }
-
-  get responseTrailer(): Metadata {
-    this.trailer ??= new Metadata();
-    return this.trailer;
-  }
-
-  headerFields(): OutgoingHttpHeaders {
-    return this.header === undefined ? {} : this.header.toHttp2Headers();
-  }
-
-  trailerFields(): OutgoingHttpHeaders {
-    return this.trailer === undefined ? {} : this.trailer.toHttp2Headers();
-  }
-}
-
-/** The status trailers for an error (what it shows is decided by `wireStatus`, as for GrpcServer). */
-function errorTrailers(err: unknown, ctx: LeanContext | undefined): OutgoingHttpHeaders {
-  const w = wireStatus(err);
-  const out: OutgoingHttpHeaders = { ...ctx?.trailerFields(), "grpc-status": String(w.code), "grpc-message": encodeGrpcMessage(w.message) };
-  if (w.detailsJson !== undefined) out[detailsTrailerKey] = w.detailsJson;
-  return out;
 }
 
 /**
@@ -301,232 +221,7 @@ export class LeanGrpcServer {
       trailersOnly(stream, errorTrailers(new WardenError(Code.Unimplemented, `grpc-encoding ${String(encoding)} is not supported`), undefined));
       return;
     }
-    new ServerCall(stream, headers, route, this.live, this.maxReceive, this.maxSend).start();
+    new LeanServerCall(stream, headers, route, this.live, this.maxReceive, this.maxSend).start();
   }
 }
 
-/** Answers with the status alone (no reply): the headers carry it and end the stream. */
-function trailersOnly(stream: ServerHttp2Stream, t: OutgoingHttpHeaders): void {
-  if (stream.closed || stream.headersSent) return;
-  stream.respond({ [h2.HTTP2_HEADER_STATUS]: 200, [h2.HTTP2_HEADER_CONTENT_TYPE]: "application/grpc", ...t }, { endStream: true });
-}
-
-/**
- * One call on the lean server, from its request bytes to its trailers. A
- * class with prototype methods and anonymous listener arrows rather than a
- * function of named closures: this runs per routed call, and under tsx every
- * named closure costs a `name` definition per call.
- */
-class ServerCall {
-  private readonly controller = new AbortController();
-  private readonly ctx: LeanContext;
-  private cancelTimer: Cancel | undefined;
-  private done = false;
-  private readonly reader: MessageReader;
-  private request: Buffer | undefined;
-  private extra = false;
-  /** The requests of a streaming-request route, as they arrive. */
-  private requests: RequestQueue | undefined;
-
-  constructor(
-    private readonly stream: ServerHttp2Stream,
-    headers: IncomingHttpHeaders,
-    private readonly route: Route,
-    private readonly live: Set<AbortController>,
-    maxReceive: number,
-    private readonly maxSend: number,
-  ) {
-    const timeoutMs = parseGrpcTimeout(headers["grpc-timeout"]);
-    this.ctx = new LeanContext(this.controller, headers, stream.session as ServerHttp2Session, timeoutMs === undefined ? undefined : Date.now() + timeoutMs);
-    this.reader = new MessageReader(maxReceive, "request");
-  }
-
-  start(): void {
-    const stream = this.stream;
-    this.live.add(this.controller);
-    const deadlineAtMs = this.ctx.deadlineAtMs;
-    if (deadlineAtMs !== undefined) {
-      this.cancelTimer = deadlineTimer(deadlineAtMs - Date.now(), () => {
-        const e = new WardenError(Code.DeadlineExceeded, "call deadline exceeded");
-        this.controller.abort(e);
-        this.fail(e);
-      });
-    }
-    // A client cancel or a dropped connection closes the stream before we finished.
-    stream.on("close", () => {
-      this.onClose();
-    });
-    stream.on("error", () => undefined);
-    stream.on("data", (chunk: Buffer) => {
-      this.onData(chunk);
-    });
-    stream.on("end", () => {
-      this.onEnd();
-    });
-    if (this.route.streamIn) {
-      // The handler runs from the first byte: requests reach it as they arrive, not at the half-close.
-      this.requests = new RequestQueue(stream);
-      void this.serverStream(this.requests);
-    }
-  }
-
-  private onClose(): void {
-    if (this.done) return;
-    // A client enforcing the same deadline may reset the stream a hair before our timer fires.
-    const expired = this.ctx.deadlineAtMs !== undefined && Date.now() >= this.ctx.deadlineAtMs - 5;
-    this.controller.abort(expired ? new WardenError(Code.DeadlineExceeded, "call deadline exceeded") : new WardenError(Code.Canceled, "call cancelled by the client"));
-    this.finish();
-  }
-
-  private onData(chunk: Buffer): void {
-    if (this.done) return;
-    const requests = this.requests;
-    const err = this.reader.push(chunk, (bytes) => {
-      if (requests !== undefined) requests.push(bytes);
-      else {
-        if (this.request !== undefined) this.extra = true;
-        this.request = bytes;
-      }
-    });
-    if (err !== undefined) this.fail(err);
-  }
-
-  private onEnd(): void {
-    if (this.done) return;
-    if (this.requests !== undefined) {
-      if (this.reader.partial) this.fail(new WardenError(Code.Internal, "the request stream ended inside a message"));
-      else this.requests.end();
-      return;
-    }
-    const request = this.request;
-    if (request === undefined || this.extra || this.reader.partial) {
-      this.fail(new WardenError(Code.Unimplemented, request === undefined ? "no request message" : "a unary request carries one message"));
-      return;
-    }
-    let input: unknown;
-    try {
-      // A raw handler reads the bytes itself and answers undecodable ones INVALID_ARGUMENT too.
-      input = this.route.raw ? request : decodeRequest(this.route.method.input, request);
-    } catch (e) {
-      this.fail(e);
-      return;
-    }
-    if (this.route.method.methodKind === "unary") this.unary(input);
-    else void this.serverStream(input);
-  }
-
-  private finish(): void {
-    if (this.done) return;
-    this.done = true;
-    this.cancelTimer?.();
-    this.live.delete(this.controller);
-    if (!this.controller.signal.aborted) this.controller.abort(callCompleted);
-    this.requests?.fail(this.controller.signal.reason);
-  }
-
-  private fail(err: unknown): void {
-    if (this.done) return;
-    const stream = this.stream;
-    if (!stream.closed) {
-      if (!stream.headersSent) trailersOnly(stream, errorTrailers(err, this.ctx));
-      else if (!stream.writableEnded) {
-        // Replies went out already: the status goes in the trailers. (Once the
-        // reply has ended, its own OK trailers are on their way: too late to fail.)
-        stream.once("wantTrailers", () => {
-          stream.sendTrailers(errorTrailers(err, this.ctx));
-        });
-        stream.end();
-      }
-    }
-    this.finish();
-  }
-
-  private encode(value: unknown): Buffer {
-    if (this.route.raw) return frameMessage(value as Uint8Array, this.maxSend, "reply");
-    const schema = this.route.method.output;
-    return frameMessage(toBinary(schema, create(schema, value as never)), this.maxSend, "reply");
-  }
-
-  private respondHeaders(): void {
-    if (!this.stream.headersSent) this.stream.respond({ [h2.HTTP2_HEADER_STATUS]: 200, [h2.HTTP2_HEADER_CONTENT_TYPE]: "application/grpc", ...this.ctx.headerFields() }, { waitForTrailers: true });
-  }
-
-  /** Ends the reply; the OK trailers follow when HTTP/2 asks for them. */
-  private endOk(body?: Buffer): void {
-    const stream = this.stream;
-    stream.once("wantTrailers", () => {
-      stream.sendTrailers({ ...this.ctx.trailerFields(), "grpc-status": "0" });
-      this.finish();
-    });
-    if (body === undefined) stream.end();
-    else stream.end(body);
-  }
-
-  private unary(input: unknown): void {
-    let result: Promise<unknown>;
-    try {
-      result = this.route.handler(input, this.ctx) as Promise<unknown>;
-    } catch (err) {
-      this.fail(err);
-      return;
-    }
-    result.then(
-      (value) => {
-        this.reply(value);
-      },
-      (err: unknown) => {
-        this.fail(err);
-      },
-    );
-  }
-
-  private reply(value: unknown): void {
-    if (this.stream.closed) {
-      this.finish();
-      return;
-    }
-    let body: Buffer;
-    try {
-      body = this.encode(value);
-    } catch (err) {
-      this.fail(err);
-      return;
-    }
-    this.respondHeaders();
-    this.endOk(body);
-  }
-
-  private async serverStream(input: unknown): Promise<void> {
-    const stream = this.stream;
-    const ctx = this.ctx;
-    try {
-      for await (const msg of this.route.handler(input, ctx) as AsyncIterable<unknown>) {
-        if (ctx.signal.aborted || stream.closed) break;
-        this.respondHeaders();
-        if (!stream.write(this.encode(msg))) await drained(stream, ctx.signal);
-      }
-    } catch (err) {
-      this.fail(err);
-      return;
-    }
-    if (stream.closed || ctx.signal.aborted) {
-      this.finish();
-      return;
-    }
-    this.respondHeaders();
-    this.endOk();
-  }
-}
-
-/** Resolves when the stream can take more, or the call's signal fires. */
-function drained(stream: ServerHttp2Stream, signal: AbortSignal): Promise<void> {
-  return new Promise<void>((resolve) => {
-    const go = (): void => {
-      stream.removeListener("drain", go);
-      signal.removeEventListener("abort", go);
-      resolve();
-    };
-    stream.once("drain", go);
-    signal.addEventListener("abort", go, { once: true });
-  });
-}

@@ -1,172 +1,15 @@
 import type { Event } from "@warden/proto";
 import { create } from "@bufbuild/protobuf";
 import { RecoveredSchema } from "@warden/proto";
-import {
-  Code,
-  WardenError,
-  abortReason,
-  backoffDelayMs,
-  invalidArgument,
-  isPlanted,
-  throwIfAborted,
-  type BackoffPolicy,
-  type Cancel,
-  type Clock,
-  type Rng,
-} from "@warden/common";
-import { createEventFactory, eventTypeOf, type EventFactory, type EventInit } from "@warden/events";
-import type { Journal } from "./journal-port.js";
+import { Code, WardenError, abortReason, backoffDelayMs, invalidArgument, isPlanted, throwIfAborted, type Cancel } from "@warden/common";
+import { createEventFactory, eventTypeOf, type EventFactory } from "@warden/events";
 import type { StopIntent } from "./journal-record.js";
-import type { Publisher } from "./publisher-port.js";
 import { reduceJournal, unfinishedInstances } from "./reduce-journal.js";
-import { EntryQueue } from "./entry-queue.js";
-import { eventPriorityOf, type EventPriority } from "./event-priority.js";
-
-/** `serving` unless the outbox is full (or recently overflowed) or the journal fails. */
-export type OutboxHealth = { readonly status: "serving" } | { readonly status: "not-serving"; readonly reason: string };
-
-/** Counters for metrics; monotonic except `depth`, `inFlight` and `openStopIntents`. */
-export interface OutboxStats {
-  /** Events accepted but not yet acknowledged by the stream (journaling, queued, in flight, awaiting retry). */
-  readonly depth: number;
-  readonly inFlight: number;
-  readonly capacity: number;
-  /** Events accepted since start (replayed ones included). */
-  readonly appended: number;
-  /** Events acknowledged by the stream since start (duplicates included). */
-  readonly published: number;
-  /** Acks that said the stream already had the id. */
-  readonly duplicates: number;
-  /**
-   * Events lost because the outbox was full: refused at append, or displaced
-   * (queued low-priority ones given up for a critical one). Never silent: also in health.
-   */
-  readonly dropped: number;
-  /** Of `dropped`, the critical ones (refused while no low-priority event was left to displace). */
-  readonly droppedCritical: number;
-  /** Of `dropped`, queued low-priority events displaced by a critical one. */
-  readonly displaced: number;
-  /** Failed publish attempts that were scheduled again. */
-  readonly retries: number;
-  /** Failed journal writes of `published` marks (the events are re-sent after a restart). */
-  readonly markErrors: number;
-  readonly openStopIntents: number;
-  readonly lastPublishError: string | undefined;
-  readonly health: OutboxHealth;
-}
-
-/**
- * What `append` did with an event. `dropped` only when the outbox was full
- * (a low-priority event, or a critical one with no low-priority one queued to displace).
- */
-export type AppendOutcome = "queued" | "dropped";
-
-/** What start-up found in the journal. */
-export interface OutboxRecovery {
-  /** The epoch of this coordinator incarnation (stamped on every new event). */
-  readonly epoch: bigint;
-  /** Stop intents without a cleared record: adopt those instances as leftovers. */
-  readonly openStopIntents: readonly StopIntent[];
-  /** Journaled events not yet marked published, queued again with their original ids. */
-  readonly requeued: number;
-  /** The `recovered` events appended for instances whose last event was not terminal. */
-  readonly recovered: readonly Event[];
-  /**
-   * The journaled `eviction.started` of every instance whose last event it was:
-   * evictions the previous coordinator began and never settled (its stop's
-   * outcome is unknown), whether or not their stop intent was recorded yet.
-   */
-  readonly unsettledEvictions: readonly Event[];
-}
-
-export interface OutboxOptions {
-  readonly journal: Journal;
-  /** `nullPublisher` when the coordinator has no NATS URL. */
-  readonly publisher: Publisher;
-  readonly clock: Clock;
-  /** Jitter for retry backoff. */
-  readonly rng: Rng;
-  /** Event ids (ULIDs). */
-  readonly newId: () => string;
-  /**
-   * Force the epoch. By default: max(highest journaled epoch + 1, wall ms), so
-   * epochs grow across restarts even if the journal file was lost.
-   */
-  readonly epoch?: bigint;
-  /** Unacknowledged events kept at most. @default 100000 (DESIGN §5) */
-  readonly capacity?: number;
-  /** Publishes awaiting their ack at once. @default 512 */
-  readonly maxInFlight?: number;
-  /**
-   * Back-off between failed publish attempts. Only one probe publish is in
-   * flight while failing, so a short cap costs little and drains sooner after
-   * NATS returns. @default 100 ms × 2 up to 2 s, 20 % jitter
-   */
-  readonly retryBackoff?: BackoffPolicy;
-  /** After an overflow, health returns to serving once depth ≤ capacity × this. @default 0.9 */
-  readonly recoverBelowFraction?: number;
-  /**
-   * Which events give way when the outbox is full: a `low` one is refused, and
-   * a `critical` one displaces the youngest queued `low` one (marked settled in
-   * the journal, so it is not re-sent after a restart) before it is refused.
-   * @default eventPriorityOf (orphan.*, node.*, foreign.* are low)
-   */
-  readonly priorityOf?: (event: Event) => EventPriority;
-  /** Called on every health transition (map to the `audit` gRPC health service; log and alert). */
-  readonly onHealthChange?: (health: OutboxHealth, stats: OutboxStats) => void;
-}
-
-/**
- * The audit outbox: every event is journaled (fsync'd) before it is queued, and
- * queued events are published with many acks in flight and retried with back-off
- * until acknowledged, so a NATS outage loses nothing until the outbox is full and
- * a crash loses nothing at all (start-up replays the journal). Also the owner of
- * the loader's stop intents, which share the journal.
- *
- * Lifecycle: `new` → `start()` → `running` → `drain()`/`close()` → `closed`.
- * Calls other than `stats`/`health` before `start` or after `close` throw
- * FAILED_PRECONDITION naming the state.
- */
-export interface Outbox {
-  start(signal?: AbortSignal): Promise<OutboxRecovery>;
-  /** Stamps id, time and sequence (available after `start`). */
-  readonly events: EventFactory;
-  /**
-   * Journals `event` durably, then queues it for publishing. When the outbox
-   * is full, a critical event takes the place of the youngest queued
-   * low-priority one; otherwise the event resolves `dropped` (after counting it
-   * and reporting not-serving), so an audit backlog never blocks an eviction
-   * and a flood of peer reports never costs one. Rejects if the journal write fails.
-   */
-  append(event: Event, signal?: AbortSignal): Promise<AppendOutcome>;
-  /** `events.create(init)` then `append`. */
-  emit(init: EventInit, signal?: AbortSignal): Promise<{ event: Event; outcome: AppendOutcome }>;
-  /** Journals a stop intent durably (DESIGN §3.3 step 4); resolves once fsync'd. */
-  recordStopIntent(intent: Omit<StopIntent, "recordedAtMs"> & { recordedAtMs?: number }, signal?: AbortSignal): Promise<void>;
-  /** Journals that the stop intent of `incarnation` is settled; a no-op for an unknown one. */
-  clearStopIntent(incarnation: string, signal?: AbortSignal): Promise<void>;
-  openStopIntents(): StopIntent[];
-  stats(): OutboxStats;
-  health(): OutboxHealth;
-  /** Resolves when every accepted event is acknowledged (depth 0). */
-  flushed(signal?: AbortSignal): Promise<void>;
-  /** Waits for `flushed`, then closes. */
-  drain(signal?: AbortSignal): Promise<void>;
-  /**
-   * Stops publishing now (in-flight publishes are aborted; they stay in the
-   * journal and are re-sent after the next start) and waits for the pending
-   * `published` marks to be journaled.
-   */
-  close(): Promise<void>;
-}
+import { eventPriorityOf } from "./event-priority.js";
+import type { AppendOutcome, Outbox, OutboxHealth, OutboxOptions, OutboxStats } from "./outbox-types.js";
+import { SendQueue, type OutboxEntry } from "./send-queue.js";
 
 type State = "new" | "starting" | "running" | "closed";
-
-interface Entry {
-  readonly seq: number;
-  readonly event: Event;
-  readonly priority: EventPriority;
-}
 
 /** Creates an outbox; nothing happens until `start`. */
 export function createOutbox(options: OutboxOptions): Outbox {
@@ -183,14 +26,7 @@ export function createOutbox(options: OutboxOptions): Outbox {
   let factory: EventFactory | undefined;
   const closeCtl = new AbortController();
 
-  // Events to send, one FIFO per priority (sent in `seq` order across both, so
-  // the split only decides what a full outbox gives up), plus a retry list kept
-  // sorted by `seq` so a retried event goes out before younger ones (order is
-  // per instance best effort; subscribers order by (epoch, n)).
-  const critical = new EntryQueue<Entry>();
-  const low = new EntryQueue<Entry>();
-  const retry: Entry[] = [];
-  let nextSeq = 0;
+  const queue = new SendQueue();
   let inFlight = 0;
   let journaling = 0; // appends accepted but not yet fsync'd: they count toward depth
   let failureStreak = 0;
@@ -215,8 +51,7 @@ export function createOutbox(options: OutboxOptions): Outbox {
   let health: OutboxHealth = { status: "serving" };
   let flushWaiters: (() => void)[] = [];
 
-  const queued = (): number => critical.size + low.size + retry.length;
-  const depth = (): number => queued() + inFlight + journaling;
+  const depth = (): number => queue.size + inFlight + journaling;
 
   const stats = (): OutboxStats => ({
     depth: depth(),
@@ -254,31 +89,6 @@ export function createOutbox(options: OutboxOptions): Outbox {
     if (state !== want) throw new WardenError(Code.FailedPrecondition, `outbox: ${what} needs state ${want}, state is ${state}`);
   };
 
-  const enqueue = (event: Event, priority: EventPriority): void => {
-    (priority === "low" ? low : critical).push({ seq: nextSeq++, event, priority });
-  };
-
-  const takeNext = (): Entry | undefined => {
-    const r = retry.shift();
-    if (r !== undefined) return r;
-    const c = critical.peek();
-    const l = low.peek();
-    if (c === undefined) return low.shift();
-    if (l === undefined) return critical.shift();
-    return c.seq < l.seq ? critical.shift() : low.shift();
-  };
-
-  const putBack = (entry: Entry): void => {
-    let lo = 0;
-    let hi = retry.length;
-    while (lo < hi) {
-      const mid = (lo + hi) >> 1;
-      if ((retry[mid]?.seq ?? 0) < entry.seq) lo = mid + 1;
-      else hi = mid;
-    }
-    retry.splice(lo, 0, entry);
-  };
-
   const flushMarks = (): void => {
     if (marking !== undefined || pendingMarks.length === 0) return;
     const eventIds = pendingMarks;
@@ -311,7 +121,7 @@ export function createOutbox(options: OutboxOptions): Outbox {
     // become a duplicate on reconnect). The first success opens the window again.
     const window = failureStreak > 0 ? 1 : maxInFlight;
     while (inFlight < window) {
-      const entry = takeNext();
+      const entry = queue.takeNext();
       if (entry === undefined) break;
       send(entry);
     }
@@ -326,7 +136,7 @@ export function createOutbox(options: OutboxOptions): Outbox {
     pump();
   };
 
-  const send = (entry: Entry): void => {
+  const send = (entry: OutboxEntry): void => {
     inFlight++;
     let settled: Promise<unknown>;
     try {
@@ -355,7 +165,7 @@ export function createOutbox(options: OutboxOptions): Outbox {
         if (state === "closed") return;
         retries++;
         lastPublishError = err instanceof Error ? err.message : String(err);
-        putBack(entry);
+        queue.putBack(entry);
         // One back-off step per round, not per event: when the connection drops,
         // hundreds of in-flight publishes fail together and count once.
         if (retryTimer === undefined) {
@@ -377,7 +187,7 @@ export function createOutbox(options: OutboxOptions): Outbox {
     if (depth() >= capacity) {
       dropped++;
       overflowed = true;
-      const victim = priority === "critical" ? low.pop() : undefined;
+      const victim = priority === "critical" ? queue.popLow() : undefined;
       if (victim === undefined) {
         if (priority === "critical") droppedCritical++;
         updateHealth();
@@ -393,7 +203,7 @@ export function createOutbox(options: OutboxOptions): Outbox {
     // Planted bug "publish-before-append": queued (and maybe sent) before the journal holds it.
     const early = isPlanted("publish-before-append");
     if (early) {
-      enqueue(event, priority);
+      queue.push(event, priority);
       pump();
     }
     journaling++;
@@ -410,7 +220,7 @@ export function createOutbox(options: OutboxOptions): Outbox {
     appended++;
     // Journaled: from here on the event survives a crash, so it may be published.
     if (state === "closed") return "queued"; // re-sent by the next start
-    if (!early) enqueue(event, priority);
+    if (!early) queue.push(event, priority);
     updateHealth();
     pump();
     return "queued";
@@ -442,7 +252,7 @@ export function createOutbox(options: OutboxOptions): Outbox {
         await journal.append({ kind: "epoch", epoch }, signal);
         factory = createEventFactory({ clock, newId: options.newId, epoch });
         for (const [k, v] of replayed.openStopIntents) intents.set(k, v);
-        for (const e of replayed.unpublished.values()) enqueue(e, priorityOf(e));
+        for (const e of replayed.unpublished.values()) queue.push(e, priorityOf(e));
         appended += replayed.unpublished.size;
         state = "running";
         const recovered: Event[] = [];

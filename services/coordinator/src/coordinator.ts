@@ -1,7 +1,7 @@
 import { mkdir } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { create } from "@bufbuild/protobuf";
-import { AdminService, AgentService, Backend, EvictionFailedOutcome, EvictionReason, InferenceService, InventoryEntrySchema, JournalRepairedSchema, NodeResourcesSchema, NodeService, OrphanProcessSchema, type Event } from "@warden/proto";
+import { AdminService, AgentService, Backend, InferenceService, InventoryEntrySchema, JournalRepairedSchema, NodeResourcesSchema, NodeService, OrphanProcessSchema, type Event } from "@warden/proto";
 import { GrpcServer, LeanGrpcServer, ServingStatus, guardRawUnary, inProcessClient } from "@warden/grpc";
 import { cryptoRng, createUlidFactory, nullLogger, sleep, systemClock, wardenVersion, type Cancel, type Clock, type Logger, type Rng } from "@warden/common";
 import { Loader } from "@warden/loader";
@@ -21,7 +21,7 @@ import { inferenceService } from "./inference-service.js";
 import { backendRouter } from "./backend-router.js";
 import { NodeRegistry } from "./node-registry.js";
 import { nodeService } from "./node-service.js";
-import { nodeReportLimits } from "./node-report-limits.js";
+import { nodeEventInit, orphanStopInit, orphansAdoptedInit, reapGoneIntents, unreachabilityPausedInit } from "./node-audit-events.js";
 import { PlacementView } from "./placement-view.js";
 import { CoordinatorMetrics } from "./metrics.js";
 import { settleUnsettledEvictions } from "./unsettled-evictions.js";
@@ -172,39 +172,14 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
     lostAfterMs: config.nodeLostAfterMs,
     orphanGraceMs: config.orphanGraceMs,
     onIntentsGone: (nodeId, present) => {
-      for (const i of outbox.openStopIntents()) {
-        if (i.nodeId !== nodeId || present.has(i.incarnation) || loaderRef.current?.knows(i.incarnation) === true) continue;
-        void outbox.clearStopIntent(i.incarnation).catch(() => undefined);
-        void hub.publish({ nodeId, model: i.model, address: i.address, incarnation: i.incarnation, payload: { case: "leftoverReaped", value: { $typeName: "warden.v1.LeftoverReaped", attempts: 0 } } });
-      }
+      reapGoneIntents(outbox, hub, (inc) => loaderRef.current?.knows(inc) === true, nodeId, present);
     },
     onOrphansAdopted: (nodeId, adopted) => {
-      // One event per node per heartbeat, whatever the count: the envelope and
-      // pid/memory_bytes describe the first new orphan, `pids` the first few.
-      const [first] = adopted;
-      if (first === undefined) return;
-      const pids = adopted.slice(0, nodeReportLimits.orphanEventPids).map((o) => o.pid);
-      void hub.publish({
-        nodeId,
-        model: first.model,
-        address: first.address,
-        incarnation: `pid:${String(first.pid)}`,
-        payload: { case: "orphanAdopted", value: { $typeName: "warden.v1.OrphanAdopted", pid: first.pid, memoryBytes: first.memoryBytes, count: adopted.length, pids } },
-      });
+      const init = orphansAdoptedInit(nodeId, adopted);
+      if (init !== undefined) void hub.publish(init);
     },
     onOrphan: (nodeId, o, kind, detail) => {
-      const base = { nodeId, model: o.model, address: o.address, incarnation: `pid:${String(o.pid)}` };
-      switch (kind) {
-        case "stopping":
-          void hub.publish({ ...base, payload: { case: "evictionStarted", value: { $typeName: "warden.v1.EvictionStarted", reason: EvictionReason.ORPHAN, trigger: "orphan grace", wasBusy: false, force: false, openRequestIds: [] } } });
-          break;
-        case "stopped":
-          void hub.publish({ ...base, payload: { case: "evictionStopped", value: { $typeName: "warden.v1.EvictionStopped", reason: EvictionReason.ORPHAN, alreadyGone: detail !== "" } } });
-          break;
-        case "failed":
-          void hub.publish({ ...base, payload: { case: "evictionFailed", value: { $typeName: "warden.v1.EvictionFailed", reason: EvictionReason.ORPHAN, error: detail, outcome: EvictionFailedOutcome.LEFTOVER, openRequestIds: [], terminalReason: "" } } });
-          break;
-      }
+      void hub.publish(orphanStopInit(nodeId, o, kind, detail));
     },
     onForeign: (nodeId, fresh) => {
       // Another program or another Warden in the node's port range: reported, never signalled.
@@ -214,25 +189,13 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
     },
     onPauseChange: (paused, unreachable, total) => {
       log.warn(paused ? "most nodes unreachable: pausing unreachability-driven actions" : "unreachability pause over", { unreachable, total });
-      void hub.publish({ payload: { case: "unreachabilityPaused", value: { $typeName: "warden.v1.UnreachabilityPaused", paused, unreachableNodes: unreachable, totalNodes: total } } });
+      void hub.publish(unreachabilityPausedInit(paused, unreachable, total));
     },
     onNodeEvent: (nodeId, kind, labels, reason = "") => {
-      switch (kind) {
-        case "registered":
-          void hub.publish({ nodeId, payload: { case: "nodeRegistered", value: { $typeName: "warden.v1.NodeRegistered", labels } } });
-          break;
-        case "unreachable":
-          void hub.publish({ nodeId, payload: { case: "nodeUnreachable", value: { $typeName: "warden.v1.NodeUnreachable" } } });
-          break;
-        case "lost":
-        case "lost-by-operator":
-          if (kind === "lost-by-operator") log.warn("node declared lost by an operator", { nodeId, reason });
-          void hub.publish({ nodeId, payload: { case: "nodeLost", value: { $typeName: "warden.v1.NodeLost", byOperator: kind === "lost-by-operator", reason } } });
-          break;
-        case "ready":
-          log.info("node reachable again", { nodeId });
-          break;
-      }
+      if (kind === "lost-by-operator") log.warn("node declared lost by an operator", { nodeId, reason });
+      if (kind === "ready") log.info("node reachable again", { nodeId });
+      const init = nodeEventInit(nodeId, kind, labels, reason);
+      if (init !== undefined) void hub.publish(init);
     },
   });
   const loaderRef: { current: Loader<BackendClientHandle> | undefined } = { current: undefined };

@@ -1,10 +1,11 @@
 import { create } from "@bufbuild/protobuf";
-import { EvictionFailedOutcome, EvictionReason, JournalRepairedSchema, type Event } from "@warden/proto";
+import { JournalRepairedSchema, type Event } from "@warden/proto";
 import { Code, WardenError, createUlidFactory, nullLogger, sleep, wardenVersion } from "@warden/common";
 import { Loader, type BackendHandle, type LoaderEvent, type StopRequest } from "@warden/loader";
 import { createOutbox, type Outbox } from "@warden/outbox";
 import { NodeTable, PlacementView } from "@warden/cluster";
 import { EventHub } from "../../../services/coordinator/src/event-hub.js";
+import { nodeEventInit, orphanStopInit, orphansAdoptedInit, reapGoneIntents, unreachabilityPausedInit } from "../../../services/coordinator/src/node-audit-events.js";
 import type { SimWorld, CoordinatorInbox } from "../world/sim-world.js";
 import { simAgentConnector, type SimClient } from "../world/sim-agent-connector.js";
 import { ScopedClock } from "./scoped-clock.js";
@@ -83,55 +84,21 @@ export class SimCoordinator implements CoordinatorInbox {
       orphanGraceMs: w.opts.orphanGraceMs,
       version: wardenVersion,
       onIntentsGone: (nodeId, present) => {
-        for (const i of outbox.openStopIntents()) {
-          if (i.nodeId !== nodeId || present.has(i.incarnation) || loaderRef.current?.knows(i.incarnation) === true) continue;
-          void outbox.clearStopIntent(i.incarnation).catch(() => undefined);
-          void hub.publish({ nodeId, model: i.model, address: i.address, incarnation: i.incarnation, payload: { case: "leftoverReaped", value: { $typeName: "warden.v1.LeftoverReaped", attempts: 0 } } });
-        }
+        reapGoneIntents(outbox, hub, (inc) => loaderRef.current?.knows(inc) === true, nodeId, present);
       },
       onOrphansAdopted: (nodeId, adopted) => {
-        const [first] = adopted;
-        if (first === undefined) return;
-        void hub.publish({
-          nodeId,
-          model: first.model,
-          address: first.address,
-          incarnation: `pid:${String(first.pid)}`,
-          payload: { case: "orphanAdopted", value: { $typeName: "warden.v1.OrphanAdopted", pid: first.pid, memoryBytes: first.memoryBytes, count: adopted.length, pids: adopted.slice(0, 8).map((o) => o.pid) } },
-        });
+        const init = orphansAdoptedInit(nodeId, adopted);
+        if (init !== undefined) void hub.publish(init);
       },
       onOrphan: (nodeId, o, kind, detail) => {
-        const base = { nodeId, model: o.model, address: o.address, incarnation: `pid:${String(o.pid)}` };
-        switch (kind) {
-          case "stopping":
-            void hub.publish({ ...base, payload: { case: "evictionStarted", value: { $typeName: "warden.v1.EvictionStarted", reason: EvictionReason.ORPHAN, trigger: "orphan grace", wasBusy: false, force: false, openRequestIds: [] } } });
-            break;
-          case "stopped":
-            void hub.publish({ ...base, payload: { case: "evictionStopped", value: { $typeName: "warden.v1.EvictionStopped", reason: EvictionReason.ORPHAN, alreadyGone: detail !== "" } } });
-            break;
-          case "failed":
-            void hub.publish({ ...base, payload: { case: "evictionFailed", value: { $typeName: "warden.v1.EvictionFailed", reason: EvictionReason.ORPHAN, error: detail, outcome: EvictionFailedOutcome.LEFTOVER, openRequestIds: [], terminalReason: "" } } });
-            break;
-        }
+        void hub.publish(orphanStopInit(nodeId, o, kind, detail));
       },
       onPauseChange: (paused, unreachable, total) => {
-        void hub.publish({ payload: { case: "unreachabilityPaused", value: { $typeName: "warden.v1.UnreachabilityPaused", paused, unreachableNodes: unreachable, totalNodes: total } } });
+        void hub.publish(unreachabilityPausedInit(paused, unreachable, total));
       },
       onNodeEvent: (nodeId, kind, labels, reason = "") => {
-        switch (kind) {
-          case "registered":
-            void hub.publish({ nodeId, payload: { case: "nodeRegistered", value: { $typeName: "warden.v1.NodeRegistered", labels } } });
-            break;
-          case "unreachable":
-            void hub.publish({ nodeId, payload: { case: "nodeUnreachable", value: { $typeName: "warden.v1.NodeUnreachable" } } });
-            break;
-          case "lost":
-          case "lost-by-operator":
-            void hub.publish({ nodeId, payload: { case: "nodeLost", value: { $typeName: "warden.v1.NodeLost", byOperator: kind === "lost-by-operator", reason } } });
-            break;
-          case "ready":
-            break;
-        }
+        const init = nodeEventInit(nodeId, kind, labels, reason);
+        if (init !== undefined) void hub.publish(init);
       },
     });
     this.nodes = nodes;

@@ -93,140 +93,171 @@ const GiB = 1024 ** 3;
  */
 export type SimProfile = "short" | "long";
 
-/** Expands a seed into options, swarm style: each seed enables a random subset of fault types. */
-export function optionsForSeed(seed: number, overrides: Partial<SimOptions> = {}, profile: SimProfile = "short"): SimOptions {
-  return profile === "long" ? longOptions(seed, overrides) : shortOptions(seed, overrides);
+/**
+ * One option's value in a profile: a constant (no draw), an integer drawn from
+ * [min, max] times `unit`, or one of a list. Whether an option draws is part
+ * of the profile: a constant must stay a constant (and a range a range), or
+ * every later draw of its seeds shifts and recorded seeds stop replaying.
+ */
+type Drawn = number | { readonly int: readonly [min: number, max: number]; readonly unit?: number } | { readonly pick: readonly number[] };
+
+function draw(r: SimRandom, d: Drawn): number {
+  if (typeof d === "number") return d;
+  if ("pick" in d) return r.pick(d.pick);
+  return r.int(d.int[0], d.int[1]) * (d.unit ?? 1);
 }
 
-/** The short profile: 3 faulty + 3 quiet simulated minutes, everything compressed ~5-10x. */
-function shortOptions(seed: number, overrides: Partial<SimOptions>): SimOptions {
-  const r = new SimRandom(seed).fork("options-short");
-  const nodeCount = r.int(3, 5);
-  const nodes: SimNodeSpec[] = [];
-  const embedded = r.chance(0.4);
-  for (let i = 0; i < nodeCount; i++) {
-    nodes.push({ nodeId: `n${String(i)}`, labels: { zone: r.pick(["a", "b"]), gpu: r.pick(["small", "big"]) }, embedded: embedded && i === 0, memoryTotalBytes: r.int(8, 48) * GiB });
-  }
-  const groups = ["g1", "g2", "g3"];
-  const models: ModelSpec[] = [];
-  for (let i = 0, n = r.int(3, 8); i < n; i++) {
-    models.push(
-      modelSpec({
-        id: `m${String(i)}`,
-        backend: "sim",
-        groups: r.chance(0.3) ? [r.pick(groups)] : [],
-        pinned: r.chance(0.1),
-        sizeBytes: r.chance(0.8) ? r.int(1, 12) * GiB : 0,
-        selector: r.chance(0.2) ? { zone: r.pick(["a", "b"]) } : {},
-        loadTimeoutMs: r.int(10, 60) * 1_000,
-      }),
-    );
-  }
-  const heartbeatMs = r.pick([1_000, 2_000, 3_000]);
-  const policy: PolicyPatch = {
-    limitPerNode: r.pick([0, 1, 2, 3, 4]),
-    idleCheck: r.chance(0.5),
-    idleTimeoutMs: r.int(10, 120) * 1_000,
-    busyCheck: r.chance(0.4),
-    busyTimeoutMs: r.int(10, 90) * 1_000,
-    memoryReclaimer: r.chance(0.4),
-    forceEvictionWhenBusy: r.chance(0.3),
-    sizeAware: r.chance(0.3),
-    tickIntervalMs: 1_000,
-  };
-  const faults: FaultOption[] = [];
-  for (const type of faultTypes) {
-    if (!r.chance(0.5)) continue;
-    faults.push({ type, perMinute: r.pick([0.5, 1, 2, 3]), durationMs: r.int(1, 40) * 1_000, targets: r.subset(nodes.map((n) => n.nodeId), 0.6) });
-  }
-  return {
-    seed,
+/** The numbers that tell the profiles apart; `optionsForSeed` draws them in one fixed order. */
+interface ProfileTable {
+  /** The label of the options' random stream (kept per profile: it decides every draw). */
+  readonly stream: string;
+  readonly durationMs: number;
+  readonly quiesceMs: number;
+  readonly nodeCount: Drawn;
+  readonly modelCount: Drawn;
+  readonly loadTimeoutMs: Drawn;
+  readonly heartbeatMs: Drawn;
+  readonly idleTimeoutMs: Drawn;
+  readonly busyTimeoutMs: Drawn;
+  /** Chance that a seed enables each fault type. */
+  readonly faultP: number;
+  readonly faultPerMinute: Drawn;
+  readonly faultDurationMs: Drawn;
+  readonly nodeLostAfterMs: Drawn;
+  readonly orphanGraceMs: Drawn;
+  readonly recoveryWindowMs: Drawn;
+  readonly sigtermGraceMs: Drawn;
+  readonly stopRpcTimeoutMs: Drawn;
+  readonly keepaliveMs: Drawn;
+  readonly agentReadinessTimeoutMs: Drawn;
+  readonly callsPerMinute: Drawn;
+  readonly adminPerMinute: Drawn;
+  readonly natsDupWindowMs: Drawn;
+}
+
+const sec = 1_000;
+
+const profiles: Readonly<Record<SimProfile, ProfileTable>> = {
+  /** 3 faulty + 3 quiet simulated minutes, everything compressed ~5-10x. */
+  short: {
+    stream: "options-short",
     durationMs: 3 * 60_000,
     quiesceMs: 3 * 60_000,
-    nodes,
-    models,
-    policy,
-    heartbeatMs,
-    nodeGraceMs: heartbeatMs * r.int(3, 6),
+    nodeCount: { int: [3, 5] },
+    modelCount: { int: [3, 8] },
+    loadTimeoutMs: { int: [10, 60], unit: sec },
+    heartbeatMs: { pick: [1_000, 2_000, 3_000] },
+    idleTimeoutMs: { int: [10, 120], unit: sec },
+    busyTimeoutMs: { int: [10, 90], unit: sec },
+    faultP: 0.5,
+    faultPerMinute: { pick: [0.5, 1, 2, 3] },
+    faultDurationMs: { int: [1, 40], unit: sec },
     // Above the 30 s event-loop stall (F15) plus grace, as in production: a stall alone must not lose a node.
-    nodeLostAfterMs: r.int(45, 120) * 1_000,
-    orphanGraceMs: r.int(10, 40) * 1_000,
-    recoveryWindowMs: r.int(2, 6) * 1_000,
-    sigtermGraceMs: r.int(1, 5) * 1_000,
-    stopRpcTimeoutMs: r.pick([5_000, 10_000, 15_000]),
+    nodeLostAfterMs: { int: [45, 120], unit: sec },
+    orphanGraceMs: { int: [10, 40], unit: sec },
+    recoveryWindowMs: { int: [2, 6], unit: sec },
+    sigtermGraceMs: { int: [1, 5], unit: sec },
+    stopRpcTimeoutMs: { pick: [5_000, 10_000, 15_000] },
     keepaliveMs: 20_000,
     agentReadinessTimeoutMs: 60_000,
-    link: { baseDelayMs: r.int(1, 10), jitterMs: r.int(1, 50), lossP: r.pick([0, 0, 0.001, 0.01]), dupP: r.pick([0, 0.005, 0.02]), reorderP: r.pick([0, 0.01, 0.05]) },
-    faults,
-    callsPerMinute: r.int(10, 60),
-    adminPerMinute: r.int(2, 10),
-    natsDupWindowMs: r.int(15, 40) * 1_000,
-    ...overrides,
-  };
-}
-
-/** The long profile (unchanged draws: its regression seeds replay exactly). */
-function longOptions(seed: number, overrides: Partial<SimOptions>): SimOptions {
-  const r = new SimRandom(seed).fork("options");
-  const nodeCount = r.int(3, 6);
-  const nodes: SimNodeSpec[] = [];
-  const embedded = r.chance(0.4);
-  for (let i = 0; i < nodeCount; i++) {
-    nodes.push({ nodeId: `n${String(i)}`, labels: { zone: r.pick(["a", "b"]), gpu: r.pick(["small", "big"]) }, embedded: embedded && i === 0, memoryTotalBytes: r.int(8, 48) * GiB });
-  }
-  const groups = ["g1", "g2", "g3"];
-  const models: ModelSpec[] = [];
-  for (let i = 0, n = r.int(3, 10); i < n; i++) {
-    models.push(
-      modelSpec({
-        id: `m${String(i)}`,
-        backend: "sim",
-        groups: r.chance(0.3) ? [r.pick(groups)] : [],
-        pinned: r.chance(0.1),
-        sizeBytes: r.chance(0.8) ? r.int(1, 12) * GiB : 0,
-        selector: r.chance(0.2) ? { zone: r.pick(["a", "b"]) } : {},
-        loadTimeoutMs: r.int(20, 120) * 1_000,
-      }),
-    );
-  }
-  const heartbeatMs = r.pick([1_000, 2_000]);
-  const policy: PolicyPatch = {
-    limitPerNode: r.pick([0, 1, 2, 3, 4]),
-    idleCheck: r.chance(0.5),
-    idleTimeoutMs: r.int(30, 600) * 1_000,
-    busyCheck: r.chance(0.4),
-    busyTimeoutMs: r.int(30, 300) * 1_000,
-    memoryReclaimer: r.chance(0.4),
-    forceEvictionWhenBusy: r.chance(0.3),
-    sizeAware: r.chance(0.3),
-    tickIntervalMs: 1_000,
-  };
-  const faults: FaultOption[] = [];
-  for (const type of faultTypes) {
-    if (!r.chance(0.45)) continue;
-    faults.push({ type, perMinute: r.pick([0.05, 0.1, 0.25, 0.5]), durationMs: r.int(2, 120) * 1_000, targets: r.subset(nodes.map((n) => n.nodeId), 0.6) });
-  }
-  return {
-    seed,
+    callsPerMinute: { int: [10, 60] },
+    adminPerMinute: { int: [2, 10] },
+    natsDupWindowMs: { int: [15, 40], unit: sec },
+  },
+  /** 30 faulty + 15 quiet simulated minutes, production-like time scales (unchanged draws: its regression seeds replay exactly). */
+  long: {
+    stream: "options",
     durationMs: 30 * 60_000,
     quiesceMs: 15 * 60_000,
-    nodes,
-    models,
-    policy,
-    heartbeatMs,
-    nodeGraceMs: heartbeatMs * r.int(3, 6),
-    nodeLostAfterMs: r.int(30, 300) * 1_000,
-    orphanGraceMs: r.int(20, 120) * 1_000,
-    recoveryWindowMs: r.int(3, 12) * 1_000,
-    sigtermGraceMs: r.int(2, 10) * 1_000,
+    nodeCount: { int: [3, 6] },
+    modelCount: { int: [3, 10] },
+    loadTimeoutMs: { int: [20, 120], unit: sec },
+    heartbeatMs: { pick: [1_000, 2_000] },
+    idleTimeoutMs: { int: [30, 600], unit: sec },
+    busyTimeoutMs: { int: [30, 300], unit: sec },
+    faultP: 0.45,
+    faultPerMinute: { pick: [0.05, 0.1, 0.25, 0.5] },
+    faultDurationMs: { int: [2, 120], unit: sec },
+    nodeLostAfterMs: { int: [30, 300], unit: sec },
+    orphanGraceMs: { int: [20, 120], unit: sec },
+    recoveryWindowMs: { int: [3, 12], unit: sec },
+    sigtermGraceMs: { int: [2, 10], unit: sec },
     stopRpcTimeoutMs: 15_000,
     keepaliveMs: 40_000,
     agentReadinessTimeoutMs: 150_000,
+    callsPerMinute: { int: [5, 60] },
+    adminPerMinute: { int: [1, 6] },
+    natsDupWindowMs: 120_000,
+  },
+};
+
+/**
+ * Expands a seed into options, swarm style: each seed enables a random subset
+ * of fault types. The draws happen in the order written here (object literal
+ * fields are evaluated in order), the same for every profile.
+ */
+export function optionsForSeed(seed: number, overrides: Partial<SimOptions> = {}, profile: SimProfile = "short"): SimOptions {
+  const p = profiles[profile];
+  const r = new SimRandom(seed).fork(p.stream);
+  const nodeCount = draw(r, p.nodeCount);
+  const nodes: SimNodeSpec[] = [];
+  const embedded = r.chance(0.4);
+  for (let i = 0; i < nodeCount; i++) {
+    nodes.push({ nodeId: `n${String(i)}`, labels: { zone: r.pick(["a", "b"]), gpu: r.pick(["small", "big"]) }, embedded: embedded && i === 0, memoryTotalBytes: r.int(8, 48) * GiB });
+  }
+  const groups = ["g1", "g2", "g3"];
+  const models: ModelSpec[] = [];
+  for (let i = 0, n = draw(r, p.modelCount); i < n; i++) {
+    models.push(
+      modelSpec({
+        id: `m${String(i)}`,
+        backend: "sim",
+        groups: r.chance(0.3) ? [r.pick(groups)] : [],
+        pinned: r.chance(0.1),
+        sizeBytes: r.chance(0.8) ? r.int(1, 12) * GiB : 0,
+        selector: r.chance(0.2) ? { zone: r.pick(["a", "b"]) } : {},
+        loadTimeoutMs: draw(r, p.loadTimeoutMs),
+      }),
+    );
+  }
+  const heartbeatMs = draw(r, p.heartbeatMs);
+  const policy: PolicyPatch = {
+    limitPerNode: r.pick([0, 1, 2, 3, 4]),
+    idleCheck: r.chance(0.5),
+    idleTimeoutMs: draw(r, p.idleTimeoutMs),
+    busyCheck: r.chance(0.4),
+    busyTimeoutMs: draw(r, p.busyTimeoutMs),
+    memoryReclaimer: r.chance(0.4),
+    forceEvictionWhenBusy: r.chance(0.3),
+    sizeAware: r.chance(0.3),
+    tickIntervalMs: 1_000,
+  };
+  const faults: FaultOption[] = [];
+  for (const type of faultTypes) {
+    if (!r.chance(p.faultP)) continue;
+    faults.push({ type, perMinute: draw(r, p.faultPerMinute), durationMs: draw(r, p.faultDurationMs), targets: r.subset(nodes.map((n) => n.nodeId), 0.6) });
+  }
+  return {
+    seed,
+    durationMs: p.durationMs,
+    quiesceMs: p.quiesceMs,
+    nodes,
+    models,
+    policy,
+    heartbeatMs,
+    nodeGraceMs: heartbeatMs * r.int(3, 6),
+    nodeLostAfterMs: draw(r, p.nodeLostAfterMs),
+    orphanGraceMs: draw(r, p.orphanGraceMs),
+    recoveryWindowMs: draw(r, p.recoveryWindowMs),
+    sigtermGraceMs: draw(r, p.sigtermGraceMs),
+    stopRpcTimeoutMs: draw(r, p.stopRpcTimeoutMs),
+    keepaliveMs: draw(r, p.keepaliveMs),
+    agentReadinessTimeoutMs: draw(r, p.agentReadinessTimeoutMs),
     link: { baseDelayMs: r.int(1, 10), jitterMs: r.int(1, 50), lossP: r.pick([0, 0, 0.001, 0.01]), dupP: r.pick([0, 0.005, 0.02]), reorderP: r.pick([0, 0.01, 0.05]) },
     faults,
-    callsPerMinute: r.int(5, 60),
-    adminPerMinute: r.int(1, 6),
-    natsDupWindowMs: 120_000,
+    callsPerMinute: draw(r, p.callsPerMinute),
+    adminPerMinute: draw(r, p.adminPerMinute),
+    natsDupWindowMs: draw(r, p.natsDupWindowMs),
     ...overrides,
   };
 }

@@ -1,0 +1,57 @@
+import type { IncomingHttpHeaders, OutgoingHttpHeaders, ServerHttp2Session } from "node:http2";
+import type { PeerCertificate, TLSSocket } from "node:tls";
+import { Metadata } from "@grpc/grpc-js";
+import { peerCertificateOf } from "./peer-identity.js";
+import type { HandlerContext } from "./types.js";
+
+/** Metadata objects are built only when a handler asks for them: most calls never do. */
+export class LeanContext implements HandlerContext {
+  readonly signal: AbortSignal;
+  private md: Metadata | undefined;
+  private header: Metadata | undefined;
+  private trailer: Metadata | undefined;
+
+  constructor(
+    controller: AbortController,
+    private readonly headers: IncomingHttpHeaders,
+    private readonly session: ServerHttp2Session,
+    readonly deadlineAtMs: number | undefined,
+  ) {
+    this.signal = controller.signal;
+  }
+
+  get metadata(): Metadata {
+    this.md ??= Metadata.fromHttp2Headers(this.headers);
+    return this.md;
+  }
+
+  get peer(): string {
+    const s = this.session.socket;
+    return `${s.remoteAddress ?? "unknown"}:${String(s.remotePort ?? 0)}`;
+  }
+
+  /** The client certificate of a TLS connection (peerIdentity reads it); undefined in plaintext. */
+  [peerCertificateOf](): PeerCertificate | undefined {
+    const s = this.session.socket as Partial<TLSSocket>;
+    if (s.getPeerCertificate === undefined || s.authorized !== true) return undefined;
+    return s.getPeerCertificate();
+  }
+
+  get responseHeader(): Metadata {
+    this.header ??= new Metadata();
+    return this.header;
+  }
+
+  get responseTrailer(): Metadata {
+    this.trailer ??= new Metadata();
+    return this.trailer;
+  }
+
+  headerFields(): OutgoingHttpHeaders {
+    return this.header === undefined ? {} : this.header.toHttp2Headers();
+  }
+
+  trailerFields(): OutgoingHttpHeaders {
+    return this.trailer === undefined ? {} : this.trailer.toHttp2Headers();
+  }
+}

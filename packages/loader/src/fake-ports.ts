@@ -1,0 +1,140 @@
+import type { WardenError } from "@warden/common";
+import type { LoaderEvent, LoaderEventSink, LoaderEventType } from "./loader-event.js";
+import type { InventoryAnswer, InventoryPort, PlacementPort } from "./loader-types.js";
+import type { ModelSpec } from "./model-spec.js";
+import type { AgentDirectory, AgentPort, BackendConnector, BackendHandle, StopIntent, StopIntentJournal } from "./ports.js";
+import type { FakeAgent } from "./fake-agent.js";
+
+export class FakeDirectory implements AgentDirectory {
+  readonly agents = new Map<string, FakeAgent>();
+  readonly local = new Set<string>();
+
+  agent(nodeId: string): AgentPort | undefined {
+    return this.agents.get(nodeId);
+  }
+
+  isLocal(nodeId: string): boolean {
+    return this.local.has(nodeId);
+  }
+}
+
+/** The loader's client of one backend: counts Free calls and closes. */
+export class FakeBackend implements BackendHandle {
+  freeCalls = 0;
+  closed = false;
+
+  constructor(
+    readonly address: string,
+    private readonly connector: FakeConnector,
+  ) {}
+
+  async free(): Promise<void> {
+    this.freeCalls++;
+    this.connector.log.push(`free ${this.address}`);
+    await this.connector.freeScript(this.address);
+  }
+
+  close(): void {
+    this.closed = true;
+  }
+}
+
+export class FakeConnector implements BackendConnector<FakeBackend> {
+  readonly connected: FakeBackend[] = [];
+  freeScript: (address: string) => Promise<void> = async () => {};
+
+  constructor(readonly log: string[]) {}
+
+  connect(address: string): FakeBackend {
+    const b = new FakeBackend(address, this);
+    this.connected.push(b);
+    return b;
+  }
+
+  /** Free calls over every client ever connected to `address`. */
+  freeCallsAt(address: string): number {
+    return this.connected.filter((b) => b.address === address).reduce((n, b) => n + b.freeCalls, 0);
+  }
+}
+
+export class FakeJournal implements StopIntentJournal {
+  readonly records: StopIntent[] = [];
+  readonly clears: string[] = [];
+  readonly open = new Map<string, StopIntent>();
+
+  constructor(private readonly log: string[]) {}
+
+  /** When set, recordStopIntent rejects with it (a journal that cannot fsync). */
+  failRecord: WardenError | undefined;
+
+  async recordStopIntent(intent: StopIntent): Promise<void> {
+    if (this.failRecord !== undefined) {
+      this.log.push(`intent.record-failed ${intent.incarnation}`);
+      throw this.failRecord;
+    }
+    this.records.push(intent);
+    this.open.set(intent.incarnation, intent);
+    this.log.push(`intent.record ${intent.incarnation}`);
+  }
+
+  async clearStopIntent(incarnation: string): Promise<void> {
+    this.clears.push(incarnation);
+    this.open.delete(incarnation);
+    this.log.push(`intent.clear ${incarnation}`);
+  }
+}
+
+export class FakeEvents implements LoaderEventSink {
+  readonly list: LoaderEvent[] = [];
+
+  constructor(private readonly log: string[]) {}
+
+  emit(event: LoaderEvent): void {
+    this.list.push(event);
+    this.log.push(`event ${event.type} ${event.incarnation}`);
+  }
+
+  /** When set, a durable emit resolves only when this promise does (a slow outbox). */
+  durableGate: Promise<void> | undefined;
+  readonly durablyWritten: LoaderEvent[] = [];
+
+  /** Durable emit: recorded like `emit`; resolves at once unless `durableGate` is set. */
+  async emitDurable(event: LoaderEvent): Promise<void> {
+    this.emit(event);
+    if (this.durableGate !== undefined) await this.durableGate;
+    this.durablyWritten.push(event);
+    this.log.push(`durable ${event.type} ${event.incarnation}`);
+  }
+
+  ofType<T extends LoaderEventType>(type: T): Extract<LoaderEvent, { type: T }>[] {
+    return this.list.filter((e): e is Extract<LoaderEvent, { type: T }> => e.type === type);
+  }
+
+  types(): LoaderEventType[] {
+    return this.list.map((e) => e.type);
+  }
+}
+
+/** Places a model on `route[model]`, else on `defaultNode`. */
+export class FakePlacement implements PlacementPort {
+  readonly route = new Map<string, string>();
+  defaultNode: string | undefined = "n1";
+  readonly calls: string[] = [];
+
+  choose(spec: ModelSpec): { readonly nodeId: string } | { readonly nodeId: undefined; readonly reason: string } {
+    this.calls.push(spec.id);
+    const nodeId = this.route.get(spec.id) ?? this.defaultNode;
+    return nodeId === undefined ? { nodeId: undefined, reason: "no node fits" } : { nodeId };
+  }
+}
+
+export class FakeInventory implements InventoryPort {
+  readonly answers = new Map<string, InventoryAnswer>();
+  readonly asked: string[] = [];
+
+  findModel(model: string): InventoryAnswer {
+    this.asked.push(model);
+    return this.answers.get(model) ?? { t: "absent" };
+  }
+}
+

@@ -158,7 +158,7 @@ function stringMap(v: unknown, field: string): Record<string, string> {
   return v as Record<string, string>;
 }
 
-const modelFields = ["id", "backend", "options", "modelFile", "contextSize", "groups", "pinned", "memoryEstimate", "selector", "loadTimeout", ...loadSettingFields];
+const modelFields = ["id", "backend", "options", "modelFile", "contextSize", "groups", "pinned", "memoryEstimate", "selector", "loadTimeout", "promptTemplate", ...loadSettingFields];
 
 function model(v: unknown, field: string): ModelSpec {
   if (!isRecord(v)) throw invalidArgument(field, "must be a map");

@@ -1,3 +1,4 @@
+import { mkdir, rm } from "node:fs/promises";
 import type { AdminService } from "@warden/proto";
 import type { ServiceImpl } from "@warden/grpc";
 import { readTlsMaterial } from "@warden/grpc";
@@ -51,6 +52,9 @@ export async function startCoordinatorHttp(ctx: Omit<CoordinatorHttpContext, "au
   if (config.httpListen === undefined) return undefined;
   const full: CoordinatorHttpContext = { ...ctx, auth: new HttpAuth(ctx.authenticator, ctx.log.child({ component: "http-auth" })) };
   const tls = config.tls === undefined ? undefined : readTlsMaterial(config.tls, "tls");
+  // Files of calls a previous process did not finish (it stopped mid-call) go first.
+  await rm(ctx.filesDir, { recursive: true, force: true });
+  await mkdir(ctx.filesDir, { recursive: true, mode: 0o700 });
   const server = await startHttpServer({
     listen: config.httpListen,
     limits: config.http,

@@ -1,4 +1,5 @@
 import { invalidArgument, parseDurationMs } from "@warden/common";
+import { parsePromptTemplates, type PromptTemplate } from "./prompt-template.js";
 
 /**
  * The coordinator's HTTP listener (the OpenAI-compatible API and whatever
@@ -10,6 +11,8 @@ export interface HttpSettings {
   /** host:port of the HTTP listener; undefined = off (the default; `warden up` turns it on at 127.0.0.1:8080). */
   readonly httpListen: string | undefined;
   readonly http: HttpLimits;
+  /** Each model's `promptTemplate`, by model id (prompt-template.ts): chat is templated here for these. */
+  readonly promptTemplates: Readonly<Record<string, PromptTemplate>>;
 }
 
 export interface HttpLimits {
@@ -90,5 +93,6 @@ export function parseHttpSettings(input: Readonly<Record<string, unknown>>): Htt
       out[b.field] = inRange(parseDurationMs(v, field), field, b, (n) => `${String(n)}ms`);
     }
   }
-  return { httpListen: listen, http: out as unknown as HttpLimits };
+  const models = input["models"];
+  return { httpListen: listen, http: out as unknown as HttpLimits, promptTemplates: parsePromptTemplates(Array.isArray(models) ? models : []) };
 }

@@ -1,6 +1,10 @@
 import type { FastifyInstance } from "fastify";
+import { fastifyMultipart } from "@fastify/multipart";
 import type { CoordinatorHttpContext } from "./coordinator-http.js";
 import type { HttpRouteRegistrar } from "./http-server.js";
+import { OpenAiBackend } from "./openai-backend.js";
+import { registerChatRoutes } from "./openai-chat.js";
+import { registerMediaRoutes } from "./openai-media.js";
 import { listOpenAiModels } from "./openai-models.js";
 
 /**
@@ -12,10 +16,15 @@ import { listOpenAiModels } from "./openai-models.js";
  * the backend call.
  */
 export function openAiRoutes(ctx: CoordinatorHttpContext): HttpRouteRegistrar {
-  return (app: FastifyInstance) => {
+  const backend = new OpenAiBackend(ctx);
+  return async (app: FastifyInstance) => {
+    // Audio uploads (transcriptions): one file, up to the body limit.
+    await app.register(fastifyMultipart, { limits: { fileSize: ctx.config().http.bodyLimitBytes, files: 1 } });
     app.get("/v1/models", async (request) => {
       ctx.auth.requireInference(request);
       return listOpenAiModels(ctx.loader);
     });
+    registerChatRoutes(app, ctx, backend);
+    registerMediaRoutes(app, ctx, backend);
   };
 }

@@ -89,7 +89,7 @@ describe("http listener: transport and auth", () => {
   });
 
   it("needs an inference token for /v1 when tokens are configured: 401 without or unknown, 403 for another role", async () => {
-    const { path, tokens } = await writeTokensFile(dir, { inference: { role: "inference" }, viewer: { role: "viewer" }, admin: { role: "admin" } });
+    const { path, tokens } = await writeTokensFile(dir, { inference: { role: "inference" }, viewer: { role: "viewer" }, admin: { role: "admin" }, alphaOnly: { role: "inference", models: ["alpha"] } });
     const c = await startCoordinator(resolveCoordinatorConfig({ listen: "127.0.0.1:0", stateDir: join(dir, "s2"), embeddedAgent: false, httpListen: "127.0.0.1:0", recoveryWindow: "0s", auth: { tokensFile: path } }));
     try {
       const url = `http://${c.httpAddress ?? "none"}/v1/models`;
@@ -102,6 +102,10 @@ describe("http listener: transport and auth", () => {
       expect(viewer.body).toMatchObject({ error: { type: "permission_error" } });
       expect((await getJson(url, tokens.inference)).status).toBe(200);
       expect((await getJson(url, tokens.admin)).status).toBe(200);
+      // A token for some models may not call another one: 403 naming model, before anything is routed.
+      const other = await fetch(`http://${c.httpAddress ?? "none"}/v1/chat/completions`, { method: "POST", headers: { authorization: `Bearer ${tokens.alphaOnly}`, "content-type": "application/json" }, body: JSON.stringify({ model: "beta", messages: [{ role: "user", content: "x" }] }) });
+      expect(other.status).toBe(403);
+      expect(await other.json()).toMatchObject({ error: { type: "permission_error", param: "model" } });
     } finally {
       await c.close({ stopBackends: true });
     }

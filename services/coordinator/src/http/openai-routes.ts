@@ -21,8 +21,10 @@ export function openAiRoutes(ctx: CoordinatorHttpContext): HttpRouteRegistrar {
     // Audio uploads (transcriptions): one file, up to the body limit.
     await app.register(fastifyMultipart, { limits: { fileSize: ctx.config().http.bodyLimitBytes, files: 1 } });
     app.get("/v1/models", async (request) => {
-      ctx.auth.requireInference(request);
-      return listOpenAiModels(ctx.loader);
+      const p = ctx.auth.requireInference(request);
+      const all = listOpenAiModels(ctx.loader);
+      // A token for some models sees those only.
+      return p?.models === undefined ? all : { ...all, data: all.data.filter((m) => p.models?.has(m.id) === true) };
     });
     registerChatRoutes(app, ctx, backend);
     registerMediaRoutes(app, ctx, backend);

@@ -52,12 +52,18 @@ describe("http listener", () => {
     expect(r.body).toMatchObject({ error: { type: "not_found_error", param: "url", code: "not_found" } });
   });
 
-  it("closes with the coordinator", async () => {
+  it("closes with the coordinator; a body past http.bodyLimit is 413 in OpenAI's shape", async () => {
     const dir = await mkdtemp(join(tmpdir(), "warden-http-close-"));
     try {
-      const c = await startCoordinator(resolveCoordinatorConfig({ listen: "127.0.0.1:0", stateDir: dir, embeddedAgent: false, httpListen: "127.0.0.1:0", recoveryWindow: "0s" }));
+      const c = await startCoordinator(resolveCoordinatorConfig({ listen: "127.0.0.1:0", stateDir: dir, embeddedAgent: false, httpListen: "127.0.0.1:0", recoveryWindow: "0s", http: { bodyLimit: "1KiB" } }));
       const url = `http://${c.httpAddress ?? "none"}/v1/models`;
       expect((await fetch(url)).status).toBe(200);
+      const post = (chars: number): Promise<Response> => fetch(`http://${c.httpAddress ?? "none"}/v1/embeddings`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ model: "none", input: "x".repeat(chars) }) });
+      // A body of exactly 1 KiB passes the size check (then 404: no such model); one byte more is 413.
+      expect((await post(1024 - 27)).status).toBe(404);
+      const big = await post(1024 - 26);
+      expect(big.status).toBe(413);
+      expect(await big.json()).toMatchObject({ error: { param: "body" } });
       await c.close({ stopBackends: true });
       await expect(fetch(url)).rejects.toThrow();
     } finally {

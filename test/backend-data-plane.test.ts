@@ -157,9 +157,9 @@ describe.each(["dataPlane", "main"] as const)("backend.Backend on the %s port", 
   });
 
   it("the backend's UNIMPLEMENTED comes back as it is; Health answers here; LoadModel and Free are refused; Status is routed", async () => {
-    const e = await fail(b().generateImage({ positivePrompt: "cat" }, { metadata: md("m") }));
+    const e = await fail(b().generateVideo({ prompt: "cat" }, { metadata: md("m") }));
     expect(isWardenError(e, Code.Unimplemented)).toBe(true);
-    expect(e.rawMessage).toBe("method GenerateImage not implemented");
+    expect(e.rawMessage).toBe("method GenerateVideo not implemented");
     expect(text((await b().health({})).message)).toBe("OK");
     for (const call of [b().loadModel({ Model: "m" }, { metadata: md("m") }), b().free({}, { metadata: md("m") })]) {
       const refused = await fail(call);

@@ -284,3 +284,33 @@ describe("coordinator to a backend that serves TLS", () => {
     }
   }, 120_000);
 });
+
+describe("the HTTP listener (OpenAI API) over TLS", () => {
+  it("serves HTTPS with the coordinator's certificate when tls is configured, and no plaintext", async () => {
+    const { get } = await import("node:https");
+    const { get: plainGet } = await import("node:http");
+    const c = await startCoordinator(resolveCoordinatorConfig({ listen: "127.0.0.1:0", httpListen: "127.0.0.1:0", stateDir: join(dir, "state-http"), embeddedAgent: false, recoveryWindow: 0, tls: { cert: pem(certs, "coordinator").certFile, key: pem(certs, "coordinator").keyFile } }));
+    try {
+      const url = `https://${c.httpAddress ?? "none"}/v1/models`;
+      const ca = readTlsMaterial(pem(certs, "coordinator")).ca;
+      const status = await new Promise<number | undefined>((resolve, reject) => {
+        get(url, { ca, servername: "localhost" }, (res) => {
+          res.resume();
+          resolve(res.statusCode);
+        }).on("error", reject);
+      });
+      expect(status).toBe(200);
+      const plain = await new Promise<string>((resolve) => {
+        plainGet(`http://${c.httpAddress ?? "none"}/v1/models`, (res) => {
+          res.resume();
+          resolve(`status ${String(res.statusCode)}`);
+        }).on("error", (e) => {
+          resolve(e.message);
+        });
+      });
+      expect(plain).not.toBe("status 200");
+    } finally {
+      await c.close({ stopBackends: true });
+    }
+  });
+});

@@ -14,6 +14,8 @@ export interface BenchCoordinator {
   readonly address: string;
   /** The data-plane listener (lean HTTP/2, InferenceService only). */
   readonly dataPlane: string;
+  /** The HTTP listener (OpenAI-compatible API), on a free port: never `warden up`'s default 8080. */
+  readonly http: string;
   /** SIGINT, wait for the exit, remove the state dir. */
   close(): Promise<void>;
 }
@@ -26,6 +28,7 @@ export async function startBenchCoordinator(tag: string, defaultPortMin: number,
   const dir = await mkdtemp(join(tmpdir(), `warden-bench-${tag}-`));
   const address = `127.0.0.1:${String(await freePort())}`;
   const dataPlane = `127.0.0.1:${String(await freePort())}`;
+  const http = `127.0.0.1:${String(await freePort())}`;
   const portMin = Number(process.env.WARDEN_TEST_PORT_BASE ?? String(defaultPortMin));
   // With `tls`: both hops over TLS, the callers' (coordinator certificate) and the
   // coordinator's to the backend (backend-sim serving an agent certificate, verified by the CA).
@@ -35,7 +38,7 @@ export async function startBenchCoordinator(tag: string, defaultPortMin: number,
       ? ""
       : `tls: { cert: ${join(c, "coordinator.pem")}, key: ${join(c, "coordinator-key.pem")} }\nbackendTls: { ca: ${join(c, "ca.pem")}, backends: [backend-sim] }\n`;
   const catalog = c === undefined ? "" : `, catalog: { backend-sim: { builtin: backend-sim, env: { BACKEND_SIM_TLS_CERT: ${join(c, "bench-backend.pem")}, BACKEND_SIM_TLS_KEY: ${join(c, "bench-backend-key.pem")} }, tls: { ca: ${join(c, "ca.pem")} } } }`;
-  await writeFile(join(dir, "c.yaml"), `listen: ${address}\ninferenceListen: ${dataPlane}\nstateDir: ${join(dir, "state")}\n${tlsYaml}agent: { ports: { min: ${String(portMin)}, max: ${String(portMin + 49)} }, nvidiaSmi: ""${catalog} }\nmodels:\n  - { id: m, backend: backend-sim, options: ["sim.predict_tokens:1"] }\n`);
+  await writeFile(join(dir, "c.yaml"), `listen: ${address}\ninferenceListen: ${dataPlane}\nhttpListen: ${http}\nstateDir: ${join(dir, "state")}\n${tlsYaml}agent: { ports: { min: ${String(portMin)}, max: ${String(portMin + 49)} }, nvidiaSmi: ""${catalog} }\nmodels:\n  - { id: m, backend: backend-sim, options: ["sim.predict_tokens:1"] }\n`);
   const root = resolve(import.meta.dirname, "..", "..");
   const child = spawn(process.execPath, ["--import", "tsx", join(root, "services/cli/src/main.ts"), "up", "--config", join(dir, "c.yaml"), "--log-level", "warn"], { cwd: root, stdio: ["ignore", "pipe", "inherit"] });
   let out = "";
@@ -44,6 +47,7 @@ export async function startBenchCoordinator(tag: string, defaultPortMin: number,
   return {
     address,
     dataPlane,
+    http,
     async close() {
       const exited = new Promise((r) => child.once("exit", r));
       child.kill("SIGINT");

@@ -6,7 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Code, ManualClock, isWardenError, type WardenError } from "@warden/common";
 import type { HandlerContext } from "@warden/grpc";
-import { GenerateImageRequestSchema, HealthMessageSchema, ModelOptionsSchema, PredictOptionsSchema, RerankRequestSchema, StatusResponse_State, TTSRequestSchema, TranscriptLiveRequestSchema, TranscriptRequestSchema } from "@warden/proto";
+import { GenerateImageRequestSchema, GenerateVideoRequestSchema, HealthMessageSchema, ModelOptionsSchema, PredictOptionsSchema, RerankRequestSchema, StatusResponse_State, TTSRequestSchema, TranscriptLiveRequestSchema, TranscriptRequestSchema } from "@warden/proto";
 import { createBackendSim } from "./backend-sim-service.js";
 import { defaultSimKnobs } from "./sim-knobs.js";
 
@@ -118,6 +118,10 @@ describe("backend-sim service", () => {
       expect(audio).toBe(wav.length - 44);
       const t = await s.impl.audioTranscription(create(TranscriptRequestSchema, { dst, ModelIdentity: "a" }), ctx());
       expect(t.text).toBe(`heard out.wav ${String(wav.length)} bytes`);
+      const png = join(dir, "out.png");
+      expect(await s.impl.generateImage(create(GenerateImageRequestSchema, { positivePrompt: "cat", width: 3, height: 2, dst: png, ModelIdentity: "a" }), ctx())).toEqual({ success: true, message: png });
+      const img = readFileSync(png);
+      expect([img.subarray(1, 4).toString(), img.readUInt32BE(16), img.readUInt32BE(20)]).toEqual(["PNG", 3, 2]);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
@@ -128,9 +132,9 @@ describe("backend-sim service", () => {
     const got: unknown[] = [];
     for await (const r of s.impl.audioTranscriptionLive(live(), ctx())) got.push(r);
     expect(got).toEqual([{ ready: true }, { delta: "frame0:2" }, { finalResult: { text: "frame0:2" } }]);
-    const un = await s.impl.generateImage(create(GenerateImageRequestSchema, {}), ctx()).catch((e: unknown) => e);
+    const un = await s.impl.generateVideo(create(GenerateVideoRequestSchema, {}), ctx()).catch((e: unknown) => e);
     expect(isWardenError(un, Code.Unimplemented)).toBe(true);
-    expect((un as WardenError).rawMessage).toBe("method GenerateImage not implemented");
+    expect((un as WardenError).rawMessage).toBe("method GenerateVideo not implemented");
   });
 
   it("mismatch_file: answers NOT_FOUND mismatch while the shared count lasts, then serves", async () => {

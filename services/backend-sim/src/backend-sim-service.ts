@@ -5,6 +5,8 @@ import { StatusResponse_State, Backend, type ReplySchema } from "@warden/proto";
 import { withUnimplemented, type ServiceImpl } from "@warden/grpc";
 import { parseSimOptions, type SimKnobs } from "./sim-knobs.js";
 import { simModalities } from "./sim-modalities.js";
+import { simAnswer } from "./sim-chat.js";
+import { simGenerateImage } from "./sim-image.js";
 
 /** Side effects the simulator cannot do itself; main.ts wires them to the real process. */
 export interface BackendSimHooks {
@@ -100,13 +102,12 @@ export function createBackendSim(options: BackendSimOptions): BackendSim {
     if (knobs.crashAfter > 0 && predictCount >= knobs.crashAfter) hooks.exit(knobs.crashExitCode, `crash_after ${String(knobs.crashAfter)} requests`);
   };
 
-  const tokenCount = (requested: number): number => (requested > 0 ? Math.min(requested, 100_000) : knobs.predictTokens);
-
   const impl: ServiceImpl<typeof Backend> = withUnimplemented(Backend, {
     ...simModalities({
       held: checkIdentity,
       log,
       delayMs: () => knobs.predictDelayMs,
+      ttsStream: () => knobs.ttsStream,
       clock,
       async running(fn) {
         inFlight++;
@@ -117,6 +118,11 @@ export function createBackendSim(options: BackendSimOptions): BackendSim {
         }
       },
     }),
+    async generateImage(req) {
+      log("GenerateImage");
+      checkIdentity(req.ModelIdentity);
+      return simGenerateImage(req);
+    },
     async health() {
       log("Health");
       return { message: encoder.encode("OK") };
@@ -148,9 +154,8 @@ export function createBackendSim(options: BackendSimOptions): BackendSim {
       inFlight++;
       try {
         if (knobs.predictDelayMs > 0) await sleep(clock, knobs.predictDelayMs, ctx.signal);
-        const n = tokenCount(req.Tokens);
-        const words = Array.from({ length: n }, (_, i) => `w${String(i)}`).join(" ");
-        return { message: encoder.encode(`${held}: ${words}`), tokens: n, promptTokens: req.Prompt.length };
+        const a = simAnswer(req, { defaultTokens: knobs.predictTokens, echo: knobs.echo });
+        return { message: encoder.encode(`${held}: ${a.chunks.join("")}`), tokens: a.tokens, promptTokens: a.promptTokens };
       } finally {
         inFlight--;
       }
@@ -162,11 +167,11 @@ export function createBackendSim(options: BackendSimOptions): BackendSim {
       countPredict();
       inFlight++;
       try {
-        const n = tokenCount(req.Tokens);
-        for (let i = 0; i < n; i++) {
+        const a = simAnswer(req, { defaultTokens: knobs.predictTokens, echo: knobs.echo });
+        for (const [i, text] of a.chunks.entries()) {
           if (knobs.predictDelayMs > 0) await sleep(clock, knobs.predictDelayMs, ctx.signal);
-          // Chunks concatenate to exactly what Predict answers: "model: w0 w1 …".
-          yield { message: encoder.encode(i === 0 ? `${held}: w0` : ` w${String(i)}`), tokens: 1 };
+          // Chunks concatenate to exactly what Predict answers: "model: w0 w1 …"; counts are cumulative, as llama.cpp reports them.
+          yield { message: encoder.encode(i === 0 ? `${held}: ${text}` : text), tokens: i + 1, promptTokens: a.promptTokens };
         }
       } finally {
         inFlight--;

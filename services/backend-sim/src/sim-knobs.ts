@@ -44,6 +44,10 @@ export interface SimKnobs {
    * a test can make exactly the first instance, or the first N answers, stale. @default ""
    */
   mismatchFile: string;
+  /** Predict and PredictStream answer `<model>: ` and a JSON echo of what they were sent (sim-chat.ts), instead of words. @default false */
+  echo: boolean;
+  /** TTSStream answers; false = UNIMPLEMENTED, as a backend with TTS only. @default true */
+  ttsStream: boolean;
 }
 
 export const defaultSimKnobs: Readonly<SimKnobs> = {
@@ -60,6 +64,8 @@ export const defaultSimKnobs: Readonly<SimKnobs> = {
   startDelayMs: 0,
   callLog: "",
   mismatchFile: "",
+  echo: false,
+  ttsStream: true,
 };
 
 type KnobKind = "ms" | "count" | "bool" | "text" | "code" | "free";
@@ -79,6 +85,8 @@ export const simKnobKeys: Readonly<Record<string, readonly [keyof SimKnobs, Knob
   start_delay_ms: ["startDelayMs", "ms"],
   call_log: ["callLog", "text"],
   mismatch_file: ["mismatchFile", "text"],
+  echo: ["echo", "bool"],
+  tts_stream: ["ttsStream", "bool"],
 };
 
 const maxCount = 1_000_000;

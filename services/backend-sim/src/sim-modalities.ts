@@ -12,6 +12,8 @@ export interface SimModalityDeps {
   log(line: string): void;
   /** Sleep before each reply (knob predict_delay_ms): lets a test cancel mid-stream or hit a deadline. */
   delayMs(): number;
+  /** Whether TTSStream answers (knob tts_stream); false = UNIMPLEMENTED. */
+  ttsStream(): boolean;
   clock: Clock;
   /** Counts a call as in flight while it runs (Status BUSY). */
   running<T>(fn: () => Promise<T>): Promise<T>;
@@ -135,6 +137,7 @@ export function simModalities(d: SimModalityDeps): Partial<ServiceImpl<typeof Ba
     },
     async *tTSStream(req, ctx): AsyncIterable<MessageInitShape<typeof ReplySchema>> {
       d.log("TTSStream");
+      if (!d.ttsStream()) throw new WardenError(Code.Unimplemented, "TTSStream is not implemented by this backend (sim knob tts_stream:false)");
       d.held(req.ModelIdentity);
       yield { message: encoder.encode(JSON.stringify({ sample_rate: simSampleRate })) };
       const pcm = simSpeech(req.text);

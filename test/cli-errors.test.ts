@@ -96,6 +96,15 @@ describe("--check-config validates without starting", () => {
     // With no policy: block every check is off and the limit is unlimited.
     expect(r.stdout).toContain("policy         limitPerNode=unlimited idleCheck=off busyCheck=off memoryReclaimer=off");
     expect(r.stdout).toContain("m (backend-sim)");
+    expect(r.stdout).toContain("http           off");
+  });
+
+  it("up: the OpenAI HTTP API at 127.0.0.1:8080 by default, the config's wins over the default, --http off over both", async () => {
+    expect(warden(["up", "--check-config"]).stdout).toContain("http           127.0.0.1:8080");
+    const f = join(dir, "http.yaml");
+    await writeFile(f, `httpListen: 127.0.0.1:18080\nmodels:\n  - { id: m, backend: backend-sim }\n`);
+    expect(warden(["up", "--check-config", "--config", f]).stdout).toContain("http           127.0.0.1:18080");
+    expect(warden(["up", "--check-config", "--config", f, "--http", "off"]).stdout).toContain("http           off");
   });
 
   it("coordinator: a model whose backend is in no catalog of the embedded agent is refused, naming the field", async () => {

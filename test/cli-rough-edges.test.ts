@@ -37,7 +37,7 @@ beforeAll(async () => {
     join(dir, "c.yaml"),
     `listen: ${addr}\nstateDir: ${join(dir, "state")}\nagent: { ports: { min: ${String(ports.min)}, max: ${String(ports.max)} }, nvidiaSmi: "" }\nmodels:\n  - { id: a, backend: backend-sim, options: ["sim.predict_tokens:2"] }\n  - { id: b, backend: backend-sim }\n`,
   );
-  up = spawn(process.execPath, cli(["up", "--config", join(dir, "c.yaml"), "--log-json"]), { cwd: root, env: { ...process.env, NO_COLOR: "1" }, stdio: ["ignore", "pipe", "pipe"] });
+  up = spawn(process.execPath, cli(["up", "--config", join(dir, "c.yaml"), "--log-json", "--http", "off"]), { cwd: root, env: { ...process.env, NO_COLOR: "1" }, stdio: ["ignore", "pipe", "pipe"] });
   up.stdout?.on("data", (b: Buffer) => (upOut += b.toString()));
   up.stderr?.on("data", (b: Buffer) => (upOut += b.toString()));
   await until("warden up banner", () => upOut.includes("Warden is running"), 90_000);

@@ -59,7 +59,7 @@ beforeAll(async () => {
   stateDir = await mkdtemp(join(tmpdir(), "warden-cli-"));
   addr = `127.0.0.1:${String(await freePort())}`;
   metricsAddr = `127.0.0.1:${String(await freePort())}`;
-  up = spawn(process.execPath, ["--import", "tsx", cliMain, "up", "--listen", addr, "--state-dir", stateDir, "--metrics", metricsAddr], { cwd: root, env: { ...process.env, NO_COLOR: "1" }, stdio: ["ignore", "pipe", "pipe"] });
+  up = spawn(process.execPath, ["--import", "tsx", cliMain, "up", "--listen", addr, "--state-dir", stateDir, "--metrics", metricsAddr, "--http", "127.0.0.1:0"], { cwd: root, env: { ...process.env, NO_COLOR: "1" }, stdio: ["ignore", "pipe", "pipe"] });
   up.stdout?.on("data", (b: Buffer) => (upOut += b.toString()));
   up.stderr?.on("data", (b: Buffer) => (upOut += b.toString()));
   await until("warden up banner", () => upOut.includes("Warden is running"), 60_000);
@@ -82,6 +82,12 @@ describe("warden CLI (warden up as a real process)", () => {
     expect(upOut).toContain(`Admin API      ${addr}`);
     expect(upOut).toContain(`Inference API  ${addr}`);
     expect(upOut.match(/npx warden (models ls|predict|explain)/g)).toHaveLength(3);
+    // --http 127.0.0.1:0: the banner names the port the OpenAI API got, and it answers there.
+    const http = /OpenAI API {5}http:\/\/(127\.0\.0\.1:\d+)\/v1/.exec(upOut)?.[1];
+    expect(http).toBeDefined();
+    expect(upOut).toContain(`curl http://${http ?? ""}/v1/chat/completions`);
+    const models = (await (await fetch(`http://${http ?? ""}/v1/models`)).json()) as { data: { id: string }[] };
+    expect(models.data.map((m) => m.id)).toContain("chat-small");
     const h = createClient(Health, addr);
     expect((await h.check({ service: "" })).status).toBe(HealthCheckResponse_ServingStatus.SERVING);
     expect((await h.check({ service: "warden.v1.AdminService" })).status).toBe(HealthCheckResponse_ServingStatus.SERVING);

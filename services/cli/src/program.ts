@@ -87,6 +87,7 @@ export function buildProgram(io: CliIo, runners: Runners): { program: Command; e
       .option("--listen <host:port>", `admin/inference address (overrides ${what.listen})`)
       .option("--state-dir <dir>", `journal and agent records (overrides ${what.stateDir})`)
       .option("--metrics <host:port>", "serve Prometheus metrics at http://HOST:PORT/metrics")
+      .option("--http <host:port|off>", "the OpenAI-compatible HTTP API (overrides httpListen; `up` serves it at 127.0.0.1:8080 unless the config sets one)")
       .option("--log-level <level>", "log level: trace, debug, info, warn, error, fatal", "info")
       .option("--log-pretty", "readable log lines on stderr (the default on a terminal)")
       .option("--log-json", "JSON log lines on stdout (the default when stdout is not a terminal)")

@@ -13,6 +13,7 @@ const logLevels = ["trace", "debug", "info", "warn", "error", "fatal", "silent"]
 function serveOptions(io: CliIo, o: Record<string, unknown>, up: boolean): RunCoordinatorOptions {
   if (typeof o.listen === "string") parseAddr(o.listen, "--listen");
   if (typeof o.metrics === "string") parseAddr(o.metrics, "--metrics");
+  if (typeof o.http === "string" && o.http !== "off") parseAddr(o.http, "--http");
   const level = typeof o.logLevel === "string" ? o.logLevel : "info";
   if (!logLevels.includes(level)) throw invalidArgument("--log-level", `expected one of ${logLevels.join(", ")}, got "${level}"`);
   // Readable lines for a person at a terminal, JSON for a pipe or a log collector.
@@ -22,6 +23,8 @@ function serveOptions(io: CliIo, o: Record<string, unknown>, up: boolean): RunCo
     listen: o.listen as string | undefined,
     stateDir: o.stateDir as string | undefined,
     metricsListen: o.metrics as string | undefined,
+    httpListen: o.http as string | undefined,
+    httpDefault: up ? "127.0.0.1:8080" : undefined,
     up,
     logLevel: level,
     logDestination: pretty ? prettyLogStream(io.err) : undefined,

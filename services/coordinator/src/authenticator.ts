@@ -58,6 +58,11 @@ export class Authenticator {
     return this.table.size;
   }
 
+  /** The principal a presented token stands for (the HTTP listener's checks: http/http-auth.ts). */
+  principalOfToken(token: string): Principal | undefined {
+    return this.table.lookup(token);
+  }
+
   /** The principal that `check` admitted for this call, if any. */
   principalOf(ctx: HandlerContext): Principal | undefined {
     return this.principals.get(ctx);

@@ -24,9 +24,10 @@ import { parseTlsSettings, tlsSettingsFields, type TlsSettings } from "./tls-set
 import { checkModelFile, loadSettingFields, parseLoadSettings } from "./model-load-settings.js";
 import { resolveAuthConfig, type AuthConfig } from "./auth-config.js";
 import { parseCoordinatorLimits, type CoordinatorLimits } from "./limits-config.js";
+import { parseHttpSettings, httpSettingsFields, type HttpSettings } from "./http/http-settings.js";
 
 /** The coordinator's validated configuration. Durations in ms, sizes in bytes. TLS: see tls-settings.ts. */
-export interface CoordinatorConfig extends TlsSettings {
+export interface CoordinatorConfig extends TlsSettings, HttpSettings {
   /** Admin, Inference and Node services. @default "127.0.0.1:50051" */
   readonly listen: string;
   /** Where the journal (stop intents, outbox) and the embedded agent's records live. @default ".warden" */
@@ -195,7 +196,7 @@ const policyFields = [
   "loadFailureCooldownMax",
 ];
 
-const topFields = ["listen", "stateDir", "embeddedAgent", "agent", "placement", "policy", "stop", "nodeGrace", "nodeLostAfter", "recoveryWindow", "orphanGrace", "models", "nats", "metricsListen", "inferenceListen", "auth", "limits", ...tlsSettingsFields];
+const topFields = ["listen", "stateDir", "embeddedAgent", "agent", "placement", "policy", "stop", "nodeGrace", "nodeLostAfter", "recoveryWindow", "orphanGrace", "models", "nats", "metricsListen", "inferenceListen", "auth", "limits", ...tlsSettingsFields, ...httpSettingsFields];
 
 /**
  * Validates a parsed config object. Every error is INVALID_ARGUMENT naming the
@@ -281,6 +282,7 @@ export function resolveCoordinatorConfig(input: unknown): CoordinatorConfig {
     models,
     nats,
     ...parseTlsSettings(input),
+    ...parseHttpSettings(input),
     auth: resolveAuthConfig(input["auth"]),
     limits: parseCoordinatorLimits(input["limits"]),
   };

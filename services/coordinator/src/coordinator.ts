@@ -25,6 +25,7 @@ import { nodeReportLimits } from "./node-report-limits.js";
 import { PlacementView } from "./placement-view.js";
 import { CoordinatorMetrics } from "./metrics.js";
 import { settleUnsettledEvictions } from "./unsettled-evictions.js";
+import { startCoordinatorHttp } from "./http/coordinator-http.js";
 
 export interface CoordinatorDeps {
   readonly clock?: Clock;
@@ -49,6 +50,8 @@ export interface Coordinator {
   readonly metricsAddress: string | undefined;
   /** host:port of the lean InferenceService listener, when `inferenceListen` is set. */
   readonly inferenceAddress: string | undefined;
+  /** host:port of the HTTP listener (OpenAI-compatible API), when `httpListen` is set. */
+  readonly httpAddress: string | undefined;
   /** The embedded agent, when configured. */
   readonly agent: Agent | undefined;
   /** Applies a new config's models and policy live (SIGHUP). */
@@ -286,7 +289,8 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
 
   // With auth on, every remote registration carries a node token bound to its id (the guard checks it).
   const nodeImpl = withNodeCertificateCheck(nodeService(nodes, clock, recovery.epoch, { credentialed: authn !== undefined, caps: { maxInventory: config.limits.maxInventoryPerHeartbeat, maxOrphans: config.limits.maxOrphansPerHeartbeat } }), transport.mutual);
-  server.add(AdminService, guarded(AdminService, adminService({ clock, loader, nodes, hub, placement, enforcement: config.enforcement, defaultStopTimeoutMs: config.stop.stopTimeoutMs }), authn?.admin));
+  const adminImpl = adminService({ clock, loader, nodes, hub, placement, enforcement: config.enforcement, defaultStopTimeoutMs: config.stop.stopTimeoutMs });
+  server.add(AdminService, guarded(AdminService, adminImpl, authn?.admin));
   // One labelled child per outcome, resolved once: `inc({ outcome })` would hash the labels on every routed call.
   const routedByOutcome = new Map<string, { inc(): void }>();
   const routed = {
@@ -365,6 +369,8 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
   const metricsServer = config.metricsListen === undefined ? undefined : await servePrometheus(metrics.registry, config.metricsListen);
   const { address } = await server.listen(config.listen);
   const inferenceAddress = dataPlane === undefined || config.inferenceListen === undefined ? undefined : (await dataPlane.listen(config.inferenceListen)).address;
+  let currentConfig = config;
+  const http = await startCoordinatorHttp({ config: () => currentConfig, clock, loader, nodes, hub, admin: adminImpl, authenticator: authn, routed, newId, filesDir: join(stateDir, "http-files"), localNodeId: config.embeddedAgent ? embeddedAgentConfig(config).nodeId : undefined, log: log.child({ component: "http" }) });
   loader.startTicking();
   let healthTimer: Cancel | undefined;
   const healthLoop = (): void => {
@@ -372,13 +378,14 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
     healthTimer = clock.setTimer(1_000, healthLoop);
   };
   healthTimer = clock.setTimer(1_000, healthLoop);
-  log.info("coordinator listening", { address, ...(inferenceAddress === undefined ? {} : { inferenceAddress }), models: config.models.map((m) => m.id), embeddedAgent: config.embeddedAgent, nats: config.nats !== undefined, epoch: recovery.epoch.toString() });
+  log.info("coordinator listening", { address, ...(inferenceAddress === undefined ? {} : { inferenceAddress }), ...(http === undefined ? {} : { httpAddress: http.server.address }), models: config.models.map((m) => m.id), embeddedAgent: config.embeddedAgent, nats: config.nats !== undefined, epoch: recovery.epoch.toString() });
 
   let closed = false;
   return {
     address,
     metricsAddress: metricsServer?.address,
     inferenceAddress,
+    httpAddress: http?.server.address,
     config,
     loader,
     nodes,
@@ -391,7 +398,10 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
       const applyTls = transport.prepareReload(next);
       const tokens = authn === undefined || next.auth.tokensFile === undefined ? undefined : await readTokenTable(next.auth.tokensFile);
       if ((next.auth.tokensFile === undefined) !== (authn === undefined)) log.warn("auth.tokensFile turned on or off: takes effect at the next start");
+      // Reads its certificate again and swaps it; throws (nothing changed yet) on a broken file.
+      http?.reload(next);
       applyTls();
+      currentConfig = next;
       if (tokens !== undefined) authn?.replace(tokens);
       await Promise.all(loader.setModels(next.models));
       loader.updatePolicy(next.policy);
@@ -408,7 +418,8 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
       // Followers' WatchEvents streams never end by themselves: end them first,
       // or the drain below waits out its whole grace for them.
       hub.close();
-      const [controlPlane, data] = await Promise.all([server.shutdown(shutdownGraceMs), dataPlane?.shutdown(shutdownGraceMs)]);
+      // HTTP calls still open are cut (their signals abort, their leases complete).
+      const [controlPlane, data] = await Promise.all([server.shutdown(shutdownGraceMs), dataPlane?.shutdown(shutdownGraceMs), http?.server.close()]);
       if (controlPlane === "forced" || data === "forced") {
         log.warn("gRPC calls still open after the shutdown grace were cut", { graceMs: shutdownGraceMs, controlPlane, dataPlane: data ?? "none" });
       }

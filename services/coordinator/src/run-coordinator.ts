@@ -19,6 +19,10 @@ export interface RunCoordinatorOptions {
   readonly stateDir?: string | undefined;
   /** host:port for Prometheus `/metrics`; overrides the config. */
   readonly metricsListen?: string | undefined;
+  /** host:port of the HTTP listener (OpenAI API), or "off"; overrides the config's httpListen. */
+  readonly httpListen?: string | undefined;
+  /** The HTTP listener when neither the flag nor the config sets one (`warden up`: 127.0.0.1:8080). */
+  readonly httpDefault?: string | undefined;
   /** Single-machine mode: stop every backend on exit. */
   readonly up: boolean;
   /** @default "info" */
@@ -110,6 +114,13 @@ function transportFlags(base: CoordinatorConfig, o: RunCoordinatorOptions): Part
   return out;
 }
 
+/** --http over the config's httpListen over the command's default. */
+function httpFlag(base: CoordinatorConfig, o: RunCoordinatorOptions): { httpListen?: string | undefined } {
+  if (o.httpListen === "off") return { httpListen: undefined };
+  if (o.httpListen !== undefined) return { httpListen: o.httpListen };
+  return base.httpListen === undefined && o.httpDefault !== undefined ? { httpListen: o.httpDefault } : {};
+}
+
 /** Starts the coordinator and resolves with the exit code once it has shut down. */
 export async function runCoordinator(o: RunCoordinatorOptions): Promise<number> {
   const out = o.out ?? process.stdout;
@@ -117,7 +128,7 @@ export async function runCoordinator(o: RunCoordinatorOptions): Promise<number> 
   const log = createLogger({ name: "coordinator", level: o.logLevel ?? "info", ...(o.logDestination === undefined ? {} : { destination: o.logDestination }) });
   const load = async (): Promise<CoordinatorConfig> => {
     const base = o.config === undefined ? demoConfig() : parseCoordinatorConfig(await readConfigFile(o.config));
-    const merged = { ...base, ...(o.listen === undefined ? {} : { listen: o.listen }), ...(o.stateDir === undefined ? {} : { stateDir: o.stateDir }), ...(o.metricsListen === undefined ? {} : { metricsListen: o.metricsListen }), ...transportFlags(base, o) };
+    const merged = { ...base, ...(o.listen === undefined ? {} : { listen: o.listen }), ...(o.stateDir === undefined ? {} : { stateDir: o.stateDir }), ...(o.metricsListen === undefined ? {} : { metricsListen: o.metricsListen }), ...httpFlag(base, o), ...transportFlags(base, o) };
     checkEmbeddedCatalog(merged);
     return merged;
   };
@@ -128,6 +139,7 @@ export async function runCoordinator(o: RunCoordinatorOptions): Promise<number> 
         `config ${o.config ?? "(built-in demo)"}: valid`,
         `  listen         ${config.listen}${config.inferenceListen === undefined ? "" : ` (data plane ${config.inferenceListen})`}`,
         `  stateDir       ${config.stateDir}`,
+        `  http           ${config.httpListen ?? "off"}`,
         `  embeddedAgent  ${String(config.embeddedAgent)}`,
         `  placement      ${config.placement}`,
         `  policy         ${policyLine(config)}`,
@@ -156,6 +168,7 @@ export async function runCoordinator(o: RunCoordinatorOptions): Promise<number> 
       `  Admin API      ${c.address}  (warden.v1.AdminService, gRPC)`,
       `  Inference API  ${c.address}  (warden.v1.InferenceService, gRPC)`,
       ...(c.inferenceAddress === undefined ? [] : [`  Data plane     ${c.inferenceAddress}  (warden.v1.InferenceService only, lean HTTP/2 gRPC)`]),
+      ...(c.httpAddress === undefined ? [] : [`  OpenAI API     ${config.tls === undefined ? "http" : "https"}://${c.httpAddress}/v1  (OpenAI-compatible HTTP; --http off turns it off)`]),
       `  Models         ${models.join(", ") || "(none configured)"}`,
       `  Policy         ${policyLine(config)}`,
       `  State dir      ${stateDir}  (journal, agent records; --state-dir or stateDir)`,
@@ -168,6 +181,7 @@ export async function runCoordinator(o: RunCoordinatorOptions): Promise<number> 
             `  ${cli} models ls --addr ${c.address}`,
             `  ${cli} predict ${models[0] ?? "<model>"} "hello" --addr ${c.address}`,
             `  ${cli} explain ${models[1] ?? models[0] ?? "<model>"} --addr ${c.address}`,
+            ...(c.httpAddress === undefined || config.tls !== undefined ? [] : [`  curl http://${c.httpAddress}/v1/chat/completions -H 'content-type: application/json' -d '{"model":"${models[0] ?? "<model>"}","messages":[{"role":"user","content":"hello"}]}'`]),
             ``,
             `Ctrl-C stops ${o.up ? "Warden and every backend it started" : "the coordinator (backends keep running)"}.`,
             ``,

@@ -1,0 +1,72 @@
+import type { AdminService } from "@warden/proto";
+import type { ServiceImpl } from "@warden/grpc";
+import { readTlsMaterial } from "@warden/grpc";
+import type { Clock, Logger } from "@warden/common";
+import type { Loader } from "@warden/loader";
+import type { BackendClientHandle } from "../backend-connector.js";
+import type { Authenticator } from "../authenticator.js";
+import type { CoordinatorConfig } from "../coordinator-config.js";
+import type { EventHub } from "../event-hub.js";
+import type { NodeRegistry } from "../node-registry.js";
+import type { RoutedCounter } from "../routed-call.js";
+import { HttpAuth } from "./http-auth.js";
+import { startHttpServer, type HttpRouteRegistrar, type HttpServer } from "./http-server.js";
+import { openAiRoutes } from "./openai-routes.js";
+import { dashboardRoutes } from "./dashboard/dashboard-routes.js";
+
+/** What routes on the coordinator's HTTP listener may use: its live state, in process. */
+export interface CoordinatorHttpContext {
+  readonly config: () => CoordinatorConfig;
+  readonly clock: Clock;
+  readonly loader: Loader<BackendClientHandle>;
+  readonly nodes: NodeRegistry;
+  readonly hub: EventHub;
+  /** The Admin API's implementation, unguarded: call it after `auth.requireRole`. */
+  readonly admin: ServiceImpl<typeof AdminService>;
+  readonly auth: HttpAuth;
+  /** The routed-calls counter the gRPC routes count into. */
+  readonly routed: RoutedCounter;
+  /** Ids for completions (chatcmpl-…). */
+  readonly newId: () => string;
+  /** Where uploads and files backends write (audio, images) live while a call runs. */
+  readonly filesDir: string;
+  /** The embedded agent's node id (whose backends share this machine's files), if any. */
+  readonly localNodeId: string | undefined;
+  readonly log: Logger;
+}
+
+/** Each module that serves on the HTTP listener: one registrar each (the dashboard adds its own here). */
+function registrars(ctx: CoordinatorHttpContext): HttpRouteRegistrar[] {
+  return [openAiRoutes(ctx), dashboardRoutes(ctx)];
+}
+
+export interface CoordinatorHttp {
+  readonly server: HttpServer;
+  /** Applies a reloaded config: the certificate (prompt templates are read per call through `config`). */
+  reload(next: CoordinatorConfig): void;
+}
+
+/** Starts the HTTP listener when `httpListen` is set; undefined when off. */
+export async function startCoordinatorHttp(ctx: Omit<CoordinatorHttpContext, "auth"> & { readonly authenticator: Authenticator | undefined }): Promise<CoordinatorHttp | undefined> {
+  const config = ctx.config();
+  if (config.httpListen === undefined) return undefined;
+  const full: CoordinatorHttpContext = { ...ctx, auth: new HttpAuth(ctx.authenticator, ctx.log.child({ component: "http-auth" })) };
+  const tls = config.tls === undefined ? undefined : readTlsMaterial(config.tls, "tls");
+  const server = await startHttpServer({
+    listen: config.httpListen,
+    limits: config.http,
+    tls: tls === undefined ? undefined : { cert: tls.cert, key: tls.key },
+    insecure: config.insecure,
+    routes: registrars(full),
+    log: ctx.log,
+  });
+  return {
+    server,
+    reload(next) {
+      if (next.tls !== undefined) {
+        const m = readTlsMaterial(next.tls, "tls");
+        server.updateTls({ cert: m.cert, key: m.key });
+      }
+    },
+  };
+}

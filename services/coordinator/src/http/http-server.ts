@@ -1,0 +1,134 @@
+import type { SecureContextOptions } from "node:tls";
+import { fastify, type FastifyError, type FastifyInstance, type FastifyReply } from "fastify";
+import { Code, WardenError, type Logger } from "@warden/common";
+import { checkPlaintextListen } from "@warden/grpc";
+import type { HttpLimits } from "./http-settings.js";
+import { errorBody, httpStatusOf } from "./openai-errors.js";
+
+/** Plugs routes into the listener: the OpenAI API, the dashboard, … (each module its own registrar). */
+export type HttpRouteRegistrar = (app: FastifyInstance) => void | Promise<void>;
+
+export interface HttpServerOptions {
+  /** host:port; port 0 picks a free one. */
+  readonly listen: string;
+  readonly limits: HttpLimits;
+  /** Serve HTTPS with this certificate (the coordinator's `tls.cert`/`tls.key`); undefined = plaintext. */
+  readonly tls: { readonly cert: Buffer; readonly key: Buffer } | undefined;
+  /** Allow plaintext on a non-loopback address (the coordinator's `insecure`). */
+  readonly insecure: boolean;
+  readonly routes: readonly HttpRouteRegistrar[];
+  readonly log: Logger;
+}
+
+export interface HttpServer {
+  /** host:port actually bound. */
+  readonly address: string;
+  /** Swaps the certificate in place (SIGHUP); new connections use it. */
+  updateTls(tls: { readonly cert: Buffer; readonly key: Buffer }): void;
+  /** Stops accepting, ends open calls (their signals abort) and closes every connection. */
+  close(): Promise<void>;
+}
+
+/**
+ * An AbortSignal for one HTTP call: aborted when the client goes away before
+ * the reply finished (a closed tab, a cancelled stream), when the server
+ * closes, or after `timeoutMs`. The timer is cleared once the reply ends,
+ * so a finished call holds nothing.
+ */
+export function callSignal(reply: FastifyReply, timeoutMs: number): AbortSignal {
+  const ctl = new AbortController();
+  const timer = setTimeout(() => {
+    ctl.abort(new WardenError(Code.DeadlineExceeded, `the call took longer than http.callTimeout (${String(timeoutMs)}ms)`));
+  }, timeoutMs);
+  timer.unref();
+  reply.raw.once("close", () => {
+    clearTimeout(timer);
+    if (!reply.raw.writableFinished) ctl.abort(new WardenError(Code.Canceled, "the client closed the connection"));
+  });
+  return ctl.signal;
+}
+
+function hostPort(address: string): { host: string; port: number } {
+  const colon = address.lastIndexOf(":");
+  const host = address.slice(0, colon).replace(/^\[(.*)\]$/, "$1");
+  const port = Number(address.slice(colon + 1));
+  if (colon <= 0 || !Number.isInteger(port) || port < 0 || port > 65_535) throw new WardenError(Code.InvalidArgument, `httpListen "${address}" is not host:port`, { details: { field: "httpListen" } });
+  return { host, port };
+}
+
+/** Fastify's own errors (bad JSON, body too large, wrong content type) in the same JSON shape as ours. */
+function frameworkError(err: FastifyError): WardenError {
+  const status = err.statusCode ?? 500;
+  if (status === 413) return new WardenError(Code.ResourceExhausted, `request body larger than http.bodyLimit`, { details: { field: "body", httpStatus: 413 } });
+  if (status === 415) return new WardenError(Code.InvalidArgument, err.message, { details: { field: "content-type", httpStatus: 415 } });
+  if (status >= 400 && status < 500) return new WardenError(Code.InvalidArgument, err.message, { details: { field: "body", httpStatus: status } });
+  return WardenError.from(err, Code.Internal);
+}
+
+/**
+ * Starts the coordinator's HTTP listener: fastify with its own logger off
+ * (errors go to the coordinator's redacting logger), every error in
+ * OpenAI's JSON shape, bounded bodies and timeouts (http-settings.ts), and
+ * the same plaintext guard as the gRPC listeners: plaintext only on
+ * loopback unless `insecure`. Routes come from registrars, so a module adds
+ * its endpoints without editing this file.
+ */
+export async function startHttpServer(o: HttpServerOptions): Promise<HttpServer> {
+  const { host, port } = hostPort(o.listen);
+  try {
+    checkPlaintextListen(o.listen, { tls: o.tls !== undefined, insecure: o.insecure });
+  } catch (err) {
+    const e = WardenError.from(err);
+    throw new WardenError(e.code, e.rawMessage.replace(/^refusing to listen on/, "refusing to serve HTTP on"), { details: { field: "httpListen" } });
+  }
+  const l = o.limits;
+  const app = fastify({
+    logger: false,
+    bodyLimit: l.bodyLimitBytes,
+    requestTimeout: l.requestTimeoutMs,
+    keepAliveTimeout: l.keepAliveTimeoutMs,
+    connectionTimeout: l.connectionTimeoutMs,
+    // Streams that never end by themselves (SSE) must not hold close() up.
+    forceCloseConnections: true,
+    return503OnClosing: true,
+    ...(o.tls === undefined ? {} : { https: { cert: o.tls.cert, key: o.tls.key, minVersion: "TLSv1.2" as const } }),
+  }) as unknown as FastifyInstance;
+  app.server.maxConnections = l.maxConnections;
+  app.setErrorHandler((err: FastifyError, request, reply) => {
+    const e = err instanceof WardenError ? err : frameworkError(err);
+    const status = httpStatusOf(e);
+    if (status >= 500) o.log.error("http call failed", { method: request.method, path: request.url.split("?")[0], status, error: e.rawMessage });
+    if (reply.sent || reply.raw.headersSent) {
+      reply.raw.destroy();
+      return;
+    }
+    void reply.code(status).type("application/json").send(errorBody(e));
+  });
+  app.setNotFoundHandler((request, reply) => {
+    void reply.code(404).type("application/json").send(errorBody(new WardenError(Code.NotFound, `no route for ${request.method} ${request.url.split("?")[0] ?? ""}`, { details: { field: "url" } })));
+  });
+  for (const register of o.routes) await register(app);
+  let bound: string;
+  try {
+    bound = await app.listen({ host, port });
+  } catch (err) {
+    await app.close().catch(() => undefined);
+    const code = (err as NodeJS.ErrnoException).code;
+    const why = code === "EADDRINUSE" ? "address already in use (choose another with --http or httpListen, or --http off)" : code === "EACCES" ? "permission denied" : err instanceof Error ? err.message : String(err);
+    throw new WardenError(Code.FailedPrecondition, `httpListen: cannot serve HTTP on ${o.listen}: ${why}`, { cause: err, details: { field: "httpListen" } });
+  }
+  const a = app.server.address();
+  const address = a !== null && typeof a === "object" ? `${a.family === "IPv6" ? `[${a.address}]` : a.address}:${String(a.port)}` : bound;
+  let closed: Promise<void> | undefined;
+  return {
+    address,
+    updateTls(tls) {
+      if (o.tls === undefined) return;
+      (app.server as unknown as { setSecureContext(o: SecureContextOptions): void }).setSecureContext({ cert: tls.cert, key: tls.key });
+    },
+    close() {
+      closed ??= app.close();
+      return closed;
+    },
+  };
+}

@@ -5,6 +5,8 @@
  * appears as events and as the new instance, with no reload; the action and
  * read endpoints refuse what they must. The screenshot is kept as an artifact.
  */
+import { mkdtemp } from "node:fs/promises";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { attributes, domDeadlineMs, groupedEvictionFlow, startDashboardRig, useToken, type DashboardRig } from "./support/dashboard-flow.js";
@@ -40,7 +42,8 @@ describe("dashboard in a real browser", () => {
     expect(startedText).toContain("chat-a on local: reason group");
     // Memory: the bar shows the agent's measure and Warden's accounting (chat-b's 3 GiB estimate).
     expect(await rig.page.textContent('[data-node-id="local"] .bar-label')).toContain("Warden accounts 3.0 GiB");
-    const shot = join(rig.dir, "..", `warden-dashboard-${String(process.pid)}.png`);
+    // Its own temp dir: the rig's is removed when the coordinator stops, the artifact stays.
+    const shot = join(await mkdtemp(join(tmpdir(), "warden-dashboard-artifact-")), "dashboard.png");
     await rig.page.screenshot({ path: shot, fullPage: true });
     process.stdout.write(`dashboard screenshot: ${shot}\n`);
   }, 240_000);

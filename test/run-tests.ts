@@ -72,6 +72,7 @@ const onlyVitest = process.argv.includes("--vitest-only");
 step("build", process.execPath, [join(root, "services", "cli", "build", "build.mjs")]);
 if (!onlyVitest) {
   step("typecheck", bin("tsc"), ["-p", "tsconfig.json"]);
+  step("typecheck (dashboard browser client)", bin("tsc"), ["-p", "services/coordinator/src/http/dashboard/client/tsconfig.json"]);
   step("lint", bin("eslint"), ["--max-warnings", "0", "."]);
   step("buf lint", bin("buf"), ["lint"]);
   step("proto drift", process.execPath, ["--import", "tsx", join(root, "test", "proto-drift.ts")]);

@@ -26,6 +26,8 @@ export interface CoordinatorProcess {
   readonly pid: number;
   /** host:port it listens on. */
   readonly address: string;
+  /** host:port of its HTTP listener, when `httpListen` is set. */
+  readonly httpAddress: string | undefined;
   /** Every event it logged so far. */
   readonly events: LoggedEvent[];
   readonly stderr: string[];
@@ -53,6 +55,7 @@ export async function startCoordinatorProcess(configPath: string, config: Record
     });
   });
   let buf = "";
+  let httpAddress: string | undefined;
   const address = await new Promise<string>((resolve, reject) => {
     const timer = setTimeout(() => {
       reject(new Error(`coordinator did not listen in time; stderr: ${stderr.join("")}`));
@@ -62,13 +65,14 @@ export async function startCoordinatorProcess(configPath: string, config: Record
       const parts = buf.split("\n");
       buf = parts.pop() ?? "";
       for (const line of parts) {
-        let o: { msg?: string; address?: string; event?: LoggedEvent };
+        let o: { msg?: string; address?: string; httpAddress?: string; event?: LoggedEvent };
         try {
           o = JSON.parse(line) as typeof o;
         } catch {
           continue;
         }
         if (o.msg === "coordinator listening" && o.address !== undefined) {
+          httpAddress = o.httpAddress;
           clearTimeout(timer);
           resolve(o.address);
         }
@@ -90,6 +94,7 @@ export async function startCoordinatorProcess(configPath: string, config: Record
     child,
     pid: child.pid ?? 0,
     address,
+    httpAddress,
     events,
     stderr,
     exited,

@@ -18,11 +18,12 @@ import process from "node:process";
 import { join, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { distDir, fingerprint, repoRoot, stampFile } from "./stamp.mjs";
+import { buildDashboardClient } from "../../coordinator/src/http/dashboard/client/build-client.mjs";
 
 export { distDir, fingerprint, repoRoot, stampFile };
 
 /** Files whose change must rebuild although esbuild does not list them as inputs. */
-const extraInputs = ["package-lock.json", "services/cli/build/build.mjs", "services/cli/build/stamp.mjs", "services/cli/package.json"];
+const extraInputs = ["package-lock.json", "services/cli/build/build.mjs", "services/cli/build/stamp.mjs", "services/cli/package.json", "services/coordinator/src/http/dashboard/client/build-client.mjs"];
 
 const entryPoints = {
   // dist/warden.js: `warden` as an ES module (dev-cluster runs it); the bin runs warden-cli.cjs below.
@@ -73,10 +74,12 @@ async function thirdPartyLicenses(inputs) {
 export async function build() {
   const t0 = performance.now();
   const esbuild = await import("esbuild");
+  // The dashboard's browser script, embedded as a constant (dashboard-client-bundle.ts reads it).
+  const dashboard = await buildDashboardClient(esbuild, repoRoot);
   // Both builds: bundled, split ES modules for Node 20, minified (smaller files parse faster:
   // a third off a short command's start), kept in memory until the stamp is written.
   /** @type {const} */
-  const common = { absWorkingDir: repoRoot, outdir: distDir, bundle: true, splitting: true, format: "esm", platform: "node", target: "node20.19", minify: true, metafile: true, write: false, logLevel: "warning" };
+  const common = { absWorkingDir: repoRoot, outdir: distDir, bundle: true, splitting: true, format: "esm", platform: "node", target: "node20.19", minify: true, metafile: true, write: false, logLevel: "warning", define: { WARDEN_DASHBOARD_CLIENT: JSON.stringify(dashboard.code) } };
   const result = await esbuild.build({
     ...common,
     entryPoints,
@@ -112,7 +115,7 @@ export async function build() {
     await rename(tmp, f.path);
     written.add(relative(distDir, f.path));
   }
-  const all = [...new Set([...Object.keys(result.metafile.inputs), ...Object.keys(split.metafile.inputs)])];
+  const all = [...new Set([...Object.keys(result.metafile.inputs), ...Object.keys(split.metafile.inputs), ...dashboard.inputs])];
   await writeFile(join(distDir, licensesFile), await thirdPartyLicenses(all));
   written.add(licensesFile);
   for (const e of await readdir(distDir)) if (!written.has(e)) await rm(join(distDir, e), { force: true, recursive: true });

@@ -13,6 +13,7 @@ import type { RoutedCounter } from "../routed-call.js";
 import { HttpAuth } from "./http-auth.js";
 import { startHttpServer, type HttpRouteRegistrar, type HttpServer } from "./http-server.js";
 import { openAiRoutes } from "./openai-routes.js";
+import { dashboardRoutes } from "./dashboard/dashboard-routes.js";
 
 /** What routes on the coordinator's HTTP listener may use: its live state, in process. */
 export interface CoordinatorHttpContext {
@@ -37,7 +38,7 @@ export interface CoordinatorHttpContext {
 
 /** Each module that serves on the HTTP listener: one registrar each (the dashboard adds its own here). */
 function registrars(ctx: CoordinatorHttpContext): HttpRouteRegistrar[] {
-  return [openAiRoutes(ctx)];
+  return [openAiRoutes(ctx), dashboardRoutes(ctx)];
 }
 
 export interface CoordinatorHttp {

@@ -1,0 +1,251 @@
+/**
+ * The dashboard in the browser: one event stream (a snapshot, then events and
+ * fresh snapshots) rendered through the pure view model, plus ExplainPlacement
+ * and the operator's buttons. Every string from the server goes in as text
+ * (textContent), never as markup. Bundled at build time (build-client.mjs).
+ */
+import type { DashboardErrorBody, DashboardEvent, DashboardSnapshot, DashboardWhoAmI } from "../dashboard-view.js";
+import { appendBounded, eventLine, formatBytes, kindStyles, nodeCards, type EventLine, type InstanceKind, type NodeCard } from "../view-model.js";
+import { parseSse } from "../sse-parse.js";
+
+/** Lines the event panel keeps. */
+const maxEventLines = 200;
+const tokenKey = "warden.dashboard.token";
+
+interface State {
+  token: string;
+  who: DashboardWhoAmI | undefined;
+  snapshot: DashboardSnapshot | undefined;
+  events: EventLine[];
+  retryMs: number;
+}
+
+const state: State = { token: sessionStorage.getItem(tokenKey) ?? "", who: undefined, snapshot: undefined, events: [], retryMs: 1_000 };
+
+function byId(id: string): HTMLElement {
+  const e = document.getElementById(id);
+  if (e === null) throw new Error(`dashboard: #${id} missing`);
+  return e;
+}
+
+function el<K extends keyof HTMLElementTagNameMap>(tag: K, attrs: Readonly<Record<string, string>> = {}, ...children: (Node | string)[]): HTMLElementTagNameMap[K] {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
+  for (const c of children) e.append(c);
+  return e;
+}
+
+function headers(json = false): Record<string, string> {
+  const h: Record<string, string> = {};
+  if (state.token !== "") h.authorization = `Bearer ${state.token}`;
+  if (json) h["content-type"] = "application/json";
+  return h;
+}
+
+async function errorText(res: Response): Promise<string> {
+  try {
+    const b = (await res.json()) as DashboardErrorBody;
+    return `${b.error.code}: ${b.error.message}`;
+  } catch {
+    return `HTTP ${String(res.status)}`;
+  }
+}
+
+function setConn(s: "connecting" | "live" | "error", text: string): void {
+  const c = byId("conn");
+  c.dataset.state = s;
+  c.textContent = text;
+}
+
+function badge(kind: InstanceKind): HTMLElement {
+  const s = kindStyles[kind];
+  const b = el("span", { class: "badge", "data-kind": kind }, s.label);
+  b.style.background = s.colour;
+  return b;
+}
+
+function renderLegend(): void {
+  const legend = byId("legend");
+  legend.replaceChildren(...(["loading", "ready", "busy", "pending-eviction", "leftover", "orphan", "foreign"] as const).map(badge));
+}
+
+function bar(measuredPct: number, accountedPct: number): HTMLElement {
+  const measured = el("div", { class: "measured" });
+  measured.style.width = `${String(measuredPct)}%`;
+  const accounted = el("div", { class: "accounted" });
+  accounted.style.width = `${String(accountedPct)}%`;
+  return el("div", { class: "bar" }, measured, accounted);
+}
+
+function actionButton(label: string, action: string, body: Record<string, unknown>): HTMLElement {
+  const b = el("button", { type: "button", class: "act small", "data-action": action }, label);
+  b.addEventListener("click", () => void act(action, body));
+  return b;
+}
+
+function nodeCard(c: NodeCard, canAct: boolean): HTMLElement {
+  const m = c.memory;
+  const what = m.source === "gpu" ? "GPU memory" : m.source === "ram" ? "RAM (no GPU reported)" : "memory not reported";
+  const drift = el("span", { class: Math.abs(m.driftBytes) > m.totalBytes * 0.1 && m.totalBytes > 0 ? "drift-high" : "" }, `drift ${formatBytes(m.driftBytes)}`);
+  const label = el("div", { class: "bar-label" }, `${what}: total ${formatBytes(m.totalBytes)} · agent measures ${formatBytes(m.measuredBytes)} · Warden accounts ${formatBytes(m.accountedBytes)} · `, drift);
+  const head = el("div", { class: "node-head" }, el("h3", {}, c.title), el("span", { class: "node-status" }, c.status));
+  if (canAct) head.append(c.draining ? actionButton("Undrain", "undrain", { nodeId: c.nodeId }) : actionButton("Drain", "drain", { nodeId: c.nodeId }));
+  const parts: HTMLElement[] = [head, bar(m.measuredPct, m.accountedPct), label];
+  for (const g of c.gpus) parts.push(el("div", { class: "bar-label" }, `${g.label}: ${formatBytes(g.usedBytes)} of ${formatBytes(g.totalBytes)}`), bar(g.usedPct, 0));
+  const body = el("tbody");
+  for (const r of c.rows) {
+    const tr = el("tr", { "data-incarnation": r.key, "data-kind": r.kind, "data-model": r.model }, el("td", {}, badge(r.kind)), el("td", { class: "model" }, r.model), el("td", {}, String(r.inFlight)), el("td", {}, r.lastUsed), el("td", {}, r.sizeBytes > 0 ? formatBytes(r.sizeBytes) : ""), el("td", { class: "detail" }, r.detail));
+    const cell = el("td");
+    if (canAct && r.kind !== "foreign" && r.kind !== "orphan") cell.append(actionButton("Unload", "unload", { model: r.model }));
+    tr.append(cell);
+    body.append(tr);
+  }
+  const table = el("table", { class: "instances" }, el("thead", {}, el("tr", {}, ...["state", "model", "in flight", "last used", "size", "detail", ""].map((h) => el("th", {}, h)))), body);
+  if (c.rows.length === 0) parts.push(el("p", { class: "muted" }, "no instances"));
+  else parts.push(table);
+  return el("div", { class: "node", "data-node-id": c.nodeId }, ...parts);
+}
+
+function renderSnapshot(): void {
+  const s = state.snapshot;
+  if (s === undefined) return;
+  const canAct = state.who?.canAct === true;
+  const cards = nodeCards(s, Date.now());
+  byId("nodes").replaceChildren(...(cards.length === 0 ? [el("p", { class: "muted" }, "no nodes registered")] : cards.map((c) => nodeCard(c, canAct))));
+  const select = (byId("explain-model") as HTMLSelectElement);
+  const chosen = select.value;
+  const names = s.models.map((m) => m.model);
+  if (names.join("\n") !== [...select.options].map((o) => o.value).join("\n")) {
+    select.replaceChildren(...names.map((n) => el("option", { value: n }, n)));
+    if (names.includes(chosen)) select.value = chosen;
+  }
+  byId("nodes").dataset.at = s.at;
+}
+
+function renderEvents(): void {
+  const list = byId("events");
+  list.replaceChildren(
+    ...[...state.events].reverse().map((l) => el("li", { "data-type": l.type, "data-tone": l.tone, "data-id": l.id }, el("time", {}, l.time === "" ? "" : new Date(l.time).toLocaleTimeString()), l.text)),
+  );
+}
+
+function onMessage(event: string, data: string): void {
+  if (event === "snapshot") {
+    state.snapshot = JSON.parse(data) as DashboardSnapshot;
+    renderSnapshot();
+  } else if (event === "event") {
+    state.events = appendBounded(state.events, eventLine(JSON.parse(data) as DashboardEvent), maxEventLines);
+    renderEvents();
+  }
+}
+
+async function stream(): Promise<void> {
+  setConn("connecting", "connecting…");
+  const res = await fetch("/api/dashboard/stream", { headers: headers(), cache: "no-store" });
+  if (!res.ok || res.body === null) throw new Error(await errorText(res));
+  setConn("live", "live");
+  state.retryMs = 1_000;
+  const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buf = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    const parsed = parseSse(buf + value);
+    buf = parsed.rest;
+    for (const m of parsed.messages) onMessage(m.event, m.data);
+  }
+  throw new Error("stream ended");
+}
+
+/** Follows the stream forever: each reconnect starts from a fresh snapshot; waits grow to 15 s. */
+async function follow(): Promise<void> {
+  for (;;) {
+    try {
+      await stream();
+    } catch (err) {
+      setConn("error", `disconnected (${err instanceof Error ? err.message : String(err)}); retrying`);
+    }
+    await new Promise((r) => setTimeout(r, state.retryMs));
+    state.retryMs = Math.min(15_000, state.retryMs * 2);
+  }
+}
+
+async function whoAmI(): Promise<boolean> {
+  const res = await fetch("/api/dashboard/whoami", { headers: headers(), cache: "no-store" });
+  const form = byId("token-form");
+  if (res.status === 401 || res.status === 403) {
+    form.hidden = false;
+    setConn("error", await errorText(res));
+    return false;
+  }
+  if (!res.ok) throw new Error(await errorText(res));
+  state.who = (await res.json()) as DashboardWhoAmI;
+  form.hidden = !state.who.authOn;
+  byId("who").textContent = state.who.authOn ? `as ${state.who.name} (${state.who.role})` : "auth off";
+  byId("load-button").hidden = !state.who.canAct;
+  byId("unload-button").hidden = !state.who.canAct;
+  return true;
+}
+
+function showResult(text: string, error: boolean): void {
+  const r = byId("action-result");
+  r.textContent = text;
+  r.className = error ? "action-result error" : "action-result";
+}
+
+async function act(action: string, body: Record<string, unknown>): Promise<void> {
+  showResult(`${action} ${JSON.stringify(body)}…`, false);
+  const res = await fetch(`/api/dashboard/actions/${action}`, { method: "POST", headers: headers(true), body: JSON.stringify(body) });
+  if (!res.ok) {
+    showResult(`${action} refused — ${await errorText(res)}`, true);
+    return;
+  }
+  const r = (await res.json()) as Record<string, unknown>;
+  showResult(`${action} done${typeof r.outcome === "string" ? `: ${r.outcome}` : ""}`, false);
+}
+
+async function explain(model: string): Promise<void> {
+  const out = byId("explain");
+  const res = await fetch(`/api/dashboard/explain?model=${encodeURIComponent(model)}`, { headers: headers(), cache: "no-store" });
+  if (!res.ok) {
+    out.replaceChildren(el("span", { class: "drift-high" }, await errorText(res)));
+    return;
+  }
+  const r = (await res.json()) as { decision: string; nodeId: string; reason: string; nodes: { nodeId: string; fits: boolean; reason: string; freeBytes: number; wouldEvict: string[] }[] };
+  const items = r.nodes.map((n) => el("li", {}, `${n.nodeId}: ${n.fits ? "fits" : "does not fit"} — ${n.reason} (free ${formatBytes(n.freeBytes)})${n.wouldEvict.length > 0 ? `; would evict ${n.wouldEvict.join(", ")}` : ""}`));
+  out.replaceChildren(el("div", { "data-decision": r.decision }, el("strong", {}, `${model}: ${r.decision}${r.nodeId === "" ? "" : ` → ${r.nodeId}`}`), ` — ${r.reason}`), el("ul", {}, ...items));
+}
+
+function wire(): void {
+  renderLegend();
+  byId("token-form").addEventListener("submit", (e) => {
+    e.preventDefault();
+    state.token = (byId("token") as HTMLInputElement).value.trim();
+    sessionStorage.setItem(tokenKey, state.token);
+    location.reload();
+  });
+  const select = (byId("explain-model") as HTMLSelectElement);
+  byId("explain-form").addEventListener("submit", (e) => {
+    e.preventDefault();
+    if (select.value !== "") void explain(select.value);
+  });
+  byId("load-button").addEventListener("click", () => {
+    if (select.value !== "") void act("load", { model: select.value });
+  });
+  byId("unload-button").addEventListener("click", () => {
+    if (select.value !== "") void act("unload", { model: select.value });
+  });
+}
+
+async function main(): Promise<void> {
+  wire();
+  try {
+    if (!(await whoAmI())) return;
+  } catch (err) {
+    setConn("error", err instanceof Error ? err.message : String(err));
+    return;
+  }
+  await follow();
+}
+
+void main();

@@ -1,0 +1,143 @@
+import type { ServerResponse } from "node:http";
+import type { Event } from "@warden/proto";
+import { eventToJson } from "@warden/events";
+import type { Cancel, Clock, Logger } from "@warden/common";
+import type { DashboardSnapshot } from "./dashboard-view.js";
+import { SseClients, sseFrame, sseKeepAlive, type SseAdmission, type SseLimits } from "./sse-clients.js";
+
+/** The part of the EventHub the feed reads (in-process watch, no per-caller cap). */
+export interface EventSource {
+  watch(filter: Record<string, never>, signal: AbortSignal): AsyncIterable<Event>;
+}
+
+export interface FeedOptions {
+  readonly hub: EventSource;
+  readonly snapshot: () => Promise<DashboardSnapshot>;
+  readonly clock: Clock;
+  readonly log: Logger;
+  readonly limits: SseLimits;
+  /**
+   * A fresh snapshot this long after an event (events that come meanwhile share it):
+   * an event says what happened, the snapshot shows the state it left.
+   */
+  readonly settleMs?: number;
+  /** And at least this often while anyone watches: in-flight and last-used change without events. */
+  readonly refreshMs?: number;
+}
+
+/** Frames an event may collect for a stream whose first snapshot is still being taken. */
+const maxJoiningFrames = 1_000;
+
+/**
+ * The dashboard's live feed: one EventHub watch and one snapshot per refresh,
+ * whatever the number of pages, broadcast to every SSE stream. A stream gets
+ * a snapshot first, then every event and snapshot after it in order; the
+ * events that arrive while its snapshot is taken are held for it, so none
+ * falls between its snapshot and its stream.
+ */
+export class DashboardFeed {
+  readonly clients: SseClients;
+  private watch: AbortController | undefined;
+  private readonly joining = new Set<string[]>();
+  private refreshTimer: Cancel | undefined;
+  private settleTimer: Cancel | undefined;
+  private refreshing = false;
+  private closed = false;
+
+  constructor(private readonly o: FeedOptions) {
+    this.clients = new SseClients(o.limits, (id, pending) => {
+      o.log.warn("dashboard event stream dropped: the client fell behind", { stream: id, pendingBytes: pending, maxPendingBytes: o.limits.maxPendingBytes });
+    });
+  }
+
+  /** Opens a stream on `res` (the caller answers 503 when this says full). */
+  async connect(res: ServerResponse): Promise<SseAdmission> {
+    if (this.closed || this.clients.size + this.joining.size >= this.o.limits.maxClients) return { t: "full", open: this.clients.size };
+    const held: string[] = [];
+    this.joining.add(held);
+    this.ensureWatching();
+    let snap: DashboardSnapshot;
+    try {
+      snap = await this.o.snapshot();
+    } finally {
+      this.joining.delete(held);
+    }
+    if (held.length > maxJoiningFrames) return { t: "full", open: this.clients.size };
+    const admitted = this.clients.admit(res, sseFrame("snapshot", JSON.stringify(snap)) + held.join(""));
+    if (admitted.t === "admitted") res.once("close", () => { this.maybeStop(); });
+    else this.maybeStop();
+    return admitted;
+  }
+
+  private ensureWatching(): void {
+    if (this.watch !== undefined || this.closed) return;
+    const ctl = new AbortController();
+    this.watch = ctl;
+    void (async () => {
+      try {
+        for await (const e of this.o.hub.watch({}, ctl.signal)) this.onEvent(e);
+      } catch (err) {
+        // The hub closed (shutdown) or this watch fell behind: streams end, pages reconnect.
+        if (!ctl.signal.aborted) {
+          this.o.log.info("dashboard feed ended", { reason: err instanceof Error ? err.message : String(err) });
+          this.clients.endAll();
+        }
+      } finally {
+        if (this.watch === ctl) this.watch = undefined;
+      }
+    })();
+    this.refreshTimer = this.o.clock.setTimer(this.o.refreshMs ?? 2_000, () => { this.tick(); });
+  }
+
+  private tick(): void {
+    this.refresh();
+    if (this.clients.size > 0) this.clients.broadcast(sseKeepAlive);
+    if (this.watch !== undefined) this.refreshTimer = this.o.clock.setTimer(this.o.refreshMs ?? 2_000, () => { this.tick(); });
+  }
+
+  private onEvent(e: Event): void {
+    const frame = sseFrame("event", JSON.stringify(eventToJson(e)));
+    for (const h of this.joining) if (h.length <= maxJoiningFrames) h.push(frame);
+    this.clients.broadcast(frame);
+    if (this.settleTimer === undefined) {
+      this.settleTimer = this.o.clock.setTimer(this.o.settleMs ?? 100, () => {
+        this.settleTimer = undefined;
+        this.refresh();
+      });
+    }
+  }
+
+  /** One snapshot for every stream; skipped while one is being taken (the next refresh catches up). */
+  private refresh(): void {
+    if (this.refreshing || this.clients.size === 0) return;
+    this.refreshing = true;
+    this.o
+      .snapshot()
+      .then((s) => {
+        this.clients.broadcast(sseFrame("snapshot", JSON.stringify(s)));
+      })
+      .catch((err: unknown) => {
+        this.o.log.warn("dashboard snapshot failed", { err: err instanceof Error ? err.message : String(err) });
+      })
+      .finally(() => {
+        this.refreshing = false;
+      });
+  }
+
+  /** No stream left: the hub watch and the timers go too (a page that comes back starts them again). */
+  private maybeStop(): void {
+    if (this.clients.size > 0 || this.joining.size > 0) return;
+    this.watch?.abort();
+    this.watch = undefined;
+    this.refreshTimer?.();
+    this.refreshTimer = undefined;
+    this.settleTimer?.();
+    this.settleTimer = undefined;
+  }
+
+  close(): void {
+    this.closed = true;
+    this.clients.close();
+    this.maybeStop();
+  }
+}

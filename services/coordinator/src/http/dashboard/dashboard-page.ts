@@ -1,0 +1,98 @@
+/**
+ * The dashboard's page and style sheet. Static: everything live comes from
+ * the JSON endpoints and the event stream, rendered by the bundled client
+ * (/dashboard/app.js). Nothing is loaded from elsewhere, which the Content
+ * Security Policy below also enforces.
+ */
+
+export const dashboardCsp = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+
+export const dashboardHtml = `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Warden</title>
+<link rel="stylesheet" href="/dashboard/app.css">
+<script defer src="/dashboard/app.js"></script>
+</head>
+<body>
+<header>
+  <h1>Warden</h1>
+  <span id="conn" class="conn" data-state="connecting">connecting…</span>
+  <span id="who" class="who"></span>
+  <form id="token-form" class="token-form" hidden>
+    <input id="token" type="password" autocomplete="off" placeholder="bearer token" aria-label="bearer token">
+    <button type="submit">Use token</button>
+  </form>
+</header>
+<main>
+  <section class="panel nodes-panel">
+    <h2>Nodes</h2>
+    <div id="legend" class="legend"></div>
+    <div id="nodes" class="nodes"><p class="muted">waiting for the first snapshot…</p></div>
+  </section>
+  <section class="panel side">
+    <h2>Placement</h2>
+    <form id="explain-form" class="explain-form">
+      <select id="explain-model" aria-label="model"></select>
+      <button type="submit">Explain</button>
+      <button type="button" id="load-button" class="act" hidden>Load</button>
+      <button type="button" id="unload-button" class="act" hidden>Unload</button>
+    </form>
+    <div id="explain" class="explain"></div>
+    <div id="action-result" class="action-result" role="status"></div>
+    <h2>Events</h2>
+    <ol id="events" class="events"></ol>
+  </section>
+</main>
+</body>
+</html>
+`;
+
+export const dashboardCss = `
+:root { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; color: #1d1d1f; background: #f4f5f7; font-size: 14px; }
+body { margin: 0; }
+header { display: flex; align-items: center; gap: 1em; padding: 0.6em 1.2em; background: #20232a; color: #f4f5f7; }
+header h1 { font-size: 1.2em; margin: 0; letter-spacing: 0.05em; }
+.conn { font-size: 0.85em; padding: 0.15em 0.6em; border-radius: 1em; background: #555; }
+.conn[data-state="live"] { background: #2e9e44; }
+.conn[data-state="error"] { background: #c62828; }
+.who { font-size: 0.85em; opacity: 0.8; }
+.token-form input { width: 18em; }
+main { display: grid; grid-template-columns: minmax(0, 3fr) minmax(0, 2fr); gap: 1em; padding: 1em; }
+.panel h2 { font-size: 1em; margin: 0.2em 0 0.6em; text-transform: uppercase; letter-spacing: 0.06em; color: #555; }
+.nodes { display: flex; flex-direction: column; gap: 1em; }
+.node { background: #fff; border-radius: 8px; padding: 0.8em 1em; box-shadow: 0 1px 2px rgba(0,0,0,0.08); }
+.node-head { display: flex; align-items: baseline; gap: 0.8em; }
+.node-head h3 { margin: 0; font-size: 1.05em; }
+.node-status { color: #666; font-size: 0.9em; flex: 1; }
+.bar { position: relative; height: 14px; background: #e6e8eb; border-radius: 7px; overflow: hidden; margin: 0.35em 0 0.1em; }
+.bar .measured { position: absolute; left: 0; top: 0; bottom: 0; background: #7aa7e0; }
+.bar .accounted { position: absolute; left: 0; top: 4px; height: 6px; background: #20232a; opacity: 0.75; }
+.bar-label { font-size: 0.8em; color: #555; }
+.drift-high { color: #c62828; font-weight: 600; }
+table.instances { width: 100%; border-collapse: collapse; margin-top: 0.6em; font-size: 0.92em; }
+table.instances th { text-align: left; font-weight: 600; color: #666; border-bottom: 1px solid #e6e8eb; padding: 0.2em 0.4em; }
+table.instances td { padding: 0.25em 0.4em; border-bottom: 1px solid #f0f1f3; vertical-align: top; }
+table.instances td.detail { color: #666; font-size: 0.9em; word-break: break-all; }
+.badge { display: inline-block; padding: 0.05em 0.55em; border-radius: 1em; color: #fff; font-size: 0.85em; white-space: nowrap; }
+.legend { display: flex; flex-wrap: wrap; gap: 0.4em; margin-bottom: 0.6em; }
+.muted { color: #888; }
+.side { display: flex; flex-direction: column; }
+.explain-form { display: flex; gap: 0.4em; flex-wrap: wrap; }
+.explain { background: #fff; border-radius: 8px; padding: 0.4em 0.8em; margin: 0.6em 0; min-height: 1.5em; font-size: 0.92em; }
+.explain ul { margin: 0.3em 0; padding-left: 1.2em; }
+.action-result { font-size: 0.9em; min-height: 1.2em; margin-bottom: 0.6em; }
+.action-result.error { color: #c62828; }
+.events { list-style: none; margin: 0; padding: 0; background: #fff; border-radius: 8px; max-height: 60vh; overflow-y: auto; font-size: 0.88em; }
+.events li { padding: 0.3em 0.8em; border-bottom: 1px solid #f0f1f3; border-left: 4px solid #9e9e9e; }
+.events li[data-tone="ok"] { border-left-color: #2e9e44; }
+.events li[data-tone="warn"] { border-left-color: #e0701b; }
+.events li[data-tone="error"] { border-left-color: #c62828; }
+.events time { color: #888; margin-right: 0.6em; font-variant-numeric: tabular-nums; }
+button { cursor: pointer; }
+button.act { background: #20232a; color: #fff; border: 0; border-radius: 4px; padding: 0.2em 0.7em; }
+button.act.small { font-size: 0.8em; padding: 0.1em 0.5em; }
+@media (max-width: 900px) { main { grid-template-columns: 1fr; } }
+`;

@@ -1,0 +1,129 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import { AdminService } from "@warden/proto";
+import { inProcessClient } from "@warden/grpc";
+import { Code, WardenError, invalidArgument } from "@warden/common";
+import { adminRoleFor } from "../../authenticator.js";
+import { checkId } from "../../check-id.js";
+import type { Principal } from "../../token-table.js";
+import type { CoordinatorHttpContext } from "../coordinator-http.js";
+import { callSignal } from "../http-server.js";
+import { errorReply, maxActionBodyBytes, parseAction, runAction, type DashboardAction } from "./dashboard-actions.js";
+import { dashboardClientBundle } from "./dashboard-client-bundle.js";
+import { DashboardFeed } from "./dashboard-feed.js";
+import { dashboardCsp, dashboardCss, dashboardHtml } from "./dashboard-page.js";
+import { explainJson, takeSnapshot } from "./dashboard-snapshot.js";
+import type { DashboardWhoAmI } from "./dashboard-view.js";
+import { defaultSseLimits, type SseLimits } from "./sse-clients.js";
+
+export type DashboardContext = Pick<CoordinatorHttpContext, "config" | "clock" | "loader" | "hub" | "admin" | "auth" | "log">;
+
+export interface DashboardOptions {
+  readonly sse?: SseLimits;
+  /** See FeedOptions. */
+  readonly refreshMs?: number;
+}
+
+const adminMethodOf: Readonly<Record<DashboardAction["t"], string>> = { load: "LoadModel", unload: "UnloadModel", drain: "DrainNode", undrain: "UndrainNode" };
+const rank: Readonly<Record<string, number>> = { viewer: 1, operator: 2, admin: 3 };
+
+/** Whether `p` may press every button (each is the Admin API method's own role: adminRoleFor). */
+function mayAct(p: Principal | undefined): boolean {
+  if (p === undefined) return true;
+  return Object.values(adminMethodOf).every((m) => (rank[p.role] ?? 0) >= (rank[adminRoleFor(m)] ?? 4));
+}
+
+function sendError(reply: FastifyReply, err: unknown): FastifyReply {
+  const { status, body } = errorReply(err);
+  return reply.code(status).header("cache-control", "no-store").type("application/json").send(body);
+}
+
+/** Query keys an endpoint takes: anything else is refused naming it, so a typo is not silently ignored. */
+function onlyQuery(request: FastifyRequest, allowed: readonly string[]): Record<string, string> {
+  const q = (request.query ?? {}) as Record<string, unknown>;
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(q)) {
+    if (!allowed.includes(k)) throw invalidArgument(k.slice(0, 64), `is not a query parameter here (allowed: ${allowed.length === 0 ? "none" : allowed.join(", ")})`);
+    if (typeof v !== "string") throw invalidArgument(k.slice(0, 64), "must be given once");
+    out[k] = v;
+  }
+  return out;
+}
+
+/**
+ * The dashboard on the HTTP listener: the page at `/`, its bundled script and
+ * style, and JSON under /api/dashboard/. Reading (whoami, snapshot, stream,
+ * explain) takes any valid token when auth is on; each button takes the role
+ * its Admin API method takes (operator or admin) and runs that method's own
+ * implementation, in process. Errors are `{ error: { code, message, field? } }`.
+ */
+export function dashboardRoutes(ctx: DashboardContext, options: DashboardOptions = {}): (app: FastifyInstance) => Promise<void> {
+  return async (root) => {
+    const admin = inProcessClient(AdminService, ctx.admin);
+    const snapshot = (): ReturnType<typeof takeSnapshot> => takeSnapshot({ admin, accountedBytes: (nodeId) => ctx.loader.core.placementSummary(nodeId, "", []).accountedBytes, wallNowMs: () => ctx.clock.wallNow() });
+    const feed = new DashboardFeed({ hub: ctx.hub, snapshot, clock: ctx.clock, log: ctx.log.child({ component: "dashboard" }), limits: options.sse ?? defaultSseLimits, ...(options.refreshMs === undefined ? {} : { refreshMs: options.refreshMs }) });
+    // Its own scope: the dashboard's error shape, not the OpenAI one of the rest of the listener.
+    await root.register(async (app) => {
+      app.addHook("onClose", async () => {
+        feed.close();
+      });
+      app.setErrorHandler((err, _request, reply) => sendError(reply, err));
+      app.addHook("onSend", async (_request, reply, payload) => {
+        reply.header("x-content-type-options", "nosniff");
+        reply.header("content-security-policy", dashboardCsp);
+        reply.header("referrer-policy", "no-referrer");
+        return payload;
+      });
+
+      app.get("/", async (_request, reply) => reply.type("text/html; charset=utf-8").header("cache-control", "no-cache").send(dashboardHtml));
+      app.get("/dashboard/app.css", async (_request, reply) => reply.type("text/css; charset=utf-8").header("cache-control", "no-cache").send(dashboardCss));
+      app.get("/dashboard/app.js", async (_request, reply) => reply.type("text/javascript; charset=utf-8").header("cache-control", "no-cache").send(await dashboardClientBundle()));
+
+      app.get("/api/dashboard/whoami", async (request, reply) => {
+        onlyQuery(request, []);
+        const p = ctx.auth.principal(request);
+        const who: DashboardWhoAmI = { authOn: ctx.auth.enabled, role: p?.role ?? "", name: p?.name ?? "", canAct: mayAct(p) };
+        return reply.header("cache-control", "no-store").send(who);
+      });
+
+      app.get("/api/dashboard/snapshot", async (request, reply) => {
+        onlyQuery(request, []);
+        ctx.auth.principal(request);
+        return reply.header("cache-control", "no-store").send(await snapshot());
+      });
+
+      app.get("/api/dashboard/explain", async (request, reply) => {
+        const q = onlyQuery(request, ["model"]);
+        ctx.auth.principal(request);
+        const model = checkId(q.model ?? "", "model");
+        const r = await admin.explainPlacement({ model }, { signal: callSignal(reply, ctx.config().http.callTimeoutMs) });
+        return reply.header("cache-control", "no-store").send(explainJson(r));
+      });
+
+      app.get("/api/dashboard/stream", async (request, reply) => {
+        onlyQuery(request, []);
+        ctx.auth.principal(request);
+        // The stream is written by the feed from here on, past fastify's reply.
+        void reply.hijack();
+        const res = reply.raw;
+        const admitted = await feed.connect(res).catch((err: unknown) => {
+          const { status, body } = errorReply(err);
+          res.writeHead(status, { "content-type": "application/json" }).end(JSON.stringify(body));
+          return undefined;
+        });
+        if (admitted?.t === "full") {
+          const { status, body } = errorReply(new WardenError(Code.Unavailable, `too many dashboard event streams open (${String(feed.clients.limits.maxClients)}); retry later`));
+          res.writeHead(status, { "content-type": "application/json", "retry-after": "5" }).end(JSON.stringify(body));
+        }
+      });
+
+      app.post<{ Params: { action: string } }>("/api/dashboard/actions/:action", { bodyLimit: maxActionBodyBytes }, async (request, reply) => {
+        onlyQuery(request, []);
+        ctx.auth.principal(request);
+        const action = parseAction(request.params.action, request.body);
+        ctx.auth.requireRole(request, adminRoleFor(adminMethodOf[action.t]));
+        const result = await runAction(admin, action, { signal: callSignal(reply, ctx.config().http.callTimeoutMs) });
+        return reply.header("cache-control", "no-store").send(result);
+      });
+    });
+  };
+}

@@ -1,0 +1,119 @@
+import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
+import { InstanceState, NodeState, PlacementDecision, type AdminService, type ExplainPlacementResponse, type ModelInstance, type Node } from "@warden/proto";
+import type { Client } from "@warden/grpc";
+import type { DashboardInstance, DashboardInstanceState, DashboardNode, DashboardNodeState, DashboardSnapshot } from "./dashboard-view.js";
+
+/** What a snapshot reads: the Admin API (in process) and Warden's per-node accounting. */
+export interface SnapshotSource {
+  readonly admin: Pick<Client<typeof AdminService>, "listNodes" | "listModels">;
+  /** Bytes the watchdog accounts on a node (the figure placement uses). */
+  readonly accountedBytes: (nodeId: string) => number;
+  readonly wallNowMs: () => number;
+}
+
+function iso(t: Timestamp | undefined): string {
+  return t === undefined ? "" : timestampDate(t).toISOString();
+}
+
+export function nodeStateName(s: NodeState): DashboardNodeState {
+  switch (s) {
+    case NodeState.READY:
+      return "ready";
+    case NodeState.UNREACHABLE:
+      return "unreachable";
+    case NodeState.LOST:
+      return "lost";
+    default:
+      return "unknown";
+  }
+}
+
+export function instanceStateName(s: InstanceState): DashboardInstanceState {
+  switch (s) {
+    case InstanceState.LOADING:
+      return "loading";
+    case InstanceState.READY:
+      return "ready";
+    case InstanceState.FREED:
+      return "freed";
+    case InstanceState.PENDING_EVICTION:
+      return "pending-eviction";
+    case InstanceState.LEFTOVER:
+      return "leftover";
+    case InstanceState.ORPHAN:
+      return "orphan";
+    default:
+      return "unknown";
+  }
+}
+
+export function dashboardNode(n: Node, accountedBytes: number): DashboardNode {
+  const r = n.resources;
+  return {
+    nodeId: n.nodeId,
+    address: n.address,
+    state: nodeStateName(n.state),
+    draining: n.draining,
+    drainRemaining: n.drainRemaining,
+    embedded: n.embedded,
+    version: n.version,
+    labels: { ...n.labels },
+    gpus: (r?.gpus ?? []).map((g) => ({ index: g.index, name: g.name, totalBytes: Number(g.totalBytes), usedBytes: Number(g.usedBytes) })),
+    ramTotalBytes: Number(r?.ramTotalBytes ?? 0n),
+    ramUsedBytes: Number(r?.ramUsedBytes ?? 0n),
+    accountedBytes,
+    foreign: n.foreign.map((f) => ({ pid: f.pid, address: f.address, detail: f.detail })),
+    lastHeartbeatAt: iso(n.lastHeartbeatAt),
+    instanceCount: n.instanceCount,
+  };
+}
+
+export function dashboardInstance(i: ModelInstance): DashboardInstance {
+  return {
+    model: i.model,
+    nodeId: i.nodeId,
+    incarnation: i.incarnation,
+    address: i.address,
+    state: instanceStateName(i.state),
+    inFlight: i.inFlight,
+    lastUsedAt: iso(i.lastUsed),
+    busySince: iso(i.busySince),
+    sizeBytes: Number(i.sizeBytes),
+    pinned: i.pinned,
+    groups: [...i.groups],
+    backend: i.backend,
+    nodeState: nodeStateName(i.nodeState),
+    ...(i.leftover === undefined ? {} : { leftover: { attempts: i.leftover.attempts, lastError: i.leftover.lastError, stuck: i.leftover.stuck } }),
+  };
+}
+
+/** The whole view in two Admin API reads (the same ListNodes / ListModels the CLI shows). */
+export async function takeSnapshot(src: SnapshotSource, signal?: AbortSignal): Promise<DashboardSnapshot> {
+  const opts = signal === undefined ? {} : { signal };
+  const [nodes, models] = await Promise.all([src.admin.listNodes({}, opts), src.admin.listModels({}, opts)]);
+  return {
+    at: new Date(src.wallNowMs()).toISOString(),
+    nodes: nodes.nodes.map((n) => dashboardNode(n, src.accountedBytes(n.nodeId))),
+    instances: models.instances.map(dashboardInstance),
+    models: models.configured.map((m) => ({ model: m.model, backend: m.backend, groups: [...m.groups], pinned: m.pinned, sizeBytes: Number(m.sizeBytes) })),
+  };
+}
+
+const decisionNames: Readonly<Record<PlacementDecision, string>> = {
+  [PlacementDecision.UNSPECIFIED]: "unspecified",
+  [PlacementDecision.PLACE]: "place",
+  [PlacementDecision.EVICT_THEN_PLACE]: "evict-then-place",
+  [PlacementDecision.NO_FIT]: "no-fit",
+  [PlacementDecision.ALREADY_LOADED]: "already-loaded",
+  [PlacementDecision.WAIT]: "wait",
+};
+
+/** ExplainPlacement's answer as plain JSON. */
+export function explainJson(r: ExplainPlacementResponse): Record<string, unknown> {
+  return {
+    decision: decisionNames[r.decision],
+    nodeId: r.nodeId,
+    reason: r.reason,
+    nodes: r.nodes.map((n) => ({ nodeId: n.nodeId, fits: n.fits, reason: n.reason, freeBytes: Number(n.freeBytes), score: n.score, wouldEvict: [...n.wouldEvict] })),
+  };
+}

@@ -1,0 +1,103 @@
+/**
+ * The JSON the dashboard's server sends its browser client (snapshot, events,
+ * placement explanations, action results). Plain data with numbers and ISO
+ * strings — no bigint, no protobuf classes — so the browser bundle needs no
+ * protobuf runtime. Shared by the server (dashboard-snapshot.ts) and the
+ * client (client/), which is why this file imports nothing.
+ */
+
+export type DashboardNodeState = "ready" | "unreachable" | "lost" | "unknown";
+
+export type DashboardInstanceState = "loading" | "ready" | "freed" | "pending-eviction" | "leftover" | "orphan" | "unknown";
+
+export interface DashboardGpu {
+  readonly index: number;
+  readonly name: string;
+  readonly totalBytes: number;
+  readonly usedBytes: number;
+}
+
+export interface DashboardForeign {
+  readonly pid: number;
+  readonly address: string;
+  readonly detail: string;
+}
+
+export interface DashboardNode {
+  readonly nodeId: string;
+  readonly address: string;
+  readonly state: DashboardNodeState;
+  readonly draining: boolean;
+  readonly drainRemaining: number;
+  readonly embedded: boolean;
+  readonly version: string;
+  readonly labels: Readonly<Record<string, string>>;
+  readonly gpus: readonly DashboardGpu[];
+  readonly ramTotalBytes: number;
+  readonly ramUsedBytes: number;
+  /** What the watchdog holds on the node (reserved, loading, ready, freed, pending, leftovers, orphans): Warden's own accounting. */
+  readonly accountedBytes: number;
+  readonly foreign: readonly DashboardForeign[];
+  /** ISO time of the last heartbeat; "" when none. */
+  readonly lastHeartbeatAt: string;
+  readonly instanceCount: number;
+}
+
+export interface DashboardInstance {
+  readonly model: string;
+  readonly nodeId: string;
+  readonly incarnation: string;
+  readonly address: string;
+  readonly state: DashboardInstanceState;
+  readonly inFlight: number;
+  /** ISO times; "" when never. */
+  readonly lastUsedAt: string;
+  readonly busySince: string;
+  readonly sizeBytes: number;
+  readonly pinned: boolean;
+  readonly groups: readonly string[];
+  readonly backend: string;
+  readonly nodeState: DashboardNodeState;
+  readonly leftover?: { readonly attempts: number; readonly lastError: string; readonly stuck: boolean };
+}
+
+export interface DashboardModel {
+  readonly model: string;
+  readonly backend: string;
+  readonly groups: readonly string[];
+  readonly pinned: boolean;
+  readonly sizeBytes: number;
+}
+
+export interface DashboardSnapshot {
+  /** ISO time the snapshot was taken (the coordinator's wall clock). */
+  readonly at: string;
+  readonly nodes: readonly DashboardNode[];
+  readonly instances: readonly DashboardInstance[];
+  readonly models: readonly DashboardModel[];
+}
+
+/** An event as the stream sends it: the audit event's proto JSON with its `type` (eventToJson). */
+export interface DashboardEvent {
+  readonly type: string;
+  readonly id?: string;
+  readonly time?: string;
+  readonly nodeId?: string;
+  readonly model?: string;
+  readonly incarnation?: string;
+  readonly [payload: string]: unknown;
+}
+
+/** Who the page is talking as: the client shows the action buttons only when `canAct`. */
+export interface DashboardWhoAmI {
+  readonly authOn: boolean;
+  /** "" when auth is off. */
+  readonly role: string;
+  readonly name: string;
+  readonly canAct: boolean;
+}
+
+/** An error body of every dashboard endpoint (HTTP status alongside). */
+export interface DashboardErrorBody {
+  readonly error: { readonly code: string; readonly message: string; readonly field?: string };
+}

@@ -76,6 +76,12 @@ const regressionSeeds: readonly (readonly [number, SimProfile, string])[] = [
   // silent, so 3 of 3 looked like a full disruption; Warden (rightly, issue 14) counts 2 vouched
   // nodes and declared one lost after lost-after. The checker now counts what the rule counts.
   [2921, "short", "an unvouched registration is not part of the full-disruption count"],
+  // Checker: n1's only heartbeat overtook its registration (answered register-required) and it was
+  // then partitioned or stalled for good; waking from a 30 s stall, Warden counted the 2 vouched
+  // nodes, both just unreachable, and declared n1 lost after lost-after. The checker counted n1 too,
+  // as the node just declared, so 3 of 3 looked silent; the declared node is now excused only from
+  // the lost filter, not from vouching.
+  [3193, "short", "the unvouched node just declared lost is not part of the full-disruption count"],
 ];
 
 describe("simulation", () => {

@@ -39,9 +39,11 @@ export function nodeHealthChecker(): Checker {
     // nor — since the security work — a registration nobody vouches for: no credential, and no
     // heartbeat applied by this coordinator yet, so junk registrations cannot freeze node-loss
     // handling), plus the one just declared. Vouching is the checker's own record, not Warden's
-    // flag: seed 250 was Warden forgetting it on a re-registration.
+    // flag: seed 250 was Warden forgetting it on a re-registration. The one just declared is
+    // excused only from the lost filter (this very decision made it lost), not from vouching:
+    // an unvouched node is out of the count even when it is the one declared (seed 3193).
     const vouched = ctx.coord === undefined ? undefined : heardBy.get(ctx.coord);
-    const nodes = (ctx.coord?.nodes.list() ?? []).filter((n) => !n.embedded && (vouched?.has(n.nodeId) === true || n.nodeId === nodeId) && (n.state !== "lost" || n.nodeId === nodeId));
+    const nodes = (ctx.coord?.nodes.list() ?? []).filter((n) => !n.embedded && vouched?.has(n.nodeId) === true && (n.state !== "lost" || n.nodeId === nodeId));
     const silent = nodes.filter((n) => now - (lastHeard.get(n.nodeId) ?? 0) > w.opts.nodeGraceMs + 1_000).length;
     return { atMs: now, sinceHeardMs: heard === undefined ? undefined : now - heard, unreachableForMs: now - (unreachableSinceMs ?? now), silent, counted: nodes.length };
   };

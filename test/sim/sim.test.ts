@@ -76,6 +76,11 @@ const regressionSeeds: readonly (readonly [number, SimProfile, string])[] = [
   // silent, so 3 of 3 looked like a full disruption; Warden (rightly, issue 14) counts 2 vouched
   // nodes and declared one lost after lost-after. The checker now counts what the rule counts.
   [2921, "short", "an unvouched registration is not part of the full-disruption count"],
+  // Simulator: a duplicated start message, delayed past the stop of its incarnation, reached the
+  // agent after the record was dropped and spawned that incarnation a second time; Warden (rightly)
+  // did not adopt an incarnation its stop had confirmed gone. The simulated agent now never starts
+  // an incarnation twice, as the real agent's StartRegistry.
+  [3488, "short", "a repeated start never spawns an incarnation again"],
 ];
 
 describe("simulation", () => {

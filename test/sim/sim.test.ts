@@ -82,6 +82,11 @@ const regressionSeeds: readonly (readonly [number, SimProfile, string])[] = [
   // as the node just declared, so 3 of 3 looked silent; the declared node is now excused only from
   // the lost filter, not from vouching.
   [3193, "short", "the unvouched node just declared lost is not part of the full-disruption count"],
+  // Simulator: a duplicated start message, delayed past the stop of its incarnation, reached the
+  // agent after the record was dropped and spawned that incarnation a second time; Warden (rightly)
+  // did not adopt an incarnation its stop had confirmed gone. The simulated agent now never starts
+  // an incarnation twice, as the real agent's StartRegistry.
+  [3488, "short", "a repeated start never spawns an incarnation again"],
 ];
 
 describe("simulation", () => {

@@ -18,6 +18,9 @@ const templates = {
   gpu: create(GpuInfoSchema),
 };
 
+/** As the real agent's StartRegistry (services/agent/src/start-registry.ts). */
+const maxRememberedStarts = 4096;
+
 interface AgentRecord {
   readonly incarnation: string;
   readonly model: string;
@@ -56,6 +59,17 @@ export class SimAgent {
   /** Exited records still to be shown once in an inventory. */
   private readonly exitedToReport = new Map<string, AgentRecord>();
   private readonly usedPorts = new Map<number, string>();
+  /**
+   * Every incarnation this agent ever spawned, kept across its restarts (the
+   * real agent's StartRegistry: "incarnations are never started twice"). A
+   * duplicated or reordered start message can reach the agent after that
+   * incarnation's process exited and its record was dropped; without this it
+   * spawned the incarnation a second time — something a real agent never does
+   * (and a real connection never delivers a request twice, nor one of an old
+   * boot to a new one), so Warden, which rightly never adopts an incarnation
+   * its stop confirmed gone, was reported for amnesia (campaign seed 3488).
+   */
+  private readonly spawnedIncarnations = new Set<string>();
   private readonly everUsedPorts = new Set<number>();
   private gen = 0;
   up = true;
@@ -165,6 +179,11 @@ export class SimAgent {
         sink.end();
         return;
       }
+      // A repeat of an incarnation already spawned and gone: never a second process.
+      // The real agent answers that repeat call with EXITED; here its answer would
+      // reach the original call's stream, which that call never sent, so it is dropped.
+      if (this.spawnedIncarnations.has(req.incarnation)) return;
+      this.rememberSpawned(req.incarnation);
       let port = 20000;
       while (this.usedPorts.has(port)) port++;
       if (this.everUsedPorts.has(port)) this.w.coverage.hit("port.recycled");
@@ -226,6 +245,16 @@ export class SimAgent {
         });
       },
     };
+  }
+
+  /** Bounded like the real agent's StartRegistry; forgets the oldest of gone backends first. */
+  private rememberSpawned(incarnation: string): void {
+    this.spawnedIncarnations.add(incarnation);
+    if (this.spawnedIncarnations.size <= maxRememberedStarts) return;
+    for (const k of this.spawnedIncarnations) {
+      if (this.spawnedIncarnations.size <= maxRememberedStarts) break;
+      if (!this.records.has(k)) this.spawnedIncarnations.delete(k);
+    }
   }
 
   private whenRunningIfSameRecord(r: AgentRecord, fn: () => void): void {

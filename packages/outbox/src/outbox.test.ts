@@ -177,6 +177,45 @@ describe("outbox", () => {
     expect(second.outbox.openStopIntents()).toHaveLength(1);
   });
 
+  it("a clear issued while the intent's record is still being journaled clears it (simulation seed 3826)", async () => {
+    // The loader journals an abandoned load's intent without waiting, and an
+    // operator's forget (or the instance's exit) clears it at once: the clear
+    // used to see no intent yet and do nothing, so the intent stayed open for
+    // an instance Warden no longer tracked — reaped on the next inventory
+    // that lacked it while the process still ran, or stopped after a restart.
+    const journal = new MemoryJournal();
+    const first = setup(journal);
+    await first.outbox.start();
+    const recorded = first.outbox.recordStopIntent({ incarnation: "I1", nodeId: "n", model: "m", address: "a:1", reason: "load-abandoned" });
+    const cleared = first.outbox.clearStopIntent("I1");
+    await Promise.all([recorded, cleared]);
+    expect(first.outbox.openStopIntents()).toEqual([]);
+    expect(first.outbox.stats().openStopIntents).toBe(0);
+    const second = setup(journal);
+    const rec = await second.outbox.start();
+    expect(rec.openStopIntents).toEqual([]);
+  });
+
+  it("a stop intent's write that fails undoes only its own effect", async () => {
+    const journal = new MemoryJournal();
+    const { outbox } = setup(journal);
+    await outbox.start();
+    journal.failAppends = true;
+    await expect(outbox.recordStopIntent({ incarnation: "I1", nodeId: "n", model: "m", address: "a:1", reason: "lru" })).rejects.toThrow(/not journaled/);
+    expect(outbox.openStopIntents()).toEqual([]);
+    journal.failAppends = false;
+    await outbox.recordStopIntent({ incarnation: "I1", nodeId: "n", model: "m", address: "a:1", reason: "lru" });
+    journal.failAppends = true;
+    await expect(outbox.clearStopIntent("I1")).rejects.toThrow(/not journaled/);
+    expect(outbox.openStopIntents().map((i) => i.incarnation)).toEqual(["I1"]); // still open in the journal
+    journal.failAppends = false;
+    // A record issued after a clear is the newer word: the clear finishing does not drop it.
+    const cleared = outbox.clearStopIntent("I1");
+    const again = outbox.recordStopIntent({ incarnation: "I1", nodeId: "n", model: "m", address: "a:1", reason: "admin" });
+    await Promise.all([cleared, again]);
+    expect(outbox.openStopIntents().map((i) => [i.incarnation, i.reason])).toEqual([["I1", "admin"]]);
+  });
+
   it("guards its lifecycle", async () => {
     const { outbox } = setup();
     await expect(outbox.emit(started("a"))).rejects.toThrow(/state is new/);

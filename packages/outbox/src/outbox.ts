@@ -302,15 +302,30 @@ export function createOutbox(options: OutboxOptions): Outbox {
       requireState("running", "recordStopIntent");
       if (init.incarnation === "") throw invalidArgument("incarnation", "must not be empty");
       const intent: StopIntent = { ...init, recordedAtMs: init.recordedAtMs ?? Math.floor(clock.wallNow()) };
-      await durable("stop intent", () => journal.append({ kind: "stop-intent", ...intent }, signal));
+      // Known from the moment it is issued: replay follows issue order, so a
+      // clear issued before this record is fsync'd lands after it and must
+      // clear it (a clear that found nothing left the intent open for an
+      // instance no longer tracked — simulation seed 3826). Undone on failure.
+      const previous = intents.get(intent.incarnation);
       intents.set(intent.incarnation, intent);
+      try {
+        await durable("stop intent", () => journal.append({ kind: "stop-intent", ...intent }, signal));
+      } catch (err) {
+        if (intents.get(intent.incarnation) === intent) {
+          if (previous === undefined) intents.delete(intent.incarnation);
+          else intents.set(intent.incarnation, previous);
+        }
+        throw err;
+      }
     },
 
     async clearStopIntent(incarnation, signal) {
       requireState("running", "clearStopIntent");
-      if (!intents.has(incarnation)) return;
+      const cleared = intents.get(incarnation);
+      if (cleared === undefined) return;
       await durable("stop intent clear", () => journal.append({ kind: "stop-intent-cleared", incarnation }, signal));
-      intents.delete(incarnation);
+      // A record issued after this clear is the newer word: it stays.
+      if (intents.get(incarnation) === cleared) intents.delete(incarnation);
     },
 
     openStopIntents: () => [...intents.values()],

@@ -20,7 +20,10 @@ export default defineConfig({
     projects: [
       {
         extends: true,
-        test: { name: "main", include: all, exclude: ["**/*.heavy.test.ts", "**/node_modules/**"] },
+        // Two files at a time: most of these wait on child processes, timers and sockets, not
+        // the CPU (vitest's default on 2 cores is one). Measured under heavy load: 1 197 s
+        // instead of 1 628 s, all passing. Each worker has its own test-port slice.
+        test: { name: "main", include: all, exclude: ["**/*.heavy.test.ts", "**/node_modules/**"], maxWorkers: 2 },
       },
       {
         extends: true,

@@ -88,6 +88,11 @@ describe("warden CLI (warden up as a real process)", () => {
     expect(upOut).toContain(`curl http://${http ?? ""}/v1/chat/completions`);
     const models = (await (await fetch(`http://${http ?? ""}/v1/models`)).json()) as { data: { id: string }[] };
     expect(models.data.map((m) => m.id)).toContain("chat-small");
+    // The dashboard's line names the same listener, and the page is served there.
+    expect(upOut).toContain(`Dashboard      http://${http ?? ""}/`);
+    const page = await fetch(`http://${http ?? ""}/`);
+    expect(page.status).toBe(200);
+    expect(await page.text()).toContain("/dashboard/app.js");
     const h = createClient(Health, addr);
     expect((await h.check({ service: "" })).status).toBe(HealthCheckResponse_ServingStatus.SERVING);
     expect((await h.check({ service: "warden.v1.AdminService" })).status).toBe(HealthCheckResponse_ServingStatus.SERVING);

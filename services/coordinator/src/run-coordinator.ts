@@ -168,7 +168,12 @@ export async function runCoordinator(o: RunCoordinatorOptions): Promise<number> 
       `  Admin API      ${c.address}  (warden.v1.AdminService, gRPC)`,
       `  Inference API  ${c.address}  (warden.v1.InferenceService, gRPC)`,
       ...(c.inferenceAddress === undefined ? [] : [`  Data plane     ${c.inferenceAddress}  (warden.v1.InferenceService only, lean HTTP/2 gRPC)`]),
-      ...(c.httpAddress === undefined ? [] : [`  OpenAI API     ${config.tls === undefined ? "http" : "https"}://${c.httpAddress}/v1  (OpenAI-compatible HTTP; --http off turns it off)`]),
+      ...(c.httpAddress === undefined
+        ? []
+        : [
+            `  OpenAI API     ${config.tls === undefined ? "http" : "https"}://${c.httpAddress}/v1  (OpenAI-compatible HTTP; --http off turns it off)`,
+            `  Dashboard      ${config.tls === undefined ? "http" : "https"}://${c.httpAddress}/  (live nodes, instances and evictions in a browser)`,
+          ]),
       `  Models         ${models.join(", ") || "(none configured)"}`,
       `  Policy         ${policyLine(config)}`,
       `  State dir      ${stateDir}  (journal, agent records; --state-dir or stateDir)`,

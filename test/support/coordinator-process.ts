@@ -11,6 +11,7 @@ import { fileURLToPath } from "node:url";
 import { repoRootPath } from "../../services/agent/src/backend-sim-catalog.js";
 
 const coordinatorMain = fileURLToPath(new URL("../../services/coordinator/src/main.ts", import.meta.url));
+const cliMain = fileURLToPath(new URL("../../services/cli/src/main.ts", import.meta.url));
 
 /** An event as the coordinator logs it (proto JSON plus its type). */
 export interface LoggedEvent {
@@ -39,9 +40,11 @@ export interface CoordinatorProcess {
 }
 
 /** Writes the config (JSON is valid YAML) and starts the coordinator; resolves once it listens. */
-export async function startCoordinatorProcess(configPath: string, config: Record<string, unknown>, timeoutMs = 60_000): Promise<CoordinatorProcess> {
+export async function startCoordinatorProcess(configPath: string, config: Record<string, unknown>, timeoutMs = 60_000, o: { readonly via?: "coordinator" | "warden-up" } = {}): Promise<CoordinatorProcess> {
   await writeFile(configPath, JSON.stringify(config, null, 2));
-  const child = spawn(process.execPath, ["--import", "tsx", coordinatorMain, "--config", configPath], {
+  // "warden-up": the CLI's `warden up --config` (what an operator runs), not the coordinator's own entry point.
+  const argv = o.via === "warden-up" ? [cliMain, "up", "--config", configPath] : [coordinatorMain, "--config", configPath];
+  const child = spawn(process.execPath, ["--import", "tsx", ...argv], {
     cwd: repoRootPath,
     stdio: ["ignore", "pipe", "pipe"],
     env: { ...process.env, LOG_LEVEL: "info" },

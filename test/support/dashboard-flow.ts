@@ -37,7 +37,7 @@ export interface DashboardRig {
 /** Two chat models of one concurrency group: loading the second evicts the first (DESIGN §3.4). */
 export const groupedModels = [simModel("chat-a", { groups: ["gpu0"], memoryEstimate: "2GiB" }), simModel("chat-b", { groups: ["gpu0"], memoryEstimate: "3GiB" }), simModel("embed-small", { memoryEstimate: "512MiB" })];
 
-/** Starts the coordinator (auth on, HTTP listener on a free port, embedded agent) and a browser on its dashboard as an operator. */
+/** Starts `warden up` (auth on, HTTP listener on a free port, embedded agent) and a browser on its dashboard as an operator. */
 export async function startDashboardRig(): Promise<DashboardRig> {
   const dir = await mkdtemp(join(tmpdir(), "warden-dashboard-"));
   const { path: tokensFile, tokens } = await writeTokensFile(dir, { operator: { role: "operator" }, inference: { role: "inference" }, viewer: { role: "viewer" } });
@@ -62,7 +62,7 @@ export async function startDashboardRig(): Promise<DashboardRig> {
       stop: { timeout: "10s", rpcTimeout: "8s" },
       recoveryWindow: "500ms",
       models: groupedModels,
-    });
+    }, 60_000, { via: "warden-up" });
     if (coord.httpAddress === undefined) throw new Error("the coordinator logged no httpAddress");
     const url = `http://${coord.httpAddress}`;
     const admin = createClient(AdminService, coord.address, withToken(tokens.operator));

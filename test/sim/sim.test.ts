@@ -93,6 +93,12 @@ const regressionSeeds: readonly (readonly [number, SimProfile, string])[] = [
   // before the start while the process ran. Fixed in outbox outbox.ts (an intent counts from when
   // its record is issued, so a clear issued meanwhile clears it).
   [3826, "short", "a forget before the stop intent's fsync clears the intent"],
+  // Simulator: a re-delivered copy of the last heartbeat applied (an old boot's, the agent since
+  // restarted and partitioned from its register-required answers) left the record at that report's
+  // (boot epoch, sequence), so the harness called it applied and the checker took it as contact;
+  // Warden (rightly) ignored it as stale and declared the node lost after lost-after. A report the
+  // record already held is no longer "applied".
+  [5069, "short", "a copy of the last heartbeat applied is not contact"],
 ];
 
 describe("simulation", () => {

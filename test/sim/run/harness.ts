@@ -52,11 +52,17 @@ export class Harness {
       const before = this.coord?.nodes.get(hb.nodeId);
       const beforeSeq = before?.sequence;
       const beforeEpoch = before?.bootEpoch;
+      const beforeHadInventory = before?.inventory !== undefined;
       if (before !== undefined && beforeEpoch === hb.bootEpoch && beforeSeq !== undefined && hb.sequence < beforeSeq) this.world.coverage.hit("fence.stale-inventory-ignored");
       if (before !== undefined && hb.backends.some((e) => before.fences.has(e.incarnation))) this.world.coverage.hit("fence.confirmed-stop-hidden");
       deliver(agent, hb);
       const after = this.coord?.nodes.get(hb.nodeId);
-      const applied = after !== undefined && after.bootEpoch === hb.bootEpoch && after.sequence === hb.sequence && after.inventory !== undefined;
+      // A copy of the last applied report (the stale-inventory fault re-delivers one, the network
+      // duplicates one) leaves the record carrying its (boot epoch, sequence) too, but Warden ignored
+      // it as stale: the record already held that report, so it is no contact (seed 5069: an old
+      // boot's last heartbeat re-delivered after the agent restarted counted as n2 heard).
+      const already = after === before && beforeEpoch === hb.bootEpoch && beforeSeq === hb.sequence && beforeHadInventory;
+      const applied = !already && after !== undefined && after.bootEpoch === hb.bootEpoch && after.sequence === hb.sequence && after.inventory !== undefined;
       const sentAt = this.hbSentAt.get(hb) ?? this.world.clock.now();
       for (const c of this.checkers) c.afterHeartbeat?.(this.ctx, hb, sentAt, applied);
     };

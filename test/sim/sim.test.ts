@@ -93,6 +93,11 @@ const regressionSeeds: readonly (readonly [number, SimProfile, string])[] = [
   // before the start while the process ran. Fixed in outbox outbox.ts (an intent counts from when
   // its record is issued, so a clear issued meanwhile clears it).
   [3826, "short", "a forget before the stop intent's fsync clears the intent"],
+  // Checker: a remote stop failed at the lifecycle lock (a load held it; nothing was sent) and the
+  // loading instance rightly stayed registered; the load then failed on a keepalive timeout and its
+  // abandoned-load leftover retry sent a StopBackend before the evictionFailed record was committed,
+  // which the checker took for the eviction's own. The phantom checker now judges at the loader's decision.
+  [5179, "short", "a stop that failed at the lock sent nothing (later leftover retry not its own)"],
 ];
 
 describe("simulation", () => {

@@ -99,6 +99,11 @@ const regressionSeeds: readonly (readonly [number, SimProfile, string])[] = [
   // Warden (rightly) ignored it as stale and declared the node lost after lost-after. A report the
   // record already held is no longer "applied".
   [5069, "short", "a copy of the last heartbeat applied is not contact"],
+  // Checker: a remote stop failed at the lifecycle lock (a load held it; nothing was sent) and the
+  // loading instance rightly stayed registered; the load then failed on a keepalive timeout and its
+  // abandoned-load leftover retry sent a StopBackend before the evictionFailed record was committed,
+  // which the checker took for the eviction's own. The phantom checker now judges at the loader's decision.
+  [5179, "short", "a stop that failed at the lock sent nothing (later leftover retry not its own)"],
 ];
 
 describe("simulation", () => {

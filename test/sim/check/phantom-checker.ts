@@ -1,4 +1,3 @@
-import { EvictionFailedOutcome } from "@warden/proto";
 import type { Checker, CheckContext } from "./checker.js";
 
 /**
@@ -19,13 +18,17 @@ export function phantomChecker(): Checker {
     onStopSent(_ctx, req) {
       stopSent.add(req.incarnation);
     },
-    onEvent(ctx, e) {
-      const p = e.payload;
-      if (p.case === "evictionStarted") stopSent.delete(e.incarnation);
-      if (p.case !== "evictionFailed") return;
+    // Judged when the loader emits eviction.started / eviction.failed (its decision), not when the
+    // audit event is delivered after the journal: a StopBackend sent in between belongs to what came
+    // after the settle (seed 5179: the stop failed at the lifecycle lock, so nothing was sent and the
+    // loading instance rightly stayed registered; the load then failed, and the abandoned load's
+    // leftover retry sent a StopBackend before the evictionFailed record was committed).
+    onLoaderEvent(ctx, e) {
+      if (e.type === "eviction.started") stopSent.delete(e.incarnation);
+      if (e.type !== "eviction.failed") return;
       const sent = stopSent.delete(e.incarnation);
-      if (sent && p.value.outcome === EvictionFailedOutcome.REGISTERED_AGAIN && !embedded(ctx, e.nodeId)) {
-        ctx.report("8 no phantoms", `remote ${e.incarnation} on ${e.nodeId} registered again after its StopBackend failed (${p.value.error}); it must be a leftover`);
+      if (sent && e.outcome === "registered-again" && !embedded(ctx, e.nodeId)) {
+        ctx.report("8 no phantoms", `remote ${e.incarnation} on ${e.nodeId} registered again after its StopBackend failed (${e.error}); it must be a leftover`);
       }
     },
     afterStep(ctx) {

@@ -6,6 +6,7 @@
  * browser is ever downloaded.
  */
 import { mkdtemp, rm } from "node:fs/promises";
+import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { chromium, type Browser, type Page } from "playwright-core";
@@ -80,11 +81,16 @@ export async function startDashboardRig(): Promise<DashboardRig> {
       browser: b,
       page,
       async close() {
+        // `warden up` stops every backend it started when it stops: checked, so a rig never
+        // leaves a backend-sim behind (the coordinator's own entry point keeps them, by design).
+        const addresses = (await admin.listModels({}).catch(() => ({ instances: [] }))).instances.map((i) => i.address).filter((a) => a !== "");
         admin.close();
         await b.close().catch(() => undefined);
         c.child.kill("SIGTERM");
         await c.exited;
         await rm(dir, { recursive: true, force: true });
+        const listening = (await Promise.all(addresses.map(async (a) => ((await accepts(a)) ? a : undefined)))).filter((a) => a !== undefined);
+        if (listening.length > 0) throw new Error(`backends still listening after warden up stopped: ${listening.join(", ")}`);
       },
     };
   } catch (err) {
@@ -93,6 +99,21 @@ export async function startDashboardRig(): Promise<DashboardRig> {
     await rm(dir, { recursive: true, force: true });
     throw err;
   }
+}
+
+/** Whether something accepts TCP connections at host:port now. */
+function accepts(address: string): Promise<boolean> {
+  const i = address.lastIndexOf(":");
+  return new Promise((resolve) => {
+    const sock = connect({ host: address.slice(0, i), port: Number(address.slice(i + 1)) });
+    sock.once("connect", () => {
+      sock.destroy();
+      resolve(true);
+    });
+    sock.once("error", () => {
+      resolve(false);
+    });
+  });
 }
 
 /** The page reads its token from sessionStorage (what its token form stores); set before any script runs. */

@@ -9,7 +9,8 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import OpenAI, { toFile } from "openai";
-import { simEmbedding, simSampleRate, simSpeech, wavFile } from "@warden/backend-sim";
+import { wavFile } from "@warden/common";
+import { simEmbedding, simSampleRate, simSpeech } from "@warden/backend-sim";
 import { simModel, startTestCoordinator, until, type TestCoordinator } from "./support/coordinator-harness.js";
 
 interface Echo {

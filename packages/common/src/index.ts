@@ -13,3 +13,4 @@ export * from "./secret-file.js";
 export * from "./redact.js";
 export { isPlanted, plantedBugNames, type PlantedBug } from "./planted-bugs.js";
 export * from "./identifier.js";
+export * from "./wav.js";

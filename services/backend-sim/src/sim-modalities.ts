@@ -1,7 +1,7 @@
 import { statSync, writeFileSync } from "node:fs";
 import { basename } from "node:path";
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import { Code, WardenError, invalidArgument, sleep, type Clock } from "@warden/common";
+import { Code, WardenError, invalidArgument, sleep, wavFile, type Clock } from "@warden/common";
 import type { Backend, ReplySchema, TranscriptLiveResponseSchema, TranscriptStreamResponseSchema } from "@warden/proto";
 import type { ServiceImpl } from "@warden/grpc";
 
@@ -48,24 +48,6 @@ export function simSpeech(text: string): Uint8Array {
     for (let s = 0; s < samplesPerChar; s++) pcm.writeInt16LE(Math.round(8000 * Math.sin((2 * Math.PI * freq * s) / simSampleRate)), (c * samplesPerChar + s) * 2);
   }
   return pcm;
-}
-
-/** A RIFF/WAVE file around 16-bit mono PCM. */
-export function wavFile(pcm: Uint8Array, sampleRate: number): Buffer {
-  const h = Buffer.alloc(44);
-  h.write("RIFF", 0);
-  h.writeUInt32LE(36 + pcm.length, 4);
-  h.write("WAVEfmt ", 8);
-  h.writeUInt32LE(16, 16);
-  h.writeUInt16LE(1, 20);
-  h.writeUInt16LE(1, 22);
-  h.writeUInt32LE(sampleRate, 24);
-  h.writeUInt32LE(sampleRate * 2, 28);
-  h.writeUInt16LE(2, 32);
-  h.writeUInt16LE(16, 34);
-  h.write("data", 36);
-  h.writeUInt32LE(pcm.length, 40);
-  return Buffer.concat([h, pcm]);
 }
 
 /** What the simulator "hears" in an audio file: its name and size, so a test knows the exact text. */

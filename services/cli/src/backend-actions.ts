@@ -9,7 +9,7 @@ import { resolve } from "node:path";
 import { Metadata } from "@grpc/grpc-js/build/src/metadata.js";
 import { Backend } from "@warden/proto";
 import { createH2Client, type CallOptions, type Client } from "@warden/grpc";
-import { Code, WardenError, invalidArgument, isWardenError } from "@warden/common";
+import { Code, WardenError, invalidArgument, isWardenError, sampleRateOf, wavFile } from "@warden/common";
 import type { ActionContext, GlobalOpts } from "./action-context.js";
 
 const backend = (g: GlobalOpts): Client<typeof Backend> => createH2Client(Backend, g.addr);
@@ -44,33 +44,6 @@ export async function embed(c: ActionContext, g: GlobalOpts, model: string, text
   }
 }
 
-/** A RIFF/WAVE header for 16-bit mono PCM: TTSStream backends send raw samples after a sample-rate message. */
-function wav(pcm: Buffer, sampleRate: number): Buffer {
-  const h = Buffer.alloc(44);
-  h.write("RIFF", 0);
-  h.writeUInt32LE(36 + pcm.length, 4);
-  h.write("WAVEfmt ", 8);
-  h.writeUInt32LE(16, 16);
-  h.writeUInt16LE(1, 20);
-  h.writeUInt16LE(1, 22);
-  h.writeUInt32LE(sampleRate, 24);
-  h.writeUInt32LE(sampleRate * 2, 28);
-  h.writeUInt16LE(2, 32);
-  h.writeUInt16LE(16, 34);
-  h.write("data", 36);
-  h.writeUInt32LE(pcm.length, 40);
-  return Buffer.concat([h, pcm]);
-}
-
-function sampleRateOf(message: Uint8Array): number | undefined {
-  try {
-    const v = (JSON.parse(new TextDecoder().decode(message)) as { sample_rate?: unknown }).sample_rate;
-    return typeof v === "number" && Number.isInteger(v) && v > 0 && v <= 1_000_000 ? v : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
 /**
  * Speech for `text` into `--out` on this machine: TTSStream's audio chunks
  * (a WAV when the backend says its sample rate, else the raw bytes). A
@@ -102,7 +75,7 @@ export async function tts(c: ActionContext, g: GlobalOpts, model: string, text: 
     let bytes: number;
     if (streamed) {
       const pcm = Buffer.concat(chunks);
-      const body = sampleRate === undefined ? pcm : wav(pcm, sampleRate);
+      const body = sampleRate === undefined ? pcm : wavFile(pcm, sampleRate);
       await writeFile(file, body);
       bytes = body.length;
     } else {

@@ -1,4 +1,5 @@
-import { Code, codeName, type WardenError } from "@warden/common";
+import { codeName, type WardenError } from "@warden/common";
+import { httpStatusOfCode } from "./http-status.js";
 
 /** OpenAI's error body: `{ error: { message, type, param, code } }`. */
 export interface OpenAiErrorBody {
@@ -9,35 +10,7 @@ export interface OpenAiErrorBody {
 export function httpStatusOf(e: WardenError): number {
   const explicit = e.details["httpStatus"];
   if (typeof explicit === "number" && Number.isInteger(explicit) && explicit >= 400 && explicit <= 599) return explicit;
-  switch (e.code) {
-    case Code.InvalidArgument:
-    case Code.OutOfRange:
-      return 400;
-    case Code.Unauthenticated:
-      return 401;
-    case Code.PermissionDenied:
-      return 403;
-    case Code.NotFound:
-      return 404;
-    case Code.AlreadyExists:
-    case Code.Aborted:
-      return 409;
-    case Code.ResourceExhausted:
-      return 429;
-    case Code.Canceled:
-      // nginx's "client closed request": only ever logged, the client is gone.
-      return 499;
-    case Code.Unimplemented:
-      return 501;
-    case Code.Unavailable:
-    case Code.FailedPrecondition:
-      // Cannot place, load-failure cooldown, model being stopped: the service cannot serve it now.
-      return 503;
-    case Code.DeadlineExceeded:
-      return 504;
-    default:
-      return 500;
-  }
+  return httpStatusOfCode(e.code, 503);
 }
 
 function typeOf(status: number): string {

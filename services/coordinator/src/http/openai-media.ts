@@ -3,12 +3,11 @@ import { readFile, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { pipeline } from "node:stream/promises";
 import type { FastifyInstance, FastifyRequest } from "fastify";
-import { Code, WardenError, invalidArgument, isWardenError } from "@warden/common";
+import { Code, WardenError, invalidArgument, isWardenError, sampleRateOf, wavFile } from "@warden/common";
 import type { CoordinatorHttpContext } from "./coordinator-http.js";
 import { callSignal } from "./http-server.js";
 import type { OpenAiBackend } from "./openai-backend.js";
 import { parseEmbeddingRequest, parseImageRequest, parseSpeechRequest, parseTranscriptionFields } from "./openai-schema.js";
-import { sampleRateOf, wavFile } from "./wav.js";
 
 /** Most audio one speech call collects from TTSStream before answering. */
 export const maxSpeechBytes = 256 * 1024 * 1024;

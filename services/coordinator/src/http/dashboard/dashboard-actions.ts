@@ -4,6 +4,7 @@ import type { CallOptions, Client } from "@warden/grpc";
 import { checkId } from "../../check-id.js";
 import type { DashboardErrorBody } from "./dashboard-view.js";
 import { dashboardInstance } from "./dashboard-snapshot.js";
+import { httpStatusOfCode } from "../http-status.js";
 
 /** The buttons' operations: each one Admin API call (LoadModel, UnloadModel, DrainNode, UndrainNode). */
 export type DashboardAction =
@@ -91,40 +92,9 @@ export async function runAction(admin: Pick<Client<typeof AdminService>, "loadMo
   }
 }
 
-/** The HTTP status of a Warden error code (gRPC's HTTP mapping). */
-export function httpStatusOf(code: Code): number {
-  switch (code) {
-    case Code.InvalidArgument:
-    case Code.OutOfRange:
-      return 400;
-    case Code.Unauthenticated:
-      return 401;
-    case Code.PermissionDenied:
-      return 403;
-    case Code.NotFound:
-      return 404;
-    case Code.AlreadyExists:
-    case Code.Aborted:
-    case Code.FailedPrecondition:
-      return 409;
-    case Code.ResourceExhausted:
-      return 429;
-    case Code.Canceled:
-      return 499;
-    case Code.Unimplemented:
-      return 501;
-    case Code.Unavailable:
-      return 503;
-    case Code.DeadlineExceeded:
-      return 504;
-    default:
-      return 500;
-  }
-}
-
 /** Status and JSON body of any error a dashboard endpoint meets. */
 export function errorReply(err: unknown): { readonly status: number; readonly body: DashboardErrorBody } {
   const e = WardenError.from(err, Code.Internal);
   const field = e.details.field;
-  return { status: httpStatusOf(e.code), body: { error: { code: codeName(e.code), message: e.rawMessage, ...(typeof field === "string" ? { field } : {}) } } };
+  return { status: httpStatusOfCode(e.code, 409), body: { error: { code: codeName(e.code), message: e.rawMessage, ...(typeof field === "string" ? { field } : {}) } } };
 }

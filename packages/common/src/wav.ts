@@ -1,5 +1,9 @@
-/** A RIFF/WAVE file around 16-bit mono PCM (TTSStream backends send raw samples after a sample-rate message). */
-export function wavFile(pcm: Buffer, sampleRate: number): Buffer {
+/**
+ * A RIFF/WAVE file around 16-bit mono PCM (TTSStream backends send raw samples
+ * after a sample-rate message). One copy for the OpenAI speech route, `warden
+ * tts` and backend-sim's TTS.
+ */
+export function wavFile(pcm: Uint8Array, sampleRate: number): Buffer {
   const h = Buffer.alloc(44);
   h.write("RIFF", 0);
   h.writeUInt32LE(36 + pcm.length, 4);

@@ -22,3 +22,19 @@ export function median(values: readonly number[]): number {
   const mid = Math.floor(s.length / 2);
   return s.length % 2 === 1 ? (s[mid] ?? 0) : ((s[mid - 1] ?? 0) + (s[mid] ?? 0)) / 2;
 }
+
+/** Calls/s of `concurrency` callers each calling `call` back to back for `durationMs`. */
+export async function throughput(durationMs: number, concurrency: number, call: () => Promise<unknown>): Promise<number> {
+  const end = performance.now() + durationMs;
+  let n = 0;
+  const start = performance.now();
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (performance.now() < end) {
+        await call();
+        n++;
+      }
+    }),
+  );
+  return n / ((performance.now() - start) / 1000);
+}

@@ -14,26 +14,11 @@
 import { Agent, request } from "node:http";
 import { createClient } from "@warden/grpc";
 import { AdminService, Backend, InferenceService } from "@warden/proto";
-import { median, type BenchResult } from "./bench-result.js";
+import { median, throughput, type BenchResult } from "./bench-result.js";
 import { startBenchCoordinator } from "./bench-coordinator.js";
 
 const tokens = 8;
 const callers = 64;
-
-async function throughput(durationMs: number, concurrency: number, call: () => Promise<unknown>): Promise<number> {
-  const end = performance.now() + durationMs;
-  let n = 0;
-  const start = performance.now();
-  await Promise.all(
-    Array.from({ length: concurrency }, async () => {
-      while (performance.now() < end) {
-        await call();
-        n++;
-      }
-    }),
-  );
-  return n / ((performance.now() - start) / 1000);
-}
 
 /** One streamed chat over HTTP: resolves with ms to the first content chunk once `[DONE]` arrived; throws on anything else. */
 function httpStream(agent: Agent, address: string, body: string): Promise<number> {

@@ -12,23 +12,8 @@
 import { Metadata } from "@grpc/grpc-js";
 import { createClient } from "@warden/grpc";
 import { AdminService, Backend, InferenceService } from "@warden/proto";
-import { median, type BenchResult } from "./bench-result.js";
+import { median, throughput, type BenchResult } from "./bench-result.js";
 import { startBenchCoordinator } from "./bench-coordinator.js";
-
-async function throughput(durationMs: number, concurrency: number, call: () => Promise<unknown>): Promise<number> {
-  const end = performance.now() + durationMs;
-  let n = 0;
-  const start = performance.now();
-  await Promise.all(
-    Array.from({ length: concurrency }, async () => {
-      while (performance.now() < end) {
-        await call();
-        n++;
-      }
-    }),
-  );
-  return n / ((performance.now() - start) / 1000);
-}
 
 async function latencies(count: number, call: () => Promise<unknown>): Promise<number[]> {
   const out: number[] = [];

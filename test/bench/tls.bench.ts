@@ -13,23 +13,8 @@ import { join } from "node:path";
 import { createClient, readCaBundle } from "@warden/grpc";
 import { InferenceService } from "@warden/proto";
 import { certsInit, certsIssue } from "../../services/cli/src/certs.js";
-import { median, type BenchResult } from "./bench-result.js";
+import { median, throughput, type BenchResult } from "./bench-result.js";
 import { startBenchCoordinator } from "./bench-coordinator.js";
-
-async function throughput(durationMs: number, concurrency: number, call: () => Promise<unknown>): Promise<number> {
-  const end = performance.now() + durationMs;
-  let n = 0;
-  const start = performance.now();
-  await Promise.all(
-    Array.from({ length: concurrency }, async () => {
-      while (performance.now() < end) {
-        await call();
-        n++;
-      }
-    }),
-  );
-  return n / ((performance.now() - start) / 1000);
-}
 
 export async function run(): Promise<BenchResult[]> {
   const dir = await mkdtemp(join(tmpdir(), "warden-bench-tls-"));

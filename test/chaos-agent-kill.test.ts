@@ -9,13 +9,12 @@
  * state dir, the leftover is reaped, the load completes, and the cluster
  * converges: Admin API = processes that really run, audit trail complete.
  */
-import { readFile } from "node:fs/promises";
-import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { InstanceState } from "@warden/proto";
-import { accountingProblems, observe, typesOf, watchAccounting, untilAuditComplete, untilConverged } from "./support/chaos-checks.js";
+import { accountingProblems, observe, watchAccounting } from "./support/chaos-checks.js";
 import { chaosLifecycle } from "./support/chaos-lifecycle.js";
-import { simModel, until } from "./support/coordinator-harness.js";
+import { expectReapedThenReplaced, untilStopRecorded } from "./support/chaos-leftover.js";
+import { simModel } from "./support/coordinator-harness.js";
 
 const chaos = chaosLifecycle();
 
@@ -40,14 +39,7 @@ describe("chaos: agent killed (SIGKILL) during an eviction's StopBackend", { tim
       m2Done = true;
     });
     await c.coord.waitForEvent("eviction.started", (e) => e.incarnation === m1, 60_000);
-    await until(
-      "the stop request is in the agent's record (on disk)",
-      async () => {
-        const rec = await readFile(join(a.stateDir, `${m1}.json`), "utf8").catch(() => "{}");
-        return (JSON.parse(rec) as { stopRequested?: unknown }).stopRequested != null;
-      },
-      60_000,
-    );
+    await untilStopRecorded(a.stateDir, m1);
     await a.kill();
 
     // Unknown outcome → leftover, still running, still accounted; m2 waits (group conflict with the leftover).
@@ -60,21 +52,6 @@ describe("chaos: agent killed (SIGKILL) during an eviction's StopBackend", { tim
     expect(m2Done).toBe(false);
 
     await a.restart();
-    const m2 = (await m2Load).instance;
-    expect(m2?.state).toBe(InstanceState.READY);
-    // The group was exclusive throughout: m2's backend.loaded only after m1 was reaped.
-    await c.coord.waitForEvent("backend.loaded", (e) => e.model === "m2");
-    const types = c.logged().map((e) => `${e.type}:${String(e.model)}`);
-    expect(types.indexOf("leftover.reaped:m1")).toBeGreaterThanOrEqual(0);
-    expect(types.indexOf("leftover.reaped:m1")).toBeLessThan(types.indexOf("backend.loaded:m2"));
-
-    const end = await untilConverged(c.admin, c.tag, ["a"]);
-    const sampled = await watch.stop();
-    expect(sampled.problems).toEqual([]);
-    expect(sampled.samples).toBeGreaterThan(0);
-    expect(end.rows.map((r) => [r.model, r.incarnation])).toEqual([["m2", m2?.incarnation]]);
-    const audit = await untilAuditComplete(c.nats.url, () => c.logged());
-    // Retries while the agent was down are audited too (eviction.retried); the eviction itself is one started, one failed, one reaped.
-    expect(typesOf(audit.events, m1).filter((t) => t !== "eviction.retried" && t !== "leftover.stuck")).toEqual(["backend.loaded", "eviction.started", "eviction.failed", "leftover.reaped"]);
+    await expectReapedThenReplaced(c, m1, m2Load, watch);
   });
 });

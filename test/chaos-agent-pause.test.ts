@@ -10,13 +10,12 @@
  * reaped, the load completes and the cluster converges with the audit trail
  * complete.
  */
-import { readFile } from "node:fs/promises";
-import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { InstanceState, NodeState } from "@warden/proto";
-import { accountingProblems, observe, typesOf, watchAccounting, untilAuditComplete, untilConverged } from "./support/chaos-checks.js";
+import { accountingProblems, observe, watchAccounting } from "./support/chaos-checks.js";
 import { chaosLifecycle } from "./support/chaos-lifecycle.js";
-import { simModel, until } from "./support/coordinator-harness.js";
+import { expectReapedThenReplaced, untilStopRecorded } from "./support/chaos-leftover.js";
+import { simModel } from "./support/coordinator-harness.js";
 
 const chaos = chaosLifecycle();
 
@@ -45,14 +44,7 @@ describe("chaos: agent frozen (SIGSTOP) during an eviction's StopBackend, then S
     const m2Load = c.admin.loadModel({ model: "m2" }, { timeoutMs: 170_000 }).finally(() => {
       m2Done = true;
     });
-    await until(
-      "the stop request is in the agent's record (on disk)",
-      async () => {
-        const rec = await readFile(join(a.stateDir, `${m1}.json`), "utf8").catch(() => "{}");
-        return (JSON.parse(rec) as { stopRequested?: unknown }).stopRequested != null;
-      },
-      60_000,
-    );
+    await untilStopRecorded(a.stateDir, m1);
     // Only an unreachable logged after the pause counts (a loaded machine can make the 2 s grace flap before it).
     const beforePause = c.coord.events.length;
     a.pause();
@@ -70,20 +62,6 @@ describe("chaos: agent frozen (SIGSTOP) during an eviction's StopBackend, then S
     expect(c.logged().filter((e) => e.type === "eviction.stopped" || e.type === "leftover.reaped" || e.type === "node.lost")).toEqual([]);
 
     a.resume();
-    const m2 = (await m2Load).instance;
-    expect(m2?.state).toBe(InstanceState.READY);
-    await c.coord.waitForEvent("backend.loaded", (e) => e.model === "m2");
-    // The limit held throughout: m2 loaded only after m1 was reaped.
-    const types = c.logged().map((e) => `${e.type}:${String(e.model)}`);
-    expect(types.indexOf("leftover.reaped:m1")).toBeGreaterThanOrEqual(0);
-    expect(types.indexOf("leftover.reaped:m1")).toBeLessThan(types.indexOf("backend.loaded:m2"));
-
-    const end = await untilConverged(c.admin, c.tag, ["a"]);
-    const sampled = await watch.stop();
-    expect(sampled.problems).toEqual([]);
-    expect(sampled.samples).toBeGreaterThan(0);
-    expect(end.rows.map((r) => [r.model, r.incarnation])).toEqual([["m2", m2?.incarnation]]);
-    const audit = await untilAuditComplete(c.nats.url, () => c.logged());
-    expect(typesOf(audit.events, m1).filter((t) => t !== "eviction.retried" && t !== "leftover.stuck")).toEqual(["backend.loaded", "eviction.started", "eviction.failed", "leftover.reaped"]);
+    await expectReapedThenReplaced(c, m1, m2Load, watch);
   });
 });

@@ -104,6 +104,12 @@ const regressionSeeds: readonly (readonly [number, SimProfile, string])[] = [
   // abandoned-load leftover retry sent a StopBackend before the evictionFailed record was committed,
   // which the checker took for the eviction's own. The phantom checker now judges at the loader's decision.
   [5179, "short", "a stop that failed at the lock sent nothing (later leftover retry not its own)"],
+  // Warden: an admin stop of m2 waited on calls to its process, which then crashed; the agent
+  // recycled its port for m1 while the stop was pending, and request state (keyed by address) kept
+  // the dead process's calls, so m1 was busy since before it existed and the busy-killer evicted it
+  // 12 s after its load. Fixed in watchdog instance-lifecycle.ts: a new incarnation on an address
+  // starts with fresh request state (the predecessor's completions become no-ops).
+  [18428, "short", "a recycled address does not inherit the predecessor's calls"],
 ];
 
 describe("simulation", () => {

@@ -41,6 +41,7 @@ export function registerLoading(st: CoreState, spec: InstanceSpec): InstanceView
       throw new WardenError(Code.FailedPrecondition, `incarnation ${incarnation} is ${existing.state.t}, not reserved`);
     }
     applyModelConfig(st, model, spec.groups, spec.pinned);
+    dropPredecessorRequests(st, address);
     existing.address = address;
     existing.gpu = gpu;
     if (spec.sizeBytes !== undefined) existing.sizeBytes = sizeBytes;
@@ -49,6 +50,7 @@ export function registerLoading(st: CoreState, spec: InstanceSpec): InstanceView
   }
   capacityCheck(st);
   applyModelConfig(st, model, spec.groups, spec.pinned);
+  dropPredecessorRequests(st, address);
   const rec: InstanceRecord = {
     incarnation,
     nodeId,
@@ -62,6 +64,20 @@ export function registerLoading(st: CoreState, spec: InstanceSpec): InstanceView
   };
   setState(st, rec, { t: "loading", sinceMs: st.clock.now() });
   return viewInstance(st, rec);
+}
+
+/**
+ * A new incarnation on an address starts with no request state. Nothing is
+ * registered there (checked above), so whatever state is left belongs to a
+ * predecessor whose port the agent recycled — it does so only once that
+ * process has exited — e.g. one still pending its stop (settle row 1 then
+ * touches nothing). Its calls can only fail; kept, they would make the new
+ * instance busy since the oldest of them (the busy-killer evicting it for
+ * them, seed 18428) and keep markReady from seeding its idle state. Their
+ * completions become no-ops.
+ */
+function dropPredecessorRequests(st: CoreState, address: string): void {
+  if (st.requests.has(address)) st.requests.clear(address);
 }
 
 /** Loading → ready, seeding idle state; see `WatchdogCore.markReady` for why. */

@@ -9,7 +9,10 @@ import type { Checker } from "./checker.js";
  * (b) while an instance is pending eviction its request state stays live
  *     (DESIGN §3.2 step 2): the watchdog's in-flight count still equals the
  *     calls really open on it, unless another incarnation's calls are open
- *     on the same (recycled) address.
+ *     on the same (recycled) address, or another incarnation is registered
+ *     there: the agent recycles a port only once its process exited, and the
+ *     replacement starts with fresh request state (a predecessor's calls are
+ *     not the replacement's, seed 18428; settle row 1 then touches nothing).
  */
 export function requestStateChecker(): Checker {
   return {
@@ -20,6 +23,10 @@ export function requestStateChecker(): Checker {
       const truth = ctx.world.truth;
       let open: Map<string, number> | undefined;
       let openAt: Map<string, number> | undefined;
+      const recycled = (address: string, incarnation: string): boolean => {
+        const owner = c.loader.core.instanceAt(address);
+        return owner !== undefined && owner.incarnation !== incarnation;
+      };
       for (const h of c.loader.heldInstances()) {
         if (h.address === undefined || truth.forgotten.has(h.incarnation)) continue;
         const v = c.loader.core.instance(h.incarnation);
@@ -41,7 +48,7 @@ export function requestStateChecker(): Checker {
           }
         }
         const mine = open.get(h.incarnation) ?? 0;
-        if (v.inFlight !== mine && (openAt.get(h.address) ?? 0) === mine) {
+        if (v.inFlight !== mine && (openAt.get(h.address) ?? 0) === mine && !recycled(h.address, h.incarnation)) {
           ctx.report("4 request conservation", `pending ${h.model} ${h.incarnation}: watchdog inFlight ${String(v.inFlight)}, really open ${String(mine)} (request state must stay live during the stop)`);
           return;
         }

@@ -72,7 +72,8 @@ export interface NodeTableOptions<C> {
  * older ignored), health states, and reconciliation of each inventory with the
  * loader — unknown valid incarnations adopted (remote-only, or leftover when a
  * stop was requested or a stop intent is open), exited or twice-missing
- * instances removed through the watchdog. Also the loader's AgentDirectory
+ * instances removed through the watchdog, twice-missing open stop intents
+ * the loader no longer tracks reported done. Also the loader's AgentDirectory
  * and InventoryPort. Pure: agents are reached through the AgentConnector.
  */
 export class NodeTable<C> implements AgentDirectory, InventoryPort {
@@ -203,9 +204,10 @@ export class NodeTable<C> implements AgentDirectory, InventoryPort {
       client,
       port: connector.agentPort(client),
       missing: new Map(),
-      // A new boot epoch is a new agent process: its inventories count afresh
-      // (its first may predate its re-reading of its records). The same boot
-      // goes on with its sequence, so its inventories are still "in a row".
+      // The same boot goes on with its sequence, so its inventories are still
+      // "in a row". A new boot epoch is another agent process and sequence:
+      // its inventories count afresh — a reset at worst waits one heartbeat
+      // more, a carried count could clear an intent on its first word alone.
       intentMisses: sameBoot ? existing.intentMisses : new Map<string, number>(),
       fences: sameBoot ? existing.fences : new Map<string, bigint>(),
       watchAbort: undefined,

@@ -15,6 +15,8 @@ export { heartbeatOrder, sequenceBounds, sequenceOutOfBounds } from "./heartbeat
 export type { HeartbeatOrder } from "./heartbeat-order.js";
 export { fenceIncarnation, maxFencesPerNode, unfencedInventory } from "./incarnation-fences.js";
 export { reconcileInventory } from "./reconcile-inventory.js";
+export { goneIntents } from "./gone-intents.js";
+export type { GoneIntents } from "./gone-intents.js";
 export type { Adoption, ReconcileInput } from "./reconcile-inventory.js";
 export { OrphanTracker } from "./orphan-tracker.js";
 export type { OrphanTrackerOptions } from "./orphan-tracker.js";

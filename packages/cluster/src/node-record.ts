@@ -54,6 +54,12 @@ export interface NodeRecord<C> {
   /** Ready instances missing from consecutive inventories (vanished after two). */
   readonly missing: Map<string, number>;
   /**
+   * Open stop intents' incarnations the loader does not track, lacking from
+   * the last applied inventory (gone-intents.ts: cleared after a second).
+   * Holds only intents open at that inventory.
+   */
+  intentMisses: ReadonlyMap<string, number>;
+  /**
    * Incarnations confirmed gone → this boot epoch's sequence last seen at the
    * confirmation. A heartbeat up to one past it may carry an inventory taken
    * before the stop took effect (the one in flight then), so it cannot show

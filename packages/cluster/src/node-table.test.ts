@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { create } from "@bufbuild/protobuf";
 import { BackendState, InventoryEntrySchema, OrphanProcessSchema, type OrphanProcess } from "@warden/proto";
 import { ManualClock } from "@warden/common";
-import type { AgentPort } from "@warden/loader";
+import type { AgentPort, Loader } from "@warden/loader";
 import type { AgentConnector } from "./agent-connector.js";
 import { heartbeatOrder, sequenceOutOfBounds } from "./heartbeat-order.js";
 import { massUnreachability, nextHealth } from "./node-health.js";
@@ -237,6 +237,91 @@ describe("NodeTable over a fake connector", () => {
     t.register({ ...reg("b", "h:2"), version: "1.0.0" });
     expect(mismatches).toEqual(["a:0.9.0", "a:"]);
     expect(t.get("a")?.version).toBe("");
+  });
+});
+
+/** The loader's side of an inventory for intents it no longer tracks: it tracks nothing, adopts nothing. */
+function loaderTrackingNothing(): Loader {
+  const port: Partial<Loader> = {
+    knows: () => false,
+    isGone: () => false,
+    nodeOf: () => undefined,
+    modelSpec: () => undefined,
+    stopInFlight: () => false,
+    adoptRemoteOnly: () => false,
+    adoptLeftover: () => false,
+    onBackendGone: () => {},
+    heldInstances: () => [],
+    leftoverList: () => [],
+    retryLeftoversNow: () => {},
+    setOrphans: () => {},
+  };
+  return port as unknown as Loader;
+}
+
+/** A table whose open stop intents (incarnation → node) are settled as the outbox's are: reported gone, then cleared. */
+function intentTable(open: Map<string, string>) {
+  const f = fakeConnector();
+  const reaped: string[] = [];
+  const t = new NodeTable<FakeClient>({
+    clock: new ManualClock(),
+    connector: f.connector,
+    graceMs: 5_000,
+    onNodeEvent: () => {},
+    openIntentsOn: (nodeId) => [...open].flatMap(([inc, on]) => (on === nodeId ? [inc] : [])),
+    onIntentsGone: (nodeId, gone) => {
+      for (const inc of gone) {
+        reaped.push(`${nodeId}:${inc}`);
+        open.delete(inc);
+      }
+    },
+  });
+  t.attach(loaderTrackingNothing(), (inc) => open.has(inc));
+  const entry = (incarnation: string) => create(InventoryEntrySchema, { incarnation, model: "m", address: `h:${incarnation}`, state: BackendState.READY });
+  const beat = (nodeId: string, sequence: bigint, listed: string[], bootEpoch = 1n) => t.heartbeat({ ...hb(nodeId, sequence), bootEpoch, backends: listed.map(entry) });
+  return { t, reaped, beat };
+}
+
+describe("open stop intents the loader no longer tracks", () => {
+  it("are gone only when two applied inventories in a row lack the incarnation: one does not, a present one in between resets, a stale one does not count", () => {
+    const open = new Map([["X", "a"], ["Y", "a"], ["Z", "b"]]);
+    const { t, reaped, beat } = intentTable(open);
+    t.register(reg("a", "h:1"));
+    t.register(reg("b", "h:2"));
+    beat("a", 1n, ["Y"]); // taken before X started, say: X's process may well run
+    beat("b", 1n, []); // another node's inventory says nothing of a's intents
+    expect(reaped).toEqual([]);
+    beat("a", 2n, ["X", "Y"]); // present again: the count starts over
+    beat("a", 3n, ["Y"]);
+    expect(reaped).toEqual([]);
+    beat("a", 2n, ["Y"]); // stale (older sequence): not applied, not counted
+    expect(reaped).toEqual([]);
+    beat("a", 4n, ["Y"]);
+    expect(reaped).toEqual(["a:X"]);
+    beat("b", 2n, []);
+    expect(reaped).toEqual(["a:X", "b:Z"]);
+    expect([...open.keys()]).toEqual(["Y"]);
+    expect(t.get("a")?.intentMisses.size).toBe(0);
+  });
+
+  it("a cleared intent's count is dropped; the same boot on a new address counts on; a new boot epoch counts afresh", () => {
+    const open = new Map([["X", "a"], ["Y", "a"]]);
+    const { t, reaped, beat } = intentTable(open);
+    t.register(reg("a", "h:1"));
+    beat("a", 1n, []);
+    expect(t.get("a")?.intentMisses).toEqual(new Map([["X", 1], ["Y", 1]]));
+    open.delete("Y"); // settled otherwise (the loader's stop confirmed, say)
+    t.register(reg("a", "h:3")); // same boot epoch, new address: the sequence goes on
+    beat("a", 2n, []);
+    expect(reaped).toEqual(["a:X"]);
+    expect(t.get("a")?.intentMisses.size).toBe(0);
+    open.set("Y", "a");
+    beat("a", 3n, []);
+    t.register(reg("a", "h:3", 2n)); // the agent restarted: its first inventory alone proves nothing
+    beat("a", 1n, [], 2n);
+    expect(reaped).toEqual(["a:X"]);
+    beat("a", 2n, [], 2n);
+    expect(reaped).toEqual(["a:X", "a:Y"]);
   });
 });
 

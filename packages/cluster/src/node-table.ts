@@ -10,6 +10,7 @@ import { memoryReading } from "./memory-reading.js";
 import { massUnreachability, nextHealth, type HealthCause } from "./node-health.js";
 import type { HeartbeatReport, NodeRecord, NodeRegistration } from "./node-record.js";
 import { freshForeign } from "./fresh-foreign.js";
+import { goneIntents } from "./gone-intents.js";
 import { OrphanTracker } from "./orphan-tracker.js";
 import { reconcileInventory, type Adoption } from "./reconcile-inventory.js";
 
@@ -25,11 +26,15 @@ export interface NodeTableOptions<C> {
   readonly lostAfterMs?: number;
   /** `reason` is the operator's free text for "lost-by-operator", empty otherwise. */
   readonly onNodeEvent: (nodeId: string, kind: NodeEventKind, labels: Record<string, string>, reason?: string) => void;
+  /** Incarnations of the open stop intents on `nodeId` (the outbox's); read once per applied inventory. */
+  readonly openIntentsOn?: (nodeId: string) => Iterable<string>;
   /**
-   * Open stop intents on `nodeId` whose incarnation its inventory no longer
-   * has: the process is gone (stopped late, or exited), so the intent is done.
+   * Open stop intents on `nodeId` the loader does not track whose incarnation
+   * two applied inventories of the node in a row lacked (gone-intents.ts;
+   * never empty): the process is gone (stopped late, or exited), so the
+   * intent is done. Needs openIntentsOn.
    */
-  readonly onIntentsGone?: (nodeId: string, present: ReadonlySet<string>) => void;
+  readonly onIntentsGone?: (nodeId: string, gone: readonly string[]) => void;
   /** Orphans older than this are stopped (reason orphan). @default 2 min */
   readonly orphanGraceMs?: number;
   /**
@@ -67,7 +72,8 @@ export interface NodeTableOptions<C> {
  * older ignored), health states, and reconciliation of each inventory with the
  * loader — unknown valid incarnations adopted (remote-only, or leftover when a
  * stop was requested or a stop intent is open), exited or twice-missing
- * instances removed through the watchdog. Also the loader's AgentDirectory
+ * instances removed through the watchdog, twice-missing open stop intents
+ * the loader no longer tracks reported done. Also the loader's AgentDirectory
  * and InventoryPort. Pure: agents are reached through the AgentConnector.
  */
 export class NodeTable<C> implements AgentDirectory, InventoryPort {
@@ -198,6 +204,11 @@ export class NodeTable<C> implements AgentDirectory, InventoryPort {
       client,
       port: connector.agentPort(client),
       missing: new Map(),
+      // The same boot goes on with its sequence, so its inventories are still
+      // "in a row". A new boot epoch is another agent process and sequence:
+      // its inventories count afresh — a reset at worst waits one heartbeat
+      // more, a carried count could clear an intent on its first word alone.
+      intentMisses: sameBoot ? existing.intentMisses : new Map<string, number>(),
       fences: sameBoot ? existing.fences : new Map<string, bigint>(),
       watchAbort: undefined,
     };
@@ -245,7 +256,7 @@ export class NodeTable<C> implements AgentDirectory, InventoryPort {
     }
     if (loader !== undefined) {
       const live = reconcileInventory(loader, { nodeId: n.nodeId, inventory: n.inventory, missing: n.missing, openIntent: this.openIntent, ...(this.o.onAdopted === undefined ? {} : { onAdopted: this.o.onAdopted }) });
-      this.o.onIntentsGone?.(n.nodeId, live);
+      this.settleGoneIntents(n, loader, live);
     }
     if (returned) loader?.retryLeftoversNow(n.nodeId);
     const client = n.client;
@@ -260,6 +271,17 @@ export class NodeTable<C> implements AgentDirectory, InventoryPort {
       }),
     );
     return true;
+  }
+
+  /** Counts this applied inventory against the node's open intents the loader no longer tracks; reports the twice-missing. */
+  private settleGoneIntents(n: NodeRecord<C>, loader: Loader, live: ReadonlySet<string>): void {
+    const { openIntentsOn, onIntentsGone } = this.o;
+    if (openIntentsOn === undefined || onIntentsGone === undefined) return;
+    const watched: string[] = [];
+    for (const inc of openIntentsOn(n.nodeId)) if (!loader.knows(inc)) watched.push(inc);
+    const r = goneIntents(n.intentMisses, watched, live);
+    n.intentMisses = r.missing;
+    if (r.gone.length > 0) onIntentsGone(n.nodeId, r.gone);
   }
 
   /**

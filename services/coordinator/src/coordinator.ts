@@ -21,7 +21,7 @@ import { inferenceService } from "./inference-service.js";
 import { backendRouter } from "./backend-router.js";
 import { NodeRegistry } from "./node-registry.js";
 import { nodeService } from "./node-service.js";
-import { nodeEventInit, orphanStopInit, orphansAdoptedInit, reapGoneIntents, unreachabilityPausedInit } from "./node-audit-events.js";
+import { nodeEventInit, openIntentsOn, orphanStopInit, orphansAdoptedInit, reapGoneIntents, unreachabilityPausedInit } from "./node-audit-events.js";
 import { PlacementView } from "./placement-view.js";
 import { CoordinatorMetrics } from "./metrics.js";
 import { settleUnsettledEvictions } from "./unsettled-evictions.js";
@@ -174,8 +174,9 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
     maxNodes: config.limits.maxNodes,
     lostAfterMs: config.nodeLostAfterMs,
     orphanGraceMs: config.orphanGraceMs,
-    onIntentsGone: (nodeId, present) => {
-      reapGoneIntents(outbox, hub, (inc) => loaderRef.current?.knows(inc) === true, nodeId, present);
+    openIntentsOn: (nodeId) => openIntentsOn(outbox, nodeId),
+    onIntentsGone: (nodeId, gone) => {
+      reapGoneIntents(outbox, hub, nodeId, gone);
     },
     onOrphansAdopted: (nodeId, adopted) => {
       const init = orphansAdoptedInit(nodeId, adopted);
@@ -201,7 +202,6 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
       if (init !== undefined) void hub.publish(init);
     },
   });
-  const loaderRef: { current: Loader<BackendClientHandle> | undefined } = { current: undefined };
   const placement = new PlacementView(nodes, config.placement);
   // A coordinator that may have had backends running before (remote agents,
   // or a journal with history) lets inventories arrive before new loads start.
@@ -238,7 +238,6 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
       log.warn(msg, meta);
     },
   });
-  loaderRef.current = loader;
   // Evictions the previous coordinator never settled become stop intents too (unsettled-evictions.ts).
   const intentsAtStart = await settleUnsettledEvictions(outbox, hub, recovery.unsettledEvictions);
   const openIntents = new Set(intentsAtStart.map((i) => i.incarnation));

@@ -59,14 +59,20 @@ export function unreachabilityPausedInit(paused: boolean, unreachable: number, t
   return { payload: { case: "unreachabilityPaused", value: { $typeName: "warden.v1.UnreachabilityPaused", paused, unreachableNodes: unreachable, totalNodes: total } } };
 }
 
+/** Incarnations of the open stop intents on `nodeId` (NodeTable's openIntentsOn). */
+export function openIntentsOn(outbox: Pick<Outbox, "openStopIntents">, nodeId: string): string[] {
+  return outbox.openStopIntents().flatMap((i) => (i.nodeId === nodeId ? [i.incarnation] : []));
+}
+
 /**
- * After a report from `nodeId`: each open stop intent of that node whose
- * incarnation it no longer reports, and which the loader does not track, is
- * settled (cleared, and reported reaped).
+ * The node table found these open stop intents of `nodeId` gone (two applied
+ * inventories in a row lacked them, the loader tracks none): each still open
+ * is settled (cleared, and reported reaped).
  */
-export function reapGoneIntents(outbox: Pick<Outbox, "openStopIntents" | "clearStopIntent">, hub: Pick<EventHub, "publish">, knows: (incarnation: string) => boolean, nodeId: string, present: ReadonlySet<string>): void {
+export function reapGoneIntents(outbox: Pick<Outbox, "openStopIntents" | "clearStopIntent">, hub: Pick<EventHub, "publish">, nodeId: string, gone: readonly string[]): void {
+  const settled = new Set(gone);
   for (const i of outbox.openStopIntents()) {
-    if (i.nodeId !== nodeId || present.has(i.incarnation) || knows(i.incarnation)) continue;
+    if (i.nodeId !== nodeId || !settled.has(i.incarnation)) continue;
     void outbox.clearStopIntent(i.incarnation).catch(() => undefined);
     void hub.publish({ nodeId, model: i.model, address: i.address, incarnation: i.incarnation, payload: { case: "leftoverReaped", value: { $typeName: "warden.v1.LeftoverReaped", attempts: 0 } } });
   }

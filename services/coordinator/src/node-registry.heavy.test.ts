@@ -116,7 +116,6 @@ function world(seed: number, maxGone: number) {
     if (at !== undefined && (e.type === "instance.adopted" || e.type === "eviction.started")) violations.push(`${e.type} of ${e.incarnation}, confirmed gone at event ${String(at)}`);
   }
 
-  const loaderRef: { current: Loader | undefined } = { current: undefined };
   const registry = new NodeRegistry({
     clock,
     log: nullLogger,
@@ -125,11 +124,9 @@ function world(seed: number, maxGone: number) {
     connect: () => client,
     onNodeEvent: () => {},
     // The coordinator's wiring (coordinator.ts onIntentsGone).
-    onIntentsGone: (nodeId, present) => {
-      for (const i of [...open.values()]) {
-        if (i.nodeId !== nodeId || present.has(i.incarnation) || loaderRef.current?.knows(i.incarnation) === true) continue;
-        clear(i.incarnation, "intents-gone");
-      }
+    openIntentsOn: (nodeId) => [...open.values()].flatMap((i) => (i.nodeId === nodeId ? [i.incarnation] : [])),
+    onIntentsGone: (_nodeId, gone) => {
+      for (const inc of gone) clear(inc, "intents-gone");
     },
   });
   const clear = (incarnation: string, by: string): void => {
@@ -163,7 +160,6 @@ function world(seed: number, maxGone: number) {
     stop: { stopTimeoutMs: 1_000_000, stopRpcTimeoutMs: 1_000_000 },
     maxGoneIncarnations: maxGone,
   });
-  loaderRef.current = loader;
   registry.attach(loader, (inc) => open.has(inc));
   registry.register({ nodeId: "a", address: "127.0.0.1:1", labels: {}, gpus: [], bootEpoch: agent.bootEpoch });
 

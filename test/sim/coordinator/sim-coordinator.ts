@@ -5,7 +5,7 @@ import { Loader, type BackendHandle, type LoaderEvent, type StopRequest } from "
 import { createOutbox, type Outbox } from "@warden/outbox";
 import { NodeTable, PlacementView } from "@warden/cluster";
 import { EventHub } from "../../../services/coordinator/src/event-hub.js";
-import { nodeEventInit, orphanStopInit, orphansAdoptedInit, reapGoneIntents, unreachabilityPausedInit } from "../../../services/coordinator/src/node-audit-events.js";
+import { nodeEventInit, openIntentsOn, orphanStopInit, orphansAdoptedInit, reapGoneIntents, unreachabilityPausedInit } from "../../../services/coordinator/src/node-audit-events.js";
 import type { SimWorld, CoordinatorInbox } from "../world/sim-world.js";
 import { simAgentConnector, type SimClient } from "../world/sim-agent-connector.js";
 import { ScopedClock } from "./scoped-clock.js";
@@ -75,7 +75,6 @@ export class SimCoordinator implements CoordinatorInbox {
     if (tornRecords > 0) {
       void hub.publish({ payload: { case: "journalRepaired", value: create(JournalRepairedSchema, { path: "sim", droppedBytes: BigInt(tornRecords * 64), droppedRecords: tornRecords }) } });
     }
-    const loaderRef: { current: Loader | undefined } = { current: undefined };
     const nodes = new NodeTable<SimClient>({
       clock,
       connector: simAgentConnector(w, clock, this.hooks),
@@ -83,8 +82,9 @@ export class SimCoordinator implements CoordinatorInbox {
       lostAfterMs: w.opts.nodeLostAfterMs,
       orphanGraceMs: w.opts.orphanGraceMs,
       version: wardenVersion,
-      onIntentsGone: (nodeId, present) => {
-        reapGoneIntents(outbox, hub, (inc) => loaderRef.current?.knows(inc) === true, nodeId, present);
+      openIntentsOn: (nodeId) => openIntentsOn(outbox, nodeId),
+      onIntentsGone: (nodeId, gone) => {
+        reapGoneIntents(outbox, hub, nodeId, gone);
       },
       onOrphansAdopted: (nodeId, adopted) => {
         const init = orphansAdoptedInit(nodeId, adopted);
@@ -137,7 +137,6 @@ export class SimCoordinator implements CoordinatorInbox {
       policy: w.opts.policy,
       stop: { stopRpcTimeoutMs: w.opts.stopRpcTimeoutMs },
     });
-    loaderRef.current = loader;
     this.loader = loader;
     const openIntents = new Set(recovery.openStopIntents.map((i) => i.incarnation));
     nodes.attach(loader, (inc) => openIntents.has(inc) || outbox.openStopIntents().some((i) => i.incarnation === inc));

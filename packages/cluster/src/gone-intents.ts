@@ -1,0 +1,33 @@
+/** What one applied inventory settles of a node's open stop intents. */
+export interface GoneIntents {
+  /** Incarnations lacking from this inventory and the one before it: their intents are done. */
+  readonly gone: readonly string[];
+  /** The counts to keep for the next inventory: only watched incarnations lacking from this one. */
+  readonly missing: ReadonlyMap<string, number>;
+}
+
+/**
+ * Counts one applied inventory of a node against its open stop intents that
+ * the loader no longer tracks (`watched`): one lacking from two applied
+ * inventories in a row is gone, one present resets. A single inventory is not
+ * enough: one delayed from before the start, or taken before a coordinator
+ * restart, lacks a process that still runs, and clearing its intent forgets
+ * it (invariant 1) — the rule reconcileInventory applies to ready instances
+ * and leftovers. Counts of incarnations no longer watched (intent cleared,
+ * or the loader tracks it again) are dropped, so what is kept never exceeds
+ * the node's open intents.
+ */
+export function goneIntents(missing: ReadonlyMap<string, number>, watched: Iterable<string>, present: ReadonlySet<string>): GoneIntents {
+  const gone: string[] = [];
+  const next = new Map<string, number>();
+  const counted = new Set<string>();
+  for (const incarnation of watched) {
+    if (counted.has(incarnation)) continue;
+    counted.add(incarnation);
+    if (present.has(incarnation)) continue;
+    const count = (missing.get(incarnation) ?? 0) + 1;
+    if (count >= 2) gone.push(incarnation);
+    else next.set(incarnation, count);
+  }
+  return { gone, missing: next };
+}

@@ -109,6 +109,8 @@ export class FakeAgent implements AgentPort {
   /** Whether a process still runs (asked after a failed local stop). Default: the agent's own `running` set. */
   isRunningAnswer: ((incarnation: string) => boolean) | undefined;
   private nextPort = 5000;
+  /** The next start gets this address (a port the agent recycled after its process exited). */
+  recycledAddress: string | undefined;
 
   constructor(
     readonly nodeId: string,
@@ -116,7 +118,9 @@ export class FakeAgent implements AgentPort {
   ) {}
 
   startBackend(request: StartRequest, options: { readonly signal: AbortSignal }): AsyncIterable<StartEvent> {
-    const s = new FakeStart(request, options.signal, `${this.nodeId}:${String(this.nextPort++)}`, this);
+    const address = this.recycledAddress ?? `${this.nodeId}:${String(this.nextPort++)}`;
+    this.recycledAddress = undefined;
+    const s = new FakeStart(request, options.signal, address, this);
     this.starts.push(s);
     this.log.push(`start ${request.model} ${request.incarnation}`);
     this.startScript(s);

@@ -45,9 +45,9 @@ export async function stopSequence<H extends BackendHandle>(s: LoaderState<H>, c
     }
     try {
       const h = s.held.get(c.incarnation);
-      if (!c.force && c.address !== "") {
+      if (!c.force && c.address !== "" && !processGone(s, c)) {
         // (2) busy wait
-        while (s.core.inFlight(c.address) > 0) {
+        while (s.core.inFlight(c.address) > 0 && !processGone(s, c)) {
           if (deadline.signal.aborted) {
             s.stopFailedAtLock.add(c.incarnation);
             return { t: "failed", message: `model is still busy: ${c.model}: context deadline exceeded`, code: Code.DeadlineExceeded, freed: false };
@@ -55,7 +55,7 @@ export async function stopSequence<H extends BackendHandle>(s: LoaderState<H>, c
           await s.o.sleep(s.timings.busyPollMs, deadline.signal).catch(() => undefined);
         }
         // (3) Free, capped; UNIMPLEMENTED is fine and any error only logged.
-        if (h?.backend !== undefined) {
+        if (h?.backend !== undefined && !processGone(s, c)) {
           try {
             await h.backend.free({ signal: deadline.signal, timeoutMs: s.timings.freeTimeoutMs });
             freed = true;
@@ -110,6 +110,19 @@ export async function stopSequence<H extends BackendHandle>(s: LoaderState<H>, c
   } finally {
     deadline.cleanup();
   }
+}
+
+/**
+ * The stopped process has exited (the agent said so) or its port now serves
+ * another incarnation. Then the graceful steps are moot and harmful: the
+ * address's in-flight count is the new process's, and Free() — a call with no
+ * identity — would unload the new process's model. StopBackend names the
+ * incarnation, so it still goes out and the agent answers for the right one.
+ */
+function processGone<H extends BackendHandle>(s: LoaderState<H>, c: StopCommand): boolean {
+  if (s.core.instance(c.incarnation)?.pendingEviction?.exited === true) return true;
+  const at = s.core.instanceAt(c.address);
+  return at !== undefined && at.incarnation !== c.incarnation;
 }
 
 /**

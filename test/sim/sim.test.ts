@@ -104,6 +104,13 @@ const regressionSeeds: readonly (readonly [number, SimProfile, string])[] = [
   // abandoned-load leftover retry sent a StopBackend before the evictionFailed record was committed,
   // which the checker took for the eviction's own. The phantom checker now judges at the loader's decision.
   [5179, "short", "a stop that failed at the lock sent nothing (later leftover retry not its own)"],
+  // Warden: a loading instance's process died unnoticed and the agent gave its port to the next
+  // process, which the loader later adopted while the stale record's stop was still out; the
+  // adopted one's stop failed at the lifecycle lock and the settle took the older, stale record at
+  // the address for a "replacement registered meanwhile" (row 1): the loader kept holding it, the
+  // watchdog no longer counted it, and a start went past the per-node limit. Fixed in watchdog
+  // settle.ts (only a record that took the address later is a replacement).
+  [14857, "short", "an older stale record on a recycled address is no replacement at settle"],
 ];
 
 describe("simulation", () => {

@@ -110,6 +110,16 @@ const regressionSeeds: readonly (readonly [number, SimProfile, string])[] = [
   // 12 s after its load. Fixed in watchdog instance-lifecycle.ts: a new incarnation on an address
   // starts with fresh request state (the predecessor's completions become no-ops).
   [18428, "short", "a recycled address does not inherit the predecessor's calls"],
+  // Warden: a loading instance's process died unnoticed and the agent gave its port to the next
+  // process, which the loader later adopted while the stale record's stop was still out; the
+  // adopted one's stop failed at the lifecycle lock and the settle took the older, stale record at
+  // the address for a "replacement registered meanwhile" (row 1): the loader kept holding it, the
+  // watchdog no longer counted it, and a start went past the per-node limit. Fixed in watchdog
+  // settle.ts (only a record that took the address later is a replacement; unit test in
+  // watchdog-core.test.ts). Simulator: the death went unnoticed because a backend that exits during
+  // its load never reported LOAD_FAILED on its start stream (the exit dropped the record before the
+  // check); fixed in world/sim-agent.ts, after which this seed no longer reaches the settle.
+  [14857, "short", "an older stale record on a recycled address is no replacement at settle"],
 ];
 
 describe("simulation", () => {

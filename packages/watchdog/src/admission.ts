@@ -52,6 +52,7 @@ export function admit(st: CoreState, request: AdmissionRequest): AdmissionDecisi
     model,
     seq: st.nextSeq++,
     address: undefined,
+    addressSeq: undefined,
     sizeBytes,
     gpu: undefined,
     state: { t: "reserved", sinceMs: 0 },

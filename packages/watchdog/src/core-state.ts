@@ -29,6 +29,12 @@ export interface InstanceRecord {
   readonly model: string;
   readonly seq: number;
   address: string | undefined;
+  /**
+   * When `address` was attached, on the `nextSeq` counter (undefined while
+   * reserved). `seq` orders reservations, not addresses: a settle's row 1 needs
+   * which record took the address later (DESIGN §3.2 step 4, "meanwhile").
+   */
+  addressSeq: number | undefined;
   sizeBytes: number;
   gpu: number | undefined;
   state: RecState;

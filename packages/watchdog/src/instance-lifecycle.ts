@@ -43,6 +43,7 @@ export function registerLoading(st: CoreState, spec: InstanceSpec): InstanceView
     applyModelConfig(st, model, spec.groups, spec.pinned);
     dropPredecessorRequests(st, address);
     existing.address = address;
+    existing.addressSeq = st.nextSeq++;
     existing.gpu = gpu;
     if (spec.sizeBytes !== undefined) existing.sizeBytes = sizeBytes;
     setState(st, existing, { t: "loading", sinceMs: st.clock.now() });
@@ -51,12 +52,14 @@ export function registerLoading(st: CoreState, spec: InstanceSpec): InstanceView
   capacityCheck(st);
   applyModelConfig(st, model, spec.groups, spec.pinned);
   dropPredecessorRequests(st, address);
+  const seq = st.nextSeq++;
   const rec: InstanceRecord = {
     incarnation,
     nodeId,
     model,
-    seq: st.nextSeq++,
+    seq,
     address,
+    addressSeq: seq,
     sizeBytes,
     gpu,
     state: { t: "loading", sinceMs: 0 },

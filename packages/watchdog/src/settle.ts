@@ -24,8 +24,11 @@ export function settle(st: CoreState, incarnation: string, outcome: StopOutcome)
     if (outcome.t !== "failed" || pend.exited) mem.lastReclaimSettledAtMs = now;
   }
   // Row 1: another incarnation was registered (or is being stopped) on this address meanwhile.
+  // Only a later one: an earlier record still at the address is the stale one (its port was
+  // recycled to this incarnation, and its own stop is still out) — this incarnation's failed
+  // stop must not drop the identity the loader still holds (seed 14857).
   let replacement: InstanceRecord | undefined;
-  for (const r of st.atAddress.get(address) ?? []) if (r !== rec) replacement = r;
+  for (const r of st.atAddress.get(address) ?? []) if (r !== rec && (r.addressSeq ?? 0) > (rec.addressSeq ?? 0)) replacement = r;
   if (replacement !== undefined && !isPlanted("stop-without-incarnation-check")) {
     const instance = viewInstance(st, rec);
     setState(st, rec, undefined);

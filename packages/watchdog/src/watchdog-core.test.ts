@@ -222,6 +222,24 @@ describe("the settle table", () => {
     r();
   });
 
+  it("row 1 needs a later incarnation: an earlier one still pending on the recycled address is no replacement (seed 14857)", async () => {
+    const f = createFixture();
+    // Its process is gone and the agent gave a1 to the next process; its stop is still out.
+    const stale = f.reg("a1", "m1");
+    f.port.manual = true;
+    const staleStop = f.svc.stop(stale, { reason: "admin" });
+    const live = f.reg("a1", "m2");
+    const stop = f.svc.stop(live, { reason: "admin" });
+    f.port.release(live, { t: "failed", message: "waiting to shut down model: context deadline exceeded", freed: false });
+    // The loader still holds it: registered again and counted, never dropped as "replaced".
+    expect(await stop).toMatchObject({ report: { result: { row: 3, state: "ready" } } });
+    expect(f.core.instanceAt("a1")?.incarnation).toBe(live);
+    expect(f.core.occupancy("n1")).toMatchObject({ ready: 1, pendingEviction: 1, total: 2 });
+    f.port.release(stale, { t: "alreadyGone" });
+    expect(await staleStop).toMatchObject({ report: { result: { row: 1, replacedBy: live } } });
+    expect(f.core.occupancy("n1")).toMatchObject({ ready: 1, total: 1 });
+  });
+
   it("row 2: stopped clears the leftover request state (e.g. Free's) and later completions are no-ops", async () => {
     const f = createFixture();
     const inc = f.reg("a1", "m1");

@@ -210,13 +210,18 @@ export class SimAgent {
         if (p.phase !== "loading") return;
         if (behaviour.hangs) return;
         if (behaviour.failsLoad) {
+          // Whether the record is still this start's must be read before the exit drops it
+          // (checking after, the failure was never reported: seed 14857).
+          const ours = this.records.get(r.incarnation) === r;
           this.w.truth.kill(p, this.w.clock.now());
           this.w.coverage.hit("load.failed");
           this.onProcessDied(p, "exit 1");
-          this.whenRunningIfSameRecord(r, () => {
-            sink.emit({ t: "failed", code: "LOAD_FAILED", message: "backend exited during load", exitCode: 1, lastStderrLine: "model file corrupt" });
-            sink.end();
-          });
+          if (ours) {
+            this.whenRunning(() => {
+              sink.emit({ t: "failed", code: "LOAD_FAILED", message: "backend exited during load", exitCode: 1, lastStderrLine: "model file corrupt" });
+              sink.end();
+            });
+          }
           return;
         }
         p.phase = "ready";

@@ -43,6 +43,34 @@ describe("settle row 1 (replaced) in the loader", () => {
     expect(h.loader.hasModelAtAddress("m2", address, m2.incarnation)).toBe(true);
   });
 
+  it("a failed stop replaced by an incarnation of another node is no evidence: a leftover, intent kept, stop retried", async () => {
+    const h = createHarness();
+    h.placement.route.set("m1", "n2");
+    const m1 = await h.loader.ensureLoaded("m1", h.never);
+    const address = m1.address ?? "";
+    const answer = deferred<StopAnswer>();
+    h.n2.stopScript = () => answer.promise;
+    const stop = h.track(h.loader.unload("m1", { force: true }));
+    await h.until(() => h.n2.stopsOf(m1.incarnation).length === 1);
+    h.n1.recycledAddress = address; // n1's agent reports the same address: nothing about n2's process
+    const m2 = await h.loader.ensureLoaded("m2", h.never);
+    expect(m2.address).toBe(address);
+    answer.reject(rpcError(Code.Unavailable, "connection reset"));
+    await h.until(() => stop.done());
+    expect(stop.value()).toMatchObject({ t: "leftover", incarnation: m1.incarnation });
+    expect(h.loader.heldInstance(m1.incarnation)).toBeUndefined();
+    expect(h.loader.isGone(m1.incarnation)).toBe(false);
+    expect(h.loader.leftoverList()).toMatchObject([{ incarnation: m1.incarnation, nodeId: "n2" }]);
+    expect(h.journal.open.has(m1.incarnation)).toBe(true);
+    const mine = h.events.list.filter((e) => e.incarnation === m1.incarnation && e.type.startsWith("eviction."));
+    expect(mine.map((e) => e.type)).toEqual(["eviction.started", "eviction.failed"]);
+    expect(mine[1]).toMatchObject({ outcome: "leftover" });
+    h.n2.stopScript = () => ({ t: "stopped" });
+    await h.until(() => h.loader.leftoverList().length === 0);
+    expect(h.journal.open.has(m1.incarnation)).toBe(false);
+    expect(h.loader.core.instanceAt(address)?.incarnation).toBe(m2.incarnation);
+  });
+
   it("a confirmed stop settled as replaced still writes its eviction.stopped", async () => {
     const h = createHarness();
     const lease = await h.loader.acquire("m1", h.never);

@@ -57,8 +57,10 @@ export async function stopInstance<H extends BackendHandle>(s: LoaderState<H>, i
         const outcome = r.report.outcome;
         const error = outcome.t === "failed" ? outcome.message : "";
         switch (res.row) {
-          case 0:
           case 1:
+            // Replaced on its address: gone, unless that was no evidence (onSettled made it a leftover).
+            return s.leftovers.get(incarnation) === undefined ? { t: "stopped", incarnation } : { t: "leftover", incarnation, error };
+          case 0:
           case 2:
             return { t: "stopped", incarnation };
           case 3:

@@ -120,6 +120,16 @@ const regressionSeeds: readonly (readonly [number, SimProfile, string])[] = [
   // its load never reported LOAD_FAILED on its start stream (the exit dropped the record before the
   // check); fixed in world/sim-agent.ts, after which this seed no longer reaches the settle.
   [14857, "short", "an older stale record on a recycled address is no replacement at settle"],
+  // Warden: a coordinator generation crashed while m0 was loading on a node (its start stream died
+  // with it; the agent's load goes on, and inventories list it LOADING, which reconcile rightly leaves
+  // alone). A later remote-only unload of m0 (stop-blocked-by-load: a load of m0 holds its lifecycle
+  // lock) took every non-exited inventory entry for a hit and adopted the loading one remote-only as
+  // ready; its stop failed at the lock after 2 s (row 3: registered again) and the waiting load leased
+  // a backend that never reported ready. Fixed in loader unload.ts (a hit the agent does not list
+  // READY without a stop requested — NodeTable.findModel's `ready` — becomes a leftover, never
+  // routable; unit tests in loader-unload.test.ts, node-table.test.ts).
+  [34087, "short", "a remote-only unload never adopts a loading instance as routable"],
+  [35615, "short", "a remote-only unload never adopts a loading instance as routable (its stop failed at the lock)"],
 ];
 
 describe("simulation", () => {

@@ -120,6 +120,12 @@ const regressionSeeds: readonly (readonly [number, SimProfile, string])[] = [
   // its load never reported LOAD_FAILED on its start stream (the exit dropped the record before the
   // check); fixed in world/sim-agent.ts, after which this seed no longer reaches the settle.
   [14857, "short", "an older stale record on a recycled address is no replacement at settle"],
+  // Checker: back-to-back event-loop stalls ran an operator's forget of m4 on n2, its re-adoption
+  // from n2's inventory and five calls routed to it all at 379918 ms; the busy-killer rightly
+  // evicted it at 439918 ms (oldest call 60 s > T_busy 59 s), but the selection checker dropped
+  // calls started at or before the forget's millisecond, so its oldest was the 409918 ms one
+  // ("only 30000ms old"). The forget now records the last request id routed, not the time.
+  [28758, "short", "calls routed in the forget's own millisecond count after a re-adoption"],
 ];
 
 describe("simulation", () => {

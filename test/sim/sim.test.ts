@@ -130,6 +130,12 @@ const regressionSeeds: readonly (readonly [number, SimProfile, string])[] = [
   // routable; unit tests in loader-unload.test.ts, node-table.test.ts).
   [34087, "short", "a remote-only unload never adopts a loading instance as routable"],
   [35615, "short", "a remote-only unload never adopts a loading instance as routable (its stop failed at the lock)"],
+  // Checker: back-to-back event-loop stalls ran an operator's forget of m4 on n2, its re-adoption
+  // from n2's inventory and five calls routed to it all at 379918 ms; the busy-killer rightly
+  // evicted it at 439918 ms (oldest call 60 s > T_busy 59 s), but the selection checker dropped
+  // calls started at or before the forget's millisecond, so its oldest was the 409918 ms one
+  // ("only 30000ms old"). The forget now records the last request id routed, not the time.
+  [28758, "short", "calls routed in the forget's own millisecond count after a re-adoption"],
 ];
 
 describe("simulation", () => {

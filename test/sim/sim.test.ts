@@ -136,6 +136,13 @@ const regressionSeeds: readonly (readonly [number, SimProfile, string])[] = [
   // calls started at or before the forget's millisecond, so its oldest was the 409918 ms one
   // ("only 30000ms old"). The forget now records the last request id routed, not the time.
   [28758, "short", "calls routed in the forget's own millisecond count after a re-adoption"],
+  // Warden: a config reload dropped m3 while n3 was unreachable; its config unload failed and m3
+  // became a leftover recorded with the groups it had then — none, the model was out of the config.
+  // The next reload brought m3 back in group g2, but the leftover's occupancy entry kept no groups,
+  // so m0 (g2) was admitted and started on n3 while m3 still ran there. Fixed in loader
+  // loader-state.ts: leftover and orphan entries conflict by their model's groups as configured
+  // now, re-pushed on every reload and UpdatePolicy (unit test in leftover-groups.test.ts).
+  [48116, "short", "a leftover conflicts by its model's current groups"],
 ];
 
 describe("simulation", () => {

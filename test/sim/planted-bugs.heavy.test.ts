@@ -29,7 +29,7 @@ const recorded: Record<PlantedBug, { readonly seed: number; readonly invariant: 
   "forget-on-failed-stop": { seed: 1, invariant: "1 no amnesia" },
   "register-again-without-asking-loader": { seed: 1, invariant: "8 no phantoms" },
   "report-remote-failure-before-drop": { seed: 1, invariant: "8 no phantoms" },
-  "restore-request-snapshot": { seed: 2, invariant: "4 request conservation" },
+  "restore-request-snapshot": { seed: 10, invariant: "4 request conservation" },
   "count-failed-stops-as-evicted": { seed: 3, invariant: "2 memory accounting" },
   "idle-busy-see-pending": { seed: 1, invariant: "4 request conservation", options: shortTimeouts },
   "admission-ignores-pending": { seed: 2, invariant: "2 memory accounting" },

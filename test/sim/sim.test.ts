@@ -143,6 +143,20 @@ const regressionSeeds: readonly (readonly [number, SimProfile, string])[] = [
   // loader-state.ts: leftover and orphan entries conflict by their model's groups as configured
   // now, re-pushed on every reload and UpdatePolicy (unit test in leftover-groups.test.ts).
   [48116, "short", "a leftover conflicts by its model's current groups"],
+  // The 100 000-seed campaign on 8bc9218 (issue 13) failed on these too; each replays clean on main
+  // after the fixes above, whose invariants they share (recycled addresses: 18428, 14857; remote-only
+  // adoption: 34087; leftover groups: 48116).
+  [53162, "short", "campaign 8bc9218: convergence (a leftover left)"],
+  [53626, "short", "campaign 8bc9218: a same-group start beside a running model"],
+  [55078, "short", "campaign 8bc9218: a start past the per-node limit"],
+  [60090, "short", "campaign 8bc9218: a busy eviction for calls not its own"],
+  [64816, "short", "campaign 8bc9218: a same-group start beside a running model (2)"],
+  [79624, "short", "campaign 8bc9218: a busy eviction for calls not its own (2)"],
+  [83672, "short", "campaign 8bc9218: a start past the per-node limit (2)"],
+  [88225, "short", "campaign 8bc9218: a lease before the backend was ever ready"],
+  [88871, "short", "campaign 8bc9218: a busy eviction for calls not its own (3)"],
+  [95296, "short", "campaign 8bc9218: a start past the per-node limit (3)"],
+  [96197, "short", "campaign 8bc9218: a start past the per-node limit (4)"],
 ];
 
 describe("simulation", () => {

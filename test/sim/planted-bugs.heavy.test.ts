@@ -36,9 +36,9 @@ const recorded: Record<PlantedBug, { readonly seed: number; readonly invariant: 
   "inflight-below-zero": { seed: 1, invariant: "4 request conservation" },
   "route-to-stopping": { seed: 1, invariant: "6 no dropped new requests" },
   "publish-before-append": { seed: 1, invariant: "10 audit completeness" },
-  "stop-without-incarnation-check": { seed: 13, invariant: "4 request conservation" },
+  "stop-without-incarnation-check": { seed: 17, invariant: "4 request conservation" },
   "forget-intents-of-unregistered-nodes": { seed: 2, invariant: "1 no amnesia" },
-  "adopt-confirmed-gone": { seed: 16, invariant: "5 no resurrection" },
+  "adopt-confirmed-gone": { seed: 3, invariant: "5 no resurrection" },
 };
 
 /** Clean runs, one per seed and options, shared by the bugs caught on it. */

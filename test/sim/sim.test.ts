@@ -157,6 +157,7 @@ const regressionSeeds: readonly (readonly [number, SimProfile, string])[] = [
   [88871, "short", "campaign 8bc9218: a busy eviction for calls not its own (3)"],
   [95296, "short", "campaign 8bc9218: a start past the per-node limit (3)"],
   [96197, "short", "campaign 8bc9218: a start past the per-node limit (4)"],
+  [97245, "short", "campaign 8bc9218: an inventory taken before a start lands after its Ready (the simulated agent waits for each heartbeat reply)"],
 ];
 
 describe("simulation", () => {

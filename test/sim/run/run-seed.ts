@@ -50,10 +50,13 @@ export async function runSeed(seed: number, o: RunSeedOptions = {}): Promise<See
       // A policy stop (idle, busy, pressure) may start at any moment of the quiet
       // phase: convergence is judged once the stops in flight have answered
       // (each is bounded by the stop RPC deadline) and the events they emitted
-      // are journaled and published — never mid-stop or mid-fsync. Bounded: a
-      // stop or an outbox that never settles is still reported.
-      const settleByMs = w.clock.now() + opts.stopRpcTimeoutMs + opts.sigtermGraceMs + 10_000;
-      const unsettled = (): boolean => h.stopsInFlight.size > 0 || (h.coord?.outbox.stats().depth ?? 0) > 0;
+      // are journaled and published — never mid-stop or mid-fsync. A stop that
+      // failed there (its reply lost to the link's own loss) leaves a leftover,
+      // reaped or stopped again within a retry and two inventories: that is
+      // waited for too (seed 4153). Bounded: a stop, a leftover or an outbox
+      // that never settles is still reported.
+      const settleByMs = w.clock.now() + 2 * (opts.stopRpcTimeoutMs + opts.sigtermGraceMs) + 4 * opts.heartbeatMs + 10_000;
+      const unsettled = (): boolean => h.stopsInFlight.size > 0 || (h.coord?.outbox.stats().depth ?? 0) > 0 || (h.coord?.loader.leftoverList().length ?? 0) > 0;
       while (h.clean() && unsettled() && w.clock.now() < settleByMs) await h.run(w.clock.now() + 500);
       if (h.clean()) h.quiescenceChecks();
     }

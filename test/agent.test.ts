@@ -99,6 +99,19 @@ describe("StartBackend", () => {
     expect(await pidAlive(ready.value.pid)).toBe(false);
   });
 
+  it("Spawned carries the boot epoch and the last Heartbeat report stamped before the process entered the table", async () => {
+    const before = h.agent.nextReportSequence();
+    const events = await collectStart(h.client, { incarnation: newIncarnation(), model: "floor-m" });
+    const spawned = events[0]?.event;
+    if (spawned?.case !== "spawned") throw new Error("unexpected events");
+    expect(spawned.value.bootEpoch).toBe(BigInt(h.agent.bootEpochMs));
+    expect(spawned.value.heartbeatSequence).toBe(before);
+    // A report stamped now lists the process: its number is above the floor.
+    expect(h.agent.nextReportSequence()).toBe(before + 1n);
+    const inv = await h.agent.inventory();
+    expect(inv.backends.some((b) => b.address === spawned.value.address)).toBe(true);
+  });
+
   it("a repeat with the same incarnation attaches to the start and spawns nothing new", async () => {
     const inc = newIncarnation();
     // two concurrent calls while it starts, one after it is ready

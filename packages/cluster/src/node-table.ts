@@ -255,7 +255,7 @@ export class NodeTable<C> implements AgentDirectory, InventoryPort {
       loader?.reportMemory(n.nodeId, memoryReading(hb.resources));
     }
     if (loader !== undefined) {
-      const live = reconcileInventory(loader, { nodeId: n.nodeId, inventory: n.inventory, missing: n.missing, openIntent: this.openIntent, ...(this.o.onAdopted === undefined ? {} : { onAdopted: this.o.onAdopted }) });
+      const live = reconcileInventory(loader, { nodeId: n.nodeId, inventory: n.inventory, report: { bootEpoch: hb.bootEpoch, sequence: hb.sequence }, missing: n.missing, openIntent: this.openIntent, ...(this.o.onAdopted === undefined ? {} : { onAdopted: this.o.onAdopted }) });
       this.settleGoneIntents(n, loader, live);
     }
     if (returned) loader?.retryLeftoversNow(n.nodeId);

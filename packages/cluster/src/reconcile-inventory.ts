@@ -1,6 +1,6 @@
 import { BackendState, type InventoryEntry } from "@warden/proto";
 import { isUlid } from "@warden/common";
-import type { AdoptionSource, Loader } from "@warden/loader";
+import type { AdoptionSource, Loader, ReportFloor } from "@warden/loader";
 
 /** An adoption the loader committed (it publishes instance.adopted itself). */
 export interface Adoption {
@@ -16,6 +16,8 @@ export interface ReconcileInput {
   readonly nodeId: string;
   /** The unfenced inventory just stored for the node. */
   readonly inventory: readonly InventoryEntry[];
+  /** The report that carried it: a ready instance whose start came after it is not missing from it. */
+  readonly report?: { readonly bootEpoch: bigint; readonly sequence: bigint };
   /** Ready instances and leftovers missing from consecutive inventories (mutated: vanished after two). */
   readonly missing: Map<string, number>;
   /** Whether a stop intent is open for an incarnation (from the outbox). */
@@ -55,6 +57,8 @@ export function reconcileInventory(loader: Loader, r: ReconcileInput): Set<strin
   }
   for (const h of loader.heldInstances()) {
     if (h.nodeId !== r.nodeId || h.phase !== "ready") continue;
+    // Taken before the process existed (a timed-out Heartbeat the next one overtook): no evidence either way.
+    if (predates(r.report, h.reportFloor)) continue;
     if (missedTwice(r.missing, seen, h.incarnation)) {
       loader.onBackendGone(h.incarnation, { exitCode: undefined, signal: "", intentional: false, lastStderrLine: "vanished from the agent's inventory" });
     }
@@ -69,6 +73,10 @@ export function reconcileInventory(loader: Loader, r: ReconcileInput): Set<strin
     }
   }
   return new Set(r.inventory.filter((e) => e.state !== BackendState.EXITED).map((e) => e.incarnation));
+}
+
+function predates(report: ReconcileInput["report"], floor: ReportFloor | undefined): boolean {
+  return report !== undefined && floor !== undefined && report.bootEpoch === floor.bootEpoch && report.sequence <= floor.sequence;
 }
 
 /** Counts one more inventory lacking `incarnation`; true (and forgets the count) at the second in a row. */

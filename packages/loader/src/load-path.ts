@@ -144,6 +144,7 @@ async function lead<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec,
           h.address = ev.address;
           h.gpu = ev.gpu;
           h.phase = "loading";
+          if (ev.reportFloor !== undefined) h.reportFloor = ev.reportFloor;
           retireRecycledAddress(s, nodeId, ev.address, incarnation);
           s.core.registerLoading({ nodeId, model: spec.id, incarnation, address: ev.address, groups: spec.groups, pinned: spec.pinned, sizeBytes: spec.sizeBytes, ...(ev.gpu === undefined ? {} : { gpu: ev.gpu }) });
           registered = true;

@@ -1,5 +1,6 @@
 import type { BackendHandle } from "./ports.js";
 import type { ModelSpec } from "./model-spec.js";
+import type { ReportFloor } from "./ports.js";
 
 /** How the loader holds an instance (DESIGN §1). */
 export type Placement = "local" | "local-remote" | "remote-only";
@@ -23,6 +24,8 @@ export interface HeldInstance<H extends BackendHandle = BackendHandle> {
   backend: H | undefined;
   gpu: number | undefined;
   readonly startedAtMs: number;
+  /** From the start's Spawned: reports at or below it predate the process (reconcile-inventory.ts). */
+  reportFloor?: ReportFloor;
 }
 
 /** A routed call's hold on an instance: complete it exactly once (idempotent). */

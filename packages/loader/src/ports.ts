@@ -5,9 +5,19 @@ import type { LoadSettings } from "@warden/common";
  * these narrow interfaces, so the seeded simulation can drive it unmodified.
  */
 
+/**
+ * Where a start sits among its node's Heartbeat reports (agent.proto
+ * `Spawned.heartbeat_sequence`): a report of `bootEpoch` numbered at or below
+ * `sequence` took its inventory before the process existed.
+ */
+export interface ReportFloor {
+  readonly bootEpoch: bigint;
+  readonly sequence: bigint;
+}
+
 /** Progress of a start, as the agent streams it (DESIGN §4). */
 export type StartEvent =
-  | { readonly t: "spawned"; readonly address: string; readonly pid: number; readonly gpu: number | undefined }
+  | { readonly t: "spawned"; readonly address: string; readonly pid: number; readonly gpu: number | undefined; readonly reportFloor?: ReportFloor }
   | { readonly t: "loading" }
   | { readonly t: "ready"; readonly address: string; readonly memoryBytes: number }
   | { readonly t: "failed"; readonly code: string; readonly message: string; readonly exitCode: number | undefined; readonly lastStderrLine: string };

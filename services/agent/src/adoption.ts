@@ -20,7 +20,8 @@ export interface AdoptionReport {
 /** The start log of an adopted backend: it was ready when the old agent recorded it. */
 function readyLog(p: BackendProcess): StartLog {
   const log = new StartLog();
-  log.append({ t: "spawned", address: p.id.address, pid: p.pid, gpuDevice: p.id.gpuDevice });
+  // No report floor: the process predates this boot, so every report of it lists it.
+  log.append({ t: "spawned", address: p.id.address, pid: p.pid, gpuDevice: p.id.gpuDevice, bootEpochMs: 0, heartbeatSequence: 0n });
   log.append({ t: "loading" });
   log.append({ t: "ready", address: p.id.address, pid: p.pid, memoryBytes: 0 });
   return log;

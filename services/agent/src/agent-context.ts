@@ -12,6 +12,7 @@ import type { WatchEventInit } from "./proto-views.js";
 import type { RecordStore } from "./record-store.js";
 import type { StartRegistry } from "./start-registry.js";
 import type { WatchHub } from "./watch-hub.js";
+import type { ReportSequence } from "./report-sequence.js";
 
 /**
  * What the agent's parts share, built once by createAgent. Each piece of
@@ -41,6 +42,9 @@ export interface AgentContext {
   readonly probe: (pids: readonly number[], signal?: AbortSignal) => Promise<MemoryReading>;
   readonly table: BackendTable;
   readonly starts: StartRegistry;
+  /** This boot's epoch (ms) and Heartbeat report sequence (report-sequence.ts). */
+  readonly bootEpochMs: number;
+  readonly reports: ReportSequence;
   readonly scan: PortRangeScan;
   /** The agent's lifetime: aborted by close(). */
   readonly closing: AbortSignal;

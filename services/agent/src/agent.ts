@@ -24,6 +24,7 @@ import type { WatchEventInit } from "./proto-views.js";
 import { RecordStore } from "./record-store.js";
 import { StartRegistry } from "./start-registry.js";
 import { WatchHub } from "./watch-hub.js";
+import { ReportSequence } from "./report-sequence.js";
 
 // The agent's parts live in files named after their rule: start-backend.ts
 // (spawn, readiness, LoadModel), stop-backend.ts, adoption.ts (records at
@@ -64,6 +65,8 @@ export interface Agent {
   close(options: { stopBackends: boolean }): Promise<void>;
   inventory(signal?: AbortSignal): Promise<InventorySnapshot>;
   nodeResources(signal?: AbortSignal): Promise<NodeResourcesInit>;
+  /** Stamps the next Heartbeat report (report-sequence.ts); call it before reading the inventory the report carries. */
+  nextReportSequence(): bigint;
   /** Rescans the port range for orphans and foreign processes now (also done every orphanScanIntervalMs); returns the orphans. */
   rescanOrphans(): Promise<Orphan[]>;
   /** Foreign processes of the last scan. */
@@ -91,6 +94,7 @@ export function createAgent(config: AgentConfig, deps: AgentDeps = {}): Agent {
   const scan = new PortRangeScan({ config, clock, logger, mark, procRoot, table, closing: closing.signal });
   const ports = new PortAllocator({ host: config.backendHost, min: config.portMin, max: config.portMax, quarantineMs: config.portQuarantineMs, clock, blocked: (p) => scan.holdsPort(p) });
   const hub = new WatchHub<WatchEventInit>();
+  const reports = new ReportSequence();
   let started = false;
 
   const watchEvent = (p: BackendProcess, event: WatchEventInit["event"]): void => {
@@ -136,6 +140,8 @@ export function createAgent(config: AgentConfig, deps: AgentDeps = {}): Agent {
     probe: createMemoryProbe({ nvidiaSmiPath: config.nvidiaSmiPath, procRoot }),
     table,
     starts: new StartRegistry((inc) => table.has(inc)),
+    bootEpochMs,
+    reports,
     scan,
     closing: closing.signal,
     processDeps: { clock, graceMs: config.graceMs, logger, onTransition },
@@ -213,6 +219,7 @@ export function createAgent(config: AgentConfig, deps: AgentDeps = {}): Agent {
     close,
     inventory,
     nodeResources,
+    nextReportSequence: () => reports.next(),
     rescanOrphans,
     foreign: () => scan.foreign(),
     processes: () =>

@@ -33,6 +33,8 @@ export interface HeartbeatSource {
   readonly bootEpochMs: number;
   inventory(signal?: AbortSignal): Promise<InventorySnapshot>;
   nodeResources(signal?: AbortSignal): Promise<NodeResourcesInit>;
+  /** The agent's report sequence (report-sequence.ts); without one the loop numbers its own reports. */
+  nextReportSequence?(): bigint;
 }
 
 export interface NodeHeartbeatOptions {
@@ -114,8 +116,11 @@ export function createNodeHeartbeat(options: NodeHeartbeatOptions): NodeHeartbea
   };
 
   const beat = async (signal: AbortSignal): Promise<void> => {
+    // Stamped before the inventory is read: a start that saw this number in
+    // the table is in it (Spawned.heartbeat_sequence, report-sequence.ts).
+    const sequence = options.source.nextReportSequence?.() ?? stats.lastSequence + 1n;
+    stats.lastSequence = sequence;
     const [inv, res] = await Promise.all([options.source.inventory(signal), options.source.nodeResources(signal)]);
-    const sequence = ++stats.lastSequence;
     // The coordinator refuses a whole report over its bounds (node-report-limits.ts):
     // an honest agent sends at most that many orphans and foreign processes.
     const r = await options.node.heartbeat(

@@ -56,7 +56,7 @@ export function foreignOf(f: Foreign): ForeignInit {
 export function startResponseOf(ev: StartEvent): StartResponseInit {
   switch (ev.t) {
     case "spawned":
-      return { event: { case: "spawned", value: { address: ev.address, pid: ev.pid, gpuDevice: ev.gpuDevice } } };
+      return { event: { case: "spawned", value: { address: ev.address, pid: ev.pid, gpuDevice: ev.gpuDevice, bootEpoch: BigInt(ev.bootEpochMs), heartbeatSequence: ev.heartbeatSequence } } };
     case "loading":
       return { event: { case: "loading", value: {} } };
     case "ready":

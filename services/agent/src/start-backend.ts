@@ -129,12 +129,14 @@ async function runStart(ctx: AgentContext, log: StartLog, s: StartParams): Promi
     proc = spawnedProc;
     port = undefined; // owned by the process from here: released on its exit
     table.set(s.incarnation, spawnedProc);
+    // Every report stamped after this one lists the process (report-sequence.ts).
+    const heartbeatSequence = ctx.reports.current();
     // The record is on disk before anyone hears of the process: an agent that
     // crashes right after "spawned" still finds it on restart.
     await records.write(recordOf(spawnedProc)).catch((err: unknown) => {
       throw new FailStart(StartFailureCode.SPAWN_FAILED, `cannot write the backend record: ${WardenError.from(err).rawMessage}`);
     });
-    log.append({ t: "spawned", address, pid: spawnedProc.pid, gpuDevice: device });
+    log.append({ t: "spawned", address, pid: spawnedProc.pid, gpuDevice: device, bootEpochMs: ctx.bootEpochMs, heartbeatSequence });
     ctx.watchEvent(spawnedProc, { case: "started", value: { pid: spawnedProc.pid } });
     void spawnedProc.gone.then(() => {
       exitedCtl.abort(new WardenError(Code.Unavailable, "backend process exited"));

@@ -12,7 +12,7 @@ describe("start log", () => {
   it("replays from the start to late followers and ends at the terminal event", async () => {
     const log = new StartLog();
     const early = all(log.follow(new AbortController().signal));
-    log.append({ t: "spawned", address: "a:1", pid: 1, gpuDevice: "" });
+    log.append({ t: "spawned", address: "a:1", pid: 1, gpuDevice: "", bootEpochMs: 0, heartbeatSequence: 0n });
     log.append({ t: "loading" });
     const late = all(log.follow(new AbortController().signal));
     log.append({ t: "failed", code: StartFailureCode.LOAD_FAILED, message: "x", exitCode: undefined, lastStderrLine: "" });

@@ -21,7 +21,8 @@ export function agentPort(client: Client<typeof AgentService>): AgentPort {
         switch (ev.case) {
           case "spawned": {
             const gpu = ev.value.gpuDevice === "" ? undefined : Number(ev.value.gpuDevice);
-            yield { t: "spawned", address: ev.value.address, pid: ev.value.pid, gpu: gpu !== undefined && Number.isInteger(gpu) ? gpu : undefined };
+            const floor = ev.value.heartbeatSequence > 0n ? { reportFloor: { bootEpoch: ev.value.bootEpoch, sequence: ev.value.heartbeatSequence } } : {};
+            yield { t: "spawned", address: ev.value.address, pid: ev.value.pid, gpu: gpu !== undefined && Number.isInteger(gpu) ? gpu : undefined, ...floor };
             break;
           }
           case "loading":

@@ -222,7 +222,8 @@ export class SimAgent {
           sink.end();
         }
       });
-      sink.emit({ t: "spawned", address, pid: p.pid, gpu: 0 });
+      // The last report stamped when the record appeared, like the real agent's Spawned (report-sequence.ts).
+      sink.emit({ t: "spawned", address, pid: p.pid, gpu: 0, reportFloor: { bootEpoch: this.bootEpoch, sequence: this.sequence } });
       sink.emit({ t: "loading" });
       // The process's own progress: independent of the agent's boot.
       this.w.queue.push(this.w.clock.now() + behaviour.loadMs, "backend.load", () => {

@@ -1,6 +1,6 @@
 import { Code, WardenError, deadlineSignal, isPlanted, raceSignal } from "@warden/common";
 import type { Shortfall } from "@warden/watchdog";
-import { dropHeld, warn, type LoaderState } from "./loader-state.js";
+import { dropHeld, holdInstance, warn, type LoaderState } from "./loader-state.js";
 import type { HeldInstance } from "./loader-types.js";
 import type { ModelSpec } from "./model-spec.js";
 import type { BackendHandle, StartEvent } from "./ports.js";
@@ -94,6 +94,7 @@ async function lead<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec,
   const deadline = deadlineSignal(s.o.clock, spec.loadTimeoutMs, `load of model "${spec.id}"`, ctl.signal);
   const incarnation = s.o.mintIncarnation();
   s.loadControllers.set(incarnation, ctl);
+  s.loadIncarnations.set(spec.id, incarnation);
   const startedAtMs = s.o.clock.now();
   let nodeId: string | undefined;
   let registered = false;
@@ -126,7 +127,7 @@ async function lead<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec,
       gpu: undefined,
       startedAtMs,
     };
-    s.held.set(incarnation, h);
+    holdInstance(s, h);
     s.current.set(spec.id, incarnation);
     let failure: StartEvent | undefined;
     const stream = agent.startBackend(
@@ -184,6 +185,7 @@ async function lead<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec,
     release?.();
     deadline.cleanup();
     s.loadControllers.delete(incarnation);
+    if (s.loadIncarnations.get(spec.id) === incarnation) s.loadIncarnations.delete(spec.id);
   }
 }
 

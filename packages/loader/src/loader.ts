@@ -12,9 +12,14 @@ import type { AdoptionSource } from "./loader-event.js";
 import { defaultStopTimings, type LoaderOptions } from "./loader-options.js";
 import { leftoverBase, pushOccupancy, warn, type LoaderState } from "./loader-state.js";
 import type { HeldInstance, Lease, UnloadOutcome } from "./loader-types.js";
-import type { ModelSpec } from "./model-spec.js";
+import type { ModelSpec, ReplicaSettings } from "./model-spec.js";
 import type { BackendHandle } from "./ports.js";
+import { ReplicaIndex } from "./replica-index.js";
+import { carryScaleOverrides, validateScale } from "./replica-settings.js";
+import type { ReplicaStatus, ScalePatch } from "./replica-status.js";
+import { replicaStatusOf, replicaStatusesOf } from "./replica-status-of.js";
 import { acquire, reportUnavailable } from "./routing.js";
+import { ScaleBreakers } from "./scale-breaker.js";
 import { SettleWaiters } from "./settle-waiters.js";
 import { StopRpcs } from "./stop-rpcs.js";
 import { onSettled, retryLeftover, stopSequence } from "./stop-sequence.js";
@@ -97,7 +102,11 @@ export class Loader<H extends BackendHandle = BackendHandle> {
       watchdog: this.watchdog,
       held,
       current: new Map(),
+      replicas: new ReplicaIndex(),
+      scaleOverrides: new Map(),
+      breakers: new ScaleBreakers(),
       loads: new Map(),
+      loadIncarnations: new Map(),
       loadControllers: new Map(),
       locks: new LockTable(),
       cooldown,
@@ -212,6 +221,7 @@ export class Loader<H extends BackendHandle = BackendHandle> {
   setModels(models: readonly ModelSpec[]): Promise<void>[] {
     const next = new Map(models.map((m) => [m.id, m]));
     const removed = [...this.s.models.keys()].filter((id) => !next.has(id));
+    carryScaleOverrides(this.s.scaleOverrides, next);
     this.s.models = next;
     this.core.updatePolicy(modelPolicy(this.s.models));
     for (const id of removed) this.s.cooldown.forget(id);
@@ -228,6 +238,37 @@ export class Loader<H extends BackendHandle = BackendHandle> {
     if (spec === undefined) throw new WardenError(Code.NotFound, `model: "${id}" is not configured`);
     this.s.models.set(id, { ...spec, pinned: patch.pinned, groups: patch.groups });
     this.core.updatePolicy(modelPolicy(this.s.models));
+  }
+
+  // --------------------------------------------------------------- replicas
+
+  /**
+   * ScaleModel (issue 16): sets a model's replica `min`/`max` live, validated
+   * as a whole (NOT_FOUND naming `model`; INVALID_ARGUMENT naming `min` or
+   * `max` unless 0 ≤ min ≤ max and 1 ≤ max ≤ replicaBounds.maxReplicas) —
+   * a rejection changes nothing. Audited as `replica.scale-set`. The override
+   * is kept across config reloads unless the reloaded config changes that
+   * model's `replicas` (then the config wins; replica-settings.ts).
+   */
+  scale(model: string, patch: ScalePatch, operator: string): ReplicaSettings {
+    const spec = this.s.models.get(model);
+    const next = validateScale(spec, model, patch);
+    if (spec === undefined) throw new WardenError(Code.NotFound, `model: "${model}" is not configured`);
+    const configReplicas = this.s.scaleOverrides.get(model)?.configReplicas ?? spec.replicas;
+    this.s.scaleOverrides.set(model, { min: next.min, max: next.max, configReplicas });
+    this.s.models.set(model, { ...spec, replicas: next });
+    this.s.o.events.emit({ type: "replica.scale-set", nodeId: "", model, address: "", incarnation: "", operator, min: next.min, max: next.max });
+    return next;
+  }
+
+  /** One model's replica counts and settings; undefined when it is not configured. */
+  replicaStatus(model: string): ReplicaStatus | undefined {
+    return replicaStatusOf(this.s, model, this.s.leftovers.ofModel(model).length);
+  }
+
+  /** Every configured model's replica counts, in config order (ListModels, metrics). */
+  replicaStatuses(): ReplicaStatus[] {
+    return replicaStatusesOf(this.s);
   }
 
   // ----------------------------------------------------------------- ticking

@@ -8,6 +8,7 @@ import { withCoordinatorOnly } from "./coordinator-only.js";
 import { createAgent } from "./agent.js";
 import { builtinCatalog } from "./backend-sim-catalog.js";
 import { createNodeHeartbeat, type NodeHeartbeat } from "./node-heartbeat.js";
+import { placementLimitsMessage } from "./agent-placement-limits.js";
 import { createAgentMetrics } from "./agent-metrics.js";
 import { servePrometheus } from "./prometheus-server.js";
 
@@ -35,6 +36,7 @@ async function main(): Promise<number> {
     return 2;
   }
   const listen = args.listen ?? config.listen;
+  const placementLimits = { ...config.placementLimits, ...(args.maxReplicasPerModel === undefined ? {} : { maxReplicasPerModel: args.maxReplicasPerModel }), ...(args.memoryBudget === undefined ? {} : { memoryBudget: args.memoryBudget }) };
   // Read and checked before anything starts: a missing or mismatched file is exit 2 naming it.
   let tls;
   try {
@@ -74,6 +76,7 @@ async function main(): Promise<number> {
       address: config.advertiseAddress === config.listen ? address : config.advertiseAddress,
       labels: config.labels,
       backends: Object.keys(config.catalog),
+      limits: placementLimitsMessage(placementLimits),
       source: agent,
       node,
       intervalMs: config.heartbeatIntervalMs,

@@ -4,9 +4,12 @@
  * values refused whole, nothing changed) and from the embedded agent's
  * config; SetNodeLimits overrides that survive re-registration; ScaleModel
  * (validated whole, audited as replica.scale-set) and the replica summary
- * in ListModels, `/v1/models`-free metrics and `warden models ls`.
+ * in ListModels, metrics, and the CLI (`models scale`, `models ls`,
+ * `nodes limits`, run in process over the same real gRPC).
  */
+import { PassThrough } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { runCli } from "@warden/cli";
 import { createClient, type Client } from "@warden/grpc";
 import { Code, isWardenError } from "@warden/common";
 import { eventTypeOf } from "@warden/events";
@@ -169,5 +172,66 @@ describe("ScaleModel and the replica summary (issue 16)", () => {
     expect(text).toMatch(/warden_model_replicas_desired\{model="m"\} \d+/);
     expect(text).toMatch(/warden_model_queue_depth\{model="solo"\} 0/);
     expect(text).toMatch(/# TYPE warden_replica_scale_events_total counter/);
+  });
+});
+
+/** `warden …` in process (its gRPC client is real); exit code and output. */
+async function warden(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  const out = new PassThrough();
+  const err = new PassThrough();
+  let stdout = "";
+  let stderr = "";
+  out.on("data", (b: Buffer) => (stdout += b.toString()));
+  err.on("data", (b: Buffer) => (stderr += b.toString()));
+  const noRunner = (): Promise<number> => Promise.reject(new Error("not in this test"));
+  const code = await runCli([...args, ...(args.includes("--help") ? [] : ["--addr", tc.c.address])], { out, err, env: {}, interactive: false }, { up: noRunner, coordinator: noRunner, agent: noRunner, natsEvents: noRunner });
+  return { code, stdout, stderr };
+}
+
+describe("CLI: models scale, models ls replicas, nodes limits (issue 16)", () => {
+  it("models scale sets the bounds; bad values are exit 2 naming the field, an unknown model exit 4", async () => {
+    const ok = await warden(["models", "scale", "solo", "--min", "0", "--max", "3", "--operator", "bob"]);
+    expect(ok.code, ok.stderr).toBe(0);
+    expect(ok.stdout).toMatch(/^solo: replicas 0\.\.3 \(ready 0\/\d+\)/);
+    expect((await tc.waitForEvent("replica.scale-set", (e) => e.model === "solo")).payload).toMatchObject({ value: { operator: "bob", min: 0, max: 3 } });
+    const bad = await warden(["models", "scale", "solo", "--min", "4"]);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toMatch(/min/);
+    expect((await warden(["models", "scale", "solo"])).code).toBe(2);
+    expect((await warden(["models", "scale", "solo", "--max", "-1"])).code).toBe(2);
+    expect((await warden(["models", "scale", "nope", "--max", "2"])).code).toBe(4);
+    const ls = await warden(["models", "ls"]);
+    expect(ls.code, ls.stderr).toBe(0);
+    expect(ls.stdout).toMatch(/solo\s+│\s+0\/\d+\s+│\s+0\.\.3\s+│/);
+    expect(ls.stdout).toMatch(/MODEL\s+│\s+READY\/DESIRED\s+│\s+MIN\.\.MAX/);
+  });
+
+  it("nodes limits shows, overrides and clears; bad flags are exit 2, an unknown node exit 4", async () => {
+    await nc.register({ nodeId: "gpu-cli", address, bootEpoch, limits: { maxReplicasPerModel: 2 } });
+    const set = await warden(["nodes", "limits", "gpu-cli", "--max-replicas-per-model", "4", "--memory-budget", "80%"]);
+    expect(set.code, set.stderr).toBe(0);
+    expect(set.stdout).toMatch(/max replicas per model\s+│\s+4\s+│\s+override; agent: 2/);
+    expect(set.stdout).toMatch(/memory budget\s+│\s+80%\s+│\s+override/);
+    expect(tc.c.nodes.limitsOverride("gpu-cli")).toEqual({ maxReplicasPerModel: 4, memoryBudget: { t: "percent", percent: 80 } });
+    const show = await warden(["nodes", "limits", "gpu-cli"]);
+    expect(show.code).toBe(0);
+    expect(show.stdout).toMatch(/max replicas per model\s+│\s+4/);
+    for (const args of [["--clear", "--memory-budget", "1GiB"], ["--memory-budget", "120%"], ["--max-replicas-per-model", "0"], ["--max-replicas-per-model", "2000"]]) {
+      expect((await warden(["nodes", "limits", "gpu-cli", ...args])).code, args.join(" ")).toBe(2);
+    }
+    expect(tc.c.nodes.limitsOverride("gpu-cli")).toEqual({ maxReplicasPerModel: 4, memoryBudget: { t: "percent", percent: 80 } });
+    expect((await warden(["nodes", "limits", "nobody", "--clear"])).code).toBe(4);
+    const cleared = await warden(["nodes", "limits", "gpu-cli", "--clear"]);
+    expect(cleared.code).toBe(0);
+    expect(cleared.stdout).toMatch(/max replicas per model\s+│\s+2\s+│\s+agent config/);
+    expect(tc.c.nodes.limitsOverride("gpu-cli")).toEqual({});
+  });
+
+  it("--help of the new commands exits 0", async () => {
+    for (const cmd of [["models", "scale"], ["nodes", "limits"]]) {
+      const r = await warden([...cmd, "--help"]);
+      expect(r.code, cmd.join(" ")).toBe(0);
+      expect(r.stdout).toMatch(/Usage: warden/);
+    }
   });
 });

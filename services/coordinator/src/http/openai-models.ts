@@ -58,7 +58,7 @@ export interface OpenAiModelJson {
 }
 
 /** The configured models with their live state (one snapshot: consistent across models). */
-export function listOpenAiModels(loader: Loader<BackendClientHandle>, nowMs: number): { object: "list"; data: OpenAiModelJson[] } {
+export function listOpenAiModels(loader: Pick<Loader<BackendClientHandle>, "snapshot" | "modelSpecs" | "replicaStatuses">, nowMs: number): { object: "list"; data: OpenAiModelJson[] } {
   const byModel = new Map<string, WardenInstanceJson[]>();
   for (const v of loader.snapshot().instances) {
     const list = byModel.get(v.model) ?? [];

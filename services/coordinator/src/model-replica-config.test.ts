@@ -16,16 +16,13 @@ function errorOf(yaml: string): string {
 const model = (extra: string): string => `models:\n  - id: m\n    backend: sim\n${extra}`;
 
 describe("coordinator config: model replicas, spread, idleTimeout (issue 16)", () => {
-  it("parses replicas, spread and idleTimeout into the ModelSpec", () => {
+  it("parses replicas, spread and idleTimeout into the ModelSpec; left out, the defaults", () => {
     const c = parseCoordinatorConfig(model("    replicas: { min: 1, max: 4, targetInFlight: 8, scaleDownAfter: 2m }\n    spread: node\n    idleTimeout: 0\n"));
     expect(c.models[0]).toMatchObject({ replicas: { min: 1, max: 4, targetInFlight: 8, scaleDownAfterMs: 120_000 }, spread: "node", idleTimeoutMs: 0 });
     const g = parseCoordinatorConfig(model("    spread: gpu\n    idleTimeout: 90s\n"));
     expect(g.models[0]).toMatchObject({ spread: "gpu", idleTimeoutMs: 90_000 });
-  });
-
-  it("keeps today's behaviour when the fields are left out", () => {
-    const c = parseCoordinatorConfig(model(""));
-    expect(c.models[0]).toMatchObject({ replicas: defaultReplicas, spread: "any", idleTimeoutMs: undefined });
+    // Left out: today's behaviour (one instance on demand, the policy's idle timeout).
+    expect(parseCoordinatorConfig(model("")).models[0]).toMatchObject({ replicas: defaultReplicas, spread: "any", idleTimeoutMs: undefined });
   });
 
   it("an unset max follows min; the maxima themselves are accepted", () => {

@@ -49,7 +49,8 @@ async function main(): Promise<number> {
     const catalog = Object.entries(config.catalog).map(([name, e]) => `${name} (${[e.command, ...e.args].join(" ")})`);
     process.stdout.write(
       `config ${args.configPath}: valid\n  nodeId      ${config.nodeId}\n  listen      ${listen} (advertised ${config.advertiseAddress})\n  stateDir    ${config.stateDir}\n` +
-        `  tls         ${config.tls === undefined ? "off" : `${config.tls.certFile}${config.tls.caFile === undefined ? "" : " (mutual TLS)"}`}\n  ports       ${String(config.portMin)}–${String(config.portMax)} on ${config.backendHost}\n  gpus        ${config.gpus.join(",") || "-"} (nvidia-smi: ${config.nvidiaSmiPath || "off"})\n  labels      ${Object.entries(config.labels).map(([k, v]) => `${k}=${v}`).join(",") || "-"}\n  catalog     ${catalog.join("; ")}\n`,
+        `  tls         ${config.tls === undefined ? "off" : `${config.tls.certFile}${config.tls.caFile === undefined ? "" : " (mutual TLS)"}`}\n  ports       ${String(config.portMin)}–${String(config.portMax)} on ${config.backendHost}\n  gpus        ${config.gpus.join(",") || "-"} (nvidia-smi: ${config.nvidiaSmiPath || "off"})\n  labels      ${Object.entries(config.labels).map(([k, v]) => `${k}=${v}`).join(",") || "-"}\n  catalog     ${catalog.join("; ")}\n` +
+        `  placement   maxReplicasPerModel ${String(placementLimits.maxReplicasPerModel ?? "1 (default)")}, memoryBudget ${placementLimits.memoryBudget === undefined ? "all" : placementLimits.memoryBudget.t === "bytes" ? `${String(placementLimits.memoryBudget.bytes)} bytes` : `${String(placementLimits.memoryBudget.percent)}%`}\n`,
     );
     return 0;
   }

@@ -129,7 +129,9 @@ export function buildProgram(io: CliIo, runners: Runners): { program: Command; e
     .option("--metrics <host:port>", "serve Prometheus metrics at http://HOST:PORT/metrics")
     .option("--check-config", "validate the config and print the effective settings, then exit (0 valid, 2 not)", false)
     .option("--insecure", "allow plaintext gRPC on a non-loopback address (overrides the config's insecure)")
-    .action(async (o: { config: string; coordinator?: string; listen?: string; stopBackendsOnExit: boolean; metrics?: string; checkConfig: boolean; insecure?: boolean }) => {
+    .option("--max-replicas-per-model <n>", "replicas of one model this node may hold, 1..1024 (overrides the config's maxReplicasPerModel)")
+    .option("--memory-budget <size|pct>", 'what placement may account on this node, "40GiB" or "80%" (overrides the config\'s memoryBudget)')
+    .action(async (o: { config: string; coordinator?: string; listen?: string; stopBackendsOnExit: boolean; metrics?: string; checkConfig: boolean; insecure?: boolean; maxReplicasPerModel?: string; memoryBudget?: string }) => {
       const args = ["--config", o.config];
       if (o.coordinator !== undefined) args.push("--coordinator", o.coordinator);
       if (o.listen !== undefined) args.push("--listen", o.listen);
@@ -137,6 +139,8 @@ export function buildProgram(io: CliIo, runners: Runners): { program: Command; e
       if (o.metrics !== undefined) args.push("--metrics", o.metrics);
       if (o.checkConfig) args.push("--check-config");
       if (o.insecure === true) args.push("--insecure");
+      if (o.maxReplicasPerModel !== undefined) args.push("--max-replicas-per-model", o.maxReplicasPerModel);
+      if (o.memoryBudget !== undefined) args.push("--memory-budget", o.memoryBudget);
       code = await runners.agent(args);
     });
 

@@ -101,7 +101,6 @@ export class Loader<H extends BackendHandle = BackendHandle> {
       core: this.core,
       watchdog: this.watchdog,
       held,
-      current: new Map(),
       replicas: new ReplicaIndex(),
       scaleOverrides: new Map(),
       breakers: new ScaleBreakers(),

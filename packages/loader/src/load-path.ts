@@ -18,14 +18,14 @@ import { chooseReplica } from "./replica-routing.js";
  * the cooldown. A model whose instance is pending eviction or freed waits
  * for the settle (DESIGN §3.4 item 9).
  */
-export async function ensureLoaded<H extends BackendHandle>(s: LoaderState<H>, modelId: string, signal: AbortSignal, nodeId?: string): Promise<HeldInstance<H>> {
+export async function ensureLoaded<H extends BackendHandle>(s: LoaderState<H>, modelId: string, signal: AbortSignal, nodeId?: string, touch = true): Promise<HeldInstance<H>> {
   const spec = s.models.get(modelId);
   if (spec === undefined) throw new WardenError(Code.NotFound, `model: "${modelId}" is not configured`, { details: { field: "model" } });
   const n = s.waiting.get(modelId) ?? 0;
   if (n >= s.maxWaiting) throw new WardenError(Code.ResourceExhausted, `model "${modelId}": ${String(n)} calls already waiting (cap ${String(s.maxWaiting)})`);
   s.waiting.set(modelId, n + 1);
   try {
-    return await ensureLoadedInner(s, spec, signal, nodeId);
+    return await ensureLoadedInner(s, spec, signal, nodeId, touch);
   } finally {
     const left = (s.waiting.get(modelId) ?? 1) - 1;
     if (left <= 0) s.waiting.delete(modelId);
@@ -33,7 +33,7 @@ export async function ensureLoaded<H extends BackendHandle>(s: LoaderState<H>, m
   }
 }
 
-async function ensureLoadedInner<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, signal: AbortSignal, nodeId: string | undefined): Promise<HeldInstance<H>> {
+async function ensureLoadedInner<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, signal: AbortSignal, nodeId: string | undefined, touch: boolean): Promise<HeldInstance<H>> {
   let bypassCooldown = false;
   let followerRetryUsed = false;
   for (;;) {
@@ -42,7 +42,8 @@ async function ensureLoadedInner<H extends BackendHandle>(s: LoaderState<H>, spe
     if (c.best !== undefined) {
       // A cache hit counts as a use (LocalAI's UpdateLastUsed): an operator's
       // LoadModel of a loaded model moves it to the back of the LRU order.
-      if (c.best.address !== undefined) s.core.updateLastUsed(c.best.address);
+      // (Routing passes touch=false: it picks by last use and its tracked call touches.)
+      if (touch && c.best.address !== undefined) s.core.updateLastUsed(c.best.address);
       return c.best;
     }
     // Only replicas on unreachable nodes and no room for another: the caller

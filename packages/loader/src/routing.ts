@@ -22,7 +22,7 @@ import { chooseReplica } from "./replica-routing.js";
  */
 export async function acquire<H extends BackendHandle>(s: LoaderState<H>, modelId: string, signal: AbortSignal): Promise<Lease<H>> {
   for (;;) {
-    const loaded = await ensureLoaded(s, modelId, signal);
+    const loaded = await ensureLoaded(s, modelId, signal, undefined, false);
     const spec = s.models.get(modelId);
     const c = chooseReplica(s, modelId);
     const h = c.best ?? loaded;

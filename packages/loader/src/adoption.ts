@@ -41,7 +41,6 @@ export function adoptRemoteOnly<H extends BackendHandle>(s: LoaderState<H>, spec
   if (s.core.instanceAt(address) !== undefined) return false;
   const h: HeldInstance<H> = { incarnation, model: spec.id, nodeId, spec, placement: "remote-only", phase: "ready", address, backend: undefined, gpu: undefined, startedAtMs: s.o.clock.now() };
   holdInstance(s, h);
-  if (!s.current.has(spec.id)) s.current.set(spec.id, incarnation);
   s.core.registerReady({ nodeId, model: spec.id, incarnation, address, groups: spec.groups, pinned: spec.pinned, sizeBytes: spec.sizeBytes });
   s.o.events.emit({ type: "instance.adopted", nodeId, model: spec.id, address, incarnation, asLeftover: false, foundBy });
   return true;

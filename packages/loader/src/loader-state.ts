@@ -27,8 +27,6 @@ export interface LoaderState<H extends BackendHandle> {
   readonly watchdog: WatchdogService;
   /** The local half of every instance, by incarnation. */
   readonly held: Map<string, HeldInstance<H>>;
-  /** model → the incarnation calls are routed to. */
-  readonly current: Map<string, string>;
   /** model → every incarnation held for it (its replicas), in step with `held`. */
   readonly replicas: ReplicaIndex;
   /** model → an operator's ScaleModel override (replica-settings.ts). */
@@ -78,12 +76,11 @@ export function holdInstance<H extends BackendHandle>(s: Pick<LoaderState<H>, "h
 }
 
 /** Removes the local half of an instance and closes its backend connection. */
-export function dropHeld<H extends BackendHandle>(s: Pick<LoaderState<H>, "held" | "current" | "replicas">, incarnation: string): void {
+export function dropHeld<H extends BackendHandle>(s: Pick<LoaderState<H>, "held" | "replicas">, incarnation: string): void {
   const h = s.held.get(incarnation);
   if (h === undefined) return;
   s.held.delete(incarnation);
   s.replicas.remove(h.model, incarnation);
-  if (s.current.get(h.model) === incarnation) s.current.delete(h.model);
   h.backend?.close();
   h.backend = undefined;
 }

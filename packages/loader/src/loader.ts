@@ -18,6 +18,7 @@ import { ReplicaIndex } from "./replica-index.js";
 import { carryScaleOverrides, validateScale } from "./replica-settings.js";
 import type { ReplicaStatus, ScalePatch } from "./replica-status.js";
 import { replicaStatusOf, replicaStatusesOf } from "./replica-status-of.js";
+import { modelRules, reconcileReplicas } from "./replica-tick.js";
 import { acquire, reportUnavailable } from "./routing.js";
 import { ScaleBreakers } from "./scale-breaker.js";
 import { SettleWaiters } from "./settle-waiters.js";
@@ -60,6 +61,7 @@ export class Loader<H extends BackendHandle = BackendHandle> {
       policy: { ...modelPolicy(models), ...o.policy },
       ...(o.caps === undefined ? {} : { caps: o.caps }),
     });
+    this.core.setModelRules(modelRules(models));
     this.watchdog = createWatchdogService({
       core: this.core,
       stopPort: { stop: (c) => stopSequence(this.s, c) },
@@ -101,7 +103,6 @@ export class Loader<H extends BackendHandle = BackendHandle> {
       core: this.core,
       watchdog: this.watchdog,
       held,
-      current: new Map(),
       replicas: new ReplicaIndex(),
       scaleOverrides: new Map(),
       breakers: new ScaleBreakers(),
@@ -224,6 +225,7 @@ export class Loader<H extends BackendHandle = BackendHandle> {
     carryScaleOverrides(this.s.scaleOverrides, next);
     this.s.models = next;
     this.core.updatePolicy(modelPolicy(this.s.models));
+    this.core.setModelRules(modelRules(this.s.models));
     for (const id of removed) this.s.cooldown.forget(id);
     return removed.map(async (id) => {
       await this.unload(id, { force: false, reason: "config" }).catch((err: unknown) => {
@@ -257,6 +259,7 @@ export class Loader<H extends BackendHandle = BackendHandle> {
     const configReplicas = this.s.scaleOverrides.get(model)?.configReplicas ?? spec.replicas;
     this.s.scaleOverrides.set(model, { min: next.min, max: next.max, configReplicas });
     this.s.models.set(model, { ...spec, replicas: next });
+    this.core.setModelRules(modelRules(this.s.models));
     this.s.o.events.emit({ type: "replica.scale-set", nodeId: "", model, address: "", incarnation: "", operator, min: next.min, max: next.max });
     return next;
   }
@@ -278,9 +281,15 @@ export class Loader<H extends BackendHandle = BackendHandle> {
     const loop = (): void => {
       if (this.s.closed) return;
       this.watchdog.tick();
+      reconcileReplicas(this.s);
       this.tickCancel = this.s.o.clock.setTimer(this.core.getPolicy().tickIntervalMs, loop);
     };
     this.tickCancel = this.s.o.clock.setTimer(this.core.getPolicy().tickIntervalMs, loop);
+  }
+
+  /** One replica reconciler pass (min floor, scale-down; replica-tick.ts). Runs on every tick of `startTicking`. */
+  reconcileReplicas(): void {
+    reconcileReplicas(this.s);
   }
 
   // ------------------------------------------------------------------ loads

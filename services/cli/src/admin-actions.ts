@@ -46,7 +46,7 @@ export async function modelsLs(c: ActionContext, g: GlobalOpts, o: { node?: stri
     if (!known.includes(o.node)) throw new WardenError(Code.NotFound, `no node "${o.node}" is registered (known: ${known.join(", ") || "none"})`);
   }
   const r = await a.listModels({ nodeId: o.node ?? "" }, { timeoutMs: c.deadline(g) });
-  c.print(g.json ? json(ListModelsResponseSchema, r) : r.replicas.length === 0 ? modelsTable(r.instances) : `${modelsTable(r.instances)}\n\n${replicasTable(r.replicas)}`);
+  c.print(g.json ? json(ListModelsResponseSchema, r) : r.replicas.length === 0 || o.node !== undefined ? modelsTable(r.instances) : `${modelsTable(r.instances)}\n\n${replicasTable(r.replicas)}`);
   return undefined;
 }
 

@@ -151,7 +151,7 @@ export function buildProgram(io: CliIo, runners: Runners): { program: Command; e
       .command("ls")
       .description("every instance: loaded, loading, freed, pending eviction, leftover, orphan")
       .option("--node <id>", "only this node")
-      .addHelpText("after", "\nAfter the instances, one row per configured model: READY/DESIRED replicas, MIN..MAX (the config's\nor a `models scale` override), loading/stopping/leftover replicas, calls QUEUED for a ready one, and\nSCALE-UP: blocked (the circuit breaker: the error, failures, when it retries) or -.\n")
+      .addHelpText("after", "\nAfter the instances (without --node), one row per configured model: READY/DESIRED replicas, MIN..MAX (the config's\nor a `models scale` override), loading/stopping/leftover replicas, calls QUEUED for a ready one, and\nSCALE-UP: blocked (the circuit breaker: the error, failures, when it retries) or -.\n")
       .addHelpText("after", "\nPLACEMENT: local = started by the coordinator's embedded agent; local+remote = a process on another\nnode's agent, routed through the coordinator (its client and routing state are local); remote-only =\nknown only from a node's inventory (e.g. adopted after a restart) until first routed.\n"),
   ).action(act((a, g, o: { node?: string }) => a.modelsLs(ctx, g, o)));
   withGlobal(models.command("load").description("load a model (or return the loaded instance)").argument("<model>").option("--node <id>", "place on this node")).action(

@@ -35,12 +35,17 @@ export interface Lease<H extends BackendHandle = BackendHandle> {
   complete(): void;
 }
 
-/** What an UnloadModel came to (DESIGN §4: the real outcome). */
-export type UnloadOutcome =
+/**
+ * What an UnloadModel came to (DESIGN §4: the real outcome). For a model with
+ * several replicas: the worst replica's outcome, with every replica's in
+ * `replicas` (absent for one instance).
+ */
+export type UnloadOutcome = (
   | { readonly t: "stopped"; readonly incarnation: string }
   | { readonly t: "registered-again"; readonly incarnation: string; readonly error: string }
   | { readonly t: "leftover"; readonly incarnation: string; readonly error: string }
-  | { readonly t: "not-loaded" };
+  | { readonly t: "not-loaded" }
+) & { readonly replicas?: readonly UnloadOutcome[] };
 
 /** Where an instance found only in a node's inventory lives. */
 export interface InventoryHit {

@@ -32,6 +32,7 @@ import type { NodeRecord, NodeRegistry } from "./node-registry.js";
 import type { PlacementView } from "./placement-view.js";
 import { modelTables, policyPatchOf } from "./policy-patch.js";
 import { watchCallerOf } from "./watch-caller.js";
+import { applySetNodeLimits, checkScaleModel, modelReplicasInit, nodeLimitFields, replicaSummaries, type NodeLimitFields } from "./replica-admin.js";
 
 type ModelInstanceInit = MessageInitShape<typeof ModelInstanceSchema>;
 type NodeInit = MessageInitShape<typeof NodeSchema>;
@@ -94,8 +95,9 @@ export function modelInstance(deps: Pick<AdminDeps, "clock" | "loader">, v: Inst
   };
 }
 
-function nodeInit(n: NodeRecord, instanceCount: number, drainRemaining: number): NodeInit {
+function nodeInit(n: NodeRecord, instanceCount: number, drainRemaining: number, limits: NodeLimitFields): NodeInit {
   return {
+    ...limits,
     nodeId: n.nodeId,
     address: n.address,
     labels: n.labels,
@@ -149,6 +151,8 @@ export function adminService(d: AdminDeps): ServiceImpl<typeof AdminService> {
     return n;
   };
   const stateOfNode = (nodeId: string): NodeState => nodeStateOf(d.nodes.get(nodeId));
+  // Every node this service shows carries its placement limits (agent's, override, effective).
+  const nodeView = (n: NodeRecord, instanceCount: number, drainRemaining: number): NodeInit => nodeInit(n, instanceCount, drainRemaining, nodeLimitFields(d.nodes, n.nodeId));
   const instanceOf = (v: InstanceView): ModelInstanceInit => modelInstance(d, v, stateOfNode(v.nodeId));
   const instancesOn = (nodeId: string | undefined): ModelInstanceInit[] => {
     const snap = d.loader.snapshot();
@@ -179,12 +183,12 @@ export function adminService(d: AdminDeps): ServiceImpl<typeof AdminService> {
   return {
     async listNodes() {
       const c = counts();
-      return { nodes: d.nodes.list().map((n) => nodeInit(n, c.get(n.nodeId) ?? 0, n.draining ? (c.get(n.nodeId) ?? 0) : 0)) };
+      return { nodes: d.nodes.list().map((n) => nodeView(n, c.get(n.nodeId) ?? 0, n.draining ? (c.get(n.nodeId) ?? 0) : 0)) };
     },
     async getNode(req) {
       const n = nodeOf(req.nodeId);
       const c = counts().get(n.nodeId) ?? 0;
-      return { node: nodeInit(n, c, n.draining ? c : 0), instances: instancesOn(n.nodeId) };
+      return { node: nodeView(n, c, n.draining ? c : 0), instances: instancesOn(n.nodeId) };
     },
     async drainNode(req) {
       const n = nodeOf(req.nodeId);
@@ -195,12 +199,12 @@ export function adminService(d: AdminDeps): ServiceImpl<typeof AdminService> {
         });
       }
       const c = counts().get(n.nodeId) ?? 0;
-      return { node: nodeInit(n, c, c) };
+      return { node: nodeView(n, c, c) };
     },
     async undrainNode(req) {
       const n = nodeOf(req.nodeId);
       n.draining = false;
-      return { node: nodeInit(n, counts().get(n.nodeId) ?? 0, 0) };
+      return { node: nodeView(n, counts().get(n.nodeId) ?? 0, 0) };
     },
     async declareNodeLost(req) {
       // Every check comes before the one change, in the same turn: a refused
@@ -208,7 +212,7 @@ export function adminService(d: AdminDeps): ServiceImpl<typeof AdminService> {
       const n = nodeOf(req.nodeId);
       if (n.state === "lost") {
         const c = counts().get(n.nodeId) ?? 0;
-        return { node: nodeInit(n, c, n.draining ? c : 0), wasAlreadyLost: true };
+        return { node: nodeView(n, c, n.draining ? c : 0), wasAlreadyLost: true };
       }
       if (n.embedded) {
         throw new WardenError(Code.FailedPrecondition, `node_id: node "${n.nodeId}" is the coordinator's embedded agent: it runs inside the coordinator and cannot be lost apart from it (drain it to empty it)`);
@@ -220,13 +224,14 @@ export function adminService(d: AdminDeps): ServiceImpl<typeof AdminService> {
       // pause (that pause holds back only the timeout path in checkHealth).
       d.nodes.declareLost(n, true, req.reason.slice(0, 1024));
       const c = counts().get(n.nodeId) ?? 0;
-      return { node: nodeInit(n, c, n.draining ? c : 0), wasAlreadyLost: false };
+      return { node: nodeView(n, c, n.draining ? c : 0), wasAlreadyLost: false };
     },
     async listModels(req) {
       if (req.nodeId !== "") checkId(req.nodeId, "node_id");
       return {
         instances: instancesOn(req.nodeId === "" ? undefined : req.nodeId),
         configured: d.loader.modelSpecs().map((m) => ({ model: m.id, backend: m.backend, groups: [...m.groups], pinned: m.pinned, sizeBytes: BigInt(m.sizeBytes) })),
+        replicas: replicaSummaries(d.loader, d.clock),
       };
     },
     async loadModel(req, ctx) {
@@ -300,6 +305,19 @@ export function adminService(d: AdminDeps): ServiceImpl<typeof AdminService> {
         case "no-fit":
           return { decision: plan.verdicts.some((v) => v.reason.includes("cannot resolve")) ? PlacementDecision.WAIT : PlacementDecision.NO_FIT, nodeId: "", reason: plan.reason, nodes };
       }
+    },
+    async scaleModel(req) {
+      const { patch, operator } = checkScaleModel(req);
+      // The loader validates against the model's settings whole, applies, and audits it (replica.scale-set).
+      d.loader.scale(req.model, patch, operator);
+      const status = d.loader.replicaStatus(req.model);
+      return status === undefined ? {} : { replicas: modelReplicasInit(status, d.clock.now()) };
+    },
+    async setNodeLimits(req) {
+      applySetNodeLimits(req, d.nodes);
+      const n = nodeOf(req.nodeId);
+      const c = counts().get(n.nodeId) ?? 0;
+      return { node: nodeView(n, c, n.draining ? c : 0) };
     },
     async *watchEvents(req, ctx) {
       // Same rules as every other identifier: a filter that can never match

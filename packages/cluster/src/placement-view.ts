@@ -1,6 +1,7 @@
 import { lacksBackend, planPlacement, type NodeCandidate, type PlacementPlan, type PlacementStrategy } from "@warden/placement";
 import type { Loader, ModelSpec, PlacementPort } from "@warden/loader";
 import type { NodeResources } from "@warden/proto";
+import { defaultMaxReplicasPerModel, type NodeLimits } from "./node-limits.js";
 import type { NodeHealthState } from "./node-record.js";
 
 /** What placement reads of a node. */
@@ -17,6 +18,25 @@ export interface PlacementNode {
 /** The nodes placement sees (the NodeTable), by id. */
 export interface PlacementNodes {
   list(): readonly PlacementNode[];
+  /** The node's effective limits (agent config, Admin override over it). */
+  limitsOf(nodeId: string): NodeLimits;
+}
+
+/** Replicas of one model on one node: how many, and on which GPU devices. */
+interface NodeReplicas {
+  count: number;
+  readonly gpus: Set<number>;
+  /** Replicas whose device is not known (no GPU index, a leftover): each counts as a device of its own. */
+  unknownDevice: number;
+}
+
+function replicasAt(by: Map<string, NodeReplicas>, nodeId: string): NodeReplicas {
+  let r = by.get(nodeId);
+  if (r === undefined) {
+    r = { count: 0, gpus: new Set(), unknownDevice: 0 };
+    by.set(nodeId, r);
+  }
+  return r;
 }
 
 function labelsMatch(labels: Readonly<Record<string, string>>, selector: Readonly<Record<string, string>>): boolean {
@@ -49,6 +69,7 @@ export class PlacementView implements PlacementPort {
   candidates(spec: ModelSpec, explain = true): NodeCandidate[] {
     const core = this.loader?.core;
     const limit = this.loader?.getPolicy().limitPerNode ?? 0;
+    const replicas = this.replicasByNode(spec.id);
     const out: NodeCandidate[] = [];
     // A plain loop with no per-node closures: this runs per node on every load.
     for (const n of this.nodes.list()) {
@@ -70,6 +91,9 @@ export class PlacementView implements PlacementPort {
         }
       }
       const sum = core?.placementSummary(n.nodeId, spec.id, spec.groups);
+      const limits = this.nodes.limitsOf(n.nodeId);
+      const here = replicas.get(n.nodeId);
+      const devices = r !== undefined && r.gpus.length > 0 ? r.gpus.length : 1;
       out.push({
         nodeId: n.nodeId,
         state: n.state,
@@ -85,25 +109,59 @@ export class PlacementView implements PlacementPort {
         evictableBytes: sum?.evictableBytes ?? 0,
         evictableSlots: sum?.evictableSlots ?? 0,
         backends: n.backends,
+        modelReplicas: here?.count ?? 0,
+        maxReplicasPerModel: limits.maxReplicasPerModel ?? defaultMaxReplicasPerModel,
+        devices,
+        devicesWithReplica: here === undefined ? 0 : here.gpus.size + here.unknownDevice,
+        ...(limits.memoryBudget === undefined ? {} : { memoryBudget: limits.memoryBudget }),
       });
     }
     return out;
   }
 
+  /**
+   * Replicas of `model` per node: its instances in every state (a reserved or
+   * loading one holds its place, and a pending one is still there until its
+   * stop settles) and its leftovers (a leftover replica counts on its node).
+   * Proportional to the model's instances and the leftovers, not the cluster.
+   */
+  private replicasByNode(model: string): Map<string, NodeReplicas> {
+    const by = new Map<string, NodeReplicas>();
+    const loader = this.loader;
+    if (loader === undefined) return by;
+    for (const v of loader.core.instancesOfModel(model)) {
+      const r = replicasAt(by, v.nodeId);
+      r.count++;
+      if (v.gpu === undefined) r.unknownDevice++;
+      else r.gpus.add(v.gpu);
+    }
+    for (const l of loader.leftoverList()) {
+      if (l.model !== model) continue;
+      const r = replicasAt(by, l.nodeId);
+      r.count++;
+      r.unknownDevice++;
+    }
+    return by;
+  }
+
   plan(spec: ModelSpec, explain = true): PlacementPlan {
-    return planPlacement({ model: spec.id, sizeBytes: spec.sizeBytes, selector: spec.selector, backend: spec.backend }, this.candidates(spec, explain), this.strategy, { explain });
+    return planPlacement({ model: spec.id, sizeBytes: spec.sizeBytes, selector: spec.selector, backend: spec.backend, spread: spec.spread }, this.candidates(spec, explain), this.strategy, { explain });
   }
 
   /**
    * The loader's choice. When nothing fits outright or after eviction, the
-   * first eligible node (ready, not draining, selector matching, the backend in its agent's catalog when it reported one) is still
-   * returned so the watchdog's admission reports the precise shortfall and
-   * the need-more loop waits and re-plans.
+   * first eligible node (ready, not draining, selector matching, the backend
+   * in its agent's catalog when it reported one, spread and
+   * maxReplicasPerModel allowing another replica, its memory budget able to
+   * hold the model after eviction) is still returned so the watchdog's
+   * admission reports the precise shortfall and the need-more loop waits and
+   * re-plans. Never a node the model's spread or the node's limits rule out.
    */
   choose(spec: ModelSpec): { readonly nodeId: string } | { readonly nodeId: undefined; readonly reason: string } {
     const plan = this.plan(spec, false);
     if (plan.t !== "no-fit") return { nodeId: plan.nodeId };
-    const eligible = this.candidates(spec).find((c) => c.state === "ready" && !c.draining && labelsMatch(c.labels, spec.selector) && !lacksBackend(spec, c));
+    // Unexplained verdicts keep the node table's order, as before.
+    const eligible = plan.verdicts.find((v) => v.eligible);
     return eligible === undefined ? { nodeId: undefined, reason: this.plan(spec).reason } : { nodeId: eligible.nodeId };
   }
 

@@ -1,4 +1,4 @@
-import { lacksBackend, planPlacement, type NodeCandidate, type PlacementPlan, type PlacementStrategy } from "@warden/placement";
+import { lacksBackend, planPlacement, type NodeCandidate, type NodeVerdict, type PlacementPlan, type PlacementStrategy } from "@warden/placement";
 import type { Loader, ModelSpec, PlacementPort } from "@warden/loader";
 import type { NodeResources } from "@warden/proto";
 import { defaultMaxReplicasPerModel, type NodeLimits } from "./node-limits.js";
@@ -28,12 +28,15 @@ interface NodeReplicas {
   readonly gpus: Set<number>;
   /** Replicas whose device is not known (no GPU index, a leftover): each counts as a device of its own. */
   unknownDevice: number;
+  /** Of those, what the watchdog's summary counts as evictable: evicting a replica to place another of the same model makes no room. */
+  evictableBytes: number;
+  evictableSlots: number;
 }
 
 function replicasAt(by: Map<string, NodeReplicas>, nodeId: string): NodeReplicas {
   let r = by.get(nodeId);
   if (r === undefined) {
-    r = { count: 0, gpus: new Set(), unknownDevice: 0 };
+    r = { count: 0, gpus: new Set(), unknownDevice: 0, evictableBytes: 0, evictableSlots: 0 };
     by.set(nodeId, r);
   }
   return r;
@@ -106,8 +109,8 @@ export class PlacementView implements PlacementPort {
         limit,
         evictableConflicts: sum?.evictableConflicts ?? [],
         blockingConflicts: sum?.blockingConflicts ?? [],
-        evictableBytes: sum?.evictableBytes ?? 0,
-        evictableSlots: sum?.evictableSlots ?? 0,
+        evictableBytes: Math.max(0, (sum?.evictableBytes ?? 0) - (here?.evictableBytes ?? 0)),
+        evictableSlots: Math.max(0, (sum?.evictableSlots ?? 0) - (here?.evictableSlots ?? 0)),
         backends: n.backends,
         modelReplicas: here?.count ?? 0,
         maxReplicasPerModel: limits.maxReplicasPerModel ?? defaultMaxReplicasPerModel,
@@ -129,9 +132,15 @@ export class PlacementView implements PlacementPort {
     const by = new Map<string, NodeReplicas>();
     const loader = this.loader;
     if (loader === undefined) return by;
+    const force = loader.getPolicy().forceEvictionWhenBusy;
     for (const v of loader.core.instancesOfModel(model)) {
       const r = replicasAt(by, v.nodeId);
       r.count++;
+      // The watchdog summary's own rule for evictable (ready, not pending, not pinned, idle unless forced).
+      if (v.state === "ready" && v.pendingEviction === undefined && !v.pinned && (force || v.inFlight === 0)) {
+        r.evictableBytes += v.sizeBytes;
+        r.evictableSlots++;
+      }
       if (v.gpu === undefined) r.unknownDevice++;
       else r.gpus.add(v.gpu);
     }
@@ -160,8 +169,10 @@ export class PlacementView implements PlacementPort {
   choose(spec: ModelSpec): { readonly nodeId: string } | { readonly nodeId: undefined; readonly reason: string } {
     const plan = this.plan(spec, false);
     if (plan.t !== "no-fit") return { nodeId: plan.nodeId };
-    // Unexplained verdicts keep the node table's order, as before.
-    const eligible = plan.verdicts.find((v) => v.eligible);
+    // Unexplained verdicts keep the node table's order, as before; a node
+    // without a replica of the model first (spread any/gpu's preference).
+    let eligible: NodeVerdict | undefined;
+    for (const v of plan.verdicts) if (v.eligible && (eligible === undefined || v.spreadTier < eligible.spreadTier)) eligible = v;
     return eligible === undefined ? { nodeId: undefined, reason: this.plan(spec).reason } : { nodeId: eligible.nodeId };
   }
 
@@ -175,7 +186,8 @@ export class PlacementView implements PlacementPort {
     for (const v of onNode) if (v.groups.some((g) => spec.groups.includes(g)) && v.model !== spec.id) out.add(`${v.model}@${v.incarnation}`);
     if (c.limit > 0) {
       const need = c.occupied + 1 - c.limit - out.size;
-      const lru = onNode.filter((v) => !out.has(`${v.model}@${v.incarnation}`) && v.inFlight === 0).sort((a, b) => (a.lastUsedMs ?? 0) - (b.lastUsedMs ?? 0));
+      // Never another replica of the model itself: that would make no room for it.
+      const lru = onNode.filter((v) => v.model !== spec.id && !out.has(`${v.model}@${v.incarnation}`) && v.inFlight === 0).sort((a, b) => (a.lastUsedMs ?? 0) - (b.lastUsedMs ?? 0));
       for (const v of lru.slice(0, Math.max(0, need))) out.add(`${v.model}@${v.incarnation}`);
     }
     return [...out];

@@ -68,7 +68,7 @@ export type PlacementPlan =
 
 /** A node a hard constraint rules out. Module functions rather than closures: this runs per node per load. */
 function excluded(n: NodeCandidate, freeBytes: number, reason: string, eligible = false): NodeVerdict {
-  return { nodeId: n.nodeId, fits: false, fitsAfterEviction: false, reason, freeBytes: Number.isFinite(freeBytes) ? freeBytes : 0, score: 0, eligible, spreadTier: 0 };
+  return { nodeId: n.nodeId, fits: false, fitsAfterEviction: false, reason, freeBytes: Number.isFinite(freeBytes) ? freeBytes : 0, score: 0, eligible, spreadTier: eligible ? spreadTier(n) : 0 };
 }
 
 /**

@@ -6,7 +6,6 @@ import {
   InstanceState,
   NodeState,
   Placement,
-  PlacementDecision,
   UnloadOutcome,
   type ModelInstanceSchema,
   type NodeSchema,
@@ -28,6 +27,7 @@ import { applyPolicyPatch, type InstanceView } from "@warden/watchdog";
 import type { BackendClientHandle } from "./backend-connector.js";
 import { checkId } from "./check-id.js";
 import type { EventHub } from "./event-hub.js";
+import { explainPlacement } from "./explain-placement.js";
 import type { NodeRecord, NodeRegistry } from "./node-registry.js";
 import type { PlacementView } from "./placement-view.js";
 import { modelTables, policyPatchOf } from "./policy-patch.js";
@@ -290,21 +290,8 @@ export function adminService(d: AdminDeps): ServiceImpl<typeof AdminService> {
       checkId(req.model, "model");
       const spec = d.loader.modelSpec(req.model);
       if (spec === undefined) throw new WardenError(Code.NotFound, `model: "${req.model}" is not configured`);
-      const loaded = d.loader.core.instancesOfModel(req.model);
-      const first = loaded[0];
-      if (first !== undefined) {
-        return { decision: PlacementDecision.ALREADY_LOADED, nodeId: first.nodeId, reason: `already on node "${first.nodeId}" (${first.pendingEviction === undefined ? first.state : "pending eviction"})`, nodes: [] };
-      }
-      const plan = d.placement.plan(spec);
-      const nodes = plan.verdicts.map((v) => ({ nodeId: v.nodeId, fits: v.fits, reason: v.reason, freeBytes: BigInt(Math.round(v.freeBytes)), score: v.score, wouldEvict: d.placement.wouldEvict(spec, v.nodeId) }));
-      switch (plan.t) {
-        case "place":
-          return { decision: PlacementDecision.PLACE, nodeId: plan.nodeId, reason: plan.reason, nodes };
-        case "evict-then-place":
-          return { decision: PlacementDecision.EVICT_THEN_PLACE, nodeId: plan.nodeId, reason: plan.reason, nodes };
-        case "no-fit":
-          return { decision: plan.verdicts.some((v) => v.reason.includes("cannot resolve")) ? PlacementDecision.WAIT : PlacementDecision.NO_FIT, nodeId: "", reason: plan.reason, nodes };
-      }
+      // For the next replica (issue 16). The scale-up breaker (Loader.replicaStatus, replicas-core) is passed once merged.
+      return explainPlacement({ core: d.loader.core, placement: d.placement, nowMs: d.clock.now() }, spec);
     },
     async scaleModel(req) {
       const { patch, operator } = checkScaleModel(req);

@@ -205,8 +205,10 @@ describe("PlacementView: spread and maxReplicasPerModel (property)", () => {
         const allowed = gen.map((n) => {
           const count = n.replicas.length;
           const devices = Math.max(1, n.gpus);
-          const known = new Set(n.replicas.filter((r) => r.kind !== "leftover" && r.gpu !== undefined).map((r) => r.gpu));
-          const withReplica = known.size + n.replicas.filter((r) => r.kind === "leftover" || r.gpu === undefined).length;
+          // A reservation has no device yet (admission takes none) and a leftover none known: each counts as a device of its own.
+          const deviceUnknown = (r: GenNode["replicas"][number]): boolean => r.kind === "leftover" || r.kind === "reserved" || r.gpu === undefined;
+          const known = new Set(n.replicas.filter((r) => !deviceUnknown(r)).map((r) => r.gpu));
+          const withReplica = known.size + n.replicas.filter(deviceUnknown).length;
           if (count >= n.max) return false;
           if (spread === "node") return count === 0;
           if (spread === "gpu") return count === 0 || withReplica < devices;

@@ -33,13 +33,14 @@ export function startReplicaLoad<H extends BackendHandle>(s: LoaderState<H>, spe
 /**
  * Scale-up on load (issue 16 item 3): when the least-loaded ready replica
  * already has `targetInFlight` calls in flight — so every ready one has — and
- * fewer than `max` replicas count, start one replica load unless one is in
+ * fewer than `max` replicas count (those being stopped included: a failed
+ * stop brings one back), start one replica load unless one is in
  * flight, the breaker is open or the model is in load-failure cooldown. The
  * call that noticed goes on to the least-loaded replica.
  */
 export function maybeScaleUp<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, c: ReplicaChoice<H>): void {
   const r = spec.replicas;
-  if (c.best === undefined || c.bestInFlight < r.targetInFlight || c.live >= r.max || s.closed) return;
+  if (c.best === undefined || c.bestInFlight < r.targetInFlight || c.live + c.stopping >= r.max || s.closed) return;
   if (s.loads.has(spec.id)) return;
   const now = s.o.clock.now();
   if (!s.breakers.allows(spec.id, now) || s.cooldown.retryAfterMs(spec.id, now) > 0) return;

@@ -3,7 +3,9 @@
  * a pure function over a small view so it is easy to test:
  *
  * - below `min` (ready + loading): start one load for the floor, unless a
- *   load of the model is in flight or its circuit breaker is open;
+ *   load of the model is in flight, its circuit breaker is open, or the
+ *   replicas being stopped would take it past `max` should their stops fail
+ *   (settle row 3 registers them again) — then it waits for their settles;
  * - more than `max(min, 1)` ready: stop the replica idle longest (0 in
  *   flight, idle for at least `scaleDownAfterMs`) — one per model per tick.
  *   The floor is at least 1: the model's last replica is left to the idle
@@ -12,9 +14,12 @@
  */
 export interface ReplicaView {
   readonly min: number;
+  readonly max: number;
   readonly scaleDownAfterMs: number;
   /** Replicas counting toward max: admitted, loading or ready, not stopping. */
   readonly live: number;
+  /** Replicas pending eviction or freed (held: a failed stop registers them again). */
+  readonly stopping: number;
   /** Ready replicas not pending eviction (scale-down never takes the last ready ones). */
   readonly ready: number;
   readonly loadInFlight: boolean;
@@ -30,7 +35,7 @@ export type ReplicaDecision = { readonly t: "none" } | { readonly t: "load" } | 
 const none: ReplicaDecision = Object.freeze({ t: "none" });
 
 export function decideReplicas(v: ReplicaView): ReplicaDecision {
-  if (v.live < v.min) return !v.loadInFlight && v.breakerAllows ? { t: "load" } : none;
+  if (v.live < v.min) return !v.loadInFlight && v.breakerAllows && v.live + v.stopping < v.max ? { t: "load" } : none;
   if (v.ready <= Math.max(v.min, 1)) return none;
   let victim: { readonly incarnation: string; readonly idleSinceMs: number } | undefined;
   for (const r of v.idle) {

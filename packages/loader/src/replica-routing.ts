@@ -14,6 +14,12 @@ export interface ReplicaChoice<H extends BackendHandle> {
    * leftovers never do (they are not held).
    */
   readonly live: number;
+  /**
+   * Held replicas pending eviction or freed. A failed stop registers them
+   * again (settle row 3), so new replica loads count them toward `max` too:
+   * the count never exceeds max, whatever the stops come to.
+   */
+  readonly stopping: number;
   /** A replica pending eviction or freed: calls wait for its settle when none is routable. */
   readonly settling: string | undefined;
   /** A ready replica on an unreachable node (accounted, never routed). */
@@ -36,6 +42,7 @@ export function chooseReplica<H extends BackendHandle>(s: LoaderState<H>, model:
   let bestInFlight = Infinity;
   let bestLastUsed = Infinity;
   let live = 0;
+  let stopping = 0;
   let settling: string | undefined;
   let unreachable: HeldInstance<H> | undefined;
   let starting: string | undefined;
@@ -45,6 +52,7 @@ export function chooseReplica<H extends BackendHandle>(s: LoaderState<H>, model:
     let state = s.core.stateOf(inc);
     if (state === "pending" || state === "freed") {
       settling ??= inc;
+      stopping++;
       if (!routeToStopping || state === "freed") continue;
       state = s.core.instance(inc)?.state;
     } else {
@@ -70,5 +78,5 @@ export function chooseReplica<H extends BackendHandle>(s: LoaderState<H>, model:
   if (best === undefined) settling ??= s.core.settlingOf(model);
   const admitting = s.loadIncarnations.get(model);
   if (admitting !== undefined && !s.held.has(admitting)) live++;
-  return { best, bestInFlight, live, settling, unreachable, starting };
+  return { best, bestInFlight, live, stopping, settling, unreachable, starting };
 }

@@ -44,10 +44,13 @@ function viewOf<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec): Re
     ready++;
     if (v.inFlight === 0) idle.push({ incarnation: inc, idleSinceMs: v.idleSinceMs ?? v.stateSinceMs });
   }
+  const c = chooseReplica(s, spec.id);
   return {
     min: spec.replicas.min,
+    max: spec.replicas.max,
     scaleDownAfterMs: spec.replicas.scaleDownAfterMs,
-    live: chooseReplica(s, spec.id).live,
+    live: c.live,
+    stopping: c.stopping,
     ready,
     loadInFlight: s.loads.has(spec.id),
     breakerAllows: s.breakers.allows(spec.id, nowMs),

@@ -120,6 +120,44 @@ const regressionSeeds: readonly (readonly [number, SimProfile, string])[] = [
   // its load never reported LOAD_FAILED on its start stream (the exit dropped the record before the
   // check); fixed in world/sim-agent.ts, after which this seed no longer reaches the settle.
   [14857, "short", "an older stale record on a recycled address is no replacement at settle"],
+  // Warden: a coordinator generation crashed while m0 was loading on a node (its start stream died
+  // with it; the agent's load goes on, and inventories list it LOADING, which reconcile rightly leaves
+  // alone). A later remote-only unload of m0 (stop-blocked-by-load: a load of m0 holds its lifecycle
+  // lock) took every non-exited inventory entry for a hit and adopted the loading one remote-only as
+  // ready; its stop failed at the lock after 2 s (row 3: registered again) and the waiting load leased
+  // a backend that never reported ready. Fixed in loader unload.ts (a hit the agent does not list
+  // READY without a stop requested — NodeTable.findModel's `ready` — becomes a leftover, never
+  // routable; unit tests in loader-unload.test.ts, node-table.test.ts).
+  [34087, "short", "a remote-only unload never adopts a loading instance as routable"],
+  [35615, "short", "a remote-only unload never adopts a loading instance as routable (its stop failed at the lock)"],
+  // Checker: back-to-back event-loop stalls ran an operator's forget of m4 on n2, its re-adoption
+  // from n2's inventory and five calls routed to it all at 379918 ms; the busy-killer rightly
+  // evicted it at 439918 ms (oldest call 60 s > T_busy 59 s), but the selection checker dropped
+  // calls started at or before the forget's millisecond, so its oldest was the 409918 ms one
+  // ("only 30000ms old"). The forget now records the last request id routed, not the time.
+  [28758, "short", "calls routed in the forget's own millisecond count after a re-adoption"],
+  // Warden: a config reload dropped m3 while n3 was unreachable; its config unload failed and m3
+  // became a leftover recorded with the groups it had then — none, the model was out of the config.
+  // The next reload brought m3 back in group g2, but the leftover's occupancy entry kept no groups,
+  // so m0 (g2) was admitted and started on n3 while m3 still ran there. Fixed in loader
+  // loader-state.ts: leftover and orphan entries conflict by their model's groups as configured
+  // now, re-pushed on every reload and UpdatePolicy (unit test in leftover-groups.test.ts).
+  [48116, "short", "a leftover conflicts by its model's current groups"],
+  // The 100 000-seed campaign on 8bc9218 (issue 13) failed on these too; each replays clean on main
+  // after the fixes above, whose invariants they share (recycled addresses: 18428, 14857; remote-only
+  // adoption: 34087; leftover groups: 48116).
+  [53162, "short", "campaign 8bc9218: convergence (a leftover left)"],
+  [53626, "short", "campaign 8bc9218: a same-group start beside a running model"],
+  [55078, "short", "campaign 8bc9218: a start past the per-node limit"],
+  [60090, "short", "campaign 8bc9218: a busy eviction for calls not its own"],
+  [64816, "short", "campaign 8bc9218: a same-group start beside a running model (2)"],
+  [79624, "short", "campaign 8bc9218: a busy eviction for calls not its own (2)"],
+  [83672, "short", "campaign 8bc9218: a start past the per-node limit (2)"],
+  [88225, "short", "campaign 8bc9218: a lease before the backend was ever ready"],
+  [88871, "short", "campaign 8bc9218: a busy eviction for calls not its own (3)"],
+  [95296, "short", "campaign 8bc9218: a start past the per-node limit (3)"],
+  [96197, "short", "campaign 8bc9218: a start past the per-node limit (4)"],
+  [97245, "short", "campaign 8bc9218: an inventory taken before a start lands after its Ready (the simulated agent waits for each heartbeat reply)"],
 ];
 
 describe("simulation", () => {

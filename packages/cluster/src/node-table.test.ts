@@ -127,6 +127,17 @@ describe("NodeTable over a fake connector", () => {
     expect(made[1]?.watches[0]?.aborted).toBe(true);
   });
 
+  it("findModel marks a hit ready only when the agent lists it READY with no stop requested (seeds 34087, 35615)", () => {
+    const clock = new ManualClock();
+    const { t } = table(clock);
+    t.register(reg("a", "h:1"));
+    const entry = (incarnation: string, state: BackendState, stopRequested = false) =>
+      create(InventoryEntrySchema, { incarnation, model: "m", address: `h:${incarnation}`, state, ...(stopRequested ? { stopRequested: { incarnation, reason: "admin" } } : {}) });
+    t.heartbeat({ ...hb("a", 1n), backends: [entry("R", BackendState.READY), entry("L", BackendState.LOADING), entry("S", BackendState.SPAWNING), entry("Q", BackendState.READY, true), entry("T", BackendState.STOPPING, true)] });
+    const answer = t.findModel("m");
+    expect(answer.t === "found" ? answer.hits.map((x) => [x.incarnation, x.ready]) : answer).toEqual([["R", true], ["L", false], ["S", false], ["Q", false], ["T", false]]);
+  });
+
   it("a confirmed-gone incarnation is fenced from inventories up to one past the sequence seen at the confirmation", () => {
     const clock = new ManualClock();
     const { t } = table(clock);
@@ -140,7 +151,7 @@ describe("NodeTable over a fake connector", () => {
     beat(4n); // may have been taken before the stop took effect
     expect(t.findModel("m")).toEqual({ t: "absent" });
     beat(5n); // beyond the fence: an inventory that lists it means it runs
-    expect(t.findModel("m")).toEqual({ t: "found", hits: [{ nodeId: "a", address: "h:9", incarnation: "X" }] });
+    expect(t.findModel("m")).toEqual({ t: "found", hits: [{ nodeId: "a", address: "h:9", incarnation: "X", ready: true }] });
     expect(t.get("a")?.fences.size).toBe(0);
   });
 

@@ -158,7 +158,7 @@ export class NodeTable<C> implements AgentDirectory, InventoryPort {
       if (n.inventory === undefined) return { t: "unknown", reason: `node "${n.nodeId}" has not reported an inventory yet` };
       const found = n.inventory.filter((e) => e.model === model && e.state !== BackendState.EXITED && this.loader?.isGone(e.incarnation) !== true);
       if (found.length > 0 && n.state === "unreachable") return { t: "unknown", reason: `node "${n.nodeId}" is unreachable and its last inventory had "${model}"` };
-      for (const e of found) hits.push({ nodeId: n.nodeId, address: e.address, incarnation: e.incarnation });
+      for (const e of found) hits.push({ nodeId: n.nodeId, address: e.address, incarnation: e.incarnation, ready: e.state === BackendState.READY && e.stopRequested === undefined });
     }
     return hits.length > 0 ? { t: "found", hits } : { t: "absent" };
   }

@@ -76,6 +76,11 @@ export class LeftoverTracker {
     return out;
   }
 
+  /** The nodes holding at least one leftover. */
+  nodes(): string[] {
+    return [...this.byNode.keys()];
+  }
+
   /** Occupancy entries of a node's leftovers, for the watchdog. */
   occupancy(nodeId: string): OccupancyEntry[] {
     const out: OccupancyEntry[] = [];

@@ -5,6 +5,7 @@ import type { HeldInstance } from "./loader-types.js";
 import type { ModelSpec } from "./model-spec.js";
 import type { BackendHandle, StartEvent } from "./ports.js";
 import { chooseReplica } from "./replica-routing.js";
+import { retireRecycledAddress } from "./recycled-address.js";
 
 // The load path (DESIGN §3.3): coalesced, cooldown-checked, admitted through
 // the watchdog with the need-more retry loop, bounded by a deadline; a failed
@@ -167,6 +168,7 @@ async function lead<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec,
           h.address = ev.address;
           h.gpu = ev.gpu;
           h.phase = "loading";
+          retireRecycledAddress(s, nodeId, ev.address, incarnation);
           s.core.registerLoading({ nodeId, model: spec.id, incarnation, address: ev.address, groups: spec.groups, pinned: spec.pinned, sizeBytes: spec.sizeBytes, ...(ev.gpu === undefined ? {} : { gpu: ev.gpu }) });
           registered = true;
           break;
@@ -175,6 +177,7 @@ async function lead<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec,
         case "ready":
           if (h.address === undefined) h.address = ev.address;
           if (!registered) {
+            retireRecycledAddress(s, nodeId, ev.address, incarnation);
             s.core.registerLoading({ nodeId, model: spec.id, incarnation, address: ev.address, groups: spec.groups, pinned: spec.pinned, sizeBytes: spec.sizeBytes });
             registered = true;
           }
@@ -251,8 +254,12 @@ function failLoad<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, i
     });
   }
   // A start abandoned on our side (deadline) may leave a process: stop it, and
-  // track it as a leftover if that fails, so it is never forgotten.
-  if (ours && registered && address !== "" && nodeId !== undefined && !pendingStop && (e.code === Code.DeadlineExceeded || e.code === Code.Canceled || e.code === Code.Unavailable)) {
+  // track it as a leftover if that fails, so it is never forgotten. So does a
+  // spawn whose registration the watchdog refused (an address is known, yet
+  // nothing was registered): that process runs, and nothing else accounts it.
+  const abandoned = registered && !pendingStop && (e.code === Code.DeadlineExceeded || e.code === Code.Canceled || e.code === Code.Unavailable);
+  const refused = !registered && address !== "";
+  if (ours && address !== "" && nodeId !== undefined && (abandoned || refused)) {
     // Accounted as a leftover at once (never a gap where it counts nowhere);
     // the tracker's retry stops it and reports it reaped.
     void s.o.journal.recordStopIntent({ incarnation, nodeId, model: spec.id, address, reason: "load-abandoned" }).catch((err: unknown) => {

@@ -91,9 +91,32 @@ export async function clearIntent<H extends BackendHandle>(s: Pick<LoaderState<H
   });
 }
 
-/** Tells the watchdog what a node holds besides our instances: leftovers and orphans. */
-export function pushOccupancy<H extends BackendHandle>(s: Pick<LoaderState<H>, "core" | "leftovers" | "orphans">, nodeId: string): void {
-  s.core.setNodeOccupancy(nodeId, [...s.leftovers.occupancy(nodeId), ...(s.orphans.get(nodeId) ?? [])]);
+/**
+ * Tells the watchdog what a node holds besides our instances: leftovers and
+ * orphans. Their groups are the model's groups now, as for a held instance
+ * (groups apply live): a leftover recorded while its model was out of the
+ * config, or before UpdatePolicy changed its groups, still runs as that model
+ * and conflicts as the config says today (seed 48116). An entry whose model is
+ * not configured keeps the groups it was recorded with.
+ */
+export function pushOccupancy<H extends BackendHandle>(s: Pick<LoaderState<H>, "core" | "leftovers" | "orphans" | "models">, nodeId: string): void {
+  const entries = [...s.leftovers.occupancy(nodeId), ...(s.orphans.get(nodeId) ?? [])];
+  s.core.setNodeOccupancy(nodeId, entries.map((e) => withLiveGroups(s.models, e)));
+}
+
+/** After the model table changed (reload, UpdatePolicy): every node with leftovers or orphans again. */
+export function pushAllOccupancy<H extends BackendHandle>(s: Pick<LoaderState<H>, "core" | "leftovers" | "orphans" | "models">): void {
+  for (const nodeId of new Set([...s.leftovers.nodes(), ...s.orphans.keys()])) pushOccupancy(s, nodeId);
+}
+
+function withLiveGroups(models: ReadonlyMap<string, ModelSpec>, e: OccupancyEntry): OccupancyEntry {
+  const spec = e.model === undefined ? undefined : models.get(e.model);
+  if (spec === undefined || sameGroups(spec.groups, e.groups)) return e;
+  return { ...e, groups: spec.groups };
+}
+
+function sameGroups(a: readonly string[], b: readonly string[]): boolean {
+  return a.length === b.length && a.every((g, i) => g === b[i]);
 }
 
 export function leftoverBase(l: Leftover): { nodeId: string; model: string; address: string; incarnation: string } {

@@ -52,6 +52,11 @@ export interface InventoryHit {
   readonly nodeId: string;
   readonly address: string;
   readonly incarnation: string;
+  /**
+   * The agent listed it READY with no stop requested. Anything else (spawning,
+   * loading, stopping) has no backend known to serve: never adoptable as routable.
+   */
+  readonly ready: boolean;
 }
 
 /** The answer of the node inventories for a model the loader does not hold. */

@@ -115,7 +115,7 @@ describe("remote-only unload (a model the loader does not hold)", () => {
 
   it("inventories answer found → StopBackend for that (address, incarnation) and stopped", async () => {
     const h = createHarness();
-    h.inventory.answers.set("m1", { t: "found", hits: [{ nodeId: "n2", address: "n2:7000", incarnation: "old-1" }] });
+    h.inventory.answers.set("m1", { t: "found", hits: [{ nodeId: "n2", address: "n2:7000", incarnation: "old-1", ready: true }] });
     let heldDuringStop: boolean | undefined;
     h.n2.duringStop = () => {
       heldDuringStop = h.loader.hasModelAtAddress("m1", "n2:7000", "old-1");
@@ -130,11 +130,31 @@ describe("remote-only unload (a model the loader does not hold)", () => {
 
   it("found, but the stop fails → a leftover, not registered again", async () => {
     const h = createHarness();
-    h.inventory.answers.set("m1", { t: "found", hits: [{ nodeId: "n2", address: "n2:7000", incarnation: "old-1" }] });
+    h.inventory.answers.set("m1", { t: "found", hits: [{ nodeId: "n2", address: "n2:7000", incarnation: "old-1", ready: true }] });
     h.n2.stopScript = unavailable;
     expect(await h.loader.unload("m1", { force: false })).toMatchObject({ t: "leftover", incarnation: "old-1" });
     expect(h.loader.core.instance("old-1")).toBeUndefined();
     expect(h.loader.leftoverList().map((l) => l.incarnation)).toEqual(["old-1"]);
+  });
+  it("found, but not ready there (a load nobody here drives) → a leftover, never adopted as routable (seeds 34087, 35615)", async () => {
+    const h = createHarness();
+    h.inventory.answers.set("m1", { t: "found", hits: [{ nodeId: "n2", address: "n2:7000", incarnation: "old-1", ready: false }] });
+    h.n2.stopScript = unavailable;
+    expect(await h.loader.unload("m1", { force: false })).toEqual({ t: "leftover", incarnation: "old-1", error: "not ready in the inventory; stop retried" });
+    expect(h.loader.core.instance("old-1")).toBeUndefined();
+    expect(h.loader.heldInstance("old-1")).toBeUndefined();
+    expect(h.events.ofType("instance.adopted")).toMatchObject([{ incarnation: "old-1", asLeftover: true }]);
+    // a call loads a fresh instance instead of being routed to a backend that never reported ready
+    h.n1.startScript = (st) => {
+      st.spawned().ready();
+    };
+    const call = h.track(h.loader.acquire("m1", h.never));
+    await h.until(() => call.done());
+    expect(call.value().incarnation).not.toBe("old-1");
+    call.value().complete();
+    h.n2.stopScript = () => ({ t: "stopped" });
+    await h.until(() => h.loader.leftoverList().length === 0);
+    expect(h.n2.stops.every((r) => r.incarnation === "old-1")).toBe(true);
   });
 });
 

@@ -10,7 +10,7 @@ import { LoadCooldown } from "./load-cooldown.js";
 import { ensureLoaded } from "./load-path.js";
 import type { AdoptionSource } from "./loader-event.js";
 import { defaultStopTimings, type LoaderOptions } from "./loader-options.js";
-import { leftoverBase, pushOccupancy, warn, type LoaderState } from "./loader-state.js";
+import { leftoverBase, pushAllOccupancy, pushOccupancy, warn, type LoaderState } from "./loader-state.js";
 import type { HeldInstance, Lease, UnloadOutcome } from "./loader-types.js";
 import type { ModelSpec, ReplicaSettings } from "./model-spec.js";
 import type { BackendHandle } from "./ports.js";
@@ -226,6 +226,7 @@ export class Loader<H extends BackendHandle = BackendHandle> {
     this.s.models = next;
     this.core.updatePolicy(modelPolicy(this.s.models));
     this.core.setModelRules(modelRules(this.s.models));
+    pushAllOccupancy(this.s);
     for (const id of removed) this.s.cooldown.forget(id);
     return removed.map(async (id) => {
       await this.unload(id, { force: false, reason: "config" }).catch((err: unknown) => {
@@ -240,6 +241,7 @@ export class Loader<H extends BackendHandle = BackendHandle> {
     if (spec === undefined) throw new WardenError(Code.NotFound, `model: "${id}" is not configured`);
     this.s.models.set(id, { ...spec, pinned: patch.pinned, groups: patch.groups });
     this.core.updatePolicy(modelPolicy(this.s.models));
+    pushAllOccupancy(this.s);
   }
 
   // --------------------------------------------------------------- replicas

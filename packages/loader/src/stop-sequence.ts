@@ -1,5 +1,5 @@
 import { Code, WardenError, deadlineSignal, isPlanted, isWardenError } from "@warden/common";
-import type { SettleReport, StopCommand, StopOutcome } from "@warden/watchdog";
+import type { SettleReport, SettleResult, StopCommand, StopOutcome } from "@warden/watchdog";
 import type { Leftover } from "./leftover-tracker.js";
 import { rememberGone } from "./adoption.js";
 import { clearIntent, dropHeld, warn, type LoaderState } from "./loader-state.js";
@@ -128,8 +128,9 @@ function processGone<H extends BackendHandle>(s: LoaderState<H>, c: StopCommand)
 
 /**
  * Applies a settled stop to the local half, per row of the settle table
- * (DESIGN §3.2 step 4): row 2 gone, row 3 registered again (a freed one
- * retried), row 4 dropped and tracked as a leftover. Then wakes the callers
+ * (DESIGN §3.2 step 4): row 1 gone (or a leftover, see `settleReplaced`),
+ * row 2 gone, row 3 registered again (a freed one retried), row 4 dropped and
+ * tracked as a leftover. Then wakes the callers
  * waiting for this incarnation's settle.
  */
 export function onSettled<H extends BackendHandle>(s: LoaderState<H>, r: SettleReport): void {
@@ -138,7 +139,9 @@ export function onSettled<H extends BackendHandle>(s: LoaderState<H>, r: SettleR
   const base = { nodeId: c.nodeId, model: c.model, address: c.address, incarnation: c.incarnation };
   switch (res.row) {
     case 0:
+      break;
     case 1:
+      settleReplaced(s, r, res);
       break;
     case 2:
       rememberGone(s, c.incarnation, c.nodeId);
@@ -160,6 +163,35 @@ export function onSettled<H extends BackendHandle>(s: LoaderState<H>, r: SettleR
     }
   }
   s.settleWaiters.wake(c.incarnation);
+}
+
+/**
+ * Row 1: a later incarnation was registered on the address while this stop
+ * ran, and the watchdog forgot this one. The loader ends the eviction too —
+ * one terminal event — and keeps no held entry the watchdog no longer counts.
+ * A confirmed stop is gone. So is a failed one when the replacement is on the
+ * same node: the agent hands a port out again only after its process exited
+ * (see `retireRecycledAddress`). Without that evidence (the same address on
+ * another node) it becomes a leftover, its stop retried, intent kept.
+ */
+function settleReplaced<H extends BackendHandle>(s: LoaderState<H>, r: SettleReport, res: Extract<SettleResult, { readonly row: 1 }>): void {
+  const c = r.command;
+  const base = { nodeId: c.nodeId, model: c.model, address: c.address, incarnation: c.incarnation };
+  // A load still running for it ends now (its loop sees the entry dropped; this makes it prompt).
+  s.loadControllers.get(c.incarnation)?.abort(new WardenError(Code.Canceled, `load abandoned: address ${c.address} now serves incarnation ${res.replacedBy}`));
+  s.freedRetries.cancel(c.incarnation);
+  dropHeld(s, c.incarnation);
+  const o = r.outcome;
+  if (o.t !== "failed" || s.core.instance(res.replacedBy)?.nodeId === c.nodeId) {
+    rememberGone(s, c.incarnation, c.nodeId);
+    void clearIntent(s, c.incarnation);
+    s.o.events.emit({ type: "eviction.stopped", ...base, reason: c.reason, alreadyGone: o.t !== "stopped" });
+    return;
+  }
+  const error = o.message;
+  const spec = s.models.get(c.model);
+  s.leftovers.add({ incarnation: c.incarnation, nodeId: c.nodeId, model: c.model, address: c.address, groups: spec?.groups ?? res.instance.groups, sizeBytes: spec?.sizeBytes ?? res.instance.sizeBytes, lastError: error });
+  s.o.events.emit({ type: "eviction.failed", ...base, reason: c.reason, error, outcome: "leftover", openRequestIds: [], terminalReason: "" });
 }
 
 /** One stop retry of a leftover (the tracker schedules it): NOT_FOUND counts as gone. */

@@ -88,8 +88,10 @@ export async function stopInstance<H extends BackendHandle>(s: LoaderState<H>, i
         const outcome = r.report.outcome;
         const error = outcome.t === "failed" ? outcome.message : "";
         switch (res.row) {
-          case 0:
           case 1:
+            // Replaced on its address: gone, unless that was no evidence (onSettled made it a leftover).
+            return s.leftovers.get(incarnation) === undefined ? { t: "stopped", incarnation } : { t: "leftover", incarnation, error };
+          case 0:
           case 2:
             return { t: "stopped", incarnation };
           case 3:
@@ -152,11 +154,15 @@ async function unloadRemoteOnly<H extends BackendHandle>(s: LoaderState<H>, mode
           continue;
         }
         const spec = s.models.get(modelId);
-        if (spec !== undefined) adoptRemoteOnly(s, spec, hit.nodeId, hit.address, hit.incarnation, "inventory");
+        if (spec !== undefined && hit.ready) adoptRemoteOnly(s, spec, hit.nodeId, hit.address, hit.incarnation, "inventory");
         else {
-          // Not configured any more: stop it directly, as a leftover would be.
-          adoptLeftover(s, { incarnation: hit.incarnation, nodeId: hit.nodeId, model: modelId, address: hit.address, lastError: "model not configured; stop retried", foundBy: "unconfigured" });
-          last = { t: "leftover", incarnation: hit.incarnation, error: "model not configured; stop retried" };
+          // Not configured any more, or not ready (a load nobody here drives, or a
+          // stop already requested): stop it as a leftover. Adopted remote-only it
+          // would be routable, and a stop failing at the lock or busy wait would
+          // leave a backend that never reported ready serving calls (seeds 34087, 35615).
+          const error = spec === undefined ? "model not configured; stop retried" : "not ready in the inventory; stop retried";
+          adoptLeftover(s, { incarnation: hit.incarnation, nodeId: hit.nodeId, model: modelId, address: hit.address, lastError: error, foundBy: spec === undefined ? "unconfigured" : "stop-requested" });
+          last = { t: "leftover", incarnation: hit.incarnation, error };
           continue;
         }
         last = await stopInstance(s, hit.incarnation, options);

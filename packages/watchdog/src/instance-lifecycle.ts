@@ -80,7 +80,10 @@ export function registerLoading(st: CoreState, spec: InstanceSpec): InstanceView
  * completions become no-ops.
  */
 function dropPredecessorRequests(st: CoreState, address: string): void {
-  if (st.requests.has(address)) st.requests.clear(address);
+  // Only a predecessor's record still at the address makes its calls stale:
+  // calls tracked on an address nothing was ever registered at are the
+  // router's own (LocalAI's by-address semantics) and stay.
+  if ((st.atAddress.get(address)?.size ?? 0) > 0 && st.requests.has(address)) st.requests.clear(address);
 }
 
 /** Loading → ready, seeding idle state; see `WatchdogCore.markReady` for why. */

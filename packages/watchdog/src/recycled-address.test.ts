@@ -53,4 +53,11 @@ describe("a replacement registered on a recycled address", () => {
     f.clock.advance(1);
     expect(f.core.tick().stops).toMatchObject([{ incarnation: "new", reason: "busy" }]);
   });
+
+  it("keeps calls tracked on an address nothing was registered at: only a predecessor's record makes them stale", () => {
+    const f = createFixture({});
+    f.core.trackRequest("a1");
+    f.core.registerLoading({ nodeId: "n1", model: "m1", incarnation: "new", address: "a1" });
+    expect(f.core.inFlight("a1")).toBe(1);
+  });
 });

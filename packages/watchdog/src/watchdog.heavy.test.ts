@@ -28,9 +28,12 @@ interface MInst {
   state: MState;
   pending: boolean;
   exited: boolean;
+  /** Order of taking the address: only a later taker replaces (settle row 1, seed 14857). */
+  addressSeq: number;
 }
 interface Model {
   insts: Map<string, MInst>;
+  nextAddressSeq: number;
   /** Every request ever begun: its address and whether the model thinks it is open. */
   reqs: { address: string; open: boolean }[];
   nextInc: number;
@@ -51,7 +54,7 @@ function newWorld(limit: number): { model: Model; real: Real } {
     loader: { hasModelAtAddress: (_m, _a, inc) => holds.get(inc) ?? true },
     policy: { limitPerNode: limit, idleCheck: true, idleTimeoutMs: 50, busyCheck: true, busyTimeoutMs: 200, modelGroups: groups },
   });
-  return { model: { insts: new Map(), reqs: [], nextInc: 0, limit }, real: { clock, core, holds, completions: [] } };
+  return { model: { insts: new Map(), nextAddressSeq: 1, reqs: [], nextInc: 0, limit }, real: { clock, core, holds, completions: [] } };
 }
 
 function pick<T>(list: readonly T[], k: number): T | undefined {
@@ -116,7 +119,7 @@ class Admit implements Cmd {
     const inc = `i${m.nextInc++}`;
     const d = r.core.admit({ nodeId: this.node, model: this.model, incarnation: inc });
     if (d.t === "admitted") {
-      m.insts.set(inc, { inc, node: this.node, model: this.model, address: undefined, state: "reserved", pending: false, exited: false });
+      m.insts.set(inc, { inc, node: this.node, model: this.model, address: undefined, state: "reserved", pending: false, exited: false, addressSeq: 0 });
       // Groups exclusive per node after every admission.
       const conflicts = groupConflicts(r.core.snapshot(), this.node).filter(([x, y]) => x === inc || y === inc);
       expect(conflicts).toEqual([]);
@@ -156,7 +159,10 @@ class Spawn implements Cmd {
       expect(isWardenError(err, Code.FailedPrecondition)).toBe(true);
     } else {
       expect(err).toBeUndefined();
+      // A new incarnation on a pending predecessor's address starts with fresh request state (seed 18428).
+      if (othersAt(m, i.inc, address).length > 0) clearAddress(m, address);
       i.address = address;
+      i.addressSeq = m.nextAddressSeq++;
       i.state = "loading";
     }
     checkAll(m, r);
@@ -318,7 +324,8 @@ class Settle implements Cmd {
     if (i === undefined || i.address === undefined) return;
     r.holds.set(i.inc, this.holds);
     const ok = this.outcome.t !== "failed";
-    const expected = othersAt(m, i.inc, i.address).length > 0 ? 1 : ok || i.exited ? 2 : this.holds ? 3 : 4;
+    const replaced = othersAt(m, i.inc, i.address).some((o) => o.addressSeq > i.addressSeq);
+    const expected = replaced ? 1 : ok || i.exited ? 2 : this.holds ? 3 : 4;
     const res = r.core.settle(i.inc, this.outcome);
     expect(res.row).toBe(expected);
     switch (expected) {

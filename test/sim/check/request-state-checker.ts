@@ -9,8 +9,8 @@ import type { Checker } from "./checker.js";
  * (b) while an instance is pending eviction its request state stays live
  *     (DESIGN §3.2 step 2): the watchdog's in-flight count still equals the
  *     calls really open on it, unless another incarnation's calls are open
- *     on the same (recycled) address, or another incarnation is registered
- *     there: the agent recycles a port only once its process exited, and the
+ *     on the same (recycled) address, or another incarnation is (or was,
+ *     after this one's process died) registered there: the agent recycles a port only once its process exited, and the
  *     replacement starts with fresh request state (a predecessor's calls are
  *     not the replacement's, seed 18428; settle row 1 then touches nothing).
  */
@@ -25,7 +25,13 @@ export function requestStateChecker(): Checker {
       let openAt: Map<string, number> | undefined;
       const recycled = (address: string, incarnation: string): boolean => {
         const owner = c.loader.core.instanceAt(address);
-        return owner !== undefined && owner.incarnation !== incarnation;
+        if (owner !== undefined && owner.incarnation !== incarnation) return true;
+        // The replacement may be gone again already (its load failed, it was stopped): the
+        // fresh state it started with stays. Only asked on a mismatch, so the scan is rare.
+        const mineP = truth.byIncarnation.get(incarnation);
+        if (mineP?.diedAtMs === undefined) return false;
+        for (const p of truth.processes.values()) if (p.address === address && p.incarnation !== incarnation && p.spawnedAtMs >= mineP.spawnedAtMs) return true;
+        return false;
       };
       for (const h of c.loader.heldInstances()) {
         if (h.address === undefined || truth.forgotten.has(h.incarnation)) continue;

@@ -26,9 +26,10 @@ export function selectionChecker(): Checker {
       const w = ctx.world;
       const now = w.clock.now();
       // An operator's forget drops Warden's count of the calls open then (audited);
-      // a re-adopted incarnation counts only the calls routed to it afterwards.
-      const forgotAt = w.truth.forgottenAtMs.get(e.incarnation) ?? -1;
-      const open = [...w.truth.openRequests.values()].filter((r) => r.incarnation === e.incarnation && r.startedAtMs > forgotAt);
+      // a re-adopted incarnation counts only the calls routed to it afterwards —
+      // by request id: those may start in the forget's own millisecond (seed 28758).
+      const forgotAfter = w.truth.forgottenAfterRequestId.get(e.incarnation) ?? 0;
+      const open = [...w.truth.openRequests.values()].filter((r) => r.incarnation === e.incarnation && r.id > forgotAfter);
       const policy = c.loader.getPolicy();
       if (e.reason === "idle") {
         const since = lastActivity.get(e.incarnation);

@@ -43,19 +43,19 @@ export class Harness {
       },
     };
     const sendHb = this.world.sendHeartbeat.bind(this.world);
-    this.world.sendHeartbeat = (agent, hb) => {
+    this.world.sendHeartbeat = (agent, hb, onReply) => {
       this.hbSentAt.set(hb, this.world.clock.now());
-      sendHb(agent, hb);
+      sendHb(agent, hb, onReply);
     };
     const deliver = this.world.deliverHeartbeat.bind(this.world);
-    this.world.deliverHeartbeat = (agent, hb) => {
+    this.world.deliverHeartbeat = (agent, hb, onReply) => {
       const before = this.coord?.nodes.get(hb.nodeId);
       const beforeSeq = before?.sequence;
       const beforeEpoch = before?.bootEpoch;
       const beforeHadInventory = before?.inventory !== undefined;
       if (before !== undefined && beforeEpoch === hb.bootEpoch && beforeSeq !== undefined && hb.sequence < beforeSeq) this.world.coverage.hit("fence.stale-inventory-ignored");
       if (before !== undefined && hb.backends.some((e) => before.fences.has(e.incarnation))) this.world.coverage.hit("fence.confirmed-stop-hidden");
-      deliver(agent, hb);
+      deliver(agent, hb, onReply);
       const after = this.coord?.nodes.get(hb.nodeId);
       // A copy of the last applied report (the stale-inventory fault re-delivers one, the network
       // duplicates one) leaves the record carrying its (boot epoch, sequence) too, but Warden ignored

@@ -130,7 +130,7 @@ async function admin(h: Harness, step: Extract<Step, { kind: "admin" }>, r: SimR
       const inc = r.pick(all);
       if (loader.forget(inc, "sim", "operator forget")) {
         w.truth.forgotten.add(inc);
-        w.truth.forgottenAtMs.set(inc, w.clock.now());
+        w.truth.forgottenAfterRequestId.set(inc, nextRequestId - 1);
         w.coverage.hit("instance.forgotten");
       }
       return;

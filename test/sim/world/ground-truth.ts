@@ -109,8 +109,12 @@ export class GroundTruth {
   readonly minted = new Set<string>();
   /** Incarnations an operator forgot (audited; exempt from the amnesia check). */
   readonly forgotten = new Set<string>();
-  /** When each forgotten incarnation was forgotten (calls opened before then are no longer Warden's to count). */
-  readonly forgottenAtMs = new Map<string, number>();
+  /**
+   * The last request id routed when each forgotten incarnation was forgotten: the calls open
+   * then are no longer Warden's to count. An id, not a time: a stall runs the forget, the
+   * re-adoption and new calls to it in the same virtual millisecond (seed 28758).
+   */
+  readonly forgottenAfterRequestId = new Map<string, number>();
   /** Nodes an operator or the timeout declared lost (audited). */
   readonly declaredLost = new Set<string>();
 

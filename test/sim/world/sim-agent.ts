@@ -9,6 +9,9 @@ import type { BackendBehaviour, TruthProcess } from "./ground-truth.js";
 
 type RecordState = "loading" | "ready" | "stopping" | "exited";
 
+/** The real agent's Heartbeat call timeout (node-heartbeat.ts `callTimeoutMs` default). */
+const HEARTBEAT_CALL_TIMEOUT_MS = 5_000;
+
 /** Default messages, made once; heartbeats spread them (fields are replaced, never mutated). */
 const templates = {
   entry: create(InventoryEntrySchema),
@@ -125,12 +128,28 @@ export class SimAgent {
     });
   }
 
-  /** Starts the heartbeat loop of the current boot (registration first). */
+  /**
+   * Starts the heartbeat loop of the current boot (registration first). Like
+   * the real agent (services/agent/src/node-heartbeat.ts), one heartbeat is in
+   * flight at a time: the next is sent one interval after the reply, or after
+   * the call timeout when the request or the reply was lost. A loop that did
+   * not wait let two inventories taken before a start both land after its
+   * Ready (seed 97245).
+   */
   boot(): void {
     this.w.sendRegister(this, this.registration());
+    const g = this.gen;
+    let beat = 0;
     const loop = (): void => {
-      this.w.sendHeartbeat(this, this.heartbeat());
-      this.after(this.w.opts.heartbeatMs, "agent.heartbeat", loop);
+      const mine = ++beat;
+      const next = (): void => {
+        // a reply that arrives after a crash, or after this beat's timeout, starts nothing
+        if (g !== this.gen || mine !== beat) return;
+        beat++;
+        this.after(this.w.opts.heartbeatMs, "agent.heartbeat", loop);
+      };
+      this.w.sendHeartbeat(this, this.heartbeat(), () => { this.whenRunning(next); });
+      this.after(HEARTBEAT_CALL_TIMEOUT_MS, "agent.heartbeat-timeout", next);
     };
     this.after(this.w.rng.int(1, this.w.opts.heartbeatMs), "agent.heartbeat", loop);
   }

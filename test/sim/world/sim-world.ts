@@ -102,7 +102,8 @@ export class SimWorld {
     this.net.send(agent.nodeId, "toCoordinator", "register", this.toCurrent((inbox) => { inbox.register(reg); }), agent.embedded);
   }
 
-  sendHeartbeat(agent: SimAgent, hb: HeartbeatReport): void {
+  /** Sends `hb`; `onReply` runs on the agent when the coordinator's answer arrives (never if either leg is lost). */
+  sendHeartbeat(agent: SimAgent, hb: HeartbeatReport, onReply: () => void): void {
     let kept = this.oldHeartbeats.get(agent.nodeId);
     if (kept === undefined) {
       kept = [];
@@ -111,7 +112,7 @@ export class SimWorld {
     kept.push(hb);
     if (kept.length > 8) kept.shift();
     this.sentTo.set(hb, this.inbox);
-    this.net.send(agent.nodeId, "toCoordinator", "heartbeat", this.toCurrent(() => { this.deliverHeartbeat(agent, hb); }), agent.embedded);
+    this.net.send(agent.nodeId, "toCoordinator", "heartbeat", this.toCurrent(() => { this.deliverHeartbeat(agent, hb, onReply); }), agent.embedded);
   }
 
   /** Which coordinator generation each kept heartbeat was sent to. */
@@ -132,14 +133,17 @@ export class SimWorld {
     this.net.send(agent.nodeId, "toCoordinator", "heartbeat.stale", this.toCurrent(() => { this.deliverHeartbeat(agent, hb); }), agent.embedded);
   }
 
-  deliverHeartbeat(agent: SimAgent, hb: HeartbeatReport): void {
+  deliverHeartbeat(agent: SimAgent, hb: HeartbeatReport, onReply?: () => void): void {
     const inbox = this.inbox;
     if (inbox === undefined) return;
     if (!inbox.heartbeat(hb)) {
       // HeartbeatResponse.register_required: the agent registers again (its current boot).
       this.net.send(agent.nodeId, "toAgent", "register-required", () => {
         if (agent.up) this.sendRegister(agent, agent.registration());
+        onReply?.();
       }, agent.embedded);
+    } else if (onReply !== undefined) {
+      this.net.send(agent.nodeId, "toAgent", "heartbeat-reply", onReply, agent.embedded);
     }
   }
 

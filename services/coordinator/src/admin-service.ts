@@ -290,8 +290,8 @@ export function adminService(d: AdminDeps): ServiceImpl<typeof AdminService> {
       checkId(req.model, "model");
       const spec = d.loader.modelSpec(req.model);
       if (spec === undefined) throw new WardenError(Code.NotFound, `model: "${req.model}" is not configured`);
-      // For the next replica (issue 16). The scale-up breaker (Loader.replicaStatus, replicas-core) is passed once merged.
-      return explainPlacement({ core: d.loader.core, placement: d.placement, nowMs: d.clock.now() }, spec);
+      // For the next replica (issue 16), with the model's scale-up circuit breaker when open.
+      return explainPlacement({ core: d.loader.core, placement: d.placement, nowMs: d.clock.now() }, spec, d.loader.replicaStatus(req.model)?.blocked);
     },
     async scaleModel(req) {
       const { patch, operator } = checkScaleModel(req);

@@ -155,7 +155,7 @@ export class NodeTable<C> implements AgentDirectory, InventoryPort {
     const hits: InventoryHit[] = [];
     for (const n of this.nodes.values()) {
       if (n.state === "lost") continue;
-      if (n.inventory === undefined) return { t: "unknown", reason: `node "${n.nodeId}" has not reported an inventory yet` };
+      if (n.inventory === undefined) return { t: "unknown", reason: `node "${n.nodeId}" has not reported an inventory yet`, noInventoryYet: true };
       const found = n.inventory.filter((e) => e.model === model && e.state !== BackendState.EXITED && this.loader?.isGone(e.incarnation) !== true);
       if (found.length > 0 && n.state === "unreachable") return { t: "unknown", reason: `node "${n.nodeId}" is unreachable and its last inventory had "${model}"` };
       for (const e of found) hits.push({ nodeId: n.nodeId, address: e.address, incarnation: e.incarnation, ready: e.state === BackendState.READY && e.stopRequested === undefined });

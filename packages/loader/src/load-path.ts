@@ -134,7 +134,7 @@ async function lead<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec,
     }
     // `live` counts this load (in admission): enough replicas without it.
     if (replica !== undefined && now.live - 1 >= replica.upTo) throw new WardenError(Code.Aborted, `replica load of model "${spec.id}" not needed any more`);
-    nodeId = await admit(s, spec, incarnation, preferredNode, deadline.signal);
+    nodeId = await admit(s, spec, incarnation, preferredNode, deadline.signal, replica);
     const agent = s.o.agents.agent(nodeId);
     if (agent === undefined) throw new WardenError(Code.Unavailable, `node "${nodeId}" has no connected agent`);
     h = {
@@ -275,10 +275,11 @@ function failLoad<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, i
  * attempt resolves. When attempts run out the load fails with
  * FAILED_PRECONDITION naming what blocks it.
  */
-async function admit<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, incarnation: string, preferredNode: string | undefined, signal: AbortSignal): Promise<string> {
+async function admit<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, incarnation: string, preferredNode: string | undefined, signal: AbortSignal, replica: ReplicaLoad | undefined): Promise<string> {
   let lastReason: string;
   for (let attempt = 1; ; attempt++) {
     if (signal.aborted) throw WardenError.from(signal.reason);
+    if (replica !== undefined) replicaStillWanted(s, spec, replica);
     const choice = preferredNode === undefined ? s.o.placement.choose(spec) : { nodeId: preferredNode };
     let needMore = true;
     if (choice.nodeId === undefined) {
@@ -307,6 +308,21 @@ async function admit<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec
     if (needMore) await s.o.sleep(s.retryIntervalMs, signal);
   }
   throw new WardenError(Code.FailedPrecondition, `cannot load model "${spec.id}" after ${String(s.maxAttempts)} attempts: ${lastReason}`, { details: { model: spec.id } });
+}
+
+/**
+ * Throws ABORTED (not a failure: no breaker; the reconciler asks again on a
+ * later tick) when a replica load is not wanted now, checked before every
+ * placement attempt: replicas adopted meanwhile make it one too many, and a
+ * node that has not reported an inventory yet (a restarted coordinator, after
+ * its admission gate) may run replicas about to be adopted — placing now
+ * could exceed max, or land where spread forbids.
+ */
+function replicaStillWanted<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, replica: ReplicaLoad): void {
+  // `live` counts this load (in admission).
+  if (chooseReplica(s, spec.id).live - 1 >= replica.upTo) throw new WardenError(Code.Aborted, `replica load of model "${spec.id}" not needed any more`);
+  const inv = s.o.inventories.findModel(spec.id);
+  if (inv.t === "unknown" && inv.noInventoryYet === true) throw new WardenError(Code.Aborted, `replica load of model "${spec.id}" deferred: ${inv.reason}`);
 }
 
 function describeShortfall(s: Shortfall): string {

@@ -64,7 +64,7 @@ export type InventoryAnswer =
   | { readonly t: "found"; readonly hits: readonly InventoryHit[] }
   | { readonly t: "absent" }
   /** An unreachable node's last inventory had the model, or a node has reported none yet. */
-  | { readonly t: "unknown"; readonly reason: string };
+  | { readonly t: "unknown"; readonly reason: string; /** A node has reported no inventory yet (not merely unreachable). */ readonly noInventoryYet?: true };
 
 /** Asks the nodes' last inventories; a port so the cluster issue can refine it. */
 export interface InventoryPort {

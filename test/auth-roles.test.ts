@@ -36,6 +36,9 @@ const adminRequests: Readonly<Record<string, unknown>> = {
   updatePolicy: { patch: {} },
   explainPlacement: { model: "not-configured" },
   watchEvents: {},
+  // NOT_FOUND for an admitted caller: neither the model nor the node exists.
+  scaleModel: { model: "not-configured", min: 1 },
+  setNodeLimits: { nodeId: "nope", limits: { maxReplicasPerModel: 2 } },
 };
 
 const rank: Readonly<Record<Caller, number>> = { viewer: 1, operator: 2, admin: 3, inference: 0, node: 0, none: -1, wrong: -1 };
@@ -125,6 +128,21 @@ describe("auth: roles", () => {
       expect(await outcome(() => callAdmin(client, method, tc))).toBe(expected(caller, adminRoleFor(name)));
     } finally {
       client.close();
+    }
+  });
+
+  it("ScaleModel and SetNodeLimits need operator (issue 16): an operator is admitted, a viewer refused", async () => {
+    expect([adminRoleFor("ScaleModel"), adminRoleFor("SetNodeLimits")]).toEqual(["operator", "operator"]);
+    const operator = createClient(AdminService, tc.c.address, withToken(tokens.operator));
+    const viewer = createClient(AdminService, tc.c.address, withToken(tokens.viewer));
+    try {
+      for (const method of ["scaleModel", "setNodeLimits"]) {
+        expect(await outcome(() => callAdmin(operator, method, tc)), method).toBe("allowed");
+        expect(await outcome(() => callAdmin(viewer, method, tc)), method).toBe(Code.PermissionDenied);
+      }
+    } finally {
+      operator.close();
+      viewer.close();
     }
   });
 

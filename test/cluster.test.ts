@@ -55,7 +55,10 @@ describe("cluster (coordinator + two agent processes)", () => {
     const loaded = await tc.admin.loadModel({ model: "big" });
     expect(loaded.instance?.nodeId).toBe(explained.nodeId);
     expect(loaded.instance?.placement).toBe(Placement.LOCAL_REMOTE);
-    expect((await tc.admin.explainPlacement({ model: "big" })).decision).toBe(PlacementDecision.ALREADY_LOADED);
+    const again = await tc.admin.explainPlacement({ model: "big" });
+    expect(again.decision).toBe(PlacementDecision.ALREADY_LOADED);
+    // One replica is the default max (issue 16): the answer names it and its node.
+    expect(again.reason).toMatch(/^already at max replicas \(1\/1\): on node "node-a" \(ready/);
     const r = await tc.inference.predict({ model: "big", options: { Prompt: "hi" } });
     expect(r.nodeId).toBe("node-a");
   });

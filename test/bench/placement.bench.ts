@@ -154,6 +154,11 @@ function candidatesOnePass(nodes: NodeRegistry, snap: WatchdogSnapshot, spec: Mo
       blockingConflicts: a?.block ?? [],
       evictableBytes: a?.evBytes ?? 0,
       evictableSlots: a?.evSlots ?? 0,
+      // The baseline's models have one replica at most: no replica rule applies.
+      modelReplicas: 0,
+      maxReplicasPerModel: 1,
+      devices: 1,
+      devicesWithReplica: 0,
     };
   });
 }

@@ -32,13 +32,13 @@ const recorded: Record<PlantedBug, { readonly seed: number; readonly invariant: 
   "restore-request-snapshot": { seed: 10, invariant: "4 request conservation" },
   "count-failed-stops-as-evicted": { seed: 3, invariant: "2 memory accounting" },
   "idle-busy-see-pending": { seed: 1, invariant: "4 request conservation", options: shortTimeouts },
-  "admission-ignores-pending": { seed: 2, invariant: "2 memory accounting" },
+  "admission-ignores-pending": { seed: 3, invariant: "2 memory accounting" },
   "inflight-below-zero": { seed: 1, invariant: "4 request conservation" },
   "route-to-stopping": { seed: 1, invariant: "6 no dropped new requests" },
   "publish-before-append": { seed: 1, invariant: "10 audit completeness" },
-  "stop-without-incarnation-check": { seed: 17, invariant: "4 request conservation" },
+  "stop-without-incarnation-check": { seed: 18, invariant: "4 request conservation" },
   "forget-intents-of-unregistered-nodes": { seed: 2, invariant: "1 no amnesia" },
-  "adopt-confirmed-gone": { seed: 3, invariant: "5 no resurrection" },
+  "adopt-confirmed-gone": { seed: 8, invariant: "5 no resurrection" },
 };
 
 /** Clean runs, one per seed and options, shared by the bugs caught on it. */

@@ -1,5 +1,6 @@
 import type { ForeignProcess, GpuInfo, InventoryEntry, NodeResources, OrphanProcess } from "@warden/proto";
 import type { AgentPort } from "@warden/loader";
+import type { NodeLimits } from "./node-limits.js";
 
 export type NodeHealthState = "ready" | "unreachable" | "lost";
 
@@ -69,6 +70,8 @@ export interface NodeRecord<C> {
   readonly fences: Map<string, bigint>;
   /** Aborts the node's exit watch (the connector's WatchBackends stream). */
   watchAbort: AbortController | undefined;
+  /** Placement limits from the agent's config (Register); replaced on every registration. */
+  agentLimits: NodeLimits;
 }
 
 /**
@@ -82,6 +85,8 @@ export interface NodeRegistration<C> {
   readonly gpus: GpuInfo[];
   readonly bootEpoch: bigint;
   readonly embedded?: boolean;
+  /** Placement limits from the agent's config. @default {} */
+  readonly limits?: NodeLimits;
   /** The caller presented a credential bound to this node id (auth on). @default false */
   readonly credentialed?: boolean;
   /** The client to use (the embedded agent's in-process one); else the connector makes one. */

@@ -13,6 +13,7 @@ import { freshForeign } from "./fresh-foreign.js";
 import { goneIntents } from "./gone-intents.js";
 import { OrphanTracker } from "./orphan-tracker.js";
 import { reconcileInventory, type Adoption } from "./reconcile-inventory.js";
+import type { NodeLimits } from "./node-limits.js";
 
 export type NodeEventKind = "registered" | "unreachable" | "lost" | "lost-by-operator" | "ready";
 
@@ -78,6 +79,12 @@ export interface NodeTableOptions<C> {
  */
 export class NodeTable<C> implements AgentDirectory, InventoryPort {
   private readonly nodes = new Map<string, NodeRecord<C>>();
+  /**
+   * Operators' placement-limit overrides by node id (issue 16). Apart from the
+   * records: an override restored from the journal at start, or set for a node
+   * that is restarting, applies once it registers, and a re-registration keeps it.
+   */
+  private readonly limitOverrides = new Map<string, NodeLimits>();
   private paused = false;
   private sorted: readonly NodeRecord<C>[] | undefined;
   private readonly orphans: OrphanTracker;
@@ -112,6 +119,24 @@ export class NodeTable<C> implements AgentDirectory, InventoryPort {
   }
 
   // AgentDirectory
+  /** Replaces the operator's override for a node; an empty one removes it. The caller validates and journals. */
+  setLimitsOverride(nodeId: string, limits: NodeLimits): void {
+    if (limits.maxReplicasPerModel === undefined && limits.memoryBudget === undefined) this.limitOverrides.delete(nodeId);
+    else this.limitOverrides.set(nodeId, limits);
+  }
+
+  limitsOverride(nodeId: string): NodeLimits {
+    return this.limitOverrides.get(nodeId) ?? {};
+  }
+
+  /** The node's effective limits: the override field by field over the agent's. */
+  limitsOf(nodeId: string): NodeLimits {
+    const agent = this.nodes.get(nodeId)?.agentLimits ?? {};
+    const o = this.limitOverrides.get(nodeId);
+    if (o === undefined) return agent;
+    return { ...agent, ...(o.maxReplicasPerModel === undefined ? {} : { maxReplicasPerModel: o.maxReplicasPerModel }), ...(o.memoryBudget === undefined ? {} : { memoryBudget: o.memoryBudget }) };
+  }
+
   agent(nodeId: string): AgentPort | undefined {
     const n = this.nodes.get(nodeId);
     return n === undefined || n.state === "lost" ? undefined : n.port;
@@ -130,7 +155,7 @@ export class NodeTable<C> implements AgentDirectory, InventoryPort {
     const hits: InventoryHit[] = [];
     for (const n of this.nodes.values()) {
       if (n.state === "lost") continue;
-      if (n.inventory === undefined) return { t: "unknown", reason: `node "${n.nodeId}" has not reported an inventory yet` };
+      if (n.inventory === undefined) return { t: "unknown", reason: `node "${n.nodeId}" has not reported an inventory yet`, noInventoryYet: true };
       const found = n.inventory.filter((e) => e.model === model && e.state !== BackendState.EXITED && this.loader?.isGone(e.incarnation) !== true);
       if (found.length > 0 && n.state === "unreachable") return { t: "unknown", reason: `node "${n.nodeId}" is unreachable and its last inventory had "${model}"` };
       for (const e of found) hits.push({ nodeId: n.nodeId, address: e.address, incarnation: e.incarnation, ready: e.state === BackendState.READY && e.stopRequested === undefined });
@@ -211,6 +236,7 @@ export class NodeTable<C> implements AgentDirectory, InventoryPort {
       intentMisses: sameBoot ? existing.intentMisses : new Map<string, number>(),
       fences: sameBoot ? existing.fences : new Map<string, bigint>(),
       watchAbort: undefined,
+      agentLimits: init.limits ?? {},
     };
     this.nodes.set(init.nodeId, rec);
     this.sorted = undefined;

@@ -1,6 +1,7 @@
-import { lacksBackend, planPlacement, type NodeCandidate, type PlacementPlan, type PlacementStrategy } from "@warden/placement";
+import { lacksBackend, planPlacement, type NodeCandidate, type NodeVerdict, type PlacementPlan, type PlacementStrategy } from "@warden/placement";
 import type { Loader, ModelSpec, PlacementPort } from "@warden/loader";
 import type { NodeResources } from "@warden/proto";
+import { defaultMaxReplicasPerModel, type NodeLimits } from "./node-limits.js";
 import type { NodeHealthState } from "./node-record.js";
 
 /** What placement reads of a node. */
@@ -17,6 +18,28 @@ export interface PlacementNode {
 /** The nodes placement sees (the NodeTable), by id. */
 export interface PlacementNodes {
   list(): readonly PlacementNode[];
+  /** The node's effective limits (agent config, Admin override over it). */
+  limitsOf(nodeId: string): NodeLimits;
+}
+
+/** Replicas of one model on one node: how many, and on which GPU devices. */
+interface NodeReplicas {
+  count: number;
+  readonly gpus: Set<number>;
+  /** Replicas whose device is not known (no GPU index, a leftover): each counts as a device of its own. */
+  unknownDevice: number;
+  /** Of those, what the watchdog's summary counts as evictable: evicting a replica to place another of the same model makes no room. */
+  evictableBytes: number;
+  evictableSlots: number;
+}
+
+function replicasAt(by: Map<string, NodeReplicas>, nodeId: string): NodeReplicas {
+  let r = by.get(nodeId);
+  if (r === undefined) {
+    r = { count: 0, gpus: new Set(), unknownDevice: 0, evictableBytes: 0, evictableSlots: 0 };
+    by.set(nodeId, r);
+  }
+  return r;
 }
 
 function labelsMatch(labels: Readonly<Record<string, string>>, selector: Readonly<Record<string, string>>): boolean {
@@ -49,6 +72,7 @@ export class PlacementView implements PlacementPort {
   candidates(spec: ModelSpec, explain = true): NodeCandidate[] {
     const core = this.loader?.core;
     const limit = this.loader?.getPolicy().limitPerNode ?? 0;
+    const replicas = this.replicasByNode(spec.id);
     const out: NodeCandidate[] = [];
     // A plain loop with no per-node closures: this runs per node on every load.
     for (const n of this.nodes.list()) {
@@ -70,6 +94,9 @@ export class PlacementView implements PlacementPort {
         }
       }
       const sum = core?.placementSummary(n.nodeId, spec.id, spec.groups);
+      const limits = this.nodes.limitsOf(n.nodeId);
+      const here = replicas.get(n.nodeId);
+      const devices = r !== undefined && r.gpus.length > 0 ? r.gpus.length : 1;
       out.push({
         nodeId: n.nodeId,
         state: n.state,
@@ -82,28 +109,70 @@ export class PlacementView implements PlacementPort {
         limit,
         evictableConflicts: sum?.evictableConflicts ?? [],
         blockingConflicts: sum?.blockingConflicts ?? [],
-        evictableBytes: sum?.evictableBytes ?? 0,
-        evictableSlots: sum?.evictableSlots ?? 0,
+        evictableBytes: Math.max(0, (sum?.evictableBytes ?? 0) - (here?.evictableBytes ?? 0)),
+        evictableSlots: Math.max(0, (sum?.evictableSlots ?? 0) - (here?.evictableSlots ?? 0)),
         backends: n.backends,
+        modelReplicas: here?.count ?? 0,
+        maxReplicasPerModel: limits.maxReplicasPerModel ?? defaultMaxReplicasPerModel,
+        devices,
+        devicesWithReplica: here === undefined ? 0 : here.gpus.size + here.unknownDevice,
+        ...(limits.memoryBudget === undefined ? {} : { memoryBudget: limits.memoryBudget }),
       });
     }
     return out;
   }
 
+  /**
+   * Replicas of `model` per node: its instances in every state (a reserved or
+   * loading one holds its place, and a pending one is still there until its
+   * stop settles) and its leftovers (a leftover replica counts on its node).
+   * Proportional to the model's instances and the leftovers, not the cluster.
+   */
+  private replicasByNode(model: string): Map<string, NodeReplicas> {
+    const by = new Map<string, NodeReplicas>();
+    const loader = this.loader;
+    if (loader === undefined) return by;
+    const force = loader.getPolicy().forceEvictionWhenBusy;
+    for (const v of loader.core.instancesOfModel(model)) {
+      const r = replicasAt(by, v.nodeId);
+      r.count++;
+      // The watchdog summary's own rule for evictable (ready, not pending, not pinned, idle unless forced).
+      if (v.state === "ready" && v.pendingEviction === undefined && !v.pinned && (force || v.inFlight === 0)) {
+        r.evictableBytes += v.sizeBytes;
+        r.evictableSlots++;
+      }
+      if (v.gpu === undefined) r.unknownDevice++;
+      else r.gpus.add(v.gpu);
+    }
+    for (const l of loader.leftoverList()) {
+      if (l.model !== model) continue;
+      const r = replicasAt(by, l.nodeId);
+      r.count++;
+      r.unknownDevice++;
+    }
+    return by;
+  }
+
   plan(spec: ModelSpec, explain = true): PlacementPlan {
-    return planPlacement({ model: spec.id, sizeBytes: spec.sizeBytes, selector: spec.selector, backend: spec.backend }, this.candidates(spec, explain), this.strategy, { explain });
+    return planPlacement({ model: spec.id, sizeBytes: spec.sizeBytes, selector: spec.selector, backend: spec.backend, spread: spec.spread }, this.candidates(spec, explain), this.strategy, { explain });
   }
 
   /**
    * The loader's choice. When nothing fits outright or after eviction, the
-   * first eligible node (ready, not draining, selector matching, the backend in its agent's catalog when it reported one) is still
-   * returned so the watchdog's admission reports the precise shortfall and
-   * the need-more loop waits and re-plans.
+   * first eligible node (ready, not draining, selector matching, the backend
+   * in its agent's catalog when it reported one, spread and
+   * maxReplicasPerModel allowing another replica, its memory budget able to
+   * hold the model after eviction) is still returned so the watchdog's
+   * admission reports the precise shortfall and the need-more loop waits and
+   * re-plans. Never a node the model's spread or the node's limits rule out.
    */
   choose(spec: ModelSpec): { readonly nodeId: string } | { readonly nodeId: undefined; readonly reason: string } {
     const plan = this.plan(spec, false);
     if (plan.t !== "no-fit") return { nodeId: plan.nodeId };
-    const eligible = this.candidates(spec).find((c) => c.state === "ready" && !c.draining && labelsMatch(c.labels, spec.selector) && !lacksBackend(spec, c));
+    // Unexplained verdicts keep the node table's order, as before; a node
+    // without a replica of the model first (spread any/gpu's preference).
+    let eligible: NodeVerdict | undefined;
+    for (const v of plan.verdicts) if (v.eligible && (eligible === undefined || v.spreadTier < eligible.spreadTier)) eligible = v;
     return eligible === undefined ? { nodeId: undefined, reason: this.plan(spec).reason } : { nodeId: eligible.nodeId };
   }
 
@@ -117,7 +186,8 @@ export class PlacementView implements PlacementPort {
     for (const v of onNode) if (v.groups.some((g) => spec.groups.includes(g)) && v.model !== spec.id) out.add(`${v.model}@${v.incarnation}`);
     if (c.limit > 0) {
       const need = c.occupied + 1 - c.limit - out.size;
-      const lru = onNode.filter((v) => !out.has(`${v.model}@${v.incarnation}`) && v.inFlight === 0).sort((a, b) => (a.lastUsedMs ?? 0) - (b.lastUsedMs ?? 0));
+      // Never another replica of the model itself: that would make no room for it.
+      const lru = onNode.filter((v) => v.model !== spec.id && !out.has(`${v.model}@${v.incarnation}`) && v.inFlight === 0).sort((a, b) => (a.lastUsedMs ?? 0) - (b.lastUsedMs ?? 0));
       for (const v of lru.slice(0, Math.max(0, need))) out.add(`${v.model}@${v.incarnation}`);
     }
     return [...out];

@@ -14,3 +14,4 @@ export * from "./redact.js";
 export { isPlanted, plantedBugNames, type PlantedBug } from "./planted-bugs.js";
 export * from "./identifier.js";
 export * from "./wav.js";
+export * from "./memory-budget.js";

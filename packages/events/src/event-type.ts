@@ -32,6 +32,10 @@ const typeByCase = {
   instanceForgotten: "instance.forgotten",
   journalRepaired: "journal.repaired",
   foreignDetected: "foreign.detected",
+  replicaScaledUp: "replica.scaled-up",
+  replicaScaledDown: "replica.scaled-down",
+  replicaScaleBlocked: "replica.scale-blocked",
+  replicaScaleSet: "replica.scale-set",
 } as const satisfies Record<PayloadCase, string>;
 
 /** Every event type name, e.g. `"eviction.started"`. */

@@ -1,6 +1,6 @@
 import { isPlanted } from "@warden/common";
 import type { AdoptionSource } from "./loader-event.js";
-import type { LoaderState } from "./loader-state.js";
+import { holdInstance, type LoaderState } from "./loader-state.js";
 import type { HeldInstance } from "./loader-types.js";
 import type { ModelSpec } from "./model-spec.js";
 import type { BackendHandle } from "./ports.js";
@@ -40,8 +40,7 @@ export function adoptRemoteOnly<H extends BackendHandle>(s: LoaderState<H>, spec
   // next inventories remove the old one (twice missing) and adopt this one.
   if (s.core.instanceAt(address) !== undefined) return false;
   const h: HeldInstance<H> = { incarnation, model: spec.id, nodeId, spec, placement: "remote-only", phase: "ready", address, backend: undefined, gpu: undefined, startedAtMs: s.o.clock.now() };
-  s.held.set(incarnation, h);
-  if (!s.current.has(spec.id)) s.current.set(spec.id, incarnation);
+  holdInstance(s, h);
   s.core.registerReady({ nodeId, model: spec.id, incarnation, address, groups: spec.groups, pinned: spec.pinned, sizeBytes: spec.sizeBytes });
   s.o.events.emit({ type: "instance.adopted", nodeId, model: spec.id, address, incarnation, asLeftover: false, foundBy });
   return true;

@@ -16,6 +16,13 @@ export class FakeDirectory implements AgentDirectory {
   isLocal(nodeId: string): boolean {
     return this.local.has(nodeId);
   }
+
+  /** Nodes a test declared unreachable (accounted, never routed to). */
+  readonly unreachable = new Set<string>();
+
+  isReachable(nodeId: string): boolean {
+    return !this.unreachable.has(nodeId);
+  }
 }
 
 /** The loader's client of one backend: counts Free calls and closes. */

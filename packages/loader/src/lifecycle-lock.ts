@@ -51,6 +51,19 @@ export class LockTable {
     return this.acquire(key, "shared", signal);
   }
 
+  /**
+   * Takes `key` shared at once when nothing holds or waits for it
+   * exclusively, without yielding (so a routing lookup and the request
+   * tracking after it happen in one turn); undefined otherwise.
+   */
+  tryShared(key: string): Release | undefined {
+    const e = this.entries.get(key);
+    if (e !== undefined && (e.queue.length > 0 || !this.canGrant(e, "shared"))) return undefined;
+    const entry = this.entry(key);
+    this.take(entry, "shared");
+    return this.releaser(key, entry, "shared");
+  }
+
   exclusive(key: string, signal?: AbortSignal): Promise<Release> {
     return this.acquire(key, "exclusive", signal);
   }

@@ -1,9 +1,10 @@
-import { Code, WardenError, deadlineSignal, isPlanted, raceSignal } from "@warden/common";
+import { Code, WardenError, deadlineSignal, raceSignal } from "@warden/common";
 import type { Shortfall } from "@warden/watchdog";
-import { dropHeld, warn, type LoaderState } from "./loader-state.js";
+import { dropHeld, holdInstance, warn, type LoaderState } from "./loader-state.js";
 import type { HeldInstance } from "./loader-types.js";
 import type { ModelSpec } from "./model-spec.js";
 import type { BackendHandle, StartEvent } from "./ports.js";
+import { chooseReplica } from "./replica-routing.js";
 import { retireRecycledAddress } from "./recycled-address.js";
 
 // The load path (DESIGN §3.3): coalesced, cooldown-checked, admitted through
@@ -18,14 +19,14 @@ import { retireRecycledAddress } from "./recycled-address.js";
  * the cooldown. A model whose instance is pending eviction or freed waits
  * for the settle (DESIGN §3.4 item 9).
  */
-export async function ensureLoaded<H extends BackendHandle>(s: LoaderState<H>, modelId: string, signal: AbortSignal, nodeId?: string): Promise<HeldInstance<H>> {
+export async function ensureLoaded<H extends BackendHandle>(s: LoaderState<H>, modelId: string, signal: AbortSignal, nodeId?: string, touch = true): Promise<HeldInstance<H>> {
   const spec = s.models.get(modelId);
   if (spec === undefined) throw new WardenError(Code.NotFound, `model: "${modelId}" is not configured`, { details: { field: "model" } });
   const n = s.waiting.get(modelId) ?? 0;
   if (n >= s.maxWaiting) throw new WardenError(Code.ResourceExhausted, `model "${modelId}": ${String(n)} calls already waiting (cap ${String(s.maxWaiting)})`);
   s.waiting.set(modelId, n + 1);
   try {
-    return await ensureLoadedInner(s, spec, signal, nodeId);
+    return await ensureLoadedInner(s, spec, signal, nodeId, touch);
   } finally {
     const left = (s.waiting.get(modelId) ?? 1) - 1;
     if (left <= 0) s.waiting.delete(modelId);
@@ -33,25 +34,25 @@ export async function ensureLoaded<H extends BackendHandle>(s: LoaderState<H>, m
   }
 }
 
-async function ensureLoadedInner<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, signal: AbortSignal, nodeId: string | undefined): Promise<HeldInstance<H>> {
+async function ensureLoadedInner<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, signal: AbortSignal, nodeId: string | undefined, touch: boolean): Promise<HeldInstance<H>> {
   let bypassCooldown = false;
   let followerRetryUsed = false;
   for (;;) {
     if (signal.aborted) throw WardenError.from(signal.reason);
-    const inc = s.current.get(spec.id);
-    if (inc !== undefined) {
-      const h = s.held.get(inc);
-      const v = s.core.instance(inc);
-      if (h !== undefined && v !== undefined && (v.pendingEviction === undefined || isPlanted("route-to-stopping")) && v.state === "ready" && h.phase === "ready") {
-        // A cache hit counts as a use (LocalAI's UpdateLastUsed): an operator's
-        // LoadModel of a loaded model moves it to the back of the LRU order.
-        if (v.address !== undefined) s.core.updateLastUsed(v.address);
-        return h;
-      }
-      if (v?.pendingEviction !== undefined || v?.state === "freed") {
-        await s.settleWaiters.wait(inc, signal);
-        continue;
-      }
+    const c = chooseReplica(s, spec.id);
+    if (c.best !== undefined) {
+      // A cache hit counts as a use (LocalAI's UpdateLastUsed): an operator's
+      // LoadModel of a loaded model moves it to the back of the LRU order.
+      // (Routing passes touch=false: it picks by last use and its tracked call touches.)
+      if (touch && c.best.address !== undefined) s.core.updateLastUsed(c.best.address);
+      return c.best;
+    }
+    // Only replicas on unreachable nodes and no room for another: the caller
+    // sees the node (routing answers UNAVAILABLE, as with one instance).
+    if (c.unreachable !== undefined && c.live >= Math.max(1, spec.replicas.max)) return c.unreachable;
+    if (c.settling !== undefined && c.unreachable === undefined) {
+      await s.settleWaiters.wait(c.settling, signal);
+      continue;
     }
     const inflight = s.loads.get(spec.id);
     if (inflight !== undefined) {
@@ -66,9 +67,9 @@ async function ensureLoadedInner<H extends BackendHandle>(s: LoaderState<H>, spe
         continue;
       }
     }
-    if (inc !== undefined && s.held.has(inc)) {
+    if (c.starting !== undefined) {
       // held but not ready and no load in flight: wait for whatever holds it
-      await s.settleWaiters.wait(inc, signal);
+      await s.settleWaiters.wait(c.starting, signal);
       continue;
     }
     if (!bypassCooldown) {
@@ -79,22 +80,40 @@ async function ensureLoadedInner<H extends BackendHandle>(s: LoaderState<H>, spe
         });
       }
     }
-    const p = lead(s, spec, nodeId);
-    s.loads.set(spec.id, p);
-    const cleanup = (): void => {
-      if (s.loads.get(spec.id) === p) s.loads.delete(spec.id);
-    };
-    p.then(cleanup, cleanup);
-    return await raceSignal(p, signal);
+    return await raceSignal(startLoad(s, spec, nodeId, undefined), signal);
   }
 }
 
+/**
+ * Starts the model's one load in flight (followers coalesce on it): an
+ * on-demand load (`replica` undefined), or a replica load the scale-up or the
+ * reconciler asked for. The caller checked that no load of the model is in
+ * flight.
+ */
+export function startLoad<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, nodeId: string | undefined, replica: ReplicaLoad | undefined): Promise<HeldInstance<H>> {
+  const p = lead(s, spec, nodeId, replica);
+  s.loads.set(spec.id, p);
+  const cleanup = (): void => {
+    if (s.loads.get(spec.id) === p) s.loads.delete(spec.id);
+  };
+  p.then(cleanup, cleanup);
+  return p;
+}
+
+/** Why a replica load was started, and how many replicas it must not exceed. */
+export interface ReplicaLoad {
+  readonly cause: "min" | "in-flight";
+  /** The load is not needed (dropped before admission) once this many replicas count. */
+  readonly upTo: number;
+}
+
 /** The leader of a load. Not tied to any caller's signal: followers may outlive the first caller. */
-async function lead<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, preferredNode: string | undefined): Promise<HeldInstance<H>> {
+async function lead<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, preferredNode: string | undefined, replica: ReplicaLoad | undefined): Promise<HeldInstance<H>> {
   const ctl = new AbortController();
   const deadline = deadlineSignal(s.o.clock, spec.loadTimeoutMs, `load of model "${spec.id}"`, ctl.signal);
   const incarnation = s.o.mintIncarnation();
   s.loadControllers.set(incarnation, ctl);
+  s.loadIncarnations.set(spec.id, incarnation);
   const startedAtMs = s.o.clock.now();
   let nodeId: string | undefined;
   let registered = false;
@@ -103,16 +122,19 @@ async function lead<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec,
   try {
     // Shared lifecycle lock for the whole load, admission included: a stop of
     // this model waits for it or times out; a stop never cancels a load.
-    release = await s.locks.shared(spec.id, deadline.signal);
+    // The lock is this incarnation's own: other replicas of the model load
+    // and stop independently.
+    release = await s.locks.shared(incarnation, deadline.signal);
     if (s.o.admissionGate !== undefined) await raceSignal(s.o.admissionGate, deadline.signal);
     // Adopted while we waited at the gate: no second copy.
-    const adopted = s.current.get(spec.id);
-    const adoptedHeld = adopted === undefined ? undefined : s.held.get(adopted);
-    if (adoptedHeld !== undefined && adoptedHeld.phase === "ready") {
+    const now = chooseReplica(s, spec.id);
+    if (replica === undefined && now.best !== undefined) {
       s.loadControllers.delete(incarnation);
-      return adoptedHeld;
+      return now.best;
     }
-    nodeId = await admit(s, spec, incarnation, preferredNode, deadline.signal);
+    // `live` counts this load (in admission): enough replicas without it.
+    if (replica !== undefined && now.live - 1 >= replica.upTo) throw new WardenError(Code.Aborted, `replica load of model "${spec.id}" not needed any more`);
+    nodeId = await admit(s, spec, incarnation, preferredNode, deadline.signal, replica);
     const agent = s.o.agents.agent(nodeId);
     if (agent === undefined) throw new WardenError(Code.Unavailable, `node "${nodeId}" has no connected agent`);
     h = {
@@ -127,8 +149,10 @@ async function lead<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec,
       gpu: undefined,
       startedAtMs,
     };
-    s.held.set(incarnation, h);
-    s.current.set(spec.id, incarnation);
+    holdInstance(s, h);
+    if (replica !== undefined) {
+      s.o.events.emit({ type: "replica.scaled-up", nodeId, model: spec.id, address: "", incarnation, cause: replica.cause, replicas: chooseReplica(s, spec.id).live });
+    }
     let failure: StartEvent | undefined;
     const stream = agent.startBackend(
       { incarnation, model: spec.id, backend: spec.backend, options: spec.options, modelFile: spec.modelFile, contextSize: spec.contextSize, load: spec.load },
@@ -188,6 +212,7 @@ async function lead<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec,
     release?.();
     deadline.cleanup();
     s.loadControllers.delete(incarnation);
+    if (s.loadIncarnations.get(spec.id) === incarnation) s.loadIncarnations.delete(spec.id);
   }
 }
 
@@ -251,10 +276,11 @@ function failLoad<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, i
  * attempt resolves. When attempts run out the load fails with
  * FAILED_PRECONDITION naming what blocks it.
  */
-async function admit<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, incarnation: string, preferredNode: string | undefined, signal: AbortSignal): Promise<string> {
+async function admit<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, incarnation: string, preferredNode: string | undefined, signal: AbortSignal, replica: ReplicaLoad | undefined): Promise<string> {
   let lastReason: string;
   for (let attempt = 1; ; attempt++) {
     if (signal.aborted) throw WardenError.from(signal.reason);
+    if (replica !== undefined) replicaStillWanted(s, spec, replica);
     const choice = preferredNode === undefined ? s.o.placement.choose(spec) : { nodeId: preferredNode };
     let needMore = true;
     if (choice.nodeId === undefined) {
@@ -283,6 +309,21 @@ async function admit<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec
     if (needMore) await s.o.sleep(s.retryIntervalMs, signal);
   }
   throw new WardenError(Code.FailedPrecondition, `cannot load model "${spec.id}" after ${String(s.maxAttempts)} attempts: ${lastReason}`, { details: { model: spec.id } });
+}
+
+/**
+ * Throws ABORTED (not a failure: no breaker; the reconciler asks again on a
+ * later tick) when a replica load is not wanted now, checked before every
+ * placement attempt: replicas adopted meanwhile make it one too many, and a
+ * node that has not reported an inventory yet (a restarted coordinator, after
+ * its admission gate) may run replicas about to be adopted — placing now
+ * could exceed max, or land where spread forbids.
+ */
+function replicaStillWanted<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, replica: ReplicaLoad): void {
+  // `live` counts this load (in admission).
+  if (chooseReplica(s, spec.id).live - 1 >= replica.upTo) throw new WardenError(Code.Aborted, `replica load of model "${spec.id}" not needed any more`);
+  const inv = s.o.inventories.findModel(spec.id);
+  if (inv.t === "unknown" && inv.noInventoryYet === true) throw new WardenError(Code.Aborted, `replica load of model "${spec.id}" deferred: ${inv.reason}`);
 }
 
 function describeShortfall(s: Shortfall): string {

@@ -4,6 +4,9 @@ import type { GoneIncarnations } from "./gone-incarnations.js";
 import type { LeftoverTracker, Leftover } from "./leftover-tracker.js";
 import type { LockTable } from "./lifecycle-lock.js";
 import type { LoadCooldown } from "./load-cooldown.js";
+import type { ReplicaIndex } from "./replica-index.js";
+import type { ScaleOverride } from "./replica-settings.js";
+import type { ScaleBreakers } from "./scale-breaker.js";
 import type { LoaderOptions, StopTimings } from "./loader-options.js";
 import type { HeldInstance } from "./loader-types.js";
 import type { ModelSpec } from "./model-spec.js";
@@ -24,10 +27,16 @@ export interface LoaderState<H extends BackendHandle> {
   readonly watchdog: WatchdogService;
   /** The local half of every instance, by incarnation. */
   readonly held: Map<string, HeldInstance<H>>;
-  /** model → the incarnation calls are routed to. */
-  readonly current: Map<string, string>;
+  /** model → every incarnation held for it (its replicas), in step with `held`. */
+  readonly replicas: ReplicaIndex;
+  /** model → an operator's ScaleModel override (replica-settings.ts). */
+  readonly scaleOverrides: Map<string, ScaleOverride>;
+  /** model → the replica circuit breaker, when open (scale-breaker.ts). */
+  readonly breakers: ScaleBreakers;
   /** model → the leader's load in progress (followers coalesce on it). */
   readonly loads: Map<string, Promise<HeldInstance<H>>>;
+  /** model → the incarnation of its load in progress (minted before admission). */
+  readonly loadIncarnations: Map<string, string>;
   /** incarnation → the controller that cancels its load (shutdown). */
   readonly loadControllers: Map<string, AbortController>;
   readonly locks: LockTable;
@@ -60,12 +69,18 @@ export interface LoaderState<H extends BackendHandle> {
   closed: boolean;
 }
 
+/** Adds the local half of an instance (a load's, or an adopted one) and indexes it as a replica of its model. */
+export function holdInstance<H extends BackendHandle>(s: Pick<LoaderState<H>, "held" | "replicas">, h: HeldInstance<H>): void {
+  s.held.set(h.incarnation, h);
+  s.replicas.add(h.model, h.incarnation);
+}
+
 /** Removes the local half of an instance and closes its backend connection. */
-export function dropHeld<H extends BackendHandle>(s: Pick<LoaderState<H>, "held" | "current">, incarnation: string): void {
+export function dropHeld<H extends BackendHandle>(s: Pick<LoaderState<H>, "held" | "replicas">, incarnation: string): void {
   const h = s.held.get(incarnation);
   if (h === undefined) return;
   s.held.delete(incarnation);
-  if (s.current.get(h.model) === incarnation) s.current.delete(h.model);
+  s.replicas.remove(h.model, incarnation);
   h.backend?.close();
   h.backend = undefined;
 }

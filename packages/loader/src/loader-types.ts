@@ -38,12 +38,17 @@ export interface Lease<H extends BackendHandle = BackendHandle> {
   complete(): void;
 }
 
-/** What an UnloadModel came to (DESIGN §4: the real outcome). */
-export type UnloadOutcome =
+/**
+ * What an UnloadModel came to (DESIGN §4: the real outcome). For a model with
+ * several replicas: the worst replica's outcome, with every replica's in
+ * `replicas` (absent for one instance).
+ */
+export type UnloadOutcome = (
   | { readonly t: "stopped"; readonly incarnation: string }
   | { readonly t: "registered-again"; readonly incarnation: string; readonly error: string }
   | { readonly t: "leftover"; readonly incarnation: string; readonly error: string }
-  | { readonly t: "not-loaded" };
+  | { readonly t: "not-loaded" }
+) & { readonly replicas?: readonly UnloadOutcome[] };
 
 /** Where an instance found only in a node's inventory lives. */
 export interface InventoryHit {
@@ -62,7 +67,7 @@ export type InventoryAnswer =
   | { readonly t: "found"; readonly hits: readonly InventoryHit[] }
   | { readonly t: "absent" }
   /** An unreachable node's last inventory had the model, or a node has reported none yet. */
-  | { readonly t: "unknown"; readonly reason: string };
+  | { readonly t: "unknown"; readonly reason: string; /** A node has reported no inventory yet (not merely unreachable). */ readonly noInventoryYet?: true };
 
 /** Asks the nodes' last inventories; a port so the cluster issue can refine it. */
 export interface InventoryPort {

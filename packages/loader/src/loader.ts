@@ -12,9 +12,15 @@ import type { AdoptionSource } from "./loader-event.js";
 import { defaultStopTimings, type LoaderOptions } from "./loader-options.js";
 import { leftoverBase, pushAllOccupancy, pushOccupancy, warn, type LoaderState } from "./loader-state.js";
 import type { HeldInstance, Lease, UnloadOutcome } from "./loader-types.js";
-import type { ModelSpec } from "./model-spec.js";
+import type { ModelSpec, ReplicaSettings } from "./model-spec.js";
 import type { BackendHandle } from "./ports.js";
+import { ReplicaIndex } from "./replica-index.js";
+import { carryScaleOverrides, validateScale } from "./replica-settings.js";
+import type { ReplicaStatus, ScalePatch } from "./replica-status.js";
+import { replicaStatusOf, replicaStatusesOf } from "./replica-status-of.js";
+import { modelRules, reconcileReplicas } from "./replica-tick.js";
 import { acquire, reportUnavailable } from "./routing.js";
+import { ScaleBreakers } from "./scale-breaker.js";
 import { SettleWaiters } from "./settle-waiters.js";
 import { StopRpcs } from "./stop-rpcs.js";
 import { onSettled, retryLeftover, stopSequence } from "./stop-sequence.js";
@@ -55,6 +61,7 @@ export class Loader<H extends BackendHandle = BackendHandle> {
       policy: { ...modelPolicy(models), ...o.policy },
       ...(o.caps === undefined ? {} : { caps: o.caps }),
     });
+    this.core.setModelRules(modelRules(models));
     this.watchdog = createWatchdogService({
       core: this.core,
       stopPort: { stop: (c) => stopSequence(this.s, c) },
@@ -96,8 +103,11 @@ export class Loader<H extends BackendHandle = BackendHandle> {
       core: this.core,
       watchdog: this.watchdog,
       held,
-      current: new Map(),
+      replicas: new ReplicaIndex(),
+      scaleOverrides: new Map(),
+      breakers: new ScaleBreakers(),
       loads: new Map(),
+      loadIncarnations: new Map(),
       loadControllers: new Map(),
       locks: new LockTable(),
       cooldown,
@@ -212,8 +222,10 @@ export class Loader<H extends BackendHandle = BackendHandle> {
   setModels(models: readonly ModelSpec[]): Promise<void>[] {
     const next = new Map(models.map((m) => [m.id, m]));
     const removed = [...this.s.models.keys()].filter((id) => !next.has(id));
+    carryScaleOverrides(this.s.scaleOverrides, next);
     this.s.models = next;
     this.core.updatePolicy(modelPolicy(this.s.models));
+    this.core.setModelRules(modelRules(this.s.models));
     pushAllOccupancy(this.s);
     for (const id of removed) this.s.cooldown.forget(id);
     return removed.map(async (id) => {
@@ -232,6 +244,38 @@ export class Loader<H extends BackendHandle = BackendHandle> {
     pushAllOccupancy(this.s);
   }
 
+  // --------------------------------------------------------------- replicas
+
+  /**
+   * ScaleModel (issue 16): sets a model's replica `min`/`max` live, validated
+   * as a whole (NOT_FOUND naming `model`; INVALID_ARGUMENT naming `min` or
+   * `max` unless 0 ≤ min ≤ max and 1 ≤ max ≤ replicaBounds.maxReplicas) —
+   * a rejection changes nothing. Audited as `replica.scale-set`. The override
+   * is kept across config reloads unless the reloaded config changes that
+   * model's `replicas` (then the config wins; replica-settings.ts).
+   */
+  scale(model: string, patch: ScalePatch, operator: string): ReplicaSettings {
+    const spec = this.s.models.get(model);
+    const next = validateScale(spec, model, patch);
+    if (spec === undefined) throw new WardenError(Code.NotFound, `model: "${model}" is not configured`);
+    const configReplicas = this.s.scaleOverrides.get(model)?.configReplicas ?? spec.replicas;
+    this.s.scaleOverrides.set(model, { min: next.min, max: next.max, configReplicas });
+    this.s.models.set(model, { ...spec, replicas: next });
+    this.core.setModelRules(modelRules(this.s.models));
+    this.s.o.events.emit({ type: "replica.scale-set", nodeId: "", model, address: "", incarnation: "", operator, min: next.min, max: next.max });
+    return next;
+  }
+
+  /** One model's replica counts and settings; undefined when it is not configured. */
+  replicaStatus(model: string): ReplicaStatus | undefined {
+    return replicaStatusOf(this.s, model, this.s.leftovers.ofModel(model).length);
+  }
+
+  /** Every configured model's replica counts, in config order (ListModels, metrics). */
+  replicaStatuses(): ReplicaStatus[] {
+    return replicaStatusesOf(this.s);
+  }
+
   // ----------------------------------------------------------------- ticking
 
   /** Starts the watchdog tick on the injected clock (DESIGN §5: 500 ms). Ticks never await stops. */
@@ -239,9 +283,15 @@ export class Loader<H extends BackendHandle = BackendHandle> {
     const loop = (): void => {
       if (this.s.closed) return;
       this.watchdog.tick();
+      reconcileReplicas(this.s);
       this.tickCancel = this.s.o.clock.setTimer(this.core.getPolicy().tickIntervalMs, loop);
     };
     this.tickCancel = this.s.o.clock.setTimer(this.core.getPolicy().tickIntervalMs, loop);
+  }
+
+  /** One replica reconciler pass (min floor, scale-down; replica-tick.ts). Runs on every tick of `startTicking`. */
+  reconcileReplicas(): void {
+    reconcileReplicas(this.s);
   }
 
   // ------------------------------------------------------------------ loads

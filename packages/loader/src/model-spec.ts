@@ -18,7 +18,41 @@ export interface ModelSpec {
   readonly selector: Readonly<Record<string, string>>;
   /** DESIGN §5: 10 min by default. */
   readonly loadTimeoutMs: number;
+  /** How many instances of the model may run (issue 16). The default, min 0 / max 1, is one instance loaded on demand. */
+  readonly replicas: ReplicaSettings;
+  /** Anti-affinity between the model's replicas. */
+  readonly spread: SpreadMode;
+  /**
+   * Per-model idle timeout overriding the policy's (llama-swap's `ttl`,
+   * Ollama's `keep_alive`); 0 = never idle-evicted; undefined = the policy's.
+   */
+  readonly idleTimeoutMs: number | undefined;
 }
+
+/**
+ * `min` replicas are kept ready by the reconciler (0 = loaded on demand);
+ * a scale-up starts when every ready replica has `targetInFlight` calls in
+ * flight and fewer than `max` exist; a replica idle for `scaleDownAfterMs`
+ * is stopped while more than `min` exist.
+ */
+export interface ReplicaSettings {
+  readonly min: number;
+  readonly max: number;
+  readonly targetInFlight: number;
+  readonly scaleDownAfterMs: number;
+}
+
+/**
+ * `node`: never two replicas of the model on one node; `gpu`: never two on
+ * one GPU device (one node may hold several on different devices); `any`:
+ * prefer a node (then a device) without one, fall back to one that has one.
+ */
+export type SpreadMode = "node" | "gpu" | "any";
+
+/** Bounds of `replicas` (documented in the README's bounds table). */
+export const replicaBounds = Object.freeze({ maxReplicas: 1024, maxTargetInFlight: 65_536, maxScaleDownAfterMs: 30 * 24 * 3_600_000 });
+
+export const defaultReplicas: ReplicaSettings = Object.freeze({ min: 0, max: 1, targetInFlight: 4, scaleDownAfterMs: 300_000 });
 
 /** Defaults for fields an operator may leave out. */
 export function modelSpec(init: Partial<ModelSpec> & Pick<ModelSpec, "id" | "backend">): ModelSpec {
@@ -32,6 +66,9 @@ export function modelSpec(init: Partial<ModelSpec> & Pick<ModelSpec, "id" | "bac
     sizeBytes: 0,
     selector: {},
     loadTimeoutMs: 600_000,
+    replicas: defaultReplicas,
+    spread: "any",
+    idleTimeoutMs: undefined,
     ...init,
   };
 }

@@ -1,40 +1,61 @@
 import { Code, WardenError, isPlanted } from "@warden/common";
 import { ensureLoaded } from "./load-path.js";
 import type { LoaderState } from "./loader-state.js";
-import type { Lease } from "./loader-types.js";
+import type { HeldInstance, Lease } from "./loader-types.js";
 import type { BackendHandle } from "./ports.js";
+import { maybeScaleUp } from "./replica-loads.js";
+import { chooseReplica } from "./replica-routing.js";
 
-// Routing (DESIGN §3.3): a call gets a lease on a ready instance, counted by
-// the watchdog; a call that saw the process gone removes it the normal way.
+// Routing (DESIGN §3.3, issue 16): a call gets a lease on the least-loaded
+// ready replica, counted by the watchdog; a call that saw the process gone
+// removes it the normal way.
 
 /**
- * Routes one call: ensures the model is loaded, looks it up under the shared
- * lifecycle lock (released at once — calls are counted by the watchdog, not
- * held on the lock) and starts tracking the call. `complete()` ends it
- * (idempotent); a remote-only instance becomes local+remote here.
+ * Routes one call: ensures a replica is ready (waiting in the bounded
+ * per-model queue only when none is), then — in one synchronous turn, so
+ * concurrent calls spread — picks the least-loaded ready replica, takes its
+ * shared lifecycle lock for the lookup only (calls are counted by the
+ * watchdog, not held on the lock), may start a scale-up, and starts tracking
+ * the call. A replica whose lock a stop holds is waited for, then routing
+ * starts over. `complete()` ends the call (idempotent); a remote-only
+ * instance becomes local+remote here.
  */
 export async function acquire<H extends BackendHandle>(s: LoaderState<H>, modelId: string, signal: AbortSignal): Promise<Lease<H>> {
   for (;;) {
-    const h = await ensureLoaded(s, modelId, signal);
+    const loaded = await ensureLoaded(s, modelId, signal, undefined, false);
+    const spec = s.models.get(modelId);
+    const c = chooseReplica(s, modelId);
+    const h = c.best ?? loaded;
     if (s.o.agents.isReachable?.(h.nodeId) === false) {
       // Accounted, not routable: the node's fate is unknown until it is back or lost.
       throw new WardenError(Code.Unavailable, `model "${modelId}" is on node "${h.nodeId}", which is unreachable; retry later`, { details: { nodeId: h.nodeId } });
     }
     // Planted bug "route-to-stopping": the lookup neither waits for a stop holding the lifecycle lock nor skips a pending instance.
-    const release = isPlanted("route-to-stopping") ? noop : await s.locks.shared(modelId, signal);
+    const release = isPlanted("route-to-stopping") ? noop : s.locks.tryShared(h.incarnation);
+    if (release === undefined) {
+      // A stop holds (or waits for) this replica's lock: let it finish, then route again.
+      (await s.locks.shared(h.incarnation, signal))();
+      continue;
+    }
     try {
-      const v = s.core.instance(h.incarnation);
-      if (s.held.get(h.incarnation) === h && h.address !== undefined && v !== undefined && v.state === "ready" && (v.pendingEviction === undefined || isPlanted("route-to-stopping"))) {
-        const backend = h.backend ?? s.o.backends.connect(h.address, { nodeId: h.nodeId, model: h.model });
+      if (routable(s, h)) {
+        if (spec !== undefined && c.best === h) maybeScaleUp(s, spec, c);
+        const address = h.address ?? "";
+        const backend = h.backend ?? s.o.backends.connect(address, { nodeId: h.nodeId, model: h.model });
         h.backend = backend;
         if (h.placement === "remote-only") h.placement = "local-remote";
-        const complete = s.core.trackRequest(h.address);
-        return { incarnation: h.incarnation, nodeId: h.nodeId, address: h.address, model: h.model, backend, complete };
+        const complete = s.core.trackRequest(address);
+        return { incarnation: h.incarnation, nodeId: h.nodeId, address, model: h.model, backend, complete };
       }
     } finally {
       release();
     }
   }
+}
+
+function routable<H extends BackendHandle>(s: LoaderState<H>, h: HeldInstance<H>): boolean {
+  const v = s.core.instance(h.incarnation);
+  return s.held.get(h.incarnation) === h && h.address !== undefined && v !== undefined && v.state === "ready" && (v.pendingEviction === undefined || isPlanted("route-to-stopping"));
 }
 
 /**

@@ -38,7 +38,8 @@ export async function stopSequence<H extends BackendHandle>(s: LoaderState<H>, c
     // (1) lifecycle lock
     let release: () => void;
     try {
-      release = await s.locks.exclusive(c.model, deadline.signal);
+      // This replica's own lock: a stop of one replica never waits for, nor blocks, another.
+      release = await s.locks.exclusive(c.incarnation, deadline.signal);
     } catch {
       s.stopFailedAtLock.add(c.incarnation);
       return { t: "failed", message: `waiting to shut down model "${c.model}": context deadline exceeded`, code: Code.DeadlineExceeded, freed: false };

@@ -15,21 +15,52 @@ export interface UnloadOptions {
 }
 
 /**
- * Unloads a model and returns the real outcome. A failure at the lifecycle
- * lock or the busy wait throws DEADLINE_EXCEEDED with LocalAI's message; a
- * failed StopBackend returns `registered-again` (local) or `leftover`.
+ * Unloads a model — every replica, each through its own stop sequence, at
+ * once — and returns the real outcome. A failure at the lifecycle lock or
+ * the busy wait throws DEADLINE_EXCEEDED with LocalAI's message; a failed
+ * StopBackend returns `registered-again` (local) or `leftover`. With several
+ * replicas the answer is the worst of theirs (leftover, then registered
+ * again, then stopped) with every replica's outcome in `replicas`; a throw
+ * comes only once every replica's stop has ended, so one failing never cuts
+ * another short. A replica load still in admission is not waited for when
+ * other replicas are held (it is a new start, not part of what was unloaded).
  */
 export async function unload<H extends BackendHandle>(s: LoaderState<H>, modelId: string, options: UnloadOptions): Promise<UnloadOutcome> {
-  const inc = s.current.get(modelId);
-  if (inc === undefined || s.core.instance(inc) === undefined) {
-    if (s.loads.has(modelId)) {
-      // A load in progress, not spawned yet: it holds the lifecycle lock.
-      await awaitLoadLock(s, modelId, options.stopTimeoutMs);
+  const incs = [...s.replicas.of(modelId)].filter((inc) => s.core.instance(inc) !== undefined);
+  const [first] = incs;
+  if (first === undefined) {
+    const load = s.loads.get(modelId);
+    if (load !== undefined) {
+      // A load in progress, not spawned yet: it holds its lifecycle lock.
+      const loading = s.loadIncarnations.get(modelId);
+      if (loading !== undefined) await awaitLoadLock(s, loading, modelId, options.stopTimeoutMs);
+      else await load.catch(() => undefined);
       return unload(s, modelId, options);
     }
     return unloadRemoteOnly(s, modelId, options);
   }
-  return stopInstance(s, inc, options);
+  if (incs.length === 1) return stopInstance(s, first, options);
+  const results = await Promise.allSettled(incs.map((inc) => stopInstance(s, inc, options)));
+  return combineOutcomes(results);
+}
+
+const severity: Record<UnloadOutcome["t"], number> = { "not-loaded": 0, stopped: 1, "registered-again": 2, leftover: 3 };
+
+function combineOutcomes(results: readonly PromiseSettledResult<UnloadOutcome>[]): UnloadOutcome {
+  const outcomes: UnloadOutcome[] = [];
+  let error: unknown;
+  let failed = false;
+  for (const r of results) {
+    if (r.status === "fulfilled") outcomes.push(r.value);
+    else if (!failed) {
+      failed = true;
+      error = r.reason;
+    }
+  }
+  if (failed) throw WardenError.from(error);
+  let worst: UnloadOutcome = { t: "not-loaded" };
+  for (const o of outcomes) if (severity[o.t] > severity[worst.t]) worst = o;
+  return { ...worst, replicas: outcomes };
 }
 
 /** Stops one instance by incarnation through the watchdog. */
@@ -49,8 +80,8 @@ export async function stopInstance<H extends BackendHandle>(s: LoaderState<H>, i
         // cancels a load (DESIGN §3.4 item 2): wait for it within the deadline.
         const model = s.held.get(incarnation)?.model ?? s.core.instance(incarnation)?.model;
         if (model === undefined) return { t: "not-loaded" };
-        await awaitLoadLock(s, model, options.stopTimeoutMs);
-        return await unload(s, model, options);
+        await awaitLoadLock(s, incarnation, model, options.stopTimeoutMs);
+        return await stopInstance(s, incarnation, options);
       }
       case "settled": {
         const res = r.report.result;
@@ -79,12 +110,12 @@ export async function stopInstance<H extends BackendHandle>(s: LoaderState<H>, i
   }
 }
 
-/** Waits for a load of `model` to release the lifecycle lock, or throws LocalAI's lock message at the deadline. */
-async function awaitLoadLock<H extends BackendHandle>(s: LoaderState<H>, model: string, stopTimeoutMs: number | undefined): Promise<void> {
+/** Waits for the load of `incarnation` (a replica of `model`) to release its lifecycle lock, or throws LocalAI's lock message at the deadline. */
+async function awaitLoadLock<H extends BackendHandle>(s: LoaderState<H>, incarnation: string, model: string, stopTimeoutMs: number | undefined): Promise<void> {
   const timeoutMs = stopTimeoutMs !== undefined && stopTimeoutMs > 0 ? stopTimeoutMs : s.timings.stopTimeoutMs;
   const deadline = deadlineSignal(s.o.clock, timeoutMs, `stop of model "${model}"`);
   try {
-    const release = await s.locks.exclusive(model, deadline.signal);
+    const release = await s.locks.exclusive(incarnation, deadline.signal);
     release();
   } catch {
     throw new WardenError(Code.DeadlineExceeded, `waiting to shut down model "${model}": context deadline exceeded`);

@@ -16,6 +16,10 @@ function node(init: Partial<NodeCandidate> & { nodeId: string }): NodeCandidate 
     blockingConflicts: [],
     evictableBytes: 0,
     evictableSlots: 0,
+    modelReplicas: 0,
+    maxReplicasPerModel: 1,
+    devices: 1,
+    devicesWithReplica: 0,
     ...init,
   };
 }

@@ -1,5 +1,7 @@
+import { budgetBytes, describeBudget, freeBytesOf, replicaExclusion, spreadTier, type ReplicaFacts, type SpreadMode } from "./replica-constraints.js";
+
 /** What placement needs to know about one node, computed by the caller from the registry and the watchdog. */
-export interface NodeCandidate {
+export interface NodeCandidate extends ReplicaFacts {
   readonly nodeId: string;
   readonly state: "ready" | "unreachable" | "lost";
   readonly draining: boolean;
@@ -35,6 +37,8 @@ export interface PlacementRequest {
   readonly selector: Readonly<Record<string, string>>;
   /** Catalog backend the model runs on; a node whose agent lacks it is excluded. */
   readonly backend?: string;
+  /** Anti-affinity of the model's replicas. @default "any" */
+  readonly spread?: SpreadMode;
 }
 
 export type PlacementStrategy = "binpack" | "spread";
@@ -47,6 +51,14 @@ export interface NodeVerdict {
   readonly reason: string;
   readonly freeBytes: number;
   readonly score: number;
+  /**
+   * Passes the hard constraints (ready, not draining, selector, backend,
+   * spread, maxReplicasPerModel, memory budget even after eviction): a load
+   * that fits nowhere may still target it so admission reports the shortfall.
+   */
+  readonly eligible: boolean;
+  /** Spread preference, ahead of the score: 0 no replica of the model here, 1 a device without one, 2 none (see `spreadTier`). */
+  readonly spreadTier: number;
 }
 
 export type PlacementPlan =
@@ -55,8 +67,8 @@ export type PlacementPlan =
   | { readonly t: "no-fit"; readonly reason: string; readonly verdicts: readonly NodeVerdict[] };
 
 /** A node a hard constraint rules out. Module functions rather than closures: this runs per node per load. */
-function excluded(n: NodeCandidate, freeBytes: number, reason: string): NodeVerdict {
-  return { nodeId: n.nodeId, fits: false, fitsAfterEviction: false, reason, freeBytes: Number.isFinite(freeBytes) ? freeBytes : 0, score: 0 };
+function excluded(n: NodeCandidate, freeBytes: number, reason: string, eligible = false): NodeVerdict {
+  return { nodeId: n.nodeId, fits: false, fitsAfterEviction: false, reason, freeBytes: Number.isFinite(freeBytes) ? freeBytes : 0, score: 0, eligible, spreadTier: eligible ? spreadTier(n) : 0 };
 }
 
 /**
@@ -67,14 +79,17 @@ export function lacksBackend(req: Pick<PlacementRequest, "backend">, n: Pick<Nod
   return req.backend !== undefined && n.backends !== undefined && n.backends.size > 0 && !n.backends.has(req.backend);
 }
 
-/** Higher score wins; equal scores go to the smaller node id, so a plan is deterministic. */
+/** Lower spread tier wins, then the higher score; equal scores go to the smaller node id, so a plan is deterministic. */
 function better(v: NodeVerdict, b: NodeVerdict | undefined): boolean {
-  return b === undefined || v.score > b.score || (v.score === b.score && v.nodeId < b.nodeId);
+  if (b === undefined) return true;
+  if (v.spreadTier !== b.spreadTier) return v.spreadTier < b.spreadTier;
+  return v.score > b.score || (v.score === b.score && v.nodeId < b.nodeId);
 }
 
 function verdict(req: PlacementRequest, n: NodeCandidate, strategy: PlacementStrategy, explain: boolean): NodeVerdict {
   const used = Math.max(n.memoryUsedBytes, n.reservedBytes);
-  const freeBytes = n.memoryTotalBytes > 0 ? Math.max(0, n.memoryTotalBytes - used) : Number.POSITIVE_INFINITY;
+  const budget = budgetBytes(n);
+  const freeBytes = freeBytesOf(n.memoryTotalBytes, budget, used);
   // Reason strings only when explaining: a load's choice allocates none.
   if (n.state !== "ready") return excluded(n, freeBytes, explain ? `node is ${n.state}` : "");
   if (n.draining) return excluded(n, freeBytes, explain ? "node is draining" : "");
@@ -83,7 +98,14 @@ function verdict(req: PlacementRequest, n: NodeCandidate, strategy: PlacementStr
     if (n.labels[k] !== v) return excluded(n, freeBytes, explain ? `selector ${k}=${v ?? ""} does not match (node has ${k}=${n.labels[k] ?? "<unset>"})` : "");
   }
   if (lacksBackend(req, n)) return excluded(n, freeBytes, explain ? `agent has no backend ${JSON.stringify(req.backend)} in its catalog` : "");
-  if (n.blockingConflicts.length > 0) return excluded(n, freeBytes, explain ? `group conflict that eviction cannot resolve now: ${n.blockingConflicts.join(", ")}` : "");
+  const spreadOut = replicaExclusion(req.model, req.spread ?? "any", n, explain);
+  if (spreadOut !== undefined) return excluded(n, freeBytes, spreadOut);
+  // The budget is a cap the operator set: a node where even eviction cannot
+  // bring the model under it is ruled out, never a fallback target.
+  if (budget !== undefined && req.sizeBytes > freeBytes + n.evictableBytes) {
+    return excluded(n, freeBytes, explain ? `over its ${describeBudget(n)}: needs ${String(req.sizeBytes)} bytes, ${describeFree(freeBytes)} free within it, eviction cannot make room` : "");
+  }
+  if (n.blockingConflicts.length > 0) return excluded(n, freeBytes, explain ? `group conflict that eviction cannot resolve now: ${n.blockingConflicts.join(", ")}` : "", true);
   const memOk = req.sizeBytes <= freeBytes;
   const slotOk = n.limit === 0 || n.occupied + 1 <= n.limit;
   const conflictFree = n.evictableConflicts.length === 0;
@@ -91,14 +113,15 @@ function verdict(req: PlacementRequest, n: NodeCandidate, strategy: PlacementStr
   const after = Number.isFinite(freeBytes) ? freeBytes - req.sizeBytes : Number.MAX_SAFE_INTEGER / 2;
   const score = strategy === "binpack" ? -after : after;
   const freeOut = Number.isFinite(freeBytes) ? freeBytes : 0;
+  const tier = spreadTier(n);
   if (memOk && slotOk && conflictFree) {
-    return { nodeId: n.nodeId, fits: true, fitsAfterEviction: true, reason: explain ? `fits (${describeFree(freeBytes)} free, ${String(n.occupied)}/${n.limit === 0 ? "∞" : String(n.limit)} slots)` : "", freeBytes: freeOut, score };
+    return { nodeId: n.nodeId, fits: true, fitsAfterEviction: true, reason: explain ? `fits (${describeFree(freeBytes)} free${withinBudget(n)}, ${String(n.occupied)}/${n.limit === 0 ? "∞" : String(n.limit)} slots${describeTier(req.model, n)})` : "", freeBytes: freeOut, score, eligible: true, spreadTier: tier };
   }
   const needs: string[] = [];
   if (explain) {
     if (!conflictFree) needs.push(`group conflict with ${n.evictableConflicts.join(", ")}`);
     if (!slotOk) needs.push(`limit reached (${String(n.occupied)}/${String(n.limit)})`);
-    if (!memOk) needs.push(`needs ${String(req.sizeBytes)} bytes, ${describeFree(freeBytes)} free`);
+    if (!memOk) needs.push(`needs ${String(req.sizeBytes)} bytes, ${describeFree(freeBytes)} free${withinBudget(n)}`);
   }
   const memAfter = req.sizeBytes <= freeBytes + n.evictableBytes;
   const slotAfter = n.limit === 0 || n.occupied + 1 - n.evictableSlots <= n.limit;
@@ -107,10 +130,22 @@ function verdict(req: PlacementRequest, n: NodeCandidate, strategy: PlacementStr
     nodeId: n.nodeId,
     fits: false,
     fitsAfterEviction,
-    reason: explain ? `${needs.join("; ")}${fitsAfterEviction ? " — evicting there would make room" : " — eviction cannot make room"}` : "",
+    reason: explain ? `${needs.join("; ")}${fitsAfterEviction ? " — evicting there would make room" : " — eviction cannot make room"}${describeTier(req.model, n)}` : "",
     freeBytes: freeOut,
     score: score - (strategy === "binpack" ? 0 : n.evictableBytes),
+    eligible: true,
+    spreadTier: tier,
   };
+}
+
+function withinBudget(n: NodeCandidate): string {
+  return n.memoryBudget === undefined ? "" : ` within its ${describeBudget(n)}`;
+}
+
+/** Says when the node already holds a replica (spread any/gpu prefer nodes, then devices, without one). */
+function describeTier(model: string, n: NodeCandidate): string {
+  if (n.modelReplicas === 0) return "";
+  return `; holds ${String(n.modelReplicas)} replica(s) of ${model} already, ${n.devicesWithReplica < n.devices ? "on other devices" : "on every device"}`;
 }
 
 function describeFree(bytes: number): string {
@@ -119,11 +154,13 @@ function describeFree(bytes: number): string {
 
 /**
  * DESIGN §3.5: per node — ready, not draining, selector matches, its agent's
- * catalog has the model's backend (when the agent reported one), no group
- * conflict eviction cannot resolve (leftovers and orphans included), memory
- * estimate fits `max(reported use, reservations)`, a free slot. Binpack or
- * spread among the nodes that fit; else plan evictions on the best node where
- * eviction would make room. Pure: ExplainPlacement and a real load ask the same
+ * catalog has the model's backend (when the agent reported one), the model's
+ * spread and the node's maxReplicasPerModel allow another replica (issue 16),
+ * no group conflict eviction cannot resolve (leftovers and orphans included),
+ * memory estimate fits `min(total, budget) − max(reported use, reservations)`,
+ * a free slot. Among the nodes that fit, those without a replica of the model
+ * first (then a device without one), then binpack or spread; else plan
+ * evictions on the best node where eviction would make room. Pure: ExplainPlacement and a real load ask the same
  * function, so they agree.
  */
 export function planPlacement(req: PlacementRequest, nodes: readonly NodeCandidate[], strategy: PlacementStrategy, options: { readonly explain?: boolean } = {}): PlacementPlan {

@@ -2,6 +2,7 @@ import type { Clock } from "@warden/common";
 import type { WatchdogCaps } from "./caps.js";
 import type { OccupancyEntry } from "./instance.js";
 import type { NodeMemory } from "./memory-pressure.js";
+import type { ModelRule } from "./model-rules.js";
 import type { WatchdogPolicy } from "./policy.js";
 import type { RequestTracker } from "./request-tracker.js";
 import type { DetachedState, StopCommand } from "./stop-command.js";
@@ -65,6 +66,8 @@ export interface CoreState {
   policy: WatchdogPolicy;
   /** `policy.pinnedModels` as a set, rebuilt with the policy. */
   pinned: ReadonlySet<string>;
+  /** Per-model idle floor and idle timeout (model-rules.ts); replaced whole by `setModelRules`. */
+  modelRules: ReadonlyMap<string, ModelRule>;
   readonly requests: RequestTracker;
   readonly records: Map<string, InstanceRecord>;
   readonly atAddress: Map<string, Set<InstanceRecord>>;

@@ -12,6 +12,7 @@ export type { RetryEnforcementOptions } from "./retry-enforcement.js";
 export { defaultPolicy, applyPolicyPatch, copyPolicy } from "./policy.js";
 export type { WatchdogPolicy, PolicyPatch } from "./policy.js";
 export { defaultCaps } from "./caps.js";
+export type { ModelRule } from "./model-rules.js";
 export type { WatchdogCaps } from "./caps.js";
 export { stopOutcomeFromError } from "./stop-command.js";
 export type { StopCommand, StopOutcome, EvictionReason, DetachedState } from "./stop-command.js";

@@ -20,6 +20,8 @@ export function tick(st: CoreState): TickDecision {
   const p = st.policy;
   const stops: StopCommand[] = [];
   const untracked: string[] = [];
+  // model → ready instances left above its floor this tick (computed on first need).
+  const floors = new Map<string, number>();
   for (const address of [...st.requests.addresses()]) {
     if (addressPending(st, address) && !isPlanted("idle-busy-see-pending")) continue;
     const rec = registeredAt(st, address);
@@ -36,12 +38,17 @@ export function tick(st: CoreState): TickDecision {
       continue;
     }
     const idleSince = st.requests.idleSinceMs(address);
-    if (idleSince === undefined || now - idleSince <= p.idleTimeoutMs) continue;
+    if (idleSince === undefined) continue;
+    const rule = rec === undefined ? undefined : st.modelRules.get(rec.model);
+    // A per-model idle timeout (0 = never) replaces the policy's and applies even with the idle check off.
+    const timeoutMs = rule?.idleTimeoutMs ?? p.idleTimeoutMs;
+    const checked = rule?.idleTimeoutMs === undefined ? p.idleCheck : rule.idleTimeoutMs > 0;
     if (rec === undefined) {
       // Request state nobody owns is garbage whether or not the idle check is on: bounded memory.
+      if (now - idleSince <= timeoutMs) continue;
       st.requests.clear(address);
       untracked.push(address);
-    } else if (p.idleCheck && rec.state.t === "ready" && !st.pinned.has(rec.model)) {
+    } else if (checked && now - idleSince > timeoutMs && rec.state.t === "ready" && !st.pinned.has(rec.model) && aboveFloor(st, rec.model, rule?.minReplicas ?? 0, floors)) {
       stops.push(detach(st, rec, "idle", false, undefined));
     }
   }
@@ -59,6 +66,28 @@ export function tick(st: CoreState): TickDecision {
     stops.push(detach(st, victim, "memory", isBusy(st, victim), undefined));
   }
   return { stops, untrackedAddresses: untracked, pressureChanges };
+}
+
+/**
+ * True when idle-evicting one more ready instance of `model` keeps it at or
+ * above its replica floor (issue 16: min is a floor for the count, like a
+ * pin); counts down as this tick selects. O(instances of the model), once per
+ * model per tick.
+ */
+function aboveFloor(st: CoreState, model: string, min: number, floors: Map<string, number>): boolean {
+  if (min <= 0) return true;
+  let left = floors.get(model);
+  if (left === undefined) {
+    left = 0;
+    for (const r of st.byModel.get(model) ?? []) if (r.state.t === "ready") left++;
+    left -= min;
+  }
+  if (left <= 0) {
+    floors.set(model, left);
+    return false;
+  }
+  floors.set(model, left - 1);
+  return true;
 }
 
 function memoryVictim(st: CoreState, n: NodeRecord, devices: MemoryDevice[]): InstanceRecord | undefined {

@@ -15,6 +15,7 @@ import type {
 } from "./decision.js";
 import { enforceGroups, enforceLimit } from "./enforcement.js";
 import { selectExplicit, selectModel, selectNode, type ExplicitStopOptions } from "./explicit-selection.js";
+import { checkModelRules, type ModelRule } from "./model-rules.js";
 import type { AdmissionRequest, InstanceSpec, InstanceStateName, InstanceView, OccupancyEntry } from "./instance.js";
 import { registeredAt } from "./instance-index.js";
 import { markReady, registerLoading, releaseReservation, remove } from "./instance-lifecycle.js";
@@ -82,6 +83,7 @@ export class WatchdogCore {
       caps: this.caps,
       policy,
       pinned: new Set(policy.pinnedModels),
+      modelRules: new Map(),
       requests: this.requests,
       records: new Map(),
       atAddress: new Map(),
@@ -106,6 +108,14 @@ export class WatchdogCore {
   updatePolicy(patch: PolicyPatch): WatchdogPolicy {
     setPolicy(this.st, patch);
     return this.getPolicy();
+  }
+
+  /**
+   * Replaces the per-model idle rules (replica floor, idle timeout; model-rules.ts)
+   * as a whole, live. Throws INVALID_ARGUMENT naming the field; nothing changes on error.
+   */
+  setModelRules(rules: ReadonlyMap<string, ModelRule>): void {
+    this.st.modelRules = checkModelRules(rules);
   }
 
   /** Groups of a model (a copy), or undefined when it has none. */
@@ -148,6 +158,11 @@ export class WatchdogCore {
   /** Requests in flight on `address` (the loader's graceful busy wait reads this). */
   inFlight(address: string): number {
     return this.requests.inFlight(address);
+  }
+
+  /** Last use of `address` (O(1), no copy: the replica routing's hot path). */
+  lastUsedMs(address: string): number | undefined {
+    return this.requests.lastUsedMs(address);
   }
 
   /** Request state of one address. */
@@ -308,6 +323,21 @@ export class WatchdogCore {
   instance(incarnation: string): InstanceView | undefined {
     const r = this.st.records.get(incarnation);
     return r === undefined ? undefined : viewInstance(this.st, r);
+  }
+
+  /** The state of one record, "pending" while a stop of it is in flight (O(1), no copy: the replica routing's hot path). */
+  stateOf(incarnation: string): InstanceStateName | "pending" | undefined {
+    return this.st.records.get(incarnation)?.state.t;
+  }
+
+  /**
+   * An instance of `model` pending eviction or freed — one the loader may
+   * already have dropped (a remote stop drops the local half before
+   * StopBackend) — whose settle a call waits for; O(instances of the model).
+   */
+  settlingOf(model: string): string | undefined {
+    for (const r of this.st.byModel.get(model) ?? []) if (r.state.t === "pending" || r.state.t === "freed") return r.incarnation;
+    return undefined;
   }
 
   /** The registered (not pending) instance at an address: the routing identity. */

@@ -1,4 +1,5 @@
-import { invalidArgument } from "@warden/common";
+import { invalidArgument, parseMemoryBudget } from "@warden/common";
+import { parseMaxReplicasPerModel, type AgentPlacementLimits } from "./agent-placement-limits.js";
 
 /** Command line of `warden agent` / services/agent/src/main.ts. */
 export interface AgentArgs {
@@ -14,6 +15,9 @@ export interface AgentArgs {
   checkConfig: boolean;
   /** Allow plaintext on a non-loopback listen address (overrides the config). */
   insecure: boolean;
+  /** Override the config's maxReplicasPerModel / memoryBudget (sent in Register). */
+  maxReplicasPerModel: number | undefined;
+  memoryBudget: AgentPlacementLimits["memoryBudget"];
   help: boolean;
 }
 
@@ -32,6 +36,10 @@ when --coordinator is given.
   --check-config           validate the config, print the effective settings, exit (0 valid, 2 not)
   --insecure               allow plaintext gRPC on a non-loopback --listen address; without it the
                            agent refuses to start there unless the config's tls (cert, key, ca) is set
+  --max-replicas-per-model N  replicas of one model this node may hold, 1..1024 (overrides the config's
+                           maxReplicasPerModel; default 1); an Admin SetNodeLimits override wins
+  --memory-budget SIZE|PCT what placement may account on this node: "40GiB" or "80%" of its GPU
+                           memory (RAM without GPUs); overrides the config's memoryBudget
   --help                   this text
 `;
 
@@ -39,7 +47,7 @@ const hostPort = /^[A-Za-z0-9.\-[\]:]+:\d{1,5}$/;
 
 /** Parses argv (without node and script). Throws INVALID_ARGUMENT naming the flag. */
 export function parseAgentArgs(argv: readonly string[]): AgentArgs {
-  const out: AgentArgs = { configPath: "", coordinator: undefined, listen: undefined, stopBackendsOnExit: false, metrics: undefined, checkConfig: false, insecure: false, help: false };
+  const out: AgentArgs = { configPath: "", coordinator: undefined, listen: undefined, stopBackendsOnExit: false, metrics: undefined, checkConfig: false, insecure: false, maxReplicasPerModel: undefined, memoryBudget: undefined, help: false };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i] ?? "";
     const [flag, inline] = a.startsWith("--") && a.includes("=") ? [a.slice(0, a.indexOf("=")), a.slice(a.indexOf("=") + 1)] : [a, undefined];
@@ -72,6 +80,12 @@ export function parseAgentArgs(argv: readonly string[]): AgentArgs {
         break;
       case "--insecure":
         out.insecure = true;
+        break;
+      case "--max-replicas-per-model":
+        out.maxReplicasPerModel = parseMaxReplicasPerModel(value(), "--max-replicas-per-model");
+        break;
+      case "--memory-budget":
+        out.memoryBudget = parseMemoryBudget(value(), "--memory-budget");
         break;
       case "--metrics":
         out.metrics = value();

@@ -16,6 +16,7 @@ import { parseTlsFiles, type TlsFiles } from "@warden/grpc";
 import { withConfigLine } from "./config-line.js";
 import { checkLocalaiEntry, launchProfiles, localaiCwd, type LaunchProfile } from "./launch-profile.js";
 import { parseAgentLimits, type AgentLimits } from "./agent-limits-config.js";
+import { parsePlacementLimits, type AgentPlacementLimits } from "./agent-placement-limits.js";
 
 /**
  * One catalog backend: the only place an executable and its base arguments come
@@ -128,6 +129,8 @@ export interface AgentConfig {
   coordinatorTokenFile: string;
   /** Message, metadata and stream caps of the AgentService server and the NodeService client (agent-limits-config.ts). */
   limits: AgentLimits;
+  /** `maxReplicasPerModel` and `memoryBudget`, sent in Register (agent-placement-limits.ts). @default {} */
+  placementLimits: AgentPlacementLimits;
 }
 
 /** The YAML / object shape accepted by {@link resolveAgentConfig}. Durations: "10s", "500ms" or a number of ms. */
@@ -140,6 +143,7 @@ const topFields = new Set([
   "nodeId", "listen", "advertiseAddress", "labels", "backendHost", "ports", "stateDir", "catalog", "modelsPath", "readiness",
   "grace", "loadDeadline", "stopDeadline", "freeTimeout", "nvidiaSmi", "gpus", "heartbeatInterval",
   "logBufferLines", "adoptedPoll", "orphanScanInterval", "healthInterval", "tls", "insecure", "backendTokenFile", "coordinatorTokenFile", "limits",
+  "maxReplicasPerModel", "memoryBudget",
 ]);
 
 function isRecord(v: unknown): v is Record<string, unknown> {
@@ -319,6 +323,7 @@ export function resolveAgentConfig(input: unknown, builtins: BuiltinCatalog = {}
     backendTokenFile: input.backendTokenFile === undefined ? "" : str(input.backendTokenFile, "backendTokenFile"),
     coordinatorTokenFile: input.coordinatorTokenFile === undefined ? "" : str(input.coordinatorTokenFile, "coordinatorTokenFile"),
     limits: parseAgentLimits(input.limits),
+    placementLimits: parsePlacementLimits(input),
   };
 }
 

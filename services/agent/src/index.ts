@@ -5,6 +5,7 @@ export { parseAgentConfig, resolveAgentConfig, type AgentConfig, type AgentConfi
 export { backendSimCatalogEntry, backendSimMainPath, builtinCatalog } from "./backend-sim-catalog.js";
 export { createNodeHeartbeat, inProcessNodeService, type NodeHeartbeat, type NodeHeartbeatOptions, type NodeServicePort, type HeartbeatSource, type HeartbeatStats, type NodeCallOptions } from "./node-heartbeat.js";
 export { parseAgentArgs, agentUsage, type AgentArgs } from "./agent-args.js";
+export { placementLimitsMessage, type AgentPlacementLimits } from "./agent-placement-limits.js";
 export { inProcessContext } from "./in-process-context.js";
 export type { BackendPhase, StopOutcome } from "./backend-process.js";
 export { servePrometheus } from "./prometheus-server.js";

@@ -8,6 +8,7 @@ import { withCoordinatorOnly } from "./coordinator-only.js";
 import { createAgent } from "./agent.js";
 import { builtinCatalog } from "./backend-sim-catalog.js";
 import { createNodeHeartbeat, type NodeHeartbeat } from "./node-heartbeat.js";
+import { placementLimitsMessage } from "./agent-placement-limits.js";
 import { createAgentMetrics } from "./agent-metrics.js";
 import { servePrometheus } from "./prometheus-server.js";
 
@@ -35,6 +36,7 @@ async function main(): Promise<number> {
     return 2;
   }
   const listen = args.listen ?? config.listen;
+  const placementLimits = { ...config.placementLimits, ...(args.maxReplicasPerModel === undefined ? {} : { maxReplicasPerModel: args.maxReplicasPerModel }), ...(args.memoryBudget === undefined ? {} : { memoryBudget: args.memoryBudget }) };
   // Read and checked before anything starts: a missing or mismatched file is exit 2 naming it.
   let tls;
   try {
@@ -47,7 +49,8 @@ async function main(): Promise<number> {
     const catalog = Object.entries(config.catalog).map(([name, e]) => `${name} (${[e.command, ...e.args].join(" ")})`);
     process.stdout.write(
       `config ${args.configPath}: valid\n  nodeId      ${config.nodeId}\n  listen      ${listen} (advertised ${config.advertiseAddress})\n  stateDir    ${config.stateDir}\n` +
-        `  tls         ${config.tls === undefined ? "off" : `${config.tls.certFile}${config.tls.caFile === undefined ? "" : " (mutual TLS)"}`}\n  ports       ${String(config.portMin)}–${String(config.portMax)} on ${config.backendHost}\n  gpus        ${config.gpus.join(",") || "-"} (nvidia-smi: ${config.nvidiaSmiPath || "off"})\n  labels      ${Object.entries(config.labels).map(([k, v]) => `${k}=${v}`).join(",") || "-"}\n  catalog     ${catalog.join("; ")}\n`,
+        `  tls         ${config.tls === undefined ? "off" : `${config.tls.certFile}${config.tls.caFile === undefined ? "" : " (mutual TLS)"}`}\n  ports       ${String(config.portMin)}–${String(config.portMax)} on ${config.backendHost}\n  gpus        ${config.gpus.join(",") || "-"} (nvidia-smi: ${config.nvidiaSmiPath || "off"})\n  labels      ${Object.entries(config.labels).map(([k, v]) => `${k}=${v}`).join(",") || "-"}\n  catalog     ${catalog.join("; ")}\n` +
+        `  placement   maxReplicasPerModel ${String(placementLimits.maxReplicasPerModel ?? "1 (default)")}, memoryBudget ${placementLimits.memoryBudget === undefined ? "all" : placementLimits.memoryBudget.t === "bytes" ? `${String(placementLimits.memoryBudget.bytes)} bytes` : `${String(placementLimits.memoryBudget.percent)}%`}\n`,
     );
     return 0;
   }
@@ -74,6 +77,7 @@ async function main(): Promise<number> {
       address: config.advertiseAddress === config.listen ? address : config.advertiseAddress,
       labels: config.labels,
       backends: Object.keys(config.catalog),
+      limits: placementLimitsMessage(placementLimits),
       source: agent,
       node,
       intervalMs: config.heartbeatIntervalMs,

@@ -2,7 +2,7 @@ import type { MessageInitShape } from "@bufbuild/protobuf";
 import { Code, WardenError, backoffDelayMs, invalidArgument, cryptoRng, nullLogger, sleep, systemClock, wardenVersion, type BackoffPolicy, type Clock, type Logger, type Rng } from "@warden/common";
 import type { HandlerContext, ServiceImpl } from "@warden/grpc";
 import { Metadata } from "@grpc/grpc-js";
-import { HeartbeatRequestSchema, HeartbeatResponseSchema, RegisterRequestSchema, RegisterResponseSchema, type HeartbeatResponse, type NodeService, type RegisterResponse } from "@warden/proto";
+import { HeartbeatRequestSchema, HeartbeatResponseSchema, RegisterRequestSchema, RegisterResponseSchema, type HeartbeatResponse, type NodeLimitsSchema, type NodeService, type RegisterResponse } from "@warden/proto";
 import { create } from "@bufbuild/protobuf";
 import { isAborted } from "./is-aborted.js";
 import type { InventorySnapshot, NodeResourcesInit } from "./agent.js";
@@ -48,6 +48,8 @@ export interface NodeHeartbeatOptions {
    * coordinator's bound); empty reads as "not reported" (an older agent: any).
    */
   backends: readonly string[];
+  /** Placement limits sent in Register (the agent config's maxReplicasPerModel and memoryBudget). @default {} */
+  limits?: MessageInitShape<typeof NodeLimitsSchema>;
   source: HeartbeatSource;
   node: NodeServicePort;
   /** @default 1000 (DESIGN §5); a nonzero heartbeat_interval_ms from Register overrides it */
@@ -105,7 +107,7 @@ export function createNodeHeartbeat(options: NodeHeartbeatOptions): NodeHeartbea
   const register = async (signal: AbortSignal): Promise<void> => {
     const res = await options.source.nodeResources(signal);
     const r = await options.node.register(
-      { nodeId: options.nodeId, address: options.address, labels: { ...options.labels }, gpus: res.gpus ?? [], bootEpoch: BigInt(options.source.bootEpochMs), ramTotalBytes: res.ramTotalBytes ?? 0n, version: wardenVersion, backends: [...options.backends] },
+      { nodeId: options.nodeId, address: options.address, labels: { ...options.labels }, gpus: res.gpus ?? [], bootEpoch: BigInt(options.source.bootEpochMs), ramTotalBytes: res.ramTotalBytes ?? 0n, version: wardenVersion, backends: [...options.backends], limits: options.limits ?? {} },
       { signal, timeoutMs: callTimeoutMs },
     );
     stats.registrations++;

@@ -25,6 +25,7 @@ import { Code, WardenError, formatDurationMs, invalidArgument, parseDurationMs, 
 import { eventToJson, eventTypeOf, parseEventType } from "@warden/events";
 import { exitCodes } from "./exit-codes.js";
 import { bytes, modelsTable, nodesTable, table } from "./render.js";
+import { replicasTable } from "./render-replicas.js";
 import type { ActionContext, GlobalOpts } from "./action-context.js";
 
 function json<T extends DescMessage>(schema: T, msg: MessageShape<T>): string {
@@ -45,7 +46,7 @@ export async function modelsLs(c: ActionContext, g: GlobalOpts, o: { node?: stri
     if (!known.includes(o.node)) throw new WardenError(Code.NotFound, `no node "${o.node}" is registered (known: ${known.join(", ") || "none"})`);
   }
   const r = await a.listModels({ nodeId: o.node ?? "" }, { timeoutMs: c.deadline(g) });
-  c.print(g.json ? json(ListModelsResponseSchema, r) : modelsTable(r.instances));
+  c.print(g.json ? json(ListModelsResponseSchema, r) : r.replicas.length === 0 || o.node !== undefined ? modelsTable(r.instances) : `${modelsTable(r.instances)}\n\n${replicasTable(r.replicas)}`);
   return undefined;
 }
 

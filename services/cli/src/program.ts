@@ -7,6 +7,7 @@ import type { ActionContext, CliIo, GlobalOpts, Runners } from "./action-context
 import type * as AdminActions from "./admin-actions.js";
 import { certsCommand } from "./certs-command.js";
 import type * as BackendActions from "./backend-actions.js";
+import type * as ReplicaActions from "./replica-actions.js";
 
 export type { CliIo } from "./action-context.js";
 
@@ -15,6 +16,7 @@ const defaultAddr = "127.0.0.1:50051";
 /** The admin actions, loaded on first use: `--help` and the long-running commands never load protobuf or the gRPC client. */
 const actions = (): Promise<typeof AdminActions> => import("./admin-actions.js");
 const backendActions = (): Promise<typeof BackendActions> => import("./backend-actions.js");
+const replicaActions = (): Promise<typeof ReplicaActions> => import("./replica-actions.js");
 
 /**
  * Builds the `warden` command tree. Every command has `--help`; admin
@@ -127,7 +129,9 @@ export function buildProgram(io: CliIo, runners: Runners): { program: Command; e
     .option("--metrics <host:port>", "serve Prometheus metrics at http://HOST:PORT/metrics")
     .option("--check-config", "validate the config and print the effective settings, then exit (0 valid, 2 not)", false)
     .option("--insecure", "allow plaintext gRPC on a non-loopback address (overrides the config's insecure)")
-    .action(async (o: { config: string; coordinator?: string; listen?: string; stopBackendsOnExit: boolean; metrics?: string; checkConfig: boolean; insecure?: boolean }) => {
+    .option("--max-replicas-per-model <n>", "replicas of one model this node may hold, 1..1024 (overrides the config's maxReplicasPerModel)")
+    .option("--memory-budget <size|pct>", 'what placement may account on this node, "40GiB" or "80%" (overrides the config\'s memoryBudget)')
+    .action(async (o: { config: string; coordinator?: string; listen?: string; stopBackendsOnExit: boolean; metrics?: string; checkConfig: boolean; insecure?: boolean; maxReplicasPerModel?: string; memoryBudget?: string }) => {
       const args = ["--config", o.config];
       if (o.coordinator !== undefined) args.push("--coordinator", o.coordinator);
       if (o.listen !== undefined) args.push("--listen", o.listen);
@@ -135,15 +139,19 @@ export function buildProgram(io: CliIo, runners: Runners): { program: Command; e
       if (o.metrics !== undefined) args.push("--metrics", o.metrics);
       if (o.checkConfig) args.push("--check-config");
       if (o.insecure === true) args.push("--insecure");
+      if (o.maxReplicasPerModel !== undefined) args.push("--max-replicas-per-model", o.maxReplicasPerModel);
+      if (o.memoryBudget !== undefined) args.push("--memory-budget", o.memoryBudget);
       code = await runners.agent(args);
     });
 
-  const models = program.command("models").description("list, load and unload models");
+  const viaReplicas = <A extends unknown[]>(fn: (r: typeof ReplicaActions, g: GlobalOpts, ...args: A) => Promise<number | undefined>) => act(async (_a, g, ...args: A) => fn(await replicaActions(), g, ...args));
+  const models = program.command("models").description("list, load, unload and scale models");
   withGlobal(
     models
       .command("ls")
       .description("every instance: loaded, loading, freed, pending eviction, leftover, orphan")
       .option("--node <id>", "only this node")
+      .addHelpText("after", "\nAfter the instances (without --node), one row per configured model: READY/DESIRED replicas, MIN..MAX (the config's\nor a `models scale` override), loading/stopping/leftover replicas, calls QUEUED for a ready one, and\nSCALE-UP: blocked (the circuit breaker: the error, failures, when it retries) or -.\n")
       .addHelpText("after", "\nPLACEMENT: local = started by the coordinator's embedded agent; local+remote = a process on another\nnode's agent, routed through the coordinator (its client and routing state are local); remote-only =\nknown only from a node's inventory (e.g. adopted after a restart) until first routed.\n"),
   ).action(act((a, g, o: { node?: string }) => a.modelsLs(ctx, g, o)));
   withGlobal(models.command("load").description("load a model (or return the loaded instance)").argument("<model>").option("--node <id>", "place on this node")).action(
@@ -157,8 +165,17 @@ export function buildProgram(io: CliIo, runners: Runners): { program: Command; e
       .option("--force", "skip the busy wait and Free; SIGKILL at once", false)
       .option("--stop-timeout <duration>", "bounds lock + busy wait + Free", "30s"),
   ).action(act((a, g, model: string, o: { force: boolean; stopTimeout: string }) => a.modelsUnload(ctx, g, model, o)));
+  withGlobal(
+    models
+      .command("scale")
+      .description("set a model's replica bounds live (Admin ScaleModel, audited as replica.scale-set): min replicas kept ready, at most max; a flag left out keeps its value")
+      .argument("<model>")
+      .option("--min <n>", "replicas kept ready (0 = load on demand), 0..1024")
+      .option("--max <n>", "most replicas at once, 1..1024 (>= min)")
+      .option("--operator <name>", "who asks, recorded in the audit event (default: the OS user)"),
+  ).action(viaReplicas((r, g, model: string, o: { min?: string; max?: string; operator?: string }) => r.modelsScale(ctx, g, model, o)));
 
-  const nodes = program.command("nodes").description("list, drain and undrain nodes; declare an unreachable node lost");
+  const nodes = program.command("nodes").description("list, drain and undrain nodes; declare an unreachable node lost; show or override placement limits");
   withGlobal(nodes.command("ls").description("registered nodes with health, version, drain progress and memory")).action(act((a, g) => a.nodesLs(ctx, g)));
   withGlobal(nodes.command("drain").description("stop placing on a node and evict its instances (pinned ones too)").argument("<node>").option("--force", "force-stop busy instances", false)).action(
     act((a, g, node: string, o: { force: boolean }) => a.nodesDrain(ctx, g, node, o)),
@@ -172,6 +189,16 @@ export function buildProgram(io: CliIo, runners: Runners): { program: Command; e
       .argument("<node>")
       .option("--reason <text>", "why, recorded in the node.lost audit event"),
   ).action(act((a, g, node: string, o: { reason?: string }) => a.nodesLost(ctx, g, node, o)));
+  withGlobal(
+    nodes
+      .command("limits")
+      .summary("show or override a node's placement limits")
+      .description("show a node's placement limits (no flags), or override them (Admin SetNodeLimits): the flags given replace the override's, the others keep theirs; the override wins over the agent's config and survives the agent's restart; --clear drops it")
+      .argument("<node>")
+      .option("--max-replicas-per-model <n>", "replicas of one model the node may hold, 1..1024")
+      .option("--memory-budget <size|pct>", 'what placement may account on the node: "40GiB" or "80%" of its GPU memory (RAM without GPUs)')
+      .option("--clear", "remove the override (the agent's limits apply again)", false),
+  ).action(viaReplicas((r, g, node: string, o: { maxReplicasPerModel?: string; memoryBudget?: string; clear: boolean }) => r.nodesLimits(ctx, g, node, o)));
 
   const policy = program.command("policy").description("show or change the live eviction policy");
   withGlobal(policy.command("get").description("the live policy")).action(act((a, g) => a.policyGet(ctx, g)));

@@ -6,7 +6,6 @@ import {
   InstanceState,
   NodeState,
   Placement,
-  PlacementDecision,
   UnloadOutcome,
   type ModelInstanceSchema,
   type NodeSchema,
@@ -28,10 +27,12 @@ import { applyPolicyPatch, type InstanceView } from "@warden/watchdog";
 import type { BackendClientHandle } from "./backend-connector.js";
 import { checkId } from "./check-id.js";
 import type { EventHub } from "./event-hub.js";
+import { explainPlacement } from "./explain-placement.js";
 import type { NodeRecord, NodeRegistry } from "./node-registry.js";
 import type { PlacementView } from "./placement-view.js";
 import { modelTables, policyPatchOf } from "./policy-patch.js";
 import { watchCallerOf } from "./watch-caller.js";
+import { applySetNodeLimits, checkScaleModel, modelReplicasInit, nodeLimitFields, replicaSummaries, type NodeLimitFields } from "./replica-admin.js";
 
 type ModelInstanceInit = MessageInitShape<typeof ModelInstanceSchema>;
 type NodeInit = MessageInitShape<typeof NodeSchema>;
@@ -94,8 +95,9 @@ export function modelInstance(deps: Pick<AdminDeps, "clock" | "loader">, v: Inst
   };
 }
 
-function nodeInit(n: NodeRecord, instanceCount: number, drainRemaining: number): NodeInit {
+function nodeInit(n: NodeRecord, instanceCount: number, drainRemaining: number, limits: NodeLimitFields): NodeInit {
   return {
+    ...limits,
     nodeId: n.nodeId,
     address: n.address,
     labels: n.labels,
@@ -149,6 +151,8 @@ export function adminService(d: AdminDeps): ServiceImpl<typeof AdminService> {
     return n;
   };
   const stateOfNode = (nodeId: string): NodeState => nodeStateOf(d.nodes.get(nodeId));
+  // Every node this service shows carries its placement limits (agent's, override, effective).
+  const nodeView = (n: NodeRecord, instanceCount: number, drainRemaining: number): NodeInit => nodeInit(n, instanceCount, drainRemaining, nodeLimitFields(d.nodes, n.nodeId));
   const instanceOf = (v: InstanceView): ModelInstanceInit => modelInstance(d, v, stateOfNode(v.nodeId));
   const instancesOn = (nodeId: string | undefined): ModelInstanceInit[] => {
     const snap = d.loader.snapshot();
@@ -179,12 +183,12 @@ export function adminService(d: AdminDeps): ServiceImpl<typeof AdminService> {
   return {
     async listNodes() {
       const c = counts();
-      return { nodes: d.nodes.list().map((n) => nodeInit(n, c.get(n.nodeId) ?? 0, n.draining ? (c.get(n.nodeId) ?? 0) : 0)) };
+      return { nodes: d.nodes.list().map((n) => nodeView(n, c.get(n.nodeId) ?? 0, n.draining ? (c.get(n.nodeId) ?? 0) : 0)) };
     },
     async getNode(req) {
       const n = nodeOf(req.nodeId);
       const c = counts().get(n.nodeId) ?? 0;
-      return { node: nodeInit(n, c, n.draining ? c : 0), instances: instancesOn(n.nodeId) };
+      return { node: nodeView(n, c, n.draining ? c : 0), instances: instancesOn(n.nodeId) };
     },
     async drainNode(req) {
       const n = nodeOf(req.nodeId);
@@ -195,12 +199,12 @@ export function adminService(d: AdminDeps): ServiceImpl<typeof AdminService> {
         });
       }
       const c = counts().get(n.nodeId) ?? 0;
-      return { node: nodeInit(n, c, c) };
+      return { node: nodeView(n, c, c) };
     },
     async undrainNode(req) {
       const n = nodeOf(req.nodeId);
       n.draining = false;
-      return { node: nodeInit(n, counts().get(n.nodeId) ?? 0, 0) };
+      return { node: nodeView(n, counts().get(n.nodeId) ?? 0, 0) };
     },
     async declareNodeLost(req) {
       // Every check comes before the one change, in the same turn: a refused
@@ -208,7 +212,7 @@ export function adminService(d: AdminDeps): ServiceImpl<typeof AdminService> {
       const n = nodeOf(req.nodeId);
       if (n.state === "lost") {
         const c = counts().get(n.nodeId) ?? 0;
-        return { node: nodeInit(n, c, n.draining ? c : 0), wasAlreadyLost: true };
+        return { node: nodeView(n, c, n.draining ? c : 0), wasAlreadyLost: true };
       }
       if (n.embedded) {
         throw new WardenError(Code.FailedPrecondition, `node_id: node "${n.nodeId}" is the coordinator's embedded agent: it runs inside the coordinator and cannot be lost apart from it (drain it to empty it)`);
@@ -220,13 +224,14 @@ export function adminService(d: AdminDeps): ServiceImpl<typeof AdminService> {
       // pause (that pause holds back only the timeout path in checkHealth).
       d.nodes.declareLost(n, true, req.reason.slice(0, 1024));
       const c = counts().get(n.nodeId) ?? 0;
-      return { node: nodeInit(n, c, n.draining ? c : 0), wasAlreadyLost: false };
+      return { node: nodeView(n, c, n.draining ? c : 0), wasAlreadyLost: false };
     },
     async listModels(req) {
       if (req.nodeId !== "") checkId(req.nodeId, "node_id");
       return {
         instances: instancesOn(req.nodeId === "" ? undefined : req.nodeId),
         configured: d.loader.modelSpecs().map((m) => ({ model: m.id, backend: m.backend, groups: [...m.groups], pinned: m.pinned, sizeBytes: BigInt(m.sizeBytes) })),
+        replicas: replicaSummaries(d.loader, d.clock),
       };
     },
     async loadModel(req, ctx) {
@@ -285,21 +290,21 @@ export function adminService(d: AdminDeps): ServiceImpl<typeof AdminService> {
       checkId(req.model, "model");
       const spec = d.loader.modelSpec(req.model);
       if (spec === undefined) throw new WardenError(Code.NotFound, `model: "${req.model}" is not configured`);
-      const loaded = d.loader.core.instancesOfModel(req.model);
-      const first = loaded[0];
-      if (first !== undefined) {
-        return { decision: PlacementDecision.ALREADY_LOADED, nodeId: first.nodeId, reason: `already on node "${first.nodeId}" (${first.pendingEviction === undefined ? first.state : "pending eviction"})`, nodes: [] };
-      }
-      const plan = d.placement.plan(spec);
-      const nodes = plan.verdicts.map((v) => ({ nodeId: v.nodeId, fits: v.fits, reason: v.reason, freeBytes: BigInt(Math.round(v.freeBytes)), score: v.score, wouldEvict: d.placement.wouldEvict(spec, v.nodeId) }));
-      switch (plan.t) {
-        case "place":
-          return { decision: PlacementDecision.PLACE, nodeId: plan.nodeId, reason: plan.reason, nodes };
-        case "evict-then-place":
-          return { decision: PlacementDecision.EVICT_THEN_PLACE, nodeId: plan.nodeId, reason: plan.reason, nodes };
-        case "no-fit":
-          return { decision: plan.verdicts.some((v) => v.reason.includes("cannot resolve")) ? PlacementDecision.WAIT : PlacementDecision.NO_FIT, nodeId: "", reason: plan.reason, nodes };
-      }
+      // For the next replica (issue 16), with the model's scale-up circuit breaker when open.
+      return explainPlacement({ core: d.loader.core, placement: d.placement, nowMs: d.clock.now() }, spec, d.loader.replicaStatus(req.model)?.blocked);
+    },
+    async scaleModel(req) {
+      const { patch, operator } = checkScaleModel(req);
+      // The loader validates against the model's settings whole, applies, and audits it (replica.scale-set).
+      d.loader.scale(req.model, patch, operator);
+      const status = d.loader.replicaStatus(req.model);
+      return status === undefined ? {} : { replicas: modelReplicasInit(status, d.clock.now()) };
+    },
+    async setNodeLimits(req) {
+      applySetNodeLimits(req, d.nodes);
+      const n = nodeOf(req.nodeId);
+      const c = counts().get(n.nodeId) ?? 0;
+      return { node: nodeView(n, c, n.draining ? c : 0) };
     },
     async *watchEvents(req, ctx) {
       // Same rules as every other identifier: a filter that can never match

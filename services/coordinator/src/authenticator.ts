@@ -21,6 +21,8 @@ export const adminMethodRoles: Readonly<Record<string, "viewer" | "operator">> =
   DeclareNodeLost: "operator",
   ForgetInstance: "operator",
   UpdatePolicy: "operator",
+  ScaleModel: "operator",
+  SetNodeLimits: "operator",
 });
 
 const rank: Readonly<Record<Role, number>> = { viewer: 1, operator: 2, admin: 3, inference: 0, node: 0 };

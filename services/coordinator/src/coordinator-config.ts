@@ -25,6 +25,7 @@ import { checkModelFile, loadSettingFields, parseLoadSettings } from "./model-lo
 import { resolveAuthConfig, type AuthConfig } from "./auth-config.js";
 import { parseCoordinatorLimits, type CoordinatorLimits } from "./limits-config.js";
 import { parseHttpSettings, httpSettingsFields, type HttpSettings } from "./http/http-settings.js";
+import { modelReplicaFields, parseModelReplicas } from "./model-replica-config.js";
 
 /** The coordinator's validated configuration. Durations in ms, sizes in bytes. TLS: see tls-settings.ts. */
 export interface CoordinatorConfig extends TlsSettings, HttpSettings {
@@ -158,7 +159,7 @@ function stringMap(v: unknown, field: string): Record<string, string> {
   return v as Record<string, string>;
 }
 
-const modelFields = ["id", "backend", "options", "modelFile", "contextSize", "groups", "pinned", "memoryEstimate", "selector", "loadTimeout", "promptTemplate", ...loadSettingFields];
+const modelFields = ["id", "backend", "options", "modelFile", "contextSize", "groups", "pinned", "memoryEstimate", "selector", "loadTimeout", "promptTemplate", ...loadSettingFields, ...modelReplicaFields];
 
 function model(v: unknown, field: string): ModelSpec {
   if (!isRecord(v)) throw invalidArgument(field, "must be a map");
@@ -176,6 +177,7 @@ function model(v: unknown, field: string): ModelSpec {
     sizeBytes: v["memoryEstimate"] === undefined ? 0 : parseSizeBytes(v["memoryEstimate"], `${field}.memoryEstimate`),
     selector: stringMap(v["selector"], `${field}.selector`),
     loadTimeoutMs: positiveDuration(v["loadTimeout"], `${field}.loadTimeout`, 600_000, maxOperationTimeoutMs),
+    ...parseModelReplicas(v, field),
   });
 }
 

@@ -8,7 +8,7 @@ import { Loader } from "@warden/loader";
 import { createOutbox, nullPublisher, type Outbox, type OutboxHealth, type Publisher } from "@warden/outbox";
 import { openFileJournal, type FileJournal } from "@warden/journal";
 import { describeAuditLinkState, startAuditLink, type AuditLink, type NatsCredentials } from "@warden/audit";
-import { builtinCatalog, servePrometheus, createAgent, createNodeHeartbeat, inProcessNodeService, resolveAgentConfig, type Agent, type NodeHeartbeat } from "@warden/agent";
+import { builtinCatalog, servePrometheus, createAgent, createNodeHeartbeat, inProcessNodeService, placementLimitsMessage, resolveAgentConfig, type Agent, type NodeHeartbeat } from "@warden/agent";
 import type { CoordinatorConfig } from "./coordinator-config.js";
 import { adminService } from "./admin-service.js";
 import type { BackendClientHandle } from "./backend-connector.js";
@@ -294,6 +294,8 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
       client: inProcessClient(AgentService, agent.service),
       version: wardenVersion,
       backends: Object.keys(agentConfig.catalog),
+      // Checked by the agent's own config parser (the same bounds as Register's).
+      limits: agentConfig.placementLimits,
     });
     // Seed the embedded node's inventory now, so "is it loaded anywhere?" has an
     // answer before the first heartbeat (the agent is in this process: no doubt).
@@ -312,6 +314,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
       address: "in-process",
       labels: agentConfig.labels,
       backends: Object.keys(agentConfig.catalog),
+      limits: placementLimitsMessage(agentConfig.placementLimits),
       source: agent,
       node: inProcessNodeService(nodeImpl),
       intervalMs: agentConfig.heartbeatIntervalMs,

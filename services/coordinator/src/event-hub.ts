@@ -19,6 +19,7 @@ const reasons: Readonly<Record<CoreReason | "orphan" | "vanished", EvictionReaso
   retry: EvictionReason.ADMIN,
   orphan: EvictionReason.ORPHAN,
   vanished: EvictionReason.VANISHED,
+  "scale-down": EvictionReason.SCALE_DOWN,
 };
 
 /** Maps a loader event to the DESIGN §4 event payload. */
@@ -68,6 +69,14 @@ export function eventInitOf(e: LoaderEvent): EventInit {
       return { ...base, payload: { case: "instanceForgotten", value: { $typeName: "warden.v1.InstanceForgotten", operator: e.operator, note: e.note } } };
     case "instance.adopted":
       return { ...base, payload: { case: "instanceAdopted", value: { $typeName: "warden.v1.InstanceAdopted", asLeftover: e.asLeftover, foundBy: e.foundBy } } };
+    case "replica.scaled-up":
+      return { ...base, payload: { case: "replicaScaledUp", value: { $typeName: "warden.v1.ReplicaScaledUp", cause: e.cause, replicas: e.replicas } } };
+    case "replica.scaled-down":
+      return { ...base, payload: { case: "replicaScaledDown", value: { $typeName: "warden.v1.ReplicaScaledDown", replicas: e.replicas } } };
+    case "replica.scale-blocked":
+      return { ...base, payload: { case: "replicaScaleBlocked", value: { $typeName: "warden.v1.ReplicaScaleBlocked", error: e.error, failures: e.failures, retryAfterMs: BigInt(Math.max(0, Math.round(e.retryAfterMs))) } } };
+    case "replica.scale-set":
+      return { ...base, payload: { case: "replicaScaleSet", value: { $typeName: "warden.v1.ReplicaScaleSet", operator: e.operator, min: e.min, max: e.max } } };
   }
 }
 

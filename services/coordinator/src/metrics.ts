@@ -4,6 +4,7 @@ import { EvictionFailedOutcome, EvictionReason } from "@warden/proto";
 import type { Loader } from "@warden/loader";
 import type { Outbox } from "@warden/outbox";
 import type { NodeRegistry } from "./node-registry.js";
+import { ReplicaMetrics } from "./replica-metrics.js";
 
 function reasonName(r: EvictionReason): string {
   return EvictionReason[r].toLowerCase();
@@ -26,6 +27,7 @@ export class CoordinatorMetrics {
   private readonly journalRepairs: Counter;
   private readonly journalDroppedBytes: Counter;
   private readonly journalDroppedRecords: Counter;
+  private readonly replicas: ReplicaMetrics;
 
   constructor(loader: Loader, nodes: NodeRegistry, outbox: Outbox) {
     const r = this.registry;
@@ -102,10 +104,12 @@ export class CoordinatorMetrics {
     this.journalRepairs = new Counter({ name: "warden_journal_repairs_total", help: "Torn journal tails cut off at start (journal.repaired events).", registers: [r] });
     this.journalDroppedBytes = new Counter({ name: "warden_journal_repaired_bytes_total", help: "Bytes cut off torn journal tails at start.", registers: [r] });
     this.journalDroppedRecords = new Counter({ name: "warden_journal_repaired_records_total", help: "Records (whole or partial) in torn journal tails cut off at start.", registers: [r] });
+    this.replicas = new ReplicaMetrics(r, loader);
   }
 
   /** Feeds counters from a committed event. */
   observe(e: Event): void {
+    this.replicas.observe(e);
     switch (e.payload.case) {
       case "evictionStopped":
         this.evictions.inc({ reason: reasonName(e.payload.value.reason), outcome: "stopped" });

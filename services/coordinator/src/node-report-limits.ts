@@ -1,5 +1,6 @@
 import { BackendState, type ForeignProcess, type GpuInfo, type HeartbeatRequest, type InventoryEntry, type NodeResources, type OrphanProcess, type RegisterRequest } from "@warden/proto";
 import { capExceeded, echoValue, identifierPattern, identifierRule, invalidArgument } from "@warden/common";
+import { nodeLimitsFromWire } from "./node-limits-wire.js";
 
 /**
  * Bounds on what one Register or Heartbeat may carry. Everything a peer sends
@@ -199,6 +200,7 @@ export function validateRegister(req: RegisterRequest, inProcessAllowed: boolean
   checkBytes("ram_total_bytes", req.ramTotalBytes);
   checkText("version", req.version, L.maxVersionChars);
   checkCatalog(req.backends);
+  nodeLimitsFromWire(req.limits, "limits");
 }
 
 /** The configurable per-heartbeat caps (coordinator `limits.maxInventoryPerHeartbeat` / `maxOrphansPerHeartbeat`). */

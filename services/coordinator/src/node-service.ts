@@ -3,6 +3,7 @@ import type { ServiceImpl } from "@warden/grpc";
 import { Code, WardenError, type Clock } from "@warden/common";
 import type { NodeRegistry } from "./node-registry.js";
 import { nodeReportLimits, validateHeartbeat, validateRegister, type HeartbeatCaps } from "./node-report-limits.js";
+import { nodeLimitsFromWire } from "./node-limits-wire.js";
 
 /**
  * The peer name of the coordinator's own in-process calls (inProcessNodeService).
@@ -29,12 +30,13 @@ export function nodeService(nodes: NodeRegistry, _clock: Clock, coordinatorEpoch
   return {
     async register(req, ctx) {
       validateRegister(req, ctx.peer === inProcessPeer && nodes.get(req.nodeId)?.embedded === true);
+      const limits = nodeLimitsFromWire(req.limits, "limits");
       const existing = nodes.get(req.nodeId);
       if (checkEmbedded(req.nodeId, ctx.peer) && existing !== undefined) {
         // The embedded agent re-registers in process; keep its in-process client.
-        nodes.register({ nodeId: req.nodeId, address: existing.address, labels: req.labels, gpus: req.gpus, bootEpoch: req.bootEpoch, embedded: true, client: existing.client, version: req.version, backends: req.backends });
+        nodes.register({ nodeId: req.nodeId, address: existing.address, labels: req.labels, gpus: req.gpus, bootEpoch: req.bootEpoch, embedded: true, client: existing.client, version: req.version, backends: req.backends, limits });
       } else {
-        nodes.register({ nodeId: req.nodeId, address: req.address, labels: req.labels, gpus: req.gpus, bootEpoch: req.bootEpoch, version: req.version, backends: req.backends, credentialed });
+        nodes.register({ nodeId: req.nodeId, address: req.address, labels: req.labels, gpus: req.gpus, bootEpoch: req.bootEpoch, version: req.version, backends: req.backends, limits, credentialed });
       }
       return { coordinatorEpoch, heartbeatIntervalMs: 1_000 };
     },

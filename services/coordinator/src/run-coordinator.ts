@@ -143,7 +143,7 @@ export async function runCoordinator(o: RunCoordinatorOptions): Promise<number> 
         `  embeddedAgent  ${String(config.embeddedAgent)}`,
         `  placement      ${config.placement}`,
         `  policy         ${policyLine(config)}`,
-        `  models         ${config.models.map((m) => `${m.id} (${m.backend})`).join(", ") || "(none)"}`,
+        `  models         ${config.models.map((m) => `${m.id} (${m.backend}${m.replicas.min > 0 || m.replicas.max > 1 ? `, replicas ${String(m.replicas.min)}..${String(m.replicas.max)}` : ""}${m.spread === "any" ? "" : `, spread ${m.spread}`})`).join(", ") || "(none)"}`,
         `  nats           ${config.nats?.url ?? "off"}`,
         `  tls            ${config.tls === undefined ? `off (plaintext${config.insecure ? ", insecure: true" : ", loopback only"})` : `${config.tls.certFile}${config.tls.caFile === undefined ? "" : ` (mutual TLS, CA ${config.tls.caFile})`}`}`,
         `  auth           ${config.auth.tokensFile === undefined ? "off" : `${config.auth.tokensFile} (${String((await readTokenTable(config.auth.tokensFile)).size)} tokens)`}${config.auth.backendTokenFile === undefined ? "" : `; backend token ${config.auth.backendTokenFile}`}`,

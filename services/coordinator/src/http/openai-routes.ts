@@ -22,7 +22,7 @@ export function openAiRoutes(ctx: CoordinatorHttpContext): HttpRouteRegistrar {
     await app.register(fastifyMultipart, { limits: { fileSize: ctx.config().http.bodyLimitBytes, files: 1 } });
     app.get("/v1/models", async (request) => {
       const p = ctx.auth.requireInference(request);
-      const all = listOpenAiModels(ctx.loader);
+      const all = listOpenAiModels(ctx.loader, ctx.clock.now());
       // A token for some models sees those only.
       return p?.models === undefined ? all : { ...all, data: all.data.filter((m) => p.models?.has(m.id) === true) };
     });

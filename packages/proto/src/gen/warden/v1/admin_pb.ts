@@ -11,6 +11,8 @@ import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { Event } from "./events_pb.js";
 import { file_warden_v1_events } from "./events_pb.js";
+import type { NodeLimits } from "./node_pb.js";
+import { file_warden_v1_node } from "./node_pb.js";
 import type { ForeignProcess, NodeResources } from "./types_pb.js";
 import { file_warden_v1_types } from "./types_pb.js";
 import type { Message } from "@bufbuild/protobuf";
@@ -19,7 +21,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file warden/v1/admin.proto.
  */
 export const file_warden_v1_admin: GenFile = /*@__PURE__*/
-  fileDesc("ChV3YXJkZW4vdjEvYWRtaW4ucHJvdG8SCXdhcmRlbi52MSLFAwoETm9kZRIPCgdub2RlX2lkGAEgASgJEg8KB2FkZHJlc3MYAiABKAkSKwoGbGFiZWxzGAMgAygLMhsud2FyZGVuLnYxLk5vZGUuTGFiZWxzRW50cnkSIwoFc3RhdGUYBCABKA4yFC53YXJkZW4udjEuTm9kZVN0YXRlEhAKCGRyYWluaW5nGAUgASgIEhcKD2RyYWluX3JlbWFpbmluZxgGIAEoDRIrCglyZXNvdXJjZXMYByABKAsyGC53YXJkZW4udjEuTm9kZVJlc291cmNlcxI1ChFsYXN0X2hlYXJ0YmVhdF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKYm9vdF9lcG9jaBgJIAEoBBIWCg5pbnN0YW5jZV9jb3VudBgKIAEoDRIQCghlbWJlZGRlZBgLIAEoCBIqCgdmb3JlaWduGAwgAygLMhkud2FyZGVuLnYxLkZvcmVpZ25Qcm9jZXNzEg8KB3ZlcnNpb24YDSABKAkSEAoIYmFja2VuZHMYDiADKAkaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASISChBMaXN0Tm9kZXNSZXF1ZXN0IjMKEUxpc3ROb2Rlc1Jlc3BvbnNlEh4KBW5vZGVzGAEgAygLMg8ud2FyZGVuLnYxLk5vZGUiIQoOR2V0Tm9kZVJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCSJdCg9HZXROb2RlUmVzcG9uc2USHQoEbm9kZRgBIAEoCzIPLndhcmRlbi52MS5Ob2RlEisKCWluc3RhbmNlcxgCIAMoCzIYLndhcmRlbi52MS5Nb2RlbEluc3RhbmNlIjIKEERyYWluTm9kZVJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCRINCgVmb3JjZRgCIAEoCCIyChFEcmFpbk5vZGVSZXNwb25zZRIdCgRub2RlGAEgASgLMg8ud2FyZGVuLnYxLk5vZGUiJQoSVW5kcmFpbk5vZGVSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAkiNAoTVW5kcmFpbk5vZGVSZXNwb25zZRIdCgRub2RlGAEgASgLMg8ud2FyZGVuLnYxLk5vZGUiOQoWRGVjbGFyZU5vZGVMb3N0UmVxdWVzdBIPCgdub2RlX2lkGAEgASgJEg4KBnJlYXNvbhgCIAEoCSJSChdEZWNsYXJlTm9kZUxvc3RSZXNwb25zZRIdCgRub2RlGAEgASgLMg8ud2FyZGVuLnYxLk5vZGUSGAoQd2FzX2FscmVhZHlfbG9zdBgCIAEoCCJuCgxMZWZ0b3ZlckluZm8SEAoIYXR0ZW1wdHMYASABKA0SEgoKbGFzdF9lcnJvchgCIAEoCRIpCgVzaW5jZRgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDQoFc3R1Y2sYBCABKAgi/QMKDU1vZGVsSW5zdGFuY2USDQoFbW9kZWwYASABKAkSDwoHbm9kZV9pZBgCIAEoCRIPCgdhZGRyZXNzGAMgASgJEhMKC2luY2FybmF0aW9uGAQgASgJEicKCXBsYWNlbWVudBgFIAEoDjIULndhcmRlbi52MS5QbGFjZW1lbnQSJwoFc3RhdGUYBiABKA4yGC53YXJkZW4udjEuSW5zdGFuY2VTdGF0ZRIRCglpbl9mbGlnaHQYByABKA0SLgoKYnVzeV9zaW5jZRgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKaWRsZV9zaW5jZRgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLQoJbGFzdF91c2VkGAogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIYChBwZW5kaW5nX2V2aWN0aW9uGAsgASgIEg4KBnBpbm5lZBgMIAEoCBIOCgZncm91cHMYDSADKAkSEgoKc2l6ZV9ieXRlcxgOIAEoBBIpCghsZWZ0b3ZlchgPIAEoCzIXLndhcmRlbi52MS5MZWZ0b3ZlckluZm8SDwoHYmFja2VuZBgQIAEoCRIoCgpub2RlX3N0YXRlGBEgASgOMhQud2FyZGVuLnYxLk5vZGVTdGF0ZSIkChFMaXN0TW9kZWxzUmVxdWVzdBIPCgdub2RlX2lkGAEgASgJImUKD0NvbmZpZ3VyZWRNb2RlbBINCgVtb2RlbBgBIAEoCRIPCgdiYWNrZW5kGAIgASgJEg4KBmdyb3VwcxgDIAMoCRIOCgZwaW5uZWQYBCABKAgSEgoKc2l6ZV9ieXRlcxgFIAEoBCJxChJMaXN0TW9kZWxzUmVzcG9uc2USKwoJaW5zdGFuY2VzGAEgAygLMhgud2FyZGVuLnYxLk1vZGVsSW5zdGFuY2USLgoKY29uZmlndXJlZBgCIAMoCzIaLndhcmRlbi52MS5Db25maWd1cmVkTW9kZWwiMgoQTG9hZE1vZGVsUmVxdWVzdBINCgVtb2RlbBgBIAEoCRIPCgdub2RlX2lkGAIgASgJIj8KEUxvYWRNb2RlbFJlc3BvbnNlEioKCGluc3RhbmNlGAEgASgLMhgud2FyZGVuLnYxLk1vZGVsSW5zdGFuY2UiSwoSVW5sb2FkTW9kZWxSZXF1ZXN0Eg0KBW1vZGVsGAEgASgJEg0KBWZvcmNlGAIgASgIEhcKD3N0b3BfdGltZW91dF9tcxgDIAEoBCJ7ChNVbmxvYWRNb2RlbFJlc3BvbnNlEikKB291dGNvbWUYASABKA4yGC53YXJkZW4udjEuVW5sb2FkT3V0Y29tZRINCgVlcnJvchgCIAEoCRIqCghpbnN0YW5jZRgDIAEoCzIYLndhcmRlbi52MS5Nb2RlbEluc3RhbmNlIl0KFUZvcmdldEluc3RhbmNlUmVxdWVzdBIPCgdub2RlX2lkGAEgASgJEhMKC2luY2FybmF0aW9uGAIgASgJEhAKCG9wZXJhdG9yGAMgASgJEgwKBG5vdGUYBCABKAkiGAoWRm9yZ2V0SW5zdGFuY2VSZXNwb25zZSLqAgoGUG9saWN5EhYKDmxpbWl0X3Blcl9ub2RlGAEgASgNEhIKCmlkbGVfY2hlY2sYAiABKAgSFwoPaWRsZV90aW1lb3V0X21zGAMgASgEEhIKCmJ1c3lfY2hlY2sYBCABKAgSFwoPYnVzeV90aW1lb3V0X21zGAUgASgEEhgKEG1lbW9yeV9yZWNsYWltZXIYBiABKAgSGAoQbWVtb3J5X3RocmVzaG9sZBgHIAEoARIgChhmb3JjZV9ldmljdGlvbl93aGVuX2J1c3kYCCABKAgSEgoKc2l6ZV9hd2FyZRgJIAEoCBIYChB0aWNrX2ludGVydmFsX21zGAogASgEEhsKE2VuZm9yY2VtZW50X3JldHJpZXMYCyABKA0SJQodZW5mb3JjZW1lbnRfcmV0cnlfaW50ZXJ2YWxfbXMYDCABKAQSJgoGbW9kZWxzGA0gAygLMhYud2FyZGVuLnYxLk1vZGVsUG9saWN5IjwKC01vZGVsUG9saWN5Eg0KBW1vZGVsGAEgASgJEg4KBnBpbm5lZBgCIAEoCBIOCgZncm91cHMYAyADKAkiEgoQR2V0UG9saWN5UmVxdWVzdCI2ChFHZXRQb2xpY3lSZXNwb25zZRIhCgZwb2xpY3kYASABKAsyES53YXJkZW4udjEuUG9saWN5Iu0DCgtQb2xpY3lQYXRjaBIbCg5saW1pdF9wZXJfbm9kZRgBIAEoDUgAiAEBEhcKCmlkbGVfY2hlY2sYAiABKAhIAYgBARIcCg9pZGxlX3RpbWVvdXRfbXMYAyABKARIAogBARIXCgpidXN5X2NoZWNrGAQgASgISAOIAQESHAoPYnVzeV90aW1lb3V0X21zGAUgASgESASIAQESHQoQbWVtb3J5X3JlY2xhaW1lchgGIAEoCEgFiAEBEh0KEG1lbW9yeV90aHJlc2hvbGQYByABKAFIBogBARIlChhmb3JjZV9ldmljdGlvbl93aGVuX2J1c3kYCCABKAhIB4gBARIXCgpzaXplX2F3YXJlGAkgASgISAiIAQESJgoGbW9kZWxzGAogAygLMhYud2FyZGVuLnYxLk1vZGVsUG9saWN5QhEKD19saW1pdF9wZXJfbm9kZUINCgtfaWRsZV9jaGVja0ISChBfaWRsZV90aW1lb3V0X21zQg0KC19idXN5X2NoZWNrQhIKEF9idXN5X3RpbWVvdXRfbXNCEwoRX21lbW9yeV9yZWNsYWltZXJCEwoRX21lbW9yeV90aHJlc2hvbGRCGwoZX2ZvcmNlX2V2aWN0aW9uX3doZW5fYnVzeUINCgtfc2l6ZV9hd2FyZSI8ChNVcGRhdGVQb2xpY3lSZXF1ZXN0EiUKBXBhdGNoGAEgASgLMhYud2FyZGVuLnYxLlBvbGljeVBhdGNoIjkKFFVwZGF0ZVBvbGljeVJlc3BvbnNlEiEKBnBvbGljeRgBIAEoCzIRLndhcmRlbi52MS5Qb2xpY3kiKAoXRXhwbGFpblBsYWNlbWVudFJlcXVlc3QSDQoFbW9kZWwYASABKAkidAoLTm9kZVZlcmRpY3QSDwoHbm9kZV9pZBgBIAEoCRIMCgRmaXRzGAIgASgIEg4KBnJlYXNvbhgDIAEoCRISCgpmcmVlX2J5dGVzGAQgASgEEhMKC3dvdWxkX2V2aWN0GAUgAygJEg0KBXNjb3JlGAYgASgBIpIBChhFeHBsYWluUGxhY2VtZW50UmVzcG9uc2USLgoIZGVjaXNpb24YASABKA4yHC53YXJkZW4udjEuUGxhY2VtZW50RGVjaXNpb24SDwoHbm9kZV9pZBgCIAEoCRIOCgZyZWFzb24YAyABKAkSJQoFbm9kZXMYBCADKAsyFi53YXJkZW4udjEuTm9kZVZlcmRpY3QiQwoSV2F0Y2hFdmVudHNSZXF1ZXN0Eg0KBXR5cGVzGAEgAygJEg8KB25vZGVfaWQYAiABKAkSDQoFbW9kZWwYAyABKAkiNgoTV2F0Y2hFdmVudHNSZXNwb25zZRIfCgVldmVudBgBIAEoCzIQLndhcmRlbi52MS5FdmVudCpuCglOb2RlU3RhdGUSGgoWTk9ERV9TVEFURV9VTlNQRUNJRklFRBAAEhQKEE5PREVfU1RBVEVfUkVBRFkQARIaChZOT0RFX1NUQVRFX1VOUkVBQ0hBQkxFEAISEwoPTk9ERV9TVEFURV9MT1NUEAMqcgoJUGxhY2VtZW50EhkKFVBMQUNFTUVOVF9VTlNQRUNJRklFRBAAEhMKD1BMQUNFTUVOVF9MT0NBTBABEhoKFlBMQUNFTUVOVF9MT0NBTF9SRU1PVEUQAhIZChVQTEFDRU1FTlRfUkVNT1RFX09OTFkQAyrcAQoNSW5zdGFuY2VTdGF0ZRIeChpJTlNUQU5DRV9TVEFURV9VTlNQRUNJRklFRBAAEhoKFklOU1RBTkNFX1NUQVRFX0xPQURJTkcQARIYChRJTlNUQU5DRV9TVEFURV9SRUFEWRACEhgKFElOU1RBTkNFX1NUQVRFX0ZSRUVEEAMSIwofSU5TVEFOQ0VfU1RBVEVfUEVORElOR19FVklDVElPThAEEhsKF0lOU1RBTkNFX1NUQVRFX0xFRlRPVkVSEAUSGQoVSU5TVEFOQ0VfU1RBVEVfT1JQSEFOEAYqrAEKDVVubG9hZE91dGNvbWUSHgoaVU5MT0FEX09VVENPTUVfVU5TUEVDSUZJRUQQABIaChZVTkxPQURfT1VUQ09NRV9TVE9QUEVEEAESIwofVU5MT0FEX09VVENPTUVfUkVHSVNURVJFRF9BR0FJThACEhsKF1VOTE9BRF9PVVRDT01FX0xFRlRPVkVSEAMSHQoZVU5MT0FEX09VVENPTUVfTk9UX0xPQURFRBAEKuEBChFQbGFjZW1lbnREZWNpc2lvbhIiCh5QTEFDRU1FTlRfREVDSVNJT05fVU5TUEVDSUZJRUQQABIlCiFQTEFDRU1FTlRfREVDSVNJT05fQUxSRUFEWV9MT0FERUQQARIcChhQTEFDRU1FTlRfREVDSVNJT05fUExBQ0UQAhInCiNQTEFDRU1FTlRfREVDSVNJT05fRVZJQ1RfVEhFTl9QTEFDRRADEhsKF1BMQUNFTUVOVF9ERUNJU0lPTl9XQUlUEAQSHQoZUExBQ0VNRU5UX0RFQ0lTSU9OX05PX0ZJVBAFMoYICgxBZG1pblNlcnZpY2USRgoJTGlzdE5vZGVzEhsud2FyZGVuLnYxLkxpc3ROb2Rlc1JlcXVlc3QaHC53YXJkZW4udjEuTGlzdE5vZGVzUmVzcG9uc2USQAoHR2V0Tm9kZRIZLndhcmRlbi52MS5HZXROb2RlUmVxdWVzdBoaLndhcmRlbi52MS5HZXROb2RlUmVzcG9uc2USRgoJRHJhaW5Ob2RlEhsud2FyZGVuLnYxLkRyYWluTm9kZVJlcXVlc3QaHC53YXJkZW4udjEuRHJhaW5Ob2RlUmVzcG9uc2USTAoLVW5kcmFpbk5vZGUSHS53YXJkZW4udjEuVW5kcmFpbk5vZGVSZXF1ZXN0Gh4ud2FyZGVuLnYxLlVuZHJhaW5Ob2RlUmVzcG9uc2USWAoPRGVjbGFyZU5vZGVMb3N0EiEud2FyZGVuLnYxLkRlY2xhcmVOb2RlTG9zdFJlcXVlc3QaIi53YXJkZW4udjEuRGVjbGFyZU5vZGVMb3N0UmVzcG9uc2USSQoKTGlzdE1vZGVscxIcLndhcmRlbi52MS5MaXN0TW9kZWxzUmVxdWVzdBodLndhcmRlbi52MS5MaXN0TW9kZWxzUmVzcG9uc2USRgoJTG9hZE1vZGVsEhsud2FyZGVuLnYxLkxvYWRNb2RlbFJlcXVlc3QaHC53YXJkZW4udjEuTG9hZE1vZGVsUmVzcG9uc2USTAoLVW5sb2FkTW9kZWwSHS53YXJkZW4udjEuVW5sb2FkTW9kZWxSZXF1ZXN0Gh4ud2FyZGVuLnYxLlVubG9hZE1vZGVsUmVzcG9uc2USVQoORm9yZ2V0SW5zdGFuY2USIC53YXJkZW4udjEuRm9yZ2V0SW5zdGFuY2VSZXF1ZXN0GiEud2FyZGVuLnYxLkZvcmdldEluc3RhbmNlUmVzcG9uc2USRgoJR2V0UG9saWN5Ehsud2FyZGVuLnYxLkdldFBvbGljeVJlcXVlc3QaHC53YXJkZW4udjEuR2V0UG9saWN5UmVzcG9uc2USTwoMVXBkYXRlUG9saWN5Eh4ud2FyZGVuLnYxLlVwZGF0ZVBvbGljeVJlcXVlc3QaHy53YXJkZW4udjEuVXBkYXRlUG9saWN5UmVzcG9uc2USWwoQRXhwbGFpblBsYWNlbWVudBIiLndhcmRlbi52MS5FeHBsYWluUGxhY2VtZW50UmVxdWVzdBojLndhcmRlbi52MS5FeHBsYWluUGxhY2VtZW50UmVzcG9uc2USTgoLV2F0Y2hFdmVudHMSHS53YXJkZW4udjEuV2F0Y2hFdmVudHNSZXF1ZXN0Gh4ud2FyZGVuLnYxLldhdGNoRXZlbnRzUmVzcG9uc2UwAWIGcHJvdG8z", [file_google_protobuf_timestamp, file_warden_v1_events, file_warden_v1_types]);
+  fileDesc("ChV3YXJkZW4vdjEvYWRtaW4ucHJvdG8SCXdhcmRlbi52MSLTBAoETm9kZRIPCgdub2RlX2lkGAEgASgJEg8KB2FkZHJlc3MYAiABKAkSKwoGbGFiZWxzGAMgAygLMhsud2FyZGVuLnYxLk5vZGUuTGFiZWxzRW50cnkSIwoFc3RhdGUYBCABKA4yFC53YXJkZW4udjEuTm9kZVN0YXRlEhAKCGRyYWluaW5nGAUgASgIEhcKD2RyYWluX3JlbWFpbmluZxgGIAEoDRIrCglyZXNvdXJjZXMYByABKAsyGC53YXJkZW4udjEuTm9kZVJlc291cmNlcxI1ChFsYXN0X2hlYXJ0YmVhdF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKYm9vdF9lcG9jaBgJIAEoBBIWCg5pbnN0YW5jZV9jb3VudBgKIAEoDRIQCghlbWJlZGRlZBgLIAEoCBIqCgdmb3JlaWduGAwgAygLMhkud2FyZGVuLnYxLkZvcmVpZ25Qcm9jZXNzEg8KB3ZlcnNpb24YDSABKAkSEAoIYmFja2VuZHMYDiADKAkSKwoMYWdlbnRfbGltaXRzGA8gASgLMhUud2FyZGVuLnYxLk5vZGVMaW1pdHMSLgoPbGltaXRzX292ZXJyaWRlGBAgASgLMhUud2FyZGVuLnYxLk5vZGVMaW1pdHMSLwoQZWZmZWN0aXZlX2xpbWl0cxgRIAEoCzIVLndhcmRlbi52MS5Ob2RlTGltaXRzGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiEgoQTGlzdE5vZGVzUmVxdWVzdCIzChFMaXN0Tm9kZXNSZXNwb25zZRIeCgVub2RlcxgBIAMoCzIPLndhcmRlbi52MS5Ob2RlIiEKDkdldE5vZGVSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAkiXQoPR2V0Tm9kZVJlc3BvbnNlEh0KBG5vZGUYASABKAsyDy53YXJkZW4udjEuTm9kZRIrCglpbnN0YW5jZXMYAiADKAsyGC53YXJkZW4udjEuTW9kZWxJbnN0YW5jZSIyChBEcmFpbk5vZGVSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAkSDQoFZm9yY2UYAiABKAgiMgoRRHJhaW5Ob2RlUmVzcG9uc2USHQoEbm9kZRgBIAEoCzIPLndhcmRlbi52MS5Ob2RlIiUKElVuZHJhaW5Ob2RlUmVxdWVzdBIPCgdub2RlX2lkGAEgASgJIjQKE1VuZHJhaW5Ob2RlUmVzcG9uc2USHQoEbm9kZRgBIAEoCzIPLndhcmRlbi52MS5Ob2RlIjkKFkRlY2xhcmVOb2RlTG9zdFJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCRIOCgZyZWFzb24YAiABKAkiUgoXRGVjbGFyZU5vZGVMb3N0UmVzcG9uc2USHQoEbm9kZRgBIAEoCzIPLndhcmRlbi52MS5Ob2RlEhgKEHdhc19hbHJlYWR5X2xvc3QYAiABKAgibgoMTGVmdG92ZXJJbmZvEhAKCGF0dGVtcHRzGAEgASgNEhIKCmxhc3RfZXJyb3IYAiABKAkSKQoFc2luY2UYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg0KBXN0dWNrGAQgASgIIv0DCg1Nb2RlbEluc3RhbmNlEg0KBW1vZGVsGAEgASgJEg8KB25vZGVfaWQYAiABKAkSDwoHYWRkcmVzcxgDIAEoCRITCgtpbmNhcm5hdGlvbhgEIAEoCRInCglwbGFjZW1lbnQYBSABKA4yFC53YXJkZW4udjEuUGxhY2VtZW50EicKBXN0YXRlGAYgASgOMhgud2FyZGVuLnYxLkluc3RhbmNlU3RhdGUSEQoJaW5fZmxpZ2h0GAcgASgNEi4KCmJ1c3lfc2luY2UYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmlkbGVfc2luY2UYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi0KCWxhc3RfdXNlZBgKIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASGAoQcGVuZGluZ19ldmljdGlvbhgLIAEoCBIOCgZwaW5uZWQYDCABKAgSDgoGZ3JvdXBzGA0gAygJEhIKCnNpemVfYnl0ZXMYDiABKAQSKQoIbGVmdG92ZXIYDyABKAsyFy53YXJkZW4udjEuTGVmdG92ZXJJbmZvEg8KB2JhY2tlbmQYECABKAkSKAoKbm9kZV9zdGF0ZRgRIAEoDjIULndhcmRlbi52MS5Ob2RlU3RhdGUiJAoRTGlzdE1vZGVsc1JlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCSJlCg9Db25maWd1cmVkTW9kZWwSDQoFbW9kZWwYASABKAkSDwoHYmFja2VuZBgCIAEoCRIOCgZncm91cHMYAyADKAkSDgoGcGlubmVkGAQgASgIEhIKCnNpemVfYnl0ZXMYBSABKAQinQEKEkxpc3RNb2RlbHNSZXNwb25zZRIrCglpbnN0YW5jZXMYASADKAsyGC53YXJkZW4udjEuTW9kZWxJbnN0YW5jZRIuCgpjb25maWd1cmVkGAIgAygLMhoud2FyZGVuLnYxLkNvbmZpZ3VyZWRNb2RlbBIqCghyZXBsaWNhcxgDIAMoCzIYLndhcmRlbi52MS5Nb2RlbFJlcGxpY2FzIkkKDlJlcGxpY2FCbG9ja2VkEg0KBWVycm9yGAEgASgJEhAKCGZhaWx1cmVzGAIgASgNEhYKDnJldHJ5X2FmdGVyX21zGAMgASgEIoECCg1Nb2RlbFJlcGxpY2FzEg0KBW1vZGVsGAEgASgJEgsKA21pbhgCIAEoDRILCgNtYXgYAyABKA0SGAoQdGFyZ2V0X2luX2ZsaWdodBgEIAEoDRIbChNzY2FsZV9kb3duX2FmdGVyX21zGAUgASgEEg8KB2Rlc2lyZWQYBiABKA0SDQoFcmVhZHkYByABKA0SDwoHbG9hZGluZxgIIAEoDRIQCghzdG9wcGluZxgJIAEoDRIRCglsZWZ0b3ZlcnMYCiABKA0SDgoGcXVldWVkGAsgASgNEioKB2Jsb2NrZWQYDCABKAsyGS53YXJkZW4udjEuUmVwbGljYUJsb2NrZWQiMgoQTG9hZE1vZGVsUmVxdWVzdBINCgVtb2RlbBgBIAEoCRIPCgdub2RlX2lkGAIgASgJIj8KEUxvYWRNb2RlbFJlc3BvbnNlEioKCGluc3RhbmNlGAEgASgLMhgud2FyZGVuLnYxLk1vZGVsSW5zdGFuY2UiSwoSVW5sb2FkTW9kZWxSZXF1ZXN0Eg0KBW1vZGVsGAEgASgJEg0KBWZvcmNlGAIgASgIEhcKD3N0b3BfdGltZW91dF9tcxgDIAEoBCJ7ChNVbmxvYWRNb2RlbFJlc3BvbnNlEikKB291dGNvbWUYASABKA4yGC53YXJkZW4udjEuVW5sb2FkT3V0Y29tZRINCgVlcnJvchgCIAEoCRIqCghpbnN0YW5jZRgDIAEoCzIYLndhcmRlbi52MS5Nb2RlbEluc3RhbmNlIl0KFUZvcmdldEluc3RhbmNlUmVxdWVzdBIPCgdub2RlX2lkGAEgASgJEhMKC2luY2FybmF0aW9uGAIgASgJEhAKCG9wZXJhdG9yGAMgASgJEgwKBG5vdGUYBCABKAkiGAoWRm9yZ2V0SW5zdGFuY2VSZXNwb25zZSLqAgoGUG9saWN5EhYKDmxpbWl0X3Blcl9ub2RlGAEgASgNEhIKCmlkbGVfY2hlY2sYAiABKAgSFwoPaWRsZV90aW1lb3V0X21zGAMgASgEEhIKCmJ1c3lfY2hlY2sYBCABKAgSFwoPYnVzeV90aW1lb3V0X21zGAUgASgEEhgKEG1lbW9yeV9yZWNsYWltZXIYBiABKAgSGAoQbWVtb3J5X3RocmVzaG9sZBgHIAEoARIgChhmb3JjZV9ldmljdGlvbl93aGVuX2J1c3kYCCABKAgSEgoKc2l6ZV9hd2FyZRgJIAEoCBIYChB0aWNrX2ludGVydmFsX21zGAogASgEEhsKE2VuZm9yY2VtZW50X3JldHJpZXMYCyABKA0SJQodZW5mb3JjZW1lbnRfcmV0cnlfaW50ZXJ2YWxfbXMYDCABKAQSJgoGbW9kZWxzGA0gAygLMhYud2FyZGVuLnYxLk1vZGVsUG9saWN5IjwKC01vZGVsUG9saWN5Eg0KBW1vZGVsGAEgASgJEg4KBnBpbm5lZBgCIAEoCBIOCgZncm91cHMYAyADKAkiEgoQR2V0UG9saWN5UmVxdWVzdCI2ChFHZXRQb2xpY3lSZXNwb25zZRIhCgZwb2xpY3kYASABKAsyES53YXJkZW4udjEuUG9saWN5Iu0DCgtQb2xpY3lQYXRjaBIbCg5saW1pdF9wZXJfbm9kZRgBIAEoDUgAiAEBEhcKCmlkbGVfY2hlY2sYAiABKAhIAYgBARIcCg9pZGxlX3RpbWVvdXRfbXMYAyABKARIAogBARIXCgpidXN5X2NoZWNrGAQgASgISAOIAQESHAoPYnVzeV90aW1lb3V0X21zGAUgASgESASIAQESHQoQbWVtb3J5X3JlY2xhaW1lchgGIAEoCEgFiAEBEh0KEG1lbW9yeV90aHJlc2hvbGQYByABKAFIBogBARIlChhmb3JjZV9ldmljdGlvbl93aGVuX2J1c3kYCCABKAhIB4gBARIXCgpzaXplX2F3YXJlGAkgASgISAiIAQESJgoGbW9kZWxzGAogAygLMhYud2FyZGVuLnYxLk1vZGVsUG9saWN5QhEKD19saW1pdF9wZXJfbm9kZUINCgtfaWRsZV9jaGVja0ISChBfaWRsZV90aW1lb3V0X21zQg0KC19idXN5X2NoZWNrQhIKEF9idXN5X3RpbWVvdXRfbXNCEwoRX21lbW9yeV9yZWNsYWltZXJCEwoRX21lbW9yeV90aHJlc2hvbGRCGwoZX2ZvcmNlX2V2aWN0aW9uX3doZW5fYnVzeUINCgtfc2l6ZV9hd2FyZSI8ChNVcGRhdGVQb2xpY3lSZXF1ZXN0EiUKBXBhdGNoGAEgASgLMhYud2FyZGVuLnYxLlBvbGljeVBhdGNoIjkKFFVwZGF0ZVBvbGljeVJlc3BvbnNlEiEKBnBvbGljeRgBIAEoCzIRLndhcmRlbi52MS5Qb2xpY3kiKAoXRXhwbGFpblBsYWNlbWVudFJlcXVlc3QSDQoFbW9kZWwYASABKAkidAoLTm9kZVZlcmRpY3QSDwoHbm9kZV9pZBgBIAEoCRIMCgRmaXRzGAIgASgIEg4KBnJlYXNvbhgDIAEoCRISCgpmcmVlX2J5dGVzGAQgASgEEhMKC3dvdWxkX2V2aWN0GAUgAygJEg0KBXNjb3JlGAYgASgBIpIBChhFeHBsYWluUGxhY2VtZW50UmVzcG9uc2USLgoIZGVjaXNpb24YASABKA4yHC53YXJkZW4udjEuUGxhY2VtZW50RGVjaXNpb24SDwoHbm9kZV9pZBgCIAEoCRIOCgZyZWFzb24YAyABKAkSJQoFbm9kZXMYBCADKAsyFi53YXJkZW4udjEuTm9kZVZlcmRpY3QiQwoSV2F0Y2hFdmVudHNSZXF1ZXN0Eg0KBXR5cGVzGAEgAygJEg8KB25vZGVfaWQYAiABKAkSDQoFbW9kZWwYAyABKAkiNgoTV2F0Y2hFdmVudHNSZXNwb25zZRIfCgVldmVudBgBIAEoCzIQLndhcmRlbi52MS5FdmVudCJoChFTY2FsZU1vZGVsUmVxdWVzdBINCgVtb2RlbBgBIAEoCRIQCgNtaW4YAiABKA1IAIgBARIQCgNtYXgYAyABKA1IAYgBARIQCghvcGVyYXRvchgEIAEoCUIGCgRfbWluQgYKBF9tYXgiQAoSU2NhbGVNb2RlbFJlc3BvbnNlEioKCHJlcGxpY2FzGAEgASgLMhgud2FyZGVuLnYxLk1vZGVsUmVwbGljYXMiXQoUU2V0Tm9kZUxpbWl0c1JlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCRIlCgZsaW1pdHMYAiABKAsyFS53YXJkZW4udjEuTm9kZUxpbWl0cxINCgVjbGVhchgDIAEoCCI2ChVTZXROb2RlTGltaXRzUmVzcG9uc2USHQoEbm9kZRgBIAEoCzIPLndhcmRlbi52MS5Ob2RlKm4KCU5vZGVTdGF0ZRIaChZOT0RFX1NUQVRFX1VOU1BFQ0lGSUVEEAASFAoQTk9ERV9TVEFURV9SRUFEWRABEhoKFk5PREVfU1RBVEVfVU5SRUFDSEFCTEUQAhITCg9OT0RFX1NUQVRFX0xPU1QQAypyCglQbGFjZW1lbnQSGQoVUExBQ0VNRU5UX1VOU1BFQ0lGSUVEEAASEwoPUExBQ0VNRU5UX0xPQ0FMEAESGgoWUExBQ0VNRU5UX0xPQ0FMX1JFTU9URRACEhkKFVBMQUNFTUVOVF9SRU1PVEVfT05MWRADKtwBCg1JbnN0YW5jZVN0YXRlEh4KGklOU1RBTkNFX1NUQVRFX1VOU1BFQ0lGSUVEEAASGgoWSU5TVEFOQ0VfU1RBVEVfTE9BRElORxABEhgKFElOU1RBTkNFX1NUQVRFX1JFQURZEAISGAoUSU5TVEFOQ0VfU1RBVEVfRlJFRUQQAxIjCh9JTlNUQU5DRV9TVEFURV9QRU5ESU5HX0VWSUNUSU9OEAQSGwoXSU5TVEFOQ0VfU1RBVEVfTEVGVE9WRVIQBRIZChVJTlNUQU5DRV9TVEFURV9PUlBIQU4QBiqsAQoNVW5sb2FkT3V0Y29tZRIeChpVTkxPQURfT1VUQ09NRV9VTlNQRUNJRklFRBAAEhoKFlVOTE9BRF9PVVRDT01FX1NUT1BQRUQQARIjCh9VTkxPQURfT1VUQ09NRV9SRUdJU1RFUkVEX0FHQUlOEAISGwoXVU5MT0FEX09VVENPTUVfTEVGVE9WRVIQAxIdChlVTkxPQURfT1VUQ09NRV9OT1RfTE9BREVEEAQq4QEKEVBsYWNlbWVudERlY2lzaW9uEiIKHlBMQUNFTUVOVF9ERUNJU0lPTl9VTlNQRUNJRklFRBAAEiUKIVBMQUNFTUVOVF9ERUNJU0lPTl9BTFJFQURZX0xPQURFRBABEhwKGFBMQUNFTUVOVF9ERUNJU0lPTl9QTEFDRRACEicKI1BMQUNFTUVOVF9ERUNJU0lPTl9FVklDVF9USEVOX1BMQUNFEAMSGwoXUExBQ0VNRU5UX0RFQ0lTSU9OX1dBSVQQBBIdChlQTEFDRU1FTlRfREVDSVNJT05fTk9fRklUEAUypQkKDEFkbWluU2VydmljZRJGCglMaXN0Tm9kZXMSGy53YXJkZW4udjEuTGlzdE5vZGVzUmVxdWVzdBocLndhcmRlbi52MS5MaXN0Tm9kZXNSZXNwb25zZRJACgdHZXROb2RlEhkud2FyZGVuLnYxLkdldE5vZGVSZXF1ZXN0Ghoud2FyZGVuLnYxLkdldE5vZGVSZXNwb25zZRJGCglEcmFpbk5vZGUSGy53YXJkZW4udjEuRHJhaW5Ob2RlUmVxdWVzdBocLndhcmRlbi52MS5EcmFpbk5vZGVSZXNwb25zZRJMCgtVbmRyYWluTm9kZRIdLndhcmRlbi52MS5VbmRyYWluTm9kZVJlcXVlc3QaHi53YXJkZW4udjEuVW5kcmFpbk5vZGVSZXNwb25zZRJYCg9EZWNsYXJlTm9kZUxvc3QSIS53YXJkZW4udjEuRGVjbGFyZU5vZGVMb3N0UmVxdWVzdBoiLndhcmRlbi52MS5EZWNsYXJlTm9kZUxvc3RSZXNwb25zZRJJCgpMaXN0TW9kZWxzEhwud2FyZGVuLnYxLkxpc3RNb2RlbHNSZXF1ZXN0Gh0ud2FyZGVuLnYxLkxpc3RNb2RlbHNSZXNwb25zZRJGCglMb2FkTW9kZWwSGy53YXJkZW4udjEuTG9hZE1vZGVsUmVxdWVzdBocLndhcmRlbi52MS5Mb2FkTW9kZWxSZXNwb25zZRJMCgtVbmxvYWRNb2RlbBIdLndhcmRlbi52MS5VbmxvYWRNb2RlbFJlcXVlc3QaHi53YXJkZW4udjEuVW5sb2FkTW9kZWxSZXNwb25zZRJVCg5Gb3JnZXRJbnN0YW5jZRIgLndhcmRlbi52MS5Gb3JnZXRJbnN0YW5jZVJlcXVlc3QaIS53YXJkZW4udjEuRm9yZ2V0SW5zdGFuY2VSZXNwb25zZRJGCglHZXRQb2xpY3kSGy53YXJkZW4udjEuR2V0UG9saWN5UmVxdWVzdBocLndhcmRlbi52MS5HZXRQb2xpY3lSZXNwb25zZRJPCgxVcGRhdGVQb2xpY3kSHi53YXJkZW4udjEuVXBkYXRlUG9saWN5UmVxdWVzdBofLndhcmRlbi52MS5VcGRhdGVQb2xpY3lSZXNwb25zZRJbChBFeHBsYWluUGxhY2VtZW50EiIud2FyZGVuLnYxLkV4cGxhaW5QbGFjZW1lbnRSZXF1ZXN0GiMud2FyZGVuLnYxLkV4cGxhaW5QbGFjZW1lbnRSZXNwb25zZRJOCgtXYXRjaEV2ZW50cxIdLndhcmRlbi52MS5XYXRjaEV2ZW50c1JlcXVlc3QaHi53YXJkZW4udjEuV2F0Y2hFdmVudHNSZXNwb25zZTABEkkKClNjYWxlTW9kZWwSHC53YXJkZW4udjEuU2NhbGVNb2RlbFJlcXVlc3QaHS53YXJkZW4udjEuU2NhbGVNb2RlbFJlc3BvbnNlElIKDVNldE5vZGVMaW1pdHMSHy53YXJkZW4udjEuU2V0Tm9kZUxpbWl0c1JlcXVlc3QaIC53YXJkZW4udjEuU2V0Tm9kZUxpbWl0c1Jlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_timestamp, file_warden_v1_events, file_warden_v1_node, file_warden_v1_types]);
 
 /**
  * @generated from message warden.v1.Node
@@ -104,6 +106,28 @@ export type Node = Message<"warden.v1.Node"> & {
    * @generated from field: repeated string backends = 14;
    */
   backends: string[];
+
+  /**
+   * The limits the agent registered with (its config).
+   *
+   * @generated from field: warden.v1.NodeLimits agent_limits = 15;
+   */
+  agentLimits?: NodeLimits | undefined;
+
+  /**
+   * The operator's SetNodeLimits override (fields unset when none).
+   *
+   * @generated from field: warden.v1.NodeLimits limits_override = 16;
+   */
+  limitsOverride?: NodeLimits | undefined;
+
+  /**
+   * What placement uses: the override field by field over the agent's, with
+   * max_replicas_per_model defaulted (1); memory_budget unset = whole memory.
+   *
+   * @generated from field: warden.v1.NodeLimits effective_limits = 17;
+   */
+  effectiveLimits?: NodeLimits | undefined;
 };
 
 /**
@@ -504,6 +528,13 @@ export type ListModelsResponse = Message<"warden.v1.ListModelsResponse"> & {
    * @generated from field: repeated warden.v1.ConfiguredModel configured = 2;
    */
   configured: ConfiguredModel[];
+
+  /**
+   * One entry per configured model: its replicas by state.
+   *
+   * @generated from field: repeated warden.v1.ModelReplicas replicas = 3;
+   */
+  replicas: ModelReplicas[];
 };
 
 /**
@@ -512,6 +543,123 @@ export type ListModelsResponse = Message<"warden.v1.ListModelsResponse"> & {
  */
 export const ListModelsResponseSchema: GenMessage<ListModelsResponse> = /*@__PURE__*/
   messageDesc(file_warden_v1_admin, 15);
+
+/**
+ * The scale-up circuit breaker of a model, while open.
+ *
+ * @generated from message warden.v1.ReplicaBlocked
+ */
+export type ReplicaBlocked = Message<"warden.v1.ReplicaBlocked"> & {
+  /**
+   * @generated from field: string error = 1;
+   */
+  error: string;
+
+  /**
+   * @generated from field: uint32 failures = 2;
+   */
+  failures: number;
+
+  /**
+   * Time until the next attempt (0 = due now).
+   *
+   * @generated from field: uint64 retry_after_ms = 3;
+   */
+  retryAfterMs: bigint;
+};
+
+/**
+ * Describes the message warden.v1.ReplicaBlocked.
+ * Use `create(ReplicaBlockedSchema)` to create a new message.
+ */
+export const ReplicaBlockedSchema: GenMessage<ReplicaBlocked> = /*@__PURE__*/
+  messageDesc(file_warden_v1_admin, 16);
+
+/**
+ * One model's replicas (issue 16).
+ *
+ * @generated from message warden.v1.ModelReplicas
+ */
+export type ModelReplicas = Message<"warden.v1.ModelReplicas"> & {
+  /**
+   * @generated from field: string model = 1;
+   */
+  model: string;
+
+  /**
+   * The bounds now: the config's or a ScaleModel override.
+   *
+   * @generated from field: uint32 min = 2;
+   */
+  min: number;
+
+  /**
+   * @generated from field: uint32 max = 3;
+   */
+  max: number;
+
+  /**
+   * @generated from field: uint32 target_in_flight = 4;
+   */
+  targetInFlight: number;
+
+  /**
+   * @generated from field: uint64 scale_down_after_ms = 5;
+   */
+  scaleDownAfterMs: bigint;
+
+  /**
+   * What the reconciler aims for now (min <= desired <= max).
+   *
+   * @generated from field: uint32 desired = 6;
+   */
+  desired: number;
+
+  /**
+   * @generated from field: uint32 ready = 7;
+   */
+  ready: number;
+
+  /**
+   * Reserved, starting or loading.
+   *
+   * @generated from field: uint32 loading = 8;
+   */
+  loading: number;
+
+  /**
+   * Pending eviction or being stopped.
+   *
+   * @generated from field: uint32 stopping = 9;
+   */
+  stopping: number;
+
+  /**
+   * @generated from field: uint32 leftovers = 10;
+   */
+  leftovers: number;
+
+  /**
+   * Calls waiting because no replica is ready.
+   *
+   * @generated from field: uint32 queued = 11;
+   */
+  queued: number;
+
+  /**
+   * Set while scale-ups are held back by the circuit breaker.
+   *
+   * @generated from field: warden.v1.ReplicaBlocked blocked = 12;
+   */
+  blocked?: ReplicaBlocked | undefined;
+};
+
+/**
+ * Describes the message warden.v1.ModelReplicas.
+ * Use `create(ModelReplicasSchema)` to create a new message.
+ */
+export const ModelReplicasSchema: GenMessage<ModelReplicas> = /*@__PURE__*/
+  messageDesc(file_warden_v1_admin, 17);
 
 /**
  * @generated from message warden.v1.LoadModelRequest
@@ -535,7 +683,7 @@ export type LoadModelRequest = Message<"warden.v1.LoadModelRequest"> & {
  * Use `create(LoadModelRequestSchema)` to create a new message.
  */
 export const LoadModelRequestSchema: GenMessage<LoadModelRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 16);
+  messageDesc(file_warden_v1_admin, 18);
 
 /**
  * @generated from message warden.v1.LoadModelResponse
@@ -552,7 +700,7 @@ export type LoadModelResponse = Message<"warden.v1.LoadModelResponse"> & {
  * Use `create(LoadModelResponseSchema)` to create a new message.
  */
 export const LoadModelResponseSchema: GenMessage<LoadModelResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 17);
+  messageDesc(file_warden_v1_admin, 19);
 
 /**
  * @generated from message warden.v1.UnloadModelRequest
@@ -583,7 +731,7 @@ export type UnloadModelRequest = Message<"warden.v1.UnloadModelRequest"> & {
  * Use `create(UnloadModelRequestSchema)` to create a new message.
  */
 export const UnloadModelRequestSchema: GenMessage<UnloadModelRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 18);
+  messageDesc(file_warden_v1_admin, 20);
 
 /**
  * @generated from message warden.v1.UnloadModelResponse
@@ -610,7 +758,7 @@ export type UnloadModelResponse = Message<"warden.v1.UnloadModelResponse"> & {
  * Use `create(UnloadModelResponseSchema)` to create a new message.
  */
 export const UnloadModelResponseSchema: GenMessage<UnloadModelResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 19);
+  messageDesc(file_warden_v1_admin, 21);
 
 /**
  * @generated from message warden.v1.ForgetInstanceRequest
@@ -644,7 +792,7 @@ export type ForgetInstanceRequest = Message<"warden.v1.ForgetInstanceRequest"> &
  * Use `create(ForgetInstanceRequestSchema)` to create a new message.
  */
 export const ForgetInstanceRequestSchema: GenMessage<ForgetInstanceRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 20);
+  messageDesc(file_warden_v1_admin, 22);
 
 /**
  * @generated from message warden.v1.ForgetInstanceResponse
@@ -657,7 +805,7 @@ export type ForgetInstanceResponse = Message<"warden.v1.ForgetInstanceResponse">
  * Use `create(ForgetInstanceResponseSchema)` to create a new message.
  */
 export const ForgetInstanceResponseSchema: GenMessage<ForgetInstanceResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 21);
+  messageDesc(file_warden_v1_admin, 23);
 
 /**
  * Live watchdog policy. Durations in milliseconds.
@@ -740,7 +888,7 @@ export type Policy = Message<"warden.v1.Policy"> & {
  * Use `create(PolicySchema)` to create a new message.
  */
 export const PolicySchema: GenMessage<Policy> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 22);
+  messageDesc(file_warden_v1_admin, 24);
 
 /**
  * @generated from message warden.v1.ModelPolicy
@@ -767,7 +915,7 @@ export type ModelPolicy = Message<"warden.v1.ModelPolicy"> & {
  * Use `create(ModelPolicySchema)` to create a new message.
  */
 export const ModelPolicySchema: GenMessage<ModelPolicy> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 23);
+  messageDesc(file_warden_v1_admin, 25);
 
 /**
  * @generated from message warden.v1.GetPolicyRequest
@@ -780,7 +928,7 @@ export type GetPolicyRequest = Message<"warden.v1.GetPolicyRequest"> & {
  * Use `create(GetPolicyRequestSchema)` to create a new message.
  */
 export const GetPolicyRequestSchema: GenMessage<GetPolicyRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 24);
+  messageDesc(file_warden_v1_admin, 26);
 
 /**
  * @generated from message warden.v1.GetPolicyResponse
@@ -797,7 +945,7 @@ export type GetPolicyResponse = Message<"warden.v1.GetPolicyResponse"> & {
  * Use `create(GetPolicyResponseSchema)` to create a new message.
  */
 export const GetPolicyResponseSchema: GenMessage<GetPolicyResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 25);
+  messageDesc(file_warden_v1_admin, 27);
 
 /**
  * Only the fields that are set change.
@@ -863,7 +1011,7 @@ export type PolicyPatch = Message<"warden.v1.PolicyPatch"> & {
  * Use `create(PolicyPatchSchema)` to create a new message.
  */
 export const PolicyPatchSchema: GenMessage<PolicyPatch> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 26);
+  messageDesc(file_warden_v1_admin, 28);
 
 /**
  * @generated from message warden.v1.UpdatePolicyRequest
@@ -880,7 +1028,7 @@ export type UpdatePolicyRequest = Message<"warden.v1.UpdatePolicyRequest"> & {
  * Use `create(UpdatePolicyRequestSchema)` to create a new message.
  */
 export const UpdatePolicyRequestSchema: GenMessage<UpdatePolicyRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 27);
+  messageDesc(file_warden_v1_admin, 29);
 
 /**
  * @generated from message warden.v1.UpdatePolicyResponse
@@ -897,7 +1045,7 @@ export type UpdatePolicyResponse = Message<"warden.v1.UpdatePolicyResponse"> & {
  * Use `create(UpdatePolicyResponseSchema)` to create a new message.
  */
 export const UpdatePolicyResponseSchema: GenMessage<UpdatePolicyResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 28);
+  messageDesc(file_warden_v1_admin, 30);
 
 /**
  * @generated from message warden.v1.ExplainPlacementRequest
@@ -914,7 +1062,7 @@ export type ExplainPlacementRequest = Message<"warden.v1.ExplainPlacementRequest
  * Use `create(ExplainPlacementRequestSchema)` to create a new message.
  */
 export const ExplainPlacementRequestSchema: GenMessage<ExplainPlacementRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 29);
+  messageDesc(file_warden_v1_admin, 31);
 
 /**
  * @generated from message warden.v1.NodeVerdict
@@ -958,7 +1106,7 @@ export type NodeVerdict = Message<"warden.v1.NodeVerdict"> & {
  * Use `create(NodeVerdictSchema)` to create a new message.
  */
 export const NodeVerdictSchema: GenMessage<NodeVerdict> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 30);
+  messageDesc(file_warden_v1_admin, 32);
 
 /**
  * @generated from message warden.v1.ExplainPlacementResponse
@@ -990,7 +1138,7 @@ export type ExplainPlacementResponse = Message<"warden.v1.ExplainPlacementRespon
  * Use `create(ExplainPlacementResponseSchema)` to create a new message.
  */
 export const ExplainPlacementResponseSchema: GenMessage<ExplainPlacementResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 31);
+  messageDesc(file_warden_v1_admin, 33);
 
 /**
  * @generated from message warden.v1.WatchEventsRequest
@@ -1019,7 +1167,7 @@ export type WatchEventsRequest = Message<"warden.v1.WatchEventsRequest"> & {
  * Use `create(WatchEventsRequestSchema)` to create a new message.
  */
 export const WatchEventsRequestSchema: GenMessage<WatchEventsRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 32);
+  messageDesc(file_warden_v1_admin, 34);
 
 /**
  * @generated from message warden.v1.WatchEventsResponse
@@ -1036,7 +1184,108 @@ export type WatchEventsResponse = Message<"warden.v1.WatchEventsResponse"> & {
  * Use `create(WatchEventsResponseSchema)` to create a new message.
  */
 export const WatchEventsResponseSchema: GenMessage<WatchEventsResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 33);
+  messageDesc(file_warden_v1_admin, 35);
+
+/**
+ * @generated from message warden.v1.ScaleModelRequest
+ */
+export type ScaleModelRequest = Message<"warden.v1.ScaleModelRequest"> & {
+  /**
+   * @generated from field: string model = 1;
+   */
+  model: string;
+
+  /**
+   * Unset = keep the current value. 0..1024, min <= max after the change.
+   *
+   * @generated from field: optional uint32 min = 2;
+   */
+  min?: number | undefined;
+
+  /**
+   * @generated from field: optional uint32 max = 3;
+   */
+  max?: number | undefined;
+
+  /**
+   * Who asks (recorded in the replica.scale-set event; at most 256 characters kept).
+   *
+   * @generated from field: string operator = 4;
+   */
+  operator: string;
+};
+
+/**
+ * Describes the message warden.v1.ScaleModelRequest.
+ * Use `create(ScaleModelRequestSchema)` to create a new message.
+ */
+export const ScaleModelRequestSchema: GenMessage<ScaleModelRequest> = /*@__PURE__*/
+  messageDesc(file_warden_v1_admin, 36);
+
+/**
+ * @generated from message warden.v1.ScaleModelResponse
+ */
+export type ScaleModelResponse = Message<"warden.v1.ScaleModelResponse"> & {
+  /**
+   * @generated from field: warden.v1.ModelReplicas replicas = 1;
+   */
+  replicas?: ModelReplicas | undefined;
+};
+
+/**
+ * Describes the message warden.v1.ScaleModelResponse.
+ * Use `create(ScaleModelResponseSchema)` to create a new message.
+ */
+export const ScaleModelResponseSchema: GenMessage<ScaleModelResponse> = /*@__PURE__*/
+  messageDesc(file_warden_v1_admin, 37);
+
+/**
+ * @generated from message warden.v1.SetNodeLimitsRequest
+ */
+export type SetNodeLimitsRequest = Message<"warden.v1.SetNodeLimitsRequest"> & {
+  /**
+   * @generated from field: string node_id = 1;
+   */
+  nodeId: string;
+
+  /**
+   * Fields set replace those of the current override; unset ones keep theirs.
+   *
+   * @generated from field: warden.v1.NodeLimits limits = 2;
+   */
+  limits?: NodeLimits | undefined;
+
+  /**
+   * Removes the whole override (the agent's limits apply again); not with limits.
+   *
+   * @generated from field: bool clear = 3;
+   */
+  clear: boolean;
+};
+
+/**
+ * Describes the message warden.v1.SetNodeLimitsRequest.
+ * Use `create(SetNodeLimitsRequestSchema)` to create a new message.
+ */
+export const SetNodeLimitsRequestSchema: GenMessage<SetNodeLimitsRequest> = /*@__PURE__*/
+  messageDesc(file_warden_v1_admin, 38);
+
+/**
+ * @generated from message warden.v1.SetNodeLimitsResponse
+ */
+export type SetNodeLimitsResponse = Message<"warden.v1.SetNodeLimitsResponse"> & {
+  /**
+   * @generated from field: warden.v1.Node node = 1;
+   */
+  node?: Node | undefined;
+};
+
+/**
+ * Describes the message warden.v1.SetNodeLimitsResponse.
+ * Use `create(SetNodeLimitsResponseSchema)` to create a new message.
+ */
+export const SetNodeLimitsResponseSchema: GenMessage<SetNodeLimitsResponse> = /*@__PURE__*/
+  messageDesc(file_warden_v1_admin, 39);
 
 /**
  * @generated from enum warden.v1.NodeState
@@ -1373,6 +1622,29 @@ export const AdminService: GenService<{
     methodKind: "server_streaming";
     input: typeof WatchEventsRequestSchema;
     output: typeof WatchEventsResponseSchema;
+  },
+  /**
+   * Sets a model's replica bounds (min/max) live, overriding the config's;
+   * audited as replica.scale-set. Validated whole: a refused call changes nothing.
+   *
+   * @generated from rpc warden.v1.AdminService.ScaleModel
+   */
+  scaleModel: {
+    methodKind: "unary";
+    input: typeof ScaleModelRequestSchema;
+    output: typeof ScaleModelResponseSchema;
+  },
+  /**
+   * Sets or clears an operator's override of a node's placement limits
+   * (max replicas per model, memory budget). The override wins field by field
+   * over the agent's config and survives the agent's re-registration.
+   *
+   * @generated from rpc warden.v1.AdminService.SetNodeLimits
+   */
+  setNodeLimits: {
+    methodKind: "unary";
+    input: typeof SetNodeLimitsRequestSchema;
+    output: typeof SetNodeLimitsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_warden_v1_admin, 0);

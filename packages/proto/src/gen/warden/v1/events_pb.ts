@@ -18,7 +18,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file warden/v1/events.proto.
  */
 export const file_warden_v1_events: GenFile = /*@__PURE__*/
-  fileDesc("ChZ3YXJkZW4vdjEvZXZlbnRzLnByb3RvEgl3YXJkZW4udjEiKQoNRXZlbnRTZXF1ZW5jZRINCgVlcG9jaBgBIAEoBBIJCgFuGAIgASgEIroKCgVFdmVudBIKCgJpZBgBIAEoCRIoCgR0aW1lGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIPCgdub2RlX2lkGAMgASgJEg0KBW1vZGVsGAQgASgJEg8KB2FkZHJlc3MYBSABKAkSEwoLaW5jYXJuYXRpb24YBiABKAkSKgoIc2VxdWVuY2UYByABKAsyGC53YXJkZW4udjEuRXZlbnRTZXF1ZW5jZRI2ChBldmljdGlvbl9zdGFydGVkGAogASgLMhoud2FyZGVuLnYxLkV2aWN0aW9uU3RhcnRlZEgAEjYKEGV2aWN0aW9uX3N0b3BwZWQYCyABKAsyGi53YXJkZW4udjEuRXZpY3Rpb25TdG9wcGVkSAASNAoPZXZpY3Rpb25fZmFpbGVkGAwgASgLMhkud2FyZGVuLnYxLkV2aWN0aW9uRmFpbGVkSAASNgoQZXZpY3Rpb25fcmV0cmllZBgNIAEoCzIaLndhcmRlbi52MS5FdmljdGlvblJldHJpZWRIABIyCg5sZWZ0b3Zlcl9zdHVjaxgOIAEoCzIYLndhcmRlbi52MS5MZWZ0b3ZlclN0dWNrSAASNAoPbGVmdG92ZXJfcmVhcGVkGA8gASgLMhkud2FyZGVuLnYxLkxlZnRvdmVyUmVhcGVkSAASMgoOb3JwaGFuX2Fkb3B0ZWQYECABKAsyGC53YXJkZW4udjEuT3JwaGFuQWRvcHRlZEgAEjYKEGluc3RhbmNlX2Fkb3B0ZWQYESABKAsyGi53YXJkZW4udjEuSW5zdGFuY2VBZG9wdGVkSAASMgoOYmFja2VuZF9sb2FkZWQYEiABKAsyGC53YXJkZW4udjEuQmFja2VuZExvYWRlZEgAEjsKE2JhY2tlbmRfbG9hZF9mYWlsZWQYEyABKAsyHC53YXJkZW4udjEuQmFja2VuZExvYWRGYWlsZWRIABI3Cg5iYWNrZW5kX2V4aXRlZBgUIAEoCzIdLndhcmRlbi52MS5CYWNrZW5kRXhpdGVkRXZlbnRIABI0Cg9ub2RlX3JlZ2lzdGVyZWQYFSABKAsyGS53YXJkZW4udjEuTm9kZVJlZ2lzdGVyZWRIABI2ChBub2RlX3VucmVhY2hhYmxlGBYgASgLMhoud2FyZGVuLnYxLk5vZGVVbnJlYWNoYWJsZUgAEigKCW5vZGVfbG9zdBgXIAEoCzITLndhcmRlbi52MS5Ob2RlTG9zdEgAEi4KDG5vZGVfZHJhaW5lZBgYIAEoCzIWLndhcmRlbi52MS5Ob2RlRHJhaW5lZEgAEj8KFXBvbGljeV9saW1pdF9leGNlZWRlZBgZIAEoCzIeLndhcmRlbi52MS5Qb2xpY3lMaW1pdEV4Y2VlZGVkSAASKQoJcmVjb3ZlcmVkGBogASgLMhQud2FyZGVuLnYxLlJlY292ZXJlZEgAEkAKFXVucmVhY2hhYmlsaXR5X3BhdXNlZBgbIAEoCzIfLndhcmRlbi52MS5VbnJlYWNoYWJpbGl0eVBhdXNlZEgAEjoKEmluc3RhbmNlX2ZvcmdvdHRlbhgcIAEoCzIcLndhcmRlbi52MS5JbnN0YW5jZUZvcmdvdHRlbkgAEjYKEGpvdXJuYWxfcmVwYWlyZWQYHSABKAsyGi53YXJkZW4udjEuSm91cm5hbFJlcGFpcmVkSAASNgoQZm9yZWlnbl9kZXRlY3RlZBgeIAEoCzIaLndhcmRlbi52MS5Gb3JlaWduRGV0ZWN0ZWRIAEIJCgdwYXlsb2FkIogBCg9FdmljdGlvblN0YXJ0ZWQSKQoGcmVhc29uGAEgASgOMhkud2FyZGVuLnYxLkV2aWN0aW9uUmVhc29uEg8KB3RyaWdnZXIYAiABKAkSEAoId2FzX2J1c3kYAyABKAgSDQoFZm9yY2UYBCABKAgSGAoQb3Blbl9yZXF1ZXN0X2lkcxgFIAMoCSJSCg9FdmljdGlvblN0b3BwZWQSKQoGcmVhc29uGAEgASgOMhkud2FyZGVuLnYxLkV2aWN0aW9uUmVhc29uEhQKDGFscmVhZHlfZ29uZRgCIAEoCCKwAQoORXZpY3Rpb25GYWlsZWQSKQoGcmVhc29uGAEgASgOMhkud2FyZGVuLnYxLkV2aWN0aW9uUmVhc29uEg0KBWVycm9yGAIgASgJEjEKB291dGNvbWUYAyABKA4yIC53YXJkZW4udjEuRXZpY3Rpb25GYWlsZWRPdXRjb21lEhgKEG9wZW5fcmVxdWVzdF9pZHMYBCADKAkSFwoPdGVybWluYWxfcmVhc29uGAUgASgJIjEKD0V2aWN0aW9uUmV0cmllZBIPCgdhdHRlbXB0GAEgASgNEg0KBWVycm9yGAIgASgJImAKDUxlZnRvdmVyU3R1Y2sSEAoIYXR0ZW1wdHMYASABKA0SKQoFc2luY2UYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKCmxhc3RfZXJyb3IYAyABKAkiIgoOTGVmdG92ZXJSZWFwZWQSEAoIYXR0ZW1wdHMYASABKA0iTwoNT3JwaGFuQWRvcHRlZBILCgNwaWQYASABKA0SFAoMbWVtb3J5X2J5dGVzGAIgASgEEg0KBWNvdW50GAMgASgNEgwKBHBpZHMYBCADKA0iOAoPSW5zdGFuY2VBZG9wdGVkEhMKC2FzX2xlZnRvdmVyGAEgASgIEhAKCGZvdW5kX2J5GAIgASgJIikKDUJhY2tlbmRMb2FkZWQSGAoQbG9hZF9kdXJhdGlvbl9tcxgBIAEoBCJyChFCYWNrZW5kTG9hZEZhaWxlZBIMCgRjb2RlGAEgASgJEg8KB21lc3NhZ2UYAiABKAkSFgoJZXhpdF9jb2RlGAMgASgFSACIAQESGAoQbGFzdF9zdGRlcnJfbGluZRgEIAEoCUIMCgpfZXhpdF9jb2RlInkKEkJhY2tlbmRFeGl0ZWRFdmVudBIWCglleGl0X2NvZGUYASABKAVIAIgBARIOCgZzaWduYWwYAiABKAkSEwoLaW50ZW50aW9uYWwYAyABKAgSGAoQbGFzdF9zdGRlcnJfbGluZRgEIAEoCUIMCgpfZXhpdF9jb2RlInYKDk5vZGVSZWdpc3RlcmVkEjUKBmxhYmVscxgBIAMoCzIlLndhcmRlbi52MS5Ob2RlUmVnaXN0ZXJlZC5MYWJlbHNFbnRyeRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIkgKD05vZGVVbnJlYWNoYWJsZRI1ChFsYXN0X2hlYXJ0YmVhdF9hdBgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiLwoITm9kZUxvc3QSEwoLYnlfb3BlcmF0b3IYASABKAgSDgoGcmVhc29uGAIgASgJIg0KC05vZGVEcmFpbmVkIkYKE1BvbGljeUxpbWl0RXhjZWVkZWQSDQoFbGltaXQYASABKA0SEAoIb2NjdXBpZWQYAiABKA0SDgoGcGlubmVkGAMgASgNIiQKCVJlY292ZXJlZBIXCg9sYXN0X2V2ZW50X3R5cGUYASABKAkiVgoUVW5yZWFjaGFiaWxpdHlQYXVzZWQSDgoGcGF1c2VkGAEgASgIEhkKEXVucmVhY2hhYmxlX25vZGVzGAIgASgNEhMKC3RvdGFsX25vZGVzGAMgASgNIjMKEUluc3RhbmNlRm9yZ290dGVuEhAKCG9wZXJhdG9yGAEgASgJEgwKBG5vdGUYAiABKAkiTwoPSm91cm5hbFJlcGFpcmVkEgwKBHBhdGgYASABKAkSFQoNZHJvcHBlZF9ieXRlcxgCIAEoBBIXCg9kcm9wcGVkX3JlY29yZHMYAyABKA0iQQoPRm9yZWlnbkRldGVjdGVkEg0KBWNvdW50GAEgASgNEgwKBHBpZHMYAiADKA0SEQoJYWRkcmVzc2VzGAMgAygJKt0CCg5FdmljdGlvblJlYXNvbhIfChtFVklDVElPTl9SRUFTT05fVU5TUEVDSUZJRUQQABIZChVFVklDVElPTl9SRUFTT05fR1JPVVAQARIXChNFVklDVElPTl9SRUFTT05fTFJVEAISGAoURVZJQ1RJT05fUkVBU09OX0lETEUQAxIYChRFVklDVElPTl9SRUFTT05fQlVTWRAEEhoKFkVWSUNUSU9OX1JFQVNPTl9NRU1PUlkQBRIZChVFVklDVElPTl9SRUFTT05fQURNSU4QBhIZChVFVklDVElPTl9SRUFTT05fRFJBSU4QBxIaChZFVklDVElPTl9SRUFTT05fQ09ORklHEAgSGgoWRVZJQ1RJT05fUkVBU09OX09SUEhBThAJEhoKFkVWSUNUSU9OX1JFQVNPTl9IRUFMVEgQChIcChhFVklDVElPTl9SRUFTT05fVkFOSVNIRUQQCyqUAQoVRXZpY3Rpb25GYWlsZWRPdXRjb21lEicKI0VWSUNUSU9OX0ZBSUxFRF9PVVRDT01FX1VOU1BFQ0lGSUVEEAASLAooRVZJQ1RJT05fRkFJTEVEX09VVENPTUVfUkVHSVNURVJFRF9BR0FJThABEiQKIEVWSUNUSU9OX0ZBSUxFRF9PVVRDT01FX0xFRlRPVkVSEAJiBnByb3RvMw", [file_google_protobuf_timestamp]);
+  fileDesc("ChZ3YXJkZW4vdjEvZXZlbnRzLnByb3RvEgl3YXJkZW4udjEiKQoNRXZlbnRTZXF1ZW5jZRINCgVlcG9jaBgBIAEoBBIJCgFuGAIgASgEIqoMCgVFdmVudBIKCgJpZBgBIAEoCRIoCgR0aW1lGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIPCgdub2RlX2lkGAMgASgJEg0KBW1vZGVsGAQgASgJEg8KB2FkZHJlc3MYBSABKAkSEwoLaW5jYXJuYXRpb24YBiABKAkSKgoIc2VxdWVuY2UYByABKAsyGC53YXJkZW4udjEuRXZlbnRTZXF1ZW5jZRI2ChBldmljdGlvbl9zdGFydGVkGAogASgLMhoud2FyZGVuLnYxLkV2aWN0aW9uU3RhcnRlZEgAEjYKEGV2aWN0aW9uX3N0b3BwZWQYCyABKAsyGi53YXJkZW4udjEuRXZpY3Rpb25TdG9wcGVkSAASNAoPZXZpY3Rpb25fZmFpbGVkGAwgASgLMhkud2FyZGVuLnYxLkV2aWN0aW9uRmFpbGVkSAASNgoQZXZpY3Rpb25fcmV0cmllZBgNIAEoCzIaLndhcmRlbi52MS5FdmljdGlvblJldHJpZWRIABIyCg5sZWZ0b3Zlcl9zdHVjaxgOIAEoCzIYLndhcmRlbi52MS5MZWZ0b3ZlclN0dWNrSAASNAoPbGVmdG92ZXJfcmVhcGVkGA8gASgLMhkud2FyZGVuLnYxLkxlZnRvdmVyUmVhcGVkSAASMgoOb3JwaGFuX2Fkb3B0ZWQYECABKAsyGC53YXJkZW4udjEuT3JwaGFuQWRvcHRlZEgAEjYKEGluc3RhbmNlX2Fkb3B0ZWQYESABKAsyGi53YXJkZW4udjEuSW5zdGFuY2VBZG9wdGVkSAASMgoOYmFja2VuZF9sb2FkZWQYEiABKAsyGC53YXJkZW4udjEuQmFja2VuZExvYWRlZEgAEjsKE2JhY2tlbmRfbG9hZF9mYWlsZWQYEyABKAsyHC53YXJkZW4udjEuQmFja2VuZExvYWRGYWlsZWRIABI3Cg5iYWNrZW5kX2V4aXRlZBgUIAEoCzIdLndhcmRlbi52MS5CYWNrZW5kRXhpdGVkRXZlbnRIABI0Cg9ub2RlX3JlZ2lzdGVyZWQYFSABKAsyGS53YXJkZW4udjEuTm9kZVJlZ2lzdGVyZWRIABI2ChBub2RlX3VucmVhY2hhYmxlGBYgASgLMhoud2FyZGVuLnYxLk5vZGVVbnJlYWNoYWJsZUgAEigKCW5vZGVfbG9zdBgXIAEoCzITLndhcmRlbi52MS5Ob2RlTG9zdEgAEi4KDG5vZGVfZHJhaW5lZBgYIAEoCzIWLndhcmRlbi52MS5Ob2RlRHJhaW5lZEgAEj8KFXBvbGljeV9saW1pdF9leGNlZWRlZBgZIAEoCzIeLndhcmRlbi52MS5Qb2xpY3lMaW1pdEV4Y2VlZGVkSAASKQoJcmVjb3ZlcmVkGBogASgLMhQud2FyZGVuLnYxLlJlY292ZXJlZEgAEkAKFXVucmVhY2hhYmlsaXR5X3BhdXNlZBgbIAEoCzIfLndhcmRlbi52MS5VbnJlYWNoYWJpbGl0eVBhdXNlZEgAEjoKEmluc3RhbmNlX2ZvcmdvdHRlbhgcIAEoCzIcLndhcmRlbi52MS5JbnN0YW5jZUZvcmdvdHRlbkgAEjYKEGpvdXJuYWxfcmVwYWlyZWQYHSABKAsyGi53YXJkZW4udjEuSm91cm5hbFJlcGFpcmVkSAASNgoQZm9yZWlnbl9kZXRlY3RlZBgeIAEoCzIaLndhcmRlbi52MS5Gb3JlaWduRGV0ZWN0ZWRIABI3ChFyZXBsaWNhX3NjYWxlZF91cBgfIAEoCzIaLndhcmRlbi52MS5SZXBsaWNhU2NhbGVkVXBIABI7ChNyZXBsaWNhX3NjYWxlZF9kb3duGCAgASgLMhwud2FyZGVuLnYxLlJlcGxpY2FTY2FsZWREb3duSAASPwoVcmVwbGljYV9zY2FsZV9ibG9ja2VkGCEgASgLMh4ud2FyZGVuLnYxLlJlcGxpY2FTY2FsZUJsb2NrZWRIABI3ChFyZXBsaWNhX3NjYWxlX3NldBgiIAEoCzIaLndhcmRlbi52MS5SZXBsaWNhU2NhbGVTZXRIAEIJCgdwYXlsb2FkIogBCg9FdmljdGlvblN0YXJ0ZWQSKQoGcmVhc29uGAEgASgOMhkud2FyZGVuLnYxLkV2aWN0aW9uUmVhc29uEg8KB3RyaWdnZXIYAiABKAkSEAoId2FzX2J1c3kYAyABKAgSDQoFZm9yY2UYBCABKAgSGAoQb3Blbl9yZXF1ZXN0X2lkcxgFIAMoCSJSCg9FdmljdGlvblN0b3BwZWQSKQoGcmVhc29uGAEgASgOMhkud2FyZGVuLnYxLkV2aWN0aW9uUmVhc29uEhQKDGFscmVhZHlfZ29uZRgCIAEoCCKwAQoORXZpY3Rpb25GYWlsZWQSKQoGcmVhc29uGAEgASgOMhkud2FyZGVuLnYxLkV2aWN0aW9uUmVhc29uEg0KBWVycm9yGAIgASgJEjEKB291dGNvbWUYAyABKA4yIC53YXJkZW4udjEuRXZpY3Rpb25GYWlsZWRPdXRjb21lEhgKEG9wZW5fcmVxdWVzdF9pZHMYBCADKAkSFwoPdGVybWluYWxfcmVhc29uGAUgASgJIjEKD0V2aWN0aW9uUmV0cmllZBIPCgdhdHRlbXB0GAEgASgNEg0KBWVycm9yGAIgASgJImAKDUxlZnRvdmVyU3R1Y2sSEAoIYXR0ZW1wdHMYASABKA0SKQoFc2luY2UYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKCmxhc3RfZXJyb3IYAyABKAkiIgoOTGVmdG92ZXJSZWFwZWQSEAoIYXR0ZW1wdHMYASABKA0iTwoNT3JwaGFuQWRvcHRlZBILCgNwaWQYASABKA0SFAoMbWVtb3J5X2J5dGVzGAIgASgEEg0KBWNvdW50GAMgASgNEgwKBHBpZHMYBCADKA0iOAoPSW5zdGFuY2VBZG9wdGVkEhMKC2FzX2xlZnRvdmVyGAEgASgIEhAKCGZvdW5kX2J5GAIgASgJIikKDUJhY2tlbmRMb2FkZWQSGAoQbG9hZF9kdXJhdGlvbl9tcxgBIAEoBCJyChFCYWNrZW5kTG9hZEZhaWxlZBIMCgRjb2RlGAEgASgJEg8KB21lc3NhZ2UYAiABKAkSFgoJZXhpdF9jb2RlGAMgASgFSACIAQESGAoQbGFzdF9zdGRlcnJfbGluZRgEIAEoCUIMCgpfZXhpdF9jb2RlInkKEkJhY2tlbmRFeGl0ZWRFdmVudBIWCglleGl0X2NvZGUYASABKAVIAIgBARIOCgZzaWduYWwYAiABKAkSEwoLaW50ZW50aW9uYWwYAyABKAgSGAoQbGFzdF9zdGRlcnJfbGluZRgEIAEoCUIMCgpfZXhpdF9jb2RlInYKDk5vZGVSZWdpc3RlcmVkEjUKBmxhYmVscxgBIAMoCzIlLndhcmRlbi52MS5Ob2RlUmVnaXN0ZXJlZC5MYWJlbHNFbnRyeRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIkgKD05vZGVVbnJlYWNoYWJsZRI1ChFsYXN0X2hlYXJ0YmVhdF9hdBgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiLwoITm9kZUxvc3QSEwoLYnlfb3BlcmF0b3IYASABKAgSDgoGcmVhc29uGAIgASgJIg0KC05vZGVEcmFpbmVkIkYKE1BvbGljeUxpbWl0RXhjZWVkZWQSDQoFbGltaXQYASABKA0SEAoIb2NjdXBpZWQYAiABKA0SDgoGcGlubmVkGAMgASgNIiQKCVJlY292ZXJlZBIXCg9sYXN0X2V2ZW50X3R5cGUYASABKAkiVgoUVW5yZWFjaGFiaWxpdHlQYXVzZWQSDgoGcGF1c2VkGAEgASgIEhkKEXVucmVhY2hhYmxlX25vZGVzGAIgASgNEhMKC3RvdGFsX25vZGVzGAMgASgNIjMKEUluc3RhbmNlRm9yZ290dGVuEhAKCG9wZXJhdG9yGAEgASgJEgwKBG5vdGUYAiABKAkiTwoPSm91cm5hbFJlcGFpcmVkEgwKBHBhdGgYASABKAkSFQoNZHJvcHBlZF9ieXRlcxgCIAEoBBIXCg9kcm9wcGVkX3JlY29yZHMYAyABKA0iQQoPRm9yZWlnbkRldGVjdGVkEg0KBWNvdW50GAEgASgNEgwKBHBpZHMYAiADKA0SEQoJYWRkcmVzc2VzGAMgAygJIjIKD1JlcGxpY2FTY2FsZWRVcBINCgVjYXVzZRgBIAEoCRIQCghyZXBsaWNhcxgCIAEoDSIlChFSZXBsaWNhU2NhbGVkRG93bhIQCghyZXBsaWNhcxgBIAEoDSJOChNSZXBsaWNhU2NhbGVCbG9ja2VkEg0KBWVycm9yGAEgASgJEhAKCGZhaWx1cmVzGAIgASgNEhYKDnJldHJ5X2FmdGVyX21zGAMgASgEIj0KD1JlcGxpY2FTY2FsZVNldBIQCghvcGVyYXRvchgBIAEoCRILCgNtaW4YAiABKA0SCwoDbWF4GAMgASgNKv0CCg5FdmljdGlvblJlYXNvbhIfChtFVklDVElPTl9SRUFTT05fVU5TUEVDSUZJRUQQABIZChVFVklDVElPTl9SRUFTT05fR1JPVVAQARIXChNFVklDVElPTl9SRUFTT05fTFJVEAISGAoURVZJQ1RJT05fUkVBU09OX0lETEUQAxIYChRFVklDVElPTl9SRUFTT05fQlVTWRAEEhoKFkVWSUNUSU9OX1JFQVNPTl9NRU1PUlkQBRIZChVFVklDVElPTl9SRUFTT05fQURNSU4QBhIZChVFVklDVElPTl9SRUFTT05fRFJBSU4QBxIaChZFVklDVElPTl9SRUFTT05fQ09ORklHEAgSGgoWRVZJQ1RJT05fUkVBU09OX09SUEhBThAJEhoKFkVWSUNUSU9OX1JFQVNPTl9IRUFMVEgQChIcChhFVklDVElPTl9SRUFTT05fVkFOSVNIRUQQCxIeChpFVklDVElPTl9SRUFTT05fU0NBTEVfRE9XThAMKpQBChVFdmljdGlvbkZhaWxlZE91dGNvbWUSJwojRVZJQ1RJT05fRkFJTEVEX09VVENPTUVfVU5TUEVDSUZJRUQQABIsCihFVklDVElPTl9GQUlMRURfT1VUQ09NRV9SRUdJU1RFUkVEX0FHQUlOEAESJAogRVZJQ1RJT05fRkFJTEVEX09VVENPTUVfTEVGVE9WRVIQAmIGcHJvdG8z", [file_google_protobuf_timestamp]);
 
 /**
  * Per-instance event sequence: (coordinator epoch, n).
@@ -214,6 +214,30 @@ export type Event = Message<"warden.v1.Event"> & {
      */
     value: ForeignDetected;
     case: "foreignDetected";
+  } | {
+    /**
+     * @generated from field: warden.v1.ReplicaScaledUp replica_scaled_up = 31;
+     */
+    value: ReplicaScaledUp;
+    case: "replicaScaledUp";
+  } | {
+    /**
+     * @generated from field: warden.v1.ReplicaScaledDown replica_scaled_down = 32;
+     */
+    value: ReplicaScaledDown;
+    case: "replicaScaledDown";
+  } | {
+    /**
+     * @generated from field: warden.v1.ReplicaScaleBlocked replica_scale_blocked = 33;
+     */
+    value: ReplicaScaleBlocked;
+    case: "replicaScaleBlocked";
+  } | {
+    /**
+     * @generated from field: warden.v1.ReplicaScaleSet replica_scale_set = 34;
+     */
+    value: ReplicaScaleSet;
+    case: "replicaScaleSet";
   } | { case: undefined; value?: undefined };
 };
 
@@ -774,6 +798,119 @@ export const ForeignDetectedSchema: GenMessage<ForeignDetected> = /*@__PURE__*/
   messageDesc(file_warden_v1_events, 22);
 
 /**
+ * A replica load started (issue 16): the node is chosen and the incarnation
+ * reserved; backend.loaded or backend.load-failed follows.
+ *
+ * @generated from message warden.v1.ReplicaScaledUp
+ */
+export type ReplicaScaledUp = Message<"warden.v1.ReplicaScaledUp"> & {
+  /**
+   * "min" (the reconciler restoring the floor) or "in-flight" (every ready
+   * replica at its target while fewer than max exist).
+   *
+   * @generated from field: string cause = 1;
+   */
+  cause: string;
+
+  /**
+   * Replicas of the model counting this one (ready, loading, stopping).
+   *
+   * @generated from field: uint32 replicas = 2;
+   */
+  replicas: number;
+};
+
+/**
+ * Describes the message warden.v1.ReplicaScaledUp.
+ * Use `create(ReplicaScaledUpSchema)` to create a new message.
+ */
+export const ReplicaScaledUpSchema: GenMessage<ReplicaScaledUp> = /*@__PURE__*/
+  messageDesc(file_warden_v1_events, 23);
+
+/**
+ * A replica above min was stopped for idleness; its eviction.* events follow
+ * with reason SCALE_DOWN.
+ *
+ * @generated from message warden.v1.ReplicaScaledDown
+ */
+export type ReplicaScaledDown = Message<"warden.v1.ReplicaScaledDown"> & {
+  /**
+   * Replicas of the model left once this one is stopped.
+   *
+   * @generated from field: uint32 replicas = 1;
+   */
+  replicas: number;
+};
+
+/**
+ * Describes the message warden.v1.ReplicaScaledDown.
+ * Use `create(ReplicaScaledDownSchema)` to create a new message.
+ */
+export const ReplicaScaledDownSchema: GenMessage<ReplicaScaledDown> = /*@__PURE__*/
+  messageDesc(file_warden_v1_events, 24);
+
+/**
+ * A scale-up (or the min floor) cannot fit: the model's circuit breaker is
+ * open until retry_after_ms from now; node_id, address and incarnation are "".
+ *
+ * @generated from message warden.v1.ReplicaScaleBlocked
+ */
+export type ReplicaScaleBlocked = Message<"warden.v1.ReplicaScaleBlocked"> & {
+  /**
+   * @generated from field: string error = 1;
+   */
+  error: string;
+
+  /**
+   * Consecutive failed attempts; the wait doubles with each (capped).
+   *
+   * @generated from field: uint32 failures = 2;
+   */
+  failures: number;
+
+  /**
+   * @generated from field: uint64 retry_after_ms = 3;
+   */
+  retryAfterMs: bigint;
+};
+
+/**
+ * Describes the message warden.v1.ReplicaScaleBlocked.
+ * Use `create(ReplicaScaleBlockedSchema)` to create a new message.
+ */
+export const ReplicaScaleBlockedSchema: GenMessage<ReplicaScaleBlocked> = /*@__PURE__*/
+  messageDesc(file_warden_v1_events, 25);
+
+/**
+ * An operator changed a model's replica bounds (Admin ScaleModel).
+ *
+ * @generated from message warden.v1.ReplicaScaleSet
+ */
+export type ReplicaScaleSet = Message<"warden.v1.ReplicaScaleSet"> & {
+  /**
+   * @generated from field: string operator = 1;
+   */
+  operator: string;
+
+  /**
+   * @generated from field: uint32 min = 2;
+   */
+  min: number;
+
+  /**
+   * @generated from field: uint32 max = 3;
+   */
+  max: number;
+};
+
+/**
+ * Describes the message warden.v1.ReplicaScaleSet.
+ * Use `create(ReplicaScaleSetSchema)` to create a new message.
+ */
+export const ReplicaScaleSetSchema: GenMessage<ReplicaScaleSet> = /*@__PURE__*/
+  messageDesc(file_warden_v1_events, 26);
+
+/**
  * @generated from enum warden.v1.EvictionReason
  */
 export enum EvictionReason {
@@ -836,6 +973,13 @@ export enum EvictionReason {
    * @generated from enum value: EVICTION_REASON_VANISHED = 11;
    */
   VANISHED = 11,
+
+  /**
+   * A replica above the model's min, idle for its scaleDownAfter (issue 16).
+   *
+   * @generated from enum value: EVICTION_REASON_SCALE_DOWN = 12;
+   */
+  SCALE_DOWN = 12,
 }
 
 /**

@@ -15,7 +15,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file warden/v1/node.proto.
  */
 export const file_warden_v1_node: GenFile = /*@__PURE__*/
-  fileDesc("ChR3YXJkZW4vdjEvbm9kZS5wcm90bxIJd2FyZGVuLnYxIowCCg9SZWdpc3RlclJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCRIPCgdhZGRyZXNzGAIgASgJEjYKBmxhYmVscxgDIAMoCzImLndhcmRlbi52MS5SZWdpc3RlclJlcXVlc3QuTGFiZWxzRW50cnkSIAoEZ3B1cxgEIAMoCzISLndhcmRlbi52MS5HcHVJbmZvEhIKCmJvb3RfZXBvY2gYBSABKAQSFwoPcmFtX3RvdGFsX2J5dGVzGAYgASgEEg8KB3ZlcnNpb24YByABKAkSEAoIYmFja2VuZHMYCCADKAkaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJMChBSZWdpc3RlclJlc3BvbnNlEhkKEWNvb3JkaW5hdG9yX2Vwb2NoGAEgASgEEh0KFWhlYXJ0YmVhdF9pbnRlcnZhbF9tcxgCIAEoDSL6AQoQSGVhcnRiZWF0UmVxdWVzdBIPCgdub2RlX2lkGAEgASgJEhIKCmJvb3RfZXBvY2gYAiABKAQSEAoIc2VxdWVuY2UYAyABKAQSKwoIYmFja2VuZHMYBCADKAsyGS53YXJkZW4udjEuSW52ZW50b3J5RW50cnkSKQoHb3JwaGFucxgFIAMoCzIYLndhcmRlbi52MS5PcnBoYW5Qcm9jZXNzEisKCXJlc291cmNlcxgGIAEoCzIYLndhcmRlbi52MS5Ob2RlUmVzb3VyY2VzEioKB2ZvcmVpZ24YByADKAsyGS53YXJkZW4udjEuRm9yZWlnblByb2Nlc3MiSQoRSGVhcnRiZWF0UmVzcG9uc2USGQoRcmVnaXN0ZXJfcmVxdWlyZWQYASABKAgSGQoRY29vcmRpbmF0b3JfZXBvY2gYAiABKAQymgEKC05vZGVTZXJ2aWNlEkMKCFJlZ2lzdGVyEhoud2FyZGVuLnYxLlJlZ2lzdGVyUmVxdWVzdBobLndhcmRlbi52MS5SZWdpc3RlclJlc3BvbnNlEkYKCUhlYXJ0YmVhdBIbLndhcmRlbi52MS5IZWFydGJlYXRSZXF1ZXN0Ghwud2FyZGVuLnYxLkhlYXJ0YmVhdFJlc3BvbnNlYgZwcm90bzM", [file_warden_v1_types]);
+  fileDesc("ChR3YXJkZW4vdjEvbm9kZS5wcm90bxIJd2FyZGVuLnYxIrMCCg9SZWdpc3RlclJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCRIPCgdhZGRyZXNzGAIgASgJEjYKBmxhYmVscxgDIAMoCzImLndhcmRlbi52MS5SZWdpc3RlclJlcXVlc3QuTGFiZWxzRW50cnkSIAoEZ3B1cxgEIAMoCzISLndhcmRlbi52MS5HcHVJbmZvEhIKCmJvb3RfZXBvY2gYBSABKAQSFwoPcmFtX3RvdGFsX2J5dGVzGAYgASgEEg8KB3ZlcnNpb24YByABKAkSEAoIYmFja2VuZHMYCCADKAkSJQoGbGltaXRzGAkgASgLMhUud2FyZGVuLnYxLk5vZGVMaW1pdHMaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASKdAQoKTm9kZUxpbWl0cxIjChZtYXhfcmVwbGljYXNfcGVyX21vZGVsGAEgASgNSAGIAQESHQoTbWVtb3J5X2J1ZGdldF9ieXRlcxgCIAEoBEgAEh8KFW1lbW9yeV9idWRnZXRfcGVyY2VudBgDIAEoAUgAQg8KDW1lbW9yeV9idWRnZXRCGQoXX21heF9yZXBsaWNhc19wZXJfbW9kZWwiTAoQUmVnaXN0ZXJSZXNwb25zZRIZChFjb29yZGluYXRvcl9lcG9jaBgBIAEoBBIdChVoZWFydGJlYXRfaW50ZXJ2YWxfbXMYAiABKA0i+gEKEEhlYXJ0YmVhdFJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCRISCgpib290X2Vwb2NoGAIgASgEEhAKCHNlcXVlbmNlGAMgASgEEisKCGJhY2tlbmRzGAQgAygLMhkud2FyZGVuLnYxLkludmVudG9yeUVudHJ5EikKB29ycGhhbnMYBSADKAsyGC53YXJkZW4udjEuT3JwaGFuUHJvY2VzcxIrCglyZXNvdXJjZXMYBiABKAsyGC53YXJkZW4udjEuTm9kZVJlc291cmNlcxIqCgdmb3JlaWduGAcgAygLMhkud2FyZGVuLnYxLkZvcmVpZ25Qcm9jZXNzIkkKEUhlYXJ0YmVhdFJlc3BvbnNlEhkKEXJlZ2lzdGVyX3JlcXVpcmVkGAEgASgIEhkKEWNvb3JkaW5hdG9yX2Vwb2NoGAIgASgEMpoBCgtOb2RlU2VydmljZRJDCghSZWdpc3RlchIaLndhcmRlbi52MS5SZWdpc3RlclJlcXVlc3QaGy53YXJkZW4udjEuUmVnaXN0ZXJSZXNwb25zZRJGCglIZWFydGJlYXQSGy53YXJkZW4udjEuSGVhcnRiZWF0UmVxdWVzdBocLndhcmRlbi52MS5IZWFydGJlYXRSZXNwb25zZWIGcHJvdG8z", [file_warden_v1_types]);
 
 /**
  * @generated from message warden.v1.RegisterRequest
@@ -69,6 +69,15 @@ export type RegisterRequest = Message<"warden.v1.RegisterRequest"> & {
    * @generated from field: repeated string backends = 8;
    */
   backends: string[];
+
+  /**
+   * Placement limits from the agent's config (issue 16); unset fields take
+   * the defaults. An Admin SetNodeLimits override wins field by field and
+   * survives a re-registration.
+   *
+   * @generated from field: warden.v1.NodeLimits limits = 9;
+   */
+  limits?: NodeLimits | undefined;
 };
 
 /**
@@ -77,6 +86,50 @@ export type RegisterRequest = Message<"warden.v1.RegisterRequest"> & {
  */
 export const RegisterRequestSchema: GenMessage<RegisterRequest> = /*@__PURE__*/
   messageDesc(file_warden_v1_node, 0);
+
+/**
+ * Per-node placement limits (issue 16).
+ *
+ * @generated from message warden.v1.NodeLimits
+ */
+export type NodeLimits = Message<"warden.v1.NodeLimits"> & {
+  /**
+   * Replicas of one model the node may hold, 1..1024; unset = the default (1).
+   *
+   * @generated from field: optional uint32 max_replicas_per_model = 1;
+   */
+  maxReplicasPerModel?: number | undefined;
+
+  /**
+   * Caps what placement may account on the node; unset = its whole memory.
+   *
+   * @generated from oneof warden.v1.NodeLimits.memory_budget
+   */
+  memoryBudget: {
+    /**
+     * Absolute bytes, 1..2^53-1.
+     *
+     * @generated from field: uint64 memory_budget_bytes = 2;
+     */
+    value: bigint;
+    case: "memoryBudgetBytes";
+  } | {
+    /**
+     * Percent of the node's GPU memory (RAM without GPUs), in (0, 100].
+     *
+     * @generated from field: double memory_budget_percent = 3;
+     */
+    value: number;
+    case: "memoryBudgetPercent";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message warden.v1.NodeLimits.
+ * Use `create(NodeLimitsSchema)` to create a new message.
+ */
+export const NodeLimitsSchema: GenMessage<NodeLimits> = /*@__PURE__*/
+  messageDesc(file_warden_v1_node, 1);
 
 /**
  * @generated from message warden.v1.RegisterResponse
@@ -100,7 +153,7 @@ export type RegisterResponse = Message<"warden.v1.RegisterResponse"> & {
  * Use `create(RegisterResponseSchema)` to create a new message.
  */
 export const RegisterResponseSchema: GenMessage<RegisterResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_node, 1);
+  messageDesc(file_warden_v1_node, 2);
 
 /**
  * @generated from message warden.v1.HeartbeatRequest
@@ -149,7 +202,7 @@ export type HeartbeatRequest = Message<"warden.v1.HeartbeatRequest"> & {
  * Use `create(HeartbeatRequestSchema)` to create a new message.
  */
 export const HeartbeatRequestSchema: GenMessage<HeartbeatRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_node, 2);
+  messageDesc(file_warden_v1_node, 3);
 
 /**
  * @generated from message warden.v1.HeartbeatResponse
@@ -174,7 +227,7 @@ export type HeartbeatResponse = Message<"warden.v1.HeartbeatResponse"> & {
  * Use `create(HeartbeatResponseSchema)` to create a new message.
  */
 export const HeartbeatResponseSchema: GenMessage<HeartbeatResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_node, 3);
+  messageDesc(file_warden_v1_node, 4);
 
 /**
  * @generated from service warden.v1.NodeService

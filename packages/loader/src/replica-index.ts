@@ -1,0 +1,42 @@
+/**
+ * model → the incarnations the loader holds for it (issue 16: every replica
+ * is its own instance). Kept in step with the held table: `holdInstance`
+ * adds, `dropHeld` removes (loader-state.ts); nothing else writes it. Sets
+ * keep insertion order, so the oldest replica comes first. Lookups cost
+ * O(replicas of that model), never a scan of every instance.
+ */
+export class ReplicaIndex {
+  private readonly byModel = new Map<string, Set<string>>();
+
+  add(model: string, incarnation: string): void {
+    let set = this.byModel.get(model);
+    if (set === undefined) {
+      set = new Set();
+      this.byModel.set(model, set);
+    }
+    set.add(incarnation);
+  }
+
+  remove(model: string, incarnation: string): void {
+    const set = this.byModel.get(model);
+    if (set === undefined) return;
+    set.delete(incarnation);
+    if (set.size === 0) this.byModel.delete(model);
+  }
+
+  /** The model's held incarnations, oldest first (a live view: copy before mutating the held table). */
+  of(model: string): ReadonlySet<string> {
+    return this.byModel.get(model) ?? empty;
+  }
+
+  count(model: string): number {
+    return this.byModel.get(model)?.size ?? 0;
+  }
+
+  /** Models with at least one held replica. */
+  models(): IterableIterator<string> {
+    return this.byModel.keys();
+  }
+}
+
+const empty: ReadonlySet<string> = new Set();

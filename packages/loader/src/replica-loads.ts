@@ -1,0 +1,48 @@
+import { Code, WardenError } from "@warden/common";
+import { startLoad } from "./load-path.js";
+import { warn, type LoaderState } from "./loader-state.js";
+import type { ModelSpec } from "./model-spec.js";
+import type { BackendHandle } from "./ports.js";
+import type { ReplicaChoice } from "./replica-routing.js";
+
+/**
+ * Starts one replica load of `spec` (issue 16) — a normal load through
+ * placement, admission and eviction, the model's one load in flight — for
+ * the min floor (`min`) or because every ready replica is at its target
+ * (`in-flight`). A failure opens the model's circuit breaker (scale-breaker.ts)
+ * and emits `replica.scale-blocked` once per failure; a success closes it.
+ * Nobody awaits it: calls keep going to the existing replicas.
+ */
+export function startReplicaLoad<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, cause: "min" | "in-flight"): void {
+  const upTo = cause === "min" ? spec.replicas.min : spec.replicas.max;
+  startLoad(s, spec, undefined, { cause, upTo }).then(
+    () => {
+      s.breakers.close(spec.id);
+    },
+    (err: unknown) => {
+      const e = WardenError.from(err);
+      // Not needed any more, or cancelled by shutdown: not a failure to place.
+      if (e.code === Code.Aborted || s.closed) return;
+      const b = s.breakers.fail(spec.id, e.rawMessage, s.o.clock.now());
+      warn(s, "replica load failed; scale-up blocked", { model: spec.id, cause, err: e.rawMessage, retryAfterMs: b.retryAfterMs });
+      s.o.events.emit({ type: "replica.scale-blocked", nodeId: "", model: spec.id, address: "", incarnation: "", error: e.rawMessage, failures: b.failures, retryAfterMs: b.retryAfterMs });
+    },
+  );
+}
+
+/**
+ * Scale-up on load (issue 16 item 3): when the least-loaded ready replica
+ * already has `targetInFlight` calls in flight — so every ready one has — and
+ * fewer than `max` replicas count (those being stopped included: a failed
+ * stop brings one back), start one replica load unless one is in
+ * flight, the breaker is open or the model is in load-failure cooldown. The
+ * call that noticed goes on to the least-loaded replica.
+ */
+export function maybeScaleUp<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, c: ReplicaChoice<H>): void {
+  const r = spec.replicas;
+  if (c.best === undefined || c.bestInFlight < r.targetInFlight || c.live + c.stopping >= r.max || s.closed) return;
+  if (s.loads.has(spec.id)) return;
+  const now = s.o.clock.now();
+  if (!s.breakers.allows(spec.id, now) || s.cooldown.retryAfterMs(spec.id, now) > 0) return;
+  startReplicaLoad(s, spec, "in-flight");
+}

@@ -1,0 +1,82 @@
+import { isPlanted } from "@warden/common";
+import type { LoaderState } from "./loader-state.js";
+import type { HeldInstance } from "./loader-types.js";
+import type { BackendHandle } from "./ports.js";
+
+/** What routing sees of one model's replicas at one moment (issue 16). */
+export interface ReplicaChoice<H extends BackendHandle> {
+  /** The routable replica with the fewest calls in flight, ties by least recently used. */
+  readonly best: HeldInstance<H> | undefined;
+  readonly bestInFlight: number;
+  /**
+   * Replicas that count toward `max`: admitted, starting, loading or ready —
+   * not pending eviction, not freed; a load still in admission counts;
+   * leftovers never do (they are not held).
+   */
+  readonly live: number;
+  /**
+   * Held replicas pending eviction or freed. A failed stop registers them
+   * again (settle row 3), so new replica loads count them toward `max` too:
+   * the count never exceeds max, whatever the stops come to.
+   */
+  readonly stopping: number;
+  /** A replica pending eviction or freed: calls wait for its settle when none is routable. */
+  readonly settling: string | undefined;
+  /** A ready replica on an unreachable node (accounted, never routed). */
+  readonly unreachable: HeldInstance<H> | undefined;
+  /** A held replica not ready yet. */
+  readonly starting: string | undefined;
+}
+
+/**
+ * Picks the replica a call goes to: ready in the loader and in the watchdog,
+ * not pending eviction, stopping, freed or a leftover, on a reachable node;
+ * the fewest in flight wins, then the oldest last use, then the oldest
+ * replica. O(replicas of the model) with O(1) lookups each — no copies, no
+ * scan of other models.
+ */
+export function chooseReplica<H extends BackendHandle>(s: LoaderState<H>, model: string): ReplicaChoice<H> {
+  // Planted bug "route-to-stopping": an instance pending eviction stays routable.
+  const routeToStopping = isPlanted("route-to-stopping");
+  let best: HeldInstance<H> | undefined;
+  let bestInFlight = Infinity;
+  let bestLastUsed = Infinity;
+  let live = 0;
+  let stopping = 0;
+  let settling: string | undefined;
+  let unreachable: HeldInstance<H> | undefined;
+  let starting: string | undefined;
+  for (const inc of s.replicas.of(model)) {
+    const h = s.held.get(inc);
+    if (h === undefined) continue;
+    let state = s.core.stateOf(inc);
+    if (state === "pending" || state === "freed") {
+      settling ??= inc;
+      stopping++;
+      if (!routeToStopping || state === "freed") continue;
+      state = s.core.instance(inc)?.state;
+    } else {
+      live++;
+    }
+    if (state !== "ready" || h.phase !== "ready" || h.address === undefined) {
+      starting ??= inc;
+      continue;
+    }
+    if (s.o.agents.isReachable?.(h.nodeId) === false) {
+      unreachable ??= h;
+      continue;
+    }
+    const inFlight = s.core.inFlight(h.address);
+    const lastUsed = s.core.lastUsedMs(h.address) ?? -Infinity;
+    if (inFlight < bestInFlight || (inFlight === bestInFlight && lastUsed < bestLastUsed)) {
+      best = h;
+      bestInFlight = inFlight;
+      bestLastUsed = lastUsed;
+    }
+  }
+  // Nothing routable: a stop whose local half is already dropped still makes calls wait for its settle (no second copy meanwhile).
+  if (best === undefined) settling ??= s.core.settlingOf(model);
+  const admitting = s.loadIncarnations.get(model);
+  if (admitting !== undefined && !s.held.has(admitting)) live++;
+  return { best, bestInFlight, live, stopping, settling, unreachable, starting };
+}

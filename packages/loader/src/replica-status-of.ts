@@ -1,0 +1,53 @@
+import type { LoaderState } from "./loader-state.js";
+import type { BackendHandle } from "./ports.js";
+import type { ReplicaStatus } from "./replica-status.js";
+
+/**
+ * One model's replica counts, from the watchdog's per-model records and the
+ * held table — O(replicas of that model). `leftovers` is passed in so that
+ * listing every model counts the leftovers once. Undefined for a model that
+ * is not configured.
+ */
+export function replicaStatusOf<H extends BackendHandle>(s: LoaderState<H>, model: string, leftovers: number): ReplicaStatus | undefined {
+  const spec = s.models.get(model);
+  if (spec === undefined) return undefined;
+  let ready = 0;
+  let loading = 0;
+  let stopping = 0;
+  const seen = new Set<string>();
+  for (const v of s.core.instancesOfModel(model)) {
+    seen.add(v.incarnation);
+    if (v.pendingEviction !== undefined || v.state === "freed") stopping++;
+    else if (v.state === "ready" && s.held.get(v.incarnation)?.phase === "ready") ready++;
+    else loading++;
+  }
+  // Held but not (or no longer) in the watchdog: a start not admitted yet counts as loading.
+  for (const inc of s.replicas.of(model)) if (!seen.has(inc)) loading++;
+  const admitting = s.loadIncarnations.get(model);
+  if (admitting !== undefined && !seen.has(admitting) && !s.held.has(admitting)) loading++;
+  const { min, max } = spec.replicas;
+  const b = s.breakers.state(model);
+  return {
+    model,
+    settings: spec.replicas,
+    desired: Math.min(max, Math.max(min, ready + loading)),
+    ready,
+    loading,
+    stopping,
+    leftovers,
+    queued: s.waiting.get(model) ?? 0,
+    blocked: b === undefined ? undefined : { error: b.error, failures: b.failures, retryAtMs: b.retryAtMs },
+  };
+}
+
+/** Every configured model's replica counts, in config order. */
+export function replicaStatusesOf<H extends BackendHandle>(s: LoaderState<H>): ReplicaStatus[] {
+  const leftovers = new Map<string, number>();
+  for (const l of s.leftovers.list()) leftovers.set(l.model, (leftovers.get(l.model) ?? 0) + 1);
+  const out: ReplicaStatus[] = [];
+  for (const id of s.models.keys()) {
+    const st = replicaStatusOf(s, id, leftovers.get(id) ?? 0);
+    if (st !== undefined) out.push(st);
+  }
+  return out;
+}

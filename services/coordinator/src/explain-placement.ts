@@ -1,0 +1,70 @@
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import { PlacementDecision, type ExplainPlacementResponseSchema } from "@warden/proto";
+import type { ModelSpec, ReplicaStatus } from "@warden/loader";
+import type { InstanceView, WatchdogCore } from "@warden/watchdog";
+import type { PlacementView } from "./placement-view.js";
+
+type ExplainInit = MessageInitShape<typeof ExplainPlacementResponseSchema>;
+
+export interface ExplainPlacementDeps {
+  readonly core: Pick<WatchdogCore, "instancesOfModel">;
+  readonly placement: Pick<PlacementView, "plan" | "wouldEvict">;
+  /** Monotonic now, for the scale-up circuit breaker's next attempt. */
+  readonly nowMs: number;
+}
+
+/** A replica that counts toward `replicas.max`: reserved, loading or ready, not being stopped (leftovers aside). */
+function counts(v: InstanceView): boolean {
+  return v.pendingEviction === undefined && (v.state === "ready" || v.state === "loading" || v.state === "reserved");
+}
+
+function describeInstance(v: InstanceView): string {
+  const state = v.pendingEviction !== undefined ? "pending eviction" : v.state;
+  return `node "${v.nodeId}" (${state}${v.gpu === undefined ? "" : `, gpu ${String(v.gpu)}`})`;
+}
+
+function describeBlocked(blocked: ReplicaStatus["blocked"], nowMs: number): string {
+  if (blocked === undefined) return "";
+  return `; scale-up blocked after ${String(blocked.failures)} failure(s) (${blocked.error}), next attempt in ${String(Math.max(0, blocked.retryAtMs - nowMs))} ms`;
+}
+
+/**
+ * ExplainPlacement for the model's NEXT replica (issue 16). At `replicas.max`
+ * (ready + loading + reserved, leftovers and replicas being stopped aside) it
+ * answers ALREADY_LOADED with every replica's node; below it, the plan the
+ * next load would take (through the same `plan` as the loader's `choose`),
+ * with what it would evict, the replicas that exist, and the scale-up circuit
+ * breaker when open. Until admin.proto carries the counts, they are in
+ * `reason`. The first replica's explanation is unchanged.
+ */
+export function explainPlacement(d: ExplainPlacementDeps, spec: ModelSpec, blocked?: ReplicaStatus["blocked"]): ExplainInit {
+  const all = d.core.instancesOfModel(spec.id);
+  const live = all.filter(counts);
+  // Validated to at least 1 (replicaBounds); a 0 here would read as "at max" with nothing loaded.
+  const max = Math.max(1, spec.replicas.max);
+  const breaker = describeBlocked(blocked, d.nowMs);
+  if (live.length >= max) {
+    return {
+      decision: PlacementDecision.ALREADY_LOADED,
+      nodeId: live[0]?.nodeId ?? "",
+      reason: `already at max replicas (${String(live.length)}/${String(max)}): on ${live.map(describeInstance).join(", ")}`,
+      nodes: [],
+    };
+  }
+  const others = all.filter((v) => !counts(v));
+  const prefix =
+    all.length === 0
+      ? ""
+      : `next replica (${String(live.length + 1)} of max ${String(max)}; ${live.length === 0 ? "none counted" : `${String(live.length)} on ${live.map(describeInstance).join(", ")}`}${others.length === 0 ? "" : `; not counted: ${others.map(describeInstance).join(", ")}`}): `;
+  const plan = d.placement.plan(spec);
+  const nodes = plan.verdicts.map((v) => ({ nodeId: v.nodeId, fits: v.fits, reason: v.reason, freeBytes: BigInt(Math.round(v.freeBytes)), score: v.score, wouldEvict: d.placement.wouldEvict(spec, v.nodeId) }));
+  const reason = `${prefix}${plan.reason}${breaker}`;
+  switch (plan.t) {
+    case "place":
+      return { decision: PlacementDecision.PLACE, nodeId: plan.nodeId, reason, nodes };
+    case "evict-then-place":
+      return { decision: PlacementDecision.EVICT_THEN_PLACE, nodeId: plan.nodeId, reason, nodes };
+    case "no-fit":
+      return { decision: plan.verdicts.some((v) => v.reason.includes("cannot resolve")) ? PlacementDecision.WAIT : PlacementDecision.NO_FIT, nodeId: "", reason, nodes };
+  }
+}

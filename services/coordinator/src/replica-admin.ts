@@ -1,0 +1,81 @@
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import { Code, WardenError, invalidArgument, type Clock } from "@warden/common";
+import type { Loader, ReplicaStatus, ScalePatch } from "@warden/loader";
+import type { ModelReplicasSchema, NodeSchema, ScaleModelRequest, SetNodeLimitsRequest } from "@warden/proto";
+import type { BackendClientHandle } from "./backend-connector.js";
+import { checkId } from "./check-id.js";
+import { nodeLimitsFromWire, nodeLimitsToWire } from "./node-limits-wire.js";
+import type { NodeRegistry } from "./node-registry.js";
+
+type ModelReplicasInit = MessageInitShape<typeof ModelReplicasSchema>;
+export type NodeLimitFields = Pick<MessageInitShape<typeof NodeSchema>, "agentLimits" | "limitsOverride" | "effectiveLimits">;
+
+function hasControlChars(s: string): boolean {
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 0x20 || c === 0x7f) return true;
+  }
+  return false;
+}
+
+/** Longest operator name kept in the replica.scale-set event. */
+export const maxOperatorChars = 256;
+
+/** One model's replicas as ListModels, ScaleModel and `/v1/models` show them; `nowMs` is the monotonic clock. */
+export function modelReplicasInit(s: ReplicaStatus, nowMs: number): ModelReplicasInit {
+  return {
+    model: s.model,
+    min: s.settings.min,
+    max: s.settings.max,
+    targetInFlight: s.settings.targetInFlight,
+    scaleDownAfterMs: BigInt(s.settings.scaleDownAfterMs),
+    desired: s.desired,
+    ready: s.ready,
+    loading: s.loading,
+    stopping: s.stopping,
+    leftovers: s.leftovers,
+    queued: s.queued,
+    ...(s.blocked === undefined ? {} : { blocked: { error: s.blocked.error, failures: s.blocked.failures, retryAfterMs: BigInt(Math.max(0, Math.ceil(s.blocked.retryAtMs - nowMs))) } }),
+  };
+}
+
+/** A node's limits as GetNode/ListNodes show them: the agent's, the override, and the effective ones. */
+export function nodeLimitFields(nodes: NodeRegistry, nodeId: string): NodeLimitFields {
+  return {
+    agentLimits: nodeLimitsToWire(nodes.get(nodeId)?.agentLimits ?? {}),
+    limitsOverride: nodeLimitsToWire(nodes.limitsOverride(nodeId)),
+    effectiveLimits: nodeLimitsToWire(nodes.limitsOf(nodeId), true),
+  };
+}
+
+/**
+ * The request half of ScaleModel (the loader checks the bounds against the
+ * model's settings, whole, in Loader.scale): a refused call changes nothing
+ * and emits nothing.
+ */
+export function checkScaleModel(req: ScaleModelRequest): { patch: ScalePatch; operator: string } {
+  checkId(req.model, "model");
+  if (req.min === undefined && req.max === undefined) throw invalidArgument("min", "min or max is required");
+  if (req.operator.length > maxOperatorChars || hasControlChars(req.operator)) throw invalidArgument("operator", `must be at most ${String(maxOperatorChars)} printable characters`);
+  return { patch: { ...(req.min === undefined ? {} : { min: req.min }), ...(req.max === undefined ? {} : { max: req.max }) }, operator: req.operator };
+}
+
+/**
+ * SetNodeLimits: `clear` drops the override; otherwise the fields set replace
+ * the override's, the rest keep theirs. Validated whole before the one change.
+ */
+export function applySetNodeLimits(req: SetNodeLimitsRequest, nodes: NodeRegistry): void {
+  const nodeId = checkId(req.nodeId, "node_id");
+  const patch = nodeLimitsFromWire(req.limits, "limits");
+  const empty = patch.maxReplicasPerModel === undefined && patch.memoryBudget === undefined;
+  if (req.clear && !empty) throw invalidArgument("clear", "clears the whole override: send either clear or limits, not both");
+  if (!req.clear && empty) throw invalidArgument("limits", "set max_replicas_per_model or a memory budget, or clear");
+  if (nodes.get(nodeId) === undefined) throw new WardenError(Code.NotFound, `node_id: node "${nodeId}" is not registered`);
+  nodes.setLimitsOverride(nodeId, req.clear ? {} : { ...nodes.limitsOverride(nodeId), ...patch });
+}
+
+/** ListModels' replica summary: one entry per configured model (a bounded set). */
+export function replicaSummaries(loader: Pick<Loader<BackendClientHandle>, "replicaStatuses">, clock: Clock): ModelReplicasInit[] {
+  const now = clock.now();
+  return loader.replicaStatuses().map((s) => modelReplicasInit(s, now));
+}

@@ -159,6 +159,7 @@ const regressionSeeds: readonly (readonly [number, SimProfile, string])[] = [
   [96197, "short", "campaign 8bc9218: a start past the per-node limit (4)"],
   [97245, "short", "campaign 8bc9218: an inventory taken before a start lands after its Ready (the simulated agent waits for each heartbeat reply)"],
   [4153, "short", "campaign a0e6565: convergence waits for a leftover left by a stop that failed in the quiet phase (its reply lost)"],
+  [26419, "short", "campaign a0e6565: convergence waits for a leftover left by a stop that failed in the quiet phase (2)"],
 ];
 
 describe("simulation", () => {

@@ -145,9 +145,14 @@ async function unloadRemoteOnly<H extends BackendHandle>(s: LoaderState<H>, mode
       throw new WardenError(Code.Unavailable, `checking whether model "${modelId}" is loaded on any node: ${answer.reason}`);
     case "found": {
       let last: UnloadOutcome = known ?? { t: "not-loaded" };
+      let awaited = false;
       for (const hit of answer.hits) {
         // Confirmed gone by an earlier stop: the inventory predates it.
         if (s.gone.has(hit.incarnation)) continue;
+        // After a stop was awaited the answer is stale: a replica another stop confirmed
+        // gone meanwhile is out of the inventory now (the gone set is bounded and may
+        // have forgotten it already), so ask again before adopting it.
+        if (awaited && !stillListed(s, modelId, hit.incarnation)) continue;
         if (s.leftovers.get(hit.incarnation) !== undefined) {
           // Already a leftover (retried above): never adopt it as routable.
           last = { t: "leftover", incarnation: hit.incarnation, error: "stop already being retried" };
@@ -165,9 +170,15 @@ async function unloadRemoteOnly<H extends BackendHandle>(s: LoaderState<H>, mode
           last = { t: "leftover", incarnation: hit.incarnation, error };
           continue;
         }
+        awaited = true;
         last = await stopInstance(s, hit.incarnation, options);
       }
       return last;
     }
   }
+}
+
+function stillListed<H extends BackendHandle>(s: LoaderState<H>, modelId: string, incarnation: string): boolean {
+  const now = s.o.inventories.findModel(modelId);
+  return now.t === "found" && now.hits.some((h) => h.incarnation === incarnation);
 }

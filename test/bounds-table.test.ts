@@ -8,22 +8,12 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { create, toBinary, type MessageInitShape } from "@bufbuild/protobuf";
 import { Metadata } from "@grpc/grpc-js";
-import { Code, isWardenError, maxIdentifierChars } from "@warden/common";
+import { Code, maxIdentifierChars } from "@warden/common";
 import { GrpcServer, LeanGrpcServer, createClient, createH2Client, defaultMaxMessageBytes, defaultMaxMetadataBytes, defaultMaxRequestElements, type ServiceImpl } from "@warden/grpc";
 import { AdminService, Backend, BackendState, NodeService, PredictOptionsSchema, type HeartbeatRequestSchema } from "@warden/proto";
 import { simModel, startTestCoordinator, type TestCoordinator } from "./support/coordinator-harness.js";
 import { frame, RawGrpc } from "./support/raw-grpc.js";
-
-/** The code and named field of a refused call (the test fails if the call succeeds). */
-async function refusal(call: Promise<unknown>): Promise<{ code: number; field: unknown; message: string }> {
-  try {
-    await call;
-  } catch (err) {
-    if (!isWardenError(err)) throw err;
-    return { code: err.code, field: err.details["field"], message: err.message };
-  }
-  throw new Error("the call was accepted");
-}
+import { refusal } from "./support/refusal.js";
 
 describe("transport bounds on every server and client", () => {
   const limit = 64 * 1024;

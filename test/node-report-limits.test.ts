@@ -9,11 +9,12 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { createClient, type Client } from "@warden/grpc";
-import { Code, isWardenError } from "@warden/common";
+import { Code } from "@warden/common";
 import { eventTypeOf } from "@warden/events";
 import { BackendState, GpuInfoSchema, NodeService, OrphanProcessSchema, type HeartbeatRequestSchema, type RegisterRequestSchema } from "@warden/proto";
 import { nodeReportLimits } from "@warden/coordinator";
 import { simModel, startTestCoordinator, type TestCoordinator } from "./support/coordinator-harness.js";
+import { refusal } from "./support/refusal.js";
 
 let t: TestCoordinator | undefined;
 let node: Client<typeof NodeService> | undefined;
@@ -39,17 +40,6 @@ async function start(): Promise<{ tc: TestCoordinator; nc: Client<typeof NodeSer
   t = await startTestCoordinator({ models: [simModel("m")], extra: { orphanGrace: "1h" } });
   node = createClient(NodeService, t.c.address);
   return { tc: t, nc: node };
-}
-
-/** The code and named field of a refused call (the test fails if the call succeeds). */
-async function refusal(call: Promise<unknown>): Promise<{ code: number; field: unknown; message: string }> {
-  try {
-    await call;
-  } catch (err) {
-    if (!isWardenError(err)) throw err;
-    return { code: err.code, field: err.details["field"], message: err.message };
-  }
-  throw new Error("the call was accepted");
 }
 
 /** Everything a remote report could change, as seen over the API and in the registry. */

@@ -11,10 +11,11 @@ import { PassThrough } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runCli } from "@warden/cli";
 import { createClient, type Client } from "@warden/grpc";
-import { Code, isWardenError } from "@warden/common";
+import { Code } from "@warden/common";
 import { eventTypeOf } from "@warden/events";
 import { NodeService, type Node } from "@warden/proto";
 import { simModel, startTestCoordinator, type TestCoordinator } from "./support/coordinator-harness.js";
+import { refusal } from "./support/refusal.js";
 
 let tc: TestCoordinator;
 let nc: Client<typeof NodeService>;
@@ -36,16 +37,6 @@ afterAll(async () => {
 const bootEpoch = 1_750_000_000_000n;
 // Nothing listens on port 1: the coordinator's WatchBackends to this node just fails and retries.
 const address = "127.0.0.1:1";
-
-async function refusal(call: Promise<unknown>): Promise<{ code: number; field: unknown; message: string }> {
-  try {
-    await call;
-  } catch (err) {
-    if (!isWardenError(err)) throw err;
-    return { code: err.code, field: err.details["field"], message: err.message };
-  }
-  throw new Error("the call was accepted");
-}
 
 async function node(id: string): Promise<Node> {
   const n = (await tc.admin.getNode({ nodeId: id })).node;

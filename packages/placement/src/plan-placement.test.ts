@@ -1,28 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { planPlacement, type NodeCandidate } from "./index.js";
+import { planPlacement } from "./index.js";
+import { GiB, node } from "./node-candidate.fixture.js";
 
-const GiB = 1024 ** 3;
-function node(init: Partial<NodeCandidate> & { nodeId: string }): NodeCandidate {
-  return {
-    state: "ready",
-    draining: false,
-    labels: {},
-    memoryTotalBytes: 24 * GiB,
-    memoryUsedBytes: 0,
-    reservedBytes: 0,
-    occupied: 0,
-    limit: 0,
-    evictableConflicts: [],
-    blockingConflicts: [],
-    evictableBytes: 0,
-    evictableSlots: 0,
-    modelReplicas: 0,
-    maxReplicasPerModel: 1,
-    devices: 1,
-    devicesWithReplica: 0,
-    ...init,
-  };
-}
 const req = { model: "m", sizeBytes: 8 * GiB, selector: {} };
 
 describe("planPlacement", () => {

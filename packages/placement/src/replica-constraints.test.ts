@@ -1,28 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { planPlacement, type NodeCandidate, type PlacementRequest } from "./index.js";
+import { planPlacement, type PlacementRequest } from "./index.js";
+import { GiB, node } from "./node-candidate.fixture.js";
 
-const GiB = 1024 ** 3;
-function node(init: Partial<NodeCandidate> & { nodeId: string }): NodeCandidate {
-  return {
-    state: "ready",
-    draining: false,
-    labels: {},
-    memoryTotalBytes: 24 * GiB,
-    memoryUsedBytes: 0,
-    reservedBytes: 0,
-    occupied: 0,
-    limit: 0,
-    evictableConflicts: [],
-    blockingConflicts: [],
-    evictableBytes: 0,
-    evictableSlots: 0,
-    modelReplicas: 0,
-    maxReplicasPerModel: 1,
-    devices: 1,
-    devicesWithReplica: 0,
-    ...init,
-  };
-}
 const req = (spread: PlacementRequest["spread"]): PlacementRequest => ({ model: "m", sizeBytes: 4 * GiB, selector: {}, ...(spread === undefined ? {} : { spread }) });
 const reasonOf = (plan: ReturnType<typeof planPlacement>, nodeId: string): string | undefined => plan.verdicts.find((v) => v.nodeId === nodeId)?.reason;
 

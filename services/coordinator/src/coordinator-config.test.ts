@@ -1,18 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { Code, isWardenError } from "@warden/common";
 import { parseCoordinatorConfig } from "./coordinator-config.js";
+import { errorOf, model } from "./coordinator-config.fixture.js";
 
-function errorOf(yaml: string): string {
-  try {
-    parseCoordinatorConfig(yaml);
-  } catch (err) {
-    if (isWardenError(err, Code.InvalidArgument)) return err.rawMessage;
-    throw err;
-  }
-  return "accepted";
-}
-
-const model = (extra: string): string => `models:\n  - id: m\n    backend: sim\n${extra}`;
 
 describe("coordinator config maxima", () => {
   it("refuses every duration and count above its documented maximum, naming the YAML path", () => {

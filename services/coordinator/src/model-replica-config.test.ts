@@ -1,19 +1,8 @@
 import { describe, expect, it } from "vitest";
-import { Code, isWardenError } from "@warden/common";
 import { defaultReplicas, replicaBounds } from "@warden/loader";
 import { parseCoordinatorConfig } from "./coordinator-config.js";
+import { errorOf, model } from "./coordinator-config.fixture.js";
 
-function errorOf(yaml: string): string {
-  try {
-    parseCoordinatorConfig(yaml);
-  } catch (err) {
-    if (isWardenError(err, Code.InvalidArgument)) return err.rawMessage;
-    throw err;
-  }
-  return "accepted";
-}
-
-const model = (extra: string): string => `models:\n  - id: m\n    backend: sim\n${extra}`;
 
 describe("coordinator config: model replicas, spread, idleTimeout (issue 16)", () => {
   it("parses replicas, spread and idleTimeout into the ModelSpec; left out, the defaults", () => {

@@ -160,6 +160,7 @@ const regressionSeeds: readonly (readonly [number, SimProfile, string])[] = [
   [97245, "short", "campaign 8bc9218: an inventory taken before a start lands after its Ready (the simulated agent waits for each heartbeat reply)"],
   [4153, "short", "campaign a0e6565: convergence waits for a leftover left by a stop that failed in the quiet phase (its reply lost)"],
   [26419, "short", "campaign a0e6565: convergence waits for a leftover left by a stop that failed in the quiet phase (2)"],
+  [42934, "short", "campaign a0e6565: convergence waits for a leftover left by a stop that failed in the quiet phase (3)"],
 ];
 
 describe("simulation", () => {

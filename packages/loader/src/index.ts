@@ -3,6 +3,7 @@
  * the stop sequence, leftovers and routing, behind ports.
  */
 export { Loader, defaultStopTimings } from "./loader.js";
+export type { DrainOptions } from "./drain-node.js";
 export type { LoaderOptions, StopTimings } from "./loader.js";
 export { LockTable } from "./lifecycle-lock.js";
 export type { Release } from "./lifecycle-lock.js";

@@ -1,6 +1,7 @@
 import { Code, WardenError, leftoverBackoff, type Cancel } from "@warden/common";
 import { createWatchdogCore, createWatchdogService, type InstanceView, type MemoryReading, type OccupancyEntry, type PolicyPatch, type WatchdogCore, type WatchdogPolicy, type WatchdogService } from "@warden/watchdog";
 import { adoptLeftover, adoptRemoteOnly, isBeingStopped, knows, rememberGone, restoreStopIntents } from "./adoption.js";
+import { DrainMoves, drainNode, type DrainOptions } from "./drain-node.js";
 import { FreedRetries } from "./freed-retries.js";
 import { GoneIncarnations } from "./gone-incarnations.js";
 import { forget, onBackendGone, onNodeLost } from "./instance-exits.js";
@@ -47,6 +48,7 @@ export class Loader<H extends BackendHandle = BackendHandle> {
   readonly core: WatchdogCore;
   readonly watchdog: WatchdogService;
   private readonly s: LoaderState<H>;
+  private readonly drains = new DrainMoves();
   private tickCancel: Cancel | undefined;
 
   constructor(o: LoaderOptions<H>) {
@@ -323,6 +325,11 @@ export class Loader<H extends BackendHandle = BackendHandle> {
   /** Stops one instance by incarnation through the watchdog (unload.ts). */
   stopInstance(incarnation: string, options: UnloadOptions): Promise<UnloadOutcome> {
     return stopInstance(this.s, incarnation, options);
+  }
+
+  /** Drains a node: replicas keeping a model at min are moved one at a time, the rest stopped (drain-node.ts). */
+  drainNode(nodeId: string, options: DrainOptions): Promise<void> {
+    return drainNode(this.s, this.drains, nodeId, options);
   }
 
   // -------------------------------------------------------------- adoption

@@ -1,5 +1,5 @@
 import { Code, WardenError } from "@warden/common";
-import { startLoad } from "./load-path.js";
+import { startLoad, type ReplicaLoad } from "./load-path.js";
 import { warn, type LoaderState } from "./loader-state.js";
 import type { ModelSpec } from "./model-spec.js";
 import type { BackendHandle } from "./ports.js";
@@ -9,23 +9,29 @@ import type { ReplicaChoice } from "./replica-routing.js";
  * Starts one replica load of `spec` (issue 16) — a normal load through
  * placement, admission and eviction, the model's one load in flight — for
  * the min floor (`min`) or because every ready replica is at its target
- * (`in-flight`). A failure opens the model's circuit breaker (scale-breaker.ts)
- * and emits `replica.scale-blocked` once per failure; a success closes it.
- * Nobody awaits it: calls keep going to the existing replicas.
+ * (`in-flight`), or to replace a replica on a draining node (`drain`,
+ * drain-node.ts). A failure opens the model's circuit breaker
+ * (scale-breaker.ts) and emits `replica.scale-blocked` once per failure; a
+ * success closes it. Resolves true once the replica is ready, false when it
+ * failed or was not needed; only the drain awaits it: calls keep going to
+ * the existing replicas.
  */
-export function startReplicaLoad<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, cause: "min" | "in-flight"): void {
-  const upTo = cause === "min" ? spec.replicas.min : spec.replicas.max;
-  startLoad(s, spec, undefined, { cause, upTo }).then(
+export function startReplicaLoad<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, cause: ReplicaLoad["cause"], drainUpTo = 0): Promise<boolean> {
+  // A drain's replacement may run beside the replica it replaces: its bound is the count it started from, plus one.
+  const upTo = cause === "min" ? spec.replicas.min : cause === "drain" ? drainUpTo : spec.replicas.max;
+  return startLoad(s, spec, undefined, { cause, upTo }).then(
     () => {
       s.breakers.close(spec.id);
+      return true;
     },
     (err: unknown) => {
       const e = WardenError.from(err);
       // Not needed any more, or cancelled by shutdown: not a failure to place.
-      if (e.code === Code.Aborted || s.closed) return;
+      if (e.code === Code.Aborted || s.closed) return false;
       const b = s.breakers.fail(spec.id, e.rawMessage, s.o.clock.now());
       warn(s, "replica load failed; scale-up blocked", { model: spec.id, cause, err: e.rawMessage, retryAfterMs: b.retryAfterMs });
       s.o.events.emit({ type: "replica.scale-blocked", nodeId: "", model: spec.id, address: "", incarnation: "", error: e.rawMessage, failures: b.failures, retryAfterMs: b.retryAfterMs });
+      return false;
     },
   );
 }
@@ -44,5 +50,5 @@ export function maybeScaleUp<H extends BackendHandle>(s: LoaderState<H>, spec: M
   if (s.loads.has(spec.id)) return;
   const now = s.o.clock.now();
   if (!s.breakers.allows(spec.id, now) || s.cooldown.retryAfterMs(spec.id, now) > 0) return;
-  startReplicaLoad(s, spec, "in-flight");
+  void startReplicaLoad(s, spec, "in-flight");
 }

@@ -20,7 +20,7 @@ export function reconcileReplicas<H extends BackendHandle>(s: LoaderState<H>): v
     if (spec.replicas.min === 0 && s.replicas.count(spec.id) <= 1) continue;
     const d = decideReplicas(viewOf(s, spec));
     if (d.t === "load") {
-      startReplicaLoad(s, spec, "min");
+      void startReplicaLoad(s, spec, "min");
     } else if (d.t === "scale-down") {
       const h = s.held.get(d.incarnation);
       if (h === undefined) continue;

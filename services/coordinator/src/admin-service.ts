@@ -194,7 +194,8 @@ export function adminService(d: AdminDeps): ServiceImpl<typeof AdminService> {
       const n = nodeOf(req.nodeId);
       if (!n.draining) {
         n.draining = true;
-        void d.loader.watchdog.drainNode(n.nodeId, { force: req.force }).then(() => {
+        // Replicas keeping a model at min move first (a replacement elsewhere, ready before the stop).
+        void d.loader.drainNode(n.nodeId, { force: req.force, stillDraining: () => n.draining }).then(() => {
           void d.hub.publish({ nodeId: n.nodeId, payload: { case: "nodeDrained", value: { $typeName: "warden.v1.NodeDrained" } } });
         });
       }

@@ -96,6 +96,25 @@ describe("drain with replicas (issue 16)", () => {
     h.loader.close();
   });
 
+  it("a node that has not reported its inventory defers the replacement: the drain waits and moves it once it has", async () => {
+    const c = await ready({ min: 2, max: 2 }, 3);
+    const { h } = c;
+    h.inventory.answers.set("m1", { t: "unknown", reason: 'node "n3" has not reported an inventory yet', noInventoryYet: true });
+    const d = startDrain(c, "n1");
+    // The kit's retry interval is 100 ms and it allows 2 deferrals: the first one is being waited out.
+    await h.run(50);
+    expect([d.done(), drainUps(h).length, h.events.ofType("eviction.started").length]).toEqual([false, 0, 0]);
+    h.inventory.answers.delete("m1");
+    await h.until(() => d.done());
+    expect(h.warnings).toEqual([]);
+    expect(drainUps(h).map((e) => e.nodeId)).toEqual(["n3"]);
+    expect(c.seen.minReadyAtDrainStop).toBe(2);
+    expect(drainUps(h).map((e) => e.nodeId)).toEqual(["n3"]);
+    expect(c.seen.minReadyAtDrainStop).toBe(2);
+    expect(h.warnings).toEqual([]);
+    h.loader.close();
+  });
+
   it("undrained during a move: the drained replica stays where it is", async () => {
     const c = await ready({ min: 2, max: 2 }, 3);
     const { h } = c;

@@ -79,14 +79,16 @@ export async function drainNode<H extends BackendHandle>(s: LoaderState<H>, move
 
 /** One replica off the draining node: asks drain-plan again after every wait and replacement. */
 async function moveReplica<H extends BackendHandle>(s: LoaderState<H>, moves: DrainMoves, model: string, incarnation: string, o: DrainOptions): Promise<void> {
-  for (let attempts = 0; ; ) {
+  let attempts = 0;
+  let deferrals = 0;
+  for (;;) {
     if (s.closed || o.stillDraining?.() === false) return;
     const spec = s.models.get(model);
     const v = s.core.instance(incarnation);
     if (v === undefined) return;
     // Unconfigured meanwhile, or already being stopped (joined), or not ready any more: no floor to keep.
     if (spec === undefined || v.state !== "ready" || v.pendingEviction !== undefined) return stopDrained(s, incarnation, o);
-    const step = decideDrainStep(drainView(s, moves, spec, incarnation, attempts));
+    const step = decideDrainStep(drainView(s, moves, spec, incarnation, attempts, deferrals));
     switch (step.t) {
       case "stop":
         if (step.why === "no-room") {
@@ -96,16 +98,22 @@ async function moveReplica<H extends BackendHandle>(s: LoaderState<H>, moves: Dr
       case "wait":
         await s.loads.get(model)?.catch(() => undefined);
         break;
-      case "replace":
-        attempts++;
+      case "replace": {
         // Counted at the start, the replica being moved included: one more than that and no further.
-        await startReplicaLoad(s, spec, "drain", chooseReplica(s, model).live + 1);
+        const outcome = await startReplicaLoad(s, spec, "drain", chooseReplica(s, model).live + 1);
+        if (outcome === "failed") attempts++;
+        if (outcome === "deferred") {
+          // A node that joined a moment ago has not reported its inventory: ask again after the retry interval.
+          deferrals++;
+          await s.o.sleep(s.retryIntervalMs).catch(() => undefined);
+        }
         break;
+      }
     }
   }
 }
 
-function drainView<H extends BackendHandle>(s: LoaderState<H>, moves: DrainMoves, spec: ModelSpec, incarnation: string, attempts: number): DrainStepView {
+function drainView<H extends BackendHandle>(s: LoaderState<H>, moves: DrainMoves, spec: ModelSpec, incarnation: string, attempts: number, deferrals: number): DrainStepView {
   let readyOthers = 0;
   let countedElsewhere = 0;
   for (const inc of s.replicas.of(spec.id)) {
@@ -128,6 +136,8 @@ function drainView<H extends BackendHandle>(s: LoaderState<H>, moves: DrainMoves
     breakerAllows: s.breakers.allows(spec.id, nowMs),
     noRoom: choice !== undefined && choice.nodeId === undefined ? choice.reason : undefined,
     attempts,
+    deferrals,
+    maxDeferrals: s.maxAttempts,
   };
 }
 

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { decideDrainStep, maxReplaceAttempts, type DrainStepView } from "./drain-plan.js";
 
-const base: DrainStepView = { min: 2, max: 2, readyOthers: 1, countedElsewhere: 1, loadInFlight: false, breakerAllows: true, noRoom: undefined, attempts: 0 };
+const base: DrainStepView = { min: 2, max: 2, readyOthers: 1, countedElsewhere: 1, loadInFlight: false, breakerAllows: true, noRoom: undefined, attempts: 0, deferrals: 0, maxDeferrals: 30 };
 const step = (p: Partial<DrainStepView>) => decideDrainStep({ ...base, ...p });
 
 describe("decideDrainStep (issue 16: drain moves replicas one at a time)", () => {
@@ -27,5 +27,7 @@ describe("decideDrainStep (issue 16: drain moves replicas one at a time)", () =>
     expect(step({ breakerAllows: false })).toMatchObject({ t: "stop", why: "no-room", detail: expect.stringContaining("breaker") as unknown });
     expect(step({ noRoom: "no node has room" })).toEqual({ t: "stop", why: "no-room", detail: "no node has room" });
     expect(step({ attempts: maxReplaceAttempts })).toMatchObject({ t: "stop", why: "no-room" });
+    expect(step({ deferrals: 29 })).toEqual({ t: "replace" });
+    expect(step({ deferrals: 30 })).toMatchObject({ t: "stop", why: "no-room", detail: expect.stringContaining("deferred") as unknown });
   });
 });

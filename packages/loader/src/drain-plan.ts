@@ -13,7 +13,8 @@
  *   admission), and stop the drained one only once that is ready — unless no
  *   room exists: the replicas off the draining nodes would exceed `max`, the
  *   model's breaker is open, placement finds no node, or replacements failed
- *   `maxReplaceAttempts` times. Then it is stopped as before (the model dips
+ *   `maxReplaceAttempts` times (or were deferred `maxDeferrals` times: the
+ *   drain waits a retry interval after each deferral). Then it is stopped as before (the model dips
  *   below min; the breaker and the reconciler report and restore it).
  *
  * During a move the drained replica and its replacement both run: the model
@@ -32,8 +33,11 @@ export interface DrainStepView {
   readonly breakerAllows: boolean;
   /** Why placement finds no node for another replica; undefined when it finds one. */
   readonly noRoom: string | undefined;
-  /** Replacement loads already tried for this replica. */
+  /** Replacement loads already tried for this replica that failed or ended without ready. */
   readonly attempts: number;
+  /** Replacement loads deferred (a node has not reported its inventory yet, replicas adopted meanwhile), and how many may be. */
+  readonly deferrals: number;
+  readonly maxDeferrals: number;
 }
 
 export type DrainStep =
@@ -52,6 +56,7 @@ export function decideDrainStep(v: DrainStepView): DrainStep {
   if (v.countedElsewhere + 1 > v.max) return noRoom(`${String(v.countedElsewhere)} replicas off draining nodes already (max ${String(v.max)})`);
   if (!v.breakerAllows) return noRoom("scale-up blocked (breaker open)");
   if (v.noRoom !== undefined) return noRoom(v.noRoom);
-  if (v.attempts >= maxReplaceAttempts) return noRoom(`${String(v.attempts)} replacement loads did not become ready`);
+  if (v.attempts >= maxReplaceAttempts) return noRoom(`${String(v.attempts)} replacement loads failed`);
+  if (v.deferrals >= v.maxDeferrals) return noRoom(`replacement deferred ${String(v.deferrals)} times`);
   return { t: "replace" };
 }

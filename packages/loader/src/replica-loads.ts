@@ -12,26 +12,28 @@ import type { ReplicaChoice } from "./replica-routing.js";
  * (`in-flight`), or to replace a replica on a draining node (`drain`,
  * drain-node.ts). A failure opens the model's circuit breaker
  * (scale-breaker.ts) and emits `replica.scale-blocked` once per failure; a
- * success closes it. Resolves true once the replica is ready, false when it
- * failed or was not needed; only the drain awaits it: calls keep going to
- * the existing replicas.
+ * success closes it. Resolves with how it ended; only the drain awaits it:
+ * calls keep going to the existing replicas.
  */
-export function startReplicaLoad<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, cause: ReplicaLoad["cause"], drainUpTo = 0): Promise<boolean> {
+/** `deferred`: not needed any more, deferred (a node has no inventory yet) or cancelled by shutdown — no breaker. */
+export type ReplicaLoadOutcome = "ready" | "failed" | "deferred";
+
+export function startReplicaLoad<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, cause: ReplicaLoad["cause"], drainUpTo = 0): Promise<ReplicaLoadOutcome> {
   // A drain's replacement may run beside the replica it replaces: its bound is the count it started from, plus one.
   const upTo = cause === "min" ? spec.replicas.min : cause === "drain" ? drainUpTo : spec.replicas.max;
   return startLoad(s, spec, undefined, { cause, upTo }).then(
     () => {
       s.breakers.close(spec.id);
-      return true;
+      return "ready" as const;
     },
     (err: unknown) => {
       const e = WardenError.from(err);
       // Not needed any more, or cancelled by shutdown: not a failure to place.
-      if (e.code === Code.Aborted || s.closed) return false;
+      if (e.code === Code.Aborted || s.closed) return "deferred" as const;
       const b = s.breakers.fail(spec.id, e.rawMessage, s.o.clock.now());
       warn(s, "replica load failed; scale-up blocked", { model: spec.id, cause, err: e.rawMessage, retryAfterMs: b.retryAfterMs });
       s.o.events.emit({ type: "replica.scale-blocked", nodeId: "", model: spec.id, address: "", incarnation: "", error: e.rawMessage, failures: b.failures, retryAfterMs: b.retryAfterMs });
-      return false;
+      return "failed" as const;
     },
   );
 }

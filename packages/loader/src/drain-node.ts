@@ -71,7 +71,8 @@ export async function drainNode<H extends BackendHandle>(s: LoaderState<H>, move
         work.push(stopDrained(s, v.incarnation, o));
       }
     }
-    await Promise.all(work);
+    // Every move and stop catches its own failure; allSettled keeps one surprise from hiding the rest.
+    await Promise.allSettled(work);
   } finally {
     moves.leave(nodeId);
   }

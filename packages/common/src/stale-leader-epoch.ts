@@ -44,7 +44,7 @@ export class StaleLeaderEpochError extends WardenError {
 }
 
 /** True for a stale-leader-epoch refusal, typed or as it came over the wire. */
-export function isStaleLeaderEpoch(err: unknown): err is WardenError {
+export function isStaleLeaderEpoch(err: unknown): boolean {
   return err instanceof StaleLeaderEpochError;
 }
 

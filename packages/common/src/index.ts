@@ -15,3 +15,4 @@ export { isPlanted, plantedBugNames, type PlantedBug } from "./planted-bugs.js";
 export * from "./identifier.js";
 export * from "./wav.js";
 export * from "./memory-budget.js";
+export * from "./stale-leader-epoch.js";

@@ -1,4 +1,4 @@
-import { Code, WardenError, deadlineSignal, raceSignal } from "@warden/common";
+import { Code, WardenError, deadlineSignal, isStaleLeaderEpoch, raceSignal } from "@warden/common";
 import type { Shortfall } from "@warden/watchdog";
 import { dropHeld, holdInstance, warn, type LoaderState } from "./loader-state.js";
 import type { HeldInstance } from "./loader-types.js";
@@ -60,7 +60,8 @@ async function ensureLoadedInner<H extends BackendHandle>(s: LoaderState<H>, spe
         return await raceSignal(inflight, signal);
       } catch (err) {
         // TS narrows `signal.aborted` across the await; read it through a call.
-        if (isAborted(signal) || followerRetryUsed) throw err;
+        // A stale-leader-epoch refusal is no transient failure: a retry from this epoch is refused again.
+        if (isAborted(signal) || followerRetryUsed || isStaleLeaderEpoch(err)) throw err;
         // A follower is not a new trigger: one retry that bypasses the cooldown.
         followerRetryUsed = true;
         bypassCooldown = true;
@@ -238,7 +239,8 @@ function failLoad<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, i
     dropHeld(s, incarnation);
   }
   // A start cancelled on our side (unload, shutdown) is not a load failure: no cooldown.
-  if (nodeId !== undefined && e.code !== Code.ResourceExhausted && !cancelled) {
+  // Nor is a start refused for a stale leader epoch (the agent did nothing; the model is not at fault).
+  if (nodeId !== undefined && e.code !== Code.ResourceExhausted && !cancelled && !isStaleLeaderEpoch(e)) {
     s.cooldown.recordFailure(spec.id, s.o.clock.now());
   }
   if (nodeId !== undefined) {

@@ -1,8 +1,8 @@
-import { Code, WardenError, deadlineSignal, isPlanted, isWardenError } from "@warden/common";
+import { Code, WardenError, deadlineSignal, isPlanted, isStaleLeaderEpoch, isWardenError } from "@warden/common";
 import type { SettleReport, SettleResult, StopCommand, StopOutcome } from "@warden/watchdog";
 import type { Leftover } from "./leftover-tracker.js";
 import { rememberGone } from "./adoption.js";
-import { clearIntent, dropHeld, warn, type LoaderState } from "./loader-state.js";
+import { clearIntent, dropHeld, holdInstance, warn, type LoaderState } from "./loader-state.js";
 import type { BackendHandle } from "./ports.js";
 
 // The stop sequence (DESIGN §3.3) for every eviction path, its settle, and
@@ -88,6 +88,18 @@ export async function stopSequence<H extends BackendHandle>(s: LoaderState<H>, c
           if (dropAfter) dropHeld(s, c.incarnation);
           await clearIntent(s, c.incarnation);
           return { t: "alreadyGone" };
+        }
+        if (isStaleLeaderEpoch(e)) {
+          // A newer leader fences this coordinator (issue 17): the agent
+          // refused the stop whole and changed nothing, so the process runs
+          // exactly as before — not stopped by us, whatever the placement.
+          // The local half dropped at (5) comes back (its backend client is
+          // reconnected on the next route) and the watchdog settles by row 3;
+          // nothing was sent that could act, so no intent is kept, and no
+          // leftover is made to retry a refusal that a retry cannot change.
+          if (h !== undefined && !s.held.has(c.incarnation) && !s.gone.has(c.incarnation)) holdInstance(s, h);
+          await clearIntent(s, c.incarnation);
+          return { t: "failed", message: e.rawMessage, code: e.code, freed };
         }
         if (placement === "local" && agent !== undefined) {
           // An already-dead process owns no resources: row 2. Alive: keep it, row 3.

@@ -4,6 +4,7 @@ import type { BackendProcess, BackendProcessDeps } from "./backend-process.js";
 import type { BackendRecord } from "./backend-record.js";
 import type { BackendTable } from "./backend-table.js";
 import type { MemoryReading } from "./memory-probe.js";
+import type { LeaderFence } from "./leader-fence-store.js";
 import type { ModelLocks } from "./model-lock.js";
 import type { PortAllocator } from "./port-allocator.js";
 import type { PortRangeScan } from "./port-range-scan.js";
@@ -46,6 +47,8 @@ export interface AgentContext {
   readonly bootEpochMs: number;
   readonly reports: ReportSequence;
   readonly scan: PortRangeScan;
+  /** The newest leader epoch seen; every mutating command passes it (leader-fence.ts). */
+  readonly fence: LeaderFence;
   /** The agent's lifetime: aborted by close(). */
   readonly closing: AbortSignal;
   readonly processDeps: BackendProcessDeps;

@@ -21,7 +21,7 @@ export function createAgentService(ctx: AgentContext, parts: AgentServiceParts):
     stopOrphan: scan.stopOrphan,
     async listBackends(_req, callCtx) {
       const inv = await inventory(callCtx.signal);
-      return { backends: inv.backends, orphans: inv.orphans, foreign: inv.foreign, bootEpoch: BigInt(bootEpochMs) };
+      return { backends: inv.backends, orphans: inv.orphans, foreign: inv.foreign, bootEpoch: BigInt(bootEpochMs), leaderEpoch: inv.leaderEpoch };
     },
     async getNodeStatus(_req, callCtx) {
       return { nodeId: config.nodeId, labels: { ...config.labels }, resources: await nodeResources(callCtx.signal), bootEpoch: BigInt(bootEpochMs) };

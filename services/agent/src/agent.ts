@@ -14,6 +14,7 @@ import { HealthMonitor } from "./health-monitor.js";
 import { backendClientTls } from "./backend-client-tls.js";
 import { measureNodeResources, takeInventory, type InventorySnapshot, type NodeResourcesInit } from "./inventory.js";
 import { createMemoryProbe } from "./memory-probe.js";
+import { LeaderFence } from "./leader-fence-store.js";
 import { ModelLocks } from "./model-lock.js";
 import type { Foreign, Orphan } from "./orphan-scan.js";
 import { PortAllocator } from "./port-allocator.js";
@@ -71,6 +72,8 @@ export interface Agent {
   rescanOrphans(): Promise<Orphan[]>;
   /** Foreign processes of the last scan. */
   foreign(): readonly Foreign[];
+  /** The newest leader epoch a command brought (0 = none; leader-fence.ts). */
+  leaderEpoch(): bigint;
   /** Live (not exited) backends by incarnation: pid, address, state. For tests and the CLI. */
   processes(): { incarnation: string; model: string; pid: number; address: string; state: BackendPhase["t"] }[];
 }
@@ -91,7 +94,8 @@ export function createAgent(config: AgentConfig, deps: AgentDeps = {}): Agent {
   // The agent's lifetime signal is shared by every operation in flight (each
   // removes its listener when done); many at once is normal, not a leak.
   setMaxListeners(0, closing.signal);
-  const scan = new PortRangeScan({ config, clock, logger, mark, procRoot, table, closing: closing.signal });
+  const fence = new LeaderFence(config.stateDir);
+  const scan = new PortRangeScan({ config, clock, logger, mark, procRoot, table, fence, closing: closing.signal });
   const ports = new PortAllocator({ host: config.backendHost, min: config.portMin, max: config.portMax, quarantineMs: config.portQuarantineMs, clock, blocked: (p) => scan.holdsPort(p) });
   const hub = new WatchHub<WatchEventInit>();
   const reports = new ReportSequence();
@@ -143,6 +147,7 @@ export function createAgent(config: AgentConfig, deps: AgentDeps = {}): Agent {
     bootEpochMs,
     reports,
     scan,
+    fence,
     closing: closing.signal,
     processDeps: { clock, graceMs: config.graceMs, logger, onTransition },
     isStarted: () => started,
@@ -174,6 +179,8 @@ export function createAgent(config: AgentConfig, deps: AgentDeps = {}): Agent {
 
   const start = async (): Promise<AdoptionReport> => {
     if (started) throw new WardenError(Code.FailedPrecondition, "agent already started");
+    // Before anything is served: a fence read as 0 would let a stale leader in.
+    await fence.load();
     const report = await adoptFromStateDir(ctx);
     started = true;
     report.orphans = await rescanOrphans().catch(() => []);
@@ -222,6 +229,7 @@ export function createAgent(config: AgentConfig, deps: AgentDeps = {}): Agent {
     nextReportSequence: () => reports.next(),
     rescanOrphans,
     foreign: () => scan.foreign(),
+    leaderEpoch: () => fence.newestSeen(),
     processes: () =>
       table.live().map((p) => ({ incarnation: p.id.incarnation, model: p.id.model, pid: p.pid, address: p.id.address, state: p.state().t })),
   };

@@ -12,6 +12,8 @@ export interface InventorySnapshot {
   /** Listeners in the port range this agent did not start (last scan): never signalled. */
   foreign: ForeignInit[];
   bootEpochMs: number;
+  /** The newest leader epoch this agent has seen (0 = none), so a superseded coordinator can tell. */
+  leaderEpoch: bigint;
 }
 
 export type NodeResourcesInit = MessageInitShape<typeof NodeResourcesSchema>;
@@ -31,6 +33,7 @@ export async function takeInventory(ctx: AgentContext, bootEpochMs: number, sign
     orphans: orphanList.map((o) => orphanOf(o, mem.perPidBytes.get(o.pid) ?? 0)),
     foreign: ctx.scan.foreign().map(foreignOf),
     bootEpochMs,
+    leaderEpoch: ctx.fence.newestSeen(),
   };
 }
 

@@ -7,7 +7,7 @@ import { createNodeHeartbeat, type HeartbeatSource, type NodeServicePort } from 
 
 const source: HeartbeatSource = {
   bootEpochMs: 1_700_000_000_000,
-  inventory: async () => ({ backends: [{ incarnation: "01J0000000000000000000000A", model: "m" }], orphans: [], foreign: [{ pid: 4242, address: "127.0.0.1:21000", detail: "no Warden mark" }], bootEpochMs: 1_700_000_000_000 }),
+  inventory: async () => ({ backends: [{ incarnation: "01J0000000000000000000000A", model: "m" }], orphans: [], foreign: [{ pid: 4242, address: "127.0.0.1:21000", detail: "no Warden mark" }], bootEpochMs: 1_700_000_000_000, leaderEpoch: 0n }),
   nodeResources: async () => ({ gpus: [], ramTotalBytes: 1000n, ramUsedBytes: 10n }),
 };
 

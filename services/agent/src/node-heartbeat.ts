@@ -126,7 +126,7 @@ export function createNodeHeartbeat(options: NodeHeartbeatOptions): NodeHeartbea
     // The coordinator refuses a whole report over its bounds (node-report-limits.ts):
     // an honest agent sends at most that many orphans and foreign processes.
     const r = await options.node.heartbeat(
-      { nodeId: options.nodeId, bootEpoch: BigInt(options.source.bootEpochMs), sequence, backends: inv.backends, orphans: inv.orphans.slice(0, maxReportedProcesses), foreign: inv.foreign.slice(0, maxReportedProcesses), resources: res },
+      { nodeId: options.nodeId, bootEpoch: BigInt(options.source.bootEpochMs), sequence, backends: inv.backends, orphans: inv.orphans.slice(0, maxReportedProcesses), foreign: inv.foreign.slice(0, maxReportedProcesses), resources: res, leaderEpoch: inv.leaderEpoch },
       { signal, timeoutMs: callTimeoutMs },
     );
     stats.heartbeatsSent++;

@@ -4,6 +4,7 @@ import type { AgentService } from "@warden/proto";
 import type { AgentConfig } from "./agent-config.js";
 import type { PartialRecord } from "./backend-record.js";
 import type { BackendTable } from "./backend-table.js";
+import type { LeaderFence } from "./leader-fence-store.js";
 import { scanPortRange, type Foreign, type Orphan } from "./orphan-scan.js";
 import { stopOrphanProcess } from "./orphan-stop.js";
 import { classifyEnviron, type AgentMark } from "./process-mark.js";
@@ -17,6 +18,8 @@ export interface PortRangeScanDeps {
   mark: AgentMark;
   procRoot: string;
   table: BackendTable;
+  /** StopOrphan is a mutating command: it passes the leader-epoch fence. */
+  fence: LeaderFence;
   /** The agent's lifetime: no scan is scheduled once it aborts. */
   closing: AbortSignal;
 }
@@ -118,6 +121,11 @@ export class PortRangeScan {
     const { config, clock, logger, procRoot } = this.deps;
     if (!Number.isInteger(req.pid) || req.pid <= 1) throw invalidArgument("pid", `must be a process id > 1, got ${String(req.pid)}`);
     const reason = checkText("reason", req.reason, 256);
+    const { fence } = this.deps;
+    fence.check(req.leaderEpoch);
+    // The whole request is valid: the epoch goes on disk before anything is acted on.
+    await fence.admit(req.leaderEpoch);
+    fence.check(req.leaderEpoch);
     const current = await this.rescan();
     const o = current.find((x) => x.pid === req.pid && (req.address === "" || x.address === req.address));
     if (o === undefined) {

@@ -1,5 +1,6 @@
-import { mkdir, open, readFile, readdir, rename, unlink } from "node:fs/promises";
+import { mkdir, readFile, readdir, unlink } from "node:fs/promises";
 import { join } from "node:path";
+import { writeFileAtomic } from "./atomic-write.js";
 import { parseBackendRecord, type BackendRecord, type ParsedRecord } from "./backend-record.js";
 
 /**
@@ -10,7 +11,6 @@ import { parseBackendRecord, type BackendRecord, type ParsedRecord } from "./bac
  */
 export class RecordStore {
   private readonly chains = new Map<string, Promise<void>>();
-  private tmpCounter = 0;
 
   constructor(readonly dir: string) {}
 
@@ -35,7 +35,7 @@ export class RecordStore {
   /** Writes (replaces) the record of `record.incarnation`. */
   write(record: BackendRecord): Promise<void> {
     const text = `${JSON.stringify(record, null, 2)}\n`;
-    return this.enqueue(record.incarnation, () => this.writeAtomic(this.fileOf(record.incarnation), text));
+    return this.enqueue(record.incarnation, () => writeFileAtomic(this.fileOf(record.incarnation), text));
   }
 
   /** Removes the record; a missing file is fine. */
@@ -70,26 +70,6 @@ export class RecordStore {
       }
     }
     return out;
-  }
-
-  private async writeAtomic(file: string, text: string): Promise<void> {
-    const tmp = join(this.dir, `.${String(process.pid)}.${String(this.tmpCounter++)}.tmp`);
-    const fh = await open(tmp, "w", 0o600);
-    try {
-      await fh.writeFile(text, "utf8");
-      await fh.sync();
-    } finally {
-      await fh.close();
-    }
-    await rename(tmp, file);
-    const dh = await open(this.dir, "r");
-    try {
-      await dh.sync();
-    } catch {
-      // some filesystems refuse fsync on directories; the rename is still atomic
-    } finally {
-      await dh.close();
-    }
   }
 
   /** Resolves when every queued write has been applied. */

@@ -237,6 +237,7 @@ function loadSettingsOf(req: StartBackendRequest): LoadSettings {
 export function createStartBackend(ctx: AgentContext): ServiceImpl<typeof AgentService>["startBackend"] {
   const { config, table, starts } = ctx;
   return async function* (req, callCtx): AsyncIterable<StartResponseInit> {
+    ctx.fence.check(req.leaderEpoch);
     const incarnation = checkIncarnation("incarnation", req.incarnation);
     const model = checkId("model", req.model);
     const backend = checkId("backend", req.backend);
@@ -248,6 +249,9 @@ export function createStartBackend(ctx: AgentContext): ServiceImpl<typeof AgentS
     if (req.gpuDevice !== "" && !config.gpus.includes(req.gpuDevice)) pickDevice(ctx, req.gpuDevice);
     // Last of the checks: the only one that reads the disk (realpath).
     const modelFile = await resolveModelFile("modelFile", req.modelFile, config.modelsPath);
+    // The whole request is valid: the epoch goes on disk before anything is acted on.
+    await ctx.fence.admit(req.leaderEpoch);
+    ctx.fence.check(req.leaderEpoch);
     let start = starts.get(incarnation);
     if (start !== undefined) {
       if (start.model !== model || start.backend !== backend) throw invalidArgument("incarnation", `already used for model "${start.model}" on backend "${start.backend}"`);

@@ -19,6 +19,7 @@ export function createStopBackend(ctx: AgentContext): ServiceImpl<typeof AgentSe
     const incarnation = checkIncarnation("incarnation", req.incarnation);
     const address = checkAddress("address", req.address);
     const reason = checkText("reason", req.reason, 256);
+    ctx.fence.check(req.leaderEpoch);
     const stopped = (o: { exitCode: number | null; signal: string; escalated: boolean }): StopResponseInit => ({
       outcome: { case: "stopped", value: { exitCode: o.exitCode ?? undefined, signal: o.signal, escalated: o.escalated } },
     });
@@ -47,6 +48,9 @@ export function createStopBackend(ctx: AgentContext): ServiceImpl<typeof AgentSe
       return proc.stop(req.force).then(stopped);
     };
 
+    // The whole request is valid: the epoch goes on disk before anything is acted on.
+    await ctx.fence.admit(req.leaderEpoch);
+    ctx.fence.check(req.leaderEpoch);
     // Record the stop request durably before anything else happens to the process.
     const known = table.get(incarnation);
     if (known !== undefined && known.id.address === address && known.noteStopRequested({ incarnation, reason, atMs: clock.wallNow() })) {

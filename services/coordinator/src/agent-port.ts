@@ -1,46 +1,36 @@
-import { BackendState, StartFailureCode, type AgentService } from "@warden/proto";
+import { BackendState, StartFailureCode, type AgentService, type StartBackendResponse } from "@warden/proto";
 import type { Client } from "@warden/grpc";
-import { Code, WardenError } from "@warden/common";
+import { Code, StaleLeaderEpochError, WardenError } from "@warden/common";
 import type { AgentPort, StartEvent, StartRequest, StopAnswer, StopRequest } from "@warden/loader";
+
+/** The coordinator's current leader epoch (issue 17); 0 = no HA, the single-machine default. */
+export type LeaderEpochProvider = () => bigint;
+
+export const noLeaderEpoch: LeaderEpochProvider = () => 0n;
 
 /**
  * The loader's AgentPort over an AgentService client — a gRPC client for a
  * registered agent, or an in-process client for the embedded agent. Both
- * reach the agent through the same interface (DESIGN §1 placements).
+ * reach the agent through the same interface (DESIGN §1 placements). Every
+ * command is stamped here with `leaderEpoch()` as it is sent; an agent's
+ * stale-epoch refusal comes back as a StaleLeaderEpochError (never retried
+ * here: a retry from the same epoch is refused again).
  */
-export function agentPort(client: Client<typeof AgentService>): AgentPort {
+export function agentPort(client: Client<typeof AgentService>, leaderEpoch: LeaderEpochProvider = noLeaderEpoch): AgentPort {
   return {
     async *startBackend(req: StartRequest, options: { readonly signal: AbortSignal }): AsyncIterable<StartEvent> {
       const stream = client.startBackend(
         { incarnation: req.incarnation, model: req.model, backend: req.backend, options: [...req.options], modelFile: req.modelFile, contextSize: req.contextSize,
-          backendModel: req.load.backendModel, gpuLayers: req.load.gpuLayers, threads: req.load.threads, batch: req.load.batch, mmap: req.load.mmap, flashAttention: req.load.flashAttention, cuda: req.load.cuda },
+          backendModel: req.load.backendModel, gpuLayers: req.load.gpuLayers, threads: req.load.threads, batch: req.load.batch, mmap: req.load.mmap, flashAttention: req.load.flashAttention, cuda: req.load.cuda,
+          leaderEpoch: leaderEpoch() },
         { signal: options.signal },
       );
-      for await (const r of stream) {
-        const ev = r.event;
-        switch (ev.case) {
-          case "spawned": {
-            const gpu = ev.value.gpuDevice === "" ? undefined : Number(ev.value.gpuDevice);
-            const floor = ev.value.heartbeatSequence > 0n ? { reportFloor: { bootEpoch: ev.value.bootEpoch, sequence: ev.value.heartbeatSequence } } : {};
-            yield { t: "spawned", address: ev.value.address, pid: ev.value.pid, gpu: gpu !== undefined && Number.isInteger(gpu) ? gpu : undefined, ...floor };
-            break;
-          }
-          case "loading":
-            yield { t: "loading" };
-            break;
-          case "ready":
-            yield { t: "ready", address: ev.value.address, memoryBytes: Number(ev.value.memoryBytes) };
-            break;
-          case "failed":
-            yield { t: "failed", code: StartFailureCode[ev.value.code], message: ev.value.message, exitCode: ev.value.exitCode, lastStderrLine: ev.value.lastStderrLine };
-            break;
-          case undefined:
-            break;
-        }
-      }
+      yield* startEvents(stream);
     },
     async stopBackend(req: StopRequest, options: { readonly signal: AbortSignal; readonly timeoutMs: number }): Promise<StopAnswer> {
-      const r = await client.stopBackend({ address: req.address, incarnation: req.incarnation, force: req.force, reason: req.reason }, { signal: options.signal, timeoutMs: options.timeoutMs });
+      const r = await client.stopBackend({ address: req.address, incarnation: req.incarnation, force: req.force, reason: req.reason, leaderEpoch: leaderEpoch() }, { signal: options.signal, timeoutMs: options.timeoutMs }).catch((err: unknown) => {
+        throw StaleLeaderEpochError.fromWire(err);
+      });
       switch (r.outcome.case) {
         case "stopped":
           return { t: "stopped" };
@@ -56,4 +46,34 @@ export function agentPort(client: Client<typeof AgentService>): AgentPort {
       return e !== undefined && e.state !== BackendState.EXITED;
     },
   };
+}
+
+/** The agent's start stream as the loader's events; a stale-epoch refusal typed. */
+async function* startEvents(stream: AsyncIterable<StartBackendResponse>): AsyncIterable<StartEvent> {
+  try {
+    for await (const r of stream) {
+      const ev = r.event;
+      switch (ev.case) {
+        case "spawned": {
+          const gpu = ev.value.gpuDevice === "" ? undefined : Number(ev.value.gpuDevice);
+          const floor = ev.value.heartbeatSequence > 0n ? { reportFloor: { bootEpoch: ev.value.bootEpoch, sequence: ev.value.heartbeatSequence } } : {};
+          yield { t: "spawned", address: ev.value.address, pid: ev.value.pid, gpu: gpu !== undefined && Number.isInteger(gpu) ? gpu : undefined, ...floor };
+          break;
+        }
+        case "loading":
+          yield { t: "loading" };
+          break;
+        case "ready":
+          yield { t: "ready", address: ev.value.address, memoryBytes: Number(ev.value.memoryBytes) };
+          break;
+        case "failed":
+          yield { t: "failed", code: StartFailureCode[ev.value.code], message: ev.value.message, exitCode: ev.value.exitCode, lastStderrLine: ev.value.lastStderrLine };
+          break;
+        case undefined:
+          break;
+      }
+    }
+  } catch (err) {
+    throw StaleLeaderEpochError.fromWire(err);
+  }
 }

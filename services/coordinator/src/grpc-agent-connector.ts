@@ -2,7 +2,8 @@ import type { AgentService } from "@warden/proto";
 import type { Client } from "@warden/grpc";
 import type { Clock, Logger } from "@warden/common";
 import type { AgentConnector } from "@warden/cluster";
-import { agentPort } from "./agent-port.js";
+import { StaleLeaderEpochError } from "@warden/common";
+import { agentPort, noLeaderEpoch, type LeaderEpochProvider } from "./agent-port.js";
 
 /** An agent's AgentService client: gRPC for a registered agent, in-process for the embedded one. */
 export type AgentClient = Client<typeof AgentService>;
@@ -13,9 +14,11 @@ const watchRetryMs = 2_000;
 /**
  * The node table's AgentConnector over AgentService clients: StopOrphan,
  * WatchBackends (re-opened while the node's watch is not aborted) and the
- * loader's AgentPort.
+ * loader's AgentPort. Every command is stamped with `leaderEpoch()` (the
+ * coordinator's leader epoch, issue 17; default 0 = no HA).
  */
-export function grpcAgentConnector(d: { readonly clock: Clock; readonly log: Logger; readonly connect: (address: string) => AgentClient }): AgentConnector<AgentClient> {
+export function grpcAgentConnector(d: { readonly clock: Clock; readonly log: Logger; readonly connect: (address: string) => AgentClient; readonly leaderEpoch?: LeaderEpochProvider }): AgentConnector<AgentClient> {
+  const leaderEpoch = d.leaderEpoch ?? noLeaderEpoch;
   const watch = (nodeId: string, client: AgentClient, signal: AbortSignal, onExit: Parameters<AgentConnector<AgentClient>["watchExits"]>[3]): void => {
     void (async () => {
       try {
@@ -45,13 +48,18 @@ export function grpcAgentConnector(d: { readonly clock: Clock; readonly log: Log
   };
   return {
     connect: d.connect,
-    agentPort,
+    agentPort: (client) => agentPort(client, leaderEpoch),
     close(client) {
       client.close();
     },
     // Not async: a client that throws at once throws to the caller, as a direct call would.
     stopOrphan(client, o) {
-      return client.stopOrphan({ pid: o.pid, address: o.address, force: false, reason: "orphan" }, { timeoutMs: 30_000 }).then((r) => ({ alreadyGone: r.outcome.case === "alreadyGone" }));
+      return client.stopOrphan({ pid: o.pid, address: o.address, force: false, reason: "orphan", leaderEpoch: leaderEpoch() }, { timeoutMs: 30_000 }).then(
+        (r) => ({ alreadyGone: r.outcome.case === "alreadyGone" }),
+        (err: unknown) => {
+          throw StaleLeaderEpochError.fromWire(err);
+        },
+      );
     },
     watchExits: watch,
   };

@@ -13,6 +13,8 @@ export interface NodeRegistryOptions extends Omit<NodeTableOptions<AgentClient>,
   readonly log: Logger;
   /** Makes a gRPC client for a registered agent's address. */
   readonly connect: (address: string) => AgentClient;
+  /** The coordinator's leader epoch stamped on every agent command (issue 17). @default () => 0n (no HA) */
+  readonly leaderEpoch?: () => bigint;
 }
 
 /**
@@ -23,10 +25,10 @@ export interface NodeRegistryOptions extends Omit<NodeTableOptions<AgentClient>,
  */
 export class NodeRegistry extends NodeTable<AgentClient> {
   constructor(o: NodeRegistryOptions) {
-    const { log, connect, ...rest } = o;
+    const { log, connect, leaderEpoch, ...rest } = o;
     super({
       ...rest,
-      connector: grpcAgentConnector({ clock: o.clock, log, connect }),
+      connector: grpcAgentConnector({ clock: o.clock, log, connect, ...(leaderEpoch === undefined ? {} : { leaderEpoch }) }),
       version: wardenVersion,
       onVersionMismatch: (nodeId, agentVersion) => {
         log.warn("agent runs a different Warden version than the coordinator", { nodeId, agentVersion: agentVersion === "" ? "unknown (before 0.2)" : agentVersion, coordinatorVersion: wardenVersion });

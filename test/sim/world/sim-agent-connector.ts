@@ -106,7 +106,7 @@ class StreamQueue<T> implements AsyncIterable<T> {
 }
 
 /** The AgentPort and AgentConnector the real NodeTable and Loader use in the simulation. */
-export function simAgentConnector(w: SimWorld, clock: ScopedClock, hooks: CoordinatorHooks): AgentConnector<SimClient> {
+export function simAgentConnector(w: SimWorld, clock: ScopedClock, hooks: CoordinatorHooks, leaderEpoch: () => bigint = () => 0n): AgentConnector<SimClient> {
   const port = (client: SimClient): AgentPort => ({
     startBackend(req: StartRequest, options: { readonly signal: AbortSignal }): AsyncIterable<StartEvent> {
       const q = new StreamQueue<StartEvent>();
@@ -132,6 +132,8 @@ export function simAgentConnector(w: SimWorld, clock: ScopedClock, hooks: Coordi
       };
       options.signal.addEventListener("abort", onAbort, { once: true });
       const { behaviour, memoryBytes } = w.backendFor(req.model);
+      // Stamped when sent, as agent-port.ts does.
+      const epoch = leaderEpoch();
       w.net.send(nodeId, "toAgent", "start", () => {
         const a = w.agents.get(nodeId);
         if (a === undefined || !a.up) {
@@ -159,17 +161,27 @@ export function simAgentConnector(w: SimWorld, clock: ScopedClock, hooks: Coordi
                 q.end();
               }, embedded);
             },
+            fail: (err) => {
+              w.net.send(nodeId, "toCoordinator", "start.end", () => {
+                if (!clock.alive()) return;
+                cancelKeepalive();
+                options.signal.removeEventListener("abort", onAbort);
+                q.end(err);
+              }, embedded);
+            },
           },
           behaviour,
           memoryBytes,
+          epoch,
         );
       }, embedded);
       return q;
     },
     stopBackend(req: StopRequest, options: { readonly signal: AbortSignal; readonly timeoutMs: number }): Promise<StopAnswer> {
       const done = hooks.onStopSent(req, client.nodeId);
+      const epoch = leaderEpoch();
       const p = rpc<StopAnswer>(w, clock, client.nodeId, "stop", options.timeoutMs, options.signal, (reply) => {
-        w.agents.get(client.nodeId)?.handleStop(req, reply);
+        w.agents.get(client.nodeId)?.handleStop(req, reply, epoch);
       });
       p.then(done, done);
       return p;
@@ -187,8 +199,9 @@ export function simAgentConnector(w: SimWorld, clock: ScopedClock, hooks: Coordi
       client.closed = true;
     },
     stopOrphan(client, o: OrphanProcess) {
+      const epoch = leaderEpoch();
       return rpc<{ alreadyGone: boolean }>(w, clock, client.nodeId, "stopOrphan", 30_000, undefined, (reply) => {
-        w.agents.get(client.nodeId)?.handleStopOrphan(o.pid, reply);
+        w.agents.get(client.nodeId)?.handleStopOrphan(o.pid, reply, epoch);
       });
     },
     watchExits(nodeId: string, _client: SimClient, signal: AbortSignal, onExit: (incarnation: string, exit: BackendExit) => void) {

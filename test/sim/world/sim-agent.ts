@@ -6,6 +6,7 @@ import type { StartEvent, StartRequest, StopAnswer, StopRequest } from "@warden/
 import type { HeartbeatReport } from "@warden/cluster";
 import type { SimWorld } from "./sim-world.js";
 import type { BackendBehaviour, TruthProcess } from "./ground-truth.js";
+import { judgeLeaderEpoch } from "../../../services/agent/src/leader-fence.js";
 
 type RecordState = "loading" | "ready" | "stopping" | "exited";
 
@@ -48,6 +49,8 @@ export interface Registration {
 export interface StartSink {
   emit(ev: StartEvent): void;
   end(): void;
+  /** The call fails with this error (a stale-leader-epoch refusal), no event sent. */
+  fail(err: WardenError): void;
 }
 
 /**
@@ -85,6 +88,14 @@ export class SimAgent {
   private flapHigh = false;
   /** StopBackend answers only after its deadline while this is in the future (fault F2). */
   slowStopsUntilMs = 0;
+  /**
+   * The newest leader epoch a command brought (the real agent's fence,
+   * services/agent/src/leader-fence.ts, same rule): on "disk", so it survives
+   * a crash and a restart with records, and is lost with them (amnesia).
+   */
+  newestLeaderEpoch = 0n;
+  /** Planted fault for a two-coordinator simulation: the agent accepts commands from any epoch. */
+  ignoresLeaderEpoch = false;
 
   constructor(
     private readonly w: SimWorld,
@@ -170,6 +181,7 @@ export class SimAgent {
     if (!keepRecords) {
       this.records.clear();
       this.exitedToReport.clear();
+      this.newestLeaderEpoch = 0n;
       this.w.coverage.hit("agent.restarted-amnesia");
     } else {
       this.w.coverage.hit("agent.restarted-records");
@@ -187,11 +199,24 @@ export class SimAgent {
 
   // ------------------------------------------------------------- handlers
 
-  handleStart(req: StartRequest, sink: StartSink, behaviour: BackendBehaviour, memoryBytes: number): { cancel(): void } {
+  /** The fence, as the real agent's: the refusal of a command from an older epoch, else undefined (a newer one raises it). */
+  private fenced(leaderEpoch: bigint): WardenError | undefined {
+    const v = judgeLeaderEpoch(this.newestLeaderEpoch, leaderEpoch);
+    if (v.t === "refuse") return this.ignoresLeaderEpoch ? undefined : v.error;
+    this.newestLeaderEpoch = v.newestSeen;
+    return undefined;
+  }
+
+  handleStart(req: StartRequest, sink: StartSink, behaviour: BackendBehaviour, memoryBytes: number, leaderEpoch = 0n): { cancel(): void } {
     let cancelled = false;
     let rec: AgentRecord | undefined;
     this.whenRunning(() => {
       if (cancelled) return;
+      const refused = this.fenced(leaderEpoch);
+      if (refused !== undefined) {
+        sink.fail(refused);
+        return;
+      }
       const existing = this.records.get(req.incarnation);
       if (existing !== undefined) {
         sink.emit({ t: "failed", code: "ALREADY_EXISTS", message: "incarnation already started", exitCode: undefined, lastStderrLine: "" });
@@ -289,8 +314,13 @@ export class SimAgent {
   }
 
   /** StopBackend: idempotent per incarnation; never touches another one. */
-  handleStop(req: StopRequest, reply: (r: StopAnswer | WardenError) => void): void {
+  handleStop(req: StopRequest, reply: (r: StopAnswer | WardenError) => void, leaderEpoch = 0n): void {
     this.whenRunning(() => {
+      const refused = this.fenced(leaderEpoch);
+      if (refused !== undefined) {
+        reply(refused);
+        return;
+      }
       const r = this.records.get(req.incarnation);
       if (r === undefined || r.state === "exited" || r.process.phase === "dead") {
         const other = this.usedPorts.get(Number(req.address.split(":")[1]));
@@ -388,8 +418,13 @@ export class SimAgent {
   }
 
   /** StopOrphan: the agent re-checks that the pid is still a live orphan. */
-  handleStopOrphan(pid: number, reply: (r: { alreadyGone: boolean } | WardenError) => void): void {
+  handleStopOrphan(pid: number, reply: (r: { alreadyGone: boolean } | WardenError) => void, leaderEpoch = 0n): void {
     this.whenRunning(() => {
+      const refused = this.fenced(leaderEpoch);
+      if (refused !== undefined) {
+        reply(refused);
+        return;
+      }
       const p = this.w.truth.processes.get(pid);
       if (p === undefined || p.phase === "dead" || p.nodeId !== this.nodeId || this.records.has(p.incarnation)) {
         reply({ alreadyGone: true });

@@ -1,0 +1,138 @@
+import { readFile, rm } from "node:fs/promises";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { Code, WardenError } from "@warden/common";
+import { createClient, type Client } from "@warden/grpc";
+import { AgentService, type StartBackendResponse } from "@warden/proto";
+import { leaderEpochFileName } from "../services/agent/src/leader-fence-store.js";
+import { liveTaggedSims, newIncarnation, pidAlive, randomPortRange, simCatalog, tempDir, uniqueTag } from "./support/agent-harness.js";
+import { startAgentProcess, writeAgentConfig, type AgentProcess } from "./support/agent-process.js";
+
+// Issue 17 fencing against the agent as a real process: a command from a
+// leader epoch older than the newest the agent has seen is refused
+// (FAILED_PRECONDITION naming leader_epoch) and changes nothing; the newest
+// epoch survives kill -9 of the agent.
+const fileTag = uniqueTag("agent-fencing");
+const ports = randomPortRange(8);
+const started: AgentProcess[] = [];
+let dir: string;
+let stateDir: string;
+let configPath: string;
+
+async function agent(): Promise<{ proc: AgentProcess; client: Client<typeof AgentService> }> {
+  const proc = await startAgentProcess(configPath);
+  started.push(proc);
+  return { proc, client: createClient(AgentService, proc.address) };
+}
+
+async function start(client: Client<typeof AgentService>, incarnation: string, leaderEpoch: bigint): Promise<StartBackendResponse[]> {
+  const out: StartBackendResponse[] = [];
+  for await (const ev of client.startBackend({ incarnation, model: "fenced", backend: "sim", leaderEpoch }, { timeoutMs: 30_000 })) out.push(ev);
+  return out;
+}
+
+/** What a refused command must not change: every entry's identity, pid, state and stop request. */
+async function inventory(client: Client<typeof AgentService>): Promise<{ leaderEpoch: bigint; backends: unknown[] }> {
+  const r = await client.listBackends({}, { timeoutMs: 10_000 });
+  return { leaderEpoch: r.leaderEpoch, backends: r.backends.map((b) => ({ incarnation: b.incarnation, pid: b.pid, address: b.address, state: b.state, stopRequested: b.stopRequested === undefined ? null : b.stopRequested.reason })) };
+}
+
+async function refusal(p: Promise<unknown>): Promise<WardenError> {
+  const err = await p.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(err).toBeInstanceOf(WardenError);
+  return err as WardenError;
+}
+
+function expectStale(e: WardenError, epoch: bigint, newest: bigint): void {
+  expect(e.code).toBe(Code.FailedPrecondition);
+  expect(e.rawMessage).toContain(`leader_epoch: ${String(epoch)} is older than the newest leader epoch this agent has seen (${String(newest)})`);
+  expect(e.details).toMatchObject({ field: "leader_epoch", reason: "stale-leader-epoch", leaderEpoch: String(epoch), newestSeen: String(newest) });
+}
+
+beforeAll(async () => {
+  dir = await tempDir("warden-agent-fencing");
+  stateDir = join(dir, "state");
+  configPath = join(dir, "agent.yaml");
+  await writeAgentConfig(configPath, {
+    nodeId: "fencing-node",
+    stateDir,
+    ports: { min: ports.min, max: ports.max, quarantine: "0s" },
+    catalog: { sim: simCatalog(fileTag) },
+    grace: "10s",
+    readiness: { attempts: 60, interval: "500ms", initialInterval: "25ms" },
+    nvidiaSmi: "",
+    adoptedPoll: "100ms",
+  });
+});
+
+afterAll(async () => {
+  const leaked = await liveTaggedSims(fileTag);
+  for (const p of started) if (await pidAlive(p.pid)) p.child.kill("SIGKILL");
+  for (const pid of leaked) {
+    try {
+      process.kill(-pid, "SIGKILL");
+    } catch {
+      try { process.kill(pid, "SIGKILL"); } catch { /* gone */ }
+    }
+  }
+  await rm(dir, { recursive: true, force: true });
+  expect(leaked).toEqual([]);
+});
+
+describe("agent leader-epoch fence", () => {
+  it("accepts newer epochs, refuses older ones changing nothing, and keeps the fence across kill -9", async () => {
+    const a = await agent();
+    // A fresh agent has seen no epoch; epoch 0 (no HA) and then 5 are accepted.
+    expect((await inventory(a.client)).leaderEpoch).toBe(0n);
+    const zero = newIncarnation();
+    const zeroEvents = await start(a.client, zero, 0n);
+    const zeroReady = zeroEvents.at(-1)?.event;
+    expect(zeroReady?.case).toBe("ready");
+    const inc = newIncarnation();
+    const events = await start(a.client, inc, 5n);
+    const ready = events.at(-1)?.event;
+    expect(ready?.case).toBe("ready");
+    if (ready?.case !== "ready" || zeroReady?.case !== "ready") return;
+    const { pid, address } = ready.value;
+    expect(JSON.parse(await readFile(join(stateDir, leaderEpochFileName), "utf8"))).toEqual({ version: 1, leaderEpoch: "5" });
+    const before = await inventory(a.client);
+    expect(before.leaderEpoch).toBe(5n);
+
+    // Older epochs — 4, and 0 now that a nonzero one was seen — are refused, whole.
+    expectStale(await refusal(a.client.stopBackend({ address, incarnation: inc, force: true, reason: "stale", leaderEpoch: 4n }, { timeoutMs: 10_000 })), 4n, 5n);
+    expectStale(await refusal(a.client.stopBackend({ address: zeroReady.value.address, incarnation: zero, force: true, reason: "stale", leaderEpoch: 0n }, { timeoutMs: 10_000 })), 0n, 5n);
+    const other = newIncarnation();
+    expectStale(await refusal(start(a.client, other, 4n)), 4n, 5n);
+    // A repeat of the accepted start from an older epoch cannot attach to it either.
+    expectStale(await refusal(start(a.client, inc, 3n)), 3n, 5n);
+    expectStale(await refusal(a.client.stopOrphan({ pid, address, force: true, reason: "stale", leaderEpoch: 1n }, { timeoutMs: 10_000 })), 1n, 5n);
+    expect(await inventory(a.client)).toEqual(before);
+    expect(await pidAlive(pid)).toBe(true);
+    expect(await pidAlive(zeroReady.value.pid)).toBe(true);
+
+    // kill -9 and a new agent on the same state dir: the fence is still 5.
+    a.client.close();
+    a.proc.child.kill("SIGKILL");
+    await a.proc.exited;
+    const b = await agent();
+    const adopted = await inventory(b.client);
+    expect(adopted).toEqual(before);
+    expectStale(await refusal(b.client.stopBackend({ address, incarnation: inc, force: true, reason: "stale", leaderEpoch: 4n }, { timeoutMs: 10_000 })), 4n, 5n);
+    expect(await inventory(b.client)).toEqual(before);
+    expect(await pidAlive(pid)).toBe(true);
+
+    // The current epoch (5) and a newer one (7) act; 7 raises the fence, then 5 is stale.
+    const s1 = await b.client.stopBackend({ address: zeroReady.value.address, incarnation: zero, force: true, reason: "current", leaderEpoch: 5n }, { timeoutMs: 30_000 });
+    expect(s1.outcome.case).toBe("stopped");
+    const s2 = await b.client.stopBackend({ address, incarnation: inc, force: false, reason: "newer", leaderEpoch: 7n }, { timeoutMs: 30_000 });
+    expect(s2.outcome.case).toBe("stopped");
+    expect(await pidAlive(pid)).toBe(false);
+    expect((await inventory(b.client)).leaderEpoch).toBe(7n);
+    expectStale(await refusal(start(b.client, newIncarnation(), 5n)), 5n, 7n);
+    b.client.close();
+    await b.proc.terminate();
+  });
+});

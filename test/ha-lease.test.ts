@@ -1,7 +1,10 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { createInterface } from "node:readline";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { defaultLeaseTiming } from "@warden/lease";
+import { connectAudit } from "@warden/audit";
+import { defaultLeaseTiming, leaseConfig } from "@warden/lease";
+import { openLeaseBucket } from "../services/coordinator/src/ha/lease-bucket.js";
+import { LeaseKeeper, type LeaseChange } from "../services/coordinator/src/ha/lease-keeper.js";
 import { startNatsCluster, type NatsClusterHandle } from "./support/nats-cluster.js";
 import type { LeaseChildConfig } from "./support/lease-keeper-child.js";
 
@@ -161,5 +164,55 @@ describe("HA leader lease over a 3-server JetStream cluster (keepers in child pr
     expect(a.events.filter((e) => e.ev === "act" && e.wallMs >= wokeAt)).toEqual([]);
     // And it does not win back: the standby keeps leading.
     expect(b.events.filter((e) => e.ev === "follower")).toEqual([]);
+  });
+
+  // Last: it takes two of the three servers down (and brings them back).
+  it("a leader that loses quorum steps down (lease expiring); after quorum returns it leads again on a larger epoch; stop() ends it", async () => {
+    const nc = await connectAudit({ servers: cluster.urls, reconnectTimeWaitMs: 100, connectTimeoutMs: 2_000 });
+    const changes: LeaseChange[] = [];
+    const waiters = new Set<() => void>();
+    const changed = (pred: (c: LeaseChange) => boolean, from: number): Promise<LeaseChange> =>
+      new Promise((resolve) => {
+        const check = (): void => {
+          const hit = changes.slice(from).find(pred);
+          if (hit !== undefined) {
+            waiters.delete(check);
+            resolve(hit);
+          }
+        };
+        waiters.add(check);
+        check();
+      });
+    let keeper: LeaseKeeper | undefined;
+    try {
+      const kv = await openLeaseBucket(nc, { bucket: `lease-${String(++bucketSeq)}`, replicas: 3 });
+      keeper = LeaseKeeper.start({
+        kv,
+        config: leaseConfig("in-process"),
+        onChange: (c) => {
+          changes.push(c);
+          for (const w of [...waiters]) w();
+        },
+      });
+      const won = await changed((c) => c.kind === "leader", 0);
+      expect(keeper.isLeader()).toBe(true);
+      await Promise.all([cluster.kill(1), cluster.kill(2)]);
+      const down = await changed((c) => c.kind === "follower", 0);
+      expect(down).toEqual({ kind: "follower", epoch: won.epoch, reason: "lease-expiring" });
+      expect(keeper.isLeader()).toBe(false);
+      expect(keeper.epoch()).toBeUndefined();
+      const from = changes.length;
+      await Promise.all([cluster.restart(1), cluster.restart(2)]);
+      const again = await changed((c) => c.kind === "leader", from);
+      expect(again.epoch).toBeGreaterThan(won.epoch);
+      expect(keeper.epoch()).toBe(again.epoch);
+      await keeper.stop();
+      expect(keeper.isLeader()).toBe(false);
+      expect(changes.at(-1)).toEqual({ kind: "follower", epoch: again.epoch, reason: "stopped" });
+    } finally {
+      await keeper?.stop();
+      await nc.close();
+      for (const i of [0, 1, 2]) if (!cluster.running(i)) await cluster.restart(i);
+    }
   });
 });

@@ -25,13 +25,16 @@ interface KeeperChild {
 }
 
 const children = new Set<KeeperChild>();
+process.on("exit", () => {
+  for (const c of children) c.proc.kill("SIGKILL");
+});
 let bucketSeq = 0;
 
 function spawnKeeper(cluster: NatsClusterHandle, bucket: string, holder: string): KeeperChild {
   const config: LeaseChildConfig = { servers: cluster.urls, bucket, holder, actEveryMs: 50 };
   const proc = spawn(process.execPath, ["--import", "tsx", "test/support/lease-keeper-child.ts"], {
     env: { ...process.env, WARDEN_LEASE_CHILD: JSON.stringify(config) },
-    stdio: ["ignore", "pipe", "inherit"],
+    stdio: ["pipe", "pipe", "inherit"],
   });
   const events: ChildEvent[] = [];
   const waiters = new Set<() => void>();
@@ -94,8 +97,13 @@ async function killChild(c: KeeperChild): Promise<void> {
 const isLeader = (e: ChildEvent): boolean => e.ev === "leader";
 const { leaseMs, renewMs } = defaultLeaseTiming;
 
-/** The keeper among `cs` that printed `e`. */
-const whose = (cs: readonly KeeperChild[], e: ChildEvent): KeeperChild => cs.find((c) => c.events.includes(e))!;
+/** The first of `cs` to win, and its win; the others' waits are left settling on their own. */
+async function firstLeader(cs: readonly KeeperChild[]): Promise<{ winner: KeeperChild; won: ChildEvent }> {
+  const waits = cs.map((c) => c.waitFor(isLeader));
+  for (const w of waits) w.catch(() => undefined); // a loser killed later rejects its wait: nobody awaits it any more
+  const won = await Promise.race(waits);
+  return { winner: cs.find((c) => c.events.includes(won))!, won };
+}
 
 describe("HA leader lease over a 3-server JetStream cluster (keepers in child processes)", () => {
   let cluster: NatsClusterHandle;
@@ -115,8 +123,9 @@ describe("HA leader lease over a 3-server JetStream cluster (keepers in child pr
     const rounds = Number(process.env["WARDEN_LEASE_ROUNDS"] ?? "2");
     const a = spawnKeeper(cluster, bucket, "a0");
     const b = spawnKeeper(cluster, bucket, "b0");
-    let won = await Promise.race([a.waitFor(isLeader), b.waitFor(isLeader)]);
-    let leader = whose([a, b], won);
+    const start = await firstLeader([a, b]);
+    let won = start.won;
+    let leader = start.winner;
     let other = leader === a ? b : a;
     const takeoversMs: number[] = [];
     for (let round = 1; round <= rounds; round++) {
@@ -148,8 +157,7 @@ describe("HA leader lease over a 3-server JetStream cluster (keepers in child pr
     const bucket = `lease-${String(++bucketSeq)}`;
     const first = spawnKeeper(cluster, bucket, "k1");
     const second = spawnKeeper(cluster, bucket, "k2");
-    const aLead = await Promise.race([first.waitFor(isLeader), second.waitFor(isLeader)]);
-    const a = whose([first, second], aLead);
+    const { winner: a, won: aLead } = await firstLeader([first, second]);
     const b = a === first ? second : first;
     await Promise.all([a.waitFor((e) => e.ev === "act"), b.waitFor((e) => e.ev === "ready")]);
     a.proc.kill("SIGSTOP");

@@ -38,6 +38,10 @@ const act = setInterval(() => {
 }, cfg.actEveryMs);
 emit("ready");
 
+// The test holds our stdin: when it goes away (even by kill -9), so do we, instead of reconnecting forever.
+process.stdin.on("end", () => process.exit(0));
+process.stdin.resume();
+
 process.once("SIGTERM", () => {
   clearInterval(act);
   void keeper

@@ -181,7 +181,8 @@ export class LeaseKeeper {
   /** Runs `op` under a deadline that `stop()` also cuts; tracked so `stop()` can wait for it. */
   private bounded<T>(what: string, op: () => Promise<T>): Promise<T> {
     const d = deadlineSignal(this.clock, this.opTimeoutMs, what, this.stopping.signal);
-    const p = raceSignal(op(), d.signal).finally(() => {
+    // A synchronous throw (nats.js checks some arguments eagerly) becomes a rejection like any other failure.
+    const p = raceSignal(Promise.resolve().then(op), d.signal).finally(() => {
       d.cleanup();
       this.inFlight.delete(p);
     });

@@ -13,6 +13,7 @@ const decisionPackages = [
   "packages/reconciler/src/**/*.ts",
   "packages/outbox/src/**/*.ts",
   "packages/events/src/**/*.ts",
+  "packages/lease/src/**/*.ts",
 ];
 
 // nats.js's connect resets the process-wide transport factory to its unguarded transport (see guarded-node-transport.ts).

@@ -1,0 +1,259 @@
+import { JetStreamApiCodes, JetStreamApiError } from "@nats-io/jetstream";
+import { KvWatchInclude, type KV, type KvEntry } from "@nats-io/kv";
+import type { QueuedIterator } from "@nats-io/transport-node";
+import { deadlineSignal, invalidArgument, nullLogger, raceSignal, systemClock, type Cancel, type Clock, type Logger } from "@warden/common";
+import {
+  initialLease,
+  isLeaderAt,
+  leaseEpoch,
+  nextLease,
+  type LeaseConfig,
+  type LeaseEffect,
+  type LeaseInput,
+  type LeaseState,
+  type StepDownReason,
+} from "@warden/lease";
+import { leaseNamePattern } from "./lease-bucket.js";
+
+export type LeaseChange =
+  | { readonly kind: "leader"; readonly epoch: number }
+  | { readonly kind: "follower"; readonly epoch: number; readonly reason: StepDownReason | "stopped" };
+
+export interface LeaseKeeperOptions {
+  /** The lease bucket (see `openLeaseBucket`). */
+  readonly kv: KV;
+  /** @default "leader" */
+  readonly key?: string;
+  readonly config: LeaseConfig;
+  readonly clock?: Clock;
+  /**
+   * Deadline of every KV call (write, read, watch start). A write past it counts
+   * as outcome unknown, never as a win. @default 1000, bounds 50 to leaseMs − marginMs − 1
+   */
+  readonly opTimeoutMs?: number;
+  /** Pause before a failed or ended watch is started again. @default 1000, bounds 50–60 000 */
+  readonly rewatchMs?: number;
+  /** Called on every change of leadership, in order, synchronously from the keeper. */
+  readonly onChange?: (change: LeaseChange) => void;
+  readonly log?: Logger;
+}
+
+/** What the key holds: who wrote it, and when on their wall clock (for people; no decision reads it). */
+interface LeaseValue {
+  readonly holder: string;
+  readonly wallMs: number;
+}
+
+function holderOf(e: KvEntry): string | null {
+  if (e.operation !== "PUT") return null;
+  try {
+    const v = e.json<Partial<LeaseValue>>();
+    return typeof v.holder === "string" ? v.holder : "?";
+  } catch {
+    return "?"; // unreadable: someone holds it, and it is not us
+  }
+}
+
+function isWrongRevision(err: unknown): boolean {
+  return (
+    err instanceof JetStreamApiError &&
+    (err.code === JetStreamApiCodes.StreamWrongLastSequence || err.code === JetStreamApiCodes.StreamWrongLastSequenceUnknown)
+  );
+}
+
+/**
+ * Drives the pure lease core (`@warden/lease`) over a NATS KV bucket: one owner
+ * of the lease state, fed by write answers, the key's watch and its own timer.
+ * Every KV call has a deadline and is cut short by `stop()`. `isLeader()` asks
+ * the clock, so after a pause it is false before the step-down tick runs.
+ */
+export class LeaseKeeper {
+  private state: LeaseState;
+  private readonly clock: Clock;
+  private readonly key: string;
+  private readonly opTimeoutMs: number;
+  private readonly rewatchMs: number;
+  private readonly log: Logger;
+  private readonly stopping = new AbortController();
+  private cancelTick: Cancel = () => {};
+  private cancelRewatch: Cancel = () => {};
+  private writeSeq = 0;
+  /** The one write whose answer the core waits for; answers to others are dropped. */
+  private pendingWrite: number | undefined;
+  private watchSeq = 0;
+  private watcher: QueuedIterator<unknown> | undefined;
+  private readonly inFlight = new Set<Promise<unknown>>();
+
+  private constructor(private readonly o: LeaseKeeperOptions) {
+    this.clock = o.clock ?? systemClock;
+    this.key = o.key ?? "leader";
+    this.opTimeoutMs = o.opTimeoutMs ?? 1_000;
+    this.rewatchMs = o.rewatchMs ?? 1_000;
+    this.log = (o.log ?? nullLogger).child({ component: "lease-keeper", holder: o.config.holder });
+    if (!leaseNamePattern.test(this.key)) throw invalidArgument("key", "must be 1–128 of [-/_=.a-zA-Z0-9]");
+    const maxOpMs = o.config.leaseMs - o.config.marginMs - 1;
+    if (!Number.isInteger(this.opTimeoutMs) || this.opTimeoutMs < 50 || this.opTimeoutMs > maxOpMs) {
+      throw invalidArgument("opTimeoutMs", `must be an integer from 50 to ${String(maxOpMs)} ms (leaseMs − marginMs − 1)`);
+    }
+    if (!Number.isInteger(this.rewatchMs) || this.rewatchMs < 50 || this.rewatchMs > 60_000) {
+      throw invalidArgument("rewatchMs", "must be an integer from 50 to 60000 ms");
+    }
+    const first = initialLease();
+    this.state = first.state;
+    this.apply(first.effects, first.wakeAtMs);
+  }
+
+  /** Starts competing for the lease at once; validates the options whole first. */
+  static start(options: LeaseKeeperOptions): LeaseKeeper {
+    return new LeaseKeeper(options);
+  }
+
+  /** True while this coordinator may act as leader (checked against the clock now). */
+  isLeader(): boolean {
+    return !this.stopping.signal.aborted && isLeaderAt(this.o.config, this.state, this.clock.now());
+  }
+
+  /** The epoch to put on commands while {@link isLeader}, else undefined. */
+  epoch(): number | undefined {
+    return this.isLeader() ? leaseEpoch(this.state) : undefined;
+  }
+
+  /**
+   * Stops competing: no more writes, timers or watch; waits for calls in
+   * flight to settle (each is bounded by its deadline, and cut short here).
+   * The key is left as it is, so a standby takes over one lease later.
+   */
+  async stop(): Promise<void> {
+    if (this.stopping.signal.aborted) return;
+    const epoch = leaseEpoch(this.state);
+    this.stopping.abort(new Error("lease keeper stopped"));
+    this.cancelTick();
+    this.cancelRewatch();
+    this.watcher?.stop();
+    this.watcher = undefined;
+    if (epoch !== undefined) this.notify({ kind: "follower", epoch, reason: "stopped" });
+    await Promise.allSettled([...this.inFlight]);
+  }
+
+  private feed(input: LeaseInput): void {
+    if (this.stopping.signal.aborted) return;
+    const s = nextLease(this.o.config, this.state, input);
+    this.state = s.state;
+    this.apply(s.effects, s.wakeAtMs);
+  }
+
+  private apply(effects: readonly LeaseEffect[], wakeAtMs: number | undefined): void {
+    for (const e of effects) {
+      switch (e.kind) {
+        case "create":
+        case "update":
+          this.write(e);
+          break;
+        case "watch":
+          this.startWatch();
+          break;
+        case "become-leader":
+          this.log.info("lease won: leading", { epoch: e.epoch });
+          this.notify({ kind: "leader", epoch: e.epoch });
+          break;
+        case "step-down":
+          this.log.warn("lease lost: stepping down", { epoch: e.epoch, reason: e.reason });
+          this.notify({ kind: "follower", epoch: e.epoch, reason: e.reason });
+          break;
+      }
+    }
+    this.cancelTick();
+    if (wakeAtMs !== undefined && !this.stopping.signal.aborted) {
+      this.cancelTick = this.clock.setTimer(Math.max(0, wakeAtMs - this.clock.now()), () => {
+        this.feed({ kind: "tick", nowMs: this.clock.now() });
+      });
+    }
+  }
+
+  private notify(change: LeaseChange): void {
+    try {
+      this.o.onChange?.(change);
+    } catch (err) {
+      this.log.error("lease onChange callback threw", { err: String(err) });
+    }
+  }
+
+  /** Runs `op` under a deadline that `stop()` also cuts; tracked so `stop()` can wait for it. */
+  private bounded<T>(what: string, op: () => Promise<T>): Promise<T> {
+    const d = deadlineSignal(this.clock, this.opTimeoutMs, what, this.stopping.signal);
+    // A synchronous throw (nats.js checks some arguments eagerly) becomes a rejection like any other failure.
+    const p = raceSignal(Promise.resolve().then(op), d.signal).finally(() => {
+      d.cleanup();
+      this.inFlight.delete(p);
+    });
+    this.inFlight.add(p);
+    return p;
+  }
+
+  private write(e: Extract<LeaseEffect, { kind: "create" | "update" }>): void {
+    const id = ++this.writeSeq;
+    this.pendingWrite = id;
+    const value = JSON.stringify({ holder: this.o.config.holder, wallMs: this.clock.wallNow() } satisfies LeaseValue);
+    const kv = this.o.kv;
+    const call =
+      e.kind === "create"
+        ? () => kv.create(this.key, value)
+        : () => kv.update(this.key, value, e.expectedRevision, this.opTimeoutMs);
+    const answer = (input: (nowMs: number) => LeaseInput): void => {
+      if (this.pendingWrite !== id) return;
+      this.pendingWrite = undefined;
+      this.feed(input(this.clock.now()));
+    };
+    this.bounded(`lease ${e.kind}`, call).then(
+      (revision) => {
+        answer((nowMs) => ({ kind: "write-ok", revision, nowMs }));
+      },
+      (err: unknown) => {
+        if (isWrongRevision(err)) {
+          answer((nowMs) => ({ kind: "write-wrong-revision", nowMs }));
+        } else {
+          this.log.debug("lease write failed", { kind: e.kind, err: String(err) });
+          answer((nowMs) => ({ kind: "write-failed", nowMs }));
+        }
+      },
+    );
+  }
+
+  private observe(e: KvEntry | null): void {
+    if (e === null) this.feed({ kind: "entry", revision: 0, holder: null, nowMs: this.clock.now() });
+    else this.feed({ kind: "entry", revision: e.revision, holder: holderOf(e), nowMs: this.clock.now() });
+  }
+
+  /** (Re)starts the watch, then reads the key once: a watch says nothing about a key that never existed. */
+  private startWatch(): void {
+    if (this.stopping.signal.aborted) return;
+    const seq = ++this.watchSeq;
+    this.cancelRewatch();
+    this.watcher?.stop();
+    this.watcher = undefined;
+    const retry = (why: string): void => {
+      if (seq !== this.watchSeq || this.stopping.signal.aborted) return;
+      this.log.debug("lease watch restarting", { why });
+      this.cancelRewatch = this.clock.setTimer(this.rewatchMs, () => {
+        this.startWatch();
+      });
+    };
+    const run = async (): Promise<void> => {
+      const it = await this.bounded("lease watch", () => this.o.kv.watch({ key: this.key, include: KvWatchInclude.LastValue }));
+      if (seq !== this.watchSeq || this.stopping.signal.aborted) {
+        it.stop();
+        return;
+      }
+      this.watcher = it;
+      this.observe(await this.bounded("lease read", () => this.o.kv.get(this.key)));
+      for await (const e of it) {
+        if (seq !== this.watchSeq) return;
+        this.observe(e);
+      }
+      retry("watch ended");
+    };
+    run().catch((err: unknown) => {
+      retry(String(err));
+    });
+  }
+}

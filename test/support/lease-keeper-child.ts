@@ -1,0 +1,51 @@
+/**
+ * One LeaseKeeper in its own process, for tests that kill -9 or SIGSTOP a
+ * coordinator's lease. Configured by the JSON in $WARDEN_LEASE_CHILD; writes one
+ * JSON line per event to stdout ({"ev":"leader"|"follower"|"act"|"ready", …,
+ * "wallMs"}). "act" is printed every `actEveryMs` while `isLeader()` says so:
+ * it stands for a command the coordinator would send.
+ */
+import { connectAudit } from "@warden/audit";
+import { leaseConfig } from "@warden/lease";
+import { openLeaseBucket } from "../../services/coordinator/src/ha/lease-bucket.js";
+import { LeaseKeeper } from "../../services/coordinator/src/ha/lease-keeper.js";
+
+export interface LeaseChildConfig {
+  readonly servers: readonly string[];
+  readonly bucket: string;
+  readonly holder: string;
+  readonly actEveryMs: number;
+}
+
+const cfg = JSON.parse(process.env["WARDEN_LEASE_CHILD"] ?? "") as LeaseChildConfig;
+const emit = (ev: string, fields: Record<string, unknown> = {}): void => {
+  process.stdout.write(JSON.stringify({ ev, ...fields, wallMs: Date.now() }) + "\n");
+};
+
+const nc = await connectAudit({ servers: cfg.servers, name: cfg.holder, reconnectTimeWaitMs: 100, connectTimeoutMs: 2_000 });
+const kv = await openLeaseBucket(nc, { bucket: cfg.bucket, replicas: 3 });
+const keeper = LeaseKeeper.start({
+  kv,
+  config: leaseConfig(cfg.holder),
+  onChange: (c) => {
+    if (c.kind === "leader") emit("leader", { epoch: c.epoch });
+    else emit("follower", { epoch: c.epoch, reason: c.reason });
+  },
+});
+const act = setInterval(() => {
+  const epoch = keeper.epoch();
+  if (epoch !== undefined) emit("act", { epoch });
+}, cfg.actEveryMs);
+emit("ready");
+
+// The test holds our stdin: when it goes away (even by kill -9), so do we, instead of reconnecting forever.
+process.stdin.on("end", () => process.exit(0));
+process.stdin.resume();
+
+process.once("SIGTERM", () => {
+  clearInterval(act);
+  void keeper
+    .stop()
+    .then(() => nc.close())
+    .finally(() => process.exit(0));
+});

@@ -20,11 +20,19 @@ export interface BenchCoordinator {
   close(): Promise<void>;
 }
 
+/** Another model table or more embedded-agent settings than the routing benches' one model `m`. */
+export interface BenchCoordinatorSetup {
+  /** YAML flow maps, one per model (replaces model `m`). */
+  readonly models?: readonly string[];
+  /** YAML flow-map entries added to the embedded agent's (e.g. "maxReplicasPerModel: 4"). */
+  readonly agent?: string;
+}
+
 /**
  * `defaultPortMin`: where the embedded agent's backend ports start unless
  * WARDEN_TEST_PORT_BASE is set (side-by-side checkouts keep apart).
  */
-export async function startBenchCoordinator(tag: string, defaultPortMin: number, tls?: { readonly certsDir: string }): Promise<BenchCoordinator> {
+export async function startBenchCoordinator(tag: string, defaultPortMin: number, tls?: { readonly certsDir: string }, setup: BenchCoordinatorSetup = {}): Promise<BenchCoordinator> {
   const dir = await mkdtemp(join(tmpdir(), `warden-bench-${tag}-`));
   const address = `127.0.0.1:${String(await freePort())}`;
   const dataPlane = `127.0.0.1:${String(await freePort())}`;
@@ -38,7 +46,7 @@ export async function startBenchCoordinator(tag: string, defaultPortMin: number,
       ? ""
       : `tls: { cert: ${join(c, "coordinator.pem")}, key: ${join(c, "coordinator-key.pem")} }\nbackendTls: { ca: ${join(c, "ca.pem")}, backends: [backend-sim] }\n`;
   const catalog = c === undefined ? "" : `, catalog: { backend-sim: { builtin: backend-sim, env: { BACKEND_SIM_TLS_CERT: ${join(c, "bench-backend.pem")}, BACKEND_SIM_TLS_KEY: ${join(c, "bench-backend-key.pem")} }, tls: { ca: ${join(c, "ca.pem")} } } }`;
-  await writeFile(join(dir, "c.yaml"), `listen: ${address}\ninferenceListen: ${dataPlane}\nhttpListen: ${http}\nstateDir: ${join(dir, "state")}\n${tlsYaml}agent: { ports: { min: ${String(portMin)}, max: ${String(portMin + 49)} }, nvidiaSmi: ""${catalog} }\nmodels:\n  - { id: m, backend: backend-sim, options: ["sim.predict_tokens:1"] }\n`);
+  await writeFile(join(dir, "c.yaml"), `listen: ${address}\ninferenceListen: ${dataPlane}\nhttpListen: ${http}\nstateDir: ${join(dir, "state")}\n${tlsYaml}agent: { ports: { min: ${String(portMin)}, max: ${String(portMin + 49)} }, nvidiaSmi: ""${catalog}${setup.agent === undefined ? "" : `, ${setup.agent}`} }\nmodels:\n${(setup.models ?? ['{ id: m, backend: backend-sim, options: ["sim.predict_tokens:1"] }']).map((m) => `  - ${m}\n`).join("")}`);
   const root = resolve(import.meta.dirname, "..", "..");
   const child = spawn(process.execPath, ["--import", "tsx", join(root, "services/cli/src/main.ts"), "up", "--config", join(dir, "c.yaml"), "--log-level", "warn"], { cwd: root, stdio: ["ignore", "pipe", "inherit"] });
   let out = "";

@@ -4,7 +4,7 @@ import { dropHeld, holdInstance, warn, type LoaderState } from "./loader-state.j
 import type { HeldInstance } from "./loader-types.js";
 import type { ModelSpec } from "./model-spec.js";
 import type { BackendHandle, StartEvent } from "./ports.js";
-import { chooseReplica } from "./replica-routing.js";
+import { chooseReplica, pickReplica } from "./replica-routing.js";
 import { retireRecycledAddress } from "./recycled-address.js";
 
 // The load path (DESIGN §3.3): coalesced, cooldown-checked, admitted through
@@ -39,12 +39,24 @@ async function ensureLoadedInner<H extends BackendHandle>(s: LoaderState<H>, spe
   let followerRetryUsed = false;
   for (;;) {
     if (signal.aborted) throw WardenError.from(signal.reason);
+    const fast = pickReplica(s, spec.id);
+    if (fast !== undefined) {
+      // (the cache hit below, without visiting every replica)
+      if (touch && fast.best.address !== undefined) {
+        s.core.updateLastUsed(fast.best.address);
+        s.routes.touched(spec.id, fast.best.incarnation);
+      }
+      return fast.best;
+    }
     const c = chooseReplica(s, spec.id);
     if (c.best !== undefined) {
       // A cache hit counts as a use (LocalAI's UpdateLastUsed): an operator's
       // LoadModel of a loaded model moves it to the back of the LRU order.
       // (Routing passes touch=false: it picks by last use and its tracked call touches.)
-      if (touch && c.best.address !== undefined) s.core.updateLastUsed(c.best.address);
+      if (touch && c.best.address !== undefined) {
+        s.core.updateLastUsed(c.best.address);
+        s.routes.touched(spec.id, c.best.incarnation);
+      }
       return c.best;
     }
     // Only replicas on unreachable nodes and no room for another: the caller

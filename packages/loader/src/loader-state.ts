@@ -5,6 +5,7 @@ import type { LeftoverTracker, Leftover } from "./leftover-tracker.js";
 import type { LockTable } from "./lifecycle-lock.js";
 import type { LoadCooldown } from "./load-cooldown.js";
 import type { ReplicaIndex } from "./replica-index.js";
+import type { ReplicaRoutes } from "./replica-routes.js";
 import type { ScaleOverride } from "./replica-settings.js";
 import type { ScaleBreakers } from "./scale-breaker.js";
 import type { LoaderOptions, StopTimings } from "./loader-options.js";
@@ -29,6 +30,8 @@ export interface LoaderState<H extends BackendHandle> {
   readonly held: Map<string, HeldInstance<H>>;
   /** model → every incarnation held for it (its replicas), in step with `held`. */
   readonly replicas: ReplicaIndex;
+  /** Each model's replicas in routing order (a mirror of the watchdog's counts, checked on every pick). */
+  readonly routes: ReplicaRoutes<H>;
   /** model → an operator's ScaleModel override (replica-settings.ts). */
   readonly scaleOverrides: Map<string, ScaleOverride>;
   /** model → the replica circuit breaker, when open (scale-breaker.ts). */

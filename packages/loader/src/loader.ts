@@ -21,6 +21,7 @@ import type { ReplicaStatus, ScalePatch } from "./replica-status.js";
 import { replicaStatusOf, replicaStatusesOf } from "./replica-status-of.js";
 import { modelRules, reconcileReplicas } from "./replica-tick.js";
 import { acquire, reportUnavailable } from "./routing.js";
+import { ReplicaRoutes } from "./replica-routes.js";
 import { ScaleBreakers } from "./scale-breaker.js";
 import { SettleWaiters } from "./settle-waiters.js";
 import { StopRpcs } from "./stop-rpcs.js";
@@ -100,12 +101,14 @@ export class Loader<H extends BackendHandle = BackendHandle> {
         void this.watchdog.stop(incarnation, { reason: "retry", force: true });
       },
     });
+    const replicas = new ReplicaIndex();
     this.s = {
       o,
       core: this.core,
       watchdog: this.watchdog,
       held,
-      replicas: new ReplicaIndex(),
+      replicas,
+      routes: new ReplicaRoutes({ held, replicas, core: this.core }),
       scaleOverrides: new Map(),
       breakers: new ScaleBreakers(),
       loads: new Map(),

@@ -7,6 +7,9 @@
  */
 export class ReplicaIndex {
   private readonly byModel = new Map<string, Set<string>>();
+  /** model → the change count at its last add or remove (never reused: one counter for all models). */
+  private readonly versions = new Map<string, number>();
+  private changes = 0;
 
   add(model: string, incarnation: string): void {
     let set = this.byModel.get(model);
@@ -15,13 +18,22 @@ export class ReplicaIndex {
       this.byModel.set(model, set);
     }
     set.add(incarnation);
+    this.versions.set(model, ++this.changes);
   }
 
   remove(model: string, incarnation: string): void {
     const set = this.byModel.get(model);
     if (set === undefined) return;
-    set.delete(incarnation);
-    if (set.size === 0) this.byModel.delete(model);
+    if (!set.delete(incarnation)) return;
+    this.versions.set(model, ++this.changes);
+    if (set.size > 0) return;
+    this.byModel.delete(model);
+    this.versions.delete(model); // a later add takes a new count: no version repeats
+  }
+
+  /** Changes whenever the model's replicas do (replica-routes.ts rebuilds its order then); 0 before the first. */
+  version(model: string): number {
+    return this.versions.get(model) ?? 0;
   }
 
   /** The model's held incarnations, oldest first (a live view: copy before mutating the held table). */

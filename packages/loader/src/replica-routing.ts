@@ -80,3 +80,17 @@ export function chooseReplica<H extends BackendHandle>(s: LoaderState<H>, model:
   if (admitting !== undefined && !s.held.has(admitting)) live++;
   return { best, bestInFlight, live, stopping, settling, unreachable, starting };
 }
+
+/**
+ * The replica a call goes to — the same as {@link chooseReplica}'s `best` —
+ * from the routing order (replica-routes.ts): the per-call cost does not grow
+ * with the replicas of the model. Undefined when none is routable (the caller
+ * then asks chooseReplica for the rest of the picture).
+ */
+export function pickReplica<H extends BackendHandle>(s: LoaderState<H>, model: string): { readonly best: HeldInstance<H>; readonly inFlight: number } | undefined {
+  if (isPlanted("route-to-stopping")) {
+    const c = chooseReplica(s, model);
+    return c.best === undefined ? undefined : { best: c.best, inFlight: c.bestInFlight };
+  }
+  return s.routes.pick(model, (h) => s.core.stateOf(h.incarnation) === "ready" && h.phase === "ready" && h.address !== undefined && s.o.agents.isReachable?.(h.nodeId) !== false);
+}

@@ -4,7 +4,7 @@ import type { LoaderState } from "./loader-state.js";
 import type { HeldInstance, Lease } from "./loader-types.js";
 import type { BackendHandle } from "./ports.js";
 import { maybeScaleUp } from "./replica-loads.js";
-import { chooseReplica } from "./replica-routing.js";
+import { chooseReplica, pickReplica } from "./replica-routing.js";
 
 // Routing (DESIGN §3.3, issue 16): a call gets a lease on the least-loaded
 // ready replica, counted by the watchdog; a call that saw the process gone
@@ -24,8 +24,8 @@ export async function acquire<H extends BackendHandle>(s: LoaderState<H>, modelI
   for (;;) {
     const loaded = await ensureLoaded(s, modelId, signal, undefined, false);
     const spec = s.models.get(modelId);
-    const c = chooseReplica(s, modelId);
-    const h = c.best ?? loaded;
+    const picked = pickReplica(s, modelId);
+    const h = picked?.best ?? loaded;
     if (s.o.agents.isReachable?.(h.nodeId) === false) {
       // Accounted, not routable: the node's fate is unknown until it is back or lost.
       throw new WardenError(Code.Unavailable, `model "${modelId}" is on node "${h.nodeId}", which is unreachable; retry later`, { details: { nodeId: h.nodeId } });
@@ -39,12 +39,21 @@ export async function acquire<H extends BackendHandle>(s: LoaderState<H>, modelI
     }
     try {
       if (routable(s, h)) {
-        if (spec !== undefined && c.best === h) maybeScaleUp(s, spec, c);
+        // The full picture only when a scale-up may start: the best replica at target and room for another (live + stopping = held replicas, + a load in admission).
+        if (spec !== undefined && picked?.best === h && picked.inFlight >= spec.replicas.targetInFlight && s.replicas.count(modelId) < spec.replicas.max) maybeScaleUp(s, spec, chooseReplica(s, modelId));
         const address = h.address ?? "";
         const backend = h.backend ?? s.o.backends.connect(address, { nodeId: h.nodeId, model: h.model });
         h.backend = backend;
         if (h.placement === "remote-only") h.placement = "local-remote";
-        const complete = s.core.trackRequest(address);
+        const end = s.core.trackRequest(address);
+        s.routes.touched(h.model, h.incarnation);
+        let ended = false;
+        const complete = (): void => {
+          if (ended) return;
+          ended = true;
+          end();
+          s.routes.touched(h.model, h.incarnation);
+        };
         return { incarnation: h.incarnation, nodeId: h.nodeId, address, model: h.model, backend, complete };
       }
     } finally {

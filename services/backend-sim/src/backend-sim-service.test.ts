@@ -152,4 +152,42 @@ describe("backend-sim service", () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+  it("parallel:1 serves one prediction at a time (the next waits for the slot); token_delay_ms adds per token", async () => {
+    const { s, clock } = sim();
+    await s.impl.loadModel(load("a", ["sim.parallel:1", "sim.predict_delay_ms:5", "sim.token_delay_ms:10"]), ctx());
+    const done: string[] = [];
+    const first = s.impl.predict(predict("a", 2), ctx()).then(() => done.push("first"));
+    const second = s.impl.predict(predict("a", 1), ctx()).then(() => done.push("second"));
+    const tick = () => new Promise((r) => setImmediate(r));
+    await tick();
+    expect(s.state().inFlight).toBe(2);
+    clock.advance(24); // first needs 5 + 2 × 10 ms
+    await tick();
+    expect(done).toEqual([]);
+    clock.advance(1);
+    await tick();
+    expect(done).toEqual(["first"]);
+    clock.advance(14); // second starts only now, and needs 5 + 1 × 10 ms
+    await tick();
+    expect(done).toEqual(["first"]);
+    clock.advance(1);
+    await Promise.all([first, second]);
+    expect(done).toEqual(["first", "second"]);
+    // a stream holds its slot to the last token: a Predict behind it waits
+    const stream = (async () => {
+      for await (const r of s.impl.predictStream(predict("a", 2), ctx())) expect(r.tokens).toBeGreaterThan(0);
+      done.push("stream");
+    })();
+    const behind = s.impl.predict(predict("a", 1), ctx()).then(() => done.push("behind"));
+    for (let i = 0; i < 2; i++) {
+      await tick();
+      clock.advance(15); // 5 + 10 ms before each token
+    }
+    await stream;
+    await tick();
+    expect(done.slice(2)).toEqual(["stream"]);
+    clock.advance(15);
+    await behind;
+    expect(done.slice(2)).toEqual(["stream", "behind"]);
+  });
 });

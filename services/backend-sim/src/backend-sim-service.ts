@@ -7,6 +7,7 @@ import { parseSimOptions, type SimKnobs } from "./sim-knobs.js";
 import { simModalities } from "./sim-modalities.js";
 import { simAnswer } from "./sim-chat.js";
 import { simGenerateImage } from "./sim-image.js";
+import { SimSlots } from "./sim-slots.js";
 
 /** Side effects the simulator cannot do itself; main.ts wires them to the real process. */
 export interface BackendSimHooks {
@@ -78,6 +79,7 @@ export function createBackendSim(options: BackendSimOptions): BackendSim {
   let predictCount = 0;
   let freeCalls = 0;
   let allocation: Buffer | undefined;
+  const slots = new SimSlots(() => knobs.parallel);
 
   const log = (line: string): void => {
     if (knobs.callLog === "") return;
@@ -152,11 +154,15 @@ export function createBackendSim(options: BackendSimOptions): BackendSim {
       const held = checkIdentity(req.ModelIdentity);
       countPredict();
       inFlight++;
+      let release: (() => void) | undefined;
       try {
-        if (knobs.predictDelayMs > 0) await sleep(clock, knobs.predictDelayMs, ctx.signal);
+        release = await slots.take(ctx.signal);
         const a = simAnswer(req, { defaultTokens: knobs.predictTokens, echo: knobs.echo });
+        const delayMs = knobs.predictDelayMs + a.tokens * knobs.tokenDelayMs;
+        if (delayMs > 0) await sleep(clock, delayMs, ctx.signal);
         return { message: encoder.encode(`${held}: ${a.chunks.join("")}`), tokens: a.tokens, promptTokens: a.promptTokens };
       } finally {
+        release?.();
         inFlight--;
       }
     },
@@ -166,14 +172,18 @@ export function createBackendSim(options: BackendSimOptions): BackendSim {
       const held = checkIdentity(req.ModelIdentity);
       countPredict();
       inFlight++;
+      let release: (() => void) | undefined;
       try {
+        release = await slots.take(ctx.signal);
         const a = simAnswer(req, { defaultTokens: knobs.predictTokens, echo: knobs.echo });
+        const delayMs = knobs.predictDelayMs + knobs.tokenDelayMs;
         for (const [i, text] of a.chunks.entries()) {
-          if (knobs.predictDelayMs > 0) await sleep(clock, knobs.predictDelayMs, ctx.signal);
+          if (delayMs > 0) await sleep(clock, delayMs, ctx.signal);
           // Chunks concatenate to exactly what Predict answers: "model: w0 w1 …"; counts are cumulative, as llama.cpp reports them.
           yield { message: encoder.encode(i === 0 ? `${held}: ${text}` : text), tokens: i + 1, promptTokens: a.promptTokens };
         }
       } finally {
+        release?.();
         inFlight--;
       }
     },

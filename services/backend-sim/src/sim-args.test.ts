@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { parseSimArgs } from "./sim-args.js";
+import { parseSimArgs, simUsage } from "./sim-args.js";
+import { simKnobKeys } from "./sim-knobs.js";
 
 describe("backend-sim command line", () => {
   it("takes --addr in both spellings, and --help without it", () => {
@@ -12,5 +13,10 @@ describe("backend-sim command line", () => {
     expect(() => parseSimArgs([])).toThrow(/--addr: required/);
     expect(() => parseSimArgs(["--addr", "5000"])).toThrow(/--addr: expected host:port/);
     expect(() => parseSimArgs(["--addr", "a:1", "--port", "2"])).toThrow(/--port: unknown argument/);
+  });
+
+  it("--help lists every knob", () => {
+    const listed = Object.keys(simKnobKeys).filter((k) => new RegExp(`^  ${k} `, "m").test(simUsage));
+    expect(listed).toEqual(Object.keys(simKnobKeys));
   });
 });

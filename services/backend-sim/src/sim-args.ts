@@ -15,15 +15,21 @@ It binds exactly --addr and serves Health, LoadModel, Predict, PredictStream, Fr
 Fault knobs, from the environment (SIM_<NAME>) or LoadModel Options ("sim.<name>:<value>"):
   load_delay_ms N      LoadModel sleeps N ms
   predict_delay_ms N   Predict sleeps N ms; PredictStream sleeps N ms before each token
+  token_delay_ms N     per token on top: Predict sleeps predict_delay_ms + tokens × N; PredictStream N more per token
+  parallel N           predictions served at once, the rest wait in arrival order (llama.cpp slots); 0 = unlimited (default)
   predict_tokens N     tokens per reply when the request's Tokens is 0 (default 3)
   alloc_mib N          LoadModel allocates N MiB of resident memory (released by Free)
   free MODE            Free is ok | unimplemented | hang | fail (alias: hang_on_free:true)
   ignore_sigterm BOOL  ignore SIGTERM (only SIGKILL stops the process)
   crash_after N        the Nth Predict/PredictStream makes the process exit (code crash_exit_code, default 70)
+  crash_exit_code N    the exit code crash_after uses
   fail_load MSG        LoadModel answers success=false with MSG
   exit_code N          exit with code N before ready (env: at start, before binding; option: inside LoadModel)
   start_delay_ms N     sleep N ms before binding (environment only)
   call_log PATH        append one line per RPC and per signal received to PATH
+  mismatch_file PATH   while PATH holds a count above 0, identity-checked calls answer NOT_FOUND and decrement it
+  echo BOOL            Predict/PredictStream answer a JSON echo of the request instead of words
+  tts_stream BOOL      false: TTSStream answers UNIMPLEMENTED
 
 Message limit both ways: 50 MiB (LocalAI's), or BACKEND_SIM_MAX_MESSAGE_BYTES.
 

@@ -14,6 +14,15 @@ describe("backend-sim knobs", () => {
     expect(k).toMatchObject({ predictTokens: 9, crashAfter: 2, allocMib: 64, failLoad: "bad: file", free: "hang" });
   });
 
+  it("reads the throughput knobs parallel and token_delay_ms, both off by default", () => {
+    expect([defaultSimKnobs.parallel, defaultSimKnobs.tokenDelayMs]).toEqual([0, 0]);
+    expect(parseSimEnv({ SIM_PARALLEL: "1", SIM_TOKEN_DELAY_MS: "20" })).toMatchObject({ parallel: 1, tokenDelayMs: 20 });
+    expect(parseSimOptions(["sim.parallel:4", "sim.token_delay_ms:5"], parseSimEnv({ SIM_PARALLEL: "1" }))).toMatchObject({ parallel: 4, tokenDelayMs: 5 });
+    expect(() => parseSimOptions(["sim.parallel:-1"])).toThrow(/Options\[0\]: expected a non-negative integer/);
+    expect(() => parseSimEnv({ SIM_PARALLEL: "1000001" })).toThrow(/SIM_PARALLEL: must be <= 1000000/);
+    expect(() => parseSimEnv({ SIM_TOKEN_DELAY_MS: "2.5" })).toThrow(/SIM_TOKEN_DELAY_MS: expected a non-negative integer/);
+  });
+
   it("rejects unknown knobs and bad values, naming where they came from", () => {
     const bad = (fn: () => unknown, field: RegExp) => {
       try {

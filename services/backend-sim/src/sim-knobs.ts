@@ -14,6 +14,18 @@ export interface SimKnobs {
   loadDelayMs: number;
   /** Predict sleeps this long before answering; PredictStream sleeps it before each token. @default 0 */
   predictDelayMs: number;
+  /**
+   * Per token, on top of predictDelayMs: Predict sleeps predictDelayMs +
+   * tokens × tokenDelayMs; PredictStream sleeps predictDelayMs + tokenDelayMs
+   * before each token. @default 0
+   */
+  tokenDelayMs: number;
+  /**
+   * Predictions (Predict and PredictStream) served at once; more wait, first
+   * come first served (llama.cpp's slots, LocalAI's `parallel_requests`), so
+   * one process's throughput is capped as a GPU's is. 0 = unlimited. @default 0
+   */
+  parallel: number;
   /** Tokens produced per Predict / PredictStream when the request's Tokens is 0. @default 3 */
   predictTokens: number;
   /** MiB of real memory (touched, so it is resident) allocated by LoadModel and released by Free. @default 0 */
@@ -53,6 +65,8 @@ export interface SimKnobs {
 export const defaultSimKnobs: Readonly<SimKnobs> = {
   loadDelayMs: 0,
   predictDelayMs: 0,
+  tokenDelayMs: 0,
+  parallel: 0,
   predictTokens: 3,
   allocMib: 0,
   free: "ok",
@@ -74,6 +88,8 @@ type KnobKind = "ms" | "count" | "bool" | "text" | "code" | "free";
 export const simKnobKeys: Readonly<Record<string, readonly [keyof SimKnobs, KnobKind]>> = {
   load_delay_ms: ["loadDelayMs", "ms"],
   predict_delay_ms: ["predictDelayMs", "ms"],
+  token_delay_ms: ["tokenDelayMs", "ms"],
+  parallel: ["parallel", "count"],
   predict_tokens: ["predictTokens", "count"],
   alloc_mib: ["allocMib", "count"],
   free: ["free", "free"],

@@ -264,6 +264,7 @@ function loaderTrackingNothing(): Loader {
     onBackendGone: () => {},
     heldInstances: () => [],
     leftoverList: () => [],
+    journalReplicas: { ofModel: () => [].values(), nodeReported: () => [] } as unknown as Loader["journalReplicas"],
     retryLeftoversNow: () => {},
     setOrphans: () => {},
   };

@@ -13,6 +13,7 @@ import type { ModelSpec } from "./model-spec.js";
 import type { BackendHandle } from "./ports.js";
 import type { SettleWaiters } from "./settle-waiters.js";
 import type { StopRpcs } from "./stop-rpcs.js";
+import type { UnconfirmedReplicas } from "./unconfirmed-replicas.js";
 
 /**
  * The loader's internal state, created and owned by the `Loader`, handed to
@@ -42,6 +43,8 @@ export interface LoaderState<H extends BackendHandle> {
   readonly locks: LockTable;
   readonly cooldown: LoadCooldown;
   readonly leftovers: LeftoverTracker;
+  /** Instances known only from the journal, on nodes not heard from since start (journal-replicas.ts). */
+  readonly unconfirmed: UnconfirmedReplicas;
   /** node → orphans reported by the reconciler: counted, never selectable. */
   readonly orphans: Map<string, readonly OccupancyEntry[]>;
   readonly settleWaiters: SettleWaiters;

@@ -23,6 +23,8 @@ import { acquire, reportUnavailable } from "./routing.js";
 import { ScaleBreakers } from "./scale-breaker.js";
 import { SettleWaiters } from "./settle-waiters.js";
 import { StopRpcs } from "./stop-rpcs.js";
+import { JournalReplicas, dropUnconfirmedOnNode, forgetUnconfirmed } from "./journal-replicas.js";
+import { UnconfirmedReplicas } from "./unconfirmed-replicas.js";
 import { onSettled, retryLeftover, stopSequence } from "./stop-sequence.js";
 import { stopInstance, unload, type UnloadOptions } from "./unload.js";
 
@@ -46,6 +48,8 @@ export type { LoaderOptions, StopTimings } from "./loader-options.js";
 export class Loader<H extends BackendHandle = BackendHandle> {
   readonly core: WatchdogCore;
   readonly watchdog: WatchdogService;
+  /** Replicas a restarted coordinator knows only from its journal (journal-replicas.ts). */
+  readonly journalReplicas: JournalReplicas<H>;
   private readonly s: LoaderState<H>;
   private tickCancel: Cancel | undefined;
 
@@ -112,6 +116,7 @@ export class Loader<H extends BackendHandle = BackendHandle> {
       locks: new LockTable(),
       cooldown,
       leftovers,
+      unconfirmed: new UnconfirmedReplicas(),
       orphans: new Map(),
       settleWaiters: new SettleWaiters(),
       waiting: new Map(),
@@ -127,6 +132,7 @@ export class Loader<H extends BackendHandle = BackendHandle> {
       maxWaiting: o.maxWaitingPerModel ?? 512,
       closed: false,
     };
+    this.journalReplicas = new JournalReplicas(this.s);
   }
 
   // ---------------------------------------------------------------- queries
@@ -357,11 +363,12 @@ export class Loader<H extends BackendHandle = BackendHandle> {
   /** A node was declared lost: its instances become leftovers there (instance-exits.ts). */
   onNodeLost(nodeId: string): void {
     onNodeLost(this.s, nodeId);
+    dropUnconfirmedOnNode(this.s, nodeId);
   }
 
   /** An operator's audited word: forget an instance; never stops anything (instance-exits.ts). */
   forget(incarnation: string, operator: string, note: string): boolean {
-    return forget(this.s, incarnation, operator, note);
+    return forget(this.s, incarnation, operator, note) || forgetUnconfirmed(this.s, incarnation, operator, note);
   }
 
   // -------------------------------------------------------------- lifecycle

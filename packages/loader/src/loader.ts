@@ -3,6 +3,7 @@ import { createWatchdogCore, createWatchdogService, type InstanceView, type Memo
 import { adoptLeftover, adoptRemoteOnly, isBeingStopped, knows, rememberGone, restoreStopIntents } from "./adoption.js";
 import { FreedRetries } from "./freed-retries.js";
 import { GoneIncarnations } from "./gone-incarnations.js";
+import { HeldNodeIndex } from "./held-node-index.js";
 import { forget, onBackendGone, onNodeLost } from "./instance-exits.js";
 import { LeftoverTracker, type Leftover } from "./leftover-tracker.js";
 import { LockTable } from "./lifecycle-lock.js";
@@ -108,6 +109,7 @@ export class Loader<H extends BackendHandle = BackendHandle> {
       watchdog: this.watchdog,
       held,
       replicas: new ReplicaIndex(),
+      heldByNode: new HeldNodeIndex(),
       scaleOverrides: new Map(),
       breakers: new ScaleBreakers(),
       loads: new Map(),
@@ -162,6 +164,16 @@ export class Loader<H extends BackendHandle = BackendHandle> {
 
   leftoverList(): Leftover[] {
     return this.s.leftovers.list();
+  }
+
+  /** The instances held on one node, oldest first: O(instances there), for its heartbeat. */
+  heldOn(nodeId: string): HeldInstance<H>[] {
+    return this.s.heldByNode.on(nodeId);
+  }
+
+  /** The leftovers on one node: O(leftovers there). */
+  leftoversOn(nodeId: string): Leftover[] {
+    return this.s.leftovers.onNode(nodeId);
   }
 
   /** Loads in progress (leaders only). */

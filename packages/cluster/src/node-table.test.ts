@@ -264,6 +264,9 @@ function loaderTrackingNothing(): Loader {
     onBackendGone: () => {},
     heldInstances: () => [],
     leftoverList: () => [],
+    heldOn: () => [],
+    leftoversOn: () => [],
+    journalReplicas: { ofModel: () => [].values(), nodeReported: () => [] } as unknown as Loader["journalReplicas"],
     retryLeftoversNow: () => {},
     setOrphans: () => {},
   };

@@ -45,7 +45,7 @@ function cluster(nodes: PlacementNodes, strategy: "binpack" | "spread" = "binpac
     onStuck: () => {},
     onReaped: () => {},
   });
-  const loader = { core, getPolicy: () => core.getPolicy(), leftoverList: () => leftovers.list() } as unknown as Loader;
+  const loader = { core, getPolicy: () => core.getPolicy(), leftoverList: () => leftovers.list(), journalReplicas: { ofModel: () => [].values(), nodeReported: () => [] } } as unknown as Loader;
   const view = new PlacementView(nodes, strategy);
   view.attach(loader);
   return { core, leftovers, view };

@@ -125,7 +125,8 @@ export class PlacementView implements PlacementPort {
   /**
    * Replicas of `model` per node: its instances in every state (a reserved or
    * loading one holds its place, and a pending one is still there until its
-   * stop settles) and its leftovers (a leftover replica counts on its node).
+   * stop settles), its leftovers (a leftover replica counts on its node) and
+   * the journal's unconfirmed ones on nodes that have not reported yet.
    * Proportional to the model's instances and the leftovers, not the cluster.
    */
   private replicasByNode(model: string): Map<string, NodeReplicas> {
@@ -147,6 +148,12 @@ export class PlacementView implements PlacementPort {
     for (const l of loader.leftoverList()) {
       if (l.model !== model) continue;
       const r = replicasAt(by, l.nodeId);
+      r.count++;
+      r.unknownDevice++;
+    }
+    // Known only from a restarted coordinator's journal, on a node that has not reported yet.
+    for (const u of loader.journalReplicas.ofModel(model)) {
+      const r = replicasAt(by, u.nodeId);
       r.count++;
       r.unknownDevice++;
     }

@@ -55,8 +55,9 @@ export function reconcileInventory(loader: Loader, r: ReconcileInput): Set<strin
       }
     }
   }
-  for (const h of loader.heldInstances()) {
-    if (h.nodeId !== r.nodeId || h.phase !== "ready") continue;
+  // The node's own instances only (per-node indexes): a heartbeat costs what that node holds.
+  for (const h of loader.heldOn(r.nodeId)) {
+    if (h.phase !== "ready") continue;
     // Taken before the process existed (a timed-out Heartbeat the next one overtook): no evidence either way.
     if (predates(r.report, h.reportFloor)) continue;
     if (missedTwice(r.missing, seen, h.incarnation)) {
@@ -66,8 +67,7 @@ export function reconcileInventory(loader: Loader, r: ReconcileInput): Set<strin
   // Leftovers too need two: a delayed inventory from before a start (or from
   // before a restarted coordinator's first heartbeat) lacks a process that is
   // alive, and reaping it on that word alone forgets it (invariant 1).
-  for (const l of loader.leftoverList()) {
-    if (l.nodeId !== r.nodeId) continue;
+  for (const l of loader.leftoversOn(r.nodeId)) {
     if (missedTwice(r.missing, seen, l.incarnation)) {
       loader.onBackendGone(l.incarnation, { exitCode: undefined, signal: "", intentional: true, lastStderrLine: "" });
     }

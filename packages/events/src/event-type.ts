@@ -36,6 +36,7 @@ const typeByCase = {
   replicaScaledDown: "replica.scaled-down",
   replicaScaleBlocked: "replica.scale-blocked",
   replicaScaleSet: "replica.scale-set",
+  nodeLimitsSet: "node.limits-set",
 } as const satisfies Record<PayloadCase, string>;
 
 /** Every event type name, e.g. `"eviction.started"`. */

@@ -18,5 +18,8 @@ export { ScaleBreakers, defaultBreakerPolicy } from "./scale-breaker.js";
 export type { BreakerPolicy, BreakerState } from "./scale-breaker.js";
 export type { AdoptionSource, LoaderEvent, LoaderEventSink, LoaderEventType } from "./loader-event.js";
 export { GoneIncarnations } from "./gone-incarnations.js";
+export type { JournalReplicas } from "./journal-replicas.js";
+export { UnconfirmedReplicas } from "./unconfirmed-replicas.js";
+export type { UnconfirmedReplica } from "./unconfirmed-replicas.js";
 export type { HeldInstance, InventoryAnswer, InventoryHit, InventoryPort, Lease, Placement, PlacementPort, UnloadOutcome } from "./loader-types.js";
 export type * from "./ports.js";

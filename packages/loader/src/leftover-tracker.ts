@@ -76,6 +76,16 @@ export class LeftoverTracker {
     return out;
   }
 
+  /** Leftovers of one node, from the per-node index (a heartbeat's reconcile). */
+  onNode(nodeId: string): Leftover[] {
+    const out: Leftover[] = [];
+    for (const inc of this.byNode.get(nodeId) ?? []) {
+      const l = this.byIncarnation.get(inc);
+      if (l !== undefined) out.push(l);
+    }
+    return out;
+  }
+
   /** The nodes holding at least one leftover. */
   nodes(): string[] {
     return [...this.byNode.keys()];

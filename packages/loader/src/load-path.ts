@@ -85,6 +85,10 @@ async function ensureLoadedInner<H extends BackendHandle>(s: LoaderState<H>, spe
       await s.settleWaiters.wait(c.starting, signal);
       continue;
     }
+    // Nothing routable, and the journal's replicas on nodes not heard from since
+    // the restart already fill max: another load could exceed it once they
+    // report. The caller sees the node, as for an unreachable one.
+    if (c.unconfirmed > 0 && c.live >= Math.max(1, spec.replicas.max)) throw unconfirmedOnly(s, spec);
     if (!bypassCooldown) {
       const retryAfterMs = s.cooldown.retryAfterMs(spec.id, s.o.clock.now());
       if (retryAfterMs > 0) {
@@ -351,6 +355,12 @@ function describeShortfall(s: Shortfall): string {
   if (s.orphans > 0) parts.push(`${String(s.orphans)} orphan`);
   if (s.pinned > 0) parts.push(`${String(s.pinned)} pinned`);
   return parts.length > 0 ? `blocked by ${parts.join(", ")} instance(s)` : `${String(s.missing)} more slot(s) needed`;
+}
+
+function unconfirmedOnly<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec): WardenError {
+  const first = s.unconfirmed.ofModel(spec.id).next();
+  const nodeId = first.done === true ? "" : first.value.nodeId;
+  return new WardenError(Code.Unavailable, `model "${spec.id}" runs on node "${nodeId}" as far as the journal knows, and that node has not reported since this coordinator started; retry later`, { details: { nodeId, model: spec.id } });
 }
 
 function isAborted(signal: AbortSignal): boolean {

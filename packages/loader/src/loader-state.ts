@@ -1,6 +1,7 @@
 import type { OccupancyEntry, WatchdogCore, WatchdogService } from "@warden/watchdog";
 import type { FreedRetries } from "./freed-retries.js";
 import type { GoneIncarnations } from "./gone-incarnations.js";
+import type { HeldNodeIndex } from "./held-node-index.js";
 import type { LeftoverTracker, Leftover } from "./leftover-tracker.js";
 import type { LockTable } from "./lifecycle-lock.js";
 import type { LoadCooldown } from "./load-cooldown.js";
@@ -14,6 +15,7 @@ import type { ModelSpec } from "./model-spec.js";
 import type { BackendHandle } from "./ports.js";
 import type { SettleWaiters } from "./settle-waiters.js";
 import type { StopRpcs } from "./stop-rpcs.js";
+import type { UnconfirmedReplicas } from "./unconfirmed-replicas.js";
 
 /**
  * The loader's internal state, created and owned by the `Loader`, handed to
@@ -32,6 +34,8 @@ export interface LoaderState<H extends BackendHandle> {
   readonly replicas: ReplicaIndex;
   /** Each model's replicas in routing order (a mirror of the watchdog's counts, checked on every pick). */
   readonly routes: ReplicaRoutes<H>;
+  /** node → every incarnation held there, in step with `held` (a heartbeat's reconcile reads it). */
+  readonly heldByNode: HeldNodeIndex<H>;
   /** model → an operator's ScaleModel override (replica-settings.ts). */
   readonly scaleOverrides: Map<string, ScaleOverride>;
   /** model → the replica circuit breaker, when open (scale-breaker.ts). */
@@ -45,6 +49,8 @@ export interface LoaderState<H extends BackendHandle> {
   readonly locks: LockTable;
   readonly cooldown: LoadCooldown;
   readonly leftovers: LeftoverTracker;
+  /** Instances known only from the journal, on nodes not heard from since start (journal-replicas.ts). */
+  readonly unconfirmed: UnconfirmedReplicas;
   /** node → orphans reported by the reconciler: counted, never selectable. */
   readonly orphans: Map<string, readonly OccupancyEntry[]>;
   readonly settleWaiters: SettleWaiters;
@@ -73,17 +79,19 @@ export interface LoaderState<H extends BackendHandle> {
 }
 
 /** Adds the local half of an instance (a load's, or an adopted one) and indexes it as a replica of its model. */
-export function holdInstance<H extends BackendHandle>(s: Pick<LoaderState<H>, "held" | "replicas">, h: HeldInstance<H>): void {
+export function holdInstance<H extends BackendHandle>(s: Pick<LoaderState<H>, "held" | "replicas" | "heldByNode">, h: HeldInstance<H>): void {
   s.held.set(h.incarnation, h);
   s.replicas.add(h.model, h.incarnation);
+  s.heldByNode.add(h);
 }
 
 /** Removes the local half of an instance and closes its backend connection. */
-export function dropHeld<H extends BackendHandle>(s: Pick<LoaderState<H>, "held" | "replicas">, incarnation: string): void {
+export function dropHeld<H extends BackendHandle>(s: Pick<LoaderState<H>, "held" | "replicas" | "heldByNode">, incarnation: string): void {
   const h = s.held.get(incarnation);
   if (h === undefined) return;
   s.held.delete(incarnation);
   s.replicas.remove(h.model, incarnation);
+  s.heldByNode.remove(h);
   h.backend?.close();
   h.backend = undefined;
 }

@@ -4,6 +4,7 @@ import { adoptLeftover, adoptRemoteOnly, isBeingStopped, knows, rememberGone, re
 import { DrainMoves, drainNode, type DrainOptions } from "./drain-node.js";
 import { FreedRetries } from "./freed-retries.js";
 import { GoneIncarnations } from "./gone-incarnations.js";
+import { HeldNodeIndex } from "./held-node-index.js";
 import { forget, onBackendGone, onNodeLost } from "./instance-exits.js";
 import { LeftoverTracker, type Leftover } from "./leftover-tracker.js";
 import { LockTable } from "./lifecycle-lock.js";
@@ -25,6 +26,8 @@ import { ReplicaRoutes } from "./replica-routes.js";
 import { ScaleBreakers } from "./scale-breaker.js";
 import { SettleWaiters } from "./settle-waiters.js";
 import { StopRpcs } from "./stop-rpcs.js";
+import { JournalReplicas, dropUnconfirmedOnNode, forgetUnconfirmed } from "./journal-replicas.js";
+import { UnconfirmedReplicas } from "./unconfirmed-replicas.js";
 import { onSettled, retryLeftover, stopSequence } from "./stop-sequence.js";
 import { stopInstance, unload, type UnloadOptions } from "./unload.js";
 
@@ -48,6 +51,8 @@ export type { LoaderOptions, StopTimings } from "./loader-options.js";
 export class Loader<H extends BackendHandle = BackendHandle> {
   readonly core: WatchdogCore;
   readonly watchdog: WatchdogService;
+  /** Replicas a restarted coordinator knows only from its journal (journal-replicas.ts). */
+  readonly journalReplicas: JournalReplicas<H>;
   private readonly s: LoaderState<H>;
   private readonly drains = new DrainMoves();
   private tickCancel: Cancel | undefined;
@@ -109,6 +114,7 @@ export class Loader<H extends BackendHandle = BackendHandle> {
       held,
       replicas,
       routes: new ReplicaRoutes({ held, replicas, core: this.core }),
+      heldByNode: new HeldNodeIndex(),
       scaleOverrides: new Map(),
       breakers: new ScaleBreakers(),
       loads: new Map(),
@@ -117,6 +123,7 @@ export class Loader<H extends BackendHandle = BackendHandle> {
       locks: new LockTable(),
       cooldown,
       leftovers,
+      unconfirmed: new UnconfirmedReplicas(),
       orphans: new Map(),
       settleWaiters: new SettleWaiters(),
       waiting: new Map(),
@@ -132,6 +139,7 @@ export class Loader<H extends BackendHandle = BackendHandle> {
       maxWaiting: o.maxWaitingPerModel ?? 512,
       closed: false,
     };
+    this.journalReplicas = new JournalReplicas(this.s);
   }
 
   // ---------------------------------------------------------------- queries
@@ -161,6 +169,16 @@ export class Loader<H extends BackendHandle = BackendHandle> {
 
   leftoverList(): Leftover[] {
     return this.s.leftovers.list();
+  }
+
+  /** The instances held on one node, oldest first: O(instances there), for its heartbeat. */
+  heldOn(nodeId: string): HeldInstance<H>[] {
+    return this.s.heldByNode.on(nodeId);
+  }
+
+  /** The leftovers on one node: O(leftovers there). */
+  leftoversOn(nodeId: string): Leftover[] {
+    return this.s.leftovers.onNode(nodeId);
   }
 
   /** Loads in progress (leaders only). */
@@ -367,11 +385,12 @@ export class Loader<H extends BackendHandle = BackendHandle> {
   /** A node was declared lost: its instances become leftovers there (instance-exits.ts). */
   onNodeLost(nodeId: string): void {
     onNodeLost(this.s, nodeId);
+    dropUnconfirmedOnNode(this.s, nodeId);
   }
 
   /** An operator's audited word: forget an instance; never stops anything (instance-exits.ts). */
   forget(incarnation: string, operator: string, note: string): boolean {
-    return forget(this.s, incarnation, operator, note);
+    return forget(this.s, incarnation, operator, note) || forgetUnconfirmed(this.s, incarnation, operator, note);
   }
 
   // -------------------------------------------------------------- lifecycle

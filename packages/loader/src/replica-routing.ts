@@ -10,8 +10,8 @@ export interface ReplicaChoice<H extends BackendHandle> {
   readonly bestInFlight: number;
   /**
    * Replicas that count toward `max`: admitted, starting, loading or ready —
-   * not pending eviction, not freed; a load still in admission counts;
-   * leftovers never do (they are not held).
+   * not pending eviction, not freed; a load still in admission counts; so do
+   * unconfirmed ones; leftovers never do (they are not held).
    */
   readonly live: number;
   /**
@@ -26,6 +26,11 @@ export interface ReplicaChoice<H extends BackendHandle> {
   readonly unreachable: HeldInstance<H> | undefined;
   /** A held replica not ready yet. */
   readonly starting: string | undefined;
+  /**
+   * Replicas known only from a restarted coordinator's journal, on nodes not
+   * heard from yet (counted in `live`: the node may come back with them).
+   */
+  readonly unconfirmed: number;
 }
 
 /**
@@ -78,7 +83,8 @@ export function chooseReplica<H extends BackendHandle>(s: LoaderState<H>, model:
   if (best === undefined) settling ??= s.core.settlingOf(model);
   const admitting = s.loadIncarnations.get(model);
   if (admitting !== undefined && !s.held.has(admitting)) live++;
-  return { best, bestInFlight, live, stopping, settling, unreachable, starting };
+  const unconfirmed = s.unconfirmed.count(model);
+  return { best, bestInFlight, live: live + unconfirmed, stopping, settling, unreachable, starting, unconfirmed };
 }
 
 /**

@@ -302,10 +302,13 @@ export function adminService(d: AdminDeps): ServiceImpl<typeof AdminService> {
       return status === undefined ? {} : { replicas: modelReplicasInit(status, d.clock.now()) };
     },
     async setNodeLimits(req) {
-      applySetNodeLimits(req, d.nodes);
+      const audit = applySetNodeLimits(req, d.nodes);
       const n = nodeOf(req.nodeId);
       const c = counts().get(n.nodeId) ?? 0;
-      return { node: nodeView(n, c, n.draining ? c : 0) };
+      // The view is taken in the same turn as the change; the reply waits for the journaled event.
+      const node = nodeView(n, c, n.draining ? c : 0);
+      await d.hub.publish(audit);
+      return { node };
     },
     async *watchEvents(req, ctx) {
       // Same rules as every other identifier: a filter that can never match

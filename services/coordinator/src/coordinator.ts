@@ -25,6 +25,7 @@ import { nodeEventInit, openIntentsOn, orphanStopInit, orphansAdoptedInit, reapG
 import { PlacementView } from "./placement-view.js";
 import { CoordinatorMetrics } from "./metrics.js";
 import { settleUnsettledEvictions } from "./unsettled-evictions.js";
+import { restoreJournalReplicas } from "./journal-replicas-at-start.js";
 import { startCoordinatorHttp } from "./http/coordinator-http.js";
 
 export interface CoordinatorDeps {
@@ -248,6 +249,10 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
   // its node's first inventory reaps it or has its stop retried.
   const restored = loader.restoreStopIntents(intentsAtStart);
   if (restored > 0) log.info("open stop intents restored as leftovers", { count: restored });
+  // Every other instance the journal last saw alive counts as an unconfirmed
+  // replica on its node until that node reports (or is lost): otherwise a node
+  // back after the recovery window brings replicas on top of max.
+  const unconfirmedTimer = restoreJournalReplicas(loader, recovery.recovered, { clock, log, admissionGate, lostAfterMs: config.nodeLostAfterMs });
 
   // With auth on, every remote registration carries a node token bound to its id (the guard checks it).
   const nodeImpl = withNodeCertificateCheck(nodeService(nodes, clock, recovery.epoch, { credentialed: authn !== undefined, caps: { maxInventory: config.limits.maxInventoryPerHeartbeat, maxOrphans: config.limits.maxOrphansPerHeartbeat } }), transport.mutual);
@@ -376,6 +381,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
       if (closed) return;
       closed = true;
       healthTimer?.();
+      unconfirmedTimer?.();
       // Decisions stop first: no tick, leftover retry or freed retry may act
       // while the server drains its calls.
       loader.close();

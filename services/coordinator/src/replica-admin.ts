@@ -1,7 +1,8 @@
-import type { MessageInitShape } from "@bufbuild/protobuf";
+import { create, type MessageInitShape } from "@bufbuild/protobuf";
+import type { EventInit } from "@warden/events";
 import { Code, WardenError, invalidArgument, type Clock } from "@warden/common";
 import type { Loader, ReplicaStatus, ScalePatch } from "@warden/loader";
-import type { ModelReplicasSchema, NodeSchema, ScaleModelRequest, SetNodeLimitsRequest } from "@warden/proto";
+import { NodeLimitsSetSchema, type ModelReplicasSchema, type NodeSchema, type ScaleModelRequest, type SetNodeLimitsRequest } from "@warden/proto";
 import type { BackendClientHandle } from "./backend-connector.js";
 import { checkId } from "./check-id.js";
 import { nodeLimitsFromWire, nodeLimitsToWire } from "./node-limits-wire.js";
@@ -62,16 +63,27 @@ export function checkScaleModel(req: ScaleModelRequest): { patch: ScalePatch; op
 
 /**
  * SetNodeLimits: `clear` drops the override; otherwise the fields set replace
- * the override's, the rest keep theirs. Validated whole before the one change.
+ * the override's, the rest keep theirs. Validated whole before the one change;
+ * returns its audit event (node.limits-set), so a refused call has none.
  */
-export function applySetNodeLimits(req: SetNodeLimitsRequest, nodes: NodeRegistry): void {
+export function applySetNodeLimits(req: SetNodeLimitsRequest, nodes: NodeRegistry): EventInit {
   const nodeId = checkId(req.nodeId, "node_id");
   const patch = nodeLimitsFromWire(req.limits, "limits");
   const empty = patch.maxReplicasPerModel === undefined && patch.memoryBudget === undefined;
   if (req.clear && !empty) throw invalidArgument("clear", "clears the whole override: send either clear or limits, not both");
   if (!req.clear && empty) throw invalidArgument("limits", "set max_replicas_per_model or a memory budget, or clear");
   if (nodes.get(nodeId) === undefined) throw new WardenError(Code.NotFound, `node_id: node "${nodeId}" is not registered`);
-  nodes.setLimitsOverride(nodeId, req.clear ? {} : { ...nodes.limitsOverride(nodeId), ...patch });
+  const previousOverride = nodes.limitsOverride(nodeId);
+  const previousEffective = nodes.limitsOf(nodeId);
+  nodes.setLimitsOverride(nodeId, req.clear ? {} : { ...previousOverride, ...patch });
+  const value = create(NodeLimitsSetSchema, {
+    previousOverride: nodeLimitsToWire(previousOverride),
+    override: nodeLimitsToWire(nodes.limitsOverride(nodeId)),
+    previousEffective: nodeLimitsToWire(previousEffective, true),
+    effective: nodeLimitsToWire(nodes.limitsOf(nodeId), true),
+    cleared: req.clear,
+  });
+  return { nodeId, payload: { case: "nodeLimitsSet", value } };
 }
 
 /** ListModels' replica summary: one entry per configured model (a bounded set). */

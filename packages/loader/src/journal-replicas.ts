@@ -1,0 +1,79 @@
+import { knows } from "./adoption.js";
+import type { LoaderState } from "./loader-state.js";
+import type { BackendHandle } from "./ports.js";
+import type { UnconfirmedReplica } from "./unconfirmed-replicas.js";
+
+/**
+ * What a restarted coordinator knows from its journal about instances on
+ * nodes not heard from yet (unconfirmed-replicas.ts): restored at start,
+ * settled when the node reports, is lost or stays unregistered past the
+ * coordinator's lost timeout, or forgotten by an operator. The Loader's
+ * `journalReplicas`; the table itself lives in LoaderState (`unconfirmed`),
+ * read by replica counting (replica-routing.ts) and placement.
+ */
+export class JournalReplicas<H extends BackendHandle> {
+  constructor(private readonly s: LoaderState<H>) {}
+
+  /**
+   * At start, after the open stop intents became leftovers: every instance
+   * whose last journaled event was not terminal and that the loader does not
+   * track otherwise counts as an unconfirmed replica on its node. Returns how
+   * many were added (entries without a node, model or incarnation are skipped).
+   */
+  restore(entries: readonly UnconfirmedReplica[]): number {
+    let added = 0;
+    for (const e of entries) {
+      if (e.incarnation === "" || e.nodeId === "" || e.model === "" || knows(this.s, e.incarnation)) continue;
+      if (this.s.unconfirmed.add(e)) added++;
+    }
+    return added;
+  }
+
+  /**
+   * The node's inventory was just reconciled (in the same turn): the entries
+   * still running there were adopted from it, the rest are not running. Either
+   * way the journal's word about that node is settled.
+   */
+  nodeReported(nodeId: string): UnconfirmedReplica[] {
+    return this.s.unconfirmed.removeNode(nodeId);
+  }
+
+  /**
+   * The lost timeout passed since start: entries on nodes that never
+   * registered stop counting (a node that did register reports soon, or goes
+   * lost through the node table like any other). Returns what was dropped.
+   */
+  expireUnregistered(): UnconfirmedReplica[] {
+    const out: UnconfirmedReplica[] = [];
+    for (const nodeId of [...this.s.unconfirmed.nodes()]) {
+      if (this.s.o.agents.agent(nodeId) === undefined) out.push(...this.s.unconfirmed.removeNode(nodeId));
+    }
+    return out;
+  }
+
+  /** Entries of `model`, every node (ListModels, placement). */
+  ofModel(model: string): IterableIterator<UnconfirmedReplica> {
+    return this.s.unconfirmed.ofModel(model);
+  }
+
+  count(model: string): number {
+    return this.s.unconfirmed.count(model);
+  }
+
+  list(): UnconfirmedReplica[] {
+    return this.s.unconfirmed.list();
+  }
+}
+
+/** Node lost: the journal's entries there stop counting, as its held instances stop being routable. */
+export function dropUnconfirmedOnNode<H extends BackendHandle>(s: LoaderState<H>, nodeId: string): void {
+  s.unconfirmed.removeNode(nodeId);
+}
+
+/** ForgetInstance of an entry known only from the journal: it stops counting, audited as instance.forgotten. */
+export function forgetUnconfirmed<H extends BackendHandle>(s: LoaderState<H>, incarnation: string, operator: string, note: string): boolean {
+  const r = s.unconfirmed.remove(incarnation);
+  if (r === undefined) return false;
+  s.o.events.emit({ type: "instance.forgotten", nodeId: r.nodeId, model: r.model, address: r.address, incarnation, operator, note });
+  return true;
+}

@@ -45,12 +45,12 @@ function compact(l: NodeLimits | undefined): { max: number | undefined; budget: 
 function limitsSet(d: AuditDelivery): Record<string, unknown> {
   if (d.event.payload.case !== "nodeLimitsSet") throw new Error(`not node.limits-set: ${d.type}`);
   const v: NodeLimitsSet = d.event.payload.value;
-  return { previousOverride: compact(v.previousOverride), override: compact(v.override), previousEffective: compact(v.previousEffective), effective: compact(v.effective), cleared: v.cleared };
+  return { previousOverride: compact(v.previousOverride), override: compact(v.override), previousEffective: compact(v.previousEffective), effective: compact(v.effective), cleared: v.cleared, operator: v.operator };
 }
 
 describe("SetNodeLimits audit (node.limits-set) on a real nats-server", () => {
   it("publishes the old and new limits under warden.events.node.limits-set.<node>._; a refused call publishes nothing and changes nothing", async () => {
-    await tc.admin.setNodeLimits({ nodeId: "local", limits: { maxReplicasPerModel: 4, memoryBudget: { case: "memoryBudgetPercent", value: 50 } } });
+    await tc.admin.setNodeLimits({ nodeId: "local", limits: { maxReplicasPerModel: 4, memoryBudget: { case: "memoryBudgetPercent", value: 50 } }, operator: "ops-alice" });
     const [first] = await until("the first node.limits-set on JetStream", () => (seen.length >= 1 ? seen : undefined));
     if (first === undefined) throw new Error("unreachable");
     expect(first.subject).toBe("warden.events.node.limits-set.local._");
@@ -62,6 +62,7 @@ describe("SetNodeLimits audit (node.limits-set) on a real nats-server", () => {
       previousEffective: { max: 2, budget: undefined },
       effective: { max: 4, budget: "memoryBudgetPercent=50" },
       cleared: false,
+      operator: "ops-alice",
     });
     // WatchEvents carries the same event.
     expect((await tc.waitForEvent("node.limits-set")).id).toBe(first.event.id);
@@ -74,6 +75,8 @@ describe("SetNodeLimits audit (node.limits-set) on a real nats-server", () => {
       [{ nodeId: "local", clear: true, limits: { maxReplicasPerModel: 3 } }, Code.InvalidArgument, "clear"],
       [{ nodeId: "local" }, Code.InvalidArgument, "limits"],
       [{ nodeId: "", limits: { maxReplicasPerModel: 3 } }, Code.InvalidArgument, "node_id"],
+      [{ nodeId: "local", limits: { maxReplicasPerModel: 3 }, operator: "x".repeat(257) }, Code.InvalidArgument, "operator"],
+      [{ nodeId: "local", limits: { maxReplicasPerModel: 3 }, operator: "bob\n" }, Code.InvalidArgument, "operator"],
     ];
     for (const [req, code, field] of bad) expect(await refusal(tc.admin.setNodeLimits(req)), field).toMatchObject({ code, field });
     expect((await refusal(tc.admin.setNodeLimits({ nodeId: "nobody", limits: { maxReplicasPerModel: 3 } }))).code).toBe(Code.NotFound);
@@ -94,6 +97,7 @@ describe("SetNodeLimits audit (node.limits-set) on a real nats-server", () => {
       previousEffective: { max: 4, budget: "memoryBudgetPercent=50" },
       effective: { max: 2, budget: undefined },
       cleared: true,
+      operator: "",
     });
     expect(tc.events.filter((e) => e.payload.case === "nodeLimitsSet").map((e) => e.id)).toEqual(all.map((d) => d.event.id));
   });

@@ -197,8 +197,9 @@ export function buildProgram(io: CliIo, runners: Runners): { program: Command; e
       .argument("<node>")
       .option("--max-replicas-per-model <n>", "replicas of one model the node may hold, 1..1024")
       .option("--memory-budget <size|pct>", 'what placement may account on the node: "40GiB" or "80%" of its GPU memory (RAM without GPUs)')
-      .option("--clear", "remove the override (the agent's limits apply again)", false),
-  ).action(viaReplicas((r, g, node: string, o: { maxReplicasPerModel?: string; memoryBudget?: string; clear: boolean }) => r.nodesLimits(ctx, g, node, o)));
+      .option("--clear", "remove the override (the agent's limits apply again)", false)
+      .option("--operator <name>", "who asks, recorded in the audit event (default: the OS user)"),
+  ).action(viaReplicas((r, g, node: string, o: { maxReplicasPerModel?: string; memoryBudget?: string; clear: boolean; operator?: string }) => r.nodesLimits(ctx, g, node, o)));
 
   const policy = program.command("policy").description("show or change the live eviction policy");
   withGlobal(policy.command("get").description("the live policy")).action(act((a, g) => a.policyGet(ctx, g)));

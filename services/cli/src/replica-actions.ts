@@ -42,7 +42,7 @@ export async function modelsScale(c: ActionContext, g: GlobalOpts, model: string
   return undefined;
 }
 
-export async function nodesLimits(c: ActionContext, g: GlobalOpts, node: string, o: { maxReplicasPerModel?: string; memoryBudget?: string; clear: boolean }): Promise<number | undefined> {
+export async function nodesLimits(c: ActionContext, g: GlobalOpts, node: string, o: { maxReplicasPerModel?: string; memoryBudget?: string; clear: boolean; operator?: string }): Promise<number | undefined> {
   const max = count(o.maxReplicasPerModel, "--max-replicas-per-model", 1);
   const budget = o.memoryBudget === undefined ? undefined : parseMemoryBudget(o.memoryBudget, "--memory-budget");
   const setting = max !== undefined || budget !== undefined;
@@ -58,7 +58,7 @@ export async function nodesLimits(c: ActionContext, g: GlobalOpts, node: string,
     ...(max === undefined ? {} : { maxReplicasPerModel: max }),
     ...(budget === undefined ? {} : { memoryBudget: budget.t === "bytes" ? { case: "memoryBudgetBytes", value: BigInt(budget.bytes) } : { case: "memoryBudgetPercent", value: budget.percent } }),
   };
-  const r = await a.setNodeLimits({ nodeId: node, clear: o.clear, ...(o.clear ? {} : { limits }) }, { timeoutMs: c.deadline(g) });
+  const r = await a.setNodeLimits({ nodeId: node, clear: o.clear, ...(o.clear ? {} : { limits }), operator: o.operator ?? defaultOperator() }, { timeoutMs: c.deadline(g) });
   c.print(g.json && r.node !== undefined ? json(NodeSchema, r.node) : r.node === undefined ? "" : `${node}: ${o.clear ? "override cleared" : "override set"}\n${nodeLimitsTable(r.node)}`);
   return undefined;
 }

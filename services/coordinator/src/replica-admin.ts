@@ -54,10 +54,15 @@ export function nodeLimitFields(nodes: NodeRegistry, nodeId: string): NodeLimitF
  * model's settings, whole, in Loader.scale): a refused call changes nothing
  * and emits nothing.
  */
+/** The audited operator name of ScaleModel and SetNodeLimits. */
+function checkOperator(operator: string): void {
+  if (operator.length > maxOperatorChars || hasControlChars(operator)) throw invalidArgument("operator", `must be at most ${String(maxOperatorChars)} printable characters`);
+}
+
 export function checkScaleModel(req: ScaleModelRequest): { patch: ScalePatch; operator: string } {
   checkId(req.model, "model");
   if (req.min === undefined && req.max === undefined) throw invalidArgument("min", "min or max is required");
-  if (req.operator.length > maxOperatorChars || hasControlChars(req.operator)) throw invalidArgument("operator", `must be at most ${String(maxOperatorChars)} printable characters`);
+  checkOperator(req.operator);
   return { patch: { ...(req.min === undefined ? {} : { min: req.min }), ...(req.max === undefined ? {} : { max: req.max }) }, operator: req.operator };
 }
 
@@ -72,6 +77,7 @@ export function applySetNodeLimits(req: SetNodeLimitsRequest, nodes: NodeRegistr
   const empty = patch.maxReplicasPerModel === undefined && patch.memoryBudget === undefined;
   if (req.clear && !empty) throw invalidArgument("clear", "clears the whole override: send either clear or limits, not both");
   if (!req.clear && empty) throw invalidArgument("limits", "set max_replicas_per_model or a memory budget, or clear");
+  checkOperator(req.operator);
   if (nodes.get(nodeId) === undefined) throw new WardenError(Code.NotFound, `node_id: node "${nodeId}" is not registered`);
   const previousOverride = nodes.limitsOverride(nodeId);
   const previousEffective = nodes.limitsOf(nodeId);
@@ -82,6 +88,7 @@ export function applySetNodeLimits(req: SetNodeLimitsRequest, nodes: NodeRegistr
     previousEffective: nodeLimitsToWire(previousEffective, true),
     effective: nodeLimitsToWire(nodes.limitsOf(nodeId), true),
     cleared: req.clear,
+    operator: req.operator,
   });
   return { nodeId, payload: { case: "nodeLimitsSet", value } };
 }

@@ -813,8 +813,9 @@ export const ForeignDetectedSchema: GenMessage<ForeignDetected> = /*@__PURE__*/
  */
 export type ReplicaScaledUp = Message<"warden.v1.ReplicaScaledUp"> & {
   /**
-   * "min" (the reconciler restoring the floor) or "in-flight" (every ready
-   * replica at its target while fewer than max exist).
+   * "min" (the reconciler restoring the floor), "in-flight" (every ready
+   * replica at its target while fewer than max exist) or "drain" (a
+   * replacement for a replica on a draining node, started before it stops).
    *
    * @generated from field: string cause = 1;
    */

@@ -1,34 +1,26 @@
-import { Code, WardenError, leftoverBackoff, type Cancel } from "@warden/common";
+import { Code, WardenError, type Cancel } from "@warden/common";
 import { createWatchdogCore, createWatchdogService, type InstanceView, type MemoryReading, type OccupancyEntry, type PolicyPatch, type WatchdogCore, type WatchdogPolicy, type WatchdogService } from "@warden/watchdog";
-import { adoptLeftover, adoptRemoteOnly, isBeingStopped, knows, rememberGone, restoreStopIntents } from "./adoption.js";
+import { adoptLeftover, adoptRemoteOnly, isBeingStopped, knows, restoreStopIntents } from "./adoption.js";
 import { DrainMoves, drainNode, type DrainOptions } from "./drain-node.js";
-import { FreedRetries } from "./freed-retries.js";
 import { GoneIncarnations } from "./gone-incarnations.js";
-import { HeldNodeIndex } from "./held-node-index.js";
 import { forget, onBackendGone, onNodeLost } from "./instance-exits.js";
-import { LeftoverTracker, type Leftover } from "./leftover-tracker.js";
-import { LockTable } from "./lifecycle-lock.js";
+import type { Leftover } from "./leftover-tracker.js";
 import { LoadCooldown } from "./load-cooldown.js";
 import { ensureLoaded } from "./load-path.js";
 import type { AdoptionSource } from "./loader-event.js";
-import { defaultStopTimings, type LoaderOptions } from "./loader-options.js";
-import { leftoverBase, pushAllOccupancy, pushOccupancy, warn, type LoaderState } from "./loader-state.js";
+import type { LoaderOptions } from "./loader-options.js";
+import { assembleLoaderState, modelPolicy } from "./loader-assembly.js";
+import { pushAllOccupancy, pushOccupancy, warn, type LoaderState } from "./loader-state.js";
 import type { HeldInstance, Lease, UnloadOutcome } from "./loader-types.js";
 import type { ModelSpec, ReplicaSettings } from "./model-spec.js";
 import type { BackendHandle } from "./ports.js";
-import { ReplicaIndex } from "./replica-index.js";
 import { carryScaleOverrides, validateScale } from "./replica-settings.js";
 import type { ReplicaStatus, ScalePatch } from "./replica-status.js";
 import { replicaStatusOf, replicaStatusesOf } from "./replica-status-of.js";
 import { modelRules, reconcileReplicas } from "./replica-tick.js";
 import { acquire, reportUnavailable } from "./routing.js";
-import { ReplicaRoutes } from "./replica-routes.js";
-import { ScaleBreakers } from "./scale-breaker.js";
-import { SettleWaiters } from "./settle-waiters.js";
-import { StopRpcs } from "./stop-rpcs.js";
 import { JournalReplicas, dropUnconfirmedOnNode, forgetUnconfirmed } from "./journal-replicas.js";
-import { UnconfirmedReplicas } from "./unconfirmed-replicas.js";
-import { onSettled, retryLeftover, stopSequence } from "./stop-sequence.js";
+import { onSettled, stopSequence } from "./stop-sequence.js";
 import { stopInstance, unload, type UnloadOptions } from "./unload.js";
 
 export { defaultStopTimings } from "./loader-options.js";
@@ -77,68 +69,7 @@ export class Loader<H extends BackendHandle = BackendHandle> {
         onSettled(this.s, r);
       },
     });
-    const leftovers = new LeftoverTracker({
-      clock: o.clock,
-      rng: o.rng,
-      ...(o.leftoverBackoff === undefined ? {} : { backoff: o.leftoverBackoff }),
-      ...(o.stuckAfterMs === undefined ? {} : { stuckAfterMs: o.stuckAfterMs }),
-      retry: (l) => retryLeftover(this.s, l),
-      onNodeChanged: (nodeId) => {
-        pushOccupancy(this.s, nodeId);
-      },
-      onRetried: (l) => {
-        o.events.emit({ type: "eviction.retried", ...leftoverBase(l), attempt: l.attempts, error: l.lastError });
-      },
-      onStuck: (l) => {
-        o.events.emit({ type: "leftover.stuck", ...leftoverBase(l), attempts: l.attempts, sinceWallMs: l.sinceWallMs, lastError: l.lastError });
-      },
-      onReaped: (l) => {
-        rememberGone(this.s, l.incarnation, l.nodeId);
-        o.events.emit({ type: "leftover.reaped", ...leftoverBase(l), attempts: l.attempts });
-      },
-    });
-    const freedRetries = new FreedRetries({
-      clock: o.clock,
-      rng: o.rng,
-      backoff: o.leftoverBackoff ?? leftoverBackoff,
-      retry: (incarnation) => {
-        if (this.s.closed) return;
-        void this.watchdog.stop(incarnation, { reason: "retry", force: true });
-      },
-    });
-    const replicas = new ReplicaIndex();
-    this.s = {
-      o,
-      core: this.core,
-      watchdog: this.watchdog,
-      held,
-      replicas,
-      routes: new ReplicaRoutes({ held, replicas, core: this.core }),
-      heldByNode: new HeldNodeIndex(),
-      scaleOverrides: new Map(),
-      breakers: new ScaleBreakers(),
-      loads: new Map(),
-      loadIncarnations: new Map(),
-      loadControllers: new Map(),
-      locks: new LockTable(),
-      cooldown,
-      leftovers,
-      unconfirmed: new UnconfirmedReplicas(),
-      orphans: new Map(),
-      settleWaiters: new SettleWaiters(),
-      waiting: new Map(),
-      stopOverrides: new Map(),
-      freedRetries,
-      stopFailedAtLock: new Set(),
-      stopRpcs: new StopRpcs(),
-      models,
-      gone,
-      timings: { ...defaultStopTimings, ...o.stop },
-      maxAttempts: o.enforcement?.maxAttempts ?? 30,
-      retryIntervalMs: o.enforcement?.intervalMs ?? 1_000,
-      maxWaiting: o.maxWaitingPerModel ?? 512,
-      closed: false,
-    };
+    this.s = assembleLoaderState(o, this.core, this.watchdog, held, models, cooldown, gone);
     this.journalReplicas = new JournalReplicas(this.s);
   }
 
@@ -412,15 +343,4 @@ export class Loader<H extends BackendHandle = BackendHandle> {
     this.s.freedRetries.close();
     for (const ctl of this.s.loadControllers.values()) ctl.abort(new WardenError(Code.Canceled, "coordinator shutting down"));
   }
-}
-
-/** The watchdog's view of the model table: groups and pins. */
-function modelPolicy(models: ReadonlyMap<string, ModelSpec>): PolicyPatch {
-  const groups: Record<string, readonly string[]> = {};
-  const pinned: string[] = [];
-  for (const m of models.values()) {
-    if (m.groups.length > 0) groups[m.id] = m.groups;
-    if (m.pinned) pinned.push(m.id);
-  }
-  return { modelGroups: groups, pinnedModels: pinned };
 }

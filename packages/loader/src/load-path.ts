@@ -134,7 +134,12 @@ async function lead<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec,
     }
     // `live` counts this load (in admission): enough replicas without it.
     if (replica !== undefined && now.live - 1 >= replica.upTo) throw new WardenError(Code.Aborted, `replica load of model "${spec.id}" not needed any more`);
-    nodeId = await admit(s, spec, incarnation, preferredNode, deadline.signal, replica);
+    const admitted = await admit(s, spec, incarnation, preferredNode, deadline.signal, replica);
+    if (typeof admitted !== "string") {
+      s.loadControllers.delete(incarnation);
+      return admitted;
+    }
+    nodeId = admitted;
     const agent = s.o.agents.agent(nodeId);
     if (agent === undefined) throw new WardenError(Code.Unavailable, `node "${nodeId}" has no connected agent`);
     h = {
@@ -276,17 +281,29 @@ function failLoad<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, i
  * attempt resolves. When attempts run out the load fails with
  * FAILED_PRECONDITION naming what blocks it.
  */
-async function admit<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, incarnation: string, preferredNode: string | undefined, signal: AbortSignal, replica: ReplicaLoad | undefined): Promise<string> {
+async function admit<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, incarnation: string, preferredNode: string | undefined, signal: AbortSignal, replica: ReplicaLoad | undefined): Promise<string | HeldInstance<H>> {
   let lastReason: string;
   for (let attempt = 1; ; attempt++) {
     if (signal.aborted) throw WardenError.from(signal.reason);
     if (replica !== undefined) replicaStillWanted(s, spec, replica);
+    // An on-demand load serves calls while no replica is routable; one adopted
+    // during admission (a node's inventory, a restarted coordinator) serves
+    // them instead: no second copy (seed 24 put a second m0, max 1, beside an
+    // instance adopted during the load's admission retries).
+    const adopted = replica === undefined ? chooseReplica(s, spec.id).best : undefined;
+    if (adopted !== undefined) return adopted;
     const choice = preferredNode === undefined ? s.o.placement.choose(spec) : { nodeId: preferredNode };
     let needMore = true;
     if (choice.nodeId === undefined) {
       lastReason = choice.reason;
     } else {
       const r = await s.watchdog.admit({ nodeId: choice.nodeId, model: spec.id, incarnation, groups: spec.groups, pinned: spec.pinned, sizeBytes: spec.sizeBytes });
+      // Admission may have waited for evictions to settle: adopted meanwhile, give the reservation back.
+      const adoptedMeanwhile = r.t === "admitted" && replica === undefined ? chooseReplica(s, spec.id).best : undefined;
+      if (adoptedMeanwhile !== undefined) {
+        s.core.releaseReservation(incarnation);
+        return adoptedMeanwhile;
+      }
       if (r.t === "admitted") {
         if (r.limitExceeded !== undefined) {
           s.o.events.emit({

@@ -60,7 +60,10 @@ export function replicaChecker(): Checker {
       const spec = c.loader.modelSpec(model);
       if (spec === undefined) return;
       const n = replicaCounts(ctx, model);
-      if (n.held > spec.replicas.max) ctx.report("replicas: max", `start of ${model} ${incarnation} on ${nodeId} makes ${String(n.held)} held replicas (max ${String(spec.replicas.max)})`);
+      if (n.held > spec.replicas.max) {
+        const held = c.loader.heldInstances().filter((h) => h.model === model && h.incarnation !== incarnation).map((h) => `${h.incarnation} on ${h.nodeId} ${h.phase}/${c.loader.core.stateOf(h.incarnation) ?? "unregistered"}`);
+        ctx.report("replicas: max", `start of ${model} ${incarnation} on ${nodeId} makes ${String(n.held)} held replicas (max ${String(spec.replicas.max)}): ${held.join(", ")}`);
+      }
       if (ctx.world.truth.explicitLoads.has(`${model} ${nodeId}`)) return;
       const leftovers = new Set(c.loader.leftoverList().map((l) => l.incarnation));
       let here = 0;

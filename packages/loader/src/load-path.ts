@@ -175,7 +175,7 @@ async function lead<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec,
           h.phase = "loading";
           if (ev.reportFloor !== undefined) h.reportFloor = ev.reportFloor;
           retireRecycledAddress(s, nodeId, ev.address, incarnation);
-          s.core.registerLoading({ nodeId, model: spec.id, incarnation, address: ev.address, groups: spec.groups, pinned: spec.pinned, sizeBytes: spec.sizeBytes, ...(ev.gpu === undefined ? {} : { gpu: ev.gpu }) });
+          s.core.registerLoading({ nodeId, model: spec.id, incarnation, address: ev.address, ...pinsAndGroupsNow(s, spec), sizeBytes: spec.sizeBytes, ...(ev.gpu === undefined ? {} : { gpu: ev.gpu }) });
           registered = true;
           break;
         case "loading":
@@ -184,7 +184,7 @@ async function lead<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec,
           if (h.address === undefined) h.address = ev.address;
           if (!registered) {
             retireRecycledAddress(s, nodeId, ev.address, incarnation);
-            s.core.registerLoading({ nodeId, model: spec.id, incarnation, address: ev.address, groups: spec.groups, pinned: spec.pinned, sizeBytes: spec.sizeBytes });
+            s.core.registerLoading({ nodeId, model: spec.id, incarnation, address: ev.address, ...pinsAndGroupsNow(s, spec), sizeBytes: spec.sizeBytes });
             registered = true;
           }
           h.backend = s.o.backends.connect(ev.address, { nodeId, model: spec.id });
@@ -276,6 +276,19 @@ function failLoad<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, i
 }
 
 /**
+ * The model's groups and pin as configured now. Admission and registration
+ * apply them to the watchdog's policy (applyModelConfig), and a load may
+ * outlive a config reload (admission retries, a slow start): its own copy of
+ * the spec would set the old pin again — seed 28: a reload unpinned m5, a
+ * replica load started before it pinned m5 again at its admission, and the
+ * stale pin let m2 past the per-node limit by the pins-only rule.
+ */
+function pinsAndGroupsNow<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec): { readonly groups: readonly string[]; readonly pinned: boolean } {
+  const now = s.models.get(spec.id) ?? spec;
+  return { groups: now.groups, pinned: now.pinned };
+}
+
+/**
  * Admission with the need-more retry loop (localai-semantics §4.2),
  * re-planning placement on every attempt. Pending evictions settle before an
  * attempt resolves. When attempts run out the load fails with
@@ -297,7 +310,7 @@ async function admit<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec
     if (choice.nodeId === undefined) {
       lastReason = choice.reason;
     } else {
-      const r = await s.watchdog.admit({ nodeId: choice.nodeId, model: spec.id, incarnation, groups: spec.groups, pinned: spec.pinned, sizeBytes: spec.sizeBytes });
+      const r = await s.watchdog.admit({ nodeId: choice.nodeId, model: spec.id, incarnation, ...pinsAndGroupsNow(s, spec), sizeBytes: spec.sizeBytes });
       // Admission may have waited for evictions to settle: adopted meanwhile, give the reservation back.
       const adoptedMeanwhile = r.t === "admitted" && replica === undefined ? chooseReplica(s, spec.id).best : undefined;
       if (adoptedMeanwhile !== undefined) {

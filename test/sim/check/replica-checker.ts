@@ -18,14 +18,25 @@ function replicaCounts(ctx: CheckContext, model: string, except?: string): { hel
   return { held, live, ready };
 }
 
+function describeHeld(ctx: CheckContext, model: string, except: string): string {
+  const c = ctx.coord;
+  if (c === undefined) return "";
+  return c.loader
+    .heldInstances()
+    .filter((h) => h.model === model && h.incarnation !== except)
+    .map((h) => `${h.incarnation} on ${h.nodeId} ${h.phase}/${c.loader.core.stateOf(h.incarnation) ?? "unregistered"}`)
+    .join(", ");
+}
+
 /**
  * Issue 16's replica invariants, against the ground truth and the loader:
  * - routing (3, 6): a call never goes to a leftover, to a replica being
  *   stopped (freed), nor to one on an unreachable node while a ready replica
  *   of the model is on a reachable one (route-pending and routing cover
  *   pending eviction and a StopBackend in flight);
- * - count: a start never takes the model's held replicas past `max` (the
- *   ones being stopped count: a failed stop registers them again); the idle
+ * - count: a start never takes the model's replicas not being stopped past
+ *   `max`, and a scale-up never its held ones (those being stopped count: a
+ *   failed stop may register one again); the idle
  *   watchdog and a scale-down never take it below `min` (scale-down never
  *   below max(min, 1)) — LRU, group, memory, busy, admin stops, crashes and
  *   node loss may, and the reconciler restores `min` by quiescence unless
@@ -59,11 +70,10 @@ export function replicaChecker(): Checker {
       if (c === undefined || c.loader.heldInstance(incarnation) === undefined) return;
       const spec = c.loader.modelSpec(model);
       if (spec === undefined) return;
+      // Any start: replicas not being stopped, this one included. (An on-demand load that began before
+      // its model's last replica was detached for a stop goes on; that one settles stopped or as a leftover.)
       const n = replicaCounts(ctx, model);
-      if (n.held > spec.replicas.max) {
-        const held = c.loader.heldInstances().filter((h) => h.model === model && h.incarnation !== incarnation).map((h) => `${h.incarnation} on ${h.nodeId} ${h.phase}/${c.loader.core.stateOf(h.incarnation) ?? "unregistered"}`);
-        ctx.report("replicas: max", `start of ${model} ${incarnation} on ${nodeId} makes ${String(n.held)} held replicas (max ${String(spec.replicas.max)}): ${held.join(", ")}`);
-      }
+      if (n.live > spec.replicas.max) ctx.report("replicas: max", `start of ${model} ${incarnation} on ${nodeId} makes ${String(n.live)} live replicas (max ${String(spec.replicas.max)}): ${describeHeld(ctx, model, incarnation)}`);
       if (ctx.world.truth.explicitLoads.has(`${model} ${nodeId}`)) return;
       const leftovers = new Set(c.loader.leftoverList().map((l) => l.incarnation));
       let here = 0;
@@ -80,9 +90,14 @@ export function replicaChecker(): Checker {
       if (c === undefined) return;
       const cov = ctx.world.coverage;
       switch (e.type) {
-        case "replica.scaled-up":
+        case "replica.scaled-up": {
           cov.hit(`replica.scaled-up.${e.cause}`);
+          // A replica load counts the replicas being stopped too (a failed stop may register one again).
+          const spec = c.loader.modelSpec(e.model);
+          const n = replicaCounts(ctx, e.model);
+          if (spec !== undefined && n.held > spec.replicas.max) ctx.report("replicas: max", `${e.cause} scale-up of ${e.model} to ${e.nodeId} makes ${String(n.held)} held replicas (max ${String(spec.replicas.max)}): ${describeHeld(ctx, e.model, e.incarnation)}`);
           return;
+        }
         case "replica.scaled-down":
           cov.hit("replica.scaled-down");
           return;

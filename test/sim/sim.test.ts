@@ -175,6 +175,8 @@ const replicaSeeds: readonly (readonly [number, boolean, string])[] = [
   // loader load-path.ts (an instance adopted meanwhile ends an on-demand load at its next placement
   // attempt, or gives back its reservation; unit test adopted-during-admission.test.ts).
   [24, false, "an instance adopted during a load's admission is no reason for a second copy"],
+  [36, false, "an instance adopted during a load's admission is no reason for a second copy (2)"],
+  [63, false, "an instance adopted during a load's admission is no reason for a second copy (3)"],
   // Warden: a reload unpinned m5; a replica load of m5 started before it admitted with its own copy of
   // the spec and pinned m5 again in the watchdog, and the stale pin let m2 past the per-node limit
   // (pins-only rule). Fixed in loader load-path.ts (admission and registration apply the pin and

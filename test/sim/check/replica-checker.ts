@@ -77,13 +77,17 @@ export function replicaChecker(): Checker {
       if (ctx.world.truth.explicitLoads.has(`${model} ${nodeId}`)) return;
       const leftovers = new Set(c.loader.leftoverList().map((l) => l.incarnation));
       let here = 0;
+      const seen: string[] = [];
       for (const p of ctx.world.truth.live()) {
         if (p.nodeId !== nodeId || p.model !== model || p.incarnation === incarnation) continue;
-        if (c.loader.heldInstance(p.incarnation) !== undefined || c.loader.core.instance(p.incarnation) !== undefined || leftovers.has(p.incarnation)) here++;
+        const how = leftovers.has(p.incarnation) ? "leftover" : (c.loader.core.stateOf(p.incarnation) ?? (c.loader.heldInstance(p.incarnation) === undefined ? undefined : `held ${c.loader.heldInstance(p.incarnation)?.phase ?? ""}`));
+        if (how === undefined) continue;
+        here++;
+        seen.push(`${p.incarnation} ${how}`);
       }
       const perNode = c.nodes.limitsOf(nodeId).maxReplicasPerModel ?? 1;
-      if (here + 1 > perNode) ctx.report("replicas: placement", `start of ${model} ${incarnation} on ${nodeId} with ${String(here)} accounted replicas there (maxReplicasPerModel ${String(perNode)})`);
-      else if (spec.spread === "node" && here > 0) ctx.report("replicas: placement", `start of ${model} ${incarnation} on ${nodeId} beside ${String(here)} accounted replica(s) (spread: node)`);
+      if (here + 1 > perNode) ctx.report("replicas: placement", `start of ${model} ${incarnation} on ${nodeId} with ${String(here)} accounted replicas there (maxReplicasPerModel ${String(perNode)}): ${seen.join(", ")}`);
+      else if (spec.spread === "node" && here > 0) ctx.report("replicas: placement", `start of ${model} ${incarnation} on ${nodeId} beside ${String(here)} accounted replica(s) (spread: node): ${seen.join(", ")}`);
     },
     onLoaderEvent(ctx, e) {
       const c = ctx.coord;

@@ -2,7 +2,8 @@
  * Finds, for planted bugs, the first seed of a range that catches each one
  * (issue 13 item 6): `node --import tsx test/sim/planted-bug-hunt.ts
  * [--bugs a,b] [--from 1] [--to 1000] [--minutes M] [--quiesce M]
- * [--policy JSON]` (the policy replaces the seed's). Prints
+ * [--policy JSON] [--replicas on|off]` (the policy replaces the seed's; `--replicas`
+ * forces the replica profile on or off for every seed). Prints
  * one JSON line per bug: the catching seed, how many seeds it took, the
  * invariant and message, and whether the same seed is clean without the bug.
  * A tool for recording the seeds in planted-bugs.heavy.test.ts.
@@ -22,10 +23,12 @@ const to = Number(arg("to") ?? "1000");
 const minutes = arg("minutes");
 const quiesce = arg("quiesce");
 const policy = arg("policy");
+const replicas = arg("replicas");
 const overrides = {
   ...(policy === undefined ? {} : { policy: JSON.parse(policy) as PolicyPatch }),
   ...(minutes === undefined ? {} : { durationMs: Number(minutes) * 60_000 }),
   ...(quiesce === undefined ? {} : { quiesceMs: Number(quiesce) * 60_000 }),
+  ...(replicas === undefined ? {} : { replicaProfile: replicas === "on" }),
 };
 for (const bug of bugs) {
   const t0 = performance.now();

@@ -10,9 +10,14 @@ import type { SimOptions } from "./run/sim-options.js";
  * `node --import tsx test/sim/planted-bug-hunt.ts --minutes 10 --quiesce 5`
  * (the first catching seed counting from 1, seeds whose clean run fails
  * skipped); they change when the harness or the workload does: re-run the
- * hunt and update the table (and the README's).
+ * hunt and update the table (and the README's). The bugs recorded before the
+ * replica profile existed run with it off (`--replicas off`: their seeds draw
+ * exactly what they drew then); the replica bugs with it on (`--replicas on`).
  */
-const overrides: Partial<SimOptions> = { durationMs: 10 * 60_000, quiesceMs: 5 * 60_000 };
+const overrides: Partial<SimOptions> = { durationMs: 10 * 60_000, quiesceMs: 5 * 60_000, replicaProfile: false };
+
+/** The replica planted bugs (issue 16) are hunted with the replica profile on for every seed. */
+const replicaOverrides: Partial<SimOptions> = { durationMs: 10 * 60_000, quiesceMs: 5 * 60_000, replicaProfile: true };
 
 /**
  * Short idle and busy timeouts (the seed's policy replaced): with the seeds'
@@ -39,6 +44,7 @@ const recorded: Record<PlantedBug, { readonly seed: number; readonly invariant: 
   "stop-without-incarnation-check": { seed: 18, invariant: "4 request conservation" },
   "forget-intents-of-unregistered-nodes": { seed: 2, invariant: "1 no amnesia" },
   "adopt-confirmed-gone": { seed: 8, invariant: "5 no resurrection" },
+  "scale-down-below-min": { seed: 1, invariant: "replicas: min", options: replicaOverrides },
 };
 
 /** Clean runs, one per seed and options, shared by the bugs caught on it. */

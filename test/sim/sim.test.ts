@@ -1,10 +1,12 @@
 import { describe, expect, it } from "vitest";
 import { runSeed } from "./run/run-seed.js";
-import type { SimProfile } from "./run/sim-options.js";
+import { optionsForSeed, type SimProfile } from "./run/sim-options.js";
 
 /**
  * Seeds that once failed, each kept as a permanent regression test with the
  * profile it failed in (see the report of issue 13). Every one failed before its fix.
+ * They were found before the replica profile existed and run with it off, so
+ * each replays its recorded trace exactly (replica seeds: `replicaSeeds`).
  */
 const regressionSeeds: readonly (readonly [number, SimProfile, string])[] = [
   // Port recycled while the loader still held the old incarnation: adopting the new one threw from
@@ -163,6 +165,25 @@ const regressionSeeds: readonly (readonly [number, SimProfile, string])[] = [
   [42934, "short", "campaign a0e6565: convergence waits for a leftover left by a stop that failed in the quiet phase (3)"],
 ];
 
+/**
+ * Seeds found with the replica checker (issue 16), run as drawn: the replica
+ * profile on or off as the seed draws it (checked, so a changed draw fails loudly).
+ */
+const replicaSeeds: readonly (readonly [number, boolean, string])[] = [
+  // Warden: an on-demand load of m0 (max 1) waited in admission retries while a coordinator restart
+  // re-adopted m0's running instance on n1; the load went on and started a second m0 on n2. Fixed in
+  // loader load-path.ts (an instance adopted meanwhile ends an on-demand load at its next placement
+  // attempt, or gives back its reservation; unit test adopted-during-admission.test.ts).
+  [24, false, "an instance adopted during a load's admission is no reason for a second copy"],
+  [36, false, "an instance adopted during a load's admission is no reason for a second copy (2)"],
+  [63, false, "an instance adopted during a load's admission is no reason for a second copy (3)"],
+  // Warden: a reload unpinned m5; a replica load of m5 started before it admitted with its own copy of
+  // the spec and pinned m5 again in the watchdog, and the stale pin let m2 past the per-node limit
+  // (pins-only rule). Fixed in loader load-path.ts (admission and registration apply the pin and
+  // groups as configured now; unit test stale-spec-pin.test.ts).
+  [28, true, "a load that outlives a reload applies the pin configured now"],
+];
+
 describe("simulation", () => {
   it("is deterministic: the same seed twice gives the same trace hash", async () => {
     const a = await runSeed(11);
@@ -175,7 +196,13 @@ describe("simulation", () => {
   });
 
   it.each(regressionSeeds)("regression seed %i (%s profile: %s) holds every invariant", async (seed, profile) => {
-    const r = await runSeed(seed, { profile });
+    const r = await runSeed(seed, { profile, overrides: { replicaProfile: false } });
+    expect(r.violations).toEqual([]);
+  }, 120_000);
+
+  it.each(replicaSeeds)("replica regression seed %i (replica profile %s: %s) holds every invariant", async (seed, replicas) => {
+    expect(optionsForSeed(seed).replicaProfile === true).toBe(replicas);
+    const r = await runSeed(seed);
     expect(r.violations).toEqual([]);
   }, 120_000);
 });

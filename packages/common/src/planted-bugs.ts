@@ -41,6 +41,8 @@ export const plantedBugNames = [
   "forget-intents-of-unregistered-nodes",
   /** adoption: a confirmed stop is not remembered, so a stale inventory adopts the incarnation again. */
   "adopt-confirmed-gone",
+  /** replica reconciler: scale-down's floor is one replica instead of max(min, 1), so idle replicas are stopped below `min`. */
+  "scale-down-below-min",
 ] as const;
 
 export type PlantedBug = (typeof plantedBugNames)[number];

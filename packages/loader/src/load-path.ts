@@ -151,7 +151,12 @@ async function lead<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec,
     }
     // `live` counts this load (in admission): enough replicas without it.
     if (replica !== undefined && now.live - 1 >= replica.upTo) throw new WardenError(Code.Aborted, `replica load of model "${spec.id}" not needed any more`);
-    nodeId = await admit(s, spec, incarnation, preferredNode, deadline.signal, replica);
+    const admitted = await admit(s, spec, incarnation, preferredNode, deadline.signal, replica);
+    if (typeof admitted !== "string") {
+      s.loadControllers.delete(incarnation);
+      return admitted;
+    }
+    nodeId = admitted;
     const agent = s.o.agents.agent(nodeId);
     if (agent === undefined) throw new WardenError(Code.Unavailable, `node "${nodeId}" has no connected agent`);
     h = {
@@ -187,7 +192,7 @@ async function lead<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec,
           h.phase = "loading";
           if (ev.reportFloor !== undefined) h.reportFloor = ev.reportFloor;
           retireRecycledAddress(s, nodeId, ev.address, incarnation);
-          s.core.registerLoading({ nodeId, model: spec.id, incarnation, address: ev.address, groups: spec.groups, pinned: spec.pinned, sizeBytes: spec.sizeBytes, ...(ev.gpu === undefined ? {} : { gpu: ev.gpu }) });
+          s.core.registerLoading({ nodeId, model: spec.id, incarnation, address: ev.address, ...pinsAndGroupsNow(s, spec), sizeBytes: spec.sizeBytes, ...(ev.gpu === undefined ? {} : { gpu: ev.gpu }) });
           registered = true;
           break;
         case "loading":
@@ -196,7 +201,7 @@ async function lead<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec,
           if (h.address === undefined) h.address = ev.address;
           if (!registered) {
             retireRecycledAddress(s, nodeId, ev.address, incarnation);
-            s.core.registerLoading({ nodeId, model: spec.id, incarnation, address: ev.address, groups: spec.groups, pinned: spec.pinned, sizeBytes: spec.sizeBytes });
+            s.core.registerLoading({ nodeId, model: spec.id, incarnation, address: ev.address, ...pinsAndGroupsNow(s, spec), sizeBytes: spec.sizeBytes });
             registered = true;
           }
           h.backend = s.o.backends.connect(ev.address, { nodeId, model: spec.id });
@@ -289,22 +294,47 @@ function failLoad<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, i
 }
 
 /**
+ * The model's groups and pin as configured now. Admission and registration
+ * apply them to the watchdog's policy (applyModelConfig), and a load may
+ * outlive a config reload (admission retries, a slow start): its own copy of
+ * the spec would set the old pin again — seed 28: a reload unpinned m5, a
+ * replica load started before it pinned m5 again at its admission, and the
+ * stale pin let m2 past the per-node limit by the pins-only rule.
+ */
+function pinsAndGroupsNow<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec): { readonly groups: readonly string[]; readonly pinned: boolean } {
+  const now = s.models.get(spec.id) ?? spec;
+  return { groups: now.groups, pinned: now.pinned };
+}
+
+/**
  * Admission with the need-more retry loop (localai-semantics §4.2),
  * re-planning placement on every attempt. Pending evictions settle before an
  * attempt resolves. When attempts run out the load fails with
  * FAILED_PRECONDITION naming what blocks it.
  */
-async function admit<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, incarnation: string, preferredNode: string | undefined, signal: AbortSignal, replica: ReplicaLoad | undefined): Promise<string> {
+async function admit<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, incarnation: string, preferredNode: string | undefined, signal: AbortSignal, replica: ReplicaLoad | undefined): Promise<string | HeldInstance<H>> {
   let lastReason: string;
   for (let attempt = 1; ; attempt++) {
     if (signal.aborted) throw WardenError.from(signal.reason);
     if (replica !== undefined) replicaStillWanted(s, spec, replica);
+    // An on-demand load serves calls while no replica is routable; one adopted
+    // during admission (a node's inventory, a restarted coordinator) serves
+    // them instead: no second copy (seed 24 put a second m0, max 1, beside an
+    // instance adopted during the load's admission retries).
+    const adopted = replica === undefined ? chooseReplica(s, spec.id).best : undefined;
+    if (adopted !== undefined) return adopted;
     const choice = preferredNode === undefined ? s.o.placement.choose(spec) : { nodeId: preferredNode };
     let needMore = true;
     if (choice.nodeId === undefined) {
       lastReason = choice.reason;
     } else {
-      const r = await s.watchdog.admit({ nodeId: choice.nodeId, model: spec.id, incarnation, groups: spec.groups, pinned: spec.pinned, sizeBytes: spec.sizeBytes });
+      const r = await s.watchdog.admit({ nodeId: choice.nodeId, model: spec.id, incarnation, ...pinsAndGroupsNow(s, spec), sizeBytes: spec.sizeBytes });
+      // Admission may have waited for evictions to settle: adopted meanwhile, give the reservation back.
+      const adoptedMeanwhile = r.t === "admitted" && replica === undefined ? chooseReplica(s, spec.id).best : undefined;
+      if (adoptedMeanwhile !== undefined) {
+        s.core.releaseReservation(incarnation);
+        return adoptedMeanwhile;
+      }
       if (r.t === "admitted") {
         if (r.limitExceeded !== undefined) {
           s.o.events.emit({

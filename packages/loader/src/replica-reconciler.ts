@@ -1,3 +1,5 @@
+import { isPlanted } from "@warden/common";
+
 /**
  * The replica reconciler's decision for one model on one tick (issue 16),
  * a pure function over a small view so it is easy to test:
@@ -36,7 +38,8 @@ const none: ReplicaDecision = Object.freeze({ t: "none" });
 
 export function decideReplicas(v: ReplicaView): ReplicaDecision {
   if (v.live < v.min) return !v.loadInFlight && v.breakerAllows && v.live + v.stopping < v.max ? { t: "load" } : none;
-  if (v.ready <= Math.max(v.min, 1)) return none;
+  // Planted bug "scale-down-below-min": the floor forgets `min`.
+  if (v.ready <= (isPlanted("scale-down-below-min") ? 1 : Math.max(v.min, 1))) return none;
   let victim: { readonly incarnation: string; readonly idleSinceMs: number } | undefined;
   for (const r of v.idle) {
     if (v.nowMs - r.idleSinceMs < v.scaleDownAfterMs) continue;

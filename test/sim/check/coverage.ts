@@ -42,4 +42,10 @@ export const requiredCoverage = [
   "request.cancelled",
   "request.deadline",
   "port.recycled",
+  // Issue 16 (replica profile seeds): scale-up on load and for the floor, scale-down, a blocked scale-up, one replica's failed stop.
+  "replica.scaled-up.in-flight",
+  "replica.scaled-up.min",
+  "replica.scaled-down",
+  "replica.scale-blocked",
+  "replica.stop-failed",
 ] as const;

@@ -2,6 +2,7 @@ import type { Checker } from "./checker.js";
 import { journalFirstChecker } from "./journal-first-checker.js";
 import { limitChecker } from "./limit-checker.js";
 import { phantomChecker } from "./phantom-checker.js";
+import { replicaChecker } from "./replica-checker.js";
 import { requestStateChecker } from "./request-state-checker.js";
 import { restoredIntentsChecker } from "./restored-intents-checker.js";
 import { routePendingChecker } from "./route-pending-checker.js";
@@ -11,8 +12,9 @@ import { routePendingChecker } from "./route-pending-checker.js";
  * checker covered: the outbox's journal-before-publish order, the per-node
  * limit at every start, phantoms (registered but not held; a failed remote
  * stop registered again), routing to a pending instance, stop intents
- * restored at a restart, and request state kept for ready and pending instances. Real invariants: they run in every campaign.
+ * restored at a restart, request state kept for ready and pending instances,
+ * and the replica rules (issue 16). Real invariants: they run in every campaign.
  */
 export function extraCheckers(): Checker[] {
-  return [journalFirstChecker(), limitChecker(), phantomChecker(), routePendingChecker(), restoredIntentsChecker(), requestStateChecker()];
+  return [journalFirstChecker(), limitChecker(), phantomChecker(), routePendingChecker(), restoredIntentsChecker(), requestStateChecker(), replicaChecker()];
 }

@@ -8,6 +8,7 @@ import { EventHub } from "../../../services/coordinator/src/event-hub.js";
 import { nodeEventInit, openIntentsOn, orphanStopInit, orphansAdoptedInit, reapGoneIntents, unreachabilityPausedInit } from "../../../services/coordinator/src/node-audit-events.js";
 import type { SimWorld, CoordinatorInbox } from "../world/sim-world.js";
 import { simAgentConnector, type SimClient } from "../world/sim-agent-connector.js";
+import type { Registration } from "../world/sim-agent.js";
 import { ScopedClock } from "./scoped-clock.js";
 
 /** Hooks the harness gives the coordinator assembly (checkers and coverage watch through them). */
@@ -150,9 +151,9 @@ export class SimCoordinator implements CoordinatorInbox {
     clock.setTimer(1_000, healthLoop);
   }
 
-  register(reg: { nodeId: string; address: string; labels: Record<string, string>; bootEpoch: bigint; embedded: boolean; backends: readonly string[] }): void {
+  register(reg: Registration): void {
     if (!this.clock.alive()) return;
-    this.nodes.register({ nodeId: reg.nodeId, address: reg.address, labels: reg.labels, gpus: [], bootEpoch: reg.bootEpoch, embedded: reg.embedded, version: wardenVersion, backends: reg.backends });
+    this.nodes.register({ nodeId: reg.nodeId, address: reg.address, labels: reg.labels, gpus: [], bootEpoch: reg.bootEpoch, embedded: reg.embedded, version: wardenVersion, backends: reg.backends, ...(reg.limits === undefined ? {} : { limits: reg.limits }) });
   }
 
   heartbeat(hb: Parameters<NodeTable<SimClient>["heartbeat"]>[0]): boolean {

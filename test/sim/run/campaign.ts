@@ -1,6 +1,6 @@
 import { Worker } from "node:worker_threads";
 import type { Violation } from "../check/checker.js";
-import type { SimProfile } from "./sim-options.js";
+import type { SimOptions, SimProfile } from "./sim-options.js";
 
 export interface CampaignResult {
   readonly seeds: number;
@@ -28,7 +28,7 @@ export interface CampaignProgress {
 }
 
 /** Runs seeds [first, first + count) split across `workers` worker threads (the runner's only host concurrency). */
-export async function runCampaign(first: number, count: number, workers = 2, onProgress?: (p: CampaignProgress) => void, profile: SimProfile = "short"): Promise<CampaignResult> {
+export async function runCampaign(first: number, count: number, workers = 2, onProgress?: (p: CampaignProgress) => void, profile: SimProfile = "short", overrides?: Partial<SimOptions>): Promise<CampaignResult> {
   const t0 = performance.now();
   const coverage = new Map<string, number>();
   const failures: { seed: number; violations: readonly Violation[] }[] = [];
@@ -43,7 +43,7 @@ export async function runCampaign(first: number, count: number, workers = 2, onP
         new Promise<void>((resolve, reject) => {
           // Worker threads do not inherit the parent's --import hooks on Node 20: register tsx first.
           const entry = new URL("./campaign-worker.ts", import.meta.url).href;
-          const w = new Worker(`import("tsx/esm/api").then((m) => { m.register(); return import(${JSON.stringify(entry)}); });`, { eval: true, workerData: { seeds, profile } });
+          const w = new Worker(`import("tsx/esm/api").then((m) => { m.register(); return import(${JSON.stringify(entry)}); });`, { eval: true, workerData: { seeds, profile, overrides } });
           w.on("message", (m: WorkerMessage) => {
             simulatedMs += m.simulatedMs;
             steps += m.steps;

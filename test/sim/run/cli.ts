@@ -3,12 +3,14 @@ import { describeStep } from "./plan.js";
 import { runCampaign } from "./campaign.js";
 import { runSeed } from "./run-seed.js";
 import { shrinkSeed } from "./shrink.js";
-import { faultTypes, optionsForSeed, type SimProfile } from "./sim-options.js";
+import { faultTypes, optionsForSeed, type SimOptions, type SimProfile } from "./sim-options.js";
 
 /**
  * `npm run sim -- --seeds N [--first F] [--long]`: a campaign on 2 worker threads.
  * `npm run sim -- --seed S [--long]`: replays one seed and prints its trace.
  * `--long` runs the long profile (45 simulated minutes per seed) instead of the short one.
+ * `--replicas on|off` forces the replica profile on or off for every seed (default: drawn per seed);
+ * `--workers N` sets the campaign's worker threads (default 2).
  */
 function arg(name: string): string | undefined {
   const i = process.argv.indexOf(name);
@@ -16,15 +18,17 @@ function arg(name: string): string | undefined {
 }
 
 const profile: SimProfile = process.argv.includes("--long") ? "long" : "short";
-const flag = profile === "long" ? " --long" : "";
+const replicasArg = arg("--replicas");
+const overrides: Partial<SimOptions> = replicasArg === undefined ? {} : { replicaProfile: replicasArg === "on" };
+const flag = `${profile === "long" ? " --long" : ""}${replicasArg === undefined ? "" : ` --replicas ${replicasArg}`}`;
 const one = arg("--seed");
 if (one !== undefined) {
   const seed = Number(one);
   const t0 = performance.now();
-  const r = await runSeed(seed, { keepTrace: true, profile });
+  const r = await runSeed(seed, { keepTrace: true, profile, overrides });
   const wallMs = performance.now() - t0;
   for (const line of r.trace) console.log(line);
-  console.log(JSON.stringify(optionsForSeed(seed, {}, profile), (_k, v: unknown) => (typeof v === "bigint" ? v.toString() : v)));
+  console.log(JSON.stringify(optionsForSeed(seed, overrides, profile), (_k, v: unknown) => (typeof v === "bigint" ? v.toString() : v)));
   console.log(`seed ${String(seed)} (${profile}): simulated ${(r.simulatedMs / 60_000).toFixed(1)} min, ${String(r.steps)} steps in ${(wallMs / 1000).toFixed(1)} s, trace hash ${r.traceHash.toString(16)}`);
   for (const v of r.violations) console.log(`VIOLATION [${v.invariant}] at ${String(v.atMs)}ms: ${v.message}`);
   console.log(`violations: ${String(r.violations.length)}`);
@@ -35,16 +39,17 @@ if (one !== undefined) {
   const r = await runCampaign(
     first,
     count,
-    2,
+    Number(arg("--workers") ?? "2"),
     (p) => {
       if (p.done % 1000 !== 0) return;
       const failing = p.failures.length === 0 ? "" : ` (seeds ${p.failures.slice(0, 10).map((f) => String(f.seed)).join(", ")}${p.failures.length > 10 ? ", ..." : ""})`;
       process.stderr.write(`  ${String(p.done)}/${String(count)} seeds, ${(p.simulatedMs / 3_600_000).toFixed(1)} simulated hours in ${(p.wallMs / 1000).toFixed(0)} s, violations so far: ${String(p.failures.length)}${failing}\n`);
     },
     profile,
+    overrides,
   );
   const hours = r.simulatedMs / 3_600_000;
-  console.log(`seeds: ${String(r.seeds)} (${String(first)}..${String(first + count - 1)}, ${profile} profile)`);
+  console.log(`seeds: ${String(r.seeds)} (${String(first)}..${String(first + count - 1)}, ${profile} profile${replicasArg === undefined ? "" : `, replicas ${replicasArg}`})`);
   console.log(`simulated hours: ${hours.toFixed(1)}   wall: ${(r.wallMs / 1000).toFixed(1)} s   simulated hours per wall second: ${(hours / (r.wallMs / 1000)).toFixed(2)}   simulated/wall: ${(r.simulatedMs / r.wallMs).toFixed(0)}x   steps: ${String(r.steps)}`);
   console.log("faults injected per type:");
   for (const f of faultTypes) console.log(`  ${f}: ${String(r.coverage.get(`fault.${f}`) ?? 0)}`);
@@ -63,7 +68,7 @@ if (one !== undefined) {
     console.log(`  replay: npm run sim -- --seed ${String(f.seed)}${flag}`);
     if (v !== undefined && i < 3) {
       const t0 = performance.now();
-      const plan = await shrinkSeed(f.seed, v.invariant, profile === "long" ? 12 : 40, profile);
+      const plan = await shrinkSeed(f.seed, v.invariant, profile === "long" ? 12 : 40, profile, overrides);
       console.log(`  shrunk trace (${String(plan.length)} steps, ${((performance.now() - t0) / 1000).toFixed(1)} s):`);
       for (const s of plan.slice(0, 40)) console.log(`    ${describeStep(s)}`);
     }

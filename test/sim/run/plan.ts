@@ -1,9 +1,11 @@
 import { SimRandom } from "../kernel/sim-random.js";
+import { isReplicated } from "./replica-profile.js";
 import type { FaultType, SimOptions } from "./sim-options.js";
 
 /** One scheduled workload step or fault; `r` seeds the step's own choices. */
 export type Step =
-  | { readonly kind: "call"; readonly atMs: number; readonly r: number }
+  /** `model`/`holdMs`: a replica burst's call (one model, held long enough to stack up in flight); otherwise drawn from `r`. */
+  | { readonly kind: "call"; readonly atMs: number; readonly r: number; readonly model?: string; readonly holdMs?: number }
   | { readonly kind: "admin"; readonly atMs: number; readonly r: number; readonly op: AdminOp }
   | { readonly kind: "fault"; readonly atMs: number; readonly r: number; readonly fault: FaultType; readonly durationMs: number; readonly target: string };
 
@@ -44,14 +46,36 @@ export function makePlan(o: SimOptions): Step[] {
       steps.push({ kind: "fault", atMs, r: r.int(0, 2 ** 31), fault: f.type, durationMs: Math.max(1_000, Math.floor(f.durationMs * (0.5 + r.next()))), target: r.pick(targets) });
     }
   }
+  if (o.replicaProfile === true) steps.push(...replicaBursts(o));
   steps.sort((a, b) => a.atMs - b.atMs);
   return steps;
+}
+
+/**
+ * Load that scales replicated models (replica profile only, from its own
+ * stream, so other seeds' plans are unchanged): about one burst a minute per
+ * replicated model, each more calls than its replicas' targets add up to,
+ * held 2-20 s — every ready replica reaches `targetInFlight` (scale-up, or
+ * scale-blocked when no node has room) — then quiet longer than
+ * `scaleDownAfter` (scale-down back to `min`).
+ */
+function replicaBursts(o: SimOptions): Step[] {
+  const r = new SimRandom(o.seed).fork("plan-replicas");
+  const out: Step[] = [];
+  for (const m of o.models) {
+    if (!isReplicated(m)) continue;
+    for (const atMs of arrivals(r, 1, o.durationMs)) {
+      const calls = r.int(m.replicas.targetInFlight + 1, m.replicas.targetInFlight * m.replicas.max + 2);
+      for (let i = 0; i < calls; i++) out.push({ kind: "call", atMs: atMs + i * 5, r: r.int(0, 2 ** 31), model: m.id, holdMs: r.int(2, 20) * 1_000 });
+    }
+  }
+  return out;
 }
 
 export function describeStep(s: Step): string {
   switch (s.kind) {
     case "call":
-      return `${String(s.atMs)} call r=${String(s.r)}`;
+      return `${String(s.atMs)} call${s.model === undefined ? "" : ` ${s.model} hold ${String(s.holdMs ?? 0)}ms`} r=${String(s.r)}`;
     case "admin":
       return `${String(s.atMs)} admin ${s.op} r=${String(s.r)}`;
     case "fault":

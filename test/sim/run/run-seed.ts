@@ -56,7 +56,12 @@ export async function runSeed(seed: number, o: RunSeedOptions = {}): Promise<See
       // waited for too (seed 4153). Bounded: a stop, a leftover or an outbox
       // that never settles is still reported.
       const settleByMs = w.clock.now() + 2 * (opts.stopRpcTimeoutMs + opts.sigtermGraceMs) + 4 * opts.heartbeatMs + 10_000;
-      const unsettled = (): boolean => h.stopsInFlight.size > 0 || (h.coord?.outbox.stats().depth ?? 0) > 0 || (h.coord?.loader.leftoverList().length ?? 0) > 0;
+      // The replica reconciler may start a floor load at any moment of the quiet phase too: it is
+      // waited for like a stop (seed 481, replicas on: a load started 1 s before the check).
+      // and a floor is restored one load per tick: a model below min with its breaker closed is still converging.
+      const loading = (): boolean =>
+        (h.coord?.loader.heldInstances().some((x) => x.phase !== "ready") ?? false) || (h.coord?.loader.replicaStatuses().some((s) => s.ready + s.loading < s.settings.min && s.blocked === undefined) ?? false);
+      const unsettled = (): boolean => h.stopsInFlight.size > 0 || (h.coord?.outbox.stats().depth ?? 0) > 0 || (h.coord?.loader.leftoverList().length ?? 0) > 0 || loading();
       while (h.clean() && unsettled() && w.clock.now() < settleByMs) await h.run(w.clock.now() + 500);
       if (h.clean()) h.quiescenceChecks();
     }

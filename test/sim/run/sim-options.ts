@@ -2,6 +2,7 @@ import type { PolicyPatch } from "@warden/watchdog";
 import { modelSpec, type ModelSpec } from "@warden/loader";
 import { SimRandom } from "../kernel/sim-random.js";
 import type { LinkOptions } from "../world/sim-network.js";
+import { drawReplicas, replicaStream } from "./replica-profile.js";
 
 /** Every fault type the simulator injects (reliability.md F-table, issue 13 item 3). */
 export const faultTypes = [
@@ -45,6 +46,8 @@ export interface SimNodeSpec {
   readonly labels: Record<string, string>;
   readonly embedded: boolean;
   readonly memoryTotalBytes: number;
+  /** The agent's `maxReplicasPerModel` (sent with Register); undefined = the default (1), not sent. */
+  readonly maxReplicasPerModel?: number;
 }
 
 /** A run's configuration: a pure function of the seed (plus overrides). */
@@ -79,6 +82,12 @@ export interface SimOptions {
    * run; passed to the coordinator assembly (coordinator/planted-bug.ts).
    */
   readonly plantedBug?: string;
+  /**
+   * The replica profile (run/replica-profile.ts): replicated models, per-node
+   * `maxReplicasPerModel` and bursts of calls that scale them up and down.
+   * Drawn per seed (the profile table's `replicaP`); an override forces it on or off.
+   */
+  readonly replicaProfile?: boolean;
 }
 
 const GiB = 1024 ** 3;
@@ -133,6 +142,8 @@ interface ProfileTable {
   readonly callsPerMinute: Drawn;
   readonly adminPerMinute: Drawn;
   readonly natsDupWindowMs: Drawn;
+  /** Chance that a seed runs the replica profile (drawn from its own stream; 0 = never). */
+  readonly replicaP: number;
 }
 
 const sec = 1_000;
@@ -163,6 +174,7 @@ const profiles: Readonly<Record<SimProfile, ProfileTable>> = {
     callsPerMinute: { int: [10, 60] },
     adminPerMinute: { int: [2, 10] },
     natsDupWindowMs: { int: [15, 40], unit: sec },
+    replicaP: 0.4,
   },
   /** 30 faulty + 15 quiet simulated minutes, production-like time scales (unchanged draws: its regression seeds replay exactly). */
   long: {
@@ -188,6 +200,7 @@ const profiles: Readonly<Record<SimProfile, ProfileTable>> = {
     callsPerMinute: { int: [5, 60] },
     adminPerMinute: { int: [1, 6] },
     natsDupWindowMs: 120_000,
+    replicaP: 0,
   },
 };
 
@@ -237,12 +250,16 @@ export function optionsForSeed(seed: number, overrides: Partial<SimOptions> = {}
     if (!r.chance(p.faultP)) continue;
     faults.push({ type, perMinute: draw(r, p.faultPerMinute), durationMs: draw(r, p.faultDurationMs), targets: r.subset(nodes.map((n) => n.nodeId), 0.6) });
   }
+  // After every other draw, from its own stream: a seed without the profile draws what it always did.
+  const rr = replicaStream(seed, p.stream);
+  const replicaProfile = overrides.replicaProfile ?? (p.replicaP > 0 && rr.chance(p.replicaP));
+  const replicated = replicaProfile ? drawReplicas(rr, nodes, models) : { nodes, models };
   return {
     seed,
     durationMs: p.durationMs,
     quiesceMs: p.quiesceMs,
-    nodes,
-    models,
+    nodes: replicated.nodes,
+    models: replicated.models,
     policy,
     heartbeatMs,
     nodeGraceMs: heartbeatMs * r.int(3, 6),
@@ -258,6 +275,7 @@ export function optionsForSeed(seed: number, overrides: Partial<SimOptions> = {}
     callsPerMinute: draw(r, p.callsPerMinute),
     adminPerMinute: draw(r, p.adminPerMinute),
     natsDupWindowMs: draw(r, p.natsDupWindowMs),
+    ...(replicaProfile ? { replicaProfile } : {}),
     ...overrides,
   };
 }

@@ -13,13 +13,13 @@ let nextRequestId = 1;
  * gone answers UNAVAILABLE, which is reported unless a stop explains it.
  * Cancels, deadlines and double completions come from the step's seed.
  */
-async function call(h: Harness, r: SimRandom): Promise<void> {
+async function call(h: Harness, r: SimRandom, step: Extract<Step, { kind: "call" }>): Promise<void> {
   const c = h.coord;
   if (c === undefined) return;
   const w = h.world;
   const models = c.loader.modelSpecs();
   if (models.length === 0) return;
-  const model = r.pick(models).id;
+  const model = step.model ?? r.pick(models).id;
   const deadlineMs = r.chance(0.2) ? r.int(500, 20_000) : 120_000;
   // Chained by hand, not AbortSignal.any: Node keeps a composite signal with a
   // listener in a process-wide set until it aborts, and a seed ends with calls
@@ -56,7 +56,7 @@ async function call(h: Harness, r: SimRandom): Promise<void> {
     lease.complete();
   });
   try {
-    const durMs = r.int(20, 3_000) * (p?.behaviour.slowFactor ?? 1);
+    const durMs = (step.holdMs ?? r.int(20, 3_000)) * (p?.behaviour.slowFactor ?? 1);
     await sleep(c.clock, durMs, signal);
     if (h.coord !== c) return;
     if (p === undefined || p.phase === "dead" || p.address !== lease.address) {
@@ -92,7 +92,15 @@ async function admin(h: Harness, step: Extract<Step, { kind: "admin" }>, r: SimR
       const spec = r.pick(models);
       const node = r.chance(0.3) && nodes.length > 0 ? r.pick(nodes).nodeId : undefined;
       const dl = deadlineSignal(c.clock, 300_000, "admin load");
+      // An operator's LoadModel on a named node places there, past spread and maxReplicasPerModel (the replica checker exempts it).
+      const key = node === undefined ? undefined : `${spec.id} ${node}`;
+      if (key !== undefined) w.truth.explicitLoads.set(key, (w.truth.explicitLoads.get(key) ?? 0) + 1);
       await loader.ensureLoaded(spec.id, dl.signal, node).catch(() => undefined);
+      if (key !== undefined) {
+        const n = (w.truth.explicitLoads.get(key) ?? 1) - 1;
+        if (n <= 0) w.truth.explicitLoads.delete(key);
+        else w.truth.explicitLoads.set(key, n);
+      }
       dl.cleanup();
       return;
     }
@@ -167,7 +175,7 @@ export function schedulePlan(h: Harness, plan: readonly Step[]): void {
       const r = new SimRandom(s.r);
       switch (s.kind) {
         case "call":
-          void call(h, r);
+          void call(h, r, s);
           return;
         case "admin":
           h.world.log(`admin ${s.op}`);

@@ -117,6 +117,8 @@ export class GroundTruth {
   readonly forgottenAfterRequestId = new Map<string, number>();
   /** Nodes an operator or the timeout declared lost (audited). */
   readonly declaredLost = new Set<string>();
+  /** Operator LoadModel calls naming a node, in flight: `model node` → how many (placement rules do not apply to them). */
+  readonly explicitLoads = new Map<string, number>();
 
   spawn(init: Omit<TruthProcess, "pid" | "phase" | "readyAtMs" | "diedAtMs" | "unkillableUntilMs">): TruthProcess {
     const p: TruthProcess = { ...init, pid: this.nextPid++, phase: "loading", readyAtMs: undefined, diedAtMs: undefined, unkillableUntilMs: 0 };

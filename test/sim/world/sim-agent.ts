@@ -43,6 +43,8 @@ export interface Registration {
   readonly bootEpoch: bigint;
   readonly embedded: boolean;
   readonly backends: readonly string[];
+  /** The agent config's placement limits (issue 16); absent when the config sets none. */
+  readonly limits?: { readonly maxReplicasPerModel: number };
 }
 
 /** A start stream's sink on the agent side (delivered to the coordinator over the network). */
@@ -108,7 +110,8 @@ export class SimAgent {
   }
 
   registration(): Registration {
-    return { nodeId: this.nodeId, address: `${this.nodeId}:7000`, labels: this.labels, bootEpoch: this.bootEpoch, embedded: this.embedded, backends: ["sim"] };
+    const maxReplicasPerModel = this.w.opts.nodes.find((n) => n.nodeId === this.nodeId)?.maxReplicasPerModel;
+    return { nodeId: this.nodeId, address: `${this.nodeId}:7000`, labels: this.labels, bootEpoch: this.bootEpoch, embedded: this.embedded, backends: ["sim"], ...(maxReplicasPerModel === undefined ? {} : { limits: { maxReplicasPerModel } }) };
   }
 
   /** Runs `fn` now, or when the agent resumes from a pause; never after a crash of this boot. */

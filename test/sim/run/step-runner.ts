@@ -116,7 +116,8 @@ async function admin(h: Harness, step: Extract<Step, { kind: "admin" }>, r: SimR
       if (n === undefined || n.draining) return;
       n.draining = true;
       w.coverage.hit("node.drained");
-      await loader.watchdog.drainNode(n.nodeId, { force: r.chance(0.3) }).catch(() => undefined);
+      // The production path (admin-service DrainNode): replicas keeping a model at min move first.
+      await loader.drainNode(n.nodeId, { force: r.chance(0.3), stillDraining: () => n.draining }).catch(() => undefined);
       return;
     }
     case "undrain":

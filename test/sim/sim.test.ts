@@ -184,6 +184,19 @@ const replicaSeeds: readonly (readonly [number, boolean, string])[] = [
   [28, true, "a load that outlives a reload applies the pin configured now"],
 ];
 
+/**
+ * Replica seeds found by a campaign with `--replicas on`, run with the profile forced on
+ * whatever the seed draws.
+ */
+const forcedReplicaSeeds: readonly (readonly [number, string])[] = [
+  // Checker: the port-recycled fault's load names the node (as an operator's LoadModel does, which places
+  // there past spread and maxReplicasPerModel), but only the admin step's named loads were exempt. A start
+  // of that named load (seed 137: a follower's retry on its node after the leader it joined failed there
+  // and left a leftover) was reported as one beside the leftover. Fixed in the harness
+  // (GroundTruth.explicitLoad counts both).
+  ...[137, 1000, 1051, 1226, 1387, 1400, 1779, 1842, 2051, 2070, 2153, 2486, 2654].map((seed) => [seed, "a load naming a node is the operator's placement, not a spread breach"] as const),
+];
+
 describe("simulation", () => {
   it("is deterministic: the same seed twice gives the same trace hash", async () => {
     const a = await runSeed(11);
@@ -203,6 +216,11 @@ describe("simulation", () => {
   it.each(replicaSeeds)("replica regression seed %i (replica profile %s: %s) holds every invariant", async (seed, replicas) => {
     expect(optionsForSeed(seed).replicaProfile === true).toBe(replicas);
     const r = await runSeed(seed);
+    expect(r.violations).toEqual([]);
+  }, 120_000);
+
+  it.each(forcedReplicaSeeds)("replica regression seed %i (replica profile forced on: %s) holds every invariant", async (seed) => {
+    const r = await runSeed(seed, { overrides: { replicaProfile: true } });
     expect(r.violations).toEqual([]);
   }, 120_000);
 });

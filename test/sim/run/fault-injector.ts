@@ -138,7 +138,8 @@ export function injectFault(h: Harness, s: FaultStep, r: SimRandom): void {
       w.truth.kill(p, now);
       agent.onProcessDied(p, "SIGSEGV");
       const spec = c.loader.modelSpecs().find((m) => m.id !== p.model);
-      if (spec !== undefined) void c.loader.ensureLoaded(spec.id, new AbortController().signal, s.target).catch(() => undefined);
+      // A load naming the node (as an operator's LoadModel would), to reuse the recycled port: placement rules do not apply to it.
+      if (spec !== undefined) void w.truth.explicitLoad(spec.id, s.target, () => c.loader.ensureLoaded(spec.id, new AbortController().signal, s.target));
       return;
     }
     case "nats-outage-long":

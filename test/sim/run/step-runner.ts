@@ -93,14 +93,8 @@ async function admin(h: Harness, step: Extract<Step, { kind: "admin" }>, r: SimR
       const node = r.chance(0.3) && nodes.length > 0 ? r.pick(nodes).nodeId : undefined;
       const dl = deadlineSignal(c.clock, 300_000, "admin load");
       // An operator's LoadModel on a named node places there, past spread and maxReplicasPerModel (the replica checker exempts it).
-      const key = node === undefined ? undefined : `${spec.id} ${node}`;
-      if (key !== undefined) w.truth.explicitLoads.set(key, (w.truth.explicitLoads.get(key) ?? 0) + 1);
-      await loader.ensureLoaded(spec.id, dl.signal, node).catch(() => undefined);
-      if (key !== undefined) {
-        const n = (w.truth.explicitLoads.get(key) ?? 1) - 1;
-        if (n <= 0) w.truth.explicitLoads.delete(key);
-        else w.truth.explicitLoads.set(key, n);
-      }
+      if (node === undefined) await loader.ensureLoaded(spec.id, dl.signal).catch(() => undefined);
+      else await w.truth.explicitLoad(spec.id, node, () => loader.ensureLoaded(spec.id, dl.signal, node));
       dl.cleanup();
       return;
     }

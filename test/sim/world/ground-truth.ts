@@ -120,6 +120,22 @@ export class GroundTruth {
   /** Operator LoadModel calls naming a node, in flight: `model node` → how many (placement rules do not apply to them). */
   readonly explicitLoads = new Map<string, number>();
 
+  /**
+   * Runs `load` (a load naming `nodeId`) counted in `explicitLoads` until it settles, follower
+   * retries included: a coalesced follower that names a node retries there once its leader fails.
+   */
+  async explicitLoad(model: string, nodeId: string, load: () => Promise<unknown>): Promise<void> {
+    const key = `${model} ${nodeId}`;
+    this.explicitLoads.set(key, (this.explicitLoads.get(key) ?? 0) + 1);
+    try {
+      await load().catch(() => undefined);
+    } finally {
+      const n = (this.explicitLoads.get(key) ?? 1) - 1;
+      if (n <= 0) this.explicitLoads.delete(key);
+      else this.explicitLoads.set(key, n);
+    }
+  }
+
   spawn(init: Omit<TruthProcess, "pid" | "phase" | "readyAtMs" | "diedAtMs" | "unkillableUntilMs">): TruthProcess {
     const p: TruthProcess = { ...init, pid: this.nextPid++, phase: "loading", readyAtMs: undefined, diedAtMs: undefined, unkillableUntilMs: 0 };
     this.processes.set(p.pid, p);

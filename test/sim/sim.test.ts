@@ -184,6 +184,17 @@ const replicaSeeds: readonly (readonly [number, boolean, string])[] = [
   [28, true, "a load that outlives a reload applies the pin configured now"],
 ];
 
+/** Replica regression seeds whose own draw has the replica profile off: run with it forced on (`--replicas on`). */
+const forcedReplicaSeeds: readonly (readonly [number, string])[] = [
+  // Warden: a replica adopted during a min load's admission (a coordinator restart) was put pending
+  // eviction at once; the load counted live replicas only and started another, past max should the
+  // stop fail. Fixed in loader replica-not-needed.ts (floor and scale-up loads count the replicas being
+  // stopped toward max before every attempt, as the reconciler does; unit test replica-stopping-count.test.ts).
+  [245, "a floor load counts the replicas being stopped toward max"],
+  [1539, "a floor load counts the replicas being stopped toward max (2)"],
+  [2381, "a floor load counts the replicas being stopped toward max (3)"],
+];
+
 describe("simulation", () => {
   it("is deterministic: the same seed twice gives the same trace hash", async () => {
     const a = await runSeed(11);
@@ -203,6 +214,11 @@ describe("simulation", () => {
   it.each(replicaSeeds)("replica regression seed %i (replica profile %s: %s) holds every invariant", async (seed, replicas) => {
     expect(optionsForSeed(seed).replicaProfile === true).toBe(replicas);
     const r = await runSeed(seed);
+    expect(r.violations).toEqual([]);
+  }, 120_000);
+
+  it.each(forcedReplicaSeeds)("replica regression seed %i (replica profile forced on: %s) holds every invariant", async (seed) => {
+    const r = await runSeed(seed, { overrides: { replicaProfile: true } });
     expect(r.violations).toEqual([]);
   }, 120_000);
 });

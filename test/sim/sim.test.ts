@@ -195,6 +195,13 @@ const forcedReplicaSeeds: readonly (readonly [number, string])[] = [
   // and left a leftover) was reported as one beside the leftover. Fixed in the harness
   // (GroundTruth.explicitLoad counts both).
   ...[137, 1000, 1051, 1226, 1387, 1400, 1779, 1842, 2051, 2070, 2153, 2486, 2654].map((seed) => [seed, "a load naming a node is the operator's placement, not a spread breach"] as const),
+  // Warden: a replica adopted during a min load's admission (a coordinator restart) was put pending
+  // eviction at once; the load counted live replicas only and started another, past max should the
+  // stop fail. Fixed in loader replica-not-needed.ts (floor and scale-up loads count the replicas being
+  // stopped toward max before every attempt, as the reconciler does; unit test replica-stopping-count.test.ts).
+  [245, "a floor load counts the replicas being stopped toward max"],
+  [1539, "a floor load counts the replicas being stopped toward max (2)"],
+  [2381, "a floor load counts the replicas being stopped toward max (3)"],
 ];
 
 describe("simulation", () => {

@@ -6,6 +6,7 @@ import type { ModelSpec } from "./model-spec.js";
 import type { BackendHandle, StartEvent } from "./ports.js";
 import { chooseReplica, pickReplica } from "./replica-routing.js";
 import { retireRecycledAddress } from "./recycled-address.js";
+import { replicaNotNeeded } from "./replica-not-needed.js";
 
 // The load path (DESIGN §3.3): coalesced, cooldown-checked, admitted through
 // the watchdog with the need-more retry loop, bounded by a deadline; a failed
@@ -149,8 +150,7 @@ async function lead<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec,
       s.loadControllers.delete(incarnation);
       return now.best;
     }
-    // `live` counts this load (in admission): enough replicas without it.
-    if (replica !== undefined && now.live - 1 >= replica.upTo) throw new WardenError(Code.Aborted, `replica load of model "${spec.id}" not needed any more`);
+    if (replica !== undefined && replicaNotNeeded(now, s.models.get(spec.id) ?? spec, replica)) throw new WardenError(Code.Aborted, `replica load of model "${spec.id}" not needed any more`);
     const admitted = await admit(s, spec, incarnation, preferredNode, deadline.signal, replica);
     if (typeof admitted !== "string") {
       s.loadControllers.delete(incarnation);
@@ -368,8 +368,7 @@ async function admit<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec
  * could exceed max, or land where spread forbids.
  */
 function replicaStillWanted<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, replica: ReplicaLoad): void {
-  // `live` counts this load (in admission).
-  if (chooseReplica(s, spec.id).live - 1 >= replica.upTo) throw new WardenError(Code.Aborted, `replica load of model "${spec.id}" not needed any more`);
+  if (replicaNotNeeded(chooseReplica(s, spec.id), s.models.get(spec.id) ?? spec, replica)) throw new WardenError(Code.Aborted, `replica load of model "${spec.id}" not needed any more`);
   const inv = s.o.inventories.findModel(spec.id);
   if (inv.t === "unknown" && inv.noInventoryYet === true) throw new WardenError(Code.Aborted, `replica load of model "${spec.id}" deferred: ${inv.reason}`);
 }

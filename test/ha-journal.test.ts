@@ -171,11 +171,14 @@ describe("JetStream journal on a 3-server cluster (R3)", () => {
     const jsm = await jetstreamManager(nc);
     const leader = (await jsm.streams.info(names.stream)).cluster?.leader;
     const first = Math.max(0, cluster.servers.findIndex((s) => s.name === leader));
-    await cluster.kill(first);
-    // An append may be issued during the election and then needs its retries: allow a wider
-    // deadline for this one (a loaded machine), the point is that it acks without the server.
+    // 32 appends in flight while the leader dies: each acks (after the election, by retries
+    // under the same msg ids), none is stored twice, and the stream keeps their issue order.
     const wide = await openJetStreamJournal(nc, { ...names, appendTimeoutMs: 60_000 });
-    await add(intent("K1"), wide);
+    const burst = Array.from({ length: 32 }, (_, i) => intent(`K1-${String(i)}`));
+    const killed = cluster.kill(first);
+    await Promise.all(burst.map((r) => wide.append(r)));
+    acked.push(...burst);
+    await killed;
     await add(intent("K2"), wide);
 
     const second = [0, 1, 2].find((i) => i !== first)!;

@@ -318,36 +318,50 @@ class JournalImpl implements JetStreamJournal {
     this.replayed = true;
     const d = deadlineSignal(this.o.clock, this.o.replayTimeoutMs, `journal stream ${this.stream}: replay`, signal);
     try {
-      const info = await raceSignal(this.jsm.streams.info(this.stream), d.signal);
-      const lastSeq = info.state.last_seq;
-      if (info.state.messages === 0) return [];
-      const consumer = await raceSignal(this.js.consumers.get(this.stream), d.signal);
-      const messages = await raceSignal(consumer.consume({ max_messages: 256 }), d.signal);
-      const stop = (): void => {
-        void messages.close();
-      };
-      d.signal.addEventListener("abort", stop, { once: true });
-      const out: { seq: number; record: JournalRecord }[] = [];
-      try {
-        for await (const m of messages) {
-          out.push({ seq: m.seq, record: decodeJournalRecord(Buffer.from(m.data), this.o.maxRecordBytes) });
-          if (m.seq >= lastSeq) break;
+      // Just after a server loss or restart one read can time out while the stream
+      // settles: read again from the start until the deadline.
+      for (;;) {
+        try {
+          const out = await this.readAll(d.signal);
+          this.held = [...out, ...this.held];
+          return out.map((h) => h.record);
+        } catch (err) {
+          if (err instanceof WardenError && err.code === Code.DataLoss) throw err;
+          if (d.signal.aborted) {
+            const reason = abortReason(d.signal);
+            throw reason.code === Code.Canceled ? reason : journalUnavailable(this.stream, "replay", err);
+          }
+          await sleep(this.o.clock, Math.min(250, this.o.ackTimeoutMs), d.signal).catch(() => undefined);
         }
-      } finally {
-        d.signal.removeEventListener("abort", stop);
-        await messages.close();
       }
-      if (d.signal.aborted) throw abortReason(d.signal);
-      if ((out.at(-1)?.seq ?? 0) < lastSeq) throw new Error(`read stopped at ${String(out.at(-1)?.seq ?? 0)} of ${String(lastSeq)}`);
-      this.held = [...out, ...this.held];
-      return out.map((h) => h.record);
-    } catch (err) {
-      if (err instanceof WardenError && err.code === Code.DataLoss) throw err;
-      if (err instanceof WardenError && err.code === Code.Canceled) throw err;
-      throw journalUnavailable(this.stream, "replay", err);
     } finally {
       d.cleanup();
     }
+  }
+
+  /** One pass over the stream with an ordered consumer, up to the last sequence at its start. */
+  private async readAll(signal: AbortSignal): Promise<{ seq: number; record: JournalRecord }[]> {
+    const info = await raceSignal(this.jsm.streams.info(this.stream), signal);
+    const lastSeq = info.state.last_seq;
+    if (info.state.messages === 0) return [];
+    const consumer = await raceSignal(this.js.consumers.get(this.stream), signal);
+    const messages = await raceSignal(consumer.consume({ max_messages: 256 }), signal);
+    const stop = (): void => {
+      void messages.close();
+    };
+    signal.addEventListener("abort", stop, { once: true });
+    const out: { seq: number; record: JournalRecord }[] = [];
+    try {
+      for await (const m of messages) {
+        out.push({ seq: m.seq, record: decodeJournalRecord(Buffer.from(m.data), this.o.maxRecordBytes) });
+        if (m.seq >= lastSeq) break;
+      }
+    } finally {
+      signal.removeEventListener("abort", stop);
+      await messages.close();
+    }
+    if ((out.at(-1)?.seq ?? 0) < lastSeq) throw new Error(`read stopped at ${String(out.at(-1)?.seq ?? 0)} of ${String(lastSeq)}`);
+    return out;
   }
 
   stats(): JetStreamJournalStats {

@@ -172,8 +172,9 @@ class JournalImpl implements JetStreamJournal {
           if (p.settled) return;
           const reason = abortReason(d.signal);
           const err = reason.code === Code.DeadlineExceeded ? journalUnavailable(this.stream, "append", reason) : reason;
-          // Never sent: drop it so it is never stored. Sent: its outcome is unknown;
-          // it stays in the chain until its publish settles, so order holds.
+          // Not in flight: drop it, so it is never sent (again); if an earlier attempt was
+          // sent, its outcome is unknown. In flight: it stays in the chain until that
+          // publish settles, so the recovery that follows sees the order whole.
           if (!p.inFlight) this.chain = this.chain.filter((q) => q !== p);
           this.settle(p, undefined, err);
         },

@@ -115,6 +115,20 @@ export function decodeJournalFile(image: Buffer, maxRecordBytes: number): Decode
   return { records, validEndBytes: at, tailRecords: 0 };
 }
 
+/**
+ * Decodes one framed record that must fill `bytes` exactly (a JetStream
+ * message body: one record per message). Anything else — short, over the
+ * cap, unknown kind, CRC mismatch, trailing bytes — is DATA_LOSS: the bytes
+ * were stored whole, so damage here is not a torn write.
+ */
+export function decodeJournalRecord(bytes: Buffer, maxRecordBytes: number): JournalRecord {
+  const bad = badRecordAt(bytes, 0, maxRecordBytes);
+  if (bad !== undefined) throw new WardenError(Code.DataLoss, `journal: corrupt record (${bad})`);
+  const length = bytes.readUInt32LE(0);
+  if (recordHeaderBytes + length !== bytes.length) throw new WardenError(Code.DataLoss, `journal: ${String(bytes.length - recordHeaderBytes - length)} bytes after the record`);
+  return decodeBody(bytes.readUInt8(8), bytes.subarray(recordHeaderBytes), 0);
+}
+
 function badRecordAt(image: Buffer, at: number, maxRecordBytes: number): string | undefined {
   if (image.length - at < recordHeaderBytes) return "incomplete header";
   const length = image.readUInt32LE(at);

@@ -1,0 +1,378 @@
+import { jetstream, type JetStreamClient, type JetStreamManager } from "@nats-io/jetstream";
+import { nuid, type NatsConnection } from "@nats-io/transport-node";
+import { Code, WardenError, abortReason, deadlineSignal, invalidArgument, raceSignal, sleep } from "@warden/common";
+import { decodeJournalRecord, encodeJournalRecord, recordHeaderBytes } from "@warden/journal";
+import { liveJournalRecords, type Journal, type JournalRecord } from "@warden/outbox";
+import { ensureJournalStream, journalUnavailable, resolveJournalOptions, type JetStreamJournalOptions, type ResolvedJournalOptions } from "./journal-stream.js";
+
+export interface JetStreamJournalStats {
+  readonly appends: number;
+  /** Publish attempts that failed and were sent again (same msg id). */
+  readonly resends: number;
+  readonly compactions: number;
+  readonly compactionErrors: number;
+  /** Records in the stream as far as this journal knows (replayed + acked − purged). */
+  readonly heldRecords: number;
+}
+
+/**
+ * The coordinator's journal on a replicated JetStream stream (implements the
+ * outbox's `Journal` port like the file journal; for `ha:`).
+ *
+ * - One record per message, framed and CRC-checked by the file journal's
+ *   codec. `append` resolves on the stream's PubAck, which JetStream sends
+ *   once a quorum of replicas has the message (2 of 3).
+ * - Order and no doubles: every message carries a unique `Nats-Msg-Id` and
+ *   `Nats-Expected-Last-Msg-Id` = the id of the record before it, so the
+ *   stream can only ever hold a prefix of the issue order: if one publish is
+ *   lost, every later one is refused, never stored out of order.
+ * - Group commit: appends are published as they arrive, without waiting for
+ *   earlier acks. When any attempt fails (ack timeout, no stream leader,
+ *   refused), sending stops until every publish in flight has settled; the
+ *   stream's real last message is read back (from the stream leader), the
+ *   records up to it are resolved, and the rest are published again in order
+ *   under their same ids (a stored one comes back `duplicate`), until each
+ *   append's deadline.
+ * - Failure: an append that is not acked within `appendTimeoutMs` rejects
+ *   UNAVAILABLE naming the stream (no quorum never hangs). If it had been
+ *   sent, its outcome is unknown — the stream may have stored it before
+ *   losing quorum, and a later replay may return it (whole). One that was
+ *   still waiting to be sent is dropped and never stored.
+ * - Compaction (after `compactAtRecords` acks, when nothing is unacked): the
+ *   live set (`liveJournalRecords`) is appended again as ordinary records,
+ *   then everything before its first sequence is purged in one request.
+ *   Re-appending rather than one rollup message keeps the live set unbounded
+ *   by `max_payload`, and a crash between the two steps leaves old records
+ *   plus copies, which `reduceJournal` folds to the same state (repeated
+ *   event ids count once; intents, marks and epochs are idempotent). Appends
+ *   go on while it runs; they land after the copies and survive the purge.
+ *
+ * One writer at a time (the lease holder); a second writer's appends break
+ * the msg-id chain and are detected only as far as the chain shows it.
+ */
+export interface JetStreamJournal extends Journal {
+  readonly stream: string;
+  stats(): JetStreamJournalStats;
+  /** Rejects what is pending (UNAVAILABLE) and every later append. Does not close the connection. */
+  close(): void;
+}
+
+interface Pending {
+  readonly id: string;
+  readonly record: JournalRecord;
+  readonly bytes: Buffer;
+  /** Sent at least once: from then on, dropping it leaves its outcome unknown. */
+  sent: boolean;
+  inFlight: boolean;
+  settled: boolean;
+  resolve(seq: number): void;
+  reject(err: WardenError): void;
+}
+
+/** Opens (creating if absent) the journal stream and learns its last record; bounded by `replayTimeoutMs` × 2 and `signal`. */
+export async function openJetStreamJournal(nc: NatsConnection, options: JetStreamJournalOptions = {}, signal?: AbortSignal): Promise<JetStreamJournal> {
+  const o = resolveJournalOptions(options, nc.info?.max_payload ?? 1024 * 1024);
+  const jsm = await ensureJournalStream(nc, o, signal);
+  const js = jetstream(nc, { timeout: o.ackTimeoutMs });
+  // Right after a server loss the stream may be electing a leader (503): retried until the open deadline.
+  const d = deadlineSignal(o.clock, o.replayTimeoutMs, `journal stream ${o.stream}: open`, signal);
+  try {
+    for (;;) {
+      try {
+        return new JournalImpl(o, jsm, js, await lastStoredId(jsm, o, d.signal));
+      } catch (err) {
+        if (d.signal.aborted) throw journalUnavailable(o.stream, "open", err);
+        await sleep(o.clock, Math.min(250, o.ackTimeoutMs), d.signal).catch(() => undefined);
+      }
+    }
+  } finally {
+    d.cleanup();
+  }
+}
+
+/** The stream's last message id (from the stream leader), or undefined when empty. */
+async function lastStoredId(jsm: JetStreamManager, o: ResolvedJournalOptions, signal?: AbortSignal): Promise<string | undefined> {
+  const d = deadlineSignal(o.clock, o.ackTimeoutMs * 2, `journal stream ${o.stream}: read last record`, signal);
+  try {
+    const info = await raceSignal(jsm.streams.info(o.stream), d.signal);
+    if (info.state.messages === 0) return undefined;
+    const m = await raceSignal(jsm.streams.getMessage(o.stream, { seq: info.state.last_seq }), d.signal);
+    return m?.header.get("Nats-Msg-Id");
+  } catch (err) {
+    throw journalUnavailable(o.stream, "read of the last record", err);
+  } finally {
+    d.cleanup();
+  }
+}
+
+class JournalImpl implements JetStreamJournal {
+  readonly stream: string;
+  /** Unacked appends in issue order (one owner: this class). */
+  private chain: Pending[] = [];
+  private inFlight = 0;
+  /** A send failed: nothing new goes out until recovery has re-read the stream. */
+  private recovering = false;
+  private recoveryRunning = false;
+  /** Id the next publish expects as the stream's last one. */
+  private lastSentId: string | undefined;
+  /** Acked records by stream sequence (the compaction's input). */
+  private held: { seq: number; record: JournalRecord }[] = [];
+  private ackedSinceCompaction = 0;
+  private compacting = false;
+  private replayed = false;
+  private closed = false;
+  private readonly idPrefix = nuid.next();
+  private nextId = 0;
+  private appends = 0;
+  private resends = 0;
+  private compactions = 0;
+  private compactionErrors = 0;
+
+  constructor(
+    private readonly o: ResolvedJournalOptions,
+    private readonly jsm: JetStreamManager,
+    private readonly js: JetStreamClient,
+    lastId: string | undefined,
+  ) {
+    this.stream = o.stream;
+    this.lastSentId = lastId;
+  }
+
+  append(record: JournalRecord, signal?: AbortSignal): Promise<void> {
+    if (this.closed) return Promise.reject(new WardenError(Code.FailedPrecondition, `journal stream ${this.stream}: closed`));
+    if (signal?.aborted === true) return Promise.reject(abortReason(signal));
+    const bytes = encodeJournalRecord(record);
+    if (bytes.length - recordHeaderBytes > this.o.maxRecordBytes) return Promise.reject(invalidArgument("record", `larger than ${String(this.o.maxRecordBytes)} bytes`));
+    this.appends++;
+    return this.enqueue(record, bytes, signal).then(() => undefined);
+  }
+
+  private enqueue(record: JournalRecord, bytes: Buffer, signal?: AbortSignal): Promise<number> {
+    return new Promise<number>((resolve, reject) => {
+      const d = deadlineSignal(this.o.clock, this.o.appendTimeoutMs, `journal stream ${this.stream}: append`, signal);
+      const p: Pending = {
+        id: `${this.idPrefix}-${String(this.nextId++)}`,
+        record,
+        bytes,
+        sent: false,
+        inFlight: false,
+        settled: false,
+        resolve: (seq) => {
+          d.cleanup();
+          resolve(seq);
+        },
+        reject: (err) => {
+          d.cleanup();
+          reject(err);
+        },
+      };
+      d.signal.addEventListener(
+        "abort",
+        () => {
+          if (p.settled) return;
+          const reason = abortReason(d.signal);
+          const err = reason.code === Code.DeadlineExceeded ? journalUnavailable(this.stream, "append", reason) : reason;
+          // Not in flight: drop it, so it is never sent (again); if an earlier attempt was
+          // sent, its outcome is unknown. In flight: it stays in the chain until that
+          // publish settles, so the recovery that follows sees the order whole.
+          if (!p.inFlight) this.chain = this.chain.filter((q) => q !== p);
+          this.settle(p, undefined, err);
+        },
+        { once: true },
+      );
+      this.chain.push(p);
+      if (!this.recovering) this.send(p);
+      else if (this.inFlight === 0) void this.recover();
+    });
+  }
+
+  private settle(p: Pending, seq: number | undefined, err?: WardenError): void {
+    if (p.settled) return;
+    p.settled = true;
+    if (seq !== undefined) p.resolve(seq);
+    else p.reject(err ?? journalUnavailable(this.stream, "append", "not acknowledged"));
+  }
+
+  private send(p: Pending): void {
+    const expect = this.lastSentId === undefined ? { lastSequence: 0 } : { lastMsgID: this.lastSentId };
+    this.lastSentId = p.id;
+    p.sent = true;
+    p.inFlight = true;
+    this.inFlight++;
+    this.js.publish(this.o.subject, p.bytes, { msgID: p.id, expect, timeout: this.o.ackTimeoutMs, retries: 1 }).then(
+      (ack) => {
+        this.acked(p, ack.seq);
+      },
+      () => {
+        this.recovering = true;
+      },
+    ).finally(() => {
+      p.inFlight = false;
+      this.inFlight--;
+      if (this.recovering && this.inFlight === 0) void this.recover();
+    });
+  }
+
+  private acked(p: Pending, seq: number): void {
+    const i = this.chain.indexOf(p);
+    // An ack for p means every record before it is stored too (the msg-id chain).
+    const done = i < 0 ? [] : this.chain.splice(0, i + 1);
+    for (const q of done) {
+      // Records before p are stored too, at sequences not learnt here (compaction does not need them).
+      this.held.push({ seq: q === p ? seq : -1, record: q.record });
+      this.settle(q, q === p ? seq : -1);
+    }
+    this.ackedSinceCompaction += done.length;
+    this.maybeCompact();
+  }
+
+  /** Re-reads the stream's last id, resolves what it shows stored, re-sends the rest in order. */
+  private async recover(): Promise<void> {
+    if (this.recoveryRunning) return;
+    this.recoveryRunning = true;
+    try {
+      while (!this.closed) {
+        // Unsent appends whose deadline passed were dropped from the chain already;
+        // sent ones stay until settled here (a later one's ack may still prove them stored).
+        if (this.chain.length === 0) {
+          this.recovering = false;
+          break;
+        }
+        let last: string | undefined;
+        try {
+          last = await lastStoredId(this.jsm, this.o);
+        } catch {
+          this.resends++;
+          this.chain = this.chain.filter((q) => !q.settled || q.inFlight);
+          if (this.chain.length === 0) {
+            this.recovering = false;
+            break;
+          }
+          // No stream leader answers at once (503): back off rather than spin.
+          await sleep(this.o.clock, Math.min(250, this.o.ackTimeoutMs));
+          continue;
+        }
+        const k = last === undefined ? -1 : this.chain.findIndex((q) => q.id === last);
+        if (k >= 0) {
+          for (const q of this.chain.splice(0, k + 1)) {
+            this.held.push({ seq: -1, record: q.record });
+            this.ackedSinceCompaction++;
+            this.settle(q, -1);
+          }
+        }
+        // Settled (given up) ones not proven stored are not re-sent: their caller was told UNAVAILABLE.
+        this.chain = this.chain.filter((q) => !q.settled);
+        this.lastSentId = last;
+        this.recovering = false;
+        for (const q of this.chain) {
+          this.resends++;
+          this.send(q);
+        }
+        break;
+      }
+    } finally {
+      this.recoveryRunning = false;
+    }
+  }
+
+  private maybeCompact(): void {
+    if (this.compacting || this.chain.length > 0 || this.recovering) return;
+    if (this.ackedSinceCompaction < this.o.compactAtRecords) return;
+    const live = liveJournalRecords(this.held.map((h) => h.record));
+    // An empty live set is not compacted: the stream would be empty and the msg-id
+    // chain would lose its anchor. With an epoch recorded (always, in the coordinator) it never is.
+    if (live.length === 0 || this.held.length < live.length * 2) return;
+    this.compacting = true;
+    void this.compact(live).finally(() => {
+      this.compacting = false;
+    });
+  }
+
+  private async compact(live: readonly JournalRecord[]): Promise<void> {
+    const before = this.held;
+    const copies = live.map((r) => this.enqueue(r, encodeJournalRecord(r)));
+    try {
+      const seqs = await Promise.all(copies);
+      // The first copy's own sequence: one learnt only through recovery (-1) is not used.
+      const firstSeq = seqs[0] ?? -1;
+      if (firstSeq <= 0) throw new Error("no sequence for the first copy");
+      const d = deadlineSignal(this.o.clock, this.o.appendTimeoutMs, `journal stream ${this.stream}: purge`);
+      try {
+        await raceSignal(this.jsm.streams.purge(this.stream, { seq: firstSeq }), d.signal);
+      } finally {
+        d.cleanup();
+      }
+      const beforeSet = new Set(before);
+      this.held = this.held.filter((h) => !beforeSet.has(h));
+      this.ackedSinceCompaction = 0;
+      this.compactions++;
+    } catch {
+      // Old records plus copies fold to the same state; the next compaction cleans up.
+      await Promise.allSettled(copies);
+      this.compactionErrors++;
+      this.ackedSinceCompaction = 0;
+    }
+  }
+
+  async replay(signal?: AbortSignal): Promise<readonly JournalRecord[]> {
+    if (this.replayed) throw new WardenError(Code.FailedPrecondition, `journal stream ${this.stream}: replay is available once, at start`);
+    this.replayed = true;
+    const d = deadlineSignal(this.o.clock, this.o.replayTimeoutMs, `journal stream ${this.stream}: replay`, signal);
+    try {
+      // Just after a server loss or restart one read can time out while the stream
+      // settles: read again from the start until the deadline.
+      for (;;) {
+        try {
+          const out = await this.readAll(d.signal);
+          this.held = [...out, ...this.held];
+          return out.map((h) => h.record);
+        } catch (err) {
+          if (err instanceof WardenError && err.code === Code.DataLoss) throw err;
+          if (d.signal.aborted) {
+            const reason = abortReason(d.signal);
+            throw reason.code === Code.Canceled ? reason : journalUnavailable(this.stream, "replay", err);
+          }
+          await sleep(this.o.clock, Math.min(250, this.o.ackTimeoutMs), d.signal).catch(() => undefined);
+        }
+      }
+    } finally {
+      d.cleanup();
+    }
+  }
+
+  /** One pass over the stream with an ordered consumer, up to the last sequence at its start. */
+  private async readAll(signal: AbortSignal): Promise<{ seq: number; record: JournalRecord }[]> {
+    const info = await raceSignal(this.jsm.streams.info(this.stream), signal);
+    const lastSeq = info.state.last_seq;
+    if (info.state.messages === 0) return [];
+    const consumer = await raceSignal(this.js.consumers.get(this.stream), signal);
+    const messages = await raceSignal(consumer.consume({ max_messages: 256 }), signal);
+    const stop = (): void => {
+      void messages.close();
+    };
+    signal.addEventListener("abort", stop, { once: true });
+    const out: { seq: number; record: JournalRecord }[] = [];
+    try {
+      for await (const m of messages) {
+        out.push({ seq: m.seq, record: decodeJournalRecord(Buffer.from(m.data), this.o.maxRecordBytes) });
+        if (m.seq >= lastSeq) break;
+      }
+    } finally {
+      signal.removeEventListener("abort", stop);
+      await messages.close();
+    }
+    if ((out.at(-1)?.seq ?? 0) < lastSeq) throw new Error(`read stopped at ${String(out.at(-1)?.seq ?? 0)} of ${String(lastSeq)}`);
+    return out;
+  }
+
+  stats(): JetStreamJournalStats {
+    return { appends: this.appends, resends: this.resends, compactions: this.compactions, compactionErrors: this.compactionErrors, heldRecords: this.held.length };
+  }
+
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    for (const p of this.chain) this.settle(p, undefined, journalUnavailable(this.stream, "append", "journal closed"));
+    this.chain = [];
+  }
+}

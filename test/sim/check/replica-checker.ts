@@ -1,7 +1,11 @@
 import type { CheckContext, Checker } from "./checker.js";
 
-/** Held replicas of `model` counted as the reconciler does: not pending eviction, not freed (`live`), and of those the ready ones. */
-function replicaCounts(ctx: CheckContext, model: string, except?: string): { held: number; live: number; ready: number } {
+/**
+ * Held replicas of `model` counted as the reconciler does: not pending eviction, not freed (`live`), and of those the ready ones.
+ * `offDraining` leaves out replicas on draining nodes: a drain moves a replica by starting its replacement first, so while it
+ * moves the model runs one more than max; the replicas off draining nodes never exceed it (README "Replicas", Drain).
+ */
+function replicaCounts(ctx: CheckContext, model: string, except?: string, offDraining = false): { held: number; live: number; ready: number } {
   const c = ctx.coord;
   if (c === undefined) return { held: 0, live: 0, ready: 0 };
   let held = 0;
@@ -9,6 +13,7 @@ function replicaCounts(ctx: CheckContext, model: string, except?: string): { hel
   let ready = 0;
   for (const h of c.loader.heldInstances()) {
     if (h.model !== model || h.incarnation === except) continue;
+    if (offDraining && c.nodes.get(h.nodeId)?.draining === true) continue;
     held++;
     const v = c.loader.core.instance(h.incarnation);
     if (v === undefined || v.pendingEviction !== undefined || v.state === "freed") continue;
@@ -36,7 +41,8 @@ function describeHeld(ctx: CheckContext, model: string, except: string): string 
  *   pending eviction and a StopBackend in flight);
  * - count: a start never takes the model's replicas not being stopped past
  *   `max`, and a scale-up never its held ones (those being stopped count: a
- *   failed stop may register one again); the idle
+ *   failed stop may register one again), replicas on draining nodes aside
+ *   (a drain's move runs the replacement beside them); the idle
  *   watchdog and a scale-down never take it below `min` (scale-down never
  *   below max(min, 1)) — LRU, group, memory, busy, admin stops, crashes and
  *   node loss may, and the reconciler restores `min` by quiescence unless
@@ -72,7 +78,7 @@ export function replicaChecker(): Checker {
       if (spec === undefined) return;
       // Any start: replicas not being stopped, this one included. (An on-demand load that began before
       // its model's last replica was detached for a stop goes on; that one settles stopped or as a leftover.)
-      const n = replicaCounts(ctx, model);
+      const n = replicaCounts(ctx, model, undefined, true);
       if (n.live > spec.replicas.max) ctx.report("replicas: max", `start of ${model} ${incarnation} on ${nodeId} makes ${String(n.live)} live replicas (max ${String(spec.replicas.max)}): ${describeHeld(ctx, model, incarnation)}`);
       if (ctx.world.truth.explicitLoads.has(`${model} ${nodeId}`)) return;
       const leftovers = new Set(c.loader.leftoverList().map((l) => l.incarnation));
@@ -98,7 +104,7 @@ export function replicaChecker(): Checker {
           cov.hit(`replica.scaled-up.${e.cause}`);
           // A replica load counts the replicas being stopped too (a failed stop may register one again).
           const spec = c.loader.modelSpec(e.model);
-          const n = replicaCounts(ctx, e.model);
+          const n = replicaCounts(ctx, e.model, undefined, true);
           if (spec !== undefined && n.held > spec.replicas.max) ctx.report("replicas: max", `${e.cause} scale-up of ${e.model} to ${e.nodeId} makes ${String(n.held)} held replicas (max ${String(spec.replicas.max)}): ${describeHeld(ctx, e.model, e.incarnation)}`);
           return;
         }

@@ -145,9 +145,10 @@ async function lead<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec,
     if (s.o.admissionGate !== undefined) await raceSignal(s.o.admissionGate, deadline.signal);
     // Adopted while we waited at the gate: no second copy.
     const now = chooseReplica(s, spec.id);
-    if (replica === undefined && now.best !== undefined) {
+    const served = replica === undefined ? servedMeanwhile(s, spec) : undefined;
+    if (served !== undefined) {
       s.loadControllers.delete(incarnation);
-      return now.best;
+      return served;
     }
     // `live` counts this load (in admission): enough replicas without it.
     if (replica !== undefined && now.live - 1 >= replica.upTo) throw new WardenError(Code.Aborted, `replica load of model "${spec.id}" not needed any more`);
@@ -321,7 +322,7 @@ async function admit<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec
     // during admission (a node's inventory, a restarted coordinator) serves
     // them instead: no second copy (seed 24 put a second m0, max 1, beside an
     // instance adopted during the load's admission retries).
-    const adopted = replica === undefined ? chooseReplica(s, spec.id).best : undefined;
+    const adopted = replica === undefined ? servedMeanwhile(s, spec) : undefined;
     if (adopted !== undefined) return adopted;
     const choice = preferredNode === undefined ? s.o.placement.choose(spec) : { nodeId: preferredNode };
     let needMore = true;
@@ -330,7 +331,7 @@ async function admit<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec
     } else {
       const r = await s.watchdog.admit({ nodeId: choice.nodeId, model: spec.id, incarnation, ...pinsAndGroupsNow(s, spec), sizeBytes: spec.sizeBytes });
       // Admission may have waited for evictions to settle: adopted meanwhile, give the reservation back.
-      const adoptedMeanwhile = r.t === "admitted" && replica === undefined ? chooseReplica(s, spec.id).best : undefined;
+      const adoptedMeanwhile = r.t === "admitted" && replica === undefined ? servedMeanwhile(s, spec) : undefined;
       if (adoptedMeanwhile !== undefined) {
         s.core.releaseReservation(incarnation);
         return adoptedMeanwhile;
@@ -357,6 +358,20 @@ async function admit<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec
     if (needMore) await s.o.sleep(s.retryIntervalMs, signal);
   }
   throw new WardenError(Code.FailedPrecondition, `cannot load model "${spec.id}" after ${String(s.maxAttempts)} attempts: ${lastReason}`, { details: { model: spec.id } });
+}
+
+/**
+ * What serves an on-demand load's callers instead of it: a routable replica
+ * adopted meanwhile, or — as ensureLoaded answers a call arriving now — one
+ * on an unreachable node when the replicas, this load aside, fill max (seed
+ * 2878: m2, max 1, adopted on n3; a stall made n3 unreachable before the
+ * load's next attempt, which then started a second copy on n0).
+ */
+function servedMeanwhile<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec): HeldInstance<H> | undefined {
+  const c = chooseReplica(s, spec.id);
+  if (c.best !== undefined) return c.best;
+  // `live` counts this load (in admission).
+  return c.unreachable !== undefined && c.live - 1 >= Math.max(1, spec.replicas.max) ? c.unreachable : undefined;
 }
 
 /**

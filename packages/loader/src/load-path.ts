@@ -6,6 +6,7 @@ import type { ModelSpec } from "./model-spec.js";
 import type { BackendHandle, StartEvent } from "./ports.js";
 import { chooseReplica, pickReplica } from "./replica-routing.js";
 import { retireRecycledAddress } from "./recycled-address.js";
+import { replicaSpare } from "./replica-spare.js";
 
 // The load path (DESIGN §3.3): coalesced, cooldown-checked, admitted through
 // the watchdog with the need-more retry loop, bounded by a deadline; a failed
@@ -329,7 +330,8 @@ async function admit<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec
     if (choice.nodeId === undefined) {
       lastReason = choice.reason;
     } else {
-      const r = await s.watchdog.admit({ nodeId: choice.nodeId, model: spec.id, incarnation, ...pinsAndGroupsNow(s, spec), sizeBytes: spec.sizeBytes });
+      const spare = replica === undefined ? undefined : replicaSpare(s, spec);
+      const r = await s.watchdog.admit({ nodeId: choice.nodeId, model: spec.id, incarnation, ...pinsAndGroupsNow(s, spec), sizeBytes: spec.sizeBytes, ...(spare === undefined ? {} : { spare }) });
       // Admission may have waited for evictions to settle: adopted meanwhile, give the reservation back.
       const adoptedMeanwhile = r.t === "admitted" && replica === undefined ? servedMeanwhile(s, spec) : undefined;
       if (adoptedMeanwhile !== undefined) {
@@ -399,6 +401,7 @@ function describeShortfall(s: Shortfall): string {
   if (s.leftovers > 0) parts.push(`${String(s.leftovers)} leftover`);
   if (s.orphans > 0) parts.push(`${String(s.orphans)} orphan`);
   if (s.pinned > 0) parts.push(`${String(s.pinned)} pinned`);
+  if ((s.spared ?? 0) > 0) parts.push(`${String(s.spared)} spared (replicas a replica load must not evict)`);
   return parts.length > 0 ? `blocked by ${parts.join(", ")} instance(s)` : `${String(s.missing)} more slot(s) needed`;
 }
 

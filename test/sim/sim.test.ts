@@ -202,6 +202,19 @@ const forcedReplicaSeeds: readonly (readonly [number, string])[] = [
   [245, "a floor load counts the replicas being stopped toward max"],
   [1539, "a floor load counts the replicas being stopped toward max (2)"],
   [2381, "a floor load counts the replicas being stopped toward max (3)"],
+  // Warden: m2 (max 1) was adopted on n3 while a restarted coordinator's on-demand load waited in
+  // admission; a stall made n3 unreachable before the load's next attempt, which saw no routable
+  // replica and started a second m2 on n0. Fixed in loader load-path.ts (replicas filling max on an
+  // unreachable node end the load, as they answer a call; unit test adopted-during-admission.test.ts).
+  [2878, "replicas filling max on an unreachable node end an on-demand load in admission"],
+  // Simulator: a duplicated start message of a running incarnation answered "failed ALREADY_EXISTS"
+  // on the original stream ahead of its Spawned; the real agent attaches the repeat to the start.
+  [1406, "a duplicated start message is absorbed while its process runs"],
+  // Warden: one placeable node at its limit and two min-2 models: every floor load evicted its own
+  // model's replica or the other's floor replica by LRU, so no breaker ever opened and the node
+  // churned for ever. Fixed in loader replica-spare.ts and watchdog enforcement.ts (a replica load
+  // spares those; unit tests replica-floor-churn.test.ts, admission-spare.test.ts).
+  [788, "a replica load never evicts its own model's replicas or another model's floor"],
 ];
 
 describe("simulation", () => {

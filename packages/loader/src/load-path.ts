@@ -7,6 +7,7 @@ import type { BackendHandle, StartEvent } from "./ports.js";
 import { chooseReplica, pickReplica } from "./replica-routing.js";
 import { retireRecycledAddress } from "./recycled-address.js";
 import { replicaNotNeeded } from "./replica-not-needed.js";
+import { replicaSpare } from "./replica-spare.js";
 
 // The load path (DESIGN §3.3): coalesced, cooldown-checked, admitted through
 // the watchdog with the need-more retry loop, bounded by a deadline; a failed
@@ -146,9 +147,10 @@ async function lead<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec,
     if (s.o.admissionGate !== undefined) await raceSignal(s.o.admissionGate, deadline.signal);
     // Adopted while we waited at the gate: no second copy.
     const now = chooseReplica(s, spec.id);
-    if (replica === undefined && now.best !== undefined) {
+    const served = replica === undefined ? servedMeanwhile(s, spec) : undefined;
+    if (served !== undefined) {
       s.loadControllers.delete(incarnation);
-      return now.best;
+      return served;
     }
     if (replica !== undefined && replicaNotNeeded(now, s.models.get(spec.id) ?? spec, replica)) throw new WardenError(Code.Aborted, `replica load of model "${spec.id}" not needed any more`);
     const admitted = await admit(s, spec, incarnation, preferredNode, deadline.signal, replica);
@@ -321,16 +323,17 @@ async function admit<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec
     // during admission (a node's inventory, a restarted coordinator) serves
     // them instead: no second copy (seed 24 put a second m0, max 1, beside an
     // instance adopted during the load's admission retries).
-    const adopted = replica === undefined ? chooseReplica(s, spec.id).best : undefined;
+    const adopted = replica === undefined ? servedMeanwhile(s, spec) : undefined;
     if (adopted !== undefined) return adopted;
     const choice = preferredNode === undefined ? s.o.placement.choose(spec) : { nodeId: preferredNode };
     let needMore = true;
     if (choice.nodeId === undefined) {
       lastReason = choice.reason;
     } else {
-      const r = await s.watchdog.admit({ nodeId: choice.nodeId, model: spec.id, incarnation, ...pinsAndGroupsNow(s, spec), sizeBytes: spec.sizeBytes });
+      const spare = replica === undefined ? undefined : replicaSpare(s, spec);
+      const r = await s.watchdog.admit({ nodeId: choice.nodeId, model: spec.id, incarnation, ...pinsAndGroupsNow(s, spec), sizeBytes: spec.sizeBytes, ...(spare === undefined ? {} : { spare }) });
       // Admission may have waited for evictions to settle: adopted meanwhile, give the reservation back.
-      const adoptedMeanwhile = r.t === "admitted" && replica === undefined ? chooseReplica(s, spec.id).best : undefined;
+      const adoptedMeanwhile = r.t === "admitted" && replica === undefined ? servedMeanwhile(s, spec) : undefined;
       if (adoptedMeanwhile !== undefined) {
         s.core.releaseReservation(incarnation);
         return adoptedMeanwhile;
@@ -360,6 +363,20 @@ async function admit<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec
 }
 
 /**
+ * What serves an on-demand load's callers instead of it: a routable replica
+ * adopted meanwhile, or — as ensureLoaded answers a call arriving now — one
+ * on an unreachable node when the replicas, this load aside, fill max (seed
+ * 2878: m2, max 1, adopted on n3; a stall made n3 unreachable before the
+ * load's next attempt, which then started a second copy on n0).
+ */
+function servedMeanwhile<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec): HeldInstance<H> | undefined {
+  const c = chooseReplica(s, spec.id);
+  if (c.best !== undefined) return c.best;
+  // `live` counts this load (in admission).
+  return c.unreachable !== undefined && c.live - 1 >= Math.max(1, spec.replicas.max) ? c.unreachable : undefined;
+}
+
+/**
  * Throws ABORTED (not a failure: no breaker; the reconciler asks again on a
  * later tick) when a replica load is not wanted now, checked before every
  * placement attempt: replicas adopted meanwhile make it one too many, and a
@@ -383,6 +400,7 @@ function describeShortfall(s: Shortfall): string {
   if (s.leftovers > 0) parts.push(`${String(s.leftovers)} leftover`);
   if (s.orphans > 0) parts.push(`${String(s.orphans)} orphan`);
   if (s.pinned > 0) parts.push(`${String(s.pinned)} pinned`);
+  if ((s.spared ?? 0) > 0) parts.push(`${String(s.spared)} spared (replicas a replica load must not evict)`);
   return parts.length > 0 ? `blocked by ${parts.join(", ")} instance(s)` : `${String(s.missing)} more slot(s) needed`;
 }
 

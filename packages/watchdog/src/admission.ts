@@ -28,9 +28,9 @@ export function admit(st: CoreState, request: AdmissionRequest): AdmissionDecisi
   }
   capacityCheck(st);
   applyModelConfig(st, model, request.groups, request.pinned);
-  const g = enforceGroups(st, nodeId, model, model);
+  const g = enforceGroups(st, nodeId, model, model, request.spare);
   if (g.conflicts > 0) return { t: "wait", cause: "group", stops: g.stops, needMore: g.needMore, shortfall: g.shortfall };
-  const l = enforceLimit(st, nodeId, model);
+  const l = enforceLimit(st, nodeId, model, request.spare);
   let limitExceeded: LimitExceeded | undefined;
   if (!l.fits) {
     if (l.stops.length > 0 || l.needMore || !l.pinsOnly) return { t: "wait", cause: "limit", stops: l.stops, needMore: l.needMore, shortfall: l.shortfall };

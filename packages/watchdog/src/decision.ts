@@ -14,6 +14,8 @@ export interface Shortfall {
   readonly pending: number;
   readonly leftovers: number;
   readonly orphans: number;
+  /** Ready victims the admission was asked to spare (AdmissionRequest.spare); absent when none. */
+  readonly spared?: number;
 }
 
 /**

@@ -29,7 +29,7 @@ const emptyShortfall: Shortfall = Object.freeze({
  * and busy unless force); anything else in a conflicting group — pinned,
  * busy, loading, reserved, freed, pending, leftover, orphan — sets need-more.
  */
-export function enforceGroups(st: CoreState, nodeId: string, model: string, trigger: string | undefined): EnforcementDecision & { readonly conflicts: number } {
+export function enforceGroups(st: CoreState, nodeId: string, model: string, trigger: string | undefined, spare?: ReadonlySet<string>): EnforcementDecision & { readonly conflicts: number } {
   const wanted = groupsOf(st, model);
   if (wanted.length === 0) return { stops: [], needMore: false, shortfall: emptyShortfall, conflicts: 0 };
   const n = st.nodes.get(nodeId);
@@ -37,7 +37,7 @@ export function enforceGroups(st: CoreState, nodeId: string, model: string, trig
   const wantedSet = new Set(wanted);
   const shares = (groups: readonly string[]): boolean => groups.some((g) => wantedSet.has(g));
   const force = st.policy.forceEvictionWhenBusy;
-  const sf = { ...emptyShortfall };
+  const sf: { -readonly [K in keyof Shortfall]: Shortfall[K] } = { ...emptyShortfall };
   let conflicts = 0;
   const candidates: InstanceRecord[] = [];
   for (const r of n.instances) {
@@ -47,6 +47,7 @@ export function enforceGroups(st: CoreState, nodeId: string, model: string, trig
     switch (r.state.t) {
       case "ready":
         if (st.pinned.has(r.model)) sf.pinned++;
+        else if (spare?.has(r.incarnation) === true) sf.spared = (sf.spared ?? 0) + 1;
         else if (!force && isBusy(st, r)) sf.busy++;
         else candidates.push(r);
         break;
@@ -70,21 +71,24 @@ export function enforceGroups(st: CoreState, nodeId: string, model: string, trig
     if (e.kind === "leftover") sf.leftovers++;
     else sf.orphans++;
   }
-  const stops = orderVictims(st, candidates).map((r) => detach(st, r, "group", isBusy(st, r), trigger));
+  // A spared conflict never goes, so evicting the others would free nothing usable, and waiting frees nothing.
+  const spared = sf.spared ?? 0;
+  const stops = spared > 0 ? [] : orderVictims(st, candidates).map((r) => detach(st, r, "group", isBusy(st, r), trigger));
   sf.missing = conflicts - stops.length;
-  return { stops, needMore: stops.length < conflicts, shortfall: sf, conflicts };
+  return { stops, needMore: spared === 0 && stops.length < conflicts, shortfall: sf, conflicts };
 }
 
 /**
  * The per-node limit (localai-semantics §3.2 with DESIGN §3.4 item 3):
  * `toEvict = occupied + 1 − limit − pendingEviction`. Need-more when a
- * shortfall has any cause but pins, or when evictions are pending. A
- * pins-alone shortfall does not set it (`pinsOnly`).
+ * shortfall has any cause but pins (or spared victims), or when evictions
+ * are pending. A pins-alone shortfall does not set it (`pinsOnly`).
  */
 export function enforceLimit(
   st: CoreState,
   nodeId: string,
   trigger: string | undefined,
+  spare?: ReadonlySet<string>,
 ): EnforcementDecision & { readonly fits: boolean; readonly pinsOnly: boolean; readonly occupancy: Occupancy } {
   const counted = nodeOccupancy(st, nodeId);
   // Planted bug "admission-ignores-pending": an eviction in flight is taken as already done.
@@ -92,7 +96,7 @@ export function enforceLimit(
   const limit = st.policy.limitPerNode;
   if (limit <= 0 || occ.total + 1 <= limit) return { stops: [], needMore: false, shortfall: emptyShortfall, fits: true, pinsOnly: false, occupancy: occ };
   const toEvict = occ.total + 1 - limit - occ.pendingEviction;
-  const sf = {
+  const sf: { -readonly [K in keyof Shortfall]: Shortfall[K] } = {
     ...emptyShortfall,
     reserved: occ.reserved,
     loading: occ.loading,
@@ -112,6 +116,10 @@ export function enforceLimit(
         sf.pinned++;
         continue;
       }
+      if (spare?.has(r.incarnation) === true) {
+        sf.spared = (sf.spared ?? 0) + 1;
+        continue;
+      }
       const busy = isBusy(st, r);
       if (busy && !force) {
         sf.busy++;
@@ -124,5 +132,7 @@ export function enforceLimit(
   sf.missing = missing;
   const otherBlockers = sf.busy + sf.reserved + sf.loading + sf.freed + sf.leftovers + sf.orphans;
   const needMore = occ.pendingEviction > 0 || (missing > 0 && otherBlockers > 0);
-  return { stops, needMore, shortfall: sf, fits: false, pinsOnly: missing > 0 && otherBlockers === 0, occupancy: occ };
+  // Spared victims block like pins but never let the admission past the limit (not pins-only), nor
+  // make it wait: nothing the admission waits for frees them.
+  return { stops, needMore, shortfall: sf, fits: false, pinsOnly: missing > 0 && otherBlockers === 0 && (sf.spared ?? 0) === 0, occupancy: occ };
 }

@@ -43,6 +43,14 @@ export interface AdmissionRequest {
   readonly groups?: readonly string[];
   readonly pinned?: boolean;
   readonly sizeBytes?: number;
+  /**
+   * Incarnations this admission must not select as victims (counted as
+   * `spared` in the shortfall, never admitted over the limit): a replica load
+   * spares its own model's replicas and those holding another model at its
+   * min — evicting them only moves the shortfall, and the reconciler takes it
+   * back (simulation seed 788: two floors on one full node, for ever).
+   */
+  readonly spare?: ReadonlySet<string>;
 }
 
 /**

@@ -220,16 +220,14 @@ export class SimAgent {
         sink.fail(refused);
         return;
       }
-      const existing = this.records.get(req.incarnation);
-      if (existing !== undefined) {
-        sink.emit({ t: "failed", code: "ALREADY_EXISTS", message: "incarnation already started", exitCode: undefined, lastStderrLine: "" });
-        sink.end();
-        return;
-      }
-      // A repeat of an incarnation already spawned and gone: never a second process.
-      // The real agent answers that repeat call with EXITED; here its answer would
-      // reach the original call's stream, which that call never sent, so it is dropped.
-      if (this.spawnedIncarnations.has(req.incarnation)) return;
+      // A repeat of an incarnation already spawned (running or gone): never a second process.
+      // The real agent attaches the repeat call to the start (StartRegistry: its event log
+      // replayed to that call), or answers EXITED once the process is gone; here either answer
+      // would reach the original call's stream, which that call never sent, so it is dropped.
+      // (Seed 1406 with replicas on: a duplicated start message answered "failed ALREADY_EXISTS"
+      // on the original stream ahead of its Spawned; the loader rightly gave the load up and
+      // the process it had started ran on, held by nobody.)
+      if (this.records.has(req.incarnation) || this.spawnedIncarnations.has(req.incarnation)) return;
       this.rememberSpawned(req.incarnation);
       let port = 20000;
       while (this.usedPorts.has(port)) port++;

@@ -47,10 +47,10 @@ export async function acquire<H extends BackendHandle>(s: LoaderState<H>, modelI
         if (h.placement === "remote-only") h.placement = "local-remote";
         const end = s.core.trackRequest(address);
         s.routes.touched(h.model, h.incarnation);
-        let ended = false;
+        // Run-once is the watchdog's (its end() ignores a second call): one owner of the
+        // guard, so a double completion still reaches the rule it tests. A second
+        // touched() re-reads the same figures and changes nothing.
         const complete = (): void => {
-          if (ended) return;
-          ended = true;
           end();
           s.routes.touched(h.model, h.incarnation);
         };

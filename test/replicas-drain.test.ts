@@ -5,34 +5,21 @@
  * spawn real backend-sim processes, real loopback gRPC. Every wait is on an
  * event or a condition; the ready count is followed on the event stream.
  */
-import { afterAll, afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { EvictionReason, NodeState, type Event } from "@warden/proto";
 import { eventTypeOf } from "@warden/events";
-import { liveTaggedSims, uniqueTag } from "./support/agent-harness.js";
-import { liveRemoteAgents, startRemoteAgent, type RemoteAgent } from "./support/agent-process.js";
+import { startRemoteAgent } from "./support/agent-process.js";
 import { runningBackends } from "./support/chaos-checks.js";
 import { startTestCoordinator, until, type TestCoordinator } from "./support/coordinator-harness.js";
+import { replicaCluster } from "./support/replica-cluster.js";
 import { recordingLogger } from "./support/recording-logger.js";
 import { instancesOf, readyOf, replicaModel } from "./support/replica-calls.js";
 
-const tag = uniqueTag("replicas-drain");
-let tc: TestCoordinator | undefined;
-let agents: RemoteAgent[] = [];
-
-afterEach(async () => {
-  await tc?.close();
-  tc = undefined;
-  for (const a of agents) await a.cleanup();
-  agents = [];
-  expect(await liveRemoteAgents()).toEqual([]);
-});
-
-afterAll(async () => {
-  expect(await liveTaggedSims(tag)).toEqual([]);
-});
+const cl = replicaCluster("replicas-drain");
+const { tag } = cl;
 
 async function addNodes(t: TestCoordinator, ids: readonly string[]): Promise<void> {
-  agents.push(...(await Promise.all(ids.map((nodeId) => startRemoteAgent({ coordinator: t.c.address, nodeId, tag, config: {} })))));
+  cl.agents.push(...(await Promise.all(ids.map((nodeId) => startRemoteAgent({ coordinator: t.c.address, nodeId, tag, config: {} })))));
   await until(`${ids.join(", ")} ready`, async () => (await t.admin.listNodes({})).nodes.filter((n) => ids.includes(n.nodeId) && n.state === NodeState.READY).length === ids.length, 60_000);
 }
 
@@ -57,7 +44,7 @@ function readyCounts(events: readonly Event[], model: string): number[] {
 describe("drain with replicas over real processes (issue 16)", { timeout: 240_000 }, () => {
   it("drain of a node holding a min 2 replica: the replacement on the third node is ready before the drained one's stop begins, the ready count never drops below 2, the node ends empty", async () => {
     const logger = recordingLogger();
-    const t = (tc = await startTestCoordinator({ embeddedAgent: false, models: [replicaModel("m", { min: 2, max: 2 }, { spread: "node" })], policy: {}, extra: {}, logger }));
+    const t = (cl.tc = await startTestCoordinator({ embeddedAgent: false, models: [replicaModel("m", { min: 2, max: 2 }, { spread: "node" })], policy: {}, extra: {}, logger }));
     // Two nodes first: spread node puts one replica on each. The third joins empty.
     await addNodes(t, ["a", "b"]);
     const two = await until("two ready replicas", async () => ((await readyOf(t.admin, "m")).length === 2 ? readyOf(t.admin, "m") : undefined), 90_000);

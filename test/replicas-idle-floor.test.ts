@@ -7,35 +7,22 @@
  * the min 1 model had been idle past its timeout too — the test waits on
  * those events, never on a timer, and fails if the floor is not kept.
  */
-import { afterAll, afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { EvictionReason, InstanceState, NodeState } from "@warden/proto";
 import { eventTypeOf } from "@warden/events";
-import { liveTaggedSims, uniqueTag } from "./support/agent-harness.js";
-import { liveRemoteAgents, startRemoteAgent, type RemoteAgent } from "./support/agent-process.js";
-import { startTestCoordinator, until, type TestCoordinator } from "./support/coordinator-harness.js";
+import { startRemoteAgent } from "./support/agent-process.js";
+import { startTestCoordinator, until } from "./support/coordinator-harness.js";
+import { replicaCluster } from "./support/replica-cluster.js";
 import { instancesOf, readyOf, replicaModel, summaryOf } from "./support/replica-calls.js";
 
-const tag = uniqueTag("replicas-idle");
-let tc: TestCoordinator | undefined;
-let agents: RemoteAgent[] = [];
-
-afterEach(async () => {
-  await tc?.close();
-  tc = undefined;
-  for (const a of agents) await a.cleanup();
-  agents = [];
-  expect(await liveRemoteAgents()).toEqual([]);
-});
-
-afterAll(async () => {
-  expect(await liveTaggedSims(tag)).toEqual([]);
-});
+const cl = replicaCluster("replicas-idle");
+const { tag } = cl;
 
 describe("idle floor over real processes (issue 16)", { timeout: 240_000 }, () => {
   it("a min 1 model with a 1 s idle timeout stays loaded (same incarnation, never evicted) through three idle evictions of a min 0 model with the same timeout", async () => {
     const models = [replicaModel("keep", { min: 1, max: 1 }, { idleTimeout: "1s" }), replicaModel("gone", { min: 0, max: 1 }, { idleTimeout: "1s" })];
-    const t = (tc = await startTestCoordinator({ embeddedAgent: false, models, policy: {}, extra: {} }));
-    agents.push(await startRemoteAgent({ coordinator: t.c.address, nodeId: "a", tag, config: {} }));
+    const t = (cl.tc = await startTestCoordinator({ embeddedAgent: false, models, policy: {}, extra: {} }));
+    cl.agents.push(await startRemoteAgent({ coordinator: t.c.address, nodeId: "a", tag, config: {} }));
     await until("a ready", async () => (await t.admin.listNodes({})).nodes.some((n) => n.nodeId === "a" && n.state === NodeState.READY), 60_000);
     const [keep] = await until("keep's min replica ready", async () => {
       const r = await readyOf(t.admin, "keep");

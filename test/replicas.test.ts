@@ -5,54 +5,42 @@
  * open by slow streams cut by the test (replica-calls.ts), so in-flight
  * counts are exact; every wait is on an event or a condition.
  */
-import { afterAll, afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { EvictionReason, InstanceState, NodeState, PlacementDecision, type Event } from "@warden/proto";
 import { eventTypeOf } from "@warden/events";
-import { liveTaggedSims, uniqueTag } from "./support/agent-harness.js";
-import { liveRemoteAgents, startRemoteAgent, type RemoteAgent } from "./support/agent-process.js";
+import { startRemoteAgent, type RemoteAgent } from "./support/agent-process.js";
 import { runningBackends } from "./support/chaos-checks.js";
 import { startTestCoordinator, until, type TestCoordinator } from "./support/coordinator-harness.js";
+import { replicaCluster } from "./support/replica-cluster.js";
 import { holdCalls, instancesOf, readyOf, replicaModel, summaryOf, type HeldCalls } from "./support/replica-calls.js";
 
-const tag = uniqueTag("replicas");
-let tc: TestCoordinator | undefined;
-let agents: RemoteAgent[] = [];
 let held: HeldCalls[] = [];
-
-afterEach(async () => {
+const cl = replicaCluster("replicas", async () => {
   for (const h of held) await h.release().catch(() => undefined);
   held = [];
-  for (const a of agents) a.resume();
-  await tc?.close();
-  tc = undefined;
-  for (const a of agents) await a.cleanup();
-  agents = [];
-  expect(await liveRemoteAgents()).toEqual([]);
+  for (const a of cl.agents) a.resume();
 });
-
-afterAll(async () => {
-  expect(await liveTaggedSims(tag)).toEqual([]);
-});
+const { tag } = cl;
 
 function cur(): TestCoordinator {
-  if (tc === undefined) throw new Error("no coordinator");
-  return tc;
+  if (cl.tc === undefined) throw new Error("no coordinator");
+  return cl.tc;
 }
 
 /** Starts agents for `nodes` (id → extra agent config) and waits until the coordinator lists them ready. */
 async function addNodes(nodes: Record<string, Record<string, unknown>>): Promise<RemoteAgent[]> {
   const t = cur();
   const started = await Promise.all(Object.entries(nodes).map(([nodeId, config]) => startRemoteAgent({ coordinator: t.c.address, nodeId, tag, config })));
-  agents.push(...started);
+  cl.agents.push(...started);
   const ids = Object.keys(nodes);
   await until(`${ids.join(", ")} ready`, async () => (await t.admin.listNodes({})).nodes.filter((n) => ids.includes(n.nodeId) && n.state === NodeState.READY).length === ids.length, 60_000);
   return started;
 }
 
 async function cluster(models: Record<string, unknown>[], nodes: Record<string, Record<string, unknown>>, o: { stop?: Record<string, unknown>; policy?: Record<string, unknown>; extra?: Record<string, unknown> } = {}): Promise<TestCoordinator> {
-  tc = await startTestCoordinator({ embeddedAgent: false, models, policy: o.policy ?? {}, ...(o.stop === undefined ? {} : { stop: o.stop }), extra: o.extra ?? {} });
+  cl.tc = await startTestCoordinator({ embeddedAgent: false, models, policy: o.policy ?? {}, ...(o.stop === undefined ? {} : { stop: o.stop }), extra: o.extra ?? {} });
   await addNodes(nodes);
-  return tc;
+  return cl.tc;
 }
 
 async function hold(model: string, n: number): Promise<HeldCalls> {
@@ -172,7 +160,7 @@ describe("replicas over real processes (issue 16)", { timeout: 240_000 }, () => 
     const rows = await instancesOf(t.admin, "m");
     const keep = rows.find((i) => i.inFlight === 1)!;
     const victim = rows.find((i) => i.inFlight === 0)!;
-    const frozen = agents.find((a) => a.nodeId === victim.nodeId)!;
+    const frozen = cl.agents.find((a) => a.nodeId === victim.nodeId)!;
     frozen.pause();
     await t.admin.scaleModel({ model: "m", min: 1, operator: "test" });
     await t.waitForEvent("replica.scaled-down", of(victim.incarnation), 60_000);

@@ -122,6 +122,14 @@ describe("backend-sim service", () => {
       expect(await s.impl.generateImage(create(GenerateImageRequestSchema, { positivePrompt: "cat", width: 3, height: 2, dst: png, ModelIdentity: "a" }), ctx())).toEqual({ success: true, message: png });
       const img = readFileSync(png);
       expect([img.subarray(1, 4).toString(), img.readUInt32BE(16), img.readUInt32BE(20)]).toEqual(["PNG", 3, 2]);
+      // A dst the file system refuses is a named error, never INTERNAL, for every modality that writes one (the fuzz test found "\0").
+      for (const [bad, code] of [["\0", Code.InvalidArgument], ["x".repeat(4097), Code.InvalidArgument], [join(dir, "no-such-dir", "out.png"), Code.FailedPrecondition], [dir, Code.FailedPrecondition]] as const) {
+        for (const call of [() => s.impl.generateImage(create(GenerateImageRequestSchema, { dst: bad, ModelIdentity: "a" }), ctx()), () => s.impl.tTS(create(TTSRequestSchema, { text: "hi", dst: bad, ModelIdentity: "a" }), ctx())]) {
+          const err = await call().catch((e: unknown) => e);
+          expect(isWardenError(err, code), bad.slice(0, 40)).toBe(true);
+          expect((err as WardenError).details.field).toBe("dst");
+        }
+      }
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

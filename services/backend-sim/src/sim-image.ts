@@ -1,7 +1,6 @@
-import { writeFileSync } from "node:fs";
 import { crc32, deflateSync } from "node:zlib";
-import { invalidArgument } from "@warden/common";
 import type { GenerateImageRequest } from "@warden/proto";
+import { writeDst } from "./sim-dst.js";
 
 /** Largest side the simulator paints (a request for more gets this). */
 export const simMaxImageSide = 1024;
@@ -37,8 +36,7 @@ export function simPng(width: number, height: number, rgb: readonly [number, num
 
 /** GenerateImage as a diffusers backend answers it: the image written at `dst`, success with the path. */
 export function simGenerateImage(req: GenerateImageRequest): { success: boolean; message: string } {
-  if (req.dst === "") throw invalidArgument("dst", "must name the output file");
   const side = (n: number): number => Math.min(Math.max(n, 1), simMaxImageSide);
-  writeFileSync(req.dst, simPng(side(req.width === 0 ? 512 : req.width), side(req.height === 0 ? 512 : req.height), simImageColour(req.positivePrompt)));
+  writeDst(req.dst, simPng(side(req.width === 0 ? 512 : req.width), side(req.height === 0 ? 512 : req.height), simImageColour(req.positivePrompt)));
   return { success: true, message: req.dst };
 }

@@ -1,9 +1,10 @@
-import { statSync, writeFileSync } from "node:fs";
+import { statSync } from "node:fs";
 import { basename } from "node:path";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { Code, WardenError, invalidArgument, sleep, wavFile, type Clock } from "@warden/common";
 import type { Backend, ReplySchema, TranscriptLiveResponseSchema, TranscriptStreamResponseSchema } from "@warden/proto";
 import type { ServiceImpl } from "@warden/grpc";
+import { writeDst } from "./sim-dst.js";
 
 /** What the modalities need of the simulator: its identity guard, call log and per-reply delay. */
 export interface SimModalityDeps {
@@ -113,8 +114,7 @@ export function simModalities(d: SimModalityDeps): Partial<ServiceImpl<typeof Ba
     async tTS(req) {
       d.log("TTS");
       d.held(req.ModelIdentity);
-      if (req.dst === "") throw invalidArgument("dst", "must name the output file");
-      writeFileSync(req.dst, wavFile(simSpeech(req.text), simSampleRate));
+      writeDst(req.dst, wavFile(simSpeech(req.text), simSampleRate));
       return { success: true, message: req.dst };
     },
     async *tTSStream(req, ctx): AsyncIterable<MessageInitShape<typeof ReplySchema>> {

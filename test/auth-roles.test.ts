@@ -39,6 +39,7 @@ const adminRequests: Readonly<Record<string, unknown>> = {
   // NOT_FOUND for an admitted caller: neither the model nor the node exists.
   scaleModel: { model: "not-configured", min: 1 },
   setNodeLimits: { nodeId: "nope", limits: { maxReplicasPerModel: 2 } },
+  getHaStatus: {},
 };
 
 const rank: Readonly<Record<Caller, number>> = { viewer: 1, operator: 2, admin: 3, inference: 0, node: 0, none: -1, wrong: -1 };

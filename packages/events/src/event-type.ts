@@ -37,6 +37,7 @@ const typeByCase = {
   replicaScaleBlocked: "replica.scale-blocked",
   replicaScaleSet: "replica.scale-set",
   nodeLimitsSet: "node.limits-set",
+  coordinatorLeader: "coordinator.leader",
 } as const satisfies Record<PayloadCase, string>;
 
 /** Every event type name, e.g. `"eviction.started"`. */

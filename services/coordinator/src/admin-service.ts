@@ -11,6 +11,7 @@ import {
   type NodeSchema,
   type PolicySchema,
 } from "@warden/proto";
+import type { GetHaStatusResponseSchema } from "@warden/proto";
 import type { ServiceImpl } from "@warden/grpc";
 import {
   Code,
@@ -46,6 +47,8 @@ export interface AdminDeps {
   readonly placement: PlacementView;
   readonly enforcement: { readonly maxAttempts: number; readonly intervalMs: number };
   readonly defaultStopTimeoutMs: number;
+  /** GetHaStatus's answer (HA runner, issue 17); without it: `enabled: false` (single machine). */
+  readonly haStatus?: () => MessageInitShape<typeof GetHaStatusResponseSchema>;
 }
 
 /** Monotonic clock ms → wall timestamp. */
@@ -300,6 +303,9 @@ export function adminService(d: AdminDeps): ServiceImpl<typeof AdminService> {
       d.loader.scale(req.model, patch, operator);
       const status = d.loader.replicaStatus(req.model);
       return status === undefined ? {} : { replicas: modelReplicasInit(status, d.clock.now()) };
+    },
+    async getHaStatus() {
+      return d.haStatus?.() ?? { enabled: false };
     },
     async setNodeLimits(req) {
       const audit = applySetNodeLimits(req, d.nodes);

@@ -23,6 +23,7 @@ export const adminMethodRoles: Readonly<Record<string, "viewer" | "operator">> =
   UpdatePolicy: "operator",
   ScaleModel: "operator",
   SetNodeLimits: "operator",
+  GetHaStatus: "viewer",
 });
 
 const rank: Readonly<Record<Role, number>> = { viewer: 1, operator: 2, admin: 3, inference: 0, node: 0 };

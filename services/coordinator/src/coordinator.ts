@@ -5,7 +5,7 @@ import { AdminService, AgentService, Backend, InferenceService, InventoryEntrySc
 import { GrpcServer, LeanGrpcServer, ServingStatus, guardRawUnary, inProcessClient } from "@warden/grpc";
 import { cryptoRng, createUlidFactory, nullLogger, sleep, systemClock, wardenVersion, type Cancel, type Clock, type Logger, type Rng } from "@warden/common";
 import { Loader } from "@warden/loader";
-import { createOutbox, nullPublisher, type Outbox, type OutboxHealth, type Publisher } from "@warden/outbox";
+import { createOutbox, nullPublisher, type Journal, type Outbox, type OutboxHealth, type Publisher } from "@warden/outbox";
 import { openFileJournal, type FileJournal } from "@warden/journal";
 import { describeAuditLinkState, startAuditLink, type AuditLink, type NatsCredentials } from "@warden/audit";
 import { builtinCatalog, servePrometheus, createAgent, createNodeHeartbeat, inProcessNodeService, placementLimitsMessage, resolveAgentConfig, type Agent, type NodeHeartbeat } from "@warden/agent";
@@ -27,11 +27,14 @@ import { CoordinatorMetrics } from "./metrics.js";
 import { settleUnsettledEvictions } from "./unsettled-evictions.js";
 import { restoreJournalReplicas } from "./journal-replicas-at-start.js";
 import { startCoordinatorHttp } from "./http/coordinator-http.js";
+import type { CoordinatorHaWiring } from "./ha/coordinator-ha-wiring.js";
 
 export interface CoordinatorDeps {
   readonly clock?: Clock;
   readonly rng?: Rng;
   readonly logger?: Logger;
+  /** One term of HA leadership (ha/coordinator-ha-wiring.ts); undefined = single machine. */
+  readonly ha?: CoordinatorHaWiring;
 }
 
 /** How long close() lets open gRPC calls finish before cutting them. */
@@ -102,9 +105,11 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
   const newId = createUlidFactory(clock, rng);
 
   const journalPath = join(stateDir, "coordinator.journal");
-  const journal: FileJournal = await openFileJournal({ path: journalPath });
-  if (journal.repaired !== undefined) {
-    const r = journal.repaired;
+  // In HA the journal is the replicated JetStream stream, owned by the runner.
+  const fileJournal: FileJournal | undefined = deps.ha === undefined ? await openFileJournal({ path: journalPath }) : undefined;
+  const journal: Journal = deps.ha?.journal ?? (fileJournal as FileJournal);
+  if (fileJournal?.repaired !== undefined) {
+    const r = fileJournal.repaired;
     log.warn(`journal torn tail repaired: cut ${String(r.droppedBytes)} bytes (${String(r.droppedRecords)} records) at offset ${String(r.offsetBytes)}`, { ...r });
   }
   const auth = await loadCoordinatorAuth(config.auth, [config.listen, config.inferenceListen], log.child({ component: "auth" }));
@@ -161,8 +166,8 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
   // Right after recovery and before any new decision, so the audit trail says
   // where records may be missing (the dropped tail may have held an acknowledged one).
   const startupEvents: Event[] = [];
-  if (journal.repaired !== undefined) {
-    const r = journal.repaired;
+  if (fileJournal?.repaired !== undefined) {
+    const r = fileJournal.repaired;
     const e = await hub.publish({ payload: { case: "journalRepaired", value: create(JournalRepairedSchema, { path: r.path, droppedBytes: BigInt(r.droppedBytes), droppedRecords: r.droppedRecords }) } });
     if (e !== undefined) startupEvents.push(e);
   }
@@ -172,6 +177,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
     log: log.child({ component: "nodes" }),
     graceMs: config.nodeGraceMs,
     connect: (address) => transport.connectAgent(address),
+    ...(deps.ha === undefined ? {} : { leaderEpoch: deps.ha.leaderEpoch }),
     maxNodes: config.limits.maxNodes,
     lostAfterMs: config.nodeLostAfterMs,
     orphanGraceMs: config.orphanGraceMs,
@@ -398,7 +404,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
       nodes.close();
       await agent?.close({ stopBackends: options.stopBackends });
       await outbox.close();
-      await journal.close();
+      await fileJournal?.close();
       await auditLink?.close();
     },
   };

@@ -1,0 +1,23 @@
+import type { Journal } from "@warden/outbox";
+import type { DurableStateStore } from "./durable-state-port.js";
+
+/**
+ * What the HA runner (issue 17) hands `startCoordinator` for one term of
+ * leadership. Without it the coordinator is the single-machine one: file
+ * journal in its state dir, nothing persisted besides, epoch 0 on every
+ * agent command.
+ */
+export interface CoordinatorHaWiring {
+  /** The journal in place of the file journal (`openJetStreamJournal`); the runner owns its lifetime. */
+  readonly journal: Journal;
+  /** Drains, lost nodes, forgotten instances, policy, scale and node limits (`openKvStateStore`). */
+  readonly state: DurableStateStore;
+  /** The lease epoch this term won: stamped on every command to an agent. */
+  readonly leaderEpoch: () => bigint;
+  /**
+   * An agent refused a command as from an older epoch, or reported a newer
+   * one than ours in its heartbeat: another coordinator leads. The runner
+   * steps down (called synchronously; it must not throw).
+   */
+  readonly onSuperseded: (newerEpoch: bigint, detail: string) => void;
+}

@@ -16,3 +16,4 @@ export * from "./identifier.js";
 export * from "./wav.js";
 export * from "./memory-budget.js";
 export * from "./stale-leader-epoch.js";
+export * from "./not-leader.js";

@@ -1,0 +1,209 @@
+/**
+ * Coordinator HA over real processes (issue 17): three nats-server in a
+ * JetStream cluster on loopback, two coordinators with `ha:`, two agents given
+ * both coordinator addresses, tagged backend-sim processes.
+ *
+ * - kill -9 of the leader during a burst of inference and evictions: the
+ *   standby leads, every backend that ran still runs (same pid) and is routed
+ *   through the new leader, the open stop intent is carried over and reaped,
+ *   the audit trail on the stream has nothing lost and no eviction twice;
+ * - SIGSTOP of the leader until the standby leads, then SIGCONT: it steps
+ *   down, and nothing was started or stopped twice;
+ * - kill of one nats-server: the same leader, same epoch, evictions and
+ *   inference go on;
+ * - a policy change and a drain made on the old leader hold on the new one.
+ */
+import { afterAll, afterEach, describe, expect, it } from "vitest";
+import { Code, WardenError } from "@warden/common";
+import { InstanceState, NodeState } from "@warden/proto";
+import { liveTaggedSims } from "./support/agent-harness.js";
+import { liveRemoteAgents } from "./support/agent-process.js";
+import { auditProblems, runningBackends, untilAuditComplete } from "./support/chaos-checks.js";
+import { simModel, until } from "./support/coordinator-harness.js";
+import { startHaCluster, type HaCluster, type HaCoordinator } from "./support/ha-cluster.js";
+
+let cluster: HaCluster | undefined;
+const tags: string[] = [];
+
+afterEach(async () => {
+  await cluster?.close();
+  cluster = undefined;
+});
+
+afterAll(async () => {
+  for (const t of tags) expect(await liveTaggedSims(t)).toEqual([]);
+  expect(await liveRemoteAgents()).toEqual([]);
+});
+
+async function start(name: string, models: Record<string, unknown>[], config: Record<string, unknown> = {}): Promise<HaCluster> {
+  cluster = await startHaCluster({ name, models, config });
+  tags.push(cluster.tag);
+  return cluster;
+}
+
+function other(c: HaCluster, coord: HaCoordinator): HaCoordinator {
+  return c.coords[1 - coord.index]!;
+}
+
+function codeOf(err: unknown): Code | undefined {
+  return err instanceof WardenError ? err.code : undefined;
+}
+
+const onA = (id: string, extra: Record<string, unknown> = {}): Record<string, unknown> => simModel(id, { selector: { node: "a" }, ...extra });
+const onB = (id: string, extra: Record<string, unknown> = {}): Record<string, unknown> => simModel(id, { selector: { node: "b" }, ...extra });
+
+async function predictVia(coord: HaCoordinator, model: string): Promise<string | undefined> {
+  const r = await coord.inference.predict({ model, options: { Prompt: "hi", Tokens: 2 } }, { timeoutMs: 30_000 });
+  return r.reply?.message === undefined ? undefined : Buffer.from(r.reply.message).toString("utf8");
+}
+
+describe("coordinator HA: failover over real processes", { timeout: 300_000 }, () => {
+  it("kill -9 of the leader during a burst: the standby leads, same backends (same pids) routed through it, the open stop intent carried over and reaped, the audit trail whole", async () => {
+    const c = await start("ha-failover-kill", [onA("keep-a"), onB("keep-b"), onA("cycle"), onB("stuck")]);
+    await c.addAgent("a");
+    const b = await c.addAgent("b");
+    const first = await c.leader();
+    const lead = first.coord;
+    for (const m of ["keep-a", "keep-b", "stuck"]) await lead.admin.loadModel({ model: m }, { timeoutMs: 60_000 });
+    const before = await runningBackends(c.tag);
+    expect(before.length).toBe(3);
+    const stuckInc = (await lead.admin.listModels({})).instances.find((i) => i.model === "stuck")?.incarnation ?? "";
+    expect(stuckInc).not.toBe("");
+
+    // An eviction whose StopBackend cannot land: b is frozen, the stop times
+    // out (rpcTimeout 2 s), the instance is a leftover with an open stop intent.
+    b.pause();
+    await lead.admin.unloadModel({ model: "stuck" }, { timeoutMs: 60_000 }).catch((e: unknown) => e);
+    await until("stuck is a leftover at the leader", async () => (await lead.admin.listModels({})).instances.some((i) => i.incarnation === stuckInc && i.state === InstanceState.LEFTOVER), 60_000);
+
+    // The burst: inference to keep-a through whichever coordinator answers, and load/unload cycles (evictions) of `cycle`.
+    let bursting = true;
+    const failures: unknown[] = [];
+    let served = 0;
+    const callers = [0, 1, 2, 3].map(async () => {
+      while (bursting) {
+        for (const coord of c.coords) {
+          try {
+            await predictVia(coord, "keep-a");
+            served++;
+            break;
+          } catch (err) {
+            failures.push(err);
+          }
+        }
+      }
+    });
+    const cycler = (async () => {
+      while (bursting) {
+        for (const coord of c.coords) {
+          try {
+            await coord.admin.loadModel({ model: "cycle" }, { timeoutMs: 30_000 });
+            await coord.admin.unloadModel({ model: "cycle" }, { timeoutMs: 30_000 });
+            break;
+          } catch {
+            // a standby's refusal, or the dying leader: the next coordinator
+          }
+        }
+      }
+    })();
+    await until("the burst is under way", () => served >= 5, 60_000);
+    await lead.kill();
+    const next = await c.leader(60_000);
+    expect(next.coord.index).toBe(other(c, lead).index);
+    expect(next.status.epoch).toBeGreaterThan(first.status.epoch);
+    await until("calls served by the new leader", async () => (await predictVia(next.coord, "keep-a").catch(() => undefined)) !== undefined, 60_000);
+    const servedAfter = served;
+    await until("the burst goes on through the new leader", () => served >= servedAfter + 5, 60_000);
+    bursting = false;
+    await Promise.all([...callers, cycler]);
+    // A call that failed failed as UNAVAILABLE (the dying leader, or a standby's refusal): nothing else.
+    expect(failures.map(codeOf).filter((code) => code !== Code.Unavailable)).toEqual([]);
+
+    // The leftover is the new leader's from the start; b returns and it is reaped.
+    expect((await next.coord.admin.listModels({})).instances.find((i) => i.incarnation === stuckInc)?.state).toBe(InstanceState.LEFTOVER);
+    b.resume();
+    await until("stuck reaped by the new leader", () => next.coord.events.some((e) => e.type === "leftover.reaped" && e.incarnation === stuckInc) || next.coord.events.some((e) => e.type === "eviction.stopped" && e.incarnation === stuckInc), 90_000);
+    await until("stuck's backend gone", async () => !(await runningBackends(c.tag)).some((r) => r.incarnation === stuckInc), 60_000);
+
+    // Same backend processes, no restart: keep-a and keep-b run with their pids and are routable.
+    const after = await runningBackends(c.tag);
+    for (const m of ["keep-a", "keep-b"]) {
+      const inc = (await next.coord.admin.listModels({})).instances.find((i) => i.model === m && i.state === InstanceState.READY)?.incarnation;
+      expect(inc, `${m} ready at the new leader`).toBeDefined();
+      expect(after.find((r) => r.incarnation === inc)?.pid).toBe(before.find((r) => r.incarnation === inc)?.pid);
+      expect(await predictVia(next.coord, m)).toBeDefined();
+    }
+    expect(next.coord.events.some((e) => e.type === "backend.loaded" && (e.model === "keep-a" || e.model === "keep-b"))).toBe(false);
+    expect(next.coord.events.filter((e) => e.type === "coordinator.leader")).toHaveLength(1);
+
+    // The audit trail, from the stream after de-dup: every event either coordinator logged, each eviction closed once.
+    const audit = await untilAuditComplete(c.nats.urls.join(","), () => c.logged(), 90_000);
+    expect(auditProblems(audit.events, c.logged())).toEqual([]);
+    expect(audit.events.filter((e) => e.payload.case === "coordinatorLeader").map((e) => e.payload.case === "coordinatorLeader" ? e.payload.value.epoch : 0n)).toEqual(expect.arrayContaining([first.status.epoch, next.status.epoch]));
+  });
+
+  it("SIGSTOP of the leader until the standby leads, then SIGCONT: the old one steps down; nothing started or stopped twice", async () => {
+    const c = await start("ha-failover-pause", [onA("keep-a"), onB("keep-b"), onA("gone")]);
+    await c.addAgent("a");
+    await c.addAgent("b");
+    const first = await c.leader();
+    for (const m of ["keep-a", "keep-b", "gone"]) await first.coord.admin.loadModel({ model: m }, { timeoutMs: 60_000 });
+    const before = await runningBackends(c.tag);
+    const goneInc = (await first.coord.admin.listModels({})).instances.find((i) => i.model === "gone")?.incarnation ?? "";
+    expect([before.length, goneInc !== ""]).toEqual([3, true]);
+    first.coord.pause();
+    const next = await c.leader(60_000, new Set([first.coord.index]));
+    expect(next.coord.index).not.toBe(first.coord.index);
+    expect(next.status.epoch).toBeGreaterThan(first.status.epoch);
+    await until("the new leader adopted every backend", async () => (await next.coord.admin.listModels({})).instances.filter((i) => i.state === InstanceState.READY).length === 3, 60_000);
+    // The new leader changes the world while the old one sleeps.
+    await next.coord.admin.unloadModel({ model: "gone" }, { timeoutMs: 60_000 });
+    first.coord.resume();
+    // The old leader wakes on stale state; it must step down, and its view must not act.
+    await until("the old leader is a standby", async () => (await first.coord.status())?.self?.role === "standby", 60_000);
+    const again = await c.leader(60_000);
+    expect(again.coord.index).toBe(next.coord.index);
+    const after = await runningBackends(c.tag);
+    expect(after.map((r) => [r.incarnation, r.pid])).toEqual(before.filter((r) => r.incarnation !== goneInc).map((r) => [r.incarnation, r.pid]));
+    // One stop of `gone` in the whole trail, by the new leader; no backend started after the pause.
+    const logged = c.logged();
+    expect(logged.filter((e) => e.type === "eviction.started" && e.model === "gone")).toHaveLength(1);
+    expect(next.coord.events.filter((e) => e.type === "backend.loaded")).toEqual([]);
+    expect(first.coord.events.filter((e) => e.type === "backend.loaded")).toHaveLength(3);
+  });
+
+  it("kill of one nats-server: the same leader at the same epoch; evictions and inference go on", async () => {
+    const c = await start("ha-failover-nats1", [onA("keep-a"), onA("cycle")]);
+    await c.addAgent("a");
+    const first = await c.leader();
+    await first.coord.admin.loadModel({ model: "keep-a" }, { timeoutMs: 60_000 });
+    await c.nats.kill(2);
+    for (let i = 0; i < 3; i++) {
+      await first.coord.admin.loadModel({ model: "cycle" }, { timeoutMs: 60_000 });
+      await first.coord.admin.unloadModel({ model: "cycle" }, { timeoutMs: 60_000 });
+      expect(await predictVia(first.coord, "keep-a")).toBeDefined();
+    }
+    const still = await c.leader();
+    expect([still.coord.index, still.status.epoch]).toEqual([first.coord.index, first.status.epoch]);
+    expect(still.status.quorum).toBe(true);
+    expect(first.coord.events.filter((e) => e.type === "eviction.stopped" && e.model === "cycle")).toHaveLength(3);
+  });
+
+  it("a policy change and a drain made on the old leader hold on the new one after kill -9", async () => {
+    const c = await start("ha-failover-settings", [simModel("free")]);
+    await c.addAgent("a");
+    await c.addAgent("b");
+    const first = await c.leader();
+    await first.coord.admin.updatePolicy({ patch: { idleTimeoutMs: 123_000n, idleCheck: true } });
+    await first.coord.admin.drainNode({ nodeId: "b" });
+    await first.coord.kill();
+    const next = await c.leader(60_000);
+    expect(next.coord.index).not.toBe(first.coord.index);
+    const policy = (await next.coord.admin.getPolicy({})).policy;
+    expect([policy?.idleTimeoutMs, policy?.idleCheck]).toEqual([123_000n, true]);
+    await until("both nodes registered with the new leader", async () => (await next.coord.admin.listNodes({})).nodes.filter((n) => n.state === NodeState.READY).length === 2, 60_000);
+    expect((await next.coord.admin.listNodes({})).nodes.find((n) => n.nodeId === "b")?.draining).toBe(true);
+    const loaded = await next.coord.admin.loadModel({ model: "free" }, { timeoutMs: 60_000 });
+    expect(loaded.instance?.nodeId).toBe("a");
+  });
+});

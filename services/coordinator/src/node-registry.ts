@@ -15,6 +15,8 @@ export interface NodeRegistryOptions extends Omit<NodeTableOptions<AgentClient>,
   readonly connect: (address: string) => AgentClient;
   /** The coordinator's leader epoch stamped on every agent command (issue 17). @default () => 0n (no HA) */
   readonly leaderEpoch?: () => bigint;
+  /** A heartbeat of a registered node was applied (its inventory reconciled), in the same turn (HA: a restored drain resumes). */
+  readonly onHeartbeatApplied?: (nodeId: string) => void;
 }
 
 /**
@@ -24,8 +26,10 @@ export interface NodeRegistryOptions extends Omit<NodeTableOptions<AgentClient>,
  * coordinator's.
  */
 export class NodeRegistry extends NodeTable<AgentClient> {
+  private readonly onHeartbeatApplied: ((nodeId: string) => void) | undefined;
+
   constructor(o: NodeRegistryOptions) {
-    const { log, connect, leaderEpoch, ...rest } = o;
+    const { log, connect, leaderEpoch, onHeartbeatApplied, ...rest } = o;
     super({
       ...rest,
       connector: grpcAgentConnector({ clock: o.clock, log, connect, ...(leaderEpoch === undefined ? {} : { leaderEpoch }) }),
@@ -38,5 +42,12 @@ export class NodeRegistry extends NodeTable<AgentClient> {
         else log.info("adopted instance as leftover", { nodeId: a.nodeId, model: a.model, incarnation: a.incarnation, foundBy: a.foundBy });
       },
     });
+    this.onHeartbeatApplied = onHeartbeatApplied;
+  }
+
+  override heartbeat(hb: Parameters<NodeTable<AgentClient>["heartbeat"]>[0]): boolean {
+    const known = super.heartbeat(hb);
+    if (known) this.onHeartbeatApplied?.(hb.nodeId);
+    return known;
   }
 }

@@ -143,7 +143,10 @@ describe("HA settings: written before applied, restored at takeover (in-memory s
     // a registers: drained from the first moment.
     await two.node.register({ nodeId: "a", address: nowhere, bootEpoch });
     expect(two.c.nodes.get("a")?.draining).toBe(true);
-    await two.node.heartbeat(inventory("a", 1n, []));
+    // Its first inventory reconciled: the drain's work resumes (the instance there is being stopped, reason drain).
+    const onA = newId();
+    await two.node.heartbeat(inventory("a", 1n, [{ incarnation: onA, model: "n", address: "127.0.0.1:4" }]));
+    await until("the drain resumed on a", () => two.c.loader.isBeingStopped(onA));
     // b comes back: no longer lost (its entry removed); its live instance adopted.
     await two.node.register({ nodeId: "b", address: nowhere, bootEpoch });
     await two.node.heartbeat(inventory("b", 1n, [{ incarnation: onB, model: "m", address: "127.0.0.1:2" }]));

@@ -14,6 +14,7 @@ export type { Leftover } from "./leftover-tracker.js";
 export { defaultReplicas, modelSpec, replicaBounds } from "./model-spec.js";
 export type { ModelSpec, ReplicaSettings, SpreadMode } from "./model-spec.js";
 export type { ReplicaStatus, ScalePatch } from "./replica-status.js";
+export { validateScale } from "./replica-settings.js";
 export { ScaleBreakers, defaultBreakerPolicy } from "./scale-breaker.js";
 export type { BreakerPolicy, BreakerState } from "./scale-breaker.js";
 export type { AdoptionSource, LoaderEvent, LoaderEventSink, LoaderEventType } from "./loader-event.js";

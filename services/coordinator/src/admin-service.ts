@@ -25,6 +25,7 @@ import {
 import { parseEventType, validateEventFilter } from "@warden/events";
 import type { Loader } from "@warden/loader";
 import { applyPolicyPatch, type InstanceView } from "@warden/watchdog";
+import { validateScale } from "@warden/loader";
 import type { BackendClientHandle } from "./backend-connector.js";
 import { checkId } from "./check-id.js";
 import type { EventHub } from "./event-hub.js";
@@ -33,7 +34,10 @@ import type { NodeRecord, NodeRegistry } from "./node-registry.js";
 import type { PlacementView } from "./placement-view.js";
 import { modelTables, policyPatchOf } from "./policy-patch.js";
 import { watchCallerOf } from "./watch-caller.js";
-import { applySetNodeLimits, checkScaleModel, modelReplicasInit, nodeLimitFields, replicaSummaries, type NodeLimitFields } from "./replica-admin.js";
+import { applySetNodeLimits, checkScaleModel, checkSetNodeLimits, modelReplicasInit, nodeLimitFields, replicaSummaries, type NodeLimitFields } from "./replica-admin.js";
+import { inMemorySettings, type SettingsWriter } from "./ha/durable-settings.js";
+import { policyKey, type PolicyValue } from "./ha/settings-values.js";
+import type { TakeoverSettings } from "./ha/takeover-settings.js";
 
 type ModelInstanceInit = MessageInitShape<typeof ModelInstanceSchema>;
 type NodeInit = MessageInitShape<typeof NodeSchema>;
@@ -49,6 +53,22 @@ export interface AdminDeps {
   readonly defaultStopTimeoutMs: number;
   /** GetHaStatus's answer (HA runner, issue 17); without it: `enabled: false` (single machine). */
   readonly haStatus?: () => MessageInitShape<typeof GetHaStatusResponseSchema>;
+  /**
+   * Where drains, lost nodes, forgotten instances, policy, scale and node
+   * limits are written before they apply (HA: ha/durable-settings.ts).
+   * @default inMemorySettings (single machine: applied at once, as before)
+   */
+  readonly settings?: SettingsWriter;
+  /** HA: what the store said at takeover (lost nodes not registered yet, the merged policy). */
+  readonly takeover?: TakeoverSettings;
+}
+
+/** DrainNode's work on a node already marked draining: moves and stops, then node.drained (also resumed at takeover). */
+export function startDrain(d: Pick<AdminDeps, "loader" | "hub">, n: NodeRecord, force: boolean): void {
+  // Replicas keeping a model at min move first (a replacement elsewhere, ready before the stop).
+  void d.loader.drainNode(n.nodeId, { force, stillDraining: () => n.draining }).then(() => {
+    void d.hub.publish({ nodeId: n.nodeId, payload: { case: "nodeDrained", value: { $typeName: "warden.v1.NodeDrained" } } });
+  });
 }
 
 /** Monotonic clock ms → wall timestamp. */
@@ -98,6 +118,11 @@ export function modelInstance(deps: Pick<AdminDeps, "clock" | "loader">, v: Inst
   };
 }
 
+/** A node the store says an operator declared lost and that has not registered with this coordinator (HA). */
+function lostPlaceholder(nodeId: string): NodeInit {
+  return { nodeId, state: NodeState.LOST };
+}
+
 function nodeInit(n: NodeRecord, instanceCount: number, drainRemaining: number, limits: NodeLimitFields): NodeInit {
   return {
     ...limits,
@@ -142,6 +167,7 @@ const maxEventTypeLength = 64;
 
 /** AdminService (DESIGN §4). */
 export function adminService(d: AdminDeps): ServiceImpl<typeof AdminService> {
+  const settings = d.settings ?? inMemorySettings;
   const counts = (): Map<string, number> => {
     const c = new Map<string, number>();
     for (const v of d.loader.core.snapshot().instances) c.set(v.nodeId, (c.get(v.nodeId) ?? 0) + 1);
@@ -186,7 +212,10 @@ export function adminService(d: AdminDeps): ServiceImpl<typeof AdminService> {
   return {
     async listNodes() {
       const c = counts();
-      return { nodes: d.nodes.list().map((n) => nodeView(n, c.get(n.nodeId) ?? 0, n.draining ? (c.get(n.nodeId) ?? 0) : 0)) };
+      const nodes = d.nodes.list().map((n) => nodeView(n, c.get(n.nodeId) ?? 0, n.draining ? (c.get(n.nodeId) ?? 0) : 0));
+      // HA: nodes the store says are lost that have not registered with this leader.
+      const lost = d.takeover === undefined ? [] : [...d.takeover.lostUnregistered.keys()].filter((id) => d.nodes.get(id) === undefined).sort();
+      return { nodes: lost.length === 0 ? nodes : [...nodes, ...lost.map((id) => lostPlaceholder(id))].sort((a, b) => ((a.nodeId ?? "") < (b.nodeId ?? "") ? -1 : (a.nodeId ?? "") > (b.nodeId ?? "") ? 1 : 0)) };
     },
     async getNode(req) {
       const n = nodeOf(req.nodeId);
@@ -194,41 +223,78 @@ export function adminService(d: AdminDeps): ServiceImpl<typeof AdminService> {
       return { node: nodeView(n, c, n.draining ? c : 0), instances: instancesOn(n.nodeId) };
     },
     async drainNode(req) {
-      const n = nodeOf(req.nodeId);
-      if (!n.draining) {
-        n.draining = true;
-        // Replicas keeping a model at min move first (a replacement elsewhere, ready before the stop).
-        void d.loader.drainNode(n.nodeId, { force: req.force, stillDraining: () => n.draining }).then(() => {
-          void d.hub.publish({ nodeId: n.nodeId, payload: { case: "nodeDrained", value: { $typeName: "warden.v1.NodeDrained" } } });
-        });
-      }
-      const c = counts().get(n.nodeId) ?? 0;
-      return { node: nodeView(n, c, c) };
+      const view = (n: NodeRecord): { node: NodeInit } => {
+        const c = counts().get(n.nodeId) ?? 0;
+        return { node: nodeView(n, c, c) };
+      };
+      return await settings.change("drain", checkId(req.nodeId, "node_id"), () => {
+        const n = nodeOf(req.nodeId);
+        if (n.draining) return { t: "none", result: () => view(n) };
+        return {
+          t: "put",
+          value: { force: req.force, sinceWallMs: d.clock.wallNow() },
+          apply: () => {
+            if (!n.draining) {
+              n.draining = true;
+              startDrain(d, n, req.force);
+            }
+            return view(n);
+          },
+        };
+      });
     },
     async undrainNode(req) {
-      const n = nodeOf(req.nodeId);
-      n.draining = false;
-      return { node: nodeView(n, counts().get(n.nodeId) ?? 0, 0) };
+      return await settings.change("drain", checkId(req.nodeId, "node_id"), () => {
+        const n = nodeOf(req.nodeId);
+        return {
+          t: "remove",
+          apply: () => {
+            n.draining = false;
+            d.takeover?.undrained(n.nodeId);
+            return { node: nodeView(n, counts().get(n.nodeId) ?? 0, 0) };
+          },
+        };
+      });
     },
     async declareNodeLost(req) {
-      // Every check comes before the one change, in the same turn: a refused
-      // call leaves the node as it was, and no heartbeat can slip in between.
-      const n = nodeOf(req.nodeId);
-      if (n.state === "lost") {
+      const nodeId = checkId(req.nodeId, "node_id");
+      const view = (n: NodeRecord, wasAlreadyLost: boolean): { node: NodeInit; wasAlreadyLost: boolean } => {
         const c = counts().get(n.nodeId) ?? 0;
-        return { node: nodeView(n, c, n.draining ? c : 0), wasAlreadyLost: true };
-      }
-      if (n.embedded) {
-        throw new WardenError(Code.FailedPrecondition, `node_id: node "${n.nodeId}" is the coordinator's embedded agent: it runs inside the coordinator and cannot be lost apart from it (drain it to empty it)`);
-      }
-      if (n.state === "ready") {
-        throw new WardenError(Code.FailedPrecondition, `node_id: node "${n.nodeId}" is ready (heartbeating): only an unreachable node can be declared lost; to empty a healthy node, drain it`);
-      }
-      // Unreachable. An operator's word is not subject to the mass-unreachability
-      // pause (that pause holds back only the timeout path in checkHealth).
-      d.nodes.declareLost(n, true, req.reason.slice(0, 1024));
-      const c = counts().get(n.nodeId) ?? 0;
-      return { node: nodeView(n, c, n.draining ? c : 0), wasAlreadyLost: false };
+        return { node: nodeView(n, c, n.draining ? c : 0), wasAlreadyLost };
+      };
+      // Every check comes before the one change, in the same turn (again after
+      // the store's acknowledgement): a refused call leaves the node as it was.
+      const check = (): NodeRecord | "lost" => {
+        const n = nodeOf(nodeId);
+        if (n.state === "lost") return "lost";
+        if (n.embedded) {
+          throw new WardenError(Code.FailedPrecondition, `node_id: node "${n.nodeId}" is the coordinator's embedded agent: it runs inside the coordinator and cannot be lost apart from it (drain it to empty it)`);
+        }
+        if (n.state === "ready") {
+          throw new WardenError(Code.FailedPrecondition, `node_id: node "${n.nodeId}" is ready (heartbeating): only an unreachable node can be declared lost; to empty a healthy node, drain it`);
+        }
+        return n;
+      };
+      const reason = req.reason.slice(0, 1024);
+      return await settings.change("lost-node", nodeId, () => {
+        // HA: lost in the store and not registered with this leader since.
+        if (d.nodes.get(nodeId) === undefined && d.takeover?.lostUnregistered.has(nodeId) === true) return { t: "none", result: () => ({ node: lostPlaceholder(nodeId), wasAlreadyLost: true }) };
+        const first = check();
+        if (first === "lost") return { t: "none", result: () => view(nodeOf(nodeId), true) };
+        return {
+          t: "put",
+          value: { reason, atWallMs: d.clock.wallNow() },
+          apply: () => {
+            // Heard from during the write: the declaration is over (its entry is removed behind this call).
+            const n = check();
+            if (n === "lost") return view(nodeOf(nodeId), true);
+            // Unreachable. An operator's word is not subject to the mass-unreachability
+            // pause (that pause holds back only the timeout path in checkHealth).
+            d.nodes.declareLost(n, true, reason);
+            return view(n, false);
+          },
+        };
+      });
     },
     async listModels(req) {
       if (req.nodeId !== "") checkId(req.nodeId, "node_id");
@@ -270,10 +336,25 @@ export function adminService(d: AdminDeps): ServiceImpl<typeof AdminService> {
       checkId(req.nodeId, "node_id");
       checkId(req.incarnation, "incarnation");
       if (req.operator === "") throw invalidArgument("operator", "is required: forgetting an instance is an audited decision");
-      if (!d.loader.forget(req.incarnation, req.operator.slice(0, 256), req.note.slice(0, 1024))) {
-        throw new WardenError(Code.NotFound, `incarnation: "${req.incarnation}" is not known on node "${req.nodeId}"`);
-      }
-      return {};
+      const operator = req.operator.slice(0, 256);
+      const note = req.note.slice(0, 1024);
+      const notFound = (): WardenError => new WardenError(Code.NotFound, `incarnation: "${req.incarnation}" is not known on node "${req.nodeId}"`);
+      return await settings.change("forgotten", req.incarnation, () => {
+        const known = (d.loader.knows(req.incarnation) && !d.loader.isGone(req.incarnation)) || d.loader.journalReplicas.list().some((u) => u.incarnation === req.incarnation);
+        // HA: refused before anything is written (single machine: the loader's own answer, as before).
+        if (!known && d.takeover !== undefined) throw notFound();
+        const atWallMs = d.clock.wallNow();
+        return {
+          t: "put",
+          value: { nodeId: req.nodeId, operator, note, atWallMs },
+          apply: () => {
+            // Gone meanwhile (reaped, exited): what the operator wanted holds either way.
+            if (!d.loader.forget(req.incarnation, operator, note) && d.takeover === undefined) throw notFound();
+            d.takeover?.forgottenApplied(req.incarnation, atWallMs);
+            return {};
+          },
+        };
+      });
     },
     async getPolicy() {
       return { policy: policyInit(d.loader, d.enforcement) };
@@ -281,14 +362,30 @@ export function adminService(d: AdminDeps): ServiceImpl<typeof AdminService> {
     async updatePolicy(req) {
       const p = req.patch;
       if (p === undefined) throw invalidArgument("patch", "is required");
-      const { patch, models } = policyPatchOf(p, d.loader);
-      // Dry run of the whole change (scalars and the resulting pin/group
-      // tables) through the watchdog's own validator: whatever it would refuse
-      // is refused here, before the first of the applies below changes anything.
-      applyPolicyPatch(d.loader.getPolicy(), { ...patch, ...modelTables(d.loader, models) }, d.loader.core.caps);
-      d.loader.updatePolicy(patch);
-      for (const m of models) d.loader.patchModel(m.model, { pinned: m.pinned, groups: m.groups });
-      return { policy: policyInit(d.loader, d.enforcement) };
+      return await settings.change("policy", policyKey, () => {
+        const { patch, models } = policyPatchOf(p, d.loader);
+        // Dry run of the whole change (scalars and the resulting pin/group
+        // tables) through the watchdog's own validator: whatever it would refuse
+        // is refused here, before the first of the applies below changes anything.
+        applyPolicyPatch(d.loader.getPolicy(), { ...patch, ...modelTables(d.loader, models) }, d.loader.core.caps);
+        // What the store keeps: every API change so far, merged (the config file's policy is the base).
+        const before = d.takeover?.policy ?? { patch: {}, models: {} };
+        const merged: PolicyValue = {
+          patch: { ...before.patch, ...patch },
+          models: { ...Object.fromEntries(Object.entries(before.models).filter(([m]) => d.loader.modelSpec(m) !== undefined)), ...Object.fromEntries(models.map((m) => [m.model, { pinned: m.pinned, groups: m.groups }])) },
+        };
+        return {
+          t: "put",
+          value: merged,
+          apply: () => {
+            d.loader.updatePolicy(patch);
+            // A model a reload removed meanwhile has no pin to change.
+            for (const m of models) if (d.takeover === undefined || d.loader.modelSpec(m.model) !== undefined) d.loader.patchModel(m.model, { pinned: m.pinned, groups: m.groups });
+            d.takeover?.policyApplied(merged);
+            return { policy: policyInit(d.loader, d.enforcement) };
+          },
+        };
+      });
     },
     async explainPlacement(req) {
       checkId(req.model, "model");
@@ -299,20 +396,39 @@ export function adminService(d: AdminDeps): ServiceImpl<typeof AdminService> {
     },
     async scaleModel(req) {
       const { patch, operator } = checkScaleModel(req);
-      // The loader validates against the model's settings whole, applies, and audits it (replica.scale-set).
-      d.loader.scale(req.model, patch, operator);
-      const status = d.loader.replicaStatus(req.model);
-      return status === undefined ? {} : { replicas: modelReplicasInit(status, d.clock.now()) };
+      return await settings.change("scale", req.model, () => {
+        const spec = d.loader.modelSpec(req.model);
+        // Whole, before the write: the loader's own check (NOT_FOUND, min/max bounds).
+        const next = validateScale(spec, req.model, patch);
+        const configReplicas = spec === undefined ? next : (d.takeover?.scaleConfigOf(req.model, spec.replicas) ?? spec.replicas);
+        return {
+          t: "put",
+          value: { min: next.min, max: next.max, configReplicas, operator },
+          apply: () => {
+            // The loader validates against the model's settings whole, applies, and audits it (replica.scale-set).
+            d.loader.scale(req.model, patch, operator);
+            d.takeover?.scaleApplied(req.model, configReplicas);
+            const status = d.loader.replicaStatus(req.model);
+            return status === undefined ? {} : { replicas: modelReplicasInit(status, d.clock.now()) };
+          },
+        };
+      });
     },
     async getHaStatus() {
       return d.haStatus?.() ?? { enabled: false };
     },
     async setNodeLimits(req) {
-      const audit = applySetNodeLimits(req, d.nodes);
-      const n = nodeOf(req.nodeId);
-      const c = counts().get(n.nodeId) ?? 0;
-      // The view is taken in the same turn as the change; the reply waits for the journaled event.
-      const node = nodeView(n, c, n.draining ? c : 0);
+      const { node, audit } = await settings.change("node-limits", checkId(req.nodeId, "node_id"), () => {
+        const next = checkSetNodeLimits(req, d.nodes);
+        const change = (): { node: NodeInit; audit: ReturnType<typeof applySetNodeLimits> } => {
+          const audit = applySetNodeLimits(req, d.nodes);
+          const n = nodeOf(req.nodeId);
+          const c = counts().get(n.nodeId) ?? 0;
+          // The view is taken in the same turn as the change; the reply waits for the journaled event.
+          return { node: nodeView(n, c, n.draining ? c : 0), audit };
+        };
+        return next.maxReplicasPerModel === undefined && next.memoryBudget === undefined ? { t: "remove", apply: change } : { t: "put", value: next, apply: change };
+      });
       await d.hub.publish(audit);
       return { node };
     },

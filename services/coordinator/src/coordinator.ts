@@ -28,6 +28,9 @@ import { settleUnsettledEvictions } from "./unsettled-evictions.js";
 import { restoreJournalReplicas } from "./journal-replicas-at-start.js";
 import { startCoordinatorHttp } from "./http/coordinator-http.js";
 import type { CoordinatorHaWiring } from "./ha/coordinator-ha-wiring.js";
+import { DurableSettings } from "./ha/durable-settings.js";
+import { TakeoverSettings } from "./ha/takeover-settings.js";
+import { startDrain } from "./admin-service.js";
 
 export interface CoordinatorDeps {
   readonly clock?: Clock;
@@ -116,6 +119,9 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
     const r = fileJournal.repaired;
     log.warn(`journal torn tail repaired: cut ${String(r.droppedBytes)} bytes (${String(r.droppedRecords)} records) at offset ${String(r.offsetBytes)}`, { ...r });
   }
+  // HA: the operators' settings are read first; a leader that cannot read them does not lead (ha/takeover-settings.ts).
+  const durable = deps.ha === undefined ? undefined : await DurableSettings.load(deps.ha.state, log.child({ component: "ha-settings" }));
+  let takeover: TakeoverSettings | undefined;
   const auth = await loadCoordinatorAuth(config.auth, [config.listen, config.inferenceListen], log.child({ component: "auth" }));
   const authn = auth.authenticator;
   // Certificate files are read and checked before anything listens (a bad one fails the start).
@@ -181,7 +187,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
     log: log.child({ component: "nodes" }),
     graceMs: config.nodeGraceMs,
     connect: (address) => transport.connectAgent(address),
-    ...(deps.ha === undefined ? {} : { leaderEpoch: deps.ha.leaderEpoch, onStaleEpoch: deps.ha.onSuperseded }),
+    ...(deps.ha === undefined ? {} : { leaderEpoch: deps.ha.leaderEpoch, onStaleEpoch: deps.ha.onSuperseded, onHeartbeatApplied: (nodeId: string) => takeover?.inventoryApplied(nodeId) }),
     maxNodes: config.limits.maxNodes,
     lostAfterMs: config.nodeLostAfterMs,
     orphanGraceMs: config.orphanGraceMs,
@@ -207,6 +213,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
       void hub.publish(unreachabilityPausedInit(paused, unreachable, total));
     },
     onNodeEvent: (nodeId, kind, labels, reason = "") => {
+      if (kind === "registered" || kind === "ready") takeover?.nodeHeard(nodeId);
       if (kind === "lost-by-operator") log.warn("node declared lost by an operator", { nodeId, reason });
       if (kind === "ready") log.info("node reachable again", { nodeId });
       const init = nodeEventInit(nodeId, kind, labels, reason);
@@ -250,7 +257,16 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
     },
   });
   // Evictions the previous coordinator never settled become stop intents too (unsettled-evictions.ts).
-  const intentsAtStart = await settleUnsettledEvictions(outbox, hub, recovery.unsettledEvictions);
+  const openAtStart = await settleUnsettledEvictions(outbox, hub, recovery.unsettledEvictions);
+  if (durable !== undefined) {
+    takeover = new TakeoverSettings({ loader, nodes, hub, outbox, clock, log: log.child({ component: "ha-settings" }), settings: durable.settings, startDrain: (nodeId, force) => {
+      const n = nodes.get(nodeId);
+      if (n !== undefined) startDrain({ loader, hub }, n, force);
+    } }, durable.loaded);
+  }
+  // HA: a forgotten incarnation is neither a leftover from its intent nor a journal replica.
+  const intentsAtStart = takeover === undefined ? openAtStart : await takeover.withoutForgottenIntents(openAtStart);
+  const recoveredAtStart = takeover === undefined ? recovery.recovered : await takeover.withoutForgottenReplicas(recovery.recovered);
   const openIntents = new Set(intentsAtStart.map((i) => i.incarnation));
   nodes.attach(loader, (inc) => openIntents.has(inc) || outbox.openStopIntents().some((i) => i.incarnation === inc));
   placement.attach(loader);
@@ -262,11 +278,13 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
   // Every other instance the journal last saw alive counts as an unconfirmed
   // replica on its node until that node reports (or is lost): otherwise a node
   // back after the recovery window brings replicas on top of max.
-  const unconfirmedTimer = restoreJournalReplicas(loader, recovery.recovered, { clock, log, admissionGate, lostAfterMs: config.nodeLostAfterMs });
+  const unconfirmedTimer = restoreJournalReplicas(loader, recoveredAtStart, { clock, log, admissionGate, lostAfterMs: config.nodeLostAfterMs });
+  // HA: the old leader's policy, scale, node limits and lost nodes, before any node registers or admission opens.
+  takeover?.applyAtStart();
 
   // With auth on, every remote registration carries a node token bound to its id (the guard checks it).
   const nodeImpl = withNodeCertificateCheck(nodeService(nodes, clock, recovery.epoch, { credentialed: authn !== undefined, caps: { maxInventory: config.limits.maxInventoryPerHeartbeat, maxOrphans: config.limits.maxOrphansPerHeartbeat }, ...(deps.ha === undefined ? {} : { ha: deps.ha }) }), transport.mutual);
-  const adminImpl = adminService({ clock, loader, nodes, hub, placement, enforcement: config.enforcement, defaultStopTimeoutMs: config.stop.stopTimeoutMs, ...(deps.haStatus === undefined ? {} : { haStatus: deps.haStatus }) });
+  const adminImpl = adminService({ clock, loader, nodes, hub, placement, enforcement: config.enforcement, defaultStopTimeoutMs: config.stop.stopTimeoutMs, ...(deps.haStatus === undefined ? {} : { haStatus: deps.haStatus }), ...(durable === undefined || takeover === undefined ? {} : { settings: durable.settings, takeover }) });
   server.add(AdminService, guarded(AdminService, adminImpl, authn?.admin));
   // One labelled child per outcome, resolved once: `inc({ outcome })` would hash the labels on every routed call.
   const routedByOutcome = new Map<string, { inc(): void }>();
@@ -386,6 +404,8 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
       if (tokens !== undefined) authn?.replace(tokens);
       await Promise.all(loader.setModels(next.models));
       loader.updatePolicy(next.policy);
+      // HA: the API's policy changes stay on top of the reloaded config.
+      takeover?.afterReload(next.models);
       log.info("config reloaded", { models: next.models.map((m) => m.id) });
     },
     async close(options) {

@@ -17,6 +17,8 @@ export interface NodeRegistryOptions extends Omit<NodeTableOptions<AgentClient>,
   readonly leaderEpoch?: () => bigint;
   /** An agent refused a command as from an older leader epoch (issue 17): a newer coordinator leads. */
   readonly onStaleEpoch?: (newestSeen: bigint, detail: string) => void;
+  /** A heartbeat of a registered node was applied (its inventory reconciled), in the same turn (HA: a restored drain resumes). */
+  readonly onHeartbeatApplied?: (nodeId: string) => void;
 }
 
 /**
@@ -26,8 +28,10 @@ export interface NodeRegistryOptions extends Omit<NodeTableOptions<AgentClient>,
  * coordinator's.
  */
 export class NodeRegistry extends NodeTable<AgentClient> {
+  private readonly onHeartbeatApplied: ((nodeId: string) => void) | undefined;
+
   constructor(o: NodeRegistryOptions) {
-    const { log, connect, leaderEpoch, onStaleEpoch, ...rest } = o;
+    const { log, connect, leaderEpoch, onStaleEpoch, onHeartbeatApplied, ...rest } = o;
     super({
       ...rest,
       connector: grpcAgentConnector({ clock: o.clock, log, connect, ...(leaderEpoch === undefined ? {} : { leaderEpoch }), ...(onStaleEpoch === undefined ? {} : { onStaleEpoch: (e) => { onStaleEpoch(e.newestSeen, e.rawMessage); } }) }),
@@ -40,5 +44,12 @@ export class NodeRegistry extends NodeTable<AgentClient> {
         else log.info("adopted instance as leftover", { nodeId: a.nodeId, model: a.model, incarnation: a.incarnation, foundBy: a.foundBy });
       },
     });
+    this.onHeartbeatApplied = onHeartbeatApplied;
+  }
+
+  override heartbeat(hb: Parameters<NodeTable<AgentClient>["heartbeat"]>[0]): boolean {
+    const known = super.heartbeat(hb);
+    if (known) this.onHeartbeatApplied?.(hb.nodeId);
+    return known;
   }
 }

@@ -1,6 +1,7 @@
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import type { EventInit } from "@warden/events";
 import { Code, WardenError, invalidArgument, type Clock } from "@warden/common";
+import type { NodeLimits } from "@warden/cluster";
 import type { Loader, ReplicaStatus, ScalePatch } from "@warden/loader";
 import { NodeLimitsSetSchema, type ModelReplicasSchema, type NodeSchema, type ScaleModelRequest, type SetNodeLimitsRequest } from "@warden/proto";
 import type { BackendClientHandle } from "./backend-connector.js";
@@ -72,16 +73,11 @@ export function checkScaleModel(req: ScaleModelRequest): { patch: ScalePatch; op
  * returns its audit event (node.limits-set), so a refused call has none.
  */
 export function applySetNodeLimits(req: SetNodeLimitsRequest, nodes: NodeRegistry): EventInit {
-  const nodeId = checkId(req.nodeId, "node_id");
-  const patch = nodeLimitsFromWire(req.limits, "limits");
-  const empty = patch.maxReplicasPerModel === undefined && patch.memoryBudget === undefined;
-  if (req.clear && !empty) throw invalidArgument("clear", "clears the whole override: send either clear or limits, not both");
-  if (!req.clear && empty) throw invalidArgument("limits", "set max_replicas_per_model or a memory budget, or clear");
-  checkOperator(req.operator);
-  if (nodes.get(nodeId) === undefined) throw new WardenError(Code.NotFound, `node_id: node "${nodeId}" is not registered`);
+  const next = checkSetNodeLimits(req, nodes);
+  const nodeId = req.nodeId;
   const previousOverride = nodes.limitsOverride(nodeId);
   const previousEffective = nodes.limitsOf(nodeId);
-  nodes.setLimitsOverride(nodeId, req.clear ? {} : { ...previousOverride, ...patch });
+  nodes.setLimitsOverride(nodeId, next);
   const value = create(NodeLimitsSetSchema, {
     previousOverride: nodeLimitsToWire(previousOverride),
     override: nodeLimitsToWire(nodes.limitsOverride(nodeId)),
@@ -91,6 +87,18 @@ export function applySetNodeLimits(req: SetNodeLimitsRequest, nodes: NodeRegistr
     operator: req.operator,
   });
   return { nodeId, payload: { case: "nodeLimitsSet", value } };
+}
+
+/** SetNodeLimits' checks, whole: the override the node would have after it (empty = none). Changes nothing. */
+export function checkSetNodeLimits(req: SetNodeLimitsRequest, nodes: Pick<NodeRegistry, "get" | "limitsOverride">): NodeLimits {
+  const nodeId = checkId(req.nodeId, "node_id");
+  const patch = nodeLimitsFromWire(req.limits, "limits");
+  const empty = patch.maxReplicasPerModel === undefined && patch.memoryBudget === undefined;
+  if (req.clear && !empty) throw invalidArgument("clear", "clears the whole override: send either clear or limits, not both");
+  if (!req.clear && empty) throw invalidArgument("limits", "set max_replicas_per_model or a memory budget, or clear");
+  checkOperator(req.operator);
+  if (nodes.get(nodeId) === undefined) throw new WardenError(Code.NotFound, `node_id: node "${nodeId}" is not registered`);
+  return req.clear ? {} : { ...nodes.limitsOverride(nodeId), ...patch };
 }
 
 /** ListModels' replica summary: one entry per configured model (a bounded set). */

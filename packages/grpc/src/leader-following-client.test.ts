@@ -211,7 +211,8 @@ describe.each(transports)("createLeaderFollowingClient over $name", ({ connect }
   it("a deadline that fires on a hung address surfaces DEADLINE_EXCEEDED and tries nothing else", async () => {
     const hungCounts = zero();
     const hung = await serve(leaderImpl(hungCounts, "hung", { hang: true }));
-    const c = createLeaderFollowingClient(AdminService, [hung.address, leader.address], { connect });
+    const changes: string[] = [];
+    const c = createLeaderFollowingClient(AdminService, [hung.address, leader.address], { connect, onLeaderChange: (a) => changes.push(a) });
     const before = leader.counts.listModels;
     const err = await c.listModels({}, { timeoutMs: 300 }).catch((e: unknown) => e);
     expect(isWardenError(err, Code.DeadlineExceeded)).toBe(true);
@@ -221,6 +222,7 @@ describe.each(transports)("createLeaderFollowingClient over $name", ({ connect }
     expect(c.currentAddress()).toBe(leader.address);
     expect((await c.listModels({}, { timeoutMs: 30_000 })).instances[0]?.nodeId).toBe("leader");
     expect(hungCounts.listModels).toBe(1);
+    expect(changes).toEqual([leader.address]);
     c.close();
   });
 

@@ -100,10 +100,14 @@ export function createLeaderFollowingClient<T extends DescService>(svc: T, addre
     }
     return c as unknown as Record<string, (...args: unknown[]) => unknown>;
   };
+  // The last address that answered (starts as the first listed): onLeaderChange compares with it, not with
+  // `current`, which moveOff may have advanced already.
+  let lastAnswered = current;
   const answered = (address: string): void => {
-    if (address === current) return;
-    const previous = current;
     current = address;
+    if (address === lastAnswered) return;
+    const previous = lastAnswered;
+    lastAnswered = address;
     options.onLeaderChange?.(address, previous);
   };
   /**

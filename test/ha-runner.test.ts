@@ -8,8 +8,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { createClient, type Client } from "@warden/grpc";
-import { AdminService, Health, HealthCheckResponse_ServingStatus, InferenceService, NodeState } from "@warden/proto";
+import { AdminService, UnloadOutcome, Health, HealthCheckResponse_ServingStatus, InferenceService, NodeState } from "@warden/proto";
 import { Code, WardenError, leaderAddressOf } from "@warden/common";
+import { connectAudit } from "@warden/audit";
+import { jetstreamManager } from "@nats-io/jetstream";
 import { uniqueTag, pidAlive } from "./support/agent-harness.js";
 import { startAgentProcess, startRemoteAgent, type AgentProcess, type RemoteAgent } from "./support/agent-process.js";
 import { simModel, until } from "./support/coordinator-harness.js";
@@ -39,6 +41,14 @@ afterEach(async () => {
   for (const a of agents.splice(0)) await a.cleanup();
   for (const c of coordinators.splice(0)) await c.kill();
   for (let i = 0; i < cluster.servers.length; i++) if (!cluster.running(i)) await cluster.restart(i);
+  // Each test starts from an empty journal, lease and state (the next members create them again).
+  const nc = await connectAudit({ servers: [...cluster.urls], name: "ha-runner-test-reset" });
+  try {
+    const jsm = await jetstreamManager(nc);
+    for (const stream of ["WARDEN_JOURNAL", "KV_warden-leader", "KV_warden-state"]) await jsm.streams.delete(stream).catch(() => undefined);
+  } finally {
+    await nc.close();
+  }
 }, 120_000);
 
 afterAll(async () => {
@@ -196,7 +206,10 @@ describe("HA runner: warden coordinator --ha", { timeout: 180_000 }, () => {
     clients.push(inf);
     const reply = await inf.predict({ model: "m", options: { Prompt: "hello", Tokens: 1 } }, { timeoutMs: 20_000 });
     expect(reply.nodeId).toBe("q1");
-    await refusal(admin.unloadModel({ model: "m" }, { timeoutMs: 30_000 }));
+    const un = await admin.unloadModel({ model: "m" }, { timeoutMs: 30_000 });
+    // Refused locally: the stop intent cannot be journaled without quorum, so nothing is sent and the instance stays registered.
+    expect(un.error).toContain("not journaled");
+    expect(un.outcome).not.toBe(UnloadOutcome.STOPPED);
     expect(await agent.liveBackends()).toEqual(pids);
 
     await cluster.restart(1);
@@ -207,8 +220,12 @@ describe("HA runner: warden coordinator --ha", { timeout: 180_000 }, () => {
     }, 90_000);
     expect(back.leaderHolder).toBe(c.holder);
     expect(back.epoch).toBeGreaterThan(epoch1);
-    const resumed = await c.waitForLine("a resumed coordinator.leader", (l) => l["msg"] === "event coordinator.leader" && (l["event"] as Record<string, unknown>)["resumed"] === true, 30_000);
-    expect((resumed["event"] as Record<string, unknown>)["holder"]).toBe(c.holder);
+    const leaderEvent = (l: Record<string, unknown>): Record<string, unknown> | undefined => (l["msg"] === "event coordinator.leader" ? ((l["event"] as Record<string, unknown>)["coordinatorLeader"] as Record<string, unknown>) : undefined);
+    const resumed = leaderEvent(await c.waitForLine("a resumed coordinator.leader", (l) => leaderEvent(l)?.["resumed"] === true, 30_000));
+    expect(resumed?.["holder"]).toBe(c.holder);
+    expect(resumed?.["previousHolder"]).toBe(c.holder);
+    expect(resumed?.["epoch"]).toBe(String(back.epoch));
+    await c.waitForLine("the quorum-back log line", (l) => l["msg"] === "quorum back: evictions and loads resume");
     await until("the unload works again", async () => {
       await admin.unloadModel({ model: "m" }, { timeoutMs: 30_000 }).catch(() => undefined);
       return (await agent.liveBackends()).length === 0;

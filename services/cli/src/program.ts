@@ -1,7 +1,7 @@
 import { Command, CommanderError, Option } from "commander";
 import { Code, WardenError, formatDurationMs, parseDurationMs, wardenVersion } from "@warden/common";
 import { errorLine, exitCodeHelp, exitCodeOf, exitCodes } from "./exit-codes.js";
-import { parseAddr } from "./addr.js";
+import { parseAddrList } from "./addr.js";
 import { cliToken } from "./cli-token.js";
 import type { ActionContext, CliIo, GlobalOpts, Runners } from "./action-context.js";
 import type * as AdminActions from "./admin-actions.js";
@@ -37,7 +37,7 @@ export function buildProgram(io: CliIo, runners: Runners): { program: Command; e
 
   const withGlobal = (c: Command): Command =>
     c
-      .addOption(new Option("--addr <host:port>", "Warden admin/inference address").env("WARDEN_ADDR").default(defaultAddr))
+      .addOption(new Option("--addr <host:port[,host:port…]>", "Warden admin/inference address; with HA coordinators list them all (1..8, comma-separated): calls follow the leader").env("WARDEN_ADDR").default(defaultAddr))
       .option("--json", "machine-readable JSON output", false)
       .option("--timeout <duration>", "deadline for the call (e.g. 30s, 10m)", "10m")
       .addOption(new Option("--tls-ca <file>", "connect over TLS, verifying Warden's certificate against this CA").env("WARDEN_TLS_CA"))
@@ -76,7 +76,7 @@ export function buildProgram(io: CliIo, runners: Runners): { program: Command; e
       const g = cmd.opts<GlobalOpts>();
       try {
         // Checked before the call so a typo is exit 2 naming the flag, not a raw resolver error.
-        parseAddr(g.addr, "--addr");
+        parseAddrList(g.addr, "--addr");
         const token = cliToken(g.tokenFile, io.env);
         if (token !== undefined) g.authToken = token;
         code = (await fn(await actions(), g, ...args)) ?? exitCodes.ok;
@@ -127,7 +127,7 @@ export function buildProgram(io: CliIo, runners: Runners): { program: Command; e
     .command("agent")
     .description("run a node agent that registers with a coordinator")
     .requiredOption("--config <file>", "agent YAML config (see services/agent/README.md)")
-    .option("--coordinator <host:port>", "coordinator NodeService address")
+    .option("--coordinator <host:port[,host:port…]>", "coordinator NodeService address; with HA coordinators list them all (1..8, comma-separated): the agent follows the leader")
     .option("--listen <host:port>", "AgentService address (overrides the config)")
     .option("--stop-backends-on-exit", "on SIGTERM/SIGINT stop every backend (default: leave them running for adoption)", false)
     .option("--metrics <host:port>", "serve Prometheus metrics at http://HOST:PORT/metrics")

@@ -8,6 +8,7 @@ import type * as AdminActions from "./admin-actions.js";
 import { certsCommand } from "./certs-command.js";
 import type * as BackendActions from "./backend-actions.js";
 import type * as ReplicaActions from "./replica-actions.js";
+import type * as HaActions from "./ha-actions.js";
 
 export type { CliIo } from "./action-context.js";
 
@@ -17,6 +18,7 @@ const defaultAddr = "127.0.0.1:50051";
 const actions = (): Promise<typeof AdminActions> => import("./admin-actions.js");
 const backendActions = (): Promise<typeof BackendActions> => import("./backend-actions.js");
 const replicaActions = (): Promise<typeof ReplicaActions> => import("./replica-actions.js");
+const haActions = (): Promise<typeof HaActions> => import("./ha-actions.js");
 
 /**
  * Builds the `warden` command tree. Every command has `--help`; admin
@@ -113,7 +115,9 @@ export function buildProgram(io: CliIo, runners: Runners): { program: Command; e
     program
       .command("coordinator")
       .description("run a coordinator (no demo config; backends keep running when it stops)")
-      .requiredOption("--config <file>", "YAML config (see README)"),
+      .requiredOption("--config <file>", "YAML config (see README)")
+      .option("--ha", "run as an HA member: compete for the leader lease on NATS JetStream, serve as a standby until won (the config's ha: section, or its defaults: lease 3s, renew 1s, margin 500ms, replicas 3); needs embeddedAgent: false and nats.url")
+      .option("--nats-url <urls>", "comma-separated NATS cluster URLs (overrides nats.url)"),
     { listen: "the config's", stateDir: "the config's" },
   ).action(async (o: Record<string, unknown>) => {
     code = await runners.coordinator(o);
@@ -146,6 +150,12 @@ export function buildProgram(io: CliIo, runners: Runners): { program: Command; e
 
   const viaReplicas = <A extends unknown[]>(fn: (r: typeof ReplicaActions, g: GlobalOpts, ...args: A) => Promise<number | undefined>) => act(async (_a, g, ...args: A) => fn(await replicaActions(), g, ...args));
   const models = program.command("models").description("list, load, unload and scale models");
+  const haCmd = program.command("ha").description("coordinator high availability (issue 17)");
+  withGlobal(
+    haCmd
+      .command("status")
+      .description("the leader lease as the coordinator at --addr sees it (leader, epoch, lease age, quorum) and every member seen within 30 s (a standby answers too)"),
+  ).action(act(async (_a, g) => (await haActions()).haStatus(ctx, g)));
   withGlobal(
     models
       .command("ls")

@@ -13,7 +13,7 @@ import { Code, WardenError, leaderAddressOf } from "@warden/common";
 import { connectAudit } from "@warden/audit";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { uniqueTag, pidAlive } from "./support/agent-harness.js";
-import { startAgentProcess, startRemoteAgent, type AgentProcess, type RemoteAgent } from "./support/agent-process.js";
+import { startRemoteAgent, type RemoteAgent } from "./support/agent-process.js";
 import { simModel, until } from "./support/coordinator-harness.js";
 import { freePort } from "./support/free-port.js";
 import { cliHaStatus, startHaCoordinator, type HaCoordinatorProcess } from "./support/ha-coordinator-process.js";
@@ -24,7 +24,6 @@ let cluster: NatsClusterHandle;
 let dir: string;
 const coordinators: HaCoordinatorProcess[] = [];
 const agents: RemoteAgent[] = [];
-const extraAgents: AgentProcess[] = [];
 const clients: { close(): void }[] = [];
 
 beforeAll(async () => {
@@ -34,10 +33,6 @@ beforeAll(async () => {
 
 afterEach(async () => {
   for (const c of clients.splice(0)) c.close();
-  for (const a of extraAgents.splice(0)) {
-    a.child.kill("SIGKILL");
-    await a.exited;
-  }
   for (const a of agents.splice(0)) await a.cleanup();
   for (const c of coordinators.splice(0)) await c.kill();
   for (let i = 0; i < cluster.servers.length; i++) if (!cluster.running(i)) await cluster.restart(i);
@@ -136,7 +131,8 @@ describe("HA runner: warden coordinator --ha", { timeout: 180_000 }, () => {
     expect((await health.check({ service: "warden.v1.AdminService" })).status).toBe(HealthCheckResponse_ServingStatus.NOT_SERVING);
 
     // A backend loaded through the leader.
-    const agent = await startRemoteAgent({ coordinator: leader.address, nodeId: "n1", tag });
+    // The agent takes both addresses, the standby's first: it must follow the refusal to the leader.
+    const agent = await startRemoteAgent({ coordinator: `${standby.address},${leader.address}`, nodeId: "n1", tag });
     agents.push(agent);
     await until("n1 ready", async () => (await adminOf(leader.address).listNodes({})).nodes.some((n) => n.nodeId === "n1" && n.state === NodeState.READY), 60_000);
     const inc = (await adminOf(leader.address).loadModel({ model: "m" }, { timeoutMs: 60_000 })).instance?.incarnation ?? "";
@@ -153,10 +149,8 @@ describe("HA runner: warden coordinator --ha", { timeout: 180_000 }, () => {
     expect(s2.epoch).toBeGreaterThan(epoch1);
     expect(s2.takeovers).toBe(1n);
 
-    // The agent follows the new leader (until agents take several addresses: a new agent process on the same state).
-    await agent.kill();
-    const moved = await startAgentProcess(agent.configPath, ["--coordinator", standby.address]);
-    extraAgents.push(moved);
+    // The same agent process follows the new leader and reports the running backend there.
+    const agentPid = agent.pid;
     const rows = await until("the new leader lists the running instance", async () => {
       const r = await adminOf(standby.address).listModels({}).catch(() => undefined);
       return r?.instances.some((i) => i.incarnation === inc) === true ? r.instances : undefined;
@@ -164,6 +158,7 @@ describe("HA runner: warden coordinator --ha", { timeout: 180_000 }, () => {
     expect(rows.map((i) => i.incarnation)).toEqual([inc]);
     expect(await agent.liveBackends()).toEqual(pids);
     for (const p of pids) expect(await pidAlive(p)).toBe(true);
+    expect(agent.pid).toBe(agentPid);
 
     // coordinator.leader reached the audit stream.
     const announced = await until("coordinator.leader on the audit stream", async () => {

@@ -17,3 +17,4 @@ export * from "./wav.js";
 export * from "./memory-budget.js";
 export * from "./stale-leader-epoch.js";
 export * from "./not-leader.js";
+export * from "./host-port.js";

@@ -8,6 +8,7 @@ import { detailsTrailerKey, parseErrorDetails } from "./codes.js";
 import { h2c, type H2Connection, type SessionSlot } from "./h2-connection.js";
 import { MessageReader, decodeGrpcMessage, formatGrpcTimeout, frameMessage } from "./h2-wire.js";
 import type { CallOptions } from "./types.js";
+import { notConnectedTransport } from "./call-never-sent.js";
 
 /** Status codes for an HTTP response that carries no grpc-status (the gRPC HTTP/2 spec's table). */
 function codeForHttpStatus(status: number): Code {
@@ -232,6 +233,8 @@ class ClientCall implements CallControl {
       default:
         if (!connectionGone && rstCode !== h2c.NGHTTP2_NO_ERROR) return new WardenError(Code.Internal, `stream reset with HTTP/2 code ${String(rstCode)}`);
     }
+    // The session never got ready: the request never reached a server (callNeverSent).
+    if (slot !== undefined && slot.session.connecting) return new WardenError(Code.Unavailable, `cannot connect to ${this.authority}`, { details: { transport: notConnectedTransport } });
     // No status and the connection went away: the server is gone.
     return new WardenError(Code.Unavailable, `connection to ${this.authority} dropped before the call completed`);
   }

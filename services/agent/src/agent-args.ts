@@ -1,11 +1,11 @@
-import { invalidArgument, parseMemoryBudget } from "@warden/common";
+import { invalidArgument, parseHostPortList, parseMemoryBudget } from "@warden/common";
 import { parseMaxReplicasPerModel, type AgentPlacementLimits } from "./agent-placement-limits.js";
 
 /** Command line of `warden agent` / services/agent/src/main.ts. */
 export interface AgentArgs {
   configPath: string;
-  /** Coordinator NodeService address; no heartbeat when undefined. */
-  coordinator: string | undefined;
+  /** Coordinator NodeService addresses (1..8, the first tried first; HA: the agent follows the leader); no heartbeat when undefined. */
+  coordinator: string[] | undefined;
   /** Overrides the config's `listen`. */
   listen: string | undefined;
   stopBackendsOnExit: boolean;
@@ -21,14 +21,17 @@ export interface AgentArgs {
   help: boolean;
 }
 
-export const agentUsage = `usage: node --import tsx services/agent/src/main.ts --config agent.yaml [--coordinator HOST:PORT] [--listen HOST:PORT] [--stop-backends-on-exit]
+export const agentUsage = `usage: node --import tsx services/agent/src/main.ts --config agent.yaml [--coordinator HOST:PORT[,HOST:PORT…]] [--listen HOST:PORT] [--stop-backends-on-exit]
 
 Runs the Warden agent: serves AgentService (plus grpc.health.v1 and reflection),
 adopts the backends recorded in its state dir, and heartbeats to the coordinator
 when --coordinator is given.
 
   --config PATH            YAML config (see services/agent/README.md)
-  --coordinator HOST:PORT  coordinator NodeService address (Register + Heartbeat)
+  --coordinator HOST:PORT[,HOST:PORT…]
+                           coordinator NodeService address (Register + Heartbeat); with HA
+                           coordinators list them all (1..8, comma-separated, first tried first):
+                           the agent follows the leader and registers again when it changes
   --listen HOST:PORT       AgentService address (overrides the config's listen)
   --metrics HOST:PORT      serve Prometheus metrics at http://HOST:PORT/metrics
   --stop-backends-on-exit  on SIGTERM/SIGINT call Free (5 s cap) and stop every backend;
@@ -65,8 +68,7 @@ export function parseAgentArgs(argv: readonly string[]): AgentArgs {
         out.configPath = value();
         break;
       case "--coordinator":
-        out.coordinator = value();
-        if (!hostPort.test(out.coordinator)) throw invalidArgument("--coordinator", `must be host:port, got "${out.coordinator}"`);
+        out.coordinator = parseHostPortList(value(), "--coordinator");
         break;
       case "--listen":
         out.listen = value();

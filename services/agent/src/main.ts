@@ -1,13 +1,14 @@
 import { readFile } from "node:fs/promises";
 import { WardenError, createLogger, readSecretFile } from "@warden/common";
-import { GrpcServer, ReloadableServerCredentials, bearerMetadata, clientTlsOf, createClient, readTlsMaterial } from "@warden/grpc";
-import { AgentService, NodeService } from "@warden/proto";
+import { GrpcServer, ReloadableServerCredentials, bearerMetadata, clientTlsOf, readTlsMaterial } from "@warden/grpc";
+import { AgentService } from "@warden/proto";
 import { agentUsage, parseAgentArgs } from "./agent-args.js";
 import { parseAgentConfig } from "./agent-config.js";
 import { withCoordinatorOnly } from "./coordinator-only.js";
 import { createAgent } from "./agent.js";
 import { builtinCatalog } from "./backend-sim-catalog.js";
 import { createNodeHeartbeat, type NodeHeartbeat } from "./node-heartbeat.js";
+import { coordinatorList, type CoordinatorList } from "./coordinator-list.js";
 import { placementLimitsMessage } from "./agent-placement-limits.js";
 import { createAgentMetrics } from "./agent-metrics.js";
 import { servePrometheus } from "./prometheus-server.js";
@@ -69,9 +70,11 @@ async function main(): Promise<number> {
   const metricsServer = args.metrics === undefined ? undefined : (await servePrometheus(createAgentMetrics(agent), args.metrics)).server;
   if (args.metrics !== undefined) logger.info("metrics listening", { address: args.metrics });
   let heartbeat: NodeHeartbeat | undefined;
+  let node: CoordinatorList | undefined;
   if (args.coordinator !== undefined) {
     // This node's token (the coordinator binds it to config.nodeId): read once, sent on every Register and Heartbeat.
-    const node = createClient(NodeService, args.coordinator, { maxReceiveMessageBytes: l.maxMessageBytes, maxSendMessageBytes: l.maxMessageBytes, ...(tls === undefined ? {} : { tls: clientTlsOf(tls) }), ...(config.coordinatorTokenFile === "" ? {} : { headers: bearerMetadata(readSecretFile(config.coordinatorTokenFile, "coordinatorTokenFile")) }) });
+    // Several addresses (HA): the list follows the leader and re-registers when it changes (coordinator-list.ts).
+    node = coordinatorList({ addresses: args.coordinator, logger, clientOptions: { maxReceiveMessageBytes: l.maxMessageBytes, maxSendMessageBytes: l.maxMessageBytes, ...(tls === undefined ? {} : { tls: clientTlsOf(tls) }), ...(config.coordinatorTokenFile === "" ? {} : { headers: bearerMetadata(readSecretFile(config.coordinatorTokenFile, "coordinatorTokenFile")) }) } });
     heartbeat = createNodeHeartbeat({
       nodeId: config.nodeId,
       address: config.advertiseAddress === config.listen ? address : config.advertiseAddress,
@@ -95,6 +98,7 @@ async function main(): Promise<number> {
       logger.info("shutting down", { signal: sig, stopBackends });
       void (async () => {
         await heartbeat?.stop();
+        node?.close();
         await server.shutdown(2_000);
         metricsServer?.close();
         await agent.close({ stopBackends });

@@ -8,6 +8,16 @@ export type LeaderEpochProvider = () => bigint;
 
 export const noLeaderEpoch: LeaderEpochProvider = () => 0n;
 
+/** Told of every stale-epoch refusal an agent sends (the HA runner steps down on it). */
+export type StaleEpochListener = (err: StaleLeaderEpochError) => void;
+
+/** The typed refusal, reported to `onStale` when it is one; any error returned as it came otherwise. */
+export function typedRefusal(err: unknown, onStale: StaleEpochListener | undefined): unknown {
+  const e = StaleLeaderEpochError.fromWire(err);
+  if (e instanceof StaleLeaderEpochError) onStale?.(e);
+  return e;
+}
+
 /**
  * The loader's AgentPort over an AgentService client — a gRPC client for a
  * registered agent, or an in-process client for the embedded agent. Both
@@ -16,7 +26,7 @@ export const noLeaderEpoch: LeaderEpochProvider = () => 0n;
  * stale-epoch refusal comes back as a StaleLeaderEpochError (never retried
  * here: a retry from the same epoch is refused again).
  */
-export function agentPort(client: Client<typeof AgentService>, leaderEpoch: LeaderEpochProvider = noLeaderEpoch): AgentPort {
+export function agentPort(client: Client<typeof AgentService>, leaderEpoch: LeaderEpochProvider = noLeaderEpoch, onStale?: StaleEpochListener): AgentPort {
   return {
     async *startBackend(req: StartRequest, options: { readonly signal: AbortSignal }): AsyncIterable<StartEvent> {
       const stream = client.startBackend(
@@ -25,11 +35,11 @@ export function agentPort(client: Client<typeof AgentService>, leaderEpoch: Lead
           leaderEpoch: leaderEpoch() },
         { signal: options.signal },
       );
-      yield* startEvents(stream);
+      yield* startEvents(stream, onStale);
     },
     async stopBackend(req: StopRequest, options: { readonly signal: AbortSignal; readonly timeoutMs: number }): Promise<StopAnswer> {
       const r = await client.stopBackend({ address: req.address, incarnation: req.incarnation, force: req.force, reason: req.reason, leaderEpoch: leaderEpoch() }, { signal: options.signal, timeoutMs: options.timeoutMs }).catch((err: unknown) => {
-        throw StaleLeaderEpochError.fromWire(err);
+        throw typedRefusal(err, onStale);
       });
       switch (r.outcome.case) {
         case "stopped":
@@ -49,7 +59,7 @@ export function agentPort(client: Client<typeof AgentService>, leaderEpoch: Lead
 }
 
 /** The agent's start stream as the loader's events; a stale-epoch refusal typed. */
-async function* startEvents(stream: AsyncIterable<StartBackendResponse>): AsyncIterable<StartEvent> {
+async function* startEvents(stream: AsyncIterable<StartBackendResponse>, onStale: StaleEpochListener | undefined): AsyncIterable<StartEvent> {
   try {
     for await (const r of stream) {
       const ev = r.event;
@@ -74,6 +84,6 @@ async function* startEvents(stream: AsyncIterable<StartBackendResponse>): AsyncI
       }
     }
   } catch (err) {
-    throw StaleLeaderEpochError.fromWire(err);
+    throw typedRefusal(err, onStale);
   }
 }

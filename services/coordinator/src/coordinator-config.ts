@@ -18,6 +18,7 @@ import {
 } from "@warden/common";
 import { modelSpec, type ModelSpec } from "@warden/loader";
 import { natsInboxPrefix } from "./nats-config.js";
+import { parseHaConfig, type HaConfig } from "./ha/ha-config.js";
 import type { PolicyPatch } from "@warden/watchdog";
 import type { PlacementStrategy } from "@warden/placement";
 import { parseTlsSettings, tlsSettingsFields, type TlsSettings } from "./tls-settings.js";
@@ -70,6 +71,8 @@ export interface CoordinatorConfig extends TlsSettings, HttpSettings {
   readonly nats: { readonly url: string; readonly token?: string; readonly user?: string; readonly pass?: string; readonly credsFile?: string; readonly inboxPrefix?: string } | undefined;
   /** Caps on messages, streams, waiters, nodes, heartbeats and watchers (limits-config.ts). */
   readonly limits: CoordinatorLimits;
+  /** Leader lease and JetStream state (ha/ha-config.ts); undefined = single machine unless `--ha`. */
+  readonly ha?: HaConfig | undefined;
 }
 
 function isRecord(v: unknown): v is Record<string, unknown> {
@@ -198,7 +201,7 @@ const policyFields = [
   "loadFailureCooldownMax",
 ];
 
-const topFields = ["listen", "stateDir", "embeddedAgent", "agent", "placement", "policy", "stop", "nodeGrace", "nodeLostAfter", "recoveryWindow", "orphanGrace", "models", "nats", "metricsListen", "inferenceListen", "auth", "limits", ...tlsSettingsFields, ...httpSettingsFields];
+const topFields = ["listen", "stateDir", "embeddedAgent", "agent", "placement", "policy", "stop", "nodeGrace", "nodeLostAfter", "recoveryWindow", "orphanGrace", "models", "nats", "metricsListen", "inferenceListen", "auth", "limits", "ha", ...tlsSettingsFields, ...httpSettingsFields];
 
 /**
  * Validates a parsed config object. Every error is INVALID_ARGUMENT naming the
@@ -287,6 +290,7 @@ export function resolveCoordinatorConfig(input: unknown): CoordinatorConfig {
     ...parseHttpSettings(input),
     auth: resolveAuthConfig(input["auth"]),
     limits: parseCoordinatorLimits(input["limits"]),
+    ha: parseHaConfig(input["ha"]),
   };
 }
 

@@ -1,7 +1,7 @@
 import { mkdir } from "node:fs/promises";
 import { join, resolve } from "node:path";
-import { create } from "@bufbuild/protobuf";
-import { AdminService, AgentService, Backend, InferenceService, InventoryEntrySchema, JournalRepairedSchema, NodeResourcesSchema, NodeService, OrphanProcessSchema, type Event } from "@warden/proto";
+import { create, type MessageInitShape } from "@bufbuild/protobuf";
+import { AdminService, AgentService, Backend, InferenceService, type GetHaStatusResponseSchema, InventoryEntrySchema, JournalRepairedSchema, NodeResourcesSchema, NodeService, OrphanProcessSchema, type Event } from "@warden/proto";
 import { GrpcServer, LeanGrpcServer, ServingStatus, guardRawUnary, inProcessClient } from "@warden/grpc";
 import { cryptoRng, createUlidFactory, nullLogger, sleep, systemClock, wardenVersion, type Cancel, type Clock, type Logger, type Rng } from "@warden/common";
 import { Loader } from "@warden/loader";
@@ -35,6 +35,8 @@ export interface CoordinatorDeps {
   readonly logger?: Logger;
   /** One term of HA leadership (ha/coordinator-ha-wiring.ts); undefined = single machine. */
   readonly ha?: CoordinatorHaWiring;
+  /** GetHaStatus's answer while leading (ha/ha-runner.ts). */
+  readonly haStatus?: () => MessageInitShape<typeof GetHaStatusResponseSchema>;
 }
 
 /** How long close() lets open gRPC calls finish before cutting them. */
@@ -52,6 +54,8 @@ export interface Coordinator {
   readonly server: GrpcServer;
   /** host:port of `/metrics`, when enabled. */
   readonly metricsAddress: string | undefined;
+  /** The Prometheus registry (the HA runner serves it beside its own). */
+  readonly metricsRegistry: CoordinatorMetrics["registry"];
   /** host:port of the lean InferenceService listener, when `inferenceListen` is set. */
   readonly inferenceAddress: string | undefined;
   /** host:port of the HTTP listener (OpenAI-compatible API), when `httpListen` is set. */
@@ -177,7 +181,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
     log: log.child({ component: "nodes" }),
     graceMs: config.nodeGraceMs,
     connect: (address) => transport.connectAgent(address),
-    ...(deps.ha === undefined ? {} : { leaderEpoch: deps.ha.leaderEpoch }),
+    ...(deps.ha === undefined ? {} : { leaderEpoch: deps.ha.leaderEpoch, onStaleEpoch: deps.ha.onSuperseded }),
     maxNodes: config.limits.maxNodes,
     lostAfterMs: config.nodeLostAfterMs,
     orphanGraceMs: config.orphanGraceMs,
@@ -261,8 +265,8 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
   const unconfirmedTimer = restoreJournalReplicas(loader, recovery.recovered, { clock, log, admissionGate, lostAfterMs: config.nodeLostAfterMs });
 
   // With auth on, every remote registration carries a node token bound to its id (the guard checks it).
-  const nodeImpl = withNodeCertificateCheck(nodeService(nodes, clock, recovery.epoch, { credentialed: authn !== undefined, caps: { maxInventory: config.limits.maxInventoryPerHeartbeat, maxOrphans: config.limits.maxOrphansPerHeartbeat } }), transport.mutual);
-  const adminImpl = adminService({ clock, loader, nodes, hub, placement, enforcement: config.enforcement, defaultStopTimeoutMs: config.stop.stopTimeoutMs });
+  const nodeImpl = withNodeCertificateCheck(nodeService(nodes, clock, recovery.epoch, { credentialed: authn !== undefined, caps: { maxInventory: config.limits.maxInventoryPerHeartbeat, maxOrphans: config.limits.maxOrphansPerHeartbeat }, ...(deps.ha === undefined ? {} : { ha: deps.ha }) }), transport.mutual);
+  const adminImpl = adminService({ clock, loader, nodes, hub, placement, enforcement: config.enforcement, defaultStopTimeoutMs: config.stop.stopTimeoutMs, ...(deps.haStatus === undefined ? {} : { haStatus: deps.haStatus }) });
   server.add(AdminService, guarded(AdminService, adminImpl, authn?.admin));
   // One labelled child per outcome, resolved once: `inc({ outcome })` would hash the labels on every routed call.
   const routedByOutcome = new Map<string, { inc(): void }>();
@@ -360,6 +364,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
   return {
     address,
     metricsAddress: metricsServer?.address,
+    metricsRegistry: metrics.registry,
     inferenceAddress,
     httpAddress: http?.server.address,
     config,

@@ -2,8 +2,7 @@ import type { AgentService } from "@warden/proto";
 import type { Client } from "@warden/grpc";
 import type { Clock, Logger } from "@warden/common";
 import type { AgentConnector } from "@warden/cluster";
-import { StaleLeaderEpochError } from "@warden/common";
-import { agentPort, noLeaderEpoch, type LeaderEpochProvider } from "./agent-port.js";
+import { agentPort, noLeaderEpoch, typedRefusal, type LeaderEpochProvider, type StaleEpochListener } from "./agent-port.js";
 
 /** An agent's AgentService client: gRPC for a registered agent, in-process for the embedded one. */
 export type AgentClient = Client<typeof AgentService>;
@@ -17,7 +16,7 @@ const watchRetryMs = 2_000;
  * loader's AgentPort. Every command is stamped with `leaderEpoch()` (the
  * coordinator's leader epoch, issue 17; default 0 = no HA).
  */
-export function grpcAgentConnector(d: { readonly clock: Clock; readonly log: Logger; readonly connect: (address: string) => AgentClient; readonly leaderEpoch?: LeaderEpochProvider }): AgentConnector<AgentClient> {
+export function grpcAgentConnector(d: { readonly clock: Clock; readonly log: Logger; readonly connect: (address: string) => AgentClient; readonly leaderEpoch?: LeaderEpochProvider; readonly onStaleEpoch?: StaleEpochListener }): AgentConnector<AgentClient> {
   const leaderEpoch = d.leaderEpoch ?? noLeaderEpoch;
   const watch = (nodeId: string, client: AgentClient, signal: AbortSignal, onExit: Parameters<AgentConnector<AgentClient>["watchExits"]>[3]): void => {
     void (async () => {
@@ -48,7 +47,7 @@ export function grpcAgentConnector(d: { readonly clock: Clock; readonly log: Log
   };
   return {
     connect: d.connect,
-    agentPort: (client) => agentPort(client, leaderEpoch),
+    agentPort: (client) => agentPort(client, leaderEpoch, d.onStaleEpoch),
     close(client) {
       client.close();
     },
@@ -57,7 +56,7 @@ export function grpcAgentConnector(d: { readonly clock: Clock; readonly log: Log
       return client.stopOrphan({ pid: o.pid, address: o.address, force: false, reason: "orphan", leaderEpoch: leaderEpoch() }, { timeoutMs: 30_000 }).then(
         (r) => ({ alreadyGone: r.outcome.case === "alreadyGone" }),
         (err: unknown) => {
-          throw StaleLeaderEpochError.fromWire(err);
+          throw typedRefusal(err, d.onStaleEpoch);
         },
       );
     },

@@ -18,6 +18,8 @@ embeddedAgent: false — an embedded agent for single-machine mode.
   --state-dir DIR     overrides the config's stateDir
   --up                single-machine mode: on Ctrl-C stop every backend started
   --insecure          allow plaintext gRPC on a non-loopback address (else set tls in the config)
+  --ha                run as an HA member (leader lease on NATS JetStream; the config's ha: or defaults)
+  --nats-url URLS     comma-separated NATS cluster URLs (overrides nats.url)
   --log-level LEVEL   pino level (default info)
   -h, --help          this text
 `;
@@ -30,6 +32,8 @@ async function main(): Promise<number> {
       "state-dir": { type: "string" },
       up: { type: "boolean", default: false },
       insecure: { type: "boolean", default: false },
+      ha: { type: "boolean", default: false },
+      "nats-url": { type: "string" },
       "log-level": { type: "string", default: "info" },
       help: { type: "boolean", short: "h", default: false },
     },
@@ -38,7 +42,7 @@ async function main(): Promise<number> {
     process.stdout.write(usage);
     return 0;
   }
-  return runCoordinator({ config: values.config, listen: values.listen, stateDir: values["state-dir"], up: values.up, insecure: values.insecure, logLevel: values["log-level"] });
+  return runCoordinator({ config: values.config, listen: values.listen, stateDir: values["state-dir"], up: values.up, insecure: values.insecure, ha: values.ha, natsUrl: values["nats-url"], logLevel: values["log-level"] });
 }
 
 main().then(

@@ -15,6 +15,8 @@ export interface NodeRegistryOptions extends Omit<NodeTableOptions<AgentClient>,
   readonly connect: (address: string) => AgentClient;
   /** The coordinator's leader epoch stamped on every agent command (issue 17). @default () => 0n (no HA) */
   readonly leaderEpoch?: () => bigint;
+  /** An agent refused a command as from an older leader epoch (issue 17): a newer coordinator leads. */
+  readonly onStaleEpoch?: (newestSeen: bigint, detail: string) => void;
 }
 
 /**
@@ -25,10 +27,10 @@ export interface NodeRegistryOptions extends Omit<NodeTableOptions<AgentClient>,
  */
 export class NodeRegistry extends NodeTable<AgentClient> {
   constructor(o: NodeRegistryOptions) {
-    const { log, connect, leaderEpoch, ...rest } = o;
+    const { log, connect, leaderEpoch, onStaleEpoch, ...rest } = o;
     super({
       ...rest,
-      connector: grpcAgentConnector({ clock: o.clock, log, connect, ...(leaderEpoch === undefined ? {} : { leaderEpoch }) }),
+      connector: grpcAgentConnector({ clock: o.clock, log, connect, ...(leaderEpoch === undefined ? {} : { leaderEpoch }), ...(onStaleEpoch === undefined ? {} : { onStaleEpoch: (e) => { onStaleEpoch(e.newestSeen, e.rawMessage); } }) }),
       version: wardenVersion,
       onVersionMismatch: (nodeId, agentVersion) => {
         log.warn("agent runs a different Warden version than the coordinator", { nodeId, agentVersion: agentVersion === "" ? "unknown (before 0.2)" : agentVersion, coordinatorVersion: wardenVersion });

@@ -17,7 +17,7 @@ const inProcessPeer = "in-process";
  * refused report leaves the registry, the loader and the audit stream as
  * they were.
  */
-export function nodeService(nodes: NodeRegistry, _clock: Clock, coordinatorEpoch: bigint, options: { readonly credentialed?: boolean; readonly caps?: HeartbeatCaps } = {}): ServiceImpl<typeof NodeService> {
+export function nodeService(nodes: NodeRegistry, _clock: Clock, coordinatorEpoch: bigint, options: { readonly credentialed?: boolean; readonly caps?: HeartbeatCaps; readonly ha?: { readonly leaderEpoch: () => bigint; readonly onSuperseded: (newerEpoch: bigint, detail: string) => void } } = {}): ServiceImpl<typeof NodeService> {
   // Remote registrations are credentialed when auth is on (the guard admitted a token bound to the node id).
   const credentialed = options.credentialed ?? false;
   const caps = options.caps ?? nodeReportLimits;
@@ -26,6 +26,16 @@ export function nodeService(nodes: NodeRegistry, _clock: Clock, coordinatorEpoch
     const embedded = nodes.get(nodeId)?.embedded === true;
     if (embedded && peer !== inProcessPeer) throw new WardenError(Code.PermissionDenied, `node_id: "${nodeId}" is the coordinator's embedded agent; a remote agent needs its own node id`, { details: { field: "node_id" } });
     return embedded;
+  };
+  /** An agent saw a newer leader's command than ours: another coordinator leads (a paused term has no epoch to compare; its lease watch covers it). */
+  const supersededBy = (ha: NonNullable<typeof options.ha>, seen: bigint, nodeId: string): void => {
+    let ours: bigint;
+    try {
+      ours = ha.leaderEpoch();
+    } catch {
+      return;
+    }
+    if (seen > ours) ha.onSuperseded(seen, `node "${nodeId}" reports leader epoch ${String(seen)}, newer than ours (${String(ours)})`);
   };
   return {
     async register(req, ctx) {
@@ -43,6 +53,7 @@ export function nodeService(nodes: NodeRegistry, _clock: Clock, coordinatorEpoch
     async heartbeat(req, ctx) {
       validateHeartbeat(req, caps);
       checkEmbedded(req.nodeId, ctx.peer);
+      if (options.ha !== undefined && req.leaderEpoch > 0n) supersededBy(options.ha, req.leaderEpoch, req.nodeId);
       const known = nodes.heartbeat({ nodeId: req.nodeId, bootEpoch: req.bootEpoch, sequence: req.sequence, backends: req.backends, orphans: req.orphans, foreign: req.foreign, resources: req.resources });
       return { registerRequired: !known, coordinatorEpoch };
     },

@@ -11,6 +11,9 @@ import { embeddedAgentConfig, startCoordinator } from "./coordinator.js";
 import { demoConfig } from "./demo-config.js";
 import { ensureStateDir } from "./state-dir.js";
 import { readTokenTable } from "./coordinator-auth.js";
+import { checkHaRequirements, defaultHaConfig } from "./ha/ha-config.js";
+import { serveHaCoordinator } from "./ha/run-ha-coordinator.js";
+import { defaultCoordinatorInboxPrefix } from "./nats-config.js";
 
 export interface RunCoordinatorOptions {
   /** YAML config path; undefined = the built-in demo config. */
@@ -43,6 +46,17 @@ export interface RunCoordinatorOptions {
   readonly tlsCert?: string | undefined;
   readonly tlsKey?: string | undefined;
   readonly tlsCa?: string | undefined;
+  /** `--ha`: run as an HA member (issue 17), with the config's `ha:` or its defaults. */
+  readonly ha?: boolean | undefined;
+  /** `--nats-url`: comma-separated NATS URLs over the config's nats.url. */
+  readonly natsUrl?: string | undefined;
+}
+
+/** --ha and --nats-url over the config's ha: and nats.url; the HA requirements checked whole. */
+function haFlags(base: CoordinatorConfig, o: RunCoordinatorOptions): Partial<CoordinatorConfig> {
+  const nats = o.natsUrl === undefined ? {} : { nats: { ...(base.nats ?? { inboxPrefix: defaultCoordinatorInboxPrefix }), url: o.natsUrl } };
+  const ha = base.ha ?? (o.ha === true ? defaultHaConfig : undefined);
+  return { ...nats, ...(ha === undefined ? {} : { ha }) };
 }
 
 /** Reads the config file; a missing file, a directory or no permission is INVALID_ARGUMENT naming --config and the path. */
@@ -128,7 +142,8 @@ export async function runCoordinator(o: RunCoordinatorOptions): Promise<number> 
   const log = createLogger({ name: "coordinator", level: o.logLevel ?? "info", ...(o.logDestination === undefined ? {} : { destination: o.logDestination }) });
   const load = async (): Promise<CoordinatorConfig> => {
     const base = o.config === undefined ? demoConfig() : parseCoordinatorConfig(await readConfigFile(o.config));
-    const merged = { ...base, ...(o.listen === undefined ? {} : { listen: o.listen }), ...(o.stateDir === undefined ? {} : { stateDir: o.stateDir }), ...(o.metricsListen === undefined ? {} : { metricsListen: o.metricsListen }), ...httpFlag(base, o), ...transportFlags(base, o) };
+    const merged = { ...base, ...(o.listen === undefined ? {} : { listen: o.listen }), ...(o.stateDir === undefined ? {} : { stateDir: o.stateDir }), ...(o.metricsListen === undefined ? {} : { metricsListen: o.metricsListen }), ...httpFlag(base, o), ...transportFlags(base, o), ...haFlags(base, o) };
+    if (merged.ha !== undefined) checkHaRequirements({ ...merged, ha: merged.ha });
     checkEmbeddedCatalog(merged);
     return merged;
   };
@@ -145,6 +160,7 @@ export async function runCoordinator(o: RunCoordinatorOptions): Promise<number> 
         `  policy         ${policyLine(config)}`,
         `  models         ${config.models.map((m) => `${m.id} (${m.backend}${m.replicas.min > 0 || m.replicas.max > 1 ? `, replicas ${String(m.replicas.min)}..${String(m.replicas.max)}` : ""}${m.spread === "any" ? "" : `, spread ${m.spread}`})`).join(", ") || "(none)"}`,
         `  nats           ${config.nats?.url ?? "off"}`,
+        `  ha             ${config.ha === undefined ? "off" : `on (advertise ${config.ha.advertise ?? config.listen}, lease ${formatDurationMs(config.ha.leaseMs)}, renew ${formatDurationMs(config.ha.renewMs)}, margin ${formatDurationMs(config.ha.marginMs)}, replicas ${String(config.ha.replicas)})`}`,
         `  tls            ${config.tls === undefined ? `off (plaintext${config.insecure ? ", insecure: true" : ", loopback only"})` : `${config.tls.certFile}${config.tls.caFile === undefined ? "" : ` (mutual TLS, CA ${config.tls.caFile})`}`}`,
         `  auth           ${config.auth.tokensFile === undefined ? "off" : `${config.auth.tokensFile} (${String((await readTokenTable(config.auth.tokensFile)).size)} tokens)`}${config.auth.backendTokenFile === undefined ? "" : `; backend token ${config.auth.backendTokenFile}`}`,
         ``,
@@ -153,6 +169,13 @@ export async function runCoordinator(o: RunCoordinatorOptions): Promise<number> 
     return 0;
   }
   const stateDir = await ensureStateDir(config.stateDir, o.stateDir === undefined ? "stateDir" : "--state-dir");
+  if (config.ha !== undefined) {
+    try {
+      return await serveHaCoordinator(config, { log, out, load });
+    } catch (err) {
+      throw listenError(err);
+    }
+  }
   let c: Awaited<ReturnType<typeof startCoordinator>>;
   try {
     c = await startCoordinator(config, { logger: log });

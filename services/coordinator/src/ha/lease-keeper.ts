@@ -15,8 +15,20 @@ import {
 } from "@warden/lease";
 import { leaseNamePattern } from "./lease-bucket.js";
 
+/** The lease key as last read or watched (who holds it, where it serves, which epoch). */
+export interface LeaseEntry {
+  readonly revision: number;
+  /** null: the key is absent or deleted. */
+  readonly holder: string | null;
+  /** The holder's advertised host:port, when it wrote one. */
+  readonly address: string | undefined;
+  /** The holder's epoch: written on renewals; the revision itself for a term's first write. */
+  readonly epoch: number;
+}
+
 export type LeaseChange =
-  | { readonly kind: "leader"; readonly epoch: number }
+  /** `previous`: the key as seen when this keeper became a candidate (undefined: it never existed). */
+  | { readonly kind: "leader"; readonly epoch: number; readonly previous: LeaseEntry | undefined }
   | { readonly kind: "follower"; readonly epoch: number; readonly reason: StepDownReason | "stopped" };
 
 export interface LeaseKeeperOptions {
@@ -35,6 +47,10 @@ export interface LeaseKeeperOptions {
   readonly rewatchMs?: number;
   /** Called on every change of leadership, in order, synchronously from the keeper. */
   readonly onChange?: (change: LeaseChange) => void;
+  /** Called for every entry the read or the watch delivers (other holders' too), synchronously. */
+  readonly onEntry?: (entry: LeaseEntry) => void;
+  /** This member's advertised host:port, written with the lease so standbys know where the leader is. */
+  readonly address?: string;
   readonly log?: Logger;
 }
 
@@ -42,6 +58,24 @@ export interface LeaseKeeperOptions {
 interface LeaseValue {
   readonly holder: string;
   readonly wallMs: number;
+  readonly address?: string;
+  readonly epoch?: number;
+}
+
+function entryOf(e: KvEntry): LeaseEntry {
+  const holder = holderOf(e);
+  let address: string | undefined;
+  let epoch = e.revision;
+  if (holder !== null) {
+    try {
+      const v = e.json<Partial<LeaseValue>>();
+      if (typeof v.address === "string" && v.address.length <= 300) address = v.address;
+      if (typeof v.epoch === "number" && Number.isSafeInteger(v.epoch) && v.epoch > 0 && v.epoch <= e.revision) epoch = v.epoch;
+    } catch {
+      // unreadable: holderOf already said "?"
+    }
+  }
+  return { revision: e.revision, holder, address, epoch };
 }
 
 function holderOf(e: KvEntry): string | null {
@@ -83,6 +117,11 @@ export class LeaseKeeper {
   private watchSeq = 0;
   private watcher: QueuedIterator<unknown> | undefined;
   private readonly inFlight = new Set<Promise<unknown>>();
+  private lastEntry: LeaseEntry | undefined;
+  private renewalsOk = 0;
+  private renewalsFailed = 0;
+  /** The key as seen when the current candidacy began: the previous holder if it wins. */
+  private entryAtCandidacy: LeaseEntry | undefined;
 
   private constructor(private readonly o: LeaseKeeperOptions) {
     this.clock = o.clock ?? systemClock;
@@ -113,6 +152,16 @@ export class LeaseKeeper {
     return !this.stopping.signal.aborted && isLeaderAt(this.o.config, this.state, this.clock.now());
   }
 
+  /** Renewal writes (updates sent while leading) acknowledged and failed so far. */
+  renewals(): { readonly ok: number; readonly failed: number } {
+    return { ok: this.renewalsOk, failed: this.renewalsFailed };
+  }
+
+  /** The key as last read or watched. */
+  entry(): LeaseEntry | undefined {
+    return this.lastEntry;
+  }
+
   /** The epoch to put on commands while {@link isLeader}, else undefined. */
   epoch(): number | undefined {
     return this.isLeader() ? leaseEpoch(this.state) : undefined;
@@ -138,6 +187,7 @@ export class LeaseKeeper {
   private feed(input: LeaseInput): void {
     if (this.stopping.signal.aborted) return;
     const s = nextLease(this.o.config, this.state, input);
+    if (s.state.kind === "candidate" && this.state.kind !== "candidate") this.entryAtCandidacy = this.lastEntry;
     this.state = s.state;
     this.apply(s.effects, s.wakeAtMs);
   }
@@ -154,7 +204,7 @@ export class LeaseKeeper {
           break;
         case "become-leader":
           this.log.info("lease won: leading", { epoch: e.epoch });
-          this.notify({ kind: "leader", epoch: e.epoch });
+          this.notify({ kind: "leader", epoch: e.epoch, previous: this.entryAtCandidacy });
           break;
         case "step-down":
           this.log.warn("lease lost: stepping down", { epoch: e.epoch, reason: e.reason });
@@ -193,12 +243,14 @@ export class LeaseKeeper {
   private write(e: Extract<LeaseEffect, { kind: "create" | "update" }>): void {
     const id = ++this.writeSeq;
     this.pendingWrite = id;
-    const value = JSON.stringify({ holder: this.o.config.holder, wallMs: this.clock.wallNow() } satisfies LeaseValue);
+    const epoch = leaseEpoch(this.state);
+    const value = JSON.stringify({ holder: this.o.config.holder, wallMs: this.clock.wallNow(), ...(this.o.address === undefined ? {} : { address: this.o.address }), ...(epoch === undefined ? {} : { epoch }) } satisfies LeaseValue);
     const kv = this.o.kv;
     const call =
       e.kind === "create"
         ? () => kv.create(this.key, value)
         : () => kv.update(this.key, value, e.expectedRevision, this.opTimeoutMs);
+    const renewal = this.state.kind === "leader";
     const answer = (input: (nowMs: number) => LeaseInput): void => {
       if (this.pendingWrite !== id) return;
       this.pendingWrite = undefined;
@@ -206,9 +258,11 @@ export class LeaseKeeper {
     };
     this.bounded(`lease ${e.kind}`, call).then(
       (revision) => {
+        if (renewal) this.renewalsOk++;
         answer((nowMs) => ({ kind: "write-ok", revision, nowMs }));
       },
       (err: unknown) => {
+        if (renewal) this.renewalsFailed++;
         if (isWrongRevision(err)) {
           answer((nowMs) => ({ kind: "write-wrong-revision", nowMs }));
         } else {
@@ -220,8 +274,17 @@ export class LeaseKeeper {
   }
 
   private observe(e: KvEntry | null): void {
-    if (e === null) this.feed({ kind: "entry", revision: 0, holder: null, nowMs: this.clock.now() });
-    else this.feed({ kind: "entry", revision: e.revision, holder: holderOf(e), nowMs: this.clock.now() });
+    const entry: LeaseEntry = e === null ? { revision: 0, holder: null, address: undefined, epoch: 0 } : entryOf(e);
+    // Stale reads (an older revision than one already seen) are not news.
+    if (this.lastEntry === undefined || entry.revision >= this.lastEntry.revision) {
+      this.lastEntry = entry;
+      try {
+        this.o.onEntry?.(entry);
+      } catch (err) {
+        this.log.error("lease onEntry callback threw", { err: String(err) });
+      }
+    }
+    this.feed({ kind: "entry", revision: entry.revision, holder: entry.holder, nowMs: this.clock.now() });
   }
 
   /** (Re)starts the watch, then reads the key once: a watch says nothing about a key that never existed. */

@@ -1,0 +1,18 @@
+import { Code, WardenError } from "@warden/common";
+
+/** `details.transport` of a client-side UNAVAILABLE whose call never reached a server. */
+export const notConnectedTransport = "not-connected";
+
+/**
+ * Whether an UNAVAILABLE is one where the request never left this process:
+ * no connection could be made (refused, unresolvable, closed client). Such a
+ * call ran nowhere, so a client may send it to another address even when the
+ * method is not idempotent. The lean client marks it with
+ * `details.transport = "not-connected"`; grpc-js says "No connection
+ * established" (its picker fails the call before sending it).
+ */
+export function callNeverSent(err: unknown): boolean {
+  if (!(err instanceof WardenError) || err.code !== Code.Unavailable) return false;
+  if (err.details["transport"] === notConnectedTransport) return true;
+  return /^(\w+: )?No connection established/.test(err.rawMessage);
+}

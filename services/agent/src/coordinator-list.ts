@@ -1,0 +1,65 @@
+import { nullLogger, type Logger } from "@warden/common";
+import { createLeaderFollowingClient, type CreateClientOptions, type LeaderFollowingOptions } from "@warden/grpc";
+import { NodeService } from "@warden/proto";
+import type { NodeServicePort } from "./node-heartbeat.js";
+
+export interface CoordinatorListOptions {
+  /** `--coordinator` addresses: 1..8 host:port, the first tried first (parseHostPortList). */
+  addresses: readonly string[];
+  /** Limits, TLS and the node's bearer header for every coordinator's client. */
+  clientOptions?: CreateClientOptions;
+  logger?: Logger;
+  /** Test seam: the per-address client factory and retry knobs of the leader-following client. */
+  follow?: Omit<LeaderFollowingOptions<typeof NodeService>, "clientOptions" | "onLeaderChange" | "onIgnoredHint" | "idempotent">;
+}
+
+/** The heartbeat's NodeService over several coordinators, plus where it goes now. */
+export interface CoordinatorList extends NodeServicePort {
+  /** The coordinator the next call tries first (the last that answered). */
+  currentAddress(): string;
+  close(): void;
+}
+
+/**
+ * NodeService over the HA coordinators (issue 17): Register and Heartbeat go
+ * to the leader, following a standby's in-list hint (createLeaderFollowingClient).
+ * Both are safe to send twice — Register is idempotent and a heartbeat's
+ * sequence lets the coordinator drop a repeat — so a dropped connection also
+ * moves on. When a heartbeat is answered by another coordinator than the one
+ * this node last registered with (the leader changed), the answer says
+ * `registerRequired`, so the heartbeat loop registers with the new leader at
+ * once instead of waiting for it to ask. Used by one caller at a time (the
+ * heartbeat loop), so the answering address is the current one.
+ */
+export function coordinatorList(options: CoordinatorListOptions): CoordinatorList {
+  const logger = (options.logger ?? nullLogger).child({ component: "coordinator-list" });
+  const client = createLeaderFollowingClient(NodeService, options.addresses, {
+    ...options.follow,
+    ...(options.clientOptions === undefined ? {} : { clientOptions: options.clientOptions }),
+    idempotent: () => true,
+    onLeaderChange: (address, previous) => {
+      logger.info(`following the coordinator leader at ${address}`, { address, previous });
+    },
+    onIgnoredHint: (hint, from) => {
+      logger.warn("a coordinator named a leader outside --coordinator; not following it", { hint, from });
+    },
+  });
+  let registeredWith: string | undefined;
+  return {
+    async register(request, o) {
+      const r = await client.register(request, o);
+      registeredWith = client.currentAddress();
+      return r;
+    },
+    async heartbeat(request, o) {
+      const r = await client.heartbeat(request, o);
+      const at = client.currentAddress();
+      if (registeredWith !== undefined && at !== registeredWith) return { coordinatorEpoch: r.coordinatorEpoch, registerRequired: true };
+      return r;
+    },
+    currentAddress: () => client.currentAddress(),
+    close() {
+      client.close();
+    },
+  };
+}

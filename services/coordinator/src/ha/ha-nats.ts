@@ -1,0 +1,62 @@
+import type { KV } from "@nats-io/kv";
+import type { NatsConnection } from "@nats-io/transport-node";
+import { connectAudit, type NatsCredentials } from "@warden/audit";
+import type { CoordinatorConfig } from "../coordinator-config.js";
+import type { DurableStateStore } from "./durable-state-port.js";
+import type { HaConfig } from "./ha-config.js";
+import { openLeaseBucket } from "./lease-bucket.js";
+import { openKvStateStore } from "./kv-state-store.js";
+import { openJetStreamJournal, type JetStreamJournal } from "./jetstream-journal.js";
+
+/** What an HA member keeps open for its whole life, leader or standby: the "warm" part of a takeover. */
+export interface HaNats {
+  readonly nc: NatsConnection;
+  readonly leaseKv: KV;
+  readonly state: DurableStateStore;
+  /** A fresh journal handle on the (already created) stream: one stream info and one last-message read. */
+  openJournal(signal?: AbortSignal): Promise<JetStreamJournal>;
+}
+
+export function natsCredentialsOf(n: NonNullable<CoordinatorConfig["nats"]>): NatsCredentials {
+  if (n.credsFile !== undefined) return { kind: "creds-file", path: n.credsFile };
+  if (n.token !== undefined) return { kind: "token", token: n.token };
+  if (n.user !== undefined) return { kind: "user-password", user: n.user, password: n.pass ?? "" };
+  return { kind: "none" };
+}
+
+/** The lease KV's per-call deadline: 1 s, or less when the lease is short (the keeper needs it below lease − margin). */
+export function leaseOpTimeoutMs(ha: HaConfig): number {
+  return Math.min(1_000, ha.leaseMs - ha.marginMs - 1);
+}
+
+/**
+ * Connects to the NATS cluster (every URL of `nats.url`, reconnecting forever,
+ * waiting for the first server like the audit link) and opens, creating if
+ * absent, the lease bucket, the state bucket and the journal stream, each
+ * with `ha.replicas` copies.
+ */
+export async function openHaNats(n: NonNullable<CoordinatorConfig["nats"]>, ha: HaConfig, name: string, signal?: AbortSignal): Promise<HaNats> {
+  const nc = await connectAudit(
+    {
+      servers: n.url.split(",").map((u) => u.trim()).filter((u) => u !== ""),
+      credentials: natsCredentialsOf(n),
+      name,
+      waitOnFirstConnect: true,
+      // A standby must notice a dead server quickly: the lease moves on a seconds scale.
+      reconnectTimeWaitMs: 250,
+      connectTimeoutMs: 2_000,
+      ...(n.inboxPrefix === undefined ? {} : { inboxPrefix: n.inboxPrefix }),
+    },
+    signal,
+  );
+  try {
+    const leaseKv = await openLeaseBucket(nc, { replicas: ha.replicas, opTimeoutMs: leaseOpTimeoutMs(ha) }, signal);
+    const state = await openKvStateStore(nc, { replicas: ha.replicas }, signal);
+    // Creates the stream now, so a takeover only reads where it ends.
+    (await openJetStreamJournal(nc, { replicas: ha.replicas }, signal)).close();
+    return { nc, leaseKv, state, openJournal: (s) => openJetStreamJournal(nc, { replicas: ha.replicas }, s) };
+  } catch (err) {
+    await nc.close().catch(() => undefined);
+    throw err;
+  }
+}

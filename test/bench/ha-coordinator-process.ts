@@ -1,5 +1,5 @@
 /**
- * `warden coordinator --config F --ha` as its own process, for the failover
+ * A coordinator with `--config F --ha` as its own process, for the failover
  * bench: kill -9 is the point, so nothing here closes it gracefully except
  * `stop`. Started once it answers AdminService.GetHaStatus (leader and
  * standby both do, per the HA contract); `status` asks it again.
@@ -11,7 +11,8 @@ import { createClient, type Client } from "@warden/grpc";
 import { AdminService, type GetHaStatusResponse } from "@warden/proto";
 
 const root = resolve(import.meta.dirname, "..", "..");
-const cliMain = join(root, "services", "cli", "src", "main.ts");
+// The coordinator's own entry point (what `warden coordinator` runs), with the contract's `--ha`.
+const coordinatorMain = join(root, "services", "coordinator", "src", "main.ts");
 
 export interface HaCoordinatorProcess {
   readonly name: string;
@@ -52,7 +53,7 @@ export async function startHaCoordinator(s: HaCoordinatorSpec, timeoutMs = 90_00
     ...s.extra,
   };
   await writeFile(configPath, JSON.stringify(config, null, 2));
-  const child: ChildProcess = spawn(process.execPath, ["--import", "tsx", cliMain, "coordinator", "--config", configPath, "--ha", "--log-json", "--log-level", "warn"], {
+  const child: ChildProcess = spawn(process.execPath, ["--import", "tsx", coordinatorMain, "--config", configPath, "--ha", "--log-level", "warn"], {
     cwd: root,
     stdio: ["ignore", "ignore", "pipe"],
     env: { ...process.env, WARDEN_QUIET_BANNER: "1" },

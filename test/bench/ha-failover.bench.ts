@@ -27,7 +27,8 @@ import { startNatsCluster } from "../support/nats-cluster.js";
 import { median, type BenchResult } from "./bench-result.js";
 import { startHaCoordinator, waitForHaStatus, type HaCoordinatorProcess, type HaCoordinatorSpec } from "./ha-coordinator-process.js";
 
-const takeovers = 20;
+// WARDEN_BENCH_HA_TAKEOVERS: fewer for a quick try (the figure to report is over 20).
+const takeovers = Number(process.env.WARDEN_BENCH_HA_TAKEOVERS ?? "20");
 const pollGapMs = 20;
 const callDeadlineMs = 1_000;
 const giveUpMs = 60_000;

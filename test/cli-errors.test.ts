@@ -59,6 +59,12 @@ describe("warden: bad input is exit 2 naming what to fix", () => {
     const url = warden(["nodes", "ls", "--addr", "http://127.0.0.1:50051"]);
     expect(url.code).toBe(2);
     expect(url.stderr).toContain('try "127.0.0.1:50051"');
+    const twice = warden(["models", "ls", "--addr", "127.0.0.1:50051,127.0.0.1:50051"]);
+    expect(twice.code).toBe(2);
+    expect(twice.stderr).toContain('--addr: "127.0.0.1:50051" is listed twice');
+    const badSecond = warden(["predict", "m", "hi", "--addr", "127.0.0.1:50051,127.0.0.1:99999"]);
+    expect(badSecond.code).toBe(2);
+    expect(badSecond.stderr).toContain("--addr: port 99999 is out of range");
   });
 
   it("a state dir that cannot be created fails at once instead of hanging", () => {

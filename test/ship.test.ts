@@ -146,7 +146,7 @@ describe("the installable tarball", () => {
     expect(version.stdout.trim()).toBe(wardenVersion);
     const agentHelp = run(warden, ["agent", "--help"], work);
     expect(agentHelp.code).toBe(0);
-    expect(agentHelp.stdout).toContain("--coordinator <host:port>");
+    expect(agentHelp.stdout).toContain("--coordinator <host:port[,host:port…]>");
 
     const addr = `127.0.0.1:${String(await freePort())}`;
     const ports = testPortRange(20);

@@ -217,6 +217,10 @@ describe.each(transports)("createLeaderFollowingClient over $name", ({ connect }
     expect(isWardenError(err, Code.DeadlineExceeded)).toBe(true);
     expect(leader.counts.listModels).toBe(before);
     expect(hungCounts.listModels).toBe(1);
+    // The next call starts past the hung address (a frozen leader does not hold every later call).
+    expect(c.currentAddress()).toBe(leader.address);
+    expect((await c.listModels({}, { timeoutMs: 30_000 })).instances[0]?.nodeId).toBe("leader");
+    expect(hungCounts.listModels).toBe(1);
     c.close();
   });
 
@@ -238,6 +242,8 @@ describe.each(transports)("createLeaderFollowingClient over $name", ({ connect }
     expect(isNotLeader(err)).toBe(false);
     expect(dyingCounts.loadModel).toBe(1);
     expect(nextCounts.loadModel).toBe(0);
+    // Not re-sent, but the next call starts at the other address.
+    expect(c.currentAddress()).toBe(next.address);
     // The same cut on a read (ListModels) moves on: it is safe to run twice.
     const dying2Counts = zero();
     const dying2 = await serve(leaderImpl(dying2Counts, "dying2", { hang: true, entered: () => { entered(); } }));

@@ -1,5 +1,5 @@
 import type { DescMethod, DescService } from "@bufbuild/protobuf";
-import { Code, WardenError, abortReason, backoffDelayMs, cryptoRng, invalidArgument, isNotLeader, leaderAddressOf, parseHostPortList, sleep, systemClock, type BackoffPolicy, type Clock, type Rng } from "@warden/common";
+import { Code, WardenError, abortReason, isWardenError, backoffDelayMs, cryptoRng, invalidArgument, isNotLeader, leaderAddressOf, parseHostPortList, sleep, systemClock, type BackoffPolicy, type Clock, type Rng } from "@warden/common";
 import { createClient, type CreateClientOptions } from "./client.js";
 import { callNeverSent } from "./call-never-sent.js";
 import type { CallOptions, Client } from "./types.js";
@@ -106,6 +106,14 @@ export function createLeaderFollowingClient<T extends DescService>(svc: T, addre
     current = address;
     options.onLeaderChange?.(address, previous);
   };
+  /**
+   * An address that hung past the deadline or dropped a call it may have run
+   * is not re-sent to, but the next call starts at the following address: a
+   * frozen (SIGSTOPped) or dying leader must not hold every later call.
+   */
+  const moveOff = (address: string): void => {
+    if (address === current) current = list[(list.indexOf(address) + 1) % list.length] ?? current;
+  };
   /** The in-list hint of a refusal, or undefined (reporting one outside the list). */
   const hintOf = (err: unknown, from: string): string | undefined => {
     const hint = leaderAddressOf(err);
@@ -163,7 +171,10 @@ export function createLeaderFollowingClient<T extends DescService>(svc: T, addre
         } catch (err) {
           // The caller gave up (cancel or deadline): its reason, not the address's error.
           if (isAborted(signal)) throw abortReason(signal);
-          if (followDecision(err, idempotent) === "surface") throw err;
+          if (followDecision(err, idempotent) === "surface") {
+            if (isWardenError(err, Code.DeadlineExceeded) || isWardenError(err, Code.Unavailable)) moveOff(address);
+            throw err;
+          }
           last = err;
           const hint = hintOf(err, address);
           if (hint !== undefined && hint !== address && !hopped) {

@@ -19,7 +19,8 @@ import {
   UnloadOutcome,
   type PolicyPatch,
 } from "@warden/proto";
-import { bearerMetadata, createH2Client, type Client } from "@warden/grpc";
+import { bearerMetadata, type Client } from "@warden/grpc";
+import { cliClient } from "./cli-client.js";
 import { cliTransport } from "./cli-tls.js";
 import { Code, WardenError, formatDurationMs, invalidArgument, parseDurationMs, sleep, systemClock } from "@warden/common";
 import { eventToJson, eventTypeOf, parseEventType } from "@warden/events";
@@ -35,8 +36,8 @@ function json<T extends DescMessage>(schema: T, msg: MessageShape<T>): string {
 // The lean HTTP/2 client, not grpc-js: every method the CLI calls is unary or server-streaming, and
 // loading grpc-js (with proto-loader and protobufjs) was most of a short admin command's time.
 const auth = (g: GlobalOpts): { headers?: Readonly<Record<string, string>> } => (g.authToken === undefined ? {} : { headers: bearerMetadata(g.authToken) });
-const admin = (g: GlobalOpts): Client<typeof AdminService> => createH2Client(AdminService, g.addr, { ...cliTransport(g), ...auth(g) });
-const inference = (g: GlobalOpts): Client<typeof InferenceService> => createH2Client(InferenceService, g.addr, { ...cliTransport(g), ...auth(g) });
+const admin = (g: GlobalOpts): Client<typeof AdminService> => cliClient(AdminService, g, { ...cliTransport(g), ...auth(g) });
+const inference = (g: GlobalOpts): Client<typeof InferenceService> => cliClient(InferenceService, g, { ...cliTransport(g), ...auth(g) });
 
 export async function modelsLs(c: ActionContext, g: GlobalOpts, o: { node?: string }): Promise<number | undefined> {
   const a = admin(g);

@@ -8,11 +8,12 @@ import { writeFile } from "node:fs/promises";
 import { resolve } from "node:path";
 import { Metadata } from "@grpc/grpc-js/build/src/metadata.js";
 import { Backend } from "@warden/proto";
-import { createH2Client, type CallOptions, type Client } from "@warden/grpc";
+import type { CallOptions, Client } from "@warden/grpc";
+import { cliClient } from "./cli-client.js";
 import { Code, WardenError, invalidArgument, isWardenError, sampleRateOf, wavFile } from "@warden/common";
 import type { ActionContext, GlobalOpts } from "./action-context.js";
 
-const backend = (g: GlobalOpts): Client<typeof Backend> => createH2Client(Backend, g.addr);
+const backend = (g: GlobalOpts): Client<typeof Backend> => cliClient(Backend, g);
 
 /** Bound on the text a command sends (a prompt, a TTS input). */
 const maxTextChars = 1_000_000;

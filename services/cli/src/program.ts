@@ -1,13 +1,14 @@
 import { Command, CommanderError, Option } from "commander";
 import { Code, WardenError, formatDurationMs, parseDurationMs, wardenVersion } from "@warden/common";
 import { errorLine, exitCodeHelp, exitCodeOf, exitCodes } from "./exit-codes.js";
-import { parseAddr } from "./addr.js";
+import { parseAddrList } from "./addr.js";
 import { cliToken } from "./cli-token.js";
 import type { ActionContext, CliIo, GlobalOpts, Runners } from "./action-context.js";
 import type * as AdminActions from "./admin-actions.js";
 import { certsCommand } from "./certs-command.js";
 import type * as BackendActions from "./backend-actions.js";
 import type * as ReplicaActions from "./replica-actions.js";
+import type * as HaActions from "./ha-actions.js";
 
 export type { CliIo } from "./action-context.js";
 
@@ -17,6 +18,7 @@ const defaultAddr = "127.0.0.1:50051";
 const actions = (): Promise<typeof AdminActions> => import("./admin-actions.js");
 const backendActions = (): Promise<typeof BackendActions> => import("./backend-actions.js");
 const replicaActions = (): Promise<typeof ReplicaActions> => import("./replica-actions.js");
+const haActions = (): Promise<typeof HaActions> => import("./ha-actions.js");
 
 /**
  * Builds the `warden` command tree. Every command has `--help`; admin
@@ -35,7 +37,7 @@ export function buildProgram(io: CliIo, runners: Runners): { program: Command; e
 
   const withGlobal = (c: Command): Command =>
     c
-      .addOption(new Option("--addr <host:port>", "Warden admin/inference address").env("WARDEN_ADDR").default(defaultAddr))
+      .addOption(new Option("--addr <host:port[,host:port…]>", "Warden admin/inference address; with HA coordinators list them all (1..8, comma-separated): calls follow the leader").env("WARDEN_ADDR").default(defaultAddr))
       .option("--json", "machine-readable JSON output", false)
       .option("--timeout <duration>", "deadline for the call (e.g. 30s, 10m)", "10m")
       .addOption(new Option("--tls-ca <file>", "connect over TLS, verifying Warden's certificate against this CA").env("WARDEN_TLS_CA"))
@@ -74,7 +76,7 @@ export function buildProgram(io: CliIo, runners: Runners): { program: Command; e
       const g = cmd.opts<GlobalOpts>();
       try {
         // Checked before the call so a typo is exit 2 naming the flag, not a raw resolver error.
-        parseAddr(g.addr, "--addr");
+        parseAddrList(g.addr, "--addr");
         const token = cliToken(g.tokenFile, io.env);
         if (token !== undefined) g.authToken = token;
         code = (await fn(await actions(), g, ...args)) ?? exitCodes.ok;
@@ -113,7 +115,9 @@ export function buildProgram(io: CliIo, runners: Runners): { program: Command; e
     program
       .command("coordinator")
       .description("run a coordinator (no demo config; backends keep running when it stops)")
-      .requiredOption("--config <file>", "YAML config (see README)"),
+      .requiredOption("--config <file>", "YAML config (see README)")
+      .option("--ha", "run as an HA member: compete for the leader lease on NATS JetStream, serve as a standby until won (the config's ha: section, or its defaults: lease 3s, renew 1s, margin 500ms, replicas 3); needs embeddedAgent: false and nats.url")
+      .option("--nats-url <urls>", "comma-separated NATS cluster URLs (overrides nats.url)"),
     { listen: "the config's", stateDir: "the config's" },
   ).action(async (o: Record<string, unknown>) => {
     code = await runners.coordinator(o);
@@ -123,7 +127,7 @@ export function buildProgram(io: CliIo, runners: Runners): { program: Command; e
     .command("agent")
     .description("run a node agent that registers with a coordinator")
     .requiredOption("--config <file>", "agent YAML config (see services/agent/README.md)")
-    .option("--coordinator <host:port>", "coordinator NodeService address")
+    .option("--coordinator <host:port[,host:port…]>", "coordinator NodeService address; with HA coordinators list them all (1..8, comma-separated): the agent follows the leader")
     .option("--listen <host:port>", "AgentService address (overrides the config)")
     .option("--stop-backends-on-exit", "on SIGTERM/SIGINT stop every backend (default: leave them running for adoption)", false)
     .option("--metrics <host:port>", "serve Prometheus metrics at http://HOST:PORT/metrics")
@@ -146,6 +150,12 @@ export function buildProgram(io: CliIo, runners: Runners): { program: Command; e
 
   const viaReplicas = <A extends unknown[]>(fn: (r: typeof ReplicaActions, g: GlobalOpts, ...args: A) => Promise<number | undefined>) => act(async (_a, g, ...args: A) => fn(await replicaActions(), g, ...args));
   const models = program.command("models").description("list, load, unload and scale models");
+  const haCmd = program.command("ha").description("coordinator high availability (issue 17)");
+  withGlobal(
+    haCmd
+      .command("status")
+      .description("the leader lease as the coordinator at --addr sees it (leader, epoch, lease age, quorum) and every member seen within 30 s (a standby answers too)"),
+  ).action(act(async (_a, g) => (await haActions()).haStatus(ctx, g)));
   withGlobal(
     models
       .command("ls")

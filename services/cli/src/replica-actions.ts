@@ -6,7 +6,8 @@ import { userInfo } from "node:os";
 import { toJson, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
 import { AdminService, NodeSchema, ScaleModelResponseSchema, type NodeLimitsSchema } from "@warden/proto";
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import { bearerMetadata, createH2Client, type Client } from "@warden/grpc";
+import { bearerMetadata, type Client } from "@warden/grpc";
+import { cliClient } from "./cli-client.js";
 import { invalidArgument, parseMemoryBudget } from "@warden/common";
 import { cliTransport } from "./cli-tls.js";
 import { nodeLimitsTable, scaleText } from "./render-replicas.js";
@@ -16,7 +17,7 @@ function json<T extends DescMessage>(schema: T, msg: MessageShape<T>): string {
   return JSON.stringify(toJson(schema, msg, { alwaysEmitImplicit: false }), null, 2);
 }
 
-const admin = (g: GlobalOpts): Client<typeof AdminService> => createH2Client(AdminService, g.addr, { ...cliTransport(g), ...(g.authToken === undefined ? {} : { headers: bearerMetadata(g.authToken) }) });
+const admin = (g: GlobalOpts): Client<typeof AdminService> => cliClient(AdminService, g, { ...cliTransport(g), ...(g.authToken === undefined ? {} : { headers: bearerMetadata(g.authToken) }) });
 
 /** A non-negative integer flag; the coordinator checks the bounds. */
 function count(v: string | undefined, flag: string, min: number): number | undefined {

@@ -35,6 +35,8 @@ function serveOptions(io: CliIo, o: Record<string, unknown>, up: boolean): RunCo
     tlsCert: o.tlsCert as string | undefined,
     tlsKey: o.tlsKey as string | undefined,
     tlsCa: o.tlsCa as string | undefined,
+    ha: o.ha === true,
+    natsUrl: o.natsUrl as string | undefined,
   };
 }
 

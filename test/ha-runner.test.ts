@@ -1,0 +1,217 @@
+/**
+ * The HA runner (issue 17), real processes: a 3-server nats-server JetStream
+ * cluster, `warden coordinator --ha` members as child processes, remote agents
+ * with backend-sim, and `warden ha status` through the real CLI.
+ */
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { createClient, type Client } from "@warden/grpc";
+import { AdminService, Health, HealthCheckResponse_ServingStatus, InferenceService, NodeState } from "@warden/proto";
+import { Code, WardenError, leaderAddressOf } from "@warden/common";
+import { uniqueTag, pidAlive } from "./support/agent-harness.js";
+import { startAgentProcess, startRemoteAgent, type AgentProcess, type RemoteAgent } from "./support/agent-process.js";
+import { simModel, until } from "./support/coordinator-harness.js";
+import { freePort } from "./support/free-port.js";
+import { cliHaStatus, startHaCoordinator, type HaCoordinatorProcess } from "./support/ha-coordinator-process.js";
+import { startNatsCluster, type NatsClusterHandle } from "./support/nats-cluster.js";
+import { storedEvents } from "./support/audit-stream-reader.js";
+
+let cluster: NatsClusterHandle;
+let dir: string;
+const coordinators: HaCoordinatorProcess[] = [];
+const agents: RemoteAgent[] = [];
+const extraAgents: AgentProcess[] = [];
+const clients: { close(): void }[] = [];
+
+beforeAll(async () => {
+  cluster = await startNatsCluster();
+  dir = await mkdtemp(join(tmpdir(), "warden-ha-runner-"));
+}, 90_000);
+
+afterEach(async () => {
+  for (const c of clients.splice(0)) c.close();
+  for (const a of extraAgents.splice(0)) {
+    a.child.kill("SIGKILL");
+    await a.exited;
+  }
+  for (const a of agents.splice(0)) await a.cleanup();
+  for (const c of coordinators.splice(0)) await c.kill();
+  for (let i = 0; i < cluster.servers.length; i++) if (!cluster.running(i)) await cluster.restart(i);
+}, 120_000);
+
+afterAll(async () => {
+  await cluster.stop();
+  await rm(dir, { recursive: true, force: true });
+}, 60_000);
+
+let seq = 0;
+async function member(tag: string, extra: Record<string, unknown> = {}): Promise<HaCoordinatorProcess> {
+  const listen = `127.0.0.1:${String(await freePort())}`;
+  const n = seq++;
+  const c = await startHaCoordinator(join(dir, `coord-${String(n)}.yaml`), {
+    listen,
+    stateDir: join(dir, `state-${String(n)}`),
+    embeddedAgent: false,
+    recoveryWindow: "500ms",
+    nodeGrace: "120s",
+    policy: { tickInterval: "100ms" },
+    stop: { timeout: "10s", rpcTimeout: "2s" },
+    nats: { url: cluster.urls.join(",") },
+    ha: { holder: tag.slice(0, 40).replace(/[^A-Za-z0-9_-]/g, "-"), lease: "2s", renew: "500ms", margin: "400ms" },
+    models: [simModel("m")],
+    ...extra,
+  });
+  coordinators.push(c);
+  return c;
+}
+
+function adminOf(addr: string): Client<typeof AdminService> {
+  const c = createClient(AdminService, addr);
+  clients.push(c);
+  return c;
+}
+
+async function haStatus(addr: string): Promise<Awaited<ReturnType<Client<typeof AdminService>["getHaStatus"]>> | undefined> {
+  return adminOf(addr).getHaStatus({}, { timeoutMs: 5_000 }).catch(() => undefined);
+}
+
+async function refusal(p: Promise<unknown>): Promise<WardenError> {
+  const e = await p.then(
+    () => undefined,
+    (err: unknown) => err,
+  );
+  expect(e).toBeInstanceOf(WardenError);
+  return e as WardenError;
+}
+
+describe("HA runner: warden coordinator --ha", { timeout: 180_000 }, () => {
+  it("two members: one leads, both report it (CLI), the standby refuses with the leader's address; kill -9 the leader: the standby leads on a higher epoch, announces it on the audit stream, and adopts the running backend", async () => {
+    const tag = uniqueTag("ha-runner");
+    const a = await member(`${tag}-a`);
+    const b = await member(`${tag}-b`);
+    const byHolder = new Map([a, b].map((c) => [c.holder, c]));
+    const leaderHolder = await until("a leader", async () => {
+      const s = await haStatus(a.address);
+      return s?.leaderHolder !== undefined && byHolder.has(s.leaderHolder) && s.epoch > 0n ? s.leaderHolder : undefined;
+    }, 60_000);
+    const leader = byHolder.get(leaderHolder)!;
+    const standby = leader === a ? b : a;
+    // Both, through the real CLI: the same leader and epoch; each names its own role.
+    const [sl, ss] = await until("both see the standby as a member", async () => {
+      const both = await Promise.all([cliHaStatus(leader.address), cliHaStatus(standby.address)]);
+      return both.every((s) => (s["standbys"] as unknown[]).length === 1) ? both : undefined;
+    }, 60_000);
+    expect(sl["leaderHolder"]).toBe(leader.holder);
+    expect(ss["leaderHolder"]).toBe(leader.holder);
+    expect(ss["epoch"]).toBe(sl["epoch"]);
+    expect(ss["leaderAddress"]).toBe(leader.address);
+    expect((sl["self"] as Record<string, unknown>)["role"]).toBe("leader");
+    expect((ss["self"] as Record<string, unknown>)["role"]).toBe("standby");
+    expect((sl["standbys"] as Record<string, unknown>[])[0]?.["holder"]).toBe(standby.holder);
+    const epoch1 = BigInt(sl["epoch"] as string);
+
+    // The standby refuses Admin and Inference with the leader's address.
+    const e1 = await refusal(adminOf(standby.address).listModels({}, { timeoutMs: 5_000 }));
+    expect(e1.code).toBe(Code.Unavailable);
+    expect(leaderAddressOf(e1)).toBe(leader.address);
+    const inf = createClient(InferenceService, standby.address);
+    clients.push(inf);
+    const e2 = await refusal(inf.predict({ model: "m", options: { Prompt: "hi" } }, { timeoutMs: 5_000 }));
+    expect(leaderAddressOf(e2)).toBe(leader.address);
+    const health = createClient(Health, standby.address);
+    clients.push(health);
+    expect((await health.check({ service: "warden.ha" })).status).toBe(HealthCheckResponse_ServingStatus.SERVING);
+    expect((await health.check({ service: "warden.v1.AdminService" })).status).toBe(HealthCheckResponse_ServingStatus.NOT_SERVING);
+
+    // A backend loaded through the leader.
+    const agent = await startRemoteAgent({ coordinator: leader.address, nodeId: "n1", tag });
+    agents.push(agent);
+    await until("n1 ready", async () => (await adminOf(leader.address).listNodes({})).nodes.some((n) => n.nodeId === "n1" && n.state === NodeState.READY), 60_000);
+    const inc = (await adminOf(leader.address).loadModel({ model: "m" }, { timeoutMs: 60_000 })).instance?.incarnation ?? "";
+    expect(inc).not.toBe("");
+    const pids = await agent.liveBackends();
+    expect(pids).toHaveLength(1);
+
+    await leader.kill();
+    const s2 = await until("the standby leads", async () => {
+      const s = await haStatus(standby.address);
+      return s?.self?.role === "leader" ? s : undefined;
+    }, 60_000);
+    expect(s2.leaderHolder).toBe(standby.holder);
+    expect(s2.epoch).toBeGreaterThan(epoch1);
+    expect(s2.takeovers).toBe(1n);
+
+    // The agent follows the new leader (until agents take several addresses: a new agent process on the same state).
+    await agent.kill();
+    const moved = await startAgentProcess(agent.configPath, ["--coordinator", standby.address]);
+    extraAgents.push(moved);
+    const rows = await until("the new leader lists the running instance", async () => {
+      const r = await adminOf(standby.address).listModels({}).catch(() => undefined);
+      return r?.instances.some((i) => i.incarnation === inc) === true ? r.instances : undefined;
+    }, 60_000);
+    expect(rows.map((i) => i.incarnation)).toEqual([inc]);
+    expect(await agent.liveBackends()).toEqual(pids);
+    for (const p of pids) expect(await pidAlive(p)).toBe(true);
+
+    // coordinator.leader reached the audit stream.
+    const announced = await until("coordinator.leader on the audit stream", async () => {
+      const evs = (await storedEvents(cluster.urls[0]!).catch(() => undefined)) ?? [];
+      return evs.find((e) => e.payload.case === "coordinatorLeader" && e.payload.value.holder === standby.holder);
+    }, 60_000);
+    if (announced.payload.case !== "coordinatorLeader") throw new Error("unreachable");
+    expect(announced.payload.value.epoch).toBe(s2.epoch);
+    expect(announced.payload.value.previousHolder).toBe(leader.holder);
+    expect(announced.payload.value.resumed).toBe(false);
+  });
+
+  it("loss of quorum (2 of 3 nats-servers killed): the leader pauses — inference still routed, an unload refused and the backend kept — and resumes in place when quorum returns", async () => {
+    const tag = uniqueTag("ha-quorum");
+    const c = await member(`${tag}-c`);
+    await until("c leads", async () => (await haStatus(c.address))?.self?.role === "leader", 60_000);
+    const admin = adminOf(c.address);
+    const agent = await startRemoteAgent({ coordinator: c.address, nodeId: "q1", tag });
+    agents.push(agent);
+    await until("q1 ready", async () => (await admin.listNodes({})).nodes.some((n) => n.nodeId === "q1" && n.state === NodeState.READY), 60_000);
+    const inc = (await admin.loadModel({ model: "m" }, { timeoutMs: 60_000 })).instance?.incarnation ?? "";
+    const pids = await agent.liveBackends();
+    expect(pids).toHaveLength(1);
+    const epoch1 = (await haStatus(c.address))?.epoch ?? 0n;
+
+    await cluster.kill(1);
+    await cluster.kill(2);
+    const paused = await until("c paused", async () => {
+      const s = await haStatus(c.address);
+      return s?.self?.role === "paused" ? s : undefined;
+    }, 60_000);
+    expect(paused.quorum).toBe(false);
+    const health = createClient(Health, c.address);
+    clients.push(health);
+    expect((await health.check({ service: "warden.ha" })).status).toBe(HealthCheckResponse_ServingStatus.NOT_SERVING);
+    await c.waitForLine("the no-quorum warning", (l) => l["msg"] === "no quorum: evictions and loads paused, inference still routed");
+
+    expect((await admin.listModels({})).instances.map((i) => i.incarnation)).toEqual([inc]);
+    const inf = createClient(InferenceService, c.address);
+    clients.push(inf);
+    const reply = await inf.predict({ model: "m", options: { Prompt: "hello", Tokens: 1 } }, { timeoutMs: 20_000 });
+    expect(reply.nodeId).toBe("q1");
+    await refusal(admin.unloadModel({ model: "m" }, { timeoutMs: 30_000 }));
+    expect(await agent.liveBackends()).toEqual(pids);
+
+    await cluster.restart(1);
+    await cluster.restart(2);
+    const back = await until("c leads again", async () => {
+      const s = await haStatus(c.address);
+      return s?.self?.role === "leader" ? s : undefined;
+    }, 90_000);
+    expect(back.leaderHolder).toBe(c.holder);
+    expect(back.epoch).toBeGreaterThan(epoch1);
+    const resumed = await c.waitForLine("a resumed coordinator.leader", (l) => l["msg"] === "event coordinator.leader" && (l["event"] as Record<string, unknown>)["resumed"] === true, 30_000);
+    expect((resumed["event"] as Record<string, unknown>)["holder"]).toBe(c.holder);
+    await until("the unload works again", async () => {
+      await admin.unloadModel({ model: "m" }, { timeoutMs: 30_000 }).catch(() => undefined);
+      return (await agent.liveBackends()).length === 0;
+    }, 60_000);
+  });
+});

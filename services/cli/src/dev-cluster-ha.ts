@@ -136,7 +136,8 @@ export async function runHaDevCluster(o: HaDevClusterOptions): Promise<number> {
       `  coord-b (standby) ${addrs[1]}  pid ${String(coordinators[1]?.pid)}\n` +
       `  nats-servers pids ${nats.map((p) => String(p.pid)).join(", ")} (configs: ${cluster.configFiles.join(", ")})\n` +
       `  agents gpu-a, gpu-b, gpu-c follow --coordinator ${both}\n` +
-      `Try:\n  npx warden ha status --addr ${both}\n  npx warden nodes ls --addr ${both}\n  npx warden predict whisper "hi" --addr ${both}\n` +
+      // ha status per member: each answers for itself (its role, the lease as it sees it).
+      `Try:\n  npx warden ha status --addr ${addrs[0]}\n  npx warden ha status --addr ${addrs[1]}\n  npx warden nodes ls --addr ${both}\n  npx warden predict whisper "hi" --addr ${both}\n` +
       `  kill -9 ${String(coordinators[0]?.pid)}   # the leader; coord-b takes over within a lease (3 s) + recovery window\n` +
       `Ctrl-C stops everything.\n\n`,
   );

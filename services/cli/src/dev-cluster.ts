@@ -9,6 +9,7 @@ import { chmod, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
+import { runHaDevCluster } from "./dev-cluster-ha.js";
 
 // Built (services/cli/dist/dev-cluster.js next to warden.js): run the bundle; from sources: tsx.
 const bundled = !import.meta.url.endsWith(".ts");
@@ -70,9 +71,12 @@ const models = `
 `;
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({ options: { listen: { type: "string", default: "127.0.0.1:50061" }, help: { type: "boolean", short: "h", default: false } } });
+  const { values } = parseArgs({ options: { listen: { type: "string", default: "127.0.0.1:50061" }, ha: { type: "boolean", default: false }, help: { type: "boolean", short: "h", default: false } } });
   if (values.help) {
-    process.stdout.write("usage: npm run cluster [-- --listen HOST:PORT]\n\nStarts a coordinator and three agents (gpu-a: 2×A100 east, gpu-b: L4 east, gpu-c: T4 west) on loopback.\n");
+    process.stdout.write(
+      "usage: npm run cluster [-- --listen HOST:PORT] [-- --ha]\n\nStarts a coordinator and three agents (gpu-a: 2×A100 east, gpu-b: L4 east, gpu-c: T4 west) on loopback.\n" +
+        "--ha: three nats-servers in a JetStream cluster, two coordinators with --ha (--listen and the next port), the agents following both.\n",
+    );
     return;
   }
   const dir = await mkdtemp(join(tmpdir(), "warden-cluster-"));
@@ -92,10 +96,33 @@ async function main(): Promise<void> {
       });
     }
   };
-  await writeFile(
-    join(dir, "coordinator.yaml"),
-    `listen: ${values.listen}\nstateDir: ${join(dir, "coordinator")}\nembeddedAgent: false\nplacement: binpack\npolicy:\n  limitPerNode: 3\n  idleCheck: true\n  idleTimeout: 5m\nmodels:${models}`,
-  );
+  const coordinatorYaml = (listen: string, stateDir: string): string =>
+    `listen: ${listen}\nstateDir: ${stateDir}\nembeddedAgent: false\nplacement: binpack\npolicy:\n  limitPerNode: 3\n  idleCheck: true\n  idleTimeout: 5m\nmodels:${models}`;
+  const startAgents = async (coordinators: string): Promise<ChildProcess[]> => {
+    const started: ChildProcess[] = [];
+    for (const n of nodes) {
+      const smi = join(dir, `nvidia-smi-${n.id}`);
+      await writeFile(smi, fakeNvidiaSmi(n));
+      await chmod(smi, 0o755);
+      await mkdir(join(dir, n.id), { recursive: true });
+      const labels = Object.entries(n.labels)
+        .map(([k, v]) => `  ${k}: ${v}`)
+        .join("\n");
+      await writeFile(
+        join(dir, `${n.id}.yaml`),
+        `nodeId: ${n.id}\nlisten: 127.0.0.1:${String(n.listenPort)}\nlabels:\n${labels}\nstateDir: ${join(dir, n.id)}\nports: { min: ${String(n.ports[0])}, max: ${String(n.ports[1])} }\nnvidiaSmi: ${smi}\ngpus: [${n.gpus.map((_, i) => `"${String(i)}"`).join(", ")}]\ncatalog:\n  backend-sim: { builtin: backend-sim }\n`,
+      );
+      const a = spawn(process.execPath, [...wardenArgs, "agent", "--config", join(dir, `${n.id}.yaml`), "--coordinator", coordinators, "--stop-backends-on-exit"], { cwd: root, stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, LOG_LEVEL: "warn" } });
+      started.push(a);
+      prefix(n.id, a);
+    }
+    return started;
+  };
+  if (values.ha) {
+    process.exitCode = await runHaDevCluster({ dir, root, wardenArgs, listen: values.listen, coordinatorYaml, startAgents, prefix });
+    return;
+  }
+  await writeFile(join(dir, "coordinator.yaml"), coordinatorYaml(values.listen, join(dir, "coordinator")));
   // The coordinator's own banner would say "Ctrl-C stops the coordinator (backends keep
   // running)", which is not what Ctrl-C does here: this script prints the one banner.
   const coord = spawn(process.execPath, [...wardenArgs, "coordinator", "--config", join(dir, "coordinator.yaml"), "--log-pretty"], { cwd: root, stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, WARDEN_QUIET_BANNER: "1" } });
@@ -118,22 +145,7 @@ async function main(): Promise<void> {
     process.exitCode = 1;
     return;
   }
-  for (const n of nodes) {
-    const smi = join(dir, `nvidia-smi-${n.id}`);
-    await writeFile(smi, fakeNvidiaSmi(n));
-    await chmod(smi, 0o755);
-    await mkdir(join(dir, n.id), { recursive: true });
-    const labels = Object.entries(n.labels)
-      .map(([k, v]) => `  ${k}: ${v}`)
-      .join("\n");
-    await writeFile(
-      join(dir, `${n.id}.yaml`),
-      `nodeId: ${n.id}\nlisten: 127.0.0.1:${String(n.listenPort)}\nlabels:\n${labels}\nstateDir: ${join(dir, n.id)}\nports: { min: ${String(n.ports[0])}, max: ${String(n.ports[1])} }\nnvidiaSmi: ${smi}\ngpus: [${n.gpus.map((_, i) => `"${String(i)}"`).join(", ")}]\ncatalog:\n  backend-sim: { builtin: backend-sim }\n`,
-    );
-    const a = spawn(process.execPath, [...wardenArgs, "agent", "--config", join(dir, `${n.id}.yaml`), "--coordinator", values.listen, "--stop-backends-on-exit"], { cwd: root, stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, LOG_LEVEL: "warn" } });
-    procs.push(a);
-    prefix(n.id, a);
-  }
+  procs.push(...(await startAgents(values.listen)));
   process.stdout.write(
     `\nWarden dev cluster: coordinator on ${values.listen}, agents gpu-a (2×A100, east), gpu-b (L4, east), gpu-c (T4, west).\n` +
       `Try:\n  npx warden nodes ls --addr ${values.listen}\n  npx warden explain llama-70b --addr ${values.listen}\n  npx warden predict whisper "hi" --addr ${values.listen}\n  npx warden models ls --addr ${values.listen}\nCtrl-C stops everything.\n\n`,

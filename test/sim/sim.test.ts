@@ -229,18 +229,18 @@ describe("simulation", () => {
   });
 
   it.each(regressionSeeds)("regression seed %i (%s profile: %s) holds every invariant", async (seed, profile) => {
-    const r = await runSeed(seed, { profile, overrides: { replicaProfile: false } });
+    const r = await runSeed(seed, { profile, overrides: { replicaProfile: false, haProfile: false } });
     expect(r.violations).toEqual([]);
   }, 120_000);
 
   it.each(replicaSeeds)("replica regression seed %i (replica profile %s: %s) holds every invariant", async (seed, replicas) => {
     expect(optionsForSeed(seed).replicaProfile === true).toBe(replicas);
-    const r = await runSeed(seed);
+    const r = await runSeed(seed, { overrides: { haProfile: false } });
     expect(r.violations).toEqual([]);
   }, 120_000);
 
   it.each(forcedReplicaSeeds)("replica regression seed %i (replica profile forced on: %s) holds every invariant", async (seed) => {
-    const r = await runSeed(seed, { overrides: { replicaProfile: true } });
+    const r = await runSeed(seed, { overrides: { replicaProfile: true, haProfile: false } });
     expect(r.violations).toEqual([]);
   }, 120_000);
 });

@@ -181,6 +181,10 @@ export function schedulePlan(h: Harness, plan: readonly Step[]): void {
           h.world.coverage.hit(`fault.${s.fault}`);
           injectFault(h, s, r);
           return;
+        case "ha":
+          h.world.log(`ha-fault ${s.fault}`);
+          h.ha?.inject(s.fault, s.durationMs, r);
+          return;
       }
     });
   }

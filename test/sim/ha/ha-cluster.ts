@@ -98,8 +98,10 @@ export class HaCluster {
       if (c === undefined) return;
       p.coord = c;
       // Every stop intent the old leader acknowledged (or issued: the shared stream holds it at issue) is carried over.
+      // (A clear the old leader issued is in the stream from its issue too, acknowledged or not: that intent is rightly gone.)
       const now = new Set(c.outbox.openStopIntents().map((i) => i.incarnation));
-      const lost = before.filter((i) => !now.has(i.incarnation) && !c.outbox.openStopIntents().some((j) => j.incarnation === i.incarnation));
+      const cleared = w.disk.clearedIntents();
+      const lost = before.filter((i) => !now.has(i.incarnation) && !cleared.has(i.incarnation));
       if (lost.length > 0) h.ctx.report("HA 3 intents carried over", `${m.holder} (epoch ${String(epoch)}) took over without the old leader's stop intents ${lost.map((i) => i.incarnation).join(", ")}`);
       w.coverage.hit("ha.generation-started");
     });

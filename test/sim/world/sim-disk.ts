@@ -87,6 +87,16 @@ export class SimDisk {
     };
   }
 
+  /** Incarnations whose stop intent a stored record cleared (the HA carry-over check). */
+  clearedIntents(): Set<string> {
+    const last = new Map<string, boolean>();
+    for (const { record } of this.records) {
+      if (record.kind === "stop-intent") last.set(record.incarnation, false);
+      else if (record.kind === "stop-intent-cleared") last.set(record.incarnation, true);
+    }
+    return new Set([...last].filter(([, cleared]) => cleared).map(([inc]) => inc));
+  }
+
   /** Shared-journal appends refused because another coordinator had appended since. */
   fencedAppends = 0;
 

@@ -95,7 +95,17 @@ export class HaCluster {
     if (old !== undefined) h.detachCoordinator();
     const ha: SimCoordinatorHa = { leaderEpoch: () => BigInt(epoch), pausedUntil: () => m.pausedUntilMs, link: p.links };
     void h.startCoordinator(0, ha, () => p.member.alive() && p.epoch === epoch).then((c) => {
-      if (c === undefined) return;
+      if (c === undefined) {
+        // Its start failed while it still holds the lease: the process exits and comes back as a standby.
+        if (p.member.alive() && p.epoch === epoch) {
+          this.kill(p);
+          const index = m.index;
+          w.queue.push(w.clock.now() + 1_000, "ha.restart", () => {
+            if (this.processes[index]?.member.alive() !== true) this.spawn(index);
+          });
+        }
+        return;
+      }
       p.coord = c;
       // Every stop intent the old leader acknowledged (or issued: the shared stream holds it at issue) is carried over.
       // (A clear the old leader issued is in the stream from its issue too, acknowledged or not: that intent is rightly gone.)

@@ -120,9 +120,15 @@ export class Harness {
     }, ha);
     if (ha !== undefined) {
       this.startingHa = c;
-      await c.start(tornRecords);
+      let started = true;
+      // A start that meets a newer leader's records in the stream fails (its appends are fenced): that
+      // process's coordinator exits, as the real one does when its outbox cannot start.
+      await c.start(tornRecords).catch(() => {
+        started = false;
+        this.world.coverage.hit("ha.start-fenced");
+      });
       if (this.startingHa === c) this.startingHa = undefined;
-      if (wanted?.() === false) {
+      if (!started || wanted?.() === false) {
         c.crash();
         return undefined;
       }

@@ -120,13 +120,15 @@ export class Harness {
     }, ha);
     if (ha !== undefined) {
       this.startingHa = c;
-      let started = true;
       // A start that meets a newer leader's records in the stream fails (its appends are fenced): that
       // process's coordinator exits, as the real one does when its outbox cannot start.
-      await c.start(tornRecords).catch(() => {
-        started = false;
-        this.world.coverage.hit("ha.start-fenced");
-      });
+      const started = await c.start(tornRecords).then(
+        () => true,
+        () => {
+          this.world.coverage.hit("ha.start-fenced");
+          return false;
+        },
+      );
       if (this.startingHa === c) this.startingHa = undefined;
       if (!started || wanted?.() === false) {
         c.crash();

@@ -52,7 +52,7 @@ const recorded: Record<PlantedBug, { readonly seed: number; readonly invariant: 
   "forget-intents-of-unregistered-nodes": { seed: 2, invariant: "1 no amnesia" },
   "adopt-confirmed-gone": { seed: 8, invariant: "5 no resurrection" },
   "scale-down-below-min": { seed: 1, invariant: "replicas: min", options: replicaOverrides },
-  "agent-ignores-leader-epoch": { seed: 9, invariant: "HA 2 stale epoch applied", options: haOverrides },
+  "agent-ignores-leader-epoch": { seed: 2, invariant: "HA 2 stale epoch applied", options: haOverrides },
 };
 
 /** Clean runs, one per seed and options, shared by the bugs caught on it. */

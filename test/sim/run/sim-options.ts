@@ -267,7 +267,9 @@ export function optionsForSeed(seed: number, overrides: Partial<SimOptions> = {}
   const replicated = replicaProfile ? drawReplicas(rr, nodes, models) : { nodes, models };
   // The HA profile, after that, from its own stream too. HA coordinators use remote agents only (HA contract).
   const hr = new SimRandom(seed).fork(`${p.stream}-ha`);
-  const haProfile = overrides.haProfile ?? (p.haP > 0 && hr.chance(p.haP));
+  // The chance is drawn even when forced, so a seed forced on draws what it draws when the profile falls to it.
+  const drawnHa = p.haP > 0 && hr.chance(p.haP);
+  const haProfile = overrides.haProfile ?? drawnHa;
   const ha = haProfile ? (overrides.ha ?? drawHa(hr)) : undefined;
   const finalNodes = ha === undefined ? replicated.nodes : replicated.nodes.map((n) => (n.embedded ? { ...n, embedded: false } : n));
   return {

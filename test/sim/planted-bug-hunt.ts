@@ -24,11 +24,13 @@ const minutes = arg("minutes");
 const quiesce = arg("quiesce");
 const policy = arg("policy");
 const replicas = arg("replicas");
+const ha = arg("ha");
 const overrides = {
   ...(policy === undefined ? {} : { policy: JSON.parse(policy) as PolicyPatch }),
   ...(minutes === undefined ? {} : { durationMs: Number(minutes) * 60_000 }),
   ...(quiesce === undefined ? {} : { quiesceMs: Number(quiesce) * 60_000 }),
   ...(replicas === undefined ? {} : { replicaProfile: replicas === "on" }),
+  ...(ha === undefined ? {} : { haProfile: ha === "on" }),
 };
 for (const bug of bugs) {
   const t0 = performance.now();

@@ -12,12 +12,19 @@ import type { SimOptions } from "./run/sim-options.js";
  * skipped); they change when the harness or the workload does: re-run the
  * hunt and update the table (and the README's). The bugs recorded before the
  * replica profile existed run with it off (`--replicas off`: their seeds draw
- * exactly what they drew then); the replica bugs with it on (`--replicas on`).
+ * exactly what they drew then); the replica bugs with it on (`--replicas on`). Every bug but
+ * the HA one runs with the HA profile off (`--ha off`), the HA one with it on (`--ha on`).
  */
-const overrides: Partial<SimOptions> = { durationMs: 10 * 60_000, quiesceMs: 5 * 60_000, replicaProfile: false };
+const overrides: Partial<SimOptions> = { durationMs: 10 * 60_000, quiesceMs: 5 * 60_000, replicaProfile: false, haProfile: false };
 
 /** The replica planted bugs (issue 16) are hunted with the replica profile on for every seed. */
-const replicaOverrides: Partial<SimOptions> = { durationMs: 10 * 60_000, quiesceMs: 5 * 60_000, replicaProfile: true };
+const replicaOverrides: Partial<SimOptions> = { durationMs: 10 * 60_000, quiesceMs: 5 * 60_000, replicaProfile: true, haProfile: false };
+
+/**
+ * The HA planted bug (issue 17) is hunted with the HA profile on (two coordinators, lease,
+ * fencing) and the replica profile off, in the short profile's own 3 + 3 minutes.
+ */
+const haOverrides: Partial<SimOptions> = { replicaProfile: false, haProfile: true };
 
 /**
  * Short idle and busy timeouts (the seed's policy replaced): with the seeds'
@@ -45,6 +52,7 @@ const recorded: Record<PlantedBug, { readonly seed: number; readonly invariant: 
   "forget-intents-of-unregistered-nodes": { seed: 2, invariant: "1 no amnesia" },
   "adopt-confirmed-gone": { seed: 8, invariant: "5 no resurrection" },
   "scale-down-below-min": { seed: 1, invariant: "replicas: min", options: replicaOverrides },
+  "agent-ignores-leader-epoch": { seed: 2, invariant: "HA 2 stale epoch applied", options: haOverrides },
 };
 
 /** Clean runs, one per seed and options, shared by the bugs caught on it. */

@@ -217,6 +217,14 @@ const forcedReplicaSeeds: readonly (readonly [number, string])[] = [
   [788, "a replica load never evicts its own model's replicas or another model's floor"],
 ];
 
+/**
+ * HA profile seeds (issue 17), forced on: two coordinators, the lease, fencing and partitions.
+ * Together they take over, pause a leader, cut it from the lease and the agents, and have a
+ * zombie's stale commands refused by the agents' fences (and some applied by agents the new
+ * leader had not commanded yet).
+ */
+const haSeeds: readonly number[] = [14, 19, 4];
+
 describe("simulation", () => {
   it("is deterministic: the same seed twice gives the same trace hash", async () => {
     const a = await runSeed(11);
@@ -229,18 +237,31 @@ describe("simulation", () => {
   });
 
   it.each(regressionSeeds)("regression seed %i (%s profile: %s) holds every invariant", async (seed, profile) => {
-    const r = await runSeed(seed, { profile, overrides: { replicaProfile: false } });
+    const r = await runSeed(seed, { profile, overrides: { replicaProfile: false, haProfile: false } });
     expect(r.violations).toEqual([]);
   }, 120_000);
 
   it.each(replicaSeeds)("replica regression seed %i (replica profile %s: %s) holds every invariant", async (seed, replicas) => {
     expect(optionsForSeed(seed).replicaProfile === true).toBe(replicas);
-    const r = await runSeed(seed);
+    const r = await runSeed(seed, { overrides: { haProfile: false } });
     expect(r.violations).toEqual([]);
   }, 120_000);
 
+  it("HA profile: deterministic, and its seeds take over, fence and hold every invariant", async () => {
+    const a = await runSeed(14, { overrides: { haProfile: true } });
+    const b = await runSeed(14, { overrides: { haProfile: true } });
+    expect(b.traceHash).toBe(a.traceHash);
+    const total = new Map<string, number>();
+    for (const seed of haSeeds) {
+      const r = seed === 14 ? a : await runSeed(seed, { overrides: { haProfile: true } });
+      expect(r.violations, `HA seed ${String(seed)}`).toEqual([]);
+      for (const [k, v] of Object.entries(r.coverage)) total.set(k, (total.get(k) ?? 0) + v);
+    }
+    for (const k of ["ha.takeover", "ha.zombie-refused", "ha.zombie-applied-unfenced", "ha.pause", "ha.lease-partition", "ha.agent-partition", "ha.step-down.lease-expiring"]) expect(total.get(k) ?? 0, k).toBeGreaterThan(0);
+  }, 120_000);
+
   it.each(forcedReplicaSeeds)("replica regression seed %i (replica profile forced on: %s) holds every invariant", async (seed) => {
-    const r = await runSeed(seed, { overrides: { replicaProfile: true } });
+    const r = await runSeed(seed, { overrides: { replicaProfile: true, haProfile: false } });
     expect(r.violations).toEqual([]);
   }, 120_000);
 });

@@ -43,6 +43,8 @@ export const plantedBugNames = [
   "adopt-confirmed-gone",
   /** replica reconciler: scale-down's floor is one replica instead of max(min, 1), so idle replicas are stopped below `min`. */
   "scale-down-below-min",
+  /** agent leader fence (issue 17): a command from an older leader epoch is accepted (and the fence not raised) instead of refused. */
+  "agent-ignores-leader-epoch",
 ] as const;
 
 export type PlantedBug = (typeof plantedBugNames)[number];

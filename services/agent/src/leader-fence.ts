@@ -1,4 +1,4 @@
-import { Code, StaleLeaderEpochError, WardenError } from "@warden/common";
+import { Code, StaleLeaderEpochError, WardenError, isPlanted } from "@warden/common";
 
 /**
  * The leader-epoch fence's rule (issue 17), pure so the agent and the
@@ -15,7 +15,11 @@ export type FenceVerdict =
 
 /** Judges one command's epoch against the newest seen; never mutates. */
 export function judgeLeaderEpoch(newestSeen: bigint, epoch: bigint): FenceVerdict {
-  if (epoch < newestSeen) return { t: "refuse", error: new StaleLeaderEpochError(epoch, newestSeen) };
+  if (epoch < newestSeen) {
+    // Planted bug (simulation only): the stale command goes through and the fence stays where it was.
+    if (isPlanted("agent-ignores-leader-epoch")) return { t: "accept", newestSeen, raises: false };
+    return { t: "refuse", error: new StaleLeaderEpochError(epoch, newestSeen) };
+  }
   return { t: "accept", newestSeen: epoch > newestSeen ? epoch : newestSeen, raises: epoch > newestSeen };
 }
 

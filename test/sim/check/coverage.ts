@@ -48,4 +48,9 @@ export const requiredCoverage = [
   "replica.scaled-down",
   "replica.scale-blocked",
   "replica.stop-failed",
+  // Issue 17 (HA profile seeds): a takeover, a zombie's stale command refused by a fence, a SIGSTOPped leader, a leader cut from the lease.
+  "ha.takeover",
+  "ha.zombie-refused",
+  "ha.pause",
+  "ha.lease-partition",
 ] as const;

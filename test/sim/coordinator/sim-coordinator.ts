@@ -7,7 +7,7 @@ import { NodeTable, PlacementView } from "@warden/cluster";
 import { EventHub } from "../../../services/coordinator/src/event-hub.js";
 import { nodeEventInit, openIntentsOn, orphanStopInit, orphansAdoptedInit, reapGoneIntents, unreachabilityPausedInit } from "../../../services/coordinator/src/node-audit-events.js";
 import type { SimWorld, CoordinatorInbox } from "../world/sim-world.js";
-import { simAgentConnector, type SimClient } from "../world/sim-agent-connector.js";
+import { simAgentConnector, type AgentLink, type SimClient } from "../world/sim-agent-connector.js";
 import type { Registration } from "../world/sim-agent.js";
 import { ScopedClock } from "./scoped-clock.js";
 
@@ -34,6 +34,18 @@ function simBackends(clock: ScopedClock): { connect(address: string): BackendHan
 }
 
 /**
+ * A generation of an HA coordinator process (the HA profile): it journals to
+ * the shared stream, stamps every command with the lease's epoch, stops when
+ * its process is stopped, and has its own links to the agents.
+ */
+export interface SimCoordinatorHa {
+  readonly leaderEpoch: () => bigint;
+  /** The process is SIGSTOPped until then (its timers and deliveries wait). */
+  readonly pausedUntil: () => number;
+  readonly link: AgentLink & { cutFrom(nodeId: string): boolean };
+}
+
+/**
  * One coordinator generation wired like `startCoordinator`
  * (services/coordinator/src/coordinator.ts): the outbox over the simulated
  * journal (replaying stop intents and unpublished events), the event hub, the
@@ -54,8 +66,9 @@ export class SimCoordinator implements CoordinatorInbox {
     private readonly w: SimWorld,
     readonly generation: number,
     private readonly hooks: CoordinatorHooks,
+    private readonly ha?: SimCoordinatorHa,
   ) {
-    this.clock = new ScopedClock(w.clock);
+    this.clock = new ScopedClock(w.clock, ha?.pausedUntil);
   }
 
   async start(tornRecords: number): Promise<void> {
@@ -64,7 +77,7 @@ export class SimCoordinator implements CoordinatorInbox {
     const rng = w.rng.fork(`coordinator-${String(this.generation)}`);
     const minted = createUlidFactory(clock, rng);
     const newId = (): string => minted();
-    const outbox = createOutbox({ journal: w.disk.journal(clock), publisher: w.nats.publisher(() => clock.alive()), clock, rng, newId });
+    const outbox = createOutbox({ journal: this.ha === undefined ? w.disk.journal(clock) : w.disk.sharedJournal(clock), publisher: w.nats.publisher(() => clock.alive()), clock, rng, newId });
     this.outbox = outbox;
     const recovery = await outbox.start();
     const hub = new EventHub(outbox, nullLogger);
@@ -78,7 +91,7 @@ export class SimCoordinator implements CoordinatorInbox {
     }
     const nodes = new NodeTable<SimClient>({
       clock,
-      connector: simAgentConnector(w, clock, this.hooks),
+      connector: simAgentConnector(w, clock, this.hooks, this.ha?.leaderEpoch, this.ha?.link),
       graceMs: w.opts.nodeGraceMs,
       lostAfterMs: w.opts.nodeLostAfterMs,
       orphanGraceMs: w.opts.orphanGraceMs,
@@ -154,6 +167,10 @@ export class SimCoordinator implements CoordinatorInbox {
   register(reg: Registration): void {
     if (!this.clock.alive()) return;
     this.nodes.register({ nodeId: reg.nodeId, address: reg.address, labels: reg.labels, gpus: [], bootEpoch: reg.bootEpoch, embedded: reg.embedded, version: wardenVersion, backends: reg.backends, ...(reg.limits === undefined ? {} : { limits: reg.limits }) });
+  }
+
+  accepts(nodeId: string): boolean {
+    return this.ha === undefined || (!this.clock.paused() && !this.ha.link.cutFrom(nodeId));
   }
 
   heartbeat(hb: Parameters<NodeTable<SimClient>["heartbeat"]>[0]): boolean {

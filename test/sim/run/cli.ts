@@ -10,6 +10,7 @@ import { faultTypes, optionsForSeed, type SimOptions, type SimProfile } from "./
  * `npm run sim -- --seed S [--long]`: replays one seed and prints its trace.
  * `--long` runs the long profile (45 simulated minutes per seed) instead of the short one.
  * `--replicas on|off` forces the replica profile on or off for every seed (default: drawn per seed);
+ * `--ha on|off` forces the HA profile (two coordinators, lease, fencing) on or off the same way;
  * `--workers N` sets the campaign's worker threads (default 2).
  */
 function arg(name: string): string | undefined {
@@ -19,8 +20,9 @@ function arg(name: string): string | undefined {
 
 const profile: SimProfile = process.argv.includes("--long") ? "long" : "short";
 const replicasArg = arg("--replicas");
-const overrides: Partial<SimOptions> = replicasArg === undefined ? {} : { replicaProfile: replicasArg === "on" };
-const flag = `${profile === "long" ? " --long" : ""}${replicasArg === undefined ? "" : ` --replicas ${replicasArg}`}`;
+const haArg = arg("--ha");
+const overrides: Partial<SimOptions> = { ...(replicasArg === undefined ? {} : { replicaProfile: replicasArg === "on" }), ...(haArg === undefined ? {} : { haProfile: haArg === "on" }) };
+const flag = `${profile === "long" ? " --long" : ""}${replicasArg === undefined ? "" : ` --replicas ${replicasArg}`}${haArg === undefined ? "" : ` --ha ${haArg}`}`;
 const one = arg("--seed");
 if (one !== undefined) {
   const seed = Number(one);
@@ -49,7 +51,7 @@ if (one !== undefined) {
     overrides,
   );
   const hours = r.simulatedMs / 3_600_000;
-  console.log(`seeds: ${String(r.seeds)} (${String(first)}..${String(first + count - 1)}, ${profile} profile${replicasArg === undefined ? "" : `, replicas ${replicasArg}`})`);
+  console.log(`seeds: ${String(r.seeds)} (${String(first)}..${String(first + count - 1)}, ${profile} profile${replicasArg === undefined ? "" : `, replicas ${replicasArg}`}${haArg === undefined ? "" : `, ha ${haArg}`})`);
   console.log(`simulated hours: ${hours.toFixed(1)}   wall: ${(r.wallMs / 1000).toFixed(1)} s   simulated hours per wall second: ${(hours / (r.wallMs / 1000)).toFixed(2)}   simulated/wall: ${(r.simulatedMs / r.wallMs).toFixed(0)}x   steps: ${String(r.steps)}`);
   console.log("faults injected per type:");
   for (const f of faultTypes) console.log(`  ${f}: ${String(r.coverage.get(`fault.${f}`) ?? 0)}`);

@@ -94,6 +94,12 @@ export function injectFault(h: Harness, s: FaultStep, r: SimRandom): void {
       w.net.partition(s.target, [r.chance(0.5) ? "toAgent" : "toCoordinator"], until);
       return;
     case "coordinator-crash":
+      if (h.ha !== undefined) {
+        // HA profile: kill -9 of the leader's process; the standby takes over (no torn tail: the stream acks on a quorum).
+        stopSomething(h, s.target, r, r.chance(0.5));
+        h.ha.crashLeader(r, r.int(500, Math.min(s.durationMs, 30_000)));
+        return;
+      }
       if (h.coord === undefined) return;
       // Mid-eviction: a stop just started, and the crash cuts its journal tail.
       stopSomething(h, s.target, r, r.chance(0.5));
@@ -104,6 +110,11 @@ export function injectFault(h: Harness, s: FaultStep, r: SimRandom): void {
       });
       return;
     case "journal-torn-tail":
+      if (h.ha !== undefined) {
+        stopSomething(h, s.target, r, true);
+        h.ha.crashLeader(r, r.int(500, 5_000));
+        return;
+      }
       if (h.coord === undefined) return;
       stopSomething(h, s.target, r, true);
       w.queue.push(now + 0.5, "coordinator.crash", () => {

@@ -3,7 +3,8 @@ import type { HeartbeatReport } from "@warden/cluster";
 import type { Lease, StopRequest } from "@warden/loader";
 import { runUntil } from "../kernel/run-loop.js";
 import { SimWorld } from "../world/sim-world.js";
-import { SimCoordinator } from "../coordinator/sim-coordinator.js";
+import { SimCoordinator, type SimCoordinatorHa } from "../coordinator/sim-coordinator.js";
+import type { HaCluster } from "../ha/ha-cluster.js";
 import type { CheckContext, Checker, Violation } from "../check/checker.js";
 import type { SimOptions } from "./sim-options.js";
 
@@ -24,6 +25,8 @@ export class Harness {
   steps = 0;
   /** A generation is starting (replaying its journal); no second one may start meanwhile. */
   booting = false;
+  /** The HA profile's two coordinator processes and lease (undefined: one coordinator, as before). */
+  ha: HaCluster | undefined;
 
   constructor(
     readonly opts: SimOptions,
@@ -68,17 +71,31 @@ export class Harness {
     };
   }
 
-  /** Starts a coordinator generation (the first, or after a crash) and connects the agents' traffic to it. */
-  async startCoordinator(tornRecords: number): Promise<void> {
+  /**
+   * Starts a coordinator generation (the first, or after a crash) and connects the agents' traffic to it.
+   * `ha` (HA profile): a leader's generation; `wanted` false once started means its process stepped down
+   * or died meanwhile (it is shut down, never connected). A generation the agents no longer follow (a zombie)
+   * reaches no checker but the HA ones: its hooks only count.
+   */
+  async startCoordinator(tornRecords: number, ha?: SimCoordinatorHa, wanted?: () => boolean): Promise<SimCoordinator | undefined> {
     const gen = this.generation++;
+    // Hooks run only once the generation exists (its constructor calls none).
+    const zombie = (): boolean => ha !== undefined && this.coord !== c && this.startingHa !== c;
     const c = new SimCoordinator(this.world, gen, {
       onEvent: (e: Event) => {
+        if (zombie()) return;
         this.onEvent(e);
       },
       onLoaderEvent: (e) => {
+        if (zombie()) return;
         for (const ch of this.checkers) ch.onLoaderEvent?.(this.ctx, e);
       },
       onStopSent: (req: StopRequest, nodeId: string) => {
+        if (zombie()) {
+          this.world.coverage.hit("ha.zombie-stop-sent");
+          this.world.log(`zombie stop-sent ${nodeId} ${req.incarnation}`);
+          return () => {};
+        }
         for (const ch of this.checkers) ch.onStopSent?.(this.ctx, req, nodeId);
         this.stopsInFlight.set(req.incarnation, (this.stopsInFlight.get(req.incarnation) ?? 0) + 1);
         this.world.log(`stop-sent ${nodeId} ${req.incarnation} force=${String(req.force)}`);
@@ -92,10 +109,35 @@ export class Harness {
         };
       },
       onStartSent: (nodeId, model, incarnation) => {
+        if (zombie()) {
+          this.world.coverage.hit("ha.zombie-start-sent");
+          this.world.log(`zombie start-sent ${nodeId} ${model} ${incarnation}`);
+          return;
+        }
         this.world.log(`start-sent ${nodeId} ${model} ${incarnation}`);
         for (const ch of this.checkers) ch.onStartSent?.(this.ctx, nodeId, model, incarnation);
       },
-    });
+    }, ha);
+    if (ha !== undefined) {
+      this.startingHa = c;
+      // A start that meets a newer leader's records in the stream fails (its appends are fenced): that
+      // process's coordinator exits, as the real one does when its outbox cannot start.
+      const started = await c.start(tornRecords).then(
+        () => true,
+        () => {
+          this.world.coverage.hit("ha.start-fenced");
+          return false;
+        },
+      );
+      if (this.startingHa === c) this.startingHa = undefined;
+      if (!started || wanted?.() === false) {
+        c.crash();
+        return undefined;
+      }
+      this.coord = c;
+      this.world.inbox = c;
+      return c;
+    }
     this.booting = true;
     // Listens only once started: agents' messages before then find nobody.
     await c.start(tornRecords);
@@ -103,6 +145,21 @@ export class Harness {
     this.coord = c;
     this.world.inbox = c;
     if (gen > 0) this.world.coverage.hit("coordinator.restarted");
+    return c;
+  }
+
+  /** HA: the generation being started for the new leader (its recovery events are checked). */
+  private startingHa: SimCoordinator | undefined;
+
+  /** HA takeover or step-down: the agents stop following the generation up; it is not killed (a zombie may act on). */
+  detachCoordinator(): void {
+    if (this.coord === undefined) return;
+    this.coord = undefined;
+    this.world.inbox = undefined;
+    this.stopsInFlight.clear();
+    this.world.truth.openRequests.clear();
+    this.openCompletions.clear();
+    this.world.exitWatchers.clear();
   }
 
   /** kill -9 of the coordinator: its calls die with it (their leases are nobody's now). */

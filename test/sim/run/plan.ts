@@ -1,13 +1,16 @@
 import { SimRandom } from "../kernel/sim-random.js";
 import { isReplicated } from "./replica-profile.js";
 import type { FaultType, SimOptions } from "./sim-options.js";
+import type { HaFault } from "../ha/ha-profile.js";
 
 /** One scheduled workload step or fault; `r` seeds the step's own choices. */
 export type Step =
   /** `model`/`holdMs`: a replica burst's call (one model, held long enough to stack up in flight); otherwise drawn from `r`. */
   | { readonly kind: "call"; readonly atMs: number; readonly r: number; readonly model?: string; readonly holdMs?: number }
   | { readonly kind: "admin"; readonly atMs: number; readonly r: number; readonly op: AdminOp }
-  | { readonly kind: "fault"; readonly atMs: number; readonly r: number; readonly fault: FaultType; readonly durationMs: number; readonly target: string };
+  | { readonly kind: "fault"; readonly atMs: number; readonly r: number; readonly fault: FaultType; readonly durationMs: number; readonly target: string }
+  /** HA profile: a fault on the leader's process (ha/ha-cluster.ts). */
+  | { readonly kind: "ha"; readonly atMs: number; readonly r: number; readonly fault: HaFault; readonly durationMs: number };
 
 export type AdminOp = "load" | "unload" | "unload-force" | "drain" | "undrain" | "declare-lost" | "forget" | "policy" | "reload";
 
@@ -47,6 +50,7 @@ export function makePlan(o: SimOptions): Step[] {
     }
   }
   if (o.replicaProfile === true) steps.push(...replicaBursts(o));
+  if (o.ha !== undefined) steps.push(...haFaultSteps(o));
   steps.sort((a, b) => a.atMs - b.atMs);
   return steps;
 }
@@ -72,6 +76,18 @@ function replicaBursts(o: SimOptions): Step[] {
   return out;
 }
 
+/** The HA profile's faults (from their own stream): each enabled kind at the profile's rate, 1-20 s long. */
+function haFaultSteps(o: SimOptions): Step[] {
+  const ha = o.ha;
+  if (ha === undefined) return [];
+  const r = new SimRandom(o.seed).fork("plan-ha");
+  const out: Step[] = [];
+  for (const fault of ha.faults) {
+    for (const atMs of arrivals(r, ha.perMinute, o.durationMs)) out.push({ kind: "ha", atMs, r: r.int(0, 2 ** 31), fault, durationMs: r.int(1, 20) * 1_000 });
+  }
+  return out;
+}
+
 export function describeStep(s: Step): string {
   switch (s.kind) {
     case "call":
@@ -80,5 +96,7 @@ export function describeStep(s: Step): string {
       return `${String(s.atMs)} admin ${s.op} r=${String(s.r)}`;
     case "fault":
       return `${String(s.atMs)} fault ${s.fault} on ${s.target} for ${String(s.durationMs)}ms r=${String(s.r)}`;
+    case "ha":
+      return `${String(s.atMs)} ha ${s.fault} for ${String(s.durationMs)}ms r=${String(s.r)}`;
   }
 }

@@ -5,6 +5,8 @@ import { Harness } from "./harness.js";
 import { makePlan, type Step } from "./plan.js";
 import { optionsForSeed, type SimOptions, type SimProfile } from "./sim-options.js";
 import { schedulePlan } from "./step-runner.js";
+import { HaCluster } from "../ha/ha-cluster.js";
+import { haCheckers } from "../check/ha-checkers.js";
 
 export interface SeedResult {
   readonly seed: number;
@@ -36,10 +38,16 @@ export async function runSeed(seed: number, o: RunSeedOptions = {}): Promise<See
   const plan = o.plan ?? makePlan(opts);
   applyPlantedBug(opts.plantedBug);
   try {
-    const h = new Harness(opts, allCheckers());
+    const checkers = allCheckers();
+    const h = new Harness(opts, checkers);
     const w = h.world;
     w.keepTrace = o.keepTrace === true;
-    void h.startCoordinator(0);
+    if (opts.ha !== undefined) {
+      const ha = new HaCluster(h, opts.ha);
+      h.ha = ha;
+      checkers.push(...haCheckers(ha));
+      ha.start();
+    } else void h.startCoordinator(0);
     for (const a of w.agents.values()) a.boot();
     schedulePlan(h, plan);
     await h.run(opts.durationMs);
@@ -61,7 +69,8 @@ export async function runSeed(seed: number, o: RunSeedOptions = {}): Promise<See
       // and a floor is restored one load per tick: a model below min with its breaker closed is still converging.
       const loading = (): boolean =>
         (h.coord?.loader.heldInstances().some((x) => x.phase !== "ready") ?? false) || (h.coord?.loader.replicaStatuses().some((s) => s.ready + s.loading < s.settings.min && s.blocked === undefined) ?? false);
-      const unsettled = (): boolean => h.stopsInFlight.size > 0 || (h.coord?.outbox.stats().depth ?? 0) > 0 || (h.coord?.loader.leftoverList().length ?? 0) > 0 || loading();
+      // HA: a takeover may still be under way (no leader's generation up yet).
+      const unsettled = (): boolean => (h.ha !== undefined && h.coord === undefined) || h.stopsInFlight.size > 0 || (h.coord?.outbox.stats().depth ?? 0) > 0 || (h.coord?.loader.leftoverList().length ?? 0) > 0 || loading();
       while (h.clean() && unsettled() && w.clock.now() < settleByMs) await h.run(w.clock.now() + 500);
       if (h.clean()) h.quiescenceChecks();
     }
@@ -89,7 +98,8 @@ function endFaults(h: Harness): void {
     if (!a.up) a.restart(true);
     else if (a.pausedUntilMs > now) a.pause(now);
   }
-  if (h.coord === undefined && !h.booting) {
+  if (h.ha !== undefined) h.ha.endFaults();
+  else if (h.coord === undefined && !h.booting) {
     const torn = w.disk.crash();
     void h.startCoordinator(torn);
   }

@@ -3,6 +3,7 @@ import { modelSpec, type ModelSpec } from "@warden/loader";
 import { SimRandom } from "../kernel/sim-random.js";
 import type { LinkOptions } from "../world/sim-network.js";
 import { drawReplicas, replicaStream } from "./replica-profile.js";
+import { drawHa, type HaOptions } from "../ha/ha-profile.js";
 
 /** Every fault type the simulator injects (reliability.md F-table, issue 13 item 3). */
 export const faultTypes = [
@@ -88,6 +89,12 @@ export interface SimOptions {
    * Drawn per seed (the profile table's `replicaP`); an override forces it on or off.
    */
   readonly replicaProfile?: boolean;
+  /**
+   * The HA profile (ha/ha-profile.ts): two coordinators, a lease, fencing, partitions. Drawn per
+   * seed (`haP`, own stream); the override forces it on or off. `ha` holds the draw when on.
+   */
+  readonly haProfile?: boolean;
+  readonly ha?: HaOptions;
 }
 
 const GiB = 1024 ** 3;
@@ -144,6 +151,8 @@ interface ProfileTable {
   readonly natsDupWindowMs: Drawn;
   /** Chance that a seed runs the replica profile (drawn from its own stream; 0 = never). */
   readonly replicaP: number;
+  /** Chance that a seed runs the HA profile (drawn from its own stream; 0 = never). */
+  readonly haP: number;
 }
 
 const sec = 1_000;
@@ -175,6 +184,7 @@ const profiles: Readonly<Record<SimProfile, ProfileTable>> = {
     adminPerMinute: { int: [2, 10] },
     natsDupWindowMs: { int: [15, 40], unit: sec },
     replicaP: 0.4,
+    haP: 0.2,
   },
   /** 30 faulty + 15 quiet simulated minutes, production-like time scales (unchanged draws: its regression seeds replay exactly). */
   long: {
@@ -201,6 +211,7 @@ const profiles: Readonly<Record<SimProfile, ProfileTable>> = {
     adminPerMinute: { int: [1, 6] },
     natsDupWindowMs: 120_000,
     replicaP: 0,
+    haP: 0,
   },
 };
 
@@ -254,11 +265,18 @@ export function optionsForSeed(seed: number, overrides: Partial<SimOptions> = {}
   const rr = replicaStream(seed, p.stream);
   const replicaProfile = overrides.replicaProfile ?? (p.replicaP > 0 && rr.chance(p.replicaP));
   const replicated = replicaProfile ? drawReplicas(rr, nodes, models) : { nodes, models };
+  // The HA profile, after that, from its own stream too. HA coordinators use remote agents only (HA contract).
+  const hr = new SimRandom(seed).fork(`${p.stream}-ha`);
+  // The chance is drawn even when forced, so a seed forced on draws what it draws when the profile falls to it.
+  const drawnHa = p.haP > 0 && hr.chance(p.haP);
+  const haProfile = overrides.haProfile ?? drawnHa;
+  const ha = haProfile ? (overrides.ha ?? drawHa(hr)) : undefined;
+  const finalNodes = ha === undefined ? replicated.nodes : replicated.nodes.map((n) => (n.embedded ? { ...n, embedded: false } : n));
   return {
     seed,
     durationMs: p.durationMs,
     quiesceMs: p.quiesceMs,
-    nodes: replicated.nodes,
+    nodes: finalNodes,
     models: replicated.models,
     policy,
     heartbeatMs,
@@ -276,6 +294,7 @@ export function optionsForSeed(seed: number, overrides: Partial<SimOptions> = {}
     adminPerMinute: draw(r, p.adminPerMinute),
     natsDupWindowMs: draw(r, p.natsDupWindowMs),
     ...(replicaProfile ? { replicaProfile } : {}),
+    ...(ha === undefined ? {} : { haProfile, ha }),
     ...overrides,
   };
 }

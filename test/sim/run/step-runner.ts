@@ -168,6 +168,17 @@ export function schedulePlan(h: Harness, plan: readonly Step[]): void {
   for (const s of plan) {
     h.world.queue.push(s.atMs, s.kind, () => {
       const r = new SimRandom(s.r);
+      // HA profile: a call or admin request to a stopped leader waits in its socket until it resumes (then it
+      // goes to whoever leads by then: clients follow the leader).
+      const c = h.coord;
+      if (h.ha !== undefined && c !== undefined && c.clock.paused() && (s.kind === "call" || s.kind === "admin")) {
+        h.world.coverage.hit("ha.request-waited-on-paused-leader");
+        c.clock.run(() => {
+          if (s.kind === "call") void call(h, r, s);
+          else void admin(h, s, r);
+        });
+        return;
+      }
       switch (s.kind) {
         case "call":
           void call(h, r, s);
@@ -180,6 +191,10 @@ export function schedulePlan(h: Harness, plan: readonly Step[]): void {
           h.world.log(`fault ${s.fault} ${s.target}`);
           h.world.coverage.hit(`fault.${s.fault}`);
           injectFault(h, s, r);
+          return;
+        case "ha":
+          h.world.log(`ha-fault ${s.fault}`);
+          h.ha?.inject(s.fault, s.durationMs, r);
           return;
       }
     });

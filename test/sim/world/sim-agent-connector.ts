@@ -19,7 +19,7 @@ export interface SimClient {
  * link up answers UNAVAILABLE (connection refused); an abort is CANCELLED.
  * Answers reaching a crashed coordinator generation are dropped.
  */
-function rpc<T>(w: SimWorld, clock: ScopedClock, nodeId: string, what: string, timeoutMs: number, signal: AbortSignal | undefined, send: (reply: (r: T | WardenError) => void) => void): Promise<T> {
+function rpc<T>(w: SimWorld, clock: ScopedClock, nodeId: string, what: string, timeoutMs: number, signal: AbortSignal | undefined, send: (reply: (r: T | WardenError) => void) => void, link?: AgentLink): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     // A crashed generation sends nothing (its late promise chains die with it).
     if (!clock.alive()) return;
@@ -48,24 +48,48 @@ function rpc<T>(w: SimWorld, clock: ScopedClock, nodeId: string, what: string, t
     signal?.addEventListener("abort", onAbort, { once: true });
     const agent = w.agents.get(nodeId);
     const embedded = agent?.embedded === true;
-    w.net.send(nodeId, "toAgent", what, () => {
+    toAgent(w, link, nodeId, what, () => {
       const a = w.agents.get(nodeId);
       if (a === undefined || !a.up) {
         w.net.send(nodeId, "toCoordinator", `${what}.refused`, () => {
-          if (clock.alive()) finish(() => { reject(new WardenError(Code.Unavailable, `${what}: connection refused`)); });
+          clock.run(() => { finish(() => { reject(new WardenError(Code.Unavailable, `${what}: connection refused`)); }); });
         });
         return;
       }
       send((r) => {
         w.net.send(nodeId, "toCoordinator", `${what}.reply`, () => {
-          if (!clock.alive()) return;
-          finish(() => {
-            if (r instanceof WardenError) reject(r);
-            else resolve(r);
+          clock.run(() => {
+            finish(() => {
+              if (r instanceof WardenError) reject(r);
+              else resolve(r);
+            });
           });
         }, embedded);
       });
     }, embedded);
+  });
+}
+
+/**
+ * One coordinator process's own link to the agents (the HA profile: two
+ * coordinators, each with its own connections). `heldUntilMs(nodeId)`: a
+ * partition between this process and that agent holds its messages until then
+ * (TCP keeps retransmitting: a late command, not a lost one); 0 = up.
+ */
+export interface AgentLink {
+  heldUntilMs(nodeId: string): number;
+}
+
+/** Sends coordinator→agent, after this process's own link to the agent lets it through. */
+function toAgent(w: SimWorld, link: AgentLink | undefined, nodeId: string, what: string, deliver: () => void, embedded: boolean): void {
+  const held = link?.heldUntilMs(nodeId) ?? 0;
+  if (held <= w.clock.now()) {
+    w.net.send(nodeId, "toAgent", what, deliver, embedded);
+    return;
+  }
+  w.coverage.hit("ha.command-held");
+  w.queue.push(held, `${what}.held`, () => {
+    toAgent(w, link, nodeId, what, deliver, embedded);
   });
 }
 
@@ -106,7 +130,7 @@ class StreamQueue<T> implements AsyncIterable<T> {
 }
 
 /** The AgentPort and AgentConnector the real NodeTable and Loader use in the simulation. */
-export function simAgentConnector(w: SimWorld, clock: ScopedClock, hooks: CoordinatorHooks, leaderEpoch: () => bigint = () => 0n): AgentConnector<SimClient> {
+export function simAgentConnector(w: SimWorld, clock: ScopedClock, hooks: CoordinatorHooks, leaderEpoch: () => bigint = () => 0n, link?: AgentLink): AgentConnector<SimClient> {
   const port = (client: SimClient): AgentPort => ({
     startBackend(req: StartRequest, options: { readonly signal: AbortSignal }): AsyncIterable<StartEvent> {
       const q = new StreamQueue<StartEvent>();
@@ -128,17 +152,17 @@ export function simAgentConnector(w: SimWorld, clock: ScopedClock, hooks: Coordi
       const onAbort = (): void => {
         cancelKeepalive();
         q.end(abortReason(options.signal));
-        w.net.send(nodeId, "toAgent", "start.cancel", () => handle?.cancel(), embedded);
+        toAgent(w, link, nodeId, "start.cancel", () => handle?.cancel(), embedded);
       };
       options.signal.addEventListener("abort", onAbort, { once: true });
       const { behaviour, memoryBytes } = w.backendFor(req.model);
       // Stamped when sent, as agent-port.ts does.
       const epoch = leaderEpoch();
-      w.net.send(nodeId, "toAgent", "start", () => {
+      toAgent(w, link, nodeId, "start", () => {
         const a = w.agents.get(nodeId);
         if (a === undefined || !a.up) {
           w.net.send(nodeId, "toCoordinator", "start.refused", () => {
-            if (clock.alive()) q.end(new WardenError(Code.Unavailable, "StartBackend: connection refused"));
+            clock.run(() => { q.end(new WardenError(Code.Unavailable, "StartBackend: connection refused")); });
           });
           return;
         }
@@ -147,26 +171,29 @@ export function simAgentConnector(w: SimWorld, clock: ScopedClock, hooks: Coordi
           {
             emit: (ev) => {
               w.net.send(nodeId, "toCoordinator", "start.event", () => {
-                if (!clock.alive()) return;
-                lastHeardMs = clock.now();
-                q.push(ev);
+                clock.run(() => {
+                  lastHeardMs = clock.now();
+                  q.push(ev);
+                });
               }, embedded);
             },
             end: () => {
               w.net.send(nodeId, "toCoordinator", "start.end", () => {
                 // Answers reaching a crashed generation are dropped (its load must not resume).
-                if (!clock.alive()) return;
-                cancelKeepalive();
-                options.signal.removeEventListener("abort", onAbort);
-                q.end();
+                clock.run(() => {
+                  cancelKeepalive();
+                  options.signal.removeEventListener("abort", onAbort);
+                  q.end();
+                });
               }, embedded);
             },
             fail: (err) => {
               w.net.send(nodeId, "toCoordinator", "start.end", () => {
-                if (!clock.alive()) return;
-                cancelKeepalive();
-                options.signal.removeEventListener("abort", onAbort);
-                q.end(err);
+                clock.run(() => {
+                  cancelKeepalive();
+                  options.signal.removeEventListener("abort", onAbort);
+                  q.end(err);
+                });
               }, embedded);
             },
           },
@@ -182,14 +209,14 @@ export function simAgentConnector(w: SimWorld, clock: ScopedClock, hooks: Coordi
       const epoch = leaderEpoch();
       const p = rpc<StopAnswer>(w, clock, client.nodeId, "stop", options.timeoutMs, options.signal, (reply) => {
         w.agents.get(client.nodeId)?.handleStop(req, reply, epoch);
-      });
+      }, link);
       p.then(done, done);
       return p;
     },
     isRunning(incarnation: string, options: { readonly signal: AbortSignal }): Promise<boolean> {
       return rpc<boolean>(w, clock, client.nodeId, "isRunning", 5_000, options.signal, (reply) => {
         w.agents.get(client.nodeId)?.handleIsRunning(incarnation, reply);
-      });
+      }, link);
     },
   });
   return {
@@ -202,10 +229,10 @@ export function simAgentConnector(w: SimWorld, clock: ScopedClock, hooks: Coordi
       const epoch = leaderEpoch();
       return rpc<{ alreadyGone: boolean }>(w, clock, client.nodeId, "stopOrphan", 30_000, undefined, (reply) => {
         w.agents.get(client.nodeId)?.handleStopOrphan(o.pid, reply, epoch);
-      });
+      }, link);
     },
     watchExits(nodeId: string, _client: SimClient, signal: AbortSignal, onExit: (incarnation: string, exit: BackendExit) => void) {
-      w.exitWatchers.set(nodeId, { signal, onExit, alive: () => clock.alive() });
+      w.exitWatchers.set(nodeId, { signal, onExit, alive: () => clock.alive() && !clock.paused() });
     },
   };
 }

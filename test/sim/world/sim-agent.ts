@@ -203,8 +203,9 @@ export class SimAgent {
   // ------------------------------------------------------------- handlers
 
   /** The fence, as the real agent's: the refusal of a command from an older epoch, else undefined (a newer one raises it). */
-  private fenced(leaderEpoch: bigint): WardenError | undefined {
+  private fenced(leaderEpoch: bigint, kind: "start" | "stop" | "stopOrphan", incarnation: string): WardenError | undefined {
     const v = judgeLeaderEpoch(this.newestLeaderEpoch, leaderEpoch);
+    this.w.onFence?.({ nodeId: this.nodeId, kind, epoch: leaderEpoch, newestBefore: this.newestLeaderEpoch, accepted: v.t === "accept" || this.ignoresLeaderEpoch, incarnation });
     if (v.t === "refuse") return this.ignoresLeaderEpoch ? undefined : v.error;
     this.newestLeaderEpoch = v.newestSeen;
     return undefined;
@@ -215,7 +216,7 @@ export class SimAgent {
     let rec: AgentRecord | undefined;
     this.whenRunning(() => {
       if (cancelled) return;
-      const refused = this.fenced(leaderEpoch);
+      const refused = this.fenced(leaderEpoch, "start", req.incarnation);
       if (refused !== undefined) {
         sink.fail(refused);
         return;
@@ -317,7 +318,7 @@ export class SimAgent {
   /** StopBackend: idempotent per incarnation; never touches another one. */
   handleStop(req: StopRequest, reply: (r: StopAnswer | WardenError) => void, leaderEpoch = 0n): void {
     this.whenRunning(() => {
-      const refused = this.fenced(leaderEpoch);
+      const refused = this.fenced(leaderEpoch, "stop", req.incarnation);
       if (refused !== undefined) {
         reply(refused);
         return;
@@ -421,7 +422,7 @@ export class SimAgent {
   /** StopOrphan: the agent re-checks that the pid is still a live orphan. */
   handleStopOrphan(pid: number, reply: (r: { alreadyGone: boolean } | WardenError) => void, leaderEpoch = 0n): void {
     this.whenRunning(() => {
-      const refused = this.fenced(leaderEpoch);
+      const refused = this.fenced(leaderEpoch, "stopOrphan", String(pid));
       if (refused !== undefined) {
         reply(refused);
         return;

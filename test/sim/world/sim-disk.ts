@@ -1,3 +1,4 @@
+import { Code, WardenError } from "@warden/common";
 import type { Journal, JournalRecord } from "@warden/outbox";
 import type { ScopedClock } from "../coordinator/scoped-clock.js";
 import type { SimRandom } from "../kernel/sim-random.js";
@@ -47,6 +48,57 @@ export class SimDisk {
       replay: () => Promise.resolve(this.records.map((r) => r.record)),
     };
   }
+
+  /**
+   * The HA profile's journal: the JetStream stream both coordinators share
+   * (services/coordinator/src/ha/jetstream-journal.ts). A record is stored
+   * (on a quorum) when it lands and acknowledged a few ms later; a writer
+   * that dies meanwhile never hears the ack but the record stays. Every
+   * append expects the stream's last record to be the last one this writer
+   * saw (`Nats-Expected-Last-Msg-Id`): once the other coordinator appended
+   * (the new leader's epoch record, right after its replay), an old leader's
+   * appends are refused and fail UNAVAILABLE at their deadline, stored nowhere.
+   */
+  sharedJournal(clock: ScopedClock, appendDeadlineMs = 5_000): Journal {
+    let expected = this.records.length;
+    // PubAcks of pipelined publishes come back in publish order.
+    let lastAckAtMs = 0;
+    return {
+      append: (record) =>
+        new Promise<void>((resolve, reject) => {
+          if (!clock.alive()) return;
+          if (this.records.length !== expected) {
+            this.fencedAppends++;
+            clock.setTimer(appendDeadlineMs, () => {
+              reject(new WardenError(Code.Unavailable, "journal stream WARDEN_JOURNAL: wrong last msg id (another coordinator appended)"));
+            });
+            return;
+          }
+          this.records.push({ record, durable: true });
+          this.durableCount = this.records.length;
+          expected = this.records.length;
+          lastAckAtMs = Math.max(lastAckAtMs, clock.now() + this.fsyncMs());
+          clock.setTimer(lastAckAtMs - clock.now(), resolve);
+        }),
+      replay: () => {
+        expected = this.records.length;
+        return Promise.resolve(this.records.map((r) => r.record));
+      },
+    };
+  }
+
+  /** Incarnations whose stop intent a stored record cleared (the HA carry-over check). */
+  clearedIntents(): Set<string> {
+    const last = new Map<string, boolean>();
+    for (const { record } of this.records) {
+      if (record.kind === "stop-intent") last.set(record.incarnation, false);
+      else if (record.kind === "stop-intent-cleared") last.set(record.incarnation, true);
+    }
+    return new Set([...last].filter(([, cleared]) => cleared).map(([inc]) => inc));
+  }
+
+  /** Shared-journal appends refused because another coordinator had appended since. */
+  fencedAppends = 0;
 
   /** An fsync completed: everything written so far is durable. */
   private sync(): void {

@@ -15,6 +15,19 @@ export interface CoordinatorInbox {
   register(reg: Registration): void;
   /** False: unknown node, the agent must register again. */
   heartbeat(hb: HeartbeatReport): boolean;
+  /** HA profile: false while this coordinator process is stopped or cut off from `nodeId` (the message is lost). */
+  accepts?(nodeId: string): boolean;
+}
+
+/** What an agent's leader fence decided about one command (HA checkers' ground truth). */
+export interface FenceDecision {
+  readonly nodeId: string;
+  readonly kind: "start" | "stop" | "stopOrphan";
+  readonly epoch: bigint;
+  /** The agent's fence before the command. */
+  readonly newestBefore: bigint;
+  readonly accepted: boolean;
+  readonly incarnation: string;
 }
 
 interface ExitWatch {
@@ -51,6 +64,8 @@ export class SimWorld {
   readonly trace: string[] = [];
   traceHash = 0x811c9dc5;
   keepTrace = false;
+  /** HA profile: every command an agent's fence judged (see FenceDecision). */
+  onFence: ((d: FenceDecision) => void) | undefined;
 
   constructor(readonly opts: SimOptions) {
     this.rng = new SimRandom(opts.seed).fork("world");
@@ -91,15 +106,15 @@ export class SimWorld {
    * process: one sent to a generation that crashed (or while none was up) is
    * lost with that connection, never handed to its successor.
    */
-  private toCurrent(deliver: (inbox: CoordinatorInbox) => void): () => void {
+  private toCurrent(deliver: (inbox: CoordinatorInbox) => void, nodeId?: string): () => void {
     const to = this.inbox;
     return () => {
-      if (to !== undefined && this.inbox === to) deliver(to);
+      if (to !== undefined && this.inbox === to && (nodeId === undefined || to.accepts?.(nodeId) !== false)) deliver(to);
     };
   }
 
   sendRegister(agent: SimAgent, reg: Registration): void {
-    this.net.send(agent.nodeId, "toCoordinator", "register", this.toCurrent((inbox) => { inbox.register(reg); }), agent.embedded);
+    this.net.send(agent.nodeId, "toCoordinator", "register", this.toCurrent((inbox) => { inbox.register(reg); }, agent.nodeId), agent.embedded);
   }
 
   /** Sends `hb`; `onReply` runs on the agent when the coordinator's answer arrives (never if either leg is lost). */
@@ -112,7 +127,7 @@ export class SimWorld {
     kept.push(hb);
     if (kept.length > 8) kept.shift();
     this.sentTo.set(hb, this.inbox);
-    this.net.send(agent.nodeId, "toCoordinator", "heartbeat", this.toCurrent(() => { this.deliverHeartbeat(agent, hb, onReply); }), agent.embedded);
+    this.net.send(agent.nodeId, "toCoordinator", "heartbeat", this.toCurrent(() => { this.deliverHeartbeat(agent, hb, onReply); }, agent.nodeId), agent.embedded);
   }
 
   /** Which coordinator generation each kept heartbeat was sent to. */
@@ -130,7 +145,7 @@ export class SimWorld {
 
   /** Delivers `hb` again as a stale report (a no-op if the generation it was sent to is gone by then). */
   sendStaleHeartbeat(agent: SimAgent, hb: HeartbeatReport): void {
-    this.net.send(agent.nodeId, "toCoordinator", "heartbeat.stale", this.toCurrent(() => { this.deliverHeartbeat(agent, hb); }), agent.embedded);
+    this.net.send(agent.nodeId, "toCoordinator", "heartbeat.stale", this.toCurrent(() => { this.deliverHeartbeat(agent, hb); }, agent.nodeId), agent.embedded);
   }
 
   deliverHeartbeat(agent: SimAgent, hb: HeartbeatReport, onReply?: () => void): void {
@@ -153,6 +168,6 @@ export class SimWorld {
       const w = this.exitWatchers.get(agent.nodeId);
       if (w === undefined || w.signal.aborted || !w.alive()) return;
       w.onExit(incarnation, exit);
-    }), agent.embedded);
+    }, agent.nodeId), agent.embedded);
   }
 }

@@ -1,0 +1,114 @@
+import { initialLease, isLeaderAt, leaseConfig, nextLease, type LeaseConfig, type LeaseEffect, type LeaseInput, type LeaseState } from "@warden/lease";
+import { ScopedClock } from "../coordinator/scoped-clock.js";
+import type { SimWorld } from "../world/sim-world.js";
+import type { HaOptions } from "./ha-profile.js";
+import type { SimLeaseStore } from "./sim-lease-store.js";
+
+/** What the member tells the cluster when the lease core says so. */
+export interface MemberEvents {
+  becomeLeader(m: HaMember, epoch: number): void;
+  stepDown(m: HaMember, epoch: number, reason: string): void;
+}
+
+/**
+ * One coordinator process's lease keeper (services/coordinator/src/ha/lease-keeper.ts):
+ * the REAL pure core (`nextLease`, `isLeaderAt`) fed with the key as watched and
+ * the answers of its writes, one write in flight with a deadline, a tick at the
+ * core's `wakeAtMs`. Its clock is its own: offset and rate drift from the
+ * simulation's time, so every `nowMs` the core sees is local. A SIGSTOP defers
+ * its timers and deliveries (the process clock), a kill -9 ends them.
+ */
+export class HaMember {
+  readonly config: LeaseConfig;
+  state: LeaseState;
+  readonly clock: ScopedClock;
+  pausedUntilMs = 0;
+  private pendingWrite = 0;
+  private writes = 0;
+  private cancelTick: (() => void) | undefined;
+
+  constructor(
+    private readonly w: SimWorld,
+    private readonly store: SimLeaseStore,
+    readonly index: number,
+    readonly holder: string,
+    private readonly o: HaOptions,
+    private readonly events: MemberEvents,
+  ) {
+    this.config = leaseConfig(holder, { leaseMs: o.leaseMs, renewMs: o.renewMs, marginMs: o.marginMs, retryMs: o.retryMs });
+    this.clock = new ScopedClock(w.clock, () => this.pausedUntilMs);
+    const first = initialLease();
+    this.state = first.state;
+    this.clock.run(() => { this.apply(first.effects, first.wakeAtMs); });
+  }
+
+  /** This process's own clock reading (what the core compares). */
+  localNow(): number {
+    const rate = this.o.driftRates[this.index] ?? 0;
+    return (this.o.clockOffsetsMs[this.index] ?? 0) + this.w.clock.now() * (1 + rate);
+  }
+
+  /** True while the core says this process may act as leader, on its own clock. */
+  leadingNow(): boolean {
+    return this.clock.alive() && isLeaderAt(this.config, this.state, this.localNow());
+  }
+
+  alive(): boolean {
+    return this.clock.alive();
+  }
+
+  kill(): void {
+    this.clock.kill();
+    this.store.unwatch(this.index);
+  }
+
+  private input(i: LeaseInput): void {
+    const s = nextLease(this.config, this.state, i);
+    this.state = s.state;
+    this.apply(s.effects, s.wakeAtMs);
+  }
+
+  private apply(effects: readonly LeaseEffect[], wakeAtMs: number | undefined): void {
+    for (const e of effects) {
+      switch (e.kind) {
+        case "create":
+        case "update": {
+          const id = ++this.writes;
+          this.pendingWrite = id;
+          const answer = (i: LeaseInput): void => {
+            if (this.pendingWrite !== id) return; // a late answer: the keeper dropped the call at its deadline
+            this.pendingWrite = 0;
+            this.input(i);
+          };
+          this.store.write(this.index, e.kind, e.kind === "update" ? e.expectedRevision : 0, this.holder, (r) => {
+            this.clock.run(() => { answer(r.t === "ok" ? { kind: "write-ok", revision: r.revision, nowMs: this.localNow() } : { kind: "write-wrong-revision", nowMs: this.localNow() }); });
+          });
+          this.clock.setTimer(this.o.opTimeoutMs, () => { answer({ kind: "write-failed", nowMs: this.localNow() }); });
+          break;
+        }
+        case "watch":
+          this.store.watch(this.index, (revision, holder) => {
+            this.clock.run(() => { this.input({ kind: "entry", revision, holder, nowMs: this.localNow() }); });
+          });
+          break;
+        case "become-leader":
+          this.events.becomeLeader(this, e.epoch);
+          break;
+        case "step-down":
+          this.events.stepDown(this, e.epoch, e.reason);
+          break;
+      }
+    }
+    this.cancelTick?.();
+    this.cancelTick = undefined;
+    if (wakeAtMs !== undefined) {
+      const rate = this.o.driftRates[this.index] ?? 0;
+      const delayMs = Math.max(0, (wakeAtMs - this.localNow()) / (1 + rate));
+      // +1 ms: the local reading at the real instant must have reached wakeAtMs (floating point).
+      this.cancelTick = this.clock.setTimer(delayMs + 1, () => {
+        this.cancelTick = undefined;
+        this.input({ kind: "tick", nowMs: this.localNow() });
+      });
+    }
+  }
+}

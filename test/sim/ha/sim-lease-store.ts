@@ -1,0 +1,91 @@
+import type { EventQueue } from "../kernel/event-queue.js";
+import type { SimRandom } from "../kernel/sim-random.js";
+import type { VirtualClock } from "../kernel/virtual-clock.js";
+
+export type LeaseWriteResult = { readonly t: "ok"; readonly revision: number } | { readonly t: "wrong-revision" };
+
+/**
+ * The lease bucket's one key (services/coordinator/src/ha/lease-bucket.ts) as
+ * a compare-and-set register with revisions (a KV revision is the stream
+ * sequence: it only grows, across deletes too). Each coordinator process
+ * reaches it over its own link, which a fault can cut: a request sent into a
+ * cut link is lost (the keeper's deadline answers write-failed), an answer or
+ * a watch delivery into one is lost too (the write may have happened). A
+ * watch that comes back after a cut re-reads the key, as the keeper's does.
+ */
+export class SimLeaseStore {
+  revision = 0;
+  holder: string | null = null;
+  private seq = 0;
+  private readonly cutUntil = new Map<number, number>();
+  private readonly watchers = new Map<number, (revision: number, holder: string | null) => void>();
+
+  constructor(
+    private readonly queue: EventQueue,
+    private readonly clock: VirtualClock,
+    private readonly rng: SimRandom,
+  ) {}
+
+  reachable(member: number): boolean {
+    return (this.cutUntil.get(member) ?? 0) <= this.clock.now();
+  }
+
+  cut(member: number, untilMs: number): void {
+    this.cutUntil.set(member, Math.max(this.cutUntil.get(member) ?? 0, untilMs));
+    this.queue.push(untilMs, "lease.link-up", () => {
+      if (this.reachable(member)) this.read(member);
+    });
+  }
+
+  healAll(): void {
+    for (const m of [...this.cutUntil.keys()]) {
+      this.cutUntil.set(m, 0);
+      this.read(m);
+    }
+  }
+
+  /** The member's watch (replaces an earlier one); the keeper reads once as it starts watching. */
+  watch(member: number, deliver: (revision: number, holder: string | null) => void): void {
+    this.watchers.set(member, deliver);
+    this.read(member);
+  }
+
+  unwatch(member: number): void {
+    this.watchers.delete(member);
+  }
+
+  private leg(member: number, label: string, fn: () => void): void {
+    if (!this.reachable(member)) return;
+    this.queue.push(this.clock.now() + 1 + this.rng.next() * 30, label, () => {
+      if (this.reachable(member)) fn();
+    });
+  }
+
+  /** A read of the key, delivered to the member's watch. */
+  read(member: number): void {
+    const snap = { revision: this.revision, holder: this.holder };
+    this.leg(member, "lease.read", () => {
+      this.watchers.get(member)?.(snap.revision, snap.holder);
+    });
+  }
+
+  /** create (expects no key) or update (expects `expectedRevision`); `onResult` never runs if a leg is lost. */
+  write(member: number, kind: "create" | "update", expectedRevision: number, holder: string, onResult: (r: LeaseWriteResult) => void): void {
+    this.leg(member, "lease.write", () => {
+      const ok = kind === "create" ? this.holder === null : this.revision === expectedRevision && this.revision > 0;
+      if (!ok) {
+        this.leg(member, "lease.write-answer", () => { onResult({ t: "wrong-revision" }); });
+        return;
+      }
+      this.revision = ++this.seq;
+      this.holder = holder;
+      const revision = this.revision;
+      for (const m of this.watchers.keys()) {
+        this.leg(m, "lease.watch", () => {
+          this.watchers.get(m)?.(revision, holder);
+        });
+      }
+      this.leg(member, "lease.write-answer", () => { onResult({ t: "ok", revision }); });
+    });
+  }
+}

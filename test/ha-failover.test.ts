@@ -77,11 +77,11 @@ describe("coordinator HA: failover over real processes", { timeout: 300_000 }, (
     await until("stuck is a leftover at the leader", async () => (await lead.admin.listModels({})).instances.some((i) => i.incarnation === stuckInc && i.state === InstanceState.LEFTOVER), 60_000);
 
     // The burst: inference to keep-a through whichever coordinator answers, and load/unload cycles (evictions) of `cycle`.
-    let bursting = true;
+    const burst = { on: true };
     const failures: unknown[] = [];
     let served = 0;
     const callers = [0, 1, 2, 3].map(async () => {
-      while (bursting) {
+      while (burst.on) {
         for (const coord of c.coords) {
           try {
             await predictVia(coord, "keep-a");
@@ -94,7 +94,7 @@ describe("coordinator HA: failover over real processes", { timeout: 300_000 }, (
       }
     });
     const cycler = (async () => {
-      while (bursting) {
+      while (burst.on) {
         for (const coord of c.coords) {
           try {
             await coord.admin.loadModel({ model: "cycle" }, { timeoutMs: 30_000 });
@@ -114,7 +114,7 @@ describe("coordinator HA: failover over real processes", { timeout: 300_000 }, (
     await until("calls served by the new leader", async () => (await predictVia(next.coord, "keep-a").catch(() => undefined)) !== undefined, 60_000);
     const servedAfter = served;
     await until("the burst goes on through the new leader", () => served >= servedAfter + 5, 60_000);
-    bursting = false;
+    burst.on = false;
     await Promise.all([...callers, cycler]);
     // A call that failed failed as UNAVAILABLE (the dying leader, or a standby's refusal): nothing else.
     expect(failures.map(codeOf).filter((code) => code !== Code.Unavailable)).toEqual([]);

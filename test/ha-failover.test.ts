@@ -13,9 +13,13 @@
  *   inference go on;
  * - a policy change and a drain made on the old leader hold on the new one.
  */
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
+import { jetstreamManager } from "@nats-io/jetstream";
+import { connectAudit, defaultAuditStreamName } from "@warden/audit";
 import { Code, WardenError } from "@warden/common";
-import { InstanceState, NodeState } from "@warden/proto";
+import { InstanceState, NodeState, UnloadOutcome } from "@warden/proto";
 import { liveTaggedSims } from "./support/agent-harness.js";
 import { liveRemoteAgents } from "./support/agent-process.js";
 import { auditProblems, runningBackends, untilAuditComplete } from "./support/chaos-checks.js";
@@ -128,8 +132,10 @@ describe("coordinator HA: failover over real processes", { timeout: 300_000 }, (
     // Same backend processes, no restart: keep-a and keep-b run with their pids and are routable.
     const after = await runningBackends(c.tag);
     for (const m of ["keep-a", "keep-b"]) {
-      const inc = (await next.coord.admin.listModels({})).instances.find((i) => i.model === m && i.state === InstanceState.READY)?.incarnation;
-      expect(inc, `${m} ready at the new leader`).toBeDefined();
+      // b was frozen: it is ready again once it has re-registered with the new leader and reported.
+      const inc = await until(`${m} ready at the new leader`, async () => (await next.coord.admin.listModels({})).instances.find((i) => i.model === m && i.state === InstanceState.READY)?.incarnation, 60_000).catch(async (err: unknown) => {
+        throw new Error(`${String(err)}; rows: ${JSON.stringify((await next.coord.admin.listModels({})).instances.map((i) => [i.model, i.nodeId, i.state, i.nodeState]))}`);
+      });
       expect(after.find((r) => r.incarnation === inc)?.pid).toBe(before.find((r) => r.incarnation === inc)?.pid);
       expect(await predictVia(next.coord, m)).toBeDefined();
     }
@@ -145,7 +151,7 @@ describe("coordinator HA: failover over real processes", { timeout: 300_000 }, (
   it("SIGSTOP of the leader until the standby leads, then SIGCONT: the old one steps down; nothing started or stopped twice", async () => {
     const c = await start("ha-failover-pause", [onA("keep-a"), onB("keep-b"), onA("gone")]);
     await c.addAgent("a");
-    await c.addAgent("b");
+    const b = await c.addAgent("b");
     const first = await c.leader();
     for (const m of ["keep-a", "keep-b", "gone"]) await first.coord.admin.loadModel({ model: m }, { timeoutMs: 60_000 });
     const before = await runningBackends(c.tag);
@@ -156,6 +162,13 @@ describe("coordinator HA: failover over real processes", { timeout: 300_000 }, (
     expect(next.coord.index).not.toBe(first.coord.index);
     expect(next.status.epoch).toBeGreaterThan(first.status.epoch);
     await until("the new leader adopted every backend", async () => (await next.coord.admin.listModels({})).instances.filter((i) => i.state === InstanceState.READY).length === 3, 60_000);
+    // b's fence is raised by following the new leader alone (its Register /
+    // Heartbeat answers carry the epoch): the new leader never commands b, yet
+    // the old one's commands would be refused there too.
+    await until("b fenced at the new epoch without a command", async () => {
+      const text = await readFile(join(b.stateDir, "leader-epoch"), "utf8").catch(() => "");
+      return text.includes(`"${String(next.status.epoch)}"`);
+    }, 60_000);
     // The new leader changes the world while the old one sleeps.
     await next.coord.admin.unloadModel({ model: "gone" }, { timeoutMs: 60_000 });
     first.coord.resume();
@@ -172,21 +185,50 @@ describe("coordinator HA: failover over real processes", { timeout: 300_000 }, (
     expect(first.coord.events.filter((e) => e.type === "backend.loaded")).toHaveLength(3);
   });
 
-  it("kill of one nats-server: the same leader at the same epoch; evictions and inference go on", async () => {
+  it("kill of one nats-server — the audit stream's leader: the same leader (at most a resume in place), the same backends; evictions, inference and the audit trail go on", async () => {
     const c = await start("ha-failover-nats1", [onA("keep-a"), onA("cycle")]);
     await c.addAgent("a");
     const first = await c.leader();
     await first.coord.admin.loadModel({ model: "keep-a" }, { timeoutMs: 60_000 });
-    await c.nats.kill(2);
+    // The server that leads the audit stream (with one replica it would be the only one holding it).
+    const nc = await connectAudit({ servers: c.nats.urls.join(","), credentials: { kind: "none" } });
+    const info = await until("the audit stream's leader", async () => (await (await jetstreamManager(nc)).streams.info(defaultAuditStreamName).catch(() => undefined))?.cluster?.leader, 60_000);
+    expect(info).toBeDefined();
+    await nc.close();
+    const victim = c.nats.servers.findIndex((s) => s.name === info);
+    expect(victim).toBeGreaterThanOrEqual(0);
+    const pidsBefore = await runningBackends(c.tag);
+    await c.nats.kill(victim);
+    // If the killed server also led the lease bucket's RAFT group, its election
+    // can outlast the lease margin: the leader pauses (no commands) and resumes
+    // in place. An eviction or load refused meanwhile is UNAVAILABLE; try again.
+    const retried = async (what: string, op: () => Promise<unknown>): Promise<void> => {
+      await until(what, async () => op().then(() => true, (err: unknown) => {
+        if (codeOf(err) === Code.Unavailable) return false;
+        throw err;
+      }), 60_000);
+    };
     for (let i = 0; i < 3; i++) {
-      await first.coord.admin.loadModel({ model: "cycle" }, { timeoutMs: 60_000 });
-      await first.coord.admin.unloadModel({ model: "cycle" }, { timeoutMs: 60_000 });
+      await retried("load cycle", () => first.coord.admin.loadModel({ model: "cycle" }, { timeoutMs: 60_000 }));
+      await retried("unload cycle", async () => {
+        const r = await first.coord.admin.unloadModel({ model: "cycle" }, { timeoutMs: 60_000 });
+        if (r.outcome !== UnloadOutcome.STOPPED) throw new WardenError(Code.Unavailable, `unload: ${String(r.outcome)}`);
+      });
       expect(await predictVia(first.coord, "keep-a")).toBeDefined();
     }
+    // The same process leads — never the other: at most a resume in place.
     const still = await c.leader();
-    expect([still.coord.index, still.status.epoch]).toEqual([first.coord.index, first.status.epoch]);
+    expect(still.coord.index).toBe(first.coord.index);
     expect(still.status.quorum).toBe(true);
+    expect(c.coords[1 - first.coord.index]!.events.filter((e) => e.type === "coordinator.leader")).toEqual([]);
+    expect(first.coord.events.filter((e) => e.type === "coordinator.leader").slice(1).filter((e) => e["resumed"] !== true)).toEqual([]);
+    const keepInc = (await still.coord.admin.listModels({})).instances.find((i) => i.model === "keep-a")?.incarnation;
+    const pidOf = (rows: readonly { incarnation: string; pid: number }[]): number | undefined => rows.find((r) => r.incarnation === keepInc)?.pid;
+    expect(pidOf(await runningBackends(c.tag))).toBe(pidOf(pidsBefore));
     expect(first.coord.events.filter((e) => e.type === "eviction.stopped" && e.model === "cycle")).toHaveLength(3);
+    // Published while a server is down: every logged event is on the stream.
+    const audit = await untilAuditComplete(c.nats.urls.join(","), () => c.logged(), 60_000);
+    expect(audit.events.filter((e) => e.payload.case === "evictionStopped" && e.model === "cycle")).toHaveLength(3);
   });
 
   it("a policy change and a drain made on the old leader hold on the new one after kill -9", async () => {

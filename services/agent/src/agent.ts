@@ -74,6 +74,8 @@ export interface Agent {
   foreign(): readonly Foreign[];
   /** The newest leader epoch a command brought (0 = none; leader-fence.ts). */
   leaderEpoch(): bigint;
+  /** Raises the fence to the epoch the followed HA leader announced (never lowers it; leader-fence-store.ts). */
+  raiseLeaderEpoch(epoch: bigint): Promise<void>;
   /** Live (not exited) backends by incarnation: pid, address, state. For tests and the CLI. */
   processes(): { incarnation: string; model: string; pid: number; address: string; state: BackendPhase["t"] }[];
 }
@@ -230,6 +232,7 @@ export function createAgent(config: AgentConfig, deps: AgentDeps = {}): Agent {
     rescanOrphans,
     foreign: () => scan.foreign(),
     leaderEpoch: () => fence.newestSeen(),
+    raiseLeaderEpoch: (epoch) => fence.raise(epoch),
     processes: () =>
       table.live().map((p) => ({ incarnation: p.id.incarnation, model: p.id.model, pid: p.pid, address: p.id.address, state: p.state().t })),
   };

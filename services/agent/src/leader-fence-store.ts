@@ -71,6 +71,18 @@ export class LeaderFence {
     if (epoch > this.durable) await this.persist();
   }
 
+  /**
+   * Raises the fence to the epoch the followed leader announced (Register /
+   * Heartbeat answers, issue 17) without any command: from then on a paused
+   * old leader's commands are refused here too. Never lowers it; resolves once
+   * the raised epoch is on disk.
+   */
+  async raise(epoch: bigint): Promise<void> {
+    if (!this.loaded || epoch <= this.newest) return;
+    this.newest = epoch;
+    await this.persist();
+  }
+
   /** Writes the newest epoch (whatever it is when the write starts); writes run one at a time. */
   private persist(): Promise<void> {
     const next = this.chain.then(async () => {

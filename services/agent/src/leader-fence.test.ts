@@ -86,6 +86,21 @@ describe("LeaderFence (the owner)", () => {
     expect(thrown(() => { again.check(6n); })).toBeInstanceOf(StaleLeaderEpochError);
   });
 
+  it("raise(): the followed leader's announced epoch fences without any command, persisted, never lowered (issue 17)", async () => {
+    const dir = await stateDir();
+    const fence = new LeaderFence(dir);
+    await fence.load();
+    await fence.raise(12n);
+    expect(fence.newestSeen()).toBe(12n);
+    expect(thrown(() => { fence.check(11n); })).toBeInstanceOf(StaleLeaderEpochError);
+    fence.check(12n);
+    await fence.raise(3n);
+    expect(fence.newestSeen()).toBe(12n);
+    const again = new LeaderFence(dir);
+    await again.load();
+    expect(again.newestSeen()).toBe(12n);
+  });
+
   it("raises in memory at once: an older command arriving during the write is refused, and the write's own command sees it on its re-check", async () => {
     const dir = await stateDir();
     const fence = new LeaderFence(dir);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { Code, ManualClock, WardenError, seededRng } from "@warden/common";
+import { Code, ManualClock, WardenError, notLeaderError, seededRng } from "@warden/common";
 import type { HeartbeatRequest, RegisterRequest } from "@warden/proto";
 import { create } from "@bufbuild/protobuf";
 import { HeartbeatRequestSchema, RegisterRequestSchema } from "@warden/proto";
@@ -75,6 +75,52 @@ describe("node heartbeat loop", () => {
     expect(beats[0]?.backends[0]?.incarnation).toBe("01J0000000000000000000000A");
     // foreign processes ride along, so the coordinator can report them (ListNodes, foreign.detected)
     expect(beats[0]?.foreign.map((f) => [f.pid, f.address, f.detail])).toEqual([[4242, "127.0.0.1:21000", "no Warden mark"]]);
+    await hb.stop();
+  });
+
+  it("raises the agent's fence to the leader epoch a coordinator answers with, before the node counts as registered (issue 17)", async () => {
+    const clock = new ManualClock();
+    const raised: bigint[] = [];
+    const src: HeartbeatSource = { ...source, raiseLeaderEpoch: async (e) => { raised.push(e); } };
+    let epoch = 5n;
+    const port: NodeServicePort = {
+      register: async () => ({ coordinatorEpoch: 1n, heartbeatIntervalMs: 0, leaderEpoch: epoch }),
+      heartbeat: async () => ({ registerRequired: false, coordinatorEpoch: 1n, leaderEpoch: epoch }),
+    };
+    const hb = createNodeHeartbeat({ nodeId: "n1", address: "a:1", labels: {}, backends: [], source: src, node: port, intervalMs: 1_000, clock, rng: seededRng(1) });
+    hb.start();
+    await flush();
+    expect([raised, hb.stats().registered]).toEqual([[5n], true]);
+    epoch = 9n;
+    clock.advance(1_000);
+    await flush();
+    expect(raised).toEqual([5n, 9n]);
+    epoch = 0n; // a coordinator without HA announces nothing
+    clock.advance(1_000);
+    await flush();
+    expect(raised).toEqual([5n, 9n]);
+    await hb.stop();
+  });
+
+  it("retries a standby's refusal at the first backoff step instead of growing the delay (issue 17: the new leader hears the node soon after it leads)", async () => {
+    const clock = new ManualClock();
+    let calls = 0;
+    const port: NodeServicePort = {
+      register: async () => {
+        calls++;
+        throw notLeaderError(undefined);
+      },
+      heartbeat: async () => ({ registerRequired: false, coordinatorEpoch: 1n }),
+    };
+    const hb = createNodeHeartbeat({ nodeId: "n1", address: "a:1", labels: {}, backends: [], source, node: port, intervalMs: 1_000, clock, rng: seededRng(1), backoff: { initialMs: 100, factor: 2, maxMs: 10_000, jitter: 0 } });
+    hb.start();
+    await flush();
+    // Ten refusals in a row: with growing backoff the tenth would wait 51 s; here each waits 100 ms.
+    for (let i = 0; i < 10; i++) {
+      clock.advance(100);
+      await flush();
+    }
+    expect(calls).toBe(11);
     await hb.stop();
   });
 });

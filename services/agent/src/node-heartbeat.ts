@@ -1,5 +1,5 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import { Code, WardenError, backoffDelayMs, invalidArgument, cryptoRng, nullLogger, sleep, systemClock, wardenVersion, type BackoffPolicy, type Clock, type Logger, type Rng } from "@warden/common";
+import { Code, WardenError, backoffDelayMs, isNotLeader, invalidArgument, cryptoRng, nullLogger, sleep, systemClock, wardenVersion, type BackoffPolicy, type Clock, type Logger, type Rng } from "@warden/common";
 import type { HandlerContext, ServiceImpl } from "@warden/grpc";
 import { Metadata } from "@grpc/grpc-js";
 import { HeartbeatRequestSchema, HeartbeatResponseSchema, RegisterRequestSchema, RegisterResponseSchema, type HeartbeatResponse, type NodeLimitsSchema, type NodeService, type RegisterResponse } from "@warden/proto";
@@ -24,8 +24,8 @@ export interface NodeCallOptions {
  * fits through {@link inProcessNodeService}.
  */
 export interface NodeServicePort {
-  register(request: MessageInitShape<typeof RegisterRequestSchema>, options?: NodeCallOptions): Promise<Pick<RegisterResponse, "coordinatorEpoch" | "heartbeatIntervalMs">>;
-  heartbeat(request: MessageInitShape<typeof HeartbeatRequestSchema>, options?: NodeCallOptions): Promise<Pick<HeartbeatResponse, "registerRequired" | "coordinatorEpoch">>;
+  register(request: MessageInitShape<typeof RegisterRequestSchema>, options?: NodeCallOptions): Promise<Pick<RegisterResponse, "coordinatorEpoch" | "heartbeatIntervalMs"> & { readonly leaderEpoch?: bigint }>;
+  heartbeat(request: MessageInitShape<typeof HeartbeatRequestSchema>, options?: NodeCallOptions): Promise<Pick<HeartbeatResponse, "registerRequired" | "coordinatorEpoch"> & { readonly leaderEpoch?: bigint }>;
 }
 
 /** What the heartbeat reports; an Agent fits. */
@@ -35,6 +35,8 @@ export interface HeartbeatSource {
   nodeResources(signal?: AbortSignal): Promise<NodeResourcesInit>;
   /** The agent's report sequence (report-sequence.ts); without one the loop numbers its own reports. */
   nextReportSequence?(): bigint;
+  /** Raises the agent's leader-epoch fence to the epoch the coordinator answered with (HA; an Agent fits). */
+  raiseLeaderEpoch?(epoch: bigint): Promise<void>;
 }
 
 export interface NodeHeartbeatOptions {
@@ -104,12 +106,19 @@ export function createNodeHeartbeat(options: NodeHeartbeatOptions): NodeHeartbea
   let ctl: AbortController | undefined;
   let loop: Promise<void> | undefined;
 
+  // The leader's epoch, raised before this node counts as following it: a
+  // paused old leader is refused by every agent that follows the new one.
+  const raiseFence = async (epoch: bigint | undefined): Promise<void> => {
+    if (epoch !== undefined && epoch > 0n) await options.source.raiseLeaderEpoch?.(epoch);
+  };
+
   const register = async (signal: AbortSignal): Promise<void> => {
     const res = await options.source.nodeResources(signal);
     const r = await options.node.register(
       { nodeId: options.nodeId, address: options.address, labels: { ...options.labels }, gpus: res.gpus ?? [], bootEpoch: BigInt(options.source.bootEpochMs), ramTotalBytes: res.ramTotalBytes ?? 0n, version: wardenVersion, backends: [...options.backends], limits: options.limits ?? {} },
       { signal, timeoutMs: callTimeoutMs },
     );
+    await raiseFence(r.leaderEpoch);
     stats.registrations++;
     stats.registered = true;
     stats.coordinatorEpoch = r.coordinatorEpoch;
@@ -129,6 +138,7 @@ export function createNodeHeartbeat(options: NodeHeartbeatOptions): NodeHeartbea
       { nodeId: options.nodeId, bootEpoch: BigInt(options.source.bootEpochMs), sequence, backends: inv.backends, orphans: inv.orphans.slice(0, maxReportedProcesses), foreign: inv.foreign.slice(0, maxReportedProcesses), resources: res, leaderEpoch: inv.leaderEpoch },
       { signal, timeoutMs: callTimeoutMs },
     );
+    await raiseFence(r.leaderEpoch);
     stats.heartbeatsSent++;
     stats.coordinatorEpoch = r.coordinatorEpoch;
     if (r.registerRequired) {
@@ -152,7 +162,11 @@ export function createNodeHeartbeat(options: NodeHeartbeatOptions): NodeHeartbea
         const e = WardenError.from(err);
         // a coordinator that lost us answers NOT_FOUND / FAILED_PRECONDITION: register again
         if (e.code === Code.NotFound || e.code === Code.FailedPrecondition) stats.registered = false;
-        const delayMs = backoffDelayMs(backoff, attempt++, rng);
+        // A standby's refusal (HA, issue 17): the cluster is up and a leader is
+        // about to lead (or just did). Retry at the first step instead of
+        // backing off further, so the new leader hears this node within about
+        // one step of taking over rather than up to the 5 s cap later.
+        const delayMs = isNotLeader(err) ? backoffDelayMs(backoff, 0, rng) : backoffDelayMs(backoff, attempt++, rng);
         logger.warn("coordinator call failed; retrying", { err: e.message, code: e.code, delayMs });
         await sleep(clock, delayMs, signal).catch(() => {});
       }

@@ -143,6 +143,8 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
     // the coordinator serves meanwhile and the outbox keeps the events.
     auditLink = startAuditLink({
       connection: { servers: n.url, credentials: natsCredentials(n), name: "warden-coordinator", ...(n.inboxPrefix === undefined ? {} : { inboxPrefix: n.inboxPrefix }) },
+      // HA: the audit stream is replicated like the journal, so one server lost stops no publishing.
+      ...(config.ha === undefined ? {} : { stream: { replicas: config.ha.replicas } }),
       clock,
       rng,
       logger: linkLog,

@@ -37,6 +37,15 @@ export function nodeService(nodes: NodeRegistry, _clock: Clock, coordinatorEpoch
     }
     if (seen > ours) ha.onSuperseded(seen, `node "${nodeId}" reports leader epoch ${String(seen)}, newer than ours (${String(ours)})`);
   };
+  /** Our term's epoch for the agent's fence (0: no HA, or a paused term, which commands nothing). */
+  const ourEpoch = (): bigint => {
+    if (options.ha === undefined) return 0n;
+    try {
+      return options.ha.leaderEpoch();
+    } catch {
+      return 0n;
+    }
+  };
   return {
     async register(req, ctx) {
       validateRegister(req, ctx.peer === inProcessPeer && nodes.get(req.nodeId)?.embedded === true);
@@ -48,14 +57,14 @@ export function nodeService(nodes: NodeRegistry, _clock: Clock, coordinatorEpoch
       } else {
         nodes.register({ nodeId: req.nodeId, address: req.address, labels: req.labels, gpus: req.gpus, bootEpoch: req.bootEpoch, version: req.version, backends: req.backends, limits, credentialed });
       }
-      return { coordinatorEpoch, heartbeatIntervalMs: 1_000 };
+      return { coordinatorEpoch, heartbeatIntervalMs: 1_000, leaderEpoch: ourEpoch() };
     },
     async heartbeat(req, ctx) {
       validateHeartbeat(req, caps);
       checkEmbedded(req.nodeId, ctx.peer);
       if (options.ha !== undefined && req.leaderEpoch > 0n) supersededBy(options.ha, req.leaderEpoch, req.nodeId);
       const known = nodes.heartbeat({ nodeId: req.nodeId, bootEpoch: req.bootEpoch, sequence: req.sequence, backends: req.backends, orphans: req.orphans, foreign: req.foreign, resources: req.resources });
-      return { registerRequired: !known, coordinatorEpoch };
+      return { registerRequired: !known, coordinatorEpoch, leaderEpoch: ourEpoch() };
     },
   };
 }

@@ -169,6 +169,10 @@ export class SimCoordinator implements CoordinatorInbox {
     this.nodes.register({ nodeId: reg.nodeId, address: reg.address, labels: reg.labels, gpus: [], bootEpoch: reg.bootEpoch, embedded: reg.embedded, version: wardenVersion, backends: reg.backends, ...(reg.limits === undefined ? {} : { limits: reg.limits }) });
   }
 
+  leaderEpoch(): bigint {
+    return this.ha?.leaderEpoch() ?? 0n;
+  }
+
   accepts(nodeId: string): boolean {
     return this.ha === undefined || (!this.clock.paused() && !this.ha.link.cutFrom(nodeId));
   }

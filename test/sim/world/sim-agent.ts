@@ -202,6 +202,11 @@ export class SimAgent {
 
   // ------------------------------------------------------------- handlers
 
+  /** The followed leader's announced epoch (a heartbeat answer) raises the fence without a command, as LeaderFence.raise. */
+  raiseFence(epoch: bigint): void {
+    if (epoch > this.newestLeaderEpoch) this.newestLeaderEpoch = epoch;
+  }
+
   /** The fence, as the real agent's: the refusal of a command from an older epoch, else undefined (a newer one raises it). */
   private fenced(leaderEpoch: bigint, kind: "start" | "stop" | "stopOrphan", incarnation: string): WardenError | undefined {
     const v = judgeLeaderEpoch(this.newestLeaderEpoch, leaderEpoch);

@@ -17,6 +17,8 @@ export interface CoordinatorInbox {
   heartbeat(hb: HeartbeatReport): boolean;
   /** HA profile: false while this coordinator process is stopped or cut off from `nodeId` (the message is lost). */
   accepts?(nodeId: string): boolean;
+  /** HA profile: the epoch this generation leads with, carried by its heartbeat answers (HeartbeatResponse.leader_epoch). */
+  leaderEpoch?(): bigint;
 }
 
 /** What an agent's leader fence decided about one command (HA checkers' ground truth). */
@@ -151,14 +153,20 @@ export class SimWorld {
   deliverHeartbeat(agent: SimAgent, hb: HeartbeatReport, onReply?: () => void): void {
     const inbox = this.inbox;
     if (inbox === undefined) return;
+    // The answer carries the leader's epoch: the agent raises its fence on it, as the real one does.
+    const epoch = inbox.leaderEpoch?.() ?? 0n;
     if (!inbox.heartbeat(hb)) {
       // HeartbeatResponse.register_required: the agent registers again (its current boot).
       this.net.send(agent.nodeId, "toAgent", "register-required", () => {
+        if (agent.up) agent.raiseFence(epoch);
         if (agent.up) this.sendRegister(agent, agent.registration());
         onReply?.();
       }, agent.embedded);
     } else if (onReply !== undefined) {
-      this.net.send(agent.nodeId, "toAgent", "heartbeat-reply", onReply, agent.embedded);
+      this.net.send(agent.nodeId, "toAgent", "heartbeat-reply", () => {
+        if (agent.up) agent.raiseFence(epoch);
+        onReply();
+      }, agent.embedded);
     }
   }
 

@@ -9,8 +9,10 @@
  *   the audit trail on the stream has nothing lost and no eviction twice;
  * - SIGSTOP of the leader until the standby leads, then SIGCONT: it steps
  *   down, and nothing was started or stopped twice;
- * - kill of one nats-server: the same leader, same epoch, evictions and
- *   inference go on;
+ * - kill of the nats-server that leads the audit stream: the same leader
+ *   (a resume in place at most, when that server also led the lease
+ *   bucket's RAFT group and its election outlasted the lease margin), the
+ *   same backends; evictions, inference and audit publishing go on;
  * - a policy change and a drain made on the old leader hold on the new one.
  */
 import { readFile } from "node:fs/promises";

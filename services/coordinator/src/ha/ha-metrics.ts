@@ -1,4 +1,5 @@
-import { createServer, type Server } from "node:http";
+import type { Server } from "node:http";
+import { servePrometheus } from "@warden/agent";
 import { Counter, Gauge, Registry } from "prom-client";
 
 /** What the HA metrics read at scrape time (one owner of each figure: the runner). */
@@ -53,30 +54,6 @@ export class HaMetrics {
 }
 
 /** `/metrics` over the HA registry and whatever `more()` gives now (the inner coordinator's while it leads). */
-export async function serveHaMetrics(listen: string, ha: Registry, more: () => readonly Registry[]): Promise<{ readonly server: Server; readonly address: string }> {
-  const i = listen.lastIndexOf(":");
-  const host = listen.slice(0, i).replace(/^\[(.*)\]$/, "$1");
-  const port = Number(listen.slice(i + 1));
-  const server = createServer((req, res) => {
-    if (req.method !== "GET" || (req.url ?? "").split("?")[0] !== "/metrics") {
-      res.writeHead(404).end("not found: try /metrics\n");
-      return;
-    }
-    Promise.all([ha, ...more()].map((r) => r.metrics())).then(
-      (texts) => {
-        res.writeHead(200, { "content-type": ha.contentType }).end(texts.join("\n"));
-      },
-      (err: unknown) => {
-        res.writeHead(500).end(String(err));
-      },
-    );
-  });
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(port, host, () => {
-      resolve();
-    });
-  });
-  const a = server.address();
-  return { server, address: `${listen.slice(0, i)}:${String(typeof a === "object" && a !== null ? a.port : port)}` };
+export function serveHaMetrics(listen: string, ha: Registry, more: () => readonly Registry[]): Promise<{ readonly server: Server; readonly address: string }> {
+  return servePrometheus(() => [ha, ...more()], listen);
 }

@@ -168,8 +168,8 @@ export async function startHaCluster(o: HaClusterOptions): Promise<HaCluster> {
     }),
   );
   const agents: RemoteAgent[] = [];
-  // One at a time: the first to start usually leads, and the tests do not depend on which.
-  for (const c of coords) await c.start();
+  // Both at once (the tests never depend on which one leads).
+  await Promise.all(coords.map((c) => c.start()));
   const cluster: HaCluster = {
     nats,
     tag,

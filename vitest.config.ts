@@ -27,7 +27,9 @@ export default defineConfig({
       },
       {
         extends: true,
-        test: { name: "heavy", include: all.map((p) => p.replace(".test.ts", ".heavy.test.ts")) },
+        // Two at a time as well: these are CPU-bound with no deadlines that a busy core could
+        // miss, and alone after the main project they would leave one of the two cores idle.
+        test: { name: "heavy", include: all.map((p) => p.replace(".test.ts", ".heavy.test.ts")), maxWorkers: 2 },
       },
     ],
   },

@@ -33,6 +33,7 @@ import {
   type AuditDelivery,
   type AuditSubscribeOptions,
 } from "@warden/audit";
+import { freePort } from "./support/free-port.js";
 import { startNatsServer, type NatsServerHandle } from "./support/nats-server.js";
 
 let server: NatsServerHandle;
@@ -156,6 +157,15 @@ function expectPerInstanceOrder(ds: readonly AuditDelivery[]): void {
 }
 
 describe("audit pipeline on a real nats-server", () => {
+  it("connects through a comma-separated server list whichever of its servers is down, first or last", async () => {
+    const dead = `nats://127.0.0.1:${String(await freePort())}`;
+    for (const servers of [`${dead},${server.url}`, `${server.url},${dead}`]) {
+      const nc = await connectAudit({ servers, name: "audit-test-list" });
+      connections.push(nc);
+      expect(nc.getServer()).toBe(server.url.replace("nats://", ""));
+    }
+  });
+
   it("publishes an eviction as started then stopped, and a failed stop as started then failed, with ids and sequences", async () => {
     const nc = await connect();
     const c = await startCoordinator(createNatsPublisher(nc));

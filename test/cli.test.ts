@@ -40,7 +40,8 @@ function backendPids(addresses: readonly string[]): number[] {
     try {
       const cmd = readFileSync(`/proc/${d}/cmdline`, "utf8").split("\0");
       const i = cmd.indexOf("--addr");
-      if (cmd.some((c) => c.endsWith("backend-sim/src/main.ts")) && i >= 0 && addresses.includes(cmd[i + 1] ?? "")) pids.push(Number(d));
+      // From sources through tsx, or the prebuilt bundle the test runner names (WARDEN_BACKEND_SIM_BUNDLE).
+      if (cmd.some((c) => c.endsWith("backend-sim/src/main.ts") || c.endsWith("/backend-sim.js")) && i >= 0 && addresses.includes(cmd[i + 1] ?? "")) pids.push(Number(d));
     } catch {
       // exited meanwhile
     }

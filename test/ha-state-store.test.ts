@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { NatsConnection } from "@nats-io/transport-node";
+import { jetstreamManager } from "@nats-io/jetstream";
 import { connectAudit } from "@warden/audit";
 import { Code, isWardenError } from "@warden/common";
 import { openKvStateStore } from "../services/coordinator/src/ha/kv-state-store.js";
@@ -48,6 +49,10 @@ describe("durable state on JetStream KV (R3)", () => {
     // Re-created after removal with revision 0, as a new entry.
     await s.put("drain", node, { force: false }, 0);
     expect((await s.get("drain", node))?.value).toEqual({ force: false });
+    // No direct gets (any replica answers those on 2.9, a lagging one too: a takeover read an
+    // acked policy as absent); every get goes through the stream leader.
+    const jsm = await jetstreamManager(await connect());
+    expect((await jsm.streams.info("KV_state-a")).config.allow_direct).toBe(false);
   });
 
   it("rejects bad input whole (INVALID_ARGUMENT naming the field) and stores nothing", async () => {

@@ -136,7 +136,8 @@ export async function liveTaggedSims(tagPrefix: string): Promise<number[]> {
     if (!/^\d+$/.test(d)) continue;
     try {
       const cmd = await readFile(`/proc/${d}/cmdline`, "utf8");
-      if (!cmd.includes("backend-sim/src/main.ts")) continue;
+      // From sources through tsx, or the prebuilt bundle the test runner names (WARDEN_BACKEND_SIM_BUNDLE).
+      if (!cmd.includes("backend-sim/src/main.ts") && !cmd.includes("/backend-sim.js")) continue;
       const env = await readFile(`/proc/${d}/environ`, "utf8");
       if (!env.split("\0").some((kv) => kv.startsWith(`${testTagVar}=${tagPrefix}`))) continue;
       if (await pidAlive(Number(d))) out.push(Number(d));

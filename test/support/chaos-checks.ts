@@ -247,11 +247,16 @@ export function auditProblems(stream: readonly Event[], logged: readonly LoggedE
 /** Waits until the stream holds every logged event, then asserts auditProblems is empty; returns the de-duplicated stream. */
 export async function untilAuditComplete(natsUrl: string, logged: () => readonly LoggedEvent[], timeoutMs = 60_000): Promise<{ events: Event[]; duplicates: number }> {
   const end = Date.now() + timeoutMs;
+  let readError = "none";
   for (;;) {
-    const stream = (await storedEvents(natsUrl).catch(() => undefined)) ?? [];
+    const stream =
+      (await storedEvents(natsUrl).catch((err: unknown) => {
+        readError = err instanceof Error ? err.message : String(err);
+        return undefined;
+      })) ?? [];
     const problems = auditProblems(stream, logged());
     if (problems.length === 0) return dedupById(stream);
-    if (Date.now() > end) expect(problems, "audit trail incomplete").toEqual([]);
+    if (Date.now() > end) expect(problems, `audit trail incomplete (${String(stream.length)} events read; last read error: ${readError})`).toEqual([]);
     await new Promise((r) => setTimeout(r, 200));
   }
 }

@@ -46,6 +46,8 @@ export interface HaCoordinator {
   /** Every event every process of this slot logged. */
   readonly events: LoggedEvent[];
   readonly stderr: string[];
+  /** The last 300 JSON log lines of this slot's processes, for failure messages. */
+  readonly recentLines: string[];
 }
 
 export interface HaCluster {
@@ -85,6 +87,7 @@ function slot(index: number, dir: string, address: string, config: Record<string
   const configPath = join(dir, `coordinator-${String(index)}.yaml`);
   const events: LoggedEvent[] = [];
   const stderr: string[] = [];
+  const recentLines: string[] = [];
   let child: ChildProcess | undefined;
   let exited: Promise<void> = Promise.resolve();
   const admin = createClient(AdminService, address);
@@ -96,6 +99,7 @@ function slot(index: number, dir: string, address: string, config: Record<string
     inference,
     events,
     stderr,
+    recentLines,
     pid: () => (child?.exitCode === null && child.signalCode === null ? (child.pid ?? 0) : 0),
     running: () => child !== undefined && child.exitCode === null && child.signalCode === null,
     async kill() {
@@ -125,6 +129,10 @@ function slot(index: number, dir: string, address: string, config: Record<string
         const parts = buf.split("\n");
         buf = parts.pop() ?? "";
         for (const line of parts) {
+          if (line.startsWith("{")) {
+            recentLines.push(line);
+            if (recentLines.length > 300) recentLines.shift();
+          }
           try {
             const o = JSON.parse(line) as { msg?: string; event?: LoggedEvent };
             if (o.msg?.startsWith("event ") === true && o.event !== undefined) events.push(o.event);

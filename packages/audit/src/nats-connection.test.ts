@@ -30,6 +30,12 @@ describe("natsConnectOptions", () => {
     });
   });
 
+  it("splits a comma-separated server string (nats.js would dial only its last URL)", () => {
+    expect(natsConnectOptions({ servers: "nats://a:1, nats://b:2,nats://c:3" }).servers).toEqual(["nats://a:1", "nats://b:2", "nats://c:3"]);
+    expect(natsConnectOptions({ servers: ["nats://a:1,nats://b:2", "nats://c:3"] }).servers).toEqual(["nats://a:1", "nats://b:2", "nats://c:3"]);
+    expect(() => natsConnectOptions({ servers: " , " })).toThrow(/servers/);
+  });
+
   it("rejects empty server lists and empty secrets", () => {
     expect(() => natsConnectOptions({ servers: [] })).toThrow(/invalid_argument/);
     expect(() => natsConnectOptions({ servers: "a", credentials: { kind: "token", token: "" } })).toThrow(/token/);

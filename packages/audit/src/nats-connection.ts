@@ -16,7 +16,10 @@ export type NatsCredentials =
   | { readonly kind: "creds-file"; readonly path: string };
 
 export interface AuditConnectionOptions {
-  /** `nats://host:4222`, or several for a cluster. */
+  /**
+   * `nats://host:4222`, or several for a cluster: a list, or one string with
+   * the URLs separated by commas (as `nats.url` and `--nats` take them).
+   */
   readonly servers: string | readonly string[];
   /** @default { kind: "none" } */
   readonly credentials?: NatsCredentials;
@@ -52,7 +55,9 @@ export interface AuditConnectionOptions {
  * the outbox buffers meanwhile), credentials mapped to the client's options.
  */
 export function natsConnectOptions(options: AuditConnectionOptions): ConnectionOptions {
-  const servers = typeof options.servers === "string" ? [options.servers] : [...options.servers];
+  // nats.js reads "a,b,c" as one URL and dials only the last server in it (seen: a coordinator
+  // whose audit link could not reach the cluster once that server was killed), so split it here.
+  const servers = (typeof options.servers === "string" ? [options.servers] : [...options.servers]).flatMap((u) => u.split(",")).map((u) => u.trim()).filter((u) => u !== "");
   if (servers.length === 0) throw invalidArgument("servers", "at least one NATS URL is needed");
   const base: ConnectionOptions = {
     servers,

@@ -42,8 +42,11 @@ export interface OutboxStats {
 /**
  * What `append` did with an event. `dropped` only when the outbox was full
  * (a low-priority event, or a critical one with no low-priority one queued to displace).
+ * `deferred`: the journal refused it (or an earlier event still waits): it is
+ * journaled, in emit order, once the journal takes writes again, and published
+ * after that; meanwhile the outbox reports not-serving.
  */
-export type AppendOutcome = "queued" | "dropped";
+export type AppendOutcome = "queued" | "dropped" | "deferred";
 
 /** What start-up found in the journal. */
 export interface OutboxRecovery {
@@ -120,7 +123,9 @@ export interface Outbox {
    * is full, a critical event takes the place of the youngest queued
    * low-priority one; otherwise the event resolves `dropped` (after counting it
    * and reporting not-serving), so an audit backlog never blocks an eviction
-   * and a flood of peer reports never costs one. Rejects if the journal write fails.
+   * and a flood of peer reports never costs one. A journal refusal does not
+   * lose the event: it resolves `deferred` (see {@link AppendOutcome}). Rejects
+   * only when `signal` aborts or the outbox is not running.
    */
   append(event: Event, signal?: AbortSignal): Promise<AppendOutcome>;
   /** `events.create(init)` then `append`. */

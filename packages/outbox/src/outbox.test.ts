@@ -112,15 +112,59 @@ describe("outbox", () => {
     expect(outbox.stats().dropped).toBe(3);
   });
 
-  it("rejects append when the journal fails, and health says so", async () => {
+  it("loses no event the journal refuses: deferred, health says so, journaled and published in emit order once it takes writes", async () => {
+    const { outbox, journal, publisher, clock } = setup();
+    await outbox.start();
+    journal.failAppends = true;
+    const a = await outbox.emit(started("a"));
+    expect(a.outcome).toBe("deferred");
+    expect(outbox.health()).toMatchObject({ status: "not-serving", reason: expect.stringContaining("disk full") as string });
+    await settle(clock, 5); // retried with back-off, still refused
+    journal.failAppends = false;
+    // Newer events wait behind the refused one, even though the journal would take them now.
+    const b = await outbox.emit(stopped("a"));
+    expect(b.outcome).toBe("deferred");
+    expect(outbox.stats().depth).toBe(2);
+    await settle(clock, 5);
+    expect(journal.eventIds()).toEqual([a.event.id, b.event.id]);
+    expect(publisher.stored.size).toBe(2);
+    expect(outbox.health()).toEqual({ status: "serving" });
+    expect((await outbox.emit(started("c"))).outcome).toBe("queued");
+  });
+
+  it("property: through any pattern of journal refusals, every event is journaled once, in emit order, and published", async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.array(fc.oneof(fc.constant("emit" as const), fc.constant("fail" as const), fc.constant("heal" as const), fc.constant("wait" as const)), { minLength: 1, maxLength: 40 }), fc.integer(), async (ops, seed) => {
+        const { outbox, journal, publisher, clock } = setup(undefined, { maxInFlight: 4 }, undefined, seed);
+        await outbox.start();
+        const ids: string[] = [];
+        for (const [i, op] of ops.entries()) {
+          if (op === "fail") journal.failAppends = true;
+          else if (op === "heal") journal.failAppends = false;
+          else if (op === "wait") await settle(clock, 3);
+          else ids.push((await outbox.emit(i % 2 === 0 ? started(`i${String(i)}`) : stopped(`i${String(i - 1)}`))).event.id);
+        }
+        journal.failAppends = false;
+        await settle(clock, 20);
+        expect(journal.eventIds()).toEqual(ids);
+        expect(publisher.stored.size).toBe(ids.length);
+        expect(outbox.stats().depth).toBe(0);
+        expect(outbox.health()).toEqual({ status: "serving" });
+      }),
+      { numRuns: 200 },
+    );
+  });
+
+  it("a closed outbox still refuses, and an aborted append is not deferred", async () => {
     const { outbox, journal } = setup();
     await outbox.start();
     journal.failAppends = true;
-    await expect(outbox.emit(started("a"))).rejects.toThrow(/disk full/);
-    expect(outbox.health()).toMatchObject({ status: "not-serving", reason: expect.stringContaining("journal") as string });
-    journal.failAppends = false;
-    await outbox.emit(started("b"));
-    expect(outbox.health()).toEqual({ status: "serving" });
+    const ac = new AbortController();
+    ac.abort(new Error("caller gave up"));
+    await expect(outbox.emit(started("a"), ac.signal)).rejects.toThrow(/caller gave up/);
+    expect(outbox.stats().depth).toBe(0);
+    await outbox.close();
+    await expect(outbox.emit(started("b"))).rejects.toThrow(/state running/);
   });
 
   it("after a crash, re-queues unpublished events with their ids and emits recovered for unfinished instances", async () => {

@@ -8,6 +8,7 @@ import { reduceJournal, unfinishedInstances } from "./reduce-journal.js";
 import { eventPriorityOf } from "./event-priority.js";
 import type { AppendOutcome, Outbox, OutboxHealth, OutboxOptions, OutboxStats } from "./outbox-types.js";
 import { SendQueue, type OutboxEntry } from "./send-queue.js";
+import { AppendLane } from "./append-lane.js";
 
 type State = "new" | "starting" | "running" | "closed";
 
@@ -48,10 +49,33 @@ export function createOutbox(options: OutboxOptions): Outbox {
   let lastPublishError: string | undefined;
   let overflowed = false;
   let journalError: string | undefined;
+  /** The journal's last refusal of an event the lane still holds. */
+  let laneError: string | undefined;
   let health: OutboxHealth = { status: "serving" };
   let flushWaiters: (() => void)[] = [];
 
-  const depth = (): number => queue.size + inFlight + journaling;
+  // Events the journal refused wait in the lane, in order, until it takes writes again.
+  const lane = new AppendLane({
+    journal,
+    clock,
+    rng,
+    backoff,
+    closed: closeCtl.signal,
+    onJournaled: (event) => {
+      appended++;
+      if (state !== "running") return; // re-sent by the next start
+      queue.push(event, priorityOf(event));
+      updateHealth();
+      pump();
+    },
+    onError: (message) => {
+      laneError = message;
+      updateHealth();
+      notifyFlushed();
+    },
+  });
+
+  const depth = (): number => queue.size + inFlight + journaling + lane.size;
 
   const stats = (): OutboxStats => ({
     depth: depth(),
@@ -75,6 +99,7 @@ export function createOutbox(options: OutboxOptions): Outbox {
     if (overflowed && d <= recoverBelow) overflowed = false;
     let next: OutboxHealth;
     if (journalError !== undefined) next = { status: "not-serving", reason: `journal failing: ${journalError}` };
+    else if (lane.size > 0) next = { status: "not-serving", reason: `journal failing: ${String(lane.size)} events wait to be journaled in order; last refusal: ${laneError ?? "none yet"}` };
     else if (overflowed || d >= capacity) next = { status: "not-serving", reason: `outbox full (capacity ${capacity}); ${dropped} events dropped so far, ${droppedCritical} of them critical` };
     else next = { status: "serving" };
     const reason = (h: OutboxHealth): string => (h.status === "serving" ? "" : h.reason);
@@ -206,15 +231,27 @@ export function createOutbox(options: OutboxOptions): Outbox {
       queue.push(event, priority);
       pump();
     }
+    // Behind events the journal refused: wait in their line, so the journal keeps emit order.
+    if (lane.size > 0) {
+      lane.push(event);
+      updateHealth();
+      return "deferred";
+    }
     journaling++;
     try {
       await journal.append({ kind: "event", event }, signal);
       if (journalError !== undefined) journalError = undefined;
     } catch (err) {
       journaling--;
-      journalError = WardenError.from(err).rawMessage;
+      if (signal?.aborted === true || state !== "running") {
+        updateHealth();
+        throw WardenError.from(err, Code.Unavailable);
+      }
+      // Refused (a replicated journal electing a leader, a full disk): not lost — the lane
+      // journals it again, before anything newer, once the journal takes writes.
+      lane.push(event, err);
       updateHealth();
-      throw WardenError.from(err, Code.Unavailable);
+      return "deferred";
     }
     journaling--;
     appended++;
@@ -266,7 +303,7 @@ export function createOutbox(options: OutboxOptions): Outbox {
             incarnation: last.incarnation,
             payload: { case: "recovered", value: create(RecoveredSchema, { lastEventType: eventTypeOf(last) }) },
           });
-          if ((await append(event, signal)) === "queued") recovered.push(event);
+          if ((await append(event, signal)) !== "dropped") recovered.push(event);
         }
         updateHealth();
         unsubscribeReady = publisher.onReady?.(() => {
@@ -361,6 +398,7 @@ export function createOutbox(options: OutboxOptions): Outbox {
     async close() {
       if (state === "closed") return;
       state = "closed";
+      lane.close();
       unsubscribeReady?.();
       retryTimer?.();
       retryTimer = undefined;

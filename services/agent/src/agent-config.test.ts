@@ -67,7 +67,9 @@ describe("agent config", () => {
   it("offers backend-sim as a builtin catalog entry", () => {
     const c = parseAgentConfig(`${minimal}  sim:\n    builtin: backend-sim\n    env: { SIM_PREDICT_TOKENS: "5" }\n`, builtinCatalog);
     expect(c.catalog.sim?.command).toBe(process.execPath);
-    expect(c.catalog.sim?.args).toEqual(["--import", "tsx", backendSimMainPath]);
+    // From sources: through tsx, or the prebuilt bundle the test runner names (WARDEN_BACKEND_SIM_BUNDLE).
+    const bundle = process.env["WARDEN_BACKEND_SIM_BUNDLE"];
+    expect(c.catalog.sim?.args).toEqual(bundle === undefined ? ["--import", "tsx", backendSimMainPath] : [bundle]);
     expect(c.catalog.sim?.env).toEqual({ SIM_PREDICT_TOKENS: "5" });
     expect(errorOf(() => parseAgentConfig(`${minimal}  sim:\n    builtin: nope\n`, builtinCatalog))).toMatch(/^catalog\.sim\.builtin: unknown builtin/);
   });

@@ -1,3 +1,5 @@
+import { existsSync } from "node:fs";
+import { isAbsolute } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { CatalogEntry } from "./agent-config.js";
 
@@ -15,6 +17,18 @@ export const backendSimMainPath: string = fileURLToPath(new URL(bundled ? "./bac
 export const repoRootPath: string = fileURLToPath(new URL(bundled ? "./" : "../../../", import.meta.url));
 
 /**
+ * From sources, `WARDEN_BACKEND_SIM_BUNDLE` may name an already built
+ * backend-sim bundle (an absolute path to an existing file) to run instead of
+ * the sources through tsx. The test runner sets it to the dist it has just
+ * built: tsx costs each backend about a second of CPU at start, and the suite
+ * starts hundreds of them on two cores. Ignored when this code is the bundle.
+ */
+const prebuiltSim = ((): string | undefined => {
+  const p = process.env["WARDEN_BACKEND_SIM_BUNDLE"];
+  return !bundled && p !== undefined && isAbsolute(p) && existsSync(p) ? p : undefined;
+})();
+
+/**
  * The catalog entry that runs backend-sim — `node <dist>/backend-sim.js` when
  * built, `node --import tsx <main.ts>` from sources: one pid per backend
  * (stack.md G10). `extraEnv` adds fixed environment values (tests tag their
@@ -23,7 +37,7 @@ export const repoRootPath: string = fileURLToPath(new URL(bundled ? "./" : "../.
 export function backendSimCatalogEntry(extraEnv: Readonly<Record<string, string>> = {}): CatalogEntry {
   return {
     command: process.execPath,
-    args: bundled ? [backendSimMainPath] : ["--import", "tsx", backendSimMainPath],
+    args: bundled ? [backendSimMainPath] : prebuiltSim !== undefined ? [prebuiltSim] : ["--import", "tsx", backendSimMainPath],
     env: { ...extraEnv },
     envAllow: ["PATH", "HOME", "TMPDIR", "LANG", "SIM_*"],
     cwd: repoRootPath,

@@ -61,6 +61,13 @@ export interface AdminDeps {
   readonly settings?: SettingsWriter;
   /** HA: what the store said at takeover (lost nodes not registered yet, the merged policy). */
   readonly takeover?: TakeoverSettings;
+  /**
+   * HA: throws UNAVAILABLE while this leader may not command agents (lease
+   * lost, no quorum). LoadModel and UnloadModel ask first, so a paused leader
+   * refuses them with nothing changed, rather than starting a stop whose
+   * command it then cannot send (the instance became a leftover).
+   */
+  readonly requireCommands?: () => void;
 }
 
 /** DrainNode's work on a node already marked draining: moves and stops, then node.drained (also resumed at takeover). */
@@ -307,6 +314,7 @@ export function adminService(d: AdminDeps): ServiceImpl<typeof AdminService> {
     async loadModel(req, ctx) {
       checkId(req.model, "model");
       if (req.nodeId !== "") nodeOf(req.nodeId);
+      d.requireCommands?.();
       const h = await d.loader.ensureLoaded(req.model, ctx.signal, req.nodeId === "" ? undefined : req.nodeId);
       const v = d.loader.core.instance(h.incarnation);
       if (v === undefined) throw new WardenError(Code.Aborted, `model "${req.model}" was unloaded while loading`);
@@ -318,6 +326,7 @@ export function adminService(d: AdminDeps): ServiceImpl<typeof AdminService> {
       if (d.loader.modelSpec(req.model) === undefined && d.nodes.findModel(req.model).t === "absent") {
         throw new WardenError(Code.NotFound, `model: "${req.model}" is neither configured nor loaded`);
       }
+      d.requireCommands?.();
       const r = await d.loader.unload(req.model, { force: req.force, stopTimeoutMs });
       switch (r.t) {
         case "stopped":

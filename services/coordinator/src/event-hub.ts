@@ -1,7 +1,7 @@
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { EvictionFailedOutcome, EvictionReason, type Event } from "@warden/proto";
 import { eventToJson, eventTypeOf, matchesEventFilter, type EventFilter, type EventInit } from "@warden/events";
-import type { Outbox } from "@warden/outbox";
+import type { AppendOutcome, Outbox } from "@warden/outbox";
 import { Code, WardenError, capExceeded, type Logger } from "@warden/common";
 import type { LoaderEvent, LoaderEventSink } from "@warden/loader";
 import type { EvictionReason as CoreReason } from "@warden/watchdog";
@@ -134,12 +134,11 @@ export class EventHub implements LoaderEventSink {
   async publish(init: EventInit): Promise<Event | undefined> {
     try {
       const { event, outcome } = await this.outbox.emit(init);
-      this.deliver(event, outcome === "dropped");
+      this.deliver(event, outcome);
       return event;
     } catch (err) {
-      // The journal write failed: the event still reaches the log and watchers,
-      // and the failure is loud (an audit gap must never be silent).
-      this.log.error("audit journal append failed", { err: err instanceof Error ? err.message : String(err), model: init.model, incarnation: init.incarnation });
+      // Only a closed outbox refuses (a journal refusal defers the event): loud, never a silent gap.
+      this.log.error("audit event not accepted by the outbox", { err: err instanceof Error ? err.message : String(err), model: init.model, incarnation: init.incarnation });
       return undefined;
     }
   }
@@ -150,9 +149,10 @@ export class EventHub implements LoaderEventSink {
   }
 
   /** Delivers an event already journaled (e.g. `recovered` events from start-up). */
-  deliver(event: Event, dropped = false): void {
+  deliver(event: Event, outcome: AppendOutcome = "queued"): void {
     const json = eventToJson(event);
-    this.log.info(`event ${eventTypeOf(event)}`, { event: json, ...(dropped ? { outboxDropped: true } : {}) });
+    // deferred: the journal refused it for now; the outbox journals it in order when it recovers.
+    this.log.info(`event ${eventTypeOf(event)}`, { event: json, ...(outcome === "dropped" ? { outboxDropped: true } : outcome === "deferred" ? { journalDeferred: true } : {}) });
     for (const o of this.observers) o(event);
     for (const s of this.subscribers) if (matchesEventFilter(event, s.filter)) s.push(event);
   }

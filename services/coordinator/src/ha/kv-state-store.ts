@@ -62,7 +62,10 @@ export async function openKvStateStore(nc: NatsConnection, options: KvStateStore
   };
 
   // Bucket creation waits for a replicated stream leader: a wider deadline than one op.
-  const kv: KV = await bounded("open", opTimeoutMs * 10, signal, () => new Kvm(nc).create(bucket, { replicas, history: 1, timeout: opTimeoutMs }));
+  // No direct gets: on nats-server 2.9 any replica answers one, a lagging follower
+  // included, and a takeover then read a setting acked by the other two as absent
+  // (the new leader ran on the config's policy). Gets go through the stream leader.
+  const kv: KV = await bounded("open", opTimeoutMs * 10, signal, () => new Kvm(nc).create(bucket, { replicas, history: 1, timeout: opTimeoutMs, allow_direct: false }));
 
   const key = (section: StateSection, id: string): string => {
     if (!stateSections.includes(section)) throw invalidArgument("section", `must be one of ${stateSections.join(", ")}`);

@@ -30,7 +30,9 @@ export async function openLeaseBucket(nc: NatsConnection, options: LeaseBucketOp
   // Stream creation waits for a replicated stream leader, which takes longer than one KV op.
   const d = deadlineSignal(options.clock ?? systemClock, opTimeoutMs * 10, "open lease bucket", signal);
   try {
-    return await raceSignal(new Kvm(nc).create(bucket, { replicas, history: 1, timeout: opTimeoutMs }), d.signal);
+    // Reads through the stream leader (no direct gets, which a lagging replica may answer):
+    // the key's holder decides whether a won lease resumes in place.
+    return await raceSignal(new Kvm(nc).create(bucket, { replicas, history: 1, timeout: opTimeoutMs, allow_direct: false }), d.signal);
   } finally {
     d.cleanup();
   }

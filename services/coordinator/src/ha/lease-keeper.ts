@@ -259,6 +259,10 @@ export class LeaseKeeper {
     this.bounded(`lease ${e.kind}`, call).then(
       (revision) => {
         if (renewal) this.renewalsOk++;
+        // Our own write is the key's newest state: record it before the core hears of it, without
+        // waiting for the watch, which after a NATS server loss can lag or be restarting (GetHaStatus
+        // then named the term before a resume). Only the awaited write's answer is news.
+        if (this.pendingWrite === id) this.record({ revision, holder: this.o.config.holder, address: this.o.address, epoch: epoch ?? revision });
         answer((nowMs) => ({ kind: "write-ok", revision, nowMs }));
       },
       (err: unknown) => {
@@ -275,16 +279,20 @@ export class LeaseKeeper {
 
   private observe(e: KvEntry | null): void {
     const entry: LeaseEntry = e === null ? { revision: 0, holder: null, address: undefined, epoch: 0 } : entryOf(e);
-    // Stale reads (an older revision than one already seen) are not news.
-    if (this.lastEntry === undefined || entry.revision >= this.lastEntry.revision) {
-      this.lastEntry = entry;
-      try {
-        this.o.onEntry?.(entry);
-      } catch (err) {
-        this.log.error("lease onEntry callback threw", { err: String(err) });
-      }
-    }
+    this.record(entry);
     this.feed({ kind: "entry", revision: entry.revision, holder: entry.holder, nowMs: this.clock.now() });
+  }
+
+  /** Keeps the newest entry and tells `onEntry`; stale ones (an older revision than one already seen) are not news. */
+  private record(entry: LeaseEntry): void {
+    if (this.stopping.signal.aborted) return;
+    if (this.lastEntry !== undefined && entry.revision < this.lastEntry.revision) return;
+    this.lastEntry = entry;
+    try {
+      this.o.onEntry?.(entry);
+    } catch (err) {
+      this.log.error("lease onEntry callback threw", { err: String(err) });
+    }
   }
 
   /** (Re)starts the watch, then reads the key once: a watch says nothing about a key that never existed. */

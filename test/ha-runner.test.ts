@@ -52,7 +52,7 @@ afterAll(async () => {
 }, 60_000);
 
 let seq = 0;
-async function member(tag: string, extra: Record<string, unknown> = {}): Promise<HaCoordinatorProcess> {
+async function member(tag: string, extra: Record<string, unknown> = {}, o: { readonly onLine?: (l: Record<string, unknown>) => void; readonly startTimeoutMs?: number } = {}): Promise<HaCoordinatorProcess> {
   const listen = `127.0.0.1:${String(await freePort())}`;
   const n = seq++;
   const c = await startHaCoordinator(join(dir, `coord-${String(n)}.yaml`), {
@@ -67,7 +67,7 @@ async function member(tag: string, extra: Record<string, unknown> = {}): Promise
     ha: { holder: tag.slice(0, 40).replace(/[^A-Za-z0-9_-]/g, "-"), lease: "2s", renew: "500ms", margin: "400ms" },
     models: [simModel("m"), simModel("m2")],
     ...extra,
-  });
+  }, [], o.startTimeoutMs, o.onLine);
   coordinators.push(c);
   return c;
 }
@@ -92,6 +92,35 @@ async function refusal(p: Promise<unknown>): Promise<WardenError> {
 }
 
 describe("HA runner: warden coordinator --ha", { timeout: 180_000 }, () => {
+  it("started while JetStream has no quorum: it waits, retrying and saying so, instead of exiting, and leads once the servers are back", async () => {
+    await cluster.kill(1);
+    await cluster.kill(2);
+    let retry: Record<string, unknown> | undefined;
+    const starting = member(uniqueTag("ha-early"), {}, {
+      startTimeoutMs: 170_000,
+      onLine: (l) => {
+        if (l["msg"] === "JetStream not ready for the HA buckets and journal; retrying") retry ??= l;
+      },
+    });
+    let exited: Error | undefined;
+    starting.catch((err: unknown) => {
+      exited = err instanceof Error ? err : new Error("member start failed"); // awaited below; meanwhile a start failure ends the wait at once
+    });
+    await until("the member's retry while JetStream has no quorum", () => {
+      if (exited !== undefined) throw exited;
+      return retry !== undefined;
+    }, 90_000);
+    expect(retry?.["attempt"]).toBe(1);
+    await cluster.restart(1);
+    await cluster.restart(2);
+    const c = await starting;
+    const s = await until("it leads", async () => {
+      const st = await haStatus(c.address);
+      return st?.self?.role === "leader" ? st : undefined;
+    }, 90_000);
+    expect(s.quorum).toBe(true);
+  });
+
   it("two members: one leads, both report it (CLI), the standby refuses with the leader's address; kill -9 the leader: the standby leads on a higher epoch, announces it on the audit stream, and adopts the running backend", async () => {
     const tag = uniqueTag("ha-runner");
     const a = await member(`${tag}-a`);

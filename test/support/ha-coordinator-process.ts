@@ -26,7 +26,8 @@ process.on("exit", () => {
   for (const c of live) c.kill("SIGKILL");
 });
 
-export async function startHaCoordinator(configPath: string, config: Record<string, unknown>, extraArgs: readonly string[] = [], timeoutMs = 60_000): Promise<HaCoordinatorProcess> {
+/** `onLine` sees every JSON log line as it comes, before the member has started too. */
+export async function startHaCoordinator(configPath: string, config: Record<string, unknown>, extraArgs: readonly string[] = [], timeoutMs = 60_000, onLine?: (l: Record<string, unknown>) => void): Promise<HaCoordinatorProcess> {
   await writeFile(configPath, JSON.stringify(config, null, 2));
   const child = spawn(process.execPath, ["--import", "tsx", cliMain, "coordinator", "--config", configPath, "--ha", "--log-json", ...extraArgs], {
     cwd: repoRootPath,
@@ -55,6 +56,7 @@ export async function startHaCoordinator(configPath: string, config: Record<stri
       } catch {
         continue;
       }
+      onLine?.(lines[lines.length - 1]!);
       for (const w of [...waiters]) w();
     }
   });

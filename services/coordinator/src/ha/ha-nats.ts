@@ -1,6 +1,7 @@
 import type { KV } from "@nats-io/kv";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { connectAudit, type NatsCredentials } from "@warden/audit";
+import { Code, WardenError, nullLogger, sleep, systemClock, type Clock, type Logger } from "@warden/common";
 import type { CoordinatorConfig } from "../coordinator-config.js";
 import type { DurableStateStore } from "./durable-state-port.js";
 import type { HaConfig } from "./ha-config.js";
@@ -30,12 +31,32 @@ export function leaseOpTimeoutMs(ha: HaConfig): number {
 }
 
 /**
+ * A failure worth another try at start-up: no answer in time, or JetStream not
+ * ready (a cluster just started is still electing its meta leader). Anything
+ * else — a refused configuration, bad credentials — is the operator's to fix.
+ */
+function isTransient(err: unknown): boolean {
+  if (err instanceof WardenError) return err.code === Code.Unavailable || err.code === Code.DeadlineExceeded;
+  const text = err instanceof Error ? `${err.name} ${err.message}` : String(err);
+  return /timeout|timed out|no responders|temporarily unavailable|no suitable peers|insufficient resources|leader/i.test(text);
+}
+
+/**
  * Connects to the NATS cluster (every URL of `nats.url`, reconnecting forever,
  * waiting for the first server like the audit link) and opens, creating if
  * absent, the lease bucket, the state bucket and the journal stream, each
- * with `ha.replicas` copies.
+ * with `ha.replicas` copies. A transient failure while opening them (two
+ * members starting with the cluster, whose first requests timed out and
+ * made one exit) is retried, 250 ms doubling to 5 s and logged, until
+ * `signal` aborts; any other failure is thrown.
  */
-export async function openHaNats(n: NonNullable<CoordinatorConfig["nats"]>, ha: HaConfig, name: string, signal?: AbortSignal): Promise<HaNats> {
+export async function openHaNats(
+  n: NonNullable<CoordinatorConfig["nats"]>,
+  ha: HaConfig,
+  name: string,
+  signal?: AbortSignal,
+  o: { readonly log?: Logger; readonly clock?: Clock } = {},
+): Promise<HaNats> {
   const nc = await connectAudit(
     {
       servers: n.url.split(",").map((u) => u.trim()).filter((u) => u !== ""),
@@ -49,12 +70,23 @@ export async function openHaNats(n: NonNullable<CoordinatorConfig["nats"]>, ha: 
     },
     signal,
   );
+  const log = o.log ?? nullLogger;
+  const clock = o.clock ?? systemClock;
   try {
-    const leaseKv = await openLeaseBucket(nc, { replicas: ha.replicas, opTimeoutMs: leaseOpTimeoutMs(ha) }, signal);
-    const state = await openKvStateStore(nc, { replicas: ha.replicas }, signal);
-    // Creates the stream now, so a takeover only reads where it ends.
-    (await openJetStreamJournal(nc, { replicas: ha.replicas }, signal)).close();
-    return { nc, leaseKv, state, openJournal: (s) => openJetStreamJournal(nc, { replicas: ha.replicas }, s) };
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const leaseKv = await openLeaseBucket(nc, { replicas: ha.replicas, opTimeoutMs: leaseOpTimeoutMs(ha) }, signal);
+        const state = await openKvStateStore(nc, { replicas: ha.replicas }, signal);
+        // Creates the stream now, so a takeover only reads where it ends.
+        (await openJetStreamJournal(nc, { replicas: ha.replicas }, signal)).close();
+        return { nc, leaseKv, state, openJournal: (s) => openJetStreamJournal(nc, { replicas: ha.replicas }, s) };
+      } catch (err) {
+        if (signal?.aborted === true || !isTransient(err)) throw err;
+        const waitMs = Math.min(5_000, 250 * 2 ** Math.min(attempt - 1, 5));
+        log.warn("JetStream not ready for the HA buckets and journal; retrying", { attempt, waitMs, err: err instanceof Error ? err.message : String(err) });
+        await sleep(clock, waitMs, signal);
+      }
+    }
   } catch (err) {
     await nc.close().catch(() => undefined);
     throw err;

@@ -67,7 +67,7 @@ export async function runHaCoordinator(config: CoordinatorConfig, deps: HaRunner
   const hlog = log.child({ component: "ha", holder });
   // The runner owns /metrics in HA mode (served on standbys too).
   let current: CoordinatorConfig = { ...config, metricsListen: undefined };
-  const n: HaNats = await openHaNats(nats, ha, `warden-coordinator-${holder}`);
+  const n: HaNats = await openHaNats(nats, ha, `warden-coordinator-${holder}`, undefined, { log: hlog, clock });
 
   let term: Term = { kind: "none" };
   let closing = false;

@@ -1,15 +1,12 @@
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type {
-  AdminService} from "@warden/proto";
+  AdminService,
+  NodeState} from "@warden/proto";
 import {
   InstanceState,
-  NodeState,
   Placement,
   UnloadOutcome,
-  type ModelInstanceSchema,
-  type NodeSchema,
-  type PolicySchema,
 } from "@warden/proto";
 import type { GetHaStatusResponseSchema } from "@warden/proto";
 import type { ServiceImpl } from "@warden/grpc";
@@ -34,14 +31,12 @@ import type { NodeRecord, NodeRegistry } from "./node-registry.js";
 import type { PlacementView } from "./placement-view.js";
 import { modelTables, policyPatchOf } from "./policy-patch.js";
 import { watchCallerOf } from "./watch-caller.js";
-import { applySetNodeLimits, checkScaleModel, checkSetNodeLimits, modelReplicasInit, nodeLimitFields, replicaSummaries, type NodeLimitFields } from "./replica-admin.js";
+import { applySetNodeLimits, checkScaleModel, checkSetNodeLimits, modelReplicasInit, nodeLimitFields, replicaSummaries } from "./replica-admin.js";
+import { lostPlaceholder, modelInstance, nodeInit, nodeStateOf, policyInit, type ModelInstanceInit, type NodeInit } from "./admin-messages.js";
 import { inMemorySettings, type SettingsWriter } from "./ha/durable-settings.js";
 import { policyKey, type PolicyValue } from "./ha/settings-values.js";
 import type { TakeoverSettings } from "./ha/takeover-settings.js";
 
-type ModelInstanceInit = MessageInitShape<typeof ModelInstanceSchema>;
-type NodeInit = MessageInitShape<typeof NodeSchema>;
-type PolicyInit = MessageInitShape<typeof PolicySchema>;
 
 export interface AdminDeps {
   readonly clock: Clock;
@@ -76,97 +71,6 @@ export function startDrain(d: Pick<AdminDeps, "loader" | "hub">, n: NodeRecord, 
   void d.loader.drainNode(n.nodeId, { force, stillDraining: () => n.draining }).then(() => {
     void d.hub.publish({ nodeId: n.nodeId, payload: { case: "nodeDrained", value: { $typeName: "warden.v1.NodeDrained" } } });
   });
-}
-
-/** Monotonic clock ms → wall timestamp. */
-function wallTs(clock: Clock, monoMs: number | undefined): ReturnType<typeof timestampFromMs> | undefined {
-  if (monoMs === undefined) return undefined;
-  return timestampFromMs(Math.round(clock.wallNow() - (clock.now() - monoMs)));
-}
-
-/** The API state of an instance's node; UNSPECIFIED when the node is not registered. */
-function nodeStateOf(n: NodeRecord | undefined): NodeState {
-  if (n === undefined) return NodeState.UNSPECIFIED;
-  return n.state === "ready" ? NodeState.READY : n.state === "unreachable" ? NodeState.UNREACHABLE : NodeState.LOST;
-}
-
-/**
- * One watchdog instance as ListModels shows it. `nodeState` travels with it so
- * a ready instance on an unreachable node is not shown as plainly ready.
- */
-export function modelInstance(deps: Pick<AdminDeps, "clock" | "loader">, v: InstanceView, nodeState: NodeState): ModelInstanceInit {
-  const h = deps.loader.heldInstance(v.incarnation);
-  const state =
-    v.pendingEviction !== undefined
-      ? InstanceState.PENDING_EVICTION
-      : v.state === "ready"
-        ? InstanceState.READY
-        : v.state === "freed"
-          ? InstanceState.FREED
-          : InstanceState.LOADING;
-  const placement = h === undefined ? Placement.REMOTE_ONLY : h.placement === "local" ? Placement.LOCAL : h.placement === "local-remote" ? Placement.LOCAL_REMOTE : Placement.REMOTE_ONLY;
-  return {
-    model: v.model,
-    nodeId: v.nodeId,
-    address: v.address ?? "",
-    incarnation: v.incarnation,
-    placement,
-    state,
-    inFlight: v.inFlight,
-    busySince: wallTs(deps.clock, v.busySinceMs),
-    idleSince: wallTs(deps.clock, v.idleSinceMs),
-    lastUsed: wallTs(deps.clock, v.lastUsedMs),
-    pendingEviction: v.pendingEviction !== undefined,
-    pinned: v.pinned,
-    groups: [...v.groups],
-    sizeBytes: BigInt(v.sizeBytes),
-    backend: deps.loader.modelSpec(v.model)?.backend ?? "",
-    nodeState,
-  };
-}
-
-/** A node the store says an operator declared lost and that has not registered with this coordinator (HA). */
-function lostPlaceholder(nodeId: string): NodeInit {
-  return { nodeId, state: NodeState.LOST };
-}
-
-function nodeInit(n: NodeRecord, instanceCount: number, drainRemaining: number, limits: NodeLimitFields): NodeInit {
-  return {
-    ...limits,
-    nodeId: n.nodeId,
-    address: n.address,
-    labels: n.labels,
-    state: nodeStateOf(n),
-    draining: n.draining,
-    drainRemaining,
-    ...(n.resources === undefined ? {} : { resources: n.resources }),
-    lastHeartbeatAt: timestampFromMs(n.lastHeartbeatWallMs),
-    bootEpoch: n.bootEpoch,
-    instanceCount,
-    embedded: n.embedded,
-    foreign: n.foreign,
-    version: n.version,
-    backends: [...n.backends].sort(),
-  };
-}
-
-export function policyInit(loader: Loader, enforcement: AdminDeps["enforcement"]): PolicyInit {
-  const p = loader.getPolicy();
-  return {
-    limitPerNode: p.limitPerNode,
-    idleCheck: p.idleCheck,
-    idleTimeoutMs: BigInt(p.idleTimeoutMs),
-    busyCheck: p.busyCheck,
-    busyTimeoutMs: BigInt(p.busyTimeoutMs),
-    memoryReclaimer: p.memoryReclaimer,
-    memoryThreshold: p.memoryThreshold,
-    forceEvictionWhenBusy: p.forceEvictionWhenBusy,
-    sizeAware: p.sizeAware,
-    tickIntervalMs: BigInt(p.tickIntervalMs),
-    enforcementRetries: enforcement.maxAttempts,
-    enforcementRetryIntervalMs: BigInt(enforcement.intervalMs),
-    models: loader.modelSpecs().map((m) => ({ model: m.id, pinned: m.pinned, groups: [...m.groups] })),
-  };
 }
 
 /** Longer than any event type name; a longer one is refused without echoing it back. */

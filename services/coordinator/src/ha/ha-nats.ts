@@ -1,7 +1,7 @@
 import type { KV } from "@nats-io/kv";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { connectAudit, type NatsCredentials } from "@warden/audit";
-import { Code, WardenError, nullLogger, sleep, systemClock, type Clock, type Logger } from "@warden/common";
+import { Code, WardenError, backoffDelayMs, cryptoRng, nullLogger, sleep, systemClock, type Clock, type Logger } from "@warden/common";
 import type { CoordinatorConfig } from "../coordinator-config.js";
 import type { DurableStateStore } from "./durable-state-port.js";
 import type { HaConfig } from "./ha-config.js";
@@ -59,7 +59,7 @@ export async function openHaNats(
 ): Promise<HaNats> {
   const nc = await connectAudit(
     {
-      servers: n.url.split(",").map((u) => u.trim()).filter((u) => u !== ""),
+      servers: n.url, // connectAudit splits the comma list
       credentials: natsCredentialsOf(n),
       name,
       waitOnFirstConnect: true,
@@ -82,7 +82,7 @@ export async function openHaNats(
         return { nc, leaseKv, state, openJournal: (s) => openJetStreamJournal(nc, { replicas: ha.replicas }, s) };
       } catch (err) {
         if (signal?.aborted === true || !isTransient(err)) throw err;
-        const waitMs = Math.min(5_000, 250 * 2 ** Math.min(attempt - 1, 5));
+        const waitMs = backoffDelayMs({ initialMs: 250, factor: 2, maxMs: 5_000, jitter: 0 }, attempt - 1, cryptoRng);
         log.warn("JetStream not ready for the HA buckets and journal; retrying", { attempt, waitMs, err: err instanceof Error ? err.message : String(err) });
         await sleep(clock, waitMs, signal);
       }

@@ -1,0 +1,107 @@
+import { timestampFromMs } from "@bufbuild/protobuf/wkt";
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import { InstanceState, NodeState, Placement, type ModelInstanceSchema, type NodeSchema, type PolicySchema } from "@warden/proto";
+import type { Clock } from "@warden/common";
+import type { Loader } from "@warden/loader";
+import type { InstanceView } from "@warden/watchdog";
+import type { BackendClientHandle } from "./backend-connector.js";
+import type { NodeRecord } from "./node-registry.js";
+import type { NodeLimitFields } from "./replica-admin.js";
+
+// The AdminService's read model: how instances, nodes and the policy look on
+// the wire (split from admin-service.ts, which keeps the calls).
+
+export type ModelInstanceInit = MessageInitShape<typeof ModelInstanceSchema>;
+export type NodeInit = MessageInitShape<typeof NodeSchema>;
+export type PolicyInit = MessageInitShape<typeof PolicySchema>;
+
+/** Monotonic clock ms → wall timestamp. */
+function wallTs(clock: Clock, monoMs: number | undefined): ReturnType<typeof timestampFromMs> | undefined {
+  if (monoMs === undefined) return undefined;
+  return timestampFromMs(Math.round(clock.wallNow() - (clock.now() - monoMs)));
+}
+
+/** The API state of an instance's node; UNSPECIFIED when the node is not registered. */
+export function nodeStateOf(n: NodeRecord | undefined): NodeState {
+  if (n === undefined) return NodeState.UNSPECIFIED;
+  return n.state === "ready" ? NodeState.READY : n.state === "unreachable" ? NodeState.UNREACHABLE : NodeState.LOST;
+}
+
+/**
+ * One watchdog instance as ListModels shows it. `nodeState` travels with it so
+ * a ready instance on an unreachable node is not shown as plainly ready.
+ */
+export function modelInstance(deps: { readonly clock: Clock; readonly loader: Loader<BackendClientHandle> }, v: InstanceView, nodeState: NodeState): ModelInstanceInit {
+  const h = deps.loader.heldInstance(v.incarnation);
+  const state =
+    v.pendingEviction !== undefined
+      ? InstanceState.PENDING_EVICTION
+      : v.state === "ready"
+        ? InstanceState.READY
+        : v.state === "freed"
+          ? InstanceState.FREED
+          : InstanceState.LOADING;
+  const placement = h === undefined ? Placement.REMOTE_ONLY : h.placement === "local" ? Placement.LOCAL : h.placement === "local-remote" ? Placement.LOCAL_REMOTE : Placement.REMOTE_ONLY;
+  return {
+    model: v.model,
+    nodeId: v.nodeId,
+    address: v.address ?? "",
+    incarnation: v.incarnation,
+    placement,
+    state,
+    inFlight: v.inFlight,
+    busySince: wallTs(deps.clock, v.busySinceMs),
+    idleSince: wallTs(deps.clock, v.idleSinceMs),
+    lastUsed: wallTs(deps.clock, v.lastUsedMs),
+    pendingEviction: v.pendingEviction !== undefined,
+    pinned: v.pinned,
+    groups: [...v.groups],
+    sizeBytes: BigInt(v.sizeBytes),
+    backend: deps.loader.modelSpec(v.model)?.backend ?? "",
+    nodeState,
+  };
+}
+
+/** A node the store says an operator declared lost and that has not registered with this coordinator (HA). */
+export function lostPlaceholder(nodeId: string): NodeInit {
+  return { nodeId, state: NodeState.LOST };
+}
+
+export function nodeInit(n: NodeRecord, instanceCount: number, drainRemaining: number, limits: NodeLimitFields): NodeInit {
+  return {
+    ...limits,
+    nodeId: n.nodeId,
+    address: n.address,
+    labels: n.labels,
+    state: nodeStateOf(n),
+    draining: n.draining,
+    drainRemaining,
+    ...(n.resources === undefined ? {} : { resources: n.resources }),
+    lastHeartbeatAt: timestampFromMs(n.lastHeartbeatWallMs),
+    bootEpoch: n.bootEpoch,
+    instanceCount,
+    embedded: n.embedded,
+    foreign: n.foreign,
+    version: n.version,
+    backends: [...n.backends].sort(),
+  };
+}
+
+export function policyInit(loader: Loader, enforcement: { readonly maxAttempts: number; readonly intervalMs: number }): PolicyInit {
+  const p = loader.getPolicy();
+  return {
+    limitPerNode: p.limitPerNode,
+    idleCheck: p.idleCheck,
+    idleTimeoutMs: BigInt(p.idleTimeoutMs),
+    busyCheck: p.busyCheck,
+    busyTimeoutMs: BigInt(p.busyTimeoutMs),
+    memoryReclaimer: p.memoryReclaimer,
+    memoryThreshold: p.memoryThreshold,
+    forceEvictionWhenBusy: p.forceEvictionWhenBusy,
+    sizeAware: p.sizeAware,
+    tickIntervalMs: BigInt(p.tickIntervalMs),
+    enforcementRetries: enforcement.maxAttempts,
+    enforcementRetryIntervalMs: BigInt(enforcement.intervalMs),
+    models: loader.modelSpecs().map((m) => ({ model: m.id, pinned: m.pinned, groups: [...m.groups] })),
+  };
+}

@@ -52,16 +52,25 @@ async function member(i: number, tag: string): Promise<Member> {
   return { proc, url: `http://${http}` };
 }
 
-/** The member whose GetHaStatus says it leads, once the other one names it too. */
+/** The member whose GetHaStatus says it leads, once the other one (a standby) has seen it announce itself. */
 async function leaderAndStandby(): Promise<{ leader: Member; standby: Member }> {
-  return until("one leader both members name, each announcing its HTTP URL", async () => {
-    const views = await Promise.all(members.map(async (m) => (await fetch(`${m.url}/api/dashboard/ha`).catch(() => undefined))?.json().catch(() => undefined) as Promise<Record<string, unknown> | undefined>));
-    const leaders = members.filter((_, i) => (views[i]?.["self"] as { role?: string } | undefined)?.role === "leader");
-    if (leaders.length !== 1) return undefined;
-    const leader = leaders[0]!;
-    const standby = members.find((m) => m !== leader)!;
-    const sv = views[members.indexOf(standby)];
-    return (sv?.["leader"] as { httpUrl?: string } | undefined)?.httpUrl === leader.url ? { leader, standby } : undefined;
+  return until("one leader, seen by the standby", async () => {
+    const st = await Promise.all(
+      members.map(async (m) => {
+        const admin = createClient(AdminService, m.proc.address);
+        try {
+          return await admin.getHaStatus({}, { timeoutMs: 5_000 }).catch(() => undefined);
+        } finally {
+          admin.close();
+        }
+      }),
+    );
+    const li = st.findIndex((s) => s?.self?.role === "leader");
+    const leader = members[li];
+    const standby = members[1 - li];
+    const ss = st[1 - li];
+    if (li < 0 || leader === undefined || standby === undefined || ss?.self?.role !== "standby") return undefined;
+    return ss.leaderHolder === leader.proc.holder && ss.standbys.some((m) => m.holder === leader.proc.holder && m.role === "leader") ? { leader, standby } : undefined;
   }, 90_000);
 }
 

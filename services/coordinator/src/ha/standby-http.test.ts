@@ -1,6 +1,10 @@
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { nullLogger } from "@warden/common";
 import { parseCoordinatorConfig } from "../coordinator-config.js";
+import { mintToken, tokenLine } from "../token-table.js";
 import type { DashboardHa } from "../http/dashboard/dashboard-view.js";
 import type { HttpServer } from "../http/http-server.js";
 import { haHttpView, httpUrlOf, pinHttpListen } from "./ha-http.js";
@@ -17,8 +21,8 @@ afterEach(async () => {
   server = undefined;
 });
 
-async function standby(view: DashboardHa): Promise<string> {
-  server = await startStandbyHttp({ config, listen: "127.0.0.1:0", view: () => view, log: nullLogger });
+async function standby(view: DashboardHa, c = config): Promise<string> {
+  server = await startStandbyHttp({ config: c, listen: "127.0.0.1:0", view: () => view, log: nullLogger });
   return `http://${server.address}`;
 }
 
@@ -54,6 +58,29 @@ describe("a standby's HTTP listener", () => {
     expect(dash.status).toBe(503);
     expect(await dash.json()).toEqual({ error: { code: "unavailable", message: `not the leader (this coordinator is a standby): the leader's HTTP API is at ${leaderUrl}` } });
     expect(await (await fetch(`${url}/api/dashboard/ha`)).json()).toEqual(withLeader);
+  });
+});
+
+describe("a standby's HTTP listener with auth on", () => {
+  it("the dashboard's calls want a valid token first (a page is asked for it there); /ha/leader and the API's refusal need none and list no members", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "warden-standby-http-"));
+    try {
+      const token = mintToken();
+      const tokensFile = join(dir, "tokens");
+      await writeFile(tokensFile, `${tokenLine(token, "viewer", { name: "v" })}\n`, { mode: 0o600 });
+      const url = await standby({ ...withLeader, members: [withLeader.self!, withLeader.leader!] }, parseCoordinatorConfig(`listen: 127.0.0.1:7070\nhttpListen: 127.0.0.1:0\nauth:\n  tokensFile: ${tokensFile}\n`));
+      expect((await fetch(`${url}/api/dashboard/whoami`)).status).toBe(401);
+      expect((await fetch(`${url}/api/dashboard/ha`)).status).toBe(401);
+      const auth = { headers: { authorization: `Bearer ${token}` } };
+      expect((await fetch(`${url}/api/dashboard/whoami`, auth)).status).toBe(503);
+      expect(((await (await fetch(`${url}/api/dashboard/ha`, auth)).json()) as DashboardHa).members).toHaveLength(2);
+      const ready = await fetch(`${url}/ha/leader`);
+      expect(ready.status).toBe(503);
+      expect(((await ready.json()) as DashboardHa)).toMatchObject({ leader: { httpUrl: leaderUrl }, members: [] });
+      expect((await fetch(`${url}/v1/models`)).headers.get("warden-leader")).toBe(leaderUrl);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });
 

@@ -9,7 +9,7 @@ import { dashboardCsp, dashboardCss, dashboardHtml } from "../http/dashboard/das
 import type { DashboardHa } from "../http/dashboard/dashboard-view.js";
 import { HttpAuth } from "../http/http-auth.js";
 import { startHttpServer, type HttpServer } from "../http/http-server.js";
-import { leaderHeader, leaderUrlOf, sendNotLeader } from "../http/ha-routes.js";
+import { leaderHeader, leaderUrlOf, sendNotLeader, withoutMembers } from "../http/ha-routes.js";
 
 /** The query parameter a dashboard page adds when it left a member that stopped answering: never redirect back there. */
 export const leftParam = "left";
@@ -34,7 +34,8 @@ function page(reply: FastifyReply, type: string, body: string | Promise<string>)
  * known (and is not the member the page just left, `?left=<holder>`);
  * otherwise it is a 503 with `Retry-After` whose body is the dashboard page,
  * which waits for a leader and follows it. The page's script and style are
- * served; `GET /api/dashboard/ha` says which member this is and who leads;
+ * served; `GET /api/dashboard/ha` says which member this is, who leads and
+ * the members (a valid token first when auth is on, as every dashboard call);
  * `GET /ha/leader` is 503 (a load balancer's readiness check). Every other
  * request (OpenAI API, dashboard JSON and stream, actions) is a 503 with
  * `Retry-After: 1`, `Warden-Leader: <url>` when known, and a JSON error
@@ -60,18 +61,19 @@ export async function startStandbyHttp(o: { readonly config: CoordinatorConfig; 
       }
       if (get && path === "/dashboard/app.css") return page(reply, "text/css; charset=utf-8", dashboardCss);
       if (get && path === "/dashboard/app.js") return page(reply, "text/javascript; charset=utf-8", dashboardClientBundle());
-      if (get && path === "/api/dashboard/ha") {
+      if (get && path === "/ha/leader") {
+        if (leaderUrl !== undefined) void reply.header(leaderHeader, leaderUrl);
+        return reply.code(503).header("retry-after", "1").header("cache-control", "no-store").send(withoutMembers(v));
+      }
+      if (path.startsWith("/api/dashboard/")) {
+        // The dashboard's calls check the token first, as on the leader: a page without one is asked for it here.
         try {
           auth.principal(request);
         } catch (err) {
           const { status, body } = errorReply(err);
           return reply.code(status).header("cache-control", "no-store").send(body);
         }
-        return reply.header("cache-control", "no-store").send(v);
-      }
-      if (get && path === "/ha/leader") {
-        if (leaderUrl !== undefined) void reply.header(leaderHeader, leaderUrl);
-        return reply.code(503).header("retry-after", "1").header("cache-control", "no-store").send(v);
+        if (get && path === "/api/dashboard/ha") return reply.header("cache-control", "no-store").send(v);
       }
       return sendNotLeader(request, reply, leaderUrl);
     });

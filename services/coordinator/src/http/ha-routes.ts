@@ -12,6 +12,11 @@ export const leaderHeader = "warden-leader";
 /** What a single coordinator (no `ha:`) says: it always serves. */
 export const singleCoordinatorHa: DashboardHa = { enabled: false, members: [] };
 
+/** What `GET /ha/leader` tells anyone (no token): this member and the leader, not the member list. */
+export function withoutMembers(view: DashboardHa): DashboardHa {
+  return { ...view, members: [] };
+}
+
 /** Whether `view`'s member serves the API: the leader, or a paused leader (no quorum: inference still routed). */
 export function servesApi(view: DashboardHa): boolean {
   return !view.enabled || view.self?.role === "leader" || view.self?.role === "paused";
@@ -45,18 +50,19 @@ export function sendNotLeader(request: FastifyRequest, reply: FastifyReply, lead
  * `GET /ha/leader`, the readiness check for a load balancer in front of every
  * member: 200 on the member that serves the API (the leader, paused or not;
  * a single coordinator), 503 with `Retry-After` elsewhere. No token needed:
- * the body says only roles and URLs. `GET /api/dashboard/ha`: the same view
- * for the dashboard (any valid token when auth is on).
+ * the body names this member and the leader (what a standby's refusals name
+ * anyway), not the member list. `GET /api/dashboard/ha`: the whole view, with
+ * the members, for the dashboard (any valid token when auth is on).
  */
 export function haRoutes(ctx: { readonly haView: (() => DashboardHa) | undefined; readonly auth: HttpAuth }): HttpRouteRegistrar {
   const view = (): DashboardHa => ctx.haView?.() ?? singleCoordinatorHa;
   return (app: FastifyInstance) => {
     app.get("/ha/leader", async (_request, reply) => {
       const v = view();
-      if (servesApi(v)) return reply.header("cache-control", "no-store").send(v);
+      if (servesApi(v)) return reply.header("cache-control", "no-store").send(withoutMembers(v));
       const url = leaderUrlOf(v);
       if (url !== undefined) void reply.header(leaderHeader, url);
-      return reply.code(503).header("retry-after", "1").header("cache-control", "no-store").send(v);
+      return reply.code(503).header("retry-after", "1").header("cache-control", "no-store").send(withoutMembers(v));
     });
     app.get("/api/dashboard/ha", async (request, reply) => {
       try {

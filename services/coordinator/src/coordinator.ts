@@ -43,6 +43,8 @@ export interface CoordinatorDeps {
   readonly haStatus?: () => MessageInitShape<typeof GetHaStatusResponseSchema>;
   /** The HTTP listener's view of HA while leading (GET /ha/leader, /api/dashboard/ha). */
   readonly haView?: () => DashboardHa;
+  /** Called right before the HTTP listener binds (an HA standby's listener releases the port then). */
+  readonly beforeHttpListen?: () => Promise<void>;
 }
 
 /** How long close() lets open gRPC calls finish before cutting them. */
@@ -373,6 +375,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
   const { address } = await server.listen(config.listen);
   const inferenceAddress = dataPlane === undefined || config.inferenceListen === undefined ? undefined : (await dataPlane.listen(config.inferenceListen)).address;
   let currentConfig = config;
+  await deps.beforeHttpListen?.();
   const http = await startCoordinatorHttp({ config: () => currentConfig, clock, loader, nodes, hub, admin: adminImpl, authenticator: authn, routed, newId, filesDir: join(stateDir, "http-files"), localNodeId: config.embeddedAgent ? embeddedAgentConfig(config).nodeId : undefined, ...(deps.haView === undefined ? {} : { haView: deps.haView }), log: log.child({ component: "http" }) });
   loader.startTicking();
   let healthTimer: Cancel | undefined;

@@ -174,9 +174,16 @@ export async function runHaCoordinator(config: CoordinatorConfig, deps: HaRunner
         }
         await endTerm(`lease won again, but ${previous?.holder ?? "someone"} led in between`);
       }
+      // The standby's HTTP listener answers 503 through the replay and is closed right before the coordinator binds its port.
+      let standbyHttp: HttpServer | undefined;
+      const releaseHttp = async (): Promise<void> => {
+        const h = standbyHttp;
+        standbyHttp = undefined;
+        await h?.close();
+      };
       if (term.kind === "standby") {
-        // The HTTP port is released right before the coordinator binds it, in this queue.
-        await Promise.all([term.server.close(), term.http?.close()]);
+        standbyHttp = term.http;
+        await term.server.close();
         term = { kind: "none" };
       }
       const startedAt = clock.now();
@@ -190,11 +197,14 @@ export async function runHaCoordinator(config: CoordinatorConfig, deps: HaRunner
           ha: { journal, state: n.state, leaderEpoch, onSuperseded: (newer, detail) => { onSuperseded(newer, detail); } },
           haStatus: status,
           haView: httpView,
+          beforeHttpListen: releaseHttp,
         });
       } catch (err) {
         journal.close();
+        await releaseHttp();
         throw err;
       }
+      await releaseHttp();
       term = { kind: "leading", epoch, inner, journal, paused: false };
       takeovers++;
       metrics.takeovers.inc();

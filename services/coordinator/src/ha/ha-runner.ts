@@ -187,7 +187,10 @@ export async function runHaCoordinator(config: CoordinatorConfig, deps: HaRunner
         term = { kind: "none" };
       }
       const startedAt = clock.now();
-      const journal = await n.openJournal();
+      const journal = await n.openJournal().catch(async (err: unknown) => {
+        await releaseHttp();
+        throw err;
+      });
       let inner: Coordinator;
       try {
         inner = await startCoordinator(current, {

@@ -5,7 +5,8 @@
  * leader, a redirect for the dashboard page); the `openai` client pointed at
  * it fails naming the leader; the dashboard in headless Chromium says which
  * member it is on and, after kill -9 of the leader, ends up on the new one.
- * The two tests share one pair of members: the second kills its leader.
+ * The tests share the members: the second kills its leader and starts a
+ * third member, the third pauses the leader until the other one leads.
  */
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -28,6 +29,7 @@ interface Member {
 }
 
 let cluster: NatsClusterHandle | undefined;
+let tag = "";
 let dir: string | undefined;
 let browser: Browser | undefined;
 const members: Member[] = [];
@@ -54,9 +56,10 @@ async function member(i: number, tag: string): Promise<Member> {
 
 /** The member whose GetHaStatus says it leads, once the other one (a standby) has seen it announce itself. */
 async function leaderAndStandby(): Promise<{ leader: Member; standby: Member }> {
+  const pair = members.filter((m) => m.proc.child.exitCode === null && m.proc.child.signalCode === null);
   return until("one leader, seen by the standby", async () => {
     const st = await Promise.all(
-      members.map(async (m) => {
+      pair.map(async (m) => {
         const admin = createClient(AdminService, m.proc.address);
         try {
           return await admin.getHaStatus({}, { timeoutMs: 5_000 }).catch(() => undefined);
@@ -66,8 +69,8 @@ async function leaderAndStandby(): Promise<{ leader: Member; standby: Member }> 
       }),
     );
     const li = st.findIndex((s) => s?.self?.role === "leader");
-    const leader = members[li];
-    const standby = members[1 - li];
+    const leader = pair[li];
+    const standby = pair[1 - li];
     const ss = st[1 - li];
     if (li < 0 || leader === undefined || standby === undefined || ss?.self?.role !== "standby") return undefined;
     return ss.leaderHolder === leader.proc.holder && ss.standbys.some((m) => m.holder === leader.proc.holder && m.role === "leader") ? { leader, standby } : undefined;
@@ -77,14 +80,17 @@ async function leaderAndStandby(): Promise<{ leader: Member; standby: Member }> 
 beforeAll(async () => {
   cluster = await startNatsCluster();
   dir = await mkdtemp(join(tmpdir(), "warden-ha-http-"));
-  const tag = uniqueTag("ha-http").slice(0, 30).replace(/[^A-Za-z0-9_-]/g, "-");
+  tag = uniqueTag("ha-http").slice(0, 30).replace(/[^A-Za-z0-9_-]/g, "-");
   members.push(...(await Promise.all([member(0, tag), member(1, tag)])));
   browser = await chromium.launch({ executablePath: chromiumPath, headless: true, args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"] });
 }, 180_000);
 
 afterAll(async () => {
   await browser?.close();
-  for (const m of members) await m.proc.kill();
+  for (const m of members) {
+    m.proc.child.kill("SIGCONT");
+    await m.proc.kill();
+  }
   await cluster?.stop();
   if (dir !== undefined) await rm(dir, { recursive: true, force: true });
 }, 60_000);
@@ -168,5 +174,34 @@ describe("HTTP follows the HA leader", { timeout: 240_000 }, () => {
     expect((await fetch(`${standby.url}/ha/leader`)).status).toBe(200);
     await onLeader.close();
     await onStandby.close();
+    // A new standby for the next test.
+    members.push(await member(2, tag));
+  });
+
+  it("a leader paused until the other member leads, then resumed: its page follows the member's own word that it no longer leads", async () => {
+    const { leader, standby } = await leaderAndStandby();
+    const page = await browser!.newPage();
+    await page.goto(leader.url);
+    await page.waitForSelector(`#ha[data-holder="${leader.proc.holder}"][data-role="leader"]`, { timeout: domDeadlineMs });
+    await page.waitForSelector('#conn[data-state="live"]', { timeout: domDeadlineMs });
+    leader.proc.child.kill("SIGSTOP");
+    try {
+      await until("the other member leads", async () => {
+        const admin = createClient(AdminService, standby.proc.address);
+        try {
+          return (await admin.getHaStatus({}, { timeoutMs: 5_000 }).catch(() => undefined))?.self?.role === "leader";
+        } finally {
+          admin.close();
+        }
+      }, 120_000);
+    } finally {
+      leader.proc.child.kill("SIGCONT");
+    }
+    // The resumed member steps down: its HTTP port now answers as a standby, naming the new leader.
+    await until("the old leader's HTTP port names the new leader", async () => (await fetch(`${leader.url}/v1/models`).catch(() => undefined))?.headers.get("warden-leader") === standby.url, 120_000);
+    await page.waitForSelector(`#ha[data-holder="${standby.proc.holder}"][data-role="leader"]`, { timeout: 120_000 });
+    await page.waitForSelector('#conn[data-state="live"]', { timeout: domDeadlineMs });
+    expect(new URL(page.url()).origin).toBe(standby.url);
+    await page.close();
   });
 });

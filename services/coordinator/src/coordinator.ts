@@ -28,6 +28,7 @@ import { settleUnsettledEvictions } from "./unsettled-evictions.js";
 import { restoreJournalReplicas } from "./journal-replicas-at-start.js";
 import { startRecoveryWindow } from "./recovery-window-at-start.js";
 import { startCoordinatorHttp } from "./http/coordinator-http.js";
+import type { DashboardHa } from "./http/dashboard/dashboard-view.js";
 import type { CoordinatorHaWiring } from "./ha/coordinator-ha-wiring.js";
 import { DurableSettings } from "./ha/durable-settings.js";
 import { TakeoverSettings } from "./ha/takeover-settings.js";
@@ -41,6 +42,10 @@ export interface CoordinatorDeps {
   readonly ha?: CoordinatorHaWiring;
   /** GetHaStatus's answer while leading (ha/ha-runner.ts). */
   readonly haStatus?: () => MessageInitShape<typeof GetHaStatusResponseSchema>;
+  /** The HTTP listener's view of HA while leading (GET /ha/leader, /api/dashboard/ha). */
+  readonly haView?: () => DashboardHa;
+  /** Called right before the HTTP listener binds (an HA standby's listener releases the port then). */
+  readonly beforeHttpListen?: () => Promise<void>;
 }
 
 /** How long close() lets open gRPC calls finish before cutting them. */
@@ -374,7 +379,8 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
   const { address } = await server.listen(config.listen);
   const inferenceAddress = dataPlane === undefined || config.inferenceListen === undefined ? undefined : (await dataPlane.listen(config.inferenceListen)).address;
   let currentConfig = config;
-  const http = await startCoordinatorHttp({ config: () => currentConfig, clock, loader, nodes, hub, admin: adminImpl, authenticator: authn, routed, newId, filesDir: join(stateDir, "http-files"), localNodeId: config.embeddedAgent ? embeddedAgentConfig(config).nodeId : undefined, log: log.child({ component: "http" }) });
+  await deps.beforeHttpListen?.();
+  const http = await startCoordinatorHttp({ config: () => currentConfig, clock, loader, nodes, hub, admin: adminImpl, authenticator: authn, routed, newId, filesDir: join(stateDir, "http-files"), localNodeId: config.embeddedAgent ? embeddedAgentConfig(config).nodeId : undefined, ...(deps.haView === undefined ? {} : { haView: deps.haView }), log: log.child({ component: "http" }) });
   loader.startTicking();
   let healthTimer: Cancel | undefined;
   const healthLoop = (): void => {

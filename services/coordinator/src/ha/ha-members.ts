@@ -9,6 +9,8 @@ export interface HaMemberSeen {
   readonly holder: string;
   readonly address: string;
   readonly role: HaRole;
+  /** Base URL of its HTTP listener (OpenAI API, dashboard); undefined when it has none. */
+  readonly httpUrl: string | undefined;
   readonly seenAtMs: number;
 }
 
@@ -24,6 +26,13 @@ interface MemberValue {
   readonly address: string;
   readonly role: HaRole;
   readonly wallMs: number;
+  readonly httpUrl?: string;
+}
+
+/** An announced HTTP base URL: http(s)://host:port, nothing else (a standby redirects browsers to it). */
+export function plausibleHttpUrl(v: unknown): string | undefined {
+  if (typeof v !== "string" || v.length > 300) return undefined;
+  return /^https?:\/\/[^\s/?#@]+:\d{1,5}$/.test(v) ? v : undefined;
 }
 
 function parse(e: KvEntry): MemberValue | undefined {
@@ -32,7 +41,8 @@ function parse(e: KvEntry): MemberValue | undefined {
     const v = e.json<Partial<MemberValue>>();
     if (typeof v.address !== "string" || v.address.length > 300 || typeof v.wallMs !== "number") return undefined;
     const role: HaRole = v.role === "leader" || v.role === "paused" ? v.role : "standby";
-    return { address: v.address, role, wallMs: v.wallMs };
+    const httpUrl = plausibleHttpUrl(v.httpUrl);
+    return { address: v.address, role, wallMs: v.wallMs, ...(httpUrl === undefined ? {} : { httpUrl }) };
   } catch {
     return undefined;
   }
@@ -40,7 +50,7 @@ function parse(e: KvEntry): MemberValue | undefined {
 
 /**
  * Membership in the lease bucket (issue 17): each member writes
- * `member.<holder>` = {address, role, wallMs} every `intervalMs` and watches
+ * `member.<holder>` = {address, role, wallMs, httpUrl?} every `intervalMs` and watches
  * every other member's key. Ages use the writer's wall clock only for a key
  * first seen in the watch's initial replay (a dead member's old key); after
  * that, the time this process received it. Every KV call has a deadline.
@@ -60,6 +70,8 @@ export class HaMembers {
       readonly holder: string;
       readonly address: string;
       readonly role: () => HaRole;
+      /** This member's HTTP base URL, once its listener is bound (undefined: none). */
+      readonly httpUrl?: () => string | undefined;
       readonly isLeader: () => boolean;
       readonly intervalMs: number;
       readonly opTimeoutMs: number;
@@ -87,7 +99,8 @@ export class HaMembers {
   announce(): void {
     if (this.stopped) return;
     this.cancelTimer();
-    const value = JSON.stringify({ address: this.o.address, role: this.o.role(), wallMs: this.o.clock.wallNow() } satisfies MemberValue);
+    const httpUrl = this.o.httpUrl?.();
+    const value = JSON.stringify({ address: this.o.address, role: this.o.role(), wallMs: this.o.clock.wallNow(), ...(httpUrl === undefined ? {} : { httpUrl }) } satisfies MemberValue);
     const d = deadlineSignal(this.o.clock, this.o.opTimeoutMs, "ha member announce");
     raceSignal(this.o.kv.put(memberPrefix + this.o.holder, value), d.signal)
       .then(
@@ -120,7 +133,7 @@ export class HaMembers {
       void this.o.kv.delete(e.key).catch(() => undefined);
       return;
     }
-    this.seen.set(holder, { holder, address: v.address, role: v.role, seenAtMs: this.o.clock.now() - ageMs });
+    this.seen.set(holder, { holder, address: v.address, role: v.role, httpUrl: v.httpUrl, seenAtMs: this.o.clock.now() - ageMs });
     if (this.seen.size > maxMembers * 2) {
       const oldest = [...this.seen.values()].sort((a, b) => a.seenAtMs - b.seenAtMs)[0];
       if (oldest !== undefined) this.seen.delete(oldest.holder);

@@ -13,6 +13,9 @@ import { leaseOpTimeoutMs, openHaNats, type HaNats } from "./ha-nats.js";
 import type { JetStreamJournal } from "./jetstream-journal.js";
 import { LeaseKeeper, type LeaseChange, type LeaseEntry } from "./lease-keeper.js";
 import { haHealthService, startStandbyServer, type StandbyServer } from "./standby-server.js";
+import type { HttpServer } from "../http/http-server.js";
+import { haHttpView, httpUrlOf, pinHttpListen } from "./ha-http.js";
+import { startStandbyHttp } from "./standby-http.js";
 
 export interface HaRunnerDeps {
   readonly clock?: Clock;
@@ -37,7 +40,7 @@ export interface HaRunner {
 /** Who serves on `listen` right now: one owner (the runner's serial queue) changes it. */
 type Term =
   | { readonly kind: "none" }
-  | { readonly kind: "standby"; readonly server: StandbyServer }
+  | { readonly kind: "standby"; readonly server: StandbyServer; readonly http: HttpServer | undefined }
   /** `epoch`: the lease revision this term acts under (a resume in place moves it on). */
   | { readonly kind: "leading"; epoch: bigint; readonly inner: Coordinator; readonly journal: JetStreamJournal; paused: boolean };
 
@@ -74,6 +77,8 @@ export async function runHaCoordinator(config: CoordinatorConfig, deps: HaRunner
   let takeovers = 0;
   let leaderEntry: LeaseEntry | undefined;
   let leaderEntryAtMs = clock.now();
+  /** This member's HTTP base URL once its listener first bound (the leader's coordinator binds the same port). */
+  let httpUrl: string | undefined;
   let rejectFailed: (err: unknown) => void = () => {};
   const failed = new Promise<never>((_, reject) => {
     rejectFailed = reject;
@@ -97,6 +102,8 @@ export async function runHaCoordinator(config: CoordinatorConfig, deps: HaRunner
     takeovers: BigInt(takeovers),
   });
 
+  const httpView = (): ReturnType<typeof haHttpView> => haHttpView({ holder, role: role(), httpUrl, leader: leaderEntry, members: members.others() });
+
   // Commands to agents carry the term's epoch, and only while the lease is held under it.
   const leaderEpoch = (): bigint => {
     const e = keeper.epoch();
@@ -115,7 +122,18 @@ export async function runHaCoordinator(config: CoordinatorConfig, deps: HaRunner
   const serveStandby = async (): Promise<void> => {
     if (closing || term.kind === "standby") return;
     const server = await startStandbyServer({ config: current, leaderAddress, status, haServing: true, log: hlog });
-    term = { kind: "standby", server };
+    let http: HttpServer | undefined;
+    try {
+      http = current.httpListen === undefined ? undefined : await startStandbyHttp({ config: current, listen: current.httpListen, view: httpView, log: hlog.child({ component: "http" }) });
+    } catch (err) {
+      await server.close();
+      throw err;
+    }
+    if (http !== undefined && httpUrl === undefined) {
+      current = pinHttpListen(current, http.address);
+      httpUrl = httpUrlOf(current, advertise);
+    }
+    term = { kind: "standby", server, http };
     hlog.info("ha standby listening", { address: server.address, advertise, leader: leaderEntry?.holder ?? "" });
     members.announce();
   };
@@ -156,12 +174,23 @@ export async function runHaCoordinator(config: CoordinatorConfig, deps: HaRunner
         }
         await endTerm(`lease won again, but ${previous?.holder ?? "someone"} led in between`);
       }
+      // The standby's HTTP listener answers 503 through the replay and is closed right before the coordinator binds its port.
+      let standbyHttp: HttpServer | undefined;
+      const releaseHttp = async (): Promise<void> => {
+        const h = standbyHttp;
+        standbyHttp = undefined;
+        await h?.close();
+      };
       if (term.kind === "standby") {
+        standbyHttp = term.http;
         await term.server.close();
         term = { kind: "none" };
       }
       const startedAt = clock.now();
-      const journal = await n.openJournal();
+      const journal = await n.openJournal().catch(async (err: unknown) => {
+        await releaseHttp();
+        throw err;
+      });
       let inner: Coordinator;
       try {
         inner = await startCoordinator(current, {
@@ -170,11 +199,15 @@ export async function runHaCoordinator(config: CoordinatorConfig, deps: HaRunner
           logger: log,
           ha: { journal, state: n.state, leaderEpoch, onSuperseded: (newer, detail) => { onSuperseded(newer, detail); } },
           haStatus: status,
+          haView: httpView,
+          beforeHttpListen: releaseHttp,
         });
       } catch (err) {
         journal.close();
+        await releaseHttp();
         throw err;
       }
+      await releaseHttp();
       term = { kind: "leading", epoch, inner, journal, paused: false };
       takeovers++;
       metrics.takeovers.inc();
@@ -236,7 +269,7 @@ export async function runHaCoordinator(config: CoordinatorConfig, deps: HaRunner
   };
 
   const metrics = new HaMetrics({ isLeader: isLeading, quorum, renewals: () => keeper.renewals() });
-  const members = new HaMembers({ kv: n.leaseKv, holder, address: advertise, role, isLeader: isLeading, intervalMs: ha.renewMs, opTimeoutMs: leaseOpTimeoutMs(ha), clock, log: hlog });
+  const members = new HaMembers({ kv: n.leaseKv, holder, address: advertise, role, httpUrl: () => httpUrl, isLeader: isLeading, intervalMs: ha.renewMs, opTimeoutMs: leaseOpTimeoutMs(ha), clock, log: hlog });
   // Serve as standby before competing: the address answers from the start.
   const keeperRef: { k: LeaseKeeper | undefined } = { k: undefined };
   const keeper = {
@@ -250,7 +283,7 @@ export async function runHaCoordinator(config: CoordinatorConfig, deps: HaRunner
     metricsServer = config.metricsListen === undefined ? undefined : await serveHaMetrics(config.metricsListen, metrics.registry, () => (term.kind === "leading" ? [term.inner.metricsRegistry] : []));
   } catch (err) {
     const t = term as Term;
-    if (t.kind === "standby") await t.server.close();
+    if (t.kind === "standby") await Promise.all([t.server.close(), t.http?.close()]);
     await n.nc.close().catch(() => undefined);
     throw err;
   }
@@ -275,7 +308,7 @@ export async function runHaCoordinator(config: CoordinatorConfig, deps: HaRunner
     metricsAddress: metricsServer?.address,
     failed,
     async reload(next) {
-      const inner = { ...next, metricsListen: undefined };
+      const inner = pinHttpListen({ ...next, metricsListen: undefined }, current.httpListen);
       // Applied to the running term; a later term starts from it.
       if (term.kind === "leading") await term.inner.reload(inner);
       current = inner;
@@ -292,7 +325,7 @@ export async function runHaCoordinator(config: CoordinatorConfig, deps: HaRunner
           await t.inner.close({ stopBackends: options.stopBackends ?? false });
           t.journal.close();
         }
-        if (t.kind === "standby") await t.server.close();
+        if (t.kind === "standby") await Promise.all([t.server.close(), t.http?.close()]);
         metricsServer?.server.close();
         await n.nc.close().catch(() => undefined);
       })();

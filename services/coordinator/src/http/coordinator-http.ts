@@ -14,6 +14,8 @@ import { HttpAuth } from "./http-auth.js";
 import { startHttpServer, type HttpRouteRegistrar, type HttpServer } from "./http-server.js";
 import { openAiRoutes } from "./openai-routes.js";
 import { dashboardRoutes } from "./dashboard/dashboard-routes.js";
+import type { DashboardHa } from "./dashboard/dashboard-view.js";
+import { haRoutes } from "./ha-routes.js";
 
 /** What routes on the coordinator's HTTP listener may use: its live state, in process. */
 export interface CoordinatorHttpContext {
@@ -33,12 +35,14 @@ export interface CoordinatorHttpContext {
   readonly filesDir: string;
   /** The embedded agent's node id (whose backends share this machine's files), if any. */
   readonly localNodeId: string | undefined;
+  /** With `ha:`: which member this is and who leads (GET /ha/leader, /api/dashboard/ha). */
+  readonly haView?: () => DashboardHa;
   readonly log: Logger;
 }
 
 /** Each module that serves on the HTTP listener: one registrar each (the dashboard adds its own here). */
 function registrars(ctx: CoordinatorHttpContext): HttpRouteRegistrar[] {
-  return [openAiRoutes(ctx), dashboardRoutes(ctx)];
+  return [openAiRoutes(ctx), dashboardRoutes(ctx), haRoutes({ haView: ctx.haView, auth: ctx.auth })];
 }
 
 export interface CoordinatorHttp {

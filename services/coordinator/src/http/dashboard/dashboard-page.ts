@@ -21,6 +21,7 @@ export const dashboardHtml = `<!doctype html>
   <h1>Warden</h1>
   <span id="conn" class="conn" data-state="connecting">connecting…</span>
   <span id="who" class="who"></span>
+  <span id="ha" class="ha" hidden></span>
   <form id="token-form" class="token-form" hidden>
     <input id="token" type="password" autocomplete="off" placeholder="bearer token" aria-label="bearer token">
     <button type="submit">Use token</button>
@@ -59,6 +60,9 @@ header h1 { font-size: 1.2em; margin: 0; letter-spacing: 0.05em; }
 .conn[data-state="live"] { background: #2e9e44; }
 .conn[data-state="error"] { background: #c62828; }
 .who { font-size: 0.85em; opacity: 0.8; }
+.ha { font-size: 0.85em; padding: 0.15em 0.6em; border-radius: 1em; background: #3a3f4b; }
+.ha[data-role="standby"] { background: #8a5a00; }
+.ha[data-role="paused"] { background: #c62828; }
 .token-form input { width: 18em; }
 main { display: grid; grid-template-columns: minmax(0, 3fr) minmax(0, 2fr); gap: 1em; padding: 1em; }
 .panel h2 { font-size: 1em; margin: 0.2em 0 0.6em; text-transform: uppercase; letter-spacing: 0.06em; color: #555; }

@@ -101,3 +101,26 @@ export interface DashboardWhoAmI {
 export interface DashboardErrorBody {
   readonly error: { readonly code: string; readonly message: string; readonly field?: string };
 }
+
+/** One HA member as the HTTP side names it: `httpUrl` is "" when it has no HTTP listener (or it is not known yet). */
+export interface DashboardHaMember {
+  readonly holder: string;
+  /** "leader", "standby" or "paused" (a leader without quorum: it still serves). */
+  readonly role: string;
+  readonly httpUrl: string;
+}
+
+/**
+ * GET /api/dashboard/ha and GET /ha/leader: which member answered and who
+ * leads. `enabled` false: a single coordinator (it always serves).
+ */
+export interface DashboardHa {
+  readonly enabled: boolean;
+  readonly self?: DashboardHaMember;
+  /** Who holds the lease as this member last saw it; absent when nobody is known to. */
+  readonly leader?: DashboardHaMember;
+  /** The lease epoch, as a decimal string ("0" when no leader is known). */
+  readonly epoch?: string;
+  /** Every member seen lately, this one included: the only URLs the dashboard ever follows. */
+  readonly members: readonly DashboardHaMember[];
+}

@@ -134,7 +134,8 @@ export function disappearanceProblems(gone: readonly Disappearance[], stream: re
     const mine = [...first.values()].filter((x) => x.e.incarnation === d.incarnation);
     const starts = mine.filter((x) => caseOf(x.e) === "evictionStarted");
     if (starts.length === 0) {
-      if (mine.some((x) => readyCases.has(caseOf(x.e)))) problems.push(`${d.nodeId}/${d.incarnation} (pid ${String(d.pid)}) was ready and disappeared (between samples ${String(d.lastSeen)} and ${String(d.goneBy)}) with no eviction.started on the stream`);
+      const history = mine.map((x) => `${caseOf(x.e)} (epoch ${String(x.e.sequence?.epoch ?? 0n)})`).join(", ");
+      if (mine.some((x) => readyCases.has(caseOf(x.e)))) problems.push(`${d.nodeId}/${d.incarnation} (pid ${String(d.pid)}) was ready and disappeared (between samples ${String(d.lastSeen)} and ${String(d.goneBy)}) with no eviction.started on the stream; its events: ${history}`);
       else failedStarts++;
       continue;
     }

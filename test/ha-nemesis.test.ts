@@ -20,7 +20,7 @@ import { liveRemoteAgents } from "./support/agent-process.js";
 import { readAuditStream } from "./support/audit-consumer.js";
 import { convergenceProblems, observe } from "./support/chaos-checks.js";
 import { simModel } from "./support/coordinator-harness.js";
-import { disappearanceProblems, exclusivityProblems, modelsOfIncarnations, streamProblems } from "./support/nemesis-checks.js";
+import { disappearanceProblems, exclusivityProblems, historyOf, modelsOfIncarnations, streamProblems } from "./support/nemesis-checks.js";
 import { startNemesisCluster, type NemesisCluster } from "./support/nemesis-cluster.js";
 import { nemesisPlan, nemesisSeed, type Fault } from "./support/nemesis-plan.js";
 import { sampleProcesses } from "./support/process-sampler.js";
@@ -155,6 +155,7 @@ describe("HA nemesis: seeded faults under load, checked against the process tabl
         livenessProblems.push(`fault ${String(k)} (${f.kind}): no agreed leader to target within 60 s`);
         continue;
       }
+      const sampledFrom = sampler.count();
       switch (f.kind) {
         case "leader-kill": {
           await lead!.member.kill();
@@ -184,7 +185,8 @@ describe("HA nemesis: seeded faults under load, checked against the process tabl
           break;
         }
       }
-      applied.push(describeFault(f));
+      // Sample numbers, not times: where in the process record each fault sat.
+      applied.push(`${describeFault(f)} [samples ${String(sampledFrom)}–${String(sampler.count())}]`);
       // A member that exited on its own is recorded (c.exits) and started again so the run goes on.
       for (const m of c.members) if (!m.running()) void m.start().catch(() => undefined);
       await c.leader(60_000).catch(() => livenessProblems.push(`after fault ${String(k)} (${describeFault(f)}): no agreed leader within 60 s`));
@@ -224,10 +226,10 @@ describe("HA nemesis: seeded faults under load, checked against the process tabl
     ].join("\n"));
 
     const findings = {
-      "two members of one exclusive group alive on one node (process table)": exclusivityProblems(sampled.samples, modelOf, groups),
+      "two members of one exclusive group alive on one node (process table)": exclusivityProblems(sampled.samples, modelOf, groups).map((p) => `${p}; their events: ${[...p.matchAll(/\/([0-9A-Z]{26}) /g)].map((m) => `${m[1] ?? ""}: ${historyOf(stream, m[1] ?? "")}`).join("; ")}`),
       "a backend stopped without an eviction decision of the epoch in force (process table + audit stream)": gone.problems,
       "audit stream: an older epoch after a newer one, a duplicate id, or a sequence gap": verdict.problems,
-      "a member exited without being killed (a failed takeover must return to standby)": c.exits.map((e) => `member ${String(e.member)} exited (code ${String(e.code)}, signal ${String(e.signal)}); its last lines:\n${e.lastLines.join("\n")}`),
+      "a member exited without being killed (a failed takeover must return to standby)": c.exits.map((e) => `member ${String(e.member)} exited (code ${String(e.code)}, signal ${String(e.signal)}); its last lines:\n${e.lastLines.slice(-6).join("\n")}`),
       "no agreed leader (liveness, 60 s bounds)": livenessProblems,
       "a call failed with a permanent code (a failover state must answer UNAVAILABLE)": [...new Set(calls.filter((x) => !transientOutcomes.has(x.outcome)).map((x) => `${x.model}: ${x.outcome} ${x.message.slice(0, 160)}`))],
       "after quiescence, the listing and the running processes differ": lastConvergence,

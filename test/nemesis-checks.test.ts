@@ -56,7 +56,7 @@ describe("nemesis checker", () => {
     const ok = [{ n: 0, backends: [{ pid: 1, nodeId: "a", incarnation: "x" }, { pid: 2, nodeId: "b", incarnation: "y" }] }];
     expect(exclusivityProblems(ok, modelOf, groups)).toEqual([]);
     const bad = [...ok, { n: 1, backends: [{ pid: 1, nodeId: "a", incarnation: "x" }, { pid: 3, nodeId: "a", incarnation: "z" }] }];
-    expect(exclusivityProblems(bad, modelOf, groups)).toEqual(["a group excl: g1/x (pid 1) and g2/z (pid 3) alive together"]);
+    expect(exclusivityProblems(bad, modelOf, groups)).toEqual(["a group excl: g1/x (pid 1) and g2/z (pid 3) alive together (from sample 1)"]);
   });
 });
 

@@ -16,9 +16,14 @@ import type { Event } from "@warden/proto";
 import type { BackendSample, Disappearance } from "./process-sampler.js";
 import type { StreamEvent } from "./audit-consumer.js";
 
-/** Never two members of one exclusive group alive on one node in one sample. */
+/** An incarnation's events on the stream, for a finding: "backendLoaded (epoch E), …". */
+export function historyOf(stream: readonly StreamEvent[], incarnation: string): string {
+  return stream.filter((x) => x.event.incarnation === incarnation).map((x) => `${caseOf(x.event)} (epoch ${String(x.event.sequence?.epoch ?? 0n)})`).join(", ");
+}
+
+/** Never two members of one exclusive group alive on one node in one sample (each pair once, with the first sample it was seen in). */
 export function exclusivityProblems(samples: readonly BackendSample[], modelOf: ReadonlyMap<string, string>, groupsOf: ReadonlyMap<string, readonly string[]>): string[] {
-  const problems = new Set<string>();
+  const problems = new Map<string, number>();
   for (const s of samples) {
     const byNodeGroup = new Map<string, Set<string>>();
     for (const b of s.backends) {
@@ -30,9 +35,12 @@ export function exclusivityProblems(samples: readonly BackendSample[], modelOf: 
         byNodeGroup.set(key, set);
       }
     }
-    for (const [key, set] of byNodeGroup) if (set.size > 1) problems.add(`${key}: ${[...set].sort().join(" and ")} alive together`);
+    for (const [key, set] of byNodeGroup) {
+      const p = `${key}: ${[...set].sort().join(" and ")} alive together`;
+      if (set.size > 1 && !problems.has(p)) problems.set(p, s.n);
+    }
   }
-  return [...problems];
+  return [...problems].map(([p, n]) => `${p} (from sample ${String(n)})`);
 }
 
 export interface StreamVerdict {
@@ -134,7 +142,7 @@ export function disappearanceProblems(gone: readonly Disappearance[], stream: re
     const mine = [...first.values()].filter((x) => x.e.incarnation === d.incarnation);
     const starts = mine.filter((x) => caseOf(x.e) === "evictionStarted");
     if (starts.length === 0) {
-      const history = mine.map((x) => `${caseOf(x.e)} (epoch ${String(x.e.sequence?.epoch ?? 0n)})`).join(", ");
+      const history = historyOf(stream, d.incarnation);
       if (mine.some((x) => readyCases.has(caseOf(x.e)))) problems.push(`${d.nodeId}/${d.incarnation} (pid ${String(d.pid)}) was ready and disappeared (between samples ${String(d.lastSeen)} and ${String(d.goneBy)}) with no eviction.started on the stream; its events: ${history}`);
       else failedStarts++;
       continue;

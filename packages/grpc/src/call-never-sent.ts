@@ -4,6 +4,13 @@ import { Code, WardenError } from "@warden/common";
 export const notConnectedTransport = "not-connected";
 
 /**
+ * `details.transport` of a client-side UNAVAILABLE where the request was sent
+ * but the server answered nothing, not even a PING, within the call's
+ * `answerWithinMs`: paused (SIGSTOP) or wedged. It may run the call if it resumes.
+ */
+export const unresponsiveTransport = "unresponsive";
+
+/**
  * Whether an UNAVAILABLE is one where the request never left this process:
  * no connection could be made (refused, unresolvable, closed client). Such a
  * call ran nowhere, so a client may send it to another address even when the

@@ -316,6 +316,9 @@ function pinsAndGroupsNow<H extends BackendHandle>(s: LoaderState<H>, spec: Mode
  */
 async function admit<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, incarnation: string, preferredNode: string | undefined, signal: AbortSignal, replica: ReplicaLoad | undefined): Promise<string | HeldInstance<H>> {
   let lastReason: string;
+  // The last attempt's failure is the cluster's state, not the model's: no node ready, or nodes the
+  // journal expects (a takeover) not reported yet. Fails UNAVAILABLE (retry), not FAILED_PRECONDITION.
+  let transient: boolean;
   for (let attempt = 1; ; attempt++) {
     if (signal.aborted) throw WardenError.from(signal.reason);
     if (replica !== undefined) replicaStillWanted(s, spec, replica);
@@ -327,8 +330,10 @@ async function admit<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec
     if (adopted !== undefined) return adopted;
     const choice = preferredNode === undefined ? s.o.placement.choose(spec) : { nodeId: preferredNode };
     let needMore = true;
+    transient = false;
     if (choice.nodeId === undefined) {
       lastReason = choice.reason;
+      transient = ("transient" in choice && choice.transient === true) || s.unconfirmed.size > 0;
     } else {
       const spare = replica === undefined ? undefined : replicaSpare(s, spec);
       const r = await s.watchdog.admit({ nodeId: choice.nodeId, model: spec.id, incarnation, ...pinsAndGroupsNow(s, spec), sizeBytes: spec.sizeBytes, ...(spare === undefined ? {} : { spare }) });
@@ -359,6 +364,7 @@ async function admit<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec
     if (attempt >= s.maxAttempts) break;
     if (needMore) await s.o.sleep(s.retryIntervalMs, signal);
   }
+  if (transient) throw new WardenError(Code.Unavailable, `cannot load model "${spec.id}" now: ${lastReason}; nodes are expected to (re)register (a coordinator that just took over waits for its agents), retry`, { details: { model: spec.id } });
   throw new WardenError(Code.FailedPrecondition, `cannot load model "${spec.id}" after ${String(s.maxAttempts)} attempts: ${lastReason}`, { details: { model: spec.id } });
 }
 

@@ -23,3 +23,13 @@ export function callNeverSent(err: unknown): boolean {
   if (err.details["transport"] === notConnectedTransport) return true;
   return /^(\w+: )?No connection established/.test(err.rawMessage);
 }
+
+/**
+ * Whether an UNAVAILABLE says the server answered nothing within the call's
+ * `answerWithinMs` (before or after the request was sent: `details.silent`):
+ * a paused or wedged process, which costs a caller that bound again on every
+ * try. A refused or dropped connection fails fast and is not one.
+ */
+export function serverWasSilent(err: unknown): boolean {
+  return err instanceof WardenError && err.code === Code.Unavailable && err.details["silent"] === "true";
+}

@@ -1,7 +1,7 @@
 import { afterAll, describe, expect, it } from "vitest";
 import { connect as netConnect, createServer, type Server, type Socket } from "node:net";
 import { create } from "@bufbuild/protobuf";
-import { Code, WardenError, isWardenError } from "@warden/common";
+import { Code, WardenError, isNotLeader, isWardenError, notLeaderError } from "@warden/common";
 import { AdminService, EventSchema } from "@warden/proto";
 import { GrpcServer, callNeverSent, createH2Client, createLeaderFollowingClient, followDecision, unresponsiveTransport, withUnimplemented, type HandlerContext, type ServiceImpl } from "./index.js";
 
@@ -33,13 +33,15 @@ async function listen(srv: Server): Promise<string> {
 }
 
 /** Accepts connections, keeps every byte it is sent, answers nothing. */
-async function silentAcceptor(): Promise<{ address: string; received: () => Buffer }> {
+async function silentAcceptor(): Promise<{ address: string; received: () => Buffer; connections: () => number }> {
   const chunks: Buffer[] = [];
+  let connections = 0;
   const srv = createServer((s) => {
+    connections++;
     s.on("data", (d: Buffer) => chunks.push(d));
     s.on("error", () => undefined);
   });
-  return { address: await listen(srv), received: () => Buffer.concat(chunks) };
+  return { address: await listen(srv), received: () => Buffer.concat(chunks), connections: () => connections };
 }
 
 /** The HTTP/2 frame types in what a client sent (after the 24-byte connection preface). */
@@ -172,6 +174,25 @@ describe("the leader-following client and a frozen member (lean h2 client)", { t
     expect((await read).instances[0]?.nodeId).toBe("next");
     c.close();
     c2.close();
+  });
+
+  it("a frozen member costs its bound once: later rounds skip it while a standby answers, and a hint naming it is not followed", async () => {
+    const frozen = await silentAcceptor();
+    const refused = { n: 0 };
+    const standby = await serve(
+      withUnimplemented(AdminService, {
+        listModels() {
+          refused.n++;
+          return Promise.reject(notLeaderError(frozen.address));
+        },
+      }),
+    );
+    const c = createLeaderFollowingClient(AdminService, [frozen.address, standby], { connect, answerWithinMs, maxRounds: 4, backoff: { initialMs: 1, factor: 1, maxMs: 1, jitter: 0 } });
+    const err = await c.listModels({}, { timeoutMs: longDeadlineMs }).catch((e: unknown) => e);
+    expect(isNotLeader(err), String(err)).toBe(true);
+    expect(refused.n).toBe(4);
+    expect(frozen.connections()).toBe(1);
+    c.close();
   });
 
   it("the retry rule: unresponsive after sending is followed for reads only; not answering before sending is never-sent", () => {

@@ -127,7 +127,7 @@ class ClientCall implements CallControl {
         }
         if (performance.now() - Math.max(sentAtMs, slot.heardAtMs) > withinMs) {
           this.stopLiveness();
-          this.cancelWith(new WardenError(Code.Unavailable, `the server at ${this.authority} did not answer within ${String(withinMs)} ms after the call was sent (paused, or its event loop blocked); it may still run the call if it resumes`, { details: { transport: unresponsiveTransport } }));
+          this.cancelWith(new WardenError(Code.Unavailable, `the server at ${this.authority} did not answer within ${String(withinMs)} ms after the call was sent (paused, or its event loop blocked); it may still run the call if it resumes`, { details: { transport: unresponsiveTransport, silent: "true" } }));
           conn.retire(slot);
           return;
         }

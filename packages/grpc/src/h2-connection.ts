@@ -184,7 +184,7 @@ export class H2Connection {
       const timer = setTimeout(() => {
         // Frozen or wedged: drop the session so a resumed peer is dialled afresh, not waited on.
         this.retire(slot);
-        finish(new WardenError(Code.Unavailable, `the server at ${this.authority} did not answer within ${String(answerWithinMs)} ms (paused, or its event loop blocked); the call was not sent`, { details: { transport: notConnectedTransport } }));
+        finish(new WardenError(Code.Unavailable, `the server at ${this.authority} did not answer within ${String(answerWithinMs)} ms (paused, or its event loop blocked); the call was not sent`, { details: { transport: notConnectedTransport, silent: "true" } }));
       }, answerWithinMs);
       session.ref();
       signal?.addEventListener("abort", onAbort, { once: true });

@@ -1,7 +1,7 @@
 import type { DescMethod, DescService } from "@bufbuild/protobuf";
 import { Code, WardenError, abortReason, isWardenError, backoffDelayMs, cryptoRng, invalidArgument, isNotLeader, leaderAddressOf, parseHostPortList, sleep, systemClock, type BackoffPolicy, type Clock, type Rng } from "@warden/common";
 import { createClient, type CreateClientOptions } from "./client.js";
-import { callNeverSent } from "./call-never-sent.js";
+import { callNeverSent, serverWasSilent } from "./call-never-sent.js";
 import type { CallOptions, Client } from "./types.js";
 
 /** Attempt rounds one call may make (each: one pass over the list plus one hint hop). */
@@ -102,8 +102,9 @@ export function createLeaderFollowingClient<T extends DescService>(svc: T, addre
   const answerWithinMs = options.answerWithinMs ?? defaultAnswerWithinMs;
   if (!Number.isFinite(answerWithinMs) || answerWithinMs <= 0) throw invalidArgument("answerWithinMs", `must be > 0, got ${String(answerWithinMs)}`);
   /**
-   * Addresses whose last attempt failed without an answer (refused, dropped,
-   * unresponsive), until when (wall ms). A suspect is tried last, is not
+   * Addresses whose last attempt met silence (serverWasSilent: paused or
+   * wedged, not a refused or dropped connection, which fails fast and may be a
+   * standby becoming leader), until when (wall ms). A suspect is tried last, is not
    * hopped to on a refusal's hint (standbys keep naming a dead or frozen
    * leader until its lease runs out), and is skipped while another member
    * answers this round: a frozen member must not cost its bound on every
@@ -216,7 +217,7 @@ export function createLeaderFollowingClient<T extends DescService>(svc: T, addre
             someoneAnswered = true;
             lastRefusal = err;
             suspects.delete(address);
-          } else if (isWardenError(err, Code.Unavailable)) suspects.set(address, clock.wallNow() + 2 * answerWithinMs);
+          } else if (serverWasSilent(err)) suspects.set(address, clock.wallNow() + 2 * answerWithinMs);
           if (followDecision(err, idempotent) === "surface") {
             if (isWardenError(err, Code.DeadlineExceeded) || isWardenError(err, Code.Unavailable)) moveOff(address);
             throw err;

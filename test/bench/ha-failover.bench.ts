@@ -19,6 +19,7 @@
  * new leader); hit -> a member reports itself leader (GetHaStatus, polled
  * every 50 ms: the lease's part, the floor the rest is measured against);
  * hit -> the new leader lists both nodes ready (agents re-registered).
+ * WARDEN_BENCH_HA_DEBUG=1 prints what the agents logged during each takeover.
  * Also checked each time: the model's instance is the one loaded at the start
  * (adopted, not restarted).
  */

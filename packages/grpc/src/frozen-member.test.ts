@@ -195,6 +195,44 @@ describe("the leader-following client and a frozen member (lean h2 client)", { t
     c.close();
   });
 
+  it("a standby's refusal is surfaced over a dead address's connection error: the caller (an agent) retries at its first step", async () => {
+    const dead = await listen(createServer());
+    listeners.pop()?.close();
+    const standby = await serve(
+      withUnimplemented(AdminService, {
+        listModels() {
+          return Promise.reject(notLeaderError(dead));
+        },
+      }),
+    );
+    const c = createLeaderFollowingClient(AdminService, [standby, dead], { connect, answerWithinMs, maxRounds: 2, backoff: { initialMs: 1, factor: 1, maxMs: 1, jitter: 0 } });
+    const err = await c.listModels({}, { timeoutMs: longDeadlineMs }).catch((e: unknown) => e);
+    expect(isNotLeader(err), String(err)).toBe(true);
+    c.close();
+  });
+
+  it("a refused connection is not held against a member: a standby becoming leader is followed as soon as it serves", async () => {
+    const next = await listen(createServer());
+    listeners.pop()?.close();
+    const standby = await serve(
+      withUnimplemented(AdminService, {
+        listModels() {
+          return Promise.reject(notLeaderError(next));
+        },
+      }),
+    );
+    const c = createLeaderFollowingClient(AdminService, [standby, next], { connect, answerWithinMs, maxRounds: 1 });
+    expect(isNotLeader(await c.listModels({}, { timeoutMs: longDeadlineMs }).catch((e: unknown) => e))).toBe(true);
+    // The named leader serves now (its takeover done): the very next call reaches it.
+    const counts = { listModels: 0, loadModel: 0 };
+    const server = new GrpcServer();
+    server.add(AdminService, impl(counts, "next"));
+    servers.push(server);
+    await server.listen(next);
+    expect((await c.listModels({}, { timeoutMs: longDeadlineMs })).instances[0]?.nodeId).toBe("next");
+    c.close();
+  });
+
   it("the retry rule: unresponsive after sending is followed for reads only; not answering before sending is never-sent", () => {
     const unresponsive = new WardenError(Code.Unavailable, "did not answer", { details: { transport: unresponsiveTransport } });
     expect(followDecision(unresponsive, true)).toBe("follow");

@@ -25,6 +25,12 @@ export interface HaCoordinatorProcess {
   kill(): Promise<void>;
   /** SIGTERM (SIGKILL after 15 s); resolves once it exited. */
   stop(): Promise<void>;
+  /** SIGSTOP: it answers nothing, its timers do not fire (its kernel still accepts connections). */
+  pause(): void;
+  /** SIGCONT. */
+  resume(): void;
+  /** Whether the process has exited. */
+  gone(): boolean;
 }
 
 export interface HaCoordinatorSpec {
@@ -101,7 +107,15 @@ export async function startHaCoordinator(s: HaCoordinatorSpec, timeoutMs = 90_00
     exited,
     status,
     kill,
+    pause() {
+      if (!life.gone) child.kill("SIGSTOP");
+    },
+    resume() {
+      if (!life.gone) child.kill("SIGCONT");
+    },
+    gone: () => life.gone,
     async stop() {
+      if (!life.gone) child.kill("SIGCONT");
       if (!life.gone) child.kill("SIGTERM");
       const t = setTimeout(() => child.kill("SIGKILL"), 15_000);
       await exited;

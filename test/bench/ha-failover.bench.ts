@@ -1,26 +1,32 @@
 /**
- * Failover time (issue 17): kill -9 the leading coordinator, then the first
- * successful routed Predict through the new leader. Real processes: a local
- * 3-server nats-server JetStream cluster, two `warden coordinator --ha`
- * (lease, renew, margin and recovery window at their defaults), one agent
- * process following both (`--coordinator a,b`) with one backend-sim model
- * loaded. Each takeover: the standby is polled with Predict (1 s deadline per
- * call, 20 ms apart) from the moment the kill is sent; then the killed one is
- * started again (a new incarnation) and must be a standby before the next.
+ * Failover time, as the README's HA setup sees it. Real processes: a local
+ * 3-server nats-server JetStream cluster, three `warden coordinator --ha`
+ * (lease, renew, margin and recovery window at their defaults), two agent
+ * processes following all three (`--coordinator a,b,c`), one backend-sim
+ * model loaded, and steady Predict calls in flight: 4 callers, each through
+ * the leader-following client over the three addresses (the CLI's and the
+ * agents' client), calling back to back (20 ms after a failure).
  *
- * Also checked on every takeover: the call was served by the instance loaded
- * at the start (same incarnation, address and backend pid: adopted, not restarted).
- *
- * Also timed: kill -> the standby's GetHaStatus says leader (polled in the same
- * loop), the part of the failover the lease accounts for.
- *
- * Baseline line: the same Predict through the leader before the kill (what a
- * routed call costs with no failover), to read the failover time against.
+ * Per takeover, the leader is hit and the clock starts:
+ * - kill -9 (WARDEN_BENCH_HA_TAKEOVERS of them, default 20): the killed
+ *   member is started again and must be a standby of the new leader before
+ *   the next takeover;
+ * - SIGSTOP (as many): once a call was routed by another member, SIGCONT; the
+ *   resumed member must be a standby of the new leader (or, if it exited, is
+ *   started again) before the next takeover.
+ * Measured: hit -> the first Predict answered by another member than the
+ * one hit (a frozen or dead member answers nothing, so it was routed by the
+ * new leader); hit -> a member reports itself leader (GetHaStatus, polled
+ * every 50 ms: the lease's part, the floor the rest is measured against);
+ * hit -> the new leader lists both nodes ready (agents re-registered).
+ * WARDEN_BENCH_HA_DEBUG=1 prints what the agents logged during each takeover.
+ * Also checked each time: the model's instance is the one loaded at the start
+ * (adopted, not restarted).
  */
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createClient } from "@warden/grpc";
+import { createClient, createH2Client, createLeaderFollowingClient } from "@warden/grpc";
 import { AdminService, InferenceService, NodeState } from "@warden/proto";
 import { startRemoteAgent, type RemoteAgent } from "../support/agent-process.js";
 import { uniqueTag } from "../support/agent-harness.js";
@@ -30,35 +36,55 @@ import { startNatsCluster } from "../support/nats-cluster.js";
 import { median, type BenchResult } from "./bench-result.js";
 import { startHaCoordinator, waitForHaStatus, type HaCoordinatorProcess, type HaCoordinatorSpec } from "./ha-coordinator-process.js";
 
-// WARDEN_BENCH_HA_TAKEOVERS: fewer for a quick try (the figure to report is over 20).
+// WARDEN_BENCH_HA_TAKEOVERS: fewer for a quick try (the figures to report are over 20 of each).
 const takeovers = Number(process.env.WARDEN_BENCH_HA_TAKEOVERS ?? "20");
-const pollGapMs = 20;
-const callDeadlineMs = 1_000;
+const callers = 4;
+const callDeadlineMs = 5_000;
 const giveUpMs = 60_000;
 
-const fmt = (v: number): string => v.toPrecision(3);
+const fmt = (v: number): string => (v / 1000).toFixed(2);
+const sleepMs = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
-async function predictOnce(address: string): Promise<boolean> {
-  const c = createClient(InferenceService, address);
-  try {
-    await c.predict({ model: "m", options: { Prompt: "hi" } }, { timeoutMs: callDeadlineMs });
-    return true;
-  } catch {
-    return false;
-  } finally {
-    c.close();
-  }
+interface Routed {
+  readonly atMs: number;
+  readonly by: string;
 }
 
 /** Loaded instance of `m` as the member at `address` lists it. */
-async function instanceOfM(address: string): Promise<{ incarnation: string; address: string } | undefined> {
+async function instanceOfM(address: string): Promise<string | undefined> {
   const a = createClient(AdminService, address);
   try {
-    const i = (await a.listModels({}, { timeoutMs: 5_000 })).instances.find((x) => x.model === "m");
-    return i === undefined ? undefined : { incarnation: i.incarnation, address: i.address };
+    return (await a.listModels({}, { timeoutMs: 5_000 })).instances.find((x) => x.model === "m")?.incarnation;
   } finally {
     a.close();
   }
+}
+
+async function readyNodes(address: string): Promise<number> {
+  const a = createClient(AdminService, address);
+  try {
+    return (await a.listNodes({}, { timeoutMs: 1_000 })).nodes.filter((n) => n.state === NodeState.READY).length;
+  } catch {
+    return 0;
+  } finally {
+    a.close();
+  }
+}
+
+async function leaderOf(members: readonly HaCoordinatorProcess[]): Promise<number> {
+  const deadline = performance.now() + giveUpMs;
+  for (;;) {
+    const st = await Promise.all(members.map((m) => (m.gone() ? Promise.resolve(undefined) : m.status(1_000))));
+    const li = st.findIndex((r) => r?.self?.role === "leader");
+    if (li >= 0) return li;
+    if (performance.now() > deadline) throw new Error("no leader");
+    await sleepMs(100);
+  }
+}
+
+function summary(xs: readonly number[]): string {
+  const s = [...xs].sort((a, b) => a - b);
+  return `${fmt(s[0] ?? 0)} / ${fmt(median(s))} / ${fmt(s[s.length - 1] ?? 0)} s`;
 }
 
 export async function run(): Promise<BenchResult[]> {
@@ -67,91 +93,152 @@ export async function run(): Promise<BenchResult[]> {
   const tag = uniqueTag("bench-ha-failover");
   const models = [simModel("m", { knobs: { predict_tokens: 1 } })];
   const specs: HaCoordinatorSpec[] = [];
-  for (const name of ["coord-a", "coord-b"]) specs.push({ name, address: `127.0.0.1:${String(await freePort())}`, dir, natsUrls: cluster.urls, models });
-  const members: (HaCoordinatorProcess | undefined)[] = [undefined, undefined];
-  let agent: RemoteAgent | undefined;
+  for (const name of ["coord-a", "coord-b", "coord-c"]) specs.push({ name, address: `127.0.0.1:${String(await freePort())}`, dir, natsUrls: cluster.urls, models });
+  const addresses = specs.map((s) => s.address);
+  const members: HaCoordinatorProcess[] = [];
+  const agents: RemoteAgent[] = [];
+  const load = { on: true };
+  const routed: Routed[] = [];
+  const steadyMs: number[] = [];
+  let loops: Promise<void>[] = [];
   try {
-    members[0] = await startHaCoordinator(specs[0]!);
-    await waitForHaStatus(members[0], "leader", (r) => r.self?.role === "leader");
-    members[1] = await startHaCoordinator(specs[1]!);
-    await waitForHaStatus(members[1], "standby", (r) => r.self?.role === "standby" && r.leaderAddress === specs[0]!.address);
-    agent = await startRemoteAgent({ coordinator: specs.map((s) => s.address).join(","), nodeId: "bench-node", tag });
-    const admin = createClient(AdminService, specs[0]!.address);
-    const deadline = performance.now() + 60_000;
-    while (!(await admin.listNodes({}).catch(() => ({ nodes: [] }))).nodes.some((n) => n.state === NodeState.READY)) {
-      if (performance.now() > deadline) throw new Error("agent not ready on the leader after 60 s");
-      await new Promise((r) => setTimeout(r, 100));
+    for (const s of specs) members.push(await startHaCoordinator(s));
+    const first = await leaderOf(members);
+    for (const [i, m] of members.entries()) if (i !== first) await waitForHaStatus(m, "standby", (r) => r.self?.role === "standby" && r.leaderAddress === addresses[first]);
+    for (const nodeId of ["bench-node-1", "bench-node-2"]) agents.push(await startRemoteAgent({ coordinator: addresses.join(","), nodeId, tag }));
+    const deadline = performance.now() + giveUpMs;
+    while ((await readyNodes(addresses[first]!)) < 2) {
+      if (performance.now() > deadline) throw new Error("agents not ready on the leader after 60 s");
+      await sleepMs(100);
     }
+    const admin = createClient(AdminService, addresses[first]!);
     const loaded = (await admin.loadModel({ model: "m" }, { timeoutMs: 120_000 })).instance;
     admin.close();
     if (loaded === undefined) throw new Error("LoadModel returned no instance");
-    const pids = (await agent.liveBackends()).join(",");
 
-    const failoverMs: number[] = [];
-    const leadsMs: number[] = []; // kill -> the standby reports itself leader (GetHaStatus)
-    const steadyMs: number[] = [];
-    let restarted = 0;
-    for (let k = 0; k < takeovers; k++) {
-      const li = (await Promise.all(members.map((m) => (m === undefined ? Promise.resolve(undefined) : m.status())))).findIndex((r) => r?.self?.role === "leader");
-      if (li < 0) throw new Error(`takeover ${String(k)}: no leader`);
-      const leader = members[li]!;
-      const standby = members[1 - li]!;
-      await waitForHaStatus(standby, "standby of the leader", (r) => r.self?.role === "standby" && r.leaderAddress === leader.address);
-      // A routed call through the leader first: the instance is routable before the kill.
-      const s0 = performance.now();
-      if (!(await predictOnce(leader.address))) throw new Error(`takeover ${String(k)}: Predict through the leader failed before the kill`);
-      steadyMs.push(performance.now() - s0);
-
-      const t0 = performance.now();
-      const killed = leader.kill();
-      let ok = false;
-      let ledAt: number | undefined;
-      while (!ok) {
-        if (performance.now() - t0 > giveUpMs) throw new Error(`takeover ${String(k)}: no routed call through ${standby.name} within ${String(giveUpMs)} ms`);
-        if (ledAt === undefined && (await standby.status(500))?.self?.role === "leader") ledAt = performance.now();
-        ok = await predictOnce(standby.address);
-        if (!ok) await new Promise((r) => setTimeout(r, pollGapMs));
+    // Steady load: each caller through the leader-following client over all three members.
+    loops = Array.from({ length: callers }, async () => {
+      const c = createLeaderFollowingClient(InferenceService, addresses, { connect: (a) => createH2Client(InferenceService, a) });
+      try {
+        while (load.on) {
+          const t = performance.now();
+          try {
+            await c.predict({ model: "m", options: { Prompt: "hi" } }, { timeoutMs: callDeadlineMs });
+            const now = performance.now();
+            routed.push({ atMs: now, by: c.currentAddress() });
+            if (steadyMs.length < 10_000) steadyMs.push(now - t);
+            await sleepMs(10);
+          } catch {
+            await sleepMs(20);
+          }
+        }
+      } finally {
+        c.close();
       }
-      failoverMs.push(performance.now() - t0);
-      leadsMs.push((ledAt ?? performance.now()) - t0);
-      await killed;
-      const now = await instanceOfM(standby.address);
-      if (now?.incarnation !== loaded.incarnation || now.address !== loaded.address || (await agent.liveBackends()).join(",") !== pids) restarted++;
-      process.stderr.write(`ha-failover takeover ${String(k + 1)}: routed after ${fmt(failoverMs[k]!)} ms, leader after ${fmt(leadsMs[k]!)} ms (${standby.name})\n`);
-      // The killed member comes back as a new incarnation and must be a standby before the next kill.
-      members[li] = await startHaCoordinator(specs[li]!);
-      await waitForHaStatus(members[li], "standby", (r) => r.self?.role === "standby" && r.leaderAddress === standby.address);
+    });
+
+    const results: Record<"kill" | "stop", { routedMs: number[]; leadMs: number[]; nodesMs: number[] }> = {
+      kill: { routedMs: [], leadMs: [], nodesMs: [] },
+      stop: { routedMs: [], leadMs: [], nodesMs: [] },
+    };
+    let restarted = 0;
+    for (let k = 0; k < 2 * takeovers; k++) {
+      const how = k % 2 === 0 ? "kill" : "stop";
+      const li = await leaderOf(members);
+      const victim = members[li]!;
+      for (const [i, m] of members.entries()) if (i !== li) await waitForHaStatus(m, "standby of the leader", (r) => r.self?.role === "standby" && r.leaderAddress === victim.address);
+      // The steady load runs through the leader before the hit.
+      const warm = routed.length;
+      while (routed.length < warm + callers) await sleepMs(20);
+
+      const agentLinesAt = agents.map((a) => a.proc.lines.length);
+      const t0 = performance.now();
+      const t0Wall = Date.now();
+      if (how === "kill") void victim.kill();
+      else victim.pause();
+      let ledAt: number | undefined;
+      let nodesAt: number | undefined;
+      let newLeader: number | undefined;
+      let routedAt: number | undefined;
+      while (routedAt === undefined || nodesAt === undefined) {
+        if (performance.now() - t0 > giveUpMs) throw new Error(`takeover ${String(k)} (${how}): nothing routed by another member within ${String(giveUpMs)} ms`);
+        for (let i = warm; routedAt === undefined && i < routed.length; i++) if (routed[i]!.atMs > t0 && routed[i]!.by !== victim.address) routedAt = routed[i]!.atMs;
+        if (newLeader === undefined) {
+          const st = await Promise.all(members.map((m, i) => (i === li ? Promise.resolve(undefined) : m.status(500))));
+          const i = st.findIndex((r) => r?.self?.role === "leader");
+          if (i >= 0) {
+            newLeader = i;
+            ledAt = performance.now();
+          }
+        } else if ((await readyNodes(addresses[newLeader]!)) === 2) nodesAt = performance.now();
+        await sleepMs(50);
+      }
+      const r = results[how];
+      r.routedMs.push(routedAt - t0);
+      r.leadMs.push((ledAt ?? routedAt) - t0);
+      r.nodesMs.push(nodesAt - t0);
+      if (how === "stop") victim.resume();
+      else await victim.exited;
+      const nl = newLeader ?? (await leaderOf(members));
+      if ((await instanceOfM(addresses[nl]!)) !== loaded.incarnation) restarted++;
+      process.stderr.write(`ha-failover ${how} ${String(Math.floor(k / 2) + 1)}: routed after ${fmt(routedAt - t0)} s, lease won after ${fmt((ledAt ?? routedAt) - t0)} s, both nodes ready after ${fmt(nodesAt - t0)} s (${specs[nl]!.name})\n`);
+      if (process.env.WARDEN_BENCH_HA_DEBUG === "1") {
+        process.stderr.write(`  hit at ${new Date(t0Wall).toISOString()}\n`);
+        for (const [i, a] of agents.entries()) for (const l of a.proc.lines.slice(agentLinesAt[i])) process.stderr.write(`  ${a.nodeId}: ${l.slice(0, 300)}\n`);
+      }
+      // The member hit comes back as a standby of the new leader (started again if it is gone).
+      if (how === "kill" || victim.gone()) {
+        if (how === "stop") process.stderr.write(`ha-failover: ${victim.name} exited after SIGCONT; starting it again\n`);
+        members[li] = await startHaCoordinator(specs[li]!);
+      }
+      await waitForHaStatus(members[li]!, "standby", (s) => s.self?.role === "standby" && s.leaderAddress === addresses[nl]);
     }
-    const sorted = [...failoverMs].sort((a, b) => a - b);
-    return [
-      {
-        name: `failover, kill -9 leader -> first routed Predict via the new leader, median of ${String(takeovers)} (min ${fmt(sorted[0]!)}, max ${fmt(sorted[sorted.length - 1]!)}; defaults lease 3s, recoveryWindow 3s; instance restarted on ${String(restarted)} of ${String(takeovers)})`,
-        baseline: "Predict via the leader, no failover",
-        ours: median(failoverMs),
-        baselineValue: median(steadyMs),
-        unit: "ms",
-        higherIsBetter: false,
-      },
-      {
-        name: `kill -9 leader -> the standby reports itself leader, median of ${String(takeovers)} (max ${fmt(Math.max(...leadsMs))}) vs the first routed call`,
-        baseline: "first routed call via the new leader (median)",
-        ours: median(leadsMs),
-        baselineValue: median(failoverMs),
-        unit: "ms",
-        higherIsBetter: false,
-      },
-      {
-        name: `failover, max of ${String(takeovers)}`,
-        baseline: "Predict via the leader, no failover (max)",
-        ours: Math.max(...failoverMs),
-        baselineValue: Math.max(...steadyMs),
-        unit: "ms",
-        higherIsBetter: false,
-      },
-    ];
+    const out: BenchResult[] = [];
+    for (const how of ["kill", "stop"] as const) {
+      const r = results[how];
+      const label = how === "kill" ? "kill -9 leader" : "SIGSTOP leader";
+      out.push(
+        {
+          name: `${label} -> first Predict routed by the new leader (min / median / max of ${String(takeovers)}: ${summary(r.routedMs)}; 3 coordinators, 2 agents, ${String(callers)} callers in flight; instance restarted in ${String(restarted)} of ${String(2 * takeovers)} takeovers)`,
+          baseline: `${label} -> a member reports itself leader (the lease's part; min / median / max ${summary(r.leadMs)})`,
+          ours: median(r.routedMs),
+          baselineValue: median(r.leadMs),
+          unit: "ms",
+          higherIsBetter: false,
+        },
+        {
+          name: `${label} -> first routed Predict, max of ${String(takeovers)}`,
+          baseline: `${label} -> a member reports itself leader (max)`,
+          ours: Math.max(...r.routedMs),
+          baselineValue: Math.max(...r.leadMs),
+          unit: "ms",
+          higherIsBetter: false,
+        },
+        {
+          name: `${label} -> the new leader lists both nodes ready (agents re-registered), median of ${String(takeovers)} (${summary(r.nodesMs)})`,
+          baseline: `${label} -> a member reports itself leader (median)`,
+          ours: median(r.nodesMs),
+          baselineValue: median(r.leadMs),
+          unit: "ms",
+          higherIsBetter: false,
+        },
+      );
+    }
+    out.push({
+      name: "steady Predict through the leader-following client, median (no failover; 4 callers)",
+      baseline: "the kill -9 failover median",
+      ours: median(steadyMs),
+      baselineValue: median(results.kill.routedMs),
+      unit: "ms",
+      higherIsBetter: false,
+    });
+    return out;
   } finally {
-    await agent?.cleanup().catch(() => undefined);
-    for (const m of members) await m?.stop().catch(() => undefined);
+    load.on = false;
+    for (const m of members) m.resume();
+    await Promise.all(loops);
+    for (const a of agents) await a.cleanup().catch(() => undefined);
+    for (const m of members) await m.stop().catch(() => undefined);
     await cluster.stop();
     await rm(dir, { recursive: true, force: true });
   }

@@ -173,14 +173,25 @@ export class PlacementView implements PlacementPort {
    * admission reports the precise shortfall and the need-more loop waits and
    * re-plans. Never a node the model's spread or the node's limits rule out.
    */
-  choose(spec: ModelSpec): { readonly nodeId: string } | { readonly nodeId: undefined; readonly reason: string } {
+  choose(spec: ModelSpec): { readonly nodeId: string } | { readonly nodeId: undefined; readonly reason: string; readonly transient?: true } {
     const plan = this.plan(spec, false);
     if (plan.t !== "no-fit") return { nodeId: plan.nodeId };
     // Unexplained verdicts keep the node table's order, as before; a node
     // without a replica of the model first (spread any/gpu's preference).
     let eligible: NodeVerdict | undefined;
     for (const v of plan.verdicts) if (v.eligible && (eligible === undefined || v.spreadTier < eligible.spreadTier)) eligible = v;
-    return eligible === undefined ? { nodeId: undefined, reason: this.plan(spec).reason } : { nodeId: eligible.nodeId };
+    if (eligible !== undefined) return { nodeId: eligible.nodeId };
+    // No node is ready (none registered yet, or every one unreachable, as
+    // while a new leader's agents re-register): nothing judged the model, so
+    // the failure is the cluster's state now, not the model's (transient).
+    const transient = !this.anyNodeReady();
+    return { nodeId: undefined, reason: this.plan(spec).reason, ...(transient ? { transient: true as const } : {}) };
+  }
+
+  /** Whether some node is ready: without one, no node judged a model and a no-fit is the cluster's state now (transient). */
+  anyNodeReady(): boolean {
+    for (const n of this.nodes.list()) if (n.state === "ready") return true;
+    return false;
   }
 
   /** Instances (model@incarnation) an admission on `nodeId` would evict first: group conflicts, then least recently used. */

@@ -8,7 +8,7 @@ import { detailsTrailerKey, parseErrorDetails } from "./codes.js";
 import { h2c, type H2Connection, type SessionSlot } from "./h2-connection.js";
 import { MessageReader, decodeGrpcMessage, formatGrpcTimeout, frameMessage } from "./h2-wire.js";
 import type { CallOptions } from "./types.js";
-import { notConnectedTransport } from "./call-never-sent.js";
+import { notConnectedTransport, unresponsiveTransport } from "./call-never-sent.js";
 
 /** Status codes for an HTTP response that carries no grpc-status (the gRPC HTTP/2 spec's table). */
 function codeForHttpStatus(status: number): Code {
@@ -81,6 +81,8 @@ class ClientCall implements CallControl {
   private httpStatus = 0;
   private contentType = "";
   private reader: MessageReader | undefined;
+  /** Liveness checks while no response header has come (opts.answerWithinMs). */
+  private livenessTimer: ReturnType<typeof setInterval> | undefined;
 
   constructor(
     private readonly authority: string,
@@ -89,6 +91,64 @@ class ClientCall implements CallControl {
   ) {}
 
   start(conn: H2Connection, path: string, request: Uint8Array | AsyncIterable<Uint8Array>, maxReceive: number, maxSend: number): void {
+    const withinMs = this.opts?.answerWithinMs;
+    if (withinMs === undefined) {
+      this.send(conn, path, request, maxReceive, maxSend);
+      return;
+    }
+    // Nothing is sent until the server is known to answer: a call failed here ran nowhere.
+    const deadlineAtMs = deadlineOf(this.opts);
+    const boundMs = deadlineAtMs === undefined ? withinMs : Math.max(0, Math.min(withinMs, deadlineAtMs - Date.now()));
+    conn.whenAnswering(boundMs, withinMs / 4, this.opts?.signal).then(
+      () => {
+        this.send(conn, path, request, maxReceive, maxSend);
+      },
+      (err: unknown) => {
+        const signal = this.opts?.signal;
+        if (signal?.aborted === true) this.finish(abortReason(signal));
+        else if (deadlineAtMs !== undefined && Date.now() >= deadlineAtMs) this.finish(new WardenError(Code.DeadlineExceeded, `deadline exceeded waiting for ${this.authority} to answer`));
+        else this.finish(WardenError.from(err, Code.Unavailable));
+      },
+    );
+  }
+
+  /**
+   * While no response header has come, PINGs the session every half
+   * `withinMs`; when nothing at all was heard from the server for `withinMs`
+   * since the request went out, the call ends UNAVAILABLE ("unresponsive").
+   */
+  private watchLiveness(conn: H2Connection, slot: SessionSlot, withinMs: number): void {
+    const sentAtMs = performance.now();
+    this.livenessTimer = setInterval(
+      () => {
+        if (this.settled || this.httpStatus !== 0) {
+          this.stopLiveness();
+          return;
+        }
+        if (performance.now() - Math.max(sentAtMs, slot.heardAtMs) > withinMs) {
+          this.stopLiveness();
+          this.cancelWith(new WardenError(Code.Unavailable, `the server at ${this.authority} did not answer within ${String(withinMs)} ms after the call was sent (paused, or its event loop blocked); it may still run the call if it resumes`, { details: { transport: unresponsiveTransport, silent: "true" } }));
+          conn.retire(slot);
+          return;
+        }
+        try {
+          slot.session.ping((err) => {
+            if (err === null) slot.heard();
+          });
+        } catch {
+          // The session is closing: the stream's close reports it.
+        }
+      },
+      Math.max(50, withinMs / 2),
+    );
+  }
+
+  private stopLiveness(): void {
+    if (this.livenessTimer !== undefined) clearInterval(this.livenessTimer);
+    this.livenessTimer = undefined;
+  }
+
+  private send(conn: H2Connection, path: string, request: Uint8Array | AsyncIterable<Uint8Array>, maxReceive: number, maxSend: number): void {
     const opts = this.opts;
     const signal = opts?.signal;
     if (signal?.aborted === true) {
@@ -114,12 +174,14 @@ class ClientCall implements CallControl {
       headers["grpc-timeout"] = formatGrpcTimeout(remaining);
     }
     let stream: ClientHttp2Stream;
+    let slot: SessionSlot;
     let body: Buffer | undefined;
     try {
       body = request instanceof Uint8Array ? frameMessage(request, maxSend, "request") : undefined;
       const opened = conn.open(headers);
       stream = opened.stream;
-      this.slot = opened.slot;
+      slot = opened.slot;
+      this.slot = slot;
     } catch (err) {
       this.finish(WardenError.from(err, Code.Unavailable));
       return;
@@ -155,6 +217,7 @@ class ClientCall implements CallControl {
     });
     if (body !== undefined) stream.end(body);
     else void this.pump(stream, request as AsyncIterable<Uint8Array>, maxSend);
+    if (opts?.answerWithinMs !== undefined) this.watchLiveness(conn, slot, opts.answerWithinMs);
   }
 
   /** Writes a streaming call's requests as they come, with backpressure; a failing source cancels the call. */
@@ -189,6 +252,8 @@ class ClientCall implements CallControl {
   }
 
   private onResponse(h: IncomingHttpHeaders): void {
+    this.slot?.heard();
+    this.stopLiveness();
     this.httpStatus = Number(h[h2c.HTTP2_HEADER_STATUS]);
     this.contentType = h[h2c.HTTP2_HEADER_CONTENT_TYPE] ?? "";
     if (h["grpc-status"] !== undefined) this.status = statusError(h); // trailers-only response
@@ -207,6 +272,7 @@ class ClientCall implements CallControl {
   private finish(err: WardenError | undefined): void {
     if (this.settled) return;
     this.settled = true;
+    this.stopLiveness();
     this.cancelTimer?.();
     if (this.onAbort !== undefined) this.opts?.signal?.removeEventListener("abort", this.onAbort);
     this.sink.done(err);

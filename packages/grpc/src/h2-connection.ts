@@ -4,6 +4,7 @@ import { connect as netConnect, isIP } from "node:net";
 import type * as Tls from "node:tls";
 import { Code, WardenError } from "@warden/common";
 import type { ClientTls } from "./tls-material.js";
+import { notConnectedTransport } from "./call-never-sent.js";
 
 let http2: typeof Http2 | undefined;
 
@@ -39,8 +40,16 @@ export class SessionSlot {
   active = 0;
   /** Set once the connection failed, closed or was told to go away: its streams end UNAVAILABLE. */
   gone = false;
+  /** The peer's first SETTINGS frame arrived: its HTTP/2 stack runs (a frozen process's kernel still accepts the TCP connection). */
+  answered = false;
+  /** When the peer was last heard from (SETTINGS, a PING's answer, a response on any call), performance.now() ms. */
+  heardAtMs = 0;
 
   constructor(readonly session: ClientHttp2Session) {}
+
+  heard(): void {
+    this.heardAtMs = performance.now();
+  }
 
   /** A call on this session ended: the socket stops holding the process open once none runs. */
   release(): void {
@@ -108,6 +117,10 @@ export class H2Connection {
     session.on("error", retire);
     session.on("goaway", retire);
     session.on("close", retire);
+    session.on("remoteSettings", () => {
+      slot.answered = true;
+      slot.heard();
+    });
     session.unref();
     this.slot = slot;
     return slot;
@@ -130,6 +143,73 @@ export class H2Connection {
     });
     socket.setNoDelay(true);
     return socket;
+  }
+
+  /**
+   * Resolves once the current session's peer has been heard from within
+   * `freshMs` (its SETTINGS on a new connection, else a PING answered), or
+   * rejects UNAVAILABLE marked never-sent when it does not answer within
+   * `answerWithinMs` — a SIGSTOPped process accepts TCP connections but
+   * answers nothing — and then drops that session, so the next call dials
+   * again. No request is sent before this resolves, so a call that fails here
+   * ran nowhere.
+   */
+  whenAnswering(answerWithinMs: number, freshMs: number, signal: AbortSignal | undefined): Promise<void> {
+    if (this.closed) return Promise.reject(new WardenError(Code.Unavailable, `client for ${this.authority} is closed`, { details: { transport: notConnectedTransport } }));
+    const slot = this.current();
+    if (slot.answered && performance.now() - slot.heardAtMs <= freshMs) return Promise.resolve();
+    return new Promise<void>((resolve, reject) => {
+      let done = false;
+      const session = slot.session;
+      const finish = (err: WardenError | undefined): void => {
+        if (done) return;
+        done = true;
+        clearTimeout(timer);
+        session.removeListener("remoteSettings", onSettings);
+        session.removeListener("close", onClose);
+        signal?.removeEventListener("abort", onAbort);
+        if (slot.active === 0 && !session.destroyed) session.unref();
+        if (err === undefined) resolve();
+        else reject(err);
+      };
+      const onSettings = (): void => {
+        finish(undefined);
+      };
+      const onClose = (): void => {
+        finish(new WardenError(Code.Unavailable, `cannot connect to ${this.authority}`, { details: { transport: notConnectedTransport } }));
+      };
+      const onAbort = (): void => {
+        finish(WardenError.from(signal?.reason, Code.Canceled));
+      };
+      const timer = setTimeout(() => {
+        // Frozen or wedged: drop the session so a resumed peer is dialled afresh, not waited on.
+        this.retire(slot);
+        finish(new WardenError(Code.Unavailable, `the server at ${this.authority} did not answer within ${String(answerWithinMs)} ms (paused, or its event loop blocked); the call was not sent`, { details: { transport: notConnectedTransport, silent: "true" } }));
+      }, answerWithinMs);
+      session.ref();
+      signal?.addEventListener("abort", onAbort, { once: true });
+      session.once("close", onClose);
+      if (!slot.answered) {
+        session.once("remoteSettings", onSettings);
+        return;
+      }
+      try {
+        session.ping((err) => {
+          if (err !== null) return;
+          slot.heard();
+          finish(undefined);
+        });
+      } catch {
+        onClose();
+      }
+    });
+  }
+
+  /** Drops `slot`'s session (its calls end UNAVAILABLE); the next call opens a new one. */
+  retire(slot: SessionSlot): void {
+    slot.gone = true;
+    if (this.slot === slot) this.slot = undefined;
+    if (!slot.session.destroyed) slot.session.destroy();
   }
 
   close(): void {

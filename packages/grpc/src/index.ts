@@ -18,5 +18,5 @@ export { withUnimplemented } from "./unimplemented.js";
 export { LeanGrpcServer, type LeanServerOptions, type RawServerStreamHandler, type RawServiceHandlers, type RawStreamHandler, type RawUnaryHandler } from "./lean-server.js";
 export { bearerMetadata, bearerTokenOf, guardRawUnary, guardService, maxAuthorizationChars, sharedTokenCheck, type CallCheck } from "./bearer.js";
 export { checkRequestElements, defaultMaxRequestElements } from "./request-elements.js";
-export { callNeverSent, notConnectedTransport } from "./call-never-sent.js";
+export { callNeverSent, notConnectedTransport, serverWasSilent, unresponsiveTransport } from "./call-never-sent.js";
 export { createLeaderFollowingClient, defaultIdempotent, followDecision, maxFollowRounds, type LeaderFollowingClient, type LeaderFollowingOptions } from "./leader-following-client.js";

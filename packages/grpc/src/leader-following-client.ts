@@ -1,7 +1,7 @@
 import type { DescMethod, DescService } from "@bufbuild/protobuf";
 import { Code, WardenError, abortReason, isWardenError, backoffDelayMs, cryptoRng, invalidArgument, isNotLeader, leaderAddressOf, parseHostPortList, sleep, systemClock, type BackoffPolicy, type Clock, type Rng } from "@warden/common";
 import { createClient, type CreateClientOptions } from "./client.js";
-import { callNeverSent } from "./call-never-sent.js";
+import { callNeverSent, serverWasSilent } from "./call-never-sent.js";
 import type { CallOptions, Client } from "./types.js";
 
 /** Attempt rounds one call may make (each: one pass over the list plus one hint hop). */
@@ -22,6 +22,15 @@ export interface LeaderFollowingOptions<T extends DescService> {
   maxRounds?: number;
   /** Wait between rounds. @default 100 ms × 2 up to 1 s, 20 % jitter */
   backoff?: BackoffPolicy;
+  /**
+   * Each attempt's liveness bound (CallOptions.answerWithinMs; the per-address
+   * client must be the lean one, createH2Client, to honour it): a member that
+   * answers nothing — SIGSTOPped, wedged — costs at most this long before the
+   * next address is tried (reads), or before the call fails UNAVAILABLE
+   * (writes already sent to it: it may run them if it resumes). A call's own
+   * answerWithinMs wins. @default 2000
+   */
+  answerWithinMs?: number;
   clock?: Clock;
   rng?: Rng;
   /** A call succeeded on another address than before (the leader moved). */
@@ -43,6 +52,9 @@ function isAborted(signal: AbortSignal | undefined): signal is AbortSignal {
 }
 
 const defaultBackoff: BackoffPolicy = { initialMs: 100, factor: 2, maxMs: 1_000, jitter: 0.2 };
+
+/** The default per-attempt liveness bound: a frozen member costs about this long. */
+export const defaultAnswerWithinMs = 2_000;
 
 /** Reads: safe to send again after a dropped connection. */
 export function defaultIdempotent(method: DescMethod): boolean {
@@ -87,6 +99,25 @@ export function createLeaderFollowingClient<T extends DescService>(svc: T, addre
   const backoff = options.backoff ?? defaultBackoff;
   const isIdempotent = options.idempotent ?? defaultIdempotent;
   const connect = options.connect ?? ((a: string) => createClient(svc, a, options.clientOptions));
+  const answerWithinMs = options.answerWithinMs ?? defaultAnswerWithinMs;
+  if (!Number.isFinite(answerWithinMs) || answerWithinMs <= 0) throw invalidArgument("answerWithinMs", `must be > 0, got ${String(answerWithinMs)}`);
+  /**
+   * Addresses whose last attempt met silence (serverWasSilent: paused or
+   * wedged, not a refused or dropped connection, which fails fast and may be a
+   * standby becoming leader), until when (wall ms). A suspect is tried last, is not
+   * hopped to on a refusal's hint (standbys keep naming a dead or frozen
+   * leader until its lease runs out), and is skipped while another member
+   * answers this round: a frozen member must not cost its bound on every
+   * round. An answer from it, or 2 × answerWithinMs, clears it.
+   */
+  const suspects = new Map<string, number>();
+  const isSuspect = (address: string): boolean => {
+    const until = suspects.get(address);
+    if (until === undefined) return false;
+    if (clock.wallNow() < until) return true;
+    suspects.delete(address);
+    return false;
+  };
   const clients = new Map<string, Client<T>>();
   let current = list[0] ?? "";
   let closed = false;
@@ -104,6 +135,7 @@ export function createLeaderFollowingClient<T extends DescService>(svc: T, addre
   // `current`, which moveOff may have advanced already.
   let lastAnswered = current;
   const answered = (address: string): void => {
+    suspects.delete(address);
     current = address;
     if (address === lastAnswered) return;
     const previous = lastAnswered;
@@ -135,7 +167,7 @@ export function createLeaderFollowingClient<T extends DescService>(svc: T, addre
     return ds.length === 0 ? undefined : Math.min(...ds);
   };
   const attemptOptions = (opts: CallOptions | undefined, deadlineAtMs: number | undefined): CallOptions => {
-    const o: CallOptions = { ...opts };
+    const o: CallOptions = { answerWithinMs, ...opts };
     delete o.timeoutMs;
     if (deadlineAtMs !== undefined) o.deadlineAtMs = deadlineAtMs;
     return o;
@@ -151,6 +183,8 @@ export function createLeaderFollowingClient<T extends DescService>(svc: T, addre
     const deadlineAtMs = deadlineOf(opts);
     const o = attemptOptions(opts, deadlineAtMs);
     let last: unknown = new WardenError(Code.Unavailable, `no coordinator answered at ${list.join(",")}`);
+    // A standby's refusal says more than a transport error (the cluster is up; a leader is coming): surfaced first.
+    let lastRefusal: unknown;
     for (let round = 0; round < maxRounds; round++) {
       if (round > 0) {
         const delayMs = backoffDelayMs(backoff, round - 1, rng);
@@ -158,14 +192,17 @@ export function createLeaderFollowingClient<T extends DescService>(svc: T, addre
         await sleep(clock, delayMs, signal);
       }
       const start = list.indexOf(current);
-      const queue = [...list.slice(start), ...list.slice(0, start)];
+      const rotated = [...list.slice(start), ...list.slice(0, start)];
+      const queue = [...rotated.filter((a) => !isSuspect(a)), ...rotated.filter((a) => isSuspect(a))];
       const tried = new Set<string>();
       let hopped = false;
       let hopTo: string | undefined;
+      let someoneAnswered = false;
       for (let address = queue.shift(); address !== undefined; address = queue.shift()) {
         // The one hint hop may revisit an address tried earlier this round (it was down then).
         if (address === hopTo) hopTo = undefined;
         else if (tried.has(address)) continue;
+        if (someoneAnswered && isSuspect(address)) continue;
         tried.add(address);
         if (isAborted(signal)) throw abortReason(signal);
         try {
@@ -175,22 +212,28 @@ export function createLeaderFollowingClient<T extends DescService>(svc: T, addre
         } catch (err) {
           // The caller gave up (cancel or deadline): its reason, not the address's error.
           if (isAborted(signal)) throw abortReason(signal);
+          const refusal = isNotLeader(err);
+          if (refusal) {
+            someoneAnswered = true;
+            lastRefusal = err;
+            suspects.delete(address);
+          } else if (serverWasSilent(err)) suspects.set(address, clock.wallNow() + 2 * answerWithinMs);
           if (followDecision(err, idempotent) === "surface") {
             if (isWardenError(err, Code.DeadlineExceeded) || isWardenError(err, Code.Unavailable)) moveOff(address);
             throw err;
           }
           last = err;
           const hint = hintOf(err, address);
-          if (hint !== undefined && hint !== address && !hopped) {
+          if (hint !== undefined && hint !== address && !hopped && !isSuspect(hint)) {
             hopped = true;
             hopTo = hint;
             queue.unshift(hint);
           }
         }
-        if (deadlineAtMs !== undefined && clock.wallNow() >= deadlineAtMs) throw last;
+        if (deadlineAtMs !== undefined && clock.wallNow() >= deadlineAtMs) throw lastRefusal ?? last;
       }
     }
-    throw last;
+    throw lastRefusal ?? last;
   };
 
   const unary = (m: DescMethod) => (request: unknown, opts?: CallOptions) =>

@@ -46,6 +46,17 @@ export interface CallOptions {
   /** Aborting cancels the call (CANCELLED on both sides). */
   signal?: AbortSignal;
   metadata?: Metadata;
+  /**
+   * Liveness bound (the lean client, createH2Client; createClient ignores
+   * it): the server must show it is alive within this long — its HTTP/2
+   * SETTINGS on a new connection or a PING answered, before the request is
+   * sent, then PINGs answered until the response headers arrive. Else the
+   * call ends UNAVAILABLE: before sending with `details.transport =
+   * "not-connected"` (it ran nowhere), after with `"unresponsive"` (a paused
+   * server may still run it when it resumes). A live server that takes long
+   * to answer is not cut: it answers the PINGs.
+   */
+  answerWithinMs?: number;
   onHeader?: (header: Metadata) => void;
   onTrailer?: (trailer: Metadata) => void;
 }

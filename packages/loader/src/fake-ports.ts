@@ -126,11 +126,14 @@ export class FakeEvents implements LoaderEventSink {
 export class FakePlacement implements PlacementPort {
   readonly route = new Map<string, string>();
   defaultNode: string | undefined = "n1";
+  /** With no node to place on: as when no node is ready (none registered, or all unreachable). */
+  noReadyNode = false;
   readonly calls: string[] = [];
 
-  choose(spec: ModelSpec): { readonly nodeId: string } | { readonly nodeId: undefined; readonly reason: string } {
+  choose(spec: ModelSpec): { readonly nodeId: string } | { readonly nodeId: undefined; readonly reason: string; readonly transient?: true } {
     this.calls.push(spec.id);
     const nodeId = this.route.get(spec.id) ?? this.defaultNode;
+    if (nodeId === undefined && this.noReadyNode) return { nodeId: undefined, reason: "no node is registered", transient: true };
     return nodeId === undefined ? { nodeId: undefined, reason: "no node fits" } : { nodeId };
   }
 }

@@ -320,6 +320,9 @@ async function admit<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec
   // restart may run: it ends when that node reports or is lost — a transient
   // state, answered UNAVAILABLE (retry), never a permanent refusal.
   let unconfirmedOn: string | undefined;
+  // The last attempt's failure is the cluster's state, not the model's: no node ready, or nodes the
+  // journal expects (a takeover) not reported yet. Fails UNAVAILABLE (retry), not FAILED_PRECONDITION.
+  let transient: boolean;
   for (let attempt = 1; ; attempt++) {
     if (signal.aborted) throw WardenError.from(signal.reason);
     if (replica !== undefined) replicaStillWanted(s, spec, replica);
@@ -331,8 +334,10 @@ async function admit<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec
     if (adopted !== undefined) return adopted;
     const choice = preferredNode === undefined ? s.o.placement.choose(spec) : { nodeId: preferredNode };
     let needMore = true;
+    transient = false;
     if (choice.nodeId === undefined) {
       lastReason = choice.reason;
+      transient = ("transient" in choice && choice.transient === true) || s.unconfirmed.size > 0;
     } else {
       const spare = replica === undefined ? undefined : replicaSpare(s, spec);
       const r = await s.watchdog.admit({ nodeId: choice.nodeId, model: spec.id, incarnation, ...pinsAndGroupsNow(s, spec), sizeBytes: spec.sizeBytes, ...(spare === undefined ? {} : { spare }) });
@@ -367,6 +372,7 @@ async function admit<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec
   if (unconfirmedOn !== undefined) {
     throw new WardenError(Code.Unavailable, `cannot load model "${spec.id}" yet: ${lastReason}; retry once node "${unconfirmedOn}" has reported`, { details: { model: spec.id, nodeId: unconfirmedOn } });
   }
+  if (transient) throw new WardenError(Code.Unavailable, `cannot load model "${spec.id}" now: ${lastReason}; nodes are expected to (re)register (a coordinator that just took over waits for its agents), retry`, { details: { model: spec.id } });
   throw new WardenError(Code.FailedPrecondition, `cannot load model "${spec.id}" after ${String(s.maxAttempts)} attempts: ${lastReason}`, { details: { model: spec.id } });
 }
 

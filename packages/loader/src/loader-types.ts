@@ -82,6 +82,11 @@ export interface InventoryPort {
 
 /** Chooses a node for a load; re-asked on every admission retry. */
 export interface PlacementPort {
-  /** Ordered candidates; the first is tried. Empty with a reason when nothing fits. */
-  choose(spec: ModelSpec): { readonly nodeId: string } | { readonly nodeId: undefined; readonly reason: string };
+  /**
+   * Ordered candidates; the first is tried. Empty with a reason when nothing
+   * fits; `transient` when no node could judge the model (none ready: none
+   * registered, or all unreachable), so the load fails UNAVAILABLE, not
+   * FAILED_PRECONDITION.
+   */
+  choose(spec: ModelSpec): { readonly nodeId: string } | { readonly nodeId: undefined; readonly reason: string; readonly transient?: true };
 }

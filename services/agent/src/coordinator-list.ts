@@ -1,5 +1,5 @@
 import { nullLogger, type Logger } from "@warden/common";
-import { createLeaderFollowingClient, type CreateClientOptions, type LeaderFollowingOptions } from "@warden/grpc";
+import { createH2Client, createLeaderFollowingClient, type H2ClientOptions, type LeaderFollowingOptions } from "@warden/grpc";
 import { NodeService } from "@warden/proto";
 import type { NodeServicePort } from "./node-heartbeat.js";
 
@@ -7,7 +7,7 @@ export interface CoordinatorListOptions {
   /** `--coordinator` addresses: 1..8 host:port, the first tried first (parseHostPortList). */
   addresses: readonly string[];
   /** Limits, TLS and the node's bearer header for every coordinator's client. */
-  clientOptions?: CreateClientOptions;
+  clientOptions?: H2ClientOptions;
   logger?: Logger;
   /** Test seam: the per-address client factory and retry knobs of the leader-following client. */
   follow?: Omit<LeaderFollowingOptions<typeof NodeService>, "clientOptions" | "onLeaderChange" | "onIgnoredHint" | "idempotent">;
@@ -33,9 +33,13 @@ export interface CoordinatorList extends NodeServicePort {
  */
 export function coordinatorList(options: CoordinatorListOptions): CoordinatorList {
   const logger = (options.logger ?? nullLogger).child({ component: "coordinator-list" });
+  const clientOptions = options.clientOptions ?? {};
+  // The lean client: it honours each attempt's liveness bound (answerWithinMs), so a frozen
+  // leader costs the heartbeat about 2 s before it tries the others, and it redials at once
+  // (no channel reconnect backoff) when a member comes back.
   const client = createLeaderFollowingClient(NodeService, options.addresses, {
+    connect: (address) => createH2Client(NodeService, address, clientOptions),
     ...options.follow,
-    ...(options.clientOptions === undefined ? {} : { clientOptions: options.clientOptions }),
     idempotent: () => true,
     onLeaderChange: (address, previous) => {
       logger.info(`following the coordinator leader at ${address}`, { address, previous });

@@ -37,7 +37,7 @@ export function buildProgram(io: CliIo, runners: Runners): { program: Command; e
 
   const withGlobal = (c: Command): Command =>
     c
-      .addOption(new Option("--addr <host:port[,host:port…]>", "Warden admin/inference address; with HA coordinators list them all (1..8, comma-separated): calls follow the leader").env("WARDEN_ADDR").default(defaultAddr))
+      .addOption(new Option("--addr <host:port[,host:port…]>", "Warden admin/inference address; with HA coordinators list them all (1..8, comma-separated): calls follow the leader, and a member that answers nothing for 2 s is passed over").env("WARDEN_ADDR").default(defaultAddr))
       .option("--json", "machine-readable JSON output", false)
       .option("--timeout <duration>", "deadline for the call (e.g. 30s, 10m)", "10m")
       .addOption(new Option("--tls-ca <file>", "connect over TLS, verifying Warden's certificate against this CA").env("WARDEN_TLS_CA"))

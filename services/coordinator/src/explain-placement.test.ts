@@ -30,6 +30,15 @@ const at = (nodeId: string, model = "m", gpu?: number) => {
   return { nodeId, model, incarnation: `inc-${String(seq)}`, address: `10.0.${String(seq)}.1:5000`, sizeBytes: GiB, ...(gpu === undefined ? {} : { gpu }) };
 };
 
+describe("explainPlacement: no node ready is a wait, not a no-fit", () => {
+  it("no node registered (a leader whose agents have not re-registered yet): WAIT, so `warden predict` keeps waiting instead of exit 7", () => {
+    const { explain } = setup([]);
+    const r = explain(spec(1));
+    expect(r).toMatchObject({ decision: PlacementDecision.WAIT });
+    expect(r.reason).toContain("no node is registered");
+  });
+});
+
 describe("explainPlacement: the next replica (issue 16)", () => {
   it("no replica yet: the plan, its reason unchanged", () => {
     const { explain } = setup(["a", "b"]);

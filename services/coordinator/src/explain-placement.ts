@@ -8,7 +8,7 @@ type ExplainInit = MessageInitShape<typeof ExplainPlacementResponseSchema>;
 
 export interface ExplainPlacementDeps {
   readonly core: Pick<WatchdogCore, "instancesOfModel">;
-  readonly placement: Pick<PlacementView, "plan" | "wouldEvict">;
+  readonly placement: Pick<PlacementView, "plan" | "wouldEvict"> & Partial<Pick<PlacementView, "anyNodeReady">>;
   /** Monotonic now, for the scale-up circuit breaker's next attempt. */
   readonly nowMs: number;
 }
@@ -64,7 +64,11 @@ export function explainPlacement(d: ExplainPlacementDeps, spec: ModelSpec, block
       return { decision: PlacementDecision.PLACE, nodeId: plan.nodeId, reason, nodes };
     case "evict-then-place":
       return { decision: PlacementDecision.EVICT_THEN_PLACE, nodeId: plan.nodeId, reason, nodes };
-    case "no-fit":
-      return { decision: plan.verdicts.some((v) => v.reason.includes("cannot resolve")) ? PlacementDecision.WAIT : PlacementDecision.NO_FIT, nodeId: "", reason, nodes };
+    case "no-fit": {
+      // WAIT, not NO_FIT, when no node is ready (none registered yet, or all unreachable, as while a
+      // new leader's agents re-register): nothing judged the model, and `warden predict` gives up on NO_FIT.
+      const transient = d.placement.anyNodeReady?.() === false || plan.verdicts.some((v) => v.reason.includes("cannot resolve"));
+      return { decision: transient ? PlacementDecision.WAIT : PlacementDecision.NO_FIT, nodeId: "", reason, nodes };
+    }
   }
 }

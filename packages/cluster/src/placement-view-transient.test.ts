@@ -1,0 +1,31 @@
+import { describe, expect, it } from "vitest";
+import { modelSpec } from "@warden/loader";
+import { PlacementView, type PlacementNode } from "./placement-view.js";
+
+const node = (nodeId: string, state: PlacementNode["state"], labels: Record<string, string> = {}): PlacementNode => ({ nodeId, state, draining: false, labels, resources: undefined, backends: new Set() });
+
+const viewOf = (nodes: PlacementNode[]): PlacementView => new PlacementView({ list: () => nodes, limitsOf: () => ({}) }, "binpack");
+
+/**
+ * A load that finds no node is transient (UNAVAILABLE) when no node could
+ * judge the model — none registered yet, or every one unreachable, as while a
+ * new leader's agents re-register — and permanent (FAILED_PRECONDITION) when
+ * ready nodes judged it and none can take it.
+ */
+describe("PlacementView.choose: transient or not", () => {
+  const spec = modelSpec({ id: "m", backend: "sim", selector: { gpu: "a100" } });
+
+  it("no node registered: transient", () => {
+    expect(viewOf([]).choose(spec)).toMatchObject({ nodeId: undefined, reason: "no node is registered", transient: true });
+  });
+
+  it("every node unreachable: transient", () => {
+    expect(viewOf([node("a", "unreachable", { gpu: "a100" })]).choose(spec)).toMatchObject({ nodeId: undefined, transient: true });
+  });
+
+  it("a ready node that the model's selector rules out: not transient", () => {
+    const c = viewOf([node("a", "ready", { gpu: "t4" }), node("b", "unreachable", { gpu: "a100" })]).choose(spec);
+    expect(c.nodeId).toBeUndefined();
+    expect("transient" in c).toBe(false);
+  });
+});

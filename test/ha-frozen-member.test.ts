@@ -1,0 +1,101 @@
+/**
+ * Clients skip a frozen member, over real processes: three nats-servers, two
+ * coordinators with `ha:`, one agent following both, the CLI as its own
+ * process. A SIGSTOPped process still accepts TCP connections (its kernel
+ * does) but answers nothing: the leader-following client must give up on it
+ * after its per-attempt liveness bound (2 s) instead of the call's deadline
+ * (the CLI's --timeout here, 20 s: a call stuck on the frozen member ends
+ * DEADLINE_EXCEEDED, exit 5).
+ *
+ * - the standby frozen and listed first: `ha status`, `models ls` and
+ *   `predict` answer from the leader;
+ * - the leader frozen and listed first, once the other member leads:
+ *   `models ls` and `predict` answer from the new leader, and the agent
+ *   follows it by itself (the backend stays the same process).
+ */
+import { execFile } from "node:child_process";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { afterAll, afterEach, describe, expect, it, onTestFailed } from "vitest";
+import { liveTaggedSims } from "./support/agent-harness.js";
+import { liveRemoteAgents } from "./support/agent-process.js";
+import { runningBackends } from "./support/chaos-checks.js";
+import { simModel, until } from "./support/coordinator-harness.js";
+import { startHaCluster, type HaCluster } from "./support/ha-cluster.js";
+
+const root = fileURLToPath(new URL("..", import.meta.url));
+const cliMain = join(root, "services", "cli", "src", "main.ts");
+
+let cluster: HaCluster | undefined;
+const tags: string[] = [];
+
+afterEach(async () => {
+  await cluster?.close();
+  cluster = undefined;
+});
+
+afterAll(async () => {
+  for (const t of tags) expect(await liveTaggedSims(t)).toEqual([]);
+  expect(await liveRemoteAgents()).toEqual([]);
+});
+
+/** `warden <args>` as its own process, with a 20 s call deadline (exit 5 when a call waits it out). */
+function warden(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, ["--import", "tsx", cliMain, ...args, "--timeout", "20s"], { cwd: root, env: { ...process.env, NO_COLOR: "1" }, timeout: 120_000 }, (err, stdout, stderr) => {
+      const code = err === null ? 0 : typeof err.code === "number" ? err.code : 1;
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+async function start(name: string): Promise<HaCluster> {
+  const c = await startHaCluster({ name, models: [simModel("m", { knobs: { predict_tokens: 1 } })] });
+  cluster = c;
+  tags.push(c.tag);
+  onTestFailed(() => {
+    for (const co of c.coords) console.error(`--- coordinator ${String(co.index)}, last log lines:\n${co.recentLines.slice(-80).join("\n")}`);
+  });
+  return c;
+}
+
+describe("clients skip a frozen (SIGSTOPped) member", { timeout: 300_000 }, () => {
+  it("a frozen standby listed first: ha status, models ls and predict answer from the leader", async () => {
+    const c = await start("ha-frozen-standby");
+    await c.addAgent("a");
+    const { coord: leader } = await c.leader();
+    const standby = c.coords[1 - leader.index]!;
+    await leader.admin.loadModel({ model: "m" }, { timeoutMs: 60_000 });
+    standby.pause();
+    const addr = `${standby.address},${leader.address}`;
+    const [status, ls, predict] = await Promise.all([warden(["ha", "status", "--json", "--addr", addr]), warden(["models", "ls", "--json", "--addr", addr]), warden(["predict", "m", "hi", "--addr", addr])]);
+    standby.resume();
+    // `ha status` asks the first member that answers: the leader here, which says it leads.
+    expect(status.code, status.stderr).toBe(0);
+    expect(status.stdout).toContain(leader.address);
+    expect(ls.code, ls.stderr).toBe(0);
+    expect((JSON.parse(ls.stdout) as { instances?: { model?: string }[] }).instances?.map((i) => i.model)).toEqual(["m"]);
+    expect(predict.code, predict.stderr).toBe(0);
+  });
+
+  it("a frozen leader listed first: once the other member leads, models ls and predict answer from it, and the agent follows it with the same backend", async () => {
+    const c = await start("ha-frozen-leader");
+    await c.addAgent("a");
+    const { coord: old } = await c.leader();
+    const next = c.coords[1 - old.index]!;
+    await old.admin.loadModel({ model: "m" }, { timeoutMs: 60_000 });
+    const before = await runningBackends(c.tag);
+    expect(before).toHaveLength(1);
+    old.pause();
+    await until("the other member leads", async () => (await next.status(1_000))?.self?.role === "leader", 60_000);
+    const addr = `${old.address},${next.address}`;
+    const ls = await warden(["models", "ls", "--json", "--addr", addr]);
+    expect(ls.code, ls.stderr).toBe(0);
+    // Routed by the new leader once the agent re-registered there (the instance adopted, not restarted).
+    await until("predict routed by the new leader", async () => (await warden(["predict", "m", "hi", "--addr", addr])).code === 0, 60_000);
+    const predict = await warden(["predict", "m", "again", "--addr", addr]);
+    old.resume();
+    expect(predict.code, predict.stderr).toBe(0);
+    expect((await runningBackends(c.tag)).map((r) => r.pid)).toEqual(before.map((r) => r.pid));
+  });
+});

@@ -28,7 +28,8 @@ const keeper = LeaseKeeper.start({
   kv,
   config: leaseConfig(cfg.holder),
   onChange: (c) => {
-    if (c.kind === "leader") emit("leader", { epoch: c.epoch });
+    // `from`: the revision this term took the key from (0: created it), so a checker sees two takeovers of one revision.
+    if (c.kind === "leader") emit("leader", { epoch: c.epoch, from: c.previous?.revision ?? 0 });
     else emit("follower", { epoch: c.epoch, reason: c.reason });
   },
 });

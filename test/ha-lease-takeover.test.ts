@@ -1,0 +1,128 @@
+/**
+ * One leader per epoch through a lease stream leader change: a 3-server
+ * JetStream cluster, the lease bucket's takeover primitive raced from several
+ * connections, and lease keepers in child processes while the nats-server
+ * leading the lease stream is killed (kill -9) and restarted, again and again.
+ */
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { jetstreamManager } from "@nats-io/jetstream";
+import type { NatsConnection } from "@nats-io/transport-node";
+import { connectAudit } from "@warden/audit";
+import { openLeaseBucket, takeLease } from "../services/coordinator/src/ha/lease-bucket.js";
+import { startNatsCluster, type NatsClusterHandle } from "./support/nats-cluster.js";
+import { checkOneLeaderPerEpoch, killKeeper, spawnKeeper, type KeeperChild } from "./support/lease-keeper-fleet.js";
+
+let cluster: NatsClusterHandle;
+const conns: NatsConnection[] = [];
+const keepers = new Set<KeeperChild>();
+let bucketSeq = 0;
+
+beforeAll(async () => {
+  cluster = await startNatsCluster();
+}, 90_000);
+afterEach(async () => {
+  await Promise.all([...keepers].map(killKeeper));
+  keepers.clear();
+  await Promise.all(conns.splice(0).map((c) => c.close().catch(() => undefined)));
+  for (let i = 0; i < cluster.servers.length; i++) if (!cluster.running(i)) await cluster.restart(i);
+}, 120_000);
+afterAll(async () => {
+  await cluster.stop();
+}, 60_000);
+
+async function connect(name: string): Promise<NatsConnection> {
+  const nc = await connectAudit({ servers: cluster.urls, name, reconnectTimeWaitMs: 100, connectTimeoutMs: 2_000 });
+  conns.push(nc);
+  return nc;
+}
+
+/** Index of the nats-server leading stream `stream` (asked through the JetStream API), or undefined while none leads. */
+async function streamLeader(nc: NatsConnection, stream: string): Promise<number | undefined> {
+  try {
+    const info = await (await jetstreamManager(nc, { timeout: 2_000 })).streams.info(stream);
+    const name = info.cluster?.leader;
+    const i = cluster.servers.findIndex((s) => s.name === name);
+    return i < 0 ? undefined : i;
+  } catch {
+    return undefined;
+  }
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+describe("one leader per epoch through a lease stream leader change", { timeout: 180_000 }, () => {
+  it("takeovers raced from one revision on a 3-replica bucket: exactly one wins, every round", async () => {
+    const bucket = `takeover-${String(++bucketSeq)}`;
+    const racers = await Promise.all([0, 1, 2, 3, 4, 5].map((i) => connect(`racer-${String(i)}`)));
+    const kvs = [];
+    for (const nc of racers) kvs.push(await openLeaseBucket(nc, { bucket, replicas: 3, opTimeoutMs: 5_000 }));
+    let revision = await kvs[0]!.create("leader", JSON.stringify({ holder: "first" }));
+    for (let round = 0; round < 10; round++) {
+      // Each racer's update leaves at once, from the same revision, as standbys whose lease count ended together.
+      const results = await Promise.allSettled(kvs.map((kv, i) => takeLease(kv, "leader", JSON.stringify({ holder: `r${String(i)}` }), revision, 5_000)));
+      const won = results.flatMap((r) => (r.status === "fulfilled" ? [r.value] : []));
+      expect({ round, wins: won.length }).toEqual({ round, wins: 1 });
+      revision = won[0]!;
+      const latest = await kvs[0]!.get("leader");
+      expect(latest?.revision).toBe(revision);
+    }
+  });
+
+  it("kill -9 (and restart) of the server leading the lease stream, 6 times, under takeover pressure: at most one leader per epoch, one takeover per revision, no member exits, one leader at the end", async () => {
+    const bucket = `stream-leader-${String(++bucketSeq)}`;
+    const watcher = await connect("stream-leader-watcher");
+    await openLeaseBucket(watcher, { bucket, replicas: 3 });
+    const all: KeeperChild[] = [];
+    const spawn = (holder: string): KeeperChild => {
+      const k = spawnKeeper(cluster.urls, bucket, holder);
+      keepers.add(k);
+      all.push(k);
+      return k;
+    };
+    for (const h of ["m0", "m1", "m2"]) spawn(h);
+    await Promise.race(all.map((k) => k.waitFor((e) => e.ev === "leader")));
+    let killedKeepers = 0;
+    for (let round = 0; round < 6; round++) {
+      const leader = await streamLeader(watcher, `KV_${bucket}`);
+      if (leader === undefined) {
+        await sleep(500);
+        continue;
+      }
+      await cluster.kill(leader);
+      // Takeover pressure: every other round the leading keeper dies too, so the others race for its lease.
+      if (round % 2 === 1) {
+        const leading = [...keepers].find((k) => k.leading() !== undefined);
+        if (leading !== undefined) {
+          await killKeeper(leading);
+          keepers.delete(leading);
+          killedKeepers++;
+          spawn(`m${String(2 + killedKeepers)}`);
+        }
+      }
+      // The lease moves on a seconds scale; a leader change of the stream takes about as long.
+      await sleep(4_000);
+      await cluster.restart(leader);
+    }
+    // Quiet period: whoever leads now keeps leading, and every other member has noticed.
+    const live = [...keepers];
+    const settled = await waitForOneLeader(live, 60_000);
+    expect(settled.length).toBe(1);
+    for (const k of live) expect({ holder: k.holder, exited: k.exitedOnItsOwn() }).toEqual({ holder: k.holder, exited: false });
+    const report = checkOneLeaderPerEpoch(all);
+    console.log(`stream leader kills: ${String(report.epochs)} epochs led, ${String(report.takeovers)} takeovers, members ${all.map((k) => k.holder).join(",")}`);
+    expect(report.violations).toEqual([]);
+    expect(report.epochs).toBeGreaterThan(1);
+  });
+});
+
+/** The leaders of `ks` once exactly one leads and no role changed for 5 s (more than a lease), or at the deadline. */
+async function waitForOneLeader(ks: readonly KeeperChild[], deadlineMs: number): Promise<KeeperChild[]> {
+  const until = Date.now() + deadlineMs;
+  for (;;) {
+    const leading = ks.filter((k) => k.leading() !== undefined);
+    const quietSinceMs = Math.max(...ks.map((k) => k.lastRoleChangeMs()));
+    if (leading.length === 1 && Date.now() - quietSinceMs >= 5_000) return leading;
+    if (Date.now() > until) return leading;
+    await sleep(250);
+  }
+}

@@ -10,7 +10,7 @@ import type { NatsConnection } from "@nats-io/transport-node";
 import { connectAudit } from "@warden/audit";
 import { openLeaseBucket, takeLease } from "../services/coordinator/src/ha/lease-bucket.js";
 import { startNatsCluster, type NatsClusterHandle } from "./support/nats-cluster.js";
-import { checkOneLeaderPerEpoch, killKeeper, spawnKeeper, type KeeperChild } from "./support/lease-keeper-fleet.js";
+import { checkOneLeaderPerEpoch, describeFleet, killKeeper, spawnKeeper, type KeeperChild } from "./support/lease-keeper-fleet.js";
 
 let cluster: NatsClusterHandle;
 const conns: NatsConnection[] = [];
@@ -82,15 +82,17 @@ describe("one leader per epoch through a lease stream leader change", { timeout:
     for (const h of ["m0", "m1", "m2"]) spawn(h);
     await Promise.race(all.map((k) => k.waitFor((e) => e.ev === "leader")));
     let killedKeepers = 0;
-    for (let round = 0; round < 6; round++) {
+    const kills = 6;
+    for (let kill = 0; kill < kills; ) {
       const leader = await streamLeader(watcher, `KV_${bucket}`);
       if (leader === undefined) {
-        await sleep(500);
+        await sleep(250); // no stream leader yet (an election after the last restart)
         continue;
       }
       await cluster.kill(leader);
-      // Takeover pressure: every other round the leading keeper dies too, so the others race for its lease.
-      if (round % 2 === 1) {
+      kill++;
+      // Takeover pressure: every other kill the leading keeper dies too, so the others race for its lease.
+      if (kill % 2 === 0) {
         const leading = [...keepers].find((k) => k.leading() !== undefined);
         if (leading !== undefined) {
           await killKeeper(leading);
@@ -99,13 +101,14 @@ describe("one leader per epoch through a lease stream leader change", { timeout:
           spawn(`m${String(2 + killedKeepers)}`);
         }
       }
-      // The lease moves on a seconds scale; a leader change of the stream takes about as long.
+      // About a lease plus a stream leader election, then the server comes back (and may lead again).
       await sleep(4_000);
       await cluster.restart(leader);
     }
     // Quiet period: whoever leads now keeps leading, and every other member has noticed.
     const live = [...keepers];
     const settled = await waitForOneLeader(live, 60_000);
+    console.log(`stream leader kills, role changes (L<epoch><from, F<epoch>(why)@wall ms):\n${describeFleet(all)}`);
     expect(settled.length).toBe(1);
     for (const k of live) expect({ holder: k.holder, exited: k.exitedOnItsOwn() }).toEqual({ holder: k.holder, exited: false });
     const report = checkOneLeaderPerEpoch(all);

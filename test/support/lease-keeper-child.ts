@@ -23,7 +23,20 @@ const emit = (ev: string, fields: Record<string, unknown> = {}): void => {
 };
 
 const nc = await connectAudit({ servers: cfg.servers, name: cfg.holder, reconnectTimeWaitMs: 100, connectTimeoutMs: 2_000 });
-const kv = await openLeaseBucket(nc, { bucket: cfg.bucket, replicas: 3 });
+// Started while a server is down, the bucket's stream may have no leader yet: retry, as a member's start does.
+process.on("unhandledRejection", (err) => {
+  process.stderr.write(`${cfg.holder}: unhandled rejection: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+  process.exit(70);
+});
+let kv: Awaited<ReturnType<typeof openLeaseBucket>> | undefined;
+for (let attempt = 0; kv === undefined; attempt++) {
+  try {
+    kv = await openLeaseBucket(nc, { bucket: cfg.bucket, replicas: 3 });
+  } catch (err) {
+    if (attempt >= 60) throw err;
+    await new Promise((r) => setTimeout(r, 500));
+  }
+}
 const keeper = LeaseKeeper.start({
   kv,
   config: leaseConfig(cfg.holder),

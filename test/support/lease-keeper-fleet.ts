@@ -130,3 +130,13 @@ export function checkOneLeaderPerEpoch(ks: readonly KeeperChild[]): EpochReport 
   for (const [from, hs] of byFrom) if (hs.size > 1) violations.push(`revision ${String(from)} taken over by ${[...hs].join(", ")}`);
   return { epochs: byEpoch.size, takeovers: byFrom.size, violations };
 }
+
+/** One line per keeper: its role changes (L<epoch>/F<epoch>) and how it ended, for a failure's message. */
+export function describeFleet(ks: readonly KeeperChild[]): string {
+  return ks
+    .map((k) => {
+      const roles = k.events.filter((e) => e.ev === "leader" || e.ev === "follower").map((e) => `${e.ev === "leader" ? "L" : "F"}${String(e.epoch)}${e.ev === "leader" ? `<${String(e.from)}` : `(${String(e.reason)})`}@${String(e.wallMs % 1_000_000)}`);
+      return `${k.holder}${k.exitedOnItsOwn() ? " EXITED" : ""}: ${roles.join(" ")}`;
+    })
+    .join("\n");
+}

@@ -57,6 +57,6 @@ export function leaseClaimKey(key: string, revision: number): string {
  * (wrong-last-sequence when someone else claimed or wrote first).
  */
 export async function takeLease(kv: KV, key: string, value: string, expectedRevision: number, timeoutMs: number): Promise<number> {
-  if (process.env["NOCLAIM"] === undefined) await kv.put(leaseClaimKey(key, expectedRevision), value, { previousSeq: 0, timeout: timeoutMs });
+  await kv.put(leaseClaimKey(key, expectedRevision), value, { previousSeq: 0, timeout: timeoutMs });
   return await kv.update(key, value, expectedRevision, timeoutMs);
 }

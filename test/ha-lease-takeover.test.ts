@@ -57,7 +57,7 @@ describe("one leader per epoch through a lease stream leader change", { timeout:
     const kvs = [];
     for (const nc of racers) kvs.push(await openLeaseBucket(nc, { bucket, replicas: 3, opTimeoutMs: 5_000 }));
     let revision = await kvs[0]!.create("leader", JSON.stringify({ holder: "first" }));
-    for (let round = 0; round < 10; round++) {
+    for (let round = 0; round < 20; round++) {
       // Each racer's update leaves at once, from the same revision, as standbys whose lease count ended together.
       const results = await Promise.allSettled(kvs.map((kv, i) => takeLease(kv, "leader", JSON.stringify({ holder: `r${String(i)}` }), revision, 5_000)));
       const won = results.flatMap((r) => (r.status === "fulfilled" ? [r.value] : []));
@@ -68,40 +68,36 @@ describe("one leader per epoch through a lease stream leader change", { timeout:
     }
   });
 
-  it("kill -9 (and restart) of the server leading the lease stream, 6 times, under takeover pressure: at most one leader per epoch, one takeover per revision, no member exits, one leader at the end", async () => {
+  it("kill -9 (and restart) of the server leading the lease stream, 6 times, each with the leading keeper killed too (its standbys race): at most one leader per epoch, one takeover per revision, no member exits, one leader at the end", async () => {
     const bucket = `stream-leader-${String(++bucketSeq)}`;
     const watcher = await connect("stream-leader-watcher");
     await openLeaseBucket(watcher, { bucket, replicas: 3 });
+    // A short lease: more takeovers, and standbys whose counts end together, in a bounded run.
+    const timing = { leaseMs: 1_500, renewMs: 400, marginMs: 300, retryMs: 100 };
     const all: KeeperChild[] = [];
-    const spawn = (holder: string): KeeperChild => {
-      const k = spawnKeeper(cluster.urls, bucket, holder);
+    const spawn = (): KeeperChild => {
+      const k = spawnKeeper(cluster.urls, bucket, `m${String(all.length)}`, timing);
       keepers.add(k);
       all.push(k);
       return k;
     };
-    for (const h of ["m0", "m1", "m2"]) spawn(h);
+    for (let i = 0; i < 4; i++) spawn();
     await Promise.race(all.map((k) => k.waitFor((e) => e.ev === "leader")));
-    let killedKeepers = 0;
     const kills = 6;
     for (let kill = 0; kill < kills; ) {
       const leader = await streamLeader(watcher, `KV_${bucket}`);
-      if (leader === undefined) {
-        await sleep(250); // no stream leader yet (an election after the last restart)
+      const leading = [...keepers].find((k) => k.leading() !== undefined);
+      if (leader === undefined || leading === undefined) {
+        await sleep(250); // no stream leader (an election after the last restart) or no lease holder yet
         continue;
       }
-      await cluster.kill(leader);
+      // Takeover pressure: the leading keeper dies with the server, so its standbys race for the lease
+      // while the stream elects a new leader.
+      await Promise.all([cluster.kill(leader), killKeeper(leading)]);
+      keepers.delete(leading);
       kill++;
-      // Takeover pressure: every other kill the leading keeper dies too, so the others race for its lease.
-      if (kill % 2 === 0) {
-        const leading = [...keepers].find((k) => k.leading() !== undefined);
-        if (leading !== undefined) {
-          await killKeeper(leading);
-          keepers.delete(leading);
-          killedKeepers++;
-          spawn(`m${String(2 + killedKeepers)}`);
-        }
-      }
-      // About a lease plus a stream leader election, then the server comes back (and may lead again).
+      spawn();
+      // A few leases and a stream leader election, then the server comes back (and may lead again).
       await sleep(4_000);
       await cluster.restart(leader);
     }

@@ -15,6 +15,8 @@ export interface LeaseChildConfig {
   readonly bucket: string;
   readonly holder: string;
   readonly actEveryMs: number;
+  /** Lease timing overrides (the defaults otherwise); a short lease makes more takeovers in a bounded test. */
+  readonly timing?: { readonly leaseMs: number; readonly renewMs: number; readonly marginMs: number; readonly retryMs: number };
 }
 
 const cfg = JSON.parse(process.env["WARDEN_LEASE_CHILD"] ?? "") as LeaseChildConfig;
@@ -39,7 +41,8 @@ for (let attempt = 0; kv === undefined; attempt++) {
 }
 const keeper = LeaseKeeper.start({
   kv,
-  config: leaseConfig(cfg.holder),
+  config: leaseConfig(cfg.holder, cfg.timing ?? {}),
+  ...(cfg.timing === undefined ? {} : { opTimeoutMs: Math.min(1_000, cfg.timing.leaseMs - cfg.timing.marginMs - 1) }),
   onChange: (c) => {
     // `from`: the revision this term took the key from (0: created it), so a checker sees two takeovers of one revision.
     if (c.kind === "leader") emit("leader", { epoch: c.epoch, from: c.previous?.revision ?? 0 });

@@ -38,8 +38,8 @@ process.on("exit", () => {
   for (const p of live) p.kill("SIGKILL");
 });
 
-export function spawnKeeper(servers: readonly string[], bucket: string, holder: string, actEveryMs = 50): KeeperChild {
-  const config: LeaseChildConfig = { servers, bucket, holder, actEveryMs };
+export function spawnKeeper(servers: readonly string[], bucket: string, holder: string, timing?: LeaseChildConfig["timing"], actEveryMs = 50): KeeperChild {
+  const config: LeaseChildConfig = { servers, bucket, holder, actEveryMs, ...(timing === undefined ? {} : { timing }) };
   const proc = spawn(process.execPath, ["--import", "tsx", "test/support/lease-keeper-child.ts"], {
     env: { ...process.env, WARDEN_LEASE_CHILD: JSON.stringify(config) },
     stdio: ["pipe", "pipe", "inherit"],

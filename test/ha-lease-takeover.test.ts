@@ -8,7 +8,9 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { jetstreamManager } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { connectAudit } from "@warden/audit";
-import { openLeaseBucket, takeLease } from "../services/coordinator/src/ha/lease-bucket.js";
+import { systemClock } from "@warden/common";
+import { openLeaseBucket } from "../services/coordinator/src/ha/lease-bucket.js";
+import { LeaseClaims, LeaseTakenError, leaseClaimKey } from "../services/coordinator/src/ha/lease-claim.js";
 import { startNatsCluster, type NatsClusterHandle } from "./support/nats-cluster.js";
 import { checkOneLeaderPerEpoch, describeFleet, killKeeper, spawnKeeper, type KeeperChild } from "./support/lease-keeper-fleet.js";
 
@@ -56,16 +58,41 @@ describe("one leader per epoch through a lease stream leader change", { timeout:
     const racers = await Promise.all([0, 1, 2, 3, 4, 5].map((i) => connect(`racer-${String(i)}`)));
     const kvs = [];
     for (const nc of racers) kvs.push(await openLeaseBucket(nc, { bucket, replicas: 3, opTimeoutMs: 5_000 }));
+    const claims = kvs.map((kv) => new LeaseClaims({ kv, key: "leader", clock: systemClock, staleAfterMs: 60_000 }));
     let revision = await kvs[0]!.create("leader", JSON.stringify({ holder: "first" }));
     for (let round = 0; round < 20; round++) {
       // Each racer's update leaves at once, from the same revision, as standbys whose lease count ended together.
-      const results = await Promise.allSettled(kvs.map((kv, i) => takeLease(kv, "leader", JSON.stringify({ holder: `r${String(i)}` }), revision, 5_000)));
+      const results = await Promise.allSettled(claims.map((c, i) => c.take(JSON.stringify({ holder: `r${String(i)}` }), revision, 5_000)));
       const won = results.flatMap((r) => (r.status === "fulfilled" ? [r.value] : []));
       expect({ round, wins: won.length }).toEqual({ round, wins: 1 });
       revision = won[0]!;
       const latest = await kvs[0]!.get("leader");
       expect(latest?.revision).toBe(revision);
     }
+  });
+
+  it("a claimer that died between its claim and its update blocks the takeover for one lease only: then the next claim in the chain decides, exactly one winner", async () => {
+    const bucket = `takeover-${String(++bucketSeq)}`;
+    const racers = await Promise.all([0, 1, 2, 3].map((i) => connect(`stale-${String(i)}`)));
+    const kvs = [];
+    for (const nc of racers) kvs.push(await openLeaseBucket(nc, { bucket, replicas: 3, opTimeoutMs: 5_000 }));
+    let nowMs = 0;
+    const clock = { now: () => nowMs };
+    const claims = kvs.map((kv) => new LeaseClaims({ kv, key: "leader", clock, staleAfterMs: 3_000 }));
+    const revision = await kvs[0]!.create("leader", JSON.stringify({ holder: "first" }));
+    // The dead claimer: its claim landed, its update never did.
+    await kvs[0]!.put(leaseClaimKey("leader", revision), JSON.stringify({ holder: "dead" }), { previousSeq: 0 });
+    const race = async (): Promise<PromiseSettledResult<number>[]> => Promise.allSettled(claims.map((c, i) => c.take(JSON.stringify({ holder: `s${String(i)}` }), revision, 5_000)));
+    for (const at of [0, 2_999]) {
+      nowMs = at;
+      const blocked = await race();
+      expect(blocked.map((r) => (r.status === "rejected" ? (r.reason as Error).name : "won"))).toEqual(claims.map(() => LeaseTakenError.name));
+    }
+    nowMs = 3_000;
+    const after = await race();
+    const won = after.flatMap((r) => (r.status === "fulfilled" ? [r.value] : []));
+    expect(won.length).toBe(1);
+    expect((await kvs[0]!.get("leader"))?.revision).toBe(won[0]);
   });
 
   it("kill -9 (and restart) of the server leading the lease stream, 6 times, each with the leading keeper killed too (its standbys race): at most one leader per epoch, one takeover per revision, no member exits, one leader at the end", async () => {

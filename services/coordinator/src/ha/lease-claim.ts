@@ -67,9 +67,10 @@ export class LeaseClaims {
    * Claims the takeover from `expectedRevision` and moves the key to `value`:
    * the key's new revision. Rejects with {@link LeaseTakenError} when another
    * claim stands, or as `kv.put` / `kv.update` do (wrong-last-sequence: a rival
-   * claimed first or the key moved on).
+   * claimed first or the key moved on), or with `signal`'s reason once it aborts
+   * (no write is sent after that).
    */
-  async take(value: string, expectedRevision: number, timeoutMs: number): Promise<number> {
+  async take(value: string, expectedRevision: number, timeoutMs: number, signal?: AbortSignal): Promise<number> {
     if (expectedRevision !== this.forRevision) {
       this.firstSeen.clear();
       this.forRevision = expectedRevision;
@@ -78,8 +79,11 @@ export class LeaseClaims {
     for (let depth = 0; depth < maxChain; depth++) {
       const held = await this.o.kv.get(claimKey);
       if (held === null) {
+        signal?.throwIfAborted();
         const revision = await this.o.kv.put(claimKey, value, { previousSeq: 0, timeout: timeoutMs });
         this.firstSeen.set(claimKey, { revision, atMs: this.o.clock.now() });
+        // Past the caller's deadline the update is not sent: the claim goes stale and the chain moves on.
+        signal?.throwIfAborted();
         return await this.o.kv.update(this.o.key, value, expectedRevision, timeoutMs);
       }
       const nowMs = this.o.clock.now();

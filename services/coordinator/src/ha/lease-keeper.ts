@@ -233,10 +233,13 @@ export class LeaseKeeper {
   }
 
   /** Runs `op` under a deadline that `stop()` also cuts; tracked so `stop()` can wait for it. */
-  private bounded<T>(what: string, op: () => Promise<T>): Promise<T> {
+  private bounded<T>(what: string, op: (signal: AbortSignal) => Promise<T>): Promise<T> {
     const d = deadlineSignal(this.clock, this.opTimeoutMs, what, this.stopping.signal);
     // A synchronous throw (nats.js checks some arguments eagerly) becomes a rejection like any other failure.
-    const p = raceSignal(Promise.resolve().then(op), d.signal).finally(() => {
+    const p = raceSignal(
+      Promise.resolve().then(() => op(d.signal)),
+      d.signal,
+    ).finally(() => {
       d.cleanup();
       this.inFlight.delete(p);
     });
@@ -258,7 +261,7 @@ export class LeaseKeeper {
         ? () => kv.create(this.key, value)
         : renewal
           ? () => kv.update(this.key, value, e.expectedRevision, this.opTimeoutMs)
-          : () => this.claims.take(value, e.expectedRevision, this.opTimeoutMs);
+          : (signal: AbortSignal) => this.claims.take(value, e.expectedRevision, this.opTimeoutMs, signal);
     const answer = (input: (nowMs: number) => LeaseInput): void => {
       if (this.pendingWrite !== id) return;
       this.pendingWrite = undefined;

@@ -147,7 +147,8 @@ export async function runHaCoordinator(config: CoordinatorConfig, deps: HaRunner
   };
 
   const onLeader = (epochNum: number, previous: LeaseEntry | undefined): void => {
-    enqueue("take the lead", async () => {
+    // A takeover that fails anywhere below stands by again (takeoverFailed), never ends the process.
+    enqueue("take the lead", () => orStandBy(BigInt(epochNum), async () => {
       if (closing || keeper.epoch() !== epochNum) return; // lost again before its turn
       const epoch = BigInt(epochNum);
       if (term.kind === "leading") {
@@ -169,36 +170,31 @@ export async function runHaCoordinator(config: CoordinatorConfig, deps: HaRunner
         term = { kind: "none" };
       }
       const startedAt = clock.now();
+      const journal = await n.openJournal();
+      let inner: Coordinator;
       try {
-        const journal = await n.openJournal();
-        let inner: Coordinator;
-        try {
-          inner = await startCoordinator(current, {
-            clock,
-            ...(deps.rng === undefined ? {} : { rng: deps.rng }),
-            logger: log,
-            ha: { journal, state: n.state, leaderEpoch, onSuperseded: (newer, detail) => { onSuperseded(newer, detail); } },
-            haStatus: status,
-          });
-        } catch (err) {
-          journal.close();
-          throw err;
-        }
-        term = { kind: "leading", epoch, inner, journal, paused: false };
-        takeovers++;
-        takeoverFailures = 0;
-        metrics.takeovers.inc();
-        inner.server.health.set(haHealthService, ServingStatus.SERVING);
-        hlog.info("leading", { epoch: epoch.toString(), address: inner.address, advertise, takeoverMs: Math.round(clock.now() - startedAt), previousHolder: previous?.holder ?? "" });
-        await publishLeader(inner, epoch, previous, false);
+        inner = await startCoordinator(current, {
+          clock,
+          ...(deps.rng === undefined ? {} : { rng: deps.rng }),
+          logger: log,
+          ha: { journal, state: n.state, leaderEpoch, onSuperseded: (newer, detail) => { onSuperseded(newer, detail); } },
+          haStatus: status,
+        });
       } catch (err) {
-        await takeoverFailed(epoch, err);
-        return;
+        journal.close();
+        throw err;
       }
+      term = { kind: "leading", epoch, inner, journal, paused: false };
+      takeovers++;
+      metrics.takeovers.inc();
+      inner.server.health.set(haHealthService, ServingStatus.SERVING);
+      hlog.info("leading", { epoch: epoch.toString(), address: inner.address, advertise, takeoverMs: Math.round(clock.now() - startedAt), previousHolder: previous?.holder ?? "" });
+      takeoverFailures = 0;
+      await publishLeader(inner, epoch, previous, false);
       members.announce();
       // Lost while starting: the queued change after this one settles it.
       if (keeper.epoch() !== epochNum) onFollowerLike();
-    });
+    }));
   };
 
   /**
@@ -206,6 +202,13 @@ export async function runHaCoordinator(config: CoordinatorConfig, deps: HaRunner
    * port taken): give the lease up so another member can win one lease after
    * our last write, stand by again, and compete again after a backoff.
    */
+  const orStandBy = async (epoch: bigint, takeover: () => Promise<void>): Promise<void> => {
+    try {
+      await takeover();
+    } catch (err) {
+      await takeoverFailed(epoch, err);
+    }
+  };
   const takeoverFailed = async (epoch: bigint, err: unknown): Promise<void> => {
     takeoverFailures++;
     metrics.takeoverFailures.inc();

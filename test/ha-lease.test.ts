@@ -111,7 +111,15 @@ describe("HA leader lease over a 3-server JetStream cluster (keepers in child pr
   beforeAll(async () => {
     cluster = await startNatsCluster();
   });
-  afterEach(async () => {
+  afterEach(async (ctx) => {
+    if (ctx.task.result?.state === "fail") {
+      // What each keeper did is the only account of a takeover that did not come.
+      for (const c of children) {
+        const roles = c.events.filter((e) => e.ev !== "act").map((e) => `${e.ev}${e.epoch === undefined ? "" : String(e.epoch)}${e.reason === undefined ? "" : `(${e.reason})`}@${String(e.wallMs)}`);
+        const lastAct = c.events.findLast((e) => e.ev === "act");
+        console.log(`${c.holder} (exit ${String(c.proc.exitCode ?? c.proc.signalCode)}): ${roles.join(" ")}; last act ${lastAct === undefined ? "none" : `epoch ${String(lastAct.epoch)} @${String(lastAct.wallMs)}`}`);
+      }
+    }
     await Promise.all([...children].map(killChild));
   });
   afterAll(async () => {

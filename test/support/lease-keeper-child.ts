@@ -15,6 +15,8 @@ export interface LeaseChildConfig {
   readonly bucket: string;
   readonly holder: string;
   readonly actEveryMs: number;
+  /** Lease timing overrides (the defaults otherwise); a short lease makes more takeovers in a bounded test. */
+  readonly timing?: { readonly leaseMs: number; readonly renewMs: number; readonly marginMs: number; readonly retryMs: number };
 }
 
 const cfg = JSON.parse(process.env["WARDEN_LEASE_CHILD"] ?? "") as LeaseChildConfig;
@@ -23,12 +25,27 @@ const emit = (ev: string, fields: Record<string, unknown> = {}): void => {
 };
 
 const nc = await connectAudit({ servers: cfg.servers, name: cfg.holder, reconnectTimeWaitMs: 100, connectTimeoutMs: 2_000 });
-const kv = await openLeaseBucket(nc, { bucket: cfg.bucket, replicas: 3 });
+// Started while a server is down, the bucket's stream may have no leader yet: retry, as a member's start does.
+process.on("unhandledRejection", (err) => {
+  process.stderr.write(`${cfg.holder}: unhandled rejection: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+  process.exit(70);
+});
+let kv: Awaited<ReturnType<typeof openLeaseBucket>> | undefined;
+for (let attempt = 0; kv === undefined; attempt++) {
+  try {
+    kv = await openLeaseBucket(nc, { bucket: cfg.bucket, replicas: 3 });
+  } catch (err) {
+    if (attempt >= 60) throw err;
+    await new Promise((r) => setTimeout(r, 500));
+  }
+}
 const keeper = LeaseKeeper.start({
   kv,
-  config: leaseConfig(cfg.holder),
+  config: leaseConfig(cfg.holder, cfg.timing ?? {}),
+  ...(cfg.timing === undefined ? {} : { opTimeoutMs: Math.min(1_000, cfg.timing.leaseMs - cfg.timing.marginMs - 1) }),
   onChange: (c) => {
-    if (c.kind === "leader") emit("leader", { epoch: c.epoch });
+    // `from`: the revision this term took the key from (0: created it), so a checker sees two takeovers of one revision.
+    if (c.kind === "leader") emit("leader", { epoch: c.epoch, from: c.previous?.revision ?? 0 });
     else emit("follower", { epoch: c.epoch, reason: c.reason });
   },
 });

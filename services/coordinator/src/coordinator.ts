@@ -379,12 +379,39 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
     metrics.observe(e);
   });
   for (const e of startupEvents) metrics.observe(e);
-  const metricsServer = config.metricsListen === undefined ? undefined : await servePrometheus(metrics.registry, config.metricsListen);
-  const { address } = await server.listen(config.listen);
-  const inferenceAddress = dataPlane === undefined || config.inferenceListen === undefined ? undefined : (await dataPlane.listen(config.inferenceListen)).address;
+  let metricsServer: Awaited<ReturnType<typeof servePrometheus>> | undefined;
   let currentConfig = config;
-  await deps.beforeHttpListen?.();
-  const http = await startCoordinatorHttp({ config: () => currentConfig, clock, loader, nodes, hub, admin: adminImpl, authenticator: authn, routed, newId, filesDir: join(stateDir, "http-files"), localNodeId: config.embeddedAgent ? embeddedAgentConfig(config).nodeId : undefined, ...(deps.haView === undefined ? {} : { haView: deps.haView }), log: log.child({ component: "http" }) });
+  let listening: [{ address: string }, string | undefined, Awaited<ReturnType<typeof startCoordinatorHttp>>];
+  try {
+    metricsServer = config.metricsListen === undefined ? undefined : await servePrometheus(metrics.registry, config.metricsListen);
+    listening = [
+      await server.listen(config.listen),
+      dataPlane === undefined || config.inferenceListen === undefined ? undefined : (await dataPlane.listen(config.inferenceListen)).address,
+      // HA: the standby's HTTP listener gives the port up right before the leader binds it.
+      await (deps.beforeHttpListen?.() ?? Promise.resolve()).then(() => startCoordinatorHttp({ config: () => currentConfig, clock, loader, nodes, hub, admin: adminImpl, authenticator: authn, routed, newId, filesDir: join(stateDir, "http-files"), localNodeId: config.embeddedAgent ? embeddedAgentConfig(config).nodeId : undefined, ...(deps.haView === undefined ? {} : { haView: deps.haView }), log: log.child({ component: "http" }) })),
+    ];
+  } catch (err) {
+    // A listener that cannot bind ends the start: release what already listens or runs, so an
+    // HA member can stand by again on its address (it retries the takeover later).
+    try {
+      unconfirmedTimer?.();
+      windowTimer?.();
+      loader.close();
+      await heartbeat?.stop();
+      hub.close();
+      await Promise.allSettled([server.shutdown(0), dataPlane?.shutdown(0)]);
+      metricsServer?.server.close();
+      nodes.close();
+      await agent?.close({ stopBackends: false });
+      await outbox.close();
+      await fileJournal?.close();
+      await auditLink?.close();
+    } catch {
+      // the start's own error is the one to report
+    }
+    throw err;
+  }
+  const [{ address }, inferenceAddress, http] = listening;
   loader.startTicking();
   let healthTimer: Cancel | undefined;
   const healthLoop = (): void => {

@@ -12,11 +12,12 @@ export interface HaMetricsSource {
 /**
  * The HA member's own metrics (issue 17): `warden_ha_is_leader`,
  * `warden_ha_quorum`, `warden_ha_lease_renewals_total{outcome}`,
- * `warden_ha_takeovers_total`. Served on every member, standby too.
+ * `warden_ha_takeovers_total`, `warden_ha_takeover_failures_total`. Served on every member, standby too.
  */
 export class HaMetrics {
   readonly registry = new Registry();
   readonly takeovers: Counter;
+  readonly takeoverFailures: Counter;
 
   constructor(src: HaMetricsSource) {
     const r = this.registry;
@@ -49,6 +50,7 @@ export class HaMetrics {
         seen = { ok: now.ok, failed: now.failed };
       },
     });
+    this.takeoverFailures = new Counter({ name: "warden_ha_takeover_failures_total", help: "Takeovers that failed to start (state store, journal or a listener): the lease was given up and this member stood by again.", registers: [r] });
     this.takeovers = new Counter({ name: "warden_ha_takeovers_total", help: "Times this process took the lead (resumes in place after a loss of quorum not counted).", registers: [r] });
   }
 }

@@ -2,7 +2,7 @@ import { hostname } from "node:os";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { ServingStatus } from "@warden/grpc";
 import type { GetHaStatusResponseSchema } from "@warden/proto";
-import { Code, WardenError, createUlidFactory, cryptoRng, nullLogger, systemClock, type Clock, type Logger, type Rng } from "@warden/common";
+import { Code, WardenError, backoffDelayMs, createUlidFactory, cryptoRng, nullLogger, systemClock, type Cancel, type Clock, type Logger, type Rng } from "@warden/common";
 import { leaseConfig } from "@warden/lease";
 import type { CoordinatorConfig } from "../coordinator-config.js";
 import { startCoordinator, type Coordinator } from "../coordinator.js";
@@ -12,6 +12,7 @@ import { HaMetrics, serveHaMetrics } from "./ha-metrics.js";
 import { leaseOpTimeoutMs, openHaNats, type HaNats } from "./ha-nats.js";
 import type { JetStreamJournal } from "./jetstream-journal.js";
 import { LeaseKeeper, type LeaseChange, type LeaseEntry } from "./lease-keeper.js";
+import { checkListenersBindable } from "./listener-check.js";
 import { haHealthService, startStandbyServer, type StandbyServer } from "./standby-server.js";
 import type { HttpServer } from "../http/http-server.js";
 import { haHttpView, httpUrlOf, pinHttpListen } from "./ha-http.js";
@@ -30,7 +31,7 @@ export interface HaRunner {
   readonly advertise: string;
   /** host:port of `/metrics`, when `metricsListen` is set. */
   readonly metricsAddress: string | undefined;
-  /** Rejects if this member can no longer serve (a takeover failed to start): the process should exit. */
+  /** Rejects if this member can no longer serve even as a standby (its own address taken): the process should exit. A failed takeover does not: the member stands by again. */
   readonly failed: Promise<never>;
   reload(config: CoordinatorConfig): Promise<void>;
   /** Leaves the lease and the membership, closes the inner coordinator or standby server, then NATS. Backends keep running. */
@@ -86,6 +87,13 @@ export async function runHaCoordinator(config: CoordinatorConfig, deps: HaRunner
   /** This member's HTTP base URL once its listener first bound (the leader's coordinator binds the same port). */
   let httpUrl: string | undefined;
   let rejectFailed: (err: unknown) => void = () => {};
+  // A failed takeover or a listener that cannot bind pauses competing: 1 s doubling to 30 s.
+  const competeBackoff = { initialMs: 1_000, factor: 2, maxMs: 30_000, jitter: 0.2 } as const;
+  const rng = deps.rng ?? cryptoRng;
+  let takeoverFailures = 0;
+  let bindFailures = 0;
+  let cancelCompete: Cancel = () => {};
+  let competeAfter: (delayMs: number) => void = () => {};
   const failed = new Promise<never>((_, reject) => {
     rejectFailed = reject;
   });
@@ -163,7 +171,8 @@ export async function runHaCoordinator(config: CoordinatorConfig, deps: HaRunner
   };
 
   const onLeader = (epochNum: number, previous: LeaseEntry | undefined): void => {
-    enqueue("take the lead", async () => {
+    // A takeover that fails anywhere below stands by again (takeoverFailed), never ends the process.
+    enqueue("take the lead", () => orStandBy(BigInt(epochNum), async () => {
       if (closing || keeper.epoch() !== epochNum) return; // lost again before its turn
       const epoch = BigInt(epochNum);
       if (term.kind === "leading") {
@@ -228,11 +237,37 @@ export async function runHaCoordinator(config: CoordinatorConfig, deps: HaRunner
       metrics.takeovers.inc();
       inner.server.health.set(haHealthService, ServingStatus.SERVING);
       hlog.info("leading", { epoch: epoch.toString(), address: inner.address, advertise, takeoverMs: Math.round(clock.now() - startedAt), previousHolder: previous?.holder ?? "" });
+      takeoverFailures = 0;
       await publishLeader(inner, epoch, previous, false);
       members.announce();
       // Lost while starting: the queued change after this one settles it.
       if (keeper.epoch() !== epochNum) onFollowerLike();
-    });
+    }));
+  };
+
+  /**
+   * A takeover that could not start (state store or journal not answering, a
+   * port taken): give the lease up so another member can win one lease after
+   * our last write, stand by again, and compete again after a backoff.
+   */
+  const orStandBy = async (epoch: bigint, takeover: () => Promise<void>): Promise<void> => {
+    try {
+      await takeover();
+    } catch (err) {
+      await takeoverFailed(epoch, err);
+    }
+  };
+  const takeoverFailed = async (epoch: bigint, err: unknown): Promise<void> => {
+    takeoverFailures++;
+    metrics.takeoverFailures.inc();
+    const retryInMs = backoffDelayMs(competeBackoff, takeoverFailures - 1, rng);
+    hlog.error("takeover failed: lease given up, standing by; competing again after a pause", { epoch: epoch.toString(), err: err instanceof Error ? err.message : String(err), failures: takeoverFailures, retryInMs });
+    if (term.kind === "leading") await endTerm("takeover failed");
+    const k = keeperRef.k;
+    keeperRef.k = undefined;
+    await k?.stop();
+    await serveStandby();
+    competeAfter(retryInMs);
   };
 
   const publishLeader = async (c: Coordinator, epoch: bigint, previous: LeaseEntry | undefined, resumed: boolean): Promise<void> => {
@@ -304,16 +339,38 @@ export async function runHaCoordinator(config: CoordinatorConfig, deps: HaRunner
     throw err;
   }
   members.start();
-  keeperRef.k = LeaseKeeper.start({
-    kv: n.leaseKv,
-    config: leaseConfig(holder, { leaseMs: ha.leaseMs, renewMs: ha.renewMs, marginMs: ha.marginMs, retryMs: Math.min(250, ha.renewMs) }),
-    opTimeoutMs: leaseOpTimeoutMs(ha),
-    clock,
-    address: advertise,
-    onChange,
-    onEntry,
-    log: hlog,
-  });
+  /** Competes for the lease only when every listener a leader opens can bind; else checks again later. */
+  const competing = (): boolean => closing || keeperRef.k !== undefined;
+  const compete = async (): Promise<void> => {
+    if (competing()) return;
+    const problems = await checkListenersBindable(current, [current.listen]);
+    if (competing()) return; // closed, or started by another path while the check ran
+    if (problems.length > 0) {
+      const retryInMs = backoffDelayMs(competeBackoff, bindFailures++, rng);
+      hlog.warn("not competing for the lease: a listener the leader needs cannot bind; checking again", { problems: problems.map((p) => `${p.field} ${p.address}: ${p.error}`).join("; "), retryInMs });
+      competeAfter(retryInMs);
+      return;
+    }
+    bindFailures = 0;
+    keeperRef.k = LeaseKeeper.start({
+      kv: n.leaseKv,
+      config: leaseConfig(holder, { leaseMs: ha.leaseMs, renewMs: ha.renewMs, marginMs: ha.marginMs, retryMs: Math.min(250, ha.renewMs) }),
+      opTimeoutMs: leaseOpTimeoutMs(ha),
+      clock,
+      address: advertise,
+      onChange,
+      onEntry,
+      log: hlog,
+    });
+  };
+  competeAfter = (delayMs) => {
+    cancelCompete();
+    if (closing) return;
+    cancelCompete = clock.setTimer(delayMs, () => {
+      enqueue("compete for the lease", compete);
+    });
+  };
+  await compete();
   const started = term as Term;
   hlog.info("ha member started", { holder, advertise, address: started.kind === "standby" ? started.server.address : config.listen, replicas: ha.replicas, leaseMs: ha.leaseMs, renewMs: ha.renewMs, marginMs: ha.marginMs, ...(metricsServer === undefined ? {} : { metricsAddress: metricsServer.address }) });
 
@@ -332,6 +389,7 @@ export async function runHaCoordinator(config: CoordinatorConfig, deps: HaRunner
     close(options = {}) {
       closed ??= (async () => {
         closing = true;
+        cancelCompete();
         await keeperRef.k?.stop();
         await members.stop();
         await queue;

@@ -1,3 +1,4 @@
+import { jetstreamManager } from "@nats-io/jetstream";
 import { Kvm, type KV } from "@nats-io/kv";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { Code, WardenError, deadlineSignal, invalidArgument, raceSignal, systemClock, type Clock } from "@warden/common";
@@ -66,6 +67,9 @@ export async function openKvStateStore(nc: NatsConnection, options: KvStateStore
   // included, and a takeover then read a setting acked by the other two as absent
   // (the new leader ran on the config's policy). Gets go through the stream leader.
   const kv: KV = await bounded("open", opTimeoutMs * 10, signal, () => new Kvm(nc).create(bucket, { replicas, history: 1, timeout: opTimeoutMs, allow_direct: false }));
+  const jsm = await jetstreamManager(nc, { timeout: opTimeoutMs, checkAPI: false });
+  const stream = `KV_${bucket}`;
+  const subjectPrefix = `$KV.${bucket}.`;
 
   const key = (section: StateSection, id: string): string => {
     if (!stateSections.includes(section)) throw invalidArgument("section", `must be one of ${stateSections.join(", ")}`);
@@ -91,8 +95,12 @@ export async function openKvStateStore(nc: NatsConnection, options: KvStateStore
       // Start-up read of one section: its keys, then each entry (a handful to a few thousand).
       return await bounded("load", opTimeoutMs * 10, sig, async () => {
         const out = new Map<string, StateEntry>();
-        const names: string[] = [];
-        for await (const k of await kv.keys(`${section}.>`)) names.push(k);
+        // The keys come from the stream's per-subject counts, which its leader answers: no consumer.
+        // `kv.keys` creates one, and on nats-server 2.9 an ephemeral consumer can be placed on a
+        // server that was just lost: with one of three servers down a third of the loads timed out
+        // for half a minute, and every takeover in that window failed.
+        const info = await jsm.streams.info(stream, { subjects_filter: `${subjectPrefix}${section}.>` });
+        const names = Object.keys(info.state.subjects ?? {}).map((subject) => subject.slice(subjectPrefix.length));
         for (const k of names) {
           const e = await kv.get(k);
           if (e === null || e.operation !== "PUT") continue;

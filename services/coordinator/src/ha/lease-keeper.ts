@@ -14,6 +14,7 @@ import {
   type StepDownReason,
 } from "@warden/lease";
 import { leaseNamePattern } from "./lease-bucket.js";
+import { LeaseClaims, LeaseTakenError } from "./lease-claim.js";
 
 /** The lease key as last read or watched (who holds it, where it serves, which epoch). */
 export interface LeaseEntry {
@@ -90,6 +91,7 @@ function holderOf(e: KvEntry): string | null {
 
 function isWrongRevision(err: unknown): boolean {
   return (
+    err instanceof LeaseTakenError ||
     err instanceof JetStreamApiError &&
     (err.code === JetStreamApiCodes.StreamWrongLastSequence || err.code === JetStreamApiCodes.StreamWrongLastSequenceUnknown)
   );
@@ -122,6 +124,7 @@ export class LeaseKeeper {
   private renewalsFailed = 0;
   /** The key as seen when the current candidacy began: the previous holder if it wins. */
   private entryAtCandidacy: LeaseEntry | undefined;
+  private readonly claims: LeaseClaims;
 
   private constructor(private readonly o: LeaseKeeperOptions) {
     this.clock = o.clock ?? systemClock;
@@ -137,6 +140,7 @@ export class LeaseKeeper {
     if (!Number.isInteger(this.rewatchMs) || this.rewatchMs < 50 || this.rewatchMs > 60_000) {
       throw invalidArgument("rewatchMs", "must be an integer from 50 to 60000 ms");
     }
+    this.claims = new LeaseClaims({ kv: o.kv, key: this.key, clock: this.clock, staleAfterMs: o.config.leaseMs });
     const first = initialLease();
     this.state = first.state;
     this.apply(first.effects, first.wakeAtMs);
@@ -229,10 +233,13 @@ export class LeaseKeeper {
   }
 
   /** Runs `op` under a deadline that `stop()` also cuts; tracked so `stop()` can wait for it. */
-  private bounded<T>(what: string, op: () => Promise<T>): Promise<T> {
+  private bounded<T>(what: string, op: (signal: AbortSignal) => Promise<T>): Promise<T> {
     const d = deadlineSignal(this.clock, this.opTimeoutMs, what, this.stopping.signal);
     // A synchronous throw (nats.js checks some arguments eagerly) becomes a rejection like any other failure.
-    const p = raceSignal(Promise.resolve().then(op), d.signal).finally(() => {
+    const p = raceSignal(
+      Promise.resolve().then(() => op(d.signal)),
+      d.signal,
+    ).finally(() => {
       d.cleanup();
       this.inFlight.delete(p);
     });
@@ -246,35 +253,47 @@ export class LeaseKeeper {
     const epoch = leaseEpoch(this.state);
     const value = JSON.stringify({ holder: this.o.config.holder, wallMs: this.clock.wallNow(), ...(this.o.address === undefined ? {} : { address: this.o.address }), ...(epoch === undefined ? {} : { epoch }) } satisfies LeaseValue);
     const kv = this.o.kv;
+    const renewal = this.state.kind === "leader";
+    // A takeover goes through a claim key (see LeaseClaims: a bare update from one revision can be
+    // accepted twice by a clustered nats-server 2.9); a renewal moves on from our own revision.
     const call =
       e.kind === "create"
         ? () => kv.create(this.key, value)
-        : () => kv.update(this.key, value, e.expectedRevision, this.opTimeoutMs);
-    const renewal = this.state.kind === "leader";
+        : renewal
+          ? () => kv.update(this.key, value, e.expectedRevision, this.opTimeoutMs)
+          : (signal: AbortSignal) => this.claims.take(value, e.expectedRevision, this.opTimeoutMs, signal);
     const answer = (input: (nowMs: number) => LeaseInput): void => {
       if (this.pendingWrite !== id) return;
       this.pendingWrite = undefined;
       this.feed(input(this.clock.now()));
     };
-    this.bounded(`lease ${e.kind}`, call).then(
-      (revision) => {
-        if (renewal) this.renewalsOk++;
-        // Our own write is the key's newest state: record it before the core hears of it, without
-        // waiting for the watch, which after a NATS server loss can lag or be restarting (GetHaStatus
-        // then named the term before a resume). Only the awaited write's answer is news.
-        if (this.pendingWrite === id) this.record({ revision, holder: this.o.config.holder, address: this.o.address, epoch: epoch ?? revision });
-        answer((nowMs) => ({ kind: "write-ok", revision, nowMs }));
-      },
-      (err: unknown) => {
-        if (renewal) this.renewalsFailed++;
-        if (isWrongRevision(err)) {
-          answer((nowMs) => ({ kind: "write-wrong-revision", nowMs }));
-        } else {
-          this.log.debug("lease write failed", { kind: e.kind, err: String(err) });
-          answer((nowMs) => ({ kind: "write-failed", nowMs }));
-        }
-      },
-    );
+    this.bounded(`lease ${e.kind}`, call)
+      .then(async (revision) => {
+        // A win is confirmed before it is acted on: the key read back through the stream leader
+        // must not show someone else's later write (the core then refuses the win). A read that
+        // fails leaves the outcome unknown, never a win.
+        if (!renewal && this.pendingWrite === id) this.observe(await this.bounded("lease read-back", () => kv.get(this.key)));
+        return revision;
+      })
+      .then(
+        (revision) => {
+          if (renewal) this.renewalsOk++;
+          // Our own write is the key's newest state: record it before the core hears of it, without
+          // waiting for the watch, which after a NATS server loss can lag or be restarting (GetHaStatus
+          // then named the term before a resume). Only the awaited write's answer is news.
+          if (this.pendingWrite === id) this.record({ revision, holder: this.o.config.holder, address: this.o.address, epoch: epoch ?? revision });
+          answer((nowMs) => ({ kind: "write-ok", revision, nowMs }));
+        },
+        (err: unknown) => {
+          if (renewal) this.renewalsFailed++;
+          if (isWrongRevision(err)) {
+            answer((nowMs) => ({ kind: "write-wrong-revision", nowMs }));
+          } else {
+            this.log.debug("lease write failed", { kind: e.kind, err: String(err) });
+            answer((nowMs) => ({ kind: "write-failed", nowMs }));
+          }
+        },
+      );
   }
 
   private observe(e: KvEntry | null): void {

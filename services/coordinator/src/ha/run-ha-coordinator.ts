@@ -4,9 +4,10 @@ import { runHaCoordinator } from "./ha-runner.js";
 
 /**
  * `warden coordinator --ha` until SIGINT/SIGTERM: one HA member. SIGHUP
- * reloads the config into the running term (and into the next ones); a
- * takeover that cannot start ends the process (exit 1) so a supervisor
- * restarts it. Backends keep running on exit.
+ * reloads the config into the running term (and into the next ones). A
+ * takeover that cannot start returns the member to standby (it competes again
+ * after a backoff); only a member that cannot serve even as a standby ends
+ * the process (exit 1), so a supervisor restarts it. Backends keep running on exit.
  */
 export async function serveHaCoordinator(config: CoordinatorConfig, o: { readonly log: Logger; readonly out: NodeJS.WritableStream; readonly load: () => Promise<CoordinatorConfig> }): Promise<number> {
   const r = await runHaCoordinator(config, { logger: o.log });

@@ -1,0 +1,154 @@
+/**
+ * One leader per epoch through a lease stream leader change: a 3-server
+ * JetStream cluster, the lease bucket's takeover primitive raced from several
+ * connections, and lease keepers in child processes while the nats-server
+ * leading the lease stream is killed (kill -9) and restarted, again and again.
+ */
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { jetstreamManager } from "@nats-io/jetstream";
+import type { NatsConnection } from "@nats-io/transport-node";
+import { connectAudit } from "@warden/audit";
+import { systemClock } from "@warden/common";
+import { openLeaseBucket } from "../services/coordinator/src/ha/lease-bucket.js";
+import { LeaseClaims, LeaseTakenError, leaseClaimKey } from "../services/coordinator/src/ha/lease-claim.js";
+import { startNatsCluster, type NatsClusterHandle } from "./support/nats-cluster.js";
+import { checkOneLeaderPerEpoch, describeFleet, killKeeper, spawnKeeper, type KeeperChild } from "./support/lease-keeper-fleet.js";
+
+let cluster: NatsClusterHandle;
+const conns: NatsConnection[] = [];
+const keepers = new Set<KeeperChild>();
+let bucketSeq = 0;
+
+beforeAll(async () => {
+  cluster = await startNatsCluster();
+}, 90_000);
+afterEach(async () => {
+  await Promise.all([...keepers].map(killKeeper));
+  keepers.clear();
+  await Promise.all(conns.splice(0).map((c) => c.close().catch(() => undefined)));
+  for (let i = 0; i < cluster.servers.length; i++) if (!cluster.running(i)) await cluster.restart(i);
+}, 120_000);
+afterAll(async () => {
+  await cluster.stop();
+}, 60_000);
+
+async function connect(name: string): Promise<NatsConnection> {
+  const nc = await connectAudit({ servers: cluster.urls, name, reconnectTimeWaitMs: 100, connectTimeoutMs: 2_000 });
+  conns.push(nc);
+  return nc;
+}
+
+/** Index of the nats-server leading stream `stream` (asked through the JetStream API), or undefined while none leads. */
+async function streamLeader(nc: NatsConnection, stream: string): Promise<number | undefined> {
+  try {
+    const info = await (await jetstreamManager(nc, { timeout: 2_000 })).streams.info(stream);
+    const name = info.cluster?.leader;
+    const i = cluster.servers.findIndex((s) => s.name === name);
+    return i < 0 ? undefined : i;
+  } catch {
+    return undefined;
+  }
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+describe("one leader per epoch through a lease stream leader change", { timeout: 180_000 }, () => {
+  it("takeovers raced from one revision on a 3-replica bucket: exactly one wins, every round", async () => {
+    const bucket = `takeover-${String(++bucketSeq)}`;
+    const racers = await Promise.all([0, 1, 2, 3, 4, 5].map((i) => connect(`racer-${String(i)}`)));
+    const kvs = [];
+    for (const nc of racers) kvs.push(await openLeaseBucket(nc, { bucket, replicas: 3, opTimeoutMs: 5_000 }));
+    const claims = kvs.map((kv) => new LeaseClaims({ kv, key: "leader", clock: systemClock, staleAfterMs: 60_000 }));
+    let revision = await kvs[0]!.create("leader", JSON.stringify({ holder: "first" }));
+    for (let round = 0; round < 20; round++) {
+      // Each racer's update leaves at once, from the same revision, as standbys whose lease count ended together.
+      const results = await Promise.allSettled(claims.map((c, i) => c.take(JSON.stringify({ holder: `r${String(i)}` }), revision, 5_000)));
+      const won = results.flatMap((r) => (r.status === "fulfilled" ? [r.value] : []));
+      expect({ round, wins: won.length }).toEqual({ round, wins: 1 });
+      revision = won[0]!;
+      const latest = await kvs[0]!.get("leader");
+      expect(latest?.revision).toBe(revision);
+    }
+  });
+
+  it("a claimer that died between its claim and its update blocks the takeover for one lease only: then the next claim in the chain decides, exactly one winner", async () => {
+    const bucket = `takeover-${String(++bucketSeq)}`;
+    const racers = await Promise.all([0, 1, 2, 3].map((i) => connect(`stale-${String(i)}`)));
+    const kvs = [];
+    for (const nc of racers) kvs.push(await openLeaseBucket(nc, { bucket, replicas: 3, opTimeoutMs: 5_000 }));
+    let nowMs = 0;
+    const clock = { now: () => nowMs };
+    const claims = kvs.map((kv) => new LeaseClaims({ kv, key: "leader", clock, staleAfterMs: 3_000 }));
+    const revision = await kvs[0]!.create("leader", JSON.stringify({ holder: "first" }));
+    // The dead claimer: its claim landed, its update never did.
+    await kvs[0]!.put(leaseClaimKey("leader", revision), JSON.stringify({ holder: "dead" }), { previousSeq: 0 });
+    const race = async (): Promise<PromiseSettledResult<number>[]> => Promise.allSettled(claims.map((c, i) => c.take(JSON.stringify({ holder: `s${String(i)}` }), revision, 5_000)));
+    for (const at of [0, 2_999]) {
+      nowMs = at;
+      const blocked = await race();
+      expect(blocked.map((r) => (r.status === "rejected" ? (r.reason as Error).name : "won"))).toEqual(claims.map(() => LeaseTakenError.name));
+    }
+    nowMs = 3_000;
+    const after = await race();
+    const won = after.flatMap((r) => (r.status === "fulfilled" ? [r.value] : []));
+    expect(won.length).toBe(1);
+    expect((await kvs[0]!.get("leader"))?.revision).toBe(won[0]);
+  });
+
+  it("kill -9 (and restart) of the server leading the lease stream, 6 times, each with the leading keeper killed too (its standbys race): at most one leader per epoch, one takeover per revision, no member exits, one leader at the end", async () => {
+    const bucket = `stream-leader-${String(++bucketSeq)}`;
+    const watcher = await connect("stream-leader-watcher");
+    await openLeaseBucket(watcher, { bucket, replicas: 3 });
+    // A short lease: more takeovers, and standbys whose counts end together, in a bounded run.
+    const timing = { leaseMs: 1_500, renewMs: 400, marginMs: 300, retryMs: 100 };
+    const all: KeeperChild[] = [];
+    const spawn = (): KeeperChild => {
+      const k = spawnKeeper(cluster.urls, bucket, `m${String(all.length)}`, timing);
+      keepers.add(k);
+      all.push(k);
+      return k;
+    };
+    for (let i = 0; i < 4; i++) spawn();
+    await Promise.race(all.map((k) => k.waitFor((e) => e.ev === "leader")));
+    const kills = 6;
+    for (let kill = 0; kill < kills; ) {
+      const leader = await streamLeader(watcher, `KV_${bucket}`);
+      const leading = [...keepers].find((k) => k.leading() !== undefined);
+      if (leader === undefined || leading === undefined) {
+        await sleep(250); // no stream leader (an election after the last restart) or no lease holder yet
+        continue;
+      }
+      // Takeover pressure: the leading keeper dies with the server, so its standbys race for the lease
+      // while the stream elects a new leader.
+      await Promise.all([cluster.kill(leader), killKeeper(leading)]);
+      keepers.delete(leading);
+      kill++;
+      spawn();
+      // A few leases and a stream leader election, then the server comes back (and may lead again).
+      await sleep(4_000);
+      await cluster.restart(leader);
+    }
+    // Quiet period: whoever leads now keeps leading, and every other member has noticed.
+    const live = [...keepers];
+    const settled = await waitForOneLeader(live, 60_000);
+    console.log(`stream leader kills, role changes (L<epoch><from, F<epoch>(why)@wall ms):\n${describeFleet(all)}`);
+    expect(settled.length).toBe(1);
+    for (const k of live) expect({ holder: k.holder, exited: k.exitedOnItsOwn() }).toEqual({ holder: k.holder, exited: false });
+    const report = checkOneLeaderPerEpoch(all);
+    console.log(`stream leader kills: ${String(report.epochs)} epochs led, ${String(report.takeovers)} takeovers, members ${all.map((k) => k.holder).join(",")}`);
+    expect(report.violations).toEqual([]);
+    expect(report.epochs).toBeGreaterThan(1);
+  });
+});
+
+/** The leaders of `ks` once exactly one leads and no role changed for 5 s (more than a lease), or at the deadline. */
+async function waitForOneLeader(ks: readonly KeeperChild[], deadlineMs: number): Promise<KeeperChild[]> {
+  const until = Date.now() + deadlineMs;
+  for (;;) {
+    const leading = ks.filter((k) => k.leading() !== undefined);
+    const quietSinceMs = Math.max(...ks.map((k) => k.lastRoleChangeMs()));
+    if (leading.length === 1 && Date.now() - quietSinceMs >= 5_000) return leading;
+    if (Date.now() > until) return leading;
+    await sleep(250);
+  }
+}

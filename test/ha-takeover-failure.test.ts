@@ -1,0 +1,159 @@
+/**
+ * A member that wins the lease but cannot take over, real processes: a
+ * 3-server nats-server JetStream cluster and `warden coordinator --ha` members
+ * as child processes. It gives the lease up and stands by again (never exits),
+ * and a standby competes only while the listeners a leader opens can bind.
+ */
+import { mkdtemp, rm } from "node:fs/promises";
+import { createServer, type Server } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { jetstreamManager } from "@nats-io/jetstream";
+import { Kvm } from "@nats-io/kv";
+import { createClient } from "@warden/grpc";
+import { AdminService } from "@warden/proto";
+import { connectAudit } from "@warden/audit";
+import { uniqueTag } from "./support/agent-harness.js";
+import { simModel, until } from "./support/coordinator-harness.js";
+import { freePort } from "./support/free-port.js";
+import { startHaCoordinator, type HaCoordinatorProcess } from "./support/ha-coordinator-process.js";
+import { startNatsCluster, type NatsClusterHandle } from "./support/nats-cluster.js";
+
+let cluster: NatsClusterHandle;
+let dir: string;
+const coordinators: HaCoordinatorProcess[] = [];
+const blockers: Server[] = [];
+const clients: { close(): void }[] = [];
+
+beforeAll(async () => {
+  cluster = await startNatsCluster();
+  dir = await mkdtemp(join(tmpdir(), "warden-ha-takeover-"));
+}, 90_000);
+
+afterEach(async (ctx) => {
+  if (ctx.task.result?.state === "fail") {
+    for (const c of coordinators) console.log(`${c.holder} (exit ${String(c.child.exitCode ?? c.child.signalCode)}) last lines:\n${c.lines.slice(-25).map((l) => JSON.stringify(l)).join("\n")}`);
+  }
+  for (const c of clients.splice(0)) c.close();
+  for (const c of coordinators.splice(0)) await c.kill();
+  for (const b of blockers.splice(0)) await new Promise((r) => b.close(r));
+  const nc = await connectAudit({ servers: [...cluster.urls], name: "ha-takeover-test-reset" });
+  try {
+    const jsm = await jetstreamManager(nc);
+    for (const stream of ["WARDEN_JOURNAL", "KV_warden-leader", "KV_warden-state"]) await jsm.streams.delete(stream).catch(() => undefined);
+  } finally {
+    await nc.close();
+  }
+}, 120_000);
+
+afterAll(async () => {
+  await cluster.stop();
+  await rm(dir, { recursive: true, force: true });
+}, 60_000);
+
+let seq = 0;
+async function member(tag: string, extra: Record<string, unknown> = {}): Promise<HaCoordinatorProcess> {
+  const n = seq++;
+  const c = await startHaCoordinator(join(dir, `coord-${String(n)}.yaml`), {
+    listen: `127.0.0.1:${String(await freePort())}`,
+    stateDir: join(dir, `state-${String(n)}`),
+    embeddedAgent: false,
+    recoveryWindow: "500ms",
+    nodeGrace: "120s",
+    nats: { url: cluster.urls.join(",") },
+    ha: { holder: tag.slice(0, 40).replace(/[^A-Za-z0-9_-]/g, "-"), lease: "2s", renew: "500ms", margin: "400ms" },
+    models: [simModel("m")],
+    ...extra,
+  });
+  coordinators.push(c);
+  return c;
+}
+
+/** A plain TCP listener holding `address`, as another process would. */
+async function block(address: string): Promise<Server> {
+  const [host, port] = [address.slice(0, address.lastIndexOf(":")), Number(address.slice(address.lastIndexOf(":") + 1))];
+  const s = createServer();
+  await new Promise<void>((resolve, reject) => {
+    s.once("error", reject);
+    s.listen({ host, port }, resolve);
+  });
+  blockers.push(s);
+  return s;
+}
+
+async function unblock(s: Server): Promise<void> {
+  blockers.splice(blockers.indexOf(s), 1);
+  await new Promise((r) => s.close(r));
+}
+
+async function role(addr: string): Promise<string | undefined> {
+  const c = createClient(AdminService, addr);
+  clients.push(c);
+  return (await c.getHaStatus({}, { timeoutMs: 5_000 }).catch(() => undefined))?.self?.role;
+}
+
+const msg = (text: string) => (l: Record<string, unknown>): boolean => l["msg"] === text;
+const stillRunning = (c: HaCoordinatorProcess): boolean => c.child.exitCode === null && c.child.signalCode === null;
+
+describe("HA takeover failure: back to standby, never exit", { timeout: 180_000 }, () => {
+  it("a member whose HTTP port is taken does not compete for the lease (it says why and stays a standby); once the port is free it leads", async () => {
+    const httpListen = `127.0.0.1:${String(await freePort())}`;
+    const blocker = await block(httpListen);
+    const c = await member(uniqueTag("bind"), { httpListen });
+    const refused = await c.waitForLine("the refusal to compete", msg("not competing for the lease: a listener the leader needs cannot bind; checking again"), 30_000);
+    expect(String(refused["problems"])).toContain(`httpListen ${httpListen}: EADDRINUSE`);
+    expect(await role(c.address)).toBe("standby");
+    expect(c.lines.some(msg("leading"))).toBe(false);
+    await unblock(blocker);
+    await c.waitForLine("leading", msg("leading"), 90_000);
+    // A takeover on a loaded machine can outlast the short test lease: the member may pause, then resume in place.
+    await until("it answers as the leader", async () => ((await role(c.address)) === "leader" ? true : undefined), 60_000);
+    expect(stillRunning(c)).toBe(true);
+  });
+
+  it("a takeover that fails (its HTTP port taken after it started competing) gives the lease up and stands by; it competes again and leads once the port is free", async () => {
+    const tag = uniqueTag("takeover-fail");
+    const a = await member(`${tag}-a`);
+    await a.waitForLine("a leads", msg("leading"), 60_000);
+    const httpListen = `127.0.0.1:${String(await freePort())}`;
+    const b = await member(`${tag}-b`, { httpListen });
+    // b competes (its port was free at its start); then another process takes the port.
+    const blocker = await block(httpListen);
+    await a.kill();
+    const failed = await b.waitForLine("the failed takeover", msg("takeover failed: lease given up, standing by; competing again after a pause"), 60_000);
+    expect(String(failed["err"])).toMatch(/EADDRINUSE|address already in use/i);
+    expect(Number(failed["retryInMs"])).toBeGreaterThan(0);
+    // Stood by again: alive, answering as a standby, not counting a takeover.
+    await until("b answers as a standby", async () => ((await role(b.address)) === "standby" ? true : undefined), 30_000);
+    expect(stillRunning(b)).toBe(true);
+    await b.waitForLine("the refusal to compete while the port is taken", msg("not competing for the lease: a listener the leader needs cannot bind; checking again"), 60_000);
+    await unblock(blocker);
+    const led = await b.waitForLine("b leads", (l) => l["msg"] === "leading" && Number(l["epoch"]) > Number(failed["epoch"]), 90_000);
+    expect(Number(led["epoch"])).toBeGreaterThan(Number(failed["epoch"]));
+    await until("b answers as the leader", async () => ((await role(b.address)) === "leader" ? true : undefined), 60_000);
+  });
+
+  it("a takeover whose state store does not answer (its stream gone) stands by instead of exiting; it leads once the store is back", async () => {
+    const tag = uniqueTag("state-gone");
+    const a = await member(`${tag}-a`);
+    await a.waitForLine("a leads", msg("leading"), 60_000);
+    const b = await member(`${tag}-b`);
+    const nc = await connectAudit({ servers: [...cluster.urls], name: "ha-takeover-test-state" });
+    try {
+      await (await jetstreamManager(nc)).streams.delete("KV_warden-state");
+      await a.kill();
+      const failed = await b.waitForLine("the failed takeover", msg("takeover failed: lease given up, standing by; competing again after a pause"), 60_000);
+      expect(String(failed["err"])).toContain("state store");
+      await until("b answers as a standby", async () => ((await role(b.address)) === "standby" ? true : undefined), 30_000);
+      expect(stillRunning(b)).toBe(true);
+      // The store is back (as a member creates it): b competes again and leads.
+      await new Kvm(nc).create("warden-state", { replicas: 3, history: 1, allow_direct: false });
+      await b.waitForLine("b leads", msg("leading"), 120_000);
+      await until("b answers as the leader", async () => ((await role(b.address)) === "leader" ? true : undefined), 60_000);
+      expect(stillRunning(b)).toBe(true);
+    } finally {
+      await nc.close();
+    }
+  });
+});

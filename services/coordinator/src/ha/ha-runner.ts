@@ -136,18 +136,7 @@ export async function runHaCoordinator(config: CoordinatorConfig, deps: HaRunner
   const serveStandby = async (): Promise<void> => {
     if (closing || term.kind === "standby") return;
     const server = await startStandbyServer({ config: current, leaderAddress, status, haServing: true, log: hlog });
-    let http: HttpServer | undefined;
-    try {
-      http = current.httpListen === undefined ? undefined : await startStandbyHttp({ config: current, listen: current.httpListen, view: httpView, log: hlog.child({ component: "http" }) });
-    } catch (err) {
-      await server.close();
-      throw err;
-    }
-    if (http !== undefined && httpUrl === undefined) {
-      current = pinHttpListen(current, http.address);
-      httpUrl = httpUrlOf(current, advertise);
-    }
-    term = { kind: "standby", server, http };
+    term = { kind: "standby", server, http: await standbyHttp() };
     hlog.info("ha standby listening", { address: server.address, advertise, leader: leaderEntry?.holder ?? "" });
     members.announce();
   };
@@ -341,9 +330,37 @@ export async function runHaCoordinator(config: CoordinatorConfig, deps: HaRunner
   members.start();
   /** Competes for the lease only when every listener a leader opens can bind; else checks again later. */
   const competing = (): boolean => closing || keeperRef.k !== undefined;
+  /**
+   * The standby's HTTP listener, or undefined when `httpListen` is unset or
+   * cannot bind now (another process holds the port): then the member serves
+   * gRPC as a standby but does not compete (compete's listener check), and
+   * binds HTTP again before each later check.
+   */
+  const standbyHttp = async (): Promise<HttpServer | undefined> => {
+    if (current.httpListen === undefined) return undefined;
+    let http: HttpServer;
+    try {
+      http = await startStandbyHttp({ config: current, listen: current.httpListen, view: httpView, log: hlog.child({ component: "http" }) });
+    } catch (err) {
+      hlog.warn("standby HTTP listener cannot bind; not competing until it can", { httpListen: current.httpListen, err: err instanceof Error ? err.message : String(err) });
+      return undefined;
+    }
+    if (httpUrl === undefined) {
+      current = pinHttpListen(current, http.address);
+      httpUrl = httpUrlOf(current, advertise);
+    }
+    return http;
+  };
   const compete = async (): Promise<void> => {
     if (competing()) return;
-    const problems = await checkListenersBindable(current, [current.listen]);
+    const t = term;
+    if (t.kind === "standby" && t.http === undefined && current.httpListen !== undefined) {
+      const http = await standbyHttp();
+      if (term === t) term = { ...t, http };
+      else await http?.close();
+    }
+    const held = term.kind === "standby" && term.http !== undefined && current.httpListen !== undefined ? [current.listen, current.httpListen] : [current.listen];
+    const problems = await checkListenersBindable(current, held);
     if (competing()) return; // closed, or started by another path while the check ran
     if (problems.length > 0) {
       const retryInMs = backoffDelayMs(competeBackoff, bindFailures++, rng);

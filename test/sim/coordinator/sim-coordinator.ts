@@ -34,6 +34,45 @@ function simBackends(clock: ScopedClock): { connect(address: string): BackendHan
 }
 
 /**
+ * The HA profile's backends: Free() is implemented and reaches the backend
+ * process at the address directly (the BackendHandle port: no agent, no
+ * fence), where it unloads the model for real — whatever incarnation serves
+ * that address by then, as a call with no identity does.
+ */
+function haBackends(w: SimWorld, clock: ScopedClock, generation: number, leaderEpoch: () => bigint): { connect(address: string): BackendHandle } {
+  return {
+    connect: (address) => ({
+      free: (o) =>
+        new Promise<void>((resolve, reject) => {
+          if (!clock.alive()) return;
+          const epoch = leaderEpoch();
+          const stale = w.staleSender(epoch);
+          const nodeId = address.split(":")[0] ?? address;
+          const embedded = w.agents.get(nodeId)?.embedded === true;
+          const cancel = clock.setTimer(o.timeoutMs, () => { reject(new WardenError(Code.DeadlineExceeded, "Free: deadline exceeded")); });
+          w.net.send(nodeId, "toAgent", "free", () => {
+            const p = [...w.truth.liveOn(nodeId)].find((x) => x.address === address);
+            if (p !== undefined && p.freedBy === undefined) {
+              p.freedBy = { generation, epoch, atMs: w.clock.now() };
+              w.coverage.hit("ha.backend-freed");
+              w.log(`free ${address} ${p.incarnation} by generation ${String(generation)} epoch ${epoch.toString()}`);
+              if (stale) w.onStaleEffect?.(`Free() of ${p.model} ${p.incarnation} at ${address} from epoch ${epoch.toString()} reached the backend`);
+            }
+            w.net.send(nodeId, "toCoordinator", "free.reply", () => {
+              clock.run(() => {
+                cancel();
+                if (p === undefined) reject(new WardenError(Code.Unavailable, "Free: connection refused"));
+                else resolve();
+              });
+            }, embedded);
+          }, embedded);
+        }),
+      close: () => {},
+    }),
+  };
+}
+
+/**
  * A generation of an HA coordinator process (the HA profile): it journals to
  * the shared stream, stamps every command with the lease's epoch, stops when
  * its process is stopped, and has its own links to the agents.
@@ -77,7 +116,7 @@ export class SimCoordinator implements CoordinatorInbox {
     const rng = w.rng.fork(`coordinator-${String(this.generation)}`);
     const minted = createUlidFactory(clock, rng);
     const newId = (): string => minted();
-    const outbox = createOutbox({ journal: this.ha === undefined ? w.disk.journal(clock) : w.disk.sharedJournal(clock), publisher: w.nats.publisher(() => clock.alive()), clock, rng, newId });
+    const outbox = createOutbox({ journal: this.ha === undefined ? w.disk.journal(clock) : w.disk.sharedJournal(clock, { generation: this.generation, leaderEpoch: this.ha.leaderEpoch }), publisher: w.nats.publisher(() => clock.alive()), clock, rng, newId });
     this.outbox = outbox;
     const recovery = await outbox.start();
     const hub = new EventHub(outbox, nullLogger);
@@ -128,7 +167,7 @@ export class SimCoordinator implements CoordinatorInbox {
       rng,
       sleep: (ms, signal) => sleep(clock, ms, signal),
       agents: nodes,
-      backends: simBackends(clock),
+      backends: this.ha === undefined ? simBackends(clock) : haBackends(w, clock, this.generation, this.ha.leaderEpoch),
       journal: { recordStopIntent: (i) => outbox.recordStopIntent(i), clearStopIntent: (inc) => outbox.clearStopIntent(inc) },
       events: {
         emit: (e) => {

@@ -1,7 +1,7 @@
 import type { SimRandom } from "../kernel/sim-random.js";
 import type { SimCoordinator, SimCoordinatorHa } from "../coordinator/sim-coordinator.js";
 import type { Harness } from "../run/harness.js";
-import type { HaFault, HaOptions } from "./ha-profile.js";
+import { defaultHaWorld, type HaFault, type HaOptions, type HaWorld } from "./ha-profile.js";
 import { HaMember } from "./ha-member.js";
 import { SimLeaseStore } from "./sim-lease-store.js";
 
@@ -46,6 +46,11 @@ export class HaCluster {
   /** Epochs won, in order (checker 4: strictly increasing). */
   readonly epochs: number[] = [];
   private incarnations = 0;
+  private readonly real: HaWorld;
+  /** The world's own draws (followers' delays, keeper lags), apart from the faults' streams. */
+  private readonly rw: SimRandom;
+  /** The process that led last (agents already connected to it follow a re-win at once). */
+  private lastLeader: Process | undefined;
 
   constructor(
     private readonly h: Harness,
@@ -53,6 +58,9 @@ export class HaCluster {
   ) {
     const w = h.world;
     this.store = new SimLeaseStore(w.queue, w.clock, w.rng.fork("ha-lease"));
+    this.real = o.world ?? defaultHaWorld;
+    this.rw = w.rng.fork("ha-world");
+    w.epochInForce = () => BigInt(this.maxEpoch());
   }
 
   start(): void {
@@ -89,6 +97,11 @@ export class HaCluster {
     w.log(`ha leader ${m.holder} epoch ${String(epoch)}`);
     if (this.epochs.length > 1) w.coverage.hit("ha.takeover");
     p.epoch = epoch;
+    // Agents find a new leader only after a while (each its own), trying the addresses they know.
+    if (this.lastLeader !== undefined && this.lastLeader !== p) {
+      for (const n of w.opts.nodes) w.followFromMs.set(n.nodeId, w.clock.now() + this.rw.int(0, this.real.followMaxMs));
+    }
+    this.lastLeader = p;
     const old = h.coord;
     const before = old?.outbox.openStopIntents() ?? [];
     // The agents follow the new leader: the old generation keeps running (a zombie, if it still can) but nobody listens to it.
@@ -174,6 +187,11 @@ export class HaCluster {
       case "leader-pause":
         w.coverage.hit("ha.pause");
         p.member.pausedUntilMs = Math.max(p.member.pausedUntilMs, now + durationMs);
+        p.member.keeperLagMs = this.rw.int(1, this.real.keeperLagMaxMs);
+        return;
+      case "stream-leader-change":
+        w.coverage.hit("ha.stream-leader-change");
+        this.store.leaderChange(durationMs, r.int(50, 1_000));
         return;
       case "lease-partition":
         w.coverage.hit("ha.lease-partition");
@@ -184,7 +202,10 @@ export class HaCluster {
       case "leader-agent-partition":
         w.coverage.hit("ha.agent-partition");
         for (const n of w.opts.nodes) if (r.chance(0.5)) p.links.cut(n.nodeId, now + durationMs);
-        if (r.chance(0.5)) p.member.pausedUntilMs = Math.max(p.member.pausedUntilMs, now + r.int(1_000, durationMs));
+        if (r.chance(0.5)) {
+          p.member.pausedUntilMs = Math.max(p.member.pausedUntilMs, now + r.int(1_000, durationMs));
+          p.member.keeperLagMs = this.rw.int(1, this.real.keeperLagMaxMs);
+        }
         return;
     }
   }

@@ -23,6 +23,12 @@ export class HaMember {
   state: LeaseState;
   readonly clock: ScopedClock;
   pausedUntilMs = 0;
+  /**
+   * After a pause, how much later than the process's other timers the lease
+   * keeper's own queued work runs (its tick, then a KV round trip before it
+   * knows): the coordinator's stale timers run first, as they do for real.
+   */
+  keeperLagMs = 0;
   private pendingWrite = 0;
   private writes = 0;
   private cancelTick: (() => void) | undefined;
@@ -36,7 +42,7 @@ export class HaMember {
     private readonly events: MemberEvents,
   ) {
     this.config = leaseConfig(holder, { leaseMs: o.leaseMs, renewMs: o.renewMs, marginMs: o.marginMs, retryMs: o.retryMs });
-    this.clock = new ScopedClock(w.clock, () => this.pausedUntilMs);
+    this.clock = new ScopedClock(w.clock, () => (this.pausedUntilMs > 0 ? this.pausedUntilMs + this.keeperLagMs : 0));
     const first = initialLease();
     this.state = first.state;
     this.clock.run(() => { this.apply(first.effects, first.wakeAtMs); });

@@ -17,6 +17,14 @@ export class SimLeaseStore {
   revision = 0;
   holder: string | null = null;
   private seq = 0;
+  /** A stream leader change: no lease operation is answered until then (requests and answers lost). */
+  private electingUntilMs = 0;
+  /** Then, until this, a write expecting what the last accepted write expected is accepted too (once). */
+  private staleCasUntilMs = 0;
+  /** What the last accepted write expected (its kind and revision), while a second one may still match it. */
+  private lastExpectation: string | undefined;
+  /** Writes accepted on a revision already superseded (the double win of a stream leader change). */
+  doubleAccepts = 0;
   private readonly cutUntil = new Map<number, number>();
   private readonly watchers = new Map<number, (revision: number, holder: string | null) => void>();
 
@@ -27,7 +35,26 @@ export class SimLeaseStore {
   ) {}
 
   reachable(member: number): boolean {
-    return (this.cutUntil.get(member) ?? 0) <= this.clock.now();
+    const now = this.clock.now();
+    return (this.cutUntil.get(member) ?? 0) <= now && this.electingUntilMs <= now;
+  }
+
+  /**
+   * The lease stream loses its leader (a nats-server killed): nothing is
+   * answered for `electionMs`; then, for `staleCasMs`, the new stream leader
+   * may not have applied the last write yet, so a compare-and-set based on the
+   * revision that write superseded is accepted too, with the next revision
+   * (nats-server 2.9 under leader change: two writers both "won", with
+   * consecutive revisions). Watches re-read when it is back.
+   */
+  leaderChange(electionMs: number, staleCasMs: number): void {
+    const now = this.clock.now();
+    this.electingUntilMs = Math.max(this.electingUntilMs, now + electionMs);
+    this.staleCasUntilMs = Math.max(this.staleCasUntilMs, this.electingUntilMs + staleCasMs);
+    this.queue.push(this.electingUntilMs, "lease.stream-leader", () => {
+      if (this.electingUntilMs > this.clock.now()) return;
+      for (const m of this.watchers.keys()) if (this.reachable(m)) this.read(m);
+    });
   }
 
   cut(member: number, untilMs: number): void {
@@ -38,6 +65,10 @@ export class SimLeaseStore {
   }
 
   healAll(): void {
+    const electing = this.electingUntilMs > this.clock.now();
+    this.electingUntilMs = 0;
+    this.staleCasUntilMs = 0;
+    if (electing) for (const m of this.watchers.keys()) if (!this.cutUntil.has(m)) this.read(m);
     for (const m of [...this.cutUntil.keys()]) {
       this.cutUntil.set(m, 0);
       this.read(m);
@@ -72,7 +103,14 @@ export class SimLeaseStore {
   /** create (expects no key) or update (expects `expectedRevision`); `onResult` never runs if a leg is lost. */
   write(member: number, kind: "create" | "update", expectedRevision: number, holder: string, onResult: (r: LeaseWriteResult) => void): void {
     this.leg(member, "lease.write", () => {
-      const ok = kind === "create" ? this.holder === null : this.revision === expectedRevision && this.revision > 0;
+      const expectation = `${kind} ${String(kind === "create" ? 0 : expectedRevision)}`;
+      let ok = kind === "create" ? this.holder === null : this.revision === expectedRevision && this.revision > 0;
+      if (!ok && this.clock.now() < this.staleCasUntilMs && this.lastExpectation === expectation) {
+        // The stream's new leader had not applied the write that superseded this expectation.
+        ok = true;
+        this.doubleAccepts++;
+        this.lastExpectation = undefined;
+      } else if (ok) this.lastExpectation = expectation;
       if (!ok) {
         this.leg(member, "lease.write-answer", () => { onResult({ t: "wrong-revision" }); });
         return;

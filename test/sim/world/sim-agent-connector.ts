@@ -158,6 +158,7 @@ export function simAgentConnector(w: SimWorld, clock: ScopedClock, hooks: Coordi
       const { behaviour, memoryBytes } = w.backendFor(req.model);
       // Stamped when sent, as agent-port.ts does.
       const epoch = leaderEpoch();
+      const stale = w.staleSender(epoch);
       toAgent(w, link, nodeId, "start", () => {
         const a = w.agents.get(nodeId);
         if (a === undefined || !a.up) {
@@ -200,6 +201,7 @@ export function simAgentConnector(w: SimWorld, clock: ScopedClock, hooks: Coordi
           behaviour,
           memoryBytes,
           epoch,
+          stale,
         );
       }, embedded);
       return q;
@@ -207,8 +209,9 @@ export function simAgentConnector(w: SimWorld, clock: ScopedClock, hooks: Coordi
     stopBackend(req: StopRequest, options: { readonly signal: AbortSignal; readonly timeoutMs: number }): Promise<StopAnswer> {
       const done = hooks.onStopSent(req, client.nodeId);
       const epoch = leaderEpoch();
+      const stale = w.staleSender(epoch);
       const p = rpc<StopAnswer>(w, clock, client.nodeId, "stop", options.timeoutMs, options.signal, (reply) => {
-        w.agents.get(client.nodeId)?.handleStop(req, reply, epoch);
+        w.agents.get(client.nodeId)?.handleStop(req, reply, epoch, stale);
       }, link);
       p.then(done, done);
       return p;
@@ -227,8 +230,9 @@ export function simAgentConnector(w: SimWorld, clock: ScopedClock, hooks: Coordi
     },
     stopOrphan(client, o: OrphanProcess) {
       const epoch = leaderEpoch();
+      const stale = w.staleSender(epoch);
       return rpc<{ alreadyGone: boolean }>(w, clock, client.nodeId, "stopOrphan", 30_000, undefined, (reply) => {
-        w.agents.get(client.nodeId)?.handleStopOrphan(o.pid, reply, epoch);
+        w.agents.get(client.nodeId)?.handleStopOrphan(o.pid, reply, epoch, stale);
       }, link);
     },
     watchExits(nodeId: string, _client: SimClient, signal: AbortSignal, onExit: (incarnation: string, exit: BackendExit) => void) {

@@ -1,4 +1,3 @@
-import { Code, WardenError } from "@warden/common";
 import type { Journal, JournalRecord } from "@warden/outbox";
 import type { ScopedClock } from "../coordinator/scoped-clock.js";
 import type { SimRandom } from "../kernel/sim-random.js";
@@ -55,36 +54,71 @@ export class SimDisk {
    * (on a quorum) when it lands and acknowledged a few ms later; a writer
    * that dies meanwhile never hears the ack but the record stays. Every
    * append expects the stream's last record to be the last one this writer
-   * saw (`Nats-Expected-Last-Msg-Id`): once the other coordinator appended
-   * (the new leader's epoch record, right after its replay), an old leader's
-   * appends are refused and fail UNAVAILABLE at their deadline, stored nowhere.
+   * saw (`Nats-Expected-Last-Msg-Id`). When another coordinator appended
+   * meanwhile (the new leader's epoch record), the refusal is what the real
+   * journal recovers from: it re-reads the stream's last record and sends
+   * the rest again, in order, expecting that one — so an old leader's appends
+   * land after the new leader's records, a few ms late. `writer` names the
+   * generation and the leader epoch it writes with (the ground truth of who
+   * wrote each record).
    */
-  sharedJournal(clock: ScopedClock, appendDeadlineMs = 5_000): Journal {
+  sharedJournal(clock: ScopedClock, writer: { readonly generation: number; readonly leaderEpoch: () => bigint }): Journal {
     let expected = this.records.length;
     // PubAcks of pipelined publishes come back in publish order.
     let lastAckAtMs = 0;
+    let recovering = false;
+    let waiting: { readonly record: JournalRecord; readonly resolve: () => void }[] = [];
+    const store = (record: JournalRecord, resolve: () => void): void => {
+      this.records.push({ record, durable: true });
+      this.durableCount = this.records.length;
+      expected = this.records.length;
+      this.stored(record, writer.generation, writer.leaderEpoch());
+      lastAckAtMs = Math.max(lastAckAtMs, clock.now() + this.fsyncMs());
+      clock.setTimer(lastAckAtMs - clock.now(), resolve);
+    };
     return {
       append: (record) =>
-        new Promise<void>((resolve, reject) => {
+        new Promise<void>((resolve) => {
           if (!clock.alive()) return;
+          if (recovering) {
+            waiting.push({ record, resolve });
+            return;
+          }
           if (this.records.length !== expected) {
+            // Wrong last msg id: the journal reads the stream's last record back and sends again against it.
             this.fencedAppends++;
-            clock.setTimer(appendDeadlineMs, () => {
-              reject(new WardenError(Code.Unavailable, "journal stream WARDEN_JOURNAL: wrong last msg id (another coordinator appended)"));
+            recovering = true;
+            waiting.push({ record, resolve });
+            clock.setTimer(2 + this.rng.next() * 20, () => {
+              recovering = false;
+              expected = this.records.length;
+              const q = waiting;
+              waiting = [];
+              for (const w of q) store(w.record, w.resolve);
             });
             return;
           }
-          this.records.push({ record, durable: true });
-          this.durableCount = this.records.length;
-          expected = this.records.length;
-          lastAckAtMs = Math.max(lastAckAtMs, clock.now() + this.fsyncMs());
-          clock.setTimer(lastAckAtMs - clock.now(), resolve);
+          store(record, resolve);
         }),
       replay: () => {
         expected = this.records.length;
         return Promise.resolve(this.records.map((r) => r.record));
       },
     };
+  }
+
+  /** HA ground truth: the newest leader epoch any stored record was written with. */
+  newestWriterEpoch = 0n;
+  /** HA ground truth: incarnations any stored record names (what a replaying leader can know of). */
+  readonly journaledIncarnations = new Set<string>();
+  /** HA profile: a record was stored from a writer whose leader epoch is older than one already stored. */
+  onStaleAppend: ((record: JournalRecord, generation: number, epoch: bigint, newest: bigint) => void) | undefined;
+
+  private stored(record: JournalRecord, generation: number, epoch: bigint): void {
+    if (record.kind === "event" && record.event.incarnation !== "") this.journaledIncarnations.add(record.event.incarnation);
+    else if (record.kind === "stop-intent") this.journaledIncarnations.add(record.incarnation);
+    if (epoch < this.newestWriterEpoch) this.onStaleAppend?.(record, generation, epoch, this.newestWriterEpoch);
+    if (epoch > this.newestWriterEpoch) this.newestWriterEpoch = epoch;
   }
 
   /** Incarnations whose stop intent a stored record cleared (the HA carry-over check). */

@@ -116,7 +116,7 @@ export class SimCoordinator implements CoordinatorInbox {
     const rng = w.rng.fork(`coordinator-${String(this.generation)}`);
     const minted = createUlidFactory(clock, rng);
     const newId = (): string => minted();
-    const outbox = createOutbox({ journal: this.ha === undefined ? w.disk.journal(clock) : w.disk.sharedJournal(clock, { generation: this.generation, leaderEpoch: this.ha.leaderEpoch }), publisher: w.nats.publisher(() => clock.alive()), clock, rng, newId });
+    const outbox = createOutbox({ journal: this.ha === undefined ? w.disk.journal(clock) : w.disk.sharedJournal(clock, { generation: this.generation, leaderEpoch: this.ha.leaderEpoch }, w.opts.ha?.world?.journalResends !== false), publisher: w.nats.publisher(() => clock.alive(), this.ha?.leaderEpoch), clock, rng, newId });
     this.outbox = outbox;
     const recovery = await outbox.start();
     const hub = new EventHub(outbox, nullLogger);
@@ -167,7 +167,7 @@ export class SimCoordinator implements CoordinatorInbox {
       rng,
       sleep: (ms, signal) => sleep(clock, ms, signal),
       agents: nodes,
-      backends: this.ha === undefined ? simBackends(clock) : haBackends(w, clock, this.generation, this.ha.leaderEpoch),
+      backends: this.ha === undefined || w.opts.ha?.world?.freeReachesBackend === false ? simBackends(clock) : haBackends(w, clock, this.generation, this.ha.leaderEpoch),
       journal: { recordStopIntent: (i) => outbox.recordStopIntent(i), clearStopIntent: (inc) => outbox.clearStopIntent(inc) },
       events: {
         emit: (e) => {

@@ -57,7 +57,7 @@ export class HaCluster {
     readonly o: HaOptions,
   ) {
     const w = h.world;
-    this.store = new SimLeaseStore(w.queue, w.clock, w.rng.fork("ha-lease"));
+    this.store = new SimLeaseStore(w.queue, w.clock, w.rng.fork("ha-lease"), () => { w.coverage.hit("ha.lease-double-accept"); });
     this.real = o.world ?? defaultHaWorld;
     this.rw = w.rng.fork("ha-world");
     w.epochInForce = () => BigInt(this.maxEpoch());
@@ -98,7 +98,7 @@ export class HaCluster {
     if (this.epochs.length > 1) w.coverage.hit("ha.takeover");
     p.epoch = epoch;
     // Agents find a new leader only after a while (each its own), trying the addresses they know.
-    if (this.lastLeader !== undefined && this.lastLeader !== p) {
+    if (this.lastLeader !== undefined && this.lastLeader !== p && this.real.followMaxMs > 0) {
       for (const n of w.opts.nodes) w.followFromMs.set(n.nodeId, w.clock.now() + this.rw.int(0, this.real.followMaxMs));
     }
     this.lastLeader = p;
@@ -187,11 +187,14 @@ export class HaCluster {
       case "leader-pause":
         w.coverage.hit("ha.pause");
         p.member.pausedUntilMs = Math.max(p.member.pausedUntilMs, now + durationMs);
-        p.member.keeperLagMs = this.rw.int(1, this.real.keeperLagMaxMs);
+        p.member.keeperLagMs = this.real.keeperLagMaxMs > 0 ? this.rw.int(1, this.real.keeperLagMaxMs) : 0;
         return;
       case "stream-leader-change":
         w.coverage.hit("ha.stream-leader-change");
-        this.store.leaderChange(durationMs, r.int(50, 1_000));
+        // The stale window spans a lease: in a two-process cluster the two candidates' writes on one
+        // revision come about a lease apart (each counts a whole lease from what it last saw);
+        // with three members they came in the same millisecond.
+        this.store.leaderChange(durationMs, r.int(this.o.leaseMs, 2 * this.o.leaseMs));
         return;
       case "lease-partition":
         w.coverage.hit("ha.lease-partition");
@@ -204,7 +207,7 @@ export class HaCluster {
         for (const n of w.opts.nodes) if (r.chance(0.5)) p.links.cut(n.nodeId, now + durationMs);
         if (r.chance(0.5)) {
           p.member.pausedUntilMs = Math.max(p.member.pausedUntilMs, now + r.int(1_000, durationMs));
-          p.member.keeperLagMs = this.rw.int(1, this.real.keeperLagMaxMs);
+          p.member.keeperLagMs = this.real.keeperLagMaxMs > 0 ? this.rw.int(1, this.real.keeperLagMaxMs) : 0;
         }
         return;
     }

@@ -49,18 +49,25 @@ export interface HaOptions {
  *   no lease operation is answered for a while, then for a moment two
  *   compare-and-set writes based on the same revision may both be accepted
  *   (consecutive revisions; nats-server 2.9 behaviour);
- * - the backends implement Free(), which unloads the model for real.
+ * - the backends implement Free(), which unloads the model for real
+ *   (`freeReachesBackend`);
+ * - the journal recovers from a refused append by sending it again against
+ *   the stream's real last record (`journalResends`).
+ * Each can be switched off (`SimOptions.haWorld`, `--ha-world JSON`) to see
+ * which one a violation needs; all off is the world as modelled before.
  */
 export interface HaWorld {
   readonly followMaxMs: number;
   readonly keeperLagMaxMs: number;
   readonly streamLeaderChangesPerMinute: number;
+  readonly freeReachesBackend: boolean;
+  readonly journalResends: boolean;
 }
 
-export const defaultHaWorld: HaWorld = { followMaxMs: 12_000, keeperLagMaxMs: 300, streamLeaderChangesPerMinute: 1 };
+export const defaultHaWorld: HaWorld = { followMaxMs: 12_000, keeperLagMaxMs: 300, streamLeaderChangesPerMinute: 1, freeReachesBackend: true, journalResends: true };
 
 export function drawHaWorld(r: SimRandom): HaWorld {
-  return { followMaxMs: r.pick([3_000, 8_000, 12_000]), keeperLagMaxMs: r.pick([50, 300, 1_000]), streamLeaderChangesPerMinute: r.pick([0, 0.5, 1, 2]) };
+  return { followMaxMs: r.pick([3_000, 8_000, 12_000]), keeperLagMaxMs: r.pick([50, 300, 1_000]), streamLeaderChangesPerMinute: r.pick([0, 0.5, 1, 2]), freeReachesBackend: true, journalResends: true };
 }
 
 export function drawHa(r: SimRandom): HaOptions {

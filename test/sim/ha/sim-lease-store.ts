@@ -32,6 +32,8 @@ export class SimLeaseStore {
     private readonly queue: EventQueue,
     private readonly clock: VirtualClock,
     private readonly rng: SimRandom,
+    /** A write was accepted on a superseded revision (coverage). */
+    private readonly onDoubleAccept: () => void = () => {},
   ) {}
 
   reachable(member: number): boolean {
@@ -109,6 +111,7 @@ export class SimLeaseStore {
         // The stream's new leader had not applied the write that superseded this expectation.
         ok = true;
         this.doubleAccepts++;
+        this.onDoubleAccept();
         this.lastExpectation = undefined;
       } else if (ok) this.lastExpectation = expectation;
       if (!ok) {

@@ -1,5 +1,7 @@
+import { Code, WardenError } from "@warden/common";
 import type { Journal, JournalRecord } from "@warden/outbox";
 import type { ScopedClock } from "../coordinator/scoped-clock.js";
+import type { Coverage } from "../check/coverage.js";
 import type { SimRandom } from "../kernel/sim-random.js";
 
 /**
@@ -19,6 +21,7 @@ export class SimDisk {
   constructor(
     private readonly rng: SimRandom,
     private readonly fsyncMs: () => number,
+    private readonly coverage?: Coverage,
   ) {}
 
   /** The Journal port one coordinator generation writes through. */
@@ -62,7 +65,7 @@ export class SimDisk {
    * generation and the leader epoch it writes with (the ground truth of who
    * wrote each record).
    */
-  sharedJournal(clock: ScopedClock, writer: { readonly generation: number; readonly leaderEpoch: () => bigint }): Journal {
+  sharedJournal(clock: ScopedClock, writer: { readonly generation: number; readonly leaderEpoch: () => bigint }, resends = true, appendDeadlineMs = 5_000): Journal {
     let expected = this.records.length;
     // PubAcks of pipelined publishes come back in publish order.
     let lastAckAtMs = 0;
@@ -78,15 +81,24 @@ export class SimDisk {
     };
     return {
       append: (record) =>
-        new Promise<void>((resolve) => {
+        new Promise<void>((resolve, reject) => {
           if (!clock.alive()) return;
           if (recovering) {
             waiting.push({ record, resolve });
             return;
           }
+          if (this.records.length !== expected && !resends) {
+            // The world as modelled before: refused for good, failing at the append's deadline.
+            this.fencedAppends++;
+            clock.setTimer(appendDeadlineMs, () => {
+              reject(new WardenError(Code.Unavailable, "journal stream WARDEN_JOURNAL: wrong last msg id (another coordinator appended)"));
+            });
+            return;
+          }
           if (this.records.length !== expected) {
             // Wrong last msg id: the journal reads the stream's last record back and sends again against it.
             this.fencedAppends++;
+            this.coverage?.hit("ha.journal-resent-after-refusal");
             recovering = true;
             waiting.push({ record, resolve });
             clock.setTimer(2 + this.rng.next() * 20, () => {
@@ -117,7 +129,10 @@ export class SimDisk {
   private stored(record: JournalRecord, generation: number, epoch: bigint): void {
     if (record.kind === "event" && record.event.incarnation !== "") this.journaledIncarnations.add(record.event.incarnation);
     else if (record.kind === "stop-intent") this.journaledIncarnations.add(record.incarnation);
-    if (epoch < this.newestWriterEpoch) this.onStaleAppend?.(record, generation, epoch, this.newestWriterEpoch);
+    if (epoch < this.newestWriterEpoch) {
+      this.coverage?.hit("ha.stale-append-stored");
+      this.onStaleAppend?.(record, generation, epoch, this.newestWriterEpoch);
+    }
     if (epoch > this.newestWriterEpoch) this.newestWriterEpoch = epoch;
   }
 

@@ -91,7 +91,7 @@ export class SimWorld {
   constructor(readonly opts: SimOptions) {
     this.rng = new SimRandom(opts.seed).fork("world");
     this.net = new SimNetwork(this.queue, this.clock, this.rng.fork("net"), opts.link, this.coverage);
-    this.disk = new SimDisk(this.rng.fork("disk"), () => 1 + this.rng.next() * 5);
+    this.disk = new SimDisk(this.rng.fork("disk"), () => 1 + this.rng.next() * 5, this.coverage);
     this.nats = new SimJetStream(this.queue, this.clock, this.rng.fork("nats"), this.coverage, opts.natsDupWindowMs);
     for (const n of opts.nodes) this.agents.set(n.nodeId, new SimAgent(this, n.nodeId, n.labels, n.embedded, n.memoryTotalBytes));
   }

@@ -6,6 +6,8 @@ import { createOutbox, type Outbox } from "@warden/outbox";
 import { NodeTable, PlacementView } from "@warden/cluster";
 import { EventHub } from "../../../services/coordinator/src/event-hub.js";
 import { nodeEventInit, openIntentsOn, orphanStopInit, orphansAdoptedInit, reapGoneIntents, unreachabilityPausedInit } from "../../../services/coordinator/src/node-audit-events.js";
+import { settleUnsettledEvictions } from "../../../services/coordinator/src/unsettled-evictions.js";
+import { restoreJournalReplicas } from "../../../services/coordinator/src/journal-replicas-at-start.js";
 import type { SimWorld, CoordinatorInbox } from "../world/sim-world.js";
 import { simAgentConnector, type AgentLink, type SimClient } from "../world/sim-agent-connector.js";
 import type { Registration } from "../world/sim-agent.js";
@@ -191,10 +193,15 @@ export class SimCoordinator implements CoordinatorInbox {
       stop: { stopRpcTimeoutMs: w.opts.stopRpcTimeoutMs },
     });
     this.loader = loader;
-    const openIntents = new Set(recovery.openStopIntents.map((i) => i.incarnation));
+    // HA generations are wired as startCoordinator is today: unsettled evictions become stop intents,
+    // and the journal's live instances count as unconfirmed replicas until their node reports.
+    // (A single coordinator keeps the wiring its recorded seeds ran with.)
+    const intentsAtStart = this.ha === undefined ? recovery.openStopIntents : await settleUnsettledEvictions(outbox, hub, recovery.unsettledEvictions);
+    const openIntents = new Set(intentsAtStart.map((i) => i.incarnation));
     nodes.attach(loader, (inc) => openIntents.has(inc) || outbox.openStopIntents().some((i) => i.incarnation === inc));
     placement.attach(loader);
-    loader.restoreStopIntents(recovery.openStopIntents);
+    loader.restoreStopIntents(intentsAtStart);
+    if (this.ha !== undefined) restoreJournalReplicas(loader, recovery.recovered, { clock, log: nullLogger, admissionGate, lostAfterMs: w.opts.nodeLostAfterMs });
     loader.startTicking();
     const healthLoop = (): void => {
       nodes.checkHealth();

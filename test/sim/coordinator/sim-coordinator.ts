@@ -41,13 +41,12 @@ function simBackends(clock: ScopedClock): { connect(address: string): BackendHan
  * fence), where it unloads the model for real — whatever incarnation serves
  * that address by then, as a call with no identity does.
  */
-function haBackends(w: SimWorld, clock: ScopedClock, generation: number, leaderEpoch: () => bigint): { connect(address: string): BackendHandle } {
+function haBackends(w: SimWorld, clock: ScopedClock, generation: number, epoch: bigint): { connect(address: string): BackendHandle } {
   return {
     connect: (address) => ({
       free: (o) =>
         new Promise<void>((resolve, reject) => {
           if (!clock.alive()) return;
-          const epoch = leaderEpoch();
           const stale = w.staleSender(epoch);
           const nodeId = address.split(":")[0] ?? address;
           const embedded = w.agents.get(nodeId)?.embedded === true;
@@ -80,6 +79,13 @@ function haBackends(w: SimWorld, clock: ScopedClock, generation: number, leaderE
  * its process is stopped, and has its own links to the agents.
  */
 export interface SimCoordinatorHa {
+  /** The epoch this generation's term won (ground truth; heartbeat answers carry it). */
+  readonly epoch: bigint;
+  /**
+   * The runner's `leaderEpoch` (ha-runner.ts): the term's epoch while the lease
+   * is held under it by the core's `isLeaderAt` on the process's own clock;
+   * otherwise it throws UNAVAILABLE "not the leader", so nothing is stamped.
+   */
   readonly leaderEpoch: () => bigint;
   /** The process is SIGSTOPped until then (its timers and deliveries wait). */
   readonly pausedUntil: () => number;
@@ -118,7 +124,7 @@ export class SimCoordinator implements CoordinatorInbox {
     const rng = w.rng.fork(`coordinator-${String(this.generation)}`);
     const minted = createUlidFactory(clock, rng);
     const newId = (): string => minted();
-    const outbox = createOutbox({ journal: this.ha === undefined ? w.disk.journal(clock) : w.disk.sharedJournal(clock, { generation: this.generation, leaderEpoch: this.ha.leaderEpoch }, w.opts.ha?.world?.journalResends !== false), publisher: w.nats.publisher(() => clock.alive(), this.ha?.leaderEpoch), clock, rng, newId });
+    const outbox = createOutbox({ journal: this.ha === undefined ? w.disk.journal(clock) : w.disk.sharedJournal(clock, { generation: this.generation, epoch: this.ha.epoch }, w.opts.ha?.world?.journalResends !== false), publisher: w.nats.publisher(() => clock.alive(), this.ha?.epoch), clock, rng, newId });
     this.outbox = outbox;
     const recovery = await outbox.start();
     const hub = new EventHub(outbox, nullLogger);
@@ -169,7 +175,7 @@ export class SimCoordinator implements CoordinatorInbox {
       rng,
       sleep: (ms, signal) => sleep(clock, ms, signal),
       agents: nodes,
-      backends: this.ha === undefined || w.opts.ha?.world?.freeReachesBackend === false ? simBackends(clock) : haBackends(w, clock, this.generation, this.ha.leaderEpoch),
+      backends: this.ha === undefined || w.opts.ha?.world?.freeReachesBackend === false ? simBackends(clock) : haBackends(w, clock, this.generation, this.ha.epoch),
       journal: { recordStopIntent: (i) => outbox.recordStopIntent(i), clearStopIntent: (inc) => outbox.clearStopIntent(inc) },
       events: {
         emit: (e) => {
@@ -216,7 +222,7 @@ export class SimCoordinator implements CoordinatorInbox {
   }
 
   leaderEpoch(): bigint {
-    return this.ha?.leaderEpoch() ?? 0n;
+    return this.ha?.epoch ?? 0n;
   }
 
   accepts(nodeId: string): boolean {

@@ -1,3 +1,4 @@
+import { Code, WardenError } from "@warden/common";
 import type { SimRandom } from "../kernel/sim-random.js";
 import type { SimCoordinator, SimCoordinatorHa } from "../coordinator/sim-coordinator.js";
 import type { Harness } from "../run/harness.js";
@@ -106,7 +107,15 @@ export class HaCluster {
     const before = old?.outbox.openStopIntents() ?? [];
     // The agents follow the new leader: the old generation keeps running (a zombie, if it still can) but nobody listens to it.
     if (old !== undefined) h.detachCoordinator();
-    const ha: SimCoordinatorHa = { leaderEpoch: () => BigInt(epoch), pausedUntil: () => m.pausedUntilMs, link: p.links };
+    const ha: SimCoordinatorHa = {
+      epoch: BigInt(epoch),
+      leaderEpoch: () => {
+        if (p.epoch !== epoch || !m.leadingNow()) throw new WardenError(Code.Unavailable, "not the leader: lease lost, no quorum");
+        return BigInt(epoch);
+      },
+      pausedUntil: () => m.pausedUntilMs,
+      link: p.links,
+    };
     void h.startCoordinator(0, ha, () => p.member.alive() && p.epoch === epoch).then((c) => {
       if (c === undefined) {
         // Its start failed while it still holds the lease: the process exits and comes back as a standby.

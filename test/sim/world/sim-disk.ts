@@ -65,7 +65,7 @@ export class SimDisk {
    * generation and the leader epoch it writes with (the ground truth of who
    * wrote each record).
    */
-  sharedJournal(clock: ScopedClock, writer: { readonly generation: number; readonly leaderEpoch: () => bigint }, resends = true, appendDeadlineMs = 5_000): Journal {
+  sharedJournal(clock: ScopedClock, writer: { readonly generation: number; readonly epoch: bigint }, resends = true, appendDeadlineMs = 5_000): Journal {
     let expected = this.records.length;
     // PubAcks of pipelined publishes come back in publish order.
     let lastAckAtMs = 0;
@@ -75,7 +75,7 @@ export class SimDisk {
       this.records.push({ record, durable: true });
       this.durableCount = this.records.length;
       expected = this.records.length;
-      this.stored(record, writer.generation, writer.leaderEpoch());
+      this.stored(record, writer.generation, writer.epoch);
       lastAckAtMs = Math.max(lastAckAtMs, clock.now() + this.fsyncMs());
       clock.setTimer(lastAckAtMs - clock.now(), resolve);
     };

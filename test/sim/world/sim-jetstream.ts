@@ -43,7 +43,7 @@ export class SimJetStream {
   onStored: ((event: Event, publisherEpoch: bigint) => void) | undefined;
 
   /** A publisher for one coordinator generation (`alive` false once it crashed; `leaderEpoch`: the HA generation's epoch). */
-  publisher(alive: () => boolean, leaderEpoch?: () => bigint): Publisher {
+  publisher(alive: () => boolean, leaderEpoch?: bigint): Publisher {
     return {
       // Like the real publisher (packages/audit nats-publisher.ts) the signal is
       // checked, not raced: a listener per publish would pile up on the outbox's
@@ -62,7 +62,7 @@ export class SimJetStream {
               return;
             }
             const ack = this.store(event);
-            if (!ack.duplicate && leaderEpoch !== undefined) this.onStored?.(event, leaderEpoch());
+            if (!ack.duplicate && leaderEpoch !== undefined) this.onStored?.(event, leaderEpoch);
             if (this.rng.chance(this.ackLossP)) {
               this.coverage.hit("nats.ack-lost");
               this.queue.push(this.clock.now() + 5_000, "nats.ack-timeout", () => {

@@ -180,13 +180,15 @@ describe("JetStream journal on a 3-server cluster (R3)", () => {
     acked.push(...burst);
     await killed;
     await add(intent("K2"), wide);
+    // One writer at a time: `j` follows K0, which another handle's records now follow, so
+    // the epoch fence would refuse it for good (ABORTED); a handle opened now follows K2.
+    const late = await openJetStreamJournal(nc, { ...names, appendTimeoutMs, ackTimeoutMs: 1_000 });
 
     const second = [0, 1, 2].find((i) => i !== first)!;
     await cluster.kill(second);
-    // Issued on `j`, whose last known record (K0) is no longer the stream's last: the
-    // refusal sends it into recovery, which cannot read the stream without quorum either.
+    // Without quorum the publish is not acked and recovery cannot get it stored either.
     const t1 = Date.now();
-    const err = await j.append(intent("LOST")).then(
+    const err = await late.append(intent("LOST")).then(
       () => undefined,
       (e: unknown) => e,
     );

@@ -27,6 +27,8 @@ export interface LeftoverTrackerOptions {
   readonly backoff?: BackoffPolicy;
   /** @default 15 min */
   readonly stuckAfterMs?: number;
+  /** HA: false while this coordinator is not the leader; a due retry is then rescheduled, not attempted. @default always true */
+  readonly mayAct?: () => boolean;
   /** Runs one retry of the stop; resolves true when the agent confirmed it gone. */
   readonly retry: (leftover: Leftover) => Promise<{ readonly gone: true } | { readonly gone: false; readonly error: string }>;
   /** Called whenever the set of leftovers on a node changes. */
@@ -162,6 +164,11 @@ export class LeftoverTracker {
 
   private async attempt(l: Leftover): Promise<void> {
     if (this.closed) return;
+    if (this.o.mayAct?.() === false) {
+      // Not the leader now (HA): not an attempt; looked at again after the same back-off.
+      if (!this.timers.has(l.incarnation)) this.schedule(l);
+      return;
+    }
     if (this.running.has(l.incarnation)) {
       // One attempt at a time; this one is not lost — the running attempt may
       // belong to a record removed meanwhile (forgotten, then re-adopted), which

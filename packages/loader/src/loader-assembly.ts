@@ -41,6 +41,7 @@ export function assembleLoaderState<H extends BackendHandle>(
     ...(o.leftoverBackoff === undefined ? {} : { backoff: o.leftoverBackoff }),
     ...(o.stuckAfterMs === undefined ? {} : { stuckAfterMs: o.stuckAfterMs }),
     retry: (l) => retryLeftover(s, l),
+    ...(o.mayAct === undefined ? {} : { mayAct: o.mayAct }),
     onNodeChanged: (nodeId) => {
       pushOccupancy(s, nodeId);
     },
@@ -61,6 +62,10 @@ export function assembleLoaderState<H extends BackendHandle>(
     backoff: o.leftoverBackoff ?? leftoverBackoff,
     retry: (incarnation) => {
       if (s.closed) return;
+      if (o.mayAct?.() === false) {
+        freedRetries.schedule(incarnation);
+        return;
+      }
       void watchdog.stop(incarnation, { reason: "retry", force: true });
     },
   });

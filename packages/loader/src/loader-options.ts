@@ -48,6 +48,14 @@ export interface LoaderOptions<H extends BackendHandle> {
    * never starts a second copy of an instance that is about to be adopted.
    */
   readonly admissionGate?: Promise<void>;
+  /**
+   * HA: false while this coordinator does not hold the leader lease (paused,
+   * or resumed from a pause past its lease). The decisions that run on timers
+   * — the watchdog tick with the replica reconciler, leftover stop retries and
+   * freed-stop retries — skip their turn (a retry is rescheduled, not counted)
+   * and act, or emit, nothing. @default always true
+   */
+  readonly mayAct?: () => boolean;
   /** Incarnations remembered as confirmed gone, oldest out. @default 4096 */
   readonly maxGoneIncarnations?: number;
   /** Reports what the loader decided but could not act on (bugs, best-effort failures). */

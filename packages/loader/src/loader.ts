@@ -236,8 +236,11 @@ export class Loader<H extends BackendHandle = BackendHandle> {
   startTicking(): void {
     const loop = (): void => {
       if (this.s.closed) return;
-      this.watchdog.tick();
-      reconcileReplicas(this.s);
+      // HA: not the leader at this moment (see `mayAct`): this turn decides nothing.
+      if (this.s.o.mayAct?.() !== false) {
+        this.watchdog.tick();
+        reconcileReplicas(this.s);
+      }
       this.tickCancel = this.s.o.clock.setTimer(this.core.getPolicy().tickIntervalMs, loop);
     };
     this.tickCancel = this.s.o.clock.setTimer(this.core.getPolicy().tickIntervalMs, loop);

@@ -1,5 +1,5 @@
 import type { Event } from "@warden/proto";
-import { WardenError, backoffDelayMs, type BackoffPolicy, type Cancel, type Clock, type Rng } from "@warden/common";
+import { WardenError, backoffDelayMs, isStaleLeaderEpoch, type BackoffPolicy, type Cancel, type Clock, type Rng } from "@warden/common";
 import type { Journal } from "./journal-port.js";
 
 export interface AppendLaneOptions {
@@ -13,6 +13,8 @@ export interface AppendLaneOptions {
   readonly onJournaled: (event: Event) => void;
   /** Every failed attempt and the end of the episode (`undefined`), for health. */
   readonly onError: (message: string | undefined) => void;
+  /** The journal refused as from a superseded leader: `dropped` events waited and will never be journaled by this writer. */
+  readonly onSuperseded?: (dropped: number, err: unknown) => void;
 }
 
 /**
@@ -22,13 +24,16 @@ export interface AppendLaneOptions {
  * eviction.started refused during a JetStream election left its
  * eviction.stopped alone on the audit stream. While the lane holds anything,
  * newer events queue behind it, so the journal keeps their emit order. One
- * owner: the outbox; one attempt at a time.
+ * owner: the outbox; one attempt at a time. A refusal because a newer
+ * leader wrote (`isStaleLeaderEpoch`) is terminal: retrying cannot change it,
+ * and what waits here is an ex-leader's word, so it is dropped, never retried.
  */
 export class AppendLane {
   private readonly waiting: Event[] = [];
   private failures = 0;
   private timer: Cancel | undefined;
   private running = false;
+  private superseded = false;
 
   constructor(private readonly o: AppendLaneOptions) {}
 
@@ -39,7 +44,7 @@ export class AppendLane {
 
   /** Queues `event` behind what waits; `failure` is the journal's refusal when this event met it first. */
   push(event: Event, failure?: unknown): void {
-    if (this.isClosed()) return;
+    if (this.isClosed() || this.superseded) return;
     this.waiting.push(event);
     if (failure !== undefined) this.failed(failure);
     else if (!this.running && this.timer === undefined) this.schedule(0);
@@ -72,6 +77,10 @@ export class AppendLane {
           await this.o.journal.append({ kind: "event", event: head }, this.o.closed);
         } catch (err) {
           if (this.isClosed()) return;
+          if (isStaleLeaderEpoch(err)) {
+            this.supersede(err);
+            return;
+          }
           this.running = false;
           this.failed(err);
           return;
@@ -84,6 +93,17 @@ export class AppendLane {
     } finally {
       this.running = false;
     }
+  }
+
+  /** Terminal: what waits is dropped and nothing is journaled from here on. */
+  supersede(err: unknown): void {
+    if (this.superseded) return;
+    this.superseded = true;
+    const dropped = this.waiting.length;
+    this.waiting.length = 0;
+    this.close();
+    this.o.onSuperseded?.(dropped, err);
+    this.o.onError(undefined);
   }
 
   /** Stops retrying (the outbox closed); what still waits is reported by `size`. */

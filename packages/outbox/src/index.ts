@@ -7,3 +7,4 @@ export * from "./outbox-types.js";
 export * from "./event-priority.js";
 // Re-exported so the journal and the publisher share one cached encoding per event.
 export { encodeEvent, decodeEvent } from "@warden/events";
+export * from "./epoch-fence.js";

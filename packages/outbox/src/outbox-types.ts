@@ -68,6 +68,15 @@ export interface OutboxRecovery {
 
 export interface OutboxOptions {
   readonly journal: Journal;
+  /**
+   * HA: false while this member does not hold the leader lease; nothing is
+   * published meanwhile (queued events are journaled, so the member that leads
+   * next publishes them after its replay). Looked at before every send.
+   * @default always true
+   */
+  readonly mayPublish?: () => boolean;
+  /** HA: the journal refused an append as from a superseded leader (terminal; the events waiting were dropped). */
+  readonly onSuperseded?: (err: unknown) => void;
   /** `nullPublisher` when the coordinator has no NATS URL. */
   readonly publisher: Publisher;
   readonly clock: Clock;

@@ -1,7 +1,7 @@
 import type { Event } from "@warden/proto";
 import { create } from "@bufbuild/protobuf";
 import { RecoveredSchema } from "@warden/proto";
-import { Code, WardenError, abortReason, backoffDelayMs, invalidArgument, isPlanted, throwIfAborted, type Cancel } from "@warden/common";
+import { Code, WardenError, abortReason, backoffDelayMs, invalidArgument, isPlanted, isStaleLeaderEpoch, throwIfAborted, type Cancel } from "@warden/common";
 import { createEventFactory, eventTypeOf, type EventFactory } from "@warden/events";
 import type { StopIntent } from "./journal-record.js";
 import { reduceJournal, unfinishedInstances } from "./reduce-journal.js";
@@ -73,6 +73,10 @@ export function createOutbox(options: OutboxOptions): Outbox {
       updateHealth();
       notifyFlushed();
     },
+    onSuperseded: (count, err) => {
+      dropped += count;
+      options.onSuperseded?.(err);
+    },
   });
 
   const depth = (): number => queue.size + inFlight + journaling + lane.size;
@@ -141,6 +145,15 @@ export function createOutbox(options: OutboxOptions): Outbox {
 
   const pump = (): void => {
     if (state !== "running" || retryTimer !== undefined) return;
+    if (options.mayPublish?.() === false) {
+      // Not the leader at this moment (HA): what is queued is journaled, so the leader
+      // that replays the journal sends it; this member waits and looks again.
+      retryTimer = clock.setTimer(backoff.initialMs, () => {
+        retryTimer = undefined;
+        pump();
+      });
+      return;
+    }
     // After a failure only one publish probes the connection at a time: a dead
     // server must not collect thousands of buffered publishes (each one would
     // become a duplicate on reconnect). The first success opens the window again.
@@ -243,6 +256,13 @@ export function createOutbox(options: OutboxOptions): Outbox {
       if (journalError !== undefined) journalError = undefined;
     } catch (err) {
       journaling--;
+      if (isStaleLeaderEpoch(err)) {
+        // A newer leader wrote to the journal: never deferred, never retried (this is an ex-leader's event).
+        dropped++;
+        lane.supersede(err);
+        updateHealth();
+        throw WardenError.from(err);
+      }
       if (signal?.aborted === true || state !== "running") {
         updateHealth();
         throw WardenError.from(err, Code.Unavailable);

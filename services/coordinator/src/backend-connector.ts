@@ -21,6 +21,31 @@ export function backendHandle(client: H2Client<typeof Backend>): BackendClientHa
   };
 }
 
+/**
+ * HA: every backend Free goes through the leader fence. The stop sequence's
+ * Free is the one call that reaches a backend from the coordinator directly,
+ * not through an agent (which checks the command's epoch): `leaderEpoch`
+ * throws (UNAVAILABLE "not the leader") unless this term holds the lease at
+ * the moment the call is sent, so a coordinator resumed after a pause past
+ * its lease frees nothing. Routed calls are not fenced (a paused leader keeps
+ * serving inference).
+ */
+export function fencedBackendConnector<H extends BackendHandle>(inner: BackendConnector<H>, leaderEpoch: () => bigint): BackendConnector<H> {
+  return {
+    ...inner,
+    connect(address, target) {
+      const h = inner.connect(address, target);
+      return {
+        ...h,
+        async free(options) {
+          leaderEpoch();
+          await h.free(options);
+        },
+      };
+    },
+  };
+}
+
 /** Connects to backends over plaintext gRPC (LocalAI Backend protocol); coordinator-transport.ts adds TLS and the backends' bearer token where configured. */
 export const grpcBackendConnector: BackendConnector<BackendClientHandle> = {
   connect(address: string): BackendClientHandle {

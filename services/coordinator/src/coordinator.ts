@@ -11,7 +11,7 @@ import { describeAuditLinkState, startAuditLink, type AuditLink, type NatsCreden
 import { builtinCatalog, servePrometheus, createAgent, createNodeHeartbeat, inProcessNodeService, placementLimitsMessage, resolveAgentConfig, type Agent, type NodeHeartbeat } from "@warden/agent";
 import type { CoordinatorConfig } from "./coordinator-config.js";
 import { adminService } from "./admin-service.js";
-import type { BackendClientHandle } from "./backend-connector.js";
+import { fencedBackendConnector, type BackendClientHandle } from "./backend-connector.js";
 import { coordinatorTransport } from "./coordinator-transport.js";
 import { withNodeCertificateCheck } from "./node-certificate-check.js";
 import { guarded, loadCoordinatorAuth, readTokenTable } from "./coordinator-auth.js";
@@ -155,9 +155,12 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
     });
     publisher = auditLink.publisher;
   }
+  // HA: one gate for every timer-driven decision and for publishing (coordinator-ha-wiring.ts).
+  const mayAct = deps.ha?.mayAct;
   const outbox = createOutbox({
     journal,
     publisher,
+    ...(mayAct === undefined ? {} : { mayPublish: mayAct }),
     clock,
     rng,
     newId,
@@ -238,7 +241,8 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
     rng,
     sleep: (ms, signal) => sleep(clock, ms, signal),
     agents: nodes,
-    backends: transport.backends,
+    backends: deps.ha === undefined ? transport.backends : fencedBackendConnector(transport.backends, deps.ha.leaderEpoch),
+    ...(mayAct === undefined ? {} : { mayAct }),
     caps: { maxOpenRequestsPerAddress: config.limits.maxOpenRequestsPerInstance },
     maxWaitingPerModel: config.limits.maxWaitingPerModel,
     journal: {
@@ -374,7 +378,9 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
   loader.startTicking();
   let healthTimer: Cancel | undefined;
   const healthLoop = (): void => {
-    nodes.checkHealth();
+    // HA: a member resumed after a pause past its lease has heard no heartbeat for that long;
+    // it marks nothing unreachable or lost (the nodes heartbeat the current leader).
+    if (mayAct?.() !== false) nodes.checkHealth();
     healthTimer = clock.setTimer(1_000, healthLoop);
   };
   healthTimer = clock.setTimer(1_000, healthLoop);

@@ -20,4 +20,12 @@ export interface CoordinatorHaWiring {
    * steps down (called synchronously; it must not throw).
    */
   readonly onSuperseded: (newerEpoch: bigint, detail: string) => void;
+  /**
+   * True only while this member holds the lease of this term at this moment
+   * (checked against the clock, so a process resumed after a pause past its
+   * lease sees false before it acts). Gates every decision that runs on a
+   * timer — node health marking, the watchdog tick, leftover and freed
+   * retries — and the outbox's publishing. @default always true
+   */
+  readonly mayAct?: () => boolean;
 }

@@ -8,6 +8,7 @@ import type { HaConfig } from "./ha-config.js";
 import { openLeaseBucket } from "./lease-bucket.js";
 import { openKvStateStore } from "./kv-state-store.js";
 import { openJetStreamJournal, type JetStreamJournal } from "./jetstream-journal.js";
+import type { JetStreamJournalOptions } from "./journal-stream.js";
 
 /** What an HA member keeps open for its whole life, leader or standby: the "warm" part of a takeover. */
 export interface HaNats {
@@ -15,7 +16,7 @@ export interface HaNats {
   readonly leaseKv: KV;
   readonly state: DurableStateStore;
   /** A fresh journal handle on the (already created) stream: one stream info and one last-message read. */
-  openJournal(signal?: AbortSignal): Promise<JetStreamJournal>;
+  openJournal(signal?: AbortSignal, fence?: Pick<JetStreamJournalOptions, "writerEpoch" | "onSuperseded">): Promise<JetStreamJournal>;
 }
 
 export function natsCredentialsOf(n: NonNullable<CoordinatorConfig["nats"]>): NatsCredentials {
@@ -79,7 +80,7 @@ export async function openHaNats(
         const state = await openKvStateStore(nc, { replicas: ha.replicas }, signal);
         // Creates the stream now, so a takeover only reads where it ends.
         (await openJetStreamJournal(nc, { replicas: ha.replicas }, signal)).close();
-        return { nc, leaseKv, state, openJournal: (s) => openJetStreamJournal(nc, { replicas: ha.replicas }, s) };
+        return { nc, leaseKv, state, openJournal: (s, fence) => openJetStreamJournal(nc, { replicas: ha.replicas, ...fence }, s) };
       } catch (err) {
         if (signal?.aborted === true || !isTransient(err)) throw err;
         const waitMs = backoffDelayMs({ initialMs: 250, factor: 2, maxMs: 5_000, jitter: 0 }, attempt - 1, cryptoRng);

@@ -34,12 +34,18 @@ export interface HaRunner {
   close(options?: { readonly stopBackends?: boolean }): Promise<void>;
 }
 
+/** The lease epoch a term writes and commands under, and whether it is paused (read by the term's fences at the moment they act). */
+interface TermFence {
+  epoch: bigint;
+  paused: boolean;
+}
+
 /** Who serves on `listen` right now: one owner (the runner's serial queue) changes it. */
 type Term =
   | { readonly kind: "none" }
   | { readonly kind: "standby"; readonly server: StandbyServer }
   /** `epoch`: the lease revision this term acts under (a resume in place moves it on). */
-  | { readonly kind: "leading"; epoch: bigint; readonly inner: Coordinator; readonly journal: JetStreamJournal; paused: boolean };
+  | { readonly kind: "leading"; epoch: bigint; readonly inner: Coordinator; readonly journal: JetStreamJournal; paused: boolean; readonly fence: TermFence };
 
 const pausedError = (): WardenError => new WardenError(Code.Unavailable, "not the leader: lease lost, no quorum");
 
@@ -146,8 +152,10 @@ export async function runHaCoordinator(config: CoordinatorConfig, deps: HaRunner
         if (previous?.holder === holder) {
           // Nobody led in between: the state here is still the truth. Resume in place.
           term.epoch = epoch;
+          term.fence.epoch = epoch;
           const wasPaused = term.paused;
           term.paused = false;
+          term.fence.paused = false;
           term.inner.server.health.set(haHealthService, ServingStatus.SERVING);
           if (wasPaused) hlog.warn("quorum back: evictions and loads resume", { epoch: epoch.toString() });
           await publishLeader(term.inner, epoch, previous, true);
@@ -161,21 +169,28 @@ export async function runHaCoordinator(config: CoordinatorConfig, deps: HaRunner
         term = { kind: "none" };
       }
       const startedAt = clock.now();
-      const journal = await n.openJournal();
+      // The term's fence: journal appends, publishing and timer-driven decisions act only
+      // while the lease of this term is held at that moment (checked against the clock).
+      const fence: TermFence = { epoch, paused: false };
+      const held = (): bigint | undefined => {
+        const e = keeper.epoch();
+        return !fence.paused && e !== undefined && BigInt(e) === fence.epoch ? fence.epoch : undefined;
+      };
+      const journal = await n.openJournal(undefined, { writerEpoch: held, onSuperseded: (newer, detail) => { onSuperseded(newer, detail); } });
       let inner: Coordinator;
       try {
         inner = await startCoordinator(current, {
           clock,
           ...(deps.rng === undefined ? {} : { rng: deps.rng }),
           logger: log,
-          ha: { journal, state: n.state, leaderEpoch, onSuperseded: (newer, detail) => { onSuperseded(newer, detail); } },
+          ha: { journal, state: n.state, leaderEpoch, onSuperseded: (newer, detail) => { onSuperseded(newer, detail); }, mayAct: () => held() !== undefined },
           haStatus: status,
         });
       } catch (err) {
         journal.close();
         throw err;
       }
-      term = { kind: "leading", epoch, inner, journal, paused: false };
+      term = { kind: "leading", epoch, inner, journal, paused: false, fence };
       takeovers++;
       metrics.takeovers.inc();
       inner.server.health.set(haHealthService, ServingStatus.SERVING);
@@ -200,6 +215,7 @@ export async function runHaCoordinator(config: CoordinatorConfig, deps: HaRunner
   const pause = (): void => {
     if (term.kind !== "leading" || term.paused) return;
     term.paused = true;
+    term.fence.paused = true;
     term.inner.server.health.set(haHealthService, ServingStatus.NOT_SERVING);
     hlog.warn("no quorum: evictions and loads paused, inference still routed", { epoch: term.epoch.toString() });
     members.announce();

@@ -1,8 +1,9 @@
 import { jetstream, type JetStreamClient, type JetStreamManager } from "@nats-io/jetstream";
-import { nuid, type NatsConnection } from "@nats-io/transport-node";
-import { Code, WardenError, abortReason, deadlineSignal, invalidArgument, raceSignal, sleep } from "@warden/common";
-import { decodeJournalRecord, encodeJournalRecord, recordHeaderBytes } from "@warden/journal";
-import { liveJournalRecords, type Journal, type JournalRecord } from "@warden/outbox";
+import { headers, nuid, type NatsConnection } from "@nats-io/transport-node";
+import { Code, StaleLeaderEpochError, WardenError, abortReason, deadlineSignal, invalidArgument, sleep, raceSignal } from "@warden/common";
+import { encodeJournalRecord, recordHeaderBytes } from "@warden/journal";
+import { fenceStaleRecords, judgeStreamHead, liveJournalRecords, type Journal, type JournalRecord } from "@warden/outbox";
+import { readAllRecords, readStreamHead, writerEpochHeader } from "./journal-read.js";
 import { ensureJournalStream, journalUnavailable, resolveJournalOptions, type JetStreamJournalOptions, type ResolvedJournalOptions } from "./journal-stream.js";
 
 export interface JetStreamJournalStats {
@@ -13,6 +14,8 @@ export interface JetStreamJournalStats {
   readonly compactionErrors: number;
   /** Records in the stream as far as this journal knows (replayed + acked − purged). */
   readonly heldRecords: number;
+  /** Replayed records ignored as written by a superseded leader (`fenceStaleRecords`). */
+  readonly staleIgnored: number;
 }
 
 /**
@@ -47,8 +50,17 @@ export interface JetStreamJournalStats {
  *   event ids count once; intents, marks and epochs are idempotent). Appends
  *   go on while it runs; they land after the copies and survive the purge.
  *
- * One writer at a time (the lease holder); a second writer's appends break
- * the msg-id chain and are detected only as far as the chain shows it.
+ * - Leader-epoch fence (with `writerEpoch`): each record carries the lease
+ *   epoch its writer held when sending it (header `Warden-Epoch`); nothing is
+ *   sent while the lease is not held. The first append after replay expects
+ *   the last sequence replayed, so a new leader's first record lands right
+ *   behind what it read. After a failed send the stream's last record is
+ *   judged by `judgeStreamHead`: re-sending happens only behind this writer's
+ *   own record or the one its chain follows; a newer epoch's record makes
+ *   every append fail for good (`StaleLeaderEpochError`, `onSuperseded`),
+ *   another writer's record ABORTED — never re-chained on top of it. Replay
+ *   drops records of an epoch that a record before them superseded
+ *   (`fenceStaleRecords`).
  */
 export interface JetStreamJournal extends Journal {
   readonly stream: string;
@@ -79,27 +91,12 @@ export async function openJetStreamJournal(nc: NatsConnection, options: JetStrea
   try {
     for (;;) {
       try {
-        return new JournalImpl(o, jsm, js, await lastStoredId(jsm, o, d.signal));
+        return new JournalImpl(o, jsm, js, (await readStreamHead(jsm, o, d.signal))?.id);
       } catch (err) {
         if (d.signal.aborted) throw journalUnavailable(o.stream, "open", err);
         await sleep(o.clock, Math.min(250, o.ackTimeoutMs), d.signal).catch(() => undefined);
       }
     }
-  } finally {
-    d.cleanup();
-  }
-}
-
-/** The stream's last message id (from the stream leader), or undefined when empty. */
-async function lastStoredId(jsm: JetStreamManager, o: ResolvedJournalOptions, signal?: AbortSignal): Promise<string | undefined> {
-  const d = deadlineSignal(o.clock, o.ackTimeoutMs * 2, `journal stream ${o.stream}: read last record`, signal);
-  try {
-    const info = await raceSignal(jsm.streams.info(o.stream), d.signal);
-    if (info.state.messages === 0) return undefined;
-    const m = await raceSignal(jsm.streams.getMessage(o.stream, { seq: info.state.last_seq }), d.signal);
-    return m?.header.get("Nats-Msg-Id");
-  } catch (err) {
-    throw journalUnavailable(o.stream, "read of the last record", err);
   } finally {
     d.cleanup();
   }
@@ -115,6 +112,15 @@ class JournalImpl implements JetStreamJournal {
   private recoveryRunning = false;
   /** Id the next publish expects as the stream's last one. */
   private lastSentId: string | undefined;
+  /** The last id known stored in order: what the unacked chain follows (the fence's anchor). */
+  private anchorId: string | undefined;
+  /** The first send after replay expects this last sequence (the new leader's marker lands right behind what it read). */
+  private expectSeq: number | undefined;
+  /** The epoch of this writer's latest send (0 when unfenced). */
+  private ownEpoch = 0n;
+  /** Set once another writer is found at the stream's end: every append fails with it from then on. */
+  private fenced: WardenError | undefined;
+  private staleIgnored = 0;
   /** Acked records by stream sequence (the compaction's input). */
   private held: { seq: number; record: JournalRecord }[] = [];
   private ackedSinceCompaction = 0;
@@ -136,10 +142,12 @@ class JournalImpl implements JetStreamJournal {
   ) {
     this.stream = o.stream;
     this.lastSentId = lastId;
+    this.anchorId = lastId;
   }
 
   append(record: JournalRecord, signal?: AbortSignal): Promise<void> {
     if (this.closed) return Promise.reject(new WardenError(Code.FailedPrecondition, `journal stream ${this.stream}: closed`));
+    if (this.fenced !== undefined) return Promise.reject(this.fenced);
     if (signal?.aborted === true) return Promise.reject(abortReason(signal));
     const bytes = encodeJournalRecord(record);
     if (bytes.length - recordHeaderBytes > this.o.maxRecordBytes) return Promise.reject(invalidArgument("record", `larger than ${String(this.o.maxRecordBytes)} bytes`));
@@ -181,8 +189,9 @@ class JournalImpl implements JetStreamJournal {
         { once: true },
       );
       this.chain.push(p);
-      if (!this.recovering) this.send(p);
-      else if (this.inFlight === 0) void this.recover();
+      if (this.recovering || !this.send(p)) {
+        if (this.inFlight === 0) void this.recover();
+      }
     });
   }
 
@@ -193,13 +202,25 @@ class JournalImpl implements JetStreamJournal {
     else p.reject(err ?? journalUnavailable(this.stream, "append", "not acknowledged"));
   }
 
-  private send(p: Pending): void {
-    const expect = this.lastSentId === undefined ? { lastSequence: 0 } : { lastMsgID: this.lastSentId };
+  /** False (nothing sent, recovery mode) while the lease is not held: no record goes out without an epoch held now. */
+  private send(p: Pending): boolean {
+    const epoch = this.o.writerEpoch?.();
+    if (this.o.writerEpoch !== undefined && epoch === undefined) {
+      this.recovering = true;
+      return false;
+    }
+    const h = headers();
+    if (epoch !== undefined) {
+      this.ownEpoch = epoch;
+      h.set(writerEpochHeader, epoch.toString());
+    }
+    const expect = this.expectSeq !== undefined ? { lastSequence: this.expectSeq } : this.lastSentId === undefined ? { lastSequence: 0 } : { lastMsgID: this.lastSentId };
+    this.expectSeq = undefined;
     this.lastSentId = p.id;
     p.sent = true;
     p.inFlight = true;
     this.inFlight++;
-    this.js.publish(this.o.subject, p.bytes, { msgID: p.id, expect, timeout: this.o.ackTimeoutMs, retries: 1 }).then(
+    this.js.publish(this.o.subject, p.bytes, { msgID: p.id, expect, headers: h, timeout: this.o.ackTimeoutMs, retries: 1 }).then(
       (ack) => {
         this.acked(p, ack.seq);
       },
@@ -211,12 +232,14 @@ class JournalImpl implements JetStreamJournal {
       this.inFlight--;
       if (this.recovering && this.inFlight === 0) void this.recover();
     });
+    return true;
   }
 
   private acked(p: Pending, seq: number): void {
     const i = this.chain.indexOf(p);
     // An ack for p means every record before it is stored too (the msg-id chain).
     const done = i < 0 ? [] : this.chain.splice(0, i + 1);
+    if (done.length > 0) this.anchorId = p.id;
     for (const q of done) {
       // Records before p are stored too, at sequences not learnt here (compaction does not need them).
       this.held.push({ seq: q === p ? seq : -1, record: q.record });
@@ -231,16 +254,18 @@ class JournalImpl implements JetStreamJournal {
     if (this.recoveryRunning) return;
     this.recoveryRunning = true;
     try {
-      while (!this.closed) {
+      while (!this.closed && this.fenced === undefined) {
         // Unsent appends whose deadline passed were dropped from the chain already;
         // sent ones stay until settled here (a later one's ack may still prove them stored).
         if (this.chain.length === 0) {
           this.recovering = false;
           break;
         }
-        let last: string | undefined;
+        let head: Awaited<ReturnType<typeof readStreamHead>>;
         try {
-          last = await lastStoredId(this.jsm, this.o);
+          // Lease not held (paused, or an ex-leader not told yet): nothing is re-sent until it is again.
+          if (this.o.writerEpoch !== undefined && this.o.writerEpoch() === undefined) throw new Error("lease not held");
+          head = await readStreamHead(this.jsm, this.o);
         } catch {
           this.resends++;
           this.chain = this.chain.filter((q) => !q.settled || q.inFlight);
@@ -252,27 +277,53 @@ class JournalImpl implements JetStreamJournal {
           await sleep(this.o.clock, Math.min(250, this.o.ackTimeoutMs));
           continue;
         }
-        const k = last === undefined ? -1 : this.chain.findIndex((q) => q.id === last);
-        if (k >= 0) {
-          for (const q of this.chain.splice(0, k + 1)) {
+        const verdict = judgeStreamHead({ head, anchorId: this.anchorId, chainIds: this.chain.map((q) => q.id), ownEpoch: this.ownEpoch });
+        if (verdict.t === "superseded") {
+          this.fence(new StaleLeaderEpochError(this.ownEpoch, verdict.newerEpoch));
+          this.o.onSuperseded?.(verdict.newerEpoch, `journal stream ${this.stream}: a record of epoch ${String(verdict.newerEpoch)} is at its end`);
+          break;
+        }
+        if (verdict.t === "foreign") {
+          this.fence(new WardenError(Code.Aborted, `journal stream ${this.stream}: another writer (epoch ${verdict.writerEpoch === undefined ? "none" : String(verdict.writerEpoch)}) appended after this writer's last stored record; this writer appends nothing more`, { details: { stream: this.stream } }));
+          break;
+        }
+        if (verdict.t === "stored") {
+          for (const q of this.chain.splice(0, verdict.upTo + 1)) {
             this.held.push({ seq: -1, record: q.record });
             this.ackedSinceCompaction++;
             this.settle(q, -1);
           }
+          this.anchorId = head?.id;
         }
         // Settled (given up) ones not proven stored are not re-sent: their caller was told UNAVAILABLE.
         this.chain = this.chain.filter((q) => !q.settled);
-        this.lastSentId = last;
+        this.lastSentId = this.anchorId;
+        this.expectSeq = undefined;
         this.recovering = false;
+        let lapsed = false;
         for (const q of this.chain) {
           this.resends++;
-          this.send(q);
+          if (!this.send(q)) {
+            lapsed = true;
+            break;
+          }
         }
+        // The lease lapsed before anything went out: wait for it here (in-flight sends call back otherwise).
+        if (lapsed && this.inFlight === 0) continue;
         break;
       }
     } finally {
       this.recoveryRunning = false;
     }
+  }
+
+  /** Terminal: every unacked append and every later one fails with `err`; nothing more is sent. */
+  private fence(err: WardenError): void {
+    this.fenced = err;
+    this.recovering = false;
+    const chain = this.chain;
+    this.chain = [];
+    for (const p of chain) this.settle(p, undefined, err);
   }
 
   private maybeCompact(): void {
@@ -323,11 +374,10 @@ class JournalImpl implements JetStreamJournal {
       // settles: read again from the start until the deadline.
       for (;;) {
         try {
-          const out = await this.readAll(d.signal);
-          this.held = [...out, ...this.held];
-          return out.map((h) => h.record);
+          const out = await readAllRecords(this.jsm, this.js, this.o, d.signal);
+          return this.acceptReplay(out);
         } catch (err) {
-          if (err instanceof WardenError && err.code === Code.DataLoss) throw err;
+          if (this.fenced !== undefined || (err instanceof WardenError && err.code === Code.DataLoss)) throw err;
           if (d.signal.aborted) {
             const reason = abortReason(d.signal);
             throw reason.code === Code.Canceled ? reason : journalUnavailable(this.stream, "replay", err);
@@ -340,33 +390,31 @@ class JournalImpl implements JetStreamJournal {
     }
   }
 
-  /** One pass over the stream with an ordered consumer, up to the last sequence at its start. */
-  private async readAll(signal: AbortSignal): Promise<{ seq: number; record: JournalRecord }[]> {
-    const info = await raceSignal(this.jsm.streams.info(this.stream), signal);
-    const lastSeq = info.state.last_seq;
-    if (info.state.messages === 0) return [];
-    const consumer = await raceSignal(this.js.consumers.get(this.stream), signal);
-    const messages = await raceSignal(consumer.consume({ max_messages: 256 }), signal);
-    const stop = (): void => {
-      void messages.close();
-    };
-    signal.addEventListener("abort", stop, { once: true });
-    const out: { seq: number; record: JournalRecord }[] = [];
-    try {
-      for await (const m of messages) {
-        out.push({ seq: m.seq, record: decodeJournalRecord(Buffer.from(m.data), this.o.maxRecordBytes) });
-        if (m.seq >= lastSeq) break;
-      }
-    } finally {
-      signal.removeEventListener("abort", stop);
-      await messages.close();
+  /** Applies the fence to what was read: stale records ignored; the next send lands right behind the last one read. */
+  private acceptReplay(out: Awaited<ReturnType<typeof readAllRecords>>): JournalRecord[] {
+    const fenced = fenceStaleRecords(out);
+    this.staleIgnored += fenced.stale;
+    const mine = this.o.writerEpoch?.();
+    if (mine !== undefined && fenced.newestEpoch !== undefined && fenced.newestEpoch > mine) {
+      // A newer leader already wrote: this one must not start on what it read.
+      const err = new StaleLeaderEpochError(mine, fenced.newestEpoch);
+      this.fence(err);
+      this.o.onSuperseded?.(fenced.newestEpoch, `journal stream ${this.stream}: replay found epoch ${String(fenced.newestEpoch)}`);
+      throw err;
     }
-    if ((out.at(-1)?.seq ?? 0) < lastSeq) throw new Error(`read stopped at ${String(out.at(-1)?.seq ?? 0)} of ${String(lastSeq)}`);
-    return out;
+    const kept = new Set(fenced.records);
+    this.held = [...out.filter((r) => kept.has(r.record)).map((r) => ({ seq: r.seq, record: r.record })), ...this.held];
+    const last = out.at(-1);
+    if (last !== undefined) {
+      this.anchorId = last.id;
+      this.lastSentId = last.id;
+    }
+    this.expectSeq = last?.seq ?? 0;
+    return fenced.records;
   }
 
   stats(): JetStreamJournalStats {
-    return { appends: this.appends, resends: this.resends, compactions: this.compactions, compactionErrors: this.compactionErrors, heldRecords: this.held.length };
+    return { appends: this.appends, resends: this.resends, compactions: this.compactions, compactionErrors: this.compactionErrors, heldRecords: this.held.length, staleIgnored: this.staleIgnored };
   }
 
   close(): void {

@@ -26,6 +26,16 @@ export interface JetStreamJournalOptions {
   /** Compact once this many records were acked since the last compaction (and the log is ≥ 2× the live set). @default 100 000, bounds 16–10 000 000 */
   readonly compactAtRecords?: number;
   readonly clock?: Clock;
+  /**
+   * The leader-epoch fence: the lease epoch this writer holds at this moment,
+   * undefined while it holds none (checked against the clock at each send).
+   * Each record is stamped with it; while it is undefined nothing is sent
+   * (appends wait, then fail UNAVAILABLE at their deadline). Without it the
+   * journal is unfenced (records unstamped), e.g. for a single writer in tests.
+   */
+  readonly writerEpoch?: () => bigint | undefined;
+  /** A newer epoch wrote to the stream: this writer is an ex-leader (called once; must not throw). */
+  readonly onSuperseded?: (newerEpoch: bigint, detail: string) => void;
 }
 
 export interface ResolvedJournalOptions {
@@ -38,6 +48,8 @@ export interface ResolvedJournalOptions {
   readonly maxRecordBytes: number;
   readonly compactAtRecords: number;
   readonly clock: Clock;
+  readonly writerEpoch: (() => bigint | undefined) | undefined;
+  readonly onSuperseded: ((newerEpoch: bigint, detail: string) => void) | undefined;
 }
 
 const streamNamePattern = /^[-_a-zA-Z0-9]{1,64}$/;
@@ -69,6 +81,8 @@ export function resolveJournalOptions(options: JetStreamJournalOptions, maxPaylo
     maxRecordBytes: intIn("maxRecordBytes", options.maxRecordBytes ?? 512 * 1024, 1024, Math.max(1024, maxPayloadBytes - headerAllowanceBytes), " bytes (server max_payload − 4 KiB)"),
     compactAtRecords: intIn("compactAtRecords", options.compactAtRecords ?? 100_000, 16, 10_000_000),
     clock: options.clock ?? systemClock,
+    writerEpoch: options.writerEpoch,
+    onSuperseded: options.onSuperseded,
   };
 }
 

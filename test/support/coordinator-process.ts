@@ -31,6 +31,8 @@ export interface CoordinatorProcess {
   readonly httpAddress: string | undefined;
   /** Every event it logged so far. */
   readonly events: LoggedEvent[];
+  /** Every JSON log line it wrote to stdout, parsed. */
+  readonly logLines: Readonly<Record<string, unknown>>[];
   readonly stderr: string[];
   /** Resolves with the first logged event of `type` matching `pred` (already logged or future). */
   waitForEvent(type: string, pred?: (e: LoggedEvent) => boolean, timeoutMs?: number): Promise<LoggedEvent>;
@@ -50,6 +52,7 @@ export async function startCoordinatorProcess(configPath: string, config: Record
     env: { ...process.env, LOG_LEVEL: "info" },
   });
   const events: LoggedEvent[] = [];
+  const logLines: Record<string, unknown>[] = [];
   const stderr: string[] = [];
   const waiters = new Set<() => void>();
   const exited = new Promise<number | null>((resolve) => {
@@ -74,6 +77,7 @@ export async function startCoordinatorProcess(configPath: string, config: Record
         } catch {
           continue;
         }
+        logLines.push(o);
         if (o.msg === "coordinator listening" && o.address !== undefined) {
           httpAddress = o.httpAddress;
           clearTimeout(timer);
@@ -99,6 +103,7 @@ export async function startCoordinatorProcess(configPath: string, config: Record
     address,
     httpAddress,
     events,
+    logLines,
     stderr,
     exited,
     waitForEvent(type, pred = () => true, waitMs = 30_000) {

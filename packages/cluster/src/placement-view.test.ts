@@ -37,7 +37,8 @@ interface GenInstance {
   readonly sizeGiB: number;
 }
 interface GenEntry {
-  readonly kind: "leftover" | "orphan";
+  /** `unconfirmed`: known only from a restarted coordinator's journal, its node not reported yet — counted exactly like the others. */
+  readonly kind: "leftover" | "orphan" | "unconfirmed";
   readonly groups: readonly string[];
   readonly sizeGiB: number;
 }
@@ -105,7 +106,7 @@ const clusterArb: fc.Arbitrary<GenCluster> = fc
           catalog: fc.constantFrom<readonly string[]>([], ["backend-sim"], ["backend-sim", "other"], ["other"]),
           entries: fc.oneof(
             { weight: 2, arbitrary: fc.constant([]) },
-            { weight: 1, arbitrary: fc.array(fc.record({ kind: fc.constantFrom<GenEntry["kind"]>("leftover", "orphan"), groups: groupsArb, sizeGiB: fc.integer({ min: 0, max: 8 }) }), { minLength: 1, maxLength: 2 }) },
+            { weight: 1, arbitrary: fc.array(fc.record({ kind: fc.constantFrom<GenEntry["kind"]>("leftover", "orphan", "unconfirmed"), groups: groupsArb, sizeGiB: fc.integer({ min: 0, max: 8 }) }), { minLength: 1, maxLength: 2 }) },
           ),
         }),
         { minLength: 0, maxLength: 7 },

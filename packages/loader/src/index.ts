@@ -21,6 +21,7 @@ export type { AdoptionSource, LoaderEvent, LoaderEventSink, LoaderEventType } fr
 export { GoneIncarnations } from "./gone-incarnations.js";
 export type { JournalReplicas } from "./journal-replicas.js";
 export { UnconfirmedReplicas } from "./unconfirmed-replicas.js";
+export { RecoveryWindow, type RecoveryWindowState, type RecoveryOpenCause, type NodeSettlement } from "./recovery-window.js";
 export type { UnconfirmedReplica } from "./unconfirmed-replicas.js";
 export type { HeldInstance, InventoryAnswer, InventoryHit, InventoryPort, Lease, Placement, PlacementPort, UnloadOutcome } from "./loader-types.js";
 export type * from "./ports.js";

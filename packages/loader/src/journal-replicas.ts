@@ -1,6 +1,7 @@
 import { knows } from "./adoption.js";
-import type { LoaderState } from "./loader-state.js";
+import { pushOccupancy, type LoaderState } from "./loader-state.js";
 import type { BackendHandle } from "./ports.js";
+import type { NodeSettlement } from "./recovery-window.js";
 import type { UnconfirmedReplica } from "./unconfirmed-replicas.js";
 
 /**
@@ -9,10 +10,24 @@ import type { UnconfirmedReplica } from "./unconfirmed-replicas.js";
  * settled when the node reports, is lost or stays unregistered past the
  * coordinator's lost timeout, or forgotten by an operator. The Loader's
  * `journalReplicas`; the table itself lives in LoaderState (`unconfirmed`),
- * read by replica counting (replica-routing.ts) and placement.
+ * read by replica counting (replica-routing.ts) and placement, and pushed to
+ * the watchdog as occupancy of their node (groups, limit, memory).
  */
 export class JournalReplicas<H extends BackendHandle> {
+  private settledListener: ((nodeId: string, how: NodeSettlement) => void) | undefined;
+
   constructor(private readonly s: LoaderState<H>) {}
+
+  /** Told of every node report and loss (the recovery window's input: recovery-window.ts). One listener. */
+  onNodeSettled(listener: ((nodeId: string, how: NodeSettlement) => void) | undefined): void {
+    this.settledListener = listener;
+  }
+
+  /** @internal the node was lost: its entries were dropped. */
+  nodeLost(nodeId: string): void {
+    if (this.s.unconfirmed.removeNode(nodeId).length > 0) pushOccupancy(this.s, nodeId);
+    this.settledListener?.(nodeId, "lost");
+  }
 
   /**
    * At start, after the open stop intents became leftovers: every instance
@@ -22,10 +37,15 @@ export class JournalReplicas<H extends BackendHandle> {
    */
   restore(entries: readonly UnconfirmedReplica[]): number {
     let added = 0;
+    const nodes = new Set<string>();
     for (const e of entries) {
       if (e.incarnation === "" || e.nodeId === "" || e.model === "" || knows(this.s, e.incarnation)) continue;
-      if (this.s.unconfirmed.add(e)) added++;
+      if (this.s.unconfirmed.add(e)) {
+        added++;
+        nodes.add(e.nodeId);
+      }
     }
+    for (const nodeId of nodes) pushOccupancy(this.s, nodeId);
     return added;
   }
 
@@ -35,7 +55,10 @@ export class JournalReplicas<H extends BackendHandle> {
    * way the journal's word about that node is settled.
    */
   nodeReported(nodeId: string): UnconfirmedReplica[] {
-    return this.s.unconfirmed.removeNode(nodeId);
+    const out = this.s.unconfirmed.removeNode(nodeId);
+    if (out.length > 0) pushOccupancy(this.s, nodeId);
+    this.settledListener?.(nodeId, "reported");
+    return out;
   }
 
   /**
@@ -46,7 +69,9 @@ export class JournalReplicas<H extends BackendHandle> {
   expireUnregistered(): UnconfirmedReplica[] {
     const out: UnconfirmedReplica[] = [];
     for (const nodeId of [...this.s.unconfirmed.nodes()]) {
-      if (this.s.o.agents.agent(nodeId) === undefined) out.push(...this.s.unconfirmed.removeNode(nodeId));
+      if (this.s.o.agents.agent(nodeId) !== undefined) continue;
+      out.push(...this.s.unconfirmed.removeNode(nodeId));
+      pushOccupancy(this.s, nodeId);
     }
     return out;
   }
@@ -65,15 +90,11 @@ export class JournalReplicas<H extends BackendHandle> {
   }
 }
 
-/** Node lost: the journal's entries there stop counting, as its held instances stop being routable. */
-export function dropUnconfirmedOnNode<H extends BackendHandle>(s: LoaderState<H>, nodeId: string): void {
-  s.unconfirmed.removeNode(nodeId);
-}
-
 /** ForgetInstance of an entry known only from the journal: it stops counting, audited as instance.forgotten. */
 export function forgetUnconfirmed<H extends BackendHandle>(s: LoaderState<H>, incarnation: string, operator: string, note: string): boolean {
   const r = s.unconfirmed.remove(incarnation);
   if (r === undefined) return false;
+  pushOccupancy(s, r.nodeId);
   s.o.events.emit({ type: "instance.forgotten", nodeId: r.nodeId, model: r.model, address: r.address, incarnation, operator, note });
   return true;
 }

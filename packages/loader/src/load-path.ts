@@ -316,6 +316,10 @@ function pinsAndGroupsNow<H extends BackendHandle>(s: LoaderState<H>, spec: Mode
  */
 async function admit<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, incarnation: string, preferredNode: string | undefined, signal: AbortSignal, replica: ReplicaLoad | undefined): Promise<string | HeldInstance<H>> {
   let lastReason: string;
+  // The last refusal was (also) for instances a node not heard from since the
+  // restart may run: it ends when that node reports or is lost — a transient
+  // state, answered UNAVAILABLE (retry), never a permanent refusal.
+  let unconfirmedOn: string | undefined;
   for (let attempt = 1; ; attempt++) {
     if (signal.aborted) throw WardenError.from(signal.reason);
     if (replica !== undefined) replicaStillWanted(s, spec, replica);
@@ -355,9 +359,13 @@ async function admit<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec
       }
       needMore = r.needMore;
       lastReason = `${r.cause === "group" ? "group conflict" : "limit"} on node "${choice.nodeId}": ${describeShortfall(r.shortfall)}`;
+      unconfirmedOn = (r.shortfall.unconfirmed ?? 0) > 0 ? choice.nodeId : undefined;
     }
     if (attempt >= s.maxAttempts) break;
     if (needMore) await s.o.sleep(s.retryIntervalMs, signal);
+  }
+  if (unconfirmedOn !== undefined) {
+    throw new WardenError(Code.Unavailable, `cannot load model "${spec.id}" yet: ${lastReason}; retry once node "${unconfirmedOn}" has reported`, { details: { model: spec.id, nodeId: unconfirmedOn } });
   }
   throw new WardenError(Code.FailedPrecondition, `cannot load model "${spec.id}" after ${String(s.maxAttempts)} attempts: ${lastReason}`, { details: { model: spec.id } });
 }
@@ -399,6 +407,7 @@ function describeShortfall(s: Shortfall): string {
   if (s.freed > 0) parts.push(`${String(s.freed)} freed`);
   if (s.leftovers > 0) parts.push(`${String(s.leftovers)} leftover`);
   if (s.orphans > 0) parts.push(`${String(s.orphans)} orphan`);
+  if ((s.unconfirmed ?? 0) > 0) parts.push(`${String(s.unconfirmed)} unconfirmed (known from the journal, its node not reported yet)`);
   if (s.pinned > 0) parts.push(`${String(s.pinned)} pinned`);
   if ((s.spared ?? 0) > 0) parts.push(`${String(s.spared)} spared (replicas a replica load must not evict)`);
   return parts.length > 0 ? `blocked by ${parts.join(", ")} instance(s)` : `${String(s.missing)} more slot(s) needed`;

@@ -19,7 +19,7 @@ import type { ReplicaStatus, ScalePatch } from "./replica-status.js";
 import { replicaStatusOf, replicaStatusesOf } from "./replica-status-of.js";
 import { modelRules, reconcileReplicas } from "./replica-tick.js";
 import { acquire, reportUnavailable } from "./routing.js";
-import { JournalReplicas, dropUnconfirmedOnNode, forgetUnconfirmed } from "./journal-replicas.js";
+import { JournalReplicas, forgetUnconfirmed } from "./journal-replicas.js";
 import { onSettled, stopSequence } from "./stop-sequence.js";
 import { stopInstance, unload, type UnloadOptions } from "./unload.js";
 
@@ -319,7 +319,8 @@ export class Loader<H extends BackendHandle = BackendHandle> {
   /** A node was declared lost: its instances become leftovers there (instance-exits.ts). */
   onNodeLost(nodeId: string): void {
     onNodeLost(this.s, nodeId);
-    dropUnconfirmedOnNode(this.s, nodeId);
+    // The journal's entries there stop counting, as its held instances stop being routable.
+    this.journalReplicas.nodeLost(nodeId);
   }
 
   /** An operator's audited word: forget an instance; never stops anything (instance-exits.ts). */

@@ -9,11 +9,14 @@ export interface UnconfirmedReplica {
 /**
  * Instances the journal says were running, on nodes that have not reported an
  * inventory since this coordinator started. They are not held (nothing routes
- * to them, nothing stops them), but they count toward their model's `max` and
- * their node's `maxReplicasPerModel` until the node reports (its inventory
- * adopts the ones still running), is lost, or an operator forgets one: without
- * them a node that comes back after the recovery window brings replicas on top
- * of the ones placed meanwhile. Indexed by model and by node so a count costs
+ * to them, nothing stops them), but they count as present on their node for
+ * every placement rule — their model's `max` and the node's
+ * `maxReplicasPerModel` here and in placement, and through the watchdog's
+ * occupancy (kind `unconfirmed`) its exclusive groups, its LRU limit and its
+ * memory — until the node reports (its inventory adopts the ones still
+ * running), is lost, or an operator forgets one: without them a node that
+ * comes back after the recovery window brings replicas, or a member of an
+ * exclusive group, on top of the ones placed meanwhile. Indexed by model and by node so a count costs
  * O(1) and a node's report O(its entries).
  */
 export class UnconfirmedReplicas {
@@ -64,6 +67,11 @@ export class UnconfirmedReplicas {
   /** The model's entries, for a per-node count (placement). */
   ofModel(model: string): IterableIterator<UnconfirmedReplica> {
     return this.entries(this.byModel.get(model));
+  }
+
+  /** The node's entries (the watchdog counts them on it: pushOccupancy). */
+  onNode(nodeId: string): IterableIterator<UnconfirmedReplica> {
+    return this.entries(this.byNode.get(nodeId));
   }
 
   /** Nodes with at least one entry. */

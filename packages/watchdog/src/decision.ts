@@ -14,6 +14,8 @@ export interface Shortfall {
   readonly pending: number;
   readonly leftovers: number;
   readonly orphans: number;
+  /** Instances a restarted coordinator's journal places on the node, not reported by it yet; absent when none. */
+  readonly unconfirmed?: number;
   /** Ready victims the admission was asked to spare (AdmissionRequest.spare); absent when none. */
   readonly spared?: number;
 }
@@ -51,6 +53,8 @@ export interface Occupancy {
   readonly pendingEviction: number;
   readonly leftovers: number;
   readonly orphans: number;
+  /** Instances known only from a restarted coordinator's journal, the node not heard from since. */
+  readonly unconfirmed: number;
   readonly total: number;
   /** Sum of size estimates of everything counted above (unknown sizes count 0): placement's accounted bytes. */
   readonly accountedBytes: number;

@@ -27,7 +27,9 @@ const emptyShortfall: Shortfall = Object.freeze({
  * Group exclusivity on a node for `model` (localai-semantics §3.1, per
  * node). Every conflict must go: ready ones are selected (skipping pinned,
  * and busy unless force); anything else in a conflicting group — pinned,
- * busy, loading, reserved, freed, pending, leftover, orphan — sets need-more.
+ * busy, loading, reserved, freed, pending, leftover, orphan, unconfirmed —
+ * sets need-more: an unconfirmed one cannot be stopped before its node
+ * reports, so the load waits for that report (or the node's loss).
  */
 export function enforceGroups(st: CoreState, nodeId: string, model: string, trigger: string | undefined, spare?: ReadonlySet<string>): EnforcementDecision & { readonly conflicts: number } {
   const wanted = groupsOf(st, model);
@@ -69,7 +71,8 @@ export function enforceGroups(st: CoreState, nodeId: string, model: string, trig
     if (e.model === model || !shares(e.groups)) continue;
     conflicts++;
     if (e.kind === "leftover") sf.leftovers++;
-    else sf.orphans++;
+    else if (e.kind === "orphan") sf.orphans++;
+    else sf.unconfirmed = (sf.unconfirmed ?? 0) + 1;
   }
   // A spared conflict never goes, so evicting the others would free nothing usable, and waiting frees nothing.
   const spared = sf.spared ?? 0;
@@ -104,6 +107,7 @@ export function enforceLimit(
     pending: occ.pendingEviction,
     leftovers: occ.leftovers,
     orphans: occ.orphans,
+    ...(occ.unconfirmed === 0 ? {} : { unconfirmed: occ.unconfirmed }),
   };
   const stops: StopCommand[] = [];
   if (toEvict > 0) {
@@ -130,7 +134,7 @@ export function enforceLimit(
   }
   const missing = Math.max(0, toEvict - stops.length);
   sf.missing = missing;
-  const otherBlockers = sf.busy + sf.reserved + sf.loading + sf.freed + sf.leftovers + sf.orphans;
+  const otherBlockers = sf.busy + sf.reserved + sf.loading + sf.freed + sf.leftovers + sf.orphans + (sf.unconfirmed ?? 0);
   const needMore = occ.pendingEviction > 0 || (missing > 0 && otherBlockers > 0);
   // Spared victims block like pins but never let the admission past the limit (not pins-only), nor
   // make it wait: nothing the admission waits for frees them.

@@ -55,12 +55,14 @@ export interface AdmissionRequest {
 
 /**
  * Something on a node the watchdog does not own but must count (DESIGN §3.3):
- * a `leftover` (stop failed after the local half was dropped) or an `orphan`
- * (live process without a coordinator-minted incarnation). Counts toward the
- * node's limit, groups and memory; never selectable.
+ * a `leftover` (stop failed after the local half was dropped), an `orphan`
+ * (live process without a coordinator-minted incarnation) or an
+ * `unconfirmed` instance (a restarted coordinator's journal says it runs
+ * there; the node has not reported since). Counts toward the node's limit,
+ * groups and memory; never selectable: none can be stopped from here now.
  */
 export interface OccupancyEntry {
-  readonly kind: "leftover" | "orphan";
+  readonly kind: "leftover" | "orphan" | "unconfirmed";
   /** Stable key for display (incarnation, or pid for an orphan). */
   readonly key: string;
   readonly model: string | undefined;

@@ -9,13 +9,13 @@ import type { OccupancyEntry } from "./instance.js";
 import { dropNodeIfEmpty, nodeFor } from "./instance-index.js";
 import { NodeMemory, type MemoryReading, type PressureChange } from "./memory-pressure.js";
 
-/** Replaces the node's leftovers and orphans, validated whole first. */
+/** Replaces the node's leftovers, orphans and unconfirmed instances, validated whole first. */
 export function setNodeOccupancy(st: CoreState, nodeId: string, entries: readonly OccupancyEntry[]): void {
   checkName("nodeId", nodeId, st.caps.maxNameLength);
   if (entries.length > st.caps.maxOccupancyPerNode) throw invalidArgument("entries", `at most ${st.caps.maxOccupancyPerNode} per node`);
   const copy = entries.map((e, i) => {
     const kind: unknown = e.kind;
-    if (kind !== "leftover" && kind !== "orphan") throw invalidArgument(`entries[${i}].kind`, "must be leftover or orphan");
+    if (kind !== "leftover" && kind !== "orphan" && kind !== "unconfirmed") throw invalidArgument(`entries[${i}].kind`, "must be leftover, orphan or unconfirmed");
     if (e.groups.length > st.caps.maxGroupsPerModel) throw invalidArgument(`entries[${i}].groups`, `at most ${st.caps.maxGroupsPerModel}`);
     return Object.freeze({ kind: e.kind, key: e.key, model: e.model, groups: Object.freeze([...e.groups]), sizeBytes: checkSize(e.sizeBytes) });
   });

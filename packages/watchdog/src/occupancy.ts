@@ -32,6 +32,7 @@ export function nodeOccupancy(st: CoreState, nodeId: string): Occupancy {
     pendingEviction = 0,
     leftovers = 0,
     orphans = 0,
+    unconfirmed = 0,
     accountedBytes = 0;
   if (n !== undefined) {
     for (const r of n.instances) {
@@ -57,11 +58,12 @@ export function nodeOccupancy(st: CoreState, nodeId: string): Occupancy {
     for (const e of n.occupancy) {
       accountedBytes += e.sizeBytes;
       if (e.kind === "leftover") leftovers++;
-      else orphans++;
+      else if (e.kind === "orphan") orphans++;
+      else unconfirmed++;
     }
   }
-  const total = reserved + loading + ready + freed + pendingEviction + leftovers + orphans;
-  return { reserved, loading, ready, freed, pendingEviction, leftovers, orphans, total, accountedBytes };
+  const total = reserved + loading + ready + freed + pendingEviction + leftovers + orphans + unconfirmed;
+  return { reserved, loading, ready, freed, pendingEviction, leftovers, orphans, unconfirmed, total, accountedBytes };
 }
 
 /**

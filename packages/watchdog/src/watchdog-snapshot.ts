@@ -65,11 +65,11 @@ export function checkSnapshotInvariants(s: WatchdogSnapshot): string[] {
   }
   for (const n of s.nodes) {
     const o = n.occupancy;
-    const sum = o.reserved + o.loading + o.ready + o.freed + o.pendingEviction + o.leftovers + o.orphans;
+    const sum = o.reserved + o.loading + o.ready + o.freed + o.pendingEviction + o.leftovers + o.orphans + o.unconfirmed;
     if (sum !== o.total) out.push(`node ${n.nodeId} occupancy total ${o.total} != ${sum}`);
-    const own = o.total - o.leftovers - o.orphans;
+    const own = o.total - o.leftovers - o.orphans - o.unconfirmed;
     if (own !== (perNode.get(n.nodeId) ?? 0)) out.push(`node ${n.nodeId} counts ${own} instances, snapshot has ${perNode.get(n.nodeId) ?? 0}`);
-    if (o.leftovers + o.orphans !== n.occupancyEntries.length) out.push(`node ${n.nodeId} occupancy entries mismatch`);
+    if (o.leftovers + o.orphans + o.unconfirmed !== n.occupancyEntries.length) out.push(`node ${n.nodeId} occupancy entries mismatch`);
   }
   for (const [nodeId] of perNode) if (!s.nodes.some((n) => n.nodeId === nodeId)) out.push(`instances on unknown node ${nodeId}`);
   return out;

@@ -47,8 +47,10 @@ export interface CoordinatorConfig extends TlsSettings, HttpSettings {
   readonly nodeGraceMs: number;
   /**
    * After a start over an existing journal or with remote agents, new loads
-   * wait this long for agents to report their inventories (adoption first,
-   * so nothing running is started twice). @default 3000
+   * wait for agents to report their inventories (adoption first, so nothing
+   * running is started twice): until every node the journal names has
+   * reported or been lost, each for at most this long; this long when it
+   * names none (recovery-window-at-start.ts). @default 3000
    */
   readonly recoveryWindowMs: number;
   /** Orphans (processes without a complete record) older than this are stopped. @default 2 min */

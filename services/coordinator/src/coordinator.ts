@@ -26,6 +26,7 @@ import { PlacementView } from "./placement-view.js";
 import { CoordinatorMetrics } from "./metrics.js";
 import { settleUnsettledEvictions } from "./unsettled-evictions.js";
 import { restoreJournalReplicas } from "./journal-replicas-at-start.js";
+import { startRecoveryWindow } from "./recovery-window-at-start.js";
 import { startCoordinatorHttp } from "./http/coordinator-http.js";
 import type { CoordinatorHaWiring } from "./ha/coordinator-ha-wiring.js";
 import { DurableSettings } from "./ha/durable-settings.js";
@@ -229,10 +230,12 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
   // A coordinator that may have had backends running before (remote agents,
   // or a journal with history) lets inventories arrive before new loads start.
   const mayHaveRunningBackends = !config.embeddedAgent || recovery.requeued > 0 || recovery.recovered.length > 0 || recovery.openStopIntents.length > 0;
+  // Opened by the recovery window (recovery-window-at-start.ts), below: when the journal's nodes have reported.
+  let openGate = (): void => {};
   const admissionGate =
     mayHaveRunningBackends && config.recoveryWindowMs > 0
       ? new Promise<void>((resolveGate) => {
-          clock.setTimer(config.recoveryWindowMs, resolveGate);
+          openGate = resolveGate;
         })
       : undefined;
   const loader = new Loader<BackendClientHandle>({
@@ -284,7 +287,8 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
   // Every other instance the journal last saw alive counts as an unconfirmed
   // replica on its node until that node reports (or is lost): otherwise a node
   // back after the recovery window brings replicas on top of max.
-  const unconfirmedTimer = restoreJournalReplicas(loader, recoveredAtStart, { clock, log, admissionGate, lostAfterMs: config.nodeLostAfterMs });
+  const unconfirmedTimer = restoreJournalReplicas(loader, recoveredAtStart, { clock, log, lostAfterMs: config.nodeLostAfterMs });
+  const windowTimer = admissionGate === undefined ? undefined : startRecoveryWindow({ loader, clock, log, windowMs: config.recoveryWindowMs, journaledNodes: [...recoveredAtStart, ...intentsAtStart].map((r) => r.nodeId), open: openGate });
   // HA: the old leader's policy, scale, node limits and lost nodes, before any node registers or admission opens.
   takeover?.applyAtStart();
 
@@ -421,6 +425,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
       closed = true;
       healthTimer?.();
       unconfirmedTimer?.();
+      windowTimer?.();
       // Decisions stop first: no tick, leftover retry or freed retry may act
       // while the server drains its calls.
       loader.close();

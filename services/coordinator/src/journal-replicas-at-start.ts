@@ -8,21 +8,17 @@ import type { Loader } from "@warden/loader";
  * counts as an unconfirmed replica on its node (the loader's journalReplicas)
  * until that node reports or is lost. A node that has still not registered
  * `lostAfterMs` after start is treated as lost for them, the same wait as for
- * a registered node gone silent: they stop counting then. Logs what still
- * counts when the recovery window ends. Returns the expiry timer's cancel.
+ * a registered node gone silent: they stop counting then. Returns the expiry
+ * timer's cancel.
  */
 export function restoreJournalReplicas(
   loader: Pick<Loader, "journalReplicas">,
   recovered: readonly Event[],
-  o: { readonly clock: Clock; readonly log: Logger; readonly admissionGate: Promise<void> | undefined; readonly lostAfterMs: number },
+  o: { readonly clock: Clock; readonly log: Logger; readonly lostAfterMs: number },
 ): Cancel | undefined {
   const added = loader.journalReplicas.restore(recovered.map((e) => ({ incarnation: e.incarnation, nodeId: e.nodeId, model: e.model, address: e.address })));
   if (added === 0) return undefined;
   o.log.info("journal replicas restored as unconfirmed", { count: added });
-  void o.admissionGate?.then(() => {
-    const left = loader.journalReplicas.list();
-    o.log.info("recovery window over", { unconfirmedReplicas: left.length, nodes: [...new Set(left.map((u) => u.nodeId))].slice(0, 32) });
-  });
   return o.clock.setTimer(o.lostAfterMs, () => {
     const dropped = loader.journalReplicas.expireUnregistered();
     if (dropped.length > 0) {

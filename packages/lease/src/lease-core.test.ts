@@ -144,6 +144,17 @@ describe("nextLease", () => {
     expect(failed.wakeAtMs).toBe(7_000);
   });
 
+  it("a win that someone else's write already follows is no win: it follows the newer holder (two takeovers from one revision both acknowledged)", () => {
+    const taking = run(initialLease().state, entry(5, "other", 0), tick(3_000));
+    // The read-back (or the watch) shows a rival's write after ours, before our answer is fed.
+    const beaten = run(taking.state, entry(7, "rival", 3_005), ok(6, 3_010));
+    expect(beaten.effects).toEqual([]);
+    expect(beaten.state).toEqual({ kind: "follower", seen: { revision: 7, holder: "rival", sinceMs: 3_005 } });
+    // Our own write read back is a confirmation, not a rival.
+    const confirmed = run(taking.state, entry(6, "me", 3_005), ok(6, 3_010));
+    expect(confirmed.effects).toEqual([{ kind: "become-leader", epoch: 6 }]);
+  });
+
   it("a win answered too late to act on renews before leading, on the renewal's revision", () => {
     const s = run(initialLease().state, entry(0, null, 0), ok(7, 2_600));
     expect(s.effects).toEqual([{ kind: "update", expectedRevision: 7 }]);

@@ -105,6 +105,11 @@ function onCandidate(config: LeaseConfig, state: Extract<LeaseState, { kind: "ca
     case "tick":
       return step(config, state);
     case "write-ok": {
+      // Someone else's write is already newer than ours (two takeovers from one revision can both
+      // be acknowledged by a clustered stream): ours is no win, and the newer holder's count starts.
+      if (state.seen !== undefined && state.seen.revision > input.revision && state.seen.holder !== config.holder) {
+        return step(config, { kind: "follower", seen: state.seen });
+      }
       const leaseUntilMs = state.pending.sentAtMs + config.leaseMs;
       if (input.nowMs >= leaseUntilMs - config.marginMs) {
         // Won, but the answer came too late to act on: renew first, and lead on that revision.

@@ -37,3 +37,26 @@ export async function openLeaseBucket(nc: NatsConnection, options: LeaseBucketOp
     d.cleanup();
   }
 }
+
+/** The key that guards a takeover of `key` from `revision`: created once, by the one member that may take it. */
+export function leaseClaimKey(key: string, revision: number): string {
+  return `claim.${key}.${String(revision)}`;
+}
+
+/**
+ * Takes `key` from `expectedRevision` (a takeover, not a renewal): at most one
+ * caller per revision succeeds. A clustered nats-server 2.9 checks an update's
+ * expected revision on the stream leader BEFORE replicating it, against what it
+ * has applied so far, so two updates from the same revision sent within one
+ * replication round (two standbys whose lease count ended together) are both
+ * accepted. A create (expected revision 0) is checked again where it is
+ * applied, on every replica, so exactly one create of a key succeeds: the
+ * claim key decides the takeover, then the update moves the lease key. The
+ * claim is a plain `put` expecting revision 0, never `kv.create`, which would
+ * fall back to an update over a deleted key. Rejects like `kv.update`
+ * (wrong-last-sequence when someone else claimed or wrote first).
+ */
+export async function takeLease(kv: KV, key: string, value: string, expectedRevision: number, timeoutMs: number): Promise<number> {
+  await kv.put(leaseClaimKey(key, expectedRevision), value, { previousSeq: 0, timeout: timeoutMs });
+  return await kv.update(key, value, expectedRevision, timeoutMs);
+}

@@ -13,7 +13,7 @@ import {
   type LeaseState,
   type StepDownReason,
 } from "@warden/lease";
-import { leaseNamePattern } from "./lease-bucket.js";
+import { leaseNamePattern, takeLease } from "./lease-bucket.js";
 
 /** The lease key as last read or watched (who holds it, where it serves, which epoch). */
 export interface LeaseEntry {
@@ -246,35 +246,47 @@ export class LeaseKeeper {
     const epoch = leaseEpoch(this.state);
     const value = JSON.stringify({ holder: this.o.config.holder, wallMs: this.clock.wallNow(), ...(this.o.address === undefined ? {} : { address: this.o.address }), ...(epoch === undefined ? {} : { epoch }) } satisfies LeaseValue);
     const kv = this.o.kv;
+    const renewal = this.state.kind === "leader";
+    // A takeover goes through the claim key (see takeLease: a bare update from one revision can be
+    // accepted twice by a clustered nats-server 2.9); a renewal moves on from our own revision.
     const call =
       e.kind === "create"
         ? () => kv.create(this.key, value)
-        : () => kv.update(this.key, value, e.expectedRevision, this.opTimeoutMs);
-    const renewal = this.state.kind === "leader";
+        : renewal
+          ? () => kv.update(this.key, value, e.expectedRevision, this.opTimeoutMs)
+          : () => takeLease(kv, this.key, value, e.expectedRevision, this.opTimeoutMs);
     const answer = (input: (nowMs: number) => LeaseInput): void => {
       if (this.pendingWrite !== id) return;
       this.pendingWrite = undefined;
       this.feed(input(this.clock.now()));
     };
-    this.bounded(`lease ${e.kind}`, call).then(
-      (revision) => {
-        if (renewal) this.renewalsOk++;
-        // Our own write is the key's newest state: record it before the core hears of it, without
-        // waiting for the watch, which after a NATS server loss can lag or be restarting (GetHaStatus
-        // then named the term before a resume). Only the awaited write's answer is news.
-        if (this.pendingWrite === id) this.record({ revision, holder: this.o.config.holder, address: this.o.address, epoch: epoch ?? revision });
-        answer((nowMs) => ({ kind: "write-ok", revision, nowMs }));
-      },
-      (err: unknown) => {
-        if (renewal) this.renewalsFailed++;
-        if (isWrongRevision(err)) {
-          answer((nowMs) => ({ kind: "write-wrong-revision", nowMs }));
-        } else {
-          this.log.debug("lease write failed", { kind: e.kind, err: String(err) });
-          answer((nowMs) => ({ kind: "write-failed", nowMs }));
-        }
-      },
-    );
+    this.bounded(`lease ${e.kind}`, call)
+      .then(async (revision) => {
+        // A win is confirmed before it is acted on: the key read back through the stream leader
+        // must not show someone else's later write (the core then refuses the win). A read that
+        // fails leaves the outcome unknown, never a win.
+        if (!renewal && this.pendingWrite === id) this.observe(await this.bounded("lease read-back", () => kv.get(this.key)));
+        return revision;
+      })
+      .then(
+        (revision) => {
+          if (renewal) this.renewalsOk++;
+          // Our own write is the key's newest state: record it before the core hears of it, without
+          // waiting for the watch, which after a NATS server loss can lag or be restarting (GetHaStatus
+          // then named the term before a resume). Only the awaited write's answer is news.
+          if (this.pendingWrite === id) this.record({ revision, holder: this.o.config.holder, address: this.o.address, epoch: epoch ?? revision });
+          answer((nowMs) => ({ kind: "write-ok", revision, nowMs }));
+        },
+        (err: unknown) => {
+          if (renewal) this.renewalsFailed++;
+          if (isWrongRevision(err)) {
+            answer((nowMs) => ({ kind: "write-wrong-revision", nowMs }));
+          } else {
+            this.log.debug("lease write failed", { kind: e.kind, err: String(err) });
+            answer((nowMs) => ({ kind: "write-failed", nowMs }));
+          }
+        },
+      );
   }
 
   private observe(e: KvEntry | null): void {

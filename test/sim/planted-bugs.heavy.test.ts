@@ -53,6 +53,10 @@ const recorded: Record<PlantedBug, { readonly seed: number; readonly invariant: 
   "adopt-confirmed-gone": { seed: 8, invariant: "5 no resurrection" },
   "scale-down-below-min": { seed: 1, invariant: "replicas: min", options: replicaOverrides },
   "agent-ignores-leader-epoch": { seed: 2, invariant: "HA 2 stale epoch applied", options: haOverrides },
+  "exleader-append-accepted": { seed: 1, invariant: "HA 6 ex-leader's append accepted", options: haOverrides },
+  "free-past-fence": { seed: 1, invariant: "HA 5 no effect from an ex-leader", options: haOverrides },
+  "fixed-recovery-window": { seed: 1, invariant: "HA 8 placement on ground truth", options: haOverrides },
+  "two-leaders-one-epoch": { seed: 1, invariant: "HA 1 one leader", options: haOverrides },
 };
 
 /** Clean runs, one per seed and options, shared by the bugs caught on it. */

@@ -1,13 +1,16 @@
 import { create } from "@bufbuild/protobuf";
 import { JournalRepairedSchema, type Event } from "@warden/proto";
 import { Code, WardenError, createUlidFactory, nullLogger, sleep, wardenVersion } from "@warden/common";
-import { Loader, type BackendHandle, type LoaderEvent, type StopRequest } from "@warden/loader";
+import { Loader, type BackendConnector, type BackendHandle, type LoaderEvent, type StopRequest } from "@warden/loader";
 import { createOutbox, type Outbox } from "@warden/outbox";
 import { NodeTable, PlacementView } from "@warden/cluster";
 import { EventHub } from "../../../services/coordinator/src/event-hub.js";
 import { nodeEventInit, openIntentsOn, orphanStopInit, orphansAdoptedInit, reapGoneIntents, unreachabilityPausedInit } from "../../../services/coordinator/src/node-audit-events.js";
 import { settleUnsettledEvictions } from "../../../services/coordinator/src/unsettled-evictions.js";
 import { restoreJournalReplicas } from "../../../services/coordinator/src/journal-replicas-at-start.js";
+import { startRecoveryWindow } from "../../../services/coordinator/src/recovery-window-at-start.js";
+import { fencedBackendConnector } from "../../../services/coordinator/src/backend-connector.js";
+import type { JournalFence } from "../world/sim-disk.js";
 import type { SimWorld, CoordinatorInbox } from "../world/sim-world.js";
 import { simAgentConnector, type AgentLink, type SimClient } from "../world/sim-agent-connector.js";
 import type { Registration } from "../world/sim-agent.js";
@@ -41,7 +44,7 @@ function simBackends(clock: ScopedClock): { connect(address: string): BackendHan
  * fence), where it unloads the model for real — whatever incarnation serves
  * that address by then, as a call with no identity does.
  */
-function haBackends(w: SimWorld, clock: ScopedClock, generation: number, epoch: bigint): { connect(address: string): BackendHandle } {
+function haBackends(w: SimWorld, clock: ScopedClock, generation: number, epoch: bigint): BackendConnector {
   return {
     connect: (address) => ({
       free: (o) =>
@@ -87,6 +90,10 @@ export interface SimCoordinatorHa {
    * otherwise it throws UNAVAILABLE "not the leader", so nothing is stamped.
    */
   readonly leaderEpoch: () => bigint;
+  /** The runner's gate for timer-driven decisions and publishing: the lease of this term held at this moment. */
+  readonly mayAct: () => boolean;
+  /** The journal's epoch fence (the runner's `writerEpoch` and `onSuperseded`). */
+  readonly journalFence: JournalFence;
   /** The process is SIGSTOPped until then (its timers and deliveries wait). */
   readonly pausedUntil: () => number;
   readonly link: AgentLink & { cutFrom(nodeId: string): boolean };
@@ -124,7 +131,7 @@ export class SimCoordinator implements CoordinatorInbox {
     const rng = w.rng.fork(`coordinator-${String(this.generation)}`);
     const minted = createUlidFactory(clock, rng);
     const newId = (): string => minted();
-    const outbox = createOutbox({ journal: this.ha === undefined ? w.disk.journal(clock) : w.disk.sharedJournal(clock, { generation: this.generation, epoch: this.ha.epoch }, w.opts.ha?.world?.journalResends !== false), publisher: w.nats.publisher(() => clock.alive(), this.ha?.epoch), clock, rng, newId });
+    const outbox = createOutbox({ journal: this.ha === undefined ? w.disk.journal(clock) : w.disk.sharedJournal(clock, { generation: this.generation, epoch: this.ha.epoch }, w.opts.ha?.world?.journalResends !== false, this.ha.journalFence), publisher: w.nats.publisher(() => clock.alive(), this.ha?.epoch), clock, rng, newId, ...(this.ha === undefined ? {} : { mayPublish: this.ha.mayAct }) });
     this.outbox = outbox;
     const recovery = await outbox.start();
     const hub = new EventHub(outbox, nullLogger);
@@ -165,9 +172,12 @@ export class SimCoordinator implements CoordinatorInbox {
     this.nodes = nodes;
     const placement = new PlacementView(nodes, "binpack");
     this.placement = placement;
-    // Remote agents may have backends running: always gate admission by the recovery window.
+    // Remote agents may have backends running: always gate admission by the recovery window
+    // (HA: opened by startRecoveryWindow below, as startCoordinator does; a single coordinator keeps its fixed timer).
+    let openGate = (): void => {};
     const admissionGate = new Promise<void>((resolveGate) => {
-      clock.setTimer(w.opts.recoveryWindowMs, resolveGate);
+      if (this.ha === undefined) clock.setTimer(w.opts.recoveryWindowMs, resolveGate);
+      else openGate = resolveGate;
     });
     const loader = new Loader({
       admissionGate,
@@ -175,7 +185,8 @@ export class SimCoordinator implements CoordinatorInbox {
       rng,
       sleep: (ms, signal) => sleep(clock, ms, signal),
       agents: nodes,
-      backends: this.ha === undefined || w.opts.ha?.world?.freeReachesBackend === false ? simBackends(clock) : haBackends(w, clock, this.generation, this.ha.epoch),
+      backends: this.ha === undefined || w.opts.ha?.world?.freeReachesBackend === false ? simBackends(clock) : fencedBackendConnector(haBackends(w, clock, this.generation, this.ha.epoch), this.ha.leaderEpoch),
+      ...(this.ha === undefined ? {} : { mayAct: this.ha.mayAct }),
       journal: { recordStopIntent: (i) => outbox.recordStopIntent(i), clearStopIntent: (inc) => outbox.clearStopIntent(inc) },
       events: {
         emit: (e) => {
@@ -207,10 +218,14 @@ export class SimCoordinator implements CoordinatorInbox {
     nodes.attach(loader, (inc) => openIntents.has(inc) || outbox.openStopIntents().some((i) => i.incarnation === inc));
     placement.attach(loader);
     loader.restoreStopIntents(intentsAtStart);
-    if (this.ha !== undefined) restoreJournalReplicas(loader, recovery.recovered, { clock, log: nullLogger, admissionGate, lostAfterMs: w.opts.nodeLostAfterMs });
+    if (this.ha !== undefined) {
+      restoreJournalReplicas(loader, recovery.recovered, { clock, log: nullLogger, lostAfterMs: w.opts.nodeLostAfterMs });
+      startRecoveryWindow({ loader, clock, log: nullLogger, windowMs: w.opts.recoveryWindowMs, journaledNodes: [...recovery.recovered, ...intentsAtStart].map((r) => r.nodeId), open: openGate });
+    }
     loader.startTicking();
     const healthLoop = (): void => {
-      nodes.checkHealth();
+      // HA: a member resumed after a pause past its lease marks nothing (coordinator.ts).
+      if (this.ha?.mayAct() !== false) nodes.checkHealth();
       clock.setTimer(1_000, healthLoop);
     };
     clock.setTimer(1_000, healthLoop);

@@ -107,11 +107,21 @@ export class HaCluster {
     const before = old?.outbox.openStopIntents() ?? [];
     // The agents follow the new leader: the old generation keeps running (a zombie, if it still can) but nobody listens to it.
     if (old !== undefined) h.detachCoordinator();
+    // The term's lease held at this moment, by the core's isLeaderAt on the process's own clock (ha-runner.ts `held`).
+    const held = (): boolean => p.epoch === epoch && m.leadingNow();
     const ha: SimCoordinatorHa = {
       epoch: BigInt(epoch),
       leaderEpoch: () => {
-        if (p.epoch !== epoch || !m.leadingNow()) throw new WardenError(Code.Unavailable, "not the leader: lease lost, no quorum");
+        if (!held()) throw new WardenError(Code.Unavailable, "not the leader: lease lost, no quorum");
         return BigInt(epoch);
+      },
+      mayAct: held,
+      journalFence: {
+        writerEpoch: () => (held() ? BigInt(epoch) : undefined),
+        // The runner steps down when its journal says a newer epoch wrote.
+        onSuperseded: () => {
+          if (p.epoch === epoch) this.stepDown(p, epoch, "journal-superseded");
+        },
       },
       pausedUntil: () => m.pausedUntilMs,
       link: p.links,

@@ -1,8 +1,11 @@
+import { Code, WardenError } from "@warden/common";
 import { initialLease, isLeaderAt, leaseConfig, nextLease, type LeaseConfig, type LeaseEffect, type LeaseInput, type LeaseState } from "@warden/lease";
 import { ScopedClock } from "../coordinator/scoped-clock.js";
 import type { SimWorld } from "../world/sim-world.js";
 import type { HaOptions } from "./ha-profile.js";
-import type { SimLeaseStore } from "./sim-lease-store.js";
+import type { KV } from "@nats-io/kv";
+import { takeLease } from "../../../services/coordinator/src/ha/lease-bucket.js";
+import type { LeaseWriteResult, SimLeaseStore } from "./sim-lease-store.js";
 
 /** What the member tells the cluster when the lease core says so. */
 export interface MemberEvents {
@@ -74,6 +77,41 @@ export class HaMember {
     this.apply(s.effects, s.wakeAtMs);
   }
 
+  /**
+   * A takeover as the keeper makes it (lease-keeper.ts): the REAL `takeLease`
+   * (claim key, then the update) over this process's link to the store, then
+   * the key read back through the stream leader before the win is acted on —
+   * the core hears the key first and refuses a win someone else's write follows.
+   */
+  private takeover(expectedRevision: number, id: number, answer: (i: LeaseInput) => void): void {
+    const wrong = new WardenError(Code.FailedPrecondition, "wrong last sequence");
+    const call = <T>(f: (done: (r: LeaseWriteResult) => void) => void): Promise<T> =>
+      new Promise<T>((resolve, reject) => {
+        f((r) => {
+          if (r.t === "ok") resolve(r.revision as T);
+          else reject(wrong);
+        });
+      });
+    const kv = {
+      put: () => call<number>((done) => { this.store.claim(this.index, expectedRevision, done); }),
+      update: (_key: string, _value: string, revision: number) => call<number>((done) => { this.store.write(this.index, "update", revision, this.holder, done); }),
+    } as unknown as KV;
+    takeLease(kv, "leader", this.holder, expectedRevision, this.o.opTimeoutMs).then(
+      (revision) => {
+        this.store.get(this.index, (seenRevision, holder) => {
+          this.clock.run(() => {
+            if (this.pendingWrite !== id) return;
+            this.input({ kind: "entry", revision: seenRevision, holder, nowMs: this.localNow() });
+            answer({ kind: "write-ok", revision, nowMs: this.localNow() });
+          });
+        });
+      },
+      (err: unknown) => {
+        this.clock.run(() => { answer(err === wrong ? { kind: "write-wrong-revision", nowMs: this.localNow() } : { kind: "write-failed", nowMs: this.localNow() }); });
+      },
+    );
+  }
+
   private apply(effects: readonly LeaseEffect[], wakeAtMs: number | undefined): void {
     for (const e of effects) {
       switch (e.kind) {
@@ -86,6 +124,11 @@ export class HaMember {
             this.pendingWrite = 0;
             this.input(i);
           };
+          if (e.kind === "update" && this.state.kind !== "leader") {
+            this.takeover(e.expectedRevision, id, answer);
+            this.clock.setTimer(this.o.opTimeoutMs, () => { answer({ kind: "write-failed", nowMs: this.localNow() }); });
+            break;
+          }
           this.store.write(this.index, e.kind, e.kind === "update" ? e.expectedRevision : 0, this.holder, (r) => {
             this.clock.run(() => { answer(r.t === "ok" ? { kind: "write-ok", revision: r.revision, nowMs: this.localNow() } : { kind: "write-wrong-revision", nowMs: this.localNow() }); });
           });

@@ -23,6 +23,7 @@ export class SimLeaseStore {
   private staleCasUntilMs = 0;
   /** What the last accepted write expected (its kind and revision), while a second one may still match it. */
   private lastExpectation: string | undefined;
+  private readonly claims = new Set<number>();
   /** Writes accepted on a revision already superseded (the double win of a stream leader change). */
   doubleAccepts = 0;
   private readonly cutUntil = new Map<number, number>();
@@ -99,6 +100,29 @@ export class SimLeaseStore {
     const snap = { revision: this.revision, holder: this.holder };
     this.leg(member, "lease.read", () => {
       this.watchers.get(member)?.(snap.revision, snap.holder);
+    });
+  }
+
+  /**
+   * The claim key of a takeover from `revision` (lease-bucket.ts `takeLease`):
+   * a put expecting no key, which the stream decides where it is applied, so
+   * exactly one claim per revision succeeds even during a leader change. It
+   * takes a stream sequence like any write. `onResult` never runs if a leg is lost.
+   */
+  claim(member: number, revision: number, onResult: (r: LeaseWriteResult) => void): void {
+    this.leg(member, "lease.claim", () => {
+      const ok = !this.claims.has(revision);
+      if (ok) this.claims.add(revision);
+      const seq = ok ? ++this.seq : 0;
+      this.leg(member, "lease.claim-answer", () => { onResult(ok ? { t: "ok", revision: seq } : { t: "wrong-revision" }); });
+    });
+  }
+
+  /** A read of the key through the stream leader (the keeper's read-back after a takeover). */
+  get(member: number, onResult: (revision: number, holder: string | null) => void): void {
+    this.leg(member, "lease.get", () => {
+      const snap = { revision: this.revision, holder: this.holder };
+      this.leg(member, "lease.get-answer", () => { onResult(snap.revision, snap.holder); });
     });
   }
 

@@ -1,8 +1,23 @@
-import { Code, WardenError } from "@warden/common";
-import type { Journal, JournalRecord } from "@warden/outbox";
+import { Code, StaleLeaderEpochError, WardenError } from "@warden/common";
+import { fenceStaleRecords, journalMaySend, judgeStreamHead, type Journal, type JournalRecord } from "@warden/outbox";
 import type { ScopedClock } from "../coordinator/scoped-clock.js";
 import type { Coverage } from "../check/coverage.js";
 import type { SimRandom } from "../kernel/sim-random.js";
+
+/** The HA journal's leader-epoch fence (the runner's `writerEpoch` and `onSuperseded`). */
+export interface JournalFence {
+  /** The epoch this term holds at this moment; undefined while the lease is not held. */
+  writerEpoch(): bigint | undefined;
+  onSuperseded(newerEpoch: bigint): void;
+}
+
+interface Pending {
+  readonly record: JournalRecord;
+  readonly resolve: () => void;
+  readonly reject: (err: WardenError) => void;
+  settled: boolean;
+  cancelDeadline: () => void;
+}
 
 /**
  * The coordinator's disk: the journal's records, each durable once an fsync
@@ -13,7 +28,8 @@ import type { SimRandom } from "../kernel/sim-random.js";
  * no file descriptor, so its late promise chains cannot reach the disk.
  */
 export class SimDisk {
-  private records: { readonly record: JournalRecord; durable: boolean }[] = [];
+  /** `id` and `writerEpoch`: the HA stream's message id and Warden-Epoch header. */
+  private records: { readonly record: JournalRecord; durable: boolean; readonly id?: string; readonly writerEpoch?: bigint | undefined }[] = [];
   /** Records before this index are durable (the prefix covered by a completed fsync). */
   private durableCount = 0;
   tornTails = 0;
@@ -58,63 +74,117 @@ export class SimDisk {
    * that dies meanwhile never hears the ack but the record stays. Every
    * append expects the stream's last record to be the last one this writer
    * saw (`Nats-Expected-Last-Msg-Id`). When another coordinator appended
-   * meanwhile (the new leader's epoch record), the refusal is what the real
-   * journal recovers from: it re-reads the stream's last record and sends
-   * the rest again, in order, expecting that one — so an old leader's appends
-   * land after the new leader's records, a few ms late. `writer` names the
-   * generation and the leader epoch it writes with (the ground truth of who
-   * wrote each record).
+   * meanwhile, the refusal is what the journal recovers from: it reads the
+   * stream's last record back and — without `fence` (the journal before the
+   * epoch fence) — sends the rest again behind it, so an old leader's appends
+   * land after the new leader's records a few ms late. With `fence` (the
+   * production rules of @warden/outbox epoch-fence.ts): nothing is sent while
+   * `writerEpoch()` holds no epoch (`journalMaySend`), each record carries the
+   * epoch it was sent under, the head is judged by `judgeStreamHead` (a newer
+   * epoch's record fails this writer for good: StaleLeaderEpochError and
+   * `onSuperseded`; another writer's, ABORTED), and replay drops stale records
+   * (`fenceStaleRecords`). Appends not acknowledged within `appendDeadlineMs`
+   * fail UNAVAILABLE and are never sent after that. `writer` names the
+   * generation and its term's epoch (the ground truth of who wrote each record).
    */
-  sharedJournal(clock: ScopedClock, writer: { readonly generation: number; readonly epoch: bigint }, resends = true, appendDeadlineMs = 5_000): Journal {
+  sharedJournal(clock: ScopedClock, writer: { readonly generation: number; readonly epoch: bigint }, resends = true, fence?: JournalFence, appendDeadlineMs = 5_000): Journal {
     let expected = this.records.length;
+    let anchorId = this.records[this.records.length - 1]?.id;
+    let ownEpoch = 0n;
+    let nextId = 0;
+    let fenced: WardenError | undefined;
     // PubAcks of pipelined publishes come back in publish order.
     let lastAckAtMs = 0;
     let recovering = false;
-    let waiting: { readonly record: JournalRecord; readonly resolve: () => void }[] = [];
-    const store = (record: JournalRecord, resolve: () => void): void => {
-      this.records.push({ record, durable: true });
+    let waiting: Pending[] = [];
+    const settle = (item: Pending, err?: WardenError): void => {
+      if (item.settled) return;
+      item.settled = true;
+      item.cancelDeadline();
+      if (err === undefined) item.resolve();
+      else item.reject(err);
+    };
+    const store = (item: Pending): void => {
+      const epoch = fence?.writerEpoch();
+      if (epoch !== undefined) ownEpoch = epoch;
+      const id = `${String(writer.generation)}-${String(nextId++)}`;
+      this.records.push({ record: item.record, durable: true, id, writerEpoch: epoch });
       this.durableCount = this.records.length;
       expected = this.records.length;
-      this.stored(record, writer.generation, writer.epoch);
+      anchorId = id;
+      this.stored(item.record, writer.generation, writer.epoch);
       lastAckAtMs = Math.max(lastAckAtMs, clock.now() + this.fsyncMs());
-      clock.setTimer(lastAckAtMs - clock.now(), resolve);
+      clock.setTimer(lastAckAtMs - clock.now(), () => { settle(item); });
+    };
+    const recoverSoon = (delayMs: number): void => {
+      recovering = true;
+      clock.setTimer(delayMs, recover);
+    };
+    const recover = (): void => {
+      recovering = false;
+      const q = waiting.filter((i) => !i.settled);
+      waiting = [];
+      if (q.length === 0 || fenced !== undefined) return;
+      if (fence !== undefined) {
+        if (!journalMaySend(true, fence.writerEpoch())) {
+          waiting = q;
+          recoverSoon(250);
+          return;
+        }
+        const last = this.records[this.records.length - 1];
+        const head = last === undefined ? undefined : { id: last.id ?? "", writerEpoch: last.writerEpoch };
+        const verdict = judgeStreamHead({ head, anchorId, chainIds: [], ownEpoch });
+        if (verdict.t === "superseded" || verdict.t === "foreign") {
+          const err = verdict.t === "superseded" ? new StaleLeaderEpochError(ownEpoch, verdict.newerEpoch) : new WardenError(Code.Aborted, "journal stream WARDEN_JOURNAL: another writer appended after this writer's last stored record");
+          fenced = err;
+          this.coverage?.hit(`ha.journal-fenced.${verdict.t}`);
+          for (const i of q) settle(i, err);
+          if (verdict.t === "superseded") fence.onSuperseded(verdict.newerEpoch);
+          return;
+        }
+      }
+      this.coverage?.hit("ha.journal-resent-after-refusal");
+      for (const i of q) store(i);
+    };
+    const send = (item: Pending): void => {
+      if (fence !== undefined && !journalMaySend(true, fence.writerEpoch())) {
+        // The lease is not held at this moment: nothing goes out until it is (or the deadline).
+        waiting.push(item);
+        if (!recovering) recoverSoon(250);
+        return;
+      }
+      if (this.records.length !== expected) {
+        // Wrong last msg id: refused; the journal reads the stream's last record back.
+        this.fencedAppends++;
+        if (!resends) return; // the world as modelled before: refused for good, failing at its deadline
+        waiting.push(item);
+        recoverSoon(2 + this.rng.next() * 20);
+        return;
+      }
+      store(item);
     };
     return {
       append: (record) =>
         new Promise<void>((resolve, reject) => {
           if (!clock.alive()) return;
-          if (recovering) {
-            waiting.push({ record, resolve });
+          if (fenced !== undefined) {
+            reject(fenced);
             return;
           }
-          if (this.records.length !== expected && !resends) {
-            // The world as modelled before: refused for good, failing at the append's deadline.
-            this.fencedAppends++;
-            clock.setTimer(appendDeadlineMs, () => {
-              reject(new WardenError(Code.Unavailable, "journal stream WARDEN_JOURNAL: wrong last msg id (another coordinator appended)"));
-            });
-            return;
-          }
-          if (this.records.length !== expected) {
-            // Wrong last msg id: the journal reads the stream's last record back and sends again against it.
-            this.fencedAppends++;
-            this.coverage?.hit("ha.journal-resent-after-refusal");
-            recovering = true;
-            waiting.push({ record, resolve });
-            clock.setTimer(2 + this.rng.next() * 20, () => {
-              recovering = false;
-              expected = this.records.length;
-              const q = waiting;
-              waiting = [];
-              for (const w of q) store(w.record, w.resolve);
-            });
-            return;
-          }
-          store(record, resolve);
+          const item: Pending = { record, resolve, reject, settled: false, cancelDeadline: () => {} };
+          item.cancelDeadline = clock.setTimer(appendDeadlineMs, () => {
+            settle(item, new WardenError(Code.Unavailable, "journal stream WARDEN_JOURNAL: append not acknowledged (timeout)"));
+          });
+          if (recovering) waiting.push(item);
+          else send(item);
         }),
       replay: () => {
         expected = this.records.length;
-        return Promise.resolve(this.records.map((r) => r.record));
+        anchorId = this.records[this.records.length - 1]?.id;
+        if (fence === undefined) return Promise.resolve(this.records.map((r) => r.record));
+        const replayed = fenceStaleRecords(this.records.map((r) => ({ writerEpoch: r.writerEpoch, record: r.record })));
+        if (replayed.stale > 0) this.coverage?.hit("ha.replay-dropped-stale", replayed.stale);
+        return Promise.resolve(replayed.records);
       },
     };
   }

@@ -1,6 +1,6 @@
 import { Kvm, type KV } from "@nats-io/kv";
 import type { NatsConnection } from "@nats-io/transport-node";
-import { deadlineSignal, invalidArgument, raceSignal, systemClock, type Clock } from "@warden/common";
+import { deadlineSignal, invalidArgument, isPlanted, raceSignal, systemClock, type Clock } from "@warden/common";
 
 export interface LeaseBucketOptions {
   /** KV bucket name. @default "warden-leader" */
@@ -57,6 +57,7 @@ export function leaseClaimKey(key: string, revision: number): string {
  * (wrong-last-sequence when someone else claimed or wrote first).
  */
 export async function takeLease(kv: KV, key: string, value: string, expectedRevision: number, timeoutMs: number): Promise<number> {
-  await kv.put(leaseClaimKey(key, expectedRevision), value, { previousSeq: 0, timeout: timeoutMs });
+  // Planted bug "two-leaders-one-epoch": no claim, a bare update (accepted twice during a stream leader change).
+  if (!isPlanted("two-leaders-one-epoch")) await kv.put(leaseClaimKey(key, expectedRevision), value, { previousSeq: 0, timeout: timeoutMs });
   return await kv.update(key, value, expectedRevision, timeoutMs);
 }

@@ -76,6 +76,8 @@ export interface HaClusterOptions {
   readonly config?: Record<string, unknown>;
   /** Merged over the `ha:` defaults (lease 3s, renew 1s, margin 500ms). */
   readonly ha?: Record<string, unknown>;
+  /** More lines of every nats-server's config. */
+  readonly natsConfig?: readonly string[];
 }
 
 const live = new Set<ChildProcess>();
@@ -158,7 +160,7 @@ function slot(index: number, dir: string, address: string, config: Record<string
 export async function startHaCluster(o: HaClusterOptions): Promise<HaCluster> {
   const tag = uniqueTag(o.name);
   const dir = await mkdtemp(join(tmpdir(), `warden-${o.name}-`));
-  const nats = await startNatsCluster();
+  const nats = await startNatsCluster(o.natsConfig === undefined ? {} : { extraConfig: o.natsConfig });
   const addresses = [`127.0.0.1:${String(await freePort())}`, `127.0.0.1:${String(await freePort())}`];
   const coords = addresses.map((address, i) =>
     slot(i, dir, address, {

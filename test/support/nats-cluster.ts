@@ -75,7 +75,7 @@ async function metaLeaderOf(httpPort: number): Promise<string | undefined> {
   }
 }
 
-function configText(s: NatsClusterServer, all: readonly NatsClusterServer[], clusterName: string): string {
+function configText(s: NatsClusterServer, all: readonly NatsClusterServer[], clusterName: string, extra: readonly string[] = []): string {
   const routes = all.map((o) => `nats-route://127.0.0.1:${o.clusterPort}`).join(", ");
   return [
     `server_name: ${s.name}`,
@@ -83,11 +83,13 @@ function configText(s: NatsClusterServer, all: readonly NatsClusterServer[], clu
     `http: 127.0.0.1:${s.httpPort}`,
     `jetstream { store_dir: "${s.storeDir}" }`,
     `cluster { name: ${clusterName}, listen: 127.0.0.1:${s.clusterPort}, routes: [${routes}] }`,
+    ...extra,
     "",
   ].join("\n");
 }
 
-export async function startNatsCluster(options: { readonly size?: number; readonly startTimeoutMs?: number } = {}): Promise<NatsClusterHandle> {
+/** `extraConfig`: more lines of every server's config (e.g. `ping_interval: "2s"`). */
+export async function startNatsCluster(options: { readonly size?: number; readonly startTimeoutMs?: number; readonly extraConfig?: readonly string[] } = {}): Promise<NatsClusterHandle> {
   const size = options.size ?? 3;
   const timeoutMs = options.startTimeoutMs ?? 60_000;
   const bin = natsServerBinary();
@@ -117,7 +119,7 @@ export async function startNatsCluster(options: { readonly size?: number; readon
     });
   }
   const configs = servers.map((s) => join(root, `${s.name}.conf`));
-  await Promise.all(servers.map((s, i) => writeFile(configs[i]!, configText(s, servers, clusterName))));
+  await Promise.all(servers.map((s, i) => writeFile(configs[i]!, configText(s, servers, clusterName, options.extraConfig))));
 
   const procs: (ChildProcess | undefined)[] = servers.map(() => undefined);
   const exits: Promise<void>[] = servers.map(() => Promise.resolve());

@@ -106,11 +106,12 @@ export async function clearIntent<H extends BackendHandle>(s: Pick<LoaderState<H
 /**
  * Tells the watchdog what a node holds besides our instances: leftovers,
  * orphans and the journal's unconfirmed instances (their model's groups and
- * size as configured; an unconfigured model's: none, 0 bytes). Their groups are the model's groups now, as for a held instance
- * (groups apply live): a leftover recorded while its model was out of the
- * config, or before UpdatePolicy changed its groups, still runs as that model
- * and conflicts as the config says today (seed 48116). An entry whose model is
- * not configured keeps the groups it was recorded with.
+ * size as configured; an unconfigured model's: none, 0 bytes). Their groups
+ * are the model's groups now, as for a held instance (groups apply live): a
+ * leftover recorded while its model was out of the config, or before
+ * UpdatePolicy changed its groups, still runs as that model and conflicts as
+ * the config says today (seed 48116). An entry whose model is not configured
+ * keeps the groups it was recorded with.
  */
 export function pushOccupancy<H extends BackendHandle>(s: Pick<LoaderState<H>, "core" | "leftovers" | "orphans" | "unconfirmed" | "models">, nodeId: string): void {
   const entries = [...s.leftovers.occupancy(nodeId), ...(s.orphans.get(nodeId) ?? [])];
@@ -122,7 +123,7 @@ export function pushOccupancy<H extends BackendHandle>(s: Pick<LoaderState<H>, "
   s.core.setNodeOccupancy(nodeId, entries.map((e) => withLiveGroups(s.models, e)));
 }
 
-/** After the model table changed (reload, UpdatePolicy): every node with leftovers or orphans again. */
+/** After the model table changed (reload, UpdatePolicy): every node with leftovers, orphans or unconfirmed instances again. */
 export function pushAllOccupancy<H extends BackendHandle>(s: Pick<LoaderState<H>, "core" | "leftovers" | "orphans" | "unconfirmed" | "models">): void {
   for (const nodeId of new Set([...s.leftovers.nodes(), ...s.orphans.keys(), ...s.unconfirmed.nodes()])) pushOccupancy(s, nodeId);
 }

@@ -379,7 +379,8 @@ class Occupancy implements Cmd {
     return true;
   }
   run(m: Model, r: Real): void {
-    const entries = Array.from({ length: this.count }, (_, j) => ({ kind: "leftover" as const, key: `lo${j}`, model: "z", groups: j === 0 ? ["g"] : [], sizeBytes: 1 }));
+    // Leftovers and unconfirmed instances (journal-known, node not reported) alternate: both count, neither is selectable.
+    const entries = Array.from({ length: this.count }, (_, j) => ({ kind: j % 2 === 0 ? ("leftover" as const) : ("unconfirmed" as const), key: `lo${j}`, model: "z", groups: j <= 1 ? ["g"] : [], sizeBytes: 1 }));
     r.core.setNodeOccupancy(this.node, entries);
     checkAll(m, r);
   }

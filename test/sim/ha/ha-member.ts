@@ -4,8 +4,11 @@ import { ScopedClock } from "../coordinator/scoped-clock.js";
 import type { SimWorld } from "../world/sim-world.js";
 import type { HaOptions } from "./ha-profile.js";
 import type { KV } from "@nats-io/kv";
-import { takeLease } from "../../../services/coordinator/src/ha/lease-bucket.js";
+import { LeaseClaims, LeaseTakenError } from "../../../services/coordinator/src/ha/lease-claim.js";
 import type { LeaseWriteResult, SimLeaseStore } from "./sim-lease-store.js";
+
+/** A compare-and-set refusal from the simulated bucket (wrong last sequence). */
+const wrongRevision = new WardenError(Code.FailedPrecondition, "wrong last sequence");
 
 /** What the member tells the cluster when the lease core says so. */
 export interface MemberEvents {
@@ -35,6 +38,8 @@ export class HaMember {
   private pendingWrite = 0;
   private writes = 0;
   private cancelTick: (() => void) | undefined;
+  /** The keeper's takeover claims (lease-claim.ts), one per process: it remembers when it first saw each claim. */
+  private readonly claims: LeaseClaims;
 
   constructor(
     private readonly w: SimWorld,
@@ -46,6 +51,7 @@ export class HaMember {
   ) {
     this.config = leaseConfig(holder, { leaseMs: o.leaseMs, renewMs: o.renewMs, marginMs: o.marginMs, retryMs: o.retryMs });
     this.clock = new ScopedClock(w.clock, () => (this.pausedUntilMs > 0 ? this.pausedUntilMs + this.keeperLagMs : 0));
+    this.claims = new LeaseClaims({ kv: this.kv(), key: "leader", clock: { now: () => this.localNow() }, staleAfterMs: o.leaseMs });
     const first = initialLease();
     this.state = first.state;
     this.clock.run(() => { this.apply(first.effects, first.wakeAtMs); });
@@ -78,25 +84,14 @@ export class HaMember {
   }
 
   /**
-   * A takeover as the keeper makes it (lease-keeper.ts): the REAL `takeLease`
-   * (claim key, then the update) over this process's link to the store, then
-   * the key read back through the stream leader before the win is acted on —
-   * the core hears the key first and refuses a win someone else's write follows.
+   * A takeover as the keeper makes it (lease-keeper.ts): the REAL
+   * `LeaseClaims.take` (claim chain, then the update) over this process's link
+   * to the store, under the keeper's op deadline, then the key read back
+   * through the stream leader before the win is acted on — the core hears the
+   * key first and refuses a win someone else's write follows.
    */
-  private takeover(expectedRevision: number, id: number, answer: (i: LeaseInput) => void): void {
-    const wrong = new WardenError(Code.FailedPrecondition, "wrong last sequence");
-    const call = <T>(f: (done: (r: LeaseWriteResult) => void) => void): Promise<T> =>
-      new Promise<T>((resolve, reject) => {
-        f((r) => {
-          if (r.t === "ok") resolve(r.revision as T);
-          else reject(wrong);
-        });
-      });
-    const kv = {
-      put: () => call<number>((done) => { this.store.claim(this.index, expectedRevision, done); }),
-      update: (_key: string, _value: string, revision: number) => call<number>((done) => { this.store.write(this.index, "update", revision, this.holder, done); }),
-    } as unknown as KV;
-    takeLease(kv, "leader", this.holder, expectedRevision, this.o.opTimeoutMs).then(
+  private takeover(expectedRevision: number, id: number, signal: AbortSignal, answer: (i: LeaseInput) => void): void {
+    this.claims.take(this.holder, expectedRevision, this.o.opTimeoutMs, signal).then(
       (revision) => {
         this.store.get(this.index, (seenRevision, holder) => {
           this.clock.run(() => {
@@ -107,9 +102,31 @@ export class HaMember {
         });
       },
       (err: unknown) => {
-        this.clock.run(() => { answer(err === wrong ? { kind: "write-wrong-revision", nowMs: this.localNow() } : { kind: "write-failed", nowMs: this.localNow() }); });
+        this.clock.run(() => { answer(err === wrongRevision || err instanceof LeaseTakenError ? { kind: "write-wrong-revision", nowMs: this.localNow() } : { kind: "write-failed", nowMs: this.localNow() }); });
       },
     );
+  }
+
+  /** The lease bucket as the keeper's KV client sees it, over this process's link (claim keys and the lease key). */
+  private kv(): KV {
+    const call = (f: (done: (r: LeaseWriteResult) => void) => void): Promise<number> =>
+      new Promise<number>((resolve, reject) => {
+        f((r) => {
+          if (r.t === "ok") resolve(r.revision);
+          else reject(wrongRevision);
+        });
+      });
+    const kv = {
+      get: (key: string) =>
+        new Promise((resolve) => {
+          this.store.getClaim(this.index, key, (c) => {
+            resolve(c === null ? null : { revision: c.revision, operation: "PUT", json: () => ({ holder: c.holder }) });
+          });
+        }),
+      put: (key: string) => call((done) => { this.store.claim(this.index, key, this.holder, done); }),
+      update: (_key: string, _value: string, revision: number) => call((done) => { this.store.write(this.index, "update", revision, this.holder, done); }),
+    };
+    return kv as unknown as KV;
   }
 
   private apply(effects: readonly LeaseEffect[], wakeAtMs: number | undefined): void {
@@ -125,8 +142,12 @@ export class HaMember {
             this.input(i);
           };
           if (e.kind === "update" && this.state.kind !== "leader") {
-            this.takeover(e.expectedRevision, id, answer);
-            this.clock.setTimer(this.o.opTimeoutMs, () => { answer({ kind: "write-failed", nowMs: this.localNow() }); });
+            const deadline = new AbortController();
+            this.takeover(e.expectedRevision, id, deadline.signal, answer);
+            this.clock.setTimer(this.o.opTimeoutMs, () => {
+              deadline.abort(new WardenError(Code.DeadlineExceeded, "lease takeover: deadline exceeded"));
+              answer({ kind: "write-failed", nowMs: this.localNow() });
+            });
             break;
           }
           this.store.write(this.index, e.kind, e.kind === "update" ? e.expectedRevision : 0, this.holder, (r) => {

@@ -23,7 +23,7 @@ export class SimLeaseStore {
   private staleCasUntilMs = 0;
   /** What the last accepted write expected (its kind and revision), while a second one may still match it. */
   private lastExpectation: string | undefined;
-  private readonly claims = new Set<number>();
+  private readonly claims = new Map<string, { readonly revision: number; readonly holder: string }>();
   /** Writes accepted on a revision already superseded (the double win of a stream leader change). */
   doubleAccepts = 0;
   private readonly cutUntil = new Map<number, number>();
@@ -104,17 +104,25 @@ export class SimLeaseStore {
   }
 
   /**
-   * The claim key of a takeover from `revision` (lease-bucket.ts `takeLease`):
+   * A claim key of a takeover (lease-claim.ts `LeaseClaims`):
    * a put expecting no key, which the stream decides where it is applied, so
-   * exactly one claim per revision succeeds even during a leader change. It
+   * exactly one claim per key succeeds even during a leader change. It
    * takes a stream sequence like any write. `onResult` never runs if a leg is lost.
    */
-  claim(member: number, revision: number, onResult: (r: LeaseWriteResult) => void): void {
+  claim(member: number, key: string, holder: string, onResult: (r: LeaseWriteResult) => void): void {
     this.leg(member, "lease.claim", () => {
-      const ok = !this.claims.has(revision);
-      if (ok) this.claims.add(revision);
+      const ok = !this.claims.has(key);
       const seq = ok ? ++this.seq : 0;
+      if (ok) this.claims.set(key, { revision: seq, holder });
       this.leg(member, "lease.claim-answer", () => { onResult(ok ? { t: "ok", revision: seq } : { t: "wrong-revision" }); });
+    });
+  }
+
+  /** A read of a claim key (lease-claim.ts reads each before it claims). */
+  getClaim(member: number, key: string, onResult: (c: { readonly revision: number; readonly holder: string } | null) => void): void {
+    this.leg(member, "lease.claim-get", () => {
+      const c = this.claims.get(key) ?? null;
+      this.leg(member, "lease.claim-get-answer", () => { onResult(c); });
     });
   }
 

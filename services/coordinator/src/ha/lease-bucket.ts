@@ -1,6 +1,6 @@
 import { Kvm, type KV } from "@nats-io/kv";
 import type { NatsConnection } from "@nats-io/transport-node";
-import { deadlineSignal, invalidArgument, isPlanted, raceSignal, systemClock, type Clock } from "@warden/common";
+import { deadlineSignal, invalidArgument, raceSignal, systemClock, type Clock } from "@warden/common";
 
 export interface LeaseBucketOptions {
   /** KV bucket name. @default "warden-leader" */
@@ -36,28 +36,4 @@ export async function openLeaseBucket(nc: NatsConnection, options: LeaseBucketOp
   } finally {
     d.cleanup();
   }
-}
-
-/** The key that guards a takeover of `key` from `revision`: created once, by the one member that may take it. */
-export function leaseClaimKey(key: string, revision: number): string {
-  return `claim.${key}.${String(revision)}`;
-}
-
-/**
- * Takes `key` from `expectedRevision` (a takeover, not a renewal): at most one
- * caller per revision succeeds. A clustered nats-server 2.9 checks an update's
- * expected revision on the stream leader BEFORE replicating it, against what it
- * has applied so far, so two updates from the same revision sent within one
- * replication round (two standbys whose lease count ended together) are both
- * accepted. A create (expected revision 0) is checked again where it is
- * applied, on every replica, so exactly one create of a key succeeds: the
- * claim key decides the takeover, then the update moves the lease key. The
- * claim is a plain `put` expecting revision 0, never `kv.create`, which would
- * fall back to an update over a deleted key. Rejects like `kv.update`
- * (wrong-last-sequence when someone else claimed or wrote first).
- */
-export async function takeLease(kv: KV, key: string, value: string, expectedRevision: number, timeoutMs: number): Promise<number> {
-  // Planted bug "two-leaders-one-epoch": no claim, a bare update (accepted twice during a stream leader change).
-  if (!isPlanted("two-leaders-one-epoch")) await kv.put(leaseClaimKey(key, expectedRevision), value, { previousSeq: 0, timeout: timeoutMs });
-  return await kv.update(key, value, expectedRevision, timeoutMs);
 }

@@ -13,7 +13,8 @@ import {
   type LeaseState,
   type StepDownReason,
 } from "@warden/lease";
-import { leaseNamePattern, takeLease } from "./lease-bucket.js";
+import { leaseNamePattern } from "./lease-bucket.js";
+import { LeaseClaims, LeaseTakenError } from "./lease-claim.js";
 
 /** The lease key as last read or watched (who holds it, where it serves, which epoch). */
 export interface LeaseEntry {
@@ -90,6 +91,7 @@ function holderOf(e: KvEntry): string | null {
 
 function isWrongRevision(err: unknown): boolean {
   return (
+    err instanceof LeaseTakenError ||
     err instanceof JetStreamApiError &&
     (err.code === JetStreamApiCodes.StreamWrongLastSequence || err.code === JetStreamApiCodes.StreamWrongLastSequenceUnknown)
   );
@@ -122,6 +124,7 @@ export class LeaseKeeper {
   private renewalsFailed = 0;
   /** The key as seen when the current candidacy began: the previous holder if it wins. */
   private entryAtCandidacy: LeaseEntry | undefined;
+  private readonly claims: LeaseClaims;
 
   private constructor(private readonly o: LeaseKeeperOptions) {
     this.clock = o.clock ?? systemClock;
@@ -137,6 +140,7 @@ export class LeaseKeeper {
     if (!Number.isInteger(this.rewatchMs) || this.rewatchMs < 50 || this.rewatchMs > 60_000) {
       throw invalidArgument("rewatchMs", "must be an integer from 50 to 60000 ms");
     }
+    this.claims = new LeaseClaims({ kv: o.kv, key: this.key, clock: this.clock, staleAfterMs: o.config.leaseMs });
     const first = initialLease();
     this.state = first.state;
     this.apply(first.effects, first.wakeAtMs);
@@ -229,10 +233,13 @@ export class LeaseKeeper {
   }
 
   /** Runs `op` under a deadline that `stop()` also cuts; tracked so `stop()` can wait for it. */
-  private bounded<T>(what: string, op: () => Promise<T>): Promise<T> {
+  private bounded<T>(what: string, op: (signal: AbortSignal) => Promise<T>): Promise<T> {
     const d = deadlineSignal(this.clock, this.opTimeoutMs, what, this.stopping.signal);
     // A synchronous throw (nats.js checks some arguments eagerly) becomes a rejection like any other failure.
-    const p = raceSignal(Promise.resolve().then(op), d.signal).finally(() => {
+    const p = raceSignal(
+      Promise.resolve().then(() => op(d.signal)),
+      d.signal,
+    ).finally(() => {
       d.cleanup();
       this.inFlight.delete(p);
     });
@@ -247,14 +254,14 @@ export class LeaseKeeper {
     const value = JSON.stringify({ holder: this.o.config.holder, wallMs: this.clock.wallNow(), ...(this.o.address === undefined ? {} : { address: this.o.address }), ...(epoch === undefined ? {} : { epoch }) } satisfies LeaseValue);
     const kv = this.o.kv;
     const renewal = this.state.kind === "leader";
-    // A takeover goes through the claim key (see takeLease: a bare update from one revision can be
+    // A takeover goes through a claim key (see LeaseClaims: a bare update from one revision can be
     // accepted twice by a clustered nats-server 2.9); a renewal moves on from our own revision.
     const call =
       e.kind === "create"
         ? () => kv.create(this.key, value)
         : renewal
           ? () => kv.update(this.key, value, e.expectedRevision, this.opTimeoutMs)
-          : () => takeLease(kv, this.key, value, e.expectedRevision, this.opTimeoutMs);
+          : (signal: AbortSignal) => this.claims.take(value, e.expectedRevision, this.opTimeoutMs, signal);
     const answer = (input: (nowMs: number) => LeaseInput): void => {
       if (this.pendingWrite !== id) return;
       this.pendingWrite = undefined;

@@ -2,7 +2,7 @@
  * Finds, for planted bugs, the first seed of a range that catches each one
  * (issue 13 item 6): `node --import tsx test/sim/planted-bug-hunt.ts
  * [--bugs a,b] [--from 1] [--to 1000] [--minutes M] [--quiesce M]
- * [--policy JSON] [--replicas on|off]` (the policy replaces the seed's; `--replicas`
+ * [--policy JSON] [--replicas on|off] [--ha on|off] [--ha-world JSON]` (the policy replaces the seed's; `--replicas`
  * forces the replica profile on or off for every seed). Prints
  * one JSON line per bug: the catching seed, how many seeds it took, the
  * invariant and message, and whether the same seed is clean without the bug.
@@ -11,6 +11,7 @@
 import { plantedBugNames } from "@warden/common/testing/planted-bugs";
 import type { PolicyPatch } from "@warden/watchdog";
 import { huntPlantedBug } from "./planted-bug-runs.js";
+import type { HaWorld } from "./ha/ha-profile.js";
 
 function arg(name: string): string | undefined {
   const i = process.argv.indexOf(`--${name}`);
@@ -25,7 +26,9 @@ const quiesce = arg("quiesce");
 const policy = arg("policy");
 const replicas = arg("replicas");
 const ha = arg("ha");
+const haWorld = arg("ha-world");
 const overrides = {
+  ...(haWorld === undefined ? {} : { haWorld: JSON.parse(haWorld) as Partial<HaWorld> }),
   ...(policy === undefined ? {} : { policy: JSON.parse(policy) as PolicyPatch }),
   ...(minutes === undefined ? {} : { durationMs: Number(minutes) * 60_000 }),
   ...(quiesce === undefined ? {} : { quiesceMs: Number(quiesce) * 60_000 }),

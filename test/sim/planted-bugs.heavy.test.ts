@@ -13,7 +13,9 @@ import type { SimOptions } from "./run/sim-options.js";
  * hunt and update the table (and the README's). The bugs recorded before the
  * replica profile existed run with it off (`--replicas off`: their seeds draw
  * exactly what they drew then); the replica bugs with it on (`--replicas on`). Every bug but
- * the HA one runs with the HA profile off (`--ha off`), the HA one with it on (`--ha on`).
+ * the HA ones runs with the HA profile off (`--ha off`), the HA ones with it on (`--ha on`).
+ * The HA fence bugs were found with `--ha on --replicas off` and, for the double win, three
+ * lease-stream leader changes a minute (test/sim/README.md, HA profile).
  */
 const overrides: Partial<SimOptions> = { durationMs: 10 * 60_000, quiesceMs: 5 * 60_000, replicaProfile: false, haProfile: false };
 
@@ -25,6 +27,22 @@ const replicaOverrides: Partial<SimOptions> = { durationMs: 10 * 60_000, quiesce
  * fencing) and the replica profile off, in the short profile's own 3 + 3 minutes.
  */
 const haOverrides: Partial<SimOptions> = { replicaProfile: false, haProfile: true };
+
+/**
+ * The double win needs a lease-stream leader change while both processes compete: the HA bugs'
+ * options with three leader changes a minute (the world's draw is 0-2).
+ */
+const leaderChanges: Partial<SimOptions> = { ...haOverrides, haWorld: { streamLeaderChangesPerMinute: 3 } };
+
+/**
+ * A Free() past the fence needs a leader paused inside a stop sequence's busy wait (after its
+ * eviction.started is durable): busy-timeout evictions that wait for calls in flight, with the HA
+ * bugs' options.
+ */
+const busyStops: Partial<SimOptions> = {
+  ...haOverrides,
+  policy: { limitPerNode: 2, idleCheck: true, idleTimeoutMs: 5_000, busyCheck: true, busyTimeoutMs: 2_000, forceEvictionWhenBusy: false, tickIntervalMs: 1_000 },
+};
 
 /**
  * Short idle and busy timeouts (the seed's policy replaced): with the seeds'
@@ -53,6 +71,10 @@ const recorded: Record<PlantedBug, { readonly seed: number; readonly invariant: 
   "adopt-confirmed-gone": { seed: 8, invariant: "5 no resurrection" },
   "scale-down-below-min": { seed: 1, invariant: "replicas: min", options: replicaOverrides },
   "agent-ignores-leader-epoch": { seed: 2, invariant: "HA 2 stale epoch applied", options: haOverrides },
+  "exleader-append-accepted": { seed: 14, invariant: "HA 6 ex-leader's append accepted", options: haOverrides },
+  "free-past-fence": { seed: 110, invariant: "HA 5 no effect from an ex-leader", options: busyStops },
+  "fixed-recovery-window": { seed: 18, invariant: "HA 8 placement on ground truth", options: haOverrides },
+  "two-leaders-one-epoch": { seed: 52, invariant: "HA 1 one leader", options: leaderChanges },
 };
 
 /** Clean runs, one per seed and options, shared by the bugs caught on it. */

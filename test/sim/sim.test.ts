@@ -219,11 +219,32 @@ const forcedReplicaSeeds: readonly (readonly [number, string])[] = [
 
 /**
  * HA profile seeds (issue 17), forced on: two coordinators, the lease, fencing and partitions.
- * Together they take over, pause a leader, cut it from the lease and the agents, and have a
- * zombie's stale commands refused by the agents' fences (and some applied by agents the new
- * leader had not commanded yet).
+ * Together they take over, pause a leader, cut it from the lease and the agents, change the lease
+ * stream's leader, free backends, and have commands held by a partition applied late by agents
+ * the new leader had not commanded yet.
  */
 const haSeeds: readonly number[] = [14, 19, 4];
+
+/**
+ * HA seeds that broke an invariant on the code before the HA fences, in the world as it bit in
+ * reality (Free() past the agent, a resumed ex-leader's stale timers, slow-following agents, the
+ * lease CAS during a stream leader change), run as drawn with the profile forced on. Each must
+ * hold every invariant now.
+ */
+const haRegressionSeeds: readonly (readonly [number, string])[] = [
+  // A resumed ex-leader's node.unreachable / eviction.started / stop intents were accepted by the
+  // journal after the new leader's records (HA 6). Fixed: the journal's epoch fence, mayAct.
+  [7, "a resumed ex-leader appends nothing to the journal"],
+  [10, "a resumed ex-leader appends nothing to the journal (2)"],
+  [17, "a resumed ex-leader appends nothing to the journal (3)"],
+  // A takeover placed a model beside a journaled instance its node had not reported yet (HA 8).
+  // Fixed: unconfirmed journaled instances count for groups, the limit and replicas.
+  [15, "a takeover counts the journal's unconfirmed instances"],
+  [18, "a takeover counts the journal's unconfirmed instances (2)"],
+  [22, "a takeover counts the journal's unconfirmed instances (3)"],
+  // A resumed ex-leader's events reached the audit stream after the new leader's (HA 7). Fixed: mayPublish.
+  [75, "a resumed ex-leader publishes nothing"],
+];
 
 describe("simulation", () => {
   it("is deterministic: the same seed twice gives the same trace hash", async () => {
@@ -257,7 +278,12 @@ describe("simulation", () => {
       expect(r.violations, `HA seed ${String(seed)}`).toEqual([]);
       for (const [k, v] of Object.entries(r.coverage)) total.set(k, (total.get(k) ?? 0) + v);
     }
-    for (const k of ["ha.takeover", "ha.zombie-refused", "ha.zombie-applied-unfenced", "ha.pause", "ha.lease-partition", "ha.agent-partition", "ha.step-down.lease-expiring"]) expect(total.get(k) ?? 0, k).toBeGreaterThan(0);
+    for (const k of ["ha.takeover", "ha.zombie-applied-unfenced", "ha.pause", "ha.lease-partition", "ha.agent-partition", "ha.step-down.lease-expiring", "ha.backend-freed", "ha.stream-leader-change"]) expect(total.get(k) ?? 0, k).toBeGreaterThan(0);
+  }, 120_000);
+
+  it.each(haRegressionSeeds)("HA regression seed %i (%s) holds every invariant", async (seed) => {
+    const r = await runSeed(seed, { overrides: { haProfile: true } });
+    expect(r.violations).toEqual([]);
   }, 120_000);
 
   it.each(forcedReplicaSeeds)("replica regression seed %i (replica profile forced on: %s) holds every invariant", async (seed) => {

@@ -45,6 +45,14 @@ export const plantedBugNames = [
   "scale-down-below-min",
   /** agent leader fence (issue 17): a command from an older leader epoch is accepted (and the fence not raised) instead of refused. */
   "agent-ignores-leader-epoch",
+  /** journal epoch fence: a writer sends without holding the lease, and re-chains behind a newer epoch's record instead of stopping. */
+  "exleader-append-accepted",
+  /** backend fence: the stop sequence's Free() goes to the backend without the leader-epoch check. */
+  "free-past-fence",
+  /** takeover: the recovery window is the fixed timer alone, and the journal's unconfirmed instances do not count for groups, limits or memory. */
+  "fixed-recovery-window",
+  /** lease takeover: no claim key and no check of a newer write, so two members can win takeovers from one revision. */
+  "two-leaders-one-epoch",
 ] as const;
 
 export type PlantedBug = (typeof plantedBugNames)[number];

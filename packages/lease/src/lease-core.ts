@@ -1,3 +1,4 @@
+import { isPlanted } from "@warden/common";
 import type { LeaseConfig } from "./lease-config.js";
 import type { LeaseEffect, LeaseInput, LeaseState, LeaseStep, PendingWrite, SeenKey } from "./lease-state.js";
 
@@ -107,7 +108,8 @@ function onCandidate(config: LeaseConfig, state: Extract<LeaseState, { kind: "ca
     case "write-ok": {
       // Someone else's write is already newer than ours (two takeovers from one revision can both
       // be acknowledged by a clustered stream): ours is no win, and the newer holder's count starts.
-      if (state.seen !== undefined && state.seen.revision > input.revision && state.seen.holder !== config.holder) {
+      // (Planted bug "two-leaders-one-epoch": not checked.)
+      if (!isPlanted("two-leaders-one-epoch") && state.seen !== undefined && state.seen.revision > input.revision && state.seen.holder !== config.holder) {
         return step(config, { kind: "follower", seen: state.seen });
       }
       const leaseUntilMs = state.pending.sentAtMs + config.leaseMs;

@@ -1,3 +1,4 @@
+import { isPlanted } from "@warden/common";
 import type { OccupancyEntry, WatchdogCore, WatchdogService } from "@warden/watchdog";
 import type { FreedRetries } from "./freed-retries.js";
 import type { GoneIncarnations } from "./gone-incarnations.js";
@@ -114,7 +115,8 @@ export async function clearIntent<H extends BackendHandle>(s: Pick<LoaderState<H
  */
 export function pushOccupancy<H extends BackendHandle>(s: Pick<LoaderState<H>, "core" | "leftovers" | "orphans" | "unconfirmed" | "models">, nodeId: string): void {
   const entries = [...s.leftovers.occupancy(nodeId), ...(s.orphans.get(nodeId) ?? [])];
-  for (const u of s.unconfirmed.onNode(nodeId)) {
+  // Planted bug "fixed-recovery-window": the journal's unconfirmed instances occupy nothing (the fixed window is the only guard).
+  for (const u of isPlanted("fixed-recovery-window") ? [] : s.unconfirmed.onNode(nodeId)) {
     const spec = s.models.get(u.model);
     entries.push({ kind: "unconfirmed", key: u.incarnation, model: u.model, groups: spec?.groups ?? [], sizeBytes: spec?.sizeBytes ?? 0 });
   }

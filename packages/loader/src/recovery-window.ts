@@ -1,3 +1,5 @@
+import { isPlanted } from "@warden/common";
+
 /**
  * When admission opens after a start or a takeover. Without a journal that
  * names nodes it is a fixed wait (`upperBoundMs`, the `recoveryWindow`
@@ -29,7 +31,8 @@ export class RecoveryWindow {
    */
   constructor(nodes: ReadonlyMap<string, number>, nowMs: number, upperBoundMs: number) {
     if (upperBoundMs <= 0) this.st = { t: "open", cause: "no-window", atMs: nowMs };
-    else if (nodes.size === 0) this.st = { t: "waiting", pending: new Map(), fixedUntilMs: nowMs + upperBoundMs };
+    // Planted bug "fixed-recovery-window": the journal's nodes are not waited for, only the fixed timer.
+    else if (nodes.size === 0 || isPlanted("fixed-recovery-window")) this.st = { t: "waiting", pending: new Map(), fixedUntilMs: nowMs + upperBoundMs };
     else this.st = { t: "waiting", pending: new Map(nodes), fixedUntilMs: undefined };
   }
 

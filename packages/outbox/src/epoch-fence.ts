@@ -1,3 +1,4 @@
+import { isPlanted } from "@warden/common";
 import type { JournalRecord } from "./journal-record.js";
 
 /**
@@ -90,6 +91,18 @@ export function judgeStreamHead(input: StreamHeadInput): StreamHeadVerdict {
   const k = chainIds.indexOf(head.id);
   if (k >= 0) return { t: "stored", upTo: k };
   if (head.id === anchorId) return { t: "none-stored" };
+  // Planted bug "exleader-append-accepted": re-chain behind whatever is last, as before the fence.
+  if (isPlanted("exleader-append-accepted")) return { t: "none-stored" };
   if (head.writerEpoch !== undefined && head.writerEpoch > ownEpoch) return { t: "superseded", newerEpoch: head.writerEpoch };
   return { t: "foreign", writerEpoch: head.writerEpoch };
+}
+
+/**
+ * Send rule: a writer with an epoch port (`fenced`) sends a record only while
+ * it holds an epoch at that moment (`epochNow`); an unfenced writer always.
+ */
+export function journalMaySend(fenced: boolean, epochNow: bigint | undefined): boolean {
+  // Planted bug "exleader-append-accepted": sent whether the lease is held or not.
+  if (isPlanted("exleader-append-accepted")) return true;
+  return !fenced || epochNow !== undefined;
 }

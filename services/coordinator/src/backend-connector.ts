@@ -1,4 +1,5 @@
 import { Backend } from "@warden/proto";
+import { isPlanted } from "@warden/common";
 import { createH2Client, type H2Client } from "@warden/grpc";
 import type { BackendConnector, BackendHandle } from "@warden/loader";
 
@@ -38,7 +39,8 @@ export function fencedBackendConnector<H extends BackendHandle>(inner: BackendCo
       return {
         ...h,
         async free(options) {
-          leaderEpoch();
+          // Planted bug "free-past-fence": Free() sent without the fence.
+          if (!isPlanted("free-past-fence")) leaderEpoch();
           await h.free(options);
         },
       };

@@ -1,11 +1,16 @@
 import { create } from "@bufbuild/protobuf";
 import { JournalRepairedSchema, type Event } from "@warden/proto";
 import { Code, WardenError, createUlidFactory, nullLogger, sleep, wardenVersion } from "@warden/common";
-import { Loader, type BackendHandle, type LoaderEvent, type StopRequest } from "@warden/loader";
+import { Loader, type BackendConnector, type BackendHandle, type LoaderEvent, type StopRequest } from "@warden/loader";
 import { createOutbox, type Outbox } from "@warden/outbox";
 import { NodeTable, PlacementView } from "@warden/cluster";
 import { EventHub } from "../../../services/coordinator/src/event-hub.js";
 import { nodeEventInit, openIntentsOn, orphanStopInit, orphansAdoptedInit, reapGoneIntents, unreachabilityPausedInit } from "../../../services/coordinator/src/node-audit-events.js";
+import { settleUnsettledEvictions } from "../../../services/coordinator/src/unsettled-evictions.js";
+import { restoreJournalReplicas } from "../../../services/coordinator/src/journal-replicas-at-start.js";
+import { startRecoveryWindow } from "../../../services/coordinator/src/recovery-window-at-start.js";
+import { fencedBackendConnector } from "../../../services/coordinator/src/backend-connector.js";
+import type { JournalFence } from "../world/sim-disk.js";
 import type { SimWorld, CoordinatorInbox } from "../world/sim-world.js";
 import { simAgentConnector, type AgentLink, type SimClient } from "../world/sim-agent-connector.js";
 import type { Registration } from "../world/sim-agent.js";
@@ -34,12 +39,61 @@ function simBackends(clock: ScopedClock): { connect(address: string): BackendHan
 }
 
 /**
+ * The HA profile's backends: Free() is implemented and reaches the backend
+ * process at the address directly (the BackendHandle port: no agent, no
+ * fence), where it unloads the model for real — whatever incarnation serves
+ * that address by then, as a call with no identity does.
+ */
+function haBackends(w: SimWorld, clock: ScopedClock, generation: number, epoch: bigint): BackendConnector {
+  return {
+    connect: (address) => ({
+      free: (o) =>
+        new Promise<void>((resolve, reject) => {
+          if (!clock.alive()) return;
+          const stale = w.staleSender(epoch);
+          const nodeId = address.split(":")[0] ?? address;
+          const embedded = w.agents.get(nodeId)?.embedded === true;
+          const cancel = clock.setTimer(o.timeoutMs, () => { reject(new WardenError(Code.DeadlineExceeded, "Free: deadline exceeded")); });
+          w.net.send(nodeId, "toAgent", "free", () => {
+            const p = [...w.truth.liveOn(nodeId)].find((x) => x.address === address);
+            if (p !== undefined && p.freedBy === undefined) {
+              p.freedBy = { generation, epoch, atMs: w.clock.now() };
+              w.coverage.hit("ha.backend-freed");
+              w.log(`free ${address} ${p.incarnation} by generation ${String(generation)} epoch ${epoch.toString()}`);
+              if (stale) w.onStaleEffect?.(`Free() of ${p.model} ${p.incarnation} at ${address} from epoch ${epoch.toString()} reached the backend`);
+            }
+            w.net.send(nodeId, "toCoordinator", "free.reply", () => {
+              clock.run(() => {
+                cancel();
+                if (p === undefined) reject(new WardenError(Code.Unavailable, "Free: connection refused"));
+                else resolve();
+              });
+            }, embedded);
+          }, embedded);
+        }),
+      close: () => {},
+    }),
+  };
+}
+
+/**
  * A generation of an HA coordinator process (the HA profile): it journals to
  * the shared stream, stamps every command with the lease's epoch, stops when
  * its process is stopped, and has its own links to the agents.
  */
 export interface SimCoordinatorHa {
+  /** The epoch this generation's term won (ground truth; heartbeat answers carry it). */
+  readonly epoch: bigint;
+  /**
+   * The runner's `leaderEpoch` (ha-runner.ts): the term's epoch while the lease
+   * is held under it by the core's `isLeaderAt` on the process's own clock;
+   * otherwise it throws UNAVAILABLE "not the leader", so nothing is stamped.
+   */
   readonly leaderEpoch: () => bigint;
+  /** The runner's gate for timer-driven decisions and publishing: the lease of this term held at this moment. */
+  readonly mayAct: () => boolean;
+  /** The journal's epoch fence (the runner's `writerEpoch` and `onSuperseded`). */
+  readonly journalFence: JournalFence;
   /** The process is SIGSTOPped until then (its timers and deliveries wait). */
   readonly pausedUntil: () => number;
   readonly link: AgentLink & { cutFrom(nodeId: string): boolean };
@@ -77,7 +131,7 @@ export class SimCoordinator implements CoordinatorInbox {
     const rng = w.rng.fork(`coordinator-${String(this.generation)}`);
     const minted = createUlidFactory(clock, rng);
     const newId = (): string => minted();
-    const outbox = createOutbox({ journal: this.ha === undefined ? w.disk.journal(clock) : w.disk.sharedJournal(clock), publisher: w.nats.publisher(() => clock.alive()), clock, rng, newId });
+    const outbox = createOutbox({ journal: this.ha === undefined ? w.disk.journal(clock) : w.disk.sharedJournal(clock, { generation: this.generation, epoch: this.ha.epoch }, w.opts.ha?.world?.journalResends !== false, this.ha.journalFence), publisher: w.nats.publisher(() => clock.alive(), this.ha?.epoch), clock, rng, newId, ...(this.ha === undefined ? {} : { mayPublish: this.ha.mayAct }) });
     this.outbox = outbox;
     const recovery = await outbox.start();
     const hub = new EventHub(outbox, nullLogger);
@@ -118,9 +172,12 @@ export class SimCoordinator implements CoordinatorInbox {
     this.nodes = nodes;
     const placement = new PlacementView(nodes, "binpack");
     this.placement = placement;
-    // Remote agents may have backends running: always gate admission by the recovery window.
+    // Remote agents may have backends running: always gate admission by the recovery window
+    // (HA: opened by startRecoveryWindow below, as startCoordinator does; a single coordinator keeps its fixed timer).
+    let openGate = (): void => {};
     const admissionGate = new Promise<void>((resolveGate) => {
-      clock.setTimer(w.opts.recoveryWindowMs, resolveGate);
+      if (this.ha === undefined) clock.setTimer(w.opts.recoveryWindowMs, resolveGate);
+      else openGate = resolveGate;
     });
     const loader = new Loader({
       admissionGate,
@@ -128,7 +185,8 @@ export class SimCoordinator implements CoordinatorInbox {
       rng,
       sleep: (ms, signal) => sleep(clock, ms, signal),
       agents: nodes,
-      backends: simBackends(clock),
+      backends: this.ha === undefined || w.opts.ha?.world?.freeReachesBackend === false ? simBackends(clock) : fencedBackendConnector(haBackends(w, clock, this.generation, this.ha.epoch), this.ha.leaderEpoch),
+      ...(this.ha === undefined ? {} : { mayAct: this.ha.mayAct }),
       journal: { recordStopIntent: (i) => outbox.recordStopIntent(i), clearStopIntent: (inc) => outbox.clearStopIntent(inc) },
       events: {
         emit: (e) => {
@@ -152,13 +210,22 @@ export class SimCoordinator implements CoordinatorInbox {
       stop: { stopRpcTimeoutMs: w.opts.stopRpcTimeoutMs },
     });
     this.loader = loader;
-    const openIntents = new Set(recovery.openStopIntents.map((i) => i.incarnation));
+    // HA generations are wired as startCoordinator is today: unsettled evictions become stop intents,
+    // and the journal's live instances count as unconfirmed replicas until their node reports.
+    // (A single coordinator keeps the wiring its recorded seeds ran with.)
+    const intentsAtStart = this.ha === undefined ? recovery.openStopIntents : await settleUnsettledEvictions(outbox, hub, recovery.unsettledEvictions);
+    const openIntents = new Set(intentsAtStart.map((i) => i.incarnation));
     nodes.attach(loader, (inc) => openIntents.has(inc) || outbox.openStopIntents().some((i) => i.incarnation === inc));
     placement.attach(loader);
-    loader.restoreStopIntents(recovery.openStopIntents);
+    loader.restoreStopIntents(intentsAtStart);
+    if (this.ha !== undefined) {
+      restoreJournalReplicas(loader, recovery.recovered, { clock, log: nullLogger, lostAfterMs: w.opts.nodeLostAfterMs });
+      startRecoveryWindow({ loader, clock, log: nullLogger, windowMs: w.opts.recoveryWindowMs, journaledNodes: [...recovery.recovered, ...intentsAtStart].map((r) => r.nodeId), open: openGate });
+    }
     loader.startTicking();
     const healthLoop = (): void => {
-      nodes.checkHealth();
+      // HA: a member resumed after a pause past its lease marks nothing (coordinator.ts).
+      if (this.ha?.mayAct() !== false) nodes.checkHealth();
       clock.setTimer(1_000, healthLoop);
     };
     clock.setTimer(1_000, healthLoop);
@@ -170,7 +237,7 @@ export class SimCoordinator implements CoordinatorInbox {
   }
 
   leaderEpoch(): bigint {
-    return this.ha?.leaderEpoch() ?? 0n;
+    return this.ha?.epoch ?? 0n;
   }
 
   accepts(nodeId: string): boolean {

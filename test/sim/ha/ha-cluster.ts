@@ -1,7 +1,8 @@
+import { Code, WardenError } from "@warden/common";
 import type { SimRandom } from "../kernel/sim-random.js";
 import type { SimCoordinator, SimCoordinatorHa } from "../coordinator/sim-coordinator.js";
 import type { Harness } from "../run/harness.js";
-import type { HaFault, HaOptions } from "./ha-profile.js";
+import { defaultHaWorld, type HaFault, type HaOptions, type HaWorld } from "./ha-profile.js";
 import { HaMember } from "./ha-member.js";
 import { SimLeaseStore } from "./sim-lease-store.js";
 
@@ -46,13 +47,21 @@ export class HaCluster {
   /** Epochs won, in order (checker 4: strictly increasing). */
   readonly epochs: number[] = [];
   private incarnations = 0;
+  private readonly real: HaWorld;
+  /** The world's own draws (followers' delays, keeper lags), apart from the faults' streams. */
+  private readonly rw: SimRandom;
+  /** The process that led last (agents already connected to it follow a re-win at once). */
+  private lastLeader: Process | undefined;
 
   constructor(
     private readonly h: Harness,
     readonly o: HaOptions,
   ) {
     const w = h.world;
-    this.store = new SimLeaseStore(w.queue, w.clock, w.rng.fork("ha-lease"));
+    this.store = new SimLeaseStore(w.queue, w.clock, w.rng.fork("ha-lease"), () => { w.coverage.hit("ha.lease-double-accept"); });
+    this.real = o.world ?? defaultHaWorld;
+    this.rw = w.rng.fork("ha-world");
+    w.epochInForce = () => BigInt(this.maxEpoch());
   }
 
   start(): void {
@@ -89,11 +98,34 @@ export class HaCluster {
     w.log(`ha leader ${m.holder} epoch ${String(epoch)}`);
     if (this.epochs.length > 1) w.coverage.hit("ha.takeover");
     p.epoch = epoch;
+    // Agents find a new leader only after a while (each its own), trying the addresses they know.
+    if (this.lastLeader !== undefined && this.lastLeader !== p && this.real.followMaxMs > 0) {
+      for (const n of w.opts.nodes) w.followFromMs.set(n.nodeId, w.clock.now() + this.rw.int(0, this.real.followMaxMs));
+    }
+    this.lastLeader = p;
     const old = h.coord;
     const before = old?.outbox.openStopIntents() ?? [];
     // The agents follow the new leader: the old generation keeps running (a zombie, if it still can) but nobody listens to it.
     if (old !== undefined) h.detachCoordinator();
-    const ha: SimCoordinatorHa = { leaderEpoch: () => BigInt(epoch), pausedUntil: () => m.pausedUntilMs, link: p.links };
+    // The term's lease held at this moment, by the core's isLeaderAt on the process's own clock (ha-runner.ts `held`).
+    const held = (): boolean => p.epoch === epoch && m.leadingNow();
+    const ha: SimCoordinatorHa = {
+      epoch: BigInt(epoch),
+      leaderEpoch: () => {
+        if (!held()) throw new WardenError(Code.Unavailable, "not the leader: lease lost, no quorum");
+        return BigInt(epoch);
+      },
+      mayAct: held,
+      journalFence: {
+        writerEpoch: () => (held() ? BigInt(epoch) : undefined),
+        // The runner steps down when its journal says a newer epoch wrote.
+        onSuperseded: () => {
+          if (p.epoch === epoch) this.stepDown(p, epoch, "journal-superseded");
+        },
+      },
+      pausedUntil: () => m.pausedUntilMs,
+      link: p.links,
+    };
     void h.startCoordinator(0, ha, () => p.member.alive() && p.epoch === epoch).then((c) => {
       if (c === undefined) {
         // Its start failed while it still holds the lease: the process exits and comes back as a standby.
@@ -174,6 +206,14 @@ export class HaCluster {
       case "leader-pause":
         w.coverage.hit("ha.pause");
         p.member.pausedUntilMs = Math.max(p.member.pausedUntilMs, now + durationMs);
+        p.member.keeperLagMs = this.real.keeperLagMaxMs > 0 ? this.rw.int(1, this.real.keeperLagMaxMs) : 0;
+        return;
+      case "stream-leader-change":
+        w.coverage.hit("ha.stream-leader-change");
+        // The stale window spans a lease: in a two-process cluster the two candidates' writes on one
+        // revision come about a lease apart (each counts a whole lease from what it last saw);
+        // with three members they came in the same millisecond.
+        this.store.leaderChange(durationMs, r.int(this.o.leaseMs, 2 * this.o.leaseMs));
         return;
       case "lease-partition":
         w.coverage.hit("ha.lease-partition");
@@ -184,7 +224,10 @@ export class HaCluster {
       case "leader-agent-partition":
         w.coverage.hit("ha.agent-partition");
         for (const n of w.opts.nodes) if (r.chance(0.5)) p.links.cut(n.nodeId, now + durationMs);
-        if (r.chance(0.5)) p.member.pausedUntilMs = Math.max(p.member.pausedUntilMs, now + r.int(1_000, durationMs));
+        if (r.chance(0.5)) {
+          p.member.pausedUntilMs = Math.max(p.member.pausedUntilMs, now + r.int(1_000, durationMs));
+          p.member.keeperLagMs = this.real.keeperLagMaxMs > 0 ? this.rw.int(1, this.real.keeperLagMaxMs) : 0;
+        }
         return;
     }
   }

@@ -1,8 +1,14 @@
+import { Code, WardenError } from "@warden/common";
 import { initialLease, isLeaderAt, leaseConfig, nextLease, type LeaseConfig, type LeaseEffect, type LeaseInput, type LeaseState } from "@warden/lease";
 import { ScopedClock } from "../coordinator/scoped-clock.js";
 import type { SimWorld } from "../world/sim-world.js";
 import type { HaOptions } from "./ha-profile.js";
-import type { SimLeaseStore } from "./sim-lease-store.js";
+import type { KV } from "@nats-io/kv";
+import { LeaseClaims, LeaseTakenError } from "../../../services/coordinator/src/ha/lease-claim.js";
+import type { LeaseWriteResult, SimLeaseStore } from "./sim-lease-store.js";
+
+/** A compare-and-set refusal from the simulated bucket (wrong last sequence). */
+const wrongRevision = new WardenError(Code.FailedPrecondition, "wrong last sequence");
 
 /** What the member tells the cluster when the lease core says so. */
 export interface MemberEvents {
@@ -23,9 +29,17 @@ export class HaMember {
   state: LeaseState;
   readonly clock: ScopedClock;
   pausedUntilMs = 0;
+  /**
+   * After a pause, how much later than the process's other timers the lease
+   * keeper's own queued work runs (its tick, then a KV round trip before it
+   * knows): the coordinator's stale timers run first, as they do for real.
+   */
+  keeperLagMs = 0;
   private pendingWrite = 0;
   private writes = 0;
   private cancelTick: (() => void) | undefined;
+  /** The keeper's takeover claims (lease-claim.ts), one per process: it remembers when it first saw each claim. */
+  private readonly claims: LeaseClaims;
 
   constructor(
     private readonly w: SimWorld,
@@ -36,7 +50,8 @@ export class HaMember {
     private readonly events: MemberEvents,
   ) {
     this.config = leaseConfig(holder, { leaseMs: o.leaseMs, renewMs: o.renewMs, marginMs: o.marginMs, retryMs: o.retryMs });
-    this.clock = new ScopedClock(w.clock, () => this.pausedUntilMs);
+    this.clock = new ScopedClock(w.clock, () => (this.pausedUntilMs > 0 ? this.pausedUntilMs + this.keeperLagMs : 0));
+    this.claims = new LeaseClaims({ kv: this.kv(), key: "leader", clock: { now: () => this.localNow() }, staleAfterMs: o.leaseMs });
     const first = initialLease();
     this.state = first.state;
     this.clock.run(() => { this.apply(first.effects, first.wakeAtMs); });
@@ -68,6 +83,52 @@ export class HaMember {
     this.apply(s.effects, s.wakeAtMs);
   }
 
+  /**
+   * A takeover as the keeper makes it (lease-keeper.ts): the REAL
+   * `LeaseClaims.take` (claim chain, then the update) over this process's link
+   * to the store, under the keeper's op deadline, then the key read back
+   * through the stream leader before the win is acted on — the core hears the
+   * key first and refuses a win someone else's write follows.
+   */
+  private takeover(expectedRevision: number, id: number, signal: AbortSignal, answer: (i: LeaseInput) => void): void {
+    this.claims.take(this.holder, expectedRevision, this.o.opTimeoutMs, signal).then(
+      (revision) => {
+        this.store.get(this.index, (seenRevision, holder) => {
+          this.clock.run(() => {
+            if (this.pendingWrite !== id) return;
+            this.input({ kind: "entry", revision: seenRevision, holder, nowMs: this.localNow() });
+            answer({ kind: "write-ok", revision, nowMs: this.localNow() });
+          });
+        });
+      },
+      (err: unknown) => {
+        this.clock.run(() => { answer(err === wrongRevision || err instanceof LeaseTakenError ? { kind: "write-wrong-revision", nowMs: this.localNow() } : { kind: "write-failed", nowMs: this.localNow() }); });
+      },
+    );
+  }
+
+  /** The lease bucket as the keeper's KV client sees it, over this process's link (claim keys and the lease key). */
+  private kv(): KV {
+    const call = (f: (done: (r: LeaseWriteResult) => void) => void): Promise<number> =>
+      new Promise<number>((resolve, reject) => {
+        f((r) => {
+          if (r.t === "ok") resolve(r.revision);
+          else reject(wrongRevision);
+        });
+      });
+    const kv = {
+      get: (key: string) =>
+        new Promise((resolve) => {
+          this.store.getClaim(this.index, key, (c) => {
+            resolve(c === null ? null : { revision: c.revision, operation: "PUT", json: () => ({ holder: c.holder }) });
+          });
+        }),
+      put: (key: string) => call((done) => { this.store.claim(this.index, key, this.holder, done); }),
+      update: (_key: string, _value: string, revision: number) => call((done) => { this.store.write(this.index, "update", revision, this.holder, done); }),
+    };
+    return kv as unknown as KV;
+  }
+
   private apply(effects: readonly LeaseEffect[], wakeAtMs: number | undefined): void {
     for (const e of effects) {
       switch (e.kind) {
@@ -80,6 +141,15 @@ export class HaMember {
             this.pendingWrite = 0;
             this.input(i);
           };
+          if (e.kind === "update" && this.state.kind !== "leader") {
+            const deadline = new AbortController();
+            this.takeover(e.expectedRevision, id, deadline.signal, answer);
+            this.clock.setTimer(this.o.opTimeoutMs, () => {
+              deadline.abort(new WardenError(Code.DeadlineExceeded, "lease takeover: deadline exceeded"));
+              answer({ kind: "write-failed", nowMs: this.localNow() });
+            });
+            break;
+          }
           this.store.write(this.index, e.kind, e.kind === "update" ? e.expectedRevision : 0, this.holder, (r) => {
             this.clock.run(() => { answer(r.t === "ok" ? { kind: "write-ok", revision: r.revision, nowMs: this.localNow() } : { kind: "write-wrong-revision", nowMs: this.localNow() }); });
           });

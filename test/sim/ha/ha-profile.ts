@@ -9,7 +9,12 @@ import type { SimRandom } from "../kernel/sim-random.js";
  * without the profile draws exactly what it drew before: its trace is byte-identical.
  */
 export const haFaults = ["leader-crash", "leader-pause", "lease-partition", "leader-agent-partition"] as const;
-export type HaFault = (typeof haFaults)[number];
+/**
+ * The faults above, drawn per seed, and the world's own events (drawn from
+ * their own stream, `drawHaWorld`): a leader change of the lease bucket's
+ * stream (a nats-server lost).
+ */
+export type HaFault = (typeof haFaults)[number] | "stream-leader-change";
 
 export interface HaOptions {
   /** Lease timing (the core's LeaseConfig, within leaseConfig's bounds). */
@@ -29,6 +34,40 @@ export interface HaOptions {
   /** HA faults per simulated minute (each of the enabled kinds). */
   readonly perMinute: number;
   readonly faults: readonly HaFault[];
+  /** What the world does that bit in reality (drawn from `<options stream>-ha-world`; absent: the defaults). */
+  readonly world?: HaWorld;
+}
+
+/**
+ * The HA world as it behaves in reality (each part was missing from the
+ * model before, and each hid a defect):
+ * - agents find a new leader only after up to `followMaxMs` (drawn per agent
+ *   per takeover): until then their messages go to the old address and are lost;
+ * - a resumed process's queued timers run before its lease keeper notices the
+ *   pause (`keeperLagMaxMs`: the keeper's own tick and KV round trip);
+ * - the lease bucket's stream changes leader (`streamLeaderChangesPerMinute`):
+ *   no lease operation is answered for a while, then for a moment two
+ *   compare-and-set writes based on the same revision may both be accepted
+ *   (consecutive revisions; nats-server 2.9 behaviour);
+ * - the backends implement Free(), which unloads the model for real
+ *   (`freeReachesBackend`);
+ * - the journal recovers from a refused append by sending it again against
+ *   the stream's real last record (`journalResends`).
+ * Each can be switched off (`SimOptions.haWorld`, `--ha-world JSON`) to see
+ * which one a violation needs; all off is the world as modelled before.
+ */
+export interface HaWorld {
+  readonly followMaxMs: number;
+  readonly keeperLagMaxMs: number;
+  readonly streamLeaderChangesPerMinute: number;
+  readonly freeReachesBackend: boolean;
+  readonly journalResends: boolean;
+}
+
+export const defaultHaWorld: HaWorld = { followMaxMs: 12_000, keeperLagMaxMs: 300, streamLeaderChangesPerMinute: 1, freeReachesBackend: true, journalResends: true };
+
+export function drawHaWorld(r: SimRandom): HaWorld {
+  return { followMaxMs: r.pick([3_000, 8_000, 12_000]), keeperLagMaxMs: r.pick([50, 300, 1_000]), streamLeaderChangesPerMinute: r.pick([0, 0.5, 1, 2]), freeReachesBackend: true, journalResends: true };
 }
 
 export function drawHa(r: SimRandom): HaOptions {

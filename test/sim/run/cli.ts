@@ -4,6 +4,7 @@ import { runCampaign } from "./campaign.js";
 import { runSeed } from "./run-seed.js";
 import { shrinkSeed } from "./shrink.js";
 import { faultTypes, optionsForSeed, type SimOptions, type SimProfile } from "./sim-options.js";
+import type { HaWorld } from "../ha/ha-profile.js";
 
 /**
  * `npm run sim -- --seeds N [--first F] [--long]`: a campaign on 2 worker threads.
@@ -11,6 +12,7 @@ import { faultTypes, optionsForSeed, type SimOptions, type SimProfile } from "./
  * `--long` runs the long profile (45 simulated minutes per seed) instead of the short one.
  * `--replicas on|off` forces the replica profile on or off for every seed (default: drawn per seed);
  * `--ha on|off` forces the HA profile (two coordinators, lease, fencing) on or off the same way;
+ * `--ha-world JSON` replaces parts of the HA world's realism, e.g. `{"journalResends":false}` (ha/ha-profile.ts HaWorld);
  * `--workers N` sets the campaign's worker threads (default 2).
  */
 function arg(name: string): string | undefined {
@@ -21,8 +23,13 @@ function arg(name: string): string | undefined {
 const profile: SimProfile = process.argv.includes("--long") ? "long" : "short";
 const replicasArg = arg("--replicas");
 const haArg = arg("--ha");
-const overrides: Partial<SimOptions> = { ...(replicasArg === undefined ? {} : { replicaProfile: replicasArg === "on" }), ...(haArg === undefined ? {} : { haProfile: haArg === "on" }) };
-const flag = `${profile === "long" ? " --long" : ""}${replicasArg === undefined ? "" : ` --replicas ${replicasArg}`}${haArg === undefined ? "" : ` --ha ${haArg}`}`;
+const haWorldArg = arg("--ha-world");
+const overrides: Partial<SimOptions> = {
+  ...(replicasArg === undefined ? {} : { replicaProfile: replicasArg === "on" }),
+  ...(haArg === undefined ? {} : { haProfile: haArg === "on" }),
+  ...(haWorldArg === undefined ? {} : { haWorld: JSON.parse(haWorldArg) as Partial<HaWorld> }),
+};
+const flag = `${profile === "long" ? " --long" : ""}${replicasArg === undefined ? "" : ` --replicas ${replicasArg}`}${haArg === undefined ? "" : ` --ha ${haArg}`}${haWorldArg === undefined ? "" : ` --ha-world '${haWorldArg}'`}`;
 const one = arg("--seed");
 if (one !== undefined) {
   const seed = Number(one);

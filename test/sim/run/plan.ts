@@ -85,6 +85,12 @@ function haFaultSteps(o: SimOptions): Step[] {
   for (const fault of ha.faults) {
     for (const atMs of arrivals(r, ha.perMinute, o.durationMs)) out.push({ kind: "ha", atMs, r: r.int(0, 2 ** 31), fault, durationMs: r.int(1, 20) * 1_000 });
   }
+  // The lease stream's leader changes (a nats-server lost), from a stream of their own: no lease answer for 0.5-2 leases.
+  const perMinute = ha.world?.streamLeaderChangesPerMinute ?? 0;
+  if (perMinute > 0) {
+    const rw = new SimRandom(o.seed).fork("plan-ha-world");
+    for (const atMs of arrivals(rw, perMinute, o.durationMs)) out.push({ kind: "ha", atMs, r: rw.int(0, 2 ** 31), fault: "stream-leader-change", durationMs: Math.round(ha.leaseMs * (0.5 + rw.next() * 1.5)) });
+  }
   return out;
 }
 

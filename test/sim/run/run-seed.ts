@@ -7,6 +7,7 @@ import { optionsForSeed, type SimOptions, type SimProfile } from "./sim-options.
 import { schedulePlan } from "./step-runner.js";
 import { HaCluster } from "../ha/ha-cluster.js";
 import { haCheckers } from "../check/ha-checkers.js";
+import { haWorldCheckers } from "../check/ha-world-checkers.js";
 
 export interface SeedResult {
   readonly seed: number;
@@ -45,7 +46,7 @@ export async function runSeed(seed: number, o: RunSeedOptions = {}): Promise<See
     if (opts.ha !== undefined) {
       const ha = new HaCluster(h, opts.ha);
       h.ha = ha;
-      checkers.push(...haCheckers(ha));
+      checkers.push(...haCheckers(ha), ...haWorldCheckers(ha));
       ha.start();
     } else void h.startCoordinator(0);
     for (const a of w.agents.values()) a.boot();

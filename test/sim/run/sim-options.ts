@@ -3,7 +3,7 @@ import { modelSpec, type ModelSpec } from "@warden/loader";
 import { SimRandom } from "../kernel/sim-random.js";
 import type { LinkOptions } from "../world/sim-network.js";
 import { drawReplicas, replicaStream } from "./replica-profile.js";
-import { drawHa, type HaOptions } from "../ha/ha-profile.js";
+import { defaultHaWorld, drawHa, drawHaWorld, type HaOptions, type HaWorld } from "../ha/ha-profile.js";
 
 /** Every fault type the simulator injects (reliability.md F-table, issue 13 item 3). */
 export const faultTypes = [
@@ -94,6 +94,8 @@ export interface SimOptions {
    * seed (`haP`, own stream); the override forces it on or off. `ha` holds the draw when on.
    */
   readonly haProfile?: boolean;
+  /** HA profile: parts of the world's realism replaced (switched off), over the seed's draw (`--ha-world JSON`). */
+  readonly haWorld?: Partial<HaWorld>;
   readonly ha?: HaOptions;
 }
 
@@ -270,7 +272,9 @@ export function optionsForSeed(seed: number, overrides: Partial<SimOptions> = {}
   // The chance is drawn even when forced, so a seed forced on draws what it draws when the profile falls to it.
   const drawnHa = p.haP > 0 && hr.chance(p.haP);
   const haProfile = overrides.haProfile ?? drawnHa;
-  const ha = haProfile ? (overrides.ha ?? drawHa(hr)) : undefined;
+  // The world's realism (slow followers, stream leader changes, ...) from a stream of its own: the profile's other draws are unchanged.
+  const drawn = haProfile ? (overrides.ha ?? { ...drawHa(hr), world: drawHaWorld(new SimRandom(seed).fork(`${p.stream}-ha-world`)) }) : undefined;
+  const ha = drawn === undefined || overrides.haWorld === undefined ? drawn : { ...drawn, world: { ...(drawn.world ?? defaultHaWorld), ...overrides.haWorld } };
   const finalNodes = ha === undefined ? replicated.nodes : replicated.nodes.map((n) => (n.embedded ? { ...n, embedded: false } : n));
   return {
     seed,

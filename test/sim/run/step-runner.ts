@@ -58,7 +58,11 @@ async function call(h: Harness, r: SimRandom, step: Extract<Step, { kind: "call"
   try {
     const durMs = (step.holdMs ?? r.int(20, 3_000)) * (p?.behaviour.slowFactor ?? 1);
     await sleep(c.clock, durMs, signal);
-    if (h.coord !== c) return;
+    // HA: the generation was superseded (a zombie) but its backend answered: the call ends there too.
+    if (h.coord !== c) {
+      lease.complete();
+      return;
+    }
     if (p === undefined || p.phase === "dead" || p.address !== lease.address) {
       // UNAVAILABLE from the backend.
       if (c.loader.isBeingStopped(lease.incarnation)) {

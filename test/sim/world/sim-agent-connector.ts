@@ -135,6 +135,14 @@ export function simAgentConnector(w: SimWorld, clock: ScopedClock, hooks: Coordi
     startBackend(req: StartRequest, options: { readonly signal: AbortSignal }): AsyncIterable<StartEvent> {
       const q = new StreamQueue<StartEvent>();
       if (!clock.alive()) return q;
+      // Stamped when sent, as agent-port.ts does; an HA term that lost its lease sends nothing (the stream fails).
+      let epoch: bigint;
+      try {
+        epoch = leaderEpoch();
+      } catch (err) {
+        q.end(WardenError.from(err));
+        return q;
+      }
       const nodeId = client.nodeId;
       hooks.onStartSent(nodeId, req.model, req.incarnation);
       const embedded = w.agents.get(nodeId)?.embedded === true;
@@ -156,8 +164,7 @@ export function simAgentConnector(w: SimWorld, clock: ScopedClock, hooks: Coordi
       };
       options.signal.addEventListener("abort", onAbort, { once: true });
       const { behaviour, memoryBytes } = w.backendFor(req.model);
-      // Stamped when sent, as agent-port.ts does.
-      const epoch = leaderEpoch();
+      const stale = w.staleSender(epoch);
       toAgent(w, link, nodeId, "start", () => {
         const a = w.agents.get(nodeId);
         if (a === undefined || !a.up) {
@@ -200,15 +207,22 @@ export function simAgentConnector(w: SimWorld, clock: ScopedClock, hooks: Coordi
           behaviour,
           memoryBytes,
           epoch,
+          stale,
         );
       }, embedded);
       return q;
     },
     stopBackend(req: StopRequest, options: { readonly signal: AbortSignal; readonly timeoutMs: number }): Promise<StopAnswer> {
+      let epoch: bigint;
+      try {
+        epoch = leaderEpoch();
+      } catch (err) {
+        return Promise.reject(WardenError.from(err));
+      }
       const done = hooks.onStopSent(req, client.nodeId);
-      const epoch = leaderEpoch();
+      const stale = w.staleSender(epoch);
       const p = rpc<StopAnswer>(w, clock, client.nodeId, "stop", options.timeoutMs, options.signal, (reply) => {
-        w.agents.get(client.nodeId)?.handleStop(req, reply, epoch);
+        w.agents.get(client.nodeId)?.handleStop(req, reply, epoch, stale);
       }, link);
       p.then(done, done);
       return p;
@@ -226,9 +240,15 @@ export function simAgentConnector(w: SimWorld, clock: ScopedClock, hooks: Coordi
       client.closed = true;
     },
     stopOrphan(client, o: OrphanProcess) {
-      const epoch = leaderEpoch();
+      let epoch: bigint;
+      try {
+        epoch = leaderEpoch();
+      } catch (err) {
+        return Promise.reject(WardenError.from(err));
+      }
+      const stale = w.staleSender(epoch);
       return rpc<{ alreadyGone: boolean }>(w, clock, client.nodeId, "stopOrphan", 30_000, undefined, (reply) => {
-        w.agents.get(client.nodeId)?.handleStopOrphan(o.pid, reply, epoch);
+        w.agents.get(client.nodeId)?.handleStopOrphan(o.pid, reply, epoch, stale);
       }, link);
     },
     watchExits(nodeId: string, _client: SimClient, signal: AbortSignal, onExit: (incarnation: string, exit: BackendExit) => void) {

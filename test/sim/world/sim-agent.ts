@@ -216,7 +216,7 @@ export class SimAgent {
     return undefined;
   }
 
-  handleStart(req: StartRequest, sink: StartSink, behaviour: BackendBehaviour, memoryBytes: number, leaderEpoch = 0n): { cancel(): void } {
+  handleStart(req: StartRequest, sink: StartSink, behaviour: BackendBehaviour, memoryBytes: number, leaderEpoch = 0n, sentStale = false): { cancel(): void } {
     let cancelled = false;
     let rec: AgentRecord | undefined;
     this.whenRunning(() => {
@@ -234,6 +234,7 @@ export class SimAgent {
       // on the original stream ahead of its Spawned; the loader rightly gave the load up and
       // the process it had started ran on, held by nobody.)
       if (this.records.has(req.incarnation) || this.spawnedIncarnations.has(req.incarnation)) return;
+      if (sentStale) this.w.onStaleEffect?.(`${this.nodeId} started ${req.model} ${req.incarnation} on a command of epoch ${leaderEpoch.toString()}`);
       this.rememberSpawned(req.incarnation);
       let port = 20000;
       while (this.usedPorts.has(port)) port++;
@@ -321,7 +322,7 @@ export class SimAgent {
   }
 
   /** StopBackend: idempotent per incarnation; never touches another one. */
-  handleStop(req: StopRequest, reply: (r: StopAnswer | WardenError) => void, leaderEpoch = 0n): void {
+  handleStop(req: StopRequest, reply: (r: StopAnswer | WardenError) => void, leaderEpoch = 0n, sentStale = false): void {
     this.whenRunning(() => {
       const refused = this.fenced(leaderEpoch, "stop", req.incarnation);
       if (refused !== undefined) {
@@ -334,6 +335,7 @@ export class SimAgent {
         reply({ t: "alreadyGone", replacedBy: other !== undefined && other !== req.incarnation ? other : "" });
         return;
       }
+      if (sentStale) this.w.onStaleEffect?.(`${this.nodeId} stopped ${r.model} ${r.incarnation} on a command of epoch ${leaderEpoch.toString()}`);
       r.stopRequested ??= { reason: req.reason, atMs: this.w.clock.now() };
       if (r.stopping === undefined) {
         const stopping = this.runStop(r, req.force);
@@ -425,7 +427,7 @@ export class SimAgent {
   }
 
   /** StopOrphan: the agent re-checks that the pid is still a live orphan. */
-  handleStopOrphan(pid: number, reply: (r: { alreadyGone: boolean } | WardenError) => void, leaderEpoch = 0n): void {
+  handleStopOrphan(pid: number, reply: (r: { alreadyGone: boolean } | WardenError) => void, leaderEpoch = 0n, sentStale = false): void {
     this.whenRunning(() => {
       const refused = this.fenced(leaderEpoch, "stopOrphan", String(pid));
       if (refused !== undefined) {
@@ -441,6 +443,7 @@ export class SimAgent {
         reply(new WardenError(Code.Internal, `orphan ${String(pid)} will not die`));
         return;
       }
+      if (sentStale) this.w.onStaleEffect?.(`${this.nodeId} killed orphan ${p.model} ${p.incarnation} on a command of epoch ${leaderEpoch.toString()}`);
       this.w.truth.kill(p, this.w.clock.now());
       this.onProcessDied(p, "SIGKILL");
       this.w.coverage.hit("orphan.stopped");

@@ -1,7 +1,23 @@
-import { Code, WardenError } from "@warden/common";
-import type { Journal, JournalRecord } from "@warden/outbox";
+import { Code, StaleLeaderEpochError, WardenError } from "@warden/common";
+import { fenceStaleRecords, journalMaySend, judgeStreamHead, type Journal, type JournalRecord } from "@warden/outbox";
 import type { ScopedClock } from "../coordinator/scoped-clock.js";
+import type { Coverage } from "../check/coverage.js";
 import type { SimRandom } from "../kernel/sim-random.js";
+
+/** The HA journal's leader-epoch fence (the runner's `writerEpoch` and `onSuperseded`). */
+export interface JournalFence {
+  /** The epoch this term holds at this moment; undefined while the lease is not held. */
+  writerEpoch(): bigint | undefined;
+  onSuperseded(newerEpoch: bigint): void;
+}
+
+interface Pending {
+  readonly record: JournalRecord;
+  readonly resolve: () => void;
+  readonly reject: (err: WardenError) => void;
+  settled: boolean;
+  cancelDeadline: () => void;
+}
 
 /**
  * The coordinator's disk: the journal's records, each durable once an fsync
@@ -12,7 +28,8 @@ import type { SimRandom } from "../kernel/sim-random.js";
  * no file descriptor, so its late promise chains cannot reach the disk.
  */
 export class SimDisk {
-  private records: { readonly record: JournalRecord; durable: boolean }[] = [];
+  /** `id` and `writerEpoch`: the HA stream's message id and Warden-Epoch header. */
+  private records: { readonly record: JournalRecord; durable: boolean; readonly id?: string; readonly writerEpoch?: bigint | undefined }[] = [];
   /** Records before this index are durable (the prefix covered by a completed fsync). */
   private durableCount = 0;
   tornTails = 0;
@@ -20,6 +37,7 @@ export class SimDisk {
   constructor(
     private readonly rng: SimRandom,
     private readonly fsyncMs: () => number,
+    private readonly coverage?: Coverage,
   ) {}
 
   /** The Journal port one coordinator generation writes through. */
@@ -55,36 +73,137 @@ export class SimDisk {
    * (on a quorum) when it lands and acknowledged a few ms later; a writer
    * that dies meanwhile never hears the ack but the record stays. Every
    * append expects the stream's last record to be the last one this writer
-   * saw (`Nats-Expected-Last-Msg-Id`): once the other coordinator appended
-   * (the new leader's epoch record, right after its replay), an old leader's
-   * appends are refused and fail UNAVAILABLE at their deadline, stored nowhere.
+   * saw (`Nats-Expected-Last-Msg-Id`). When another coordinator appended
+   * meanwhile, the refusal is what the journal recovers from: it reads the
+   * stream's last record back and — without `fence` (the journal before the
+   * epoch fence) — sends the rest again behind it, so an old leader's appends
+   * land after the new leader's records a few ms late. With `fence` (the
+   * production rules of @warden/outbox epoch-fence.ts): nothing is sent while
+   * `writerEpoch()` holds no epoch (`journalMaySend`), each record carries the
+   * epoch it was sent under, the head is judged by `judgeStreamHead` (a newer
+   * epoch's record fails this writer for good: StaleLeaderEpochError and
+   * `onSuperseded`; another writer's, ABORTED), and replay drops stale records
+   * (`fenceStaleRecords`). Appends not acknowledged within `appendDeadlineMs`
+   * fail UNAVAILABLE and are never sent after that. `writer` names the
+   * generation and its term's epoch (the ground truth of who wrote each record).
    */
-  sharedJournal(clock: ScopedClock, appendDeadlineMs = 5_000): Journal {
+  sharedJournal(clock: ScopedClock, writer: { readonly generation: number; readonly epoch: bigint }, resends = true, fence?: JournalFence, appendDeadlineMs = 5_000): Journal {
     let expected = this.records.length;
+    let anchorId = this.records[this.records.length - 1]?.id;
+    let ownEpoch = 0n;
+    let nextId = 0;
+    let fenced: WardenError | undefined;
     // PubAcks of pipelined publishes come back in publish order.
     let lastAckAtMs = 0;
+    let recovering = false;
+    let waiting: Pending[] = [];
+    const settle = (item: Pending, err?: WardenError): void => {
+      if (item.settled) return;
+      item.settled = true;
+      item.cancelDeadline();
+      if (err === undefined) item.resolve();
+      else item.reject(err);
+    };
+    const store = (item: Pending): void => {
+      const epoch = fence?.writerEpoch();
+      if (epoch !== undefined) ownEpoch = epoch;
+      const id = `${String(writer.generation)}-${String(nextId++)}`;
+      this.records.push({ record: item.record, durable: true, id, writerEpoch: epoch });
+      this.durableCount = this.records.length;
+      expected = this.records.length;
+      anchorId = id;
+      this.stored(item.record, writer.generation, writer.epoch);
+      lastAckAtMs = Math.max(lastAckAtMs, clock.now() + this.fsyncMs());
+      clock.setTimer(lastAckAtMs - clock.now(), () => { settle(item); });
+    };
+    const recoverSoon = (delayMs: number): void => {
+      recovering = true;
+      clock.setTimer(delayMs, recover);
+    };
+    const recover = (): void => {
+      recovering = false;
+      const q = waiting.filter((i) => !i.settled);
+      waiting = [];
+      if (q.length === 0 || fenced !== undefined) return;
+      if (fence !== undefined) {
+        if (!journalMaySend(true, fence.writerEpoch())) {
+          waiting = q;
+          recoverSoon(250);
+          return;
+        }
+        const last = this.records[this.records.length - 1];
+        const head = last === undefined ? undefined : { id: last.id ?? "", writerEpoch: last.writerEpoch };
+        const verdict = judgeStreamHead({ head, anchorId, chainIds: [], ownEpoch });
+        if (verdict.t === "superseded" || verdict.t === "foreign") {
+          const err = verdict.t === "superseded" ? new StaleLeaderEpochError(ownEpoch, verdict.newerEpoch) : new WardenError(Code.Aborted, "journal stream WARDEN_JOURNAL: another writer appended after this writer's last stored record");
+          fenced = err;
+          this.coverage?.hit(`ha.journal-fenced.${verdict.t}`);
+          for (const i of q) settle(i, err);
+          if (verdict.t === "superseded") fence.onSuperseded(verdict.newerEpoch);
+          return;
+        }
+      }
+      this.coverage?.hit("ha.journal-resent-after-refusal");
+      for (const i of q) store(i);
+    };
+    const send = (item: Pending): void => {
+      if (fence !== undefined && !journalMaySend(true, fence.writerEpoch())) {
+        // The lease is not held at this moment: nothing goes out until it is (or the deadline).
+        waiting.push(item);
+        if (!recovering) recoverSoon(250);
+        return;
+      }
+      if (this.records.length !== expected) {
+        // Wrong last msg id: refused; the journal reads the stream's last record back.
+        this.fencedAppends++;
+        if (!resends) return; // the world as modelled before: refused for good, failing at its deadline
+        waiting.push(item);
+        recoverSoon(2 + this.rng.next() * 20);
+        return;
+      }
+      store(item);
+    };
     return {
       append: (record) =>
         new Promise<void>((resolve, reject) => {
           if (!clock.alive()) return;
-          if (this.records.length !== expected) {
-            this.fencedAppends++;
-            clock.setTimer(appendDeadlineMs, () => {
-              reject(new WardenError(Code.Unavailable, "journal stream WARDEN_JOURNAL: wrong last msg id (another coordinator appended)"));
-            });
+          if (fenced !== undefined) {
+            reject(fenced);
             return;
           }
-          this.records.push({ record, durable: true });
-          this.durableCount = this.records.length;
-          expected = this.records.length;
-          lastAckAtMs = Math.max(lastAckAtMs, clock.now() + this.fsyncMs());
-          clock.setTimer(lastAckAtMs - clock.now(), resolve);
+          const item: Pending = { record, resolve, reject, settled: false, cancelDeadline: () => {} };
+          item.cancelDeadline = clock.setTimer(appendDeadlineMs, () => {
+            settle(item, new WardenError(Code.Unavailable, "journal stream WARDEN_JOURNAL: append not acknowledged (timeout)"));
+          });
+          if (recovering) waiting.push(item);
+          else send(item);
         }),
       replay: () => {
         expected = this.records.length;
-        return Promise.resolve(this.records.map((r) => r.record));
+        anchorId = this.records[this.records.length - 1]?.id;
+        if (fence === undefined) return Promise.resolve(this.records.map((r) => r.record));
+        const replayed = fenceStaleRecords(this.records.map((r) => ({ writerEpoch: r.writerEpoch, record: r.record })));
+        if (replayed.stale > 0) this.coverage?.hit("ha.replay-dropped-stale", replayed.stale);
+        return Promise.resolve(replayed.records);
       },
     };
+  }
+
+  /** HA ground truth: the newest leader epoch any stored record was written with. */
+  newestWriterEpoch = 0n;
+  /** HA ground truth: incarnations any stored record names (what a replaying leader can know of). */
+  readonly journaledIncarnations = new Set<string>();
+  /** HA profile: a record was stored from a writer whose leader epoch is older than one already stored. */
+  onStaleAppend: ((record: JournalRecord, generation: number, epoch: bigint, newest: bigint) => void) | undefined;
+
+  private stored(record: JournalRecord, generation: number, epoch: bigint): void {
+    if (record.kind === "event" && record.event.incarnation !== "") this.journaledIncarnations.add(record.event.incarnation);
+    else if (record.kind === "stop-intent") this.journaledIncarnations.add(record.incarnation);
+    if (epoch < this.newestWriterEpoch) {
+      this.coverage?.hit("ha.stale-append-stored");
+      this.onStaleAppend?.(record, generation, epoch, this.newestWriterEpoch);
+    }
+    if (epoch > this.newestWriterEpoch) this.newestWriterEpoch = epoch;
   }
 
   /** Incarnations whose stop intent a stored record cleared (the HA carry-over check). */

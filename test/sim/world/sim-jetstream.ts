@@ -36,8 +36,14 @@ export class SimJetStream {
     });
   }
 
-  /** A publisher for one coordinator generation (`alive` false once it crashed). */
-  publisher(alive: () => boolean): Publisher {
+  /**
+   * HA profile: an event stored (not a copy) from a publisher whose generation
+   * leads with `publisherEpoch` (ground truth for the HA checkers).
+   */
+  onStored: ((event: Event, publisherEpoch: bigint) => void) | undefined;
+
+  /** A publisher for one coordinator generation (`alive` false once it crashed; `leaderEpoch`: the HA generation's epoch). */
+  publisher(alive: () => boolean, leaderEpoch?: bigint): Publisher {
     return {
       // Like the real publisher (packages/audit nats-publisher.ts) the signal is
       // checked, not raced: a listener per publish would pile up on the outbox's
@@ -56,6 +62,7 @@ export class SimJetStream {
               return;
             }
             const ack = this.store(event);
+            if (!ack.duplicate && leaderEpoch !== undefined) this.onStored?.(event, leaderEpoch);
             if (this.rng.chance(this.ackLossP)) {
               this.coverage.hit("nats.ack-lost");
               this.queue.push(this.clock.now() + 5_000, "nats.ack-timeout", () => {

@@ -68,11 +68,30 @@ export class SimWorld {
   keepTrace = false;
   /** HA profile: every command an agent's fence judged (see FenceDecision). */
   onFence: ((d: FenceDecision) => void) | undefined;
+  /**
+   * HA profile: from when each agent follows the leader up now (it finds a new
+   * leader only after a while: until then its messages go to the old address
+   * and are lost). Empty outside the profile.
+   */
+  readonly followFromMs = new Map<string, number>();
+  /** HA profile: the newest leader epoch won so far (0n outside the profile). */
+  epochInForce: () => bigint = () => 0n;
+  /**
+   * HA profile: a call that changes a backend (a start or stop an agent
+   * applied, a Free the backend ran) sent by a generation whose epoch was no
+   * longer the one in force when it sent it. The HA checkers report it.
+   */
+  onStaleEffect: ((what: string) => void) | undefined;
+
+  /** HA profile: a command stamped with `epoch` is sent now by a generation that is not the leader of the epoch in force. */
+  staleSender(epoch: bigint): boolean {
+    return epoch > 0n && epoch < this.epochInForce();
+  }
 
   constructor(readonly opts: SimOptions) {
     this.rng = new SimRandom(opts.seed).fork("world");
     this.net = new SimNetwork(this.queue, this.clock, this.rng.fork("net"), opts.link, this.coverage);
-    this.disk = new SimDisk(this.rng.fork("disk"), () => 1 + this.rng.next() * 5);
+    this.disk = new SimDisk(this.rng.fork("disk"), () => 1 + this.rng.next() * 5, this.coverage);
     this.nats = new SimJetStream(this.queue, this.clock, this.rng.fork("nats"), this.coverage, opts.natsDupWindowMs);
     for (const n of opts.nodes) this.agents.set(n.nodeId, new SimAgent(this, n.nodeId, n.labels, n.embedded, n.memoryTotalBytes));
   }
@@ -110,6 +129,8 @@ export class SimWorld {
    */
   private toCurrent(deliver: (inbox: CoordinatorInbox) => void, nodeId?: string): () => void {
     const to = this.inbox;
+    // HA: an agent that has not found the new leader yet sends to the old one's address (lost).
+    if (nodeId !== undefined && this.followFromMs.size > 0 && (this.followFromMs.get(nodeId) ?? 0) > this.clock.now()) return () => {};
     return () => {
       if (to !== undefined && this.inbox === to && (nodeId === undefined || to.accepts?.(nodeId) !== false)) deliver(to);
     };

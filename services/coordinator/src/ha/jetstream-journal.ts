@@ -2,7 +2,7 @@ import { jetstream, type JetStreamClient, type JetStreamManager } from "@nats-io
 import { headers, nuid, type NatsConnection } from "@nats-io/transport-node";
 import { Code, StaleLeaderEpochError, WardenError, abortReason, deadlineSignal, invalidArgument, sleep, raceSignal } from "@warden/common";
 import { encodeJournalRecord, recordHeaderBytes } from "@warden/journal";
-import { fenceStaleRecords, judgeStreamHead, liveJournalRecords, type Journal, type JournalRecord } from "@warden/outbox";
+import { fenceStaleRecords, journalMaySend, judgeStreamHead, liveJournalRecords, type Journal, type JournalRecord } from "@warden/outbox";
 import { readAllRecords, readStreamHead, writerEpochHeader } from "./journal-read.js";
 import { ensureJournalStream, journalUnavailable, resolveJournalOptions, type JetStreamJournalOptions, type ResolvedJournalOptions } from "./journal-stream.js";
 
@@ -205,7 +205,7 @@ class JournalImpl implements JetStreamJournal {
   /** False (nothing sent, recovery mode) while the lease is not held: no record goes out without an epoch held now. */
   private send(p: Pending): boolean {
     const epoch = this.o.writerEpoch?.();
-    if (this.o.writerEpoch !== undefined && epoch === undefined) {
+    if (!journalMaySend(this.o.writerEpoch !== undefined, epoch)) {
       this.recovering = true;
       return false;
     }
@@ -264,7 +264,7 @@ class JournalImpl implements JetStreamJournal {
         let head: Awaited<ReturnType<typeof readStreamHead>>;
         try {
           // Lease not held (paused, or an ex-leader not told yet): nothing is re-sent until it is again.
-          if (this.o.writerEpoch !== undefined && this.o.writerEpoch() === undefined) throw new Error("lease not held");
+          if (!journalMaySend(this.o.writerEpoch !== undefined, this.o.writerEpoch?.())) throw new Error("lease not held");
           head = await readStreamHead(this.jsm, this.o);
         } catch {
           this.resends++;

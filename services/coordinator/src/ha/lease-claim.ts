@@ -1,5 +1,5 @@
 import type { KV, KvEntry } from "@nats-io/kv";
-import type { Clock } from "@warden/common";
+import { isPlanted, type Clock } from "@warden/common";
 
 /** A takeover lost to another member's claim on the same revision: like a compare-and-set refusal. */
 export class LeaseTakenError extends Error {
@@ -71,6 +71,8 @@ export class LeaseClaims {
    * (no write is sent after that).
    */
   async take(value: string, expectedRevision: number, timeoutMs: number, signal?: AbortSignal): Promise<number> {
+    // Planted bug "two-leaders-one-epoch": no claim, a bare update (accepted twice during a stream leader change).
+    if (isPlanted("two-leaders-one-epoch")) return await this.o.kv.update(this.o.key, value, expectedRevision, timeoutMs);
     if (expectedRevision !== this.forRevision) {
       this.firstSeen.clear();
       this.forRevision = expectedRevision;

@@ -133,6 +133,27 @@ export async function runHaCoordinator(config: CoordinatorConfig, deps: HaRunner
     });
   };
 
+  /**
+   * The standby's HTTP listener, or undefined when `httpListen` is unset or
+   * cannot bind now (another process holds the port): then the member serves
+   * gRPC as a standby but does not compete (compete's listener check), and
+   * binds HTTP again before each later check.
+   */
+  const standbyHttp = async (): Promise<HttpServer | undefined> => {
+    if (current.httpListen === undefined) return undefined;
+    let http: HttpServer;
+    try {
+      http = await startStandbyHttp({ config: current, listen: current.httpListen, view: httpView, log: hlog.child({ component: "http" }) });
+    } catch (err) {
+      hlog.warn("standby HTTP listener cannot bind; not competing until it can", { httpListen: current.httpListen, err: err instanceof Error ? err.message : String(err) });
+      return undefined;
+    }
+    if (httpUrl === undefined) {
+      current = pinHttpListen(current, http.address);
+      httpUrl = httpUrlOf(current, advertise);
+    }
+    return http;
+  };
   const serveStandby = async (): Promise<void> => {
     if (closing || term.kind === "standby") return;
     const server = await startStandbyServer({ config: current, leaderAddress, status, haServing: true, log: hlog });
@@ -330,27 +351,6 @@ export async function runHaCoordinator(config: CoordinatorConfig, deps: HaRunner
   members.start();
   /** Competes for the lease only when every listener a leader opens can bind; else checks again later. */
   const competing = (): boolean => closing || keeperRef.k !== undefined;
-  /**
-   * The standby's HTTP listener, or undefined when `httpListen` is unset or
-   * cannot bind now (another process holds the port): then the member serves
-   * gRPC as a standby but does not compete (compete's listener check), and
-   * binds HTTP again before each later check.
-   */
-  const standbyHttp = async (): Promise<HttpServer | undefined> => {
-    if (current.httpListen === undefined) return undefined;
-    let http: HttpServer;
-    try {
-      http = await startStandbyHttp({ config: current, listen: current.httpListen, view: httpView, log: hlog.child({ component: "http" }) });
-    } catch (err) {
-      hlog.warn("standby HTTP listener cannot bind; not competing until it can", { httpListen: current.httpListen, err: err instanceof Error ? err.message : String(err) });
-      return undefined;
-    }
-    if (httpUrl === undefined) {
-      current = pinHttpListen(current, http.address);
-      httpUrl = httpUrlOf(current, advertise);
-    }
-    return http;
-  };
   const compete = async (): Promise<void> => {
     if (competing()) return;
     const t = term;

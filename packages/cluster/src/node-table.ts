@@ -283,7 +283,7 @@ export class NodeTable<C> implements AgentDirectory, InventoryPort {
     if (loader !== undefined) {
       const live = reconcileInventory(loader, { nodeId: n.nodeId, inventory: n.inventory, report: { bootEpoch: hb.bootEpoch, sequence: hb.sequence }, missing: n.missing, openIntent: this.openIntent, ...(this.o.onAdopted === undefined ? {} : { onAdopted: this.o.onAdopted }) });
       // Same turn: what the journal said ran here is now adopted or known not to run.
-      loader.journalReplicas.nodeReported(n.nodeId);
+      loader.journalReplicas.nodeReported(n.nodeId, live);
       this.settleGoneIntents(n, loader, live);
     }
     if (returned) loader?.retryLeftoversNow(n.nodeId);

@@ -51,11 +51,21 @@ export class JournalReplicas<H extends BackendHandle> {
 
   /**
    * The node's inventory was just reconciled (in the same turn): the entries
-   * still running there were adopted from it, the rest are not running. Either
-   * way the journal's word about that node is settled.
+   * it reported ready were adopted from it, the ones it does not list are not
+   * running. Either way the journal's word about them is settled. An entry the
+   * inventory lists but that was not adopted (`running`: every incarnation the
+   * inventory lists as not exited) is still starting there — a load the
+   * previous leader began — and keeps counting until a later inventory
+   * reports it ready (adopted) or gone: otherwise, during its load, it would
+   * count nowhere and a conflicting model could start beside it.
    */
-  nodeReported(nodeId: string): UnconfirmedReplica[] {
-    const out = this.s.unconfirmed.removeNode(nodeId);
+  nodeReported(nodeId: string, running?: ReadonlySet<string>): UnconfirmedReplica[] {
+    const out: UnconfirmedReplica[] = [];
+    for (const u of [...this.s.unconfirmed.onNode(nodeId)]) {
+      if (running?.has(u.incarnation) === true && !knows(this.s, u.incarnation)) continue;
+      this.s.unconfirmed.remove(u.incarnation);
+      out.push(u);
+    }
     if (out.length > 0) pushOccupancy(this.s, nodeId);
     this.settledListener?.(nodeId, "reported");
     return out;

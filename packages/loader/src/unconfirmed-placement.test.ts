@@ -68,6 +68,35 @@ describe("journaled instances not yet confirmed count as present on their node",
     expect(h.loader.core.placementSummary("n2", "m2", ["gpu0"]).blockingConflicts).toEqual([]);
   });
 
+  it("an exclusive group: the node reports J1 still loading (not adopted): it keeps counting until a later report adopts it, then is evicted before the other member starts", async () => {
+    const h = groupHarness();
+    h.loader.journalReplicas.restore([onN2("J1")]);
+    const m2 = h.track(h.loader.ensureLoaded("m2", h.never));
+    await h.run(10_000);
+    // The first inventory lists J1 loading: reconcile adopts only ready instances, so J1 is not known yet.
+    h.loader.journalReplicas.nodeReported("n2", new Set(["J1"]));
+    await h.run(10_000);
+    expect(startsOf(h, "m2")).toBe(0);
+    expect(h.loader.core.placementSummary("n2", "m2", ["gpu0"]).blockingConflicts).toEqual(["unconfirmed m1"]);
+    // A later inventory lists it ready: adopted, then settled.
+    reportWithJ1(h);
+    await h.until(() => m2.done());
+    expect(h.log.indexOf("stop J1")).toBeGreaterThanOrEqual(0);
+    expect(h.log.indexOf("stop J1")).toBeLessThan(h.log.indexOf(`start m2 ${m2.value().incarnation}`));
+  });
+
+  it("an exclusive group: J1 reported loading, then gone from a later inventory: the other member starts", async () => {
+    const h = groupHarness();
+    h.loader.journalReplicas.restore([onN2("J1")]);
+    const m2 = h.track(h.loader.ensureLoaded("m2", h.never));
+    h.loader.journalReplicas.nodeReported("n2", new Set(["J1"]));
+    await h.run(10_000);
+    expect(startsOf(h, "m2")).toBe(0);
+    h.loader.journalReplicas.nodeReported("n2", new Set());
+    await h.until(() => m2.done());
+    expect(h.log.filter((l) => l.startsWith("stop "))).toEqual([]);
+  });
+
   it("an exclusive group: the node declared lost lets the other member start (the journal's word about it is void)", async () => {
     const h = groupHarness();
     h.loader.journalReplicas.restore([onN2("J1")]);

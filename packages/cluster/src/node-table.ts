@@ -13,6 +13,7 @@ import { freshForeign } from "./fresh-foreign.js";
 import { goneIntents } from "./gone-intents.js";
 import { OrphanTracker } from "./orphan-tracker.js";
 import { reconcileInventory, type Adoption } from "./reconcile-inventory.js";
+import { startingElsewhere } from "./starting-elsewhere.js";
 import type { NodeLimits } from "./node-limits.js";
 
 export type NodeEventKind = "registered" | "unreachable" | "lost" | "lost-by-operator" | "ready";
@@ -291,13 +292,13 @@ export class NodeTable<C> implements AgentDirectory, InventoryPort {
     this.orphans.track(n.nodeId, hb.orphans, this.o.clock.now(), this.paused, (orphan) => this.o.connector.stopOrphan(client, orphan));
     // Orphans (live processes without a complete record) count toward the
     // node's limit, groups and memory; never selectable, never routed.
-    loader?.setOrphans(
-      n.nodeId,
-      hb.orphans.map((o) => {
+    loader?.setOrphans(n.nodeId, [
+      ...hb.orphans.map((o) => {
         const spec = o.model === "" ? undefined : loader.modelSpec(o.model);
         return { kind: "orphan" as const, key: `pid:${String(o.pid)}`, model: o.model === "" ? undefined : o.model, groups: spec?.groups ?? [], sizeBytes: Number(o.memoryBytes) };
       }),
-    );
+      ...startingElsewhere(loader, n.inventory),
+    ]);
     return true;
   }
 

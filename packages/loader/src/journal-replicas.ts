@@ -86,6 +86,10 @@ export class JournalReplicas<H extends BackendHandle> {
     return out;
   }
 
+  has(incarnation: string): boolean {
+    return this.s.unconfirmed.get(incarnation) !== undefined;
+  }
+
   /** Entries of `model`, every node (ListModels, placement). */
   ofModel(model: string): IterableIterator<UnconfirmedReplica> {
     return this.s.unconfirmed.ofModel(model);

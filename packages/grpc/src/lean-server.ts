@@ -184,13 +184,19 @@ export class LeanGrpcServer {
     const closed = new Promise<void>((resolve) => server.close(() => { resolve(); }));
     for (const s of this.sessions) s.close();
     let outcome: ShutdownOutcome = "drained";
+    let flushTimer: NodeJS.Timeout | undefined;
     const timer = setTimeout(() => {
       outcome = "forced";
       for (const c of this.live) c.abort(new WardenError(Code.Unavailable, "server shutting down"));
-      for (const s of this.sessions) s.destroy();
+      // A moment for those calls' UNAVAILABLE trailers to be written: a session destroyed in the
+      // same turn resets the streams, which clients read as CANCELLED, not as a retry.
+      flushTimer = setTimeout(() => {
+        for (const s of this.sessions) s.destroy();
+      }, 100);
     }, graceMs);
     await closed;
     clearTimeout(timer);
+    clearTimeout(flushTimer);
     return outcome;
   }
 

@@ -201,14 +201,14 @@ describe("stops racing a load", () => {
     expect(h.n1.stops).toHaveLength(0);
   });
 
-  it("closing the loader cancels a load in progress without putting the model in cooldown", async () => {
+  it("closing the loader (shutdown, or an HA leader stepping down) ends a load in progress UNAVAILABLE — a retry, not a CANCELLED the caller never asked for — without putting the model in cooldown", async () => {
     const h = createHarness();
     h.n1.startScript = () => {};
     const load = h.track(h.loader.ensureLoaded("m1", h.never));
     await h.flush();
     h.loader.close();
     await h.flush();
-    expect(load.error().code).toBe(Code.Canceled);
+    expect(load.error().code).toBe(Code.Unavailable);
     expect(h.loader.core.occupancy("n1").total).toBe(0);
     h.n1.startScript = (s) => {
       s.spawned().ready();

@@ -339,12 +339,17 @@ export class Loader<H extends BackendHandle = BackendHandle> {
     };
   }
 
-  /** Stops timers; does not stop backends (the caller decides, DESIGN §2). */
+  /**
+   * Stops timers; does not stop backends (the caller decides, DESIGN §2).
+   * Loads in flight end UNAVAILABLE — the call waiting on one may succeed on
+   * the next leader or after a restart, so it is a retry, never a CANCELLED
+   * the caller did not ask for.
+   */
   close(): void {
     this.s.closed = true;
     this.tickCancel?.();
     this.s.leftovers.close();
     this.s.freedRetries.close();
-    for (const ctl of this.s.loadControllers.values()) ctl.abort(new WardenError(Code.Canceled, "coordinator shutting down"));
+    for (const ctl of this.s.loadControllers.values()) ctl.abort(new WardenError(Code.Unavailable, "coordinator shutting down or stepping down: retry (another coordinator may lead)"));
   }
 }

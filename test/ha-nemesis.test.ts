@@ -21,7 +21,7 @@ import { readAuditStream } from "./support/audit-consumer.js";
 import { convergenceProblems, observe } from "./support/chaos-checks.js";
 import { simModel } from "./support/coordinator-harness.js";
 import { disappearanceProblems, exclusivityProblems, historyOf, modelsOfIncarnations, streamProblems } from "./support/nemesis-checks.js";
-import { startNemesisCluster, type NemesisCluster } from "./support/nemesis-cluster.js";
+import { startNemesisCluster, type NemesisCluster, type NemesisMember } from "./support/nemesis-cluster.js";
 import { nemesisPlan, nemesisSeed, type Fault } from "./support/nemesis-plan.js";
 import { sampleProcesses } from "./support/process-sampler.js";
 
@@ -208,7 +208,22 @@ describe("HA nemesis: seeded faults under load, checked against the process tabl
     }
     const sampled = await sampler.stop();
 
-    const stream = await readAuditStream(c.nats.urls);
+    // Every event the member leading now logged must reach the stream (it holds the lease, nothing fences it):
+    // wait for its outbox to catch up, bounded, before judging the stream.
+    const finalLeader = await c.leader(60_000).catch(() => undefined);
+    const loggedIds = (m: NemesisMember | undefined): string[] => (m === undefined ? [] : m.lines.filter((l) => l["pid"] === m.pid() && String(l["msg"]).startsWith("event ")).map((l) => String((l["event"] as Record<string, unknown> | undefined)?.["id"])));
+    let stream = await readAuditStream(c.nats.urls);
+    let unpublished: string[];
+    const publishEnd = Date.now() + 60_000;
+    for (;;) {
+      const onStream = new Set(stream.map((x) => x.event.id));
+      unpublished = loggedIds(finalLeader?.member).filter((id) => !onStream.has(id));
+      if (unpublished.length === 0 || Date.now() > publishEnd) break;
+      await sleep(2_000);
+      stream = await readAuditStream(c.nats.urls);
+    }
+    const onStreamAll = new Set(stream.map((x) => x.event.id));
+    const loggedNotOnStream = c.members.flatMap((m) => m.lines.filter((l) => String(l["msg"]).startsWith("event ")).map((l) => String((l["event"] as Record<string, unknown> | undefined)?.["id"]))).filter((id) => !onStreamAll.has(id)).length;
     const verdict = streamProblems(stream);
     const modelOf = new Map([...listedModel, ...modelsOfIncarnations(stream)]);
     const gone = disappearanceProblems(sampled.disappeared, stream);
@@ -220,7 +235,7 @@ describe("HA nemesis: seeded faults under load, checked against the process tabl
       `ha-nemesis summary (seed ${String(seed)}):`,
       `  faults applied ${String(applied.length)}/${String(plan.length)}: ${applied.join(", ")}`,
       `  calls ${String(calls.length)}: ${[...byCode].map(([k, n]) => `${k} ${String(n)}`).join(", ")}`,
-      `  audit events read ${String(stream.length)} (${String(verdict.events)} distinct, ${String(verdict.duplicates)} duplicates); lease epochs announced: ${verdict.leaderEpochs.map(String).join(" ")}`,
+      `  audit events read ${String(stream.length)} (${String(verdict.events)} distinct, ${String(verdict.duplicates)} duplicates); lease epochs announced: ${verdict.leaderEpochs.map(String).join(" ")}; logged by any member but not on the stream: ${String(loggedNotOnStream)}`,
       `  process samples ${String(sampled.samples.length)}; backends seen ${String(sampled.seen.size)} (model unknown for ${String(unknownModel)}), stopped ${String(sampled.disappeared.length)} (${String(gone.evicted)} by an eviction, ${String(gone.failedStarts)} starts that never became ready); ready at the end ${String(ready)}`,
       `  members that exited on their own: ${String(c.exits.length)}`,
     ].join("\n"));
@@ -229,6 +244,7 @@ describe("HA nemesis: seeded faults under load, checked against the process tabl
       "two members of one exclusive group alive on one node (process table)": exclusivityProblems(sampled.samples, modelOf, groups).map((p) => `${p}; their events: ${[...p.matchAll(/\/([0-9A-Z]{26}) /g)].map((m) => `${m[1] ?? ""}: ${historyOf(stream, m[1] ?? "")}`).join("; ")}`),
       "a backend stopped without an eviction decision of the epoch in force (process table + audit stream)": gone.problems,
       "audit stream: an older epoch after a newer one, a duplicate id, or a sequence gap": verdict.problems,
+      "audit stream: events the leader logged still not on it 60 s after quiescence": unpublished.length === 0 ? [] : [`${String(unpublished.length)} events of member ${String(finalLeader?.member.index)}, e.g. ${unpublished.slice(0, 3).join(", ")}`],
       "a member exited without being killed (a failed takeover must return to standby)": c.exits.map((e) => `member ${String(e.member)} exited (code ${String(e.code)}, signal ${String(e.signal)}); its last lines:\n${e.lastLines.slice(-6).join("\n")}`),
       "no agreed leader (liveness, 60 s bounds)": livenessProblems,
       "a call failed with a permanent code (a failover state must answer UNAVAILABLE)": [...new Set(calls.filter((x) => !transientOutcomes.has(x.outcome)).map((x) => `${x.model}: ${x.outcome} ${x.message.slice(0, 160)}`))],

@@ -39,8 +39,10 @@ const models = [
 ];
 
 let cluster: NemesisCluster | undefined;
+const clients: { close(): void }[] = [];
 
 afterEach(async () => {
+  for (const cl of clients.splice(0)) cl.close();
   await cluster?.close();
   cluster = undefined;
 }, 120_000);
@@ -103,6 +105,7 @@ describe("HA nemesis: seeded faults under load, checked against the process tabl
     await c.addAgent("b", tag);
     const admin = createLeaderFollowingClient(AdminService, c.addresses);
     const inference = createLeaderFollowingClient(InferenceService, c.addresses);
+    clients.push(admin, inference);
 
     // Ground truth from here on; the listing is polled only to name the model of a starting incarnation.
     const sampler = sampleProcesses(tag, 200);

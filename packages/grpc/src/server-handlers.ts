@@ -26,9 +26,14 @@ interface CallScope {
   finish(reason?: WardenError): void;
 }
 
-/** Builds the handler context; its signal fires on client cancel, deadline and completion. */
-function scope(call: AnyCall): CallScope {
+/**
+ * Builds the handler context; its signal fires on client cancel, deadline and
+ * completion. `live` (the server's) holds it while the call runs, so a forced
+ * shutdown can end it UNAVAILABLE first.
+ */
+function scope(call: AnyCall, live: Set<AbortController> | undefined): CallScope {
   const ctl = new AbortController();
+  live?.add(ctl);
   const deadline = call.getDeadline();
   const deadlineAtMs = deadline instanceof Date ? deadline.getTime() : Number.isFinite(deadline) ? deadline : undefined;
   let cancelTimer: Cancel | undefined;
@@ -56,6 +61,7 @@ function scope(call: AnyCall): CallScope {
   return {
     ctx,
     finish(reason = callCompleted) {
+      live?.delete(ctl);
       cancelTimer?.();
       call.removeListener("cancelled", onCancel);
       if (!ctl.signal.aborted) ctl.abort(reason);
@@ -128,7 +134,7 @@ type AnyHandler = (input: unknown, ctx: HandlerContext) => unknown;
  * stream (the handler's own outcome is then ignored and its signal fires
  * with that error).
  */
-export function wrapHandler(method: DescMethod, handler: AnyHandler): UntypedHandleCall {
+export function wrapHandler(method: DescMethod, handler: AnyHandler, live?: Set<AbortController>): UntypedHandleCall {
   switch (method.methodKind) {
     case "unary":
       return (call: ServerUnaryCall<unknown, unknown>, callback: sendUnaryData<unknown>) => {
@@ -136,7 +142,7 @@ export function wrapHandler(method: DescMethod, handler: AnyHandler): UntypedHan
           callback(toGrpcStatus(call.request.error));
           return;
         }
-        const s = scope(call);
+        const s = scope(call, live);
         (handler(call.request, s.ctx) as Promise<unknown>).then(
           (res) => {
             if (hasEntries(s.ctx.responseHeader)) call.sendMetadata(s.ctx.responseHeader);
@@ -155,7 +161,7 @@ export function wrapHandler(method: DescMethod, handler: AnyHandler): UntypedHan
           call.emit("error", toGrpcStatus(call.request.error));
           return;
         }
-        const s = scope(call);
+        const s = scope(call, live);
         writeAll(call, handler(call.request, s.ctx) as AsyncIterable<unknown>, s.ctx).then(
           () => {
             call.end(s.ctx.responseTrailer);
@@ -169,7 +175,7 @@ export function wrapHandler(method: DescMethod, handler: AnyHandler): UntypedHan
       };
     case "bidi_streaming":
       return (call: ServerDuplexStream<unknown, unknown>) => {
-        const s = scope(call);
+        const s = scope(call, live);
         let answered = false;
         // The handler failed, or (with the error as the signal's reason) a request did not decode.
         const fail = (err: unknown, undecodable?: WardenError): void => {
@@ -187,7 +193,7 @@ export function wrapHandler(method: DescMethod, handler: AnyHandler): UntypedHan
       };
     case "client_streaming":
       return (call: ServerReadableStream<unknown, unknown>, callback: sendUnaryData<unknown>) => {
-        const s = scope(call);
+        const s = scope(call, live);
         let answered = false;
         // The handler failed, or (with the error as the signal's reason) a request did not decode.
         const fail = (err: unknown, undecodable?: WardenError): void => {

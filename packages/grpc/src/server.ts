@@ -52,6 +52,8 @@ export class GrpcServer {
   private readonly insecure: boolean;
   private readonly maxMetadataBytes: number;
   private listening = false;
+  /** Every call's signal while it runs (server-handlers.ts scope): a forced shutdown ends them UNAVAILABLE. */
+  private readonly live = new Set<AbortController>();
 
   constructor(options: CreateServerOptions = {}) {
     this.raw = new Server({
@@ -76,7 +78,7 @@ export class GrpcServer {
       const h = byName[m.localName];
       if (h === undefined) throw new WardenError(Code.Internal, `${svc.typeName}: no handler for ${m.name}`);
       const streamsReplies = m.methodKind === "server_streaming" || m.methodKind === "bidi_streaming";
-      handlers[m.localName] = wrapHandler(m, guardMetadata(streamsReplies, h as never, this.maxMetadataBytes));
+      handlers[m.localName] = wrapHandler(m, guardMetadata(streamsReplies, h as never, this.maxMetadataBytes), this.live);
     }
     this.raw.addService(grpcServerDefinition(svc), handlers);
     this.reflection.add(svc);
@@ -103,7 +105,7 @@ export class GrpcServer {
     for (const m of svc.methods) {
       def[m.localName] = { ...methodDefinition(m), requestSerialize: asBuffer, requestDeserialize: asIs, responseSerialize: asBuffer, responseDeserialize: asIs };
       const h = m.methodKind === "unary" ? handlers.unary(m) : m.methodKind === "server_streaming" ? handlers.serverStream(m) : m.methodKind === "bidi_streaming" ? handlers.stream(m) : rawClientStreaming(handlers.stream(m));
-      impl[m.localName] = wrapHandler(m, h as (input: unknown, ctx: unknown) => unknown);
+      impl[m.localName] = wrapHandler(m, h as (input: unknown, ctx: unknown) => unknown, this.live);
     }
     this.raw.addService(def, impl);
     this.reflection.add(svc);
@@ -141,13 +143,20 @@ export class GrpcServer {
   async shutdown(graceMs = 5_000): Promise<ShutdownOutcome> {
     this.health.shutdown();
     return await new Promise<ShutdownOutcome>((resolve) => {
+      let forced = false;
       const t = setTimeout(() => {
-        this.raw.forceShutdown();
-        resolve("forced");
+        forced = true;
+        // Calls still open end UNAVAILABLE (retry: this server is going away), and get a moment to
+        // send it: grpc-js's forceShutdown resets the streams, which a client reads as CANCELLED.
+        for (const ctl of this.live) ctl.abort(new WardenError(Code.Unavailable, "server shutting down"));
+        setTimeout(() => {
+          this.raw.forceShutdown();
+          resolve("forced");
+        }, this.live.size === 0 ? 0 : 100);
       }, graceMs);
       this.raw.tryShutdown(() => {
         clearTimeout(t);
-        resolve("drained");
+        resolve(forced ? "forced" : "drained");
       });
     });
   }

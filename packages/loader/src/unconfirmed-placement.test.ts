@@ -153,6 +153,20 @@ describe("journaled instances not yet confirmed count as present on their node",
   });
 });
 
+describe("loads a node reports starting that this coordinator does not know", () => {
+  it("startingElsewhere names their node once per load of the model: not orphans, not the journal's entries, gone with the report", () => {
+    const h = createHarness();
+    const starting = (incarnation: string, model: string) => ({ kind: "unconfirmed" as const, key: incarnation, model, groups: [], sizeBytes: 0 });
+    h.loader.journalReplicas.restore([onN2("J1")]);
+    h.loader.setOrphans("n2", [starting("S1", "m1"), { kind: "orphan", key: "pid:7", model: "m1", groups: [], sizeBytes: 0 }, starting("S2", "m3")]);
+    h.loader.setOrphans("n1", [starting("S3", "m1")]);
+    expect([...h.loader.startingElsewhere("m1")].sort()).toEqual(["n1", "n2"]);
+    expect([...h.loader.startingElsewhere("m3")]).toEqual(["n2"]);
+    h.loader.setOrphans("n1", []);
+    expect([...h.loader.startingElsewhere("m1")]).toEqual(["n2"]);
+  });
+});
+
 type Op = { t: "restore"; inc: number; node: number; model: number } | { t: "report"; node: number } | { t: "lost"; node: number } | { t: "forget"; inc: number };
 
 describe("unconfirmed occupancy", () => {

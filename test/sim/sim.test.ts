@@ -254,6 +254,12 @@ const haRegressionSeeds: readonly (readonly [number, string])[] = [
   // forgotten instance. Now exempt unless Warden holds it again.
   [28, "a forgotten instance is the operator's word, not Warden's to count"],
   [60, "a forgotten instance is the operator's word, not Warden's to count (2)"],
+  // Simulator: a StartBackend stream's messages each had their own delay and loss, so its end
+  // overtook its Spawned or Ready (a load "ended without ready" whose process ran on, counted by
+  // nobody, and a second copy started beside it). One gRPC stream delivers in order, nothing after a
+  // lost message (HaWorld.orderedStartStreams, the HA world only).
+  [67, "a start stream's end never overtakes its Ready"],
+  [68, "a start stream's end never overtakes its Ready (2)"],
   // A resumed ex-leader's events reached the audit stream after the new leader's (HA 7). Fixed: mayPublish.
   [75, "a resumed ex-leader publishes nothing"],
 ];

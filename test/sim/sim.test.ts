@@ -260,6 +260,11 @@ const haRegressionSeeds: readonly (readonly [number, string])[] = [
   // lost message (HaWorld.orderedStartStreams, the HA world only).
   [67, "a start stream's end never overtakes its Ready"],
   [68, "a start stream's end never overtakes its Ready (2)"],
+  // A load given up before its Spawned arrived (the stream broke under a partition) was dropped with
+  // nothing to stop; its process loaded on, counted nowhere, and a second replica of the max-1 model
+  // started beside it (HA 8). Fixed in loader unknown-outcome-start.ts (it counts on its node as an
+  // unconfirmed instance until the node reports; unit test unconfirmed-placement.test.ts).
+  [73, "a start of unknown outcome counts on its node until the node reports"],
   // A resumed ex-leader's events reached the audit stream after the new leader's (HA 7). Fixed: mayPublish.
   [75, "a resumed ex-leader publishes nothing"],
 ];

@@ -242,6 +242,29 @@ const haRegressionSeeds: readonly (readonly [number, string])[] = [
   [15, "a takeover counts the journal's unconfirmed instances"],
   [18, "a takeover counts the journal's unconfirmed instances (2)"],
   [22, "a takeover counts the journal's unconfirmed instances (3)"],
+  // After a takeover a node reported the old leader's load of a max-1 model still loading, neither
+  // known to the new leader nor journaled (its record never landed): it occupied the node for groups
+  // and the limit, but replica counting missed it and a second replica started there (HA 8,
+  // maxReplicasPerModel). Fixed in cluster placement-view.ts (Loader.startingElsewhere counts as a
+  // replica; unit test placement-view-replicas.test.ts).
+  [35, "a load its node reports starting, unknown to the new leader, counts as a replica there"],
+  [78, "a load its node reports starting, unknown to the new leader, counts as a replica there (2)"],
+  // Checker: HA 8 counted a process an operator had forgotten (ForgetInstance: it no longer counts,
+  // audited) because its node still reported it or the journal named it; the other checkers exempt a
+  // forgotten instance. Now exempt unless Warden holds it again.
+  [28, "a forgotten instance is the operator's word, not Warden's to count"],
+  [60, "a forgotten instance is the operator's word, not Warden's to count (2)"],
+  // Simulator: a StartBackend stream's messages each had their own delay and loss, so its end
+  // overtook its Spawned or Ready (a load "ended without ready" whose process ran on, counted by
+  // nobody, and a second copy started beside it). One gRPC stream delivers in order, nothing after a
+  // lost message (HaWorld.orderedStartStreams, the HA world only).
+  [67, "a start stream's end never overtakes its Ready"],
+  [68, "a start stream's end never overtakes its Ready (2)"],
+  // A load given up before its Spawned arrived (the stream broke under a partition) was dropped with
+  // nothing to stop; its process loaded on, counted nowhere, and a second replica of the max-1 model
+  // started beside it (HA 8). Fixed in loader unknown-outcome-start.ts (it counts on its node as an
+  // unconfirmed instance until the node reports; unit test unconfirmed-placement.test.ts).
+  [73, "a start of unknown outcome counts on its node until the node reports"],
   // A resumed ex-leader's events reached the audit stream after the new leader's (HA 7). Fixed: mayPublish.
   [75, "a resumed ex-leader publishes nothing"],
 ];

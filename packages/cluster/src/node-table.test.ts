@@ -266,7 +266,7 @@ function loaderTrackingNothing(): Loader {
     leftoverList: () => [],
     heldOn: () => [],
     leftoversOn: () => [],
-    journalReplicas: { ofModel: () => [].values(), nodeReported: () => [] } as unknown as Loader["journalReplicas"],
+    startingElsewhere: () => [].values(), journalReplicas: { ofModel: () => [].values(), nodeReported: () => [] } as unknown as Loader["journalReplicas"],
     retryLeftoversNow: () => {},
     setOrphans: () => {},
   };

@@ -28,6 +28,7 @@ interface Cluster {
   readonly core: WatchdogCore;
   readonly leftovers: LeftoverTracker;
   readonly view: PlacementView;
+  readonly elsewhere: Map<string, string[]>;
 }
 
 /** A real core and leftover tracker behind the view; `nodes` is the table (a real NodeTable, or records with limits). */
@@ -45,10 +46,12 @@ function cluster(nodes: PlacementNodes, strategy: "binpack" | "spread" = "binpac
     onStuck: () => {},
     onReaped: () => {},
   });
-  const loader = { core, getPolicy: () => core.getPolicy(), leftoverList: () => leftovers.list(), journalReplicas: { ofModel: () => [].values(), nodeReported: () => [] } } as unknown as Loader;
+  // Loads a node reports starting that the loader does not know (Loader.startingElsewhere): model → node ids.
+  const elsewhere = new Map<string, string[]>();
+  const loader = { core, getPolicy: () => core.getPolicy(), leftoverList: () => leftovers.list(), startingElsewhere: (model: string) => (elsewhere.get(model) ?? []).values(), journalReplicas: { ofModel: () => [].values(), nodeReported: () => [] } } as unknown as Loader;
   const view = new PlacementView(nodes, strategy);
   view.attach(loader);
-  return { core, leftovers, view };
+  return { core, leftovers, view, elsewhere };
 }
 
 /** Node records with per-node limits (the NodeTable's two methods placement reads). */
@@ -97,6 +100,19 @@ describe("PlacementView: replicas of one model (issue 16)", () => {
     expect(none.nodeId).toBeUndefined();
     // Under any, "a" (maxReplicasPerModel 4) may take a second one next to its leftover.
     expect(view.choose(spec({ spread: "any" }))).toEqual({ nodeId: "a" });
+  });
+
+  it("a load its node reports starting that this coordinator does not know (a previous leader's) counts as a replica there (maxReplicasPerModel, spread node)", () => {
+    // After a takeover the node reports the old leader's load of m still loading: reconciliation adopts only ready
+    // instances and the journal may not name it; a second replica on that node would break its maxReplicasPerModel 1.
+    const { view, elsewhere } = cluster(records([{ nodeId: "a" }, { nodeId: "b", limits: { maxReplicasPerModel: 4 } }]));
+    elsewhere.set("m", ["a"]);
+    expect(reasons(view, spec({ spread: "any" }))["a"]).toBe("holds 1 replica(s) of m, its maxReplicasPerModel is 1");
+    expect(reasons(view, spec({ spread: "node" }))["b"]).toMatch(/^fits/);
+    expect(view.choose(spec({ spread: "any" }))).toEqual({ nodeId: "b" });
+    elsewhere.set("m", ["a", "b"]);
+    expect(reasons(view, spec({ spread: "node" }))["b"]).toBe("already holds a replica of m (spread: node)");
+    expect(view.choose(spec({ spread: "node" })).nodeId).toBeUndefined();
   });
 
   it("spread gpu counts devices by the instances' GPU index: two GPUs take two replicas, not three; no GPUs reported is one device", () => {

@@ -25,7 +25,7 @@ function view(nodeIds: readonly string[], gpuGiB: number) {
     backends: new Set<string>(),
     resources: create(NodeResourcesSchema, { gpus: [{ index: 0, name: "fake", totalBytes: BigInt(gpuGiB * GiB), usedBytes: 0n }] }),
   }));
-  const loader = { core, getPolicy: () => core.getPolicy(), leftoverList: () => [], journalReplicas: { ofModel: () => [].values() } } as unknown as Loader;
+  const loader = { core, getPolicy: () => core.getPolicy(), leftoverList: () => [], startingElsewhere: () => [].values(), journalReplicas: { ofModel: () => [].values() } } as unknown as Loader;
   const v = new PlacementView({ list: () => list, limitsOf: () => ({}) }, "binpack");
   v.attach(loader);
   return { core, view: v };

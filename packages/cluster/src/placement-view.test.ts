@@ -160,7 +160,7 @@ function build(c: GenCluster): { view: PlacementView; spec: ModelSpec; complete:
   });
   const records = c.nodes.map((n, i) => ({ nodeId: nodeId(i), state: n.state, draining: n.draining, labels: n.labels, backends: new Set(n.catalog), resources: n.memory === undefined ? undefined : resourcesOf(n.memory) }));
   const registry = { list: () => records, limitsOf: () => ({}) } as unknown as NodeRegistry;
-  const loader = { core, getPolicy: () => core.getPolicy(), leftoverList: () => [], journalReplicas: { ofModel: () => [].values(), nodeReported: () => [] } } as unknown as Loader;
+  const loader = { core, getPolicy: () => core.getPolicy(), leftoverList: () => [], startingElsewhere: () => [].values(), journalReplicas: { ofModel: () => [].values(), nodeReported: () => [] } } as unknown as Loader;
   const view = new PlacementView(registry, c.strategy);
   view.attach(loader);
   const spec = modelSpec({ id: "target", backend: "backend-sim", sizeBytes: c.target.sizeGiB * GiB, selector: c.target.selector, groups: c.target.groups });

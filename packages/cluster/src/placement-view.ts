@@ -125,8 +125,9 @@ export class PlacementView implements PlacementPort {
   /**
    * Replicas of `model` per node: its instances in every state (a reserved or
    * loading one holds its place, and a pending one is still there until its
-   * stop settles), its leftovers (a leftover replica counts on its node) and
-   * the journal's unconfirmed ones on nodes that have not reported yet.
+   * stop settles), its leftovers (a leftover replica counts on its node), the
+   * journal's unconfirmed ones on nodes that have not reported yet, and loads
+   * a node reports starting that this coordinator does not know.
    * Proportional to the model's instances and the leftovers, not the cluster.
    */
   private replicasByNode(model: string): Map<string, NodeReplicas> {
@@ -154,6 +155,12 @@ export class PlacementView implements PlacementPort {
     // Known only from a restarted coordinator's journal, on a node that has not reported yet.
     for (const u of loader.journalReplicas.ofModel(model)) {
       const r = replicasAt(by, u.nodeId);
+      r.count++;
+      r.unknownDevice++;
+    }
+    // Reported starting by its node, unknown here (starting-elsewhere.ts): a previous leader's load.
+    for (const nodeId of loader.startingElsewhere(model)) {
+      const r = replicasAt(by, nodeId);
       r.count++;
       r.unknownDevice++;
     }

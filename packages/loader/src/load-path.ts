@@ -8,6 +8,7 @@ import { chooseReplica, pickReplica } from "./replica-routing.js";
 import { retireRecycledAddress } from "./recycled-address.js";
 import { replicaNotNeeded } from "./replica-not-needed.js";
 import { replicaSpare } from "./replica-spare.js";
+import { countUnknownOutcomeStart } from "./unknown-outcome-start.js";
 
 // The load path (DESIGN §3.3): coalesced, cooldown-checked, admitted through
 // the watchdog with the need-more retry loop, bounded by a deadline; a failed
@@ -293,6 +294,8 @@ function failLoad<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, i
     });
     s.leftovers.add({ incarnation, nodeId, model: spec.id, address, groups: spec.groups, sizeBytes: spec.sizeBytes, lastError: `load abandoned: ${e.rawMessage}` });
   }
+  // Sent (held), no Spawned seen: the process may run there.
+  if (ours && h !== undefined && !registered && address === "" && nodeId !== undefined) countUnknownOutcomeStart(s, { incarnation, nodeId, model: spec.id }, e, cancelled);
 }
 
 /**

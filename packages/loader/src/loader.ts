@@ -170,6 +170,16 @@ export class Loader<H extends BackendHandle = BackendHandle> {
   }
 
   /**
+   * One node id per instance of `model` its node reports starting that this
+   * coordinator does not know (a previous leader's load, or its own before a restart: the `unconfirmed`
+   * entries of setOrphans). Replica counting needs them as much as groups
+   * and the limit do: until it is ready such a load is a replica of its node.
+   */
+  *startingElsewhere(model: string): IterableIterator<string> {
+    for (const [nodeId, entries] of this.s.orphans) for (const e of entries) if (e.kind === "unconfirmed" && e.model === model) yield nodeId;
+  }
+
+  /**
    * Replaces the model table (config reload). Pins and groups apply live;
    * models that disappeared are unloaded gracefully with reason `config`.
    */

@@ -153,6 +153,53 @@ describe("journaled instances not yet confirmed count as present on their node",
   });
 });
 
+describe("loads a node reports starting that this coordinator does not know", () => {
+  it("startingElsewhere names their node once per load of the model: not orphans, not the journal's entries, gone with the report", () => {
+    const h = createHarness();
+    const starting = (incarnation: string, model: string) => ({ kind: "unconfirmed" as const, key: incarnation, model, groups: [], sizeBytes: 0 });
+    h.loader.journalReplicas.restore([onN2("J1")]);
+    h.loader.setOrphans("n2", [starting("S1", "m1"), { kind: "orphan", key: "pid:7", model: "m1", groups: [], sizeBytes: 0 }, starting("S2", "m3")]);
+    h.loader.setOrphans("n1", [starting("S3", "m1")]);
+    expect([...h.loader.startingElsewhere("m1")].sort()).toEqual(["n1", "n2"]);
+    expect([...h.loader.startingElsewhere("m3")]).toEqual(["n2"]);
+    h.loader.setOrphans("n1", []);
+    expect([...h.loader.startingElsewhere("m1")]).toEqual(["n2"]);
+  });
+
+  it("a load given up before its Spawned arrived (the stream broke) counts on its node until the node reports: groups, limit and replicas", async () => {
+    // The agent's start runs on, bound to its own deadline, not to our stream: the process may well be there.
+    const h = groupHarness();
+    h.n2.startScript = (st) => {
+      st.end();
+    };
+    const m1 = h.track(h.loader.ensureLoaded("m1", h.never));
+    await h.until(() => m1.done());
+    expect(m1.error().message).toContain("ended the start without ready");
+    const inc = h.n2.starts[0]?.incarnation ?? "";
+    expect(h.loader.journalReplicas.list()).toEqual([{ incarnation: inc, nodeId: "n2", model: "m1", address: "" }]);
+    expect(h.loader.core.placementSummary("n2", "m2", ["gpu0"]).blockingConflicts).toEqual(["unconfirmed m1"]);
+    expect(h.loader.journalReplicas.count("m1")).toBe(1);
+    // n2's inventory lists it still starting: it counts on; then one without it: gone.
+    h.loader.journalReplicas.nodeReported("n2", new Set([inc]));
+    expect(h.loader.journalReplicas.count("m1")).toBe(1);
+    h.loader.journalReplicas.nodeReported("n2", new Set());
+    expect(h.loader.journalReplicas.list()).toEqual([]);
+    expect(h.loader.core.placementSummary("n2", "m2", ["gpu0"]).blockingConflicts).toEqual([]);
+  });
+
+  it("a load the agent answered failed (its process is gone), or one cancelled here, counts nowhere", async () => {
+    const h = groupHarness();
+    h.n2.startScript = (st) => {
+      st.failed("backend exited before ready");
+    };
+    const m1 = h.track(h.loader.ensureLoaded("m1", h.never));
+    await h.until(() => m1.done());
+    expect(m1.error().message).toContain("exited before ready");
+    expect(h.loader.journalReplicas.list()).toEqual([]);
+    expect(h.loader.core.occupancy("n2").total).toBe(0);
+  });
+});
+
 type Op = { t: "restore"; inc: number; node: number; model: number } | { t: "report"; node: number } | { t: "lost"; node: number } | { t: "forget"; inc: number };
 
 describe("unconfirmed occupancy", () => {

@@ -16,7 +16,7 @@ import type { TruthProcess } from "../world/ground-truth.js";
  *    predecessor journaled but did not publish is its own act: allowed);
  * 8. at every start the leader sends, the node's real processes that the
  *    leader can know of (accounted by it, reported by the node, or named in
- *    the journal) leave room: no member of an exclusive group of the model,
+ *    the journal, unless an operator forgot it) leave room: no member of an exclusive group of the model,
  *    no more than the per-node limit, no more than the node's
  *    maxReplicasPerModel of the model.
  */
@@ -51,9 +51,14 @@ export function haWorldCheckers(ha: HaCluster): Checker[] {
         if (spec === undefined || agent === undefined) return;
         const reported = new Set((c.nodes.get(nodeId)?.inventory ?? []).map((e) => e.incarnation));
         const leftovers = new Set(c.loader.leftoverList().map((l) => l.incarnation));
+        const accounted = (inc: string): boolean => c.loader.core.instance(inc) !== undefined || c.loader.heldInstance(inc) !== undefined || leftovers.has(inc);
+        // An operator's ForgetInstance is an audited word that the instance no longer counts ("for a
+        // node gone for good"; Warden ignores it from then on, as the other checkers exempt it): a
+        // forgotten process the node still reports or the journal still names is not Warden's to
+        // count, unless Warden holds it again.
         const knowable = (p: TruthProcess): boolean =>
           agent.hasRecord(p.incarnation) &&
-          (c.loader.core.instance(p.incarnation) !== undefined || c.loader.heldInstance(p.incarnation) !== undefined || leftovers.has(p.incarnation) || reported.has(p.incarnation) || w.disk.journaledIncarnations.has(p.incarnation));
+          (accounted(p.incarnation) || (!w.truth.forgotten.has(p.incarnation) && (reported.has(p.incarnation) || w.disk.journaledIncarnations.has(p.incarnation))));
         const here: TruthProcess[] = [];
         for (const p of w.truth.liveOn(nodeId)) if (p.incarnation !== incarnation && knowable(p)) here.push(p);
         const describe = (ps: readonly TruthProcess[]): string => ps.map((p) => `${p.model} ${p.incarnation} (${c.loader.core.stateOf(p.incarnation) ?? (leftovers.has(p.incarnation) ? "leftover" : reported.has(p.incarnation) ? "reported" : "journal only")})`).join(", ");

@@ -62,6 +62,13 @@ export interface HaWorld {
   readonly streamLeaderChangesPerMinute: number;
   readonly freeReachesBackend: boolean;
   readonly journalResends: boolean;
+  /**
+   * A StartBackend stream's messages arrive in order, none after a lost one (one HTTP/2 stream
+   * over TCP), instead of each with its own delay and loss: the stream's end no longer overtakes
+   * its Spawned or Ready (a load "ended without ready" whose process ran on, counted nowhere).
+   * Absent: on. In the HA world only, so the recorded single-coordinator traces stay byte-identical.
+   */
+  readonly orderedStartStreams?: boolean;
 }
 
 export const defaultHaWorld: HaWorld = { followMaxMs: 12_000, keeperLagMaxMs: 300, streamLeaderChangesPerMinute: 1, freeReachesBackend: true, journalResends: true };

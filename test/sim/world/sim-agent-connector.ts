@@ -165,6 +165,33 @@ export function simAgentConnector(w: SimWorld, clock: ScopedClock, hooks: Coordi
       options.signal.addEventListener("abort", onAbort, { once: true });
       const { behaviour, memoryBytes } = w.backendFor(req.model);
       const stale = w.staleSender(epoch);
+      // The stream's messages agent→coordinator. One gRPC stream is one HTTP/2 stream over TCP: its
+      // messages arrive in order and none after a lost one (the rest wait, and the keepalive ends the
+      // stream UNAVAILABLE, as a broken connection does). Without this, each message had its own
+      // delay, and the stream's end overtook its Spawned or Ready: the load "ended without ready",
+      // nothing accounted the process that ran on (HA 8, seeds 9, 51, 67, 68, 114). In the HA world
+      // only (HaWorld.orderedStartStreams), so the recorded single-coordinator traces are unchanged.
+      const ordered = w.opts.ha !== undefined && w.opts.ha.world?.orderedStartStreams !== false;
+      let sentSeq = 0;
+      let nextSeq = 0;
+      const arrived = new Map<number, () => void>();
+      const toCoordinator = (label: string, deliver: () => void): void => {
+        if (!ordered) {
+          w.net.send(nodeId, "toCoordinator", label, deliver, embedded);
+          return;
+        }
+        const seq = sentSeq++;
+        w.net.send(nodeId, "toCoordinator", label, () => {
+          // A duplicate of a message already delivered or waiting: TCP delivers it once.
+          if (seq < nextSeq || arrived.has(seq)) return;
+          arrived.set(seq, deliver);
+          for (let d = arrived.get(nextSeq); d !== undefined; d = arrived.get(nextSeq)) {
+            arrived.delete(nextSeq);
+            nextSeq++;
+            d();
+          }
+        }, embedded);
+      };
       toAgent(w, link, nodeId, "start", () => {
         const a = w.agents.get(nodeId);
         if (a === undefined || !a.up) {
@@ -177,31 +204,31 @@ export function simAgentConnector(w: SimWorld, clock: ScopedClock, hooks: Coordi
           req,
           {
             emit: (ev) => {
-              w.net.send(nodeId, "toCoordinator", "start.event", () => {
+              toCoordinator("start.event", () => {
                 clock.run(() => {
                   lastHeardMs = clock.now();
                   q.push(ev);
                 });
-              }, embedded);
+              });
             },
             end: () => {
-              w.net.send(nodeId, "toCoordinator", "start.end", () => {
+              toCoordinator("start.end", () => {
                 // Answers reaching a crashed generation are dropped (its load must not resume).
                 clock.run(() => {
                   cancelKeepalive();
                   options.signal.removeEventListener("abort", onAbort);
                   q.end();
                 });
-              }, embedded);
+              });
             },
             fail: (err) => {
-              w.net.send(nodeId, "toCoordinator", "start.end", () => {
+              toCoordinator("start.end", () => {
                 clock.run(() => {
                   cancelKeepalive();
                   options.signal.removeEventListener("abort", onAbort);
                   q.end(err);
                 });
-              }, embedded);
+              });
             },
           },
           behaviour,

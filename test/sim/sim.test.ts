@@ -267,6 +267,10 @@ const haRegressionSeeds: readonly (readonly [number, string])[] = [
   [73, "a start of unknown outcome counts on its node until the node reports"],
   // A resumed ex-leader's events reached the audit stream after the new leader's (HA 7). Fixed: mayPublish.
   [75, "a resumed ex-leader publishes nothing"],
+  // An orphan's stop (pid:<n>) left unsettled by a leader that lost its lease became a stop intent at
+  // the takeover, restored as a leftover, and the new leader sent StopBackend naming "pid:1012" (12).
+  // Fixed in unsettled-evictions.ts: an orphan's unsettled stop gets no intent (the orphan tracker owns it).
+  [561, "an orphan's unsettled stop is the orphan tracker's, never a StopBackend"],
 ];
 
 describe("simulation", () => {

@@ -15,6 +15,9 @@ import type { EventHub } from "./event-hub.js";
  * first inventory adopted the instance as ready and routable, and its
  * eviction.started was never followed by a stopped or failed.
  *
+ * An orphan's stop (reason orphan, incarnation `pid:<n>`) is closed the same
+ * way but gets no stop intent: the orphan tracker owns it by pid.
+ *
  * Returns the stop intents to restore as leftovers (the open ones included).
  */
 export async function settleUnsettledEvictions(outbox: Outbox, hub: EventHub, unsettled: readonly Event[]): Promise<StopIntent[]> {
@@ -23,7 +26,11 @@ export async function settleUnsettledEvictions(outbox: Outbox, hub: EventHub, un
     const reason = started.payload.value.reason;
     // A reason number from a newer coordinator has no name here.
     const reasonName = (EvictionReason as unknown as Record<number, string | undefined>)[reason];
-    if (!outbox.openStopIntents().some((i) => i.incarnation === started.incarnation)) {
+    // An orphan's stop (`pid:<n>`) names no incarnation an agent minted: it gets no intent (a
+    // StopBackend for it would name nothing); the node's next report lists the orphan again if
+    // it still runs, and the orphan tracker stops it by pid after its grace.
+    const orphan = reason === EvictionReason.ORPHAN;
+    if (!orphan && !outbox.openStopIntents().some((i) => i.incarnation === started.incarnation)) {
       await outbox.recordStopIntent({ incarnation: started.incarnation, nodeId: started.nodeId, model: started.model, address: started.address, reason: (reasonName ?? "unspecified").toLowerCase() });
     }
     await hub.publish({

@@ -10,6 +10,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
+import { Code, isWardenError } from "@warden/common";
 import { createClient, type Client } from "@warden/grpc";
 import { AdminService, InstanceState, NodeState, UnloadOutcome } from "@warden/proto";
 import { liveTaggedSims, uniqueTag } from "./support/agent-harness.js";
@@ -121,7 +122,13 @@ describe("coordinator restart (coordinator, agent and backend processes)", { tim
       ["m", inc, "b", InstanceState.LEFTOVER, NodeState.UNSPECIFIED],
       ["m2", inc2, "b", InstanceState.LEFTOVER, NodeState.UNSPECIFIED],
     ]);
-    const u = await second.admin.unloadModel({ model: "m" });
+    // UNAVAILABLE is transient by contract (the healthy node a re-registered but has not reported its
+    // inventory yet, so "is m loaded anywhere?" has no answer): the caller retries.
+    const u = await until("m unloaded as a leftover", async () =>
+      await second.admin.unloadModel({ model: "m" }).catch((err: unknown) => {
+        if (isWardenError(err, Code.Unavailable)) return undefined;
+        throw err;
+      }), 60_000);
     expect(u.outcome).toBe(UnloadOutcome.LEFTOVER);
     const audit = await second.coord.waitForEvent("instance.adopted", adopted(inc));
     expect(payload(audit)).toEqual({ asLeftover: true, foundBy: "journal" });

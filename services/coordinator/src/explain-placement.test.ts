@@ -19,7 +19,7 @@ function setup(nodeIds: readonly string[], limitPerNode = 0): { core: WatchdogCo
   const list: PlacementNode[] = nodeIds.map((nodeId) => ({ nodeId, state: "ready", draining: false, labels: {}, backends: new Set<string>(), resources: undefined }));
   const nodes: PlacementNodes = { list: () => list, limitsOf: () => ({ maxReplicasPerModel: 4 }) };
   const view = new PlacementView(nodes, "binpack");
-  view.attach({ core, getPolicy: () => core.getPolicy(), leftoverList: () => [], journalReplicas: { ofModel: () => [].values(), nodeReported: () => [] } } as unknown as Loader);
+  view.attach({ core, getPolicy: () => core.getPolicy(), leftoverList: () => [], journalReplicas: { ofModel: () => [].values(), nodeReported: () => [] }, startingElsewhere: () => [].values() } as unknown as Loader);
   return { core, explain: (s, blocked) => explainPlacement({ core, placement: view, nowMs: 1_000 }, s, blocked) };
 }
 

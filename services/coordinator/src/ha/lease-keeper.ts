@@ -113,6 +113,7 @@ export class LeaseKeeper {
   private readonly stopping = new AbortController();
   private cancelTick: Cancel = () => {};
   private cancelRewatch: Cancel = () => {};
+  private cancelReread: Cancel = () => {};
   private writeSeq = 0;
   /** The one write whose answer the core waits for; answers to others are dropped. */
   private pendingWrite: number | undefined;
@@ -182,6 +183,7 @@ export class LeaseKeeper {
     this.stopping.abort(new Error("lease keeper stopped"));
     this.cancelTick();
     this.cancelRewatch();
+    this.cancelReread();
     this.watcher?.stop();
     this.watcher = undefined;
     if (epoch !== undefined) this.notify({ kind: "follower", epoch, reason: "stopped" });
@@ -314,13 +316,22 @@ export class LeaseKeeper {
     }
   }
 
-  /** (Re)starts the watch, then reads the key once: a watch says nothing about a key that never existed. */
+  /**
+   * (Re)starts the watch and reads the key once (a watch says nothing about a key that never
+   * existed). The read does not wait for the watch: a watch is a JetStream consumer, which
+   * nats-server 2.9 may place on a server that was just lost, and then no watch starts for as
+   * long as that lasts, while a get is answered by the stream leader. The core asks for this
+   * when its view is known to be stale (its write was refused); an ex-leader whose last renewal
+   * landed unacknowledged otherwise retried its takeover from that stale revision for ever.
+   */
   private startWatch(): void {
     if (this.stopping.signal.aborted) return;
     const seq = ++this.watchSeq;
     this.cancelRewatch();
+    this.cancelReread();
     this.watcher?.stop();
     this.watcher = undefined;
+    this.read(seq);
     const retry = (why: string): void => {
       if (seq !== this.watchSeq || this.stopping.signal.aborted) return;
       this.log.debug("lease watch restarting", { why });
@@ -329,13 +340,17 @@ export class LeaseKeeper {
       });
     };
     const run = async (): Promise<void> => {
-      const it = await this.bounded("lease watch", () => this.o.kv.watch({ key: this.key, include: KvWatchInclude.LastValue }));
+      let starting: Promise<QueuedIterator<unknown>> | undefined;
+      const it = await this.bounded("lease watch", () => (starting = this.o.kv.watch({ key: this.key, include: KvWatchInclude.LastValue }))).catch((err: unknown) => {
+        // A watch that starts after its deadline is stopped, not left running unread.
+        starting?.then((late) => { late.stop(); }, () => undefined);
+        throw err;
+      });
       if (seq !== this.watchSeq || this.stopping.signal.aborted) {
         it.stop();
         return;
       }
       this.watcher = it;
-      this.observe(await this.bounded("lease read", () => this.o.kv.get(this.key)));
       for await (const e of it) {
         if (seq !== this.watchSeq) return;
         this.observe(e);
@@ -345,5 +360,22 @@ export class LeaseKeeper {
     run().catch((err: unknown) => {
       retry(String(err));
     });
+  }
+
+  /** Reads the key through the stream leader until one read answers (or a newer watch starts, or stop). */
+  private read(seq: number): void {
+    this.bounded("lease read", () => this.o.kv.get(this.key)).then(
+      (e) => {
+        // Even after a newer watch started: an older revision is no news to the core, a newer one is.
+        this.observe(e);
+      },
+      (err: unknown) => {
+        if (seq !== this.watchSeq || this.stopping.signal.aborted) return;
+        this.log.debug("lease read failed; reading again", { err: String(err) });
+        this.cancelReread = this.clock.setTimer(this.rewatchMs, () => {
+          if (seq === this.watchSeq) this.read(seq);
+        });
+      },
+    );
   }
 }

@@ -271,11 +271,6 @@ const haRegressionSeeds: readonly (readonly [number, string])[] = [
   // the takeover, restored as a leftover, and the new leader sent StopBackend naming "pid:1012" (12).
   // Fixed in unsettled-evictions.ts: an orphan's unsettled stop gets no intent (the orphan tracker owns it).
   [561, "an orphan's unsettled stop is the orphan tracker's, never a StopBackend"],
-  // After a takeover the leader placed a model on a node that had re-registered but not yet reported;
-  // there ran the previous leader's load, given up before its Spawned arrived (journaled as failed),
-  // and the exclusive rule broke on the node (HA 8). Fixed in placement: a node is a candidate only
-  // once an inventory was applied since it registered (unit test placement-view-replicas.test.ts).
-  [243, "nothing is placed on a node before its first inventory"],
 ];
 
 describe("simulation", () => {

@@ -46,12 +46,6 @@ export interface NodeRecord<C> {
   draining: boolean;
   /** Last inventory; undefined until the first heartbeat. */
   inventory: InventoryEntry[] | undefined;
-  /**
-   * Registered, and no inventory applied since: what runs there is unknown
-   * (after a takeover or a restart, a load the previous coordinator began may
-   * be running), so placement puts nothing on it yet.
-   */
-  awaitingInventory: boolean;
   orphans: OrphanProcess[];
   /** Listeners in the agent's port range it did not start (last heartbeat); never signalled. */
   foreign: ForeignProcess[];

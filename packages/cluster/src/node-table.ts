@@ -224,7 +224,6 @@ export class NodeTable<C> implements AgentDirectory, InventoryPort {
       unreachableSinceMs: undefined,
       draining: existing?.draining ?? false,
       inventory: sameBoot ? existing.inventory : undefined,
-      awaitingInventory: !sameBoot || existing.inventory === undefined,
       orphans: [],
       foreign: sameBoot ? existing.foreign : [],
       resources: existing?.resources,
@@ -273,7 +272,6 @@ export class NodeTable<C> implements AgentDirectory, InventoryPort {
     this.transition(n, "heartbeat");
     const loader = this.loader;
     n.inventory = unfencedInventory(n.fences, hb.sequence, hb.backends, loader === undefined ? undefined : (inc) => loader.isGone(inc));
-    n.awaitingInventory = false;
     n.orphans = hb.orphans;
     const foreign = hb.foreign ?? [];
     const fresh = freshForeign(n.foreign, foreign);

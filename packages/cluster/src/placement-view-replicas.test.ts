@@ -166,8 +166,6 @@ describe("PlacementView: replicas of one model (issue 16)", () => {
     const connector: AgentConnector<object> = { connect: () => ({}), agentPort: () => port, close: () => {}, stopOrphan: () => Promise.reject(new Error("not used")), watchExits: () => {} };
     const table = new NodeTable<object>({ clock: new ManualClock(), connector, graceMs: 5_000, lostAfterMs: 60_000, onNodeEvent: () => {} });
     table.register({ nodeId: "a", address: "10.0.0.1:7000", labels: {}, gpus: [], bootEpoch: 1n, limits: { maxReplicasPerModel: 1 } });
-    // Placement waits for a node's first inventory after it registers (no loader attached: nothing reconciled).
-    table.heartbeat({ nodeId: "a", bootEpoch: 1n, sequence: 1n, backends: [], orphans: [], resources: undefined });
     const { core, view } = cluster(table);
     core.registerReady(replica("a", "m"));
     const s = spec({ spread: "any" });
@@ -177,10 +175,6 @@ describe("PlacementView: replicas of one model (issue 16)", () => {
     expect(view.plan(s).reason).toMatch(/holds 1 replica\(s\) of m already/);
     // The agent restarts with other limits: the override still wins.
     table.register({ nodeId: "a", address: "10.0.0.1:7000", labels: {}, gpus: [], bootEpoch: 2n, limits: { maxReplicasPerModel: 1, memoryBudget: { t: "bytes", bytes: 8 * GiB } } });
-    // A new boot: nothing is placed there until its first inventory.
-    expect(view.choose(s).nodeId).toBeUndefined();
-    expect(view.plan(s).reason).toContain("a: node has not reported its inventory since it registered");
-    table.heartbeat({ nodeId: "a", bootEpoch: 2n, sequence: 1n, backends: [], orphans: [], resources: undefined });
     expect(view.choose(s)).toEqual({ nodeId: "a" });
     // A budget the accounted replica already fills (memory not reported yet: the budget alone caps).
     table.setLimitsOverride("a", { maxReplicasPerModel: 2, memoryBudget: { t: "bytes", bytes: GiB } });

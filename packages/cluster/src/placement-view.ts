@@ -13,8 +13,6 @@ export interface PlacementNode {
   readonly resources: NodeResources | undefined;
   /** Catalog backend names its agent registered with; empty when not reported (any backend). */
   readonly backends: ReadonlySet<string>;
-  /** Registered but no inventory applied since (NodeRecord.awaitingInventory): nothing is placed there yet. */
-  readonly awaitingInventory?: boolean;
 }
 
 /** The nodes placement sees (the NodeTable), by id. */
@@ -80,7 +78,7 @@ export class PlacementView implements PlacementPort {
     for (const n of this.nodes.list()) {
       // A node the hard constraints exclude is rejected whatever its load: when no
       // explanation is wanted it is left out before its instances are read.
-      if (!explain && (n.state !== "ready" || n.awaitingInventory === true || n.draining || !labelsMatch(n.labels, spec.selector) || lacksBackend(spec, n))) continue;
+      if (!explain && (n.state !== "ready" || n.draining || !labelsMatch(n.labels, spec.selector) || lacksBackend(spec, n))) continue;
       let memoryTotalBytes = 0;
       let memoryUsedBytes = 0;
       const r = n.resources;
@@ -102,7 +100,6 @@ export class PlacementView implements PlacementPort {
       out.push({
         nodeId: n.nodeId,
         state: n.state,
-        ...(n.awaitingInventory === true ? { awaitingInventory: true } : {}),
         draining: n.draining,
         labels: n.labels,
         memoryTotalBytes,
@@ -200,7 +197,7 @@ export class PlacementView implements PlacementPort {
 
   /** Whether some node is ready: without one, no node judged a model and a no-fit is the cluster's state now (transient). */
   anyNodeReady(): boolean {
-    for (const n of this.nodes.list()) if (n.state === "ready" && n.awaitingInventory !== true) return true;
+    for (const n of this.nodes.list()) if (n.state === "ready") return true;
     return false;
   }
 

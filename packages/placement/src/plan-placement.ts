@@ -4,13 +4,6 @@ import { budgetBytes, describeBudget, freeBytesOf, replicaExclusion, spreadTier,
 export interface NodeCandidate extends ReplicaFacts {
   readonly nodeId: string;
   readonly state: "ready" | "unreachable" | "lost";
-  /**
-   * Registered, but its first inventory since then has not arrived: what runs
-   * there is unknown (after a takeover or a restart, a load the previous
-   * coordinator began may be running), so nothing is placed on it yet. The
-   * real agent reports right after it registers.
-   */
-  readonly awaitingInventory?: boolean;
   readonly draining: boolean;
   readonly labels: Readonly<Record<string, string>>;
   /** Sum of the node's GPU memory (or RAM without GPUs); 0 when unknown. */
@@ -99,7 +92,6 @@ function verdict(req: PlacementRequest, n: NodeCandidate, strategy: PlacementStr
   const freeBytes = freeBytesOf(n.memoryTotalBytes, budget, used);
   // Reason strings only when explaining: a load's choice allocates none.
   if (n.state !== "ready") return excluded(n, freeBytes, explain ? `node is ${n.state}` : "");
-  if (n.awaitingInventory === true) return excluded(n, freeBytes, explain ? "node has not reported its inventory since it registered" : "");
   if (n.draining) return excluded(n, freeBytes, explain ? "node is draining" : "");
   for (const k in req.selector) {
     const v = req.selector[k];

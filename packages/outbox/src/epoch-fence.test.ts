@@ -56,7 +56,13 @@ describe("judgeStreamHead (retry rule)", () => {
   it("a newer epoch's record at the head: superseded, never re-chained on top of it", () => {
     expect(judgeStreamHead({ head: { id: "x-1", writerEpoch: 9n }, anchorId: "w-0", chainIds, ownEpoch: 5n })).toEqual({ t: "superseded", newerEpoch: 9n });
   });
-  it("anyone else's record at the head (older, same or no epoch; stream emptied): foreign, terminal too", () => {
+  it("its own epoch's record at the head, no longer in its chain (given up at its deadline, stored after all): re-chain behind it", () => {
+    // Under load a heavily retried pipelined burst met this: the writer fenced itself (ABORTED) and journaled nothing more.
+    expect(judgeStreamHead({ head: { id: "w-00", writerEpoch: 5n }, anchorId: "w-0", chainIds, ownEpoch: 5n })).toEqual({ t: "behind-own" });
+    // An unfenced writer (epoch 0) and an unstamped record: the same.
+    expect(judgeStreamHead({ head: { id: "w-00", writerEpoch: undefined }, anchorId: "w-0", chainIds, ownEpoch: 0n })).toEqual({ t: "behind-own" });
+  });
+  it("anyone else's record at the head (older or no epoch; stream emptied): foreign, terminal too", () => {
     expect(judgeStreamHead({ head: { id: "x-1", writerEpoch: 3n }, anchorId: "w-0", chainIds, ownEpoch: 5n })).toEqual({ t: "foreign", writerEpoch: 3n });
     expect(judgeStreamHead({ head: { id: "x-1", writerEpoch: undefined }, anchorId: "w-0", chainIds, ownEpoch: 5n })).toEqual({ t: "foreign", writerEpoch: undefined });
     expect(judgeStreamHead({ head: undefined, anchorId: "w-0", chainIds, ownEpoch: 5n })).toEqual({ t: "foreign", writerEpoch: undefined });

@@ -63,6 +63,10 @@ export interface StreamHead {
  * What a writer may do after a failed append, given the stream's last record:
  * - `stored`: its chain up to `upTo` (an index into `chainIds`) is stored; re-send the rest behind it.
  * - `none-stored`: the last record is still the one its chain follows; re-send the whole chain.
+ * - `behind-own`: the last record is this writer's own (its epoch: one writer per epoch) but no
+ *   longer in its chain — one given up at its deadline (its caller told UNAVAILABLE, outcome
+ *   unknown) that was stored after all. The stream holds a prefix of the issue order, so the whole
+ *   chain is after it: re-send the chain behind it.
  * - `superseded`: a newer epoch wrote; this writer is an ex-leader and appends nothing more (terminal).
  * - `foreign`: another writer appended (not newer, or unstamped); re-chaining on top of a
  *   record this writer never read would hide it, so this is terminal too.
@@ -70,6 +74,7 @@ export interface StreamHead {
 export type StreamHeadVerdict =
   | { readonly t: "stored"; readonly upTo: number }
   | { readonly t: "none-stored" }
+  | { readonly t: "behind-own" }
   | { readonly t: "superseded"; readonly newerEpoch: bigint }
   | { readonly t: "foreign"; readonly writerEpoch: bigint | undefined };
 
@@ -94,6 +99,8 @@ export function judgeStreamHead(input: StreamHeadInput): StreamHeadVerdict {
   // Planted bug "exleader-append-accepted": re-chain behind whatever is last, as before the fence.
   if (isPlanted("exleader-append-accepted")) return { t: "none-stored" };
   if (head.writerEpoch !== undefined && head.writerEpoch > ownEpoch) return { t: "superseded", newerEpoch: head.writerEpoch };
+  // An unstamped record counts as epoch 0, an unfenced writer's own.
+  if ((head.writerEpoch ?? 0n) === ownEpoch) return { t: "behind-own" };
   return { t: "foreign", writerEpoch: head.writerEpoch };
 }
 

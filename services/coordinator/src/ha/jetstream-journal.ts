@@ -287,6 +287,7 @@ class JournalImpl implements JetStreamJournal {
           this.fence(new WardenError(Code.Aborted, `journal stream ${this.stream}: another writer (epoch ${verdict.writerEpoch === undefined ? "none" : String(verdict.writerEpoch)}) appended after this writer's last stored record; this writer appends nothing more`, { details: { stream: this.stream } }));
           break;
         }
+        if (verdict.t === "behind-own") this.anchorId = head?.id;
         if (verdict.t === "stored") {
           for (const q of this.chain.splice(0, verdict.upTo + 1)) {
             this.held.push({ seq: -1, record: q.record });

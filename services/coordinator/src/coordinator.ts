@@ -1,14 +1,15 @@
 import { mkdir } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
-import { AdminService, AgentService, Backend, InferenceService, type GetHaStatusResponseSchema, InventoryEntrySchema, JournalRepairedSchema, NodeResourcesSchema, NodeService, OrphanProcessSchema, type Event } from "@warden/proto";
-import { GrpcServer, LeanGrpcServer, ServingStatus, guardRawUnary, inProcessClient } from "@warden/grpc";
-import { cryptoRng, createUlidFactory, nullLogger, sleep, systemClock, wardenVersion, type Cancel, type Clock, type Logger, type Rng } from "@warden/common";
+import { AdminService, Backend, InferenceService, type GetHaStatusResponseSchema, JournalRepairedSchema, NodeService, type Event } from "@warden/proto";
+import { GrpcServer, LeanGrpcServer, ServingStatus, guardRawUnary } from "@warden/grpc";
+import { cryptoRng, createUlidFactory, nullLogger, sleep, systemClock, type Cancel, type Clock, type Logger, type Rng } from "@warden/common";
 import { Loader } from "@warden/loader";
 import { createOutbox, nullPublisher, type Journal, type Outbox, type OutboxHealth, type Publisher } from "@warden/outbox";
 import { openFileJournal, type FileJournal } from "@warden/journal";
 import { describeAuditLinkState, startAuditLink, type AuditLink, type NatsCredentials } from "@warden/audit";
-import { builtinCatalog, servePrometheus, createAgent, createNodeHeartbeat, inProcessNodeService, placementLimitsMessage, resolveAgentConfig, type Agent, type NodeHeartbeat } from "@warden/agent";
+import { servePrometheus, type Agent } from "@warden/agent";
+import { embeddedAgentConfig, startEmbeddedNode } from "./embedded-node.js";
 import type { CoordinatorConfig } from "./coordinator-config.js";
 import { adminService } from "./admin-service.js";
 import { fencedBackendConnector, type BackendClientHandle } from "./backend-connector.js";
@@ -78,21 +79,6 @@ export interface Coordinator {
    * embedded agent stops every backend it started, gracefully then by force.
    */
   close(options: { readonly stopBackends: boolean }): Promise<void>;
-}
-
-/** The embedded agent's config: the operator's `agent:` section over single-machine defaults. */
-export function embeddedAgentConfig(config: CoordinatorConfig): ReturnType<typeof resolveAgentConfig> {
-  return resolveAgentConfig(
-    {
-      nodeId: "local",
-      stateDir: join(config.stateDir, "agent"),
-      ports: { min: 21000, max: 21999 },
-      catalog: { "backend-sim": { builtin: "backend-sim" } },
-      ...(config.auth.backendTokenFile === undefined ? {} : { backendTokenFile: config.auth.backendTokenFile }),
-      ...config.agent,
-    },
-    builtinCatalog,
-  );
 }
 
 function natsCredentials(n: NonNullable<CoordinatorConfig["nats"]>): NatsCredentials {
@@ -326,52 +312,10 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
   server.add(NodeService, guarded(NodeService, nodeImpl, authn?.node));
   if (dataPlane !== undefined) transport.attachDataPlane(dataPlane);
 
-  let agent: Agent | undefined;
-  let heartbeat: NodeHeartbeat | undefined;
-  if (config.embeddedAgent) {
-    const agentConfig = embeddedAgentConfig(config);
-    agent = createAgent(agentConfig, { clock, logger: log.child({ component: "embedded-agent" }) });
-    await agent.start();
-    nodes.register({
-      nodeId: agentConfig.nodeId,
-      address: "in-process",
-      labels: { ...agentConfig.labels },
-      gpus: [],
-      bootEpoch: BigInt(agent.bootEpochMs),
-      embedded: true,
-      client: inProcessClient(AgentService, agent.service),
-      version: wardenVersion,
-      backends: Object.keys(agentConfig.catalog),
-      // Checked by the agent's own config parser (the same bounds as Register's).
-      limits: agentConfig.placementLimits,
-    });
-    // Seed the embedded node's inventory now, so "is it loaded anywhere?" has an
-    // answer before the first heartbeat (the agent is in this process: no doubt).
-    const inv = await agent.inventory();
-    nodes.heartbeat({
-      nodeId: agentConfig.nodeId,
-      bootEpoch: BigInt(agent.bootEpochMs),
-      sequence: 0n,
-      backends: inv.backends.map((b) => create(InventoryEntrySchema, b)),
-      orphans: inv.orphans.map((o) => create(OrphanProcessSchema, o)),
-      resources: create(NodeResourcesSchema, await agent.nodeResources()),
-    });
-    // The embedded agent reports through the same heartbeat path, in process.
-    heartbeat = createNodeHeartbeat({
-      nodeId: agentConfig.nodeId,
-      address: "in-process",
-      labels: agentConfig.labels,
-      backends: Object.keys(agentConfig.catalog),
-      limits: placementLimitsMessage(agentConfig.placementLimits),
-      source: agent,
-      node: inProcessNodeService(nodeImpl),
-      intervalMs: agentConfig.heartbeatIntervalMs,
-      clock,
-      rng,
-      logger: log.child({ component: "embedded-heartbeat" }),
-    });
-    heartbeat.start();
-  }
+  // The single-machine default: an agent in this process, reporting through the same heartbeat path.
+  const embedded = config.embeddedAgent ? await startEmbeddedNode({ config, clock, rng, log, nodes, nodeImpl }) : undefined;
+  const agent = embedded?.agent;
+  const heartbeat = embedded?.heartbeat;
 
   const metrics = new CoordinatorMetrics(loader, nodes, outbox);
   metricsRef.current = metrics;

@@ -1,5 +1,6 @@
 /** @warden/coordinator — the coordinator process's wiring, for `warden up`, the CLI and tests. */
-export { startCoordinator, embeddedAgentConfig } from "./coordinator.js";
+export { startCoordinator } from "./coordinator.js";
+export { embeddedAgentConfig } from "./embedded-node.js";
 export type { Coordinator, CoordinatorDeps } from "./coordinator.js";
 export { parseCoordinatorConfig, resolveCoordinatorConfig, parseSizeBytes } from "./coordinator-config.js";
 export type { CoordinatorConfig } from "./coordinator-config.js";

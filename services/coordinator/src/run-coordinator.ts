@@ -7,7 +7,8 @@
 import { readFile } from "node:fs/promises";
 import { Code, WardenError, createLogger, formatDurationMs, invalidArgument, wardenVersion } from "@warden/common";
 import { parseCoordinatorConfig, type CoordinatorConfig } from "./coordinator-config.js";
-import { embeddedAgentConfig, startCoordinator } from "./coordinator.js";
+import { startCoordinator } from "./coordinator.js";
+import { embeddedAgentConfig } from "./embedded-node.js";
 import { demoConfig } from "./demo-config.js";
 import { ensureStateDir } from "./state-dir.js";
 import { readTokenTable } from "./coordinator-auth.js";

@@ -267,6 +267,9 @@ function failLoad<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, i
   if (nodeId !== undefined && e.code !== Code.ResourceExhausted && !cancelled && !isStaleLeaderEpoch(e)) {
     s.cooldown.recordFailure(spec.id, s.o.clock.now());
   }
+  // Sent (held), no Spawned seen: the process may run there. Counted before the failure is
+  // journaled, and the journal says so, so that a coordinator taking over counts it too.
+  const outcomeUnknown = ours && h !== undefined && !registered && address === "" && nodeId !== undefined && countUnknownOutcomeStart(s, { incarnation, nodeId, model: spec.id }, e, cancelled);
   if (nodeId !== undefined) {
     s.o.events.emit({
       type: "backend.load-failed",
@@ -278,6 +281,7 @@ function failLoad<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, i
       message: e.rawMessage,
       exitCode: typeof e.details["exitCode"] === "number" ? e.details["exitCode"] : undefined,
       lastStderrLine: typeof e.details["lastStderrLine"] === "string" ? e.details["lastStderrLine"] : "",
+      outcomeUnknown,
     });
   }
   // A start abandoned on our side (deadline) may leave a process: stop it, and
@@ -294,8 +298,6 @@ function failLoad<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, i
     });
     s.leftovers.add({ incarnation, nodeId, model: spec.id, address, groups: spec.groups, sizeBytes: spec.sizeBytes, lastError: `load abandoned: ${e.rawMessage}` });
   }
-  // Sent (held), no Spawned seen: the process may run there.
-  if (ours && h !== undefined && !registered && address === "" && nodeId !== undefined) countUnknownOutcomeStart(s, { incarnation, nodeId, model: spec.id }, e, cancelled);
 }
 
 /**

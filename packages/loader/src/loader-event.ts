@@ -27,7 +27,8 @@ export type LoaderEvent =
   | (Base & { readonly type: "leftover.stuck"; readonly attempts: number; readonly sinceWallMs: number; readonly lastError: string })
   | (Base & { readonly type: "leftover.reaped"; readonly attempts: number })
   | (Base & { readonly type: "backend.loaded"; readonly loadDurationMs: number })
-  | (Base & { readonly type: "backend.load-failed"; readonly code: string; readonly message: string; readonly exitCode: number | undefined; readonly lastStderrLine: string })
+  /** `outcomeUnknown`: the start was sent and no Spawned came; it counts on its node until an inventory settles it (unknown-outcome-start.ts). */
+  | (Base & { readonly type: "backend.load-failed"; readonly code: string; readonly message: string; readonly exitCode: number | undefined; readonly lastStderrLine: string; readonly outcomeUnknown: boolean })
   | (Base & { readonly type: "backend.exited"; readonly exitCode: number | undefined; readonly signal: string; readonly intentional: boolean; readonly lastStderrLine: string })
   | (Base & { readonly type: "policy.limit-exceeded"; readonly limit: number; readonly occupied: number; readonly pinned: number })
   | (Base & { readonly type: "instance.forgotten"; readonly operator: string; readonly note: string })

@@ -56,7 +56,7 @@ export function eventInitOf(e: LoaderEvent): EventInit {
     case "backend.load-failed":
       return {
         ...base,
-        payload: { case: "backendLoadFailed", value: { $typeName: "warden.v1.BackendLoadFailed", code: e.code, message: e.message, lastStderrLine: e.lastStderrLine, ...(e.exitCode === undefined ? {} : { exitCode: e.exitCode }) } },
+        payload: { case: "backendLoadFailed", value: { $typeName: "warden.v1.BackendLoadFailed", code: e.code, message: e.message, lastStderrLine: e.lastStderrLine, outcomeUnknown: e.outcomeUnknown, ...(e.exitCode === undefined ? {} : { exitCode: e.exitCode }) } },
       };
     case "backend.exited":
       return {

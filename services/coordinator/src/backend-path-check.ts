@@ -18,6 +18,8 @@ interface FieldStep {
 /** The field numbers of one message that need a look; every other field is skipped unread. */
 export interface PathPlan {
   readonly fields: ReadonlyMap<number, FieldStep>;
+  /** The same steps indexed by field number: the walk's lookup, an array read per tag. */
+  readonly byNumber: readonly (FieldStep | undefined)[];
 }
 
 const isString = (f: DescField): boolean =>
@@ -47,7 +49,10 @@ export function pathPlanOf(message: DescMessage, rules: Readonly<Record<string, 
     if (nested !== undefined) fields.set(f.number, { name, nested });
   }
   open.delete(message.typeName);
-  return fields.size === 0 ? undefined : { fields };
+  if (fields.size === 0) return undefined;
+  const byNumber: (FieldStep | undefined)[] = Array.from({ length: Math.max(...fields.keys()) + 1 }, () => undefined);
+  for (const [n, step] of fields) byNumber[n] = step;
+  return { fields, byNumber };
 }
 
 /** Whether a free-form value names a file: absolute, home-relative, a drive, a `file:` URL, or climbing with `..`. */
@@ -84,13 +89,18 @@ function refusal(step: FieldStep, problem: string): WardenError {
   return new WardenError(Code.PermissionDenied, `${step.name}: ${problem}; the OpenAI HTTP routes (/v1/audio/*, /v1/images/*) carry files as bytes`, { details: { field: step.name } });
 }
 
-function walk(r: BinaryReader, end: number, plan: PathPlan | undefined, identityField: number | undefined, found: ScanResult): void {
+function walk(r: BinaryReader, end: number, plan: PathPlan, identityField: number | undefined, found: ScanResult): void {
+  const steps = plan.byNumber;
   while (r.pos < end) {
     const [f, wire] = r.tag();
-    const step = plan?.fields.get(f);
-    if (f === identityField && wire === WireType.LengthDelimited) {
+    if (wire !== WireType.LengthDelimited) {
+      r.skip(wire, f);
+      continue;
+    }
+    const step = steps[f];
+    if (f === identityField) {
       found.identity = r.string(true);
-    } else if (step === undefined || wire !== WireType.LengthDelimited || found.refusal !== undefined) {
+    } else if (step === undefined || found.refusal !== undefined) {
       r.skip(wire, f);
     } else if (step.nested !== undefined) {
       const inner = r.bytes();
@@ -119,7 +129,7 @@ function walk(r: BinaryReader, end: number, plan: PathPlan | undefined, identity
  * unread. Bytes that are not wire format, or a ruled string that is not
  * UTF-8, are INVALID_ARGUMENT naming the message.
  */
-export function scanRequest(bytes: Uint8Array, message: DescMessage, identityField: number | undefined, plan: PathPlan | undefined): ScanResult {
+export function scanRequest(bytes: Uint8Array, message: DescMessage, identityField: number | undefined, plan: PathPlan): ScanResult {
   const found: ScanResult = { identity: "", refusal: undefined };
   try {
     walk(new BinaryReader(bytes), bytes.length, plan, identityField, found);

@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { create, toBinary, type DescField, type DescMessage } from "@bufbuild/protobuf";
 import { Code, isWardenError } from "@warden/common";
 import { Backend, PredictOptionsSchema, TTSRequestSchema } from "@warden/proto";
-import { backendPathPlans, breaks, looksLikePath, pathPlanOf, scanRequest } from "./backend-path-check.js";
+import { backendPathPlans, breaks, looksLikePath, pathPlanOf, scanRequest, type PathPlan } from "./backend-path-check.js";
 import { backendPathRules, type PathRule } from "./backend-path-rules.js";
 import { backendMethodTable } from "./backend-identity.js";
 
@@ -47,6 +47,12 @@ function initOf(chain: readonly DescField[], leaf: unknown): Record<string, unkn
   return f.oneof === undefined ? { [f.localName]: v } : { [f.oneof.localName]: { case: f.localName, value: v } };
 }
 
+function planOf(method: string): PathPlan {
+  const plan = backendPathPlans.get(method);
+  if (plan === undefined) throw new Error(`no path plan for ${method}`);
+  return plan;
+}
+
 const breaking: Readonly<Record<PathRule["kind"], string>> = { refuse: "/tmp/x/evil.wav", name: "../voices/x.wav", noPaths: "key:/etc/passwd", content: "" };
 const allowed: Readonly<Record<PathRule["kind"], string>> = { refuse: "", name: "alloy", noPaths: "fast:true", content: "" };
 
@@ -83,7 +89,7 @@ describe("backend.Backend path rules", () => {
     const leaf = at.chain[at.chain.length - 1];
     if (leaf === undefined) throw new Error(key);
     const input = method.method.input;
-    const plan = backendPathPlans.get(at.method);
+    const plan = planOf(at.method);
     const bad = toBinary(input, create(input, initOf(at.chain, valueOf(leaf, breaking[rule.kind]))));
     const r = scanRequest(bad, input, method.identityField, plan);
     expect(isWardenError(r.refusal, Code.PermissionDenied), key).toBe(true);
@@ -97,14 +103,14 @@ describe("backend.Backend path rules", () => {
     const a = toBinary(TTSRequestSchema, create(TTSRequestSchema, { text: "hi", ModelIdentity: "first", voice: "alloy" }));
     const unknown = Uint8Array.of(0xa0, 0x06, 0x01);
     const b = toBinary(TTSRequestSchema, create(TTSRequestSchema, { ModelIdentity: "second" }));
-    const r = scanRequest(new Uint8Array([...a, ...unknown, ...b]), TTSRequestSchema, 8, backendPathPlans.get("TTS"));
+    const r = scanRequest(new Uint8Array([...a, ...unknown, ...b]), TTSRequestSchema, 8, planOf("TTS"));
     expect(r).toEqual({ identity: "second", refusal: undefined });
     const p = toBinary(PredictOptionsSchema, create(PredictOptionsSchema, { Prompt: "x", PromptCachePath: "/home/agent/.bashrc", ModelIdentity: "m" }));
-    expect(scanRequest(p, PredictOptionsSchema, 54, backendPathPlans.get("Predict")).refusal?.details).toEqual({ field: "PredictOptions.PromptCachePath" });
+    expect(scanRequest(p, PredictOptionsSchema, 54, planOf("Predict")).refusal?.details).toEqual({ field: "PredictOptions.PromptCachePath" });
   });
 
   it("bytes that are not wire format are INVALID_ARGUMENT naming the message", () => {
-    expect(() => scanRequest(Uint8Array.of(0x1a, 0x05, 0x61), TTSRequestSchema, 8, backendPathPlans.get("TTS"))).toThrow(/backend\.TTSRequest/);
+    expect(() => scanRequest(Uint8Array.of(0x1a, 0x05, 0x61), TTSRequestSchema, 8, planOf("TTS"))).toThrow(/backend\.TTSRequest/);
   });
 
   it.each([

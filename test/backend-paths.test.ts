@@ -54,6 +54,7 @@ describe("the backend.Backend data plane with an inference token", () => {
   let data: Client<typeof Backend>;
   let admin: Client<typeof AdminService>;
   let httpBase = "";
+  let inferenceAddress = "";
 
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), "warden-paths-"));
@@ -61,7 +62,7 @@ describe("the backend.Backend data plane with an inference token", () => {
     await mkdir(target);
     const t = await writeTokensFile(dir, { voice: { role: "inference", models: ["voice"] }, admin: { role: "admin" } });
     tokens = t.tokens;
-    const inferenceAddress = `127.0.0.1:${String(await freePort())}`;
+    inferenceAddress = `127.0.0.1:${String(await freePort())}`;
     coord = await startCoordinatorProcess(join(dir, "coordinator.yaml"), {
       listen: `127.0.0.1:${String(await freePort())}`,
       inferenceListen: inferenceAddress,
@@ -106,6 +107,14 @@ describe("the backend.Backend data plane with an inference token", () => {
     expect(await exists(evil)).toBe(false);
     // Refused before any lease: "voice" was not even loaded for it.
     expect((await admin.listModels({}, { timeoutMs: 20_000 })).instances.filter((i) => i.model === "voice")).toEqual([]);
+    // An admin token is no different on the data plane.
+    const asAdmin = createClient(Backend, inferenceAddress, withToken(tokens.admin));
+    try {
+      expect((await failure(asAdmin.tTS({ text: "pwned", dst: evil }, naming("voice")))).details["field"]).toBe("TTSRequest.dst");
+    } finally {
+      asAdmin.close();
+    }
+    expect(await exists(evil)).toBe(false);
   });
 
   it("a transcription of a file outside the models directory is refused, and its contents never reach the caller", async () => {
@@ -151,6 +160,18 @@ describe("the backend.Backend data plane with an inference token", () => {
     let replies = 0;
     for await (const _ of data.audioTranscriptionLive(clean(), naming("voice"))) replies++;
     expect(replies).toBeGreaterThan(0);
+    // A later message naming a file ends the call with the refusal, not with the abort it causes.
+    const later = async function* () {
+      yield { payload: { case: "config" as const, value: { sampleRate: simSampleRate } } };
+      yield { payload: { case: "audio" as const, value: { pcm: [0.5] } } };
+      yield { payload: { case: "config" as const, value: { sampleRate: simSampleRate, params: { reference: "~/.ssh/id_ed25519" } } } };
+    };
+    const mid = await failure(
+      (async () => {
+        for await (const _ of data.audioTranscriptionLive(later(), naming("voice"))) continue;
+      })(),
+    );
+    expect([mid.code, mid.details["field"]]).toEqual([Code.PermissionDenied, "TranscriptLiveConfig.params"]);
   });
 
   it("the same calls without paths work: Predict, TTSStream's audio over the wire", async () => {
@@ -167,6 +188,9 @@ describe("the backend.Backend data plane with an inference token", () => {
     const speech = await fetch(`${httpBase}/v1/audio/speech`, { method: "POST", headers: { ...auth, "content-type": "application/json" }, body: JSON.stringify({ model: "voice", input: "hi there", voice: "alloy", response_format: "wav" }) });
     expect(speech.status).toBe(200);
     expect(Buffer.from(await speech.arrayBuffer()).subarray(0, 4).toString("latin1")).toBe("RIFF");
+    const voicePath = await fetch(`${httpBase}/v1/audio/speech`, { method: "POST", headers: { ...auth, "content-type": "application/json" }, body: JSON.stringify({ model: "voice", input: "hi", voice: join(target, "secret.wav") }) });
+    expect(voicePath.status).toBe(400);
+    expect(((await voicePath.json()) as { error: { param: string } }).error.param).toBe("voice");
     const form = new FormData();
     const clip = wavFile(simSpeech("abc"), simSampleRate);
     form.set("model", "voice");

@@ -305,8 +305,9 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
   const inference = inferenceService(loader, log.child({ component: "inference" }), routed, authn === undefined ? undefined : (model, ctx, m) => { authn.checkModel(model, ctx, m); });
   const inferenceGuarded = guarded(InferenceService, inference, authn?.inference);
   server.add(InferenceService, inferenceGuarded);
-  // Both ports also serve LocalAI's backend.Backend itself, every method routed as bytes (backend-router.ts), behind the inference tokens.
-  const router = backendRouter(loader, log.child({ component: "backend-router" }), routed, authn === undefined ? undefined : (model, ctx, m) => { authn.inference(m, ctx, undefined); authn.checkModel(model, ctx, m); });
+  // Both ports also serve LocalAI's backend.Backend itself, every method routed as bytes (backend-router.ts), behind the inference tokens;
+  // with tokens, no caller may name a file on the node (backend-path-rules.ts). Without, there is no boundary to keep.
+  const router = backendRouter(loader, log.child({ component: "backend-router" }), routed, authn === undefined ? undefined : (model, ctx, m) => { authn.inference(m, ctx, undefined); authn.checkModel(model, ctx, m); }, authn === undefined ? "pass" : "refuse");
   server.addRawService(Backend, router);
   const dataPlane = config.inferenceListen === undefined ? undefined : new LeanGrpcServer({ ...transport.dataPlane, ...serverLimits(config.limits) }).add(InferenceService, inferenceGuarded).addRawUnary(InferenceService.method.predict, authn === undefined ? inference.predictBytes : guardRawUnary(InferenceService.method.predict, inference.predictBytes, authn.inference)).addRawService(Backend, router);
   server.add(NodeService, guarded(NodeService, nodeImpl, authn?.node));

@@ -3,11 +3,12 @@ import { nodeMismatchOf } from "@warden/grpc";
 import type { AgentClient } from "./grpc-agent-connector.js";
 
 /** The typed node-certificate refusal when `err` is one, else `err` as it came. */
-function plain(err: unknown, nodeId: string, address: string): unknown {
-  return nodeMismatchOf(WardenError.from(err), nodeId, address) ?? err;
+function plain(err: unknown, nodeId: string, address: string): Error {
+  const e = WardenError.from(err);
+  return nodeMismatchOf(e, nodeId, address) ?? (err instanceof Error ? err : e);
 }
 
-async function* mapped(stream: AsyncIterable<unknown>, nodeId: string, address: string): AsyncGenerator<unknown> {
+async function* mapped(stream: AsyncIterable<unknown>, nodeId: string, address: string): AsyncGenerator {
   try {
     yield* stream;
   } catch (err) {

@@ -101,14 +101,19 @@ describe("a node's credentials reach only its node (mutual TLS, real processes)"
     const t = (await node(id))?.lastHeartbeatAt;
     return t === undefined ? 0 : Number(t.seconds) * 1000 + Math.floor(t.nanos / 1e6);
   };
-  /** gpu-2's agent logs every refused coordinator call; none since line `from`, and the coordinator applied two more of its heartbeats. */
+  /**
+   * The coordinator applied two more of gpu-2's heartbeats, and refused none since gpu-2's log
+   * line `from` (the agent logs each failed call with its code; a slow answer on a loaded
+   * machine, DEADLINE_EXCEEDED or UNAVAILABLE, is not a refusal).
+   */
   const gpu2StillHeard = async (from: number): Promise<void> => {
     const t0 = await heartbeatMs("gpu-2");
     await until("gpu-2 heartbeats applied", async () => (await heartbeatMs("gpu-2")) > t0);
     const t1 = await heartbeatMs("gpu-2");
     await until("another gpu-2 heartbeat applied", async () => (await heartbeatMs("gpu-2")) > t1);
     expect((await node("gpu-2"))?.state).toBe(NodeState.READY);
-    expect(gpu2.proc.lines.slice(from).filter((l) => l.includes("coordinator call failed"))).toEqual([]);
+    const refused = gpu2.proc.lines.slice(from).filter((l) => l.includes("coordinator call failed") && !/"code":(4|14)\b/.test(l));
+    expect(refused).toEqual([]);
   };
 
   beforeAll(async () => {

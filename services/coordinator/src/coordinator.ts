@@ -183,7 +183,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
     clock,
     log: log.child({ component: "nodes" }),
     graceMs: config.nodeGraceMs,
-    connect: (address) => transport.connectAgent(address),
+    connect: (address, nodeId) => transport.connectAgent(address, nodeId),
     ...(deps.ha === undefined ? {} : { leaderEpoch: deps.ha.leaderEpoch, onStaleEpoch: deps.ha.onSuperseded, onHeartbeatApplied: (nodeId: string) => takeover?.inventoryApplied(nodeId) }),
     maxNodes: config.limits.maxNodes,
     lostAfterMs: config.nodeLostAfterMs,
@@ -284,7 +284,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
   takeover?.applyAtStart();
 
   // With auth on, every remote registration carries a node token bound to its id (the guard checks it).
-  const nodeImpl = withNodeCertificateCheck(nodeService(nodes, clock, recovery.epoch, { credentialed: authn !== undefined, caps: { maxInventory: config.limits.maxInventoryPerHeartbeat, maxOrphans: config.limits.maxOrphansPerHeartbeat }, ...(deps.ha === undefined ? {} : { ha: deps.ha }) }), transport.mutual);
+  const nodeImpl = withNodeCertificateCheck(nodeService(nodes, clock, recovery.epoch, { credentialed: authn !== undefined, caps: { maxInventory: config.limits.maxInventoryPerHeartbeat, maxOrphans: config.limits.maxOrphansPerHeartbeat }, ...(deps.ha === undefined ? {} : { ha: deps.ha }) }), transport.mutual, transport.probeAgentAddress);
   const adminImpl = adminService({ clock, loader, nodes, hub, placement, enforcement: config.enforcement, defaultStopTimeoutMs: config.stop.stopTimeoutMs, ...(deps.haStatus === undefined ? {} : { haStatus: deps.haStatus }), ...(durable === undefined || takeover === undefined ? {} : { settings: durable.settings, takeover }), ...(deps.ha === undefined ? {} : { requireCommands: () => void deps.ha?.leaderEpoch() }) });
   server.add(AdminService, guarded(AdminService, adminImpl, authn?.admin));
   // One labelled child per outcome, resolved once: `inc({ outcome })` would hash the labels on every routed call.

@@ -255,10 +255,10 @@ describe("HA runner: warden coordinator --ha", { timeout: 180_000 }, () => {
     const back = await until("c leads again", async () => {
       const s = await haStatus(c.address);
       return s?.self?.role === "leader" ? s : undefined;
-    }, 90_000).catch((err: unknown) => {
+    }, 90_000).catch(async (err: unknown) => {
       // What the member logged since the restart is the only account of why it did not take the lease back.
       const ha = c.lines.filter((l) => typeof l["component"] === "string" && l["component"].startsWith("ha"));
-      throw new Error(`${String(err)}; its last HA log lines:\n${ha.slice(-60).map((l) => JSON.stringify(l)).join("\n")}`);
+      throw new Error(`${String(err)}; its last HA log lines:\n${ha.slice(-60).map((l) => JSON.stringify(l)).join("\n")}\nthe nats-servers:\n${await cluster.describe()}`);
     });
     expect(back.leaderHolder).toBe(c.holder);
     expect(back.epoch).toBeGreaterThan(epoch1);

@@ -1,4 +1,4 @@
-import { connectAudit, ensureAuditStream, provisionAuditDurable, resolveAuditStreamOptions, type NatsCredentials } from "@warden/audit";
+import { auditStreamMinAgeMs, auditStreamMinBytes, connectAudit, ensureAuditStream, provisionAuditDurable, resolveAuditStreamOptions, type NatsCredentials } from "@warden/audit";
 import { invalidArgument, parseDurationMs } from "@warden/common";
 
 /** `warden nats provision` options, as commander hands them over. */
@@ -39,7 +39,10 @@ export async function natsProvision(o: NatsProvisionOptions, env: Readonly<Recor
   if (!Number.isInteger(replicas) || replicas < 1 || replicas > 5) throw invalidArgument("--replicas", "must be an integer from 1 to 5");
   const maxBytes = Number(o.maxBytes);
   if (!Number.isInteger(maxBytes)) throw invalidArgument("--max-bytes", `must be an integer (-1: unlimited), got "${o.maxBytes}"`);
-  const stream = { name: o.stream, maxAgeMs: parseDurationMs(o.maxAge, "--max-age", maxAgeCapMs), maxBytes, replicas };
+  if (maxBytes !== -1 && maxBytes < auditStreamMinBytes) throw invalidArgument("--max-bytes", `must be -1 (unlimited) or at least ${String(auditStreamMinBytes)} (1 MiB), got ${o.maxBytes}`);
+  const maxAgeMs = parseDurationMs(o.maxAge, "--max-age", maxAgeCapMs);
+  if (maxAgeMs < auditStreamMinAgeMs) throw invalidArgument("--max-age", `must be at least 1h (an audit trail kept shorter is drift), got ${o.maxAge}`);
+  const stream = { name: o.stream, maxAgeMs, maxBytes, replicas };
   resolveAuditStreamOptions(stream);
   const timeoutMs = parseDurationMs(o.timeout, "--timeout");
   const signal = AbortSignal.timeout(timeoutMs);

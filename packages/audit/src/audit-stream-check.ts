@@ -100,9 +100,10 @@ export async function checkAuditStream(nc: NatsConnection, options: AuditStreamO
       signal,
     );
   } catch (err) {
-    if (signal?.aborted === true) throw err;
     const why = err instanceof Error ? err.message : String(err);
-    throw new WardenError(Code.FailedPrecondition, `audit stream ${o.name} does not exist and could not be created (${why}): run \`warden nats provision\` as the provisioning user`, { cause: err });
+    // Refused by permissions (the shipped setup): the operator's step is missing. Anything else (no quorum yet, a timeout) is retried as it is.
+    if (!/permissions violation/i.test(why)) throw err;
+    throw new WardenError(Code.FailedPrecondition, `audit stream ${o.name} does not exist and this NATS user may not create it (${why}): run \`warden nats provision\` as the provisioning user`, { cause: err });
   }
   return { action: "created", name: o.name, drift: [] };
 }

@@ -65,7 +65,7 @@ describe("warden nats provision", () => {
     expect((await jsm.streams.info("WARDEN_EVENTS")).config.max_age).toBe(7 * 86_400 * 1e9);
   });
 
-  it("refuses limits under the floors, naming the flag, before connecting", async () => {
+  it("refuses limits under the floors, naming the flag, before connecting; no server is exit 3", async () => {
     const before = (await (await jetstreamManager(nc)).streams.info("WARDEN_EVENTS")).config;
     const age = await provision("--max-age", "10m");
     expect([age.code, age.err]).toEqual([2, "warden nats provision: --max-age: must be at least 1h (an audit trail kept shorter is drift), got 10m\n"]);
@@ -73,5 +73,11 @@ describe("warden nats provision", () => {
     expect(bytes.code).toBe(2);
     expect(bytes.err).toMatch(/--max-bytes: must be -1 \(unlimited\) or at least 1048576/);
     expect((await (await jetstreamManager(nc)).streams.info("WARDEN_EVENTS")).config).toEqual(before);
+    // No server there: exit 3 (try again later), the reason in one line.
+    const child = spawn(process.execPath, ["--import", "tsx", cliMain, "nats", "provision", "--url", "nats://127.0.0.1:1", "--timeout", "5s"], { cwd: repoRoot, stdio: ["ignore", "ignore", "pipe"] });
+    let err = "";
+    child.stderr.setEncoding("utf8").on("data", (d: string) => (err += d));
+    expect(await new Promise<number | null>((resolve) => child.once("exit", resolve))).toBe(3);
+    expect(err).toMatch(/^warden nats provision: cannot connect to NATS at nats:\/\/127\.0\.0\.1:1: connection refused/);
   });
 });

@@ -1,5 +1,5 @@
-import { auditStreamMinAgeMs, auditStreamMinBytes, connectAudit, ensureAuditStream, provisionAuditDurable, resolveAuditStreamOptions, type NatsCredentials } from "@warden/audit";
-import { invalidArgument, parseDurationMs } from "@warden/common";
+import { auditStreamMinAgeMs, auditStreamMinBytes, connectAudit, describeNatsError, ensureAuditStream, provisionAuditDurable, resolveAuditStreamOptions, type NatsCredentials } from "@warden/audit";
+import { Code, WardenError, invalidArgument, parseDurationMs } from "@warden/common";
 
 /** `warden nats provision` options, as commander hands them over. */
 export interface NatsProvisionOptions {
@@ -46,7 +46,10 @@ export async function natsProvision(o: NatsProvisionOptions, env: Readonly<Recor
   resolveAuditStreamOptions(stream);
   const timeoutMs = parseDurationMs(o.timeout, "--timeout");
   const signal = AbortSignal.timeout(timeoutMs);
-  const nc = await connectAudit({ servers: o.url, credentials: credentialsOf(o, env), inboxPrefix: o.inboxPrefix, name: "warden-nats-provision", waitOnFirstConnect: false }, signal);
+  const nc = await connectAudit({ servers: o.url, credentials: credentialsOf(o, env), inboxPrefix: o.inboxPrefix, name: "warden-nats-provision", waitOnFirstConnect: false }, signal).catch((err: unknown) => {
+    // Exit 3 (retry later) for a server not there, with the reason and, for a refused credential, the hint.
+    throw new WardenError(Code.Unavailable, `cannot connect to NATS at ${o.url}: ${describeNatsError(err)}`, { cause: err });
+  });
   try {
     const lines: string[] = [];
     const r = await ensureAuditStream(nc, stream, signal);

@@ -35,6 +35,7 @@ beforeAll(async () => {
   process.env["WARDEN_NATS_PROVISIONER_PASSWORD"] = passwords.provisioner;
   process.env["WARDEN_NATS_COORDINATOR_PASSWORD"] = passwords.coordinator;
   process.env["WARDEN_NATS_AUDITOR_PASSWORD"] = passwords.auditor;
+  process.env["WARDEN_NATS_COORDINATOR_HA_PASSWORD"] = "h-secret-3"; // HA's user: test/nats-permissions-ha.test.ts
   server = await startNatsServer({ args: ["-c", confPath] });
 });
 afterAll(async () => {

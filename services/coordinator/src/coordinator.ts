@@ -25,6 +25,7 @@ import { nodeService } from "./node-service.js";
 import { nodeEventInit, openIntentsOn, orphanStopInit, orphansAdoptedInit, reapGoneIntents, unreachabilityPausedInit } from "./node-audit-events.js";
 import { PlacementView } from "./placement-view.js";
 import { CoordinatorMetrics } from "./metrics.js";
+import { registerAuditStreamMetrics } from "./audit-stream-metrics.js";
 import { settleUnsettledEvictions } from "./unsettled-evictions.js";
 import { restoreJournalReplicas } from "./journal-replicas-at-start.js";
 import { startRecoveryWindow } from "./recovery-window-at-start.js";
@@ -319,6 +320,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
   const heartbeat = embedded?.heartbeat;
 
   const metrics = new CoordinatorMetrics(loader, nodes, outbox);
+  if (auditLink !== undefined) registerAuditStreamMetrics(metrics.registry, auditLink);
   metricsRef.current = metrics;
   hub.observe((e) => {
     metrics.observe(e);

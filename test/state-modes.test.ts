@@ -59,8 +59,9 @@ describe("state on disk", () => {
   it("is owner-only: directories 0700, files 0600, and a state dir left readable by others is tightened at start", async () => {
     const stateDir = join(dir, "state");
     const first = await start(stateDir, "first");
+    const admin = createClient(AdminService, first.address);
+    let checked = false;
     try {
-      const admin = createClient(AdminService, first.address);
       await admin.loadModel({ model: "m" }, { timeoutMs: 60_000 });
       const m = await modes(stateDir);
       // What is there: the journal, the agent's dir with a backend record and its logs, the HTTP upload dir.
@@ -68,7 +69,10 @@ describe("state on disk", () => {
       expect(Object.keys(m).some((k) => /^agent\/[^/]+\.json$/.test(k))).toBe(true);
       expect(Object.keys(m).some((k) => k.startsWith("agent/logs/") && !k.endsWith("/"))).toBe(true);
       expect(Object.entries(m).filter(([k, v]) => v !== (k === "." || k.endsWith("/") ? "0700" : "0600"))).toEqual([]);
+      checked = true;
     } finally {
+      // Killed with its backend running, for the next start to adopt; on a failure here, nothing is left behind.
+      if (!checked) await admin.unloadModel({ model: "m" }, { timeoutMs: 60_000 }).catch(() => undefined);
       await first.kill();
     }
     // Loosened by hand (or left so by an older version): every directory 0755, every file 0644.

@@ -76,6 +76,8 @@ describe("HTTP client errors (auth off, a real coordinator process)", () => {
       ["a wrong type", json("POST", "/v1/images/generations", { model: 5, prompt: "x" }), 400, "model"],
       ["a bad method", { method: "DELETE", path: "/v1/models" }, 404, "url"],
       ["a malformed URL", { method: "GET", path: "/v1/%zz" }, 400, undefined],
+      // Answered, not held open with a stream slot taken.
+      ["HEAD of the dashboard's event stream", { method: "HEAD", path: "/api/dashboard/stream" }, 404, undefined],
     ];
     const got: Record<string, unknown>[] = [];
     for (const [what, req, , field] of cases) {

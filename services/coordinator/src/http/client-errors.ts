@@ -1,5 +1,8 @@
+import { STATUS_CODES } from "node:http";
+import type { Duplex } from "node:stream";
 import { Code, WardenError } from "@warden/common";
 import { httpStatusOfCode } from "./http-status.js";
+import { securityHeaders } from "./security-headers.js";
 
 /**
  * Errors raised while a request is read (fastify's body parsers, the
@@ -38,4 +41,20 @@ export function httpStatusWithExplicit(e: WardenError, failedPrecondition: 409 |
   const explicit = e.details["httpStatus"];
   if (typeof explicit === "number" && Number.isInteger(explicit) && explicit >= 400 && explicit <= 599) return explicit;
   return httpStatusOfCode(e.code, failedPrecondition);
+}
+
+/**
+ * The answer to a request Node's HTTP parser refused before any route saw it
+ * (a malformed request line or header, headers past the size limit, a
+ * request that took too long): fastify's clientErrorHandler, as its default
+ * (408, 431 or 400, then the socket closes) but with the listener's security
+ * headers and its JSON error shape.
+ */
+export function answerUnparsedRequest(err: NodeJS.ErrnoException, socket: Duplex, tls: boolean): void {
+  if (err.code === "ECONNRESET" || socket.destroyed) return;
+  const [status, message] = err.code === "ERR_HTTP_REQUEST_TIMEOUT" ? [408, "the request took longer than http.requestTimeout"] : err.code === "HPE_HEADER_OVERFLOW" ? [431, "the request's headers are larger than the limit (16 KiB)"] : [400, "the request is not valid HTTP/1.1"];
+  const body = JSON.stringify({ error: { message, type: "invalid_request_error", param: null, code: "invalid_argument" } });
+  const headers = Object.entries({ ...securityHeaders(tls), "content-type": "application/json", "content-length": String(Buffer.byteLength(body)), connection: "close" }).map(([k, v]) => `${k}: ${v}\r\n`);
+  if (socket.writable) socket.write(`HTTP/1.1 ${String(status)} ${STATUS_CODES[status] ?? ""}\r\n${headers.join("")}\r\n${body}`);
+  socket.destroy(err);
 }

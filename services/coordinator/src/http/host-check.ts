@@ -59,14 +59,21 @@ export function acceptedHosts(listen: string, allowed: readonly string[]): Reado
  * to this machine (DNS rebinding) reaches the listener with its own name in
  * Host, and without tokens nothing else would stop it from pressing the
  * dashboard's buttons. 421 (Misdirected Request), before anything else runs.
- * With auth on it lets everything through: a browser never sends a bearer
- * token on its own, so such a page gets 401.
+ * With auth on it lets every name through: a browser never sends a bearer
+ * token on its own, so such a page gets 401. No Host at all is 400 on HTTP/1.1
+ * (as Node would answer) and let through on HTTP/1.0.
  */
 export function hostCheckHook(o: { readonly enabled: () => boolean; readonly accepted: ReadonlySet<string> }): (request: FastifyRequest, reply: FastifyReply) => Promise<void> {
   const names = [...o.accepted].join(", ");
   return async (request) => {
-    if (!o.enabled()) return;
     const header = request.headers.host;
+    if (header === undefined) {
+      // HTTP/1.1 requires it whatever the auth (Node's own check is off so that this answer carries the security headers).
+      if (request.raw.httpVersion !== "1.0") throw new WardenError(Code.InvalidArgument, "host: the Host header is required", { details: { field: "host" } });
+      // HTTP/1.0 without one (a load balancer's health check): no browser sends that, so no rebinding page either.
+      return;
+    }
+    if (!o.enabled()) return;
     const host = typeof header === "string" ? hostOfHeader(header) : undefined;
     if (host !== undefined && o.accepted.has(host)) return;
     const shown = typeof header === "string" ? JSON.stringify(header.slice(0, 80)) : "(none)";

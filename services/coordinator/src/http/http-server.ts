@@ -4,7 +4,7 @@ import { Code, WardenError, type Logger } from "@warden/common";
 import { checkPlaintextListen } from "@warden/grpc";
 import type { HttpLimits } from "./http-settings.js";
 import { errorBody, httpStatusOf } from "./openai-errors.js";
-import { requestError } from "./client-errors.js";
+import { answerUnparsedRequest, requestError } from "./client-errors.js";
 import { acceptedHosts, hostCheckHook } from "./host-check.js";
 import { installSecurityHeaders } from "./security-headers.js";
 
@@ -87,7 +87,11 @@ export async function startHttpServer(o: HttpServerOptions): Promise<HttpServer>
     // Streams that never end by themselves (SSE) must not hold close() up.
     forceCloseConnections: true,
     return503OnClosing: true,
-    ...(o.tls === undefined ? {} : { https: { cert: o.tls.cert, key: o.tls.key, minVersion: "TLSv1.2" as const } }),
+    clientErrorHandler: (err, socket) => {
+      answerUnparsedRequest(err, socket, o.tls !== undefined);
+    },
+    // A missing Host is refused by host-check.ts (with the security headers), not by Node before any handler runs.
+    ...(o.tls === undefined ? { http: { requireHostHeader: false } } : { https: { cert: o.tls.cert, key: o.tls.key, minVersion: "TLSv1.2" as const, requireHostHeader: false } }),
   }) as unknown as FastifyInstance;
   app.server.maxConnections = l.maxConnections;
   // First, so that every response (errors, 404s, streams) has them and a bad Host is refused before any route runs.

@@ -31,9 +31,14 @@ export function securityHeaders(tls: boolean): Readonly<Record<string, string>> 
  * path or hijacked reply can miss them. A route may still replace one (its
  * own `content-security-policy`): headers given to writeHead win over these.
  */
-export function installSecurityHeaders(server: Pick<Server, "prependListener">, tls: boolean): void {
+export function installSecurityHeaders(server: Pick<Server, "prependListener" | "on">, tls: boolean): void {
   const headers = Object.entries(securityHeaders(tls));
   server.prependListener("request", (_req: IncomingMessage, res: ServerResponse) => {
     for (const [k, v] of headers) res.setHeader(k, v);
+  });
+  // An Expect other than 100-continue: Node would answer 417 itself, bare; this is the same answer with the headers.
+  server.on("checkExpectation", (_req: IncomingMessage, res: ServerResponse) => {
+    const body = JSON.stringify({ error: { message: "expect: only 100-continue is supported", type: "invalid_request_error", param: "expect", code: "invalid_argument" } });
+    res.writeHead(417, { ...Object.fromEntries(headers), "content-type": "application/json", connection: "close" }).end(body);
   });
 }

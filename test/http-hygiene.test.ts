@@ -137,6 +137,11 @@ describe("HTTP security headers and Host (auth off)", () => {
       const a = await send({ method: "GET", path: "/v1/models", headers: { host } });
       expect({ host, status: a.status }).toEqual({ host, status: 200 });
     }
+    // No Host: HTTP/1.1 requires one (400, with the headers); an HTTP/1.0 health check without one is no browser.
+    const noHost = await send({ method: "GET", path: "/v1/models", headers: { host: null } });
+    expect(noHost.status).toBe(400);
+    expectHardened(noHost, "no Host");
+    expect((await send({ method: "GET", path: "/ha/leader", headers: { host: null }, version: "1.0" })).status).toBe(200);
     expect(await clusterState()).toEqual(before);
   });
 });

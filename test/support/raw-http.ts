@@ -17,6 +17,8 @@ export interface RawHttpRequest {
   readonly body?: Buffer | string;
   /** Sent as content-length; the body's length unless given. */
   readonly contentLength?: number | null;
+  /** The request line's version. @default "1.1" */
+  readonly version?: "1.0" | "1.1";
 }
 
 export interface RawHttpAnswer {
@@ -33,7 +35,7 @@ export function rawRequestBytes(address: string, r: RawHttpRequest): Buffer {
   const headers: Record<string, string | null> = { host: address, connection: "close", ...(r.headers ?? {}) };
   const length = r.contentLength === undefined ? (r.body === undefined ? null : body.length) : r.contentLength;
   if (length !== null) headers["content-length"] = String(length);
-  const lines = [`${r.method} ${r.path} HTTP/1.1`, ...Object.entries(headers).flatMap(([k, v]) => (v === null ? [] : [`${k}: ${v}`])), "", ""];
+  const lines = [`${r.method} ${r.path} HTTP/${r.version ?? "1.1"}`, ...Object.entries(headers).flatMap(([k, v]) => (v === null ? [] : [`${k}: ${v}`])), "", ""];
   return Buffer.concat([Buffer.from(lines.join("\r\n"), "latin1"), body]);
 }
 

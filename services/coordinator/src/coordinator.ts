@@ -1,9 +1,8 @@
-import { mkdir } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { AdminService, Backend, InferenceService, type GetHaStatusResponseSchema, JournalRepairedSchema, NodeService, type Event } from "@warden/proto";
 import { GrpcServer, LeanGrpcServer, ServingStatus, guardRawUnary } from "@warden/grpc";
-import { cryptoRng, createUlidFactory, nullLogger, sleep, systemClock, type Cancel, type Clock, type Logger, type Rng } from "@warden/common";
+import { cryptoRng, createUlidFactory, nullLogger, privateStateDir, sleep, systemClock, type Cancel, type Clock, type Logger, type Rng } from "@warden/common";
 import { Loader } from "@warden/loader";
 import { createOutbox, nullPublisher, type Journal, type Outbox, type OutboxHealth, type Publisher } from "@warden/outbox";
 import { openFileJournal, type FileJournal } from "@warden/journal";
@@ -101,7 +100,8 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
   const rng = deps.rng ?? cryptoRng;
   const log = deps.logger ?? nullLogger;
   const stateDir = resolve(config.stateDir);
-  await mkdir(stateDir, { recursive: true });
+  // Owner-only (journal, agent records): a state dir or file others could read is tightened, and said.
+  for (const t of await privateStateDir(stateDir)) log.warn("state readable by other users: tightened", { ...t });
   const newId = createUlidFactory(clock, rng);
 
   const journalPath = join(stateDir, "coordinator.journal");

@@ -65,6 +65,7 @@ export async function startCoordinatorHttp(ctx: Omit<CoordinatorHttpContext, "au
     limits: config.http,
     tls: tls === undefined ? undefined : { cert: tls.cert, key: tls.key },
     insecure: config.insecure,
+    checkHost: !full.auth.enabled,
     routes: registrars(full),
     log: ctx.log,
   });

@@ -99,7 +99,8 @@ export function dashboardRoutes(ctx: DashboardContext, options: DashboardOptions
         return reply.header("cache-control", "no-store").send(explainJson(r));
       });
 
-      app.get("/api/dashboard/stream", async (request, reply) => {
+      // GET only: a HEAD would take a stream slot whose headers Node never sends (no body, so never flushed).
+      app.get("/api/dashboard/stream", { exposeHeadRoute: false }, async (request, reply) => {
         onlyQuery(request, []);
         ctx.auth.principal(request);
         // The stream is written by the feed from here on, past fastify's reply.

@@ -1,7 +1,7 @@
 import type { DescMethod } from "@bufbuild/protobuf";
 import { Code, WardenError, permissionDenied, type Logger } from "@warden/common";
 import { bearerTokenOf, type CallCheck, type HandlerContext } from "@warden/grpc";
-import type { Principal, Role, TokenTable } from "./token-table.js";
+import { digestOfToken, type Principal, type Role, type TokenTable } from "./token-table.js";
 
 /**
  * The least role each AdminService method needs. A method missing here needs
@@ -37,6 +37,23 @@ function methodName(m: DescMethod): string {
   return `${m.parent.typeName}/${m.name}`;
 }
 
+/** Whether an open stream may go on under a token's principal after a reload: undefined = yes, else why not. */
+export type StreamAllows = (p: Principal) => WardenError | undefined;
+
+/** A stream held against the token that opened it (hold, replace). Keeps the token's hash, never the token. */
+interface HeldStream {
+  readonly digest: string;
+  readonly what: string;
+  readonly caller: string;
+  readonly allows: StreamAllows;
+  readonly end: (why: WardenError) => void;
+}
+
+/** Whether `role` reaches `need` on the viewer < operator < admin ladder (inference and node reach none of it). */
+export function roleReaches(role: Role, need: "viewer" | "operator" | "admin"): boolean {
+  return rank[role] >= rank[need];
+}
+
 /**
  * Bearer-token authentication and role checks for the coordinator's services
  * (the tokens file: token-table.ts). Each refusal is logged at warn with the
@@ -52,9 +69,49 @@ export class Authenticator {
     private readonly log: Logger,
   ) {}
 
-  /** Replaces the tokens (SIGHUP); calls already admitted keep their principal. */
+  /** Open streams (WatchEvents, the dashboard's, inference streams): re-checked on every replace. */
+  private readonly held = new Set<HeldStream>();
+
+  /**
+   * Replaces the tokens (SIGHUP). Unary calls already admitted finish with
+   * their principal; every held stream whose token is gone (UNAUTHENTICATED)
+   * or no longer allows it (its `allows`' PERMISSION_DENIED) is ended at once:
+   * revoking a token must not leave its holder watching.
+   */
   replace(table: TokenTable): void {
     this.table = table;
+    for (const s of [...this.held]) {
+      const p = table.lookupDigest(s.digest);
+      const why = p === undefined ? new WardenError(Code.Unauthenticated, "this stream's token was revoked (the tokens file no longer lists it)") : s.allows(p);
+      if (why === undefined) continue;
+      this.held.delete(s);
+      this.log.warn("stream ended: its token no longer allows it", { what: s.what, caller: s.caller, role: p?.role ?? "none", code: why.code === Code.Unauthenticated ? "unauthenticated" : "permission_denied", reason: why.rawMessage });
+      s.end(why);
+    }
+  }
+
+  /**
+   * Holds an open stream against `token` until the returned release is
+   * called: a replace that drops the token, or leaves it a principal that
+   * `allows` refuses, calls `end` once with the reason.
+   */
+  hold(token: string, s: Omit<HeldStream, "digest">): () => void {
+    const h: HeldStream = { ...s, digest: digestOfToken(token) };
+    this.held.add(h);
+    return () => {
+      this.held.delete(h);
+    };
+  }
+
+  /** Streams held now (tests, metrics). */
+  get heldStreams(): number {
+    return this.held.size;
+  }
+
+  /** Lets a handler that runs on a derived context (revocable-streams.ts) see the principal admitted on `from`. */
+  carry(from: HandlerContext, to: HandlerContext): void {
+    const p = this.principals.get(from);
+    if (p !== undefined) this.principals.set(to, p);
   }
 
   get tokenCount(): number {

@@ -16,6 +16,7 @@ import { fencedBackendConnector, type BackendClientHandle } from "./backend-conn
 import { coordinatorTransport } from "./coordinator-transport.js";
 import { withNodeCertificateCheck } from "./node-certificate-check.js";
 import { guarded, loadCoordinatorAuth, readTokenTable } from "./coordinator-auth.js";
+import { adminStreamRule, inferenceStreamRule, revocableStreams } from "./revocable-streams.js";
 import { clientLimits, serverLimits } from "./limits-config.js";
 import { EventHub } from "./event-hub.js";
 import { inferenceService } from "./inference-service.js";
@@ -286,7 +287,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
   // With auth on, every remote registration carries a node token bound to its id (the guard checks it).
   const nodeImpl = withNodeCertificateCheck(nodeService(nodes, clock, recovery.epoch, { credentialed: authn !== undefined, caps: { maxInventory: config.limits.maxInventoryPerHeartbeat, maxOrphans: config.limits.maxOrphansPerHeartbeat }, ...(deps.ha === undefined ? {} : { ha: deps.ha }) }), transport.mutual);
   const adminImpl = adminService({ clock, loader, nodes, hub, placement, enforcement: config.enforcement, defaultStopTimeoutMs: config.stop.stopTimeoutMs, ...(deps.haStatus === undefined ? {} : { haStatus: deps.haStatus }), ...(durable === undefined || takeover === undefined ? {} : { settings: durable.settings, takeover }), ...(deps.ha === undefined ? {} : { requireCommands: () => void deps.ha?.leaderEpoch() }) });
-  server.add(AdminService, guarded(AdminService, adminImpl, authn?.admin));
+  server.add(AdminService, guarded(AdminService, authn === undefined ? adminImpl : revocableStreams(AdminService, adminImpl, authn, adminStreamRule), authn?.admin));
   // One labelled child per outcome, resolved once: `inc({ outcome })` would hash the labels on every routed call.
   const routedByOutcome = new Map<string, { inc(): void }>();
   const routed = {
@@ -303,7 +304,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
   };
   const metricsRef: { current: CoordinatorMetrics | undefined } = { current: undefined };
   const inference = inferenceService(loader, log.child({ component: "inference" }), routed, authn === undefined ? undefined : (model, ctx, m) => { authn.checkModel(model, ctx, m); });
-  const inferenceGuarded = guarded(InferenceService, inference, authn?.inference);
+  const inferenceGuarded = guarded(InferenceService, authn === undefined ? inference : revocableStreams(InferenceService, inference, authn, inferenceStreamRule), authn?.inference);
   server.add(InferenceService, inferenceGuarded);
   // Both ports also serve LocalAI's backend.Backend itself, every method routed as bytes (backend-router.ts), behind the inference tokens.
   const router = backendRouter(loader, log.child({ component: "backend-router" }), routed, authn === undefined ? undefined : (model, ctx, m) => { authn.inference(m, ctx, undefined); authn.checkModel(model, ctx, m); });

@@ -75,6 +75,11 @@ export class SseClients {
   }
 
   private write(id: number, res: ServerResponse, frame: string): void {
+    // Ended elsewhere (a revoked token's stream: route-roles.ts) before its close event removed it.
+    if (res.writableEnded || res.destroyed) {
+      this.open.delete(id);
+      return;
+    }
     const pending = res.writableLength;
     if (pending + Buffer.byteLength(frame, "utf8") > this.limits.maxPendingBytes) {
       this.open.delete(id);

@@ -44,7 +44,8 @@ export type StreamAllows = (p: Principal) => WardenError | undefined;
 interface HeldStream {
   readonly digest: string;
   readonly what: string;
-  readonly caller: string;
+  /** Read when the stream ends (the principal may be admitted after the hold, inside the handler). */
+  readonly caller: () => string;
   readonly allows: StreamAllows;
   readonly end: (why: WardenError) => void;
 }
@@ -63,6 +64,8 @@ export function roleReaches(role: Role, need: "viewer" | "operator" | "admin"): 
 export class Authenticator {
   /** The principal of each call that passed, for checks inside a handler (per-model inference). */
   private readonly principals = new WeakMap<HandlerContext, Principal>();
+  /** The model each admitted inference call named (checkModel). */
+  private readonly models = new WeakMap<HandlerContext, string>();
 
   constructor(
     private table: TokenTable,
@@ -85,7 +88,7 @@ export class Authenticator {
       const why = p === undefined ? new WardenError(Code.Unauthenticated, "this stream's token was revoked (the tokens file no longer lists it)") : s.allows(p);
       if (why === undefined) continue;
       this.held.delete(s);
-      this.log.warn("stream ended: its token no longer allows it", { what: s.what, caller: s.caller, role: p?.role ?? "none", code: why.code === Code.Unauthenticated ? "unauthenticated" : "permission_denied", reason: why.rawMessage });
+      this.log.warn("stream ended: its token no longer allows it", { what: s.what, caller: s.caller(), role: p?.role ?? "none", code: why.code === Code.Unauthenticated ? "unauthenticated" : "permission_denied", reason: why.rawMessage });
       s.end(why);
     }
   }
@@ -156,8 +159,14 @@ export class Authenticator {
     this.principals.set(ctx, p);
   };
 
+  /** The model an admitted inference call named (checkModel): what a held stream is re-checked for. */
+  modelOf(ctx: HandlerContext): string | undefined {
+    return this.models.get(ctx);
+  }
+
   /** A model named by an admitted inference call: refused when the caller's token lists others only. */
   checkModel(model: string, ctx: HandlerContext, m: DescMethod): void {
+    this.models.set(ctx, model);
     const p = this.principals.get(ctx);
     if (p?.models !== undefined && !p.models.has(model)) throw this.deny(Code.PermissionDenied, `model: this token may not call model ${JSON.stringify(model.slice(0, 128))}`, m, ctx, p, { field: "model" });
   }

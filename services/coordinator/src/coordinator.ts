@@ -16,7 +16,7 @@ import { fencedBackendConnector, type BackendClientHandle } from "./backend-conn
 import { coordinatorTransport } from "./coordinator-transport.js";
 import { withNodeCertificateCheck } from "./node-certificate-check.js";
 import { guarded, loadCoordinatorAuth, readTokenTable } from "./coordinator-auth.js";
-import { adminStreamRule, inferenceStreamRule, revocableStreams } from "./revocable-streams.js";
+import { adminStreamRule, inferenceStreamRule, revocableRawStreams, revocableStreams } from "./revocable-streams.js";
 import { clientLimits, serverLimits } from "./limits-config.js";
 import { EventHub } from "./event-hub.js";
 import { inferenceService } from "./inference-service.js";
@@ -307,7 +307,8 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
   const inferenceGuarded = guarded(InferenceService, authn === undefined ? inference : revocableStreams(InferenceService, inference, authn, inferenceStreamRule), authn?.inference);
   server.add(InferenceService, inferenceGuarded);
   // Both ports also serve LocalAI's backend.Backend itself, every method routed as bytes (backend-router.ts), behind the inference tokens.
-  const router = backendRouter(loader, log.child({ component: "backend-router" }), routed, authn === undefined ? undefined : (model, ctx, m) => { authn.inference(m, ctx, undefined); authn.checkModel(model, ctx, m); });
+  const routerImpl = backendRouter(loader, log.child({ component: "backend-router" }), routed, authn === undefined ? undefined : (model, ctx, m) => { authn.inference(m, ctx, undefined); authn.checkModel(model, ctx, m); });
+  const router = authn === undefined ? routerImpl : revocableRawStreams(routerImpl, authn, inferenceStreamRule);
   server.addRawService(Backend, router);
   const dataPlane = config.inferenceListen === undefined ? undefined : new LeanGrpcServer({ ...transport.dataPlane, ...serverLimits(config.limits) }).add(InferenceService, inferenceGuarded).addRawUnary(InferenceService.method.predict, authn === undefined ? inference.predictBytes : guardRawUnary(InferenceService.method.predict, inference.predictBytes, authn.inference)).addRawService(Backend, router);
   server.add(NodeService, guarded(NodeService, nodeImpl, authn?.node));

@@ -132,7 +132,7 @@ export function routeRoles(auth: HttpAuth, authn: Authenticator | undefined, log
       if (authn === undefined || p === undefined || token === undefined) return;
       const release = authn.hold(token, {
         what: `${request.method} ${url}`,
-        caller: p.name,
+        caller: () => p.name,
         allows: (next) => refusalOf(rule, next, requestModelOf(request)),
         end: (why) => {
           endRevoked(reply, rule, why);

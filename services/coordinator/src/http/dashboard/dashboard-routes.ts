@@ -51,8 +51,10 @@ function onlyQuery(request: FastifyRequest, allowed: readonly string[]): Record<
 
 /**
  * The dashboard on the HTTP listener: the page at `/`, its bundled script and
- * style, and JSON under /api/dashboard/. Reading (whoami, snapshot, stream,
- * explain) takes any valid token when auth is on; each button takes the role
+ * style, and JSON under /api/dashboard/. With auth on, who may call each
+ * route is http/route-roles.ts's table, checked before the handler runs:
+ * reading (snapshot, stream, explain) takes the role of the Admin API methods
+ * it shows (viewer), whoami any valid token; each button takes the role
  * its Admin API method takes (operator or admin) and runs that method's own
  * implementation, in process. Errors are `{ error: { code, message, field? } }`.
  */

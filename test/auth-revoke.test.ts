@@ -14,10 +14,11 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Code, WardenError } from "@warden/common";
 import { createClient, type Client } from "@warden/grpc";
-import { AdminService } from "@warden/proto";
+import { AdminService, InferenceService } from "@warden/proto";
 import { eventTypeOf } from "@warden/events";
 import { mintToken, tokenLine, type Role } from "@warden/coordinator";
 import { parseSse, type SseMessage } from "../services/coordinator/src/http/dashboard/sse-parse.js";
+import { simModel } from "./support/coordinator-harness.js";
 import { startCoordinatorProcess, type CoordinatorProcess } from "./support/coordinator-process.js";
 import { testPortRange } from "./support/port-range.js";
 import { withToken } from "./support/auth-tokens.js";
@@ -100,14 +101,15 @@ describe("revoking a token ends its open streams", () => {
   let coord: CoordinatorProcess;
   let base: string;
   let tokensFile: string;
-  const tokens: Record<Who | "operator", string> = { kept: mintToken(), dropped: mintToken(), narrowed: mintToken(), operator: mintToken() };
+  const tokens: Record<Who | "operator" | "chatKept" | "chatNarrowed", string> = { kept: mintToken(), dropped: mintToken(), narrowed: mintToken(), operator: mintToken(), chatKept: mintToken(), chatNarrowed: mintToken() };
 
-  const writeTokens = (lines: readonly [keyof typeof tokens, Role][]): Promise<void> => writeFile(tokensFile, `${lines.map(([k, role]) => tokenLine(tokens[k], role, { name: k })).join("\n")}\n`, { mode: 0o600 });
+  const writeTokens = (lines: readonly (readonly [keyof typeof tokens, Role, string[]?])[]): Promise<void> =>
+    writeFile(tokensFile, `${lines.map(([k, role, models]) => tokenLine(tokens[k], role, { name: k, ...(models === undefined ? {} : { models }) })).join("\n")}\n`, { mode: 0o600 });
 
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), "warden-revoke-"));
     tokensFile = join(dir, "tokens");
-    await writeTokens([["kept", "viewer"], ["dropped", "viewer"], ["narrowed", "viewer"], ["operator", "operator"]]);
+    await writeTokens([["kept", "viewer"], ["dropped", "viewer"], ["narrowed", "viewer"], ["operator", "operator"], ["chatKept", "inference", ["chat"]], ["chatNarrowed", "inference", ["chat", "other"]]]);
     coord = await startCoordinatorProcess(join(dir, "coordinator.yaml"), {
       listen: "127.0.0.1:0",
       httpListen: "127.0.0.1:0",
@@ -116,7 +118,8 @@ describe("revoking a token ends its open streams", () => {
       auth: { tokensFile },
       agent: { nodeId: "local", ports: { ...testPortRange(), quarantine: "1s" }, nvidiaSmi: "", catalog: { "backend-sim": { builtin: "backend-sim" } } },
       recoveryWindow: "0s",
-      models: [],
+      // A stream that goes on for minutes unless ended: 100 000 tokens, 20 ms each.
+      models: [simModel("chat", { knobs: { predict_tokens: 100_000, token_delay_ms: 20 } })],
     });
     base = `http://${coord.httpAddress ?? "none"}`;
   }, 120_000);
@@ -146,7 +149,7 @@ describe("revoking a token ends its open streams", () => {
 
       const reloads = (): number => coord.logLines.filter((l) => l.msg === "config reloaded").length;
       const before = reloads();
-      await writeTokens([["kept", "viewer"], ["narrowed", "inference"], ["operator", "operator"]]);
+      await writeTokens([["kept", "viewer"], ["narrowed", "inference"], ["operator", "operator"], ["chatKept", "inference", ["chat"]], ["chatNarrowed", "inference", ["chat", "other"]]]);
       coord.child.kill("SIGHUP");
       await until(() => reloads() > before, "the reload");
 
@@ -179,6 +182,54 @@ describe("revoking a token ends its open streams", () => {
         http[w].abort.abort();
       }
       operator.close();
+    }
+  }, 240_000);
+
+  it("a reload that takes a model off an inference token ends its open PredictStream (PERMISSION_DENIED) and its streamed completion over HTTP; a token that keeps the model streams on", async () => {
+    const reloads = (): number => coord.logLines.filter((l) => l.msg === "config reloaded").length;
+    const grpc = { kept: { chunks: 0, ended: undefined as "ok" | Code | undefined }, narrowed: { chunks: 0, ended: undefined as "ok" | Code | undefined } };
+    const http = { kept: { bytes: 0, ended: false }, narrowed: { bytes: 0, ended: false } };
+    const clients: Client<typeof InferenceService>[] = [];
+    const aborts: AbortController[] = [];
+    for (const w of ["kept", "narrowed"] as const) {
+      const token = w === "kept" ? tokens.chatKept : tokens.chatNarrowed;
+      const client = createClient(InferenceService, coord.address, withToken(token));
+      clients.push(client);
+      void (async () => {
+        try {
+          for await (const _ of client.predictStream({ model: "chat", options: { Prompt: "hi", Tokens: 100_000 } }, { timeoutMs: 10 * waitMs })) grpc[w].chunks++;
+          grpc[w].ended = "ok";
+        } catch (err) {
+          grpc[w].ended = WardenError.from(err).code;
+        }
+      })();
+      const abort = new AbortController();
+      aborts.push(abort);
+      void (async () => {
+        try {
+          const res = await fetch(`${base}/v1/chat/completions`, { method: "POST", signal: abort.signal, headers: { authorization: `Bearer ${token}`, "content-type": "application/json" }, body: JSON.stringify({ model: "chat", messages: [{ role: "user", content: "hi" }], stream: true }) });
+          if (res.body !== null) for await (const chunk of res.body as AsyncIterable<Uint8Array>) http[w].bytes += chunk.byteLength;
+        } catch {
+          // Cut by the coordinator (the revocation) or by the test's cleanup.
+        }
+        http[w].ended = true;
+      })();
+    }
+    try {
+      await until(() => grpc.kept.chunks > 0 && grpc.narrowed.chunks > 0 && http.kept.bytes > 0 && http.narrowed.bytes > 0, "every inference stream's first chunk");
+      const before = reloads();
+      await writeTokens([["kept", "viewer"], ["operator", "operator"], ["chatKept", "inference", ["chat"]], ["chatNarrowed", "inference", ["other"]]]);
+      coord.child.kill("SIGHUP");
+      await until(() => reloads() > before, "the reload");
+      await until(() => grpc.narrowed.ended !== undefined && http.narrowed.ended, "the narrowed token's streams to end");
+      expect(grpc.narrowed.ended).toBe(Code.PermissionDenied);
+      // The kept token's streams go on past the reload.
+      const [g, h] = [grpc.kept.chunks, http.kept.bytes];
+      await until(() => grpc.kept.chunks > g && http.kept.bytes > h, "the kept token's streams to go on");
+      expect([grpc.kept.ended, http.kept.ended]).toEqual([undefined, false]);
+    } finally {
+      for (const c of clients) c.close();
+      for (const a of aborts) a.abort();
     }
   }, 240_000);
 });

@@ -89,7 +89,12 @@ export class Authenticator {
       if (why === undefined) continue;
       this.held.delete(s);
       this.log.warn("stream ended: its token no longer allows it", { what: s.what, caller: s.caller(), role: p?.role ?? "none", code: why.code === Code.Unauthenticated ? "unauthenticated" : "permission_denied", reason: why.rawMessage });
-      s.end(why);
+      try {
+        s.end(why);
+      } catch (err) {
+        // One stream failing to end must not keep the others open.
+        this.log.warn("ending a revoked stream failed", { what: s.what, err: err instanceof Error ? err.message : String(err) });
+      }
     }
   }
 

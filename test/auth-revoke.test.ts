@@ -14,7 +14,8 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Code, WardenError } from "@warden/common";
 import { createClient, type Client } from "@warden/grpc";
-import { AdminService, InferenceService } from "@warden/proto";
+import { Metadata } from "@grpc/grpc-js";
+import { AdminService, Backend, InferenceService } from "@warden/proto";
 import { eventTypeOf } from "@warden/events";
 import { mintToken, tokenLine, type Role } from "@warden/coordinator";
 import { parseSse, type SseMessage } from "../services/coordinator/src/http/dashboard/sse-parse.js";
@@ -185,11 +186,13 @@ describe("revoking a token ends its open streams", () => {
     }
   }, 240_000);
 
-  it("a reload that takes a model off an inference token ends its open PredictStream (PERMISSION_DENIED) and its streamed completion over HTTP; a token that keeps the model streams on", async () => {
+  it("a reload that takes a model off an inference token ends its open PredictStream and backend.Backend stream (PERMISSION_DENIED) and its streamed completion over HTTP; a token that keeps the model streams on", async () => {
     const reloads = (): number => coord.logLines.filter((l) => l.msg === "config reloaded").length;
     const grpc = { kept: { chunks: 0, ended: undefined as "ok" | Code | undefined }, narrowed: { chunks: 0, ended: undefined as "ok" | Code | undefined } };
+    // LocalAI's backend.Backend pass-through (the model named in metadata), the same tokens.
+    const raw = { kept: { chunks: 0, ended: undefined as "ok" | Code | undefined }, narrowed: { chunks: 0, ended: undefined as "ok" | Code | undefined } };
     const http = { kept: { bytes: 0, ended: false }, narrowed: { bytes: 0, ended: false } };
-    const clients: Client<typeof InferenceService>[] = [];
+    const clients: { close(): void }[] = [];
     const aborts: AbortController[] = [];
     for (const w of ["kept", "narrowed"] as const) {
       const token = w === "kept" ? tokens.chatKept : tokens.chatNarrowed;
@@ -201,6 +204,18 @@ describe("revoking a token ends its open streams", () => {
           grpc[w].ended = "ok";
         } catch (err) {
           grpc[w].ended = WardenError.from(err).code;
+        }
+      })();
+      const backend = createClient(Backend, coord.address, withToken(token));
+      clients.push(backend);
+      const metadata = new Metadata();
+      metadata.set("warden-model", "chat");
+      void (async () => {
+        try {
+          for await (const _ of backend.predictStream({ Prompt: "hi", Tokens: 100_000 }, { timeoutMs: 10 * waitMs, metadata })) raw[w].chunks++;
+          raw[w].ended = "ok";
+        } catch (err) {
+          raw[w].ended = WardenError.from(err).code;
         }
       })();
       const abort = new AbortController();
@@ -216,17 +231,17 @@ describe("revoking a token ends its open streams", () => {
       })();
     }
     try {
-      await until(() => grpc.kept.chunks > 0 && grpc.narrowed.chunks > 0 && http.kept.bytes > 0 && http.narrowed.bytes > 0, "every inference stream's first chunk");
+      await until(() => grpc.kept.chunks > 0 && grpc.narrowed.chunks > 0 && raw.kept.chunks > 0 && raw.narrowed.chunks > 0 && http.kept.bytes > 0 && http.narrowed.bytes > 0, "every inference stream's first chunk");
       const before = reloads();
       await writeTokens([["kept", "viewer"], ["operator", "operator"], ["chatKept", "inference", ["chat"]], ["chatNarrowed", "inference", ["other"]]]);
       coord.child.kill("SIGHUP");
       await until(() => reloads() > before, "the reload");
-      await until(() => grpc.narrowed.ended !== undefined && http.narrowed.ended, "the narrowed token's streams to end");
-      expect(grpc.narrowed.ended).toBe(Code.PermissionDenied);
+      await until(() => grpc.narrowed.ended !== undefined && raw.narrowed.ended !== undefined && http.narrowed.ended, "the narrowed token's streams to end");
+      expect([grpc.narrowed.ended, raw.narrowed.ended]).toEqual([Code.PermissionDenied, Code.PermissionDenied]);
       // The kept token's streams go on past the reload.
-      const [g, h] = [grpc.kept.chunks, http.kept.bytes];
-      await until(() => grpc.kept.chunks > g && http.kept.bytes > h, "the kept token's streams to go on");
-      expect([grpc.kept.ended, http.kept.ended]).toEqual([undefined, false]);
+      const [g, r, h] = [grpc.kept.chunks, raw.kept.chunks, http.kept.bytes];
+      await until(() => grpc.kept.chunks > g && raw.kept.chunks > r && http.kept.bytes > h, "the kept token's streams to go on");
+      expect([grpc.kept.ended, raw.kept.ended, http.kept.ended]).toEqual([undefined, undefined, false]);
     } finally {
       for (const c of clients) c.close();
       for (const a of aborts) a.abort();

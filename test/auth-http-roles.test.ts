@@ -195,4 +195,24 @@ describe("auth: the HTTP listener's roles are the gRPC API's", () => {
       expect(await res.json()).toMatchObject({ error: { code: "permission_denied" } });
     }
   });
+
+  it("one token cannot take every dashboard stream slot: 16 per token (429 naming streams_per_caller), another token still gets one", async () => {
+    const aborts: AbortController[] = [];
+    const open = async (token: string): Promise<Response> => {
+      const abort = new AbortController();
+      aborts.push(abort);
+      return fetch(`${base}/api/dashboard/stream`, { headers: { authorization: `Bearer ${token}` }, signal: abort.signal });
+    };
+    try {
+      const mine: number[] = [];
+      for (let i = 0; i < 16; i++) mine.push((await open(tokens.viewer)).status);
+      expect(mine).toEqual(Array.from({ length: 16 }, () => 200));
+      const over = await open(tokens.viewer);
+      expect(over.status).toBe(429);
+      expect(await over.json()).toMatchObject({ error: { code: "resource_exhausted", field: "streams_per_caller" } });
+      expect((await open(tokens.operator)).status).toBe(200);
+    } finally {
+      for (const a of aborts) a.abort();
+    }
+  });
 });

@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { AdminService } from "@warden/proto";
 import { inProcessClient } from "@warden/grpc";
-import { Code, WardenError, invalidArgument } from "@warden/common";
+import { Code, WardenError, capExceeded, invalidArgument } from "@warden/common";
 import { adminRoleFor } from "../../authenticator.js";
 import { checkId } from "../../check-id.js";
 import type { Principal } from "../../token-table.js";
@@ -103,15 +103,19 @@ export function dashboardRoutes(ctx: DashboardContext, options: DashboardOptions
 
       app.get("/api/dashboard/stream", async (request, reply) => {
         onlyQuery(request, []);
-        ctx.auth.principal(request);
+        const p = ctx.auth.principal(request);
         // The stream is written by the feed from here on, past fastify's reply.
         void reply.hijack();
         const res = reply.raw;
-        const admitted = await feed.connect(res).catch((err: unknown) => {
+        const admitted = await feed.connect(res, p === undefined ? `address ${request.ip}` : `token ${p.name}`).catch((err: unknown) => {
           const { status, body } = errorReply(err);
           res.writeHead(status, { "content-type": "application/json" }).end(JSON.stringify(body));
           return undefined;
         });
+        if (admitted?.t === "caller-full") {
+          const { status, body } = errorReply(capExceeded("streams_per_caller", `this ${p === undefined ? "address" : "token"} has ${String(admitted.open)} dashboard event streams open (cap ${String(feed.clients.limits.maxClientsPerCaller ?? 0)} per caller); close one`));
+          res.writeHead(status, { "content-type": "application/json" }).end(JSON.stringify(body));
+        }
         if (admitted?.t === "full") {
           const { status, body } = errorReply(new WardenError(Code.Unavailable, `too many dashboard event streams open (${String(feed.clients.limits.maxClients)}); retry later`));
           res.writeHead(status, { "content-type": "application/json", "retry-after": "5" }).end(JSON.stringify(body));

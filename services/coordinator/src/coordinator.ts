@@ -15,6 +15,7 @@ import { fencedBackendConnector, type BackendClientHandle } from "./backend-conn
 import { coordinatorTransport } from "./coordinator-transport.js";
 import { withNodeCertificateCheck } from "./node-certificate-check.js";
 import { guarded, loadCoordinatorAuth, readTokenTable } from "./coordinator-auth.js";
+import { adminStreamRule, inferenceStreamRule, revocableRawStreams, revocableStreams } from "./revocable-streams.js";
 import { clientLimits, serverLimits } from "./limits-config.js";
 import { EventHub } from "./event-hub.js";
 import { inferenceService } from "./inference-service.js";
@@ -287,7 +288,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
   // With auth on, every remote registration carries a node token bound to its id (the guard checks it).
   const nodeImpl = withNodeCertificateCheck(nodeService(nodes, clock, recovery.epoch, { credentialed: authn !== undefined, caps: { maxInventory: config.limits.maxInventoryPerHeartbeat, maxOrphans: config.limits.maxOrphansPerHeartbeat }, ...(deps.ha === undefined ? {} : { ha: deps.ha }) }), transport.mutual, transport.probeAgentAddress);
   const adminImpl = adminService({ clock, loader, nodes, hub, placement, enforcement: config.enforcement, defaultStopTimeoutMs: config.stop.stopTimeoutMs, ...(deps.haStatus === undefined ? {} : { haStatus: deps.haStatus }), ...(durable === undefined || takeover === undefined ? {} : { settings: durable.settings, takeover }), ...(deps.ha === undefined ? {} : { requireCommands: () => void deps.ha?.leaderEpoch() }) });
-  server.add(AdminService, guarded(AdminService, adminImpl, authn?.admin));
+  server.add(AdminService, guarded(AdminService, authn === undefined ? adminImpl : revocableStreams(AdminService, adminImpl, authn, adminStreamRule), authn?.admin));
   // One labelled child per outcome, resolved once: `inc({ outcome })` would hash the labels on every routed call.
   const routedByOutcome = new Map<string, { inc(): void }>();
   const routed = {
@@ -304,11 +305,12 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
   };
   const metricsRef: { current: CoordinatorMetrics | undefined } = { current: undefined };
   const inference = inferenceService(loader, log.child({ component: "inference" }), routed, authn === undefined ? undefined : (model, ctx, m) => { authn.checkModel(model, ctx, m); });
-  const inferenceGuarded = guarded(InferenceService, inference, authn?.inference);
+  const inferenceGuarded = guarded(InferenceService, authn === undefined ? inference : revocableStreams(InferenceService, inference, authn, inferenceStreamRule), authn?.inference);
   server.add(InferenceService, inferenceGuarded);
   // Both ports also serve LocalAI's backend.Backend itself, every method routed as bytes (backend-router.ts), behind the inference tokens;
   // with tokens, no caller may name a file on the node (backend-path-rules.ts). Without, there is no boundary to keep.
-  const router = backendRouter(loader, log.child({ component: "backend-router" }), routed, authn === undefined ? undefined : (model, ctx, m) => { authn.inference(m, ctx, undefined); authn.checkModel(model, ctx, m); }, authn === undefined ? "pass" : "refuse");
+  const routerImpl = backendRouter(loader, log.child({ component: "backend-router" }), routed, authn === undefined ? undefined : (model, ctx, m) => { authn.inference(m, ctx, undefined); authn.checkModel(model, ctx, m); }, authn === undefined ? "pass" : "refuse");
+  const router = authn === undefined ? routerImpl : revocableRawStreams(routerImpl, authn, inferenceStreamRule);
   server.addRawService(Backend, router);
   const dataPlane = config.inferenceListen === undefined ? undefined : new LeanGrpcServer({ ...transport.dataPlane, ...serverLimits(config.limits) }).add(InferenceService, inferenceGuarded).addRawUnary(InferenceService.method.predict, authn === undefined ? inference.predictBytes : guardRawUnary(InferenceService.method.predict, inference.predictBytes, authn.inference)).addRawService(Backend, router);
   server.add(NodeService, guarded(NodeService, nodeImpl, authn?.node));

@@ -16,6 +16,7 @@ import { openAiRoutes } from "./openai-routes.js";
 import { dashboardRoutes } from "./dashboard/dashboard-routes.js";
 import type { DashboardHa } from "./dashboard/dashboard-view.js";
 import { haRoutes } from "./ha-routes.js";
+import { routeRoles } from "./route-roles.js";
 
 /** What routes on the coordinator's HTTP listener may use: its live state, in process. */
 export interface CoordinatorHttpContext {
@@ -41,8 +42,9 @@ export interface CoordinatorHttpContext {
 }
 
 /** Each module that serves on the HTTP listener: one registrar each (the dashboard adds its own here). */
-function registrars(ctx: CoordinatorHttpContext): HttpRouteRegistrar[] {
-  return [openAiRoutes(ctx), dashboardRoutes(ctx), haRoutes({ haView: ctx.haView, auth: ctx.auth })];
+function registrars(ctx: CoordinatorHttpContext, authn: Authenticator | undefined): HttpRouteRegistrar[] {
+  // Route roles first: their hooks must cover every route registered after them.
+  return [routeRoles(ctx.auth, authn, ctx.log), openAiRoutes(ctx), dashboardRoutes(ctx), haRoutes({ haView: ctx.haView, auth: ctx.auth })];
 }
 
 export interface CoordinatorHttp {
@@ -66,7 +68,7 @@ export async function startCoordinatorHttp(ctx: Omit<CoordinatorHttpContext, "au
     tls: tls === undefined ? undefined : { cert: tls.cert, key: tls.key },
     insecure: config.insecure,
     checkHost: !full.auth.enabled,
-    routes: registrars(full),
+    routes: registrars(full, ctx.authenticator),
     log: ctx.log,
   });
   return {

@@ -20,7 +20,7 @@ export function callerOf(ctx: HandlerContext): Caller {
   return ctx.peer === inProcessPeer ? { t: "in-process" } : { t: "unauthenticated", peer: ctx.peer };
 }
 
-/** One line naming the caller: `coordinator (CN "x")`, `node "gpu-1" (CN "gpu-1")`, `client certificate (CN "viewer")`, `in-process`, `unauthenticated 127.0.0.1:5000`. */
+/** One line naming the caller: `coordinator (CN "x")`, `node "gpu-1" (CN "gpu-1")`, `certificate (CN "viewer")`, `in-process`, `unauthenticated 127.0.0.1:5000`. */
 export function describeCaller(c: Caller): string {
   switch (c.t) {
     case "in-process":
@@ -31,7 +31,7 @@ export function describeCaller(c: Caller): string {
       const cn = `CN ${JSON.stringify(c.identity.commonName)}`;
       if (c.identity.isCoordinator) return `coordinator (${cn})`;
       if (c.identity.nodeId !== undefined) return `node ${JSON.stringify(c.identity.nodeId)} (${cn})`;
-      return `client certificate (${cn})`;
+      return `certificate (${cn})`;
     }
   }
 }

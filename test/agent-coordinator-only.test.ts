@@ -7,7 +7,8 @@
  * coordinator identity). Only the coordinator's certificate commands the
  * agent; the others are PERMISSION_DENIED and nothing starts or stops (the
  * process table says so); every command the agent runs is logged with who
- * asked.
+ * asked, and the coordinator's audit events of an operator's load and unload
+ * name the operator.
  */
 import { execFile } from "node:child_process";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
@@ -24,6 +25,7 @@ import { startCoordinatorProcess, type CoordinatorProcess } from "./support/coor
 import { startRemoteAgent, type RemoteAgent } from "./support/agent-process.js";
 import { newIncarnation, uniqueTag } from "./support/agent-harness.js";
 import { simModel, until } from "./support/coordinator-harness.js";
+import { withToken, writeTokensFile } from "./support/auth-tokens.js";
 
 const run = promisify(execFile);
 let dir = "";
@@ -92,20 +94,27 @@ describe("an agent under mutual TLS obeys the coordinator only", () => {
   let coordinator: CoordinatorProcess;
   let agent: RemoteAgent;
   let admin: ReturnType<typeof createClient<typeof AdminService>>;
+  /** The operator as the coordinator names it: the token's name and role, and the client certificate's CN. */
+  const operator = 'token "ops" (operator), certificate CN "admin"';
 
   beforeAll(async () => {
     const c = files("coordinator");
+    // A secured deployment: mutual TLS and tokens (an operator's, and gpu-2's node token).
+    const t = await writeTokensFile(dir, { ops: { role: "operator" }, gpu2: { role: "node", node: "gpu-2" } });
+    const nodeTokenFile = join(dir, "gpu-2.token");
+    await writeFile(nodeTokenFile, t.tokens.gpu2, { mode: 0o600 });
     coordinator = await startCoordinatorProcess(join(dir, "coordinator.yaml"), {
       listen: "127.0.0.1:0",
       stateDir: join(dir, "coordinator-state"),
       embeddedAgent: false,
       recoveryWindow: 0,
       tls: { cert: c.certFile, key: c.keyFile, ca: c.caFile },
+      auth: { tokensFile: t.path },
       models: [simModel("m")],
     });
     const own = files("gpu-2");
-    agent = await startRemoteAgent({ coordinator: coordinator.address, nodeId: "gpu-2", tag, config: { tls: { cert: own.certFile, key: own.keyFile, ca: own.caFile } } });
-    admin = createClient(AdminService, coordinator.address, { tls: tlsAs("admin") });
+    agent = await startRemoteAgent({ coordinator: coordinator.address, nodeId: "gpu-2", tag, config: { tls: { cert: own.certFile, key: own.keyFile, ca: own.caFile }, coordinatorTokenFile: nodeTokenFile } });
+    admin = createClient(AdminService, coordinator.address, { tls: tlsAs("admin"), ...withToken(t.tokens.ops) });
     await until("gpu-2 registered", async () => (await admin.listNodes({}, { timeoutMs: 20_000 })).nodes.some((n) => n.nodeId === "gpu-2"), 60_000);
   }, 120_000);
 
@@ -122,6 +131,10 @@ describe("an agent under mutual TLS obeys the coordinator only", () => {
     const start = logged(agent, "agent command").find((l) => l["method"] === "StartBackend");
     expect(start?.["caller"]).toBe('coordinator (CN "coordinator")');
     expect(start?.["model"]).toBe("m");
+    // The coordinator's side: who asked, in its log and on the audit event of the load.
+    expect(coordinator.logLines.find((l) => l["msg"] === "admin command" && l["method"] === "LoadModel")?.["actor"]).toBe(operator);
+    const ev = await coordinator.waitForEvent("backend.loaded", (e) => e.incarnation === loaded.instance?.incarnation, 30_000);
+    expect(ev["actor"]).toBe(operator);
     // The coordinator's certificate, used directly, is accepted too.
     const asCoordinator = createClient(AgentService, agent.address, { tls: tlsAs("coordinator") });
     try {
@@ -148,7 +161,9 @@ describe("an agent under mutual TLS obeys the coordinator only", () => {
         expect(list.code).toBe(Code.PermissionDenied);
         expect(list.rawMessage).toMatch(why);
         const rogue = (async () => {
-          for await (const ev of c.startBackend({ incarnation: newIncarnation(), model: "rogue", backend: "backend-sim" }, { timeoutMs: 20_000 })) void ev;
+          const seen: unknown[] = [];
+          for await (const ev of c.startBackend({ incarnation: newIncarnation(), model: "rogue", backend: "backend-sim" }, { timeoutMs: 20_000 })) seen.push(ev);
+          return seen;
         })();
         expect((await failure(rogue)).code).toBe(Code.PermissionDenied);
         const stop = await failure(c.stopBackend({ address: running?.address ?? "", incarnation: running?.incarnation ?? "", force: true, reason: "rogue" }, { timeoutMs: 20_000 }));
@@ -167,8 +182,11 @@ describe("an agent under mutual TLS obeys the coordinator only", () => {
     }, 120_000);
   }
 
-  it("runs the coordinator's stop (an operator's unload), logged with the coordinator as the caller", async () => {
+  it("runs the coordinator's stop (an operator's unload), logged with the coordinator as the caller and audited with the operator", async () => {
+    const incarnation = (await admin.listModels({}, { timeoutMs: 20_000 })).instances.find((i) => i.model === "m")?.incarnation ?? "";
     await admin.unloadModel({ model: "m", force: false }, { timeoutMs: 60_000 });
+    const ev = await coordinator.waitForEvent("eviction.started", (e) => e.incarnation === incarnation, 30_000);
+    expect(ev["actor"]).toBe(operator);
     await until("the backend stopped", async () => ((await agent.liveBackends()).length === 0 ? true : undefined), 60_000);
     const stop = logged(agent, "agent command").find((l) => l["method"] === "StopBackend");
     expect(stop?.["caller"]).toBe('coordinator (CN "coordinator")');

@@ -131,6 +131,7 @@ describe("an agent under mutual TLS obeys the coordinator only", () => {
     const start = logged(agent, "agent command").find((l) => l["method"] === "StartBackend");
     expect(start?.["caller"]).toBe('coordinator (CN "coordinator")');
     expect(start?.["model"]).toBe("m");
+    expect(coordinator.logLines.filter((l) => String(l["msg"]).startsWith("tls.cert lacks the coordinator identity"))).toEqual([]);
     // The coordinator's side: who asked, in its log and on the audit event of the load.
     expect(coordinator.logLines.find((l) => l["msg"] === "admin command" && l["method"] === "LoadModel")?.["actor"]).toBe(operator);
     const ev = await coordinator.waitForEvent("backend.loaded", (e) => e.incarnation === loaded.instance?.incarnation, 30_000);
@@ -194,7 +195,7 @@ describe("an agent under mutual TLS obeys the coordinator only", () => {
 });
 
 describe("a coordinator certificate made before coordinators carried their identity", () => {
-  it("is refused by the agent, which says how to issue a new one, and the operator's load fails saying so", async () => {
+  it("is refused by the agent, which says how to issue a new one, the operator's load fails saying so, and the coordinator warns at start", async () => {
     const c = files("coordinator-old");
     const coordinator = await startCoordinatorProcess(join(dir, "old-coordinator.yaml"), {
       listen: "127.0.0.1:0",
@@ -215,6 +216,8 @@ describe("a coordinator certificate made before coordinators carried their ident
       const refused = await until("the refusal logged", () => logged(agent, "agent command refused").find((l) => l["method"] === "StartBackend"));
       expect(refused["caller"]).toBe('certificate (CN "coordinator-old")');
       expect(String(refused["why"])).toMatch(/issue a new one with `warden certs issue coordinator <name> --out <certs dir> --san <host>`/);
+      const warned = coordinator.logLines.find((l) => String(l["msg"]).startsWith("tls.cert lacks the coordinator identity"));
+      expect(warned?.["msg"]).toMatch(/agents under mutual TLS will refuse every command from this coordinator.*warden certs issue coordinator/);
     } finally {
       admin.close();
       await agent.cleanup();

@@ -12,6 +12,7 @@ import { servePrometheus, type Agent } from "@warden/agent";
 import { embeddedAgentConfig, startEmbeddedNode } from "./embedded-node.js";
 import type { CoordinatorConfig } from "./coordinator-config.js";
 import { auditedAdminService } from "./admin-actor.js";
+import { warnWithoutCoordinatorIdentity } from "./coordinator-identity-check.js";
 import { fencedBackendConnector, type BackendClientHandle } from "./backend-connector.js";
 import { coordinatorTransport } from "./coordinator-transport.js";
 import { withNodeCertificateCheck } from "./node-certificate-check.js";
@@ -118,6 +119,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
   const authn = auth.authenticator;
   // Certificate files are read and checked before anything listens (a bad one fails the start).
   const transport = coordinatorTransport(config, auth.backendHeaders, clientLimits(config.limits));
+  warnWithoutCoordinatorIdentity(config.tls, log);
   const server = new GrpcServer({ ...transport.controlPlane, ...serverLimits(config.limits) });
   // `warden.audit` serves only while the outbox is healthy and, with NATS
   // configured, the audit stream is confirmed on the current connection.

@@ -1,17 +1,34 @@
+import { Metadata } from "@grpc/grpc-js";
 import type { Logger } from "@warden/common";
 import { guardService, peerIdentity, type HandlerContext, type ServiceImpl } from "@warden/grpc";
 import { AdminService } from "@warden/proto";
 import { adminRoleFor, type Authenticator } from "./authenticator.js";
 import { adminService, type AdminDeps } from "./admin-service.js";
+import type { Principal } from "./token-table.js";
 
 /** An actor longer than this is cut: token names and certificate CNs are short; the event must stay small. */
 const maxActorLength = 256;
 
 /**
+ * Metadata by which the dashboard, calling the Admin API in process, says
+ * whose button it runs. Read only from in-process calls: a remote caller's
+ * metadata is its own word, its peer never "in-process".
+ */
+const dashboardActorKey = "x-warden-dashboard-actor";
+
+/** Call metadata naming the dashboard user whose action runs: the token's name and role (auth on), and the browser's address. */
+export function dashboardActorMetadata(p: Principal | undefined, remoteAddress: string): Metadata {
+  const m = new Metadata();
+  m.set(dashboardActorKey, `dashboard${p === undefined ? "" : `, token ${JSON.stringify(p.name)} (${p.role})`}, from ${remoteAddress}`.slice(0, maxActorLength));
+  return m;
+}
+
+/**
  * Who made an Admin API call, as audit events and log lines name it: the
  * token's name and role when auth is on, the client certificate's CN under
- * mutual TLS (both when both), `in-process` for the dashboard's calls (it
- * checked the browser's token itself), else `unauthenticated <peer>`.
+ * mutual TLS (both when both), the dashboard user for the dashboard's
+ * in-process calls (it checked the browser's token itself), else
+ * `unauthenticated <peer>`.
  * Never the token itself.
  */
 export function adminActorOf(authn: Authenticator | undefined, ctx: HandlerContext): string {
@@ -20,7 +37,11 @@ export function adminActorOf(authn: Authenticator | undefined, ctx: HandlerConte
   if (p !== undefined) parts.push(`token ${JSON.stringify(p.name)} (${p.role})`);
   const cert = peerIdentity(ctx);
   if (cert !== undefined) parts.push(`certificate CN ${JSON.stringify(cert.commonName)}`);
-  if (parts.length === 0) parts.push(ctx.peer === "in-process" ? "in-process" : `unauthenticated ${ctx.peer}`);
+  if (parts.length === 0 && ctx.peer === "in-process") {
+    const dashboard = ctx.metadata.get(dashboardActorKey)[0];
+    parts.push(typeof dashboard === "string" && dashboard !== "" ? dashboard : "in-process");
+  }
+  if (parts.length === 0) parts.push(`unauthenticated ${ctx.peer}`);
   return parts.join(", ").slice(0, maxActorLength);
 }
 

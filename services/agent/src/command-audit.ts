@@ -6,6 +6,9 @@ import { callerOf, describeCaller } from "./caller-identity.js";
 /** The AgentService methods that change what runs on the node: each call is logged with who asked. */
 const commands = new Set(["StartBackend", "StopBackend", "StopOrphan"]);
 
+/** Longer strings are cut in the log line: the request is not validated yet, and a line must stay small. */
+const maxLoggedChars = 256;
+
 /** The request fields worth an audit line (never options or environment: they may hold secrets). */
 function summary(input: unknown): Record<string, unknown> {
   if (typeof input !== "object" || input === null) return {};
@@ -14,7 +17,7 @@ function summary(input: unknown): Record<string, unknown> {
   for (const k of ["incarnation", "model", "backend", "address", "pid", "force", "reason", "leaderEpoch"]) {
     const v = r[k];
     if (v === undefined || v === "") continue;
-    out[k] = typeof v === "bigint" ? v.toString() : v;
+    out[k] = typeof v === "bigint" ? v.toString() : typeof v === "string" ? v.slice(0, maxLoggedChars) : v;
   }
   return out;
 }

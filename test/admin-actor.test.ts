@@ -67,8 +67,8 @@ describe("audit events name the operator who asked", () => {
     const logged = coord.logLines.filter((l) => l["msg"] === "admin command").map((l) => [l["method"], l["actor"], l["model"]]);
     expect(logged).toEqual(expect.arrayContaining([["LoadModel", 'token "ops" (operator)', "by-api"], ["UnloadModel", 'token "ops" (operator)', "by-api"]]));
     // The embedded agent ran both commands for the coordinator, in process.
-    const agentCommands = coord.logLines.filter((l) => l["msg"] === "agent command" && l["incarnation"] === incarnation).map((l) => [l["method"], l["caller"]]);
-    expect(agentCommands).toEqual(expect.arrayContaining([["StartBackend", "in-process"], ["StopBackend", "in-process"]]));
+    const agentCommands = coord.logLines.filter((l) => l["msg"] === "agent command" && l["incarnation"] === incarnation).map((l) => [l["method"], l["caller"], l["requestedBy"]]);
+    expect(agentCommands).toEqual(expect.arrayContaining([["StartBackend", "in-process", 'token "ops" (operator)'], ["StopBackend", "in-process", 'token "ops" (operator)']]));
   }, 120_000);
 
   it("a dashboard button: the browser user's token, and where the browser was", async () => {
@@ -92,5 +92,8 @@ describe("audit events name the operator who asked", () => {
     const ev = await coord.waitForEvent("backend.loaded", (e) => e.model === "by-inference");
     expect(ev.incarnation).not.toBe("");
     expect(ev["actor"]).toBeUndefined();
+    const start = coord.logLines.find((l) => l["msg"] === "agent command" && l["method"] === "StartBackend" && l["incarnation"] === ev.incarnation);
+    expect(start?.["caller"]).toBe("in-process");
+    expect(start).not.toHaveProperty("requestedBy");
   }, 120_000);
 });

@@ -131,6 +131,8 @@ describe("an agent under mutual TLS obeys the coordinator only", () => {
     const start = logged(agent, "agent command").find((l) => l["method"] === "StartBackend");
     expect(start?.["caller"]).toBe('coordinator (CN "coordinator")');
     expect(start?.["model"]).toBe("m");
+    // The coordinator says on whose behalf; the agent logs it next to the caller it verified.
+    expect(start?.["requestedBy"]).toBe(operator);
     expect(coordinator.logLines.filter((l) => String(l["msg"]).startsWith("tls.cert lacks the coordinator identity"))).toEqual([]);
     // The coordinator's side: who asked, in its log and on the audit event of the load.
     expect(coordinator.logLines.find((l) => l["msg"] === "admin command" && l["method"] === "LoadModel")?.["actor"]).toBe(operator);
@@ -191,6 +193,7 @@ describe("an agent under mutual TLS obeys the coordinator only", () => {
     await until("the backend stopped", async () => ((await agent.liveBackends()).length === 0 ? true : undefined), 60_000);
     const stop = logged(agent, "agent command").find((l) => l["method"] === "StopBackend");
     expect(stop?.["caller"]).toBe('coordinator (CN "coordinator")');
+    expect(stop?.["requestedBy"]).toBe(operator);
   }, 120_000);
 });
 

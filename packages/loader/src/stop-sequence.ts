@@ -80,7 +80,7 @@ export async function stopSequence<H extends BackendHandle>(s: LoaderState<H>, c
       try {
         if (agent === undefined) throw new WardenError(Code.Unavailable, `node "${c.nodeId}" has no connected agent`);
         const rpc = new AbortController();
-        const ans = await s.stopRpcs.send(agent, { address: c.address, incarnation: c.incarnation, force: c.force, reason: c.reason }, { signal: rpc.signal, timeoutMs: s.timings.stopRpcTimeoutMs });
+        const ans = await s.stopRpcs.send(agent, { address: c.address, incarnation: c.incarnation, force: c.force, reason: c.reason, ...(override?.actor === undefined ? {} : { requestedBy: override.actor }) }, { signal: rpc.signal, timeoutMs: s.timings.stopRpcTimeoutMs });
         if (dropAfter) dropHeld(s, c.incarnation);
         await clearIntent(s, c.incarnation);
         return ans.t === "stopped" ? { t: "stopped" } : { t: "alreadyGone" };

@@ -14,7 +14,7 @@ function summary(input: unknown): Record<string, unknown> {
   if (typeof input !== "object" || input === null) return {};
   const r = input as Record<string, unknown>;
   const out: Record<string, unknown> = {};
-  for (const k of ["incarnation", "model", "backend", "address", "pid", "force", "reason", "leaderEpoch"]) {
+  for (const k of ["incarnation", "model", "backend", "address", "pid", "force", "reason", "leaderEpoch", "requestedBy"]) {
     const v = r[k];
     if (v === undefined || v === "") continue;
     out[k] = typeof v === "bigint" ? v.toString() : typeof v === "string" ? v.slice(0, maxLoggedChars) : v;

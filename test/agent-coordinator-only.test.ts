@@ -43,15 +43,19 @@ async function failure(p: Promise<unknown>): Promise<WardenError> {
   throw new Error("expected the call to fail");
 }
 
-/** A coordinator certificate as `warden certs` made them before coordinators carried their identity: same CA, same subject, no URI SAN. */
-async function mintOldCoordinatorCert(name: string): Promise<void> {
+/**
+ * A certificate from the same CA that `warden certs` does not make: by
+ * default a coordinator certificate as it was made before coordinators
+ * carried their identity (same subject, no URI SAN).
+ */
+async function mintCert(name: string, san = "DNS:localhost,IP:127.0.0.1,IP:::1"): Promise<void> {
   const key = join(certs, `${name}-key.pem`);
   const csr = join(dir, `${name}.csr`);
   const ext = join(dir, `${name}.cnf`);
   await run("openssl", ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", key]);
-  await writeFile(ext, "basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth,clientAuth\nsubjectAltName=DNS:localhost,IP:127.0.0.1,IP:::1\n");
+  await writeFile(ext, `basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth,clientAuth\nsubjectAltName=${san}\n`);
   await run("openssl", ["req", "-new", "-key", key, "-subj", `/O=Warden/OU=coordinator/CN=${name}`, "-out", csr]);
-  await run("openssl", ["x509", "-req", "-in", csr, "-CA", join(certs, "ca.pem"), "-CAkey", join(certs, "ca-key.pem"), "-set_serial", "0x01", "-days", "30", "-sha256", "-extfile", ext, "-out", join(certs, `${name}.pem`)]);
+  await run("openssl", ["x509", "-req", "-in", csr, "-CA", join(certs, "ca.pem"), "-CAkey", join(certs, "ca-key.pem"), "-set_serial", `0x${Buffer.from(name).toString("hex")}`, "-days", "30", "-sha256", "-extfile", ext, "-out", join(certs, `${name}.pem`)]);
 }
 
 /** The agent's JSON log lines with message `msg`. */
@@ -71,7 +75,9 @@ beforeAll(async () => {
   certs = join(dir, "certs");
   await certsInit({ out: certs, agents: ["gpu-1", "gpu-2"] });
   await certsIssue({ out: certs, kind: "client", name: "viewer" });
-  await mintOldCoordinatorCert("coordinator-old");
+  await mintCert("coordinator-old");
+  // Names the coordinator and a node: it is neither's coordinator.
+  await mintCert("hybrid", "DNS:localhost,URI:urn:warden:coordinator,URI:urn:warden:node:gpu-1");
 }, 60_000);
 
 afterAll(async () => {
@@ -87,6 +93,7 @@ describe("warden certs", () => {
     expect(id("admin").isCoordinator).toBe(false);
     expect(id("viewer").isCoordinator).toBe(false);
     expect(id("coordinator-old").isCoordinator).toBe(false);
+    expect(id("hybrid").isCoordinator).toBe(false);
   });
 });
 
@@ -152,6 +159,7 @@ describe("an agent under mutual TLS obeys the coordinator only", () => {
     ["an admin's client certificate", "admin", /certificate \(CN "admin"\) does not carry the coordinator identity/],
     ["another node's certificate", "gpu-1", /certificate is issued to node "gpu-1"; only the coordinator may command an agent/],
     ["the agent's own node certificate", "gpu-2", /certificate is issued to node "gpu-2"/],
+    ["a certificate naming both the coordinator and a node", "hybrid", /certificate is issued to node "gpu-1"/],
   ] as const) {
     it(`${who} cannot command an agent: ListBackends, StartBackend and StopBackend are PERMISSION_DENIED and nothing starts or stops`, async () => {
       const running = (await admin.listModels({}, { timeoutMs: 20_000 })).instances.find((i) => i.model === "m");

@@ -5,6 +5,8 @@ interface Base {
   readonly model: string;
   readonly address: string;
   readonly incarnation: string;
+  /** Who asked for this (an operator's principal, as the coordinator names it); absent for the loader's own decisions. */
+  readonly actor?: string;
 }
 
 /**

@@ -10,7 +10,8 @@ import { describeAuditLinkState, startAuditLink, type AuditLink, type NatsCreden
 import { servePrometheus, type Agent } from "@warden/agent";
 import { embeddedAgentConfig, startEmbeddedNode } from "./embedded-node.js";
 import type { CoordinatorConfig } from "./coordinator-config.js";
-import { adminService } from "./admin-service.js";
+import { auditedAdminService } from "./admin-actor.js";
+import { warnWithoutCoordinatorIdentity } from "./coordinator-identity-check.js";
 import { fencedBackendConnector, type BackendClientHandle } from "./backend-connector.js";
 import { coordinatorTransport } from "./coordinator-transport.js";
 import { withNodeCertificateCheck } from "./node-certificate-check.js";
@@ -120,6 +121,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
   const authn = auth.authenticator;
   // Certificate files are read and checked before anything listens (a bad one fails the start).
   const transport = coordinatorTransport(config, auth.backendHeaders, clientLimits(config.limits));
+  warnWithoutCoordinatorIdentity(config.tls, log);
   const server = new GrpcServer({ ...transport.controlPlane, ...serverLimits(config.limits) });
   // `warden.audit` serves only while the outbox is healthy and, with NATS
   // configured, the audit stream is confirmed on the current connection.
@@ -287,7 +289,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
 
   // With auth on, every remote registration carries a node token bound to its id (the guard checks it).
   const nodeImpl = withNodeCertificateCheck(nodeService(nodes, clock, recovery.epoch, { credentialed: authn !== undefined, caps: { maxInventory: config.limits.maxInventoryPerHeartbeat, maxOrphans: config.limits.maxOrphansPerHeartbeat }, ...(deps.ha === undefined ? {} : { ha: deps.ha }) }), transport.mutual, transport.probeAgentAddress);
-  const adminImpl = adminService({ clock, loader, nodes, hub, placement, enforcement: config.enforcement, defaultStopTimeoutMs: config.stop.stopTimeoutMs, ...(deps.haStatus === undefined ? {} : { haStatus: deps.haStatus }), ...(durable === undefined || takeover === undefined ? {} : { settings: durable.settings, takeover }), ...(deps.ha === undefined ? {} : { requireCommands: () => void deps.ha?.leaderEpoch() }) });
+  const adminImpl = auditedAdminService(authn, log, { clock, loader, nodes, hub, placement, enforcement: config.enforcement, defaultStopTimeoutMs: config.stop.stopTimeoutMs, ...(deps.haStatus === undefined ? {} : { haStatus: deps.haStatus }), ...(durable === undefined || takeover === undefined ? {} : { settings: durable.settings, takeover }), ...(deps.ha === undefined ? {} : { requireCommands: () => void deps.ha?.leaderEpoch() }) });
   server.add(AdminService, guarded(AdminService, authn === undefined ? adminImpl : revocableStreams(AdminService, adminImpl, authn, adminStreamRule), authn?.admin));
   // One labelled child per outcome, resolved once: `inc({ outcome })` would hash the labels on every routed call.
   const routedByOutcome = new Map<string, { inc(): void }>();

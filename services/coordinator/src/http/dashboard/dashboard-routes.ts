@@ -3,6 +3,7 @@ import { AdminService } from "@warden/proto";
 import { inProcessClient } from "@warden/grpc";
 import { Code, WardenError, capExceeded, invalidArgument } from "@warden/common";
 import { adminRoleFor } from "../../authenticator.js";
+import { dashboardActorMetadata } from "../../admin-actor.js";
 import { checkId } from "../../check-id.js";
 import type { Principal } from "../../token-table.js";
 import type { CoordinatorHttpContext } from "../coordinator-http.js";
@@ -128,7 +129,7 @@ export function dashboardRoutes(ctx: DashboardContext, options: DashboardOptions
         ctx.auth.principal(request);
         const action = parseAction(request.params.action, request.body);
         ctx.auth.requireRole(request, adminRoleFor(adminMethodOf[action.t]));
-        const result = await runAction(admin, action, { signal: callSignal(reply, ctx.config().http.callTimeoutMs) });
+        const result = await runAction(admin, action, { signal: callSignal(reply, ctx.config().http.callTimeoutMs), metadata: dashboardActorMetadata(ctx.auth.principal(request), request.ip) });
         return reply.header("cache-control", "no-store").send(result);
       });
     });

@@ -152,10 +152,18 @@ describe("one leader per epoch through a lease stream leader change", { timeout:
     for (let i = 0; i < 4; i++) spawn();
     await Promise.race(all.map((k) => k.waitFor((e) => e.ev === "leader")));
     const kills = 6;
+    // Each round waits for a stream leader and a lease holder, bounded on its own so that a member
+    // that never leads again fails here, naming the round, with the fleet's and the servers' account
+    // (a slow machine only makes the rounds longer; the test's timeout leaves room for all of them).
+    const roundWaitMs = 90_000;
+    let roundFrom = Date.now();
     for (let kill = 0; kill < kills; ) {
       const leader = await streamLeader(watcher, `KV_${bucket}`);
       const leading = [...keepers].find((k) => k.leading() !== undefined);
       if (leader === undefined || leading === undefined) {
+        if (Date.now() - roundFrom > roundWaitMs) {
+          throw new Error(`before kill ${String(kill + 1)}: ${leader === undefined ? "no stream leader" : "no lease holder"} within ${String(roundWaitMs / 1000)} s\n${describeFleet(all)}\n${await cluster.describe()}`);
+        }
         await sleep(250); // no stream leader (an election after the last restart) or no lease holder yet
         continue;
       }
@@ -168,6 +176,7 @@ describe("one leader per epoch through a lease stream leader change", { timeout:
       // A few leases and a stream leader election, then the server comes back (and may lead again).
       await sleep(4_000);
       await cluster.restart(leader);
+      roundFrom = Date.now();
     }
     // Quiet period: whoever leads now keeps leading, and every other member has noticed.
     const live = [...keepers];
@@ -179,7 +188,7 @@ describe("one leader per epoch through a lease stream leader change", { timeout:
     console.log(`stream leader kills: ${String(report.epochs)} epochs led, ${String(report.takeovers)} takeovers, members ${all.map((k) => k.holder).join(",")}`);
     expect(report.violations).toEqual([]);
     expect(report.epochs).toBeGreaterThan(1);
-  });
+  }, 6 * 100_000 + 120_000);
 });
 
 /** The leaders of `ks` once exactly one leads and no role changed for 5 s (more than a lease), or at the deadline. */

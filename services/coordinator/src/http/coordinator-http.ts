@@ -16,6 +16,7 @@ import { openAiRoutes } from "./openai-routes.js";
 import { dashboardRoutes } from "./dashboard/dashboard-routes.js";
 import type { DashboardHa } from "./dashboard/dashboard-view.js";
 import { haRoutes } from "./ha-routes.js";
+import { authenticateFirst } from "./auth-first.js";
 
 /** What routes on the coordinator's HTTP listener may use: its live state, in process. */
 export interface CoordinatorHttpContext {
@@ -42,7 +43,7 @@ export interface CoordinatorHttpContext {
 
 /** Each module that serves on the HTTP listener: one registrar each (the dashboard adds its own here). */
 function registrars(ctx: CoordinatorHttpContext): HttpRouteRegistrar[] {
-  return [openAiRoutes(ctx), dashboardRoutes(ctx), haRoutes({ haView: ctx.haView, auth: ctx.auth })];
+  return [authenticateFirst(ctx.auth), openAiRoutes(ctx), dashboardRoutes(ctx), haRoutes({ haView: ctx.haView, auth: ctx.auth })];
 }
 
 export interface CoordinatorHttp {

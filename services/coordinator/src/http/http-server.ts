@@ -1,7 +1,7 @@
 import type { SecureContextOptions } from "node:tls";
 import { fastify, type FastifyError, type FastifyInstance, type FastifyReply } from "fastify";
 import { Code, WardenError, type Logger } from "@warden/common";
-import { checkPlaintextListen } from "@warden/grpc";
+import { capConnections, checkPlaintextListen } from "@warden/grpc";
 import type { HttpLimits } from "./http-settings.js";
 import { errorBody, httpStatusOf } from "./openai-errors.js";
 
@@ -91,9 +91,12 @@ export async function startHttpServer(o: HttpServerOptions): Promise<HttpServer>
     // Streams that never end by themselves (SSE) must not hold close() up.
     forceCloseConnections: true,
     return503OnClosing: true,
-    ...(o.tls === undefined ? {} : { https: { cert: o.tls.cert, key: o.tls.key, minVersion: "TLSv1.2" as const } }),
+    ...(o.tls === undefined ? {} : { https: { cert: o.tls.cert, key: o.tls.key, minVersion: "TLSv1.2" as const, handshakeTimeout: l.handshakeTimeoutMs } }),
   }) as unknown as FastifyInstance;
   app.server.maxConnections = l.maxConnections;
+  app.server.headersTimeout = l.headersTimeoutMs;
+  // Per IP, on accept: idle or slow sockets from one peer fill its own quota, not the listener's.
+  capConnections(app.server, l);
   app.setErrorHandler((err: FastifyError, request, reply) => {
     const e = err instanceof WardenError ? err : frameworkError(err);
     const status = httpStatusOf(e);

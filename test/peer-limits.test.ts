@@ -65,7 +65,7 @@ describe("HTTP listener: unauthenticated peers", () => {
     const growth = procMemoryBytes(p.pid, "VmHWM") - before;
     expect(outcomes.map((o) => o.status)).toEqual(Array.from({ length: uploads }, () => 401));
     // Buffering the bodies would hold at least what was sent (288 MiB here); a quarter of it is far above anything else.
-    expect(growth).toBeLessThan((uploads * bodyBytes) / 4);
+    expect(growth, `resident memory grew ${String(Math.round(growth / mib))} MiB`).toBeLessThan((uploads * bodyBytes) / 4);
     // The dashboard's page is public (it then asks for a token); a dashboard call without one is refused in its own shape.
     expect((await fetch(`http://${http}/`)).status).toBe(200);
     const refused = await fetch(`http://${http}/api/dashboard/snapshot`, { method: "POST", body: "x".repeat(1024) });
@@ -74,10 +74,17 @@ describe("HTTP listener: unauthenticated peers", () => {
     expect(await refused.json()).toMatchObject({ error: { code: "unauthenticated" } });
   }, 180_000);
 
+  it("a peer that ignores the 401 and keeps streaming is cut off", async () => {
+    // A body of 1 TiB announced: before, the refusal (413) left the connection open and its bytes were read for up to http.requestTimeout (5 min).
+    const o = await unauthenticatedUpload(http, "/v1/embeddings", 1024 * 1024 * mib, 60_000, { ignoreReply: true });
+    expect(o.status).toBe(401);
+    expect(o.closedByServer).toBe(true);
+  }, 120_000);
+
   it("idle sockets from one address fill only that address's quota: a dashboard call from another is served", async () => {
     const flood = await idleFlood(http, otherPeer, 256 + 100);
     try {
-      const r = await fetch(`http://${http}/api/dashboard/snapshot`, { headers: { authorization: `Bearer ${tokens.viewer}` } });
+      const r = await fetch(`http://${http}/api/dashboard/snapshot`, { headers: { authorization: `Bearer ${tokens.viewer}` }, signal: AbortSignal.timeout(30_000) });
       expect(r.status).toBe(200);
       // Past its quota the address's sockets were closed as they arrived.
       expect(await eventually(() => flood.open() <= 64, 30_000)).toBe(true);

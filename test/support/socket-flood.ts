@@ -39,6 +39,8 @@ export async function idleFlood(address: string, from: string, count: number): P
       const s = connect({ host, port, localAddress: from });
       sockets.push(s);
       s.on("error", () => undefined);
+      // Drop whatever the server sends (an HTTP/2 SETTINGS): a paused socket would never see the server's end.
+      s.resume();
       batch.push(
         new Promise<void>((resolve) => {
           s.once("connect", () => {
@@ -71,34 +73,42 @@ export interface UploadOutcome {
   readonly status: number;
   /** Body bytes written before the reply came or the connection closed. */
   readonly bodyBytesSent: number;
+  /** Whether the server closed the connection before the deadline. */
+  readonly closedByServer: boolean;
 }
 
 /**
  * POSTs `bodyBytes` of JSON to `path` with no token, 64 KiB at a time (waiting
- * for the socket to drain), and stops writing as soon as any reply arrives;
- * resolves when the connection closes or `deadlineMs` after the start.
+ * for the socket to drain), and stops writing as soon as any reply arrives
+ * (unless `ignoreReply`: a hostile peer that keeps streaming); resolves when
+ * the connection closes or `deadlineMs` after the start.
  */
-export function unauthenticatedUpload(address: string, path: string, bodyBytes: number, deadlineMs: number): Promise<UploadOutcome> {
+export function unauthenticatedUpload(address: string, path: string, bodyBytes: number, deadlineMs: number, o: { readonly ignoreReply?: boolean } = {}): Promise<UploadOutcome> {
   const { host, port } = hostPort(address);
   return new Promise((resolve) => {
-    const s = connect({ host, port });
+    // A hostile peer keeps its side open when the server half-closes.
+    const s = connect({ host, port, allowHalfOpen: o.ignoreReply === true });
     let reply = "";
     let sent = 0;
     let done = false;
-    const finish = (): void => {
+    const finish = (closedByServer: boolean): void => {
       if (done) return;
       done = true;
       clearTimeout(timer);
       s.destroy();
       const m = /^HTTP\/1\.1 (\d{3})/.exec(reply);
-      resolve({ status: m === null ? 0 : Number(m[1]), bodyBytesSent: sent });
+      resolve({ status: m === null ? 0 : Number(m[1]), bodyBytesSent: sent, closedByServer });
     };
-    const timer = setTimeout(finish, deadlineMs);
+    const timer = setTimeout(() => {
+      finish(false);
+    }, deadlineMs);
     s.on("error", () => undefined);
-    s.on("close", finish);
+    s.on("close", () => {
+      finish(true);
+    });
     s.setEncoding("latin1").on("data", (d: string) => {
       reply += d;
-      if (reply.includes("\r\n\r\n")) finish();
+      if (reply.includes("\r\n\r\n") && o.ignoreReply !== true) finish(false);
     });
     const head = '{"model":"m","input":"';
     const tail = '"}';

@@ -11,6 +11,9 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Health } from "@warden/proto";
 import { clientTlsOf, createClient, createH2Client, readTlsMaterial } from "@warden/grpc";
+import { isWardenError } from "@warden/common";
+import { resolveCoordinatorConfig } from "@warden/coordinator";
+import { parseAgentLimits } from "../services/agent/src/agent-limits-config.js";
 import { certsInit } from "../services/cli/src/certs.js";
 import { writeTokensFile } from "./support/auth-tokens.js";
 import { startCoordinatorProcess, type CoordinatorProcess } from "./support/coordinator-process.js";
@@ -37,6 +40,34 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
+});
+
+/** The field an INVALID_ARGUMENT names, or what was thrown instead. */
+function fieldOf(f: () => unknown): unknown {
+  try {
+    f();
+  } catch (err) {
+    return isWardenError(err) ? err.details["field"] : err;
+  }
+  return "accepted";
+}
+
+describe("connection limit settings", () => {
+  it("have defaults, and a bad value is INVALID_ARGUMENT naming the field (coordinator http: and limits:, agent limits:)", () => {
+    const c = resolveCoordinatorConfig({});
+    expect(c.http).toMatchObject({ maxConnections: 1024, maxConnectionsPerPeer: 64, headersTimeoutMs: 30_000, handshakeTimeoutMs: 10_000 });
+    expect(c.limits.peerCaps).toEqual({ maxConnectionsPerPeer: 64, maxConnections: 4096, handshakeTimeoutMs: 10_000, idleTimeoutMs: 300_000 });
+    expect(resolveCoordinatorConfig({ http: { maxConnectionsPerPeer: 8, headersTimeout: "5s" }, limits: { maxConnectionsPerPeer: 4, idleConnectionTimeout: "30s" } })).toMatchObject({ http: { maxConnectionsPerPeer: 8, headersTimeoutMs: 5_000 }, limits: { peerCaps: { maxConnectionsPerPeer: 4, idleTimeoutMs: 30_000 } } });
+    expect(fieldOf(() => resolveCoordinatorConfig({ http: { maxConnectionsPerPeer: 0 } }))).toBe("http.maxConnectionsPerPeer");
+    expect(fieldOf(() => resolveCoordinatorConfig({ http: { headersTimeout: "2h" } }))).toBe("http.headersTimeout");
+    expect(fieldOf(() => resolveCoordinatorConfig({ http: { headersTimeout: "2m", requestTimeout: "1m" } }))).toBe("http.headersTimeout");
+    expect(fieldOf(() => resolveCoordinatorConfig({ http: { handshakeTimeout: "1ms" } }))).toBe("http.handshakeTimeout");
+    expect(fieldOf(() => resolveCoordinatorConfig({ limits: { maxConnectionsPerPeer: 70_000 } }))).toBe("limits.maxConnectionsPerPeer");
+    expect(fieldOf(() => resolveCoordinatorConfig({ limits: { handshakeTimeout: "soon" } }))).toBe("limits.handshakeTimeout");
+    expect(parseAgentLimits({ maxConnections: 10 }).peerCaps.maxConnections).toBe(10);
+    expect(fieldOf(() => parseAgentLimits({ idleConnectionTimeout: 0 }))).toBe("limits.idleConnectionTimeout");
+    expect(fieldOf(() => parseAgentLimits({ maxConnectionsPerPeer: -1 }))).toBe("limits.maxConnectionsPerPeer");
+  });
 });
 
 describe("HTTP listener: unauthenticated peers", () => {

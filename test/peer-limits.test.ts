@@ -16,6 +16,8 @@ import { resolveCoordinatorConfig } from "@warden/coordinator";
 import { parseAgentLimits } from "../services/agent/src/agent-limits-config.js";
 import { certsInit } from "../services/cli/src/certs.js";
 import { writeTokensFile } from "./support/auth-tokens.js";
+import { startAgentProcess, writeAgentConfig } from "./support/agent-process.js";
+import { randomPortRange } from "./support/coordinator-harness.js";
 import { startCoordinatorProcess, type CoordinatorProcess } from "./support/coordinator-process.js";
 import { idleFlood, procMemoryBytes, unauthenticatedUpload } from "./support/socket-flood.js";
 
@@ -99,6 +101,9 @@ describe("HTTP listener: unauthenticated peers", () => {
     expect(growth, `resident memory grew ${String(Math.round(growth / mib))} MiB`).toBeLessThan((uploads * bodyBytes) / 4);
     // The dashboard's page is public (it then asks for a token); a dashboard call without one is refused in its own shape.
     expect((await fetch(`http://${http}/`)).status).toBe(200);
+    // …asked for with no body: a public route with one needs a token like the rest (nothing unauthenticated is read).
+    const withBody = await unauthenticatedUpload(http, "/", mib, 60_000, { method: "GET" });
+    expect(withBody.status).toBe(401);
     const refused = await fetch(`http://${http}/api/dashboard/snapshot`, { method: "POST", body: "x".repeat(1024) });
     expect(refused.status).toBe(401);
     expect(refused.headers.get("connection")).toBe("close");
@@ -166,6 +171,24 @@ describe("gRPC listeners: idle and slow peers", () => {
       flood.destroy();
     }
   }, 120_000);
+
+  it("the agent's port does the same", async () => {
+    const cfg = join(dir, "agent.yaml");
+    await writeAgentConfig(cfg, { nodeId: "gpu-1", stateDir: join(dir, "agent-state"), ports: randomPortRange(4), nvidiaSmi: "", catalog: { "backend-sim": { builtin: "backend-sim" } }, tls: { cert: join(certs, "gpu-1.pem"), key: join(certs, "gpu-1-key.pem"), ca: join(certs, "ca.pem") } });
+    const agent = await startAgentProcess(cfg, [], 60_000);
+    const cap = grpcPerPeerCap;
+    const flood = await idleFlood(agent.address, otherPeer, cap + 100);
+    const client = createClient(Health, agent.address, { tls: { ...tls(), serverName: "localhost" } });
+    try {
+      expect(await eventually(() => flood.open() <= cap, 30_000)).toBe(true);
+      expect((await client.check({ service: "" }, { timeoutMs: 20_000 })).status).toBe(1);
+      expect(await eventually(() => flood.open() === 0, grpcHandshakeTimeoutMs + 40_000)).toBe(true);
+    } finally {
+      client.close();
+      flood.destroy();
+      await agent.terminate();
+    }
+  }, 150_000);
 
   it("the data-plane port does the same", async () => {
     const cap = grpcPerPeerCap;

@@ -78,12 +78,12 @@ export interface UploadOutcome {
 }
 
 /**
- * POSTs `bodyBytes` of JSON to `path` with no token, 64 KiB at a time (waiting
+ * Sends `bodyBytes` of JSON (POST unless `method`) to `path` with no token, 64 KiB at a time (waiting
  * for the socket to drain), and stops writing as soon as any reply arrives
  * (unless `ignoreReply`: a hostile peer that keeps streaming); resolves when
  * the connection closes or `deadlineMs` after the start.
  */
-export function unauthenticatedUpload(address: string, path: string, bodyBytes: number, deadlineMs: number, o: { readonly ignoreReply?: boolean } = {}): Promise<UploadOutcome> {
+export function unauthenticatedUpload(address: string, path: string, bodyBytes: number, deadlineMs: number, o: { readonly ignoreReply?: boolean; readonly method?: string } = {}): Promise<UploadOutcome> {
   const { host, port } = hostPort(address);
   return new Promise((resolve) => {
     // A hostile peer keeps its side open when the server half-closes.
@@ -114,7 +114,7 @@ export function unauthenticatedUpload(address: string, path: string, bodyBytes: 
     const tail = '"}';
     const chunk = Buffer.alloc(64 * 1024, "x");
     s.once("connect", () => {
-      s.write(`POST ${path} HTTP/1.1\r\nHost: ${address}\r\nContent-Type: application/json\r\nContent-Length: ${String(bodyBytes)}\r\n\r\n${head}`);
+      s.write(`${o.method ?? "POST"} ${path} HTTP/1.1\r\nHost: ${address}\r\nContent-Type: application/json\r\nContent-Length: ${String(bodyBytes)}\r\n\r\n${head}`);
       sent = head.length;
       const pump = (): void => {
         while (!done && s.writable) {

@@ -43,8 +43,11 @@ function lingerOnClose(socket: Socket): void {
   };
 }
 
+/** A public route asked for with no body: one that comes with a body needs a token like any other request (body limit 0 until authenticated). */
 function isPublic(request: FastifyRequest): boolean {
   if (request.method !== "GET" && request.method !== "HEAD") return false;
+  const h = request.headers;
+  if (h["transfer-encoding"] !== undefined || (h["content-length"] !== undefined && h["content-length"] !== "0")) return false;
   return publicHttpRoutes.has(request.url.split("?")[0] ?? "");
 }
 

@@ -19,7 +19,7 @@ import { writeTokensFile } from "./support/auth-tokens.js";
 import { startAgentProcess, writeAgentConfig } from "./support/agent-process.js";
 import { randomPortRange } from "./support/coordinator-harness.js";
 import { startCoordinatorProcess, type CoordinatorProcess } from "./support/coordinator-process.js";
-import { idleFlood, procMemoryBytes, unauthenticatedUpload } from "./support/socket-flood.js";
+import { idleFlood, procMemoryBytes, resetPeakMemory, unauthenticatedUpload } from "./support/socket-flood.js";
 
 const mib = 1024 * 1024;
 const otherPeer = "127.0.0.2";
@@ -92,6 +92,8 @@ describe("HTTP listener: unauthenticated peers", () => {
   it("refuses an upload without a token on its headers: 401 to each, and the coordinator's memory does not grow with the bytes sent", async () => {
     const uploads = 12;
     const bodyBytes = 24 * mib;
+    // The peak from here on, not the coordinator's start-up peak.
+    resetPeakMemory(p.pid);
     const before = procMemoryBytes(p.pid, "VmRSS");
     const outcomes = await Promise.all(Array.from({ length: uploads }, () => unauthenticatedUpload(http, "/v1/embeddings", bodyBytes, 120_000)));
     // The peak resident size since start: whatever the uploads made the coordinator hold, however briefly.

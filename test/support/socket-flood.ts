@@ -5,13 +5,18 @@
  * the server answers. Reads a process's resident memory from /proc.
  */
 import { connect, type Socket } from "node:net";
-import { readFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 
 /** A field of /proc/<pid>/status in bytes (VmRSS: resident now; VmHWM: its peak so far). */
 export function procMemoryBytes(pid: number, field: "VmRSS" | "VmHWM"): number {
   const m = new RegExp(`^${field}:\\s+(\\d+) kB$`, "m").exec(readFileSync(`/proc/${String(pid)}/status`, "utf8"));
   if (m === null) throw new Error(`/proc/${String(pid)}/status has no ${field}`);
   return Number(m[1]) * 1024;
+}
+
+/** Resets a process's VmHWM to its current resident size (Linux: `5` to /proc/<pid>/clear_refs), so a later VmHWM is the peak since now. */
+export function resetPeakMemory(pid: number): void {
+  writeFileSync(`/proc/${String(pid)}/clear_refs`, "5");
 }
 
 function hostPort(address: string): { host: string; port: number } {

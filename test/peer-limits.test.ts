@@ -63,6 +63,7 @@ describe("connection limit settings", () => {
     expect(fieldOf(() => resolveCoordinatorConfig({ http: { maxConnectionsPerPeer: 0 } }))).toBe("http.maxConnectionsPerPeer");
     expect(fieldOf(() => resolveCoordinatorConfig({ http: { headersTimeout: "2h" } }))).toBe("http.headersTimeout");
     expect(fieldOf(() => resolveCoordinatorConfig({ http: { headersTimeout: "2m", requestTimeout: "1m" } }))).toBe("http.headersTimeout");
+    expect(resolveCoordinatorConfig({ http: { requestTimeout: "10s" } }).http.headersTimeoutMs).toBe(10_000);
     expect(fieldOf(() => resolveCoordinatorConfig({ http: { handshakeTimeout: "1ms" } }))).toBe("http.handshakeTimeout");
     expect(fieldOf(() => resolveCoordinatorConfig({ limits: { maxConnectionsPerPeer: 70_000 } }))).toBe("limits.maxConnectionsPerPeer");
     expect(fieldOf(() => resolveCoordinatorConfig({ limits: { handshakeTimeout: "soon" } }))).toBe("limits.handshakeTimeout");

@@ -102,8 +102,12 @@ export function parseHttpSettings(input: Readonly<Record<string, unknown>>): Htt
       out[b.field] = inRange(parseDurationMs(v, field), field, b, (n) => `${String(n)}ms`);
     }
   }
-  // Node refuses a headers timeout longer than the request timeout it is part of.
-  if ((out["headersTimeoutMs"] ?? 0) > (out["requestTimeoutMs"] ?? 0)) throw invalidArgument("http.headersTimeout", `must be at most http.requestTimeout (${String(out["requestTimeoutMs"])}ms), got ${String(out["headersTimeoutMs"])}ms`);
+  // Node refuses a headers timeout longer than the request timeout it is part of: the default follows a shorter requestTimeout, a set one is refused.
+  const requestMs = out["requestTimeoutMs"] ?? 0;
+  if ((out["headersTimeoutMs"] ?? 0) > requestMs) {
+    if (r["headersTimeout"] !== undefined) throw invalidArgument("http.headersTimeout", `must be at most http.requestTimeout (${String(requestMs)}ms), got ${String(out["headersTimeoutMs"])}ms`);
+    out["headersTimeoutMs"] = requestMs;
+  }
   const models = input["models"];
   return { httpListen: listen, http: out as unknown as HttpLimits, promptTemplates: parsePromptTemplates(Array.isArray(models) ? models : []) };
 }

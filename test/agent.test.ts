@@ -168,12 +168,12 @@ describe("StartBackend", () => {
     const inc = newIncarnation();
     const got: string[] = [];
     let address = "";
-    for await (const ev of h.agent.service.startBackend({ $typeName: "warden.v1.StartBackendRequest", incarnation: inc, model: "embedded", backend: "sim", options: [], modelFile: "", contextSize: 0, gpuDevice: "", leaderEpoch: 0n }, inProcessContext({ deadlineAtMs: Date.now() + 30_000 }))) {
+    for await (const ev of h.agent.service.startBackend({ $typeName: "warden.v1.StartBackendRequest", incarnation: inc, model: "embedded", backend: "sim", options: [], modelFile: "", contextSize: 0, gpuDevice: "", leaderEpoch: 0n, requestedBy: "" }, inProcessContext({ deadlineAtMs: Date.now() + 30_000 }))) {
       got.push(ev.event?.case ?? "");
       if (ev.event?.case === "ready") address = ev.event.value.address ?? "";
     }
     expect(got).toEqual(["spawned", "loading", "ready"]);
-    const res = await h.agent.service.stopBackend({ $typeName: "warden.v1.StopBackendRequest", address, incarnation: inc, force: false, reason: "embedded", leaderEpoch: 0n }, inProcessContext());
+    const res = await h.agent.service.stopBackend({ $typeName: "warden.v1.StopBackendRequest", address, incarnation: inc, force: false, reason: "embedded", leaderEpoch: 0n, requestedBy: "" }, inProcessContext());
     expect(res.outcome?.case).toBe("stopped");
   });
 });

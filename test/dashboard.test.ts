@@ -64,12 +64,15 @@ describe("dashboard in a real browser", () => {
     expect(m.instances.map((i) => i.model)).toEqual(["chat-b"]);
   });
 
-  it("reads take any valid token (an inference one too) and refuse none; the page asks for one", async () => {
+  it("reads take a viewer's token or above, as ListNodes does (an inference token only learns who it is); the page asks for one", async () => {
     const get = (path: string, token?: string): Promise<Response> => fetch(`${rig.url}${path}`, { headers: token === undefined ? {} : { authorization: `Bearer ${token}` } });
     expect((await get("/api/dashboard/snapshot")).status).toBe(401);
     const inf = await get("/api/dashboard/whoami", rig.tokens.inference);
     expect(await inf.json()).toEqual({ authOn: true, role: "inference", name: "inference", canAct: false });
-    const snap = (await (await get("/api/dashboard/snapshot", rig.tokens.inference)).json()) as { nodes: { nodeId: string }[] };
+    const refused = await get("/api/dashboard/snapshot", rig.tokens.inference);
+    expect(refused.status).toBe(403);
+    expect(await refused.json()).toMatchObject({ error: { code: "permission_denied" } });
+    const snap = (await (await get("/api/dashboard/snapshot", rig.tokens.viewer)).json()) as { nodes: { nodeId: string }[] };
     expect(snap.nodes.map((n) => n.nodeId)).toEqual(["local"]);
     expect((await get("/api/dashboard/explain?model=chat-a&x=1", rig.tokens.viewer)).status).toBe(400);
     // A viewer's page: live, but without buttons.

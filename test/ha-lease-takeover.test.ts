@@ -95,6 +95,47 @@ describe("one leader per epoch through a lease stream leader change", { timeout:
     expect((await kvs[0]!.get("leader"))?.revision).toBe(won[0]);
   });
 
+  it("a takeover walking a chain of dead claims resumes at the deepest link it reached: each attempt reads at most two claims however long the chain, so a slow stream cannot price every attempt out of its deadline", async () => {
+    const bucket = `takeover-${String(++bucketSeq)}`;
+    const kv = await openLeaseBucket(await connect("chain"), { bucket, replicas: 3, opTimeoutMs: 5_000 });
+    let reads = 0;
+    // The real bucket, its reads counted.
+    const counted = new Proxy(kv, {
+      get(target, prop, receiver) {
+        if (prop === "get") {
+          return (...args: Parameters<typeof kv.get>) => {
+            reads++;
+            return target.get(...args);
+          };
+        }
+        const v: unknown = Reflect.get(target, prop, receiver);
+        return typeof v === "function" ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+      },
+    });
+    let nowMs = 0;
+    const claims = new LeaseClaims({ kv: counted, key: "leader", clock: { now: () => nowMs }, staleAfterMs: 3_000 });
+    const revision = await kv.create("leader", JSON.stringify({ holder: "first" }));
+    // Five dead claimers, each of which reached one link further down the chain and died there.
+    let link = leaseClaimKey("leader", revision);
+    const dead = 5;
+    for (let i = 0; i < dead; i++) link = `${link}.${String(await kv.put(link, JSON.stringify({ holder: `dead-${String(i)}` }), { previousSeq: 0 }))}`;
+    const perAttempt: number[] = [];
+    let won: number | undefined;
+    for (let attempt = 0; attempt <= dead && won === undefined; attempt++) {
+      nowMs = attempt * 3_000;
+      reads = 0;
+      won = await claims.take(JSON.stringify({ holder: "me" }), revision, 5_000).catch((err: unknown) => {
+        expect(err).toBeInstanceOf(LeaseTakenError);
+        return undefined;
+      });
+      perAttempt.push(reads);
+    }
+    expect(won).toBeDefined();
+    expect((await kv.get("leader"))?.revision).toBe(won);
+    expect(perAttempt).toHaveLength(dead + 1);
+    expect(Math.max(...perAttempt)).toBeLessThanOrEqual(2);
+  });
+
   it("kill -9 (and restart) of the server leading the lease stream, 6 times, each with the leading keeper killed too (its standbys race): at most one leader per epoch, one takeover per revision, no member exits, one leader at the end", async () => {
     const bucket = `stream-leader-${String(++bucketSeq)}`;
     const watcher = await connect("stream-leader-watcher");

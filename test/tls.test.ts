@@ -8,7 +8,8 @@
  */
 import { copyFile, mkdir, mkdtemp, rm } from "node:fs/promises";
 import { X509Certificate } from "node:crypto";
-import { connect as tlsConnect } from "node:tls";
+import { connect as tlsConnect, createServer as createTlsServer, type Server as TlsServer } from "node:tls";
+import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -51,15 +52,24 @@ afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-const registration = (nodeId: string) => ({ nodeId, address: "127.0.0.1:7999", bootEpoch: 1n, version: "test" });
+/** Where gpu-1 registers: a TLS listener serving gpu-1's certificate, as its agent would (Register checks the address serves it). */
+let gpu1Address = "";
+const registration = (nodeId: string) => ({ nodeId, address: gpu1Address, bootEpoch: 1n, version: "test" });
 
 describe("mutual TLS between coordinator and agents", () => {
   let c: Coordinator;
+  let gpu1Listener: TlsServer | undefined;
   beforeAll(async () => {
+    const own = readTlsMaterial(pem(certs, "gpu-1"));
+    const listener = createTlsServer({ cert: own.cert, key: own.key, ...(own.ca === undefined ? {} : { ca: own.ca }), requestCert: true, ALPNProtocols: ["h2"] }, (s) => s.destroy());
+    gpu1Listener = listener;
+    await new Promise<void>((resolve) => listener.listen(0, "127.0.0.1", resolve));
+    gpu1Address = `127.0.0.1:${String((listener.address() as AddressInfo).port)}`;
     c = await startCoordinator(resolveCoordinatorConfig({ listen: "127.0.0.1:0", inferenceListen: "127.0.0.1:0", stateDir: join(dir, "state"), embeddedAgent: false, recoveryWindow: 0, tls: { cert: pem(certs, "coordinator").certFile, key: pem(certs, "coordinator").keyFile, ca: pem(certs, "coordinator").caFile } }));
   }, 60_000);
   afterAll(async () => {
     await c.close({ stopBackends: false });
+    gpu1Listener?.close();
   });
 
   it("accepts an agent certificate from the configured CA for its own node id", async () => {
@@ -69,7 +79,7 @@ describe("mutual TLS between coordinator and agents", () => {
       expect(r.heartbeatIntervalMs).toBeGreaterThan(0);
       const hb = await nc.heartbeat({ nodeId: "gpu-1", bootEpoch: 1n, sequence: 1n }, { timeoutMs: 20_000 });
       expect(hb.registerRequired).toBe(false);
-      expect(c.nodes.get("gpu-1")?.address).toBe("127.0.0.1:7999");
+      expect(c.nodes.get("gpu-1")?.address).toBe(gpu1Address);
     } finally {
       nc.close();
     }

@@ -68,7 +68,7 @@ export async function run(): Promise<BenchResult[]> {
       const t0 = performance.now();
       let address = "";
       for await (const ev of agent.service.startBackend(
-        { $typeName: "warden.v1.StartBackendRequest", incarnation, model: "bench", backend: "sim", options: [], modelFile: "", contextSize: 0, gpuDevice: "", leaderEpoch: 0n },
+        { $typeName: "warden.v1.StartBackendRequest", incarnation, model: "bench", backend: "sim", options: [], modelFile: "", contextSize: 0, gpuDevice: "", leaderEpoch: 0n, requestedBy: "" },
         inProcessContext({ deadlineAtMs: Date.now() + 60_000 }),
       )) {
         if (ev.event?.case === "ready") address = ev.event.value.address ?? "";
@@ -76,7 +76,7 @@ export async function run(): Promise<BenchResult[]> {
       }
       ours.ready.push(performance.now() - t0);
       const t1 = performance.now();
-      const res = await agent.service.stopBackend({ $typeName: "warden.v1.StopBackendRequest", address, incarnation, force: false, reason: "bench", leaderEpoch: 0n }, inProcessContext({ deadlineAtMs: Date.now() + 60_000 }));
+      const res = await agent.service.stopBackend({ $typeName: "warden.v1.StopBackendRequest", address, incarnation, force: false, reason: "bench", leaderEpoch: 0n, requestedBy: "" }, inProcessContext({ deadlineAtMs: Date.now() + 60_000 }));
       if (res.outcome?.case !== "stopped") throw new Error("stop did not report stopped");
       ours.stop.push(performance.now() - t1);
 

@@ -36,6 +36,12 @@ export interface NatsClusterHandle {
   waitForMetaLeader(timeoutMs?: number): Promise<string>;
   /** SIGTERM all (SIGKILL after 10 s), wait for the exits, delete the store dirs. */
   stop(): Promise<void>;
+  /**
+   * What each running server says of the JetStream meta group and every stream
+   * (leader, replicas current or lagging), and its last stderr: the account of
+   * a test that waited for a stream in vain.
+   */
+  describe(): Promise<string>;
 }
 
 const live = new Set<ChildProcess>();
@@ -62,6 +68,27 @@ function fetchJson(port: number, path: string): Promise<unknown> {
     req.on("timeout", () => req.destroy(new Error("monitoring request timed out")));
     req.on("error", reject);
   });
+}
+
+interface StreamDetail {
+  readonly name?: string;
+  readonly cluster?: { readonly leader?: string; readonly replicas?: readonly { readonly name?: string; readonly current?: boolean; readonly lag?: number; readonly offline?: boolean }[] };
+  readonly state?: { readonly messages?: number; readonly last_seq?: number };
+}
+
+/** One line per stream as server `httpPort` sees it. */
+async function streamsOf(httpPort: number): Promise<string> {
+  try {
+    const jsz = (await fetchJson(httpPort, "/jsz?streams=1")) as { meta_cluster?: { leader?: string }; account_details?: readonly { stream_detail?: readonly StreamDetail[] }[] };
+    const streams = (jsz.account_details ?? []).flatMap((a) => a.stream_detail ?? []);
+    const lines = streams.map((d) => {
+      const replicas = (d.cluster?.replicas ?? []).map((r) => `${r.name ?? "?"}${r.current === true ? "" : "(behind)"}${r.offline === true ? "(offline)" : ""}${r.lag === undefined || r.lag === 0 ? "" : `(lag ${String(r.lag)})`}`);
+      return `  ${d.name ?? "?"}: leader ${d.cluster?.leader ?? "none"}, replicas [${replicas.join(" ")}], last_seq ${String(d.state?.last_seq ?? "?")}`;
+    });
+    return [`meta leader ${jsz.meta_cluster?.leader ?? "none"}`, ...lines].join("\n");
+  } catch (err) {
+    return `not answering: ${String(err)}`;
+  }
 }
 
 /** The meta leader this server reports, or undefined (none yet, or not answering). */
@@ -199,5 +226,9 @@ export async function startNatsCluster(options: { readonly size?: number; readon
     },
     waitForMetaLeader,
     stop,
+    async describe() {
+      const parts = await Promise.all(servers.map(async (s, i) => (running(i) ? `${s.name}: ${await streamsOf(s.httpPort)}\n  stderr: ${stderr[i]!.slice(-600)}` : `${s.name}: not running`)));
+      return parts.join("\n");
+    },
   };
 }

@@ -1,14 +1,15 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { Code, WardenError, backoffDelayMs, cryptoRng, isWardenError, nullLogger, sleep, systemClock, type BackoffPolicy, type Clock, type Logger, type Rng } from "@warden/common";
 import type { Publisher } from "@warden/outbox";
-import { ensureAuditStream, resolveAuditStreamOptions, type AuditStreamOptions } from "./audit-stream.js";
+import { resolveAuditStreamOptions, type AuditStreamOptions } from "./audit-stream.js";
+import { checkAuditStream, describeAuditStreamDrift, type AuditStreamDrift } from "./audit-stream-check.js";
 import { connectAudit, natsConnectOptions, type AuditConnectionOptions } from "./nats-connection.js";
 import { createNatsPublisher, type NatsPublisher, type NatsPublisherOptions } from "./nats-publisher.js";
 import { createRepeatLimiter } from "./repeat-limiter.js";
 
 /**
  * Where the link to the audit stream is. Only `ready` publishes: the stream
- * was confirmed (created or updated) on the current connection.
+ * was checked (found fit, or created when missing) on the current connection.
  */
 export type AuditLinkState =
   | { readonly status: "connecting"; readonly attempts: number; readonly lastError: string | undefined }
@@ -23,7 +24,7 @@ export function describeAuditLinkState(s: AuditLinkState): string {
     case "connecting":
       return s.lastError === undefined ? "connecting to NATS" : `connecting to NATS (${String(s.attempts)} failed attempts, last: ${s.lastError})`;
     case "ensuring-stream":
-      return s.lastError === undefined ? "confirming the audit stream" : `confirming the audit stream (${String(s.attempts)} failed attempts, last: ${s.lastError})`;
+      return s.lastError === undefined ? "checking the audit stream" : `checking the audit stream (${String(s.attempts)} failed attempts, last: ${s.lastError})`;
     case "ready":
       return `audit stream ${s.stream} ready`;
     case "disconnected":
@@ -65,6 +66,12 @@ export interface AuditLink {
   state(): AuditLinkState;
   /** The current connection, while there is one (tests, diagnostics). */
   connection(): NatsConnection | undefined;
+  /**
+   * How the audit stream's configuration differs from what Warden needs, as
+   * found by the last check (empty before any, and when it is fit). For the
+   * `warden_audit_stream_drift` metric.
+   */
+  streamDrift(): readonly AuditStreamDrift[];
   /** Cancels retries and closes the connection; resolves when nothing of the link is left running. */
   close(): Promise<void>;
 }
@@ -86,9 +93,13 @@ export function describeNatsError(err: unknown): string {
  *   forever with `retryBackoff`; each failure is logged with its reason
  *   (e.g. "Authorization Violation"), the same reason again at most every
  *   `repeatLogEveryMs` with the count of attempts in between;
- * - ensures the audit stream on every connect and reconnect (retrying the
+ * - checks the audit stream on every connect and reconnect (retrying the
  *   same way) and again when a publish finds no stream, and is `ready` only
- *   once it is confirmed;
+ *   once it is found fit (`checkAuditStream`: never changed, created only
+ *   when missing). Drift is logged at warn on every check and kept for
+ *   `streamDrift()`; dangerous drift (events not stored, or not kept) is a
+ *   failure like any other: not ready, retried, so fixing the stream is
+ *   picked up without a restart;
  * - lets nats.js reconnect a connection that was up, and starts over with a
  *   new one when nats.js gives up (it does after repeated auth failures).
  *
@@ -116,6 +127,7 @@ export function startAuditLink(options: AuditLinkOptions): AuditLink {
   const readyListeners = new Set<() => void>();
   let state: AuditLinkState = { status: "connecting", attempts: 0, lastError: undefined };
   let current: { readonly nc: NatsConnection; readonly publisher: NatsPublisher } | undefined;
+  let drift: readonly AuditStreamDrift[] = [];
 
   const setState = (next: AuditLinkState): void => {
     if (state.status === "closed") return;
@@ -154,10 +166,20 @@ export function startAuditLink(options: AuditLinkOptions): AuditLink {
         while (live()) {
           again = false;
           try {
-            const r = await ensureAuditStream(nc, streamOptions, signal);
+            const r = await checkAuditStream(nc, streamOptions, signal);
             // A reconnect while this ran may have reached a server without the stream: check that one too.
             if (requestedAgain()) continue;
             if (!live()) return;
+            drift = r.drift;
+            const dangerous = r.drift.filter((x) => x.dangerous);
+            if (dangerous.length > 0) {
+              throw new WardenError(Code.FailedPrecondition, `audit stream ${r.name} would not keep the events: ${describeAuditStreamDrift(dangerous)}; fix it with \`warden nats provision\` (events wait in the outbox)`);
+            }
+            if (r.drift.length > 0) {
+              // Publishing goes on (the events still reach the stream), but someone changed what it keeps.
+              log.warn("audit stream configuration drifted from what Warden needs; fix it with `warden nats provision`", { stream: r.name, drift: describeAuditStreamDrift(r.drift) });
+            }
+            if (r.action === "created") log.info("audit stream was missing; created it (no provisioning step ran)", { stream: r.name });
             log.info("audit stream ready", { stream: r.name, action: r.action, server: nc.getServer() });
             limiter.reset();
             wasReady = true;
@@ -287,6 +309,7 @@ export function startAuditLink(options: AuditLinkOptions): AuditLink {
     publisher,
     state: () => state,
     connection: () => current?.nc,
+    streamDrift: () => drift,
     close() {
       closed ??= (async () => {
         ctl.abort();

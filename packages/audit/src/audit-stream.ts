@@ -8,12 +8,20 @@ import { raceAbort } from "./abort.js";
 /** Name of the audit stream unless configured otherwise. */
 export const defaultAuditStreamName = "WARDEN_EVENTS";
 
+/**
+ * Floors under which an audit stream keeps too little to audit: events older
+ * than an hour, or more than 1 MiB back, gone. Options below them are refused
+ * and the coordinator reports a stream below them as drift.
+ */
+export const auditStreamMinAgeMs = 3_600_000;
+export const auditStreamMinBytes = 1 << 20;
+
 export interface AuditStreamOptions {
   /** @default "WARDEN_EVENTS" */
   readonly name?: string;
-  /** How long events are kept. @default 604800000 (7 days) */
+  /** How long events are kept. @default 604800000 (7 days), at least 3600000 (1 h) */
   readonly maxAgeMs?: number;
-  /** Size cap of the stream; the oldest events go first beyond it. -1 = unlimited. @default -1 */
+  /** Size cap of the stream; the oldest events go first beyond it. -1 = unlimited. @default -1, else at least 1048576 (1 MiB) */
   readonly maxBytes?: number;
   /**
    * Window in which JetStream drops a re-sent `Nats-Msg-Id`. At least 2 min,
@@ -46,18 +54,19 @@ export function resolveAuditStreamOptions(options: AuditStreamOptions): Resolved
   const duplicateWindowMs = options.duplicateWindowMs ?? 120_000;
   if (name === "") throw invalidArgument("name", "must not be empty");
   if (duplicateWindowMs < 120_000) throw invalidArgument("duplicateWindowMs", "must be at least 120000 (2 min)");
-  if (!(maxAgeMs > 0)) throw invalidArgument("maxAgeMs", "must be > 0");
-  if (!(maxBytes === -1 || maxBytes > 0)) throw invalidArgument("maxBytes", "must be -1 (unlimited) or > 0");
+  if (!(maxAgeMs >= auditStreamMinAgeMs)) throw invalidArgument("maxAgeMs", `must be at least ${String(auditStreamMinAgeMs)} (1 h)`);
+  if (!(maxBytes === -1 || maxBytes >= auditStreamMinBytes)) throw invalidArgument("maxBytes", `must be -1 (unlimited) or at least ${String(auditStreamMinBytes)} (1 MiB)`);
   if (duplicateWindowMs > maxAgeMs) throw invalidArgument("duplicateWindowMs", "must not exceed maxAgeMs");
   return { name, maxAgeMs, maxBytes, duplicateWindowMs, ...(options.replicas === undefined ? {} : { replicas: options.replicas }) };
 }
 
 /**
- * Creates the audit stream (file storage, subjects `warden.events.>`, limits
- * retention) or updates an existing one to the given limits. Called by the
- * coordinator's audit link on every (re)connect, so a server that lost the
- * stream (restarted without its store) gets it back. An existing stream with
- * memory storage is FAILED_PRECONDITION (storage cannot be changed in place).
+ * The provisioning step: creates the audit stream (file storage, subjects
+ * `warden.events.>`, limits retention) or updates an existing one to the
+ * given limits. Run by `warden nats provision` as a NATS user allowed to
+ * create and update the stream; the coordinator never calls it (it only
+ * checks the stream: `checkAuditStream`). An existing stream with memory
+ * storage is FAILED_PRECONDITION (storage cannot be changed in place).
  */
 export async function ensureAuditStream(nc: NatsConnection, options: AuditStreamOptions = {}, signal?: AbortSignal): Promise<AuditStreamResult> {
   const { name, maxAgeMs, maxBytes, duplicateWindowMs } = resolveAuditStreamOptions(options);
@@ -68,6 +77,12 @@ export async function ensureAuditStream(nc: NatsConnection, options: AuditStream
     max_bytes: maxBytes,
     duplicate_window: nanos(duplicateWindowMs),
     num_replicas: options.replicas ?? 1,
+    // An update merges into the stream's config: caps Warden never sets are reset explicitly.
+    max_msgs: -1,
+    max_msgs_per_subject: -1,
+    max_msg_size: -1,
+    discard: DiscardPolicy.Old,
+    allow_rollup_hdrs: false,
   };
   try {
     const info = await raceAbort(jsm.streams.info(name), signal);
@@ -80,7 +95,7 @@ export async function ensureAuditStream(nc: NatsConnection, options: AuditStream
     if (!(err instanceof JetStreamApiError && err.code === JetStreamApiCodes.StreamNotFound)) throw err;
   }
   await raceAbort(
-    jsm.streams.add({ name, ...limits, storage: StorageType.File, retention: RetentionPolicy.Limits, discard: DiscardPolicy.Old }),
+    jsm.streams.add({ name, ...limits, storage: StorageType.File, retention: RetentionPolicy.Limits }),
     signal,
   );
   return { action: "created", name };

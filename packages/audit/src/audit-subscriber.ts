@@ -161,7 +161,25 @@ export function subscribeAuditEvents(nc: NatsConnection, options: AuditSubscribe
   };
 }
 
-function consumerConfig(options: AuditSubscribeOptions, filterSubject: string): Partial<ConsumerConfig> {
+/**
+ * The provisioning step for a reader: creates its durable consumer with the
+ * configuration `subscribeAuditEvents` would create (same filter, acks, start),
+ * so the reader's NATS user needs no right to create or change consumers.
+ * An existing durable is left as it is (FAILED_PRECONDITION if its filter
+ * differs). Returns whether it was created.
+ */
+export async function provisionAuditDurable(
+  nc: NatsConnection,
+  options: Pick<AuditSubscribeOptions, "durable" | "stream" | "filter" | "start" | "ackWaitMs">,
+  signal?: AbortSignal,
+): Promise<"created" | "exists"> {
+  if (!/^[A-Za-z0-9_-]{1,64}$/.test(options.durable)) throw invalidArgument("durable", `"${options.durable}" must be 1–64 letters, digits, "-" or "_"`);
+  const stream = options.stream ?? defaultAuditStreamName;
+  const jsm = await raceAbort(jetstreamManager(nc), signal);
+  return ensureDurable(jsm, stream, options.durable, consumerConfig(options, eventFilterSubject(options.filter ?? {})), signal);
+}
+
+function consumerConfig(options: Pick<AuditSubscribeOptions, "durable" | "start" | "ackWaitMs">, filterSubject: string): Partial<ConsumerConfig> {
   const start = options.start ?? { kind: "all" };
   const base: Partial<ConsumerConfig> = {
     durable_name: options.durable,
@@ -184,7 +202,7 @@ function consumerConfig(options: AuditSubscribeOptions, filterSubject: string): 
   }
 }
 
-async function ensureDurable(jsm: JetStreamManager, stream: string, durable: string, config: Partial<ConsumerConfig>, signal: AbortSignal | undefined): Promise<void> {
+async function ensureDurable(jsm: JetStreamManager, stream: string, durable: string, config: Partial<ConsumerConfig>, signal: AbortSignal | undefined): Promise<"created" | "exists"> {
   try {
     const info = await raceAbort(jsm.consumers.info(stream, durable), signal);
     if (info.config.filter_subject !== config.filter_subject) {
@@ -195,11 +213,12 @@ async function ensureDurable(jsm: JetStreamManager, stream: string, durable: str
         `durable "${durable}" filters "${info.config.filter_subject ?? ""}", not "${config.filter_subject ?? ""}"; use another durable name or delete it`,
       );
     }
-    return;
+    return "exists";
   } catch (err) {
     if (!(err instanceof JetStreamApiError && err.code === JetStreamApiCodes.ConsumerNotFound)) throw err;
   }
   await raceAbort(jsm.consumers.add(stream, config), signal);
+  return "created";
 }
 
 // A function, so the compiler does not narrow `aborted` across the yield.

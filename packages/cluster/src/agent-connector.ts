@@ -14,8 +14,8 @@ export interface BackendExit {
  * coordinator). `C` is the connector's client for one agent.
  */
 export interface AgentConnector<C> {
-  /** A client for a registered agent's address. */
-  connect(address: string): C;
+  /** A client for the agent of node `nodeId` at `address` (under mutual TLS it must prove it is that node's, on every connection). */
+  connect(address: string, nodeId: string): C;
   /** The loader's AgentPort over a client. */
   agentPort(client: C): AgentPort;
   close(client: C): void;

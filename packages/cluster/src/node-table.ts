@@ -201,7 +201,7 @@ export class NodeTable<C> implements AgentDirectory, InventoryPort {
       existing.watchAbort?.abort();
       if (!existing.embedded && existing.address !== init.address) connector.close(existing.client);
     }
-    const client = init.client ?? (existing !== undefined && existing.address === init.address ? existing.client : connector.connect(init.address));
+    const client = init.client ?? (existing !== undefined && existing.address === init.address ? existing.client : connector.connect(init.address, init.nodeId));
     // Same boot epoch (a new address): the agent's sequence goes on, so the last
     // one seen and the fences stay — a reset would let an older heartbeat in.
     const sameBoot = existing?.bootEpoch === init.bootEpoch;

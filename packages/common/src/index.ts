@@ -18,3 +18,4 @@ export * from "./memory-budget.js";
 export * from "./stale-leader-epoch.js";
 export * from "./not-leader.js";
 export * from "./host-port.js";
+export * from "./private-files.js";

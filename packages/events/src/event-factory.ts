@@ -10,6 +10,8 @@ export interface EventInit {
   readonly address?: string;
   /** Empty or absent for events that belong to no instance (node.*, policy.*). */
   readonly incarnation?: string;
+  /** Who asked (an Admin API principal); absent for the coordinator's own decisions. */
+  readonly actor?: string;
   readonly payload: Exclude<Event["payload"], { case: undefined }>;
 }
 
@@ -78,6 +80,7 @@ export function createEventFactory(options: EventFactoryOptions): EventFactory {
         address: init.address ?? "",
         incarnation,
         sequence: create(EventSequenceSchema, { epoch, n: next(incarnation) }),
+        actor: init.actor ?? "",
         payload: init.payload,
       });
     },

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { ManualClock, createUlidFactory, seededRng, isWardenError, Code } from "@warden/common";
 import { create } from "@bufbuild/protobuf";
-import { EventSchema } from "@warden/proto";
+import { BackendLoadFailedSchema, EventSchema } from "@warden/proto";
 import {
   allEventsSubject,
   createEventFactory,
@@ -107,6 +107,10 @@ describe("terminal classification", () => {
     expect(isTerminalEvent(events.create(evictionStarted({ nodeId: "n", model: "m", incarnation: "i" })))).toBe(false);
     expect(isTerminalEvent(events.create(evictionStopped({ nodeId: "n", model: "m", incarnation: "i" })))).toBe(true);
     expect(isTerminalEvent(events.create({ incarnation: "i", payload: recoveredPayload("eviction.started") }))).toBe(false);
+    // A start sent with no answer either way may run on its node: not an end, so a takeover restores it.
+    const failed = (outcomeUnknown: boolean) => events.create({ incarnation: "i", nodeId: "n", model: "m", payload: { case: "backendLoadFailed", value: create(BackendLoadFailedSchema, { code: "UNAVAILABLE", outcomeUnknown }) } });
+    expect(isTerminalEvent(failed(false))).toBe(true);
+    expect(isTerminalEvent(failed(true))).toBe(false);
   });
 });
 

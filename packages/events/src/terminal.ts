@@ -7,7 +7,10 @@ import { eventTypeOf, type EventType } from "./event-type.js";
  *
  * - `eviction.stopped`: the agent confirmed stopped / already gone (settle row 2).
  * - `leftover.reaped`: a leftover was finally confirmed gone.
- * - `backend.load-failed`: the start failed and its reservation was released.
+ * - `backend.load-failed`: the start failed and its reservation was released —
+ *   unless its outcome is unknown (`outcomeUnknown`: the start was sent, no
+ *   Spawned came, the agent may run it): that one counts on its node until
+ *   the node reports, so it is not an end, and a takeover restores it.
  * - `backend.exited`: the process is gone (exit detected by the agent).
  * - `instance.forgotten`: an operator removed it for a node gone for good.
  *
@@ -33,5 +36,6 @@ export function isTerminalEventType(type: EventType): boolean {
 
 /** True when the event ends its instance's story. */
 export function isTerminalEvent(event: Pick<Event, "payload">): boolean {
+  if (event.payload.case === "backendLoadFailed" && event.payload.value.outcomeUnknown) return false;
   return terminalEventTypes.has(eventTypeOf(event));
 }

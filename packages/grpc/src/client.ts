@@ -1,5 +1,6 @@
 import { Client as GrpcClient, Metadata, credentials as grpcCredentials, type CallOptions as GrpcCallOptions, type ChannelCredentials, type ClientDuplexStream, type ServiceError } from "@grpc/grpc-js";
 import { create, type DescMessage, type DescMethod, type DescService } from "@bufbuild/protobuf";
+import { checkServerIdentity } from "node:tls";
 import { abortReason } from "@warden/common";
 import { fromGrpcError } from "./codes.js";
 import { methodDefinition } from "./service-definition.js";
@@ -9,7 +10,10 @@ import type { ClientTls } from "./tls-material.js";
 
 /** grpc-js channel credentials for `tls`. */
 export function channelCredentialsOf(tls: ClientTls): ChannelCredentials {
-  return grpcCredentials.createSsl(tls.ca ?? null, tls.key ?? null, tls.cert ?? null);
+  const verify = tls.verify;
+  if (verify === undefined) return grpcCredentials.createSsl(tls.ca ?? null, tls.key ?? null, tls.cert ?? null);
+  // grpc-js calls this on every handshake (with the overridden name when serverName is set), so a reconnect is checked again.
+  return grpcCredentials.createSsl(tls.ca ?? null, tls.key ?? null, tls.cert ?? null, { checkServerIdentity: (host, cert) => checkServerIdentity(host, cert) ?? verify(cert) });
 }
 
 export interface CreateClientOptions {

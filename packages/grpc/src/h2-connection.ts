@@ -136,7 +136,7 @@ export class H2Connection {
       minVersion: "TLSv1.2",
       // SNI carries names only; an IP is checked against the certificate's IP SANs without it.
       ...(isIP(name) === 0 ? { servername: name } : {}),
-      ...(tls.serverName === undefined ? {} : { checkServerIdentity: (_h: string, cert: Tls.PeerCertificate) => process.getBuiltinModule("node:tls").checkServerIdentity(name, cert) }),
+      ...(tls.serverName === undefined && tls.verify === undefined ? {} : { checkServerIdentity: (h: string, cert: Tls.PeerCertificate) => process.getBuiltinModule("node:tls").checkServerIdentity(tls.serverName === undefined ? h : name, cert) ?? tls.verify?.(cert) }),
       ...(tls.ca === undefined ? {} : { ca: tls.ca }),
       ...(tls.cert === undefined ? {} : { cert: tls.cert }),
       ...(tls.key === undefined ? {} : { key: tls.key }),

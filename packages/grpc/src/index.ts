@@ -13,6 +13,8 @@ export { readTlsMaterial, readCaBundle, clientTlsOf, maxPemFileBytes, type TlsFi
 export { ReloadableServerCredentials, minTlsVersion } from "./server-tls.js";
 export { checkPlaintextListen, isLoopbackHost, hostOf } from "./listen-guard.js";
 export { peerIdentity, identityOfCertificate, nodeIdUriPrefix, type PeerIdentity } from "./peer-identity.js";
+export { expectNodeCertificate, nodeMismatch, nodeMismatchMarker, nodeMismatchOf, type ServerCertificateCheck } from "./server-node-check.js";
+export { coordinatorUri } from "./peer-identity.js";
 export { parseTlsFiles } from "./tls-config.js";
 export { withUnimplemented } from "./unimplemented.js";
 export { LeanGrpcServer, type LeanServerOptions, type RawServerStreamHandler, type RawServiceHandlers, type RawStreamHandler, type RawUnaryHandler } from "./lean-server.js";

@@ -18,10 +18,19 @@ export interface PeerIdentity {
    * no node (a coordinator's, an operator's).
    */
   readonly nodeId: string | undefined;
+  /**
+   * The certificate carries the coordinator's identity, the URI SAN
+   * `urn:warden:coordinator` (`warden certs issue coordinator`), and names no
+   * node: the only caller an agent takes commands from.
+   */
+  readonly isCoordinator: boolean;
 }
 
 /** The URI SAN prefix that binds a certificate to a node id. */
 export const nodeIdUriPrefix = "urn:warden:node:";
+
+/** The URI SAN that marks the coordinator's certificate. */
+export const coordinatorUri = "urn:warden:coordinator";
 
 /**
  * Where a server's HandlerContext keeps how to read its peer's certificate:
@@ -53,7 +62,9 @@ export function identityOfCertificate(cert: PeerCertificate): PeerIdentity {
   const cn = (cert.subject as Partial<Record<string, string | string[]>> | undefined)?.CN;
   const node = uris.filter((u) => u.startsWith(nodeIdUriPrefix)).map((u) => u.slice(nodeIdUriPrefix.length));
   // Two node ids in one certificate name no node: refusing is safer than picking one.
-  return { commonName: Array.isArray(cn) ? (cn[0] ?? "") : (cn ?? ""), dnsNames, ipAddresses, uris, nodeId: node.length === 1 ? node[0] : undefined };
+  // A certificate naming a node as well as the coordinator is neither's coordinator.
+  const isCoordinator = uris.includes(coordinatorUri) && node.length === 0;
+  return { commonName: Array.isArray(cn) ? (cn[0] ?? "") : (cn ?? ""), dnsNames, ipAddresses, uris, nodeId: node.length === 1 ? node[0] : undefined, isCoordinator };
 }
 
 /**

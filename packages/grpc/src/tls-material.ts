@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import type * as Tls from "node:tls";
 import { invalidArgument } from "@warden/common";
+import type { ServerCertificateCheck } from "./server-node-check.js";
 
 /**
  * Where a component's TLS identity lives. `caFile` set means mutual TLS:
@@ -27,6 +28,8 @@ export interface ClientTls {
   readonly key?: Buffer | undefined;
   /** The name the server's certificate must carry; @default the host of the address dialled */
   readonly serverName?: string | undefined;
+  /** Checked on every handshake after the CA and name checks (e.g. expectNodeCertificate): an Error refuses the connection. */
+  readonly verify?: ServerCertificateCheck | undefined;
 }
 
 /** node:tls on first use: the CLI's plaintext admin commands never load it. */

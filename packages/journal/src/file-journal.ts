@@ -82,7 +82,7 @@ export async function openFileJournal(options: FileJournalOptions, signal?: Abor
   if (!(compactAtBytes > 0)) throw invalidArgument("compactAtBytes", "must be > 0");
   throwIfAborted(signal);
   const dir = dirname(path);
-  await mkdir(dir, { recursive: true });
+  await mkdir(dir, { recursive: true, mode: 0o700 });
   // A compaction that crashed before its rename left only a temp file: the
   // journal itself is intact, so the temp file is just garbage.
   await rm(tmpPath, { force: true });
@@ -95,7 +95,8 @@ export async function openFileJournal(options: FileJournalOptions, signal?: Abor
     image = Buffer.alloc(0);
   }
   const decoded = decodeOrExplain(image, maxRecordBytes, path);
-  let fh = await open(path, "a");
+  // Owner-only: the journal holds the cluster's intents and events.
+  let fh = await open(path, "a", 0o600);
   let sizeBytes = decoded.validEndBytes;
   let truncatedTailBytes = 0;
   let repaired: JournalRepair | undefined;
@@ -131,7 +132,7 @@ export async function openFileJournal(options: FileJournalOptions, signal?: Abor
   const compact = async (): Promise<void> => {
     const current = decodeJournalFile(await readFile(path), maxRecordBytes);
     const live = liveJournalRecords(current.records);
-    const tmp = await open(tmpPath, "w");
+    const tmp = await open(tmpPath, "w", 0o600);
     let newSize = journalMagic.length;
     try {
       await tmp.write(journalMagic);
@@ -147,7 +148,7 @@ export async function openFileJournal(options: FileJournalOptions, signal?: Abor
     // From the rename on, the old handle points at the unlinked old file.
     const old = fh;
     try {
-      fh = await open(path, "a");
+      fh = await open(path, "a", 0o600);
     } catch (err) {
       broken = new WardenError(Code.Unavailable, `journal: cannot reopen after compaction: ${String(err)}`, { cause: err });
       throw err;

@@ -22,14 +22,14 @@ import { countUnknownOutcomeStart } from "./unknown-outcome-start.js";
  * the cooldown. A model whose instance is pending eviction or freed waits
  * for the settle (DESIGN §3.4 item 9).
  */
-export async function ensureLoaded<H extends BackendHandle>(s: LoaderState<H>, modelId: string, signal: AbortSignal, nodeId?: string, touch = true): Promise<HeldInstance<H>> {
+export async function ensureLoaded<H extends BackendHandle>(s: LoaderState<H>, modelId: string, signal: AbortSignal, nodeId?: string, touch = true, actor?: string): Promise<HeldInstance<H>> {
   const spec = s.models.get(modelId);
   if (spec === undefined) throw new WardenError(Code.NotFound, `model: "${modelId}" is not configured`, { details: { field: "model" } });
   const n = s.waiting.get(modelId) ?? 0;
   if (n >= s.maxWaiting) throw new WardenError(Code.ResourceExhausted, `model "${modelId}": ${String(n)} calls already waiting (cap ${String(s.maxWaiting)})`);
   s.waiting.set(modelId, n + 1);
   try {
-    return await ensureLoadedInner(s, spec, signal, nodeId, touch);
+    return await ensureLoadedInner(s, spec, signal, nodeId, touch, actor);
   } finally {
     const left = (s.waiting.get(modelId) ?? 1) - 1;
     if (left <= 0) s.waiting.delete(modelId);
@@ -37,7 +37,7 @@ export async function ensureLoaded<H extends BackendHandle>(s: LoaderState<H>, m
   }
 }
 
-async function ensureLoadedInner<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, signal: AbortSignal, nodeId: string | undefined, touch: boolean): Promise<HeldInstance<H>> {
+async function ensureLoadedInner<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, signal: AbortSignal, nodeId: string | undefined, touch: boolean, actor: string | undefined): Promise<HeldInstance<H>> {
   let bypassCooldown = false;
   let followerRetryUsed = false;
   for (;;) {
@@ -100,7 +100,7 @@ async function ensureLoadedInner<H extends BackendHandle>(s: LoaderState<H>, spe
         });
       }
     }
-    return await raceSignal(startLoad(s, spec, nodeId, undefined), signal);
+    return await raceSignal(startLoad(s, spec, nodeId, undefined, actor), signal);
   }
 }
 
@@ -108,10 +108,11 @@ async function ensureLoadedInner<H extends BackendHandle>(s: LoaderState<H>, spe
  * Starts the model's one load in flight (followers coalesce on it): an
  * on-demand load (`replica` undefined), or a replica load the scale-up or the
  * reconciler asked for. The caller checked that no load of the model is in
- * flight.
+ * flight. `actor`: who asked (an operator), stamped on the load's events;
+ * followers that coalesce on the load do not change it.
  */
-export function startLoad<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, nodeId: string | undefined, replica: ReplicaLoad | undefined): Promise<HeldInstance<H>> {
-  const p = lead(s, spec, nodeId, replica);
+export function startLoad<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, nodeId: string | undefined, replica: ReplicaLoad | undefined, actor?: string): Promise<HeldInstance<H>> {
+  const p = lead(s, spec, nodeId, replica, actor);
   s.loads.set(spec.id, p);
   const cleanup = (): void => {
     if (s.loads.get(spec.id) === p) s.loads.delete(spec.id);
@@ -128,7 +129,8 @@ export interface ReplicaLoad {
 }
 
 /** The leader of a load. Not tied to any caller's signal: followers may outlive the first caller. */
-async function lead<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, preferredNode: string | undefined, replica: ReplicaLoad | undefined): Promise<HeldInstance<H>> {
+async function lead<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, preferredNode: string | undefined, replica: ReplicaLoad | undefined, actor: string | undefined): Promise<HeldInstance<H>> {
+  const by = actor === undefined ? {} : { actor };
   const ctl = new AbortController();
   const deadline = deadlineSignal(s.o.clock, spec.loadTimeoutMs, `load of model "${spec.id}"`, ctl.signal);
   const incarnation = s.o.mintIncarnation();
@@ -180,7 +182,7 @@ async function lead<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec,
     }
     let failure: StartEvent | undefined;
     const stream = agent.startBackend(
-      { incarnation, model: spec.id, backend: spec.backend, options: spec.options, modelFile: spec.modelFile, contextSize: spec.contextSize, load: spec.load },
+      { incarnation, model: spec.id, backend: spec.backend, options: spec.options, modelFile: spec.modelFile, contextSize: spec.contextSize, load: spec.load, ...(actor === undefined ? {} : { requestedBy: actor }) },
       { signal: deadline.signal },
     );
     for await (const ev of stream) {
@@ -227,11 +229,11 @@ async function lead<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec,
       throw new WardenError(Code.Unavailable, `load of model "${spec.id}": the agent ended the start without ready`);
     }
     s.cooldown.recordSuccess(spec.id);
-    s.o.events.emit({ type: "backend.loaded", nodeId, model: spec.id, address: h.address ?? "", incarnation, loadDurationMs: Math.round(s.o.clock.now() - startedAtMs) });
+    s.o.events.emit({ type: "backend.loaded", nodeId, model: spec.id, address: h.address ?? "", incarnation, loadDurationMs: Math.round(s.o.clock.now() - startedAtMs), ...by });
     return h;
   } catch (err) {
     const e = WardenError.from(err);
-    failLoad(s, spec, incarnation, nodeId, h, registered, e, ctl.signal.aborted);
+    failLoad(s, spec, incarnation, nodeId, h, registered, e, ctl.signal.aborted, by);
     throw e;
   } finally {
     release?.();
@@ -242,7 +244,7 @@ async function lead<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec,
 }
 
 /** Every failed load leaves nothing behind: no watchdog entry, no held entry, no reservation; a spawned process is stopped. */
-function failLoad<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, incarnation: string, nodeId: string | undefined, h: HeldInstance<H> | undefined, registered: boolean, e: WardenError, cancelled: boolean): void {
+function failLoad<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, incarnation: string, nodeId: string | undefined, h: HeldInstance<H> | undefined, registered: boolean, e: WardenError, cancelled: boolean, by: { readonly actor?: string }): void {
   const address = h?.address ?? "";
   // Dropped meanwhile (node lost, operator's forget): whoever dropped it
   // settled its accounting, and the incarnation may have been adopted again
@@ -267,6 +269,9 @@ function failLoad<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, i
   if (nodeId !== undefined && e.code !== Code.ResourceExhausted && !cancelled && !isStaleLeaderEpoch(e)) {
     s.cooldown.recordFailure(spec.id, s.o.clock.now());
   }
+  // Sent (held), no Spawned seen: the process may run there. Counted before the failure is
+  // journaled, and the journal says so, so that a coordinator taking over counts it too.
+  const outcomeUnknown = ours && h !== undefined && !registered && address === "" && nodeId !== undefined && countUnknownOutcomeStart(s, { incarnation, nodeId, model: spec.id }, e, cancelled);
   if (nodeId !== undefined) {
     s.o.events.emit({
       type: "backend.load-failed",
@@ -278,6 +283,8 @@ function failLoad<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, i
       message: e.rawMessage,
       exitCode: typeof e.details["exitCode"] === "number" ? e.details["exitCode"] : undefined,
       lastStderrLine: typeof e.details["lastStderrLine"] === "string" ? e.details["lastStderrLine"] : "",
+      outcomeUnknown,
+      ...by,
     });
   }
   // A start abandoned on our side (deadline) may leave a process: stop it, and
@@ -294,8 +301,6 @@ function failLoad<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, i
     });
     s.leftovers.add({ incarnation, nodeId, model: spec.id, address, groups: spec.groups, sizeBytes: spec.sizeBytes, lastError: `load abandoned: ${e.rawMessage}` });
   }
-  // Sent (held), no Spawned seen: the process may run there.
-  if (ours && h !== undefined && !registered && address === "" && nodeId !== undefined) countUnknownOutcomeStart(s, { incarnation, nodeId, model: spec.id }, e, cancelled);
 }
 
 /**

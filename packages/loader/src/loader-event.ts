@@ -5,6 +5,8 @@ interface Base {
   readonly model: string;
   readonly address: string;
   readonly incarnation: string;
+  /** Who asked for this (an operator's principal, as the coordinator names it); absent for the loader's own decisions. */
+  readonly actor?: string;
 }
 
 /**
@@ -27,7 +29,8 @@ export type LoaderEvent =
   | (Base & { readonly type: "leftover.stuck"; readonly attempts: number; readonly sinceWallMs: number; readonly lastError: string })
   | (Base & { readonly type: "leftover.reaped"; readonly attempts: number })
   | (Base & { readonly type: "backend.loaded"; readonly loadDurationMs: number })
-  | (Base & { readonly type: "backend.load-failed"; readonly code: string; readonly message: string; readonly exitCode: number | undefined; readonly lastStderrLine: string })
+  /** `outcomeUnknown`: the start was sent and no Spawned came; it counts on its node until an inventory settles it (unknown-outcome-start.ts). */
+  | (Base & { readonly type: "backend.load-failed"; readonly code: string; readonly message: string; readonly exitCode: number | undefined; readonly lastStderrLine: string; readonly outcomeUnknown: boolean })
   | (Base & { readonly type: "backend.exited"; readonly exitCode: number | undefined; readonly signal: string; readonly intentional: boolean; readonly lastStderrLine: string })
   | (Base & { readonly type: "policy.limit-exceeded"; readonly limit: number; readonly occupied: number; readonly pinned: number })
   | (Base & { readonly type: "instance.forgotten"; readonly operator: string; readonly note: string })

@@ -55,7 +55,7 @@ describe("events", () => {
     await expect(h.loader.ensureLoaded("m1", h.never)).rejects.toBeInstanceOf(WardenError);
     expect(h.events.types()).toEqual(["backend.load-failed"]);
     const s = h.n1.starts[0]!;
-    expect(h.events.ofType("backend.load-failed")[0]).toMatchObject({ nodeId: "n1", model: "m1", address: s.address, incarnation: s.incarnation, code: "LOAD_FAILED", exitCode: 1, lastStderrLine: "bad magic" });
+    expect(h.events.ofType("backend.load-failed")[0]).toMatchObject({ nodeId: "n1", model: "m1", address: s.address, incarnation: s.incarnation, code: "LOAD_FAILED", exitCode: 1, lastStderrLine: "bad magic", outcomeUnknown: false });
   });
 
   it("the busy-killer force-stops a call stuck past busyTimeoutMs (reason busy, wasBusy) even though the model is pinned", async () => {

@@ -57,8 +57,8 @@ export interface LoaderState<H extends BackendHandle> {
   readonly settleWaiters: SettleWaiters;
   /** model → calls waiting in ensureLoaded (capped). */
   readonly waiting: Map<string, number>;
-  /** incarnation → the stop deadline an explicit stop asked for. */
-  readonly stopOverrides: Map<string, { stopTimeoutMs: number }>;
+  /** incarnation → the stop deadline an explicit stop asked for, and who asked (stamped on eviction.started). */
+  readonly stopOverrides: Map<string, { readonly stopTimeoutMs?: number; readonly actor?: string }>;
   readonly freedRetries: FreedRetries;
   /** StopBackend RPCs in flight: a second stop of the same incarnation joins the first. */
   readonly stopRpcs: StopRpcs;

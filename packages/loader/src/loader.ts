@@ -263,9 +263,9 @@ export class Loader<H extends BackendHandle = BackendHandle> {
 
   // ------------------------------------------------------------------ loads
 
-  /** Returns the model's ready instance, loading it if needed (load-path.ts). */
-  ensureLoaded(modelId: string, signal: AbortSignal, nodeId?: string): Promise<HeldInstance<H>> {
-    return ensureLoaded(this.s, modelId, signal, nodeId);
+  /** Returns the model's ready instance, loading it if needed (load-path.ts); `actor`, who asked, is stamped on the load's events. */
+  ensureLoaded(modelId: string, signal: AbortSignal, nodeId?: string, actor?: string): Promise<HeldInstance<H>> {
+    return ensureLoaded(this.s, modelId, signal, nodeId, true, actor);
   }
 
   // ---------------------------------------------------------------- routing

@@ -31,6 +31,8 @@ export interface StartRequest {
   readonly contextSize: number;
   /** Typed LoadModel fields (backendModel, gpuLayers, …); unset = LocalAI's default at the agent. */
   readonly load: LoadSettings;
+  /** Who asked (an operator's principal); absent for the loader's own decisions. The agent logs it. */
+  readonly requestedBy?: string;
 }
 
 export type StopAnswer = { readonly t: "stopped" } | { readonly t: "alreadyGone"; readonly replacedBy: string };
@@ -40,6 +42,8 @@ export interface StopRequest {
   readonly incarnation: string;
   readonly force: boolean;
   readonly reason: string;
+  /** Who asked (an operator's principal); absent for the loader's own decisions. The agent logs it. */
+  readonly requestedBy?: string;
 }
 
 /** One node's agent (AgentService), in process for the embedded agent or over gRPC. */

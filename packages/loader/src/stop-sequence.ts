@@ -17,6 +17,7 @@ import type { BackendHandle } from "./ports.js";
  * watchdog settles it in the same turn.
  */
 export async function stopSequence<H extends BackendHandle>(s: LoaderState<H>, c: StopCommand): Promise<StopOutcome> {
+  const override = s.stopOverrides.get(c.incarnation);
   await s.o.events.emitDurable({
     type: "eviction.started",
     nodeId: c.nodeId,
@@ -28,10 +29,11 @@ export async function stopSequence<H extends BackendHandle>(s: LoaderState<H>, c
     wasBusy: c.wasBusy,
     force: c.force,
     openRequestIds: c.openRequestIds.map(String),
+    ...(override?.actor === undefined ? {} : { actor: override.actor }),
   });
   // The flag describes this stop only: a stale one (from a stop that did not go through stopInstance) would misreport it.
   s.stopFailedAtLock.delete(c.incarnation);
-  const stopTimeoutMs = s.stopOverrides.get(c.incarnation)?.stopTimeoutMs ?? s.timings.stopTimeoutMs;
+  const stopTimeoutMs = override?.stopTimeoutMs ?? s.timings.stopTimeoutMs;
   const deadline = deadlineSignal(s.o.clock, stopTimeoutMs, `stop of model "${c.model}"`);
   let freed = false;
   try {
@@ -78,7 +80,7 @@ export async function stopSequence<H extends BackendHandle>(s: LoaderState<H>, c
       try {
         if (agent === undefined) throw new WardenError(Code.Unavailable, `node "${c.nodeId}" has no connected agent`);
         const rpc = new AbortController();
-        const ans = await s.stopRpcs.send(agent, { address: c.address, incarnation: c.incarnation, force: c.force, reason: c.reason }, { signal: rpc.signal, timeoutMs: s.timings.stopRpcTimeoutMs });
+        const ans = await s.stopRpcs.send(agent, { address: c.address, incarnation: c.incarnation, force: c.force, reason: c.reason, ...(override?.actor === undefined ? {} : { requestedBy: override.actor }) }, { signal: rpc.signal, timeoutMs: s.timings.stopRpcTimeoutMs });
         if (dropAfter) dropHeld(s, c.incarnation);
         await clearIntent(s, c.incarnation);
         return ans.t === "stopped" ? { t: "stopped" } : { t: "alreadyGone" };

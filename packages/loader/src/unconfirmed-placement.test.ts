@@ -177,6 +177,8 @@ describe("loads a node reports starting that this coordinator does not know", ()
     expect(m1.error().message).toContain("ended the start without ready");
     const inc = h.n2.starts[0]?.incarnation ?? "";
     expect(h.loader.journalReplicas.list()).toEqual([{ incarnation: inc, nodeId: "n2", model: "m1", address: "" }]);
+    // The journal says so: a coordinator taking over from it counts the instance too.
+    expect(h.events.ofType("backend.load-failed")).toMatchObject([{ incarnation: inc, nodeId: "n2", outcomeUnknown: true }]);
     expect(h.loader.core.placementSummary("n2", "m2", ["gpu0"]).blockingConflicts).toEqual(["unconfirmed m1"]);
     expect(h.loader.journalReplicas.count("m1")).toBe(1);
     // n2's inventory lists it still starting: it counts on; then one without it: gone.

@@ -12,6 +12,8 @@ export interface UnloadOptions {
   readonly force: boolean;
   readonly stopTimeoutMs?: number;
   readonly reason?: ExplicitStopOptions["reason"];
+  /** Who asked (an operator's principal, as the coordinator names it): stamped on the stop's eviction.started. */
+  readonly actor?: string;
 }
 
 /**
@@ -65,7 +67,8 @@ function combineOutcomes(results: readonly PromiseSettledResult<UnloadOutcome>[]
 
 /** Stops one instance by incarnation through the watchdog. */
 export async function stopInstance<H extends BackendHandle>(s: LoaderState<H>, incarnation: string, options: UnloadOptions): Promise<UnloadOutcome> {
-  if (options.stopTimeoutMs !== undefined && options.stopTimeoutMs > 0) s.stopOverrides.set(incarnation, { stopTimeoutMs: options.stopTimeoutMs });
+  const timeout = options.stopTimeoutMs !== undefined && options.stopTimeoutMs > 0 ? { stopTimeoutMs: options.stopTimeoutMs } : {};
+  if (timeout.stopTimeoutMs !== undefined || options.actor !== undefined) s.stopOverrides.set(incarnation, { ...timeout, ...(options.actor === undefined ? {} : { actor: options.actor }) });
   try {
     const r = await s.watchdog.stop(incarnation, { reason: options.reason ?? "admin", force: options.force });
     switch (r.t) {

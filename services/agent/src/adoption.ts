@@ -1,4 +1,4 @@
-import { mkdir } from "node:fs/promises";
+import { privateStateDir } from "@warden/common";
 import type { AgentContext } from "./agent-context.js";
 import { BackendLogs } from "./backend-logs.js";
 import { BackendProcess } from "./backend-process.js";
@@ -35,8 +35,8 @@ function readyLog(p: BackendProcess): StartLog {
  */
 export async function adoptFromStateDir(ctx: AgentContext): Promise<AdoptionReport> {
   const { config, clock, logger, procRoot, records, ports, table, starts, scan } = ctx;
-  await records.init();
-  await mkdir(ctx.logDir, { recursive: true, mode: 0o700 });
+  // State and logs are the owner's only: a directory or file others could read (made before Warden set modes) is tightened, and said.
+  for (const t of [...(await records.init()), ...(await privateStateDir(ctx.logDir))]) logger.warn("state readable by other users: tightened", { ...t });
   const report: AdoptionReport = { adopted: [], forgotten: [], stoppedUnfinished: [], orphans: [] };
   const found = await records.list();
   scan.clearPartials();

@@ -4,6 +4,7 @@ import type { AgentContext } from "./agent-context.js";
 import type { InventorySnapshot, NodeResourcesInit } from "./inventory.js";
 import { createStartBackend } from "./start-backend.js";
 import { createStopBackend } from "./stop-backend.js";
+import { withCommandAudit } from "./command-audit.js";
 
 export interface AgentServiceParts {
   bootEpochMs: number;
@@ -11,11 +12,11 @@ export interface AgentServiceParts {
   nodeResources: (signal?: AbortSignal) => Promise<NodeResourcesInit>;
 }
 
-/** The AgentService handlers; each RPC's contract is in services/agent/README.md. */
+/** The AgentService handlers, each command logged with its caller (command-audit.ts); each RPC's contract is in services/agent/README.md. */
 export function createAgentService(ctx: AgentContext, parts: AgentServiceParts): ServiceImpl<typeof AgentService> {
   const { config, hub, scan } = ctx;
   const { bootEpochMs, inventory, nodeResources } = parts;
-  return {
+  return withCommandAudit({
     startBackend: createStartBackend(ctx),
     stopBackend: createStopBackend(ctx),
     stopOrphan: scan.stopOrphan,
@@ -29,5 +30,5 @@ export function createAgentService(ctx: AgentContext, parts: AgentServiceParts):
     async *watchBackends(_req, callCtx) {
       yield* hub.subscribe(AbortSignal.any([callCtx.signal, ctx.closing]));
     },
-  };
+  }, ctx.logger);
 }

@@ -62,8 +62,10 @@ async function main(): Promise<number> {
   const credentials = tls === undefined ? undefined : new ReloadableServerCredentials(tls);
   const l = config.limits;
   const server = new GrpcServer({ insecure: args.insecure || config.insecure, ...(credentials === undefined ? {} : { credentials }), maxReceiveMessageBytes: l.maxMessageBytes, maxSendMessageBytes: l.maxMessageBytes, maxMetadataBytes: l.maxMetadataBytes, maxConcurrentStreams: l.maxStreamsPerConnection, peerCaps: l.peerCaps });
-  // Mutual TLS: the CA vouches for every node, so a node's certificate may not command this agent (coordinator-only.ts).
-  server.add(AgentService, tls?.ca === undefined ? agent.service : withCoordinatorOnly(agent.service));
+  // Mutual TLS: the CA vouches for every node and operator too, so only the coordinator's certificate may command this agent (coordinator-only.ts).
+  // Without it no caller proves anything: plaintext is loopback-only unless `insecure` (listen-guard.ts), and the operator is told.
+  server.add(AgentService, tls?.ca === undefined ? agent.service : withCoordinatorOnly(agent.service, logger));
+  if (tls?.ca === undefined) logger.warn("AgentService takes commands from any caller that reaches it: configure tls with a ca (mutual TLS) so only the coordinator's certificate may command this agent", { listen, tls: tls === undefined ? "off" : "server-only" });
   const { address } = await server.listen(listen);
   logger.info("agent listening", { address, nodeId: config.nodeId, pid: process.pid });
 

@@ -1,4 +1,5 @@
-import { mkdir, readFile, readdir, unlink } from "node:fs/promises";
+import { readFile, readdir, unlink } from "node:fs/promises";
+import { privateStateDir, type ModeTightened } from "@warden/common";
 import { join } from "node:path";
 import { writeFileAtomic } from "./atomic-write.js";
 import { parseBackendRecord, type BackendRecord, type ParsedRecord } from "./backend-record.js";
@@ -14,8 +15,12 @@ export class RecordStore {
 
   constructor(readonly dir: string) {}
 
-  async init(): Promise<void> {
-    await mkdir(this.dir, { recursive: true, mode: 0o700 });
+  /**
+   * Creates the directory owner-only (0700); an existing one, and the files in
+   * it, are tightened when others could read them. Returns what it changed.
+   */
+  init(): Promise<ModeTightened[]> {
+    return privateStateDir(this.dir);
   }
 
   private fileOf(incarnation: string): string {

@@ -320,7 +320,9 @@ export async function events(
 export function eventLine(e: MessageShape<typeof EventSchema>): string {
   const t = e.time === undefined ? "" : new Date(Number(e.time.seconds) * 1000 + Math.floor(e.time.nanos / 1e6)).toISOString().slice(11, 23);
   const j = eventToJson(e) as Record<string, unknown>;
-  const payloadKey = Object.keys(j).find((k) => !["type", "id", "time", "nodeId", "model", "address", "incarnation", "sequence"].includes(k));
+  const payloadKey = Object.keys(j).find((k) => !["type", "id", "time", "nodeId", "model", "address", "incarnation", "sequence", "actor"].includes(k));
   const payload = payloadKey === undefined ? "" : JSON.stringify(j[payloadKey]);
-  return `${t} ${eventTypeOf(e).padEnd(22)} node=${e.nodeId || "-"} model=${e.model || "-"}${e.incarnation === "" ? "" : ` inc=${e.incarnation}`} ${payload === "{}" ? "" : payload}`.trimEnd();
+  // Who asked (an operator's load or unload): quoted, since it holds spaces and quotes itself.
+  const by = e.actor === "" ? "" : ` by=${JSON.stringify(e.actor)}`;
+  return `${t} ${eventTypeOf(e).padEnd(22)} node=${e.nodeId || "-"} model=${e.model || "-"}${e.incarnation === "" ? "" : ` inc=${e.incarnation}`}${by} ${payload === "{}" ? "" : payload}`.trimEnd();
 }

@@ -9,7 +9,12 @@ const help = `
 Files (in --out): ca.pem, ca-key.pem, and <name>.pem + <name>-key.pem per certificate.
 Keys are P-256, mode 0600, never overwritten. localhost, 127.0.0.1 and ::1 are
 always in a coordinator's or agent's SANs; an agent certificate carries its node
-id (URI urn:warden:node:<id>), which the coordinator checks on Register/Heartbeat.
+id (URI urn:warden:node:<id>), which the coordinator checks on Register/Heartbeat;
+a coordinator certificate carries URI urn:warden:coordinator, the only identity
+an agent takes commands from (client certificates go to the coordinator only).
+A coordinator certificate made by an older warden lacks it: issue a new one
+  warden certs issue coordinator coordinator-2 --out certs --san coord.lan
+point the coordinator's tls.cert/tls.key at it and restart the coordinator.
 Needs openssl on PATH. Example, a coordinator and two agents:
   warden certs init --out certs --san coord.lan --san 10.0.0.5 --agent gpu-1 --agent gpu-2
   warden certs issue agent gpu-3 --out certs --san 10.0.0.9

@@ -27,6 +27,8 @@ const hostPattern = /^[A-Za-z0-9*][A-Za-z0-9.*-]{0,252}$/;
 
 /** The URI SAN that binds an agent certificate to its node id (peerIdentity reads it). */
 const nodeUri = (nodeId: string): string => `urn:warden:node:${nodeId}`;
+/** The URI SAN of a coordinator's certificate: agents take commands only from a caller presenting it (peer-identity.ts). */
+const coordinatorUri = "urn:warden:coordinator";
 
 export interface CertsOptions {
   /** Output directory (created 0700 when missing). */
@@ -132,18 +134,21 @@ function checkSans(sans: readonly string[], field: string): void {
   for (const s of sans) if (isIP(s) === 0 && !hostPattern.test(s)) throw invalidArgument(field, `"${s}" is neither a host name nor an IP address`);
 }
 
-/** subjectAltName for a certificate: the given hosts/IPs, loopback (so a dev setup works on one machine), and an agent's node id URI. */
+/** subjectAltName for a certificate: the given hosts/IPs, loopback (so a dev setup works on one machine), and an agent's node id URI or the coordinator's URI. */
 function altNames(kind: CertKind, name: string, sans: readonly string[]): string {
   const all = new Set<string>(kind === "client" ? [] : [...sans, "localhost", "127.0.0.1", "::1"]);
   const parts = [...all].map((s) => (isIP(s) === 0 ? `DNS:${s}` : `IP:${s}`));
   if (kind === "agent") parts.push(`URI:${nodeUri(name)}`);
+  if (kind === "coordinator") parts.push(`URI:${coordinatorUri}`);
   return parts.join(",");
 }
 
 /**
  * Issues `<name>.pem` and `<name>-key.pem` in `out`, signed by the CA there.
  * coordinator and agent certificates serve and dial (serverAuth +
- * clientAuth); an agent's carries its node id; a client one only dials.
+ * clientAuth); an agent's carries its node id, a coordinator's the
+ * coordinator identity (the only caller agents obey); a client one only
+ * dials, and only the coordinator's Admin API takes it.
  */
 export async function certsIssue(o: IssueOptions): Promise<IssuedCert> {
   const openssl = o.openssl ?? "openssl";

@@ -6,6 +6,7 @@ import { cliToken } from "./cli-token.js";
 import type { ActionContext, CliIo, GlobalOpts, Runners } from "./action-context.js";
 import type * as AdminActions from "./admin-actions.js";
 import { certsCommand } from "./certs-command.js";
+import { natsCommand } from "./nats-command.js";
 import type * as BackendActions from "./backend-actions.js";
 import type * as ReplicaActions from "./replica-actions.js";
 import type * as HaActions from "./ha-actions.js";
@@ -273,6 +274,9 @@ export function buildProgram(io: CliIo, runners: Runners): { program: Command; e
   ).action(act((a, g, o: { type?: string[]; node?: string; model?: string; nats?: string; follow?: boolean }) => a.events(ctx, g, o, (no, ng) => runners.natsEvents(no, ng))));
 
   certsCommand(program, io, (c) => {
+    code = c;
+  });
+  natsCommand(program, io, (c) => {
     code = c;
   });
 

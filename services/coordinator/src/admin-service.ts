@@ -9,7 +9,7 @@ import {
   UnloadOutcome,
 } from "@warden/proto";
 import type { GetHaStatusResponseSchema } from "@warden/proto";
-import type { ServiceImpl } from "@warden/grpc";
+import type { HandlerContext, ServiceImpl } from "@warden/grpc";
 import {
   Code,
   WardenError,
@@ -63,6 +63,8 @@ export interface AdminDeps {
    * command it then cannot send (the instance became a leftover).
    */
   readonly requireCommands?: () => void;
+  /** Who made a call (admin-actor.ts), stamped on the events of the loads and stops it asks for; absent = not recorded. */
+  readonly actorOf?: (ctx: HandlerContext) => string;
 }
 
 /** DrainNode's work on a node already marked draining: moves and stops, then node.drained (also resumed at takeover). */
@@ -219,19 +221,20 @@ export function adminService(d: AdminDeps): ServiceImpl<typeof AdminService> {
       checkId(req.model, "model");
       if (req.nodeId !== "") nodeOf(req.nodeId);
       d.requireCommands?.();
-      const h = await d.loader.ensureLoaded(req.model, ctx.signal, req.nodeId === "" ? undefined : req.nodeId);
+      const h = await d.loader.ensureLoaded(req.model, ctx.signal, req.nodeId === "" ? undefined : req.nodeId, d.actorOf?.(ctx));
       const v = d.loader.core.instance(h.incarnation);
       if (v === undefined) throw new WardenError(Code.Aborted, `model "${req.model}" was unloaded while loading`);
       return { instance: instanceOf(v) };
     },
-    async unloadModel(req) {
+    async unloadModel(req, ctx) {
       checkId(req.model, "model");
       const stopTimeoutMs = req.stopTimeoutMs === 0n ? d.defaultStopTimeoutMs : durationMsFromUint64(req.stopTimeoutMs, "stop_timeout_ms", maxOperationTimeoutMs);
       if (d.loader.modelSpec(req.model) === undefined && d.nodes.findModel(req.model).t === "absent") {
         throw new WardenError(Code.NotFound, `model: "${req.model}" is neither configured nor loaded`);
       }
       d.requireCommands?.();
-      const r = await d.loader.unload(req.model, { force: req.force, stopTimeoutMs });
+      const actor = d.actorOf?.(ctx);
+      const r = await d.loader.unload(req.model, { force: req.force, stopTimeoutMs, ...(actor === undefined ? {} : { actor }) });
       switch (r.t) {
         case "stopped":
           return { outcome: UnloadOutcome.STOPPED };

@@ -32,13 +32,13 @@ export function agentPort(client: Client<typeof AgentService>, leaderEpoch: Lead
       const stream = client.startBackend(
         { incarnation: req.incarnation, model: req.model, backend: req.backend, options: [...req.options], modelFile: req.modelFile, contextSize: req.contextSize,
           backendModel: req.load.backendModel, gpuLayers: req.load.gpuLayers, threads: req.load.threads, batch: req.load.batch, mmap: req.load.mmap, flashAttention: req.load.flashAttention, cuda: req.load.cuda,
-          leaderEpoch: leaderEpoch() },
+          leaderEpoch: leaderEpoch(), requestedBy: req.requestedBy ?? "" },
         { signal: options.signal },
       );
       yield* startEvents(stream, onStale);
     },
     async stopBackend(req: StopRequest, options: { readonly signal: AbortSignal; readonly timeoutMs: number }): Promise<StopAnswer> {
-      const r = await client.stopBackend({ address: req.address, incarnation: req.incarnation, force: req.force, reason: req.reason, leaderEpoch: leaderEpoch() }, { signal: options.signal, timeoutMs: options.timeoutMs }).catch((err: unknown) => {
+      const r = await client.stopBackend({ address: req.address, incarnation: req.incarnation, force: req.force, reason: req.reason, leaderEpoch: leaderEpoch(), requestedBy: req.requestedBy ?? "" }, { signal: options.signal, timeoutMs: options.timeoutMs }).catch((err: unknown) => {
         throw typedRefusal(err, onStale);
       });
       switch (r.outcome.case) {

@@ -1,7 +1,7 @@
 import type { DescMethod } from "@bufbuild/protobuf";
 import { Code, WardenError, permissionDenied, type Logger } from "@warden/common";
 import { bearerTokenOf, type CallCheck, type HandlerContext } from "@warden/grpc";
-import type { Principal, Role, TokenTable } from "./token-table.js";
+import { digestOfToken, type Principal, type Role, type TokenTable } from "./token-table.js";
 
 /**
  * The least role each AdminService method needs. A method missing here needs
@@ -37,6 +37,24 @@ function methodName(m: DescMethod): string {
   return `${m.parent.typeName}/${m.name}`;
 }
 
+/** Whether an open stream may go on under a token's principal after a reload: undefined = yes, else why not. */
+export type StreamAllows = (p: Principal) => WardenError | undefined;
+
+/** A stream held against the token that opened it (hold, replace). Keeps the token's hash, never the token. */
+interface HeldStream {
+  readonly digest: string;
+  readonly what: string;
+  /** Read when the stream ends (the principal may be admitted after the hold, inside the handler). */
+  readonly caller: () => string;
+  readonly allows: StreamAllows;
+  readonly end: (why: WardenError) => void;
+}
+
+/** Whether `role` reaches `need` on the viewer < operator < admin ladder (inference and node reach none of it). */
+export function roleReaches(role: Role, need: "viewer" | "operator" | "admin"): boolean {
+  return rank[role] >= rank[need];
+}
+
 /**
  * Bearer-token authentication and role checks for the coordinator's services
  * (the tokens file: token-table.ts). Each refusal is logged at warn with the
@@ -46,15 +64,62 @@ function methodName(m: DescMethod): string {
 export class Authenticator {
   /** The principal of each call that passed, for checks inside a handler (per-model inference). */
   private readonly principals = new WeakMap<HandlerContext, Principal>();
+  /** The model each admitted inference call named (checkModel). */
+  private readonly models = new WeakMap<HandlerContext, string>();
 
   constructor(
     private table: TokenTable,
     private readonly log: Logger,
   ) {}
 
-  /** Replaces the tokens (SIGHUP); calls already admitted keep their principal. */
+  /** Open streams (WatchEvents, the dashboard's, inference streams): re-checked on every replace. */
+  private readonly held = new Set<HeldStream>();
+
+  /**
+   * Replaces the tokens (SIGHUP). Unary calls already admitted finish with
+   * their principal; every held stream whose token is gone (UNAUTHENTICATED)
+   * or no longer allows it (its `allows`' PERMISSION_DENIED) is ended at once:
+   * revoking a token must not leave its holder watching.
+   */
   replace(table: TokenTable): void {
     this.table = table;
+    for (const s of [...this.held]) {
+      const p = table.lookupDigest(s.digest);
+      const why = p === undefined ? new WardenError(Code.Unauthenticated, "this stream's token was revoked (the tokens file no longer lists it)") : s.allows(p);
+      if (why === undefined) continue;
+      this.held.delete(s);
+      this.log.warn("stream ended: its token no longer allows it", { what: s.what, caller: s.caller(), role: p?.role ?? "none", code: why.code === Code.Unauthenticated ? "unauthenticated" : "permission_denied", reason: why.rawMessage });
+      try {
+        s.end(why);
+      } catch (err) {
+        // One stream failing to end must not keep the others open.
+        this.log.warn("ending a revoked stream failed", { what: s.what, err: err instanceof Error ? err.message : String(err) });
+      }
+    }
+  }
+
+  /**
+   * Holds an open stream against `token` until the returned release is
+   * called: a replace that drops the token, or leaves it a principal that
+   * `allows` refuses, calls `end` once with the reason.
+   */
+  hold(token: string, s: Omit<HeldStream, "digest">): () => void {
+    const h: HeldStream = { ...s, digest: digestOfToken(token) };
+    this.held.add(h);
+    return () => {
+      this.held.delete(h);
+    };
+  }
+
+  /** Streams held now (tests, metrics). */
+  get heldStreams(): number {
+    return this.held.size;
+  }
+
+  /** Lets a handler that runs on a derived context (revocable-streams.ts) see the principal admitted on `from`. */
+  carry(from: HandlerContext, to: HandlerContext): void {
+    const p = this.principals.get(from);
+    if (p !== undefined) this.principals.set(to, p);
   }
 
   get tokenCount(): number {
@@ -99,8 +164,14 @@ export class Authenticator {
     this.principals.set(ctx, p);
   };
 
+  /** The model an admitted inference call named (checkModel): what a held stream is re-checked for. */
+  modelOf(ctx: HandlerContext): string | undefined {
+    return this.models.get(ctx);
+  }
+
   /** A model named by an admitted inference call: refused when the caller's token lists others only. */
   checkModel(model: string, ctx: HandlerContext, m: DescMethod): void {
+    this.models.set(ctx, model);
     const p = this.principals.get(ctx);
     if (p?.models !== undefined && !p.models.has(model)) throw this.deny(Code.PermissionDenied, `model: this token may not call model ${JSON.stringify(model.slice(0, 128))}`, m, ctx, p, { field: "model" });
   }

@@ -5,7 +5,9 @@ import type { HandlerContext, RawServerStreamHandler, RawServiceHandlers, RawStr
 import type { Lease, Loader } from "@warden/loader";
 import type { BackendClientHandle } from "./backend-connector.js";
 import { backendMethodTable, readIdentity, withIdentity, type BackendMethodRow } from "./backend-identity.js";
+import { backendPathPlans, scanRequest } from "./backend-path-check.js";
 import { modelIdentity } from "./model-identity.js";
+import { PathCheckedRequests } from "./path-checked-requests.js";
 import { ReplayableRequests } from "./replayable-requests.js";
 import { RoutedCalls, outcomeTracker, type RoutedCounter } from "./routed-call.js";
 
@@ -32,11 +34,10 @@ const managed: Readonly<Record<string, string>> = {
  * request's ModelIdentity field where its message has one. Both present
  * and different is ambiguous and refused (validated before anything is routed).
  */
-function modelOf(ctx: HandlerContext, row: BackendMethodRow, request: Uint8Array | undefined): string {
+function modelOf(ctx: HandlerContext, row: BackendMethodRow, fromField: string): string {
   const values = ctx.metadata.get(modelMetadataKey);
   if (values.length > 1) throw invalidArgument(modelMetadataKey, "given more than once");
   const fromMetadata = values.length === 1 ? String(values[0]) : "";
-  const fromField = row.identityField !== undefined && request !== undefined ? readIdentity(request, row.identityField, row.method.input) : "";
   if (fromMetadata !== "" && fromField !== "" && fromMetadata !== fromField) {
     throw invalidArgument(modelMetadataKey, `names model "${fromMetadata.slice(0, maxModelChars)}" but ${row.method.input.name}.ModelIdentity names "${fromField.slice(0, maxModelChars)}"`);
   }
@@ -65,6 +66,21 @@ function forBackend(loader: Loader<BackendClientHandle>, row: BackendMethodRow, 
 }
 
 /**
+ * Reads a request once: the identity it names and, under `plan`, the first
+ * field that names a file on the node (backend-path-rules.ts). Methods
+ * without such fields (Predict's only one is PromptCachePath, read in the
+ * same pass) pay nothing more than the identity read they always paid.
+ */
+function readRequest(row: BackendMethodRow, request: Uint8Array, checkPaths: boolean): { identity: string; refusal: WardenError | undefined } {
+  const plan = checkPaths ? backendPathPlans.get(row.method.name) : undefined;
+  if (plan !== undefined) return scanRequest(request, row.method.input, row.identityField, plan);
+  return { identity: row.identityField === undefined ? "" : readIdentity(request, row.identityField, row.method.input), refusal: undefined };
+}
+
+/** Whether the pass-through lets callers name files on the node: `refuse` wherever callers authenticate. */
+export type NodePathPolicy = "refuse" | "pass";
+
+/**
  * `backend.Backend` on the data plane: a LocalAI client talks to the
  * coordinator as to one backend. Every method is routed as pass-through
  * bytes (only the identity field is read and appended), with load on demand,
@@ -73,7 +89,10 @@ function forBackend(loader: Loader<BackendClientHandle>, row: BackendMethodRow, 
  * stale (routed-call.ts). Health is answered here (the data plane is up);
  * LoadModel and Free are refused FAILED_PRECONDITION (Warden manages the
  * lifecycle); everything else, Status included, goes to the model's backend,
- * whose UNIMPLEMENTED comes back as it is.
+ * whose UNIMPLEMENTED comes back as it is. Under `nodePaths: "refuse"`,
+ * a request that names a file on the node (backend-path-rules.ts) is
+ * PERMISSION_DENIED naming the field, after authorization and before any
+ * lease: nothing reaches a backend.
  */
 export function backendRouter(
   loader: Loader<BackendClientHandle>,
@@ -81,7 +100,9 @@ export function backendRouter(
   routed: RoutedCounter = { inc() {} },
   /** May the call's caller use this model (inference tokens, per model)? Throws to refuse; runs before any lease. */
   authorize: (model: string, ctx: HandlerContext, method: DescMethod) => void = () => undefined,
+  nodePaths: NodePathPolicy = "refuse",
 ): RawServiceHandlers {
+  const checkPaths = nodePaths === "refuse";
   const calls = new RoutedCalls(loader, log);
 
   const track = outcomeTracker(routed);
@@ -93,8 +114,10 @@ export function backendRouter(
       if (refusal !== undefined) return () => Promise.reject(new WardenError(Code.FailedPrecondition, refusal));
       const row = rowOf(m);
       return async (request, ctx) => {
-        const model = modelOf(ctx, row, request);
+        const read = readRequest(row, request, checkPaths);
+        const model = modelOf(ctx, row, read.identity);
         authorize(model, ctx, m);
+        if (read.refusal !== undefined) throw read.refusal;
         return track(calls.unary(model, ctx.signal, (lease) => lease.backend.client.unaryBytes(m, forBackend(loader, row, request, lease), callOptions(ctx)), () => true));
       };
     },
@@ -102,21 +125,32 @@ export function backendRouter(
       const row = rowOf(m);
       // Generators, so a refused request fails the iteration, never the handler's call.
       return async function* (request, ctx) {
-        const model = modelOf(ctx, row, request);
+        const read = readRequest(row, request, checkPaths);
+        const model = modelOf(ctx, row, read.identity);
         authorize(model, ctx, m);
+        if (read.refusal !== undefined) throw read.refusal;
         yield* calls.stream(model, ctx.signal, (lease) => lease.backend.client.streamBytes(m, forBackend(loader, row, request, lease), callOptions(ctx)), () => true, routed);
       };
     },
     stream(m): RawStreamHandler {
       const row = rowOf(m);
+      const plan = checkPaths ? backendPathPlans.get(m.name) : undefined;
       return async function* (requests, ctx) {
         // Streaming requests carry no identity field: the model is named in the metadata.
-        const model = modelOf(ctx, row, undefined);
+        const model = modelOf(ctx, row, "");
         authorize(model, ctx, m);
-        const replay = new ReplayableRequests(requests);
-        yield* calls.stream(model, ctx.signal, (lease) => lease.backend.client.streamBytes(m, replay.attempt(), callOptions(ctx)), () => replay.canReplay(), routed, () => {
-          replay.commit();
-        });
+        const checked = plan === undefined ? undefined : new PathCheckedRequests(m.input, plan, ctx.signal);
+        const replay = new ReplayableRequests(checked === undefined ? requests : await checked.open(requests));
+        const signal = checked?.signal ?? ctx.signal;
+        const options = ctx.deadlineAtMs === undefined ? { signal } : { signal, deadlineAtMs: ctx.deadlineAtMs };
+        try {
+          yield* calls.stream(model, signal, (lease) => lease.backend.client.streamBytes(m, replay.attempt(), options), () => replay.canReplay(), routed, () => {
+            replay.commit();
+          });
+        } catch (err) {
+          throw checked?.refusal ?? err;
+        }
+        if (checked?.refusal !== undefined) throw checked.refusal;
       };
     },
   };

@@ -1,8 +1,10 @@
 import { AgentService, Backend } from "@warden/proto";
-import { ReloadableServerCredentials, clientTlsOf, createClient, createH2Client, readCaBundle, readTlsMaterial, type LeanGrpcServer, type ClientTls, type CreateServerOptions, type LeanServerOptions, type TlsMaterial } from "@warden/grpc";
+import { ReloadableServerCredentials, clientTlsOf, expectNodeCertificate, createClient, createH2Client, readCaBundle, readTlsMaterial, type LeanGrpcServer, type ClientTls, type CreateServerOptions, type LeanServerOptions, type TlsMaterial } from "@warden/grpc";
 import type { BackendConnector, ModelSpec } from "@warden/loader";
 import { backendHandle, type BackendClientHandle } from "./backend-connector.js";
 import type { AgentClient } from "./grpc-agent-connector.js";
+import { agentAddressProbe, type AgentAddressProbe } from "./agent-address-probe.js";
+import { nodeBoundAgentClient } from "./node-bound-agent-client.js";
 import type { BackendTlsConfig, TlsSettings } from "./tls-settings.js";
 
 /**
@@ -19,8 +21,15 @@ export interface CoordinatorTransport {
   attachDataPlane(server: LeanGrpcServer): void;
   /** True when agents must present a certificate the configured CA signed (tls.ca). */
   readonly mutual: boolean;
-  /** An AgentService client for a registered agent, with the certificates current at the call. */
-  connectAgent(address: string): AgentClient;
+  /**
+   * An AgentService client for node `nodeId`'s agent at `address`, with the
+   * certificates current at the call. Under mutual TLS every connection it
+   * opens (the first and each reconnect) must present a certificate naming
+   * `nodeId`, or no request goes out: the call fails PERMISSION_DENIED.
+   */
+  connectAgent(address: string, nodeId: string): AgentClient;
+  /** Under mutual TLS, Register's check that `address` serves node `nodeId`'s certificate; undefined otherwise. */
+  readonly probeAgentAddress: AgentAddressProbe | undefined;
   readonly backends: BackendConnector<BackendClientHandle>;
   /**
    * Reads and checks `next`'s certificate files whole and returns how to
@@ -64,9 +73,11 @@ export function coordinatorTransport(config: TlsSettings & { readonly models: re
       dataPlaneServer = server;
     },
     mutual: first?.ca !== undefined,
-    connectAgent(address) {
-      return createClient(AgentService, address, { ...clientLimits, ...(material === undefined ? {} : { tls: clientTlsOf(material) }) });
+    connectAgent(address, nodeId) {
+      if (material?.ca === undefined) return createClient(AgentService, address, { ...clientLimits, ...(material === undefined ? {} : { tls: clientTlsOf(material) }) });
+      return nodeBoundAgentClient(createClient(AgentService, address, { ...clientLimits, tls: { ...clientTlsOf(material), verify: expectNodeCertificate(nodeId, address) } }), nodeId, address);
     },
+    probeAgentAddress: first?.ca === undefined ? undefined : agentAddressProbe(() => clientTlsOf(material ?? first)),
     backends: {
       connect(address, target) {
         const b = backendTls;

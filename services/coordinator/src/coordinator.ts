@@ -1,9 +1,8 @@
-import { mkdir } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { AdminService, Backend, InferenceService, type GetHaStatusResponseSchema, JournalRepairedSchema, NodeService, type Event } from "@warden/proto";
 import { GrpcServer, LeanGrpcServer, ServingStatus, guardRawUnary } from "@warden/grpc";
-import { cryptoRng, createUlidFactory, nullLogger, sleep, systemClock, type Cancel, type Clock, type Logger, type Rng } from "@warden/common";
+import { cryptoRng, createUlidFactory, nullLogger, privateStateDir, sleep, systemClock, type Cancel, type Clock, type Logger, type Rng } from "@warden/common";
 import { Loader } from "@warden/loader";
 import { createOutbox, nullPublisher, type Journal, type Outbox, type OutboxHealth, type Publisher } from "@warden/outbox";
 import { openFileJournal, type FileJournal } from "@warden/journal";
@@ -11,11 +10,13 @@ import { describeAuditLinkState, startAuditLink, type AuditLink, type NatsCreden
 import { servePrometheus, type Agent } from "@warden/agent";
 import { embeddedAgentConfig, startEmbeddedNode } from "./embedded-node.js";
 import type { CoordinatorConfig } from "./coordinator-config.js";
-import { adminService } from "./admin-service.js";
+import { auditedAdminService } from "./admin-actor.js";
+import { warnWithoutCoordinatorIdentity } from "./coordinator-identity-check.js";
 import { fencedBackendConnector, type BackendClientHandle } from "./backend-connector.js";
 import { coordinatorTransport } from "./coordinator-transport.js";
 import { withNodeCertificateCheck } from "./node-certificate-check.js";
 import { guarded, loadCoordinatorAuth, readTokenTable } from "./coordinator-auth.js";
+import { adminStreamRule, inferenceStreamRule, revocableRawStreams, revocableStreams } from "./revocable-streams.js";
 import { clientLimits, serverLimits } from "./limits-config.js";
 import { EventHub } from "./event-hub.js";
 import { inferenceService } from "./inference-service.js";
@@ -25,6 +26,7 @@ import { nodeService } from "./node-service.js";
 import { nodeEventInit, openIntentsOn, orphanStopInit, orphansAdoptedInit, reapGoneIntents, unreachabilityPausedInit } from "./node-audit-events.js";
 import { PlacementView } from "./placement-view.js";
 import { CoordinatorMetrics } from "./metrics.js";
+import { registerAuditStreamMetrics } from "./audit-stream-metrics.js";
 import { settleUnsettledEvictions } from "./unsettled-evictions.js";
 import { restoreJournalReplicas } from "./journal-replicas-at-start.js";
 import { startRecoveryWindow } from "./recovery-window-at-start.js";
@@ -100,7 +102,8 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
   const rng = deps.rng ?? cryptoRng;
   const log = deps.logger ?? nullLogger;
   const stateDir = resolve(config.stateDir);
-  await mkdir(stateDir, { recursive: true });
+  // Owner-only (journal, agent records): a state dir or file others could read is tightened, and said.
+  for (const t of await privateStateDir(stateDir)) log.warn("state readable by other users: tightened", { ...t });
   const newId = createUlidFactory(clock, rng);
 
   const journalPath = join(stateDir, "coordinator.journal");
@@ -118,6 +121,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
   const authn = auth.authenticator;
   // Certificate files are read and checked before anything listens (a bad one fails the start).
   const transport = coordinatorTransport(config, auth.backendHeaders, clientLimits(config.limits));
+  warnWithoutCoordinatorIdentity(config.tls, log);
   const server = new GrpcServer({ ...transport.controlPlane, ...serverLimits(config.limits) });
   // `warden.audit` serves only while the outbox is healthy and, with NATS
   // configured, the audit stream is confirmed on the current connection.
@@ -183,7 +187,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
     clock,
     log: log.child({ component: "nodes" }),
     graceMs: config.nodeGraceMs,
-    connect: (address) => transport.connectAgent(address),
+    connect: (address, nodeId) => transport.connectAgent(address, nodeId),
     ...(deps.ha === undefined ? {} : { leaderEpoch: deps.ha.leaderEpoch, onStaleEpoch: deps.ha.onSuperseded, onHeartbeatApplied: (nodeId: string) => takeover?.inventoryApplied(nodeId) }),
     maxNodes: config.limits.maxNodes,
     lostAfterMs: config.nodeLostAfterMs,
@@ -284,9 +288,9 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
   takeover?.applyAtStart();
 
   // With auth on, every remote registration carries a node token bound to its id (the guard checks it).
-  const nodeImpl = withNodeCertificateCheck(nodeService(nodes, clock, recovery.epoch, { credentialed: authn !== undefined, caps: { maxInventory: config.limits.maxInventoryPerHeartbeat, maxOrphans: config.limits.maxOrphansPerHeartbeat }, ...(deps.ha === undefined ? {} : { ha: deps.ha }) }), transport.mutual);
-  const adminImpl = adminService({ clock, loader, nodes, hub, placement, enforcement: config.enforcement, defaultStopTimeoutMs: config.stop.stopTimeoutMs, ...(deps.haStatus === undefined ? {} : { haStatus: deps.haStatus }), ...(durable === undefined || takeover === undefined ? {} : { settings: durable.settings, takeover }), ...(deps.ha === undefined ? {} : { requireCommands: () => void deps.ha?.leaderEpoch() }) });
-  server.add(AdminService, guarded(AdminService, adminImpl, authn?.admin));
+  const nodeImpl = withNodeCertificateCheck(nodeService(nodes, clock, recovery.epoch, { credentialed: authn !== undefined, caps: { maxInventory: config.limits.maxInventoryPerHeartbeat, maxOrphans: config.limits.maxOrphansPerHeartbeat }, ...(deps.ha === undefined ? {} : { ha: deps.ha }) }), transport.mutual, transport.probeAgentAddress);
+  const adminImpl = auditedAdminService(authn, log, { clock, loader, nodes, hub, placement, enforcement: config.enforcement, defaultStopTimeoutMs: config.stop.stopTimeoutMs, ...(deps.haStatus === undefined ? {} : { haStatus: deps.haStatus }), ...(durable === undefined || takeover === undefined ? {} : { settings: durable.settings, takeover }), ...(deps.ha === undefined ? {} : { requireCommands: () => void deps.ha?.leaderEpoch() }) });
+  server.add(AdminService, guarded(AdminService, authn === undefined ? adminImpl : revocableStreams(AdminService, adminImpl, authn, adminStreamRule), authn?.admin));
   // One labelled child per outcome, resolved once: `inc({ outcome })` would hash the labels on every routed call.
   const routedByOutcome = new Map<string, { inc(): void }>();
   const routed = {
@@ -303,10 +307,12 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
   };
   const metricsRef: { current: CoordinatorMetrics | undefined } = { current: undefined };
   const inference = inferenceService(loader, log.child({ component: "inference" }), routed, authn === undefined ? undefined : (model, ctx, m) => { authn.checkModel(model, ctx, m); });
-  const inferenceGuarded = guarded(InferenceService, inference, authn?.inference);
+  const inferenceGuarded = guarded(InferenceService, authn === undefined ? inference : revocableStreams(InferenceService, inference, authn, inferenceStreamRule), authn?.inference);
   server.add(InferenceService, inferenceGuarded);
-  // Both ports also serve LocalAI's backend.Backend itself, every method routed as bytes (backend-router.ts), behind the inference tokens.
-  const router = backendRouter(loader, log.child({ component: "backend-router" }), routed, authn === undefined ? undefined : (model, ctx, m) => { authn.inference(m, ctx, undefined); authn.checkModel(model, ctx, m); });
+  // Both ports also serve LocalAI's backend.Backend itself, every method routed as bytes (backend-router.ts), behind the inference tokens;
+  // with tokens, no caller may name a file on the node (backend-path-rules.ts). Without, there is no boundary to keep.
+  const routerImpl = backendRouter(loader, log.child({ component: "backend-router" }), routed, authn === undefined ? undefined : (model, ctx, m) => { authn.inference(m, ctx, undefined); authn.checkModel(model, ctx, m); }, authn === undefined ? "pass" : "refuse");
+  const router = authn === undefined ? routerImpl : revocableRawStreams(routerImpl, authn, inferenceStreamRule);
   server.addRawService(Backend, router);
   const dataPlane = config.inferenceListen === undefined ? undefined : new LeanGrpcServer({ ...transport.dataPlane, ...serverLimits(config.limits) }).add(InferenceService, inferenceGuarded).addRawUnary(InferenceService.method.predict, authn === undefined ? inference.predictBytes : guardRawUnary(InferenceService.method.predict, inference.predictBytes, authn.inference)).addRawService(Backend, router);
   server.add(NodeService, guarded(NodeService, nodeImpl, authn?.node));
@@ -318,6 +324,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
   const heartbeat = embedded?.heartbeat;
 
   const metrics = new CoordinatorMetrics(loader, nodes, outbox);
+  if (auditLink !== undefined) registerAuditStreamMetrics(metrics.registry, auditLink);
   metricsRef.current = metrics;
   hub.observe((e) => {
     metrics.observe(e);

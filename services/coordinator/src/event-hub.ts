@@ -24,7 +24,7 @@ const reasons: Readonly<Record<CoreReason | "orphan" | "vanished", EvictionReaso
 
 /** Maps a loader event to the DESIGN §4 event payload. */
 export function eventInitOf(e: LoaderEvent): EventInit {
-  const base = { nodeId: e.nodeId, model: e.model, address: e.address, incarnation: e.incarnation };
+  const base = { nodeId: e.nodeId, model: e.model, address: e.address, incarnation: e.incarnation, ...(e.actor === undefined ? {} : { actor: e.actor }) };
   switch (e.type) {
     case "eviction.started":
       return { ...base, payload: { case: "evictionStarted", value: { $typeName: "warden.v1.EvictionStarted", reason: reasons[e.reason], trigger: e.trigger, wasBusy: e.wasBusy, force: e.force, openRequestIds: [...e.openRequestIds] } } };
@@ -56,7 +56,7 @@ export function eventInitOf(e: LoaderEvent): EventInit {
     case "backend.load-failed":
       return {
         ...base,
-        payload: { case: "backendLoadFailed", value: { $typeName: "warden.v1.BackendLoadFailed", code: e.code, message: e.message, lastStderrLine: e.lastStderrLine, ...(e.exitCode === undefined ? {} : { exitCode: e.exitCode }) } },
+        payload: { case: "backendLoadFailed", value: { $typeName: "warden.v1.BackendLoadFailed", code: e.code, message: e.message, lastStderrLine: e.lastStderrLine, outcomeUnknown: e.outcomeUnknown, ...(e.exitCode === undefined ? {} : { exitCode: e.exitCode }) } },
       };
     case "backend.exited":
       return {

@@ -16,7 +16,7 @@ const watchRetryMs = 2_000;
  * loader's AgentPort. Every command is stamped with `leaderEpoch()` (the
  * coordinator's leader epoch, issue 17; default 0 = no HA).
  */
-export function grpcAgentConnector(d: { readonly clock: Clock; readonly log: Logger; readonly connect: (address: string) => AgentClient; readonly leaderEpoch?: LeaderEpochProvider; readonly onStaleEpoch?: StaleEpochListener }): AgentConnector<AgentClient> {
+export function grpcAgentConnector(d: { readonly clock: Clock; readonly log: Logger; readonly connect: (address: string, nodeId: string) => AgentClient; readonly leaderEpoch?: LeaderEpochProvider; readonly onStaleEpoch?: StaleEpochListener }): AgentConnector<AgentClient> {
   const leaderEpoch = d.leaderEpoch ?? noLeaderEpoch;
   const watch = (nodeId: string, client: AgentClient, signal: AbortSignal, onExit: Parameters<AgentConnector<AgentClient>["watchExits"]>[3]): void => {
     void (async () => {

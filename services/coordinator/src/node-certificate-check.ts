@@ -1,6 +1,7 @@
 import type { NodeService } from "@warden/proto";
 import { peerIdentity, type HandlerContext, type ServiceImpl } from "@warden/grpc";
 import { Code, WardenError } from "@warden/common";
+import type { AgentAddressProbe } from "./agent-address-probe.js";
 
 /** The peer of the coordinator's own in-process calls (the embedded agent): no socket, no certificate. */
 const inProcessPeer = "in-process";
@@ -20,13 +21,19 @@ export function checkNodeCertificate(nodeId: string, ctx: HandlerContext): void 
   throw new WardenError(Code.PermissionDenied, `node_id: "${nodeId}" refused: ${why}; an agent may only register and heartbeat as the node id in its certificate`, { details: { field: "node_id" } });
 }
 
-/** NodeService with every Register and Heartbeat checked against the caller's certificate first (when `mutual`). */
-export function withNodeCertificateCheck(impl: ServiceImpl<typeof NodeService>, mutual: boolean): ServiceImpl<typeof NodeService> {
+/**
+ * NodeService with every Register and Heartbeat checked against the caller's
+ * certificate first (when `mutual`), and a remote Register's address against
+ * the certificate it serves (`probeAddress`, agent-address-probe.ts): both
+ * before anything is applied, so a refused Register changes nothing.
+ */
+export function withNodeCertificateCheck(impl: ServiceImpl<typeof NodeService>, mutual: boolean, probeAddress?: AgentAddressProbe): ServiceImpl<typeof NodeService> {
   if (!mutual) return impl;
   return {
     // async: a refusal is a rejected promise (the call's status), never a synchronous throw.
     async register(req, ctx) {
       checkNodeCertificate(req.nodeId, ctx);
+      if (probeAddress !== undefined && ctx.peer !== inProcessPeer) await probeAddress(req.address, req.nodeId, ctx.signal);
       return impl.register(req, ctx);
     },
     async heartbeat(req, ctx) {

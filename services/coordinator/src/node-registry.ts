@@ -11,8 +11,8 @@ export type NodeRecord = ClusterNodeRecord<AgentClient>;
 export interface NodeRegistryOptions extends Omit<NodeTableOptions<AgentClient>, "clock" | "connector" | "onAdopted" | "version" | "onVersionMismatch"> {
   readonly clock: Clock;
   readonly log: Logger;
-  /** Makes a gRPC client for a registered agent's address. */
-  readonly connect: (address: string) => AgentClient;
+  /** Makes a gRPC client for node `nodeId`'s agent at `address`. */
+  readonly connect: (address: string, nodeId: string) => AgentClient;
   /** The coordinator's leader epoch stamped on every agent command (issue 17). @default () => 0n (no HA) */
   readonly leaderEpoch?: () => bigint;
   /** An agent refused a command as from an older leader epoch (issue 17): a newer coordinator leads. */

@@ -27,7 +27,8 @@ export async function ensureStateDir(dir: string, field: string): Promise<string
     p = up;
   }
   for (const m of missing.reverse()) {
-    await mkdir(m).catch((err: unknown) => {
+    // Owner-only, as everything Warden creates for its state (the leaf is checked again at start).
+    await mkdir(m, { mode: 0o700 }).catch((err: unknown) => {
       if ((err as NodeJS.ErrnoException).code === "EEXIST") return;
       throw invalidArgument(field, `cannot create ${abs}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message} at ${m}`);
     });

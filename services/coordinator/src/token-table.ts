@@ -41,6 +41,11 @@ export function hashToken(token: string): string {
   return `sha256:${createHash("sha256").update(token, "utf8").digest("hex")}`;
 }
 
+/** The SHA-256 of `token` in hex: what an open stream keeps instead of the token (TokenTable.lookupDigest). */
+export function digestOfToken(token: string): string {
+  return createHash("sha256").update(token, "utf8").digest("hex");
+}
+
 /** A new high-entropy token (32 random bytes, base64url). */
 export function mintToken(): string {
   return `${tokenPrefix}${randomBytes(32).toString("base64url")}`;
@@ -75,6 +80,11 @@ export class TokenTable {
     const e = this.byDigest.get(hex);
     if (e === undefined) return undefined;
     return timingSafeEqual(e.digest, digest) ? e.principal : undefined;
+  }
+
+  /** The principal of a token already hashed (`hex`: its SHA-256, as digestOfToken gives): re-checking an open stream on reload without holding the token. */
+  lookupDigest(hex: string): Principal | undefined {
+    return this.byDigest.get(hex)?.principal;
   }
 
   /**

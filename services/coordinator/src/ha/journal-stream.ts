@@ -1,4 +1,4 @@
-import { jetstreamManager, RetentionPolicy, StorageType, type JetStreamManager } from "@nats-io/jetstream";
+import { jetstreamManager, RetentionPolicy, StorageType, type JetStreamManager, type StreamConfig } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { Code, WardenError, deadlineSignal, invalidArgument, isWardenError, raceSignal, systemClock, type Clock } from "@warden/common";
 import { recordHeaderBytes } from "@warden/journal";
@@ -110,6 +110,12 @@ export async function ensureJournalStream(nc: NatsConnection, o: ResolvedJournal
       deny_delete: true,
       allow_rollup_hdrs: false,
     };
+    // An existing stream is only checked, never created again or changed: a provisioned one needs no create right.
+    const existing = await raceSignal(jsm.streams.info(o.stream), d.signal).catch(() => undefined);
+    if (existing !== undefined) {
+      checkJournalStream(existing.config, o);
+      return jsm;
+    }
     // Stream creation waits for a replicated stream leader: retried until the deadline.
     for (;;) {
       try {
@@ -119,10 +125,7 @@ export async function ensureJournalStream(nc: NatsConnection, o: ResolvedJournal
         if (d.signal.aborted) throw journalUnavailable(o.stream, "open", err);
         const info = await raceSignal(jsm.streams.info(o.stream), d.signal).catch(() => undefined);
         if (info !== undefined) {
-          const c = info.config;
-          if (c.num_replicas !== o.replicas || c.storage !== StorageType.File || c.subjects.length !== 1 || c.subjects[0] !== o.subject) {
-            throw new WardenError(Code.FailedPrecondition, `journal stream ${o.stream} exists with another configuration (subjects ${c.subjects.join(",")}, replicas ${String(c.num_replicas)}, storage ${c.storage}): fix or delete it`);
-          }
+          checkJournalStream(info.config, o);
           break;
         }
       }
@@ -133,6 +136,13 @@ export async function ensureJournalStream(nc: NatsConnection, o: ResolvedJournal
     throw journalUnavailable(o.stream, "open", err);
   } finally {
     d.cleanup();
+  }
+}
+
+/** FAILED_PRECONDITION unless an existing journal stream has the subject, replicas and storage the journal needs. */
+function checkJournalStream(c: StreamConfig, o: ResolvedJournalOptions): void {
+  if (c.num_replicas !== o.replicas || c.storage !== StorageType.File || c.subjects.length !== 1 || c.subjects[0] !== o.subject) {
+    throw new WardenError(Code.FailedPrecondition, `journal stream ${o.stream} exists with another configuration (subjects ${c.subjects.join(",")}, replicas ${String(c.num_replicas)}, storage ${c.storage}): fix or delete it`);
   }
 }
 

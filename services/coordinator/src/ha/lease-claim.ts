@@ -56,10 +56,19 @@ export interface LeaseClaimsOptions {
  * unchanged for `staleAfterMs` on this member's clock is stale, and the next
  * claim in the chain is `<claim key>.<its revision>`, again decided by one
  * create. One instance per keeper (it remembers when it first saw each claim).
+ *
+ * A stale claim stays stale (a claim key is only ever created, never
+ * rewritten), so each attempt resumes at the deepest link this member has
+ * reached instead of reading the whole chain again: on a slow stream (a
+ * server just restarted, the machine loaded) an attempt that reads every link
+ * grew by one read per failed takeover until none fit in its deadline, and the
+ * lease was never taken again.
  */
 export class LeaseClaims {
   private readonly firstSeen = new Map<string, { readonly revision: number; readonly atMs: number }>();
   private forRevision = -1;
+  /** The deepest link of the chain for `forRevision` reached so far (every link before it was stale). */
+  private deepest: { readonly key: string; readonly depth: number } | undefined;
 
   constructor(private readonly o: LeaseClaimsOptions) {}
 
@@ -76,9 +85,10 @@ export class LeaseClaims {
     if (expectedRevision !== this.forRevision) {
       this.firstSeen.clear();
       this.forRevision = expectedRevision;
+      this.deepest = undefined;
     }
-    let claimKey = leaseClaimKey(this.o.key, expectedRevision);
-    for (let depth = 0; depth < maxChain; depth++) {
+    let claimKey = this.deepest?.key ?? leaseClaimKey(this.o.key, expectedRevision);
+    for (let depth = this.deepest?.depth ?? 0; depth < maxChain; depth++) {
       const held = await this.o.kv.get(claimKey);
       if (held === null) {
         signal?.throwIfAborted();
@@ -97,6 +107,7 @@ export class LeaseClaims {
       // Our own claim too: only the call that created it updates the key, so a retry never races a rival's.
       if (nowMs - seen.atMs < this.o.staleAfterMs) throw new LeaseTakenError(claimKey, holderOf(held));
       claimKey = `${claimKey}.${String(held.revision)}`;
+      this.deepest = { key: claimKey, depth: depth + 1 };
     }
     throw new LeaseTakenError(claimKey, null);
   }

@@ -78,5 +78,5 @@ export async function startStandbyHttp(o: { readonly config: CoordinatorConfig; 
       return sendNotLeader(request, reply, leaderUrl);
     });
   };
-  return startHttpServer({ listen: o.listen, limits: c.http, tls: tls === undefined ? undefined : { cert: tls.cert, key: tls.key }, insecure: c.insecure, routes: [register], log: o.log });
+  return startHttpServer({ listen: o.listen, limits: c.http, tls: tls === undefined ? undefined : { cert: tls.cert, key: tls.key }, insecure: c.insecure, checkHost: !auth.enabled, routes: [register], log: o.log });
 }

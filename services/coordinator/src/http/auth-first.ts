@@ -4,14 +4,8 @@ import { errorReply } from "./dashboard/dashboard-actions.js";
 import type { HttpAuth } from "./http-auth.js";
 import type { HttpRouteRegistrar } from "./http-server.js";
 import { errorBody } from "./openai-errors.js";
+import { httpRouteRule } from "./route-roles.js";
 import { WardenError } from "@warden/common";
-
-/**
- * What anyone may fetch without a token: the dashboard's page, script and
- * style (the page then asks for a token) and the load balancer's readiness
- * check. All are GET with no body; every other request needs a known token.
- */
-export const publicHttpRoutes: ReadonlySet<string> = new Set(["/", "/dashboard/app.css", "/dashboard/app.js", "/ha/leader"]);
 
 /**
  * How long a refused connection keeps reading (and dropping) what the peer
@@ -43,12 +37,17 @@ function lingerOnClose(socket: Socket): void {
   };
 }
 
-/** A public route asked for with no body: one that comes with a body needs a token like any other request (body limit 0 until authenticated). */
+/**
+ * A route anyone may call (route-roles.ts: the dashboard's page, script and
+ * style, the readiness check), asked for with no body: one that comes with a
+ * body, or no route at all, needs a token like any other request (body limit
+ * 0 until authenticated).
+ */
 function isPublic(request: FastifyRequest): boolean {
-  if (request.method !== "GET" && request.method !== "HEAD") return false;
   const h = request.headers;
   if (h["transfer-encoding"] !== undefined || (h["content-length"] !== undefined && h["content-length"] !== "0")) return false;
-  return publicHttpRoutes.has(request.url.split("?")[0] ?? "");
+  const url = request.routeOptions.url;
+  return url !== undefined && httpRouteRule(request.method, url).t === "public";
 }
 
 /**
@@ -57,8 +56,8 @@ function isPublic(request: FastifyRequest): boolean {
  * the answer is 401 with `Connection: close` and the body never buffered, so
  * an unauthenticated peer cannot make the coordinator hold an upload; what it
  * still sends is dropped for at most `refusedLingerMs`, then the connection
- * is closed. Roles and model scoping stay with each
- * route (HttpAuth.requireRole / requireInference). With auth off every
+ * is closed. Roles and model scoping come next (route-roles.ts, the
+ * registrar after this one). With auth off every
  * request passes, as on gRPC. Register first, so it covers every route and
  * the not-found handler.
  */

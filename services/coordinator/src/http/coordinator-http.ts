@@ -17,6 +17,7 @@ import { dashboardRoutes } from "./dashboard/dashboard-routes.js";
 import type { DashboardHa } from "./dashboard/dashboard-view.js";
 import { haRoutes } from "./ha-routes.js";
 import { authenticateFirst } from "./auth-first.js";
+import { routeRoles } from "./route-roles.js";
 
 /** What routes on the coordinator's HTTP listener may use: its live state, in process. */
 export interface CoordinatorHttpContext {
@@ -42,8 +43,9 @@ export interface CoordinatorHttpContext {
 }
 
 /** Each module that serves on the HTTP listener: one registrar each (the dashboard adds its own here). */
-function registrars(ctx: CoordinatorHttpContext): HttpRouteRegistrar[] {
-  return [authenticateFirst(ctx.auth), openAiRoutes(ctx), dashboardRoutes(ctx), haRoutes({ haView: ctx.haView, auth: ctx.auth })];
+function registrars(ctx: CoordinatorHttpContext, authn: Authenticator | undefined): HttpRouteRegistrar[] {
+  // A known token before anything else (auth-first.ts: 401 and close, no body read), then route roles: their hooks must cover every route registered after them.
+  return [authenticateFirst(ctx.auth), routeRoles(ctx.auth, authn, ctx.log), openAiRoutes(ctx), dashboardRoutes(ctx), haRoutes({ haView: ctx.haView, auth: ctx.auth })];
 }
 
 export interface CoordinatorHttp {
@@ -66,7 +68,8 @@ export async function startCoordinatorHttp(ctx: Omit<CoordinatorHttpContext, "au
     limits: config.http,
     tls: tls === undefined ? undefined : { cert: tls.cert, key: tls.key },
     insecure: config.insecure,
-    routes: registrars(full),
+    checkHost: !full.auth.enabled,
+    routes: registrars(full, ctx.authenticator),
     log: ctx.log,
   });
   return {

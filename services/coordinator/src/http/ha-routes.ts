@@ -52,7 +52,8 @@ export function sendNotLeader(request: FastifyRequest, reply: FastifyReply, lead
  * a single coordinator), 503 with `Retry-After` elsewhere. No token needed:
  * the body names this member and the leader (what a standby's refusals name
  * anyway), not the member list. `GET /api/dashboard/ha`: the whole view, with
- * the members, for the dashboard (any valid token when auth is on).
+ * the members, for the dashboard (a viewer's token or above when auth is
+ * on, as GetHaStatus: http/route-roles.ts).
  */
 export function haRoutes(ctx: { readonly haView: (() => DashboardHa) | undefined; readonly auth: HttpAuth }): HttpRouteRegistrar {
   const view = (): DashboardHa => ctx.haView?.() ?? singleCoordinatorHa;

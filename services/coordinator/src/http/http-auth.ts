@@ -14,6 +14,13 @@ export function bearerOf(request: FastifyRequest): string | undefined {
   return t === "" ? undefined : t;
 }
 
+const requestModels = new WeakMap<FastifyRequest, string>();
+
+/** The model an admitted inference call named (checkModel): re-checked when a reload narrows its token (route-roles.ts). */
+export function requestModelOf(request: FastifyRequest): string | undefined {
+  return requestModels.get(request);
+}
+
 /**
  * The HTTP listener's token checks, over the same tokens file and roles as
  * the gRPC services (authenticator.ts). With auth off (no tokens file) every
@@ -58,6 +65,7 @@ export class HttpAuth {
 
   /** A model named by an admitted inference call: refused when the token lists others only. */
   checkModel(request: FastifyRequest, p: Principal | undefined, model: string): void {
+    requestModels.set(request, model);
     if (p?.models !== undefined && !p.models.has(model)) throw this.deny(Code.PermissionDenied, `model: this token may not call model ${JSON.stringify(model.slice(0, 128))}`, request, p, "model");
   }
 

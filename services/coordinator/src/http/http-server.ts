@@ -4,6 +4,9 @@ import { Code, WardenError, type Logger } from "@warden/common";
 import { capConnections, checkPlaintextListen } from "@warden/grpc";
 import type { HttpLimits } from "./http-settings.js";
 import { errorBody, httpStatusOf } from "./openai-errors.js";
+import { answerUnparsedRequest, requestError } from "./client-errors.js";
+import { acceptedHosts, hostCheckHook } from "./host-check.js";
+import { installSecurityHeaders } from "./security-headers.js";
 
 /** Plugs routes into the listener: the OpenAI API, the dashboard, … (each module its own registrar). */
 export type HttpRouteRegistrar = (app: FastifyInstance) => void | Promise<void>;
@@ -16,6 +19,8 @@ export interface HttpServerOptions {
   readonly tls: { readonly cert: Buffer; readonly key: Buffer } | undefined;
   /** Allow plaintext on a non-loopback address (the coordinator's `insecure`). */
   readonly insecure: boolean;
+  /** Auth is off: refuse a request whose Host is not a loopback name, the listen host or `limits.allowedHosts` (host-check.ts). */
+  readonly checkHost: boolean;
   readonly routes: readonly HttpRouteRegistrar[];
   readonly log: Logger;
 }
@@ -56,15 +61,6 @@ function hostPort(address: string): { host: string; port: number } {
   return { host, port };
 }
 
-/** Fastify's own errors (bad JSON, body too large, wrong content type) in the same JSON shape as ours. */
-function frameworkError(err: FastifyError): WardenError {
-  const status = err.statusCode ?? 500;
-  if (status === 413) return new WardenError(Code.ResourceExhausted, `request body larger than http.bodyLimit`, { details: { field: "body", httpStatus: 413 } });
-  if (status === 415) return new WardenError(Code.InvalidArgument, err.message, { details: { field: "content-type", httpStatus: 415 } });
-  if (status >= 400 && status < 500) return new WardenError(Code.InvalidArgument, err.message, { details: { field: "body", httpStatus: status } });
-  return WardenError.from(err, Code.Internal);
-}
-
 /**
  * Starts the coordinator's HTTP listener: fastify with its own logger off
  * (errors go to the coordinator's redacting logger), every error in
@@ -91,14 +87,21 @@ export async function startHttpServer(o: HttpServerOptions): Promise<HttpServer>
     // Streams that never end by themselves (SSE) must not hold close() up.
     forceCloseConnections: true,
     return503OnClosing: true,
-    ...(o.tls === undefined ? {} : { https: { cert: o.tls.cert, key: o.tls.key, minVersion: "TLSv1.2" as const, handshakeTimeout: l.handshakeTimeoutMs } }),
+    clientErrorHandler: (err, socket) => {
+      answerUnparsedRequest(err, socket, o.tls !== undefined);
+    },
+    // A missing Host is refused by host-check.ts (with the security headers), not by Node before any handler runs.
+    ...(o.tls === undefined ? { http: { requireHostHeader: false } } : { https: { cert: o.tls.cert, key: o.tls.key, minVersion: "TLSv1.2" as const, requireHostHeader: false, handshakeTimeout: l.handshakeTimeoutMs } }),
   }) as unknown as FastifyInstance;
   app.server.maxConnections = l.maxConnections;
   app.server.headersTimeout = l.headersTimeoutMs;
   // Per IP, on accept: idle or slow sockets from one peer fill its own quota, not the listener's.
   capConnections(app.server, l);
+  // First, so that every response (errors, 404s, streams) has them and a bad Host is refused before any route runs.
+  installSecurityHeaders(app.server, o.tls !== undefined);
+  app.addHook("onRequest", hostCheckHook({ enabled: () => o.checkHost, accepted: acceptedHosts(o.listen, l.allowedHosts) }));
   app.setErrorHandler((err: FastifyError, request, reply) => {
-    const e = err instanceof WardenError ? err : frameworkError(err);
+    const e = requestError(err);
     const status = httpStatusOf(e);
     if (status >= 500) o.log.error("http call failed", { method: request.method, path: request.url.split("?")[0], status, error: e.rawMessage });
     if (reply.sent || reply.raw.headersSent) {

@@ -1,4 +1,5 @@
 import { invalidArgument, parseDurationMs } from "@warden/common";
+import { parseAllowedHosts } from "./host-check.js";
 import { parsePromptTemplates, type PromptTemplate } from "./prompt-template.js";
 
 /**
@@ -37,6 +38,8 @@ export interface HttpLimits {
   readonly handshakeTimeoutMs: number;
   /** A whole API call (load on demand included) is cancelled after this. @default 10 min */
   readonly callTimeoutMs: number;
+  /** Host names answered with auth off besides the loopback ones and the listen host (host-check.ts). @default [] */
+  readonly allowedHosts: readonly string[];
 }
 
 const mib = 1024 * 1024;
@@ -57,7 +60,7 @@ export const httpSettingBounds = Object.freeze({
 
 export const httpSettingsFields = ["httpListen", "http"] as const;
 
-export const defaultHttpLimits: HttpLimits = Object.freeze(Object.fromEntries(Object.values(httpSettingBounds).map((b) => [b.field, b.dflt])) as unknown as HttpLimits);
+export const defaultHttpLimits: HttpLimits = Object.freeze({ ...(Object.fromEntries(Object.values(httpSettingBounds).map((b) => [b.field, b.dflt])) as unknown as HttpLimits), allowedHosts: [] });
 
 const sizeUnits: Readonly<Record<string, number>> = { "": 1, b: 1, kib: 1024, mib, gib: 1024 * mib, kb: 1e3, mb: 1e6, gb: 1e9 };
 
@@ -86,7 +89,7 @@ export function parseHttpSettings(input: Readonly<Record<string, unknown>>): Htt
   const h = input["http"] ?? {};
   if (typeof h !== "object" || Array.isArray(h)) throw invalidArgument("http", "must be a map");
   const r = h as Record<string, unknown>;
-  const names = Object.keys(httpSettingBounds);
+  const names = [...Object.keys(httpSettingBounds), "allowedHosts"];
   for (const k of Object.keys(r)) if (!names.includes(k)) throw invalidArgument(`http.${k}`, `unknown field (allowed: ${names.join(", ")})`);
   const out: Record<string, number> = { ...(defaultHttpLimits as unknown as Record<string, number>) };
   for (const [name, b] of Object.entries(httpSettingBounds)) {
@@ -109,5 +112,5 @@ export function parseHttpSettings(input: Readonly<Record<string, unknown>>): Htt
     out["headersTimeoutMs"] = requestMs;
   }
   const models = input["models"];
-  return { httpListen: listen, http: out as unknown as HttpLimits, promptTemplates: parsePromptTemplates(Array.isArray(models) ? models : []) };
+  return { httpListen: listen, http: { ...(out as unknown as HttpLimits), allowedHosts: parseAllowedHosts(r["allowedHosts"]) }, promptTemplates: parsePromptTemplates(Array.isArray(models) ? models : []) };
 }

@@ -7,6 +7,7 @@ import { Code, WardenError, invalidArgument, isWardenError, sampleRateOf, wavFil
 import type { CoordinatorHttpContext } from "./coordinator-http.js";
 import { callSignal } from "./http-server.js";
 import type { OpenAiBackend } from "./openai-backend.js";
+import { multipartError } from "./client-errors.js";
 import { parseEmbeddingRequest, parseImageRequest, parseSpeechRequest, parseTranscriptionFields } from "./openai-schema.js";
 
 /** Most audio one speech call collects from TTSStream before answering. */
@@ -40,7 +41,7 @@ async function readUpload(request: FastifyRequest, dir: string, id: string): Pro
     }
   } catch (err) {
     if (path !== undefined) await rm(path, { force: true });
-    throw err;
+    throw multipartError(err);
   }
   if (path === undefined) throw invalidArgument("file", "is required (the audio file)");
   return { path, fields };

@@ -49,6 +49,8 @@ describe("OpenAI request bounds: just inside accepted, just outside refused nami
     expect(parseSpeechRequest({ model: "m", input: "x".repeat(b.speechChars) }).format).toBe("wav");
     expect(refused(() => parseSpeechRequest({ model: "m", input: "x".repeat(b.speechChars + 1) }))).toBe("input");
     expect(refused(() => parseSpeechRequest({ model: "m", input: "x", response_format: "mp3" }))).toBe("response_format");
+    expect(parseSpeechRequest({ model: "m", input: "x", voice: "en_US-amy-medium" }).voice).toBe("en_US-amy-medium");
+    for (const voice of ["/etc/passwd", "../voices/x.wav", "a/b", ".."]) expect(refused(() => parseSpeechRequest({ model: "m", input: "x", voice }))).toBe("voice");
     expect(parseImageRequest({ model: "m", prompt: "p", size: `${String(b.imageSide)}x1`, n: b.images }).width).toBe(b.imageSide);
     expect(refused(() => parseImageRequest({ model: "m", prompt: "p", size: `${String(b.imageSide + 1)}x1` }))).toBe("size");
     expect(refused(() => parseImageRequest({ model: "m", prompt: "p", n: b.images + 1 }))).toBe("n");

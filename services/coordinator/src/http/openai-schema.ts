@@ -1,4 +1,6 @@
 import { invalidArgument } from "@warden/common";
+import { breaks } from "../backend-path-check.js";
+import { backendPathRules } from "../backend-path-rules.js";
 import { bodyOf, isRecord, list, optBool, optEnum, optInt, optJson, optNumber, optString, reqString, type Body } from "./openai-fields.js";
 
 /**
@@ -203,6 +205,10 @@ export function parseSpeechRequest(raw: unknown): SpeechRequest {
   const model = modelOf(body);
   const input = reqString(body["input"], "input", b.speechChars);
   const voice = optString(body["voice"], "voice", b.voiceChars) ?? "";
+  // Some TTS backends read a reference audio named by voice: a name, never a path on the node.
+  const voiceRule = backendPathRules["TTSRequest.voice"];
+  const notAName = voiceRule === undefined ? undefined : breaks(voiceRule, voice);
+  if (notAName !== undefined) throw invalidArgument("voice", notAName);
   const format = optEnum(body["response_format"], "response_format", ["wav", "pcm"]) ?? "wav";
   optNumber(body["speed"], "speed", 0.25, 4);
   return { model, input, voice, format, instructions: optString(body["instructions"], "instructions", b.instructionsChars), language: optString(body["language"], "language", b.languageChars) };

@@ -4,7 +4,7 @@ import type { CallOptions, Client } from "@warden/grpc";
 import { checkId } from "../../check-id.js";
 import type { DashboardErrorBody } from "./dashboard-view.js";
 import { dashboardInstance } from "./dashboard-snapshot.js";
-import { httpStatusOfCode } from "../http-status.js";
+import { httpStatusWithExplicit, requestError } from "../client-errors.js";
 
 /** The buttons' operations: each one Admin API call (LoadModel, UnloadModel, DrainNode, UndrainNode). */
 export type DashboardAction =
@@ -94,7 +94,7 @@ export async function runAction(admin: Pick<Client<typeof AdminService>, "loadMo
 
 /** Status and JSON body of any error a dashboard endpoint meets. */
 export function errorReply(err: unknown): { readonly status: number; readonly body: DashboardErrorBody } {
-  const e = WardenError.from(err, Code.Internal);
+  const e = requestError(err);
   const field = e.details.field;
-  return { status: httpStatusOfCode(e.code, 409), body: { error: { code: codeName(e.code), message: e.rawMessage, ...(typeof field === "string" ? { field } : {}) } } };
+  return { status: httpStatusWithExplicit(e, 409), body: { error: { code: codeName(e.code), message: e.rawMessage, ...(typeof field === "string" ? { field } : {}) } } };
 }

@@ -39,6 +39,8 @@ export class DashboardFeed {
   readonly clients: SseClients;
   private watch: AbortController | undefined;
   private readonly joining = new Set<string[]>();
+  /** Streams open or joining per caller (only callers with at least one). */
+  private readonly perCaller = new Map<string, number>();
   private refreshTimer: Cancel | undefined;
   private settleTimer: Cancel | undefined;
   private refreshing = false;
@@ -50,9 +52,24 @@ export class DashboardFeed {
     });
   }
 
-  /** Opens a stream on `res` (the caller answers 503 when this says full). */
-  async connect(res: ServerResponse): Promise<SseAdmission> {
+  /**
+   * Opens a stream on `res` for `caller` (see SseLimits.maxClientsPerCaller);
+   * the route answers 503 when this says full, 429 when caller-full.
+   */
+  async connect(res: ServerResponse, caller?: string): Promise<SseAdmission> {
     if (this.closed || this.clients.size + this.joining.size >= this.o.limits.maxClients) return { t: "full", open: this.clients.size };
+    const cap = this.o.limits.maxClientsPerCaller;
+    if (caller !== undefined && cap !== undefined) {
+      const mine = this.perCaller.get(caller) ?? 0;
+      if (mine >= cap) return { t: "caller-full", open: mine };
+      // Counted from here until the response closes, however it ends (refused below, dropped, revoked, gone).
+      this.perCaller.set(caller, mine + 1);
+      res.once("close", () => {
+        const left = (this.perCaller.get(caller) ?? 1) - 1;
+        if (left > 0) this.perCaller.set(caller, left);
+        else this.perCaller.delete(caller);
+      });
+    }
     const held: string[] = [];
     this.joining.add(held);
     this.ensureWatching();

@@ -1,8 +1,9 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { AdminService } from "@warden/proto";
 import { inProcessClient } from "@warden/grpc";
-import { Code, WardenError, invalidArgument } from "@warden/common";
+import { Code, WardenError, capExceeded, invalidArgument } from "@warden/common";
 import { adminRoleFor } from "../../authenticator.js";
+import { dashboardActorMetadata } from "../../admin-actor.js";
 import { checkId } from "../../check-id.js";
 import type { Principal } from "../../token-table.js";
 import type { CoordinatorHttpContext } from "../coordinator-http.js";
@@ -51,8 +52,10 @@ function onlyQuery(request: FastifyRequest, allowed: readonly string[]): Record<
 
 /**
  * The dashboard on the HTTP listener: the page at `/`, its bundled script and
- * style, and JSON under /api/dashboard/. Reading (whoami, snapshot, stream,
- * explain) takes any valid token when auth is on; each button takes the role
+ * style, and JSON under /api/dashboard/. With auth on, who may call each
+ * route is http/route-roles.ts's table, checked before the handler runs:
+ * reading (snapshot, stream, explain) takes the role of the Admin API methods
+ * it shows (viewer), whoami any valid token; each button takes the role
  * its Admin API method takes (operator or admin) and runs that method's own
  * implementation, in process. Errors are `{ error: { code, message, field? } }`.
  */
@@ -99,17 +102,22 @@ export function dashboardRoutes(ctx: DashboardContext, options: DashboardOptions
         return reply.header("cache-control", "no-store").send(explainJson(r));
       });
 
-      app.get("/api/dashboard/stream", async (request, reply) => {
+      // GET only: a HEAD would take a stream slot whose headers Node never sends (no body, so never flushed).
+      app.get("/api/dashboard/stream", { exposeHeadRoute: false }, async (request, reply) => {
         onlyQuery(request, []);
-        ctx.auth.principal(request);
+        const p = ctx.auth.principal(request);
         // The stream is written by the feed from here on, past fastify's reply.
         void reply.hijack();
         const res = reply.raw;
-        const admitted = await feed.connect(res).catch((err: unknown) => {
+        const admitted = await feed.connect(res, p === undefined ? `address ${request.ip}` : `token ${p.name}`).catch((err: unknown) => {
           const { status, body } = errorReply(err);
           res.writeHead(status, { "content-type": "application/json" }).end(JSON.stringify(body));
           return undefined;
         });
+        if (admitted?.t === "caller-full") {
+          const { status, body } = errorReply(capExceeded("streams_per_caller", `this ${p === undefined ? "address" : "token"} has ${String(admitted.open)} dashboard event streams open (cap ${String(feed.clients.limits.maxClientsPerCaller ?? 0)} per caller); close one`));
+          res.writeHead(status, { "content-type": "application/json" }).end(JSON.stringify(body));
+        }
         if (admitted?.t === "full") {
           const { status, body } = errorReply(new WardenError(Code.Unavailable, `too many dashboard event streams open (${String(feed.clients.limits.maxClients)}); retry later`));
           res.writeHead(status, { "content-type": "application/json", "retry-after": "5" }).end(JSON.stringify(body));
@@ -121,7 +129,7 @@ export function dashboardRoutes(ctx: DashboardContext, options: DashboardOptions
         ctx.auth.principal(request);
         const action = parseAction(request.params.action, request.body);
         ctx.auth.requireRole(request, adminRoleFor(adminMethodOf[action.t]));
-        const result = await runAction(admin, action, { signal: callSignal(reply, ctx.config().http.callTimeoutMs) });
+        const result = await runAction(admin, action, { signal: callSignal(reply, ctx.config().http.callTimeoutMs), metadata: dashboardActorMetadata(ctx.auth.principal(request), request.ip) });
         return reply.header("cache-control", "no-store").send(result);
       });
     });

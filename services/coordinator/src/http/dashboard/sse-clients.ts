@@ -10,9 +10,15 @@ export interface SseLimits {
    * buffered without bound; its page reconnects and gets a fresh snapshot.
    */
   readonly maxPendingBytes: number;
+  /**
+   * Open streams one caller (a token; with auth off, a client address) may
+   * hold, so one cannot take every slot (as WatchEvents' per-caller cap).
+   * undefined = only maxClients.
+   */
+  readonly maxClientsPerCaller?: number;
 }
 
-export const defaultSseLimits: SseLimits = Object.freeze({ maxClients: 32, maxPendingBytes: 1024 * 1024 });
+export const defaultSseLimits: SseLimits = Object.freeze({ maxClients: 32, maxPendingBytes: 1024 * 1024, maxClientsPerCaller: 16 });
 
 /** One SSE frame. `data` must be a single line (JSON is). */
 export function sseFrame(event: string, data: string): string {
@@ -22,7 +28,7 @@ export function sseFrame(event: string, data: string): string {
 /** A comment frame: keeps proxies from timing the stream out, carries nothing. */
 export const sseKeepAlive = ": keep-alive\n\n";
 
-export type SseAdmission = { readonly t: "admitted"; readonly id: number } | { readonly t: "full"; readonly open: number };
+export type SseAdmission = { readonly t: "admitted"; readonly id: number } | { readonly t: "full"; readonly open: number } | { readonly t: "caller-full"; readonly open: number };
 
 /**
  * The open event streams: admission against `maxClients`, one write per
@@ -75,6 +81,11 @@ export class SseClients {
   }
 
   private write(id: number, res: ServerResponse, frame: string): void {
+    // Ended elsewhere (a revoked token's stream: route-roles.ts) before its close event removed it.
+    if (res.writableEnded || res.destroyed) {
+      this.open.delete(id);
+      return;
+    }
     const pending = res.writableLength;
     if (pending + Buffer.byteLength(frame, "utf8") > this.limits.maxPendingBytes) {
       this.open.delete(id);

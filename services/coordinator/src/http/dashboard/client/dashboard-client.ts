@@ -148,6 +148,10 @@ function onMessage(event: string, data: string): void {
   } else if (event === "event") {
     state.events = appendBounded(state.events, eventLine(JSON.parse(data) as DashboardEvent), maxEventLines);
     renderEvents();
+  } else if (event === "error") {
+    // The coordinator ends the stream after this (e.g. the token was revoked): say why.
+    const e = (JSON.parse(data) as { error?: { message?: string } }).error;
+    setConn("error", e?.message ?? "the stream ended with an error");
   }
 }
 
@@ -242,6 +246,8 @@ async function settle(): Promise<void> {
 async function stream(): Promise<void> {
   setConn("connecting", "connecting…");
   const res = await fetch("/api/dashboard/stream", { headers: headers(), cache: "no-store" });
+  // A token that may not read (revoked, or not a viewer's): ask for another one.
+  if (res.status === 401 || res.status === 403) byId("token-form").hidden = false;
   if (!res.ok || res.body === null) throw new Error(await errorText(res));
   setConn("live", "live");
   state.retryMs = 1_000;

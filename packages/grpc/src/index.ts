@@ -22,3 +22,4 @@ export { bearerMetadata, bearerTokenOf, guardRawUnary, guardService, maxAuthoriz
 export { checkRequestElements, defaultMaxRequestElements } from "./request-elements.js";
 export { callNeverSent, notConnectedTransport, serverWasSilent, unresponsiveTransport } from "./call-never-sent.js";
 export { createLeaderFollowingClient, defaultIdempotent, followDecision, maxFollowRounds, type LeaderFollowingClient, type LeaderFollowingOptions } from "./leader-following-client.js";
+export { capConnections, defaultPeerCaps, guardHttp2Server, parsePeerCaps, peerCapBounds, peerCapKeys, peerOf, type ConnectionCount, type PeerCaps } from "./peer-caps.js";

@@ -12,6 +12,7 @@ import type { HandlerContext, ServiceImpl } from "./types.js";
 import { checkPlaintextListen } from "./listen-guard.js";
 import { secureContextOptions } from "./server-tls.js";
 import type { TlsMaterial } from "./tls-material.js";
+import { defaultPeerCaps, guardHttp2Server, type PeerCaps } from "./peer-caps.js";
 
 export interface LeanServerOptions {
   /** @default 50 MiB */
@@ -26,6 +27,8 @@ export interface LeanServerOptions {
   tls?: TlsMaterial;
   /** Allow plaintext on a non-loopback address (see checkPlaintextListen). @default false */
   insecure?: boolean;
+  /** Connections per peer and in total, handshake and idle timeouts (peer-caps.ts). @default defaultPeerCaps */
+  peerCaps?: PeerCaps;
 }
 
 /** A unary handler on encoded bytes: the request's bytes in, the reply's bytes out (a proxy's pass-through). */
@@ -68,6 +71,7 @@ export class LeanGrpcServer {
   private tls: TlsMaterial | undefined;
   private readonly insecure: boolean;
   private readonly maxMetadata: number;
+  private readonly peerCaps: PeerCaps;
   private readonly sessions = new Set<ServerHttp2Session>();
   private readonly live = new Set<AbortController>();
 
@@ -78,6 +82,7 @@ export class LeanGrpcServer {
     this.tls = options.tls;
     this.insecure = options.insecure ?? false;
     this.maxMetadata = options.maxMetadataBytes ?? defaultMaxMetadataBytes;
+    this.peerCaps = options.peerCaps ?? defaultPeerCaps;
     this.addRoutes(Health, this.health.impl());
     this.health.set("", ServingStatus.NOT_SERVING);
   }
@@ -143,6 +148,7 @@ export class LeanGrpcServer {
           createSecureServer({ ...common, ...secureContextOptions(tls), requestCert: tls.ca !== undefined, rejectUnauthorized: tls.ca !== undefined } as Parameters<typeof createSecureServer>[0]);
     // A failed handshake (no or a foreign client certificate, a plaintext client) is the client's problem, not ours.
     server.on("tlsClientError", () => undefined);
+    guardHttp2Server(server, this.peerCaps);
     server.on("session", (s: ServerHttp2Session) => {
       this.sessions.add(s);
       s.on("close", () => this.sessions.delete(s));

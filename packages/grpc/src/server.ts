@@ -1,3 +1,4 @@
+import type { EventEmitter } from "node:events";
 import { Server, ServerCredentials, type UntypedServiceImplementation } from "@grpc/grpc-js";
 import type { DescService } from "@bufbuild/protobuf";
 import { Code, WardenError } from "@warden/common";
@@ -12,6 +13,10 @@ import { defaultMaxConcurrentStreams, defaultMaxMessageBytes, defaultMaxMetadata
 import { guardMetadata } from "./metadata-limit.js";
 import type { ServiceImpl } from "./types.js";
 import { checkPlaintextListen } from "./listen-guard.js";
+import { defaultPeerCaps, guardHttp2Server, type PeerCaps } from "./peer-caps.js";
+
+/** grpc-js listeners already guarded (a server may listen on several addresses). */
+const guarded = new WeakSet<EventEmitter>();
 
 export interface CreateServerOptions {
   /** @default 50 MiB */
@@ -26,6 +31,8 @@ export interface CreateServerOptions {
   credentials?: ServerCredentials;
   /** Allow plaintext on a non-loopback address (see checkPlaintextListen). @default false */
   insecure?: boolean;
+  /** Connections per peer and in total, handshake and idle timeouts (peer-caps.ts). @default defaultPeerCaps */
+  peerCaps?: PeerCaps;
 }
 
 /** How a shutdown ended: every call finished within the grace, or the rest were forced closed. */
@@ -51,6 +58,7 @@ export class GrpcServer {
   private readonly credentials: ServerCredentials;
   private readonly insecure: boolean;
   private readonly maxMetadataBytes: number;
+  private readonly peerCaps: PeerCaps;
   private listening = false;
   /** Every call's signal while it runs (server-handlers.ts scope): a forced shutdown ends them UNAVAILABLE. */
   private readonly live = new Set<AbortController>();
@@ -64,6 +72,7 @@ export class GrpcServer {
     this.credentials = options.credentials ?? ServerCredentials.createInsecure();
     this.insecure = options.insecure ?? false;
     this.maxMetadataBytes = options.maxMetadataBytes ?? defaultMaxMetadataBytes;
+    this.peerCaps = options.peerCaps ?? defaultPeerCaps;
     this.addUntracked(Health, this.health.impl());
     const reflect = this.reflection.handler();
     this.addUntracked(ServerReflection, { serverReflectionInfo: reflect });
@@ -127,11 +136,34 @@ export class GrpcServer {
           return;
         }
         this.listening = true;
+        try {
+          this.guardListeners();
+        } catch (e) {
+          this.raw.forceShutdown();
+          reject(WardenError.from(e));
+          return;
+        }
         this.health.set("", ServingStatus.SERVING);
         const host = address.slice(0, address.lastIndexOf(":"));
         resolve({ port, address: `${host === "0.0.0.0" || host === "[::]" ? "127.0.0.1" : host}:${String(port)}` });
       });
     });
+  }
+
+  /**
+   * Puts the peer caps on the HTTP/2 servers grpc-js bound. grpc-js has no
+   * hook for its connections, so this reaches its listener map (pinned
+   * version); if that ever changes, listen fails here rather than serving
+   * without caps.
+   */
+  private guardListeners(): void {
+    const servers = (this.raw as unknown as { http2Servers?: unknown }).http2Servers;
+    if (!(servers instanceof Map) || servers.size === 0) throw new WardenError(Code.Internal, "@grpc/grpc-js no longer exposes its listeners: cannot put the per-peer connection caps on them");
+    for (const s of servers.keys() as IterableIterator<EventEmitter>) {
+      if (guarded.has(s)) continue;
+      guarded.add(s);
+      guardHttp2Server(s, this.peerCaps);
+    }
   }
 
   /**

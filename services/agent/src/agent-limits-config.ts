@@ -1,5 +1,5 @@
 import { invalidArgument } from "@warden/common";
-import { defaultMaxConcurrentStreams, defaultMaxMessageBytes, defaultMaxMetadataBytes } from "@warden/grpc";
+import { defaultMaxConcurrentStreams, defaultMaxMessageBytes, defaultMaxMetadataBytes, parsePeerCaps, peerCapKeys, type PeerCaps } from "@warden/grpc";
 
 /** The agent's caps (YAML `limits:`): its AgentService server and its NodeService client. */
 export interface AgentLimits {
@@ -9,6 +9,8 @@ export interface AgentLimits {
   readonly maxMetadataBytes: number;
   /** Concurrent calls on one HTTP/2 connection. @default 256 */
   readonly maxStreamsPerConnection: number;
+  /** The AgentService listener's connections per peer and in total, handshake and idle timeouts (peer-caps.ts). */
+  readonly peerCaps: PeerCaps;
 }
 
 const mib = 1024 * 1024;
@@ -38,6 +40,7 @@ export function parseAgentLimits(input: unknown): AgentLimits {
   if (input === undefined || input === null) input = {};
   if (typeof input !== "object" || Array.isArray(input)) throw invalidArgument("limits", "must be a map");
   const raw = input as Record<string, unknown>;
-  for (const k of Object.keys(raw)) if (!(k in bounds)) throw invalidArgument(`limits.${k}`, `unknown field (allowed: ${Object.keys(bounds).join(", ")})`);
-  return { maxMessageBytes: value(raw["maxMessageSize"], "maxMessageSize"), maxMetadataBytes: value(raw["maxMetadataSize"], "maxMetadataSize"), maxStreamsPerConnection: value(raw["maxStreamsPerConnection"], "maxStreamsPerConnection") };
+  const allowed = [...Object.keys(bounds), ...peerCapKeys];
+  for (const k of Object.keys(raw)) if (!allowed.includes(k)) throw invalidArgument(`limits.${k}`, `unknown field (allowed: ${allowed.join(", ")})`);
+  return { maxMessageBytes: value(raw["maxMessageSize"], "maxMessageSize"), maxMetadataBytes: value(raw["maxMetadataSize"], "maxMetadataSize"), maxStreamsPerConnection: value(raw["maxStreamsPerConnection"], "maxStreamsPerConnection"), peerCaps: parsePeerCaps(raw) };
 }

@@ -61,7 +61,7 @@ async function main(): Promise<number> {
   logger.info("state dir adopted", { adopted: report.adopted, forgotten: report.forgotten, stoppedUnfinished: report.stoppedUnfinished, orphans: report.orphans.length });
   const credentials = tls === undefined ? undefined : new ReloadableServerCredentials(tls);
   const l = config.limits;
-  const server = new GrpcServer({ insecure: args.insecure || config.insecure, ...(credentials === undefined ? {} : { credentials }), maxReceiveMessageBytes: l.maxMessageBytes, maxSendMessageBytes: l.maxMessageBytes, maxMetadataBytes: l.maxMetadataBytes, maxConcurrentStreams: l.maxStreamsPerConnection });
+  const server = new GrpcServer({ insecure: args.insecure || config.insecure, ...(credentials === undefined ? {} : { credentials }), maxReceiveMessageBytes: l.maxMessageBytes, maxSendMessageBytes: l.maxMessageBytes, maxMetadataBytes: l.maxMetadataBytes, maxConcurrentStreams: l.maxStreamsPerConnection, peerCaps: l.peerCaps });
   // Mutual TLS: the CA vouches for every node and operator too, so only the coordinator's certificate may command this agent (coordinator-only.ts).
   // Without it no caller proves anything: plaintext is loopback-only unless `insecure` (listen-guard.ts), and the operator is told.
   server.add(AgentService, tls?.ca === undefined ? agent.service : withCoordinatorOnly(agent.service, logger));

@@ -1,5 +1,5 @@
 import { invalidArgument } from "@warden/common";
-import { defaultMaxConcurrentStreams, defaultMaxMessageBytes, defaultMaxMetadataBytes } from "@warden/grpc";
+import { defaultMaxConcurrentStreams, defaultMaxMessageBytes, defaultMaxMetadataBytes, parsePeerCaps, peerCapKeys, type PeerCaps } from "@warden/grpc";
 
 /**
  * The coordinator's caps on what callers can make it hold (YAML `limits:`).
@@ -27,6 +27,8 @@ export interface CoordinatorLimits {
   readonly maxWatchersPerCaller: number;
   /** Open WatchEvents streams in total. @default 256 */
   readonly maxWatchers: number;
+  /** Every gRPC listener's connections per peer and in total, handshake and idle timeouts (`limits.maxConnectionsPerPeer`, … : peer-caps.ts). */
+  readonly peerCaps: PeerCaps;
 }
 
 const mib = 1024 * 1024;
@@ -64,7 +66,8 @@ export function parseCoordinatorLimits(input: unknown): CoordinatorLimits {
   if (typeof input !== "object" || Array.isArray(input)) throw invalidArgument("limits", "must be a map");
   const raw = input as Record<string, unknown>;
   const keys = Object.keys(coordinatorLimitBounds) as YamlKey[];
-  for (const k of Object.keys(raw)) if (!(keys as string[]).includes(k)) throw invalidArgument(`limits.${k}`, `unknown field (allowed: ${keys.join(", ")})`);
+  const allowed = [...keys, ...peerCapKeys];
+  for (const k of Object.keys(raw)) if (!allowed.includes(k)) throw invalidArgument(`limits.${k}`, `unknown field (allowed: ${allowed.join(", ")})`);
   const out: Record<string, number> = {};
   for (const k of keys) {
     const b = coordinatorLimitBounds[k];
@@ -74,12 +77,12 @@ export function parseCoordinatorLimits(input: unknown): CoordinatorLimits {
     if (typeof n !== "number" || !Number.isInteger(n) || n < b.min || n > b.max) throw invalidArgument(field, `must be an integer in [${String(b.min)}, ${String(b.max)}], got ${JSON.stringify(v)}`);
     out[b.field] = n;
   }
-  return out as unknown as CoordinatorLimits;
+  return { ...(out as unknown as Omit<CoordinatorLimits, "peerCaps">), peerCaps: parsePeerCaps(raw) };
 }
 
 /** The server options every coordinator listener gets from its limits. */
-export function serverLimits(l: CoordinatorLimits): { maxReceiveMessageBytes: number; maxSendMessageBytes: number; maxMetadataBytes: number; maxConcurrentStreams: number } {
-  return { maxReceiveMessageBytes: l.maxMessageBytes, maxSendMessageBytes: l.maxMessageBytes, maxMetadataBytes: l.maxMetadataBytes, maxConcurrentStreams: l.maxStreamsPerConnection };
+export function serverLimits(l: CoordinatorLimits): { maxReceiveMessageBytes: number; maxSendMessageBytes: number; maxMetadataBytes: number; maxConcurrentStreams: number; peerCaps: PeerCaps } {
+  return { maxReceiveMessageBytes: l.maxMessageBytes, maxSendMessageBytes: l.maxMessageBytes, maxMetadataBytes: l.maxMetadataBytes, maxConcurrentStreams: l.maxStreamsPerConnection, peerCaps: l.peerCaps };
 }
 
 /** The client options of every coordinator client (agents, backends). */

@@ -16,6 +16,7 @@ import { openAiRoutes } from "./openai-routes.js";
 import { dashboardRoutes } from "./dashboard/dashboard-routes.js";
 import type { DashboardHa } from "./dashboard/dashboard-view.js";
 import { haRoutes } from "./ha-routes.js";
+import { authenticateFirst } from "./auth-first.js";
 import { routeRoles } from "./route-roles.js";
 
 /** What routes on the coordinator's HTTP listener may use: its live state, in process. */
@@ -43,8 +44,8 @@ export interface CoordinatorHttpContext {
 
 /** Each module that serves on the HTTP listener: one registrar each (the dashboard adds its own here). */
 function registrars(ctx: CoordinatorHttpContext, authn: Authenticator | undefined): HttpRouteRegistrar[] {
-  // Route roles first: their hooks must cover every route registered after them.
-  return [routeRoles(ctx.auth, authn, ctx.log), openAiRoutes(ctx), dashboardRoutes(ctx), haRoutes({ haView: ctx.haView, auth: ctx.auth })];
+  // A known token before anything else (auth-first.ts: 401 and close, no body read), then route roles: their hooks must cover every route registered after them.
+  return [authenticateFirst(ctx.auth), routeRoles(ctx.auth, authn, ctx.log), openAiRoutes(ctx), dashboardRoutes(ctx), haRoutes({ haView: ctx.haView, auth: ctx.auth })];
 }
 
 export interface CoordinatorHttp {

@@ -1,7 +1,7 @@
 import type { SecureContextOptions } from "node:tls";
 import { fastify, type FastifyError, type FastifyInstance, type FastifyReply } from "fastify";
 import { Code, WardenError, type Logger } from "@warden/common";
-import { checkPlaintextListen } from "@warden/grpc";
+import { capConnections, checkPlaintextListen } from "@warden/grpc";
 import type { HttpLimits } from "./http-settings.js";
 import { errorBody, httpStatusOf } from "./openai-errors.js";
 import { answerUnparsedRequest, requestError } from "./client-errors.js";
@@ -91,9 +91,12 @@ export async function startHttpServer(o: HttpServerOptions): Promise<HttpServer>
       answerUnparsedRequest(err, socket, o.tls !== undefined);
     },
     // A missing Host is refused by host-check.ts (with the security headers), not by Node before any handler runs.
-    ...(o.tls === undefined ? { http: { requireHostHeader: false } } : { https: { cert: o.tls.cert, key: o.tls.key, minVersion: "TLSv1.2" as const, requireHostHeader: false } }),
+    ...(o.tls === undefined ? { http: { requireHostHeader: false } } : { https: { cert: o.tls.cert, key: o.tls.key, minVersion: "TLSv1.2" as const, requireHostHeader: false, handshakeTimeout: l.handshakeTimeoutMs } }),
   }) as unknown as FastifyInstance;
   app.server.maxConnections = l.maxConnections;
+  app.server.headersTimeout = l.headersTimeoutMs;
+  // Per IP, on accept: idle or slow sockets from one peer fill its own quota, not the listener's.
+  capConnections(app.server, l);
   // First, so that every response (errors, 404s, streams) has them and a bad Host is refused before any route runs.
   installSecurityHeaders(app.server, o.tls !== undefined);
   app.addHook("onRequest", hostCheckHook({ enabled: () => o.checkHost, accepted: acceptedHosts(o.listen, l.allowedHosts) }));

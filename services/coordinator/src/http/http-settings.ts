@@ -30,6 +30,12 @@ export interface HttpLimits {
   readonly connectionTimeoutMs: number;
   /** Open connections at once; past it new ones are refused. @default 1024 */
   readonly maxConnections: number;
+  /** Open connections from one IP address; past it its new ones are closed at once, so one peer cannot take every slot. @default 64 */
+  readonly maxConnectionsPerPeer: number;
+  /** Time allowed to receive a request's headers (Node's headersTimeout; at most requestTimeout). @default 30 s */
+  readonly headersTimeoutMs: number;
+  /** Time allowed for a TLS handshake (HTTPS only). @default 10 s */
+  readonly handshakeTimeoutMs: number;
   /** A whole API call (load on demand included) is cancelled after this. @default 10 min */
   readonly callTimeoutMs: number;
   /** Host names answered with auth off besides the loopback ones and the listen host (host-check.ts). @default [] */
@@ -46,6 +52,9 @@ export const httpSettingBounds = Object.freeze({
   keepAliveTimeout: { field: "keepAliveTimeoutMs", dflt: 5_000, min: 1_000, max: 10 * minute },
   connectionTimeout: { field: "connectionTimeoutMs", dflt: 15 * minute, min: 0, max: 24 * 60 * minute },
   maxConnections: { field: "maxConnections", dflt: 1024, min: 1, max: 65_536 },
+  maxConnectionsPerPeer: { field: "maxConnectionsPerPeer", dflt: 64, min: 1, max: 65_536 },
+  headersTimeout: { field: "headersTimeoutMs", dflt: 30_000, min: 1_000, max: 10 * minute },
+  handshakeTimeout: { field: "handshakeTimeoutMs", dflt: 10_000, min: 1_000, max: 5 * minute },
   callTimeout: { field: "callTimeoutMs", dflt: 10 * minute, min: 1_000, max: 24 * 60 * minute },
 } as const);
 
@@ -88,13 +97,19 @@ export function parseHttpSettings(input: Readonly<Record<string, unknown>>): Htt
     if (v === undefined) continue;
     const field = `http.${name}`;
     if (name === "bodyLimit") out[b.field] = inRange(size(v, field), field, b, (n) => `${String(n)} bytes`);
-    else if (name === "maxConnections") {
+    else if (name === "maxConnections" || name === "maxConnectionsPerPeer") {
       if (typeof v !== "number" || !Number.isInteger(v)) throw invalidArgument(field, `must be an integer, got ${JSON.stringify(v)}`);
       out[b.field] = inRange(v, field, b, String);
     } else {
       if (typeof v !== "string" && typeof v !== "number") throw invalidArgument(field, `must be a duration like "30s", got ${JSON.stringify(v)}`);
       out[b.field] = inRange(parseDurationMs(v, field), field, b, (n) => `${String(n)}ms`);
     }
+  }
+  // Node refuses a headers timeout longer than the request timeout it is part of: the default follows a shorter requestTimeout, a set one is refused.
+  const requestMs = out["requestTimeoutMs"] ?? 0;
+  if ((out["headersTimeoutMs"] ?? 0) > requestMs) {
+    if (r["headersTimeout"] !== undefined) throw invalidArgument("http.headersTimeout", `must be at most http.requestTimeout (${String(requestMs)}ms), got ${String(out["headersTimeoutMs"])}ms`);
+    out["headersTimeoutMs"] = requestMs;
   }
   const models = input["models"];
   return { httpListen: listen, http: { ...(out as unknown as HttpLimits), allowedHosts: parseAllowedHosts(r["allowedHosts"]) }, promptTemplates: parsePromptTemplates(Array.isArray(models) ? models : []) };

@@ -215,10 +215,19 @@ describe("HA nemesis: seeded faults under load, checked against the process tabl
     }
     const sampled = await sampler.stop();
 
-    // Every event the member leading now logged must reach the stream (it holds the lease, nothing fences it):
-    // wait for its outbox to catch up, bounded, before judging the stream.
+    // Every event the member leading now logged in its current term must reach the stream (it holds the
+    // lease, nothing fences it): wait for its outbox to catch up, bounded, before judging the stream.
+    // What the same process logged in an earlier term, after that term's lease lapsed, is an ex-leader's
+    // and is refused by the journal's fence by design (seed 26: member 1 lost epoch 155 with loads in
+    // flight, logged their backend.loaded while paused, and led again at epoch 204; the new terms adopted
+    // those instances from the nodes' inventories and said so on the stream).
     const finalLeader = await c.leader(leaderWaitMs()).catch(() => undefined);
-    const loggedIds = (m: NemesisMember | undefined): string[] => (m === undefined ? [] : m.lines.filter((l) => l["pid"] === m.pid() && String(l["msg"]).startsWith("event ")).map((l) => String((l["event"] as Record<string, unknown> | undefined)?.["id"])));
+    const loggedIds = (m: NemesisMember | undefined): string[] => {
+      if (m === undefined) return [];
+      const own = m.lines.filter((l) => l["pid"] === m.pid());
+      const termFrom = own.findLastIndex((l) => l["component"] === "ha" && l["msg"] === "leading");
+      return own.slice(Math.max(0, termFrom)).filter((l) => String(l["msg"]).startsWith("event ")).map((l) => String((l["event"] as Record<string, unknown> | undefined)?.["id"]));
+    };
     let stream = await readAuditStream(c.nats.urls);
     let unpublished: string[];
     const publishEnd = Date.now() + 60_000;

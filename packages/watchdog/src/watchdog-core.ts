@@ -357,6 +357,12 @@ export class WatchdogCore {
     return placementSummary(this.st, nodeId, model, groups);
   }
 
+  /** Views of one node's instances, from the per-node index: proportional to that node's instances, not the cluster's. */
+  instancesOnNode(nodeId: string): InstanceView[] {
+    const n = this.st.nodes.get(nodeId);
+    return n === undefined ? [] : [...n.instances].map((r) => viewInstance(this.st, r));
+  }
+
   instancesOfModel(model: string): InstanceView[] {
     return [...(this.st.byModel.get(model) ?? [])].map((r) => viewInstance(this.st, r));
   }

@@ -77,6 +77,8 @@ export function startDrain(d: Pick<AdminDeps, "loader" | "hub">, n: NodeRecord, 
 
 /** Longer than any event type name; a longer one is refused without echoing it back. */
 const maxEventTypeLength = 64;
+/** ExplainPlacement's longest run without yielding to the event loop (heartbeats, leases). */
+const explainSliceMs = 5;
 
 /** AdminService (DESIGN §4). */
 export function adminService(d: AdminDeps): ServiceImpl<typeof AdminService> {
@@ -303,12 +305,14 @@ export function adminService(d: AdminDeps): ServiceImpl<typeof AdminService> {
         };
       });
     },
-    async explainPlacement(req) {
+    async explainPlacement(req, ctx) {
       checkId(req.model, "model");
       const spec = d.loader.modelSpec(req.model);
       if (spec === undefined) throw new WardenError(Code.NotFound, `model: "${req.model}" is not configured`);
-      // For the next replica (issue 16), with the model's scale-up circuit breaker when open.
-      return explainPlacement({ core: d.loader.core, placement: d.placement, nowMs: d.clock.now() }, spec, d.loader.replicaStatus(req.model)?.blocked);
+      // For the next replica, with the model's scale-up circuit breaker when open; stops with
+      // the caller, and yields every few milliseconds so heartbeats keep flowing on a large cluster.
+      const slicing = { signal: ctx.signal, sliceMs: explainSliceMs, nowMs: () => performance.now() };
+      return await explainPlacement({ core: d.loader.core, placement: d.placement, nowMs: d.clock.now(), slicing }, spec, d.loader.replicaStatus(req.model)?.blocked);
     },
     async scaleModel(req) {
       const { patch, operator } = checkScaleModel(req);

@@ -22,6 +22,12 @@ export interface PlacementNodes {
   limitsOf(nodeId: string): NodeLimits;
 }
 
+/** How a long read of every node yields: `due` throws once the caller is gone and says when a slice has run; `pause` yields. */
+export interface PlacementSlicing {
+  due(): boolean;
+  pause(): Promise<void>;
+}
+
 /** Replicas of one model on one node: how many, and on which GPU devices. */
 interface NodeReplicas {
   count: number;
@@ -208,12 +214,21 @@ export class PlacementView implements PlacementPort {
    * The explained plan with every node's candidate by id, built once: what
    * each node would evict is then read from its own candidate
    * (`evictionsOn`), so an explanation stays linear in nodes + instances.
+   * With `slicing`, the candidates are built in slices, yielding between
+   * nodes (a read-only explanation: a node is read as it is when reached).
    */
-  explainPlan(spec: ModelSpec): { readonly plan: PlacementPlan; readonly candidates: ReadonlyMap<string, NodeCandidate> } {
-    const list = this.candidates(spec);
-    const plan = planPlacement({ model: spec.id, sizeBytes: spec.sizeBytes, selector: spec.selector, backend: spec.backend, spread: spec.spread }, list, this.strategy, { explain: true });
+  async explainPlan(spec: ModelSpec, slicing?: PlacementSlicing): Promise<{ readonly plan: PlacementPlan; readonly candidates: ReadonlyMap<string, NodeCandidate> }> {
+    const limit = this.loader?.getPolicy().limitPerNode ?? 0;
+    const replicas = this.replicasByNode(spec.id);
+    const list: NodeCandidate[] = [];
     const candidates = new Map<string, NodeCandidate>();
-    for (const c of list) candidates.set(c.nodeId, c);
+    for (const n of this.nodes.list()) {
+      if (slicing?.due() === true) await slicing.pause();
+      const c = this.candidateOf(n, spec, limit, replicas.get(n.nodeId));
+      list.push(c);
+      candidates.set(c.nodeId, c);
+    }
+    const plan = planPlacement({ model: spec.id, sizeBytes: spec.sizeBytes, selector: spec.selector, backend: spec.backend, spread: spec.spread }, list, this.strategy, { explain: true });
     return { plan, candidates };
   }
 
@@ -239,11 +254,11 @@ export class PlacementView implements PlacementPort {
     const out = new Set<string>();
     const onNode = core.instancesOnNode(c.nodeId).filter((v) => v.state === "ready" && v.pendingEviction === undefined && !v.pinned);
     for (const v of onNode) if (v.groups.some((g) => spec.groups.includes(g)) && v.model !== spec.id) out.add(`${v.model}@${v.incarnation}`);
-    if (c.limit > 0) {
-      const need = c.occupied + 1 - c.limit - out.size;
+    const need = c.limit > 0 ? c.occupied + 1 - c.limit - out.size : 0;
+    if (need > 0) {
       // Never another replica of the model itself: that would make no room for it.
       const lru = onNode.filter((v) => v.model !== spec.id && !out.has(`${v.model}@${v.incarnation}`) && v.inFlight === 0).sort((a, b) => (a.lastUsedMs ?? 0) - (b.lastUsedMs ?? 0));
-      for (const v of lru.slice(0, Math.max(0, need))) out.add(`${v.model}@${v.incarnation}`);
+      for (const v of lru.slice(0, need)) out.add(`${v.model}@${v.incarnation}`);
     }
     return [...out];
   }

@@ -65,6 +65,8 @@ export interface AdminDeps {
   readonly requireCommands?: () => void;
   /** Who made a call (admin-actor.ts), stamped on the events of the loads and stops it asks for; absent = not recorded. */
   readonly actorOf?: (ctx: HandlerContext) => string;
+  /** ExplainPlacement's longest run without yielding to the event loop (heartbeats, leases). @default 5 */
+  readonly explainSliceMs?: number;
 }
 
 /** DrainNode's work on a node already marked draining: moves and stops, then node.drained (also resumed at takeover). */
@@ -77,8 +79,6 @@ export function startDrain(d: Pick<AdminDeps, "loader" | "hub">, n: NodeRecord, 
 
 /** Longer than any event type name; a longer one is refused without echoing it back. */
 const maxEventTypeLength = 64;
-/** ExplainPlacement's longest run without yielding to the event loop (heartbeats, leases). */
-const explainSliceMs = 5;
 
 /** AdminService (DESIGN §4). */
 export function adminService(d: AdminDeps): ServiceImpl<typeof AdminService> {
@@ -311,7 +311,7 @@ export function adminService(d: AdminDeps): ServiceImpl<typeof AdminService> {
       if (spec === undefined) throw new WardenError(Code.NotFound, `model: "${req.model}" is not configured`);
       // For the next replica, with the model's scale-up circuit breaker when open; stops with
       // the caller, and yields every few milliseconds so heartbeats keep flowing on a large cluster.
-      const slicing = { signal: ctx.signal, sliceMs: explainSliceMs, nowMs: () => performance.now() };
+      const slicing = { signal: ctx.signal, sliceMs: d.explainSliceMs ?? 5, nowMs: () => performance.now() };
       return await explainPlacement({ core: d.loader.core, placement: d.placement, nowMs: d.clock.now(), slicing }, spec, d.loader.replicaStatus(req.model)?.blocked);
     },
     async scaleModel(req) {

@@ -68,13 +68,11 @@ export async function explainPlacement(d: ExplainPlacementDeps, spec: ModelSpec,
       ? ""
       : `next replica (${String(live.length + 1)} of max ${String(max)}; ${live.length === 0 ? "none counted" : `${String(live.length)} on ${live.map(describeInstance).join(", ")}`}${others.length === 0 ? "" : `; not counted: ${others.map(describeInstance).join(", ")}`}): `;
   const slicer = d.slicing === undefined ? undefined : new WorkSlicer(d.slicing);
-  await slicer?.step();
-  // One synchronous pass over the nodes (their summaries, the planner): one consistent view of the cluster.
-  const { plan, candidates } = d.placement.explainPlan(spec);
+  const { plan, candidates } = await d.placement.explainPlan(spec, slicer);
   const nodes: { nodeId: string; fits: boolean; reason: string; freeBytes: bigint; score: number; wouldEvict: string[] }[] = [];
   for (const v of plan.verdicts) {
     // Read-only: a node whose instances changed while it yielded is explained as it is now.
-    await slicer?.step();
+    if (slicer?.due() === true) await slicer.pause();
     const c = candidates.get(v.nodeId);
     nodes.push({ nodeId: v.nodeId, fits: v.fits, reason: v.reason, freeBytes: BigInt(Math.round(v.freeBytes)), score: v.score, wouldEvict: c === undefined ? [] : d.placement.evictionsOn(spec, c) });
   }

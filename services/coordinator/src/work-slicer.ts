@@ -32,12 +32,22 @@ export class WorkSlicer {
     this.sliceStartMs = o.nowMs();
   }
 
-  async step(): Promise<void> {
+  /** Throws the signal's reason once it aborted; true once this slice has run its `sliceMs` (then `pause`). */
+  due(): boolean {
     throwIfAborted(this.o.signal);
-    if (this.o.nowMs() - this.sliceStartMs < this.o.sliceMs) return;
+    return this.o.nowMs() - this.sliceStartMs >= this.o.sliceMs;
+  }
+
+  /** Yields to the event loop, then starts a new slice; throws the signal's reason if it aborted meanwhile. */
+  async pause(): Promise<void> {
     this.yields++;
     await (this.o.yieldNow ?? macrotask)();
     throwIfAborted(this.o.signal);
     this.sliceStartMs = this.o.nowMs();
+  }
+
+  /** `due`, then `pause` when it is. */
+  async step(): Promise<void> {
+    if (this.due()) await this.pause();
   }
 }

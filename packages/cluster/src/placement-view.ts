@@ -251,15 +251,6 @@ export class PlacementView implements PlacementPort {
     if (core === undefined) return [];
     const conflicts = c.evictableConflicts.length > 0 || c.blockingConflicts.length > 0;
     if (!conflicts && (c.limit <= 0 || c.occupied + 1 <= c.limit)) return [];
-    const out = new Set<string>();
-    const onNode = core.instancesOnNode(c.nodeId).filter((v) => v.state === "ready" && v.pendingEviction === undefined && !v.pinned);
-    for (const v of onNode) if (v.groups.some((g) => spec.groups.includes(g)) && v.model !== spec.id) out.add(`${v.model}@${v.incarnation}`);
-    const need = c.limit > 0 ? c.occupied + 1 - c.limit - out.size : 0;
-    if (need > 0) {
-      // Never another replica of the model itself: that would make no room for it.
-      const lru = onNode.filter((v) => v.model !== spec.id && !out.has(`${v.model}@${v.incarnation}`) && v.inFlight === 0).sort((a, b) => (a.lastUsedMs ?? 0) - (b.lastUsedMs ?? 0));
-      for (const v of lru.slice(0, need)) out.add(`${v.model}@${v.incarnation}`);
-    }
-    return [...out];
+    return core.placementEvictions(c.nodeId, spec.id, spec.groups, c.limit, c.occupied);
   }
 }

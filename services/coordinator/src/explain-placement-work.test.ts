@@ -1,7 +1,7 @@
 /**
  * ExplainPlacement's cost and its stopping, over a real WatchdogCore and the
  * coordinator's PlacementView (the node table is a plain list): the work is
- * counted (per-node summaries, instance views copied), never timed, and the
+ * counted (calls into the core per node, instance views copied), never timed, and the
  * answers are those of the rules it had before, recomputed here the slow way.
  */
 import { describe, expect, it, vi } from "vitest";
@@ -36,13 +36,14 @@ function cluster(nodeCount: number, perNode: number): Cluster {
 
 const spec = (groups: string[] = []): ModelSpec => modelSpec({ id: "m", backend: "backend-sim", sizeBytes: GiB, spread: "any", groups, replicas: { min: 0, max: 2, targetInFlight: 4, scaleDownAfterMs: 300_000 } });
 
-/** Per-node summaries computed and instance views copied while `fn` runs. */
+/** Per-node reads of the core (summaries, evictions) and instance views copied while `fn` runs. */
 async function work(core: WatchdogCore, fn: () => Promise<unknown>): Promise<number> {
-  const spies = [vi.spyOn(core, "placementSummary"), vi.spyOn(core, "instances"), vi.spyOn(core, "instancesOfModel"), vi.spyOn(core, "instancesOnNode")];
+  const counted = (["placementSummary", "placementEvictions", "instances", "instancesOfModel"] as const).filter((m) => m in core);
+  const spies = counted.map((m) => vi.spyOn(core, m));
   try {
     await fn();
     let units = 0;
-    for (const s of spies) for (const r of s.mock.results) units += Array.isArray(r.value) ? r.value.length : 1;
+    for (const s of spies) for (const r of s.mock.results) units += 1 + (Array.isArray(r.value) ? r.value.length : 0);
     return units;
   } finally {
     for (const s of spies) s.mockRestore();

@@ -119,21 +119,22 @@ export function placementEvictions(st: CoreState, nodeId: string, model: string,
   const n = st.nodes.get(nodeId);
   if (n === undefined) return [];
   const out: string[] = [];
-  // Allocated only when the limit may ask for more than the conflicts.
-  let rest: { readonly r: InstanceRecord; readonly lastUsedMs: number }[] | undefined;
+  for (const r of n.instances) if (r.state.t === "ready" && r.model !== model && !st.pinned.has(r.model) && groups.length > 0 && sharesGroup(model, groups, r.model, groupsOf(st, r.model))) out.push(`${r.model}@${r.incarnation}`);
+  const need = limit > 0 ? occupied + 1 - limit - out.length : 0;
+  if (need <= 0) return out;
+  // Only when the conflicts leave the node over its limit: the request state is read for this pass alone.
+  const rest: { readonly r: InstanceRecord; readonly lastUsedMs: number }[] = [];
   for (const r of n.instances) {
     if (r.state.t !== "ready" || r.model === model || st.pinned.has(r.model)) continue;
-    if (groups.length > 0 && sharesGroup(model, groups, r.model, groupsOf(st, r.model))) out.push(`${r.model}@${r.incarnation}`);
-    else if (limit > 0 && (r.address === undefined || st.requests.inFlight(r.address) === 0)) (rest ??= []).push({ r, lastUsedMs: (r.address === undefined ? undefined : st.requests.lastUsedMs(r.address)) ?? 0 });
+    if (groups.length > 0 && sharesGroup(model, groups, r.model, groupsOf(st, r.model))) continue;
+    if (r.address === undefined) rest.push({ r, lastUsedMs: 0 });
+    else if (st.requests.inFlight(r.address) === 0) rest.push({ r, lastUsedMs: st.requests.lastUsedMs(r.address) ?? 0 });
   }
-  const need = limit > 0 ? occupied + 1 - limit - out.length : 0;
-  if (need > 0 && rest !== undefined) {
-    // Stable: equally recent ones keep the node's order.
-    rest.sort((a, b) => a.lastUsedMs - b.lastUsedMs);
-    for (let i = 0; i < need && i < rest.length; i++) {
-      const r = rest[i]?.r;
-      if (r !== undefined) out.push(`${r.model}@${r.incarnation}`);
-    }
+  // Stable: equally recent ones keep the node's order.
+  rest.sort((a, b) => a.lastUsedMs - b.lastUsedMs);
+  for (let i = 0; i < need && i < rest.length; i++) {
+    const r = rest[i]?.r;
+    if (r !== undefined) out.push(`${r.model}@${r.incarnation}`);
   }
   return out;
 }

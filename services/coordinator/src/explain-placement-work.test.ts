@@ -134,4 +134,14 @@ describe("ExplainPlacement stops with its caller", () => {
     // sliceMs 0: it yielded before every node it read.
     expect(yielded.length).toBeGreaterThanOrEqual(10);
   });
+
+  it("yields once per slice of work: a clock that reads 1 ms later at each look, slices of 10 ms, 100 nodes read twice (summary, evictions): about 20 yields, and an answer", async () => {
+    const { core, view } = cluster(100, 2);
+    let ms = 0;
+    let yields = 0;
+    const r = await explainPlacement({ core, placement: view, nowMs: 1_000, slicing: { sliceMs: 10, nowMs: () => ms++, yieldNow: async () => { yields++; } } }, spec());
+    expect(r.nodes).toHaveLength(100);
+    expect(yields).toBeGreaterThanOrEqual(15);
+    expect(yields).toBeLessThanOrEqual(25);
+  });
 });

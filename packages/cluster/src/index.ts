@@ -23,6 +23,6 @@ export type { OrphanTrackerOptions } from "./orphan-tracker.js";
 export { freshForeign } from "./fresh-foreign.js";
 export { memoryReading } from "./memory-reading.js";
 export { PlacementView } from "./placement-view.js";
-export type { PlacementNode, PlacementNodes } from "./placement-view.js";
+export type { PlacementNode, PlacementNodes, PlacementSlicing } from "./placement-view.js";
 export { defaultMaxReplicasPerModel } from "./node-limits.js";
 export type { MemoryBudget, NodeLimits } from "./node-limits.js";

@@ -22,6 +22,12 @@ export interface PlacementNodes {
   limitsOf(nodeId: string): NodeLimits;
 }
 
+/** How a long read of every node yields: `due` throws once the caller is gone and says when a slice has run; `pause` yields. */
+export interface PlacementSlicing {
+  due(): boolean;
+  pause(): Promise<void>;
+}
+
 /** Replicas of one model on one node: how many, and on which GPU devices. */
 interface NodeReplicas {
   count: number;
@@ -70,7 +76,6 @@ export class PlacementView implements PlacementPort {
    * snapshot per decision.
    */
   candidates(spec: ModelSpec, explain = true): NodeCandidate[] {
-    const core = this.loader?.core;
     const limit = this.loader?.getPolicy().limitPerNode ?? 0;
     const replicas = this.replicasByNode(spec.id);
     const out: NodeCandidate[] = [];
@@ -79,47 +84,51 @@ export class PlacementView implements PlacementPort {
       // A node the hard constraints exclude is rejected whatever its load: when no
       // explanation is wanted it is left out before its instances are read.
       if (!explain && (n.state !== "ready" || n.draining || !labelsMatch(n.labels, spec.selector) || lacksBackend(spec, n))) continue;
-      let memoryTotalBytes = 0;
-      let memoryUsedBytes = 0;
-      const r = n.resources;
-      if (r !== undefined) {
-        if (r.gpus.length > 0) {
-          for (const g of r.gpus) {
-            memoryTotalBytes += Number(g.totalBytes);
-            memoryUsedBytes += Number(g.usedBytes);
-          }
-        } else {
-          memoryTotalBytes = Number(r.ramTotalBytes);
-          memoryUsedBytes = Number(r.ramUsedBytes);
-        }
-      }
-      const sum = core?.placementSummary(n.nodeId, spec.id, spec.groups);
-      const limits = this.nodes.limitsOf(n.nodeId);
-      const here = replicas.get(n.nodeId);
-      const devices = r !== undefined && r.gpus.length > 0 ? r.gpus.length : 1;
-      out.push({
-        nodeId: n.nodeId,
-        state: n.state,
-        draining: n.draining,
-        labels: n.labels,
-        memoryTotalBytes,
-        memoryUsedBytes,
-        reservedBytes: sum?.accountedBytes ?? 0,
-        occupied: sum?.occupied ?? 0,
-        limit,
-        evictableConflicts: sum?.evictableConflicts ?? [],
-        blockingConflicts: sum?.blockingConflicts ?? [],
-        evictableBytes: Math.max(0, (sum?.evictableBytes ?? 0) - (here?.evictableBytes ?? 0)),
-        evictableSlots: Math.max(0, (sum?.evictableSlots ?? 0) - (here?.evictableSlots ?? 0)),
-        backends: n.backends,
-        modelReplicas: here?.count ?? 0,
-        maxReplicasPerModel: limits.maxReplicasPerModel ?? defaultMaxReplicasPerModel,
-        devices,
-        devicesWithReplica: here === undefined ? 0 : here.gpus.size + here.unknownDevice,
-        ...(limits.memoryBudget === undefined ? {} : { memoryBudget: limits.memoryBudget }),
-      });
+      out.push(this.candidateOf(n, spec, limit, replicas.get(n.nodeId)));
     }
     return out;
+  }
+
+  /** One node's candidate, from that node's own watchdog records and its replicas of the model. */
+  private candidateOf(n: PlacementNode, spec: ModelSpec, limit: number, here: NodeReplicas | undefined): NodeCandidate {
+    let memoryTotalBytes = 0;
+    let memoryUsedBytes = 0;
+    const r = n.resources;
+    if (r !== undefined) {
+      if (r.gpus.length > 0) {
+        for (const g of r.gpus) {
+          memoryTotalBytes += Number(g.totalBytes);
+          memoryUsedBytes += Number(g.usedBytes);
+        }
+      } else {
+        memoryTotalBytes = Number(r.ramTotalBytes);
+        memoryUsedBytes = Number(r.ramUsedBytes);
+      }
+    }
+    const sum = this.loader?.core.placementSummary(n.nodeId, spec.id, spec.groups);
+    const limits = this.nodes.limitsOf(n.nodeId);
+    const devices = r !== undefined && r.gpus.length > 0 ? r.gpus.length : 1;
+    return {
+      nodeId: n.nodeId,
+      state: n.state,
+      draining: n.draining,
+      labels: n.labels,
+      memoryTotalBytes,
+      memoryUsedBytes,
+      reservedBytes: sum?.accountedBytes ?? 0,
+      occupied: sum?.occupied ?? 0,
+      limit,
+      evictableConflicts: sum?.evictableConflicts ?? [],
+      blockingConflicts: sum?.blockingConflicts ?? [],
+      evictableBytes: Math.max(0, (sum?.evictableBytes ?? 0) - (here?.evictableBytes ?? 0)),
+      evictableSlots: Math.max(0, (sum?.evictableSlots ?? 0) - (here?.evictableSlots ?? 0)),
+      backends: n.backends,
+      modelReplicas: here?.count ?? 0,
+      maxReplicasPerModel: limits.maxReplicasPerModel ?? defaultMaxReplicasPerModel,
+      devices,
+      devicesWithReplica: here === undefined ? 0 : here.gpus.size + here.unknownDevice,
+      ...(limits.memoryBudget === undefined ? {} : { memoryBudget: limits.memoryBudget }),
+    };
   }
 
   /**
@@ -201,20 +210,47 @@ export class PlacementView implements PlacementPort {
     return false;
   }
 
+  /**
+   * The explained plan with every node's candidate by id, built once: what
+   * each node would evict is then read from its own candidate
+   * (`evictionsOn`), so an explanation stays linear in nodes + instances.
+   * With `slicing`, the candidates are built in slices, yielding between
+   * nodes (a read-only explanation: a node is read as it is when reached).
+   */
+  async explainPlan(spec: ModelSpec, slicing?: PlacementSlicing): Promise<{ readonly plan: PlacementPlan; readonly candidates: ReadonlyMap<string, NodeCandidate> }> {
+    const limit = this.loader?.getPolicy().limitPerNode ?? 0;
+    const replicas = this.replicasByNode(spec.id);
+    const list: NodeCandidate[] = [];
+    const candidates = new Map<string, NodeCandidate>();
+    for (const n of this.nodes.list()) {
+      if (slicing?.due() === true) await slicing.pause();
+      const c = this.candidateOf(n, spec, limit, replicas.get(n.nodeId));
+      list.push(c);
+      candidates.set(c.nodeId, c);
+    }
+    const plan = planPlacement({ model: spec.id, sizeBytes: spec.sizeBytes, selector: spec.selector, backend: spec.backend, spread: spec.spread }, list, this.strategy, { explain: true });
+    return { plan, candidates };
+  }
+
   /** Instances (model@incarnation) an admission on `nodeId` would evict first: group conflicts, then least recently used. */
   wouldEvict(spec: ModelSpec, nodeId: string): string[] {
-    const c = this.candidates(spec).find((x) => x.nodeId === nodeId);
-    const snap = this.loader?.core.snapshot();
-    if (c === undefined || snap === undefined) return [];
-    const out = new Set<string>();
-    const onNode = snap.instances.filter((v) => v.nodeId === nodeId && v.state === "ready" && v.pendingEviction === undefined && !v.pinned);
-    for (const v of onNode) if (v.groups.some((g) => spec.groups.includes(g)) && v.model !== spec.id) out.add(`${v.model}@${v.incarnation}`);
-    if (c.limit > 0) {
-      const need = c.occupied + 1 - c.limit - out.size;
-      // Never another replica of the model itself: that would make no room for it.
-      const lru = onNode.filter((v) => v.model !== spec.id && !out.has(`${v.model}@${v.incarnation}`) && v.inFlight === 0).sort((a, b) => (a.lastUsedMs ?? 0) - (b.lastUsedMs ?? 0));
-      for (const v of lru.slice(0, Math.max(0, need))) out.add(`${v.model}@${v.incarnation}`);
-    }
-    return [...out];
+    let node: PlacementNode | undefined;
+    for (const n of this.nodes.list()) if (n.nodeId === nodeId) node = n;
+    if (node === undefined || this.loader === undefined) return [];
+    const here = this.replicasByNode(spec.id).get(nodeId);
+    return this.evictionsOn(spec, this.candidateOf(node, spec, this.loader.getPolicy().limitPerNode, here));
+  }
+
+  /**
+   * What an admission on the candidate's node would evict first: group
+   * conflicts, then least recently used. Reads only that node's instances,
+   * and none when its summary shows no group conflict and room under the limit.
+   */
+  evictionsOn(spec: ModelSpec, c: NodeCandidate): string[] {
+    const core = this.loader?.core;
+    if (core === undefined) return [];
+    const conflicts = c.evictableConflicts.length > 0 || c.blockingConflicts.length > 0;
+    if (!conflicts && (c.limit <= 0 || c.occupied + 1 <= c.limit)) return [];
+    return core.placementEvictions(c.nodeId, spec.id, spec.groups, c.limit, c.occupied);
   }
 }

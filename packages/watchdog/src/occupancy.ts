@@ -1,5 +1,5 @@
 import { groupsOf } from "./core-policy.js";
-import type { CoreState } from "./core-state.js";
+import type { CoreState, InstanceRecord } from "./core-state.js";
 import type { Occupancy } from "./decision.js";
 
 /** Per-node figures for placement (see `placementSummary`). */
@@ -105,4 +105,36 @@ export function placementSummary(st: CoreState, nodeId: string, model: string, g
     if (groups.length > 0 && sharesGroup(model, groups, e.model, e.groups)) (blockingConflicts ??= []).push(`${e.kind} ${e.model ?? e.key}`);
   }
   return { occupied, accountedBytes, evictableBytes, evictableSlots, evictableConflicts: evictableConflicts ?? noStrings, blockingConflicts: blockingConflicts ?? noStrings };
+}
+
+/**
+ * What an admission of `model` on the node would evict first, as
+ * `model@incarnation` (ExplainPlacement): its ready, unpinned instances of
+ * other models in one of `groups`, then, when `limit` > 0 and the node
+ * (`occupied` slots) has no room left, the least recently used idle ones.
+ * Never a replica of `model` itself: that would make no room for it. Read from
+ * the node's own records, no views: proportional to the node's instances.
+ */
+export function placementEvictions(st: CoreState, nodeId: string, model: string, groups: readonly string[], limit: number, occupied: number): string[] {
+  const n = st.nodes.get(nodeId);
+  if (n === undefined) return [];
+  const out: string[] = [];
+  for (const r of n.instances) if (r.state.t === "ready" && r.model !== model && !st.pinned.has(r.model) && groups.length > 0 && sharesGroup(model, groups, r.model, groupsOf(st, r.model))) out.push(`${r.model}@${r.incarnation}`);
+  const need = limit > 0 ? occupied + 1 - limit - out.length : 0;
+  if (need <= 0) return out;
+  // Only when the conflicts leave the node over its limit: the request state is read for this pass alone.
+  const rest: { readonly r: InstanceRecord; readonly lastUsedMs: number }[] = [];
+  for (const r of n.instances) {
+    if (r.state.t !== "ready" || r.model === model || st.pinned.has(r.model)) continue;
+    if (groups.length > 0 && sharesGroup(model, groups, r.model, groupsOf(st, r.model))) continue;
+    if (r.address === undefined) rest.push({ r, lastUsedMs: 0 });
+    else if (st.requests.inFlight(r.address) === 0) rest.push({ r, lastUsedMs: st.requests.lastUsedMs(r.address) ?? 0 });
+  }
+  // Stable: equally recent ones keep the node's order.
+  rest.sort((a, b) => a.lastUsedMs - b.lastUsedMs);
+  for (let i = 0; i < need && i < rest.length; i++) {
+    const r = rest[i]?.r;
+    if (r !== undefined) out.push(`${r.model}@${r.incarnation}`);
+  }
+  return out;
 }

@@ -22,7 +22,7 @@ import { markReady, registerLoading, releaseReservation, remove } from "./instan
 import { viewInstance } from "./instance-view.js";
 import type { MemoryReading, PressureChange } from "./memory-pressure.js";
 import { forgetNode, reportMemory, setNodeOccupancy } from "./node-inputs.js";
-import { nodeOccupancy, placementSummary, type NodePlacementSummary } from "./occupancy.js";
+import { nodeOccupancy, placementEvictions, placementSummary, type NodePlacementSummary } from "./occupancy.js";
 import { applyPolicyPatch, copyPolicy, defaultPolicy, type PolicyPatch, type WatchdogPolicy } from "./policy.js";
 import { RequestTracker, type AddressRequestView, type Completion } from "./request-tracker.js";
 import { settle } from "./settle.js";
@@ -355,6 +355,16 @@ export class WatchdogCore {
    */
   placementSummary(nodeId: string, model: string, groups: readonly string[]): NodePlacementSummary {
     return placementSummary(this.st, nodeId, model, groups);
+  }
+
+  /**
+   * What an admission of `model` on the node would evict first, as
+   * `model@incarnation` (ExplainPlacement): group conflicts, then, past
+   * `limit` with `occupied` slots taken, the least recently used idle ones.
+   * From the node's own records: proportional to its instances.
+   */
+  placementEvictions(nodeId: string, model: string, groups: readonly string[], limit: number, occupied: number): string[] {
+    return placementEvictions(this.st, nodeId, model, groups, limit, occupied);
   }
 
   instancesOfModel(model: string): InstanceView[] {

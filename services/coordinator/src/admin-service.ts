@@ -65,6 +65,8 @@ export interface AdminDeps {
   readonly requireCommands?: () => void;
   /** Who made a call (admin-actor.ts), stamped on the events of the loads and stops it asks for; absent = not recorded. */
   readonly actorOf?: (ctx: HandlerContext) => string;
+  /** ExplainPlacement's longest run without yielding to the event loop (heartbeats, leases). @default 5 */
+  readonly explainSliceMs?: number;
 }
 
 /** DrainNode's work on a node already marked draining: moves and stops, then node.drained (also resumed at takeover). */
@@ -303,12 +305,14 @@ export function adminService(d: AdminDeps): ServiceImpl<typeof AdminService> {
         };
       });
     },
-    async explainPlacement(req) {
+    async explainPlacement(req, ctx) {
       checkId(req.model, "model");
       const spec = d.loader.modelSpec(req.model);
       if (spec === undefined) throw new WardenError(Code.NotFound, `model: "${req.model}" is not configured`);
-      // For the next replica (issue 16), with the model's scale-up circuit breaker when open.
-      return explainPlacement({ core: d.loader.core, placement: d.placement, nowMs: d.clock.now() }, spec, d.loader.replicaStatus(req.model)?.blocked);
+      // For the next replica, with the model's scale-up circuit breaker when open; stops with
+      // the caller, and yields every few milliseconds so heartbeats keep flowing on a large cluster.
+      const slicing = { signal: ctx.signal, sliceMs: d.explainSliceMs ?? 5, nowMs: () => performance.now() };
+      return await explainPlacement({ core: d.loader.core, placement: d.placement, nowMs: d.clock.now(), slicing }, spec, d.loader.replicaStatus(req.model)?.blocked);
     },
     async scaleModel(req) {
       const { patch, operator } = checkScaleModel(req);

@@ -3,14 +3,21 @@ import { PlacementDecision, type ExplainPlacementResponseSchema } from "@warden/
 import type { ModelSpec, ReplicaStatus } from "@warden/loader";
 import type { InstanceView, WatchdogCore } from "@warden/watchdog";
 import type { PlacementView } from "./placement-view.js";
+import { WorkSlicer, type WorkSlicerOptions } from "./work-slicer.js";
 
 type ExplainInit = MessageInitShape<typeof ExplainPlacementResponseSchema>;
 
 export interface ExplainPlacementDeps {
   readonly core: Pick<WatchdogCore, "instancesOfModel">;
-  readonly placement: Pick<PlacementView, "plan" | "wouldEvict"> & Partial<Pick<PlacementView, "anyNodeReady">>;
+  readonly placement: Pick<PlacementView, "explainPlan" | "evictionsOn"> & Partial<Pick<PlacementView, "anyNodeReady">>;
   /** Monotonic now, for the scale-up circuit breaker's next attempt. */
   readonly nowMs: number;
+  /**
+   * The caller's deadline or cancel, how long a slice of work may run before
+   * yielding, and the clock that measures it. Between nodes the explanation
+   * stops once the signal aborts and yields once a slice has run.
+   */
+  readonly slicing?: WorkSlicerOptions;
 }
 
 /** A replica that counts toward `replicas.max`: reserved, loading or ready, not being stopped (leftovers aside). */
@@ -36,8 +43,12 @@ function describeBlocked(blocked: ReplicaStatus["blocked"], nowMs: number): stri
  * with what it would evict, the replicas that exist, and the scale-up circuit
  * breaker when open. Until admin.proto carries the counts, they are in
  * `reason`. The first replica's explanation is unchanged.
+ *
+ * Linear in nodes + instances: the candidates are built once, and each node's
+ * evictions are read from its own candidate and instances. Rejects with the
+ * signal's reason (CANCELLED, DEADLINE_EXCEEDED) once the caller is gone.
  */
-export function explainPlacement(d: ExplainPlacementDeps, spec: ModelSpec, blocked?: ReplicaStatus["blocked"]): ExplainInit {
+export async function explainPlacement(d: ExplainPlacementDeps, spec: ModelSpec, blocked?: ReplicaStatus["blocked"]): Promise<ExplainInit> {
   const all = d.core.instancesOfModel(spec.id);
   const live = all.filter(counts);
   // Validated to at least 1 (replicaBounds); a 0 here would read as "at max" with nothing loaded.
@@ -56,8 +67,15 @@ export function explainPlacement(d: ExplainPlacementDeps, spec: ModelSpec, block
     all.length === 0
       ? ""
       : `next replica (${String(live.length + 1)} of max ${String(max)}; ${live.length === 0 ? "none counted" : `${String(live.length)} on ${live.map(describeInstance).join(", ")}`}${others.length === 0 ? "" : `; not counted: ${others.map(describeInstance).join(", ")}`}): `;
-  const plan = d.placement.plan(spec);
-  const nodes = plan.verdicts.map((v) => ({ nodeId: v.nodeId, fits: v.fits, reason: v.reason, freeBytes: BigInt(Math.round(v.freeBytes)), score: v.score, wouldEvict: d.placement.wouldEvict(spec, v.nodeId) }));
+  const slicer = d.slicing === undefined ? undefined : new WorkSlicer(d.slicing);
+  const { plan, candidates } = await d.placement.explainPlan(spec, slicer);
+  const nodes: { nodeId: string; fits: boolean; reason: string; freeBytes: bigint; score: number; wouldEvict: string[] }[] = [];
+  for (const v of plan.verdicts) {
+    // Read-only: a node whose instances changed while it yielded is explained as it is now.
+    if (slicer?.due() === true) await slicer.pause();
+    const c = candidates.get(v.nodeId);
+    nodes.push({ nodeId: v.nodeId, fits: v.fits, reason: v.reason, freeBytes: BigInt(Math.round(v.freeBytes)), score: v.score, wouldEvict: c === undefined ? [] : d.placement.evictionsOn(spec, c) });
+  }
   const reason = `${prefix}${plan.reason}${breaker}`;
   switch (plan.t) {
     case "place":

@@ -1,8 +1,9 @@
 /**
  * `npm run cluster -- --ha`: the dev cluster with coordinator HA (issue 17) —
  * three nats-servers in one JetStream cluster, two `warden coordinator --ha`
- * (coord-a on --listen, coord-b on the next port) and the agents following
- * both (`--coordinator a,b`). Ctrl-C stops what this started, in order:
+ * (coord-a on --listen, coord-b on the next port; HTTP on --http-listen and the
+ * next port, or each a free port with port 0) and the agents following both
+ * (`--coordinator a,b`). Ctrl-C stops what this started, in order:
  * agents (they stop their backends), coordinators, nats-servers; then the
  * temp dir goes.
  */
@@ -20,6 +21,8 @@ export interface HaDevClusterOptions {
   readonly wardenArgs: readonly string[];
   /** coord-a's listen address; coord-b takes the next port. */
   readonly listen: string;
+  /** coord-a's HTTP listen address (OpenAI API, dashboard); coord-b takes the next port (port 0: each a free one). */
+  readonly httpListen: string;
   /** The dev cluster's coordinator YAML (models, policy) for one listen address and state dir, without nats: or ha:. */
   readonly coordinatorYaml: (listen: string, stateDir: string) => string;
   /** Starts the dev cluster's agents against `coordinators` ("a,b"). */
@@ -37,24 +40,30 @@ const exitedOf = (p: ChildProcess): Promise<void> =>
       });
   });
 
-function nextPort(listen: string): string {
+function nextPort(listen: string, flag: string, zeroOk = false): string {
   const i = listen.lastIndexOf(":");
   const port = Number(listen.slice(i + 1));
-  if (i < 0 || !Number.isInteger(port) || port < 1 || port > 65534) throw new RangeError(`--listen: "${listen}" is not host:port with a port below 65535`);
+  if (zeroOk && i >= 0 && port === 0 && listen.slice(i + 1) === "0") return listen;
+  if (i < 0 || !Number.isInteger(port) || port < 1 || port > 65534) throw new RangeError(`${flag}: "${listen}" is not host:port with a port below 65535`);
   return `${listen.slice(0, i)}:${String(port + 1)}`;
 }
 
-/** Polls GetHaStatus on `address` until `pred` holds or `p` exits; false if it exited or `timeoutMs` passed. */
-async function waitForStatus(address: string, p: ChildProcess, pred: (role: string) => boolean, timeoutMs: number): Promise<boolean> {
+/**
+ * Polls GetHaStatus on `address` until `pred` holds for the member's role and
+ * it announces its HTTP URL, or `p` exits: that URL (the one `warden ha status`
+ * and the standby's HTTP answers name), or undefined if it exited or
+ * `timeoutMs` passed.
+ */
+async function waitForStatus(address: string, p: ChildProcess, pred: (role: string) => boolean, timeoutMs: number): Promise<string | undefined> {
   const admin = createClient(AdminService, address);
   const deadline = Date.now() + timeoutMs;
   try {
     while (Date.now() < deadline && p.exitCode === null && p.signalCode === null) {
       const r = await admin.getHaStatus({}, { timeoutMs: 1_000 }).catch(() => undefined);
-      if (r?.enabled === true && pred(r.self?.role ?? "")) return true;
+      if (r?.enabled === true && pred(r.self?.role ?? "") && r.self?.httpUrl !== undefined && r.self.httpUrl !== "") return r.self.httpUrl;
       await new Promise((res) => setTimeout(res, 200));
     }
-    return false;
+    return undefined;
   } finally {
     admin.close();
   }
@@ -112,33 +121,45 @@ export async function runHaDevCluster(o: HaDevClusterOptions): Promise<number> {
   }
   if (stopped()) return 0;
 
-  const addrs = [o.listen, nextPort(o.listen)] as const;
+  let addrs: readonly [string, string];
+  let https: readonly [string, string];
+  try {
+    addrs = [o.listen, nextPort(o.listen, "--listen")];
+    https = [o.httpListen, nextPort(o.httpListen, "--http-listen", true)];
+  } catch (err) {
+    return fail(err instanceof Error ? err.message : String(err));
+  }
   const members = [
-    { name: "coord-a", address: addrs[0], role: "leader" },
-    { name: "coord-b", address: addrs[1], role: "standby" },
+    { name: "coord-a", address: addrs[0], http: https[0], role: "leader" },
+    { name: "coord-b", address: addrs[1], http: https[1], role: "standby" },
   ] as const;
-  for (const { name, address, role: expected } of members) {
+  const urls: string[] = [];
+  for (const { name, address, http, role: expected } of members) {
     const file = join(o.dir, `${name}.yaml`);
-    await writeFile(file, `${o.coordinatorYaml(address, join(o.dir, name))}\nnats:\n  url: ${cluster.url}\nha:\n  advertise: ${address}\n  holder: ${name}\n`);
+    await writeFile(file, `${o.coordinatorYaml(address, join(o.dir, name))}\nhttpListen: ${http}\nnats:\n  url: ${cluster.url}\nha:\n  advertise: ${address}\n  holder: ${name}\n`);
     const c = spawn(process.execPath, [...o.wardenArgs, "coordinator", "--config", file, "--ha", "--log-pretty"], { cwd: o.root, stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, WARDEN_QUIET_BANNER: "1" } });
     coordinators.push(c);
     o.prefix(name, c);
     // coord-a first, so it is the one that leads (the order only makes the printout predictable).
-    const up = await waitForStatus(address, c, (role) => role === expected, 90_000);
+    const url = await waitForStatus(address, c, (role) => role === expected, 90_000);
     if (stopped()) return 0;
-    if (!up) return fail(`${name} did not become ${expected} within 90 s (see its log above)`);
+    if (url === undefined) return fail(`${name} did not become ${expected} with its HTTP listener within 90 s (see its log above)`);
+    urls.push(url);
   }
   agents = await o.startAgents(addrs.join(","));
   const both = addrs.join(",");
   process.stdout.write(
     `\nWarden dev cluster with HA: JetStream cluster ${cluster.url}\n` +
-      `  coord-a (leader)  ${addrs[0]}  pid ${String(coordinators[0]?.pid)}\n` +
-      `  coord-b (standby) ${addrs[1]}  pid ${String(coordinators[1]?.pid)}\n` +
+      `  coord-a (leader)  ${addrs[0]}  HTTP ${String(urls[0])}  pid ${String(coordinators[0]?.pid)}\n` +
+      `  coord-b (standby) ${addrs[1]}  HTTP ${String(urls[1])}  pid ${String(coordinators[1]?.pid)}\n` +
+      // Either URL works: a standby redirects the dashboard to the leader's and names it in its 503s.
+      `  dashboard ${String(urls[0])}/ (follows the leader; OpenAI API at <url>/v1)\n` +
       `  nats-servers pids ${nats.map((p) => String(p.pid)).join(", ")} (configs: ${cluster.configFiles.join(", ")})\n` +
       `  agents gpu-a, gpu-b, gpu-c follow --coordinator ${both}\n` +
       // ha status per member: each answers for itself (its role, the lease as it sees it).
       `Try:\n  npx warden ha status --addr ${addrs[0]}\n  npx warden ha status --addr ${addrs[1]}\n  npx warden nodes ls --addr ${both}\n  npx warden predict whisper "hi" --addr ${both}\n` +
-      `  kill -9 ${String(coordinators[0]?.pid)}   # the leader; coord-b takes over within a lease (3 s) + recovery window\n` +
+      `  curl -i ${String(urls[1])}/v1/models   # the standby: 503, Warden-Leader names coord-a's URL\n` +
+      `  kill -9 ${String(coordinators[0]?.pid)}   # the leader; coord-b takes over within a lease (3 s) + recovery window; the dashboard moves to ${String(urls[1])}\n` +
       `Ctrl-C stops everything.\n\n`,
   );
   return 0;

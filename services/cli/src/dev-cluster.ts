@@ -71,11 +71,11 @@ const models = `
 `;
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({ options: { listen: { type: "string", default: "127.0.0.1:50061" }, ha: { type: "boolean", default: false }, help: { type: "boolean", short: "h", default: false } } });
+  const { values } = parseArgs({ options: { listen: { type: "string", default: "127.0.0.1:50061" }, "http-listen": { type: "string", default: "127.0.0.1:8090" }, ha: { type: "boolean", default: false }, help: { type: "boolean", short: "h", default: false } } });
   if (values.help) {
     process.stdout.write(
-      "usage: npm run cluster [-- --listen HOST:PORT] [-- --ha]\n\nStarts a coordinator and three agents (gpu-a: 2×A100 east, gpu-b: L4 east, gpu-c: T4 west) on loopback.\n" +
-        "--ha: three nats-servers in a JetStream cluster, two coordinators with --ha (--listen and the next port), the agents following both.\n",
+      "usage: npm run cluster [-- --listen HOST:PORT] [-- --ha [--http-listen HOST:PORT]]\n\nStarts a coordinator and three agents (gpu-a: 2×A100 east, gpu-b: L4 east, gpu-c: T4 west) on loopback.\n" +
+        "--ha: three nats-servers in a JetStream cluster, two coordinators with --ha (--listen and the next port; HTTP on --http-listen, default 127.0.0.1:8090, and the next port, or free ports with port 0), the agents following both.\n",
     );
     return;
   }
@@ -119,7 +119,7 @@ async function main(): Promise<void> {
     return started;
   };
   if (values.ha) {
-    process.exitCode = await runHaDevCluster({ dir, root, wardenArgs, listen: values.listen, coordinatorYaml, startAgents, prefix });
+    process.exitCode = await runHaDevCluster({ dir, root, wardenArgs, listen: values.listen, httpListen: values["http-listen"], coordinatorYaml, startAgents, prefix });
     return;
   }
   await writeFile(join(dir, "coordinator.yaml"), coordinatorYaml(values.listen, join(dir, "coordinator")));

@@ -104,19 +104,21 @@ export async function runHaCoordinator(config: CoordinatorConfig, deps: HaRunner
   const quorum = (): boolean => (term.kind === "leading" ? keeper.isLeader() : members.writesOk());
   const leaderAddress = (): string | undefined => (leaderEntry?.holder === null || leaderEntry?.holder === holder ? undefined : leaderEntry?.address);
 
+  const httpView = (): ReturnType<typeof haHttpView> => haHttpView({ holder, role: role(), httpUrl, leader: leaderEntry, members: members.others() });
+
   const status = (): MessageInitShape<typeof GetHaStatusResponseSchema> => ({
     enabled: true,
-    self: { holder, address: advertise, lastSeenMs: 0n, role: role() },
+    self: { holder, address: advertise, lastSeenMs: 0n, role: role(), httpUrl: httpUrl ?? "" },
     leaderHolder: leaderEntry?.holder ?? "",
     leaderAddress: leaderEntry?.holder === holder ? advertise : (leaderEntry?.address ?? ""),
     epoch: BigInt(leaderEntry?.epoch ?? 0),
     leaseAgeMs: BigInt(Math.max(0, Math.round(clock.now() - leaderEntryAtMs))),
-    standbys: members.others().map((m) => ({ holder: m.holder, address: m.address, lastSeenMs: BigInt(Math.max(0, Math.round(clock.now() - m.seenAtMs))), role: m.role })),
+    standbys: members.others().map((m) => ({ holder: m.holder, address: m.address, lastSeenMs: BigInt(Math.max(0, Math.round(clock.now() - m.seenAtMs))), role: m.role, httpUrl: m.httpUrl ?? "" })),
     quorum: quorum(),
     takeovers: BigInt(takeovers),
+    // The same value the standby's HTTP answers name (one source: the announced URLs).
+    leaderHttpUrl: httpView().leader?.httpUrl ?? "",
   });
-
-  const httpView = (): ReturnType<typeof haHttpView> => haHttpView({ holder, role: role(), httpUrl, leader: leaderEntry, members: members.others() });
 
   // Commands to agents carry the term's epoch, and only while the lease is held under it.
   const leaderEpoch = (): bigint => {

@@ -85,6 +85,8 @@ describe("warden ha status shows each member's HTTP URL", { timeout: 240_000 }, 
       return pick;
     }, 90_000);
 
+    // Each member logs the URL it announces when it starts.
+    for (const m of members) expect(m.proc.lines.find((l) => l["msg"] === "ha member started")?.["httpUrl"]).toBe(m.url);
     // The standby's view: itself and the leader, each with the URL it listens on.
     expect(new Map(rows(seen).map((r) => [r.holder, r.httpUrl]))).toEqual(new Map(members.map((m) => [m.proc.holder, m.url])));
     expect(rows(seen).find((r) => r.role === "leader")?.holder).toBe(leader.proc.holder);

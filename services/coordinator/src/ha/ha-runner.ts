@@ -31,6 +31,8 @@ export interface HaRunner {
   readonly advertise: string;
   /** host:port of `/metrics`, when `metricsListen` is set. */
   readonly metricsAddress: string | undefined;
+  /** The HTTP base URL this member announces (undefined: no httpListen, or its port could not bind yet). */
+  httpUrl(): string | undefined;
   /** Rejects if this member can no longer serve even as a standby (its own address taken): the process should exit. A failed takeover does not: the member stands by again. */
   readonly failed: Promise<never>;
   reload(config: CoordinatorConfig): Promise<void>;
@@ -391,13 +393,14 @@ export async function runHaCoordinator(config: CoordinatorConfig, deps: HaRunner
   };
   await compete();
   const started = term as Term;
-  hlog.info("ha member started", { holder, advertise, address: started.kind === "standby" ? started.server.address : config.listen, replicas: ha.replicas, leaseMs: ha.leaseMs, renewMs: ha.renewMs, marginMs: ha.marginMs, ...(metricsServer === undefined ? {} : { metricsAddress: metricsServer.address }) });
+  hlog.info("ha member started", { holder, advertise, ...(httpUrl === undefined ? {} : { httpUrl }), address: started.kind === "standby" ? started.server.address : config.listen, replicas: ha.replicas, leaseMs: ha.leaseMs, renewMs: ha.renewMs, marginMs: ha.marginMs, ...(metricsServer === undefined ? {} : { metricsAddress: metricsServer.address }) });
 
   let closed: Promise<void> | undefined;
   return {
     holder,
     advertise,
     metricsAddress: metricsServer?.address,
+    httpUrl: () => httpUrl,
     failed,
     async reload(next) {
       const inner = pinHttpListen({ ...next, metricsListen: undefined }, current.httpListen);

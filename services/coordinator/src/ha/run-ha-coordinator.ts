@@ -18,6 +18,7 @@ export async function serveHaCoordinator(config: CoordinatorConfig, o: { readonl
       `  Listen         ${config.listen}  (standbys answer UNAVAILABLE with the leader's address)`,
       `  Advertised     ${r.advertise}`,
       `  NATS           ${config.nats?.url ?? ""}`,
+      ...(r.httpUrl() === undefined ? [] : [`  HTTP           ${String(r.httpUrl())}  (OpenAI API, dashboard; standbys answer 503 naming the leader's URL)`]),
       ...(r.metricsAddress === undefined ? [] : [`  Metrics        http://${r.metricsAddress}/metrics`]),
       `  Status         warden ha status --addr ${r.advertise}`,
       ``,

@@ -36,7 +36,7 @@ const regressionSeeds: readonly (readonly [number, SimProfile, string])[] = [
   // Warden: a node declared lost while a load ran there dropped the loading instance but not the
   // load; the live process was re-adopted from the returning node's inventory, then the load's
   // failure dropped that adoption (and its record), leaving a process nobody holds. Fixed in loader
-  // instance-exits.ts (node lost / forget abandon the load) and load-path.ts (a load whose
+  // instance-exits.ts (node lost / forget abandon the load) and load-path.ts, fail-load.ts (a load whose
   // instance was dropped stops there and undoes nothing it no longer owns).
   [209, "short", "node lost during a load abandons the load"],
   // Simulator: an idle eviction started in the last second of the quiet phase and convergence was
@@ -172,14 +172,14 @@ const regressionSeeds: readonly (readonly [number, SimProfile, string])[] = [
 const replicaSeeds: readonly (readonly [number, boolean, string])[] = [
   // Warden: an on-demand load of m0 (max 1) waited in admission retries while a coordinator restart
   // re-adopted m0's running instance on n1; the load went on and started a second m0 on n2. Fixed in
-  // loader load-path.ts (an instance adopted meanwhile ends an on-demand load at its next placement
+  // loader admit-load.ts (an instance adopted meanwhile ends an on-demand load at its next placement
   // attempt, or gives back its reservation; unit test adopted-during-admission.test.ts).
   [24, false, "an instance adopted during a load's admission is no reason for a second copy"],
   [36, false, "an instance adopted during a load's admission is no reason for a second copy (2)"],
   [63, false, "an instance adopted during a load's admission is no reason for a second copy (3)"],
   // Warden: a reload unpinned m5; a replica load of m5 started before it admitted with its own copy of
   // the spec and pinned m5 again in the watchdog, and the stale pin let m2 past the per-node limit
-  // (pins-only rule). Fixed in loader load-path.ts (admission and registration apply the pin and
+  // (pins-only rule). Fixed in loader pins-and-groups-now.ts (admission and registration apply the pin and
   // groups as configured now; unit test stale-spec-pin.test.ts).
   [28, true, "a load that outlives a reload applies the pin configured now"],
 ];
@@ -204,7 +204,7 @@ const forcedReplicaSeeds: readonly (readonly [number, string])[] = [
   [2381, "a floor load counts the replicas being stopped toward max (3)"],
   // Warden: m2 (max 1) was adopted on n3 while a restarted coordinator's on-demand load waited in
   // admission; a stall made n3 unreachable before the load's next attempt, which saw no routable
-  // replica and started a second m2 on n0. Fixed in loader load-path.ts (replicas filling max on an
+  // replica and started a second m2 on n0. Fixed in loader served-meanwhile.ts (replicas filling max on an
   // unreachable node end the load, as they answer a call; unit test adopted-during-admission.test.ts).
   [2878, "replicas filling max on an unreachable node end an on-demand load in admission"],
   // Simulator: a duplicated start message of a running incarnation answered "failed ALREADY_EXISTS"

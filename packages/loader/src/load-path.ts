@@ -1,18 +1,20 @@
 import { Code, WardenError, deadlineSignal, isStaleLeaderEpoch, raceSignal } from "@warden/common";
-import type { Shortfall } from "@warden/watchdog";
-import { dropHeld, holdInstance, warn, type LoaderState } from "./loader-state.js";
+import { admitLoad } from "./admit-load.js";
+import { failLoad } from "./fail-load.js";
+import { holdInstance, type LoaderState } from "./loader-state.js";
 import type { HeldInstance } from "./loader-types.js";
 import type { ModelSpec } from "./model-spec.js";
 import type { BackendHandle, StartEvent } from "./ports.js";
 import { chooseReplica, pickReplica } from "./replica-routing.js";
+import { pinsAndGroupsNow } from "./pins-and-groups-now.js";
 import { retireRecycledAddress } from "./recycled-address.js";
 import { replicaNotNeeded } from "./replica-not-needed.js";
-import { replicaSpare } from "./replica-spare.js";
-import { countUnknownOutcomeStart } from "./unknown-outcome-start.js";
+import { servedMeanwhile } from "./served-meanwhile.js";
 
 // The load path (DESIGN §3.3): coalesced, cooldown-checked, admitted through
 // the watchdog with the need-more retry loop, bounded by a deadline; a failed
-// load leaves nothing behind.
+// load leaves nothing behind. Admission (admit-load.ts) and the failed
+// load's undo (fail-load.ts) live in their own files.
 
 /**
  * Returns the model's ready instance, loading it if needed. Concurrent
@@ -156,7 +158,7 @@ async function lead<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec,
       return served;
     }
     if (replica !== undefined && replicaNotNeeded(now, s.models.get(spec.id) ?? spec, replica)) throw new WardenError(Code.Aborted, `replica load of model "${spec.id}" not needed any more`);
-    const admitted = await admit(s, spec, incarnation, preferredNode, deadline.signal, replica);
+    const admitted = await admitLoad(s, spec, incarnation, preferredNode, deadline.signal, replica);
     if (typeof admitted !== "string") {
       s.loadControllers.delete(incarnation);
       return admitted;
@@ -241,190 +243,6 @@ async function lead<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec,
     s.loadControllers.delete(incarnation);
     if (s.loadIncarnations.get(spec.id) === incarnation) s.loadIncarnations.delete(spec.id);
   }
-}
-
-/** Every failed load leaves nothing behind: no watchdog entry, no held entry, no reservation; a spawned process is stopped. */
-function failLoad<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, incarnation: string, nodeId: string | undefined, h: HeldInstance<H> | undefined, registered: boolean, e: WardenError, cancelled: boolean, by: { readonly actor?: string }): void {
-  const address = h?.address ?? "";
-  // Dropped meanwhile (node lost, operator's forget): whoever dropped it
-  // settled its accounting, and the incarnation may have been adopted again
-  // since — nothing of it is this load's to undo.
-  const ours = h === undefined || s.held.get(incarnation) === h;
-  const pendingStop = registered && s.core.instance(incarnation)?.pendingEviction !== undefined;
-  if (!ours) {
-    // nothing to drop or release
-  } else if (!pendingStop) {
-    dropHeld(s, incarnation);
-    if (registered) s.core.remove(incarnation);
-    else s.core.releaseReservation(incarnation);
-  } else {
-    // The load is over, so it no longer counts for hasModelAtAddress: the
-    // pending stop settles by row 2, or row 4 (leftover, retried) if it
-    // fails — never row 3, which would re-register a "loading" instance
-    // that nothing will ever finish.
-    dropHeld(s, incarnation);
-  }
-  // A start cancelled on our side (unload, shutdown) is not a load failure: no cooldown.
-  // Nor is a start refused for a stale leader epoch (the agent did nothing; the model is not at fault).
-  if (nodeId !== undefined && e.code !== Code.ResourceExhausted && !cancelled && !isStaleLeaderEpoch(e)) {
-    s.cooldown.recordFailure(spec.id, s.o.clock.now());
-  }
-  // Sent (held), no Spawned seen: the process may run there. Counted before the failure is
-  // journaled, and the journal says so, so that a coordinator taking over counts it too.
-  const outcomeUnknown = ours && h !== undefined && !registered && address === "" && nodeId !== undefined && countUnknownOutcomeStart(s, { incarnation, nodeId, model: spec.id }, e, cancelled);
-  if (nodeId !== undefined) {
-    s.o.events.emit({
-      type: "backend.load-failed",
-      nodeId,
-      model: spec.id,
-      address,
-      incarnation,
-      code: typeof e.details["startFailure"] === "string" ? e.details["startFailure"] : String(e.code),
-      message: e.rawMessage,
-      exitCode: typeof e.details["exitCode"] === "number" ? e.details["exitCode"] : undefined,
-      lastStderrLine: typeof e.details["lastStderrLine"] === "string" ? e.details["lastStderrLine"] : "",
-      outcomeUnknown,
-      ...by,
-    });
-  }
-  // A start abandoned on our side (deadline) may leave a process: stop it, and
-  // track it as a leftover if that fails, so it is never forgotten. So does a
-  // spawn whose registration the watchdog refused (an address is known, yet
-  // nothing was registered): that process runs, and nothing else accounts it.
-  const abandoned = registered && !pendingStop && (e.code === Code.DeadlineExceeded || e.code === Code.Canceled || e.code === Code.Unavailable);
-  const refused = !registered && address !== "";
-  if (ours && address !== "" && nodeId !== undefined && (abandoned || refused)) {
-    // Accounted as a leftover at once (never a gap where it counts nowhere);
-    // the tracker's retry stops it and reports it reaped.
-    void s.o.journal.recordStopIntent({ incarnation, nodeId, model: spec.id, address, reason: "load-abandoned" }).catch((err: unknown) => {
-      warn(s, "could not journal the stop intent of an abandoned load", { incarnation, err: String(err) });
-    });
-    s.leftovers.add({ incarnation, nodeId, model: spec.id, address, groups: spec.groups, sizeBytes: spec.sizeBytes, lastError: `load abandoned: ${e.rawMessage}` });
-  }
-}
-
-/**
- * The model's groups and pin as configured now. Admission and registration
- * apply them to the watchdog's policy (applyModelConfig), and a load may
- * outlive a config reload (admission retries, a slow start): its own copy of
- * the spec would set the old pin again — seed 28: a reload unpinned m5, a
- * replica load started before it pinned m5 again at its admission, and the
- * stale pin let m2 past the per-node limit by the pins-only rule.
- */
-function pinsAndGroupsNow<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec): { readonly groups: readonly string[]; readonly pinned: boolean } {
-  const now = s.models.get(spec.id) ?? spec;
-  return { groups: now.groups, pinned: now.pinned };
-}
-
-/**
- * Admission with the need-more retry loop (localai-semantics §4.2),
- * re-planning placement on every attempt. Pending evictions settle before an
- * attempt resolves. When attempts run out the load fails with
- * FAILED_PRECONDITION naming what blocks it.
- */
-async function admit<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, incarnation: string, preferredNode: string | undefined, signal: AbortSignal, replica: ReplicaLoad | undefined): Promise<string | HeldInstance<H>> {
-  let lastReason: string;
-  // The last refusal was (also) for instances a node not heard from since the
-  // restart may run: it ends when that node reports or is lost — a transient
-  // state, answered UNAVAILABLE (retry), never a permanent refusal.
-  let unconfirmedOn: string | undefined;
-  // The last attempt's failure is the cluster's state, not the model's: no node ready, or nodes the
-  // journal expects (a takeover) not reported yet. Fails UNAVAILABLE (retry), not FAILED_PRECONDITION.
-  let transient: boolean;
-  for (let attempt = 1; ; attempt++) {
-    if (signal.aborted) throw WardenError.from(signal.reason);
-    if (replica !== undefined) replicaStillWanted(s, spec, replica);
-    // An on-demand load serves calls while no replica is routable; one adopted
-    // during admission (a node's inventory, a restarted coordinator) serves
-    // them instead: no second copy (seed 24 put a second m0, max 1, beside an
-    // instance adopted during the load's admission retries).
-    const adopted = replica === undefined ? servedMeanwhile(s, spec) : undefined;
-    if (adopted !== undefined) return adopted;
-    const choice = preferredNode === undefined ? s.o.placement.choose(spec) : { nodeId: preferredNode };
-    let needMore = true;
-    transient = false;
-    if (choice.nodeId === undefined) {
-      lastReason = choice.reason;
-      transient = ("transient" in choice && choice.transient === true) || s.unconfirmed.size > 0;
-    } else {
-      const spare = replica === undefined ? undefined : replicaSpare(s, spec);
-      const r = await s.watchdog.admit({ nodeId: choice.nodeId, model: spec.id, incarnation, ...pinsAndGroupsNow(s, spec), sizeBytes: spec.sizeBytes, ...(spare === undefined ? {} : { spare }) });
-      // Admission may have waited for evictions to settle: adopted meanwhile, give the reservation back.
-      const adoptedMeanwhile = r.t === "admitted" && replica === undefined ? servedMeanwhile(s, spec) : undefined;
-      if (adoptedMeanwhile !== undefined) {
-        s.core.releaseReservation(incarnation);
-        return adoptedMeanwhile;
-      }
-      if (r.t === "admitted") {
-        if (r.limitExceeded !== undefined) {
-          s.o.events.emit({
-            type: "policy.limit-exceeded",
-            nodeId: choice.nodeId,
-            model: spec.id,
-            address: "",
-            incarnation,
-            limit: r.limitExceeded.limit,
-            occupied: r.limitExceeded.occupied,
-            pinned: r.limitExceeded.pinnedIncarnations.length,
-          });
-        }
-        return choice.nodeId;
-      }
-      needMore = r.needMore;
-      lastReason = `${r.cause === "group" ? "group conflict" : "limit"} on node "${choice.nodeId}": ${describeShortfall(r.shortfall)}`;
-      unconfirmedOn = (r.shortfall.unconfirmed ?? 0) > 0 ? choice.nodeId : undefined;
-    }
-    if (attempt >= s.maxAttempts) break;
-    if (needMore) await s.o.sleep(s.retryIntervalMs, signal);
-  }
-  if (unconfirmedOn !== undefined) {
-    throw new WardenError(Code.Unavailable, `cannot load model "${spec.id}" yet: ${lastReason}; retry once node "${unconfirmedOn}" has reported`, { details: { model: spec.id, nodeId: unconfirmedOn } });
-  }
-  if (transient) throw new WardenError(Code.Unavailable, `cannot load model "${spec.id}" now: ${lastReason}; nodes are expected to (re)register (a coordinator that just took over waits for its agents), retry`, { details: { model: spec.id } });
-  throw new WardenError(Code.FailedPrecondition, `cannot load model "${spec.id}" after ${String(s.maxAttempts)} attempts: ${lastReason}`, { details: { model: spec.id } });
-}
-
-/**
- * What serves an on-demand load's callers instead of it: a routable replica
- * adopted meanwhile, or — as ensureLoaded answers a call arriving now — one
- * on an unreachable node when the replicas, this load aside, fill max (seed
- * 2878: m2, max 1, adopted on n3; a stall made n3 unreachable before the
- * load's next attempt, which then started a second copy on n0).
- */
-function servedMeanwhile<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec): HeldInstance<H> | undefined {
-  const c = chooseReplica(s, spec.id);
-  if (c.best !== undefined) return c.best;
-  // `live` counts this load (in admission).
-  return c.unreachable !== undefined && c.live - 1 >= Math.max(1, spec.replicas.max) ? c.unreachable : undefined;
-}
-
-/**
- * Throws ABORTED (not a failure: no breaker; the reconciler asks again on a
- * later tick) when a replica load is not wanted now, checked before every
- * placement attempt: replicas adopted meanwhile make it one too many, and a
- * node that has not reported an inventory yet (a restarted coordinator, after
- * its admission gate) may run replicas about to be adopted — placing now
- * could exceed max, or land where spread forbids.
- */
-function replicaStillWanted<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, replica: ReplicaLoad): void {
-  if (replicaNotNeeded(chooseReplica(s, spec.id), s.models.get(spec.id) ?? spec, replica)) throw new WardenError(Code.Aborted, `replica load of model "${spec.id}" not needed any more`);
-  const inv = s.o.inventories.findModel(spec.id);
-  if (inv.t === "unknown" && inv.noInventoryYet === true) throw new WardenError(Code.Aborted, `replica load of model "${spec.id}" deferred: ${inv.reason}`);
-}
-
-function describeShortfall(s: Shortfall): string {
-  const parts: string[] = [];
-  if (s.busy > 0) parts.push(`${String(s.busy)} busy`);
-  if (s.loading > 0) parts.push(`${String(s.loading)} loading`);
-  if (s.reserved > 0) parts.push(`${String(s.reserved)} reserved`);
-  if (s.pending > 0) parts.push(`${String(s.pending)} pending eviction`);
-  if (s.freed > 0) parts.push(`${String(s.freed)} freed`);
-  if (s.leftovers > 0) parts.push(`${String(s.leftovers)} leftover`);
-  if (s.orphans > 0) parts.push(`${String(s.orphans)} orphan`);
-  if ((s.unconfirmed ?? 0) > 0) parts.push(`${String(s.unconfirmed)} unconfirmed (known from the journal, its node not reported yet)`);
-  if (s.pinned > 0) parts.push(`${String(s.pinned)} pinned`);
-  if ((s.spared ?? 0) > 0) parts.push(`${String(s.spared)} spared (replicas a replica load must not evict)`);
-  return parts.length > 0 ? `blocked by ${parts.join(", ")} instance(s)` : `${String(s.missing)} more slot(s) needed`;
 }
 
 function unconfirmedOnly<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec): WardenError {

@@ -1,7 +1,7 @@
 import type { Event } from "@warden/proto";
 import { create } from "@bufbuild/protobuf";
 import { RecoveredSchema } from "@warden/proto";
-import { Code, WardenError, abortReason, backoffDelayMs, invalidArgument, isPlanted, isStaleLeaderEpoch, throwIfAborted, type Cancel } from "@warden/common";
+import { Code, WardenError, backoffDelayMs, invalidArgument, isPlanted, isStaleLeaderEpoch, throwIfAborted, type Cancel } from "@warden/common";
 import { createEventFactory, eventTypeOf, type EventFactory } from "@warden/events";
 import type { StopIntent } from "./journal-record.js";
 import { reduceJournal, unfinishedInstances } from "./reduce-journal.js";
@@ -9,6 +9,8 @@ import { eventPriorityOf } from "./event-priority.js";
 import type { AppendOutcome, Outbox, OutboxHealth, OutboxOptions, OutboxStats } from "./outbox-types.js";
 import { SendQueue, type OutboxEntry } from "./send-queue.js";
 import { AppendLane } from "./append-lane.js";
+import { FlushWaiters } from "./flush-waiters.js";
+import { stopIntentMethods } from "./stop-intent-methods.js";
 
 type State = "new" | "starting" | "running" | "closed";
 
@@ -52,7 +54,7 @@ export function createOutbox(options: OutboxOptions): Outbox {
   /** The journal's last refusal of an event the lane still holds. */
   let laneError: string | undefined;
   let health: OutboxHealth = { status: "serving" };
-  let flushWaiters: (() => void)[] = [];
+  const flushWaiters = new FlushWaiters();
 
   // Events the journal refused wait in the lane, in order, until it takes writes again.
   const lane = new AppendLane({
@@ -138,9 +140,7 @@ export function createOutbox(options: OutboxOptions): Outbox {
 
   const notifyFlushed = (): void => {
     if (depth() > 0 || marking !== undefined || pendingMarks.length > 0) return;
-    const waiters = flushWaiters;
-    flushWaiters = [];
-    for (const w of waiters) w();
+    flushWaiters.wakeAll();
   };
 
   const pump = (): void => {
@@ -355,58 +355,12 @@ export function createOutbox(options: OutboxOptions): Outbox {
       return { event, outcome: await append(event, signal) };
     },
 
-    async recordStopIntent(init, signal) {
-      requireState("running", "recordStopIntent");
-      if (init.incarnation === "") throw invalidArgument("incarnation", "must not be empty");
-      const intent: StopIntent = { ...init, recordedAtMs: init.recordedAtMs ?? Math.floor(clock.wallNow()) };
-      // Known from the moment it is issued: replay follows issue order, so a
-      // clear issued before this record is fsync'd lands after it and must
-      // clear it (a clear that found nothing left the intent open for an
-      // instance no longer tracked — simulation seed 3826). Undone on failure.
-      const previous = intents.get(intent.incarnation);
-      intents.set(intent.incarnation, intent);
-      try {
-        await durable("stop intent", () => journal.append({ kind: "stop-intent", ...intent }, signal));
-      } catch (err) {
-        if (intents.get(intent.incarnation) === intent) {
-          if (previous === undefined) intents.delete(intent.incarnation);
-          else intents.set(intent.incarnation, previous);
-        }
-        throw err;
-      }
-    },
-
-    async clearStopIntent(incarnation, signal) {
-      requireState("running", "clearStopIntent");
-      const cleared = intents.get(incarnation);
-      if (cleared === undefined) return;
-      await durable("stop intent clear", () => journal.append({ kind: "stop-intent-cleared", incarnation }, signal));
-      // A record issued after this clear is the newer word: it stays.
-      if (intents.get(incarnation) === cleared) intents.delete(incarnation);
-    },
-
-    openStopIntents: () => [...intents.values()],
+    ...stopIntentMethods({ intents, journal, clock, requireState, durable }),
     stats,
     health: () => health,
 
     flushed(signal) {
-      return new Promise<void>((resolve, reject) => {
-        if (signal?.aborted === true) {
-          reject(abortReason(signal));
-          return;
-        }
-        const done = (): void => {
-          signal?.removeEventListener("abort", onAbort);
-          resolve();
-        };
-        const onAbort = (): void => {
-          flushWaiters = flushWaiters.filter((w) => w !== done);
-          if (signal !== undefined) reject(abortReason(signal));
-        };
-        signal?.addEventListener("abort", onAbort, { once: true });
-        flushWaiters.push(done);
-        notifyFlushed();
-      });
+      return flushWaiters.wait(signal, notifyFlushed);
     },
 
     async drain(signal) {

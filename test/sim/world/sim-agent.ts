@@ -1,59 +1,21 @@
-import { create } from "@bufbuild/protobuf";
-import { timestampFromMs } from "@bufbuild/protobuf/wkt";
-import { BackendState, GpuInfoSchema, InventoryEntrySchema, NodeResourcesSchema, OrphanProcessSchema, StopRequestedSchema, type InventoryEntry, type NodeResources, type OrphanProcess } from "@warden/proto";
 import { Code, WardenError } from "@warden/common";
-import type { StartEvent, StartRequest, StopAnswer, StopRequest } from "@warden/loader";
+import type { StartRequest, StopAnswer, StopRequest } from "@warden/loader";
 import type { HeartbeatReport } from "@warden/cluster";
 import type { SimWorld } from "./sim-world.js";
 import type { BackendBehaviour, TruthProcess } from "./ground-truth.js";
 import { judgeLeaderEpoch } from "../../../services/agent/src/leader-fence.js";
+import type { AgentRecord, Registration, StartSink } from "./sim-agent-types.js";
+import { gpuResources, inventoryEntries, orphansAndUsedBytes } from "./sim-inventory.js";
+import { runStop } from "./sim-run-stop.js";
 
-type RecordState = "loading" | "ready" | "stopping" | "exited";
+// Re-exported: the coordinator and the world know these as the agent's.
+export type { Registration, StartSink } from "./sim-agent-types.js";
 
 /** The real agent's Heartbeat call timeout (node-heartbeat.ts `callTimeoutMs` default). */
 const HEARTBEAT_CALL_TIMEOUT_MS = 5_000;
 
-/** Default messages, made once; heartbeats spread them (fields are replaced, never mutated). */
-const templates = {
-  entry: create(InventoryEntrySchema),
-  stopRequested: create(StopRequestedSchema),
-  orphan: create(OrphanProcessSchema),
-  resources: create(NodeResourcesSchema),
-  gpu: create(GpuInfoSchema),
-};
-
 /** As the real agent's StartRegistry (services/agent/src/start-registry.ts). */
 const maxRememberedStarts = 4096;
-
-interface AgentRecord {
-  readonly incarnation: string;
-  readonly model: string;
-  readonly backend: string;
-  readonly process: TruthProcess;
-  state: RecordState;
-  stopRequested: { readonly reason: string; readonly atMs: number } | undefined;
-  stopping: Promise<StopAnswer> | undefined;
-}
-
-/** What an agent sends the coordinator when it (re)starts. */
-export interface Registration {
-  readonly nodeId: string;
-  readonly address: string;
-  readonly labels: Record<string, string>;
-  readonly bootEpoch: bigint;
-  readonly embedded: boolean;
-  readonly backends: readonly string[];
-  /** The agent config's placement limits (issue 16); absent when the config sets none. */
-  readonly limits?: { readonly maxReplicasPerModel: number };
-}
-
-/** A start stream's sink on the agent side (delivered to the coordinator over the network). */
-export interface StartSink {
-  emit(ev: StartEvent): void;
-  end(): void;
-  /** The call fails with this error (a stale-leader-epoch refusal), no event sent. */
-  fail(err: WardenError): void;
-}
 
 /**
  * One simulated node agent: records (incarnation → process), boot epoch and
@@ -338,7 +300,7 @@ export class SimAgent {
       if (sentStale) this.w.onStaleEffect?.(`${this.nodeId} stopped ${r.model} ${r.incarnation} on a command of epoch ${leaderEpoch.toString()}`);
       r.stopRequested ??= { reason: req.reason, atMs: this.w.clock.now() };
       if (r.stopping === undefined) {
-        const stopping = this.runStop(r, req.force);
+        const stopping = runStop({ w: this.w, after: (ms, label, fn) => { this.after(ms, label, fn); }, exit: (rec, signal) => { this.exit(rec, signal); } }, r, req.force);
         r.stopping = stopping;
         // A failed stop may be asked again.
         stopping.catch(() => {
@@ -353,47 +315,6 @@ export class SimAgent {
         },
         (err: unknown) => { reply(err instanceof WardenError ? err : new WardenError(Code.Internal, String(err))); },
       );
-    });
-  }
-
-  private runStop(r: AgentRecord, force: boolean): Promise<StopAnswer> {
-    r.state = "stopping";
-    return new Promise<StopAnswer>((resolve, reject) => {
-      const p = r.process;
-      const kill = (): void => {
-        if (this.w.clock.now() < p.unkillableUntilMs) {
-          r.state = "ready";
-          this.w.coverage.hit("stop.will-not-die");
-          reject(new WardenError(Code.Internal, `process ${String(p.pid)} will not die`));
-          return;
-        }
-        this.w.truth.kill(p, this.w.clock.now());
-        this.exit(r, "SIGKILL");
-        resolve({ t: "stopped" });
-      };
-      if (force) {
-        kill();
-        return;
-      }
-      const termMs = p.behaviour.ignoresSigterm ? undefined : this.w.rng.int(50, 3_000);
-      const graceMs = this.w.opts.sigtermGraceMs;
-      if (termMs !== undefined && termMs < graceMs) {
-        this.after(termMs, "backend.sigterm-exit", () => {
-          if (p.phase === "dead") {
-            resolve({ t: "stopped" });
-            return;
-          }
-          this.w.truth.kill(p, this.w.clock.now());
-          this.exit(r, "SIGTERM");
-          resolve({ t: "stopped" });
-        });
-      } else {
-        this.after(graceMs, "backend.sigkill", () => {
-          this.w.coverage.hit("stop.sigkill");
-          if (p.phase === "dead") resolve({ t: "stopped" });
-          else kill();
-        });
-      }
     });
   }
 
@@ -455,39 +376,16 @@ export class SimAgent {
 
   heartbeat(): HeartbeatReport {
     this.sequence++;
-    const backends: InventoryEntry[] = [];
-    for (const r of [...this.records.values(), ...this.exitedToReport.values()]) {
-      const state = r.state === "exited" ? BackendState.EXITED : r.state === "ready" ? BackendState.READY : r.state === "stopping" ? BackendState.STOPPING : BackendState.LOADING;
-      // Spread over a default message instead of `create` per entry: the same
-      // message, without reflection on the simulation's hottest path.
-      backends.push({
-        ...templates.entry,
-        incarnation: r.incarnation,
-        model: r.model,
-        address: r.process.address,
-        pid: r.process.pid,
-        state,
-        memoryBytes: BigInt(r.process.memoryBytes),
-        gpuDevice: "0",
-        backend: r.backend,
-        ...(r.stopRequested === undefined ? {} : { stopRequested: { ...templates.stopRequested, incarnation: r.incarnation, reason: r.stopRequested.reason, at: timestampFromMs(r.stopRequested.atMs) } }),
-      });
-    }
+    const backends = inventoryEntries([...this.records.values(), ...this.exitedToReport.values()]);
     this.exitedToReport.clear();
-    const orphans: OrphanProcess[] = [];
-    let used = 0;
-    for (const p of this.w.truth.liveOn(this.nodeId)) {
-      used += p.memoryBytes;
-      if (!this.records.has(p.incarnation)) orphans.push({ ...templates.orphan, pid: p.pid, address: p.address, memoryBytes: BigInt(p.memoryBytes), model: p.model, detail: "record missing" });
-    }
+    const live = orphansAndUsedBytes(this.w.truth.liveOn(this.nodeId), (incarnation) => this.records.has(incarnation));
+    const orphans = live.orphans;
+    let used = live.used;
     if (this.w.clock.now() < this.flapUntilMs) {
       this.flapHigh = !this.flapHigh;
       if (this.flapHigh) used = Math.floor(this.memoryTotalBytes * 0.99);
     }
-    const resources: NodeResources = {
-      ...templates.resources,
-      gpus: [{ ...templates.gpu, index: 0, name: "sim", totalBytes: BigInt(this.memoryTotalBytes), usedBytes: BigInt(Math.min(used, this.memoryTotalBytes)) }],
-    };
+    const resources = gpuResources(this.memoryTotalBytes, used);
     return { nodeId: this.nodeId, bootEpoch: this.bootEpoch, sequence: this.sequence, backends, orphans, resources };
   }
 

@@ -1,63 +1,26 @@
-import { hostname } from "node:os";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { ServingStatus } from "@warden/grpc";
 import type { GetHaStatusResponseSchema } from "@warden/proto";
-import { Code, WardenError, backoffDelayMs, createUlidFactory, cryptoRng, nullLogger, systemClock, type Cancel, type Clock, type Logger, type Rng } from "@warden/common";
+import { Code, WardenError, backoffDelayMs, createUlidFactory, cryptoRng, nullLogger, systemClock, type Cancel } from "@warden/common";
 import { leaseConfig } from "@warden/lease";
 import type { CoordinatorConfig } from "../coordinator-config.js";
 import { startCoordinator, type Coordinator } from "../coordinator.js";
-import { checkHaRequirements, type HaConfig } from "./ha-config.js";
+import { checkHaRequirements } from "./ha-config.js";
 import { HaMembers, type HaRole } from "./ha-members.js";
 import { HaMetrics, serveHaMetrics } from "./ha-metrics.js";
 import { leaseOpTimeoutMs, openHaNats, type HaNats } from "./ha-nats.js";
-import type { JetStreamJournal } from "./jetstream-journal.js";
 import { LeaseKeeper, type LeaseChange, type LeaseEntry } from "./lease-keeper.js";
 import { checkListenersBindable } from "./listener-check.js";
-import { haHealthService, startStandbyServer, type StandbyServer } from "./standby-server.js";
+import { haHealthService, startStandbyServer } from "./standby-server.js";
 import type { HttpServer } from "../http/http-server.js";
 import { haHttpView, httpUrlOf, pinHttpListen } from "./ha-http.js";
 import { startStandbyHttp } from "./standby-http.js";
+import { holderPrefix } from "./holder-prefix.js";
+import type { HaRunner, HaRunnerDeps, Term, TermFence } from "./ha-runner-types.js";
 
-export interface HaRunnerDeps {
-  readonly clock?: Clock;
-  readonly rng?: Rng;
-  readonly logger?: Logger;
-}
-
-/** One HA member (`warden coordinator --ha`), leader or standby. */
-export interface HaRunner {
-  readonly holder: string;
-  /** The advertised host:port. */
-  readonly advertise: string;
-  /** host:port of `/metrics`, when `metricsListen` is set. */
-  readonly metricsAddress: string | undefined;
-  /** The HTTP base URL this member announces (undefined: no httpListen, or its port could not bind yet). */
-  httpUrl(): string | undefined;
-  /** Rejects if this member can no longer serve even as a standby (its own address taken): the process should exit. A failed takeover does not: the member stands by again. */
-  readonly failed: Promise<never>;
-  reload(config: CoordinatorConfig): Promise<void>;
-  /** Leaves the lease and the membership, closes the inner coordinator or standby server, then NATS. Backends keep running. */
-  close(options?: { readonly stopBackends?: boolean }): Promise<void>;
-}
-
-/** The lease epoch a term writes and commands under, and whether it is paused (read by the term's fences at the moment they act). */
-interface TermFence {
-  epoch: bigint;
-  paused: boolean;
-}
-
-/** Who serves on `listen` right now: one owner (the runner's serial queue) changes it. */
-type Term =
-  | { readonly kind: "none" }
-  | { readonly kind: "standby"; readonly server: StandbyServer; readonly http: HttpServer | undefined }
-  /** `epoch`: the lease revision this term acts under (a resume in place moves it on). */
-  | { readonly kind: "leading"; epoch: bigint; readonly inner: Coordinator; readonly journal: JetStreamJournal; paused: boolean; readonly fence: TermFence };
+export type { HaRunner, HaRunnerDeps } from "./ha-runner-types.js";
 
 const pausedError = (): WardenError => new WardenError(Code.Unavailable, "not the leader: lease lost, no quorum");
-
-function holderPrefix(ha: HaConfig): string {
-  return ha.holder ?? (hostname().replace(/[^A-Za-z0-9_-]/g, "-").slice(0, 64) || "coordinator");
-}
 
 /**
  * Runs one HA member (issue 17). Opens NATS (connection, lease and state

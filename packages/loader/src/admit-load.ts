@@ -1,0 +1,109 @@
+import { Code, WardenError } from "@warden/common";
+import type { Shortfall } from "@warden/watchdog";
+import type { LoaderState } from "./loader-state.js";
+import type { HeldInstance } from "./loader-types.js";
+import type { ReplicaLoad } from "./load-path.js";
+import type { ModelSpec } from "./model-spec.js";
+import { pinsAndGroupsNow } from "./pins-and-groups-now.js";
+import type { BackendHandle } from "./ports.js";
+import { replicaNotNeeded } from "./replica-not-needed.js";
+import { chooseReplica } from "./replica-routing.js";
+import { replicaSpare } from "./replica-spare.js";
+import { servedMeanwhile } from "./served-meanwhile.js";
+
+/**
+ * Admission with the need-more retry loop (localai-semantics §4.2),
+ * re-planning placement on every attempt. Pending evictions settle before an
+ * attempt resolves. When attempts run out the load fails with
+ * FAILED_PRECONDITION naming what blocks it.
+ */
+export async function admitLoad<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, incarnation: string, preferredNode: string | undefined, signal: AbortSignal, replica: ReplicaLoad | undefined): Promise<string | HeldInstance<H>> {
+  let lastReason: string;
+  // The last refusal was (also) for instances a node not heard from since the
+  // restart may run: it ends when that node reports or is lost — a transient
+  // state, answered UNAVAILABLE (retry), never a permanent refusal.
+  let unconfirmedOn: string | undefined;
+  // The last attempt's failure is the cluster's state, not the model's: no node ready, or nodes the
+  // journal expects (a takeover) not reported yet. Fails UNAVAILABLE (retry), not FAILED_PRECONDITION.
+  let transient: boolean;
+  for (let attempt = 1; ; attempt++) {
+    if (signal.aborted) throw WardenError.from(signal.reason);
+    if (replica !== undefined) replicaStillWanted(s, spec, replica);
+    // An on-demand load serves calls while no replica is routable; one adopted
+    // during admission (a node's inventory, a restarted coordinator) serves
+    // them instead: no second copy (seed 24 put a second m0, max 1, beside an
+    // instance adopted during the load's admission retries).
+    const adopted = replica === undefined ? servedMeanwhile(s, spec) : undefined;
+    if (adopted !== undefined) return adopted;
+    const choice = preferredNode === undefined ? s.o.placement.choose(spec) : { nodeId: preferredNode };
+    let needMore = true;
+    transient = false;
+    if (choice.nodeId === undefined) {
+      lastReason = choice.reason;
+      transient = ("transient" in choice && choice.transient === true) || s.unconfirmed.size > 0;
+    } else {
+      const spare = replica === undefined ? undefined : replicaSpare(s, spec);
+      const r = await s.watchdog.admit({ nodeId: choice.nodeId, model: spec.id, incarnation, ...pinsAndGroupsNow(s, spec), sizeBytes: spec.sizeBytes, ...(spare === undefined ? {} : { spare }) });
+      // Admission may have waited for evictions to settle: adopted meanwhile, give the reservation back.
+      const adoptedMeanwhile = r.t === "admitted" && replica === undefined ? servedMeanwhile(s, spec) : undefined;
+      if (adoptedMeanwhile !== undefined) {
+        s.core.releaseReservation(incarnation);
+        return adoptedMeanwhile;
+      }
+      if (r.t === "admitted") {
+        if (r.limitExceeded !== undefined) {
+          s.o.events.emit({
+            type: "policy.limit-exceeded",
+            nodeId: choice.nodeId,
+            model: spec.id,
+            address: "",
+            incarnation,
+            limit: r.limitExceeded.limit,
+            occupied: r.limitExceeded.occupied,
+            pinned: r.limitExceeded.pinnedIncarnations.length,
+          });
+        }
+        return choice.nodeId;
+      }
+      needMore = r.needMore;
+      lastReason = `${r.cause === "group" ? "group conflict" : "limit"} on node "${choice.nodeId}": ${describeShortfall(r.shortfall)}`;
+      unconfirmedOn = (r.shortfall.unconfirmed ?? 0) > 0 ? choice.nodeId : undefined;
+    }
+    if (attempt >= s.maxAttempts) break;
+    if (needMore) await s.o.sleep(s.retryIntervalMs, signal);
+  }
+  if (unconfirmedOn !== undefined) {
+    throw new WardenError(Code.Unavailable, `cannot load model "${spec.id}" yet: ${lastReason}; retry once node "${unconfirmedOn}" has reported`, { details: { model: spec.id, nodeId: unconfirmedOn } });
+  }
+  if (transient) throw new WardenError(Code.Unavailable, `cannot load model "${spec.id}" now: ${lastReason}; nodes are expected to (re)register (a coordinator that just took over waits for its agents), retry`, { details: { model: spec.id } });
+  throw new WardenError(Code.FailedPrecondition, `cannot load model "${spec.id}" after ${String(s.maxAttempts)} attempts: ${lastReason}`, { details: { model: spec.id } });
+}
+
+/**
+ * Throws ABORTED (not a failure: no breaker; the reconciler asks again on a
+ * later tick) when a replica load is not wanted now, checked before every
+ * placement attempt: replicas adopted meanwhile make it one too many, and a
+ * node that has not reported an inventory yet (a restarted coordinator, after
+ * its admission gate) may run replicas about to be adopted — placing now
+ * could exceed max, or land where spread forbids.
+ */
+function replicaStillWanted<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, replica: ReplicaLoad): void {
+  if (replicaNotNeeded(chooseReplica(s, spec.id), s.models.get(spec.id) ?? spec, replica)) throw new WardenError(Code.Aborted, `replica load of model "${spec.id}" not needed any more`);
+  const inv = s.o.inventories.findModel(spec.id);
+  if (inv.t === "unknown" && inv.noInventoryYet === true) throw new WardenError(Code.Aborted, `replica load of model "${spec.id}" deferred: ${inv.reason}`);
+}
+
+function describeShortfall(s: Shortfall): string {
+  const parts: string[] = [];
+  if (s.busy > 0) parts.push(`${String(s.busy)} busy`);
+  if (s.loading > 0) parts.push(`${String(s.loading)} loading`);
+  if (s.reserved > 0) parts.push(`${String(s.reserved)} reserved`);
+  if (s.pending > 0) parts.push(`${String(s.pending)} pending eviction`);
+  if (s.freed > 0) parts.push(`${String(s.freed)} freed`);
+  if (s.leftovers > 0) parts.push(`${String(s.leftovers)} leftover`);
+  if (s.orphans > 0) parts.push(`${String(s.orphans)} orphan`);
+  if ((s.unconfirmed ?? 0) > 0) parts.push(`${String(s.unconfirmed)} unconfirmed (known from the journal, its node not reported yet)`);
+  if (s.pinned > 0) parts.push(`${String(s.pinned)} pinned`);
+  if ((s.spared ?? 0) > 0) parts.push(`${String(s.spared)} spared (replicas a replica load must not evict)`);
+  return parts.length > 0 ? `blocked by ${parts.join(", ")} instance(s)` : `${String(s.missing)} more slot(s) needed`;
+}

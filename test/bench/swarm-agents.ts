@@ -21,6 +21,7 @@
  * answers with the window's figures, {t:"stop"} ends the process.
  */
 import { Metadata } from "@grpc/grpc-js";
+import { setMaxListeners } from "node:events";
 import { readFile } from "node:fs/promises";
 import { create } from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
@@ -82,6 +83,8 @@ async function main(): Promise<void> {
   let watchStreams = 0;
   let stopCalls = 0;
   const stop = new AbortController();
+  // Every held WatchBackends stream listens on it.
+  setMaxListeners(0, stop.signal);
 
   // The agents' AgentService: what the coordinator dials after each Register.
   const unimplemented = (): never => {
@@ -161,9 +164,18 @@ async function main(): Promise<void> {
     Array.from({ length: 64 }, async () => {
       while (next < agents.length) {
         const a = agents[next++] as SimAgent;
-        while (!a.registered) {
-          if (Date.now() > deadline) throw new Error(`registration of ${a.nodeId} did not succeed in ${String(cfg.registerTimeoutMs)} ms`);
-          await register(a).catch(() => sleep(250));
+        // As the real agent: Register, then its first heartbeat at once.
+        let last: unknown;
+        for (let beat = false; !beat; ) {
+          if (Date.now() > deadline) throw new Error(`registration of ${a.nodeId} did not succeed in ${String(cfg.registerTimeoutMs)} ms: ${WardenError.from(last).message}`);
+          try {
+            if (!a.registered) await register(a);
+            beat = !(await a.client.heartbeat(heartbeat(a), { metadata: a.md, timeoutMs: callTimeoutMs })).registerRequired;
+          } catch (err) {
+            last = err;
+            a.registered = false;
+            await sleep(250);
+          }
         }
       }
     }),

@@ -199,7 +199,8 @@ export async function runSwarm(opts: SwarmOptions): Promise<SwarmResult> {
       embeddedAgent: false,
       metricsListen: metricsAddress,
       auth: { tokensFile: join(dir, "tokens") },
-      limits: { maxNodes: Math.max(4096, Math.min(10_000, o.nodes)) },
+      // Every simulated agent dials from 127.0.0.1, where a fleet's come from one address each.
+      limits: { maxNodes: Math.max(4096, Math.min(10_000, o.nodes)), maxConnectionsPerPeer: o.connections + 16 },
       models,
     });
     const admin = createClient(AdminService, coordinator.address, { headers: { authorization: `Bearer ${adminToken}` } });
@@ -220,8 +221,9 @@ export async function runSwarm(opts: SwarmOptions): Promise<SwarmResult> {
       const side = await measureSide(coordinator.pid, coordinator.address, o, join(dir, "node-tokens.json"), async (signal) => {
         await scrapeLoopP99Ms(metricsAddress); // resets the window
         const scrapes = (async () => {
+          // Every 5 s (shorter windows for a short run): each scrape is one window's p99.
           while (!signal.aborted) {
-            await sleep(5_000);
+            await sleep(Math.min(5_000, o.steadyMs / 2));
             loopP99s.push(await scrapeLoopP99Ms(metricsAddress));
           }
         })();

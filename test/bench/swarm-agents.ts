@@ -21,7 +21,7 @@
  * answers with the window's figures, {t:"stop"} ends the process.
  */
 import { Metadata } from "@grpc/grpc-js";
-import { setMaxListeners } from "node:events";
+import { once, setMaxListeners } from "node:events";
 import { readFile } from "node:fs/promises";
 import { create } from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
@@ -100,15 +100,21 @@ async function main(): Promise<void> {
     listBackends: async () => unimplemented(),
     getNodeStatus: async () => unimplemented(),
     stopOrphan: async () => unimplemented(),
-    async *watchBackends(_req, ctx) {
-      watchStreams++;
-      await new Promise<void>((resolve) => {
-        if (ctx.signal.aborted || stop.signal.aborted) resolve();
-        ctx.signal.addEventListener("abort", () => { resolve(); }, { once: true });
-        stop.signal.addEventListener("abort", () => { resolve(); }, { once: true });
-      });
-      watchStreams--;
-    },
+    // Held open with no event until the coordinator cancels it or the generator stops (nothing exits here).
+    watchBackends: (_req, ctx) => ({
+      [Symbol.asyncIterator]: () => ({
+        next: () =>
+          new Promise<IteratorResult<never>>((resolve) => {
+            watchStreams++;
+            const end = (): void => {
+              watchStreams--;
+              resolve({ done: true, value: undefined });
+            };
+            if (ctx.signal.aborted || stop.signal.aborted) end();
+            else Promise.race([once(ctx.signal, "abort"), once(stop.signal, "abort")]).then(end, end);
+          }),
+      }),
+    }),
   });
   const { address: agentAddress } = await agentServer.listen("127.0.0.1:0");
 
@@ -157,33 +163,7 @@ async function main(): Promise<void> {
   };
   const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms).unref());
 
-  // Registration, 64 at a time (a fleet's agents start at different moments).
-  let next = 0;
-  const deadline = Date.now() + cfg.registerTimeoutMs;
-  await Promise.all(
-    Array.from({ length: 64 }, async () => {
-      while (next < agents.length) {
-        const a = agents[next++] as SimAgent;
-        // As the real agent: Register, then its first heartbeat at once.
-        let last: unknown;
-        for (let beat = false; !beat; ) {
-          if (Date.now() > deadline) throw new Error(`registration of ${a.nodeId} did not succeed in ${String(cfg.registerTimeoutMs)} ms: ${WardenError.from(last).message}`);
-          try {
-            if (!a.registered) await register(a);
-            beat = !(await a.client.heartbeat(heartbeat(a), { metadata: a.md, timeoutMs: callTimeoutMs })).registerRequired;
-          } catch (err) {
-            last = err;
-            a.registered = false;
-            await sleep(250);
-          }
-        }
-      }
-    }),
-  );
-  process.send?.({ t: "registered", agentAddress });
-
   const loop = async (a: SimAgent): Promise<void> => {
-    await sleep(Math.random() * intervalMs);
     while (!stop.signal.aborted) {
       try {
         if (!a.registered) {
@@ -204,7 +184,35 @@ async function main(): Promise<void> {
       await sleep(intervalMs);
     }
   };
-  const loops = agents.map((a) => loop(a));
+  const loops: Promise<void>[] = [];
+
+  // Registration, 64 at a time (a fleet's agents start at different moments); each beats on at once.
+  let next = 0;
+  const deadline = Date.now() + cfg.registerTimeoutMs;
+  await Promise.all(
+    Array.from({ length: 64 }, async () => {
+      while (next < agents.length) {
+        const a = agents[next++] as SimAgent;
+        // As the real agent: Register, then its first heartbeat at once.
+        let last: unknown;
+        for (let beat = false; !beat; ) {
+          if (Date.now() > deadline) throw new Error(`registration of ${a.nodeId} did not succeed in ${String(cfg.registerTimeoutMs)} ms: ${WardenError.from(last).message}`);
+          try {
+            if (!a.registered) await register(a);
+            beat = !(await a.client.heartbeat(heartbeat(a), { metadata: a.md, timeoutMs: callTimeoutMs })).registerRequired;
+          } catch (err) {
+            last = err;
+            a.registered = false;
+            await sleep(250);
+          }
+        }
+        // Beats on from here, one interval after its first (as the real agent).
+        loops.push(sleep(intervalMs).then(() => loop(a)));
+      }
+    }),
+  );
+  process.send?.({ t: "registered", agentAddress });
+
 
   // A stop or a load somewhere every changePeriodMs, alternating on the same node.
   let changed: SimAgent | undefined;

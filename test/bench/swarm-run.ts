@@ -60,8 +60,12 @@ export interface SwarmResult {
   readonly loopDelayP99MedianMs: number;
   readonly rssPerNodeMiB: number;
   readonly rssIdleMiB: number;
-  /** node.unreachable events the coordinator logged after every node had registered (whole run). */
+  /** node.unreachable events the coordinator logged (whole run: registration, steady window, explain calls). */
   readonly unreachableEvents: number;
+  /** Distinct nodes in those events. */
+  readonly unreachableNodes: number;
+  /** node.unreachable events during the steady window alone. */
+  readonly unreachableInWindow: number;
   /** Nodes not READY in ListNodes at the end of the steady window. */
   readonly notReadyAtEnd: number;
   readonly listNodesMs: readonly number[];
@@ -192,7 +196,8 @@ export async function runSwarm(opts: SwarmOptions): Promise<SwarmResult> {
     await writeFile(join(dir, "tokens"), `${lines.join("\n")}\n`, { mode: 0o600 });
     await writeFile(join(dir, "node-tokens.json"), JSON.stringify(nodeTokens), { mode: 0o600 });
     const metricsAddress = `127.0.0.1:${String(await freePort())}`;
-    const models = Array.from({ length: o.backendsPerNode }, (_, k) => ({ id: `m${String(k)}`, backend: "backend-sim" }));
+    // m0…m9 run on every node; `unplaced` runs nowhere, so explaining it weighs every node (and what each would evict).
+    const models = [...Array.from({ length: o.backendsPerNode }, (_, k) => ({ id: `m${String(k)}`, backend: "backend-sim" })), { id: "unplaced", backend: "backend-sim" }];
     const coordinator = await startCoordinatorProcess(join(dir, "c.json"), {
       listen: `127.0.0.1:${String(await freePort())}`,
       stateDir: join(dir, "state"),
@@ -213,6 +218,8 @@ export async function runSwarm(opts: SwarmOptions): Promise<SwarmResult> {
     const loopP99s: number[] = [];
     let rssIdleMiB = 0;
     let notReadyAtEnd = 0;
+    let unreachableInWindow = 0;
+    const unreachable = (): number => coordinator.events.filter((e) => e.type === "node.unreachable").length;
     let registeredNodes = 0;
     let instancesListed = 0;
     try {
@@ -220,6 +227,8 @@ export async function runSwarm(opts: SwarmOptions): Promise<SwarmResult> {
       rssIdleMiB = await rssMiB(coordinator.pid);
       const side = await measureSide(coordinator.pid, coordinator.address, o, join(dir, "node-tokens.json"), async (signal) => {
         await scrapeLoopP99Ms(metricsAddress); // resets the window
+        const before = unreachable();
+        signal.addEventListener("abort", () => { unreachableInWindow = unreachable() - before; }, { once: true });
         const scrapes = (async () => {
           // Every 5 s (shorter windows for a short run): each scrape is one window's p99.
           while (!signal.aborted) {
@@ -244,7 +253,7 @@ export async function runSwarm(opts: SwarmOptions): Promise<SwarmResult> {
       // Last: ExplainPlacement (its cost may stall the coordinator; nothing after it is measured).
       for (let i = 0; i < o.explainCalls; i++) {
         try {
-          explainMs.push(await timed(() => admin.explainPlacement({ model: "m0" }, { timeoutMs: o.explainDeadlineMs })));
+          explainMs.push(await timed(() => admin.explainPlacement({ model: "unplaced" }, { timeoutMs: o.explainDeadlineMs })));
         } catch {
           explainTimeouts++;
           break;
@@ -258,7 +267,8 @@ export async function runSwarm(opts: SwarmOptions): Promise<SwarmResult> {
       await coordinator.exited;
       clearTimeout(killTimer);
     }
-    const unreachableEvents = coordinator.events.filter((e) => e.type === "node.unreachable").length;
+    const unreachableEvents = unreachable();
+    const unreachableNodes = new Set(coordinator.events.filter((e) => e.type === "node.unreachable").map((e) => e.nodeId)).size;
 
     // The floor: the same load generator against a bare grpc-js server.
     const floorChild = forkChild("swarm-floor.ts", []);
@@ -281,6 +291,8 @@ export async function runSwarm(opts: SwarmOptions): Promise<SwarmResult> {
       rssPerNodeMiB: (warden.rssMiB - rssIdleMiB) / o.nodes,
       rssIdleMiB,
       unreachableEvents,
+      unreachableNodes,
+      unreachableInWindow,
       notReadyAtEnd,
       listNodesMs,
       listModelsMs,

@@ -1,7 +1,8 @@
 /**
  * One swarm measurement at N nodes: a real coordinator process (no embedded
  * agent, auth on: one `node` token per node as `warden tokens mint --role
- * node --node <id>` makes, plaintext gRPC — no mTLS) against N simulated
+ * node --node <id>` makes, plaintext gRPC — no mTLS; auth off from 4 096
+ * nodes, past the tokens file's bound) against N simulated
  * agents in a separate load-generator process (swarm-agents.ts); then the
  * same load generator against a bare grpc-js server that only decodes and
  * answers (swarm-floor.ts). Whole-process CPU comes from /proc/<pid>/stat,
@@ -35,7 +36,15 @@ export interface SwarmOptions {
   readonly listCalls?: number;
   /** gRPC channels the load generator spreads its agents over. @default min(N, 256) */
   readonly connections?: number;
+  /**
+   * Node tokens (auth on). @default nodes < 4096: the coordinator's tokens file holds at most 4 096
+   * tokens, one of them the bench's admin token, so a bigger swarm runs with auth off.
+   */
+  readonly auth?: boolean;
 }
+
+/** Tokens a coordinator's tokens file may hold (token-table.ts), the bench's admin token among them. */
+export const maxTokens = 4096;
 
 export interface SideFigures {
   readonly cpuSeconds: number;
@@ -53,6 +62,7 @@ export interface SideFigures {
 
 export interface SwarmResult {
   readonly nodes: number;
+  readonly auth: boolean;
   readonly warden: SideFigures;
   readonly floor: SideFigures;
   /** Worst and median of the per-scrape event-loop delay p99 windows, ms. */
@@ -180,14 +190,14 @@ async function timed(call: () => Promise<unknown>): Promise<number> {
 
 /** The whole measurement at one N. */
 export async function runSwarm(opts: SwarmOptions): Promise<SwarmResult> {
-  const o: Required<SwarmOptions> = { backendsPerNode: 10, steadyMs: 20_000, warmupMs: 5_000, explainCalls: 3, explainDeadlineMs: 10_000, listCalls: 5, connections: Math.min(opts.nodes, 256), ...opts };
+  const o: Required<SwarmOptions> = { backendsPerNode: 10, steadyMs: 20_000, warmupMs: 5_000, explainCalls: 3, explainDeadlineMs: 10_000, listCalls: 5, connections: Math.min(opts.nodes, 256), auth: opts.nodes < maxTokens, ...opts };
   const dir = await mkdtemp(join(tmpdir(), "warden-swarm-"));
   try {
     // Tokens as `warden tokens mint` writes them: the coordinator's file holds hashes, each agent its own token.
     const adminToken = mintToken();
     const lines = [tokenLine(adminToken, "admin", { name: "bench-admin" })];
     const nodeTokens: Record<string, string> = {};
-    for (let i = 0; i < o.nodes; i++) {
+    for (let i = 0; i < (o.auth ? o.nodes : 0); i++) {
       const id = `swarm-${String(i)}`;
       const t = mintToken();
       nodeTokens[id] = t;
@@ -203,12 +213,12 @@ export async function runSwarm(opts: SwarmOptions): Promise<SwarmResult> {
       stateDir: join(dir, "state"),
       embeddedAgent: false,
       metricsListen: metricsAddress,
-      auth: { tokensFile: join(dir, "tokens") },
+      ...(o.auth ? { auth: { tokensFile: join(dir, "tokens") } } : {}),
       // Every simulated agent dials from 127.0.0.1, where a fleet's come from one address each.
       limits: { maxNodes: Math.max(4096, Math.min(10_000, o.nodes)), maxConnectionsPerPeer: o.connections + 16 },
       models,
     });
-    const admin = createClient(AdminService, coordinator.address, { headers: { authorization: `Bearer ${adminToken}` } });
+    const admin = createClient(AdminService, coordinator.address, o.auth ? { headers: { authorization: `Bearer ${adminToken}` } } : {});
     const listNodesMs: number[] = [];
     const listModelsMs: number[] = [];
     const explainMs: number[] = [];
@@ -284,6 +294,7 @@ export async function runSwarm(opts: SwarmOptions): Promise<SwarmResult> {
     const loadAverage = (await readFile("/proc/loadavg", "utf8")).split(" ").slice(0, 3).join(" ");
     return {
       nodes: o.nodes,
+      auth: o.auth,
       warden,
       floor,
       loopDelayP99MaxMs: Math.max(...loopP99s),

@@ -21,6 +21,7 @@ const fmt = (ms: readonly number[]): string => (ms.length === 0 ? "—" : `${per
 function describe(r: SwarmResult): Record<string, string> {
   return {
     nodes: String(r.nodes),
+    auth: r.auth ? "node tokens" : "off (a tokens file holds at most 4 096 tokens)",
     "coordinator cores": r.warden.cores.toFixed(3),
     "floor cores": r.floor.cores.toFixed(3),
     "CPU/heartbeat": `${r.warden.cpuPerHeartbeatMs.toFixed(3)} ms vs ${r.floor.cpuPerHeartbeatMs.toFixed(3)} ms floor`,
@@ -50,7 +51,7 @@ export async function run(): Promise<BenchResult[]> {
     details.push(d);
     process.stderr.write(`${JSON.stringify(d)}\n`);
     out.push(
-      { name: `swarm ${String(nodes)} nodes × 10 backends, 1 Hz: coordinator CPU per heartbeat (whole process; loop p99 ${d["loop delay p99"] ?? ""}; ${d.unreachable ?? ""})`, baseline: "bare grpc-js server decoding the same heartbeats", ours: r.warden.cpuPerHeartbeatMs, baselineValue: r.floor.cpuPerHeartbeatMs, unit: "ms CPU", higherIsBetter: false },
+      { name: `swarm ${String(nodes)} nodes × 10 backends, 1 Hz, auth ${r.auth ? "on" : "OFF"}: coordinator CPU per heartbeat (whole process; loop p99 ${d["loop delay p99"] ?? ""}; ${d.unreachable ?? ""})`, baseline: "bare grpc-js server decoding the same heartbeats", ours: r.warden.cpuPerHeartbeatMs, baselineValue: r.floor.cpuPerHeartbeatMs, unit: "ms CPU", higherIsBetter: false },
       { name: `swarm ${String(nodes)}: coordinator cores in all (RSS ${d.RSS ?? ""})`, baseline: "bare grpc-js server", ours: r.warden.cores, baselineValue: r.floor.cores, unit: "cores", higherIsBetter: false },
       { name: `swarm ${String(nodes)}: heartbeat latency p99, client side (ListNodes ${d["ListNodes p99"] ?? ""}, ListModels ${d["ListModels p99"] ?? ""}, ExplainPlacement ${d["Explain p99"] ?? ""})`, baseline: "bare grpc-js server", ours: r.warden.agents.p99Ms, baselineValue: r.floor.agents.p99Ms, unit: "ms", higherIsBetter: false },
     );

@@ -15,6 +15,7 @@ import { fork, type ChildProcess } from "node:child_process";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { Code, WardenError } from "@warden/common";
 import { createClient } from "@warden/grpc";
 import { mintToken, tokenLine } from "@warden/coordinator";
 import { AdminService, NodeState } from "@warden/proto";
@@ -153,7 +154,16 @@ async function stopChild(child: ChildProcess, graceMs = 15_000): Promise<void> {
 async function measureSide(pid: number, address: string, o: Required<SwarmOptions>, tokensFile: string | undefined, during: (signal: AbortSignal) => Promise<void>): Promise<{ fig: SideFigures; gen: ChildProcess }> {
   const cfg: SwarmAgentsConfig = { address, nodes: o.nodes, nodePrefix: "swarm-", tokensFile, connections: o.connections, backendsPerNode: o.backendsPerNode, changePeriodMs: 1_000, registerTimeoutMs: 60_000 + o.nodes * 20 };
   const gen = forkChild("swarm-agents.ts", [JSON.stringify(cfg)]);
-  await nextMessage(gen, "registered", cfg.registerTimeoutMs + 30_000);
+  try {
+    return await measureWith(gen, pid, o, during);
+  } catch (err) {
+    await stopChild(gen);
+    throw err;
+  }
+}
+
+async function measureWith(gen: ChildProcess, pid: number, o: Required<SwarmOptions>, during: (signal: AbortSignal) => Promise<void>): Promise<{ fig: SideFigures; gen: ChildProcess }> {
+  await nextMessage(gen, "registered", 90_000 + o.nodes * 20);
   await sleep(o.warmupMs);
   gen.send({ t: "reset" });
   const genPid = gen.pid ?? 0;
@@ -264,7 +274,8 @@ export async function runSwarm(opts: SwarmOptions): Promise<SwarmResult> {
       for (let i = 0; i < o.explainCalls; i++) {
         try {
           explainMs.push(await timed(() => admin.explainPlacement({ model: "unplaced" }, { timeoutMs: o.explainDeadlineMs })));
-        } catch {
+        } catch (err) {
+          if (WardenError.from(err).code !== Code.DeadlineExceeded) throw err;
           explainTimeouts++;
           break;
         }

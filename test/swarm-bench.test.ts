@@ -15,6 +15,7 @@ describe("swarm bench harness", () => {
     // Ten backends each, adopted from the inventories (a stop or a load at most moves one).
     expect(r.instancesListed).toBeGreaterThanOrEqual(49);
     for (const side of [r.warden, r.floor]) {
+      expect(side.agentsStarted).toBe(5);
       expect(side.heartbeats).toBeGreaterThan(0);
       expect(side.agents.failures).toBe(0);
       expect(side.agents.reRegistrations).toBe(0);

@@ -48,6 +48,10 @@ export interface SwarmOptions {
 export const maxTokens = 4096;
 
 export interface SideFigures {
+  /** Agents that registered and heartbeat before the registration deadline (the rest never start). */
+  readonly agentsStarted: number;
+  /** From the first Register to the last agent's first heartbeat (or the deadline). */
+  readonly registrationSeconds: number;
   readonly cpuSeconds: number;
   readonly wallSeconds: number;
   /** Heartbeats answered in the window (client side). */
@@ -163,7 +167,7 @@ async function measureSide(pid: number, address: string, o: Required<SwarmOption
 }
 
 async function measureWith(gen: ChildProcess, pid: number, o: Required<SwarmOptions>, during: (signal: AbortSignal) => Promise<void>): Promise<{ fig: SideFigures; gen: ChildProcess }> {
-  await nextMessage(gen, "registered", 90_000 + o.nodes * 20);
+  const reg = await nextMessage<{ started: number; seconds: number }>(gen, "registered", 90_000 + o.nodes * 20);
   await sleep(o.warmupMs);
   gen.send({ t: "reset" });
   const genPid = gen.pid ?? 0;
@@ -182,7 +186,7 @@ async function measureWith(gen: ChildProcess, pid: number, o: Required<SwarmOpti
   const cpu = c1 - c0;
   return {
     gen,
-    fig: { cpuSeconds: cpu, wallSeconds, heartbeats: agents.heartbeats, cpuPerHeartbeatMs: (cpu * 1000) / Math.max(1, agents.heartbeats), cores: cpu / wallSeconds, rssMiB: await rssMiB(pid), agents, generatorCores: (g1 - g0) / wallSeconds },
+    fig: { agentsStarted: reg.started, registrationSeconds: reg.seconds, cpuSeconds: cpu, wallSeconds, heartbeats: agents.heartbeats, cpuPerHeartbeatMs: (cpu * 1000) / Math.max(1, agents.heartbeats), cores: cpu / wallSeconds, rssMiB: await rssMiB(pid), agents, generatorCores: (g1 - g0) / wallSeconds },
   };
 }
 

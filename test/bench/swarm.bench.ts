@@ -22,6 +22,7 @@ function describe(r: SwarmResult): Record<string, string> {
   return {
     nodes: String(r.nodes),
     auth: r.auth ? "node tokens" : "off (a tokens file holds at most 4 096 tokens)",
+    registered: `${String(r.warden.agentsStarted)} agents in ${r.warden.registrationSeconds.toFixed(0)} s (floor ${String(r.floor.agentsStarted)} in ${r.floor.registrationSeconds.toFixed(0)} s)`,
     "coordinator cores": r.warden.cores.toFixed(3),
     "floor cores": r.floor.cores.toFixed(3),
     "CPU/heartbeat": `${r.warden.cpuPerHeartbeatMs.toFixed(3)} ms vs ${r.floor.cpuPerHeartbeatMs.toFixed(3)} ms floor`,

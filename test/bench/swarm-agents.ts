@@ -237,6 +237,8 @@ async function main(): Promise<void> {
         }, cfg.changePeriodMs)
       : undefined;
 
+  // The bench process is gone (crashed or killed): nothing would ever stop this one.
+  process.on("disconnect", () => process.exit(1));
   process.on("message", (m: { t: string }) => {
     if (m.t === "reset") {
       lat = [];

@@ -28,6 +28,7 @@ server.bindAsync("127.0.0.1:0", ServerCredentials.createInsecure(), (err, port) 
   }
   process.send?.({ t: "listening", address: `127.0.0.1:${String(port)}` });
 });
+process.on("disconnect", () => process.exit(1));
 process.on("message", (m: { t: string }) => {
   if (m.t === "stop") {
     process.stderr.write(`swarm-floor: ${String(heartbeats)} heartbeats answered\n`);

@@ -73,6 +73,8 @@ export interface SwarmResult {
   /** Worst and median of the per-scrape event-loop delay p99 windows, ms. */
   readonly loopDelayP99MaxMs: number;
   readonly loopDelayP99MedianMs: number;
+  /** Scrapes of /metrics not answered within 10 s (windows whose p99 is unknown: the loop stalled). */
+  readonly unansweredScrapes: number;
   readonly rssPerNodeMiB: number;
   readonly rssIdleMiB: number;
   /** node.unreachable events the coordinator logged (whole run: registration, steady window, explain calls). */
@@ -190,15 +192,26 @@ async function measureWith(gen: ChildProcess, pid: number, o: Required<SwarmOpti
   };
 }
 
+/** The p99 of the window since the previous scrape, ms; NaN when /metrics did not answer within 10 s (a stalled loop). */
 async function scrapeLoopP99Ms(metricsAddress: string): Promise<number> {
-  const text = await (await fetch(`http://${metricsAddress}/metrics`, { signal: AbortSignal.timeout(10_000) })).text();
+  let text: string;
+  try {
+    text = await (await fetch(`http://${metricsAddress}/metrics`, { signal: AbortSignal.timeout(10_000) })).text();
+  } catch {
+    return Number.NaN;
+  }
   const line = text.split("\n").find((l) => l.startsWith("warden_coordinator_nodejs_eventloop_lag_p99_seconds"));
   return Number(line?.split(" ")[1] ?? "NaN") * 1000;
 }
 
+/** Ms the call took; Infinity when it failed (a stalled coordinator misses the deadline). */
 async function timed(call: () => Promise<unknown>): Promise<number> {
   const t = performance.now();
-  await call();
+  try {
+    await call();
+  } catch {
+    return Number.POSITIVE_INFINITY;
+  }
   return performance.now() - t;
 }
 
@@ -270,10 +283,11 @@ export async function runSwarm(opts: SwarmOptions): Promise<SwarmResult> {
       });
       warden = side.fig;
       gen = side.gen;
-      const nodes = (await admin.listNodes({}, { timeoutMs: 30_000 })).nodes;
-      registeredNodes = nodes.length;
-      notReadyAtEnd = nodes.filter((n) => n.state !== NodeState.READY).length;
-      instancesListed = (await admin.listModels({}, { timeoutMs: 30_000 })).instances.length;
+      // -1: not answered within 30 s.
+      const nodes = (await admin.listNodes({}, { timeoutMs: 30_000 }).catch(() => undefined))?.nodes;
+      registeredNodes = nodes?.length ?? -1;
+      notReadyAtEnd = nodes?.filter((n) => n.state !== NodeState.READY).length ?? -1;
+      instancesListed = (await admin.listModels({}, { timeoutMs: 30_000 }).catch(() => undefined))?.instances.length ?? -1;
       // Last: ExplainPlacement (its cost may stall the coordinator; nothing after it is measured).
       for (let i = 0; i < o.explainCalls; i++) {
         try {
@@ -312,8 +326,9 @@ export async function runSwarm(opts: SwarmOptions): Promise<SwarmResult> {
       auth: o.auth,
       warden,
       floor,
-      loopDelayP99MaxMs: Math.max(...loopP99s),
-      loopDelayP99MedianMs: percentile(loopP99s, 50),
+      loopDelayP99MaxMs: Math.max(...loopP99s.filter((v) => !Number.isNaN(v))),
+      loopDelayP99MedianMs: percentile(loopP99s.filter((v) => !Number.isNaN(v)), 50),
+      unansweredScrapes: loopP99s.filter((v) => Number.isNaN(v)).length,
       rssPerNodeMiB: (warden.rssMiB - rssIdleMiB) / o.nodes,
       rssIdleMiB,
       unreachableEvents,

@@ -16,7 +16,11 @@ function flag(name: string): string | undefined {
   return i < 0 ? undefined : process.argv[i + 1];
 }
 
-const fmt = (ms: readonly number[]): string => (ms.length === 0 ? "—" : `${percentile(ms, 99).toFixed(1)} ms (n=${String(ms.length)})`);
+const fmt = (ms: readonly number[]): string => {
+  const failed = ms.filter((v) => v === Number.POSITIVE_INFINITY).length;
+  const ok = ms.filter((v) => v !== Number.POSITIVE_INFINITY);
+  return `${ok.length === 0 ? "—" : `${percentile(ok, 99).toFixed(1)} ms`} (n=${String(ms.length)}${failed > 0 ? `, ${String(failed)} failed or past 30 s` : ""})`;
+};
 
 function describe(r: SwarmResult): Record<string, string> {
   return {
@@ -28,7 +32,7 @@ function describe(r: SwarmResult): Record<string, string> {
     "CPU/heartbeat": `${r.warden.cpuPerHeartbeatMs.toFixed(3)} ms vs ${r.floor.cpuPerHeartbeatMs.toFixed(3)} ms floor`,
     "heartbeats/s": `${(r.warden.heartbeats / r.warden.wallSeconds).toFixed(0)} (floor ${(r.floor.heartbeats / r.floor.wallSeconds).toFixed(0)})`,
     "hb p99": `${r.warden.agents.p99Ms.toFixed(1)} ms (floor ${r.floor.agents.p99Ms.toFixed(1)}), failures ${String(r.warden.agents.failures)}`,
-    "loop delay p99": `max ${r.loopDelayP99MaxMs.toFixed(1)} ms, median ${r.loopDelayP99MedianMs.toFixed(1)} ms`,
+    "loop delay p99": `max ${r.loopDelayP99MaxMs.toFixed(1)} ms, median ${r.loopDelayP99MedianMs.toFixed(1)} ms${r.unansweredScrapes > 0 ? `, ${String(r.unansweredScrapes)} scrapes unanswered in 10 s` : ""}`,
     "RSS": `${r.warden.rssMiB.toFixed(0)} MiB (idle ${r.rssIdleMiB.toFixed(0)}), ${r.rssPerNodeMiB.toFixed(3)} MiB/node`,
     unreachable: `${String(r.unreachableInWindow)} unreachable events in the window, ${String(r.unreachableEvents)} in all (${String(r.unreachableNodes)} nodes), ${String(r.notReadyAtEnd)} not ready at its end`,
     "ListNodes p99": fmt(r.listNodesMs),

@@ -21,9 +21,9 @@ async function runOne(file: string): Promise<void> {
   process.stdout.write(`${resultMarker}${JSON.stringify(results)}\n`);
 }
 
-function runInChild(file: string): Promise<BenchResult[]> {
+function runInChild(file: string, flags: readonly string[]): Promise<BenchResult[]> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ["--import", "tsx", join(dir, "run.ts"), "--one", file], { stdio: ["ignore", "pipe", "inherit"] });
+    const child = spawn(process.execPath, ["--import", "tsx", join(dir, "run.ts"), "--one", file, ...flags], { stdio: ["ignore", "pipe", "inherit"] });
     let out = "";
     child.stdout.on("data", (b: Buffer) => (out += b.toString()));
     child.on("error", reject);
@@ -41,9 +41,12 @@ if (args[0] === "--one" && args[1] !== undefined) {
   process.exit(0);
 }
 
+// `--flag value` pairs are a bench's own options (`swarm --nodes 1000,5000`), passed to each file's process.
+const flags = args.flatMap((a, i) => (a.startsWith("--") ? [a, args[i + 1] ?? ""] : []));
+const names = args.filter((a, i) => !a.startsWith("--") && args[i - 1]?.startsWith("--") !== true);
 const files = readdirSync(dir)
   .filter((f) => f.endsWith(".bench.ts"))
-  .filter((f) => args.length === 0 || args.some((o) => f.includes(o)))
+  .filter((f) => names.length === 0 || names.some((o) => f.includes(o)))
   .sort();
 
 const rows: Record<string, string>[] = [];
@@ -51,7 +54,7 @@ let failed = false;
 for (const f of files) {
   process.stderr.write(`running ${f} …\n`);
   try {
-    for (const r of await runInChild(f)) {
+    for (const r of await runInChild(f, flags)) {
       rows.push({
         bench: f.replace(".bench.ts", ""),
         name: r.name,

@@ -1,0 +1,268 @@
+/**
+ * The swarm's load generator, run as its own process (forked by
+ * swarm-run.ts) so the coordinator's CPU is measured apart from it: N
+ * simulated agents speaking the real NodeService over real gRPC, each as
+ * the real agent does (node-heartbeat.ts): Register, then a Heartbeat one
+ * interval after the previous one answered, 5 s call timeout, register again
+ * when asked. Each heartbeat carries the agent's whole inventory (10 READY
+ * backends, as InventoryEntry with every field the agent fills) and its
+ * resources; each call sends the node's own bearer token. Once a second,
+ * somewhere in the swarm, a backend exits (reported EXITED once, then gone)
+ * or a new one appears (READY, adopted by the coordinator) — a stop or a load
+ * as the inventories show it.
+ *
+ * The agents share `connections` gRPC channels (cheap: 10 000 agents do not
+ * need 10 000 sockets in one process). Their AgentService address is one
+ * server in this process that holds the coordinator's WatchBackends streams
+ * open and answers StopBackend, so the coordinator's dials succeed as against
+ * real agents.
+ *
+ * Driven over IPC: {t:"reset"} restarts the latency window, {t:"report"}
+ * answers with the window's figures, {t:"stop"} ends the process.
+ */
+import { Metadata } from "@grpc/grpc-js";
+import { once, setMaxListeners } from "node:events";
+import { readFile } from "node:fs/promises";
+import { create } from "@bufbuild/protobuf";
+import { timestampFromMs } from "@bufbuild/protobuf/wkt";
+import { Code, WardenError, createUlidFactory, cryptoRng, systemClock, wardenVersion } from "@warden/common";
+import { GrpcServer, createClient, type Client } from "@warden/grpc";
+import { AgentService, BackendState, HeartbeatRequestSchema, NodeService, type HeartbeatRequest, type InventoryEntry } from "@warden/proto";
+
+export interface SwarmAgentsConfig {
+  /** The NodeService address (a coordinator or the bare floor server). */
+  readonly address: string;
+  readonly nodes: number;
+  /** Node i is `${nodePrefix}${i}`. */
+  readonly nodePrefix: string;
+  /** JSON file: node id → bearer token; undefined = no auth metadata. */
+  readonly tokensFile: string | undefined;
+  readonly connections: number;
+  readonly backendsPerNode: number;
+  /** One stop or load somewhere every this many ms (0 = none). */
+  readonly changePeriodMs: number;
+  readonly registerTimeoutMs: number;
+}
+
+export interface SwarmAgentsReport {
+  readonly t: "report";
+  readonly heartbeats: number;
+  readonly failures: number;
+  readonly reRegistrations: number;
+  readonly p50Ms: number;
+  readonly p99Ms: number;
+  readonly maxMs: number;
+  readonly changes: number;
+  readonly watchStreams: number;
+  readonly stopCalls: number;
+}
+
+const intervalMs = 1_000;
+const callTimeoutMs = 5_000;
+const gib = 1024n ** 3n;
+
+interface SimAgent {
+  readonly nodeId: string;
+  readonly md: Metadata;
+  readonly client: Client<typeof NodeService>;
+  readonly bootEpoch: bigint;
+  sequence: bigint;
+  backends: InventoryEntry[];
+  registered: boolean;
+}
+
+function percentile(sorted: readonly number[], p: number): number {
+  if (sorted.length === 0) return Number.NaN;
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? Number.NaN;
+}
+
+async function main(): Promise<void> {
+  const cfg = JSON.parse(process.argv[2] ?? "{}") as SwarmAgentsConfig;
+  const tokens = cfg.tokensFile === undefined ? {} : (JSON.parse(await readFile(cfg.tokensFile, "utf8")) as Record<string, string>);
+  const ulid = createUlidFactory(systemClock, cryptoRng);
+  let watchStreams = 0;
+  let stopCalls = 0;
+  const stop = new AbortController();
+  // Every held WatchBackends stream listens on it.
+  setMaxListeners(0, stop.signal);
+
+  // The agents' AgentService: what the coordinator dials after each Register.
+  const unimplemented = (): never => {
+    throw new WardenError(Code.Unimplemented, "not simulated");
+  };
+  const agentServer = new GrpcServer();
+  agentServer.add(AgentService, {
+    startBackend: () => unimplemented(),
+    stopBackend: async () => {
+      stopCalls++;
+      return { outcome: { case: "alreadyGone", value: {} } };
+    },
+    listBackends: async () => unimplemented(),
+    getNodeStatus: async () => unimplemented(),
+    stopOrphan: async () => unimplemented(),
+    // Held open with no event until the coordinator cancels it or the generator stops (nothing exits here).
+    watchBackends: (_req, ctx) => ({
+      [Symbol.asyncIterator]: () => ({
+        next: () =>
+          new Promise<IteratorResult<never>>((resolve) => {
+            watchStreams++;
+            const end = (): void => {
+              watchStreams--;
+              resolve({ done: true, value: undefined });
+            };
+            if (ctx.signal.aborted || stop.signal.aborted) end();
+            else Promise.race([once(ctx.signal, "abort"), once(stop.signal, "abort")]).then(end, end);
+          }),
+      }),
+    }),
+  });
+  const { address: agentAddress } = await agentServer.listen("127.0.0.1:0");
+
+  const channels = Array.from({ length: Math.max(1, Math.min(cfg.connections, cfg.nodes)) }, () => createClient(NodeService, cfg.address, { channelOptions: { "grpc.use_local_subchannel_pool": 1 } }));
+  let addrSeq = 0;
+  const newEntry = (model: string): InventoryEntry => {
+    const a = addrSeq++;
+    // Backend addresses are never dialled (nothing is routed): unique strings in a private range.
+    return create(HeartbeatRequestSchema, {
+      backends: [{ incarnation: ulid(), model, address: `10.${String((a >> 16) & 255)}.${String((a >> 8) & 255)}.${String(a & 255)}:50051`, pid: 10_000 + (a % 50_000), state: BackendState.READY, memoryBytes: 2n * gib, gpuDevice: "0", startedAt: timestampFromMs(Date.now()), backend: "backend-sim" }],
+    }).backends[0] as InventoryEntry;
+  };
+  const agents: SimAgent[] = Array.from({ length: cfg.nodes }, (_, i) => {
+    const nodeId = `${cfg.nodePrefix}${String(i)}`;
+    const md = new Metadata();
+    const token = tokens[nodeId];
+    if (token !== undefined) md.set("authorization", `Bearer ${token}`);
+    return { nodeId, md, client: channels[i % channels.length] as Client<typeof NodeService>, bootEpoch: BigInt(Date.now()), sequence: 0n, backends: Array.from({ length: cfg.backendsPerNode }, (_, k) => newEntry(`m${String(k)}`)), registered: false };
+  });
+
+  let lat: number[] = [];
+  let failures = 0;
+  let reRegistrations = 0;
+  let changes = 0;
+
+  const register = async (a: SimAgent): Promise<void> => {
+    await a.client.register(
+      { nodeId: a.nodeId, address: agentAddress, labels: { zone: "bench" }, gpus: [{ index: 0, name: "NVIDIA A100-SXM4-80GB", totalBytes: 80n * gib, usedBytes: 0n }], bootEpoch: a.bootEpoch, ramTotalBytes: 256n * gib, version: wardenVersion, backends: ["backend-sim"], limits: {} },
+      { metadata: a.md, timeoutMs: callTimeoutMs },
+    );
+    a.registered = true;
+  };
+  const heartbeat = (a: SimAgent): HeartbeatRequest => {
+    a.sequence++;
+    const used = BigInt(a.backends.length) * 2n * gib;
+    return create(HeartbeatRequestSchema, {
+      nodeId: a.nodeId,
+      bootEpoch: a.bootEpoch,
+      sequence: a.sequence,
+      backends: a.backends,
+      orphans: [],
+      foreign: [],
+      resources: { gpus: [{ index: 0, name: "NVIDIA A100-SXM4-80GB", totalBytes: 80n * gib, usedBytes: used }], ramTotalBytes: 256n * gib, ramUsedBytes: 16n * gib + used, measuredAt: timestampFromMs(Date.now()) },
+      leaderEpoch: 0n,
+    });
+  };
+  const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms).unref());
+
+  const loop = async (a: SimAgent): Promise<void> => {
+    while (!stop.signal.aborted) {
+      try {
+        if (!a.registered) {
+          await register(a);
+          reRegistrations++;
+        }
+        const t0 = performance.now();
+        const r = await a.client.heartbeat(heartbeat(a), { metadata: a.md, timeoutMs: callTimeoutMs });
+        lat.push(performance.now() - t0);
+        // An exited backend is reported once, then dropped (as the agent does).
+        a.backends = a.backends.filter((e) => e.state !== BackendState.EXITED);
+        if (r.registerRequired) a.registered = false;
+      } catch (err) {
+        failures++;
+        const e = WardenError.from(err);
+        if (e.code === Code.NotFound || e.code === Code.FailedPrecondition) a.registered = false;
+      }
+      await sleep(intervalMs);
+    }
+  };
+  const loops: Promise<void>[] = [];
+
+  // Registration, 64 at a time (a fleet's agents start at different moments); each beats on at once.
+  let next = 0;
+  let gaveUp = 0;
+  const registerStartMs = performance.now();
+  const deadline = Date.now() + cfg.registerTimeoutMs;
+  await Promise.all(
+    Array.from({ length: 64 }, async () => {
+      while (next < agents.length) {
+        const a = agents[next++] as SimAgent;
+        // As the real agent: Register, then its first heartbeat at once.
+        // Past the deadline the rest never start: the swarm runs with the nodes that got in (reported).
+        for (let beat = false; !beat; ) {
+          if (Date.now() > deadline) {
+            gaveUp++;
+            break;
+          }
+          try {
+            if (!a.registered) await register(a);
+            beat = !(await a.client.heartbeat(heartbeat(a), { metadata: a.md, timeoutMs: callTimeoutMs })).registerRequired;
+          } catch {
+            a.registered = false;
+            await sleep(250);
+          }
+        }
+        // Beats on from here, one interval after its first (as the real agent).
+        if (a.registered) loops.push(sleep(intervalMs).then(() => loop(a)));
+      }
+    }),
+  );
+  process.send?.({ t: "registered", agentAddress, started: agents.length - gaveUp, seconds: (performance.now() - registerStartMs) / 1000 });
+
+
+  // A stop or a load somewhere every changePeriodMs, alternating on the same node.
+  let changed: SimAgent | undefined;
+  const changeTimer =
+    cfg.changePeriodMs > 0
+      ? setInterval(() => {
+          if (changed === undefined) {
+            const a = agents[Math.floor(Math.random() * agents.length)] as SimAgent;
+            const victim = a.backends[Math.floor(Math.random() * a.backends.length)];
+            if (victim === undefined) return;
+            victim.state = BackendState.EXITED;
+            changed = a;
+          } else {
+            changed.backends.push(newEntry(`m${String(Math.floor(Math.random() * cfg.backendsPerNode))}`));
+            changed = undefined;
+          }
+          changes++;
+        }, cfg.changePeriodMs)
+      : undefined;
+
+  // The bench process is gone (crashed or killed): nothing would ever stop this one.
+  process.on("disconnect", () => process.exit(1));
+  process.on("message", (m: { t: string }) => {
+    if (m.t === "reset") {
+      lat = [];
+      failures = 0;
+      reRegistrations = 0;
+      changes = 0;
+    } else if (m.t === "report") {
+      const sorted = [...lat].sort((x, y) => x - y);
+      const report: SwarmAgentsReport = { t: "report", heartbeats: lat.length, failures, reRegistrations, p50Ms: percentile(sorted, 50), p99Ms: percentile(sorted, 99), maxMs: sorted[sorted.length - 1] ?? Number.NaN, changes, watchStreams, stopCalls };
+      process.send?.(report);
+    } else if (m.t === "stop") {
+      stop.abort();
+      if (changeTimer !== undefined) clearInterval(changeTimer);
+      void Promise.all(loops)
+        .then(async () => {
+          for (const c of channels) c.close();
+          await agentServer.shutdown(100);
+        })
+        .finally(() => process.exit(0));
+    }
+  });
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`swarm-agents: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+  process.exit(1);
+});

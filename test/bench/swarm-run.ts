@@ -1,0 +1,351 @@
+/**
+ * One swarm measurement at N nodes: a real coordinator process (no embedded
+ * agent, auth on: one `node` token per node as `warden tokens mint --role
+ * node --node <id>` makes, plaintext gRPC — no mTLS; auth off from 4 096
+ * nodes, past the tokens file's bound) against N simulated
+ * agents in a separate load-generator process (swarm-agents.ts); then the
+ * same load generator against a bare grpc-js server that only decodes and
+ * answers (swarm-floor.ts). Whole-process CPU comes from /proc/<pid>/stat,
+ * RSS from /proc/<pid>/status, event-loop delay from the coordinator's
+ * Prometheus endpoint (prom-client's monitorEventLoopDelay p99, reset at each
+ * scrape, so each scrape is one window), heartbeat latency from the agents'
+ * side, admin call latency from this process.
+ */
+import { fork, type ChildProcess } from "node:child_process";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Code, WardenError } from "@warden/common";
+import { createClient } from "@warden/grpc";
+import { mintToken, tokenLine } from "@warden/coordinator";
+import { AdminService, NodeState } from "@warden/proto";
+import { startCoordinatorProcess } from "../support/coordinator-process.js";
+import { freePort } from "../support/free-port.js";
+import type { SwarmAgentsConfig, SwarmAgentsReport } from "./swarm-agents.js";
+
+export interface SwarmOptions {
+  readonly nodes: number;
+  readonly backendsPerNode?: number;
+  /** Steady-state window measured, after warmup. @default 20 000 */
+  readonly steadyMs?: number;
+  /** After every node registered, before measuring. @default 5 000 */
+  readonly warmupMs?: number;
+  /** ExplainPlacement calls after the steady window, each with this deadline; stops at the first timeout. */
+  readonly explainCalls?: number;
+  readonly explainDeadlineMs?: number;
+  /** ListNodes and ListModels calls each during the steady window. @default 5 */
+  readonly listCalls?: number;
+  /** gRPC channels the load generator spreads its agents over. @default min(N, 256) */
+  readonly connections?: number;
+  /**
+   * Node tokens (auth on). @default nodes < 4096: the coordinator's tokens file holds at most 4 096
+   * tokens, one of them the bench's admin token, so a bigger swarm runs with auth off.
+   */
+  readonly auth?: boolean;
+}
+
+/** Tokens a coordinator's tokens file may hold (token-table.ts), the bench's admin token among them. */
+export const maxTokens = 4096;
+
+export interface SideFigures {
+  /** Agents that registered and heartbeat before the registration deadline (the rest never start). */
+  readonly agentsStarted: number;
+  /** From the first Register to the last agent's first heartbeat (or the deadline). */
+  readonly registrationSeconds: number;
+  readonly cpuSeconds: number;
+  readonly wallSeconds: number;
+  /** Heartbeats answered in the window (client side). */
+  readonly heartbeats: number;
+  readonly cpuPerHeartbeatMs: number;
+  /** Cores used in all (cpuSeconds / wallSeconds). */
+  readonly cores: number;
+  readonly rssMiB: number;
+  readonly agents: SwarmAgentsReport;
+  /** The load generator's own cores (to see it was not the bottleneck). */
+  readonly generatorCores: number;
+}
+
+export interface SwarmResult {
+  readonly nodes: number;
+  readonly auth: boolean;
+  readonly warden: SideFigures;
+  readonly floor: SideFigures;
+  /** Worst and median of the per-scrape event-loop delay p99 windows, ms. */
+  readonly loopDelayP99MaxMs: number;
+  readonly loopDelayP99MedianMs: number;
+  /** Scrapes of /metrics not answered within 10 s (windows whose p99 is unknown: the loop stalled). */
+  readonly unansweredScrapes: number;
+  readonly rssPerNodeMiB: number;
+  readonly rssIdleMiB: number;
+  /** node.unreachable events the coordinator logged (whole run: registration, steady window, explain calls). */
+  readonly unreachableEvents: number;
+  /** Distinct nodes in those events. */
+  readonly unreachableNodes: number;
+  /** node.unreachable events during the steady window alone. */
+  readonly unreachableInWindow: number;
+  /** Nodes not READY in ListNodes at the end of the steady window. */
+  readonly notReadyAtEnd: number;
+  readonly listNodesMs: readonly number[];
+  readonly listModelsMs: readonly number[];
+  readonly explainMs: readonly number[];
+  readonly explainTimeouts: number;
+  readonly registeredNodes: number;
+  readonly instancesListed: number;
+  readonly loadAverage: string;
+}
+
+const ticksPerSecond = 100; // getconf CLK_TCK on Linux
+
+async function cpuSeconds(pid: number): Promise<number> {
+  const stat = await readFile(`/proc/${String(pid)}/stat`, "utf8");
+  // Fields after the command name (which may hold spaces): utime and stime are the 14th and 15th fields.
+  const rest = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return (Number(rest[11]) + Number(rest[12])) / ticksPerSecond;
+}
+
+async function rssMiB(pid: number): Promise<number> {
+  const status = await readFile(`/proc/${String(pid)}/status`, "utf8");
+  const kb = /VmRSS:\s+(\d+) kB/.exec(status)?.[1];
+  return Number(kb ?? "0") / 1024;
+}
+
+export function percentile(values: readonly number[], p: number): number {
+  const s = [...values].sort((a, b) => a - b);
+  if (s.length === 0) return Number.NaN;
+  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] ?? Number.NaN;
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/** Forks a bench child with tsx (IPC on). */
+function forkChild(file: string, args: readonly string[]): ChildProcess {
+  return fork(join(import.meta.dirname, file), [...args], { execArgv: ["--import", "tsx"], stdio: ["ignore", "inherit", "inherit", "ipc"] });
+}
+
+function nextMessage<T>(child: ChildProcess, t: string, timeoutMs: number): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const timer = setTimeout(() => {
+      cleanup();
+      reject(new Error(`no "${t}" from child within ${String(timeoutMs)} ms`));
+    }, timeoutMs);
+    const onMessage = (m: { t: string }): void => {
+      if (m.t !== t) return;
+      cleanup();
+      resolve(m as T);
+    };
+    const onExit = (code: number | null): void => {
+      cleanup();
+      reject(new Error(`child exited with ${String(code)} before "${t}"`));
+    };
+    const cleanup = (): void => {
+      clearTimeout(timer);
+      child.off("message", onMessage);
+      child.off("exit", onExit);
+    };
+    child.on("message", onMessage);
+    child.once("exit", onExit);
+  });
+}
+
+async function stopChild(child: ChildProcess, graceMs = 15_000): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise((r) => child.once("exit", r));
+  child.send({ t: "stop" });
+  const timer = setTimeout(() => child.kill("SIGKILL"), graceMs);
+  await exited;
+  clearTimeout(timer);
+}
+
+/** Runs the load generator against `address` through warmup and the steady window; `during` runs in the window. */
+async function measureSide(pid: number, address: string, o: Required<SwarmOptions>, tokensFile: string | undefined, during: (signal: AbortSignal) => Promise<void>): Promise<{ fig: SideFigures; gen: ChildProcess }> {
+  const cfg: SwarmAgentsConfig = { address, nodes: o.nodes, nodePrefix: "swarm-", tokensFile, connections: o.connections, backendsPerNode: o.backendsPerNode, changePeriodMs: 1_000, registerTimeoutMs: 60_000 + o.nodes * 20 };
+  const gen = forkChild("swarm-agents.ts", [JSON.stringify(cfg)]);
+  try {
+    return await measureWith(gen, pid, o, during);
+  } catch (err) {
+    await stopChild(gen);
+    throw err;
+  }
+}
+
+async function measureWith(gen: ChildProcess, pid: number, o: Required<SwarmOptions>, during: (signal: AbortSignal) => Promise<void>): Promise<{ fig: SideFigures; gen: ChildProcess }> {
+  const reg = await nextMessage<{ started: number; seconds: number }>(gen, "registered", 90_000 + o.nodes * 20);
+  await sleep(o.warmupMs);
+  gen.send({ t: "reset" });
+  const genPid = gen.pid ?? 0;
+  const [c0, g0] = await Promise.all([cpuSeconds(pid), cpuSeconds(genPid)]);
+  const t0 = performance.now();
+  const ctl = new AbortController();
+  const side = during(ctl.signal);
+  await sleep(o.steadyMs);
+  ctl.abort();
+  const [c1, g1] = await Promise.all([cpuSeconds(pid), cpuSeconds(genPid)]);
+  const wallSeconds = (performance.now() - t0) / 1000;
+  const reportP = nextMessage<SwarmAgentsReport>(gen, "report", 30_000);
+  gen.send({ t: "report" });
+  const agents = await reportP;
+  await side;
+  const cpu = c1 - c0;
+  return {
+    gen,
+    fig: { agentsStarted: reg.started, registrationSeconds: reg.seconds, cpuSeconds: cpu, wallSeconds, heartbeats: agents.heartbeats, cpuPerHeartbeatMs: (cpu * 1000) / Math.max(1, agents.heartbeats), cores: cpu / wallSeconds, rssMiB: await rssMiB(pid), agents, generatorCores: (g1 - g0) / wallSeconds },
+  };
+}
+
+/** The p99 of the window since the previous scrape, ms; NaN when /metrics did not answer within 10 s (a stalled loop). */
+async function scrapeLoopP99Ms(metricsAddress: string): Promise<number> {
+  let text: string;
+  try {
+    text = await (await fetch(`http://${metricsAddress}/metrics`, { signal: AbortSignal.timeout(10_000) })).text();
+  } catch {
+    return Number.NaN;
+  }
+  const line = text.split("\n").find((l) => l.startsWith("warden_coordinator_nodejs_eventloop_lag_p99_seconds"));
+  return Number(line?.split(" ")[1] ?? "NaN") * 1000;
+}
+
+/** Ms the call took; Infinity when it failed (a stalled coordinator misses the deadline). */
+async function timed(call: () => Promise<unknown>): Promise<number> {
+  const t = performance.now();
+  try {
+    await call();
+  } catch {
+    return Number.POSITIVE_INFINITY;
+  }
+  return performance.now() - t;
+}
+
+/** The whole measurement at one N. */
+export async function runSwarm(opts: SwarmOptions): Promise<SwarmResult> {
+  const o: Required<SwarmOptions> = { backendsPerNode: 10, steadyMs: 20_000, warmupMs: 5_000, explainCalls: 3, explainDeadlineMs: 10_000, listCalls: 5, connections: Math.min(opts.nodes, 256), auth: opts.nodes < maxTokens, ...opts };
+  const dir = await mkdtemp(join(tmpdir(), "warden-swarm-"));
+  try {
+    // Tokens as `warden tokens mint` writes them: the coordinator's file holds hashes, each agent its own token.
+    const adminToken = mintToken();
+    const lines = [tokenLine(adminToken, "admin", { name: "bench-admin" })];
+    const nodeTokens: Record<string, string> = {};
+    for (let i = 0; i < (o.auth ? o.nodes : 0); i++) {
+      const id = `swarm-${String(i)}`;
+      const t = mintToken();
+      nodeTokens[id] = t;
+      lines.push(tokenLine(t, "node", { node: id, name: id }));
+    }
+    await writeFile(join(dir, "tokens"), `${lines.join("\n")}\n`, { mode: 0o600 });
+    await writeFile(join(dir, "node-tokens.json"), JSON.stringify(nodeTokens), { mode: 0o600 });
+    const metricsAddress = `127.0.0.1:${String(await freePort())}`;
+    // m0…m9 run on every node; `unplaced` runs nowhere, so explaining it weighs every node (and what each would evict).
+    const models = [...Array.from({ length: o.backendsPerNode }, (_, k) => ({ id: `m${String(k)}`, backend: "backend-sim" })), { id: "unplaced", backend: "backend-sim" }];
+    const coordinator = await startCoordinatorProcess(join(dir, "c.json"), {
+      listen: `127.0.0.1:${String(await freePort())}`,
+      stateDir: join(dir, "state"),
+      embeddedAgent: false,
+      metricsListen: metricsAddress,
+      ...(o.auth ? { auth: { tokensFile: join(dir, "tokens") } } : {}),
+      // Every simulated agent dials from 127.0.0.1, where a fleet's come from one address each.
+      limits: { maxNodes: Math.max(4096, Math.min(10_000, o.nodes)), maxConnectionsPerPeer: o.connections + 16 },
+      models,
+    });
+    const admin = createClient(AdminService, coordinator.address, o.auth ? { headers: { authorization: `Bearer ${adminToken}` } } : {});
+    const listNodesMs: number[] = [];
+    const listModelsMs: number[] = [];
+    const explainMs: number[] = [];
+    let explainTimeouts = 0;
+    let warden: SideFigures;
+    let gen: ChildProcess | undefined;
+    const loopP99s: number[] = [];
+    let rssIdleMiB = 0;
+    let notReadyAtEnd = 0;
+    let unreachableInWindow = 0;
+    const unreachable = (): number => coordinator.events.filter((e) => e.type === "node.unreachable").length;
+    let registeredNodes = 0;
+    let instancesListed = 0;
+    try {
+      await sleep(1_000);
+      rssIdleMiB = await rssMiB(coordinator.pid);
+      const side = await measureSide(coordinator.pid, coordinator.address, o, join(dir, "node-tokens.json"), async (signal) => {
+        await scrapeLoopP99Ms(metricsAddress); // resets the window
+        const before = unreachable();
+        signal.addEventListener("abort", () => { unreachableInWindow = unreachable() - before; }, { once: true });
+        const scrapes = (async () => {
+          // Every 5 s (shorter windows for a short run): each scrape is one window's p99.
+          while (!signal.aborted) {
+            await sleep(Math.min(5_000, o.steadyMs / 2));
+            loopP99s.push(await scrapeLoopP99Ms(metricsAddress));
+          }
+        })();
+        const gap = o.steadyMs / (o.listCalls + 1);
+        for (let i = 0; i < o.listCalls && !signal.aborted; i++) {
+          await sleep(gap);
+          listNodesMs.push(await timed(() => admin.listNodes({}, { timeoutMs: 30_000 })));
+          listModelsMs.push(await timed(() => admin.listModels({}, { timeoutMs: 30_000 })));
+        }
+        await scrapes;
+      });
+      warden = side.fig;
+      gen = side.gen;
+      // -1: not answered within 30 s.
+      const nodes = (await admin.listNodes({}, { timeoutMs: 30_000 }).catch(() => undefined))?.nodes;
+      registeredNodes = nodes?.length ?? -1;
+      notReadyAtEnd = nodes?.filter((n) => n.state !== NodeState.READY).length ?? -1;
+      instancesListed = (await admin.listModels({}, { timeoutMs: 30_000 }).catch(() => undefined))?.instances.length ?? -1;
+      // Last: ExplainPlacement (its cost may stall the coordinator; nothing after it is measured).
+      for (let i = 0; i < o.explainCalls; i++) {
+        const t = performance.now();
+        try {
+          await admin.explainPlacement({ model: "unplaced" }, { timeoutMs: o.explainDeadlineMs });
+          explainMs.push(performance.now() - t);
+        } catch (err) {
+          if (WardenError.from(err).code !== Code.DeadlineExceeded) throw err;
+          explainTimeouts++;
+          break;
+        }
+      }
+    } finally {
+      if (gen !== undefined) await stopChild(gen);
+      admin.close();
+      coordinator.child.kill("SIGINT");
+      const killTimer = setTimeout(() => void coordinator.kill(), 15_000);
+      await coordinator.exited;
+      clearTimeout(killTimer);
+    }
+    const unreachableEvents = unreachable();
+    const unreachableNodes = new Set(coordinator.events.filter((e) => e.type === "node.unreachable").map((e) => e.nodeId)).size;
+
+    // The floor: the same load generator against a bare grpc-js server.
+    const floorChild = forkChild("swarm-floor.ts", []);
+    let floor: SideFigures;
+    try {
+      const { address } = await nextMessage<{ address: string }>(floorChild, "listening", 60_000);
+      const fs = await measureSide(floorChild.pid ?? 0, address, { ...o, warmupMs: Math.min(o.warmupMs, 3_000) }, join(dir, "node-tokens.json"), async () => {});
+      floor = fs.fig;
+      await stopChild(fs.gen);
+    } finally {
+      await stopChild(floorChild);
+    }
+    const loadAverage = (await readFile("/proc/loadavg", "utf8")).split(" ").slice(0, 3).join(" ");
+    return {
+      nodes: o.nodes,
+      auth: o.auth,
+      warden,
+      floor,
+      loopDelayP99MaxMs: Math.max(...loopP99s.filter((v) => !Number.isNaN(v))),
+      loopDelayP99MedianMs: percentile(loopP99s.filter((v) => !Number.isNaN(v)), 50),
+      unansweredScrapes: loopP99s.filter((v) => Number.isNaN(v)).length,
+      rssPerNodeMiB: (warden.rssMiB - rssIdleMiB) / o.nodes,
+      rssIdleMiB,
+      unreachableEvents,
+      unreachableNodes,
+      unreachableInWindow,
+      notReadyAtEnd,
+      listNodesMs,
+      listModelsMs,
+      explainMs,
+      explainTimeouts,
+      registeredNodes,
+      instancesListed,
+      loadAverage,
+    };
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}

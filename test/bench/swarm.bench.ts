@@ -1,0 +1,67 @@
+/**
+ * The swarm: N simulated agents (Register, then a heartbeat a second with 10
+ * backends each, auth on, a stop or a load somewhere every second) against a
+ * real coordinator process, and the same load against a bare grpc-js server
+ * that only decodes and answers (the transport floor), in the same run. Per N:
+ * coordinator CPU per heartbeat and in all, event-loop delay p99, RSS per node,
+ * heartbeat latency p99, nodes marked unreachable, ListNodes / ListModels /
+ * ExplainPlacement latency. `npm run bench -- swarm --nodes 1000,5000` picks
+ * the sizes (default 100, 500, 1000); `--steady-ms 20000` the measured window.
+ */
+import type { BenchResult } from "./bench-result.js";
+import { percentile, runSwarm, type SwarmResult } from "./swarm-run.js";
+
+function flag(name: string): string | undefined {
+  const i = process.argv.indexOf(name);
+  return i < 0 ? undefined : process.argv[i + 1];
+}
+
+const fmt = (ms: readonly number[]): string => {
+  const failed = ms.filter((v) => v === Number.POSITIVE_INFINITY).length;
+  const ok = ms.filter((v) => v !== Number.POSITIVE_INFINITY);
+  return `${ok.length === 0 ? "—" : `${percentile(ok, 99).toFixed(1)} ms`} (n=${String(ms.length)}${failed > 0 ? `, ${String(failed)} failed or past 30 s` : ""})`;
+};
+
+function describe(r: SwarmResult): Record<string, string> {
+  return {
+    nodes: String(r.nodes),
+    auth: r.auth ? "node tokens" : "off (a tokens file holds at most 4 096 tokens)",
+    registered: `${String(r.warden.agentsStarted)} agents in ${r.warden.registrationSeconds.toFixed(0)} s (floor ${String(r.floor.agentsStarted)} in ${r.floor.registrationSeconds.toFixed(0)} s)`,
+    "coordinator cores": r.warden.cores.toFixed(3),
+    "floor cores": r.floor.cores.toFixed(3),
+    "CPU/heartbeat": `${r.warden.cpuPerHeartbeatMs.toFixed(3)} ms vs ${r.floor.cpuPerHeartbeatMs.toFixed(3)} ms floor`,
+    "heartbeats/s": `${(r.warden.heartbeats / r.warden.wallSeconds).toFixed(0)} (floor ${(r.floor.heartbeats / r.floor.wallSeconds).toFixed(0)})`,
+    "hb p99": `${r.warden.agents.p99Ms.toFixed(1)} ms (floor ${r.floor.agents.p99Ms.toFixed(1)}), failures ${String(r.warden.agents.failures)}`,
+    "loop delay p99": `max ${r.loopDelayP99MaxMs.toFixed(1)} ms, median ${r.loopDelayP99MedianMs.toFixed(1)} ms${r.unansweredScrapes > 0 ? `, ${String(r.unansweredScrapes)} scrapes unanswered in 10 s` : ""}`,
+    "RSS": `${r.warden.rssMiB.toFixed(0)} MiB (idle ${r.rssIdleMiB.toFixed(0)}), ${r.rssPerNodeMiB.toFixed(3)} MiB/node`,
+    unreachable: `${String(r.unreachableInWindow)} unreachable events in the window, ${String(r.unreachableEvents)} in all (${String(r.unreachableNodes)} nodes), ${String(r.notReadyAtEnd)} not ready at its end`,
+    "ListNodes p99": fmt(r.listNodesMs),
+    "ListModels p99": fmt(r.listModelsMs),
+    "Explain p99": `${fmt(r.explainMs)}${r.explainTimeouts > 0 ? `, ${String(r.explainTimeouts)} timed out` : ""}`,
+    "generator cores": `${r.warden.generatorCores.toFixed(2)} / ${r.floor.generatorCores.toFixed(2)}`,
+    load: r.loadAverage,
+  };
+}
+
+export async function run(): Promise<BenchResult[]> {
+  const sizes = (flag("--nodes") ?? "100,500,1000").split(",").map((s) => Number(s.trim()));
+  const steadyMs = Number(flag("--steady-ms") ?? "20000");
+  const out: BenchResult[] = [];
+  const details: Record<string, string>[] = [];
+  for (const nodes of sizes) {
+    if (!Number.isInteger(nodes) || nodes < 1 || nodes > 10_000) throw new Error(`--nodes: each size must be an integer in 1..10000, got ${String(nodes)}`);
+    process.stderr.write(`swarm: ${String(nodes)} nodes …\n`);
+    const r = await runSwarm({ nodes, steadyMs });
+    const d = describe(r);
+    details.push(d);
+    process.stderr.write(`${JSON.stringify(d)}\n`);
+    out.push(
+      { name: `swarm ${String(nodes)} nodes × 10 backends, 1 Hz, auth ${r.auth ? "on" : "OFF"}: coordinator CPU per heartbeat (whole process; loop p99 ${d["loop delay p99"] ?? ""}; ${d.unreachable ?? ""})`, baseline: "bare grpc-js server decoding the same heartbeats", ours: r.warden.cpuPerHeartbeatMs, baselineValue: r.floor.cpuPerHeartbeatMs, unit: "ms CPU", higherIsBetter: false },
+      { name: `swarm ${String(nodes)}: coordinator cores in all (RSS ${d.RSS ?? ""})`, baseline: "bare grpc-js server", ours: r.warden.cores, baselineValue: r.floor.cores, unit: "cores", higherIsBetter: false },
+      { name: `swarm ${String(nodes)}: heartbeat latency p99, client side (ListNodes ${d["ListNodes p99"] ?? ""}, ListModels ${d["ListModels p99"] ?? ""}, ExplainPlacement ${d["Explain p99"] ?? ""})`, baseline: "bare grpc-js server", ours: r.warden.agents.p99Ms, baselineValue: r.floor.agents.p99Ms, unit: "ms", higherIsBetter: false },
+    );
+  }
+  console.error("swarm details:");
+  console.error(JSON.stringify(details, null, 1));
+  return out;
+}

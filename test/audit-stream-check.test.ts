@@ -69,6 +69,15 @@ describe("the coordinator's audit stream check", () => {
     await ensureAuditStream(admin);
     await until("ready", () => l.state().status === "ready");
     expect(l.streamDrift()).toEqual([]);
-    expect((await l.publisher.publish(stopped("C"), new AbortController().signal)).duplicate).toBe(false);
+    // A stream deleted and created again under its name can refuse the first publish for a moment
+    // (nats-server 2.9.10, loaded machine: "error opening msg block file"); the outbox retries such a
+    // refusal, and so does this. Stored once, whichever attempt it was.
+    await until("published", () =>
+      l.publisher.publish(stopped("C"), new AbortController().signal).catch((err: unknown) => {
+        if (String(err).includes("JetStream refused the event")) return undefined;
+        throw err;
+      }),
+    );
+    expect((await jsm.streams.info(defaultAuditStreamName)).state.messages).toBe(1);
   });
 });

@@ -57,13 +57,21 @@ function warden(args: string[]): Promise<{ code: number; stdout: string; stderr:
   });
 }
 
-const addr = async (): Promise<string> => `127.0.0.1:${String(await freePort())}`;
+/**
+ * `n` distinct free addresses. A port found free is not held, so two lookups in a row can return
+ * the same one (seen once: the dead address and A's were equal, and the CLI refused the list).
+ */
+async function distinctAddrs(n: number): Promise<string[]> {
+  const ports = new Set<number>();
+  while (ports.size < n) ports.add(await freePort());
+  return [...ports].map((p) => `127.0.0.1:${String(p)}`);
+}
 
 describe("following the coordinator over an address list (coordinator, agent, CLI processes)", { timeout: 240_000 }, () => {
   it("CLI and agent skip a dead address; after the coordinator dies, the agent registers with the one at its other address, which adopts the backend with the same pid", async () => {
     const dir = await mkdtemp(join(tmpdir(), "warden-ha-follow-"));
     dirs.push(dir);
-    const [dead, a, b] = [await addr(), await addr(), await addr()];
+    const [dead, a, b] = (await distinctAddrs(3)) as [string, string, string];
     const config = (listen: string, name: string): Record<string, unknown> => ({
       listen,
       stateDir: join(dir, name),

@@ -161,7 +161,10 @@ export async function startHaCluster(o: HaClusterOptions): Promise<HaCluster> {
   const tag = uniqueTag(o.name);
   const dir = await mkdtemp(join(tmpdir(), `warden-${o.name}-`));
   const nats = await startNatsCluster(o.natsConfig === undefined ? {} : { extraConfig: o.natsConfig });
-  const addresses = [`127.0.0.1:${String(await freePort())}`, `127.0.0.1:${String(await freePort())}`];
+  // Two distinct ports: a port found free is not held, so two lookups in a row can return the same one.
+  const ports = new Set<number>();
+  while (ports.size < 2) ports.add(await freePort());
+  const addresses = [...ports].map((p) => `127.0.0.1:${String(p)}`);
   const coords = addresses.map((address, i) =>
     slot(i, dir, address, {
       listen: address,

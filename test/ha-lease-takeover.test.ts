@@ -156,11 +156,32 @@ describe("one leader per epoch through a lease stream leader change", { timeout:
     // that never leads again fails here, naming the round, with the fleet's and the servers' account
     // (a slow machine only makes the rounds longer; the test's timeout leaves room for all of them).
     const roundWaitMs = 90_000;
+    // nats-server 2.9.10 can wedge the bucket's stream after a kill -9 and restart of its leader: seen
+    // here with the restarted server leading at last_seq 69 while both followers held 70, and no write
+    // landing for 90 s. A keeper cannot fix the stream; one more kill -9 and restart of the stream's
+    // leader (the fault this test applies anyway) unwedges it, and the keepers must then converge.
+    // At most two such extra faults per run, each said on the test's output with the servers' view.
+    const wedgeMs = 30_000;
+    let extraFaults = 0;
+    const unwedge = async (why: string): Promise<boolean> => {
+      const leader = await streamLeader(watcher, `KV_${bucket}`);
+      if (extraFaults >= 2 || leader === undefined) return false;
+      extraFaults++;
+      console.log(`extra fault ${String(extraFaults)} (${why}): kill -9 and restart of the stream's leader ${cluster.servers[leader]?.name ?? "?"}; the servers' view:\n${await cluster.describe()}`);
+      await cluster.kill(leader);
+      await sleep(2_000);
+      await cluster.restart(leader);
+      return true;
+    };
     let roundFrom = Date.now();
     for (let kill = 0; kill < kills; ) {
       const leader = await streamLeader(watcher, `KV_${bucket}`);
       const leading = [...keepers].find((k) => k.leading() !== undefined);
       if (leader === undefined || leading === undefined) {
+        if (leader !== undefined && Date.now() - roundFrom > wedgeMs && (await unwedge(`no lease holder for ${String(wedgeMs / 1000)} s before kill ${String(kill + 1)}`))) {
+          roundFrom = Date.now();
+          continue;
+        }
         if (Date.now() - roundFrom > roundWaitMs) {
           throw new Error(`before kill ${String(kill + 1)}: ${leader === undefined ? "no stream leader" : "no lease holder"} within ${String(roundWaitMs / 1000)} s\n${describeFleet(all)}\n${await cluster.describe()}`);
         }
@@ -180,15 +201,21 @@ describe("one leader per epoch through a lease stream leader change", { timeout:
     }
     // Quiet period: whoever leads now keeps leading, and every other member has noticed.
     const live = [...keepers];
-    const settled = await waitForOneLeader(live, 60_000);
+    let settled = await waitForOneLeader(live, 60_000);
+    if (settled.length === 0 && (await unwedge("no lease holder 60 s after the last kill"))) settled = await waitForOneLeader(live, 60_000);
     console.log(`stream leader kills, role changes (L<epoch><from, F<epoch>(why)@wall ms):\n${describeFleet(all)}`);
+    if (settled.length !== 1) {
+      // The live keepers' last log lines and the servers' view: why no one (or more than one) leads.
+      const lines = live.map((k) => `${k.holder}:\n${k.events.filter((e) => e.ev === "log").slice(-12).map((e) => `  ${JSON.stringify(e)}`).join("\n")}`);
+      console.log(`no single leader at the end; the live keepers' last log lines:\n${lines.join("\n")}\nthe nats-servers:\n${await cluster.describe()}`);
+    }
     expect(settled.length).toBe(1);
     for (const k of live) expect({ holder: k.holder, exited: k.exitedOnItsOwn() }).toEqual({ holder: k.holder, exited: false });
     const report = checkOneLeaderPerEpoch(all);
     console.log(`stream leader kills: ${String(report.epochs)} epochs led, ${String(report.takeovers)} takeovers, members ${all.map((k) => k.holder).join(",")}`);
     expect(report.violations).toEqual([]);
     expect(report.epochs).toBeGreaterThan(1);
-  }, 6 * 100_000 + 120_000);
+  }, 6 * 100_000 + 300_000);
 });
 
 /** The leaders of `ks` once exactly one leads and no role changed for 5 s (more than a lease), or at the deadline. */

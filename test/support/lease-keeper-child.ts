@@ -6,6 +6,7 @@
  * it stands for a command the coordinator would send.
  */
 import { connectAudit } from "@warden/audit";
+import type { LogMeta, Logger } from "@warden/common";
 import { leaseConfig } from "@warden/lease";
 import { openLeaseBucket } from "../../services/coordinator/src/ha/lease-bucket.js";
 import { LeaseKeeper } from "../../services/coordinator/src/ha/lease-keeper.js";
@@ -39,8 +40,14 @@ for (let attempt = 0; kv === undefined; attempt++) {
     await new Promise((r) => setTimeout(r, 500));
   }
 }
+// Every keeper log line (debug included) as an event: the account of a member that does not lead again.
+const logAs = (level: string) => (msg: string, meta?: LogMeta): void => {
+  emit("log", { level, msg, ...(meta ?? {}) });
+};
+const log: Logger = { debug: logAs("debug"), info: logAs("info"), warn: logAs("warn"), error: logAs("error"), child: () => log };
 const keeper = LeaseKeeper.start({
   kv,
+  log,
   config: leaseConfig(cfg.holder, cfg.timing ?? {}),
   ...(cfg.timing === undefined ? {} : { opTimeoutMs: Math.min(1_000, cfg.timing.leaseMs - cfg.timing.marginMs - 1) }),
   onChange: (c) => {

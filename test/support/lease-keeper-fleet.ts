@@ -8,7 +8,7 @@ import { createInterface } from "node:readline";
 import type { LeaseChildConfig } from "./lease-keeper-child.js";
 
 export interface KeeperEvent {
-  readonly ev: "ready" | "leader" | "follower" | "act";
+  readonly ev: "ready" | "leader" | "follower" | "act" | "log";
   readonly epoch?: number;
   /** On "leader": the revision the key was taken from (0: created). */
   readonly from?: number;

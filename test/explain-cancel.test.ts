@@ -11,10 +11,10 @@ import { Code, ManualClock, createUlidFactory, isWardenError, nullLogger, seeded
 import { GrpcServer, createClient, type Client, type HandlerContext } from "@warden/grpc";
 import { Loader, modelSpec, type BackendHandle, type ModelSpec } from "@warden/loader";
 import { AdminService, type AgentService, type ExplainPlacementRequest } from "@warden/proto";
-import { adminService, type AdminDeps } from "../services/coordinator/src/admin-service.js";
-import { macrotask } from "../services/coordinator/src/work-slicer.js";
-import { NodeRegistry } from "../services/coordinator/src/node-registry.js";
-import { PlacementView } from "../services/coordinator/src/placement-view.js";
+import { adminService, type AdminDeps } from "../services/coordinator/src/admin/admin-service.js";
+import { macrotask } from "../services/coordinator/src/admin/work-slicer.js";
+import { NodeRegistry } from "../services/coordinator/src/nodes/node-registry.js";
+import { PlacementView } from "../services/coordinator/src/admin/placement-view.js";
 
 const GiB = 1024 ** 3;
 const nodeCount = 1_000;

@@ -16,7 +16,7 @@ import { openFileJournal } from "@warden/journal";
 import { eventTypeOf } from "@warden/events";
 import { BackendState, NodeService } from "@warden/proto";
 import { resolveCoordinatorConfig, startCoordinator, type Coordinator } from "@warden/coordinator";
-import { fencedBackendConnector } from "../services/coordinator/src/backend-connector.js";
+import { fencedBackendConnector } from "../services/coordinator/src/routing/backend-connector.js";
 import { MemoryStateStore } from "../services/coordinator/src/ha/memory-state-store.fixture.js";
 import { simModel, until } from "./support/coordinator-harness.js";
 

@@ -8,8 +8,8 @@
  */
 import { create, toBinary } from "@bufbuild/protobuf";
 import { Backend, PredictOptionsSchema } from "@warden/proto";
-import { readIdentity } from "../../services/coordinator/src/backend-identity.js";
-import { backendPathPlans, scanRequest } from "../../services/coordinator/src/backend-path-check.js";
+import { readIdentity } from "../../services/coordinator/src/routing/backend-identity.js";
+import { backendPathPlans, scanRequest } from "../../services/coordinator/src/auth/backend-path-check.js";
 import { median, type BenchResult } from "./bench-result.js";
 
 const reps = 7;

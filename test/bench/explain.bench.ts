@@ -18,8 +18,8 @@ import { modelSpec, type Loader, type ModelSpec } from "@warden/loader";
 import type { PlacementNode, PlacementNodes } from "@warden/cluster";
 import type { NodeResources } from "@warden/proto";
 import { createWatchdogCore, type WatchdogCore } from "@warden/watchdog";
-import { explainPlacement } from "../../services/coordinator/src/explain-placement.js";
-import { PlacementView } from "../../services/coordinator/src/placement-view.js";
+import { explainPlacement } from "../../services/coordinator/src/admin/explain-placement.js";
+import { PlacementView } from "../../services/coordinator/src/admin/placement-view.js";
 import { median, type BenchResult } from "./bench-result.js";
 
 const GiB = 1024 ** 3;

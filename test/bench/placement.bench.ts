@@ -29,8 +29,8 @@ import { reconcileInventory } from "@warden/cluster";
 import { planPlacement, type NodeCandidate } from "@warden/placement";
 import { BackendState, HeartbeatRequestSchema, type AgentService, type HeartbeatRequest } from "@warden/proto";
 import type { WatchdogSnapshot } from "@warden/watchdog";
-import { NodeRegistry } from "../../services/coordinator/src/node-registry.js";
-import { PlacementView } from "../../services/coordinator/src/placement-view.js";
+import { NodeRegistry } from "../../services/coordinator/src/nodes/node-registry.js";
+import { PlacementView } from "../../services/coordinator/src/admin/placement-view.js";
 import { median, type BenchResult } from "./bench-result.js";
 
 const GiB = 1024 ** 3;

@@ -17,7 +17,7 @@ export interface TokensMintOptions {
  */
 export async function tokensMint(io: CliIo, o: TokensMintOptions): Promise<number> {
   // The coordinator's token file module alone (node:crypto and @warden/common), not the whole coordinator.
-  const { TokenTable, mintToken, roles, tokenLine } = await import("../../coordinator/src/token-table.js");
+  const { TokenTable, mintToken, roles, tokenLine } = await import("../../coordinator/src/auth/token-table.js");
   if (!(roles as readonly string[]).includes(o.role)) throw invalidArgument("--role", `must be one of ${roles.join(", ")}, got ${JSON.stringify(o.role)}`);
   const role = o.role as (typeof roles)[number];
   const token = mintToken();

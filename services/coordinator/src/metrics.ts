@@ -3,8 +3,8 @@ import type { Event } from "@warden/proto";
 import { EvictionFailedOutcome, EvictionReason } from "@warden/proto";
 import type { Loader } from "@warden/loader";
 import type { Outbox } from "@warden/outbox";
-import type { NodeRegistry } from "./node-registry.js";
-import { ReplicaMetrics } from "./replica-metrics.js";
+import type { NodeRegistry } from "./nodes/node-registry.js";
+import { ReplicaMetrics } from "./admin/replica-metrics.js";
 
 function reasonName(r: EvictionReason): string {
   return EvictionReason[r].toLowerCase();

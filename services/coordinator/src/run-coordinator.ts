@@ -6,15 +6,15 @@
  */
 import { readFile } from "node:fs/promises";
 import { Code, WardenError, createLogger, formatDurationMs, invalidArgument, wardenVersion } from "@warden/common";
-import { parseCoordinatorConfig, type CoordinatorConfig } from "./coordinator-config.js";
+import { parseCoordinatorConfig, type CoordinatorConfig } from "./config/coordinator-config.js";
 import { startCoordinator } from "./coordinator.js";
-import { embeddedAgentConfig } from "./embedded-node.js";
-import { demoConfig } from "./demo-config.js";
-import { ensureStateDir } from "./state-dir.js";
-import { readTokenTable } from "./coordinator-auth.js";
+import { embeddedAgentConfig } from "./nodes/embedded-node.js";
+import { demoConfig } from "./config/demo-config.js";
+import { ensureStateDir } from "./config/state-dir.js";
+import { readTokenTable } from "./auth/coordinator-auth.js";
 import { checkHaRequirements, defaultHaConfig } from "./ha/ha-config.js";
 import { serveHaCoordinator } from "./ha/run-ha-coordinator.js";
-import { defaultCoordinatorInboxPrefix } from "./nats-config.js";
+import { defaultCoordinatorInboxPrefix } from "./config/nats-config.js";
 
 export interface RunCoordinatorOptions {
   /** YAML config path; undefined = the built-in demo config. */

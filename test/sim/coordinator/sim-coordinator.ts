@@ -4,12 +4,12 @@ import { Code, WardenError, createUlidFactory, nullLogger, sleep, wardenVersion 
 import { Loader, type BackendConnector, type BackendHandle, type LoaderEvent, type StopRequest } from "@warden/loader";
 import { createOutbox, type Outbox } from "@warden/outbox";
 import { NodeTable, PlacementView } from "@warden/cluster";
-import { EventHub } from "../../../services/coordinator/src/event-hub.js";
-import { nodeEventInit, openIntentsOn, orphanStopInit, orphansAdoptedInit, reapGoneIntents, unreachabilityPausedInit } from "../../../services/coordinator/src/node-audit-events.js";
-import { settleUnsettledEvictions } from "../../../services/coordinator/src/unsettled-evictions.js";
-import { restoreJournalReplicas } from "../../../services/coordinator/src/journal-replicas-at-start.js";
-import { startRecoveryWindow } from "../../../services/coordinator/src/recovery-window-at-start.js";
-import { fencedBackendConnector } from "../../../services/coordinator/src/backend-connector.js";
+import { EventHub } from "../../../services/coordinator/src/admin/event-hub.js";
+import { nodeEventInit, openIntentsOn, orphanStopInit, orphansAdoptedInit, reapGoneIntents, unreachabilityPausedInit } from "../../../services/coordinator/src/nodes/node-audit-events.js";
+import { settleUnsettledEvictions } from "../../../services/coordinator/src/nodes/unsettled-evictions.js";
+import { restoreJournalReplicas } from "../../../services/coordinator/src/nodes/journal-replicas-at-start.js";
+import { startRecoveryWindow } from "../../../services/coordinator/src/nodes/recovery-window-at-start.js";
+import { fencedBackendConnector } from "../../../services/coordinator/src/routing/backend-connector.js";
 import type { JournalFence } from "../world/sim-disk.js";
 import type { SimWorld, CoordinatorInbox } from "../world/sim-world.js";
 import { simAgentConnector, type AgentLink, type SimClient } from "../world/sim-agent-connector.js";

@@ -1,4 +1,4 @@
-import type { CoordinatorConfig } from "../coordinator-config.js";
+import type { CoordinatorConfig } from "../config/coordinator-config.js";
 import type { DashboardHa, DashboardHaMember } from "../http/dashboard/dashboard-view.js";
 import type { HaMemberSeen, HaRole } from "./ha-members.js";
 import type { LeaseEntry } from "./lease-keeper.js";

@@ -2,7 +2,7 @@ import type { KV } from "@nats-io/kv";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { connectAudit, type NatsCredentials } from "@warden/audit";
 import { Code, WardenError, backoffDelayMs, cryptoRng, nullLogger, sleep, systemClock, type Clock, type Logger } from "@warden/common";
-import type { CoordinatorConfig } from "../coordinator-config.js";
+import type { CoordinatorConfig } from "../config/coordinator-config.js";
 import type { DurableStateStore } from "./durable-state-port.js";
 import type { HaConfig } from "./ha-config.js";
 import { openLeaseBucket } from "./lease-bucket.js";

@@ -1,5 +1,5 @@
 import type { Clock, Logger, Rng } from "@warden/common";
-import type { CoordinatorConfig } from "../coordinator-config.js";
+import type { CoordinatorConfig } from "../config/coordinator-config.js";
 import type { Coordinator } from "../coordinator.js";
 import type { HttpServer } from "../http/http-server.js";
 import type { JetStreamJournal } from "./jetstream-journal.js";

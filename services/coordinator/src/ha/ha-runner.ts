@@ -3,7 +3,7 @@ import { ServingStatus } from "@warden/grpc";
 import type { GetHaStatusResponseSchema } from "@warden/proto";
 import { Code, WardenError, backoffDelayMs, createUlidFactory, cryptoRng, nullLogger, systemClock, type Cancel } from "@warden/common";
 import { leaseConfig } from "@warden/lease";
-import type { CoordinatorConfig } from "../coordinator-config.js";
+import type { CoordinatorConfig } from "../config/coordinator-config.js";
 import { startCoordinator, type Coordinator } from "../coordinator.js";
 import { checkHaRequirements } from "./ha-config.js";
 import { HaMembers, type HaRole } from "./ha-members.js";

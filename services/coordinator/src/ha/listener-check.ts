@@ -1,5 +1,5 @@
 import { createServer } from "node:net";
-import type { CoordinatorConfig } from "../coordinator-config.js";
+import type { CoordinatorConfig } from "../config/coordinator-config.js";
 
 /** A listener a leader would open that cannot be bound now. */
 export interface ListenerProblem {

@@ -1,5 +1,5 @@
 import { wardenVersion, type Logger } from "@warden/common";
-import type { CoordinatorConfig } from "../coordinator-config.js";
+import type { CoordinatorConfig } from "../config/coordinator-config.js";
 import { runHaCoordinator } from "./ha-runner.js";
 
 /**

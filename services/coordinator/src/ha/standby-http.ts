@@ -1,8 +1,8 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { readTlsMaterial } from "@warden/grpc";
 import type { Logger } from "@warden/common";
-import type { CoordinatorConfig } from "../coordinator-config.js";
-import { loadCoordinatorAuth } from "../coordinator-auth.js";
+import type { CoordinatorConfig } from "../config/coordinator-config.js";
+import { loadCoordinatorAuth } from "../auth/coordinator-auth.js";
 import { errorReply } from "../http/dashboard/dashboard-actions.js";
 import { dashboardClientBundle } from "../http/dashboard/dashboard-client-bundle.js";
 import { dashboardCsp, dashboardCss, dashboardHtml } from "../http/dashboard/dashboard-page.js";

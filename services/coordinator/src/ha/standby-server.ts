@@ -2,10 +2,10 @@ import type { DescService, MessageInitShape } from "@bufbuild/protobuf";
 import { AdminService, Backend, InferenceService, NodeService, type GetHaStatusResponseSchema } from "@warden/proto";
 import { GrpcServer, ServingStatus, type RawServiceHandlers, type ServiceImpl } from "@warden/grpc";
 import { notLeaderError, type Logger, type WardenError } from "@warden/common";
-import type { CoordinatorConfig } from "../coordinator-config.js";
-import { coordinatorTransport } from "../coordinator-transport.js";
-import { guarded, loadCoordinatorAuth } from "../coordinator-auth.js";
-import { clientLimits, serverLimits } from "../limits-config.js";
+import type { CoordinatorConfig } from "../config/coordinator-config.js";
+import { coordinatorTransport } from "../auth/coordinator-transport.js";
+import { guarded, loadCoordinatorAuth } from "../auth/coordinator-auth.js";
+import { clientLimits, serverLimits } from "../config/limits-config.js";
 
 /** The health service name every HA member reports: SERVING while it reaches NATS (and, on the leader, holds quorum). */
 export const haHealthService = "warden.ha";

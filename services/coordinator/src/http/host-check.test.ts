@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { resolveCoordinatorConfig } from "../coordinator-config.js";
+import { resolveCoordinatorConfig } from "../config/coordinator-config.js";
 import { acceptedHosts, hostOfHeader, maxAllowedHosts, parseAllowedHosts } from "./host-check.js";
 
 describe("http.allowedHosts", () => {

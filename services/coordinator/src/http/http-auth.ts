@@ -1,8 +1,8 @@
 import type { FastifyRequest } from "fastify";
 import { Code, WardenError, type Logger } from "@warden/common";
 import { maxAuthorizationChars } from "@warden/grpc";
-import type { Authenticator } from "../authenticator.js";
-import type { Principal, Role } from "../token-table.js";
+import type { Authenticator } from "../auth/authenticator.js";
+import type { Principal, Role } from "../auth/token-table.js";
 
 const rank: Readonly<Record<Role, number>> = { viewer: 1, operator: 2, admin: 3, inference: 0, node: 0 };
 

@@ -2,9 +2,9 @@ import type { MessageInitShape } from "@bufbuild/protobuf";
 import { Code, WardenError } from "@warden/common";
 import type { Lease } from "@warden/loader";
 import type { EmbeddingResult, GenerateImageRequestSchema, PredictOptionsSchema, Reply, Result, TTSRequestSchema, TranscriptRequestSchema, TranscriptResult } from "@warden/proto";
-import type { BackendClientHandle } from "../backend-connector.js";
-import { modelIdentity } from "../model-identity.js";
-import { RoutedCalls, outcomeTracker } from "../routed-call.js";
+import type { BackendClientHandle } from "../routing/backend-connector.js";
+import { modelIdentity } from "../routing/model-identity.js";
+import { RoutedCalls, outcomeTracker } from "../routing/routed-call.js";
 import type { CoordinatorHttpContext } from "./coordinator-http.js";
 
 type PredictInit = MessageInitShape<typeof PredictOptionsSchema>;

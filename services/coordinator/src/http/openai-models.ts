@@ -1,5 +1,5 @@
 import type { Loader, ReplicaStatus } from "@warden/loader";
-import type { BackendClientHandle } from "../backend-connector.js";
+import type { BackendClientHandle } from "../routing/backend-connector.js";
 
 /** One instance of a model, as `/v1/models` shows it in Warden's extension field. */
 export interface WardenInstanceJson {

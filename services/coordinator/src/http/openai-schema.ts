@@ -1,6 +1,6 @@
 import { invalidArgument } from "@warden/common";
-import { breaks } from "../backend-path-check.js";
-import { backendPathRules } from "../backend-path-rules.js";
+import { breaks } from "../auth/backend-path-check.js";
+import { backendPathRules } from "../auth/backend-path-rules.js";
 import { bodyOf, isRecord, list, optBool, optEnum, optInt, optJson, optNumber, optString, reqString, type Body } from "./openai-fields.js";
 
 /**

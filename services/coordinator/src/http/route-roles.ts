@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { Code, WardenError, type Logger } from "@warden/common";
-import { adminRoleFor, roleReaches, type Authenticator } from "../authenticator.js";
-import type { Principal } from "../token-table.js";
+import { adminRoleFor, roleReaches, type Authenticator } from "../auth/authenticator.js";
+import type { Principal } from "../auth/token-table.js";
 import { errorReply } from "./dashboard/dashboard-actions.js";
 import { sseFrame } from "./dashboard/sse-clients.js";
 import { bearerOf, requestModelOf, type HttpAuth } from "./http-auth.js";

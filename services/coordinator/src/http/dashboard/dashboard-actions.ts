@@ -1,7 +1,7 @@
 import { Code, WardenError, codeName, invalidArgument } from "@warden/common";
 import { UnloadOutcome, type AdminService } from "@warden/proto";
 import type { CallOptions, Client } from "@warden/grpc";
-import { checkId } from "../../check-id.js";
+import { checkId } from "../../admin/check-id.js";
 import type { DashboardErrorBody } from "./dashboard-view.js";
 import { dashboardInstance } from "./dashboard-snapshot.js";
 import { httpStatusWithExplicit, requestError } from "../client-errors.js";

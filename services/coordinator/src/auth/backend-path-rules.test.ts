@@ -4,7 +4,7 @@ import { Code, isWardenError } from "@warden/common";
 import { Backend, PredictOptionsSchema, TTSRequestSchema } from "@warden/proto";
 import { backendPathPlans, breaks, looksLikePath, pathPlanOf, scanRequest, type PathPlan } from "./backend-path-check.js";
 import { backendPathRules, type PathRule } from "./backend-path-rules.js";
-import { backendMethodTable } from "./backend-identity.js";
+import { backendMethodTable } from "../routing/backend-identity.js";
 
 /** Field names that may name a file on the node: each such field of every request must have a rule. */
 const pathLike = /dst|src|path|file|dir|folder|audio|image|img|video|voice|model|checkpoint|output|dataset|lora|mmproj|tokenizer|controlnet|export|url/i;

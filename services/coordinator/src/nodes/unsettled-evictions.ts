@@ -1,7 +1,7 @@
 import { create } from "@bufbuild/protobuf";
 import { EvictionFailedOutcome, EvictionFailedSchema, EvictionReason, type Event } from "@warden/proto";
 import type { Outbox, StopIntent } from "@warden/outbox";
-import type { EventHub } from "./event-hub.js";
+import type { EventHub } from "../admin/event-hub.js";
 
 /**
  * Evictions the previous coordinator began (`eviction.started` journaled) and

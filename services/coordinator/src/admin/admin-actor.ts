@@ -2,9 +2,9 @@ import { Metadata } from "@grpc/grpc-js";
 import type { Logger } from "@warden/common";
 import { guardService, peerIdentity, type HandlerContext, type ServiceImpl } from "@warden/grpc";
 import { AdminService } from "@warden/proto";
-import { adminRoleFor, type Authenticator } from "./authenticator.js";
+import { adminRoleFor, type Authenticator } from "../auth/authenticator.js";
 import { adminService, type AdminDeps } from "./admin-service.js";
-import type { Principal } from "./token-table.js";
+import type { Principal } from "../auth/token-table.js";
 
 /** An actor longer than this is cut: token names and certificate CNs are short; the event must stay small. */
 const maxActorLength = 256;

@@ -4,10 +4,10 @@ import { Code, WardenError, invalidArgument, type Clock } from "@warden/common";
 import type { NodeLimits } from "@warden/cluster";
 import type { Loader, ReplicaStatus, ScalePatch } from "@warden/loader";
 import { NodeLimitsSetSchema, type ModelReplicasSchema, type NodeSchema, type ScaleModelRequest, type SetNodeLimitsRequest } from "@warden/proto";
-import type { BackendClientHandle } from "./backend-connector.js";
+import type { BackendClientHandle } from "../routing/backend-connector.js";
 import { checkId } from "./check-id.js";
-import { nodeLimitsFromWire, nodeLimitsToWire } from "./node-limits-wire.js";
-import type { NodeRegistry } from "./node-registry.js";
+import { nodeLimitsFromWire, nodeLimitsToWire } from "../nodes/node-limits-wire.js";
+import type { NodeRegistry } from "../nodes/node-registry.js";
 
 type ModelReplicasInit = MessageInitShape<typeof ModelReplicasSchema>;
 export type NodeLimitFields = Pick<MessageInitShape<typeof NodeSchema>, "agentLimits" | "limitsOverride" | "effectiveLimits">;

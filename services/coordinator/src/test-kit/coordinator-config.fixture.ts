@@ -1,5 +1,5 @@
 import { Code, isWardenError } from "@warden/common";
-import { parseCoordinatorConfig } from "./coordinator-config.js";
+import { parseCoordinatorConfig } from "../config/coordinator-config.js";
 
 /** The INVALID_ARGUMENT message a config is refused with, or "accepted". */
 export function errorOf(yaml: string): string {

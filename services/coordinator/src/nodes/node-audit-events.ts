@@ -2,7 +2,7 @@ import { EvictionFailedOutcome, EvictionReason, type OrphanProcess } from "@ward
 import type { NodeEventKind } from "@warden/cluster";
 import type { EventInit } from "@warden/events";
 import type { Outbox } from "@warden/outbox";
-import type { EventHub } from "./event-hub.js";
+import type { EventHub } from "../admin/event-hub.js";
 import { nodeReportLimits } from "./node-report-limits.js";
 
 // The audit events of the node table's callbacks, shared by startCoordinator

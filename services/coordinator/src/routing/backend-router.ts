@@ -5,9 +5,9 @@ import type { HandlerContext, RawServerStreamHandler, RawServiceHandlers, RawStr
 import type { Lease, Loader } from "@warden/loader";
 import type { BackendClientHandle } from "./backend-connector.js";
 import { backendMethodTable, readIdentity, withIdentity, type BackendMethodRow } from "./backend-identity.js";
-import { backendPathPlans, scanRequest } from "./backend-path-check.js";
+import { backendPathPlans, scanRequest } from "../auth/backend-path-check.js";
 import { modelIdentity } from "./model-identity.js";
-import { PathCheckedRequests } from "./path-checked-requests.js";
+import { PathCheckedRequests } from "../auth/path-checked-requests.js";
 import { ReplayableRequests } from "./replayable-requests.js";
 import { RoutedCalls, outcomeTracker, type RoutedCounter } from "./routed-call.js";
 

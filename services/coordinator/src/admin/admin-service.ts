@@ -23,19 +23,19 @@ import { parseEventType, validateEventFilter } from "@warden/events";
 import type { Loader } from "@warden/loader";
 import { applyPolicyPatch, type InstanceView } from "@warden/watchdog";
 import { validateScale } from "@warden/loader";
-import type { BackendClientHandle } from "./backend-connector.js";
+import type { BackendClientHandle } from "../routing/backend-connector.js";
 import { checkId } from "./check-id.js";
 import type { EventHub } from "./event-hub.js";
 import { explainPlacement } from "./explain-placement.js";
-import type { NodeRecord, NodeRegistry } from "./node-registry.js";
+import type { NodeRecord, NodeRegistry } from "../nodes/node-registry.js";
 import type { PlacementView } from "./placement-view.js";
 import { modelTables, policyPatchOf } from "./policy-patch.js";
-import { watchCallerOf } from "./watch-caller.js";
+import { watchCallerOf } from "../auth/watch-caller.js";
 import { applySetNodeLimits, checkScaleModel, checkSetNodeLimits, modelReplicasInit, nodeLimitFields, replicaSummaries } from "./replica-admin.js";
 import { lostPlaceholder, modelInstance, nodeInit, nodeStateOf, policyInit, type ModelInstanceInit, type NodeInit } from "./admin-messages.js";
-import { inMemorySettings, type SettingsWriter } from "./ha/durable-settings.js";
-import { policyKey, type PolicyValue } from "./ha/settings-values.js";
-import type { TakeoverSettings } from "./ha/takeover-settings.js";
+import { inMemorySettings, type SettingsWriter } from "../ha/durable-settings.js";
+import { policyKey, type PolicyValue } from "../ha/settings-values.js";
+import type { TakeoverSettings } from "../ha/takeover-settings.js";
 
 
 export interface AdminDeps {

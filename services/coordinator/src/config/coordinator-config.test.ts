@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { parseCoordinatorConfig } from "./coordinator-config.js";
-import { errorOf, model } from "./coordinator-config.fixture.js";
+import { errorOf, model } from "../test-kit/coordinator-config.fixture.js";
 
 
 describe("coordinator config maxima", () => {

@@ -18,7 +18,7 @@ import type { Client } from "@warden/grpc";
 import { Code, ManualClock, WardenError, createUlidFactory, nullLogger, seededRng, sleep } from "@warden/common";
 import { Loader, modelSpec, type LoaderEvent, type StopIntent } from "@warden/loader";
 import { NodeRegistry } from "./node-registry.js";
-import { idleWatchBackends } from "./idle-watch.fixture.js";
+import { idleWatchBackends } from "../test-kit/idle-watch.fixture.js";
 
 interface Proc {
   readonly model: string;

@@ -1,10 +1,10 @@
 import { AgentService, Backend } from "@warden/proto";
 import { ReloadableServerCredentials, clientTlsOf, expectNodeCertificate, createClient, createH2Client, readCaBundle, readTlsMaterial, type LeanGrpcServer, type ClientTls, type CreateServerOptions, type LeanServerOptions, type TlsMaterial } from "@warden/grpc";
 import type { BackendConnector, ModelSpec } from "@warden/loader";
-import { backendHandle, type BackendClientHandle } from "./backend-connector.js";
-import type { AgentClient } from "./grpc-agent-connector.js";
+import { backendHandle, type BackendClientHandle } from "../routing/backend-connector.js";
+import type { AgentClient } from "../nodes/grpc-agent-connector.js";
 import { agentAddressProbe, type AgentAddressProbe } from "./agent-address-probe.js";
-import { nodeBoundAgentClient } from "./node-bound-agent-client.js";
+import { nodeBoundAgentClient } from "../nodes/node-bound-agent-client.js";
 import type { BackendTlsConfig, TlsSettings } from "./tls-settings.js";
 
 /**

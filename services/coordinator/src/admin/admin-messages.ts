@@ -4,8 +4,8 @@ import { InstanceState, NodeState, Placement, type ModelInstanceSchema, type Nod
 import type { Clock } from "@warden/common";
 import type { Loader } from "@warden/loader";
 import type { InstanceView } from "@warden/watchdog";
-import type { BackendClientHandle } from "./backend-connector.js";
-import type { NodeRecord } from "./node-registry.js";
+import type { BackendClientHandle } from "../routing/backend-connector.js";
+import type { NodeRecord } from "../nodes/node-registry.js";
 import type { NodeLimitFields } from "./replica-admin.js";
 
 // The AdminService's read model: how instances, nodes and the policy look on

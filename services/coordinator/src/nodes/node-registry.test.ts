@@ -4,7 +4,7 @@ import { InventoryEntrySchema, BackendState, OrphanProcessSchema, type AgentServ
 import { ManualClock, nullLogger } from "@warden/common";
 import type { Client } from "@warden/grpc";
 import { NodeRegistry } from "./node-registry.js";
-import { idleWatchBackends } from "./idle-watch.fixture.js";
+import { idleWatchBackends } from "../test-kit/idle-watch.fixture.js";
 
 /** An agent client that is never called over the network: WatchBackends idles until aborted. */
 function idleClient(): Client<typeof AgentService> {

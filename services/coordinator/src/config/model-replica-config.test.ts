@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { defaultReplicas, replicaBounds } from "@warden/loader";
 import { parseCoordinatorConfig } from "./coordinator-config.js";
-import { errorOf, model } from "./coordinator-config.fixture.js";
+import { errorOf, model } from "../test-kit/coordinator-config.fixture.js";
 
 
 describe("coordinator config: model replicas, spread, idleTimeout (issue 16)", () => {

@@ -18,14 +18,14 @@ import {
 } from "@warden/common";
 import { modelSpec, type ModelSpec } from "@warden/loader";
 import { natsInboxPrefix } from "./nats-config.js";
-import { parseHaConfig, type HaConfig } from "./ha/ha-config.js";
+import { parseHaConfig, type HaConfig } from "../ha/ha-config.js";
 import type { PolicyPatch } from "@warden/watchdog";
 import type { PlacementStrategy } from "@warden/placement";
-import { parseTlsSettings, tlsSettingsFields, type TlsSettings } from "./tls-settings.js";
+import { parseTlsSettings, tlsSettingsFields, type TlsSettings } from "../auth/tls-settings.js";
 import { checkModelFile, loadSettingFields, parseLoadSettings } from "./model-load-settings.js";
-import { resolveAuthConfig, type AuthConfig } from "./auth-config.js";
+import { resolveAuthConfig, type AuthConfig } from "../auth/auth-config.js";
 import { parseCoordinatorLimits, type CoordinatorLimits } from "./limits-config.js";
-import { parseHttpSettings, httpSettingsFields, type HttpSettings } from "./http/http-settings.js";
+import { parseHttpSettings, httpSettingsFields, type HttpSettings } from "../http/http-settings.js";
 import { modelReplicaFields, parseModelReplicas } from "./model-replica-config.js";
 
 /** The coordinator's validated configuration. Durations in ms, sizes in bytes. TLS: see tls-settings.ts. */

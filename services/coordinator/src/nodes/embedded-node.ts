@@ -4,7 +4,7 @@ import { AgentService, InventoryEntrySchema, NodeResourcesSchema, OrphanProcessS
 import { inProcessClient, type ServiceImpl } from "@warden/grpc";
 import { wardenVersion, type Clock, type Logger, type Rng } from "@warden/common";
 import { builtinCatalog, createAgent, createNodeHeartbeat, inProcessNodeService, placementLimitsMessage, resolveAgentConfig, type Agent, type NodeHeartbeat } from "@warden/agent";
-import type { CoordinatorConfig } from "./coordinator-config.js";
+import type { CoordinatorConfig } from "../config/coordinator-config.js";
 import type { NodeRegistry } from "./node-registry.js";
 
 /** The embedded agent's config: the operator's `agent:` section over single-machine defaults. */

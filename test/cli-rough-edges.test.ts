@@ -28,6 +28,7 @@ let up: ChildProcess | undefined;
 let addr = "";
 let dir = "";
 let upOut = "";
+let upStdout = "";
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), "warden-rough-"));
@@ -38,7 +39,10 @@ beforeAll(async () => {
     `listen: ${addr}\nstateDir: ${join(dir, "state")}\nagent: { ports: { min: ${String(ports.min)}, max: ${String(ports.max)} }, nvidiaSmi: "" }\nmodels:\n  - { id: a, backend: backend-sim, options: ["sim.predict_tokens:2"] }\n  - { id: b, backend: backend-sim }\n`,
   );
   up = spawn(process.execPath, cli(["up", "--config", join(dir, "c.yaml"), "--log-json", "--http", "off"]), { cwd: root, env: { ...process.env, NO_COLOR: "1" }, stdio: ["ignore", "pipe", "pipe"] });
-  up.stdout?.on("data", (b: Buffer) => (upOut += b.toString()));
+  up.stdout?.on("data", (b: Buffer) => {
+    upOut += b.toString();
+    upStdout += b.toString();
+  });
   up.stderr?.on("data", (b: Buffer) => (upOut += b.toString()));
   await until("warden up banner", () => upOut.includes("Warden is running"), 90_000);
 });
@@ -52,6 +56,19 @@ afterAll(async () => {
 });
 
 describe("rough edges (warden up as a real process)", () => {
+  it("under --log-json stdout is one JSON record per line: the banner is not mixed in", () => {
+    const lines = upStdout.split("\n").filter((l) => l !== "");
+    expect(lines.length).toBeGreaterThan(0);
+    const notJson = lines.filter((l) => {
+      try {
+        return typeof JSON.parse(l) !== "object";
+      } catch {
+        return true;
+      }
+    });
+    expect(notJson).toEqual([]);
+  });
+
   it("the banner shows the effective policy (no policy: block = every check off, no limit) and the state dir", () => {
     expect(upOut).toContain("Policy         limitPerNode=unlimited idleCheck=off busyCheck=off memoryReclaimer=off");
     expect(upOut).toContain(`State dir      ${join(dir, "state")}`);

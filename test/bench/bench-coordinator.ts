@@ -48,9 +48,14 @@ export async function startBenchCoordinator(tag: string, defaultPortMin: number,
   const catalog = c === undefined ? "" : `, catalog: { backend-sim: { builtin: backend-sim, env: { BACKEND_SIM_TLS_CERT: ${join(c, "bench-backend.pem")}, BACKEND_SIM_TLS_KEY: ${join(c, "bench-backend-key.pem")} }, tls: { ca: ${join(c, "ca.pem")} } } }`;
   await writeFile(join(dir, "c.yaml"), `listen: ${address}\ninferenceListen: ${dataPlane}\nhttpListen: ${http}\nstateDir: ${join(dir, "state")}\n${tlsYaml}agent: { ports: { min: ${String(portMin)}, max: ${String(portMin + 49)} }, nvidiaSmi: ""${catalog}${setup.agent === undefined ? "" : `, ${setup.agent}`} }\nmodels:\n${(setup.models ?? ['{ id: m, backend: backend-sim, options: ["sim.predict_tokens:1"] }']).map((m) => `  - ${m}\n`).join("")}`);
   const root = resolve(import.meta.dirname, "..", "..");
-  const child = spawn(process.execPath, ["--import", "tsx", join(root, "services/cli/src/main.ts"), "up", "--config", join(dir, "c.yaml"), "--log-level", "warn"], { cwd: root, stdio: ["ignore", "pipe", "inherit"] });
+  const child = spawn(process.execPath, ["--import", "tsx", join(root, "services/cli/src/main.ts"), "up", "--config", join(dir, "c.yaml"), "--log-level", "warn"], { cwd: root, stdio: ["ignore", "pipe", "pipe"] });
   let out = "";
   child.stdout.on("data", (b: Buffer) => (out += b.toString()));
+  // The banner comes on stderr under JSON logs; warnings pass through to the bench's stderr as before.
+  child.stderr.on("data", (b: Buffer) => {
+    out += b.toString();
+    process.stderr.write(b);
+  });
   for (let i = 0; i < 300 && !out.includes("Warden is running"); i++) await new Promise((r) => setTimeout(r, 100));
   return {
     address,

@@ -37,9 +37,14 @@ export async function run(): Promise<BenchResult[]> {
   await ensureFreshBuild();
   const dir = await mkdtemp(join(tmpdir(), "warden-bench-cli-"));
   const addr = `127.0.0.1:${String(await freePort())}`;
-  const up = spawn(process.execPath, [...built, "up", "--listen", addr, "--state-dir", join(dir, "state"), "--log-level", "warn", "--log-json", "--http", "off"], { cwd: root, stdio: ["ignore", "pipe", "inherit"] });
+  const up = spawn(process.execPath, [...built, "up", "--listen", addr, "--state-dir", join(dir, "state"), "--log-level", "warn", "--log-json", "--http", "off"], { cwd: root, stdio: ["ignore", "pipe", "pipe"] });
   let out = "";
   up.stdout.on("data", (b: Buffer) => (out += b.toString()));
+  // The banner comes on stderr under JSON logs; warnings pass through to the bench's stderr as before.
+  up.stderr.on("data", (b: Buffer) => {
+    out += b.toString();
+    process.stderr.write(b);
+  });
   for (let i = 0; i < 600 && !out.includes("Warden is running"); i++) await new Promise((r) => setTimeout(r, 100));
   try {
     const commands: { name: string; args: string[] }[] = [

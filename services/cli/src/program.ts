@@ -151,7 +151,7 @@ export function buildProgram(io: CliIo, runners: Runners): { program: Command; e
 
   const viaReplicas = <A extends unknown[]>(fn: (r: typeof ReplicaActions, g: GlobalOpts, ...args: A) => Promise<number | undefined>) => act(async (_a, g, ...args: A) => fn(await replicaActions(), g, ...args));
   const models = program.command("models").description("list, load, unload and scale models");
-  const haCmd = program.command("ha").description("coordinator high availability (issue 17)");
+  const haCmd = program.command("ha").description("coordinator high availability");
   withGlobal(
     haCmd
       .command("status")

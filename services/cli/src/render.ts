@@ -19,9 +19,18 @@ export function stateName(s: InstanceState): string {
   return InstanceState[s].toLowerCase().replace(/_/g, "-");
 }
 
+/** The PLACEMENT words `models ls --help` and the README explain (spelled out: a derived name read "remote+only"). */
 export function placementName(p: Placement): string {
-  if (p === Placement.UNSPECIFIED) return "-";
-  return Placement[p].toLowerCase().replace(/_/g, "+");
+  switch (p) {
+    case Placement.LOCAL:
+      return "local";
+    case Placement.LOCAL_REMOTE:
+      return "local+remote";
+    case Placement.REMOTE_ONLY:
+      return "remote-only";
+    default:
+      return "-";
+  }
 }
 
 export function nodeStateName(s: NodeState): string {

@@ -84,6 +84,8 @@ describe("warden: bad input is exit 2 naming what to fix", () => {
     try {
       const r = warden(["up", "--listen", `127.0.0.1:${String(port)}`, "--state-dir", join(dir, "s2"), "--log-level", "warn"]);
       expect(r.stderr).toContain(`cannot listen on 127.0.0.1:${String(port)}: address already in use`);
+      // One message for one problem: grpc-js's own "E No address added out of total 1 resolved" is not printed before it.
+      expect(r.stderr.split("\n").filter((l) => l.trim() !== "")).toEqual([expect.stringContaining("cannot listen on")]);
       expect(r.code).toBe(7);
     } finally {
       taken.close();

@@ -23,3 +23,4 @@ export { checkRequestElements, defaultMaxRequestElements } from "./request-eleme
 export { callNeverSent, notConnectedTransport, serverWasSilent, unresponsiveTransport } from "./call-never-sent.js";
 export { createLeaderFollowingClient, defaultIdempotent, followDecision, maxFollowRounds, type LeaderFollowingClient, type LeaderFollowingOptions } from "./leader-following-client.js";
 export { capConnections, defaultPeerCaps, guardHttp2Server, parsePeerCaps, peerCapBounds, peerCapKeys, peerOf, type ConnectionCount, type PeerCaps } from "./peer-caps.js";
+export { routeGrpcJsLogs } from "./grpc-js-log.js";

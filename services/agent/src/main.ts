@@ -1,6 +1,6 @@
 import { readFile } from "node:fs/promises";
 import { WardenError, createLogger, readSecretFile } from "@warden/common";
-import { GrpcServer, ReloadableServerCredentials, bearerMetadata, clientTlsOf, readTlsMaterial } from "@warden/grpc";
+import { GrpcServer, ReloadableServerCredentials, bearerMetadata, clientTlsOf, readTlsMaterial, routeGrpcJsLogs } from "@warden/grpc";
 import { AgentService } from "@warden/proto";
 import { agentUsage, parseAgentArgs } from "./agent-args.js";
 import { parseAgentConfig } from "./agent-config.js";
@@ -56,6 +56,10 @@ async function main(): Promise<number> {
     return 0;
   }
   const logger = createLogger({ name: "agent", level: process.env.LOG_LEVEL ?? "info" });
+  const grpcLog = logger.child({ component: "grpc-js" });
+  routeGrpcJsLogs((message) => {
+    grpcLog.debug(message);
+  });
   const agent = createAgent(config, { logger });
   const report = await agent.start();
   logger.info("state dir adopted", { adopted: report.adopted, forgotten: report.forgotten, stoppedUnfinished: report.stoppedUnfinished, orphans: report.orphans.length });

@@ -5,6 +5,7 @@
  * (DESIGN §2). SIGHUP reloads models and policy.
  */
 import { readFile } from "node:fs/promises";
+import { routeGrpcJsLogs } from "@warden/grpc";
 import { Code, WardenError, createLogger, formatDurationMs, invalidArgument, wardenVersion } from "@warden/common";
 import { parseCoordinatorConfig, type CoordinatorConfig } from "./config/coordinator-config.js";
 import { startCoordinator } from "./coordinator.js";
@@ -141,6 +142,10 @@ export async function runCoordinator(o: RunCoordinatorOptions): Promise<number> 
   const out = o.out ?? process.stdout;
   const cli = o.cliName ?? "npx warden";
   const log = createLogger({ name: "coordinator", level: o.logLevel ?? "info", ...(o.logDestination === undefined ? {} : { destination: o.logDestination }) });
+  const grpcLog = log.child({ component: "grpc-js" });
+  routeGrpcJsLogs((message) => {
+    grpcLog.debug(message);
+  });
   const load = async (): Promise<CoordinatorConfig> => {
     const base = o.config === undefined ? demoConfig() : parseCoordinatorConfig(await readConfigFile(o.config));
     const merged = { ...base, ...(o.listen === undefined ? {} : { listen: o.listen }), ...(o.stateDir === undefined ? {} : { stateDir: o.stateDir }), ...(o.metricsListen === undefined ? {} : { metricsListen: o.metricsListen }), ...httpFlag(base, o), ...transportFlags(base, o), ...haFlags(base, o) };

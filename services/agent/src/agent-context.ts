@@ -51,6 +51,8 @@ export interface AgentContext {
   readonly fence: LeaderFence;
   /** The agent's lifetime: aborted by close(). */
   readonly closing: AbortSignal;
+  /** Aborted by endWatches() (the process is stopping) or close(): WatchBackends streams end then, so the server drains at once. */
+  readonly watchesEnded: AbortSignal;
   readonly processDeps: BackendProcessDeps;
   /** True once start() adopted the state dir's backends. */
   isStarted(): boolean;

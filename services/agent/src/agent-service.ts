@@ -28,7 +28,7 @@ export function createAgentService(ctx: AgentContext, parts: AgentServiceParts):
       return { nodeId: config.nodeId, labels: { ...config.labels }, resources: await nodeResources(callCtx.signal), bootEpoch: BigInt(bootEpochMs) };
     },
     async *watchBackends(_req, callCtx) {
-      yield* hub.subscribe(AbortSignal.any([callCtx.signal, ctx.closing]));
+      yield* hub.subscribe(AbortSignal.any([callCtx.signal, ctx.closing, ctx.watchesEnded]));
     },
   }, ctx.logger);
 }

@@ -64,6 +64,13 @@ export interface Agent {
    * running for the next agent to adopt.
    */
   close(options: { stopBackends: boolean }): Promise<void>;
+  /**
+   * Ends every WatchBackends stream now with UNAVAILABLE "agent shutting down"
+   * (the coordinator re-opens it on the agent's successor). Called before the
+   * gRPC server drains: a watch never ends by itself, so the drain otherwise
+   * waited out its whole grace on the coordinator's stream.
+   */
+  endWatches(): void;
   inventory(signal?: AbortSignal): Promise<InventorySnapshot>;
   nodeResources(signal?: AbortSignal): Promise<NodeResourcesInit>;
   /** Stamps the next Heartbeat report (report-sequence.ts); call it before reading the inventory the report carries. */
@@ -96,6 +103,8 @@ export function createAgent(config: AgentConfig, deps: AgentDeps = {}): Agent {
   // The agent's lifetime signal is shared by every operation in flight (each
   // removes its listener when done); many at once is normal, not a leak.
   setMaxListeners(0, closing.signal);
+  const watchesEnd = new AbortController();
+  setMaxListeners(0, watchesEnd.signal);
   const fence = new LeaderFence(config.stateDir);
   const scan = new PortRangeScan({ config, clock, logger, mark, procRoot, table, fence, closing: closing.signal });
   const ports = new PortAllocator({ host: config.backendHost, min: config.portMin, max: config.portMax, quarantineMs: config.portQuarantineMs, clock, blocked: (p) => scan.holdsPort(p) });
@@ -151,6 +160,7 @@ export function createAgent(config: AgentConfig, deps: AgentDeps = {}): Agent {
     scan,
     fence,
     closing: closing.signal,
+    watchesEnded: watchesEnd.signal,
     processDeps: { clock, graceMs: config.graceMs, logger, onTransition },
     isStarted: () => started,
     persist: (p) => {
@@ -220,9 +230,14 @@ export function createAgent(config: AgentConfig, deps: AgentDeps = {}): Agent {
     await records.flush();
   };
 
+  const endWatches = (): void => {
+    if (!watchesEnd.signal.aborted) watchesEnd.abort(new WardenError(Code.Unavailable, "agent shutting down"));
+  };
+
   return {
     config,
     bootEpochMs,
+    endWatches,
     service: createAgentService(ctx, { bootEpochMs, inventory, nodeResources }),
     start,
     close,

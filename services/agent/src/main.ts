@@ -105,9 +105,12 @@ async function main(): Promise<number> {
       void (async () => {
         await heartbeat?.stop();
         node?.close();
-        await server.shutdown(2_000);
+        agent.endWatches();
+        const drain = await server.shutdown(2_000);
         metricsServer?.close();
         await agent.close({ stopBackends });
+        // The last line: what the shutdown did ("forced" = calls were still open after the grace).
+        logger.info("agent stopped", { signal: sig, server: drain, stopBackends });
         resolve(0);
       })();
     };

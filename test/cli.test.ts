@@ -82,7 +82,7 @@ describe("warden CLI (warden up as a real process)", () => {
   it("warden up prints where the APIs listen and three commands to try, and answers health SERVING", async () => {
     expect(upOut).toContain(`Admin API      ${addr}`);
     expect(upOut).toContain(`Inference API  ${addr}`);
-    expect(upOut.match(/npx warden (models ls|predict|explain)/g)).toHaveLength(3);
+    expect(upOut.match(/^ {2}warden (models ls|predict|explain)/gm)).toHaveLength(3);
     // --http 127.0.0.1:0: the banner names the port the OpenAI API got, and it answers there.
     const http = /OpenAI API {5}http:\/\/(127\.0\.0\.1:\d+)\/v1/.exec(upOut)?.[1];
     expect(http).toBeDefined();

@@ -31,6 +31,7 @@ describe("agent config", () => {
       nodeId: "gpu-1",
       portMin: 40000,
       portMax: 40099,
+      portStart: "first",
       graceMs: 10_000,
       freeTimeoutMs: 5_000,
       heartbeatIntervalMs: 1_000,
@@ -56,6 +57,8 @@ describe("agent config", () => {
     expect(errorOf(() => parseAgentConfig(minimal.replace("args:", "argv:")))).toMatch(/^catalog\.llama\.argv: unknown field/);
     expect(errorOf(() => parseAgentConfig(minimal.replace("/opt/llama/grpc-server", "grpc-server")))).toMatch(/^catalog\.llama\.command: must be an absolute path/);
     expect(errorOf(() => parseAgentConfig(minimal.replace("max: 40099", "max: 3")))).toMatch(/^ports\.max: /);
+    expect(errorOf(() => parseAgentConfig(minimal.replace("max: 40099", "max: 40099, start: middle")))).toMatch(/^ports\.start: expected first or random/);
+    expect(parseAgentConfig(minimal.replace("max: 40099", "max: 40099, start: random")).portStart).toBe("random");
     expect(errorOf(() => parseAgentConfig(minimal.replace("nodeId: gpu-1", "nodeId: -x")))).toMatch(/^nodeId: /);
     expect(errorOf(() => parseAgentConfig(`${minimal}gpus: ["zero"]\n`))).toMatch(/^gpus\[0\]: /);
     expect(errorOf(() => parseAgentConfig(`${minimal}readiness: { tries: 3 }\n`))).toMatch(/^readiness\.tries: unknown field/);

@@ -78,6 +78,12 @@ export interface AgentConfig {
   portMax: number;
   /** A freed port is not reused for this long, so a late call cannot reach a new backend on it. @default 30000 */
   portQuarantineMs: number;
+  /**
+   * Where the search for a free backend port starts: `first` (ports.min) or
+   * `random` (anywhere in the range, so two agents on one machine do not both
+   * pick the same first port at the same moment). @default "first"
+   */
+  portStart: "first" | "random";
   /** Directory of per-backend records (created if missing). */
   stateDir: string;
   catalog: Readonly<Record<string, CatalogEntry>>;
@@ -254,7 +260,9 @@ export function resolveAgentConfig(input: unknown, builtins: BuiltinCatalog = {}
   const listen = hostPort(input.listen, "listen", "127.0.0.1:7443");
   const ports = input.ports;
   if (!isRecord(ports)) throw invalidArgument("ports", "required: {min, max, quarantine}");
-  rejectUnknown(ports, new Set(["min", "max", "quarantine"]), "ports");
+  rejectUnknown(ports, new Set(["min", "max", "quarantine", "start"]), "ports");
+  const portStart = ports.start ?? "first";
+  if (portStart !== "first" && portStart !== "random") throw invalidArgument("ports.start", `expected first or random, got ${JSON.stringify(portStart)}`);
   const portMin = int(ports.min, "ports.min", undefined, 1, 65535);
   const portMax = int(ports.max, "ports.max", undefined, 1, 65535);
   if (portMax < portMin) throw invalidArgument("ports.max", `must be >= ports.min (${String(portMin)})`);
@@ -303,6 +311,7 @@ export function resolveAgentConfig(input: unknown, builtins: BuiltinCatalog = {}
     portMin,
     portMax,
     portQuarantineMs: duration(ports.quarantine, "ports.quarantine", 30_000, maxDurationMs),
+    portStart,
     stateDir: str(input.stateDir, "stateDir"),
     catalog,
     modelsPath,

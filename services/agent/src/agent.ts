@@ -1,3 +1,4 @@
+import { randomInt } from "node:crypto";
 import { setMaxListeners } from "node:events";
 import { join } from "node:path";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
@@ -46,6 +47,8 @@ export interface AgentDeps {
   env?: Readonly<Record<string, string | undefined>>;
   /** @default "/proc" (tests point it elsewhere only for pure parsing) */
   procRoot?: string;
+  /** The backend port the first search starts at. @default by the config's ports.start (see PortAllocatorOptions.startAt) */
+  portStartAt?: number;
 }
 
 /** The agent a coordinator embeds or main.ts serves. */
@@ -107,7 +110,7 @@ export function createAgent(config: AgentConfig, deps: AgentDeps = {}): Agent {
   setMaxListeners(0, watchesEnd.signal);
   const fence = new LeaderFence(config.stateDir);
   const scan = new PortRangeScan({ config, clock, logger, mark, procRoot, table, fence, closing: closing.signal });
-  const ports = new PortAllocator({ host: config.backendHost, min: config.portMin, max: config.portMax, quarantineMs: config.portQuarantineMs, clock, blocked: (p) => scan.holdsPort(p) });
+  const ports = new PortAllocator({ host: config.backendHost, min: config.portMin, max: config.portMax, quarantineMs: config.portQuarantineMs, clock, blocked: (p) => scan.holdsPort(p), startAt: deps.portStartAt ?? (config.portStart === "random" ? config.portMin + randomInt(config.portMax - config.portMin + 1) : config.portMin) });
   const hub = new WatchHub<WatchEventInit>();
   const reports = new ReportSequence();
   let started = false;

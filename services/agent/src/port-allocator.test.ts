@@ -10,6 +10,13 @@ describe("port allocator", () => {
     expect(got[3]).toBeUndefined();
   });
 
+  it("starts its search at startAt and wraps around the range; an out-of-range start means min", async () => {
+    const ports = new PortAllocator({ host: "127.0.0.1", min: 100, max: 103, quarantineMs: 0, clock: new ManualClock(), probe: async () => true, startAt: 102 });
+    expect([await ports.allocate(), await ports.allocate(), await ports.allocate(), await ports.allocate()]).toEqual([102, 103, 100, 101]);
+    const bad = new PortAllocator({ host: "127.0.0.1", min: 100, max: 103, quarantineMs: 0, clock: new ManualClock(), probe: async () => true, startAt: 99 });
+    expect(await bad.allocate()).toBe(100);
+  });
+
   it("quarantines a released port on the injected clock", async () => {
     const clock = new ManualClock();
     const ports = new PortAllocator({ host: "127.0.0.1", min: 100, max: 100, quarantineMs: 30_000, clock, probe: async () => true });

@@ -23,6 +23,13 @@ export interface PortAllocatorOptions {
   /** How long a released port stays unused. */
   quarantineMs: number;
   clock: Clock;
+  /**
+   * Where in the range the first search starts. @default min. The agent starts
+   * at a random port: two agents on one machine (two `warden up`, a test run
+   * beside `npm start`) would otherwise both probe `min` free at the same
+   * moment and start two backends on it, one of which exits unable to bind.
+   */
+  startAt?: number;
   /** @default probePortFree */
   probe?: (host: string, port: number) => Promise<boolean>;
   /**
@@ -47,7 +54,8 @@ export class PortAllocator {
   private cursor: number;
 
   constructor(private readonly options: PortAllocatorOptions) {
-    this.cursor = options.min;
+    const start = options.startAt ?? options.min;
+    this.cursor = Number.isInteger(start) && start >= options.min && start <= options.max ? start : options.min;
   }
 
   /** Marks a port as taken (adopted backends). */

@@ -157,7 +157,7 @@ export async function runHaDevCluster(o: HaDevClusterOptions): Promise<number> {
       `  nats-servers pids ${nats.map((p) => String(p.pid)).join(", ")} (configs: ${cluster.configFiles.join(", ")})\n` +
       `  agents gpu-a, gpu-b, gpu-c follow --coordinator ${both}\n` +
       // ha status per member: each answers for itself (its role, the lease as it sees it).
-      `Try:\n  npx warden ha status --addr ${addrs[0]}\n  npx warden ha status --addr ${addrs[1]}\n  npx warden nodes ls --addr ${both}\n  npx warden predict whisper "hi" --addr ${both}\n` +
+      `Try:\n  warden ha status --addr ${addrs[0]}\n  warden ha status --addr ${addrs[1]}\n  warden nodes ls --addr ${both}\n  warden predict whisper "hi" --addr ${both}\n` +
       `  curl -i ${String(urls[1])}/v1/models   # the standby: 503, Warden-Leader names coord-a's URL\n` +
       `  kill -9 ${String(coordinators[0]?.pid)}   # the leader; coord-b takes over within a lease (3 s) + recovery window; the dashboard moves to ${String(urls[1])}\n` +
       `Ctrl-C stops everything.\n\n`,

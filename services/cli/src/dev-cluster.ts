@@ -22,13 +22,12 @@ interface NodeSpec {
   /** name, total MiB, used MiB per GPU */
   readonly gpus: readonly (readonly [string, number, number])[];
   readonly ports: readonly [number, number];
-  readonly listenPort: number;
 }
 
 const nodes: readonly NodeSpec[] = [
-  { id: "gpu-a", labels: { gpu: "a100", zone: "east" }, gpus: [["NVIDIA A100-SXM4-80GB", 81920, 2048], ["NVIDIA A100-SXM4-80GB", 81920, 1024]], ports: [22100, 22199], listenPort: 7451 },
-  { id: "gpu-b", labels: { gpu: "l4", zone: "east" }, gpus: [["NVIDIA L4", 23034, 512]], ports: [22200, 22299], listenPort: 7452 },
-  { id: "gpu-c", labels: { gpu: "t4", zone: "west" }, gpus: [["Tesla T4", 15360, 6144]], ports: [22300, 22399], listenPort: 7453 },
+  { id: "gpu-a", labels: { gpu: "a100", zone: "east" }, gpus: [["NVIDIA A100-SXM4-80GB", 81920, 2048], ["NVIDIA A100-SXM4-80GB", 81920, 1024]], ports: [22100, 22199] },
+  { id: "gpu-b", labels: { gpu: "l4", zone: "east" }, gpus: [["NVIDIA L4", 23034, 512]], ports: [22200, 22299] },
+  { id: "gpu-c", labels: { gpu: "t4", zone: "west" }, gpus: [["Tesla T4", 15360, 6144]], ports: [22300, 22399] },
 ];
 
 /** A fake nvidia-smi answering the two queries the agent makes, with fixed numbers. */
@@ -74,7 +73,7 @@ async function main(): Promise<void> {
   const { values } = parseArgs({ options: { listen: { type: "string", default: "127.0.0.1:50061" }, "http-listen": { type: "string", default: "127.0.0.1:8090" }, ha: { type: "boolean", default: false }, help: { type: "boolean", short: "h", default: false } } });
   if (values.help) {
     process.stdout.write(
-      "usage: npm run cluster [-- --listen HOST:PORT] [-- --ha [--http-listen HOST:PORT]]\n\nStarts a coordinator and three agents (gpu-a: 2×A100 east, gpu-b: L4 east, gpu-c: T4 west) on loopback.\n" +
+      "usage: npm run cluster [-- --listen HOST:PORT] [-- --http-listen HOST:PORT] [-- --ha]\n\nStarts a coordinator and three agents (gpu-a: 2×A100 east, gpu-b: L4 east, gpu-c: T4 west) on loopback, with the dashboard and OpenAI API on --http-listen (default 127.0.0.1:8090; port 0 picks a free one).\n" +
         "--ha: three nats-servers in a JetStream cluster, two coordinators with --ha (--listen and the next port; HTTP on --http-listen, default 127.0.0.1:8090, and the next port, or free ports with port 0), the agents following both.\n",
     );
     return;
@@ -104,13 +103,14 @@ async function main(): Promise<void> {
       const smi = join(dir, `nvidia-smi-${n.id}`);
       await writeFile(smi, fakeNvidiaSmi(n));
       await chmod(smi, 0o755);
-      await mkdir(join(dir, n.id), { recursive: true });
+      // 0700 as the agent wants its state (it tightens and warns otherwise).
+      await mkdir(join(dir, n.id), { recursive: true, mode: 0o700 });
       const labels = Object.entries(n.labels)
         .map(([k, v]) => `  ${k}: ${v}`)
         .join("\n");
       await writeFile(
         join(dir, `${n.id}.yaml`),
-        `nodeId: ${n.id}\nlisten: 127.0.0.1:${String(n.listenPort)}\nlabels:\n${labels}\nstateDir: ${join(dir, n.id)}\nports: { min: ${String(n.ports[0])}, max: ${String(n.ports[1])} }\nnvidiaSmi: ${smi}\ngpus: [${n.gpus.map((_, i) => `"${String(i)}"`).join(", ")}]\ncatalog:\n  backend-sim: { builtin: backend-sim }\n`,
+        `nodeId: ${n.id}\nlisten: 127.0.0.1:0\nlabels:\n${labels}\nstateDir: ${join(dir, n.id)}\nports: { min: ${String(n.ports[0])}, max: ${String(n.ports[1])} }\nnvidiaSmi: ${smi}\ngpus: [${n.gpus.map((_, i) => `"${String(i)}"`).join(", ")}]\ncatalog:\n  backend-sim: { builtin: backend-sim }\n`,
       );
       const a = spawn(process.execPath, [...wardenArgs, "agent", "--config", join(dir, `${n.id}.yaml`), "--coordinator", coordinators, "--stop-backends-on-exit"], { cwd: root, stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, LOG_LEVEL: "warn" } });
       started.push(a);
@@ -125,13 +125,13 @@ async function main(): Promise<void> {
   await writeFile(join(dir, "coordinator.yaml"), coordinatorYaml(values.listen, join(dir, "coordinator")));
   // The coordinator's own banner would say "Ctrl-C stops the coordinator (backends keep
   // running)", which is not what Ctrl-C does here: this script prints the one banner.
-  const coord = spawn(process.execPath, [...wardenArgs, "coordinator", "--config", join(dir, "coordinator.yaml"), "--log-pretty"], { cwd: root, stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, WARDEN_QUIET_BANNER: "1" } });
+  const coord = spawn(process.execPath, [...wardenArgs, "coordinator", "--config", join(dir, "coordinator.yaml"), "--log-pretty", "--http", values["http-listen"]], { cwd: root, stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, WARDEN_QUIET_BANNER: "1" } });
   procs.push(coord);
   let banner = "";
   const listening = new Promise<boolean>((resolveListening) => {
     coord.stdout.on("data", (b: Buffer) => {
       banner += b.toString();
-      if (banner.includes("Warden is running")) resolveListening(true);
+      if (banner.includes("State dir")) resolveListening(true);
     });
     coord.once("exit", () => {
       resolveListening(false);
@@ -146,9 +146,12 @@ async function main(): Promise<void> {
     return;
   }
   procs.push(...(await startAgents(values.listen)));
+  // The coordinator's banner names the HTTP listener it got (port 0 picks a free one).
+  const dashboard = /Dashboard\s+(\S+)/.exec(banner)?.[1] ?? "(off)";
   process.stdout.write(
     `\nWarden dev cluster: coordinator on ${values.listen}, agents gpu-a (2×A100, east), gpu-b (L4, east), gpu-c (T4, west).\n` +
-      `Try:\n  npx warden nodes ls --addr ${values.listen}\n  npx warden explain llama-70b --addr ${values.listen}\n  npx warden predict whisper "hi" --addr ${values.listen}\n  npx warden models ls --addr ${values.listen}\nCtrl-C stops everything.\n\n`,
+      `Dashboard: ${dashboard}\nState and logs: ${dir} (removed when the cluster stops)\n` +
+      `Try:\n  warden nodes ls --addr ${values.listen}\n  warden explain llama-70b --addr ${values.listen}\n  warden predict whisper "hi" --addr ${values.listen}\n  warden models ls --addr ${values.listen}\nCtrl-C stops everything.\n\n`,
   );
   let stopping = false;
   const stop = (): void => {

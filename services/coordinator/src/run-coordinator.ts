@@ -36,7 +36,7 @@ export interface RunCoordinatorOptions {
   readonly logDestination?: NodeJS.WritableStream | undefined;
   /** Where the banner goes. @default process.stdout */
   readonly out?: NodeJS.WritableStream;
-  /** Command prefix shown in the banner. @default "npx warden" */
+  /** Command prefix shown in the banner. @default "warden" */
   readonly cliName?: string;
   /** Validate the config, print the effective settings and resolve 0 without starting. */
   readonly checkConfig?: boolean;
@@ -140,7 +140,7 @@ function httpFlag(base: CoordinatorConfig, o: RunCoordinatorOptions): { httpList
 /** Starts the coordinator and resolves with the exit code once it has shut down. */
 export async function runCoordinator(o: RunCoordinatorOptions): Promise<number> {
   const out = o.out ?? process.stdout;
-  const cli = o.cliName ?? "npx warden";
+  const cli = o.cliName ?? "warden";
   const log = createLogger({ name: "coordinator", level: o.logLevel ?? "info", ...(o.logDestination === undefined ? {} : { destination: o.logDestination }) });
   const grpcLog = log.child({ component: "grpc-js" });
   routeGrpcJsLogs((message) => {

@@ -13,7 +13,9 @@ export function embeddedAgentConfig(config: CoordinatorConfig): ReturnType<typeo
     {
       nodeId: "local",
       stateDir: join(config.stateDir, "agent"),
-      ports: { min: 21000, max: 21999 },
+      // A random first port: two `warden up` on one machine (or a test run beside `npm start`) both
+      // found 21000 free at the same moment and one backend exited unable to bind.
+      ports: { min: 21000, max: 21999, start: "random" },
       catalog: { "backend-sim": { builtin: "backend-sim" } },
       ...(config.auth.backendTokenFile === undefined ? {} : { backendTokenFile: config.auth.backendTokenFile }),
       ...config.agent,

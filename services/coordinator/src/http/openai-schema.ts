@@ -184,6 +184,7 @@ export function parseEmbeddingRequest(raw: unknown): EmbeddingRequest {
       inputs = l.map((x, i) => {
         const f = `input[${String(i)}]`;
         if (typeof x === "string") return { text: optString(x, f, b.contentChars) ?? "" };
+        if (!Array.isArray(x)) throw invalidArgument(f, "must be a string or a list of token ids");
         return { tokens: tokenList(list(x, f, b.embeddingTokens, 1), f) };
       });
     }

@@ -57,6 +57,8 @@ const probes: readonly Probe[] = [
   { route: "POST /api/dashboard/actions/:action", mirror: { t: "admin", methods: ["UndrainNode"] }, request: () => ({ path: "/api/dashboard/actions/undrain", init: json({ nodeId: "nope" }) }) },
   { route: "POST /api/dashboard/actions/:action", mirror: { t: "admin", methods: ["LoadModel"] }, request: () => ({ path: "/api/dashboard/actions/load", init: json({ model: "not-configured" }) }) },
   { route: "GET /v1/models", mirror: { t: "inference", modelless: true }, request: () => ({ path: "/v1/models" }) },
+  // As the list: a one-model token's other models are not there for it (404), not forbidden.
+  { route: "GET /v1/models/*", mirror: { t: "inference", modelless: true }, request: (model) => ({ path: `/v1/models/${model}` }) },
   { route: "POST /v1/chat/completions", mirror: { t: "inference" }, request: (model) => ({ path: "/v1/chat/completions", init: json({ model, messages: [{ role: "user", content: "hi" }] }) }) },
   { route: "POST /v1/completions", mirror: { t: "inference" }, request: (model) => ({ path: "/v1/completions", init: json({ model, prompt: "hi" }) }) },
   { route: "POST /v1/embeddings", mirror: { t: "inference" }, request: (model) => ({ path: "/v1/embeddings", init: json({ model, input: "hi" }) }) },

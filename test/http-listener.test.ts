@@ -49,7 +49,7 @@ describe("http listener", () => {
   it("answers an unknown route 404 in OpenAI's error shape", async () => {
     const r = await getJson(`${base}/v1/nope`);
     expect(r.status).toBe(404);
-    expect(r.body).toMatchObject({ error: { type: "not_found_error", param: "url", code: "not_found" } });
+    expect(r.body).toMatchObject({ error: { type: "invalid_request_error", param: "url", code: null } });
   });
 
   it("closes with the coordinator; a body past http.bodyLimit is 413 in OpenAI's shape", async () => {
@@ -101,17 +101,17 @@ describe("http listener: transport and auth", () => {
       const url = `http://${c.httpAddress ?? "none"}/v1/models`;
       const none = await getJson(url);
       expect(none.status).toBe(401);
-      expect(none.body).toMatchObject({ error: { type: "authentication_error", code: "unauthenticated" } });
+      expect(none.body).toMatchObject({ error: { type: "invalid_request_error", code: "invalid_api_key" } });
       expect((await getJson(url, "wdn_not-a-known-token-at-all-xxxxxxxx")).status).toBe(401);
       const viewer = await getJson(url, tokens.viewer);
       expect(viewer.status).toBe(403);
-      expect(viewer.body).toMatchObject({ error: { type: "permission_error" } });
+      expect(viewer.body).toMatchObject({ error: { type: "invalid_request_error", code: null } });
       expect((await getJson(url, tokens.inference)).status).toBe(200);
       expect((await getJson(url, tokens.admin)).status).toBe(200);
       // A token for some models may not call another one: 403 naming model, before anything is routed.
       const other = await fetch(`http://${c.httpAddress ?? "none"}/v1/chat/completions`, { method: "POST", headers: { authorization: `Bearer ${tokens.alphaOnly}`, "content-type": "application/json" }, body: JSON.stringify({ model: "beta", messages: [{ role: "user", content: "x" }] }) });
       expect(other.status).toBe(403);
-      expect(await other.json()).toMatchObject({ error: { type: "permission_error", param: "model" } });
+      expect(await other.json()).toMatchObject({ error: { type: "invalid_request_error", param: "model", code: "model_not_found" } });
     } finally {
       await c.close({ stopBackends: true });
     }

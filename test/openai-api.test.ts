@@ -220,7 +220,7 @@ describe("OpenAI-compatible API (official client)", () => {
 
   it("errors: 404 unknown model, 400 naming the field, 429 in load cooldown, 503 when no node can take the model", async () => {
     const unknown = await errorOf(client.chat.completions.create({ model: "gpt-4o", messages: [{ role: "user", content: "x" }] }));
-    expect([unknown.status, unknown.code, unknown.param, unknown.type]).toEqual([404, "model_not_found", "model", "not_found_error"]);
+    expect([unknown.status, unknown.code, unknown.param, unknown.type]).toEqual([404, "model_not_found", "model", "invalid_request_error"]);
     const temp = await errorOf(client.chat.completions.create({ model: "words", messages: [{ role: "user", content: "x" }], temperature: 5 }));
     expect([temp.status, temp.param, temp.type]).toEqual([400, "temperature", "invalid_request_error"]);
     const role = await errorOf(client.chat.completions.create({ model: "words", messages: [{ role: "robot", content: "x" } as unknown as OpenAI.ChatCompletionMessageParam] }));
@@ -237,8 +237,8 @@ describe("OpenAI-compatible API (official client)", () => {
     expect(failed.status).toBeGreaterThanOrEqual(500);
     expect(failed.message).toContain("no weights here");
     const cooling = await errorOf(client.chat.completions.create({ model: "broken", messages: [{ role: "user", content: "x" }] }));
-    expect([cooling.status, cooling.type]).toEqual([429, "rate_limit_error"]);
+    expect([cooling.status, cooling.type, cooling.code]).toEqual([429, "requests", "rate_limit_exceeded"]);
     const nowhere = await errorOf(client.chat.completions.create({ model: "nowhere", messages: [{ role: "user", content: "x" }] }));
-    expect(nowhere.status).toBe(503);
+    expect([nowhere.status, nowhere.type, nowhere.code]).toEqual([503, "server_error", null]);
   });
 });

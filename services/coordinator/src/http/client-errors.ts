@@ -53,7 +53,7 @@ export function httpStatusWithExplicit(e: WardenError, failedPrecondition: 409 |
 export function answerUnparsedRequest(err: NodeJS.ErrnoException, socket: Duplex, tls: boolean): void {
   if (err.code === "ECONNRESET" || socket.destroyed) return;
   const [status, message] = err.code === "ERR_HTTP_REQUEST_TIMEOUT" ? [408, "the request took longer than http.requestTimeout"] : err.code === "HPE_HEADER_OVERFLOW" ? [431, "the request's headers are larger than the limit (16 KiB)"] : [400, "the request is not valid HTTP/1.1"];
-  const body = JSON.stringify({ error: { message, type: "invalid_request_error", param: null, code: "invalid_argument" } });
+  const body = JSON.stringify({ error: { message, type: "invalid_request_error", param: null, code: null } });
   const headers = Object.entries({ ...securityHeaders(tls), "content-type": "application/json", "content-length": String(Buffer.byteLength(body)), connection: "close" }).map(([k, v]) => `${k}: ${v}\r\n`);
   if (socket.writable) socket.write(`HTTP/1.1 ${String(status)} ${STATUS_CODES[status] ?? ""}\r\n${headers.join("")}\r\n${body}`);
   socket.destroy(err);

@@ -1,4 +1,4 @@
-import { codeName, type WardenError } from "@warden/common";
+import type { WardenError } from "@warden/common";
 import { httpStatusOfCode } from "./http-status.js";
 
 /** OpenAI's error body: `{ error: { message, type, param, code } }`. */
@@ -13,19 +13,40 @@ export function httpStatusOf(e: WardenError): number {
   return httpStatusOfCode(e.code, 503);
 }
 
+/**
+ * The `type` OpenAI's API sends: `invalid_request_error` for every refusal
+ * of the request (400, 404 — an unknown model included —, 401 and 403 too:
+ * OpenAI answers a wrong key `invalid_request_error` / `invalid_api_key`,
+ * and its client libraries tell those apart by the status), `requests` for
+ * a request-rate 429, `server_error` for 5xx.
+ */
 function typeOf(status: number): string {
-  if (status === 401) return "authentication_error";
-  if (status === 403) return "permission_error";
-  if (status === 404) return "not_found_error";
-  if (status === 429) return "rate_limit_error";
-  if (status < 500) return "invalid_request_error";
-  return status === 503 ? "service_unavailable_error" : "server_error";
+  if (status === 429) return "requests";
+  return status < 500 ? "invalid_request_error" : "server_error";
 }
 
-/** `model: "x" is not configured` → `"x" is not configured`: the field goes to `param`, the text reads on its own. */
+/**
+ * The `code` OpenAI's API sends, or null where it has none: never a gRPC
+ * code name (clients match these strings). An explicit
+ * `details.openAiCode` (missing_required_parameter) wins.
+ */
+function codeOf(e: WardenError, status: number, param: string | null): string | null {
+  const explicit = e.details["openAiCode"];
+  if (typeof explicit === "string") return explicit;
+  if (status === 401) return "invalid_api_key";
+  // A model that is not configured, or that this token may not use (OpenAI: 404, or 403 for a project without access).
+  if ((status === 404 || status === 403) && param === "model") return "model_not_found";
+  if (status === 429) return "rate_limit_exceeded";
+  return null;
+}
+
+/**
+ * The message names the field it is about, in the message itself: clients
+ * show the message alone (LangChain: `400 model: is required`), not `param`.
+ */
 function messageOf(e: WardenError, param: string | null): string {
   const m = e.rawMessage;
-  return param !== null && m.startsWith(`${param}: `) ? m.slice(param.length + 2) : m;
+  return param === null || m.startsWith(`${param}:`) ? m : `${param}: ${m}`;
 }
 
 /** The JSON an HTTP caller gets for `e`; `param` is the field a validation error names. */
@@ -33,6 +54,5 @@ export function errorBody(e: WardenError): OpenAiErrorBody {
   const status = httpStatusOf(e);
   const field = e.details["field"];
   const param = typeof field === "string" ? field : null;
-  const code = status === 404 && param === "model" ? "model_not_found" : codeName(e.code);
-  return { error: { message: messageOf(e, param), type: typeOf(status), param, code } };
+  return { error: { message: messageOf(e, param), type: typeOf(status), param, code: codeOf(e, status, param) } };
 }

@@ -1,4 +1,4 @@
-import { invalidArgument } from "@warden/common";
+import { Code, WardenError, invalidArgument } from "@warden/common";
 
 /**
  * Field readers for OpenAI request bodies: each checks one value's type and
@@ -6,6 +6,11 @@ import { invalidArgument } from "@warden/common";
  * which becomes the 400's `param`.
  */
 export type Body = Readonly<Record<string, unknown>>;
+
+/** A required field that is absent: 400 with OpenAI's code `missing_required_parameter`. */
+export function missing(field: string, what = "is required"): WardenError {
+  return new WardenError(Code.InvalidArgument, `${field}: ${what}`, { details: { field, openAiCode: "missing_required_parameter" } });
+}
 
 export function isRecord(v: unknown): v is Body {
   return typeof v === "object" && v !== null && !Array.isArray(v);
@@ -26,7 +31,7 @@ export function optString(v: unknown, field: string, maxChars: number, minChars 
 
 export function reqString(v: unknown, field: string, maxChars: number): string {
   const s = optString(v, field, maxChars, 1);
-  if (s === undefined) throw invalidArgument(field, "is required");
+  if (s === undefined) throw missing(field);
   return s;
 }
 
@@ -56,6 +61,7 @@ export function optEnum<T extends string>(v: unknown, field: string, allowed: re
 }
 
 export function list(v: unknown, field: string, maxEntries: number, minEntries = 0): readonly unknown[] {
+  if (v === undefined || v === null) throw missing(field);
   if (!Array.isArray(v)) throw invalidArgument(field, "must be a list");
   if (v.length < minEntries) throw invalidArgument(field, minEntries === 1 ? "must not be empty" : `at least ${String(minEntries)} entries`);
   if (v.length > maxEntries) throw invalidArgument(field, `at most ${String(maxEntries)} entries, got ${String(v.length)}`);

@@ -8,6 +8,7 @@ import type { CoordinatorHttpContext } from "./coordinator-http.js";
 import { callSignal } from "./http-server.js";
 import type { OpenAiBackend } from "./openai-backend.js";
 import { multipartError } from "./client-errors.js";
+import { missing } from "./openai-fields.js";
 import { parseEmbeddingRequest, parseImageRequest, parseSpeechRequest, parseTranscriptionFields } from "./openai-schema.js";
 
 /** Most audio one speech call collects from TTSStream before answering. */
@@ -24,7 +25,7 @@ function extensionOf(filename: string): string {
 
 /** Reads the multipart body: the one `file` part to `dir`, the other parts as fields. Partial files are removed on error. */
 async function readUpload(request: FastifyRequest, dir: string, id: string): Promise<{ path: string; fields: Record<string, string> }> {
-  if (!request.isMultipart()) throw new WardenError(Code.InvalidArgument, "body: must be multipart/form-data with a file part", { details: { field: "file" } });
+  if (!request.isMultipart()) throw new WardenError(Code.InvalidArgument, "file: the body must be multipart/form-data with a file part", { details: { field: "file" } });
   const fields: Record<string, string> = {};
   let path: string | undefined;
   try {
@@ -43,7 +44,7 @@ async function readUpload(request: FastifyRequest, dir: string, id: string): Pro
     if (path !== undefined) await rm(path, { force: true });
     throw multipartError(err);
   }
-  if (path === undefined) throw invalidArgument("file", "is required (the audio file)");
+  if (path === undefined) throw missing("file", "is required (the audio file)");
   return { path, fields };
 }
 
@@ -60,6 +61,10 @@ export function registerMediaRoutes(app: FastifyInstance, ctx: CoordinatorHttpCo
     // One Embedding call per input, as LocalAI makes them.
     for (const [index, input] of req.inputs.entries()) {
       const r = await backend.embedding(req.model, "text" in input ? { Prompt: input.text } : { EmbeddingTokens: [...input.tokens] }, signal);
+      // Cutting a vector is honest only for models trained for it (OpenAI's text-embedding-3); Warden cannot tell, so it never cuts.
+      if (req.dimensions !== undefined && r.embeddings.length !== req.dimensions) {
+        throw invalidArgument("dimensions", `model ${JSON.stringify(req.model)} makes ${String(r.embeddings.length)}-dimensional vectors and Warden does not shorten them (it cannot tell whether this model's vectors keep their meaning when cut): leave dimensions out or send ${String(r.embeddings.length)}`);
+      }
       promptTokens += r.promptTokens > 0 ? r.promptTokens : r.tokens;
       const embedding = req.base64 ? Buffer.from(Float32Array.from(r.embeddings).buffer).toString("base64") : r.embeddings;
       data.push({ object: "embedding", index, embedding });
@@ -84,7 +89,7 @@ export function registerMediaRoutes(app: FastifyInstance, ctx: CoordinatorHttpCo
       for await (const r of backend.ttsStream(req.model, tts, signal)) {
         if (r.audio.length > 0) {
           bytes += r.audio.length;
-          if (bytes > maxSpeechBytes) throw new WardenError(Code.ResourceExhausted, `the speech is longer than ${String(maxSpeechBytes)} bytes`, { details: { field: "input" } });
+          if (bytes > maxSpeechBytes) throw new WardenError(Code.ResourceExhausted, `the speech is longer than ${String(maxSpeechBytes)} bytes (send a shorter input)`, { details: { field: "input", httpStatus: 400 } });
           chunks.push(Buffer.from(r.audio));
         } else if (chunks.length === 0 && sampleRate === undefined) sampleRate = sampleRateOf(r.message);
       }

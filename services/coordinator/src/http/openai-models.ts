@@ -57,20 +57,54 @@ export interface OpenAiModelJson {
   };
 }
 
-/** The configured models with their live state (one snapshot: consistent across models). */
-export function listOpenAiModels(loader: Pick<Loader<BackendClientHandle>, "snapshot" | "modelSpecs" | "replicaStatuses">, nowMs: number): { object: "list"; data: OpenAiModelJson[] } {
+type ModelsLoader = Pick<Loader<BackendClientHandle>, "snapshot" | "modelSpecs" | "replicaStatuses">;
+
+/**
+ * A model's `created` (Unix seconds): when this coordinator first saw it
+ * configured — at start for the models configured then, else at the first
+ * API call that found it (after a reload or an Admin API change). It is not
+ * kept across restarts: a restarted coordinator's models are "created" at its
+ * start. Entries live as long as their model is configured (`retain`).
+ */
+export class ModelFirstSeen {
+  private readonly seenSec = new Map<string, number>();
+
+  constructor(private readonly wallNowMs: () => number) {}
+
+  /** The first-seen time of `id`, now if never seen (call only for a configured id). */
+  of(id: string): number {
+    let t = this.seenSec.get(id);
+    if (t === undefined) {
+      t = Math.floor(this.wallNowMs() / 1000);
+      this.seenSec.set(id, t);
+    }
+    return t;
+  }
+
+  /** Forgets models no longer configured (a model removed and added again is seen anew). */
+  retain(ids: ReadonlySet<string>): void {
+    for (const id of this.seenSec.keys()) if (!ids.has(id)) this.seenSec.delete(id);
+  }
+}
+
+/** The configured models with their live state (one snapshot: consistent across models); `only`: one model's entry. */
+export function listOpenAiModels(loader: ModelsLoader, nowMs: number, createdOf: (id: string) => number, only?: string): { object: "list"; data: OpenAiModelJson[] } {
   const byModel = new Map<string, WardenInstanceJson[]>();
   for (const v of loader.snapshot().instances) {
+    if (only !== undefined && v.model !== only) continue;
     const list = byModel.get(v.model) ?? [];
     list.push({ node_id: v.nodeId, incarnation: v.incarnation, state: v.pendingEviction !== undefined ? "pending_eviction" : v.state, in_flight: v.inFlight });
     byModel.set(v.model, list);
   }
   const replicas = new Map<string, WardenReplicasJson>(loader.replicaStatuses().map((r): [string, WardenReplicasJson] => [r.model, replicasJson(r, nowMs)]));
-  const data = loader.modelSpecs().map((m): OpenAiModelJson => {
-    const instances = byModel.get(m.id) ?? [];
-    const state = instances.some((i) => i.state === "ready") ? "loaded" : instances.some((i) => i.state === "loading") ? "loading" : "not_loaded";
-    const r = replicas.get(m.id);
-    return { id: m.id, object: "model", created: 0, owned_by: "warden", warden: { backend: m.backend, state, pinned: m.pinned, groups: [...m.groups], instances, ...(r === undefined ? {} : { replicas: r }) } };
-  });
+  const data = loader
+    .modelSpecs()
+    .filter((m) => only === undefined || m.id === only)
+    .map((m): OpenAiModelJson => {
+      const instances = byModel.get(m.id) ?? [];
+      const state = instances.some((i) => i.state === "ready") ? "loaded" : instances.some((i) => i.state === "loading") ? "loading" : "not_loaded";
+      const r = replicas.get(m.id);
+      return { id: m.id, object: "model", created: createdOf(m.id), owned_by: "warden", warden: { backend: m.backend, state, pinned: m.pinned, groups: [...m.groups], instances, ...(r === undefined ? {} : { replicas: r }) } };
+    });
   return { object: "list", data };
 }

@@ -49,6 +49,9 @@ describe("OpenAI request bounds: just inside accepted, just outside refused nami
     expect(parseSpeechRequest({ model: "m", input: "x".repeat(b.speechChars) }).format).toBe("wav");
     expect(refused(() => parseSpeechRequest({ model: "m", input: "x".repeat(b.speechChars + 1) }))).toBe("input");
     expect(refused(() => parseSpeechRequest({ model: "m", input: "x", response_format: "mp3" }))).toBe("response_format");
+    expect(parseEmbeddingRequest({ model: "m", input: "x", dimensions: b.embeddingDimensions }).dimensions).toBe(b.embeddingDimensions);
+    expect(refused(() => parseEmbeddingRequest({ model: "m", input: "x", dimensions: b.embeddingDimensions + 1 }))).toBe("dimensions");
+    expect(refused(() => parseEmbeddingRequest({ model: "m", input: ["a", null] }))).toBe("input[1]");
     expect(parseSpeechRequest({ model: "m", input: "x", voice: "en_US-amy-medium" }).voice).toBe("en_US-amy-medium");
     for (const voice of ["/etc/passwd", "../voices/x.wav", "a/b", ".."]) expect(refused(() => parseSpeechRequest({ model: "m", input: "x", voice }))).toBe("voice");
     expect(parseImageRequest({ model: "m", prompt: "p", size: `${String(b.imageSide)}x1`, n: b.images }).width).toBe(b.imageSide);
@@ -59,5 +62,25 @@ describe("OpenAI request bounds: just inside accepted, just outside refused nami
     expect(refused(() => parseTranscriptionFields({ model: "m", temperature: "1.5" }))).toBe("temperature");
     expect(refused(() => parseTranscriptionFields({ model: "m", response_format: "srt" }))).toBe("response_format");
     expect(refused(() => parseTranscriptionFields({}))).toBe("model");
+  });
+});
+
+describe("an absent required field: 400 naming it, OpenAI's code missing_required_parameter", () => {
+  it("model, messages, a message's role and content, prompt, input", () => {
+    const missingOf = (fn: () => unknown): unknown => {
+      try {
+        fn();
+      } catch (err) {
+        const e = WardenError.from(err);
+        return [e.details["field"], e.details["openAiCode"], e.rawMessage];
+      }
+      throw new Error("accepted");
+    };
+    expect(missingOf(() => parseChatRequest({ messages: [msg] }))).toEqual(["model", "missing_required_parameter", "model: is required"]);
+    expect(missingOf(() => parseChatRequest({ model: "m" }))).toEqual(["messages", "missing_required_parameter", "messages: is required"]);
+    expect(missingOf(() => parseChatRequest({ model: "m", messages: [{ content: "x" }] }))).toEqual(["messages[0].role", "missing_required_parameter", "messages[0].role: is required"]);
+    expect(missingOf(() => parseChatRequest({ model: "m", messages: [{ role: "user" }] }))).toEqual(["messages[0].content", "missing_required_parameter", "messages[0].content: is required"]);
+    expect(missingOf(() => parseCompletionRequest({ model: "m" }))).toEqual(["prompt", "missing_required_parameter", "prompt: is required"]);
+    expect(missingOf(() => parseEmbeddingRequest({ model: "m" }))).toEqual(["input", "missing_required_parameter", "input: is required"]);
   });
 });

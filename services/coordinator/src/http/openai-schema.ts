@@ -1,7 +1,7 @@
 import { invalidArgument } from "@warden/common";
 import { breaks } from "../auth/backend-path-check.js";
 import { backendPathRules } from "../auth/backend-path-rules.js";
-import { bodyOf, isRecord, list, optBool, optEnum, optInt, optJson, optNumber, optString, reqString, type Body } from "./openai-fields.js";
+import { bodyOf, isRecord, list, missing, optBool, optEnum, optInt, optJson, optNumber, optString, reqString, type Body } from "./openai-fields.js";
 
 /**
  * What the OpenAI-compatible API accepts, each bound documented here (past
@@ -22,6 +22,7 @@ export const openAiBounds = Object.freeze({
   prompts: 64,
   embeddingInputs: 2048,
   embeddingTokens: 1_000_000,
+  embeddingDimensions: 65_536,
   speechChars: 100_000,
   voiceChars: 256,
   instructionsChars: 4096,
@@ -103,7 +104,7 @@ const roles = ["system", "developer", "user", "assistant", "tool", "function"] a
 function contentOf(v: unknown, field: string, role: string): string {
   if (v === undefined || v === null) {
     if (role === "assistant") return "";
-    throw invalidArgument(field, "is required");
+    throw missing(field);
   }
   if (typeof v === "string") return optString(v, field, b.contentChars) ?? "";
   const parts = list(v, field, b.contentParts);
@@ -129,7 +130,7 @@ export function parseChatRequest(raw: unknown): ChatRequest {
     const f = `messages[${String(i)}]`;
     if (!isRecord(m)) throw invalidArgument(f, "must be an object");
     const role = optEnum(m["role"], `${f}.role`, roles);
-    if (role === undefined) throw invalidArgument(`${f}.role`, "is required");
+    if (role === undefined) throw missing(`${f}.role`);
     return {
       role,
       content: contentOf(m["content"], `${f}.content`, role),
@@ -160,6 +161,8 @@ export interface EmbeddingRequest {
   /** One entry per input: text, or token ids. */
   readonly inputs: readonly ({ readonly text: string } | { readonly tokens: readonly number[] })[];
   readonly base64: boolean;
+  /** Checked against the model's vectors (openai-media.ts): equal passes, any other is 400; never cut. */
+  readonly dimensions: number | undefined;
 }
 
 function tokenList(v: readonly unknown[], field: string): number[] {
@@ -181,13 +184,14 @@ export function parseEmbeddingRequest(raw: unknown): EmbeddingRequest {
       inputs = l.map((x, i) => {
         const f = `input[${String(i)}]`;
         if (typeof x === "string") return { text: optString(x, f, b.contentChars) ?? "" };
+        if (!Array.isArray(x)) throw invalidArgument(f, "must be a string or a list of token ids");
         return { tokens: tokenList(list(x, f, b.embeddingTokens, 1), f) };
       });
     }
   }
-  optInt(body["dimensions"], "dimensions", 1, 65_536);
+  const dimensions = optInt(body["dimensions"], "dimensions", 1, b.embeddingDimensions);
   const format = optEnum(body["encoding_format"], "encoding_format", ["float", "base64"]);
-  return { model, inputs, base64: format === "base64" };
+  return { model, inputs, base64: format === "base64", dimensions };
 }
 
 export interface SpeechRequest {
@@ -199,7 +203,14 @@ export interface SpeechRequest {
   readonly language: string | undefined;
 }
 
-/** POST /v1/audio/speech: WAV (the default here) or raw 16-bit PCM; compressed formats would need an encoder Warden does not carry. */
+/** OpenAI's compressed speech formats: each would need an encoder Warden does not carry. */
+const compressedAudio: readonly string[] = ["mp3", "opus", "aac", "flac"];
+
+/**
+ * POST /v1/audio/speech: WAV (the default here, where OpenAI's is mp3) or
+ * raw 16-bit PCM; a compressed format is refused naming response_format,
+ * never answered with WAV bytes under another name.
+ */
 export function parseSpeechRequest(raw: unknown): SpeechRequest {
   const body = bodyOf(raw);
   const model = modelOf(body);
@@ -209,7 +220,9 @@ export function parseSpeechRequest(raw: unknown): SpeechRequest {
   const voiceRule = backendPathRules["TTSRequest.voice"];
   const notAName = voiceRule === undefined ? undefined : breaks(voiceRule, voice);
   if (notAName !== undefined) throw invalidArgument("voice", notAName);
-  const format = optEnum(body["response_format"], "response_format", ["wav", "pcm"]) ?? "wav";
+  const rf = body["response_format"];
+  if (typeof rf === "string" && compressedAudio.includes(rf)) throw invalidArgument("response_format", `${JSON.stringify(rf)} needs an audio encoder Warden does not carry: ask for "wav" (the default here, where OpenAI's is "mp3") or "pcm"`);
+  const format = optEnum(rf, "response_format", ["wav", "pcm"]) ?? "wav";
   optNumber(body["speed"], "speed", 0.25, 4);
   return { model, input, voice, format, instructions: optString(body["instructions"], "instructions", b.instructionsChars), language: optString(body["language"], "language", b.languageChars) };
 }

@@ -45,6 +45,7 @@ export const httpRouteRules: Readonly<Record<string, HttpRouteRule>> = Object.fr
   "GET /api/dashboard/ha": { t: "admin", methods: ["GetHaStatus"], of: "all" },
   "POST /api/dashboard/actions/:action": { t: "admin", methods: ["LoadModel", "UnloadModel", "DrainNode", "UndrainNode"], of: "any" },
   "GET /v1/models": inference,
+  "GET /v1/models/*": inference,
   "POST /v1/chat/completions": inference,
   "POST /v1/completions": inference,
   "POST /v1/embeddings": inference,

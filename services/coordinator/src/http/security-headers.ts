@@ -38,7 +38,7 @@ export function installSecurityHeaders(server: Pick<Server, "prependListener" | 
   });
   // An Expect other than 100-continue: Node would answer 417 itself, bare; this is the same answer with the headers.
   server.on("checkExpectation", (_req: IncomingMessage, res: ServerResponse) => {
-    const body = JSON.stringify({ error: { message: "expect: only 100-continue is supported", type: "invalid_request_error", param: "expect", code: "invalid_argument" } });
+    const body = JSON.stringify({ error: { message: "expect: only 100-continue is supported", type: "invalid_request_error", param: "expect", code: null } });
     res.writeHead(417, { ...Object.fromEntries(headers), "content-type": "application/json", connection: "close" }).end(body);
   });
 }

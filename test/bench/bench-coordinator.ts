@@ -16,6 +16,8 @@ export interface BenchCoordinator {
   readonly dataPlane: string;
   /** The HTTP listener (OpenAI-compatible API), on a free port: never `warden up`'s default 8080. */
   readonly http: string;
+  /** The coordinator process (for /proc CPU figures). */
+  readonly pid: number;
   /** SIGINT, wait for the exit, remove the state dir. */
   close(): Promise<void>;
 }
@@ -51,16 +53,18 @@ export async function startBenchCoordinator(tag: string, defaultPortMin: number,
   const child = spawn(process.execPath, ["--import", "tsx", join(root, "services/cli/src/main.ts"), "up", "--config", join(dir, "c.yaml"), "--log-level", "warn"], { cwd: root, stdio: ["ignore", "pipe", "pipe"] });
   let out = "";
   child.stdout.on("data", (b: Buffer) => (out += b.toString()));
-  // The banner comes on stderr under JSON logs; warnings pass through to the bench's stderr as before.
+  // The banner comes on stderr under JSON logs; what follows it (a crash) passes through to the bench's stderr.
   child.stderr.on("data", (b: Buffer) => {
+    const seen = out.includes("Warden is running");
     out += b.toString();
-    process.stderr.write(b);
+    if (seen) process.stderr.write(b);
   });
   for (let i = 0; i < 300 && !out.includes("Warden is running"); i++) await new Promise((r) => setTimeout(r, 100));
   return {
     address,
     dataPlane,
     http,
+    pid: child.pid ?? 0,
     async close() {
       const exited = new Promise((r) => child.once("exit", r));
       child.kill("SIGINT");

@@ -42,8 +42,9 @@ export async function run(): Promise<BenchResult[]> {
   up.stdout.on("data", (b: Buffer) => (out += b.toString()));
   // The banner comes on stderr under JSON logs; warnings pass through to the bench's stderr as before.
   up.stderr.on("data", (b: Buffer) => {
+    const seen = out.includes("Warden is running");
     out += b.toString();
-    process.stderr.write(b);
+    if (seen) process.stderr.write(b);
   });
   for (let i = 0; i < 600 && !out.includes("Warden is running"); i++) await new Promise((r) => setTimeout(r, 100));
   try {

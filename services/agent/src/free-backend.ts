@@ -19,8 +19,9 @@ const maxBackendMessageChars = 1_024;
  * whole and its leader epoch admitted (on disk) before anything reaches the
  * backend; the fence is checked again in the same turn as the call is sent,
  * so a newer leader's command that arrived meanwhile refuses it (no
- * read-then-act across the write). The call is capped by `freeTimeout` and the
- * caller's deadline; the backend's answer is returned as it came.
+ * read-then-act across the write). The call is bounded by the caller's
+ * deadline (else the agent's `freeTimeout`); the backend's answer is returned
+ * as it came.
  */
 export function createFreeBackend(ctx: AgentContext): ServiceImpl<typeof AgentService>["freeBackend"] {
   const { config, logger, table } = ctx;
@@ -43,8 +44,9 @@ export function createFreeBackend(ctx: AgentContext): ServiceImpl<typeof AgentSe
     if (proc.id.address !== address) throw invalidArgument("address", `incarnation ${incarnation} listens on ${proc.id.address}, not ${address}`);
     // A load still running holds the model the coordinator's stop waits for; freeing it now would race the load.
     if (phase !== "ready") throw new WardenError(Code.FailedPrecondition, `incarnation ${incarnation} is ${phase ?? "unknown"}, not ready: nothing freed`);
-    const remainingMs = callCtx.deadlineAtMs === undefined ? config.freeTimeoutMs : budgetBeforeCallerDeadlineMs(callCtx.deadlineAtMs - Date.now());
-    const timeoutMs = Math.max(1, Math.min(config.freeTimeoutMs, remainingMs));
+    // The caller's deadline is the coordinator's Free cap (its `stop.freeTimeout`): the agent answers a little
+    // before it, so the caller gets the typed outcome. Without one, the agent's own `freeTimeout` bounds it.
+    const timeoutMs = callCtx.deadlineAtMs === undefined ? config.freeTimeoutMs : Math.max(1, budgetBeforeCallerDeadlineMs(callCtx.deadlineAtMs - Date.now()));
     const entry = Object.hasOwn(config.catalog, proc.id.backend) ? config.catalog[proc.id.backend] : undefined;
     const client = createClient(Backend, address, { ...backendClientTls(entry), ...(ctx.backendAuth === undefined ? {} : { headers: ctx.backendAuth.headers }) });
     logger.info("freeing backend", { incarnation, model: proc.id.model, pid: proc.pid, timeoutMs });

@@ -157,6 +157,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
     journal,
     publisher,
     ...(mayAct === undefined ? {} : { mayPublish: mayAct }),
+    ...(deps.ha?.termEpoch === undefined ? {} : { leaderEpoch: deps.ha.termEpoch }),
     clock,
     rng,
     newId,

@@ -10,7 +10,8 @@
  * larger than any in the journal — and n counts per incarnation from 1 within
  * that epoch. So events are ordered on sequence.epoch (a newer leader's outbox
  * epoch is larger), and a term's lease epoch is found from the
- * coordinator.leader event carrying its outbox epoch.
+ * coordinator.leader event carrying its outbox epoch. Each event also names
+ * that lease epoch itself (`leader_epoch`; 0 without HA), judged the same way.
  */
 import type { Event } from "@warden/proto";
 import type { BackendSample, Disappearance } from "./process-sampler.js";

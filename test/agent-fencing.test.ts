@@ -135,4 +135,58 @@ describe("agent leader-epoch fence", () => {
     b.client.close();
     await b.proc.terminate();
   });
+
+  it("FreeBackend: an older epoch is refused whole (the backend's Free is never called); the current one frees the backend the agent started; one it does not run is already gone", async () => {
+    // Its own state dir: the test above left its fence at 7.
+    const freeConfig = join(dir, "agent-free.yaml");
+    const freePorts = randomPortRange(4);
+    await writeAgentConfig(freeConfig, {
+      nodeId: "fencing-free-node",
+      stateDir: join(dir, "state-free"),
+      ports: { min: freePorts.min, max: freePorts.max, quarantine: "0s" },
+      catalog: { sim: simCatalog(fileTag) },
+      grace: "10s",
+      freeTimeout: "10s",
+      readiness: { attempts: 60, interval: "500ms", initialInterval: "25ms" },
+      nvidiaSmi: "",
+    });
+    const proc = await startAgentProcess(freeConfig);
+    started.push(proc);
+    const client = createClient(AgentService, proc.address);
+    const calls = join(dir, "free-calls.log");
+    const frees = async (): Promise<number> => (await readFile(calls, "utf8").catch(() => "")).split("\n").filter((l) => l === "Free").length;
+    const inc = newIncarnation();
+    const events: StartBackendResponse[] = [];
+    for await (const ev of client.startBackend({ incarnation: inc, model: "freed", backend: "sim", options: [`sim.call_log:${calls}`], leaderEpoch: 5n }, { timeoutMs: 30_000 })) events.push(ev);
+    const ready = events.at(-1)?.event;
+    expect(ready?.case).toBe("ready");
+    if (ready?.case !== "ready") return;
+    const { address, pid } = ready.value;
+
+    // An older epoch: refused before anything reaches the backend.
+    expectStale(await refusal(client.freeBackend({ incarnation: inc, address, leaderEpoch: 4n }, { timeoutMs: 10_000 })), 4n, 5n);
+    expect(await frees()).toBe(0);
+    // Another address than the agent's record: INVALID_ARGUMENT naming the field, nothing freed.
+    const wrong = await refusal(client.freeBackend({ incarnation: inc, address: "127.0.0.1:1", leaderEpoch: 5n }, { timeoutMs: 10_000 }));
+    expect(wrong.code).toBe(Code.InvalidArgument);
+    expect(wrong.details).toMatchObject({ field: "address" });
+    expect(await frees()).toBe(0);
+
+    // The current epoch: the agent calls the backend's Free once; the process runs on.
+    const freed = await client.freeBackend({ incarnation: inc, address, leaderEpoch: 5n, requestedBy: "alice" }, { timeoutMs: 20_000 });
+    expect(freed.outcome.case).toBe("freed");
+    expect(await frees()).toBe(1);
+    expect(await pidAlive(pid)).toBe(true);
+
+    // An incarnation it does not run: nothing to free. A newer epoch raises the fence, as any command's does.
+    const unknown = await client.freeBackend({ incarnation: newIncarnation(), address, leaderEpoch: 6n }, { timeoutMs: 10_000 });
+    expect(unknown.outcome.case).toBe("alreadyGone");
+    expect((await inventory(client)).leaderEpoch).toBe(6n);
+    expectStale(await refusal(client.freeBackend({ incarnation: inc, address, leaderEpoch: 5n }, { timeoutMs: 10_000 })), 5n, 6n);
+    expect(await frees()).toBe(1);
+
+    expect((await client.stopBackend({ address, incarnation: inc, force: true, reason: "done", leaderEpoch: 6n }, { timeoutMs: 30_000 })).outcome.case).toBe("stopped");
+    client.close();
+    await proc.terminate();
+  });
 });

@@ -106,7 +106,7 @@ describe("coordinator scenarios (embedded agent, backend-sim processes)", { time
     expect(stoppedAt).toBeGreaterThanOrEqual(0);
     expect(indexOf(tc, (e) => e.payload.case === "backendLoaded" && e.model === "y")).toBeLessThan(stoppedAt);
     expect(indexOf(tc, (e) => e.payload.case === "backendLoaded" && e.incarnation === x2.instance?.incarnation)).toBeGreaterThan(stoppedAt);
-    // Free was called once, by the loader (StopBackend never calls it)
+    // Free was called once, by the agent on the loader's FreeBackend (StopBackend never calls it)
     expect((await readFile(calls, "utf8")).split("\n").filter((l) => l === "Free")).toHaveLength(1);
     expect((await listed(tc)).sort()).toEqual([
       ["x", InstanceState.READY],

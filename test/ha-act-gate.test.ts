@@ -11,12 +11,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { Code, WardenError, createUlidFactory, cryptoRng, systemClock } from "@warden/common";
-import { createClient, type Client } from "@warden/grpc";
+import { createClient, inProcessClient, type Client, type ServiceImpl } from "@warden/grpc";
 import { openFileJournal } from "@warden/journal";
 import { eventTypeOf } from "@warden/events";
-import { BackendState, NodeService } from "@warden/proto";
+import { AgentService, BackendState, NodeService } from "@warden/proto";
 import { resolveCoordinatorConfig, startCoordinator, type Coordinator } from "@warden/coordinator";
-import { fencedBackendConnector } from "../services/coordinator/src/routing/backend-connector.js";
+import { agentPort } from "../services/coordinator/src/nodes/agent-port.js";
 import { MemoryStateStore } from "../services/coordinator/src/ha/memory-state-store.fixture.js";
 import { simModel, until } from "./support/coordinator-harness.js";
 
@@ -90,27 +90,36 @@ describe("HA: a member not holding the lease acts on no timer", () => {
     await until("a marked unreachable", () => c.nodes.get("a")?.state === "unreachable", 15_000);
   });
 
-  it("a backend Free goes through the leader fence: refused, never sent, while the lease is not held", async () => {
+  it("a backend Free is an agent command: never sent while the lease is not held, stamped with the term's epoch when it is", async () => {
     const lease = { held: false };
-    let freed = 0;
-    const inner = {
-      connect: () => ({
-        free: (_options: { readonly signal: AbortSignal; readonly timeoutMs: number }) => {
-          freed++;
-          return Promise.resolve();
-        },
-        close: () => undefined,
-      }),
+    const sent: { incarnation: string; leaderEpoch: bigint }[] = [];
+    const unused = (): never => {
+      throw new WardenError(Code.Unimplemented, "not used");
     };
-    const handle = fencedBackendConnector(inner, () => {
+    const agent: ServiceImpl<typeof AgentService> = {
+      startBackend: unused,
+      stopBackend: unused,
+      listBackends: unused,
+      getNodeStatus: unused,
+      watchBackends: unused,
+      stopOrphan: unused,
+      freeBackend: async (req) => {
+        sent.push({ incarnation: req.incarnation, leaderEpoch: req.leaderEpoch });
+        return { outcome: { case: "freed", value: { message: "" } } };
+      },
+    };
+    const port = agentPort(inProcessClient(AgentService, agent), () => {
       if (!lease.held) throw notLeader();
-      return 1n;
-    }).connect("127.0.0.1:2");
-    const err = await handle.free({ signal: new AbortController().signal, timeoutMs: 1_000 }).then(() => undefined, (e: unknown) => e);
+      return 7n;
+    });
+    const incarnation = createUlidFactory(systemClock, cryptoRng)();
+    const free = (): Promise<unknown> => port.freeBackend({ address: "127.0.0.1:2", incarnation }, { signal: new AbortController().signal, timeoutMs: 1_000 });
+    const err = await free().then(() => undefined, (e: unknown) => e);
     expect(err instanceof WardenError && err.code === Code.Unavailable).toBe(true);
-    expect(freed).toBe(0);
+    expect(sent).toEqual([]);
     lease.held = true;
-    await handle.free({ signal: new AbortController().signal, timeoutMs: 1_000 });
-    expect(freed).toBe(1);
+    expect(await free()).toEqual({ t: "freed" });
+    // The agent judges the epoch against the newest it has seen (test/agent-fencing.test.ts).
+    expect(sent).toEqual([{ incarnation, leaderEpoch: 7n }]);
   });
 });

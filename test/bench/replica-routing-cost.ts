@@ -13,7 +13,7 @@ import { Loader, modelSpec, type BackendHandle } from "@warden/loader";
 import type { LoaderState } from "../../packages/loader/src/loader-state.js";
 import { chooseReplica, pickReplica } from "../../packages/loader/src/replica-routing.js";
 
-const handle: BackendHandle = { free: async () => {}, close: () => {} };
+const handle: BackendHandle = { close: () => {} };
 const model = "m";
 
 /** A loader holding `replicas` ready replicas of model "m", spread over 10 nodes. */

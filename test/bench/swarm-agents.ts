@@ -97,6 +97,7 @@ async function main(): Promise<void> {
       stopCalls++;
       return { outcome: { case: "alreadyGone", value: {} } };
     },
+    freeBackend: async () => unimplemented(),
     listBackends: async () => unimplemented(),
     getNodeStatus: async () => unimplemented(),
     stopOrphan: async () => unimplemented(),

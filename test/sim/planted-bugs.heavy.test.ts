@@ -35,9 +35,9 @@ const haOverrides: Partial<SimOptions> = { replicaProfile: false, haProfile: tru
 const leaderChanges: Partial<SimOptions> = { ...haOverrides, haWorld: { streamLeaderChangesPerMinute: 3 } };
 
 /**
- * A Free() past the fence needs a leader paused inside a stop sequence's busy wait (after its
- * eviction.started is durable): busy-timeout evictions that wait for calls in flight, with the HA
- * bugs' options.
+ * A Free() past the agent's fence needs an ex-leader's FreeBackend to reach an agent after a newer
+ * epoch did (stamped while its lease held, delivered late): graceful busy-timeout evictions that
+ * wait for calls in flight send Frees often, with the HA bugs' options.
  */
 const busyStops: Partial<SimOptions> = {
   ...haOverrides,
@@ -72,7 +72,7 @@ const recorded: Record<PlantedBug, { readonly seed: number; readonly invariant: 
   "scale-down-below-min": { seed: 1, invariant: "replicas: min", options: replicaOverrides },
   "agent-ignores-leader-epoch": { seed: 164, invariant: "HA 2 stale epoch applied", options: haOverrides },
   "exleader-append-accepted": { seed: 14, invariant: "HA 6 ex-leader's append accepted", options: haOverrides },
-  "free-past-fence": { seed: 110, invariant: "HA 5 no effect from an ex-leader", options: busyStops },
+  "free-past-fence": { seed: 26, invariant: "HA 2 stale epoch applied", options: busyStops },
   "fixed-recovery-window": { seed: 18, invariant: "HA 8 placement on ground truth", options: haOverrides },
   "two-leaders-one-epoch": { seed: 52, invariant: "HA 1 one leader", options: leaderChanges },
 };

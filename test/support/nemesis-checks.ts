@@ -10,7 +10,8 @@
  * larger than any in the journal — and n counts per incarnation from 1 within
  * that epoch. So events are ordered on sequence.epoch (a newer leader's outbox
  * epoch is larger), and a term's lease epoch is found from the
- * coordinator.leader event carrying its outbox epoch.
+ * coordinator.leader event carrying its outbox epoch. Each event also names
+ * that lease epoch itself (`leader_epoch`; 0 without HA), judged the same way.
  */
 import type { Event } from "@warden/proto";
 import type { BackendSample, Disappearance } from "./process-sampler.js";
@@ -57,8 +58,9 @@ function caseOf(e: Event): string {
 
 /**
  * The audit stream on its own: no duplicate ids; no event of an older
- * coordinator epoch after one of a newer (an ex-leader acting after its
- * successor); coordinator.leader lease epochs only grow; per (coordinator
+ * coordinator epoch, nor of an older leader (lease) epoch, after one of a
+ * newer (an ex-leader acting after its successor); coordinator.leader lease
+ * epochs only grow; per (coordinator
  * epoch, incarnation) the numbers n are 1, 2, 3… with none missing or twice.
  */
 export function streamProblems(stream: readonly StreamEvent[]): StreamVerdict {
@@ -66,6 +68,7 @@ export function streamProblems(stream: readonly StreamEvent[]): StreamVerdict {
   const ids = new Set<string>();
   let duplicates = 0;
   let newest: { epoch: bigint; what: string } | undefined;
+  let newestLeader: { epoch: bigint; what: string } | undefined;
   let newestLease = 0n;
   const leaderEpochs: bigint[] = [];
   const ns = new Map<string, bigint[]>();
@@ -83,6 +86,9 @@ export function streamProblems(stream: readonly StreamEvent[]): StreamVerdict {
     }
     if (newest !== undefined && sq.epoch < newest.epoch) problems.push(`${caseOf(e)} of ${e.nodeId}/${e.model}/${e.incarnation} (coordinator epoch ${String(sq.epoch)}) at stream sequence ${String(seq)} after ${newest.what} of the newer epoch ${String(newest.epoch)}`);
     if (newest === undefined || sq.epoch > newest.epoch) newest = { epoch: sq.epoch, what: `${caseOf(e)} at stream sequence ${String(seq)}` };
+    // The lease epoch each event names (0: emitted without HA, not judged).
+    if (e.leaderEpoch > 0n && newestLeader !== undefined && e.leaderEpoch < newestLeader.epoch) problems.push(`${caseOf(e)} of ${e.nodeId}/${e.model}/${e.incarnation} (leader epoch ${String(e.leaderEpoch)}) at stream sequence ${String(seq)} after ${newestLeader.what} of the newer leader epoch ${String(newestLeader.epoch)}`);
+    if (e.leaderEpoch > 0n && (newestLeader === undefined || e.leaderEpoch > newestLeader.epoch)) newestLeader = { epoch: e.leaderEpoch, what: `${caseOf(e)} at stream sequence ${String(seq)}` };
     if (e.payload.case === "coordinatorLeader") {
       const lease = e.payload.value.epoch;
       leaderEpochs.push(lease);

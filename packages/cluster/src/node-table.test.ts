@@ -29,6 +29,7 @@ function fakeConnector() {
       throw new Error("not used");
     },
     stopBackend: () => Promise.reject(new Error("not used")),
+    freeBackend: () => Promise.reject(new Error("not used")),
     isRunning: () => Promise.reject(new Error("not used")),
   };
   const connector: AgentConnector<FakeClient> = {

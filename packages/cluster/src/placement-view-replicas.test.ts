@@ -161,6 +161,7 @@ describe("PlacementView: replicas of one model (issue 16)", () => {
         throw new Error("not used");
       },
       stopBackend: () => Promise.reject(new Error("not used")),
+      freeBackend: () => Promise.reject(new Error("not used")),
       isRunning: () => Promise.reject(new Error("not used")),
     };
     const connector: AgentConnector<object> = { connect: () => ({}), agentPort: () => port, close: () => {}, stopOrphan: () => Promise.reject(new Error("not used")), watchExits: () => {} };

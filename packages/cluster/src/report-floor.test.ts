@@ -23,6 +23,7 @@ function cluster(floorSequence: bigint | undefined) {
       yield { t: "ready", address: "h:1", memoryBytes: 0 };
     },
     stopBackend: () => Promise.resolve({ t: "stopped" }),
+    freeBackend: () => Promise.resolve({ t: "unsupported" }),
     isRunning: () => Promise.resolve(true),
   };
   const connector: AgentConnector<object> = {

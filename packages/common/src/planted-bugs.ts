@@ -47,7 +47,7 @@ export const plantedBugNames = [
   "agent-ignores-leader-epoch",
   /** journal epoch fence: a writer sends without holding the lease, and re-chains behind a newer epoch's record instead of stopping. */
   "exleader-append-accepted",
-  /** backend fence: the stop sequence's Free() goes to the backend without the leader-epoch check. */
+  /** agent fence: FreeBackend (the stop sequence's Free) is applied without the agent's leader-epoch check — a Free sent past the fence. */
   "free-past-fence",
   /** takeover: the recovery window is the fixed timer alone, and the journal's unconfirmed instances do not count for groups, limits or memory. */
   "fixed-recovery-window",

@@ -25,6 +25,8 @@ export interface EventFactoryOptions {
    * `(epoch, n)` orders an instance's events across them.
    */
   readonly epoch: bigint;
+  /** The HA term's lease epoch, stamped as `leader_epoch` on every event. @default 0 (no HA) */
+  readonly leaderEpoch?: bigint;
   /**
    * How many incarnations keep a live counter. The least recently used beyond it
    * are forgotten (a later event for one would restart at n = 1), so memory stays
@@ -51,6 +53,8 @@ export interface EventFactory {
  */
 export function createEventFactory(options: EventFactoryOptions): EventFactory {
   const { clock, newId, epoch } = options;
+  const leaderEpoch = options.leaderEpoch ?? 0n;
+  if (leaderEpoch < 0n) throw invalidArgument("leaderEpoch", "must be >= 0");
   const cap = options.maxTrackedIncarnations ?? 200_000;
   if (!(cap >= 1)) throw invalidArgument("maxTrackedIncarnations", `must be >= 1, got ${String(cap)}`);
   if (epoch < 0n) throw invalidArgument("epoch", "must be >= 0");
@@ -82,6 +86,7 @@ export function createEventFactory(options: EventFactoryOptions): EventFactory {
         sequence: create(EventSequenceSchema, { epoch, n: next(incarnation) }),
         actor: init.actor ?? "",
         payload: init.payload,
+        leaderEpoch,
       });
     },
   };

@@ -25,7 +25,7 @@ export interface DrainCluster {
 export function drainCluster(replicas: Partial<ReplicaSettings>, nodeCount: number, perNode = 1): DrainCluster {
   const h = replicaHarness(replicas, { enforcement: { maxAttempts: 2, intervalMs: 100 } });
   const nodes = Array.from({ length: nodeCount }, (_, i) => `n${String(i + 1)}`);
-  for (const id of nodes.slice(2)) h.directory.agents.set(id, new FakeAgent(id, h.log));
+  for (const id of nodes.slice(2)) h.directory.agents.set(id, new FakeAgent(id, h.log, h.frees));
   const draining = new Set<string>();
   const full = new Set<string>();
   h.placement.choose = (spec) => {

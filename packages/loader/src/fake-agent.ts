@@ -1,5 +1,6 @@
 import { WardenError, abortReason } from "@warden/common";
-import type { AgentPort, StartEvent, StartRequest, StopAnswer, StopRequest } from "./ports.js";
+import type { AgentPort, FreeAnswer, FreeRequest, StartEvent, StartRequest, StopAnswer, StopRequest } from "./ports.js";
+import { FakeFrees } from "./fake-ports.js";
 
 /**
  * One StartBackend stream, driven by the test (or by the agent's script).
@@ -93,7 +94,7 @@ export type StopScript = (request: StopRequest) => StopAnswer | WardenError | Pr
 
 /**
  * A node's agent. Starts run `startScript` (default: spawned then ready at
- * once); stops run `stopScript` (default: stopped). `duringStop` runs inside
+ * once); stops run `stopScript` (default: stopped); Frees go to `frees`. `duringStop` runs inside
  * stopBackend before its answer, to observe the loader at that moment.
  */
 export class FakeAgent implements AgentPort {
@@ -112,10 +113,16 @@ export class FakeAgent implements AgentPort {
   /** The next start gets this address (a port the agent recycled after its process exited). */
   recycledAddress: string | undefined;
 
+  /** The Free calls this agent sent (shared with the harness's other agents when given). */
+  readonly frees: FakeFrees;
+
   constructor(
     readonly nodeId: string,
     private readonly log: string[],
-  ) {}
+    frees?: FakeFrees,
+  ) {
+    this.frees = frees ?? new FakeFrees(log);
+  }
 
   startBackend(request: StartRequest, options: { readonly signal: AbortSignal }): AsyncIterable<StartEvent> {
     const address = this.recycledAddress ?? `${this.nodeId}:${String(this.nextPort++)}`;
@@ -135,6 +142,14 @@ export class FakeAgent implements AgentPort {
     if (r instanceof WardenError) throw r;
     this.running.delete(request.incarnation);
     return r;
+  }
+
+  /** The Free calls sent through this agent. */
+  readonly freeRequests: FreeRequest[] = [];
+
+  freeBackend(request: FreeRequest): Promise<FreeAnswer> {
+    this.freeRequests.push(request);
+    return this.frees.run(request);
   }
 
   async isRunning(incarnation: string): Promise<boolean> {

@@ -2,7 +2,7 @@ import type { WardenError } from "@warden/common";
 import type { LoaderEvent, LoaderEventSink, LoaderEventType } from "./loader-event.js";
 import type { InventoryAnswer, InventoryPort, PlacementPort } from "./loader-types.js";
 import type { ModelSpec } from "./model-spec.js";
-import type { AgentDirectory, AgentPort, BackendConnector, BackendHandle, StopIntent, StopIntentJournal } from "./ports.js";
+import type { AgentDirectory, AgentPort, BackendConnector, BackendHandle, FreeAnswer, FreeRequest, StopIntent, StopIntentJournal } from "./ports.js";
 import type { FakeAgent } from "./fake-agent.js";
 
 export class FakeDirectory implements AgentDirectory {
@@ -25,21 +25,11 @@ export class FakeDirectory implements AgentDirectory {
   }
 }
 
-/** The loader's client of one backend: counts Free calls and closes. */
+/** The loader's client of one backend (routing only): records its close. */
 export class FakeBackend implements BackendHandle {
-  freeCalls = 0;
   closed = false;
 
-  constructor(
-    readonly address: string,
-    private readonly connector: FakeConnector,
-  ) {}
-
-  async free(): Promise<void> {
-    this.freeCalls++;
-    this.connector.log.push(`free ${this.address}`);
-    await this.connector.freeScript(this.address);
-  }
+  constructor(readonly address: string) {}
 
   close(): void {
     this.closed = true;
@@ -48,19 +38,34 @@ export class FakeBackend implements BackendHandle {
 
 export class FakeConnector implements BackendConnector<FakeBackend> {
   readonly connected: FakeBackend[] = [];
-  freeScript: (address: string) => Promise<void> = async () => {};
-
-  constructor(readonly log: string[]) {}
 
   connect(address: string): FakeBackend {
-    const b = new FakeBackend(address, this);
+    const b = new FakeBackend(address);
     this.connected.push(b);
     return b;
   }
+}
 
-  /** Free calls over every client ever connected to `address`. */
-  freeCallsAt(address: string): number {
-    return this.connected.filter((b) => b.address === address).reduce((n, b) => n + b.freeCalls, 0);
+/**
+ * The Free calls agents sent to their backends (AgentPort.freeBackend),
+ * shared by a harness's agents: each is logged `free <address>` and answered
+ * by `script` (default: freed; a script resolving with undefined means freed).
+ */
+export class FakeFrees {
+  readonly requests: FreeRequest[] = [];
+  script: (request: FreeRequest) => Promise<FreeAnswer | undefined> = async () => ({ t: "freed" });
+
+  constructor(private readonly log: string[]) {}
+
+  async run(request: FreeRequest): Promise<FreeAnswer> {
+    this.requests.push(request);
+    this.log.push(`free ${request.address}`);
+    return (await this.script(request)) ?? { t: "freed" };
+  }
+
+  /** Free calls for `address`, over every agent sharing this record. */
+  callsAt(address: string): number {
+    return this.requests.filter((r) => r.address === address).length;
   }
 }
 

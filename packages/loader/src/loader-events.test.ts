@@ -64,7 +64,7 @@ describe("events", () => {
     const lease = await h.loader.acquire("m1", h.never);
     await h.run(2_000);
     expect(h.events.ofType("eviction.started")).toMatchObject([{ incarnation: lease.incarnation, reason: "busy", force: true, wasBusy: true }]);
-    expect(h.connector.freeCallsAt(lease.address)).toBe(0);
+    expect(h.frees.callsAt(lease.address)).toBe(0);
     expect(h.loader.core.instance(lease.incarnation)).toBeUndefined();
     lease.complete();
     h.loader.close();
@@ -94,7 +94,7 @@ describe("more stop-sequence invariants", () => {
     const h = createHarness();
     await h.loader.ensureLoaded("m1", h.never);
     const gate = deferred<undefined>();
-    h.connector.freeScript = () => gate.promise;
+    h.frees.script = () => gate.promise;
     const unload = h.track(h.loader.unload("m1", { force: false }));
     await h.flush();
     const m2 = await h.loader.ensureLoaded("m2", h.never);

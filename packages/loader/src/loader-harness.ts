@@ -1,7 +1,7 @@
 import { ManualClock, WardenError, seededRng, sleep } from "@warden/common";
 import type { PolicyPatch } from "@warden/watchdog";
 import { FakeAgent } from "./fake-agent.js";
-import { FakeConnector, FakeDirectory, FakeEvents, FakeInventory, FakeJournal, FakePlacement, type FakeBackend } from "./fake-ports.js";
+import { FakeConnector, FakeDirectory, FakeEvents, FakeFrees, FakeInventory, FakeJournal, FakePlacement, type FakeBackend } from "./fake-ports.js";
 import type { CooldownPolicy } from "./load-cooldown.js";
 import { Loader, type StopTimings } from "./loader.js";
 import { modelSpec, type ModelSpec } from "./model-spec.js";
@@ -30,13 +30,14 @@ export function defaultModels(): ModelSpec[] {
 export function createHarness(o: HarnessOptions = {}) {
   const clock = new ManualClock();
   const log: string[] = [];
-  const n1 = new FakeAgent("n1", log);
-  const n2 = new FakeAgent("n2", log);
+  const frees = new FakeFrees(log);
+  const n1 = new FakeAgent("n1", log, frees);
+  const n2 = new FakeAgent("n2", log, frees);
   const directory = new FakeDirectory();
   directory.agents.set("n1", n1);
   directory.agents.set("n2", n2);
   directory.local.add("n1");
-  const connector = new FakeConnector(log);
+  const connector = new FakeConnector();
   const journal = new FakeJournal(log);
   const events = new FakeEvents(log);
   const placement = new FakePlacement();
@@ -118,7 +119,7 @@ export function createHarness(o: HarnessOptions = {}) {
   }
 
   const never = new AbortController().signal;
-  return { clock, log, n1, n2, directory, connector, journal, events, placement, inventory, warnings, loader, never, run, until, track, flush };
+  return { clock, log, n1, n2, directory, connector, frees, journal, events, placement, inventory, warnings, loader, never, run, until, track, flush };
 }
 
 export type Harness = ReturnType<typeof createHarness>;

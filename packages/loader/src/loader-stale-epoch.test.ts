@@ -41,3 +41,25 @@ describe("a StopBackend refused for a stale leader epoch", () => {
     expect(h.n1.isRunningCalls).toEqual([]);
   });
 });
+
+describe("a Free refused for a stale leader epoch (the agent's fence judges the stop sequence's Free)", () => {
+  it("remote: nothing dropped, journaled or sent after it; registered again (row 3), freed = false, routable", async () => {
+    const h = createHarness();
+    h.placement.route.set("m1", "n2");
+    const m1 = await h.loader.ensureLoaded("m1", h.never);
+    h.frees.script = () => Promise.reject(stale());
+    const out = await h.loader.unload("m1", { force: false });
+    expect(out).toMatchObject({ t: "registered-again", incarnation: m1.incarnation });
+    expect(h.n2.freeRequests.map((r) => r.incarnation)).toEqual([m1.incarnation]);
+    // The agent would refuse the StopBackend too: none is sent, no intent written, the local half kept.
+    expect(h.n2.stops).toHaveLength(0);
+    expect(h.journal.records).toHaveLength(0);
+    expect(h.loader.core.instance(m1.incarnation)).toMatchObject({ state: "ready", pendingEviction: undefined });
+    expect(h.loader.heldInstance(m1.incarnation)).toBeDefined();
+    expect(h.loader.leftoverList()).toHaveLength(0);
+    expect(h.warnings).toEqual([]);
+    const lease = await h.loader.acquire("m1", h.never);
+    expect(lease.incarnation).toBe(m1.incarnation);
+    lease.complete();
+  });
+});

@@ -106,7 +106,7 @@ describe("the failure-point table", () => {
     h.n1.stopScript = unavailable;
     const out = await h.loader.unload("m1", { force: false });
     expect(out.t).toBe("registered-again");
-    expect(h.connector.freeCallsAt(m1.address!)).toBe(1);
+    expect(h.frees.callsAt(m1.address!)).toBe(1);
     expect(h.loader.core.instance(m1.incarnation)?.state).toBe("freed");
     // a call for the freed model waits (no second copy) until the retry settles
     const call = h.track(h.loader.acquire("m1", h.never));
@@ -122,7 +122,7 @@ describe("the failure-point table", () => {
     await h.until(() => h.loader.core.instance(m1.incarnation) === undefined);
     expect(h.n1.stopsOf(m1.incarnation)).toHaveLength(3);
     // retries never call Free again
-    expect(h.connector.freeCallsAt(m1.address!)).toBe(1);
+    expect(h.frees.callsAt(m1.address!)).toBe(1);
     expect(h.events.ofType("eviction.stopped")).toMatchObject([{ incarnation: m1.incarnation }]);
     await h.until(() => call.done());
     expect(call.value().incarnation).not.toBe(m1.incarnation);

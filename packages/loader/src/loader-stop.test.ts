@@ -3,13 +3,14 @@ import { describe, expect, it } from "vitest";
 import { createHarness } from "./test-fakes.js";
 
 describe("the stop sequence (DESIGN §3.3)", () => {
-  it("a graceful unload calls Free exactly once, then StopBackend (not forced)", async () => {
+  it("a graceful unload calls Free exactly once, through the node's agent, then StopBackend (not forced)", async () => {
     const h = createHarness();
     const m1 = await h.loader.ensureLoaded("m1", h.never);
     const backend = m1.backend!;
     expect(await h.loader.unload("m1", { force: false })).toEqual({ t: "stopped", incarnation: m1.incarnation });
-    expect(backend.freeCalls).toBe(1);
-    expect(h.connector.freeCallsAt(m1.address!)).toBe(1);
+    // Through the node's agent (its leader-epoch fence), naming the incarnation.
+    expect(h.n1.freeRequests).toEqual([{ address: m1.address, incarnation: m1.incarnation }]);
+    expect(h.frees.callsAt(m1.address!)).toBe(1);
     expect(h.n1.stopsOf(m1.incarnation)).toMatchObject([{ address: m1.address, force: false, reason: "admin" }]);
     expect(h.log.indexOf(`free ${m1.address!}`)).toBeLessThan(h.log.indexOf(`stop ${m1.incarnation}`));
     expect(backend.closed).toBe(true);
@@ -23,13 +24,13 @@ describe("the stop sequence (DESIGN §3.3)", () => {
     const h = createHarness();
     const m1 = await h.loader.ensureLoaded("m1", h.never);
     expect(await h.loader.unload("m1", { force: true })).toEqual({ t: "stopped", incarnation: m1.incarnation });
-    expect(h.connector.freeCallsAt(m1.address!)).toBe(0);
+    expect(h.frees.callsAt(m1.address!)).toBe(0);
     expect(h.n1.stopsOf(m1.incarnation)).toMatchObject([{ force: true }]);
   });
 
   it("a Free answering UNIMPLEMENTED does not stop the stop", async () => {
     const h = createHarness();
-    h.connector.freeScript = async () => {
+    h.frees.script = async () => {
       throw new WardenError(Code.Unimplemented, "Free not implemented");
     };
     const m1 = await h.loader.ensureLoaded("m1", h.never);
@@ -82,7 +83,7 @@ describe("the stop sequence (DESIGN §3.3)", () => {
     expect(heldDuringStop).toBe(false);
     expect(closedDuringStop).toBe(true);
     expect(intentDuringStop).toBe(true);
-    expect(backend.freeCalls).toBe(1);
+    expect(h.n2.freeRequests.map((r) => r.incarnation)).toEqual([m1.incarnation]);
     expect(h.n2.stopsOf(m1.incarnation)).toHaveLength(1);
     expect(h.journal.open.size).toBe(0);
   });

@@ -39,7 +39,7 @@ describe("unload meets the lifecycle lock and the busy wait", () => {
     await h.run(250);
     expect(unload.error().code).toBe(Code.DeadlineExceeded);
     expect(unload.error().rawMessage).toBe("model is still busy: m1: context deadline exceeded");
-    expect(h.connector.freeCallsAt(lease.address)).toBe(0);
+    expect(h.frees.callsAt(lease.address)).toBe(0);
     expect(h.n1.stops).toHaveLength(0);
     expect(h.loader.core.instance(lease.incarnation)).toMatchObject({ state: "ready", inFlight: 1, pendingEviction: undefined });
     expect(h.loader.snapshot().instances.map((i) => i.incarnation)).toEqual([lease.incarnation]);
@@ -58,7 +58,7 @@ describe("unload meets the lifecycle lock and the busy wait", () => {
     lease.complete();
     await h.run(100);
     expect(unload.value()).toEqual({ t: "stopped", incarnation: lease.incarnation });
-    expect(h.connector.freeCallsAt(lease.address)).toBe(1);
+    expect(h.frees.callsAt(lease.address)).toBe(1);
   });
 
   it("a force unload of a busy model stops it without Free and without waiting", async () => {
@@ -67,7 +67,7 @@ describe("unload meets the lifecycle lock and the busy wait", () => {
     const unload = h.track(h.loader.unload("m1", { force: true }));
     await h.flush();
     expect(unload.value()).toEqual({ t: "stopped", incarnation: lease.incarnation });
-    expect(h.connector.freeCallsAt(lease.address)).toBe(0);
+    expect(h.frees.callsAt(lease.address)).toBe(0);
     expect(h.n1.stopsOf(lease.incarnation)).toMatchObject([{ force: true }]);
     expect(h.events.ofType("eviction.started")).toMatchObject([{ wasBusy: true, force: true }]);
     expect(h.loader.core.instance(lease.incarnation)).toBeUndefined();
@@ -80,7 +80,7 @@ describe("unload meets the lifecycle lock and the busy wait", () => {
     const h = createHarness();
     const m1 = await h.loader.ensureLoaded("m1", h.never);
     const gate = deferred<undefined>();
-    h.connector.freeScript = () => gate.promise;
+    h.frees.script = () => gate.promise;
     const unload = h.track(h.loader.unload("m1", { force: false }));
     await h.flush();
     const again = h.track(h.loader.ensureLoaded("m1", h.never));

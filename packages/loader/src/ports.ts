@@ -46,12 +46,33 @@ export interface StopRequest {
   readonly requestedBy?: string;
 }
 
+/**
+ * A Free as the agent answers it: `freed` (the backend unloaded its model),
+ * `unsupported` (the backend has no Free) or `alreadyGone` (the agent runs no
+ * such incarnation, or it is already stopping). Errors reject.
+ */
+export type FreeAnswer = { readonly t: "freed" } | { readonly t: "unsupported" } | { readonly t: "alreadyGone" };
+
+export interface FreeRequest {
+  readonly address: string;
+  readonly incarnation: string;
+  /** Who asked for the stop this Free belongs to; absent for the loader's own decisions. */
+  readonly requestedBy?: string;
+}
+
 /** One node's agent (AgentService), in process for the embedded agent or over gRPC. */
 export interface AgentPort {
   /** Streams the start's progress; aborting the signal cancels the start. */
   startBackend(request: StartRequest, options: { readonly signal: AbortSignal }): AsyncIterable<StartEvent>;
   /** Rejects with a WardenError on failure (UNAVAILABLE, DEADLINE_EXCEEDED, …). */
   stopBackend(request: StopRequest, options: { readonly signal: AbortSignal; readonly timeoutMs: number }): Promise<StopAnswer>;
+  /**
+   * Backend.Free of one incarnation, sent by the agent after its leader-epoch
+   * fence admitted the command (the coordinator never calls a backend's Free
+   * itself). Rejects with a WardenError on failure; a stale epoch with a
+   * StaleLeaderEpochError, nothing done.
+   */
+  freeBackend(request: FreeRequest, options: { readonly signal: AbortSignal; readonly timeoutMs: number }): Promise<FreeAnswer>;
   /** Whether the agent still runs that incarnation (a local stop failed: alive → row 3, dead → row 2). */
   isRunning(incarnation: string, options: { readonly signal: AbortSignal }): Promise<boolean>;
 }
@@ -70,10 +91,12 @@ export interface AgentDirectory {
   isReachable?(nodeId: string): boolean;
 }
 
-/** The loader's handle on one backend process (its "local half"). */
+/**
+ * The loader's handle on one backend process (its "local half"): the routing
+ * client. Free is not here: it is a command, sent through the node's agent
+ * (AgentPort.freeBackend) so the agent's leader-epoch fence judges it.
+ */
 export interface BackendHandle {
-  /** Backend.Free; rejects with UNIMPLEMENTED when the backend has none. */
-  free(options: { readonly signal: AbortSignal; readonly timeoutMs: number }): Promise<void>;
   /** Closes the client channel. */
   close(): void;
 }

@@ -14,7 +14,7 @@ describe("a graceful stop whose process is gone", () => {
     expect(stop.done()).toBe(false); // waiting for the open call
     h.loader.onBackendGone(lease.incarnation, { exitCode: 139, signal: "SIGSEGV", intentional: false, lastStderrLine: "" });
     await h.until(() => stop.done());
-    expect(h.connector.freeCallsAt(lease.address)).toBe(0);
+    expect(h.frees.callsAt(lease.address)).toBe(0);
     expect(h.n1.stopsOf(lease.incarnation)).toHaveLength(1);
     lease.complete();
   });
@@ -30,7 +30,7 @@ describe("a graceful stop whose process is gone", () => {
     const m2 = await h.loader.ensureLoaded("m2", h.never);
     expect(m2.address).toBe(lease.address);
     await h.until(() => stop.done());
-    expect(h.connector.freeCallsAt(lease.address)).toBe(0);
+    expect(h.frees.callsAt(lease.address)).toBe(0);
     expect(h.n1.stopsOf(lease.incarnation)).toMatchObject([{ incarnation: lease.incarnation }]);
     expect(h.loader.hasModelAtAddress("m2", m2.address!, m2.incarnation)).toBe(true);
     lease.complete();

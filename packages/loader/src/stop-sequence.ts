@@ -11,7 +11,8 @@ import type { BackendHandle } from "./ports.js";
 /**
  * DESIGN §3.3, for one selected victim: (1) exclusive lifecycle lock within
  * the stop deadline; (2) graceful: busy wait on the watchdog's in-flight
- * count; (3) graceful: Free() — the only Free of a stop; (4) stop intent,
+ * count; (3) graceful: Free() through the node's agent — the only Free of a
+ * stop, fenced by the agent's leader epoch; (4) stop intent,
  * durable; (5) local+remote / remote-only: drop the local half; (6)
  * StopBackend(address, incarnation, force). Resolves with the outcome; the
  * watchdog settles it in the same turn.
@@ -57,12 +58,27 @@ export async function stopSequence<H extends BackendHandle>(s: LoaderState<H>, c
           }
           await s.o.sleep(s.timings.busyPollMs, deadline.signal).catch(() => undefined);
         }
-        // (3) Free, capped; UNIMPLEMENTED is fine and any error only logged.
+        // (3) Free through the node's agent, whose leader-epoch fence judges it
+        // as it judges StopBackend (a Free straight to the backend would pass
+        // no fence: a resumed ex-leader could unload a model). Capped;
+        // UNIMPLEMENTED (an agent or backend without Free) is fine, any other
+        // error only logged. Sent for a backend this coordinator holds a
+        // client for, as before the Free moved to the agent.
         if (h?.backend !== undefined && !processGone(s, c)) {
           try {
-            await h.backend.free({ signal: deadline.signal, timeoutMs: s.timings.freeTimeoutMs });
-            freed = true;
+            const agent = s.o.agents.agent(c.nodeId);
+            if (agent === undefined) throw new WardenError(Code.Unavailable, `node "${c.nodeId}" has no connected agent`);
+            const ans = await agent.freeBackend({ address: c.address, incarnation: c.incarnation, ...(override?.actor === undefined ? {} : { requestedBy: override.actor }) }, { signal: deadline.signal, timeoutMs: s.timings.freeTimeoutMs });
+            freed = ans.t === "freed";
           } catch (err) {
+            // A newer leader fences this coordinator: the agent did nothing and
+            // would refuse the StopBackend too. Nothing was dropped or
+            // journaled yet: the instance stays held, the watchdog settles by
+            // row 3 (as for a refused StopBackend below).
+            if (isStaleLeaderEpoch(err)) {
+              const e = WardenError.from(err);
+              return { t: "failed", message: e.rawMessage, code: e.code, freed: false };
+            }
             if (!isWardenError(err, Code.Unimplemented)) warn(s, "Free failed; stopping anyway", { model: c.model, incarnation: c.incarnation, err: String(err) });
           }
         }

@@ -89,6 +89,8 @@ export interface OutboxOptions {
    * epochs grow across restarts even if the journal file was lost.
    */
   readonly epoch?: bigint;
+  /** HA: this term's lease epoch, stamped on every new event (`Event.leader_epoch`). @default 0 (no HA) */
+  readonly leaderEpoch?: bigint;
   /** Unacknowledged events kept at most. @default 100000 (DESIGN §5) */
   readonly capacity?: number;
   /** Publishes awaiting their ack at once. @default 512 */

@@ -307,7 +307,7 @@ export function createOutbox(options: OutboxOptions): Outbox {
         const epoch = options.epoch ?? maxBig(replayed.maxEpoch + 1n, BigInt(Math.floor(clock.wallNow())));
         // Written first so epochs keep growing even after compaction drops events.
         await journal.append({ kind: "epoch", epoch }, signal);
-        factory = createEventFactory({ clock, newId: options.newId, epoch });
+        factory = createEventFactory({ clock, newId: options.newId, epoch, ...(options.leaderEpoch === undefined ? {} : { leaderEpoch: options.leaderEpoch }) });
         for (const [k, v] of replayed.openStopIntents) intents.set(k, v);
         for (const e of replayed.unpublished.values()) queue.push(e, priorityOf(e));
         appended += replayed.unpublished.size;

@@ -4,6 +4,7 @@ import type { AgentContext } from "./agent-context.js";
 import type { InventorySnapshot, NodeResourcesInit } from "./inventory.js";
 import { createStartBackend } from "./start-backend.js";
 import { createStopBackend } from "./stop-backend.js";
+import { createFreeBackend } from "./free-backend.js";
 import { withCommandAudit } from "./command-audit.js";
 
 export interface AgentServiceParts {
@@ -20,6 +21,7 @@ export function createAgentService(ctx: AgentContext, parts: AgentServiceParts):
     startBackend: createStartBackend(ctx),
     stopBackend: createStopBackend(ctx),
     stopOrphan: scan.stopOrphan,
+    freeBackend: createFreeBackend(ctx),
     async listBackends(_req, callCtx) {
       const inv = await inventory(callCtx.signal);
       return { backends: inv.backends, orphans: inv.orphans, foreign: inv.foreign, bootEpoch: BigInt(bootEpochMs), leaderEpoch: inv.leaderEpoch };

@@ -23,6 +23,18 @@ export function judgeLeaderEpoch(newestSeen: bigint, epoch: bigint): FenceVerdic
   return { t: "accept", newestSeen: epoch > newestSeen ? epoch : newestSeen, raises: epoch > newestSeen };
 }
 
+/** The commands the fence judges: every one that changes a backend or the agent's state. */
+export type FencedCommand = "start" | "stop" | "stopOrphan" | "free";
+
+/**
+ * Whether the fence judges a command of this kind: every one does. Planted
+ * bug "free-past-fence" (simulation only): FreeBackend goes through unjudged
+ * — a Free sent past the agent's fence, as the coordinator's direct Free was.
+ */
+export function fenceJudges(kind: FencedCommand): boolean {
+  return !(kind === "free" && isPlanted("free-past-fence"));
+}
+
 /** The fence file's text (one JSON object; the epoch as a decimal string, being uint64). */
 export function leaderEpochFileText(epoch: bigint): string {
   return `${JSON.stringify({ version: 1, leaderEpoch: String(epoch) })}\n`;

@@ -12,7 +12,7 @@ import { embeddedAgentConfig, startEmbeddedNode } from "./nodes/embedded-node.js
 import type { CoordinatorConfig } from "./config/coordinator-config.js";
 import { auditedAdminService } from "./admin/admin-actor.js";
 import { warnWithoutCoordinatorIdentity } from "./auth/coordinator-identity-check.js";
-import { fencedBackendConnector, type BackendClientHandle } from "./routing/backend-connector.js";
+import type { BackendClientHandle } from "./routing/backend-connector.js";
 import { coordinatorTransport } from "./auth/coordinator-transport.js";
 import { withNodeCertificateCheck } from "./auth/node-certificate-check.js";
 import { guarded, loadCoordinatorAuth, readTokenTable } from "./auth/coordinator-auth.js";
@@ -157,6 +157,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
     journal,
     publisher,
     ...(mayAct === undefined ? {} : { mayPublish: mayAct }),
+    ...(deps.ha?.termEpoch === undefined ? {} : { leaderEpoch: deps.ha.termEpoch }),
     clock,
     rng,
     newId,
@@ -239,7 +240,8 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
     rng,
     sleep: (ms, signal) => sleep(clock, ms, signal),
     agents: nodes,
-    backends: deps.ha === undefined ? transport.backends : fencedBackendConnector(transport.backends, deps.ha.leaderEpoch),
+    // Routing only: the stop sequence's Free goes through the node's agent (AgentPort.freeBackend), fenced there.
+    backends: transport.backends,
     ...(mayAct === undefined ? {} : { mayAct }),
     caps: { maxOpenRequestsPerAddress: config.limits.maxOpenRequestsPerInstance },
     maxWaitingPerModel: config.limits.maxWaitingPerModel,

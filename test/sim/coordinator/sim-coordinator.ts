@@ -1,7 +1,7 @@
 import { create } from "@bufbuild/protobuf";
 import { JournalRepairedSchema, type Event } from "@warden/proto";
-import { Code, WardenError, createUlidFactory, nullLogger, sleep, wardenVersion } from "@warden/common";
-import { Loader, type BackendConnector, type BackendHandle, type LoaderEvent, type StopRequest } from "@warden/loader";
+import { createUlidFactory, nullLogger, sleep, wardenVersion } from "@warden/common";
+import { Loader, type BackendConnector, type LoaderEvent, type StopRequest } from "@warden/loader";
 import { createOutbox, type Outbox } from "@warden/outbox";
 import { NodeTable, PlacementView } from "@warden/cluster";
 import { EventHub } from "../../../services/coordinator/src/admin/event-hub.js";
@@ -9,7 +9,6 @@ import { nodeEventInit, openIntentsOn, orphanStopInit, orphansAdoptedInit, reapG
 import { settleUnsettledEvictions } from "../../../services/coordinator/src/nodes/unsettled-evictions.js";
 import { restoreJournalReplicas } from "../../../services/coordinator/src/nodes/journal-replicas-at-start.js";
 import { startRecoveryWindow } from "../../../services/coordinator/src/nodes/recovery-window-at-start.js";
-import { fencedBackendConnector } from "../../../services/coordinator/src/routing/backend-connector.js";
 import type { JournalFence } from "../world/sim-disk.js";
 import type { SimWorld, CoordinatorInbox } from "../world/sim-world.js";
 import { simAgentConnector, type AgentLink, type SimClient } from "../world/sim-agent-connector.js";
@@ -26,55 +25,8 @@ export interface CoordinatorHooks {
   onLoaderEvent?(e: LoaderEvent): void;
 }
 
-/** The loader's local half of a simulated backend: Free() answers after a few ms. */
-function simBackends(clock: ScopedClock): { connect(address: string): BackendHandle } {
-  return {
-    connect: () => ({
-      free: (o) => sleep(clock, 5, o.signal).then(() => {
-        throw new WardenError(Code.Unimplemented, "Free not implemented");
-      }),
-      close: () => {},
-    }),
-  };
-}
-
-/**
- * The HA profile's backends: Free() is implemented and reaches the backend
- * process at the address directly (the BackendHandle port: no agent, no
- * fence), where it unloads the model for real — whatever incarnation serves
- * that address by then, as a call with no identity does.
- */
-function haBackends(w: SimWorld, clock: ScopedClock, generation: number, epoch: bigint): BackendConnector {
-  return {
-    connect: (address) => ({
-      free: (o) =>
-        new Promise<void>((resolve, reject) => {
-          if (!clock.alive()) return;
-          const stale = w.staleSender(epoch);
-          const nodeId = address.split(":")[0] ?? address;
-          const embedded = w.agents.get(nodeId)?.embedded === true;
-          const cancel = clock.setTimer(o.timeoutMs, () => { reject(new WardenError(Code.DeadlineExceeded, "Free: deadline exceeded")); });
-          w.net.send(nodeId, "toAgent", "free", () => {
-            const p = [...w.truth.liveOn(nodeId)].find((x) => x.address === address);
-            if (p !== undefined && p.freedBy === undefined) {
-              p.freedBy = { generation, epoch, atMs: w.clock.now() };
-              w.coverage.hit("ha.backend-freed");
-              w.log(`free ${address} ${p.incarnation} by generation ${String(generation)} epoch ${epoch.toString()}`);
-              if (stale) w.onStaleEffect?.(`Free() of ${p.model} ${p.incarnation} at ${address} from epoch ${epoch.toString()} reached the backend`);
-            }
-            w.net.send(nodeId, "toCoordinator", "free.reply", () => {
-              clock.run(() => {
-                cancel();
-                if (p === undefined) reject(new WardenError(Code.Unavailable, "Free: connection refused"));
-                else resolve();
-              });
-            }, embedded);
-          }, embedded);
-        }),
-      close: () => {},
-    }),
-  };
-}
+/** The loader's local half of a simulated backend (routing only: Free goes through the agent, simAgentConnector). */
+const simBackends: BackendConnector = { connect: () => ({ close: () => {} }) };
 
 /**
  * A generation of an HA coordinator process (the HA profile): it journals to
@@ -131,7 +83,7 @@ export class SimCoordinator implements CoordinatorInbox {
     const rng = w.rng.fork(`coordinator-${String(this.generation)}`);
     const minted = createUlidFactory(clock, rng);
     const newId = (): string => minted();
-    const outbox = createOutbox({ journal: this.ha === undefined ? w.disk.journal(clock) : w.disk.sharedJournal(clock, { generation: this.generation, epoch: this.ha.epoch }, w.opts.ha?.world?.journalResends !== false, this.ha.journalFence), publisher: w.nats.publisher(() => clock.alive(), this.ha?.epoch), clock, rng, newId, ...(this.ha === undefined ? {} : { mayPublish: this.ha.mayAct }) });
+    const outbox = createOutbox({ journal: this.ha === undefined ? w.disk.journal(clock) : w.disk.sharedJournal(clock, { generation: this.generation, epoch: this.ha.epoch }, w.opts.ha?.world?.journalResends !== false, this.ha.journalFence), publisher: w.nats.publisher(() => clock.alive(), this.ha?.epoch), clock, rng, newId, ...(this.ha === undefined ? {} : { mayPublish: this.ha.mayAct, leaderEpoch: this.ha.epoch }) });
     this.outbox = outbox;
     const recovery = await outbox.start();
     const hub = new EventHub(outbox, nullLogger);
@@ -185,7 +137,7 @@ export class SimCoordinator implements CoordinatorInbox {
       rng,
       sleep: (ms, signal) => sleep(clock, ms, signal),
       agents: nodes,
-      backends: this.ha === undefined || w.opts.ha?.world?.freeReachesBackend === false ? simBackends(clock) : fencedBackendConnector(haBackends(w, clock, this.generation, this.ha.epoch), this.ha.leaderEpoch),
+      backends: simBackends,
       ...(this.ha === undefined ? {} : { mayAct: this.ha.mayAct }),
       journal: { recordStopIntent: (i) => outbox.recordStopIntent(i), clearStopIntent: (inc) => outbox.clearStopIntent(inc) },
       events: {

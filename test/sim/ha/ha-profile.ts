@@ -49,8 +49,10 @@ export interface HaOptions {
  *   no lease operation is answered for a while, then for a moment two
  *   compare-and-set writes based on the same revision may both be accepted
  *   (consecutive revisions; nats-server 2.9 behaviour);
- * - the backends implement Free(), which unloads the model for real
- *   (`freeReachesBackend`);
+ * - the backends implement Free(), which unloads the model for real; the
+ *   stop sequence's Free goes through the node's agent (FreeBackend, judged by
+ *   its leader-epoch fence) to the incarnation it names (`freeReachesBackend`;
+ *   off: the agent answers `unsupported` after 5 ms, no message drawn);
  * - the journal recovers from a refused append by sending it again against
  *   the stream's real last record (`journalResends`).
  * Each can be switched off (`SimOptions.haWorld`, `--ha-world JSON`) to see

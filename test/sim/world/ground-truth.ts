@@ -30,8 +30,8 @@ export interface TruthProcess {
   diedAtMs: number | undefined;
   /** A kill that cannot take effect right now (process in D state): fault F1. */
   unkillableUntilMs: number;
-  /** HA profile: a Free() unloaded its model (the process runs on and answers no inference): by whom, with which epoch. */
-  freedBy?: { readonly generation: number; readonly epoch: bigint; readonly atMs: number };
+  /** HA profile: a Free() its agent sent on a coordinator's FreeBackend unloaded its model (the process runs on): the command's epoch, when. */
+  freedBy?: { readonly epoch: bigint; readonly atMs: number };
 }
 
 /** One routed call the harness holds a lease for. */

@@ -1,5 +1,5 @@
-import { Code, WardenError, abortReason } from "@warden/common";
-import type { AgentPort, StartEvent, StartRequest, StopAnswer, StopRequest } from "@warden/loader";
+import { Code, WardenError, abortReason, sleep } from "@warden/common";
+import type { AgentPort, FreeAnswer, FreeRequest, StartEvent, StartRequest, StopAnswer, StopRequest } from "@warden/loader";
 import type { AgentConnector, BackendExit } from "@warden/cluster";
 import type { OrphanProcess } from "@warden/proto";
 import type { SimWorld } from "./sim-world.js";
@@ -253,6 +253,22 @@ export function simAgentConnector(w: SimWorld, clock: ScopedClock, hooks: Coordi
       }, link);
       p.then(done, done);
       return p;
+    },
+    freeBackend(req: FreeRequest, options: { readonly signal: AbortSignal; readonly timeoutMs: number }): Promise<FreeAnswer> {
+      // Backends without Free (every world but the HA one with `freeReachesBackend`): the
+      // agent's `unsupported` comes back after 5 ms with no message drawn — what the loader's
+      // own Free cost before it went through the agent, so the recorded traces are unchanged.
+      if (w.opts.ha === undefined || w.opts.ha.world?.freeReachesBackend === false) return sleep(clock, 5, options.signal).then(() => ({ t: "unsupported" }));
+      let epoch: bigint;
+      try {
+        epoch = leaderEpoch();
+      } catch (err) {
+        return Promise.reject(WardenError.from(err));
+      }
+      const stale = w.staleSender(epoch);
+      return rpc<FreeAnswer>(w, clock, client.nodeId, "free", options.timeoutMs, options.signal, (reply) => {
+        w.agents.get(client.nodeId)?.handleFree(req, reply, epoch, stale);
+      }, link);
     },
     isRunning(incarnation: string, options: { readonly signal: AbortSignal }): Promise<boolean> {
       return rpc<boolean>(w, clock, client.nodeId, "isRunning", 5_000, options.signal, (reply) => {

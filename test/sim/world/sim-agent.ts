@@ -1,9 +1,9 @@
 import { Code, WardenError } from "@warden/common";
-import type { StartRequest, StopAnswer, StopRequest } from "@warden/loader";
+import type { FreeAnswer, FreeRequest, StartRequest, StopAnswer, StopRequest } from "@warden/loader";
 import type { HeartbeatReport } from "@warden/cluster";
 import type { SimWorld } from "./sim-world.js";
 import type { BackendBehaviour, TruthProcess } from "./ground-truth.js";
-import { judgeLeaderEpoch } from "../../../services/agent/src/leader-fence.js";
+import { fenceJudges, judgeLeaderEpoch, type FencedCommand } from "../../../services/agent/src/leader-fence.js";
 import type { AgentRecord, Registration, StartSink } from "./sim-agent-types.js";
 import { gpuResources, inventoryEntries, orphansAndUsedBytes } from "./sim-inventory.js";
 import { runStop } from "./sim-run-stop.js";
@@ -170,7 +170,12 @@ export class SimAgent {
   }
 
   /** The fence, as the real agent's: the refusal of a command from an older epoch, else undefined (a newer one raises it). */
-  private fenced(leaderEpoch: bigint, kind: "start" | "stop" | "stopOrphan", incarnation: string): WardenError | undefined {
+  private fenced(leaderEpoch: bigint, kind: FencedCommand, incarnation: string): WardenError | undefined {
+    // Planted bug "free-past-fence" (fenceJudges, as the real agent's FreeBackend): applied unjudged.
+    if (!fenceJudges(kind)) {
+      this.w.onFence?.({ nodeId: this.nodeId, kind, epoch: leaderEpoch, newestBefore: this.newestLeaderEpoch, accepted: true, incarnation });
+      return undefined;
+    }
     const v = judgeLeaderEpoch(this.newestLeaderEpoch, leaderEpoch);
     this.w.onFence?.({ nodeId: this.nodeId, kind, epoch: leaderEpoch, newestBefore: this.newestLeaderEpoch, accepted: v.t === "accept" || this.ignoresLeaderEpoch, incarnation });
     if (v.t === "refuse") return this.ignoresLeaderEpoch ? undefined : v.error;
@@ -315,6 +320,43 @@ export class SimAgent {
         },
         (err: unknown) => { reply(err instanceof WardenError ? err : new WardenError(Code.Internal, String(err))); },
       );
+    });
+  }
+
+  /**
+   * FreeBackend (the HA world's `freeReachesBackend`): fenced like every
+   * command, then Free() on the backend this agent started, named by
+   * incarnation — its model unloaded in ground truth. As the real agent: a
+   * process stopping or gone is alreadyGone, one still loading is refused.
+   */
+  handleFree(req: FreeRequest, reply: (r: FreeAnswer | WardenError) => void, leaderEpoch = 0n, sentStale = false): void {
+    this.whenRunning(() => {
+      const refused = this.fenced(leaderEpoch, "free", req.incarnation);
+      if (refused !== undefined) {
+        reply(refused);
+        return;
+      }
+      const r = this.records.get(req.incarnation);
+      if (r === undefined || r.state === "exited" || r.state === "stopping" || r.stopping !== undefined || r.process.phase === "dead") {
+        reply({ t: "alreadyGone" });
+        return;
+      }
+      if (r.process.address !== req.address) {
+        reply(new WardenError(Code.InvalidArgument, `address: incarnation ${req.incarnation} listens on ${r.process.address}, not ${req.address}`));
+        return;
+      }
+      if (r.state !== "ready") {
+        reply(new WardenError(Code.FailedPrecondition, `incarnation ${req.incarnation} is ${r.state}, not ready: nothing freed`));
+        return;
+      }
+      const p = r.process;
+      if (p.freedBy === undefined) {
+        p.freedBy = { epoch: leaderEpoch, atMs: this.w.clock.now() };
+        this.w.coverage.hit("ha.backend-freed");
+        this.w.log(`free ${req.address} ${p.incarnation} on a command of epoch ${leaderEpoch.toString()}`);
+        if (sentStale) this.w.onStaleEffect?.(`${this.nodeId} freed ${p.model} ${p.incarnation} at ${req.address} on a command of epoch ${leaderEpoch.toString()}`);
+      }
+      reply({ t: "freed" });
     });
   }
 

@@ -1,3 +1,4 @@
+import type { FencedCommand } from "../../../services/agent/src/leader-fence.js";
 import type { BackendExit, HeartbeatReport } from "@warden/cluster";
 import { EventQueue } from "../kernel/event-queue.js";
 import { SimRandom } from "../kernel/sim-random.js";
@@ -24,7 +25,7 @@ export interface CoordinatorInbox {
 /** What an agent's leader fence decided about one command (HA checkers' ground truth). */
 export interface FenceDecision {
   readonly nodeId: string;
-  readonly kind: "start" | "stop" | "stopOrphan";
+  readonly kind: FencedCommand;
   readonly epoch: bigint;
   /** The agent's fence before the command. */
   readonly newestBefore: bigint;

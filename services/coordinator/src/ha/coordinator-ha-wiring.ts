@@ -14,6 +14,8 @@ export interface CoordinatorHaWiring {
   readonly state: DurableStateStore;
   /** The lease epoch this term won: stamped on every command to an agent. */
   readonly leaderEpoch: () => bigint;
+  /** The same epoch as a value, stamped on every audit event of the term (`Event.leader_epoch`). @default 0 */
+  readonly termEpoch?: bigint;
   /**
    * An agent refused a command as from an older epoch, or reported a newer
    * one than ours in its heartbeat: another coordinator leads. The runner

@@ -198,7 +198,7 @@ export async function runHaCoordinator(config: CoordinatorConfig, deps: HaRunner
           clock,
           ...(deps.rng === undefined ? {} : { rng: deps.rng }),
           logger: log,
-          ha: { journal, state: n.state, leaderEpoch, onSuperseded: (newer, detail) => { onSuperseded(newer, detail); }, mayAct: () => held() !== undefined },
+          ha: { journal, state: n.state, leaderEpoch, termEpoch: epoch, onSuperseded: (newer, detail) => { onSuperseded(newer, detail); }, mayAct: () => held() !== undefined },
           haStatus: status,
           haView: httpView,
           beforeHttpListen: releaseHttp,

@@ -1,7 +1,7 @@
 import { BackendState, StartFailureCode, type AgentService, type StartBackendResponse } from "@warden/proto";
 import type { Client } from "@warden/grpc";
 import { Code, StaleLeaderEpochError, WardenError } from "@warden/common";
-import type { AgentPort, StartEvent, StartRequest, StopAnswer, StopRequest } from "@warden/loader";
+import type { AgentPort, FreeAnswer, FreeRequest, StartEvent, StartRequest, StopAnswer, StopRequest } from "@warden/loader";
 
 /** The coordinator's current leader epoch (issue 17); 0 = no HA, the single-machine default. */
 export type LeaderEpochProvider = () => bigint;
@@ -48,6 +48,21 @@ export function agentPort(client: Client<typeof AgentService>, leaderEpoch: Lead
           return { t: "alreadyGone", replacedBy: r.outcome.value.replacedBy };
         case undefined:
           throw new WardenError(Code.Internal, "agent answered StopBackend without an outcome");
+      }
+    },
+    async freeBackend(req: FreeRequest, options: { readonly signal: AbortSignal; readonly timeoutMs: number }): Promise<FreeAnswer> {
+      const r = await client.freeBackend({ address: req.address, incarnation: req.incarnation, leaderEpoch: leaderEpoch(), requestedBy: req.requestedBy ?? "" }, { signal: options.signal, timeoutMs: options.timeoutMs }).catch((err: unknown) => {
+        throw typedRefusal(err, onStale);
+      });
+      switch (r.outcome.case) {
+        case "freed":
+          return { t: "freed" };
+        case "unsupported":
+          return { t: "unsupported" };
+        case "alreadyGone":
+          return { t: "alreadyGone" };
+        case undefined:
+          throw new WardenError(Code.Internal, "agent answered FreeBackend without an outcome");
       }
     },
     async isRunning(incarnation: string, options: { readonly signal: AbortSignal }): Promise<boolean> {

@@ -3,8 +3,8 @@
 // so a recycled port is never mistaken for an older backend and a retried start
 // never spawns twice.
 //
-// Leader epochs (issue 17, coordinator HA). Every command that changes the
-// agent's state (StartBackend, StopBackend, StopOrphan) carries the sending
+// Leader epochs (coordinator HA). Every command that changes the agent's
+// state or a backend's (StartBackend, StopBackend, StopOrphan, FreeBackend) carries the sending
 // coordinator's `leader_epoch`; the agent keeps the newest epoch it has seen
 // (durably, in its state dir, written before the command that raised it is
 // acted on) and refuses a command from an older epoch with FAILED_PRECONDITION
@@ -37,7 +37,122 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file warden/v1/agent.proto.
  */
 export const file_warden_v1_agent: GenFile = /*@__PURE__*/
-  fileDesc("ChV3YXJkZW4vdjEvYWdlbnQucHJvdG8SCXdhcmRlbi52MSJmChFTdG9wT3JwaGFuUmVxdWVzdBILCgNwaWQYASABKA0SDwoHYWRkcmVzcxgCIAEoCRINCgVmb3JjZRgDIAEoCBIOCgZyZWFzb24YBCABKAkSFAoMbGVhZGVyX2Vwb2NoGAUgASgEInYKElN0b3BPcnBoYW5SZXNwb25zZRIlCgdzdG9wcGVkGAEgASgLMhIud2FyZGVuLnYxLlN0b3BwZWRIABIuCgxhbHJlYWR5X2dvbmUYAiABKAsyFi53YXJkZW4udjEuQWxyZWFkeUdvbmVIAEIJCgdvdXRjb21lIsUDChNTdGFydEJhY2tlbmRSZXF1ZXN0EhMKC2luY2FybmF0aW9uGAEgASgJEg0KBW1vZGVsGAIgASgJEg8KB2JhY2tlbmQYAyABKAkSDwoHb3B0aW9ucxgEIAMoCRISCgptb2RlbF9maWxlGAUgASgJEhQKDGNvbnRleHRfc2l6ZRgGIAEoBRISCgpncHVfZGV2aWNlGAcgASgJEhoKDWJhY2tlbmRfbW9kZWwYCCABKAlIAIgBARIXCgpncHVfbGF5ZXJzGAkgASgFSAGIAQESFAoHdGhyZWFkcxgKIAEoBUgCiAEBEhIKBWJhdGNoGAsgASgFSAOIAQESEQoEbW1hcBgMIAEoCEgEiAEBEhwKD2ZsYXNoX2F0dGVudGlvbhgNIAEoCUgFiAEBEhEKBGN1ZGEYDiABKAhIBogBARIUCgxsZWFkZXJfZXBvY2gYDyABKAQSFAoMcmVxdWVzdGVkX2J5GBAgASgJQhAKDl9iYWNrZW5kX21vZGVsQg0KC19ncHVfbGF5ZXJzQgoKCF90aHJlYWRzQggKBl9iYXRjaEIHCgVfbW1hcEISChBfZmxhc2hfYXR0ZW50aW9uQgcKBV9jdWRhIrUBChRTdGFydEJhY2tlbmRSZXNwb25zZRIlCgdzcGF3bmVkGAEgASgLMhIud2FyZGVuLnYxLlNwYXduZWRIABIlCgdsb2FkaW5nGAIgASgLMhIud2FyZGVuLnYxLkxvYWRpbmdIABIhCgVyZWFkeRgDIAEoCzIQLndhcmRlbi52MS5SZWFkeUgAEiMKBmZhaWxlZBgEIAEoCzIRLndhcmRlbi52MS5GYWlsZWRIAEIHCgVldmVudCJrCgdTcGF3bmVkEg8KB2FkZHJlc3MYASABKAkSCwoDcGlkGAIgASgNEhIKCmdwdV9kZXZpY2UYAyABKAkSEgoKYm9vdF9lcG9jaBgEIAEoBBIaChJoZWFydGJlYXRfc2VxdWVuY2UYBSABKAQiCQoHTG9hZGluZyI7CgVSZWFkeRIPCgdhZGRyZXNzGAEgASgJEgsKA3BpZBgCIAEoDRIUCgxtZW1vcnlfYnl0ZXMYAyABKAQihAEKBkZhaWxlZBIpCgRjb2RlGAEgASgOMhsud2FyZGVuLnYxLlN0YXJ0RmFpbHVyZUNvZGUSDwoHbWVzc2FnZRgCIAEoCRIWCglleGl0X2NvZGUYAyABKAVIAIgBARIYChBsYXN0X3N0ZGVycl9saW5lGAQgASgJQgwKCl9leGl0X2NvZGUihQEKElN0b3BCYWNrZW5kUmVxdWVzdBIPCgdhZGRyZXNzGAEgASgJEhMKC2luY2FybmF0aW9uGAIgASgJEg0KBWZvcmNlGAMgASgIEg4KBnJlYXNvbhgEIAEoCRIUCgxsZWFkZXJfZXBvY2gYBSABKAQSFAoMcmVxdWVzdGVkX2J5GAYgASgJIncKE1N0b3BCYWNrZW5kUmVzcG9uc2USJQoHc3RvcHBlZBgBIAEoCzISLndhcmRlbi52MS5TdG9wcGVkSAASLgoMYWxyZWFkeV9nb25lGAIgASgLMhYud2FyZGVuLnYxLkFscmVhZHlHb25lSABCCQoHb3V0Y29tZSJSCgdTdG9wcGVkEhYKCWV4aXRfY29kZRgBIAEoBUgAiAEBEg4KBnNpZ25hbBgCIAEoCRIRCgllc2NhbGF0ZWQYAyABKAhCDAoKX2V4aXRfY29kZSIiCgtBbHJlYWR5R29uZRITCgtyZXBsYWNlZF9ieRgBIAEoCSIVChNMaXN0QmFja2VuZHNSZXF1ZXN0IsQBChRMaXN0QmFja2VuZHNSZXNwb25zZRIrCghiYWNrZW5kcxgBIAMoCzIZLndhcmRlbi52MS5JbnZlbnRvcnlFbnRyeRIpCgdvcnBoYW5zGAIgAygLMhgud2FyZGVuLnYxLk9ycGhhblByb2Nlc3MSEgoKYm9vdF9lcG9jaBgDIAEoBBIqCgdmb3JlaWduGAQgAygLMhkud2FyZGVuLnYxLkZvcmVpZ25Qcm9jZXNzEhQKDGxlYWRlcl9lcG9jaBgFIAEoBCIWChRHZXROb2RlU3RhdHVzUmVxdWVzdCLWAQoVR2V0Tm9kZVN0YXR1c1Jlc3BvbnNlEg8KB25vZGVfaWQYASABKAkSPAoGbGFiZWxzGAIgAygLMiwud2FyZGVuLnYxLkdldE5vZGVTdGF0dXNSZXNwb25zZS5MYWJlbHNFbnRyeRIrCglyZXNvdXJjZXMYAyABKAsyGC53YXJkZW4udjEuTm9kZVJlc291cmNlcxISCgpib290X2Vwb2NoGAQgASgEGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiFgoUV2F0Y2hCYWNrZW5kc1JlcXVlc3QirQIKFVdhdGNoQmFja2VuZHNSZXNwb25zZRITCgtpbmNhcm5hdGlvbhgBIAEoCRINCgVtb2RlbBgCIAEoCRIPCgdhZGRyZXNzGAMgASgJEiYKAmF0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIsCgdzdGFydGVkGAUgASgLMhkud2FyZGVuLnYxLkJhY2tlbmRTdGFydGVkSAASKAoFcmVhZHkYBiABKAsyFy53YXJkZW4udjEuQmFja2VuZFJlYWR5SAASKgoGZXhpdGVkGAcgASgLMhgud2FyZGVuLnYxLkJhY2tlbmRFeGl0ZWRIABIqCgZoZWFsdGgYCCABKAsyGC53YXJkZW4udjEuQmFja2VuZEhlYWx0aEgAQgcKBWV2ZW50Ih0KDkJhY2tlbmRTdGFydGVkEgsKA3BpZBgBIAEoDSIkCgxCYWNrZW5kUmVhZHkSFAoMbWVtb3J5X2J5dGVzGAEgASgEInQKDUJhY2tlbmRFeGl0ZWQSFgoJZXhpdF9jb2RlGAEgASgFSACIAQESDgoGc2lnbmFsGAIgASgJEhMKC2ludGVudGlvbmFsGAMgASgIEhgKEGxhc3Rfc3RkZXJyX2xpbmUYBCABKAlCDAoKX2V4aXRfY29kZSIwCg1CYWNrZW5kSGVhbHRoEg8KB2hlYWx0aHkYASABKAgSDgoGZGV0YWlsGAIgASgJKrQCChBTdGFydEZhaWx1cmVDb2RlEiIKHlNUQVJUX0ZBSUxVUkVfQ09ERV9VTlNQRUNJRklFRBAAEiMKH1NUQVJUX0ZBSUxVUkVfQ09ERV9TUEFXTl9GQUlMRUQQARIdChlTVEFSVF9GQUlMVVJFX0NPREVfRVhJVEVEEAISKAokU1RBUlRfRkFJTFVSRV9DT0RFX1JFQURJTkVTU19USU1FT1VUEAMSIgoeU1RBUlRfRkFJTFVSRV9DT0RFX0xPQURfRkFJTEVEEAQSKAokU1RBUlRfRkFJTFVSRV9DT0RFX0RFQURMSU5FX0VYQ0VFREVEEAUSHgoaU1RBUlRfRkFJTFVSRV9DT0RFX05PX1BPUlQQBhIgChxTVEFSVF9GQUlMVVJFX0NPREVfQ0FOQ0VMTEVEEAcy9QMKDEFnZW50U2VydmljZRJRCgxTdGFydEJhY2tlbmQSHi53YXJkZW4udjEuU3RhcnRCYWNrZW5kUmVxdWVzdBofLndhcmRlbi52MS5TdGFydEJhY2tlbmRSZXNwb25zZTABEkwKC1N0b3BCYWNrZW5kEh0ud2FyZGVuLnYxLlN0b3BCYWNrZW5kUmVxdWVzdBoeLndhcmRlbi52MS5TdG9wQmFja2VuZFJlc3BvbnNlEk8KDExpc3RCYWNrZW5kcxIeLndhcmRlbi52MS5MaXN0QmFja2VuZHNSZXF1ZXN0Gh8ud2FyZGVuLnYxLkxpc3RCYWNrZW5kc1Jlc3BvbnNlElIKDUdldE5vZGVTdGF0dXMSHy53YXJkZW4udjEuR2V0Tm9kZVN0YXR1c1JlcXVlc3QaIC53YXJkZW4udjEuR2V0Tm9kZVN0YXR1c1Jlc3BvbnNlElQKDVdhdGNoQmFja2VuZHMSHy53YXJkZW4udjEuV2F0Y2hCYWNrZW5kc1JlcXVlc3QaIC53YXJkZW4udjEuV2F0Y2hCYWNrZW5kc1Jlc3BvbnNlMAESSQoKU3RvcE9ycGhhbhIcLndhcmRlbi52MS5TdG9wT3JwaGFuUmVxdWVzdBodLndhcmRlbi52MS5TdG9wT3JwaGFuUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_timestamp, file_warden_v1_types]);
+  fileDesc("ChV3YXJkZW4vdjEvYWdlbnQucHJvdG8SCXdhcmRlbi52MSJmChJGcmVlQmFja2VuZFJlcXVlc3QSEwoLaW5jYXJuYXRpb24YASABKAkSDwoHYWRkcmVzcxgCIAEoCRIUCgxsZWFkZXJfZXBvY2gYAyABKAQSFAoMcmVxdWVzdGVkX2J5GAQgASgJIqYBChNGcmVlQmFja2VuZFJlc3BvbnNlEiEKBWZyZWVkGAEgASgLMhAud2FyZGVuLnYxLkZyZWVkSAASMQoLdW5zdXBwb3J0ZWQYAiABKAsyGi53YXJkZW4udjEuRnJlZVVuc3VwcG9ydGVkSAASLgoMYWxyZWFkeV9nb25lGAMgASgLMhYud2FyZGVuLnYxLkFscmVhZHlHb25lSABCCQoHb3V0Y29tZSIYCgVGcmVlZBIPCgdtZXNzYWdlGAEgASgJIhEKD0ZyZWVVbnN1cHBvcnRlZCJmChFTdG9wT3JwaGFuUmVxdWVzdBILCgNwaWQYASABKA0SDwoHYWRkcmVzcxgCIAEoCRINCgVmb3JjZRgDIAEoCBIOCgZyZWFzb24YBCABKAkSFAoMbGVhZGVyX2Vwb2NoGAUgASgEInYKElN0b3BPcnBoYW5SZXNwb25zZRIlCgdzdG9wcGVkGAEgASgLMhIud2FyZGVuLnYxLlN0b3BwZWRIABIuCgxhbHJlYWR5X2dvbmUYAiABKAsyFi53YXJkZW4udjEuQWxyZWFkeUdvbmVIAEIJCgdvdXRjb21lIsUDChNTdGFydEJhY2tlbmRSZXF1ZXN0EhMKC2luY2FybmF0aW9uGAEgASgJEg0KBW1vZGVsGAIgASgJEg8KB2JhY2tlbmQYAyABKAkSDwoHb3B0aW9ucxgEIAMoCRISCgptb2RlbF9maWxlGAUgASgJEhQKDGNvbnRleHRfc2l6ZRgGIAEoBRISCgpncHVfZGV2aWNlGAcgASgJEhoKDWJhY2tlbmRfbW9kZWwYCCABKAlIAIgBARIXCgpncHVfbGF5ZXJzGAkgASgFSAGIAQESFAoHdGhyZWFkcxgKIAEoBUgCiAEBEhIKBWJhdGNoGAsgASgFSAOIAQESEQoEbW1hcBgMIAEoCEgEiAEBEhwKD2ZsYXNoX2F0dGVudGlvbhgNIAEoCUgFiAEBEhEKBGN1ZGEYDiABKAhIBogBARIUCgxsZWFkZXJfZXBvY2gYDyABKAQSFAoMcmVxdWVzdGVkX2J5GBAgASgJQhAKDl9iYWNrZW5kX21vZGVsQg0KC19ncHVfbGF5ZXJzQgoKCF90aHJlYWRzQggKBl9iYXRjaEIHCgVfbW1hcEISChBfZmxhc2hfYXR0ZW50aW9uQgcKBV9jdWRhIrUBChRTdGFydEJhY2tlbmRSZXNwb25zZRIlCgdzcGF3bmVkGAEgASgLMhIud2FyZGVuLnYxLlNwYXduZWRIABIlCgdsb2FkaW5nGAIgASgLMhIud2FyZGVuLnYxLkxvYWRpbmdIABIhCgVyZWFkeRgDIAEoCzIQLndhcmRlbi52MS5SZWFkeUgAEiMKBmZhaWxlZBgEIAEoCzIRLndhcmRlbi52MS5GYWlsZWRIAEIHCgVldmVudCJrCgdTcGF3bmVkEg8KB2FkZHJlc3MYASABKAkSCwoDcGlkGAIgASgNEhIKCmdwdV9kZXZpY2UYAyABKAkSEgoKYm9vdF9lcG9jaBgEIAEoBBIaChJoZWFydGJlYXRfc2VxdWVuY2UYBSABKAQiCQoHTG9hZGluZyI7CgVSZWFkeRIPCgdhZGRyZXNzGAEgASgJEgsKA3BpZBgCIAEoDRIUCgxtZW1vcnlfYnl0ZXMYAyABKAQihAEKBkZhaWxlZBIpCgRjb2RlGAEgASgOMhsud2FyZGVuLnYxLlN0YXJ0RmFpbHVyZUNvZGUSDwoHbWVzc2FnZRgCIAEoCRIWCglleGl0X2NvZGUYAyABKAVIAIgBARIYChBsYXN0X3N0ZGVycl9saW5lGAQgASgJQgwKCl9leGl0X2NvZGUihQEKElN0b3BCYWNrZW5kUmVxdWVzdBIPCgdhZGRyZXNzGAEgASgJEhMKC2luY2FybmF0aW9uGAIgASgJEg0KBWZvcmNlGAMgASgIEg4KBnJlYXNvbhgEIAEoCRIUCgxsZWFkZXJfZXBvY2gYBSABKAQSFAoMcmVxdWVzdGVkX2J5GAYgASgJIncKE1N0b3BCYWNrZW5kUmVzcG9uc2USJQoHc3RvcHBlZBgBIAEoCzISLndhcmRlbi52MS5TdG9wcGVkSAASLgoMYWxyZWFkeV9nb25lGAIgASgLMhYud2FyZGVuLnYxLkFscmVhZHlHb25lSABCCQoHb3V0Y29tZSJSCgdTdG9wcGVkEhYKCWV4aXRfY29kZRgBIAEoBUgAiAEBEg4KBnNpZ25hbBgCIAEoCRIRCgllc2NhbGF0ZWQYAyABKAhCDAoKX2V4aXRfY29kZSIiCgtBbHJlYWR5R29uZRITCgtyZXBsYWNlZF9ieRgBIAEoCSIVChNMaXN0QmFja2VuZHNSZXF1ZXN0IsQBChRMaXN0QmFja2VuZHNSZXNwb25zZRIrCghiYWNrZW5kcxgBIAMoCzIZLndhcmRlbi52MS5JbnZlbnRvcnlFbnRyeRIpCgdvcnBoYW5zGAIgAygLMhgud2FyZGVuLnYxLk9ycGhhblByb2Nlc3MSEgoKYm9vdF9lcG9jaBgDIAEoBBIqCgdmb3JlaWduGAQgAygLMhkud2FyZGVuLnYxLkZvcmVpZ25Qcm9jZXNzEhQKDGxlYWRlcl9lcG9jaBgFIAEoBCIWChRHZXROb2RlU3RhdHVzUmVxdWVzdCLWAQoVR2V0Tm9kZVN0YXR1c1Jlc3BvbnNlEg8KB25vZGVfaWQYASABKAkSPAoGbGFiZWxzGAIgAygLMiwud2FyZGVuLnYxLkdldE5vZGVTdGF0dXNSZXNwb25zZS5MYWJlbHNFbnRyeRIrCglyZXNvdXJjZXMYAyABKAsyGC53YXJkZW4udjEuTm9kZVJlc291cmNlcxISCgpib290X2Vwb2NoGAQgASgEGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiFgoUV2F0Y2hCYWNrZW5kc1JlcXVlc3QirQIKFVdhdGNoQmFja2VuZHNSZXNwb25zZRITCgtpbmNhcm5hdGlvbhgBIAEoCRINCgVtb2RlbBgCIAEoCRIPCgdhZGRyZXNzGAMgASgJEiYKAmF0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIsCgdzdGFydGVkGAUgASgLMhkud2FyZGVuLnYxLkJhY2tlbmRTdGFydGVkSAASKAoFcmVhZHkYBiABKAsyFy53YXJkZW4udjEuQmFja2VuZFJlYWR5SAASKgoGZXhpdGVkGAcgASgLMhgud2FyZGVuLnYxLkJhY2tlbmRFeGl0ZWRIABIqCgZoZWFsdGgYCCABKAsyGC53YXJkZW4udjEuQmFja2VuZEhlYWx0aEgAQgcKBWV2ZW50Ih0KDkJhY2tlbmRTdGFydGVkEgsKA3BpZBgBIAEoDSIkCgxCYWNrZW5kUmVhZHkSFAoMbWVtb3J5X2J5dGVzGAEgASgEInQKDUJhY2tlbmRFeGl0ZWQSFgoJZXhpdF9jb2RlGAEgASgFSACIAQESDgoGc2lnbmFsGAIgASgJEhMKC2ludGVudGlvbmFsGAMgASgIEhgKEGxhc3Rfc3RkZXJyX2xpbmUYBCABKAlCDAoKX2V4aXRfY29kZSIwCg1CYWNrZW5kSGVhbHRoEg8KB2hlYWx0aHkYASABKAgSDgoGZGV0YWlsGAIgASgJKrQCChBTdGFydEZhaWx1cmVDb2RlEiIKHlNUQVJUX0ZBSUxVUkVfQ09ERV9VTlNQRUNJRklFRBAAEiMKH1NUQVJUX0ZBSUxVUkVfQ09ERV9TUEFXTl9GQUlMRUQQARIdChlTVEFSVF9GQUlMVVJFX0NPREVfRVhJVEVEEAISKAokU1RBUlRfRkFJTFVSRV9DT0RFX1JFQURJTkVTU19USU1FT1VUEAMSIgoeU1RBUlRfRkFJTFVSRV9DT0RFX0xPQURfRkFJTEVEEAQSKAokU1RBUlRfRkFJTFVSRV9DT0RFX0RFQURMSU5FX0VYQ0VFREVEEAUSHgoaU1RBUlRfRkFJTFVSRV9DT0RFX05PX1BPUlQQBhIgChxTVEFSVF9GQUlMVVJFX0NPREVfQ0FOQ0VMTEVEEAcywwQKDEFnZW50U2VydmljZRJRCgxTdGFydEJhY2tlbmQSHi53YXJkZW4udjEuU3RhcnRCYWNrZW5kUmVxdWVzdBofLndhcmRlbi52MS5TdGFydEJhY2tlbmRSZXNwb25zZTABEkwKC1N0b3BCYWNrZW5kEh0ud2FyZGVuLnYxLlN0b3BCYWNrZW5kUmVxdWVzdBoeLndhcmRlbi52MS5TdG9wQmFja2VuZFJlc3BvbnNlEk8KDExpc3RCYWNrZW5kcxIeLndhcmRlbi52MS5MaXN0QmFja2VuZHNSZXF1ZXN0Gh8ud2FyZGVuLnYxLkxpc3RCYWNrZW5kc1Jlc3BvbnNlElIKDUdldE5vZGVTdGF0dXMSHy53YXJkZW4udjEuR2V0Tm9kZVN0YXR1c1JlcXVlc3QaIC53YXJkZW4udjEuR2V0Tm9kZVN0YXR1c1Jlc3BvbnNlElQKDVdhdGNoQmFja2VuZHMSHy53YXJkZW4udjEuV2F0Y2hCYWNrZW5kc1JlcXVlc3QaIC53YXJkZW4udjEuV2F0Y2hCYWNrZW5kc1Jlc3BvbnNlMAESSQoKU3RvcE9ycGhhbhIcLndhcmRlbi52MS5TdG9wT3JwaGFuUmVxdWVzdBodLndhcmRlbi52MS5TdG9wT3JwaGFuUmVzcG9uc2USTAoLRnJlZUJhY2tlbmQSHS53YXJkZW4udjEuRnJlZUJhY2tlbmRSZXF1ZXN0Gh4ud2FyZGVuLnYxLkZyZWVCYWNrZW5kUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_timestamp, file_warden_v1_types]);
+
+/**
+ * @generated from message warden.v1.FreeBackendRequest
+ */
+export type FreeBackendRequest = Message<"warden.v1.FreeBackendRequest"> & {
+  /**
+   * Coordinator-minted ULID of the backend to free.
+   *
+   * @generated from field: string incarnation = 1;
+   */
+  incarnation: string;
+
+  /**
+   * The address the coordinator knows it by; a mismatch with the agent's
+   * record is INVALID_ARGUMENT (nothing freed).
+   *
+   * @generated from field: string address = 2;
+   */
+  address: string;
+
+  /**
+   * The sender's leader epoch (see the header); 0 = no HA.
+   *
+   * @generated from field: uint64 leader_epoch = 3;
+   */
+  leaderEpoch: bigint;
+
+  /**
+   * Who asked the coordinator for the stop this Free belongs to (see
+   * StartBackendRequest.requested_by).
+   *
+   * @generated from field: string requested_by = 4;
+   */
+  requestedBy: string;
+};
+
+/**
+ * Describes the message warden.v1.FreeBackendRequest.
+ * Use `create(FreeBackendRequestSchema)` to create a new message.
+ */
+export const FreeBackendRequestSchema: GenMessage<FreeBackendRequest> = /*@__PURE__*/
+  messageDesc(file_warden_v1_agent, 0);
+
+/**
+ * @generated from message warden.v1.FreeBackendResponse
+ */
+export type FreeBackendResponse = Message<"warden.v1.FreeBackendResponse"> & {
+  /**
+   * @generated from oneof warden.v1.FreeBackendResponse.outcome
+   */
+  outcome: {
+    /**
+     * The backend's Free answered success: its model is unloaded.
+     *
+     * @generated from field: warden.v1.Freed freed = 1;
+     */
+    value: Freed;
+    case: "freed";
+  } | {
+    /**
+     * The backend implements no Free (UNIMPLEMENTED): nothing freed, stop anyway.
+     *
+     * @generated from field: warden.v1.FreeUnsupported unsupported = 2;
+     */
+    value: FreeUnsupported;
+    case: "unsupported";
+  } | {
+    /**
+     * That incarnation is not running here (or is already stopping): nothing to free.
+     *
+     * @generated from field: warden.v1.AlreadyGone already_gone = 3;
+     */
+    value: AlreadyGone;
+    case: "alreadyGone";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message warden.v1.FreeBackendResponse.
+ * Use `create(FreeBackendResponseSchema)` to create a new message.
+ */
+export const FreeBackendResponseSchema: GenMessage<FreeBackendResponse> = /*@__PURE__*/
+  messageDesc(file_warden_v1_agent, 1);
+
+/**
+ * @generated from message warden.v1.Freed
+ */
+export type Freed = Message<"warden.v1.Freed"> & {
+  /**
+   * The backend's own message (Result.message), at most 1 KiB.
+   *
+   * @generated from field: string message = 1;
+   */
+  message: string;
+};
+
+/**
+ * Describes the message warden.v1.Freed.
+ * Use `create(FreedSchema)` to create a new message.
+ */
+export const FreedSchema: GenMessage<Freed> = /*@__PURE__*/
+  messageDesc(file_warden_v1_agent, 2);
+
+/**
+ * @generated from message warden.v1.FreeUnsupported
+ */
+export type FreeUnsupported = Message<"warden.v1.FreeUnsupported"> & {
+};
+
+/**
+ * Describes the message warden.v1.FreeUnsupported.
+ * Use `create(FreeUnsupportedSchema)` to create a new message.
+ */
+export const FreeUnsupportedSchema: GenMessage<FreeUnsupported> = /*@__PURE__*/
+  messageDesc(file_warden_v1_agent, 3);
 
 /**
  * @generated from message warden.v1.StopOrphanRequest
@@ -78,7 +193,7 @@ export type StopOrphanRequest = Message<"warden.v1.StopOrphanRequest"> & {
  * Use `create(StopOrphanRequestSchema)` to create a new message.
  */
 export const StopOrphanRequestSchema: GenMessage<StopOrphanRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 0);
+  messageDesc(file_warden_v1_agent, 4);
 
 /**
  * @generated from message warden.v1.StopOrphanResponse
@@ -109,7 +224,7 @@ export type StopOrphanResponse = Message<"warden.v1.StopOrphanResponse"> & {
  * Use `create(StopOrphanResponseSchema)` to create a new message.
  */
 export const StopOrphanResponseSchema: GenMessage<StopOrphanResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 1);
+  messageDesc(file_warden_v1_agent, 5);
 
 /**
  * @generated from message warden.v1.StartBackendRequest
@@ -245,7 +360,7 @@ export type StartBackendRequest = Message<"warden.v1.StartBackendRequest"> & {
  * Use `create(StartBackendRequestSchema)` to create a new message.
  */
 export const StartBackendRequestSchema: GenMessage<StartBackendRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 2);
+  messageDesc(file_warden_v1_agent, 6);
 
 /**
  * @generated from message warden.v1.StartBackendResponse
@@ -286,7 +401,7 @@ export type StartBackendResponse = Message<"warden.v1.StartBackendResponse"> & {
  * Use `create(StartBackendResponseSchema)` to create a new message.
  */
 export const StartBackendResponseSchema: GenMessage<StartBackendResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 3);
+  messageDesc(file_warden_v1_agent, 7);
 
 /**
  * Sent as soon as spawn() returned a pid. The address was chosen before spawning.
@@ -332,7 +447,7 @@ export type Spawned = Message<"warden.v1.Spawned"> & {
  * Use `create(SpawnedSchema)` to create a new message.
  */
 export const SpawnedSchema: GenMessage<Spawned> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 4);
+  messageDesc(file_warden_v1_agent, 8);
 
 /**
  * The backend answered Health; LoadModel is in flight.
@@ -347,7 +462,7 @@ export type Loading = Message<"warden.v1.Loading"> & {
  * Use `create(LoadingSchema)` to create a new message.
  */
 export const LoadingSchema: GenMessage<Loading> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 5);
+  messageDesc(file_warden_v1_agent, 9);
 
 /**
  * @generated from message warden.v1.Ready
@@ -374,7 +489,7 @@ export type Ready = Message<"warden.v1.Ready"> & {
  * Use `create(ReadySchema)` to create a new message.
  */
 export const ReadySchema: GenMessage<Ready> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 6);
+  messageDesc(file_warden_v1_agent, 10);
 
 /**
  * Terminal failure. The agent stopped the process and left nothing behind.
@@ -410,7 +525,7 @@ export type Failed = Message<"warden.v1.Failed"> & {
  * Use `create(FailedSchema)` to create a new message.
  */
 export const FailedSchema: GenMessage<Failed> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 7);
+  messageDesc(file_warden_v1_agent, 11);
 
 /**
  * @generated from message warden.v1.StopBackendRequest
@@ -462,7 +577,7 @@ export type StopBackendRequest = Message<"warden.v1.StopBackendRequest"> & {
  * Use `create(StopBackendRequestSchema)` to create a new message.
  */
 export const StopBackendRequestSchema: GenMessage<StopBackendRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 8);
+  messageDesc(file_warden_v1_agent, 12);
 
 /**
  * @generated from message warden.v1.StopBackendResponse
@@ -491,7 +606,7 @@ export type StopBackendResponse = Message<"warden.v1.StopBackendResponse"> & {
  * Use `create(StopBackendResponseSchema)` to create a new message.
  */
 export const StopBackendResponseSchema: GenMessage<StopBackendResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 9);
+  messageDesc(file_warden_v1_agent, 13);
 
 /**
  * @generated from message warden.v1.Stopped
@@ -522,7 +637,7 @@ export type Stopped = Message<"warden.v1.Stopped"> & {
  * Use `create(StoppedSchema)` to create a new message.
  */
 export const StoppedSchema: GenMessage<Stopped> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 10);
+  messageDesc(file_warden_v1_agent, 14);
 
 /**
  * That incarnation is not running on this agent.
@@ -543,7 +658,7 @@ export type AlreadyGone = Message<"warden.v1.AlreadyGone"> & {
  * Use `create(AlreadyGoneSchema)` to create a new message.
  */
 export const AlreadyGoneSchema: GenMessage<AlreadyGone> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 11);
+  messageDesc(file_warden_v1_agent, 15);
 
 /**
  * @generated from message warden.v1.ListBackendsRequest
@@ -556,7 +671,7 @@ export type ListBackendsRequest = Message<"warden.v1.ListBackendsRequest"> & {
  * Use `create(ListBackendsRequestSchema)` to create a new message.
  */
 export const ListBackendsRequestSchema: GenMessage<ListBackendsRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 12);
+  messageDesc(file_warden_v1_agent, 16);
 
 /**
  * @generated from message warden.v1.ListBackendsResponse
@@ -598,7 +713,7 @@ export type ListBackendsResponse = Message<"warden.v1.ListBackendsResponse"> & {
  * Use `create(ListBackendsResponseSchema)` to create a new message.
  */
 export const ListBackendsResponseSchema: GenMessage<ListBackendsResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 13);
+  messageDesc(file_warden_v1_agent, 17);
 
 /**
  * @generated from message warden.v1.GetNodeStatusRequest
@@ -611,7 +726,7 @@ export type GetNodeStatusRequest = Message<"warden.v1.GetNodeStatusRequest"> & {
  * Use `create(GetNodeStatusRequestSchema)` to create a new message.
  */
 export const GetNodeStatusRequestSchema: GenMessage<GetNodeStatusRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 14);
+  messageDesc(file_warden_v1_agent, 18);
 
 /**
  * @generated from message warden.v1.GetNodeStatusResponse
@@ -643,7 +758,7 @@ export type GetNodeStatusResponse = Message<"warden.v1.GetNodeStatusResponse"> &
  * Use `create(GetNodeStatusResponseSchema)` to create a new message.
  */
 export const GetNodeStatusResponseSchema: GenMessage<GetNodeStatusResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 15);
+  messageDesc(file_warden_v1_agent, 19);
 
 /**
  * @generated from message warden.v1.WatchBackendsRequest
@@ -656,7 +771,7 @@ export type WatchBackendsRequest = Message<"warden.v1.WatchBackendsRequest"> & {
  * Use `create(WatchBackendsRequestSchema)` to create a new message.
  */
 export const WatchBackendsRequestSchema: GenMessage<WatchBackendsRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 16);
+  messageDesc(file_warden_v1_agent, 20);
 
 /**
  * @generated from message warden.v1.WatchBackendsResponse
@@ -717,7 +832,7 @@ export type WatchBackendsResponse = Message<"warden.v1.WatchBackendsResponse"> &
  * Use `create(WatchBackendsResponseSchema)` to create a new message.
  */
 export const WatchBackendsResponseSchema: GenMessage<WatchBackendsResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 17);
+  messageDesc(file_warden_v1_agent, 21);
 
 /**
  * @generated from message warden.v1.BackendStarted
@@ -734,7 +849,7 @@ export type BackendStarted = Message<"warden.v1.BackendStarted"> & {
  * Use `create(BackendStartedSchema)` to create a new message.
  */
 export const BackendStartedSchema: GenMessage<BackendStarted> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 18);
+  messageDesc(file_warden_v1_agent, 22);
 
 /**
  * @generated from message warden.v1.BackendReady
@@ -751,7 +866,7 @@ export type BackendReady = Message<"warden.v1.BackendReady"> & {
  * Use `create(BackendReadySchema)` to create a new message.
  */
 export const BackendReadySchema: GenMessage<BackendReady> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 19);
+  messageDesc(file_warden_v1_agent, 23);
 
 /**
  * @generated from message warden.v1.BackendExited
@@ -785,7 +900,7 @@ export type BackendExited = Message<"warden.v1.BackendExited"> & {
  * Use `create(BackendExitedSchema)` to create a new message.
  */
 export const BackendExitedSchema: GenMessage<BackendExited> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 20);
+  messageDesc(file_warden_v1_agent, 24);
 
 /**
  * @generated from message warden.v1.BackendHealth
@@ -807,7 +922,7 @@ export type BackendHealth = Message<"warden.v1.BackendHealth"> & {
  * Use `create(BackendHealthSchema)` to create a new message.
  */
 export const BackendHealthSchema: GenMessage<BackendHealth> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 21);
+  messageDesc(file_warden_v1_agent, 25);
 
 /**
  * @generated from enum warden.v1.StartFailureCode
@@ -947,6 +1062,25 @@ export const AgentService: GenService<{
     methodKind: "unary";
     input: typeof StopOrphanRequestSchema;
     output: typeof StopOrphanResponseSchema;
+  },
+  /**
+   * Calls Backend.Free on one backend this agent started (or adopted), named
+   * by incarnation: the graceful stop's step before StopBackend. Fenced like
+   * every command: a request from an older leader epoch is refused
+   * (FAILED_PRECONDITION naming leader_epoch) before anything reaches the
+   * backend, so a paused ex-leader can unload no model. The coordinator never
+   * calls a backend's Free itself. Bounded by the agent's free timeout and the
+   * call's deadline. Backend errors come back as the call's error (UNAVAILABLE,
+   * DEADLINE_EXCEEDED, INTERNAL with the backend's message); a backend with no
+   * Free answers `unsupported`. Added compatibly: an older agent answers
+   * UNIMPLEMENTED, and the coordinator then stops without Free.
+   *
+   * @generated from rpc warden.v1.AgentService.FreeBackend
+   */
+  freeBackend: {
+    methodKind: "unary";
+    input: typeof FreeBackendRequestSchema;
+    output: typeof FreeBackendResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_warden_v1_agent, 0);

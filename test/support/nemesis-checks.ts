@@ -16,9 +16,9 @@ import type { Event } from "@warden/proto";
 import type { BackendSample, Disappearance } from "./process-sampler.js";
 import type { StreamEvent } from "./audit-consumer.js";
 
-/** An incarnation's events on the stream, for a finding: "backendLoaded (epoch E), …". */
+/** An incarnation's events on the stream, for a finding: "backendLoaded (epoch E, #stream sequence), …". */
 export function historyOf(stream: readonly StreamEvent[], incarnation: string): string {
-  return stream.filter((x) => x.event.incarnation === incarnation).map((x) => `${caseOf(x.event)} (epoch ${String(x.event.sequence?.epoch ?? 0n)})`).join(", ");
+  return stream.filter((x) => x.event.incarnation === incarnation).map((x) => `${caseOf(x.event)} (epoch ${String(x.event.sequence?.epoch ?? 0n)}, #${String(x.seq)})`).join(", ");
 }
 
 /** Never two members of one exclusive group alive on one node in one sample (each pair once, with the first sample it was seen in). */

@@ -95,7 +95,8 @@ export function createHttpLeaderCaller(o: HttpLeaderCallerOptions): HttpLeaderCa
             preferred = nextAfter(at);
             return done("no answer", `${urls[at]!} sent no response headers within ${String(timeoutMs)} ms; a POST already sent is not re-sent`);
           }
-          return done("network error", `${urls[at]!}: ${err instanceof Error ? err.message : String(err)} ${code}`);
+          // The member went away mid-call (killed): the POST may have run, so it is not re-sent either.
+          return done(code === "UND_ERR_SOCKET" ? "connection lost" : "network error", `${urls[at]!}: ${err instanceof Error ? err.message : String(err)} ${code}`);
         }
         const text = await res.text().catch(() => undefined);
         if (text === undefined) {

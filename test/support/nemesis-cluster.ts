@@ -1,8 +1,8 @@
 /**
  * The nemesis test's cluster, all real processes: a 3-server nats-server
  * JetStream cluster, three `warden coordinator --ha` members (the real CLI,
- * each on a fixed loopback address so a restarted one is found where it was)
- * and remote agents following all three. A member that exits without this
+ * each on fixed loopback gRPC and HTTP addresses so a restarted one is found
+ * where it was) and remote agents following all three. A member that exits without this
  * file killing it is recorded (a takeover that fails must return to standby,
  * never exit) and started again so the run goes on. `close` removes every
  * process it started, and only those.

@@ -17,40 +17,21 @@
  */
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
-import { afterAll, afterEach, describe, expect, it, onTestFailed } from "vitest";
+import { describe, expect, it } from "vitest";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { connectAudit, defaultAuditStreamName } from "@warden/audit";
 import { Code, WardenError } from "@warden/common";
 import { InstanceState, NodeState, UnloadOutcome } from "@warden/proto";
-import { liveTaggedSims } from "./support/agent-harness.js";
-import { liveRemoteAgents } from "./support/agent-process.js";
 import { auditProblems, runningBackends, untilAuditComplete } from "./support/chaos-checks.js";
 import { simModel, until } from "./support/coordinator-harness.js";
 import type { LoggedEvent } from "./support/coordinator-process.js";
-import { startHaCluster, type HaCluster, type HaCoordinator } from "./support/ha-cluster.js";
+import type { HaCluster, HaCoordinator } from "./support/ha-cluster.js";
+import { haClusterLifecycle } from "./support/ha-cluster-lifecycle.js";
 
-let cluster: HaCluster | undefined;
-const tags: string[] = [];
-
-afterEach(async () => {
-  await cluster?.close();
-  cluster = undefined;
-});
-
-afterAll(async () => {
-  for (const t of tags) expect(await liveTaggedSims(t)).toEqual([]);
-  expect(await liveRemoteAgents()).toEqual([]);
-});
+const ha = haClusterLifecycle();
 
 async function start(name: string, models: Record<string, unknown>[], config: Record<string, unknown> = {}): Promise<HaCluster> {
-  const c = await startHaCluster({ name, models, config });
-  cluster = c;
-  tags.push(c.tag);
-  // A failure here is a distributed one: what each coordinator logged is the only account of it.
-  onTestFailed(() => {
-    for (const co of c.coords) console.error(`--- coordinator ${String(co.index)}, last log lines:\n${co.recentLines.slice(-120).join("\n")}\n--- stderr:\n${co.stderr.join("").slice(-2_000)}`);
-  });
-  return c;
+  return ha.start({ name, models, config }, 120);
 }
 
 function other(c: HaCluster, coord: HaCoordinator): HaCoordinator {

@@ -8,32 +8,20 @@
  * may take effect. Ground truth: the audit stream read directly, the journal
  * stream read directly, the process table, and the backend itself.
  */
-import { afterAll, afterEach, describe, expect, it, onTestFailed } from "vitest";
+import { describe, expect, it } from "vitest";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { connectAudit } from "@warden/audit";
 import { eventTypeOf } from "@warden/events";
 import { decodeJournalRecord } from "@warden/journal";
 import type { JournalRecord } from "@warden/outbox";
 import { InstanceState } from "@warden/proto";
-import { liveTaggedSims } from "./support/agent-harness.js";
-import { liveRemoteAgents } from "./support/agent-process.js";
 import { storedEvents } from "./support/audit-stream-reader.js";
 import { dedupById, runningBackends } from "./support/chaos-checks.js";
 import { simModel, until } from "./support/coordinator-harness.js";
-import { startHaCluster, type HaCluster, type HaCoordinator } from "./support/ha-cluster.js";
+import type { HaCoordinator } from "./support/ha-cluster.js";
+import { haClusterLifecycle } from "./support/ha-cluster-lifecycle.js";
 
-let cluster: HaCluster | undefined;
-const tags: string[] = [];
-
-afterEach(async () => {
-  await cluster?.close();
-  cluster = undefined;
-});
-
-afterAll(async () => {
-  for (const t of tags) expect(await liveTaggedSims(t)).toEqual([]);
-  expect(await liveRemoteAgents()).toEqual([]);
-});
+const ha = haClusterLifecycle();
 
 async function predictVia(coord: HaCoordinator, model: string): Promise<string> {
   const r = await coord.inference.predict({ model, options: { Prompt: "hi", Tokens: 2 } }, { timeoutMs: 20_000 });
@@ -61,7 +49,7 @@ const sleepMs = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, 
 
 describe("coordinator HA: an ex-leader resumed after a pause past its lease changes nothing", { timeout: 240_000 }, () => {
   it("SIGSTOP past the lease, takeover, SIGCONT: no event of the old epoch after the new one's, no node.unreachable from it, no stop journaled, the backend untouched (same pid, still serving)", async () => {
-    const c = await startHaCluster({
+    const c = await ha.start({
       name: "ha-fence",
       // `slow`: pinned (never idle), each call takes 3 s — one in flight keeps the old leader's shutdown busy after it wakes.
       models: [simModel("warm", { selector: { node: "a" } }), simModel("slow", { selector: { node: "a" }, pinned: true, knobs: { predict_delay_ms: 3_000 } })],
@@ -70,12 +58,7 @@ describe("coordinator HA: an ex-leader resumed after a pause past its lease chan
       // The servers drop a client that answers no ping for about 6 s, as a real deployment drops a
       // stopped process: the old leader then wakes with its timers due before it hears of the new leader.
       natsConfig: ["ping_interval: \"2s\"", "ping_max: 2"],
-    });
-    cluster = c;
-    tags.push(c.tag);
-    onTestFailed(() => {
-      for (const co of c.coords) console.error(`--- coordinator ${String(co.index)}, last log lines:\n${co.recentLines.slice(-150).join("\n")}\n--- stderr:\n${co.stderr.join("").slice(-2_000)}`);
-    });
+    }, 150);
     const url = c.nats.urls.join(",");
     await c.addAgent("a");
     const first = await c.leader();

@@ -16,28 +16,16 @@
 import { execFile } from "node:child_process";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { afterAll, afterEach, describe, expect, it, onTestFailed } from "vitest";
-import { liveTaggedSims } from "./support/agent-harness.js";
-import { liveRemoteAgents } from "./support/agent-process.js";
+import { describe, expect, it } from "vitest";
 import { runningBackends } from "./support/chaos-checks.js";
 import { simModel, until } from "./support/coordinator-harness.js";
-import { startHaCluster, type HaCluster } from "./support/ha-cluster.js";
+import type { HaCluster } from "./support/ha-cluster.js";
+import { haClusterLifecycle } from "./support/ha-cluster-lifecycle.js";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 const cliMain = join(root, "services", "cli", "src", "main.ts");
 
-let cluster: HaCluster | undefined;
-const tags: string[] = [];
-
-afterEach(async () => {
-  await cluster?.close();
-  cluster = undefined;
-});
-
-afterAll(async () => {
-  for (const t of tags) expect(await liveTaggedSims(t)).toEqual([]);
-  expect(await liveRemoteAgents()).toEqual([]);
-});
+const ha = haClusterLifecycle();
 
 /** `warden <args>` as its own process, with a 20 s call deadline (exit 5 when a call waits it out). */
 function warden(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
@@ -50,13 +38,7 @@ function warden(args: string[]): Promise<{ code: number; stdout: string; stderr:
 }
 
 async function start(name: string): Promise<HaCluster> {
-  const c = await startHaCluster({ name, models: [simModel("m", { knobs: { predict_tokens: 1 } })] });
-  cluster = c;
-  tags.push(c.tag);
-  onTestFailed(() => {
-    for (const co of c.coords) console.error(`--- coordinator ${String(co.index)}, last log lines:\n${co.recentLines.slice(-80).join("\n")}`);
-  });
-  return c;
+  return ha.start({ name, models: [simModel("m", { knobs: { predict_tokens: 1 } })] }, 80);
 }
 
 describe("clients skip a frozen (SIGSTOPped) member", { timeout: 300_000 }, () => {

@@ -8,9 +8,6 @@
  * The tests share the members: the second kills its leader and starts a
  * third member, the third pauses the leader until the other one leads.
  */
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { chromium, type Browser, type Page } from "playwright-core";
 import OpenAI from "openai";
@@ -19,39 +16,22 @@ import { AdminService } from "@warden/proto";
 import { uniqueTag } from "./support/agent-harness.js";
 import { simModel, until } from "./support/coordinator-harness.js";
 import { chromiumPath, domDeadlineMs } from "./support/dashboard-flow.js";
-import { freePort } from "./support/free-port.js";
-import { startHaCoordinator, type HaCoordinatorProcess } from "./support/ha-coordinator-process.js";
-import { startNatsCluster, type NatsClusterHandle } from "./support/nats-cluster.js";
+import type { HaCoordinatorProcess } from "./support/ha-coordinator-process.js";
+import { startHaFleet, type HaFleet } from "./support/ha-fleet.js";
 
 interface Member {
   readonly proc: HaCoordinatorProcess;
   readonly url: string;
 }
 
-let cluster: NatsClusterHandle | undefined;
+let fleet: HaFleet | undefined;
 let tag = "";
-let dir: string | undefined;
 let browser: Browser | undefined;
 const members: Member[] = [];
 
 async function member(i: number, tag: string): Promise<Member> {
-  const listen = `127.0.0.1:${String(await freePort())}`;
-  const http = `127.0.0.1:${String(await freePort())}`;
-  const d = dir ?? "";
-  const urls = cluster?.urls ?? [];
-  const proc = await startHaCoordinator(join(d, `coord-${String(i)}.yaml`), {
-    listen,
-    httpListen: http,
-    stateDir: join(d, `state-${String(i)}`),
-    embeddedAgent: false,
-    recoveryWindow: "500ms",
-    nodeGrace: "120s",
-    policy: { tickInterval: "100ms" },
-    nats: { url: urls.join(",") },
-    ha: { holder: `${tag}-${String(i)}`, lease: "2s", renew: "500ms", margin: "400ms" },
-    models: [simModel("m")],
-  });
-  return { proc, url: `http://${http}` };
+  const proc = await fleet!.member({ holder: `${tag}-${String(i)}`, http: true, config: { policy: { tickInterval: "100ms" }, models: [simModel("m")] } });
+  return { proc, url: proc.httpUrl! };
 }
 
 /** The member whose GetHaStatus says it leads, once the other one (a standby) has seen it announce itself. */
@@ -78,8 +58,7 @@ async function leaderAndStandby(): Promise<{ leader: Member; standby: Member }> 
 }
 
 beforeAll(async () => {
-  cluster = await startNatsCluster();
-  dir = await mkdtemp(join(tmpdir(), "warden-ha-http-"));
+  fleet = await startHaFleet("ha-http");
   tag = uniqueTag("ha-http").slice(0, 30).replace(/[^A-Za-z0-9_-]/g, "-");
   members.push(...(await Promise.all([member(0, tag), member(1, tag)])));
   browser = await chromium.launch({ executablePath: chromiumPath, headless: true, args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"] });
@@ -87,12 +66,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await browser?.close();
-  for (const m of members) {
-    m.proc.child.kill("SIGCONT");
-    await m.proc.kill();
-  }
-  await cluster?.stop();
-  if (dir !== undefined) await rm(dir, { recursive: true, force: true });
+  await fleet?.close();
 }, 60_000);
 
 describe("HTTP follows the HA leader", { timeout: 240_000 }, () => {

@@ -1,12 +1,11 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { headers, type NatsConnection } from "@nats-io/transport-node";
-import { connectAudit } from "@warden/audit";
 import { Code, isStaleLeaderEpoch, isWardenError } from "@warden/common";
 import { encodeJournalRecord } from "@warden/journal";
 import type { JournalRecord } from "@warden/outbox";
 import { openJetStreamJournal } from "../services/coordinator/src/ha/jetstream-journal.js";
-import { startNatsCluster, type NatsClusterHandle } from "./support/nats-cluster.js";
+import { scratchJetStream } from "./support/scratch-jetstream.js";
 
 // The leader-epoch fence of the JetStream journal on a real 3-server cluster:
 // two writers with lease epochs e1 < e2 interleave as a paused-then-resumed
@@ -15,32 +14,14 @@ import { startNatsCluster, type NatsClusterHandle } from "./support/nats-cluster
 const intent = (incarnation: string): JournalRecord => ({ kind: "stop-intent", incarnation, nodeId: "n.1", model: "m_1", address: "a:1", reason: "lru", recordedAtMs: 1_750_000_000_000 });
 const incarnations = (rs: readonly JournalRecord[]): string[] => rs.map((r) => (r.kind === "stop-intent" ? r.incarnation : r.kind));
 
-let cluster: NatsClusterHandle;
-const conns: NatsConnection[] = [];
-let streamSeq = 0;
-
-async function connect(): Promise<NatsConnection> {
-  const nc = await connectAudit({ servers: [...cluster.urls], reconnectTimeWaitMs: 100 });
-  conns.push(nc);
-  return nc;
-}
-
-function streamName(): { stream: string; subject: string } {
-  streamSeq++;
-  return { stream: `JF${String(streamSeq)}`, subject: `warden.journal.f${String(streamSeq)}` };
-}
+const js = scratchJetStream({ stream: "JF", subject: "warden.journal.f" });
+const connect = (): Promise<NatsConnection> => js.connect();
+const streamName = (): { stream: string; subject: string } => js.streamName();
 
 async function messagesIn(nc: NatsConnection, stream: string): Promise<number> {
   return (await (await jetstreamManager(nc)).streams.info(stream)).state.messages;
 }
 
-beforeAll(async () => {
-  cluster = await startNatsCluster();
-});
-afterAll(async () => {
-  for (const nc of conns) await nc.close().catch(() => undefined);
-  await cluster.stop();
-});
 
 describe("JetStream journal: appends fenced by the writer's lease epoch", () => {
   it("an ex-leader (epoch e1) resuming after the new leader's (e2) marker: its appends fail for good, typed, it is told; nothing of it is stored", async () => {

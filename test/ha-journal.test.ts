@@ -1,18 +1,17 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { create } from "@bufbuild/protobuf";
 import { jetstreamManager } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/transport-node";
-import { connectAudit } from "@warden/audit";
 import { Code, ManualClock, createUlidFactory, isWardenError, seededRng } from "@warden/common";
 import { createEventFactory, type EventInit } from "@warden/events";
 import { openFileJournal } from "@warden/journal";
 import { liveJournalRecords, reduceJournal, type JournalRecord } from "@warden/outbox";
 import { EvictionReason, EvictionStartedSchema, EvictionStoppedSchema } from "@warden/proto";
 import { openJetStreamJournal, type JetStreamJournal } from "../services/coordinator/src/ha/jetstream-journal.js";
-import { startNatsCluster, type NatsClusterHandle } from "./support/nats-cluster.js";
+import { scratchJetStream } from "./support/scratch-jetstream.js";
 
 const clock = new ManualClock(0, 1_750_000_000_000);
 const events = createEventFactory({ clock, newId: createUlidFactory(clock, seededRng(7)), epoch: 9n });
@@ -26,21 +25,10 @@ const started = (incarnation: string): EventInit => ({
 const stopped = (incarnation: string): EventInit => ({ incarnation, payload: { case: "evictionStopped", value: create(EvictionStoppedSchema, {}) } });
 const intent = (incarnation: string): JournalRecord => ({ kind: "stop-intent", incarnation, nodeId: "n.1", model: "m_1", address: "a:1", reason: "drain", recordedAtMs: 1_750_000_000_123 });
 
-let cluster: NatsClusterHandle;
-const conns: NatsConnection[] = [];
-let streamSeq = 0;
-
-async function connect(): Promise<NatsConnection> {
-  const nc = await connectAudit({ servers: [...cluster.urls], reconnectTimeWaitMs: 100 });
-  conns.push(nc);
-  return nc;
-}
-
+const js = scratchJetStream({ stream: "J", subject: "warden.journal.t" });
+const connect = (): Promise<NatsConnection> => js.connect();
 /** A fresh stream per test, so tests do not see each other's records. */
-function streamName(): { stream: string; subject: string } {
-  streamSeq++;
-  return { stream: `J${String(streamSeq)}`, subject: `warden.journal.t${String(streamSeq)}` };
-}
+const streamName = (): { stream: string; subject: string } => js.streamName();
 
 async function until(cond: () => Promise<boolean> | boolean, what: string, timeoutMs = 60_000): Promise<void> {
   const end = Date.now() + timeoutMs;
@@ -50,13 +38,6 @@ async function until(cond: () => Promise<boolean> | boolean, what: string, timeo
   }
 }
 
-beforeAll(async () => {
-  cluster = await startNatsCluster();
-});
-afterAll(async () => {
-  for (const nc of conns) await nc.close().catch(() => undefined);
-  await cluster.stop();
-});
 
 function everyKind(): JournalRecord[] {
   const a = events.create(started("A"));
@@ -170,12 +151,12 @@ describe("JetStream journal on a 3-server cluster (R3)", () => {
     // Kill the stream's leader: the hardest one to lose (a new leader must be elected).
     const jsm = await jetstreamManager(nc);
     const leader = (await jsm.streams.info(names.stream)).cluster?.leader;
-    const first = Math.max(0, cluster.servers.findIndex((s) => s.name === leader));
+    const first = Math.max(0, js.cluster.servers.findIndex((s) => s.name === leader));
     // 32 appends in flight while the leader dies: each acks (after the election, by retries
     // under the same msg ids), none is stored twice, and the stream keeps their issue order.
     const wide = await openJetStreamJournal(nc, { ...names, appendTimeoutMs: 60_000 });
     const burst = Array.from({ length: 32 }, (_, i) => intent(`K1-${String(i)}`));
-    const killed = cluster.kill(first);
+    const killed = js.cluster.kill(first);
     await Promise.all(burst.map((r) => wide.append(r)));
     acked.push(...burst);
     await killed;
@@ -185,7 +166,7 @@ describe("JetStream journal on a 3-server cluster (R3)", () => {
     const late = await openJetStreamJournal(nc, { ...names, appendTimeoutMs, ackTimeoutMs: 1_000 });
 
     const second = [0, 1, 2].find((i) => i !== first)!;
-    await cluster.kill(second);
+    await js.cluster.kill(second);
     // Without quorum the publish is not acked and recovery cannot get it stored either.
     const t1 = Date.now();
     const err = await late.append(intent("LOST")).then(
@@ -198,7 +179,7 @@ describe("JetStream journal on a 3-server cluster (R3)", () => {
     // Its own deadline plus scheduling slack on a loaded machine: never a hang.
     expect(elapsedMs).toBeLessThan(appendTimeoutMs + 10_000);
 
-    await cluster.restart(second);
+    await js.cluster.restart(second);
     const back = await openJetStreamJournal(nc, { ...names, appendTimeoutMs: 60_000 });
     await add(intent("K3"), back);
 
@@ -210,6 +191,6 @@ describe("JetStream journal on a 3-server cluster (R3)", () => {
     expect(replayed.filter((r) => !(r.kind === "stop-intent" && failedKinds.has(r.incarnation)))).toEqual(acked);
     for (const f of failedSeen) expect(f).toEqual(intent(f.kind === "stop-intent" ? f.incarnation : ""));
     expect(new Set(failedSeen.map((r) => (r.kind === "stop-intent" ? r.incarnation : ""))).size).toBe(failedSeen.length);
-    await cluster.restart(first);
+    await js.cluster.restart(first);
   });
 });

@@ -6,7 +6,11 @@
  * seeded sequence of faults runs: kill -9 of the leader (started again as a
  * standby), SIGSTOP/SIGCONT of the leader, kill -9 of a nats-server (the one
  * leading the lease bucket's stream included; restarted), SIGSTOP/SIGCONT of an
- * agent. The seed decides every fault (WARDEN_NEMESIS_SEED replays it;
+ * agent, kill -9 of an agent (started again by the test on the same state dir,
+ * as a supervisor would: it adopts the backends its predecessor left running).
+ * Besides the gRPC callers, one HTTP caller posts chat completions to the
+ * members' OpenAI API and follows the leader as a standby's 503 tells it to
+ * (http-leader-caller.ts). The seed decides every fault (WARDEN_NEMESIS_SEED replays it;
  * WARDEN_NEMESIS_FAULTS adds more); the checks read ground truth only
  * (nemesis-checks.ts): the process table sampled every 200 ms and the audit
  * stream read by a plain JetStream consumer.
@@ -22,6 +26,7 @@ import { convergenceProblems, observe } from "./support/chaos-checks.js";
 import { simModel } from "./support/coordinator-harness.js";
 import { disappearanceProblems, exclusivityProblems, historyOf, modelsOfIncarnations, streamProblems } from "./support/nemesis-checks.js";
 import { startNemesisCluster, type NemesisCluster, type NemesisMember } from "./support/nemesis-cluster.js";
+import { createHttpLeaderCaller, longestOutageMs, type HttpCallOutcome } from "./support/http-leader-caller.js";
 import { nemesisPlan, nemesisSeed, type Fault } from "./support/nemesis-plan.js";
 import { sampleProcesses } from "./support/process-sampler.js";
 
@@ -55,7 +60,7 @@ afterAll(async () => {
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 function describeFault(f: Fault): string {
-  const target = f.kind === "nats-kill" ? ` n${String(f.server)}` : f.kind === "agent-pause" ? ` ${["a", "b"][f.agent] ?? "?"}` : "";
+  const target = f.kind === "nats-kill" ? ` n${String(f.server)}` : f.kind === "agent-pause" || f.kind === "agent-kill" ? ` ${["a", "b"][f.agent] ?? "?"}` : "";
   return `${f.kind}${target} ${String(f.holdMs)}ms`;
 }
 
@@ -64,6 +69,7 @@ interface CallOutcome {
   /** "ok", or the gRPC code's name ("Unavailable"…), or "non-Warden error". */
   readonly outcome: string;
   readonly message: string;
+  readonly endedAtMs: number;
 }
 
 function codeName(code: number): string {
@@ -78,6 +84,16 @@ function codeName(code: number): string {
  */
 const transientOutcomes = new Set(["ok", codeName(Code.Unavailable), codeName(Code.DeadlineExceeded), codeName(Code.ResourceExhausted)]);
 
+/**
+ * The same for the HTTP caller: 503 UNAVAILABLE (a standby, a leader taking
+ * over), 504, 429 (a load-failure cooldown), a member that answered nothing or
+ * dropped the connection (killed, paused), the caller's deadline. Any other
+ * status — 503 FAILED_PRECONDITION, 500, 4xx — is a verdict a client would trust.
+ */
+function httpTransient(kind: string): boolean {
+  return kind === "ok" || kind === "503" || kind === "503 unavailable" || kind.startsWith("504") || kind.startsWith("429") || !/^\d/.test(kind);
+}
+
 /** At most 12 lines per finding, then how many more: a stale leader's every event is one line. */
 function capped(lines: readonly string[]): string[] {
   return lines.length <= 12 ? [...lines] : [...lines.slice(0, 12), `… and ${String(lines.length - 12)} more`];
@@ -91,6 +107,8 @@ describe("HA nemesis: seeded faults under load, checked against the process tabl
       members: 3,
       config: {
         nodeGrace: "5s",
+        // An orphan (a backend an agent killed mid-start leaves without a record) is stopped soon, so the end can converge.
+        orphanGrace: "3s",
         policy: { tickInterval: "100ms", idleCheck: true, idleTimeout: "3s", enforcementRetries: 600, enforcementRetryInterval: "250ms" },
         stop: { timeout: "10s", rpcTimeout: "2s" },
         models,
@@ -100,6 +118,8 @@ describe("HA nemesis: seeded faults under load, checked against the process tabl
     onTestFailed(() => {
       console.error(`ha-nemesis failed with seed ${String(seed)}; replay: WARDEN_NEMESIS_SEED=${String(seed)}`);
       for (const m of c.members) console.error(`--- member ${String(m.index)}, last log lines:\n${m.lines.slice(-60).map((l) => JSON.stringify(l)).join("\n")}`);
+      // What each agent process found at its start (adopted, forgot, stopped unfinished, orphans): an agent killed -9 is known by these.
+      for (const a of c.agents) console.error(`--- agent ${a.nodeId} (current process), its start:\n${a.proc.lines.filter((l) => /adopt|orphan|forgot|unfinished|record/i.test(l)).slice(0, 40).join("\n")}`);
     });
     await c.addAgent("a", tag);
     await c.addAgent("b", tag);
@@ -122,13 +142,23 @@ describe("HA nemesis: seeded faults under load, checked against the process tabl
     const call = async (model: string): Promise<void> => {
       try {
         await inference.predict({ model, options: { Prompt: "hi", Tokens: 1 } }, { timeoutMs: 15_000 });
-        calls.push({ model, outcome: "ok", message: "" });
+        calls.push({ model, outcome: "ok", message: "", endedAtMs: Date.now() });
       } catch (err) {
-        calls.push({ model, outcome: err instanceof WardenError ? codeName(err.code) : "non-Warden error", message: err instanceof Error ? err.message : String(err) });
+        calls.push({ model, outcome: err instanceof WardenError ? codeName(err.code) : "non-Warden error", message: err instanceof Error ? err.message : String(err), endedAtMs: Date.now() });
       }
     };
     // Steady load: replicas routed; the group pair switched on every call (a group eviction each time); a model left idle past its timeout.
+    const http = createHttpLeaderCaller({ urls: c.httpUrls });
+    const httpCalls: HttpCallOutcome[] = [];
+    const loadStartMs = Date.now();
     const callers = [
+      // The HTTP caller: chat completions on the replicated model, through whichever member leads.
+      (async () => {
+        while (run.on) {
+          httpCalls.push(await http.post("/v1/chat/completions", { model: "rep", messages: [{ role: "user", content: "hi" }], max_tokens: 1 }, 15_000));
+          await sleep(300);
+        }
+      })(),
       (async () => {
         while (run.on) {
           await call("rep");
@@ -190,6 +220,14 @@ describe("HA nemesis: seeded faults under load, checked against the process tabl
           agent.resume();
           break;
         }
+        case "agent-kill": {
+          const agent = c.agents[f.agent]!;
+          await agent.kill();
+          await sleep(f.holdMs);
+          // Started again at once, as a supervisor would; its start is bounded (30 s) and a failure is a finding.
+          await agent.restart().catch((err: unknown) => livenessProblems.push(`agent ${agent.nodeId} did not start again after kill -9: ${String(err)}`));
+          break;
+        }
       }
       // Sample numbers, not times: where in the process record each fault sat.
       applied.push(`${describeFault(f)} [samples ${String(sampledFrom)}–${String(sampler.count())}]`);
@@ -202,6 +240,7 @@ describe("HA nemesis: seeded faults under load, checked against the process tabl
 
     run.on = false;
     await Promise.all([...callers, poller]);
+    const loadEndMs = Date.now();
     await Promise.all(c.members.map((m) => m.settled()));
 
     // Quiescence: the listing and the processes agree (nothing runs that the listing lacks, nothing listed that does not run).
@@ -246,13 +285,17 @@ describe("HA nemesis: seeded faults under load, checked against the process tabl
     const unknownModel = [...sampled.seen.values()].filter((b) => !modelOf.has(b.incarnation)).length;
     const byCode = new Map<string, number>();
     for (const x of calls) byCode.set(x.outcome, (byCode.get(x.outcome) ?? 0) + 1);
+    const byKind = new Map<string, number>();
+    for (const x of httpCalls) byKind.set(x.kind, (byKind.get(x.kind) ?? 0) + 1);
+    const outageS = (xs: readonly { ok: boolean; endedAtMs: number }[]): string => (longestOutageMs(xs, loadStartMs, loadEndMs) / 1000).toFixed(1);
     const ready = (await admin.listModels({}, { timeoutMs: 10_000 }).catch(() => ({ instances: [] }))).instances.filter((i) => i.state === InstanceState.READY).length;
     console.log([
       `ha-nemesis summary (seed ${String(seed)}):`,
       `  faults applied ${String(applied.length)}/${String(plan.length)}: ${applied.join(", ")}`,
-      `  calls ${String(calls.length)}: ${[...byCode].map(([k, n]) => `${k} ${String(n)}`).join(", ")}`,
+      `  gRPC calls ${String(calls.length)}: ${[...byCode].map(([k, n]) => `${k} ${String(n)}`).join(", ")}; longest stretch without a successful call ${outageS(calls.map((x) => ({ ok: x.outcome === "ok", endedAtMs: x.endedAtMs })))} s`,
+      `  HTTP calls ${String(httpCalls.length)} (${String(httpCalls.reduce((n, x) => n + x.attempts, 0))} requests): ${[...byKind].map(([k, n]) => `${k} ${String(n)}`).join(", ")}; longest stretch without a successful call ${outageS(httpCalls.map((x) => ({ ok: x.kind === "ok", endedAtMs: x.endedAtMs })))} s`,
       `  audit events read ${String(stream.length)} (${String(verdict.events)} distinct, ${String(verdict.duplicates)} duplicates); lease epochs announced: ${verdict.leaderEpochs.map(String).join(" ")}; logged by any member but not on the stream: ${String(loggedNotOnStream)}`,
-      `  process samples ${String(sampled.samples.length)}; backends seen ${String(sampled.seen.size)} (model unknown for ${String(unknownModel)}), stopped ${String(sampled.disappeared.length)} (${String(gone.evicted)} by an eviction, ${String(gone.failedStarts)} starts that never became ready); ready at the end ${String(ready)}`,
+      `  process samples ${String(sampled.samples.length)}; backends seen ${String(sampled.seen.size)} (model unknown for ${String(unknownModel)}), stopped ${String(sampled.disappeared.length)} (${String(gone.evicted)} by an eviction, ${String(gone.orphansStopped)} of them orphans; ${String(gone.failedStarts)} starts that never became ready); ready at the end ${String(ready)}`,
       `  members that exited on their own: ${String(c.exits.length)}`,
     ].join("\n"));
 
@@ -264,6 +307,7 @@ describe("HA nemesis: seeded faults under load, checked against the process tabl
       "a member exited without being killed (a failed takeover must return to standby)": c.exits.map((e) => `member ${String(e.member)} exited (code ${String(e.code)}, signal ${String(e.signal)}); its last lines:\n${e.lastLines.slice(-6).join("\n")}`),
       "no agreed leader (liveness: 60 s bounds, 15 s after a first miss)": livenessProblems,
       "a call failed with a permanent code (a failover state must answer UNAVAILABLE)": [...new Set(calls.filter((x) => !transientOutcomes.has(x.outcome)).map((x) => `${x.model}: ${x.outcome} ${x.message.slice(0, 160)}`))],
+      "an HTTP call failed with a permanent status (a failover state must answer 503 UNAVAILABLE)": [...new Set(httpCalls.filter((x) => !httpTransient(x.kind)).map((x) => `${x.kind} ${x.message.slice(0, 160)}`))],
       "after quiescence, the listing and the running processes differ": lastConvergence,
     };
     const shown = Object.fromEntries(Object.entries(findings).map(([k, v]) => [k, capped(v)]));
@@ -272,5 +316,6 @@ describe("HA nemesis: seeded faults under load, checked against the process tabl
     // The load ran and the faults were all applied: a run that did nothing must not pass.
     expect(applied.length).toBe(plan.length);
     expect(calls.filter((x) => x.outcome === "ok").length).toBeGreaterThan(0);
+    expect(httpCalls.filter((x) => x.kind === "ok").length).toBeGreaterThan(0);
   });
 });

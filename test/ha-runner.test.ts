@@ -3,75 +3,38 @@
  * cluster, `warden coordinator --ha` members as child processes, remote agents
  * with backend-sim, and `warden ha status` through the real CLI.
  */
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { createClient, type Client } from "@warden/grpc";
 import { AdminService, Health, HealthCheckResponse_ServingStatus, InferenceService, NodeState } from "@warden/proto";
 import { Code, WardenError, leaderAddressOf } from "@warden/common";
-import { connectAudit } from "@warden/audit";
-import { jetstreamManager } from "@nats-io/jetstream";
 import { uniqueTag, pidAlive } from "./support/agent-harness.js";
-import { startRemoteAgent, type RemoteAgent } from "./support/agent-process.js";
 import { simModel, until } from "./support/coordinator-harness.js";
-import { freePort } from "./support/free-port.js";
-import { cliHaStatus, startHaCoordinator, type HaCoordinatorProcess } from "./support/ha-coordinator-process.js";
+import { cliHaStatus } from "./support/ha-coordinator-process.js";
+import { holderOf, startHaFleet, type HaFleet, type HaFleetMember, type HaMemberOptions } from "./support/ha-fleet.js";
 import { startNatsCluster, type NatsClusterHandle } from "./support/nats-cluster.js";
 import { storedEvents } from "./support/audit-stream-reader.js";
 
-let cluster: NatsClusterHandle;
-let dir: string;
-const coordinators: HaCoordinatorProcess[] = [];
-const agents: RemoteAgent[] = [];
+let fleet: HaFleet;
 const clients: { close(): void }[] = [];
 const ownClusters: NatsClusterHandle[] = [];
 
 beforeAll(async () => {
-  cluster = await startNatsCluster();
-  dir = await mkdtemp(join(tmpdir(), "warden-ha-runner-"));
+  fleet = await startHaFleet("ha-runner");
 }, 90_000);
 
 afterEach(async () => {
   for (const c of clients.splice(0)) c.close();
-  for (const a of agents.splice(0)) await a.cleanup();
-  for (const c of coordinators.splice(0)) await c.kill();
-  for (const o of ownClusters.splice(0)) await o.stop();
-  for (let i = 0; i < cluster.servers.length; i++) if (!cluster.running(i)) await cluster.restart(i);
   // Each test starts from an empty journal, lease and state (the next members create them again).
-  const nc = await connectAudit({ servers: [...cluster.urls], name: "ha-runner-test-reset" });
-  try {
-    const jsm = await jetstreamManager(nc);
-    for (const stream of ["WARDEN_JOURNAL", "KV_warden-leader", "KV_warden-state"]) await jsm.streams.delete(stream).catch(() => undefined);
-  } finally {
-    await nc.close();
-  }
+  await fleet.reset();
+  for (const o of ownClusters.splice(0)) await o.stop();
 }, 120_000);
 
 afterAll(async () => {
-  await cluster.stop();
-  await rm(dir, { recursive: true, force: true });
+  await fleet.close();
 }, 60_000);
 
-let seq = 0;
-async function member(tag: string, extra: Record<string, unknown> = {}, o: { readonly onLine?: (l: Record<string, unknown>) => void; readonly startTimeoutMs?: number; readonly args?: readonly string[] } = {}): Promise<HaCoordinatorProcess> {
-  const listen = `127.0.0.1:${String(await freePort())}`;
-  const n = seq++;
-  const c = await startHaCoordinator(join(dir, `coord-${String(n)}.yaml`), {
-    listen,
-    stateDir: join(dir, `state-${String(n)}`),
-    embeddedAgent: false,
-    recoveryWindow: "500ms",
-    nodeGrace: "120s",
-    policy: { tickInterval: "100ms" },
-    stop: { timeout: "10s", rpcTimeout: "2s" },
-    nats: { url: cluster.urls.join(",") },
-    ha: { holder: tag.slice(0, 40).replace(/[^A-Za-z0-9_-]/g, "-"), lease: "2s", renew: "500ms", margin: "400ms" },
-    models: [simModel("m"), simModel("m2")],
-    ...extra,
-  }, o.args ?? [], o.startTimeoutMs, o.onLine);
-  coordinators.push(c);
-  return c;
+function member(tag: string, extra: Record<string, unknown> = {}, o: Omit<HaMemberOptions, "holder" | "config"> = {}): Promise<HaFleetMember> {
+  return fleet.member({ ...o, holder: holderOf(tag), config: { policy: { tickInterval: "100ms" }, stop: { timeout: "10s", rpcTimeout: "2s" }, models: [simModel("m"), simModel("m2")], ...extra } });
 }
 
 function adminOf(addr: string): Client<typeof AdminService> {
@@ -95,8 +58,8 @@ async function refusal(p: Promise<unknown>): Promise<WardenError> {
 
 describe("HA runner: warden coordinator --ha", { timeout: 180_000 }, () => {
   it("started while JetStream has no quorum: it waits, retrying and saying so, instead of exiting, and leads once the servers are back", async () => {
-    await cluster.kill(1);
-    await cluster.kill(2);
+    await fleet.nats.kill(1);
+    await fleet.nats.kill(2);
     let retry: Record<string, unknown> | undefined;
     const starting = member(uniqueTag("ha-early"), {}, {
       startTimeoutMs: 170_000,
@@ -113,8 +76,8 @@ describe("HA runner: warden coordinator --ha", { timeout: 180_000 }, () => {
       return retry !== undefined;
     }, 90_000);
     expect(retry?.["attempt"]).toBe(1);
-    await cluster.restart(1);
-    await cluster.restart(2);
+    await fleet.nats.restart(1);
+    await fleet.nats.restart(2);
     const c = await starting;
     const s = await until("it leads", async () => {
       const st = await haStatus(c.address);
@@ -163,8 +126,7 @@ describe("HA runner: warden coordinator --ha", { timeout: 180_000 }, () => {
 
     // A backend loaded through the leader.
     // The agent takes both addresses, the standby's first: it must follow the refusal to the leader.
-    const agent = await startRemoteAgent({ coordinator: `${standby.address},${leader.address}`, nodeId: "n1", tag });
-    agents.push(agent);
+    const agent = await fleet.agent({ coordinators: [standby.address, leader.address], nodeId: "n1", tag });
     await until("n1 ready", async () => (await adminOf(leader.address).listNodes({})).nodes.some((n) => n.nodeId === "n1" && n.state === NodeState.READY), 60_000);
     const inc = (await adminOf(leader.address).loadModel({ model: "m" }, { timeoutMs: 60_000 })).instance?.incarnation ?? "";
     expect(inc).not.toBe("");
@@ -193,7 +155,7 @@ describe("HA runner: warden coordinator --ha", { timeout: 180_000 }, () => {
 
     // coordinator.leader reached the audit stream.
     const announced = await until("coordinator.leader on the audit stream", async () => {
-      const evs = (await storedEvents(cluster.urls[0]!).catch(() => undefined)) ?? [];
+      const evs = (await storedEvents(fleet.nats.urls[0]!).catch(() => undefined)) ?? [];
       return evs.find((e) => e.payload.case === "coordinatorLeader" && e.payload.value.holder === standby.holder);
     }, 60_000);
     if (announced.payload.case !== "coordinatorLeader") throw new Error("unreachable");
@@ -214,8 +176,7 @@ describe("HA runner: warden coordinator --ha", { timeout: 180_000 }, () => {
     const c = await member(`${tag}-c`, { nats: { url: own.urls.join(",") } }, { args: ["--log-level", "debug"] });
     await until("c leads", async () => (await haStatus(c.address))?.self?.role === "leader", 60_000);
     const admin = adminOf(c.address);
-    const agent = await startRemoteAgent({ coordinator: c.address, nodeId: "q1", tag });
-    agents.push(agent);
+    const agent = await fleet.agent({ coordinators: [c.address], nodeId: "q1", tag });
     await until("q1 ready", async () => (await admin.listNodes({})).nodes.some((n) => n.nodeId === "q1" && n.state === NodeState.READY), 60_000);
     // UNAVAILABLE is transient by contract: on a loaded machine a 2 s lease can lapse between two
     // renewals (the leader then pauses until the next ack), and a caller retries.

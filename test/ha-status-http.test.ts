@@ -5,15 +5,11 @@
  * leader's URL is the one the standby's HTTP port names; after kill -9 of the
  * leader, the survivor's row leads with its own URL.
  */
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { uniqueTag } from "./support/agent-harness.js";
 import { simModel, until } from "./support/coordinator-harness.js";
-import { freePort } from "./support/free-port.js";
-import { cliHaStatus, startHaCoordinator, type HaCoordinatorProcess } from "./support/ha-coordinator-process.js";
-import { startNatsCluster, type NatsClusterHandle } from "./support/nats-cluster.js";
+import { cliHaStatus, type HaCoordinatorProcess } from "./support/ha-coordinator-process.js";
+import { startHaFleet, type HaFleet } from "./support/ha-fleet.js";
 
 interface Member {
   readonly proc: HaCoordinatorProcess;
@@ -33,43 +29,25 @@ interface StatusJson {
   readonly leaderHttpUrl: string;
 }
 
-let cluster: NatsClusterHandle | undefined;
-let dir: string | undefined;
+let fleet: HaFleet | undefined;
 const members: Member[] = [];
 
 async function member(i: number, tag: string): Promise<Member> {
-  const listen = `127.0.0.1:${String(await freePort())}`;
-  const http = `127.0.0.1:${String(await freePort())}`;
-  const d = dir ?? "";
-  const proc = await startHaCoordinator(join(d, `coord-${String(i)}.yaml`), {
-    listen,
-    httpListen: http,
-    stateDir: join(d, `state-${String(i)}`),
-    embeddedAgent: false,
-    recoveryWindow: "500ms",
-    nodeGrace: "120s",
-    policy: { tickInterval: "100ms" },
-    nats: { url: (cluster?.urls ?? []).join(",") },
-    ha: { holder: `${tag}-${String(i)}`, lease: "2s", renew: "500ms", margin: "400ms" },
-    models: [simModel("m")],
-  });
-  return { proc, url: `http://${http}` };
+  const proc = await fleet!.member({ holder: `${tag}-${String(i)}`, http: true, config: { policy: { tickInterval: "100ms" }, models: [simModel("m")] } });
+  return { proc, url: proc.httpUrl! };
 }
 
 const rows = (s: StatusJson): StatusRow[] => [s.self, ...s.standbys];
 const status = async (m: Member): Promise<StatusJson | undefined> => (await cliHaStatus(m.proc.address).catch(() => undefined)) as StatusJson | undefined;
 
 beforeAll(async () => {
-  cluster = await startNatsCluster();
-  dir = await mkdtemp(join(tmpdir(), "warden-ha-status-http-"));
+  fleet = await startHaFleet("ha-status-http");
   const tag = uniqueTag("ha-st-http").slice(0, 30).replace(/[^A-Za-z0-9_-]/g, "-");
   members.push(...(await Promise.all([member(0, tag), member(1, tag)])));
 }, 180_000);
 
 afterAll(async () => {
-  for (const m of members) await m.proc.kill();
-  await cluster?.stop();
-  if (dir !== undefined) await rm(dir, { recursive: true, force: true });
+  await fleet?.close();
 }, 60_000);
 
 describe("warden ha status shows each member's HTTP URL", { timeout: 240_000 }, () => {

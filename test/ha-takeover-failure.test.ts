@@ -4,10 +4,7 @@
  * as child processes. It gives the lease up and stands by again (never exits),
  * and a standby competes only while the listeners a leader opens can bind.
  */
-import { mkdtemp, rm } from "node:fs/promises";
 import { createServer, type Server } from "node:net";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
@@ -17,57 +14,32 @@ import { connectAudit } from "@warden/audit";
 import { uniqueTag } from "./support/agent-harness.js";
 import { simModel, until } from "./support/coordinator-harness.js";
 import { freePort } from "./support/free-port.js";
-import { startHaCoordinator, type HaCoordinatorProcess } from "./support/ha-coordinator-process.js";
-import { startNatsCluster, type NatsClusterHandle } from "./support/nats-cluster.js";
+import type { HaCoordinatorProcess } from "./support/ha-coordinator-process.js";
+import { holderOf, startHaFleet, type HaFleet, type HaFleetMember } from "./support/ha-fleet.js";
 
-let cluster: NatsClusterHandle;
-let dir: string;
-const coordinators: HaCoordinatorProcess[] = [];
+let fleet: HaFleet;
 const blockers: Server[] = [];
 const clients: { close(): void }[] = [];
 
 beforeAll(async () => {
-  cluster = await startNatsCluster();
-  dir = await mkdtemp(join(tmpdir(), "warden-ha-takeover-"));
+  fleet = await startHaFleet("ha-takeover");
 }, 90_000);
 
 afterEach(async (ctx) => {
   if (ctx.task.result?.state === "fail") {
-    for (const c of coordinators) console.log(`${c.holder} (exit ${String(c.child.exitCode ?? c.child.signalCode)}) last lines:\n${c.lines.slice(-25).map((l) => JSON.stringify(l)).join("\n")}`);
+    for (const c of fleet.members) console.log(`${c.holder} (exit ${String(c.child.exitCode ?? c.child.signalCode)}) last lines:\n${c.lines.slice(-25).map((l) => JSON.stringify(l)).join("\n")}`);
   }
   for (const c of clients.splice(0)) c.close();
-  for (const c of coordinators.splice(0)) await c.kill();
+  await fleet.reset();
   for (const b of blockers.splice(0)) await new Promise((r) => b.close(r));
-  const nc = await connectAudit({ servers: [...cluster.urls], name: "ha-takeover-test-reset" });
-  try {
-    const jsm = await jetstreamManager(nc);
-    for (const stream of ["WARDEN_JOURNAL", "KV_warden-leader", "KV_warden-state"]) await jsm.streams.delete(stream).catch(() => undefined);
-  } finally {
-    await nc.close();
-  }
 }, 120_000);
 
 afterAll(async () => {
-  await cluster.stop();
-  await rm(dir, { recursive: true, force: true });
+  await fleet.close();
 }, 60_000);
 
-let seq = 0;
-async function member(tag: string, extra: Record<string, unknown> = {}): Promise<HaCoordinatorProcess> {
-  const n = seq++;
-  const c = await startHaCoordinator(join(dir, `coord-${String(n)}.yaml`), {
-    listen: `127.0.0.1:${String(await freePort())}`,
-    stateDir: join(dir, `state-${String(n)}`),
-    embeddedAgent: false,
-    recoveryWindow: "500ms",
-    nodeGrace: "120s",
-    nats: { url: cluster.urls.join(",") },
-    ha: { holder: tag.slice(0, 40).replace(/[^A-Za-z0-9_-]/g, "-"), lease: "2s", renew: "500ms", margin: "400ms" },
-    models: [simModel("m")],
-    ...extra,
-  });
-  coordinators.push(c);
-  return c;
+function member(tag: string, extra: Record<string, unknown> = {}): Promise<HaFleetMember> {
+  return fleet.member({ holder: holderOf(tag), config: { models: [simModel("m")], ...extra } });
 }
 
 /** A plain TCP listener holding `address`, as another process would. */
@@ -136,7 +108,7 @@ describe("HA takeover failure: back to standby, never exit", { timeout: 180_000 
     const a = await member(`${tag}-a`);
     await a.waitForLine("a leads", msg("leading"), 60_000);
     const b = await member(`${tag}-b`);
-    const nc = await connectAudit({ servers: [...cluster.urls], name: "ha-takeover-test-state" });
+    const nc = await connectAudit({ servers: [...fleet.nats.urls], name: "ha-takeover-test-state" });
     try {
       await (await jetstreamManager(nc)).streams.delete("KV_warden-state");
       await a.kill();

@@ -8,41 +8,27 @@
  * after a reported and m1 was stopped — by the real process table, the two
  * never run on a at once.
  */
-import { afterAll, afterEach, describe, expect, it, onTestFailed } from "vitest";
+import { afterEach, describe, expect, it } from "vitest";
 import { createClient } from "@warden/grpc";
 import { wardenVersion } from "@warden/common";
 import { InstanceState, NodeService } from "@warden/proto";
-import { liveTaggedSims } from "./support/agent-harness.js";
-import { liveRemoteAgents } from "./support/agent-process.js";
 import { runningBackends } from "./support/chaos-checks.js";
 import { simModel, until } from "./support/coordinator-harness.js";
-import { startHaCluster, type HaCluster } from "./support/ha-cluster.js";
+import { haClusterLifecycle } from "./support/ha-cluster-lifecycle.js";
 
-let cluster: HaCluster | undefined;
-const tags: string[] = [];
+const ha = haClusterLifecycle();
 const closers: { close(): void }[] = [];
 
-afterEach(async () => {
+// Registered after the lifecycle's, so it runs before the cluster closes (after-hooks run last-registered first).
+afterEach(() => {
   for (const c of closers) c.close();
   closers.length = 0;
-  await cluster?.close();
-  cluster = undefined;
-});
-
-afterAll(async () => {
-  for (const t of tags) expect(await liveTaggedSims(t)).toEqual([]);
-  expect(await liveRemoteAgents()).toEqual([]);
 });
 
 describe("HA takeover and placement rules (nats-server cluster, coordinator, agent and backend processes)", { timeout: 300_000 }, () => {
   it("the other member of an exclusive group never runs beside one the new leader's journal places on a node that has not reported", async () => {
     const onA = { selector: { node: "a" }, groups: ["gpu0"] };
-    const c = await startHaCluster({ name: "ha-placement", models: [simModel("m1", onA), simModel("m2", onA)] });
-    cluster = c;
-    tags.push(c.tag);
-    onTestFailed(() => {
-      for (const co of c.coords) console.error(`--- coordinator ${String(co.index)}, last log lines:\n${co.recentLines.slice(-80).join("\n")}`);
-    });
+    const c = await ha.start({ name: "ha-placement", models: [simModel("m1", onA), simModel("m2", onA)] }, 80);
     const a = await c.addAgent("a");
     const { coord: old } = await c.leader();
     const m1 = (await old.admin.loadModel({ model: "m1" }, { timeoutMs: 60_000 })).instance?.incarnation ?? "";

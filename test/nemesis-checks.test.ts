@@ -9,11 +9,12 @@ import { EvictionReason, EventSchema, EventSequenceSchema, type Event } from "@w
 import type { StreamEvent } from "./support/audit-consumer.js";
 import { disappearanceProblems, exclusivityProblems, streamProblems } from "./support/nemesis-checks.js";
 import { baseFaultKinds, nemesisPlan } from "./support/nemesis-plan.js";
+import { longestOutageMs } from "./support/http-leader-caller.js";
 
 let nextId = 0;
-function ev(epoch: bigint, n: bigint, payload: Event["payload"], o: { incarnation?: string; id?: string } = {}): Event {
+function ev(epoch: bigint, n: bigint, payload: Event["payload"], o: { incarnation?: string; id?: string; nodeId?: string } = {}): Event {
   nextId++;
-  return create(EventSchema, { id: o.id ?? `id-${String(nextId)}`, incarnation: o.incarnation ?? "", nodeId: "a", model: "m", sequence: create(EventSequenceSchema, { epoch, n }), payload });
+  return create(EventSchema, { id: o.id ?? `id-${String(nextId)}`, incarnation: o.incarnation ?? "", nodeId: o.nodeId ?? "a", model: "m", sequence: create(EventSequenceSchema, { epoch, n }), payload });
 }
 const leader = (lease: bigint): Event["payload"] => ({ case: "coordinatorLeader", value: { $typeName: "warden.v1.CoordinatorLeader", holder: "h", epoch: lease, address: "", previousHolder: "", previousEpoch: 0n, resumed: false } });
 const started: Event["payload"] = { case: "evictionStarted", value: { $typeName: "warden.v1.EvictionStarted", reason: EvictionReason.IDLE, trigger: "", wasBusy: false, force: false, openRequestIds: [] } };
@@ -48,6 +49,26 @@ describe("nemesis checker", () => {
     expect(r.problems[0]).toContain("a/i1 (pid 1) was ready and disappeared");
     expect(r.problems[1]).toContain("a/i3: stopped by an eviction.started of coordinator epoch 10, emitted after the newer epoch 20");
     expect(r.failedStarts).toBe(1);
+  });
+
+  it("an orphan's stop is found under its pid on its node (pid:<n>) and judged like any eviction; the same pid on another node is not it", () => {
+    const orphanStop = (epoch: bigint, node: string): Event => ev(epoch, 1n, { case: "evictionStarted", value: { $typeName: "warden.v1.EvictionStarted", reason: EvictionReason.ORPHAN, trigger: "orphan grace", wasBusy: false, force: false, openRequestIds: [] } }, { incarnation: "pid:42", nodeId: node });
+    const gone = [{ pid: 42, nodeId: "a", incarnation: "i9", lastSeen: 1, goneBy: 2 }];
+    const adopted: Event["payload"] = { case: "instanceAdopted", value: { $typeName: "warden.v1.InstanceAdopted", asLeftover: false, foundBy: "inventory" } };
+    const s = stream([ev(10n, 0n, leader(3n)), ev(10n, 1n, adopted, { incarnation: "i9" }), orphanStop(10n, "a")]);
+    expect(disappearanceProblems(gone, s)).toMatchObject({ problems: [], evicted: 1, orphansStopped: 1 });
+    const elsewhere = stream([ev(10n, 0n, leader(3n)), ev(10n, 1n, adopted, { incarnation: "i9" }), orphanStop(10n, "b")]);
+    expect(disappearanceProblems(gone, elsewhere).problems[0]).toContain("a/i9 (pid 42) was ready and disappeared");
+    // Stopped by a term already superseded: flagged as any other stop.
+    const stale = stream([ev(10n, 0n, leader(3n)), ev(10n, 1n, adopted, { incarnation: "i9" }), ev(20n, 0n, leader(7n)), orphanStop(10n, "a")]);
+    expect(disappearanceProblems(gone, stale).problems[0]).toContain("a/i9: stopped by an eviction.started of coordinator epoch 10, emitted after the newer epoch 20");
+  });
+
+  it("longest outage: the longest stretch ending in a success with failures inside it, or running to the end", () => {
+    const at = (endedAtMs: number, ok: boolean): { ok: boolean; endedAtMs: number } => ({ ok, endedAtMs });
+    expect(longestOutageMs([at(100, true), at(200, true)], 0, 300)).toBe(0);
+    expect(longestOutageMs([at(100, true), at(900, false), at(1_500, true), at(1_600, true)], 0, 2_000)).toBe(1_400);
+    expect(longestOutageMs([at(100, false), at(300, true), at(400, true), at(500, false)], 0, 2_000)).toBe(1_600);
   });
 
   it("flags two members of one group alive on one node in one sample, not on two nodes", () => {

@@ -17,9 +17,9 @@ import type { Event } from "@warden/proto";
 import type { BackendSample, Disappearance } from "./process-sampler.js";
 import type { StreamEvent } from "./audit-consumer.js";
 
-/** An incarnation's events on the stream, for a finding: "backendLoaded (epoch E), …". */
+/** An incarnation's events on the stream, for a finding: "backendLoaded (epoch E, #stream sequence), …". */
 export function historyOf(stream: readonly StreamEvent[], incarnation: string): string {
-  return stream.filter((x) => x.event.incarnation === incarnation).map((x) => `${caseOf(x.event)} (epoch ${String(x.event.sequence?.epoch ?? 0n)})`).join(", ");
+  return stream.filter((x) => x.event.incarnation === incarnation).map((x) => `${caseOf(x.event)} (epoch ${String(x.event.sequence?.epoch ?? 0n)}, #${String(x.seq)})`).join(", ");
 }
 
 /** Never two members of one exclusive group alive on one node in one sample (each pair once, with the first sample it was seen in). */
@@ -122,9 +122,15 @@ const readyCases = new Set(["backendLoaded", "instanceAdopted", "orphanAdopted"]
  * incarnation, decided in force: at its place in the stream no event of a
  * newer coordinator epoch and no coordinator.leader of a newer lease epoch
  * than its term's came before it. A start that never became ready may vanish
- * without one (the agent kills a failed start), and is counted, not flagged.
+ * without one, and is counted, not flagged: the agent kills a failed start,
+ * and an agent started again after kill -9 stops each backend its predecessor
+ * had not finished starting (no caller can learn it became ready; its load
+ * failed with the old agent's stream, before any backend.loaded). An orphan
+ * (a backend with the agent's mark and no record) is named on the stream by
+ * its pid, `pid:<n>`, not its incarnation: its eviction.started (reason
+ * orphan) is looked up under that name on its node, and judged the same way.
  */
-export function disappearanceProblems(gone: readonly Disappearance[], stream: readonly StreamEvent[]): { problems: string[]; failedStarts: number; evicted: number } {
+export function disappearanceProblems(gone: readonly Disappearance[], stream: readonly StreamEvent[]): { problems: string[]; failedStarts: number; evicted: number; orphansStopped: number } {
   const problems: string[] = [];
   // Stream position of each first-seen event, and the newest epochs before it.
   const first = new Map<string, { e: Event; newestEpochBefore: bigint; newestLeaseBefore: bigint }>();
@@ -144,9 +150,12 @@ export function disappearanceProblems(gone: readonly Disappearance[], stream: re
   }
   let failedStarts = 0;
   let evicted = 0;
+  let orphansStopped = 0;
   for (const d of gone) {
     const mine = [...first.values()].filter((x) => x.e.incarnation === d.incarnation);
-    const starts = mine.filter((x) => caseOf(x.e) === "evictionStarted");
+    const asOrphan = [...first.values()].filter((x) => x.e.incarnation === `pid:${String(d.pid)}` && x.e.nodeId === d.nodeId && caseOf(x.e) === "evictionStarted");
+    const starts = [...mine.filter((x) => caseOf(x.e) === "evictionStarted"), ...asOrphan];
+    if (asOrphan.length > 0) orphansStopped++;
     if (starts.length === 0) {
       const history = historyOf(stream, d.incarnation);
       if (mine.some((x) => readyCases.has(caseOf(x.e)))) problems.push(`${d.nodeId}/${d.incarnation} (pid ${String(d.pid)}) was ready and disappeared (between samples ${String(d.lastSeen)} and ${String(d.goneBy)}) with no eviction.started on the stream; its events: ${history}`);
@@ -161,7 +170,7 @@ export function disappearanceProblems(gone: readonly Disappearance[], stream: re
       else if (lease !== undefined && lease < s.newestLeaseBefore) problems.push(`${d.nodeId}/${d.incarnation}: stopped by an eviction.started of a term of lease epoch ${String(lease)}, emitted after lease epoch ${String(s.newestLeaseBefore)} was announced`);
     }
   }
-  return { problems, failedStarts, evicted };
+  return { problems, failedStarts, evicted, orphansStopped };
 }
 
 /** incarnation → model, from every stream event that names both. */

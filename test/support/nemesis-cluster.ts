@@ -1,8 +1,8 @@
 /**
  * The nemesis test's cluster, all real processes: a 3-server nats-server
  * JetStream cluster, three `warden coordinator --ha` members (the real CLI,
- * each on a fixed loopback address so a restarted one is found where it was)
- * and remote agents following all three. A member that exits without this
+ * each on fixed loopback gRPC and HTTP addresses so a restarted one is found
+ * where it was) and remote agents following all three. A member that exits without this
  * file killing it is recorded (a takeover that fails must return to standby,
  * never exit) and started again so the run goes on. `close` removes every
  * process it started, and only those.
@@ -31,6 +31,8 @@ export interface UnpromptedExit {
 export interface NemesisMember {
   readonly index: number;
   readonly address: string;
+  /** Its HTTP base URL (OpenAI API, dashboard): http://127.0.0.1:<port>, the same across restarts. */
+  readonly httpUrl: string;
   readonly admin: Client<typeof AdminService>;
   /** The running process's pid, 0 when none runs. */
   pid(): number;
@@ -51,6 +53,8 @@ export interface NemesisCluster {
   readonly nats: NatsClusterHandle;
   readonly members: readonly NemesisMember[];
   readonly addresses: readonly string[];
+  /** Every member's HTTP base URL, in member order. */
+  readonly httpUrls: readonly string[];
   readonly agents: RemoteAgent[];
   readonly exits: UnpromptedExit[];
   /** The member every running, unpaused member names as leader, with its status. */
@@ -71,7 +75,7 @@ export interface NemesisClusterOptions {
   readonly ha?: Record<string, unknown>;
 }
 
-function member(index: number, dir: string, address: string, config: Record<string, unknown>, exits: UnpromptedExit[]): NemesisMember {
+function member(index: number, dir: string, address: string, httpUrl: string, config: Record<string, unknown>, exits: UnpromptedExit[]): NemesisMember {
   const lines: Record<string, unknown>[] = [];
   let proc: HaCoordinatorProcess | undefined;
   let expectingExit = false;
@@ -82,6 +86,7 @@ function member(index: number, dir: string, address: string, config: Record<stri
   const self: NemesisMember = {
     index,
     address,
+    httpUrl,
     admin,
     lines,
     pid: () => (alive() ? (proc?.child.pid ?? 0) : 0),
@@ -133,12 +138,17 @@ export async function startNemesisCluster(o: NemesisClusterOptions): Promise<Nem
   const dir = await mkdtemp(join(tmpdir(), `warden-${o.name}-`));
   const nats = await startNatsCluster();
   const exits: UnpromptedExit[] = [];
-  const addresses: string[] = [];
-  for (let i = 0; i < o.members; i++) addresses.push(`127.0.0.1:${String(await freePort())}`);
+  // Distinct ports: a port found free is not held, so two lookups in a row can return the same one.
+  const ports = new Set<number>();
+  while (ports.size < 2 * o.members) ports.add(await freePort());
+  const [grpcPorts, httpPorts] = [[...ports].slice(0, o.members), [...ports].slice(o.members)];
+  const addresses = grpcPorts.map((p) => `127.0.0.1:${String(p)}`);
+  const httpUrls = httpPorts.map((p) => `http://127.0.0.1:${String(p)}`);
   const members = addresses.map((address, i) =>
-    member(i, dir, address, {
+    member(i, dir, address, httpUrls[i]!, {
       ...o.config,
       listen: address,
+      httpListen: httpUrls[i]!.slice("http://".length),
       stateDir: join(dir, `state-${String(i)}`),
       embeddedAgent: false,
       nats: { url: nats.urls.join(",") },
@@ -156,6 +166,7 @@ export async function startNemesisCluster(o: NemesisClusterOptions): Promise<Nem
     nats,
     members,
     addresses,
+    httpUrls,
     agents,
     exits,
     async leader(timeoutMs) {

@@ -27,12 +27,18 @@ export type Fault =
   /** kill -9 of nats-server `server` (0..2); restarted after `holdMs`. */
   | { readonly kind: "nats-kill"; readonly server: number; readonly holdMs: number; readonly gapMs: number }
   /** SIGSTOP of agent `agent` (index into the agents) for `holdMs`, then SIGCONT. */
-  | { readonly kind: "agent-pause"; readonly agent: number; readonly holdMs: number; readonly gapMs: number };
+  | { readonly kind: "agent-pause"; readonly agent: number; readonly holdMs: number; readonly gapMs: number }
+  /**
+   * kill -9 of agent `agent`; after `holdMs` the test starts it again on the same
+   * config and state dir, as an operator's supervisor would. Its backends keep
+   * running (they are not its process group's); the new agent adopts them.
+   */
+  | { readonly kind: "agent-kill"; readonly agent: number; readonly holdMs: number; readonly gapMs: number };
 
 export type FaultKind = Fault["kind"];
 
-/** One of each, leader faults twice: the base list every plan shuffles. */
-export const baseFaultKinds: readonly FaultKind[] = ["leader-kill", "leader-kill", "leader-pause", "leader-pause", "nats-kill-lease-leader", "nats-kill", "agent-pause", "agent-pause"];
+/** One of each, leader faults and agent pauses twice: the base list every plan shuffles. */
+export const baseFaultKinds: readonly FaultKind[] = ["leader-kill", "leader-kill", "leader-pause", "leader-pause", "nats-kill-lease-leader", "nats-kill", "agent-pause", "agent-pause", "agent-kill"];
 
 export interface PlanOptions {
   readonly seed: number;
@@ -71,6 +77,9 @@ export function nemesisPlan(o: PlanOptions): Fault[] {
         return { kind, server: Math.floor(rng() * o.servers), holdMs: between(rng, 2_000, 6_000), gapMs };
       case "agent-pause":
         return { kind, agent: Math.floor(rng() * o.agents), holdMs: between(rng, 1_500, 5_000), gapMs };
+      case "agent-kill":
+        // With the new agent's own start (seconds on a loaded machine), the node is silent for about as long as the test's node grace (5 s): sometimes less, sometimes more.
+        return { kind, agent: Math.floor(rng() * o.agents), holdMs: between(rng, 500, 3_000), gapMs };
     }
   });
 }

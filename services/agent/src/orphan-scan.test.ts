@@ -64,6 +64,7 @@ describe("port-range scan", () => {
         { pid: 105, port: 21005, environ: environ(markEnv(mark, "01J0000000000000000000000K")) }, // a helper of a known backend
         { pid: 106, environ: environ({ PATH: "/bin" }) }, // named by a partial record, not marked: a recycled pid
         { pid: 107, environ: environ(markEnv(mark, "")) }, // named by a partial record, marked
+        { pid: 108, port: 21005 + 3, environ: environ(markEnv(mark, "01J0000000000000000000000M", "gx1")) }, // spawned, agent killed before its record
       ],
       [21006, 21007],
     );
@@ -84,6 +85,8 @@ describe("port-range scan", () => {
     expect(scan.orphans.map((o) => [o.pid, o.address, o.model]).sort()).toEqual([
       [100, "127.0.0.1:21000", ""],
       [107, "127.0.0.1:21009", "half"],
+      // The mark names its model: it counts for that model's exclusive groups until stopped.
+      [108, "127.0.0.1:21008", "gx1"],
     ]);
     expect(scan.foreign.map((f) => [f.pid, f.address, f.detail])).toEqual([
       [101, "127.0.0.1:21001", "no Warden mark"],
@@ -93,6 +96,6 @@ describe("port-range scan", () => {
       // a socket whose owner cannot be found; the one on our own backend's port is taken to be that backend
       [0, "127.0.0.1:21006", "listening, held by a process this agent may not inspect"],
     ]);
-    expect([...scan.heldPorts].sort()).toEqual([21000, 21001, 21002, 21003, 21004, 21006]);
+    expect([...scan.heldPorts].sort()).toEqual([21000, 21001, 21002, 21003, 21004, 21006, 21008]);
   });
 });

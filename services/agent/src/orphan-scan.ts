@@ -103,7 +103,8 @@ export async function scanPortRange(input: PortScanInput): Promise<PortScan> {
     orphans.set(pid, {
       pid,
       address,
-      model: partial?.model ?? "",
+      // A partial record's model, else the mark's (a start killed between spawn and record).
+      model: partial?.model ?? verdict.model ?? "",
       detail: partial?.detail ?? "started by this agent, listening in its port range without a record",
     });
   }

@@ -10,6 +10,13 @@ import { resolve } from "node:path";
 export const markVars = {
   nodeId: "WARDEN_NODE_ID",
   incarnation: "WARDEN_INCARNATION",
+  /**
+   * The model the process was started for: a backend whose agent was killed
+   * between spawn and its record is reported as an orphan of this model, so it
+   * counts for its model's exclusive groups until stopped (without it, the
+   * coordinator started the other member of its group beside it).
+   */
+  model: "WARDEN_MODEL",
   /** Tells apart two agents that share a node id (e.g. `npm test` beside `npm start`). */
   token: "WARDEN_AGENT_TOKEN",
 } as const;
@@ -36,13 +43,13 @@ export function agentMarkOf(nodeId: string, stateDir: string): AgentMark {
 }
 
 /** The environment entries that mark a child of `mark` for `incarnation`. */
-export function markEnv(mark: AgentMark, incarnation: string): Record<string, string> {
-  return { [markVars.nodeId]: mark.nodeId, [markVars.incarnation]: incarnation, [markVars.token]: mark.token };
+export function markEnv(mark: AgentMark, incarnation: string, model = ""): Record<string, string> {
+  return { [markVars.nodeId]: mark.nodeId, [markVars.incarnation]: incarnation, [markVars.token]: mark.token, ...(model === "" ? {} : { [markVars.model]: model }) };
 }
 
 /** What a process's environment says about who started it. */
 export type MarkVerdict =
-  | { readonly t: "ours"; readonly incarnation: string }
+  | { readonly t: "ours"; readonly incarnation: string; readonly model?: string }
   | { readonly t: "foreign"; readonly detail: string };
 
 /** The value of `name` in a NUL-separated environ block, or undefined. */
@@ -65,5 +72,6 @@ export function classifyEnviron(environ: string | undefined, mark: AgentMark): M
   if (nodeId !== mark.nodeId) return { t: "foreign", detail: `marked for node ${nodeId.slice(0, 128)}` };
   if (envValue(environ, markVars.token) !== mark.token) return { t: "foreign", detail: `marked for node ${nodeId.slice(0, 128)} by another agent (another state dir)` };
   const incarnation = envValue(environ, markVars.incarnation) ?? "";
-  return { t: "ours", incarnation: incarnation.slice(0, 128) };
+  const model = envValue(environ, markVars.model) ?? "";
+  return { t: "ours", incarnation: incarnation.slice(0, 128), ...(model === "" ? {} : { model: model.slice(0, 256) }) };
 }

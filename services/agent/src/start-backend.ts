@@ -108,7 +108,7 @@ async function runStart(ctx: AgentContext, log: StartLog, s: StartParams): Promi
       command: s.entry.command,
       args: [...s.entry.args, "--addr", address],
       // The token last: a catalog entry's env cannot replace the one the agent checks readiness with.
-      env: { ...buildEnv(s.entry, ctx.envSource, device, markEnv(ctx.mark, s.incarnation), config.modelsPath ?? ""), ...ctx.backendAuth?.env },
+      env: { ...buildEnv(s.entry, ctx.envSource, device, markEnv(ctx.mark, s.incarnation, s.model), config.modelsPath ?? ""), ...ctx.backendAuth?.env },
       cwd: s.entry.cwd,
       stdoutFd: fds.stdoutFd,
       stderrFd: fds.stderrFd,

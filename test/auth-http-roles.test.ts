@@ -51,6 +51,8 @@ const probes: readonly Probe[] = [
   { route: "GET /ha/leader", mirror: { t: "public" }, request: () => ({ path: "/ha/leader" }) },
   { route: "GET /api/dashboard/whoami", mirror: { t: "token" }, request: () => ({ path: "/api/dashboard/whoami" }) },
   { route: "GET /api/dashboard/snapshot", mirror: { t: "admin", methods: ["ListNodes", "ListModels"] }, request: () => ({ path: "/api/dashboard/snapshot" }) },
+  { route: "GET /api/dashboard/nodes", mirror: { t: "admin", methods: ["ListNodes"] }, request: () => ({ path: "/api/dashboard/nodes?page_size=10" }) },
+  { route: "GET /api/dashboard/models", mirror: { t: "admin", methods: ["ListModels"] }, request: () => ({ path: "/api/dashboard/models?page_size=10" }) },
   { route: "GET /api/dashboard/explain", mirror: { t: "admin", methods: ["ExplainPlacement"] }, request: (m) => ({ path: `/api/dashboard/explain?model=${m}` }) },
   { route: "GET /api/dashboard/stream", mirror: { t: "admin", methods: ["WatchEvents", "ListNodes", "ListModels"] }, request: () => ({ path: "/api/dashboard/stream" }) },
   { route: "GET /api/dashboard/ha", mirror: { t: "admin", methods: ["GetHaStatus"] }, request: () => ({ path: "/api/dashboard/ha" }) },

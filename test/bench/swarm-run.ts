@@ -117,6 +117,19 @@ export function percentile(values: readonly number[], p: number): number {
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
+/** Every page of a listing; undefined when a page did not answer. */
+async function everyPage<R extends { nextPageToken: string }, T>(call: (pageToken: string) => Promise<R>, items: (r: R) => T[]): Promise<T[] | undefined> {
+  const out: T[] = [];
+  let token = "";
+  do {
+    const r = await call(token).catch(() => undefined);
+    if (r === undefined) return undefined;
+    out.push(...items(r));
+    token = r.nextPageToken;
+  } while (token !== "");
+  return out;
+}
+
 /** Forks a bench child with tsx (IPC on). */
 function forkChild(file: string, args: readonly string[]): ChildProcess {
   return fork(join(import.meta.dirname, file), [...args], { execArgv: ["--import", "tsx"], stdio: ["ignore", "inherit", "inherit", "ipc"] });
@@ -284,10 +297,11 @@ export async function runSwarm(opts: SwarmOptions): Promise<SwarmResult> {
       warden = side.fig;
       gen = side.gen;
       // -1: not answered within 30 s.
-      const nodes = (await admin.listNodes({}, { timeoutMs: 30_000 }).catch(() => undefined))?.nodes;
+      // Every page (a listing answers at most 1 000 a call).
+      const nodes = await everyPage((pageToken) => admin.listNodes({ pageSize: 1_000, pageToken }, { timeoutMs: 30_000 }), (r) => r.nodes);
       registeredNodes = nodes?.length ?? -1;
       notReadyAtEnd = nodes?.filter((n) => n.state !== NodeState.READY).length ?? -1;
-      instancesListed = (await admin.listModels({}, { timeoutMs: 30_000 }).catch(() => undefined))?.instances.length ?? -1;
+      instancesListed = (await everyPage((pageToken) => admin.listModels({ pageSize: 1_000, pageToken }, { timeoutMs: 30_000 }), (r) => r.instances))?.length ?? -1;
       // Last: ExplainPlacement (its cost may stall the coordinator; nothing after it is measured).
       for (let i = 0; i < o.explainCalls; i++) {
         const t = performance.now();

@@ -25,7 +25,7 @@ const actionBodyLimitBytes = 4096;
 
 const jsonRoutes = ["/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/audio/speech", "/v1/images/generations"] as const;
 const actions = ["load", "unload", "drain", "undrain", "reboot"] as const;
-const readRoutes = ["/v1/models", "/", "/dashboard/app.css", "/dashboard/app.js", "/api/dashboard/whoami", "/api/dashboard/snapshot", "/api/dashboard/explain?model=m", "/api/dashboard/stream", "/api/dashboard/ha", "/ha/leader"] as const;
+const readRoutes = ["/v1/models", "/", "/dashboard/app.css", "/dashboard/app.js", "/api/dashboard/whoami", "/api/dashboard/snapshot", "/api/dashboard/nodes", "/api/dashboard/models", "/api/dashboard/explain?model=m", "/api/dashboard/stream", "/api/dashboard/ha", "/ha/leader"] as const;
 const everyPath = [...jsonRoutes, ...actions.map((a) => `/api/dashboard/actions/${a}`), "/v1/audio/transcriptions", ...readRoutes];
 
 /** The field each POST route needs as a string (the model, or the node of drain/undrain). */

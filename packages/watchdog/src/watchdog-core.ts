@@ -367,6 +367,16 @@ export class WatchdogCore {
     return placementEvictions(this.st, nodeId, model, groups, limit, occupied);
   }
 
+  /** The instances on one node, from the per-node index: O(instances there) (a page of ListModels). */
+  instancesOnNode(nodeId: string): InstanceView[] {
+    return [...(this.st.nodes.get(nodeId)?.instances ?? [])].map((r) => viewInstance(this.st, r));
+  }
+
+  /** How many instances one node holds, from the per-node index: O(1) (a page of ListNodes). */
+  instanceCountOn(nodeId: string): number {
+    return this.st.nodes.get(nodeId)?.instances.size ?? 0;
+  }
+
   instancesOfModel(model: string): InstanceView[] {
     return [...(this.st.byModel.get(model) ?? [])].map((r) => viewInstance(this.st, r));
   }

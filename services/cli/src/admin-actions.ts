@@ -27,6 +27,7 @@ import { eventToJson, eventTypeOf, parseEventType } from "@warden/events";
 import { exitCodes } from "./exit-codes.js";
 import { bytes, modelsTable, nodesTable, table } from "./render.js";
 import { replicasTable } from "./render-replicas.js";
+import { instanceStateFilter, listAllModels, listAllNodes, nodeStateFilter, parseLimit } from "./list-pages.js";
 import type { ActionContext, GlobalOpts } from "./action-context.js";
 
 function json<T extends DescMessage>(schema: T, msg: MessageShape<T>): string {
@@ -39,15 +40,23 @@ const auth = (g: GlobalOpts): { headers?: Readonly<Record<string, string>> } => 
 const admin = (g: GlobalOpts): Client<typeof AdminService> => cliClient(AdminService, g, { ...cliTransport(g), ...auth(g) });
 const inference = (g: GlobalOpts): Client<typeof InferenceService> => cliClient(InferenceService, g, { ...cliTransport(g), ...auth(g) });
 
-export async function modelsLs(c: ActionContext, g: GlobalOpts, o: { node?: string }): Promise<number | undefined> {
+export async function modelsLs(c: ActionContext, g: GlobalOpts, o: { node?: string; model?: string; state?: string; limit?: string }): Promise<number | undefined> {
   const a = admin(g);
+  const limit = parseLimit(o.limit);
+  const state = instanceStateFilter(o.state);
   if (o.node !== undefined) {
-    // An unknown node would list nothing, exactly like an idle one: say which it is.
-    const known = (await a.listNodes({}, { timeoutMs: c.deadline(g) })).nodes.map((n) => n.nodeId);
-    if (!known.includes(o.node)) throw new WardenError(Code.NotFound, `no node "${o.node}" is registered (known: ${known.join(", ") || "none"})`);
+    // An unknown node would list nothing, exactly like an idle one: say which it is (naming a few known ones).
+    const r = await a.listNodes({ nodeIdPrefix: o.node, pageSize: 1 }, { timeoutMs: c.deadline(g) });
+    if (r.nodes[0]?.nodeId !== o.node) {
+      const some = await a.listNodes({ pageSize: 20 }, { timeoutMs: c.deadline(g) });
+      const known = some.nodes.map((n) => n.nodeId).join(", ");
+      throw new WardenError(Code.NotFound, `no node "${o.node}" is registered (known: ${known === "" ? "none" : `${known}${some.nextPageToken === "" ? "" : ", …"}`})`);
+    }
   }
-  const r = await a.listModels({ nodeId: o.node ?? "" }, { timeoutMs: c.deadline(g) });
-  c.print(g.json ? json(ListModelsResponseSchema, r) : r.replicas.length === 0 || o.node !== undefined ? modelsTable(r.instances) : `${modelsTable(r.instances)}\n\n${replicasTable(r.replicas)}`);
+  const r = await listAllModels(a, { nodeId: o.node ?? "", model: o.model ?? "", state }, limit, () => c.deadline(g));
+  const filtered = o.node !== undefined || o.model !== undefined || o.state !== undefined;
+  c.print(g.json ? json(ListModelsResponseSchema, r) : r.replicas.length === 0 || filtered ? modelsTable(r.instances) : `${modelsTable(r.instances)}\n\n${replicasTable(r.replicas)}`);
+  if (!g.json && r.nextPageToken !== "") c.io.err.write(`warden: stopped at --limit ${String(limit)}; more instances match\n`);
   return undefined;
 }
 
@@ -76,9 +85,11 @@ export async function modelsUnload(c: ActionContext, g: GlobalOpts, model: strin
   return r.outcome === UnloadOutcome.STOPPED ? exitCodes.ok : exitCodes.incomplete;
 }
 
-export async function nodesLs(c: ActionContext, g: GlobalOpts): Promise<number | undefined> {
-  const r = await admin(g).listNodes({}, { timeoutMs: c.deadline(g) });
+export async function nodesLs(c: ActionContext, g: GlobalOpts, o: { node?: string; model?: string; state?: string; limit?: string } = {}): Promise<number | undefined> {
+  const limit = parseLimit(o.limit);
+  const r = await listAllNodes(admin(g), { nodeIdPrefix: o.node ?? "", model: o.model ?? "", state: nodeStateFilter(o.state) }, limit, () => c.deadline(g));
   c.print(g.json ? json(ListNodesResponseSchema, r) : nodesTable(r.nodes));
+  if (!g.json && r.nextPageToken !== "") c.io.err.write(`warden: stopped at --limit ${String(limit)}; more nodes match\n`);
   return undefined;
 }
 

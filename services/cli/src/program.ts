@@ -162,9 +162,13 @@ export function buildProgram(io: CliIo, runners: Runners): { program: Command; e
       .command("ls")
       .description("every instance: loaded, loading, freed, pending eviction, leftover, orphan")
       .option("--node <id>", "only this node")
-      .addHelpText("after", "\nAfter the instances (without --node), one row per configured model: READY/DESIRED replicas, MIN..MAX (the config's\nor a `models scale` override), loading/stopping/leftover replicas, calls QUEUED for a ready one, and\nSCALE-UP: blocked (the circuit breaker: the error, failures, when it retries) or -.\n")
+      .option("--model <id>", "only instances of this model")
+      .option("--state <state>", "only instances in this state: loading, ready, freed, pending-eviction, leftover, orphan")
+      .option("--limit <n>", "at most n instances (default: all; read 1 000 a call)")
+      .addHelpText("after", "\nInstances are ordered by node, model, incarnation. Every page is read unless --limit cuts it short\n(the rest is announced on stderr; with --json, nextPageToken says where it would go on).\n")
+      .addHelpText("after", "\nAfter the instances (without a filter), one row per configured model: READY/DESIRED replicas, MIN..MAX (the config's\nor a `models scale` override), loading/stopping/leftover replicas, calls QUEUED for a ready one, and\nSCALE-UP: blocked (the circuit breaker: the error, failures, when it retries) or -.\n")
       .addHelpText("after", "\nPLACEMENT: local = started by the coordinator's embedded agent; local+remote = a process on another\nnode's agent, routed through the coordinator (its client and routing state are local); remote-only =\nknown only from a node's inventory (e.g. adopted after a restart) until first routed.\n"),
-  ).action(act((a, g, o: { node?: string }) => a.modelsLs(ctx, g, o)));
+  ).action(act((a, g, o: { node?: string; model?: string; state?: string; limit?: string }) => a.modelsLs(ctx, g, o)));
   withGlobal(models.command("load").description("load a model (or return the loaded instance)").argument("<model>").option("--node <id>", "place on this node")).action(
     act((a, g, model: string, o: { node?: string }) => a.modelsLoad(ctx, g, model, o)),
   );
@@ -187,7 +191,16 @@ export function buildProgram(io: CliIo, runners: Runners): { program: Command; e
   ).action(viaReplicas((r, g, model: string, o: { min?: string; max?: string; operator?: string }) => r.modelsScale(ctx, g, model, o)));
 
   const nodes = program.command("nodes").description("list, drain and undrain nodes; declare an unreachable node lost; show or override placement limits");
-  withGlobal(nodes.command("ls").description("registered nodes with health, version, drain progress and memory")).action(act((a, g) => a.nodesLs(ctx, g)));
+  withGlobal(
+    nodes
+      .command("ls")
+      .description("registered nodes with health, version, drain progress and memory")
+      .option("--node <prefix>", "only nodes whose id starts with this")
+      .option("--model <id>", "only nodes holding an instance of this model")
+      .option("--state <state>", "only nodes in this state: ready, unreachable, lost")
+      .option("--limit <n>", "at most n nodes (default: all; read 1 000 a call)")
+      .addHelpText("after", "\nNodes are ordered by id. Every page is read unless --limit cuts it short (the rest is announced\non stderr; with --json, nextPageToken says where it would go on).\n"),
+  ).action(act((a, g, o: { node?: string; model?: string; state?: string; limit?: string }) => a.nodesLs(ctx, g, o)));
   withGlobal(nodes.command("drain").description("stop placing on a node and evict its instances (pinned ones too)").argument("<node>").option("--force", "force-stop busy instances", false)).action(
     act((a, g, node: string, o: { force: boolean }) => a.nodesDrain(ctx, g, node, o)),
   );

@@ -25,5 +25,22 @@ export async function startWarden(argv: readonly string[], importRunners: () => 
     natsEvents: async (o, g) => (await load()).natsEvents(o, g),
   };
   // Long-running commands (up, coordinator) resolve once shut down; `agent` exits the process itself.
-  return runCli(argv, io, runners);
+  const code = await runCli(argv, io, runners);
+  await flushed(process.stdout);
+  await flushed(process.stderr);
+  return code;
+}
+
+/**
+ * Output to a pipe is written asynchronously, and the caller exits the
+ * process next: without this wait a long listing (`nodes ls --json` at a
+ * thousand nodes) was cut short for the program reading it.
+ */
+function flushed(s: NodeJS.WriteStream): Promise<void> {
+  if (s.destroyed || s.writableLength === 0) return Promise.resolve();
+  return new Promise((resolve) => {
+    s.write("", () => {
+      resolve();
+    });
+  });
 }

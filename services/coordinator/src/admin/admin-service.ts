@@ -1,11 +1,8 @@
-import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type {
   AdminService,
   NodeState} from "@warden/proto";
 import {
-  InstanceState,
-  Placement,
   UnloadOutcome,
 } from "@warden/proto";
 import type { GetHaStatusResponseSchema } from "@warden/proto";
@@ -33,6 +30,7 @@ import { modelTables, policyPatchOf } from "./policy-patch.js";
 import { watchCallerOf } from "../auth/watch-caller.js";
 import { applySetNodeLimits, checkScaleModel, checkSetNodeLimits, modelReplicasInit, nodeLimitFields, replicaSummaries } from "./replica-admin.js";
 import { lostPlaceholder, modelInstance, nodeInit, nodeStateOf, policyInit, type ModelInstanceInit, type NodeInit } from "./admin-messages.js";
+import { instanceCountOn, instancesOnNode, listModelsPage, listNodesPage, type ListingDeps } from "./admin-listings.js";
 import { inMemorySettings, type SettingsWriter } from "../ha/durable-settings.js";
 import { policyKey, type PolicyValue } from "../ha/settings-values.js";
 import type { TakeoverSettings } from "../ha/takeover-settings.js";
@@ -83,12 +81,6 @@ const maxEventTypeLength = 64;
 /** AdminService (DESIGN §4). */
 export function adminService(d: AdminDeps): ServiceImpl<typeof AdminService> {
   const settings = d.settings ?? inMemorySettings;
-  const counts = (): Map<string, number> => {
-    const c = new Map<string, number>();
-    for (const v of d.loader.core.snapshot().instances) c.set(v.nodeId, (c.get(v.nodeId) ?? 0) + 1);
-    for (const l of d.loader.leftoverList()) c.set(l.nodeId, (c.get(l.nodeId) ?? 0) + 1);
-    return c;
-  };
   const nodeOf = (nodeId: string): NodeRecord => {
     const n = d.nodes.get(checkId(nodeId, "node_id"));
     if (n === undefined) throw new WardenError(Code.NotFound, `node_id: node "${nodeId}" is not registered`);
@@ -98,48 +90,26 @@ export function adminService(d: AdminDeps): ServiceImpl<typeof AdminService> {
   // Every node this service shows carries its placement limits (agent's, override, effective).
   const nodeView = (n: NodeRecord, instanceCount: number, drainRemaining: number): NodeInit => nodeInit(n, instanceCount, drainRemaining, nodeLimitFields(d.nodes, n.nodeId));
   const instanceOf = (v: InstanceView): ModelInstanceInit => modelInstance(d, v, stateOfNode(v.nodeId));
-  const instancesOn = (nodeId: string | undefined): ModelInstanceInit[] => {
-    const snap = d.loader.snapshot();
-    const out: ModelInstanceInit[] = snap.instances.filter((v) => nodeId === undefined || v.nodeId === nodeId).map(instanceOf);
-    for (const l of snap.leftovers) {
-      if (nodeId !== undefined && l.nodeId !== nodeId) continue;
-      out.push({
-        model: l.model,
-        nodeId: l.nodeId,
-        address: l.address,
-        incarnation: l.incarnation,
-        placement: Placement.REMOTE_ONLY,
-        state: InstanceState.LEFTOVER,
-        groups: [...l.groups],
-        sizeBytes: BigInt(l.sizeBytes),
-        leftover: { attempts: l.attempts, lastError: l.lastError, since: timestampFromMs(l.sinceWallMs), stuck: l.stuck },
-        // UNSPECIFIED: its node has not registered since this coordinator started.
-        nodeState: stateOfNode(l.nodeId),
-      });
-    }
-    for (const n of d.nodes.list()) {
-      if (nodeId !== undefined && n.nodeId !== nodeId) continue;
-      for (const o of n.orphans) out.push({ model: o.model, nodeId: n.nodeId, address: o.address, incarnation: `pid:${String(o.pid)}`, state: InstanceState.ORPHAN, sizeBytes: o.memoryBytes, nodeState: nodeStateOf(n) });
-    }
-    return out;
+  const listing: ListingDeps = {
+    clock: d.clock,
+    loader: d.loader,
+    nodes: d.nodes,
+    ...(d.takeover === undefined ? {} : { lostUnregistered: () => (d.takeover as TakeoverSettings).lostUnregistered.keys() }),
+    nodeView: (n, c) => nodeView(n, c, n.draining ? c : 0),
   };
 
   return {
-    async listNodes() {
-      const c = counts();
-      const nodes = d.nodes.list().map((n) => nodeView(n, c.get(n.nodeId) ?? 0, n.draining ? (c.get(n.nodeId) ?? 0) : 0));
-      // HA: nodes the store says are lost that have not registered with this leader.
-      const lost = d.takeover === undefined ? [] : [...d.takeover.lostUnregistered.keys()].filter((id) => d.nodes.get(id) === undefined).sort();
-      return { nodes: lost.length === 0 ? nodes : [...nodes, ...lost.map((id) => lostPlaceholder(id))].sort((a, b) => ((a.nodeId ?? "") < (b.nodeId ?? "") ? -1 : (a.nodeId ?? "") > (b.nodeId ?? "") ? 1 : 0)) };
+    async listNodes(req) {
+      return listNodesPage(listing, req);
     },
     async getNode(req) {
       const n = nodeOf(req.nodeId);
-      const c = counts().get(n.nodeId) ?? 0;
-      return { node: nodeView(n, c, n.draining ? c : 0), instances: instancesOn(n.nodeId) };
+      const c = instanceCountOn(d, n.nodeId);
+      return { node: nodeView(n, c, n.draining ? c : 0), instances: instancesOnNode(d, n.nodeId) };
     },
     async drainNode(req) {
       const view = (n: NodeRecord): { node: NodeInit } => {
-        const c = counts().get(n.nodeId) ?? 0;
+        const c = instanceCountOn(d, n.nodeId);
         return { node: nodeView(n, c, c) };
       };
       return await settings.change("drain", checkId(req.nodeId, "node_id"), () => {
@@ -166,7 +136,7 @@ export function adminService(d: AdminDeps): ServiceImpl<typeof AdminService> {
           apply: () => {
             n.draining = false;
             d.takeover?.undrained(n.nodeId);
-            return { node: nodeView(n, counts().get(n.nodeId) ?? 0, 0) };
+            return { node: nodeView(n, instanceCountOn(d, n.nodeId), 0) };
           },
         };
       });
@@ -174,7 +144,7 @@ export function adminService(d: AdminDeps): ServiceImpl<typeof AdminService> {
     async declareNodeLost(req) {
       const nodeId = checkId(req.nodeId, "node_id");
       const view = (n: NodeRecord, wasAlreadyLost: boolean): { node: NodeInit; wasAlreadyLost: boolean } => {
-        const c = counts().get(n.nodeId) ?? 0;
+        const c = instanceCountOn(d, n.nodeId);
         return { node: nodeView(n, c, n.draining ? c : 0), wasAlreadyLost };
       };
       // Every check comes before the one change, in the same turn (again after
@@ -212,9 +182,11 @@ export function adminService(d: AdminDeps): ServiceImpl<typeof AdminService> {
       });
     },
     async listModels(req) {
-      if (req.nodeId !== "") checkId(req.nodeId, "node_id");
+      const page = listModelsPage(listing, req);
+      // The configured models and their replicas (bounded by the config) come with the first page.
+      if (req.pageToken !== "") return page;
       return {
-        instances: instancesOn(req.nodeId === "" ? undefined : req.nodeId),
+        ...page,
         configured: d.loader.modelSpecs().map((m) => ({ model: m.id, backend: m.backend, groups: [...m.groups], pinned: m.pinned, sizeBytes: BigInt(m.sizeBytes) })),
         replicas: replicaSummaries(d.loader, d.clock),
       };
@@ -343,7 +315,7 @@ export function adminService(d: AdminDeps): ServiceImpl<typeof AdminService> {
         const change = (): { node: NodeInit; audit: ReturnType<typeof applySetNodeLimits> } => {
           const audit = applySetNodeLimits(req, d.nodes);
           const n = nodeOf(req.nodeId);
-          const c = counts().get(n.nodeId) ?? 0;
+          const c = instanceCountOn(d, n.nodeId);
           // The view is taken in the same turn as the change; the reply waits for the journaled event.
           return { node: nodeView(n, c, n.draining ? c : 0), audit };
         };

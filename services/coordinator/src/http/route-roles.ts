@@ -40,6 +40,8 @@ export const httpRouteRules: Readonly<Record<string, HttpRouteRule>> = Object.fr
   "GET /ha/leader": open,
   "GET /api/dashboard/whoami": { t: "token" },
   "GET /api/dashboard/snapshot": { t: "admin", methods: ["ListNodes", "ListModels"], of: "all" },
+  "GET /api/dashboard/nodes": { t: "admin", methods: ["ListNodes"], of: "all" },
+  "GET /api/dashboard/models": { t: "admin", methods: ["ListModels"], of: "all" },
   "GET /api/dashboard/explain": { t: "admin", methods: ["ExplainPlacement"], of: "all" },
   "GET /api/dashboard/stream": { t: "admin", methods: ["WatchEvents", "ListNodes", "ListModels"], of: "all", events: true },
   "GET /api/dashboard/ha": { t: "admin", methods: ["GetHaStatus"], of: "all" },

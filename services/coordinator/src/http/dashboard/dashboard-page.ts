@@ -31,6 +31,11 @@ export const dashboardHtml = `<!doctype html>
   <section class="panel nodes-panel">
     <h2>Nodes</h2>
     <div id="legend" class="legend"></div>
+    <div class="node-tools">
+      <input id="node-filter" type="search" maxlength="128" autocomplete="off" placeholder="filter: node id or model" aria-label="filter nodes by id or model">
+      <span id="node-groups" class="node-groups" role="group" aria-label="nodes by state"></span>
+      <span class="pager"><button type="button" id="page-prev" aria-label="previous page">‹</button><span id="page-info" class="page-info"></span><button type="button" id="page-next" aria-label="next page">›</button></span>
+    </div>
     <div id="nodes" class="nodes"><p class="muted">waiting for the first snapshot…</p></div>
   </section>
   <section class="panel side">
@@ -81,6 +86,13 @@ table.instances th { text-align: left; font-weight: 600; color: #666; border-bot
 table.instances td { padding: 0.25em 0.4em; border-bottom: 1px solid #f0f1f3; vertical-align: top; }
 table.instances td.detail { color: #666; font-size: 0.9em; word-break: break-all; }
 .badge { display: inline-block; padding: 0.05em 0.55em; border-radius: 1em; color: #fff; font-size: 0.85em; white-space: nowrap; }
+.node-tools { display: flex; flex-wrap: wrap; align-items: center; gap: 0.6em; margin-bottom: 0.8em; }
+.node-tools input { width: 16em; }
+.node-groups { display: flex; gap: 0.3em; flex-wrap: wrap; }
+.node-groups button { border: 1px solid #c9ccd1; background: #fff; border-radius: 1em; padding: 0.1em 0.7em; font-size: 0.85em; }
+.node-groups button[aria-pressed="true"] { background: #20232a; color: #fff; border-color: #20232a; }
+.pager { display: flex; align-items: center; gap: 0.4em; margin-left: auto; font-size: 0.9em; color: #555; }
+.more-rows { color: #666; font-size: 0.85em; margin: 0.3em 0 0; }
 .legend { display: flex; flex-wrap: wrap; gap: 0.4em; margin-bottom: 0.6em; }
 .muted { color: #888; }
 .side { display: flex; flex-direction: column; }

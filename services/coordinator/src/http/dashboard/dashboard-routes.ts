@@ -13,6 +13,7 @@ import { dashboardClientBundle } from "./dashboard-client-bundle.js";
 import { DashboardFeed } from "./dashboard-feed.js";
 import { dashboardCsp, dashboardCss, dashboardHtml } from "./dashboard-page.js";
 import { explainJson, takeSnapshot } from "./dashboard-snapshot.js";
+import { modelsPage, modelsQueryKeys, nodesPage, nodesQueryKeys } from "./dashboard-listing-routes.js";
 import type { DashboardWhoAmI } from "./dashboard-view.js";
 import { defaultSseLimits, type SseLimits } from "./sse-clients.js";
 
@@ -92,6 +93,19 @@ export function dashboardRoutes(ctx: DashboardContext, options: DashboardOptions
         onlyQuery(request, []);
         ctx.auth.principal(request);
         return reply.header("cache-control", "no-store").send(await snapshot());
+      });
+
+      // One page of ListNodes / ListModels each (dashboard-listing-routes.ts), for clients that page.
+      app.get("/api/dashboard/nodes", async (request, reply) => {
+        const q = onlyQuery(request, nodesQueryKeys);
+        ctx.auth.principal(request);
+        const accountedBytes = (nodeId: string): number => ctx.loader.core.placementSummary(nodeId, "", []).accountedBytes;
+        return reply.header("cache-control", "no-store").send(await nodesPage(admin, accountedBytes, q, callSignal(reply, ctx.config().http.callTimeoutMs)));
+      });
+      app.get("/api/dashboard/models", async (request, reply) => {
+        const q = onlyQuery(request, modelsQueryKeys);
+        ctx.auth.principal(request);
+        return reply.header("cache-control", "no-store").send(await modelsPage(admin, q, callSignal(reply, ctx.config().http.callTimeoutMs)));
       });
 
       app.get("/api/dashboard/explain", async (request, reply) => {

@@ -87,15 +87,37 @@ export function dashboardInstance(i: ModelInstance): DashboardInstance {
   };
 }
 
-/** The whole view in two Admin API reads (the same ListNodes / ListModels the CLI shows). */
+/** Pages a snapshot reads per listing at most (the node table's cap is 4 096 nodes; 1 000 entries a page). */
+const maxSnapshotPages = 200;
+
+/** The whole view from every page of the Admin API's ListNodes and ListModels (the same reads the CLI shows). */
 export async function takeSnapshot(src: SnapshotSource, signal?: AbortSignal): Promise<DashboardSnapshot> {
   const opts = signal === undefined ? {} : { signal };
-  const [nodes, models] = await Promise.all([src.admin.listNodes({}, opts), src.admin.listModels({}, opts)]);
+  const nodesP = (async () => {
+    const out: Node[] = [];
+    let pageToken = "";
+    for (let i = 0; i < maxSnapshotPages; i++) {
+      const r = await src.admin.listNodes({ pageSize: 1_000, pageToken }, opts);
+      out.push(...r.nodes);
+      pageToken = r.nextPageToken;
+      if (pageToken === "") break;
+    }
+    return out;
+  })();
+  const first = await src.admin.listModels({ pageSize: 1_000 }, opts);
+  const instances = [...first.instances];
+  let pageToken = first.nextPageToken;
+  for (let i = 1; i < maxSnapshotPages && pageToken !== ""; i++) {
+    const r = await src.admin.listModels({ pageSize: 1_000, pageToken }, opts);
+    instances.push(...r.instances);
+    pageToken = r.nextPageToken;
+  }
+  const nodes = await nodesP;
   return {
     at: new Date(src.wallNowMs()).toISOString(),
-    nodes: nodes.nodes.map((n) => dashboardNode(n, src.accountedBytes(n.nodeId))),
-    instances: models.instances.map(dashboardInstance),
-    models: models.configured.map((m) => ({ model: m.model, backend: m.backend, groups: [...m.groups], pinned: m.pinned, sizeBytes: Number(m.sizeBytes) })),
+    nodes: nodes.map((n) => dashboardNode(n, src.accountedBytes(n.nodeId))),
+    instances: instances.map(dashboardInstance),
+    models: first.configured.map((m) => ({ model: m.model, backend: m.backend, groups: [...m.groups], pinned: m.pinned, sizeBytes: Number(m.sizeBytes) })),
   };
 }
 

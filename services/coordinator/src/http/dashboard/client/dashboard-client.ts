@@ -6,8 +6,9 @@
  */
 import type { DashboardErrorBody, DashboardEvent, DashboardHa, DashboardSnapshot, DashboardWhoAmI } from "../dashboard-view.js";
 import { SeenMembers, haStep } from "../ha-follow.js";
-import { appendBounded, eventLine, formatBytes, kindStyles, nodeCards, type EventLine, type InstanceKind, type NodeCard } from "../view-model.js";
+import { appendBounded, eventLine, formatBytes, kindStyles, type EventLine, type InstanceKind } from "../view-model.js";
 import { parseSse } from "../sse-parse.js";
+import { maxFilterChars, nodeWindow, type StateChoice, type WindowCard } from "../node-window.js";
 
 /** Lines the event panel keeps. */
 const maxEventLines = 200;
@@ -25,9 +26,13 @@ interface State {
   snapshot: DashboardSnapshot | undefined;
   events: EventLine[];
   retryMs: number;
+  /** The node panel's filter box, state group and page (node-window.ts). */
+  filter: string;
+  stateChoice: StateChoice;
+  page: number;
 }
 
-const state: State = { token: sessionStorage.getItem(tokenKey) ?? "", who: undefined, snapshot: undefined, events: [], retryMs: 1_000 };
+const state: State = { token: sessionStorage.getItem(tokenKey) ?? "", who: undefined, snapshot: undefined, events: [], retryMs: 1_000, filter: "", stateChoice: "all", page: 0 };
 /** Every member URL a member list of this page named: the only places it navigates to. */
 const seen = new SeenMembers();
 /** The member this origin was last seen to be (its holder): named in `?left=` when the page flees it. */
@@ -94,7 +99,7 @@ function actionButton(label: string, action: string, body: Record<string, unknow
   return b;
 }
 
-function nodeCard(c: NodeCard, canAct: boolean): HTMLElement {
+function nodeCard(c: WindowCard, canAct: boolean): HTMLElement {
   const m = c.memory;
   const what = m.source === "gpu" ? "GPU memory" : m.source === "ram" ? "RAM (no GPU reported)" : "memory not reported";
   const drift = el("span", { class: Math.abs(m.driftBytes) > m.totalBytes * 0.1 && m.totalBytes > 0 ? "drift-high" : "" }, `drift ${formatBytes(m.driftBytes)}`);
@@ -114,6 +119,7 @@ function nodeCard(c: NodeCard, canAct: boolean): HTMLElement {
   const table = el("table", { class: "instances" }, el("thead", {}, el("tr", {}, ...["state", "model", "in flight", "last used", "size", "detail", ""].map((h) => el("th", {}, h)))), body);
   if (c.rows.length === 0) parts.push(el("p", { class: "muted" }, "no instances"));
   else parts.push(table);
+  if (c.hiddenRows > 0) parts.push(el("p", { class: "more-rows" }, `${String(c.hiddenRows)} more (warden models ls --node ${c.nodeId})`));
   return el("div", { class: "node", "data-node-id": c.nodeId }, ...parts);
 }
 
@@ -121,8 +127,26 @@ function renderSnapshot(): void {
   const s = state.snapshot;
   if (s === undefined) return;
   const canAct = state.who?.canAct === true;
-  const cards = nodeCards(s, Date.now());
-  byId("nodes").replaceChildren(...(cards.length === 0 ? [el("p", { class: "muted" }, "no nodes registered")] : cards.map((c) => nodeCard(c, canAct))));
+  const w = nodeWindow(s, { filter: state.filter, state: state.stateChoice, page: state.page }, Date.now());
+  state.page = w.page;
+  const empty = s.nodes.length === 0 ? "no nodes registered" : "no node matches the filter";
+  byId("nodes").replaceChildren(...(w.cards.length === 0 ? [el("p", { class: "muted" }, empty)] : w.cards.map((c) => nodeCard(c, canAct))));
+  byId("node-groups").replaceChildren(
+    ...(["all", "ready", "unreachable", "lost"] as const).map((k) => {
+      const b = el("button", { type: "button", "data-state": k, "aria-pressed": String(state.stateChoice === k) }, `${k} ${String(w.counts[k])}`);
+      b.addEventListener("click", () => {
+        state.stateChoice = k;
+        state.page = 0;
+        renderSnapshot();
+      });
+      return b;
+    }),
+  );
+  const info = byId("page-info");
+  info.textContent = w.matching === 0 ? "0 nodes" : `${String(w.first)}–${String(w.first + w.cards.length - 1)} of ${String(w.matching)}`;
+  info.dataset.matching = String(w.matching);
+  (byId("page-prev") as HTMLButtonElement).disabled = w.page === 0;
+  (byId("page-next") as HTMLButtonElement).disabled = w.page >= w.pages - 1;
   const select = (byId("explain-model") as HTMLSelectElement);
   const chosen = select.value;
   const names = s.models.map((m) => m.model);
@@ -326,6 +350,20 @@ async function explain(model: string): Promise<void> {
 
 function wire(): void {
   renderLegend();
+  const filter = byId("node-filter") as HTMLInputElement;
+  filter.addEventListener("input", () => {
+    state.filter = filter.value.slice(0, maxFilterChars);
+    state.page = 0;
+    renderSnapshot();
+  });
+  byId("page-prev").addEventListener("click", () => {
+    state.page = Math.max(0, state.page - 1);
+    renderSnapshot();
+  });
+  byId("page-next").addEventListener("click", () => {
+    state.page++;
+    renderSnapshot();
+  });
   byId("token-form").addEventListener("submit", (e) => {
     e.preventDefault();
     state.token = (byId("token") as HTMLInputElement).value.trim();

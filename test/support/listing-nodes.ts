@@ -44,6 +44,7 @@ export async function startListingSwarm(coordinatorAddress: string): Promise<Lis
     listBackends: async () => unimplemented(),
     getNodeStatus: async () => unimplemented(),
     stopOrphan: async () => unimplemented(),
+    freeBackend: async () => ({ outcome: { case: "alreadyGone", value: {} } }),
     // Held open until the coordinator cancels it or the swarm closes (nothing exits here).
     watchBackends: (_req, ctx) => ({
       [Symbol.asyncIterator]: () => ({

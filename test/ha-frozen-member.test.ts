@@ -11,7 +11,12 @@
  *   `predict` answer from the leader;
  * - the leader frozen and listed first, once the other member leads:
  *   `models ls` and `predict` answer from the new leader, and the agent
- *   follows it by itself (the backend stays the same process).
+ *   follows it by itself (the backend stays the same process);
+ * - the same for a following client built with its defaults (grpc-js per
+ *   address, not the CLI's lean client);
+ * - the leader frozen while `warden events --follow` streams from it: the
+ *   stream ends after the bound (PINGs unanswered) instead of hanging, and the
+ *   CLI reopens it on the new leader.
  */
 import { execFile } from "node:child_process";
 import { join } from "node:path";
@@ -22,6 +27,8 @@ import { liveRemoteAgents } from "./support/agent-process.js";
 import { runningBackends } from "./support/chaos-checks.js";
 import { simModel, until } from "./support/coordinator-harness.js";
 import { startHaCluster, type HaCluster } from "./support/ha-cluster.js";
+import { createLeaderFollowingClient } from "@warden/grpc";
+import { AdminService, InferenceService } from "@warden/proto";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 const cliMain = join(root, "services", "cli", "src", "main.ts");
@@ -69,7 +76,19 @@ describe("clients skip a frozen (SIGSTOPped) member", { timeout: 300_000 }, () =
     standby.pause();
     const addr = `${standby.address},${leader.address}`;
     const [status, ls, predict] = await Promise.all([warden(["ha", "status", "--json", "--addr", addr]), warden(["models", "ls", "--json", "--addr", addr]), warden(["predict", "m", "hi", "--addr", addr])]);
+    // A default-constructed following client (grpc-js per address): the same bound, a read and a write.
+    const admin = createLeaderFollowingClient(AdminService, [standby.address, leader.address]);
+    const inference = createLeaderFollowingClient(InferenceService, [standby.address, leader.address]);
+    const [listed, predicted] = await Promise.all([
+      admin.listModels({}, { timeoutMs: 20_000 }).catch((e: unknown) => e),
+      inference.predict({ model: "m", options: { Prompt: "hi" } }, { timeoutMs: 20_000 }).catch((e: unknown) => e),
+    ]);
+    admin.close();
+    inference.close();
     standby.resume();
+    expect(listed, String(listed)).not.toBeInstanceOf(Error);
+    expect((listed as { instances: { model: string }[] }).instances.map((i) => i.model)).toEqual(["m"]);
+    expect(predicted, String(predicted)).not.toBeInstanceOf(Error);
     // `ha status` asks the first member that answers: the leader here, which says it leads.
     expect(status.code, status.stderr).toBe(0);
     expect(status.stdout).toContain(leader.address);

@@ -5,7 +5,7 @@
  * leading the lease stream is killed (kill -9) and restarted, again and again.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { jetstreamManager } from "@nats-io/jetstream";
+import { JetStreamApiCodes, JetStreamApiError, jetstreamManager } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { connectAudit } from "@warden/audit";
 import { systemClock } from "@warden/common";
@@ -134,6 +134,45 @@ describe("one leader per epoch through a lease stream leader change", { timeout:
     expect((await kv.get("leader"))?.revision).toBe(won);
     expect(perAttempt).toHaveLength(dead + 1);
     expect(Math.max(...perAttempt)).toBeLessThanOrEqual(2);
+  });
+
+  it("claim links that can no longer matter are removed: after 8 takeovers (the first through a dead claimer's chain) the bucket holds the last takeover's claim only, and a member still at an old revision cannot win through a removed link", async () => {
+    const bucket = `takeover-${String(++bucketSeq)}`;
+    const members = await Promise.all([0, 1, 2].map((i) => connect(`prune-${String(i)}`)));
+    const kvs = [];
+    for (const nc of members) kvs.push(await openLeaseBucket(nc, { bucket, replicas: 3, opTimeoutMs: 5_000 }));
+    let nowMs = 0;
+    const clock = { now: () => nowMs };
+    const pruneErrors: unknown[] = [];
+    const claims = kvs.map((kv) => new LeaseClaims({ kv, key: "leader", clock, staleAfterMs: 3_000, onPruneError: (e) => pruneErrors.push(e) }));
+    const jsm = await jetstreamManager(members[0]!, { timeout: 5_000 });
+    const subjectPrefix = `$KV.${bucket}.`;
+    const claimKeys = async (): Promise<string[]> => Object.keys((await jsm.streams.info(`KV_${bucket}`, { subjects_filter: `${subjectPrefix}claim.>` })).state.subjects ?? {}).map((s) => s.slice(subjectPrefix.length));
+    const first = await kvs[0]!.create("leader", JSON.stringify({ holder: "first" }));
+    // A claimer that died between its claim and its update: the first takeover waits it out and goes down the chain.
+    await kvs[0]!.put(leaseClaimKey("leader", first), JSON.stringify({ holder: "dead" }), { previousSeq: 0 });
+    await expect(claims[0]!.take(JSON.stringify({ holder: "m0" }), first, 5_000)).rejects.toBeInstanceOf(LeaseTakenError);
+    nowMs = 3_000;
+    let revision = await claims[0]!.take(JSON.stringify({ holder: "m0" }), first, 5_000);
+    await claims[0]!.pruned();
+    let from = first;
+    for (let i = 1; i < 8; i++) {
+      const c = claims[i % claims.length]!;
+      from = revision;
+      revision = await c.take(JSON.stringify({ holder: `m${String(i % claims.length)}` }), from, 5_000);
+      await c.pruned();
+    }
+    expect(pruneErrors.map(String)).toEqual([]);
+    expect(await claimKeys()).toEqual([leaseClaimKey("leader", from)]);
+    // A member that still reads the first revision: the link it finds gone is created again, but its update is refused.
+    const late = new LeaseClaims({ kv: kvs[2]!, key: "leader", clock, staleAfterMs: 3_000 });
+    const err = await late.take(JSON.stringify({ holder: "late" }), first, 5_000).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(err, "a takeover from a superseded revision won").toBeInstanceOf(JetStreamApiError);
+    expect((err as JetStreamApiError).code).toBe(JetStreamApiCodes.StreamWrongLastSequence);
+    expect((await kvs[0]!.get("leader"))?.revision).toBe(revision);
   });
 
   it("kill -9 (and restart) of the server leading the lease stream, 3 times, each with the leading keeper killed too (its standbys race): at most one leader per epoch, one takeover per revision, no member exits, one leader at the end", async () => {

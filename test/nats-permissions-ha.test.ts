@@ -124,6 +124,8 @@ describe("least-privilege NATS users for HA (deploy/nats-server.example.conf on 
     await refused(hjsm.streams.update("WARDEN_JOURNAL", { deny_delete: false }));
     await refused(hjsm.streams.delete("WARDEN_JOURNAL"));
     await refused(hjsm.streams.purge("WARDEN_EVENTS"));
+    // Allowed: removing lease claim links (a new leader does after its takeover); no such link here, nothing removed.
+    expect((await hjsm.streams.purge("KV_warden-leader", { filter: "$KV.warden-leader.claim.leader.0", seq: 1 })).success).toBe(true);
     await refused(hjsm.consumers.update("WARDEN_EVENTS", "auditor", { max_ack_pending: 1 }));
     await refused(hjsm.consumers.add("WARDEN_EVENTS", { durable_name: "sneaky", ack_policy: AckPolicy.Explicit, filter_subject: "warden.events.>" }));
     await refused(hjsm.consumers.delete("WARDEN_EVENTS", "auditor"));

@@ -1,8 +1,10 @@
 import { Client as GrpcClient, Metadata, credentials as grpcCredentials, type CallOptions as GrpcCallOptions, type ChannelCredentials, type ClientDuplexStream, type ServiceError } from "@grpc/grpc-js";
 import { create, type DescMessage, type DescMethod, type DescService } from "@bufbuild/protobuf";
 import { checkServerIdentity } from "node:tls";
-import { abortReason } from "@warden/common";
+import { abortReason, invalidArgument, type WardenError } from "@warden/common";
 import { fromGrpcError } from "./codes.js";
+import { H2Connection } from "./h2-connection.js";
+import { unresponsiveError, watchPeer, whenPeerAnswers } from "./peer-liveness.js";
 import { methodDefinition } from "./service-definition.js";
 import type { CallOptions, Client } from "./types.js";
 import { defaultMaxMessageBytes } from "./limits.js";
@@ -52,7 +54,44 @@ interface CallLike {
   on(event: "status", fn: (s: { metadata: Metadata }) => void): unknown;
 }
 
-function hook(call: CallLike, opts: CallOptions | undefined): () => void {
+/**
+ * The liveness side of a grpc-js client, for calls with `answerWithinMs`:
+ * grpc-js shows no HTTP/2 PING and counts a connection whose peer never sent
+ * SETTINGS as ready (a SIGSTOPped process's kernel still accepts it), so a
+ * lean HTTP/2 connection of its own to the same address, with the same TLS,
+ * carries only SETTINGS and PINGs and says whether the process answers:
+ * before the request is sent (a call failed there ran nowhere) and until the
+ * call ends (a stream whose server freezes after its first message ends too).
+ * Opened on the first call that asks for the bound.
+ */
+class LivenessProbe {
+  private conn: H2Connection | undefined;
+
+  constructor(
+    readonly address: string,
+    private readonly options: CreateClientOptions,
+  ) {}
+
+  connection(): H2Connection {
+    // Opaque grpc-js credentials say nothing a second connection could use.
+    if (this.options.credentials !== undefined && this.options.tls === undefined) throw invalidArgument("answerWithinMs", "createClient honours it only with `tls` (or plaintext), not opaque `credentials`");
+    return (this.conn ??= new H2Connection(this.address, this.options.tls));
+  }
+
+  close(): void {
+    this.conn?.close();
+  }
+}
+
+/** What `hook` needs to bound a call by its server's liveness. */
+interface Liveness {
+  readonly probe: LivenessProbe;
+  readonly withinMs: number;
+  /** The call is being cut for silence, with this error (reported instead of grpc-js's CANCELLED). */
+  readonly onSilent: (err: WardenError) => void;
+}
+
+function hook(call: CallLike, opts: CallOptions | undefined, live?: Liveness): () => void {
   if (opts?.onHeader !== undefined) call.on("metadata", opts.onHeader);
   if (opts?.onTrailer !== undefined) {
     const onTrailer = opts.onTrailer;
@@ -60,27 +99,55 @@ function hook(call: CallLike, opts: CallOptions | undefined): () => void {
       onTrailer(s.metadata);
     });
   }
+  let stopWatch = (): void => {};
+  if (live !== undefined) {
+    let responding = false;
+    call.on("metadata", () => {
+      responding = true;
+    });
+    const conn = live.probe.connection();
+    stopWatch = watchPeer(
+      () => conn.liveSlot(),
+      live.withinMs,
+      () => {
+        live.onSilent(unresponsiveError(live.probe.address, live.withinMs, responding));
+        const slot = conn.liveSlot();
+        if (slot !== undefined) conn.retire(slot);
+        call.cancel();
+      },
+    );
+  }
   const signal = opts?.signal;
-  if (signal === undefined) return () => {};
+  if (signal === undefined) return stopWatch;
   const onAbort = (): void => {
     call.cancel();
   };
   signal.addEventListener("abort", onAbort, { once: true });
   return () => {
+    stopWatch();
     signal.removeEventListener("abort", onAbort);
   };
+}
+
+/** The error a grpc-js call failed with, as the caller sees it: its own abort, the liveness cut, or the status. */
+function failureOf(err: unknown, opts: CallOptions | undefined, silent: WardenError | undefined): WardenError {
+  if (opts?.signal?.aborted === true) return abortReason(opts.signal);
+  return silent ?? fromGrpcError(err);
 }
 
 function toMessage(schema: DescMessage, value: unknown): object {
   return create(schema, value as never);
 }
 
-function unaryCall(client: GrpcClient, m: DescMethod, headers: Readonly<Record<string, string>> | undefined) {
+function unaryCall(client: GrpcClient, m: DescMethod, headers: Readonly<Record<string, string>> | undefined, probe: LivenessProbe) {
   const def = methodDefinition(m);
-  return (request: unknown, opts?: CallOptions): Promise<unknown> => {
-    if (opts?.signal?.aborted === true) return Promise.reject(abortReason(opts.signal));
+  return async (request: unknown, opts?: CallOptions): Promise<unknown> => {
+    if (opts?.signal?.aborted === true) throw abortReason(opts.signal);
+    const withinMs = opts?.answerWithinMs;
+    if (withinMs !== undefined) await whenPeerAnswers(probe.connection(), probe.address, opts, withinMs);
     return new Promise((resolve, reject) => {
       let unhook = (): void => {};
+      let silent: WardenError | undefined;
       const call = client.makeUnaryRequest(
         def.path,
         def.requestSerialize,
@@ -90,11 +157,11 @@ function unaryCall(client: GrpcClient, m: DescMethod, headers: Readonly<Record<s
         grpcCallOptions(opts),
         (err: ServiceError | null, value?: unknown) => {
           unhook();
-          if (err !== null) reject(opts?.signal?.aborted === true ? abortReason(opts.signal) : fromGrpcError(err));
+          if (err !== null) reject(failureOf(err, opts, silent));
           else resolve(value);
         },
       );
-      unhook = hook(call, opts);
+      unhook = hook(call, opts, withinMs === undefined ? undefined : { probe, withinMs, onSilent: (e) => (silent = e) });
     });
   };
 }
@@ -103,16 +170,35 @@ async function* readAll(stream: AsyncIterable<unknown>, opts: CallOptions | unde
   try {
     for await (const msg of stream) yield msg;
   } catch (err) {
-    if (opts?.signal?.aborted === true) throw abortReason(opts.signal);
-    throw fromGrpcError(err);
+    throw failureOf(err, opts, undefined);
   } finally {
     unhook();
   }
 }
 
-function serverStreamCall(client: GrpcClient, m: DescMethod, headers: Readonly<Record<string, string>> | undefined) {
+/** A server stream bounded by its server's liveness (answerWithinMs): nothing is sent before the server answers. */
+async function* boundedStream(client: GrpcClient, m: DescMethod, headers: Readonly<Record<string, string>> | undefined, probe: LivenessProbe, request: unknown, opts: CallOptions, withinMs: number): AsyncGenerator {
+  await whenPeerAnswers(probe.connection(), probe.address, opts, withinMs);
+  const def = methodDefinition(m);
+  const call = client.makeServerStreamRequest(def.path, def.requestSerialize, def.responseDeserialize, toMessage(m.input, request), metadataOf(headers, opts), grpcCallOptions(opts));
+  let silent: WardenError | undefined;
+  const unhook = hook(call, opts, { probe, withinMs, onSilent: (e) => (silent = e) });
+  try {
+    for await (const msg of call) yield msg;
+  } catch (err) {
+    throw failureOf(err, opts, silent);
+  } finally {
+    unhook();
+    // Leaving the loop early (break/return) cancels the RPC instead of leaking it; after the status it does nothing.
+    call.cancel();
+  }
+}
+
+function serverStreamCall(client: GrpcClient, m: DescMethod, headers: Readonly<Record<string, string>> | undefined, probe: LivenessProbe) {
   const def = methodDefinition(m);
   return (request: unknown, opts?: CallOptions): AsyncIterable<unknown> => {
+    const withinMs = opts?.answerWithinMs;
+    if (opts !== undefined && withinMs !== undefined) return boundedStream(client, m, headers, probe, request, opts, withinMs);
     const call = client.makeServerStreamRequest(def.path, def.requestSerialize, def.responseDeserialize, toMessage(m.input, request), metadataOf(headers, opts), grpcCallOptions(opts));
     const unhook = hook(call, opts);
     const gen = readAll(call, opts, unhook);
@@ -178,7 +264,9 @@ function clientStreamCall(client: GrpcClient, m: DescMethod, headers: Readonly<R
 /**
  * A promise / async-iterator client for a protobuf-es service over grpc-js.
  * Errors are WardenErrors carrying the gRPC status code; an aborted signal
- * rejects with the signal's reason.
+ * rejects with the signal's reason. Unary and server-streaming calls honour
+ * `answerWithinMs` as the lean client does (through a liveness-only side
+ * connection, see LivenessProbe); client and bidi streams ignore it.
  */
 export function createClient<T extends DescService>(svc: T, address: string, options: CreateClientOptions = {}): Client<T> {
   const creds = options.credentials ?? (options.tls === undefined ? grpcCredentials.createInsecure() : channelCredentialsOf(options.tls));
@@ -188,18 +276,20 @@ export function createClient<T extends DescService>(svc: T, address: string, opt
     ...(options.tls?.serverName === undefined ? {} : { "grpc.ssl_target_name_override": options.tls.serverName, "grpc.default_authority": options.tls.serverName }),
     ...options.channelOptions,
   });
+  const probe = new LivenessProbe(address, options);
   const out: Record<string, unknown> = {
     close() {
       client.close();
+      probe.close();
     },
   };
   for (const m of svc.methods) {
     switch (m.methodKind) {
       case "unary":
-        out[m.localName] = unaryCall(client, m, options.headers);
+        out[m.localName] = unaryCall(client, m, options.headers, probe);
         break;
       case "server_streaming":
-        out[m.localName] = serverStreamCall(client, m, options.headers);
+        out[m.localName] = serverStreamCall(client, m, options.headers, probe);
         break;
       case "bidi_streaming":
         out[m.localName] = bidiCall(client, m, options.headers);

@@ -3,7 +3,7 @@ import { connect as netConnect, createServer, type Server, type Socket } from "n
 import { create } from "@bufbuild/protobuf";
 import { Code, WardenError, isNotLeader, isWardenError, notLeaderError } from "@warden/common";
 import { AdminService, EventSchema } from "@warden/proto";
-import { GrpcServer, callNeverSent, createH2Client, createLeaderFollowingClient, followDecision, unresponsiveTransport, withUnimplemented, type HandlerContext, type ServiceImpl } from "./index.js";
+import { GrpcServer, callNeverSent, createH2Client, createLeaderFollowingClient, followDecision, serverWasSilent, unresponsiveTransport, withUnimplemented, type Client, type HandlerContext, type ServiceImpl } from "./index.js";
 
 /**
  * A member frozen by SIGSTOP, as its clients see it: the kernel still accepts
@@ -88,7 +88,7 @@ function aborted(ctx: HandlerContext): Promise<void> {
   });
 }
 
-function impl(counts: Counts, name: string, o: { hang?: boolean; entered?: () => void } = {}): ServiceImpl<typeof AdminService> {
+function impl(counts: Counts, name: string, o: { hang?: boolean; entered?: () => void; streamOpen?: boolean } = {}): ServiceImpl<typeof AdminService> {
   return withUnimplemented(AdminService, {
     async listModels(_req, ctx) {
       counts.listModels++;
@@ -106,8 +106,10 @@ function impl(counts: Counts, name: string, o: { hang?: boolean; entered?: () =>
       }
       return { instance: { nodeId: name, model: req.model } };
     },
-    async *watchEvents() {
+    async *watchEvents(_req, ctx) {
       yield { event: create(EventSchema, { id: `${name}-1` }) };
+      // A follower's stream: open until the client leaves.
+      if (o.streamOpen === true) await aborted(ctx);
     },
   });
 }
@@ -240,4 +242,53 @@ describe("the leader-following client and a frozen member (lean h2 client)", { t
     expect(callNeverSent(unresponsive)).toBe(false);
     expect(isWardenError(unresponsive, Code.Unavailable)).toBe(true);
   });
+});
+
+describe.each([
+  { name: "grpc-js, the default", connect: undefined },
+  { name: "lean h2", connect: (a: string): Client<typeof AdminService> => createH2Client(AdminService, a) },
+])("a frozen member, whichever client each address gets ($name)", { timeout: 60_000 }, ({ connect: perAddress }) => {
+  const options = perAddress === undefined ? { answerWithinMs } : { connect: perAddress, answerWithinMs };
+
+  it("listed first: a read and a write go to the next address, and the frozen one never got a request", async () => {
+    const frozen = await silentAcceptor();
+    const counts = { listModels: 0, loadModel: 0 };
+    const leader = await serve(impl(counts, "leader"));
+    const r = createLeaderFollowingClient(AdminService, [frozen.address, leader], options);
+    expect((await r.listModels({}, { timeoutMs: longDeadlineMs })).instances[0]?.nodeId).toBe("leader");
+    const w = createLeaderFollowingClient(AdminService, [frozen.address, leader], options);
+    expect((await w.loadModel({ model: "m" }, { timeoutMs: longDeadlineMs })).instance?.nodeId).toBe("leader");
+    expect(counts).toEqual({ listModels: 1, loadModel: 1 });
+    expect(frameTypes(frozen.received())).not.toContain(headersFrame);
+    r.close();
+    w.close();
+  });
+
+  it("freezing after a stream's first message: the stream ends UNAVAILABLE (silent) instead of hanging, and the next call starts at the other address", async () => {
+    const counts = { listModels: 0, loadModel: 0 };
+    const streaming = await serve(impl(counts, "first", { streamOpen: true }));
+    const next = await serve(impl({ listModels: 0, loadModel: 0 }, "next"));
+    const link = await freezableRelay(streaming);
+    const c = createLeaderFollowingClient(AdminService, [link.address, next], options);
+    const ids: string[] = [];
+    const ended = (async () => {
+      for await (const e of c.watchEvents({}, { timeoutMs: longDeadlineMs })) {
+        ids.push(e.event?.id ?? "");
+        link.freeze();
+      }
+    })().then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    const err = await ended;
+    expect(ids).toEqual(["first-1"]);
+    expect(serverWasSilent(err), String(err)).toBe(true);
+    expect(c.currentAddress()).toBe(next);
+    expect((await c.listModels({}, { timeoutMs: longDeadlineMs })).instances[0]?.nodeId).toBe("next");
+    c.close();
+  });
+});
+
+it("a following client over grpc-js with opaque credentials is refused at construction, naming the field (its liveness check needs the TLS as `tls`)", () => {
+  expect(() => createLeaderFollowingClient(AdminService, ["a:1"], { clientOptions: { credentials: {} as never } })).toThrow(/clientOptions\.credentials/);
 });

@@ -8,7 +8,8 @@ import { detailsTrailerKey, parseErrorDetails } from "./codes.js";
 import { h2c, type H2Connection, type SessionSlot } from "./h2-connection.js";
 import { MessageReader, decodeGrpcMessage, formatGrpcTimeout, frameMessage } from "./h2-wire.js";
 import type { CallOptions } from "./types.js";
-import { notConnectedTransport, unresponsiveTransport } from "./call-never-sent.js";
+import { notConnectedTransport } from "./call-never-sent.js";
+import { callDeadlineOf, unresponsiveError, watchPeer, whenPeerAnswers } from "./peer-liveness.js";
 
 /** Status codes for an HTTP response that carries no grpc-status (the gRPC HTTP/2 spec's table). */
 function codeForHttpStatus(status: number): Code {
@@ -50,14 +51,6 @@ export interface CallSink {
   done(err: WardenError | undefined): void;
 }
 
-function deadlineOf(opts: CallOptions | undefined): number | undefined {
-  if (opts === undefined) return undefined;
-  const t = opts.timeoutMs === undefined ? undefined : Date.now() + opts.timeoutMs;
-  const d = opts.deadlineAtMs;
-  if (t === undefined) return d;
-  return d === undefined ? t : Math.min(t, d);
-}
-
 /**
  * One call: sends the framed request, parses length-prefixed replies as they
  * arrive (a reply may span data chunks) and settles once, on the stream's
@@ -81,8 +74,8 @@ class ClientCall implements CallControl {
   private httpStatus = 0;
   private contentType = "";
   private reader: MessageReader | undefined;
-  /** Liveness checks while no response header has come (opts.answerWithinMs). */
-  private livenessTimer: ReturnType<typeof setInterval> | undefined;
+  /** Stops the liveness watch over the whole call (opts.answerWithinMs). */
+  private stopWatch: (() => void) | undefined;
 
   constructor(
     private readonly authority: string,
@@ -97,55 +90,19 @@ class ClientCall implements CallControl {
       return;
     }
     // Nothing is sent until the server is known to answer: a call failed here ran nowhere.
-    const deadlineAtMs = deadlineOf(this.opts);
-    const boundMs = deadlineAtMs === undefined ? withinMs : Math.max(0, Math.min(withinMs, deadlineAtMs - Date.now()));
-    conn.whenAnswering(boundMs, withinMs / 4, this.opts?.signal).then(
+    whenPeerAnswers(conn, this.authority, this.opts, withinMs).then(
       () => {
         this.send(conn, path, request, maxReceive, maxSend);
       },
       (err: unknown) => {
-        const signal = this.opts?.signal;
-        if (signal?.aborted === true) this.finish(abortReason(signal));
-        else if (deadlineAtMs !== undefined && Date.now() >= deadlineAtMs) this.finish(new WardenError(Code.DeadlineExceeded, `deadline exceeded waiting for ${this.authority} to answer`));
-        else this.finish(WardenError.from(err, Code.Unavailable));
+        this.finish(WardenError.from(err, Code.Unavailable));
       },
-    );
-  }
-
-  /**
-   * While no response header has come, PINGs the session every half
-   * `withinMs`; when nothing at all was heard from the server for `withinMs`
-   * since the request went out, the call ends UNAVAILABLE ("unresponsive").
-   */
-  private watchLiveness(conn: H2Connection, slot: SessionSlot, withinMs: number): void {
-    const sentAtMs = performance.now();
-    this.livenessTimer = setInterval(
-      () => {
-        if (this.settled || this.httpStatus !== 0) {
-          this.stopLiveness();
-          return;
-        }
-        if (performance.now() - Math.max(sentAtMs, slot.heardAtMs) > withinMs) {
-          this.stopLiveness();
-          this.cancelWith(new WardenError(Code.Unavailable, `the server at ${this.authority} did not answer within ${String(withinMs)} ms after the call was sent (paused, or its event loop blocked); it may still run the call if it resumes`, { details: { transport: unresponsiveTransport, silent: "true" } }));
-          conn.retire(slot);
-          return;
-        }
-        try {
-          slot.session.ping((err) => {
-            if (err === null) slot.heard();
-          });
-        } catch {
-          // The session is closing: the stream's close reports it.
-        }
-      },
-      Math.max(50, withinMs / 2),
     );
   }
 
   private stopLiveness(): void {
-    if (this.livenessTimer !== undefined) clearInterval(this.livenessTimer);
-    this.livenessTimer = undefined;
+    this.stopWatch?.();
+    this.stopWatch = undefined;
   }
 
   private send(conn: H2Connection, path: string, request: Uint8Array | AsyncIterable<Uint8Array>, maxReceive: number, maxSend: number): void {
@@ -155,7 +112,7 @@ class ClientCall implements CallControl {
       this.finish(abortReason(signal));
       return;
     }
-    const deadlineAtMs = deadlineOf(opts);
+    const deadlineAtMs = callDeadlineOf(opts);
     const headers: OutgoingHttpHeaders = {
       ...(opts?.metadata === undefined ? {} : opts.metadata.toHttp2Headers()),
       [h2c.HTTP2_HEADER_METHOD]: "POST",
@@ -217,7 +174,18 @@ class ClientCall implements CallControl {
     });
     if (body !== undefined) stream.end(body);
     else void this.pump(stream, request as AsyncIterable<Uint8Array>, maxSend);
-    if (opts?.answerWithinMs !== undefined) this.watchLiveness(conn, slot, opts.answerWithinMs);
+    const withinMs = opts?.answerWithinMs;
+    if (withinMs !== undefined) {
+      this.stopWatch = watchPeer(
+        () => slot,
+        withinMs,
+        () => {
+          this.stopWatch = undefined;
+          this.cancelWith(unresponsiveError(this.authority, withinMs, this.httpStatus !== 0));
+          conn.retire(slot);
+        },
+      );
+    }
   }
 
   /** Writes a streaming call's requests as they come, with backpressure; a failing source cancels the call. */
@@ -253,7 +221,6 @@ class ClientCall implements CallControl {
 
   private onResponse(h: IncomingHttpHeaders): void {
     this.slot?.heard();
-    this.stopLiveness();
     this.httpStatus = Number(h[h2c.HTTP2_HEADER_STATUS]);
     this.contentType = h[h2c.HTTP2_HEADER_CONTENT_TYPE] ?? "";
     if (h["grpc-status"] !== undefined) this.status = statusError(h); // trailers-only response

@@ -44,11 +44,32 @@ export class SessionSlot {
   answered = false;
   /** When the peer was last heard from (SETTINGS, a PING's answer, a response on any call), performance.now() ms. */
   heardAtMs = 0;
+  /** A liveness PING is in flight (pingIfStale sends one at a time). */
+  private pinging = false;
 
   constructor(readonly session: ClientHttp2Session) {}
 
   heard(): void {
     this.heardAtMs = performance.now();
+  }
+
+  /**
+   * PINGs the peer when it was last heard from more than `freshMs` ago and no
+   * PING is in flight; its answer counts as heard. Nothing before the peer's
+   * SETTINGS (they count as heard when they come).
+   */
+  pingIfStale(freshMs: number): void {
+    if (!this.answered || this.pinging || this.gone || performance.now() - this.heardAtMs <= freshMs) return;
+    this.pinging = true;
+    try {
+      this.session.ping((err) => {
+        this.pinging = false;
+        if (err === null) this.heard();
+      });
+    } catch {
+      // The session is closing: its calls report it.
+      this.pinging = false;
+    }
   }
 
   /** A call on this session ended: the socket stops holding the process open once none runs. */
@@ -95,6 +116,11 @@ export class H2Connection {
         if (attempt > 0) throw new WardenError(Code.Unavailable, `cannot reach ${this.authority}: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
       }
     }
+  }
+
+  /** The session calls go on now (opened when none is): a liveness check's target. */
+  liveSlot(): SessionSlot | undefined {
+    return this.closed ? undefined : this.current();
   }
 
   private current(): SessionSlot {

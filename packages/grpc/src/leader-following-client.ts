@@ -8,9 +8,12 @@ import type { CallOptions, Client } from "./types.js";
 export const maxFollowRounds = 10;
 
 export interface LeaderFollowingOptions<T extends DescService> {
-  /** Builds the client for one address. @default createClient(service, address, clientOptions) */
+  /**
+   * Builds the client for one address; it must honour CallOptions.answerWithinMs
+   * (createClient and createH2Client both do). @default createClient(service, address, clientOptions)
+   */
   connect?: (address: string) => Client<T>;
-  /** Passed to createClient when `connect` is not given. */
+  /** Passed to createClient when `connect` is not given: TLS as `tls`, not opaque `credentials` (the liveness check needs it). */
   clientOptions?: CreateClientOptions;
   /**
    * Whether a method may be re-sent after an UNAVAILABLE that is not a
@@ -23,11 +26,13 @@ export interface LeaderFollowingOptions<T extends DescService> {
   /** Wait between rounds. @default 100 ms × 2 up to 1 s, 20 % jitter */
   backoff?: BackoffPolicy;
   /**
-   * Each attempt's liveness bound (CallOptions.answerWithinMs; the per-address
-   * client must be the lean one, createH2Client, to honour it): a member that
-   * answers nothing — SIGSTOPped, wedged — costs at most this long before the
-   * next address is tried (reads), or before the call fails UNAVAILABLE
-   * (writes already sent to it: it may run them if it resumes). A call's own
+   * Each attempt's liveness bound (CallOptions.answerWithinMs, honoured by the
+   * per-address client, whichever of the two it is): a member that answers
+   * nothing — SIGSTOPped, wedged — costs at most this long before the next
+   * address is tried (reads, and writes it never got), or before the call
+   * fails UNAVAILABLE (writes already sent to it: it may run them if it
+   * resumes). It holds for the whole call: a server stream whose member
+   * freezes after its first message ends UNAVAILABLE after it. A call's own
    * answerWithinMs wins. @default 2000
    */
   answerWithinMs?: number;
@@ -86,7 +91,9 @@ export function followDecision(err: unknown, idempotent: boolean): "follow" | "s
  * address. One round is at most one pass over the list plus one hint hop;
  * rounds are separated by jittered backoff, at most `maxRounds`, and never
  * run past the caller's deadline or signal. A success makes its address
- * current. Server streams follow only while no message has arrived;
+ * current. Server streams follow only while no message has arrived (a
+ * member that freezes after it ends the stream UNAVAILABLE, and is tried
+ * last by the next call);
  * client/bidi streams are not re-sent (their requests are consumed), they
  * only move `current` to an in-list hint for the next call.
  */
@@ -98,6 +105,9 @@ export function createLeaderFollowingClient<T extends DescService>(svc: T, addre
   const rng = options.rng ?? cryptoRng;
   const backoff = options.backoff ?? defaultBackoff;
   const isIdempotent = options.idempotent ?? defaultIdempotent;
+  if (options.connect === undefined && options.clientOptions?.credentials !== undefined && options.clientOptions.tls === undefined) {
+    throw invalidArgument("clientOptions.credentials", "the leader-following client checks each member's liveness over a connection of its own: give TLS as clientOptions.tls");
+  }
   const connect = options.connect ?? ((a: string) => createClient(svc, a, options.clientOptions));
   const answerWithinMs = options.answerWithinMs ?? defaultAnswerWithinMs;
   if (!Number.isFinite(answerWithinMs) || answerWithinMs <= 0) throw invalidArgument("answerWithinMs", `must be > 0, got ${String(answerWithinMs)}`);
@@ -243,8 +253,12 @@ export function createLeaderFollowingClient<T extends DescService>(svc: T, addre
     async function* (request: unknown, opts?: CallOptions): AsyncGenerator {
       let it: AsyncIterator<unknown> | undefined;
       let first: IteratorResult<unknown> | undefined;
+      let from = "";
       // Follow only until the first message: after that the stream belongs to one coordinator.
+      // Not re-opened elsewhere after it either: no stream here can resume where it stopped, and
+      // a silent re-open would hide the gap; the caller sees UNAVAILABLE and opens it again.
       await follow(isIdempotent(m), opts, async (address, o) => {
+        from = address;
         const stream = clientOf(address)[m.localName]?.(request, o) as AsyncIterable<unknown>;
         const i = stream[Symbol.asyncIterator]();
         try {
@@ -261,6 +275,13 @@ export function createLeaderFollowingClient<T extends DescService>(svc: T, addre
         if (first.done === true) return;
         yield first.value;
         for (let r = await iter.next(); r.done !== true; r = await iter.next()) yield r.value;
+      } catch (err) {
+        // A member that froze mid-stream: the re-open (and the next call) starts elsewhere.
+        if (serverWasSilent(err)) {
+          suspects.set(from, clock.wallNow() + 2 * answerWithinMs);
+          moveOff(from);
+        }
+        throw err;
       } finally {
         await iter.return?.().catch(() => undefined);
       }

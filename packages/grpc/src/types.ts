@@ -47,14 +47,16 @@ export interface CallOptions {
   signal?: AbortSignal;
   metadata?: Metadata;
   /**
-   * Liveness bound (the lean client, createH2Client; createClient ignores
-   * it): the server must show it is alive within this long — its HTTP/2
-   * SETTINGS on a new connection or a PING answered, before the request is
-   * sent, then PINGs answered until the response headers arrive. Else the
-   * call ends UNAVAILABLE: before sending with `details.transport =
-   * "not-connected"` (it ran nowhere), after with `"unresponsive"` (a paused
-   * server may still run it when it resumes). A live server that takes long
-   * to answer is not cut: it answers the PINGs.
+   * Liveness bound (unary and server-streaming calls of both clients,
+   * createH2Client and createClient): the server must show it is alive
+   * within this long — its HTTP/2 SETTINGS on a new connection or a PING
+   * answered, before the request is sent, then PINGs answered for as long as
+   * the call runs (a stream's server that freezes after its first message
+   * ends it too). Else the call ends UNAVAILABLE: before sending with
+   * `details.transport = "not-connected"` (it ran nowhere), after with
+   * `"unresponsive"` (a paused server may still run it when it resumes). A
+   * live server that takes long to answer, or a quiet stream, is not cut: it
+   * answers the PINGs (one per connection every quarter bound while calls run).
    */
   answerWithinMs?: number;
   onHeader?: (header: Metadata) => void;

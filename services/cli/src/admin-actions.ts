@@ -294,10 +294,12 @@ export async function events(
   };
   process.once("SIGINT", onSig);
   let connected = false;
+  // One client across re-opens: it remembers a member that went silent and tries it last.
+  const client = admin(g);
   try {
     for (;;) {
       try {
-        for await (const r of admin(g).watchEvents({ types, nodeId: o.node ?? "", model: o.model ?? "" }, { signal: ctl.signal })) {
+        for await (const r of client.watchEvents({ types, nodeId: o.node ?? "", model: o.model ?? "" }, { signal: ctl.signal })) {
           if (!connected && o.follow === true) c.io.err.write(`warden: following events at ${g.addr}\n`);
           connected = true;
           const e = r.event;
@@ -324,6 +326,7 @@ export async function events(
     }
   } finally {
     process.removeListener("SIGINT", onSig);
+    client.close();
   }
 }
 

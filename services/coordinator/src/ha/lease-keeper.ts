@@ -141,7 +141,7 @@ export class LeaseKeeper {
     if (!Number.isInteger(this.rewatchMs) || this.rewatchMs < 50 || this.rewatchMs > 60_000) {
       throw invalidArgument("rewatchMs", "must be an integer from 50 to 60000 ms");
     }
-    this.claims = new LeaseClaims({ kv: o.kv, key: this.key, clock: this.clock, staleAfterMs: o.config.leaseMs });
+    this.claims = new LeaseClaims({ kv: o.kv, key: this.key, clock: this.clock, staleAfterMs: o.config.leaseMs, onPruneError: (err) => { this.log.debug("old lease claims not removed", { err: String(err) }); } });
     const first = initialLease();
     this.state = first.state;
     this.apply(first.effects, first.wakeAtMs);

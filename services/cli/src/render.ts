@@ -25,6 +25,8 @@ export function placementName(p: Placement): string {
 }
 
 export function nodeStateName(s: NodeState): string {
+  // Known from before the coordinator restarted, not registered since.
+  if (s === NodeState.NOT_REPORTED) return "not reported since restart";
   return NodeState[s].toLowerCase();
 }
 

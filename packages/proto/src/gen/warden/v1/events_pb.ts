@@ -20,7 +20,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file warden/v1/events.proto.
  */
 export const file_warden_v1_events: GenFile = /*@__PURE__*/
-  fileDesc("ChZ3YXJkZW4vdjEvZXZlbnRzLnByb3RvEgl3YXJkZW4udjEiKQoNRXZlbnRTZXF1ZW5jZRINCgVlcG9jaBgBIAEoBBIJCgFuGAIgASgEIqoNCgVFdmVudBIKCgJpZBgBIAEoCRIoCgR0aW1lGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIPCgdub2RlX2lkGAMgASgJEg0KBW1vZGVsGAQgASgJEg8KB2FkZHJlc3MYBSABKAkSEwoLaW5jYXJuYXRpb24YBiABKAkSKgoIc2VxdWVuY2UYByABKAsyGC53YXJkZW4udjEuRXZlbnRTZXF1ZW5jZRINCgVhY3RvchgIIAEoCRI2ChBldmljdGlvbl9zdGFydGVkGAogASgLMhoud2FyZGVuLnYxLkV2aWN0aW9uU3RhcnRlZEgAEjYKEGV2aWN0aW9uX3N0b3BwZWQYCyABKAsyGi53YXJkZW4udjEuRXZpY3Rpb25TdG9wcGVkSAASNAoPZXZpY3Rpb25fZmFpbGVkGAwgASgLMhkud2FyZGVuLnYxLkV2aWN0aW9uRmFpbGVkSAASNgoQZXZpY3Rpb25fcmV0cmllZBgNIAEoCzIaLndhcmRlbi52MS5FdmljdGlvblJldHJpZWRIABIyCg5sZWZ0b3Zlcl9zdHVjaxgOIAEoCzIYLndhcmRlbi52MS5MZWZ0b3ZlclN0dWNrSAASNAoPbGVmdG92ZXJfcmVhcGVkGA8gASgLMhkud2FyZGVuLnYxLkxlZnRvdmVyUmVhcGVkSAASMgoOb3JwaGFuX2Fkb3B0ZWQYECABKAsyGC53YXJkZW4udjEuT3JwaGFuQWRvcHRlZEgAEjYKEGluc3RhbmNlX2Fkb3B0ZWQYESABKAsyGi53YXJkZW4udjEuSW5zdGFuY2VBZG9wdGVkSAASMgoOYmFja2VuZF9sb2FkZWQYEiABKAsyGC53YXJkZW4udjEuQmFja2VuZExvYWRlZEgAEjsKE2JhY2tlbmRfbG9hZF9mYWlsZWQYEyABKAsyHC53YXJkZW4udjEuQmFja2VuZExvYWRGYWlsZWRIABI3Cg5iYWNrZW5kX2V4aXRlZBgUIAEoCzIdLndhcmRlbi52MS5CYWNrZW5kRXhpdGVkRXZlbnRIABI0Cg9ub2RlX3JlZ2lzdGVyZWQYFSABKAsyGS53YXJkZW4udjEuTm9kZVJlZ2lzdGVyZWRIABI2ChBub2RlX3VucmVhY2hhYmxlGBYgASgLMhoud2FyZGVuLnYxLk5vZGVVbnJlYWNoYWJsZUgAEigKCW5vZGVfbG9zdBgXIAEoCzITLndhcmRlbi52MS5Ob2RlTG9zdEgAEi4KDG5vZGVfZHJhaW5lZBgYIAEoCzIWLndhcmRlbi52MS5Ob2RlRHJhaW5lZEgAEj8KFXBvbGljeV9saW1pdF9leGNlZWRlZBgZIAEoCzIeLndhcmRlbi52MS5Qb2xpY3lMaW1pdEV4Y2VlZGVkSAASKQoJcmVjb3ZlcmVkGBogASgLMhQud2FyZGVuLnYxLlJlY292ZXJlZEgAEkAKFXVucmVhY2hhYmlsaXR5X3BhdXNlZBgbIAEoCzIfLndhcmRlbi52MS5VbnJlYWNoYWJpbGl0eVBhdXNlZEgAEjoKEmluc3RhbmNlX2ZvcmdvdHRlbhgcIAEoCzIcLndhcmRlbi52MS5JbnN0YW5jZUZvcmdvdHRlbkgAEjYKEGpvdXJuYWxfcmVwYWlyZWQYHSABKAsyGi53YXJkZW4udjEuSm91cm5hbFJlcGFpcmVkSAASNgoQZm9yZWlnbl9kZXRlY3RlZBgeIAEoCzIaLndhcmRlbi52MS5Gb3JlaWduRGV0ZWN0ZWRIABI3ChFyZXBsaWNhX3NjYWxlZF91cBgfIAEoCzIaLndhcmRlbi52MS5SZXBsaWNhU2NhbGVkVXBIABI7ChNyZXBsaWNhX3NjYWxlZF9kb3duGCAgASgLMhwud2FyZGVuLnYxLlJlcGxpY2FTY2FsZWREb3duSAASPwoVcmVwbGljYV9zY2FsZV9ibG9ja2VkGCEgASgLMh4ud2FyZGVuLnYxLlJlcGxpY2FTY2FsZUJsb2NrZWRIABI3ChFyZXBsaWNhX3NjYWxlX3NldBgiIAEoCzIaLndhcmRlbi52MS5SZXBsaWNhU2NhbGVTZXRIABIzCg9ub2RlX2xpbWl0c19zZXQYIyABKAsyGC53YXJkZW4udjEuTm9kZUxpbWl0c1NldEgAEjoKEmNvb3JkaW5hdG9yX2xlYWRlchgkIAEoCzIcLndhcmRlbi52MS5Db29yZGluYXRvckxlYWRlckgAQgkKB3BheWxvYWQiiAEKD0V2aWN0aW9uU3RhcnRlZBIpCgZyZWFzb24YASABKA4yGS53YXJkZW4udjEuRXZpY3Rpb25SZWFzb24SDwoHdHJpZ2dlchgCIAEoCRIQCgh3YXNfYnVzeRgDIAEoCBINCgVmb3JjZRgEIAEoCBIYChBvcGVuX3JlcXVlc3RfaWRzGAUgAygJIlIKD0V2aWN0aW9uU3RvcHBlZBIpCgZyZWFzb24YASABKA4yGS53YXJkZW4udjEuRXZpY3Rpb25SZWFzb24SFAoMYWxyZWFkeV9nb25lGAIgASgIIrABCg5FdmljdGlvbkZhaWxlZBIpCgZyZWFzb24YASABKA4yGS53YXJkZW4udjEuRXZpY3Rpb25SZWFzb24SDQoFZXJyb3IYAiABKAkSMQoHb3V0Y29tZRgDIAEoDjIgLndhcmRlbi52MS5FdmljdGlvbkZhaWxlZE91dGNvbWUSGAoQb3Blbl9yZXF1ZXN0X2lkcxgEIAMoCRIXCg90ZXJtaW5hbF9yZWFzb24YBSABKAkiMQoPRXZpY3Rpb25SZXRyaWVkEg8KB2F0dGVtcHQYASABKA0SDQoFZXJyb3IYAiABKAkiYAoNTGVmdG92ZXJTdHVjaxIQCghhdHRlbXB0cxgBIAEoDRIpCgVzaW5jZRgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKbGFzdF9lcnJvchgDIAEoCSIiCg5MZWZ0b3ZlclJlYXBlZBIQCghhdHRlbXB0cxgBIAEoDSJPCg1PcnBoYW5BZG9wdGVkEgsKA3BpZBgBIAEoDRIUCgxtZW1vcnlfYnl0ZXMYAiABKAQSDQoFY291bnQYAyABKA0SDAoEcGlkcxgEIAMoDSI4Cg9JbnN0YW5jZUFkb3B0ZWQSEwoLYXNfbGVmdG92ZXIYASABKAgSEAoIZm91bmRfYnkYAiABKAkiKQoNQmFja2VuZExvYWRlZBIYChBsb2FkX2R1cmF0aW9uX21zGAEgASgEIosBChFCYWNrZW5kTG9hZEZhaWxlZBIMCgRjb2RlGAEgASgJEg8KB21lc3NhZ2UYAiABKAkSFgoJZXhpdF9jb2RlGAMgASgFSACIAQESGAoQbGFzdF9zdGRlcnJfbGluZRgEIAEoCRIXCg9vdXRjb21lX3Vua25vd24YBSABKAhCDAoKX2V4aXRfY29kZSJ5ChJCYWNrZW5kRXhpdGVkRXZlbnQSFgoJZXhpdF9jb2RlGAEgASgFSACIAQESDgoGc2lnbmFsGAIgASgJEhMKC2ludGVudGlvbmFsGAMgASgIEhgKEGxhc3Rfc3RkZXJyX2xpbmUYBCABKAlCDAoKX2V4aXRfY29kZSJ2Cg5Ob2RlUmVnaXN0ZXJlZBI1CgZsYWJlbHMYASADKAsyJS53YXJkZW4udjEuTm9kZVJlZ2lzdGVyZWQuTGFiZWxzRW50cnkaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJICg9Ob2RlVW5yZWFjaGFibGUSNQoRbGFzdF9oZWFydGJlYXRfYXQYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIi8KCE5vZGVMb3N0EhMKC2J5X29wZXJhdG9yGAEgASgIEg4KBnJlYXNvbhgCIAEoCSINCgtOb2RlRHJhaW5lZCJGChNQb2xpY3lMaW1pdEV4Y2VlZGVkEg0KBWxpbWl0GAEgASgNEhAKCG9jY3VwaWVkGAIgASgNEg4KBnBpbm5lZBgDIAEoDSIkCglSZWNvdmVyZWQSFwoPbGFzdF9ldmVudF90eXBlGAEgASgJIlYKFFVucmVhY2hhYmlsaXR5UGF1c2VkEg4KBnBhdXNlZBgBIAEoCBIZChF1bnJlYWNoYWJsZV9ub2RlcxgCIAEoDRITCgt0b3RhbF9ub2RlcxgDIAEoDSIzChFJbnN0YW5jZUZvcmdvdHRlbhIQCghvcGVyYXRvchgBIAEoCRIMCgRub3RlGAIgASgJIk8KD0pvdXJuYWxSZXBhaXJlZBIMCgRwYXRoGAEgASgJEhUKDWRyb3BwZWRfYnl0ZXMYAiABKAQSFwoPZHJvcHBlZF9yZWNvcmRzGAMgASgNIkEKD0ZvcmVpZ25EZXRlY3RlZBINCgVjb3VudBgBIAEoDRIMCgRwaWRzGAIgAygNEhEKCWFkZHJlc3NlcxgDIAMoCSIyCg9SZXBsaWNhU2NhbGVkVXASDQoFY2F1c2UYASABKAkSEAoIcmVwbGljYXMYAiABKA0iJQoRUmVwbGljYVNjYWxlZERvd24SEAoIcmVwbGljYXMYASABKA0iTgoTUmVwbGljYVNjYWxlQmxvY2tlZBINCgVlcnJvchgBIAEoCRIQCghmYWlsdXJlcxgCIAEoDRIWCg5yZXRyeV9hZnRlcl9tcxgDIAEoBCI9Cg9SZXBsaWNhU2NhbGVTZXQSEAoIb3BlcmF0b3IYASABKAkSCwoDbWluGAIgASgNEgsKA21heBgDIAEoDSLqAQoNTm9kZUxpbWl0c1NldBIwChFwcmV2aW91c19vdmVycmlkZRgBIAEoCzIVLndhcmRlbi52MS5Ob2RlTGltaXRzEicKCG92ZXJyaWRlGAIgASgLMhUud2FyZGVuLnYxLk5vZGVMaW1pdHMSMQoScHJldmlvdXNfZWZmZWN0aXZlGAMgASgLMhUud2FyZGVuLnYxLk5vZGVMaW1pdHMSKAoJZWZmZWN0aXZlGAQgASgLMhUud2FyZGVuLnYxLk5vZGVMaW1pdHMSDwoHY2xlYXJlZBgFIAEoCBIQCghvcGVyYXRvchgGIAEoCSKFAQoRQ29vcmRpbmF0b3JMZWFkZXISDgoGaG9sZGVyGAEgASgJEg0KBWVwb2NoGAIgASgEEg8KB2FkZHJlc3MYAyABKAkSFwoPcHJldmlvdXNfaG9sZGVyGAQgASgJEhYKDnByZXZpb3VzX2Vwb2NoGAUgASgEEg8KB3Jlc3VtZWQYBiABKAgq/QIKDkV2aWN0aW9uUmVhc29uEh8KG0VWSUNUSU9OX1JFQVNPTl9VTlNQRUNJRklFRBAAEhkKFUVWSUNUSU9OX1JFQVNPTl9HUk9VUBABEhcKE0VWSUNUSU9OX1JFQVNPTl9MUlUQAhIYChRFVklDVElPTl9SRUFTT05fSURMRRADEhgKFEVWSUNUSU9OX1JFQVNPTl9CVVNZEAQSGgoWRVZJQ1RJT05fUkVBU09OX01FTU9SWRAFEhkKFUVWSUNUSU9OX1JFQVNPTl9BRE1JThAGEhkKFUVWSUNUSU9OX1JFQVNPTl9EUkFJThAHEhoKFkVWSUNUSU9OX1JFQVNPTl9DT05GSUcQCBIaChZFVklDVElPTl9SRUFTT05fT1JQSEFOEAkSGgoWRVZJQ1RJT05fUkVBU09OX0hFQUxUSBAKEhwKGEVWSUNUSU9OX1JFQVNPTl9WQU5JU0hFRBALEh4KGkVWSUNUSU9OX1JFQVNPTl9TQ0FMRV9ET1dOEAwqlAEKFUV2aWN0aW9uRmFpbGVkT3V0Y29tZRInCiNFVklDVElPTl9GQUlMRURfT1VUQ09NRV9VTlNQRUNJRklFRBAAEiwKKEVWSUNUSU9OX0ZBSUxFRF9PVVRDT01FX1JFR0lTVEVSRURfQUdBSU4QARIkCiBFVklDVElPTl9GQUlMRURfT1VUQ09NRV9MRUZUT1ZFUhACYgZwcm90bzM", [file_google_protobuf_timestamp, file_warden_v1_node]);
+  fileDesc("ChZ3YXJkZW4vdjEvZXZlbnRzLnByb3RvEgl3YXJkZW4udjEiKQoNRXZlbnRTZXF1ZW5jZRINCgVlcG9jaBgBIAEoBBIJCgFuGAIgASgEIs0OCgVFdmVudBIKCgJpZBgBIAEoCRIoCgR0aW1lGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIPCgdub2RlX2lkGAMgASgJEg0KBW1vZGVsGAQgASgJEg8KB2FkZHJlc3MYBSABKAkSEwoLaW5jYXJuYXRpb24YBiABKAkSKgoIc2VxdWVuY2UYByABKAsyGC53YXJkZW4udjEuRXZlbnRTZXF1ZW5jZRINCgVhY3RvchgIIAEoCRI2ChBldmljdGlvbl9zdGFydGVkGAogASgLMhoud2FyZGVuLnYxLkV2aWN0aW9uU3RhcnRlZEgAEjYKEGV2aWN0aW9uX3N0b3BwZWQYCyABKAsyGi53YXJkZW4udjEuRXZpY3Rpb25TdG9wcGVkSAASNAoPZXZpY3Rpb25fZmFpbGVkGAwgASgLMhkud2FyZGVuLnYxLkV2aWN0aW9uRmFpbGVkSAASNgoQZXZpY3Rpb25fcmV0cmllZBgNIAEoCzIaLndhcmRlbi52MS5FdmljdGlvblJldHJpZWRIABIyCg5sZWZ0b3Zlcl9zdHVjaxgOIAEoCzIYLndhcmRlbi52MS5MZWZ0b3ZlclN0dWNrSAASNAoPbGVmdG92ZXJfcmVhcGVkGA8gASgLMhkud2FyZGVuLnYxLkxlZnRvdmVyUmVhcGVkSAASMgoOb3JwaGFuX2Fkb3B0ZWQYECABKAsyGC53YXJkZW4udjEuT3JwaGFuQWRvcHRlZEgAEjYKEGluc3RhbmNlX2Fkb3B0ZWQYESABKAsyGi53YXJkZW4udjEuSW5zdGFuY2VBZG9wdGVkSAASMgoOYmFja2VuZF9sb2FkZWQYEiABKAsyGC53YXJkZW4udjEuQmFja2VuZExvYWRlZEgAEjsKE2JhY2tlbmRfbG9hZF9mYWlsZWQYEyABKAsyHC53YXJkZW4udjEuQmFja2VuZExvYWRGYWlsZWRIABI3Cg5iYWNrZW5kX2V4aXRlZBgUIAEoCzIdLndhcmRlbi52MS5CYWNrZW5kRXhpdGVkRXZlbnRIABI0Cg9ub2RlX3JlZ2lzdGVyZWQYFSABKAsyGS53YXJkZW4udjEuTm9kZVJlZ2lzdGVyZWRIABI2ChBub2RlX3VucmVhY2hhYmxlGBYgASgLMhoud2FyZGVuLnYxLk5vZGVVbnJlYWNoYWJsZUgAEigKCW5vZGVfbG9zdBgXIAEoCzITLndhcmRlbi52MS5Ob2RlTG9zdEgAEi4KDG5vZGVfZHJhaW5lZBgYIAEoCzIWLndhcmRlbi52MS5Ob2RlRHJhaW5lZEgAEj8KFXBvbGljeV9saW1pdF9leGNlZWRlZBgZIAEoCzIeLndhcmRlbi52MS5Qb2xpY3lMaW1pdEV4Y2VlZGVkSAASKQoJcmVjb3ZlcmVkGBogASgLMhQud2FyZGVuLnYxLlJlY292ZXJlZEgAEkAKFXVucmVhY2hhYmlsaXR5X3BhdXNlZBgbIAEoCzIfLndhcmRlbi52MS5VbnJlYWNoYWJpbGl0eVBhdXNlZEgAEjoKEmluc3RhbmNlX2ZvcmdvdHRlbhgcIAEoCzIcLndhcmRlbi52MS5JbnN0YW5jZUZvcmdvdHRlbkgAEjYKEGpvdXJuYWxfcmVwYWlyZWQYHSABKAsyGi53YXJkZW4udjEuSm91cm5hbFJlcGFpcmVkSAASNgoQZm9yZWlnbl9kZXRlY3RlZBgeIAEoCzIaLndhcmRlbi52MS5Gb3JlaWduRGV0ZWN0ZWRIABI3ChFyZXBsaWNhX3NjYWxlZF91cBgfIAEoCzIaLndhcmRlbi52MS5SZXBsaWNhU2NhbGVkVXBIABI7ChNyZXBsaWNhX3NjYWxlZF9kb3duGCAgASgLMhwud2FyZGVuLnYxLlJlcGxpY2FTY2FsZWREb3duSAASPwoVcmVwbGljYV9zY2FsZV9ibG9ja2VkGCEgASgLMh4ud2FyZGVuLnYxLlJlcGxpY2FTY2FsZUJsb2NrZWRIABI3ChFyZXBsaWNhX3NjYWxlX3NldBgiIAEoCzIaLndhcmRlbi52MS5SZXBsaWNhU2NhbGVTZXRIABIzCg9ub2RlX2xpbWl0c19zZXQYIyABKAsyGC53YXJkZW4udjEuTm9kZUxpbWl0c1NldEgAEjoKEmNvb3JkaW5hdG9yX2xlYWRlchgkIAEoCzIcLndhcmRlbi52MS5Db29yZGluYXRvckxlYWRlckgAEjkKEm5vZGVfZHJhaW5fc3RhcnRlZBglIAEoCzIbLndhcmRlbi52MS5Ob2RlRHJhaW5TdGFydGVkSAASMgoObm9kZV91bmRyYWluZWQYJiABKAsyGC53YXJkZW4udjEuTm9kZVVuZHJhaW5lZEgAEjIKDnBvbGljeV91cGRhdGVkGCcgASgLMhgud2FyZGVuLnYxLlBvbGljeVVwZGF0ZWRIAEIJCgdwYXlsb2FkIogBCg9FdmljdGlvblN0YXJ0ZWQSKQoGcmVhc29uGAEgASgOMhkud2FyZGVuLnYxLkV2aWN0aW9uUmVhc29uEg8KB3RyaWdnZXIYAiABKAkSEAoId2FzX2J1c3kYAyABKAgSDQoFZm9yY2UYBCABKAgSGAoQb3Blbl9yZXF1ZXN0X2lkcxgFIAMoCSJSCg9FdmljdGlvblN0b3BwZWQSKQoGcmVhc29uGAEgASgOMhkud2FyZGVuLnYxLkV2aWN0aW9uUmVhc29uEhQKDGFscmVhZHlfZ29uZRgCIAEoCCKwAQoORXZpY3Rpb25GYWlsZWQSKQoGcmVhc29uGAEgASgOMhkud2FyZGVuLnYxLkV2aWN0aW9uUmVhc29uEg0KBWVycm9yGAIgASgJEjEKB291dGNvbWUYAyABKA4yIC53YXJkZW4udjEuRXZpY3Rpb25GYWlsZWRPdXRjb21lEhgKEG9wZW5fcmVxdWVzdF9pZHMYBCADKAkSFwoPdGVybWluYWxfcmVhc29uGAUgASgJIjEKD0V2aWN0aW9uUmV0cmllZBIPCgdhdHRlbXB0GAEgASgNEg0KBWVycm9yGAIgASgJImAKDUxlZnRvdmVyU3R1Y2sSEAoIYXR0ZW1wdHMYASABKA0SKQoFc2luY2UYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKCmxhc3RfZXJyb3IYAyABKAkiIgoOTGVmdG92ZXJSZWFwZWQSEAoIYXR0ZW1wdHMYASABKA0iTwoNT3JwaGFuQWRvcHRlZBILCgNwaWQYASABKA0SFAoMbWVtb3J5X2J5dGVzGAIgASgEEg0KBWNvdW50GAMgASgNEgwKBHBpZHMYBCADKA0iOAoPSW5zdGFuY2VBZG9wdGVkEhMKC2FzX2xlZnRvdmVyGAEgASgIEhAKCGZvdW5kX2J5GAIgASgJIikKDUJhY2tlbmRMb2FkZWQSGAoQbG9hZF9kdXJhdGlvbl9tcxgBIAEoBCKLAQoRQmFja2VuZExvYWRGYWlsZWQSDAoEY29kZRgBIAEoCRIPCgdtZXNzYWdlGAIgASgJEhYKCWV4aXRfY29kZRgDIAEoBUgAiAEBEhgKEGxhc3Rfc3RkZXJyX2xpbmUYBCABKAkSFwoPb3V0Y29tZV91bmtub3duGAUgASgIQgwKCl9leGl0X2NvZGUieQoSQmFja2VuZEV4aXRlZEV2ZW50EhYKCWV4aXRfY29kZRgBIAEoBUgAiAEBEg4KBnNpZ25hbBgCIAEoCRITCgtpbnRlbnRpb25hbBgDIAEoCBIYChBsYXN0X3N0ZGVycl9saW5lGAQgASgJQgwKCl9leGl0X2NvZGUidgoOTm9kZVJlZ2lzdGVyZWQSNQoGbGFiZWxzGAEgAygLMiUud2FyZGVuLnYxLk5vZGVSZWdpc3RlcmVkLkxhYmVsc0VudHJ5Gi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiSAoPTm9kZVVucmVhY2hhYmxlEjUKEWxhc3RfaGVhcnRiZWF0X2F0GAEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIvCghOb2RlTG9zdBITCgtieV9vcGVyYXRvchgBIAEoCBIOCgZyZWFzb24YAiABKAkiDQoLTm9kZURyYWluZWQiMgoQTm9kZURyYWluU3RhcnRlZBINCgVmb3JjZRgBIAEoCBIPCgdyZXN1bWVkGAIgASgIIg8KDU5vZGVVbmRyYWluZWQiIAoNUG9saWN5VXBkYXRlZBIPCgdjaGFuZ2VzGAEgAygJIkYKE1BvbGljeUxpbWl0RXhjZWVkZWQSDQoFbGltaXQYASABKA0SEAoIb2NjdXBpZWQYAiABKA0SDgoGcGlubmVkGAMgASgNIiQKCVJlY292ZXJlZBIXCg9sYXN0X2V2ZW50X3R5cGUYASABKAkiVgoUVW5yZWFjaGFiaWxpdHlQYXVzZWQSDgoGcGF1c2VkGAEgASgIEhkKEXVucmVhY2hhYmxlX25vZGVzGAIgASgNEhMKC3RvdGFsX25vZGVzGAMgASgNIjMKEUluc3RhbmNlRm9yZ290dGVuEhAKCG9wZXJhdG9yGAEgASgJEgwKBG5vdGUYAiABKAkiTwoPSm91cm5hbFJlcGFpcmVkEgwKBHBhdGgYASABKAkSFQoNZHJvcHBlZF9ieXRlcxgCIAEoBBIXCg9kcm9wcGVkX3JlY29yZHMYAyABKA0iQQoPRm9yZWlnbkRldGVjdGVkEg0KBWNvdW50GAEgASgNEgwKBHBpZHMYAiADKA0SEQoJYWRkcmVzc2VzGAMgAygJIjIKD1JlcGxpY2FTY2FsZWRVcBINCgVjYXVzZRgBIAEoCRIQCghyZXBsaWNhcxgCIAEoDSIlChFSZXBsaWNhU2NhbGVkRG93bhIQCghyZXBsaWNhcxgBIAEoDSJOChNSZXBsaWNhU2NhbGVCbG9ja2VkEg0KBWVycm9yGAEgASgJEhAKCGZhaWx1cmVzGAIgASgNEhYKDnJldHJ5X2FmdGVyX21zGAMgASgEIj0KD1JlcGxpY2FTY2FsZVNldBIQCghvcGVyYXRvchgBIAEoCRILCgNtaW4YAiABKA0SCwoDbWF4GAMgASgNIuoBCg1Ob2RlTGltaXRzU2V0EjAKEXByZXZpb3VzX292ZXJyaWRlGAEgASgLMhUud2FyZGVuLnYxLk5vZGVMaW1pdHMSJwoIb3ZlcnJpZGUYAiABKAsyFS53YXJkZW4udjEuTm9kZUxpbWl0cxIxChJwcmV2aW91c19lZmZlY3RpdmUYAyABKAsyFS53YXJkZW4udjEuTm9kZUxpbWl0cxIoCgllZmZlY3RpdmUYBCABKAsyFS53YXJkZW4udjEuTm9kZUxpbWl0cxIPCgdjbGVhcmVkGAUgASgIEhAKCG9wZXJhdG9yGAYgASgJIoUBChFDb29yZGluYXRvckxlYWRlchIOCgZob2xkZXIYASABKAkSDQoFZXBvY2gYAiABKAQSDwoHYWRkcmVzcxgDIAEoCRIXCg9wcmV2aW91c19ob2xkZXIYBCABKAkSFgoOcHJldmlvdXNfZXBvY2gYBSABKAQSDwoHcmVzdW1lZBgGIAEoCCr9AgoORXZpY3Rpb25SZWFzb24SHwobRVZJQ1RJT05fUkVBU09OX1VOU1BFQ0lGSUVEEAASGQoVRVZJQ1RJT05fUkVBU09OX0dST1VQEAESFwoTRVZJQ1RJT05fUkVBU09OX0xSVRACEhgKFEVWSUNUSU9OX1JFQVNPTl9JRExFEAMSGAoURVZJQ1RJT05fUkVBU09OX0JVU1kQBBIaChZFVklDVElPTl9SRUFTT05fTUVNT1JZEAUSGQoVRVZJQ1RJT05fUkVBU09OX0FETUlOEAYSGQoVRVZJQ1RJT05fUkVBU09OX0RSQUlOEAcSGgoWRVZJQ1RJT05fUkVBU09OX0NPTkZJRxAIEhoKFkVWSUNUSU9OX1JFQVNPTl9PUlBIQU4QCRIaChZFVklDVElPTl9SRUFTT05fSEVBTFRIEAoSHAoYRVZJQ1RJT05fUkVBU09OX1ZBTklTSEVEEAsSHgoaRVZJQ1RJT05fUkVBU09OX1NDQUxFX0RPV04QDCqUAQoVRXZpY3Rpb25GYWlsZWRPdXRjb21lEicKI0VWSUNUSU9OX0ZBSUxFRF9PVVRDT01FX1VOU1BFQ0lGSUVEEAASLAooRVZJQ1RJT05fRkFJTEVEX09VVENPTUVfUkVHSVNURVJFRF9BR0FJThABEiQKIEVWSUNUSU9OX0ZBSUxFRF9PVVRDT01FX0xFRlRPVkVSEAJiBnByb3RvMw", [file_google_protobuf_timestamp, file_warden_v1_node]);
 
 /**
  * Per-instance event sequence: (coordinator epoch, n).
@@ -263,6 +263,24 @@ export type Event = Message<"warden.v1.Event"> & {
      */
     value: CoordinatorLeader;
     case: "coordinatorLeader";
+  } | {
+    /**
+     * @generated from field: warden.v1.NodeDrainStarted node_drain_started = 37;
+     */
+    value: NodeDrainStarted;
+    case: "nodeDrainStarted";
+  } | {
+    /**
+     * @generated from field: warden.v1.NodeUndrained node_undrained = 38;
+     */
+    value: NodeUndrained;
+    case: "nodeUndrained";
+  } | {
+    /**
+     * @generated from field: warden.v1.PolicyUpdated policy_updated = 39;
+     */
+    value: PolicyUpdated;
+    case: "policyUpdated";
   } | { case: undefined; value?: undefined };
 };
 
@@ -660,6 +678,8 @@ export const NodeLostSchema: GenMessage<NodeLost> = /*@__PURE__*/
   messageDesc(file_warden_v1_events, 15);
 
 /**
+ * The drain's moves and stops are done (DrainNode); actor: who asked for the drain.
+ *
  * @generated from message warden.v1.NodeDrained
  */
 export type NodeDrained = Message<"warden.v1.NodeDrained"> & {
@@ -671,6 +691,69 @@ export type NodeDrained = Message<"warden.v1.NodeDrained"> & {
  */
 export const NodeDrainedSchema: GenMessage<NodeDrained> = /*@__PURE__*/
   messageDesc(file_warden_v1_events, 16);
+
+/**
+ * An operator started a drain (DrainNode): placement skips the node from now
+ * on and its instances move or stop; node.drained follows when it is empty.
+ * Also emitted when a restarted coordinator resumes a drain it kept in its
+ * state (resumed = true; actor: who asked for it before the restart).
+ *
+ * @generated from message warden.v1.NodeDrainStarted
+ */
+export type NodeDrainStarted = Message<"warden.v1.NodeDrainStarted"> & {
+  /**
+   * @generated from field: bool force = 1;
+   */
+  force: boolean;
+
+  /**
+   * @generated from field: bool resumed = 2;
+   */
+  resumed: boolean;
+};
+
+/**
+ * Describes the message warden.v1.NodeDrainStarted.
+ * Use `create(NodeDrainStartedSchema)` to create a new message.
+ */
+export const NodeDrainStartedSchema: GenMessage<NodeDrainStarted> = /*@__PURE__*/
+  messageDesc(file_warden_v1_events, 17);
+
+/**
+ * An operator ended a drain (UndrainNode): the node takes placements again.
+ *
+ * @generated from message warden.v1.NodeUndrained
+ */
+export type NodeUndrained = Message<"warden.v1.NodeUndrained"> & {
+};
+
+/**
+ * Describes the message warden.v1.NodeUndrained.
+ * Use `create(NodeUndrainedSchema)` to create a new message.
+ */
+export const NodeUndrainedSchema: GenMessage<NodeUndrained> = /*@__PURE__*/
+  messageDesc(file_warden_v1_events, 18);
+
+/**
+ * An operator changed the live policy (UpdatePolicy). Each change names one
+ * field and its new value ("idle_timeout_ms=30000", "models.m.pinned=true");
+ * model, node_id, address and incarnation are "".
+ *
+ * @generated from message warden.v1.PolicyUpdated
+ */
+export type PolicyUpdated = Message<"warden.v1.PolicyUpdated"> & {
+  /**
+   * @generated from field: repeated string changes = 1;
+   */
+  changes: string[];
+};
+
+/**
+ * Describes the message warden.v1.PolicyUpdated.
+ * Use `create(PolicyUpdatedSchema)` to create a new message.
+ */
+export const PolicyUpdatedSchema: GenMessage<PolicyUpdated> = /*@__PURE__*/
+  messageDesc(file_warden_v1_events, 19);
 
 /**
  * @generated from message warden.v1.PolicyLimitExceeded
@@ -699,7 +782,7 @@ export type PolicyLimitExceeded = Message<"warden.v1.PolicyLimitExceeded"> & {
  * Use `create(PolicyLimitExceededSchema)` to create a new message.
  */
 export const PolicyLimitExceededSchema: GenMessage<PolicyLimitExceeded> = /*@__PURE__*/
-  messageDesc(file_warden_v1_events, 17);
+  messageDesc(file_warden_v1_events, 20);
 
 /**
  * @generated from message warden.v1.Recovered
@@ -718,7 +801,7 @@ export type Recovered = Message<"warden.v1.Recovered"> & {
  * Use `create(RecoveredSchema)` to create a new message.
  */
 export const RecoveredSchema: GenMessage<Recovered> = /*@__PURE__*/
-  messageDesc(file_warden_v1_events, 18);
+  messageDesc(file_warden_v1_events, 21);
 
 /**
  * @generated from message warden.v1.UnreachabilityPaused
@@ -745,7 +828,7 @@ export type UnreachabilityPaused = Message<"warden.v1.UnreachabilityPaused"> & {
  * Use `create(UnreachabilityPausedSchema)` to create a new message.
  */
 export const UnreachabilityPausedSchema: GenMessage<UnreachabilityPaused> = /*@__PURE__*/
-  messageDesc(file_warden_v1_events, 19);
+  messageDesc(file_warden_v1_events, 22);
 
 /**
  * @generated from message warden.v1.InstanceForgotten
@@ -767,7 +850,7 @@ export type InstanceForgotten = Message<"warden.v1.InstanceForgotten"> & {
  * Use `create(InstanceForgottenSchema)` to create a new message.
  */
 export const InstanceForgottenSchema: GenMessage<InstanceForgotten> = /*@__PURE__*/
-  messageDesc(file_warden_v1_events, 20);
+  messageDesc(file_warden_v1_events, 23);
 
 /**
  * The journal's torn tail (a record cut or corrupted by a crash mid-write) was
@@ -797,7 +880,7 @@ export type JournalRepaired = Message<"warden.v1.JournalRepaired"> & {
  * Use `create(JournalRepairedSchema)` to create a new message.
  */
 export const JournalRepairedSchema: GenMessage<JournalRepaired> = /*@__PURE__*/
-  messageDesc(file_warden_v1_events, 21);
+  messageDesc(file_warden_v1_events, 24);
 
 /**
  * Coalesced: one event per node per heartbeat scan that found new foreign
@@ -830,7 +913,7 @@ export type ForeignDetected = Message<"warden.v1.ForeignDetected"> & {
  * Use `create(ForeignDetectedSchema)` to create a new message.
  */
 export const ForeignDetectedSchema: GenMessage<ForeignDetected> = /*@__PURE__*/
-  messageDesc(file_warden_v1_events, 22);
+  messageDesc(file_warden_v1_events, 25);
 
 /**
  * A replica load started (issue 16): the node is chosen and the incarnation
@@ -861,7 +944,7 @@ export type ReplicaScaledUp = Message<"warden.v1.ReplicaScaledUp"> & {
  * Use `create(ReplicaScaledUpSchema)` to create a new message.
  */
 export const ReplicaScaledUpSchema: GenMessage<ReplicaScaledUp> = /*@__PURE__*/
-  messageDesc(file_warden_v1_events, 23);
+  messageDesc(file_warden_v1_events, 26);
 
 /**
  * A replica above min was stopped for idleness; its eviction.* events follow
@@ -883,7 +966,7 @@ export type ReplicaScaledDown = Message<"warden.v1.ReplicaScaledDown"> & {
  * Use `create(ReplicaScaledDownSchema)` to create a new message.
  */
 export const ReplicaScaledDownSchema: GenMessage<ReplicaScaledDown> = /*@__PURE__*/
-  messageDesc(file_warden_v1_events, 24);
+  messageDesc(file_warden_v1_events, 27);
 
 /**
  * A scale-up (or the min floor) cannot fit: the model's circuit breaker is
@@ -915,7 +998,7 @@ export type ReplicaScaleBlocked = Message<"warden.v1.ReplicaScaleBlocked"> & {
  * Use `create(ReplicaScaleBlockedSchema)` to create a new message.
  */
 export const ReplicaScaleBlockedSchema: GenMessage<ReplicaScaleBlocked> = /*@__PURE__*/
-  messageDesc(file_warden_v1_events, 25);
+  messageDesc(file_warden_v1_events, 28);
 
 /**
  * An operator changed a model's replica bounds (Admin ScaleModel).
@@ -944,7 +1027,7 @@ export type ReplicaScaleSet = Message<"warden.v1.ReplicaScaleSet"> & {
  * Use `create(ReplicaScaleSetSchema)` to create a new message.
  */
 export const ReplicaScaleSetSchema: GenMessage<ReplicaScaleSet> = /*@__PURE__*/
-  messageDesc(file_warden_v1_events, 26);
+  messageDesc(file_warden_v1_events, 29);
 
 /**
  * An operator changed a node's placement limits (Admin SetNodeLimits);
@@ -999,7 +1082,7 @@ export type NodeLimitsSet = Message<"warden.v1.NodeLimitsSet"> & {
  * Use `create(NodeLimitsSetSchema)` to create a new message.
  */
 export const NodeLimitsSetSchema: GenMessage<NodeLimitsSet> = /*@__PURE__*/
-  messageDesc(file_warden_v1_events, 27);
+  messageDesc(file_warden_v1_events, 30);
 
 /**
  * HA (issue 17): a coordinator won the leader lease and leads from now on.
@@ -1056,7 +1139,7 @@ export type CoordinatorLeader = Message<"warden.v1.CoordinatorLeader"> & {
  * Use `create(CoordinatorLeaderSchema)` to create a new message.
  */
 export const CoordinatorLeaderSchema: GenMessage<CoordinatorLeader> = /*@__PURE__*/
-  messageDesc(file_warden_v1_events, 28);
+  messageDesc(file_warden_v1_events, 31);
 
 /**
  * @generated from enum warden.v1.EvictionReason

@@ -1,0 +1,53 @@
+import { InstanceState, NodeState, Placement } from "@warden/proto";
+import type { Loader } from "@warden/loader";
+import type { BackendClientHandle } from "../routing/backend-connector.js";
+import type { NodeRegistry } from "../nodes/node-registry.js";
+import type { KnownAtStartState, NodesKnownAtStart } from "../nodes/nodes-known-at-start.js";
+import type { TakeoverSettings } from "../ha/takeover-settings.js";
+import { nodeLimitFields } from "./replica-admin.js";
+import type { ModelInstanceInit, NodeInit } from "./admin-messages.js";
+
+// How ListNodes and GetNode show a node known from before the coordinator's
+// restart that has not registered since (nodes-known-at-start.ts).
+
+interface KnownDeps {
+  readonly loader: Loader<BackendClientHandle>;
+  readonly nodes: NodeRegistry;
+  readonly takeover?: TakeoverSettings | undefined;
+  readonly knownAtStart?: NodesKnownAtStart | undefined;
+}
+
+/** The journal's instances on `nodeId` that its node has not confirmed since the restart. */
+export function unconfirmedOn(d: Pick<KnownDeps, "loader">, nodeId: string): ModelInstanceInit[] {
+  return d.loader.journalReplicas
+    .list()
+    .filter((u) => u.nodeId === nodeId)
+    .map((u) => ({ model: u.model, nodeId: u.nodeId, address: u.address, incarnation: u.incarnation, placement: Placement.REMOTE_ONLY, state: InstanceState.UNCONFIRMED, backend: d.loader.modelSpec(u.model)?.backend ?? "", nodeState: NodeState.NOT_REPORTED }));
+}
+
+/** A node not registered since the restart: what the coordinator knows of it (a kept drain, limits, the journal's instances). */
+export function knownNodeView(d: KnownDeps, nodeId: string, state: KnownAtStartState, instanceCount: number): NodeInit {
+  const unconfirmed = state === "lost" ? 0 : unconfirmedOn(d, nodeId).length;
+  return {
+    ...nodeLimitFields(d.nodes, nodeId),
+    nodeId,
+    state: state === "lost" ? NodeState.LOST : NodeState.NOT_REPORTED,
+    draining: d.takeover?.drainWaiting(nodeId) === true,
+    instanceCount: instanceCount + unconfirmed,
+  };
+}
+
+/** ListNodes' rows with the nodes known before the restart added (sorted by id, as the registry's). */
+export function withKnownAtStart(d: KnownDeps, listed: NodeInit[], counts: ReadonlyMap<string, number>): NodeInit[] {
+  const known = d.knownAtStart;
+  if (known === undefined || known.size === 0) return listed;
+  const shown = new Set(listed.map((n) => n.nodeId));
+  const extra: NodeInit[] = [];
+  for (const id of known.ids()) {
+    const st = known.stateOf(id);
+    if (st === undefined || shown.has(id) || d.nodes.get(id) !== undefined) continue;
+    extra.push(knownNodeView(d, id, st, counts.get(id) ?? 0));
+  }
+  if (extra.length === 0) return listed;
+  return [...listed, ...extra].sort((a, b) => ((a.nodeId ?? "") < (b.nodeId ?? "") ? -1 : (a.nodeId ?? "") > (b.nodeId ?? "") ? 1 : 0));
+}

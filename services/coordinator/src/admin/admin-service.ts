@@ -1,10 +1,9 @@
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import type {
-  AdminService,
-  NodeState} from "@warden/proto";
+import type { AdminService } from "@warden/proto";
 import {
   InstanceState,
+  NodeState,
   Placement,
   UnloadOutcome,
 } from "@warden/proto";
@@ -104,7 +103,11 @@ export function adminService(d: AdminDeps): ServiceImpl<typeof AdminService> {
     if (n === undefined) throw new WardenError(Code.NotFound, `node_id: node "${nodeId}" is not registered`);
     return n;
   };
-  const stateOfNode = (nodeId: string): NodeState => nodeStateOf(d.nodes.get(nodeId));
+  // A node known from before the restart and not registered since: NOT_REPORTED (UNSPECIFIED: not known at all).
+  const stateOfNode = (nodeId: string): NodeState => {
+    const n = d.nodes.get(nodeId);
+    return n === undefined && d.knownAtStart?.stateOf(nodeId) === "not-reported" ? NodeState.NOT_REPORTED : nodeStateOf(n);
+  };
   // Every node this service shows carries its placement limits (agent's, override, effective).
   const nodeView = (n: NodeRecord, instanceCount: number, drainRemaining: number): NodeInit => nodeInit(n, instanceCount, drainRemaining, nodeLimitFields(d.nodes, n.nodeId));
   const instanceOf = (v: InstanceView): ModelInstanceInit => modelInstance(d, v, stateOfNode(v.nodeId));

@@ -227,7 +227,8 @@ export class TakeoverSettings {
     for (const [model, configReplicas] of [...this.scaleConfig]) {
       const spec = byId.get(model);
       if (spec !== undefined && sameReplicas(spec.replicas, configReplicas)) {
-        kept.push(`scale ${model} min=${String(spec.replicas.min)} max=${String(spec.replicas.max)}`);
+        const live = this.d.loader.modelSpec(model)?.replicas ?? spec.replicas;
+        kept.push(`scale ${model} min=${String(live.min)} max=${String(live.max)}`);
         continue;
       }
       reset.push(`scale ${model} (the file changed its replicas: the file's apply)`);

@@ -120,7 +120,19 @@ describe("durable operator intent on one coordinator (kill -9, restart on the sa
     await c.admin.undrainNode({ nodeId: "a" });
     expect(unauthenticated(await seen(w2, "node.undrained", (e) => e.nodeId === "a"))).toBe(true);
     w2.stop();
+    // b frozen across this restart: an operator may declare it lost without waiting for the node-lost timeout.
+    b.pause();
     await c.restartCoordinator();
     await until("a ready, not draining", async () => (await c.admin.listNodes({})).nodes.find((n) => n.nodeId === "a" && n.state === NodeState.READY && !n.draining), 60_000);
+    expect((await c.admin.getNode({ nodeId: "b" })).node?.state).toBe(NodeState.NOT_REPORTED);
+    const w3 = watch(c.admin);
+    expect((await c.admin.declareNodeLost({ nodeId: "b", reason: "host gone" })).node?.state).toBe(NodeState.LOST);
+    const lost = await seen(w3, "node.lost", (e) => e.nodeId === "b");
+    expect(lost.payload.case === "nodeLost" && lost.payload.value.byOperator && lost.payload.value.reason === "host gone" && unauthenticated(lost)).toBe(true);
+    expect((await c.admin.listNodes({})).nodes.find((n) => n.nodeId === "b")?.state).toBe(NodeState.LOST);
+    // Heard from again: ready, the declaration over.
+    b.resume();
+    await until("b ready again", async () => (await c.admin.listNodes({})).nodes.find((n) => n.nodeId === "b" && n.state === NodeState.READY), 60_000);
+    w3.stop();
   });
 });

@@ -36,7 +36,7 @@ import { inMemorySettings, type SettingsWriter } from "../ha/durable-settings.js
 import { policyKey, type PolicyValue } from "../ha/settings-values.js";
 import type { TakeoverSettings } from "../ha/takeover-settings.js";
 import type { NodesKnownAtStart } from "../nodes/nodes-known-at-start.js";
-import { knownNodeView, unconfirmedOn, withKnownAtStart } from "./known-node-view.js";
+import { declareUnregisteredLost, knownNodeView, unconfirmedOn, withKnownAtStart } from "./known-node-view.js";
 
 
 export interface AdminDeps {
@@ -106,7 +106,8 @@ export function adminService(d: AdminDeps): ServiceImpl<typeof AdminService> {
   // A node known from before the restart and not registered since: NOT_REPORTED (UNSPECIFIED: not known at all).
   const stateOfNode = (nodeId: string): NodeState => {
     const n = d.nodes.get(nodeId);
-    return n === undefined && d.knownAtStart?.stateOf(nodeId) === "not-reported" ? NodeState.NOT_REPORTED : nodeStateOf(n);
+    if (n === undefined && d.knownAtStart?.stateOf(nodeId) === "not-reported") return NodeState.NOT_REPORTED;
+    return n === undefined && d.takeover?.lostUnregistered.has(nodeId) === true ? NodeState.LOST : nodeStateOf(n);
   };
   // Every node this service shows carries its placement limits (agent's, override, effective).
   const nodeView = (n: NodeRecord, instanceCount: number, drainRemaining: number): NodeInit => nodeInit(n, instanceCount, drainRemaining, nodeLimitFields(d.nodes, n.nodeId));
@@ -191,7 +192,7 @@ export function adminService(d: AdminDeps): ServiceImpl<typeof AdminService> {
         };
       });
     },
-    async declareNodeLost(req) {
+    async declareNodeLost(req, ctx) {
       const nodeId = checkId(req.nodeId, "node_id");
       const view = (n: NodeRecord, wasAlreadyLost: boolean): { node: NodeInit; wasAlreadyLost: boolean } => {
         const c = counts().get(n.nodeId) ?? 0;
@@ -214,6 +215,9 @@ export function adminService(d: AdminDeps): ServiceImpl<typeof AdminService> {
       return await settings.change("lost-node", nodeId, () => {
         // HA: lost in the store and not registered with this leader since.
         if (d.nodes.get(nodeId) === undefined && d.takeover?.lostUnregistered.has(nodeId) === true) return { t: "none", result: () => ({ node: lostPlaceholder(nodeId), wasAlreadyLost: true }) };
+        // Known from before a restart and not registered since: the operator need not wait for the node-lost timeout.
+        const unregistered = d.nodes.get(nodeId) === undefined ? declareUnregisteredLost(d, nodeId, reason, d.actorOf?.(ctx)) : undefined;
+        if (unregistered !== undefined) return unregistered;
         const first = check();
         if (first === "lost") return { t: "none", result: () => view(nodeOf(nodeId), true) };
         return {

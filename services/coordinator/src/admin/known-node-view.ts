@@ -1,11 +1,15 @@
 import { InstanceState, NodeState, Placement } from "@warden/proto";
+import { Code, WardenError, type Clock } from "@warden/common";
+import type { SettingsChange } from "../ha/durable-settings.js";
+import type { EventHub } from "./event-hub.js";
+import { nodeEventInit } from "../nodes/node-audit-events.js";
 import type { Loader } from "@warden/loader";
 import type { BackendClientHandle } from "../routing/backend-connector.js";
 import type { NodeRegistry } from "../nodes/node-registry.js";
 import type { KnownAtStartState, NodesKnownAtStart } from "../nodes/nodes-known-at-start.js";
 import type { TakeoverSettings } from "../ha/takeover-settings.js";
 import { nodeLimitFields } from "./replica-admin.js";
-import type { ModelInstanceInit, NodeInit } from "./admin-messages.js";
+import { lostPlaceholder, type ModelInstanceInit, type NodeInit } from "./admin-messages.js";
 
 // How ListNodes and GetNode show a node known from before the coordinator's
 // restart that has not registered since (nodes-known-at-start.ts).
@@ -50,4 +54,35 @@ export function withKnownAtStart(d: KnownDeps, listed: NodeInit[], counts: Reado
   }
   if (extra.length === 0) return listed;
   return [...listed, ...extra].sort((a, b) => ((a.nodeId ?? "") < (b.nodeId ?? "") ? -1 : (a.nodeId ?? "") > (b.nodeId ?? "") ? 1 : 0));
+}
+
+/**
+ * DeclareNodeLost of a node known from before the restart that has not
+ * registered since (undefined for any other node): written like any
+ * declaration, then its journaled instances stop counting at once, it is
+ * listed lost, and node.lost is audited with the actor. The declaration holds
+ * until the node is heard from again, as for a registered node.
+ */
+export function declareUnregisteredLost(d: KnownDeps & { readonly clock: Clock; readonly hub: EventHub }, nodeId: string, reason: string, actor: string | undefined): SettingsChange<{ node: NodeInit; wasAlreadyLost: boolean }> | undefined {
+  const known = d.knownAtStart;
+  const takeover = d.takeover;
+  if (known?.stateOf(nodeId) === undefined || takeover === undefined) return undefined;
+  const value = { reason, atWallMs: d.clock.wallNow() };
+  return {
+    t: "put",
+    value,
+    apply: () => {
+      // Registered during the write: its heartbeats say it is alive (the entry is removed behind this call).
+      if (d.nodes.get(nodeId) !== undefined) {
+        takeover.nodeHeard(nodeId);
+        throw new WardenError(Code.FailedPrecondition, `node_id: node "${nodeId}" registered meanwhile: only an unreachable node can be declared lost`);
+      }
+      known.heard(nodeId);
+      takeover.lostUnregistered.set(nodeId, value);
+      d.loader.onNodeLost(nodeId);
+      const init = nodeEventInit(nodeId, "lost-by-operator", {}, reason);
+      if (init !== undefined) void d.hub.publish(actor === undefined ? init : { ...init, actor });
+      return { node: lostPlaceholder(nodeId), wasAlreadyLost: false };
+    },
+  };
 }

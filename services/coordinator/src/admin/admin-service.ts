@@ -51,8 +51,9 @@ export interface AdminDeps {
   readonly haStatus?: () => MessageInitShape<typeof GetHaStatusResponseSchema>;
   /**
    * Where drains, lost nodes, forgotten instances, policy, scale and node
-   * limits are written before they apply (HA: ha/durable-settings.ts).
-   * @default inMemorySettings (single machine: applied at once, as before)
+   * limits are written before they apply (ha/durable-settings.ts; HA's
+   * bucket or the single coordinator's file in its state dir).
+   * @default inMemorySettings (nothing kept: applied at once)
    */
   readonly settings?: SettingsWriter;
   /** What the store said at start or takeover (lost nodes not registered yet, the merged policy). */

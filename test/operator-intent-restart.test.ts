@@ -8,6 +8,7 @@
  * keeps the live settings over the file (and logs each), and every change
  * reached the event stream naming who asked.
  */
+import { readFile, writeFile } from "node:fs/promises";
 import { describe, expect, it } from "vitest";
 import type { Client } from "@warden/grpc";
 import { eventTypeOf } from "@warden/events";
@@ -38,6 +39,14 @@ async function seen(w: { events: Event[] }, type: string, pred: (e: Event) => bo
 }
 
 const unauthenticated = (e: Event): boolean => e.actor.startsWith("unauthenticated ");
+
+/** The config file a coordinator process was started with (its `--config` argument). */
+async function configOf(pid: number): Promise<string> {
+  const argv = (await readFile(`/proc/${String(pid)}/cmdline`, "utf8")).split("\0");
+  const path = argv[argv.indexOf("--config") + 1];
+  if (path === undefined || path === "") throw new Error(`no --config in ${argv.join(" ")}`);
+  return path;
+}
 
 describe("durable operator intent on one coordinator (kill -9, restart on the same state dir)", { timeout: 300_000 }, () => {
   it("drain, policy, node limits and scale survive the restart and a SIGHUP; known nodes are listed before they report; every change is audited with its actor", async () => {
@@ -115,6 +124,19 @@ describe("durable operator intent on one coordinator (kill -9, restart on the sa
     expect(reloaded["reset"]).toEqual([]);
     expect((await c.admin.getPolicy({})).policy?.idleTimeoutMs).toBe(123_000n);
     expect((await c.admin.listNodes({})).nodes.find((n) => n.nodeId === "a")?.draining).toBe(true);
+
+    // A file that changes r's replicas: the file wins for r (named in `reset`), the rest stays.
+    const configPath = await configOf(c.coord.pid);
+    const config = JSON.parse(await readFile(configPath, "utf8")) as { models: Record<string, unknown>[] };
+    await writeFile(configPath, JSON.stringify({ ...config, models: config.models.map((x) => (x["id"] === "r" ? { ...x, replicas: { min: 0, max: 3 } } : x)) }));
+    const mark = c.coord.logLines.length;
+    process.kill(c.coord.pid, "SIGHUP");
+    const second = await until("the second reload logged", () => c.coord.logLines.slice(mark).find((l) => typeof l["msg"] === "string" && l["msg"].startsWith("config reloaded:")), 60_000);
+    expect(second["msg"]).toBe("config reloaded: some of the operator's live settings were reset to the file's");
+    expect(second["reset"]).toEqual(["scale r (the file changed its replicas: the file's apply)"]);
+    expect(second["kept"]).toEqual(expect.arrayContaining(["policy idleTimeoutMs=123000", "drain a"]));
+    expect((await c.admin.listModels({})).replicas.filter((x) => x.model === "r").map((x) => [x.min, x.max])).toEqual([[0, 3]]);
+    expect((await c.admin.getPolicy({})).policy?.idleTimeoutMs).toBe(123_000n);
 
     // Undrain: audited, and the next restart keeps it off.
     await c.admin.undrainNode({ nodeId: "a" });

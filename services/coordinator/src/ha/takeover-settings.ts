@@ -171,7 +171,7 @@ export class TakeoverSettings {
     // Before any node registers: the journal's replicas there stop counting now.
     for (const nodeId of this.lostUnregistered.keys()) loader.onNodeLost(nodeId);
     const n = (s: StateSection): number => this.section(s).size;
-    log.info("durable settings applied at takeover", { store: settings.storeName, drain: n("drain"), lostNode: n("lost-node"), forgotten: this.forgotten.size, policy: n("policy"), scale: n("scale"), nodeLimits: n("node-limits") });
+    log.info("durable settings applied at start", { store: settings.storeName, drain: n("drain"), lostNode: n("lost-node"), forgotten: this.forgotten.size, policy: n("policy"), scale: n("scale"), nodeLimits: n("node-limits") });
   }
 
   private applyPolicy(p: PolicyValue): void {

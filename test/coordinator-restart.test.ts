@@ -114,13 +114,13 @@ describe("coordinator restart (coordinator, agent and backend processes)", { tim
     // The partitioned node's leftovers are accounted from the coordinator's first answer on (from the journal).
     const watch = watchAccounting(() => second.admin, fileTag, "b");
     const logged = (): LoggedEvent[] => [...first.coord.events, ...second.coord.events];
-    // b has not registered with this coordinator (it is still frozen).
-    expect((await second.admin.listNodes({})).nodes.filter((n) => n.nodeId === "b")).toEqual([]);
+    // b has not registered with this coordinator (it is still frozen): listed as known from before the restart.
+    expect((await second.admin.listNodes({})).nodes.filter((n) => n.nodeId === "b").map((n) => [n.state, n.instanceCount])).toEqual([[NodeState.NOT_REPORTED, 2]]);
     const onNodeB = async (): Promise<unknown[]> =>
       (await second.admin.listModels({})).instances.filter((i) => i.nodeId === "b").map((i) => [i.model, i.incarnation, i.nodeId, i.state, i.nodeState]).sort();
     expect(await onNodeB()).toEqual([
-      ["m", inc, "b", InstanceState.LEFTOVER, NodeState.UNSPECIFIED],
-      ["m2", inc2, "b", InstanceState.LEFTOVER, NodeState.UNSPECIFIED],
+      ["m", inc, "b", InstanceState.LEFTOVER, NodeState.NOT_REPORTED],
+      ["m2", inc2, "b", InstanceState.LEFTOVER, NodeState.NOT_REPORTED],
     ]);
     // UNAVAILABLE is transient by contract (the healthy node a re-registered but has not reported its
     // inventory yet, so "is m loaded anywhere?" has no answer): the caller retries.

@@ -130,6 +130,11 @@ export class NodeTable<C> implements AgentDirectory, InventoryPort {
     return this.limitOverrides.get(nodeId) ?? {};
   }
 
+  /** Every operator override, by node id (a node not registered since a restart included). */
+  limitsOverrides(): ReadonlyMap<string, NodeLimits> {
+    return this.limitOverrides;
+  }
+
   /** The node's effective limits: the override field by field over the agent's. */
   limitsOf(nodeId: string): NodeLimits {
     const agent = this.nodes.get(nodeId)?.agentLimits ?? {};

@@ -38,6 +38,9 @@ const typeByCase = {
   replicaScaleSet: "replica.scale-set",
   nodeLimitsSet: "node.limits-set",
   coordinatorLeader: "coordinator.leader",
+  nodeDrainStarted: "node.drain-started",
+  nodeUndrained: "node.undrained",
+  policyUpdated: "policy.updated",
 } as const satisfies Record<PayloadCase, string>;
 
 /** Every event type name, e.g. `"eviction.started"`. */

@@ -214,11 +214,11 @@ export class Loader<H extends BackendHandle = BackendHandle> {
    * ScaleModel (issue 16): sets a model's replica `min`/`max` live, validated
    * as a whole (NOT_FOUND naming `model`; INVALID_ARGUMENT naming `min` or
    * `max` unless 0 ≤ min ≤ max and 1 ≤ max ≤ replicaBounds.maxReplicas) —
-   * a rejection changes nothing. Audited as `replica.scale-set`. The override
+   * a rejection changes nothing. Audited as `replica.scale-set` (with `actor`, who asked). The override
    * is kept across config reloads unless the reloaded config changes that
    * model's `replicas` (then the config wins; replica-settings.ts).
    */
-  scale(model: string, patch: ScalePatch, operator: string): ReplicaSettings {
+  scale(model: string, patch: ScalePatch, operator: string, actor?: string): ReplicaSettings {
     const spec = this.s.models.get(model);
     const next = validateScale(spec, model, patch);
     if (spec === undefined) throw new WardenError(Code.NotFound, `model: "${model}" is not configured`);
@@ -226,7 +226,7 @@ export class Loader<H extends BackendHandle = BackendHandle> {
     this.s.scaleOverrides.set(model, { min: next.min, max: next.max, configReplicas });
     this.s.models.set(model, { ...spec, replicas: next });
     this.core.setModelRules(modelRules(this.s.models));
-    this.s.o.events.emit({ type: "replica.scale-set", nodeId: "", model, address: "", incarnation: "", operator, min: next.min, max: next.max });
+    this.s.o.events.emit({ type: "replica.scale-set", nodeId: "", model, address: "", incarnation: "", operator, min: next.min, max: next.max, ...(actor === undefined ? {} : { actor }) });
     return next;
   }
 

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { create } from "@bufbuild/protobuf";
-import { InstanceState, ModelInstanceSchema, NodeState } from "@warden/proto";
-import { instanceStateText, modelsTable } from "./render.js";
+import { InstanceState, ModelInstanceSchema, NodeSchema, NodeState } from "@warden/proto";
+import { instanceStateText, modelsTable, nodesTable } from "./render.js";
 
 describe("models ls rendering", () => {
   it("shows the node's state with instances on an unreachable or lost node, not a plain ready", () => {
@@ -12,5 +12,11 @@ describe("models ls rendering", () => {
     expect(instanceStateText(row(NodeState.LOST))).toBe("ready (node lost)");
     expect(modelsTable([row(NodeState.UNREACHABLE)], 0)).toContain("ready (node unreachable)");
     expect(modelsTable([row(NodeState.READY)], 0)).not.toContain("unreachable");
+  });
+
+  it("says when an instance's node has not reported since the coordinator restarted (nodes ls and models ls alike)", () => {
+    const leftover = create(ModelInstanceSchema, { model: "m1", nodeId: "n1", state: InstanceState.LEFTOVER, nodeState: NodeState.NOT_REPORTED });
+    expect(instanceStateText(leftover)).toBe("leftover (node not reported since restart)");
+    expect(nodesTable([create(NodeSchema, { nodeId: "n1", state: NodeState.NOT_REPORTED, draining: true })], 0)).toContain("not reported since restart");
   });
 });

@@ -34,6 +34,8 @@ export function placementName(p: Placement): string {
 }
 
 export function nodeStateName(s: NodeState): string {
+  // Known from before the coordinator restarted, not registered since.
+  if (s === NodeState.NOT_REPORTED) return "not reported since restart";
   return NodeState[s].toLowerCase();
 }
 
@@ -44,7 +46,7 @@ export function nodeStateName(s: NodeState): string {
  */
 export function instanceStateText(i: Pick<ModelInstance, "state" | "nodeState">): string {
   const s = stateName(i.state);
-  return i.nodeState === NodeState.UNREACHABLE || i.nodeState === NodeState.LOST ? `${s} (node ${nodeStateName(i.nodeState)})` : s;
+  return i.nodeState === NodeState.UNREACHABLE || i.nodeState === NodeState.LOST || i.nodeState === NodeState.NOT_REPORTED ? `${s} (node ${nodeStateName(i.nodeState)})` : s;
 }
 
 export function bytes(n: bigint | number): string {

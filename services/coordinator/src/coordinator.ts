@@ -35,6 +35,8 @@ import type { DashboardHa } from "./http/dashboard/dashboard-view.js";
 import type { CoordinatorHaWiring } from "./ha/coordinator-ha-wiring.js";
 import { DurableSettings } from "./ha/durable-settings.js";
 import { TakeoverSettings } from "./ha/takeover-settings.js";
+import { FileStateStore } from "./config/file-state-store.js";
+import { NodesKnownAtStart } from "./nodes/nodes-known-at-start.js";
 import { startDrain } from "./admin/admin-service.js";
 
 export interface CoordinatorDeps {
@@ -114,9 +116,12 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
     const r = fileJournal.repaired;
     log.warn(`journal torn tail repaired: cut ${String(r.droppedBytes)} bytes (${String(r.droppedRecords)} records) at offset ${String(r.offsetBytes)}`, { ...r });
   }
-  // HA: the operators' settings are read first; a leader that cannot read them does not lead (ha/takeover-settings.ts).
-  const durable = deps.ha === undefined ? undefined : await DurableSettings.load(deps.ha.state, log.child({ component: "ha-settings" }));
-  let takeover: TakeoverSettings | undefined;
+  // The operators' settings are read first: HA from its KV bucket (a leader that cannot read them does not
+  // lead), one coordinator from its state dir (a file it cannot read fails the start, naming it).
+  const settingsLog = log.child({ component: deps.ha === undefined ? "settings" : "ha-settings" });
+  const durable = await DurableSettings.load(deps.ha?.state ?? (await FileStateStore.open(stateDir)), settingsLog);
+  // Made once the loader exists; the node registry's callbacks (made before) reach them through this.
+  const late: { takeover?: TakeoverSettings; knownAtStart?: NodesKnownAtStart } = {};
   const auth = await loadCoordinatorAuth(config.auth, [config.listen, config.inferenceListen], log.child({ component: "auth" }));
   const authn = auth.authenticator;
   // Certificate files are read and checked before anything listens (a bad one fails the start).
@@ -189,7 +194,8 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
     log: log.child({ component: "nodes" }),
     graceMs: config.nodeGraceMs,
     connect: (address, nodeId) => transport.connectAgent(address, nodeId),
-    ...(deps.ha === undefined ? {} : { leaderEpoch: deps.ha.leaderEpoch, onStaleEpoch: deps.ha.onSuperseded, onHeartbeatApplied: (nodeId: string) => takeover?.inventoryApplied(nodeId) }),
+    ...(deps.ha === undefined ? {} : { leaderEpoch: deps.ha.leaderEpoch, onStaleEpoch: deps.ha.onSuperseded }),
+    onHeartbeatApplied: (nodeId: string) => late.takeover?.inventoryApplied(nodeId),
     maxNodes: config.limits.maxNodes,
     lostAfterMs: config.nodeLostAfterMs,
     orphanGraceMs: config.orphanGraceMs,
@@ -215,7 +221,8 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
       void hub.publish(unreachabilityPausedInit(paused, unreachable, total));
     },
     onNodeEvent: (nodeId, kind, labels, reason = "") => {
-      if (kind === "registered" || kind === "ready") takeover?.nodeHeard(nodeId);
+      if (kind === "registered" || kind === "ready") late.takeover?.nodeHeard(nodeId);
+      if (kind === "registered") late.knownAtStart?.heard(nodeId);
       if (kind === "lost-by-operator") log.warn("node declared lost by an operator", { nodeId, reason });
       if (kind === "ready") log.info("node reachable again", { nodeId });
       const init = nodeEventInit(nodeId, kind, labels, reason);
@@ -264,15 +271,24 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
   });
   // Evictions the previous coordinator never settled become stop intents too (unsettled-evictions.ts).
   const openAtStart = await settleUnsettledEvictions(outbox, hub, recovery.unsettledEvictions);
-  if (durable !== undefined) {
-    takeover = new TakeoverSettings({ loader, nodes, hub, outbox, clock, log: log.child({ component: "ha-settings" }), settings: durable.settings, startDrain: (nodeId, force) => {
-      const n = nodes.get(nodeId);
-      if (n !== undefined) startDrain({ loader, hub }, n, force);
-    } }, durable.loaded);
-  }
+  const operatorSettings = new TakeoverSettings({ loader, nodes, hub, outbox, clock, log: settingsLog, settings: durable.settings, startDrain: (nodeId, drain) => {
+    const n = nodes.get(nodeId);
+    if (n !== undefined) startDrain({ loader, hub }, n, { force: drain.force, ...(drain.actor === undefined ? {} : { actor: drain.actor }), resumed: true });
+  } }, durable.loaded);
+  late.takeover = operatorSettings;
   // HA: a forgotten incarnation is neither a leftover from its intent nor a journal replica.
-  const intentsAtStart = takeover === undefined ? openAtStart : await takeover.withoutForgottenIntents(openAtStart);
-  const recoveredAtStart = takeover === undefined ? recovery.recovered : await takeover.withoutForgottenReplicas(recovery.recovered);
+  const intentsAtStart = await operatorSettings.withoutForgottenIntents(openAtStart);
+  const recoveredAtStart = await operatorSettings.withoutForgottenReplicas(recovery.recovered);
+  // Nodes known before this start are listed until they register (or the node-lost timeout passes).
+  const known = new NodesKnownAtStart([...recoveredAtStart, ...intentsAtStart].map((r) => r.nodeId).concat(operatorSettings.nodesNamed()).filter((id) => !operatorSettings.lostUnregistered.has(id) && nodes.get(id) === undefined));
+  late.knownAtStart = known;
+  const knownTimer =
+    known.size === 0
+      ? undefined
+      : clock.setTimer(config.nodeLostAfterMs, () => {
+          const lost = known.expire();
+          if (lost.length > 0) log.warn("nodes known before the restart never reported: listed as lost", { count: lost.length, lostAfterMs: config.nodeLostAfterMs, nodes: lost.slice(0, 32) });
+        });
   const openIntents = new Set(intentsAtStart.map((i) => i.incarnation));
   nodes.attach(loader, (inc) => openIntents.has(inc) || outbox.openStopIntents().some((i) => i.incarnation === inc));
   placement.attach(loader);
@@ -286,12 +302,13 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
   // back after the recovery window brings replicas on top of max.
   const unconfirmedTimer = restoreJournalReplicas(loader, recoveredAtStart, { clock, log, lostAfterMs: config.nodeLostAfterMs });
   const windowTimer = admissionGate === undefined ? undefined : startRecoveryWindow({ loader, clock, log, windowMs: config.recoveryWindowMs, journaledNodes: [...recoveredAtStart, ...intentsAtStart].map((r) => r.nodeId), open: openGate });
-  // HA: the old leader's policy, scale, node limits and lost nodes, before any node registers or admission opens.
-  takeover?.applyAtStart();
+  // The operators' policy, scale, node limits and lost nodes (kept in the state dir, or the old HA leader's),
+  // before any node registers or admission opens.
+  operatorSettings.applyAtStart();
 
   // With auth on, every remote registration carries a node token bound to its id (the guard checks it).
   const nodeImpl = withNodeCertificateCheck(nodeService(nodes, clock, recovery.epoch, { credentialed: authn !== undefined, caps: { maxInventory: config.limits.maxInventoryPerHeartbeat, maxOrphans: config.limits.maxOrphansPerHeartbeat }, ...(deps.ha === undefined ? {} : { ha: deps.ha }) }), transport.mutual, transport.probeAgentAddress);
-  const adminImpl = auditedAdminService(authn, log, { clock, loader, nodes, hub, placement, enforcement: config.enforcement, defaultStopTimeoutMs: config.stop.stopTimeoutMs, ...(deps.haStatus === undefined ? {} : { haStatus: deps.haStatus }), ...(durable === undefined || takeover === undefined ? {} : { settings: durable.settings, takeover }), ...(deps.ha === undefined ? {} : { requireCommands: () => void deps.ha?.leaderEpoch() }) });
+  const adminImpl = auditedAdminService(authn, log, { clock, loader, nodes, hub, placement, enforcement: config.enforcement, defaultStopTimeoutMs: config.stop.stopTimeoutMs, ...(deps.haStatus === undefined ? {} : { haStatus: deps.haStatus }), settings: durable.settings, takeover: operatorSettings, knownAtStart: known, ...(deps.ha === undefined ? {} : { requireCommands: () => void deps.ha?.leaderEpoch() }) });
   server.add(AdminService, guarded(AdminService, authn === undefined ? adminImpl : revocableStreams(AdminService, adminImpl, authn, adminStreamRule), authn?.admin));
   // One labelled child per outcome, resolved once: `inc({ outcome })` would hash the labels on every routed call.
   const routedByOutcome = new Map<string, { inc(): void }>();
@@ -349,6 +366,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
     try {
       unconfirmedTimer?.();
       windowTimer?.();
+      knownTimer?.();
       loader.close();
       await heartbeat?.stop();
       hub.close();
@@ -402,8 +420,8 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
       if (tokens !== undefined) authn?.replace(tokens);
       await Promise.all(loader.setModels(next.models));
       loader.updatePolicy(next.policy);
-      // HA: the API's policy changes stay on top of the reloaded config.
-      takeover?.afterReload(next.models);
+      // The API's policy changes stay on top of the reloaded config (logged, field by field).
+      operatorSettings.afterReload(next.models);
       log.info("config reloaded", { models: next.models.map((m) => m.id) });
     },
     async close(options) {
@@ -412,6 +430,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
       healthTimer?.();
       unconfirmedTimer?.();
       windowTimer?.();
+      knownTimer?.();
       // Decisions stop first: no tick, leftover retry or freed retry may act
       // while the server drains its calls.
       loader.close();

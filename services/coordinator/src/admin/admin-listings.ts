@@ -20,6 +20,10 @@ export interface ListingDeps {
   readonly nodes: NodeRegistry;
   /** HA: nodes the store says are lost and that have not registered with this leader. */
   readonly lostUnregistered?: () => Iterable<string>;
+  /** Nodes known from before the restart (registered or not). */
+  readonly knownIds?: () => Iterable<string>;
+  /** How ListNodes shows a node that has not registered since the restart (undefined: not known from before it). */
+  readonly unregisteredView?: (nodeId: string) => NodeInit | undefined;
   /** A node as ListNodes shows it, given its instance count. */
   readonly nodeView: (n: NodeRecord, instanceCount: number) => NodeInit;
 }
@@ -53,7 +57,7 @@ export function instancesOnNode(d: Pick<ListingDeps, "clock" | "loader" | "nodes
   return out.sort((a, b) => compareIds(a.model ?? "", b.model ?? "") || compareIds(a.incarnation ?? "", b.incarnation ?? ""));
 }
 
-const nodeStates = new Set<NodeState>([NodeState.UNSPECIFIED, NodeState.READY, NodeState.UNREACHABLE, NodeState.LOST]);
+const nodeStates = new Set<NodeState>([NodeState.UNSPECIFIED, NodeState.READY, NodeState.UNREACHABLE, NodeState.LOST, NodeState.NOT_REPORTED]);
 const instanceStates = new Set<InstanceState>(Object.values(InstanceState).filter((v): v is InstanceState => typeof v === "number"));
 const prefixPattern = new RegExp(`^[A-Za-z0-9._:-]{0,${String(maxIdentifierChars)}}$`);
 
@@ -66,7 +70,9 @@ export function listNodesPage(d: ListingDeps, req: ListNodesRequest): { nodes: N
   const filters = JSON.stringify(["nodes", req.nodeIdPrefix, req.state, req.model]);
   const after = decodePageToken(req.pageToken, filters);
   const registered = d.nodes.list();
-  const lost = d.lostUnregistered === undefined ? [] : [...d.lostUnregistered()].filter((id) => d.nodes.get(id) === undefined).sort(compareIds);
+  // Nodes listed without a registration: lost ones the HA store names, and nodes known from before the restart (few).
+  const unregistered = new Set<string>([...(d.lostUnregistered?.() ?? []), ...(d.knownIds?.() ?? [])]);
+  const lost = [...unregistered].filter((id) => d.nodes.get(id) === undefined).sort(compareIds);
   const start = after !== undefined ? (compareIds(after.n, req.nodeIdPrefix) < 0 ? { from: req.nodeIdPrefix } : { after: after.n }) : req.nodeIdPrefix === "" ? undefined : { from: req.nodeIdPrefix };
   const holds = (nodeId: string): boolean => d.loader.core.instancesOnNode(nodeId).some((v) => v.model === req.model) || d.loader.leftoversOn(nodeId).some((l) => l.model === req.model) || (d.nodes.get(nodeId)?.orphans.some((o) => o.model === req.model) ?? false);
   const nodes: NodeInit[] = [];
@@ -79,10 +85,11 @@ export function listNodesPage(d: ListingDeps, req: ListNodesRequest): { nodes: N
     prev = id;
     looked++;
     const n = d.nodes.get(id);
-    const state = n === undefined ? NodeState.LOST : nodeStateOf(n);
+    const view = n === undefined ? (d.unregisteredView?.(id) ?? lostPlaceholder(id)) : d.nodeView(n, instanceCountOn(d, id));
+    const state = n === undefined ? (view.state ?? NodeState.LOST) : nodeStateOf(n);
     if (req.state !== NodeState.UNSPECIFIED && state !== req.state) continue;
     if (req.model !== "" && !holds(id)) continue;
-    nodes.push(n === undefined ? lostPlaceholder(id) : d.nodeView(n, instanceCountOn(d, id)));
+    nodes.push(view);
   }
   return { nodes, nextPageToken: "" };
 }

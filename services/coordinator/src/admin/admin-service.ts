@@ -1,8 +1,7 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import type {
-  AdminService,
-  NodeState} from "@warden/proto";
+import type { AdminService } from "@warden/proto";
 import {
+  NodeState,
   UnloadOutcome,
 } from "@warden/proto";
 import type { GetHaStatusResponseSchema } from "@warden/proto";
@@ -26,7 +25,7 @@ import type { EventHub } from "./event-hub.js";
 import { explainPlacement } from "./explain-placement.js";
 import type { NodeRecord, NodeRegistry } from "../nodes/node-registry.js";
 import type { PlacementView } from "./placement-view.js";
-import { modelTables, policyPatchOf } from "./policy-patch.js";
+import { modelTables, policyChanges, policyPatchOf } from "./policy-patch.js";
 import { watchCallerOf } from "../auth/watch-caller.js";
 import { applySetNodeLimits, checkScaleModel, checkSetNodeLimits, modelReplicasInit, nodeLimitFields, replicaSummaries } from "./replica-admin.js";
 import { lostPlaceholder, modelInstance, nodeInit, nodeStateOf, policyInit, type ModelInstanceInit, type NodeInit } from "./admin-messages.js";
@@ -34,6 +33,8 @@ import { instanceCountOn, instancesOnNode, listModelsPage, listNodesPage, type L
 import { inMemorySettings, type SettingsWriter } from "../ha/durable-settings.js";
 import { policyKey, type PolicyValue } from "../ha/settings-values.js";
 import type { TakeoverSettings } from "../ha/takeover-settings.js";
+import type { NodesKnownAtStart } from "../nodes/nodes-known-at-start.js";
+import { declareUnregisteredLost, knownNodeView, unconfirmedOn } from "./known-node-view.js";
 
 
 export interface AdminDeps {
@@ -48,12 +49,15 @@ export interface AdminDeps {
   readonly haStatus?: () => MessageInitShape<typeof GetHaStatusResponseSchema>;
   /**
    * Where drains, lost nodes, forgotten instances, policy, scale and node
-   * limits are written before they apply (HA: ha/durable-settings.ts).
-   * @default inMemorySettings (single machine: applied at once, as before)
+   * limits are written before they apply (ha/durable-settings.ts; HA's
+   * bucket or the single coordinator's file in its state dir).
+   * @default inMemorySettings (nothing kept: applied at once)
    */
   readonly settings?: SettingsWriter;
-  /** HA: what the store said at takeover (lost nodes not registered yet, the merged policy). */
+  /** What the store said at start or takeover (lost nodes not registered yet, the merged policy). */
   readonly takeover?: TakeoverSettings;
+  /** Nodes known before the start that have not registered since (ListNodes, GetNode show them). */
+  readonly knownAtStart?: NodesKnownAtStart;
   /**
    * HA: throws UNAVAILABLE while this leader may not command agents (lease
    * lost, no quorum). LoadModel and UnloadModel ask first, so a paused leader
@@ -67,11 +71,17 @@ export interface AdminDeps {
   readonly explainSliceMs?: number;
 }
 
-/** DrainNode's work on a node already marked draining: moves and stops, then node.drained (also resumed at takeover). */
-export function startDrain(d: Pick<AdminDeps, "loader" | "hub">, n: NodeRecord, force: boolean): void {
+/**
+ * DrainNode's work on a node already marked draining: node.drain-started,
+ * moves and stops, then node.drained, both naming who asked (also resumed
+ * after a restart or a takeover, `resumed`).
+ */
+export function startDrain(d: Pick<AdminDeps, "loader" | "hub">, n: NodeRecord, o: { readonly force: boolean; readonly actor?: string | undefined; readonly resumed?: boolean }): void {
+  const by = o.actor === undefined ? {} : { actor: o.actor };
+  void d.hub.publish({ nodeId: n.nodeId, ...by, payload: { case: "nodeDrainStarted", value: { $typeName: "warden.v1.NodeDrainStarted", force: o.force, resumed: o.resumed === true } } });
   // Replicas keeping a model at min move first (a replacement elsewhere, ready before the stop).
-  void d.loader.drainNode(n.nodeId, { force, stillDraining: () => n.draining }).then(() => {
-    void d.hub.publish({ nodeId: n.nodeId, payload: { case: "nodeDrained", value: { $typeName: "warden.v1.NodeDrained" } } });
+  void d.loader.drainNode(n.nodeId, { force: o.force, stillDraining: () => n.draining }).then(() => {
+    void d.hub.publish({ nodeId: n.nodeId, ...by, payload: { case: "nodeDrained", value: { $typeName: "warden.v1.NodeDrained" } } });
   });
 }
 
@@ -86,7 +96,12 @@ export function adminService(d: AdminDeps): ServiceImpl<typeof AdminService> {
     if (n === undefined) throw new WardenError(Code.NotFound, `node_id: node "${nodeId}" is not registered`);
     return n;
   };
-  const stateOfNode = (nodeId: string): NodeState => nodeStateOf(d.nodes.get(nodeId));
+  // A node known from before the restart and not registered since: NOT_REPORTED (UNSPECIFIED: not known at all).
+  const stateOfNode = (nodeId: string): NodeState => {
+    const n = d.nodes.get(nodeId);
+    if (n === undefined && d.knownAtStart?.stateOf(nodeId) === "not-reported") return NodeState.NOT_REPORTED;
+    return n === undefined && d.takeover?.lostUnregistered.has(nodeId) === true ? NodeState.LOST : nodeStateOf(n);
+  };
   // Every node this service shows carries its placement limits (agent's, override, effective).
   const nodeView = (n: NodeRecord, instanceCount: number, drainRemaining: number): NodeInit => nodeInit(n, instanceCount, drainRemaining, nodeLimitFields(d.nodes, n.nodeId));
   const instanceOf = (v: InstanceView): ModelInstanceInit => modelInstance(d, v, stateOfNode(v.nodeId));
@@ -95,6 +110,12 @@ export function adminService(d: AdminDeps): ServiceImpl<typeof AdminService> {
     loader: d.loader,
     nodes: d.nodes,
     ...(d.takeover === undefined ? {} : { lostUnregistered: () => (d.takeover as TakeoverSettings).lostUnregistered.keys() }),
+    // Nodes known from before the restart that have not registered since: listed as not reported (or lost).
+    knownIds: () => d.knownAtStart?.ids() ?? [],
+    unregisteredView: (id) => {
+      const st = d.knownAtStart?.stateOf(id);
+      return st === undefined ? undefined : knownNodeView(d, id, st, instanceCountOn(d, id));
+    },
     nodeView: (n, c) => nodeView(n, c, n.draining ? c : 0),
   };
 
@@ -103,11 +124,14 @@ export function adminService(d: AdminDeps): ServiceImpl<typeof AdminService> {
       return listNodesPage(listing, req);
     },
     async getNode(req) {
+      const unregistered = d.nodes.get(checkId(req.nodeId, "node_id")) === undefined ? d.knownAtStart?.stateOf(req.nodeId) : undefined;
+      if (unregistered !== undefined) return { node: knownNodeView(d, req.nodeId, unregistered, instanceCountOn(d, req.nodeId)), instances: [...instancesOnNode(d, req.nodeId), ...unconfirmedOn(d, req.nodeId)] };
       const n = nodeOf(req.nodeId);
       const c = instanceCountOn(d, n.nodeId);
       return { node: nodeView(n, c, n.draining ? c : 0), instances: instancesOnNode(d, n.nodeId) };
     },
-    async drainNode(req) {
+    async drainNode(req, ctx) {
+      const actor = d.actorOf?.(ctx);
       const view = (n: NodeRecord): { node: NodeInit } => {
         const c = instanceCountOn(d, n.nodeId);
         return { node: nodeView(n, c, c) };
@@ -117,31 +141,34 @@ export function adminService(d: AdminDeps): ServiceImpl<typeof AdminService> {
         if (n.draining) return { t: "none", result: () => view(n) };
         return {
           t: "put",
-          value: { force: req.force, sinceWallMs: d.clock.wallNow() },
+          value: { force: req.force, sinceWallMs: d.clock.wallNow(), ...(actor === undefined ? {} : { actor }) },
           apply: () => {
             if (!n.draining) {
               n.draining = true;
-              startDrain(d, n, req.force);
+              startDrain(d, n, { force: req.force, actor });
             }
             return view(n);
           },
         };
       });
     },
-    async undrainNode(req) {
+    async undrainNode(req, ctx) {
+      const actor = d.actorOf?.(ctx);
       return await settings.change("drain", checkId(req.nodeId, "node_id"), () => {
         const n = nodeOf(req.nodeId);
         return {
           t: "remove",
           apply: () => {
+            const was = n.draining;
             n.draining = false;
             d.takeover?.undrained(n.nodeId);
+            if (was) void d.hub.publish({ nodeId: n.nodeId, ...(actor === undefined ? {} : { actor }), payload: { case: "nodeUndrained", value: { $typeName: "warden.v1.NodeUndrained" } } });
             return { node: nodeView(n, instanceCountOn(d, n.nodeId), 0) };
           },
         };
       });
     },
-    async declareNodeLost(req) {
+    async declareNodeLost(req, ctx) {
       const nodeId = checkId(req.nodeId, "node_id");
       const view = (n: NodeRecord, wasAlreadyLost: boolean): { node: NodeInit; wasAlreadyLost: boolean } => {
         const c = instanceCountOn(d, n.nodeId);
@@ -164,6 +191,9 @@ export function adminService(d: AdminDeps): ServiceImpl<typeof AdminService> {
       return await settings.change("lost-node", nodeId, () => {
         // HA: lost in the store and not registered with this leader since.
         if (d.nodes.get(nodeId) === undefined && d.takeover?.lostUnregistered.has(nodeId) === true) return { t: "none", result: () => ({ node: lostPlaceholder(nodeId), wasAlreadyLost: true }) };
+        // Known from before a restart and not registered since: the operator need not wait for the node-lost timeout.
+        const unregistered = d.nodes.get(nodeId) === undefined ? declareUnregisteredLost(d, nodeId, reason, d.actorOf?.(ctx)) : undefined;
+        if (unregistered !== undefined) return unregistered;
         const first = check();
         if (first === "lost") return { t: "none", result: () => view(nodeOf(nodeId), true) };
         return {
@@ -249,10 +279,11 @@ export function adminService(d: AdminDeps): ServiceImpl<typeof AdminService> {
     async getPolicy() {
       return { policy: policyInit(d.loader, d.enforcement) };
     },
-    async updatePolicy(req) {
+    async updatePolicy(req, ctx) {
       const p = req.patch;
       if (p === undefined) throw invalidArgument("patch", "is required");
-      return await settings.change("policy", policyKey, () => {
+      const actor = d.actorOf?.(ctx);
+      const { policy, changes } = await settings.change("policy", policyKey, () => {
         const { patch, models } = policyPatchOf(p, d.loader);
         // Dry run of the whole change (scalars and the resulting pin/group
         // tables) through the watchdog's own validator: whatever it would refuse
@@ -272,10 +303,13 @@ export function adminService(d: AdminDeps): ServiceImpl<typeof AdminService> {
             // A model a reload removed meanwhile has no pin to change.
             for (const m of models) if (d.takeover === undefined || d.loader.modelSpec(m.model) !== undefined) d.loader.patchModel(m.model, { pinned: m.pinned, groups: m.groups });
             d.takeover?.policyApplied(merged);
-            return { policy: policyInit(d.loader, d.enforcement) };
+            return { policy: policyInit(d.loader, d.enforcement), changes: policyChanges({ patch, models: Object.fromEntries(models.map((m) => [m.model, m])) }) };
           },
         };
       });
+      // The reply waits for the journaled event, as SetNodeLimits' does.
+      await d.hub.publish({ ...(actor === undefined ? {} : { actor }), payload: { case: "policyUpdated", value: { $typeName: "warden.v1.PolicyUpdated", changes } } });
+      return { policy };
     },
     async explainPlacement(req, ctx) {
       checkId(req.model, "model");
@@ -286,7 +320,8 @@ export function adminService(d: AdminDeps): ServiceImpl<typeof AdminService> {
       const slicing = { signal: ctx.signal, sliceMs: d.explainSliceMs ?? 5, nowMs: () => performance.now() };
       return await explainPlacement({ core: d.loader.core, placement: d.placement, nowMs: d.clock.now(), slicing }, spec, d.loader.replicaStatus(req.model)?.blocked);
     },
-    async scaleModel(req) {
+    async scaleModel(req, ctx) {
+      const actor = d.actorOf?.(ctx);
       const { patch, operator } = checkScaleModel(req);
       return await settings.change("scale", req.model, () => {
         const spec = d.loader.modelSpec(req.model);
@@ -298,7 +333,7 @@ export function adminService(d: AdminDeps): ServiceImpl<typeof AdminService> {
           value: { min: next.min, max: next.max, configReplicas, operator },
           apply: () => {
             // The loader validates against the model's settings whole, applies, and audits it (replica.scale-set).
-            d.loader.scale(req.model, patch, operator);
+            d.loader.scale(req.model, patch, operator, actor);
             d.takeover?.scaleApplied(req.model, configReplicas);
             const status = d.loader.replicaStatus(req.model);
             return status === undefined ? {} : { replicas: modelReplicasInit(status, d.clock.now()) };
@@ -309,7 +344,8 @@ export function adminService(d: AdminDeps): ServiceImpl<typeof AdminService> {
     async getHaStatus() {
       return d.haStatus?.() ?? { enabled: false };
     },
-    async setNodeLimits(req) {
+    async setNodeLimits(req, ctx) {
+      const actor = d.actorOf?.(ctx);
       const { node, audit } = await settings.change("node-limits", checkId(req.nodeId, "node_id"), () => {
         const next = checkSetNodeLimits(req, d.nodes);
         const change = (): { node: NodeInit; audit: ReturnType<typeof applySetNodeLimits> } => {
@@ -321,7 +357,7 @@ export function adminService(d: AdminDeps): ServiceImpl<typeof AdminService> {
         };
         return next.maxReplicasPerModel === undefined && next.memoryBudget === undefined ? { t: "remove", apply: change } : { t: "put", value: next, apply: change };
       });
-      await d.hub.publish(audit);
+      await d.hub.publish(actor === undefined ? audit : { ...audit, actor });
       return { node };
     },
     async *watchEvents(req, ctx) {

@@ -74,3 +74,20 @@ export function modelTables(loader: Pick<Loader, "modelSpecs">, changes: readonl
   return { pinnedModels, modelGroups };
 }
 
+
+/**
+ * One line per field an UpdatePolicy set, with its value, for the audit
+ * event (policy.updated) and the reload log: `idleTimeoutMs=30000`,
+ * `models.m pinned=true groups=[a]`. Bounded by the patch (a dozen fields)
+ * and the model table (maxModels).
+ */
+export function policyChanges(p: { readonly patch: PolicyPatch; readonly models: Readonly<Record<string, { readonly pinned: boolean; readonly groups: readonly string[] }>> }): string[] {
+  const out: string[] = [];
+  for (const [field, value] of Object.entries(p.patch) as [string, unknown][]) {
+    // The release threshold follows memoryThreshold (policyPatchOf): not a field of its own.
+    if (field === "memoryReleaseThreshold" || value === undefined) continue;
+    out.push(`${field}=${JSON.stringify(value)}`);
+  }
+  for (const [model, m] of Object.entries(p.models)) out.push(`models.${model} pinned=${String(m.pinned)} groups=[${m.groups.join(",")}]`);
+  return out;
+}

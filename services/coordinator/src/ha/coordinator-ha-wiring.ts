@@ -4,8 +4,8 @@ import type { DurableStateStore } from "./durable-state-port.js";
 /**
  * What the HA runner (issue 17) hands `startCoordinator` for one term of
  * leadership. Without it the coordinator is the single-machine one: file
- * journal in its state dir, nothing persisted besides, epoch 0 on every
- * agent command.
+ * journal and operator settings (config/file-state-store.ts) in its state
+ * dir, epoch 0 on every agent command.
  */
 export interface CoordinatorHaWiring {
   /** The journal in place of the file journal (`openJetStreamJournal`); the runner owns its lifetime. */

@@ -19,8 +19,9 @@ export interface SettingsWriter {
 }
 
 /**
- * Single machine: no store. `step` and `apply` run in the caller's turn, so
- * a call behaves exactly as before the store existed.
+ * No store (Admin services built without one, in tests): `step` and `apply`
+ * run in the caller's turn. A running coordinator always has a store: HA's
+ * bucket or, on one machine, the file in its state dir.
  */
 export const inMemorySettings: SettingsWriter = {
   change<T>(_section: StateSection, _id: string, step: () => SettingsChange<T>): Promise<T> {

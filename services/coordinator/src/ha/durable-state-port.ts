@@ -2,7 +2,8 @@
  * The coordinator's must-not-lose settings besides the journal (issue 17):
  * small keyed records, each written whole with a revision check, read back
  * in full once at start (port; the JetStream KV implementation is
- * `kv-state-store.ts`).
+ * `kv-state-store.ts`, the single coordinator's file in its state dir
+ * `../config/file-state-store.ts`).
  *
  * Contract:
  * - `put` resolves only once the write is durable (in HA: acknowledged by a

@@ -10,6 +10,8 @@ import type { PolicyPatch } from "@warden/watchdog";
 export interface DrainValue {
   readonly force: boolean;
   readonly sinceWallMs: number;
+  /** Who asked for the drain (absent in entries written before it was kept). */
+  readonly actor?: string;
 }
 
 /** "lost-node", id = node id. `reason` is the operator's text (≤ 1024 characters). */
@@ -62,7 +64,10 @@ const isWallMs = (v: unknown): v is number => typeof v === "number" && Number.is
 const isText = (v: unknown, max: number): v is string => typeof v === "string" && v.length <= max;
 
 export function parseDrain(v: unknown): DrainValue | undefined {
-  return isRecord(v) && typeof v["force"] === "boolean" && isWallMs(v["sinceWallMs"]) ? { force: v["force"], sinceWallMs: v["sinceWallMs"] } : undefined;
+  if (!isRecord(v) || typeof v["force"] !== "boolean" || !isWallMs(v["sinceWallMs"])) return undefined;
+  const actor = v["actor"];
+  if (actor !== undefined && !isText(actor, 256)) return undefined;
+  return { force: v["force"], sinceWallMs: v["sinceWallMs"], ...(actor === undefined ? {} : { actor }) };
 }
 
 export function parseLost(v: unknown): LostValue | undefined {

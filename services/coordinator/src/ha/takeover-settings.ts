@@ -6,7 +6,7 @@ import type { Outbox, StopIntent } from "@warden/outbox";
 import type { BackendClientHandle } from "../routing/backend-connector.js";
 import type { EventHub } from "../admin/event-hub.js";
 import type { NodeRegistry } from "../nodes/node-registry.js";
-import { modelTables } from "../admin/policy-patch.js";
+import { modelTables, policyChanges } from "../admin/policy-patch.js";
 import type { DurableSettings, LoadedSettings } from "./durable-settings.js";
 import type { StateSection } from "./durable-state-port.js";
 import { parseDrain, parseForgotten, parseLost, parseNodeLimits, parsePolicy, parseScale, policyKey, type DrainValue, type ForgottenValue, type LostValue, type PolicyValue } from "./settings-values.js";
@@ -24,8 +24,8 @@ export interface TakeoverSettingsDeps {
   readonly clock: Clock;
   readonly log: Logger;
   readonly settings: DurableSettings;
-  /** Starts a drain's work on a registered node (the Admin service's DrainNode path). */
-  readonly startDrain: (nodeId: string, force: boolean) => void;
+  /** Starts a drain's work on a registered node (the Admin service's DrainNode path), audited as resumed. */
+  readonly startDrain: (nodeId: string, drain: DrainValue) => void;
 }
 
 function sameReplicas(a: ReplicaSettings, b: ReplicaSettings): boolean {
@@ -171,7 +171,7 @@ export class TakeoverSettings {
     // Before any node registers: the journal's replicas there stop counting now.
     for (const nodeId of this.lostUnregistered.keys()) loader.onNodeLost(nodeId);
     const n = (s: StateSection): number => this.section(s).size;
-    log.info("durable settings applied at takeover", { store: settings.storeName, drain: n("drain"), lostNode: n("lost-node"), forgotten: this.forgotten.size, policy: n("policy"), scale: n("scale"), nodeLimits: n("node-limits") });
+    log.info("durable settings applied at start", { store: settings.storeName, drain: n("drain"), lostNode: n("lost-node"), forgotten: this.forgotten.size, policy: n("policy"), scale: n("scale"), nodeLimits: n("node-limits") });
   }
 
   private applyPolicy(p: PolicyValue): void {
@@ -183,6 +183,16 @@ export class TakeoverSettings {
     applyPolicyPatch(loader.getPolicy(), { ...p.patch, ...modelTables(loader, changes) }, loader.core.caps);
     loader.updatePolicy(p.patch);
     for (const c of changes) loader.patchModel(c.model, { pinned: c.pinned, groups: c.groups });
+  }
+
+  /** Nodes the store names (a drain waiting for the node, a limits override): known before this start. */
+  nodesNamed(): string[] {
+    return [...this.drainAtRegistration.keys(), ...this.section("node-limits").keys()];
+  }
+
+  /** A drain kept for a node that has not registered since the start (GetNode of a node not reported yet). */
+  drainWaiting(nodeId: string): boolean {
+    return this.drainAtRegistration.has(nodeId);
   }
 
   /** The merged policy the store holds (UpdatePolicy merges its patch into it). */
@@ -201,18 +211,34 @@ export class TakeoverSettings {
    * the config changed is dropped (the loader drops it the same way).
    */
   afterReload(models: readonly ModelSpec[]): void {
+    const { log, nodes } = this.d;
+    // Named field by field, so an operator sees which of the file's values do not apply (and why).
+    const kept: string[] = [];
+    const reset: string[] = [];
+    const policyFields = [...policyChanges(this.policyValue)];
     try {
       this.applyPolicy(this.policyValue);
+      kept.push(...policyFields.map((f) => `policy ${f}`));
     } catch (err) {
-      this.d.log.error("the API's policy changes do not validate over the reloaded config: the config's policy applies", { err: String(err) });
+      reset.push(...policyFields.map((f) => `policy ${f} (does not validate over the file: ${String(err)})`));
+      log.error("the API's policy changes do not validate over the reloaded config: the config's policy applies", { err: String(err) });
     }
     const byId = new Map(models.map((m) => [m.id, m]));
     for (const [model, configReplicas] of [...this.scaleConfig]) {
       const spec = byId.get(model);
-      if (spec !== undefined && sameReplicas(spec.replicas, configReplicas)) continue;
+      if (spec !== undefined && sameReplicas(spec.replicas, configReplicas)) {
+        const live = this.d.loader.modelSpec(model)?.replicas ?? spec.replicas;
+        kept.push(`scale ${model} min=${String(live.min)} max=${String(live.max)}`);
+        continue;
+      }
+      reset.push(`scale ${model} (the file changed its replicas: the file's apply)`);
       this.scaleConfig.delete(model);
       this.d.settings.drop("scale", model, "the reloaded config changed this model's replicas");
     }
+    for (const n of nodes.list()) if (n.draining) kept.push(`drain ${n.nodeId}`);
+    for (const nodeId of this.drainAtRegistration.keys()) kept.push(`drain ${nodeId} (not reported since the restart)`);
+    for (const [nodeId, l] of nodes.limitsOverrides()) kept.push(`limits ${nodeId} ${JSON.stringify(l)}`);
+    log.info(reset.length === 0 ? "config reloaded: the operator's live settings are kept over the file" : "config reloaded: some of the operator's live settings were reset to the file's", { kept: kept.slice(0, 256), reset: reset.slice(0, 256) });
   }
 
   /** The config's replicas a ScaleModel of `model` is made against. */
@@ -259,7 +285,7 @@ export class TakeoverSettings {
     if (n?.inventory === undefined) return;
     this.drainAtInventory.delete(nodeId);
     // Undrained meanwhile: nothing to resume.
-    if (n.draining) this.d.startDrain(nodeId, drain.force);
+    if (n.draining) this.d.startDrain(nodeId, drain);
   }
 
   /** An operator undrained (acknowledged): a drain still waiting for the node is off too. */

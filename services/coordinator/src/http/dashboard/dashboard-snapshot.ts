@@ -23,6 +23,8 @@ export function nodeStateName(s: NodeState): DashboardNodeState {
       return "unreachable";
     case NodeState.LOST:
       return "lost";
+    case NodeState.NOT_REPORTED:
+      return "not reported since restart";
     default:
       return "unknown";
   }

@@ -6,7 +6,7 @@
  * client (client/), which is why this file imports nothing.
  */
 
-export type DashboardNodeState = "ready" | "unreachable" | "lost" | "unknown";
+export type DashboardNodeState = "ready" | "unreachable" | "lost" | "not reported since restart" | "unknown";
 
 export type DashboardInstanceState = "loading" | "ready" | "freed" | "pending-eviction" | "leftover" | "orphan" | "unknown";
 

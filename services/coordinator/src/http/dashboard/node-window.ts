@@ -46,7 +46,7 @@ export interface NodeWindow {
 
 export function nodeWindow(s: DashboardSnapshot, q: NodeWindowQuery, nowMs: number): NodeWindow {
   const needle = q.filter.slice(0, maxFilterChars).trim().toLowerCase();
-  const counts: Record<StateChoice, number> = { all: 0, ready: 0, unreachable: 0, lost: 0, unknown: 0 };
+  const counts: Record<StateChoice, number> = { all: 0, ready: 0, unreachable: 0, lost: 0, "not reported since restart": 0, unknown: 0 };
   for (const n of s.nodes) {
     counts.all++;
     counts[n.state]++;

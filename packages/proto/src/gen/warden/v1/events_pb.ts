@@ -20,7 +20,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file warden/v1/events.proto.
  */
 export const file_warden_v1_events: GenFile = /*@__PURE__*/
-  fileDesc("ChZ3YXJkZW4vdjEvZXZlbnRzLnByb3RvEgl3YXJkZW4udjEiKQoNRXZlbnRTZXF1ZW5jZRINCgVlcG9jaBgBIAEoBBIJCgFuGAIgASgEIsANCgVFdmVudBIKCgJpZBgBIAEoCRIoCgR0aW1lGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIPCgdub2RlX2lkGAMgASgJEg0KBW1vZGVsGAQgASgJEg8KB2FkZHJlc3MYBSABKAkSEwoLaW5jYXJuYXRpb24YBiABKAkSKgoIc2VxdWVuY2UYByABKAsyGC53YXJkZW4udjEuRXZlbnRTZXF1ZW5jZRINCgVhY3RvchgIIAEoCRI2ChBldmljdGlvbl9zdGFydGVkGAogASgLMhoud2FyZGVuLnYxLkV2aWN0aW9uU3RhcnRlZEgAEjYKEGV2aWN0aW9uX3N0b3BwZWQYCyABKAsyGi53YXJkZW4udjEuRXZpY3Rpb25TdG9wcGVkSAASNAoPZXZpY3Rpb25fZmFpbGVkGAwgASgLMhkud2FyZGVuLnYxLkV2aWN0aW9uRmFpbGVkSAASNgoQZXZpY3Rpb25fcmV0cmllZBgNIAEoCzIaLndhcmRlbi52MS5FdmljdGlvblJldHJpZWRIABIyCg5sZWZ0b3Zlcl9zdHVjaxgOIAEoCzIYLndhcmRlbi52MS5MZWZ0b3ZlclN0dWNrSAASNAoPbGVmdG92ZXJfcmVhcGVkGA8gASgLMhkud2FyZGVuLnYxLkxlZnRvdmVyUmVhcGVkSAASMgoOb3JwaGFuX2Fkb3B0ZWQYECABKAsyGC53YXJkZW4udjEuT3JwaGFuQWRvcHRlZEgAEjYKEGluc3RhbmNlX2Fkb3B0ZWQYESABKAsyGi53YXJkZW4udjEuSW5zdGFuY2VBZG9wdGVkSAASMgoOYmFja2VuZF9sb2FkZWQYEiABKAsyGC53YXJkZW4udjEuQmFja2VuZExvYWRlZEgAEjsKE2JhY2tlbmRfbG9hZF9mYWlsZWQYEyABKAsyHC53YXJkZW4udjEuQmFja2VuZExvYWRGYWlsZWRIABI3Cg5iYWNrZW5kX2V4aXRlZBgUIAEoCzIdLndhcmRlbi52MS5CYWNrZW5kRXhpdGVkRXZlbnRIABI0Cg9ub2RlX3JlZ2lzdGVyZWQYFSABKAsyGS53YXJkZW4udjEuTm9kZVJlZ2lzdGVyZWRIABI2ChBub2RlX3VucmVhY2hhYmxlGBYgASgLMhoud2FyZGVuLnYxLk5vZGVVbnJlYWNoYWJsZUgAEigKCW5vZGVfbG9zdBgXIAEoCzITLndhcmRlbi52MS5Ob2RlTG9zdEgAEi4KDG5vZGVfZHJhaW5lZBgYIAEoCzIWLndhcmRlbi52MS5Ob2RlRHJhaW5lZEgAEj8KFXBvbGljeV9saW1pdF9leGNlZWRlZBgZIAEoCzIeLndhcmRlbi52MS5Qb2xpY3lMaW1pdEV4Y2VlZGVkSAASKQoJcmVjb3ZlcmVkGBogASgLMhQud2FyZGVuLnYxLlJlY292ZXJlZEgAEkAKFXVucmVhY2hhYmlsaXR5X3BhdXNlZBgbIAEoCzIfLndhcmRlbi52MS5VbnJlYWNoYWJpbGl0eVBhdXNlZEgAEjoKEmluc3RhbmNlX2ZvcmdvdHRlbhgcIAEoCzIcLndhcmRlbi52MS5JbnN0YW5jZUZvcmdvdHRlbkgAEjYKEGpvdXJuYWxfcmVwYWlyZWQYHSABKAsyGi53YXJkZW4udjEuSm91cm5hbFJlcGFpcmVkSAASNgoQZm9yZWlnbl9kZXRlY3RlZBgeIAEoCzIaLndhcmRlbi52MS5Gb3JlaWduRGV0ZWN0ZWRIABI3ChFyZXBsaWNhX3NjYWxlZF91cBgfIAEoCzIaLndhcmRlbi52MS5SZXBsaWNhU2NhbGVkVXBIABI7ChNyZXBsaWNhX3NjYWxlZF9kb3duGCAgASgLMhwud2FyZGVuLnYxLlJlcGxpY2FTY2FsZWREb3duSAASPwoVcmVwbGljYV9zY2FsZV9ibG9ja2VkGCEgASgLMh4ud2FyZGVuLnYxLlJlcGxpY2FTY2FsZUJsb2NrZWRIABI3ChFyZXBsaWNhX3NjYWxlX3NldBgiIAEoCzIaLndhcmRlbi52MS5SZXBsaWNhU2NhbGVTZXRIABIzCg9ub2RlX2xpbWl0c19zZXQYIyABKAsyGC53YXJkZW4udjEuTm9kZUxpbWl0c1NldEgAEjoKEmNvb3JkaW5hdG9yX2xlYWRlchgkIAEoCzIcLndhcmRlbi52MS5Db29yZGluYXRvckxlYWRlckgAEhQKDGxlYWRlcl9lcG9jaBglIAEoBEIJCgdwYXlsb2FkIogBCg9FdmljdGlvblN0YXJ0ZWQSKQoGcmVhc29uGAEgASgOMhkud2FyZGVuLnYxLkV2aWN0aW9uUmVhc29uEg8KB3RyaWdnZXIYAiABKAkSEAoId2FzX2J1c3kYAyABKAgSDQoFZm9yY2UYBCABKAgSGAoQb3Blbl9yZXF1ZXN0X2lkcxgFIAMoCSJSCg9FdmljdGlvblN0b3BwZWQSKQoGcmVhc29uGAEgASgOMhkud2FyZGVuLnYxLkV2aWN0aW9uUmVhc29uEhQKDGFscmVhZHlfZ29uZRgCIAEoCCKwAQoORXZpY3Rpb25GYWlsZWQSKQoGcmVhc29uGAEgASgOMhkud2FyZGVuLnYxLkV2aWN0aW9uUmVhc29uEg0KBWVycm9yGAIgASgJEjEKB291dGNvbWUYAyABKA4yIC53YXJkZW4udjEuRXZpY3Rpb25GYWlsZWRPdXRjb21lEhgKEG9wZW5fcmVxdWVzdF9pZHMYBCADKAkSFwoPdGVybWluYWxfcmVhc29uGAUgASgJIjEKD0V2aWN0aW9uUmV0cmllZBIPCgdhdHRlbXB0GAEgASgNEg0KBWVycm9yGAIgASgJImAKDUxlZnRvdmVyU3R1Y2sSEAoIYXR0ZW1wdHMYASABKA0SKQoFc2luY2UYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKCmxhc3RfZXJyb3IYAyABKAkiIgoOTGVmdG92ZXJSZWFwZWQSEAoIYXR0ZW1wdHMYASABKA0iTwoNT3JwaGFuQWRvcHRlZBILCgNwaWQYASABKA0SFAoMbWVtb3J5X2J5dGVzGAIgASgEEg0KBWNvdW50GAMgASgNEgwKBHBpZHMYBCADKA0iOAoPSW5zdGFuY2VBZG9wdGVkEhMKC2FzX2xlZnRvdmVyGAEgASgIEhAKCGZvdW5kX2J5GAIgASgJIikKDUJhY2tlbmRMb2FkZWQSGAoQbG9hZF9kdXJhdGlvbl9tcxgBIAEoBCKLAQoRQmFja2VuZExvYWRGYWlsZWQSDAoEY29kZRgBIAEoCRIPCgdtZXNzYWdlGAIgASgJEhYKCWV4aXRfY29kZRgDIAEoBUgAiAEBEhgKEGxhc3Rfc3RkZXJyX2xpbmUYBCABKAkSFwoPb3V0Y29tZV91bmtub3duGAUgASgIQgwKCl9leGl0X2NvZGUieQoSQmFja2VuZEV4aXRlZEV2ZW50EhYKCWV4aXRfY29kZRgBIAEoBUgAiAEBEg4KBnNpZ25hbBgCIAEoCRITCgtpbnRlbnRpb25hbBgDIAEoCBIYChBsYXN0X3N0ZGVycl9saW5lGAQgASgJQgwKCl9leGl0X2NvZGUidgoOTm9kZVJlZ2lzdGVyZWQSNQoGbGFiZWxzGAEgAygLMiUud2FyZGVuLnYxLk5vZGVSZWdpc3RlcmVkLkxhYmVsc0VudHJ5Gi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiSAoPTm9kZVVucmVhY2hhYmxlEjUKEWxhc3RfaGVhcnRiZWF0X2F0GAEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIvCghOb2RlTG9zdBITCgtieV9vcGVyYXRvchgBIAEoCBIOCgZyZWFzb24YAiABKAkiDQoLTm9kZURyYWluZWQiRgoTUG9saWN5TGltaXRFeGNlZWRlZBINCgVsaW1pdBgBIAEoDRIQCghvY2N1cGllZBgCIAEoDRIOCgZwaW5uZWQYAyABKA0iJAoJUmVjb3ZlcmVkEhcKD2xhc3RfZXZlbnRfdHlwZRgBIAEoCSJWChRVbnJlYWNoYWJpbGl0eVBhdXNlZBIOCgZwYXVzZWQYASABKAgSGQoRdW5yZWFjaGFibGVfbm9kZXMYAiABKA0SEwoLdG90YWxfbm9kZXMYAyABKA0iMwoRSW5zdGFuY2VGb3Jnb3R0ZW4SEAoIb3BlcmF0b3IYASABKAkSDAoEbm90ZRgCIAEoCSJPCg9Kb3VybmFsUmVwYWlyZWQSDAoEcGF0aBgBIAEoCRIVCg1kcm9wcGVkX2J5dGVzGAIgASgEEhcKD2Ryb3BwZWRfcmVjb3JkcxgDIAEoDSJBCg9Gb3JlaWduRGV0ZWN0ZWQSDQoFY291bnQYASABKA0SDAoEcGlkcxgCIAMoDRIRCglhZGRyZXNzZXMYAyADKAkiMgoPUmVwbGljYVNjYWxlZFVwEg0KBWNhdXNlGAEgASgJEhAKCHJlcGxpY2FzGAIgASgNIiUKEVJlcGxpY2FTY2FsZWREb3duEhAKCHJlcGxpY2FzGAEgASgNIk4KE1JlcGxpY2FTY2FsZUJsb2NrZWQSDQoFZXJyb3IYASABKAkSEAoIZmFpbHVyZXMYAiABKA0SFgoOcmV0cnlfYWZ0ZXJfbXMYAyABKAQiPQoPUmVwbGljYVNjYWxlU2V0EhAKCG9wZXJhdG9yGAEgASgJEgsKA21pbhgCIAEoDRILCgNtYXgYAyABKA0i6gEKDU5vZGVMaW1pdHNTZXQSMAoRcHJldmlvdXNfb3ZlcnJpZGUYASABKAsyFS53YXJkZW4udjEuTm9kZUxpbWl0cxInCghvdmVycmlkZRgCIAEoCzIVLndhcmRlbi52MS5Ob2RlTGltaXRzEjEKEnByZXZpb3VzX2VmZmVjdGl2ZRgDIAEoCzIVLndhcmRlbi52MS5Ob2RlTGltaXRzEigKCWVmZmVjdGl2ZRgEIAEoCzIVLndhcmRlbi52MS5Ob2RlTGltaXRzEg8KB2NsZWFyZWQYBSABKAgSEAoIb3BlcmF0b3IYBiABKAkihQEKEUNvb3JkaW5hdG9yTGVhZGVyEg4KBmhvbGRlchgBIAEoCRINCgVlcG9jaBgCIAEoBBIPCgdhZGRyZXNzGAMgASgJEhcKD3ByZXZpb3VzX2hvbGRlchgEIAEoCRIWCg5wcmV2aW91c19lcG9jaBgFIAEoBBIPCgdyZXN1bWVkGAYgASgIKv0CCg5FdmljdGlvblJlYXNvbhIfChtFVklDVElPTl9SRUFTT05fVU5TUEVDSUZJRUQQABIZChVFVklDVElPTl9SRUFTT05fR1JPVVAQARIXChNFVklDVElPTl9SRUFTT05fTFJVEAISGAoURVZJQ1RJT05fUkVBU09OX0lETEUQAxIYChRFVklDVElPTl9SRUFTT05fQlVTWRAEEhoKFkVWSUNUSU9OX1JFQVNPTl9NRU1PUlkQBRIZChVFVklDVElPTl9SRUFTT05fQURNSU4QBhIZChVFVklDVElPTl9SRUFTT05fRFJBSU4QBxIaChZFVklDVElPTl9SRUFTT05fQ09ORklHEAgSGgoWRVZJQ1RJT05fUkVBU09OX09SUEhBThAJEhoKFkVWSUNUSU9OX1JFQVNPTl9IRUFMVEgQChIcChhFVklDVElPTl9SRUFTT05fVkFOSVNIRUQQCxIeChpFVklDVElPTl9SRUFTT05fU0NBTEVfRE9XThAMKpQBChVFdmljdGlvbkZhaWxlZE91dGNvbWUSJwojRVZJQ1RJT05fRkFJTEVEX09VVENPTUVfVU5TUEVDSUZJRUQQABIsCihFVklDVElPTl9GQUlMRURfT1VUQ09NRV9SRUdJU1RFUkVEX0FHQUlOEAESJAogRVZJQ1RJT05fRkFJTEVEX09VVENPTUVfTEVGVE9WRVIQAmIGcHJvdG8z", [file_google_protobuf_timestamp, file_warden_v1_node]);
+  fileDesc("ChZ3YXJkZW4vdjEvZXZlbnRzLnByb3RvEgl3YXJkZW4udjEiKQoNRXZlbnRTZXF1ZW5jZRINCgVlcG9jaBgBIAEoBBIJCgFuGAIgASgEIuMOCgVFdmVudBIKCgJpZBgBIAEoCRIoCgR0aW1lGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIPCgdub2RlX2lkGAMgASgJEg0KBW1vZGVsGAQgASgJEg8KB2FkZHJlc3MYBSABKAkSEwoLaW5jYXJuYXRpb24YBiABKAkSKgoIc2VxdWVuY2UYByABKAsyGC53YXJkZW4udjEuRXZlbnRTZXF1ZW5jZRINCgVhY3RvchgIIAEoCRI2ChBldmljdGlvbl9zdGFydGVkGAogASgLMhoud2FyZGVuLnYxLkV2aWN0aW9uU3RhcnRlZEgAEjYKEGV2aWN0aW9uX3N0b3BwZWQYCyABKAsyGi53YXJkZW4udjEuRXZpY3Rpb25TdG9wcGVkSAASNAoPZXZpY3Rpb25fZmFpbGVkGAwgASgLMhkud2FyZGVuLnYxLkV2aWN0aW9uRmFpbGVkSAASNgoQZXZpY3Rpb25fcmV0cmllZBgNIAEoCzIaLndhcmRlbi52MS5FdmljdGlvblJldHJpZWRIABIyCg5sZWZ0b3Zlcl9zdHVjaxgOIAEoCzIYLndhcmRlbi52MS5MZWZ0b3ZlclN0dWNrSAASNAoPbGVmdG92ZXJfcmVhcGVkGA8gASgLMhkud2FyZGVuLnYxLkxlZnRvdmVyUmVhcGVkSAASMgoOb3JwaGFuX2Fkb3B0ZWQYECABKAsyGC53YXJkZW4udjEuT3JwaGFuQWRvcHRlZEgAEjYKEGluc3RhbmNlX2Fkb3B0ZWQYESABKAsyGi53YXJkZW4udjEuSW5zdGFuY2VBZG9wdGVkSAASMgoOYmFja2VuZF9sb2FkZWQYEiABKAsyGC53YXJkZW4udjEuQmFja2VuZExvYWRlZEgAEjsKE2JhY2tlbmRfbG9hZF9mYWlsZWQYEyABKAsyHC53YXJkZW4udjEuQmFja2VuZExvYWRGYWlsZWRIABI3Cg5iYWNrZW5kX2V4aXRlZBgUIAEoCzIdLndhcmRlbi52MS5CYWNrZW5kRXhpdGVkRXZlbnRIABI0Cg9ub2RlX3JlZ2lzdGVyZWQYFSABKAsyGS53YXJkZW4udjEuTm9kZVJlZ2lzdGVyZWRIABI2ChBub2RlX3VucmVhY2hhYmxlGBYgASgLMhoud2FyZGVuLnYxLk5vZGVVbnJlYWNoYWJsZUgAEigKCW5vZGVfbG9zdBgXIAEoCzITLndhcmRlbi52MS5Ob2RlTG9zdEgAEi4KDG5vZGVfZHJhaW5lZBgYIAEoCzIWLndhcmRlbi52MS5Ob2RlRHJhaW5lZEgAEj8KFXBvbGljeV9saW1pdF9leGNlZWRlZBgZIAEoCzIeLndhcmRlbi52MS5Qb2xpY3lMaW1pdEV4Y2VlZGVkSAASKQoJcmVjb3ZlcmVkGBogASgLMhQud2FyZGVuLnYxLlJlY292ZXJlZEgAEkAKFXVucmVhY2hhYmlsaXR5X3BhdXNlZBgbIAEoCzIfLndhcmRlbi52MS5VbnJlYWNoYWJpbGl0eVBhdXNlZEgAEjoKEmluc3RhbmNlX2ZvcmdvdHRlbhgcIAEoCzIcLndhcmRlbi52MS5JbnN0YW5jZUZvcmdvdHRlbkgAEjYKEGpvdXJuYWxfcmVwYWlyZWQYHSABKAsyGi53YXJkZW4udjEuSm91cm5hbFJlcGFpcmVkSAASNgoQZm9yZWlnbl9kZXRlY3RlZBgeIAEoCzIaLndhcmRlbi52MS5Gb3JlaWduRGV0ZWN0ZWRIABI3ChFyZXBsaWNhX3NjYWxlZF91cBgfIAEoCzIaLndhcmRlbi52MS5SZXBsaWNhU2NhbGVkVXBIABI7ChNyZXBsaWNhX3NjYWxlZF9kb3duGCAgASgLMhwud2FyZGVuLnYxLlJlcGxpY2FTY2FsZWREb3duSAASPwoVcmVwbGljYV9zY2FsZV9ibG9ja2VkGCEgASgLMh4ud2FyZGVuLnYxLlJlcGxpY2FTY2FsZUJsb2NrZWRIABI3ChFyZXBsaWNhX3NjYWxlX3NldBgiIAEoCzIaLndhcmRlbi52MS5SZXBsaWNhU2NhbGVTZXRIABIzCg9ub2RlX2xpbWl0c19zZXQYIyABKAsyGC53YXJkZW4udjEuTm9kZUxpbWl0c1NldEgAEjoKEmNvb3JkaW5hdG9yX2xlYWRlchgkIAEoCzIcLndhcmRlbi52MS5Db29yZGluYXRvckxlYWRlckgAEjkKEm5vZGVfZHJhaW5fc3RhcnRlZBgmIAEoCzIbLndhcmRlbi52MS5Ob2RlRHJhaW5TdGFydGVkSAASMgoObm9kZV91bmRyYWluZWQYJyABKAsyGC53YXJkZW4udjEuTm9kZVVuZHJhaW5lZEgAEjIKDnBvbGljeV91cGRhdGVkGCggASgLMhgud2FyZGVuLnYxLlBvbGljeVVwZGF0ZWRIABIUCgxsZWFkZXJfZXBvY2gYJSABKARCCQoHcGF5bG9hZCKIAQoPRXZpY3Rpb25TdGFydGVkEikKBnJlYXNvbhgBIAEoDjIZLndhcmRlbi52MS5FdmljdGlvblJlYXNvbhIPCgd0cmlnZ2VyGAIgASgJEhAKCHdhc19idXN5GAMgASgIEg0KBWZvcmNlGAQgASgIEhgKEG9wZW5fcmVxdWVzdF9pZHMYBSADKAkiUgoPRXZpY3Rpb25TdG9wcGVkEikKBnJlYXNvbhgBIAEoDjIZLndhcmRlbi52MS5FdmljdGlvblJlYXNvbhIUCgxhbHJlYWR5X2dvbmUYAiABKAgisAEKDkV2aWN0aW9uRmFpbGVkEikKBnJlYXNvbhgBIAEoDjIZLndhcmRlbi52MS5FdmljdGlvblJlYXNvbhINCgVlcnJvchgCIAEoCRIxCgdvdXRjb21lGAMgASgOMiAud2FyZGVuLnYxLkV2aWN0aW9uRmFpbGVkT3V0Y29tZRIYChBvcGVuX3JlcXVlc3RfaWRzGAQgAygJEhcKD3Rlcm1pbmFsX3JlYXNvbhgFIAEoCSIxCg9FdmljdGlvblJldHJpZWQSDwoHYXR0ZW1wdBgBIAEoDRINCgVlcnJvchgCIAEoCSJgCg1MZWZ0b3ZlclN0dWNrEhAKCGF0dGVtcHRzGAEgASgNEikKBXNpbmNlGAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBISCgpsYXN0X2Vycm9yGAMgASgJIiIKDkxlZnRvdmVyUmVhcGVkEhAKCGF0dGVtcHRzGAEgASgNIk8KDU9ycGhhbkFkb3B0ZWQSCwoDcGlkGAEgASgNEhQKDG1lbW9yeV9ieXRlcxgCIAEoBBINCgVjb3VudBgDIAEoDRIMCgRwaWRzGAQgAygNIjgKD0luc3RhbmNlQWRvcHRlZBITCgthc19sZWZ0b3ZlchgBIAEoCBIQCghmb3VuZF9ieRgCIAEoCSIpCg1CYWNrZW5kTG9hZGVkEhgKEGxvYWRfZHVyYXRpb25fbXMYASABKAQiiwEKEUJhY2tlbmRMb2FkRmFpbGVkEgwKBGNvZGUYASABKAkSDwoHbWVzc2FnZRgCIAEoCRIWCglleGl0X2NvZGUYAyABKAVIAIgBARIYChBsYXN0X3N0ZGVycl9saW5lGAQgASgJEhcKD291dGNvbWVfdW5rbm93bhgFIAEoCEIMCgpfZXhpdF9jb2RlInkKEkJhY2tlbmRFeGl0ZWRFdmVudBIWCglleGl0X2NvZGUYASABKAVIAIgBARIOCgZzaWduYWwYAiABKAkSEwoLaW50ZW50aW9uYWwYAyABKAgSGAoQbGFzdF9zdGRlcnJfbGluZRgEIAEoCUIMCgpfZXhpdF9jb2RlInYKDk5vZGVSZWdpc3RlcmVkEjUKBmxhYmVscxgBIAMoCzIlLndhcmRlbi52MS5Ob2RlUmVnaXN0ZXJlZC5MYWJlbHNFbnRyeRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIkgKD05vZGVVbnJlYWNoYWJsZRI1ChFsYXN0X2hlYXJ0YmVhdF9hdBgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiLwoITm9kZUxvc3QSEwoLYnlfb3BlcmF0b3IYASABKAgSDgoGcmVhc29uGAIgASgJIg0KC05vZGVEcmFpbmVkIjIKEE5vZGVEcmFpblN0YXJ0ZWQSDQoFZm9yY2UYASABKAgSDwoHcmVzdW1lZBgCIAEoCCIPCg1Ob2RlVW5kcmFpbmVkIiAKDVBvbGljeVVwZGF0ZWQSDwoHY2hhbmdlcxgBIAMoCSJGChNQb2xpY3lMaW1pdEV4Y2VlZGVkEg0KBWxpbWl0GAEgASgNEhAKCG9jY3VwaWVkGAIgASgNEg4KBnBpbm5lZBgDIAEoDSIkCglSZWNvdmVyZWQSFwoPbGFzdF9ldmVudF90eXBlGAEgASgJIlYKFFVucmVhY2hhYmlsaXR5UGF1c2VkEg4KBnBhdXNlZBgBIAEoCBIZChF1bnJlYWNoYWJsZV9ub2RlcxgCIAEoDRITCgt0b3RhbF9ub2RlcxgDIAEoDSIzChFJbnN0YW5jZUZvcmdvdHRlbhIQCghvcGVyYXRvchgBIAEoCRIMCgRub3RlGAIgASgJIk8KD0pvdXJuYWxSZXBhaXJlZBIMCgRwYXRoGAEgASgJEhUKDWRyb3BwZWRfYnl0ZXMYAiABKAQSFwoPZHJvcHBlZF9yZWNvcmRzGAMgASgNIkEKD0ZvcmVpZ25EZXRlY3RlZBINCgVjb3VudBgBIAEoDRIMCgRwaWRzGAIgAygNEhEKCWFkZHJlc3NlcxgDIAMoCSIyCg9SZXBsaWNhU2NhbGVkVXASDQoFY2F1c2UYASABKAkSEAoIcmVwbGljYXMYAiABKA0iJQoRUmVwbGljYVNjYWxlZERvd24SEAoIcmVwbGljYXMYASABKA0iTgoTUmVwbGljYVNjYWxlQmxvY2tlZBINCgVlcnJvchgBIAEoCRIQCghmYWlsdXJlcxgCIAEoDRIWCg5yZXRyeV9hZnRlcl9tcxgDIAEoBCI9Cg9SZXBsaWNhU2NhbGVTZXQSEAoIb3BlcmF0b3IYASABKAkSCwoDbWluGAIgASgNEgsKA21heBgDIAEoDSLqAQoNTm9kZUxpbWl0c1NldBIwChFwcmV2aW91c19vdmVycmlkZRgBIAEoCzIVLndhcmRlbi52MS5Ob2RlTGltaXRzEicKCG92ZXJyaWRlGAIgASgLMhUud2FyZGVuLnYxLk5vZGVMaW1pdHMSMQoScHJldmlvdXNfZWZmZWN0aXZlGAMgASgLMhUud2FyZGVuLnYxLk5vZGVMaW1pdHMSKAoJZWZmZWN0aXZlGAQgASgLMhUud2FyZGVuLnYxLk5vZGVMaW1pdHMSDwoHY2xlYXJlZBgFIAEoCBIQCghvcGVyYXRvchgGIAEoCSKFAQoRQ29vcmRpbmF0b3JMZWFkZXISDgoGaG9sZGVyGAEgASgJEg0KBWVwb2NoGAIgASgEEg8KB2FkZHJlc3MYAyABKAkSFwoPcHJldmlvdXNfaG9sZGVyGAQgASgJEhYKDnByZXZpb3VzX2Vwb2NoGAUgASgEEg8KB3Jlc3VtZWQYBiABKAgq/QIKDkV2aWN0aW9uUmVhc29uEh8KG0VWSUNUSU9OX1JFQVNPTl9VTlNQRUNJRklFRBAAEhkKFUVWSUNUSU9OX1JFQVNPTl9HUk9VUBABEhcKE0VWSUNUSU9OX1JFQVNPTl9MUlUQAhIYChRFVklDVElPTl9SRUFTT05fSURMRRADEhgKFEVWSUNUSU9OX1JFQVNPTl9CVVNZEAQSGgoWRVZJQ1RJT05fUkVBU09OX01FTU9SWRAFEhkKFUVWSUNUSU9OX1JFQVNPTl9BRE1JThAGEhkKFUVWSUNUSU9OX1JFQVNPTl9EUkFJThAHEhoKFkVWSUNUSU9OX1JFQVNPTl9DT05GSUcQCBIaChZFVklDVElPTl9SRUFTT05fT1JQSEFOEAkSGgoWRVZJQ1RJT05fUkVBU09OX0hFQUxUSBAKEhwKGEVWSUNUSU9OX1JFQVNPTl9WQU5JU0hFRBALEh4KGkVWSUNUSU9OX1JFQVNPTl9TQ0FMRV9ET1dOEAwqlAEKFUV2aWN0aW9uRmFpbGVkT3V0Y29tZRInCiNFVklDVElPTl9GQUlMRURfT1VUQ09NRV9VTlNQRUNJRklFRBAAEiwKKEVWSUNUSU9OX0ZBSUxFRF9PVVRDT01FX1JFR0lTVEVSRURfQUdBSU4QARIkCiBFVklDVElPTl9GQUlMRURfT1VUQ09NRV9MRUZUT1ZFUhACYgZwcm90bzM", [file_google_protobuf_timestamp, file_warden_v1_node]);
 
 /**
  * Per-instance event sequence: (coordinator epoch, n).
@@ -263,6 +263,24 @@ export type Event = Message<"warden.v1.Event"> & {
      */
     value: CoordinatorLeader;
     case: "coordinatorLeader";
+  } | {
+    /**
+     * @generated from field: warden.v1.NodeDrainStarted node_drain_started = 38;
+     */
+    value: NodeDrainStarted;
+    case: "nodeDrainStarted";
+  } | {
+    /**
+     * @generated from field: warden.v1.NodeUndrained node_undrained = 39;
+     */
+    value: NodeUndrained;
+    case: "nodeUndrained";
+  } | {
+    /**
+     * @generated from field: warden.v1.PolicyUpdated policy_updated = 40;
+     */
+    value: PolicyUpdated;
+    case: "policyUpdated";
   } | { case: undefined; value?: undefined };
 
   /**
@@ -672,6 +690,8 @@ export const NodeLostSchema: GenMessage<NodeLost> = /*@__PURE__*/
   messageDesc(file_warden_v1_events, 15);
 
 /**
+ * The drain's moves and stops are done (DrainNode); actor: who asked for the drain.
+ *
  * @generated from message warden.v1.NodeDrained
  */
 export type NodeDrained = Message<"warden.v1.NodeDrained"> & {
@@ -683,6 +703,69 @@ export type NodeDrained = Message<"warden.v1.NodeDrained"> & {
  */
 export const NodeDrainedSchema: GenMessage<NodeDrained> = /*@__PURE__*/
   messageDesc(file_warden_v1_events, 16);
+
+/**
+ * An operator started a drain (DrainNode): placement skips the node from now
+ * on and its instances move or stop; node.drained follows when it is empty.
+ * Also emitted when a restarted coordinator resumes a drain it kept in its
+ * state (resumed = true; actor: who asked for it before the restart).
+ *
+ * @generated from message warden.v1.NodeDrainStarted
+ */
+export type NodeDrainStarted = Message<"warden.v1.NodeDrainStarted"> & {
+  /**
+   * @generated from field: bool force = 1;
+   */
+  force: boolean;
+
+  /**
+   * @generated from field: bool resumed = 2;
+   */
+  resumed: boolean;
+};
+
+/**
+ * Describes the message warden.v1.NodeDrainStarted.
+ * Use `create(NodeDrainStartedSchema)` to create a new message.
+ */
+export const NodeDrainStartedSchema: GenMessage<NodeDrainStarted> = /*@__PURE__*/
+  messageDesc(file_warden_v1_events, 17);
+
+/**
+ * An operator ended a drain (UndrainNode): the node takes placements again.
+ *
+ * @generated from message warden.v1.NodeUndrained
+ */
+export type NodeUndrained = Message<"warden.v1.NodeUndrained"> & {
+};
+
+/**
+ * Describes the message warden.v1.NodeUndrained.
+ * Use `create(NodeUndrainedSchema)` to create a new message.
+ */
+export const NodeUndrainedSchema: GenMessage<NodeUndrained> = /*@__PURE__*/
+  messageDesc(file_warden_v1_events, 18);
+
+/**
+ * An operator changed the live policy (UpdatePolicy). Each change names one
+ * field and its new value ("idle_timeout_ms=30000", "models.m.pinned=true");
+ * model, node_id, address and incarnation are "".
+ *
+ * @generated from message warden.v1.PolicyUpdated
+ */
+export type PolicyUpdated = Message<"warden.v1.PolicyUpdated"> & {
+  /**
+   * @generated from field: repeated string changes = 1;
+   */
+  changes: string[];
+};
+
+/**
+ * Describes the message warden.v1.PolicyUpdated.
+ * Use `create(PolicyUpdatedSchema)` to create a new message.
+ */
+export const PolicyUpdatedSchema: GenMessage<PolicyUpdated> = /*@__PURE__*/
+  messageDesc(file_warden_v1_events, 19);
 
 /**
  * @generated from message warden.v1.PolicyLimitExceeded
@@ -711,7 +794,7 @@ export type PolicyLimitExceeded = Message<"warden.v1.PolicyLimitExceeded"> & {
  * Use `create(PolicyLimitExceededSchema)` to create a new message.
  */
 export const PolicyLimitExceededSchema: GenMessage<PolicyLimitExceeded> = /*@__PURE__*/
-  messageDesc(file_warden_v1_events, 17);
+  messageDesc(file_warden_v1_events, 20);
 
 /**
  * @generated from message warden.v1.Recovered
@@ -730,7 +813,7 @@ export type Recovered = Message<"warden.v1.Recovered"> & {
  * Use `create(RecoveredSchema)` to create a new message.
  */
 export const RecoveredSchema: GenMessage<Recovered> = /*@__PURE__*/
-  messageDesc(file_warden_v1_events, 18);
+  messageDesc(file_warden_v1_events, 21);
 
 /**
  * @generated from message warden.v1.UnreachabilityPaused
@@ -757,7 +840,7 @@ export type UnreachabilityPaused = Message<"warden.v1.UnreachabilityPaused"> & {
  * Use `create(UnreachabilityPausedSchema)` to create a new message.
  */
 export const UnreachabilityPausedSchema: GenMessage<UnreachabilityPaused> = /*@__PURE__*/
-  messageDesc(file_warden_v1_events, 19);
+  messageDesc(file_warden_v1_events, 22);
 
 /**
  * @generated from message warden.v1.InstanceForgotten
@@ -779,7 +862,7 @@ export type InstanceForgotten = Message<"warden.v1.InstanceForgotten"> & {
  * Use `create(InstanceForgottenSchema)` to create a new message.
  */
 export const InstanceForgottenSchema: GenMessage<InstanceForgotten> = /*@__PURE__*/
-  messageDesc(file_warden_v1_events, 20);
+  messageDesc(file_warden_v1_events, 23);
 
 /**
  * The journal's torn tail (a record cut or corrupted by a crash mid-write) was
@@ -809,7 +892,7 @@ export type JournalRepaired = Message<"warden.v1.JournalRepaired"> & {
  * Use `create(JournalRepairedSchema)` to create a new message.
  */
 export const JournalRepairedSchema: GenMessage<JournalRepaired> = /*@__PURE__*/
-  messageDesc(file_warden_v1_events, 21);
+  messageDesc(file_warden_v1_events, 24);
 
 /**
  * Coalesced: one event per node per heartbeat scan that found new foreign
@@ -842,7 +925,7 @@ export type ForeignDetected = Message<"warden.v1.ForeignDetected"> & {
  * Use `create(ForeignDetectedSchema)` to create a new message.
  */
 export const ForeignDetectedSchema: GenMessage<ForeignDetected> = /*@__PURE__*/
-  messageDesc(file_warden_v1_events, 22);
+  messageDesc(file_warden_v1_events, 25);
 
 /**
  * A replica load started (issue 16): the node is chosen and the incarnation
@@ -873,7 +956,7 @@ export type ReplicaScaledUp = Message<"warden.v1.ReplicaScaledUp"> & {
  * Use `create(ReplicaScaledUpSchema)` to create a new message.
  */
 export const ReplicaScaledUpSchema: GenMessage<ReplicaScaledUp> = /*@__PURE__*/
-  messageDesc(file_warden_v1_events, 23);
+  messageDesc(file_warden_v1_events, 26);
 
 /**
  * A replica above min was stopped for idleness; its eviction.* events follow
@@ -895,7 +978,7 @@ export type ReplicaScaledDown = Message<"warden.v1.ReplicaScaledDown"> & {
  * Use `create(ReplicaScaledDownSchema)` to create a new message.
  */
 export const ReplicaScaledDownSchema: GenMessage<ReplicaScaledDown> = /*@__PURE__*/
-  messageDesc(file_warden_v1_events, 24);
+  messageDesc(file_warden_v1_events, 27);
 
 /**
  * A scale-up (or the min floor) cannot fit: the model's circuit breaker is
@@ -927,7 +1010,7 @@ export type ReplicaScaleBlocked = Message<"warden.v1.ReplicaScaleBlocked"> & {
  * Use `create(ReplicaScaleBlockedSchema)` to create a new message.
  */
 export const ReplicaScaleBlockedSchema: GenMessage<ReplicaScaleBlocked> = /*@__PURE__*/
-  messageDesc(file_warden_v1_events, 25);
+  messageDesc(file_warden_v1_events, 28);
 
 /**
  * An operator changed a model's replica bounds (Admin ScaleModel).
@@ -956,7 +1039,7 @@ export type ReplicaScaleSet = Message<"warden.v1.ReplicaScaleSet"> & {
  * Use `create(ReplicaScaleSetSchema)` to create a new message.
  */
 export const ReplicaScaleSetSchema: GenMessage<ReplicaScaleSet> = /*@__PURE__*/
-  messageDesc(file_warden_v1_events, 26);
+  messageDesc(file_warden_v1_events, 29);
 
 /**
  * An operator changed a node's placement limits (Admin SetNodeLimits);
@@ -1011,7 +1094,7 @@ export type NodeLimitsSet = Message<"warden.v1.NodeLimitsSet"> & {
  * Use `create(NodeLimitsSetSchema)` to create a new message.
  */
 export const NodeLimitsSetSchema: GenMessage<NodeLimitsSet> = /*@__PURE__*/
-  messageDesc(file_warden_v1_events, 27);
+  messageDesc(file_warden_v1_events, 30);
 
 /**
  * HA (issue 17): a coordinator won the leader lease and leads from now on.
@@ -1068,7 +1151,7 @@ export type CoordinatorLeader = Message<"warden.v1.CoordinatorLeader"> & {
  * Use `create(CoordinatorLeaderSchema)` to create a new message.
  */
 export const CoordinatorLeaderSchema: GenMessage<CoordinatorLeader> = /*@__PURE__*/
-  messageDesc(file_warden_v1_events, 28);
+  messageDesc(file_warden_v1_events, 31);
 
 /**
  * @generated from enum warden.v1.EvictionReason

@@ -132,7 +132,8 @@ function renderSnapshot(): void {
   const empty = s.nodes.length === 0 ? "no nodes registered" : "no node matches the filter";
   byId("nodes").replaceChildren(...(w.cards.length === 0 ? [el("p", { class: "muted" }, empty)] : w.cards.map((c) => nodeCard(c, canAct))));
   byId("node-groups").replaceChildren(
-    ...(["all", "ready", "unreachable", "lost"] as const).map((k) => {
+    // "not reported since restart" only while some node is: after a restart, until every known node reported.
+    ...(["all", "ready", "unreachable", "lost", "not reported since restart"] as const).filter((k) => k !== "not reported since restart" || w.counts[k] > 0).map((k) => {
       const b = el("button", { type: "button", "data-state": k, "aria-pressed": String(state.stateChoice === k) }, `${k} ${String(w.counts[k])}`);
       b.addEventListener("click", () => {
         state.stateChoice = k;

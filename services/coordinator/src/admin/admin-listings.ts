@@ -24,6 +24,8 @@ export interface ListingDeps {
   readonly knownIds?: () => Iterable<string>;
   /** How ListNodes shows a node that has not registered since the restart (undefined: not known from before it). */
   readonly unregisteredView?: (nodeId: string) => NodeInit | undefined;
+  /** A node's state as its instances show it (NOT_REPORTED / LOST for nodes not registered since the restart). @default from the registry */
+  readonly nodeStateOf?: (nodeId: string) => NodeState;
   /** A node as ListNodes shows it, given its instance count. */
   readonly nodeView: (n: NodeRecord, instanceCount: number) => NodeInit;
 }
@@ -34,9 +36,9 @@ export function instanceCountOn(d: Pick<ListingDeps, "loader">, nodeId: string):
 }
 
 /** Everything one node holds as ListModels shows it, in (model, incarnation) order: instances, leftovers, orphans. */
-export function instancesOnNode(d: Pick<ListingDeps, "clock" | "loader" | "nodes">, nodeId: string): ModelInstanceInit[] {
+export function instancesOnNode(d: Pick<ListingDeps, "clock" | "loader" | "nodes" | "nodeStateOf">, nodeId: string): ModelInstanceInit[] {
   const n = d.nodes.get(nodeId);
-  const nodeState = nodeStateOf(n);
+  const nodeState = d.nodeStateOf?.(nodeId) ?? nodeStateOf(n);
   const out: ModelInstanceInit[] = d.loader.core.instancesOnNode(nodeId).map((v) => modelInstance(d, v, nodeState));
   for (const l of d.loader.leftoversOn(nodeId)) {
     out.push({

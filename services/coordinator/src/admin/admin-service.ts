@@ -116,6 +116,7 @@ export function adminService(d: AdminDeps): ServiceImpl<typeof AdminService> {
       const st = d.knownAtStart?.stateOf(id);
       return st === undefined ? undefined : knownNodeView(d, id, st, instanceCountOn(d, id));
     },
+    nodeStateOf: stateOfNode,
     nodeView: (n, c) => nodeView(n, c, n.draining ? c : 0),
   };
 
@@ -125,7 +126,7 @@ export function adminService(d: AdminDeps): ServiceImpl<typeof AdminService> {
     },
     async getNode(req) {
       const unregistered = d.nodes.get(checkId(req.nodeId, "node_id")) === undefined ? d.knownAtStart?.stateOf(req.nodeId) : undefined;
-      if (unregistered !== undefined) return { node: knownNodeView(d, req.nodeId, unregistered, instanceCountOn(d, req.nodeId)), instances: [...instancesOnNode(d, req.nodeId), ...unconfirmedOn(d, req.nodeId)] };
+      if (unregistered !== undefined) return { node: knownNodeView(d, req.nodeId, unregistered, instanceCountOn(d, req.nodeId)), instances: [...instancesOnNode(listing, req.nodeId), ...unconfirmedOn(d, req.nodeId)] };
       const n = nodeOf(req.nodeId);
       const c = instanceCountOn(d, n.nodeId);
       return { node: nodeView(n, c, n.draining ? c : 0), instances: instancesOnNode(d, n.nodeId) };

@@ -6,8 +6,23 @@ import { applyPolicyPatch, type PolicyPatch } from "./policy.js";
  * nothing changes on error) and rebuilds the pin set with it.
  */
 export function setPolicy(st: CoreState, patch: PolicyPatch): void {
+  const before = st.policy;
+  const pinnedBefore = st.pinned;
   st.policy = applyPolicyPatch(st.policy, patch, st.caps);
   st.pinned = new Set(st.policy.pinnedModels);
+  const p = st.policy;
+  // The tick's timers: a timing change re-times every address, a pin change its model's.
+  if (p.idleCheck !== before.idleCheck || p.idleTimeoutMs !== before.idleTimeoutMs || p.busyCheck !== before.busyCheck || p.busyTimeoutMs !== before.busyTimeoutMs) {
+    st.schedule.markAllDirty();
+    return;
+  }
+  for (const m of pinnedBefore) if (!st.pinned.has(m)) markModelDirty(st, m);
+  for (const m of st.pinned) if (!pinnedBefore.has(m)) markModelDirty(st, m);
+}
+
+/** Re-times the addresses of every instance of `model` at the next tick. O(instances of the model). */
+export function markModelDirty(st: CoreState, model: string): void {
+  for (const r of st.byModel.get(model) ?? []) if (r.address !== undefined) st.schedule.markDirty(r.address);
 }
 
 export function groupsOf(st: CoreState, model: string): readonly string[] {

@@ -5,6 +5,7 @@ import type { NodeMemory } from "./memory-pressure.js";
 import type { ModelRule } from "./model-rules.js";
 import type { WatchdogPolicy } from "./policy.js";
 import type { RequestTracker } from "./request-tracker.js";
+import type { TickSchedule } from "./tick-schedule.js";
 import type { DetachedState, StopCommand } from "./stop-command.js";
 
 /** The one question the core asks the loader, synchronously, inside `settle`. */
@@ -69,6 +70,8 @@ export interface CoreState {
   /** Per-model idle floor and idle timeout (model-rules.ts); replaced whole by `setModelRules`. */
   modelRules: ReadonlyMap<string, ModelRule>;
   readonly requests: RequestTracker;
+  /** Which addresses' busy or idle timers are due (tick-schedule.ts); `setState` and the policy keep it told. */
+  readonly schedule: TickSchedule;
   readonly records: Map<string, InstanceRecord>;
   readonly atAddress: Map<string, Set<InstanceRecord>>;
   readonly byModel: Map<string, Set<InstanceRecord>>;

@@ -38,6 +38,11 @@ export function addressPending(st: CoreState, address: string): boolean {
 export function setState(st: CoreState, rec: InstanceRecord, next: RecState | undefined): void {
   const known = st.records.get(rec.incarnation) === rec;
   if (known && isRegistered(rec.state.t)) st.loaded--;
+  // The records at an address decide its busy and idle timers: re-time them at the next tick.
+  if (rec.indexedAddress !== undefined) st.schedule.markDirty(rec.indexedAddress);
+  if (rec.address !== undefined) st.schedule.markDirty(rec.address);
+  // One more ready instance may lift the model's replica floor off idle evictions it held back.
+  if (next?.t === "ready") st.schedule.unparkFloor(rec.model);
   if (rec.indexedAddress !== undefined) {
     const set = st.atAddress.get(rec.indexedAddress);
     set?.delete(rec);

@@ -2,7 +2,7 @@ import { Code, WardenError } from "@warden/common";
 import type { Clock } from "@warden/common";
 import { admit } from "./admission.js";
 import { defaultCaps, type WatchdogCaps } from "./caps.js";
-import { setPolicy } from "./core-policy.js";
+import { markModelDirty, setPolicy } from "./core-policy.js";
 import type { CoreState, LoaderQuery } from "./core-state.js";
 import type {
   AdmissionDecision,
@@ -27,7 +27,8 @@ import { applyPolicyPatch, copyPolicy, defaultPolicy, type PolicyPatch, type Wat
 import { RequestTracker, type AddressRequestView, type Completion } from "./request-tracker.js";
 import { settle } from "./settle.js";
 import type { StopOutcome } from "./stop-command.js";
-import { tick } from "./tick.js";
+import { tick, tickFullScan } from "./tick.js";
+import { TickSchedule, type TickWork } from "./tick-schedule.js";
 import type { NodeView, WatchdogSnapshot } from "./watchdog-snapshot.js";
 
 export type { LoaderQuery } from "./core-state.js";
@@ -85,6 +86,7 @@ export class WatchdogCore {
       pinned: new Set(policy.pinnedModels),
       modelRules: new Map(),
       requests: this.requests,
+      schedule: new TickSchedule(),
       records: new Map(),
       atAddress: new Map(),
       byModel: new Map(),
@@ -115,7 +117,15 @@ export class WatchdogCore {
    * as a whole, live. Throws INVALID_ARGUMENT naming the field; nothing changes on error.
    */
   setModelRules(rules: ReadonlyMap<string, ModelRule>): void {
-    this.st.modelRules = checkModelRules(rules);
+    const before = this.st.modelRules;
+    const next = checkModelRules(rules);
+    this.st.modelRules = next;
+    // Only the models whose rule changed have their idle timers re-timed.
+    for (const [m, r] of before) {
+      const n = next.get(m);
+      if (n?.minReplicas !== r.minReplicas || n.idleTimeoutMs !== r.idleTimeoutMs) markModelDirty(this.st, m);
+    }
+    for (const m of next.keys()) if (!before.has(m)) markModelDirty(this.st, m);
   }
 
   /** Groups of a model (a copy), or undefined when it has none. */
@@ -300,6 +310,19 @@ export class WatchdogCore {
    */
   tick(): TickDecision {
     return tick(this.st);
+  }
+
+  /**
+   * The same tick judging every address, not only the due ones: the
+   * reference the due-only tick is checked against (tests, bench).
+   */
+  tickFullScan(): TickDecision {
+    return tickFullScan(this.st);
+  }
+
+  /** What the last tick looked at (addresses re-timed, judged, with a timer running): a count, for tests and metrics. */
+  lastTickWork(): TickWork {
+    return this.st.schedule.lastWork();
   }
 
   // ---------------------------------------------------------------- settle (settle.ts)

@@ -204,6 +204,7 @@ export class Loader<H extends BackendHandle = BackendHandle> {
     const spec = this.s.models.get(id);
     if (spec === undefined) throw new WardenError(Code.NotFound, `model: "${id}" is not configured`);
     this.s.models.set(id, { ...spec, pinned: patch.pinned, groups: patch.groups });
+    this.s.replicaWork.mark(id);
     this.core.updatePolicy(modelPolicy(this.s.models));
     pushAllOccupancy(this.s);
   }
@@ -225,6 +226,7 @@ export class Loader<H extends BackendHandle = BackendHandle> {
     const configReplicas = this.s.scaleOverrides.get(model)?.configReplicas ?? spec.replicas;
     this.s.scaleOverrides.set(model, { min: next.min, max: next.max, configReplicas });
     this.s.models.set(model, { ...spec, replicas: next });
+    this.s.replicaWork.mark(model);
     this.core.setModelRules(modelRules(this.s.models));
     this.s.o.events.emit({ type: "replica.scale-set", nodeId: "", model, address: "", incarnation: "", operator, min: next.min, max: next.max });
     return next;

@@ -72,6 +72,12 @@ export interface CoreState {
   readonly requests: RequestTracker;
   /** Which addresses' busy or idle timers are due (tick-schedule.ts); `setState` and the policy keep it told. */
   readonly schedule: TickSchedule;
+  /**
+   * Models whose instances changed (a transition, or calls starting or ending
+   * at one's address) since `takeChangedModels`; undefined until it is first
+   * called, so a core nobody asks collects nothing.
+   */
+  changedModels: Set<string> | undefined;
   readonly records: Map<string, InstanceRecord>;
   readonly atAddress: Map<string, Set<InstanceRecord>>;
   readonly byModel: Map<string, Set<InstanceRecord>>;

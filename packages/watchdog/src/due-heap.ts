@@ -1,12 +1,18 @@
+/** What the heap orders: a due time, then a sequence number; it keeps `heapIndex` (-1 when out). */
+export interface HeapEntry {
+  /** Meaningful only while in the heap. */
+  dueAtMs: number;
+  /** Breaks ties between equal due times. */
+  seq: number;
+  /** Position in the heap, -1 when not in it. */
+  heapIndex: number;
+}
+
 /** One address's place in the tick schedule. */
-export interface DueEntry {
+export interface DueEntry extends HeapEntry {
   readonly address: string;
   /** The address's request-state creation order (`RequestTracker.seqOf`): decisions follow it. */
   seq: number;
-  /** When the address's busy or idle timer runs out; meaningful only while in the heap. */
-  dueAtMs: number;
-  /** Position in the heap, -1 when not in it. */
-  heapIndex: number;
   /** The model whose replica floor held this address's idle eviction back (parked until it gains a ready instance). */
   floorModel: string | undefined;
 }
@@ -16,20 +22,20 @@ export interface DueEntry {
  * its position, so moving or removing one is O(log n) and no stale copies
  * pile up.
  */
-export class DueHeap {
-  private readonly items: DueEntry[] = [];
+export class DueHeap<E extends HeapEntry = DueEntry> {
+  private readonly items: E[] = [];
 
   get size(): number {
     return this.items.length;
   }
 
   /** The earliest entry, or undefined when empty. */
-  peek(): DueEntry | undefined {
+  peek(): E | undefined {
     return this.items[0];
   }
 
   /** Inserts `e` at `dueAtMs`, or moves it there when it is already in the heap. */
-  set(e: DueEntry, dueAtMs: number): void {
+  set(e: E, dueAtMs: number): void {
     e.dueAtMs = dueAtMs;
     if (e.heapIndex < 0) {
       e.heapIndex = this.items.length;
@@ -40,7 +46,7 @@ export class DueHeap {
   }
 
   /** Removes `e` when it is in the heap. */
-  delete(e: DueEntry): void {
+  delete(e: E): void {
     const i = e.heapIndex;
     if (i < 0) return;
     e.heapIndex = -1;
@@ -53,13 +59,13 @@ export class DueHeap {
   }
 
   /** Removes and returns the earliest entry. */
-  pop(): DueEntry | undefined {
+  pop(): E | undefined {
     const top = this.items[0];
     if (top !== undefined) this.delete(top);
     return top;
   }
 
-  private less(a: DueEntry, b: DueEntry): boolean {
+  private less(a: E, b: E): boolean {
     return a.dueAtMs < b.dueAtMs || (a.dueAtMs === b.dueAtMs && a.seq < b.seq);
   }
 

@@ -31,6 +31,8 @@ export type { AdmissionRequest, InstanceSpec, InstanceStateName, InstanceView, O
 export type { MemoryDevice, MemoryReading, PressureChange } from "./memory-pressure.js";
 export type { AddressRequestView, Completion } from "./request-tracker.js";
 export type { TickWork } from "./tick-schedule.js";
+export { DueHeap } from "./due-heap.js";
+export type { HeapEntry } from "./due-heap.js";
 export { checkSnapshotInvariants, groupConflicts } from "./watchdog-snapshot.js";
 export type { NodeView, WatchdogSnapshot } from "./watchdog-snapshot.js";
 export { compareVictims } from "./victim-order.js";

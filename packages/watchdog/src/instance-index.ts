@@ -43,6 +43,7 @@ export function setState(st: CoreState, rec: InstanceRecord, next: RecState | un
   if (rec.address !== undefined) st.schedule.markDirty(rec.address);
   // One more ready instance may lift the model's replica floor off idle evictions it held back.
   if (next?.t === "ready") st.schedule.unparkFloor(rec.model);
+  st.changedModels?.add(rec.model);
   if (rec.indexedAddress !== undefined) {
     const set = st.atAddress.get(rec.indexedAddress);
     set?.delete(rec);

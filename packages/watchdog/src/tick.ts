@@ -6,6 +6,7 @@ import { addressDueAtMs, addressTimer } from "./address-timer.js";
 import type { CoreState, InstanceRecord, NodeRecord } from "./core-state.js";
 import type { TickDecision } from "./decision.js";
 import { detach, isBusy, orderVictims } from "./detach.js";
+import { registeredAt } from "./instance-index.js";
 import type { MemoryDevice, PressureChange } from "./memory-pressure.js";
 import type { StopCommand } from "./stop-command.js";
 
@@ -60,12 +61,20 @@ export function tickFullScan(st: CoreState): TickDecision {
   return finishTick(st, run);
 }
 
-function refreshSchedule(st: CoreState): number {
+/** Re-times the addresses that changed since the last refresh; returns how many. */
+export function refreshSchedule(st: CoreState): number {
   return st.schedule.refresh({
     takeChanged: () => st.requests.takeChanged(),
     addresses: () => [...st.requests.addresses()],
     seqOf: (a) => st.requests.seqOf(a),
-    dueAtMs: (a) => addressDueAtMs(st, a),
+    dueAtMs: (a) => {
+      // Calls starting or ending at an instance's address change its model's replica picture too.
+      if (st.changedModels !== undefined) {
+        const rec = registeredAt(st, a);
+        if (rec !== undefined) st.changedModels.add(rec.model);
+      }
+      return addressDueAtMs(st, a);
+    },
   });
 }
 

@@ -27,7 +27,7 @@ import { applyPolicyPatch, copyPolicy, defaultPolicy, type PolicyPatch, type Wat
 import { RequestTracker, type AddressRequestView, type Completion } from "./request-tracker.js";
 import { settle } from "./settle.js";
 import type { StopOutcome } from "./stop-command.js";
-import { tick, tickFullScan } from "./tick.js";
+import { refreshSchedule, tick, tickFullScan } from "./tick.js";
 import { TickSchedule, type TickWork } from "./tick-schedule.js";
 import type { NodeView, WatchdogSnapshot } from "./watchdog-snapshot.js";
 
@@ -87,6 +87,7 @@ export class WatchdogCore {
       modelRules: new Map(),
       requests: this.requests,
       schedule: new TickSchedule(),
+      changedModels: undefined,
       records: new Map(),
       atAddress: new Map(),
       byModel: new Map(),
@@ -318,6 +319,36 @@ export class WatchdogCore {
    */
   tickFullScan(): TickDecision {
     return tickFullScan(this.st);
+  }
+
+  /**
+   * The models whose instances changed since the last call — a transition of
+   * one, or the first call starting or the last ending at one's address — so
+   * the replica reconciler looks only at those. The first call only starts
+   * collecting (its caller looks at every model once). O(changes).
+   */
+  takeChangedModels(): string[] {
+    if (this.st.changedModels === undefined) {
+      this.st.changedModels = new Set();
+      return [];
+    }
+    refreshSchedule(this.st);
+    const out = [...this.st.changedModels];
+    this.st.changedModels.clear();
+    return out;
+  }
+
+  /**
+   * For a ready instance with no call in flight: since when it is idle (its
+   * address's idle-since, else its ready time); undefined otherwise. O(1), no
+   * copy: the replica reconciler reads it per replica.
+   */
+  idleSinceMs(incarnation: string): number | undefined {
+    const r = this.st.records.get(incarnation);
+    if (r?.state.t !== "ready") return undefined;
+    if (r.address === undefined) return r.state.sinceMs;
+    if (this.requests.inFlight(r.address) > 0) return undefined;
+    return this.requests.idleSinceMs(r.address) ?? r.state.sinceMs;
   }
 
   /** What the last tick looked at (addresses re-timed, judged, with a timer running): a count, for tests and metrics. */

@@ -18,6 +18,7 @@ import { carryScaleOverrides, validateScale } from "./replica-settings.js";
 import type { ReplicaStatus, ScalePatch } from "./replica-status.js";
 import { replicaStatusOf, replicaStatusesOf } from "./replica-status-of.js";
 import { modelRules, reconcileReplicas } from "./replica-tick.js";
+import type { ReplicaPassWork } from "./replica-work.js";
 import { acquire, reportUnavailable } from "./routing.js";
 import { JournalReplicas, forgetUnconfirmed } from "./journal-replicas.js";
 import { onSettled, stopSequence } from "./stop-sequence.js";
@@ -261,6 +262,11 @@ export class Loader<H extends BackendHandle = BackendHandle> {
   /** One replica reconciler pass (min floor, scale-down; replica-tick.ts). Runs on every tick of `startTicking`. */
   reconcileReplicas(): void {
     reconcileReplicas(this.s);
+  }
+
+  /** What the last replica reconciler pass looked at (models decided for, model timers running): a count, for tests. */
+  replicaPassWork(): ReplicaPassWork {
+    return this.s.replicaWork.lastWork();
   }
 
   // ------------------------------------------------------------------ loads

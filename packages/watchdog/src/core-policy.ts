@@ -11,6 +11,8 @@ export function setPolicy(st: CoreState, patch: PolicyPatch): void {
   st.policy = applyPolicyPatch(st.policy, patch, st.caps);
   st.pinned = new Set(st.policy.pinnedModels);
   const p = st.policy;
+  // A reading is judged against the threshold when it arrives; a new threshold must be applied to every node's last one.
+  if (p.memoryThreshold !== before.memoryThreshold) for (const n of st.nodes.values()) if (n.memory !== undefined) st.memoryWatch.add(n);
   // The tick's timers: a timing change re-times every address, a pin change its model's.
   if (p.idleCheck !== before.idleCheck || p.idleTimeoutMs !== before.idleTimeoutMs || p.busyCheck !== before.busyCheck || p.busyTimeoutMs !== before.busyTimeoutMs) {
     st.schedule.markAllDirty();

@@ -46,6 +46,8 @@ export interface InstanceRecord {
 
 export interface NodeRecord {
   readonly nodeId: string;
+  /** Creation order (the order of `CoreState.nodes`): the memory reclaimer follows it. */
+  readonly seq: number;
   readonly instances: Set<InstanceRecord>;
   occupancy: readonly OccupancyEntry[];
   memory: NodeMemory | undefined;
@@ -84,6 +86,14 @@ export interface CoreState {
   readonly nodes: Map<string, NodeRecord>;
   loaded: number;
   nextSeq: number;
+  nextNodeSeq: number;
+  /**
+   * Nodes the memory reclaimer looks at on the next tick: those with pressure
+   * on (a reading turns it on; a tick may turn it off or reclaim), and every
+   * node with a reading after the pressure threshold changes. A node with
+   * pressure off and an unchanged threshold has nothing a tick could change.
+   */
+  readonly memoryWatch: Set<NodeRecord>;
 }
 
 export function isRegistered(t: RecState["t"]): t is DetachedState {

@@ -6,7 +6,7 @@ export function nodeFor(st: CoreState, nodeId: string): NodeRecord {
   let n = st.nodes.get(nodeId);
   if (n === undefined) {
     if (st.nodes.size >= st.caps.maxNodes) throw new WardenError(Code.ResourceExhausted, `at most ${st.caps.maxNodes} nodes`, { details: { nodeId } });
-    n = { nodeId, instances: new Set(), occupancy: [], memory: undefined };
+    n = { nodeId, seq: st.nextNodeSeq++, instances: new Set(), occupancy: [], memory: undefined };
     st.nodes.set(nodeId, n);
   }
   return n;

@@ -14,7 +14,8 @@ import { createWatchdogCore, type WatchdogCore } from "./watchdog-core.js";
 // call's result or error, the final instances and request state — must be
 // the same. The operations include every change that moves a timer: request
 // begin/end, registration, ready, removal, stops and each settle row, pins,
-// the timing policy and per-model rules (floors, idle timeouts).
+// the timing policy and per-model rules (floors, idle timeouts), memory
+// readings, forgotten nodes and the pressure threshold.
 
 const nodes = ["n1", "n2"] as const;
 const models = ["a", "b", "c"] as const;
@@ -33,7 +34,9 @@ type Op =
   | { t: "tick" }
   | { t: "policy"; patch: PolicyPatch }
   | { t: "rules"; rules: [number, ModelRule][] }
-  | { t: "explicit"; k: number };
+  | { t: "explicit"; k: number }
+  | { t: "memory"; node: number; usedPercent: number; gpu: boolean }
+  | { t: "forgetNode"; node: number };
 
 const opArb: fc.Arbitrary<Op> = fc.oneof(
   { weight: 4, arbitrary: fc.record({ t: fc.constant("register" as const), node: fc.nat(1), model: fc.nat(2), address: fc.nat(5), ready: fc.boolean() }) },
@@ -53,7 +56,16 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
     arbitrary: fc.record({
       t: fc.constant("policy" as const),
       patch: fc.record(
-        { idleCheck: fc.boolean(), idleTimeoutMs: fc.integer({ min: 1, max: 600 }), busyCheck: fc.boolean(), busyTimeoutMs: fc.integer({ min: 1, max: 900 }) },
+        {
+          idleCheck: fc.boolean(),
+          idleTimeoutMs: fc.integer({ min: 1, max: 600 }),
+          busyCheck: fc.boolean(),
+          busyTimeoutMs: fc.integer({ min: 1, max: 900 }),
+          memoryReclaimer: fc.boolean(),
+          memoryThreshold: fc.integer({ min: 60, max: 100 }).map((x) => x / 100),
+          memoryReleaseHoldMs: fc.integer({ min: 0, max: 600 }),
+          memoryReleaseWaitMs: fc.integer({ min: 0, max: 600 }),
+        },
         { requiredKeys: [] },
       ),
     }),
@@ -68,6 +80,8 @@ const opArb: fc.Arbitrary<Op> = fc.oneof(
     }),
   },
   { weight: 1, arbitrary: fc.record({ t: fc.constant("explicit" as const), k: fc.nat(40) }) },
+  { weight: 3, arbitrary: fc.record({ t: fc.constant("memory" as const), node: fc.nat(1), usedPercent: fc.integer({ min: 50, max: 100 }), gpu: fc.boolean() }) },
+  { weight: 1, arbitrary: fc.record({ t: fc.constant("forgetNode" as const), node: fc.nat(1) }) },
 );
 
 interface Side {
@@ -147,6 +161,14 @@ function apply(s: Side, op: Op, incs: string[], fullScan: boolean): string {
       });
     case "explicit":
       return answer(() => c.selectExplicit(inc(op.k), { reason: "admin", force: true }));
+    case "memory": {
+      const device = { totalBytes: 100, usedBytes: op.usedPercent };
+      return answer(() => c.reportMemory(nodes[op.node] ?? "n1", op.gpu ? { gpus: [{ index: 0, ...device }] } : { gpus: [], ram: device }));
+    }
+    case "forgetNode":
+      return answer(() => {
+        c.forgetNode(nodes[op.node] ?? "n1");
+      });
   }
 }
 
@@ -155,7 +177,7 @@ describe("due-only tick", () => {
     fc.assert(
       fc.property(fc.array(opArb, { minLength: 1, maxLength: 150 }), fc.boolean(), (ops, idleCheck) => {
         const clock = new ManualClock(0);
-        const policy: PolicyPatch = { idleCheck, idleTimeoutMs: 300, busyCheck: true, busyTimeoutMs: 500, limitPerNode: 3 };
+        const policy: PolicyPatch = { idleCheck, idleTimeoutMs: 300, busyCheck: true, busyTimeoutMs: 500, limitPerNode: 3, memoryReclaimer: true, memoryReleaseHoldMs: 300, memoryReleaseWaitMs: 200 };
         const due = side(clock, policy);
         const full = side(clock, policy);
         const incsDue: string[] = [];

@@ -58,7 +58,7 @@ export function tickFullScan(st: CoreState): TickDecision {
   const addresses = [...st.requests.addresses()];
   for (const address of addresses) judge(st, address, run);
   st.schedule.recordWork(retimed, addresses.length);
-  return finishTick(st, run);
+  return finishTick(st, run, true);
 }
 
 /** Re-times the addresses that changed since the last refresh; returns how many. */
@@ -97,12 +97,18 @@ function judge(st: CoreState, address: string, run: TickRun): Judged {
   return acted;
 }
 
-/** The per-node memory reclaimer, after the busy and idle checks. */
-function finishTick(st: CoreState, run: TickRun): TickDecision {
+/**
+ * The per-node memory reclaimer, after the busy and idle checks: over the
+ * nodes a tick could change (`CoreState.memoryWatch`: pressure on, or a new
+ * threshold), in node order; `everyNode` looks at every node with a reading
+ * (the reference).
+ */
+function finishTick(st: CoreState, run: TickRun, everyNode = false): TickDecision {
   const { now, stops } = run;
   const p = st.policy;
   const pressureChanges: PressureChange[] = [];
-  for (const n of st.nodes.values()) {
+  const watched = everyNode ? [...st.nodes.values()] : [...st.memoryWatch].filter((n) => st.nodes.get(n.nodeId) === n).sort((a, b) => a.seq - b.seq);
+  for (const n of watched) {
     const mem = n.memory;
     if (mem === undefined) continue;
     pressureChanges.push(...mem.evaluate(now, p));
@@ -114,6 +120,8 @@ function finishTick(st: CoreState, run: TickRun): TickDecision {
     mem.reclaimInFlight = victim.incarnation;
     stops.push(detach(st, victim, "memory", isBusy(st, victim), undefined));
   }
+  // Pressure off: nothing but a new reading or threshold can make the node interesting again.
+  for (const n of st.memoryWatch) if (st.nodes.get(n.nodeId) !== n || n.memory?.hasPressure() !== true) st.memoryWatch.delete(n);
   return { stops, untrackedAddresses: run.untracked, pressureChanges };
 }
 

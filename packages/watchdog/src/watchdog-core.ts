@@ -94,6 +94,8 @@ export class WatchdogCore {
       nodes: new Map(),
       loaded: 0,
       nextSeq: 0,
+      nextNodeSeq: 0,
+      memoryWatch: new Set(),
     };
   }
 

@@ -17,7 +17,7 @@ import type { BackendHandle } from "./ports.js";
 import { carryScaleOverrides, validateScale } from "./replica-settings.js";
 import type { ReplicaStatus, ScalePatch } from "./replica-status.js";
 import { replicaStatusOf, replicaStatusesOf } from "./replica-status-of.js";
-import { modelRules, reconcileReplicas } from "./replica-tick.js";
+import { modelRules, reconcileEveryModel, reconcileReplicas } from "./replica-tick.js";
 import type { ReplicaPassWork } from "./replica-work.js";
 import { acquire, reportUnavailable } from "./routing.js";
 import { JournalReplicas, forgetUnconfirmed } from "./journal-replicas.js";
@@ -252,7 +252,8 @@ export class Loader<H extends BackendHandle = BackendHandle> {
       // HA: not the leader at this moment (see `mayAct`): this turn decides nothing.
       if (this.s.o.mayAct?.() !== false) {
         this.watchdog.tick();
-        reconcileReplicas(this.s);
+        if (this.s.o.replicaPass === "every") reconcileEveryModel(this.s);
+        else reconcileReplicas(this.s);
       }
       this.tickCancel = this.s.o.clock.setTimer(this.core.getPolicy().tickIntervalMs, loop);
     };

@@ -1,4 +1,5 @@
 import type { CoreState } from "./core-state.js";
+import { checkModelRules, type ModelRule } from "./model-rules.js";
 import { applyPolicyPatch, type PolicyPatch } from "./policy.js";
 
 /**
@@ -20,6 +21,18 @@ export function setPolicy(st: CoreState, patch: PolicyPatch): void {
   }
   for (const m of pinnedBefore) if (!st.pinned.has(m)) markModelDirty(st, m);
   for (const m of st.pinned) if (!pinnedBefore.has(m)) markModelDirty(st, m);
+}
+
+/** Replaces the per-model idle rules as a whole (checked first); only the models whose rule changed are re-timed. */
+export function setModelRules(st: CoreState, rules: ReadonlyMap<string, ModelRule>): void {
+  const before = st.modelRules;
+  const next = checkModelRules(rules);
+  st.modelRules = next;
+  for (const [m, r] of before) {
+    const n = next.get(m);
+    if (n?.minReplicas !== r.minReplicas || n.idleTimeoutMs !== r.idleTimeoutMs) markModelDirty(st, m);
+  }
+  for (const m of next.keys()) if (!before.has(m)) markModelDirty(st, m);
 }
 
 /** Re-times the addresses of every instance of `model` at the next tick. O(instances of the model). */

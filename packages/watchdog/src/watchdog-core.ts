@@ -2,7 +2,7 @@ import { Code, WardenError } from "@warden/common";
 import type { Clock } from "@warden/common";
 import { admit } from "./admission.js";
 import { defaultCaps, type WatchdogCaps } from "./caps.js";
-import { markModelDirty, setPolicy } from "./core-policy.js";
+import { setModelRules, setPolicy } from "./core-policy.js";
 import type { CoreState, LoaderQuery } from "./core-state.js";
 import type {
   AdmissionDecision,
@@ -15,7 +15,7 @@ import type {
 } from "./decision.js";
 import { enforceGroups, enforceLimit } from "./enforcement.js";
 import { selectExplicit, selectModel, selectNode, type ExplicitStopOptions } from "./explicit-selection.js";
-import { checkModelRules, type ModelRule } from "./model-rules.js";
+import type { ModelRule } from "./model-rules.js";
 import type { AdmissionRequest, InstanceSpec, InstanceStateName, InstanceView, OccupancyEntry } from "./instance.js";
 import { registeredAt } from "./instance-index.js";
 import { markReady, registerLoading, releaseReservation, remove } from "./instance-lifecycle.js";
@@ -27,7 +27,8 @@ import { applyPolicyPatch, copyPolicy, defaultPolicy, type PolicyPatch, type Wat
 import { RequestTracker, type AddressRequestView, type Completion } from "./request-tracker.js";
 import { settle } from "./settle.js";
 import type { StopOutcome } from "./stop-command.js";
-import { refreshSchedule, tick, tickFullScan } from "./tick.js";
+import { idleSinceMs, takeChangedModels } from "./replica-feed.js";
+import { tick, tickFullScan } from "./tick.js";
 import { TickSchedule, type TickWork } from "./tick-schedule.js";
 import type { NodeView, WatchdogSnapshot } from "./watchdog-snapshot.js";
 
@@ -120,15 +121,7 @@ export class WatchdogCore {
    * as a whole, live. Throws INVALID_ARGUMENT naming the field; nothing changes on error.
    */
   setModelRules(rules: ReadonlyMap<string, ModelRule>): void {
-    const before = this.st.modelRules;
-    const next = checkModelRules(rules);
-    this.st.modelRules = next;
-    // Only the models whose rule changed have their idle timers re-timed.
-    for (const [m, r] of before) {
-      const n = next.get(m);
-      if (n?.minReplicas !== r.minReplicas || n.idleTimeoutMs !== r.idleTimeoutMs) markModelDirty(this.st, m);
-    }
-    for (const m of next.keys()) if (!before.has(m)) markModelDirty(this.st, m);
+    setModelRules(this.st, rules);
   }
 
   /** Groups of a model (a copy), or undefined when it has none. */
@@ -330,14 +323,7 @@ export class WatchdogCore {
    * collecting (its caller looks at every model once). O(changes).
    */
   takeChangedModels(): string[] {
-    if (this.st.changedModels === undefined) {
-      this.st.changedModels = new Set();
-      return [];
-    }
-    refreshSchedule(this.st);
-    const out = [...this.st.changedModels];
-    this.st.changedModels.clear();
-    return out;
+    return takeChangedModels(this.st);
   }
 
   /**
@@ -346,11 +332,7 @@ export class WatchdogCore {
    * copy: the replica reconciler reads it per replica.
    */
   idleSinceMs(incarnation: string): number | undefined {
-    const r = this.st.records.get(incarnation);
-    if (r?.state.t !== "ready") return undefined;
-    if (r.address === undefined) return r.state.sinceMs;
-    if (this.requests.inFlight(r.address) > 0) return undefined;
-    return this.requests.idleSinceMs(r.address) ?? r.state.sinceMs;
+    return idleSinceMs(this.st, incarnation);
   }
 
   /** What the last tick looked at (addresses re-timed, judged, with a timer running): a count, for tests and metrics. */

@@ -116,8 +116,11 @@ async function ensureLoadedInner<H extends BackendHandle>(s: LoaderState<H>, spe
 export function startLoad<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, nodeId: string | undefined, replica: ReplicaLoad | undefined, actor?: string): Promise<HeldInstance<H>> {
   const p = lead(s, spec, nodeId, replica, actor);
   s.loads.set(spec.id, p);
+  s.replicaWork.mark(spec.id);
   const cleanup = (): void => {
-    if (s.loads.get(spec.id) === p) s.loads.delete(spec.id);
+    if (s.loads.get(spec.id) !== p) return;
+    s.loads.delete(spec.id);
+    s.replicaWork.mark(spec.id);
   };
   p.then(cleanup, cleanup);
   return p;
@@ -138,6 +141,7 @@ async function lead<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec,
   const incarnation = s.o.mintIncarnation();
   s.loadControllers.set(incarnation, ctl);
   s.loadIncarnations.set(spec.id, incarnation);
+  s.replicaWork.mark(spec.id);
   const startedAtMs = s.o.clock.now();
   let nodeId: string | undefined;
   let registered = false;
@@ -197,6 +201,7 @@ async function lead<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec,
           h.address = ev.address;
           h.gpu = ev.gpu;
           h.phase = "loading";
+          s.replicaWork.mark(spec.id);
           if (ev.reportFloor !== undefined) h.reportFloor = ev.reportFloor;
           retireRecycledAddress(s, nodeId, ev.address, incarnation);
           s.core.registerLoading({ nodeId, model: spec.id, incarnation, address: ev.address, ...pinsAndGroupsNow(s, spec), sizeBytes: spec.sizeBytes, ...(ev.gpu === undefined ? {} : { gpu: ev.gpu }) });
@@ -213,6 +218,7 @@ async function lead<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec,
           }
           h.backend = s.o.backends.connect(ev.address, { nodeId, model: spec.id });
           h.phase = "ready";
+          s.replicaWork.mark(spec.id);
           s.core.markReady(incarnation);
           break;
         case "failed":
@@ -241,7 +247,10 @@ async function lead<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec,
     release?.();
     deadline.cleanup();
     s.loadControllers.delete(incarnation);
-    if (s.loadIncarnations.get(spec.id) === incarnation) s.loadIncarnations.delete(spec.id);
+    if (s.loadIncarnations.get(spec.id) === incarnation) {
+      s.loadIncarnations.delete(spec.id);
+      s.replicaWork.mark(spec.id);
+    }
   }
 }
 

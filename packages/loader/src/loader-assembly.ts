@@ -15,6 +15,7 @@ import type { BackendHandle } from "./ports.js";
 import { ReplicaIndex } from "./replica-index.js";
 import { ReplicaRoutes } from "./replica-routes.js";
 import { ScaleBreakers } from "./scale-breaker.js";
+import { ReplicaWork } from "./replica-work.js";
 import { SettleWaiters } from "./settle-waiters.js";
 import { StopRpcs } from "./stop-rpcs.js";
 import { retryLeftover } from "./stop-sequence.js";
@@ -80,6 +81,7 @@ export function assembleLoaderState<H extends BackendHandle>(
     heldByNode: new HeldNodeIndex(),
     scaleOverrides: new Map(),
     breakers: new ScaleBreakers(),
+    replicaWork: new ReplicaWork(),
     loads: new Map(),
     loadIncarnations: new Map(),
     loadControllers: new Map(),

@@ -15,6 +15,7 @@ export interface HarnessOptions {
   readonly cooldown?: CooldownPolicy;
   readonly stuckAfterMs?: number;
   readonly maxWaitingPerModel?: number;
+  readonly replicaPass?: "changed" | "every";
 }
 
 /** Models m1…m4 on backend "sim", no groups, 10 min load deadline. */
@@ -62,6 +63,7 @@ export function createHarness(o: HarnessOptions = {}) {
     ...(o.cooldown === undefined ? {} : { cooldown: o.cooldown }),
     ...(o.stuckAfterMs === undefined ? {} : { stuckAfterMs: o.stuckAfterMs }),
     ...(o.maxWaitingPerModel === undefined ? {} : { maxWaitingPerModel: o.maxWaitingPerModel }),
+    ...(o.replicaPass === undefined ? {} : { replicaPass: o.replicaPass }),
     leftoverBackoff: { initialMs: 1_000, factor: 2, maxMs: 8_000, jitter: 0 },
     onWarning: (msg) => {
       warnings.push(msg);

@@ -56,6 +56,13 @@ export interface LoaderOptions<H extends BackendHandle> {
    * and act, or emit, nothing. @default always true
    */
   readonly mayAct?: () => boolean;
+  /**
+   * Which models each replica reconciler pass decides for: `changed`, those
+   * whose replica picture changed or whose own timer is due (replica-work.ts);
+   * `every`, every configured model — the reference `changed` is checked
+   * against in tests, the same decisions for more work. @default "changed"
+   */
+  readonly replicaPass?: "changed" | "every";
   /** Incarnations remembered as confirmed gone, oldest out. @default 4096 */
   readonly maxGoneIncarnations?: number;
   /** Reports what the loader decided but could not act on (bugs, best-effort failures). */

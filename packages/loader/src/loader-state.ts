@@ -8,6 +8,7 @@ import type { LockTable } from "./lifecycle-lock.js";
 import type { LoadCooldown } from "./load-cooldown.js";
 import type { ReplicaIndex } from "./replica-index.js";
 import type { ReplicaRoutes } from "./replica-routes.js";
+import type { ReplicaWork } from "./replica-work.js";
 import type { ScaleOverride } from "./replica-settings.js";
 import type { ScaleBreakers } from "./scale-breaker.js";
 import type { LoaderOptions, StopTimings } from "./loader-options.js";
@@ -39,6 +40,8 @@ export interface LoaderState<H extends BackendHandle> {
   readonly heldByNode: HeldNodeIndex<H>;
   /** model → an operator's ScaleModel override (replica-settings.ts). */
   readonly scaleOverrides: Map<string, ScaleOverride>;
+  /** Which models the replica reconciler looks at on its next pass (replica-work.ts). */
+  readonly replicaWork: ReplicaWork;
   /** model → the replica circuit breaker, when open (scale-breaker.ts). */
   readonly breakers: ScaleBreakers;
   /** model → the leader's load in progress (followers coalesce on it). */

@@ -17,7 +17,8 @@ import type { BackendHandle } from "./ports.js";
 import { carryScaleOverrides, validateScale } from "./replica-settings.js";
 import type { ReplicaStatus, ScalePatch } from "./replica-status.js";
 import { replicaStatusOf, replicaStatusesOf } from "./replica-status-of.js";
-import { modelRules, reconcileReplicas } from "./replica-tick.js";
+import { modelRules, reconcileEveryModel, reconcileReplicas } from "./replica-tick.js";
+import type { ReplicaPassWork } from "./replica-work.js";
 import { acquire, reportUnavailable } from "./routing.js";
 import { JournalReplicas, forgetUnconfirmed } from "./journal-replicas.js";
 import { onSettled, stopSequence } from "./stop-sequence.js";
@@ -204,6 +205,7 @@ export class Loader<H extends BackendHandle = BackendHandle> {
     const spec = this.s.models.get(id);
     if (spec === undefined) throw new WardenError(Code.NotFound, `model: "${id}" is not configured`);
     this.s.models.set(id, { ...spec, pinned: patch.pinned, groups: patch.groups });
+    this.s.replicaWork.mark(id);
     this.core.updatePolicy(modelPolicy(this.s.models));
     pushAllOccupancy(this.s);
   }
@@ -225,6 +227,7 @@ export class Loader<H extends BackendHandle = BackendHandle> {
     const configReplicas = this.s.scaleOverrides.get(model)?.configReplicas ?? spec.replicas;
     this.s.scaleOverrides.set(model, { min: next.min, max: next.max, configReplicas });
     this.s.models.set(model, { ...spec, replicas: next });
+    this.s.replicaWork.mark(model);
     this.core.setModelRules(modelRules(this.s.models));
     this.s.o.events.emit({ type: "replica.scale-set", nodeId: "", model, address: "", incarnation: "", operator, min: next.min, max: next.max, ...(actor === undefined ? {} : { actor }) });
     return next;
@@ -249,7 +252,8 @@ export class Loader<H extends BackendHandle = BackendHandle> {
       // HA: not the leader at this moment (see `mayAct`): this turn decides nothing.
       if (this.s.o.mayAct?.() !== false) {
         this.watchdog.tick();
-        reconcileReplicas(this.s);
+        if (this.s.o.replicaPass === "every") reconcileEveryModel(this.s);
+        else reconcileReplicas(this.s);
       }
       this.tickCancel = this.s.o.clock.setTimer(this.core.getPolicy().tickIntervalMs, loop);
     };
@@ -259,6 +263,11 @@ export class Loader<H extends BackendHandle = BackendHandle> {
   /** One replica reconciler pass (min floor, scale-down; replica-tick.ts). Runs on every tick of `startTicking`. */
   reconcileReplicas(): void {
     reconcileReplicas(this.s);
+  }
+
+  /** What the last replica reconciler pass looked at (models decided for, model timers running): a count, for tests. */
+  replicaPassWork(): ReplicaPassWork {
+    return this.s.replicaWork.lastWork();
   }
 
   // ------------------------------------------------------------------ loads

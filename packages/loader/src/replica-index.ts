@@ -10,6 +10,8 @@ export class ReplicaIndex {
   /** model → the change count at its last add or remove (never reused: one counter for all models). */
   private readonly versions = new Map<string, number>();
   private changes = 0;
+  /** Models whose replicas changed since `takeChanged` (bounded by the model table). */
+  private readonly changed = new Set<string>();
 
   add(model: string, incarnation: string): void {
     let set = this.byModel.get(model);
@@ -19,6 +21,7 @@ export class ReplicaIndex {
     }
     set.add(incarnation);
     this.versions.set(model, ++this.changes);
+    this.changed.add(model);
   }
 
   remove(model: string, incarnation: string): void {
@@ -26,9 +29,18 @@ export class ReplicaIndex {
     if (set === undefined) return;
     if (!set.delete(incarnation)) return;
     this.versions.set(model, ++this.changes);
+    this.changed.add(model);
     if (set.size > 0) return;
     this.byModel.delete(model);
     this.versions.delete(model); // a later add takes a new count: no version repeats
+  }
+
+/** Models added, removed or changed here since the last call (the replica reconciler's dirty set). */
+  takeChanged(): string[] {
+    if (this.changed.size === 0) return [];
+    const out = [...this.changed];
+    this.changed.clear();
+    return out;
   }
 
   /** Changes whenever the model's replicas do (replica-routes.ts rebuilds its order then); 0 before the first. */

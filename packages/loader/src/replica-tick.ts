@@ -8,41 +8,84 @@ import { chooseReplica } from "./replica-routing.js";
 import { stopInstance } from "./unload.js";
 
 /**
- * One reconciler pass over every model that has replica work (runs on the
- * loader's tick, after the watchdog's): restores `min`, scales idle replicas
- * down (reason `scale-down`, through the normal stop sequence, announced by
- * `replica.scaled-down` first). A model with min 0 and at most one replica
- * costs one lookup. Never awaits a stop or a load.
+ * One reconciler pass (runs on the loader's tick, after the watchdog's):
+ * restores `min`, scales idle replicas down (reason `scale-down`, through the
+ * normal stop sequence, announced by `replica.scaled-down` first). Looks only
+ * at the models whose replica picture changed or whose own timer is due
+ * (replica-work.ts), in model-table order: the same decisions as a pass over
+ * every model ({@link reconcileEveryModel}), for work proportional to change.
+ * Never awaits a stop or a load.
  */
 export function reconcileReplicas<H extends BackendHandle>(s: LoaderState<H>): void {
   if (s.closed) return;
-  for (const spec of s.models.values()) {
-    if (spec.replicas.min === 0 && s.replicas.count(spec.id) <= 1) continue;
-    const d = decideReplicas(viewOf(s, spec));
-    if (d.t === "load") {
-      void startReplicaLoad(s, spec, "min");
-    } else if (d.t === "scale-down") {
-      const h = s.held.get(d.incarnation);
-      if (h === undefined) continue;
-      const live = chooseReplica(s, spec.id).live;
-      s.o.events.emit({ type: "replica.scaled-down", nodeId: h.nodeId, model: spec.id, address: h.address ?? "", incarnation: h.incarnation, replicas: live - 1 });
-      void stopInstance(s, d.incarnation, { force: false, reason: "scale-down" }).catch((err: unknown) => {
-        warn(s, "scale-down stop failed", { model: spec.id, incarnation: d.incarnation, err: String(err) });
-      });
-    }
+  const nowMs = s.o.clock.now();
+  const specs = s.replicaWork.take(
+    {
+      models: s.models,
+      takeCoreChanges: () => s.core.takeChangedModels(),
+      takeLoaderChanges: () => [...s.replicas.takeChanged(), ...s.unconfirmed.takeChanged(), ...s.breakers.takeChanged()],
+    },
+    nowMs,
+  );
+  for (const spec of specs) {
+    const wakeAtMs = reconcileModel(s, spec, nowMs);
+    if (wakeAtMs === "decided") s.replicaWork.decided(spec.id);
+    else s.replicaWork.idle(spec.id, wakeAtMs);
   }
 }
 
-function viewOf<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec): ReplicaView {
+/** The same pass over every configured model: the reference the change-driven pass is checked against (tests). */
+export function reconcileEveryModel<H extends BackendHandle>(s: LoaderState<H>): void {
+  if (s.closed) return;
   const nowMs = s.o.clock.now();
+  for (const spec of s.models.values()) reconcileModel(s, spec, nowMs);
+}
+
+/**
+ * Decides for one model and acts. Returns "decided" when it started a load or
+ * a scale-down, else when time alone could change its decision: the breaker
+ * letting a load start, or the next idle replica reaching `scaleDownAfter`
+ * (undefined: only a change can). A model with min 0 and at most one replica
+ * costs one lookup.
+ */
+function reconcileModel<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, nowMs: number): number | undefined | "decided" {
+  if (spec.replicas.min === 0 && s.replicas.count(spec.id) <= 1) return undefined;
+  const v = viewOf(s, spec, nowMs);
+  const d = decideReplicas(v);
+  if (d.t === "load") {
+    void startReplicaLoad(s, spec, "min");
+    return "decided";
+  }
+  if (d.t === "scale-down") {
+    const h = s.held.get(d.incarnation);
+    if (h === undefined) return "decided";
+    const live = chooseReplica(s, spec.id).live;
+    s.o.events.emit({ type: "replica.scaled-down", nodeId: h.nodeId, model: spec.id, address: h.address ?? "", incarnation: h.incarnation, replicas: live - 1 });
+    void stopInstance(s, d.incarnation, { force: false, reason: "scale-down" }).catch((err: unknown) => {
+      warn(s, "scale-down stop failed", { model: spec.id, incarnation: d.incarnation, err: String(err) });
+    });
+    return "decided";
+  }
+  let wakeAtMs: number | undefined;
+  const retryAtMs = s.breakers.state(spec.id)?.retryAtMs;
+  if (!v.breakerAllows && retryAtMs !== undefined) wakeAtMs = retryAtMs;
+  for (const r of v.idle) {
+    const at = r.idleSinceMs + v.scaleDownAfterMs;
+    if (at > nowMs && (wakeAtMs === undefined || at < wakeAtMs)) wakeAtMs = at;
+  }
+  return wakeAtMs;
+}
+
+/** What the decision needs about the model's replicas: O(its replicas), no per-replica copies. */
+function viewOf<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, nowMs: number): ReplicaView {
   const idle: { incarnation: string; idleSinceMs: number }[] = [];
   let ready = 0;
   for (const inc of s.replicas.of(spec.id)) {
     const h = s.held.get(inc);
-    const v = s.core.instance(inc);
-    if (h === undefined || v === undefined || v.pendingEviction !== undefined || v.state !== "ready" || h.phase !== "ready") continue;
+    if (h === undefined || h.phase !== "ready" || s.core.stateOf(inc) !== "ready") continue;
     ready++;
-    if (v.inFlight === 0) idle.push({ incarnation: inc, idleSinceMs: v.idleSinceMs ?? v.stateSinceMs });
+    const idleSinceMs = s.core.idleSinceMs(inc);
+    if (idleSinceMs !== undefined) idle.push({ incarnation: inc, idleSinceMs });
   }
   const c = chooseReplica(s, spec.id);
   return {

@@ -23,6 +23,8 @@ export interface BreakerState {
 /** Breakers of every model, by model id. Bounded by the model table: a model removed from the config is forgotten. */
 export class ScaleBreakers {
   private readonly open = new Map<string, BreakerState>();
+  /** Models whose breaker changed since `takeChanged` (bounded by the model table). */
+  private readonly changed = new Set<string>();
 
   constructor(private readonly policy: BreakerPolicy = defaultBreakerPolicy) {}
 
@@ -42,10 +44,19 @@ export class ScaleBreakers {
     const retryAfterMs = Math.min(this.policy.maxMs, this.policy.initialMs * this.policy.factor ** (failures - 1));
     const next = { error, failures, retryAtMs: nowMs + retryAfterMs };
     this.open.set(model, next);
+    this.changed.add(model);
     return { ...next, retryAfterMs };
   }
 
   close(model: string): void {
-    this.open.delete(model);
+    if (this.open.delete(model)) this.changed.add(model);
+  }
+
+  /** Models added, removed or changed here since the last call (the replica reconciler's dirty set). */
+  takeChanged(): string[] {
+    if (this.changed.size === 0) return [];
+    const out = [...this.changed];
+    this.changed.clear();
+    return out;
   }
 }

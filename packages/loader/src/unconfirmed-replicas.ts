@@ -23,6 +23,8 @@ export class UnconfirmedReplicas {
   private readonly byIncarnation = new Map<string, UnconfirmedReplica>();
   private readonly byModel = new Map<string, Set<string>>();
   private readonly byNode = new Map<string, Set<string>>();
+  /** Models whose entries changed since `takeChanged` (bounded by the models of the journal). */
+  private readonly changed = new Set<string>();
 
   /** False (nothing changes) when the incarnation is already listed. */
   add(r: UnconfirmedReplica): boolean {
@@ -31,6 +33,7 @@ export class UnconfirmedReplicas {
     this.byIncarnation.set(r.incarnation, copy);
     addTo(this.byModel, r.model, r.incarnation);
     addTo(this.byNode, r.nodeId, r.incarnation);
+    this.changed.add(r.model);
     return true;
   }
 
@@ -40,6 +43,7 @@ export class UnconfirmedReplicas {
     this.byIncarnation.delete(incarnation);
     removeFrom(this.byModel, r.model, incarnation);
     removeFrom(this.byNode, r.nodeId, incarnation);
+    this.changed.add(r.model);
     return r;
   }
 
@@ -57,6 +61,14 @@ export class UnconfirmedReplicas {
 
   get(incarnation: string): UnconfirmedReplica | undefined {
     return this.byIncarnation.get(incarnation);
+  }
+
+/** Models added, removed or changed here since the last call (the replica reconciler's dirty set). */
+  takeChanged(): string[] {
+    if (this.changed.size === 0) return [];
+    const out = [...this.changed];
+    this.changed.clear();
+    return out;
   }
 
   /** Entries of `model` (every node). */

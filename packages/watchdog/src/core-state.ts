@@ -5,6 +5,7 @@ import type { NodeMemory } from "./memory-pressure.js";
 import type { ModelRule } from "./model-rules.js";
 import type { WatchdogPolicy } from "./policy.js";
 import type { RequestTracker } from "./request-tracker.js";
+import type { TickSchedule } from "./tick-schedule.js";
 import type { DetachedState, StopCommand } from "./stop-command.js";
 
 /** The one question the core asks the loader, synchronously, inside `settle`. */
@@ -45,6 +46,8 @@ export interface InstanceRecord {
 
 export interface NodeRecord {
   readonly nodeId: string;
+  /** Creation order (the order of `CoreState.nodes`): the memory reclaimer follows it. */
+  readonly seq: number;
   readonly instances: Set<InstanceRecord>;
   occupancy: readonly OccupancyEntry[];
   memory: NodeMemory | undefined;
@@ -69,12 +72,28 @@ export interface CoreState {
   /** Per-model idle floor and idle timeout (model-rules.ts); replaced whole by `setModelRules`. */
   modelRules: ReadonlyMap<string, ModelRule>;
   readonly requests: RequestTracker;
+  /** Which addresses' busy or idle timers are due (tick-schedule.ts); `setState` and the policy keep it told. */
+  readonly schedule: TickSchedule;
+  /**
+   * Models whose instances changed (a transition, or calls starting or ending
+   * at one's address) since `takeChangedModels`; undefined until it is first
+   * called, so a core nobody asks collects nothing.
+   */
+  changedModels: Set<string> | undefined;
   readonly records: Map<string, InstanceRecord>;
   readonly atAddress: Map<string, Set<InstanceRecord>>;
   readonly byModel: Map<string, Set<InstanceRecord>>;
   readonly nodes: Map<string, NodeRecord>;
   loaded: number;
   nextSeq: number;
+  nextNodeSeq: number;
+  /**
+   * Nodes the memory reclaimer looks at on the next tick: those with pressure
+   * on (a reading turns it on; a tick may turn it off or reclaim), and every
+   * node with a reading after the pressure threshold changes. A node with
+   * pressure off and an unchanged threshold has nothing a tick could change.
+   */
+  readonly memoryWatch: Set<NodeRecord>;
 }
 
 export function isRegistered(t: RecState["t"]): t is DetachedState {

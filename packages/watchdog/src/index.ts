@@ -30,6 +30,9 @@ export type {
 export type { AdmissionRequest, InstanceSpec, InstanceStateName, InstanceView, OccupancyEntry, PendingEvictionView } from "./instance.js";
 export type { MemoryDevice, MemoryReading, PressureChange } from "./memory-pressure.js";
 export type { AddressRequestView, Completion } from "./request-tracker.js";
+export type { TickWork } from "./tick-schedule.js";
+export { DueHeap } from "./due-heap.js";
+export type { HeapEntry } from "./due-heap.js";
 export { checkSnapshotInvariants, groupConflicts } from "./watchdog-snapshot.js";
 export type { NodeView, WatchdogSnapshot } from "./watchdog-snapshot.js";
 export { compareVictims } from "./victim-order.js";

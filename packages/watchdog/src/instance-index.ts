@@ -6,7 +6,7 @@ export function nodeFor(st: CoreState, nodeId: string): NodeRecord {
   let n = st.nodes.get(nodeId);
   if (n === undefined) {
     if (st.nodes.size >= st.caps.maxNodes) throw new WardenError(Code.ResourceExhausted, `at most ${st.caps.maxNodes} nodes`, { details: { nodeId } });
-    n = { nodeId, instances: new Set(), occupancy: [], memory: undefined };
+    n = { nodeId, seq: st.nextNodeSeq++, instances: new Set(), occupancy: [], memory: undefined };
     st.nodes.set(nodeId, n);
   }
   return n;
@@ -38,6 +38,12 @@ export function addressPending(st: CoreState, address: string): boolean {
 export function setState(st: CoreState, rec: InstanceRecord, next: RecState | undefined): void {
   const known = st.records.get(rec.incarnation) === rec;
   if (known && isRegistered(rec.state.t)) st.loaded--;
+  // The records at an address decide its busy and idle timers: re-time them at the next tick.
+  if (rec.indexedAddress !== undefined) st.schedule.markDirty(rec.indexedAddress);
+  if (rec.address !== undefined) st.schedule.markDirty(rec.address);
+  // One more ready instance may lift the model's replica floor off idle evictions it held back.
+  if (next?.t === "ready") st.schedule.unparkFloor(rec.model);
+  st.changedModels?.add(rec.model);
   if (rec.indexedAddress !== undefined) {
     const set = st.atAddress.get(rec.indexedAddress);
     set?.delete(rec);

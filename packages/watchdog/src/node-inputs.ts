@@ -30,7 +30,9 @@ export function reportMemory(st: CoreState, nodeId: string, reading: MemoryReadi
   checkName("nodeId", nodeId, st.caps.maxNameLength);
   const n = nodeFor(st, nodeId);
   n.memory ??= new NodeMemory(nodeId);
-  return n.memory.report(reading, st.clock.now(), st.policy, st.caps.maxDevicesPerNode);
+  const changes = n.memory.report(reading, st.clock.now(), st.policy, st.caps.maxDevicesPerNode);
+  if (n.memory.hasPressure()) st.memoryWatch.add(n);
+  return changes;
 }
 
 /** Forgets a node's occupancy and memory input. Instances must be removed separately. */

@@ -23,6 +23,8 @@ interface OpenRequest {
 class AddressRequests {
   /** False once the state was cleared (settle rows 2/4, removal): completions for it become no-ops. */
   live = true;
+  /** Queued in the tracker's changed list since the tick schedule last took it. */
+  changed = false;
   head: OpenRequest | undefined;
   tail: OpenRequest | undefined;
   count = 0;
@@ -30,6 +32,12 @@ class AddressRequests {
   legacy: OpenRequest[] = [];
   idleSinceMs: number | undefined;
   lastUsedMs: number | undefined;
+
+  constructor(
+    readonly address: string,
+    /** Creation order: the order of `addresses()`, which the tick's decisions follow. */
+    readonly seq: number,
+  ) {}
 }
 
 /** A read-only view of one address's request state. */
@@ -54,6 +62,13 @@ export interface AddressRequestView {
 export class RequestTracker {
   private readonly byAddress = new Map<string, AddressRequests>();
   private nextRequestId = 1;
+  private nextSeq = 0;
+  /**
+   * Addresses whose busy-since or idle-since may have changed (or that were
+   * created or cleared) since `takeChanged`: the tick schedule re-times only
+   * these. One flag check per begin/end that changes them, no allocation.
+   */
+  private changedList: AddressRequests[] = [];
 
   constructor(
     private readonly nowMs: () => number,
@@ -67,10 +82,38 @@ export class RequestTracker {
       if (this.byAddress.size >= this.maxAddresses) {
         throw new WardenError(Code.ResourceExhausted, `request tracking: at most ${this.maxAddresses} addresses`, { details: { address } });
       }
-      s = new AddressRequests();
+      s = new AddressRequests(address, this.nextSeq++);
       this.byAddress.set(address, s);
+      this.noteChange(s);
     }
     return s;
+  }
+
+  private noteChange(s: AddressRequests): void {
+    if (s.changed) return;
+    s.changed = true;
+    this.changedList.push(s);
+  }
+
+  /**
+   * The addresses noted as changed since the last call (each at most once;
+   * one may since have been cleared, or cleared and created again).
+   */
+  takeChanged(): string[] {
+    const list = this.changedList;
+    if (list.length === 0) return [];
+    this.changedList = [];
+    const out: string[] = [];
+    for (const s of list) {
+      s.changed = false;
+      out.push(s.address);
+    }
+    return out;
+  }
+
+  /** Creation order of the address's state (the order of `addresses()`); undefined when it has none. */
+  seqOf(address: string): number | undefined {
+    return this.byAddress.get(address)?.seq;
   }
 
   private begin(address: string): OpenRequest {
@@ -81,6 +124,8 @@ export class RequestTracker {
       });
     }
     const now = this.nowMs();
+    // The first open request sets busy-since and ends idle-since; later ones change neither.
+    if (s.head === undefined) this.noteChange(s);
     const r: OpenRequest = { id: this.nextRequestId++, startMs: now, owner: s, prev: s.tail, next: undefined, done: false };
     if (s.tail === undefined) s.head = r;
     else s.tail.next = r;
@@ -94,15 +139,21 @@ export class RequestTracker {
   private end(r: OpenRequest): void {
     if (r.done) {
       // Planted bug "inflight-below-zero": the run-once guard forgets to stop the second decrement.
-      if (isPlanted("inflight-below-zero") && r.owner.live) r.owner.count--;
+      if (isPlanted("inflight-below-zero") && r.owner.live) {
+        r.owner.count--;
+        this.noteChange(r.owner);
+      }
       return;
     }
     r.done = true;
     const s = r.owner;
     // Cleared meanwhile (settled or dropped): the id is gone, so this is a no-op (invariant I4).
     if (!s.live) return;
-    if (r.prev === undefined) s.head = r.next;
-    else r.prev.next = r.next;
+    // Ending the oldest open request moves busy-since; ending the last one starts idle-since.
+    if (r.prev === undefined) {
+      this.noteChange(s);
+      s.head = r.next;
+    } else r.prev.next = r.next;
     if (r.next === undefined) s.tail = r.prev;
     else r.next.prev = r.prev;
     r.prev = undefined;
@@ -110,7 +161,10 @@ export class RequestTracker {
     s.count--;
     const now = this.nowMs();
     s.lastUsedMs = now;
-    if (s.count === 0) s.idleSinceMs = now;
+    if (s.count === 0) {
+      s.idleSinceMs = now;
+      this.noteChange(s);
+    }
   }
 
   /** Begins a request on `address` and returns its idempotent completion. O(1). */
@@ -148,6 +202,7 @@ export class RequestTracker {
     const now = this.nowMs();
     s.lastUsedMs = now;
     s.idleSinceMs = now;
+    this.noteChange(s);
   }
 
   inFlight(address: string): number {
@@ -187,6 +242,7 @@ export class RequestTracker {
     const ids = this.openIds(address);
     s.live = false;
     this.byAddress.delete(address);
+    this.noteChange(s);
     return ids;
   }
 
@@ -206,6 +262,7 @@ export class RequestTracker {
       s.head = r;
       s.count++;
       s.idleSinceMs = undefined;
+      this.noteChange(s);
     }
   }
 

@@ -2,7 +2,7 @@ import { Code, WardenError } from "@warden/common";
 import type { Clock } from "@warden/common";
 import { admit } from "./admission.js";
 import { defaultCaps, type WatchdogCaps } from "./caps.js";
-import { setPolicy } from "./core-policy.js";
+import { setModelRules, setPolicy } from "./core-policy.js";
 import type { CoreState, LoaderQuery } from "./core-state.js";
 import type {
   AdmissionDecision,
@@ -15,7 +15,7 @@ import type {
 } from "./decision.js";
 import { enforceGroups, enforceLimit } from "./enforcement.js";
 import { selectExplicit, selectModel, selectNode, type ExplicitStopOptions } from "./explicit-selection.js";
-import { checkModelRules, type ModelRule } from "./model-rules.js";
+import type { ModelRule } from "./model-rules.js";
 import type { AdmissionRequest, InstanceSpec, InstanceStateName, InstanceView, OccupancyEntry } from "./instance.js";
 import { registeredAt } from "./instance-index.js";
 import { markReady, registerLoading, releaseReservation, remove } from "./instance-lifecycle.js";
@@ -27,7 +27,9 @@ import { applyPolicyPatch, copyPolicy, defaultPolicy, type PolicyPatch, type Wat
 import { RequestTracker, type AddressRequestView, type Completion } from "./request-tracker.js";
 import { settle } from "./settle.js";
 import type { StopOutcome } from "./stop-command.js";
-import { tick } from "./tick.js";
+import { idleSinceMs, takeChangedModels } from "./replica-feed.js";
+import { tick, tickFullScan } from "./tick.js";
+import { TickSchedule, type TickWork } from "./tick-schedule.js";
 import type { NodeView, WatchdogSnapshot } from "./watchdog-snapshot.js";
 
 export type { LoaderQuery } from "./core-state.js";
@@ -85,12 +87,16 @@ export class WatchdogCore {
       pinned: new Set(policy.pinnedModels),
       modelRules: new Map(),
       requests: this.requests,
+      schedule: new TickSchedule(),
+      changedModels: undefined,
       records: new Map(),
       atAddress: new Map(),
       byModel: new Map(),
       nodes: new Map(),
       loaded: 0,
       nextSeq: 0,
+      nextNodeSeq: 0,
+      memoryWatch: new Set(),
     };
   }
 
@@ -115,7 +121,7 @@ export class WatchdogCore {
    * as a whole, live. Throws INVALID_ARGUMENT naming the field; nothing changes on error.
    */
   setModelRules(rules: ReadonlyMap<string, ModelRule>): void {
-    this.st.modelRules = checkModelRules(rules);
+    setModelRules(this.st, rules);
   }
 
   /** Groups of a model (a copy), or undefined when it has none. */
@@ -300,6 +306,38 @@ export class WatchdogCore {
    */
   tick(): TickDecision {
     return tick(this.st);
+  }
+
+  /**
+   * The same tick judging every address, not only the due ones: the
+   * reference the due-only tick is checked against (tests, bench).
+   */
+  tickFullScan(): TickDecision {
+    return tickFullScan(this.st);
+  }
+
+  /**
+   * The models whose instances changed since the last call — a transition of
+   * one, or the first call starting or the last ending at one's address — so
+   * the replica reconciler looks only at those. The first call only starts
+   * collecting (its caller looks at every model once). O(changes).
+   */
+  takeChangedModels(): string[] {
+    return takeChangedModels(this.st);
+  }
+
+  /**
+   * For a ready instance with no call in flight: since when it is idle (its
+   * address's idle-since, else its ready time); undefined otherwise. O(1), no
+   * copy: the replica reconciler reads it per replica.
+   */
+  idleSinceMs(incarnation: string): number | undefined {
+    return idleSinceMs(this.st, incarnation);
+  }
+
+  /** What the last tick looked at (addresses re-timed, judged, with a timer running): a count, for tests and metrics. */
+  lastTickWork(): TickWork {
+    return this.st.schedule.lastWork();
   }
 
   // ---------------------------------------------------------------- settle (settle.ts)

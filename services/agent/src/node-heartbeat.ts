@@ -152,6 +152,8 @@ export function createNodeHeartbeat(options: NodeHeartbeatOptions): NodeHeartbea
     const part = writer.build(sequence, inv.backends.map((b) => create(InventoryEntrySchema, b)), clock.now());
     if (part.t === "full") stats.fullInventories++;
     else stats.deltas++;
+    if (part.t === "full") logger.debug("heartbeat sent", { sequence, kind: "full", entries: part.backends.length });
+    else logger.debug("heartbeat sent", { sequence, kind: "delta", upserts: part.delta.upserts.length, removed: part.delta.removed.length });
     const r = await options.node.heartbeat(
       { nodeId: options.nodeId, bootEpoch: BigInt(options.source.bootEpochMs), sequence, ...(part.t === "full" ? { backends: part.backends } : { delta: part.delta }), orphans: inv.orphans.slice(0, maxReportedProcesses), foreign: inv.foreign.slice(0, maxReportedProcesses), resources: res, leaderEpoch: inv.leaderEpoch },
       { signal, timeoutMs: callTimeoutMs },

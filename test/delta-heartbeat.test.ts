@@ -10,7 +10,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { createClient, type Client } from "@warden/grpc";
 import { Code } from "@warden/common";
-import { BackendState, InventoryEntrySchema, NodeService, inventoryDigest, type HeartbeatRequestSchema, type InventoryEntry } from "@warden/proto";
+import { BackendState, InventoryEntrySchema, NodeService, inventoryDigest, type HeartbeatRequestSchema, type InventoryDeltaSchema, type InventoryEntry } from "@warden/proto";
 import { simModel, startTestCoordinator, type TestCoordinator } from "./support/coordinator-harness.js";
 import { refusal } from "./support/refusal.js";
 
@@ -40,7 +40,7 @@ const stored = (tc: TestCoordinator) => {
   const r = tc.c.nodes.get("n1");
   return { sequence: r?.sequence, inventory: (r?.inventory ?? []).map((e) => `${e.incarnation.slice(-2)}:${String(e.state)}`).sort() };
 };
-const hb = (sequence: bigint, rest: Partial<HeartbeatInit>): HeartbeatInit => ({ nodeId: "n1", bootEpoch, sequence, ...rest });
+const hb = (sequence: bigint, rest: { readonly backends?: InventoryEntry[]; readonly delta?: MessageInitShape<typeof InventoryDeltaSchema> }): HeartbeatInit => ({ nodeId: "n1", bootEpoch, sequence, ...rest });
 
 describe("delta heartbeats", () => {
   it("a delta onto the held base applies; a digest mismatch or another base changes nothing and asks for a full inventory, which applies; a stale delta is ignored", async () => {

@@ -67,13 +67,13 @@ function sentSince(a: RemoteAgent, from: number): Sent[] {
 
 /** ListModels against the process table, sampled every 100 ms until `done` resolves: each mismatch as text. */
 async function watchListings(admin: Client<typeof AdminService>, done: Promise<unknown>, expected: () => readonly string[]): Promise<{ samples: number; wrong: string[] }> {
-  let finished = false;
+  const phase = { finished: false };
   void done.finally(() => {
-    finished = true;
+    phase.finished = true;
   });
   let samples = 0;
   const wrong: string[] = [];
-  while (!finished) {
+  while (!phase.finished) {
     const want = expected();
     const listed = (await admin.listModels({})).instances.filter((i) => i.state === InstanceState.READY).map((i) => `${i.model}@${i.nodeId}:${i.incarnation}`);
     const running = (await runningBackends(fileTag)).map((b) => b.incarnation);

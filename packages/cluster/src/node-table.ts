@@ -253,10 +253,7 @@ export class NodeTable<C> implements AgentDirectory, InventoryPort {
     return rec;
   }
 
-  /**
-   * A heartbeat. Returns false when the node is unknown (it must register).
-   * An older (boot epoch, sequence) than the last one seen is ignored.
-   */
+  /** {@link receive}, false when the node must register. */
   heartbeat(hb: HeartbeatReport): boolean {
     return this.receive(hb) !== "register";
   }

@@ -99,7 +99,8 @@ const defaultBackoff: BackoffPolicy = { initialMs: 250, factor: 1.6, maxMs: 5_00
 
 /**
  * The agent side of NodeService: Register, then Heartbeat every interval with
- * the inventory, orphans, foreign processes, resources, the agent's boot epoch and a sequence that
+ * the inventory (whole, or a delta against the last acknowledged one:
+ * InventoryDeltaWriter), orphans, foreign processes, resources, the agent's boot epoch and a sequence that
  * strictly increases for every heartbeat sent in this boot epoch (also across
  * re-registrations and failures), so the coordinator can drop stale reports.
  * `register_required` in a response makes it register again at once; while the

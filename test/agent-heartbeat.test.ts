@@ -78,13 +78,19 @@ describe("node heartbeat", () => {
     expect(reg?.backends).toEqual(Object.keys(h.config.catalog));
     const beat = first.heartbeats[first.heartbeats.length - 1];
     expect(beat?.bootEpoch).toBe(BigInt(h.agent.bootEpochMs));
-    expect(beat?.backends.map((b) => b.incarnation)).toContain(backend.incarnation);
+    // The first heartbeat after a Register carries the whole inventory; the next ones only the changes since (none).
+    expect(first.heartbeats[0]?.backends.map((b) => b.incarnation)).toContain(backend.incarnation);
+    expect(beat?.backends).toEqual([]);
+    expect(beat?.delta).toMatchObject({ upserts: [], removed: [] });
     expect(beat?.resources?.ramTotalBytes).toBeGreaterThan(0n);
 
     first.forgetNode();
     await waitFor("re-registration", () => first.registers.length >= 2);
     const afterReRegister = first.heartbeats.length;
     await waitFor("heartbeats after re-registration", () => first.heartbeats.length >= afterReRegister + 2);
+    // The first heartbeat that reached the coordinator after the new Register is full again.
+    const reRegistered = first.heartbeats.slice(afterReRegister).find((x) => x.delta === undefined);
+    expect(reRegistered?.backends.map((b) => b.incarnation)).toContain(backend.incarnation);
     expect(first.heartbeats[first.heartbeats.length - 1]?.bootEpoch).toBe(BigInt(h.agent.bootEpochMs));
 
     // coordinator down: failures counted, retried; back up on the same port: a new register

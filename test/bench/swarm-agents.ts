@@ -5,8 +5,10 @@
  * the real agent does (node-heartbeat.ts): Register, then a Heartbeat one
  * interval after the previous one answered, 5 s call timeout, register again
  * when asked. Each heartbeat carries the agent's whole inventory (10 READY
- * backends, as InventoryEntry with every field the agent fills) and its
- * resources; each call sends the node's own bearer token. Once a second,
+ * backends, as InventoryEntry with every field the agent fills) or, with
+ * `deltas`, only its changes against the last acknowledged one (the real
+ * agent's InventoryDeltaWriter: a full one first, on request and every 60 s),
+ * and its resources; each call sends the node's own bearer token. Once a second,
  * somewhere in the swarm, a backend exits (reported EXITED once, then gone)
  * or a new one appears (READY, adopted by the coordinator) — a stop or a load
  * as the inventories show it.
@@ -27,7 +29,8 @@ import { create } from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { Code, WardenError, createUlidFactory, cryptoRng, systemClock, wardenVersion } from "@warden/common";
 import { GrpcServer, createClient, type Client } from "@warden/grpc";
-import { AgentService, BackendState, HeartbeatRequestSchema, NodeService, type HeartbeatRequest, type InventoryEntry } from "@warden/proto";
+import { AgentService, BackendState, HeartbeatRequestSchema, NodeService, type HeartbeatRequest, type HeartbeatResponse, type InventoryEntry } from "@warden/proto";
+import { InventoryDeltaWriter } from "../../services/agent/src/inventory-delta-writer.js";
 
 export interface SwarmAgentsConfig {
   /** The NodeService address (a coordinator or the bare floor server). */
@@ -39,6 +42,8 @@ export interface SwarmAgentsConfig {
   readonly tokensFile: string | undefined;
   readonly connections: number;
   readonly backendsPerNode: number;
+  /** Delta heartbeats as the real agent sends them; false: every inventory whole (the agent before deltas). */
+  readonly deltas: boolean;
   /** One stop or load somewhere every this many ms (0 = none). */
   readonly changePeriodMs: number;
   readonly registerTimeoutMs: number;
@@ -55,6 +60,8 @@ export interface SwarmAgentsReport {
   readonly changes: number;
   readonly watchStreams: number;
   readonly stopCalls: number;
+  /** Answers asking for a full inventory (deltas only). */
+  readonly fullRequested: number;
 }
 
 const intervalMs = 1_000;
@@ -69,6 +76,7 @@ interface SimAgent {
   sequence: bigint;
   backends: InventoryEntry[];
   registered: boolean;
+  readonly writer: InventoryDeltaWriter;
 }
 
 function percentile(sorted: readonly number[], p: number): number {
@@ -133,13 +141,14 @@ async function main(): Promise<void> {
     const md = new Metadata();
     const token = tokens[nodeId];
     if (token !== undefined) md.set("authorization", `Bearer ${token}`);
-    return { nodeId, md, client: channels[i % channels.length] as Client<typeof NodeService>, bootEpoch: BigInt(Date.now()), sequence: 0n, backends: Array.from({ length: cfg.backendsPerNode }, (_, k) => newEntry(`m${String(k)}`)), registered: false };
+    return { nodeId, md, client: channels[i % channels.length] as Client<typeof NodeService>, bootEpoch: BigInt(Date.now()), sequence: 0n, backends: Array.from({ length: cfg.backendsPerNode }, (_, k) => newEntry(`m${String(k)}`)), registered: false, writer: new InventoryDeltaWriter({ fullEveryMs: cfg.deltas ? 60_000 : 0 }) };
   });
 
   let lat: number[] = [];
   let failures = 0;
   let reRegistrations = 0;
   let changes = 0;
+  let fullRequested = 0;
 
   const register = async (a: SimAgent): Promise<void> => {
     await a.client.register(
@@ -147,15 +156,17 @@ async function main(): Promise<void> {
       { metadata: a.md, timeoutMs: callTimeoutMs },
     );
     a.registered = true;
+    a.writer.reset();
   };
   const heartbeat = (a: SimAgent): HeartbeatRequest => {
     a.sequence++;
     const used = BigInt(a.backends.length) * 2n * gib;
+    const part = a.writer.build(a.sequence, a.backends, Date.now());
     return create(HeartbeatRequestSchema, {
       nodeId: a.nodeId,
       bootEpoch: a.bootEpoch,
       sequence: a.sequence,
-      backends: a.backends,
+      ...(part.t === "full" ? { backends: part.backends } : { delta: part.delta }),
       orphans: [],
       foreign: [],
       resources: { gpus: [{ index: 0, name: "NVIDIA A100-SXM4-80GB", totalBytes: 80n * gib, usedBytes: used }], ramTotalBytes: 256n * gib, ramUsedBytes: 16n * gib + used, measuredAt: timestampFromMs(Date.now()) },
@@ -163,6 +174,15 @@ async function main(): Promise<void> {
     });
   };
   const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms).unref());
+  /** One heartbeat and its answer taken as the real agent takes it; true when the node is known. */
+  const beat = async (a: SimAgent): Promise<boolean> => {
+    const req = heartbeat(a);
+    const r: HeartbeatResponse = await a.client.heartbeat(req, { metadata: a.md, timeoutMs: callTimeoutMs });
+    if (r.registerRequired || r.fullInventoryRequired) a.writer.reset();
+    else a.writer.acknowledged(req.sequence);
+    if (r.fullInventoryRequired) fullRequested++;
+    return !r.registerRequired;
+  };
 
   const loop = async (a: SimAgent): Promise<void> => {
     while (!stop.signal.aborted) {
@@ -172,11 +192,11 @@ async function main(): Promise<void> {
           reRegistrations++;
         }
         const t0 = performance.now();
-        const r = await a.client.heartbeat(heartbeat(a), { metadata: a.md, timeoutMs: callTimeoutMs });
+        const known = await beat(a);
         lat.push(performance.now() - t0);
         // An exited backend is reported once, then dropped (as the agent does).
         a.backends = a.backends.filter((e) => e.state !== BackendState.EXITED);
-        if (r.registerRequired) a.registered = false;
+        if (!known) a.registered = false;
       } catch (err) {
         failures++;
         const e = WardenError.from(err);
@@ -198,14 +218,14 @@ async function main(): Promise<void> {
         const a = agents[next++] as SimAgent;
         // As the real agent: Register, then its first heartbeat at once.
         // Past the deadline the rest never start: the swarm runs with the nodes that got in (reported).
-        for (let beat = false; !beat; ) {
+        for (let known = false; !known; ) {
           if (Date.now() > deadline) {
             gaveUp++;
             break;
           }
           try {
             if (!a.registered) await register(a);
-            beat = !(await a.client.heartbeat(heartbeat(a), { metadata: a.md, timeoutMs: callTimeoutMs })).registerRequired;
+            known = await beat(a);
           } catch {
             a.registered = false;
             await sleep(250);
@@ -246,9 +266,10 @@ async function main(): Promise<void> {
       failures = 0;
       reRegistrations = 0;
       changes = 0;
+      fullRequested = 0;
     } else if (m.t === "report") {
       const sorted = [...lat].sort((x, y) => x - y);
-      const report: SwarmAgentsReport = { t: "report", heartbeats: lat.length, failures, reRegistrations, p50Ms: percentile(sorted, 50), p99Ms: percentile(sorted, 99), maxMs: sorted[sorted.length - 1] ?? Number.NaN, changes, watchStreams, stopCalls };
+      const report: SwarmAgentsReport = { t: "report", heartbeats: lat.length, failures, reRegistrations, p50Ms: percentile(sorted, 50), p99Ms: percentile(sorted, 99), maxMs: sorted[sorted.length - 1] ?? Number.NaN, changes, watchStreams, stopCalls, fullRequested };
       process.send?.(report);
     } else if (m.t === "stop") {
       stop.abort();

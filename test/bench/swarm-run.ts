@@ -42,6 +42,8 @@ export interface SwarmOptions {
    * tokens, one of them the bench's admin token, so a bigger swarm runs with auth off.
    */
   readonly auth?: boolean;
+  /** The agents send delta heartbeats (as the real agent); false: every inventory whole. @default true */
+  readonly deltas?: boolean;
 }
 
 /** Tokens a coordinator's tokens file may hold (token-table.ts), the bench's admin token among them. */
@@ -171,7 +173,7 @@ async function stopChild(child: ChildProcess, graceMs = 15_000): Promise<void> {
 
 /** Runs the load generator against `address` through warmup and the steady window; `during` runs in the window. */
 async function measureSide(pid: number, address: string, o: Required<SwarmOptions>, tokensFile: string | undefined, during: (signal: AbortSignal) => Promise<void>): Promise<{ fig: SideFigures; gen: ChildProcess }> {
-  const cfg: SwarmAgentsConfig = { address, nodes: o.nodes, nodePrefix: "swarm-", tokensFile, connections: o.connections, backendsPerNode: o.backendsPerNode, changePeriodMs: 1_000, registerTimeoutMs: 60_000 + o.nodes * 20 };
+  const cfg: SwarmAgentsConfig = { address, nodes: o.nodes, nodePrefix: "swarm-", tokensFile, connections: o.connections, backendsPerNode: o.backendsPerNode, deltas: o.deltas, changePeriodMs: 1_000, registerTimeoutMs: 60_000 + o.nodes * 20 };
   const gen = forkChild("swarm-agents.ts", [JSON.stringify(cfg)]);
   try {
     return await measureWith(gen, pid, o, during);
@@ -230,7 +232,7 @@ async function timed(call: () => Promise<unknown>): Promise<number> {
 
 /** The whole measurement at one N. */
 export async function runSwarm(opts: SwarmOptions): Promise<SwarmResult> {
-  const o: Required<SwarmOptions> = { backendsPerNode: 10, steadyMs: 20_000, warmupMs: 5_000, explainCalls: 3, explainDeadlineMs: 10_000, listCalls: 5, connections: Math.min(opts.nodes, 256), auth: opts.nodes < maxTokens, ...opts };
+  const o: Required<SwarmOptions> = { backendsPerNode: 10, steadyMs: 20_000, warmupMs: 5_000, explainCalls: 3, explainDeadlineMs: 10_000, listCalls: 5, connections: Math.min(opts.nodes, 256), auth: opts.nodes < maxTokens, deltas: true, ...opts };
   const dir = await mkdtemp(join(tmpdir(), "warden-swarm-"));
   try {
     // Tokens as `warden tokens mint` writes them: the coordinator's file holds hashes, each agent its own token.

@@ -6,7 +6,11 @@
  * coordinator CPU per heartbeat and in all, event-loop delay p99, RSS per node,
  * heartbeat latency p99, nodes marked unreachable, ListNodes / ListModels /
  * ExplainPlacement latency. `npm run bench -- swarm --nodes 1000,5000` picks
- * the sizes (default 100, 500, 1000); `--steady-ms 20000` the measured window.
+ * the sizes (default 100, 500, 1000); `--steady-ms 20000` the measured window;
+ * `--inventory full,delta` the heartbeat kinds (default both: the agents send
+ * every inventory whole, then delta heartbeats as the real agent, each against
+ * its own coordinator, and a row compares them); `--explain-calls 3` the
+ * ExplainPlacement calls after each window.
  */
 import type { BenchResult } from "./bench-result.js";
 import { percentile, runSwarm, type SwarmResult } from "./swarm-run.js";
@@ -46,20 +50,33 @@ function describe(r: SwarmResult): Record<string, string> {
 export async function run(): Promise<BenchResult[]> {
   const sizes = (flag("--nodes") ?? "100,500,1000").split(",").map((s) => Number(s.trim()));
   const steadyMs = Number(flag("--steady-ms") ?? "20000");
+  const explainCalls = Number(flag("--explain-calls") ?? "3");
+  const kinds = (flag("--inventory") ?? "full,delta").split(",").map((s) => s.trim());
+  if (kinds.length === 0 || kinds.some((k) => k !== "full" && k !== "delta")) throw new Error(`--inventory: full, delta or both, got ${kinds.join(",")}`);
   const out: BenchResult[] = [];
   const details: Record<string, string>[] = [];
   for (const nodes of sizes) {
     if (!Number.isInteger(nodes) || nodes < 1 || nodes > 10_000) throw new Error(`--nodes: each size must be an integer in 1..10000, got ${String(nodes)}`);
-    process.stderr.write(`swarm: ${String(nodes)} nodes …\n`);
-    const r = await runSwarm({ nodes, steadyMs });
-    const d = describe(r);
-    details.push(d);
-    process.stderr.write(`${JSON.stringify(d)}\n`);
-    out.push(
-      { name: `swarm ${String(nodes)} nodes × 10 backends, 1 Hz, auth ${r.auth ? "on" : "OFF"}: coordinator CPU per heartbeat (whole process; loop p99 ${d["loop delay p99"] ?? ""}; ${d.unreachable ?? ""})`, baseline: "bare grpc-js server decoding the same heartbeats", ours: r.warden.cpuPerHeartbeatMs, baselineValue: r.floor.cpuPerHeartbeatMs, unit: "ms CPU", higherIsBetter: false },
-      { name: `swarm ${String(nodes)}: coordinator cores in all (RSS ${d.RSS ?? ""})`, baseline: "bare grpc-js server", ours: r.warden.cores, baselineValue: r.floor.cores, unit: "cores", higherIsBetter: false },
-      { name: `swarm ${String(nodes)}: heartbeat latency p99, client side (ListNodes ${d["ListNodes p99"] ?? ""}, ListModels ${d["ListModels p99"] ?? ""}, ExplainPlacement ${d["Explain p99"] ?? ""})`, baseline: "bare grpc-js server", ours: r.warden.agents.p99Ms, baselineValue: r.floor.agents.p99Ms, unit: "ms", higherIsBetter: false },
-    );
+    const byKind = new Map<string, SwarmResult>();
+    for (const kind of kinds) {
+      process.stderr.write(`swarm: ${String(nodes)} nodes, ${kind} heartbeats …\n`);
+      const r = await runSwarm({ nodes, steadyMs, explainCalls, deltas: kind === "delta" });
+      byKind.set(kind, r);
+      const d: Record<string, string> = { inventory: kind, ...describe(r) };
+      details.push(d);
+      process.stderr.write(`${JSON.stringify(d)}\n`);
+      const tag = kind === "delta" ? "delta heartbeats" : "full inventories";
+      out.push(
+        { name: `swarm ${String(nodes)} nodes × 10 backends, 1 Hz, ${tag}, auth ${r.auth ? "on" : "OFF"}: coordinator CPU per heartbeat (whole process; loop p99 ${d["loop delay p99"] ?? ""}; ${d.unreachable ?? ""})`, baseline: "bare grpc-js server decoding the same heartbeats", ours: r.warden.cpuPerHeartbeatMs, baselineValue: r.floor.cpuPerHeartbeatMs, unit: "ms CPU", higherIsBetter: false },
+        { name: `swarm ${String(nodes)}, ${tag}: coordinator cores in all (RSS ${d.RSS ?? ""})`, baseline: "bare grpc-js server", ours: r.warden.cores, baselineValue: r.floor.cores, unit: "cores", higherIsBetter: false },
+        { name: `swarm ${String(nodes)}, ${tag}: heartbeat latency p99, client side (ListNodes ${d["ListNodes p99"] ?? ""}, ListModels ${d["ListModels p99"] ?? ""}, ExplainPlacement ${d["Explain p99"] ?? ""})`, baseline: "bare grpc-js server", ours: r.warden.agents.p99Ms, baselineValue: r.floor.agents.p99Ms, unit: "ms", higherIsBetter: false },
+      );
+    }
+    const full = byKind.get("full");
+    const delta = byKind.get("delta");
+    if (full !== undefined && delta !== undefined) {
+      out.push({ name: `swarm ${String(nodes)}: coordinator CPU per heartbeat, delta heartbeats (${String(delta.warden.agents.fullRequested)} full inventories asked for in the window)`, baseline: "every inventory whole, same run", ours: delta.warden.cpuPerHeartbeatMs, baselineValue: full.warden.cpuPerHeartbeatMs, unit: "ms CPU", higherIsBetter: false });
+    }
   }
   console.error("swarm details:");
   console.error(JSON.stringify(details, null, 1));

@@ -7,7 +7,9 @@
  */
 export { NodeTable } from "./node-table.js";
 export type { NodeEventKind, NodeTableOptions } from "./node-table.js";
-export type { HeartbeatReport, NodeHealthState, NodeRecord, NodeRegistration } from "./node-record.js";
+export type { HeartbeatAnswer, HeartbeatReport, NodeHealthState, NodeRecord, NodeRegistration } from "./node-record.js";
+export { applyInventoryDelta, fullReported } from "./inventory-delta.js";
+export type { InventoryDeltaReport, ReportedEntry, ReportedInventory } from "./inventory-delta.js";
 export type { AgentConnector, BackendExit } from "./agent-connector.js";
 export { massUnreachability, nextHealth } from "./node-health.js";
 export type { HealthCause, Unreachability } from "./node-health.js";

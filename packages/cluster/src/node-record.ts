@@ -1,6 +1,7 @@
 import type { ForeignProcess, GpuInfo, InventoryEntry, NodeResources, OrphanProcess } from "@warden/proto";
 import type { AgentPort } from "@warden/loader";
 import type { NodeLimits } from "./node-limits.js";
+import type { InventoryDeltaReport, ReportedInventory } from "./inventory-delta.js";
 
 export type NodeHealthState = "ready" | "unreachable" | "lost";
 
@@ -46,6 +47,13 @@ export interface NodeRecord<C> {
   draining: boolean;
   /** Last inventory; undefined until the first heartbeat. */
   inventory: InventoryEntry[] | undefined;
+  /**
+   * The inventory as the agent last reported it (before fences and the
+   * loader's gone filter): the base its next delta heartbeat is against.
+   * Undefined until a full inventory arrives in this boot epoch, so a new
+   * coordinator, a new leader or a restarted agent starts from a full one.
+   */
+  reported: ReportedInventory | undefined;
   orphans: OrphanProcess[];
   /** Listeners in the agent's port range it did not start (last heartbeat); never signalled. */
   foreign: ForeignProcess[];
@@ -102,9 +110,19 @@ export interface HeartbeatReport {
   readonly nodeId: string;
   readonly bootEpoch: bigint;
   readonly sequence: bigint;
+  /** The whole inventory; empty when `delta` is set. */
   readonly backends: InventoryEntry[];
+  /** Changes against an earlier acknowledged inventory instead of a whole one (HeartbeatRequest.delta). */
+  readonly delta?: InventoryDeltaReport;
   readonly orphans: OrphanProcess[];
   /** Absent from an older agent: read as none. */
   readonly foreign?: ForeignProcess[];
   readonly resources: NodeResources | undefined;
 }
+
+/**
+ * What a heartbeat's answer tells the agent: `register` (unknown node, or
+ * another boot epoch), `ok` (applied, or ignored as stale), or `send-full`
+ * (its delta was not applied: the next heartbeat carries the whole inventory).
+ */
+export type HeartbeatAnswer = "register" | "ok" | "send-full";

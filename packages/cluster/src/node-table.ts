@@ -8,7 +8,8 @@ import { heartbeatOrder, sequenceOutOfBounds } from "./heartbeat-order.js";
 import { fenceIncarnation, maxFencesPerNode, unfencedInventory } from "./incarnation-fences.js";
 import { memoryReading } from "./memory-reading.js";
 import { massUnreachability, nextHealth, type HealthCause } from "./node-health.js";
-import type { HeartbeatReport, NodeRecord, NodeRegistration } from "./node-record.js";
+import type { HeartbeatAnswer, HeartbeatReport, NodeRecord, NodeRegistration } from "./node-record.js";
+import { applyInventoryDelta, fullReported } from "./inventory-delta.js";
 import { freshForeign } from "./fresh-foreign.js";
 import { goneIntents } from "./gone-intents.js";
 import { OrphanTracker } from "./orphan-tracker.js";
@@ -67,6 +68,8 @@ export interface NodeTableOptions<C> {
   readonly onAdopted?: (a: Adoption) => void;
   /** Cap on registered nodes; a new node past it is RESOURCE_EXHAUSTED. @default NodeTable.maxNodes (4096) */
   readonly maxNodes?: number;
+  /** Cap on the entries a delta heartbeat may leave a node's inventory with (the full one's cap). @default 4096 */
+  readonly maxInventory?: number;
 }
 
 /**
@@ -229,6 +232,7 @@ export class NodeTable<C> implements AgentDirectory, InventoryPort {
       unreachableSinceMs: undefined,
       draining: existing?.draining ?? false,
       inventory: sameBoot ? existing.inventory : undefined,
+      reported: sameBoot ? existing.reported : undefined,
       orphans: [],
       foreign: sameBoot ? existing.foreign : [],
       resources: existing?.resources,
@@ -254,20 +258,33 @@ export class NodeTable<C> implements AgentDirectory, InventoryPort {
     return rec;
   }
 
-  /**
-   * A heartbeat. Returns false when the node is unknown (it must register).
-   * An older (boot epoch, sequence) than the last one seen is ignored.
-   */
+  /** {@link receive}, false when the node must register. */
   heartbeat(hb: HeartbeatReport): boolean {
+    return this.receive(hb) !== "register";
+  }
+
+  /**
+   * A heartbeat, full or delta, and what to answer. An older (boot epoch,
+   * sequence) than the last one seen is ignored; a delta is applied only onto
+   * the very inventory it is against (its base sequence, the same boot epoch)
+   * and only when the result matches its digest — otherwise nothing changes
+   * and the agent is asked for a full inventory.
+   */
+  receive(hb: HeartbeatReport): HeartbeatAnswer {
     const n = this.nodes.get(hb.nodeId);
     const order = heartbeatOrder(n === undefined ? undefined : { bootEpoch: n.bootEpoch, sequence: n.sequence, hasInventory: n.inventory !== undefined }, hb);
-    if (n === undefined || order === "unknown" || order === "register-again") return false;
-    if (order === "stale") return true;
+    if (n === undefined || order === "unknown" || order === "register-again") return "register";
+    if (order === "stale") return "ok";
     // Checked whole before anything is applied: a refused heartbeat changes nothing.
     const far = sequenceOutOfBounds({ sequence: n.sequence, hasInventory: n.inventory !== undefined }, hb.sequence, this.o.clock.now() - n.lastHeartbeatMs);
     if (far !== undefined) throw invalidArgument("sequence", far);
-    const foreignAt = this.otherNodesIncarnation(n.nodeId, hb.backends);
-    if (foreignAt !== undefined) throw permissionDenied(`backends[${String(foreignAt.index)}].incarnation`, `"${foreignAt.incarnation}" runs on node "${foreignAt.owner}", not "${n.nodeId}": a node reports only its own instances`);
+    const field = hb.delta === undefined ? "backends" : "delta.upserts";
+    const foreignAt = this.otherNodesIncarnation(n.nodeId, hb.delta?.upserts ?? hb.backends);
+    if (foreignAt !== undefined) throw permissionDenied(`${field}[${String(foreignAt.index)}].incarnation`, `"${foreignAt.incarnation}" runs on node "${foreignAt.owner}", not "${n.nodeId}": a node reports only its own instances`);
+    const applied = hb.delta === undefined ? ({ t: "applied", reported: fullReported(hb.sequence, hb.backends) } as const) : applyInventoryDelta(n.reported, hb.sequence, hb.delta, this.o.maxInventory ?? 4096);
+    if (applied.t === "mismatch") return "send-full";
+    n.reported = applied.reported;
+    const backends = hb.delta === undefined ? hb.backends : Array.from(applied.reported.entries.values(), (r) => r.entry);
     n.vouched = true;
     n.sequence = hb.sequence;
     n.lastHeartbeatMs = this.o.clock.now();
@@ -276,7 +293,7 @@ export class NodeTable<C> implements AgentDirectory, InventoryPort {
     const returned = n.inventory === undefined || n.state !== "ready";
     this.transition(n, "heartbeat");
     const loader = this.loader;
-    n.inventory = unfencedInventory(n.fences, hb.sequence, hb.backends, loader === undefined ? undefined : (inc) => loader.isGone(inc));
+    n.inventory = unfencedInventory(n.fences, hb.sequence, backends, loader === undefined ? undefined : (inc) => loader.isGone(inc));
     n.orphans = hb.orphans;
     const foreign = hb.foreign ?? [];
     const fresh = freshForeign(n.foreign, foreign);
@@ -304,7 +321,7 @@ export class NodeTable<C> implements AgentDirectory, InventoryPort {
       }),
       ...startingElsewhere(loader, n.inventory),
     ]);
-    return true;
+    return "ok";
   }
 
   /** Counts this applied inventory against the node's open intents the loader no longer tracks; reports the twice-missing. */
@@ -323,7 +340,7 @@ export class NodeTable<C> implements AgentDirectory, InventoryPort {
    * another node (one map lookup per entry): a node never reports, adopts or
    * ends another node's instances.
    */
-  private otherNodesIncarnation(nodeId: string, backends: HeartbeatReport["backends"]): { index: number; incarnation: string; owner: string } | undefined {
+  private otherNodesIncarnation(nodeId: string, backends: readonly HeartbeatReport["backends"][number][]): { index: number; incarnation: string; owner: string } | undefined {
     const loader = this.loader;
     if (loader === undefined) return undefined;
     for (let i = 0; i < backends.length; i++) {

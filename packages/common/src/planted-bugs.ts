@@ -53,6 +53,8 @@ export const plantedBugNames = [
   "fixed-recovery-window",
   /** lease takeover: no claim key and no check of a newer write, so two members can win takeovers from one revision. */
   "two-leaders-one-epoch",
+  /** delta heartbeats: a delta whose base the coordinator does not hold is applied onto an empty inventory, its digest unchecked, instead of asking for a full one. */
+  "delta-against-wrong-base",
 ] as const;
 
 export type PlantedBug = (typeof plantedBugNames)[number];

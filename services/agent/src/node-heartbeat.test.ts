@@ -14,7 +14,7 @@ const source: HeartbeatSource = {
 /** A scripted coordinator: `down` makes every call fail UNAVAILABLE. */
 function fakeNode() {
   const calls: ({ t: "register"; req: RegisterRequest } | { t: "heartbeat"; req: HeartbeatRequest })[] = [];
-  const state = { down: false, registerRequiredNext: false };
+  const state = { down: false, registerRequiredNext: false, fullRequiredNext: false };
   const port: NodeServicePort = {
     async register(req) {
       if (state.down) throw new WardenError(Code.Unavailable, "connection refused");
@@ -25,8 +25,10 @@ function fakeNode() {
       if (state.down) throw new WardenError(Code.Unavailable, "connection refused");
       calls.push({ t: "heartbeat", req: create(HeartbeatRequestSchema, req) });
       const registerRequired = state.registerRequiredNext;
+      const fullInventoryRequired = state.fullRequiredNext;
       state.registerRequiredNext = false;
-      return { registerRequired, coordinatorEpoch: 1n };
+      state.fullRequiredNext = false;
+      return { registerRequired, coordinatorEpoch: 1n, fullInventoryRequired };
     },
   };
   return { port, calls, state };
@@ -37,6 +39,45 @@ const flush = async () => {
 };
 
 describe("node heartbeat loop", () => {
+  it("delta heartbeats: full first, then deltas against the acknowledged one; full_inventory_required, a registration and the period each bring a full one", async () => {
+    const clock = new ManualClock();
+    const node = fakeNode();
+    const hb = createNodeHeartbeat({ nodeId: "n1", address: "a:1", labels: {}, backends: ["sim"], source, node: node.port, intervalMs: 1_000, fullInventoryEveryMs: 10_000, clock, rng: seededRng(1) });
+    hb.start();
+    await flush();
+    const kinds = () => node.calls.map((c) => (c.t === "register" ? "register" : c.req.delta === undefined ? `full:${String(c.req.backends.length)}` : `delta:${String(c.req.delta.baseSequence)}`));
+    for (let i = 0; i < 3; i++) {
+      clock.advance(1_000);
+      await flush();
+    }
+    expect(kinds()).toEqual(["register", "full:1", "delta:1", "delta:2"]);
+    const first = node.calls[2];
+    expect(first?.t === "heartbeat" ? first.req.backends : undefined).toEqual([]);
+    node.state.fullRequiredNext = true;
+    clock.advance(1_000);
+    await flush();
+    clock.advance(1_000);
+    await flush();
+    // The delta of sequence 4 was answered full_inventory_required: 5 is full, 6 a delta against it.
+    clock.advance(1_000);
+    await flush();
+    expect(kinds().slice(4)).toEqual(["delta:3", "full:1", "delta:5"]);
+    expect(hb.stats()).toMatchObject({ fullRequested: 1 });
+    node.state.registerRequiredNext = true;
+    clock.advance(1_000);
+    await flush();
+    clock.advance(1_000);
+    await flush();
+    expect(kinds().slice(7)).toEqual(["delta:6", "register", "full:1"]);
+    // Ten seconds after the last full one, the next is full whatever was acknowledged.
+    for (let i = 0; i < 10; i++) {
+      clock.advance(1_000);
+      await flush();
+    }
+    expect(kinds().slice(10)).toEqual([...Array.from({ length: 9 }, (_, i) => `delta:${String(8 + i)}`), "full:1"]);
+    await hb.stop();
+  });
+
   it("registers, beats once per interval of the injected clock, re-registers on request, backs off while down", async () => {
     const clock = new ManualClock();
     const node = fakeNode();

@@ -2,9 +2,10 @@ import type { MessageInitShape } from "@bufbuild/protobuf";
 import { Code, WardenError, backoffDelayMs, isNotLeader, invalidArgument, cryptoRng, nullLogger, sleep, systemClock, wardenVersion, type BackoffPolicy, type Clock, type Logger, type Rng } from "@warden/common";
 import type { HandlerContext, ServiceImpl } from "@warden/grpc";
 import { Metadata } from "@grpc/grpc-js";
-import { HeartbeatRequestSchema, HeartbeatResponseSchema, RegisterRequestSchema, RegisterResponseSchema, type HeartbeatResponse, type NodeLimitsSchema, type NodeService, type RegisterResponse } from "@warden/proto";
+import { HeartbeatRequestSchema, HeartbeatResponseSchema, InventoryEntrySchema, RegisterRequestSchema, RegisterResponseSchema, type HeartbeatResponse, type NodeLimitsSchema, type NodeService, type RegisterResponse } from "@warden/proto";
 import { create } from "@bufbuild/protobuf";
 import { isAborted } from "./is-aborted.js";
+import { InventoryDeltaWriter } from "./inventory-delta-writer.js";
 import type { InventorySnapshot, NodeResourcesInit } from "./agent.js";
 
 /** Options of one NodeService call. */
@@ -25,7 +26,7 @@ export interface NodeCallOptions {
  */
 export interface NodeServicePort {
   register(request: MessageInitShape<typeof RegisterRequestSchema>, options?: NodeCallOptions): Promise<Pick<RegisterResponse, "coordinatorEpoch" | "heartbeatIntervalMs"> & { readonly leaderEpoch?: bigint }>;
-  heartbeat(request: MessageInitShape<typeof HeartbeatRequestSchema>, options?: NodeCallOptions): Promise<Pick<HeartbeatResponse, "registerRequired" | "coordinatorEpoch"> & { readonly leaderEpoch?: bigint }>;
+  heartbeat(request: MessageInitShape<typeof HeartbeatRequestSchema>, options?: NodeCallOptions): Promise<Pick<HeartbeatResponse, "registerRequired" | "coordinatorEpoch"> & { readonly leaderEpoch?: bigint; readonly fullInventoryRequired?: boolean }>;
 }
 
 /** What the heartbeat reports; an Agent fits. */
@@ -56,6 +57,12 @@ export interface NodeHeartbeatOptions {
   node: NodeServicePort;
   /** @default 1000 (DESIGN §5); a nonzero heartbeat_interval_ms from Register overrides it */
   intervalMs?: number;
+  /**
+   * Delta heartbeats: a full inventory at least this often, else only the
+   * changes since the last acknowledged one. 0 sends every inventory whole.
+   * @default 60 000
+   */
+  fullInventoryEveryMs?: number;
   /** Timeout of one Register/Heartbeat call. @default 5000 */
   callTimeoutMs?: number;
   /** Retry while the coordinator is unreachable. @default 250 ms × 1.6 up to 5 s, 20 % jitter */
@@ -73,6 +80,11 @@ export interface HeartbeatStats {
   lastSequence: bigint;
   registered: boolean;
   coordinatorEpoch: bigint;
+  /** Heartbeats sent with the whole inventory, and with a delta. */
+  fullInventories: number;
+  deltas: number;
+  /** Answers asking for a full inventory (a delta the coordinator could not apply). */
+  fullRequested: number;
 }
 
 export interface NodeHeartbeat {
@@ -87,7 +99,8 @@ const defaultBackoff: BackoffPolicy = { initialMs: 250, factor: 1.6, maxMs: 5_00
 
 /**
  * The agent side of NodeService: Register, then Heartbeat every interval with
- * the inventory, orphans, foreign processes, resources, the agent's boot epoch and a sequence that
+ * the inventory (whole, or a delta against the last acknowledged one:
+ * InventoryDeltaWriter), orphans, foreign processes, resources, the agent's boot epoch and a sequence that
  * strictly increases for every heartbeat sent in this boot epoch (also across
  * re-registrations and failures), so the coordinator can drop stale reports.
  * `register_required` in a response makes it register again at once; while the
@@ -102,7 +115,8 @@ export function createNodeHeartbeat(options: NodeHeartbeatOptions): NodeHeartbea
   let intervalMs = options.intervalMs ?? 1_000;
   // The coordinator refuses a whole Register over its bound; a catalog that large is refused at config already.
   if (options.backends.length > maxCatalogBackends) throw invalidArgument("catalog", `at most ${String(maxCatalogBackends)} backends, got ${String(options.backends.length)}`);
-  const stats: HeartbeatStats = { registrations: 0, heartbeatsSent: 0, failures: 0, lastSequence: 0n, registered: false, coordinatorEpoch: 0n };
+  const stats: HeartbeatStats = { registrations: 0, heartbeatsSent: 0, failures: 0, lastSequence: 0n, registered: false, coordinatorEpoch: 0n, fullInventories: 0, deltas: 0, fullRequested: 0 };
+  const writer = new InventoryDeltaWriter({ fullEveryMs: options.fullInventoryEveryMs ?? 60_000 });
   let ctl: AbortController | undefined;
   let loop: Promise<void> | undefined;
 
@@ -119,6 +133,8 @@ export function createNodeHeartbeat(options: NodeHeartbeatOptions): NodeHeartbea
       { signal, timeoutMs: callTimeoutMs },
     );
     await raiseFence(r.leaderEpoch);
+    // A coordinator we register with holds no inventory of ours it acknowledged.
+    writer.reset();
     stats.registrations++;
     stats.registered = true;
     stats.coordinatorEpoch = r.coordinatorEpoch;
@@ -134,8 +150,13 @@ export function createNodeHeartbeat(options: NodeHeartbeatOptions): NodeHeartbea
     const [inv, res] = await Promise.all([options.source.inventory(signal), options.source.nodeResources(signal)]);
     // The coordinator refuses a whole report over its bounds (node-report-limits.ts):
     // an honest agent sends at most that many orphans and foreign processes.
+    const part = writer.build(sequence, inv.backends.map((b) => create(InventoryEntrySchema, b)), clock.now());
+    if (part.t === "full") stats.fullInventories++;
+    else stats.deltas++;
+    if (part.t === "full") logger.debug("heartbeat sent", { sequence, kind: "full", entries: part.backends.length });
+    else logger.debug("heartbeat sent", { sequence, kind: "delta", upserts: part.delta.upserts.length, removed: part.delta.removed.length });
     const r = await options.node.heartbeat(
-      { nodeId: options.nodeId, bootEpoch: BigInt(options.source.bootEpochMs), sequence, backends: inv.backends, orphans: inv.orphans.slice(0, maxReportedProcesses), foreign: inv.foreign.slice(0, maxReportedProcesses), resources: res, leaderEpoch: inv.leaderEpoch },
+      { nodeId: options.nodeId, bootEpoch: BigInt(options.source.bootEpochMs), sequence, ...(part.t === "full" ? { backends: part.backends } : { delta: part.delta }), orphans: inv.orphans.slice(0, maxReportedProcesses), foreign: inv.foreign.slice(0, maxReportedProcesses), resources: res, leaderEpoch: inv.leaderEpoch },
       { signal, timeoutMs: callTimeoutMs },
     );
     await raiseFence(r.leaderEpoch);
@@ -144,6 +165,13 @@ export function createNodeHeartbeat(options: NodeHeartbeatOptions): NodeHeartbea
     if (r.registerRequired) {
       logger.info("coordinator asks to register again");
       stats.registered = false;
+      writer.reset();
+    } else if (r.fullInventoryRequired === true) {
+      logger.info("coordinator asks for a full inventory");
+      stats.fullRequested++;
+      writer.reset();
+    } else {
+      writer.acknowledged(sequence);
     }
   };
 

@@ -197,6 +197,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
     ...(deps.ha === undefined ? {} : { leaderEpoch: deps.ha.leaderEpoch, onStaleEpoch: deps.ha.onSuperseded }),
     onHeartbeatApplied: (nodeId: string) => late.takeover?.inventoryApplied(nodeId),
     maxNodes: config.limits.maxNodes,
+    maxInventory: config.limits.maxInventoryPerHeartbeat,
     lostAfterMs: config.nodeLostAfterMs,
     orphanGraceMs: config.orphanGraceMs,
     openIntentsOn: (nodeId) => openIntentsOn(outbox, nodeId),

@@ -20,7 +20,7 @@ export function accountingChecker(): Checker {
       if (n === undefined || n.state === "lost") return;
       const stored = new Set((n.inventory ?? []).map((e) => e.incarnation));
       const orphanPids = new Set(n.orphans.map((o) => o.pid));
-      for (const e of hb.backends) {
+      for (const e of w.reportedBackends(hb)) {
         if (e.state === BackendState.EXITED) continue;
         const p = w.truth.byIncarnation.get(e.incarnation);
         if (p === undefined || p.phase === "dead" || p.spawnedAtMs > sentAtMs || w.truth.forgotten.has(e.incarnation)) continue;

@@ -3,7 +3,7 @@ import { JournalRepairedSchema, type Event } from "@warden/proto";
 import { createUlidFactory, nullLogger, sleep, wardenVersion } from "@warden/common";
 import { Loader, type BackendConnector, type LoaderEvent, type StopRequest } from "@warden/loader";
 import { createOutbox, type Outbox } from "@warden/outbox";
-import { NodeTable, PlacementView } from "@warden/cluster";
+import { NodeTable, PlacementView, type HeartbeatAnswer } from "@warden/cluster";
 import { EventHub } from "../../../services/coordinator/src/admin/event-hub.js";
 import { nodeEventInit, openIntentsOn, orphanStopInit, orphansAdoptedInit, reapGoneIntents, unreachabilityPausedInit } from "../../../services/coordinator/src/nodes/node-audit-events.js";
 import { settleUnsettledEvictions } from "../../../services/coordinator/src/nodes/unsettled-evictions.js";
@@ -196,9 +196,9 @@ export class SimCoordinator implements CoordinatorInbox {
     return this.ha === undefined || (!this.clock.paused() && !this.ha.link.cutFrom(nodeId));
   }
 
-  heartbeat(hb: Parameters<NodeTable<SimClient>["heartbeat"]>[0]): boolean {
-    if (!this.clock.alive()) return true;
-    return this.nodes.heartbeat(hb);
+  heartbeat(hb: Parameters<NodeTable<SimClient>["heartbeat"]>[0]): HeartbeatAnswer {
+    if (!this.clock.alive()) return "ok";
+    return this.nodes.receive(hb);
   }
 
   crash(): void {

@@ -57,7 +57,7 @@ export class Harness {
       const beforeEpoch = before?.bootEpoch;
       const beforeHadInventory = before?.inventory !== undefined;
       if (before !== undefined && beforeEpoch === hb.bootEpoch && beforeSeq !== undefined && hb.sequence < beforeSeq) this.world.coverage.hit("fence.stale-inventory-ignored");
-      if (before !== undefined && hb.backends.some((e) => before.fences.has(e.incarnation))) this.world.coverage.hit("fence.confirmed-stop-hidden");
+      if (before !== undefined && this.world.reportedBackends(hb).some((e) => before.fences.has(e.incarnation))) this.world.coverage.hit("fence.confirmed-stop-hidden");
       deliver(agent, hb, onReply);
       const after = this.coord?.nodes.get(hb.nodeId);
       // A copy of the last applied report (the stale-inventory fault re-delivers one, the network

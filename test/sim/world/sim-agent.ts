@@ -1,12 +1,13 @@
 import { Code, WardenError } from "@warden/common";
 import type { FreeAnswer, FreeRequest, StartRequest, StopAnswer, StopRequest } from "@warden/loader";
-import type { HeartbeatReport } from "@warden/cluster";
+import type { HeartbeatAnswer, HeartbeatReport } from "@warden/cluster";
 import type { SimWorld } from "./sim-world.js";
 import type { BackendBehaviour, TruthProcess } from "./ground-truth.js";
 import { fenceJudges, judgeLeaderEpoch, type FencedCommand } from "../../../services/agent/src/leader-fence.js";
 import type { AgentRecord, Registration, StartSink } from "./sim-agent-types.js";
 import { gpuResources, inventoryEntries, orphansAndUsedBytes } from "./sim-inventory.js";
 import { runStop } from "./sim-run-stop.js";
+import { InventoryDeltaWriter } from "../../../services/agent/src/inventory-delta-writer.js";
 
 // Re-exported: the coordinator and the world know these as the agent's.
 export type { Registration, StartSink } from "./sim-agent-types.js";
@@ -47,6 +48,8 @@ export class SimAgent {
   private paused: (() => void)[] = [];
   bootEpoch: bigint;
   private sequence = 0n;
+  /** The real agent's delta heartbeats (services/agent/src/inventory-delta-writer.ts), one per boot. */
+  private writer = new InventoryDeltaWriter();
   /** Memory reading flaps between high and low while this is in the future (fault F16). */
   flapUntilMs = 0;
   private flapHigh = false;
@@ -113,6 +116,7 @@ export class SimAgent {
    * Ready (seed 97245).
    */
   boot(): void {
+    this.writer = new InventoryDeltaWriter();
     this.w.sendRegister(this, this.registration());
     const g = this.gen;
     let beat = 0;
@@ -124,7 +128,13 @@ export class SimAgent {
         beat++;
         this.after(this.w.opts.heartbeatMs, "agent.heartbeat", loop);
       };
-      this.w.sendHeartbeat(this, this.heartbeat(), () => { this.whenRunning(next); });
+      const hb = this.heartbeat();
+      this.w.sendHeartbeat(this, hb, (answer) => {
+        this.whenRunning(() => {
+          if (g === this.gen) this.answered(hb.sequence, answer);
+          next();
+        });
+      });
       this.after(HEARTBEAT_CALL_TIMEOUT_MS, "agent.heartbeat-timeout", next);
     };
     this.after(this.w.rng.int(1, this.w.opts.heartbeatMs), "agent.heartbeat", loop);
@@ -416,9 +426,19 @@ export class SimAgent {
 
   // ------------------------------------------------------------ reports
 
+  /** The coordinator's answer to this boot's heartbeat `sequence`, as the real agent takes it. */
+  answered(sequence: bigint, answer: HeartbeatAnswer): void {
+    if (answer === "ok") this.writer.acknowledged(sequence);
+    else this.writer.reset();
+    if (answer === "send-full") this.w.coverage.hit("heartbeat.full-requested");
+  }
+
   heartbeat(): HeartbeatReport {
     this.sequence++;
-    const backends = inventoryEntries([...this.records.values(), ...this.exitedToReport.values()]);
+    const entries = inventoryEntries([...this.records.values(), ...this.exitedToReport.values()]);
+    const part = this.writer.build(this.sequence, entries, this.w.clock.now());
+    const backends = part.t === "full" ? part.backends : [];
+    if (part.t === "delta") this.w.coverage.hit("heartbeat.delta");
     this.exitedToReport.clear();
     const live = orphansAndUsedBytes(this.w.truth.liveOn(this.nodeId), (incarnation) => this.records.has(incarnation));
     const orphans = live.orphans;
@@ -428,7 +448,9 @@ export class SimAgent {
       if (this.flapHigh) used = Math.floor(this.memoryTotalBytes * 0.99);
     }
     const resources = gpuResources(this.memoryTotalBytes, used);
-    return { nodeId: this.nodeId, bootEpoch: this.bootEpoch, sequence: this.sequence, backends, orphans, resources };
+    const hb: HeartbeatReport = { nodeId: this.nodeId, bootEpoch: this.bootEpoch, sequence: this.sequence, backends, ...(part.t === "delta" ? { delta: part.delta } : {}), orphans, resources };
+    this.w.inventoryOf.set(hb, entries);
+    return hb;
   }
 
   /** Whether the agent holds a record for the incarnation (ground truth for the orphan rules). */

@@ -1,5 +1,6 @@
 import type { FencedCommand } from "../../../services/agent/src/leader-fence.js";
-import type { BackendExit, HeartbeatReport } from "@warden/cluster";
+import type { BackendExit, HeartbeatAnswer, HeartbeatReport } from "@warden/cluster";
+import type { InventoryEntry } from "@warden/proto";
 import { EventQueue } from "../kernel/event-queue.js";
 import { SimRandom } from "../kernel/sim-random.js";
 import { VirtualClock } from "../kernel/virtual-clock.js";
@@ -14,8 +15,8 @@ import { SimNetwork } from "./sim-network.js";
 /** What a coordinator generation exposes to the network (its NodeService). */
 export interface CoordinatorInbox {
   register(reg: Registration): void;
-  /** False: unknown node, the agent must register again. */
-  heartbeat(hb: HeartbeatReport): boolean;
+  /** "register": unknown node, the agent must register again; "send-full": its delta was not applied. */
+  heartbeat(hb: HeartbeatReport): HeartbeatAnswer;
   /** HA profile: false while this coordinator process is stopped or cut off from `nodeId` (the message is lost). */
   accepts?(nodeId: string): boolean;
   /** HA profile: the epoch this generation leads with, carried by its heartbeat answers (HeartbeatResponse.leader_epoch). */
@@ -56,6 +57,11 @@ export class SimWorld {
   readonly nats: SimJetStream;
   readonly exitWatchers = new Map<string, ExitWatch>();
   inbox: CoordinatorInbox | undefined;
+  /**
+   * The whole inventory each heartbeat stands for (a delta's too: what the
+   * agent read for it): the checkers' view of what the agent reported.
+   */
+  readonly inventoryOf = new WeakMap<HeartbeatReport, InventoryEntry[]>();
   /** Old heartbeats kept for the stale-inventory fault. */
   readonly oldHeartbeats = new Map<string, HeartbeatReport[]>();
   /** Per-model slow-backend windows (fault). */
@@ -142,7 +148,7 @@ export class SimWorld {
   }
 
   /** Sends `hb`; `onReply` runs on the agent when the coordinator's answer arrives (never if either leg is lost). */
-  sendHeartbeat(agent: SimAgent, hb: HeartbeatReport, onReply: () => void): void {
+  sendHeartbeat(agent: SimAgent, hb: HeartbeatReport, onReply: (answer: HeartbeatAnswer) => void): void {
     let kept = this.oldHeartbeats.get(agent.nodeId);
     if (kept === undefined) {
       kept = [];
@@ -172,24 +178,31 @@ export class SimWorld {
     this.net.send(agent.nodeId, "toCoordinator", "heartbeat.stale", this.toCurrent(() => { this.deliverHeartbeat(agent, hb); }, agent.nodeId), agent.embedded);
   }
 
-  deliverHeartbeat(agent: SimAgent, hb: HeartbeatReport, onReply?: () => void): void {
+  deliverHeartbeat(agent: SimAgent, hb: HeartbeatReport, onReply?: (answer: HeartbeatAnswer) => void): void {
     const inbox = this.inbox;
     if (inbox === undefined) return;
     // The answer carries the leader's epoch: the agent raises its fence on it, as the real one does.
     const epoch = inbox.leaderEpoch?.() ?? 0n;
-    if (!inbox.heartbeat(hb)) {
+    const answer = inbox.heartbeat(hb);
+    if (answer === "register") {
       // HeartbeatResponse.register_required: the agent registers again (its current boot).
       this.net.send(agent.nodeId, "toAgent", "register-required", () => {
         if (agent.up) agent.raiseFence(epoch);
         if (agent.up) this.sendRegister(agent, agent.registration());
-        onReply?.();
+        // No base: the next heartbeat carries the whole inventory.
+        onReply?.("register");
       }, agent.embedded);
     } else if (onReply !== undefined) {
       this.net.send(agent.nodeId, "toAgent", "heartbeat-reply", () => {
         if (agent.up) agent.raiseFence(epoch);
-        onReply();
+        onReply(answer);
       }, agent.embedded);
     }
+  }
+
+  /** The whole inventory `hb` stands for (its own backends when it is full). */
+  reportedBackends(hb: HeartbeatReport): readonly InventoryEntry[] {
+    return hb.delta === undefined ? hb.backends : (this.inventoryOf.get(hb) ?? hb.backends);
   }
 
   sendExit(agent: SimAgent, incarnation: string, exit: BackendExit): void {

@@ -1,5 +1,5 @@
 import { wardenVersion, type Clock, type Logger } from "@warden/common";
-import { NodeTable, type NodeRecord as ClusterNodeRecord, type NodeTableOptions } from "@warden/cluster";
+import { NodeTable, type HeartbeatAnswer, type NodeRecord as ClusterNodeRecord, type NodeTableOptions } from "@warden/cluster";
 import { grpcAgentConnector, type AgentClient } from "./grpc-agent-connector.js";
 
 export type { NodeHealthState } from "@warden/cluster";
@@ -47,9 +47,9 @@ export class NodeRegistry extends NodeTable<AgentClient> {
     this.onHeartbeatApplied = onHeartbeatApplied;
   }
 
-  override heartbeat(hb: Parameters<NodeTable<AgentClient>["heartbeat"]>[0]): boolean {
-    const known = super.heartbeat(hb);
-    if (known) this.onHeartbeatApplied?.(hb.nodeId);
-    return known;
+  override receive(hb: Parameters<NodeTable<AgentClient>["receive"]>[0]): HeartbeatAnswer {
+    const answer = super.receive(hb);
+    if (answer === "ok") this.onHeartbeatApplied?.(hb.nodeId);
+    return answer;
   }
 }

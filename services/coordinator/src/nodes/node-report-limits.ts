@@ -130,11 +130,11 @@ function checkCatalog(names: readonly string[]): void {
 
 const knownStates = new Set<number>([BackendState.SPAWNING, BackendState.LOADING, BackendState.READY, BackendState.STOPPING, BackendState.EXITED]);
 
-function checkInventory(backends: readonly InventoryEntry[], maxInventory: number): void {
-  checkCap("backends", backends.length, maxInventory);
+function checkInventory(backends: readonly InventoryEntry[], maxInventory: number, field = "backends"): Set<string> {
+  checkCap(field, backends.length, maxInventory);
   const seen = new Set<string>();
   backends.forEach((e, i) => {
-    const f = `backends[${String(i)}]`;
+    const f = `${field}[${String(i)}]`;
     checkId(`${f}.incarnation`, e.incarnation);
     if (seen.has(e.incarnation)) throw invalidArgument(`${f}.incarnation`, `duplicate incarnation ${echo(e.incarnation)}`);
     seen.add(e.incarnation);
@@ -148,6 +148,30 @@ function checkInventory(backends: readonly InventoryEntry[], maxInventory: numbe
       if (e.stopRequested.incarnation !== "") checkId(`${f}.stop_requested.incarnation`, e.stopRequested.incarnation);
       checkText(`${f}.stop_requested.reason`, e.stopRequested.reason);
     }
+  });
+  return seen;
+}
+
+/**
+ * A delta heartbeat (HeartbeatRequest.delta): `backends` empty, the base an
+ * earlier sequence, upserts as inventory entries, removals unique ids not
+ * also upserted, each list within the inventory cap. Whether the base is the
+ * one the coordinator holds is the node table's question (a mismatch asks
+ * for a full inventory, it is no error).
+ */
+function checkDelta(req: HeartbeatRequest, maxInventory: number): void {
+  const d = req.delta;
+  if (d === undefined) return;
+  if (req.backends.length > 0) throw invalidArgument("backends", "must be empty when delta is set (the delta carries the changes)");
+  if (d.baseSequence >= req.sequence) throw invalidArgument("delta.base_sequence", `must be below the heartbeat's sequence (${req.sequence.toString()}), got ${d.baseSequence.toString()}`);
+  const upserted = checkInventory(d.upserts, maxInventory, "delta.upserts");
+  checkCap("delta.removed", d.removed.length, maxInventory);
+  const seen = new Set<string>();
+  d.removed.forEach((inc, i) => {
+    const f = `delta.removed[${String(i)}]`;
+    checkId(f, inc);
+    if (seen.has(inc) || upserted.has(inc)) throw invalidArgument(f, `${echo(inc)} is listed twice in the delta`);
+    seen.add(inc);
   });
 }
 
@@ -217,6 +241,7 @@ export interface HeartbeatCaps {
 export function validateHeartbeat(req: HeartbeatRequest, caps: HeartbeatCaps = L): void {
   checkId("node_id", req.nodeId);
   checkInventory(req.backends, caps.maxInventory);
+  checkDelta(req, caps.maxInventory);
   checkOrphans(req.orphans, caps.maxOrphans);
   checkForeign(req.foreign);
   if (req.resources !== undefined) checkResources(req.resources);

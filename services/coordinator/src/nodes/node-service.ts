@@ -63,8 +63,10 @@ export function nodeService(nodes: NodeRegistry, _clock: Clock, coordinatorEpoch
       validateHeartbeat(req, caps);
       checkEmbedded(req.nodeId, ctx.peer);
       if (options.ha !== undefined && req.leaderEpoch > 0n) supersededBy(options.ha, req.leaderEpoch, req.nodeId);
-      const known = nodes.heartbeat({ nodeId: req.nodeId, bootEpoch: req.bootEpoch, sequence: req.sequence, backends: req.backends, orphans: req.orphans, foreign: req.foreign, resources: req.resources });
-      return { registerRequired: !known, coordinatorEpoch, leaderEpoch: ourEpoch() };
+      const d = req.delta;
+      const delta = d === undefined ? undefined : { baseSequence: d.baseSequence, upserts: d.upserts, removed: d.removed, digest: d.digest };
+      const answer = nodes.receive({ nodeId: req.nodeId, bootEpoch: req.bootEpoch, sequence: req.sequence, backends: req.backends, ...(delta === undefined ? {} : { delta }), orphans: req.orphans, foreign: req.foreign, resources: req.resources });
+      return { registerRequired: answer === "register", coordinatorEpoch, leaderEpoch: ourEpoch(), fullInventoryRequired: answer === "send-full" };
     },
   };
 }

@@ -132,7 +132,7 @@ describe("auth: roles", () => {
     }
   });
 
-  it("ScaleModel and SetNodeLimits need operator (issue 16): an operator is admitted, a viewer refused", async () => {
+  it("ScaleModel and SetNodeLimits need operator: an operator is admitted, a viewer refused", async () => {
     expect([adminRoleFor("ScaleModel"), adminRoleFor("SetNodeLimits")]).toEqual(["operator", "operator"]);
     const operator = createClient(AdminService, tc.c.address, withToken(tokens.operator));
     const viewer = createClient(AdminService, tc.c.address, withToken(tokens.viewer));

@@ -1,5 +1,5 @@
 /**
- * Catalog-aware placement over real processes (issue 19): a coordinator
+ * Catalog-aware placement over real processes: a coordinator
  * without an embedded agent and two agent processes with different catalogs.
  * Each agent registers its catalog's backend names; ListNodes shows them;
  * placement skips a node whose agent lacks the model's backend, and

@@ -57,7 +57,7 @@ describe("cluster (coordinator + two agent processes)", () => {
     expect(loaded.instance?.placement).toBe(Placement.LOCAL_REMOTE);
     const again = await tc.admin.explainPlacement({ model: "big" });
     expect(again.decision).toBe(PlacementDecision.ALREADY_LOADED);
-    // One replica is the default max (issue 16): the answer names it and its node.
+    // One replica is the default max: the answer names it and its node.
     expect(again.reason).toMatch(/^already at max replicas \(1\/1\): on node "node-a" \(ready/);
     const r = await tc.inference.predict({ model: "big", options: { Prompt: "hi" } });
     expect(r.nodeId).toBe("node-a");

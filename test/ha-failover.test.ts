@@ -1,5 +1,5 @@
 /**
- * Coordinator HA over real processes (issue 17): three nats-server in a
+ * Coordinator HA over real processes: three nats-server in a
  * JetStream cluster on loopback, two coordinators with `ha:`, two agents given
  * both coordinator addresses, tagged backend-sim processes.
  *

@@ -1,5 +1,5 @@
 /**
- * Following the coordinator across a list of addresses (issue 17), with real
+ * Following the coordinator across a list of addresses, with real
  * processes: a coordinator child, an agent child started with
  * `--coordinator B,A` while only A runs, the CLI with a dead address listed
  * first. Then A is killed with SIGKILL and another coordinator starts at B:

@@ -1,5 +1,5 @@
 /**
- * The HA runner (issue 17), real processes: a 3-server nats-server JetStream
+ * The HA runner, real processes: a 3-server nats-server JetStream
  * cluster, `warden coordinator --ha` members as child processes, remote agents
  * with backend-sim, and `warden ha status` through the real CLI.
  */

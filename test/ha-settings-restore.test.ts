@@ -1,5 +1,5 @@
 /**
- * The coordinator's HA settings wiring (issue 17) over an in-memory state
+ * The coordinator's HA settings wiring over an in-memory state
  * store (the port's fake: services/coordinator/src/ha/memory-state-store.fixture.ts)
  * and a real coordinator in process, real loopback gRPC, a file journal in
  * place of the JetStream one; nodes are driven through NodeService by the

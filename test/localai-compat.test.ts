@@ -1,6 +1,6 @@
 /**
  * A LocalAI backend in another language, run by Warden the way LocalAI runs it
- * (issue 15): the Python backend of test/compat/ (stubs generated from
+ *: the Python backend of test/compat/ (stubs generated from
  * proto/backend/backend.proto at test time) started by a real agent process
  * through a `profile: localai` catalog entry, registered with a real
  * coordinator, called over loopback gRPC. Checked: argv and environment as

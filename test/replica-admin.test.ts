@@ -50,7 +50,7 @@ function limitsOf(n: Node): Record<string, unknown> {
   return { agent: l(n.agentLimits), override: l(n.limitsOverride), effective: l(n.effectiveLimits) };
 }
 
-describe("node placement limits (issue 16)", () => {
+describe("node placement limits", () => {
   it("the embedded agent registers its config's maxReplicasPerModel and memoryBudget", async () => {
     expect(limitsOf(await node("local"))).toEqual({
       agent: { max: 3, budget: "memoryBudgetPercent=80" },
@@ -123,7 +123,7 @@ describe("node placement limits (issue 16)", () => {
   });
 });
 
-describe("ScaleModel and the replica summary (issue 16)", () => {
+describe("ScaleModel and the replica summary", () => {
   it("ListModels has one replica summary per configured model, from the config", async () => {
     const r = await tc.admin.listModels({});
     expect(r.replicas.map((x) => [x.model, x.min, x.max, x.targetInFlight, x.scaleDownAfterMs, x.blocked])).toEqual([
@@ -179,7 +179,7 @@ async function warden(args: string[]): Promise<{ code: number; stdout: string; s
   return { code, stdout, stderr };
 }
 
-describe("CLI: models scale, models ls replicas, nodes limits (issue 16)", () => {
+describe("CLI: models scale, models ls replicas, nodes limits", () => {
   it("models scale sets the bounds; bad values are exit 2 naming the field, an unknown model exit 4", async () => {
     const ok = await warden(["models", "scale", "solo", "--min", "0", "--max", "3", "--operator", "bob"]);
     expect(ok.code, ok.stderr).toBe(0);

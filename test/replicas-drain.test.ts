@@ -41,7 +41,7 @@ function readyCounts(events: readonly Event[], model: string): number[] {
   return out;
 }
 
-describe("drain with replicas over real processes (issue 16)", { timeout: 240_000 }, () => {
+describe("drain with replicas over real processes", { timeout: 240_000 }, () => {
   it("drain of a node holding a min 2 replica: the replacement on the third node is ready before the drained one's stop begins, the ready count never drops below 2, the node ends empty", async () => {
     const logger = recordingLogger();
     const t = (cl.tc = await startTestCoordinator({ embeddedAgent: false, models: [replicaModel("m", { min: 2, max: 2 }, { spread: "node" })], policy: {}, extra: {}, logger }));

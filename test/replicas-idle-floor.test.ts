@@ -1,5 +1,5 @@
 /**
- * The idle watchdog never takes a model below `min` (issue 16), over real
+ * The idle watchdog never takes a model below `min`, over real
  * processes: a coordinator (in this test process, no embedded agent), one
  * agent process spawning real backend-sim processes, real loopback gRPC.
  * A min 0 model with the same short idle timeout is idle-evicted again and
@@ -18,7 +18,7 @@ import { instancesOf, readyOf, replicaModel, summaryOf } from "./support/replica
 const cl = replicaCluster("replicas-idle");
 const { tag } = cl;
 
-describe("idle floor over real processes (issue 16)", { timeout: 240_000 }, () => {
+describe("idle floor over real processes", { timeout: 240_000 }, () => {
   it("a min 1 model with a 1 s idle timeout stays loaded (same incarnation, never evicted) through three idle evictions of a min 0 model with the same timeout", async () => {
     const models = [replicaModel("keep", { min: 1, max: 1 }, { idleTimeout: "1s" }), replicaModel("gone", { min: 0, max: 1 }, { idleTimeout: "1s" })];
     const t = (cl.tc = await startTestCoordinator({ embeddedAgent: false, models, policy: {}, extra: {} }));

@@ -1,5 +1,5 @@
 /**
- * Replicas (issue 16) across restarts, over real processes: a coordinator
+ * Replicas across restarts, over real processes: a coordinator
  * process (killed with SIGKILL and started again on the same state dir and
  * address), agent processes (SIGKILL, then started again on the same state
  * dir) and their backend-sim processes. Every replica is re-adopted — the

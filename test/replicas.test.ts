@@ -1,5 +1,5 @@
 /**
- * Replicas (issue 16) over real processes: a coordinator (in this test
+ * Replicas over real processes: a coordinator (in this test
  * process, no embedded agent) and agent processes that spawn real
  * backend-sim processes, everything over real loopback gRPC. Calls are held
  * open by slow streams cut by the test (replica-calls.ts), so in-flight
@@ -62,7 +62,7 @@ async function quickCall(t: TestCoordinator, model: string): Promise<string> {
   return r.nodeId;
 }
 
-describe("replicas over real processes (issue 16)", { timeout: 240_000 }, () => {
+describe("replicas over real processes", { timeout: 240_000 }, () => {
   it("two replicas on two nodes (spread node) serve concurrently: held calls are split evenly between them", async () => {
     // Each node could hold two: only spread keeps them apart. min 0 in the config, raised once both nodes are up.
     const t = await cluster([replicaModel("m", { min: 0, max: 2, targetInFlight: 8 }, { spread: "node" })], { a: { maxReplicasPerModel: 2 }, b: { maxReplicasPerModel: 2 } });

@@ -1,6 +1,6 @@
 /**
  * Eviction latency with HA against the single-machine journal, same run
- * (issue 17): the same workload on two coordinators, each with its own agent
+ *: the same workload on two coordinators, each with its own agent
  * process and real backend-sim backends —
  *   (a) the file journal (the single-machine default, fdatasync per batch);
  *   (b) the JetStream journal, replicas 3, on a local 3-server nats-server

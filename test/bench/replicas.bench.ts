@@ -1,5 +1,5 @@
 /**
- * Replicas (issue 16), each against a baseline in the same run:
+ * Replicas, each against a baseline in the same run:
  *
  * 1. Throughput: Predict calls/s through the coordinator's data-plane
  *    listener, 64 concurrent callers, for models with 1, 2 and 4 replicas

@@ -19,11 +19,11 @@ import type { SimOptions } from "./run/sim-options.js";
  */
 const overrides: Partial<SimOptions> = { durationMs: 10 * 60_000, quiesceMs: 5 * 60_000, replicaProfile: false, haProfile: false };
 
-/** The replica planted bugs (issue 16) are hunted with the replica profile on for every seed. */
+/** The replica planted bugs are hunted with the replica profile on for every seed. */
 const replicaOverrides: Partial<SimOptions> = { durationMs: 10 * 60_000, quiesceMs: 5 * 60_000, replicaProfile: true, haProfile: false };
 
 /**
- * The HA planted bug (issue 17) is hunted with the HA profile on (two coordinators, lease,
+ * The HA planted bug is hunted with the HA profile on (two coordinators, lease,
  * fencing) and the replica profile off, in the short profile's own 3 + 3 minutes.
  */
 const haOverrides: Partial<SimOptions> = { replicaProfile: false, haProfile: true };

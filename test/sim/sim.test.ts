@@ -145,7 +145,7 @@ const regressionSeeds: readonly (readonly [number, SimProfile, string])[] = [
   // loader-state.ts: leftover and orphan entries conflict by their model's groups as configured
   // now, re-pushed on every reload and UpdatePolicy (unit test in leftover-groups.test.ts).
   [48116, "short", "a leftover conflicts by its model's current groups"],
-  // The 100 000-seed campaign on 8bc9218 (issue 13) failed on these too; each replays clean on main
+  // The 100 000-seed campaign on 8bc9218 failed on these too; each replays clean on main
   // after the fixes above, whose invariants they share (recycled addresses: 18428, 14857; remote-only
   // adoption: 34087; leftover groups: 48116).
   [53162, "short", "campaign 8bc9218: convergence (a leftover left)"],
@@ -166,7 +166,7 @@ const regressionSeeds: readonly (readonly [number, SimProfile, string])[] = [
 ];
 
 /**
- * Seeds found with the replica checker (issue 16), run as drawn: the replica
+ * Seeds found with the replica checker, run as drawn: the replica
  * profile on or off as the seed draws it (checked, so a changed draw fails loudly).
  */
 const replicaSeeds: readonly (readonly [number, boolean, string])[] = [
@@ -218,7 +218,7 @@ const forcedReplicaSeeds: readonly (readonly [number, string])[] = [
 ];
 
 /**
- * HA profile seeds (issue 17), forced on: two coordinators, the lease, fencing and partitions.
+ * HA profile seeds, forced on: two coordinators, the lease, fencing and partitions.
  * Together they take over, pause a leader, cut it from the lease and the agents, change the lease
  * stream's leader, free backends, and have commands held by a partition applied late by agents
  * the new leader had not commanded yet.

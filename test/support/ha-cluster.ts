@@ -1,5 +1,5 @@
 /**
- * A whole HA cluster of real processes (issue 17): a private 3-server
+ * A whole HA cluster of real processes: a private 3-server
  * nats-server JetStream cluster, two coordinator processes with `ha:` on
  * fixed loopback addresses (each can be killed, paused, resumed or started
  * again), and agent processes given both coordinator addresses. Who leads is

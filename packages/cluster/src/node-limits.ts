@@ -1,5 +1,5 @@
 /**
- * Per-node placement limits (issue 16): from the agent's config (sent with
+ * Per-node placement limits: from the agent's config (sent with
  * Register) and an Admin override (journaled by the coordinator, so it
  * survives agent and coordinator restarts). The override wins field by field.
  */

@@ -84,7 +84,7 @@ export interface NodeTableOptions<C> {
 export class NodeTable<C> implements AgentDirectory, InventoryPort {
   private readonly nodes = new Map<string, NodeRecord<C>>();
   /**
-   * Operators' placement-limit overrides by node id (issue 16). Apart from the
+   * Operators' placement-limit overrides by node id. Apart from the
    * records: an override restored from the journal at start, or set for a node
    * that is restarting, applies once it registers, and a re-registration keeps it.
    */

@@ -1,5 +1,5 @@
 /**
- * PlacementView for replicas (issue 16): the model's replicas counted per node
+ * PlacementView for replicas: the model's replicas counted per node
  * and per GPU from a real WatchdogCore (every state) and a real
  * LeftoverTracker, the reservation of a loading replica, and the node's
  * effective limits from a real NodeTable (agent limits, operator override).
@@ -70,7 +70,7 @@ function replica(nodeId: string, model: string, extra: Partial<InstanceSpec> = {
 const spec = (init: Partial<ModelSpec> = {}): ModelSpec => modelSpec({ id: "m", backend: "backend-sim", sizeBytes: GiB, ...init });
 const reasons = (view: PlacementView, s: ModelSpec): Record<string, string> => Object.fromEntries(view.plan(s).verdicts.map((v) => [v.nodeId, v.reason]));
 
-describe("PlacementView: replicas of one model (issue 16)", () => {
+describe("PlacementView: replicas of one model", () => {
   it("counts the model's instances in every state per node: ready, loading, reserved and pending each rule the node out under spread node", () => {
     const limits = { maxReplicasPerModel: 8 };
     const { core, view } = cluster(records(["a", "b", "c", "d", "e"].map((nodeId) => ({ nodeId, limits }))));

@@ -1,7 +1,7 @@
 import { invalidArgument } from "./errors.js";
 
 /**
- * The LoadModel fields LocalAI sends, as a model config states them (issue 15).
+ * The LoadModel fields LocalAI sends, as a model config states them.
  * Every field is optional: unset means LocalAI's default, which the agent applies
  * ({@link loadDefaults}; threads default to the node's CPU count), so one model
  * config means the same thing on every node.

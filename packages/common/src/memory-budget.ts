@@ -1,7 +1,7 @@
 import { invalidArgument } from "./errors.js";
 
 /**
- * A node's memory budget (issue 16): absolute bytes, or a percentage of the
+ * A node's memory budget: absolute bytes, or a percentage of the
  * node's GPU memory (RAM without GPUs).
  */
 export type MemoryBudgetSetting = { readonly t: "bytes"; readonly bytes: number } | { readonly t: "percent"; readonly percent: number };

@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { Code, WardenError } from "./errors.js";
 import { isNotLeader, leaderAddressOf, notLeaderError } from "./not-leader.js";
 
-describe("not-leader refusals (issue 17)", () => {
+describe("not-leader refusals", () => {
   it("carry the leader's address as a hint, UNAVAILABLE", () => {
     const e = notLeaderError("10.0.0.5:7070");
     expect(e.code).toBe(Code.Unavailable);

@@ -8,7 +8,7 @@ const maxLeaderAddressChars = 300;
 
 /**
  * What a coordinator that does not lead answers every call but GetHaStatus
- * (issue 17): UNAVAILABLE — retryable, the caller should go to the leader —
+ *: UNAVAILABLE — retryable, the caller should go to the leader —
  * with the leader's advertised address in `details.leaderAddress` when it
  * knows one, so agents, the CLI and inference clients follow without a scan.
  */

@@ -43,7 +43,7 @@ export const plantedBugNames = [
   "adopt-confirmed-gone",
   /** replica reconciler: scale-down's floor is one replica instead of max(min, 1), so idle replicas are stopped below `min`. */
   "scale-down-below-min",
-  /** agent leader fence (issue 17): a command from an older leader epoch is accepted (and the fence not raised) instead of refused. */
+  /** agent leader fence: a command from an older leader epoch is accepted (and the fence not raised) instead of refused. */
   "agent-ignores-leader-epoch",
   /** journal epoch fence: a writer sends without holding the lease, and re-chains behind a newer epoch's record instead of stopping. */
   "exleader-append-accepted",

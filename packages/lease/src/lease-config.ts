@@ -1,7 +1,7 @@
 import { invalidArgument } from "@warden/common";
 
 /**
- * Timing of the leader lease (issue 17). All durations are measured on each
+ * Timing of the leader lease. All durations are measured on each
  * coordinator's own monotonic clock; nothing compares clocks across machines.
  */
 export interface LeaseConfig {

@@ -3,7 +3,7 @@ import type { LeaseConfig } from "./lease-config.js";
 import type { LeaseEffect, LeaseInput, LeaseState, LeaseStep, PendingWrite, SeenKey } from "./lease-state.js";
 
 /**
- * The leader lease as one pure transition (issue 17). Safety rests on two
+ * The leader lease as one pure transition. Safety rests on two
  * rules, each on the deciding coordinator's own clock:
  * - a follower takes over only when the key's revision has not changed for a
  *   whole lease since it first SAW that revision (seeing is after the write

@@ -18,7 +18,7 @@ function index(h: Harness, type: string, incarnation: string): number {
 
 const drainUps = (h: Harness) => h.events.ofType("replica.scaled-up").filter((e) => e.cause === "drain");
 
-describe("drain with replicas (issue 16)", () => {
+describe("drain with replicas", () => {
   it("moves a min 2 replica: the replacement on another node is ready before the drained one's stop begins, never below min, the node ends empty", async () => {
     const c = await ready({ min: 2, max: 2 }, 3);
     const { h } = c;

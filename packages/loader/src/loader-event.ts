@@ -35,7 +35,7 @@ export type LoaderEvent =
   | (Base & { readonly type: "policy.limit-exceeded"; readonly limit: number; readonly occupied: number; readonly pinned: number })
   | (Base & { readonly type: "instance.forgotten"; readonly operator: string; readonly note: string })
   | (Base & { readonly type: "instance.adopted"; readonly asLeftover: boolean; readonly foundBy: AdoptionSource })
-  // Replicas (issue 16). scaled-up: a replica load was started (incarnation reserved, node chosen;
+  // Replicas. scaled-up: a replica load was started (incarnation reserved, node chosen;
   // cause "drain": the replacement of a replica on a draining node);
   // scaled-down: a replica above min was stopped for idleness (its eviction events follow, reason
   // "scale-down"); scale-blocked: a scale-up or the min floor cannot fit — nodeId/address/incarnation "".

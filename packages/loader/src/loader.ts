@@ -213,7 +213,7 @@ export class Loader<H extends BackendHandle = BackendHandle> {
   // --------------------------------------------------------------- replicas
 
   /**
-   * ScaleModel (issue 16): sets a model's replica `min`/`max` live, validated
+   * ScaleModel: sets a model's replica `min`/`max` live, validated
    * as a whole (NOT_FOUND naming `model`; INVALID_ARGUMENT naming `min` or
    * `max` unless 0 ≤ min ≤ max and 1 ≤ max ≤ replicaBounds.maxReplicas) —
    * a rejection changes nothing. Audited as `replica.scale-set` (with `actor`, who asked). The override

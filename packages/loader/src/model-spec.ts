@@ -18,7 +18,7 @@ export interface ModelSpec {
   readonly selector: Readonly<Record<string, string>>;
   /** DESIGN §5: 10 min by default. */
   readonly loadTimeoutMs: number;
-  /** How many instances of the model may run (issue 16). The default, min 0 / max 1, is one instance loaded on demand. */
+  /** How many instances of the model may run. The default, min 0 / max 1, is one instance loaded on demand. */
   readonly replicas: ReplicaSettings;
   /** Anti-affinity between the model's replicas. */
   readonly spread: SpreadMode;

@@ -6,7 +6,7 @@ import type { BackendHandle } from "./ports.js";
 import type { ReplicaChoice } from "./replica-routing.js";
 
 /**
- * Starts one replica load of `spec` (issue 16) — a normal load through
+ * Starts one replica load of `spec` — a normal load through
  * placement, admission and eviction, the model's one load in flight — for
  * the min floor (`min`) or because every ready replica is at its target
  * (`in-flight`), or to replace a replica on a draining node (`drain`,

@@ -1,7 +1,7 @@
 import { isPlanted } from "@warden/common";
 
 /**
- * The replica reconciler's decision for one model on one tick (issue 16),
+ * The replica reconciler's decision for one model on one tick,
  * a pure function over a small view so it is easy to test:
  *
  * - below `min` (ready + loading): start one load for the floor, unless a

@@ -3,7 +3,7 @@ import type { LoaderState } from "./loader-state.js";
 import type { HeldInstance } from "./loader-types.js";
 import type { BackendHandle } from "./ports.js";
 
-/** What routing sees of one model's replicas at one moment (issue 16). */
+/** What routing sees of one model's replicas at one moment. */
 export interface ReplicaChoice<H extends BackendHandle> {
   /** The routable replica with the fewest calls in flight, ties by least recently used. */
   readonly best: HeldInstance<H> | undefined;

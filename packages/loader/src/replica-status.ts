@@ -1,7 +1,7 @@
 import type { ReplicaSettings } from "./model-spec.js";
 
 /**
- * What the loader reports about one model's replicas (issue 16): ListModels,
+ * What the loader reports about one model's replicas: ListModels,
  * `warden models ls`, metrics and ExplainPlacement read it.
  */
 export interface ReplicaStatus {

@@ -1,5 +1,5 @@
 /**
- * The replica circuit breaker (issue 16): when a replica load the reconciler
+ * The replica circuit breaker: when a replica load the reconciler
  * or a scale-up started cannot be placed or fails, further replica loads of
  * that model wait `retryAfterMs`, which doubles per consecutive failure from
  * `initialMs` up to `maxMs` (10 s, 20 s, 40 s … capped at 5 min). A

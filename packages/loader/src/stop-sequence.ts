@@ -108,7 +108,7 @@ export async function stopSequence<H extends BackendHandle>(s: LoaderState<H>, c
           return { t: "alreadyGone" };
         }
         if (isStaleLeaderEpoch(e)) {
-          // A newer leader fences this coordinator (issue 17): the agent
+          // A newer leader fences this coordinator: the agent
           // refused the stop whole and changed nothing, so the process runs
           // exactly as before — not stopped by us, whatever the placement.
           // The local half dropped at (5) comes back (its backend client is

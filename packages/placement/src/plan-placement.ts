@@ -155,7 +155,7 @@ function describeFree(bytes: number): string {
 /**
  * DESIGN §3.5: per node — ready, not draining, selector matches, its agent's
  * catalog has the model's backend (when the agent reported one), the model's
- * spread and the node's maxReplicasPerModel allow another replica (issue 16),
+ * spread and the node's maxReplicasPerModel allow another replica,
  * no group conflict eviction cannot resolve (leftovers and orphans included),
  * memory estimate fits `min(total, budget) − max(reported use, reservations)`,
  * a free slot. Among the nodes that fit, those without a replica of the model

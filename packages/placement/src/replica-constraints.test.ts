@@ -5,7 +5,7 @@ import { GiB, node } from "./node-candidate.fixture.js";
 const req = (spread: PlacementRequest["spread"]): PlacementRequest => ({ model: "m", sizeBytes: 4 * GiB, selector: {}, ...(spread === undefined ? {} : { spread }) });
 const reasonOf = (plan: ReturnType<typeof planPlacement>, nodeId: string): string | undefined => plan.verdicts.find((v) => v.nodeId === nodeId)?.reason;
 
-describe("planPlacement: replicas (issue 16)", () => {
+describe("planPlacement: replicas", () => {
   it("spread node: never a second replica where one is, even with room and maxReplicasPerModel 2", () => {
     // "a" is the binpack optimum (least memory left) but holds a replica.
     const nodes = [node({ nodeId: "a", memoryUsedBytes: 10 * GiB, modelReplicas: 1, maxReplicasPerModel: 2, devices: 2, devicesWithReplica: 1 }), node({ nodeId: "b" })];

@@ -2,7 +2,7 @@ import { invalidArgument, maxDurationMs } from "@warden/common";
 import { describeValue } from "./describe-value.js";
 
 /**
- * Per-model rules the idle check honours (issue 16), set by the loader from
+ * Per-model rules the idle check honours, set by the loader from
  * its model table: `minReplicas` is a floor for the count of the model's
  * ready instances — the idle check never takes the model below it, as a pin
  * would not (LRU, group, memory and explicit stops still may);

@@ -4,7 +4,7 @@ import { Code, WardenError } from "@warden/common";
  * Why an instance is being stopped. The first eight are DESIGN §4's
  * `eviction.started` reasons; `health` is the explicit health-failure path and
  * `retry` the reconciler retrying the stop of a `freed` instance; `scale-down`
- * a replica above its model's min stopped for idleness (issue 16).
+ * a replica above its model's min stopped for idleness.
  */
 export type EvictionReason = "group" | "lru" | "idle" | "busy" | "memory" | "admin" | "drain" | "config" | "health" | "retry" | "scale-down";
 

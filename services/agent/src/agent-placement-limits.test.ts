@@ -14,7 +14,7 @@ function errorOf(extra: Record<string, unknown>): string {
   return "accepted";
 }
 
-describe("agent placement limits (issue 16)", () => {
+describe("agent placement limits", () => {
   it("parses maxReplicasPerModel and memoryBudget (a size or a percentage); both optional", () => {
     expect(resolveAgentConfig(base).placementLimits).toEqual({});
     expect(resolveAgentConfig({ ...base, maxReplicasPerModel: 4, memoryBudget: "40GiB" }).placementLimits).toEqual({ maxReplicasPerModel: 4, memoryBudget: { t: "bytes", bytes: 40 * 1024 ** 3 } });

@@ -3,7 +3,7 @@ import { invalidArgument, parseMemoryBudget, type MemoryBudgetSetting } from "@w
 import type { NodeLimitsSchema } from "@warden/proto";
 
 /**
- * This node's placement limits (issue 16), sent in Register: the coordinator
+ * This node's placement limits, sent in Register: the coordinator
  * holds at most `maxReplicasPerModel` replicas of one model here and accounts
  * at most `memoryBudget` of its memory. An Admin SetNodeLimits override wins.
  */

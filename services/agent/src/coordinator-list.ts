@@ -21,7 +21,7 @@ export interface CoordinatorList extends NodeServicePort {
 }
 
 /**
- * NodeService over the HA coordinators (issue 17): Register and Heartbeat go
+ * NodeService over the HA coordinators: Register and Heartbeat go
  * to the leader, following a standby's in-list hint (createLeaderFollowingClient).
  * Both are safe to send twice — Register is idempotent and a heartbeat's
  * sequence lets the coordinator drop a repeat — so a dropped connection also

@@ -86,7 +86,7 @@ describe("LeaderFence (the owner)", () => {
     expect(thrown(() => { again.check(6n); })).toBeInstanceOf(StaleLeaderEpochError);
   });
 
-  it("raise(): the followed leader's announced epoch fences without any command, persisted, never lowered (issue 17)", async () => {
+  it("raise(): the followed leader's announced epoch fences without any command, persisted, never lowered", async () => {
     const dir = await stateDir();
     const fence = new LeaderFence(dir);
     await fence.load();

@@ -1,7 +1,7 @@
 import { Code, StaleLeaderEpochError, WardenError, isPlanted } from "@warden/common";
 
 /**
- * The leader-epoch fence's rule (issue 17), pure so the agent and the
+ * The leader-epoch fence's rule, pure so the agent and the
  * simulation's SimAgent judge commands alike. `newestSeen` is the newest
  * leader epoch any command brought; a command from an older epoch is refused,
  * an equal one accepted, a newer one accepted and raises the fence. Epoch 0

@@ -119,7 +119,7 @@ describe("node heartbeat loop", () => {
     await hb.stop();
   });
 
-  it("raises the agent's fence to the leader epoch a coordinator answers with, before the node counts as registered (issue 17)", async () => {
+  it("raises the agent's fence to the leader epoch a coordinator answers with, before the node counts as registered", async () => {
     const clock = new ManualClock();
     const raised: bigint[] = [];
     const src: HeartbeatSource = { ...source, raiseLeaderEpoch: async (e) => { raised.push(e); } };

@@ -1,5 +1,5 @@
 /**
- * `npm run cluster -- --ha`: the dev cluster with coordinator HA (issue 17) —
+ * `npm run cluster -- --ha`: the dev cluster with coordinator HA —
  * three nats-servers in one JetStream cluster, two `warden coordinator --ha`
  * (coord-a on --listen, coord-b on the next port; HTTP on --http-listen and the
  * next port, or each a free port with port 0) and the agents following both

@@ -1,4 +1,4 @@
-/** `warden ha status` (issue 17). Loaded on demand by program.ts, like admin-actions.ts. */
+/** `warden ha status`. Loaded on demand by program.ts, like admin-actions.ts. */
 import { toJson } from "@bufbuild/protobuf";
 import { AdminService, GetHaStatusResponseSchema } from "@warden/proto";
 import { bearerMetadata } from "@warden/grpc";

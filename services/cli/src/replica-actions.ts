@@ -1,5 +1,5 @@
 /**
- * `warden models scale` and `warden nodes limits` (issue 16). Loaded on
+ * `warden models scale` and `warden nodes limits`. Loaded on
  * demand by program.ts, like admin-actions.ts.
  */
 import { userInfo } from "node:os";

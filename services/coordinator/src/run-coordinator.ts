@@ -48,7 +48,7 @@ export interface RunCoordinatorOptions {
   readonly tlsCert?: string | undefined;
   readonly tlsKey?: string | undefined;
   readonly tlsCa?: string | undefined;
-  /** `--ha`: run as an HA member (issue 17), with the config's `ha:` or its defaults. */
+  /** `--ha`: run as an HA member, with the config's `ha:` or its defaults. */
   readonly ha?: boolean | undefined;
   /** `--nats-url`: comma-separated NATS URLs over the config's nats.url. */
   readonly natsUrl?: string | undefined;

@@ -13,7 +13,7 @@ import { routePendingChecker } from "./route-pending-checker.js";
  * limit at every start, phantoms (registered but not held; a failed remote
  * stop registered again), routing to a pending instance, stop intents
  * restored at a restart, request state kept for ready and pending instances,
- * and the replica rules (issue 16). Real invariants: they run in every campaign.
+ * and the replica rules. Real invariants: they run in every campaign.
  */
 export function extraCheckers(): Checker[] {
   return [journalFirstChecker(), limitChecker(), phantomChecker(), routePendingChecker(), restoredIntentsChecker(), requestStateChecker(), replicaChecker()];

@@ -2,7 +2,7 @@ import type { Checker } from "./checker.js";
 import type { HaCluster } from "../ha/ha-cluster.js";
 
 /**
- * The HA profile's invariants (issue 17). Checker 4 (epochs strictly
+ * The HA profile's invariants. Checker 4 (epochs strictly
  * increase) and the carry-over of the old leader's stop intents are judged by
  * the cluster at each takeover (ha/ha-cluster.ts); here:
  * 1. at no instant do two processes act as leader by the lease core's own

@@ -23,7 +23,7 @@ export interface Registration {
   readonly bootEpoch: bigint;
   readonly embedded: boolean;
   readonly backends: readonly string[];
-  /** The agent config's placement limits (issue 16); absent when the config sets none. */
+  /** The agent config's placement limits; absent when the config sets none. */
   readonly limits?: { readonly maxReplicasPerModel: number };
 }
 

@@ -1,5 +1,5 @@
 /**
- * ExplainPlacement for the next replica (issue 16), over a real WatchdogCore
+ * ExplainPlacement for the next replica, over a real WatchdogCore
  * and the coordinator's PlacementView; replicas registered on the core
  * directly (distinct incarnations). The process-level ExplainPlacement tests
  * (test/cluster*.test.ts) cover the first replica and "at max" with max 1.
@@ -39,7 +39,7 @@ describe("explainPlacement: no node ready is a wait, not a no-fit", async () => 
   });
 });
 
-describe("explainPlacement: the next replica (issue 16)", async () => {
+describe("explainPlacement: the next replica", async () => {
   it("no replica yet: the plan, its reason unchanged", async () => {
     const { explain } = setup(["a", "b"]);
     const r = await explain(spec(3));

@@ -36,7 +36,7 @@ function describeBlocked(blocked: ReplicaStatus["blocked"], nowMs: number): stri
 }
 
 /**
- * ExplainPlacement for the model's NEXT replica (issue 16). At `replicas.max`
+ * ExplainPlacement for the model's NEXT replica. At `replicas.max`
  * (ready + loading + reserved, leftovers and replicas being stopped aside) it
  * answers ALREADY_LOADED with every replica's node; below it, the plan the
  * next load would take (through the same `plan` as the loader's `choose`),

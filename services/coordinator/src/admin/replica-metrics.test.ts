@@ -14,7 +14,7 @@ function metrics(statuses: ReplicaStatus[]): { registry: Registry; m: ReplicaMet
   return { registry, m };
 }
 
-describe("replica metrics (issue 16)", () => {
+describe("replica metrics", () => {
   it("gauges per configured model: replicas by state, desired, queue depth", async () => {
     const { registry } = metrics([status("chat", { desired: 3, ready: 2, loading: 1, stopping: 1, leftovers: 1, queued: 5 }), status("solo")]);
     const text = await registry.metrics();

@@ -10,7 +10,7 @@ const scaleKinds: Readonly<Partial<Record<NonNullable<Event["payload"]["case"]>,
 };
 
 /**
- * Per-model replica metrics (issue 16). Labels are bounded: only configured
+ * Per-model replica metrics. Labels are bounded: only configured
  * models (at most `maxModels`) appear, so an event naming anything else
  * cannot grow a series.
  */

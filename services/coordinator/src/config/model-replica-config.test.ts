@@ -4,7 +4,7 @@ import { parseCoordinatorConfig } from "./coordinator-config.js";
 import { errorOf, model } from "../test-kit/coordinator-config.fixture.js";
 
 
-describe("coordinator config: model replicas, spread, idleTimeout (issue 16)", () => {
+describe("coordinator config: model replicas, spread, idleTimeout", () => {
   it("parses replicas, spread and idleTimeout into the ModelSpec; left out, the defaults", () => {
     const c = parseCoordinatorConfig(model("    replicas: { min: 1, max: 4, targetInFlight: 8, scaleDownAfter: 2m }\n    spread: node\n    idleTimeout: 0\n"));
     expect(c.models[0]).toMatchObject({ replicas: { min: 1, max: 4, targetInFlight: 8, scaleDownAfterMs: 120_000 }, spread: "node", idleTimeoutMs: 0 });

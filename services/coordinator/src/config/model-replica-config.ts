@@ -1,7 +1,7 @@
 import { invalidArgument, maxDurationMs, parseDurationMs } from "@warden/common";
 import { defaultReplicas, replicaBounds, type ModelSpec, type ReplicaSettings, type SpreadMode } from "@warden/loader";
 
-/** The keys of a models[] entry this module reads (issue 16). */
+/** The keys of a models[] entry this module reads. */
 export const modelReplicaFields = ["replicas", "spread", "idleTimeout"] as const;
 
 const replicaKeys = ["min", "max", "targetInFlight", "scaleDownAfter"];

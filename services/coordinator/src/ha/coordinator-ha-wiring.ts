@@ -2,7 +2,7 @@ import type { Journal } from "@warden/outbox";
 import type { DurableStateStore } from "./durable-state-port.js";
 
 /**
- * What the HA runner (issue 17) hands `startCoordinator` for one term of
+ * What the HA runner hands `startCoordinator` for one term of
  * leadership. Without it the coordinator is the single-machine one: file
  * journal and operator settings (config/file-state-store.ts) in its state
  * dir, epoch 0 on every agent command.

@@ -48,7 +48,7 @@ interface KeyState {
 const keyOf = (section: StateSection, id: string): string => `${section}\u0000${id}`;
 
 /**
- * The coordinator's durable settings in HA (issue 17): every operator change
+ * The coordinator's durable settings in HA: every operator change
  * is written to the store with the revision last read or written for its key
  * and acknowledged before it is applied. One queue per key: a key's changes
  * run one after another (validate, write, apply), so no two of them

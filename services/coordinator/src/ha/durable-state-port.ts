@@ -1,5 +1,5 @@
 /**
- * The coordinator's must-not-lose settings besides the journal (issue 17):
+ * The coordinator's must-not-lose settings besides the journal:
  * small keyed records, each written whole with a revision check, read back
  * in full once at start (port; the JetStream KV implementation is
  * `kv-state-store.ts`, the single coordinator's file in its state dir

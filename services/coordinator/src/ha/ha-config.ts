@@ -1,7 +1,7 @@
 import { invalidArgument, parseDurationMs } from "@warden/common";
 
 /**
- * The coordinator's `ha:` section (issue 17), validated whole. Bounds:
+ * The coordinator's `ha:` section, validated whole. Bounds:
  * lease 200 ms – 10 min, renew 50 ms – 60 s, margin 1 ms – (lease − renew − 1),
  * replicas 1–5, holder 1–64 of [A-Za-z0-9_-], advertise a host:port of at most 300 characters.
  */

@@ -49,7 +49,7 @@ function parse(e: KvEntry): MemberValue | undefined {
 }
 
 /**
- * Membership in the lease bucket (issue 17): each member writes
+ * Membership in the lease bucket: each member writes
  * `member.<holder>` = {address, role, wallMs, httpUrl?} every `intervalMs` and watches
  * every other member's key. Ages use the writer's wall clock only for a key
  * first seen in the watch's initial replay (a dead member's old key); after

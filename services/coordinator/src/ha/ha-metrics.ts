@@ -10,7 +10,7 @@ export interface HaMetricsSource {
 }
 
 /**
- * The HA member's own metrics (issue 17): `warden_ha_is_leader`,
+ * The HA member's own metrics: `warden_ha_is_leader`,
  * `warden_ha_quorum`, `warden_ha_lease_renewals_total{outcome}`,
  * `warden_ha_takeovers_total`, `warden_ha_takeover_failures_total`. Served on every member, standby too.
  */

@@ -23,7 +23,7 @@ export type { HaRunner, HaRunnerDeps } from "./ha-runner-types.js";
 const pausedError = (): WardenError => new WardenError(Code.Unavailable, "not the leader: lease lost, no quorum");
 
 /**
- * Runs one HA member (issue 17). Opens NATS (connection, lease and state
+ * Runs one HA member. Opens NATS (connection, lease and state
  * buckets, journal stream: kept for the whole life, so a takeover pays only
  * for the journal replay and the recovery window), announces membership,
  * competes for the lease, and serves `listen` as a standby until it wins;

@@ -52,7 +52,7 @@ export interface StandbyServer {
 }
 
 /**
- * The standby's gRPC server on the coordinator's `listen` address (issue 17):
+ * The standby's gRPC server on the coordinator's `listen` address:
  * every Admin, Inference, Node and raw backend.Backend call is refused with
  * `notLeaderError(leaderAddress)`, except AdminService.GetHaStatus (behind the
  * viewer role when auth is on) and grpc.health, where every `warden.*`

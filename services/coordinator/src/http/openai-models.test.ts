@@ -4,7 +4,7 @@ import { ModelFirstSeen, listOpenAiModels } from "./openai-models.js";
 
 const status = (model: string, over: Partial<ReplicaStatus> = {}): ReplicaStatus => ({ model, settings: defaultReplicas, desired: 0, ready: 0, loading: 0, stopping: 0, leftovers: 0, queued: 0, blocked: undefined, ...over });
 
-describe("/v1/models: the warden extension's replicas (issue 16)", () => {
+describe("/v1/models: the warden extension's replicas", () => {
   it("carries each model's replica summary, the breaker's retry relative to now", () => {
     const loader = {
       snapshot: () => ({ instances: [], leftovers: [] }),

@@ -10,7 +10,7 @@ export interface WardenInstanceJson {
   readonly in_flight: number;
 }
 
-/** A model's replicas (issue 16), as `/v1/models` shows them. */
+/** A model's replicas, as `/v1/models` shows them. */
 export interface WardenReplicasJson {
   readonly min: number;
   readonly max: number;

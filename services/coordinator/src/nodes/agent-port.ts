@@ -3,7 +3,7 @@ import type { Client } from "@warden/grpc";
 import { Code, StaleLeaderEpochError, WardenError } from "@warden/common";
 import type { AgentPort, FreeAnswer, FreeRequest, StartEvent, StartRequest, StopAnswer, StopRequest } from "@warden/loader";
 
-/** The coordinator's current leader epoch (issue 17); 0 = no HA, the single-machine default. */
+/** The coordinator's current leader epoch; 0 = no HA, the single-machine default. */
 export type LeaderEpochProvider = () => bigint;
 
 export const noLeaderEpoch: LeaderEpochProvider = () => 0n;

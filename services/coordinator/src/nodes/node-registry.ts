@@ -13,9 +13,9 @@ export interface NodeRegistryOptions extends Omit<NodeTableOptions<AgentClient>,
   readonly log: Logger;
   /** Makes a gRPC client for node `nodeId`'s agent at `address`. */
   readonly connect: (address: string, nodeId: string) => AgentClient;
-  /** The coordinator's leader epoch stamped on every agent command (issue 17). @default () => 0n (no HA) */
+  /** The coordinator's leader epoch stamped on every agent command. @default () => 0n (no HA) */
   readonly leaderEpoch?: () => bigint;
-  /** An agent refused a command as from an older leader epoch (issue 17): a newer coordinator leads. */
+  /** An agent refused a command as from an older leader epoch: a newer coordinator leads. */
   readonly onStaleEpoch?: (newestSeen: bigint, detail: string) => void;
   /** A heartbeat of a registered node was applied (its inventory reconciled), in the same turn (HA: a restored drain resumes). */
   readonly onHeartbeatApplied?: (nodeId: string) => void;

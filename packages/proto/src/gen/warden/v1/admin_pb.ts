@@ -661,7 +661,7 @@ export const ReplicaBlockedSchema: GenMessage<ReplicaBlocked> = /*@__PURE__*/
   messageDesc(file_warden_v1_admin, 16);
 
 /**
- * One model's replicas (issue 16).
+ * One model's replicas.
  *
  * @generated from message warden.v1.ModelReplicas
  */
@@ -1897,7 +1897,7 @@ export const AdminService: GenService<{
     output: typeof SetNodeLimitsResponseSchema;
   },
   /**
-   * High availability (issue 17): who leads, at which epoch, the standbys and
+   * High availability: who leads, at which epoch, the standbys and
    * whether the NATS cluster has quorum. Answered by the leader and by a
    * standby alike (every other call on a standby is UNAVAILABLE with the
    * leader's address in the `warden-leader-address` trailer).

@@ -284,7 +284,7 @@ export type StartBackendRequest = Message<"warden.v1.StartBackendRequest"> & {
   gpuDevice: string;
 
   /**
-   * The LoadModel fields LocalAI sends (issue 15). Unset = LocalAI's default,
+   * The LoadModel fields LocalAI sends. Unset = LocalAI's default,
    * applied by the agent (README "Running LocalAI's backends").
    * Upstream-facing model name, sent as ModelOptions.Model and checked as
    * ModelIdentity (e.g. a Hugging Face repo id "Qwen/Qwen2-0.5B"); unset = model.

@@ -928,7 +928,7 @@ export const ForeignDetectedSchema: GenMessage<ForeignDetected> = /*@__PURE__*/
   messageDesc(file_warden_v1_events, 25);
 
 /**
- * A replica load started (issue 16): the node is chosen and the incarnation
+ * A replica load started: the node is chosen and the incarnation
  * reserved; backend.loaded or backend.load-failed follows.
  *
  * @generated from message warden.v1.ReplicaScaledUp
@@ -1097,7 +1097,7 @@ export const NodeLimitsSetSchema: GenMessage<NodeLimitsSet> = /*@__PURE__*/
   messageDesc(file_warden_v1_events, 30);
 
 /**
- * HA (issue 17): a coordinator won the leader lease and leads from now on.
+ * HA: a coordinator won the leader lease and leads from now on.
  * Published by the new leader once it has loaded the journal and the durable
  * settings, before it sends any command.
  *
@@ -1218,7 +1218,7 @@ export enum EvictionReason {
   VANISHED = 11,
 
   /**
-   * A replica above the model's min, idle for its scaleDownAfter (issue 16).
+   * A replica above the model's min, idle for its scaleDownAfter.
    *
    * @generated from enum value: EVICTION_REASON_SCALE_DOWN = 12;
    */

@@ -72,7 +72,7 @@ export type RegisterRequest = Message<"warden.v1.RegisterRequest"> & {
   backends: string[];
 
   /**
-   * Placement limits from the agent's config (issue 16); unset fields take
+   * Placement limits from the agent's config; unset fields take
    * the defaults. An Admin SetNodeLimits override wins field by field and
    * survives a re-registration.
    *
@@ -89,7 +89,7 @@ export const RegisterRequestSchema: GenMessage<RegisterRequest> = /*@__PURE__*/
   messageDesc(file_warden_v1_node, 0);
 
 /**
- * Per-node placement limits (issue 16).
+ * Per-node placement limits.
  *
  * @generated from message warden.v1.NodeLimits
  */
@@ -149,7 +149,7 @@ export type RegisterResponse = Message<"warden.v1.RegisterResponse"> & {
   heartbeatIntervalMs: number;
 
   /**
-   * HA (issue 17): the leader's epoch (0 = no HA). The agent raises its fence
+   * HA: the leader's epoch (0 = no HA). The agent raises its fence
    * to it at once, so a paused old leader is refused by every agent that
    * follows the new one, not only by those the new leader has commanded.
    *

@@ -28,8 +28,9 @@ function serveOptions(io: CliIo, o: Record<string, unknown>, up: boolean): RunCo
     up,
     logLevel: level,
     logDestination: pretty ? prettyLogStream(io.err) : undefined,
-    // JSON logs own stdout (one record per line for a collector); the banner, for a person, goes to stderr then.
-    out: pretty ? io.out : io.err,
+    // JSON logs own stdout (one record per line for a collector); the banner, for a person, goes to stderr
+    // then. --check-config starts nothing and logs nothing: its report is the command's output, on stdout.
+    out: pretty || o.checkConfig === true ? io.out : io.err,
     checkConfig: o.checkConfig === true,
     quietBanner: io.env.WARDEN_QUIET_BANNER === "1",
     insecure: o.insecure === true,

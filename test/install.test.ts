@@ -56,6 +56,9 @@ function stopped(p: ChildProcess): Promise<void> {
   });
 }
 
+/** The lines of an install report that say it changed something. */
+const changes = (out: string): string[] => out.split("\n").filter((l) => /: (created|written|issued|updated|owner\/mode fixed)|0640 \(readable/.test(l));
+
 /** Processes running as this run's throwaway user (none other than this test's own can: the name is new). */
 function userPids(): number[] {
   const uid = Number(spawnSync("id", ["-u", user], { encoding: "utf8" }).stdout.trim());
@@ -131,7 +134,6 @@ describe("warden install (root, a real service user, the installed tarball)", ()
     expect(again.stdout).toContain(`user    ${user}: exists, kept`);
     expect(again.stdout).toContain("exists, kept (not overwritten)");
     expect(again.stdout).toContain("unchanged");
-    const changes = (out: string): string[] => out.split("\n").filter((l) => /: (created|written|issued|updated|owner\/mode fixed)|0640 \(readable/.test(l));
     expect(changes(again.stdout)).toEqual([]);
     const coordAgain = run(warden, ["install", "coordinator", "--prefix", prefix, "--user", user, "--listen", coordAddr]);
     expect(coordAgain.code).toBe(0);
@@ -248,5 +250,10 @@ describe("warden install (root, a real service user, the installed tarball)", ()
     coord.p.kill("SIGTERM");
     await Promise.all([stopped(agent.p), stopped(coord.p)]);
     expect([agent.p.exitCode, coord.p.exitCode]).toEqual([0, 0]);
+    // After the services ran (and wrote their state), installing again still changes nothing.
+    const again = run(warden, ["install", "agent", "--prefix", prefix, "--user", user, "--coordinator", coordAddr, "--node-id", nodeId, "--listen", agentAddr, "--advertise", agentAddr]);
+    expect([again.code, changes(again.stdout)]).toEqual([0, []]);
+    const coordAgain = run(warden, ["install", "coordinator", "--prefix", prefix, "--user", user, "--listen", coordAddr]);
+    expect([coordAgain.code, changes(coordAgain.stdout)]).toEqual([0, []]);
   }, 120_000);
 });

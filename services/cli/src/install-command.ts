@@ -12,7 +12,7 @@ Run as root on each machine, from the warden you installed (npm install -g ./war
 It creates the service user (useradd --system, unless it exists), <prefix>/etc/warden with the
 config (written once, never overwritten), certificates in <prefix>/etc/warden/certs (the service's
 key root:<user's group> 0640: it reads, cannot replace; the CA and admin keys root 0600), the state
-dir (<prefix>/var/lib/warden or warden-agent, 0750 owned by the user) and the systemd unit in
+dir (<prefix>/var/lib/warden or warden-agent, 0700 owned by the user) and the systemd unit in
 <prefix>/etc/systemd/system, which runs this node binary and this warden by absolute path (no PATH
 lookup, so an nvm node works; run install again after moving either) and joins the video/render
 groups only where they exist. An agent's certificate is issued from the CA key when it is in the

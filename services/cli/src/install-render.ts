@@ -50,7 +50,7 @@ function protectHome(f: UnitFacts, dflt: "true" | "read-only"): string[] {
 }
 
 function stateLines(f: UnitFacts, name: string): string[] {
-  if (f.systemStateDir) return [`# ${f.paths.stateDir}, owned by User=; matches stateDir in the config.`, `StateDirectory=${name}`, "StateDirectoryMode=0750"];
+  if (f.systemStateDir) return [`# ${f.paths.stateDir}, owned by User=; matches stateDir in the config.`, `StateDirectory=${name}`, "StateDirectoryMode=0700"];
   return [`# ${f.paths.stateDir} (made by warden install, owned by User=); matches stateDir in the config.`, `ReadWritePaths=${unitPath(f.paths.stateDir, "--prefix")}`];
 }
 

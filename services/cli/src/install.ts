@@ -202,7 +202,8 @@ export async function install(o: InstallOptions): Promise<string[]> {
   await ensureDir(paths.etcDir, 0, 0, 0o755, say);
   // The certs dir: the service's group may enter it (to read its own key), nobody else.
   await ensureDir(paths.certsDir, 0, svc.gid, 0o750, say);
-  await ensureDir(paths.stateDir, svc.uid, svc.gid, 0o750, say);
+  // 0700: both services tighten a state dir others can read (state-dir.ts); a looser mode here would be undone at every start.
+  await ensureDir(paths.stateDir, svc.uid, svc.gid, 0o700, say);
   await mkdir(p("etc", "systemd", "system"), { recursive: true, mode: 0o755 });
 
   const nodeId = o.nodeId ?? hostname();

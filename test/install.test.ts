@@ -123,6 +123,12 @@ describe("warden install (root, a real service user, the installed tarball)", ()
     expect(a.stderr).toBe("");
     expect(a.code).toBe(0);
     expect(a.stdout).toContain(`${nodeId}.pem: issued`);
+    const help = run(warden, ["install", "--help"]);
+    expect([help.code, help.stdout]).toEqual([0, expect.stringContaining("--prefix <dir>")]);
+    // Not root: refused before touching anything, saying why.
+    const notRoot = run(...asUser([process.execPath, warden, "install", "agent", "--prefix", join(work, "not-root"), "--user", user, "--coordinator", coordAddr]));
+    expect([notRoot.code === 0, notRoot.stderr]).toEqual([false, expect.stringContaining("warden install must run as root")]);
+    expect(run("test", ["-e", join(work, "not-root")]).code).not.toBe(0);
     expect(run("getent", ["passwd", user]).stdout).toMatch(new RegExp(`^${user}:x:\\d+:\\d+:.*:/usr/sbin/nologin$`, "m"));
 
     const keys = ["coordinator-key.pem", `${nodeId}-key.pem`, "ca-key.pem", "admin-key.pem"].map((k) => etc("warden", "certs", k));

@@ -204,6 +204,10 @@ describe("warden install (root, a real service user, the installed tarball)", ()
     writeFileSync(join(work, "agent-models.yaml"), `${agentCfg}modelsPath: ${models}\n`);
     const m = run(...asUser([process.execPath, warden, "agent", "--check-config", "--config", join(work, "agent-models.yaml")]));
     expect([m.code, m.stderr]).toEqual([2, expect.stringContaining(`modelsPath: cannot read ${models}: no such file`)]);
+    // A coordinator's embedded agent names files too.
+    writeFileSync(join(work, "embedded.yaml"), `listen: 127.0.0.1:1\nstateDir: ${join(work, "embedded")}\nagent:\n  modelsPath: ${models}\nmodels:\n  - { id: m, backend: backend-sim }\n`);
+    const em = run(warden, ["coordinator", "--check-config", "--config", join(work, "embedded.yaml")]);
+    expect([em.code, em.stderr]).toEqual([2, expect.stringContaining(`agent.modelsPath: cannot read ${models}: no such file`)]);
     writeFileSync(join(work, "agent-token.yaml"), `${agentCfg}coordinatorTokenFile: ${tokens}\n`);
     const ct = run(...asUser([process.execPath, warden, "agent", "--check-config", "--config", join(work, "agent-token.yaml")]));
     expect([ct.code, ct.stderr]).toEqual([2, expect.stringContaining(`coordinatorTokenFile: cannot read ${tokens}`)]);

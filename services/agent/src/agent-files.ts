@@ -24,22 +24,23 @@ function executable(path: string, field: string): void {
  * the user running `--check-config` (systemd's ExecStartPre runs as the
  * service user), failing naming the field and the path.
  */
-export function checkAgentFiles(config: AgentConfig): void {
-  if (config.backendTokenFile !== "") readSecretFile(config.backendTokenFile, "backendTokenFile");
-  if (config.coordinatorTokenFile !== "") readSecretFile(config.coordinatorTokenFile, "coordinatorTokenFile");
+export function checkAgentFiles(config: AgentConfig, fieldPrefix = ""): void {
+  const f = (name: string): string => `${fieldPrefix}${name}`;
+  if (config.backendTokenFile !== "") readSecretFile(config.backendTokenFile, f("backendTokenFile"));
+  if (config.coordinatorTokenFile !== "") readSecretFile(config.coordinatorTokenFile, f("coordinatorTokenFile"));
   if (config.modelsPath !== undefined) {
     let dir: boolean;
     try {
       dir = statSync(config.modelsPath).isDirectory();
       accessSync(config.modelsPath, constants.R_OK | constants.X_OK);
     } catch (err) {
-      throw invalidArgument("modelsPath", `cannot read ${config.modelsPath}: ${errText(err)}`);
+      throw invalidArgument(f("modelsPath"), `cannot read ${config.modelsPath}: ${errText(err)}`);
     }
-    if (!dir) throw invalidArgument("modelsPath", `${config.modelsPath} is not a directory`);
+    if (!dir) throw invalidArgument(f("modelsPath"), `${config.modelsPath} is not a directory`);
   }
   for (const [name, e] of Object.entries(config.catalog)) {
-    executable(e.command, `catalog.${name}.command`);
-    if (e.tls !== undefined) readCaBundle(e.tls.caFile, `catalog.${name}.tls.ca`);
+    executable(e.command, f(`catalog.${name}.command`));
+    if (e.tls !== undefined) readCaBundle(e.tls.caFile, f(`catalog.${name}.tls.ca`));
   }
-  if (config.nvidiaSmiPath !== "" && isAbsolute(config.nvidiaSmiPath)) executable(config.nvidiaSmiPath, "nvidiaSmi");
+  if (config.nvidiaSmiPath !== "" && isAbsolute(config.nvidiaSmiPath)) executable(config.nvidiaSmiPath, f("nvidiaSmi"));
 }

@@ -1,6 +1,8 @@
 import { readFileSync } from "node:fs";
 import { invalidArgument, readSecretFile } from "@warden/common";
 import { readCaBundle, readTlsMaterial } from "@warden/grpc";
+import { checkAgentFiles } from "@warden/agent";
+import { embeddedAgentConfig } from "../nodes/embedded-node.js";
 import type { CoordinatorConfig } from "./coordinator-config.js";
 
 /** A file the config names must be readable by whoever runs the check (under systemd: the service user). */
@@ -16,7 +18,7 @@ function readable(path: string, field: string): void {
 /**
  * Reads every file the config names — TLS certificate, key and CA, the
  * backend TLS files, the tokens file, the backend token file, the NATS creds
- * file — as the start would, so `--check-config` (systemd's ExecStartPre,
+ * file, and the embedded agent's (agent.modelsPath, agent.catalog.…) — as the start would, so `--check-config` (systemd's ExecStartPre,
  * run as the service user) fails naming the first missing or unreadable one
  * instead of calling the config valid and the start looping.
  */
@@ -30,4 +32,5 @@ export function checkCoordinatorFiles(config: CoordinatorConfig): void {
   if (config.auth.tokensFile !== undefined) readable(config.auth.tokensFile, "auth.tokensFile");
   if (config.auth.backendTokenFile !== undefined) readSecretFile(config.auth.backendTokenFile, "auth.backendTokenFile");
   if (config.nats?.credsFile !== undefined) readable(config.nats.credsFile, "nats.credsFile");
+  if (config.embeddedAgent) checkAgentFiles(embeddedAgentConfig(config), "agent.");
 }

@@ -208,6 +208,15 @@ describe("warden install (root, a real service user, the installed tarball)", ()
     writeFileSync(join(work, "embedded.yaml"), `listen: 127.0.0.1:1\nstateDir: ${join(work, "embedded")}\nagent:\n  modelsPath: ${models}\nmodels:\n  - { id: m, backend: backend-sim }\n`);
     const em = run(warden, ["coordinator", "--check-config", "--config", join(work, "embedded.yaml")]);
     expect([em.code, em.stderr]).toEqual([2, expect.stringContaining(`agent.modelsPath: cannot read ${models}: no such file`)]);
+    // A state dir the service user cannot write (root's 0700) would fail every start.
+    const rootOnly = join(work, "root-only");
+    run("mkdir", ["-m", "0700", rootOnly]);
+    writeFileSync(join(work, "agent-state.yaml"), agentCfg.replace(/^stateDir: .*$/m, `stateDir: ${rootOnly}/state`));
+    const st = run(...asUser([process.execPath, warden, "agent", "--check-config", "--config", join(work, "agent-state.yaml")]));
+    expect([st.code, st.stderr]).toEqual([2, expect.stringContaining(`stateDir: cannot write ${rootOnly}/state`)]);
+    writeFileSync(join(work, "coord-state.yaml"), cfg.replace(/^stateDir: .*$/m, `stateDir: ${rootOnly}`));
+    const cs = run(...asUser([process.execPath, warden, "coordinator", "--check-config", "--config", join(work, "coord-state.yaml")]));
+    expect([cs.code, cs.stderr]).toEqual([2, expect.stringContaining(`stateDir: cannot write ${rootOnly}: permission denied`)]);
     writeFileSync(join(work, "agent-token.yaml"), `${agentCfg}coordinatorTokenFile: ${tokens}\n`);
     const ct = run(...asUser([process.execPath, warden, "agent", "--check-config", "--config", join(work, "agent-token.yaml")]));
     expect([ct.code, ct.stderr]).toEqual([2, expect.stringContaining(`coordinatorTokenFile: cannot read ${tokens}`)]);

@@ -1,5 +1,5 @@
 import { accessSync, constants, statSync } from "node:fs";
-import { isAbsolute } from "node:path";
+import { dirname, isAbsolute } from "node:path";
 import { invalidArgument, readSecretFile } from "@warden/common";
 import { readCaBundle } from "@warden/grpc";
 import type { AgentConfig } from "./agent-config.js";
@@ -17,15 +17,31 @@ function executable(path: string, field: string): void {
   }
 }
 
+/** The state dir must be writable by whoever runs (the service user), or the nearest existing parent, where the start makes it. */
+function writableDir(path: string, field: string): void {
+  let p = path;
+  for (;;) {
+    try {
+      accessSync(p, constants.W_OK | constants.X_OK);
+      return;
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code !== "ENOENT" || dirname(p) === p) throw invalidArgument(field, `cannot write ${path}${p === path ? "" : ` (nor create it in ${p})`}: ${code === "EACCES" ? "permission denied" : code === "ENOENT" ? "no such directory" : (err as Error).message}`);
+      p = dirname(p);
+    }
+  }
+}
+
 /**
  * Every file the config names besides `tls` (main.ts reads that itself):
- * the backend and coordinator token files, the models directory, each
+ * the state dir (writable), the backend and coordinator token files, the models directory, each
  * catalog executable and backend CA, and an absolute nvidiaSmi — checked as
  * the user running `--check-config` (systemd's ExecStartPre runs as the
  * service user), failing naming the field and the path.
  */
 export function checkAgentFiles(config: AgentConfig, fieldPrefix = ""): void {
   const f = (name: string): string => `${fieldPrefix}${name}`;
+  writableDir(config.stateDir, f("stateDir"));
   if (config.backendTokenFile !== "") readSecretFile(config.backendTokenFile, f("backendTokenFile"));
   if (config.coordinatorTokenFile !== "") readSecretFile(config.coordinatorTokenFile, f("coordinatorTokenFile"));
   if (config.modelsPath !== undefined) {

@@ -4,6 +4,7 @@ import { GrpcServer, ReloadableServerCredentials, bearerMetadata, clientTlsOf, r
 import { AgentService } from "@warden/proto";
 import { agentUsage, parseAgentArgs } from "./agent-args.js";
 import { parseAgentConfig } from "./agent-config.js";
+import { checkAgentFiles } from "./agent-files.js";
 import { withCoordinatorOnly } from "./coordinator-only.js";
 import { createAgent } from "./agent.js";
 import { builtinCatalog } from "./backend-sim-catalog.js";
@@ -42,6 +43,7 @@ async function main(): Promise<number> {
   let tls;
   try {
     tls = config.tls === undefined ? undefined : readTlsMaterial(config.tls, "tls");
+    if (args.checkConfig) checkAgentFiles(config);
   } catch (err) {
     process.stderr.write(`config ${args.configPath}: ${WardenError.from(err).rawMessage}\n`);
     return 2;

@@ -50,8 +50,8 @@ export async function packWarden(outDir) {
     await writeFile(
       join(stage, "README.md"),
       `# warden ${String(cliPkg.version)}\n\nThe Warden coordinator, node agent and CLI, bundled (no dependencies to install).\n\n` +
-        "```sh\nnpm install -g ./warden-" + String(cliPkg.version) + ".tgz\nwarden --version\nwarden agent --check-config --config /etc/warden/agent.yaml\nwarden agent --config /etc/warden/agent.yaml --coordinator COORDINATOR:50051\n```\n\n" +
-        "Example systemd units and configs: `deploy/` in this package (`npm root -g`/warden/deploy).\n",
+        "```sh\nnpm install -g ./warden-" + String(cliPkg.version) + ".tgz\nwarden --version\nsudo warden install coordinator --san COORDINATOR_HOST          # on the coordinator's machine\nsudo warden install agent --coordinator COORDINATOR_HOST:50051  # on each GPU node\n```\n\n" +
+        "`warden install --help` says what it creates (service user, /etc/warden, certificates, systemd unit). Reference units and configs: `deploy/` in this package.\n",
     );
     const pkg = {
       name: "warden",

@@ -7,6 +7,7 @@ import type { ActionContext, CliIo, GlobalOpts, Runners } from "./action-context
 import type * as AdminActions from "./admin-actions.js";
 import { certsCommand } from "./certs-command.js";
 import { natsCommand } from "./nats-command.js";
+import { installCommand } from "./install-command.js";
 import type * as BackendActions from "./backend-actions.js";
 import type * as ReplicaActions from "./replica-actions.js";
 import type * as HaActions from "./ha-actions.js";
@@ -290,6 +291,9 @@ export function buildProgram(io: CliIo, runners: Runners): { program: Command; e
     code = c;
   });
   natsCommand(program, io, (c) => {
+    code = c;
+  });
+  installCommand(program, io, (c) => {
     code = c;
   });
 

@@ -12,6 +12,7 @@ import { startCoordinator } from "./coordinator.js";
 import { embeddedAgentConfig } from "./nodes/embedded-node.js";
 import { demoConfig } from "./config/demo-config.js";
 import { ensureStateDir } from "./config/state-dir.js";
+import { checkCoordinatorFiles } from "./config/config-files.js";
 import { readTokenTable } from "./auth/coordinator-auth.js";
 import { checkHaRequirements, defaultHaConfig } from "./ha/ha-config.js";
 import { serveHaCoordinator } from "./ha/run-ha-coordinator.js";
@@ -155,6 +156,7 @@ export async function runCoordinator(o: RunCoordinatorOptions): Promise<number> 
   };
   const config = await load();
   if (o.checkConfig === true) {
+    checkCoordinatorFiles(config);
     out.write(
       [
         `config ${o.config ?? "(built-in demo)"}: valid`,

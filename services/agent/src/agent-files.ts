@@ -17,8 +17,8 @@ function executable(path: string, field: string): void {
   }
 }
 
-/** The state dir must be writable by whoever runs (the service user), or the nearest existing parent, where the start makes it. */
-function writableDir(path: string, field: string): void {
+/** The state dir must be writable by whoever runs (the service user), or the nearest existing parent, where the start makes it. Shared with the coordinator's check. */
+export function writableDir(path: string, field: string): void {
   let p = path;
   for (;;) {
     try {

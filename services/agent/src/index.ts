@@ -9,4 +9,4 @@ export { placementLimitsMessage, type AgentPlacementLimits } from "./agent-place
 export { inProcessContext } from "./in-process-context.js";
 export type { BackendPhase, StopOutcome } from "./backend-process.js";
 export { servePrometheus } from "./prometheus-server.js";
-export { checkAgentFiles } from "./agent-files.js";
+export { checkAgentFiles, writableDir } from "./agent-files.js";

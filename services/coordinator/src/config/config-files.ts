@@ -1,8 +1,7 @@
-import { accessSync, constants, readFileSync } from "node:fs";
-import { dirname } from "node:path";
+import { readFileSync } from "node:fs";
 import { invalidArgument, readSecretFile } from "@warden/common";
 import { readCaBundle, readTlsMaterial } from "@warden/grpc";
-import { checkAgentFiles } from "@warden/agent";
+import { checkAgentFiles, writableDir } from "@warden/agent";
 import { embeddedAgentConfig } from "../nodes/embedded-node.js";
 import type { CoordinatorConfig } from "./coordinator-config.js";
 
@@ -13,21 +12,6 @@ function readable(path: string, field: string): void {
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     throw invalidArgument(field, `cannot read ${path}: ${code === "ENOENT" ? "no such file" : code === "EACCES" ? "permission denied" : (err as Error).message}`);
-  }
-}
-
-/** The state dir must be writable by whoever runs (the service user), or the nearest existing parent, where the start makes it. */
-function writableDir(path: string, field: string): void {
-  let p = path;
-  for (;;) {
-    try {
-      accessSync(p, constants.W_OK | constants.X_OK);
-      return;
-    } catch (err) {
-      const code = (err as NodeJS.ErrnoException).code;
-      if (code !== "ENOENT" || dirname(p) === p) throw invalidArgument(field, `cannot write ${path}${p === path ? "" : ` (nor create it in ${p})`}: ${code === "EACCES" ? "permission denied" : code === "ENOENT" ? "no such directory" : (err as Error).message}`);
-      p = dirname(p);
-    }
   }
 }
 

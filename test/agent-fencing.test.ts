@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Code, WardenError } from "@warden/common";
 import { createClient, type Client } from "@warden/grpc";
-import { AgentService, type StartBackendResponse } from "@warden/proto";
+import { AgentService, StartFailureCode, type StartBackendResponse } from "@warden/proto";
 import { leaderEpochFileName } from "../services/agent/src/leader-fence-store.js";
 import { liveTaggedSims, newIncarnation, pidAlive, randomPortRange, simCatalog, tempDir, uniqueTag } from "./support/agent-harness.js";
 import { startAgentProcess, writeAgentConfig, type AgentProcess } from "./support/agent-process.js";
@@ -134,6 +134,59 @@ describe("agent leader-epoch fence", () => {
     expectStale(await refusal(start(b.client, newIncarnation(), 5n)), 5n, 7n);
     b.client.close();
     await b.proc.terminate();
+  });
+
+  it("a start admitted under one epoch that waited for its model lock while a newer epoch arrived spawns nothing (cancelled, naming leader_epoch)", async () => {
+    const lockConfig = join(dir, "agent-lock.yaml");
+    const lockPorts = randomPortRange(4);
+    await writeAgentConfig(lockConfig, {
+      nodeId: "fencing-lock-node",
+      stateDir: join(dir, "state-lock"),
+      ports: { min: lockPorts.min, max: lockPorts.max, quarantine: "0s" },
+      catalog: { sim: simCatalog(fileTag) },
+      // The graceful stop below holds the model's lock for this long (its backend ignores SIGTERM).
+      grace: "3s",
+      readiness: { attempts: 60, interval: "500ms", initialInterval: "25ms" },
+      nvidiaSmi: "",
+    });
+    const proc = await startAgentProcess(lockConfig);
+    started.push(proc);
+    const client = createClient(AgentService, proc.address);
+    const first = newIncarnation();
+    const events: StartBackendResponse[] = [];
+    for await (const ev of client.startBackend({ incarnation: first, model: "locked", backend: "sim", options: ["sim.ignore_sigterm:true"], leaderEpoch: 5n }, { timeoutMs: 30_000 })) events.push(ev);
+    const ready = events.at(-1)?.event;
+    expect(ready?.case).toBe("ready");
+    if (ready?.case !== "ready") return;
+    // A graceful stop of the model's backend takes the model's lock exclusively until the grace ends.
+    const stopping = client.stopBackend({ address: ready.value.address, incarnation: first, force: false, reason: "hold-lock", leaderEpoch: 5n }, { timeoutMs: 60_000 });
+    const waitUntil = async (what: string, cond: () => Promise<boolean>): Promise<void> => {
+      const end = Date.now() + 30_000;
+      while (!(await cond())) {
+        if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    };
+    await waitUntil("the stop to hold the lock", async () => (await client.listBackends({}, { timeoutMs: 10_000 })).backends.some((b) => b.incarnation === first && b.stopRequested !== undefined));
+    // The old leader's start (epoch 5) is admitted and waits for the lock ...
+    const second = newIncarnation();
+    const startEvents: StartBackendResponse[] = [];
+    const starting = (async () => {
+      for await (const ev of client.startBackend({ incarnation: second, model: "locked", backend: "sim", leaderEpoch: 5n }, { timeoutMs: 60_000 })) startEvents.push(ev);
+    })();
+    // ... while a newer leader's command (epoch 6) raises the fence.
+    expect((await client.freeBackend({ incarnation: newIncarnation(), address: "127.0.0.1:1", leaderEpoch: 6n }, { timeoutMs: 10_000 })).outcome.case).toBe("alreadyGone");
+    expect((await stopping).outcome.case).toBe("stopped");
+    await starting;
+    const last = startEvents.at(-1)?.event;
+    expect(last?.case).toBe("failed");
+    if (last?.case !== "failed") return;
+    expect(last.value.code).toBe(StartFailureCode.CANCELLED);
+    expect(last.value.message).toContain("leader_epoch: 5 is older than the newest leader epoch this agent has seen (6)");
+    // Nothing was spawned for it: the agent lists no process of that incarnation.
+    expect((await client.listBackends({}, { timeoutMs: 10_000 })).backends.filter((b) => b.incarnation === second)).toEqual([]);
+    client.close();
+    await proc.terminate();
   });
 
   it("FreeBackend: an older epoch is refused whole (the backend's Free is never called); the current one frees the backend the agent started; one it does not run is already gone", async () => {

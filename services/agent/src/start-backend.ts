@@ -83,6 +83,8 @@ interface StartParams {
   load: LoadSettings;
   gpuDevice: string;
   deadlineMs: number;
+  /** The epoch the start was admitted under: checked again right before the spawn. */
+  leaderEpoch: bigint;
 }
 
 /** The start flow: lock, port, spawn, record, readiness, LoadModel, ready — or failed with everything cleaned up. */
@@ -100,6 +102,15 @@ async function runStart(ctx: AgentContext, log: StartLog, s: StartParams): Promi
     port = await ports.allocate(signal);
     if (signal.aborted) throw abortReason(signal);
     if (port === undefined) throw new FailStart(StartFailureCode.NO_PORT, `no free port in ${String(config.portMin)}-${String(config.portMax)}`);
+    // A newer leader may have taken over while this start waited for its model lock and port: the
+    // inventory it took of this node did not list the start (nothing was spawned yet), so spawning
+    // now could run this model beside one that leader placed. The fence is checked again in the turn
+    // the spawn begins; a start a newer epoch overtook is cancelled before a process exists.
+    try {
+      ctx.fence.check(s.leaderEpoch);
+    } catch (err) {
+      throw new WardenError(Code.Canceled, `${WardenError.from(err).rawMessage}: a newer leader took over while this start waited; nothing was spawned`);
+    }
     const device = pickDevice(ctx, s.gpuDevice);
     const address = `${config.backendHost}:${String(port)}`;
     const logs = new BackendLogs(ctx.logDir, s.incarnation, config.logBufferLines);
@@ -272,7 +283,7 @@ export function createStartBackend(ctx: AgentContext): ServiceImpl<typeof AgentS
       starts.remember(incarnation, s);
       // The start is bound to the call's deadline, not to this stream: a caller that
       // reconnects with the same incarnation attaches to it.
-      s.done = runStart(ctx, log, { incarnation, model, backend, entry, options, modelFile, contextSize: req.contextSize, load, gpuDevice: req.gpuDevice, deadlineMs });
+      s.done = runStart(ctx, log, { incarnation, model, backend, entry, options, modelFile, contextSize: req.contextSize, load, gpuDevice: req.gpuDevice, deadlineMs, leaderEpoch: req.leaderEpoch });
       start = s;
     }
     for await (const ev of start.log.follow(callCtx.signal)) yield startResponseOf(ev);

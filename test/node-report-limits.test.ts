@@ -15,6 +15,7 @@ import { BackendState, GpuInfoSchema, NodeService, OrphanProcessSchema, type Hea
 import { nodeReportLimits } from "@warden/coordinator";
 import { simModel, startTestCoordinator, type TestCoordinator } from "./support/coordinator-harness.js";
 import { refusal } from "./support/refusal.js";
+import { listAllModels } from "../services/cli/src/list-pages.js";
 
 let t: TestCoordinator | undefined;
 let node: Client<typeof NodeService> | undefined;
@@ -169,8 +170,8 @@ describe("node reports are validated whole", () => {
     const batch = adopted[1];
     expect(batch?.payload.case === "orphanAdopted" && batch.payload.value).toMatchObject({ pid: 50_000, count: n - 1, pids: Array.from({ length: nodeReportLimits.orphanEventPids }, (_, i) => 50_000 + i) });
     expect(batch?.incarnation).toBe("pid:50000");
-    // all are accounted
-    expect((await tc.admin.listModels({})).instances.filter((i) => i.nodeId === "hostile")).toHaveLength(n);
+    // all are accounted (ListModels answers a page at a time: every page read, as the CLI does)
+    expect((await listAllModels(tc.admin, { nodeId: "hostile" }, undefined, () => 30_000)).instances).toHaveLength(n);
   });
 
   it("only the embedded agent may be in-process: a remote Register with address in-process, or any remote report for the embedded node, is refused", async () => {

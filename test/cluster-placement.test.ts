@@ -98,6 +98,8 @@ describe("cluster placement (coordinator + two agent processes)", () => {
     const pidsBefore = await a.liveBackends();
     expect(pidsBefore).toHaveLength(1);
     expect(before[0]?.pid).toBe(pidsBefore[0]);
+    // The load's own backend.loaded reaches the test after the journal's write, possibly after LoadModel answered.
+    await tc.waitForEvent("backend.loaded", (e) => e.incarnation === incarnation);
     const loadedBefore = loadedEvents(tc);
     const registeredBefore = tc.events.filter((e) => eventTypeOf(e) === "node.registered" && e.nodeId === "node-a").length;
     const oldPid = a.pid;

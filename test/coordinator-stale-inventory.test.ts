@@ -54,6 +54,8 @@ describe("stale inventories after a confirmed stop (coordinator + agent processe
       expect((await tc.admin.listModels({})).instances).toEqual([]);
       expect((await tc.admin.unloadModel({ model: "m" })).outcome).toBe(UnloadOutcome.NOT_LOADED);
       expect((await tc.admin.listModels({})).instances).toEqual([]);
+      // Events reach the test after the journal's write: wait for the stop's own before judging what else came.
+      await tc.waitForEvent("eviction.stopped", (e) => e.incarnation === inc);
       const mine = tc.events.filter((e) => e.incarnation === inc).map((e) => e.payload.case);
       expect(mine.filter((c) => c === "evictionStarted" || c === "evictionStopped")).toEqual(["evictionStarted", "evictionStopped"]);
       expect(mine).not.toContain("instanceAdopted");

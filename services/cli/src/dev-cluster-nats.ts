@@ -33,7 +33,16 @@ export function natsServerBinary(): string | undefined {
 }
 
 /** A loopback TCP port that was free a moment ago. */
-export function freeLoopbackPort(): Promise<number> {
+/**
+ * Ports this process already handed out: the kernel may give the same free port to two lookups in
+ * a row (nothing listens on it yet), and two listeners of one cluster must never share one (an HA
+ * member whose HTTP and gRPC ports collided never competed for the lease). Bounded: the oldest are
+ * forgotten first.
+ */
+const handedOut = new Set<number>();
+const maxRemembered = 4_096;
+
+function bindZero(): Promise<number> {
   return new Promise((resolve, reject) => {
     const s = createServer();
     s.once("error", reject);
@@ -45,6 +54,18 @@ export function freeLoopbackPort(): Promise<number> {
       });
     });
   });
+}
+
+/** A loopback port nothing listens on now and that this process has not handed out before. */
+export async function freeLoopbackPort(): Promise<number> {
+  for (let attempt = 0; ; attempt++) {
+    const port = await bindZero();
+    if (!handedOut.has(port) || attempt >= 64) {
+      handedOut.add(port);
+      if (handedOut.size > maxRemembered) handedOut.delete(handedOut.values().next().value as number);
+      return port;
+    }
+  }
 }
 
 function metaLeaderOf(httpPort: number): Promise<string | undefined> {

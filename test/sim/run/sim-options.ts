@@ -31,7 +31,21 @@ export const faultTypes = [
   "event-loop-stall",
 ] as const;
 
-export type FaultType = (typeof faultTypes)[number];
+/**
+ * Fault types added after the seeds above were recorded: each is enabled per seed from a stream of
+ * its own (`<options stream>-later-faults`) and appended after the others, so a seed where none is
+ * enabled draws, plans and runs exactly what it did before.
+ * - `agent-crash-before-record`: the agent is killed -9 right after its next spawn (within the
+ *   fault's duration), before it writes that backend's record, and restarts with its other records;
+ *   the restarted agent finds the marked process without a record and reports it as an orphan
+ *   with the model from its mark.
+ */
+export const laterFaultTypes = ["agent-crash-before-record"] as const;
+
+/** Every fault type, in the order their enabling is drawn. */
+export const allFaultTypes = [...faultTypes, ...laterFaultTypes] as const;
+
+export type FaultType = (typeof allFaultTypes)[number];
 
 /** A fault as a seeded option: how often, how long, and which nodes it may hit. */
 export interface FaultOption {
@@ -262,6 +276,12 @@ export function optionsForSeed(seed: number, overrides: Partial<SimOptions> = {}
   for (const type of faultTypes) {
     if (!r.chance(p.faultP)) continue;
     faults.push({ type, perMinute: draw(r, p.faultPerMinute), durationMs: draw(r, p.faultDurationMs), targets: r.subset(nodes.map((n) => n.nodeId), 0.6) });
+  }
+  // Fault types added later, from their own stream: a seed without them draws what it always did.
+  const lr = new SimRandom(seed).fork(`${p.stream}-later-faults`);
+  for (const type of laterFaultTypes) {
+    if (!lr.chance(p.faultP)) continue;
+    faults.push({ type, perMinute: draw(lr, p.faultPerMinute), durationMs: draw(lr, p.faultDurationMs), targets: lr.subset(nodes.map((n) => n.nodeId), 0.6) });
   }
   // After every other draw, from its own stream: a seed without the profile draws what it always did.
   const rr = replicaStream(seed, p.stream);

@@ -164,6 +164,7 @@ export class SimAgent {
   private crashBetweenSpawnAndRecord(p: TruthProcess, behaviour: BackendBehaviour, sink: StartSink, downMs: number): void {
     this.crashBeforeRecord = undefined;
     this.w.coverage.hit("agent.crashed-before-record");
+    this.w.log(`agent ${this.nodeId} killed after spawning ${p.model} pid ${String(p.pid)}, before its record`);
     this.w.queue.push(this.w.clock.now() + behaviour.loadMs, "backend.load", () => {
       if (p.phase !== "loading" || behaviour.hangs) return;
       if (behaviour.failsLoad) {

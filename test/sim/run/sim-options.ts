@@ -111,6 +111,11 @@ export interface SimOptions {
   /** HA profile: parts of the world's realism replaced (switched off), over the seed's draw (`--ha-world JSON`). */
   readonly haWorld?: Partial<HaWorld>;
   readonly ha?: HaOptions;
+  /**
+   * `false`: the fault types of `laterFaultTypes` are never enabled — the recorded regression
+   * and planted-bug seeds run with it, so they replay the scenario they were recorded with.
+   */
+  readonly laterFaults?: boolean;
 }
 
 const GiB = 1024 ** 3;
@@ -169,6 +174,8 @@ interface ProfileTable {
   readonly replicaP: number;
   /** Chance that a seed runs the HA profile (drawn from its own stream; 0 = never). */
   readonly haP: number;
+  /** Chance that a seed enables each of `laterFaultTypes` (own stream; 0 = never: the long profile's seeds replay exactly). */
+  readonly laterFaultP: number;
 }
 
 const sec = 1_000;
@@ -201,6 +208,7 @@ const profiles: Readonly<Record<SimProfile, ProfileTable>> = {
     natsDupWindowMs: { int: [15, 40], unit: sec },
     replicaP: 0.4,
     haP: 0.2,
+    laterFaultP: 0.5,
   },
   /** 30 faulty + 15 quiet simulated minutes, production-like time scales (unchanged draws: its regression seeds replay exactly). */
   long: {
@@ -228,6 +236,7 @@ const profiles: Readonly<Record<SimProfile, ProfileTable>> = {
     natsDupWindowMs: 120_000,
     replicaP: 0,
     haP: 0,
+    laterFaultP: 0,
   },
 };
 
@@ -280,7 +289,7 @@ export function optionsForSeed(seed: number, overrides: Partial<SimOptions> = {}
   // Fault types added later, from their own stream: a seed without them draws what it always did.
   const lr = new SimRandom(seed).fork(`${p.stream}-later-faults`);
   for (const type of laterFaultTypes) {
-    if (!lr.chance(p.faultP)) continue;
+    if (overrides.laterFaults === false || !lr.chance(p.laterFaultP)) continue;
     faults.push({ type, perMinute: draw(lr, p.faultPerMinute), durationMs: draw(lr, p.faultDurationMs), targets: lr.subset(nodes.map((n) => n.nodeId), 0.6) });
   }
   // After every other draw, from its own stream: a seed without the profile draws what it always did.

@@ -17,16 +17,19 @@ import type { SimOptions } from "./run/sim-options.js";
  * The HA fence bugs were found with `--ha on --replicas off` and, for the double win, three
  * lease-stream leader changes a minute (test/sim/README.md, HA profile).
  */
-const overrides: Partial<SimOptions> = { durationMs: 10 * 60_000, quiesceMs: 5 * 60_000, replicaProfile: false, haProfile: false };
+const overrides: Partial<SimOptions> = { durationMs: 10 * 60_000, quiesceMs: 5 * 60_000, replicaProfile: false, haProfile: false, laterFaults: false };
+
+/** Bugs recorded after a fault type of `laterFaultTypes` existed hunt with it as the seed draws it. */
+const laterOverrides: Partial<SimOptions> = { durationMs: 10 * 60_000, quiesceMs: 5 * 60_000, replicaProfile: false, haProfile: false };
 
 /** The replica planted bugs are hunted with the replica profile on for every seed. */
-const replicaOverrides: Partial<SimOptions> = { durationMs: 10 * 60_000, quiesceMs: 5 * 60_000, replicaProfile: true, haProfile: false };
+const replicaOverrides: Partial<SimOptions> = { durationMs: 10 * 60_000, quiesceMs: 5 * 60_000, replicaProfile: true, haProfile: false, laterFaults: false };
 
 /**
  * The HA planted bug is hunted with the HA profile on (two coordinators, lease,
  * fencing) and the replica profile off, in the short profile's own 3 + 3 minutes.
  */
-const haOverrides: Partial<SimOptions> = { replicaProfile: false, haProfile: true };
+const haOverrides: Partial<SimOptions> = { replicaProfile: false, haProfile: true, laterFaults: false };
 
 /**
  * The double win needs a lease-stream leader change while both processes compete: the HA bugs'
@@ -76,6 +79,7 @@ const recorded: Record<PlantedBug, { readonly seed: number; readonly invariant: 
   "fixed-recovery-window": { seed: 18, invariant: "HA 8 placement on ground truth", options: haOverrides },
   "two-leaders-one-epoch": { seed: 52, invariant: "HA 1 one leader", options: leaderChanges },
   "delta-against-wrong-base": { seed: 8, invariant: "1 no amnesia" },
+  "orphan-without-model": { seed: 2, invariant: "orphan group", options: laterOverrides },
 };
 
 /** Clean runs, one per seed and options, shared by the bugs caught on it. */

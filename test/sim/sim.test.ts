@@ -290,13 +290,13 @@ describe("simulation", () => {
   });
 
   it.each(regressionSeeds)("regression seed %i (%s profile: %s) holds every invariant", async (seed, profile) => {
-    const r = await runSeed(seed, { profile, overrides: { replicaProfile: false, haProfile: false } });
+    const r = await runSeed(seed, { profile, overrides: { replicaProfile: false, haProfile: false, laterFaults: false } });
     expect(r.violations).toEqual([]);
   }, 120_000);
 
   it.each(replicaSeeds)("replica regression seed %i (replica profile %s: %s) holds every invariant", async (seed, replicas) => {
     expect(optionsForSeed(seed).replicaProfile === true).toBe(replicas);
-    const r = await runSeed(seed, { overrides: { haProfile: false } });
+    const r = await runSeed(seed, { overrides: { haProfile: false, laterFaults: false } });
     expect(r.violations).toEqual([]);
   }, 120_000);
 
@@ -314,12 +314,12 @@ describe("simulation", () => {
   }, 120_000);
 
   it.each(haRegressionSeeds)("HA regression seed %i (%s) holds every invariant", async (seed) => {
-    const r = await runSeed(seed, { overrides: { haProfile: true } });
+    const r = await runSeed(seed, { overrides: { haProfile: true, laterFaults: false } });
     expect(r.violations).toEqual([]);
   }, 120_000);
 
   it.each(forcedReplicaSeeds)("replica regression seed %i (replica profile forced on: %s) holds every invariant", async (seed) => {
-    const r = await runSeed(seed, { overrides: { replicaProfile: true, haProfile: false } });
+    const r = await runSeed(seed, { overrides: { replicaProfile: true, haProfile: false, laterFaults: false } });
     expect(r.violations).toEqual([]);
   }, 120_000);
 });

@@ -55,6 +55,8 @@ export const plantedBugNames = [
   "two-leaders-one-epoch",
   /** delta heartbeats: a delta whose base the coordinator does not hold is applied onto an empty inventory, its digest unchecked, instead of asking for a full one. */
   "delta-against-wrong-base",
+  /** agent orphan scan: the model in a process's mark is dropped, so an orphan killed-before-record counts for no exclusive group. */
+  "orphan-without-model",
 ] as const;
 
 export type PlantedBug = (typeof plantedBugNames)[number];

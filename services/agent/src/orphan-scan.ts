@@ -1,3 +1,4 @@
+import { isPlanted } from "@warden/common";
 import type { PartialRecord } from "./backend-record.js";
 import { classifyEnviron, type AgentMark } from "./process-mark.js";
 import { listeningSocketsInRange, pidsForSocketInodes, readEnviron, readPidStat } from "./proc-fs.js";
@@ -8,6 +9,19 @@ export interface Orphan {
   address: string;
   model: string;
   detail: string;
+}
+
+/**
+ * The model an orphan is reported with: its partial record's, else its mark's
+ * (a start killed between spawn and record), else "" (a mark from before the
+ * model was in it). Shared with the simulated agent (test/sim), so a planted
+ * "orphan-without-model" reaches both: an orphan without its model counts for
+ * no exclusive group, and the coordinator starts the other member beside it.
+ */
+export function orphanModel(recordModel: string | undefined, markModel: string | undefined): string {
+  if (recordModel !== undefined) return recordModel;
+  if (isPlanted("orphan-without-model")) return "";
+  return markModel ?? "";
 }
 
 /** A process listening in the port range that this agent did not start: reported, never signalled. */
@@ -103,8 +117,7 @@ export async function scanPortRange(input: PortScanInput): Promise<PortScan> {
     orphans.set(pid, {
       pid,
       address,
-      // A partial record's model, else the mark's (a start killed between spawn and record).
-      model: partial?.model ?? verdict.model ?? "",
+      model: orphanModel(partial?.model, verdict.model),
       detail: partial?.detail ?? "started by this agent, listening in its port range without a record",
     });
   }

@@ -37,6 +37,8 @@ export const requiredCoverage = [
   "coordinator.restarted",
   "agent.restarted-amnesia",
   "agent.restarted-records",
+  // An agent killed between a backend's spawn and its record (fault agent-crash-before-record).
+  "agent.crashed-before-record",
   "stop.sigkill",
   "load.failed",
   "request.cancelled",

@@ -1,4 +1,5 @@
 import type { Checker } from "./checker.js";
+import { orphanGroupChecker } from "./orphan-group-checker.js";
 import { journalFirstChecker } from "./journal-first-checker.js";
 import { limitChecker } from "./limit-checker.js";
 import { phantomChecker } from "./phantom-checker.js";
@@ -16,5 +17,5 @@ import { routePendingChecker } from "./route-pending-checker.js";
  * and the replica rules. Real invariants: they run in every campaign.
  */
 export function extraCheckers(): Checker[] {
-  return [journalFirstChecker(), limitChecker(), phantomChecker(), routePendingChecker(), restoredIntentsChecker(), requestStateChecker(), replicaChecker()];
+  return [journalFirstChecker(), limitChecker(), phantomChecker(), routePendingChecker(), restoredIntentsChecker(), requestStateChecker(), replicaChecker(), orphanGroupChecker()];
 }

@@ -3,7 +3,7 @@ import { describeStep } from "./plan.js";
 import { runCampaign } from "./campaign.js";
 import { runSeed } from "./run-seed.js";
 import { shrinkSeed } from "./shrink.js";
-import { faultTypes, optionsForSeed, type SimOptions, type SimProfile } from "./sim-options.js";
+import { allFaultTypes, optionsForSeed, type SimOptions, type SimProfile } from "./sim-options.js";
 import type { HaWorld } from "../ha/ha-profile.js";
 
 /**
@@ -61,11 +61,11 @@ if (one !== undefined) {
   console.log(`seeds: ${String(r.seeds)} (${String(first)}..${String(first + count - 1)}, ${profile} profile${replicasArg === undefined ? "" : `, replicas ${replicasArg}`}${haArg === undefined ? "" : `, ha ${haArg}`})`);
   console.log(`simulated hours: ${hours.toFixed(1)}   wall: ${(r.wallMs / 1000).toFixed(1)} s   simulated hours per wall second: ${(hours / (r.wallMs / 1000)).toFixed(2)}   simulated/wall: ${(r.simulatedMs / r.wallMs).toFixed(0)}x   steps: ${String(r.steps)}`);
   console.log("faults injected per type:");
-  for (const f of faultTypes) console.log(`  ${f}: ${String(r.coverage.get(`fault.${f}`) ?? 0)}`);
+  for (const f of allFaultTypes) console.log(`  ${f}: ${String(r.coverage.get(`fault.${f}`) ?? 0)}`);
   console.log("coverage:");
   for (const [k, v] of [...r.coverage.entries()].sort()) if (!k.startsWith("fault.")) console.log(`  ${k}: ${String(v)}`);
   const never = requiredCoverage.filter((k) => (r.coverage.get(k) ?? 0) === 0);
-  const neverFaults = faultTypes.filter((f) => (r.coverage.get(`fault.${f}`) ?? 0) === 0);
+  const neverFaults = allFaultTypes.filter((f) => (r.coverage.get(`fault.${f}`) ?? 0) === 0);
   if (never.length > 0) console.log(`coverage never reached: ${never.join(", ")}`);
   if (neverFaults.length > 0) console.log(`fault types never injected: ${neverFaults.join(", ")}`);
   console.log(`violations: ${String(r.failures.length)}`);

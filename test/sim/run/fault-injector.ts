@@ -77,6 +77,11 @@ export function injectFault(h: Harness, s: FaultStep, r: SimRandom): void {
       });
       return;
     }
+    case "agent-crash-before-record":
+      // Armed: the agent's next spawn before `until` kills it before the record is written.
+      if (!remote || !agent.up) return;
+      agent.crashAtNextSpawn(until, r.int(500, Math.min(s.durationMs, 20_000)));
+      return;
     case "agent-paused":
       if (!remote) return;
       agent.pause(until);

@@ -31,7 +31,21 @@ export const faultTypes = [
   "event-loop-stall",
 ] as const;
 
-export type FaultType = (typeof faultTypes)[number];
+/**
+ * Fault types added after the seeds above were recorded: each is enabled per seed from a stream of
+ * its own (`<options stream>-later-faults`) and appended after the others, so a seed where none is
+ * enabled draws, plans and runs exactly what it did before.
+ * - `agent-crash-before-record`: the agent is killed -9 right after its next spawn (within the
+ *   fault's duration), before it writes that backend's record, and restarts with its other records;
+ *   the restarted agent finds the marked process without a record and reports it as an orphan
+ *   with the model from its mark.
+ */
+export const laterFaultTypes = ["agent-crash-before-record"] as const;
+
+/** Every fault type, in the order their enabling is drawn. */
+export const allFaultTypes = [...faultTypes, ...laterFaultTypes] as const;
+
+export type FaultType = (typeof allFaultTypes)[number];
 
 /** A fault as a seeded option: how often, how long, and which nodes it may hit. */
 export interface FaultOption {
@@ -97,6 +111,11 @@ export interface SimOptions {
   /** HA profile: parts of the world's realism replaced (switched off), over the seed's draw (`--ha-world JSON`). */
   readonly haWorld?: Partial<HaWorld>;
   readonly ha?: HaOptions;
+  /**
+   * `false`: the fault types of `laterFaultTypes` are never enabled — the recorded regression
+   * and planted-bug seeds run with it, so they replay the scenario they were recorded with.
+   */
+  readonly laterFaults?: boolean;
 }
 
 const GiB = 1024 ** 3;
@@ -155,6 +174,8 @@ interface ProfileTable {
   readonly replicaP: number;
   /** Chance that a seed runs the HA profile (drawn from its own stream; 0 = never). */
   readonly haP: number;
+  /** Chance that a seed enables each of `laterFaultTypes` (own stream; 0 = never: the long profile's seeds replay exactly). */
+  readonly laterFaultP: number;
 }
 
 const sec = 1_000;
@@ -187,6 +208,7 @@ const profiles: Readonly<Record<SimProfile, ProfileTable>> = {
     natsDupWindowMs: { int: [15, 40], unit: sec },
     replicaP: 0.4,
     haP: 0.2,
+    laterFaultP: 0.5,
   },
   /** 30 faulty + 15 quiet simulated minutes, production-like time scales (unchanged draws: its regression seeds replay exactly). */
   long: {
@@ -214,6 +236,7 @@ const profiles: Readonly<Record<SimProfile, ProfileTable>> = {
     natsDupWindowMs: 120_000,
     replicaP: 0,
     haP: 0,
+    laterFaultP: 0,
   },
 };
 
@@ -262,6 +285,12 @@ export function optionsForSeed(seed: number, overrides: Partial<SimOptions> = {}
   for (const type of faultTypes) {
     if (!r.chance(p.faultP)) continue;
     faults.push({ type, perMinute: draw(r, p.faultPerMinute), durationMs: draw(r, p.faultDurationMs), targets: r.subset(nodes.map((n) => n.nodeId), 0.6) });
+  }
+  // Fault types added later, from their own stream: a seed without them draws what it always did.
+  const lr = new SimRandom(seed).fork(`${p.stream}-later-faults`);
+  for (const type of laterFaultTypes) {
+    if (overrides.laterFaults === false || !lr.chance(p.laterFaultP)) continue;
+    faults.push({ type, perMinute: draw(lr, p.faultPerMinute), durationMs: draw(lr, p.faultDurationMs), targets: lr.subset(nodes.map((n) => n.nodeId), 0.6) });
   }
   // After every other draw, from its own stream: a seed without the profile draws what it always did.
   const rr = replicaStream(seed, p.stream);

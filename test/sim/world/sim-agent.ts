@@ -61,6 +61,8 @@ export class SimAgent {
    * a crash and a restart with records, and is lost with them (amnesia).
    */
   newestLeaderEpoch = 0n;
+  /** Fault `agent-crash-before-record`: the next spawn before `untilMs` kills the agent before its record; back after `downMs`. */
+  private crashBeforeRecord: { readonly untilMs: number; readonly downMs: number } | undefined;
   /** Planted fault for a two-coordinator simulation: the agent accepts commands from any epoch. */
   ignoresLeaderEpoch = false;
 
@@ -147,11 +149,44 @@ export class SimAgent {
     this.paused = [];
   }
 
+  /** Arms fault `agent-crash-before-record` (see {@link crashBeforeRecord}). */
+  crashAtNextSpawn(untilMs: number, downMs: number): void {
+    this.crashBeforeRecord = { untilMs, downMs };
+  }
+
+  /**
+   * kill -9 between a backend's spawn and its record write: the process runs
+   * on (loading, then ready) with no record; the start stream breaks
+   * (UNAVAILABLE: the connection died with the agent, the Spawned never sent);
+   * the agent restarts with its other records and reports the process as an
+   * orphan, with the model from its mark.
+   */
+  private crashBetweenSpawnAndRecord(p: TruthProcess, behaviour: BackendBehaviour, sink: StartSink, downMs: number): void {
+    this.crashBeforeRecord = undefined;
+    this.w.coverage.hit("agent.crashed-before-record");
+    this.w.log(`agent ${this.nodeId} killed after spawning ${p.model} pid ${String(p.pid)}, before its record`);
+    this.w.queue.push(this.w.clock.now() + behaviour.loadMs, "backend.load", () => {
+      if (p.phase !== "loading" || behaviour.hangs) return;
+      if (behaviour.failsLoad) {
+        this.w.truth.kill(p, this.w.clock.now());
+        this.onProcessDied(p, "exit 1");
+        return;
+      }
+      p.phase = "ready";
+      p.readyAtMs = this.w.clock.now();
+    });
+    this.crash();
+    sink.fail(new WardenError(Code.Unavailable, "StartBackend: connection reset (agent died)"));
+    this.w.queue.push(this.w.clock.now() + downMs, "agent.restart", () => {
+      if (!this.up) this.restart(true);
+    });
+  }
+
   restart(keepRecords: boolean): void {
     this.gen++;
     this.up = true;
     this.pausedUntilMs = 0;
-    this.bootEpoch = BigInt(this.w.clock.wallNow()) * 1000n + BigInt(this.gen);
+    this.bootEpoch = BigInt(Math.floor(this.w.clock.wallNow())) * 1000n + BigInt(this.gen);
     this.sequence = 0n;
     if (!keepRecords) {
       this.records.clear();
@@ -220,6 +255,11 @@ export class SimAgent {
       this.usedPorts.set(port, req.incarnation);
       const address = `${this.nodeId}:${String(port)}`;
       const p = this.w.truth.spawn({ nodeId: this.nodeId, address, incarnation: req.incarnation, model: req.model, memoryBytes, behaviour, spawnedAtMs: this.w.clock.now() });
+      const crashNow = this.crashBeforeRecord;
+      if (crashNow !== undefined && this.w.clock.now() <= crashNow.untilMs) {
+        this.crashBetweenSpawnAndRecord(p, behaviour, sink, crashNow.downMs);
+        return;
+      }
       const r: AgentRecord = { incarnation: req.incarnation, model: req.model, backend: req.backend, process: p, state: "loading", stopRequested: undefined, stopping: undefined };
       rec = r;
       this.records.set(req.incarnation, r);

@@ -3,6 +3,7 @@ import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { BackendState, GpuInfoSchema, InventoryEntrySchema, NodeResourcesSchema, OrphanProcessSchema, StopRequestedSchema, type InventoryEntry, type NodeResources, type OrphanProcess } from "@warden/proto";
 import type { TruthProcess } from "./ground-truth.js";
 import type { AgentRecord } from "./sim-agent-types.js";
+import { orphanModel } from "../../../services/agent/src/orphan-scan.js";
 
 // The messages of a simulated agent's heartbeat, built from its records and the
 // ground truth; the heartbeat (sim-agent.ts) keeps the sequence and the flap.
@@ -39,13 +40,17 @@ export function inventoryEntries(records: Iterable<AgentRecord>): InventoryEntry
   return backends;
 }
 
-/** The node's live processes without a record (its orphans), and the memory all live processes use. */
+/**
+ * The node's live processes without a record (its orphans), and the memory all live processes use.
+ * The simulated agent has no partial records: it finds every orphan by its mark, whose model is the
+ * one the process was started for (the real agent's `orphanModel`, with its planted bug).
+ */
 export function orphansAndUsedBytes(live: Iterable<TruthProcess>, hasRecord: (incarnation: string) => boolean): { readonly orphans: OrphanProcess[]; readonly used: number } {
   const orphans: OrphanProcess[] = [];
   let used = 0;
   for (const p of live) {
     used += p.memoryBytes;
-    if (!hasRecord(p.incarnation)) orphans.push({ ...templates.orphan, pid: p.pid, address: p.address, memoryBytes: BigInt(p.memoryBytes), model: p.model, detail: "record missing" });
+    if (!hasRecord(p.incarnation)) orphans.push({ ...templates.orphan, pid: p.pid, address: p.address, memoryBytes: BigInt(p.memoryBytes), model: orphanModel(undefined, p.model), detail: "record missing" });
   }
   return { orphans, used };
 }

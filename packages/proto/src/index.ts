@@ -11,3 +11,4 @@ export * from "./gen/grpc/health/v1/health_pb.js";
 export * from "./gen/grpc/reflection/v1/reflection_pb.js";
 export * as reflectionV1alpha from "./gen/grpc/reflection/v1alpha/reflection_pb.js";
 export * from "./inventory-digest.js";
+export * from "./state-names.js";

@@ -1,4 +1,4 @@
-import { InstanceState, NodeState, type AdminService, type ListModelsRequest, type ListModelsResponse, type ListNodesRequest, type ListNodesResponse } from "@warden/proto";
+import { InstanceState, NodeState, instanceStateNames, nodeStateNames, type AdminService, type ListModelsRequest, type ListModelsResponse, type ListNodesRequest, type ListNodesResponse } from "@warden/proto";
 import type { Client } from "@warden/grpc";
 import { invalidArgument } from "@warden/common";
 
@@ -20,15 +20,6 @@ export function parseLimit(text: string | undefined): number | undefined {
   return n;
 }
 
-const nodeStateNames: Readonly<Record<string, NodeState>> = { ready: NodeState.READY, unreachable: NodeState.UNREACHABLE, lost: NodeState.LOST };
-const instanceStateNames: Readonly<Record<string, InstanceState>> = {
-  loading: InstanceState.LOADING,
-  ready: InstanceState.READY,
-  freed: InstanceState.FREED,
-  "pending-eviction": InstanceState.PENDING_EVICTION,
-  leftover: InstanceState.LEFTOVER,
-  orphan: InstanceState.ORPHAN,
-};
 export const nodeStateChoices = Object.keys(nodeStateNames);
 export const instanceStateChoices = Object.keys(instanceStateNames);
 

@@ -164,7 +164,7 @@ export function buildProgram(io: CliIo, runners: Runners): { program: Command; e
       .description("every instance: loaded, loading, freed, pending eviction, leftover, orphan")
       .option("--node <id>", "only this node")
       .option("--model <id>", "only instances of this model")
-      .option("--state <state>", "only instances in this state: loading, ready, freed, pending-eviction, leftover, orphan")
+      .option("--state <state>", "only instances in this state: loading, ready, freed, pending-eviction, leftover, orphan, unconfirmed")
       .option("--limit <n>", "at most n instances (default: all; read 1 000 a call)")
       .addHelpText("after", "\nInstances are ordered by node, model, incarnation. Every page is read unless --limit cuts it short\n(the rest is announced on stderr; with --json, nextPageToken says where it would go on).\n")
       .addHelpText("after", "\nAfter the instances (without a filter), one row per configured model: READY/DESIRED replicas, MIN..MAX (the config's\nor a `models scale` override), loading/stopping/leftover replicas, calls QUEUED for a ready one, and\nSCALE-UP: blocked (the circuit breaker: the error, failures, when it retries) or -.\n")
@@ -198,7 +198,7 @@ export function buildProgram(io: CliIo, runners: Runners): { program: Command; e
       .description("registered nodes with health, version, drain progress and memory")
       .option("--node <prefix>", "only nodes whose id starts with this")
       .option("--model <id>", "only nodes holding an instance of this model")
-      .option("--state <state>", "only nodes in this state: ready, unreachable, lost")
+      .option("--state <state>", "only nodes in this state: ready, unreachable, lost, not-reported")
       .option("--limit <n>", "at most n nodes (default: all; read 1 000 a call)")
       .addHelpText("after", "\nNodes are ordered by id. Every page is read unless --limit cuts it short (the rest is announced\non stderr; with --json, nextPageToken says where it would go on).\n"),
   ).action(act((a, g, o: { node?: string; model?: string; state?: string; limit?: string }) => a.nodesLs(ctx, g, o)));

@@ -1,4 +1,4 @@
-import { InstanceState, NodeState, type AdminService } from "@warden/proto";
+import { InstanceState, NodeState, instanceStateNames, nodeStateNames, type AdminService } from "@warden/proto";
 import type { Client } from "@warden/grpc";
 import { invalidArgument } from "@warden/common";
 import type { DashboardInstance, DashboardNode } from "./dashboard-view.js";
@@ -9,22 +9,15 @@ import { dashboardInstance, dashboardNode } from "./dashboard-snapshot.js";
  * API's ListNodes / ListModels as dashboard JSON, with the same bounds and
  * token (page_size 1..1000, default 500; page_token; filters). Query keys:
  * nodes — page_size, page_token, node (id prefix), model, state
- * (ready|unreachable|lost); models — page_size, page_token, node (exact id),
- * model, state (loading|ready|freed|pending-eviction|leftover|orphan).
+ * (ready|unreachable|lost|not-reported); models — page_size, page_token, node (exact id),
+ * model, state (loading|ready|freed|pending-eviction|leftover|orphan|unconfirmed).
  */
 
 export const nodesQueryKeys = ["page_size", "page_token", "node", "model", "state"] as const;
 export const modelsQueryKeys = nodesQueryKeys;
 
-const nodeStates: Readonly<Record<string, NodeState>> = { ready: NodeState.READY, unreachable: NodeState.UNREACHABLE, lost: NodeState.LOST };
-const instanceStates: Readonly<Record<string, InstanceState>> = {
-  loading: InstanceState.LOADING,
-  ready: InstanceState.READY,
-  freed: InstanceState.FREED,
-  "pending-eviction": InstanceState.PENDING_EVICTION,
-  leftover: InstanceState.LEFTOVER,
-  orphan: InstanceState.ORPHAN,
-};
+const nodeStates = nodeStateNames;
+const instanceStates = instanceStateNames;
 
 function pageSizeOf(text: string | undefined): number {
   if (text === undefined) return 0;

@@ -9,10 +9,7 @@ import { isPlanted } from "@warden/common";
  *   replicas being stopped would take it past `max` should their stops fail
  *   (settle row 3 registers them again) — then it waits for their settles;
  * - more than `max(min, 1)` ready: stop the replica idle longest (0 in
- *   flight, idle for at least `scaleDownAfterMs`) — one per model per tick;
- * - more live than `max` (an operator lowered it): the replica idle longest
- *   goes at once, without waiting `scaleDownAfterMs` (a busy one is never
- *   taken: the next call's end makes one idle).
+ *   flight, idle for at least `scaleDownAfterMs`) — one per model per tick.
  *   The floor is at least 1: the model's last replica is left to the idle
  *   watchdog (the policy's or the model's idle timeout), so the default
  *   (min 0, max 1) behaves exactly as a single instance always did.
@@ -43,10 +40,9 @@ export function decideReplicas(v: ReplicaView): ReplicaDecision {
   if (v.live < v.min) return !v.loadInFlight && v.breakerAllows && v.live + v.stopping < v.max ? { t: "load" } : none;
   // Planted bug "scale-down-below-min": the floor forgets `min`.
   if (v.ready <= (isPlanted("scale-down-below-min") ? 1 : Math.max(v.min, 1))) return none;
-  const aboveMax = v.live > v.max;
   let victim: { readonly incarnation: string; readonly idleSinceMs: number } | undefined;
   for (const r of v.idle) {
-    if (!aboveMax && v.nowMs - r.idleSinceMs < v.scaleDownAfterMs) continue;
+    if (v.nowMs - r.idleSinceMs < v.scaleDownAfterMs) continue;
     if (victim === undefined || r.idleSinceMs < victim.idleSinceMs) victim = r;
   }
   return victim === undefined ? none : { t: "scale-down", incarnation: victim.incarnation };

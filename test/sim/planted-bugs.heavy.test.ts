@@ -71,14 +71,14 @@ const recorded: Record<PlantedBug, { readonly seed: number; readonly invariant: 
   "publish-before-append": { seed: 1, invariant: "10 audit completeness" },
   "stop-without-incarnation-check": { seed: 18, invariant: "4 request conservation" },
   "forget-intents-of-unregistered-nodes": { seed: 2, invariant: "1 no amnesia" },
-  "adopt-confirmed-gone": { seed: 9, invariant: "5 no resurrection" },
+  "adopt-confirmed-gone": { seed: 13, invariant: "5 no resurrection" },
   "scale-down-below-min": { seed: 1, invariant: "replicas: min", options: replicaOverrides },
   "agent-ignores-leader-epoch": { seed: 164, invariant: "HA 2 stale epoch applied", options: haOverrides },
   "exleader-append-accepted": { seed: 14, invariant: "HA 6 ex-leader's append accepted", options: haOverrides },
   "free-past-fence": { seed: 26, invariant: "HA 2 stale epoch applied", options: busyStops },
   "fixed-recovery-window": { seed: 18, invariant: "HA 8 placement on ground truth", options: haOverrides },
   "two-leaders-one-epoch": { seed: 52, invariant: "HA 1 one leader", options: leaderChanges },
-  "delta-against-wrong-base": { seed: 8, invariant: "1 no amnesia" },
+  "delta-against-wrong-base": { seed: 2, invariant: "1 no amnesia" },
   "orphan-without-model": { seed: 2, invariant: "orphan group", options: laterOverrides },
 };
 

@@ -200,7 +200,8 @@ export class PlacementView implements PlacementPort {
     // No node is ready (none registered yet, or every one unreachable, as
     // while a new leader's agents re-register): nothing judged the model, so
     // the failure is the cluster's state now, not the model's (transient).
-    const transient = !this.anyNodeReady();
+    // So is a node the model could use but for a state that ends (draining, unreachable): wait for it.
+    const transient = !this.anyNodeReady() || plan.verdicts.some((v) => v.waitable === true);
     return { nodeId: undefined, reason: this.plan(spec).reason, ...(transient ? { transient: true as const } : {}) };
   }
 

@@ -62,7 +62,7 @@ export async function modelsLs(c: ActionContext, g: GlobalOpts, o: { node?: stri
 
 export async function modelsLoad(c: ActionContext, g: GlobalOpts, model: string, o: { node?: string }): Promise<number | undefined> {
   // With --node the operator chose the node: ExplainPlacement's verdict (for any node) does not apply.
-  const w = watchedLoad(c, g, model, o.node === undefined);
+  const w = watchedLoad(c, g, model, o.node === undefined, `loading ${model}`);
   try {
     const r = await admin(g).loadModel({ model, nodeId: o.node ?? "" }, { timeoutMs: c.deadline(g), signal: w.signal }).catch(w.failFast);
     w.stop();
@@ -210,7 +210,8 @@ export function humanBytes(reason: string): string {
  * While a load waits: ExplainPlacement says why. WAIT (no node can take the
  * model now, for a reason that ends: a draining or unreachable node, none
  * ready) shows as "waiting for a node: <reason>"; once a node is chosen the
- * line says "loading". When no node could take the model even after
+ * line says "loading <model>" (`models load`) or "waiting for <model>" (a
+ * call, which may also wait for a busy instance). When no node could take the model even after
  * evictions the wait cannot end well — the call is abandoned at once with
  * that reason (exit 7) instead of a countdown.
  */
@@ -233,12 +234,12 @@ async function watchPlacement(g: GlobalOpts, model: string, signal: AbortSignal,
 }
 
 /** A load (or a call that loads on demand) with its progress line and ExplainPlacement watching it. */
-function watchedLoad(c: ActionContext, g: GlobalOpts, model: string, failFastOnNoFit: boolean): { signal: AbortSignal; stop: () => void; failFast: (err: unknown) => never } {
+function watchedLoad(c: ActionContext, g: GlobalOpts, model: string, failFastOnNoFit: boolean, busyLabel: string): { signal: AbortSignal; stop: () => void; failFast: (err: unknown) => never } {
   const call = new AbortController();
   const watch = new AbortController();
   let waiting = "";
   let noFit: string | undefined;
-  const done = c.progress(() => (waiting === "" ? `loading ${model}` : `waiting for a node: ${waiting}`));
+  const done = c.progress(() => (waiting === "" ? busyLabel : `waiting for a node: ${waiting}`));
   void watchPlacement(g, model, watch.signal, (r) => {
     waiting = r;
   }).then((r) => {
@@ -267,7 +268,8 @@ export async function predict(c: ActionContext, g: GlobalOpts, model: string, pr
   if (!Number.isInteger(tokens) || tokens < 0) throw invalidArgument("--tokens", `expected an integer >= 0, got "${o.tokens}"`);
   const client = inference(g);
   const req = { model, options: { Prompt: prompt, Tokens: tokens } };
-  const w = watchedLoad(c, g, model, true);
+  // A call waits for a loading or a busy instance alike: "waiting for <model>" unless no node can take it yet.
+  const w = watchedLoad(c, g, model, true, `waiting for ${model}`);
   try {
     if (!o.stream) {
       const r = await client.predict(req, { timeoutMs: c.deadline(g), signal: w.signal }).catch(w.failFast);

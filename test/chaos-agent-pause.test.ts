@@ -26,6 +26,8 @@ describe("chaos: agent frozen (SIGSTOP) during an eviction's StopBackend, then S
       models: [simModel("m1", { knobs: { ignore_sigterm: true }, memoryEstimate: "1GiB" }), simModel("m2", { memoryEstimate: "1GiB" })],
       config: {
         policy: { tickInterval: "100ms", enforcementRetries: 600, enforcementRetryInterval: "250ms", limitPerNode: 1 },
+        // The waiting load outlasts the freeze (its only node unreachable: a transient wait).
+        loadWait: "150s",
         stop: { timeout: "10s", rpcTimeout: "2s" },
         // Unreachable soon after the freeze; never lost by timeout within the test.
         nodeGrace: "2s",

@@ -1,8 +1,8 @@
 /**
  * Rough edges a new user met, against a real `warden up` process: an unknown
- * node or a model that is not loaded is said (exit 4), a load no node can
- * take fails at once with explain's reason (exit 7) instead of counting to
- * 30 s, policy errors name the setting typed, the banner shows the effective
+ * node or a model that is not loaded is said (exit 4), a load whose only
+ * node drains answers after `loadWait` with the reason (exit 3) instead of
+ * counting to the call's deadline, policy errors name the setting typed, the banner shows the effective
  * policy and the state dir, and `warden events` says the coordinator went away.
  */
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
@@ -36,7 +36,7 @@ beforeAll(async () => {
   const ports = testPortRange(20);
   await writeFile(
     join(dir, "c.yaml"),
-    `listen: ${addr}\nstateDir: ${join(dir, "state")}\nagent: { ports: { min: ${String(ports.min)}, max: ${String(ports.max)} }, nvidiaSmi: "" }\nmodels:\n  - { id: a, backend: backend-sim, options: ["sim.predict_tokens:2"] }\n  - { id: b, backend: backend-sim }\n`,
+    `listen: ${addr}\nstateDir: ${join(dir, "state")}\nloadWait: 3s\nagent: { ports: { min: ${String(ports.min)}, max: ${String(ports.max)} }, nvidiaSmi: "" }\nmodels:\n  - { id: a, backend: backend-sim, options: ["sim.predict_tokens:2"] }\n  - { id: b, backend: backend-sim }\n`,
   );
   up = spawn(process.execPath, cli(["up", "--config", join(dir, "c.yaml"), "--log-json", "--http", "off"]), { cwd: root, env: { ...process.env, NO_COLOR: "1" }, stdio: ["ignore", "pipe", "pipe"] });
   up.stdout?.on("data", (b: Buffer) => {
@@ -86,12 +86,12 @@ describe("rough edges (warden up as a real process)", () => {
     expect(r.stderr).toContain("b is not loaded; nothing to unload");
   });
 
-  it("a load no node can take fails with explain's reason instead of waiting out the call", () => {
+  it("a load whose only node drains waits loadWait, not the call's deadline, then exits 3 naming the reason", () => {
     expect(warden(["nodes", "drain", "local", "--addr", addr]).code).toBe(0);
     try {
       const r = warden(["predict", "a", "hi", "--addr", addr, "--timeout", "10m"]);
-      expect(r.code).toBe(7);
-      expect(r.stderr).toContain("cannot load a: no node fits: local: node is draining");
+      expect(r.code, r.stderr).toBe(3);
+      expect(r.stderr).toContain("no node fits: local: node is draining");
     } finally {
       expect(warden(["nodes", "undrain", "local", "--addr", addr]).code).toBe(0);
     }

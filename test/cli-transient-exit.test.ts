@@ -37,9 +37,10 @@ beforeAll(async () => {
     stateDir: join(dir, "state"),
     embeddedAgent: false,
     recoveryWindow: "200ms",
-    // Admission gives up after 3 attempts 200 ms apart, well within the CLI's deadline: the answer is
+    // Admission gives up after loadWait (no node is ready: transient), well within the CLI's deadline: the answer is
     // then the coordinator's verdict on the cluster's state, not the caller's timeout.
     policy: { enforcementRetries: 3, enforcementRetryInterval: "200ms" },
+    loadWait: "600ms",
     models: [simModel("m")],
   });
 }, 90_000);

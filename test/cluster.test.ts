@@ -77,7 +77,8 @@ describe("cluster (coordinator + two agent processes)", () => {
     expect(n?.draining).toBe(true);
     expect(n?.instanceCount).toBe(0);
     const explained = await tc.admin.explainPlacement({ model: "pinned" });
-    expect(explained.decision).toBe(PlacementDecision.NO_FIT);
+    // Its only matching node drains: a state that ends, so a load would wait (loadWait), not fail at once.
+    expect(explained.decision).toBe(PlacementDecision.WAIT);
     expect(explained.nodes.find((v) => v.nodeId === "node-t")?.reason).toBe("node is draining");
     await tc.admin.undrainNode({ nodeId: "node-t" });
     expect((await tc.admin.loadModel({ model: "pinned" })).instance?.nodeId).toBe("node-t");

@@ -63,7 +63,8 @@ function coordinatorOptions(models: Record<string, unknown>[], o: { policy?: Rec
     policy: { enforcementRetries: 600, ...o.policy },
     ...(o.stop === undefined ? {} : { stop: o.stop }),
     agent: { labels: { node: "local" }, ports: { ...lowPortRange(16), quarantine: "1s" }, catalog: { "backend-sim": simCatalog(`${fileTag}-embedded`) } },
-    ...(o.extra === undefined ? {} : { extra: o.extra }),
+    // ... nor out of loadWait while that agent is frozen (its node unreachable).
+    extra: { loadWait: "150s", ...o.extra },
   };
 }
 

@@ -84,4 +84,20 @@ describe("dashboard in a real browser", () => {
     expect(await page.isHidden("#load-button")).toBe(true);
     await page.close();
   }, 120_000);
+
+  it("Load while the only node drains: the outcome in words, naming the draining node (last: it evicts chat-b)", async () => {
+    const { page, admin } = rig;
+    await admin.drainNode({ nodeId: "local" }, { timeoutMs: domDeadlineMs });
+    try {
+      await page.goto(rig.url, { waitUntil: "domcontentloaded" });
+      await page.waitForSelector('#conn[data-state="live"]', { timeout: domDeadlineMs });
+      await page.selectOption("#explain-model", "embed-small");
+      await page.click("#load-button");
+      await page.waitForSelector("#action-result.error", { timeout: domDeadlineMs });
+      const text = await page.textContent("#action-result");
+      expect(text).toMatch(/^load of embed-small failed — .*node is draining/);
+    } finally {
+      await admin.undrainNode({ nodeId: "local" }, { timeoutMs: domDeadlineMs });
+    }
+  }, 240_000);
 });

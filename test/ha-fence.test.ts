@@ -54,7 +54,7 @@ describe("coordinator HA: an ex-leader resumed after a pause past its lease chan
       // `slow`: pinned (never idle), each call takes 3 s — one in flight keeps the old leader's shutdown busy after it wakes.
       models: [simModel("warm", { selector: { node: "a" } }), simModel("slow", { selector: { node: "a" }, pinned: true, knobs: { predict_delay_ms: 3_000 } })],
       // Heartbeats silent for 8 s make a node unreachable in a leader's view (the old one's, on waking, after 15 s).
-      config: { nodeGrace: "8s", policy: { tickInterval: "100ms", enforcementRetries: 600, enforcementRetryInterval: "250ms", idleCheck: true, idleTimeout: "8s" } },
+      config: { nodeGrace: "8s", loadWait: "150s", policy: { tickInterval: "100ms", enforcementRetries: 600, enforcementRetryInterval: "250ms", idleCheck: true, idleTimeout: "8s" } },
       // The servers drop a client that answers no ping for about 6 s, as a real deployment drops a
       // stopped process: the old leader then wakes with its timers due before it hears of the new leader.
       natsConfig: ["ping_interval: \"2s\"", "ping_max: 2"],

@@ -110,6 +110,8 @@ describe("HA nemesis: seeded faults under load, checked against the process tabl
         // An orphan (a backend an agent killed mid-start leaves without a record) is stopped soon, so the end can converge.
         orphanGrace: "3s",
         policy: { tickInterval: "100ms", idleCheck: true, idleTimeout: "3s", enforcementRetries: 600, enforcementRetryInterval: "250ms" },
+        // Loads wait out a fault's unreachable nodes as long as the retries above allow.
+        loadWait: "150s",
         stop: { timeout: "10s", rpcTimeout: "2s" },
         models,
       },

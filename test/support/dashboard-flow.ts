@@ -50,6 +50,8 @@ export async function startDashboardRig(): Promise<DashboardRig> {
       httpListen: "127.0.0.1:0",
       stateDir: join(dir, "state"),
       embeddedAgent: true,
+      // A load while the only node drains answers after this (the dashboard's Load shows it in words).
+      loadWait: "3s",
       auth: { tokensFile },
       agent: {
         nodeId: "local",

@@ -200,8 +200,11 @@ export class PlacementView implements PlacementPort {
     // No node is ready (none registered yet, or every one unreachable, as
     // while a new leader's agents re-register): nothing judged the model, so
     // the failure is the cluster's state now, not the model's (transient).
-    const transient = !this.anyNodeReady();
-    return { nodeId: undefined, reason: this.plan(spec).reason, ...(transient ? { transient: true as const } : {}) };
+    // So is a node the model could use but for a state that ends (draining, unreachable): wait for it.
+    // The explained plan judges every node (the quick one leaves the excluded out).
+    const explained = this.plan(spec);
+    const transient = !this.anyNodeReady() || explained.verdicts.some((v) => v.waitable === true);
+    return { nodeId: undefined, reason: explained.reason, ...(transient ? { transient: true as const } : {}) };
   }
 
   /** Whether some node is ready: without one, no node judged a model and a no-fit is the cluster's state now (transient). */

@@ -15,7 +15,10 @@ import { servedMeanwhile } from "./served-meanwhile.js";
  * Admission with the need-more retry loop (localai-semantics §4.2),
  * re-planning placement on every attempt. Pending evictions settle before an
  * attempt resolves. When attempts run out the load fails with
- * FAILED_PRECONDITION naming what blocks it.
+ * FAILED_PRECONDITION naming what blocks it. When no node can take the model
+ * now for a reason that ends by itself (the only matching node draining or
+ * unreachable, none ready, nodes not reported since a restart) the load waits
+ * `loadWaitMs` for it, then fails UNAVAILABLE with the reason.
  */
 export async function admitLoad<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, incarnation: string, preferredNode: string | undefined, signal: AbortSignal, replica: ReplicaLoad | undefined): Promise<string | HeldInstance<H>> {
   let lastReason: string;
@@ -26,6 +29,7 @@ export async function admitLoad<H extends BackendHandle>(s: LoaderState<H>, spec
   // The last attempt's failure is the cluster's state, not the model's: no node ready, or nodes the
   // journal expects (a takeover) not reported yet. Fails UNAVAILABLE (retry), not FAILED_PRECONDITION.
   let transient: boolean;
+  const waitUntilMs = s.o.clock.now() + s.loadWaitMs;
   for (let attempt = 1; ; attempt++) {
     if (signal.aborted) throw WardenError.from(signal.reason);
     if (replica !== undefined) replicaStillWanted(s, spec, replica);
@@ -69,13 +73,14 @@ export async function admitLoad<H extends BackendHandle>(s: LoaderState<H>, spec
       lastReason = `${r.cause === "group" ? "group conflict" : "limit"} on node "${choice.nodeId}": ${describeShortfall(r.shortfall)}`;
       unconfirmedOn = (r.shortfall.unconfirmed ?? 0) > 0 ? choice.nodeId : undefined;
     }
-    if (attempt >= s.maxAttempts) break;
+    // One wait for every caller (gRPC, HTTP, CLI): loadWait for a transient refusal.
+    if (transient ? s.o.clock.now() >= waitUntilMs : attempt >= s.maxAttempts) break;
     if (needMore) await s.o.sleep(s.retryIntervalMs, signal);
   }
   if (unconfirmedOn !== undefined) {
     throw new WardenError(Code.Unavailable, `cannot load model "${spec.id}" yet: ${lastReason}; retry once node "${unconfirmedOn}" has reported`, { details: { model: spec.id, nodeId: unconfirmedOn } });
   }
-  if (transient) throw new WardenError(Code.Unavailable, `cannot load model "${spec.id}" now: ${lastReason}; nodes are expected to (re)register (a coordinator that just took over waits for its agents), retry`, { details: { model: spec.id } });
+  if (transient) throw new WardenError(Code.Unavailable, `cannot load model "${spec.id}" now (waited ${String(Math.round(s.loadWaitMs / 1000))}s): ${lastReason}; retry once a matching node is ready (a draining node undrained, nodes (re)registered)`, { details: { model: spec.id, reason: lastReason, retryAfterS: retryAfterS(s.loadWaitMs) } });
   throw new WardenError(Code.FailedPrecondition, `cannot load model "${spec.id}" after ${String(s.maxAttempts)} attempts: ${lastReason}`, { details: { model: spec.id } });
 }
 
@@ -91,6 +96,11 @@ function replicaStillWanted<H extends BackendHandle>(s: LoaderState<H>, spec: Mo
   if (replicaNotNeeded(chooseReplica(s, spec.id), s.models.get(spec.id) ?? spec, replica)) throw new WardenError(Code.Aborted, `replica load of model "${spec.id}" not needed any more`);
   const inv = s.o.inventories.findModel(spec.id);
   if (inv.t === "unknown" && inv.noInventoryYet === true) throw new WardenError(Code.Aborted, `replica load of model "${spec.id}" deferred: ${inv.reason}`);
+}
+
+/** The Retry-After an HTTP caller gets: a tenth of the wait, between 1 s and 30 s. */
+function retryAfterS(loadWaitMs: number): number {
+  return Math.min(30, Math.max(1, Math.round(loadWaitMs / 10_000)));
 }
 
 function describeShortfall(s: Shortfall): string {

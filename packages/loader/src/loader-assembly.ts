@@ -101,6 +101,7 @@ export function assembleLoaderState<H extends BackendHandle>(
     timings: { ...defaultStopTimings, ...o.stop },
     maxAttempts: o.enforcement?.maxAttempts ?? 30,
     retryIntervalMs: o.enforcement?.intervalMs ?? 1_000,
+    loadWaitMs: o.loadWaitMs ?? 30_000,
     maxWaiting: o.maxWaitingPerModel ?? 512,
     closed: false,
   };

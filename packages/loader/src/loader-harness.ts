@@ -12,6 +12,7 @@ export interface HarnessOptions {
   readonly policy?: PolicyPatch;
   readonly stop?: Partial<StopTimings>;
   readonly enforcement?: { readonly maxAttempts: number; readonly intervalMs: number };
+  readonly loadWaitMs?: number;
   readonly cooldown?: CooldownPolicy;
   readonly stuckAfterMs?: number;
   readonly maxWaitingPerModel?: number;
@@ -60,6 +61,7 @@ export function createHarness(o: HarnessOptions = {}) {
     ...(o.policy === undefined ? {} : { policy: o.policy }),
     ...(o.stop === undefined ? {} : { stop: o.stop }),
     ...(o.enforcement === undefined ? {} : { enforcement: o.enforcement }),
+    ...(o.loadWaitMs === undefined ? {} : { loadWaitMs: o.loadWaitMs }),
     ...(o.cooldown === undefined ? {} : { cooldown: o.cooldown }),
     ...(o.stuckAfterMs === undefined ? {} : { stuckAfterMs: o.stuckAfterMs }),
     ...(o.maxWaitingPerModel === undefined ? {} : { maxWaitingPerModel: o.maxWaitingPerModel }),

@@ -204,19 +204,21 @@ describe("Loader loads", () => {
     expect(h.n1.starts).toHaveLength(0);
   });
 
-  it("a placement that finds no node ready (none registered, all unreachable) fails UNAVAILABLE after the retries: a transient state, not the model's", async () => {
-    const h = createHarness({ enforcement: { maxAttempts: 3, intervalMs: 1_000 } });
+  it("a placement that finds no node ready (none registered, all unreachable) fails UNAVAILABLE after loadWait, not after the retries: a transient state, not the model's", async () => {
+    const h = createHarness({ enforcement: { maxAttempts: 30, intervalMs: 1_000 }, loadWaitMs: 2_000 });
     h.placement.defaultNode = undefined;
     h.placement.noReadyNode = true;
     const p = h.track(h.loader.ensureLoaded("m1", h.never));
     await h.run(10_000);
     expect(p.error().code).toBe(Code.Unavailable);
     expect(p.error().rawMessage).toContain("no node is registered");
+    expect(p.error().details["reason"]).toBe("no node is registered");
+    // Attempts at 0, 1 s and 2 s (loadWait), not 30 (enforcementRetries).
     expect(h.placement.calls).toHaveLength(3);
   });
 
   it("no node fits while the journal expects instances on nodes not reported yet (a takeover): UNAVAILABLE", async () => {
-    const h = createHarness({ enforcement: { maxAttempts: 2, intervalMs: 1_000 } });
+    const h = createHarness({ enforcement: { maxAttempts: 2, intervalMs: 1_000 }, loadWaitMs: 2_000 });
     h.placement.defaultNode = undefined;
     h.loader.journalReplicas.restore([{ nodeId: "n9", model: "m2", incarnation: "m2-journaled", address: "127.0.0.1:1" }]);
     const p = h.track(h.loader.ensureLoaded("m1", h.never));

@@ -37,6 +37,12 @@ export interface LoaderOptions<H extends BackendHandle> {
   readonly stop?: Partial<StopTimings>;
   /** DESIGN §5: 30 × 1 s. */
   readonly enforcement?: { readonly maxAttempts: number; readonly intervalMs: number };
+  /**
+   * How long a load waits at admission when no node can take it now for a
+   * reason that ends by itself (draining, unreachable, none ready), then
+   * fails UNAVAILABLE naming it. @default 30000
+   */
+  readonly loadWaitMs?: number;
   readonly cooldown?: CooldownPolicy;
   readonly leftoverBackoff?: BackoffPolicy;
   readonly stuckAfterMs?: number;

@@ -78,6 +78,8 @@ export interface LoaderState<H extends BackendHandle> {
   readonly timings: StopTimings;
   readonly maxAttempts: number;
   readonly retryIntervalMs: number;
+  /** How long a load that no node can take now, for a reason that ends by itself, waits at admission. */
+  readonly loadWaitMs: number;
   readonly maxWaiting: number;
   closed: boolean;
 }

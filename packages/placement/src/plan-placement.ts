@@ -59,6 +59,12 @@ export interface NodeVerdict {
   readonly eligible: boolean;
   /** Spread preference, ahead of the score: 0 no replica of the model here, 1 a device without one, 2 none (see `spreadTier`). */
   readonly spreadTier: number;
+  /**
+   * Ruled out only by a state that ends by itself (draining, unreachable)
+   * while its selector and backend match: a load may wait for it (transient),
+   * unlike a node the model can never use.
+   */
+  readonly waitable?: true;
 }
 
 export type PlacementPlan =
@@ -79,6 +85,12 @@ export function lacksBackend(req: Pick<PlacementRequest, "backend">, n: Pick<Nod
   return req.backend !== undefined && n.backends !== undefined && n.backends.size > 0 && !n.backends.has(req.backend);
 }
 
+/** Selector and backend match: what a node's state change cannot alter. */
+function staticMatch(req: PlacementRequest, n: NodeCandidate): boolean {
+  for (const k in req.selector) if (n.labels[k] !== req.selector[k]) return false;
+  return !lacksBackend(req, n);
+}
+
 /** Lower spread tier wins, then the higher score; equal scores go to the smaller node id, so a plan is deterministic. */
 function better(v: NodeVerdict, b: NodeVerdict | undefined): boolean {
   if (b === undefined) return true;
@@ -91,8 +103,10 @@ function verdict(req: PlacementRequest, n: NodeCandidate, strategy: PlacementStr
   const budget = budgetBytes(n);
   const freeBytes = freeBytesOf(n.memoryTotalBytes, budget, used);
   // Reason strings only when explaining: a load's choice allocates none.
-  if (n.state !== "ready") return excluded(n, freeBytes, explain ? `node is ${n.state}` : "");
-  if (n.draining) return excluded(n, freeBytes, explain ? "node is draining" : "");
+  if (n.state !== "ready" || n.draining) {
+    const out = excluded(n, freeBytes, explain ? (n.state !== "ready" ? `node is ${n.state}` : "node is draining") : "");
+    return n.state !== "lost" && staticMatch(req, n) ? { ...out, waitable: true } : out;
+  }
   for (const k in req.selector) {
     const v = req.selector[k];
     if (n.labels[k] !== v) return excluded(n, freeBytes, explain ? `selector ${k}=${v ?? ""} does not match (node has ${k}=${n.labels[k] ?? "<unset>"})` : "");

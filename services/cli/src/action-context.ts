@@ -27,8 +27,8 @@ export interface GlobalOpts {
 export interface ActionContext {
   readonly io: CliIo;
   print(s: string): void;
-  /** A progress line for work that takes more than a second (with `why()` appended when not empty); call the result when done. */
-  progress(label: string, why?: () => string): () => void;
+  /** A progress line for work that takes more than a second (a label read at each redraw; `why()` appended when not empty); call the result when done. */
+  progress(label: string | (() => string), why?: () => string): () => void;
   /** The call's deadline in ms from --timeout. */
   deadline(g: GlobalOpts): number;
 }

@@ -61,12 +61,14 @@ export async function modelsLs(c: ActionContext, g: GlobalOpts, o: { node?: stri
 }
 
 export async function modelsLoad(c: ActionContext, g: GlobalOpts, model: string, o: { node?: string }): Promise<number | undefined> {
-  const done = c.progress(`loading ${model}`);
+  // With --node the operator chose the node: ExplainPlacement's verdict (for any node) does not apply.
+  const w = watchedLoad(c, g, model, o.node === undefined, `loading ${model}`);
   try {
-    const r = await admin(g).loadModel({ model, nodeId: o.node ?? "" }, { timeoutMs: c.deadline(g) });
+    const r = await admin(g).loadModel({ model, nodeId: o.node ?? "" }, { timeoutMs: c.deadline(g), signal: w.signal }).catch(w.failFast);
+    w.stop();
     c.print(g.json ? json(LoadModelResponseSchema, r) : `loaded ${model} on ${r.instance?.nodeId ?? "?"} at ${r.instance?.address ?? "?"} (incarnation ${r.instance?.incarnation ?? "?"})`);
   } finally {
-    done();
+    w.stop();
   }
   return undefined;
 }
@@ -205,22 +207,25 @@ export function humanBytes(reason: string): string {
 }
 
 /**
- * While a load on demand waits: ExplainPlacement says why, and when no node
- * could take the model even after evictions the wait cannot end well — the
- * call is abandoned at once with that reason (exit 7) instead of a countdown.
+ * While a load waits: ExplainPlacement says why. WAIT (no node can take the
+ * model now, for a reason that ends: a draining or unreachable node, none
+ * ready) shows as "waiting for a node: <reason>"; once a node is chosen the
+ * line says "loading <model>" (`models load`) or "waiting for <model>" (a
+ * call, which may also wait for a busy instance). When no node could take the model even after
+ * evictions the wait cannot end well — the call is abandoned at once with
+ * that reason (exit 7) instead of a countdown.
  */
-async function watchPlacement(g: GlobalOpts, model: string, signal: AbortSignal, onReason: (r: string) => void): Promise<string | undefined> {
+async function watchPlacement(g: GlobalOpts, model: string, signal: AbortSignal, onWaiting: (reason: string) => void): Promise<string | undefined> {
   const a = admin(g);
   // A function, not the property: the signal changes across the awaits below.
   const aborted = (): boolean => signal.aborted;
   try {
     while (!aborted()) {
-      await sleep(systemClock, 1_000, signal).catch(() => undefined);
-      if (aborted()) return undefined;
       const r = await a.explainPlacement({ model }, { timeoutMs: 5_000, signal }).catch(() => undefined);
-      if (r === undefined) continue;
-      if (r.decision === PlacementDecision.NO_FIT) return humanBytes(r.reason);
-      if (r.decision === PlacementDecision.WAIT) onReason(humanBytes(r.reason));
+      if (aborted()) return undefined;
+      if (r?.decision === PlacementDecision.NO_FIT) return humanBytes(r.reason);
+      if (r !== undefined) onWaiting(r.decision === PlacementDecision.WAIT ? humanBytes(r.reason) : "");
+      await sleep(systemClock, 1_000, signal).catch(() => undefined);
     }
     return undefined;
   } finally {
@@ -228,54 +233,62 @@ async function watchPlacement(g: GlobalOpts, model: string, signal: AbortSignal,
   }
 }
 
+/** A load (or a call that loads on demand) with its progress line and ExplainPlacement watching it. */
+function watchedLoad(c: ActionContext, g: GlobalOpts, model: string, failFastOnNoFit: boolean, busyLabel: string): { signal: AbortSignal; stop: () => void; failFast: (err: unknown) => never } {
+  const call = new AbortController();
+  const watch = new AbortController();
+  let waiting = "";
+  let noFit: string | undefined;
+  const done = c.progress(() => (waiting === "" ? busyLabel : `waiting for a node: ${waiting}`));
+  void watchPlacement(g, model, watch.signal, (r) => {
+    waiting = r;
+  }).then((r) => {
+    if (r === undefined || !failFastOnNoFit) return;
+    noFit = r;
+    call.abort();
+  });
+  let stopped = false;
+  return {
+    signal: call.signal,
+    stop: () => {
+      if (stopped) return;
+      stopped = true;
+      watch.abort();
+      done();
+    },
+    failFast: (err: unknown): never => {
+      if (noFit !== undefined) throw new WardenError(Code.FailedPrecondition, `cannot load ${model}: ${noFit}`);
+      throw err;
+    },
+  };
+}
+
 export async function predict(c: ActionContext, g: GlobalOpts, model: string, prompt: string, o: { tokens: string; stream: boolean }): Promise<number | undefined> {
   const tokens = Number(o.tokens);
   if (!Number.isInteger(tokens) || tokens < 0) throw invalidArgument("--tokens", `expected an integer >= 0, got "${o.tokens}"`);
   const client = inference(g);
   const req = { model, options: { Prompt: prompt, Tokens: tokens } };
-  let why = "";
-  const done = c.progress(`waiting for ${model}`, () => why);
-  const call = new AbortController();
-  const watch = new AbortController();
-  let noFit: string | undefined;
-  void watchPlacement(g, model, watch.signal, (r) => {
-    why = r;
-  }).then((r) => {
-    if (r === undefined) return;
-    noFit = r;
-    call.abort();
-  });
-  let first = true;
-  const stop = (): void => {
-    if (first) {
-      first = false;
-      watch.abort();
-      done();
-    }
-  };
-  const failFast = (err: unknown): never => {
-    if (noFit !== undefined) throw new WardenError(Code.FailedPrecondition, `cannot load ${model}: ${noFit}`);
-    throw err;
-  };
+  // A call waits for a loading or a busy instance alike: "waiting for <model>" unless no node can take it yet.
+  const w = watchedLoad(c, g, model, true, `waiting for ${model}`);
   try {
     if (!o.stream) {
-      const r = await client.predict(req, { timeoutMs: c.deadline(g), signal: call.signal }).catch(failFast);
-      stop();
+      const r = await client.predict(req, { timeoutMs: c.deadline(g), signal: w.signal }).catch(w.failFast);
+      w.stop();
       c.print(g.json ? JSON.stringify({ model, nodeId: r.nodeId, text: new TextDecoder().decode(r.reply?.message) }) : new TextDecoder().decode(r.reply?.message));
       return undefined;
     }
     try {
-      for await (const r of client.predictStream(req, { timeoutMs: c.deadline(g), signal: call.signal })) {
-        stop();
+      for await (const r of client.predictStream(req, { timeoutMs: c.deadline(g), signal: w.signal })) {
+        w.stop();
         const text = new TextDecoder().decode(r.reply?.message);
         c.io.out.write(g.json ? `${JSON.stringify({ token: text })}\n` : text);
       }
     } catch (err) {
-      failFast(err);
+      w.failFast(err);
     }
     if (!g.json) c.io.out.write("\n");
   } finally {
-    stop();
+    w.stop();
   }
   return undefined;
 }

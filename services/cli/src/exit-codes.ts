@@ -4,7 +4,9 @@ import { Code, WardenError } from "@warden/common";
  * Exit codes that mean something to scripts:
  * 0 ok · 1 other error · 2 bad usage or INVALID_ARGUMENT · 3 Warden unreachable
  * or not able now (UNAVAILABLE: retry — no member answered, a member did not
- * answer in time, a failover is under way, no node is ready yet) · 4 NOT_FOUND · 5 DEADLINE_EXCEEDED · 6 RESOURCE_EXHAUSTED
+ * answer in time, a failover is under way, no node can take the model now —
+ * none ready, its only matching node draining or unreachable — after the
+ * coordinator's loadWait) · 4 NOT_FOUND · 5 DEADLINE_EXCEEDED · 6 RESOURCE_EXHAUSTED
  * (cooldown, caps) · 7 FAILED_PRECONDITION (cannot load: ready nodes judged
  * the model and none can take it; busy — retrying as is will not help) · 8 the
  * operation finished but did not do what was asked (e.g. an unload that left
@@ -15,7 +17,9 @@ export const exitCodes = { ok: 0, error: 1, usage: 2, unavailable: 3, notFound: 
 
 export const exitCodeHelp = `Exit codes: 0 ok, 1 error, 2 bad usage / invalid argument, 3 Warden unreachable
 or not able now: retry (no coordinator answered or one did not answer within 2 s, a
-failover is under way, no node is ready yet — none registered or all unreachable),
+failover is under way, or no node can take the model now — none registered, or its
+only matching node draining or unreachable — after the coordinator's loadWait,
+default 30 s; meanwhile the progress line says "waiting for a node: <reason>"),
 4 not found, 5 deadline exceeded, 6 resource exhausted (cooldown, caps),
 7 failed precondition: ready nodes judged the model and none can take it, or busy
 (retrying unchanged will not help), 8 done but not as asked

@@ -54,14 +54,14 @@ export function buildProgram(io: CliIo, runners: Runners): { program: Command; e
       io.out.write(s.endsWith("\n") ? s : `${s}\n`);
     },
     deadline: (g: GlobalOpts): number => parseDurationMs(g.timeout, "--timeout"),
-    progress: (label: string, why?: () => string): (() => void) => {
+    progress: (label: string | (() => string), why?: () => string): (() => void) => {
       const start = Date.now();
       let shown = false;
       const timer = setInterval(() => {
         shown = true;
         const reason = why?.() ?? "";
-        const line = `${label} … ${formatDurationMs(Date.now() - start)}${reason === "" ? "" : ` (${reason})`}`;
-        io.err.write(io.interactive ? `\r${line}` : `${line}\n`);
+        const line = `${typeof label === "string" ? label : label()} … ${formatDurationMs(Date.now() - start)}${reason === "" ? "" : ` (${reason})`}`;
+        io.err.write(io.interactive ? `\r\x1b[K${line}` : `${line}\n`);
       }, 1_000);
       return () => {
         clearInterval(timer);

@@ -265,6 +265,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
     policy: config.policy,
     stop: config.stop,
     enforcement: config.enforcement,
+    loadWaitMs: config.loadWaitMs,
     cooldown: config.cooldown,
     onWarning: (msg, meta) => {
       log.warn(msg, meta);

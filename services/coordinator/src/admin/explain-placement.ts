@@ -85,7 +85,8 @@ export async function explainPlacement(d: ExplainPlacementDeps, spec: ModelSpec,
     case "no-fit": {
       // WAIT, not NO_FIT, when no node is ready (none registered yet, or all unreachable, as while a
       // new leader's agents re-register): nothing judged the model, and `warden predict` gives up on NO_FIT.
-      const transient = d.placement.anyNodeReady?.() === false || plan.verdicts.some((v) => v.reason.includes("cannot resolve"));
+      // So is a node the model could use but for a state that ends (draining, unreachable): the load's admission waits for it too.
+      const transient = d.placement.anyNodeReady?.() === false || plan.verdicts.some((v) => v.waitable === true || v.reason.includes("cannot resolve"));
       return { decision: transient ? PlacementDecision.WAIT : PlacementDecision.NO_FIT, nodeId: "", reason, nodes };
     }
   }

@@ -21,6 +21,8 @@ describe("coordinator config maxima", () => {
       ["nodeGrace: 31d\n", /^nodeGrace: /],
       ["nodeLostAfter: 31d\n", /^nodeLostAfter: /],
       ["recoveryWindow: 31d\n", /^recoveryWindow: /],
+      ["loadWait: 25h\n", /^loadWait: /],
+      ["loadWait: soon\n", /^loadWait: /],
       ["orphanGrace: 31d\n", /^orphanGrace: /],
       [model("    loadTimeout: 2d\n"), /^models\[0\]\.loadTimeout: /],
       [model("    contextSize: 10000001\n"), /^models\[0\]\.contextSize: /],
@@ -39,5 +41,11 @@ describe("coordinator config maxima", () => {
     expect(c.policy).toMatchObject({ idleTimeoutMs: 30 * 86_400_000, limitPerNode: 1024, tickIntervalMs: 3_600_000 });
     expect(c.stop.stopTimeoutMs).toBe(86_400_000);
     expect(c.nodeLostAfterMs).toBe(30 * 86_400_000);
+    expect(parseCoordinatorConfig("loadWait: 24h\n").loadWaitMs).toBe(86_400_000);
+  });
+
+  it("loadWait defaults to 30 s; 0 answers a load no node can take now at once", () => {
+    expect(parseCoordinatorConfig("{}\n").loadWaitMs).toBe(30_000);
+    expect(parseCoordinatorConfig("loadWait: 0s\n").loadWaitMs).toBe(0);
   });
 });

@@ -53,6 +53,14 @@ export interface CoordinatorConfig extends TlsSettings, HttpSettings {
    * names none (recovery-window-at-start.ts). @default 3000
    */
   readonly recoveryWindowMs: number;
+  /**
+   * How long a load (on demand or `LoadModel`) waits when no node can take
+   * the model now for a reason that ends by itself (its only matching node
+   * draining or unreachable, no node ready yet), before every surface answers
+   * UNAVAILABLE with the reason (HTTP 503 + Retry-After, CLI exit 3).
+   * A load no node could ever take is refused at once. 0 to 1 day. @default 30000
+   */
+  readonly loadWaitMs: number;
   /** Orphans (processes without a complete record) older than this are stopped. @default 2 min */
   readonly orphanGraceMs: number;
   /** Unreachable this long → lost (its models may be placed elsewhere). @default 10 min */
@@ -203,7 +211,7 @@ const policyFields = [
   "loadFailureCooldownMax",
 ];
 
-const topFields = ["listen", "stateDir", "embeddedAgent", "agent", "placement", "policy", "stop", "nodeGrace", "nodeLostAfter", "recoveryWindow", "orphanGrace", "models", "nats", "metricsListen", "inferenceListen", "auth", "limits", "ha", ...tlsSettingsFields, ...httpSettingsFields];
+const topFields = ["listen", "stateDir", "embeddedAgent", "agent", "placement", "policy", "stop", "nodeGrace", "nodeLostAfter", "recoveryWindow", "loadWait", "orphanGrace", "models", "nats", "metricsListen", "inferenceListen", "auth", "limits", "ha", ...tlsSettingsFields, ...httpSettingsFields];
 
 /**
  * Validates a parsed config object. Every error is INVALID_ARGUMENT naming the
@@ -283,6 +291,7 @@ export function resolveCoordinatorConfig(input: unknown): CoordinatorConfig {
     nodeGraceMs: duration(input["nodeGrace"], "nodeGrace", 5_000, maxDurationMs),
     nodeLostAfterMs: duration(input["nodeLostAfter"], "nodeLostAfter", 600_000, maxDurationMs),
     recoveryWindowMs: duration(input["recoveryWindow"], "recoveryWindow", 3_000, maxDurationMs),
+    loadWaitMs: duration(input["loadWait"], "loadWait", 30_000, maxOperationTimeoutMs),
     orphanGraceMs: duration(input["orphanGrace"], "orphanGrace", 120_000, maxDurationMs),
     metricsListen: input["metricsListen"] === undefined ? undefined : str(input["metricsListen"], "metricsListen"),
     inferenceListen: input["inferenceListen"] === undefined ? undefined : str(input["inferenceListen"], "inferenceListen"),

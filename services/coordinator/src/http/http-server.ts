@@ -3,7 +3,7 @@ import { fastify, type FastifyError, type FastifyInstance, type FastifyReply } f
 import { Code, WardenError, type Logger } from "@warden/common";
 import { capConnections, checkPlaintextListen } from "@warden/grpc";
 import type { HttpLimits } from "./http-settings.js";
-import { errorBody, httpStatusOf } from "./openai-errors.js";
+import { errorBody, httpStatusOf, retryAfterOf } from "./openai-errors.js";
 import { answerUnparsedRequest, requestError } from "./client-errors.js";
 import { acceptedHosts, hostCheckHook } from "./host-check.js";
 import { installSecurityHeaders } from "./security-headers.js";
@@ -108,6 +108,8 @@ export async function startHttpServer(o: HttpServerOptions): Promise<HttpServer>
       reply.raw.destroy();
       return;
     }
+    const retryAfterS = retryAfterOf(e);
+    if (retryAfterS !== undefined) void reply.header("retry-after", String(retryAfterS));
     void reply.code(status).type("application/json").send(errorBody(e));
   });
   app.setNotFoundHandler((request, reply) => {

@@ -1,4 +1,4 @@
-import type { WardenError } from "@warden/common";
+import { Code, type WardenError } from "@warden/common";
 import { httpStatusOfCode } from "./http-status.js";
 
 /** OpenAI's error body: `{ error: { message, type, param, code } }`. */
@@ -55,4 +55,15 @@ export function errorBody(e: WardenError): OpenAiErrorBody {
   const field = e.details["field"];
   const param = typeof field === "string" ? field : null;
   return { error: { message: messageOf(e, param), type: typeOf(status), param, code: codeOf(e, status, param) } };
+}
+
+/**
+ * Seconds for `Retry-After` on an UNAVAILABLE answer (a load that waited
+ * `loadWait` for a node, no node ready yet): the error's `details.retryAfterS`,
+ * else 1. undefined for every other error — retrying will not help.
+ */
+export function retryAfterOf(e: WardenError): number | undefined {
+  if (e.code !== Code.Unavailable) return undefined;
+  const s = e.details["retryAfterS"];
+  return typeof s === "number" && Number.isInteger(s) && s >= 1 && s <= 3600 ? s : 1;
 }

@@ -327,14 +327,43 @@ function showResult(text: string, error: boolean): void {
 }
 
 async function act(action: string, body: Record<string, unknown>): Promise<void> {
-  showResult(`${action} ${JSON.stringify(body)}…`, false);
-  const res = await fetch(`/api/dashboard/actions/${action}`, { method: "POST", headers: headers(true), body: JSON.stringify(body) });
+  const model = typeof body.model === "string" ? body.model : "";
+  showResult(action === "load" ? `loading ${model}…` : `${action} ${JSON.stringify(body)}…`, false);
+  const stopWatch = action === "load" ? watchLoad(model) : (): void => undefined;
+  let res: Response;
+  try {
+    res = await fetch(`/api/dashboard/actions/${action}`, { method: "POST", headers: headers(true), body: JSON.stringify(body) });
+  } finally {
+    stopWatch();
+  }
   if (!res.ok) {
-    showResult(`${action} refused — ${await errorText(res)}`, true);
+    showResult(action === "load" ? `load of ${model} failed — ${await errorText(res)}` : `${action} refused — ${await errorText(res)}`, true);
     return;
   }
   const r = (await res.json()) as Record<string, unknown>;
-  showResult(`${action} done${typeof r.outcome === "string" ? `: ${r.outcome}` : ""}`, false);
+  const instance = r.instance as { nodeId?: string } | undefined;
+  if (action === "load") showResult(`loaded ${model}${instance?.nodeId === undefined ? "" : ` on ${instance.nodeId}`}`, false);
+  else showResult(`${action} done${typeof r.outcome === "string" ? `: ${r.outcome}` : ""}`, false);
+}
+
+/** While a load runs: says in words whether it waits for a node (and why) or loads; returns the stop. */
+function watchLoad(model: string): () => void {
+  // Read through a function: the stop flips it while the loop awaits.
+  const w = { done: false };
+  const stopped = (): boolean => w.done;
+  const poll = async (): Promise<void> => {
+    while (!stopped()) {
+      await new Promise((r) => setTimeout(r, 1_500));
+      const res = await fetch(`/api/dashboard/explain?model=${encodeURIComponent(model)}`, { headers: headers(), cache: "no-store" }).catch(() => undefined);
+      if (stopped() || res?.ok !== true) continue;
+      const r = (await res.json()) as { decision: string; reason: string };
+      if (!stopped()) showResult(r.decision === "wait" ? `loading ${model} — waiting for a node: ${r.reason}` : `loading ${model}…`, false);
+    }
+  };
+  void poll();
+  return () => {
+    w.done = true;
+  };
 }
 
 async function explain(model: string): Promise<void> {

@@ -138,7 +138,10 @@ describe("the README's Walkthrough", () => {
       if (step.kind === "events") {
         const want = normalizeOutput(step.expected);
         const got = await until(`the audit trail of ${String(want.length)} events`, () => {
-          const lines = normalizeOutput(eventsOut.split("\n"));
+          // foreign.detected: another `warden up` on this machine (a test file beside this one) has
+          // backends in the demo's port range; the embedded agent reports them, as it should, but they
+          // are not the walkthrough's.
+          const lines = normalizeOutput(eventsOut.split("\n")).filter((l) => !l.includes(" foreign.detected "));
           return lines.length >= want.length ? lines : undefined;
         }, 60_000);
         expect(got, "`warden events` output").toEqual(want);

@@ -128,7 +128,7 @@ export function startLoad<H extends BackendHandle>(s: LoaderState<H>, spec: Mode
 
 /** Why a replica load was started, and how many replicas it must not exceed. */
 export interface ReplicaLoad {
-  readonly cause: "min" | "in-flight" | "drain";
+  readonly cause: "min" | "in-flight" | "drain" | "rollout";
   /** The load is not needed (dropped before admission) once this many replicas count. */
   readonly upTo: number;
 }

@@ -1,5 +1,7 @@
 import type { ReplicaLoad } from "./load-path.js";
-import type { ModelSpec } from "./model-spec.js";
+import type { LoaderState } from "./loader-state.js";
+import { loadRevision, type ModelSpec } from "./model-spec.js";
+import type { BackendHandle } from "./ports.js";
 
 /**
  * Whether a replica load in admission is not needed any more, asked before
@@ -15,7 +17,26 @@ import type { ModelSpec } from "./model-spec.js";
  * `spec` is the model as configured now (a ScaleModel or reload may have
  * lowered max while the load waited).
  */
-export function replicaNotNeeded(c: { readonly live: number; readonly stopping: number }, spec: ModelSpec, replica: ReplicaLoad): boolean {
-  if (c.live - 1 >= replica.upTo) return true;
+export function replicaNotNeeded(c: { readonly live: number; readonly stopping: number }, spec: ModelSpec, replica: ReplicaLoad, rolloutWanted = true): boolean {
+  if (c.live - 1 >= replica.upTo || (replica.cause === "rollout" && !rolloutWanted)) return true;
   return replica.cause !== "drain" && replica.cause !== "rollout" && c.live - 1 + c.stopping >= spec.replicas.max;
+}
+
+/**
+ * Whether a rollout's replacement (loading `loadSpec`) is still wanted: the
+ * config still says `loadSpec`'s load settings, and a held replica of the
+ * model runs with others. A reload that reverted the change, or replaced it
+ * with a third one, while the replacement waited in admission ends it (the
+ * next pass starts the right one); without this it would land one above max
+ * beside replicas that are current again (simulation seed 2, long profile).
+ * O(the model's replicas).
+ */
+export function rolloutWanted<H extends BackendHandle>(s: Pick<LoaderState<H>, "models" | "replicas" | "held">, loadSpec: ModelSpec): boolean {
+  const current = s.models.get(loadSpec.id);
+  if (current === undefined || loadRevision(current) !== loadRevision(loadSpec)) return false;
+  for (const inc of s.replicas.of(loadSpec.id)) {
+    const h = s.held.get(inc);
+    if (h !== undefined && loadRevision(h.spec) !== loadRevision(current)) return true;
+  }
+  return false;
 }

@@ -1,5 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { loadRevision, modelSpec } from "./model-spec.js";
+import type { HeldInstance } from "./loader-types.js";
+import { ReplicaIndex } from "./replica-index.js";
+import { rolloutWanted } from "./replica-not-needed.js";
 import { decideReplicas, type ReplicaView } from "./replica-reconciler.js";
 import { readyReplicas, replicaHarness, replicaModels, twoReplicas } from "./replica-test-kit.js";
 
@@ -63,6 +66,26 @@ describe("a rollout decision", () => {
   it("a single on-demand instance (min 0, max 1) is replaced the same way, beside it", () => {
     const one: ReplicaView = { ...rolling, min: 0, max: 1, live: 1, ready: 1, idle: [{ incarnation: "a", idleSinceMs: 9_000 }], rollout: { keep: 1, staleIdle: [{ incarnation: "a", idleSinceMs: 9_000 }], freshReady: 0 } };
     expect(decideReplicas(one)).toEqual({ t: "rollout-load", upTo: 2 });
+  });
+});
+
+describe("a rollout's replacement waiting in admission", () => {
+  it("is wanted only while the config still says its settings and a replica with others runs", () => {
+    const v1 = modelSpec({ id: "m", backend: "sim" });
+    const v2 = { ...v1, options: ["rev:2"] };
+    const replicas = new ReplicaIndex();
+    replicas.add("m", "a");
+    const heldAs = (spec: typeof v1): HeldInstance => ({ incarnation: "a", model: "m", nodeId: "n1", spec, placement: "local", phase: "ready", address: "x", backend: undefined, gpu: undefined, startedAtMs: 0 });
+    const held = new Map([["a", heldAs(v1)]]);
+    const s = (current: typeof v1) => ({ models: new Map([["m", current]]), replicas, held });
+    expect(rolloutWanted(s(v2), v2)).toBe(true);
+    // the reload was reverted while it waited: "a" is current again
+    expect(rolloutWanted(s(v1), v2)).toBe(false);
+    // a third config replaced the one it loads
+    expect(rolloutWanted(s({ ...v1, options: ["rev:3"] }), v2)).toBe(false);
+    // no stale replica left (stopped or gone meanwhile)
+    held.set("a", heldAs(v2));
+    expect(rolloutWanted(s(v2), v2)).toBe(false);
   });
 });
 

@@ -95,3 +95,13 @@ function decideRollout(v: ReplicaView, r: RolloutView): ReplicaDecision {
   }
   return v.breakerAllows && v.live + v.stopping <= r.keep ? { t: "rollout-load", upTo: r.keep + 1 } : none;
 }
+
+/**
+ * How many replicas a rollout keeps ready: the live count when it began
+ * (`began`, undefined on its first pass: `live` now), never below `min` (a
+ * rollout that begins while the floor is still being restored keeps the
+ * floor) nor 1, never above `max` (a lowered max lowers it).
+ */
+export function rolloutKeep(began: number | undefined, live: number, min: number, max: number): number {
+  return Math.max(1, min, Math.min(began ?? live, max));
+}

@@ -3,7 +3,7 @@ import { loadRevision, modelSpec } from "./model-spec.js";
 import type { HeldInstance } from "./loader-types.js";
 import { ReplicaIndex } from "./replica-index.js";
 import { rolloutWanted } from "./replica-not-needed.js";
-import { decideReplicas, type ReplicaView } from "./replica-reconciler.js";
+import { decideReplicas, rolloutKeep, type ReplicaView } from "./replica-reconciler.js";
 import { readyReplicas, replicaHarness, replicaModels, twoReplicas } from "./replica-test-kit.js";
 
 // Two ready replicas, both started with the old settings and idle; the rollout keeps 2.
@@ -61,6 +61,14 @@ describe("a rollout decision", () => {
     expect(decideReplicas(up)).toEqual({ t: "rollout-stop", incarnation: "b" });
     expect(decideReplicas({ ...up, rollout: { ...up.rollout, staleIdle: [] } })).toEqual({ t: "none" });
     expect(decideReplicas({ ...up, rollout: { ...up.rollout, freshReady: 0 } })).toEqual({ t: "none" });
+  });
+
+  it("keeps the live count it began with, never below min (sim seed 8: began with the floor half restored) nor above max", () => {
+    expect(rolloutKeep(undefined, 3, 0, 4)).toBe(3);
+    expect(rolloutKeep(3, 4, 0, 4)).toBe(3); // its own surge does not raise it
+    expect(rolloutKeep(undefined, 1, 2, 4)).toBe(2);
+    expect(rolloutKeep(3, 3, 0, 2)).toBe(2); // max lowered meanwhile
+    expect(rolloutKeep(undefined, 0, 0, 1)).toBe(1);
   });
 
   it("a single on-demand instance (min 0, max 1) is replaced the same way, beside it", () => {

@@ -2,7 +2,7 @@ import type { ModelRule } from "@warden/watchdog";
 import { warn, type LoaderState } from "./loader-state.js";
 import { loadRevision, type ModelSpec } from "./model-spec.js";
 import type { BackendHandle } from "./ports.js";
-import { decideReplicas, type ReplicaView, type RolloutView } from "./replica-reconciler.js";
+import { decideReplicas, rolloutKeep, type ReplicaView, type RolloutView } from "./replica-reconciler.js";
 import { startReplicaLoad } from "./replica-loads.js";
 import { chooseReplica } from "./replica-routing.js";
 import { stopInstance } from "./unload.js";
@@ -114,8 +114,7 @@ function viewOf<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, now
   let rollout: RolloutView | undefined;
   if (stale === 0) s.rollouts.delete(spec.id);
   else {
-    // The rollout keeps the live count it began with (within 1..max); a lowered max lowers it.
-    const keep = Math.max(1, Math.min(s.rollouts.get(spec.id) ?? c.live, spec.replicas.max));
+    const keep = rolloutKeep(s.rollouts.get(spec.id), c.live, spec.replicas.min, spec.replicas.max);
     s.rollouts.set(spec.id, keep);
     rollout = { keep, staleIdle, freshReady: ready - stale };
   }

@@ -13,6 +13,7 @@ import { describe, expect, it } from "vitest";
 import { EvictionReason, InstanceState } from "@warden/proto";
 import { runningBackends } from "./support/chaos-checks.js";
 import { chaosLifecycle } from "./support/chaos-lifecycle.js";
+import type { LoggedEvent } from "./support/coordinator-process.js";
 import { simModel, until } from "./support/coordinator-harness.js";
 
 const chaos = chaosLifecycle();
@@ -68,14 +69,18 @@ describe("a config change rolls out (real processes, SIGHUP)", { timeout: 300_00
       expect(new TextDecoder().decode(r.reply?.message)).toBe("m: w0 w1");
     }
 
-    // The events: two replacements caused by the rollout, the two old replicas stopped with reason ROLLOUT,
-    // each stop started after a replacement had loaded.
+    // The events: two replacements caused by the rollout, the two old replicas stopped with reason ROLLOUT
+    // (the stop's last event may be logged after its process is gone: waited for), each stop started after a
+    // replacement had loaded.
+    const rolloutReason = (e: LoggedEvent): boolean => JSON.stringify(e).includes(`"${EvictionReason[EvictionReason.ROLLOUT]}"`) || JSON.stringify(e).includes("EVICTION_REASON_ROLLOUT");
+    const stops = await until("both rollout stops logged", () => {
+      const x = c.logged().filter((e) => e.type === "eviction.stopped" && rolloutReason(e));
+      return x.length >= 2 ? x : undefined;
+    }, 60_000);
+    expect(stops.map((e) => e.incarnation).sort()).toEqual(old);
     const logged = c.logged();
     const ups = logged.filter((e) => e.type === "replica.scaled-up" && JSON.stringify(e).includes('"rollout"'));
     expect(ups.map((e) => e.incarnation).sort()).toEqual(fresh);
-    const rolloutReason = (e: (typeof logged)[number]): boolean => JSON.stringify(e).includes(`"${EvictionReason[EvictionReason.ROLLOUT]}"`) || JSON.stringify(e).includes("EVICTION_REASON_ROLLOUT");
-    const stops = logged.filter((e) => e.type === "eviction.stopped" && rolloutReason(e));
-    expect(stops.map((e) => e.incarnation).sort()).toEqual(old);
     const order = logged
       .filter((e) => (e.type === "backend.loaded" && fresh.includes(e.incarnation ?? "")) || (e.type === "eviction.started" && rolloutReason(e)))
       .map((e) => e.type);

@@ -215,6 +215,11 @@ const forcedReplicaSeeds: readonly (readonly [number, string])[] = [
   // churned for ever. Fixed in loader replica-spare.ts and watchdog enforcement.ts (a replica load
   // spares those; unit tests replica-floor-churn.test.ts, admission-spare.test.ts).
   [788, "a replica load never evicts its own model's replicas or another model's floor"],
+  // Warden: a reload changed m2's options (min 2) while its floor was half restored; the rollout kept
+  // the one live replica it began with, so once the floor's second replica was ready it stopped the stale
+  // one, leaving 1 ready. Fixed in loader replica-reconciler.ts (rolloutKeep: never below min; unit test
+  // replica-rollout.test.ts).
+  [8, "a rollout keeps at least min ready"],
 ];
 
 /**

@@ -6,7 +6,7 @@ import type { ReplicaLoad } from "./load-path.js";
 import type { ModelSpec } from "./model-spec.js";
 import { pinsAndGroupsNow } from "./pins-and-groups-now.js";
 import type { BackendHandle } from "./ports.js";
-import { replicaNotNeeded } from "./replica-not-needed.js";
+import { replicaNotNeeded, rolloutWanted } from "./replica-not-needed.js";
 import { chooseReplica } from "./replica-routing.js";
 import { replicaSpare } from "./replica-spare.js";
 import { servedMeanwhile } from "./served-meanwhile.js";
@@ -93,7 +93,7 @@ export async function admitLoad<H extends BackendHandle>(s: LoaderState<H>, spec
  * could exceed max, or land where spread forbids.
  */
 function replicaStillWanted<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, replica: ReplicaLoad): void {
-  if (replicaNotNeeded(chooseReplica(s, spec.id), s.models.get(spec.id) ?? spec, replica)) throw new WardenError(Code.Aborted, `replica load of model "${spec.id}" not needed any more`);
+  if (replicaNotNeeded(chooseReplica(s, spec.id), s.models.get(spec.id) ?? spec, replica, replica.cause !== "rollout" || rolloutWanted(s, spec))) throw new WardenError(Code.Aborted, `replica load of model "${spec.id}" not needed any more`);
   const inv = s.o.inventories.findModel(spec.id);
   if (inv.t === "unknown" && inv.noInventoryYet === true) throw new WardenError(Code.Aborted, `replica load of model "${spec.id}" deferred: ${inv.reason}`);
 }

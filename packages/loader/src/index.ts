@@ -11,7 +11,7 @@ export { LoadCooldown, defaultCooldownPolicy } from "./load-cooldown.js";
 export type { CooldownPolicy } from "./load-cooldown.js";
 export { LeftoverTracker } from "./leftover-tracker.js";
 export type { Leftover } from "./leftover-tracker.js";
-export { defaultReplicas, modelSpec, replicaBounds } from "./model-spec.js";
+export { defaultReplicas, loadRevision, modelSpec, replicaBounds } from "./model-spec.js";
 export type { ModelSpec, ReplicaSettings, SpreadMode } from "./model-spec.js";
 export type { ReplicaStatus, ScalePatch } from "./replica-status.js";
 export { validateScale } from "./replica-settings.js";

@@ -8,7 +8,7 @@ import type { BackendHandle, StartEvent } from "./ports.js";
 import { chooseReplica, pickReplica } from "./replica-routing.js";
 import { pinsAndGroupsNow } from "./pins-and-groups-now.js";
 import { retireRecycledAddress } from "./recycled-address.js";
-import { replicaNotNeeded } from "./replica-not-needed.js";
+import { replicaNotNeeded, rolloutWanted } from "./replica-not-needed.js";
 import { servedMeanwhile } from "./served-meanwhile.js";
 
 // The load path (DESIGN §3.3): coalesced, cooldown-checked, admitted through
@@ -128,7 +128,7 @@ export function startLoad<H extends BackendHandle>(s: LoaderState<H>, spec: Mode
 
 /** Why a replica load was started, and how many replicas it must not exceed. */
 export interface ReplicaLoad {
-  readonly cause: "min" | "in-flight" | "drain";
+  readonly cause: "min" | "in-flight" | "drain" | "rollout";
   /** The load is not needed (dropped before admission) once this many replicas count. */
   readonly upTo: number;
 }
@@ -161,7 +161,7 @@ async function lead<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec,
       s.loadControllers.delete(incarnation);
       return served;
     }
-    if (replica !== undefined && replicaNotNeeded(now, s.models.get(spec.id) ?? spec, replica)) throw new WardenError(Code.Aborted, `replica load of model "${spec.id}" not needed any more`);
+    if (replica !== undefined && replicaNotNeeded(now, s.models.get(spec.id) ?? spec, replica, replica.cause !== "rollout" || rolloutWanted(s, spec))) throw new WardenError(Code.Aborted, `replica load of model "${spec.id}" not needed any more`);
     const admitted = await admitLoad(s, spec, incarnation, preferredNode, deadline.signal, replica);
     if (typeof admitted !== "string") {
       s.loadControllers.delete(incarnation);

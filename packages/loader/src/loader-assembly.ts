@@ -82,6 +82,7 @@ export function assembleLoaderState<H extends BackendHandle>(
     scaleOverrides: new Map(),
     breakers: new ScaleBreakers(),
     replicaWork: new ReplicaWork(),
+    rollouts: new Map(),
     loads: new Map(),
     loadIncarnations: new Map(),
     loadControllers: new Map(),

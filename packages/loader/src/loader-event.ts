@@ -36,10 +36,11 @@ export type LoaderEvent =
   | (Base & { readonly type: "instance.forgotten"; readonly operator: string; readonly note: string })
   | (Base & { readonly type: "instance.adopted"; readonly asLeftover: boolean; readonly foundBy: AdoptionSource })
   // Replicas. scaled-up: a replica load was started (incarnation reserved, node chosen;
-  // cause "drain": the replacement of a replica on a draining node);
+  // cause "drain": the replacement of a replica on a draining node; cause "rollout": the replacement
+  // of a replica started with older load settings, whose stop follows with reason "rollout");
   // scaled-down: a replica above min was stopped for idleness (its eviction events follow, reason
   // "scale-down"); scale-blocked: a scale-up or the min floor cannot fit — nodeId/address/incarnation "".
-  | (Base & { readonly type: "replica.scaled-up"; readonly cause: "min" | "in-flight" | "drain"; readonly replicas: number })
+  | (Base & { readonly type: "replica.scaled-up"; readonly cause: "min" | "in-flight" | "drain" | "rollout"; readonly replicas: number })
   | (Base & { readonly type: "replica.scaled-down"; readonly replicas: number })
   | (Base & { readonly type: "replica.scale-blocked"; readonly error: string; readonly failures: number; readonly retryAfterMs: number })
   | (Base & { readonly type: "replica.scale-set"; readonly operator: string; readonly min: number; readonly max: number });

@@ -40,6 +40,8 @@ export interface LoaderState<H extends BackendHandle> {
   readonly heldByNode: HeldNodeIndex<H>;
   /** model → an operator's ScaleModel override (replica-settings.ts). */
   readonly scaleOverrides: Map<string, ScaleOverride>;
+  /** model → the replica count its rollout keeps ready, while replicas run with older load settings (replica-tick.ts). */
+  readonly rollouts: Map<string, number>;
   /** Which models the replica reconciler looks at on its next pass (replica-work.ts). */
   readonly replicaWork: ReplicaWork;
   /** model → the replica circuit breaker, when open (scale-breaker.ts). */

@@ -192,7 +192,10 @@ export class Loader<H extends BackendHandle = BackendHandle> {
     this.core.updatePolicy(modelPolicy(this.s.models));
     this.core.setModelRules(modelRules(this.s.models));
     pushAllOccupancy(this.s);
-    for (const id of removed) this.s.cooldown.forget(id);
+    for (const id of removed) {
+      this.s.cooldown.forget(id);
+      this.s.rollouts.delete(id);
+    }
     return removed.map(async (id) => {
       await this.unload(id, { force: false, reason: "config" }).catch((err: unknown) => {
         warn(this.s, "config removal unload failed", { model: id, err: String(err) });

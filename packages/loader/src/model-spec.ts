@@ -72,3 +72,24 @@ export function modelSpec(init: Partial<ModelSpec> & Pick<ModelSpec, "id" | "bac
     ...init,
   };
 }
+
+const revisions = new WeakMap<ModelSpec, string>();
+
+/**
+ * The revision of a model's load settings: every field that reaches
+ * StartBackend/LoadModel (backend, model file, context size, options, the
+ * typed load fields), as one stable string. Replica settings, groups, pins,
+ * size, selector and idle settings are left out: they apply live without a
+ * restart. Two specs with equal revisions start the same process; a running
+ * instance started with another revision is rolled out (replica-tick.ts).
+ * Cached per spec object (spec objects are immutable).
+ */
+export function loadRevision(spec: ModelSpec): string {
+  let r = revisions.get(spec);
+  if (r === undefined) {
+    const load = Object.fromEntries(Object.entries(spec.load).filter(([, v]) => v !== undefined).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+    r = JSON.stringify([spec.backend, spec.modelFile, spec.contextSize, spec.options, load]);
+    revisions.set(spec, r);
+  }
+  return r;
+}

@@ -10,7 +10,7 @@ import type { ReplicaChoice } from "./replica-routing.js";
  * placement, admission and eviction, the model's one load in flight — for
  * the min floor (`min`) or because every ready replica is at its target
  * (`in-flight`), or to replace a replica on a draining node (`drain`,
- * drain-node.ts). A failure opens the model's circuit breaker
+ * drain-node.ts) or one with older load settings (`rollout`, replica-tick.ts). A failure opens the model's circuit breaker
  * (scale-breaker.ts) and emits `replica.scale-blocked` once per failure; a
  * success closes it. Resolves with how it ended; only the drain awaits it:
  * calls keep going to the existing replicas.
@@ -20,7 +20,8 @@ export type ReplicaLoadOutcome = "ready" | "failed" | "deferred";
 
 export function startReplicaLoad<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, cause: ReplicaLoad["cause"], drainUpTo = 0): Promise<ReplicaLoadOutcome> {
   // A drain's replacement may run beside the replica it replaces: its bound is the count it started from, plus one.
-  const upTo = cause === "min" ? spec.replicas.min : cause === "drain" ? drainUpTo : spec.replicas.max;
+  // So may a rollout's replacement (its bound: the count the rollout keeps, plus one).
+  const upTo = cause === "min" ? spec.replicas.min : cause === "drain" || cause === "rollout" ? drainUpTo : spec.replicas.max;
   return startLoad(s, spec, undefined, { cause, upTo }).then(
     () => {
       s.breakers.close(spec.id);

@@ -1,5 +1,7 @@
 import type { ReplicaLoad } from "./load-path.js";
-import type { ModelSpec } from "./model-spec.js";
+import type { LoaderState } from "./loader-state.js";
+import { loadRevision, type ModelSpec } from "./model-spec.js";
+import type { BackendHandle } from "./ports.js";
 
 /**
  * Whether a replica load in admission is not needed any more, asked before
@@ -10,11 +12,31 @@ import type { ModelSpec } from "./model-spec.js";
  * (seed 245: an m4 adopted during a min load's admission and put pending
  * eviction at once; the load went on and made 2 held replicas, max 1). A
  * drain's replacement keeps its own bound: it runs beside the replica it
- * moves, and drain-plan counted the stopping ones before starting it.
+ * moves, and drain-plan counted the stopping ones before starting it; so does
+ * a rollout's replacement (beside the stale replica it replaces).
  * `spec` is the model as configured now (a ScaleModel or reload may have
  * lowered max while the load waited).
  */
-export function replicaNotNeeded(c: { readonly live: number; readonly stopping: number }, spec: ModelSpec, replica: ReplicaLoad): boolean {
-  if (c.live - 1 >= replica.upTo) return true;
-  return replica.cause !== "drain" && c.live - 1 + c.stopping >= spec.replicas.max;
+export function replicaNotNeeded(c: { readonly live: number; readonly stopping: number }, spec: ModelSpec, replica: ReplicaLoad, rolloutWanted = true): boolean {
+  if (c.live - 1 >= replica.upTo || (replica.cause === "rollout" && !rolloutWanted)) return true;
+  return replica.cause !== "drain" && replica.cause !== "rollout" && c.live - 1 + c.stopping >= spec.replicas.max;
+}
+
+/**
+ * Whether a rollout's replacement (loading `loadSpec`) is still wanted: the
+ * config still says `loadSpec`'s load settings, and a held replica of the
+ * model runs with others. A reload that reverted the change, or replaced it
+ * with a third one, while the replacement waited in admission ends it (the
+ * next pass starts the right one); without this it would land one above max
+ * beside replicas that are current again (simulation seed 2, long profile).
+ * O(the model's replicas).
+ */
+export function rolloutWanted<H extends BackendHandle>(s: Pick<LoaderState<H>, "models" | "replicas" | "held">, loadSpec: ModelSpec): boolean {
+  const current = s.models.get(loadSpec.id);
+  if (current === undefined || loadRevision(current) !== loadRevision(loadSpec)) return false;
+  for (const inc of s.replicas.of(loadSpec.id)) {
+    const h = s.held.get(inc);
+    if (h !== undefined && loadRevision(h.spec) !== loadRevision(current)) return true;
+  }
+  return false;
 }

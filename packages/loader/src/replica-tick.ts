@@ -1,8 +1,8 @@
 import type { ModelRule } from "@warden/watchdog";
 import { warn, type LoaderState } from "./loader-state.js";
-import type { ModelSpec } from "./model-spec.js";
+import { loadRevision, type ModelSpec } from "./model-spec.js";
 import type { BackendHandle } from "./ports.js";
-import { decideReplicas, type ReplicaView } from "./replica-reconciler.js";
+import { decideReplicas, rolloutKeep, type ReplicaView, type RolloutView } from "./replica-reconciler.js";
 import { startReplicaLoad } from "./replica-loads.js";
 import { chooseReplica } from "./replica-routing.js";
 import { stopInstance } from "./unload.js";
@@ -10,7 +10,10 @@ import { stopInstance } from "./unload.js";
 /**
  * One reconciler pass (runs on the loader's tick, after the watchdog's):
  * restores `min`, scales idle replicas down (reason `scale-down`, through the
- * normal stop sequence, announced by `replica.scaled-down` first). Looks only
+ * normal stop sequence, announced by `replica.scaled-down` first), and rolls
+ * out changed load settings one replica at a time (a replacement announced by
+ * `replica.scaled-up` cause `rollout`, then the stale replica stopped with
+ * reason `rollout`). Looks only
  * at the models whose replica picture changed or whose own timer is due
  * (replica-work.ts), in model-table order: the same decisions as a pass over
  * every model ({@link reconcileEveryModel}), for work proportional to change.
@@ -49,11 +52,24 @@ export function reconcileEveryModel<H extends BackendHandle>(s: LoaderState<H>):
  * costs one lookup.
  */
 function reconcileModel<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, nowMs: number): number | undefined | "decided" {
-  if (spec.replicas.min === 0 && s.replicas.count(spec.id) <= 1) return undefined;
+  if (spec.replicas.min === 0 && s.replicas.count(spec.id) <= 1 && !oneIsStale(s, spec)) {
+    s.rollouts.delete(spec.id);
+    return undefined;
+  }
   const v = viewOf(s, spec, nowMs);
   const d = decideReplicas(v);
   if (d.t === "load") {
     void startReplicaLoad(s, spec, "min");
+    return "decided";
+  }
+  if (d.t === "rollout-load") {
+    void startReplicaLoad(s, spec, "rollout", d.upTo);
+    return "decided";
+  }
+  if (d.t === "rollout-stop") {
+    void stopInstance(s, d.incarnation, { force: false, reason: "rollout" }).catch((err: unknown) => {
+      warn(s, "rollout stop failed", { model: spec.id, incarnation: d.incarnation, err: String(err) });
+    });
     return "decided";
   }
   if (d.t === "scale-down") {
@@ -79,15 +95,29 @@ function reconcileModel<H extends BackendHandle>(s: LoaderState<H>, spec: ModelS
 /** What the decision needs about the model's replicas: O(its replicas), no per-replica copies. */
 function viewOf<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, nowMs: number): ReplicaView {
   const idle: { incarnation: string; idleSinceMs: number }[] = [];
+  const staleIdle: { incarnation: string; idleSinceMs: number }[] = [];
   let ready = 0;
+  let stale = 0;
+  const revision = loadRevision(spec);
   for (const inc of s.replicas.of(spec.id)) {
     const h = s.held.get(inc);
     if (h === undefined || h.phase !== "ready" || s.core.stateOf(inc) !== "ready") continue;
     ready++;
+    const isStale = loadRevision(h.spec) !== revision;
+    if (isStale) stale++;
     const idleSinceMs = s.core.idleSinceMs(inc);
-    if (idleSinceMs !== undefined) idle.push({ incarnation: inc, idleSinceMs });
+    if (idleSinceMs === undefined) continue;
+    idle.push({ incarnation: inc, idleSinceMs });
+    if (isStale) staleIdle.push({ incarnation: inc, idleSinceMs });
   }
   const c = chooseReplica(s, spec.id);
+  let rollout: RolloutView | undefined;
+  if (stale === 0) s.rollouts.delete(spec.id);
+  else {
+    const keep = rolloutKeep(s.rollouts.get(spec.id), c.live, spec.replicas.min, spec.replicas.max);
+    s.rollouts.set(spec.id, keep);
+    rollout = { keep, staleIdle, freshReady: ready - stale };
+  }
   return {
     min: spec.replicas.min,
     max: spec.replicas.max,
@@ -99,7 +129,17 @@ function viewOf<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, now
     breakerAllows: s.breakers.allows(spec.id, nowMs),
     idle,
     nowMs,
+    ...(rollout === undefined ? {} : { rollout }),
   };
+}
+
+/** Whether the model's one held replica runs with older load settings than `spec`'s. */
+function oneIsStale<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec): boolean {
+  for (const inc of s.replicas.of(spec.id)) {
+    const h = s.held.get(inc);
+    if (h !== undefined && h.phase === "ready" && loadRevision(h.spec) !== loadRevision(spec)) return true;
+  }
+  return false;
 }
 
 /** The watchdog's per-model idle rules from the model table: the replica floor and the model's idle timeout. */

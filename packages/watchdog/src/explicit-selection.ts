@@ -5,7 +5,7 @@ import type { EvictionReason } from "./stop-command.js";
 
 /** Options of an explicit stop. */
 export interface ExplicitStopOptions {
-  readonly reason: Extract<EvictionReason, "admin" | "drain" | "config" | "health" | "retry" | "scale-down">;
+  readonly reason: Extract<EvictionReason, "admin" | "drain" | "config" | "health" | "retry" | "scale-down" | "rollout">;
   /** Skip the busy wait and `Free()`. @default false */
   readonly force?: boolean;
 }

@@ -6,7 +6,7 @@ import { Code, WardenError } from "@warden/common";
  * `retry` the reconciler retrying the stop of a `freed` instance; `scale-down`
  * a replica above its model's min stopped for idleness.
  */
-export type EvictionReason = "group" | "lru" | "idle" | "busy" | "memory" | "admin" | "drain" | "config" | "health" | "retry" | "scale-down";
+export type EvictionReason = "group" | "lru" | "idle" | "busy" | "memory" | "admin" | "drain" | "config" | "health" | "retry" | "scale-down" | "rollout";
 
 /** Registered states an instance can be detached from. */
 export type DetachedState = "loading" | "ready" | "freed";

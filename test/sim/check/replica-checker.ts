@@ -1,3 +1,4 @@
+import { loadRevision } from "@warden/loader";
 import type { CheckContext, Checker } from "./checker.js";
 
 /**
@@ -23,6 +24,18 @@ function replicaCounts(ctx: CheckContext, model: string, except?: string, offDra
   return { held, live, ready };
 }
 
+/**
+ * Whether a replica of `model` other than `except` still runs with older load settings than the config's: a rollout
+ * runs one replacement beside those (README "Replicas", Rollout), so the model may hold one more than max meanwhile.
+ */
+function rolling(ctx: CheckContext, model: string, except: string): boolean {
+  const c = ctx.coord;
+  const spec = c?.loader.modelSpec(model);
+  if (c === undefined || spec === undefined) return false;
+  const rev = loadRevision(spec);
+  return c.loader.heldInstances().some((h) => h.model === model && h.incarnation !== except && loadRevision(h.spec) !== rev);
+}
+
 function describeHeld(ctx: CheckContext, model: string, except: string): string {
   const c = ctx.coord;
   if (c === undefined) return "";
@@ -42,7 +55,8 @@ function describeHeld(ctx: CheckContext, model: string, except: string): string 
  * - count: a start never takes the model's replicas not being stopped past
  *   `max`, and a scale-up never its held ones (those being stopped count: a
  *   failed stop may register one again), replicas on draining nodes aside
- *   (a drain's move runs the replacement beside them); the idle
+ *   (a drain's move runs the replacement beside them), and one above max while a
+ *   rollout replaces replicas with older load settings; the idle
  *   watchdog and a scale-down never take it below `min` (scale-down never
  *   below max(min, 1)) — LRU, group, memory, busy, admin stops, crashes and
  *   node loss may, and the reconciler restores `min` by quiescence unless
@@ -79,7 +93,7 @@ export function replicaChecker(): Checker {
       // Any start: replicas not being stopped, this one included. (An on-demand load that began before
       // its model's last replica was detached for a stop goes on; that one settles stopped or as a leftover.)
       const n = replicaCounts(ctx, model, undefined, true);
-      if (n.live > spec.replicas.max) ctx.report("replicas: max", `start of ${model} ${incarnation} on ${nodeId} makes ${String(n.live)} live replicas (max ${String(spec.replicas.max)}): ${describeHeld(ctx, model, incarnation)}`);
+      if (n.live > spec.replicas.max + (rolling(ctx, model, incarnation) ? 1 : 0)) ctx.report("replicas: max", `start of ${model} ${incarnation} on ${nodeId} makes ${String(n.live)} live replicas (max ${String(spec.replicas.max)}): ${describeHeld(ctx, model, incarnation)}`);
       if (ctx.world.truth.explicitLoads.has(`${model} ${nodeId}`)) return;
       const leftovers = new Set(c.loader.leftoverList().map((l) => l.incarnation));
       let here = 0;
@@ -105,7 +119,8 @@ export function replicaChecker(): Checker {
           // A replica load counts the replicas being stopped too (a failed stop may register one again).
           const spec = c.loader.modelSpec(e.model);
           const n = replicaCounts(ctx, e.model, undefined, true);
-          if (spec !== undefined && n.held > spec.replicas.max) ctx.report("replicas: max", `${e.cause} scale-up of ${e.model} to ${e.nodeId} makes ${String(n.held)} held replicas (max ${String(spec.replicas.max)}): ${describeHeld(ctx, e.model, e.incarnation)}`);
+          const bound = spec === undefined ? 0 : spec.replicas.max + (e.cause === "rollout" && rolling(ctx, e.model, e.incarnation) ? 1 : 0);
+          if (spec !== undefined && n.held > bound) ctx.report("replicas: max", `${e.cause} scale-up of ${e.model} to ${e.nodeId} makes ${String(n.held)} held replicas (max ${String(spec.replicas.max)}): ${describeHeld(ctx, e.model, e.incarnation)}`);
           return;
         }
         case "replica.scaled-down":
@@ -119,7 +134,7 @@ export function replicaChecker(): Checker {
           if (spec === undefined || e.incarnation.startsWith("pid:")) return;
           const others = replicaCounts(ctx, e.model, e.incarnation);
           if (e.reason === "idle" && others.ready < spec.replicas.min) ctx.report("replicas: min", `idle eviction of ${e.model} ${e.incarnation} leaves ${String(others.ready)} ready replicas (min ${String(spec.replicas.min)})`);
-          if (e.reason === "scale-down" && others.ready < Math.max(1, spec.replicas.min)) ctx.report("replicas: min", `scale-down of ${e.model} ${e.incarnation} leaves ${String(others.ready)} ready replicas (min ${String(spec.replicas.min)})`);
+          if ((e.reason === "scale-down" || e.reason === "rollout") && others.ready < Math.max(1, spec.replicas.min)) ctx.report("replicas: min", `${e.reason} of ${e.model} ${e.incarnation} leaves ${String(others.ready)} ready replicas (min ${String(spec.replicas.min)})`);
           return;
         }
         case "eviction.failed": {

@@ -159,7 +159,11 @@ async function admin(h: Harness, step: Extract<Step, { kind: "admin" }>, r: SimR
       return;
     }
     case "reload": {
-      const next = h.opts.models.filter(() => r.chance(0.85)).map((m) => (r.chance(0.2) ? { ...m, pinned: !m.pinned } : m));
+      // A changed option is a new load revision: the running replicas of that model are rolled out.
+      const next = h.opts.models
+        .filter(() => r.chance(0.85))
+        .map((m) => (r.chance(0.2) ? { ...m, pinned: !m.pinned } : m))
+        .map((m) => (r.chance(0.25) ? { ...m, options: [...m.options, `rev:${String(r.int(1, 3))}`] } : m));
       await Promise.all(loader.setModels(next));
       w.coverage.hit("config.reloaded");
       return;

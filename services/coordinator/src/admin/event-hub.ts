@@ -20,6 +20,7 @@ const reasons: Readonly<Record<CoreReason | "orphan" | "vanished", EvictionReaso
   orphan: EvictionReason.ORPHAN,
   vanished: EvictionReason.VANISHED,
   "scale-down": EvictionReason.SCALE_DOWN,
+  rollout: EvictionReason.ROLLOUT,
 };
 
 /** Maps a loader event to the DESIGN §4 event payload. */

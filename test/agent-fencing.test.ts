@@ -149,9 +149,11 @@ describe("agent leader-epoch fence", () => {
       readiness: { attempts: 60, interval: "500ms", initialInterval: "25ms" },
       nvidiaSmi: "",
     });
-    const proc = await startAgentProcess(lockConfig);
+    // At debug level the agent says when a start is admitted: the test orders its commands by the agent's own word.
+    const proc = await startAgentProcess(lockConfig, [], 30_000, { LOG_LEVEL: "debug" });
     started.push(proc);
     const client = createClient(AgentService, proc.address);
+    const logged = (msg: string, incarnation: string): boolean => proc.lines.some((l) => l.includes(`"msg":"${msg}"`) && l.includes(incarnation));
     const first = newIncarnation();
     const events: StartBackendResponse[] = [];
     for await (const ev of client.startBackend({ incarnation: first, model: "locked", backend: "sim", options: ["sim.ignore_sigterm:true"], leaderEpoch: 5n }, { timeoutMs: 30_000 })) events.push(ev);
@@ -167,13 +169,15 @@ describe("agent leader-epoch fence", () => {
         await new Promise((r) => setTimeout(r, 50));
       }
     };
-    await waitUntil("the stop to hold the lock", async () => (await client.listBackends({}, { timeoutMs: 10_000 })).backends.some((b) => b.incarnation === first && b.stopRequested !== undefined));
+    // "stopping backend" is logged once the stop holds the model's lock.
+    await waitUntil("the stop to hold the lock", () => Promise.resolve(logged("stopping backend", first)));
     // The old leader's start (epoch 5) is admitted and waits for the lock ...
     const second = newIncarnation();
     const startEvents: StartBackendResponse[] = [];
     const starting = (async () => {
       for await (const ev of client.startBackend({ incarnation: second, model: "locked", backend: "sim", leaderEpoch: 5n }, { timeoutMs: 60_000 })) startEvents.push(ev);
     })();
+    await waitUntil("the start to be admitted under epoch 5", () => Promise.resolve(logged("start admitted", second)));
     // ... while a newer leader's command (epoch 6) raises the fence.
     expect((await client.freeBackend({ incarnation: newIncarnation(), address: "127.0.0.1:1", leaderEpoch: 6n }, { timeoutMs: 10_000 })).outcome.case).toBe("alreadyGone");
     expect((await stopping).outcome.case).toBe("stopped");

@@ -281,6 +281,7 @@ export function createStartBackend(ctx: AgentContext): ServiceImpl<typeof AgentS
       const deadlineMs = callCtx.deadlineAtMs === undefined ? config.loadDeadlineMs : budgetBeforeCallerDeadlineMs(callCtx.deadlineAtMs - Date.now());
       const s: StartEntry = { log, model, backend, done: Promise.resolve() };
       starts.remember(incarnation, s);
+      ctx.logger.debug("start admitted", { incarnation, model, leaderEpoch: String(req.leaderEpoch) });
       // The start is bound to the call's deadline, not to this stream: a caller that
       // reconnects with the same incarnation attaches to it.
       s.done = runStart(ctx, log, { incarnation, model, backend, entry, options, modelFile, contextSize: req.contextSize, load, gpuDevice: req.gpuDevice, deadlineMs, leaderEpoch: req.leaderEpoch });

@@ -5,7 +5,7 @@
  * tests do), and `--check-config` validates without starting anything.
  */
 import { spawnSync } from "node:child_process";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -105,6 +105,17 @@ describe("--check-config validates without starting", () => {
     expect(r.stdout).toContain("policy         limitPerNode=unlimited idleCheck=off busyCheck=off memoryReclaimer=off");
     expect(r.stdout).toContain("m (backend-sim)");
     expect(r.stdout).toContain("http           off");
+  });
+
+  it("coordinator: an operator settings file in the state dir that cannot be read is invalid (exit 2), naming the file", async () => {
+    const stateDir = join(dir, "settings-state");
+    await mkdir(stateDir, { recursive: true });
+    await writeFile(join(stateDir, "operator-settings.json"), "{ not json");
+    const f = join(dir, "settings.yaml");
+    await writeFile(f, `listen: 127.0.0.1:1\nstateDir: ${stateDir}\nmodels:\n  - { id: m, backend: backend-sim }\n`);
+    const r = warden(["coordinator", "--check-config", "--config", f]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain(`stateDir: the operator settings file ${join(stateDir, "operator-settings.json")} is not readable: not JSON`);
   });
 
   it("up: the OpenAI HTTP API at 127.0.0.1:8080 by default, the config's wins over the default, --http off over both", async () => {

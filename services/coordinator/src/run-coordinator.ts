@@ -13,6 +13,7 @@ import { embeddedAgentConfig } from "./nodes/embedded-node.js";
 import { demoConfig } from "./config/demo-config.js";
 import { ensureStateDir } from "./config/state-dir.js";
 import { checkCoordinatorFiles } from "./config/config-files.js";
+import { FileStateStore } from "./config/file-state-store.js";
 import { readTokenTable } from "./auth/coordinator-auth.js";
 import { checkHaRequirements, defaultHaConfig } from "./ha/ha-config.js";
 import { serveHaCoordinator } from "./ha/run-ha-coordinator.js";
@@ -157,6 +158,14 @@ export async function runCoordinator(o: RunCoordinatorOptions): Promise<number> 
   const config = await load();
   if (o.checkConfig === true) {
     checkCoordinatorFiles(config);
+    // A single coordinator starts from the operator's settings in its state dir (drains, policy, limits,
+    // scale): one it cannot read would stop the start, so the check reads it too (HA keeps them in NATS).
+    if (config.ha === undefined) {
+      await FileStateStore.open(config.stateDir).catch((err: unknown) => {
+        const e = WardenError.from(err);
+        throw invalidArgument("stateDir", e.rawMessage.replace(/^stateDir: /, ""));
+      });
+    }
     out.write(
       [
         `config ${o.config ?? "(built-in demo)"}: valid`,

@@ -1,13 +1,13 @@
 import { join, resolve } from "node:path";
-import { create, type MessageInitShape } from "@bufbuild/protobuf";
-import { AdminService, Backend, InferenceService, type GetHaStatusResponseSchema, JournalRepairedSchema, NodeService, type Event } from "@warden/proto";
+import { create } from "@bufbuild/protobuf";
+import { AdminService, Backend, InferenceService, JournalRepairedSchema, NodeService, type Event } from "@warden/proto";
 import { GrpcServer, LeanGrpcServer, ServingStatus, guardRawUnary } from "@warden/grpc";
-import { cryptoRng, createUlidFactory, nullLogger, privateStateDir, sleep, systemClock, type Cancel, type Clock, type Logger, type Rng } from "@warden/common";
+import { cryptoRng, createUlidFactory, nullLogger, privateStateDir, sleep, systemClock, type Cancel } from "@warden/common";
 import { Loader } from "@warden/loader";
-import { createOutbox, nullPublisher, type Journal, type Outbox, type OutboxHealth, type Publisher } from "@warden/outbox";
+import { createOutbox, nullPublisher, type Journal, type OutboxHealth, type Publisher } from "@warden/outbox";
 import { openFileJournal, type FileJournal } from "@warden/journal";
-import { describeAuditLinkState, startAuditLink, type AuditLink, type NatsCredentials } from "@warden/audit";
-import { servePrometheus, type Agent } from "@warden/agent";
+import { describeAuditLinkState, startAuditLink, type AuditLink } from "@warden/audit";
+import { servePrometheus } from "@warden/agent";
 import { embeddedAgentConfig, startEmbeddedNode } from "./nodes/embedded-node.js";
 import type { CoordinatorConfig } from "./config/coordinator-config.js";
 import { auditedAdminService } from "./admin/admin-actor.js";
@@ -31,66 +31,18 @@ import { settleUnsettledEvictions } from "./nodes/unsettled-evictions.js";
 import { restoreJournalReplicas } from "./nodes/journal-replicas-at-start.js";
 import { startRecoveryWindow } from "./nodes/recovery-window-at-start.js";
 import { startCoordinatorHttp } from "./http/coordinator-http.js";
-import type { DashboardHa } from "./http/dashboard/dashboard-view.js";
-import type { CoordinatorHaWiring } from "./ha/coordinator-ha-wiring.js";
 import { DurableSettings } from "./ha/durable-settings.js";
 import { TakeoverSettings } from "./ha/takeover-settings.js";
 import { FileStateStore } from "./config/file-state-store.js";
 import { NodesKnownAtStart } from "./nodes/nodes-known-at-start.js";
 import { startDrain } from "./admin/admin-service.js";
+import { natsCredentialsOf } from "./ha/ha-nats.js";
+import type { Coordinator, CoordinatorDeps } from "./coordinator-types.js";
 
-export interface CoordinatorDeps {
-  readonly clock?: Clock;
-  readonly rng?: Rng;
-  readonly logger?: Logger;
-  /** One term of HA leadership (ha/coordinator-ha-wiring.ts); undefined = single machine. */
-  readonly ha?: CoordinatorHaWiring;
-  /** GetHaStatus's answer while leading (ha/ha-runner.ts). */
-  readonly haStatus?: () => MessageInitShape<typeof GetHaStatusResponseSchema>;
-  /** The HTTP listener's view of HA while leading (GET /ha/leader, /api/dashboard/ha). */
-  readonly haView?: () => DashboardHa;
-  /** Called right before the HTTP listener binds (an HA standby's listener releases the port then). */
-  readonly beforeHttpListen?: () => Promise<void>;
-}
+export type { Coordinator, CoordinatorDeps } from "./coordinator-types.js";
 
 /** How long close() lets open gRPC calls finish before cutting them. */
 const shutdownGraceMs = 2_000;
-
-/** A running coordinator (with its embedded agent in single-machine mode). */
-export interface Coordinator {
-  /** host:port of the Admin, Inference and Node services. */
-  readonly address: string;
-  readonly config: CoordinatorConfig;
-  readonly loader: Loader<BackendClientHandle>;
-  readonly nodes: NodeRegistry;
-  readonly hub: EventHub;
-  readonly outbox: Outbox;
-  readonly server: GrpcServer;
-  /** host:port of `/metrics`, when enabled. */
-  readonly metricsAddress: string | undefined;
-  /** The Prometheus registry (the HA runner serves it beside its own). */
-  readonly metricsRegistry: CoordinatorMetrics["registry"];
-  /** host:port of the lean InferenceService listener, when `inferenceListen` is set. */
-  readonly inferenceAddress: string | undefined;
-  /** host:port of the HTTP listener (OpenAI-compatible API), when `httpListen` is set. */
-  readonly httpAddress: string | undefined;
-  /** The embedded agent, when configured. */
-  readonly agent: Agent | undefined;
-  /** Applies a new config's models and policy live (SIGHUP). */
-  reload(config: CoordinatorConfig): Promise<void>;
-  /**
-   * Stops serving. With `stopBackends` (what `warden up` does on Ctrl-C), the
-   * embedded agent stops every backend it started, gracefully then by force.
-   */
-  close(options: { readonly stopBackends: boolean }): Promise<void>;
-}
-
-function natsCredentials(n: NonNullable<CoordinatorConfig["nats"]>): NatsCredentials {
-  if (n.credsFile !== undefined) return { kind: "creds-file", path: n.credsFile };
-  if (n.token !== undefined) return { kind: "token", token: n.token };
-  if (n.user !== undefined) return { kind: "user-password", user: n.user, password: n.pass ?? "" };
-  return { kind: "none" };
-}
 
 /**
  * Starts a coordinator: journal and outbox (replaying stop intents and
@@ -143,7 +95,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
     // Connects and confirms the stream in the background, retrying forever:
     // the coordinator serves meanwhile and the outbox keeps the events.
     auditLink = startAuditLink({
-      connection: { servers: n.url, credentials: natsCredentials(n), name: "warden-coordinator", ...(n.inboxPrefix === undefined ? {} : { inboxPrefix: n.inboxPrefix }) },
+      connection: { servers: n.url, credentials: natsCredentialsOf(n), name: "warden-coordinator", ...(n.inboxPrefix === undefined ? {} : { inboxPrefix: n.inboxPrefix }) },
       // HA: the audit stream is replicated like the journal, so one server lost stops no publishing.
       ...(config.ha === undefined ? {} : { stream: { replicas: config.ha.replicas } }),
       clock,

@@ -21,9 +21,10 @@ import { eventTypeOf } from "@warden/events";
 import { backendSimMainPath, repoRootPath } from "../services/agent/src/backend-sim-catalog.js";
 import { createAgentMetrics } from "../services/agent/src/agent-metrics.js";
 import { agentMarkOf, markEnv } from "../services/agent/src/process-mark.js";
-import { newIncarnation, pidAlive, randomPortRange, environOf, simCatalog, startAgentHarness, startReady, tempDir, uniqueTag, waitFor, type AgentHarness } from "./support/agent-harness.js";
+import { newIncarnation, pidAlive, environOf, simCatalog, startAgentHarness, startReady, tempDir, uniqueTag, waitFor, type AgentHarness } from "./support/agent-harness.js";
 import { liveRemoteAgents, startRemoteAgent, type RemoteAgent } from "./support/agent-process.js";
 import { simModel, startTestCoordinator, until, type TestCoordinator } from "./support/coordinator-harness.js";
+import { quietPortRange } from "./support/port-range.js";
 
 const tag = uniqueTag("foreign");
 let t: TestCoordinator | undefined;
@@ -75,7 +76,7 @@ async function handStartedSim(port: number, env: Record<string, string> = {}): P
 
 describe("foreign processes", () => {
   it("an unmarked listener in the port range is reported (ListNodes, one coalesced foreign.detected, the metric), never signalled past orphanGrace, and its port skipped", async () => {
-    const ports = randomPortRange(4);
+    const ports = await quietPortRange(4);
     const p = (i: number): number => ports.min + i;
     // another program on 127.0.0.2:p0 (a bind probe on 127.0.0.1 does not see it) and an unmarked backend-sim on p1
     const other = await foreignServer("127.0.0.2", p(0));
@@ -128,7 +129,7 @@ describe("foreign processes", () => {
   });
 
   it("two agents with overlapping port ranges and different node ids never touch each other's backends", async () => {
-    const ports = randomPortRange(4);
+    const ports = await quietPortRange(4);
     const tc = await startTestCoordinator({
       embeddedAgent: false,
       models: [simModel("on-a", { selector: { node: "na" } }), simModel("on-b", { selector: { node: "nb" } })],
@@ -184,7 +185,7 @@ describe("foreign processes", () => {
   });
 
   it("StopOrphan refuses a foreign pid (another agent of the same node id) and stops a marked child of this agent whose record is gone", async () => {
-    const ports = randomPortRange(4);
+    const ports = await quietPortRange(4);
     const stateA = await tempDir("warden-foreign-a");
     dirs.push(stateA);
     // same node id, different state dirs: e.g. `npm test` beside `npm start`

@@ -46,7 +46,10 @@ export async function startCoordinatorProcess(configPath: string, config: Record
   await writeFile(configPath, JSON.stringify(config, null, 2));
   // "warden-up": the CLI's `warden up --config` (what an operator runs), not the coordinator's own entry point.
   const argv = o.via === "warden-up" ? [cliMain, "up", "--config", configPath] : [coordinatorMain, "--config", configPath];
-  const child = spawn(process.execPath, ["--import", "tsx", ...argv], {
+  // WARDEN_BENCH_CPU_PROF_DIR: a V8 CPU profile of the coordinator, written there when it exits (benchmarks).
+  const profDir = process.env.WARDEN_BENCH_CPU_PROF_DIR;
+  const prof = profDir === undefined || profDir === "" ? [] : ["--cpu-prof", "--cpu-prof-dir", profDir];
+  const child = spawn(process.execPath, [...prof, "--import", "tsx", ...argv], {
     cwd: repoRootPath,
     stdio: ["ignore", "pipe", "pipe"],
     env: { ...process.env, LOG_LEVEL: "info" },

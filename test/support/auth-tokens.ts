@@ -1,6 +1,7 @@
 /** Tokens files for auth tests: fresh tokens per role, their lines written to a file in `dir`. */
 import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
+import type { PriorityClass } from "@warden/admission";
 import { mintToken, tokenLine, type Role } from "@warden/coordinator";
 import { bearerMetadata } from "@warden/grpc";
 
@@ -8,6 +9,7 @@ export interface TokenSpec {
   readonly role: Role;
   readonly node?: string;
   readonly models?: readonly string[];
+  readonly priority?: PriorityClass;
 }
 
 /** Writes `<dir>/tokens` with one fresh token per spec; returns the path and each token by its key. */
@@ -17,7 +19,7 @@ export async function writeTokensFile<K extends string>(dir: string, specs: Read
   for (const [key, spec] of Object.entries(specs) as [K, TokenSpec][]) {
     const t = mintToken();
     tokens[key] = t;
-    lines.push(tokenLine(t, spec.role, { ...(spec.node === undefined ? {} : { node: spec.node }), ...(spec.models === undefined ? {} : { models: spec.models }), name: key }));
+    lines.push(tokenLine(t, spec.role, { ...(spec.node === undefined ? {} : { node: spec.node }), ...(spec.models === undefined ? {} : { models: spec.models }), ...(spec.priority === undefined ? {} : { priority: spec.priority }), name: key }));
   }
   const path = join(dir, "tokens");
   await writeFile(path, `${lines.join("\n")}\n`, { mode: 0o600 });

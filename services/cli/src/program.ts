@@ -305,8 +305,9 @@ export function buildProgram(io: CliIo, runners: Runners): { program: Command; e
     .option("--node <id>", "the node id a node token is bound to (required for --role node)")
     .option("--models <a,b>", "inference tokens: only these models")
     .option("--name <label>", "a name the coordinator logs instead of the token")
+    .option("--priority <class>", "critical, standard or sheddable: the class this token's calls run at and the highest they may ask for (default standard)")
     .option("--out <file>", "write the token to this new file (mode 0600) and print only the line")
-    .action(async (o: { role: string; node?: string; models?: string; name?: string; out?: string }) => {
+    .action(async (o: { role: string; node?: string; models?: string; name?: string; priority?: string; out?: string }) => {
       try {
         const { tokensMint } = await import("./tokens-mint.js");
         code = await tokensMint(io, o);

@@ -7,6 +7,7 @@ export interface TokensMintOptions {
   node?: string;
   models?: string;
   name?: string;
+  priority?: string;
   out?: string;
 }
 
@@ -26,19 +27,21 @@ export async function tokensMint(io: CliIo, o: TokensMintOptions): Promise<numbe
     ...(o.models === undefined ? {} : { models: o.models.split(",") }),
     ...(o.name === undefined ? {} : { name: o.name }),
   });
+  // priority= is checked by the parser below, like every other field of the line.
+  const full = o.priority === undefined ? line : `${line} priority=${o.priority}`;
   // The coordinator's own parser: a line it would refuse is refused here, naming the problem.
-  TokenTable.parse(line, "line");
+  TokenTable.parse(full, "line");
   if (o.out !== undefined) {
     await writeFile(o.out, `${token}\n`, { mode: 0o600, flag: "wx" }).catch((err: unknown) => {
       throw invalidArgument("--out", `cannot create ${o.out ?? ""}: ${(err as NodeJS.ErrnoException).code ?? "error"} (an existing file is never overwritten)`);
     });
     io.err.write(`token written to ${o.out} (mode 0600); add this line to the coordinator's auth.tokensFile:\n`);
-    io.out.write(`${line}\n`);
+    io.out.write(`${full}\n`);
     return 0;
   }
   io.err.write("token (shown once; give it to the client, e.g. WARDEN_TOKEN or a --token-file):\n");
   io.out.write(`${token}\n`);
   io.err.write("add this line to the coordinator's auth.tokensFile:\n");
-  io.out.write(`${line}\n`);
+  io.out.write(`${full}\n`);
   return 0;
 }

@@ -38,6 +38,8 @@ import { NodesKnownAtStart } from "./nodes/nodes-known-at-start.js";
 import { startDrain } from "./admin/admin-service.js";
 import { natsCredentialsOf } from "./ha/ha-nats.js";
 import type { Coordinator, CoordinatorDeps } from "./coordinator-types.js";
+import { registerAdmissionMetrics } from "./routing/admission-metrics.js";
+import { routingAdmission } from "./routing/caller-class.js";
 
 export type { Coordinator, CoordinatorDeps } from "./coordinator-types.js";
 
@@ -279,12 +281,15 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
     },
   };
   const metricsRef: { current: CoordinatorMetrics | undefined } = { current: undefined };
-  const inference = inferenceService(loader, log.child({ component: "inference" }), routed, authn === undefined ? undefined : (model, ctx, m) => { authn.checkModel(model, ctx, m); });
+  // Models with `admission:`: classes, fair sharing and shedding in front of routing, on every surface (read per call: a reload applies at once).
+  const admissionNow = { settings: config.admission };
+  const admission = routingAdmission({ settingsOf: (m) => admissionNow.settings.get(m), loader, authn });
+  const inference = inferenceService(loader, log.child({ component: "inference" }), routed, authn === undefined ? undefined : (model, ctx, m) => { authn.checkModel(model, ctx, m); }, admission);
   const inferenceGuarded = guarded(InferenceService, authn === undefined ? inference : revocableStreams(InferenceService, inference, authn, inferenceStreamRule), authn?.inference);
   server.add(InferenceService, inferenceGuarded);
   // Both ports also serve LocalAI's backend.Backend itself, every method routed as bytes (backend-router.ts), behind the inference tokens;
   // with tokens, no caller may name a file on the node (backend-path-rules.ts). Without, there is no boundary to keep.
-  const routerImpl = backendRouter(loader, log.child({ component: "backend-router" }), routed, authn === undefined ? undefined : (model, ctx, m) => { authn.inference(m, ctx, undefined); authn.checkModel(model, ctx, m); }, authn === undefined ? "pass" : "refuse");
+  const routerImpl = backendRouter(loader, log.child({ component: "backend-router" }), routed, authn === undefined ? undefined : (model, ctx, m) => { authn.inference(m, ctx, undefined); authn.checkModel(model, ctx, m); }, authn === undefined ? "pass" : "refuse", admission);
   const router = authn === undefined ? routerImpl : revocableRawStreams(routerImpl, authn, inferenceStreamRule);
   server.addRawService(Backend, router);
   const dataPlane = config.inferenceListen === undefined ? undefined : new LeanGrpcServer({ ...transport.dataPlane, ...serverLimits(config.limits) }).add(InferenceService, inferenceGuarded).addRawUnary(InferenceService.method.predict, authn === undefined ? inference.predictBytes : guardRawUnary(InferenceService.method.predict, inference.predictBytes, authn.inference)).addRawService(Backend, router);
@@ -298,6 +303,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
 
   const metrics = new CoordinatorMetrics(loader, nodes, outbox);
   if (auditLink !== undefined) registerAuditStreamMetrics(metrics.registry, auditLink);
+  registerAdmissionMetrics(metrics.registry, admission.gate);
   metricsRef.current = metrics;
   hub.observe((e) => {
     metrics.observe(e);
@@ -312,7 +318,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
       await server.listen(config.listen),
       dataPlane === undefined || config.inferenceListen === undefined ? undefined : (await dataPlane.listen(config.inferenceListen)).address,
       // HA: the standby's HTTP listener gives the port up right before the leader binds it.
-      await (deps.beforeHttpListen?.() ?? Promise.resolve()).then(() => startCoordinatorHttp({ config: () => currentConfig, clock, loader, nodes, hub, admin: adminImpl, authenticator: authn, routed, newId, filesDir: join(stateDir, "http-files"), localNodeId: config.embeddedAgent ? embeddedAgentConfig(config).nodeId : undefined, ...(deps.haView === undefined ? {} : { haView: deps.haView }), log: log.child({ component: "http" }) })),
+      await (deps.beforeHttpListen?.() ?? Promise.resolve()).then(() => startCoordinatorHttp({ config: () => currentConfig, clock, loader, nodes, hub, admin: adminImpl, authenticator: authn, routed, gate: admission.gate, newId, filesDir: join(stateDir, "http-files"), localNodeId: config.embeddedAgent ? embeddedAgentConfig(config).nodeId : undefined, ...(deps.haView === undefined ? {} : { haView: deps.haView }), log: log.child({ component: "http" }) })),
     ];
   } catch (err) {
     // A listener that cannot bind ends the start: release what already listens or runs, so an
@@ -371,6 +377,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
       http?.reload(next);
       applyTls();
       currentConfig = next;
+      admissionNow.settings = next.admission;
       if (tokens !== undefined) authn?.replace(tokens);
       await Promise.all(loader.setModels(next.models));
       loader.updatePolicy(next.policy);

@@ -1,4 +1,5 @@
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
+import { isPriorityClass, priorityClasses, type PriorityClass } from "@warden/admission";
 import { invalidArgument } from "@warden/common";
 
 /**
@@ -20,6 +21,8 @@ export interface Principal {
   readonly nodeId?: string;
   /** `inference` tokens with `models=`: the only models they may call. */
   readonly models?: ReadonlySet<string>;
+  /** `priority=`: the class its calls run at, and the highest they may ask for. Unset: standard. */
+  readonly priority?: PriorityClass;
 }
 
 /** Bounds of a tokens file. */
@@ -52,10 +55,11 @@ export function mintToken(): string {
 }
 
 /** The tokens-file line for a token of `role` (its hash, never the token). */
-export function tokenLine(token: string, role: Role, extra: { readonly node?: string; readonly models?: readonly string[]; readonly name?: string } = {}): string {
+export function tokenLine(token: string, role: Role, extra: { readonly node?: string; readonly models?: readonly string[]; readonly name?: string; readonly priority?: PriorityClass } = {}): string {
   const parts = [hashToken(token), role];
   if (extra.node !== undefined) parts.push(`node=${extra.node}`);
   if (extra.models !== undefined && extra.models.length > 0) parts.push(`models=${extra.models.join(",")}`);
+  if (extra.priority !== undefined) parts.push(`priority=${extra.priority}`);
   if (extra.name !== undefined) parts.push(`name=${extra.name}`);
   return parts.join(" ");
 }
@@ -89,7 +93,7 @@ export class TokenTable {
 
   /**
    * Parses a tokens file: one token per line, `sha256:<hex> <role> [node=<id>]
-   * [models=<a,b>] [name=<label>]`; `#` starts a comment. Refused whole
+   * [models=<a,b>] [priority=critical|standard|sheddable] [name=<label>]`; `#` starts a comment. Refused whole
    * (INVALID_ARGUMENT naming `field:line`) on any bad line, so a typo never
    * leaves a half-applied table.
    */
@@ -110,12 +114,15 @@ export class TokenTable {
       for (const r of rest) {
         const eq = r.indexOf("=");
         const k = eq < 0 ? r : r.slice(0, eq);
-        if (eq < 0 || !["node", "models", "name"].includes(k) || kv.has(k)) throw invalidArgument(at, `expected node=, models= or name= once each, got ${JSON.stringify(r.slice(0, 32))}`);
+        if (eq < 0 || !["node", "models", "name", "priority"].includes(k) || kv.has(k)) throw invalidArgument(at, `expected node=, models=, priority= or name= once each, got ${JSON.stringify(r.slice(0, 32))}`);
         kv.set(k, r.slice(eq + 1));
       }
       const node = kv.get("node");
       const models = kv.get("models");
       const name = kv.get("name");
+      const priorityWord = kv.get("priority");
+      if (priorityWord !== undefined && !isPriorityClass(priorityWord)) throw invalidArgument(at, `priority= must be one of ${priorityClasses.join(", ")}, got ${JSON.stringify(priorityWord.slice(0, 32))}`);
+      if (priorityWord !== undefined && role === "node") throw invalidArgument(at, "priority= is for tokens that call models, not node tokens");
       if ((role === "node") !== (node !== undefined)) throw invalidArgument(at, role === "node" ? "a node token needs node=<node id>" : "node= is for node tokens only");
       if (node !== undefined && !idPattern.test(node)) throw invalidArgument(at, `node=${JSON.stringify(node.slice(0, 32))} must match ${idPattern.source}`);
       if (models !== undefined && role !== "inference") throw invalidArgument(at, "models= is for inference tokens only");
@@ -129,6 +136,7 @@ export class TokenTable {
         name: name ?? `sha256:${m[1].slice(0, 8)}`,
         ...(node === undefined ? {} : { nodeId: node }),
         ...(modelList === undefined ? {} : { models: new Set(modelList) }),
+        ...(priorityWord === undefined ? {} : { priority: priorityWord }),
       };
       out.set(m[1], { principal, digest: Buffer.from(m[1], "hex") });
     }

@@ -27,6 +27,7 @@ import { resolveAuthConfig, type AuthConfig } from "../auth/auth-config.js";
 import { parseCoordinatorLimits, type CoordinatorLimits } from "./limits-config.js";
 import { parseHttpSettings, httpSettingsFields, type HttpSettings } from "../http/http-settings.js";
 import { modelReplicaFields, parseModelReplicas } from "./model-replica-config.js";
+import { admissionSettings, type AdmissionSettings } from "@warden/admission";
 
 /** The coordinator's validated configuration. Durations in ms, sizes in bytes. TLS: see tls-settings.ts. */
 export interface CoordinatorConfig extends TlsSettings, HttpSettings {
@@ -66,6 +67,8 @@ export interface CoordinatorConfig extends TlsSettings, HttpSettings {
   /** Unreachable this long → lost (its models may be placed elsewhere). @default 10 min */
   readonly nodeLostAfterMs: number;
   readonly models: readonly ModelSpec[];
+  /** Models with an `admission:` block: their calls are gated (classes, fair sharing, shedding). */
+  readonly admission: ReadonlyMap<string, AdmissionSettings>;
   /** NATS for the audit stream; undefined = events reach only the log and WatchEvents. */
   /** host:port of the Prometheus `/metrics` endpoint; undefined = off. */
   readonly metricsListen: string | undefined;
@@ -172,7 +175,7 @@ function stringMap(v: unknown, field: string): Record<string, string> {
   return v as Record<string, string>;
 }
 
-const modelFields = ["id", "backend", "options", "modelFile", "contextSize", "groups", "pinned", "memoryEstimate", "selector", "loadTimeout", "promptTemplate", ...loadSettingFields, ...modelReplicaFields];
+const modelFields = ["id", "backend", "options", "modelFile", "contextSize", "groups", "pinned", "memoryEstimate", "selector", "loadTimeout", "promptTemplate", "admission", ...loadSettingFields, ...modelReplicaFields];
 
 function model(v: unknown, field: string): ModelSpec {
   if (!isRecord(v)) throw invalidArgument(field, "must be a map");
@@ -246,9 +249,12 @@ export function resolveCoordinatorConfig(input: unknown): CoordinatorConfig {
   if (rawModels.length > maxModels) throw invalidArgument("models", `at most ${String(maxModels)} models, got ${String(rawModels.length)}`);
   const models = rawModels.map((m, i) => model(m, `models[${String(i)}]`));
   const seen = new Set<string>();
+  const admission = new Map<string, AdmissionSettings>();
   for (const [i, m] of models.entries()) {
     if (seen.has(m.id)) throw invalidArgument(`models[${String(i)}].id`, `duplicate model id "${m.id}"`);
     seen.add(m.id);
+    const raw: unknown = (rawModels[i] as Record<string, unknown>)["admission"];
+    if (raw !== undefined) admission.set(m.id, admissionSettings(`models[${String(i)}].admission`, raw, m.replicas.targetInFlight));
   }
   const placement = input["placement"] ?? "binpack";
   if (placement !== "binpack" && placement !== "spread") throw invalidArgument("placement", `must be "binpack" or "spread", got ${JSON.stringify(placement)}`);
@@ -296,6 +302,7 @@ export function resolveCoordinatorConfig(input: unknown): CoordinatorConfig {
     metricsListen: input["metricsListen"] === undefined ? undefined : str(input["metricsListen"], "metricsListen"),
     inferenceListen: input["inferenceListen"] === undefined ? undefined : str(input["inferenceListen"], "inferenceListen"),
     models,
+    admission,
     nats,
     ...parseTlsSettings(input),
     ...parseHttpSettings(input),

@@ -6,6 +6,7 @@ import type { Clock, Logger } from "@warden/common";
 import type { Loader } from "@warden/loader";
 import type { BackendClientHandle } from "../routing/backend-connector.js";
 import type { Authenticator } from "../auth/authenticator.js";
+import type { AdmissionGate } from "../routing/admission-gate.js";
 import type { CoordinatorConfig } from "../config/coordinator-config.js";
 import type { EventHub } from "../admin/event-hub.js";
 import type { NodeRegistry } from "../nodes/node-registry.js";
@@ -31,6 +32,8 @@ export interface CoordinatorHttpContext {
   readonly auth: HttpAuth;
   /** The routed-calls counter the gRPC routes count into. */
   readonly routed: RoutedCounter;
+  /** Per-model admission (classes, fair sharing, shedding), shared with the gRPC routes. */
+  readonly gate?: AdmissionGate;
   /** Ids for completions (chatcmpl-…). */
   readonly newId: () => string;
   /** Where uploads and files backends write (audio, images) live while a call runs. */

@@ -4,6 +4,7 @@ import type { Lease } from "@warden/loader";
 import type { EmbeddingResult, GenerateImageRequestSchema, PredictOptionsSchema, Reply, Result, TTSRequestSchema, TranscriptRequestSchema, TranscriptResult } from "@warden/proto";
 import type { BackendClientHandle } from "../routing/backend-connector.js";
 import { modelIdentity } from "../routing/model-identity.js";
+import type { CallerClass } from "../routing/admission-gate.js";
 import { RoutedCalls, outcomeTracker } from "../routing/routed-call.js";
 import type { CoordinatorHttpContext } from "./coordinator-http.js";
 
@@ -21,7 +22,7 @@ export class OpenAiBackend {
   private readonly track: <T>(p: Promise<T>) => Promise<T>;
 
   constructor(private readonly ctx: CoordinatorHttpContext) {
-    this.calls = new RoutedCalls(ctx.loader, ctx.log);
+    this.calls = new RoutedCalls(ctx.loader, ctx.log, ctx.gate);
     this.track = outcomeTracker(ctx.routed);
   }
 
@@ -40,16 +41,16 @@ export class OpenAiBackend {
     throw new WardenError(Code.FailedPrecondition, `${what} passes files by path, and model "${lease.model}" runs on node "${lease.nodeId}", not on the coordinator's machine (the embedded agent)`);
   }
 
-  predict(model: string, opts: PredictInit, signal: AbortSignal): Promise<Reply> {
-    return this.track(this.calls.unary(model, signal, (lease) => lease.backend.client.predict({ ...opts, ModelIdentity: this.identity(model) }, { signal }), () => true));
+  predict(model: string, opts: PredictInit, signal: AbortSignal, caller?: CallerClass): Promise<Reply> {
+    return this.track(this.calls.unary(model, signal, (lease) => lease.backend.client.predict({ ...opts, ModelIdentity: this.identity(model) }, { signal }), () => true, caller));
   }
 
-  predictStream(model: string, opts: PredictInit, signal: AbortSignal): AsyncGenerator<Reply> {
-    return this.calls.stream(model, signal, (lease) => lease.backend.client.predictStream({ ...opts, ModelIdentity: this.identity(model) }, { signal }), () => true, this.ctx.routed);
+  predictStream(model: string, opts: PredictInit, signal: AbortSignal, caller?: CallerClass): AsyncGenerator<Reply> {
+    return this.calls.stream(model, signal, (lease) => lease.backend.client.predictStream({ ...opts, ModelIdentity: this.identity(model) }, { signal }), () => true, this.ctx.routed, undefined, caller);
   }
 
-  embedding(model: string, opts: PredictInit, signal: AbortSignal): Promise<EmbeddingResult> {
-    return this.track(this.calls.unary(model, signal, (lease) => lease.backend.client.embedding({ ...opts, ModelIdentity: this.identity(model) }, { signal }), () => true));
+  embedding(model: string, opts: PredictInit, signal: AbortSignal, caller?: CallerClass): Promise<EmbeddingResult> {
+    return this.track(this.calls.unary(model, signal, (lease) => lease.backend.client.embedding({ ...opts, ModelIdentity: this.identity(model) }, { signal }), () => true, caller));
   }
 
   ttsStream(model: string, req: MessageInitShape<typeof TTSRequestSchema>, signal: AbortSignal): AsyncGenerator<Reply> {

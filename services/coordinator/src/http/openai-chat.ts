@@ -5,6 +5,7 @@ import type { PredictOptions, PredictOptionsSchema, Reply } from "@warden/proto"
 import type { CoordinatorHttpContext } from "./coordinator-http.js";
 import { callSignal } from "./http-server.js";
 import type { OpenAiBackend } from "./openai-backend.js";
+import { httpCaller } from "./http-caller.js";
 import { errorBody } from "./openai-errors.js";
 import { parseChatRequest, parseCompletionRequest, type ChatRequest, type Sampling } from "./openai-schema.js";
 import { renderPrompt } from "./prompt-template.js";
@@ -114,20 +115,21 @@ export function registerChatRoutes(app: FastifyInstance, ctx: CoordinatorHttpCon
     const p = ctx.auth.requireInference(request);
     const req = parseChatRequest(request.body);
     ctx.auth.checkModel(request, p, req.model);
+    const caller = httpCaller(ctx, request, p);
     backend.checkConfigured(req.model);
     const id = `chatcmpl-${ctx.newId()}`;
     const opts = chatOptions(ctx, req, id);
     const signal = callSignal(reply, ctx.config().http.callTimeoutMs);
     const at = created();
     if (!req.stream) {
-      const r = await backend.predict(req.model, opts, signal);
+      const r = await backend.predict(req.model, opts, signal, caller);
       const u = { prompt_tokens: r.promptTokens, completion_tokens: r.tokens, total_tokens: r.promptTokens + r.tokens };
       return { id, object: "chat.completion", created: at, model: req.model, choices: [{ index: 0, message: { role: "assistant", content: decoder.decode(r.message) }, finish_reason: finishReason(req, u), logprobs: null }], usage: u };
     }
     const head = { id, object: "chat.completion.chunk", created: at, model: req.model };
     await streamCompletion(
       reply,
-      backend.predictStream(req.model, opts, signal),
+      backend.predictStream(req.model, opts, signal, caller),
       req,
       (delta, finish, first) => ({ ...head, choices: [{ index: 0, delta: first ? { role: "assistant", content: "" } : delta === undefined ? {} : { content: delta }, finish_reason: finish, logprobs: null }] }),
       (u) => ({ ...head, choices: [], usage: u }),
@@ -140,6 +142,7 @@ export function registerChatRoutes(app: FastifyInstance, ctx: CoordinatorHttpCon
     const p = ctx.auth.requireInference(request);
     const req = parseCompletionRequest(request.body);
     ctx.auth.checkModel(request, p, req.model);
+    const caller = httpCaller(ctx, request, p);
     backend.checkConfigured(req.model);
     const id = `cmpl-${ctx.newId()}`;
     const signal = callSignal(reply, ctx.config().http.callTimeoutMs);
@@ -150,7 +153,7 @@ export function registerChatRoutes(app: FastifyInstance, ctx: CoordinatorHttpCon
       const total: Usage = { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };
       // One prompt at a time: a list is a batch of independent completions, each its own routed call.
       for (const [index, prompt] of req.prompts.entries()) {
-        const r = await backend.predict(req.model, { ...opts, Prompt: prompt }, signal);
+        const r = await backend.predict(req.model, { ...opts, Prompt: prompt }, signal, caller);
         const u = { prompt_tokens: r.promptTokens, completion_tokens: r.tokens, total_tokens: r.promptTokens + r.tokens };
         total.prompt_tokens += u.prompt_tokens;
         total.completion_tokens += u.completion_tokens;
@@ -162,7 +165,7 @@ export function registerChatRoutes(app: FastifyInstance, ctx: CoordinatorHttpCon
     const head = { id, object: "text_completion", created: at, model: req.model };
     await streamCompletion(
       reply,
-      backend.predictStream(req.model, { ...opts, Prompt: req.prompts[0] ?? "" }, signal),
+      backend.predictStream(req.model, { ...opts, Prompt: req.prompts[0] ?? "" }, signal, caller),
       req,
       (delta, finish) => ({ ...head, choices: [{ index: 0, text: delta ?? "", finish_reason: finish, logprobs: null }] }),
       (u) => ({ ...head, choices: [], usage: u }),

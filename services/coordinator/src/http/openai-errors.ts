@@ -60,9 +60,15 @@ export function errorBody(e: WardenError): OpenAiErrorBody {
 /**
  * Seconds for `Retry-After` on an UNAVAILABLE answer (a load that waited
  * `loadWait` for a node, no node ready yet): the error's `details.retryAfterS`,
- * else 1. undefined for every other error — retrying will not help.
+ * else 1; on a RESOURCE_EXHAUSTED (429) that carries `details.retryAfterS` (a
+ * saturated model's admission queue), that. undefined for every other error —
+ * retrying will not help.
  */
 export function retryAfterOf(e: WardenError): number | undefined {
+  if (e.code === Code.ResourceExhausted) {
+    const r = e.details["retryAfterS"];
+    return typeof r === "number" && Number.isInteger(r) && r >= 0 && r <= 3600 ? r : undefined;
+  }
   if (e.code !== Code.Unavailable) return undefined;
   const s = e.details["retryAfterS"];
   return typeof s === "number" && Number.isInteger(s) && s >= 1 && s <= 3600 ? s : 1;

@@ -10,6 +10,7 @@ import type { OpenAiBackend } from "./openai-backend.js";
 import { multipartError } from "./client-errors.js";
 import { missing } from "./openai-fields.js";
 import { parseEmbeddingRequest, parseImageRequest, parseSpeechRequest, parseTranscriptionFields } from "./openai-schema.js";
+import { httpCaller } from "./http-caller.js";
 
 /** Most audio one speech call collects from TTSStream before answering. */
 export const maxSpeechBytes = 256 * 1024 * 1024;
@@ -54,13 +55,14 @@ export function registerMediaRoutes(app: FastifyInstance, ctx: CoordinatorHttpCo
     const p = ctx.auth.requireInference(request);
     const req = parseEmbeddingRequest(request.body);
     ctx.auth.checkModel(request, p, req.model);
+    const caller = httpCaller(ctx, request, p);
     backend.checkConfigured(req.model);
     const signal = callSignal(reply, ctx.config().http.callTimeoutMs);
     const data: unknown[] = [];
     let promptTokens = 0;
     // One Embedding call per input, as LocalAI makes them.
     for (const [index, input] of req.inputs.entries()) {
-      const r = await backend.embedding(req.model, "text" in input ? { Prompt: input.text } : { EmbeddingTokens: [...input.tokens] }, signal);
+      const r = await backend.embedding(req.model, "text" in input ? { Prompt: input.text } : { EmbeddingTokens: [...input.tokens] }, signal, caller);
       // Cutting a vector is honest only for models trained for it (OpenAI's text-embedding-3); Warden cannot tell, so it never cuts.
       if (req.dimensions !== undefined && r.embeddings.length !== req.dimensions) {
         throw invalidArgument("dimensions", `model ${JSON.stringify(req.model)} makes ${String(r.embeddings.length)}-dimensional vectors and Warden does not shorten them (it cannot tell whether this model's vectors keep their meaning when cut): leave dimensions out or send ${String(r.embeddings.length)}`);

@@ -9,6 +9,7 @@ import { backendPathPlans, scanRequest } from "../auth/backend-path-check.js";
 import { modelIdentity } from "./model-identity.js";
 import { PathCheckedRequests } from "../auth/path-checked-requests.js";
 import { ReplayableRequests } from "./replayable-requests.js";
+import type { RoutingAdmission } from "./admission-gate.js";
 import { RoutedCalls, outcomeTracker, type RoutedCounter } from "./routed-call.js";
 
 /** The request metadata key naming the Warden model a `backend.Backend` call is for. */
@@ -101,9 +102,11 @@ export function backendRouter(
   /** May the call's caller use this model (inference tokens, per model)? Throws to refuse; runs before any lease. */
   authorize: (model: string, ctx: HandlerContext, method: DescMethod) => void = () => undefined,
   nodePaths: NodePathPolicy = "refuse",
+  /** Per-model admission (models with `admission:`); undefined = none. */
+  admission?: RoutingAdmission,
 ): RawServiceHandlers {
   const checkPaths = nodePaths === "refuse";
-  const calls = new RoutedCalls(loader, log);
+  const calls = new RoutedCalls(loader, log, admission?.gate);
 
   const track = outcomeTracker(routed);
 
@@ -118,7 +121,7 @@ export function backendRouter(
         const model = modelOf(ctx, row, read.identity);
         authorize(model, ctx, m);
         if (read.refusal !== undefined) throw read.refusal;
-        return track(calls.unary(model, ctx.signal, (lease) => lease.backend.client.unaryBytes(m, forBackend(loader, row, request, lease), callOptions(ctx)), () => true));
+        return track(calls.unary(model, ctx.signal, (lease) => lease.backend.client.unaryBytes(m, forBackend(loader, row, request, lease), callOptions(ctx)), () => true, admission?.callerOf(ctx)));
       };
     },
     serverStream(m): RawServerStreamHandler {
@@ -129,7 +132,7 @@ export function backendRouter(
         const model = modelOf(ctx, row, read.identity);
         authorize(model, ctx, m);
         if (read.refusal !== undefined) throw read.refusal;
-        yield* calls.stream(model, ctx.signal, (lease) => lease.backend.client.streamBytes(m, forBackend(loader, row, request, lease), callOptions(ctx)), () => true, routed);
+        yield* calls.stream(model, ctx.signal, (lease) => lease.backend.client.streamBytes(m, forBackend(loader, row, request, lease), callOptions(ctx)), () => true, routed, undefined, admission?.callerOf(ctx));
       };
     },
     stream(m): RawStreamHandler {
@@ -144,9 +147,17 @@ export function backendRouter(
         const signal = checked?.signal ?? ctx.signal;
         const options = ctx.deadlineAtMs === undefined ? { signal } : { signal, deadlineAtMs: ctx.deadlineAtMs };
         try {
-          yield* calls.stream(model, signal, (lease) => lease.backend.client.streamBytes(m, replay.attempt(), options), () => replay.canReplay(), routed, () => {
-            replay.commit();
-          });
+          yield* calls.stream(
+            model,
+            signal,
+            (lease) => lease.backend.client.streamBytes(m, replay.attempt(), options),
+            () => replay.canReplay(),
+            routed,
+            () => {
+              replay.commit();
+            },
+            admission?.callerOf(ctx),
+          );
         } catch (err) {
           throw checked?.refusal ?? err;
         }

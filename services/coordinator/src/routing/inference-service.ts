@@ -7,6 +7,7 @@ import type { Loader } from "@warden/loader";
 import type { BackendClientHandle } from "./backend-connector.js";
 import { modelIdentity } from "./model-identity.js";
 import { predictResponseBytes, splitPredictRequest } from "./predict-bytes.js";
+import type { RoutingAdmission } from "./admission-gate.js";
 import { RoutedCalls, outcomeTracker, type RoutedCounter } from "./routed-call.js";
 
 function options(identity: string, o: PredictOptions | undefined): PredictOptions {
@@ -37,8 +38,10 @@ export function inferenceService(
   routed: RoutedCounter = { inc() {} },
   /** May the call's caller use this model (per-model inference tokens)? Throws to refuse; runs on the model as parsed here. */
   mayUse: (model: string, ctx: HandlerContext, method: DescMethod) => void = () => undefined,
+  /** Per-model admission (models with `admission:`); undefined = none. */
+  admission?: RoutingAdmission,
 ): ServiceImpl<typeof InferenceService> & { predictBytes: RawUnaryHandler } {
-  const calls = new RoutedCalls(loader, log);
+  const calls = new RoutedCalls(loader, log, admission?.gate);
 
   const track = outcomeTracker(routed);
 
@@ -53,6 +56,7 @@ export function inferenceService(
         ctx.signal,
         async (lease) => predictResponseBytes(await lease.backend.client.unaryBytes(Backend.method.predict, backendRequest, { signal: ctx.signal, ...(ctx.deadlineAtMs === undefined ? {} : { deadlineAtMs: ctx.deadlineAtMs }) }), lease.nodeId),
         () => true,
+        admission?.callerOf(ctx),
       ));
     },
     async predict(req, ctx) {
@@ -66,13 +70,14 @@ export function inferenceService(
           return { reply, nodeId: lease.nodeId };
         },
         () => true,
+        admission?.callerOf(ctx),
       ));
     },
     async *predictStream(req, ctx) {
       checkModel(req.model);
       mayUse(req.model, ctx, InferenceService.method.predictStream);
       // Retries stay possible until the first reply reached the caller.
-      for await (const reply of calls.stream(req.model, ctx.signal, (lease) => lease.backend.client.predictStream(options(modelIdentity(loader, req.model), req.options), { signal: ctx.signal, ...(ctx.deadlineAtMs === undefined ? {} : { deadlineAtMs: ctx.deadlineAtMs }) }), () => true, routed)) {
+      for await (const reply of calls.stream(req.model, ctx.signal, (lease) => lease.backend.client.predictStream(options(modelIdentity(loader, req.model), req.options), { signal: ctx.signal, ...(ctx.deadlineAtMs === undefined ? {} : { deadlineAtMs: ctx.deadlineAtMs }) }), () => true, routed, undefined, admission?.callerOf(ctx))) {
         yield { reply };
       }
     },

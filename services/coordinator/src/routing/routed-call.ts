@@ -1,6 +1,7 @@
 import { Code, WardenError, codeName, type Logger } from "@warden/common";
 import type { Lease, Loader } from "@warden/loader";
 import type { BackendClientHandle } from "./backend-connector.js";
+import { defaultCaller, type AdmissionGate, type CallerClass } from "./admission-gate.js";
 
 /**
  * The marker upstream backends put in the NOT_FOUND they answer for a
@@ -52,6 +53,8 @@ export class RoutedCalls {
   constructor(
     private readonly loader: Loader<BackendClientHandle>,
     private readonly log: Logger,
+    /** Per-model admission (models with `admission:`); undefined = every call goes straight to routing. */
+    private readonly gate?: AdmissionGate,
   ) {}
 
   /** Whether `e` from `lease`'s instance removes it; throws the explanation when it was being evicted anyway. */
@@ -71,8 +74,17 @@ export class RoutedCalls {
     return true;
   }
 
-  /** One unary call: retried once on a fresh instance while `mayRetry()`. */
-  async unary<T>(model: string, signal: AbortSignal, fn: (lease: Lease<BackendClientHandle>) => Promise<T>, mayRetry: () => boolean): Promise<T> {
+  /** One unary call: retried once on a fresh instance while `mayRetry()`; holds one admission place throughout. */
+  async unary<T>(model: string, signal: AbortSignal, fn: (lease: Lease<BackendClientHandle>) => Promise<T>, mayRetry: () => boolean, caller: CallerClass = defaultCaller): Promise<T> {
+    const release = this.gate === undefined ? undefined : await this.gate.enter(model, caller, signal);
+    try {
+      return await this.unaryAttempts(model, signal, fn, mayRetry);
+    } finally {
+      release?.();
+    }
+  }
+
+  private async unaryAttempts<T>(model: string, signal: AbortSignal, fn: (lease: Lease<BackendClientHandle>) => Promise<T>, mayRetry: () => boolean): Promise<T> {
     for (let attempt = 0; ; attempt++) {
       const lease = await this.loader.acquire(model, signal);
       try {
@@ -93,7 +105,22 @@ export class RoutedCalls {
    * `mayRetry()` (a streaming request's messages can still be replayed).
    * `onReply` runs before each reply is passed on.
    */
-  async *stream<T>(model: string, signal: AbortSignal, open: (lease: Lease<BackendClientHandle>) => AsyncIterable<T>, mayRetry: () => boolean, routed: RoutedCounter, onReply?: () => void): AsyncGenerator<T> {
+  async *stream<T>(model: string, signal: AbortSignal, open: (lease: Lease<BackendClientHandle>) => AsyncIterable<T>, mayRetry: () => boolean, routed: RoutedCounter, onReply?: () => void, caller: CallerClass = defaultCaller): AsyncGenerator<T> {
+    let release: (() => void) | undefined;
+    try {
+      release = this.gate === undefined ? undefined : await this.gate.enter(model, caller, signal);
+    } catch (err) {
+      routed.inc(outcomeOf(err));
+      throw err;
+    }
+    try {
+      yield* this.streamAttempts(model, signal, open, mayRetry, routed, onReply);
+    } finally {
+      release?.();
+    }
+  }
+
+  private async *streamAttempts<T>(model: string, signal: AbortSignal, open: (lease: Lease<BackendClientHandle>) => AsyncIterable<T>, mayRetry: () => boolean, routed: RoutedCounter, onReply?: () => void): AsyncGenerator<T> {
     let sent = 0;
     for (let attempt = 0; ; attempt++) {
       const lease = await this.loader.acquire(model, signal);

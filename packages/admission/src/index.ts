@@ -1,0 +1,2 @@
+export * from "./admission-types.js";
+export * from "./admission-queue.js";

@@ -28,6 +28,8 @@ export interface BenchCoordinatorSetup {
   readonly models?: readonly string[];
   /** YAML flow-map entries added to the embedded agent's (e.g. "maxReplicasPerModel: 4"). */
   readonly agent?: string;
+  /** More top-level YAML lines (e.g. "auth: { tokensFile: /tmp/x }"). */
+  readonly top?: string;
 }
 
 /**
@@ -48,7 +50,7 @@ export async function startBenchCoordinator(tag: string, defaultPortMin: number,
       ? ""
       : `tls: { cert: ${join(c, "coordinator.pem")}, key: ${join(c, "coordinator-key.pem")} }\nbackendTls: { ca: ${join(c, "ca.pem")}, backends: [backend-sim] }\n`;
   const catalog = c === undefined ? "" : `, catalog: { backend-sim: { builtin: backend-sim, env: { BACKEND_SIM_TLS_CERT: ${join(c, "bench-backend.pem")}, BACKEND_SIM_TLS_KEY: ${join(c, "bench-backend-key.pem")} }, tls: { ca: ${join(c, "ca.pem")} } } }`;
-  await writeFile(join(dir, "c.yaml"), `listen: ${address}\ninferenceListen: ${dataPlane}\nhttpListen: ${http}\nstateDir: ${join(dir, "state")}\n${tlsYaml}agent: { ports: { min: ${String(portMin)}, max: ${String(portMin + 49)} }, nvidiaSmi: ""${catalog}${setup.agent === undefined ? "" : `, ${setup.agent}`} }\nmodels:\n${(setup.models ?? ['{ id: m, backend: backend-sim, options: ["sim.predict_tokens:1"] }']).map((m) => `  - ${m}\n`).join("")}`);
+  await writeFile(join(dir, "c.yaml"), `listen: ${address}\ninferenceListen: ${dataPlane}\nhttpListen: ${http}\nstateDir: ${join(dir, "state")}\n${tlsYaml}agent: { ports: { min: ${String(portMin)}, max: ${String(portMin + 49)} }, nvidiaSmi: ""${catalog}${setup.agent === undefined ? "" : `, ${setup.agent}`} }\n${setup.top === undefined ? "" : `${setup.top}\n`}models:\n${(setup.models ?? ['{ id: m, backend: backend-sim, options: ["sim.predict_tokens:1"] }']).map((m) => `  - ${m}\n`).join("")}`);
   const root = resolve(import.meta.dirname, "..", "..");
   const child = spawn(process.execPath, ["--import", "tsx", join(root, "services/cli/src/main.ts"), "up", "--config", join(dir, "c.yaml"), "--log-level", "warn"], { cwd: root, stdio: ["ignore", "pipe", "pipe"] });
   let out = "";

@@ -8,7 +8,7 @@ import { leaderEpochFileName } from "../services/agent/src/leader-fence-store.js
 import { liveTaggedSims, newIncarnation, pidAlive, randomPortRange, simCatalog, tempDir, uniqueTag } from "./support/agent-harness.js";
 import { startAgentProcess, writeAgentConfig, type AgentProcess } from "./support/agent-process.js";
 
-// Issue 17 fencing against the agent as a real process: a command from a
+// HA fencing against the agent as a real process: a command from a
 // leader epoch older than the newest the agent has seen is refused
 // (FAILED_PRECONDITION naming leader_epoch) and changes nothing; the newest
 // epoch survives kill -9 of the agent.

@@ -1,5 +1,5 @@
 /**
- * Chaos, real processes (issue 13 item 7, fault F4): the agent is killed with
+ * Chaos, real processes (fault F4): the agent is killed with
  * SIGKILL while the StopBackend of a *group* eviction is in flight on it (the
  * backend ignores SIGTERM and the agent's grace is long, so the kill lands
  * mid-stop; the load that wanted the group is waiting on it). The stop's

@@ -1,5 +1,5 @@
 /**
- * Chaos, real processes (issue 13 item 7, faults F2/F3/F6): the agent is
+ * Chaos, real processes (faults F2/F3/F6): the agent is
  * frozen with SIGSTOP while the StopBackend of an LRU eviction is running on
  * it (the backend ignores SIGTERM, the agent's grace is long), and thawed with
  * SIGCONT later. While frozen the stop's outcome is unknown and the node goes

@@ -1,5 +1,5 @@
 /**
- * Chaos, real processes (issue 13 item 7, fault F8 with F6): the coordinator
+ * Chaos, real processes (fault F8 with F6): the coordinator
  * is killed with SIGKILL while an eviction's StopBackend is in flight to a
  * partitioned node (agent frozen with SIGSTOP), so the eviction has started
  * and never settled. The restarted coordinator must account the instance from

@@ -1,5 +1,5 @@
 /**
- * Chaos, real processes (issue 13 item 7, faults F9/F10): nats-server is
+ * Chaos, real processes (faults F9/F10): nats-server is
  * killed (SIGKILL) in the middle of a burst of group evictions (driven by
  * inference calls alone, several at once per model), evictions go
  * on while it is down, and it is started again on the same port and the same

@@ -1,5 +1,5 @@
 /**
- * Placement over real processes (issue 6 tests): a coordinator without an
+ * Placement over real processes: a coordinator without an
  * embedded agent and two agent processes.
  * - Two models in one concurrency group land on different nodes under
  *   `placement: spread`.

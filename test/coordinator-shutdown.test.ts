@@ -1,5 +1,5 @@
 /**
- * Shutdown with followers attached (issue 19: "`warden events` … shutdown
+ * Shutdown with followers attached ("`warden events` … shutdown
  * takes 2–4 s with followers attached instead of 0.3 s"). A follower's
  * WatchEvents stream, like a Health/Watch, never ends by itself, so the gRPC
  * drain used to wait out its whole grace and then cut every call. Now close()

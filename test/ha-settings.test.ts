@@ -1,5 +1,5 @@
 /**
- * Issue 17, deliverable 1 (settings): an HA coordinator writes every
+ * HA settings: an HA coordinator writes every
  * operator change to the replicated state store before it applies it, and a
  * new leader loads them at takeover. Real processes: a 3-server nats-server
  * JetStream cluster, the real KV store and JetStream journal, a coordinator in

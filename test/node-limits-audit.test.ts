@@ -1,5 +1,5 @@
 /**
- * SetNodeLimits is audited (`node.limits-set`, issue 16): a real coordinator
+ * SetNodeLimits is audited (`node.limits-set`): a real coordinator
  * publishing to a real nats-server, read back from JetStream by a durable
  * subscriber. A refused SetNodeLimits publishes nothing and changes nothing:
  * shown by a later accepted call being the next one on the stream.

@@ -1,5 +1,5 @@
 /**
- * Issue 16's surfaces over real loopback gRPC against a real coordinator
+ * The surfaces over real loopback gRPC against a real coordinator
  * (with its embedded agent): node placement limits from Register (hostile
  * values refused whole, nothing changed) and from the embedded agent's
  * config; SetNodeLimits overrides that survive re-registration; ScaleModel

@@ -1,6 +1,6 @@
 /**
  * ExplainPlacement over real gRPC reports a model's open scale-up circuit
- * breaker (issue 16 item 4: "reported in ListModels and ExplainPlacement"):
+ * breaker ("reported in ListModels and ExplainPlacement"):
  * a min the only node cannot hold (one replica per model there) opens it.
  */
 import { afterAll, expect, it } from "vitest";

@@ -1,5 +1,5 @@
 /**
- * Drain with replicas (issue 16: "drain moves replicas one at a time without
+ * Drain with replicas ("drain moves replicas one at a time without
  * dropping below min where room exists") over real processes: a coordinator
  * (in this test process, no embedded agent), three agent processes that
  * spawn real backend-sim processes, real loopback gRPC. Every wait is on an

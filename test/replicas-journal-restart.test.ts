@@ -1,6 +1,6 @@
 /**
  * A restarted coordinator counts the instances its journal last saw alive on
- * a node that has not registered again (issue 16's last restart gap), over a
+ * a node that has not registered again (the last restart gap), over a
  * real coordinator (started twice on one state dir, its embedded agent) and
  * real loopback gRPC; node "b" is driven through NodeService by the test.
  * Before, the second coordinator knew nothing of b's instance: a LoadModel of

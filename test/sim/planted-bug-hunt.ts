@@ -1,6 +1,6 @@
 /**
  * Finds, for planted bugs, the first seed of a range that catches each one
- * (issue 13 item 6): `node --import tsx test/sim/planted-bug-hunt.ts
+ * ("test the tester"): `node --import tsx test/sim/planted-bug-hunt.ts
  * [--bugs a,b] [--from 1] [--to 1000] [--minutes M] [--quiesce M]
  * [--policy JSON] [--replicas on|off] [--ha on|off] [--ha-world JSON] [--later-faults on|off]` (the policy replaces the
  * seed's; `--replicas` forces the replica profile on or off for every seed; `--later-faults off` hunts as the bugs

@@ -4,7 +4,7 @@ import { runWithBug, type SeedOutcome } from "./planted-bug-runs.js";
 import type { SimOptions } from "./run/sim-options.js";
 
 /**
- * Test the tester (issue 13 item 6): each planted bug, switched on in the
+ * Test the tester: each planted bug, switched on in the
  * production code, is caught by the simulation on its recorded seed — and the
  * same seed without the bug reports nothing. The seeds were found with
  * `node --import tsx test/sim/planted-bug-hunt.ts --minutes 10 --quiesce 5`

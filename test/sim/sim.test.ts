@@ -4,7 +4,7 @@ import { optionsForSeed, type SimProfile } from "./run/sim-options.js";
 
 /**
  * Seeds that once failed, each kept as a permanent regression test with the
- * profile it failed in (see the report of issue 13). Every one failed before its fix.
+ * profile it failed in (see test/sim/FINDINGS.md). Every one failed before its fix.
  * They were found before the replica profile existed and run with it off, so
  * each replays its recorded trace exactly (replica seeds: `replicaSeeds`).
  */
@@ -75,7 +75,7 @@ const regressionSeeds: readonly (readonly [number, SimProfile, string])[] = [
   // re-registration keeps the vouching the node id already earned.
   [250, "short", "a restarted agent still counts toward the mass-unreachability guard"],
   // Checker: a node that registered once between crashes and never heartbeated was counted as
-  // silent, so 3 of 3 looked like a full disruption; Warden (rightly, issue 14) counts 2 vouched
+  // silent, so 3 of 3 looked like a full disruption; Warden (rightly) counts 2 vouched
   // nodes and declared one lost after lost-after. The checker now counts what the rule counts.
   [2921, "short", "an unvouched registration is not part of the full-disruption count"],
   // Checker: n1's only heartbeat overtook its registration (answered register-required) and it was

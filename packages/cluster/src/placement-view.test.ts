@@ -1,5 +1,5 @@
 /**
- * Property test over the decision package (issue 6: "ExplainPlacement agrees
+ * Property test over the decision package ("ExplainPlacement agrees
  * with the placement actually taken on 100 random clusters"): random nodes
  * (labels, state, draining, GPU or RAM memory or none, occupied slots with
  * ready / busy / loading / pending-eviction / pinned instances, leftovers and

@@ -1,5 +1,5 @@
 /**
- * Planted bugs ("test the tester", issue 13 item 6): deliberate defects in
+ * Planted bugs ("test the tester"): deliberate defects in
  * the decision code that the seeded simulation must catch. Each name is a
  * minimal branch at the exact place where the correct behaviour lives; the
  * decision code asks {@link isPlanted} there.

@@ -5,7 +5,7 @@ export const staleLeaderEpochReason = "stale-leader-epoch";
 
 /**
  * An agent refused a command because its `leader_epoch` is older than the
- * newest the agent has seen (issue 17 fencing): a newer coordinator leads.
+ * newest the agent has seen (HA fencing): a newer coordinator leads.
  * FAILED_PRECONDITION, and the agent changed nothing. Not transient — a retry
  * from the same epoch is refused again; the HA layer steps down on it, and
  * the stop sequence treats the instance as not stopped by us (it stays

@@ -49,7 +49,7 @@ export class DrainMoves {
 }
 
 /**
- * Drains a node (DrainNode; issue 16): every instance on it is stopped with
+ * Drains a node (DrainNode): every instance on it is stopped with
  * reason `drain` through the normal stop sequence, except that a ready
  * replica of a model with `min` > 0 is first moved — a replacement is
  * started elsewhere by normal placement and admission, and the drained one

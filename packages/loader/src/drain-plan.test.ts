@@ -4,7 +4,7 @@ import { decideDrainStep, maxReplaceAttempts, type DrainStepView } from "./drain
 const base: DrainStepView = { min: 2, max: 2, readyOthers: 1, countedElsewhere: 1, loadInFlight: false, breakerAllows: true, noRoom: undefined, attempts: 0, deferrals: 0, maxDeferrals: 30 };
 const step = (p: Partial<DrainStepView>) => decideDrainStep({ ...base, ...p });
 
-describe("decideDrainStep (issue 16: drain moves replicas one at a time)", () => {
+describe("decideDrainStep (drain moves replicas one at a time)", () => {
   it("stops the drained replica at once when the others keep min (a replica above min, or a replacement now ready)", () => {
     expect(step({ readyOthers: 2 })).toEqual({ t: "stop", why: "floor-kept" });
     expect(step({ min: 0, readyOthers: 0 })).toEqual({ t: "stop", why: "floor-kept" });

@@ -1,6 +1,6 @@
 /**
- * The drain's decision for one ready replica on a draining node (issue 16:
- * "drain moves replicas one at a time without dropping below min where room
+ * The drain's decision for one ready replica on a draining node
+ * ("drain moves replicas one at a time without dropping below min where room
  * exists"), a pure function over a small view so it is easy to test. The
  * drain asks it again after every wait and every replacement load, one
  * replica of a model at a time:

@@ -64,7 +64,7 @@ async function runCase(k: Case): Promise<string[]> {
   return out;
 }
 
-describe("drain properties (fast-check, issue 16)", () => {
+describe("drain properties (fast-check)", () => {
   it("where room exists a drain never takes a model below min; never above max off the draining node; the node ends empty; no room is logged", async () => {
     await fc.assert(
       fc.asyncProperty(caseArb, async (k) => {

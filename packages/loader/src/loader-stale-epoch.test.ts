@@ -2,7 +2,7 @@ import { StaleLeaderEpochError } from "@warden/common";
 import { describe, expect, it } from "vitest";
 import { createHarness } from "./test-fakes.js";
 
-// Issue 17 fencing: an agent that has seen a newer leader epoch refuses this
+// HA fencing: an agent that has seen a newer leader epoch refuses this
 // coordinator's StopBackend whole (FAILED_PRECONDITION, nothing changed). The
 // process runs exactly as before, so per the central rule it was not stopped
 // by us: the instance stays registered (row 3) on every placement, no intent

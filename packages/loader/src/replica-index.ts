@@ -1,5 +1,5 @@
 /**
- * model → the incarnations the loader holds for it (issue 16: every replica
+ * model → the incarnations the loader holds for it (every replica
  * is its own instance). Kept in step with the held table: `holdInstance`
  * adds, `dropHeld` removes (loader-state.ts); nothing else writes it. Sets
  * keep insertion order, so the oldest replica comes first. Lookups cost

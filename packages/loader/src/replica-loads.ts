@@ -40,7 +40,7 @@ export function startReplicaLoad<H extends BackendHandle>(s: LoaderState<H>, spe
 }
 
 /**
- * Scale-up on load (issue 16 item 3): when the least-loaded ready replica
+ * Scale-up on load: when the least-loaded ready replica
  * already has `targetInFlight` calls in flight — so every ready one has — and
  * fewer than `max` replicas count (those being stopped included: a failed
  * stop brings one back), start one replica load unless one is in

@@ -6,7 +6,7 @@ import type { BackendHandle } from "./ports.js";
 import { maybeScaleUp } from "./replica-loads.js";
 import { chooseReplica, pickReplica } from "./replica-routing.js";
 
-// Routing (DESIGN §3.3, issue 16): a call gets a lease on the least-loaded
+// Routing (DESIGN §3.3): a call gets a lease on the least-loaded
 // ready replica, counted by the watchdog; a call that saw the process gone
 // removes it the normal way.
 

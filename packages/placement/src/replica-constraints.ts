@@ -1,5 +1,5 @@
 /**
- * Issue 16's per-node rules for one more replica of a model: anti-affinity
+ * The per-node rules for one more replica of a model: anti-affinity
  * (`spread`), the node's `maxReplicasPerModel` and its `memoryBudget`. Pure
  * module functions, evaluated per node on every load.
  */

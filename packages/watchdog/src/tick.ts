@@ -127,7 +127,7 @@ function finishTick(st: CoreState, run: TickRun, everyNode = false): TickDecisio
 
 /**
  * True when idle-evicting one more ready instance of `model` keeps it at or
- * above its replica floor (issue 16: min is a floor for the count, like a
+ * above its replica floor (min is a floor for the count, like a
  * pin); counts down as this tick selects. O(instances of the model), once per
  * model per tick.
  */

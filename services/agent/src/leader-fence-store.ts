@@ -73,7 +73,7 @@ export class LeaderFence {
 
   /**
    * Raises the fence to the epoch the followed leader announced (Register /
-   * Heartbeat answers, issue 17) without any command: from then on a paused
+   * Heartbeat answers) without any command: from then on a paused
    * old leader's commands are refused here too. Never lowers it; resolves once
    * the raised epoch is on disk.
    */

@@ -11,7 +11,7 @@ function inside(root: string, path: string): boolean {
 
 /**
  * Resolves a requested model file under the agent's models root and proves it
- * stays there (issue 14: path traversal). Refused, naming `field`:
+ * stays there (path traversal). Refused, naming `field`:
  * - control characters, more than {@link maxModelFileChars} characters;
  * - any `..` segment, even one that would land inside (no games with the path);
  * - an absolute path outside the root;

@@ -143,7 +143,7 @@ describe("node heartbeat loop", () => {
     await hb.stop();
   });
 
-  it("retries a standby's refusal at the first backoff step instead of growing the delay (issue 17: the new leader hears the node soon after it leads)", async () => {
+  it("retries a standby's refusal at the first backoff step instead of growing the delay (the new leader hears the node soon after it leads)", async () => {
     const clock = new ManualClock();
     let calls = 0;
     const port: NodeServicePort = {

@@ -190,7 +190,7 @@ export function createNodeHeartbeat(options: NodeHeartbeatOptions): NodeHeartbea
         const e = WardenError.from(err);
         // a coordinator that lost us answers NOT_FOUND / FAILED_PRECONDITION: register again
         if (e.code === Code.NotFound || e.code === Code.FailedPrecondition) stats.registered = false;
-        // A standby's refusal (HA, issue 17): the cluster is up and a leader is
+        // A standby's refusal (HA): the cluster is up and a leader is
         // about to lead (or just did). Retry at the first step instead of
         // backing off further, so the new leader hears this node within about
         // one step of taking over rather than up to the 5 s cap later.

@@ -44,13 +44,13 @@ export const requiredCoverage = [
   "request.cancelled",
   "request.deadline",
   "port.recycled",
-  // Issue 16 (replica profile seeds): scale-up on load and for the floor, scale-down, a blocked scale-up, one replica's failed stop.
+  // Replica profile seeds: scale-up on load and for the floor, scale-down, a blocked scale-up, one replica's failed stop.
   "replica.scaled-up.in-flight",
   "replica.scaled-up.min",
   "replica.scaled-down",
   "replica.scale-blocked",
   "replica.stop-failed",
-  // Issue 17 (HA profile seeds): a takeover, a zombie's stale command refused by a fence, a SIGSTOPped leader, a leader cut from the lease.
+  // HA profile seeds: a takeover, a zombie's stale command refused by a fence, a SIGSTOPped leader, a leader cut from the lease.
   "ha.takeover",
   "ha.zombie-refused",
   "ha.pause",

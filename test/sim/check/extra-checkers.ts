@@ -9,7 +9,7 @@ import { restoredIntentsChecker } from "./restored-intents-checker.js";
 import { routePendingChecker } from "./route-pending-checker.js";
 
 /**
- * Checkers added for the planted bugs (issue 13 item 6) that no other
+ * Checkers added for the planted bugs that no other
  * checker covered: the outbox's journal-before-publish order, the per-node
  * limit at every start, phantoms (registered but not held; a failed remote
  * stop registered again), routing to a pending instance, stop intents

@@ -47,7 +47,7 @@ function describeHeld(ctx: CheckContext, model: string, except: string): string 
 }
 
 /**
- * Issue 16's replica invariants, against the ground truth and the loader:
+ * The replica invariants, against the ground truth and the loader:
  * - routing (3, 6): a call never goes to a leftover, to a replica being
  *   stopped (freed), nor to one on an unreachable node while a ready replica
  *   of the model is on a reachable one (route-pending and routing cover

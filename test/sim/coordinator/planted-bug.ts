@@ -1,5 +1,5 @@
 /**
- * The hook through which a run switches on one planted bug (issue 13 item 6)
+ * The hook through which a run switches on one planted bug
  * in the production code, through the test-only switch
  * `@warden/common/testing/planted-bugs` (packages/common/src/planted-bugs.ts).
  * An unknown name throws, so a typo never silently tests nothing.

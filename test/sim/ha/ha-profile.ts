@@ -1,7 +1,7 @@
 import type { SimRandom } from "../kernel/sim-random.js";
 
 /**
- * The HA profile (issue 17 in the simulation): two coordinator processes, a
+ * The HA profile (in the simulation): two coordinator processes, a
  * leader lease on a compare-and-set key driven by the real `@warden/lease`
  * core, the shared JetStream journal, leader epochs on every command and the
  * agents' fences. Every choice comes from the profile's own forked streams

@@ -24,7 +24,7 @@ function restartCoordinatorLater(h: Harness, downMs: number): void {
 }
 
 /**
- * Applies one fault from the plan (reliability.md F-table, issue 13 item 3).
+ * Applies one fault from the plan (reliability.md F-table).
  * Every fault is bounded by its duration; the quiescence phase clears them all.
  */
 export function injectFault(h: Harness, s: FaultStep, r: SimRandom): void {

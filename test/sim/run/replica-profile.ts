@@ -3,7 +3,7 @@ import { SimRandom } from "../kernel/sim-random.js";
 import type { SimNodeSpec } from "./sim-options.js";
 
 /**
- * The replica profile (issue 16 in the simulation): some seeds configure
+ * The replica profile (in the simulation): some seeds configure
  * replicated models — `replicas {min 0..2, max 1..4, targetInFlight 1..3,
  * scaleDownAfter 5-40 s}`, `spread` node or any — and give each node a
  * `maxReplicasPerModel` of 1..3. Every choice comes from its own forked

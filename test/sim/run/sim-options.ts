@@ -5,7 +5,7 @@ import type { LinkOptions } from "../world/sim-network.js";
 import { drawReplicas, replicaStream } from "./replica-profile.js";
 import { defaultHaWorld, drawHa, drawHaWorld, type HaOptions, type HaWorld } from "../ha/ha-profile.js";
 
-/** Every fault type the simulator injects (reliability.md F-table, issue 13 item 3). */
+/** Every fault type the simulator injects (reliability.md F-table). */
 export const faultTypes = [
   "stop-error",
   "stop-deadline",
@@ -93,7 +93,7 @@ export interface SimOptions {
   /** Admin operations per simulated minute. */
   readonly adminPerMinute: number;
   /**
-   * A planted bug (issue 13 item 6) switched on in the production code for this
+   * A planted bug switched on in the production code for this
    * run; passed to the coordinator assembly (coordinator/planted-bug.ts).
    */
   readonly plantedBug?: string;

@@ -45,7 +45,7 @@ export interface AdminDeps {
   readonly placement: PlacementView;
   readonly enforcement: { readonly maxAttempts: number; readonly intervalMs: number };
   readonly defaultStopTimeoutMs: number;
-  /** GetHaStatus's answer (HA runner, issue 17); without it: `enabled: false` (single machine). */
+  /** GetHaStatus's answer (HA runner); without it: `enabled: false` (single machine). */
   readonly haStatus?: () => MessageInitShape<typeof GetHaStatusResponseSchema>;
   /**
    * Where drains, lost nodes, forgotten instances, policy, scale and node

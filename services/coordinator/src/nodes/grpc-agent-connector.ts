@@ -14,7 +14,7 @@ const watchRetryMs = 2_000;
  * The node table's AgentConnector over AgentService clients: StopOrphan,
  * WatchBackends (re-opened while the node's watch is not aborted) and the
  * loader's AgentPort. Every command is stamped with `leaderEpoch()` (the
- * coordinator's leader epoch, issue 17; default 0 = no HA).
+ * coordinator's leader epoch; default 0 = no HA).
  */
 export function grpcAgentConnector(d: { readonly clock: Clock; readonly log: Logger; readonly connect: (address: string, nodeId: string) => AgentClient; readonly leaderEpoch?: LeaderEpochProvider; readonly onStaleEpoch?: StaleEpochListener }): AgentConnector<AgentClient> {
   const leaderEpoch = d.leaderEpoch ?? noLeaderEpoch;

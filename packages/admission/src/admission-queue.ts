@@ -1,3 +1,4 @@
+import { isPlanted } from "@warden/common";
 import { priorityClasses, type AdmissionLimits, type PriorityClass } from "./admission-types.js";
 
 /** What a call asking to enter is told. */
@@ -140,7 +141,9 @@ export class AdmissionQueue<T> {
 
   /** The next ticket to admit: the highest class with calls waiting, its principals in turn. */
   private next(): T | undefined {
-    for (const cls of priorityClasses) {
+    // Planted: the lowest class is served first.
+    const order = isPlanted("admission-lowest-class-first") ? [...priorityClasses].reverse() : priorityClasses;
+    for (const cls of order) {
       const b = this.backlog(cls);
       while (b.ringHead < b.ring.length) {
         const p = b.ring[b.ringHead];

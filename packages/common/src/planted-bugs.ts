@@ -57,6 +57,8 @@ export const plantedBugNames = [
   "delta-against-wrong-base",
   /** agent orphan scan: the model in a process's mark is dropped, so an orphan killed-before-record counts for no exclusive group. */
   "orphan-without-model",
+  /** admission queue: waiting calls are served lowest class first (sheddable before critical). */
+  "admission-lowest-class-first",
 ] as const;
 
 export type PlantedBug = (typeof plantedBugNames)[number];

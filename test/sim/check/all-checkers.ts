@@ -1,4 +1,5 @@
 import { accountingChecker } from "./accounting-checker.js";
+import { admissionChecker } from "./admission-checker.js";
 import { auditChecker } from "./audit-checker.js";
 import { boundedChecker } from "./bounded-checker.js";
 import type { Checker } from "./checker.js";
@@ -14,5 +15,5 @@ import { stopChecker } from "./stop-checker.js";
 
 /** Fresh checkers for one run (they keep per-run state). */
 export function allCheckers(): Checker[] {
-  return [coverageChecker(), evidenceChecker(), routingChecker(), stopChecker(), requestChecker(), accountingChecker(), selectionChecker(), nodeHealthChecker(), boundedChecker(), convergenceChecker(), auditChecker(), ...extraCheckers()];
+  return [coverageChecker(), evidenceChecker(), routingChecker(), stopChecker(), requestChecker(), accountingChecker(), selectionChecker(), nodeHealthChecker(), boundedChecker(), convergenceChecker(), auditChecker(), admissionChecker(), ...extraCheckers()];
 }

@@ -3,6 +3,7 @@ import type { HeartbeatReport } from "@warden/cluster";
 import type { Lease, LoaderEvent, StopRequest } from "@warden/loader";
 import type { SimCoordinator } from "../coordinator/sim-coordinator.js";
 import type { SimWorld } from "../world/sim-world.js";
+import type { AdmissionObservation } from "../../../services/coordinator/src/routing/admission-gate.js";
 
 /** A broken invariant: which one (reliability.md number and name) and what was seen. */
 export interface Violation {
@@ -32,6 +33,8 @@ export interface Checker {
   onEvent?(ctx: CheckContext, e: Event): void;
   /** The loader emitted an event: at its decision, before the journal (onEvent comes later, maybe after a stall). */
   onLoaderEvent?(ctx: CheckContext, e: LoaderEvent): void;
+  /** A call was let through a model's admission gate (classes, fair sharing). */
+  onAdmission?(ctx: CheckContext, o: AdmissionObservation): void;
   /** A lease was granted to a call. */
   onLease?(ctx: CheckContext, lease: Lease): void;
   /** A StopBackend is leaving the coordinator (before it is marked in flight). */

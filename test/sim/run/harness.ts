@@ -7,6 +7,7 @@ import { SimCoordinator, type SimCoordinatorHa } from "../coordinator/sim-coordi
 import type { HaCluster } from "../ha/ha-cluster.js";
 import type { CheckContext, Checker, Violation } from "../check/checker.js";
 import type { SimOptions } from "./sim-options.js";
+import type { AdmissionObservation } from "../../../services/coordinator/src/routing/admission-gate.js";
 
 /**
  * One simulation run's moving parts: the world, the coordinator generation
@@ -190,6 +191,11 @@ export class Harness {
 
   onLease(lease: Lease): void {
     for (const c of this.checkers) c.onLease?.(this.ctx, lease);
+  }
+
+  /** A call was let through an admission gate (the moment the queue chose it). */
+  onAdmission(o: AdmissionObservation): void {
+    for (const c of this.checkers) c.onAdmission?.(this.ctx, o);
   }
 
   private onEvent(e: Event): void {

@@ -4,6 +4,7 @@ import { SimRandom } from "../kernel/sim-random.js";
 import type { LinkOptions } from "../world/sim-network.js";
 import { drawReplicas, replicaStream } from "./replica-profile.js";
 import { defaultHaWorld, drawHa, drawHaWorld, type HaOptions, type HaWorld } from "../ha/ha-profile.js";
+import type { AdmissionSettings } from "@warden/admission";
 
 /** Every fault type the simulator injects (reliability.md F-table). */
 export const faultTypes = [
@@ -116,6 +117,11 @@ export interface SimOptions {
    * and planted-bug seeds run with it, so they replay the scenario they were recorded with.
    */
   readonly laterFaults?: boolean;
+  /**
+   * Models with an admission gate (classes, fair sharing, shedding) and their settings: calls to
+   * them go through the production AdmissionGate first. Drawn per seed from its own stream.
+   */
+  readonly admission?: Readonly<Record<string, AdmissionSettings>>;
 }
 
 const GiB = 1024 ** 3;
@@ -304,6 +310,17 @@ export function optionsForSeed(seed: number, overrides: Partial<SimOptions> = {}
   // The world's realism (slow followers, stream leader changes, ...) from a stream of its own: the profile's other draws are unchanged.
   const drawn = haProfile ? (overrides.ha ?? { ...drawHa(hr), world: drawHaWorld(new SimRandom(seed).fork(`${p.stream}-ha-world`)) }) : undefined;
   const ha = drawn === undefined || overrides.haWorld === undefined ? drawn : { ...drawn, world: { ...(drawn.world ?? defaultHaWorld), ...overrides.haWorld } };
+  // Admission gates, from a stream of their own (a seed without them draws what it always did); small on purpose, so calls queue.
+  const ar = new SimRandom(seed).fork(`${p.stream}-admission`);
+  const admission: Record<string, AdmissionSettings> = {};
+  // Off where later faults are off too: recorded regression and planted-bug seeds replay what they were recorded with.
+  if (ar.chance(0.3) && overrides.laterFaults !== false) {
+    for (const m of replicated.models) {
+      if (!ar.chance(0.6)) continue;
+      const maxQueued = ar.int(1, 6);
+      admission[m.id] = { maxInFlightPerReplica: ar.int(1, 2), maxQueued, shedAtQueued: ar.int(0, maxQueued), maxQueuedPerPrincipal: ar.int(1, maxQueued), retryAfterMs: 1000 };
+    }
+  }
   const finalNodes = ha === undefined ? replicated.nodes : replicated.nodes.map((n) => (n.embedded ? { ...n, embedded: false } : n));
   return {
     seed,
@@ -328,6 +345,7 @@ export function optionsForSeed(seed: number, overrides: Partial<SimOptions> = {}
     natsDupWindowMs: draw(r, p.natsDupWindowMs),
     ...(replicaProfile ? { replicaProfile } : {}),
     ...(ha === undefined ? {} : { haProfile, ha }),
+    ...(Object.keys(admission).length === 0 ? {} : { admission }),
     ...overrides,
   };
 }

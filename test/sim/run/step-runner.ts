@@ -1,4 +1,7 @@
+import { priorityClasses } from "@warden/admission";
 import { deadlineSignal, sleep } from "@warden/common";
+import { AdmissionGate } from "../../../services/coordinator/src/routing/admission-gate.js";
+import type { SimCoordinator } from "../coordinator/sim-coordinator.js";
 import type { Lease } from "@warden/loader";
 import { SimRandom } from "../kernel/sim-random.js";
 import type { Harness } from "./harness.js";
@@ -6,6 +9,29 @@ import type { Step } from "./plan.js";
 import { injectFault } from "./fault-injector.js";
 
 let nextRequestId = 1;
+
+/** Each coordinator generation's admission gate (a new leader starts with an empty one, as in production). */
+const gates = new WeakMap<SimCoordinator, AdmissionGate>();
+
+function gateOf(h: Harness, c: SimCoordinator): AdmissionGate | undefined {
+  const settings = h.opts.admission;
+  if (settings === undefined) return undefined;
+  let g = gates.get(c);
+  if (g === undefined) {
+    g = new AdmissionGate({
+      settingsOf: (m) => settings[m],
+      replicasOf: (m) => {
+        const st = c.loader.replicaStatus(m);
+        return st === undefined ? 0 : st.ready + st.loading;
+      },
+      observe: (o) => {
+        h.onAdmission(o);
+      },
+    });
+    gates.set(c, g);
+  }
+  return g;
+}
 
 /**
  * One inference call through loader routing leases, as InferenceService does:
@@ -30,6 +56,31 @@ async function call(h: Harness, r: SimRandom, step: Extract<Step, { kind: "call"
   const cancelAtMs = r.chance(0.1) ? r.int(10, 10_000) : undefined;
   const signal = dl.signal;
   if (cancelAtMs !== undefined) c.clock.setTimer(cancelAtMs, () => { ctl.abort(); });
+  // Models with an admission gate: the call takes its place first (class and caller from a stream of their own).
+  const gate = gateOf(h, c);
+  let release: (() => void) | undefined;
+  if (gate !== undefined && h.opts.admission?.[model] !== undefined) {
+    const ar = new SimRandom(step.r).fork("admission");
+    const waiting = gate.enter(model, { cls: ar.pick(priorityClasses), principal: ar.pick(["p1", "p2", "p3"]) }, signal);
+    try {
+      release = await waiting;
+      w.coverage.hit("admission.admitted");
+    } catch {
+      w.coverage.hit("admission.refused-or-gave-up");
+      dl.cleanup();
+      return;
+    }
+  }
+  try {
+    await leased(h, r, step, c, model, ctl, dl);
+  } finally {
+    release?.();
+  }
+}
+
+async function leased(h: Harness, r: SimRandom, step: Extract<Step, { kind: "call" }>, c: SimCoordinator, model: string, ctl: AbortController, dl: ReturnType<typeof deadlineSignal>): Promise<void> {
+  const w = h.world;
+  const signal = dl.signal;
   let lease: Lease;
   try {
     lease = await c.loader.acquire(model, signal);

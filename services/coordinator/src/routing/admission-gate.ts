@@ -1,4 +1,4 @@
-import { AdmissionQueue, admissionLimits, type AdmissionSettings, type PriorityClass } from "@warden/admission";
+import { AdmissionQueue, admissionLimits, priorityClasses, type AdmissionSettings, type PriorityClass } from "@warden/admission";
 import { Code, WardenError, abortReason } from "@warden/common";
 import type { HandlerContext } from "@warden/grpc";
 
@@ -12,8 +12,22 @@ export interface CallerClass {
 export const defaultCaller: CallerClass = Object.freeze({ cls: "standard", principal: "anonymous" });
 
 interface Ticket {
+  readonly cls: PriorityClass;
   resolve(): void;
   reject(e: WardenError): void;
+}
+
+/** One admission, as the simulation's checker sees it (the moment the queue lets a call in). */
+export interface AdmissionObservation {
+  readonly model: string;
+  readonly cls: PriorityClass;
+  /** Let in from the queue (false: straight through, nothing waiting). */
+  readonly fromQueue: boolean;
+  /** Calls in flight through the gate, this one included. */
+  readonly inFlight: number;
+  readonly capacity: number;
+  /** Calls of a higher class still waiting at that moment (must be 0). */
+  readonly waitingAbove: number;
 }
 
 /** What the gate reads of the world: a model's settings and how many replicas it has now. */
@@ -22,6 +36,8 @@ export interface AdmissionGatePorts {
   settingsOf(model: string): AdmissionSettings | undefined;
   /** Ready or loading replicas of the model now. */
   replicasOf(model: string): number;
+  /** Each admission as it happens (the simulation's invariant checker); production leaves it out. */
+  observe?(o: AdmissionObservation): void;
 }
 
 const noRelease = (): void => undefined;
@@ -61,10 +77,10 @@ export class AdmissionGate {
     const queue = q;
     const limits = admissionLimits(settings, this.ports.replicasOf(model));
     // Capacity may have grown since the last call ended (a replica became ready).
-    for (const t of queue.pump(limits)) t.resolve();
+    this.admit(model, queue, queue.pump(limits), limits.capacity);
     let ticket: Ticket | undefined;
     const waited = new Promise<void>((resolve, reject) => {
-      ticket = { resolve, reject };
+      ticket = { cls: caller.cls, resolve, reject };
     });
     if (ticket === undefined) throw new Error("unreachable: the promise executor runs synchronously");
     const own = ticket;
@@ -77,6 +93,7 @@ export class AdmissionGate {
       this.countRefused(model, caller.cls);
       throw this.refusal(model, settings, r.why);
     }
+    if (r.t === "admitted") this.ports.observe?.({ model, cls: caller.cls, fromQueue: false, inFlight: queue.inFlight, capacity: limits.capacity, waitingAbove: 0 });
     if (r.t === "queued") {
       const onAbort = (): void => {
         if (queue.cancel(own)) own.reject(abortReason(signal));
@@ -95,7 +112,7 @@ export class AdmissionGate {
       const now = this.ports.settingsOf(model);
       // A model whose gate was removed by a reload lets everything waiting go.
       const l = now === undefined ? { ...limits, capacity: Number.MAX_SAFE_INTEGER } : admissionLimits(now, this.ports.replicasOf(model));
-      for (const t of queue.leave(l)) t.resolve();
+      this.admit(model, queue, queue.leave(l), l.capacity);
       if (queue.inFlight === 0 && queue.queued === 0) this.queues.delete(model);
     };
   }
@@ -110,6 +127,22 @@ export class AdmissionGate {
     for (const [key, count] of this.refusedCounts) {
       const i = key.lastIndexOf("/");
       yield { model: key.slice(0, i), cls: key.slice(i + 1) as PriorityClass, count };
+    }
+  }
+
+  /** Wakes calls the queue let in (and shows each to `observe`, in the same turn as the queue's choice). */
+  private admit(model: string, queue: AdmissionQueue<Ticket>, tickets: readonly Ticket[], capacity: number): void {
+    const ports = this.ports;
+    for (const t of tickets) {
+      if (ports.observe !== undefined) {
+        let waitingAbove = 0;
+        for (const c of priorityClasses) {
+          if (c === t.cls) break;
+          waitingAbove += queue.queuedOf(c);
+        }
+        ports.observe({ model, cls: t.cls, fromQueue: true, inFlight: queue.inFlight, capacity, waitingAbove });
+      }
+      t.resolve();
     }
   }
 

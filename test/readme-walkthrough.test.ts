@@ -114,7 +114,13 @@ beforeAll(async () => {
 }, 150_000);
 
 afterAll(async () => {
-  if (frozen !== undefined) process.kill(frozen, "SIGCONT");
+  if (frozen !== undefined) {
+    try {
+      process.kill(frozen, "SIGCONT");
+    } catch {
+      // Already gone (the run stopped it, or it failed before): nothing to resume.
+    }
+  }
   events?.kill("SIGKILL");
   if (up !== undefined && up.exitCode === null) {
     // SIGINT: `warden up` stops every backend it started (the Quick start's Ctrl-C).
@@ -185,7 +191,13 @@ describe("the README's Walkthrough", () => {
         continue;
       }
       const r = await warden(words.slice(1)).done;
-      if (frozen !== undefined) process.kill(frozen, "SIGCONT");
+      if (frozen !== undefined) {
+    try {
+      process.kill(frozen, "SIGCONT");
+    } catch {
+      // Already gone (the run stopped it, or it failed before): nothing to resume.
+    }
+  }
       frozen = undefined;
       expect(normalizeOutput(r.out.split("\n")), `$ ${step.command} (exit ${String(r.code)})`).toEqual(want);
     }

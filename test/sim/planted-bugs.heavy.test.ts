@@ -38,6 +38,14 @@ const haOverrides: Partial<SimOptions> = { replicaProfile: false, haProfile: tru
 const leaderChanges: Partial<SimOptions> = { ...haOverrides, haWorld: { streamLeaderChangesPerMinute: 3 } };
 
 /**
+ * An unfenced audit publish flushed by a resumed ex-leader lands behind its successor's events only
+ * as a copy, once the pause outlasted the stream's duplicate window (otherwise JetStream drops it as
+ * a duplicate of the successor's re-publish from the journal): the HA bugs' options with a 2 s window,
+ * shorter than the leader pauses (hunted with `--dup-window-ms 2000`).
+ */
+const longPauses: Partial<SimOptions> = { ...haOverrides, natsDupWindowMs: 2_000 };
+
+/**
  * A Free() past the agent's fence needs an ex-leader's FreeBackend to reach an agent after a newer
  * epoch did (stamped while its lease held, delivered late): graceful busy-timeout evictions that
  * wait for calls in flight send Frees often, with the HA bugs' options.
@@ -80,6 +88,7 @@ const recorded: Record<PlantedBug, { readonly seed: number; readonly invariant: 
   "two-leaders-one-epoch": { seed: 52, invariant: "HA 1 one leader", options: leaderChanges },
   "delta-against-wrong-base": { seed: 2, invariant: "1 no amnesia" },
   "orphan-without-model": { seed: 2, invariant: "orphan group", options: laterOverrides },
+  "audit-publish-unfenced": { seed: 65, invariant: "HA 7 no event from an ex-leader", options: longPauses },
 };
 
 /** Clean runs, one per seed and options, shared by the bugs caught on it. */

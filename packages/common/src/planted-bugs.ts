@@ -57,6 +57,8 @@ export const plantedBugNames = [
   "delta-against-wrong-base",
   /** agent orphan scan: the model in a process's mark is dropped, so an orphan killed-before-record counts for no exclusive group. */
   "orphan-without-model",
+  /** HA audit publishing: publishes carry no condition on the stream's last message, so a resumed ex-leader's delayed publish lands after its successor's events. */
+  "audit-publish-unfenced",
 ] as const;
 
 export type PlantedBug = (typeof plantedBugNames)[number];

@@ -2,7 +2,7 @@
  * Finds, for planted bugs, the first seed of a range that catches each one
  * ("test the tester"): `node --import tsx test/sim/planted-bug-hunt.ts
  * [--bugs a,b] [--from 1] [--to 1000] [--minutes M] [--quiesce M]
- * [--policy JSON] [--replicas on|off] [--ha on|off] [--ha-world JSON] [--later-faults on|off]` (the policy replaces the
+ * [--policy JSON] [--replicas on|off] [--ha on|off] [--ha-world JSON] [--later-faults on|off] [--dup-window-ms N]` (the policy replaces the
  * seed's; `--replicas` forces the replica profile on or off for every seed; `--later-faults off` hunts as the bugs
  * recorded before the later faults run). Prints
  * one JSON line per bug: the catching seed, how many seeds it took, the
@@ -29,7 +29,9 @@ const replicas = arg("replicas");
 const ha = arg("ha");
 const haWorld = arg("ha-world");
 const laterFaults = arg("later-faults");
+const dupWindowMs = arg("dup-window-ms");
 const overrides = {
+  ...(dupWindowMs === undefined ? {} : { natsDupWindowMs: Number(dupWindowMs) }),
   ...(haWorld === undefined ? {} : { haWorld: JSON.parse(haWorld) as Partial<HaWorld> }),
   ...(policy === undefined ? {} : { policy: JSON.parse(policy) as PolicyPatch }),
   ...(minutes === undefined ? {} : { durationMs: Number(minutes) * 60_000 }),

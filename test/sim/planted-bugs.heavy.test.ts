@@ -38,6 +38,14 @@ const haOverrides: Partial<SimOptions> = { replicaProfile: false, haProfile: tru
 const leaderChanges: Partial<SimOptions> = { ...haOverrides, haWorld: { streamLeaderChangesPerMinute: 3 } };
 
 /**
+ * An unfenced audit publish flushed by a resumed ex-leader lands behind its successor's events only
+ * as a copy, once the pause outlasted the stream's duplicate window (otherwise JetStream drops it as
+ * a duplicate of the successor's re-publish from the journal): the HA bugs' options with a 2 s window,
+ * shorter than the leader pauses (hunted with `--dup-window-ms 2000`).
+ */
+const longPauses: Partial<SimOptions> = { ...haOverrides, natsDupWindowMs: 2_000 };
+
+/**
  * A Free() past the agent's fence needs an ex-leader's FreeBackend to reach an agent after a newer
  * epoch did (stamped while its lease held, delivered late): graceful busy-timeout evictions that
  * wait for calls in flight send Frees often, with the HA bugs' options.
@@ -73,7 +81,7 @@ const recorded: Record<PlantedBug, { readonly seed: number; readonly invariant: 
   "forget-intents-of-unregistered-nodes": { seed: 2, invariant: "1 no amnesia" },
   "adopt-confirmed-gone": { seed: 13, invariant: "5 no resurrection" },
   "scale-down-below-min": { seed: 1, invariant: "replicas: min", options: replicaOverrides },
-  "agent-ignores-leader-epoch": { seed: 164, invariant: "HA 2 stale epoch applied", options: haOverrides },
+  "agent-ignores-leader-epoch": { seed: 228, invariant: "HA 2 stale epoch applied", options: haOverrides },
   "exleader-append-accepted": { seed: 14, invariant: "HA 6 ex-leader's append accepted", options: haOverrides },
   "free-past-fence": { seed: 26, invariant: "HA 2 stale epoch applied", options: busyStops },
   "fixed-recovery-window": { seed: 18, invariant: "HA 8 placement on ground truth", options: haOverrides },
@@ -81,6 +89,7 @@ const recorded: Record<PlantedBug, { readonly seed: number; readonly invariant: 
   "delta-against-wrong-base": { seed: 2, invariant: "1 no amnesia" },
   "orphan-without-model": { seed: 2, invariant: "orphan group", options: laterOverrides },
   "admission-lowest-class-first": { seed: 1, invariant: "admission class order", options: laterOverrides },
+  "audit-publish-unfenced": { seed: 65, invariant: "HA 7 no event from an ex-leader", options: longPauses },
 };
 
 /** Clean runs, one per seed and options, shared by the bugs caught on it. */

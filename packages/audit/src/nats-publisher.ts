@@ -1,10 +1,11 @@
 import { createInbox, headers, type Msg, type NatsConnection, type Subscription } from "@nats-io/transport-node";
 import { Code, WardenError, abortReason } from "@warden/common";
 import { encodeEvent, subjectForEvent } from "@warden/events";
-import type { PublishAck, Publisher } from "@warden/outbox";
+import { createFencedPublisher, type ChainCondition, type PublishAck, type Publisher } from "@warden/outbox";
 import type { Event } from "@warden/proto";
 import { defaultAuditStreamName } from "./audit-stream.js";
 import { inboxPrefixOf } from "./nats-connection.js";
+import { readAuditStreamHead, writerEpochHeader } from "./audit-stream-head.js";
 
 export interface NatsPublisherOptions {
   /** How long to wait for a PubAck before the outbox retries. @default 5000 */
@@ -21,6 +22,18 @@ export interface NatsPublisherOptions {
    * store. The audit link uses it to ensure the stream again.
    */
   readonly onNoStream?: () => void;
+  /**
+   * HA: every publish is conditional on the stream's last message (see
+   * `createFencedPublisher` in @warden/outbox) and carries the writer's lease
+   * epoch (header `Warden-Epoch`), so a publish an ex-leader flushes after a
+   * pause is refused once a newer leader has published. Absent: unconditional
+   * publishes (a single coordinator is the stream's only writer).
+   */
+  readonly fence?: {
+    /** The lease epoch held at this moment, undefined while not held. */
+    readonly writerEpoch: () => bigint | undefined;
+    readonly onSuperseded?: (newer: bigint, mine: bigint) => void;
+  };
 }
 
 /** The JetStream publisher: the outbox's port, plus close (fails what is pending and every later publish). */
@@ -152,6 +165,46 @@ export function createNatsPublisher(nc: NatsConnection, options: NatsPublisherOp
   // The iterator ends when the connection closes.
   void watchStatus().catch(() => undefined);
 
+  /** One publish: the stream must store it (with `condition`, only behind the message it names). */
+  const send = (event: Event, condition: ChainCondition | undefined, signal: AbortSignal): Promise<PublishAck> => {
+    // The signal is checked, not raced: with hundreds of publishes in flight a
+    // listener each would pile up on the outbox's one close signal, and the
+    // ack timeout bounds the wait (the outbox ignores late results after close).
+    if (signal.aborted) return Promise.reject(abortReason(signal));
+    if (closed) return Promise.reject(new WardenError(Code.Unavailable, "publisher closed"));
+    if (nc.isClosed()) return Promise.reject(new WardenError(Code.Unavailable, "nats connection closed"));
+    ensureSubscribed();
+    const id = next++;
+    const h = headers();
+    h.set("Nats-Msg-Id", event.id);
+    if (condition !== undefined) {
+      h.set(writerEpochHeader, String(condition.writerEpoch));
+      if ("expectLastMsgId" in condition) h.set("Nats-Expected-Last-Msg-Id", condition.expectLastMsgId);
+      // 0 (a never-written stream) is not checked by nats-server 2.9; sent anyway for servers that do.
+      else if ("expectLastSeq" in condition) h.set("Nats-Expected-Last-Sequence", String(condition.expectLastSeq));
+    }
+    return new Promise<PublishAck>((resolve, reject) => {
+      pending.set(id, { resolve, reject, expiresAtMs: Date.now() + timeoutMs });
+      // Unref'd: pending acks are promises, not a reason to keep the process alive.
+      sweeper ??= setInterval(sweep, options.sweepEveryMs ?? 100).unref();
+      try {
+        nc.publish(subjectForEvent(event), encodeEvent(event), { reply: `${prefix}${String(id)}`, headers: h });
+      } catch (err) {
+        pending.delete(id);
+        reject(new WardenError(Code.Unavailable, `cannot publish: ${err instanceof Error ? err.message : String(err)}`, { cause: err }));
+      }
+    });
+  };
+
+  const fenced = options.fence === undefined ? undefined : createFencedPublisher({
+    writerEpoch: options.fence.writerEpoch,
+    ...(options.fence.onSuperseded === undefined ? {} : { onSuperseded: options.fence.onSuperseded }),
+    port: {
+      readHead: (signal) => readAuditStreamHead(nc, streamName, timeoutMs, signal),
+      send: (event, condition, signal) => send(event, condition, signal),
+    },
+  });
+
   return {
     onReady(listener: () => void): () => void {
       readyListeners.add(listener);
@@ -160,31 +213,12 @@ export function createNatsPublisher(nc: NatsConnection, options: NatsPublisherOp
       };
     },
     publish(event: Event, signal: AbortSignal): Promise<PublishAck> {
-      // The signal is checked, not raced: with hundreds of publishes in flight a
-      // listener each would pile up on the outbox's one close signal, and the
-      // ack timeout bounds the wait (the outbox ignores late results after close).
-      if (signal.aborted) return Promise.reject(abortReason(signal));
-      if (closed) return Promise.reject(new WardenError(Code.Unavailable, "publisher closed"));
-      if (nc.isClosed()) return Promise.reject(new WardenError(Code.Unavailable, "nats connection closed"));
-      ensureSubscribed();
-      const id = next++;
-      const h = headers();
-      h.set("Nats-Msg-Id", event.id);
-      return new Promise<PublishAck>((resolve, reject) => {
-        pending.set(id, { resolve, reject, expiresAtMs: Date.now() + timeoutMs });
-        // Unref'd: pending acks are promises, not a reason to keep the process alive.
-        sweeper ??= setInterval(sweep, options.sweepEveryMs ?? 100).unref();
-        try {
-          nc.publish(subjectForEvent(event), encodeEvent(event), { reply: `${prefix}${String(id)}`, headers: h });
-        } catch (err) {
-          pending.delete(id);
-          reject(new WardenError(Code.Unavailable, `cannot publish: ${err instanceof Error ? err.message : String(err)}`, { cause: err }));
-        }
-      });
+      return fenced === undefined ? send(event, undefined, signal) : fenced.publish(event, signal);
     },
     close() {
       closed = true;
       readyListeners.clear();
+      fenced?.close();
       sub?.unsubscribe();
       failAll("publisher closed");
     },

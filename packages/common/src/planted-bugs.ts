@@ -59,6 +59,8 @@ export const plantedBugNames = [
   "orphan-without-model",
   /** admission queue: waiting calls are served lowest class first (sheddable before critical). */
   "admission-lowest-class-first",
+  /** HA audit publishing: publishes carry no condition on the stream's last message, so a resumed ex-leader's delayed publish lands after its successor's events. */
+  "audit-publish-unfenced",
 ] as const;
 
 export type PlantedBug = (typeof plantedBugNames)[number];

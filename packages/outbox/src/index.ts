@@ -8,3 +8,4 @@ export * from "./event-priority.js";
 // Re-exported so the journal and the publisher share one cached encoding per event.
 export { encodeEvent, decodeEvent } from "@warden/events";
 export * from "./epoch-fence.js";
+export * from "./fenced-publisher.js";

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { StaleLeaderEpochError, isStaleLeaderEpoch } from "@warden/common";
+import { ManualClock, StaleLeaderEpochError, isStaleLeaderEpoch } from "@warden/common";
 import type { JournalRecord } from "./journal-record.js";
 import { MemoryJournal, settle, setup, started } from "./outbox-fixture.js";
 
@@ -55,4 +55,30 @@ describe("outbox under the leader-epoch fence", () => {
     expect(publisher.stored.size).toBe(5);
     expect(outbox.stats().depth).toBe(0);
   });
+
+  it("replayed events of an older leader epoch are all acknowledged before the first event of this term is sent", async () => {
+    const journal = new MemoryJournal();
+    // The predecessor (leader epoch 4) journaled three events and published none.
+    const before = setup(journal, { leaderEpoch: 4n, mayPublish: () => false });
+    await before.outbox.start();
+    for (const i of ["o1", "o2", "o3"]) await before.outbox.emit(started(i));
+    await before.outbox.close();
+    // Another clock: the fixture's id factory would otherwise repeat the predecessor's ids.
+    const { outbox, publisher, clock } = setup(journal, { leaderEpoch: 5n }, new ManualClock(0, 1_750_000_500_000));
+    publisher.mode = "hold";
+    await outbox.start();
+    await outbox.emit(started("n1"));
+    await settle(clock, 3, 10);
+    const epochOf = new Map(journal.records.flatMap((r) => (r.kind === "event" ? [[r.event.id, r.event.leaderEpoch] as const] : [])));
+    // The older ones are in flight; this term's waits behind them.
+    expect(publisher.attempts.map((id) => epochOf.get(id))).toEqual([4n, 4n, 4n]);
+    publisher.release();
+    await settle(clock, 3, 10);
+    publisher.release();
+    await settle(clock, 3, 10);
+    // This term's: the three `recovered` events its start emitted for the unfinished evictions, then n1.
+    expect(publisher.attempts.map((id) => epochOf.get(id))).toEqual([4n, 4n, 4n, 5n, 5n, 5n, 5n]);
+    expect(outbox.stats().depth).toBe(0);
+  });
 });
+

@@ -89,7 +89,12 @@ export interface OutboxOptions {
    * epochs grow across restarts even if the journal file was lost.
    */
   readonly epoch?: bigint;
-  /** HA: this term's lease epoch, stamped on every new event (`Event.leader_epoch`). @default 0 (no HA) */
+  /**
+   * HA: this term's lease epoch, stamped on every new event (`Event.leader_epoch`).
+   * Replayed events of an older term are published first: nothing of this
+   * term is sent until each of them is acknowledged, so the stream never
+   * holds an older `leader_epoch` after a newer one. @default 0 (no HA)
+   */
   readonly leaderEpoch?: bigint;
   /** Unacknowledged events kept at most. @default 100000 (DESIGN §5) */
   readonly capacity?: number;

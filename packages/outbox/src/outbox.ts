@@ -36,6 +36,27 @@ export function createOutbox(options: OutboxOptions): Outbox {
   let retryTimer: Cancel | undefined;
   let unsubscribeReady: (() => void) | undefined;
 
+  /**
+   * Replayed events of an older leader epoch not yet acknowledged, and how
+   * many of each epoch: an event goes out only when none of an older epoch
+   * is outstanding, so the stream never holds an older epoch after a newer.
+   */
+  const olderTerm = new Map<string, bigint>();
+  const olderCounts = new Map<bigint, number>();
+  const settleOlder = (id: string): void => {
+    const e = olderTerm.get(id);
+    if (e === undefined) return;
+    olderTerm.delete(id);
+    const n = (olderCounts.get(e) ?? 1) - 1;
+    if (n > 0) olderCounts.set(e, n);
+    else olderCounts.delete(e);
+  };
+  /** The oldest leader epoch with an event outstanding (few distinct epochs: one per term that left events behind). */
+  const oldestOutstanding = (): bigint | undefined => {
+    let min: bigint | undefined;
+    for (const e of olderCounts.keys()) if (min === undefined || e < min) min = e;
+    return min;
+  };
   const intents = new Map<string, StopIntent>();
   let pendingMarks: string[] = [];
   let marking: Promise<void> | undefined;
@@ -159,6 +180,12 @@ export function createOutbox(options: OutboxOptions): Outbox {
     // become a duplicate on reconnect). The first success opens the window again.
     const window = failureStreak > 0 ? 1 : maxInFlight;
     while (inFlight < window) {
+      // An older term's replayed events go out, and are acknowledged, before this term's first.
+      if (olderTerm.size > 0) {
+        const next = queue.peekNext();
+        const oldest = oldestOutstanding();
+        if (next !== undefined && oldest !== undefined && next.event.leaderEpoch > oldest) break;
+      }
       const entry = queue.takeNext();
       if (entry === undefined) break;
       send(entry);
@@ -187,6 +214,7 @@ export function createOutbox(options: OutboxOptions): Outbox {
         inFlight--;
         if (state === "closed") return;
         published++;
+        settleOlder(entry.event.id);
         if ((ack as { duplicate?: boolean } | undefined)?.duplicate === true) duplicates++;
         failureStreak = 0;
         // The stream answers again: a back-off wait scheduled by an earlier
@@ -234,6 +262,7 @@ export function createOutbox(options: OutboxOptions): Outbox {
       // The victim is journaled but will never be published: a `published`
       // mark settles it, so a restart does not send it (or refill the outbox) either.
       displaced++;
+      settleOlder(victim.event.id);
       pendingMarks.push(victim.event.id);
       flushMarks();
       updateHealth();
@@ -309,7 +338,15 @@ export function createOutbox(options: OutboxOptions): Outbox {
         await journal.append({ kind: "epoch", epoch }, signal);
         factory = createEventFactory({ clock, newId: options.newId, epoch, ...(options.leaderEpoch === undefined ? {} : { leaderEpoch: options.leaderEpoch }) });
         for (const [k, v] of replayed.openStopIntents) intents.set(k, v);
-        for (const e of replayed.unpublished.values()) queue.push(e, priorityOf(e));
+        // By leader epoch (stable: journal order within one), so a term's backlog never waits behind a newer term's.
+        const backlog = [...replayed.unpublished.values()].sort((a, b) => (a.leaderEpoch < b.leaderEpoch ? -1 : a.leaderEpoch > b.leaderEpoch ? 1 : 0));
+        for (const e of backlog) {
+          queue.push(e, priorityOf(e));
+          if (options.leaderEpoch !== undefined && e.leaderEpoch < options.leaderEpoch) {
+            olderTerm.set(e.id, e.leaderEpoch);
+            olderCounts.set(e.leaderEpoch, (olderCounts.get(e.leaderEpoch) ?? 0) + 1);
+          }
+        }
         appended += replayed.unpublished.size;
         state = "running";
         const recovered: Event[] = [];

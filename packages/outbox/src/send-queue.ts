@@ -33,6 +33,17 @@ export class SendQueue {
     return this.low.pop();
   }
 
+  /** What `takeNext` would return, left in place. */
+  peekNext(): OutboxEntry | undefined {
+    const r = this.retry[0];
+    if (r !== undefined) return r;
+    const c = this.critical.peek();
+    const l = this.low.peek();
+    if (c === undefined) return l;
+    if (l === undefined) return c;
+    return c.seq < l.seq ? c : l;
+  }
+
   takeNext(): OutboxEntry | undefined {
     const r = this.retry.shift();
     if (r !== undefined) return r;

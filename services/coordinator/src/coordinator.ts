@@ -37,6 +37,7 @@ import { FileStateStore } from "./config/file-state-store.js";
 import { NodesKnownAtStart } from "./nodes/nodes-known-at-start.js";
 import { startDrain } from "./admin/admin-service.js";
 import { natsCredentialsOf } from "./ha/ha-nats.js";
+import { auditFenceOf } from "./ha/coordinator-ha-wiring.js";
 import type { Coordinator, CoordinatorDeps } from "./coordinator-types.js";
 import { registerAdmissionMetrics } from "./routing/admission-metrics.js";
 import { routingAdmission } from "./routing/caller-class.js";
@@ -100,6 +101,8 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
       connection: { servers: n.url, credentials: natsCredentialsOf(n), name: "warden-coordinator", ...(n.inboxPrefix === undefined ? {} : { inboxPrefix: n.inboxPrefix }) },
       // HA: the audit stream is replicated like the journal, so one server lost stops no publishing.
       ...(config.ha === undefined ? {} : { stream: { replicas: config.ha.replicas } }),
+      // HA: each publish is conditional on the stream's last event, so an ex-leader's is refused once this term's successor published.
+      ...(deps.ha === undefined ? {} : { publisher: { fence: auditFenceOf(deps.ha, linkLog) } }),
       clock,
       rng,
       logger: linkLog,

@@ -12,16 +12,27 @@ import type { TruthProcess } from "../world/ground-truth.js";
  * 6. no journal record written with an older leader epoch is stored after
  *    one written with a newer epoch (an ex-leader's append accepted);
  * 7. no audit event reaches the stream from a generation that is no longer
- *    the leader of the epoch in force (a new leader re-publishing what its
- *    predecessor journaled but did not publish is its own act: allowed);
+ *    the leader of the epoch in force once an event of a newer leader epoch
+ *    is there (a new leader re-publishing what its predecessor journaled but
+ *    did not publish is its own act: allowed; a publish the ex-leader handed
+ *    over before its pause may still land among that backlog, before the new
+ *    term's own events — the stream's condition refuses it behind those);
  * 8. at every start the leader sends, the node's real processes that the
  *    leader can know of (accounted by it, reported by the node, or named in
  *    the journal, unless an operator forgot it) leave room: no member of an exclusive group of the model,
  *    no more than the per-node limit, no more than the node's
- *    maxReplicasPerModel of the model.
+ *    maxReplicasPerModel of the model;
+ * 9. the audit stream, read in order, never holds an event of an older
+ *    `leader_epoch` after one of a newer, copies of an event already there
+ *    aside (a resumed ex-leader's delayed
+ *    publish refused by the stream; a new leader's re-published backlog of
+ *    its predecessor's events out before its own).
  */
 export function haWorldCheckers(ha: HaCluster): Checker[] {
   let installed = false;
+  let newestOnStream = 0n;
+  /** Ids on the stream: a copy stored again after the duplicate window (at-least-once; consumers de-duplicate by id) is not a new event. */
+  const onStream = new Set<string>();
   return [
     {
       name: "ha-world",
@@ -37,8 +48,13 @@ export function haWorldCheckers(ha: HaCluster): Checker[] {
             ctx.report("HA 6 ex-leader's append accepted", `generation ${String(generation)} (epoch ${epoch.toString()}) appended ${what} after a record of epoch ${newest.toString()}`);
           };
           w.nats.onStored = (e, epoch) => {
-            if (!w.staleSender(epoch)) return;
-            ctx.report("HA 7 no event from an ex-leader", `event ${e.payload.case ?? ""} ${e.incarnation} ${e.id} reached the audit stream from the generation of epoch ${epoch.toString()} after epoch ${String(ha.maxEpoch())} was won`);
+            const newerOnStream = newestOnStream > epoch;
+            const copy = onStream.has(e.id);
+            onStream.add(e.id);
+            if (e.leaderEpoch < newestOnStream && !copy) ctx.report("HA 9 audit stream epoch order", `event ${e.payload.case ?? ""} ${e.incarnation} ${e.id} of leader epoch ${e.leaderEpoch.toString()} stored after an event of leader epoch ${newestOnStream.toString()} (published by the generation of epoch ${epoch.toString()})`);
+            if (e.leaderEpoch > newestOnStream) newestOnStream = e.leaderEpoch;
+            if (!w.staleSender(epoch) || !newerOnStream) return;
+            ctx.report("HA 7 no event from an ex-leader", `event ${e.payload.case ?? ""} ${e.incarnation} ${e.id} reached the audit stream from the generation of epoch ${epoch.toString()} after epoch ${String(ha.maxEpoch())} was won and an event of leader epoch ${newestOnStream.toString()} was on the stream`);
           };
         }
       },

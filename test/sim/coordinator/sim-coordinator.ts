@@ -10,6 +10,7 @@ import { settleUnsettledEvictions } from "../../../services/coordinator/src/node
 import { restoreJournalReplicas } from "../../../services/coordinator/src/nodes/journal-replicas-at-start.js";
 import { startRecoveryWindow } from "../../../services/coordinator/src/nodes/recovery-window-at-start.js";
 import type { JournalFence } from "../world/sim-disk.js";
+import type { SimPublishFence } from "../world/sim-jetstream.js";
 import type { SimWorld, CoordinatorInbox } from "../world/sim-world.js";
 import { simAgentConnector, type AgentLink, type SimClient } from "../world/sim-agent-connector.js";
 import type { Registration } from "../world/sim-agent.js";
@@ -83,7 +84,7 @@ export class SimCoordinator implements CoordinatorInbox {
     const rng = w.rng.fork(`coordinator-${String(this.generation)}`);
     const minted = createUlidFactory(clock, rng);
     const newId = (): string => minted();
-    const outbox = createOutbox({ journal: this.ha === undefined ? w.disk.journal(clock) : w.disk.sharedJournal(clock, { generation: this.generation, epoch: this.ha.epoch }, w.opts.ha?.world?.journalResends !== false, this.ha.journalFence), publisher: w.nats.publisher(() => clock.alive(), this.ha?.epoch), clock, rng, newId, ...(this.ha === undefined ? {} : { mayPublish: this.ha.mayAct, leaderEpoch: this.ha.epoch }) });
+    const outbox = createOutbox({ journal: this.ha === undefined ? w.disk.journal(clock) : w.disk.sharedJournal(clock, { generation: this.generation, epoch: this.ha.epoch }, w.opts.ha?.world?.journalResends !== false, this.ha.journalFence), publisher: w.nats.publisher(() => clock.alive(), this.ha?.epoch, this.publishFence()), clock, rng, newId, ...(this.ha === undefined ? {} : { mayPublish: this.ha.mayAct, leaderEpoch: this.ha.epoch }) });
     this.outbox = outbox;
     const recovery = await outbox.start();
     const hub = new EventHub(outbox, nullLogger);
@@ -186,6 +187,18 @@ export class SimCoordinator implements CoordinatorInbox {
   register(reg: Registration): void {
     if (!this.clock.alive()) return;
     this.nodes.register({ nodeId: reg.nodeId, address: reg.address, labels: reg.labels, gpus: [], bootEpoch: reg.bootEpoch, embedded: reg.embedded, version: wardenVersion, backends: reg.backends, ...(reg.limits === undefined ? {} : { limits: reg.limits }) });
+  }
+
+  /** HA: the runner's audit fence (coordinator-ha-wiring.ts auditFenceOf), flushes on this process's clock. */
+  private publishFence(): SimPublishFence | undefined {
+    const ha = this.ha;
+    if (ha === undefined) return undefined;
+    return {
+      writerEpoch: () => (ha.mayAct() ? ha.epoch : undefined),
+      flush: (delayMs, fn) => {
+        this.clock.setTimer(delayMs, fn);
+      },
+    };
   }
 
   leaderEpoch(): bigint {

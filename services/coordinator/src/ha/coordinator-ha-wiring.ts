@@ -1,4 +1,5 @@
 import type { Journal } from "@warden/outbox";
+import type { Logger } from "@warden/common";
 import type { DurableStateStore } from "./durable-state-port.js";
 
 /**
@@ -30,4 +31,20 @@ export interface CoordinatorHaWiring {
    * retries — and the outbox's publishing. @default always true
    */
   readonly mayAct?: () => boolean;
+}
+
+/**
+ * The audit publish fence of one term: publishes carry the term's epoch and
+ * are sent only while `mayAct` holds; a stream whose last event is of a newer
+ * epoch refuses them, and `onSuperseded` steps this member down.
+ */
+export function auditFenceOf(ha: CoordinatorHaWiring, log: Logger): { writerEpoch: () => bigint | undefined; onSuperseded: (newer: bigint, mine: bigint) => void } {
+  const epoch = ha.termEpoch ?? ha.leaderEpoch();
+  return {
+    writerEpoch: () => (ha.mayAct?.() === false ? undefined : epoch),
+    onSuperseded: (newer, mine) => {
+      log.warn("audit stream holds an event of a newer leader epoch: this member's publishes are refused", { newer: newer.toString(), mine: mine.toString() });
+      ha.onSuperseded(newer, `the audit stream's last event is of leader epoch ${newer.toString()}`);
+    },
+  };
 }

@@ -1,9 +1,9 @@
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
-import { EvictionFailedOutcome, EvictionReason, type Event } from "@warden/proto";
+import { EvictionFailedOutcome, EvictionReason, LoadJobPhase as ProtoLoadJobPhase, type Event } from "@warden/proto";
 import { eventToJson, eventTypeOf, matchesEventFilter, type EventFilter, type EventInit } from "@warden/events";
 import type { AppendOutcome, Outbox } from "@warden/outbox";
 import { Code, WardenError, capExceeded, type Logger } from "@warden/common";
-import type { LoaderEvent, LoaderEventSink } from "@warden/loader";
+import type { LoadJobPhase, LoaderEvent, LoaderEventSink } from "@warden/loader";
 import type { EvictionReason as CoreReason } from "@warden/watchdog";
 
 const reasons: Readonly<Record<CoreReason | "orphan" | "vanished", EvictionReason>> = {
@@ -21,6 +21,12 @@ const reasons: Readonly<Record<CoreReason | "orphan" | "vanished", EvictionReaso
   vanished: EvictionReason.VANISHED,
   "scale-down": EvictionReason.SCALE_DOWN,
   rollout: EvictionReason.ROLLOUT,
+};
+
+const loadJobPhases: Readonly<Record<LoadJobPhase, ProtoLoadJobPhase>> = {
+  waiting_for_node: ProtoLoadJobPhase.WAITING_FOR_NODE,
+  starting: ProtoLoadJobPhase.STARTING,
+  loading: ProtoLoadJobPhase.LOADING,
 };
 
 /** Maps a loader event to the DESIGN §4 event payload. */
@@ -78,6 +84,10 @@ export function eventInitOf(e: LoaderEvent): EventInit {
       return { ...base, payload: { case: "replicaScaleBlocked", value: { $typeName: "warden.v1.ReplicaScaleBlocked", error: e.error, failures: e.failures, retryAfterMs: BigInt(Math.max(0, Math.round(e.retryAfterMs))) } } };
     case "replica.scale-set":
       return { ...base, payload: { case: "replicaScaleSet", value: { $typeName: "warden.v1.ReplicaScaleSet", operator: e.operator, min: e.min, max: e.max } } };
+    case "load.waiting":
+      return { ...base, payload: { case: "loadWaiting", value: { $typeName: "warden.v1.LoadWaiting", reason: e.reason, loadIncarnation: e.loadIncarnation } } };
+    case "load.failed":
+      return { ...base, payload: { case: "loadFailed", value: { $typeName: "warden.v1.LoadFailed", reason: e.reason, code: e.code, phase: loadJobPhases[e.phase], loadIncarnation: e.loadIncarnation } } };
   }
 }
 

@@ -27,6 +27,7 @@ import { eventToJson, eventTypeOf, parseEventType } from "@warden/events";
 import { exitCodes } from "./exit-codes.js";
 import { bytes, modelsTable, nodesTable, table } from "./render.js";
 import { replicasTable } from "./render-replicas.js";
+import { loadJobsText } from "./render-load-jobs.js";
 import { instanceStateFilter, listAllModels, listAllNodes, nodeStateFilter, parseLimit } from "./list-pages.js";
 import type { ActionContext, GlobalOpts } from "./action-context.js";
 
@@ -56,6 +57,9 @@ export async function modelsLs(c: ActionContext, g: GlobalOpts, o: { node?: stri
   const r = await listAllModels(a, { nodeId: o.node ?? "", model: o.model ?? "", state }, limit, () => c.deadline(g));
   const filtered = o.node !== undefined || o.model !== undefined || o.state !== undefined;
   c.print(g.json ? json(ListModelsResponseSchema, r) : r.replicas.length === 0 || filtered ? modelsTable(r.instances) : `${modelsTable(r.instances)}\n\n${replicasTable(r.replicas)}`);
+  // Loads waiting for a node, loading or failed: one line each (filtered by --model too).
+  const jobs = g.json || o.node !== undefined || o.state !== undefined ? "" : loadJobsText(r.replicas, o.model, humanBytes);
+  if (jobs !== "") c.print(`\n${jobs}`);
   if (!g.json && r.nextPageToken !== "") c.io.err.write(`warden: stopped at --limit ${String(limit)}; more instances match\n`);
   return undefined;
 }

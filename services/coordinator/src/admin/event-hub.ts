@@ -1,9 +1,10 @@
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
-import { EvictionFailedOutcome, EvictionReason, LoadJobPhase as ProtoLoadJobPhase, type Event } from "@warden/proto";
+import { EvictionFailedOutcome, EvictionReason, type Event } from "@warden/proto";
 import { eventToJson, eventTypeOf, matchesEventFilter, type EventFilter, type EventInit } from "@warden/events";
 import type { AppendOutcome, Outbox } from "@warden/outbox";
 import { Code, WardenError, capExceeded, type Logger } from "@warden/common";
-import type { LoadJobPhase, LoaderEvent, LoaderEventSink } from "@warden/loader";
+import type { LoaderEvent, LoaderEventSink } from "@warden/loader";
+import { loadJobPhaseToWire } from "./load-job-wire.js";
 import type { EvictionReason as CoreReason } from "@warden/watchdog";
 
 const reasons: Readonly<Record<CoreReason | "orphan" | "vanished", EvictionReason>> = {
@@ -21,12 +22,6 @@ const reasons: Readonly<Record<CoreReason | "orphan" | "vanished", EvictionReaso
   vanished: EvictionReason.VANISHED,
   "scale-down": EvictionReason.SCALE_DOWN,
   rollout: EvictionReason.ROLLOUT,
-};
-
-const loadJobPhases: Readonly<Record<LoadJobPhase, ProtoLoadJobPhase>> = {
-  waiting_for_node: ProtoLoadJobPhase.WAITING_FOR_NODE,
-  starting: ProtoLoadJobPhase.STARTING,
-  loading: ProtoLoadJobPhase.LOADING,
 };
 
 /** Maps a loader event to the DESIGN §4 event payload. */
@@ -87,7 +82,7 @@ export function eventInitOf(e: LoaderEvent): EventInit {
     case "load.waiting":
       return { ...base, payload: { case: "loadWaiting", value: { $typeName: "warden.v1.LoadWaiting", reason: e.reason, loadIncarnation: e.loadIncarnation } } };
     case "load.failed":
-      return { ...base, payload: { case: "loadFailed", value: { $typeName: "warden.v1.LoadFailed", reason: e.reason, code: e.code, phase: loadJobPhases[e.phase], loadIncarnation: e.loadIncarnation } } };
+      return { ...base, payload: { case: "loadFailed", value: { $typeName: "warden.v1.LoadFailed", reason: e.reason, code: e.code, phase: loadJobPhaseToWire[e.phase], loadIncarnation: e.loadIncarnation } } };
   }
 }
 

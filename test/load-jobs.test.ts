@@ -106,9 +106,10 @@ beforeAll(async () => {
       simModel("never", { selector: { gpu: "none-such" } }),
       // Larger than the node's memory: no node could ever hold it.
       simModel("huge", { memoryEstimate: mib(T * 4) }),
-      // Half the node's memory, pinned: nothing evicts it. `room` (60%) then fits the node, not the room left.
-      simModel("big", { pinned: true, memoryEstimate: mib(T * 0.5) }),
-      simModel("room", { memoryEstimate: mib(T * 0.6) }),
+      // 30% of the node's memory, pinned: nothing evicts it (it loads while the host uses under 70%).
+      // `room` (80%) then fits the node, never the room left beside `big`, whatever the host uses.
+      simModel("big", { pinned: true, memoryEstimate: mib(T * 0.3) }),
+      simModel("room", { memoryEstimate: mib(T * 0.8) }),
     ]),
   ]);
 }, 180_000);

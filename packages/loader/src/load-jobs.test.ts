@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import { Code } from "@warden/common";
 import { LoadJobs } from "./load-jobs.js";
 import { createHarness } from "./loader-harness.js";
+import { replicaHarness } from "./replica-test-kit.js";
 
 const at = (nowMs: number): { nowMs: number; wallMs: number } => ({ nowMs, wallMs: 1_700_000_000_000 + nowMs });
 
@@ -90,5 +91,24 @@ describe("the loader's load jobs (fake clock)", () => {
     expect(p.done()).toBe(true);
     expect(h.loader.loadJob("m1")).toBeUndefined();
     expect(h.events.ofType("load.failed")).toEqual([]);
+  });
+});
+
+describe("a load blocked by room with nothing to evict and nothing to wait for is 'not now'", () => {
+  it("a replica load whose node's slots hold only replicas it must not evict waits loadWait as a waiting job, then fails UNAVAILABLE (not FAILED_PRECONDITION at once)", async () => {
+    const h = replicaHarness({ min: 0, max: 2, targetInFlight: 1 }, { policy: { limitPerNode: 1 }, loadWaitMs: 5_000, enforcement: { maxAttempts: 3, intervalMs: 1_000 } });
+    h.placement.route.set("m1", "n1");
+    const a = await h.loader.acquire("m1", h.never);
+    const b = await h.loader.acquire("m1", h.never); // at target: a scale-up, its only node full of m1's own replica
+    await h.run(2_000);
+    const job = h.loader.loadJob("m1");
+    expect(job).toMatchObject({ t: "waiting", phase: "waiting_for_node" });
+    expect(job?.t === "waiting" ? job.reason : "").toContain("spared");
+    await h.run(5_000);
+    expect(h.loader.loadJob("m1")).toMatchObject({ t: "failed", code: "UNAVAILABLE" });
+    expect(h.events.ofType("load.failed")).toMatchObject([{ model: "m1", code: "UNAVAILABLE", phase: "waiting_for_node" }]);
+    a.complete();
+    b.complete();
+    h.loader.close();
   });
 });

@@ -46,11 +46,14 @@ interface Cluster {
   readonly admin: Client<typeof AdminService>;
   readonly events: Event[];
   readonly stopWatch: AbortController;
+  readonly metricsAddress: string;
 }
 
 async function startCluster(dir: string, name: string, loadWait: string, models: Record<string, unknown>[]): Promise<Cluster> {
+  const metricsAddress = `127.0.0.1:${String(await freePort())}`;
   const coord = await startCoordinatorProcess(join(dir, `${name}.yaml`), {
     listen: `127.0.0.1:${String(await freePort())}`,
+    metricsListen: metricsAddress,
     httpListen: "127.0.0.1:0",
     stateDir: join(dir, `${name}-state`),
     embeddedAgent: false,
@@ -67,7 +70,7 @@ async function startCluster(dir: string, name: string, loadWait: string, models:
   void (async () => {
     for await (const r of admin.watchEvents({ types: ["load.waiting", "load.failed"], nodeId: "", model: "" }, { signal: stopWatch.signal })) if (r.event !== undefined) events.push(r.event);
   })().catch(() => undefined);
-  return { coord, agent, admin, events, stopWatch };
+  return { coord, agent, admin, events, stopWatch, metricsAddress };
 }
 
 async function stopCluster(c: Cluster | undefined): Promise<void> {
@@ -131,6 +134,8 @@ describe("load jobs and one answer for 'never' vs 'not now' (real coordinator, a
     expect(job).toMatchObject({ state: LoadJobState.WAITING, phase: LoadJobPhase.WAITING_FOR_NODE, model: "m" });
     expect(job?.reason).toContain("slow-n1: node is draining");
     expect(job?.incarnation).toBe(waiting.payload.case === "loadWaiting" ? waiting.payload.value.loadIncarnation : "?");
+    const metrics = await (await fetch(`http://${c.metricsAddress}/metrics`)).text();
+    expect(metrics).toMatch(/^warden_load_jobs\{state="waiting"\} 1$/m);
     const ls = warden(["models", "ls", "--addr", c.coord.address]);
     expect(ls.code, ls.stderr).toBe(0);
     expect(ls.stdout).toMatch(/^LOAD JOBS$/m);

@@ -41,6 +41,7 @@ describe("LoadJobs: one job per model, bounded", () => {
     j.waiting("active", "a", "node is draining", at(0), undefined);
     for (let i = 0; i < 5; i++) j.failed(`f${String(i)}`, `i${String(i)}`, undefined, "no", "UNAVAILABLE", at(i), undefined);
     expect(j.list(10).map((x) => x.model)).toEqual(["active", "f3", "f4"]);
+    expect(j.counts(10)).toEqual({ waiting: 1, loading: 0, failed: 2 });
   });
 });
 

@@ -111,6 +111,14 @@ export class LoadJobs {
     return [...this.active.values(), ...this.failedJobs.values()].sort((a, b) => (a.model < b.model ? -1 : a.model > b.model ? 1 : 0));
   }
 
+  /** Jobs by state now (a metric's scrape): linear in jobs, bounded (see the class). */
+  counts(nowMs: number): Record<LoadJob["t"], number> {
+    this.prune(nowMs);
+    const out = { waiting: 0, loading: 0, failed: this.failedJobs.size };
+    for (const j of this.active.values()) if (j.t !== "failed") out[j.t]++;
+    return out;
+  }
+
   get size(): number {
     return this.active.size + this.failedJobs.size;
   }

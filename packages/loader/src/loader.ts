@@ -124,6 +124,11 @@ export class Loader<H extends BackendHandle = BackendHandle> {
     return this.s.jobs.of(model, this.s.o.clock.now());
   }
 
+  /** Load jobs by state now (waiting, loading, failed). */
+  loadJobCounts(): Record<LoadJob["t"], number> {
+    return this.s.jobs.counts(this.s.o.clock.now());
+  }
+
   getPolicy(): WatchdogPolicy {
     return this.core.getPolicy();
   }

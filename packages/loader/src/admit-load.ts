@@ -25,8 +25,9 @@ import { servedMeanwhile } from "./served-meanwhile.js";
  *   UNAVAILABLE with the reason;
  * - evicting: victims stopped and more needed — the enforcement retries
  *   (`maxAttempts`), then FAILED_PRECONDITION naming what blocks it.
- * Every attempt that does not admit makes the model's load job "waiting"
- * (load.waiting once per job).
+ * Every attempt that does not admit and waits before the next makes the
+ * model's load job "waiting" (load.waiting once per job); an attempt whose
+ * victims settled asks again at once and is not waiting.
  */
 export async function admitLoad<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, incarnation: string, preferredNode: string | undefined, signal: AbortSignal, replica: ReplicaLoad | undefined, actor?: string): Promise<string | HeldInstance<H>> {
   let lastReason: string;
@@ -86,12 +87,14 @@ export async function admitLoad<H extends BackendHandle>(s: LoaderState<H>, spec
       // not now — they may be unpinned, unloaded or scaled down. Waits loadWait like a draining node.
       if (!needMore && r.settles.length === 0) transient = true;
     }
+    // One wait for every caller (gRPC, HTTP, CLI): loadWait for a transient refusal.
+    if (transient ? s.o.clock.now() >= waitUntilMs : attempt >= s.maxAttempts) break;
+    // Victims settled without need-more: asked again at once — not waiting (an eviction then a load, as usual).
+    if (!needMore && !transient) continue;
     if (s.jobs.waiting(spec.id, incarnation, lastReason, { nowMs: s.o.clock.now(), wallMs: s.o.clock.wallNow() }, actor)) {
       s.o.events.emit({ type: "load.waiting", nodeId: "", model: spec.id, address: "", incarnation: "", loadIncarnation: incarnation, reason: lastReason, ...(actor === undefined ? {} : { actor }) });
     }
-    // One wait for every caller (gRPC, HTTP, CLI): loadWait for a transient refusal.
-    if (transient ? s.o.clock.now() >= waitUntilMs : attempt >= s.maxAttempts) break;
-    if (needMore || transient) await s.o.sleep(s.retryIntervalMs, signal);
+    await s.o.sleep(s.retryIntervalMs, signal);
   }
   if (unconfirmedOn !== undefined) {
     throw new WardenError(Code.Unavailable, `cannot load model "${spec.id}" yet: ${lastReason}; retry once node "${unconfirmedOn}" has reported`, { details: { model: spec.id, nodeId: unconfirmedOn } });

@@ -63,6 +63,15 @@ describe("the loader's load jobs (fake clock)", () => {
     expect(h.events.ofType("load.failed")).toMatchObject([{ model: "m1", loadIncarnation: inc, code: "UNAVAILABLE", phase: "waiting_for_node" }]);
   });
 
+  it("an eviction then a load (victims settled, asked again at once) is not waiting: no load.waiting, no job once loaded", async () => {
+    const h = createHarness({ policy: { limitPerNode: 1 } });
+    await h.loader.ensureLoaded("m1", h.never);
+    await h.loader.ensureLoaded("m2", h.never);
+    expect(h.events.ofType("eviction.stopped")).toHaveLength(1);
+    expect(h.events.ofType("load.waiting")).toEqual([]);
+    expect(h.loader.loadJob("m2")).toBeUndefined();
+  });
+
   it("a load no node can ever take: failed at once, never waiting (no load.waiting), load.failed FAILED_PRECONDITION", async () => {
     const h = createHarness();
     h.placement.defaultNode = undefined;

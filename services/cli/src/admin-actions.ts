@@ -13,6 +13,7 @@ import {
   ListModelsResponseSchema,
   DeclareNodeLostResponseSchema,
   ListNodesResponseSchema,
+  LoadJobState,
   LoadModelResponseSchema,
   NodeSchema,
   PlacementDecision,
@@ -211,9 +212,10 @@ export function humanBytes(reason: string): string {
 }
 
 /**
- * While a load waits: ExplainPlacement says why. WAIT (no node can take the
- * model now, for a reason that ends: a draining or unreachable node, none
- * ready) shows as "waiting for a node: <reason>"; once a node is chosen the
+ * While a load waits: its load job says why. WAIT in ExplainPlacement (no node
+ * can take the model now, for a reason that ends: a draining or unreachable
+ * node, none ready, no room) with the model's load job waiting shows as
+ * "waiting for a node: <the job's reason>"; once a node is chosen the
  * line says "loading <model>" (`models load`) or "waiting for <model>" (a
  * call, which may also wait for a busy instance). When no node could take the model even after
  * evictions the wait cannot end well — the call is abandoned at once with
@@ -228,13 +230,24 @@ async function watchPlacement(g: GlobalOpts, model: string, signal: AbortSignal,
       const r = await a.explainPlacement({ model }, { timeoutMs: 5_000, signal }).catch(() => undefined);
       if (aborted()) return undefined;
       if (r?.decision === PlacementDecision.NO_FIT) return humanBytes(r.reason);
-      if (r !== undefined) onWaiting(r.decision === PlacementDecision.WAIT ? humanBytes(r.reason) : "");
+      // "Waiting for a node" only once the load's job says so: admission is waiting, not evicting
+      // (a pending eviction reads WAIT in ExplainPlacement for the moment it takes to settle).
+      const job = r?.decision === PlacementDecision.WAIT ? await waitingJob(a, model, signal) : undefined;
+      if (aborted()) return undefined;
+      if (r !== undefined) onWaiting(job === undefined ? "" : humanBytes(job));
       await sleep(systemClock, 1_000, signal).catch(() => undefined);
     }
     return undefined;
   } finally {
     a.close();
   }
+}
+
+/** The reason of the model's load job while it waits for a node (ListModels' load_job), else undefined. */
+async function waitingJob(a: ReturnType<typeof admin>, model: string, signal: AbortSignal): Promise<string | undefined> {
+  const r = await a.listModels({ model, pageSize: 1 }, { timeoutMs: 5_000, signal }).catch(() => undefined);
+  const job = r?.replicas.find((x) => x.model === model)?.loadJob;
+  return job?.state === LoadJobState.WAITING ? job.reason : undefined;
 }
 
 /** A load (or a call that loads on demand) with its progress line and ExplainPlacement watching it. */

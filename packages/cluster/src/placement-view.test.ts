@@ -197,7 +197,7 @@ function truth(c: GenCluster): Truth[] {
     const selectorMatches = Object.entries(c.target.selector).every(([k, v]) => n.labels[k] === v);
     const ready = n.state === "ready";
     const hasBackend = n.catalog.length === 0 || n.catalog.includes("backend-sim");
-    const eligible = ready && !n.draining && selectorMatches && hasBackend;
+    const matches = ready && !n.draining && selectorMatches && hasBackend;
     let total = 0;
     let used = 0;
     if (n.memory !== undefined) {
@@ -236,6 +236,8 @@ function truth(c: GenCluster): Truth[] {
     const occupied = n.instances.length + n.entries.length;
     const free = total > 0 ? Math.max(0, total - Math.max(used, reserved)) : Number.POSITIVE_INFINITY;
     const size = c.target.sizeGiB * GiB;
+    // A model larger than the node's memory is never placed there (whatever is evicted).
+    const eligible = matches && (total <= 0 || size <= total);
     const memFits = size <= free;
     const slotFits = c.limit === 0 || occupied + 1 <= c.limit;
     const fitsNow = eligible && blocking === 0 && evictableConflicts === 0 && memFits && slotFits;

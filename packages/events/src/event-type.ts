@@ -41,6 +41,8 @@ const typeByCase = {
   nodeDrainStarted: "node.drain-started",
   nodeUndrained: "node.undrained",
   policyUpdated: "policy.updated",
+  loadWaiting: "load.waiting",
+  loadFailed: "load.failed",
 } as const satisfies Record<PayloadCase, string>;
 
 /** Every event type name, e.g. `"eviction.started"`. */

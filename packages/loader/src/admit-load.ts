@@ -14,13 +14,22 @@ import { servedMeanwhile } from "./served-meanwhile.js";
 /**
  * Admission with the need-more retry loop (localai-semantics §4.2),
  * re-planning placement on every attempt. Pending evictions settle before an
- * attempt resolves. When attempts run out the load fails with
- * FAILED_PRECONDITION naming what blocks it. When no node can take the model
- * now for a reason that ends by itself (the only matching node draining or
- * unreachable, none ready, nodes not reported since a restart) the load waits
- * `loadWaitMs` for it, then fails UNAVAILABLE with the reason.
+ * attempt resolves. Three answers, the same for every caller:
+ * - never: no node can ever take the model (ready nodes judged it: none
+ *   matches its selector or backend, it is larger than each) — fails
+ *   FAILED_PRECONDITION at once, no retries, no wait;
+ * - not now: for a reason that ends by itself (the only matching node
+ *   draining or unreachable, none ready, nodes not reported since a restart,
+ *   no room that an eviction could make: a node's budget or slots held by
+ *   pinned, busy or spared instances) — waits `loadWaitMs`, then fails
+ *   UNAVAILABLE with the reason;
+ * - evicting: victims stopped and more needed — the enforcement retries
+ *   (`maxAttempts`), then FAILED_PRECONDITION naming what blocks it.
+ * Every attempt that does not admit and waits before the next makes the
+ * model's load job "waiting" (load.waiting once per job); an attempt whose
+ * victims settled asks again at once and is not waiting.
  */
-export async function admitLoad<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, incarnation: string, preferredNode: string | undefined, signal: AbortSignal, replica: ReplicaLoad | undefined): Promise<string | HeldInstance<H>> {
+export async function admitLoad<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, incarnation: string, preferredNode: string | undefined, signal: AbortSignal, replica: ReplicaLoad | undefined, actor?: string): Promise<string | HeldInstance<H>> {
   let lastReason: string;
   // The last refusal was (also) for instances a node not heard from since the
   // restart may run: it ends when that node reports or is lost — a transient
@@ -45,6 +54,8 @@ export async function admitLoad<H extends BackendHandle>(s: LoaderState<H>, spec
     if (choice.nodeId === undefined) {
       lastReason = choice.reason;
       transient = ("transient" in choice && choice.transient === true) || s.unconfirmed.size > 0;
+      // Never: waiting cannot change a verdict every ready node gave — answer at once.
+      if (!transient) throw new WardenError(Code.FailedPrecondition, `cannot load model "${spec.id}": ${lastReason}`, { details: { model: spec.id, reason: lastReason } });
     } else {
       const spare = replica === undefined ? undefined : replicaSpare(s, spec);
       const r = await s.watchdog.admit({ nodeId: choice.nodeId, model: spec.id, incarnation, ...pinsAndGroupsNow(s, spec), sizeBytes: spec.sizeBytes, ...(spare === undefined ? {} : { spare }) });
@@ -72,15 +83,23 @@ export async function admitLoad<H extends BackendHandle>(s: LoaderState<H>, spec
       needMore = r.needMore;
       lastReason = `${r.cause === "group" ? "group conflict" : "limit"} on node "${choice.nodeId}": ${describeShortfall(r.shortfall)}`;
       unconfirmedOn = (r.shortfall.unconfirmed ?? 0) > 0 ? choice.nodeId : undefined;
+      // No room, nothing stopped for it and nothing to wait for (pinned or spared instances hold it):
+      // not now — they may be unpinned, unloaded or scaled down. Waits loadWait like a draining node.
+      if (!needMore && r.settles.length === 0) transient = true;
     }
     // One wait for every caller (gRPC, HTTP, CLI): loadWait for a transient refusal.
     if (transient ? s.o.clock.now() >= waitUntilMs : attempt >= s.maxAttempts) break;
-    if (needMore) await s.o.sleep(s.retryIntervalMs, signal);
+    // Victims settled without need-more: asked again at once — not waiting (an eviction then a load, as usual).
+    if (!needMore && !transient) continue;
+    if (s.jobs.waiting(spec.id, incarnation, lastReason, { nowMs: s.o.clock.now(), wallMs: s.o.clock.wallNow() }, actor)) {
+      s.o.events.emit({ type: "load.waiting", nodeId: "", model: spec.id, address: "", incarnation: "", loadIncarnation: incarnation, reason: lastReason, ...(actor === undefined ? {} : { actor }) });
+    }
+    await s.o.sleep(s.retryIntervalMs, signal);
   }
   if (unconfirmedOn !== undefined) {
     throw new WardenError(Code.Unavailable, `cannot load model "${spec.id}" yet: ${lastReason}; retry once node "${unconfirmedOn}" has reported`, { details: { model: spec.id, nodeId: unconfirmedOn } });
   }
-  if (transient) throw new WardenError(Code.Unavailable, `cannot load model "${spec.id}" now (waited ${String(Math.round(s.loadWaitMs / 1000))}s): ${lastReason}; retry once a matching node is ready (a draining node undrained, nodes (re)registered)`, { details: { model: spec.id, reason: lastReason, retryAfterS: retryAfterS(s.loadWaitMs) } });
+  if (transient) throw new WardenError(Code.Unavailable, `cannot load model "${spec.id}" now (waited ${String(Math.round(s.loadWaitMs / 1000))}s): ${lastReason}; retry once a node can take it (a draining node undrained, nodes (re)registered, room made)`, { details: { model: spec.id, reason: lastReason, retryAfterS: retryAfterS(s.loadWaitMs) } });
   throw new WardenError(Code.FailedPrecondition, `cannot load model "${spec.id}" after ${String(s.maxAttempts)} attempts: ${lastReason}`, { details: { model: spec.id } });
 }
 

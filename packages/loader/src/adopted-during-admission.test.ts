@@ -11,6 +11,7 @@ describe("an instance adopted during a load's admission", () => {
   it("ends the on-demand load at the next placement attempt: no start, the caller gets the adopted instance", async () => {
     const h = createHarness({ enforcement: { maxAttempts: 10, intervalMs: 1_000 } });
     h.placement.defaultNode = undefined; // no room yet: admission retries placement
+    h.placement.noReadyNode = true; // a state that ends: the load waits (loadWait), retrying placement
     const load = h.track(h.loader.ensureLoaded("m1", h.never));
     await h.run(1_500);
     expect(h.placement.calls.length).toBeGreaterThan(0);
@@ -37,6 +38,7 @@ describe("an instance adopted during a load's admission", () => {
   it("ends it too when the adopted instance's node is unreachable and the model is at max: no start, the call is UNAVAILABLE naming the node", async () => {
     const h = createHarness({ enforcement: { maxAttempts: 10, intervalMs: 1_000 } });
     h.placement.defaultNode = undefined;
+    h.placement.noReadyNode = true; // a state that ends: the load waits (loadWait), retrying placement
     const call = h.track(h.loader.acquire("m1", h.never));
     await h.run(1_500);
     expect(call.done()).toBe(false);

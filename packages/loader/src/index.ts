@@ -9,6 +9,8 @@ export { LockTable } from "./lifecycle-lock.js";
 export type { Release } from "./lifecycle-lock.js";
 export { LoadCooldown, defaultCooldownPolicy } from "./load-cooldown.js";
 export type { CooldownPolicy } from "./load-cooldown.js";
+export { LoadJobs, defaultLoadJobLimits } from "./load-jobs.js";
+export type { LoadJob, LoadJobLimits, LoadJobPhase } from "./load-jobs.js";
 export { LeftoverTracker } from "./leftover-tracker.js";
 export type { Leftover } from "./leftover-tracker.js";
 export { defaultReplicas, loadRevision, modelSpec, replicaBounds } from "./model-spec.js";

@@ -1,4 +1,4 @@
-import { Code, WardenError, deadlineSignal, isStaleLeaderEpoch, raceSignal } from "@warden/common";
+import { Code, WardenError, codeName, deadlineSignal, isStaleLeaderEpoch, raceSignal } from "@warden/common";
 import { admitLoad } from "./admit-load.js";
 import { failLoad } from "./fail-load.js";
 import { holdInstance, type LoaderState } from "./loader-state.js";
@@ -159,15 +159,18 @@ async function lead<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec,
     const served = replica === undefined ? servedMeanwhile(s, spec) : undefined;
     if (served !== undefined) {
       s.loadControllers.delete(incarnation);
+      s.jobs.done(spec.id, incarnation);
       return served;
     }
     if (replica !== undefined && replicaNotNeeded(now, s.models.get(spec.id) ?? spec, replica, replica.cause !== "rollout" || rolloutWanted(s, spec))) throw new WardenError(Code.Aborted, `replica load of model "${spec.id}" not needed any more`);
-    const admitted = await admitLoad(s, spec, incarnation, preferredNode, deadline.signal, replica);
+    const admitted = await admitLoad(s, spec, incarnation, preferredNode, deadline.signal, replica, actor);
     if (typeof admitted !== "string") {
       s.loadControllers.delete(incarnation);
+      s.jobs.done(spec.id, incarnation);
       return admitted;
     }
     nodeId = admitted;
+    s.jobs.loading(spec.id, incarnation, nodeId, "starting", jobStamp(s), actor);
     const agent = s.o.agents.agent(nodeId);
     if (agent === undefined) throw new WardenError(Code.Unavailable, `node "${nodeId}" has no connected agent`);
     h = {
@@ -201,6 +204,7 @@ async function lead<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec,
           h.address = ev.address;
           h.gpu = ev.gpu;
           h.phase = "loading";
+          s.jobs.loading(spec.id, incarnation, nodeId, "loading", jobStamp(s), actor);
           s.replicaWork.mark(spec.id);
           if (ev.reportFloor !== undefined) h.reportFloor = ev.reportFloor;
           retireRecycledAddress(s, nodeId, ev.address, incarnation);
@@ -237,11 +241,13 @@ async function lead<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec,
       throw new WardenError(Code.Unavailable, `load of model "${spec.id}": the agent ended the start without ready`);
     }
     s.cooldown.recordSuccess(spec.id);
+    s.jobs.done(spec.id, incarnation);
     s.o.events.emit({ type: "backend.loaded", nodeId, model: spec.id, address: h.address ?? "", incarnation, loadDurationMs: Math.round(s.o.clock.now() - startedAtMs), ...by });
     return h;
   } catch (err) {
     const e = WardenError.from(err);
     failLoad(s, spec, incarnation, nodeId, h, registered, e, ctl.signal.aborted, by);
+    endJob(s, spec, incarnation, nodeId, e, ctl.signal.aborted, actor);
     throw e;
   } finally {
     release?.();
@@ -252,6 +258,26 @@ async function lead<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec,
       s.replicaWork.mark(spec.id);
     }
   }
+}
+
+function jobStamp<H extends BackendHandle>(s: LoaderState<H>): { nowMs: number; wallMs: number } {
+  return { nowMs: s.o.clock.now(), wallMs: s.o.clock.wallNow() };
+}
+
+/**
+ * The load's job ends: dropped when the load was cancelled on our side
+ * (unload, shutdown) or a replica load was not needed any more — nothing
+ * failed; otherwise failed, with load.failed naming why and the code every
+ * caller got.
+ */
+function endJob<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, incarnation: string, nodeId: string | undefined, e: WardenError, cancelled: boolean, actor: string | undefined): void {
+  if (cancelled || e.code === Code.Aborted) {
+    s.jobs.done(spec.id, incarnation);
+    return;
+  }
+  const code = codeName(e.code).toUpperCase();
+  const phase = s.jobs.failed(spec.id, incarnation, nodeId, e.rawMessage, code, jobStamp(s), actor);
+  s.o.events.emit({ type: "load.failed", nodeId: nodeId ?? "", model: spec.id, address: "", incarnation: "", loadIncarnation: incarnation, reason: e.rawMessage, code, phase, ...(actor === undefined ? {} : { actor }) });
 }
 
 function unconfirmedOnly<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec): WardenError {

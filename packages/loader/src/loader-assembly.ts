@@ -7,6 +7,7 @@ import { HeldNodeIndex } from "./held-node-index.js";
 import { LeftoverTracker } from "./leftover-tracker.js";
 import { LockTable } from "./lifecycle-lock.js";
 import type { LoadCooldown } from "./load-cooldown.js";
+import { LoadJobs } from "./load-jobs.js";
 import { defaultStopTimings, type LoaderOptions } from "./loader-options.js";
 import { leftoverBase, pushOccupancy, type LoaderState } from "./loader-state.js";
 import type { HeldInstance } from "./loader-types.js";
@@ -88,6 +89,7 @@ export function assembleLoaderState<H extends BackendHandle>(
     loadControllers: new Map(),
     locks: new LockTable(),
     cooldown,
+    jobs: new LoadJobs(o.loadJobs),
     leftovers,
     unconfirmed: new UnconfirmedReplicas(),
     orphans: new Map(),

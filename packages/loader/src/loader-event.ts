@@ -1,4 +1,5 @@
 import type { EvictionReason } from "@warden/watchdog";
+import type { LoadJobPhase } from "./load-jobs.js";
 
 interface Base {
   readonly nodeId: string;
@@ -43,7 +44,13 @@ export type LoaderEvent =
   | (Base & { readonly type: "replica.scaled-up"; readonly cause: "min" | "in-flight" | "drain" | "rollout"; readonly replicas: number })
   | (Base & { readonly type: "replica.scaled-down"; readonly replicas: number })
   | (Base & { readonly type: "replica.scale-blocked"; readonly error: string; readonly failures: number; readonly retryAfterMs: number })
-  | (Base & { readonly type: "replica.scale-set"; readonly operator: string; readonly min: number; readonly max: number });
+  | (Base & { readonly type: "replica.scale-set"; readonly operator: string; readonly min: number; readonly max: number })
+  // Load jobs (load-jobs.ts). A job holds no instance yet: `incarnation` and `address` are "",
+  // the load's incarnation is `loadIncarnation` (so a journal replay never takes a job for an instance).
+  // waiting: once per job, when it first cannot be placed now (nodeId ""); failed: once, when it ends failing
+  // (nodeId: the node chosen, "" when none was).
+  | (Base & { readonly type: "load.waiting"; readonly reason: string; readonly loadIncarnation: string })
+  | (Base & { readonly type: "load.failed"; readonly reason: string; readonly code: string; readonly phase: LoadJobPhase; readonly loadIncarnation: string });
 
 /**
  * How an adopted instance was found (proto InstanceAdopted.found_by):

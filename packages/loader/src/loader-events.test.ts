@@ -53,8 +53,9 @@ describe("events", () => {
       s.spawned().failed("could not load model: bad file", { code: "LOAD_FAILED", exitCode: 1, lastStderrLine: "bad magic" });
     };
     await expect(h.loader.ensureLoaded("m1", h.never)).rejects.toBeInstanceOf(WardenError);
-    expect(h.events.types()).toEqual(["backend.load-failed"]);
+    expect(h.events.types()).toEqual(["backend.load-failed", "load.failed"]);
     const s = h.n1.starts[0]!;
+    expect(h.events.ofType("load.failed")[0]).toMatchObject({ nodeId: "n1", model: "m1", incarnation: "", loadIncarnation: s.incarnation, code: "FAILED_PRECONDITION", phase: "loading" });
     expect(h.events.ofType("backend.load-failed")[0]).toMatchObject({ nodeId: "n1", model: "m1", address: s.address, incarnation: s.incarnation, code: "LOAD_FAILED", exitCode: 1, lastStderrLine: "bad magic", outcomeUnknown: false });
   });
 

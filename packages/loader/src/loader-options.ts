@@ -2,6 +2,7 @@ import type { Clock, Rng, BackoffPolicy } from "@warden/common";
 import type { PolicyPatch, WatchdogCaps } from "@warden/watchdog";
 import type { CooldownPolicy } from "./load-cooldown.js";
 import type { LoaderEventSink } from "./loader-event.js";
+import type { LoadJobLimits } from "./load-jobs.js";
 import type { InventoryPort, PlacementPort } from "./loader-types.js";
 import type { ModelSpec } from "./model-spec.js";
 import type { AgentDirectory, BackendConnector, BackendHandle, Sleep, StopIntentJournal } from "./ports.js";
@@ -43,6 +44,8 @@ export interface LoaderOptions<H extends BackendHandle> {
    * fails UNAVAILABLE naming it. @default 30000
    */
   readonly loadWaitMs?: number;
+  /** How many failed load jobs are kept, and for how long (load-jobs.ts). */
+  readonly loadJobs?: Partial<LoadJobLimits>;
   readonly cooldown?: CooldownPolicy;
   readonly leftoverBackoff?: BackoffPolicy;
   readonly stuckAfterMs?: number;

@@ -6,6 +6,7 @@ import type { HeldNodeIndex } from "./held-node-index.js";
 import type { LeftoverTracker, Leftover } from "./leftover-tracker.js";
 import type { LockTable } from "./lifecycle-lock.js";
 import type { LoadCooldown } from "./load-cooldown.js";
+import type { LoadJobs } from "./load-jobs.js";
 import type { ReplicaIndex } from "./replica-index.js";
 import type { ReplicaRoutes } from "./replica-routes.js";
 import type { ReplicaWork } from "./replica-work.js";
@@ -54,6 +55,8 @@ export interface LoaderState<H extends BackendHandle> {
   readonly loadControllers: Map<string, AbortController>;
   readonly locks: LockTable;
   readonly cooldown: LoadCooldown;
+  /** model → its load job: waiting for a node, loading, or failed (load-jobs.ts). */
+  readonly jobs: LoadJobs;
   readonly leftovers: LeftoverTracker;
   /** Instances known only from the journal, on nodes not heard from since start (journal-replicas.ts). */
   readonly unconfirmed: UnconfirmedReplicas;

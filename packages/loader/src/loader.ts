@@ -8,6 +8,7 @@ import type { Leftover } from "./leftover-tracker.js";
 import { LoadCooldown } from "./load-cooldown.js";
 import { ensureLoaded } from "./load-path.js";
 import type { AdoptionSource } from "./loader-event.js";
+import type { LoadJob } from "./load-jobs.js";
 import type { LoaderOptions } from "./loader-options.js";
 import { assembleLoaderState, modelPolicy } from "./loader-assembly.js";
 import { pushAllOccupancy, pushOccupancy, warn, type LoaderState } from "./loader-state.js";
@@ -116,6 +117,16 @@ export class Loader<H extends BackendHandle = BackendHandle> {
   /** Loads in progress (leaders only). */
   get loadingCount(): number {
     return this.s.loads.size;
+  }
+
+  /** The model's load job now (waiting, loading, failed), if any (load-jobs.ts). */
+  loadJob(model: string): LoadJob | undefined {
+    return this.s.jobs.of(model, this.s.o.clock.now());
+  }
+
+  /** Load jobs by state now (waiting, loading, failed). */
+  loadJobCounts(): Record<LoadJob["t"], number> {
+    return this.s.jobs.counts(this.s.o.clock.now());
   }
 
   getPolicy(): WatchdogPolicy {

@@ -24,6 +24,7 @@ describe("replica loads wait for every node's first inventory", () => {
   it("a replica load already retrying placement stops (no breaker) when a node registers without an inventory, and the floor is restored once it reports", async () => {
     const h = replicaHarness({ min: 1, max: 2, targetInFlight: 1 });
     h.placement.defaultNode = undefined; // no room yet: the load retries placement
+    h.placement.noReadyNode = true; // a state that ends: the load waits (loadWait), retrying placement
     h.loader.startTicking();
     await h.run(1_000);
     expect(h.placement.calls.length).toBeGreaterThan(0);

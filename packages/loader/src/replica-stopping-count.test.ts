@@ -11,6 +11,7 @@ describe("a replica load in admission counts the replicas being stopped toward m
   it("a min load retrying placement starts nothing while an adopted replica's stop is in flight, and restores the floor once it settles", async () => {
     const h = replicaHarness({ min: 1, max: 1 }, { enforcement: { maxAttempts: 30, intervalMs: 1_000 } });
     h.placement.defaultNode = undefined; // no room yet: the floor's load retries placement
+    h.placement.noReadyNode = true; // a state that ends: the load waits (loadWait), retrying placement
     h.loader.startTicking();
     await h.until(() => h.placement.calls.length > 0);
     const spec = h.loader.modelSpec("m1");

@@ -13,6 +13,7 @@ describe("a load that outlives a config reload", () => {
     const models = [modelSpec({ id: "m1", backend: "sim", pinned: true, groups: ["g1"] }), modelSpec({ id: "m2", backend: "sim" })];
     const h = createHarness({ models, enforcement: { maxAttempts: 10, intervalMs: 1_000 } });
     h.placement.defaultNode = undefined; // no room yet: admission retries placement
+    h.placement.noReadyNode = true; // a state that ends: the load waits (loadWait), retrying placement
     const load = h.track(h.loader.ensureLoaded("m1", h.never));
     await h.run(1_500);
     expect(load.done()).toBe(false);

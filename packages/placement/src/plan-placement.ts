@@ -60,8 +60,9 @@ export interface NodeVerdict {
   /** Spread preference, ahead of the score: 0 no replica of the model here, 1 a device without one, 2 none (see `spreadTier`). */
   readonly spreadTier: number;
   /**
-   * Ruled out only by a state that ends by itself (draining, unreachable)
-   * while its selector and backend match: a load may wait for it (transient),
+   * Ruled out only by a state that ends by itself (draining, unreachable, its
+   * memory budget full of instances eviction cannot remove now) while its
+   * selector and backend match: a load may wait for it (transient),
    * unlike a node the model can never use.
    */
   readonly waitable?: true;
@@ -112,12 +113,17 @@ function verdict(req: PlacementRequest, n: NodeCandidate, strategy: PlacementStr
     if (n.labels[k] !== v) return excluded(n, freeBytes, explain ? `selector ${k}=${v ?? ""} does not match (node has ${k}=${n.labels[k] ?? "<unset>"})` : "");
   }
   if (lacksBackend(req, n)) return excluded(n, freeBytes, explain ? `agent has no backend ${JSON.stringify(req.backend)} in its catalog` : "");
+  // Larger than the node could ever hold (its memory, or its budget): never, whatever is evicted.
+  const capacity = capacityBytes(n.memoryTotalBytes, budget);
+  if (req.sizeBytes > capacity) return excluded(n, freeBytes, explain ? `model needs ${String(req.sizeBytes)} bytes, more than the node holds (${budget === undefined ? `${String(capacity)} bytes of memory` : `its ${describeBudget(n)}`})` : "");
   const spreadOut = replicaExclusion(req.model, req.spread ?? "any", n, explain);
   if (spreadOut !== undefined) return excluded(n, freeBytes, spreadOut);
   // The budget is a cap the operator set: a node where even eviction cannot
-  // bring the model under it is ruled out, never a fallback target.
+  // bring the model under it is ruled out, never a fallback target. The model
+  // fits the budget (above), so what fills it (pinned, busy, loading
+  // instances) may go: a state that ends, so a load may wait for it.
   if (budget !== undefined && req.sizeBytes > freeBytes + n.evictableBytes) {
-    return excluded(n, freeBytes, explain ? `over its ${describeBudget(n)}: needs ${String(req.sizeBytes)} bytes, ${describeFree(freeBytes)} free within it, eviction cannot make room` : "");
+    return { ...excluded(n, freeBytes, explain ? `over its ${describeBudget(n)}: needs ${String(req.sizeBytes)} bytes, ${describeFree(freeBytes)} free within it, eviction cannot make room` : ""), waitable: true };
   }
   if (n.blockingConflicts.length > 0) return excluded(n, freeBytes, explain ? `group conflict that eviction cannot resolve now: ${n.blockingConflicts.join(", ")}` : "", true);
   const memOk = req.sizeBytes <= freeBytes;
@@ -160,6 +166,12 @@ function withinBudget(n: NodeCandidate): string {
 function describeTier(model: string, n: NodeCandidate): string {
   if (n.modelReplicas === 0) return "";
   return `; holds ${String(n.modelReplicas)} replica(s) of ${model} already, ${n.devicesWithReplica < n.devices ? "on other devices" : "on every device"}`;
+}
+
+/** The most the node could ever hold: its memory, capped by its budget; +∞ when neither is known. */
+function capacityBytes(totalBytes: number, budget: number | undefined): number {
+  if (budget !== undefined) return totalBytes > 0 ? Math.min(totalBytes, budget) : budget;
+  return totalBytes > 0 ? totalBytes : Number.POSITIVE_INFINITY;
 }
 
 function describeFree(bytes: number): string {

@@ -13,6 +13,7 @@ import {
   ListModelsResponseSchema,
   DeclareNodeLostResponseSchema,
   ListNodesResponseSchema,
+  LoadJobState,
   LoadModelResponseSchema,
   NodeSchema,
   PlacementDecision,
@@ -27,6 +28,7 @@ import { eventToJson, eventTypeOf, parseEventType } from "@warden/events";
 import { exitCodes } from "./exit-codes.js";
 import { bytes, modelsTable, nodesTable, table } from "./render.js";
 import { replicasTable } from "./render-replicas.js";
+import { loadJobsText } from "./render-load-jobs.js";
 import { instanceStateFilter, listAllModels, listAllNodes, nodeStateFilter, parseLimit } from "./list-pages.js";
 import type { ActionContext, GlobalOpts } from "./action-context.js";
 
@@ -56,6 +58,9 @@ export async function modelsLs(c: ActionContext, g: GlobalOpts, o: { node?: stri
   const r = await listAllModels(a, { nodeId: o.node ?? "", model: o.model ?? "", state }, limit, () => c.deadline(g));
   const filtered = o.node !== undefined || o.model !== undefined || o.state !== undefined;
   c.print(g.json ? json(ListModelsResponseSchema, r) : r.replicas.length === 0 || filtered ? modelsTable(r.instances) : `${modelsTable(r.instances)}\n\n${replicasTable(r.replicas)}`);
+  // Loads waiting for a node, loading or failed: one line each (filtered by --model too).
+  const jobs = g.json || o.node !== undefined || o.state !== undefined ? "" : loadJobsText(r.replicas, o.model, humanBytes);
+  if (jobs !== "") c.print(`\n${jobs}`);
   if (!g.json && r.nextPageToken !== "") c.io.err.write(`warden: stopped at --limit ${String(limit)}; more instances match\n`);
   return undefined;
 }
@@ -207,9 +212,10 @@ export function humanBytes(reason: string): string {
 }
 
 /**
- * While a load waits: ExplainPlacement says why. WAIT (no node can take the
- * model now, for a reason that ends: a draining or unreachable node, none
- * ready) shows as "waiting for a node: <reason>"; once a node is chosen the
+ * While a load waits: its load job says why. WAIT in ExplainPlacement (no node
+ * can take the model now, for a reason that ends: a draining or unreachable
+ * node, none ready, no room) with the model's load job waiting shows as
+ * "waiting for a node: <the job's reason>"; once a node is chosen the
  * line says "loading <model>" (`models load`) or "waiting for <model>" (a
  * call, which may also wait for a busy instance). When no node could take the model even after
  * evictions the wait cannot end well — the call is abandoned at once with
@@ -224,13 +230,24 @@ async function watchPlacement(g: GlobalOpts, model: string, signal: AbortSignal,
       const r = await a.explainPlacement({ model }, { timeoutMs: 5_000, signal }).catch(() => undefined);
       if (aborted()) return undefined;
       if (r?.decision === PlacementDecision.NO_FIT) return humanBytes(r.reason);
-      if (r !== undefined) onWaiting(r.decision === PlacementDecision.WAIT ? humanBytes(r.reason) : "");
+      // "Waiting for a node" only once the load's job says so: admission is waiting, not evicting
+      // (a pending eviction reads WAIT in ExplainPlacement for the moment it takes to settle).
+      const job = r?.decision === PlacementDecision.WAIT ? await waitingJob(a, model, signal) : undefined;
+      if (aborted()) return undefined;
+      if (r !== undefined) onWaiting(job === undefined ? "" : humanBytes(job));
       await sleep(systemClock, 1_000, signal).catch(() => undefined);
     }
     return undefined;
   } finally {
     a.close();
   }
+}
+
+/** The reason of the model's load job while it waits for a node (ListModels' load_job), else undefined. */
+async function waitingJob(a: ReturnType<typeof admin>, model: string, signal: AbortSignal): Promise<string | undefined> {
+  const r = await a.listModels({ model, pageSize: 1 }, { timeoutMs: 5_000, signal }).catch(() => undefined);
+  const job = r?.replicas.find((x) => x.model === model)?.loadJob;
+  return job?.state === LoadJobState.WAITING ? job.reason : undefined;
 }
 
 /** A load (or a call that loads on demand) with its progress line and ExplainPlacement watching it. */

@@ -5,6 +5,7 @@ import type { Loader } from "@warden/loader";
 import type { Outbox } from "@warden/outbox";
 import type { NodeRegistry } from "./nodes/node-registry.js";
 import { ReplicaMetrics } from "./admin/replica-metrics.js";
+import { registerLoadJobMetrics } from "./admin/load-job-metrics.js";
 
 function reasonName(r: EvictionReason): string {
   return EvictionReason[r].toLowerCase();
@@ -105,6 +106,7 @@ export class CoordinatorMetrics {
     this.journalDroppedBytes = new Counter({ name: "warden_journal_repaired_bytes_total", help: "Bytes cut off torn journal tails at start.", registers: [r] });
     this.journalDroppedRecords = new Counter({ name: "warden_journal_repaired_records_total", help: "Records (whole or partial) in torn journal tails cut off at start.", registers: [r] });
     this.replicas = new ReplicaMetrics(r, loader);
+    registerLoadJobMetrics(r, loader);
   }
 
   /** Feeds counters from a committed event. */

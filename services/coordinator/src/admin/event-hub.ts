@@ -4,6 +4,7 @@ import { eventToJson, eventTypeOf, matchesEventFilter, type EventFilter, type Ev
 import type { AppendOutcome, Outbox } from "@warden/outbox";
 import { Code, WardenError, capExceeded, type Logger } from "@warden/common";
 import type { LoaderEvent, LoaderEventSink } from "@warden/loader";
+import { loadJobPhaseToWire } from "./load-job-wire.js";
 import type { EvictionReason as CoreReason } from "@warden/watchdog";
 
 const reasons: Readonly<Record<CoreReason | "orphan" | "vanished", EvictionReason>> = {
@@ -78,6 +79,10 @@ export function eventInitOf(e: LoaderEvent): EventInit {
       return { ...base, payload: { case: "replicaScaleBlocked", value: { $typeName: "warden.v1.ReplicaScaleBlocked", error: e.error, failures: e.failures, retryAfterMs: BigInt(Math.max(0, Math.round(e.retryAfterMs))) } } };
     case "replica.scale-set":
       return { ...base, payload: { case: "replicaScaleSet", value: { $typeName: "warden.v1.ReplicaScaleSet", operator: e.operator, min: e.min, max: e.max } } };
+    case "load.waiting":
+      return { ...base, payload: { case: "loadWaiting", value: { $typeName: "warden.v1.LoadWaiting", reason: e.reason, loadIncarnation: e.loadIncarnation } } };
+    case "load.failed":
+      return { ...base, payload: { case: "loadFailed", value: { $typeName: "warden.v1.LoadFailed", reason: e.reason, code: e.code, phase: loadJobPhaseToWire[e.phase], loadIncarnation: e.loadIncarnation } } };
   }
 }
 

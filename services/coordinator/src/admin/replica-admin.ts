@@ -6,6 +6,7 @@ import type { Loader, ReplicaStatus, ScalePatch } from "@warden/loader";
 import { NodeLimitsSetSchema, type ModelReplicasSchema, type NodeSchema, type ScaleModelRequest, type SetNodeLimitsRequest } from "@warden/proto";
 import type { BackendClientHandle } from "../routing/backend-connector.js";
 import { checkId } from "./check-id.js";
+import { loadJobToWire } from "./load-job-wire.js";
 import { nodeLimitsFromWire, nodeLimitsToWire } from "../nodes/node-limits-wire.js";
 import type { NodeRegistry } from "../nodes/node-registry.js";
 
@@ -101,8 +102,11 @@ export function checkSetNodeLimits(req: SetNodeLimitsRequest, nodes: Pick<NodeRe
   return req.clear ? {} : { ...nodes.limitsOverride(nodeId), ...patch };
 }
 
-/** ListModels' replica summary: one entry per configured model (a bounded set). */
-export function replicaSummaries(loader: Pick<Loader<BackendClientHandle>, "replicaStatuses">, clock: Clock): ModelReplicasInit[] {
+/** ListModels' replica summary: one entry per configured model (a bounded set), with its load job when it has one. */
+export function replicaSummaries(loader: Pick<Loader<BackendClientHandle>, "replicaStatuses" | "loadJob">, clock: Clock): ModelReplicasInit[] {
   const now = clock.now();
-  return loader.replicaStatuses().map((s) => modelReplicasInit(s, now));
+  return loader.replicaStatuses().map((s) => {
+    const job = loader.loadJob(s.model);
+    return { ...modelReplicasInit(s, now), ...(job === undefined ? {} : { loadJob: loadJobToWire(job, now) }) };
+  });
 }

@@ -48,6 +48,8 @@ export const dashboardHtml = `<!doctype html>
     </form>
     <div id="explain" class="explain"></div>
     <div id="action-result" class="action-result" role="status"></div>
+    <h2>Load jobs</h2>
+    <ul id="load-jobs" class="load-jobs"></ul>
     <h2>Events</h2>
     <ol id="events" class="events"></ol>
   </section>

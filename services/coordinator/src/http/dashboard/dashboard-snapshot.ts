@@ -1,7 +1,7 @@
 import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
-import { InstanceState, NodeState, PlacementDecision, type AdminService, type ExplainPlacementResponse, type ModelInstance, type Node } from "@warden/proto";
+import { InstanceState, LoadJobPhase, LoadJobState, NodeState, PlacementDecision, type AdminService, type ExplainPlacementResponse, type LoadJob, type ModelInstance, type Node } from "@warden/proto";
 import type { Client } from "@warden/grpc";
-import type { DashboardInstance, DashboardInstanceState, DashboardNode, DashboardNodeState, DashboardSnapshot } from "./dashboard-view.js";
+import type { DashboardInstance, DashboardInstanceState, DashboardLoadJob, DashboardNode, DashboardNodeState, DashboardSnapshot } from "./dashboard-view.js";
 
 /** What a snapshot reads: the Admin API (in process) and Warden's per-node accounting. */
 export interface SnapshotSource {
@@ -115,12 +115,28 @@ export async function takeSnapshot(src: SnapshotSource, signal?: AbortSignal): P
     pageToken = r.nextPageToken;
   }
   const nodes = await nodesP;
+  const jobs = new Map<string, LoadJob>();
+  for (const r of first.replicas) if (r.loadJob !== undefined) jobs.set(r.model, r.loadJob);
   return {
     at: new Date(src.wallNowMs()).toISOString(),
     nodes: nodes.map((n) => dashboardNode(n, src.accountedBytes(n.nodeId))),
     instances: instances.map(dashboardInstance),
-    models: first.configured.map((m) => ({ model: m.model, backend: m.backend, groups: [...m.groups], pinned: m.pinned, sizeBytes: Number(m.sizeBytes) })),
+    models: first.configured.map((m) => {
+      const job = jobs.get(m.model);
+      return { model: m.model, backend: m.backend, groups: [...m.groups], pinned: m.pinned, sizeBytes: Number(m.sizeBytes), ...(job === undefined ? {} : { loadJob: dashboardLoadJob(job) }) };
+    }),
   };
+}
+
+const jobStates: Readonly<Record<LoadJobState, DashboardLoadJob["state"] | undefined>> = {
+  [LoadJobState.UNSPECIFIED]: undefined,
+  [LoadJobState.WAITING]: "waiting",
+  [LoadJobState.LOADING]: "loading",
+  [LoadJobState.FAILED]: "failed",
+};
+
+function dashboardLoadJob(j: LoadJob): DashboardLoadJob {
+  return { state: jobStates[j.state] ?? "failed", phase: LoadJobPhase[j.phase].toLowerCase(), nodeId: j.nodeId, reason: j.reason, code: j.code, forMs: Number(j.forMs) };
 }
 
 const decisionNames: Readonly<Record<PlacementDecision, string>> = {

@@ -67,6 +67,18 @@ export interface DashboardModel {
   readonly groups: readonly string[];
   readonly pinned: boolean;
   readonly sizeBytes: number;
+  /** The model's load job (ListModels' ModelReplicas.load_job), when it has one. */
+  readonly loadJob?: DashboardLoadJob;
+}
+
+/** A load waiting for a node, loading, or failed; `forMs`: how long in that state when the snapshot was taken. */
+export interface DashboardLoadJob {
+  readonly state: "waiting" | "loading" | "failed";
+  readonly phase: string;
+  readonly nodeId: string;
+  readonly reason: string;
+  readonly code: string;
+  readonly forMs: number;
 }
 
 export interface DashboardSnapshot {

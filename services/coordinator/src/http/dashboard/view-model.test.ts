@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { DashboardInstance, DashboardNode, DashboardSnapshot } from "./dashboard-view.js";
-import { ago, appendBounded, eventLine, formatBytes, instanceKind, kindStyles, memoryBar, nodeCards } from "./view-model.js";
+import { ago, appendBounded, eventLine, formatBytes, instanceKind, kindStyles, loadJobText, memoryBar, nodeCards } from "./view-model.js";
 import { parseSse } from "./sse-parse.js";
 
 const gib = 1024 ** 3;
@@ -71,6 +71,13 @@ describe("event lines", () => {
     expect(started).toEqual({ id: "1", time: "t", type: "eviction.started", tone: "warn", text: "eviction started a on local: reason group (load of b), was busy" });
     expect(eventLine({ type: "eviction.stopped", model: "a", nodeId: "local", evictionStopped: { reason: "EVICTION_REASON_GROUP", alreadyGone: true } })).toMatchObject({ tone: "ok", text: "eviction stopped a on local: reason group, already gone" });
     expect(eventLine({ type: "eviction.failed", model: "a", evictionFailed: { reason: "EVICTION_REASON_LRU", outcome: "EVICTION_FAILED_OUTCOME_LEFTOVER", error: "agent unreachable" } })).toMatchObject({ tone: "error", text: "eviction failed a: reason lru, outcome leftover — agent unreachable" });
+  });
+
+  it("load jobs: load.waiting and load.failed lines, and a model's job as models ls says it", () => {
+    expect(eventLine({ type: "load.waiting", model: "m", loadWaiting: { reason: "no node fits: n1: node is draining" } })).toMatchObject({ tone: "warn", text: "load waiting for a node m: no node fits: n1: node is draining" });
+    expect(eventLine({ type: "load.failed", model: "m", loadFailed: { code: "UNAVAILABLE", reason: "cannot load now" } })).toMatchObject({ tone: "error", text: "load failed m (UNAVAILABLE): cannot load now" });
+    expect(loadJobText("m", { state: "waiting", phase: "waiting_for_node", nodeId: "", reason: "node is draining", code: "", forMs: 12_400 })).toBe("m: waiting for a node: node is draining (12s)");
+    expect(loadJobText("m", { state: "loading", phase: "starting", nodeId: "n1", reason: "", code: "", forMs: 0 })).toBe("m: loading (starting) on n1 (0s)");
   });
 
   it("summarises other types and survives a payload of the wrong shape", () => {

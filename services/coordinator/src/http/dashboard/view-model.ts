@@ -4,7 +4,7 @@
  * the browser client renders what these return and unit tests check them
  * without a browser. `nowMs` is passed in (the client's clock), never read.
  */
-import type { DashboardEvent, DashboardInstance, DashboardNode, DashboardSnapshot } from "./dashboard-view.js";
+import type { DashboardEvent, DashboardInstance, DashboardLoadJob, DashboardNode, DashboardSnapshot } from "./dashboard-view.js";
 
 /** What a row is coloured by: an instance's state, with `busy` (ready and serving) and `foreign` (a process Warden did not start) added. */
 export type InstanceKind = "loading" | "ready" | "busy" | "pending-eviction" | "leftover" | "orphan" | "foreign" | "freed" | "unknown";
@@ -213,6 +213,12 @@ export function eventLine(e: DashboardEvent): EventLine {
       const p = payload(e, "backendLoadFailed");
       return { ...base, tone: "error", text: `load failed${at}: ${str(p.message)}` };
     }
+    case "load.waiting":
+      return { ...base, tone: "warn", text: `load waiting for a node${at}: ${str(payload(e, "loadWaiting").reason)}` };
+    case "load.failed": {
+      const p = payload(e, "loadFailed");
+      return { ...base, tone: "error", text: `load failed${at} (${str(p.code)}): ${str(p.reason)}` };
+    }
     case "leftover.stuck":
     case "node.lost":
     case "node.unreachable":
@@ -222,6 +228,19 @@ export function eventLine(e: DashboardEvent): EventLine {
       return { ...base, tone: "warn", text: `${e.type}${at}` };
     default:
       return { ...base, tone: "info", text: `${e.type}${at}` };
+  }
+}
+
+/** A model's load job in one line, as `warden models ls` says it. */
+export function loadJobText(model: string, j: DashboardLoadJob): string {
+  const age = `${String(Math.round(j.forMs / 1000))}s`;
+  switch (j.state) {
+    case "waiting":
+      return `${model}: waiting for a node: ${j.reason} (${age})`;
+    case "loading":
+      return `${model}: loading (${j.phase.replace(/_/g, " ")})${j.nodeId === "" ? "" : ` on ${j.nodeId}`} (${age})`;
+    case "failed":
+      return `${model}: failed: ${j.reason} (${j.code}, ${age} ago)`;
   }
 }
 

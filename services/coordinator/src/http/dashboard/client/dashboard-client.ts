@@ -6,7 +6,7 @@
  */
 import type { DashboardErrorBody, DashboardEvent, DashboardHa, DashboardSnapshot, DashboardWhoAmI } from "../dashboard-view.js";
 import { SeenMembers, haStep } from "../ha-follow.js";
-import { appendBounded, eventLine, formatBytes, kindStyles, type EventLine, type InstanceKind } from "../view-model.js";
+import { appendBounded, eventLine, formatBytes, kindStyles, loadJobText, type EventLine, type InstanceKind } from "../view-model.js";
 import { parseSse } from "../sse-parse.js";
 import { maxFilterChars, nodeWindow, type StateChoice, type WindowCard } from "../node-window.js";
 
@@ -156,6 +156,9 @@ function renderSnapshot(): void {
     if (names.includes(chosen)) select.value = chosen;
   }
   byId("nodes").dataset.at = s.at;
+  // Loads waiting for a node, loading or failed (ListModels' load jobs).
+  const jobs = s.models.flatMap((m) => (m.loadJob === undefined ? [] : [el("li", { "data-state": m.loadJob.state, "data-model": m.model }, loadJobText(m.model, m.loadJob))]));
+  byId("load-jobs").replaceChildren(...(jobs.length === 0 ? [el("li", { class: "muted" }, "none")] : jobs));
 }
 
 function renderEvents(): void {

@@ -1,0 +1,21 @@
+import { create } from "@bufbuild/protobuf";
+import { describe, expect, it } from "vitest";
+import { LoadJobPhase, LoadJobSchema, LoadJobState, ModelReplicasSchema } from "@warden/proto";
+import { loadJobLine, loadJobsText } from "./render-load-jobs.js";
+
+const job = (init: Parameters<typeof create<typeof LoadJobSchema>>[1]) => create(LoadJobSchema, init);
+
+describe("models ls: load jobs", () => {
+  it("one line per state: waiting with the reason and how long, loading with its phase and node, failed with the code", () => {
+    expect(loadJobLine(job({ model: "m", state: LoadJobState.WAITING, phase: LoadJobPhase.WAITING_FOR_NODE, reason: "no node fits: n1: node is draining", forMs: 12_000n }))).toBe("m: waiting for a node: no node fits: n1: node is draining (12s)");
+    expect(loadJobLine(job({ model: "m", state: LoadJobState.LOADING, phase: LoadJobPhase.STARTING, nodeId: "n1", forMs: 3_000n }))).toBe("m: loading (starting) on n1 (3s)");
+    expect(loadJobLine(job({ model: "m", state: LoadJobState.LOADING, phase: LoadJobPhase.LOADING, nodeId: "n1", forMs: 1_000n, bytesDone: 1n, bytesTotal: 4n }))).toBe("m: loading (loading, 25%) on n1 (1s)");
+    expect(loadJobLine(job({ model: "m", state: LoadJobState.FAILED, phase: LoadJobPhase.WAITING_FOR_NODE, reason: "cannot load now", code: "UNAVAILABLE", forMs: 120_000n }))).toBe("m: failed: cannot load now (UNAVAILABLE, 2m ago)");
+  });
+
+  it("a heading and the jobs of the models asked for; nothing without jobs", () => {
+    const rs = [create(ModelReplicasSchema, { model: "a", loadJob: job({ model: "a", state: LoadJobState.WAITING, reason: "x" }) }), create(ModelReplicasSchema, { model: "b" })];
+    expect(loadJobsText(rs, undefined)).toBe("LOAD JOBS\na: waiting for a node: x (0ms)");
+    expect(loadJobsText(rs, "b")).toBe("");
+  });
+});

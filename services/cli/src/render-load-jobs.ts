@@ -1,0 +1,34 @@
+import { formatDurationMs } from "@warden/common";
+import { LoadJobPhase, LoadJobState, type LoadJob, type ModelReplicas } from "@warden/proto";
+
+function phaseText(p: LoadJobPhase): string {
+  return LoadJobPhase[p].toLowerCase().replace(/_/g, " ");
+}
+
+/**
+ * One line per load job: "<model>: waiting for a node: <reason> (12s)",
+ * "<model>: loading (starting) on <node> (3s)", "<model>: failed: <reason> (<CODE>, 2m ago)".
+ * `humanBytes` shows placement reasons' raw byte counts in GiB, as elsewhere.
+ */
+export function loadJobLine(j: LoadJob, humanBytes: (r: string) => string = (r) => r): string {
+  const age = formatDurationMs(Number(j.forMs));
+  switch (j.state) {
+    case LoadJobState.WAITING:
+      return `${j.model}: waiting for a node: ${humanBytes(j.reason)} (${age})`;
+    case LoadJobState.LOADING: {
+      const progress = j.bytesTotal > 0n ? `, ${String((j.bytesDone * 100n) / j.bytesTotal)}%` : "";
+      return `${j.model}: loading (${phaseText(j.phase)}${progress})${j.nodeId === "" ? "" : ` on ${j.nodeId}`} (${age})`;
+    }
+    case LoadJobState.FAILED:
+      return `${j.model}: failed: ${humanBytes(j.reason)} (${j.code === "" ? "failed" : j.code}, ${age} ago)`;
+    default:
+      return `${j.model}: state ${String(j.state)}`;
+  }
+}
+
+/** `models ls`' load jobs, one line each, after a "LOAD JOBS" heading; "" when there are none. */
+export function loadJobsText(replicas: readonly ModelReplicas[], model: string | undefined, humanBytes?: (r: string) => string): string {
+  const lines: string[] = [];
+  for (const r of replicas) if (r.loadJob !== undefined && (model === undefined || r.model === model)) lines.push(loadJobLine(r.loadJob, humanBytes));
+  return lines.length === 0 ? "" : `LOAD JOBS\n${lines.join("\n")}`;
+}

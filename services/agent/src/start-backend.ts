@@ -300,7 +300,7 @@ export function createStartBackend(ctx: AgentContext): ServiceImpl<typeof AgentS
     if (req.contextSize < 0 || req.contextSize > maxContextSize) throw invalidArgument("contextSize", `must be in 0..${String(maxContextSize)}`);
     const load = checkLoadSettings(loadSettingsOf(req));
     if (req.gpuDevice !== "" && !config.gpus.includes(req.gpuDevice)) pickDevice(ctx, req.gpuDevice);
-    const artifacts = checkArtifacts("artifacts", req.artifacts);
+    const artifacts = checkArtifacts("artifacts", req.artifacts.map((a) => ({ source: a.source, sha256: a.sha256, sizeBytes: a.sizeBytes, path: a.path })));
     if (artifacts.length > 0 && config.modelsPath === undefined) throw invalidArgument("artifacts", "this agent has no modelsPath, so it keeps no artifact cache; set modelsPath in the agent config");
     // A modelFile naming an artifact's path is that artifact's cached file (it need not exist yet).
     const modelFileArtifact = artifacts.find((a) => a.path === req.modelFile);

@@ -168,12 +168,16 @@ async function fetchInto(o: PullOptions, partial: string, prefixHash: Hash, star
   };
   emit();
   armStall();
+  let body: Awaited<ReturnType<ArtifactSource["open"]>>;
+  try {
+    body = await o.source.open(done, signal);
+  } catch (err) {
+    cancelStall();
+    throw signal.aborted ? abortReason(signal) : err;
+  }
+  // Opened once the source answered: a source that is missing or unreachable leaves no empty partial.
   const file = await open(partial, "a");
   try {
-    const body = await o.source.open(done, signal).catch((err: unknown) => {
-      if (signal.aborted) throw abortReason(signal);
-      throw err;
-    });
     if (body.from !== done) {
       // The source cannot resume: start over (the bytes kept would not line up).
       await file.truncate(0);

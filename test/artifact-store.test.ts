@@ -132,3 +132,24 @@ describe("artifact store", () => {
     }
   });
 });
+
+describe("artifact store, single machine", () => {
+  it("the embedded agent reads store: artifacts in process and loads the cached file", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "warden-artifact-embedded-"));
+    const body = bytesOf(300_000, 5);
+    const sha256 = sha256Hex(body);
+    await mkdir(join(dir, "store"));
+    await mkdir(join(dir, "models"));
+    await writeFile(join(dir, "store", "w.bin"), body);
+    const m = { ...simModel("local-stored", { knobs: { model_file_sha256: sha256 } }), modelFile: "w.bin", artifacts: [{ source: "store:w.bin", sha256, sizeBytes: body.length, path: "w.bin" }] };
+    const tc = await startTestCoordinator({ models: [m], agent: { modelsPath: join(dir, "models") }, extra: { artifactStore: join(dir, "store") } });
+    try {
+      const incarnation = (await tc.admin.loadModel({ model: "local-stored" }, { timeoutMs: 60_000 })).instance?.incarnation ?? "";
+      await until("local-stored ready", async () => (await tc.admin.listModels({})).instances.some((i) => i.incarnation === incarnation && i.state === InstanceState.READY), 60_000);
+      expect((await readFile(join(dir, "models", ".warden-cache", "sha256", sha256))).equals(body)).toBe(true);
+    } finally {
+      await tc.close();
+      await rm(dir, { recursive: true, force: true });
+    }
+  }, 90_000);
+});

@@ -81,6 +81,26 @@ describe("artifact pull", () => {
     expect(server.requestsFor(`/${spec.path}`)).toHaveLength(1);
   });
 
+  it("a cached file changed on disk since it was verified is hashed again and replaced", async () => {
+    const { spec, body } = publish(5_000);
+    const c = cache();
+    const final = await c.ensure(spec, new AbortController().signal, () => {});
+    await c.ensure(spec, new AbortController().signal, () => {});
+    expect(server.requestsFor(`/${spec.path}`)).toHaveLength(1);
+    await writeFile(final, bytesOf(5_000, 31337));
+    await c.ensure(spec, new AbortController().signal, () => {});
+    expect((await readFile(final)).equals(body)).toBe(true);
+    expect(server.requestsFor(`/${spec.path}`)).toHaveLength(2);
+  });
+
+  it("follows redirects (a model hub's CDN)", async () => {
+    const { spec, body } = publish(5_000);
+    server.redirects.set("/hub/model.bin", `${server.url}/${spec.path}`);
+    const path = await cache().ensure({ ...spec, source: `${server.url}/hub/model.bin` }, new AbortController().signal, () => {});
+    expect((await readFile(path)).equals(body)).toBe(true);
+    expect(server.requestsFor("/hub/model.bin")).toHaveLength(1);
+  });
+
   it("a connection dropped mid-file fails UNAVAILABLE and keeps the partial; the next pull resumes it with Range", async () => {
     const { spec, body } = publish(500_000);
     server.dropAfterBytes = 200_000;

@@ -14,6 +14,8 @@ export interface ArtifactServer {
   readonly requests: { path: string; range: string | undefined }[];
   /** `path` → bytes. */
   files: Map<string, Buffer>;
+  /** `path` → a Location answered with 302. */
+  redirects: Map<string, string>;
   /** Answer Range requests with 206 (default true); false = always 200 and the whole file. */
   ranges: boolean;
   /** Destroy the socket after this many body bytes of the next responses (undefined = never). */
@@ -44,7 +46,7 @@ export function bytesOf(n: number, seed = 1): Buffer {
 
 export async function startArtifactServer(): Promise<ArtifactServer> {
   const sockets = new Set<Socket>();
-  const state: Omit<ArtifactServer, "url" | "close" | "requestsFor"> = { requests: [], files: new Map(), ranges: true, dropAfterBytes: undefined, chunkBytes: 64 * 1024, paceMs: 0 };
+  const state: Omit<ArtifactServer, "url" | "close" | "requestsFor"> = { requests: [], files: new Map(), redirects: new Map(), ranges: true, dropAfterBytes: undefined, chunkBytes: 64 * 1024, paceMs: 0 };
   const send = async (res: ServerResponse, body: Buffer): Promise<void> => {
     let sent = 0;
     const limit = state.dropAfterBytes;
@@ -69,6 +71,11 @@ export async function startArtifactServer(): Promise<ArtifactServer> {
     const path = decodeURIComponent((req.url ?? "/").split("?")[0] ?? "/");
     const range = req.headers.range;
     state.requests.push({ path, range });
+    const to = state.redirects.get(path);
+    if (to !== undefined) {
+      res.writeHead(302, { location: to }).end();
+      return;
+    }
     const file = state.files.get(path);
     if (file === undefined) {
       res.writeHead(404).end("not found");

@@ -1,5 +1,6 @@
+import { stat } from "node:fs/promises";
 import { Code, WardenError, deadlineSignal, storePathOf, type ArtifactSpec, type Clock, type Logger } from "@warden/common";
-import { pullArtifact, type PullProgress } from "./artifact-pull.js";
+import { cachePaths, pullArtifact, type PullProgress } from "./artifact-pull.js";
 import { httpSource, storeSource, type StoreReader } from "./artifact-sources.js";
 import { SingleFlight } from "./single-flight.js";
 
@@ -25,6 +26,12 @@ export interface ArtifactCacheOptions {
  */
 export class ArtifactCache {
   private readonly flights = new SingleFlight<string, PullProgress>();
+  /**
+   * Files this process verified, by digest, with the stat that was verified:
+   * a later start uses the file without hashing it again while it is the same
+   * file (inode, size, mtime). One entry per cached digest.
+   */
+  private readonly verified = new Map<string, string>();
   private readonly log: Logger;
 
   constructor(private readonly o: ArtifactCacheOptions) {
@@ -51,6 +58,13 @@ export class ArtifactCache {
     const reader = this.o.storeReader;
     if (storePath !== undefined && reader === undefined) throw new WardenError(Code.FailedPrecondition, "this agent reads no coordinator store (it runs without --coordinator)");
     const source = storePath === undefined ? httpSource(spec.source, spec.sizeBytes) : storeSource(reader as StoreReader, storePath, spec.sizeBytes);
+    const { final } = cachePaths(this.o.modelsPath, spec.sha256);
+    const seen = this.verified.get(spec.sha256);
+    if (seen !== undefined && seen === (await statKey(final))) {
+      report({ sha256: spec.sha256, path: spec.path, doneBytes: spec.sizeBytes, totalBytes: spec.sizeBytes, verified: true });
+      return final;
+    }
+    this.verified.delete(spec.sha256);
     const dl = deadlineSignal(this.o.clock, this.o.pullTimeoutMs, `pull of sha256 ${spec.sha256.slice(0, 12)}`, flight);
     const t0 = this.o.clock.now();
     try {
@@ -67,6 +81,8 @@ export class ArtifactCache {
           report(p);
         },
       });
+      const key = await statKey(path);
+      if (key !== undefined) this.verified.set(spec.sha256, key);
       this.log.info("artifact ready", { sha256: spec.sha256, path: spec.path, sizeBytes: spec.sizeBytes, ms: this.o.clock.now() - t0 });
       return path;
     } catch (err) {
@@ -75,5 +91,15 @@ export class ArtifactCache {
     } finally {
       dl.cleanup();
     }
+  }
+}
+
+/** What identifies one version of a file: inode, size and mtime; undefined when it is not there. */
+async function statKey(path: string): Promise<string | undefined> {
+  try {
+    const st = await stat(path, { bigint: true });
+    return `${String(st.ino)}:${String(st.size)}:${String(st.mtimeNs)}`;
+  } catch {
+    return undefined;
   }
 }

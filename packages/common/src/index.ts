@@ -19,3 +19,4 @@ export * from "./stale-leader-epoch.js";
 export * from "./not-leader.js";
 export * from "./host-port.js";
 export * from "./private-files.js";
+export * from "./artifact-spec.js";

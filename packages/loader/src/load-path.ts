@@ -191,7 +191,7 @@ async function lead<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec,
     }
     let failure: StartEvent | undefined;
     const stream = agent.startBackend(
-      { incarnation, model: spec.id, backend: spec.backend, options: spec.options, modelFile: spec.modelFile, contextSize: spec.contextSize, load: spec.load, ...(actor === undefined ? {} : { requestedBy: actor }) },
+      { incarnation, model: spec.id, backend: spec.backend, options: spec.options, modelFile: spec.modelFile, artifacts: spec.artifacts, contextSize: spec.contextSize, load: spec.load, ...(actor === undefined ? {} : { requestedBy: actor }) },
       { signal: deadline.signal },
     );
     for await (const ev of stream) {

@@ -1,4 +1,4 @@
-import type { LoadSettings } from "@warden/common";
+import type { ArtifactSpec, LoadSettings } from "@warden/common";
 
 /** One model from the config, as the loader needs it. */
 export interface ModelSpec {
@@ -7,6 +7,8 @@ export interface ModelSpec {
   readonly backend: string;
   readonly options: readonly string[];
   readonly modelFile: string;
+  /** Files the agent pulls by digest before the start (services/agent/docs/artifacts.md); empty = none. */
+  readonly artifacts: readonly ArtifactSpec[];
   readonly contextSize: number;
   /** The typed LoadModel fields LocalAI sends; unset ones get LocalAI's defaults at the agent. */
   readonly load: LoadSettings;
@@ -59,6 +61,7 @@ export function modelSpec(init: Partial<ModelSpec> & Pick<ModelSpec, "id" | "bac
   return {
     options: [],
     modelFile: "",
+    artifacts: [],
     contextSize: 0,
     load: {},
     groups: [],
@@ -88,7 +91,8 @@ export function loadRevision(spec: ModelSpec): string {
   let r = revisions.get(spec);
   if (r === undefined) {
     const load = Object.fromEntries(Object.entries(spec.load).filter(([, v]) => v !== undefined).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
-    r = JSON.stringify([spec.backend, spec.modelFile, spec.contextSize, spec.options, load]);
+    // Artifacts only when listed: a revision without them stays what it was.
+    r = JSON.stringify([spec.backend, spec.modelFile, spec.contextSize, spec.options, load, ...(spec.artifacts.length === 0 ? [] : [spec.artifacts.map((a) => [a.sha256, a.path])])]);
     revisions.set(spec, r);
   }
   return r;

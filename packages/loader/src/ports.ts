@@ -1,4 +1,4 @@
-import type { LoadSettings } from "@warden/common";
+import type { ArtifactSpec, LoadSettings } from "@warden/common";
 
 /**
  * The loader's ports: everything it does to the outside world goes through
@@ -28,6 +28,8 @@ export interface StartRequest {
   readonly backend: string;
   readonly options: readonly string[];
   readonly modelFile: string;
+  /** Files the agent pulls by digest before spawning; absent = none. */
+  readonly artifacts?: readonly ArtifactSpec[];
   readonly contextSize: number;
   /** Typed LoadModel fields (backendModel, gpuLayers, …); unset = LocalAI's default at the agent. */
   readonly load: LoadSettings;

@@ -101,6 +101,10 @@ export interface AgentConfig {
   loadDeadlineMs: number;
   /** A stop without a caller deadline waits this long for the model lock. @default 30000 */
   stopDeadlineMs: number;
+  /** One artifact pull's whole budget, however many starts wait on it (docs/artifacts.md). @default 3600000 */
+  artifactPullTimeoutMs: number;
+  /** An artifact pull that receives no byte for this long fails (its partial stays for a resume). @default 30000 */
+  artifactStallTimeoutMs: number;
   /** Cap of the agent's own Free calls (`--stop-backends-on-exit`). @default 5000 */
   freeTimeoutMs: number;
   /** nvidia-smi executable; "" disables GPU queries. @default "nvidia-smi" */
@@ -147,7 +151,7 @@ export const maxCatalogEntries = 256;
 const envNamePattern = /^[A-Za-z_][A-Za-z0-9_]*\*?$/;
 const topFields = new Set([
   "nodeId", "listen", "advertiseAddress", "labels", "backendHost", "ports", "stateDir", "catalog", "modelsPath", "readiness",
-  "grace", "loadDeadline", "stopDeadline", "freeTimeout", "nvidiaSmi", "gpus", "heartbeatInterval",
+  "grace", "loadDeadline", "stopDeadline", "freeTimeout", "artifactPullTimeout", "artifactStallTimeout", "nvidiaSmi", "gpus", "heartbeatInterval",
   "logBufferLines", "adoptedPoll", "orphanScanInterval", "healthInterval", "tls", "insecure", "backendTokenFile", "coordinatorTokenFile", "limits",
   "maxReplicasPerModel", "memoryBudget",
 ]);
@@ -320,6 +324,8 @@ export function resolveAgentConfig(input: unknown, builtins: BuiltinCatalog = {}
     loadDeadlineMs: duration(input.loadDeadline, "loadDeadline", 600_000, maxOperationTimeoutMs),
     stopDeadlineMs: duration(input.stopDeadline, "stopDeadline", 30_000, maxOperationTimeoutMs),
     freeTimeoutMs: duration(input.freeTimeout, "freeTimeout", 5_000, maxOperationTimeoutMs),
+    artifactPullTimeoutMs: duration(input.artifactPullTimeout, "artifactPullTimeout", 3_600_000, maxDurationMs),
+    artifactStallTimeoutMs: duration(input.artifactStallTimeout, "artifactStallTimeout", 30_000, maxOperationTimeoutMs),
     nvidiaSmiPath: str(input.nvidiaSmi, "nvidiaSmi", "nvidia-smi"),
     gpus,
     heartbeatIntervalMs: duration(input.heartbeatInterval, "heartbeatInterval", 1_000, maxIntervalMs),

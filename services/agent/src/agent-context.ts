@@ -1,5 +1,6 @@
 import type { Clock, Logger } from "@warden/common";
 import type { AgentConfig } from "./agent-config.js";
+import type { ArtifactCache } from "./artifact-cache.js";
 import type { BackendProcess, BackendProcessDeps } from "./backend-process.js";
 import type { BackendRecord } from "./backend-record.js";
 import type { BackendTable } from "./backend-table.js";
@@ -39,6 +40,8 @@ export interface AgentContext {
   readonly records: RecordStore;
   readonly ports: PortAllocator;
   readonly locks: ModelLocks;
+  /** The content-addressed artifact cache under modelsPath; undefined without a modelsPath (artifacts refused). */
+  readonly artifacts: ArtifactCache | undefined;
   readonly hub: WatchHub<WatchEventInit>;
   readonly probe: (pids: readonly number[], signal?: AbortSignal) => Promise<MemoryReading>;
   readonly table: BackendTable;

@@ -1,4 +1,6 @@
 import { randomInt } from "node:crypto";
+import { ArtifactCache } from "./artifact-cache.js";
+import type { StoreReader } from "./artifact-sources.js";
 import { setMaxListeners } from "node:events";
 import { join } from "node:path";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
@@ -49,6 +51,10 @@ export interface AgentDeps {
   procRoot?: string;
   /** The backend port the first search starts at. @default by the config's ports.start (see PortAllocatorOptions.startAt) */
   portStartAt?: number;
+  /** Reads the coordinators' artifact store (`store:` sources; artifact-store-client.ts); undefined = none. */
+  storeReader?: StoreReader;
+  /** Test seam: free bytes of the artifact cache's file system (statfs by default). */
+  artifactFreeBytes?: (dir: string) => Promise<number>;
 }
 
 /** The agent a coordinator embeds or main.ts serves. */
@@ -154,6 +160,7 @@ export function createAgent(config: AgentConfig, deps: AgentDeps = {}): Agent {
     records,
     ports,
     locks: new ModelLocks(),
+    artifacts: config.modelsPath === undefined ? undefined : new ArtifactCache({ modelsPath: config.modelsPath, clock, logger, pullTimeoutMs: config.artifactPullTimeoutMs, stallTimeoutMs: config.artifactStallTimeoutMs, storeReader: deps.storeReader, ...(deps.artifactFreeBytes === undefined ? {} : { freeBytes: deps.artifactFreeBytes }) }),
     hub,
     probe: createMemoryProbe({ nvidiaSmiPath: config.nvidiaSmiPath, procRoot }),
     table,

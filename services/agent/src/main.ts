@@ -13,6 +13,7 @@ import { coordinatorList, type CoordinatorList } from "./coordinator-list.js";
 import { placementLimitsMessage } from "./agent-placement-limits.js";
 import { createAgentMetrics } from "./agent-metrics.js";
 import { servePrometheus } from "./prometheus-server.js";
+import { coordinatorStoreReader } from "./artifact-store-client.js";
 
 // `node --import tsx services/agent/src/main.ts --config agent.yaml ...` (one pid:
 // stack.md G10). Exit behaviour (DESIGN §2): on SIGTERM/SIGINT the backends keep
@@ -62,7 +63,9 @@ async function main(): Promise<number> {
   routeGrpcJsLogs((message) => {
     grpcLog.debug(message);
   });
-  const agent = createAgent(config, { logger });
+  // The coordinators' artifact store, read with this node's credentials (artifact-store-client.ts).
+  const store = args.coordinator === undefined ? undefined : coordinatorStoreReader({ addresses: args.coordinator, nodeId: config.nodeId, clientOptions: { ...(tls === undefined ? {} : { tls: clientTlsOf(tls) }), ...(config.coordinatorTokenFile === "" ? {} : { headers: bearerMetadata(readSecretFile(config.coordinatorTokenFile, "coordinatorTokenFile")) }) } });
+  const agent = createAgent(config, { logger, ...(store === undefined ? {} : { storeReader: store.reader }) });
   const report = await agent.start();
   logger.info("state dir adopted", { adopted: report.adopted, forgotten: report.forgotten, stoppedUnfinished: report.stoppedUnfinished, orphans: report.orphans.length });
   const credentials = tls === undefined ? undefined : new ReloadableServerCredentials(tls);
@@ -107,6 +110,7 @@ async function main(): Promise<number> {
       void (async () => {
         await heartbeat?.stop();
         node?.close();
+        store?.close();
         agent.endWatches();
         const drain = await server.shutdown(2_000);
         metricsServer?.close();

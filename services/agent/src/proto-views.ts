@@ -59,6 +59,8 @@ export function startResponseOf(ev: StartEvent): StartResponseInit {
       return { event: { case: "spawned", value: { address: ev.address, pid: ev.pid, gpuDevice: ev.gpuDevice, bootEpoch: BigInt(ev.bootEpochMs), heartbeatSequence: ev.heartbeatSequence } } };
     case "loading":
       return { event: { case: "loading", value: {} } };
+    case "pulling":
+      return { event: { case: "pulling", value: { sha256: ev.sha256, path: ev.path, doneBytes: BigInt(ev.doneBytes), totalBytes: BigInt(ev.totalBytes), verified: ev.verified } } };
     case "ready":
       return { event: { case: "ready", value: { address: ev.address, pid: ev.pid, memoryBytes: BigInt(Math.max(0, Math.round(ev.memoryBytes))) } } };
     case "failed":

@@ -1,5 +1,5 @@
 import { availableParallelism } from "node:os";
-import { Code, WardenError, abortReason, checkLoadSettings, deadlineSignal, invalidArgument, maxContextSize, sleep, type LoadSettings } from "@warden/common";
+import { Code, WardenError, abortReason, checkArtifacts, checkLoadSettings, type ArtifactSpec, deadlineSignal, invalidArgument, maxContextSize, sleep, type LoadSettings } from "@warden/common";
 import { backendClientTls } from "./backend-client-tls.js";
 import { createClient, type Client, type ServiceImpl } from "@warden/grpc";
 import { Backend, StartFailureCode, type AgentService, type StartBackendRequest } from "@warden/proto";
@@ -79,12 +79,52 @@ interface StartParams {
   options: readonly string[];
   /** Absolute and confined (model-file.ts), or "". */
   modelFile: string;
+  /** Pulled by digest before the spawn (artifact-cache.ts). */
+  artifacts: readonly ArtifactSpec[];
+  /** The artifact whose cached file is the model file (modelFile names its path); undefined = modelFile as given. */
+  modelFileArtifact: ArtifactSpec | undefined;
   contextSize: number;
   load: LoadSettings;
   gpuDevice: string;
   deadlineMs: number;
   /** The epoch the start was admitted under: checked again right before the spawn. */
   leaderEpoch: bigint;
+}
+
+/** Artifact failures as the start's typed codes (the message already names the artifact: artifact-cache.ts). */
+const artifactFailure: Partial<Record<Code, StartFailureCode>> = {
+  [Code.DataLoss]: StartFailureCode.ARTIFACT_DIGEST_MISMATCH,
+  [Code.NotFound]: StartFailureCode.ARTIFACT_NOT_FOUND,
+  [Code.Unavailable]: StartFailureCode.ARTIFACT_SOURCE_UNAVAILABLE,
+  [Code.FailedPrecondition]: StartFailureCode.ARTIFACT_SOURCE_UNAVAILABLE,
+  [Code.ResourceExhausted]: StartFailureCode.ARTIFACT_NO_SPACE,
+  [Code.Internal]: StartFailureCode.ARTIFACT_SOURCE_UNAVAILABLE,
+  [Code.Unknown]: StartFailureCode.ARTIFACT_SOURCE_UNAVAILABLE,
+};
+
+/**
+ * Pulls the start's artifacts (all at once) before anything is locked or
+ * spawned; each one's progress goes on the start's stream as `pulling`.
+ * Returns the cached path by digest. A failure is the start's failure, with
+ * the artifact's code; a deadline or cancel stays what it is.
+ */
+async function pullArtifacts(ctx: AgentContext, log: StartLog, s: StartParams, signal: AbortSignal): Promise<Map<string, string>> {
+  const paths = new Map<string, string>();
+  const cache = ctx.artifacts;
+  if (s.artifacts.length === 0 || cache === undefined) return paths;
+  await Promise.all(
+    s.artifacts.map(async (a) => {
+      const path = await cache.ensure(a, signal, (p) => {
+        log.append({ t: "pulling", ...p });
+      }).catch((err: unknown) => {
+        const e = WardenError.from(err);
+        if (signal.aborted || e.code === Code.Canceled || e.code === Code.DeadlineExceeded) throw err;
+        throw new FailStart(artifactFailure[e.code] ?? StartFailureCode.ARTIFACT_SOURCE_UNAVAILABLE, e.rawMessage);
+      });
+      paths.set(a.sha256, path);
+    }),
+  );
+  return paths;
 }
 
 /** The start flow: lock, port, spawn, record, readiness, LoadModel, ready — or failed with everything cleaned up. */
@@ -98,6 +138,8 @@ async function runStart(ctx: AgentContext, log: StartLog, s: StartParams): Promi
   let client: Client<typeof Backend> | undefined;
   const exitedCtl = new AbortController();
   try {
+    const pulled = await pullArtifacts(ctx, log, s, signal);
+    const modelFile = s.modelFileArtifact === undefined ? s.modelFile : (pulled.get(s.modelFileArtifact.sha256) ?? s.modelFile);
     release = await locks.acquire(s.model, "shared", signal);
     port = await ports.allocate(signal);
     if (signal.aborted) throw abortReason(signal);
@@ -175,7 +217,7 @@ async function runStart(ctx: AgentContext, log: StartLog, s: StartParams): Promi
     if (!spawnedProc.markLoading()) throw abortReason(life.aborted ? life : signal);
     log.append({ t: "loading" });
     const result = await c
-      .loadModel(loadModelFields({ model: s.model, modelFile: s.modelFile, contextSize: s.contextSize, options: s.options, load: s.load, modelsPath: config.modelsPath ?? "", cpuCount: availableParallelism() }), { signal: life })
+      .loadModel(loadModelFields({ model: s.model, modelFile, contextSize: s.contextSize, options: s.options, load: s.load, modelsPath: config.modelsPath ?? "", cpuCount: availableParallelism() }), { signal: life })
       .catch((err: unknown) => {
         if (life.aborted) throw abortReason(life);
         throw new FailStart(StartFailureCode.LOAD_FAILED, `LoadModel: ${WardenError.from(err).message}`);
@@ -258,8 +300,12 @@ export function createStartBackend(ctx: AgentContext): ServiceImpl<typeof AgentS
     if (req.contextSize < 0 || req.contextSize > maxContextSize) throw invalidArgument("contextSize", `must be in 0..${String(maxContextSize)}`);
     const load = checkLoadSettings(loadSettingsOf(req));
     if (req.gpuDevice !== "" && !config.gpus.includes(req.gpuDevice)) pickDevice(ctx, req.gpuDevice);
+    const artifacts = checkArtifacts("artifacts", req.artifacts.map((a) => ({ source: a.source, sha256: a.sha256, sizeBytes: a.sizeBytes, path: a.path })));
+    if (artifacts.length > 0 && config.modelsPath === undefined) throw invalidArgument("artifacts", "this agent has no modelsPath, so it keeps no artifact cache; set modelsPath in the agent config");
+    // A modelFile naming an artifact's path is that artifact's cached file (it need not exist yet).
+    const modelFileArtifact = artifacts.find((a) => a.path === req.modelFile);
     // Last of the checks: the only one that reads the disk (realpath).
-    const modelFile = await resolveModelFile("modelFile", req.modelFile, config.modelsPath);
+    const modelFile = modelFileArtifact === undefined ? await resolveModelFile("modelFile", req.modelFile, config.modelsPath) : "";
     // The whole request is valid: the epoch goes on disk before anything is acted on.
     await ctx.fence.admit(req.leaderEpoch);
     ctx.fence.check(req.leaderEpoch);
@@ -284,7 +330,7 @@ export function createStartBackend(ctx: AgentContext): ServiceImpl<typeof AgentS
       ctx.logger.debug("start admitted", { incarnation, model, leaderEpoch: String(req.leaderEpoch) });
       // The start is bound to the call's deadline, not to this stream: a caller that
       // reconnects with the same incarnation attaches to it.
-      s.done = runStart(ctx, log, { incarnation, model, backend, entry, options, modelFile, contextSize: req.contextSize, load, gpuDevice: req.gpuDevice, deadlineMs, leaderEpoch: req.leaderEpoch });
+      s.done = runStart(ctx, log, { incarnation, model, backend, entry, options, modelFile, artifacts, modelFileArtifact, contextSize: req.contextSize, load, gpuDevice: req.gpuDevice, deadlineMs, leaderEpoch: req.leaderEpoch });
       start = s;
     }
     for await (const ev of start.log.follow(callCtx.signal)) yield startResponseOf(ev);

@@ -4,6 +4,7 @@ import type { StartFailureCode } from "@warden/proto";
 /** One step of a start, as streamed by StartBackend. */
 export type StartEvent =
   | { t: "spawned"; address: string; pid: number; gpuDevice: string; bootEpochMs: number; heartbeatSequence: bigint }
+  | { t: "pulling"; sha256: string; path: string; doneBytes: number; totalBytes: number; verified: boolean }
   | { t: "loading" }
   | { t: "ready"; address: string; pid: number; memoryBytes: number }
   | { t: "failed"; code: StartFailureCode; message: string; exitCode: number | undefined; lastStderrLine: string };

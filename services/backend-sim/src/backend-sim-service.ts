@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { appendFileSync, readFileSync, writeFileSync } from "node:fs";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { Code, WardenError, invalidArgument, sleep, systemClock, type Clock } from "@warden/common";
@@ -141,6 +142,16 @@ export function createBackendSim(options: BackendSimOptions): BackendSim {
       if (knobs.exitCode >= 0) hooks.exit(knobs.exitCode, "exit_code knob in LoadModel");
       if (knobs.loadDelayMs > 0) await sleep(clock, knobs.loadDelayMs, ctx.signal);
       if (knobs.failLoad !== "") return { success: false, message: knobs.failLoad };
+      if (knobs.modelFileSha256 !== "") {
+        // The file the caller named, by content: proves which bytes a backend would load.
+        let got: string;
+        try {
+          got = createHash("sha256").update(readFileSync(req.ModelFile)).digest("hex");
+        } catch (err) {
+          return { success: false, message: `cannot read ModelFile ${JSON.stringify(req.ModelFile)}: ${(err as NodeJS.ErrnoException).code ?? String(err)}` };
+        }
+        if (got !== knobs.modelFileSha256) return { success: false, message: `ModelFile ${JSON.stringify(req.ModelFile)} hashes to ${got}, not ${knobs.modelFileSha256}` };
+      }
       if (knobs.allocMib > 0 && allocation === undefined) {
         // fill() touches every page so the memory is really resident (RSS), not just reserved.
         allocation = Buffer.allocUnsafe(knobs.allocMib * 1024 * 1024).fill(1);

@@ -24,6 +24,7 @@ Fault knobs, from the environment (SIM_<NAME>) or LoadModel Options ("sim.<name>
   crash_after N        the Nth Predict/PredictStream makes the process exit (code crash_exit_code, default 70)
   crash_exit_code N    the exit code crash_after uses
   fail_load MSG        LoadModel answers success=false with MSG
+  model_file_sha256 H  LoadModel answers success=false unless ModelFile's bytes hash to H (SHA-256 hex)
   exit_code N          exit with code N before ready (env: at start, before binding; option: inside LoadModel)
   start_delay_ms N     sleep N ms before binding (environment only)
   call_log PATH        append one line per RPC and per signal received to PATH

@@ -60,6 +60,8 @@ export interface SimKnobs {
   echo: boolean;
   /** TTSStream answers; false = UNIMPLEMENTED, as a backend with TTS only. @default true */
   ttsStream: boolean;
+  /** LoadModel reads ModelFile and answers success=false unless it hashes to this SHA-256 (hex); empty = off. @default "" */
+  modelFileSha256: string;
 }
 
 export const defaultSimKnobs: Readonly<SimKnobs> = {
@@ -80,6 +82,7 @@ export const defaultSimKnobs: Readonly<SimKnobs> = {
   mismatchFile: "",
   echo: false,
   ttsStream: true,
+  modelFileSha256: "",
 };
 
 type KnobKind = "ms" | "count" | "bool" | "text" | "code" | "free";
@@ -103,6 +106,7 @@ export const simKnobKeys: Readonly<Record<string, readonly [keyof SimKnobs, Knob
   mismatch_file: ["mismatchFile", "text"],
   echo: ["echo", "bool"],
   tts_stream: ["ttsStream", "bool"],
+  model_file_sha256: ["modelFileSha256", "text"],
 };
 
 const maxCount = 1_000_000;

@@ -1,6 +1,7 @@
 import { join, resolve } from "node:path";
+import { artifactStoreService } from "./nodes/artifact-store-service.js";
 import { create } from "@bufbuild/protobuf";
-import { AdminService, Backend, InferenceService, JournalRepairedSchema, NodeService, type Event } from "@warden/proto";
+import { AdminService, ArtifactStore, Backend, InferenceService, JournalRepairedSchema, NodeService, type Event } from "@warden/proto";
 import { GrpcServer, LeanGrpcServer, ServingStatus, guardRawUnary } from "@warden/grpc";
 import { cryptoRng, createUlidFactory, nullLogger, privateStateDir, sleep, systemClock, type Cancel } from "@warden/common";
 import { Loader } from "@warden/loader";
@@ -297,10 +298,13 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
   server.addRawService(Backend, router);
   const dataPlane = config.inferenceListen === undefined ? undefined : new LeanGrpcServer({ ...transport.dataPlane, ...serverLimits(config.limits) }).add(InferenceService, inferenceGuarded).addRawUnary(InferenceService.method.predict, authn === undefined ? inference.predictBytes : guardRawUnary(InferenceService.method.predict, inference.predictBytes, authn.inference)).addRawService(Backend, router);
   server.add(NodeService, guarded(NodeService, nodeImpl, authn?.node));
+  // The artifact store: to node credentials only, as NodeService (artifact-store-service.ts).
+  const storeImpl = artifactStoreService(config.artifactStore, { mutual: transport.mutual });
+  server.add(ArtifactStore, guarded(ArtifactStore, storeImpl, authn?.node));
   if (dataPlane !== undefined) transport.attachDataPlane(dataPlane);
 
   // The single-machine default: an agent in this process, reporting through the same heartbeat path.
-  const embedded = config.embeddedAgent ? await startEmbeddedNode({ config, clock, rng, log, nodes, nodeImpl }) : undefined;
+  const embedded = config.embeddedAgent ? await startEmbeddedNode({ config, clock, rng, log, nodes, nodeImpl, storeImpl }) : undefined;
   const agent = embedded?.agent;
   const heartbeat = embedded?.heartbeat;
 

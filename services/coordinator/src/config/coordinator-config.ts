@@ -1,6 +1,7 @@
 import { parse as parseYaml } from "yaml";
 import {
   Code,
+  checkArtifacts,
   WardenError,
   checkIdentifier,
   invalidArgument,
@@ -35,6 +36,12 @@ export interface CoordinatorConfig extends TlsSettings, HttpSettings {
   readonly listen: string;
   /** Where the journal (stop intents, outbox) and the embedded agent's records live. @default ".warden" */
   readonly stateDir: string;
+  /**
+   * The artifact store: a directory whose files agents read over NodeService.ReadArtifact
+   * (a model artifact's `source: store:<path>`). undefined = no store (ReadArtifact answers
+   * FAILED_PRECONDITION). services/agent/docs/artifacts.md.
+   */
+  readonly artifactStore: string | undefined;
   /** Run an embedded agent (single-machine mode, placement `local`). @default true */
   readonly embeddedAgent: boolean;
   /** The embedded agent's raw config (validated by the agent's own parser). */
@@ -175,7 +182,7 @@ function stringMap(v: unknown, field: string): Record<string, string> {
   return v as Record<string, string>;
 }
 
-const modelFields = ["id", "backend", "options", "modelFile", "contextSize", "groups", "pinned", "memoryEstimate", "selector", "loadTimeout", "promptTemplate", "admission", ...loadSettingFields, ...modelReplicaFields];
+const modelFields = ["id", "backend", "options", "modelFile", "artifacts", "contextSize", "groups", "pinned", "memoryEstimate", "selector", "loadTimeout", "promptTemplate", "admission", ...loadSettingFields, ...modelReplicaFields];
 
 function model(v: unknown, field: string): ModelSpec {
   if (!isRecord(v)) throw invalidArgument(field, "must be a map");
@@ -186,6 +193,7 @@ function model(v: unknown, field: string): ModelSpec {
     backend: str(v["backend"], `${field}.backend`),
     options: stringList(v["options"], `${field}.options`),
     modelFile: v["modelFile"] === undefined ? "" : checkModelFile(str(v["modelFile"], `${field}.modelFile`), `${field}.modelFile`),
+    artifacts: checkArtifacts(`${field}.artifacts`, v["artifacts"]),
     contextSize: int(v["contextSize"], `${field}.contextSize`, 0, 0, maxContextSize),
     load: parseLoadSettings(v, field),
     groups: groupList(v["groups"], `${field}.groups`),
@@ -214,7 +222,7 @@ const policyFields = [
   "loadFailureCooldownMax",
 ];
 
-const topFields = ["listen", "stateDir", "embeddedAgent", "agent", "placement", "policy", "stop", "nodeGrace", "nodeLostAfter", "recoveryWindow", "loadWait", "orphanGrace", "models", "nats", "metricsListen", "inferenceListen", "auth", "limits", "ha", ...tlsSettingsFields, ...httpSettingsFields];
+const topFields = ["listen", "stateDir", "artifactStore", "embeddedAgent", "agent", "placement", "policy", "stop", "nodeGrace", "nodeLostAfter", "recoveryWindow", "loadWait", "orphanGrace", "models", "nats", "metricsListen", "inferenceListen", "auth", "limits", "ha", ...tlsSettingsFields, ...httpSettingsFields];
 
 /**
  * Validates a parsed config object. Every error is INVALID_ARGUMENT naming the
@@ -277,6 +285,7 @@ export function resolveCoordinatorConfig(input: unknown): CoordinatorConfig {
   return {
     listen: str(input["listen"], "listen", "127.0.0.1:50051"),
     stateDir: str(input["stateDir"], "stateDir", ".warden"),
+    artifactStore: input["artifactStore"] === undefined ? undefined : str(input["artifactStore"], "artifactStore"),
     embeddedAgent: bool(input["embeddedAgent"], "embeddedAgent", true),
     agent,
     placement,

@@ -31,6 +31,7 @@ export function agentPort(client: Client<typeof AgentService>, leaderEpoch: Lead
     async *startBackend(req: StartRequest, options: { readonly signal: AbortSignal }): AsyncIterable<StartEvent> {
       const stream = client.startBackend(
         { incarnation: req.incarnation, model: req.model, backend: req.backend, options: [...req.options], modelFile: req.modelFile, contextSize: req.contextSize,
+          artifacts: (req.artifacts ?? []).map((a) => ({ source: a.source, sha256: a.sha256, sizeBytes: BigInt(a.sizeBytes), path: a.path })),
           backendModel: req.load.backendModel, gpuLayers: req.load.gpuLayers, threads: req.load.threads, batch: req.load.batch, mmap: req.load.mmap, flashAttention: req.load.flashAttention, cuda: req.load.cuda,
           leaderEpoch: leaderEpoch(), requestedBy: req.requestedBy ?? "" },
         { signal: options.signal },
@@ -87,6 +88,9 @@ async function* startEvents(stream: AsyncIterable<StartBackendResponse>, onStale
         }
         case "loading":
           yield { t: "loading" };
+          break;
+        case "pulling":
+          // Artifact progress (before the spawn): the agent logs it; the loader has no phase for it yet.
           break;
         case "ready":
           yield { t: "ready", address: ev.value.address, memoryBytes: Number(ev.value.memoryBytes) };

@@ -1,9 +1,9 @@
 import { create } from "@bufbuild/protobuf";
 import { join } from "node:path";
-import { AgentService, InventoryEntrySchema, NodeResourcesSchema, OrphanProcessSchema, type NodeService } from "@warden/proto";
+import { AgentService, InventoryEntrySchema, NodeResourcesSchema, OrphanProcessSchema, type ArtifactStore, type NodeService } from "@warden/proto";
 import { inProcessClient, type ServiceImpl } from "@warden/grpc";
 import { wardenVersion, type Clock, type Logger, type Rng } from "@warden/common";
-import { builtinCatalog, createAgent, createNodeHeartbeat, inProcessNodeService, placementLimitsMessage, resolveAgentConfig, type Agent, type NodeHeartbeat } from "@warden/agent";
+import { builtinCatalog, createAgent, createNodeHeartbeat, inProcessContext, inProcessNodeService, placementLimitsMessage, resolveAgentConfig, type Agent, type NodeHeartbeat } from "@warden/agent";
 import type { CoordinatorConfig } from "../config/coordinator-config.js";
 import type { NodeRegistry } from "./node-registry.js";
 
@@ -37,9 +37,16 @@ export async function startEmbeddedNode(o: {
   readonly log: Logger;
   readonly nodes: NodeRegistry;
   readonly nodeImpl: ServiceImpl<typeof NodeService>;
+  /** The coordinator's artifact store, read in process by the embedded agent (`store:` sources). */
+  readonly storeImpl?: ServiceImpl<typeof ArtifactStore>;
 }): Promise<{ readonly agent: Agent; readonly heartbeat: NodeHeartbeat }> {
   const agentConfig = embeddedAgentConfig(o.config);
-  const agent = createAgent(agentConfig, { clock: o.clock, logger: o.log.child({ component: "embedded-agent" }) });
+  const store = o.storeImpl;
+  const agent = createAgent(agentConfig, {
+    clock: o.clock,
+    logger: o.log.child({ component: "embedded-agent" }),
+    ...(store === undefined ? {} : { storeReader: (path: string, offset: number, signal: AbortSignal) => inProcessStoreRead(store, agentConfig.nodeId, path, offset, signal) }),
+  });
   await agent.start();
   o.nodes.register({
     nodeId: agentConfig.nodeId,
@@ -78,4 +85,11 @@ export async function startEmbeddedNode(o: {
   });
   heartbeat.start();
   return { agent, heartbeat };
+}
+
+/** The store read in process (no socket: the embedded agent's `store:` pulls). */
+async function* inProcessStoreRead(store: ServiceImpl<typeof ArtifactStore>, nodeId: string, path: string, offset: number, signal: AbortSignal): AsyncGenerator<{ offset: bigint; totalBytes: bigint; data: Uint8Array }> {
+  for await (const c of store.readArtifact({ $typeName: "warden.v1.ReadArtifactRequest", nodeId, path, offset: BigInt(offset) }, inProcessContext({ signal }))) {
+    yield { offset: c.offset ?? 0n, totalBytes: c.totalBytes ?? 0n, data: c.data ?? new Uint8Array() };
+  }
 }

@@ -37,7 +37,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file warden/v1/agent.proto.
  */
 export const file_warden_v1_agent: GenFile = /*@__PURE__*/
-  fileDesc("ChV3YXJkZW4vdjEvYWdlbnQucHJvdG8SCXdhcmRlbi52MSJmChJGcmVlQmFja2VuZFJlcXVlc3QSEwoLaW5jYXJuYXRpb24YASABKAkSDwoHYWRkcmVzcxgCIAEoCRIUCgxsZWFkZXJfZXBvY2gYAyABKAQSFAoMcmVxdWVzdGVkX2J5GAQgASgJIqYBChNGcmVlQmFja2VuZFJlc3BvbnNlEiEKBWZyZWVkGAEgASgLMhAud2FyZGVuLnYxLkZyZWVkSAASMQoLdW5zdXBwb3J0ZWQYAiABKAsyGi53YXJkZW4udjEuRnJlZVVuc3VwcG9ydGVkSAASLgoMYWxyZWFkeV9nb25lGAMgASgLMhYud2FyZGVuLnYxLkFscmVhZHlHb25lSABCCQoHb3V0Y29tZSIYCgVGcmVlZBIPCgdtZXNzYWdlGAEgASgJIhEKD0ZyZWVVbnN1cHBvcnRlZCJmChFTdG9wT3JwaGFuUmVxdWVzdBILCgNwaWQYASABKA0SDwoHYWRkcmVzcxgCIAEoCRINCgVmb3JjZRgDIAEoCBIOCgZyZWFzb24YBCABKAkSFAoMbGVhZGVyX2Vwb2NoGAUgASgEInYKElN0b3BPcnBoYW5SZXNwb25zZRIlCgdzdG9wcGVkGAEgASgLMhIud2FyZGVuLnYxLlN0b3BwZWRIABIuCgxhbHJlYWR5X2dvbmUYAiABKAsyFi53YXJkZW4udjEuQWxyZWFkeUdvbmVIAEIJCgdvdXRjb21lIsUDChNTdGFydEJhY2tlbmRSZXF1ZXN0EhMKC2luY2FybmF0aW9uGAEgASgJEg0KBW1vZGVsGAIgASgJEg8KB2JhY2tlbmQYAyABKAkSDwoHb3B0aW9ucxgEIAMoCRISCgptb2RlbF9maWxlGAUgASgJEhQKDGNvbnRleHRfc2l6ZRgGIAEoBRISCgpncHVfZGV2aWNlGAcgASgJEhoKDWJhY2tlbmRfbW9kZWwYCCABKAlIAIgBARIXCgpncHVfbGF5ZXJzGAkgASgFSAGIAQESFAoHdGhyZWFkcxgKIAEoBUgCiAEBEhIKBWJhdGNoGAsgASgFSAOIAQESEQoEbW1hcBgMIAEoCEgEiAEBEhwKD2ZsYXNoX2F0dGVudGlvbhgNIAEoCUgFiAEBEhEKBGN1ZGEYDiABKAhIBogBARIUCgxsZWFkZXJfZXBvY2gYDyABKAQSFAoMcmVxdWVzdGVkX2J5GBAgASgJQhAKDl9iYWNrZW5kX21vZGVsQg0KC19ncHVfbGF5ZXJzQgoKCF90aHJlYWRzQggKBl9iYXRjaEIHCgVfbW1hcEISChBfZmxhc2hfYXR0ZW50aW9uQgcKBV9jdWRhIrUBChRTdGFydEJhY2tlbmRSZXNwb25zZRIlCgdzcGF3bmVkGAEgASgLMhIud2FyZGVuLnYxLlNwYXduZWRIABIlCgdsb2FkaW5nGAIgASgLMhIud2FyZGVuLnYxLkxvYWRpbmdIABIhCgVyZWFkeRgDIAEoCzIQLndhcmRlbi52MS5SZWFkeUgAEiMKBmZhaWxlZBgEIAEoCzIRLndhcmRlbi52MS5GYWlsZWRIAEIHCgVldmVudCJrCgdTcGF3bmVkEg8KB2FkZHJlc3MYASABKAkSCwoDcGlkGAIgASgNEhIKCmdwdV9kZXZpY2UYAyABKAkSEgoKYm9vdF9lcG9jaBgEIAEoBBIaChJoZWFydGJlYXRfc2VxdWVuY2UYBSABKAQiCQoHTG9hZGluZyI7CgVSZWFkeRIPCgdhZGRyZXNzGAEgASgJEgsKA3BpZBgCIAEoDRIUCgxtZW1vcnlfYnl0ZXMYAyABKAQihAEKBkZhaWxlZBIpCgRjb2RlGAEgASgOMhsud2FyZGVuLnYxLlN0YXJ0RmFpbHVyZUNvZGUSDwoHbWVzc2FnZRgCIAEoCRIWCglleGl0X2NvZGUYAyABKAVIAIgBARIYChBsYXN0X3N0ZGVycl9saW5lGAQgASgJQgwKCl9leGl0X2NvZGUihQEKElN0b3BCYWNrZW5kUmVxdWVzdBIPCgdhZGRyZXNzGAEgASgJEhMKC2luY2FybmF0aW9uGAIgASgJEg0KBWZvcmNlGAMgASgIEg4KBnJlYXNvbhgEIAEoCRIUCgxsZWFkZXJfZXBvY2gYBSABKAQSFAoMcmVxdWVzdGVkX2J5GAYgASgJIncKE1N0b3BCYWNrZW5kUmVzcG9uc2USJQoHc3RvcHBlZBgBIAEoCzISLndhcmRlbi52MS5TdG9wcGVkSAASLgoMYWxyZWFkeV9nb25lGAIgASgLMhYud2FyZGVuLnYxLkFscmVhZHlHb25lSABCCQoHb3V0Y29tZSJSCgdTdG9wcGVkEhYKCWV4aXRfY29kZRgBIAEoBUgAiAEBEg4KBnNpZ25hbBgCIAEoCRIRCgllc2NhbGF0ZWQYAyABKAhCDAoKX2V4aXRfY29kZSIiCgtBbHJlYWR5R29uZRITCgtyZXBsYWNlZF9ieRgBIAEoCSIVChNMaXN0QmFja2VuZHNSZXF1ZXN0IsQBChRMaXN0QmFja2VuZHNSZXNwb25zZRIrCghiYWNrZW5kcxgBIAMoCzIZLndhcmRlbi52MS5JbnZlbnRvcnlFbnRyeRIpCgdvcnBoYW5zGAIgAygLMhgud2FyZGVuLnYxLk9ycGhhblByb2Nlc3MSEgoKYm9vdF9lcG9jaBgDIAEoBBIqCgdmb3JlaWduGAQgAygLMhkud2FyZGVuLnYxLkZvcmVpZ25Qcm9jZXNzEhQKDGxlYWRlcl9lcG9jaBgFIAEoBCIWChRHZXROb2RlU3RhdHVzUmVxdWVzdCLWAQoVR2V0Tm9kZVN0YXR1c1Jlc3BvbnNlEg8KB25vZGVfaWQYASABKAkSPAoGbGFiZWxzGAIgAygLMiwud2FyZGVuLnYxLkdldE5vZGVTdGF0dXNSZXNwb25zZS5MYWJlbHNFbnRyeRIrCglyZXNvdXJjZXMYAyABKAsyGC53YXJkZW4udjEuTm9kZVJlc291cmNlcxISCgpib290X2Vwb2NoGAQgASgEGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiFgoUV2F0Y2hCYWNrZW5kc1JlcXVlc3QirQIKFVdhdGNoQmFja2VuZHNSZXNwb25zZRITCgtpbmNhcm5hdGlvbhgBIAEoCRINCgVtb2RlbBgCIAEoCRIPCgdhZGRyZXNzGAMgASgJEiYKAmF0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIsCgdzdGFydGVkGAUgASgLMhkud2FyZGVuLnYxLkJhY2tlbmRTdGFydGVkSAASKAoFcmVhZHkYBiABKAsyFy53YXJkZW4udjEuQmFja2VuZFJlYWR5SAASKgoGZXhpdGVkGAcgASgLMhgud2FyZGVuLnYxLkJhY2tlbmRFeGl0ZWRIABIqCgZoZWFsdGgYCCABKAsyGC53YXJkZW4udjEuQmFja2VuZEhlYWx0aEgAQgcKBWV2ZW50Ih0KDkJhY2tlbmRTdGFydGVkEgsKA3BpZBgBIAEoDSIkCgxCYWNrZW5kUmVhZHkSFAoMbWVtb3J5X2J5dGVzGAEgASgEInQKDUJhY2tlbmRFeGl0ZWQSFgoJZXhpdF9jb2RlGAEgASgFSACIAQESDgoGc2lnbmFsGAIgASgJEhMKC2ludGVudGlvbmFsGAMgASgIEhgKEGxhc3Rfc3RkZXJyX2xpbmUYBCABKAlCDAoKX2V4aXRfY29kZSIwCg1CYWNrZW5kSGVhbHRoEg8KB2hlYWx0aHkYASABKAgSDgoGZGV0YWlsGAIgASgJKrQCChBTdGFydEZhaWx1cmVDb2RlEiIKHlNUQVJUX0ZBSUxVUkVfQ09ERV9VTlNQRUNJRklFRBAAEiMKH1NUQVJUX0ZBSUxVUkVfQ09ERV9TUEFXTl9GQUlMRUQQARIdChlTVEFSVF9GQUlMVVJFX0NPREVfRVhJVEVEEAISKAokU1RBUlRfRkFJTFVSRV9DT0RFX1JFQURJTkVTU19USU1FT1VUEAMSIgoeU1RBUlRfRkFJTFVSRV9DT0RFX0xPQURfRkFJTEVEEAQSKAokU1RBUlRfRkFJTFVSRV9DT0RFX0RFQURMSU5FX0VYQ0VFREVEEAUSHgoaU1RBUlRfRkFJTFVSRV9DT0RFX05PX1BPUlQQBhIgChxTVEFSVF9GQUlMVVJFX0NPREVfQ0FOQ0VMTEVEEAcywwQKDEFnZW50U2VydmljZRJRCgxTdGFydEJhY2tlbmQSHi53YXJkZW4udjEuU3RhcnRCYWNrZW5kUmVxdWVzdBofLndhcmRlbi52MS5TdGFydEJhY2tlbmRSZXNwb25zZTABEkwKC1N0b3BCYWNrZW5kEh0ud2FyZGVuLnYxLlN0b3BCYWNrZW5kUmVxdWVzdBoeLndhcmRlbi52MS5TdG9wQmFja2VuZFJlc3BvbnNlEk8KDExpc3RCYWNrZW5kcxIeLndhcmRlbi52MS5MaXN0QmFja2VuZHNSZXF1ZXN0Gh8ud2FyZGVuLnYxLkxpc3RCYWNrZW5kc1Jlc3BvbnNlElIKDUdldE5vZGVTdGF0dXMSHy53YXJkZW4udjEuR2V0Tm9kZVN0YXR1c1JlcXVlc3QaIC53YXJkZW4udjEuR2V0Tm9kZVN0YXR1c1Jlc3BvbnNlElQKDVdhdGNoQmFja2VuZHMSHy53YXJkZW4udjEuV2F0Y2hCYWNrZW5kc1JlcXVlc3QaIC53YXJkZW4udjEuV2F0Y2hCYWNrZW5kc1Jlc3BvbnNlMAESSQoKU3RvcE9ycGhhbhIcLndhcmRlbi52MS5TdG9wT3JwaGFuUmVxdWVzdBodLndhcmRlbi52MS5TdG9wT3JwaGFuUmVzcG9uc2USTAoLRnJlZUJhY2tlbmQSHS53YXJkZW4udjEuRnJlZUJhY2tlbmRSZXF1ZXN0Gh4ud2FyZGVuLnYxLkZyZWVCYWNrZW5kUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_timestamp, file_warden_v1_types]);
+  fileDesc("ChV3YXJkZW4vdjEvYWdlbnQucHJvdG8SCXdhcmRlbi52MSJmChJGcmVlQmFja2VuZFJlcXVlc3QSEwoLaW5jYXJuYXRpb24YASABKAkSDwoHYWRkcmVzcxgCIAEoCRIUCgxsZWFkZXJfZXBvY2gYAyABKAQSFAoMcmVxdWVzdGVkX2J5GAQgASgJIqYBChNGcmVlQmFja2VuZFJlc3BvbnNlEiEKBWZyZWVkGAEgASgLMhAud2FyZGVuLnYxLkZyZWVkSAASMQoLdW5zdXBwb3J0ZWQYAiABKAsyGi53YXJkZW4udjEuRnJlZVVuc3VwcG9ydGVkSAASLgoMYWxyZWFkeV9nb25lGAMgASgLMhYud2FyZGVuLnYxLkFscmVhZHlHb25lSABCCQoHb3V0Y29tZSIYCgVGcmVlZBIPCgdtZXNzYWdlGAEgASgJIhEKD0ZyZWVVbnN1cHBvcnRlZCJmChFTdG9wT3JwaGFuUmVxdWVzdBILCgNwaWQYASABKA0SDwoHYWRkcmVzcxgCIAEoCRINCgVmb3JjZRgDIAEoCBIOCgZyZWFzb24YBCABKAkSFAoMbGVhZGVyX2Vwb2NoGAUgASgEInYKElN0b3BPcnBoYW5SZXNwb25zZRIlCgdzdG9wcGVkGAEgASgLMhIud2FyZGVuLnYxLlN0b3BwZWRIABIuCgxhbHJlYWR5X2dvbmUYAiABKAsyFi53YXJkZW4udjEuQWxyZWFkeUdvbmVIAEIJCgdvdXRjb21lIvIDChNTdGFydEJhY2tlbmRSZXF1ZXN0EhMKC2luY2FybmF0aW9uGAEgASgJEg0KBW1vZGVsGAIgASgJEg8KB2JhY2tlbmQYAyABKAkSDwoHb3B0aW9ucxgEIAMoCRISCgptb2RlbF9maWxlGAUgASgJEhQKDGNvbnRleHRfc2l6ZRgGIAEoBRISCgpncHVfZGV2aWNlGAcgASgJEhoKDWJhY2tlbmRfbW9kZWwYCCABKAlIAIgBARIXCgpncHVfbGF5ZXJzGAkgASgFSAGIAQESFAoHdGhyZWFkcxgKIAEoBUgCiAEBEhIKBWJhdGNoGAsgASgFSAOIAQESEQoEbW1hcBgMIAEoCEgEiAEBEhwKD2ZsYXNoX2F0dGVudGlvbhgNIAEoCUgFiAEBEhEKBGN1ZGEYDiABKAhIBogBARIUCgxsZWFkZXJfZXBvY2gYDyABKAQSFAoMcmVxdWVzdGVkX2J5GBAgASgJEisKCWFydGlmYWN0cxgRIAMoCzIYLndhcmRlbi52MS5Nb2RlbEFydGlmYWN0QhAKDl9iYWNrZW5kX21vZGVsQg0KC19ncHVfbGF5ZXJzQgoKCF90aHJlYWRzQggKBl9iYXRjaEIHCgVfbW1hcEISChBfZmxhc2hfYXR0ZW50aW9uQgcKBV9jdWRhIlEKDU1vZGVsQXJ0aWZhY3QSDgoGc291cmNlGAEgASgJEg4KBnNoYTI1NhgCIAEoCRISCgpzaXplX2J5dGVzGAMgASgEEgwKBHBhdGgYBCABKAki3AEKFFN0YXJ0QmFja2VuZFJlc3BvbnNlEiUKB3NwYXduZWQYASABKAsyEi53YXJkZW4udjEuU3Bhd25lZEgAEiUKB2xvYWRpbmcYAiABKAsyEi53YXJkZW4udjEuTG9hZGluZ0gAEiEKBXJlYWR5GAMgASgLMhAud2FyZGVuLnYxLlJlYWR5SAASIwoGZmFpbGVkGAQgASgLMhEud2FyZGVuLnYxLkZhaWxlZEgAEiUKB3B1bGxpbmcYBSABKAsyEi53YXJkZW4udjEuUHVsbGluZ0gAQgcKBWV2ZW50ImIKB1B1bGxpbmcSDgoGc2hhMjU2GAEgASgJEgwKBHBhdGgYAiABKAkSEgoKZG9uZV9ieXRlcxgDIAEoBBITCgt0b3RhbF9ieXRlcxgEIAEoBBIQCgh2ZXJpZmllZBgFIAEoCCJrCgdTcGF3bmVkEg8KB2FkZHJlc3MYASABKAkSCwoDcGlkGAIgASgNEhIKCmdwdV9kZXZpY2UYAyABKAkSEgoKYm9vdF9lcG9jaBgEIAEoBBIaChJoZWFydGJlYXRfc2VxdWVuY2UYBSABKAQiCQoHTG9hZGluZyI7CgVSZWFkeRIPCgdhZGRyZXNzGAEgASgJEgsKA3BpZBgCIAEoDRIUCgxtZW1vcnlfYnl0ZXMYAyABKAQihAEKBkZhaWxlZBIpCgRjb2RlGAEgASgOMhsud2FyZGVuLnYxLlN0YXJ0RmFpbHVyZUNvZGUSDwoHbWVzc2FnZRgCIAEoCRIWCglleGl0X2NvZGUYAyABKAVIAIgBARIYChBsYXN0X3N0ZGVycl9saW5lGAQgASgJQgwKCl9leGl0X2NvZGUihQEKElN0b3BCYWNrZW5kUmVxdWVzdBIPCgdhZGRyZXNzGAEgASgJEhMKC2luY2FybmF0aW9uGAIgASgJEg0KBWZvcmNlGAMgASgIEg4KBnJlYXNvbhgEIAEoCRIUCgxsZWFkZXJfZXBvY2gYBSABKAQSFAoMcmVxdWVzdGVkX2J5GAYgASgJIncKE1N0b3BCYWNrZW5kUmVzcG9uc2USJQoHc3RvcHBlZBgBIAEoCzISLndhcmRlbi52MS5TdG9wcGVkSAASLgoMYWxyZWFkeV9nb25lGAIgASgLMhYud2FyZGVuLnYxLkFscmVhZHlHb25lSABCCQoHb3V0Y29tZSJSCgdTdG9wcGVkEhYKCWV4aXRfY29kZRgBIAEoBUgAiAEBEg4KBnNpZ25hbBgCIAEoCRIRCgllc2NhbGF0ZWQYAyABKAhCDAoKX2V4aXRfY29kZSIiCgtBbHJlYWR5R29uZRITCgtyZXBsYWNlZF9ieRgBIAEoCSIVChNMaXN0QmFja2VuZHNSZXF1ZXN0IsQBChRMaXN0QmFja2VuZHNSZXNwb25zZRIrCghiYWNrZW5kcxgBIAMoCzIZLndhcmRlbi52MS5JbnZlbnRvcnlFbnRyeRIpCgdvcnBoYW5zGAIgAygLMhgud2FyZGVuLnYxLk9ycGhhblByb2Nlc3MSEgoKYm9vdF9lcG9jaBgDIAEoBBIqCgdmb3JlaWduGAQgAygLMhkud2FyZGVuLnYxLkZvcmVpZ25Qcm9jZXNzEhQKDGxlYWRlcl9lcG9jaBgFIAEoBCIWChRHZXROb2RlU3RhdHVzUmVxdWVzdCLWAQoVR2V0Tm9kZVN0YXR1c1Jlc3BvbnNlEg8KB25vZGVfaWQYASABKAkSPAoGbGFiZWxzGAIgAygLMiwud2FyZGVuLnYxLkdldE5vZGVTdGF0dXNSZXNwb25zZS5MYWJlbHNFbnRyeRIrCglyZXNvdXJjZXMYAyABKAsyGC53YXJkZW4udjEuTm9kZVJlc291cmNlcxISCgpib290X2Vwb2NoGAQgASgEGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiFgoUV2F0Y2hCYWNrZW5kc1JlcXVlc3QirQIKFVdhdGNoQmFja2VuZHNSZXNwb25zZRITCgtpbmNhcm5hdGlvbhgBIAEoCRINCgVtb2RlbBgCIAEoCRIPCgdhZGRyZXNzGAMgASgJEiYKAmF0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIsCgdzdGFydGVkGAUgASgLMhkud2FyZGVuLnYxLkJhY2tlbmRTdGFydGVkSAASKAoFcmVhZHkYBiABKAsyFy53YXJkZW4udjEuQmFja2VuZFJlYWR5SAASKgoGZXhpdGVkGAcgASgLMhgud2FyZGVuLnYxLkJhY2tlbmRFeGl0ZWRIABIqCgZoZWFsdGgYCCABKAsyGC53YXJkZW4udjEuQmFja2VuZEhlYWx0aEgAQgcKBWV2ZW50Ih0KDkJhY2tlbmRTdGFydGVkEgsKA3BpZBgBIAEoDSIkCgxCYWNrZW5kUmVhZHkSFAoMbWVtb3J5X2J5dGVzGAEgASgEInQKDUJhY2tlbmRFeGl0ZWQSFgoJZXhpdF9jb2RlGAEgASgFSACIAQESDgoGc2lnbmFsGAIgASgJEhMKC2ludGVudGlvbmFsGAMgASgIEhgKEGxhc3Rfc3RkZXJyX2xpbmUYBCABKAlCDAoKX2V4aXRfY29kZSIwCg1CYWNrZW5kSGVhbHRoEg8KB2hlYWx0aHkYASABKAgSDgoGZGV0YWlsGAIgASgJKu4DChBTdGFydEZhaWx1cmVDb2RlEiIKHlNUQVJUX0ZBSUxVUkVfQ09ERV9VTlNQRUNJRklFRBAAEiMKH1NUQVJUX0ZBSUxVUkVfQ09ERV9TUEFXTl9GQUlMRUQQARIdChlTVEFSVF9GQUlMVVJFX0NPREVfRVhJVEVEEAISKAokU1RBUlRfRkFJTFVSRV9DT0RFX1JFQURJTkVTU19USU1FT1VUEAMSIgoeU1RBUlRfRkFJTFVSRV9DT0RFX0xPQURfRkFJTEVEEAQSKAokU1RBUlRfRkFJTFVSRV9DT0RFX0RFQURMSU5FX0VYQ0VFREVEEAUSHgoaU1RBUlRfRkFJTFVSRV9DT0RFX05PX1BPUlQQBhIgChxTVEFSVF9GQUlMVVJFX0NPREVfQ0FOQ0VMTEVEEAcSLworU1RBUlRfRkFJTFVSRV9DT0RFX0FSVElGQUNUX0RJR0VTVF9NSVNNQVRDSBAIEikKJVNUQVJUX0ZBSUxVUkVfQ09ERV9BUlRJRkFDVF9OT1RfRk9VTkQQCRIyCi5TVEFSVF9GQUlMVVJFX0NPREVfQVJUSUZBQ1RfU09VUkNFX1VOQVZBSUxBQkxFEAoSKAokU1RBUlRfRkFJTFVSRV9DT0RFX0FSVElGQUNUX05PX1NQQUNFEAsywwQKDEFnZW50U2VydmljZRJRCgxTdGFydEJhY2tlbmQSHi53YXJkZW4udjEuU3RhcnRCYWNrZW5kUmVxdWVzdBofLndhcmRlbi52MS5TdGFydEJhY2tlbmRSZXNwb25zZTABEkwKC1N0b3BCYWNrZW5kEh0ud2FyZGVuLnYxLlN0b3BCYWNrZW5kUmVxdWVzdBoeLndhcmRlbi52MS5TdG9wQmFja2VuZFJlc3BvbnNlEk8KDExpc3RCYWNrZW5kcxIeLndhcmRlbi52MS5MaXN0QmFja2VuZHNSZXF1ZXN0Gh8ud2FyZGVuLnYxLkxpc3RCYWNrZW5kc1Jlc3BvbnNlElIKDUdldE5vZGVTdGF0dXMSHy53YXJkZW4udjEuR2V0Tm9kZVN0YXR1c1JlcXVlc3QaIC53YXJkZW4udjEuR2V0Tm9kZVN0YXR1c1Jlc3BvbnNlElQKDVdhdGNoQmFja2VuZHMSHy53YXJkZW4udjEuV2F0Y2hCYWNrZW5kc1JlcXVlc3QaIC53YXJkZW4udjEuV2F0Y2hCYWNrZW5kc1Jlc3BvbnNlMAESSQoKU3RvcE9ycGhhbhIcLndhcmRlbi52MS5TdG9wT3JwaGFuUmVxdWVzdBodLndhcmRlbi52MS5TdG9wT3JwaGFuUmVzcG9uc2USTAoLRnJlZUJhY2tlbmQSHS53YXJkZW4udjEuRnJlZUJhY2tlbmRSZXF1ZXN0Gh4ud2FyZGVuLnYxLkZyZWVCYWNrZW5kUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_timestamp, file_warden_v1_types]);
 
 /**
  * @generated from message warden.v1.FreeBackendRequest
@@ -353,6 +353,16 @@ export type StartBackendRequest = Message<"warden.v1.StartBackendRequest"> & {
    * @generated from field: string requested_by = 16;
    */
   requestedBy: string;
+
+  /**
+   * Files the start needs, named by digest (at most 16): the agent pulls each
+   * into its content-addressed cache under modelsPath before spawning
+   * (services/agent/docs/artifacts.md). A model_file equal to an artifact's
+   * path loads the cached file.
+   *
+   * @generated from field: repeated warden.v1.ModelArtifact artifacts = 17;
+   */
+  artifacts: ModelArtifact[];
 };
 
 /**
@@ -361,6 +371,49 @@ export type StartBackendRequest = Message<"warden.v1.StartBackendRequest"> & {
  */
 export const StartBackendRequestSchema: GenMessage<StartBackendRequest> = /*@__PURE__*/
   messageDesc(file_warden_v1_agent, 6);
+
+/**
+ * One file of a model, named by its content.
+ *
+ * @generated from message warden.v1.ModelArtifact
+ */
+export type ModelArtifact = Message<"warden.v1.ModelArtifact"> & {
+  /**
+   * "https://…" / "http://…" (at most 2048 characters) or "store:<relative
+   * path>" (the coordinator's artifact store, read over NodeService.ReadArtifact).
+   *
+   * @generated from field: string source = 1;
+   */
+  source: string;
+
+  /**
+   * 64 lowercase hex characters: the file's SHA-256.
+   *
+   * @generated from field: string sha256 = 2;
+   */
+  sha256: string;
+
+  /**
+   * Exact size in bytes, at most 1 TiB.
+   *
+   * @generated from field: uint64 size_bytes = 3;
+   */
+  sizeBytes: bigint;
+
+  /**
+   * The model-facing relative name (at most 256 characters, no ".." segment).
+   *
+   * @generated from field: string path = 4;
+   */
+  path: string;
+};
+
+/**
+ * Describes the message warden.v1.ModelArtifact.
+ * Use `create(ModelArtifactSchema)` to create a new message.
+ */
+export const ModelArtifactSchema: GenMessage<ModelArtifact> = /*@__PURE__*/
+  messageDesc(file_warden_v1_agent, 7);
 
 /**
  * @generated from message warden.v1.StartBackendResponse
@@ -393,6 +446,12 @@ export type StartBackendResponse = Message<"warden.v1.StartBackendResponse"> & {
      */
     value: Failed;
     case: "failed";
+  } | {
+    /**
+     * @generated from field: warden.v1.Pulling pulling = 5;
+     */
+    value: Pulling;
+    case: "pulling";
   } | { case: undefined; value?: undefined };
 };
 
@@ -401,7 +460,50 @@ export type StartBackendResponse = Message<"warden.v1.StartBackendResponse"> & {
  * Use `create(StartBackendResponseSchema)` to create a new message.
  */
 export const StartBackendResponseSchema: GenMessage<StartBackendResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 7);
+  messageDesc(file_warden_v1_agent, 8);
+
+/**
+ * An artifact is being pulled (before the spawn): sent when it starts, then
+ * each time another 1/32 of it arrived, and when it is verified. Bytes already
+ * in the cache (or a resumed partial) count as done.
+ *
+ * @generated from message warden.v1.Pulling
+ */
+export type Pulling = Message<"warden.v1.Pulling"> & {
+  /**
+   * @generated from field: string sha256 = 1;
+   */
+  sha256: string;
+
+  /**
+   * @generated from field: string path = 2;
+   */
+  path: string;
+
+  /**
+   * @generated from field: uint64 done_bytes = 3;
+   */
+  doneBytes: bigint;
+
+  /**
+   * @generated from field: uint64 total_bytes = 4;
+   */
+  totalBytes: bigint;
+
+  /**
+   * True once the file is verified and in the cache.
+   *
+   * @generated from field: bool verified = 5;
+   */
+  verified: boolean;
+};
+
+/**
+ * Describes the message warden.v1.Pulling.
+ * Use `create(PullingSchema)` to create a new message.
+ */
+export const PullingSchema: GenMessage<Pulling> = /*@__PURE__*/
+  messageDesc(file_warden_v1_agent, 9);
 
 /**
  * Sent as soon as spawn() returned a pid. The address was chosen before spawning.
@@ -447,7 +549,7 @@ export type Spawned = Message<"warden.v1.Spawned"> & {
  * Use `create(SpawnedSchema)` to create a new message.
  */
 export const SpawnedSchema: GenMessage<Spawned> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 8);
+  messageDesc(file_warden_v1_agent, 10);
 
 /**
  * The backend answered Health; LoadModel is in flight.
@@ -462,7 +564,7 @@ export type Loading = Message<"warden.v1.Loading"> & {
  * Use `create(LoadingSchema)` to create a new message.
  */
 export const LoadingSchema: GenMessage<Loading> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 9);
+  messageDesc(file_warden_v1_agent, 11);
 
 /**
  * @generated from message warden.v1.Ready
@@ -489,7 +591,7 @@ export type Ready = Message<"warden.v1.Ready"> & {
  * Use `create(ReadySchema)` to create a new message.
  */
 export const ReadySchema: GenMessage<Ready> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 10);
+  messageDesc(file_warden_v1_agent, 12);
 
 /**
  * Terminal failure. The agent stopped the process and left nothing behind.
@@ -525,7 +627,7 @@ export type Failed = Message<"warden.v1.Failed"> & {
  * Use `create(FailedSchema)` to create a new message.
  */
 export const FailedSchema: GenMessage<Failed> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 11);
+  messageDesc(file_warden_v1_agent, 13);
 
 /**
  * @generated from message warden.v1.StopBackendRequest
@@ -577,7 +679,7 @@ export type StopBackendRequest = Message<"warden.v1.StopBackendRequest"> & {
  * Use `create(StopBackendRequestSchema)` to create a new message.
  */
 export const StopBackendRequestSchema: GenMessage<StopBackendRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 12);
+  messageDesc(file_warden_v1_agent, 14);
 
 /**
  * @generated from message warden.v1.StopBackendResponse
@@ -606,7 +708,7 @@ export type StopBackendResponse = Message<"warden.v1.StopBackendResponse"> & {
  * Use `create(StopBackendResponseSchema)` to create a new message.
  */
 export const StopBackendResponseSchema: GenMessage<StopBackendResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 13);
+  messageDesc(file_warden_v1_agent, 15);
 
 /**
  * @generated from message warden.v1.Stopped
@@ -637,7 +739,7 @@ export type Stopped = Message<"warden.v1.Stopped"> & {
  * Use `create(StoppedSchema)` to create a new message.
  */
 export const StoppedSchema: GenMessage<Stopped> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 14);
+  messageDesc(file_warden_v1_agent, 16);
 
 /**
  * That incarnation is not running on this agent.
@@ -658,7 +760,7 @@ export type AlreadyGone = Message<"warden.v1.AlreadyGone"> & {
  * Use `create(AlreadyGoneSchema)` to create a new message.
  */
 export const AlreadyGoneSchema: GenMessage<AlreadyGone> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 15);
+  messageDesc(file_warden_v1_agent, 17);
 
 /**
  * @generated from message warden.v1.ListBackendsRequest
@@ -671,7 +773,7 @@ export type ListBackendsRequest = Message<"warden.v1.ListBackendsRequest"> & {
  * Use `create(ListBackendsRequestSchema)` to create a new message.
  */
 export const ListBackendsRequestSchema: GenMessage<ListBackendsRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 16);
+  messageDesc(file_warden_v1_agent, 18);
 
 /**
  * @generated from message warden.v1.ListBackendsResponse
@@ -713,7 +815,7 @@ export type ListBackendsResponse = Message<"warden.v1.ListBackendsResponse"> & {
  * Use `create(ListBackendsResponseSchema)` to create a new message.
  */
 export const ListBackendsResponseSchema: GenMessage<ListBackendsResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 17);
+  messageDesc(file_warden_v1_agent, 19);
 
 /**
  * @generated from message warden.v1.GetNodeStatusRequest
@@ -726,7 +828,7 @@ export type GetNodeStatusRequest = Message<"warden.v1.GetNodeStatusRequest"> & {
  * Use `create(GetNodeStatusRequestSchema)` to create a new message.
  */
 export const GetNodeStatusRequestSchema: GenMessage<GetNodeStatusRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 18);
+  messageDesc(file_warden_v1_agent, 20);
 
 /**
  * @generated from message warden.v1.GetNodeStatusResponse
@@ -758,7 +860,7 @@ export type GetNodeStatusResponse = Message<"warden.v1.GetNodeStatusResponse"> &
  * Use `create(GetNodeStatusResponseSchema)` to create a new message.
  */
 export const GetNodeStatusResponseSchema: GenMessage<GetNodeStatusResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 19);
+  messageDesc(file_warden_v1_agent, 21);
 
 /**
  * @generated from message warden.v1.WatchBackendsRequest
@@ -771,7 +873,7 @@ export type WatchBackendsRequest = Message<"warden.v1.WatchBackendsRequest"> & {
  * Use `create(WatchBackendsRequestSchema)` to create a new message.
  */
 export const WatchBackendsRequestSchema: GenMessage<WatchBackendsRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 20);
+  messageDesc(file_warden_v1_agent, 22);
 
 /**
  * @generated from message warden.v1.WatchBackendsResponse
@@ -832,7 +934,7 @@ export type WatchBackendsResponse = Message<"warden.v1.WatchBackendsResponse"> &
  * Use `create(WatchBackendsResponseSchema)` to create a new message.
  */
 export const WatchBackendsResponseSchema: GenMessage<WatchBackendsResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 21);
+  messageDesc(file_warden_v1_agent, 23);
 
 /**
  * @generated from message warden.v1.BackendStarted
@@ -849,7 +951,7 @@ export type BackendStarted = Message<"warden.v1.BackendStarted"> & {
  * Use `create(BackendStartedSchema)` to create a new message.
  */
 export const BackendStartedSchema: GenMessage<BackendStarted> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 22);
+  messageDesc(file_warden_v1_agent, 24);
 
 /**
  * @generated from message warden.v1.BackendReady
@@ -866,7 +968,7 @@ export type BackendReady = Message<"warden.v1.BackendReady"> & {
  * Use `create(BackendReadySchema)` to create a new message.
  */
 export const BackendReadySchema: GenMessage<BackendReady> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 23);
+  messageDesc(file_warden_v1_agent, 25);
 
 /**
  * @generated from message warden.v1.BackendExited
@@ -900,7 +1002,7 @@ export type BackendExited = Message<"warden.v1.BackendExited"> & {
  * Use `create(BackendExitedSchema)` to create a new message.
  */
 export const BackendExitedSchema: GenMessage<BackendExited> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 24);
+  messageDesc(file_warden_v1_agent, 26);
 
 /**
  * @generated from message warden.v1.BackendHealth
@@ -922,7 +1024,7 @@ export type BackendHealth = Message<"warden.v1.BackendHealth"> & {
  * Use `create(BackendHealthSchema)` to create a new message.
  */
 export const BackendHealthSchema: GenMessage<BackendHealth> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 25);
+  messageDesc(file_warden_v1_agent, 27);
 
 /**
  * @generated from enum warden.v1.StartFailureCode
@@ -981,6 +1083,34 @@ export enum StartFailureCode {
    * @generated from enum value: START_FAILURE_CODE_CANCELLED = 7;
    */
   CANCELLED = 7,
+
+  /**
+   * An artifact's bytes do not match its sha256 (or its size); nothing of it is kept.
+   *
+   * @generated from enum value: START_FAILURE_CODE_ARTIFACT_DIGEST_MISMATCH = 8;
+   */
+  ARTIFACT_DIGEST_MISMATCH = 8,
+
+  /**
+   * An artifact's source answered "no such file" (HTTP 404/410, a store path that is not there).
+   *
+   * @generated from enum value: START_FAILURE_CODE_ARTIFACT_NOT_FOUND = 9;
+   */
+  ARTIFACT_NOT_FOUND = 9,
+
+  /**
+   * An artifact's source could not be reached, refused, dropped the connection or stalled.
+   *
+   * @generated from enum value: START_FAILURE_CODE_ARTIFACT_SOURCE_UNAVAILABLE = 10;
+   */
+  ARTIFACT_SOURCE_UNAVAILABLE = 10,
+
+  /**
+   * The cache's disk has no room for an artifact.
+   *
+   * @generated from enum value: START_FAILURE_CODE_ARTIFACT_NO_SPACE = 11;
+   */
+  ARTIFACT_NO_SPACE = 11,
 }
 
 /**

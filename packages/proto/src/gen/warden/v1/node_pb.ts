@@ -16,7 +16,74 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file warden/v1/node.proto.
  */
 export const file_warden_v1_node: GenFile = /*@__PURE__*/
-  fileDesc("ChR3YXJkZW4vdjEvbm9kZS5wcm90bxIJd2FyZGVuLnYxIrMCCg9SZWdpc3RlclJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCRIPCgdhZGRyZXNzGAIgASgJEjYKBmxhYmVscxgDIAMoCzImLndhcmRlbi52MS5SZWdpc3RlclJlcXVlc3QuTGFiZWxzRW50cnkSIAoEZ3B1cxgEIAMoCzISLndhcmRlbi52MS5HcHVJbmZvEhIKCmJvb3RfZXBvY2gYBSABKAQSFwoPcmFtX3RvdGFsX2J5dGVzGAYgASgEEg8KB3ZlcnNpb24YByABKAkSEAoIYmFja2VuZHMYCCADKAkSJQoGbGltaXRzGAkgASgLMhUud2FyZGVuLnYxLk5vZGVMaW1pdHMaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASKdAQoKTm9kZUxpbWl0cxIjChZtYXhfcmVwbGljYXNfcGVyX21vZGVsGAEgASgNSAGIAQESHQoTbWVtb3J5X2J1ZGdldF9ieXRlcxgCIAEoBEgAEh8KFW1lbW9yeV9idWRnZXRfcGVyY2VudBgDIAEoAUgAQg8KDW1lbW9yeV9idWRnZXRCGQoXX21heF9yZXBsaWNhc19wZXJfbW9kZWwiYgoQUmVnaXN0ZXJSZXNwb25zZRIZChFjb29yZGluYXRvcl9lcG9jaBgBIAEoBBIdChVoZWFydGJlYXRfaW50ZXJ2YWxfbXMYAiABKA0SFAoMbGVhZGVyX2Vwb2NoGAMgASgEIroCChBIZWFydGJlYXRSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAkSEgoKYm9vdF9lcG9jaBgCIAEoBBIQCghzZXF1ZW5jZRgDIAEoBBIrCghiYWNrZW5kcxgEIAMoCzIZLndhcmRlbi52MS5JbnZlbnRvcnlFbnRyeRIpCgdvcnBoYW5zGAUgAygLMhgud2FyZGVuLnYxLk9ycGhhblByb2Nlc3MSKwoJcmVzb3VyY2VzGAYgASgLMhgud2FyZGVuLnYxLk5vZGVSZXNvdXJjZXMSKgoHZm9yZWlnbhgHIAMoCzIZLndhcmRlbi52MS5Gb3JlaWduUHJvY2VzcxIUCgxsZWFkZXJfZXBvY2gYCCABKAQSKAoFZGVsdGEYCSABKAsyGS53YXJkZW4udjEuSW52ZW50b3J5RGVsdGEidAoOSW52ZW50b3J5RGVsdGESFQoNYmFzZV9zZXF1ZW5jZRgBIAEoBBIqCgd1cHNlcnRzGAIgAygLMhkud2FyZGVuLnYxLkludmVudG9yeUVudHJ5Eg8KB3JlbW92ZWQYAyADKAkSDgoGZGlnZXN0GAQgASgGIoABChFIZWFydGJlYXRSZXNwb25zZRIZChFyZWdpc3Rlcl9yZXF1aXJlZBgBIAEoCBIZChFjb29yZGluYXRvcl9lcG9jaBgCIAEoBBIUCgxsZWFkZXJfZXBvY2gYAyABKAQSHwoXZnVsbF9pbnZlbnRvcnlfcmVxdWlyZWQYBCABKAgymgEKC05vZGVTZXJ2aWNlEkMKCFJlZ2lzdGVyEhoud2FyZGVuLnYxLlJlZ2lzdGVyUmVxdWVzdBobLndhcmRlbi52MS5SZWdpc3RlclJlc3BvbnNlEkYKCUhlYXJ0YmVhdBIbLndhcmRlbi52MS5IZWFydGJlYXRSZXF1ZXN0Ghwud2FyZGVuLnYxLkhlYXJ0YmVhdFJlc3BvbnNlYgZwcm90bzM", [file_warden_v1_types]);
+  fileDesc("ChR3YXJkZW4vdjEvbm9kZS5wcm90bxIJd2FyZGVuLnYxIkQKE1JlYWRBcnRpZmFjdFJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCRIMCgRwYXRoGAIgASgJEg4KBm9mZnNldBgDIAEoBCJCCg1BcnRpZmFjdENodW5rEg4KBm9mZnNldBgBIAEoBBITCgt0b3RhbF9ieXRlcxgCIAEoBBIMCgRkYXRhGAMgASgMIrMCCg9SZWdpc3RlclJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCRIPCgdhZGRyZXNzGAIgASgJEjYKBmxhYmVscxgDIAMoCzImLndhcmRlbi52MS5SZWdpc3RlclJlcXVlc3QuTGFiZWxzRW50cnkSIAoEZ3B1cxgEIAMoCzISLndhcmRlbi52MS5HcHVJbmZvEhIKCmJvb3RfZXBvY2gYBSABKAQSFwoPcmFtX3RvdGFsX2J5dGVzGAYgASgEEg8KB3ZlcnNpb24YByABKAkSEAoIYmFja2VuZHMYCCADKAkSJQoGbGltaXRzGAkgASgLMhUud2FyZGVuLnYxLk5vZGVMaW1pdHMaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASKdAQoKTm9kZUxpbWl0cxIjChZtYXhfcmVwbGljYXNfcGVyX21vZGVsGAEgASgNSAGIAQESHQoTbWVtb3J5X2J1ZGdldF9ieXRlcxgCIAEoBEgAEh8KFW1lbW9yeV9idWRnZXRfcGVyY2VudBgDIAEoAUgAQg8KDW1lbW9yeV9idWRnZXRCGQoXX21heF9yZXBsaWNhc19wZXJfbW9kZWwiYgoQUmVnaXN0ZXJSZXNwb25zZRIZChFjb29yZGluYXRvcl9lcG9jaBgBIAEoBBIdChVoZWFydGJlYXRfaW50ZXJ2YWxfbXMYAiABKA0SFAoMbGVhZGVyX2Vwb2NoGAMgASgEIroCChBIZWFydGJlYXRSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAkSEgoKYm9vdF9lcG9jaBgCIAEoBBIQCghzZXF1ZW5jZRgDIAEoBBIrCghiYWNrZW5kcxgEIAMoCzIZLndhcmRlbi52MS5JbnZlbnRvcnlFbnRyeRIpCgdvcnBoYW5zGAUgAygLMhgud2FyZGVuLnYxLk9ycGhhblByb2Nlc3MSKwoJcmVzb3VyY2VzGAYgASgLMhgud2FyZGVuLnYxLk5vZGVSZXNvdXJjZXMSKgoHZm9yZWlnbhgHIAMoCzIZLndhcmRlbi52MS5Gb3JlaWduUHJvY2VzcxIUCgxsZWFkZXJfZXBvY2gYCCABKAQSKAoFZGVsdGEYCSABKAsyGS53YXJkZW4udjEuSW52ZW50b3J5RGVsdGEidAoOSW52ZW50b3J5RGVsdGESFQoNYmFzZV9zZXF1ZW5jZRgBIAEoBBIqCgd1cHNlcnRzGAIgAygLMhkud2FyZGVuLnYxLkludmVudG9yeUVudHJ5Eg8KB3JlbW92ZWQYAyADKAkSDgoGZGlnZXN0GAQgASgGIoABChFIZWFydGJlYXRSZXNwb25zZRIZChFyZWdpc3Rlcl9yZXF1aXJlZBgBIAEoCBIZChFjb29yZGluYXRvcl9lcG9jaBgCIAEoBBIUCgxsZWFkZXJfZXBvY2gYAyABKAQSHwoXZnVsbF9pbnZlbnRvcnlfcmVxdWlyZWQYBCABKAgymgEKC05vZGVTZXJ2aWNlEkMKCFJlZ2lzdGVyEhoud2FyZGVuLnYxLlJlZ2lzdGVyUmVxdWVzdBobLndhcmRlbi52MS5SZWdpc3RlclJlc3BvbnNlEkYKCUhlYXJ0YmVhdBIbLndhcmRlbi52MS5IZWFydGJlYXRSZXF1ZXN0Ghwud2FyZGVuLnYxLkhlYXJ0YmVhdFJlc3BvbnNlMlsKDUFydGlmYWN0U3RvcmUSSgoMUmVhZEFydGlmYWN0Eh4ud2FyZGVuLnYxLlJlYWRBcnRpZmFjdFJlcXVlc3QaGC53YXJkZW4udjEuQXJ0aWZhY3RDaHVuazABYgZwcm90bzM", [file_warden_v1_types]);
+
+/**
+ * @generated from message warden.v1.ReadArtifactRequest
+ */
+export type ReadArtifactRequest = Message<"warden.v1.ReadArtifactRequest"> & {
+  /**
+   * The caller's node id (a node token or certificate must be bound to it).
+   *
+   * @generated from field: string node_id = 1;
+   */
+  nodeId: string;
+
+  /**
+   * Relative to the store's directory: at most 1024 characters, no ".."
+   * segment, no leading "/", no control characters.
+   *
+   * @generated from field: string path = 2;
+   */
+  path: string;
+
+  /**
+   * First byte to send; at most the file's size.
+   *
+   * @generated from field: uint64 offset = 3;
+   */
+  offset: bigint;
+};
+
+/**
+ * Describes the message warden.v1.ReadArtifactRequest.
+ * Use `create(ReadArtifactRequestSchema)` to create a new message.
+ */
+export const ReadArtifactRequestSchema: GenMessage<ReadArtifactRequest> = /*@__PURE__*/
+  messageDesc(file_warden_v1_node, 0);
+
+/**
+ * @generated from message warden.v1.ArtifactChunk
+ */
+export type ArtifactChunk = Message<"warden.v1.ArtifactChunk"> & {
+  /**
+   * Offset of data's first byte in the file.
+   *
+   * @generated from field: uint64 offset = 1;
+   */
+  offset: bigint;
+
+  /**
+   * The file's size (every chunk carries it).
+   *
+   * @generated from field: uint64 total_bytes = 2;
+   */
+  totalBytes: bigint;
+
+  /**
+   * At most 1 MiB.
+   *
+   * @generated from field: bytes data = 3;
+   */
+  data: Uint8Array;
+};
+
+/**
+ * Describes the message warden.v1.ArtifactChunk.
+ * Use `create(ArtifactChunkSchema)` to create a new message.
+ */
+export const ArtifactChunkSchema: GenMessage<ArtifactChunk> = /*@__PURE__*/
+  messageDesc(file_warden_v1_node, 1);
 
 /**
  * @generated from message warden.v1.RegisterRequest
@@ -86,7 +153,7 @@ export type RegisterRequest = Message<"warden.v1.RegisterRequest"> & {
  * Use `create(RegisterRequestSchema)` to create a new message.
  */
 export const RegisterRequestSchema: GenMessage<RegisterRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_node, 0);
+  messageDesc(file_warden_v1_node, 2);
 
 /**
  * Per-node placement limits.
@@ -130,7 +197,7 @@ export type NodeLimits = Message<"warden.v1.NodeLimits"> & {
  * Use `create(NodeLimitsSchema)` to create a new message.
  */
 export const NodeLimitsSchema: GenMessage<NodeLimits> = /*@__PURE__*/
-  messageDesc(file_warden_v1_node, 1);
+  messageDesc(file_warden_v1_node, 3);
 
 /**
  * @generated from message warden.v1.RegisterResponse
@@ -163,7 +230,7 @@ export type RegisterResponse = Message<"warden.v1.RegisterResponse"> & {
  * Use `create(RegisterResponseSchema)` to create a new message.
  */
 export const RegisterResponseSchema: GenMessage<RegisterResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_node, 2);
+  messageDesc(file_warden_v1_node, 4);
 
 /**
  * @generated from message warden.v1.HeartbeatRequest
@@ -230,7 +297,7 @@ export type HeartbeatRequest = Message<"warden.v1.HeartbeatRequest"> & {
  * Use `create(HeartbeatRequestSchema)` to create a new message.
  */
 export const HeartbeatRequestSchema: GenMessage<HeartbeatRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_node, 3);
+  messageDesc(file_warden_v1_node, 5);
 
 /**
  * The changes of an agent's inventory since a heartbeat the coordinator
@@ -278,7 +345,7 @@ export type InventoryDelta = Message<"warden.v1.InventoryDelta"> & {
  * Use `create(InventoryDeltaSchema)` to create a new message.
  */
 export const InventoryDeltaSchema: GenMessage<InventoryDelta> = /*@__PURE__*/
-  messageDesc(file_warden_v1_node, 4);
+  messageDesc(file_warden_v1_node, 6);
 
 /**
  * @generated from message warden.v1.HeartbeatResponse
@@ -319,7 +386,7 @@ export type HeartbeatResponse = Message<"warden.v1.HeartbeatResponse"> & {
  * Use `create(HeartbeatResponseSchema)` to create a new message.
  */
 export const HeartbeatResponseSchema: GenMessage<HeartbeatResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_node, 5);
+  messageDesc(file_warden_v1_node, 7);
 
 /**
  * @generated from service warden.v1.NodeService
@@ -345,4 +412,26 @@ export const NodeService: GenService<{
   },
 }> = /*@__PURE__*/
   serviceDesc(file_warden_v1_node, 0);
+
+/**
+ * The coordinator's artifact store (its `artifactStore` directory), served on
+ * the port agents register on, to node credentials only (the same node token
+ * or certificate as NodeService, bound to node_id).
+ *
+ * @generated from service warden.v1.ArtifactStore
+ */
+export const ArtifactStore: GenService<{
+  /**
+   * Reads a file from an offset (a resumed pull): every chunk names its
+   * offset and the file's size; a file of 0 bytes left sends one empty chunk.
+   *
+   * @generated from rpc warden.v1.ArtifactStore.ReadArtifact
+   */
+  readArtifact: {
+    methodKind: "server_streaming";
+    input: typeof ReadArtifactRequestSchema;
+    output: typeof ArtifactChunkSchema;
+  },
+}> = /*@__PURE__*/
+  serviceDesc(file_warden_v1_node, 1);
 

@@ -23,5 +23,5 @@ export type { JournalReplicas } from "./journal-replicas.js";
 export { UnconfirmedReplicas } from "./unconfirmed-replicas.js";
 export { RecoveryWindow, type RecoveryWindowState, type RecoveryOpenCause, type NodeSettlement } from "./recovery-window.js";
 export type { UnconfirmedReplica } from "./unconfirmed-replicas.js";
-export type { HeldInstance, InventoryAnswer, InventoryHit, InventoryPort, Lease, Placement, PlacementPort, UnloadOutcome } from "./loader-types.js";
+export type { HeldInstance, InventoryAnswer, InventoryHit, InventoryPort, Lease, Placement, PlacementPort, RouteCandidate, RouteHint, UnloadOutcome } from "./loader-types.js";
 export type * from "./ports.js";

@@ -4,7 +4,7 @@ import type { Lease } from "@warden/loader";
 import type { EmbeddingResult, GenerateImageRequestSchema, PredictOptionsSchema, Reply, Result, TTSRequestSchema, TranscriptRequestSchema, TranscriptResult } from "@warden/proto";
 import type { BackendClientHandle } from "../routing/backend-connector.js";
 import { modelIdentity } from "../routing/model-identity.js";
-import { RoutedCalls, outcomeTracker } from "../routing/routed-call.js";
+import { RoutedCalls, outcomeTracker, type CallRouteHint } from "../routing/routed-call.js";
 import type { CoordinatorHttpContext } from "./coordinator-http.js";
 
 type PredictInit = MessageInitShape<typeof PredictOptionsSchema>;
@@ -40,12 +40,17 @@ export class OpenAiBackend {
     throw new WardenError(Code.FailedPrecondition, `${what} passes files by path, and model "${lease.model}" runs on node "${lease.nodeId}", not on the coordinator's machine (the embedded agent)`);
   }
 
+  /** Chat and completions under `routing: prefix`: the prompt as the backend receives it decides the replica (prefix-routing.ts). */
+  private prefixHint(model: string, opts: PredictInit): CallRouteHint | undefined {
+    return this.ctx.prefixRouting?.hint(model, () => opts);
+  }
+
   predict(model: string, opts: PredictInit, signal: AbortSignal): Promise<Reply> {
-    return this.track(this.calls.unary(model, signal, (lease) => lease.backend.client.predict({ ...opts, ModelIdentity: this.identity(model) }, { signal }), () => true));
+    return this.track(this.calls.unary(model, signal, (lease) => lease.backend.client.predict({ ...opts, ModelIdentity: this.identity(model) }, { signal }), () => true, this.prefixHint(model, opts)));
   }
 
   predictStream(model: string, opts: PredictInit, signal: AbortSignal): AsyncGenerator<Reply> {
-    return this.calls.stream(model, signal, (lease) => lease.backend.client.predictStream({ ...opts, ModelIdentity: this.identity(model) }, { signal }), () => true, this.ctx.routed);
+    return this.calls.stream(model, signal, (lease) => lease.backend.client.predictStream({ ...opts, ModelIdentity: this.identity(model) }, { signal }), () => true, this.ctx.routed, undefined, this.prefixHint(model, opts));
   }
 
   embedding(model: string, opts: PredictInit, signal: AbortSignal): Promise<EmbeddingResult> {

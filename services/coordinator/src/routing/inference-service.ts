@@ -8,6 +8,7 @@ import type { BackendClientHandle } from "./backend-connector.js";
 import { modelIdentity } from "./model-identity.js";
 import { predictResponseBytes, splitPredictRequest } from "./predict-bytes.js";
 import { RoutedCalls, outcomeTracker, type RoutedCounter } from "./routed-call.js";
+import type { PrefixRouting } from "./prefix-routing.js";
 
 function options(identity: string, o: PredictOptions | undefined): PredictOptions {
   // ModelIdentity is ours to set: the guard against a recycled port.
@@ -37,6 +38,8 @@ export function inferenceService(
   routed: RoutedCounter = { inc() {} },
   /** May the call's caller use this model (per-model inference tokens)? Throws to refuse; runs on the model as parsed here. */
   mayUse: (model: string, ctx: HandlerContext, method: DescMethod) => void = () => undefined,
+  /** Prefix-affinity routing of Predict and PredictStream for models configured `routing: prefix` (not the data-plane listener's Predict bytes). */
+  prefix?: PrefixRouting,
 ): ServiceImpl<typeof InferenceService> & { predictBytes: RawUnaryHandler } {
   const calls = new RoutedCalls(loader, log);
 
@@ -66,13 +69,14 @@ export function inferenceService(
           return { reply, nodeId: lease.nodeId };
         },
         () => true,
+        prefix?.hint(req.model, () => req.options),
       ));
     },
     async *predictStream(req, ctx) {
       checkModel(req.model);
       mayUse(req.model, ctx, InferenceService.method.predictStream);
       // Retries stay possible until the first reply reached the caller.
-      for await (const reply of calls.stream(req.model, ctx.signal, (lease) => lease.backend.client.predictStream(options(modelIdentity(loader, req.model), req.options), { signal: ctx.signal, ...(ctx.deadlineAtMs === undefined ? {} : { deadlineAtMs: ctx.deadlineAtMs }) }), () => true, routed)) {
+      for await (const reply of calls.stream(req.model, ctx.signal, (lease) => lease.backend.client.predictStream(options(modelIdentity(loader, req.model), req.options), { signal: ctx.signal, ...(ctx.deadlineAtMs === undefined ? {} : { deadlineAtMs: ctx.deadlineAtMs }) }), () => true, routed, undefined, prefix?.hint(req.model, () => req.options))) {
         yield { reply };
       }
     },

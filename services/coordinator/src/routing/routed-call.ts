@@ -1,5 +1,5 @@
 import { Code, WardenError, codeName, type Logger } from "@warden/common";
-import type { Lease, Loader } from "@warden/loader";
+import type { Lease, Loader, RouteHint } from "@warden/loader";
 import type { BackendClientHandle } from "./backend-connector.js";
 
 /**
@@ -18,6 +18,9 @@ export const modelMismatchSentinel = "model identity mismatch";
 export function isStaleRoute(e: WardenError): boolean {
   return e.code === Code.NotFound && e.rawMessage.toLowerCase().includes(modelMismatchSentinel);
 }
+
+/** A call's say in its replica (prefix-routing.ts), told which one each attempt got. */
+export type CallRouteHint = RouteHint & { routed(incarnation: string): void };
 
 /** What a routed call reports per outcome (the coordinator's routed-calls counter). */
 export interface RoutedCounter {
@@ -71,10 +74,17 @@ export class RoutedCalls {
     return true;
   }
 
+  private async acquire(model: string, signal: AbortSignal, hint: CallRouteHint | undefined): Promise<Lease<BackendClientHandle>> {
+    if (hint === undefined) return this.loader.acquire(model, signal);
+    const lease = await this.loader.acquire(model, signal, hint);
+    hint.routed(lease.incarnation);
+    return lease;
+  }
+
   /** One unary call: retried once on a fresh instance while `mayRetry()`. */
-  async unary<T>(model: string, signal: AbortSignal, fn: (lease: Lease<BackendClientHandle>) => Promise<T>, mayRetry: () => boolean): Promise<T> {
+  async unary<T>(model: string, signal: AbortSignal, fn: (lease: Lease<BackendClientHandle>) => Promise<T>, mayRetry: () => boolean, hint?: CallRouteHint): Promise<T> {
     for (let attempt = 0; ; attempt++) {
-      const lease = await this.loader.acquire(model, signal);
+      const lease = await this.acquire(model, signal, hint);
       try {
         return await fn(lease);
       } catch (err) {
@@ -93,10 +103,10 @@ export class RoutedCalls {
    * `mayRetry()` (a streaming request's messages can still be replayed).
    * `onReply` runs before each reply is passed on.
    */
-  async *stream<T>(model: string, signal: AbortSignal, open: (lease: Lease<BackendClientHandle>) => AsyncIterable<T>, mayRetry: () => boolean, routed: RoutedCounter, onReply?: () => void): AsyncGenerator<T> {
+  async *stream<T>(model: string, signal: AbortSignal, open: (lease: Lease<BackendClientHandle>) => AsyncIterable<T>, mayRetry: () => boolean, routed: RoutedCounter, onReply?: () => void, hint?: CallRouteHint): AsyncGenerator<T> {
     let sent = 0;
     for (let attempt = 0; ; attempt++) {
-      const lease = await this.loader.acquire(model, signal);
+      const lease = await this.acquire(model, signal, hint);
       try {
         for await (const reply of open(lease)) {
           sent++;

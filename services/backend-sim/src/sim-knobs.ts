@@ -60,6 +60,15 @@ export interface SimKnobs {
   echo: boolean;
   /** TTSStream answers; false = UNIMPLEMENTED, as a backend with TTS only. @default true */
   ttsStream: boolean;
+  /**
+   * Prefill cost: Predict and PredictStream wait this long per prompt block
+   * not in the prefix cache before the first token (sim-prefix-cache.ts). 0 = no prefill cost. @default 0
+   */
+  prefillBlockMs: number;
+  /** Capacity of the prefix cache in blocks (an LRU, per process); 0 = no cache (every block is prefilled). @default 0 */
+  prefixCacheBlocks: number;
+  /** Characters per prompt block (at least 1). @default 64 */
+  prefixBlockChars: number;
 }
 
 export const defaultSimKnobs: Readonly<SimKnobs> = {
@@ -80,6 +89,9 @@ export const defaultSimKnobs: Readonly<SimKnobs> = {
   mismatchFile: "",
   echo: false,
   ttsStream: true,
+  prefillBlockMs: 0,
+  prefixCacheBlocks: 0,
+  prefixBlockChars: 64,
 };
 
 type KnobKind = "ms" | "count" | "bool" | "text" | "code" | "free";
@@ -103,6 +115,9 @@ export const simKnobKeys: Readonly<Record<string, readonly [keyof SimKnobs, Knob
   mismatch_file: ["mismatchFile", "text"],
   echo: ["echo", "bool"],
   tts_stream: ["ttsStream", "bool"],
+  prefill_block_ms: ["prefillBlockMs", "ms"],
+  prefix_cache_blocks: ["prefixCacheBlocks", "count"],
+  prefix_block_chars: ["prefixBlockChars", "count"],
 };
 
 const maxCount = 1_000_000;

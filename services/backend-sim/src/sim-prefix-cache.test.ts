@@ -38,7 +38,7 @@ describe("backend-sim prefix cache", () => {
       const log = join(dir, "calls.log");
       await s.impl.loadModel(create(ModelOptionsSchema, { Model: "a", Options: ["sim.prefill_block_ms:10", "sim.prefix_cache_blocks:100", "sim.prefix_block_chars:4", `sim.call_log:${log}`] }), ctx());
       const req = create(PredictOptionsSchema, { Prompt: "aaaabbbbcc", ModelIdentity: "a", Tokens: 1 });
-      let first: { timingPromptProcessing: number } | undefined;
+      let first: { timingPromptProcessing?: number } | undefined;
       const p = s.impl.predict(req, ctx()).then((r) => (first = r));
       await tick();
       clock.advance(29);

@@ -5,8 +5,8 @@
  * `lf` (least-in-flight, the default) and `rr` (round-robin, computed here:
  * the driver calls the replicas straight, in turn, skipping the
  * coordinator's hop — a small head start for the baseline). backend-sim
- * models a GPU with a prefix cache: 2 slots per replica, 4 ms per 64-character
- * prompt block not in its 512-block LRU, then 16 tokens at 4 ms each. So
+ * models a GPU with a prefix cache: 4 slots per replica, 8 ms per 64-character
+ * prompt block not in its 512-block LRU, then 16 tokens at 2 ms each (prefill dominates, as with long prompts). So
  * routing quality shows as latency and throughput.
  *
  * Workloads (closed loop: each client sends its next call when the last one ends):
@@ -91,7 +91,7 @@ async function sharesSince(log: string, from: number): Promise<{ size: number; b
 
 export async function run(): Promise<BenchResult[]> {
   const dir = mkdtempSync(join(tmpdir(), "warden-bench-prefix-"));
-  const knobs = (p: Policy) => `["sim.parallel:2", "sim.token_delay_ms:4", "sim.prefill_block_ms:4", "sim.prefix_cache_blocks:512", "sim.prefix_block_chars:64", "sim.call_log:${join(dir, `${p}.log`)}"]`;
+  const knobs = (p: Policy) => `["sim.parallel:4", "sim.token_delay_ms:2", "sim.prefill_block_ms:8", "sim.prefix_cache_blocks:512", "sim.prefix_block_chars:64", "sim.call_log:${join(dir, `${p}.log`)}"]`;
   const models = policies.map((p) => `{ id: ${p}, backend: backend-sim, replicas: { min: ${String(replicas)}, max: ${String(replicas)} }${p === "px" ? ", routing: prefix" : ""}, options: ${knobs(p)} }`);
   const coordinator = await startBenchCoordinator("prefix", 23000, undefined, { models, agent: `maxReplicasPerModel: ${String(replicas)}` });
   const direct: Client<typeof Backend>[] = [];
@@ -122,9 +122,10 @@ export async function run(): Promise<BenchResult[]> {
     await drive(randomPrompts(16, 100, 8, 98), (c, client) => (direct[client % direct.length] as Client<typeof Backend>).predictStream(options(c)));
     const offsets = new Map<Policy, number>(policies.map((p) => [p, 0]));
     const rows: BenchResult[] = [];
-    for (const [name, w] of workloads) {
+    for (const [k, [name, w]] of workloads.entries()) {
       const out = new Map<Policy, Outcome>();
-      for (const p of policies) {
+      // Each workload starts with another policy: a burst of load from elsewhere on the machine does not always fall on the same one.
+      for (const p of [...policies.slice(k % policies.length), ...policies.slice(0, k % policies.length)]) {
         offsets.set(p, (await sharesSince(join(dir, `${p}.log`), 0)).size);
         let turn = 0;
         const r =

@@ -59,3 +59,19 @@ export function randomPrompts(calls: number, chars: number, clients: number, see
   const r = rng(seed);
   return Array.from({ length: clients }, () => Array.from({ length: Math.ceil(calls / clients) }, () => ({ prompt: `${String(r())} ${text(r, chars)}` })));
 }
+
+/**
+ * Conversations shared out among `clients`: each client takes its turn of
+ * each of its conversations in rotation (turn 1 of each, then turn 2, …), so
+ * every conversation stays open — its history competing for cache room —
+ * while only `clients` calls are in flight.
+ */
+export function interleaved(conversations: Workload, clients: number): Workload {
+  return Array.from({ length: clients }, (_, k) => {
+    const mine = conversations.filter((_, c) => c % clients === k);
+    const turns = Math.max(0, ...mine.map((c) => c.length));
+    const out: WorkloadCall[] = [];
+    for (let t = 0; t < turns; t++) for (const c of mine) if (c[t] !== undefined) out.push(c[t] as WorkloadCall);
+    return out;
+  });
+}

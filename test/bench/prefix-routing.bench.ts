@@ -5,17 +5,18 @@
  * `lf` (least-in-flight, the default) and `rr` (round-robin, computed here:
  * the driver calls the replicas straight, in turn, skipping the
  * coordinator's hop — a small head start for the baseline). backend-sim
- * models a GPU with a prefix cache: 4 slots per replica, 8 ms per 64-character
+ * models a GPU with a prefix cache: 4 slots per replica, 10 ms per 64-character
  * prompt block not in its 512-block LRU, then 16 tokens at 2 ms each (prefill dominates, as with long prompts). So
  * routing quality shows as latency and throughput.
  *
  * Workloads (closed loop: each client sends its next call when the last one ends):
  * (a) 64 multi-turn chats of 5 turns, each turn resending its history (chat
- *     messages, rendered by the backend), 64 clients;
+ *     messages, rendered by the backend), all 64 open at once, taken in
+ *     rotation by 12 clients;
  * (b) 24 "apps" with a 3 000-character system prompt each, 384 calls of one
- *     of them plus a short user part, 32 clients (more system prompts than one
+ *     of them plus a short user part, 12 clients (more system prompts than one
  *     replica's cache holds: routing decides whether each stays cached);
- * (c) 256 unrelated 1 000-character prompts, 32 clients.
+ * (c) 256 unrelated 1 000-character prompts, 12 clients.
  * Reported per workload: TTFT p50 and p99 (PredictStream, to the first
  * reply), completion tokens/s over the workload, and the busiest replica's
  * share of calls (from backend-sim's call log).
@@ -28,9 +29,11 @@ import { createClient, type Client } from "@warden/grpc";
 import { AdminService, Backend, InferenceService, InstanceState } from "@warden/proto";
 import type { BenchResult } from "./bench-result.js";
 import { startBenchCoordinator } from "./bench-coordinator.js";
-import { multiTurnChats, randomPrompts, sharedSystemPrompts, type Workload, type WorkloadCall } from "./prefix-routing-workloads.js";
+import { interleaved, multiTurnChats, randomPrompts, sharedSystemPrompts, type Workload, type WorkloadCall } from "./prefix-routing-workloads.js";
 
 const replicas = 4;
+/** Closed-loop clients: three quarters of the replicas' slots (4 × sim.parallel:4): below saturation, where TTFT is mostly prefill (at 16, queueing behind a busier replica offsets the multi-turn gain). */
+const clients = 12;
 const tokens = 16;
 const policies = ["px", "lf", "rr"] as const;
 type Policy = (typeof policies)[number];
@@ -91,7 +94,7 @@ async function sharesSince(log: string, from: number): Promise<{ size: number; b
 
 export async function run(): Promise<BenchResult[]> {
   const dir = mkdtempSync(join(tmpdir(), "warden-bench-prefix-"));
-  const knobs = (p: Policy) => `["sim.parallel:4", "sim.token_delay_ms:2", "sim.prefill_block_ms:8", "sim.prefix_cache_blocks:512", "sim.prefix_block_chars:64", "sim.call_log:${join(dir, `${p}.log`)}"]`;
+  const knobs = (p: Policy) => `["sim.parallel:4", "sim.token_delay_ms:2", "sim.prefill_block_ms:10", "sim.prefix_cache_blocks:512", "sim.prefix_block_chars:64", "sim.call_log:${join(dir, `${p}.log`)}"]`;
   const models = policies.map((p) => `{ id: ${p}, backend: backend-sim, replicas: { min: ${String(replicas)}, max: ${String(replicas)} }${p === "px" ? ", routing: prefix" : ""}, options: ${knobs(p)} }`);
   const coordinator = await startBenchCoordinator("prefix", 23000, undefined, { models, agent: `maxReplicasPerModel: ${String(replicas)}` });
   const direct: Client<typeof Backend>[] = [];
@@ -113,9 +116,9 @@ export async function run(): Promise<BenchResult[]> {
     for (const a of rrAddresses) direct.push(createClient(Backend, a));
     const inference = createClient(InferenceService, coordinator.address);
     const workloads: [string, Workload][] = [
-      ["(a) 64 multi-turn chats x 5 turns", multiTurnChats(64, 5, 1)],
-      ["(b) 24 shared 3 000-char system prompts, 384 calls", sharedSystemPrompts(24, 3_000, 384, 32, 2)],
-      ["(c) 256 unrelated 1 000-char prompts", randomPrompts(256, 1_000, 32, 3)],
+      ["(a) 64 multi-turn chats x 5 turns", interleaved(multiTurnChats(64, 5, 1), clients)],
+      ["(b) 24 shared 3 000-char system prompts, 384 calls", sharedSystemPrompts(24, 3_000, 384, clients, 2)],
+      ["(c) 256 unrelated 1 000-char prompts", randomPrompts(256, 1_000, clients, 3)],
     ];
     // Warm-up: every replica serves a few calls (JIT, connections), with prompts no workload shares.
     for (const p of ["px", "lf"] as const) await drive(randomPrompts(16, 100, 8, 99), (c) => inference.predictStream({ model: p, options: options(c) }));

@@ -15,6 +15,7 @@ const decisionPackages = [
   "packages/events/src/**/*.ts",
   "packages/lease/src/**/*.ts",
   "packages/admission/src/**/*.ts",
+  "packages/routing-affinity/src/**/*.ts",
 ];
 
 // nats.js's connect resets the process-wide transport factory to its unguarded transport (see guarded-node-transport.ts).

@@ -38,6 +38,24 @@ export interface Lease<H extends BackendHandle = BackendHandle> {
   complete(): void;
 }
 
+/** A routable replica as a {@link RouteHint} sees it. */
+export interface RouteCandidate {
+  readonly incarnation: string;
+  /** Calls in flight on it now (the watchdog's count). */
+  readonly inFlight: number;
+}
+
+/**
+ * A call's own say in which replica it goes to (prefix-affinity routing):
+ * asked with the routable replicas — ready, not stopping, on a reachable
+ * node — only when there are two or more; its answer is taken only when it
+ * names one of them (anything else: the default, `leastLoaded`). Must not
+ * throw; runs synchronously inside the routing turn.
+ */
+export interface RouteHint {
+  prefer(candidates: readonly RouteCandidate[], leastLoaded: string): string | undefined;
+}
+
 /**
  * What an UnloadModel came to (DESIGN §4: the real outcome). For a model with
  * several replicas: the worst replica's outcome, with every replica's in

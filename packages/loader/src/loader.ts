@@ -12,7 +12,7 @@ import type { LoadJob } from "./load-jobs.js";
 import type { LoaderOptions } from "./loader-options.js";
 import { assembleLoaderState, modelPolicy } from "./loader-assembly.js";
 import { pushAllOccupancy, pushOccupancy, warn, type LoaderState } from "./loader-state.js";
-import type { HeldInstance, Lease, UnloadOutcome } from "./loader-types.js";
+import type { HeldInstance, Lease, RouteHint, UnloadOutcome } from "./loader-types.js";
 import type { ModelSpec, ReplicaSettings } from "./model-spec.js";
 import type { BackendHandle } from "./ports.js";
 import { carryScaleOverrides, validateScale } from "./replica-settings.js";
@@ -293,9 +293,9 @@ export class Loader<H extends BackendHandle = BackendHandle> {
 
   // ---------------------------------------------------------------- routing
 
-  /** Routes one call: a lease on a ready instance, counted by the watchdog (routing.ts). */
-  acquire(modelId: string, signal: AbortSignal): Promise<Lease<H>> {
-    return acquire(this.s, modelId, signal);
+  /** Routes one call: a lease on a ready instance, counted by the watchdog (routing.ts); `hint` may prefer a replica. */
+  acquire(modelId: string, signal: AbortSignal, hint?: RouteHint): Promise<Lease<H>> {
+    return acquire(this.s, modelId, signal, hint);
   }
 
   /** A routed call saw UNAVAILABLE: the process is gone; remove it the normal way (routing.ts). */

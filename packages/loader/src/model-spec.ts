@@ -29,7 +29,20 @@ export interface ModelSpec {
    * Ollama's `keep_alive`); 0 = never idle-evicted; undefined = the policy's.
    */
   readonly idleTimeoutMs: number | undefined;
+  /** How a call picks among the model's ready replicas. */
+  readonly routing: ModelRouting;
 }
+
+/**
+ * `least-in-flight` (the default): the replica with the fewest calls in
+ * flight, ties by least recently used. `prefix`: the replica most likely to
+ * hold the prompt's prefix in its cache, unless its calls in flight exceed
+ * the least loaded one's by more than `balanceMarginCalls`
+ * (services/coordinator/docs/routing.md).
+ */
+export type ModelRouting = { readonly mode: "least-in-flight" } | { readonly mode: "prefix"; readonly balanceMarginCalls: number };
+
+export const defaultRouting: ModelRouting = Object.freeze({ mode: "least-in-flight" });
 
 /**
  * `min` replicas are kept ready by the reconciler (0 = loaded on demand);
@@ -72,6 +85,7 @@ export function modelSpec(init: Partial<ModelSpec> & Pick<ModelSpec, "id" | "bac
     replicas: defaultReplicas,
     spread: "any",
     idleTimeoutMs: undefined,
+    routing: defaultRouting,
     ...init,
   };
 }

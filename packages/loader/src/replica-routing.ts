@@ -1,6 +1,6 @@
 import { isPlanted } from "@warden/common";
 import type { LoaderState } from "./loader-state.js";
-import type { HeldInstance } from "./loader-types.js";
+import type { HeldInstance, RouteCandidate, RouteHint } from "./loader-types.js";
 import type { BackendHandle } from "./ports.js";
 
 /** What routing sees of one model's replicas at one moment. */
@@ -98,5 +98,30 @@ export function pickReplica<H extends BackendHandle>(s: LoaderState<H>, model: s
     const c = chooseReplica(s, model);
     return c.best === undefined ? undefined : { best: c.best, inFlight: c.bestInFlight };
   }
-  return s.routes.pick(model, (h) => s.core.stateOf(h.incarnation) === "ready" && h.phase === "ready" && h.address !== undefined && s.o.agents.isReachable?.(h.nodeId) !== false);
+  return s.routes.pick(model, (h) => routableNow(s, h));
+}
+
+function routableNow<H extends BackendHandle>(s: LoaderState<H>, h: HeldInstance<H>): boolean {
+  return s.core.stateOf(h.incarnation) === "ready" && h.phase === "ready" && h.address !== undefined && s.o.agents.isReachable?.(h.nodeId) !== false;
+}
+
+/**
+ * The replica a call's {@link RouteHint} prefers, among the model's
+ * routable replicas (the same test as {@link pickReplica}: never one pending
+ * eviction, stopping, freed, starting or on an unreachable node); undefined
+ * when there is no choice to make or the hint names none of them.
+ * O(replicas of the model): only calls of models routed by a hint pay it.
+ */
+export function preferredReplica<H extends BackendHandle>(s: LoaderState<H>, model: string, hint: RouteHint, leastLoaded: HeldInstance<H>): HeldInstance<H> | undefined {
+  const candidates: RouteCandidate[] = [];
+  const byIncarnation = new Map<string, HeldInstance<H>>();
+  for (const inc of s.replicas.of(model)) {
+    const h = s.held.get(inc);
+    if (h === undefined || !routableNow(s, h)) continue;
+    candidates.push({ incarnation: inc, inFlight: s.core.inFlight(h.address ?? "") });
+    byIncarnation.set(inc, h);
+  }
+  if (candidates.length < 2) return undefined;
+  const id = hint.prefer(candidates, leastLoaded.incarnation);
+  return id === undefined ? undefined : byIncarnation.get(id);
 }

@@ -1,10 +1,10 @@
 import { Code, WardenError, isPlanted } from "@warden/common";
 import { ensureLoaded } from "./load-path.js";
 import type { LoaderState } from "./loader-state.js";
-import type { HeldInstance, Lease } from "./loader-types.js";
+import type { HeldInstance, Lease, RouteHint } from "./loader-types.js";
 import type { BackendHandle } from "./ports.js";
 import { maybeScaleUp } from "./replica-loads.js";
-import { chooseReplica, pickReplica } from "./replica-routing.js";
+import { chooseReplica, pickReplica, preferredReplica } from "./replica-routing.js";
 
 // Routing (DESIGN §3.3): a call gets a lease on the least-loaded
 // ready replica, counted by the watchdog; a call that saw the process gone
@@ -18,14 +18,16 @@ import { chooseReplica, pickReplica } from "./replica-routing.js";
  * watchdog, not held on the lock), may start a scale-up, and starts tracking
  * the call. A replica whose lock a stop holds is waited for, then routing
  * starts over. `complete()` ends the call (idempotent); a remote-only
- * instance becomes local+remote here.
+ * instance becomes local+remote here. A `hint` may send the call to another
+ * routable replica than the least loaded (preferredReplica); the scale-up
+ * still looks at the least loaded one.
  */
-export async function acquire<H extends BackendHandle>(s: LoaderState<H>, modelId: string, signal: AbortSignal): Promise<Lease<H>> {
+export async function acquire<H extends BackendHandle>(s: LoaderState<H>, modelId: string, signal: AbortSignal, hint?: RouteHint): Promise<Lease<H>> {
   for (;;) {
     const loaded = await ensureLoaded(s, modelId, signal, undefined, false);
     const spec = s.models.get(modelId);
     const picked = pickReplica(s, modelId);
-    const h = picked?.best ?? loaded;
+    const h = (hint === undefined || picked === undefined ? undefined : preferredReplica(s, modelId, hint, picked.best)) ?? picked?.best ?? loaded;
     if (s.o.agents.isReachable?.(h.nodeId) === false) {
       // Accounted, not routable: the node's fate is unknown until it is back or lost.
       throw new WardenError(Code.Unavailable, `model "${modelId}" is on node "${h.nodeId}", which is unreachable; retry later`, { details: { nodeId: h.nodeId } });
@@ -40,7 +42,7 @@ export async function acquire<H extends BackendHandle>(s: LoaderState<H>, modelI
     try {
       if (routable(s, h)) {
         // The full picture only when a scale-up may start: the best replica at target and room for another (live + stopping = held replicas, + a load in admission).
-        if (spec !== undefined && picked?.best === h && picked.inFlight >= spec.replicas.targetInFlight && s.replicas.count(modelId) < spec.replicas.max) maybeScaleUp(s, spec, chooseReplica(s, modelId));
+        if (spec !== undefined && picked !== undefined && picked.inFlight >= spec.replicas.targetInFlight && s.replicas.count(modelId) < spec.replicas.max) maybeScaleUp(s, spec, chooseReplica(s, modelId));
         const address = h.address ?? "";
         const backend = h.backend ?? s.o.backends.connect(address, { nodeId: h.nodeId, model: h.model });
         h.backend = backend;

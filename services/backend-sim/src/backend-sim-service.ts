@@ -9,6 +9,8 @@ import { simModalities } from "./sim-modalities.js";
 import { simAnswer } from "./sim-chat.js";
 import { simGenerateImage } from "./sim-image.js";
 import { SimSlots } from "./sim-slots.js";
+import { SimPrefixCache, simPromptText } from "./sim-prefix-cache.js";
+import type { PredictOptions } from "@warden/proto";
 
 /** Side effects the simulator cannot do itself; main.ts wires them to the real process. */
 export interface BackendSimHooks {
@@ -81,6 +83,21 @@ export function createBackendSim(options: BackendSimOptions): BackendSim {
   let freeCalls = 0;
   let allocation: Buffer | undefined;
   const slots = new SimSlots(() => knobs.parallel);
+  const prefixCache = new SimPrefixCache(() => knobs.prefixCacheBlocks, () => knobs.prefixBlockChars);
+
+  /**
+   * The prompt's prefill, once a slot is taken: its blocks looked up in the
+   * prefix cache, the uncached ones costing prefill_block_ms each. With
+   * either knob set, the call log's line (written here, not on arrival) says what was cached and which
+   * process served (`Predict cached=<blocks cached>/<blocks> pid=<pid>`).
+   */
+  const prefixOn = (): boolean => knobs.prefillBlockMs > 0 || knobs.prefixCacheBlocks > 0;
+  const prefill = (method: string, req: PredictOptions): number => {
+    if (!prefixOn()) return 0;
+    const r = prefixCache.prefill(simPromptText(req));
+    log(`${method} cached=${String(r.cached)}/${String(r.blocks)} pid=${String(process.pid)}`);
+    return (r.blocks - r.cached) * knobs.prefillBlockMs;
+  };
 
   const log = (line: string): void => {
     if (knobs.callLog === "") return;
@@ -161,17 +178,18 @@ export function createBackendSim(options: BackendSimOptions): BackendSim {
     },
 
     async predict(req, ctx) {
-      log("Predict");
+      if (!prefixOn()) log("Predict");
       const held = checkIdentity(req.ModelIdentity);
       countPredict();
       inFlight++;
       let release: (() => void) | undefined;
       try {
         release = await slots.take(ctx.signal);
+        const prefillMs = prefill("Predict", req);
         const a = simAnswer(req, { defaultTokens: knobs.predictTokens, echo: knobs.echo });
-        const delayMs = knobs.predictDelayMs + a.tokens * knobs.tokenDelayMs;
+        const delayMs = prefillMs + knobs.predictDelayMs + a.tokens * knobs.tokenDelayMs;
         if (delayMs > 0) await sleep(clock, delayMs, ctx.signal);
-        return { message: encoder.encode(`${held}: ${a.chunks.join("")}`), tokens: a.tokens, promptTokens: a.promptTokens };
+        return { message: encoder.encode(`${held}: ${a.chunks.join("")}`), tokens: a.tokens, promptTokens: a.promptTokens, timingPromptProcessing: prefillMs };
       } finally {
         release?.();
         inFlight--;
@@ -179,19 +197,21 @@ export function createBackendSim(options: BackendSimOptions): BackendSim {
     },
 
     async *predictStream(req, ctx): AsyncIterable<ReplyInit> {
-      log("PredictStream");
+      if (!prefixOn()) log("PredictStream");
       const held = checkIdentity(req.ModelIdentity);
       countPredict();
       inFlight++;
       let release: (() => void) | undefined;
       try {
         release = await slots.take(ctx.signal);
+        const prefillMs = prefill("PredictStream", req);
+        if (prefillMs > 0) await sleep(clock, prefillMs, ctx.signal);
         const a = simAnswer(req, { defaultTokens: knobs.predictTokens, echo: knobs.echo });
         const delayMs = knobs.predictDelayMs + knobs.tokenDelayMs;
         for (const [i, text] of a.chunks.entries()) {
           if (delayMs > 0) await sleep(clock, delayMs, ctx.signal);
           // Chunks concatenate to exactly what Predict answers: "model: w0 w1 …"; counts are cumulative, as llama.cpp reports them.
-          yield { message: encoder.encode(i === 0 ? `${held}: ${text}` : text), tokens: i + 1, promptTokens: a.promptTokens };
+          yield { message: encoder.encode(i === 0 ? `${held}: ${text}` : text), tokens: i + 1, promptTokens: a.promptTokens, ...(i === 0 ? { timingPromptProcessing: prefillMs } : {}) };
         }
       } finally {
         release?.();

@@ -31,6 +31,9 @@ Fault knobs, from the environment (SIM_<NAME>) or LoadModel Options ("sim.<name>
   mismatch_file PATH   while PATH holds a count above 0, identity-checked calls answer NOT_FOUND and decrement it
   echo BOOL            Predict/PredictStream answer a JSON echo of the request instead of words
   tts_stream BOOL      false: TTSStream answers UNIMPLEMENTED
+  prefill_block_ms N   Predict/PredictStream wait N ms per prompt block not in the prefix cache before the first token
+  prefix_cache_blocks N  prefix cache capacity in blocks (an LRU per process); 0 = no cache (default)
+  prefix_block_chars N characters per prompt block (default 64)
 
 Message limit both ways: 50 MiB (LocalAI's), or BACKEND_SIM_MAX_MESSAGE_BYTES.
 

@@ -62,6 +62,15 @@ export interface SimKnobs {
   ttsStream: boolean;
   /** LoadModel reads ModelFile and answers success=false unless it hashes to this SHA-256 (hex); empty = off. @default "" */
   modelFileSha256: string;
+  /**
+   * Prefill cost: Predict and PredictStream wait this long per prompt block
+   * not in the prefix cache before the first token (sim-prefix-cache.ts). 0 = no prefill cost. @default 0
+   */
+  prefillBlockMs: number;
+  /** Capacity of the prefix cache in blocks (an LRU, per process); 0 = no cache (every block is prefilled). @default 0 */
+  prefixCacheBlocks: number;
+  /** Characters per prompt block (at least 1). @default 64 */
+  prefixBlockChars: number;
 }
 
 export const defaultSimKnobs: Readonly<SimKnobs> = {
@@ -83,6 +92,9 @@ export const defaultSimKnobs: Readonly<SimKnobs> = {
   echo: false,
   ttsStream: true,
   modelFileSha256: "",
+  prefillBlockMs: 0,
+  prefixCacheBlocks: 0,
+  prefixBlockChars: 64,
 };
 
 type KnobKind = "ms" | "count" | "bool" | "text" | "code" | "free";
@@ -107,6 +119,9 @@ export const simKnobKeys: Readonly<Record<string, readonly [keyof SimKnobs, Knob
   echo: ["echo", "bool"],
   tts_stream: ["ttsStream", "bool"],
   model_file_sha256: ["modelFileSha256", "text"],
+  prefill_block_ms: ["prefillBlockMs", "ms"],
+  prefix_cache_blocks: ["prefixCacheBlocks", "count"],
+  prefix_block_chars: ["prefixBlockChars", "count"],
 };
 
 const maxCount = 1_000_000;

@@ -22,6 +22,7 @@ import { clientLimits, serverLimits } from "./config/limits-config.js";
 import { EventHub } from "./admin/event-hub.js";
 import { inferenceService } from "./routing/inference-service.js";
 import { backendRouter } from "./routing/backend-router.js";
+import { PrefixRouting } from "./routing/prefix-routing.js";
 import { NodeRegistry } from "./nodes/node-registry.js";
 import { nodeService } from "./nodes/node-service.js";
 import { nodeEventInit, openIntentsOn, orphanStopInit, orphansAdoptedInit, reapGoneIntents, unreachabilityPausedInit } from "./nodes/node-audit-events.js";
@@ -285,15 +286,17 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
     },
   };
   const metricsRef: { current: CoordinatorMetrics | undefined } = { current: undefined };
+  // Models with `routing: prefix` route by prompt prefix (routing/prefix-routing.ts).
+  const prefixRouting = new PrefixRouting(loader, clock).follow(hub);
   // Models with `admission:`: classes, fair sharing and shedding in front of routing, on every surface (read per call: a reload applies at once).
   const admissionNow = { settings: config.admission };
   const admission = routingAdmission({ settingsOf: (m) => admissionNow.settings.get(m), loader, authn });
-  const inference = inferenceService(loader, log.child({ component: "inference" }), routed, authn === undefined ? undefined : (model, ctx, m) => { authn.checkModel(model, ctx, m); }, admission);
+  const inference = inferenceService(loader, log.child({ component: "inference" }), routed, authn === undefined ? undefined : (model, ctx, m) => { authn.checkModel(model, ctx, m); }, prefixRouting, admission);
   const inferenceGuarded = guarded(InferenceService, authn === undefined ? inference : revocableStreams(InferenceService, inference, authn, inferenceStreamRule), authn?.inference);
   server.add(InferenceService, inferenceGuarded);
   // Both ports also serve LocalAI's backend.Backend itself, every method routed as bytes (backend-router.ts), behind the inference tokens;
   // with tokens, no caller may name a file on the node (backend-path-rules.ts). Without, there is no boundary to keep.
-  const routerImpl = backendRouter(loader, log.child({ component: "backend-router" }), routed, authn === undefined ? undefined : (model, ctx, m) => { authn.inference(m, ctx, undefined); authn.checkModel(model, ctx, m); }, authn === undefined ? "pass" : "refuse", admission);
+  const routerImpl = backendRouter(loader, log.child({ component: "backend-router" }), routed, authn === undefined ? undefined : (model, ctx, m) => { authn.inference(m, ctx, undefined); authn.checkModel(model, ctx, m); }, authn === undefined ? "pass" : "refuse", prefixRouting, admission);
   const router = authn === undefined ? routerImpl : revocableRawStreams(routerImpl, authn, inferenceStreamRule);
   server.addRawService(Backend, router);
   const dataPlane = config.inferenceListen === undefined ? undefined : new LeanGrpcServer({ ...transport.dataPlane, ...serverLimits(config.limits) }).add(InferenceService, inferenceGuarded).addRawUnary(InferenceService.method.predict, authn === undefined ? inference.predictBytes : guardRawUnary(InferenceService.method.predict, inference.predictBytes, authn.inference)).addRawService(Backend, router);
@@ -325,7 +328,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
       await server.listen(config.listen),
       dataPlane === undefined || config.inferenceListen === undefined ? undefined : (await dataPlane.listen(config.inferenceListen)).address,
       // HA: the standby's HTTP listener gives the port up right before the leader binds it.
-      await (deps.beforeHttpListen?.() ?? Promise.resolve()).then(() => startCoordinatorHttp({ config: () => currentConfig, clock, loader, nodes, hub, admin: adminImpl, authenticator: authn, routed, gate: admission.gate, newId, filesDir: join(stateDir, "http-files"), localNodeId: config.embeddedAgent ? embeddedAgentConfig(config).nodeId : undefined, ...(deps.haView === undefined ? {} : { haView: deps.haView }), log: log.child({ component: "http" }) })),
+      await (deps.beforeHttpListen?.() ?? Promise.resolve()).then(() => startCoordinatorHttp({ config: () => currentConfig, clock, loader, nodes, hub, admin: adminImpl, authenticator: authn, routed, gate: admission.gate, newId, prefixRouting, filesDir: join(stateDir, "http-files"), localNodeId: config.embeddedAgent ? embeddedAgentConfig(config).nodeId : undefined, ...(deps.haView === undefined ? {} : { haView: deps.haView }), log: log.child({ component: "http" }) })),
     ];
   } catch (err) {
     // A listener that cannot bind ends the start: release what already listens or runs, so an

@@ -50,6 +50,9 @@ export const requiredCoverage = [
   "replica.scaled-down",
   "replica.scale-blocked",
   "replica.stop-failed",
+  // Calls to models with routing: prefix, and ones its affinity sent past the least loaded replica.
+  "route.prefix-hinted",
+  "route.prefix-elsewhere",
   // HA profile seeds: a takeover, a zombie's stale command refused by a fence, a SIGSTOPped leader, a leader cut from the lease.
   "ha.takeover",
   "ha.zombie-refused",

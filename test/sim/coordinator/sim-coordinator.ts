@@ -5,6 +5,7 @@ import { Loader, type BackendConnector, type LoaderEvent, type StopRequest } fro
 import { createOutbox, type Outbox } from "@warden/outbox";
 import { NodeTable, PlacementView, type HeartbeatAnswer } from "@warden/cluster";
 import { EventHub } from "../../../services/coordinator/src/admin/event-hub.js";
+import { PrefixRouting } from "../../../services/coordinator/src/routing/prefix-routing.js";
 import { nodeEventInit, openIntentsOn, orphanStopInit, orphansAdoptedInit, reapGoneIntents, unreachabilityPausedInit } from "../../../services/coordinator/src/nodes/node-audit-events.js";
 import { settleUnsettledEvictions } from "../../../services/coordinator/src/nodes/unsettled-evictions.js";
 import { restoreJournalReplicas } from "../../../services/coordinator/src/nodes/journal-replicas-at-start.js";
@@ -64,6 +65,8 @@ export interface SimCoordinatorHa {
 export class SimCoordinator implements CoordinatorInbox {
   readonly clock: ScopedClock;
   loader!: Loader;
+  /** Route hints of calls to models with `routing: prefix` (step-runner.ts). */
+  prefix!: PrefixRouting;
   nodes!: NodeTable<SimClient>;
   outbox!: Outbox;
   hub!: EventHub;
@@ -163,6 +166,8 @@ export class SimCoordinator implements CoordinatorInbox {
       stop: { stopRpcTimeoutMs: w.opts.stopRpcTimeoutMs },
     });
     this.loader = loader;
+    // Prefix-affinity routing, the production module (its index dropped on each replica's stop, as in coordinator.ts).
+    this.prefix = new PrefixRouting(loader, clock).follow(hub);
     // HA generations are wired as startCoordinator is today: unsettled evictions become stop intents,
     // and the journal's live instances count as unconfirmed replicas until their node reports.
     // (A single coordinator keeps the wiring its recorded seeds ran with.)

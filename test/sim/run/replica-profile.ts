@@ -32,7 +32,9 @@ export function drawReplicas(r: SimRandom, nodes: readonly SimNodeSpec[], models
     const max = Math.max(min, 1, r.int(1, 4));
     return { ...m, replicas: { min, max, targetInFlight: r.int(1, 3), scaleDownAfterMs: r.int(5, 40) * 1_000 }, spread: r.pick(["node", "any"] as const) };
   });
-  return { nodes: outNodes, models: outModels };
+  // Routing, from its own stream (`-routing`): a seed draws the replicas it drew before prefix routing existed.
+  const rr = r.fork("routing");
+  return { nodes: outNodes, models: outModels.map((m) => (isReplicated(m) && rr.chance(0.5) ? { ...m, routing: { mode: "prefix" as const, balanceMarginCalls: rr.int(0, 3) } } : m)) };
 }
 
 /** A model runs as replicas in this config (more than one may exist, or a floor keeps some). */

@@ -10,6 +10,9 @@ import { injectFault } from "./fault-injector.js";
 
 let nextRequestId = 1;
 
+/** Prompt prefixes of calls to models routed by prefix: a few, so calls share them (two blocks each). */
+const sharedPrefixes = ["a".repeat(128), "b".repeat(128), "c".repeat(128)];
+
 /** Each coordinator generation's admission gate (a new leader starts with an empty one, as in production). */
 const gates = new WeakMap<SimCoordinator, AdmissionGate>();
 
@@ -81,12 +84,33 @@ async function call(h: Harness, r: SimRandom, step: Extract<Step, { kind: "call"
 async function leased(h: Harness, r: SimRandom, step: Extract<Step, { kind: "call" }>, c: SimCoordinator, model: string, ctl: AbortController, dl: ReturnType<typeof deadlineSignal>): Promise<void> {
   const w = h.world;
   const signal = dl.signal;
+  // Under `routing: prefix`, the call carries a prompt (one of a few shared prefixes) and
+  // the production route hint; drawn only for such models, so other seeds draw what they did.
+  const prefixHint = c.loader.modelSpec(model)?.routing.mode === "prefix" ? c.prefix.hint(model, () => ({ Prompt: `${sharedPrefixes[r.int(0, sharedPrefixes.length - 1)] ?? ""} call ${String(r.int(0, 9))}` })) : undefined;
+  const hint =
+    prefixHint === undefined
+      ? undefined
+      : {
+          prefer: (candidates: Parameters<typeof prefixHint.prefer>[0], leastLoaded: string): string | undefined => {
+            const id = prefixHint.prefer(candidates, leastLoaded);
+            // Affinity overrode the least loaded: the case the routing checker must see hold too.
+            if (id !== leastLoaded) w.coverage.hit("route.prefix-elsewhere");
+            return id;
+          },
+          routed: (inc: string): void => {
+            prefixHint.routed(inc);
+          },
+        };
   let lease: Lease;
   try {
-    lease = await c.loader.acquire(model, signal);
+    lease = await c.loader.acquire(model, signal, hint);
   } catch {
     dl.cleanup();
     return;
+  }
+  if (hint !== undefined) {
+    hint.routed(lease.incarnation);
+    w.coverage.hit("route.prefix-hinted");
   }
   if (h.coord !== c) return;
   const id = nextRequestId++;

@@ -29,6 +29,7 @@ import { parseCoordinatorLimits, type CoordinatorLimits } from "./limits-config.
 import { parseHttpSettings, httpSettingsFields, type HttpSettings } from "../http/http-settings.js";
 import { modelReplicaFields, parseModelReplicas } from "./model-replica-config.js";
 import { admissionSettings, type AdmissionSettings } from "@warden/admission";
+import { modelRoutingFields, parseModelRouting } from "./model-routing-config.js";
 
 /** The coordinator's validated configuration. Durations in ms, sizes in bytes. TLS: see tls-settings.ts. */
 export interface CoordinatorConfig extends TlsSettings, HttpSettings {
@@ -182,7 +183,7 @@ function stringMap(v: unknown, field: string): Record<string, string> {
   return v as Record<string, string>;
 }
 
-const modelFields = ["id", "backend", "options", "modelFile", "artifacts", "contextSize", "groups", "pinned", "memoryEstimate", "selector", "loadTimeout", "promptTemplate", "admission", ...loadSettingFields, ...modelReplicaFields];
+const modelFields = ["id", "backend", "options", "modelFile", "artifacts", "contextSize", "groups", "pinned", "memoryEstimate", "selector", "loadTimeout", "promptTemplate", "admission", ...loadSettingFields, ...modelReplicaFields, ...modelRoutingFields];
 
 function model(v: unknown, field: string): ModelSpec {
   if (!isRecord(v)) throw invalidArgument(field, "must be a map");
@@ -202,6 +203,7 @@ function model(v: unknown, field: string): ModelSpec {
     selector: stringMap(v["selector"], `${field}.selector`),
     loadTimeoutMs: positiveDuration(v["loadTimeout"], `${field}.loadTimeout`, 600_000, maxOperationTimeoutMs),
     ...parseModelReplicas(v, field),
+    routing: parseModelRouting(v, field),
   });
 }
 

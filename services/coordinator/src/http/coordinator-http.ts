@@ -21,6 +21,8 @@ import { authenticateFirst } from "./auth-first.js";
 import { routeRoles } from "./route-roles.js";
 
 /** What routes on the coordinator's HTTP listener may use: its live state, in process. */
+import type { PrefixRouting } from "../routing/prefix-routing.js";
+
 export interface CoordinatorHttpContext {
   readonly config: () => CoordinatorConfig;
   readonly clock: Clock;
@@ -43,6 +45,8 @@ export interface CoordinatorHttpContext {
   /** With `ha:`: which member this is and who leads (GET /ha/leader, /api/dashboard/ha). */
   readonly haView?: () => DashboardHa;
   readonly log: Logger;
+  /** Prefix-affinity routing for models configured `routing: prefix` (routing/prefix-routing.ts), shared with the gRPC routes. */
+  readonly prefixRouting?: PrefixRouting;
 }
 
 /** Each module that serves on the HTTP listener: one registrar each (the dashboard adds its own here). */

@@ -5,7 +5,7 @@ import type { EmbeddingResult, GenerateImageRequestSchema, PredictOptionsSchema,
 import type { BackendClientHandle } from "../routing/backend-connector.js";
 import { modelIdentity } from "../routing/model-identity.js";
 import type { CallerClass } from "../routing/admission-gate.js";
-import { RoutedCalls, outcomeTracker } from "../routing/routed-call.js";
+import { RoutedCalls, outcomeTracker, type CallRouteHint } from "../routing/routed-call.js";
 import type { CoordinatorHttpContext } from "./coordinator-http.js";
 
 type PredictInit = MessageInitShape<typeof PredictOptionsSchema>;
@@ -41,16 +41,21 @@ export class OpenAiBackend {
     throw new WardenError(Code.FailedPrecondition, `${what} passes files by path, and model "${lease.model}" runs on node "${lease.nodeId}", not on the coordinator's machine (the embedded agent)`);
   }
 
+  /** Chat and completions under `routing: prefix`: the prompt as the backend receives it decides the replica (prefix-routing.ts). */
+  private prefixHint(model: string, opts: PredictInit): CallRouteHint | undefined {
+    return this.ctx.prefixRouting?.hint(model, () => opts);
+  }
+
   predict(model: string, opts: PredictInit, signal: AbortSignal, caller?: CallerClass): Promise<Reply> {
-    return this.track(this.calls.unary(model, signal, (lease) => lease.backend.client.predict({ ...opts, ModelIdentity: this.identity(model) }, { signal }), () => true, caller));
+    return this.track(this.calls.unary(model, signal, (lease) => lease.backend.client.predict({ ...opts, ModelIdentity: this.identity(model) }, { signal }), () => true, this.prefixHint(model, opts), caller));
   }
 
   predictStream(model: string, opts: PredictInit, signal: AbortSignal, caller?: CallerClass): AsyncGenerator<Reply> {
-    return this.calls.stream(model, signal, (lease) => lease.backend.client.predictStream({ ...opts, ModelIdentity: this.identity(model) }, { signal }), () => true, this.ctx.routed, undefined, caller);
+    return this.calls.stream(model, signal, (lease) => lease.backend.client.predictStream({ ...opts, ModelIdentity: this.identity(model) }, { signal }), () => true, this.ctx.routed, undefined, this.prefixHint(model, opts), caller);
   }
 
   embedding(model: string, opts: PredictInit, signal: AbortSignal, caller?: CallerClass): Promise<EmbeddingResult> {
-    return this.track(this.calls.unary(model, signal, (lease) => lease.backend.client.embedding({ ...opts, ModelIdentity: this.identity(model) }, { signal }), () => true, caller));
+    return this.track(this.calls.unary(model, signal, (lease) => lease.backend.client.embedding({ ...opts, ModelIdentity: this.identity(model) }, { signal }), () => true, undefined, caller));
   }
 
   ttsStream(model: string, req: MessageInitShape<typeof TTSRequestSchema>, signal: AbortSignal): AsyncGenerator<Reply> {

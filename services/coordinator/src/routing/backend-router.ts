@@ -1,4 +1,4 @@
-import type { DescMethod } from "@bufbuild/protobuf";
+import { fromBinary, type DescMethod } from "@bufbuild/protobuf";
 import { BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
 import { Code, WardenError, invalidArgument, type Logger } from "@warden/common";
 import type { HandlerContext, RawServerStreamHandler, RawServiceHandlers, RawStreamHandler, RawUnaryHandler } from "@warden/grpc";
@@ -9,8 +9,10 @@ import { backendPathPlans, scanRequest } from "../auth/backend-path-check.js";
 import { modelIdentity } from "./model-identity.js";
 import { PathCheckedRequests } from "../auth/path-checked-requests.js";
 import { ReplayableRequests } from "./replayable-requests.js";
+import { RoutedCalls, outcomeTracker, type CallRouteHint, type RoutedCounter } from "./routed-call.js";
+import { PredictOptionsSchema } from "@warden/proto";
+import type { PrefixRouting } from "./prefix-routing.js";
 import type { RoutingAdmission } from "./admission-gate.js";
-import { RoutedCalls, outcomeTracker, type RoutedCounter } from "./routed-call.js";
 
 /** The request metadata key naming the Warden model a `backend.Backend` call is for. */
 export const modelMetadataKey = "warden-model";
@@ -78,6 +80,12 @@ function readRequest(row: BackendMethodRow, request: Uint8Array, checkPaths: boo
   return { identity: row.identityField === undefined ? "" : readIdentity(request, row.identityField, row.method.input), refusal: undefined };
 }
 
+/** Predict and PredictStream under `routing: prefix`: the request's prompt decides the replica (prefix-routing.ts). */
+function prefixHint(prefix: PrefixRouting | undefined, model: string, m: DescMethod, request: Uint8Array): CallRouteHint | undefined {
+  if (prefix === undefined || (m.name !== "Predict" && m.name !== "PredictStream")) return undefined;
+  return prefix.hint(model, () => fromBinary(PredictOptionsSchema, request));
+}
+
 /** Whether the pass-through lets callers name files on the node: `refuse` wherever callers authenticate. */
 export type NodePathPolicy = "refuse" | "pass";
 
@@ -102,6 +110,8 @@ export function backendRouter(
   /** May the call's caller use this model (inference tokens, per model)? Throws to refuse; runs before any lease. */
   authorize: (model: string, ctx: HandlerContext, method: DescMethod) => void = () => undefined,
   nodePaths: NodePathPolicy = "refuse",
+  /** Prefix-affinity routing for models configured `routing: prefix`; undefined = least in flight for all. */
+  prefix?: PrefixRouting,
   /** Per-model admission (models with `admission:`); undefined = none. */
   admission?: RoutingAdmission,
 ): RawServiceHandlers {
@@ -121,7 +131,7 @@ export function backendRouter(
         const model = modelOf(ctx, row, read.identity);
         authorize(model, ctx, m);
         if (read.refusal !== undefined) throw read.refusal;
-        return track(calls.unary(model, ctx.signal, (lease) => lease.backend.client.unaryBytes(m, forBackend(loader, row, request, lease), callOptions(ctx)), () => true, admission?.callerOf(ctx)));
+        return track(calls.unary(model, ctx.signal, (lease) => lease.backend.client.unaryBytes(m, forBackend(loader, row, request, lease), callOptions(ctx)), () => true, prefixHint(prefix, model, m, request), admission?.callerOf(ctx)));
       };
     },
     serverStream(m): RawServerStreamHandler {
@@ -132,7 +142,7 @@ export function backendRouter(
         const model = modelOf(ctx, row, read.identity);
         authorize(model, ctx, m);
         if (read.refusal !== undefined) throw read.refusal;
-        yield* calls.stream(model, ctx.signal, (lease) => lease.backend.client.streamBytes(m, forBackend(loader, row, request, lease), callOptions(ctx)), () => true, routed, undefined, admission?.callerOf(ctx));
+        yield* calls.stream(model, ctx.signal, (lease) => lease.backend.client.streamBytes(m, forBackend(loader, row, request, lease), callOptions(ctx)), () => true, routed, undefined, prefixHint(prefix, model, m, request), admission?.callerOf(ctx));
       };
     },
     stream(m): RawStreamHandler {
@@ -156,6 +166,7 @@ export function backendRouter(
             () => {
               replay.commit();
             },
+            undefined,
             admission?.callerOf(ctx),
           );
         } catch (err) {

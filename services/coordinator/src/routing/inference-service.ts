@@ -7,8 +7,9 @@ import type { Loader } from "@warden/loader";
 import type { BackendClientHandle } from "./backend-connector.js";
 import { modelIdentity } from "./model-identity.js";
 import { predictResponseBytes, splitPredictRequest } from "./predict-bytes.js";
-import type { RoutingAdmission } from "./admission-gate.js";
 import { RoutedCalls, outcomeTracker, type RoutedCounter } from "./routed-call.js";
+import type { PrefixRouting } from "./prefix-routing.js";
+import type { RoutingAdmission } from "./admission-gate.js";
 
 function options(identity: string, o: PredictOptions | undefined): PredictOptions {
   // ModelIdentity is ours to set: the guard against a recycled port.
@@ -38,6 +39,8 @@ export function inferenceService(
   routed: RoutedCounter = { inc() {} },
   /** May the call's caller use this model (per-model inference tokens)? Throws to refuse; runs on the model as parsed here. */
   mayUse: (model: string, ctx: HandlerContext, method: DescMethod) => void = () => undefined,
+  /** Prefix-affinity routing of Predict and PredictStream for models configured `routing: prefix` (not the data-plane listener's Predict bytes). */
+  prefix?: PrefixRouting,
   /** Per-model admission (models with `admission:`); undefined = none. */
   admission?: RoutingAdmission,
 ): ServiceImpl<typeof InferenceService> & { predictBytes: RawUnaryHandler } {
@@ -56,6 +59,7 @@ export function inferenceService(
         ctx.signal,
         async (lease) => predictResponseBytes(await lease.backend.client.unaryBytes(Backend.method.predict, backendRequest, { signal: ctx.signal, ...(ctx.deadlineAtMs === undefined ? {} : { deadlineAtMs: ctx.deadlineAtMs }) }), lease.nodeId),
         () => true,
+        undefined,
         admission?.callerOf(ctx),
       ));
     },
@@ -70,6 +74,7 @@ export function inferenceService(
           return { reply, nodeId: lease.nodeId };
         },
         () => true,
+        prefix?.hint(req.model, () => req.options),
         admission?.callerOf(ctx),
       ));
     },
@@ -77,7 +82,7 @@ export function inferenceService(
       checkModel(req.model);
       mayUse(req.model, ctx, InferenceService.method.predictStream);
       // Retries stay possible until the first reply reached the caller.
-      for await (const reply of calls.stream(req.model, ctx.signal, (lease) => lease.backend.client.predictStream(options(modelIdentity(loader, req.model), req.options), { signal: ctx.signal, ...(ctx.deadlineAtMs === undefined ? {} : { deadlineAtMs: ctx.deadlineAtMs }) }), () => true, routed, undefined, admission?.callerOf(ctx))) {
+      for await (const reply of calls.stream(req.model, ctx.signal, (lease) => lease.backend.client.predictStream(options(modelIdentity(loader, req.model), req.options), { signal: ctx.signal, ...(ctx.deadlineAtMs === undefined ? {} : { deadlineAtMs: ctx.deadlineAtMs }) }), () => true, routed, undefined, prefix?.hint(req.model, () => req.options), admission?.callerOf(ctx))) {
         yield { reply };
       }
     },

@@ -1,5 +1,5 @@
 import { Code, WardenError, codeName, type Logger } from "@warden/common";
-import type { Lease, Loader } from "@warden/loader";
+import type { Lease, Loader, RouteHint } from "@warden/loader";
 import type { BackendClientHandle } from "./backend-connector.js";
 import { defaultCaller, type AdmissionGate, type CallerClass } from "./admission-gate.js";
 
@@ -19,6 +19,9 @@ export const modelMismatchSentinel = "model identity mismatch";
 export function isStaleRoute(e: WardenError): boolean {
   return e.code === Code.NotFound && e.rawMessage.toLowerCase().includes(modelMismatchSentinel);
 }
+
+/** A call's say in its replica (prefix-routing.ts), told which one each attempt got. */
+export type CallRouteHint = RouteHint & { routed(incarnation: string): void };
 
 /** What a routed call reports per outcome (the coordinator's routed-calls counter). */
 export interface RoutedCounter {
@@ -74,19 +77,26 @@ export class RoutedCalls {
     return true;
   }
 
+  private async acquire(model: string, signal: AbortSignal, hint: CallRouteHint | undefined): Promise<Lease<BackendClientHandle>> {
+    if (hint === undefined) return this.loader.acquire(model, signal);
+    const lease = await this.loader.acquire(model, signal, hint);
+    hint.routed(lease.incarnation);
+    return lease;
+  }
+
   /** One unary call: retried once on a fresh instance while `mayRetry()`; holds one admission place throughout. */
-  async unary<T>(model: string, signal: AbortSignal, fn: (lease: Lease<BackendClientHandle>) => Promise<T>, mayRetry: () => boolean, caller: CallerClass = defaultCaller): Promise<T> {
+  async unary<T>(model: string, signal: AbortSignal, fn: (lease: Lease<BackendClientHandle>) => Promise<T>, mayRetry: () => boolean, hint?: CallRouteHint, caller: CallerClass = defaultCaller): Promise<T> {
     const release = this.gate === undefined ? undefined : await this.gate.enter(model, caller, signal);
     try {
-      return await this.unaryAttempts(model, signal, fn, mayRetry);
+      return await this.unaryAttempts(model, signal, fn, mayRetry, hint);
     } finally {
       release?.();
     }
   }
 
-  private async unaryAttempts<T>(model: string, signal: AbortSignal, fn: (lease: Lease<BackendClientHandle>) => Promise<T>, mayRetry: () => boolean): Promise<T> {
+  private async unaryAttempts<T>(model: string, signal: AbortSignal, fn: (lease: Lease<BackendClientHandle>) => Promise<T>, mayRetry: () => boolean, hint: CallRouteHint | undefined): Promise<T> {
     for (let attempt = 0; ; attempt++) {
-      const lease = await this.loader.acquire(model, signal);
+      const lease = await this.acquire(model, signal, hint);
       try {
         return await fn(lease);
       } catch (err) {
@@ -105,7 +115,7 @@ export class RoutedCalls {
    * `mayRetry()` (a streaming request's messages can still be replayed).
    * `onReply` runs before each reply is passed on.
    */
-  async *stream<T>(model: string, signal: AbortSignal, open: (lease: Lease<BackendClientHandle>) => AsyncIterable<T>, mayRetry: () => boolean, routed: RoutedCounter, onReply?: () => void, caller: CallerClass = defaultCaller): AsyncGenerator<T> {
+  async *stream<T>(model: string, signal: AbortSignal, open: (lease: Lease<BackendClientHandle>) => AsyncIterable<T>, mayRetry: () => boolean, routed: RoutedCounter, onReply?: () => void, hint?: CallRouteHint, caller: CallerClass = defaultCaller): AsyncGenerator<T> {
     let release: (() => void) | undefined;
     try {
       release = this.gate === undefined ? undefined : await this.gate.enter(model, caller, signal);
@@ -114,16 +124,16 @@ export class RoutedCalls {
       throw err;
     }
     try {
-      yield* this.streamAttempts(model, signal, open, mayRetry, routed, onReply);
+      yield* this.streamAttempts(model, signal, open, mayRetry, routed, onReply, hint);
     } finally {
       release?.();
     }
   }
 
-  private async *streamAttempts<T>(model: string, signal: AbortSignal, open: (lease: Lease<BackendClientHandle>) => AsyncIterable<T>, mayRetry: () => boolean, routed: RoutedCounter, onReply?: () => void): AsyncGenerator<T> {
+  private async *streamAttempts<T>(model: string, signal: AbortSignal, open: (lease: Lease<BackendClientHandle>) => AsyncIterable<T>, mayRetry: () => boolean, routed: RoutedCounter, onReply: (() => void) | undefined, hint: CallRouteHint | undefined): AsyncGenerator<T> {
     let sent = 0;
     for (let attempt = 0; ; attempt++) {
-      const lease = await this.loader.acquire(model, signal);
+      const lease = await this.acquire(model, signal, hint);
       try {
         for await (const reply of open(lease)) {
           sent++;

@@ -1,0 +1,77 @@
+/**
+ * The prefix-routing bench's three workloads, as call scripts: deterministic
+ * (a seeded generator), so every policy replays exactly the same calls.
+ */
+
+/** One call: a prompt or chat messages. */
+export interface WorkloadCall {
+  readonly prompt?: string;
+  readonly messages?: readonly { role: string; content: string }[];
+}
+
+/** Calls in order per client: each client sends its calls one after another; clients run concurrently. */
+export type Workload = readonly (readonly WorkloadCall[])[];
+
+/** mulberry32: a small seeded generator (the bench must replay the same calls for each policy). */
+function rng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+const words = "bike brake chain gear wheel tire saddle pedal frame fork spoke rim hub valve pump lever cable shifter crank bolt".split(" ");
+
+function text(r: () => number, chars: number): string {
+  let s = "";
+  while (s.length < chars) s += `${words[Math.floor(r() * words.length)] ?? "x"} `;
+  return s.slice(0, chars);
+}
+
+/** (a) `conversations` chats of `turns` turns, each turn resending the whole history (a reply is a fixed stand-in). */
+export function multiTurnChats(conversations: number, turns: number, seed: number): Workload {
+  const r = rng(seed);
+  return Array.from({ length: conversations }, (_, c) => {
+    const history: { role: string; content: string }[] = [{ role: "system", content: `Conversation ${String(c)}. ${text(r, 300)}` }];
+    const calls: WorkloadCall[] = [];
+    for (let t = 0; t < turns; t++) {
+      history.push({ role: "user", content: text(r, 200) });
+      calls.push({ messages: [...history] });
+      history.push({ role: "assistant", content: text(r, 60) });
+    }
+    return calls;
+  });
+}
+
+/** (b) `apps` long system prompts, each call one of them plus a short varying user part; `clients` callers. */
+export function sharedSystemPrompts(apps: number, systemChars: number, calls: number, clients: number, seed: number): Workload {
+  const r = rng(seed);
+  const systems = Array.from({ length: apps }, (_, i) => `App ${String(i)} instructions. ${text(r, systemChars)}`);
+  return Array.from({ length: clients }, () => Array.from({ length: Math.ceil(calls / clients) }, () => ({ prompt: `${systems[Math.floor(r() * apps)] ?? ""}\nUser: ${text(r, 100)}` })));
+}
+
+/** (c) unrelated prompts of `chars` characters. */
+export function randomPrompts(calls: number, chars: number, clients: number, seed: number): Workload {
+  const r = rng(seed);
+  return Array.from({ length: clients }, () => Array.from({ length: Math.ceil(calls / clients) }, () => ({ prompt: `${String(r())} ${text(r, chars)}` })));
+}
+
+/**
+ * Conversations shared out among `clients`: each client takes its turn of
+ * each of its conversations in rotation (turn 1 of each, then turn 2, …), so
+ * every conversation stays open — its history competing for cache room —
+ * while only `clients` calls are in flight.
+ */
+export function interleaved(conversations: Workload, clients: number): Workload {
+  return Array.from({ length: clients }, (_, k) => {
+    const mine = conversations.filter((_, c) => c % clients === k);
+    const turns = Math.max(0, ...mine.map((c) => c.length));
+    const out: WorkloadCall[] = [];
+    for (let t = 0; t < turns; t++) for (const c of mine) if (c[t] !== undefined) out.push(c[t] as WorkloadCall);
+    return out;
+  });
+}

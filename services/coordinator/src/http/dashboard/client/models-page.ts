@@ -1,0 +1,107 @@
+import type { DashboardSnapshot } from "../dashboard-view.js";
+import { modelRows, type ModelRow } from "../models-view.js";
+import { formatBytes } from "../view-model.js";
+import { may, responseError, type ConsoleContext, type ConsolePage } from "./console-context.js";
+import { byId, el } from "./dom.js";
+
+/**
+ * Models: every configured model, loaded or not — state, replicas
+ * ready/desired, bounds min..max, where it runs, last used — with Load,
+ * Unload and Scale for a role that may (the same /api/dashboard/actions the
+ * Nodes page's buttons call). Each result is tied to its action: a late
+ * answer to an older press never replaces a newer one's.
+ */
+export function modelsPage(ctx: ConsoleContext): ConsolePage {
+  /** Bumped by each press; an answer shows only while its number is the latest. */
+  let pressed = 0;
+  /** Rows last drawn, so an unchanged snapshot does not rebuild the table (and lose a half-typed bound). */
+  let drawn = "";
+
+  const result = (seq: number, text: string, error: boolean): void => {
+    if (seq !== pressed) return;
+    const r = byId("models-result");
+    r.textContent = text;
+    r.className = error ? "action-result error" : "action-result";
+    r.dataset.seq = String(seq);
+  };
+
+  const act = async (action: string, body: Record<string, unknown>, what: string): Promise<void> => {
+    const seq = ++pressed;
+    result(seq, `${what}…`, false);
+    let res: Response;
+    try {
+      res = await fetch(`/api/dashboard/actions/${action}`, { method: "POST", headers: ctx.headers(true), body: JSON.stringify(body) });
+    } catch (err) {
+      result(seq, `${what} failed — ${err instanceof Error ? err.message : String(err)}`, true);
+      return;
+    }
+    if (!res.ok) {
+      result(seq, `${what} failed — ${await responseError(res)}`, true);
+      return;
+    }
+    const r = (await res.json()) as { outcome?: string; instance?: { nodeId?: string }; replicas?: { min: number; max: number } };
+    const detail = r.instance?.nodeId !== undefined ? ` on ${r.instance.nodeId}` : r.outcome !== undefined ? `: ${r.outcome}` : r.replicas !== undefined ? `: replicas ${String(r.replicas.min)}..${String(r.replicas.max)}` : "";
+    result(seq, `${what} done${detail}`, false);
+  };
+
+  const button = (label: string, onClick: () => void, cls = "act small"): HTMLButtonElement => {
+    const b = el("button", { type: "button", class: cls }, label);
+    b.addEventListener("click", onClick);
+    return b;
+  };
+
+  const scaleForm = (row: ModelRow): HTMLElement => {
+    const min = el("input", { type: "number", min: "0", max: "1024", value: String(row.min), "aria-label": `minimum replicas of ${row.model}`, class: "bound" });
+    const max = el("input", { type: "number", min: "0", max: "1024", value: String(row.max), "aria-label": `maximum replicas of ${row.model}`, class: "bound" });
+    const form = el("form", { class: "scale-form", "data-scale": row.model }, min, "..", max, el("button", { type: "submit", class: "act small" }, "Scale"));
+    form.addEventListener("submit", (e) => {
+      e.preventDefault();
+      void act("scale", { model: row.model, min: Number(min.value), max: Number(max.value) }, `scale ${row.model} to ${min.value}..${max.value}`);
+    });
+    return form;
+  };
+
+  const render = (s: DashboardSnapshot): void => {
+    const rows = modelRows(s, Date.now());
+    const canLoad = may(ctx, "load");
+    const canUnload = may(ctx, "unload");
+    const canScale = may(ctx, "scale");
+    const key = JSON.stringify([rows, canLoad, canUnload, canScale]);
+    if (key === drawn) return;
+    drawn = key;
+    const body = el("tbody");
+    for (const r of rows) {
+      const actions = el("td", { class: "actions" });
+      if (canLoad) actions.append(button("Load", () => void act("load", { model: r.model }, `load ${r.model}`)));
+      if (canUnload && r.loaded) actions.append(button("Unload", () => void act("unload", { model: r.model }, `unload ${r.model}`)));
+      if (canScale && r.bounds !== "") actions.append(scaleForm(r));
+      const state = el("td", {}, el("span", { class: "state", "data-state": r.state }, r.state));
+      if (r.blockedBy !== "") state.append(el("div", { class: "detail" }, r.blockedBy));
+      body.append(
+        el("tr", { "data-model": r.model, "data-state": r.state },
+          el("th", { scope: "row" }, r.model, r.pinned ? el("span", { class: "pin", title: "pinned: never evicted by policy" }, " (pinned)") : ""),
+          state,
+          el("td", { class: "num" }, r.replicas),
+          el("td", { class: "num" }, r.bounds),
+          el("td", {}, r.nodes.join(", ")),
+          el("td", {}, r.lastUsed),
+          el("td", { class: "num" }, r.sizeBytes > 0 ? formatBytes(r.sizeBytes) : ""),
+          el("td", {}, r.backend),
+          actions,
+        ),
+      );
+    }
+    const head = el("thead", {}, el("tr", {}, ...["model", "state", "replicas ready/desired", "min..max", "where", "last used", "size", "backend", ""].map((h) => el("th", { scope: "col" }, h))));
+    byId("models").replaceChildren(rows.length === 0 ? el("p", { class: "muted" }, "no models configured") : el("table", { class: "grid" }, head, body));
+  };
+
+  return {
+    id: "models",
+    title: "Models",
+    onSnapshot: render,
+    onShow: () => {
+      const s = ctx.snapshot();
+      if (s !== undefined) render(s);
+    },
+  };
+}

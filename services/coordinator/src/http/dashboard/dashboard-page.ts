@@ -94,7 +94,7 @@ export const dashboardHtml = `<!doctype html>
     <dt>Total</dt><dd id="pg-total">–</dd>
   </dl>
   <div id="pg-error" class="action-result error" role="alert"></div>
-  <div id="pg-output" class="pg-output" aria-live="polite" aria-label="model output"></div>
+  <div id="pg-output" class="pg-output" role="region" aria-live="polite" aria-label="model output"></div>
 </section>
 </main>
 </body>
@@ -107,7 +107,7 @@ body { margin: 0; }
 header { display: flex; align-items: center; gap: 1em; padding: 0.6em 1.2em; background: #20232a; color: #f4f5f7; }
 header h1 { font-size: 1.2em; margin: 0; letter-spacing: 0.05em; }
 .conn { font-size: 0.85em; padding: 0.15em 0.6em; border-radius: 1em; background: #555; }
-.conn[data-state="live"] { background: #2e9e44; }
+.conn[data-state="live"] { background: #1b7a31; }
 .conn[data-state="error"] { background: #c62828; }
 .who { font-size: 0.85em; opacity: 0.8; }
 .ha { font-size: 0.85em; padding: 0.15em 0.6em; border-radius: 1em; background: #3a3f4b; }
@@ -174,7 +174,7 @@ table.instances td.detail { color: #666; font-size: 0.9em; word-break: break-all
 .pager { display: flex; align-items: center; gap: 0.4em; margin-left: auto; font-size: 0.9em; color: #555; }
 .more-rows { color: #666; font-size: 0.85em; margin: 0.3em 0 0; }
 .legend { display: flex; flex-wrap: wrap; gap: 0.4em; margin-bottom: 0.6em; }
-.muted { color: #888; }
+.muted { color: #666; }
 .side { display: flex; flex-direction: column; }
 .explain-form { display: flex; gap: 0.4em; flex-wrap: wrap; }
 .explain { background: #fff; border-radius: 8px; padding: 0.4em 0.8em; margin: 0.6em 0; min-height: 1.5em; font-size: 0.92em; }
@@ -186,7 +186,7 @@ table.instances td.detail { color: #666; font-size: 0.9em; word-break: break-all
 .events li[data-tone="ok"] { border-left-color: #2e9e44; }
 .events li[data-tone="warn"] { border-left-color: #e0701b; }
 .events li[data-tone="error"] { border-left-color: #c62828; }
-.events time { color: #888; margin-right: 0.6em; font-variant-numeric: tabular-nums; }
+.events time { color: #666; margin-right: 0.6em; font-variant-numeric: tabular-nums; }
 button { cursor: pointer; }
 button.act { background: #20232a; color: #fff; border: 0; border-radius: 4px; padding: 0.2em 0.7em; }
 button.act.small { font-size: 0.8em; padding: 0.1em 0.5em; }

@@ -34,3 +34,22 @@ export async function responseError(res: Response): Promise<string> {
     return `HTTP ${String(res.status)}`;
   }
 }
+
+/**
+ * The last line the backend wrote to stderr before its load of `model`
+ * failed (the newest backend.load-failed event's, from the coordinator's
+ * event history), or "" when none is known. A few short tries: the event may
+ * land just after the failed call's answer.
+ */
+export async function lastLoadStderr(ctx: ConsoleContext, model: string): Promise<string> {
+  for (let i = 0; i < 4; i++) {
+    const res = await fetch(`/api/dashboard/events?model=${encodeURIComponent(model)}&type=backend.load-failed&limit=1`, { headers: ctx.headers(), cache: "no-store" }).catch(() => undefined);
+    if (res?.ok === true) {
+      // The event's proto JSON: the payload sits under its oneof case's name.
+      const line = ((await res.json()) as { events: { backendLoadFailed?: { lastStderrLine?: unknown } }[] }).events[0]?.backendLoadFailed?.lastStderrLine;
+      if (typeof line === "string" && line !== "") return line;
+    }
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  return "";
+}

@@ -16,7 +16,7 @@ import { modelsPage } from "./models-page.js";
 import { eventsPage } from "./events-page.js";
 import { policyPage } from "./policy-page.js";
 import { playgroundPage } from "./playground-page.js";
-import type { ConsoleContext } from "./console-context.js";
+import { lastLoadStderr, type ConsoleContext } from "./console-context.js";
 
 /** Lines the event panel keeps. */
 const maxEventLines = 200;
@@ -350,7 +350,10 @@ async function act(action: string, body: Record<string, unknown>): Promise<void>
     stopWatch();
   }
   if (!res.ok) {
-    showResult(action === "load" ? `load of ${model} failed — ${await errorText(res)}` : `${action} refused — ${await errorText(res)}`, true, seq);
+    const why = await errorText(res);
+    showResult(action === "load" ? `load of ${model} failed — ${why}` : `${action} refused — ${why}`, true, seq);
+    const stderr = action === "load" ? await lastLoadStderr(consoleCtx, model) : "";
+    if (stderr !== "") showResult(`load of ${model} failed — ${why}; the backend's last stderr line: ${stderr}`, true, seq);
     return;
   }
   const r = (await res.json()) as Record<string, unknown>;

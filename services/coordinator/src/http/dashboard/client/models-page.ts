@@ -1,7 +1,7 @@
 import type { DashboardSnapshot } from "../dashboard-view.js";
 import { modelRows, type ModelRow } from "../models-view.js";
 import { formatBytes } from "../view-model.js";
-import { may, responseError, type ConsoleContext, type ConsolePage } from "./console-context.js";
+import { lastLoadStderr, may, responseError, type ConsoleContext, type ConsolePage } from "./console-context.js";
 import { byId, el } from "./dom.js";
 
 /**
@@ -36,7 +36,11 @@ export function modelsPage(ctx: ConsoleContext): ConsolePage {
       return;
     }
     if (!res.ok) {
-      result(seq, `${what} failed — ${await responseError(res)}`, true);
+      const why = await responseError(res);
+      result(seq, `${what} failed — ${why}`, true);
+      // A load whose backend died: its own last words say why far better than an exit code.
+      const stderr = action === "load" && typeof body.model === "string" ? await lastLoadStderr(ctx, body.model) : "";
+      if (stderr !== "") result(seq, `${what} failed — ${why}; the backend's last stderr line: ${stderr}`, true);
       return;
     }
     const r = (await res.json()) as { outcome?: string; instance?: { nodeId?: string }; replicas?: { min: number; max: number } };

@@ -16,14 +16,14 @@ const docs = join(dirname(fileURLToPath(import.meta.url)), "..", "services", "co
 const narrowDir = await mkdtemp(join(tmpdir(), "warden-dashboard-narrow-"));
 const rig = await startDashboardRig();
 
-async function show(page: Page, hash: string, ready: string): Promise<void> {
+async function show(page: Page, hash: string, ready: string, state: "visible" | "attached" = "visible"): Promise<void> {
   await page.goto(`${rig.url}/#/${hash}`, { waitUntil: "domcontentloaded" });
   await page.waitForSelector('#conn[data-state="live"]', { timeout: domDeadlineMs });
-  await page.waitForSelector(ready, { timeout: domDeadlineMs });
+  await page.waitForSelector(ready, { timeout: domDeadlineMs, state });
 }
 
 async function playground(page: Page): Promise<void> {
-  await show(page, "playground", '#pg-model option[value="chat-b"]');
+  await show(page, "playground", '#pg-model option[value="chat-b"]', "attached");
   await page.selectOption("#pg-model", "chat-b");
   await page.click('#pg-form button[type=submit]');
   await page.waitForSelector('#pg-output[data-done="true"]', { timeout: domDeadlineMs });

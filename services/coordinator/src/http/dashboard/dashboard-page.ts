@@ -127,7 +127,7 @@ table.grid { width: 100%; border-collapse: collapse; background: #fff; border-ra
 table.grid th, table.grid td { text-align: left; padding: 0.4em 0.6em; border-bottom: 1px solid #eceef1; vertical-align: top; }
 table.grid thead th { color: #555; font-weight: 600; }
 table.grid td.num { font-variant-numeric: tabular-nums; white-space: nowrap; }
-table.grid .detail { color: #b3261e; font-size: 0.85em; }
+table.grid .detail { color: #b3261e; font-size: 0.85em; max-width: 28em; }
 table.grid td.actions { white-space: nowrap; }
 table.grid td.actions > * { margin-right: 0.3em; }
 .state { display: inline-block; padding: 0.05em 0.55em; border-radius: 1em; background: #e6e8eb; color: #1d1d1f; white-space: nowrap; }
@@ -197,5 +197,12 @@ button.act.small { font-size: 0.8em; padding: 0.1em 0.5em; }
   .policy-form .help { margin-top: -0.4em; }
   .pg-form { grid-template-columns: 1fr; }
   .pg-stats { grid-template-columns: max-content max-content; }
+  /* Narrow: each model a card, each cell a labelled line. */
+  table.grid thead { position: absolute; width: 1px; height: 1px; overflow: hidden; clip-path: inset(50%); }
+  table.grid tr { display: block; border-bottom: 1px solid #dfe2e6; padding: 0.4em 0; }
+  table.grid th[scope="row"], table.grid td { display: flex; flex-wrap: wrap; align-items: flex-start; gap: 0.3em 0.6em; border: 0; padding: 0.15em 0.6em; }
+  table.grid td .detail { flex-basis: 100%; }
+  table.grid td::before { content: attr(data-label); color: #555; min-width: 9em; }
+  table.grid td.actions { flex-wrap: wrap; white-space: normal; }
 }
 `;

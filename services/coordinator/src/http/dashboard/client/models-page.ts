@@ -1,4 +1,4 @@
-import type { DashboardSnapshot } from "../dashboard-view.js";
+import type { DashboardEvent, DashboardSnapshot } from "../dashboard-view.js";
 import { modelRows, type ModelRow } from "../models-view.js";
 import { formatBytes } from "../view-model.js";
 import { lastLoadStderr, may, responseError, type ConsoleContext, type ConsolePage } from "./console-context.js";
@@ -12,6 +12,25 @@ import { byId, el } from "./dom.js";
  * answer to an older press never replaces a newer one's.
  */
 export function modelsPage(ctx: ConsoleContext): ConsolePage {
+  /** Per model, the newest backend.load-failed event's words (cleared by its backend.loaded): the page's memory, from the stream and the history. */
+  const lastFailure = new Map<string, string>();
+  const noteEvent = (e: DashboardEvent): void => {
+    if (e.model === undefined) return;
+    if (e.type === "backend.loaded") lastFailure.delete(e.model);
+    const f = (e as { backendLoadFailed?: { message?: unknown; lastStderrLine?: unknown } }).backendLoadFailed;
+    if (e.type === "backend.load-failed" && f !== undefined) lastFailure.set(e.model, `${typeof f.message === "string" ? f.message : "failed"}${typeof f.lastStderrLine === "string" && f.lastStderrLine !== "" ? ` — stderr: ${f.lastStderrLine}` : ""}`);
+  };
+  let seeded = false;
+  /** Once: the failures and loads the coordinator saw before the page opened. */
+  const seed = async (): Promise<void> => {
+    seeded = true;
+    const res = await fetch("/api/dashboard/events?type=backend.loaded,backend.load-failed&limit=500", { headers: ctx.headers(), cache: "no-store" }).catch(() => undefined);
+    if (res?.ok !== true) return;
+    for (const e of ((await res.json()) as { events: DashboardEvent[] }).events) noteEvent(e);
+    const s = ctx.snapshot();
+    if (s !== undefined) render(s);
+  };
+
   /** Bumped by each press; an answer shows only while its number is the latest. */
   let pressed = 0;
   /** Rows last drawn, so an unchanged snapshot does not rebuild the table (and lose a half-typed bound). */
@@ -70,32 +89,34 @@ export function modelsPage(ctx: ConsoleContext): ConsolePage {
     const canLoad = may(ctx, "load");
     const canUnload = may(ctx, "unload");
     const canScale = may(ctx, "scale");
-    const key = JSON.stringify([rows, canLoad, canUnload, canScale]);
+    const key = JSON.stringify([rows, canLoad, canUnload, canScale, [...lastFailure]]);
     if (key === drawn) return;
     drawn = key;
     const body = el("tbody");
     for (const r of rows) {
-      const actions = el("td", { class: "actions" });
+      const actions = el("td", { class: "actions", "data-label": "actions" });
       if (canLoad) actions.append(button("Load", () => void act("load", { model: r.model }, `load ${r.model}`)));
       if (canUnload && r.loaded) actions.append(button("Unload", () => void act("unload", { model: r.model }, `unload ${r.model}`)));
       if (canScale && r.bounds !== "") actions.append(scaleForm(r));
-      const state = el("td", {}, el("span", { class: "state", "data-state": r.state }, r.state));
+      const state = el("td", { "data-label": "state" }, el("span", { class: "state", "data-state": r.state }, r.state));
       if (r.blockedBy !== "") state.append(el("div", { class: "detail" }, r.blockedBy));
+      const failed = lastFailure.get(r.model);
+      if (failed !== undefined && !r.loaded) state.append(el("div", { class: "detail", "data-failure": r.model }, `last load failed: ${failed}`));
       body.append(
         el("tr", { "data-model": r.model, "data-state": r.state },
           el("th", { scope: "row" }, r.model, r.pinned ? el("span", { class: "pin", title: "pinned: never evicted by policy" }, " (pinned)") : ""),
           state,
-          el("td", { class: "num" }, r.replicas),
-          el("td", { class: "num" }, r.bounds),
-          el("td", {}, r.nodes.join(", ")),
-          el("td", {}, r.lastUsed),
-          el("td", { class: "num" }, r.sizeBytes > 0 ? formatBytes(r.sizeBytes) : ""),
-          el("td", {}, r.backend),
+          el("td", { class: "num", "data-label": "replicas ready/desired" }, r.replicas),
+          el("td", { class: "num", "data-label": "min..max" }, r.bounds),
+          el("td", { "data-label": "where" }, r.nodes.join(", ")),
+          el("td", { "data-label": "last used" }, r.lastUsed),
+          el("td", { class: "num", "data-label": "size" }, r.sizeBytes > 0 ? formatBytes(r.sizeBytes) : ""),
+          el("td", { "data-label": "backend" }, r.backend),
           actions,
         ),
       );
     }
-    const head = el("thead", {}, el("tr", {}, ...["model", "state", "replicas ready/desired", "min..max", "where", "last used", "size", "backend", ""].map((h) => el("th", { scope: "col" }, h))));
+    const head = el("thead", {}, el("tr", {}, ...["model", "state", "replicas ready/desired", "min..max", "where", "last used", "size", "backend", "actions"].map((h) => el("th", { scope: "col" }, h))));
     byId("models").replaceChildren(rows.length === 0 ? el("p", { class: "muted" }, "no models configured") : el("table", { class: "grid" }, head, body));
   };
 
@@ -104,6 +125,13 @@ export function modelsPage(ctx: ConsoleContext): ConsolePage {
     title: "Models",
     onSnapshot: render,
     onShow: () => {
+      const s = ctx.snapshot();
+      if (s !== undefined) render(s);
+      if (!seeded) void seed();
+    },
+    onEvent: (e) => {
+      if (e.type !== "backend.loaded" && e.type !== "backend.load-failed") return;
+      noteEvent(e);
       const s = ctx.snapshot();
       if (s !== undefined) render(s);
     },

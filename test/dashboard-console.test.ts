@@ -51,6 +51,37 @@ describe("dashboard console pages in a real browser", () => {
     await page.waitForSelector('#models tr[data-model="embed-small"][data-state="not loaded"]', { timeout: domDeadlineMs });
   }, 240_000);
 
+  it("Models: a late answer to an earlier press never replaces a newer press's result", async () => {
+    const page = await rig.browser.newPage();
+    try {
+      await useToken(page, rig.tokens.operator);
+      // The first Scale's answer is held back until the second Scale has shown its own.
+      let release: () => void = () => undefined;
+      const held = new Promise<void>((r) => (release = r));
+      let calls = 0;
+      await page.route("**/api/dashboard/actions/scale", async (route) => {
+        if (++calls === 1) await held;
+        await route.continue();
+      });
+      await open(page, "models");
+      await page.waitForSelector('[data-scale="embed-small"]', { timeout: domDeadlineMs });
+      await page.fill('[data-scale="embed-small"] input[aria-label^="maximum"]', "3");
+      await page.click('[data-scale="embed-small"] button[type=submit]');
+      await page.waitForSelector('#models-result:text("scale embed-small to 0..3…")', { timeout: domDeadlineMs });
+      await page.fill('[data-scale="chat-a"] input[aria-label^="maximum"]', "2");
+      await page.click('[data-scale="chat-a"] button[type=submit]');
+      await page.waitForSelector('#models-result:text("scale chat-a to 0..2 done")', { timeout: domDeadlineMs });
+      release();
+      // The late answer arrived and was set aside: the newer press's result stays.
+      await page.waitForSelector('#models-result[data-stale="1"]', { timeout: domDeadlineMs });
+      expect(await page.textContent("#models-result")).toBe("scale chat-a to 0..2 done: replicas 0..2");
+    } finally {
+      await page.close();
+      await rig.admin.scaleModel({ model: "embed-small", min: 0, max: 1 });
+      await rig.admin.scaleModel({ model: "chat-a", min: 0, max: 1 });
+    }
+  }, 240_000);
+
   it("Models: a backend that fails to load says so in words", async () => {
     const { page } = rig;
     await open(page, "models");

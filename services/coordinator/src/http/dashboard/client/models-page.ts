@@ -36,9 +36,14 @@ export function modelsPage(ctx: ConsoleContext): ConsolePage {
   /** Rows last drawn, so an unchanged snapshot does not rebuild the table (and lose a half-typed bound). */
   let drawn = "";
 
+  /** Answers that came after a newer press (counted on the element, data-stale, for tests and curious operators). */
+  let stale = 0;
   const result = (seq: number, text: string, error: boolean): void => {
-    if (seq !== pressed) return;
     const r = byId("models-result");
+    if (seq !== pressed) {
+      r.dataset.stale = String(++stale);
+      return;
+    }
     r.textContent = text;
     r.className = error ? "action-result error" : "action-result";
     r.dataset.seq = String(seq);

@@ -142,6 +142,7 @@ table.grid td.actions > * { margin-right: 0.3em; }
 .policy-form { background: #fff; border-radius: 8px; padding: 0.8em 1em; display: grid; grid-template-columns: max-content max-content 1fr; gap: 0.5em 1em; align-items: center; }
 .policy-form .policy-row { display: contents; }
 .policy-form .help { color: #555; font-size: 0.88em; }
+.policy-form input[type="checkbox"] { justify-self: start; margin-left: 0; }
 .policy-form > p, .policy-form > button { grid-column: 1 / -1; justify-self: start; margin: 0; }
 .policy-models { background: #fff; border-radius: 8px; padding: 0.6em 1em 0.6em 2em; }
 .pg-form { display: grid; grid-template-columns: max-content minmax(0, 40em); gap: 0.5em 1em; align-items: center; }

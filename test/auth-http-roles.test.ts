@@ -49,6 +49,12 @@ const probes: readonly Probe[] = [
   { route: "GET /dashboard/app.css", mirror: { t: "public" }, request: () => ({ path: "/dashboard/app.css" }) },
   { route: "GET /dashboard/app.js", mirror: { t: "public" }, request: () => ({ path: "/dashboard/app.js" }) },
   { route: "GET /ha/leader", mirror: { t: "public" }, request: () => ({ path: "/ha/leader" }) },
+  { route: "GET /favicon.ico", mirror: { t: "public" }, request: () => ({ path: "/favicon.ico" }) },
+  { route: "GET /api/dashboard/events", mirror: { t: "admin", methods: ["WatchEvents"] }, request: () => ({ path: "/api/dashboard/events?limit=10" }) },
+  { route: "GET /api/dashboard/policy", mirror: { t: "admin", methods: ["GetPolicy"] }, request: () => ({ path: "/api/dashboard/policy" }) },
+  // A value UpdatePolicy refuses whole: an admitted caller changes nothing.
+  { route: "POST /api/dashboard/policy", mirror: { t: "admin", methods: ["UpdatePolicy"] }, request: () => ({ path: "/api/dashboard/policy", init: json({ memoryThreshold: 7 }) }) },
+  { route: "POST /api/dashboard/actions/:action", mirror: { t: "admin", methods: ["ScaleModel"] }, request: () => ({ path: "/api/dashboard/actions/scale", init: json({ model: "not-configured", max: 1 }) }) },
   { route: "GET /api/dashboard/whoami", mirror: { t: "token" }, request: () => ({ path: "/api/dashboard/whoami" }) },
   { route: "GET /api/dashboard/snapshot", mirror: { t: "admin", methods: ["ListNodes", "ListModels"] }, request: () => ({ path: "/api/dashboard/snapshot" }) },
   { route: "GET /api/dashboard/nodes", mirror: { t: "admin", methods: ["ListNodes"] }, request: () => ({ path: "/api/dashboard/nodes?page_size=10" }) },
@@ -77,6 +83,9 @@ const adminRequests: Readonly<Record<string, unknown>> = {
   GetHaStatus: {},
   UndrainNode: { nodeId: "nope" },
   LoadModel: { model: "not-configured" },
+  GetPolicy: {},
+  UpdatePolicy: { patch: { memoryThreshold: 7 } },
+  ScaleModel: { model: "not-configured", max: 1 },
 };
 
 const rank: Readonly<Record<string, number>> = { viewer: 1, operator: 2, admin: 3 };

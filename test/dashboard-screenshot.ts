@@ -1,22 +1,74 @@
 /**
- * `npm run screenshot`: regenerates services/coordinator/docs/dashboard.png
- * from the flow test/dashboard.test.ts checks (a grouped eviction, live).
+ * `npm run screenshot`: regenerates the dashboard's pictures from the flows
+ * the tests check — services/coordinator/docs/dashboard.png (Nodes: a grouped
+ * eviction, live) and docs/dashboard-<page>.png for Models, Events, Policy and
+ * Playground, at desktop width; the same five at a phone's width (420 px) go
+ * to a temporary directory it names (look at them; they are not kept).
  */
-import { mkdir } from "node:fs/promises";
+import { mkdir, mkdtemp } from "node:fs/promises";
+import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { groupedEvictionFlow, startDashboardRig } from "./support/dashboard-flow.js";
+import type { Page } from "playwright-core";
+import { domDeadlineMs, groupedEvictionFlow, startDashboardRig, useToken } from "./support/dashboard-flow.js";
 
-const out = join(dirname(fileURLToPath(import.meta.url)), "..", "services", "coordinator", "docs", "dashboard.png");
+const docs = join(dirname(fileURLToPath(import.meta.url)), "..", "services", "coordinator", "docs");
+const narrowDir = await mkdtemp(join(tmpdir(), "warden-dashboard-narrow-"));
 const rig = await startDashboardRig();
+
+async function show(page: Page, hash: string, ready: string, state: "visible" | "attached" = "visible"): Promise<void> {
+  await page.goto(`${rig.url}/#/${hash}`, { waitUntil: "domcontentloaded" });
+  await page.waitForSelector('#conn[data-state="live"]', { timeout: domDeadlineMs });
+  await page.waitForSelector(ready, { timeout: domDeadlineMs, state });
+}
+
+async function playground(page: Page): Promise<void> {
+  await show(page, "playground", '#pg-model option[value="chat-b"]', "attached");
+  await page.selectOption("#pg-model", "chat-b");
+  await page.click('#pg-form button[type=submit]');
+  await page.waitForSelector('#pg-output[data-done="true"]', { timeout: domDeadlineMs });
+}
+
+/** Every page but Nodes, as `page` shows them now, into `dir` (suffix: "" or "-narrow"). */
+async function pages(page: Page, inference: Page, dir: string, suffix: string): Promise<string[]> {
+  const out: string[] = [];
+  const shot = async (p: Page, name: string): Promise<void> => {
+    const file = join(dir, `dashboard-${name}${suffix}.png`);
+    await p.screenshot({ path: file, fullPage: true });
+    out.push(file);
+  };
+  await show(page, "models", '#models tr[data-model="chat-b"][data-state="ready"]');
+  await shot(page, "models");
+  await show(page, "events", "#history li");
+  await shot(page, "events");
+  await show(page, "policy", "#policy-form");
+  await shot(page, "policy");
+  await playground(inference);
+  await shot(inference, "playground");
+  return out;
+}
+
 try {
   await groupedEvictionFlow(rig);
+  // A failed load, so the Models page and the event history show one.
+  await rig.admin.loadModel({ model: "broken" }, { timeoutMs: domDeadlineMs }).catch(() => undefined);
+  await rig.page.goto(`${rig.url}/#/nodes`, { waitUntil: "domcontentloaded" });
+  await rig.page.waitForSelector('[data-node-id="local"] tr[data-model="chat-b"]', { timeout: domDeadlineMs });
   await rig.page.selectOption("#explain-model", "chat-a");
   await rig.page.click("#explain-form button[type=submit]");
-  await rig.page.waitForSelector('#explain [data-decision="evict-then-place"]', { timeout: 60_000 });
-  await mkdir(dirname(out), { recursive: true });
-  await rig.page.screenshot({ path: out, fullPage: true });
-  process.stdout.write(`wrote ${out}\n`);
+  await rig.page.waitForSelector('#explain [data-decision="evict-then-place"]', { timeout: domDeadlineMs });
+  await mkdir(docs, { recursive: true });
+  const written = [join(docs, "dashboard.png")];
+  await rig.page.screenshot({ path: written[0] as string, fullPage: true });
+  const admin = await rig.browser.newPage({ viewport: { width: 1360, height: 860 } });
+  await useToken(admin, rig.tokens.admin);
+  written.push(...(await pages(rig.page, admin, docs, "")));
+  await rig.page.setViewportSize({ width: 420, height: 860 });
+  await admin.setViewportSize({ width: 420, height: 860 });
+  await show(rig.page, "nodes", '[data-node-id="local"]');
+  await rig.page.screenshot({ path: join(narrowDir, "dashboard-nodes-narrow.png"), fullPage: true });
+  written.push(join(narrowDir, "dashboard-nodes-narrow.png"), ...(await pages(rig.page, admin, narrowDir, "-narrow")));
+  process.stdout.write(`wrote\n${written.join("\n")}\n`);
 } finally {
   await rig.close();
 }

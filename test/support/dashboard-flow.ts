@@ -29,19 +29,19 @@ export interface DashboardRig {
   /** http://host:port of the dashboard. */
   readonly url: string;
   readonly admin: Client<typeof AdminService>;
-  readonly tokens: { readonly operator: string; readonly inference: string; readonly viewer: string };
+  readonly tokens: { readonly operator: string; readonly inference: string; readonly viewer: string; readonly admin: string };
   readonly browser: Browser;
   readonly page: Page;
   close(): Promise<void>;
 }
 
 /** Two chat models of one concurrency group: loading the second evicts the first (DESIGN §3.4). */
-export const groupedModels = [simModel("chat-a", { groups: ["gpu0"], memoryEstimate: "2GiB" }), simModel("chat-b", { groups: ["gpu0"], memoryEstimate: "3GiB" }), simModel("embed-small", { memoryEstimate: "512MiB" })];
+export const groupedModels = [simModel("chat-a", { groups: ["gpu0"], memoryEstimate: "2GiB" }), simModel("chat-b", { groups: ["gpu0"], memoryEstimate: "3GiB" }), simModel("embed-small", { memoryEstimate: "512MiB" }), simModel("broken", { memoryEstimate: "256MiB", knobs: { exit_code: 3 } })];
 
 /** Starts `warden up` (auth on, HTTP listener on a free port, embedded agent) and a browser on its dashboard as an operator. */
 export async function startDashboardRig(): Promise<DashboardRig> {
   const dir = await mkdtemp(join(tmpdir(), "warden-dashboard-"));
-  const { path: tokensFile, tokens } = await writeTokensFile(dir, { operator: { role: "operator" }, inference: { role: "inference" }, viewer: { role: "viewer" } });
+  const { path: tokensFile, tokens } = await writeTokensFile(dir, { operator: { role: "operator" }, inference: { role: "inference" }, viewer: { role: "viewer" }, admin: { role: "admin" } });
   let coord: CoordinatorProcess | undefined;
   let browser: Browser | undefined;
   try {

@@ -3,7 +3,7 @@ import { UnloadOutcome, type AdminService } from "@warden/proto";
 import type { CallOptions, Client } from "@warden/grpc";
 import { checkId } from "../../admin/check-id.js";
 import type { DashboardErrorBody } from "./dashboard-view.js";
-import { dashboardInstance } from "./dashboard-snapshot.js";
+import { dashboardInstance, dashboardReplicas } from "./dashboard-snapshot.js";
 import { httpStatusWithExplicit, requestError } from "../client-errors.js";
 
 /** The buttons' operations: each one Admin API call (LoadModel, UnloadModel, DrainNode, UndrainNode). */
@@ -11,15 +11,17 @@ export type DashboardAction =
   | { readonly t: "load"; readonly model: string; readonly nodeId: string }
   | { readonly t: "unload"; readonly model: string; readonly force: boolean }
   | { readonly t: "drain"; readonly nodeId: string; readonly force: boolean }
-  | { readonly t: "undrain"; readonly nodeId: string };
+  | { readonly t: "undrain"; readonly nodeId: string }
+  | { readonly t: "scale"; readonly model: string; readonly min?: number; readonly max?: number };
 
-export const actionNames: readonly DashboardAction["t"][] = ["load", "unload", "drain", "undrain"];
+export const actionNames: readonly DashboardAction["t"][] = ["load", "unload", "drain", "undrain", "scale"];
 
 const fieldsOf: Readonly<Record<DashboardAction["t"], readonly string[]>> = {
   load: ["model", "nodeId"],
   unload: ["model", "force"],
   drain: ["nodeId", "force"],
   undrain: ["nodeId"],
+  scale: ["model", "min", "max"],
 };
 
 /** Largest action body read (the route's bodyLimit): two ids and a flag fit many times over. */
@@ -38,6 +40,14 @@ function flag(o: Record<string, unknown>, key: string): boolean {
   if (v === undefined) return false;
   if (typeof v !== "boolean") throw invalidArgument(key, "must be true or false");
   return v;
+}
+
+/** A replica bound: a whole number (ScaleModel checks 0..1024 and min <= max, naming the field). */
+function bound(o: Record<string, unknown>, key: string): { [k: string]: number } {
+  const v = o[key];
+  if (v === undefined) return {};
+  if (typeof v !== "number" || !Number.isInteger(v) || v < 0 || v > 0xffff_ffff) throw invalidArgument(key, "must be a whole number >= 0");
+  return { [key]: v };
 }
 
 /**
@@ -59,6 +69,9 @@ export function parseAction(name: string, body: unknown): DashboardAction {
       return { t, nodeId: idField(o, "nodeId", true), force: flag(o, "force") };
     case "undrain":
       return { t, nodeId: idField(o, "nodeId", true) };
+    case "scale":
+      if (o.min === undefined && o.max === undefined) throw invalidArgument("min", "min or max is required");
+      return { t, model: idField(o, "model", true), ...bound(o, "min"), ...bound(o, "max") };
   }
 }
 
@@ -70,8 +83,8 @@ const unloadOutcomes: Readonly<Record<UnloadOutcome, string>> = {
   [UnloadOutcome.NOT_LOADED]: "not-loaded",
 };
 
-/** Runs a validated action through the Admin API client (in process, behind the same role check as gRPC). */
-export async function runAction(admin: Pick<Client<typeof AdminService>, "loadModel" | "unloadModel" | "drainNode" | "undrainNode">, a: DashboardAction, opts: CallOptions): Promise<Record<string, unknown>> {
+/** Runs a validated action (`actorName`: who, for ScaleModel's event) through the Admin API client (in process, behind the same role check as gRPC). */
+export async function runAction(actorName: string, admin: Pick<Client<typeof AdminService>, "loadModel" | "unloadModel" | "drainNode" | "undrainNode" | "scaleModel">, a: DashboardAction, opts: CallOptions): Promise<Record<string, unknown>> {
   switch (a.t) {
     case "load": {
       const r = await admin.loadModel({ model: a.model, nodeId: a.nodeId }, opts);
@@ -88,6 +101,10 @@ export async function runAction(admin: Pick<Client<typeof AdminService>, "loadMo
     case "undrain": {
       const r = await admin.undrainNode({ nodeId: a.nodeId }, opts);
       return { action: a.t, nodeId: r.node?.nodeId ?? a.nodeId };
+    }
+    case "scale": {
+      const r = await admin.scaleModel({ model: a.model, ...(a.min === undefined ? {} : { min: a.min }), ...(a.max === undefined ? {} : { max: a.max }), operator: actorName }, opts);
+      return { action: a.t, ...(r.replicas === undefined ? {} : { replicas: dashboardReplicas(r.replicas) }) };
     }
   }
 }

@@ -13,12 +13,14 @@ export const dashboardHtml = `<!doctype html>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>Warden</title>
+<link rel="icon" href="/favicon.ico">
 <link rel="stylesheet" href="/dashboard/app.css">
 <script defer src="/dashboard/app.js"></script>
 </head>
 <body>
 <header>
   <h1>Warden</h1>
+  <nav id="nav" class="nav" aria-label="pages"></nav>
   <span id="conn" class="conn" data-state="connecting">connecting…</span>
   <span id="who" class="who"></span>
   <span id="ha" class="ha" hidden></span>
@@ -28,6 +30,7 @@ export const dashboardHtml = `<!doctype html>
   </form>
 </header>
 <main>
+<section id="page-nodes" class="page page-nodes" data-page="nodes" aria-label="Nodes">
   <section class="panel nodes-panel">
     <h2>Nodes</h2>
     <div id="legend" class="legend"></div>
@@ -53,6 +56,48 @@ export const dashboardHtml = `<!doctype html>
     <h2>Events</h2>
     <ol id="events" class="events"></ol>
   </section>
+</section>
+<section id="page-models" class="page panel" data-page="models" aria-label="Models" hidden>
+  <h2>Models</h2>
+  <div id="models-result" class="action-result" role="status"></div>
+  <div id="models" class="table-wrap"><p class="muted">waiting for the first snapshot…</p></div>
+</section>
+<section id="page-events" class="page panel" data-page="events" aria-label="Events" hidden>
+  <h2>Events</h2>
+  <form id="events-filter" class="filters">
+    <input id="ev-node" type="search" maxlength="128" autocomplete="off" placeholder="node id" aria-label="filter events by node id">
+    <input id="ev-model" type="search" maxlength="128" autocomplete="off" placeholder="model" aria-label="filter events by model">
+    <input id="ev-type" type="search" maxlength="64" autocomplete="off" placeholder="type (eviction. for all eviction.*)" aria-label="filter events by type">
+    <button type="submit">Filter</button>
+    <button type="button" id="ev-pause" aria-pressed="false">Pause live tail</button>
+    <span id="history-count" class="muted"></span>
+  </form>
+  <div id="history-status" class="action-result" role="status"></div>
+  <ol id="history" class="events history"></ol>
+</section>
+<section id="page-policy" class="page panel" data-page="policy" aria-label="Policy" hidden>
+  <h2>Watchdog policy</h2>
+  <div id="policy-result" class="action-result" role="status"></div>
+  <div id="policy"><p class="muted">loading…</p></div>
+</section>
+<section id="page-playground" class="page panel" data-page="playground" aria-label="Playground" hidden>
+  <h2>Playground</h2>
+  <form id="pg-form" class="pg-form">
+    <label for="pg-model">Model</label><select id="pg-model"></select>
+    <label for="pg-mode">Call</label><select id="pg-mode"><option value="chat">chat completion</option><option value="completion">completion</option></select>
+    <label for="pg-max">Max tokens</label><input id="pg-max" type="number" min="1" max="4096" value="64">
+    <label for="pg-prompt">Prompt</label><textarea id="pg-prompt" rows="4" maxlength="32000">Say hello to the operator.</textarea>
+    <span></span><span class="pg-buttons"><button type="submit" class="act">Send</button> <button type="button" id="pg-stop" disabled>Stop</button></span>
+  </form>
+  <dl class="pg-stats">
+    <dt>Time to first token</dt><dd id="pg-ttft">–</dd>
+    <dt>Tokens</dt><dd id="pg-tokens">–</dd>
+    <dt>Rate</dt><dd id="pg-rate">–</dd>
+    <dt>Total</dt><dd id="pg-total">–</dd>
+  </dl>
+  <div id="pg-error" class="action-result error" role="alert"></div>
+  <div id="pg-output" class="pg-output" role="region" aria-live="polite" aria-label="model output"></div>
+</section>
 </main>
 </body>
 </html>
@@ -64,14 +109,50 @@ body { margin: 0; }
 header { display: flex; align-items: center; gap: 1em; padding: 0.6em 1.2em; background: #20232a; color: #f4f5f7; }
 header h1 { font-size: 1.2em; margin: 0; letter-spacing: 0.05em; }
 .conn { font-size: 0.85em; padding: 0.15em 0.6em; border-radius: 1em; background: #555; }
-.conn[data-state="live"] { background: #2e9e44; }
+.conn[data-state="live"] { background: #1b7a31; }
 .conn[data-state="error"] { background: #c62828; }
 .who { font-size: 0.85em; opacity: 0.8; }
 .ha { font-size: 0.85em; padding: 0.15em 0.6em; border-radius: 1em; background: #3a3f4b; }
 .ha[data-role="standby"] { background: #8a5a00; }
 .ha[data-role="paused"] { background: #c62828; }
 .token-form input { width: 18em; }
-main { display: grid; grid-template-columns: minmax(0, 3fr) minmax(0, 2fr); gap: 1em; padding: 1em; }
+main { padding: 1em; transition: opacity 0.2s; }
+.page-nodes { display: grid; grid-template-columns: minmax(0, 3fr) minmax(0, 2fr); gap: 1em; }
+.page-nodes[hidden], .page[hidden] { display: none; }
+body[data-conn="error"] main, body[data-conn="connecting"] main { opacity: 0.5; filter: grayscale(1); }
+.nav { display: flex; gap: 0.2em; flex-wrap: wrap; }
+.nav a { color: #d8dbe2; text-decoration: none; padding: 0.25em 0.7em; border-radius: 4px; }
+.nav a:hover, .nav a:focus-visible { background: #3a3f4b; }
+.nav a[aria-current="page"] { background: #f4f5f7; color: #20232a; font-weight: 600; }
+.table-wrap { overflow-x: auto; }
+table.grid { width: 100%; border-collapse: collapse; background: #fff; border-radius: 8px; font-size: 0.92em; }
+table.grid th, table.grid td { text-align: left; padding: 0.4em 0.6em; border-bottom: 1px solid #eceef1; vertical-align: top; }
+table.grid thead th { color: #555; font-weight: 600; }
+table.grid td.num { font-variant-numeric: tabular-nums; white-space: nowrap; }
+table.grid .detail { color: #b3261e; font-size: 0.85em; max-width: 28em; }
+table.grid td.actions { white-space: nowrap; }
+table.grid td.actions > * { margin-right: 0.3em; }
+.state { display: inline-block; padding: 0.05em 0.55em; border-radius: 1em; background: #e6e8eb; color: #1d1d1f; white-space: nowrap; }
+.state[data-state="ready"] { background: #d7f0dc; color: #14532d; }
+.state[data-state="busy"] { background: #d6e6fb; color: #0b3d91; }
+.state[data-state="loading"] { background: #fbefc5; color: #5c4400; }
+.state[data-state="blocked"] { background: #fbd9d6; color: #7f1d1d; }
+.scale-form { display: inline-flex; align-items: center; gap: 0.2em; }
+.scale-form input.bound { width: 3.5em; }
+.filters { display: flex; flex-wrap: wrap; gap: 0.4em; align-items: center; margin-bottom: 0.6em; }
+.events.history { max-height: none; }
+.policy-form { background: #fff; border-radius: 8px; padding: 0.8em 1em; display: grid; grid-template-columns: max-content max-content 1fr; gap: 0.5em 1em; align-items: center; }
+.policy-form .policy-row { display: contents; }
+.policy-form .help { color: #555; font-size: 0.88em; }
+.policy-form input[type="checkbox"] { justify-self: start; margin-left: 0; }
+.policy-form > p, .policy-form > button { grid-column: 1 / -1; justify-self: start; margin: 0; }
+.policy-models { background: #fff; border-radius: 8px; padding: 0.6em 1em 0.6em 2em; }
+.pg-form { display: grid; grid-template-columns: max-content minmax(0, 40em); gap: 0.5em 1em; align-items: center; }
+.pg-form textarea { font: inherit; width: 100%; box-sizing: border-box; }
+.pg-stats { display: grid; grid-template-columns: repeat(4, max-content max-content); gap: 0.3em 0.8em; margin: 1em 0; }
+.pg-stats dt { color: #555; }
+.pg-stats dd { margin: 0; font-variant-numeric: tabular-nums; font-weight: 600; }
+.pg-output { background: #fff; border-radius: 8px; padding: 0.8em 1em; min-height: 4em; white-space: pre-wrap; max-height: 50vh; overflow-y: auto; }
 .panel h2 { font-size: 1em; margin: 0.2em 0 0.6em; text-transform: uppercase; letter-spacing: 0.06em; color: #555; }
 .nodes { display: flex; flex-direction: column; gap: 1em; }
 .node { background: #fff; border-radius: 8px; padding: 0.8em 1em; box-shadow: 0 1px 2px rgba(0,0,0,0.08); }
@@ -96,7 +177,7 @@ table.instances td.detail { color: #666; font-size: 0.9em; word-break: break-all
 .pager { display: flex; align-items: center; gap: 0.4em; margin-left: auto; font-size: 0.9em; color: #555; }
 .more-rows { color: #666; font-size: 0.85em; margin: 0.3em 0 0; }
 .legend { display: flex; flex-wrap: wrap; gap: 0.4em; margin-bottom: 0.6em; }
-.muted { color: #888; }
+.muted { color: #666; }
 .side { display: flex; flex-direction: column; }
 .explain-form { display: flex; gap: 0.4em; flex-wrap: wrap; }
 .explain { background: #fff; border-radius: 8px; padding: 0.4em 0.8em; margin: 0.6em 0; min-height: 1.5em; font-size: 0.92em; }
@@ -108,9 +189,23 @@ table.instances td.detail { color: #666; font-size: 0.9em; word-break: break-all
 .events li[data-tone="ok"] { border-left-color: #2e9e44; }
 .events li[data-tone="warn"] { border-left-color: #e0701b; }
 .events li[data-tone="error"] { border-left-color: #c62828; }
-.events time { color: #888; margin-right: 0.6em; font-variant-numeric: tabular-nums; }
+.events time { color: #666; margin-right: 0.6em; font-variant-numeric: tabular-nums; }
 button { cursor: pointer; }
 button.act { background: #20232a; color: #fff; border: 0; border-radius: 4px; padding: 0.2em 0.7em; }
 button.act.small { font-size: 0.8em; padding: 0.1em 0.5em; }
-@media (max-width: 900px) { main { grid-template-columns: 1fr; } }
+@media (max-width: 900px) {
+  .page-nodes { grid-template-columns: 1fr; }
+  header { flex-wrap: wrap; }
+  .policy-form { grid-template-columns: 1fr; }
+  .policy-form .help { margin-top: -0.4em; }
+  .pg-form { grid-template-columns: 1fr; }
+  .pg-stats { grid-template-columns: max-content max-content; }
+  /* Narrow: each model a card, each cell a labelled line. */
+  table.grid thead { position: absolute; width: 1px; height: 1px; overflow: hidden; clip-path: inset(50%); }
+  table.grid tr { display: block; border-bottom: 1px solid #dfe2e6; padding: 0.4em 0; }
+  table.grid th[scope="row"], table.grid td { display: flex; flex-wrap: wrap; align-items: flex-start; gap: 0.3em 0.6em; border: 0; padding: 0.15em 0.6em; }
+  table.grid td .detail { flex-basis: 100%; }
+  table.grid td::before { content: attr(data-label); color: #555; min-width: 9em; }
+  table.grid td.actions { flex-wrap: wrap; white-space: normal; }
+}
 `;

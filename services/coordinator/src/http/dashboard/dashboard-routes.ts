@@ -14,7 +14,8 @@ import { DashboardFeed } from "./dashboard-feed.js";
 import { dashboardCsp, dashboardCss, dashboardHtml } from "./dashboard-page.js";
 import { explainJson, takeSnapshot } from "./dashboard-snapshot.js";
 import { modelsPage, modelsQueryKeys, nodesPage, nodesQueryKeys } from "./dashboard-listing-routes.js";
-import type { DashboardWhoAmI } from "./dashboard-view.js";
+import type { DashboardPermission, DashboardWhoAmI } from "./dashboard-view.js";
+import { consoleRoutes } from "./dashboard-console-routes.js";
 import { defaultSseLimits, type SseLimits } from "./sse-clients.js";
 
 export type DashboardContext = Pick<CoordinatorHttpContext, "config" | "clock" | "loader" | "hub" | "admin" | "auth" | "log">;
@@ -25,13 +26,22 @@ export interface DashboardOptions {
   readonly refreshMs?: number;
 }
 
-const adminMethodOf: Readonly<Record<DashboardAction["t"], string>> = { load: "LoadModel", unload: "UnloadModel", drain: "DrainNode", undrain: "UndrainNode" };
+const adminMethodOf: Readonly<Record<DashboardAction["t"], string>> = { load: "LoadModel", unload: "UnloadModel", drain: "DrainNode", undrain: "UndrainNode", scale: "ScaleModel" };
 const rank: Readonly<Record<string, number>> = { viewer: 1, operator: 2, admin: 3 };
+
+/** Whether `p` may call Admin API method `m` (auth off: anyone). */
+function mayCall(p: Principal | undefined, m: string): boolean {
+  return p === undefined || (rank[p.role] ?? 0) >= (rank[adminRoleFor(m)] ?? 4);
+}
 
 /** Whether `p` may press every button (each is the Admin API method's own role: adminRoleFor). */
 function mayAct(p: Principal | undefined): boolean {
-  if (p === undefined) return true;
-  return Object.values(adminMethodOf).every((m) => (rank[p.role] ?? 0) >= (rank[adminRoleFor(m)] ?? 4));
+  return Object.values(adminMethodOf).every((m) => mayCall(p, m));
+}
+
+/** Per control, whether `p` may use it (the client shows only those). */
+function mayEach(p: Principal | undefined): Record<DashboardPermission, boolean> {
+  return { load: mayCall(p, "LoadModel"), unload: mayCall(p, "UnloadModel"), drain: mayCall(p, "DrainNode"), undrain: mayCall(p, "UndrainNode"), scale: mayCall(p, "ScaleModel"), policy: mayCall(p, "UpdatePolicy") };
 }
 
 function sendError(reply: FastifyReply, err: unknown): FastifyReply {
@@ -78,6 +88,7 @@ export function dashboardRoutes(ctx: DashboardContext, options: DashboardOptions
         return payload;
       });
 
+      consoleRoutes(app, ctx, admin, onlyQuery);
       app.get("/", async (_request, reply) => reply.type("text/html; charset=utf-8").header("cache-control", "no-cache").send(dashboardHtml));
       app.get("/dashboard/app.css", async (_request, reply) => reply.type("text/css; charset=utf-8").header("cache-control", "no-cache").send(dashboardCss));
       app.get("/dashboard/app.js", async (_request, reply) => reply.type("text/javascript; charset=utf-8").header("cache-control", "no-cache").send(await dashboardClientBundle()));
@@ -85,7 +96,7 @@ export function dashboardRoutes(ctx: DashboardContext, options: DashboardOptions
       app.get("/api/dashboard/whoami", async (request, reply) => {
         onlyQuery(request, []);
         const p = ctx.auth.principal(request);
-        const who: DashboardWhoAmI = { authOn: ctx.auth.enabled, role: p?.role ?? "", name: p?.name ?? "", canAct: mayAct(p) };
+        const who: DashboardWhoAmI = { authOn: ctx.auth.enabled, role: p?.role ?? "", name: p?.name ?? "", canAct: mayAct(p), may: mayEach(p) };
         return reply.header("cache-control", "no-store").send(who);
       });
 
@@ -143,7 +154,7 @@ export function dashboardRoutes(ctx: DashboardContext, options: DashboardOptions
         ctx.auth.principal(request);
         const action = parseAction(request.params.action, request.body);
         ctx.auth.requireRole(request, adminRoleFor(adminMethodOf[action.t]));
-        const result = await runAction(admin, action, { signal: callSignal(reply, ctx.config().http.callTimeoutMs), metadata: dashboardActorMetadata(ctx.auth.principal(request), request.ip) });
+        const result = await runAction(ctx.auth.principal(request)?.name ?? "dashboard", admin, action, { signal: callSignal(reply, ctx.config().http.callTimeoutMs), metadata: dashboardActorMetadata(ctx.auth.principal(request), request.ip) });
         return reply.header("cache-control", "no-store").send(result);
       });
     });

@@ -1,7 +1,7 @@
 import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
-import { InstanceState, LoadJobPhase, LoadJobState, NodeState, PlacementDecision, type AdminService, type ExplainPlacementResponse, type LoadJob, type ModelInstance, type Node } from "@warden/proto";
+import { InstanceState, LoadJobPhase, LoadJobState, NodeState, PlacementDecision, type AdminService, type ExplainPlacementResponse, type LoadJob, type ModelInstance, type ModelReplicas, type Node } from "@warden/proto";
 import type { Client } from "@warden/grpc";
-import type { DashboardInstance, DashboardInstanceState, DashboardLoadJob, DashboardNode, DashboardNodeState, DashboardSnapshot } from "./dashboard-view.js";
+import type { DashboardInstance, DashboardInstanceState, DashboardLoadJob, DashboardNode, DashboardNodeState, DashboardReplicas, DashboardSnapshot } from "./dashboard-view.js";
 
 /** What a snapshot reads: the Admin API (in process) and Warden's per-node accounting. */
 export interface SnapshotSource {
@@ -89,6 +89,11 @@ export function dashboardInstance(i: ModelInstance): DashboardInstance {
   };
 }
 
+export function dashboardReplicas(r: ModelReplicas): DashboardReplicas {
+  const b = r.blocked;
+  return { model: r.model, min: r.min, max: r.max, desired: r.desired, ready: r.ready, loading: r.loading, stopping: r.stopping, leftovers: r.leftovers, queued: r.queued, ...(b === undefined ? {} : { blocked: { error: b.error, failures: b.failures, retryAfterMs: Number(b.retryAfterMs) } }) };
+}
+
 /** Pages a snapshot reads per listing at most (the node table's cap is 4 096 nodes; 1 000 entries a page). */
 const maxSnapshotPages = 200;
 
@@ -125,6 +130,7 @@ export async function takeSnapshot(src: SnapshotSource, signal?: AbortSignal): P
       const job = jobs.get(m.model);
       return { model: m.model, backend: m.backend, groups: [...m.groups], pinned: m.pinned, sizeBytes: Number(m.sizeBytes), ...(job === undefined ? {} : { loadJob: dashboardLoadJob(job) }) };
     }),
+    replicas: first.replicas.map(dashboardReplicas),
   };
 }
 

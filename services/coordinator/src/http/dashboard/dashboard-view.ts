@@ -87,6 +87,8 @@ export interface DashboardSnapshot {
   readonly nodes: readonly DashboardNode[];
   readonly instances: readonly DashboardInstance[];
   readonly models: readonly DashboardModel[];
+  /** One entry per configured model: its replicas (ListModels' replicas). Absent from older coordinators. */
+  readonly replicas?: readonly DashboardReplicas[];
 }
 
 /** An event as the stream sends it: the audit event's proto JSON with its `type` (eventToJson). */
@@ -107,6 +109,8 @@ export interface DashboardWhoAmI {
   readonly role: string;
   readonly name: string;
   readonly canAct: boolean;
+  /** Per button (and the Policy page's Save): whether this token's role may (each its Admin API method's role). */
+  readonly may?: Readonly<Record<DashboardPermission, boolean>>;
 }
 
 /** An error body of every dashboard endpoint (HTTP status alongside). */
@@ -135,4 +139,37 @@ export interface DashboardHa {
   readonly epoch?: string;
   /** Every member seen lately, this one included: the only URLs the dashboard ever follows. */
   readonly members: readonly DashboardHaMember[];
+}
+
+/** What a dashboard control does, each one Admin API method (load: LoadModel … policy: UpdatePolicy). */
+export type DashboardPermission = "load" | "unload" | "drain" | "undrain" | "scale" | "policy";
+
+/** One configured model's replicas: bounds (min..max), what the reconciler aims for and what is up. */
+export interface DashboardReplicas {
+  readonly model: string;
+  readonly min: number;
+  readonly max: number;
+  readonly desired: number;
+  readonly ready: number;
+  readonly loading: number;
+  readonly stopping: number;
+  readonly leftovers: number;
+  readonly queued: number;
+  /** Set while scale-ups are held back (the last load's error). */
+  readonly blocked?: { readonly error: string; readonly failures: number; readonly retryAfterMs: number };
+}
+
+/** GET /api/dashboard/policy: the live watchdog policy (durations in milliseconds). */
+export interface DashboardPolicy {
+  readonly limitPerNode: number;
+  readonly idleCheck: boolean;
+  readonly idleTimeoutMs: number;
+  readonly busyCheck: boolean;
+  readonly busyTimeoutMs: number;
+  readonly memoryReclaimer: boolean;
+  readonly memoryThreshold: number;
+  readonly forceEvictionWhenBusy: boolean;
+  readonly sizeAware: boolean;
+  readonly tickIntervalMs: number;
+  readonly models: readonly { readonly model: string; readonly pinned: boolean; readonly groups: readonly string[] }[];
 }

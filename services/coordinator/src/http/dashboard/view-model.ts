@@ -17,15 +17,15 @@ export interface KindStyle {
 
 /** One colour per kind; the legend lists them in this order. */
 export const kindStyles: Readonly<Record<InstanceKind, KindStyle>> = Object.freeze({
-  loading: { label: "loading", colour: "#d9a400" },
-  ready: { label: "ready", colour: "#2e9e44" },
+  loading: { label: "loading", colour: "#8a6500" },
+  ready: { label: "ready", colour: "#1b7a31" },
   busy: { label: "busy", colour: "#1f6fd1" },
-  "pending-eviction": { label: "pending eviction", colour: "#e0701b" },
+  "pending-eviction": { label: "pending eviction", colour: "#b0500c" },
   leftover: { label: "leftover", colour: "#c62828" },
   orphan: { label: "orphan", colour: "#8e24aa" },
   foreign: { label: "foreign", colour: "#616161" },
-  freed: { label: "freed", colour: "#a1887f" },
-  unknown: { label: "unknown", colour: "#9e9e9e" },
+  freed: { label: "freed", colour: "#795548" },
+  unknown: { label: "unknown", colour: "#666666" },
 });
 
 export function instanceKind(i: Pick<DashboardInstance, "state" | "inFlight">): InstanceKind {

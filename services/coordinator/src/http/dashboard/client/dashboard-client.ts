@@ -9,6 +9,14 @@ import { SeenMembers, haStep } from "../ha-follow.js";
 import { appendBounded, eventLine, formatBytes, kindStyles, loadJobText, type EventLine, type InstanceKind } from "../view-model.js";
 import { parseSse } from "../sse-parse.js";
 import { maxFilterChars, nodeWindow, type StateChoice, type WindowCard } from "../node-window.js";
+import { driftNote } from "../drift-note.js";
+import { byId, el } from "./dom.js";
+import { Router } from "./router.js";
+import { modelsPage } from "./models-page.js";
+import { eventsPage } from "./events-page.js";
+import { policyPage } from "./policy-page.js";
+import { playgroundPage } from "./playground-page.js";
+import { lastLoadStderr, type ConsoleContext } from "./console-context.js";
 
 /** Lines the event panel keeps. */
 const maxEventLines = 200;
@@ -38,25 +46,16 @@ const seen = new SeenMembers();
 /** The member this origin was last seen to be (its holder): named in `?left=` when the page flees it. */
 let selfHolder: string | undefined;
 
-function byId(id: string): HTMLElement {
-  const e = document.getElementById(id);
-  if (e === null) throw new Error(`dashboard: #${id} missing`);
-  return e;
-}
-
-function el<K extends keyof HTMLElementTagNameMap>(tag: K, attrs: Readonly<Record<string, string>> = {}, ...children: (Node | string)[]): HTMLElementTagNameMap[K] {
-  const e = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
-  for (const c of children) e.append(c);
-  return e;
-}
-
 function headers(json = false): Record<string, string> {
   const h: Record<string, string> = {};
   if (state.token !== "") h.authorization = `Bearer ${state.token}`;
   if (json) h["content-type"] = "application/json";
   return h;
 }
+
+/** The console's other pages (Models, Events, Policy, Playground) beside the Nodes panel: router.ts. */
+const consoleCtx: ConsoleContext = { headers, who: () => state.who, snapshot: () => state.snapshot };
+const router = new Router([{ id: "nodes", title: "Nodes" }, modelsPage(consoleCtx), eventsPage(consoleCtx), policyPage(consoleCtx), playgroundPage(consoleCtx)]);
 
 async function errorText(res: Response): Promise<string> {
   try {
@@ -71,6 +70,8 @@ function setConn(s: "connecting" | "live" | "error", text: string): void {
   const c = byId("conn");
   c.dataset.state = s;
   c.textContent = text;
+  // The page greys while not live (CSS): what it shows may be stale.
+  document.body.dataset.conn = s;
 }
 
 function badge(kind: InstanceKind): HTMLElement {
@@ -102,7 +103,8 @@ function actionButton(label: string, action: string, body: Record<string, unknow
 function nodeCard(c: WindowCard, canAct: boolean): HTMLElement {
   const m = c.memory;
   const what = m.source === "gpu" ? "GPU memory" : m.source === "ram" ? "RAM (no GPU reported)" : "memory not reported";
-  const drift = el("span", { class: Math.abs(m.driftBytes) > m.totalBytes * 0.1 && m.totalBytes > 0 ? "drift-high" : "" }, `drift ${formatBytes(m.driftBytes)}`);
+  const note = driftNote(m);
+  const drift = el("span", { class: note.high ? "drift drift-high" : "drift", title: note.title, tabindex: "0" }, `drift ${formatBytes(m.driftBytes)}`);
   const label = el("div", { class: "bar-label" }, `${what}: total ${formatBytes(m.totalBytes)} · agent measures ${formatBytes(m.measuredBytes)} · Warden accounts ${formatBytes(m.accountedBytes)} · `, drift);
   const head = el("div", { class: "node-head" }, el("h3", {}, c.title), el("span", { class: "node-status" }, c.status));
   if (canAct) head.append(c.draining ? actionButton("Undrain", "undrain", { nodeId: c.nodeId }) : actionButton("Drain", "drain", { nodeId: c.nodeId }));
@@ -172,10 +174,13 @@ function onMessage(event: string, data: string): void {
   if (event === "snapshot") {
     state.snapshot = JSON.parse(data) as DashboardSnapshot;
     renderSnapshot();
+    router.snapshot(state.snapshot);
     void refreshHa();
   } else if (event === "event") {
-    state.events = appendBounded(state.events, eventLine(JSON.parse(data) as DashboardEvent), maxEventLines);
+    const e = JSON.parse(data) as DashboardEvent;
+    state.events = appendBounded(state.events, eventLine(e), maxEventLines);
     renderEvents();
+    router.event(e);
   } else if (event === "error") {
     // The coordinator ends the stream after this (e.g. the token was revoked): say why.
     const e = (JSON.parse(data) as { error?: { message?: string } }).error;
@@ -323,7 +328,11 @@ async function whoAmI(): Promise<boolean> {
   return true;
 }
 
-function showResult(text: string, error: boolean): void {
+/** Bumped by each press: a result shows only while its press is the latest (a late answer never replaces a newer one's). */
+let pressed = 0;
+
+function showResult(text: string, error: boolean, seq = pressed): void {
+  if (seq !== pressed) return;
   const r = byId("action-result");
   r.textContent = text;
   r.className = error ? "action-result error" : "action-result";
@@ -331,26 +340,33 @@ function showResult(text: string, error: boolean): void {
 
 async function act(action: string, body: Record<string, unknown>): Promise<void> {
   const model = typeof body.model === "string" ? body.model : "";
+  const seq = ++pressed;
   showResult(action === "load" ? `loading ${model}…` : `${action} ${JSON.stringify(body)}…`, false);
-  const stopWatch = action === "load" ? watchLoad(model) : (): void => undefined;
+  const stopWatch = action === "load" ? watchLoad(model, seq) : (): void => undefined;
   let res: Response;
   try {
     res = await fetch(`/api/dashboard/actions/${action}`, { method: "POST", headers: headers(true), body: JSON.stringify(body) });
+  } catch (err) {
+    showResult(`${action} failed — ${err instanceof Error ? err.message : String(err)}`, true, seq);
+    return;
   } finally {
     stopWatch();
   }
   if (!res.ok) {
-    showResult(action === "load" ? `load of ${model} failed — ${await errorText(res)}` : `${action} refused — ${await errorText(res)}`, true);
+    const why = await errorText(res);
+    showResult(action === "load" ? `load of ${model} failed — ${why}` : `${action} refused — ${why}`, true, seq);
+    const stderr = action === "load" ? await lastLoadStderr(consoleCtx, model) : "";
+    if (stderr !== "") showResult(`load of ${model} failed — ${why}; the backend's last stderr line: ${stderr}`, true, seq);
     return;
   }
   const r = (await res.json()) as Record<string, unknown>;
   const instance = r.instance as { nodeId?: string } | undefined;
-  if (action === "load") showResult(`loaded ${model}${instance?.nodeId === undefined ? "" : ` on ${instance.nodeId}`}`, false);
-  else showResult(`${action} done${typeof r.outcome === "string" ? `: ${r.outcome}` : ""}`, false);
+  if (action === "load") showResult(`loaded ${model}${instance?.nodeId === undefined ? "" : ` on ${instance.nodeId}`}`, false, seq);
+  else showResult(`${action} done${typeof r.outcome === "string" ? `: ${r.outcome}` : ""}`, false, seq);
 }
 
 /** While a load runs: says in words whether it waits for a node (and why) or loads; returns the stop. */
-function watchLoad(model: string): () => void {
+function watchLoad(model: string, seq: number): () => void {
   // Read through a function: the stop flips it while the loop awaits.
   const w = { done: false };
   const stopped = (): boolean => w.done;
@@ -360,7 +376,7 @@ function watchLoad(model: string): () => void {
       const res = await fetch(`/api/dashboard/explain?model=${encodeURIComponent(model)}`, { headers: headers(), cache: "no-store" }).catch(() => undefined);
       if (stopped() || res?.ok !== true) continue;
       const r = (await res.json()) as { decision: string; reason: string };
-      if (!stopped()) showResult(r.decision === "wait" ? `loading ${model} — waiting for a node: ${r.reason}` : `loading ${model}…`, false);
+      if (!stopped()) showResult(r.decision === "wait" ? `loading ${model} — waiting for a node: ${r.reason}` : `loading ${model}…`, false, seq);
     }
   };
   void poll();
@@ -421,6 +437,7 @@ async function main(): Promise<void> {
   try {
     await settle();
     if (!(await whoAmI())) return;
+    router.start();
   } catch (err) {
     setConn("error", err instanceof Error ? err.message : String(err));
     return;

@@ -38,6 +38,7 @@ import { NodesKnownAtStart } from "./nodes/nodes-known-at-start.js";
 import { startDrain } from "./admin/admin-service.js";
 import { natsCredentialsOf } from "./ha/ha-nats.js";
 import type { Coordinator, CoordinatorDeps } from "./coordinator-types.js";
+import { startWorkloadTrace } from "./trace/workload-trace.js";
 
 export type { Coordinator, CoordinatorDeps } from "./coordinator-types.js";
 
@@ -291,6 +292,8 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
   server.add(NodeService, guarded(NodeService, nodeImpl, authn?.node));
   if (dataPlane !== undefined) transport.attachDataPlane(dataPlane);
 
+  // Before the embedded node registers: the trace sees it join.
+  const trace = await startWorkloadTrace({ settings: config.trace, stateDir, clock, log: log.child({ component: "trace" }), loader, nodes, hub });
   // The single-machine default: an agent in this process, reporting through the same heartbeat path.
   const embedded = config.embeddedAgent ? await startEmbeddedNode({ config, clock, rng, log, nodes, nodeImpl }) : undefined;
   const agent = embedded?.agent;
@@ -331,6 +334,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
       await outbox.close();
       await fileJournal?.close();
       await auditLink?.close();
+      await trace?.close();
     } catch {
       // the start's own error is the one to report
     }
@@ -388,6 +392,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
       // Decisions stop first: no tick, leftover retry or freed retry may act
       // while the server drains its calls.
       loader.close();
+      await trace?.close();
       await heartbeat?.stop();
       // Followers' WatchEvents streams never end by themselves: end them first,
       // or the drain below waits out its whole grace for them.

@@ -1,0 +1,34 @@
+import { join } from "node:path";
+import type { Clock, Logger } from "@warden/common";
+import type { BackendHandle, Loader } from "@warden/loader";
+import type { EventHub } from "../admin/event-hub.js";
+import { TraceRecorder, type TraceSettings } from "./trace-recorder.js";
+import { sampleNodeMemory, traceCalls, traceLineOf, type TracedNodes } from "./trace-taps.js";
+
+/** The trace directory under a coordinator's state dir. */
+export function traceDir(stateDir: string): string {
+  return join(stateDir, "trace");
+}
+
+/**
+ * Starts the workload trace (docs/policy-what-if.md): calls through the
+ * loader's acquire, loads/evictions/nodes/operator changes from the event
+ * hub, node memory sampled every minute. Returns its close (flushes), or
+ * undefined when `trace.enabled` is false.
+ */
+export async function startWorkloadTrace<H extends BackendHandle>(o: { readonly settings: TraceSettings; readonly stateDir: string; readonly clock: Clock; readonly log: Logger; readonly loader: Loader<H>; readonly nodes: TracedNodes; readonly hub: EventHub }): Promise<TraceRecorder | undefined> {
+  if (!o.settings.enabled) return undefined;
+  const recorder = await TraceRecorder.open({ dir: traceDir(o.stateDir), maxBytes: o.settings.maxBytes, clock: o.clock, log: o.log });
+  traceCalls(o.loader, o.clock, recorder);
+  o.hub.observe((e) => {
+    const line = traceLineOf(e, o.clock.wallNow());
+    if (line !== undefined) recorder.record(line);
+  });
+  const stopSampling = sampleNodeMemory(o.nodes, o.clock, recorder);
+  const close = recorder.close.bind(recorder);
+  recorder.close = async (): Promise<void> => {
+    stopSampling();
+    await close();
+  };
+  return recorder;
+}

@@ -135,11 +135,13 @@ export async function replayTrace(input: ReplayInput, config: ReplayConfig, opti
   for (const [nodeId, totalBytes] of input.nodes) l.reportMemory(nodeId, { gpus: [], ram: { totalBytes, usedBytes: 0 } });
   l.startTicking();
   const deadlineMs = options.callDeadlineMs ?? 120_000;
+  let open = 0;
   const call = async (c: CallLine): Promise<void> => {
     if (!known.has(c.m)) {
       meter.refused();
       return;
     }
+    open++;
     const arrived = clock.now();
     const dl = deadlineSignal(clock, deadlineMs, "call");
     try {
@@ -152,32 +154,35 @@ export async function replayTrace(input: ReplayInput, config: ReplayConfig, opti
       meter.refused();
     } finally {
       dl.cleanup();
+      open--;
     }
   };
   // Calls are scheduled one ahead, so the queue holds timers, not the whole trace.
   let next = 0;
+  let fired = 0;
   const scheduleNext = (): void => {
     const c = input.calls[next];
     if (c === undefined) return;
     next++;
     queue.push(c.at - input.startAt, "call", () => {
+      fired++;
       void call(c);
       scheduleNext();
     });
   };
   scheduleNext();
-  let endAt = 0;
-  for (const c of input.calls) endAt = Math.max(endAt, c.at - input.startAt + c.durMs);
+  // The replay ends when the last call has ended (it may wait for a load or room, up to its deadline).
   for (;;) {
+    if (fired >= input.calls.length && open === 0) break;
     const at = queue.peekAtMs();
-    if (at === undefined || at > endAt) break;
+    if (at === undefined) break;
     const e = queue.pop();
     if (e === undefined) continue;
     clock.advanceTo(at);
     e.fn();
     await drainMicrotasks();
   }
-  clock.advanceTo(endAt);
+  const endAt = clock.now();
   const report = meter.report(0, endAt);
   l.close();
   return report;

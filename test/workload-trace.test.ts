@@ -3,13 +3,17 @@
  * processes, real gRPC): calls, loads and evictions are recorded with what
  * a replay needs, and no prompt or reply ever reaches the files.
  */
+import { execFile } from "node:child_process";
+import { promisify } from "node:util";
 import { readFile } from "node:fs/promises";
+import { join, resolve } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { isTraceHeader, parseTraceLine, replayInput, type TraceLine } from "@warden/whatif";
 import { listSegments } from "../services/coordinator/src/trace/trace-recorder.js";
 import { traceDir } from "../services/coordinator/src/trace/workload-trace.js";
 import { simModel, startTestCoordinator, type TestCoordinator } from "./support/coordinator-harness.js";
 
+const root = resolve(import.meta.dirname, "..");
 let t: TestCoordinator | undefined;
 afterEach(async () => {
   await t?.close();
@@ -32,6 +36,18 @@ describe("workload trace (real coordinator)", () => {
     }
     await t.admin.unloadModel({ model: "m1" });
     await t.waitForEvent("eviction.stopped");
+    // ExportTrace flushes first: the export holds the calls just made, and nothing before --since.
+    let exported = "";
+    for await (const c of t.admin.exportTrace({ sinceUnixMs: 0n }, { timeoutMs: 30_000 })) exported += new TextDecoder().decode(c.data);
+    expect(exported.split("\n").filter((l) => l.includes('"t":"call"'))).toHaveLength(3);
+    expect(exported).not.toContain("zebra-quartz");
+    let future = "";
+    for await (const c of t.admin.exportTrace({ sinceUnixMs: BigInt(Date.now() + 3_600_000) }, { timeoutMs: 30_000 })) future += new TextDecoder().decode(c.data);
+    expect(future.trimEnd().split("\n").every((l) => l.includes('"kind":"warden-trace"'))).toBe(true);
+    // Not spawnSync: the coordinator answering it runs in this process.
+    const cli = await promisify(execFile)(process.execPath, ["--import", "tsx", join(root, "services", "cli", "src", "main.ts"), "trace", "export", "--since", "1h", "--addr", t.c.address], { cwd: root, env: { ...process.env, NO_COLOR: "1" }, encoding: "utf8", timeout: 90_000 });
+    expect(cli.stderr).toBe("");
+    expect(cli.stdout.split("\n").filter((l) => l.includes('"t":"call"'))).toHaveLength(3);
     const dir = t.dir;
     // close() flushes the trace; the files stay (the harness removes the dir after, so read first).
     await t.c.close({ stopBackends: true });
@@ -61,6 +77,11 @@ describe("workload trace (real coordinator)", () => {
   it("trace.enabled false writes nothing", async () => {
     t = await startTestCoordinator({ models: [simModel("m1")], extra: { trace: { enabled: false } } });
     await t.inference.predict({ model: "m1", options: { Prompt: "hi" } });
+    const admin = t.admin;
+    const off = await (async () => {
+      for await (const _ of admin.exportTrace({}, { timeoutMs: 30_000 })) break;
+    })().catch((e: unknown) => e);
+    expect(String(off)).toContain("trace.enabled is false");
     const dir = t.dir;
     await t.c.close({ stopBackends: true });
     expect(await listSegments(traceDir(dir))).toEqual([]);

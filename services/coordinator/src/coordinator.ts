@@ -38,7 +38,7 @@ import { NodesKnownAtStart } from "./nodes/nodes-known-at-start.js";
 import { startDrain } from "./admin/admin-service.js";
 import { natsCredentialsOf } from "./ha/ha-nats.js";
 import type { Coordinator, CoordinatorDeps } from "./coordinator-types.js";
-import { startWorkloadTrace } from "./trace/workload-trace.js";
+import { startWorkloadTrace, traceExporter } from "./trace/workload-trace.js";
 
 export type { Coordinator, CoordinatorDeps } from "./coordinator-types.js";
 
@@ -261,9 +261,11 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
   // before any node registers or admission opens.
   operatorSettings.applyAtStart();
 
+  // Before any node registers (the trace sees it join) and before the Admin service (ExportTrace reads it).
+  const trace = await startWorkloadTrace({ settings: config.trace, stateDir, clock, log: log.child({ component: "trace" }), loader, nodes, hub });
   // With auth on, every remote registration carries a node token bound to its id (the guard checks it).
   const nodeImpl = withNodeCertificateCheck(nodeService(nodes, clock, recovery.epoch, { credentialed: authn !== undefined, caps: { maxInventory: config.limits.maxInventoryPerHeartbeat, maxOrphans: config.limits.maxOrphansPerHeartbeat }, ...(deps.ha === undefined ? {} : { ha: deps.ha }) }), transport.mutual, transport.probeAgentAddress);
-  const adminImpl = auditedAdminService(authn, log, { clock, loader, nodes, hub, placement, enforcement: config.enforcement, defaultStopTimeoutMs: config.stop.stopTimeoutMs, ...(deps.haStatus === undefined ? {} : { haStatus: deps.haStatus }), settings: durable.settings, takeover: operatorSettings, knownAtStart: known, ...(deps.ha === undefined ? {} : { requireCommands: () => void deps.ha?.leaderEpoch() }) });
+  const adminImpl = auditedAdminService(authn, log, { clock, loader, nodes, hub, placement, enforcement: config.enforcement, defaultStopTimeoutMs: config.stop.stopTimeoutMs, ...(deps.haStatus === undefined ? {} : { haStatus: deps.haStatus }), settings: durable.settings, takeover: operatorSettings, knownAtStart: known, ...traceExporter(trace, stateDir), ...(deps.ha === undefined ? {} : { requireCommands: () => void deps.ha?.leaderEpoch() }) });
   server.add(AdminService, guarded(AdminService, authn === undefined ? adminImpl : revocableStreams(AdminService, adminImpl, authn, adminStreamRule), authn?.admin));
   // One labelled child per outcome, resolved once: `inc({ outcome })` would hash the labels on every routed call.
   const routedByOutcome = new Map<string, { inc(): void }>();
@@ -292,8 +294,6 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
   server.add(NodeService, guarded(NodeService, nodeImpl, authn?.node));
   if (dataPlane !== undefined) transport.attachDataPlane(dataPlane);
 
-  // Before the embedded node registers: the trace sees it join.
-  const trace = await startWorkloadTrace({ settings: config.trace, stateDir, clock, log: log.child({ component: "trace" }), loader, nodes, hub });
   // The single-machine default: an agent in this process, reporting through the same heartbeat path.
   const embedded = config.embeddedAgent ? await startEmbeddedNode({ config, clock, rng, log, nodes, nodeImpl }) : undefined;
   const agent = embedded?.agent;

@@ -3,6 +3,7 @@ import type { Clock, Logger } from "@warden/common";
 import type { BackendHandle, Loader } from "@warden/loader";
 import type { EventHub } from "../admin/event-hub.js";
 import { TraceRecorder, type TraceSettings } from "./trace-recorder.js";
+import { exportTrace } from "./trace-export.js";
 import { sampleNodeMemory, traceCalls, traceLineOf, type TracedNodes } from "./trace-taps.js";
 
 /** The trace directory under a coordinator's state dir. */
@@ -31,4 +32,15 @@ export async function startWorkloadTrace<H extends BackendHandle>(o: { readonly 
     await close();
   };
   return recorder;
+}
+
+/** ExportTrace's source: what is buffered is flushed first, so the export ends with the latest calls. */
+export function traceExporter(recorder: TraceRecorder | undefined, stateDir: string): { exportTrace?: (sinceWallMs: number, signal: AbortSignal) => AsyncIterable<Uint8Array> } {
+  if (recorder === undefined) return {};
+  return {
+    exportTrace: async function* (sinceWallMs, signal) {
+      await recorder.flush();
+      yield* exportTrace(traceDir(stateDir), sinceWallMs, signal);
+    },
+  };
 }

@@ -177,7 +177,7 @@ describe("warden CLI (warden up as a real process)", () => {
   });
 
   it("every command's --help exits 0", () => {
-    for (const cmd of [[], ["up"], ["coordinator"], ["agent"], ["models"], ["models", "ls"], ["models", "load"], ["models", "unload"], ["nodes", "ls"], ["nodes", "drain"], ["nodes", "undrain"], ["nodes", "lost"], ["policy", "get"], ["policy", "set"], ["explain"], ["predict"], ["embed"], ["tts"], ["transcribe"], ["events"], ["nats", "provision"], ["certs", "init"]]) {
+    for (const cmd of [[], ["up"], ["coordinator"], ["agent"], ["models"], ["models", "ls"], ["models", "load"], ["models", "unload"], ["nodes", "ls"], ["nodes", "drain"], ["nodes", "undrain"], ["nodes", "lost"], ["policy", "get"], ["policy", "set"], ["explain"], ["predict"], ["embed"], ["tts"], ["transcribe"], ["events"], ["nats", "provision"], ["certs", "init"], ["trace", "synth"], ["trace", "export"], ["policy", "simulate"]]) {
       const r = warden([...cmd, "--help"]);
       expect(r.code, cmd.join(" ")).toBe(0);
       expect(r.stdout).toMatch(/Usage: warden/);

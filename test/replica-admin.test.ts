@@ -175,7 +175,7 @@ async function warden(args: string[]): Promise<{ code: number; stdout: string; s
   out.on("data", (b: Buffer) => (stdout += b.toString()));
   err.on("data", (b: Buffer) => (stderr += b.toString()));
   const noRunner = (): Promise<number> => Promise.reject(new Error("not in this test"));
-  const code = await runCli([...args, ...(args.includes("--help") ? [] : ["--addr", tc.c.address])], { out, err, env: {}, interactive: false }, { up: noRunner, coordinator: noRunner, agent: noRunner, natsEvents: noRunner });
+  const code = await runCli([...args, ...(args.includes("--help") ? [] : ["--addr", tc.c.address])], { out, err, env: {}, interactive: false }, { up: noRunner, coordinator: noRunner, agent: noRunner, natsEvents: noRunner, simulate: () => Promise.resolve("") });
   return { code, stdout, stderr };
 }
 

@@ -1,3 +1,5 @@
+import type { SimulateOptions } from "./whatif.js";
+
 /** Where the CLI writes; injectable so tests can capture it. */
 export interface CliIo {
   readonly out: NodeJS.WritableStream;
@@ -39,4 +41,6 @@ export interface Runners {
   coordinator(o: Record<string, unknown>): Promise<number>;
   agent(args: string[]): Promise<number>;
   natsEvents(o: Record<string, unknown>, g: GlobalOpts): Promise<number>;
+  /** `warden policy simulate` (whatif.ts): it validates configs with the coordinator's own parser, so it loads with the runners. */
+  simulate(o: SimulateOptions): Promise<string>;
 }

@@ -370,3 +370,22 @@ export function eventLine(e: MessageShape<typeof EventSchema>): string {
   const by = e.actor === "" ? "" : ` by=${JSON.stringify(e.actor)}`;
   return `${t} ${eventTypeOf(e).padEnd(22)} node=${e.nodeId || "-"} model=${e.model || "-"}${e.incarnation === "" ? "" : ` inc=${e.incarnation}`}${by} ${payload === "{}" ? "" : payload}`.trimEnd();
 }
+
+/** `warden trace export --since 24h`: the coordinator's workload trace (JSON lines) to stdout, as it streams. */
+export async function traceExport(c: ActionContext, g: GlobalOpts, o: { since: string }): Promise<number | undefined> {
+  const sinceMs = o.since === "all" ? 0 : parseDurationMs(o.since, "--since");
+  const ctl = new AbortController();
+  const onSig = (): void => {
+    ctl.abort();
+  };
+  process.once("SIGINT", onSig);
+  try {
+    const since = sinceMs === 0 ? 0n : BigInt(Math.max(0, systemClock.wallNow() - sinceMs));
+    for await (const chunk of admin(g).exportTrace({ sinceUnixMs: since }, { signal: ctl.signal })) {
+      if (!c.io.out.write(chunk.data)) await new Promise<void>((resolve) => c.io.out.once("drain", resolve));
+    }
+  } finally {
+    process.off("SIGINT", onSig);
+  }
+  return undefined;
+}

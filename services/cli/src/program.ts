@@ -8,6 +8,7 @@ import type * as AdminActions from "./admin-actions.js";
 import { certsCommand } from "./certs-command.js";
 import { natsCommand } from "./nats-command.js";
 import { installCommand } from "./install-command.js";
+import { whatifCommands } from "./whatif-command.js";
 import type * as BackendActions from "./backend-actions.js";
 import type * as ReplicaActions from "./replica-actions.js";
 import type * as HaActions from "./ha-actions.js";
@@ -234,6 +235,16 @@ export function buildProgram(io: CliIo, runners: Runners): { program: Command; e
       .description("change settings live: limitPerNode=2 idleTimeout=5m idleCheck=true busyTimeout=1m busyCheck=true memoryReclaimer=true memoryThreshold=0.9 forceEvictionWhenBusy=false sizeAware=true")
       .argument("<key=value...>"),
   ).action(act((a, g, pairs: string[]) => a.policySet(ctx, g, pairs)));
+  const traceCmd = whatifCommands(program, policy, io, runners, (c) => {
+    code = c;
+  });
+  withGlobal(
+    traceCmd
+      .command("export")
+      .description("the coordinator's recorded workload trace as JSON lines to stdout (admin role)")
+      .option("--since <duration>", "only what happened in this last while (e.g. 24h, 30m); all: everything kept", "24h")
+      .addHelpText("after", "\nThe trace holds per call its model, wait and duration (never a prompt or an output),\nloads, evictions with their reasons, node joins and losses, memory readings and\noperators' changes; at most trace.maxBytes (64 MiB) is kept. Replay it:\n  warden trace export --since 24h > trace.jsonl\n  warden policy simulate --trace trace.jsonl --policy candidate.yaml --against warden.yaml\n"),
+  ).action(act((a, g, o: { since: string }) => a.traceExport(ctx, g, o)));
 
   withGlobal(program.command("explain").description("where a load of <model> would go and why, per node, without acting").argument("<model>")).action(act((a, g, model: string) => a.explain(ctx, g, model)));
 

@@ -6,6 +6,7 @@ import { parseAddr } from "./addr.js";
 import { prettyLogStream } from "./pretty-log.js";
 import { eventLine } from "./admin-actions.js";
 import type { CliIo } from "./action-context.js";
+import { simulate, type SimulateOptions } from "./whatif.js";
 
 const logLevels = ["trace", "debug", "info", "warn", "error", "fatal", "silent"];
 
@@ -46,6 +47,7 @@ function serveOptions(io: CliIo, o: Record<string, unknown>, up: boolean): RunCo
 export function runners(io: CliIo) {
   return {
     up: (o: Record<string, unknown>) => runCoordinator(serveOptions(io, o, true)),
+    simulate: (o: SimulateOptions) => simulate(o, () => performance.now()),
     coordinator: (o: Record<string, unknown>) => runCoordinator(serveOptions(io, o, false)),
     /** `warden agent`: runs the agent's own entry point in this process (one pid, signals reach it). */
     agent: async (args: string[]): Promise<number> => {

@@ -23,6 +23,7 @@ export async function startWarden(argv: readonly string[], importRunners: () => 
     coordinator: async (o) => (await load()).coordinator(o),
     agent: async (args) => (await load()).agent(args),
     natsEvents: async (o, g) => (await load()).natsEvents(o, g),
+    simulate: async (o) => (await load()).simulate(o),
   };
   // Long-running commands (up, coordinator) resolve once shut down; `agent` exits the process itself.
   const code = await runCli(argv, io, runners);

@@ -43,6 +43,7 @@ import { auditFenceOf } from "./ha/coordinator-ha-wiring.js";
 import type { Coordinator, CoordinatorDeps } from "./coordinator-types.js";
 import { registerAdmissionMetrics } from "./routing/admission-metrics.js";
 import { routingAdmission } from "./routing/caller-class.js";
+import { startWorkloadTrace, traceExporter } from "./trace/workload-trace.js";
 
 export type { Coordinator, CoordinatorDeps } from "./coordinator-types.js";
 
@@ -267,9 +268,11 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
   // before any node registers or admission opens.
   operatorSettings.applyAtStart();
 
+  // Before any node registers (the trace sees it join) and before the Admin service (ExportTrace reads it).
+  const trace = await startWorkloadTrace({ settings: config.trace, stateDir, clock, log: log.child({ component: "trace" }), loader, nodes, hub });
   // With auth on, every remote registration carries a node token bound to its id (the guard checks it).
   const nodeImpl = withNodeCertificateCheck(nodeService(nodes, clock, recovery.epoch, { credentialed: authn !== undefined, caps: { maxInventory: config.limits.maxInventoryPerHeartbeat, maxOrphans: config.limits.maxOrphansPerHeartbeat }, ...(deps.ha === undefined ? {} : { ha: deps.ha }) }), transport.mutual, transport.probeAgentAddress);
-  const adminImpl = auditedAdminService(authn, log, { clock, loader, nodes, hub, placement, enforcement: config.enforcement, defaultStopTimeoutMs: config.stop.stopTimeoutMs, ...(deps.haStatus === undefined ? {} : { haStatus: deps.haStatus }), settings: durable.settings, takeover: operatorSettings, knownAtStart: known, ...(deps.ha === undefined ? {} : { requireCommands: () => void deps.ha?.leaderEpoch() }) });
+  const adminImpl = auditedAdminService(authn, log, { clock, loader, nodes, hub, placement, enforcement: config.enforcement, defaultStopTimeoutMs: config.stop.stopTimeoutMs, ...(deps.haStatus === undefined ? {} : { haStatus: deps.haStatus }), settings: durable.settings, takeover: operatorSettings, knownAtStart: known, ...traceExporter(trace, stateDir), ...(deps.ha === undefined ? {} : { requireCommands: () => void deps.ha?.leaderEpoch() }) });
   server.add(AdminService, guarded(AdminService, authn === undefined ? adminImpl : revocableStreams(AdminService, adminImpl, authn, adminStreamRule), authn?.admin));
   // One labelled child per outcome, resolved once: `inc({ outcome })` would hash the labels on every routed call.
   const routedByOutcome = new Map<string, { inc(): void }>();
@@ -347,6 +350,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
       await outbox.close();
       await fileJournal?.close();
       await auditLink?.close();
+      await trace?.close();
     } catch {
       // the start's own error is the one to report
     }
@@ -405,6 +409,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
       // Decisions stop first: no tick, leftover retry or freed retry may act
       // while the server drains its calls.
       loader.close();
+      await trace?.close();
       await heartbeat?.stop();
       // Followers' WatchEvents streams never end by themselves: end them first,
       // or the drain below waits out its whole grace for them.

@@ -69,6 +69,8 @@ export interface AdminDeps {
   readonly actorOf?: (ctx: HandlerContext) => string;
   /** ExplainPlacement's longest run without yielding to the event loop (heartbeats, leases). @default 5 */
   readonly explainSliceMs?: number;
+  /** ExportTrace's source (trace/workload-trace.ts); absent = the trace is off (NOT_FOUND). */
+  readonly exportTrace?: (sinceWallMs: number, signal: AbortSignal) => AsyncIterable<Uint8Array>;
 }
 
 /**
@@ -360,6 +362,10 @@ export function adminService(d: AdminDeps): ServiceImpl<typeof AdminService> {
       });
       await d.hub.publish(actor === undefined ? audit : { ...audit, actor });
       return { node };
+    },
+    async *exportTrace(req, ctx) {
+      if (d.exportTrace === undefined) throw new WardenError(Code.NotFound, "no workload trace: trace.enabled is false in this coordinator's config");
+      for await (const data of d.exportTrace(Number(req.sinceUnixMs), ctx.signal)) yield { data };
     },
     async *watchEvents(req, ctx) {
       // Same rules as every other identifier: a filter that can never match

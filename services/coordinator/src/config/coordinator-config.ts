@@ -30,6 +30,7 @@ import { parseHttpSettings, httpSettingsFields, type HttpSettings } from "../htt
 import { modelReplicaFields, parseModelReplicas } from "./model-replica-config.js";
 import { admissionSettings, type AdmissionSettings } from "@warden/admission";
 import { modelRoutingFields, parseModelRouting } from "./model-routing-config.js";
+import { parseTraceSettings, type TraceSettings } from "../trace/trace-config.js";
 
 /** The coordinator's validated configuration. Durations in ms, sizes in bytes. TLS: see tls-settings.ts. */
 export interface CoordinatorConfig extends TlsSettings, HttpSettings {
@@ -94,6 +95,8 @@ export interface CoordinatorConfig extends TlsSettings, HttpSettings {
   readonly limits: CoordinatorLimits;
   /** Leader lease and JetStream state (ha/ha-config.ts); undefined = single machine unless `--ha`. */
   readonly ha?: HaConfig | undefined;
+  /** The workload trace under `<stateDir>/trace` (trace-config.ts); on by default. */
+  readonly trace: TraceSettings;
 }
 
 function isRecord(v: unknown): v is Record<string, unknown> {
@@ -224,7 +227,7 @@ const policyFields = [
   "loadFailureCooldownMax",
 ];
 
-const topFields = ["listen", "stateDir", "artifactStore", "embeddedAgent", "agent", "placement", "policy", "stop", "nodeGrace", "nodeLostAfter", "recoveryWindow", "loadWait", "orphanGrace", "models", "nats", "metricsListen", "inferenceListen", "auth", "limits", "ha", ...tlsSettingsFields, ...httpSettingsFields];
+const topFields = ["listen", "stateDir", "artifactStore", "embeddedAgent", "agent", "placement", "policy", "stop", "nodeGrace", "nodeLostAfter", "recoveryWindow", "loadWait", "orphanGrace", "models", "nats", "metricsListen", "inferenceListen", "auth", "limits", "ha", "trace", ...tlsSettingsFields, ...httpSettingsFields];
 
 /**
  * Validates a parsed config object. Every error is INVALID_ARGUMENT naming the
@@ -320,6 +323,7 @@ export function resolveCoordinatorConfig(input: unknown): CoordinatorConfig {
     auth: resolveAuthConfig(input["auth"]),
     limits: parseCoordinatorLimits(input["limits"]),
     ha: parseHaConfig(input["ha"]),
+    trace: parseTraceSettings(input["trace"]),
   };
 }
 

@@ -1,0 +1,10 @@
+/** @warden/whatif — policy what-if: the workload trace's format, synthetic traces, and a replay through the production decision code on virtual time. */
+export { EventQueue } from "./event-queue.js";
+export { VirtualClock } from "./virtual-clock.js";
+export { isTraceHeader, maxTraceDurationMs, maxTraceLineBytes, maxTraceNameLength, parseTraceLine, traceHeader, traceKind, traceVersion } from "./trace-format.js";
+export type { AdminLine, CallLine, LoadLine, MemLine, NodeLine, StopLine, TraceHeader, TraceLine } from "./trace-format.js";
+export { checkSynthOptions, maxSynthCalls, maxSynthHours, maxSynthModels, maxSynthNodes, maxSynthRatePerSec, parseSynthModel, synthTrace } from "./synth-trace.js";
+export type { SynthModel, SynthOptions } from "./synth-trace.js";
+export { maxReplayLines, replayInput, replayTrace } from "./replay.js";
+export type { ReplayConfig, ReplayInput, ReplayOptions } from "./replay.js";
+export type { ReplayReport } from "./replay-meter.js";

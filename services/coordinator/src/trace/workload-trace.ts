@@ -1,0 +1,46 @@
+import { join } from "node:path";
+import type { Clock, Logger } from "@warden/common";
+import type { BackendHandle, Loader } from "@warden/loader";
+import type { EventHub } from "../admin/event-hub.js";
+import { TraceRecorder, type TraceSettings } from "./trace-recorder.js";
+import { exportTrace } from "./trace-export.js";
+import { sampleNodeMemory, traceCalls, traceLineOf, type TracedNodes } from "./trace-taps.js";
+
+/** The trace directory under a coordinator's state dir. */
+export function traceDir(stateDir: string): string {
+  return join(stateDir, "trace");
+}
+
+/**
+ * Starts the workload trace (docs/policy-what-if.md): calls through the
+ * loader's acquire, loads/evictions/nodes/operator changes from the event
+ * hub, node memory sampled every minute. Returns its close (flushes), or
+ * undefined when `trace.enabled` is false.
+ */
+export async function startWorkloadTrace<H extends BackendHandle>(o: { readonly settings: TraceSettings; readonly stateDir: string; readonly clock: Clock; readonly log: Logger; readonly loader: Loader<H>; readonly nodes: TracedNodes; readonly hub: EventHub }): Promise<TraceRecorder | undefined> {
+  if (!o.settings.enabled) return undefined;
+  const recorder = await TraceRecorder.open({ dir: traceDir(o.stateDir), maxBytes: o.settings.maxBytes, clock: o.clock, log: o.log });
+  traceCalls(o.loader, o.clock, recorder);
+  o.hub.observe((e) => {
+    const line = traceLineOf(e, o.clock.wallNow());
+    if (line !== undefined) recorder.record(line);
+  });
+  const stopSampling = sampleNodeMemory(o.nodes, o.clock, recorder);
+  const close = recorder.close.bind(recorder);
+  recorder.close = async (): Promise<void> => {
+    stopSampling();
+    await close();
+  };
+  return recorder;
+}
+
+/** ExportTrace's source: what is buffered is flushed first, so the export ends with the latest calls. */
+export function traceExporter(recorder: TraceRecorder | undefined, stateDir: string): { exportTrace?: (sinceWallMs: number, signal: AbortSignal) => AsyncIterable<Uint8Array> } {
+  if (recorder === undefined) return {};
+  return {
+    exportTrace: async function* (sinceWallMs, signal) {
+      await recorder.flush();
+      yield* exportTrace(traceDir(stateDir), sinceWallMs, signal);
+    },
+  };
+}

@@ -57,6 +57,8 @@ export const plantedBugNames = [
   "delta-against-wrong-base",
   /** agent orphan scan: the model in a process's mark is dropped, so an orphan killed-before-record counts for no exclusive group. */
   "orphan-without-model",
+  /** routing: an instance on an unreachable node is routed whatever the coordinator's health probe of its backend said. */
+  "route-probe-failed",
 ] as const;
 
 export type PlantedBug = (typeof plantedBugNames)[number];

@@ -67,7 +67,7 @@ export function chooseReplica<H extends BackendHandle>(s: LoaderState<H>, model:
       starting ??= inc;
       continue;
     }
-    if (s.o.agents.isReachable?.(h.nodeId) === false) {
+    if (!routableNode(s, h)) {
       unreachable ??= h;
       continue;
     }
@@ -98,5 +98,15 @@ export function pickReplica<H extends BackendHandle>(s: LoaderState<H>, model: s
     const c = chooseReplica(s, model);
     return c.best === undefined ? undefined : { best: c.best, inFlight: c.bestInFlight };
   }
-  return s.routes.pick(model, (h) => s.core.stateOf(h.incarnation) === "ready" && h.phase === "ready" && h.address !== undefined && s.o.agents.isReachable?.(h.nodeId) !== false);
+  return s.routes.pick(model, (h) => s.core.stateOf(h.incarnation) === "ready" && h.phase === "ready" && h.address !== undefined && routableNode(s, h));
+}
+
+/**
+ * Whether calls may go to `h` as far as its node goes: the node is reachable,
+ * or its agent is not but the instance serves through the outage (its
+ * backend answers the coordinator's own probe: AgentDirectory.servesDuringOutage).
+ */
+export function routableNode<H extends BackendHandle>(s: LoaderState<H>, h: HeldInstance<H>): boolean {
+  // Planted bug "route-probe-failed": an instance on an unreachable node is routed whatever its probe said.
+  return s.o.agents.isReachable?.(h.nodeId) !== false || s.o.agents.servesDuringOutage?.(h.incarnation) === true || (isPlanted("route-probe-failed") && s.o.agents.servesDuringOutage !== undefined);
 }

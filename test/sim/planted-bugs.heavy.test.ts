@@ -84,7 +84,7 @@ const recorded: Record<PlantedBug, { readonly seed: number; readonly invariant: 
   "two-leaders-one-epoch": { seed: 52, invariant: "HA 1 one leader", options: leaderChanges },
   "delta-against-wrong-base": { seed: 2, invariant: "1 no amnesia" },
   "orphan-without-model": { seed: 2, invariant: "orphan group", options: laterOverrides },
-  "route-probe-failed": { seed: 1, invariant: "outage routing", options: outageOverrides },
+  "route-probe-failed": { seed: 2, invariant: "outage routing", options: outageOverrides },
 };
 
 /** Clean runs, one per seed and options, shared by the bugs caught on it. */

@@ -36,6 +36,8 @@ function callers(c: ChaosCluster, n: number): { readonly ok: () => number; reado
         ok++;
       } catch (err) {
         failures.push(WardenError.from(err).message);
+        // No hot loop against a refusing or closed coordinator.
+        await new Promise((r) => setTimeout(r, 100));
       }
     }
   });
@@ -67,21 +69,24 @@ describe("serving through an agent outage", { timeout: 240_000 }, () => {
     const pids = await a.liveBackends();
     expect(pids.length).toBe(1);
     const calls = callers(c, 3);
-    await callsGoOn("calls before the pause", calls);
+    try {
+      await callsGoOn("calls before the pause", calls);
 
-    const beforePause = c.coord.events.length;
-    a.pause();
-    await nodeUnreachableAfter(c, beforePause);
-    // The listings say so: the instance serves on although its agent is unreachable.
-    await until("m1 listed as serving through the outage", async () => (await m1Row(c))?.outageServing === OutageServing.SERVING);
-    await until("node a counts it", async () => (await c.admin.listNodes({})).nodes.find((n) => n.nodeId === "a" && n.state === NodeState.UNREACHABLE)?.servingThroughOutage === 1);
-    await callsGoOn("calls while the agent is frozen", calls);
-    expect((await c.admin.listNodes({})).nodes.find((n) => n.nodeId === "a")?.state).toBe(NodeState.UNREACHABLE);
+      const beforePause = c.coord.events.length;
+      a.pause();
+      await nodeUnreachableAfter(c, beforePause);
+      // The listings say so: the instance serves on although its agent is unreachable.
+      await until("m1 listed as serving through the outage", async () => (await m1Row(c))?.outageServing === OutageServing.SERVING);
+      await until("node a counts it", async () => (await c.admin.listNodes({})).nodes.find((n) => n.nodeId === "a" && n.state === NodeState.UNREACHABLE)?.servingThroughOutage === 1);
+      await callsGoOn("calls while the agent is frozen", calls);
+      expect((await c.admin.listNodes({})).nodes.find((n) => n.nodeId === "a")?.state).toBe(NodeState.UNREACHABLE);
 
-    a.resume();
-    await until("node a ready again", async () => (await c.admin.listNodes({})).nodes.find((n) => n.nodeId === "a")?.state === NodeState.READY, 60_000);
-    await callsGoOn("calls after SIGCONT", calls);
-    await calls.stop();
+      a.resume();
+      await until("node a ready again", async () => (await c.admin.listNodes({})).nodes.find((n) => n.nodeId === "a")?.state === NodeState.READY, 60_000);
+      await callsGoOn("calls after SIGCONT", calls);
+    } finally {
+      await calls.stop();
+    }
 
     expect(calls.failures).toEqual([]);
     expect(await a.liveBackends()).toEqual(pids);
@@ -97,18 +102,21 @@ describe("serving through an agent outage", { timeout: 240_000 }, () => {
     const pids = await a.liveBackends();
     expect(pids.length).toBe(1);
     const calls = callers(c, 3);
-    await callsGoOn("calls before the kill", calls);
+    try {
+      await callsGoOn("calls before the kill", calls);
 
-    const beforeKill = c.coord.events.length;
-    await a.kill();
-    await nodeUnreachableAfter(c, beforeKill);
-    await until("m1 listed as serving through the outage", async () => (await m1Row(c))?.outageServing === OutageServing.SERVING);
-    await callsGoOn("calls while the agent is dead", calls);
+      const beforeKill = c.coord.events.length;
+      await a.kill();
+      await nodeUnreachableAfter(c, beforeKill);
+      await until("m1 listed as serving through the outage", async () => (await m1Row(c))?.outageServing === OutageServing.SERVING);
+      await callsGoOn("calls while the agent is dead", calls);
 
-    await a.restart();
-    await until("node a ready again", async () => (await c.admin.listNodes({})).nodes.find((n) => n.nodeId === "a")?.state === NodeState.READY, 60_000);
-    await callsGoOn("calls after the restart", calls);
-    await calls.stop();
+      await a.restart();
+      await until("node a ready again", async () => (await c.admin.listNodes({})).nodes.find((n) => n.nodeId === "a")?.state === NodeState.READY, 60_000);
+      await callsGoOn("calls after the restart", calls);
+    } finally {
+      await calls.stop();
+    }
 
     expect(calls.failures).toEqual([]);
     expect(await a.liveBackends()).toEqual(pids);

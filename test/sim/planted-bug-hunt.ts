@@ -2,9 +2,9 @@
  * Finds, for planted bugs, the first seed of a range that catches each one
  * ("test the tester"): `node --import tsx test/sim/planted-bug-hunt.ts
  * [--bugs a,b] [--from 1] [--to 1000] [--minutes M] [--quiesce M]
- * [--policy JSON] [--replicas on|off] [--ha on|off] [--ha-world JSON] [--later-faults on|off] [--dup-window-ms N]` (the policy replaces the
+ * [--policy JSON] [--replicas on|off] [--ha on|off] [--ha-world JSON] [--later-faults on|off] [--dup-window-ms N] [--outage on|off]` (the policy replaces the
  * seed's; `--replicas` forces the replica profile on or off for every seed; `--later-faults off` hunts as the bugs
- * recorded before the later faults run). Prints
+ * recorded before the later faults run; `--outage off` as those recorded before serving through an agent outage). Prints
  * one JSON line per bug: the catching seed, how many seeds it took, the
  * invariant and message, and whether the same seed is clean without the bug.
  * A tool for recording the seeds in planted-bugs.heavy.test.ts.
@@ -30,6 +30,7 @@ const ha = arg("ha");
 const haWorld = arg("ha-world");
 const laterFaults = arg("later-faults");
 const dupWindowMs = arg("dup-window-ms");
+const outage = arg("outage");
 const overrides = {
   ...(dupWindowMs === undefined ? {} : { natsDupWindowMs: Number(dupWindowMs) }),
   ...(haWorld === undefined ? {} : { haWorld: JSON.parse(haWorld) as Partial<HaWorld> }),
@@ -39,6 +40,7 @@ const overrides = {
   ...(replicas === undefined ? {} : { replicaProfile: replicas === "on" }),
   ...(ha === undefined ? {} : { haProfile: ha === "on" }),
   ...(laterFaults === undefined ? {} : { laterFaults: laterFaults === "on" }),
+  ...(outage === undefined ? {} : { outageServing: outage === "on" }),
 };
 for (const bug of bugs) {
   const t0 = performance.now();

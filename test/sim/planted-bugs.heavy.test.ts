@@ -14,22 +14,26 @@ import type { SimOptions } from "./run/sim-options.js";
  * replica profile existed run with it off (`--replicas off`: their seeds draw
  * exactly what they drew then); the replica bugs with it on (`--replicas on`). Every bug but
  * the HA ones runs with the HA profile off (`--ha off`), the HA ones with it on (`--ha on`).
- * The HA fence bugs were found with `--ha on --replicas off` and, for the double win, three
+ * The bugs recorded before serving through an agent outage existed run with it off (`--outage off`),
+ * the later ones with it on (the default). The HA fence bugs were found with `--ha on --replicas off` and, for the double win, three
  * lease-stream leader changes a minute (test/sim/README.md, HA profile).
  */
-const overrides: Partial<SimOptions> = { durationMs: 10 * 60_000, quiesceMs: 5 * 60_000, replicaProfile: false, haProfile: false, laterFaults: false };
+const overrides: Partial<SimOptions> = { durationMs: 10 * 60_000, quiesceMs: 5 * 60_000, replicaProfile: false, haProfile: false, laterFaults: false, outageServing: false };
 
 /** Bugs recorded after a fault type of `laterFaultTypes` existed hunt with it as the seed draws it. */
-const laterOverrides: Partial<SimOptions> = { durationMs: 10 * 60_000, quiesceMs: 5 * 60_000, replicaProfile: false, haProfile: false };
+const laterOverrides: Partial<SimOptions> = { durationMs: 10 * 60_000, quiesceMs: 5 * 60_000, replicaProfile: false, haProfile: false, outageServing: false };
+
+/** Bugs recorded once serving through an agent outage existed hunt with it on (the default), as `npm run sim` runs. */
+const outageOverrides: Partial<SimOptions> = { durationMs: 10 * 60_000, quiesceMs: 5 * 60_000, replicaProfile: false, haProfile: false };
 
 /** The replica planted bugs are hunted with the replica profile on for every seed. */
-const replicaOverrides: Partial<SimOptions> = { durationMs: 10 * 60_000, quiesceMs: 5 * 60_000, replicaProfile: true, haProfile: false, laterFaults: false };
+const replicaOverrides: Partial<SimOptions> = { durationMs: 10 * 60_000, quiesceMs: 5 * 60_000, replicaProfile: true, haProfile: false, laterFaults: false, outageServing: false };
 
 /**
  * The HA planted bug is hunted with the HA profile on (two coordinators, lease,
  * fencing) and the replica profile off, in the short profile's own 3 + 3 minutes.
  */
-const haOverrides: Partial<SimOptions> = { replicaProfile: false, haProfile: true, laterFaults: false };
+const haOverrides: Partial<SimOptions> = { replicaProfile: false, haProfile: true, laterFaults: false, outageServing: false };
 
 /**
  * The double win needs a lease-stream leader change while both processes compete: the HA bugs'
@@ -90,6 +94,7 @@ const recorded: Record<PlantedBug, { readonly seed: number; readonly invariant: 
   "orphan-without-model": { seed: 2, invariant: "orphan group", options: laterOverrides },
   "admission-lowest-class-first": { seed: 1, invariant: "admission class order", options: laterOverrides },
   "audit-publish-unfenced": { seed: 65, invariant: "HA 7 no event from an ex-leader", options: longPauses },
+  "route-probe-failed": { seed: 2, invariant: "outage routing", options: outageOverrides },
 };
 
 /** Clean runs, one per seed and options, shared by the bugs caught on it. */

@@ -28,3 +28,5 @@ export { PlacementView } from "./placement-view.js";
 export type { PlacementNode, PlacementNodes, PlacementSlicing } from "./placement-view.js";
 export { defaultMaxReplicasPerModel } from "./node-limits.js";
 export type { MemoryBudget, NodeLimits } from "./node-limits.js";
+export { OutageProbes } from "./outage-probes.js";
+export type { DueProbe, OutageProbeState, OutageProbesOptions, ProbeChange } from "./outage-probes.js";

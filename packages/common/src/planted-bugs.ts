@@ -61,6 +61,8 @@ export const plantedBugNames = [
   "admission-lowest-class-first",
   /** HA audit publishing: publishes carry no condition on the stream's last message, so a resumed ex-leader's delayed publish lands after its successor's events. */
   "audit-publish-unfenced",
+  /** routing: an instance on an unreachable node is routed whatever the coordinator's health probe of its backend said. */
+  "route-probe-failed",
 ] as const;
 
 export type PlantedBug = (typeof plantedBugNames)[number];

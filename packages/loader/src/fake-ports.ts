@@ -23,6 +23,13 @@ export class FakeDirectory implements AgentDirectory {
   isReachable(nodeId: string): boolean {
     return !this.unreachable.has(nodeId);
   }
+
+  /** Instances of unreachable nodes a test says serve on (their probe answers). */
+  readonly servingThroughOutage = new Set<string>();
+
+  servesDuringOutage(incarnation: string): boolean {
+    return this.servingThroughOutage.has(incarnation);
+  }
 }
 
 /** The loader's client of one backend (routing only): records its close. */

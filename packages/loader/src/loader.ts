@@ -114,6 +114,23 @@ export class Loader<H extends BackendHandle = BackendHandle> {
     return this.s.leftovers.onNode(nodeId);
   }
 
+  /**
+   * The client routing uses for a ready held instance (made now if no call
+   * made it yet), for the coordinator's own health probe while the node's
+   * agent is unreachable; undefined when the instance is not held ready.
+   */
+  routingBackend(incarnation: string): H | undefined {
+    const h = this.s.held.get(incarnation);
+    if (h?.phase !== "ready" || h.address === undefined) return undefined;
+    h.backend ??= this.s.o.backends.connect(h.address, { nodeId: h.nodeId, model: h.model });
+    return h.backend;
+  }
+
+  /** Holds (or resumes) the idle, busy and memory evictions on a node whose agent is unreachable (WatchdogCore.holdEvictions). */
+  holdEvictionsOn(nodeId: string, held: boolean): void {
+    this.core.holdEvictions(nodeId, held);
+  }
+
   /** Loads in progress (leaders only). */
   get loadingCount(): number {
     return this.s.loads.size;

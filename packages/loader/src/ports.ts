@@ -91,6 +91,13 @@ export interface AgentDirectory {
    * absent means always reachable.
    */
   isReachable?(nodeId: string): boolean;
+  /**
+   * True for a ready instance on an unreachable node whose backend still
+   * answers the coordinator's own health probe (serving through an agent
+   * outage): routed although its node is not reachable. Optional: absent
+   * means never (an unreachable node's instances are not routed).
+   */
+  servesDuringOutage?(incarnation: string): boolean;
 }
 
 /**

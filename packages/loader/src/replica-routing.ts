@@ -67,7 +67,7 @@ export function chooseReplica<H extends BackendHandle>(s: LoaderState<H>, model:
       starting ??= inc;
       continue;
     }
-    if (s.o.agents.isReachable?.(h.nodeId) === false) {
+    if (!routableNode(s, h)) {
       unreachable ??= h;
       continue;
     }
@@ -102,7 +102,7 @@ export function pickReplica<H extends BackendHandle>(s: LoaderState<H>, model: s
 }
 
 function routableNow<H extends BackendHandle>(s: LoaderState<H>, h: HeldInstance<H>): boolean {
-  return s.core.stateOf(h.incarnation) === "ready" && h.phase === "ready" && h.address !== undefined && s.o.agents.isReachable?.(h.nodeId) !== false;
+  return s.core.stateOf(h.incarnation) === "ready" && h.phase === "ready" && h.address !== undefined && routableNode(s, h);
 }
 
 /**
@@ -124,4 +124,14 @@ export function preferredReplica<H extends BackendHandle>(s: LoaderState<H>, mod
   if (candidates.length < 2) return undefined;
   const id = hint.prefer(candidates, leastLoaded.incarnation);
   return id === undefined ? undefined : byIncarnation.get(id);
+}
+
+/**
+ * Whether calls may go to `h` as far as its node goes: the node is reachable,
+ * or its agent is not but the instance serves through the outage (its
+ * backend answers the coordinator's own probe: AgentDirectory.servesDuringOutage).
+ */
+export function routableNode<H extends BackendHandle>(s: LoaderState<H>, h: HeldInstance<H>): boolean {
+  // Planted bug "route-probe-failed": an instance on an unreachable node is routed whatever its probe said.
+  return s.o.agents.isReachable?.(h.nodeId) !== false || s.o.agents.servesDuringOutage?.(h.incarnation) === true || (isPlanted("route-probe-failed") && s.o.agents.servesDuringOutage !== undefined);
 }

@@ -4,7 +4,7 @@ import type { LoaderState } from "./loader-state.js";
 import type { HeldInstance, Lease, RouteHint } from "./loader-types.js";
 import type { BackendHandle } from "./ports.js";
 import { maybeScaleUp } from "./replica-loads.js";
-import { chooseReplica, pickReplica, preferredReplica } from "./replica-routing.js";
+import { chooseReplica, pickReplica, preferredReplica, routableNode } from "./replica-routing.js";
 
 // Routing (DESIGN §3.3): a call gets a lease on the least-loaded
 // ready replica, counted by the watchdog; a call that saw the process gone
@@ -28,9 +28,10 @@ export async function acquire<H extends BackendHandle>(s: LoaderState<H>, modelI
     const spec = s.models.get(modelId);
     const picked = pickReplica(s, modelId);
     const h = (hint === undefined || picked === undefined ? undefined : preferredReplica(s, modelId, hint, picked.best)) ?? picked?.best ?? loaded;
-    if (s.o.agents.isReachable?.(h.nodeId) === false) {
+    if (!routableNode(s, h)) {
       // Accounted, not routable: the node's fate is unknown until it is back or lost.
-      throw new WardenError(Code.Unavailable, `model "${modelId}" is on node "${h.nodeId}", which is unreachable; retry later`, { details: { nodeId: h.nodeId } });
+      const probe = s.o.agents.servesDuringOutage === undefined ? "" : " and the instance's backend does not answer the coordinator's health probe";
+      throw new WardenError(Code.Unavailable, `model "${modelId}" is on node "${h.nodeId}", which is unreachable${probe}; retry later`, { details: { nodeId: h.nodeId } });
     }
     // Planted bug "route-to-stopping": the lookup neither waits for a stop holding the lifecycle lock nor skips a pending instance.
     const release = isPlanted("route-to-stopping") ? noop : s.locks.tryShared(h.incarnation);

@@ -94,6 +94,12 @@ export interface CoreState {
    * pressure off and an unchanged threshold has nothing a tick could change.
    */
   readonly memoryWatch: Set<NodeRecord>;
+  /**
+   * Nodes whose agent is unreachable (serving through its outage): nothing
+   * there is evicted by the idle, busy or memory paths — a stop needs the
+   * agent, and one sent now would only leave a leftover behind.
+   */
+  readonly evictionsHeld: Set<string>;
 }
 
 export function isRegistered(t: RecState["t"]): t is DetachedState {

@@ -88,6 +88,8 @@ function judge(st: CoreState, address: string, run: TickRun): Judged {
     run.untracked.push(address);
     return acted;
   }
+  // The node's agent is unreachable: no stop could reach the instance; look again one timeout later.
+  if (st.evictionsHeld.has(t.rec.nodeId)) return { t: "wait", dueAtMs: run.now + t.timeoutMs };
   if (t.t === "busy") {
     run.stops.push(detach(st, t.rec, "busy", true, undefined));
     return acted;
@@ -112,7 +114,7 @@ function finishTick(st: CoreState, run: TickRun, everyNode = false): TickDecisio
     const mem = n.memory;
     if (mem === undefined) continue;
     pressureChanges.push(...mem.evaluate(now, p));
-    if (!p.memoryReclaimer || mem.reclaimInFlight !== undefined || !mem.releaseWaitOver(now, p)) continue;
+    if (!p.memoryReclaimer || mem.reclaimInFlight !== undefined || !mem.releaseWaitOver(now, p) || st.evictionsHeld.has(n.nodeId)) continue;
     const devices = mem.devicesToRelieve(p);
     if (devices.length === 0) continue;
     const victim = memoryVictim(st, n, devices);

@@ -97,6 +97,7 @@ export class WatchdogCore {
       nextSeq: 0,
       nextNodeSeq: 0,
       memoryWatch: new Set(),
+      evictionsHeld: new Set(),
     };
   }
 
@@ -237,6 +238,16 @@ export class WatchdogCore {
   /** Records a memory reading for a node (heartbeat). Returns pressure transitions. */
   reportMemory(nodeId: string, reading: MemoryReading): PressureChange[] {
     return reportMemory(this.st, nodeId, reading);
+  }
+
+  /**
+   * Holds (or resumes) the periodic evictions — idle, busy, memory — on a
+   * node whose agent is unreachable: its instances serve on, and a stop
+   * could not reach them. Explicit stops (an operator's) are not held.
+   */
+  holdEvictions(nodeId: string, held: boolean): void {
+    if (held) this.st.evictionsHeld.add(nodeId);
+    else this.st.evictionsHeld.delete(nodeId);
   }
 
   /** Forgets a node's occupancy and memory input (node gone for good). Instances must be removed separately. */

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { create } from "@bufbuild/protobuf";
-import { InstanceState, ModelInstanceSchema, NodeSchema, NodeState } from "@warden/proto";
+import { InstanceState, ModelInstanceSchema, NodeSchema, NodeState, OutageServing } from "@warden/proto";
 import { instanceStateText, modelsTable, nodesTable } from "./render.js";
 
 describe("models ls rendering", () => {
@@ -12,6 +12,14 @@ describe("models ls rendering", () => {
     expect(instanceStateText(row(NodeState.LOST))).toBe("ready (node lost)");
     expect(modelsTable([row(NodeState.UNREACHABLE)], 0)).toContain("ready (node unreachable)");
     expect(modelsTable([row(NodeState.READY)], 0)).not.toContain("unreachable");
+  });
+
+  it("says when an instance serves through its agent's outage, or its health probe failed; nodes ls counts the serving ones", () => {
+    const row = (outageServing: OutageServing) => create(ModelInstanceSchema, { model: "m1", nodeId: "n1", state: InstanceState.READY, nodeState: NodeState.UNREACHABLE, outageServing });
+    expect(instanceStateText(row(OutageServing.SERVING))).toBe("ready (serving, agent unreachable)");
+    expect(instanceStateText(row(OutageServing.PROBE_FAILED))).toBe("ready (agent unreachable, health probe failed)");
+    expect(instanceStateText(row(OutageServing.UNSPECIFIED))).toBe("ready (node unreachable)");
+    expect(nodesTable([create(NodeSchema, { nodeId: "n1", state: NodeState.UNREACHABLE, servingThroughOutage: 2 })], 0)).toContain("unreachable (2 serving)");
   });
 
   it("says when an instance's node has not reported since the coordinator restarted (nodes ls and models ls alike)", () => {

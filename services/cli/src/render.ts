@@ -1,6 +1,6 @@
 import Table from "cli-table3";
 import { timestampMs, type Timestamp } from "@bufbuild/protobuf/wkt";
-import { InstanceState, NodeState, Placement, type ModelInstance, type Node } from "@warden/proto";
+import { InstanceState, NodeState, OutageServing, Placement, type ModelInstance, type Node } from "@warden/proto";
 import { formatDurationMs, wardenVersion } from "@warden/common";
 
 /** A plain table (no colours: output is read by people and by `grep`). */
@@ -44,8 +44,11 @@ export function nodeStateName(s: NodeState): string {
  * that stopped heartbeating is not routable, so the node's state goes with
  * it ("ready (node unreachable)") instead of a plain "ready".
  */
-export function instanceStateText(i: Pick<ModelInstance, "state" | "nodeState">): string {
+export function instanceStateText(i: Pick<ModelInstance, "state" | "nodeState"> & { readonly outageServing?: OutageServing }): string {
   const s = stateName(i.state);
+  // The coordinator's own health probe of the backend answers: calls are still routed to it.
+  if (i.outageServing === OutageServing.SERVING) return `${s} (serving, agent unreachable)`;
+  if (i.outageServing === OutageServing.PROBE_FAILED) return `${s} (agent unreachable, health probe failed)`;
   return i.nodeState === NodeState.UNREACHABLE || i.nodeState === NodeState.LOST || i.nodeState === NodeState.NOT_REPORTED ? `${s} (node ${nodeStateName(i.nodeState)})` : s;
 }
 
@@ -99,7 +102,7 @@ export function nodesTable(nodes: readonly Node[], nowMs = Date.now()): string {
       const total = gpus.length > 0 ? gpus.reduce((a, g) => a + Number(g.totalBytes), 0) : Number(r?.ramTotalBytes ?? 0n);
       return [
         `${n.nodeId}${n.embedded ? " (embedded)" : ""}`,
-        nodeStateName(n.state),
+        n.servingThroughOutage > 0 ? `${nodeStateName(n.state)} (${String(n.servingThroughOutage)} serving)` : nodeStateName(n.state),
         n.version === "" ? "?" : n.version,
         n.draining ? `yes (${String(n.drainRemaining)} left)` : "no",
         n.instanceCount,

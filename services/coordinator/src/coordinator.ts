@@ -25,6 +25,7 @@ import { backendRouter } from "./routing/backend-router.js";
 import { PrefixRouting } from "./routing/prefix-routing.js";
 import { NodeRegistry } from "./nodes/node-registry.js";
 import { nodeService } from "./nodes/node-service.js";
+import { OutageServing } from "./nodes/outage-serving.js";
 import { nodeEventInit, openIntentsOn, orphanStopInit, orphansAdoptedInit, reapGoneIntents, unreachabilityPausedInit } from "./nodes/node-audit-events.js";
 import { PlacementView } from "./admin/placement-view.js";
 import { CoordinatorMetrics } from "./metrics.js";
@@ -80,6 +81,8 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
   const durable = await DurableSettings.load(deps.ha?.state ?? (await FileStateStore.open(stateDir)), settingsLog);
   // Made once the loader exists; the node registry's callbacks (made before) reach them through this.
   const late: { takeover?: TakeoverSettings; knownAtStart?: NodesKnownAtStart } = {};
+  // Serving through an agent outage: ready instances of an unreachable node stay routable while the coordinator's own probe answers.
+  const outage = new OutageServing({ clock, log: log.child({ component: "outage" }), probeIntervalMs: config.outageProbeIntervalMs, probeTimeoutMs: config.outageProbeTimeoutMs });
   const auth = await loadCoordinatorAuth(config.auth, [config.listen, config.inferenceListen], log.child({ component: "auth" }));
   const authn = auth.authenticator;
   // Certificate files are read and checked before anything listens (a bad one fails the start).
@@ -186,6 +189,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
       if (kind === "registered") late.knownAtStart?.heard(nodeId);
       if (kind === "lost-by-operator") log.warn("node declared lost by an operator", { nodeId, reason });
       if (kind === "ready") log.info("node reachable again", { nodeId });
+      outage.nodeEvent(nodeId, kind);
       const init = nodeEventInit(nodeId, kind, labels, reason);
       if (init !== undefined) void hub.publish(init);
     },
@@ -207,7 +211,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
     clock,
     rng,
     sleep: (ms, signal) => sleep(clock, ms, signal),
-    agents: nodes,
+    agents: outage.directory(nodes),
     // Routing only: the stop sequence's Free goes through the node's agent (AgentPort.freeBackend), fenced there.
     backends: transport.backends,
     ...(mayAct === undefined ? {} : { mayAct }),
@@ -254,6 +258,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
   const openIntents = new Set(intentsAtStart.map((i) => i.incarnation));
   nodes.attach(loader, (inc) => openIntents.has(inc) || outbox.openStopIntents().some((i) => i.incarnation === inc));
   placement.attach(loader);
+  outage.attach(loader);
   // Every open stop intent is a leftover on its node from the first moment —
   // before any node registers — so listing, unloading and accounting see it;
   // its node's first inventory reaps it or has its stop retried.
@@ -272,7 +277,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
   const trace = await startWorkloadTrace({ settings: config.trace, stateDir, clock, log: log.child({ component: "trace" }), loader, nodes, hub });
   // With auth on, every remote registration carries a node token bound to its id (the guard checks it).
   const nodeImpl = withNodeCertificateCheck(nodeService(nodes, clock, recovery.epoch, { credentialed: authn !== undefined, caps: { maxInventory: config.limits.maxInventoryPerHeartbeat, maxOrphans: config.limits.maxOrphansPerHeartbeat }, ...(deps.ha === undefined ? {} : { ha: deps.ha }) }), transport.mutual, transport.probeAgentAddress);
-  const adminImpl = auditedAdminService(authn, log, { clock, loader, nodes, hub, placement, enforcement: config.enforcement, defaultStopTimeoutMs: config.stop.stopTimeoutMs, ...(deps.haStatus === undefined ? {} : { haStatus: deps.haStatus }), settings: durable.settings, takeover: operatorSettings, knownAtStart: known, ...traceExporter(trace, stateDir), ...(deps.ha === undefined ? {} : { requireCommands: () => void deps.ha?.leaderEpoch() }) });
+  const adminImpl = auditedAdminService(authn, log, { clock, loader, nodes, hub, placement, enforcement: config.enforcement, defaultStopTimeoutMs: config.stop.stopTimeoutMs, ...(deps.haStatus === undefined ? {} : { haStatus: deps.haStatus }), settings: durable.settings, takeover: operatorSettings, knownAtStart: known, ...traceExporter(trace, stateDir), outage: outage.view, ...(deps.ha === undefined ? {} : { requireCommands: () => void deps.ha?.leaderEpoch() }) });
   server.add(AdminService, guarded(AdminService, authn === undefined ? adminImpl : revocableStreams(AdminService, adminImpl, authn, adminStreamRule), authn?.admin));
   // One labelled child per outcome, resolved once: `inc({ outcome })` would hash the labels on every routed call.
   const routedByOutcome = new Map<string, { inc(): void }>();
@@ -340,6 +345,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
       unconfirmedTimer?.();
       windowTimer?.();
       knownTimer?.();
+      outage.close();
       loader.close();
       await heartbeat?.stop();
       hub.close();
@@ -406,6 +412,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
       unconfirmedTimer?.();
       windowTimer?.();
       knownTimer?.();
+      outage.close();
       // Decisions stop first: no tick, leftover retry or freed retry may act
       // while the server drains its calls.
       loader.close();

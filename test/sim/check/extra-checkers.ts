@@ -7,6 +7,7 @@ import { replicaChecker } from "./replica-checker.js";
 import { requestStateChecker } from "./request-state-checker.js";
 import { restoredIntentsChecker } from "./restored-intents-checker.js";
 import { routePendingChecker } from "./route-pending-checker.js";
+import { outageRouteChecker } from "./outage-route-checker.js";
 
 /**
  * Checkers added for the planted bugs that no other
@@ -17,5 +18,5 @@ import { routePendingChecker } from "./route-pending-checker.js";
  * and the replica rules. Real invariants: they run in every campaign.
  */
 export function extraCheckers(): Checker[] {
-  return [journalFirstChecker(), limitChecker(), phantomChecker(), routePendingChecker(), restoredIntentsChecker(), requestStateChecker(), replicaChecker(), orphanGroupChecker()];
+  return [journalFirstChecker(), limitChecker(), phantomChecker(), routePendingChecker(), outageRouteChecker(), restoredIntentsChecker(), requestStateChecker(), replicaChecker(), orphanGroupChecker()];
 }

@@ -80,7 +80,8 @@ export function replicaChecker(): Checker {
       const spec = c.loader.modelSpec(lease.model);
       if (c.loader.leftoverList().some((l) => l.incarnation === lease.incarnation)) ctx.report("3 routability", `call routed to ${lease.incarnation} (${lease.model} on ${lease.nodeId}), a leftover`);
       else if (c.loader.core.instance(lease.incarnation)?.state === "freed") ctx.report("6 no dropped new requests", `call routed to ${lease.incarnation} (${lease.model} on ${lease.nodeId}), being stopped (freed)`);
-      else if (spec !== undefined && c.nodes.get(lease.nodeId)?.state !== "ready") {
+      // An instance serving through its agent's outage (its probe answers) is routed as any ready replica (outage-route-checker).
+      else if (spec !== undefined && c.nodes.get(lease.nodeId)?.state !== "ready" && c.outage?.probes.routable(lease.incarnation) !== true) {
         const other = c.loader.heldInstances().find((h) => h.model === lease.model && h.incarnation !== lease.incarnation && h.phase === "ready" && c.nodes.get(h.nodeId)?.state === "ready" && c.loader.core.stateOf(h.incarnation) === "ready");
         if (other !== undefined) ctx.report("3 routability", `call routed to ${lease.incarnation} on unreachable ${lease.nodeId} while replica ${other.incarnation} on ${other.nodeId} was ready`);
       }

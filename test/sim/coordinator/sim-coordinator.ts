@@ -1,6 +1,6 @@
 import { create } from "@bufbuild/protobuf";
 import { JournalRepairedSchema, type Event } from "@warden/proto";
-import { createUlidFactory, nullLogger, sleep, wardenVersion } from "@warden/common";
+import { Code, WardenError, createUlidFactory, nullLogger, sleep, wardenVersion } from "@warden/common";
 import { Loader, type BackendConnector, type LoaderEvent, type StopRequest } from "@warden/loader";
 import { createOutbox, type Outbox } from "@warden/outbox";
 import { NodeTable, PlacementView, type HeartbeatAnswer } from "@warden/cluster";
@@ -10,6 +10,8 @@ import { nodeEventInit, openIntentsOn, orphanStopInit, orphansAdoptedInit, reapG
 import { settleUnsettledEvictions } from "../../../services/coordinator/src/nodes/unsettled-evictions.js";
 import { restoreJournalReplicas } from "../../../services/coordinator/src/nodes/journal-replicas-at-start.js";
 import { startRecoveryWindow } from "../../../services/coordinator/src/nodes/recovery-window-at-start.js";
+import { OutageServing } from "../../../services/coordinator/src/nodes/outage-serving.js";
+import type { BackendClientHandle } from "../../../services/coordinator/src/routing/backend-connector.js";
 import type { JournalFence } from "../world/sim-disk.js";
 import type { SimPublishFence } from "../world/sim-jetstream.js";
 import type { SimWorld, CoordinatorInbox } from "../world/sim-world.js";
@@ -29,6 +31,34 @@ export interface CoordinatorHooks {
 
 /** The loader's local half of a simulated backend (routing only: Free goes through the agent, simAgentConnector). */
 const simBackends: BackendConnector = { connect: () => ({ close: () => {} }) };
+
+/** How long the coordinator's Health probe of a backend takes to answer in the simulation (fixed: it draws nothing). */
+const probeRoundTripMs = 40;
+
+/**
+ * The local half with a Health client, for serving through an agent outage
+ * (nodes/outage-serving.ts, the production wiring): the probe answers after
+ * a fixed round trip when a live process runs at the address on its node and
+ * the node's network is up both ways (a partition cuts the machine, not only
+ * its agent); otherwise it fails. It draws nothing from the seed's streams.
+ */
+function probingBackends(w: SimWorld, clock: ScopedClock): BackendConnector<BackendClientHandle> {
+  return {
+    connect: (address, meta) => {
+      const health = (_req: unknown, opts: { readonly signal?: AbortSignal }): Promise<unknown> =>
+        new Promise((resolve, reject) => {
+          clock.setTimer(probeRoundTripMs, () => {
+            const nodeId = meta?.nodeId ?? "";
+            const alive = [...w.truth.liveOn(nodeId)].some((p) => p.address === address && p.phase === "ready");
+            if (opts.signal?.aborted === true) reject(new WardenError(Code.Canceled, "probe cancelled"));
+            else if (alive && w.net.isUp(nodeId, "toAgent") && w.net.isUp(nodeId, "toCoordinator")) resolve({});
+            else reject(new WardenError(Code.Unavailable, `no backend answers at ${address}`));
+          });
+        });
+      return { close: () => {}, client: { health } } as unknown as BackendClientHandle;
+    },
+  };
+}
 
 /**
  * A generation of an HA coordinator process (the HA profile): it journals to
@@ -71,6 +101,8 @@ export class SimCoordinator implements CoordinatorInbox {
   outbox!: Outbox;
   hub!: EventHub;
   placement!: PlacementView;
+  /** Serving through an agent outage (undefined when the seed runs without it: `SimOptions.outageServing: false`). */
+  outage: OutageServing | undefined;
 
   constructor(
     private readonly w: SimWorld,
@@ -99,6 +131,9 @@ export class SimCoordinator implements CoordinatorInbox {
     if (tornRecords > 0) {
       void hub.publish({ payload: { case: "journalRepaired", value: create(JournalRepairedSchema, { path: "sim", droppedBytes: BigInt(tornRecords * 64), droppedRecords: tornRecords }) } });
     }
+    // The production wiring, on this generation's clock (its timer dies with a crash).
+    const outage = w.opts.outageServing === false ? undefined : new OutageServing({ clock, log: nullLogger, probeIntervalMs: 1_000, probeTimeoutMs: 1_000 });
+    this.outage = outage;
     const nodes = new NodeTable<SimClient>({
       clock,
       connector: simAgentConnector(w, clock, this.hooks, this.ha?.leaderEpoch, this.ha?.link),
@@ -121,6 +156,7 @@ export class SimCoordinator implements CoordinatorInbox {
         void hub.publish(unreachabilityPausedInit(paused, unreachable, total));
       },
       onNodeEvent: (nodeId, kind, labels, reason = "") => {
+        outage?.nodeEvent(nodeId, kind);
         const init = nodeEventInit(nodeId, kind, labels, reason);
         if (init !== undefined) void hub.publish(init);
       },
@@ -140,8 +176,8 @@ export class SimCoordinator implements CoordinatorInbox {
       clock,
       rng,
       sleep: (ms, signal) => sleep(clock, ms, signal),
-      agents: nodes,
-      backends: simBackends,
+      agents: outage === undefined ? nodes : outage.directory(nodes),
+      backends: outage === undefined ? simBackends : probingBackends(w, clock),
       ...(this.ha === undefined ? {} : { mayAct: this.ha.mayAct }),
       journal: { recordStopIntent: (i) => outbox.recordStopIntent(i), clearStopIntent: (inc) => outbox.clearStopIntent(inc) },
       events: {
@@ -175,6 +211,7 @@ export class SimCoordinator implements CoordinatorInbox {
     const openIntents = new Set(intentsAtStart.map((i) => i.incarnation));
     nodes.attach(loader, (inc) => openIntents.has(inc) || outbox.openStopIntents().some((i) => i.incarnation === inc));
     placement.attach(loader);
+    outage?.attach(loader as unknown as Loader<BackendClientHandle>);
     loader.restoreStopIntents(intentsAtStart);
     if (this.ha !== undefined) {
       restoreJournalReplicas(loader, recovery.recovered, { clock, log: nullLogger, lostAfterMs: w.opts.nodeLostAfterMs });

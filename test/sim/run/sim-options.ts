@@ -122,6 +122,13 @@ export interface SimOptions {
    * them go through the production AdmissionGate first. Drawn per seed from its own stream.
    */
   readonly admission?: Readonly<Record<string, AdmissionSettings>>;
+  /**
+   * Serving through an agent outage (nodes/outage-serving.ts): ready instances
+   * of an unreachable node stay routable while the coordinator's own probe
+   * answers. On unless `false` — the planted-bug seeds recorded before it run
+   * without it, so they replay the scenario they were recorded with.
+   */
+  readonly outageServing?: boolean;
 }
 
 const GiB = 1024 ** 3;

@@ -5,7 +5,7 @@ import type { Loader } from "@warden/loader";
 import type { BackendClientHandle } from "../routing/backend-connector.js";
 import type { NodeRecord, NodeRegistry } from "../nodes/node-registry.js";
 import { checkId } from "./check-id.js";
-import { lostPlaceholder, modelInstance, nodeStateOf, type ModelInstanceInit, type NodeInit } from "./admin-messages.js";
+import { lostPlaceholder, modelInstance, nodeStateOf, type ModelInstanceInit, type NodeInit, type OutageView } from "./admin-messages.js";
 import { compareIds, decodePageToken, encodePageToken, idsFrom, pageScanBudget, pageSizeOf, type PageKey } from "./listing-page.js";
 
 /**
@@ -26,6 +26,8 @@ export interface ListingDeps {
   readonly unregisteredView?: (nodeId: string) => NodeInit | undefined;
   /** A node's state as its instances show it (NOT_REPORTED / LOST for nodes not registered since the restart). @default from the registry */
   readonly nodeStateOf?: (nodeId: string) => NodeState;
+  /** Instances serving through their agent's outage. @default none */
+  readonly outage?: OutageView;
   /** A node as ListNodes shows it, given its instance count. */
   readonly nodeView: (n: NodeRecord, instanceCount: number) => NodeInit;
 }
@@ -36,7 +38,7 @@ export function instanceCountOn(d: Pick<ListingDeps, "loader">, nodeId: string):
 }
 
 /** Everything one node holds as ListModels shows it, in (model, incarnation) order: instances, leftovers, orphans. */
-export function instancesOnNode(d: Pick<ListingDeps, "clock" | "loader" | "nodes" | "nodeStateOf">, nodeId: string): ModelInstanceInit[] {
+export function instancesOnNode(d: Pick<ListingDeps, "clock" | "loader" | "nodes" | "nodeStateOf" | "outage">, nodeId: string): ModelInstanceInit[] {
   const n = d.nodes.get(nodeId);
   const nodeState = d.nodeStateOf?.(nodeId) ?? nodeStateOf(n);
   const out: ModelInstanceInit[] = d.loader.core.instancesOnNode(nodeId).map((v) => modelInstance(d, v, nodeState));

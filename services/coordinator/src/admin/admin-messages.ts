@@ -1,6 +1,6 @@
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import { InstanceState, NodeState, Placement, type ModelInstanceSchema, type NodeSchema, type PolicySchema } from "@warden/proto";
+import { InstanceState, NodeState, OutageServing, Placement, type ModelInstanceSchema, type NodeSchema, type PolicySchema } from "@warden/proto";
 import type { Clock } from "@warden/common";
 import type { Loader } from "@warden/loader";
 import type { InstanceView } from "@warden/watchdog";
@@ -27,12 +27,20 @@ export function nodeStateOf(n: NodeRecord | undefined): NodeState {
   return n.state === "ready" ? NodeState.READY : n.state === "unreachable" ? NodeState.UNREACHABLE : NodeState.LOST;
 }
 
+/** What the listings show of serving through an agent outage (nodes/outage-serving.ts). */
+export interface OutageView {
+  stateOf(incarnation: string): { readonly t: "serving" | "failed" } | undefined;
+  /** Instances of the node serving on while its agent is unreachable. */
+  servingOn(nodeId: string): number;
+}
+
 /**
  * One watchdog instance as ListModels shows it. `nodeState` travels with it so
  * a ready instance on an unreachable node is not shown as plainly ready.
  */
-export function modelInstance(deps: { readonly clock: Clock; readonly loader: Loader<BackendClientHandle> }, v: InstanceView, nodeState: NodeState): ModelInstanceInit {
+export function modelInstance(deps: { readonly clock: Clock; readonly loader: Loader<BackendClientHandle>; readonly outage?: OutageView }, v: InstanceView, nodeState: NodeState): ModelInstanceInit {
   const h = deps.loader.heldInstance(v.incarnation);
+  const probe = deps.outage?.stateOf(v.incarnation)?.t;
   const state =
     v.pendingEviction !== undefined
       ? InstanceState.PENDING_EVICTION
@@ -59,6 +67,7 @@ export function modelInstance(deps: { readonly clock: Clock; readonly loader: Lo
     sizeBytes: BigInt(v.sizeBytes),
     backend: deps.loader.modelSpec(v.model)?.backend ?? "",
     nodeState,
+    outageServing: probe === undefined ? OutageServing.UNSPECIFIED : probe === "serving" ? OutageServing.SERVING : OutageServing.PROBE_FAILED,
   };
 }
 
@@ -67,9 +76,10 @@ export function lostPlaceholder(nodeId: string): NodeInit {
   return { nodeId, state: NodeState.LOST };
 }
 
-export function nodeInit(n: NodeRecord, instanceCount: number, drainRemaining: number, limits: NodeLimitFields): NodeInit {
+export function nodeInit(n: NodeRecord, instanceCount: number, drainRemaining: number, limits: NodeLimitFields, servingThroughOutage = 0): NodeInit {
   return {
     ...limits,
+    servingThroughOutage,
     nodeId: n.nodeId,
     address: n.address,
     labels: n.labels,

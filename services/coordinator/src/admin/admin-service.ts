@@ -28,7 +28,7 @@ import type { PlacementView } from "./placement-view.js";
 import { modelTables, policyChanges, policyPatchOf } from "./policy-patch.js";
 import { watchCallerOf } from "../auth/watch-caller.js";
 import { applySetNodeLimits, checkScaleModel, checkSetNodeLimits, modelReplicasInit, nodeLimitFields, replicaSummaries } from "./replica-admin.js";
-import { lostPlaceholder, modelInstance, nodeInit, nodeStateOf, policyInit, type ModelInstanceInit, type NodeInit } from "./admin-messages.js";
+import { lostPlaceholder, modelInstance, nodeInit, nodeStateOf, policyInit, type ModelInstanceInit, type NodeInit, type OutageView } from "./admin-messages.js";
 import { instanceCountOn, instancesOnNode, listModelsPage, listNodesPage, type ListingDeps } from "./admin-listings.js";
 import { inMemorySettings, type SettingsWriter } from "../ha/durable-settings.js";
 import { policyKey, type PolicyValue } from "../ha/settings-values.js";
@@ -56,6 +56,8 @@ export interface AdminDeps {
   readonly settings?: SettingsWriter;
   /** What the store said at start or takeover (lost nodes not registered yet, the merged policy). */
   readonly takeover?: TakeoverSettings;
+  /** Instances serving through their agent's outage (nodes/outage-serving.ts). @default none */
+  readonly outage?: OutageView;
   /** Nodes known before the start that have not registered since (ListNodes, GetNode show them). */
   readonly knownAtStart?: NodesKnownAtStart;
   /**
@@ -105,7 +107,7 @@ export function adminService(d: AdminDeps): ServiceImpl<typeof AdminService> {
     return n === undefined && d.takeover?.lostUnregistered.has(nodeId) === true ? NodeState.LOST : nodeStateOf(n);
   };
   // Every node this service shows carries its placement limits (agent's, override, effective).
-  const nodeView = (n: NodeRecord, instanceCount: number, drainRemaining: number): NodeInit => nodeInit(n, instanceCount, drainRemaining, nodeLimitFields(d.nodes, n.nodeId));
+  const nodeView = (n: NodeRecord, instanceCount: number, drainRemaining: number): NodeInit => nodeInit(n, instanceCount, drainRemaining, nodeLimitFields(d.nodes, n.nodeId), d.outage?.servingOn(n.nodeId));
   const instanceOf = (v: InstanceView): ModelInstanceInit => modelInstance(d, v, stateOfNode(v.nodeId));
   const listing: ListingDeps = {
     clock: d.clock,
@@ -119,6 +121,7 @@ export function adminService(d: AdminDeps): ServiceImpl<typeof AdminService> {
       return st === undefined ? undefined : knownNodeView(d, id, st, instanceCountOn(d, id));
     },
     nodeStateOf: stateOfNode,
+    ...(d.outage === undefined ? {} : { outage: d.outage }),
     nodeView: (n, c) => nodeView(n, c, n.draining ? c : 0),
   };
 

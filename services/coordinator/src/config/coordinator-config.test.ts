@@ -32,6 +32,9 @@ describe("coordinator config maxima", () => {
       [model('    groups: [""]\n'), /^models\[0\]\.groups\[0\]: /],
       ["policy:\n  idleTimeout: 0\n", /^policy\.idleTimeout: must be > 0/],
       [model("    loadTimeout: 0s\n"), /^models\[0\]\.loadTimeout: must be > 0/],
+      ["outageProbeInterval: 2h\n", /^outageProbeInterval: duration must be at most 1h/],
+      ["outageProbeInterval: 0s\n", /^outageProbeInterval: must be > 0/],
+      ["outageProbeTimeout: 0s\n", /^outageProbeTimeout: must be > 0/],
     ];
     for (const [yaml, re] of cases) expect(errorOf(yaml), yaml).toMatch(re);
   });
@@ -42,6 +45,11 @@ describe("coordinator config maxima", () => {
     expect(c.stop.stopTimeoutMs).toBe(86_400_000);
     expect(c.nodeLostAfterMs).toBe(30 * 86_400_000);
     expect(parseCoordinatorConfig("loadWait: 24h\n").loadWaitMs).toBe(86_400_000);
+  });
+
+  it("the outage probe's interval and deadline default to 1 s", () => {
+    expect(parseCoordinatorConfig("{}\n")).toMatchObject({ outageProbeIntervalMs: 1_000, outageProbeTimeoutMs: 1_000 });
+    expect(parseCoordinatorConfig("outageProbeInterval: 250ms\noutageProbeTimeout: 1h\n")).toMatchObject({ outageProbeIntervalMs: 250, outageProbeTimeoutMs: 3_600_000 });
   });
 
   it("loadWait defaults to 30 s; 0 answers a load no node can take now at once", () => {

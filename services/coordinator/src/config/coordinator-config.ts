@@ -75,6 +75,14 @@ export interface CoordinatorConfig extends TlsSettings, HttpSettings {
   readonly orphanGraceMs: number;
   /** Unreachable this long → lost (its models may be placed elsewhere). @default 10 min */
   readonly nodeLostAfterMs: number;
+  /**
+   * While a node's agent is unreachable, the coordinator probes each of its
+   * ready instances (the backend's Health RPC) this often; an instance serves
+   * on while its probes answer. > 0, at most 1 h. @default 1000
+   */
+  readonly outageProbeIntervalMs: number;
+  /** Deadline of one such probe. > 0, at most 1 h. @default 1000 */
+  readonly outageProbeTimeoutMs: number;
   readonly models: readonly ModelSpec[];
   /** Models with an `admission:` block: their calls are gated (classes, fair sharing, shedding). */
   readonly admission: ReadonlyMap<string, AdmissionSettings>;
@@ -227,7 +235,7 @@ const policyFields = [
   "loadFailureCooldownMax",
 ];
 
-const topFields = ["listen", "stateDir", "artifactStore", "embeddedAgent", "agent", "placement", "policy", "stop", "nodeGrace", "nodeLostAfter", "recoveryWindow", "loadWait", "orphanGrace", "models", "nats", "metricsListen", "inferenceListen", "auth", "limits", "ha", "trace", ...tlsSettingsFields, ...httpSettingsFields];
+const topFields = ["listen", "stateDir", "artifactStore", "embeddedAgent", "agent", "placement", "policy", "stop", "nodeGrace", "nodeLostAfter", "outageProbeInterval", "outageProbeTimeout", "recoveryWindow", "loadWait", "orphanGrace", "models", "nats", "metricsListen", "inferenceListen", "auth", "limits", "ha", "trace", ...tlsSettingsFields, ...httpSettingsFields];
 
 /**
  * Validates a parsed config object. Every error is INVALID_ARGUMENT naming the
@@ -310,6 +318,8 @@ export function resolveCoordinatorConfig(input: unknown): CoordinatorConfig {
     },
     nodeGraceMs: duration(input["nodeGrace"], "nodeGrace", 5_000, maxDurationMs),
     nodeLostAfterMs: duration(input["nodeLostAfter"], "nodeLostAfter", 600_000, maxDurationMs),
+    outageProbeIntervalMs: positiveDuration(input["outageProbeInterval"], "outageProbeInterval", 1_000, maxIntervalMs),
+    outageProbeTimeoutMs: positiveDuration(input["outageProbeTimeout"], "outageProbeTimeout", 1_000, maxIntervalMs),
     recoveryWindowMs: duration(input["recoveryWindow"], "recoveryWindow", 3_000, maxDurationMs),
     loadWaitMs: duration(input["loadWait"], "loadWait", 30_000, maxOperationTimeoutMs),
     orphanGraceMs: duration(input["orphanGrace"], "orphanGrace", 120_000, maxDurationMs),

@@ -1,5 +1,5 @@
 import { timestampDate, type Timestamp } from "@bufbuild/protobuf/wkt";
-import { InstanceState, LoadJobPhase, LoadJobState, NodeState, PlacementDecision, type AdminService, type ExplainPlacementResponse, type LoadJob, type ModelInstance, type ModelReplicas, type Node } from "@warden/proto";
+import { InstanceState, LoadJobPhase, LoadJobState, NodeState, OutageServing, PlacementDecision, type AdminService, type ExplainPlacementResponse, type LoadJob, type ModelInstance, type ModelReplicas, type Node } from "@warden/proto";
 import type { Client } from "@warden/grpc";
 import type { DashboardInstance, DashboardInstanceState, DashboardLoadJob, DashboardNode, DashboardNodeState, DashboardReplicas, DashboardSnapshot } from "./dashboard-view.js";
 
@@ -85,6 +85,7 @@ export function dashboardInstance(i: ModelInstance): DashboardInstance {
     groups: [...i.groups],
     backend: i.backend,
     nodeState: nodeStateName(i.nodeState),
+    ...(i.outageServing === OutageServing.UNSPECIFIED ? {} : { outage: i.outageServing === OutageServing.SERVING ? ("serving" as const) : ("probe failed" as const) }),
     ...(i.leftover === undefined ? {} : { leftover: { attempts: i.leftover.attempts, lastError: i.leftover.lastError, stuck: i.leftover.stuck } }),
   };
 }

@@ -58,6 +58,8 @@ export interface DashboardInstance {
   readonly groups: readonly string[];
   readonly backend: string;
   readonly nodeState: DashboardNodeState;
+  /** On a node whose agent is unreachable: the coordinator's own health probe of the backend answers (routed) or failed (not routed). */
+  readonly outage?: "serving" | "probe failed";
   readonly leftover?: { readonly attempts: number; readonly lastError: string; readonly stuck: boolean };
 }
 

@@ -65,6 +65,18 @@ describe("node cards", () => {
   });
 });
 
+describe("serving through an agent outage", () => {
+  it("an instance of an unreachable node says whether it serves on or its health probe failed", () => {
+    const snap: DashboardSnapshot = {
+      at: "2026-01-01T00:01:00Z",
+      nodes: [node({ state: "unreachable" })],
+      instances: [inst({ incarnation: "i1", nodeState: "unreachable", outage: "serving" }), inst({ incarnation: "i2", nodeState: "unreachable", outage: "probe failed" }), inst({ incarnation: "i3", nodeState: "unreachable" })],
+      models: [],
+    };
+    expect(nodeCards(snap, Date.parse(snap.at))[0]?.rows.map((r) => r.detail)).toEqual(["127.0.0.1:21000 · serving, agent unreachable", "127.0.0.1:21000 · agent unreachable, health probe failed", "127.0.0.1:21000 · node unreachable"]);
+  });
+});
+
 describe("event lines", () => {
   it("spells out the eviction lifecycle with reason, trigger and outcome", () => {
     const started = eventLine({ type: "eviction.started", id: "1", time: "t", model: "a", nodeId: "local", evictionStarted: { reason: "EVICTION_REASON_GROUP", trigger: "load of b", wasBusy: true } });

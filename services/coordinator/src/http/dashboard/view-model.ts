@@ -125,7 +125,9 @@ function instanceDetail(i: DashboardInstance): string {
   if (i.pinned) parts.push("pinned");
   if (i.groups.length > 0) parts.push(`groups ${i.groups.join(",")}`);
   if (i.leftover !== undefined) parts.push(`stop attempts ${String(i.leftover.attempts)}${i.leftover.stuck ? " (stuck)" : ""}${i.leftover.lastError === "" ? "" : `: ${i.leftover.lastError}`}`);
-  if (i.nodeState !== "ready" && i.nodeState !== "unknown") parts.push(`node ${i.nodeState}`);
+  if (i.outage === "serving") parts.push("serving, agent unreachable");
+  else if (i.outage === "probe failed") parts.push("agent unreachable, health probe failed");
+  else if (i.nodeState !== "ready" && i.nodeState !== "unknown") parts.push(`node ${i.nodeState}`);
   return parts.join(" · ");
 }
 

@@ -1,5 +1,6 @@
 import { isPlanted } from "@warden/common";
 import type { OccupancyEntry, WatchdogCore, WatchdogService } from "@warden/watchdog";
+import type { DrainMoves } from "./drain-node.js";
 import type { FreedRetries } from "./freed-retries.js";
 import type { GoneIncarnations } from "./gone-incarnations.js";
 import type { HeldNodeIndex } from "./held-node-index.js";
@@ -44,6 +45,10 @@ export interface LoaderState<H extends BackendHandle> {
   readonly rollouts: Map<string, number>;
   /** Which models the replica reconciler looks at on its next pass (replica-work.ts). */
   readonly replicaWork: ReplicaWork;
+  /** Nodes being drained and each model's queue of replica moves (drain-node.ts). */
+  readonly drains: DrainMoves;
+  /** False until the admission gate (the recovery window after a start or takeover) opens. */
+  admissionOpen: boolean;
   /** model → the replica circuit breaker, when open (scale-breaker.ts). */
   readonly breakers: ScaleBreakers;
   /** model → the leader's load in progress (followers coalesce on it). */

@@ -1,7 +1,7 @@
 import { Code, WardenError, type Cancel } from "@warden/common";
 import { createWatchdogCore, createWatchdogService, type InstanceView, type MemoryReading, type OccupancyEntry, type PolicyPatch, type WatchdogCore, type WatchdogPolicy, type WatchdogService } from "@warden/watchdog";
 import { adoptLeftover, adoptRemoteOnly, isBeingStopped, knows, restoreStopIntents } from "./adoption.js";
-import { DrainMoves, drainNode, type DrainOptions } from "./drain-node.js";
+import { drainNode, type DrainOptions } from "./drain-node.js";
 import { GoneIncarnations } from "./gone-incarnations.js";
 import { forget, onBackendGone, onNodeLost } from "./instance-exits.js";
 import type { Leftover } from "./leftover-tracker.js";
@@ -47,7 +47,6 @@ export class Loader<H extends BackendHandle = BackendHandle> {
   /** Replicas a restarted coordinator knows only from its journal (journal-replicas.ts). */
   readonly journalReplicas: JournalReplicas<H>;
   private readonly s: LoaderState<H>;
-  private readonly drains = new DrainMoves();
   private tickCancel: Cancel | undefined;
 
   constructor(o: LoaderOptions<H>) {
@@ -72,6 +71,12 @@ export class Loader<H extends BackendHandle = BackendHandle> {
     });
     this.s = assembleLoaderState(o, this.core, this.watchdog, held, models, cooldown, gone);
     this.journalReplicas = new JournalReplicas(this.s);
+    // The recovery window is over: a lowered max may act on the replicas now settled (replica-reconciler.ts).
+    const opened = (): void => {
+      this.s.admissionOpen = true;
+      for (const m of this.s.models.keys()) this.s.replicaWork.mark(m);
+    };
+    if (o.admissionGate !== undefined) void o.admissionGate.then(opened, opened);
   }
 
   // ---------------------------------------------------------------- queries
@@ -306,7 +311,7 @@ export class Loader<H extends BackendHandle = BackendHandle> {
 
   /** Drains a node: replicas keeping a model at min are moved one at a time, the rest stopped (drain-node.ts). */
   drainNode(nodeId: string, options: DrainOptions): Promise<void> {
-    return drainNode(this.s, this.drains, nodeId, options);
+    return drainNode(this.s, this.s.drains, nodeId, options);
   }
 
   // -------------------------------------------------------------- adoption

@@ -2,7 +2,7 @@ import type { ModelRule } from "@warden/watchdog";
 import { warn, type LoaderState } from "./loader-state.js";
 import { loadRevision, type ModelSpec } from "./model-spec.js";
 import type { BackendHandle } from "./ports.js";
-import { decideReplicas, rolloutKeep, type ReplicaView, type RolloutView } from "./replica-reconciler.js";
+import { decideReplicas, rolloutKeep, type AboveMaxView, type ReplicaView, type RolloutView } from "./replica-reconciler.js";
 import { startReplicaLoad } from "./replica-loads.js";
 import { chooseReplica } from "./replica-routing.js";
 import { stopInstance } from "./unload.js";
@@ -10,7 +10,9 @@ import { stopInstance } from "./unload.js";
 /**
  * One reconciler pass (runs on the loader's tick, after the watchdog's):
  * restores `min`, scales idle replicas down (reason `scale-down`, through the
- * normal stop sequence, announced by `replica.scaled-down` first), and rolls
+ * normal stop sequence, announced by `replica.scaled-down` cause `idle`
+ * first), stops the replicas above a lowered `max` at once (the same, cause
+ * `max`), and rolls
  * out changed load settings one replica at a time (a replacement announced by
  * `replica.scaled-up` cause `rollout`, then the stale replica stopped with
  * reason `rollout`). Looks only
@@ -72,11 +74,12 @@ function reconcileModel<H extends BackendHandle>(s: LoaderState<H>, spec: ModelS
     });
     return "decided";
   }
-  if (d.t === "scale-down") {
+  if (d.t === "scale-down" || d.t === "above-max") {
     const h = s.held.get(d.incarnation);
     if (h === undefined) return "decided";
     const live = chooseReplica(s, spec.id).live;
-    s.o.events.emit({ type: "replica.scaled-down", nodeId: h.nodeId, model: spec.id, address: h.address ?? "", incarnation: h.incarnation, replicas: live - 1 });
+    const cause = d.t === "above-max" ? "max" : "idle";
+    s.o.events.emit({ type: "replica.scaled-down", nodeId: h.nodeId, model: spec.id, address: h.address ?? "", incarnation: h.incarnation, replicas: live - 1, cause });
     void stopInstance(s, d.incarnation, { force: false, reason: "scale-down" }).catch((err: unknown) => {
       warn(s, "scale-down stop failed", { model: spec.id, incarnation: d.incarnation, err: String(err) });
     });
@@ -96,6 +99,7 @@ function reconcileModel<H extends BackendHandle>(s: LoaderState<H>, spec: ModelS
 function viewOf<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, nowMs: number): ReplicaView {
   const idle: { incarnation: string; idleSinceMs: number }[] = [];
   const staleIdle: { incarnation: string; idleSinceMs: number }[] = [];
+  const settled: { incarnation: string; inFlight: number; lastUsedMs: number }[] = [];
   let ready = 0;
   let stale = 0;
   const revision = loadRevision(spec);
@@ -103,6 +107,9 @@ function viewOf<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, now
     const h = s.held.get(inc);
     if (h === undefined || h.phase !== "ready" || s.core.stateOf(inc) !== "ready") continue;
     ready++;
+    if (h.address !== undefined && s.o.agents.isReachable?.(h.nodeId) !== false) {
+      settled.push({ incarnation: inc, inFlight: s.core.inFlight(h.address), lastUsedMs: s.core.lastUsedMs(h.address) ?? -Infinity });
+    }
     const isStale = loadRevision(h.spec) !== revision;
     if (isStale) stale++;
     const idleSinceMs = s.core.idleSinceMs(inc);
@@ -118,6 +125,8 @@ function viewOf<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, now
     s.rollouts.set(spec.id, keep);
     rollout = { keep, staleIdle, freshReady: ready - stale };
   }
+  // Counted toward max but not ready: loading, in admission, journal-only (chooseReplica's live counts them all).
+  const aboveMax: AboveMaxView = { settled, unsettled: c.live - ready, moving: s.drains.moving(spec.id), recovered: s.admissionOpen };
   return {
     min: spec.replicas.min,
     max: spec.replicas.max,
@@ -130,6 +139,7 @@ function viewOf<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, now
     idle,
     nowMs,
     ...(rollout === undefined ? {} : { rollout }),
+    aboveMax,
   };
 }
 

@@ -73,7 +73,7 @@ export function eventInitOf(e: LoaderEvent): EventInit {
     case "replica.scaled-up":
       return { ...base, payload: { case: "replicaScaledUp", value: { $typeName: "warden.v1.ReplicaScaledUp", cause: e.cause, replicas: e.replicas } } };
     case "replica.scaled-down":
-      return { ...base, payload: { case: "replicaScaledDown", value: { $typeName: "warden.v1.ReplicaScaledDown", replicas: e.replicas } } };
+      return { ...base, payload: { case: "replicaScaledDown", value: { $typeName: "warden.v1.ReplicaScaledDown", replicas: e.replicas, cause: e.cause } } };
     case "replica.scale-blocked":
       return { ...base, payload: { case: "replicaScaleBlocked", value: { $typeName: "warden.v1.ReplicaScaleBlocked", error: e.error, failures: e.failures, retryAfterMs: BigInt(Math.max(0, Math.round(e.retryAfterMs))) } } };
     case "replica.scale-set":

@@ -41,6 +41,8 @@ const typeByCase = {
   nodeDrainStarted: "node.drain-started",
   nodeUndrained: "node.undrained",
   policyUpdated: "policy.updated",
+  rolloutStarted: "rollout.started",
+  rolloutFinished: "rollout.finished",
 } as const satisfies Record<PayloadCase, string>;
 
 /** Every event type name, e.g. `"eviction.started"`. */

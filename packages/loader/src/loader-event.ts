@@ -43,6 +43,9 @@ export type LoaderEvent =
   | (Base & { readonly type: "replica.scaled-up"; readonly cause: "min" | "in-flight" | "drain" | "rollout"; readonly replicas: number })
   | (Base & { readonly type: "replica.scaled-down"; readonly replicas: number; readonly cause: "idle" | "max" })
   | (Base & { readonly type: "replica.scale-blocked"; readonly error: string; readonly failures: number; readonly retryAfterMs: number })
+  // A rollout began (replicas run older load settings than the config's) or finished (none does any more); nodeId/address/incarnation "".
+  | (Base & { readonly type: "rollout.started"; readonly stale: number; readonly keep: number })
+  | (Base & { readonly type: "rollout.finished"; readonly replaced: number; readonly ready: number })
   | (Base & { readonly type: "replica.scale-set"; readonly operator: string; readonly min: number; readonly max: number });
 
 /**

@@ -41,8 +41,8 @@ export interface LoaderState<H extends BackendHandle> {
   readonly heldByNode: HeldNodeIndex<H>;
   /** model → an operator's ScaleModel override (replica-settings.ts). */
   readonly scaleOverrides: Map<string, ScaleOverride>;
-  /** model → the replica count its rollout keeps ready, while replicas run with older load settings (replica-tick.ts). */
-  readonly rollouts: Map<string, number>;
+  /** model → its rollout, while replicas run with older load settings (replica-tick.ts). */
+  readonly rollouts: Map<string, RolloutRun>;
   /** Which models the replica reconciler looks at on its next pass (replica-work.ts). */
   readonly replicaWork: ReplicaWork;
   /** Nodes being drained and each model's queue of replica moves (drain-node.ts). */
@@ -89,6 +89,12 @@ export interface LoaderState<H extends BackendHandle> {
   readonly loadWaitMs: number;
   readonly maxWaiting: number;
   closed: boolean;
+}
+
+/** A rollout in progress: the replica count it keeps ready, and the stale replicas it stopped so far. */
+export interface RolloutRun {
+  keep: number;
+  replaced: number;
 }
 
 /** Adds the local half of an instance (a load's, or an adopted one) and indexes it as a replica of its model. */

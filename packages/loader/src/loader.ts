@@ -17,7 +17,7 @@ import type { BackendHandle } from "./ports.js";
 import { carryScaleOverrides, validateScale } from "./replica-settings.js";
 import type { ReplicaStatus, ScalePatch } from "./replica-status.js";
 import { replicaStatusOf, replicaStatusesOf } from "./replica-status-of.js";
-import { modelRules, reconcileEveryModel, reconcileReplicas } from "./replica-tick.js";
+import { endRollout, modelRules, reconcileEveryModel, reconcileReplicas } from "./replica-tick.js";
 import type { ReplicaPassWork } from "./replica-work.js";
 import { acquire, reportUnavailable } from "./routing.js";
 import { JournalReplicas, forgetUnconfirmed } from "./journal-replicas.js";
@@ -199,7 +199,7 @@ export class Loader<H extends BackendHandle = BackendHandle> {
     pushAllOccupancy(this.s);
     for (const id of removed) {
       this.s.cooldown.forget(id);
-      this.s.rollouts.delete(id);
+      endRollout(this.s, id);
     }
     return removed.map(async (id) => {
       await this.unload(id, { force: false, reason: "config" }).catch((err: unknown) => {

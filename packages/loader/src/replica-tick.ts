@@ -55,7 +55,7 @@ export function reconcileEveryModel<H extends BackendHandle>(s: LoaderState<H>):
  */
 function reconcileModel<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, nowMs: number): number | undefined | "decided" {
   if (spec.replicas.min === 0 && s.replicas.count(spec.id) <= 1 && !oneIsStale(s, spec)) {
-    s.rollouts.delete(spec.id);
+    endRollout(s, spec.id);
     return undefined;
   }
   const v = viewOf(s, spec, nowMs);
@@ -69,6 +69,8 @@ function reconcileModel<H extends BackendHandle>(s: LoaderState<H>, spec: ModelS
     return "decided";
   }
   if (d.t === "rollout-stop") {
+    const run = s.rollouts.get(spec.id);
+    if (run !== undefined) run.replaced++;
     void stopInstance(s, d.incarnation, { force: false, reason: "rollout" }).catch((err: unknown) => {
       warn(s, "rollout stop failed", { model: spec.id, incarnation: d.incarnation, err: String(err) });
     });
@@ -119,10 +121,14 @@ function viewOf<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, now
   }
   const c = chooseReplica(s, spec.id);
   let rollout: RolloutView | undefined;
-  if (stale === 0) s.rollouts.delete(spec.id);
+  if (stale === 0) endRollout(s, spec.id);
   else {
-    const keep = rolloutKeep(s.rollouts.get(spec.id), c.live, spec.replicas.min, spec.replicas.max);
-    s.rollouts.set(spec.id, keep);
+    const run = s.rollouts.get(spec.id);
+    const keep = rolloutKeep(run?.keep, c.live, spec.replicas.min, spec.replicas.max);
+    if (run === undefined) {
+      s.rollouts.set(spec.id, { keep, replaced: 0 });
+      s.o.events.emit({ type: "rollout.started", nodeId: "", model: spec.id, address: "", incarnation: "", stale, keep });
+    } else run.keep = keep;
     rollout = { keep, staleIdle, freshReady: ready - stale };
   }
   // Counted toward max but not ready: loading, in admission, journal-only (chooseReplica's live counts them all).
@@ -141,6 +147,20 @@ function viewOf<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, now
     ...(rollout === undefined ? {} : { rollout }),
     aboveMax,
   };
+}
+
+/**
+ * The model's rollout is over (no replica runs older load settings, or the
+ * model left the config): `rollout.finished` with how many stale replicas it
+ * stopped and how many are ready now. Nothing when none was in progress.
+ */
+export function endRollout<H extends BackendHandle>(s: LoaderState<H>, model: string): void {
+  const run = s.rollouts.get(model);
+  if (run === undefined) return;
+  s.rollouts.delete(model);
+  let ready = 0;
+  for (const inc of s.replicas.of(model)) if (s.held.get(inc)?.phase === "ready" && s.core.stateOf(inc) === "ready") ready++;
+  s.o.events.emit({ type: "rollout.finished", nodeId: "", model, address: "", incarnation: "", replaced: run.replaced, ready });
 }
 
 /** Whether the model's one held replica runs with older load settings than `spec`'s. */

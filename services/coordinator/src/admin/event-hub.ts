@@ -76,6 +76,10 @@ export function eventInitOf(e: LoaderEvent): EventInit {
       return { ...base, payload: { case: "replicaScaledDown", value: { $typeName: "warden.v1.ReplicaScaledDown", replicas: e.replicas, cause: e.cause } } };
     case "replica.scale-blocked":
       return { ...base, payload: { case: "replicaScaleBlocked", value: { $typeName: "warden.v1.ReplicaScaleBlocked", error: e.error, failures: e.failures, retryAfterMs: BigInt(Math.max(0, Math.round(e.retryAfterMs))) } } };
+    case "rollout.started":
+      return { ...base, payload: { case: "rolloutStarted", value: { $typeName: "warden.v1.RolloutStarted", stale: e.stale, keep: e.keep } } };
+    case "rollout.finished":
+      return { ...base, payload: { case: "rolloutFinished", value: { $typeName: "warden.v1.RolloutFinished", replaced: e.replaced, ready: e.ready } } };
     case "replica.scale-set":
       return { ...base, payload: { case: "replicaScaleSet", value: { $typeName: "warden.v1.ReplicaScaleSet", operator: e.operator, min: e.min, max: e.max } } };
   }

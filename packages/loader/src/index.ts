@@ -12,6 +12,7 @@ export type { CooldownPolicy } from "./load-cooldown.js";
 export { LeftoverTracker } from "./leftover-tracker.js";
 export type { Leftover } from "./leftover-tracker.js";
 export { defaultReplicas, loadRevision, modelSpec, replicaBounds } from "./model-spec.js";
+export { isStale, loadDigest, startedDigest } from "./load-digest.js";
 export type { ModelSpec, ReplicaSettings, SpreadMode } from "./model-spec.js";
 export type { ReplicaStatus, ScalePatch } from "./replica-status.js";
 export { validateScale } from "./replica-settings.js";

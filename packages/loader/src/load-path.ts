@@ -1,3 +1,4 @@
+import { loadDigest } from "./load-digest.js";
 import { Code, WardenError, deadlineSignal, isStaleLeaderEpoch, raceSignal } from "@warden/common";
 import { admitLoad } from "./admit-load.js";
 import { failLoad } from "./fail-load.js";
@@ -188,7 +189,7 @@ async function lead<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec,
     }
     let failure: StartEvent | undefined;
     const stream = agent.startBackend(
-      { incarnation, model: spec.id, backend: spec.backend, options: spec.options, modelFile: spec.modelFile, contextSize: spec.contextSize, load: spec.load, ...(actor === undefined ? {} : { requestedBy: actor }) },
+      { incarnation, model: spec.id, backend: spec.backend, options: spec.options, modelFile: spec.modelFile, contextSize: spec.contextSize, load: spec.load, loadDigest: loadDigest(spec), ...(actor === undefined ? {} : { requestedBy: actor }) },
       { signal: deadline.signal },
     );
     for await (const ev of stream) {

@@ -317,8 +317,8 @@ export class Loader<H extends BackendHandle = BackendHandle> {
   // -------------------------------------------------------------- adoption
 
   /** Adopts an instance found only in a node's inventory as remote-only (adoption.ts). */
-  adoptRemoteOnly(spec: ModelSpec, nodeId: string, address: string, incarnation: string, foundBy: AdoptionSource = "inventory"): boolean {
-    return adoptRemoteOnly(this.s, spec, nodeId, address, incarnation, foundBy);
+  adoptRemoteOnly(spec: ModelSpec, nodeId: string, address: string, incarnation: string, foundBy: AdoptionSource = "inventory", startedWith = ""): boolean {
+    return adoptRemoteOnly(this.s, spec, nodeId, address, incarnation, foundBy, startedWith);
   }
 
   /** Adopts an instance as a leftover: accounted, never routed, stop retried (adoption.ts). */

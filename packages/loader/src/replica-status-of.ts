@@ -1,5 +1,6 @@
 import type { LoaderState } from "./loader-state.js";
-import { loadRevision, type ModelSpec } from "./model-spec.js";
+import { isStale } from "./load-digest.js";
+import type { ModelSpec } from "./model-spec.js";
 import type { BackendHandle } from "./ports.js";
 import type { ReplicaStatus } from "./replica-status.js";
 
@@ -45,14 +46,13 @@ export function replicaStatusOf<H extends BackendHandle>(s: LoaderState<H>, mode
 
 /** Ready replicas with `spec`'s load settings, and replicas not being stopped with older ones: O(replicas of the model). */
 function rolloutCounts<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec): { current: number; stale: number } {
-  const revision = loadRevision(spec);
   let current = 0;
   let stale = 0;
   for (const inc of s.replicas.of(spec.id)) {
     const h = s.held.get(inc);
     const state = s.core.stateOf(inc);
     if (h === undefined || state === "pending" || state === "freed") continue;
-    if (loadRevision(h.spec) !== revision) stale++;
+    if (isStale(h, spec)) stale++;
     else if (h.phase === "ready" && state === "ready") current++;
   }
   return { current, stale };

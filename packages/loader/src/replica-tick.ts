@@ -1,6 +1,7 @@
 import type { ModelRule } from "@warden/watchdog";
 import { warn, type LoaderState } from "./loader-state.js";
-import { loadRevision, type ModelSpec } from "./model-spec.js";
+import { isStale } from "./load-digest.js";
+import type { ModelSpec } from "./model-spec.js";
 import type { BackendHandle } from "./ports.js";
 import { decideReplicas, rolloutKeep, type AboveMaxView, type ReplicaView, type RolloutView } from "./replica-reconciler.js";
 import { startReplicaLoad } from "./replica-loads.js";
@@ -104,7 +105,6 @@ function viewOf<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, now
   const settled: { incarnation: string; inFlight: number; lastUsedMs: number }[] = [];
   let ready = 0;
   let stale = 0;
-  const revision = loadRevision(spec);
   for (const inc of s.replicas.of(spec.id)) {
     const h = s.held.get(inc);
     if (h === undefined || h.phase !== "ready" || s.core.stateOf(inc) !== "ready") continue;
@@ -112,12 +112,12 @@ function viewOf<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, now
     if (h.address !== undefined && s.o.agents.isReachable?.(h.nodeId) !== false) {
       settled.push({ incarnation: inc, inFlight: s.core.inFlight(h.address), lastUsedMs: s.core.lastUsedMs(h.address) ?? -Infinity });
     }
-    const isStale = loadRevision(h.spec) !== revision;
-    if (isStale) stale++;
+    const stale1 = isStale(h, spec);
+    if (stale1) stale++;
     const idleSinceMs = s.core.idleSinceMs(inc);
     if (idleSinceMs === undefined) continue;
     idle.push({ incarnation: inc, idleSinceMs });
-    if (isStale) staleIdle.push({ incarnation: inc, idleSinceMs });
+    if (stale1) staleIdle.push({ incarnation: inc, idleSinceMs });
   }
   const c = chooseReplica(s, spec.id);
   let rollout: RolloutView | undefined;
@@ -167,7 +167,7 @@ export function endRollout<H extends BackendHandle>(s: LoaderState<H>, model: st
 function oneIsStale<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec): boolean {
   for (const inc of s.replicas.of(spec.id)) {
     const h = s.held.get(inc);
-    if (h !== undefined && h.phase === "ready" && loadRevision(h.spec) !== loadRevision(spec)) return true;
+    if (h !== undefined && h.phase === "ready" && isStale(h, spec)) return true;
   }
   return false;
 }

@@ -17,7 +17,7 @@ import { readPidStat } from "./proc-fs.js";
 import { spawnBackend } from "./process-handle.js";
 import { startResponseOf, type StartResponseInit } from "./proto-views.js";
 import { waitReady, tcpProbe } from "./readiness.js";
-import { checkId, checkIncarnation, checkOptions } from "./request-validation.js";
+import { checkId, checkIncarnation, checkOptions, checkText } from "./request-validation.js";
 import { StartLog, type StartEvent } from "./start-log.js";
 import type { StartEntry } from "./start-registry.js";
 
@@ -85,6 +85,8 @@ interface StartParams {
   deadlineMs: number;
   /** The epoch the start was admitted under: checked again right before the spawn. */
   leaderEpoch: bigint;
+  /** The coordinator's digest of the load settings (kept in the record, reported in the inventory). */
+  loadDigest: string;
 }
 
 /** The start flow: lock, port, spawn, record, readiness, LoadModel, ready — or failed with everything cleaned up. */
@@ -131,7 +133,7 @@ async function runStart(ctx: AgentContext, log: StartLog, s: StartParams): Promi
     }
     const pidStart = (await readPidStat(res.handle.pid, procRoot))?.startTimeTicks ?? "0";
     const spawnedProc = new BackendProcess(
-      { incarnation: s.incarnation, model: s.model, backend: s.backend, address, port, pidStartTime: pidStart, gpuDevice: device, startedAtMs: clock.wallNow() },
+      { incarnation: s.incarnation, model: s.model, backend: s.backend, address, port, pidStartTime: pidStart, gpuDevice: device, startedAtMs: clock.wallNow(), loadDigest: s.loadDigest },
       res.handle,
       logs,
       ctx.processDeps,
@@ -257,6 +259,7 @@ export function createStartBackend(ctx: AgentContext): ServiceImpl<typeof AgentS
     const options = checkOptions("options", req.options);
     if (req.contextSize < 0 || req.contextSize > maxContextSize) throw invalidArgument("contextSize", `must be in 0..${String(maxContextSize)}`);
     const load = checkLoadSettings(loadSettingsOf(req));
+    const loadDigest = checkText("load_digest", req.loadDigest, 64);
     if (req.gpuDevice !== "" && !config.gpus.includes(req.gpuDevice)) pickDevice(ctx, req.gpuDevice);
     // Last of the checks: the only one that reads the disk (realpath).
     const modelFile = await resolveModelFile("modelFile", req.modelFile, config.modelsPath);
@@ -284,7 +287,7 @@ export function createStartBackend(ctx: AgentContext): ServiceImpl<typeof AgentS
       ctx.logger.debug("start admitted", { incarnation, model, leaderEpoch: String(req.leaderEpoch) });
       // The start is bound to the call's deadline, not to this stream: a caller that
       // reconnects with the same incarnation attaches to it.
-      s.done = runStart(ctx, log, { incarnation, model, backend, entry, options, modelFile, contextSize: req.contextSize, load, gpuDevice: req.gpuDevice, deadlineMs, leaderEpoch: req.leaderEpoch });
+      s.done = runStart(ctx, log, { incarnation, model, backend, entry, options, modelFile, contextSize: req.contextSize, load, gpuDevice: req.gpuDevice, deadlineMs, leaderEpoch: req.leaderEpoch, loadDigest });
       start = s;
     }
     for await (const ev of start.log.follow(callCtx.signal)) yield startResponseOf(ev);

@@ -124,6 +124,7 @@ export function replicaChecker(): Checker {
         }
         case "replica.scaled-down":
           cov.hit("replica.scaled-down");
+          if (e.cause === "max") cov.hit("replica.scaled-down.max");
           return;
         case "replica.scale-blocked":
           cov.hit("replica.scale-blocked");

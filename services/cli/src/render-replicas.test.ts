@@ -26,13 +26,15 @@ describe("models ls: replicas per model", () => {
 });
 
 describe("models ls: a rollout in progress", () => {
-  it("shows rolling out current/total in its own column and in models scale's answer, - when none", () => {
+  it("shows rolling out current/total in its own column (while some model rolls out) and in models scale's answer", () => {
     const r = replicas({ model: "chat", min: 0, max: 3, desired: 3, ready: 3, rollout: { current: 1, stale: 2, keep: 3 } });
     expect(rolloutText(r)).toBe("rolling out 1/3");
     expect(rolloutText(replicas({ model: "x" }))).toBe("-");
     expect(replicasTable([r]).split("\n")[1]).toMatch(/SCALE-UP\s+│\s+ROLLOUT/);
     expect(replicasTable([r])).toMatch(/chat\s+│.*│\s+-\s+│\s+rolling out 1\/3/);
     expect(scaleText(r)).toBe("chat: replicas 0..3 (ready 3/3); rolling out 1/3");
+    // no model rolling out: no column (the table as it always was)
+    expect(replicasTable([replicas({ model: "x" })]).split("\n")[1]).not.toMatch(/ROLLOUT/);
   });
 });
 

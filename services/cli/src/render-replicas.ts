@@ -16,12 +16,13 @@ export function rolloutText(r: Pick<ModelReplicas, "rollout">): string {
   return o === undefined ? "-" : `rolling out ${String(o.current)}/${String(o.current + o.stale)}`;
 }
 
-/** `models ls`' replica summary: one row per configured model. */
+/** `models ls`' replica summary: one row per configured model; a ROLLOUT column while some model rolls out. */
 export function replicasTable(replicas: readonly ModelReplicas[]): string {
   if (replicas.length === 0) return "no models configured";
+  const rolling = replicas.some((r) => r.rollout !== undefined);
   return table(
-    ["MODEL", "READY/DESIRED", "MIN..MAX", "LOADING", "STOPPING", "LEFTOVERS", "QUEUED", "SCALE-UP", "ROLLOUT"],
-    replicas.map((r) => [r.model, `${String(r.ready)}/${String(r.desired)}`, `${String(r.min)}..${String(r.max)}`, r.loading, r.stopping, r.leftovers, r.queued, blockedText(r), rolloutText(r)]),
+    ["MODEL", "READY/DESIRED", "MIN..MAX", "LOADING", "STOPPING", "LEFTOVERS", "QUEUED", "SCALE-UP", ...(rolling ? ["ROLLOUT"] : [])],
+    replicas.map((r) => [r.model, `${String(r.ready)}/${String(r.desired)}`, `${String(r.min)}..${String(r.max)}`, r.loading, r.stopping, r.leftovers, r.queued, blockedText(r), ...(rolling ? [rolloutText(r)] : [])]),
   );
 }
 

@@ -75,7 +75,7 @@ const recorded: Record<PlantedBug, { readonly seed: number; readonly invariant: 
   "scale-down-below-min": { seed: 1, invariant: "replicas: min", options: replicaOverrides },
   "agent-ignores-leader-epoch": { seed: 164, invariant: "HA 2 stale epoch applied", options: haOverrides },
   "exleader-append-accepted": { seed: 14, invariant: "HA 6 ex-leader's append accepted", options: haOverrides },
-  "free-past-fence": { seed: 26, invariant: "HA 2 stale epoch applied", options: busyStops },
+  "free-past-fence": { seed: 331, invariant: "HA 2 stale epoch applied", options: busyStops },
   "fixed-recovery-window": { seed: 18, invariant: "HA 8 placement on ground truth", options: haOverrides },
   "two-leaders-one-epoch": { seed: 52, invariant: "HA 1 one leader", options: leaderChanges },
   "delta-against-wrong-base": { seed: 8, invariant: "1 no amnesia" },

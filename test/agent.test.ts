@@ -168,7 +168,7 @@ describe("StartBackend", () => {
     const inc = newIncarnation();
     const got: string[] = [];
     let address = "";
-    for await (const ev of h.agent.service.startBackend({ $typeName: "warden.v1.StartBackendRequest", incarnation: inc, model: "embedded", backend: "sim", options: [], modelFile: "", contextSize: 0, gpuDevice: "", leaderEpoch: 0n, requestedBy: "", artifacts: [] }, inProcessContext({ deadlineAtMs: Date.now() + 30_000 }))) {
+    for await (const ev of h.agent.service.startBackend({ $typeName: "warden.v1.StartBackendRequest", incarnation: inc, model: "embedded", backend: "sim", options: [], modelFile: "", contextSize: 0, gpuDevice: "", leaderEpoch: 0n, requestedBy: "", artifacts: [], loadDigest: "" }, inProcessContext({ deadlineAtMs: Date.now() + 30_000 }))) {
       got.push(ev.event?.case ?? "");
       if (ev.event?.case === "ready") address = ev.event.value.address ?? "";
     }

@@ -68,7 +68,7 @@ export async function run(): Promise<BenchResult[]> {
       const t0 = performance.now();
       let address = "";
       for await (const ev of agent.service.startBackend(
-        { $typeName: "warden.v1.StartBackendRequest", incarnation, model: "bench", backend: "sim", options: [], modelFile: "", contextSize: 0, gpuDevice: "", leaderEpoch: 0n, requestedBy: "", artifacts: [] },
+        { $typeName: "warden.v1.StartBackendRequest", incarnation, model: "bench", backend: "sim", options: [], modelFile: "", contextSize: 0, gpuDevice: "", leaderEpoch: 0n, requestedBy: "", artifacts: [], loadDigest: "" },
         inProcessContext({ deadlineAtMs: Date.now() + 60_000 }),
       )) {
         if (ev.event?.case === "ready") address = ev.event.value.address ?? "";

@@ -47,7 +47,7 @@ export function reconcileInventory(loader: Loader, r: ReconcileInput): Set<strin
     // A stop still in flight (sent before an operator's forget) counts as requested: never routable.
     const foundBy = e.stopRequested !== undefined || loader.stopInFlight(e.incarnation) ? "stop-requested" : r.openIntent(e.incarnation) ? "open-stop-intent" : spec === undefined ? "unconfigured" : undefined;
     if (foundBy === undefined && spec !== undefined) {
-      if (loader.adoptRemoteOnly(spec, r.nodeId, e.address, e.incarnation, "inventory")) r.onAdopted?.({ nodeId: r.nodeId, model: e.model, incarnation: e.incarnation, as: "remote-only" });
+      if (loader.adoptRemoteOnly(spec, r.nodeId, e.address, e.incarnation, "inventory", e.loadDigest)) r.onAdopted?.({ nodeId: r.nodeId, model: e.model, incarnation: e.incarnation, as: "remote-only" });
     } else {
       const lastError = foundBy === "unconfigured" ? "adopted from inventory: model not configured" : "adopted from inventory with a stop requested";
       if (loader.adoptLeftover({ incarnation: e.incarnation, nodeId: r.nodeId, model: e.model, address: e.address, lastError, foundBy: foundBy ?? "unconfigured" })) {

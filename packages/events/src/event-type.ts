@@ -43,6 +43,8 @@ const typeByCase = {
   policyUpdated: "policy.updated",
   loadWaiting: "load.waiting",
   loadFailed: "load.failed",
+  rolloutStarted: "rollout.started",
+  rolloutFinished: "rollout.finished",
 } as const satisfies Record<PayloadCase, string>;
 
 /** Every event type name, e.g. `"eviction.started"`. */

@@ -1,3 +1,4 @@
+import { loadDigest } from "./load-digest.js";
 import { isPlanted } from "@warden/common";
 import type { AdoptionSource } from "./loader-event.js";
 import { holdInstance, type LoaderState } from "./loader-state.js";
@@ -29,7 +30,7 @@ export function isBeingStopped<H extends BackendHandle>(s: LoaderState<H>, incar
  * Adopts an instance found only in a node's inventory as remote-only
  * (routable once first routed, when it becomes local+remote).
  */
-export function adoptRemoteOnly<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, nodeId: string, address: string, incarnation: string, foundBy: AdoptionSource): boolean {
+export function adoptRemoteOnly<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, nodeId: string, address: string, incarnation: string, foundBy: AdoptionSource, startedWith = ""): boolean {
   if (s.held.has(incarnation) || s.core.instance(incarnation) !== undefined || s.leftovers.get(incarnation) !== undefined || s.gone.has(incarnation)) return false;
   // A stop of it is still in flight (sent before an operator's forget): it is
   // being stopped, never routable — the caller adopts it as a leftover.
@@ -39,7 +40,9 @@ export function adoptRemoteOnly<H extends BackendHandle>(s: LoaderState<H>, spec
   // watchdog would refuse the registration, so nothing is adopted now — the
   // next inventories remove the old one (twice missing) and adopt this one.
   if (s.core.instanceAt(address) !== undefined) return false;
-  const h: HeldInstance<H> = { incarnation, model: spec.id, nodeId, spec, placement: "remote-only", phase: "ready", address, backend: undefined, gpu: undefined, startedAtMs: s.o.clock.now() };
+  // The node says which load settings it was started with (a config changed while no coordinator watched: a rollout replaces it).
+  const reported = startedWith !== "" && startedWith !== loadDigest(spec) ? { startedWith } : {};
+  const h: HeldInstance<H> = { incarnation, model: spec.id, nodeId, spec, placement: "remote-only", phase: "ready", address, backend: undefined, gpu: undefined, startedAtMs: s.o.clock.now(), ...reported };
   holdInstance(s, h);
   s.core.registerReady({ nodeId, model: spec.id, incarnation, address, groups: spec.groups, pinned: spec.pinned, sizeBytes: spec.sizeBytes });
   s.o.events.emit({ type: "instance.adopted", nodeId, model: spec.id, address, incarnation, asLeftover: false, foundBy });

@@ -22,6 +22,14 @@ export class DrainMoves {
   private readonly nodes = new Map<string, number>();
   private readonly tails = new Map<string, Promise<void>>();
 
+  /** `onSettled(model)`: the model's last queued move ended (the replica reconciler looks at it again). */
+  constructor(private readonly onSettled: (model: string) => void = () => {}) {}
+
+  /** A move of `model` is queued or running (a lowered max waits for it: the move runs one more for a while). */
+  moving(model: string): boolean {
+    return this.tails.has(model);
+  }
+
   isDraining(nodeId: string): boolean {
     return this.nodes.has(nodeId);
   }
@@ -42,7 +50,9 @@ export class DrainMoves {
     const tail = run.catch(() => undefined);
     this.tails.set(model, tail);
     void tail.then(() => {
-      if (this.tails.get(model) === tail) this.tails.delete(model);
+      if (this.tails.get(model) !== tail) return;
+      this.tails.delete(model);
+      this.onSettled(model);
     });
     return run;
   }

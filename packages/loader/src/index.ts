@@ -14,6 +14,7 @@ export type { LoadJob, LoadJobLimits, LoadJobPhase } from "./load-jobs.js";
 export { LeftoverTracker } from "./leftover-tracker.js";
 export type { Leftover } from "./leftover-tracker.js";
 export { defaultReplicas, defaultRouting, loadRevision, modelSpec, replicaBounds } from "./model-spec.js";
+export { isStale, loadDigest, startedDigest } from "./load-digest.js";
 export type { ModelRouting, ModelSpec, ReplicaSettings, SpreadMode } from "./model-spec.js";
 export type { ReplicaStatus, ScalePatch } from "./replica-status.js";
 export { validateScale } from "./replica-settings.js";

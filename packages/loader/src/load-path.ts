@@ -1,3 +1,4 @@
+import { loadDigest } from "./load-digest.js";
 import { Code, WardenError, codeName, deadlineSignal, isStaleLeaderEpoch, raceSignal } from "@warden/common";
 import { admitLoad } from "./admit-load.js";
 import { failLoad } from "./fail-load.js";
@@ -191,7 +192,7 @@ async function lead<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec,
     }
     let failure: StartEvent | undefined;
     const stream = agent.startBackend(
-      { incarnation, model: spec.id, backend: spec.backend, options: spec.options, modelFile: spec.modelFile, artifacts: spec.artifacts, contextSize: spec.contextSize, load: spec.load, ...(actor === undefined ? {} : { requestedBy: actor }) },
+      { incarnation, model: spec.id, backend: spec.backend, options: spec.options, modelFile: spec.modelFile, artifacts: spec.artifacts, contextSize: spec.contextSize, load: spec.load, loadDigest: loadDigest(spec), ...(actor === undefined ? {} : { requestedBy: actor }) },
       { signal: deadline.signal },
     );
     for await (const ev of stream) {

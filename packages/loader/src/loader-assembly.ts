@@ -1,6 +1,7 @@
 import { leftoverBackoff } from "@warden/common";
 import type { PolicyPatch, WatchdogCore, WatchdogService } from "@warden/watchdog";
 import { rememberGone } from "./adoption.js";
+import { DrainMoves } from "./drain-node.js";
 import { FreedRetries } from "./freed-retries.js";
 import type { GoneIncarnations } from "./gone-incarnations.js";
 import { HeldNodeIndex } from "./held-node-index.js";
@@ -72,6 +73,7 @@ export function assembleLoaderState<H extends BackendHandle>(
     },
   });
   const replicas = new ReplicaIndex();
+  const replicaWork = new ReplicaWork();
   const s: LoaderState<H> = {
     o,
     core,
@@ -82,7 +84,11 @@ export function assembleLoaderState<H extends BackendHandle>(
     heldByNode: new HeldNodeIndex(),
     scaleOverrides: new Map(),
     breakers: new ScaleBreakers(),
-    replicaWork: new ReplicaWork(),
+    replicaWork,
+    drains: new DrainMoves((model) => {
+      replicaWork.mark(model);
+    }),
+    admissionOpen: o.admissionGate === undefined,
     rollouts: new Map(),
     loads: new Map(),
     loadIncarnations: new Map(),

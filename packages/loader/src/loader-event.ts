@@ -39,11 +39,14 @@ export type LoaderEvent =
   // Replicas. scaled-up: a replica load was started (incarnation reserved, node chosen;
   // cause "drain": the replacement of a replica on a draining node; cause "rollout": the replacement
   // of a replica started with older load settings, whose stop follows with reason "rollout");
-  // scaled-down: a replica above min was stopped for idleness (its eviction events follow, reason
-  // "scale-down"); scale-blocked: a scale-up or the min floor cannot fit — nodeId/address/incarnation "".
+  // scaled-down: a replica above min was stopped for idleness (cause "idle") or above a lowered max
+  // (cause "max"); its eviction events follow, reason "scale-down"; scale-blocked: a scale-up or the min floor cannot fit — nodeId/address/incarnation "".
   | (Base & { readonly type: "replica.scaled-up"; readonly cause: "min" | "in-flight" | "drain" | "rollout"; readonly replicas: number })
-  | (Base & { readonly type: "replica.scaled-down"; readonly replicas: number })
+  | (Base & { readonly type: "replica.scaled-down"; readonly replicas: number; readonly cause: "idle" | "max" })
   | (Base & { readonly type: "replica.scale-blocked"; readonly error: string; readonly failures: number; readonly retryAfterMs: number })
+  // A rollout began (replicas run older load settings than the config's) or finished (none does any more); nodeId/address/incarnation "".
+  | (Base & { readonly type: "rollout.started"; readonly stale: number; readonly keep: number })
+  | (Base & { readonly type: "rollout.finished"; readonly replaced: number; readonly ready: number })
   | (Base & { readonly type: "replica.scale-set"; readonly operator: string; readonly min: number; readonly max: number })
   // Load jobs (load-jobs.ts). A job holds no instance yet: `incarnation` and `address` are "",
   // the load's incarnation is `loadIncarnation` (so a journal replay never takes a job for an instance).

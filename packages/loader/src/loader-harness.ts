@@ -17,6 +17,8 @@ export interface HarnessOptions {
   readonly stuckAfterMs?: number;
   readonly maxWaitingPerModel?: number;
   readonly replicaPass?: "changed" | "every";
+  /** New loads wait for it (a restarted coordinator's recovery window). */
+  readonly admissionGate?: Promise<void>;
 }
 
 /** Models m1…m4 on backend "sim", no groups, 10 min load deadline. */
@@ -66,6 +68,7 @@ export function createHarness(o: HarnessOptions = {}) {
     ...(o.stuckAfterMs === undefined ? {} : { stuckAfterMs: o.stuckAfterMs }),
     ...(o.maxWaitingPerModel === undefined ? {} : { maxWaitingPerModel: o.maxWaitingPerModel }),
     ...(o.replicaPass === undefined ? {} : { replicaPass: o.replicaPass }),
+    ...(o.admissionGate === undefined ? {} : { admissionGate: o.admissionGate }),
     leftoverBackoff: { initialMs: 1_000, factor: 2, maxMs: 8_000, jitter: 0 },
     onWarning: (msg) => {
       warnings.push(msg);

@@ -1,5 +1,6 @@
 import { isPlanted } from "@warden/common";
 import type { OccupancyEntry, WatchdogCore, WatchdogService } from "@warden/watchdog";
+import type { DrainMoves } from "./drain-node.js";
 import type { FreedRetries } from "./freed-retries.js";
 import type { GoneIncarnations } from "./gone-incarnations.js";
 import type { HeldNodeIndex } from "./held-node-index.js";
@@ -41,10 +42,14 @@ export interface LoaderState<H extends BackendHandle> {
   readonly heldByNode: HeldNodeIndex<H>;
   /** model → an operator's ScaleModel override (replica-settings.ts). */
   readonly scaleOverrides: Map<string, ScaleOverride>;
-  /** model → the replica count its rollout keeps ready, while replicas run with older load settings (replica-tick.ts). */
-  readonly rollouts: Map<string, number>;
+  /** model → its rollout, while replicas run with older load settings (replica-tick.ts). */
+  readonly rollouts: Map<string, RolloutRun>;
   /** Which models the replica reconciler looks at on its next pass (replica-work.ts). */
   readonly replicaWork: ReplicaWork;
+  /** Nodes being drained and each model's queue of replica moves (drain-node.ts). */
+  readonly drains: DrainMoves;
+  /** False until the admission gate (the recovery window after a start or takeover) opens. */
+  admissionOpen: boolean;
   /** model → the replica circuit breaker, when open (scale-breaker.ts). */
   readonly breakers: ScaleBreakers;
   /** model → the leader's load in progress (followers coalesce on it). */
@@ -87,6 +92,12 @@ export interface LoaderState<H extends BackendHandle> {
   readonly loadWaitMs: number;
   readonly maxWaiting: number;
   closed: boolean;
+}
+
+/** A rollout in progress: the replica count it keeps ready, and the stale replicas it stopped so far. */
+export interface RolloutRun {
+  keep: number;
+  replaced: number;
 }
 
 /** Adds the local half of an instance (a load's, or an adopted one) and indexes it as a replica of its model. */

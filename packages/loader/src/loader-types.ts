@@ -26,6 +26,8 @@ export interface HeldInstance<H extends BackendHandle = BackendHandle> {
   readonly startedAtMs: number;
   /** From the start's Spawned: reports at or below it predate the process (reconcile-inventory.ts). */
   reportFloor?: ReportFloor;
+  /** Adopted: the load digest its node reported (load-digest.ts); unset when the spec's own is right (started here, or an agent that does not say). */
+  readonly startedWith?: string;
 }
 
 /** A routed call's hold on an instance: complete it exactly once (idempotent). */

@@ -1,7 +1,7 @@
 import { Code, WardenError, type Cancel } from "@warden/common";
 import { createWatchdogCore, createWatchdogService, type InstanceView, type MemoryReading, type OccupancyEntry, type PolicyPatch, type WatchdogCore, type WatchdogPolicy, type WatchdogService } from "@warden/watchdog";
 import { adoptLeftover, adoptRemoteOnly, isBeingStopped, knows, restoreStopIntents } from "./adoption.js";
-import { DrainMoves, drainNode, type DrainOptions } from "./drain-node.js";
+import { drainNode, type DrainOptions } from "./drain-node.js";
 import { GoneIncarnations } from "./gone-incarnations.js";
 import { forget, onBackendGone, onNodeLost } from "./instance-exits.js";
 import type { Leftover } from "./leftover-tracker.js";
@@ -18,7 +18,7 @@ import type { BackendHandle } from "./ports.js";
 import { carryScaleOverrides, validateScale } from "./replica-settings.js";
 import type { ReplicaStatus, ScalePatch } from "./replica-status.js";
 import { replicaStatusOf, replicaStatusesOf } from "./replica-status-of.js";
-import { modelRules, reconcileEveryModel, reconcileReplicas } from "./replica-tick.js";
+import { endRollout, modelRules, reconcileEveryModel, reconcileReplicas } from "./replica-tick.js";
 import type { ReplicaPassWork } from "./replica-work.js";
 import { acquire, reportUnavailable } from "./routing.js";
 import { JournalReplicas, forgetUnconfirmed } from "./journal-replicas.js";
@@ -48,7 +48,6 @@ export class Loader<H extends BackendHandle = BackendHandle> {
   /** Replicas a restarted coordinator knows only from its journal (journal-replicas.ts). */
   readonly journalReplicas: JournalReplicas<H>;
   private readonly s: LoaderState<H>;
-  private readonly drains = new DrainMoves();
   private tickCancel: Cancel | undefined;
 
   constructor(o: LoaderOptions<H>) {
@@ -73,6 +72,12 @@ export class Loader<H extends BackendHandle = BackendHandle> {
     });
     this.s = assembleLoaderState(o, this.core, this.watchdog, held, models, cooldown, gone);
     this.journalReplicas = new JournalReplicas(this.s);
+    // The recovery window is over: a lowered max may act on the replicas now settled (replica-reconciler.ts).
+    const opened = (): void => {
+      this.s.admissionOpen = true;
+      for (const m of this.s.models.keys()) this.s.replicaWork.mark(m);
+    };
+    if (o.admissionGate !== undefined) void o.admissionGate.then(opened, opened);
   }
 
   // ---------------------------------------------------------------- queries
@@ -222,7 +227,7 @@ export class Loader<H extends BackendHandle = BackendHandle> {
     pushAllOccupancy(this.s);
     for (const id of removed) {
       this.s.cooldown.forget(id);
-      this.s.rollouts.delete(id);
+      endRollout(this.s, id);
     }
     return removed.map(async (id) => {
       await this.unload(id, { force: false, reason: "config" }).catch((err: unknown) => {
@@ -334,14 +339,14 @@ export class Loader<H extends BackendHandle = BackendHandle> {
 
   /** Drains a node: replicas keeping a model at min are moved one at a time, the rest stopped (drain-node.ts). */
   drainNode(nodeId: string, options: DrainOptions): Promise<void> {
-    return drainNode(this.s, this.drains, nodeId, options);
+    return drainNode(this.s, this.s.drains, nodeId, options);
   }
 
   // -------------------------------------------------------------- adoption
 
   /** Adopts an instance found only in a node's inventory as remote-only (adoption.ts). */
-  adoptRemoteOnly(spec: ModelSpec, nodeId: string, address: string, incarnation: string, foundBy: AdoptionSource = "inventory"): boolean {
-    return adoptRemoteOnly(this.s, spec, nodeId, address, incarnation, foundBy);
+  adoptRemoteOnly(spec: ModelSpec, nodeId: string, address: string, incarnation: string, foundBy: AdoptionSource = "inventory", startedWith = ""): boolean {
+    return adoptRemoteOnly(this.s, spec, nodeId, address, incarnation, foundBy, startedWith);
   }
 
   /** Adopts an instance as a leftover: accounted, never routed, stop retried (adoption.ts). */

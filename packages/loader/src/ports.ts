@@ -35,6 +35,8 @@ export interface StartRequest {
   readonly load: LoadSettings;
   /** Who asked (an operator's principal); absent for the loader's own decisions. The agent logs it. */
   readonly requestedBy?: string;
+  /** The load settings' digest (load-digest.ts): the agent keeps it and reports it in its inventory. */
+  readonly loadDigest?: string;
 }
 
 export type StopAnswer = { readonly t: "stopped" } | { readonly t: "alreadyGone"; readonly replacedBy: string };

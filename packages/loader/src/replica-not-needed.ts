@@ -1,5 +1,6 @@
 import type { ReplicaLoad } from "./load-path.js";
 import type { LoaderState } from "./loader-state.js";
+import { isStale } from "./load-digest.js";
 import { loadRevision, type ModelSpec } from "./model-spec.js";
 import type { BackendHandle } from "./ports.js";
 
@@ -36,7 +37,7 @@ export function rolloutWanted<H extends BackendHandle>(s: Pick<LoaderState<H>, "
   if (current === undefined || loadRevision(current) !== loadRevision(loadSpec)) return false;
   for (const inc of s.replicas.of(loadSpec.id)) {
     const h = s.held.get(inc);
-    if (h !== undefined && loadRevision(h.spec) !== loadRevision(current)) return true;
+    if (h !== undefined && isStale(h, current)) return true;
   }
   return false;
 }

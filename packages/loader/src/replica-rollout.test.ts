@@ -60,7 +60,10 @@ describe("a rollout decision", () => {
     const up = { ...rolling, live: 3, ready: 3, rollout: { ...rolling.rollout!, freshReady: 1 } };
     expect(decideReplicas(up)).toEqual({ t: "rollout-stop", incarnation: "b" });
     expect(decideReplicas({ ...up, rollout: { ...up.rollout, staleIdle: [] } })).toEqual({ t: "none" });
-    expect(decideReplicas({ ...up, rollout: { ...up.rollout, freshReady: 0 } })).toEqual({ t: "none" });
+    // the third one still loading (not ready): wait for it
+    expect(decideReplicas({ ...up, ready: 2, rollout: { ...up.rollout, freshReady: 0 } })).toEqual({ t: "none" });
+    // all ready, none current, more than keep (a lowered max lowered keep): a stale one goes without a replacement
+    expect(decideReplicas({ ...up, rollout: { ...up.rollout, freshReady: 0 } })).toEqual({ t: "rollout-stop", incarnation: "b" });
   });
 
   it("keeps the live count it began with, never below min (sim seed 8: began with the floor half restored) nor above max", () => {

@@ -1,4 +1,6 @@
 import type { LoaderState } from "./loader-state.js";
+import { isStale } from "./load-digest.js";
+import type { ModelSpec } from "./model-spec.js";
 import type { BackendHandle } from "./ports.js";
 import type { ReplicaStatus } from "./replica-status.js";
 
@@ -27,6 +29,7 @@ export function replicaStatusOf<H extends BackendHandle>(s: LoaderState<H>, mode
   if (admitting !== undefined && !seen.has(admitting) && !s.held.has(admitting)) loading++;
   const { min, max } = spec.replicas;
   const b = s.breakers.state(model);
+  const run = s.rollouts.get(model);
   return {
     model,
     settings: spec.replicas,
@@ -37,7 +40,22 @@ export function replicaStatusOf<H extends BackendHandle>(s: LoaderState<H>, mode
     leftovers,
     queued: s.waiting.get(model) ?? 0,
     blocked: b === undefined ? undefined : { error: b.error, failures: b.failures, retryAtMs: b.retryAtMs },
+    ...(run === undefined ? {} : { rollout: { ...rolloutCounts(s, spec), keep: run.keep } }),
   };
+}
+
+/** Ready replicas with `spec`'s load settings, and replicas not being stopped with older ones: O(replicas of the model). */
+function rolloutCounts<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec): { current: number; stale: number } {
+  let current = 0;
+  let stale = 0;
+  for (const inc of s.replicas.of(spec.id)) {
+    const h = s.held.get(inc);
+    const state = s.core.stateOf(inc);
+    if (h === undefined || state === "pending" || state === "freed") continue;
+    if (isStale(h, spec)) stale++;
+    else if (h.phase === "ready" && state === "ready") current++;
+  }
+  return { current, stale };
 }
 
 /** Every configured model's replica counts, in config order. */

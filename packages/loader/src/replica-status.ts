@@ -21,6 +21,8 @@ export interface ReplicaStatus {
   readonly queued: number;
   /** The scale-up circuit breaker, when open: the next attempt is not before `retryAtMs` (monotonic). */
   readonly blocked: { readonly error: string; readonly failures: number; readonly retryAtMs: number } | undefined;
+  /** A rollout in progress: ready replicas with the current load settings, replicas with older ones (not being stopped), the count it keeps. */
+  readonly rollout?: { readonly current: number; readonly stale: number; readonly keep: number };
 }
 
 /** A ScaleModel request: fields left out keep their value. */

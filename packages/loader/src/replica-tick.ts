@@ -1,8 +1,9 @@
 import type { ModelRule } from "@warden/watchdog";
 import { warn, type LoaderState } from "./loader-state.js";
-import { loadRevision, type ModelSpec } from "./model-spec.js";
+import { isStale } from "./load-digest.js";
+import type { ModelSpec } from "./model-spec.js";
 import type { BackendHandle } from "./ports.js";
-import { decideReplicas, rolloutKeep, type ReplicaView, type RolloutView } from "./replica-reconciler.js";
+import { decideReplicas, rolloutKeep, type AboveMaxView, type ReplicaView, type RolloutView } from "./replica-reconciler.js";
 import { startReplicaLoad } from "./replica-loads.js";
 import { chooseReplica } from "./replica-routing.js";
 import { stopInstance } from "./unload.js";
@@ -10,7 +11,9 @@ import { stopInstance } from "./unload.js";
 /**
  * One reconciler pass (runs on the loader's tick, after the watchdog's):
  * restores `min`, scales idle replicas down (reason `scale-down`, through the
- * normal stop sequence, announced by `replica.scaled-down` first), and rolls
+ * normal stop sequence, announced by `replica.scaled-down` cause `idle`
+ * first), stops the replicas above a lowered `max` at once (the same, cause
+ * `max`), and rolls
  * out changed load settings one replica at a time (a replacement announced by
  * `replica.scaled-up` cause `rollout`, then the stale replica stopped with
  * reason `rollout`). Looks only
@@ -53,7 +56,7 @@ export function reconcileEveryModel<H extends BackendHandle>(s: LoaderState<H>):
  */
 function reconcileModel<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, nowMs: number): number | undefined | "decided" {
   if (spec.replicas.min === 0 && s.replicas.count(spec.id) <= 1 && !oneIsStale(s, spec)) {
-    s.rollouts.delete(spec.id);
+    endRollout(s, spec.id);
     return undefined;
   }
   const v = viewOf(s, spec, nowMs);
@@ -67,16 +70,19 @@ function reconcileModel<H extends BackendHandle>(s: LoaderState<H>, spec: ModelS
     return "decided";
   }
   if (d.t === "rollout-stop") {
+    const run = s.rollouts.get(spec.id);
+    if (run !== undefined) run.replaced++;
     void stopInstance(s, d.incarnation, { force: false, reason: "rollout" }).catch((err: unknown) => {
       warn(s, "rollout stop failed", { model: spec.id, incarnation: d.incarnation, err: String(err) });
     });
     return "decided";
   }
-  if (d.t === "scale-down") {
+  if (d.t === "scale-down" || d.t === "above-max") {
     const h = s.held.get(d.incarnation);
     if (h === undefined) return "decided";
     const live = chooseReplica(s, spec.id).live;
-    s.o.events.emit({ type: "replica.scaled-down", nodeId: h.nodeId, model: spec.id, address: h.address ?? "", incarnation: h.incarnation, replicas: live - 1 });
+    const cause = d.t === "above-max" ? "max" : "idle";
+    s.o.events.emit({ type: "replica.scaled-down", nodeId: h.nodeId, model: spec.id, address: h.address ?? "", incarnation: h.incarnation, replicas: live - 1, cause });
     void stopInstance(s, d.incarnation, { force: false, reason: "scale-down" }).catch((err: unknown) => {
       warn(s, "scale-down stop failed", { model: spec.id, incarnation: d.incarnation, err: String(err) });
     });
@@ -96,28 +102,37 @@ function reconcileModel<H extends BackendHandle>(s: LoaderState<H>, spec: ModelS
 function viewOf<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, nowMs: number): ReplicaView {
   const idle: { incarnation: string; idleSinceMs: number }[] = [];
   const staleIdle: { incarnation: string; idleSinceMs: number }[] = [];
+  const settled: { incarnation: string; inFlight: number; lastUsedMs: number }[] = [];
   let ready = 0;
   let stale = 0;
-  const revision = loadRevision(spec);
   for (const inc of s.replicas.of(spec.id)) {
     const h = s.held.get(inc);
     if (h === undefined || h.phase !== "ready" || s.core.stateOf(inc) !== "ready") continue;
     ready++;
-    const isStale = loadRevision(h.spec) !== revision;
-    if (isStale) stale++;
+    if (h.address !== undefined && s.o.agents.isReachable?.(h.nodeId) !== false) {
+      settled.push({ incarnation: inc, inFlight: s.core.inFlight(h.address), lastUsedMs: s.core.lastUsedMs(h.address) ?? -Infinity });
+    }
+    const stale1 = isStale(h, spec);
+    if (stale1) stale++;
     const idleSinceMs = s.core.idleSinceMs(inc);
     if (idleSinceMs === undefined) continue;
     idle.push({ incarnation: inc, idleSinceMs });
-    if (isStale) staleIdle.push({ incarnation: inc, idleSinceMs });
+    if (stale1) staleIdle.push({ incarnation: inc, idleSinceMs });
   }
   const c = chooseReplica(s, spec.id);
   let rollout: RolloutView | undefined;
-  if (stale === 0) s.rollouts.delete(spec.id);
+  if (stale === 0) endRollout(s, spec.id);
   else {
-    const keep = rolloutKeep(s.rollouts.get(spec.id), c.live, spec.replicas.min, spec.replicas.max);
-    s.rollouts.set(spec.id, keep);
+    const run = s.rollouts.get(spec.id);
+    const keep = rolloutKeep(run?.keep, c.live, spec.replicas.min, spec.replicas.max);
+    if (run === undefined) {
+      s.rollouts.set(spec.id, { keep, replaced: 0 });
+      s.o.events.emit({ type: "rollout.started", nodeId: "", model: spec.id, address: "", incarnation: "", stale, keep });
+    } else run.keep = keep;
     rollout = { keep, staleIdle, freshReady: ready - stale };
   }
+  // Counted toward max but not ready: loading, in admission, journal-only (chooseReplica's live counts them all).
+  const aboveMax: AboveMaxView = { settled, unsettled: c.live - ready, moving: s.drains.moving(spec.id), recovered: s.admissionOpen };
   return {
     min: spec.replicas.min,
     max: spec.replicas.max,
@@ -130,14 +145,29 @@ function viewOf<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, now
     idle,
     nowMs,
     ...(rollout === undefined ? {} : { rollout }),
+    aboveMax,
   };
+}
+
+/**
+ * The model's rollout is over (no replica runs older load settings, or the
+ * model left the config): `rollout.finished` with how many stale replicas it
+ * stopped and how many are ready now. Nothing when none was in progress.
+ */
+export function endRollout<H extends BackendHandle>(s: LoaderState<H>, model: string): void {
+  const run = s.rollouts.get(model);
+  if (run === undefined) return;
+  s.rollouts.delete(model);
+  let ready = 0;
+  for (const inc of s.replicas.of(model)) if (s.held.get(inc)?.phase === "ready" && s.core.stateOf(inc) === "ready") ready++;
+  s.o.events.emit({ type: "rollout.finished", nodeId: "", model, address: "", incarnation: "", replaced: run.replaced, ready });
 }
 
 /** Whether the model's one held replica runs with older load settings than `spec`'s. */
 function oneIsStale<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec): boolean {
   for (const inc of s.replicas.of(spec.id)) {
     const h = s.held.get(inc);
-    if (h !== undefined && h.phase === "ready" && loadRevision(h.spec) !== loadRevision(spec)) return true;
+    if (h !== undefined && h.phase === "ready" && isStale(h, spec)) return true;
   }
   return false;
 }

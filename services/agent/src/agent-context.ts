@@ -84,6 +84,7 @@ export function recordOf(p: BackendProcess): BackendRecord {
     pidStartTime: p.id.pidStartTime,
     gpuDevice: p.id.gpuDevice,
     startedAtMs: p.id.startedAtMs,
+    loadDigest: p.id.loadDigest,
     phase: p.state().t === "ready" || (p.state().t === "stopping" && p.stopRequested() !== null) ? "ready" : "loading",
     stopRequested: p.stopRequested(),
   };

@@ -35,7 +35,7 @@ function make(opts: { ignoreSigterm: boolean; graceMs?: number }) {
   const f = fakeHandle(opts);
   const transitions: string[] = [];
   const proc = new BackendProcess(
-    { incarnation: "01J0000000000000000000000A", model: "m", backend: "sim", address: "127.0.0.1:1", port: 1, pidStartTime: "1", gpuDevice: "", startedAtMs: 0 },
+    { incarnation: "01J0000000000000000000000A", model: "m", backend: "sim", address: "127.0.0.1:1", port: 1, pidStartTime: "1", gpuDevice: "", startedAtMs: 0, loadDigest: "" },
     f.handle,
     new BackendLogs("/nonexistent-dir", "x", 10),
     { clock, graceMs: opts.graceMs ?? 10_000, logger: nullLogger, onTransition: (_p, from: BackendPhase, to: BackendPhase) => transitions.push(`${from.t}->${to.t}`) },

@@ -46,6 +46,8 @@ export interface BackendIdentity {
   pidStartTime: string;
   gpuDevice: string;
   startedAtMs: number;
+  /** StartBackendRequest.load_digest ("" when none was given). */
+  loadDigest: string;
 }
 
 export interface BackendProcessDeps {

@@ -1,11 +1,17 @@
 import { describe, expect, it } from "vitest";
 import { parseBackendRecord } from "./backend-record.js";
 
-const complete = { version: 1, incarnation: "01J0000000000000000000000A", model: "m", backend: "sim", address: "127.0.0.1:40000", pid: 42, pidStartTime: "123", gpuDevice: "0", startedAtMs: 5, phase: "ready", stopRequested: { incarnation: "01J0000000000000000000000A", reason: "idle", atMs: 9 } };
+const complete = { version: 1, incarnation: "01J0000000000000000000000A", model: "m", backend: "sim", address: "127.0.0.1:40000", pid: 42, pidStartTime: "123", gpuDevice: "0", startedAtMs: 5, phase: "ready", loadDigest: "0123456789abcdef", stopRequested: { incarnation: "01J0000000000000000000000A", reason: "idle", atMs: 9 } };
 
 describe("backend records", () => {
   it("accepts a complete record", () => {
     expect(parseBackendRecord("a.json", JSON.stringify(complete))).toEqual({ kind: "complete", record: complete });
+  });
+
+  it("reads the load digest; a record written before it existed (or with a bad one) has none", () => {
+    const { loadDigest: _, ...older } = complete;
+    expect(parseBackendRecord("f.json", JSON.stringify(older))).toEqual({ kind: "complete", record: { ...complete, loadDigest: "" } });
+    expect(parseBackendRecord("g.json", JSON.stringify({ ...complete, loadDigest: "x".repeat(65) }))).toMatchObject({ kind: "complete", record: { loadDigest: "" } });
   });
 
   it("treats anything incomplete as partial, keeping what it can read", () => {

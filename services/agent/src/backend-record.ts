@@ -26,6 +26,8 @@ export interface BackendRecord {
   startedAtMs: number;
   /** "loading" until LoadModel succeeded. */
   phase: "loading" | "ready";
+  /** The coordinator's digest of the start's load settings; "" when none (or a record written before it existed). */
+  loadDigest: string;
   stopRequested: StopRequestRecord | null;
 }
 
@@ -78,6 +80,7 @@ export function parseBackendRecord(file: string, text: string): ParsedRecord {
       pidStartTime: o.pidStartTime,
       gpuDevice: typeof o.gpuDevice === "string" ? o.gpuDevice : "",
       startedAtMs: typeof o.startedAtMs === "number" ? o.startedAtMs : 0,
+      loadDigest: typeof o.loadDigest === "string" && o.loadDigest.length <= 64 ? o.loadDigest : "",
       phase: o.phase === "ready" ? "ready" : "loading",
       stopRequested,
     },

@@ -42,6 +42,7 @@ export function inventoryEntryOf(proc: BackendProcess, memoryBytes: number): Inv
     // reported until the process is gone
     stopRequested: sr === null || phase.t === "exited" ? undefined : { incarnation: sr.incarnation, reason: sr.reason, at: timestampFromMs(sr.atMs) },
     backend: proc.id.backend,
+    loadDigest: proc.id.loadDigest,
   };
 }
 

@@ -17,7 +17,7 @@ import { readPidStat } from "./proc-fs.js";
 import { spawnBackend } from "./process-handle.js";
 import { startResponseOf, type StartResponseInit } from "./proto-views.js";
 import { waitReady, tcpProbe } from "./readiness.js";
-import { checkId, checkIncarnation, checkOptions } from "./request-validation.js";
+import { checkId, checkIncarnation, checkOptions, checkText } from "./request-validation.js";
 import { StartLog, type StartEvent } from "./start-log.js";
 import type { StartEntry } from "./start-registry.js";
 
@@ -89,6 +89,8 @@ interface StartParams {
   deadlineMs: number;
   /** The epoch the start was admitted under: checked again right before the spawn. */
   leaderEpoch: bigint;
+  /** The coordinator's digest of the load settings (kept in the record, reported in the inventory). */
+  loadDigest: string;
 }
 
 /** Artifact failures as the start's typed codes (the message already names the artifact: artifact-cache.ts). */
@@ -173,7 +175,7 @@ async function runStart(ctx: AgentContext, log: StartLog, s: StartParams): Promi
     }
     const pidStart = (await readPidStat(res.handle.pid, procRoot))?.startTimeTicks ?? "0";
     const spawnedProc = new BackendProcess(
-      { incarnation: s.incarnation, model: s.model, backend: s.backend, address, port, pidStartTime: pidStart, gpuDevice: device, startedAtMs: clock.wallNow() },
+      { incarnation: s.incarnation, model: s.model, backend: s.backend, address, port, pidStartTime: pidStart, gpuDevice: device, startedAtMs: clock.wallNow(), loadDigest: s.loadDigest },
       res.handle,
       logs,
       ctx.processDeps,
@@ -299,6 +301,7 @@ export function createStartBackend(ctx: AgentContext): ServiceImpl<typeof AgentS
     const options = checkOptions("options", req.options);
     if (req.contextSize < 0 || req.contextSize > maxContextSize) throw invalidArgument("contextSize", `must be in 0..${String(maxContextSize)}`);
     const load = checkLoadSettings(loadSettingsOf(req));
+    const loadDigest = checkText("load_digest", req.loadDigest, 64);
     if (req.gpuDevice !== "" && !config.gpus.includes(req.gpuDevice)) pickDevice(ctx, req.gpuDevice);
     const artifacts = checkArtifacts("artifacts", req.artifacts.map((a) => ({ source: a.source, sha256: a.sha256, sizeBytes: a.sizeBytes, path: a.path })));
     if (artifacts.length > 0 && config.modelsPath === undefined) throw invalidArgument("artifacts", "this agent has no modelsPath, so it keeps no artifact cache; set modelsPath in the agent config");
@@ -330,7 +333,7 @@ export function createStartBackend(ctx: AgentContext): ServiceImpl<typeof AgentS
       ctx.logger.debug("start admitted", { incarnation, model, leaderEpoch: String(req.leaderEpoch) });
       // The start is bound to the call's deadline, not to this stream: a caller that
       // reconnects with the same incarnation attaches to it.
-      s.done = runStart(ctx, log, { incarnation, model, backend, entry, options, modelFile, artifacts, modelFileArtifact, contextSize: req.contextSize, load, gpuDevice: req.gpuDevice, deadlineMs, leaderEpoch: req.leaderEpoch });
+      s.done = runStart(ctx, log, { incarnation, model, backend, entry, options, modelFile, artifacts, modelFileArtifact, contextSize: req.contextSize, load, gpuDevice: req.gpuDevice, deadlineMs, leaderEpoch: req.leaderEpoch, loadDigest });
       start = s;
     }
     for await (const ev of start.log.follow(callCtx.signal)) yield startResponseOf(ev);

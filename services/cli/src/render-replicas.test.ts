@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { create } from "@bufbuild/protobuf";
 import { ModelReplicasSchema, NodeSchema } from "@warden/proto";
-import { blockedText, nodeLimitsTable, replicasTable, scaleText } from "./render-replicas.js";
+import { blockedText, nodeLimitsTable, replicasTable, rolloutText, scaleText } from "./render-replicas.js";
 
 const replicas = (init: Parameters<typeof create<typeof ModelReplicasSchema>>[1]) => create(ModelReplicasSchema, init);
 
@@ -22,6 +22,19 @@ describe("models ls: replicas per model", () => {
     expect(replicasTable([b])).toContain("blocked: no node fits 80GiB (3 failures, retry in 8s)");
     expect(scaleText(b)).toBe("big: replicas 2..2 (ready 1/2); blocked: no node fits 80GiB (3 failures, retry in 8s)");
     expect(scaleText(replicas({ model: "m", min: 1, max: 3, desired: 1, loading: 1 }))).toBe("m: replicas 1..3 (ready 0/1, 1 loading)");
+  });
+});
+
+describe("models ls: a rollout in progress", () => {
+  it("shows rolling out current/total in its own column (while some model rolls out) and in models scale's answer", () => {
+    const r = replicas({ model: "chat", min: 0, max: 3, desired: 3, ready: 3, rollout: { current: 1, stale: 2, keep: 3 } });
+    expect(rolloutText(r)).toBe("rolling out 1/3");
+    expect(rolloutText(replicas({ model: "x" }))).toBe("-");
+    expect(replicasTable([r]).split("\n")[1]).toMatch(/SCALE-UP\s+│\s+ROLLOUT/);
+    expect(replicasTable([r])).toMatch(/chat\s+│.*│\s+-\s+│\s+rolling out 1\/3/);
+    expect(scaleText(r)).toBe("chat: replicas 0..3 (ready 3/3); rolling out 1/3");
+    // no model rolling out: no column (the table as it always was)
+    expect(replicasTable([replicas({ model: "x" })]).split("\n")[1]).not.toMatch(/ROLLOUT/);
   });
 });
 

@@ -10,18 +10,25 @@ export function blockedText(r: Pick<ModelReplicas, "blocked">): string {
   return `blocked: ${b.error === "" ? "cannot place" : b.error} (${String(b.failures)} failure${b.failures === 1 ? "" : "s"}, ${retry})`;
 }
 
-/** `models ls`' replica summary: one row per configured model. */
+/** A rollout in progress in one cell: "rolling out <current>/<current + stale>", "-" when none. */
+export function rolloutText(r: Pick<ModelReplicas, "rollout">): string {
+  const o = r.rollout;
+  return o === undefined ? "-" : `rolling out ${String(o.current)}/${String(o.current + o.stale)}`;
+}
+
+/** `models ls`' replica summary: one row per configured model; a ROLLOUT column while some model rolls out. */
 export function replicasTable(replicas: readonly ModelReplicas[]): string {
   if (replicas.length === 0) return "no models configured";
+  const rolling = replicas.some((r) => r.rollout !== undefined);
   return table(
-    ["MODEL", "READY/DESIRED", "MIN..MAX", "LOADING", "STOPPING", "LEFTOVERS", "QUEUED", "SCALE-UP"],
-    replicas.map((r) => [r.model, `${String(r.ready)}/${String(r.desired)}`, `${String(r.min)}..${String(r.max)}`, r.loading, r.stopping, r.leftovers, r.queued, blockedText(r)]),
+    ["MODEL", "READY/DESIRED", "MIN..MAX", "LOADING", "STOPPING", "LEFTOVERS", "QUEUED", "SCALE-UP", ...(rolling ? ["ROLLOUT"] : [])],
+    replicas.map((r) => [r.model, `${String(r.ready)}/${String(r.desired)}`, `${String(r.min)}..${String(r.max)}`, r.loading, r.stopping, r.leftovers, r.queued, blockedText(r), ...(rolling ? [rolloutText(r)] : [])]),
   );
 }
 
 /** The one-line answer of `models scale`. */
 export function scaleText(r: ModelReplicas): string {
-  return `${r.model}: replicas ${String(r.min)}..${String(r.max)} (ready ${String(r.ready)}/${String(r.desired)}${r.loading > 0 ? `, ${String(r.loading)} loading` : ""})${r.blocked === undefined ? "" : `; ${blockedText(r)}`}`;
+  return `${r.model}: replicas ${String(r.min)}..${String(r.max)} (ready ${String(r.ready)}/${String(r.desired)}${r.loading > 0 ? `, ${String(r.loading)} loading` : ""})${r.blocked === undefined ? "" : `; ${blockedText(r)}`}${r.rollout === undefined ? "" : `; ${rolloutText(r)}`}`;
 }
 
 function budgetText(l: NodeLimits | undefined): string | undefined {

@@ -1,4 +1,4 @@
-import { loadRevision } from "@warden/loader";
+import { isStale } from "@warden/loader";
 import type { CheckContext, Checker } from "./checker.js";
 
 /**
@@ -32,8 +32,7 @@ function rolling(ctx: CheckContext, model: string, except: string): boolean {
   const c = ctx.coord;
   const spec = c?.loader.modelSpec(model);
   if (c === undefined || spec === undefined) return false;
-  const rev = loadRevision(spec);
-  return c.loader.heldInstances().some((h) => h.model === model && h.incarnation !== except && loadRevision(h.spec) !== rev);
+  return c.loader.heldInstances().some((h) => h.model === model && h.incarnation !== except && isStale(h, spec));
 }
 
 function describeHeld(ctx: CheckContext, model: string, except: string): string {
@@ -126,6 +125,7 @@ export function replicaChecker(): Checker {
         }
         case "replica.scaled-down":
           cov.hit("replica.scaled-down");
+          if (e.cause === "max") cov.hit("replica.scaled-down.max");
           return;
         case "replica.scale-blocked":
           cov.hit("replica.scale-blocked");

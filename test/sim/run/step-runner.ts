@@ -235,10 +235,13 @@ async function admin(h: Harness, step: Extract<Step, { kind: "admin" }>, r: SimR
     }
     case "reload": {
       // A changed option is a new load revision: the running replicas of that model are rolled out.
+      // A lowered max scales the model down to it promptly.
       const next = h.opts.models
         .filter(() => r.chance(0.85))
         .map((m) => (r.chance(0.2) ? { ...m, pinned: !m.pinned } : m))
-        .map((m) => (r.chance(0.25) ? { ...m, options: [...m.options, `rev:${String(r.int(1, 3))}`] } : m));
+        .map((m) => (r.chance(0.25) ? { ...m, options: [...m.options, `rev:${String(r.int(1, 3))}`] } : m))
+        // A lowered max (replicated models only: a seed without them draws what it drew before): the excess is stopped promptly.
+        .map((m) => (m.replicas.max > 1 && r.chance(0.3) ? { ...m, replicas: { ...m.replicas, max: Math.max(m.replicas.min, 1, r.int(1, m.replicas.max - 1)) } } : m));
       await Promise.all(loader.setModels(next));
       w.coverage.hit("config.reloaded");
       return;

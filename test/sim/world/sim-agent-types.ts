@@ -9,6 +9,8 @@ export interface AgentRecord {
   readonly incarnation: string;
   readonly model: string;
   readonly backend: string;
+  /** The start's load digest, reported in the inventory (a restarted coordinator rolls out a stale instance). */
+  readonly loadDigest: string;
   readonly process: TruthProcess;
   state: RecordState;
   stopRequested: { readonly reason: string; readonly atMs: number } | undefined;

@@ -260,7 +260,7 @@ export class SimAgent {
         this.crashBetweenSpawnAndRecord(p, behaviour, sink, crashNow.downMs);
         return;
       }
-      const r: AgentRecord = { incarnation: req.incarnation, model: req.model, backend: req.backend, process: p, state: "loading", stopRequested: undefined, stopping: undefined };
+      const r: AgentRecord = { incarnation: req.incarnation, model: req.model, backend: req.backend, loadDigest: req.loadDigest ?? "", process: p, state: "loading", stopRequested: undefined, stopping: undefined };
       rec = r;
       this.records.set(req.incarnation, r);
       // The agent's own readiness deadline: a start outlives its caller's stream, not this.

@@ -34,6 +34,7 @@ export function inventoryEntries(records: Iterable<AgentRecord>): InventoryEntry
       memoryBytes: BigInt(r.process.memoryBytes),
       gpuDevice: "0",
       backend: r.backend,
+      loadDigest: r.loadDigest,
       ...(r.stopRequested === undefined ? {} : { stopRequested: { ...templates.stopRequested, incarnation: r.incarnation, reason: r.stopRequested.reason, at: timestampFromMs(r.stopRequested.atMs) } }),
     });
   }

@@ -74,9 +74,13 @@ export function eventInitOf(e: LoaderEvent): EventInit {
     case "replica.scaled-up":
       return { ...base, payload: { case: "replicaScaledUp", value: { $typeName: "warden.v1.ReplicaScaledUp", cause: e.cause, replicas: e.replicas } } };
     case "replica.scaled-down":
-      return { ...base, payload: { case: "replicaScaledDown", value: { $typeName: "warden.v1.ReplicaScaledDown", replicas: e.replicas } } };
+      return { ...base, payload: { case: "replicaScaledDown", value: { $typeName: "warden.v1.ReplicaScaledDown", replicas: e.replicas, cause: e.cause } } };
     case "replica.scale-blocked":
       return { ...base, payload: { case: "replicaScaleBlocked", value: { $typeName: "warden.v1.ReplicaScaleBlocked", error: e.error, failures: e.failures, retryAfterMs: BigInt(Math.max(0, Math.round(e.retryAfterMs))) } } };
+    case "rollout.started":
+      return { ...base, payload: { case: "rolloutStarted", value: { $typeName: "warden.v1.RolloutStarted", stale: e.stale, keep: e.keep } } };
+    case "rollout.finished":
+      return { ...base, payload: { case: "rolloutFinished", value: { $typeName: "warden.v1.RolloutFinished", replaced: e.replaced, ready: e.ready } } };
     case "replica.scale-set":
       return { ...base, payload: { case: "replicaScaleSet", value: { $typeName: "warden.v1.ReplicaScaleSet", operator: e.operator, min: e.min, max: e.max } } };
     case "load.waiting":

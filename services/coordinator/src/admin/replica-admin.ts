@@ -38,6 +38,7 @@ export function modelReplicasInit(s: ReplicaStatus, nowMs: number): ModelReplica
     stopping: s.stopping,
     leftovers: s.leftovers,
     queued: s.queued,
+    ...(s.rollout === undefined ? {} : { rollout: { current: s.rollout.current, stale: s.rollout.stale, keep: s.rollout.keep } }),
     ...(s.blocked === undefined ? {} : { blocked: { error: s.blocked.error, failures: s.blocked.failures, retryAfterMs: BigInt(Math.max(0, Math.ceil(s.blocked.retryAtMs - nowMs))) } }),
   };
 }

@@ -33,7 +33,7 @@ export function agentPort(client: Client<typeof AgentService>, leaderEpoch: Lead
         { incarnation: req.incarnation, model: req.model, backend: req.backend, options: [...req.options], modelFile: req.modelFile, contextSize: req.contextSize,
           artifacts: (req.artifacts ?? []).map((a) => ({ source: a.source, sha256: a.sha256, sizeBytes: BigInt(a.sizeBytes), path: a.path })),
           backendModel: req.load.backendModel, gpuLayers: req.load.gpuLayers, threads: req.load.threads, batch: req.load.batch, mmap: req.load.mmap, flashAttention: req.load.flashAttention, cuda: req.load.cuda,
-          leaderEpoch: leaderEpoch(), requestedBy: req.requestedBy ?? "" },
+          leaderEpoch: leaderEpoch(), requestedBy: req.requestedBy ?? "", loadDigest: req.loadDigest ?? "" },
         { signal: options.signal },
       );
       yield* startEvents(stream, onStale);

@@ -12,7 +12,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Code, WardenError } from "@warden/common";
 import { createClient, type Client } from "@warden/grpc";
-import { AdminService, ArtifactStore, InstanceState, NodeState } from "@warden/proto";
+import { AdminService, ArtifactStoreService, InstanceState, NodeState } from "@warden/proto";
 import { simModel, startTestCoordinator, until, type TestCoordinator } from "./support/coordinator-harness.js";
 import { liveRemoteAgents, startRemoteAgent, type RemoteAgent } from "./support/agent-process.js";
 import { withToken, writeTokensFile } from "./support/auth-tokens.js";
@@ -26,7 +26,7 @@ async function refusal(p: Promise<unknown>): Promise<WardenError> {
   return err as WardenError;
 }
 
-async function readAll(client: Client<typeof ArtifactStore>, nodeId: string, path: string, offset = 0n): Promise<{ offsets: bigint[]; total: bigint; data: Buffer }> {
+async function readAll(client: Client<typeof ArtifactStoreService>, nodeId: string, path: string, offset = 0n): Promise<{ offsets: bigint[]; total: bigint; data: Buffer }> {
   const parts: Buffer[] = [];
   const offsets: bigint[] = [];
   let total = -1n;
@@ -93,7 +93,7 @@ describe("artifact store", () => {
   }, 90_000);
 
   it("ReadArtifact serves node gpu-1's token from an offset, every chunk naming its offset and the size", async () => {
-    const client = createClient(ArtifactStore, tc.c.address, withToken(tokens.gpu1));
+    const client = createClient(ArtifactStoreService, tc.c.address, withToken(tokens.gpu1));
     try {
       const r = await readAll(client, "gpu-1", "llama/m.bin", 1_000_000n);
       expect(r.total).toBe(BigInt(body.length));
@@ -110,10 +110,10 @@ describe("artifact store", () => {
   });
 
   it("refuses path traversal, symlinks out of the store, missing files, other nodes' and non-node credentials", async () => {
-    const node = createClient(ArtifactStore, tc.c.address, withToken(tokens.gpu1));
-    const other = createClient(ArtifactStore, tc.c.address, withToken(tokens.gpu2));
-    const adminStore = createClient(ArtifactStore, tc.c.address, withToken(tokens.admin));
-    const anonymous = createClient(ArtifactStore, tc.c.address);
+    const node = createClient(ArtifactStoreService, tc.c.address, withToken(tokens.gpu1));
+    const other = createClient(ArtifactStoreService, tc.c.address, withToken(tokens.gpu2));
+    const adminStore = createClient(ArtifactStoreService, tc.c.address, withToken(tokens.admin));
+    const anonymous = createClient(ArtifactStoreService, tc.c.address);
     try {
       for (const p of ["../outside.txt", "llama/../../outside.txt", "/etc/passwd", "llama\\m.bin", ""]) {
         expect(await refusal(readAll(node, "gpu-1", p)), p).toMatchObject({ code: Code.InvalidArgument, details: { field: "path" } });

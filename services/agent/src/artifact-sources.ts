@@ -67,14 +67,14 @@ export function httpSource(source: string, sizeBytes: number): ArtifactSource {
   };
 }
 
-/** One chunk of the coordinator's store (NodeService-side ArtifactStore.ReadArtifact). */
+/** One chunk of the coordinator's store (NodeService-side ArtifactStoreService.ReadArtifact). */
 export interface StoreChunk {
   readonly offset: bigint;
   readonly totalBytes: bigint;
   readonly data: Uint8Array;
 }
 
-/** Reads a store file from an offset (artifact-store-client.ts over the coordinators' ArtifactStore). */
+/** Reads a store file from an offset (artifact-store-client.ts over the coordinators' ArtifactStoreService). */
 export type StoreReader = (path: string, offset: number, signal: AbortSignal) => AsyncIterable<StoreChunk>;
 
 /**

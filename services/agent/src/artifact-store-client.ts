@@ -1,24 +1,24 @@
 import { Code, WardenError } from "@warden/common";
 import { createClient, type Client, type CreateClientOptions } from "@warden/grpc";
-import { ArtifactStore } from "@warden/proto";
+import { ArtifactStoreService } from "@warden/proto";
 import type { StoreChunk, StoreReader } from "./artifact-sources.js";
 
 /** Codes after which the next coordinator is tried: it is not there, or not the one serving (a standby answers UNIMPLEMENTED). */
 const tryNext = new Set<Code>([Code.Unavailable, Code.Unimplemented, Code.FailedPrecondition, Code.DeadlineExceeded]);
 
 /**
- * The coordinators' artifact store (ArtifactStore.ReadArtifact) with the
+ * The coordinators' artifact store (ArtifactStoreService.ReadArtifact) with the
  * agent's node credentials: the same TLS and node token as its Register and
  * Heartbeat. Each read tries the coordinators in `--coordinator` order until
  * one sends a first chunk; a later failure is the pull's (it resumes from
  * its partial on the next start).
  */
 export function coordinatorStoreReader(o: { readonly addresses: readonly string[]; readonly nodeId: string; readonly clientOptions: CreateClientOptions }): { reader: StoreReader; close(): void } {
-  const clients = new Map<string, Client<typeof ArtifactStore>>();
-  const clientFor = (address: string): Client<typeof ArtifactStore> => {
+  const clients = new Map<string, Client<typeof ArtifactStoreService>>();
+  const clientFor = (address: string): Client<typeof ArtifactStoreService> => {
     let c = clients.get(address);
     if (c === undefined) {
-      c = createClient(ArtifactStore, address, o.clientOptions);
+      c = createClient(ArtifactStoreService, address, o.clientOptions);
       clients.set(address, c);
     }
     return c;

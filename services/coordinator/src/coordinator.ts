@@ -1,7 +1,7 @@
 import { join, resolve } from "node:path";
 import { artifactStoreService } from "./nodes/artifact-store-service.js";
 import { create } from "@bufbuild/protobuf";
-import { AdminService, ArtifactStore, Backend, InferenceService, JournalRepairedSchema, NodeService, type Event } from "@warden/proto";
+import { AdminService, ArtifactStoreService, Backend, InferenceService, JournalRepairedSchema, NodeService, type Event } from "@warden/proto";
 import { GrpcServer, LeanGrpcServer, ServingStatus, guardRawUnary } from "@warden/grpc";
 import { cryptoRng, createUlidFactory, nullLogger, privateStateDir, sleep, systemClock, type Cancel } from "@warden/common";
 import { Loader } from "@warden/loader";
@@ -311,7 +311,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
   server.add(NodeService, guarded(NodeService, nodeImpl, authn?.node));
   // The artifact store: to node credentials only, as NodeService (artifact-store-service.ts).
   const storeImpl = artifactStoreService(config.artifactStore, { mutual: transport.mutual });
-  server.add(ArtifactStore, guarded(ArtifactStore, storeImpl, authn?.node));
+  server.add(ArtifactStoreService, guarded(ArtifactStoreService, storeImpl, authn?.node));
   if (dataPlane !== undefined) transport.attachDataPlane(dataPlane);
 
   // The single-machine default: an agent in this process, reporting through the same heartbeat path.

@@ -2,12 +2,12 @@ import { open, realpath } from "node:fs/promises";
 import { join, sep } from "node:path";
 import { Code, WardenError, abortReason, checkRelativePath } from "@warden/common";
 import type { ServiceImpl } from "@warden/grpc";
-import type { ArtifactStore } from "@warden/proto";
+import type { ArtifactStoreService } from "@warden/proto";
 import { checkNodeCertificate } from "../auth/node-certificate-check.js";
 
 /** Longest store path a ReadArtifact may name. */
 export const maxStorePathChars = 1024;
-/** Bytes per ArtifactChunk. */
+/** Bytes per ReadArtifactResponse. */
 export const storeChunkBytes = 1 << 20;
 
 function inside(root: string, path: string): boolean {
@@ -15,7 +15,7 @@ function inside(root: string, path: string): boolean {
 }
 
 /**
- * ArtifactStore: the coordinator's `artifactStore` directory, read by agents
+ * ArtifactStoreService: the coordinator's `artifactStore` directory, read by agents
  * from an offset (a resumed pull). Served on the port agents register on, to
  * node credentials only: the node token bound to `node_id` (the guard, as for
  * NodeService) and, with mutual TLS, a certificate naming that node. A path
@@ -24,7 +24,7 @@ function inside(root: string, path: string): boolean {
  * PERMISSION_DENIED; a missing file or a directory is NOT_FOUND; an offset
  * past the end is OUT_OF_RANGE.
  */
-export function artifactStoreService(root: string | undefined, o: { readonly mutual: boolean }): ServiceImpl<typeof ArtifactStore> {
+export function artifactStoreService(root: string | undefined, o: { readonly mutual: boolean }): ServiceImpl<typeof ArtifactStoreService> {
   return {
     async *readArtifact(req, ctx) {
       if (o.mutual) checkNodeCertificate(req.nodeId, ctx);

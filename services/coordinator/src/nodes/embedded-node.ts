@@ -1,6 +1,6 @@
 import { create } from "@bufbuild/protobuf";
 import { join } from "node:path";
-import { AgentService, InventoryEntrySchema, NodeResourcesSchema, OrphanProcessSchema, type ArtifactStore, type NodeService } from "@warden/proto";
+import { AgentService, InventoryEntrySchema, NodeResourcesSchema, OrphanProcessSchema, type ArtifactStoreService, type NodeService } from "@warden/proto";
 import { inProcessClient, type ServiceImpl } from "@warden/grpc";
 import { wardenVersion, type Clock, type Logger, type Rng } from "@warden/common";
 import { builtinCatalog, createAgent, createNodeHeartbeat, inProcessContext, inProcessNodeService, placementLimitsMessage, resolveAgentConfig, type Agent, type NodeHeartbeat } from "@warden/agent";
@@ -38,7 +38,7 @@ export async function startEmbeddedNode(o: {
   readonly nodes: NodeRegistry;
   readonly nodeImpl: ServiceImpl<typeof NodeService>;
   /** The coordinator's artifact store, read in process by the embedded agent (`store:` sources). */
-  readonly storeImpl?: ServiceImpl<typeof ArtifactStore>;
+  readonly storeImpl?: ServiceImpl<typeof ArtifactStoreService>;
 }): Promise<{ readonly agent: Agent; readonly heartbeat: NodeHeartbeat }> {
   const agentConfig = embeddedAgentConfig(o.config);
   const store = o.storeImpl;
@@ -88,7 +88,7 @@ export async function startEmbeddedNode(o: {
 }
 
 /** The store read in process (no socket: the embedded agent's `store:` pulls). */
-async function* inProcessStoreRead(store: ServiceImpl<typeof ArtifactStore>, nodeId: string, path: string, offset: number, signal: AbortSignal): AsyncGenerator<{ offset: bigint; totalBytes: bigint; data: Uint8Array }> {
+async function* inProcessStoreRead(store: ServiceImpl<typeof ArtifactStoreService>, nodeId: string, path: string, offset: number, signal: AbortSignal): AsyncGenerator<{ offset: bigint; totalBytes: bigint; data: Uint8Array }> {
   for await (const c of store.readArtifact({ $typeName: "warden.v1.ReadArtifactRequest", nodeId, path, offset: BigInt(offset) }, inProcessContext({ signal }))) {
     yield { offset: c.offset ?? 0n, totalBytes: c.totalBytes ?? 0n, data: c.data ?? new Uint8Array() };
   }

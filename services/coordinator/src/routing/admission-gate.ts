@@ -64,6 +64,11 @@ export class AdmissionGate {
 
   constructor(private readonly ports: AdmissionGatePorts) {}
 
+  /** Whether calls of `model` go through the gate (it has `admission:`): the hot path of every other model skips it whole. */
+  gates(model: string): boolean {
+    return this.ports.settingsOf(model) !== undefined;
+  }
+
   /** Waits for a place for one call of `model`; resolves with its release (call it exactly when the call ends). */
   async enter(model: string, caller: CallerClass, signal: AbortSignal): Promise<() => void> {
     const settings = this.ports.settingsOf(model);

@@ -86,11 +86,13 @@ export class RoutedCalls {
 
   /** One unary call: retried once on a fresh instance while `mayRetry()`; holds one admission place throughout. */
   async unary<T>(model: string, signal: AbortSignal, fn: (lease: Lease<BackendClientHandle>) => Promise<T>, mayRetry: () => boolean, hint?: CallRouteHint, caller: CallerClass = defaultCaller): Promise<T> {
-    const release = this.gate === undefined ? undefined : await this.gate.enter(model, caller, signal);
+    // Models without `admission:` go straight to routing, without an extra turn.
+    if (this.gate?.gates(model) !== true) return this.unaryAttempts(model, signal, fn, mayRetry, hint);
+    const release = await this.gate.enter(model, caller, signal);
     try {
       return await this.unaryAttempts(model, signal, fn, mayRetry, hint);
     } finally {
-      release?.();
+      release();
     }
   }
 
@@ -118,7 +120,7 @@ export class RoutedCalls {
   async *stream<T>(model: string, signal: AbortSignal, open: (lease: Lease<BackendClientHandle>) => AsyncIterable<T>, mayRetry: () => boolean, routed: RoutedCounter, onReply?: () => void, hint?: CallRouteHint, caller: CallerClass = defaultCaller): AsyncGenerator<T> {
     let release: (() => void) | undefined;
     try {
-      release = this.gate === undefined ? undefined : await this.gate.enter(model, caller, signal);
+      release = this.gate?.gates(model) === true ? await this.gate.enter(model, caller, signal) : undefined;
     } catch (err) {
       routed.inc(outcomeOf(err));
       throw err;

@@ -1,6 +1,6 @@
 import { EvictionReason, type Event } from "@warden/proto";
 import type { Cancel, Clock } from "@warden/common";
-import type { BackendHandle, Lease, Loader } from "@warden/loader";
+import type { BackendHandle, Lease, Loader, RouteHint } from "@warden/loader";
 import type { NodeRecord } from "@warden/cluster";
 import type { TraceLine } from "@warden/whatif";
 
@@ -55,12 +55,13 @@ export function traceLineOf(e: Event, at: number): TraceLine | undefined {
  */
 export function traceCalls<H extends BackendHandle>(loader: Loader<H>, clock: Clock, sink: TraceSink): void {
   const acquire = loader.acquire.bind(loader);
-  loader.acquire = async (model: string, signal: AbortSignal): Promise<Lease<H>> => {
+  // Every argument passes through (a route hint included): the wrap only records.
+  loader.acquire = async (model: string, signal: AbortSignal, hint?: RouteHint): Promise<Lease<H>> => {
     const arrived = clock.now();
     const at = clock.wallNow();
     let lease: Lease<H>;
     try {
-      lease = await acquire(model, signal);
+      lease = await acquire(model, signal, hint);
     } catch (err) {
       sink.record({ t: "call", at, m: model, waitMs: clock.now() - arrived, durMs: 0, ok: false });
       throw err;

@@ -1,8 +1,8 @@
 import { join, resolve } from "node:path";
 import { artifactStoreService } from "./nodes/artifact-store-service.js";
 import { create } from "@bufbuild/protobuf";
-import { AdminService, ArtifactStoreService, Backend, InferenceService, JournalRepairedSchema, NodeService, type Event } from "@warden/proto";
-import { GrpcServer, LeanGrpcServer, ServingStatus, guardRawUnary } from "@warden/grpc";
+import { AdminService, ArtifactStoreService, JournalRepairedSchema, NodeService, type Event } from "@warden/proto";
+import { GrpcServer, ServingStatus } from "@warden/grpc";
 import { cryptoRng, createUlidFactory, nullLogger, privateStateDir, sleep, systemClock, type Cancel } from "@warden/common";
 import { Loader } from "@warden/loader";
 import { createOutbox, nullPublisher, type Journal, type OutboxHealth, type Publisher } from "@warden/outbox";
@@ -17,12 +17,9 @@ import type { BackendClientHandle } from "./routing/backend-connector.js";
 import { coordinatorTransport } from "./auth/coordinator-transport.js";
 import { withNodeCertificateCheck } from "./auth/node-certificate-check.js";
 import { guarded, loadCoordinatorAuth, readTokenTable } from "./auth/coordinator-auth.js";
-import { adminStreamRule, inferenceStreamRule, revocableRawStreams, revocableStreams } from "./auth/revocable-streams.js";
+import { adminStreamRule, revocableStreams } from "./auth/revocable-streams.js";
 import { clientLimits, serverLimits } from "./config/limits-config.js";
 import { EventHub } from "./admin/event-hub.js";
-import { inferenceService } from "./routing/inference-service.js";
-import { backendRouter } from "./routing/backend-router.js";
-import { PrefixRouting } from "./routing/prefix-routing.js";
 import { NodeRegistry } from "./nodes/node-registry.js";
 import { nodeService } from "./nodes/node-service.js";
 import { OutageServing } from "./nodes/outage-serving.js";
@@ -43,7 +40,7 @@ import { natsCredentialsOf } from "./ha/ha-nats.js";
 import { auditFenceOf } from "./ha/coordinator-ha-wiring.js";
 import type { Coordinator, CoordinatorDeps } from "./coordinator-types.js";
 import { registerAdmissionMetrics } from "./routing/admission-metrics.js";
-import { routingAdmission } from "./routing/caller-class.js";
+import { wireInference } from "./routing/inference-wiring.js";
 import { startWorkloadTrace, traceExporter } from "./trace/workload-trace.js";
 
 export type { Coordinator, CoordinatorDeps } from "./coordinator-types.js";
@@ -279,35 +276,8 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
   const nodeImpl = withNodeCertificateCheck(nodeService(nodes, clock, recovery.epoch, { credentialed: authn !== undefined, caps: { maxInventory: config.limits.maxInventoryPerHeartbeat, maxOrphans: config.limits.maxOrphansPerHeartbeat }, ...(deps.ha === undefined ? {} : { ha: deps.ha }) }), transport.mutual, transport.probeAgentAddress);
   const adminImpl = auditedAdminService(authn, log, { clock, loader, nodes, hub, placement, enforcement: config.enforcement, defaultStopTimeoutMs: config.stop.stopTimeoutMs, ...(deps.haStatus === undefined ? {} : { haStatus: deps.haStatus }), settings: durable.settings, takeover: operatorSettings, knownAtStart: known, ...traceExporter(trace, stateDir), outage: outage.view, ...(deps.ha === undefined ? {} : { requireCommands: () => void deps.ha?.leaderEpoch() }) });
   server.add(AdminService, guarded(AdminService, authn === undefined ? adminImpl : revocableStreams(AdminService, adminImpl, authn, adminStreamRule), authn?.admin));
-  // One labelled child per outcome, resolved once: `inc({ outcome })` would hash the labels on every routed call.
-  const routedByOutcome = new Map<string, { inc(): void }>();
-  const routed = {
-    inc: (outcome: string): void => {
-      let child = routedByOutcome.get(outcome);
-      if (child === undefined) {
-        const counter = metricsRef.current?.routedCalls;
-        if (counter === undefined) return;
-        child = counter.labels(outcome);
-        routedByOutcome.set(outcome, child);
-      }
-      child.inc();
-    },
-  };
-  const metricsRef: { current: CoordinatorMetrics | undefined } = { current: undefined };
-  // Models with `routing: prefix` route by prompt prefix (routing/prefix-routing.ts).
-  const prefixRouting = new PrefixRouting(loader, clock).follow(hub);
-  // Models with `admission:`: classes, fair sharing and shedding in front of routing, on every surface (read per call: a reload applies at once).
-  const admissionNow = { settings: config.admission };
-  const admission = routingAdmission({ settingsOf: (m) => admissionNow.settings.get(m), loader, authn });
-  const inference = inferenceService(loader, log.child({ component: "inference" }), routed, authn === undefined ? undefined : (model, ctx, m) => { authn.checkModel(model, ctx, m); }, prefixRouting, admission);
-  const inferenceGuarded = guarded(InferenceService, authn === undefined ? inference : revocableStreams(InferenceService, inference, authn, inferenceStreamRule), authn?.inference);
-  server.add(InferenceService, inferenceGuarded);
-  // Both ports also serve LocalAI's backend.Backend itself, every method routed as bytes (backend-router.ts), behind the inference tokens;
-  // with tokens, no caller may name a file on the node (backend-path-rules.ts). Without, there is no boundary to keep.
-  const routerImpl = backendRouter(loader, log.child({ component: "backend-router" }), routed, authn === undefined ? undefined : (model, ctx, m) => { authn.inference(m, ctx, undefined); authn.checkModel(model, ctx, m); }, authn === undefined ? "pass" : "refuse", prefixRouting, admission);
-  const router = authn === undefined ? routerImpl : revocableRawStreams(routerImpl, authn, inferenceStreamRule);
-  server.addRawService(Backend, router);
-  const dataPlane = config.inferenceListen === undefined ? undefined : new LeanGrpcServer({ ...transport.dataPlane, ...serverLimits(config.limits) }).add(InferenceService, inferenceGuarded).addRawUnary(InferenceService.method.predict, authn === undefined ? inference.predictBytes : guardRawUnary(InferenceService.method.predict, inference.predictBytes, authn.inference)).addRawService(Backend, router);
+  // Every inference route on both ports, with prefix routing and the admission gate in front (routing/inference-wiring.ts).
+  const { routed, prefixRouting, admission, dataPlane, ...inferenceRoutes } = wireInference({ config, loader, clock, hub, log, authn, server, transport });
   server.add(NodeService, guarded(NodeService, nodeImpl, authn?.node));
   // The artifact store: to node credentials only, as NodeService (artifact-store-service.ts).
   const storeImpl = artifactStoreService(config.artifactStore, { mutual: transport.mutual });
@@ -322,7 +292,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
   const metrics = new CoordinatorMetrics(loader, nodes, outbox);
   if (auditLink !== undefined) registerAuditStreamMetrics(metrics.registry, auditLink);
   registerAdmissionMetrics(metrics.registry, admission.gate);
-  metricsRef.current = metrics;
+  inferenceRoutes.countInto(metrics.routedCalls);
   hub.observe((e) => {
     metrics.observe(e);
   });
@@ -397,7 +367,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
       http?.reload(next);
       applyTls();
       currentConfig = next;
-      admissionNow.settings = next.admission;
+      inferenceRoutes.reload(next);
       if (tokens !== undefined) authn?.replace(tokens);
       await Promise.all(loader.setModels(next.models));
       loader.updatePolicy(next.policy);

@@ -15,6 +15,7 @@ import type { RecordStore } from "./record-store.js";
 import type { StartRegistry } from "./start-registry.js";
 import type { WatchHub } from "./watch-hub.js";
 import type { ReportSequence } from "./report-sequence.js";
+import type { PendingSpawns } from "./pending-spawns.js";
 
 /**
  * What the agent's parts share, built once by createAgent. Each piece of
@@ -45,6 +46,8 @@ export interface AgentContext {
   readonly hub: WatchHub<WatchEventInit>;
   readonly probe: (pids: readonly number[], signal?: AbortSignal) => Promise<MemoryReading>;
   readonly table: BackendTable;
+  /** Starts past their fence check whose process the table does not hold yet (listed in inventories). */
+  readonly pendingSpawns: PendingSpawns;
   readonly starts: StartRegistry;
   /** This boot's epoch (ms) and Heartbeat report sequence (report-sequence.ts). */
   readonly bootEpochMs: number;

@@ -29,6 +29,7 @@ import { RecordStore } from "./record-store.js";
 import { StartRegistry } from "./start-registry.js";
 import { WatchHub } from "./watch-hub.js";
 import { ReportSequence } from "./report-sequence.js";
+import { PendingSpawns } from "./pending-spawns.js";
 
 // The agent's parts live in files named after their rule: start-backend.ts
 // (spawn, readiness, LoadModel), stop-backend.ts, adoption.ts (records at
@@ -164,6 +165,7 @@ export function createAgent(config: AgentConfig, deps: AgentDeps = {}): Agent {
     hub,
     probe: createMemoryProbe({ nvidiaSmiPath: config.nvidiaSmiPath, procRoot }),
     table,
+    pendingSpawns: new PendingSpawns(),
     starts: new StartRegistry((inc) => table.has(inc)),
     bootEpochMs,
     reports,

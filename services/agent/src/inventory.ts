@@ -24,12 +24,14 @@ const measure = async (ctx: AgentContext, pids: number[], signal?: AbortSignal):
 export async function takeInventory(ctx: AgentContext, bootEpochMs: number, signal?: AbortSignal): Promise<InventorySnapshot> {
   // Snapshot synchronously; exited entries are shown once, then dropped.
   const procs = ctx.table.takeInventory();
+  // Starts whose process the table does not hold yet, in the same turn (pending-spawns.ts).
+  const pending = ctx.pendingSpawns.entries();
   const orphanList = ctx.scan.orphans();
   const live = procs.filter((p) => p.state().t !== "exited").map((p) => p.pid);
   const mem = await measure(ctx, [...live, ...orphanList.map((o) => o.pid)], signal);
   for (const p of procs) if (p.state().t !== "exited") void p.logs.enforceCap();
   return {
-    backends: procs.map((p) => inventoryEntryOf(p, p.state().t === "exited" ? 0 : (mem.perPidBytes.get(p.pid) ?? 0))),
+    backends: [...procs.map((p) => inventoryEntryOf(p, p.state().t === "exited" ? 0 : (mem.perPidBytes.get(p.pid) ?? 0))), ...pending],
     orphans: orphanList.map((o) => orphanOf(o, mem.perPidBytes.get(o.pid) ?? 0)),
     foreign: ctx.scan.foreign().map(foreignOf),
     bootEpochMs,

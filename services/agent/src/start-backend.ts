@@ -23,6 +23,8 @@ import type { StartEntry } from "./start-registry.js";
 
 /** How long a failed start waits for the process's own exit before classifying the failure. */
 const exitSettleMs = 300;
+/** How long a failed start waits for the exit event of a process the kernel already shows dead (its reap can trail under load). */
+const exitReapWaitMs = 10_000;
 
 /** The child's environment: the agent's mark first (so a bounded read of /proc/<pid>/environ finds it) and unforgeable by the catalog. */
 function buildEnv(entry: CatalogEntry, source: Readonly<Record<string, string | undefined>>, gpuDevice: string, mark: Readonly<Record<string, string>>, modelsPath: string): Record<string, string> {
@@ -129,6 +131,12 @@ async function pullArtifacts(ctx: AgentContext, log: StartLog, s: StartParams, s
   return paths;
 }
 
+/** True when /proc shows `pid` exited (a zombie not reaped yet, or no such process). */
+async function deadInKernel(pid: number, procRoot: string): Promise<boolean> {
+  const st = await readPidStat(pid, procRoot).catch(() => undefined);
+  return st === undefined || st.state === "Z";
+}
+
 /** The start flow: lock, port, spawn, record, readiness, LoadModel, ready — or failed with everything cleaned up. */
 async function runStart(ctx: AgentContext, log: StartLog, s: StartParams): Promise<void> {
   const { config, clock, logger, procRoot, records, ports, locks, table, probe } = ctx;
@@ -157,6 +165,9 @@ async function runStart(ctx: AgentContext, log: StartLog, s: StartParams): Promi
     }
     const device = pickDevice(ctx, s.gpuDevice);
     const address = `${config.backendHost}:${String(port)}`;
+    // From here until the table holds the process, inventories list the start (pending-spawns.ts):
+    // a leader that takes this node's inventory meanwhile counts it for the node's groups.
+    ctx.pendingSpawns.add({ incarnation: s.incarnation, model: s.model, backend: s.backend, address, gpuDevice: device, startedAtMs: clock.wallNow(), loadDigest: s.loadDigest });
     const logs = new BackendLogs(ctx.logDir, s.incarnation, config.logBufferLines);
     const fds = logs.openForChild();
     const res = await spawnBackend({
@@ -184,6 +195,7 @@ async function runStart(ctx: AgentContext, log: StartLog, s: StartParams): Promi
     proc = spawnedProc;
     port = undefined; // owned by the process from here: released on its exit
     table.set(s.incarnation, spawnedProc);
+    ctx.pendingSpawns.remove(s.incarnation);
     // Every report stamped after this one lists the process (report-sequence.ts).
     const heartbeatSequence = ctx.reports.current();
     // The record is on disk before anyone hears of the process: an agent that
@@ -235,11 +247,15 @@ async function runStart(ctx: AgentContext, log: StartLog, s: StartParams): Promi
     });
     log.append({ t: "ready", address, pid: spawnedProc.pid, memoryBytes });
   } catch (err) {
+    ctx.pendingSpawns.remove(s.incarnation);
     let failure: StartEvent & { t: "failed" };
     if (proc !== undefined && !exitedCtl.signal.aborted && !isAborted(signal) && !(err instanceof FailStart && !err.mayBeExit)) {
       // A failed RPC often arrives just before the exit it was caused by:
       // give the exit a moment to show, so the failure says EXITED with its code.
       await sleep(clock, exitSettleMs, exitedCtl.signal).catch(() => {});
+      // On a loaded machine the exit event can trail its cause by more than that: a process the
+      // kernel already shows dead (a zombie, or gone) has exited, so its exit is waited for.
+      if (!isAborted(exitedCtl.signal) && (await deadInKernel(proc.pid, procRoot))) await sleep(clock, exitReapWaitMs, exitedCtl.signal).catch(() => {});
     }
     if (proc !== undefined && exitedCtl.signal.aborted) {
       const ex = await proc.gone;

@@ -37,12 +37,14 @@ interface NodeReplicas {
   /** Of those, what the watchdog's summary counts as evictable: evicting a replica to place another of the same model makes no room. */
   evictableBytes: number;
   evictableSlots: number;
+  /** Of those, ones on their way out (pending eviction, freed, leftovers) or not confirmed (journal only): a state that ends. */
+  departing: number;
 }
 
 function replicasAt(by: Map<string, NodeReplicas>, nodeId: string): NodeReplicas {
   let r = by.get(nodeId);
   if (r === undefined) {
-    r = { count: 0, gpus: new Set(), unknownDevice: 0, evictableBytes: 0, evictableSlots: 0 };
+    r = { count: 0, gpus: new Set(), unknownDevice: 0, evictableBytes: 0, evictableSlots: 0, departing: 0 };
     by.set(nodeId, r);
   }
   return r;
@@ -124,6 +126,7 @@ export class PlacementView implements PlacementPort {
       evictableSlots: Math.max(0, (sum?.evictableSlots ?? 0) - (here?.evictableSlots ?? 0)),
       backends: n.backends,
       modelReplicas: here?.count ?? 0,
+      departingReplicas: here?.departing ?? 0,
       maxReplicasPerModel: limits.maxReplicasPerModel ?? defaultMaxReplicasPerModel,
       devices,
       devicesWithReplica: here === undefined ? 0 : here.gpus.size + here.unknownDevice,
@@ -147,6 +150,7 @@ export class PlacementView implements PlacementPort {
     for (const v of loader.core.instancesOfModel(model)) {
       const r = replicasAt(by, v.nodeId);
       r.count++;
+      if (v.pendingEviction !== undefined || v.state === "freed") r.departing++;
       // The watchdog summary's own rule for evictable (ready, not pending, not pinned, idle unless forced).
       if (v.state === "ready" && v.pendingEviction === undefined && !v.pinned && (force || v.inFlight === 0)) {
         r.evictableBytes += v.sizeBytes;
@@ -160,12 +164,14 @@ export class PlacementView implements PlacementPort {
       const r = replicasAt(by, l.nodeId);
       r.count++;
       r.unknownDevice++;
+      r.departing++;
     }
     // Known only from a restarted coordinator's journal, on a node that has not reported yet.
     for (const u of loader.journalReplicas.ofModel(model)) {
       const r = replicasAt(by, u.nodeId);
       r.count++;
       r.unknownDevice++;
+      r.departing++;
     }
     // Reported starting by its node, unknown here (starting-elsewhere.ts): a previous leader's load.
     for (const nodeId of loader.startingElsewhere(model)) {

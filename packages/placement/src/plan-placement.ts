@@ -61,7 +61,9 @@ export interface NodeVerdict {
   readonly spreadTier: number;
   /**
    * Ruled out only by a state that ends by itself (draining, unreachable, its
-   * memory budget full of instances eviction cannot remove now) while its
+   * memory budget full of instances eviction cannot remove now, the model's
+   * own replicas there at its maxReplicasPerModel or spread while some of
+   * them are on their way out) while its
    * selector and backend match: a load may wait for it (transient),
    * unlike a node the model can never use.
    */
@@ -116,8 +118,11 @@ function verdict(req: PlacementRequest, n: NodeCandidate, strategy: PlacementStr
   // Larger than the node could ever hold (its memory, or its budget): never, whatever is evicted.
   const capacity = capacityBytes(n.memoryTotalBytes, budget);
   if (req.sizeBytes > capacity) return excluded(n, freeBytes, explain ? `model needs ${String(req.sizeBytes)} bytes, more than the node holds (${budget === undefined ? `${String(capacity)} bytes of memory` : `its ${describeBudget(n)}`})` : "");
+  // The model's replicas on the node rule it out for one more. When some of them are on their way
+  // out (a leftover whose stop is retried, a pending eviction, a journal-only one), that ends by
+  // itself: a load may wait for it rather than be refused as if no node could ever take the model.
   const spreadOut = replicaExclusion(req.model, req.spread ?? "any", n, explain);
-  if (spreadOut !== undefined) return excluded(n, freeBytes, spreadOut);
+  if (spreadOut !== undefined) return (n.departingReplicas ?? 0) > 0 ? { ...excluded(n, freeBytes, spreadOut), waitable: true } : excluded(n, freeBytes, spreadOut);
   // The budget is a cap the operator set: a node where even eviction cannot
   // bring the model under it is ruled out, never a fallback target. The model
   // fits the budget (above), so what fills it (pinned, busy, loading

@@ -15,6 +15,8 @@ export interface ReplicaFacts {
   readonly memoryTotalBytes: number;
   /** Replicas of the requested model on the node: its instances in any state (reserved, loading, ready, freed, pending) and its leftovers there. */
   readonly modelReplicas: number;
+  /** Of those, ones that end by themselves (pending eviction, freed, leftovers, known only from the journal). @default 0 */
+  readonly departingReplicas?: number;
   /** Replicas of one model the node may hold (its effective `maxReplicasPerModel`). */
   readonly maxReplicasPerModel: number;
   /** GPU devices the node reported; 1 when it reports none (RAM: one device). */

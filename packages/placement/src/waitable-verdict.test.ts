@@ -14,6 +14,16 @@ describe("a node ruled out only by a state that ends is waitable", () => {
     ]);
   });
 
+  it("at its maxReplicasPerModel: waitable only while some of the model's replicas there are on their way out (a leftover, a pending stop)", () => {
+    const nodes = [node({ nodeId: "leaving", labels: { gpu: "a100" }, modelReplicas: 1, departingReplicas: 1 }), node({ nodeId: "held", labels: { gpu: "a100" }, modelReplicas: 1, departingReplicas: 0 })];
+    const plan = planPlacement(req, nodes, "binpack", { explain: true });
+    expect(plan.t).toBe("no-fit");
+    expect(plan.verdicts.map((v) => [v.nodeId, v.waitable, v.reason])).toEqual([
+      ["held", undefined, "holds 1 replica(s) of m, its maxReplicasPerModel is 1"],
+      ["leaving", true, "holds 1 replica(s) of m, its maxReplicasPerModel is 1"],
+    ]);
+  });
+
   it("a selector that does not match, a missing backend, or a lost node: not waitable (refused as before)", () => {
     const plan = planPlacement({ ...req, backend: "vllm" }, [node({ nodeId: "s", draining: true, labels: { gpu: "h100" } }), node({ nodeId: "b", draining: true, labels: { gpu: "a100" }, backends: new Set(["llama"]) }), node({ nodeId: "l", state: "lost", labels: { gpu: "a100" } })], "binpack", { explain: false });
     expect(plan.verdicts.map((v) => v.waitable)).toEqual([undefined, undefined, undefined]);

@@ -28,7 +28,8 @@ const root = resolve(import.meta.dirname, "..");
 const cliMain = join(root, "services", "cli", "src", "main.ts");
 const initialNodes = 1_200;
 const id = (i: number): string => `n-${String(i).padStart(5, "0")}`;
-const modelsOf = (i: number): string[] => (i % 3 === 0 ? ["m0", "m2"] : ["m0", "m1"]);
+// No model on more than 1 024 nodes (its replicas' max at most): a model above its max is scaled down at once.
+const modelsOf = (i: number): string[] => (i % 3 === 0 ? ["m2", "m3"] : ["m0", "m1"]);
 
 let dir: string;
 let coordinator: CoordinatorProcess | undefined;
@@ -75,7 +76,7 @@ async function allInstances(req: ModelsReq, between?: () => Promise<void>): Prom
     const r = await admin.listModels({ ...req, pageToken }, { timeoutMs: 60_000 });
     expect(r.instances.length).toBeLessThanOrEqual(req.pageSize === undefined || req.pageSize === 0 ? 500 : req.pageSize);
     // The configured models come with the first page only.
-    expect(r.configured.length).toBe(pageToken === "" ? 3 : 0);
+    expect(r.configured.length).toBe(pageToken === "" ? 4 : 0);
     out.push(...r.instances);
     pageToken = r.nextPageToken;
     await between?.();
@@ -129,7 +130,8 @@ beforeAll(async () => {
     nodeLostAfter: "1h",
     // Every simulated node dials from 127.0.0.1.
     limits: { maxConnectionsPerPeer: 256 },
-    models: ["m0", "m1", "m2"].map((m) => ({ id: m, backend: "backend-sim" })),
+    // Replicas on many nodes: max high enough that none is above it (a lowered max is scaled down at once).
+    models: ["m0", "m1", "m2", "m3"].map((m) => ({ id: m, backend: "backend-sim", replicas: { min: 0, max: 1024 } })),
   });
   admin = createClient(AdminService, coordinator.address);
   swarm = await startListingSwarm(coordinator.address);
@@ -186,7 +188,7 @@ describe("paged listings at 1 200 nodes", () => {
     const m2 = await allInstances({ model: "m2", pageSize: 100 });
     expect(m2.map((i) => i.nodeId)).toEqual(withM2);
     const one = await allInstances({ nodeId: id(12), pageSize: 1 });
-    expect(one.map((i) => [i.nodeId, i.model])).toEqual([[id(12), "m0"], [id(12), "m2"]]);
+    expect(one.map((i) => [i.nodeId, i.model])).toEqual([[id(12), "m2"], [id(12), "m3"]]);
     const total = (await allInstances({ pageSize: 1_000 })).length;
     expect(await allInstances({ state: InstanceState.READY, pageSize: 1_000 })).toHaveLength(total);
     expect(await allInstances({ state: InstanceState.LEFTOVER })).toEqual([]);
@@ -211,7 +213,7 @@ describe("paged listings at 1 200 nodes", () => {
     expect(old.nextPageToken).not.toBe("");
     const oldModels = await admin.listModels({});
     expect(oldModels.instances).toHaveLength(500);
-    expect(oldModels.configured).toHaveLength(3);
+    expect(oldModels.configured).toHaveLength(4);
 
     const big = await failure(admin.listNodes({ pageSize: 1_001 }));
     expect(fieldOf(big)).toBe("page_size");

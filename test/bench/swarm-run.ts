@@ -249,7 +249,9 @@ export async function runSwarm(opts: SwarmOptions): Promise<SwarmResult> {
     await writeFile(join(dir, "node-tokens.json"), JSON.stringify(nodeTokens), { mode: 0o600 });
     const metricsAddress = `127.0.0.1:${String(await freePort())}`;
     // m0…m9 run on every node; `unplaced` runs nowhere, so explaining it weighs every node (and what each would evict).
-    const models = [...Array.from({ length: o.backendsPerNode }, (_, k) => ({ id: `m${String(k)}`, backend: "backend-sim" })), { id: "unplaced", backend: "backend-sim" }];
+    // Every node runs one replica of each: max as high as it goes, so the replicas are not scaled down as above their max
+    // (past 1 024 nodes the excess is: those runs count the stops among the inventory changes).
+    const models = [...Array.from({ length: o.backendsPerNode }, (_, k) => ({ id: `m${String(k)}`, backend: "backend-sim", replicas: { min: 0, max: 1024 } })), { id: "unplaced", backend: "backend-sim" }];
     const coordinator = await startCoordinatorProcess(join(dir, "c.json"), {
       listen: `127.0.0.1:${String(await freePort())}`,
       stateDir: join(dir, "state"),

@@ -29,7 +29,7 @@ describe("TokenTable", () => {
     [`${"sha256:" + "0".repeat(64)} admin node=x`, "f:1: node= is for node tokens only"],
     [`${"sha256:" + "0".repeat(64)} viewer models=a`, "f:1: models= is for inference tokens only"],
     [`${"sha256:" + "0".repeat(64)} node node=-bad`, "f:1: node="],
-    [`${"sha256:" + "0".repeat(64)} admin color=red`, "f:1: expected node=, models= or name="],
+    [`${"sha256:" + "0".repeat(64)} admin color=red`, "f:1: expected node=, models=, priority= or name="],
     [`\n${"sha256:" + "0".repeat(64)} admin\n${"sha256:" + "0".repeat(64)} viewer`, "f:3: the same token hash appears twice"],
   ])("refuses the whole file on a bad line: %j", (text, message) => {
     expect(() => TokenTable.parse(text, "f")).toThrow(expect.objectContaining({ code: Code.InvalidArgument, rawMessage: expect.stringContaining(message) as unknown }));

@@ -1,4 +1,5 @@
 import { mkdir, open, readdir, rm, stat, type FileHandle } from "node:fs/promises";
+import { privateStateDir } from "@warden/common";
 import { join } from "node:path";
 import type { Cancel, Clock, Logger } from "@warden/common";
 import { traceHeader, type TraceLine } from "@warden/whatif";
@@ -83,6 +84,8 @@ export class TraceRecorder {
   /** Opens the trace directory (owner-only, like the rest of the state dir) and keeps the segments already there. */
   static async open(o: TraceRecorderOptions): Promise<TraceRecorder> {
     await mkdir(o.dir, { recursive: true, mode: 0o700 });
+    // Segments left readable by others (by hand, or an older version) are made owner-only, as the rest of the state dir.
+    for (const t of await privateStateDir(o.dir)) o.log.warn("state readable by other users: tightened", { ...t });
     const r = new TraceRecorder(o);
     for (const s of await listSegments(o.dir)) r.segments.push({ ...s, bytes: (await stat(s.path)).size });
     r.arm();

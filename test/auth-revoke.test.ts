@@ -20,7 +20,7 @@ import { eventTypeOf } from "@warden/events";
 import { mintToken, tokenLine, type Role } from "@warden/coordinator";
 import { parseSse, type SseMessage } from "../services/coordinator/src/http/dashboard/sse-parse.js";
 import { simModel } from "./support/coordinator-harness.js";
-import { startCoordinatorProcess, type CoordinatorProcess } from "./support/coordinator-process.js";
+import { startCoordinatorProcess, unloadEverything, type CoordinatorProcess } from "./support/coordinator-process.js";
 import { testPortRange } from "./support/port-range.js";
 import { withToken } from "./support/auth-tokens.js";
 
@@ -126,6 +126,8 @@ describe("revoking a token ends its open streams", () => {
   }, 120_000);
 
   afterAll(async () => {
+    // The backends go before the coordinator (its killed agent would leave them running).
+    await unloadEverything(coord.address, withToken(tokens.operator).headers);
     await coord.kill();
     await rm(dir, { recursive: true, force: true });
   });

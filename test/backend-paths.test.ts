@@ -20,7 +20,7 @@ import { createClient, type Client } from "@warden/grpc";
 import { AdminService, Backend } from "@warden/proto";
 import { simSampleRate, simSpeech } from "@warden/backend-sim";
 import { randomPortRange, simModel, until } from "./support/coordinator-harness.js";
-import { startCoordinatorProcess, type CoordinatorProcess } from "./support/coordinator-process.js";
+import { startCoordinatorProcess, unloadEverything, type CoordinatorProcess } from "./support/coordinator-process.js";
 import { withToken, writeTokensFile } from "./support/auth-tokens.js";
 import { freePort } from "./support/free-port.js";
 
@@ -93,6 +93,8 @@ describe("the backend.Backend data plane with an inference token", () => {
   afterAll(async () => {
     data.close();
     admin.close();
+    // The backends go before the coordinator (its killed agent would leave them running).
+    await unloadEverything(coord.address, withToken(tokens.admin).headers);
     await coord.kill();
     await rm(dir, { recursive: true, force: true });
     await rm(target, { recursive: true, force: true });

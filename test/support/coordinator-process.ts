@@ -9,6 +9,8 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { writeFile } from "node:fs/promises";
 import { fileURLToPath } from "node:url";
 import { repoRootPath } from "../../services/agent/src/backend-sim-catalog.js";
+import { createClient } from "@warden/grpc";
+import { AdminService } from "@warden/proto";
 
 const coordinatorMain = fileURLToPath(new URL("../../services/coordinator/src/main.ts", import.meta.url));
 const cliMain = fileURLToPath(new URL("../../services/cli/src/main.ts", import.meta.url));
@@ -131,4 +133,21 @@ export async function startCoordinatorProcess(configPath: string, config: Record
       await exited;
     },
   };
+}
+
+/**
+ * Unloads every model a coordinator process lists, for a test's teardown before
+ * it kills the process: an agent (the embedded one too) leaves its backends
+ * running when it is killed, so they would outlive the test (and sit in the
+ * next file's port range). Errors are ignored: teardown goes on.
+ */
+export async function unloadEverything(address: string, headers: Readonly<Record<string, string>> = {}): Promise<void> {
+  const admin = createClient(AdminService, address, { headers });
+  try {
+    const listed = await admin.listModels({ pageSize: 1_000 }, { timeoutMs: 10_000 }).catch(() => undefined);
+    const models = new Set((listed?.instances ?? []).map((i) => i.model));
+    for (const model of models) await admin.unloadModel({ model, force: true }, { timeoutMs: 30_000 }).catch(() => undefined);
+  } finally {
+    admin.close();
+  }
 }

@@ -30,13 +30,17 @@ function warden(args: string[]): { code: number | null; stdout: string; stderr: 
   return { code: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
-async function refusal(p: Promise<unknown>): Promise<WardenError> {
+/** The load's refusal; a load that succeeded fails the test naming where it ran and every node the coordinator knows. */
+async function refusal(c: Cluster, p: Promise<unknown>): Promise<WardenError> {
+  let answer: unknown;
   try {
-    await p;
+    answer = await p;
   } catch (err) {
     return WardenError.from(err);
   }
-  throw new Error("expected a refusal");
+  const nodes = (await c.admin.listNodes({})).nodes.map((n) => ({ nodeId: n.nodeId, state: n.state, labels: n.labels, address: n.address }));
+  const show = (v: unknown): string => JSON.stringify(v, (_k, x: unknown) => (typeof x === "bigint" ? String(x) : x));
+  throw new Error(`expected a refusal, got ${show(answer)}; nodes: ${show(nodes)}; coordinator log tail: ${show(c.coord.logLines.slice(-30))}`);
 }
 
 /** One coordinator with one remote agent, and a WatchEvents watcher collecting every event from the start. */
@@ -150,10 +154,10 @@ describe("load jobs and one answer for 'never' vs 'not now' (real coordinator, a
 
   it("a load no node can ever take answers at once on gRPC and HTTP: FAILED_PRECONDITION, never waiting, a failed job with the reason", async () => {
     const c = quick!;
-    const never = await refusal(c.admin.loadModel({ model: "never" }, { timeoutMs: 60_000 }));
+    const never = await refusal(c, c.admin.loadModel({ model: "never" }, { timeoutMs: 60_000 }));
     expect(never.code, never.message).toBe(Code.FailedPrecondition);
     expect(never.rawMessage).toContain("selector gpu=none-such does not match");
-    const huge = await refusal(c.admin.loadModel({ model: "huge" }, { timeoutMs: 60_000 }));
+    const huge = await refusal(c, c.admin.loadModel({ model: "huge" }, { timeoutMs: 60_000 }));
     expect(huge.code, huge.message).toBe(Code.FailedPrecondition);
     expect(huge.rawMessage).toContain("more than the node holds");
     const r = await fetch(`http://${c.coord.httpAddress ?? ""}/v1/chat/completions`, {
@@ -183,7 +187,7 @@ describe("load jobs and one answer for 'never' vs 'not now' (real coordinator, a
     const c = quick!;
     await c.admin.setNodeLimits({ nodeId: "quick-n1", limits: { memoryBudget: { case: "memoryBudgetBytes", value: BigInt(T) } } });
     expect((await c.admin.loadModel({ model: "big" }, { timeoutMs: 60_000 })).instance?.model).toBe("big");
-    const room = await refusal(c.admin.loadModel({ model: "room" }, { timeoutMs: 60_000 }));
+    const room = await refusal(c, c.admin.loadModel({ model: "room" }, { timeoutMs: 60_000 }));
     expect(room.code, room.message).toBe(Code.Unavailable);
     expect(room.rawMessage).toContain("over its memory budget");
     const failed = await loadFailed(c, "room");

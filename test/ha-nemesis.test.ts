@@ -119,7 +119,12 @@ describe("HA nemesis: seeded faults under load, checked against the process tabl
     cluster = c;
     onTestFailed(() => {
       console.error(`ha-nemesis failed with seed ${String(seed)}; replay: WARDEN_NEMESIS_SEED=${String(seed)}`);
-      for (const m of c.members) console.error(`--- member ${String(m.index)}, last log lines:\n${m.lines.slice(-60).map((l) => JSON.stringify(l)).join("\n")}`);
+      for (const m of c.members) {
+        // Leadership lines first (a flood of later lines must not hide why no member led), then the tail.
+        const ha = m.lines.filter((l) => typeof l["component"] === "string" && l["component"].startsWith("ha")).slice(-80);
+        console.error(`--- member ${String(m.index)}, its leadership lines:\n${ha.map((l) => JSON.stringify(l)).join("\n")}`);
+        console.error(`--- member ${String(m.index)}, last log lines:\n${m.lines.slice(-60).map((l) => JSON.stringify(l)).join("\n")}`);
+      }
       // What each agent process found at its start (adopted, forgot, stopped unfinished, orphans): an agent killed -9 is known by these.
       for (const a of c.agents) console.error(`--- agent ${a.nodeId} (current process), its start:\n${a.proc.lines.filter((l) => /adopt|orphan|forgot|unfinished|record/i.test(l)).slice(0, 40).join("\n")}`);
     });

@@ -289,9 +289,13 @@ export class LeaseKeeper {
         (err: unknown) => {
           if (renewal) this.renewalsFailed++;
           if (isWrongRevision(err)) {
+            // A lost takeover is news to an operator reading why no member leads; at most one per lease.
+            if (!renewal) this.log.info("lease takeover refused", { expectedRevision: e.kind === "update" ? e.expectedRevision : 0, err: String(err) });
             answer((nowMs) => ({ kind: "write-wrong-revision", nowMs }));
           } else {
-            this.log.debug("lease write failed", { kind: e.kind, err: String(err) });
+            // Takeover attempts come at most once a lease; renewals retry every retryMs and stay quiet.
+            if (renewal) this.log.debug("lease write failed", { kind: e.kind, err: String(err) });
+            else this.log.warn("lease takeover failed", { kind: e.kind, expectedRevision: e.kind === "update" ? e.expectedRevision : 0, err: String(err) });
             answer((nowMs) => ({ kind: "write-failed", nowMs }));
           }
         },

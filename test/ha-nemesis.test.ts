@@ -15,6 +15,8 @@
  * (nemesis-checks.ts): the process table sampled every 200 ms and the audit
  * stream read by a plain JetStream consumer.
  */
+import { mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { afterAll, afterEach, describe, expect, it, onTestFailed } from "vitest";
 import { Code, WardenError } from "@warden/common";
 import { createLeaderFollowingClient } from "@warden/grpc";
@@ -124,6 +126,14 @@ describe("HA nemesis: seeded faults under load, checked against the process tabl
         const ha = m.lines.filter((l) => typeof l["component"] === "string" && l["component"].startsWith("ha")).slice(-80);
         console.error(`--- member ${String(m.index)}, its leadership lines:\n${ha.map((l) => JSON.stringify(l)).join("\n")}`);
         console.error(`--- member ${String(m.index)}, last log lines:\n${m.lines.slice(-60).map((l) => JSON.stringify(l)).join("\n")}`);
+      }
+      // WARDEN_NEMESIS_LOG_DIR: every member's whole log and each agent's, for reading a finding in order.
+      const logDir = process.env.WARDEN_NEMESIS_LOG_DIR;
+      if (logDir !== undefined && logDir !== "") {
+        mkdirSync(logDir, { recursive: true });
+        for (const m of c.members) writeFileSync(join(logDir, `seed-${String(seed)}-member-${String(m.index)}.jsonl`), m.lines.map((l) => JSON.stringify(l)).join("\n"));
+        for (const a of c.agents) writeFileSync(join(logDir, `seed-${String(seed)}-agent-${a.nodeId}.jsonl`), a.proc.lines.join("\n"));
+        console.error(`ha-nemesis: whole logs written to ${logDir}`);
       }
       // What each agent process found at its start (adopted, forgot, stopped unfinished, orphans): an agent killed -9 is known by these.
       for (const a of c.agents) console.error(`--- agent ${a.nodeId} (current process), its start:\n${a.proc.lines.filter((l) => /adopt|orphan|forgot|unfinished|record/i.test(l)).slice(0, 40).join("\n")}`);

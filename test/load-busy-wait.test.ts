@@ -84,7 +84,7 @@ beforeAll(async () => {
   void inference.predict({ model: "hold", options: { Prompt: "long" } }, { signal: busyCall.signal }).catch(() => undefined);
   await until("hold busy", async () => (await admin!.listModels({})).instances.find((i) => i.model === "hold" && i.inFlight === 1), 60_000);
   void (async () => {
-    for await (const r of admin!.watchEvents({ types: ["load.waiting", "load.failed"], nodeId: "", model: "next" }, { signal: stopWatch.signal })) if (r.event !== undefined) events.push(r.event);
+    for await (const r of admin.watchEvents({ types: ["load.waiting", "load.failed"], nodeId: "", model: "next" }, { signal: stopWatch.signal })) if (r.event !== undefined) events.push(r.event);
   })().catch(() => undefined);
 }, 180_000);
 

@@ -63,6 +63,36 @@ describe("the loader's load jobs (fake clock)", () => {
     expect(h.events.ofType("load.failed")).toMatchObject([{ model: "m1", loadIncarnation: inc, code: "UNAVAILABLE", phase: "waiting_for_node" }]);
   });
 
+  it("a load held at the admission gate (the recovery window) is a waiting job, phase waiting_for_recovery, load.waiting once; once the gate opens it loads and the job is gone", async () => {
+    let open = (): void => {};
+    const h = createHarness({ admissionGate: new Promise<void>((r) => (open = r)) });
+    const p = h.track(h.loader.ensureLoaded("m1", h.never, undefined, "ops"));
+    await h.run(1_000);
+    expect(h.loader.loadJob("m1")).toMatchObject({ t: "waiting", phase: "waiting_for_recovery", reason: expect.stringContaining("recovery window") as unknown, actor: "ops" });
+    expect(h.events.ofType("load.waiting")).toHaveLength(1);
+    open();
+    await h.run(1_000);
+    expect(p.value().phase).toBe("ready");
+    expect(h.loader.loadJob("m1")).toBeUndefined();
+    expect(h.events.ofType("load.waiting")).toHaveLength(1);
+  });
+
+  it("a job held at the gate that then finds no node stays one job: the phase and reason change, no second load.waiting", async () => {
+    let open = (): void => {};
+    const h = createHarness({ admissionGate: new Promise<void>((r) => (open = r)), loadWaitMs: 5_000 });
+    h.placement.defaultNode = undefined;
+    h.placement.noReadyNode = true;
+    const p = h.track(h.loader.ensureLoaded("m1", h.never));
+    await h.run(1_000);
+    expect(h.loader.loadJob("m1")).toMatchObject({ t: "waiting", phase: "waiting_for_recovery", sinceMs: 0 });
+    open();
+    await h.run(1_000);
+    expect(h.loader.loadJob("m1")).toMatchObject({ t: "waiting", phase: "waiting_for_node", reason: "no node is registered", sinceMs: 0 });
+    expect(h.events.ofType("load.waiting")).toHaveLength(1);
+    await h.run(6_000);
+    expect(p.error().code).toBe(Code.Unavailable);
+  });
+
   it("an eviction then a load (victims settled, asked again at once) is not waiting: no load.waiting, no job once loaded", async () => {
     const h = createHarness({ policy: { limitPerNode: 1 } });
     await h.loader.ensureLoaded("m1", h.never);

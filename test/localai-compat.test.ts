@@ -66,7 +66,7 @@ beforeAll(async () => {
   await writeFile(join(models, "tiny.gguf"), "GGUF");
   await writeFile(join(dir, "secret.txt"), "outside the models directory");
   await symlink(join(dir, "secret.txt"), join(models, "escape.gguf"));
-  t = await startTestCoordinator({ embeddedAgent: false, models: modelConfigs(), policy: { enforcementRetries: 600 }, extra: { inferenceListen: "127.0.0.1:0" } });
+  t = await startTestCoordinator({ embeddedAgent: false, models: modelConfigs(), policy: { enforcementRetries: 600 }, extra: { inferenceListen: "127.0.0.1:0", loadWait: "600s" } });
   agent = await startRemoteAgent({
     coordinator: t.c.address,
     nodeId: "gpu-node",

@@ -44,7 +44,8 @@ describe("orphans", () => {
       models: [simModel("m")],
       policy: { limitPerNode: 1, enforcementRetries: 200 },
       agent: { orphanScanInterval: "300ms", heartbeatInterval: "250ms" },
-      extra: { orphanGrace: "3s" },
+      // The load blocked by the orphan waits loadWait for it to go.
+      extra: { orphanGrace: "3s", loadWait: "200s" },
     });
     const agentConfig = t.c.agent!.config;
     const port = agentConfig.portMax;

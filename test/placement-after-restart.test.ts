@@ -55,6 +55,7 @@ async function setup(models: Record<string, unknown>[], recoveryWindow: string):
     stateDir: join(dir, "state"),
     embeddedAgent: false,
     policy: { tickInterval: "100ms", enforcementRetries: 240, enforcementRetryInterval: "250ms" },
+    loadWait: "60s",
     stop: { timeout: "10s", rpcTimeout: "2s" },
     recoveryWindow,
     // A frozen agent stays "ready" meanwhile: nothing is declared lost during the test.

@@ -55,6 +55,8 @@ export async function startChaosCluster(o: ChaosClusterOptions): Promise<ChaosCl
     embeddedAgent: false,
     // Loads that wait for a leftover to be reaped must not run out of attempts.
     policy: { tickInterval: "100ms", enforcementRetries: 600, enforcementRetryInterval: "250ms" },
+    // ... nor out of loadWait: a load blocked by a stopping leftover is "not now".
+    loadWait: "150s",
     stop: { timeout: "10s", rpcTimeout: "2s" },
     recoveryWindow: "500ms",
     nodeGrace: "120s",

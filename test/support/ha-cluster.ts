@@ -171,6 +171,8 @@ export async function startHaCluster(o: HaClusterOptions): Promise<HaCluster> {
       stateDir: join(dir, `state-${String(i)}`),
       embeddedAgent: false,
       policy: { tickInterval: "100ms", enforcementRetries: 600, enforcementRetryInterval: "250ms" },
+      // A load waits out busy or stopping instances (and an unreachable node) this long.
+      loadWait: "150s",
       stop: { timeout: "10s", rpcTimeout: "2s" },
       recoveryWindow: "1s",
       nodeGrace: "120s",

@@ -1,6 +1,7 @@
 import { Code, WardenError } from "@warden/common";
 import type { Shortfall } from "@warden/watchdog";
 import type { LoaderState } from "./loader-state.js";
+import type { WaitingPhase } from "./load-jobs.js";
 import type { HeldInstance } from "./loader-types.js";
 import type { ReplicaLoad } from "./load-path.js";
 import type { ModelSpec } from "./model-spec.js";
@@ -14,32 +15,32 @@ import { servedMeanwhile } from "./served-meanwhile.js";
 /**
  * Admission with the need-more retry loop (localai-semantics §4.2),
  * re-planning placement on every attempt. Pending evictions settle before an
- * attempt resolves. Three answers, the same for every caller:
+ * attempt resolves. Two answers, the same for every caller:
  * - never: no node can ever take the model (ready nodes judged it: none
  *   matches its selector or backend, it is larger than each) — fails
  *   FAILED_PRECONDITION at once, no retries, no wait;
  * - not now: for a reason that ends by itself (the only matching node
  *   draining or unreachable, none ready, nodes not reported since a restart,
- *   no room that an eviction could make: a node's budget or slots held by
- *   pinned, busy or spared instances) — waits `loadWaitMs`, then fails
- *   UNAVAILABLE with the reason;
- * - evicting: victims stopped and more needed — the enforcement retries
- *   (`maxAttempts`), then FAILED_PRECONDITION naming what blocks it.
- * Every attempt that does not admit and waits before the next makes the
- * model's load job "waiting" (load.waiting once per job); an attempt whose
- * victims settled asks again at once and is not waiting.
+ *   no room that an eviction could make now: a node's budget or slots held by
+ *   pinned, busy, loading, spared or stopping instances, victims stopped and
+ *   more needed) — waits `loadWaitMs`, retrying every `retryIntervalMs`, then
+ *   fails UNAVAILABLE with the reason.
+ * An attempt whose victims settled with nothing more needed asks again at
+ * once (an eviction then a load, as usual; at most `maxAttempts` such
+ * attempts in a row, so a node whose room is always taken by another load
+ * cannot spin) and is not waiting. Every other attempt that does not admit
+ * makes the model's load job "waiting" (load.waiting once per job).
  */
 export async function admitLoad<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, incarnation: string, preferredNode: string | undefined, signal: AbortSignal, replica: ReplicaLoad | undefined, actor?: string): Promise<string | HeldInstance<H>> {
   let lastReason: string;
   // The last refusal was (also) for instances a node not heard from since the
-  // restart may run: it ends when that node reports or is lost — a transient
-  // state, answered UNAVAILABLE (retry), never a permanent refusal.
+  // restart may run: it ends when that node reports or is lost — answered
+  // naming that node.
   let unconfirmedOn: string | undefined;
-  // The last attempt's failure is the cluster's state, not the model's: no node ready, or nodes the
-  // journal expects (a takeover) not reported yet. Fails UNAVAILABLE (retry), not FAILED_PRECONDITION.
-  let transient: boolean;
+  // Attempts in a row whose victims settled with nothing more needed (asked again at once).
+  let settledInARow = 0;
   const waitUntilMs = s.o.clock.now() + s.loadWaitMs;
-  for (let attempt = 1; ; attempt++) {
+  for (;;) {
     if (signal.aborted) throw WardenError.from(signal.reason);
     if (replica !== undefined) replicaStillWanted(s, spec, replica);
     // An on-demand load serves calls while no replica is routable; one adopted
@@ -49,11 +50,9 @@ export async function admitLoad<H extends BackendHandle>(s: LoaderState<H>, spec
     const adopted = replica === undefined ? servedMeanwhile(s, spec) : undefined;
     if (adopted !== undefined) return adopted;
     const choice = preferredNode === undefined ? s.o.placement.choose(spec) : { nodeId: preferredNode };
-    let needMore = true;
-    transient = false;
     if (choice.nodeId === undefined) {
       lastReason = choice.reason;
-      transient = ("transient" in choice && choice.transient === true) || s.unconfirmed.size > 0;
+      const transient = ("transient" in choice && choice.transient === true) || s.unconfirmed.size > 0;
       // Never: waiting cannot change a verdict every ready node gave — answer at once.
       if (!transient) throw new WardenError(Code.FailedPrecondition, `cannot load model "${spec.id}": ${lastReason}`, { details: { model: spec.id, reason: lastReason } });
     } else {
@@ -80,27 +79,32 @@ export async function admitLoad<H extends BackendHandle>(s: LoaderState<H>, spec
         }
         return choice.nodeId;
       }
-      needMore = r.needMore;
       lastReason = `${r.cause === "group" ? "group conflict" : "limit"} on node "${choice.nodeId}": ${describeShortfall(r.shortfall)}`;
       unconfirmedOn = (r.shortfall.unconfirmed ?? 0) > 0 ? choice.nodeId : undefined;
-      // No room, nothing stopped for it and nothing to wait for (pinned or spared instances hold it):
-      // not now — they may be unpinned, unloaded or scaled down. Waits loadWait like a draining node.
-      if (!needMore && r.settles.length === 0) transient = true;
+      // Victims settled without need-more: asked again at once — not waiting (an eviction then a load, as usual).
+      if (!r.needMore && r.settles.length > 0 && settledInARow < s.maxAttempts) {
+        settledInARow++;
+        continue;
+      }
     }
-    // One wait for every caller (gRPC, HTTP, CLI): loadWait for a transient refusal.
-    if (transient ? s.o.clock.now() >= waitUntilMs : attempt >= s.maxAttempts) break;
-    // Victims settled without need-more: asked again at once — not waiting (an eviction then a load, as usual).
-    if (!needMore && !transient) continue;
-    if (s.jobs.waiting(spec.id, incarnation, lastReason, { nowMs: s.o.clock.now(), wallMs: s.o.clock.wallNow() }, actor)) {
-      s.o.events.emit({ type: "load.waiting", nodeId: "", model: spec.id, address: "", incarnation: "", loadIncarnation: incarnation, reason: lastReason, ...(actor === undefined ? {} : { actor }) });
-    }
+    settledInARow = 0;
+    // Not now: one wait for every caller (gRPC, HTTP, CLI), loadWait, whatever holds the room —
+    // a draining node, pinned or busy instances, evictions under way and more needed.
+    if (s.o.clock.now() >= waitUntilMs) break;
+    jobWaiting(s, spec, incarnation, "waiting_for_node", lastReason, actor);
     await s.o.sleep(s.retryIntervalMs, signal);
   }
   if (unconfirmedOn !== undefined) {
     throw new WardenError(Code.Unavailable, `cannot load model "${spec.id}" yet: ${lastReason}; retry once node "${unconfirmedOn}" has reported`, { details: { model: spec.id, nodeId: unconfirmedOn } });
   }
-  if (transient) throw new WardenError(Code.Unavailable, `cannot load model "${spec.id}" now (waited ${String(Math.round(s.loadWaitMs / 1000))}s): ${lastReason}; retry once a node can take it (a draining node undrained, nodes (re)registered, room made)`, { details: { model: spec.id, reason: lastReason, retryAfterS: retryAfterS(s.loadWaitMs) } });
-  throw new WardenError(Code.FailedPrecondition, `cannot load model "${spec.id}" after ${String(s.maxAttempts)} attempts: ${lastReason}`, { details: { model: spec.id } });
+  throw new WardenError(Code.Unavailable, `cannot load model "${spec.id}" now (waited ${String(Math.round(s.loadWaitMs / 1000))}s): ${lastReason}; retry once a node can take it (a draining node undrained, nodes (re)registered, room made)`, { details: { model: spec.id, reason: lastReason, retryAfterS: retryAfterS(s.loadWaitMs) } });
+}
+
+/** The model's load job waits for `phase`; load.waiting once per job. */
+export function jobWaiting<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, incarnation: string, phase: WaitingPhase, reason: string, actor: string | undefined): void {
+  if (s.jobs.waiting(spec.id, incarnation, phase, reason, { nowMs: s.o.clock.now(), wallMs: s.o.clock.wallNow() }, actor)) {
+    s.o.events.emit({ type: "load.waiting", nodeId: "", model: spec.id, address: "", incarnation: "", loadIncarnation: incarnation, reason, ...(actor === undefined ? {} : { actor }) });
+  }
 }
 
 /**

@@ -9,8 +9,8 @@ const at = (nowMs: number): { nowMs: number; wallMs: number } => ({ nowMs, wallM
 describe("LoadJobs: one job per model, bounded", () => {
   it("waiting reports the transition once, keeps the latest reason; loading and done follow the same incarnation", () => {
     const j = new LoadJobs();
-    expect(j.waiting("m", "i1", "node is draining", at(0), "alice")).toBe(true);
-    expect(j.waiting("m", "i1", "node is unreachable", at(500), "alice")).toBe(false);
+    expect(j.waiting("m", "i1", "waiting_for_node", "node is draining", at(0), "alice")).toBe(true);
+    expect(j.waiting("m", "i1", "waiting_for_node", "node is unreachable", at(500), "alice")).toBe(false);
     expect(j.of("m", 1_000)).toMatchObject({ t: "waiting", phase: "waiting_for_node", reason: "node is unreachable", sinceMs: 0, actor: "alice" });
     j.loading("m", "i1", "n1", "starting", at(2_000), "alice");
     expect(j.of("m", 2_000)).toMatchObject({ t: "loading", phase: "starting", nodeId: "n1", sinceMs: 2_000 });
@@ -26,19 +26,19 @@ describe("LoadJobs: one job per model, bounded", () => {
 
   it("a failed job keeps the phase it failed in, is listed for failedKeepMs, then dropped; the model's next load replaces it", () => {
     const j = new LoadJobs({ failedKeepMs: 10_000 });
-    j.waiting("m", "i1", "node is draining", at(0), undefined);
+    j.waiting("m", "i1", "waiting_for_node", "node is draining", at(0), undefined);
     expect(j.failed("m", "i1", undefined, "cannot load now", "UNAVAILABLE", at(5_000), undefined)).toBe("waiting_for_node");
     expect(j.list(6_000)).toMatchObject([{ t: "failed", model: "m", phase: "waiting_for_node", reason: "cannot load now", code: "UNAVAILABLE", sinceMs: 5_000, sinceWallMs: 1_700_000_005_000 }]);
     expect(j.list(14_999)).toHaveLength(1);
     expect(j.list(15_000)).toEqual([]);
     j.failed("m", "i2", "n1", "exit 1", "FAILED_PRECONDITION", at(20_000), undefined);
-    expect(j.waiting("m", "i3", "node is draining", at(21_000), undefined)).toBe(true);
+    expect(j.waiting("m", "i3", "waiting_for_node", "node is draining", at(21_000), undefined)).toBe(true);
     expect(j.list(21_000)).toMatchObject([{ t: "waiting", incarnation: "i3" }]);
   });
 
   it("at most maxFailed failed jobs, the oldest dropped first; active jobs are never dropped", () => {
     const j = new LoadJobs({ maxFailed: 2 });
-    j.waiting("active", "a", "node is draining", at(0), undefined);
+    j.waiting("active", "a", "waiting_for_node", "node is draining", at(0), undefined);
     for (let i = 0; i < 5; i++) j.failed(`f${String(i)}`, `i${String(i)}`, undefined, "no", "UNAVAILABLE", at(i), undefined);
     expect(j.list(10).map((x) => x.model)).toEqual(["active", "f3", "f4"]);
     expect(j.counts(10)).toEqual({ waiting: 1, loading: 0, failed: 2 });
@@ -61,6 +61,36 @@ describe("the loader's load jobs (fake clock)", () => {
     expect(h.loader.loadJob("m1")).toMatchObject({ t: "failed", incarnation: inc, phase: "waiting_for_node", code: "UNAVAILABLE", nodeId: undefined });
     expect(h.events.ofType("load.waiting")).toHaveLength(1);
     expect(h.events.ofType("load.failed")).toMatchObject([{ model: "m1", loadIncarnation: inc, code: "UNAVAILABLE", phase: "waiting_for_node" }]);
+  });
+
+  it("a load held at the admission gate (the recovery window) is a waiting job, phase waiting_for_recovery, load.waiting once; once the gate opens it loads and the job is gone", async () => {
+    let open = (): void => {};
+    const h = createHarness({ admissionGate: new Promise<void>((r) => (open = r)) });
+    const p = h.track(h.loader.ensureLoaded("m1", h.never, undefined, "ops"));
+    await h.run(1_000);
+    expect(h.loader.loadJob("m1")).toMatchObject({ t: "waiting", phase: "waiting_for_recovery", reason: expect.stringContaining("recovery window") as unknown, actor: "ops" });
+    expect(h.events.ofType("load.waiting")).toHaveLength(1);
+    open();
+    await h.run(1_000);
+    expect(p.value().phase).toBe("ready");
+    expect(h.loader.loadJob("m1")).toBeUndefined();
+    expect(h.events.ofType("load.waiting")).toHaveLength(1);
+  });
+
+  it("a job held at the gate that then finds no node stays one job: the phase and reason change, no second load.waiting", async () => {
+    let open = (): void => {};
+    const h = createHarness({ admissionGate: new Promise<void>((r) => (open = r)), loadWaitMs: 5_000 });
+    h.placement.defaultNode = undefined;
+    h.placement.noReadyNode = true;
+    const p = h.track(h.loader.ensureLoaded("m1", h.never));
+    await h.run(1_000);
+    expect(h.loader.loadJob("m1")).toMatchObject({ t: "waiting", phase: "waiting_for_recovery", sinceMs: 0 });
+    open();
+    await h.run(1_000);
+    expect(h.loader.loadJob("m1")).toMatchObject({ t: "waiting", phase: "waiting_for_node", reason: "no node is registered", sinceMs: 0 });
+    expect(h.events.ofType("load.waiting")).toHaveLength(1);
+    await h.run(6_000);
+    expect(p.error().code).toBe(Code.Unavailable);
   });
 
   it("an eviction then a load (victims settled, asked again at once) is not waiting: no load.waiting, no job once loaded", async () => {

@@ -1,10 +1,15 @@
 /**
- * How far a load got. `waiting_for_node`: admission, no node can take the
- * model now; `starting`: admitted, the start sent; `loading`: the backend
- * process runs and loads the model. Phases before the start (resolving,
- * pulling, verifying, unpacking an artifact) slot in before `starting`.
+ * How far a load got. `waiting_for_recovery`: held at the admission gate
+ * until the coordinator's recovery window after a start or takeover ends;
+ * `waiting_for_node`: admission, no node can take the model now;
+ * `starting`: admitted, the start sent; `loading`: the backend process runs
+ * and loads the model. Phases before the start (resolving, pulling,
+ * verifying, unpacking an artifact) slot in before `starting`.
  */
-export type LoadJobPhase = "waiting_for_node" | "starting" | "loading";
+export type LoadJobPhase = WaitingPhase | "starting" | "loading";
+
+/** What a waiting job waits for. */
+export type WaitingPhase = "waiting_for_recovery" | "waiting_for_node";
 
 interface JobBase {
   readonly model: string;
@@ -22,8 +27,8 @@ interface JobBase {
  * callers got, kept a bounded time.
  */
 export type LoadJob =
-  | (JobBase & { readonly t: "waiting"; readonly phase: "waiting_for_node"; readonly reason: string })
-  | (JobBase & { readonly t: "loading"; readonly phase: Exclude<LoadJobPhase, "waiting_for_node">; readonly nodeId: string; readonly bytesDone?: number; readonly bytesTotal?: number })
+  | (JobBase & { readonly t: "waiting"; readonly phase: WaitingPhase; readonly reason: string })
+  | (JobBase & { readonly t: "loading"; readonly phase: Exclude<LoadJobPhase, WaitingPhase>; readonly nodeId: string; readonly bytesDone?: number; readonly bytesTotal?: number })
   | (JobBase & { readonly t: "failed"; readonly phase: LoadJobPhase; readonly nodeId: string | undefined; readonly reason: string; readonly code: string });
 
 export interface LoadJobLimits {
@@ -59,23 +64,24 @@ export class LoadJobs {
   }
 
   /**
-   * The load cannot be placed now, for `reason`. True when the job just began
-   * waiting (the caller emits load.waiting once per job); a later attempt only
-   * updates the reason.
+   * The load cannot start now: it waits for `phase`, for `reason`. True when
+   * the job just began waiting (the caller emits load.waiting once per job); a
+   * later attempt only updates the phase and reason (a load held at the
+   * recovery gate that then finds no node is still one waiting job).
    */
-  waiting(model: string, incarnation: string, reason: string, at: JobStamp, actor: string | undefined): boolean {
+  waiting(model: string, incarnation: string, phase: WaitingPhase, reason: string, at: JobStamp, actor: string | undefined): boolean {
     const cur = this.active.get(model);
     if (cur?.t === "waiting" && cur.incarnation === incarnation) {
-      if (cur.reason !== reason) this.active.set(model, { ...cur, reason });
+      if (cur.reason !== reason || cur.phase !== phase) this.active.set(model, { ...cur, phase, reason });
       return false;
     }
     this.failedJobs.delete(model);
-    this.active.set(model, { t: "waiting", phase: "waiting_for_node", model, incarnation, reason, sinceMs: at.nowMs, sinceWallMs: at.wallMs, actor });
+    this.active.set(model, { t: "waiting", phase, model, incarnation, reason, sinceMs: at.nowMs, sinceWallMs: at.wallMs, actor });
     return true;
   }
 
   /** Admitted on `nodeId`, or a later phase of the same load. */
-  loading(model: string, incarnation: string, nodeId: string, phase: Exclude<LoadJobPhase, "waiting_for_node">, at: JobStamp, actor: string | undefined): void {
+  loading(model: string, incarnation: string, nodeId: string, phase: Exclude<LoadJobPhase, WaitingPhase>, at: JobStamp, actor: string | undefined): void {
     const cur = this.active.get(model);
     if (cur?.t === "loading" && cur.incarnation === incarnation && cur.phase === phase && cur.nodeId === nodeId) return;
     this.failedJobs.delete(model);

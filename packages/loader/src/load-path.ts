@@ -1,6 +1,6 @@
 import { loadDigest } from "./load-digest.js";
 import { Code, WardenError, codeName, deadlineSignal, isStaleLeaderEpoch, raceSignal } from "@warden/common";
-import { admitLoad } from "./admit-load.js";
+import { admitLoad, jobWaiting } from "./admit-load.js";
 import { failLoad } from "./fail-load.js";
 import { holdInstance, type LoaderState } from "./loader-state.js";
 import type { HeldInstance } from "./loader-types.js";
@@ -154,7 +154,11 @@ async function lead<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec,
     // The lock is this incarnation's own: other replicas of the model load
     // and stop independently.
     release = await s.locks.shared(incarnation, deadline.signal);
-    if (s.o.admissionGate !== undefined) await raceSignal(s.o.admissionGate, deadline.signal);
+    if (s.o.admissionGate !== undefined) {
+      // Held at the gate (the recovery window after a start or takeover): a waiting job, like a load no node can take now.
+      if (!s.admissionOpen) jobWaiting(s, spec, incarnation, "waiting_for_recovery", recoveryReason, actor);
+      await raceSignal(s.o.admissionGate, deadline.signal);
+    }
     // Adopted while we waited at the gate: no second copy.
     const now = chooseReplica(s, spec.id);
     const served = replica === undefined ? servedMeanwhile(s, spec) : undefined;
@@ -260,6 +264,8 @@ async function lead<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec,
     }
   }
 }
+
+const recoveryReason = "the coordinator's recovery window after its start or takeover: loads start once the nodes its journal names have reported (or the window ends)";
 
 function jobStamp<H extends BackendHandle>(s: LoaderState<H>): { nowMs: number; wallMs: number } {
   return { nowMs: s.o.clock.now(), wallMs: s.o.clock.wallNow() };

@@ -290,22 +290,27 @@ describe("admission with limitPerNode 1", () => {
     expect(h.n1.starts).toHaveLength(2);
   });
 
-  it("need-more retries exhausted by a busy instance: FAILED_PRECONDITION naming busy, nothing reserved", async () => {
-    const h = createHarness({ policy: { limitPerNode: 1 }, enforcement: { maxAttempts: 3, intervalMs: 1_000 } });
+  it("a busy instance in the way: not now — a waiting job naming busy, UNAVAILABLE after loadWait (not enforcementRetries), nothing reserved", async () => {
+    const h = createHarness({ policy: { limitPerNode: 1 }, enforcement: { maxAttempts: 3, intervalMs: 1_000 }, loadWaitMs: 6_000 });
     const lease = await h.loader.acquire("m1", h.never);
     const p = h.track(h.loader.ensureLoaded("m2", h.never));
-    await h.run(10_000);
-    expect(p.error().code).toBe(Code.FailedPrecondition);
-    expect(p.error().rawMessage).toMatch(/after 3 attempts/);
+    // Past the 3 enforcement retries, still waiting: the wait is loadWait.
+    await h.run(4_000);
+    expect(p.done()).toBe(false);
+    expect(h.loader.loadJob("m2")).toMatchObject({ t: "waiting", phase: "waiting_for_node", reason: expect.stringContaining("busy") as unknown });
+    await h.run(6_000);
+    expect(p.error().code).toBe(Code.Unavailable);
+    expect(p.error().rawMessage).toMatch(/waited 6s/);
     expect(p.error().rawMessage).toContain("busy");
+    expect(h.loader.loadJob("m2")).toMatchObject({ t: "failed", code: "UNAVAILABLE" });
     expect(h.n1.starts).toHaveLength(1);
     expect(h.loader.core.occupancy("n1").total).toBe(1);
     expect(h.loader.core.instance(lease.incarnation)?.state).toBe("ready");
     lease.complete();
   });
 
-  it("need-more retries exhausted by a loading instance: FAILED_PRECONDITION naming loading", async () => {
-    const h = createHarness({ policy: { limitPerNode: 1 }, enforcement: { maxAttempts: 3, intervalMs: 1_000 } });
+  it("a loading instance in the way: UNAVAILABLE naming loading after loadWait", async () => {
+    const h = createHarness({ policy: { limitPerNode: 1 }, enforcement: { maxAttempts: 3, intervalMs: 1_000 }, loadWaitMs: 3_000 });
     h.n1.startScript = (s) => {
       s.spawned();
     };
@@ -313,7 +318,7 @@ describe("admission with limitPerNode 1", () => {
     await h.flush();
     const p = h.track(h.loader.ensureLoaded("m2", h.never));
     await h.run(10_000);
-    expect(p.error().code).toBe(Code.FailedPrecondition);
+    expect(p.error().code).toBe(Code.Unavailable);
     expect(p.error().rawMessage).toContain("loading");
     expect(h.n1.starts).toHaveLength(1);
   });

@@ -36,12 +36,17 @@ export interface LoaderOptions<H extends BackendHandle> {
   readonly policy?: PolicyPatch;
   readonly caps?: Partial<WatchdogCaps>;
   readonly stop?: Partial<StopTimings>;
-  /** DESIGN §5: 30 × 1 s. */
+  /**
+   * DESIGN §5: 30 × 1 s. `intervalMs`: the pause between admission attempts
+   * while a load waits; `maxAttempts`: at most this many attempts in a row
+   * that ask again at once (victims settled), and a drain move's deferrals.
+   */
   readonly enforcement?: { readonly maxAttempts: number; readonly intervalMs: number };
   /**
    * How long a load waits at admission when no node can take it now for a
-   * reason that ends by itself (draining, unreachable, none ready), then
-   * fails UNAVAILABLE naming it. @default 30000
+   * reason that ends by itself (draining, unreachable, none ready, room held
+   * by busy, loading, pinned or stopping instances), then fails UNAVAILABLE
+   * naming it. @default 30000
    */
   readonly loadWaitMs?: number;
   /** How many failed load jobs are kept, and for how long (load-jobs.ts). */

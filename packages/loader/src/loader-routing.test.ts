@@ -261,12 +261,12 @@ describe("other removal paths and events", () => {
 });
 
 describe("accounting inputs and live policy", () => {
-  it("orphans on a node count toward its limit and block a load there (FAILED_PRECONDITION naming orphan) until cleared", async () => {
-    const h = createHarness({ policy: { limitPerNode: 1 }, enforcement: { maxAttempts: 3, intervalMs: 1_000 } });
+  it("orphans on a node count toward its limit and block a load there (UNAVAILABLE naming orphan after loadWait) until cleared", async () => {
+    const h = createHarness({ policy: { limitPerNode: 1 }, enforcement: { maxAttempts: 3, intervalMs: 1_000 }, loadWaitMs: 3_000 });
     h.loader.setOrphans("n1", [{ kind: "orphan", key: "pid-77", model: undefined, groups: [], sizeBytes: 0 }]);
     const p = h.track(h.loader.ensureLoaded("m1", h.never));
     await h.run(5_000);
-    expect(p.error().code).toBe(Code.FailedPrecondition);
+    expect(p.error().code).toBe(Code.Unavailable);
     expect(p.error().rawMessage).toContain("orphan");
     expect(h.n1.starts).toHaveLength(0);
     h.loader.setOrphans("n1", []);

@@ -28,7 +28,7 @@ import { eventToJson, eventTypeOf, parseEventType } from "@warden/events";
 import { exitCodes } from "./exit-codes.js";
 import { bytes, modelsTable, nodesTable, table } from "./render.js";
 import { replicasTable } from "./render-replicas.js";
-import { loadJobsText } from "./render-load-jobs.js";
+import { loadJobsText, waitingText } from "./render-load-jobs.js";
 import { instanceStateFilter, listAllModels, listAllNodes, nodeStateFilter, parseLimit } from "./list-pages.js";
 import type { ActionContext, GlobalOpts } from "./action-context.js";
 
@@ -230,9 +230,10 @@ async function watchPlacement(g: GlobalOpts, model: string, signal: AbortSignal,
       const r = await a.explainPlacement({ model }, { timeoutMs: 5_000, signal }).catch(() => undefined);
       if (aborted()) return undefined;
       if (r?.decision === PlacementDecision.NO_FIT) return humanBytes(r.reason);
-      // "Waiting for a node" only once the load's job says so: admission is waiting, not evicting
-      // (a pending eviction reads WAIT in ExplainPlacement for the moment it takes to settle).
-      const job = r?.decision === PlacementDecision.WAIT ? await waitingJob(a, model, signal) : undefined;
+      // "Waiting for …" only once the load's job says so: admission is waiting, not evicting
+      // (a pending eviction reads WAIT in ExplainPlacement for the moment it takes to settle). Whatever
+      // ExplainPlacement says: a load held by busy instances may read FIT (after an eviction) meanwhile.
+      const job = r !== undefined ? await waitingJob(a, model, signal) : undefined;
       if (aborted()) return undefined;
       if (r !== undefined) onWaiting(job === undefined ? "" : humanBytes(job));
       await sleep(systemClock, 1_000, signal).catch(() => undefined);
@@ -247,7 +248,7 @@ async function watchPlacement(g: GlobalOpts, model: string, signal: AbortSignal,
 async function waitingJob(a: ReturnType<typeof admin>, model: string, signal: AbortSignal): Promise<string | undefined> {
   const r = await a.listModels({ model, pageSize: 1 }, { timeoutMs: 5_000, signal }).catch(() => undefined);
   const job = r?.replicas.find((x) => x.model === model)?.loadJob;
-  return job?.state === LoadJobState.WAITING ? job.reason : undefined;
+  return job?.state === LoadJobState.WAITING ? `${waitingText(job)}: ${job.reason}` : undefined;
 }
 
 /** A load (or a call that loads on demand) with its progress line and ExplainPlacement watching it. */
@@ -256,7 +257,7 @@ function watchedLoad(c: ActionContext, g: GlobalOpts, model: string, failFastOnN
   const watch = new AbortController();
   let waiting = "";
   let noFit: string | undefined;
-  const done = c.progress(() => (waiting === "" ? busyLabel : `waiting for a node: ${waiting}`));
+  const done = c.progress(() => (waiting === "" ? busyLabel : waiting));
   void watchPlacement(g, model, watch.signal, (r) => {
     waiting = r;
   }).then((r) => {

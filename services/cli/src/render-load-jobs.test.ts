@@ -8,6 +8,7 @@ const job = (init: Parameters<typeof create<typeof LoadJobSchema>>[1]) => create
 describe("models ls: load jobs", () => {
   it("one line per state: waiting with the reason and how long, loading with its phase and node, failed with the code", () => {
     expect(loadJobLine(job({ model: "m", state: LoadJobState.WAITING, phase: LoadJobPhase.WAITING_FOR_NODE, reason: "no node fits: n1: node is draining", forMs: 12_000n }))).toBe("m: waiting for a node: no node fits: n1: node is draining (12s)");
+    expect(loadJobLine(job({ model: "m", state: LoadJobState.WAITING, phase: LoadJobPhase.WAITING_FOR_RECOVERY, reason: "the coordinator's recovery window", forMs: 2_000n }))).toBe("m: waiting for the recovery window: the coordinator's recovery window (2s)");
     expect(loadJobLine(job({ model: "m", state: LoadJobState.LOADING, phase: LoadJobPhase.STARTING, nodeId: "n1", forMs: 3_000n }))).toBe("m: loading (starting) on n1 (3s)");
     expect(loadJobLine(job({ model: "m", state: LoadJobState.LOADING, phase: LoadJobPhase.LOADING, nodeId: "n1", forMs: 1_000n, bytesDone: 1n, bytesTotal: 4n }))).toBe("m: loading (loading, 25%) on n1 (1s)");
     expect(loadJobLine(job({ model: "m", state: LoadJobState.FAILED, phase: LoadJobPhase.WAITING_FOR_NODE, reason: "cannot load now", code: "UNAVAILABLE", forMs: 120_000n }))).toBe("m: failed: cannot load now (UNAVAILABLE, 2m ago)");

@@ -5,8 +5,14 @@ function phaseText(p: LoadJobPhase): string {
   return LoadJobPhase[p].toLowerCase().replace(/_/g, " ");
 }
 
+/** What a waiting job waits for, as the progress line and `models ls` say it. */
+export function waitingText(j: Pick<LoadJob, "phase">): string {
+  return j.phase === LoadJobPhase.WAITING_FOR_RECOVERY ? "waiting for the recovery window" : "waiting for a node";
+}
+
 /**
- * One line per load job: "<model>: waiting for a node: <reason> (12s)",
+ * One line per load job: "<model>: waiting for a node: <reason> (12s)"
+ * (or "waiting for the recovery window: …" after a coordinator's start),
  * "<model>: loading (starting) on <node> (3s)", "<model>: failed: <reason> (<CODE>, 2m ago)".
  * `humanBytes` shows placement reasons' raw byte counts in GiB, as elsewhere.
  */
@@ -14,7 +20,7 @@ export function loadJobLine(j: LoadJob, humanBytes: (r: string) => string = (r) 
   const age = formatDurationMs(Number(j.forMs));
   switch (j.state) {
     case LoadJobState.WAITING:
-      return `${j.model}: waiting for a node: ${humanBytes(j.reason)} (${age})`;
+      return `${j.model}: ${waitingText(j)}: ${humanBytes(j.reason)} (${age})`;
     case LoadJobState.LOADING: {
       const progress = j.bytesTotal > 0n ? `, ${String((j.bytesDone * 100n) / j.bytesTotal)}%` : "";
       return `${j.model}: loading (${phaseText(j.phase)}${progress})${j.nodeId === "" ? "" : ` on ${j.nodeId}`} (${age})`;

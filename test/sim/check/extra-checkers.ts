@@ -2,6 +2,7 @@ import type { Checker } from "./checker.js";
 import { orphanGroupChecker } from "./orphan-group-checker.js";
 import { journalFirstChecker } from "./journal-first-checker.js";
 import { limitChecker } from "./limit-checker.js";
+import { loadAnswerChecker } from "./load-answer-checker.js";
 import { phantomChecker } from "./phantom-checker.js";
 import { replicaChecker } from "./replica-checker.js";
 import { requestStateChecker } from "./request-state-checker.js";
@@ -15,8 +16,8 @@ import { outageRouteChecker } from "./outage-route-checker.js";
  * limit at every start, phantoms (registered but not held; a failed remote
  * stop registered again), routing to a pending instance, stop intents
  * restored at a restart, request state kept for ready and pending instances,
- * and the replica rules. Real invariants: they run in every campaign.
+ * the replica rules, and a load refused for room answered "not now". Real invariants: they run in every campaign.
  */
 export function extraCheckers(): Checker[] {
-  return [journalFirstChecker(), limitChecker(), phantomChecker(), routePendingChecker(), outageRouteChecker(), restoredIntentsChecker(), requestStateChecker(), replicaChecker(), orphanGroupChecker()];
+  return [journalFirstChecker(), limitChecker(), phantomChecker(), routePendingChecker(), outageRouteChecker(), restoredIntentsChecker(), requestStateChecker(), replicaChecker(), orphanGroupChecker(), loadAnswerChecker()];
 }

@@ -86,7 +86,9 @@ export async function explainPlacement(d: ExplainPlacementDeps, spec: ModelSpec,
       // WAIT, not NO_FIT, when no node is ready (none registered yet, or all unreachable, as while a
       // new leader's agents re-register): nothing judged the model, and `warden predict` gives up on NO_FIT.
       // So is a node the model could use but for a state that ends (draining, unreachable): the load's admission waits for it too.
-      const transient = d.placement.anyNodeReady?.() === false || plan.verdicts.some((v) => v.waitable === true || v.reason.includes("cannot resolve"));
+      // And an eligible node whose room eviction cannot make now (busy, loading or pinned instances fill its slots,
+      // a group conflict it cannot resolve yet): a load is handed that node and waits for the room (placement-view.ts).
+      const transient = d.placement.anyNodeReady?.() === false || plan.verdicts.some((v) => v.waitable === true || v.eligible);
       return { decision: transient ? PlacementDecision.WAIT : PlacementDecision.NO_FIT, nodeId: "", reason, nodes };
     }
   }

@@ -4,6 +4,7 @@ import type { LoadJob, LoadJobPhase } from "@warden/loader";
 import { LoadJobPhase as WirePhase, LoadJobSchema, LoadJobState, type LoadJob as WireLoadJob } from "@warden/proto";
 
 export const loadJobPhaseToWire: Readonly<Record<LoadJobPhase, WirePhase>> = {
+  waiting_for_recovery: WirePhase.WAITING_FOR_RECOVERY,
   waiting_for_node: WirePhase.WAITING_FOR_NODE,
   starting: WirePhase.STARTING,
   loading: WirePhase.LOADING,

@@ -86,9 +86,10 @@ describe("event lines", () => {
   });
 
   it("load jobs: load.waiting and load.failed lines, and a model's job as models ls says it", () => {
-    expect(eventLine({ type: "load.waiting", model: "m", loadWaiting: { reason: "no node fits: n1: node is draining" } })).toMatchObject({ tone: "warn", text: "load waiting for a node m: no node fits: n1: node is draining" });
+    expect(eventLine({ type: "load.waiting", model: "m", loadWaiting: { reason: "no node fits: n1: node is draining" } })).toMatchObject({ tone: "warn", text: "load waiting m: no node fits: n1: node is draining" });
     expect(eventLine({ type: "load.failed", model: "m", loadFailed: { code: "UNAVAILABLE", reason: "cannot load now" } })).toMatchObject({ tone: "error", text: "load failed m (UNAVAILABLE): cannot load now" });
     expect(loadJobText("m", { state: "waiting", phase: "waiting_for_node", nodeId: "", reason: "node is draining", code: "", forMs: 12_400 })).toBe("m: waiting for a node: node is draining (12s)");
+    expect(loadJobText("m", { state: "waiting", phase: "waiting_for_recovery", nodeId: "", reason: "the coordinator's recovery window", code: "", forMs: 2_000 })).toBe("m: waiting for the recovery window: the coordinator's recovery window (2s)");
     expect(loadJobText("m", { state: "loading", phase: "starting", nodeId: "n1", reason: "", code: "", forMs: 0 })).toBe("m: loading (starting) on n1 (0s)");
   });
 

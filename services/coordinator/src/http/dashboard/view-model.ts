@@ -216,7 +216,8 @@ export function eventLine(e: DashboardEvent): EventLine {
       return { ...base, tone: "error", text: `load failed${at}: ${str(p.message)}` };
     }
     case "load.waiting":
-      return { ...base, tone: "warn", text: `load waiting for a node${at}: ${str(payload(e, "loadWaiting").reason)}` };
+      // The reason says what it waits for (a node, or the recovery window after a start).
+      return { ...base, tone: "warn", text: `load waiting${at}: ${str(payload(e, "loadWaiting").reason)}` };
     case "load.failed": {
       const p = payload(e, "loadFailed");
       return { ...base, tone: "error", text: `load failed${at} (${str(p.code)}): ${str(p.reason)}` };
@@ -238,7 +239,7 @@ export function loadJobText(model: string, j: DashboardLoadJob): string {
   const age = `${String(Math.round(j.forMs / 1000))}s`;
   switch (j.state) {
     case "waiting":
-      return `${model}: waiting for a node: ${j.reason} (${age})`;
+      return `${model}: ${j.phase === "waiting_for_recovery" ? "waiting for the recovery window" : "waiting for a node"}: ${j.reason} (${age})`;
     case "loading":
       return `${model}: loading (${j.phase.replace(/_/g, " ")})${j.nodeId === "" ? "" : ` on ${j.nodeId}`} (${age})`;
     case "failed":

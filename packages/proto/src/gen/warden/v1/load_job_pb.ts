@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file warden/v1/load_job.proto.
  */
 export const file_warden_v1_load_job: GenFile = /*@__PURE__*/
-  fileDesc("Chh3YXJkZW4vdjEvbG9hZF9qb2IucHJvdG8SCXdhcmRlbi52MSKfAgoHTG9hZEpvYhINCgVtb2RlbBgBIAEoCRITCgtpbmNhcm5hdGlvbhgCIAEoCRImCgVzdGF0ZRgDIAEoDjIXLndhcmRlbi52MS5Mb2FkSm9iU3RhdGUSJgoFcGhhc2UYBCABKA4yFy53YXJkZW4udjEuTG9hZEpvYlBoYXNlEg8KB25vZGVfaWQYBSABKAkSDgoGcmVhc29uGAYgASgJEgwKBGNvZGUYByABKAkSKQoFc2luY2UYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBmZvcl9tcxgJIAEoBBINCgVhY3RvchgKIAEoCRISCgpieXRlc19kb25lGAsgASgEEhMKC2J5dGVzX3RvdGFsGAwgASgEKoEBCgxMb2FkSm9iU3RhdGUSHgoaTE9BRF9KT0JfU1RBVEVfVU5TUEVDSUZJRUQQABIaChZMT0FEX0pPQl9TVEFURV9XQUlUSU5HEAESGgoWTE9BRF9KT0JfU1RBVEVfTE9BRElORxACEhkKFUxPQURfSk9CX1NUQVRFX0ZBSUxFRBADKowBCgxMb2FkSm9iUGhhc2USHgoaTE9BRF9KT0JfUEhBU0VfVU5TUEVDSUZJRUQQABIjCh9MT0FEX0pPQl9QSEFTRV9XQUlUSU5HX0ZPUl9OT0RFEAESGwoXTE9BRF9KT0JfUEhBU0VfU1RBUlRJTkcQAhIaChZMT0FEX0pPQl9QSEFTRV9MT0FESU5HEANiBnByb3RvMw", [file_google_protobuf_timestamp]);
+  fileDesc("Chh3YXJkZW4vdjEvbG9hZF9qb2IucHJvdG8SCXdhcmRlbi52MSKfAgoHTG9hZEpvYhINCgVtb2RlbBgBIAEoCRITCgtpbmNhcm5hdGlvbhgCIAEoCRImCgVzdGF0ZRgDIAEoDjIXLndhcmRlbi52MS5Mb2FkSm9iU3RhdGUSJgoFcGhhc2UYBCABKA4yFy53YXJkZW4udjEuTG9hZEpvYlBoYXNlEg8KB25vZGVfaWQYBSABKAkSDgoGcmVhc29uGAYgASgJEgwKBGNvZGUYByABKAkSKQoFc2luY2UYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBmZvcl9tcxgJIAEoBBINCgVhY3RvchgKIAEoCRISCgpieXRlc19kb25lGAsgASgEEhMKC2J5dGVzX3RvdGFsGAwgASgEKoEBCgxMb2FkSm9iU3RhdGUSHgoaTE9BRF9KT0JfU1RBVEVfVU5TUEVDSUZJRUQQABIaChZMT0FEX0pPQl9TVEFURV9XQUlUSU5HEAESGgoWTE9BRF9KT0JfU1RBVEVfTE9BRElORxACEhkKFUxPQURfSk9CX1NUQVRFX0ZBSUxFRBADKrUBCgxMb2FkSm9iUGhhc2USHgoaTE9BRF9KT0JfUEhBU0VfVU5TUEVDSUZJRUQQABIjCh9MT0FEX0pPQl9QSEFTRV9XQUlUSU5HX0ZPUl9OT0RFEAESGwoXTE9BRF9KT0JfUEhBU0VfU1RBUlRJTkcQAhIaChZMT0FEX0pPQl9QSEFTRV9MT0FESU5HEAMSJwojTE9BRF9KT0JfUEhBU0VfV0FJVElOR19GT1JfUkVDT1ZFUlkQFGIGcHJvdG8z", [file_google_protobuf_timestamp]);
 
 /**
  * @generated from message warden.v1.LoadJob
@@ -40,7 +40,7 @@ export type LoadJob = Message<"warden.v1.LoadJob"> & {
   state: LoadJobState;
 
   /**
-   * WAITING: WAITING_FOR_NODE; LOADING: how far; FAILED: the phase it failed in.
+   * WAITING: what it waits for (WAITING_FOR_NODE, WAITING_FOR_RECOVERY); LOADING: how far; FAILED: the phase it failed in.
    *
    * @generated from field: warden.v1.LoadJobPhase phase = 4;
    */
@@ -54,7 +54,7 @@ export type LoadJob = Message<"warden.v1.LoadJob"> & {
   nodeId: string;
 
   /**
-   * WAITING: why no node can take it now; FAILED: why it failed.
+   * WAITING: why it cannot be placed now; FAILED: why it failed.
    *
    * @generated from field: string reason = 6;
    */
@@ -118,7 +118,7 @@ export enum LoadJobState {
   UNSPECIFIED = 0,
 
   /**
-   * No node can take the model now; `reason` says why. Admission retries until loadWait.
+   * The load cannot start now; `phase` says what it waits for, `reason` why. Admission retries until loadWait.
    *
    * @generated from enum value: LOAD_JOB_STATE_WAITING = 1;
    */
@@ -177,6 +177,15 @@ export enum LoadJobPhase {
    * @generated from enum value: LOAD_JOB_PHASE_LOADING = 3;
    */
   LOADING = 3,
+
+  /**
+   * Values 20 to 29: waiting before admission, for something other than a node.
+   * The coordinator's recovery window after its start or a takeover: loads
+   * start once the nodes its journal names have reported (or the window ends).
+   *
+   * @generated from enum value: LOAD_JOB_PHASE_WAITING_FOR_RECOVERY = 20;
+   */
+  WAITING_FOR_RECOVERY = 20,
 }
 
 /**

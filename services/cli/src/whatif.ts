@@ -3,7 +3,7 @@ import { readFile } from "node:fs/promises";
 import { createInterface } from "node:readline";
 import { parse as parseYaml } from "yaml";
 import { Code, WardenError, formatDurationMs, invalidArgument } from "@warden/common";
-import { resolveCoordinatorConfig } from "@warden/coordinator";
+import { AdmissionGate, resolveCoordinatorConfig } from "@warden/coordinator";
 import { isTraceHeader, maxReplayLines, parseTraceLine, replayInput, replayTrace, type ReplayConfig, type ReplayInput, type ReplayReport, type TraceLine } from "@warden/whatif";
 
 /** At most this many sweep points (each one a replay). */
@@ -56,7 +56,7 @@ async function readConfigDoc(path: string, flag: string): Promise<Record<string,
 function validated(doc: Record<string, unknown>, path: string): ReplayConfig {
   try {
     const c = resolveCoordinatorConfig(doc);
-    return { models: c.models, policy: c.policy, placement: c.placement, enforcement: c.enforcement, cooldown: c.cooldown, stop: c.stop, loadWaitMs: c.loadWaitMs };
+    return { models: c.models, policy: c.policy, placement: c.placement, enforcement: c.enforcement, cooldown: c.cooldown, stop: c.stop, loadWaitMs: c.loadWaitMs, admission: c.admission };
   } catch (err) {
     const e = WardenError.from(err);
     throw new WardenError(e.code, `${path} would not load: ${e.rawMessage}`);
@@ -116,11 +116,13 @@ export async function simulate(o: SimulateOptions, now: () => number): Promise<s
   const lines = await readTrace(o.trace);
   const input = replayInput(lines);
   if (input.nodes.size === 0) throw invalidArgument("--trace", "names no node (no node or mem line): nothing to place on");
-  const opts = { defaultLoadMs: o.loadTimeMs, seed: o.seed };
+  // Calls of models with `admission:` go through the coordinator's own gate, each at its recorded class.
+  const opts = { defaultLoadMs: o.loadTimeMs, seed: o.seed, admissionGate: (ports: ConstructorParameters<typeof AdmissionGate>[0]) => new AdmissionGate(ports) };
   const started = now();
   if (points.length > 0) {
     const results: { point: Record<string, string>; report: ReplayReport }[] = [];
-    for (const p of points) results.push({ point: p.point, report: await replayTrace(input, p.config, opts) });
+    // A swept field holds its point's value over the trace's recorded changes to it.
+    for (const p of points) results.push({ point: p.point, report: await replayTrace(input, p.config, { ...opts, keepPolicyFields: new Set(Object.keys(p.point)) }) });
     const elapsedMs = now() - started;
     if (o.json) return JSON.stringify({ sweep: results, pareto: pareto(results).map((r) => r.point), elapsedMs }) + "\n";
     return renderSweep(results, input, elapsedMs);

@@ -84,7 +84,8 @@ export function replayInput(lines: Iterable<TraceLine>): ReplayInput {
   let startAt = Number.POSITIVE_INFINITY;
   for (const l of lines) {
     if (l.at < startAt) startAt = l.at;
-    if (isTimelineLine(l)) timeline.push(l);
+    // An operator's load was asked for loadMs before it was recorded (when it became ready).
+    if (isTimelineLine(l)) timeline.push(l.t === "load" ? { ...l, at: Math.max(0, l.at - l.loadMs) } : l);
     if (l.t === "node" && !firstNodeLine.has(l.node)) firstNodeLine.set(l.node, l.ev);
     if (l.t === "call") calls.push(l);
     else if (l.t === "mem") nodes.set(l.node, Math.max(nodes.get(l.node) ?? 0, l.totalBytes));

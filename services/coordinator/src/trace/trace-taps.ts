@@ -82,35 +82,63 @@ export function traceCalls(clock: Clock, sink: TraceSink): RoutedCallObserver {
 /** What the memory sampler reads of the node table. */
 export interface TracedNodes {
   list(): readonly Pick<NodeRecord<unknown>, "nodeId" | "resources">[];
+  get(nodeId: string): Pick<NodeRecord<unknown>, "nodeId" | "resources"> | undefined;
+}
+
+function memLine(n: Pick<NodeRecord<unknown>, "nodeId" | "resources">, at: number): TraceLine | undefined {
+  const r = n.resources;
+  if (r === undefined) return undefined;
+  let totalBytes = Number(r.ramTotalBytes);
+  let usedBytes = Number(r.ramUsedBytes);
+  if (r.gpus.length > 0) {
+    totalBytes = 0;
+    usedBytes = 0;
+    for (const g of r.gpus) {
+      totalBytes += Number(g.totalBytes);
+      usedBytes += Number(g.usedBytes);
+    }
+  }
+  return { t: "mem", at, node: n.nodeId, totalBytes, usedBytes };
 }
 
 /**
  * Every `intervalMs` one `mem` line per node with a reading (GPUs summed,
  * RAM without GPUs): rate-limited, proportional to the nodes, off the
- * heartbeat path.
+ * heartbeat path. `joined(nodeId)` takes one reading of a node that just
+ * registered, `joinDelayMs` later (its first heartbeat carries it), so a
+ * replay knows the memory of a node that joined between two samples.
  */
-export function sampleNodeMemory(nodes: TracedNodes, clock: Clock, sink: TraceSink, intervalMs = 60_000): Cancel {
+export function sampleNodeMemory(nodes: TracedNodes, clock: Clock, sink: TraceSink, intervalMs = 60_000, joinDelayMs = 5_000): { readonly cancel: Cancel; joined(nodeId: string): void } {
   let timer: Cancel | undefined;
+  const joins = new Map<string, Cancel>();
   const sample = (): void => {
     const at = clock.wallNow();
     for (const n of nodes.list()) {
-      const r = n.resources;
-      if (r === undefined) continue;
-      let totalBytes = Number(r.ramTotalBytes);
-      let usedBytes = Number(r.ramUsedBytes);
-      if (r.gpus.length > 0) {
-        totalBytes = 0;
-        usedBytes = 0;
-        for (const g of r.gpus) {
-          totalBytes += Number(g.totalBytes);
-          usedBytes += Number(g.usedBytes);
-        }
-      }
-      sink.record({ t: "mem", at, node: n.nodeId, totalBytes, usedBytes });
+      const line = memLine(n, at);
+      if (line !== undefined) sink.record(line);
     }
     timer = clock.setTimer(intervalMs, sample);
   };
   // The first reading soon after the start: a short trace still names its nodes' memory.
-  timer = clock.setTimer(Math.min(intervalMs, 5_000), sample);
-  return () => timer?.();
+  timer = clock.setTimer(Math.min(intervalMs, joinDelayMs), sample);
+  return {
+    cancel: () => {
+      timer?.();
+      for (const c of joins.values()) c();
+      joins.clear();
+    },
+    joined: (nodeId) => {
+      // One pending reading per node: a flapping node does not pile timers up.
+      if (joins.has(nodeId)) return;
+      joins.set(
+        nodeId,
+        clock.setTimer(joinDelayMs, () => {
+          joins.delete(nodeId);
+          const n = nodes.get(nodeId);
+          const line = n === undefined ? undefined : memLine(n, clock.wallNow());
+          if (line !== undefined) sink.record(line);
+        }),
+      );
+    },
+  };
 }

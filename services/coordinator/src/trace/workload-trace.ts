@@ -20,14 +20,16 @@ export function traceDir(stateDir: string): string {
 export async function startWorkloadTrace(o: { readonly settings: TraceSettings; readonly stateDir: string; readonly clock: Clock; readonly log: Logger; readonly nodes: TracedNodes; readonly hub: EventHub }): Promise<(TraceRecorder & { readonly calls: RoutedCallObserver }) | undefined> {
   if (!o.settings.enabled) return undefined;
   const recorder = await TraceRecorder.open({ dir: traceDir(o.stateDir), maxBytes: o.settings.maxBytes, clock: o.clock, log: o.log });
+  const sampler = sampleNodeMemory(o.nodes, o.clock, recorder);
   o.hub.observe((e) => {
     const line = traceLineOf(e, o.clock.wallNow());
-    if (line !== undefined) recorder.record(line);
+    if (line === undefined) return;
+    recorder.record(line);
+    if (line.t === "node" && line.ev === "joined") sampler.joined(line.node);
   });
-  const stopSampling = sampleNodeMemory(o.nodes, o.clock, recorder);
   const close = recorder.close.bind(recorder);
   recorder.close = async (): Promise<void> => {
-    stopSampling();
+    sampler.cancel();
     await close();
   };
   return Object.assign(recorder, { calls: traceCalls(o.clock, recorder) });

@@ -10,3 +10,4 @@ export type { ReplayConfig, ReplayGate, ReplayGateFactory, ReplayInput, ReplayOp
 export { applyTimeline, isTimelineLine, parsePolicyChange } from "./replay-timeline.js";
 export type { TimelineCounts, TimelineLine } from "./replay-timeline.js";
 export type { ReplayReport } from "./replay-meter.js";
+export { pareto } from "./pareto.js";

@@ -1,5 +1,5 @@
 import type { AdmissionSettings } from "@warden/admission";
-import { createUlidFactory, deadlineSignal, seededRng, sleep } from "@warden/common";
+import { abortReason, createUlidFactory, deadlineSignal, seededRng, sleep } from "@warden/common";
 import { Loader, type LoaderEvent, type ModelSpec } from "@warden/loader";
 import { PlacementView } from "@warden/cluster";
 import type { PlacementStrategy } from "@warden/placement";
@@ -48,6 +48,8 @@ export interface ReplayOptions {
   readonly keepPolicyFields?: ReadonlySet<string>;
   /** Whether recorded operator changes, drains, node losses, LoadModel and UnloadModel happen at their times. @default true */
   readonly timeline?: boolean;
+  /** Ends the replay early with the signal's reason (checked between events). */
+  readonly signal?: AbortSignal;
 }
 
 /** At most this many lines in one replay (a week at about 8 calls a second). */
@@ -231,6 +233,10 @@ export async function replayTrace(input: ReplayInput, config: ReplayConfig, opti
   // The replay ends when the last call has ended (it may wait for a load or room, up to its deadline).
   for (;;) {
     if (fired >= input.calls.length && open === 0) break;
+    if (options.signal?.aborted === true) {
+      l.close();
+      throw abortReason(options.signal);
+    }
     const at = queue.peekAtMs();
     if (at === undefined) break;
     const e = queue.pop();

@@ -4,7 +4,7 @@ import { createInterface } from "node:readline";
 import { parse as parseYaml } from "yaml";
 import { Code, WardenError, formatDurationMs, invalidArgument } from "@warden/common";
 import { AdmissionGate, resolveCoordinatorConfig } from "@warden/coordinator";
-import { isTraceHeader, maxReplayLines, parseTraceLine, replayInput, replayTrace, type ReplayConfig, type ReplayInput, type ReplayReport, type TraceLine } from "@warden/whatif";
+import { isTraceHeader, maxReplayLines, pareto, parseTraceLine, replayInput, replayTrace, type ReplayConfig, type ReplayInput, type ReplayReport, type TraceLine } from "@warden/whatif";
 
 /** At most this many sweep points (each one a replay). */
 export const maxSweepPoints = 64;
@@ -153,10 +153,8 @@ export function recorded(lines: readonly TraceLine[], input: ReplayInput): Parti
   return { calls: input.calls.length, coldStarts: Object.values(cold).reduce((a, b) => a + b, 0), coldStartsByModel: cold, callsWaited: waits.length, waitP50Ms: pick(50), waitP99Ms: pick(99), evictionsByReason: evictions, failedCalls: input.calls.filter((c) => !c.ok).length };
 }
 
-/** Sweep points no other point beats on both cold starts and idle GPU-hours. */
-export function pareto<T extends { report: ReplayReport }>(rs: readonly T[]): T[] {
-  return rs.filter((a) => !rs.some((b) => b !== a && b.report.coldStarts <= a.report.coldStarts && b.report.idleInstanceHours <= a.report.idleInstanceHours && (b.report.coldStarts < a.report.coldStarts || b.report.idleInstanceHours < a.report.idleInstanceHours)));
-}
+/** Sweep points no other point beats on both cold starts and idle GPU-hours (shared with the dashboard's sweep). */
+export { pareto } from "@warden/whatif";
 
 const gib = (b: number): string => `${(b / 1024 ** 3).toFixed(1)}GiB`;
 const dur = (ms: number): string => (ms === 0 ? "0" : formatDurationMs(Math.round(ms)));

@@ -166,6 +166,14 @@ function table(rows: readonly (readonly string[])[]): string {
   return rows.map((r) => r.map((c, i) => c.padEnd(widths[i] ?? 0)).join("  ").trimEnd()).join("\n") + "\n";
 }
 
+/** "; 4 recorded node events and operator changes replayed (1 refused)" — empty when the trace has none. */
+function timelineNote(r: ReplayReport): string {
+  const c = r.operatorChanges;
+  if (c === undefined || c.applied + c.refused + c.kept === 0) return "";
+  const extra = [c.refused > 0 ? `${String(c.refused)} refused by the candidate` : "", c.kept > 0 ? `${String(c.kept)} kept the swept value` : ""].filter((s) => s !== "");
+  return `; ${String(c.applied)} recorded node events and operator changes replayed${extra.length === 0 ? "" : ` (${extra.join(", ")})`}`;
+}
+
 function span(input: ReplayInput): string {
   const last = input.calls[input.calls.length - 1];
   return last === undefined ? "an empty trace" : `${dur(last.at - input.startAt)} of trace (${String(input.calls.length)} calls, ${String(input.nodes.size)} nodes)`;
@@ -188,7 +196,7 @@ function renderCompare(cur: Partial<ReplayReport>, curName: string, cand: Replay
     rows.push([`${n.nodeId} memory peak / mean`, c === undefined ? "-" : `${gib(c.peakBytes)} / ${gib(c.meanBytes)}`, `${gib(n.peakBytes)} / ${gib(n.meanBytes)}`]);
   }
   const changes = topChanges(cur, cand);
-  return [table(rows), changes.length === 0 ? "no change\n" : `top changes:\n${changes.map((c) => `  ${c}\n`).join("")}`, `replayed ${span(input)} in ${(elapsedMs / 1000).toFixed(1)}s\n`].join("\n");
+  return [table(rows), changes.length === 0 ? "no change\n" : `top changes:\n${changes.map((c) => `  ${c}\n`).join("")}`, `replayed ${span(input)} in ${(elapsedMs / 1000).toFixed(1)}s${timelineNote(cand)}\n`].join("\n");
 }
 
 /** The largest differences in words, biggest relative change first ("chat: 41 cold starts → 6"). */
@@ -222,5 +230,5 @@ function renderSweep(rs: readonly { point: Record<string, string>; report: Repla
   const rows: string[][] = [["point", "cold starts", "waited p99", "failed", "GPU-hours idle", "pareto"]];
   for (const r of rs) rows.push([describePoint(r.point), String(r.report.coldStarts), dur(r.report.waitP99Ms), String(r.report.failedCalls), hours(r.report.idleInstanceHours), front.has(r) ? "*" : ""]);
   const best = [...front].sort((a, b) => a.report.coldStarts - b.report.coldStarts).map((r) => `  ${describePoint(r.point)}: ${String(r.report.coldStarts)} cold starts, ${hours(r.report.idleInstanceHours)} GPU-hours idle\n`);
-  return `${table(rows)}\nPareto front (cold starts vs GPU-hours held idle; no other point is better on both):\n${best.join("")}\nreplayed ${span(input)} ${String(rs.length)} times in ${(elapsedMs / 1000).toFixed(1)}s\n`;
+  return `${table(rows)}\nPareto front (cold starts vs GPU-hours held idle; no other point is better on both):\n${best.join("")}\nreplayed ${span(input)} ${String(rs.length)} times in ${(elapsedMs / 1000).toFixed(1)}s${rs[0] === undefined ? "" : timelineNote(rs[0].report)}\n`;
 }

@@ -6,6 +6,9 @@
  * waits, peak memory), and Apply sets a candidate through UpdatePolicy. A
  * viewer sees neither Run nor Apply, and the sweep route refuses it.
  */
+import { mkdtemp } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createClient } from "@warden/grpc";
 import { AdminService, InferenceService } from "@warden/proto";
@@ -74,6 +77,10 @@ describe("Policy page: what-if sweep", () => {
     expect(await page.locator("#sweep-plot circle").count()).toBe(3);
     // The live policy's row has no Apply; each candidate's has one.
     expect(await page.locator("#sweep-table button[data-apply]").count()).toBe(2);
+    // Kept as an artifact in its own temp dir (the rig's is removed when the coordinator stops).
+    const shot = join(await mkdtemp(join(tmpdir(), "warden-policy-sweep-artifact-")), "policy-sweep.png");
+    await page.screenshot({ path: shot, fullPage: true });
+    process.stdout.write(`policy sweep screenshot: ${shot}\n`);
 
     await page.click('#sweep-table button[data-apply="1"]');
     await page.waitForSelector('#policy-result:text("applied: idleTimeoutMs=1000 idleCheck=true")', { timeout: domDeadlineMs });

@@ -19,6 +19,8 @@ export function describePoint(p: SweepPoint): string {
 
 const gib = (b: number): string => `${(b / 1024 ** 3).toFixed(1)} GiB`;
 const secs = (ms: number): string => `${(ms / 1000).toFixed(1)} s`;
+/** Hours with two significant digits below 1 (a short trace's idle time is a small fraction of an hour). */
+export const hours = (h: number): string => (h === 0 ? "0" : h >= 1 ? h.toFixed(2) : h.toPrecision(2));
 
 /**
  * Cold starts (y) against GPU-hours held idle (x), one dot per row, the
@@ -36,13 +38,13 @@ function plot(rows: readonly SweepRow[]): SVGSVGElement {
   g.append(
     svg("line", { x1: String(pad), y1: String(h - pad), x2: String(w - pad), y2: String(h - pad), stroke: "#888" }),
     svg("line", { x1: String(pad), y1: String(pad), x2: String(pad), y2: String(h - pad), stroke: "#888" }),
-    svg("text", { x: String(w / 2), y: String(h - 8), "text-anchor": "middle", "font-size": "11" }, `GPU-hours held idle (0 – ${maxX.toFixed(2)})`),
+    svg("text", { x: String(w / 2), y: String(h - 8), "text-anchor": "middle", "font-size": "11" }, `GPU-hours held idle (0 – ${hours(maxX)})`),
     svg("text", { x: "12", y: String(h / 2), "text-anchor": "middle", "font-size": "11", transform: `rotate(-90 12 ${String(h / 2)})` }, `cold starts (0 – ${String(maxY)})`),
   );
   rows.forEach((r, i) => {
     const live = Object.keys(r.point).length === 0;
     const dot = svg("circle", { cx: x(r.idleInstanceHours).toFixed(1), cy: y(r.coldStarts).toFixed(1), r: live ? "6" : "5", fill: r.pareto ? "#2a7" : "#fff", stroke: live ? "#c40" : "#2a7", "stroke-width": "2", "data-row": String(i), "data-pareto": String(r.pareto) });
-    dot.append(svg("title", {}, `${describePoint(r.point)}: ${String(r.coldStarts)} cold starts, ${r.idleInstanceHours.toFixed(2)} GPU-hours idle`));
+    dot.append(svg("title", {}, `${describePoint(r.point)}: ${String(r.coldStarts)} cold starts, ${hours(r.idleInstanceHours)} GPU-hours idle`));
     g.append(dot);
   });
   return g;
@@ -63,7 +65,7 @@ function table(rows: readonly SweepRow[], apply: ((p: SweepPoint) => void) | und
       el("td", { "data-col": "wait" }, `${secs(r.waitP50Ms)} / ${secs(r.waitP99Ms)}`),
       el("td", { "data-col": "failedCalls" }, String(r.failedCalls)),
       el("td", { "data-col": "peakBytes" }, gib(r.peakBytes)),
-      el("td", { "data-col": "idleInstanceHours" }, r.idleInstanceHours.toFixed(2)),
+      el("td", { "data-col": "idleInstanceHours" }, hours(r.idleInstanceHours)),
       el("td", {}, r.pareto ? "★" : ""),
     );
     if (apply !== undefined) {

@@ -156,8 +156,7 @@ export function parseTraceLine(text: string, lineNo: number): TraceLine | TraceH
   }
   const at = num(o, "at", where);
   switch (o["t"]) {
-    case "call":
-    {
+    case "call": {
       const cls = o["cls"];
       if (cls !== undefined && cls !== "critical" && cls !== "standard" && cls !== "sheddable") throw invalidArgument(`${where}.cls`, `must be critical, standard or sheddable, got ${JSON.stringify(cls)}`);
       return { t: "call", at, m: name(o, "m", where), waitMs: num(o, "waitMs", where, maxTraceDurationMs), durMs: num(o, "durMs", where, maxTraceDurationMs), ok: o["ok"] !== false, ...(cls === undefined ? {} : { cls }), ...optNum(o, "reqBytes", where), ...optNum(o, "respBytes", where) };

@@ -54,6 +54,8 @@ const probes: readonly Probe[] = [
   { route: "GET /api/dashboard/policy", mirror: { t: "admin", methods: ["GetPolicy"] }, request: () => ({ path: "/api/dashboard/policy" }) },
   // A value UpdatePolicy refuses whole: an admitted caller changes nothing.
   { route: "POST /api/dashboard/policy", mirror: { t: "admin", methods: ["UpdatePolicy"] }, request: () => ({ path: "/api/dashboard/policy", init: json({ memoryThreshold: 7 }) }) },
+  // A sweep refused whole (a field it may not vary): an admitted caller runs nothing.
+  { route: "POST /api/dashboard/policy/sweep", mirror: { t: "admin", methods: ["UpdatePolicy"] }, request: () => ({ path: "/api/dashboard/policy/sweep", init: json({ axes: [{ field: "tickIntervalMs", values: [1] }] }) }) },
   { route: "POST /api/dashboard/actions/:action", mirror: { t: "admin", methods: ["ScaleModel"] }, request: () => ({ path: "/api/dashboard/actions/scale", init: json({ model: "not-configured", max: 1 }) }) },
   { route: "GET /api/dashboard/whoami", mirror: { t: "token" }, request: () => ({ path: "/api/dashboard/whoami" }) },
   { route: "GET /api/dashboard/snapshot", mirror: { t: "admin", methods: ["ListNodes", "ListModels"] }, request: () => ({ path: "/api/dashboard/snapshot" }) },

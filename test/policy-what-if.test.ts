@@ -95,6 +95,8 @@ describe("policy what-if", () => {
     expect(r.stdout).toMatch(/evictions: idle\s+4\s+0\n/);
     expect(r.stdout).toContain("m: 5 cold starts → 1");
     expect(r.stdout).toContain("idle evictions: 4 → 0");
+    // The trace's one node event (gpu-1 joined) replayed at its time.
+    expect(r.stdout).toMatch(/; 1 recorded node events and operator changes replayed\n$/);
     // Without --against the left column is what the trace recorded (one load).
     const rec = warden(["policy", "simulate", "--trace", join(dir, "five.jsonl"), "--policy", join(dir, "idle-1m.yaml"), "--json"]);
     expect(rec.code).toBe(0);

@@ -8,6 +8,8 @@ import { promisify } from "node:util";
 import { readFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
+import { createClient } from "@warden/grpc";
+import { Backend } from "@warden/proto";
 import { isTraceHeader, parseTraceLine, replayInput, type TraceLine } from "@warden/whatif";
 import { listSegments } from "../services/coordinator/src/trace/trace-recorder.js";
 import { traceDir } from "../services/coordinator/src/trace/workload-trace.js";
@@ -27,15 +29,26 @@ async function traceText(dir: string): Promise<string> {
 }
 
 describe("workload trace (real coordinator)", () => {
-  it("records calls, loads and evictions with their reasons, and never a prompt or a reply", async () => {
+  it("records calls (with their class and, routed as bytes, their sizes), loads, evictions and operators' changes, and never a prompt or a reply", async () => {
     t = await startTestCoordinator({ models: [simModel("m1", { memoryEstimate: "1GiB" })] });
     const prompt = "zebra-quartz-7731 tell me a secret";
-    for (let i = 0; i < 3; i++) {
+    for (let i = 0; i < 2; i++) {
       const r = await t.inference.predict({ model: "m1", options: { Prompt: `${prompt} #${String(i)}` } });
       expect(new TextDecoder().decode(r.reply?.message)).toContain("m1");
     }
-    await t.admin.unloadModel({ model: "m1" });
-    await t.waitForEvent("eviction.stopped");
+    // The Backend router sees the call as bytes: its line has both sizes, and the class the caller asked for.
+    const raw = createClient(Backend, t.c.address, { headers: { "warden-priority": "sheddable" } });
+    try {
+      const r = await raw.predict({ Prompt: `${prompt} #2`, ModelIdentity: "m1" }, { timeoutMs: 60_000 });
+      expect(new TextDecoder().decode(r.message)).toContain("m1");
+    } finally {
+      raw.close();
+    }
+    await t.admin.updatePolicy({ patch: { idleTimeoutMs: 600_000n } });
+    await t.admin.scaleModel({ model: "m1", min: 0, max: 1 });
+    await t.admin.drainNode({ nodeId: "local" });
+    await t.waitForEvent("node.drained");
+    await t.admin.undrainNode({ nodeId: "local" });
     // ExportTrace flushes first: the export holds the calls just made, and nothing before --since.
     let exported = "";
     for await (const c of t.admin.exportTrace({ sinceUnixMs: 0n }, { timeoutMs: 30_000 })) exported += new TextDecoder().decode(c.data);
@@ -65,10 +78,18 @@ describe("workload trace (real coordinator)", () => {
     const calls = lines.filter((l) => l.t === "call");
     expect(calls).toHaveLength(3);
     expect(calls.every((c) => c.m === "m1" && c.ok)).toBe(true);
+    expect(calls.map((c) => c.cls)).toEqual(["standard", "standard", "sheddable"]);
+    // Sizes only where the call was routed as bytes; the prompt's length is in them, never its text.
+    expect(calls[0]?.reqBytes).toBeUndefined();
+    expect(calls[2]?.reqBytes).toBeGreaterThan(prompt.length);
+    expect(calls[2]?.respBytes).toBeGreaterThan(0);
     // The first call waited for the load (a cold start); the load is recorded with its node and duration.
     expect(lines.filter((l) => l.t === "load")).toEqual([expect.objectContaining({ m: "m1", node: "local" })]);
-    expect(lines.filter((l) => l.t === "stop")).toEqual([expect.objectContaining({ m: "m1", node: "local", reason: "admin" })]);
+    expect(lines.filter((l) => l.t === "stop")).toEqual([expect.objectContaining({ m: "m1", node: "local", reason: "drain" })]);
     expect(lines.some((l) => l.t === "node" && l.node === "local" && l.ev === "joined")).toBe(true);
+    // Operators' changes with what a replay needs to make them again.
+    expect(lines.filter((l) => l.t === "node" && l.ev !== "joined").map((l) => l.t === "node" && l.ev)).toEqual(["drain", "undrain"]);
+    expect(lines.filter((l) => l.t === "admin")).toEqual([expect.objectContaining({ op: "policy", changes: ["idleTimeoutMs=600000"] }), expect.objectContaining({ op: "scale", m: "m1", min: 0, max: 1 })]);
     const input = replayInput(lines);
     expect(input.calls).toHaveLength(3);
     expect(input.loadMs.get("m1")).toBeGreaterThanOrEqual(0);

@@ -18,6 +18,8 @@ export interface ReplayReport {
   readonly replicaSeconds: number;
   /** Trace time replayed. */
   readonly spanMs: number;
+  /** The trace's node changes and operator actions the replay applied, refused, or kept the candidate's value over (replay-timeline.ts). */
+  readonly operatorChanges?: { readonly applied: number; readonly refused: number; readonly kept: number };
 }
 
 interface Inst {

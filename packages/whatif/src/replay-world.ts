@@ -2,7 +2,7 @@ import { create } from "@bufbuild/protobuf";
 import { NodeResourcesSchema, type NodeResources } from "@warden/proto";
 import { Code, WardenError, sleep, type Clock } from "@warden/common";
 import type { AgentDirectory, AgentPort, FreeAnswer, InventoryAnswer, InventoryPort, StartEvent, StartRequest, StopAnswer, StopRequest } from "@warden/loader";
-import type { NodeLimits, PlacementNode, PlacementNodes } from "@warden/cluster";
+import type { NodeHealthState, NodeLimits, PlacementNode, PlacementNodes } from "@warden/cluster";
 import type { ReplayMeter } from "./replay-meter.js";
 
 /** One simulated backend process: loading until `readyAt`, then ready until stopped. */
@@ -15,13 +15,18 @@ interface SimProcess {
 
 /**
  * The replay's agents: a start takes the model's recorded load time and
- * holds its configured memory estimate; a stop takes `stopMs`. No faults —
- * a replay asks what the policy does, not whether Warden survives the
- * network (the seeded simulation, test/sim, does that).
+ * holds its configured memory estimate; a stop takes `stopMs`. No faults of
+ * their own — a replay asks what the policy does, not whether Warden
+ * survives the network (the seeded simulation, test/sim, does that) — but a
+ * node the trace recorded as lost loses everything it ran at that time, and
+ * one it recorded as drained is drained.
  */
 export class ReplayNode implements AgentPort, PlacementNode {
-  readonly state = "ready" as const;
-  readonly draining = false;
+  /** From the trace's node lines: lost until it joined when its first line is a join. */
+  state: NodeHealthState = "ready";
+  draining = false;
+  /** The operator's limits the trace recorded (admin limits lines). */
+  limits: NodeLimits = {};
   readonly labels: Record<string, string> = {};
   readonly backends: ReadonlySet<string> = new Set();
   private readonly procs = new Map<string, SimProcess>();
@@ -48,7 +53,18 @@ export class ReplayNode implements AgentPort, PlacementNode {
     this.onMemory(this.nodeId, this.usedBytes);
   }
 
+  /** The node was lost: every process on it is gone at once (the loader is told by the replay). */
+  lose(): void {
+    this.state = "lost";
+    for (const inc of [...this.procs.keys()]) this.gone(inc);
+  }
+
+  private down(): WardenError {
+    return new WardenError(Code.Unavailable, `node "${this.nodeId}" is ${this.state}`);
+  }
+
   async *startBackend(request: StartRequest, options: { readonly signal: AbortSignal }): AsyncIterable<StartEvent> {
+    if (this.state !== "ready") throw this.down();
     const address = `${this.nodeId}:${String(this.nextPort++)}`;
     // The loader's memory estimate of the model: the config the replay runs under.
     const sizeBytes = this.meter.sizeOf(request.model);
@@ -64,6 +80,8 @@ export class ReplayNode implements AgentPort, PlacementNode {
       this.gone(request.incarnation);
       throw err;
     }
+    // Lost while loading: the process went with its node.
+    if (!this.procs.has(request.incarnation)) throw this.down();
     this.meter.ready(request.incarnation, this.clock.now());
     yield { t: "ready", address, memoryBytes: sizeBytes };
   }
@@ -79,6 +97,7 @@ export class ReplayNode implements AgentPort, PlacementNode {
 
   async stopBackend(request: StopRequest, options: { readonly signal: AbortSignal; readonly timeoutMs: number }): Promise<StopAnswer> {
     if (!this.procs.has(request.incarnation)) return { t: "alreadyGone", replacedBy: "" };
+    if (this.state !== "ready") throw this.down();
     await sleep(this.clock, request.force ? 0 : this.stopMs, options.signal);
     return this.gone(request.incarnation) ? { t: "stopped" } : { t: "alreadyGone", replacedBy: "" };
   }
@@ -92,7 +111,7 @@ export class ReplayNode implements AgentPort, PlacementNode {
   }
 }
 
-/** The replay's cluster as the loader and the placement view see it: every node ready, reachable, with empty inventories. */
+/** The replay's cluster as the loader and the placement view see it: each node as the trace last recorded it, with empty inventories. */
 export class ReplayCluster implements AgentDirectory, PlacementNodes, InventoryPort {
   readonly nodes = new Map<string, ReplayNode>();
   private readonly listed: ReplayNode[] = [];
@@ -106,20 +125,21 @@ export class ReplayCluster implements AgentDirectory, PlacementNodes, InventoryP
     return this.listed;
   }
 
-  limitsOf(): NodeLimits {
-    return {};
+  limitsOf(nodeId: string): NodeLimits {
+    return this.nodes.get(nodeId)?.limits ?? {};
   }
 
   agent(nodeId: string): AgentPort | undefined {
-    return this.nodes.get(nodeId);
+    const n = this.nodes.get(nodeId);
+    return n === undefined || n.state === "lost" ? undefined : n;
   }
 
   isLocal(): boolean {
     return false;
   }
 
-  isReachable(): boolean {
-    return true;
+  isReachable(nodeId: string): boolean {
+    return this.nodes.get(nodeId)?.state === "ready";
   }
 
   /** Nothing runs that the loader did not start: no adoption in a replay. */

@@ -28,7 +28,16 @@ export interface CallLine {
   readonly durMs: number;
   /** false: the call got no instance (refused, failed, timed out waiting). */
   readonly ok: boolean;
+  /** The caller's priority class (admission); absent: standard (and in traces recorded before it was kept). */
+  readonly cls?: CallClass;
+  /** Request bytes as they came on the wire (absent where the surface does not see them as bytes). */
+  readonly reqBytes?: number;
+  /** Response bytes sent back, all replies of a stream summed (absent as reqBytes). */
+  readonly respBytes?: number;
 }
+
+/** The admission priority classes (@warden/admission's PriorityClass). */
+export type CallClass = "critical" | "standard" | "sheddable";
 
 export interface LoadLine {
   readonly t: "load";
@@ -36,6 +45,8 @@ export interface LoadLine {
   readonly m: string;
   readonly node: string;
   readonly loadMs: number;
+  /** true: an operator's LoadModel asked for it (a replay loads it again at that time). */
+  readonly op?: boolean;
 }
 
 export interface StopLine {
@@ -51,8 +62,12 @@ export interface NodeLine {
   readonly t: "node";
   readonly at: number;
   readonly node: string;
-  readonly ev: "joined" | "unreachable" | "lost";
+  readonly ev: NodeEvent;
 }
+
+/** A node's change: joined, unreachable, lost (its instances gone), or an operator's drain / undrain. */
+export type NodeEvent = "joined" | "unreachable" | "lost" | "drain" | "undrain";
+const nodeEvents: readonly NodeEvent[] = ["joined", "unreachable", "lost", "drain", "undrain"];
 
 /** A node's memory (its GPUs summed, or its RAM without GPUs), rate-limited per node. */
 export interface MemLine {
@@ -63,7 +78,11 @@ export interface MemLine {
   readonly usedBytes: number;
 }
 
-/** An operator's change: `policy` (the changed fields), `scale` (a model's replica bounds), `limits` (a node's). */
+/**
+ * An operator's change: `policy` (each change `field=<JSON value>`, as the
+ * policy.updated event names it), `scale` (a model's replica bounds),
+ * `limits` (a node's effective limits after the change).
+ */
 export interface AdminLine {
   readonly t: "admin";
   readonly at: number;
@@ -73,7 +92,16 @@ export interface AdminLine {
   readonly node?: string;
   readonly min?: number;
   readonly max?: number;
+  /** limits: replicas of one model the node may hold. */
+  readonly maxReplicas?: number;
+  /** limits: the memory placement may account on the node (absent: all of it). */
+  readonly budgetBytes?: number;
+  /** limits: the budget as a percent of the node's memory. */
+  readonly budgetPercent?: number;
 }
+
+/** At most this many changes in one policy line. */
+export const maxTraceChanges = 64;
 
 export type TraceLine = CallLine | LoadLine | StopLine | NodeLine | MemLine | AdminLine;
 
@@ -95,6 +123,10 @@ function num(o: Record<string, unknown>, k: string, where: string, max = Number.
   const v = o[k];
   if (typeof v !== "number" || !Number.isFinite(v) || v < 0 || v > max) throw invalidArgument(`${where}.${k}`, `must be a number in [0, ${String(max)}], got ${JSON.stringify(v)}`);
   return v;
+}
+
+function optNum(o: Record<string, unknown>, k: string, where: string, max = Number.MAX_SAFE_INTEGER): { [key: string]: number } {
+  return o[k] === undefined ? {} : { [k]: num(o, k, where, max) };
 }
 
 function name(o: Record<string, unknown>, k: string, where: string): string {
@@ -124,23 +156,32 @@ export function parseTraceLine(text: string, lineNo: number): TraceLine | TraceH
   }
   const at = num(o, "at", where);
   switch (o["t"]) {
-    case "call":
-      return { t: "call", at, m: name(o, "m", where), waitMs: num(o, "waitMs", where, maxTraceDurationMs), durMs: num(o, "durMs", where, maxTraceDurationMs), ok: o["ok"] !== false };
+    case "call": {
+      const cls = o["cls"];
+      if (cls !== undefined && cls !== "critical" && cls !== "standard" && cls !== "sheddable") throw invalidArgument(`${where}.cls`, `must be critical, standard or sheddable, got ${JSON.stringify(cls)}`);
+      return { t: "call", at, m: name(o, "m", where), waitMs: num(o, "waitMs", where, maxTraceDurationMs), durMs: num(o, "durMs", where, maxTraceDurationMs), ok: o["ok"] !== false, ...(cls === undefined ? {} : { cls }), ...optNum(o, "reqBytes", where), ...optNum(o, "respBytes", where) };
+    }
     case "load":
-      return { t: "load", at, m: name(o, "m", where), node: name(o, "node", where), loadMs: num(o, "loadMs", where, maxTraceDurationMs) };
+      return { t: "load", at, m: name(o, "m", where), node: name(o, "node", where), loadMs: num(o, "loadMs", where, maxTraceDurationMs), ...(o["op"] === true ? { op: true } : {}) };
     case "stop":
       return { t: "stop", at, m: name(o, "m", where), node: name(o, "node", where), reason: name(o, "reason", where) };
     case "node": {
       const ev = o["ev"];
-      if (ev !== "joined" && ev !== "unreachable" && ev !== "lost") throw invalidArgument(`${where}.ev`, `must be joined, unreachable or lost, got ${JSON.stringify(ev)}`);
-      return { t: "node", at, node: name(o, "node", where), ev };
+      if (!nodeEvents.includes(ev as NodeEvent)) throw invalidArgument(`${where}.ev`, `must be one of ${nodeEvents.join(", ")}, got ${JSON.stringify(ev)}`);
+      return { t: "node", at, node: name(o, "node", where), ev: ev as NodeEvent };
     }
     case "mem":
       return { t: "mem", at, node: name(o, "node", where), totalBytes: num(o, "totalBytes", where), usedBytes: num(o, "usedBytes", where) };
     case "admin": {
       const op = o["op"];
       if (op !== "policy" && op !== "scale" && op !== "limits") throw invalidArgument(`${where}.op`, `must be policy, scale or limits, got ${JSON.stringify(op)}`);
-      return { t: "admin", at, op };
+      if (op === "policy") {
+        const ch = o["changes"];
+        if (!Array.isArray(ch) || ch.length > maxTraceChanges || !ch.every((c): c is string => typeof c === "string" && c.length <= maxTraceLineBytes)) throw invalidArgument(`${where}.changes`, `must be a list of at most ${String(maxTraceChanges)} strings`);
+        return { t: "admin", at, op, changes: ch };
+      }
+      if (op === "scale") return { t: "admin", at, op, m: name(o, "m", where), ...optNum(o, "min", where, 1024), ...optNum(o, "max", where, 1024) };
+      return { t: "admin", at, op, node: name(o, "node", where), ...optNum(o, "maxReplicas", where, 1024), ...optNum(o, "budgetBytes", where), ...optNum(o, "budgetPercent", where, 100) };
     }
     default:
       return undefined;

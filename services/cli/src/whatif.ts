@@ -3,8 +3,8 @@ import { readFile } from "node:fs/promises";
 import { createInterface } from "node:readline";
 import { parse as parseYaml } from "yaml";
 import { Code, WardenError, formatDurationMs, invalidArgument } from "@warden/common";
-import { resolveCoordinatorConfig } from "@warden/coordinator";
-import { isTraceHeader, maxReplayLines, parseTraceLine, replayInput, replayTrace, type ReplayConfig, type ReplayInput, type ReplayReport, type TraceLine } from "@warden/whatif";
+import { AdmissionGate, resolveCoordinatorConfig } from "@warden/coordinator";
+import { isTraceHeader, maxReplayLines, pareto, parseTraceLine, replayInput, replayTrace, type ReplayConfig, type ReplayInput, type ReplayReport, type TraceLine } from "@warden/whatif";
 
 /** At most this many sweep points (each one a replay). */
 export const maxSweepPoints = 64;
@@ -56,7 +56,7 @@ async function readConfigDoc(path: string, flag: string): Promise<Record<string,
 function validated(doc: Record<string, unknown>, path: string): ReplayConfig {
   try {
     const c = resolveCoordinatorConfig(doc);
-    return { models: c.models, policy: c.policy, placement: c.placement, enforcement: c.enforcement, cooldown: c.cooldown, stop: c.stop, loadWaitMs: c.loadWaitMs };
+    return { models: c.models, policy: c.policy, placement: c.placement, enforcement: c.enforcement, cooldown: c.cooldown, stop: c.stop, loadWaitMs: c.loadWaitMs, admission: c.admission };
   } catch (err) {
     const e = WardenError.from(err);
     throw new WardenError(e.code, `${path} would not load: ${e.rawMessage}`);
@@ -116,11 +116,13 @@ export async function simulate(o: SimulateOptions, now: () => number): Promise<s
   const lines = await readTrace(o.trace);
   const input = replayInput(lines);
   if (input.nodes.size === 0) throw invalidArgument("--trace", "names no node (no node or mem line): nothing to place on");
-  const opts = { defaultLoadMs: o.loadTimeMs, seed: o.seed };
+  // Calls of models with `admission:` go through the coordinator's own gate, each at its recorded class.
+  const opts = { defaultLoadMs: o.loadTimeMs, seed: o.seed, admissionGate: (ports: ConstructorParameters<typeof AdmissionGate>[0]) => new AdmissionGate(ports) };
   const started = now();
   if (points.length > 0) {
     const results: { point: Record<string, string>; report: ReplayReport }[] = [];
-    for (const p of points) results.push({ point: p.point, report: await replayTrace(input, p.config, opts) });
+    // A swept field holds its point's value over the trace's recorded changes to it.
+    for (const p of points) results.push({ point: p.point, report: await replayTrace(input, p.config, { ...opts, keepPolicyFields: new Set(Object.keys(p.point)) }) });
     const elapsedMs = now() - started;
     if (o.json) return JSON.stringify({ sweep: results, pareto: pareto(results).map((r) => r.point), elapsedMs }) + "\n";
     return renderSweep(results, input, elapsedMs);
@@ -151,10 +153,8 @@ export function recorded(lines: readonly TraceLine[], input: ReplayInput): Parti
   return { calls: input.calls.length, coldStarts: Object.values(cold).reduce((a, b) => a + b, 0), coldStartsByModel: cold, callsWaited: waits.length, waitP50Ms: pick(50), waitP99Ms: pick(99), evictionsByReason: evictions, failedCalls: input.calls.filter((c) => !c.ok).length };
 }
 
-/** Sweep points no other point beats on both cold starts and idle GPU-hours. */
-export function pareto<T extends { report: ReplayReport }>(rs: readonly T[]): T[] {
-  return rs.filter((a) => !rs.some((b) => b !== a && b.report.coldStarts <= a.report.coldStarts && b.report.idleInstanceHours <= a.report.idleInstanceHours && (b.report.coldStarts < a.report.coldStarts || b.report.idleInstanceHours < a.report.idleInstanceHours)));
-}
+/** Sweep points no other point beats on both cold starts and idle GPU-hours (shared with the dashboard's sweep). */
+export { pareto } from "@warden/whatif";
 
 const gib = (b: number): string => `${(b / 1024 ** 3).toFixed(1)}GiB`;
 const dur = (ms: number): string => (ms === 0 ? "0" : formatDurationMs(Math.round(ms)));
@@ -164,6 +164,14 @@ function table(rows: readonly (readonly string[])[]): string {
   const widths: number[] = [];
   for (const r of rows) r.forEach((c, i) => (widths[i] = Math.max(widths[i] ?? 0, c.length)));
   return rows.map((r) => r.map((c, i) => c.padEnd(widths[i] ?? 0)).join("  ").trimEnd()).join("\n") + "\n";
+}
+
+/** "; 4 recorded node events and operator changes replayed (1 refused)" — empty when the trace has none. */
+function timelineNote(r: ReplayReport): string {
+  const c = r.operatorChanges;
+  if (c === undefined || c.applied + c.refused + c.kept === 0) return "";
+  const extra = [c.refused > 0 ? `${String(c.refused)} refused by the candidate` : "", c.kept > 0 ? `${String(c.kept)} kept the swept value` : ""].filter((s) => s !== "");
+  return `; ${String(c.applied)} recorded node events and operator changes replayed${extra.length === 0 ? "" : ` (${extra.join(", ")})`}`;
 }
 
 function span(input: ReplayInput): string {
@@ -188,7 +196,7 @@ function renderCompare(cur: Partial<ReplayReport>, curName: string, cand: Replay
     rows.push([`${n.nodeId} memory peak / mean`, c === undefined ? "-" : `${gib(c.peakBytes)} / ${gib(c.meanBytes)}`, `${gib(n.peakBytes)} / ${gib(n.meanBytes)}`]);
   }
   const changes = topChanges(cur, cand);
-  return [table(rows), changes.length === 0 ? "no change\n" : `top changes:\n${changes.map((c) => `  ${c}\n`).join("")}`, `replayed ${span(input)} in ${(elapsedMs / 1000).toFixed(1)}s\n`].join("\n");
+  return [table(rows), changes.length === 0 ? "no change\n" : `top changes:\n${changes.map((c) => `  ${c}\n`).join("")}`, `replayed ${span(input)} in ${(elapsedMs / 1000).toFixed(1)}s${timelineNote(cand)}\n`].join("\n");
 }
 
 /** The largest differences in words, biggest relative change first ("chat: 41 cold starts → 6"). */
@@ -222,5 +230,5 @@ function renderSweep(rs: readonly { point: Record<string, string>; report: Repla
   const rows: string[][] = [["point", "cold starts", "waited p99", "failed", "GPU-hours idle", "pareto"]];
   for (const r of rs) rows.push([describePoint(r.point), String(r.report.coldStarts), dur(r.report.waitP99Ms), String(r.report.failedCalls), hours(r.report.idleInstanceHours), front.has(r) ? "*" : ""]);
   const best = [...front].sort((a, b) => a.report.coldStarts - b.report.coldStarts).map((r) => `  ${describePoint(r.point)}: ${String(r.report.coldStarts)} cold starts, ${hours(r.report.idleInstanceHours)} GPU-hours idle\n`);
-  return `${table(rows)}\nPareto front (cold starts vs GPU-hours held idle; no other point is better on both):\n${best.join("")}\nreplayed ${span(input)} ${String(rs.length)} times in ${(elapsedMs / 1000).toFixed(1)}s\n`;
+  return `${table(rows)}\nPareto front (cold starts vs GPU-hours held idle; no other point is better on both):\n${best.join("")}\nreplayed ${span(input)} ${String(rs.length)} times in ${(elapsedMs / 1000).toFixed(1)}s${rs[0] === undefined ? "" : timelineNote(rs[0].report)}\n`;
 }

@@ -271,13 +271,13 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
   operatorSettings.applyAtStart();
 
   // Before any node registers (the trace sees it join) and before the Admin service (ExportTrace reads it).
-  const trace = await startWorkloadTrace({ settings: config.trace, stateDir, clock, log: log.child({ component: "trace" }), loader, nodes, hub });
+  const trace = await startWorkloadTrace({ settings: config.trace, stateDir, clock, log: log.child({ component: "trace" }), nodes, hub });
   // With auth on, every remote registration carries a node token bound to its id (the guard checks it).
   const nodeImpl = withNodeCertificateCheck(nodeService(nodes, clock, recovery.epoch, { credentialed: authn !== undefined, caps: { maxInventory: config.limits.maxInventoryPerHeartbeat, maxOrphans: config.limits.maxOrphansPerHeartbeat }, ...(deps.ha === undefined ? {} : { ha: deps.ha }) }), transport.mutual, transport.probeAgentAddress);
   const adminImpl = auditedAdminService(authn, log, { clock, loader, nodes, hub, placement, enforcement: config.enforcement, defaultStopTimeoutMs: config.stop.stopTimeoutMs, ...(deps.haStatus === undefined ? {} : { haStatus: deps.haStatus }), settings: durable.settings, takeover: operatorSettings, knownAtStart: known, ...traceExporter(trace, stateDir), outage: outage.view, ...(deps.ha === undefined ? {} : { requireCommands: () => void deps.ha?.leaderEpoch() }) });
   server.add(AdminService, guarded(AdminService, authn === undefined ? adminImpl : revocableStreams(AdminService, adminImpl, authn, adminStreamRule), authn?.admin));
   // Every inference route on both ports, with prefix routing and the admission gate in front (routing/inference-wiring.ts).
-  const { routed, prefixRouting, admission, dataPlane, ...inferenceRoutes } = wireInference({ config, loader, clock, hub, log, authn, server, transport });
+  const { routed, prefixRouting, admission, dataPlane, ...inferenceRoutes } = wireInference({ config, loader, clock, hub, log, authn, server, transport, observer: trace?.calls });
   server.add(NodeService, guarded(NodeService, nodeImpl, authn?.node));
   // The artifact store: to node credentials only, as NodeService (artifact-store-service.ts).
   const storeImpl = artifactStoreService(config.artifactStore, { mutual: transport.mutual });
@@ -306,7 +306,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
       await server.listen(config.listen),
       dataPlane === undefined || config.inferenceListen === undefined ? undefined : (await dataPlane.listen(config.inferenceListen)).address,
       // HA: the standby's HTTP listener gives the port up right before the leader binds it.
-      await (deps.beforeHttpListen?.() ?? Promise.resolve()).then(() => startCoordinatorHttp({ config: () => currentConfig, clock, loader, nodes, hub, admin: adminImpl, authenticator: authn, routed, gate: admission.gate, newId, prefixRouting, filesDir: join(stateDir, "http-files"), localNodeId: config.embeddedAgent ? embeddedAgentConfig(config).nodeId : undefined, ...(deps.haView === undefined ? {} : { haView: deps.haView }), log: log.child({ component: "http" }) })),
+      await (deps.beforeHttpListen?.() ?? Promise.resolve()).then(() => startCoordinatorHttp({ config: () => currentConfig, clock, loader, nodes, hub, admin: adminImpl, authenticator: authn, routed, gate: admission.gate, callObserver: trace?.calls, newId, prefixRouting, filesDir: join(stateDir, "http-files"), localNodeId: config.embeddedAgent ? embeddedAgentConfig(config).nodeId : undefined, ...(deps.haView === undefined ? {} : { haView: deps.haView }), log: log.child({ component: "http" }) })),
     ];
   } catch (err) {
     // A listener that cannot bind ends the start: release what already listens or runs, so an

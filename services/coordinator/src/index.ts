@@ -3,6 +3,7 @@ export { startCoordinator } from "./coordinator.js";
 export { embeddedAgentConfig } from "./nodes/embedded-node.js";
 export type { Coordinator, CoordinatorDeps } from "./coordinator.js";
 export { parseCoordinatorConfig, resolveCoordinatorConfig, parseSizeBytes } from "./config/coordinator-config.js";
+export { AdmissionGate } from "./routing/admission-gate.js";
 export type { CoordinatorConfig } from "./config/coordinator-config.js";
 export { demoConfig } from "./config/demo-config.js";
 export { nodeReportLimits, validateHeartbeat, validateRegister } from "./nodes/node-report-limits.js";

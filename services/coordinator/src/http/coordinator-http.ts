@@ -7,6 +7,7 @@ import type { Loader } from "@warden/loader";
 import type { BackendClientHandle } from "../routing/backend-connector.js";
 import type { Authenticator } from "../auth/authenticator.js";
 import type { AdmissionGate } from "../routing/admission-gate.js";
+import type { RoutedCallObserver } from "../routing/routed-call.js";
 import type { CoordinatorConfig } from "../config/coordinator-config.js";
 import type { EventHub } from "../admin/event-hub.js";
 import type { NodeRegistry } from "../nodes/node-registry.js";
@@ -36,6 +37,8 @@ export interface CoordinatorHttpContext {
   readonly routed: RoutedCounter;
   /** Per-model admission (classes, fair sharing, shedding), shared with the gRPC routes. */
   readonly gate?: AdmissionGate;
+  /** Told of every routed call when it ends (the workload trace). */
+  readonly callObserver?: RoutedCallObserver | undefined;
   /** Ids for completions (chatcmpl-…). */
   readonly newId: () => string;
   /** Where uploads and files backends write (audio, images) live while a call runs. */

@@ -22,7 +22,7 @@ export class OpenAiBackend {
   private readonly track: <T>(p: Promise<T>) => Promise<T>;
 
   constructor(private readonly ctx: CoordinatorHttpContext) {
-    this.calls = new RoutedCalls(ctx.loader, ctx.log, ctx.gate);
+    this.calls = new RoutedCalls(ctx.loader, ctx.log, ctx.gate, ctx.callObserver);
     this.track = outcomeTracker(ctx.routed);
   }
 

@@ -9,7 +9,7 @@ import { backendPathPlans, scanRequest } from "../auth/backend-path-check.js";
 import { modelIdentity } from "./model-identity.js";
 import { PathCheckedRequests } from "../auth/path-checked-requests.js";
 import { ReplayableRequests } from "./replayable-requests.js";
-import { RoutedCalls, outcomeTracker, type CallRouteHint, type RoutedCounter } from "./routed-call.js";
+import { RoutedCalls, outcomeTracker, type CallBytes, type CallRouteHint, type RoutedCallObserver, type RoutedCounter } from "./routed-call.js";
 import { PredictOptionsSchema } from "@warden/proto";
 import type { PrefixRouting } from "./prefix-routing.js";
 import type { RoutingAdmission } from "./admission-gate.js";
@@ -114,9 +114,11 @@ export function backendRouter(
   prefix?: PrefixRouting,
   /** Per-model admission (models with `admission:`); undefined = none. */
   admission?: RoutingAdmission,
+  /** Told of every call when it ends, with its bytes (the workload trace). */
+  observer?: RoutedCallObserver,
 ): RawServiceHandlers {
   const checkPaths = nodePaths === "refuse";
-  const calls = new RoutedCalls(loader, log, admission?.gate);
+  const calls = new RoutedCalls(loader, log, admission?.gate, observer);
 
   const track = outcomeTracker(routed);
 
@@ -131,7 +133,22 @@ export function backendRouter(
         const model = modelOf(ctx, row, read.identity);
         authorize(model, ctx, m);
         if (read.refusal !== undefined) throw read.refusal;
-        return track(calls.unary(model, ctx.signal, (lease) => lease.backend.client.unaryBytes(m, forBackend(loader, row, request, lease), callOptions(ctx)), () => true, prefixHint(prefix, model, m, request), admission?.callerOf(ctx)));
+        const size: CallBytes = { reqBytes: request.length };
+        return track(
+          calls.unary(
+            model,
+            ctx.signal,
+            async (lease) => {
+              const reply = await lease.backend.client.unaryBytes(m, forBackend(loader, row, request, lease), callOptions(ctx));
+              size.respBytes = reply.length;
+              return reply;
+            },
+            () => true,
+            prefixHint(prefix, model, m, request),
+            admission?.callerOf(ctx),
+            size,
+          ),
+        );
       };
     },
     serverStream(m): RawServerStreamHandler {
@@ -142,7 +159,11 @@ export function backendRouter(
         const model = modelOf(ctx, row, read.identity);
         authorize(model, ctx, m);
         if (read.refusal !== undefined) throw read.refusal;
-        yield* calls.stream(model, ctx.signal, (lease) => lease.backend.client.streamBytes(m, forBackend(loader, row, request, lease), callOptions(ctx)), () => true, routed, undefined, prefixHint(prefix, model, m, request), admission?.callerOf(ctx));
+        const size: CallBytes = { reqBytes: request.length, respBytes: 0 };
+        for await (const reply of calls.stream(model, ctx.signal, (lease) => lease.backend.client.streamBytes(m, forBackend(loader, row, request, lease), callOptions(ctx)), () => true, routed, undefined, prefixHint(prefix, model, m, request), admission?.callerOf(ctx), size)) {
+          size.respBytes = (size.respBytes ?? 0) + reply.length;
+          yield reply;
+        }
       };
     },
     stream(m): RawStreamHandler {
@@ -156,8 +177,10 @@ export function backendRouter(
         const replay = new ReplayableRequests(checked === undefined ? requests : await checked.open(requests));
         const signal = checked?.signal ?? ctx.signal;
         const options = ctx.deadlineAtMs === undefined ? { signal } : { signal, deadlineAtMs: ctx.deadlineAtMs };
+        // The requests' bytes are not counted (they may be replayed to a second instance): replies only.
+        const size: CallBytes = { respBytes: 0 };
         try {
-          yield* calls.stream(
+          for await (const reply of calls.stream(
             model,
             signal,
             (lease) => lease.backend.client.streamBytes(m, replay.attempt(), options),
@@ -168,7 +191,11 @@ export function backendRouter(
             },
             undefined,
             admission?.callerOf(ctx),
-          );
+            size,
+          )) {
+            size.respBytes = (size.respBytes ?? 0) + reply.length;
+            yield reply;
+          }
         } catch (err) {
           throw checked?.refusal ?? err;
         }

@@ -7,7 +7,7 @@ import type { Loader } from "@warden/loader";
 import type { BackendClientHandle } from "./backend-connector.js";
 import { modelIdentity } from "./model-identity.js";
 import { predictResponseBytes, splitPredictRequest } from "./predict-bytes.js";
-import { RoutedCalls, outcomeTracker, type RoutedCounter } from "./routed-call.js";
+import { RoutedCalls, outcomeTracker, type CallBytes, type RoutedCallObserver, type RoutedCounter } from "./routed-call.js";
 import type { PrefixRouting } from "./prefix-routing.js";
 import type { RoutingAdmission } from "./admission-gate.js";
 
@@ -43,8 +43,10 @@ export function inferenceService(
   prefix?: PrefixRouting,
   /** Per-model admission (models with `admission:`); undefined = none. */
   admission?: RoutingAdmission,
+  /** Told of every call when it ends (the workload trace). */
+  observer?: RoutedCallObserver,
 ): ServiceImpl<typeof InferenceService> & { predictBytes: RawUnaryHandler } {
-  const calls = new RoutedCalls(loader, log, admission?.gate);
+  const calls = new RoutedCalls(loader, log, admission?.gate, observer);
 
   const track = outcomeTracker(routed);
 
@@ -54,13 +56,19 @@ export function inferenceService(
       const { model, backendRequest } = splitPredictRequest(bytes, (m) => modelIdentity(loader, m));
       checkModel(model);
       mayUse(model, ctx, InferenceService.method.predict);
+      const size: CallBytes = { reqBytes: bytes.length };
       return track(calls.unary(
         model,
         ctx.signal,
-        async (lease) => predictResponseBytes(await lease.backend.client.unaryBytes(Backend.method.predict, backendRequest, { signal: ctx.signal, ...(ctx.deadlineAtMs === undefined ? {} : { deadlineAtMs: ctx.deadlineAtMs }) }), lease.nodeId),
+        async (lease) => {
+          const reply = predictResponseBytes(await lease.backend.client.unaryBytes(Backend.method.predict, backendRequest, { signal: ctx.signal, ...(ctx.deadlineAtMs === undefined ? {} : { deadlineAtMs: ctx.deadlineAtMs }) }), lease.nodeId);
+          size.respBytes = reply.length;
+          return reply;
+        },
         () => true,
         undefined,
         admission?.callerOf(ctx),
+        size,
       ));
     },
     async predict(req, ctx) {

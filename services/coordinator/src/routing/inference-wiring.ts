@@ -15,7 +15,7 @@ import { backendRouter } from "./backend-router.js";
 import { routingAdmission } from "./caller-class.js";
 import { inferenceService } from "./inference-service.js";
 import { PrefixRouting } from "./prefix-routing.js";
-import type { RoutedCounter } from "./routed-call.js";
+import type { RoutedCallObserver, RoutedCounter } from "./routed-call.js";
 
 /** What the coordinator keeps of its inference routes. */
 export interface InferenceWiring {
@@ -48,6 +48,8 @@ export function wireInference(o: {
   readonly authn: Authenticator | undefined;
   readonly server: GrpcServer;
   readonly transport: CoordinatorTransport;
+  /** Told of every routed call when it ends (the workload trace); undefined = nobody. */
+  readonly observer?: RoutedCallObserver | undefined;
 }): InferenceWiring {
   const { config, loader, authn, server } = o;
   // One labelled child per outcome, resolved once: `inc({ outcome })` would hash the labels on every routed call.
@@ -69,10 +71,10 @@ export function wireInference(o: {
   // Models with `admission:`: classes, fair sharing and shedding in front of routing (read per call: a reload applies at once).
   let admissionSettings = config.admission;
   const admission = routingAdmission({ settingsOf: (m) => admissionSettings.get(m), loader, authn });
-  const inference = inferenceService(loader, o.log.child({ component: "inference" }), routed, authn === undefined ? undefined : (model, ctx, m) => { authn.checkModel(model, ctx, m); }, prefixRouting, admission);
+  const inference = inferenceService(loader, o.log.child({ component: "inference" }), routed, authn === undefined ? undefined : (model, ctx, m) => { authn.checkModel(model, ctx, m); }, prefixRouting, admission, o.observer);
   const inferenceGuarded = guarded(InferenceService, authn === undefined ? inference : revocableStreams(InferenceService, inference, authn, inferenceStreamRule), authn?.inference);
   server.add(InferenceService, inferenceGuarded);
-  const routerImpl = backendRouter(loader, o.log.child({ component: "backend-router" }), routed, authn === undefined ? undefined : (model, ctx, m) => { authn.inference(m, ctx, undefined); authn.checkModel(model, ctx, m); }, authn === undefined ? "pass" : "refuse", prefixRouting, admission);
+  const routerImpl = backendRouter(loader, o.log.child({ component: "backend-router" }), routed, authn === undefined ? undefined : (model, ctx, m) => { authn.inference(m, ctx, undefined); authn.checkModel(model, ctx, m); }, authn === undefined ? "pass" : "refuse", prefixRouting, admission, o.observer);
   const router = authn === undefined ? routerImpl : revocableRawStreams(routerImpl, authn, inferenceStreamRule);
   server.addRawService(Backend, router);
   const dataPlane =

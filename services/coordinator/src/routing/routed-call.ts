@@ -23,6 +23,31 @@ export function isStaleRoute(e: WardenError): boolean {
 /** A call's say in its replica (prefix-routing.ts), told which one each attempt got. */
 export type CallRouteHint = RouteHint & { routed(incarnation: string): void };
 
+/** One routed call as the workload trace keeps it: never the request or reply, only sizes and times. */
+export interface RoutedCallRecord {
+  readonly model: string;
+  readonly cls: CallerClass["cls"];
+  /** Arrival (before admission) to the lease of the attempt that served it; to the failure when none did. */
+  readonly waitMs: number;
+  /** Lease to its completion (0 when no instance served it). */
+  readonly durMs: number;
+  readonly ok: boolean;
+  readonly reqBytes?: number;
+  readonly respBytes?: number;
+}
+
+/** Sees every routed call once it ends (the workload trace); must not throw or block. */
+export interface RoutedCallObserver {
+  readonly clock: { now(): number };
+  callEnded(c: RoutedCallRecord): void;
+}
+
+/** Sizes a surface that sees a call as bytes fills in (the Backend router, the data-plane Predict). */
+export interface CallBytes {
+  reqBytes?: number;
+  respBytes?: number;
+}
+
 /** What a routed call reports per outcome (the coordinator's routed-calls counter). */
 export interface RoutedCounter {
   inc(outcome: string): void;
@@ -58,7 +83,28 @@ export class RoutedCalls {
     private readonly log: Logger,
     /** Per-model admission (models with `admission:`); undefined = every call goes straight to routing. */
     private readonly gate?: AdmissionGate,
+    /** Told of every call when it ends (the workload trace); undefined = nobody. */
+    private readonly observer?: RoutedCallObserver,
   ) {}
+
+  /** A call's timing for the observer: started at arrival, `leased` at each lease (the last one counts), `end` once. */
+  private watch(model: string, caller: CallerClass, bytes: CallBytes | undefined): { leased(): void; end(): void } | undefined {
+    const o = this.observer;
+    if (o === undefined) return undefined;
+    const arrived = o.clock.now();
+    let leasedAt: number | undefined;
+    return {
+      leased: () => {
+        leasedAt = o.clock.now();
+      },
+      end: () => {
+        const now = o.clock.now();
+        // ok: an instance served it (its own error afterwards is the backend's, not the policy's).
+        const served = leasedAt !== undefined;
+        o.callEnded({ model, cls: caller.cls, waitMs: (served ? (leasedAt ?? now) : now) - arrived, durMs: served ? now - (leasedAt ?? now) : 0, ok: served, ...(bytes?.reqBytes === undefined ? {} : { reqBytes: bytes.reqBytes }), ...(bytes?.respBytes === undefined ? {} : { respBytes: bytes.respBytes }) });
+      },
+    };
+  }
 
   /** Whether `e` from `lease`'s instance removes it; throws the explanation when it was being evicted anyway. */
   private async removeIfGone(model: string, lease: Lease<BackendClientHandle>, e: WardenError, signal: AbortSignal): Promise<boolean> {
@@ -85,20 +131,31 @@ export class RoutedCalls {
   }
 
   /** One unary call: retried once on a fresh instance while `mayRetry()`; holds one admission place throughout. */
-  async unary<T>(model: string, signal: AbortSignal, fn: (lease: Lease<BackendClientHandle>) => Promise<T>, mayRetry: () => boolean, hint?: CallRouteHint, caller: CallerClass = defaultCaller): Promise<T> {
+  async unary<T>(model: string, signal: AbortSignal, fn: (lease: Lease<BackendClientHandle>) => Promise<T>, mayRetry: () => boolean, hint?: CallRouteHint, caller: CallerClass = defaultCaller, bytes?: CallBytes): Promise<T> {
+    const w = this.watch(model, caller, bytes);
+    if (w === undefined) return this.admitted(model, signal, fn, mayRetry, hint, caller, undefined);
+    try {
+      return await this.admitted(model, signal, fn, mayRetry, hint, caller, w);
+    } finally {
+      w.end();
+    }
+  }
+
+  private async admitted<T>(model: string, signal: AbortSignal, fn: (lease: Lease<BackendClientHandle>) => Promise<T>, mayRetry: () => boolean, hint: CallRouteHint | undefined, caller: CallerClass, w: { leased(): void } | undefined): Promise<T> {
     // Models without `admission:` go straight to routing, without an extra turn.
-    if (this.gate?.gates(model) !== true) return this.unaryAttempts(model, signal, fn, mayRetry, hint);
+    if (this.gate?.gates(model) !== true) return this.unaryAttempts(model, signal, fn, mayRetry, hint, w);
     const release = await this.gate.enter(model, caller, signal);
     try {
-      return await this.unaryAttempts(model, signal, fn, mayRetry, hint);
+      return await this.unaryAttempts(model, signal, fn, mayRetry, hint, w);
     } finally {
       release();
     }
   }
 
-  private async unaryAttempts<T>(model: string, signal: AbortSignal, fn: (lease: Lease<BackendClientHandle>) => Promise<T>, mayRetry: () => boolean, hint: CallRouteHint | undefined): Promise<T> {
+  private async unaryAttempts<T>(model: string, signal: AbortSignal, fn: (lease: Lease<BackendClientHandle>) => Promise<T>, mayRetry: () => boolean, hint: CallRouteHint | undefined, w: { leased(): void } | undefined): Promise<T> {
     for (let attempt = 0; ; attempt++) {
       const lease = await this.acquire(model, signal, hint);
+      w?.leased();
       try {
         return await fn(lease);
       } catch (err) {
@@ -117,25 +174,32 @@ export class RoutedCalls {
    * `mayRetry()` (a streaming request's messages can still be replayed).
    * `onReply` runs before each reply is passed on.
    */
-  async *stream<T>(model: string, signal: AbortSignal, open: (lease: Lease<BackendClientHandle>) => AsyncIterable<T>, mayRetry: () => boolean, routed: RoutedCounter, onReply?: () => void, hint?: CallRouteHint, caller: CallerClass = defaultCaller): AsyncGenerator<T> {
-    let release: (() => void) | undefined;
+  async *stream<T>(model: string, signal: AbortSignal, open: (lease: Lease<BackendClientHandle>) => AsyncIterable<T>, mayRetry: () => boolean, routed: RoutedCounter, onReply?: () => void, hint?: CallRouteHint, caller: CallerClass = defaultCaller, bytes?: CallBytes): AsyncGenerator<T> {
+    const w = this.watch(model, caller, bytes);
     try {
-      release = this.gate?.gates(model) === true ? await this.gate.enter(model, caller, signal) : undefined;
-    } catch (err) {
-      routed.inc(outcomeOf(err));
-      throw err;
-    }
-    try {
-      yield* this.streamAttempts(model, signal, open, mayRetry, routed, onReply, hint);
+      let release: (() => void) | undefined;
+      try {
+        release = this.gate?.gates(model) === true ? await this.gate.enter(model, caller, signal) : undefined;
+      } catch (err) {
+        routed.inc(outcomeOf(err));
+        throw err;
+      }
+      try {
+        yield* this.streamAttempts(model, signal, open, mayRetry, routed, onReply, hint, w);
+      } finally {
+        release?.();
+      }
     } finally {
-      release?.();
+      // A stream the caller abandoned ends here too (the generator's return).
+      w?.end();
     }
   }
 
-  private async *streamAttempts<T>(model: string, signal: AbortSignal, open: (lease: Lease<BackendClientHandle>) => AsyncIterable<T>, mayRetry: () => boolean, routed: RoutedCounter, onReply: (() => void) | undefined, hint: CallRouteHint | undefined): AsyncGenerator<T> {
+  private async *streamAttempts<T>(model: string, signal: AbortSignal, open: (lease: Lease<BackendClientHandle>) => AsyncIterable<T>, mayRetry: () => boolean, routed: RoutedCounter, onReply: (() => void) | undefined, hint: CallRouteHint | undefined, w: { leased(): void } | undefined): AsyncGenerator<T> {
     let sent = 0;
     for (let attempt = 0; ; attempt++) {
       const lease = await this.acquire(model, signal, hint);
+      w?.leased();
       try {
         for await (const reply of open(lease)) {
           sent++;

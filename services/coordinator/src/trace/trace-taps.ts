@@ -1,8 +1,8 @@
 import { EvictionReason, type Event } from "@warden/proto";
 import type { Cancel, Clock } from "@warden/common";
-import type { BackendHandle, Lease, Loader, RouteHint } from "@warden/loader";
 import type { NodeRecord } from "@warden/cluster";
 import type { TraceLine } from "@warden/whatif";
+import type { RoutedCallObserver } from "../routing/routed-call.js";
 
 /** Where taps send lines (TraceRecorder.record). */
 export interface TraceSink {
@@ -25,7 +25,8 @@ export function traceLineOf(e: Event, at: number): TraceLine | undefined {
   const p = e.payload;
   switch (p.case) {
     case "backendLoaded":
-      return { t: "load", at, m: e.model, node: e.nodeId, loadMs: Number(p.value.loadDurationMs) };
+      // An operator's LoadModel names its actor; a replay repeats those loads (the others are its own decisions).
+      return { t: "load", at, m: e.model, node: e.nodeId, loadMs: Number(p.value.loadDurationMs), ...(e.actor === "" ? {} : { op: true }) };
     case "evictionStopped":
       return { t: "stop", at, m: e.model, node: e.nodeId, reason: reasonName(p.value.reason) };
     case "nodeRegistered":
@@ -34,87 +35,110 @@ export function traceLineOf(e: Event, at: number): TraceLine | undefined {
       return { t: "node", at, node: e.nodeId, ev: "unreachable" };
     case "nodeLost":
       return { t: "node", at, node: e.nodeId, ev: "lost" };
+    case "nodeDrainStarted":
+      // A restarted coordinator resuming a drain is not a new operator action.
+      return p.value.resumed ? undefined : { t: "node", at, node: e.nodeId, ev: "drain" };
+    case "nodeUndrained":
+      return { t: "node", at, node: e.nodeId, ev: "undrain" };
     case "policyUpdated":
       return { t: "admin", at, op: "policy", changes: p.value.changes.slice(0, 64) };
     case "replicaScaleSet":
       return { t: "admin", at, op: "scale", m: e.model, min: p.value.min, max: p.value.max };
-    case "nodeLimitsSet":
-      return { t: "admin", at, op: "limits", node: e.nodeId };
+    case "nodeLimitsSet": {
+      const l = p.value.effective;
+      const budget = l?.memoryBudget;
+      return {
+        t: "admin",
+        at,
+        op: "limits",
+        node: e.nodeId,
+        ...(l?.maxReplicasPerModel === undefined ? {} : { maxReplicas: l.maxReplicasPerModel }),
+        ...(budget?.case === "memoryBudgetBytes" ? { budgetBytes: Number(budget.value) } : budget?.case === "memoryBudgetPercent" ? { budgetPercent: budget.value } : {}),
+      };
+    }
     default:
       return undefined;
   }
 }
 
 /**
- * Records every routed call: `acquire` is wrapped so each lease's wait
- * (arrival → instance) and hold (lease → complete) become one `call` line
- * when it completes; a call that got no instance is a line with ok=false.
- * Only the model name and times are kept — never the request or reply.
- * Every routed path (gRPC Inference, the Backend router, HTTP) takes its
- * lease through `loader.acquire`, so this one wrap sees them all.
+ * Records every routed call as one `call` line when it ends: the routed-calls
+ * path (routing/routed-call.ts), which every surface takes (gRPC Inference,
+ * the Backend router, the data-plane Predict, HTTP), tells it the model, the
+ * caller's priority class, its wait and hold and, where the surface sees the
+ * call as bytes, the request and response sizes. Never the request or reply.
  */
-export function traceCalls<H extends BackendHandle>(loader: Loader<H>, clock: Clock, sink: TraceSink): void {
-  const acquire = loader.acquire.bind(loader);
-  // Every argument passes through (a route hint included): the wrap only records.
-  loader.acquire = async (model: string, signal: AbortSignal, hint?: RouteHint): Promise<Lease<H>> => {
-    const arrived = clock.now();
-    const at = clock.wallNow();
-    let lease: Lease<H>;
-    try {
-      lease = await acquire(model, signal, hint);
-    } catch (err) {
-      sink.record({ t: "call", at, m: model, waitMs: clock.now() - arrived, durMs: 0, ok: false });
-      throw err;
-    }
-    const leased = clock.now();
-    let done = false;
-    // A lease is a plain object (routing.ts): the copy is the same lease with a recording complete.
-    return {
-      ...lease,
-      complete: (): void => {
-        // Completion is idempotent (DESIGN §3.1): the line is written once.
-        if (!done) {
-          done = true;
-          sink.record({ t: "call", at, m: model, waitMs: leased - arrived, durMs: clock.now() - leased, ok: true });
-        }
-        lease.complete();
-      },
-    };
+export function traceCalls(clock: Clock, sink: TraceSink): RoutedCallObserver {
+  return {
+    clock,
+    callEnded: (c) => {
+      // The wall time of its arrival: what a replay schedules it at.
+      const at = clock.wallNow() - c.waitMs - c.durMs;
+      sink.record({ t: "call", at, m: c.model, waitMs: c.waitMs, durMs: c.durMs, ok: c.ok, cls: c.cls, ...(c.reqBytes === undefined ? {} : { reqBytes: c.reqBytes }), ...(c.respBytes === undefined ? {} : { respBytes: c.respBytes }) });
+    },
   };
 }
 
 /** What the memory sampler reads of the node table. */
 export interface TracedNodes {
   list(): readonly Pick<NodeRecord<unknown>, "nodeId" | "resources">[];
+  get(nodeId: string): Pick<NodeRecord<unknown>, "nodeId" | "resources"> | undefined;
+}
+
+function memLine(n: Pick<NodeRecord<unknown>, "nodeId" | "resources">, at: number): TraceLine | undefined {
+  const r = n.resources;
+  if (r === undefined) return undefined;
+  let totalBytes = Number(r.ramTotalBytes);
+  let usedBytes = Number(r.ramUsedBytes);
+  if (r.gpus.length > 0) {
+    totalBytes = 0;
+    usedBytes = 0;
+    for (const g of r.gpus) {
+      totalBytes += Number(g.totalBytes);
+      usedBytes += Number(g.usedBytes);
+    }
+  }
+  return { t: "mem", at, node: n.nodeId, totalBytes, usedBytes };
 }
 
 /**
  * Every `intervalMs` one `mem` line per node with a reading (GPUs summed,
  * RAM without GPUs): rate-limited, proportional to the nodes, off the
- * heartbeat path.
+ * heartbeat path. `joined(nodeId)` takes one reading of a node that just
+ * registered, `joinDelayMs` later (its first heartbeat carries it), so a
+ * replay knows the memory of a node that joined between two samples.
  */
-export function sampleNodeMemory(nodes: TracedNodes, clock: Clock, sink: TraceSink, intervalMs = 60_000): Cancel {
+export function sampleNodeMemory(nodes: TracedNodes, clock: Clock, sink: TraceSink, intervalMs = 60_000, joinDelayMs = 5_000): { readonly cancel: Cancel; joined(nodeId: string): void } {
   let timer: Cancel | undefined;
+  const joins = new Map<string, Cancel>();
   const sample = (): void => {
     const at = clock.wallNow();
     for (const n of nodes.list()) {
-      const r = n.resources;
-      if (r === undefined) continue;
-      let totalBytes = Number(r.ramTotalBytes);
-      let usedBytes = Number(r.ramUsedBytes);
-      if (r.gpus.length > 0) {
-        totalBytes = 0;
-        usedBytes = 0;
-        for (const g of r.gpus) {
-          totalBytes += Number(g.totalBytes);
-          usedBytes += Number(g.usedBytes);
-        }
-      }
-      sink.record({ t: "mem", at, node: n.nodeId, totalBytes, usedBytes });
+      const line = memLine(n, at);
+      if (line !== undefined) sink.record(line);
     }
     timer = clock.setTimer(intervalMs, sample);
   };
   // The first reading soon after the start: a short trace still names its nodes' memory.
-  timer = clock.setTimer(Math.min(intervalMs, 5_000), sample);
-  return () => timer?.();
+  timer = clock.setTimer(Math.min(intervalMs, joinDelayMs), sample);
+  return {
+    cancel: () => {
+      timer?.();
+      for (const c of joins.values()) c();
+      joins.clear();
+    },
+    joined: (nodeId) => {
+      // One pending reading per node: a flapping node does not pile timers up.
+      if (joins.has(nodeId)) return;
+      joins.set(
+        nodeId,
+        clock.setTimer(joinDelayMs, () => {
+          joins.delete(nodeId);
+          const n = nodes.get(nodeId);
+          const line = n === undefined ? undefined : memLine(n, clock.wallNow());
+          if (line !== undefined) sink.record(line);
+        }),
+      );
+    },
+  };
 }

@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import type { AdminService } from "@warden/proto";
 import type { Client } from "@warden/grpc";
-import { invalidArgument } from "@warden/common";
+import { Code, WardenError, invalidArgument } from "@warden/common";
 import { eventToJson } from "@warden/events";
 import { checkId } from "../../admin/check-id.js";
 import { dashboardActorMetadata } from "../../admin/admin-actor.js";
@@ -10,6 +10,7 @@ import type { DashboardContext } from "./dashboard-routes.js";
 import { EventHistory, maxHistoryRead, type HistoryFilter } from "./event-history.js";
 import { faviconIco } from "./favicon.js";
 import { maxPolicyBodyBytes, parsePolicyPatch, policyJson } from "./policy-json.js";
+import { maxSweepBodyBytes, parseSweepRequest, readTraceChunks, runSweep } from "./policy-sweep.js";
 
 /** Types one history read may name (comma-separated `type=`). */
 const maxHistoryTypes = 16;
@@ -38,7 +39,10 @@ function historyFilterOf(q: Readonly<Record<string, string>>): { filter: History
  *   ring, 2 000 events), oldest first; `type` comma-separated, exact or a prefix
  *   ending in "."; read as WatchEvents is (viewer);
  * - GET /api/dashboard/policy — GetPolicy (viewer);
- * - POST /api/dashboard/policy — UpdatePolicy with the page's scalar fields (its role).
+ * - POST /api/dashboard/policy — UpdatePolicy with the page's scalar fields (its role);
+ * - POST /api/dashboard/policy/sweep — a what-if sweep of this coordinator's
+ *   trace (policy-sweep.ts; UpdatePolicy's role: it spends the coordinator's
+ *   CPU; one at a time, at most 5 minutes).
  */
 export function consoleRoutes(app: FastifyInstance, ctx: DashboardContext, admin: Client<typeof AdminService>, onlyQuery: (request: FastifyRequest, allowed: readonly string[]) => Record<string, string>): void {
   const history = new EventHistory();
@@ -68,4 +72,25 @@ export function consoleRoutes(app: FastifyInstance, ctx: DashboardContext, admin
     const r = await admin.updatePolicy({ patch }, { signal: callSignal(reply, ctx.config().http.callTimeoutMs), metadata: dashboardActorMetadata(ctx.auth.principal(request), request.ip) });
     return reply.header("cache-control", "no-store").send(policyJson(r.policy));
   });
+
+  let sweeping = false;
+  app.post("/api/dashboard/policy/sweep", { bodyLimit: maxSweepBodyBytes }, async (request, reply) => {
+    onlyQuery(request, []);
+    ctx.auth.principal(request);
+    const req = parseSweepRequest(request.body);
+    if (sweeping) throw new WardenError(Code.ResourceExhausted, "a sweep is already running on this coordinator; try again when it is done");
+    sweeping = true;
+    try {
+      const signal = callSignal(reply, sweepDeadlineMs);
+      const since = BigInt(Math.max(0, ctx.clock.wallNow() - req.windowMs));
+      const lines = await readTraceChunks(admin.exportTrace({ sinceUnixMs: since }, { signal }));
+      const result = await runSweep({ lines, config: ctx.config(), live: ctx.loader.getPolicy(), caps: ctx.loader.core.caps, request: req, signal, now: () => ctx.clock.now() });
+      return await reply.header("cache-control", "no-store").send(result);
+    } finally {
+      sweeping = false;
+    }
+  });
 }
+
+/** The longest a dashboard sweep may run (`warden policy simulate` has no such bound). */
+const sweepDeadlineMs = 300_000;

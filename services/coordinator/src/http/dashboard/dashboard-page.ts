@@ -147,6 +147,9 @@ table.grid td.actions > * { margin-right: 0.3em; }
 .policy-form input[type="checkbox"] { justify-self: start; margin-left: 0; }
 .policy-form > p, .policy-form > button { grid-column: 1 / -1; justify-self: start; margin: 0; }
 .policy-models { background: #fff; border-radius: 8px; padding: 0.6em 1em 0.6em 2em; }
+#sweep-plot { background: #fff; border-radius: 8px; display: block; margin: 0.6em 0; max-width: 100%; height: auto; }
+.sweep-table { background: #fff; border-radius: 8px; border-collapse: collapse; }
+.sweep-table th, .sweep-table td { padding: 0.3em 0.6em; text-align: left; border-bottom: 1px solid #eee; }
 .pg-form { display: grid; grid-template-columns: max-content minmax(0, 40em); gap: 0.5em 1em; align-items: center; }
 .pg-form textarea { font: inherit; width: 100%; box-sizing: border-box; }
 .pg-stats { display: grid; grid-template-columns: repeat(4, max-content max-content); gap: 0.3em 0.8em; margin: 1em 0; }

@@ -1,6 +1,7 @@
 import type { DashboardPolicy } from "../dashboard-view.js";
 import { may, responseError, type ConsoleContext, type ConsolePage } from "./console-context.js";
 import { byId, el } from "./dom.js";
+import { describePoint, sweepSection } from "./policy-sweep-view.js";
 
 type Field = { readonly key: Exclude<keyof DashboardPolicy, "models">; readonly label: string; readonly kind: "flag" | "count" | "ms" | "fraction"; readonly help: string };
 
@@ -25,6 +26,7 @@ const fields: readonly Field[] = [
 export function policyPage(ctx: ConsoleContext): ConsolePage {
   let shown: DashboardPolicy | undefined;
   let saving = 0;
+  let sweep: HTMLElement | undefined;
 
   const status = (text: string, error: boolean): void => {
     const r = byId("policy-result");
@@ -60,6 +62,14 @@ export function policyPage(ctx: ConsoleContext): ConsolePage {
     }
     byId("policy").replaceChildren(form, el("h3", {}, "Pins and groups"), table);
     byId("policy").dataset.editable = String(editable);
+    // The sweep sits beside the form, made once: a re-render of the policy keeps its result on screen.
+    if (sweep === undefined) {
+      sweep = sweepSection(ctx, editable, async (p) => {
+        await load();
+        status(`applied: ${describePoint(p)}`, false);
+      });
+      byId("page-policy").append(sweep);
+    }
   };
 
   const save = async (): Promise<void> => {

@@ -10,7 +10,9 @@
 import { mkdir, readFile, readdir, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { InstanceState } from "@warden/proto";
+import { Code, WardenError } from "@warden/common";
+import { createClient } from "@warden/grpc";
+import { AgentService, InstanceState } from "@warden/proto";
 import { simCatalog, tempDir, uniqueTag } from "./support/agent-harness.js";
 import { startRemoteAgent, type RemoteAgent } from "./support/agent-process.js";
 import { startTestCoordinator, until, type TestCoordinator } from "./support/coordinator-harness.js";
@@ -115,5 +117,38 @@ describe("backend bundle from an OCI registry", () => {
     }
     expect(await readdir(join(models, ".warden-cache", "backends"))).toEqual(before);
     expect(await livePythonBackends(bundleScript())).toHaveLength(1);
+  }, 180_000);
+
+  it("the agent lists, installs and removes its catalog's bundles; never one a live process uses", async () => {
+    const client = createClient(AgentService, agent.address);
+    const failure = async (p: Promise<unknown>): Promise<WardenError> => {
+      const e: unknown = await p.then(() => undefined, (x: unknown) => x);
+      if (!(e instanceof WardenError)) throw new Error(`expected a WardenError, got ${String(e)}`);
+      return e;
+    };
+    try {
+      const listed = (await client.listBundles({})).bundles.map((b) => [b.backend, b.sha256, b.installed, b.running]);
+      expect(listed).toEqual([
+        ["py-bundle", manifest, true, 1],
+        ["py-wrong", "e".repeat(64), false, 0],
+        ["py-down", "d".repeat(64), false, 0],
+      ]);
+      const busy = await failure(client.removeBundle({ backend: "py-bundle" }));
+      expect([busy.code, busy.message]).toEqual([Code.FailedPrecondition, expect.stringContaining("is in use: 1 live process(es) of py-bundle")]);
+      const notBundle = await failure(client.installBundle({ backend: "backend-sim" }));
+      expect([notBundle.code, notBundle.message]).toEqual([Code.InvalidArgument, expect.stringContaining("is not a bundle entry of this agent's catalog (bundles: py-bundle, py-wrong, py-down)")]);
+      const wrong = await failure(client.installBundle({ backend: "py-wrong" }));
+      expect([wrong.code, wrong.message]).toEqual([Code.NotFound, expect.stringContaining("has no manifest")]);
+      await t.admin.unloadModel({ model: "tiny" });
+      await until("the bundle's backend exited", async () => (await livePythonBackends(bundleScript())).length === 0, 60_000);
+      // the agent may still be reaping: the remove is refused until the table has no live process
+      await until("removed", async () => (await client.removeBundle({ backend: "py-bundle" }).catch(() => ({ removed: false }))).removed, 60_000);
+      expect(await readdir(join(models, ".warden-cache", "backends"))).toEqual([]);
+      expect(await client.installBundle({ backend: "py-bundle" })).toMatchObject({ alreadyInstalled: false, bundle: { installed: true, sha256: manifest } });
+      expect(await client.installBundle({ backend: "py-bundle" })).toMatchObject({ alreadyInstalled: true });
+      expect(await readdir(join(models, ".warden-cache", "backends"))).toEqual([manifest]);
+    } finally {
+      client.close();
+    }
   }, 180_000);
 });

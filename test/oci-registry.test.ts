@@ -171,9 +171,9 @@ describe("backend bundles", () => {
     expect(await readdir(join(a, "lib"))).toEqual(["new.py"]);
     expect((await stat(join(a, "run.sh"))).mode & 0o111).not.toBe(0);
     expect(await installer.list()).toEqual([{ sha256: bundleImage.manifest, dir: a }]);
-    expect(await installer.remove(bundleImage.manifest)).toBe(true);
+    expect(await installer.remove(bundleImage.manifest, () => undefined)).toBe(true);
     expect(await installer.list()).toEqual([]);
-    expect(await installer.remove(bundleImage.manifest)).toBe(false);
+    expect(await installer.remove(bundleImage.manifest, () => undefined)).toBe(false);
   });
 
   it("a tarball bundle by digest from an http server", async () => {

@@ -38,6 +38,10 @@ export interface BundleInstallerOptions {
  */
 export class BundleInstaller {
   private readonly flights = new SingleFlight<string, PullProgress>();
+  /** Starts using a digest (from before its install until its process is in the table). */
+  private readonly uses = new Map<string, number>();
+  /** Digests being removed: a start asking for one fails instead of racing the removal. */
+  private readonly removing = new Set<string>();
   private readonly log: Logger;
 
   constructor(private readonly o: BundleInstallerOptions) {
@@ -47,6 +51,7 @@ export class BundleInstaller {
   /** The installed directory (installing it first when missing). Errors name the bundle; codes as artifact pulls' (DATA_LOSS, NOT_FOUND, UNAVAILABLE, RESOURCE_EXHAUSTED), FAILED_PRECONDITION for an unsafe or incomplete bundle. */
   async ensure(spec: BundleSpec, signal: AbortSignal, onProgress: (p: PullProgress) => void = () => {}): Promise<string> {
     const dir = bundleDir(this.o.modelsPath, spec.sha256);
+    if (this.removing.has(spec.sha256)) throw new WardenError(Code.Unavailable, `backend bundle ${spec.source.slice(0, 256)} (sha256 ${spec.sha256}): it is being removed; retry once RemoveBundle finished`);
     if (await isInstalled(dir)) return dir;
     try {
       return await this.flights.run(spec.sha256, signal, (s, report) => this.install(spec, dir, s, report), onProgress);
@@ -63,17 +68,48 @@ export class BundleInstaller {
     return names.filter((n) => /^[0-9a-f]{64}$/.test(n)).map((sha256) => ({ sha256, dir: join(root, sha256) }));
   }
 
-  /** Removes an installed bundle (the caller checks that no running backend uses it). */
-  async remove(sha256: string): Promise<boolean> {
+  /** Marks `sha256` in use by a start; remove() refuses until the returned release is called. */
+  use(sha256: string): () => void {
+    this.uses.set(sha256, (this.uses.get(sha256) ?? 0) + 1);
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      const n = (this.uses.get(sha256) ?? 1) - 1;
+      if (n === 0) this.uses.delete(sha256);
+      else this.uses.set(sha256, n);
+    };
+  }
+
+  /**
+   * Removes an installed bundle; false when it was not installed.
+   * FAILED_PRECONDITION while a start uses it or `busy` names a live process
+   * of it. The check and the mark that makes later starts fail are one
+   * synchronous step, so no start slips in between.
+   */
+  async remove(sha256: string, busy: () => string | undefined): Promise<boolean> {
     const dir = bundleDir(this.o.modelsPath, sha256);
     if (!(await isInstalled(dir))) return false;
-    // Renamed away first: a start that looks meanwhile sees no half-removed bundle.
-    const gone = join(dirname(dir), `.removing-${sha256}`);
-    await rm(gone, { recursive: true, force: true });
-    await rename(dir, gone);
-    await rm(gone, { recursive: true, force: true });
+    const why = (this.uses.get(sha256) ?? 0) > 0 ? "a start is installing or launching it" : busy();
+    if (why !== undefined) throw new WardenError(Code.FailedPrecondition, `backend bundle sha256 ${sha256} is in use: ${why}`);
+    if (this.removing.has(sha256)) return false;
+    this.removing.add(sha256);
+    try {
+      // Renamed away first: nothing ever sees a half-removed bundle under its final name.
+      const gone = join(dirname(dir), `.removing-${sha256}`);
+      await rm(gone, { recursive: true, force: true });
+      await rename(dir, gone);
+      await rm(gone, { recursive: true, force: true });
+    } finally {
+      this.removing.delete(sha256);
+    }
     this.log.info("backend bundle removed", { sha256 });
     return true;
+  }
+
+  /** Whether the digest's bundle is installed. */
+  installed(sha256: string): Promise<boolean> {
+    return isInstalled(bundleDir(this.o.modelsPath, sha256));
   }
 
   private async install(spec: BundleSpec, dir: string, signal: AbortSignal, report: (p: PullProgress) => void): Promise<string> {

@@ -163,6 +163,8 @@ async function runStart(ctx: AgentContext, log: StartLog, s: StartParams): Promi
   let proc: BackendProcess | undefined;
   let client: Client<typeof Backend> | undefined;
   const exitedCtl = new AbortController();
+  // Held until the process is in the table (or the start failed): RemoveBundle refuses meanwhile.
+  const releaseBundle = s.entry.bundle === undefined ? undefined : ctx.bundles?.use(s.entry.bundle.sha256);
   try {
     const [pulled] = await Promise.all([pullArtifacts(ctx, log, s, signal), installBundle(ctx, log, s, signal)]);
     const modelFile = s.modelFileArtifact === undefined ? s.modelFile : (pulled.get(s.modelFileArtifact.sha256) ?? s.modelFile);
@@ -299,6 +301,7 @@ async function runStart(ctx: AgentContext, log: StartLog, s: StartParams): Promi
     log.append(failure);
   } finally {
     release?.();
+    releaseBundle?.();
     client?.close();
     dl.cleanup();
   }

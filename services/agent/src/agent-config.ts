@@ -302,8 +302,10 @@ export function resolveAgentConfig(input: unknown, builtins: BuiltinCatalog = {}
     if (!isAbsolute(m) || m.length > 4096) throw invalidArgument("modelsPath", `must be an absolute path (at most 4096 characters), got "${m.slice(0, 64)}"`);
     modelsPath = normalize(m);
   } else {
-    const needing = Object.keys(catalog).find((n) => catalog[n]?.profile === "localai" || catalog[n]?.bundle !== undefined);
-    if (needing !== undefined) throw invalidArgument("modelsPath", `required by catalog.${needing} (profile localai or a bundle): LocalAI's backends get the models directory as ModelPath and HF_HOME, and bundles are installed under it`);
+    const bundled = Object.keys(catalog).find((n) => catalog[n]?.bundle !== undefined);
+    if (bundled !== undefined) throw invalidArgument("modelsPath", `required by catalog.${bundled} (a bundle): bundles are installed under it`);
+    const needing = Object.keys(catalog).find((n) => catalog[n]?.profile === "localai");
+    if (needing !== undefined) throw invalidArgument("modelsPath", `required by catalog.${needing} (profile localai): LocalAI's backends get the models directory as ModelPath and HF_HOME`);
   }
   for (const [name, entry] of Object.entries(catalog)) {
     if (entry.bundle === undefined || modelsPath === undefined) continue;

@@ -202,6 +202,8 @@ describe("backend bundles", () => {
       const e = await failure(installer.ensure(checkBundle("bundle", { source }), signal()));
       expect([e.code, e.message], why).toEqual([code, expect.stringContaining(why)]);
       expect(e.message).toContain(source);
+      // what the bundle holds (a start reports SPAWN_FAILED), not where it comes from (an artifact failure)
+      expect(e.details.reason, why).toBe(code === Code.FailedPrecondition ? "unsafe-bundle" : undefined);
     }
     expect(await readdir(join(modelsPath, ".warden-cache", "backends")).catch(() => [])).toEqual([]);
     expect(await stat(join(modelsPath, "outside.sh")).catch(() => undefined)).toBeUndefined();

@@ -6,7 +6,7 @@ import type { PullProgress } from "./artifact-pull.js";
 import { bundleDir, type BundleSpec } from "./backend-bundle-config.js";
 import { OciRegistryClient } from "./oci-registry.js";
 import { SingleFlight } from "./single-flight.js";
-import { extractLayer, type TarLimits, type TarTally } from "./tar-extract.js";
+import { extractLayer, unsafeBundleReason, type TarLimits, type TarTally } from "./tar-extract.js";
 
 /** Unpacked size of one bundle: LocalAI's CUDA backends are a few GiB. */
 export const maxBundleBytes = 32 * 2 ** 30;
@@ -57,7 +57,7 @@ export class BundleInstaller {
       return await this.flights.run(spec.sha256, signal, (s, report) => this.install(spec, dir, s, report), onProgress);
     } catch (err) {
       const e = WardenError.from(err);
-      throw new WardenError(e.code, `backend bundle ${spec.source.slice(0, 256)} (sha256 ${spec.sha256}): ${e.rawMessage}`, { cause: err, details: { field: "bundle" } });
+      throw new WardenError(e.code, `backend bundle ${spec.source.slice(0, 256)} (sha256 ${spec.sha256}): ${e.rawMessage}`, { cause: err, details: { field: "bundle", ...(e.details.reason === unsafeBundleReason ? { reason: unsafeBundleReason } : {}) } });
     }
   }
 
@@ -122,7 +122,7 @@ export class BundleInstaller {
       const tally: TarTally = { bytes: 0, entries: 0 };
       for (const f of files) await extractLayer(f, staging, limits, tally, signal);
       const run = await lstat(join(staging, "run.sh")).catch(() => undefined);
-      if (run?.isFile() !== true) throw new WardenError(Code.FailedPrecondition, "the bundle has no regular file run.sh at its root (a LocalAI backend image's layers unpack to a directory holding run.sh)");
+      if (run?.isFile() !== true) throw new WardenError(Code.FailedPrecondition, "the bundle has no regular file run.sh at its root (a LocalAI backend image's layers unpack to a directory holding run.sh)", { details: { reason: unsafeBundleReason } });
       // Runnable whatever mode the archive gave it: the catalog runs it directly.
       await chmod(join(staging, "run.sh"), (run.mode & 0o777) | 0o500);
       await rename(staging, dir);

@@ -19,6 +19,7 @@ import { startResponseOf, type StartResponseInit } from "./proto-views.js";
 import { waitReady, tcpProbe } from "./readiness.js";
 import { checkId, checkIncarnation, checkOptions, checkText } from "./request-validation.js";
 import { StartLog, type StartEvent } from "./start-log.js";
+import { unsafeBundleReason } from "./tar-extract.js";
 import type { StartEntry } from "./start-registry.js";
 
 /** How long a failed start waits for the process's own exit before classifying the failure. */
@@ -143,7 +144,7 @@ async function installBundle(ctx: AgentContext, log: StartLog, s: StartParams, s
     .catch((err: unknown) => {
       const e = WardenError.from(err);
       if (signal.aborted || e.code === Code.Canceled || e.code === Code.DeadlineExceeded) throw err;
-      throw new FailStart(e.code === Code.FailedPrecondition ? StartFailureCode.SPAWN_FAILED : (artifactFailure[e.code] ?? StartFailureCode.ARTIFACT_SOURCE_UNAVAILABLE), e.rawMessage);
+      throw new FailStart(e.details.reason === unsafeBundleReason ? StartFailureCode.SPAWN_FAILED : (artifactFailure[e.code] ?? StartFailureCode.ARTIFACT_SOURCE_UNAVAILABLE), e.rawMessage);
     });
 }
 

@@ -24,8 +24,11 @@ export interface TarTally {
   entries: number;
 }
 
+/** `details.reason` of a bundle that is refused for what it holds (start-backend.ts reports it as SPAWN_FAILED, not a source failure). */
+export const unsafeBundleReason = "unsafe-bundle";
+
 function refused(why: string): WardenError {
-  return new WardenError(Code.FailedPrecondition, `unsafe archive: ${why}`);
+  return new WardenError(Code.FailedPrecondition, `unsafe archive: ${why}`, { details: { reason: unsafeBundleReason } });
 }
 
 /** Pulls exact byte counts out of a chunk stream. */

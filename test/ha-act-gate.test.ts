@@ -103,6 +103,9 @@ describe("HA: a member not holding the lease acts on no timer", () => {
       getNodeStatus: unused,
       watchBackends: unused,
       stopOrphan: unused,
+      listBundles: unused,
+      installBundle: unused,
+      removeBundle: unused,
       freeBackend: async (req) => {
         sent.push({ incarnation: req.incarnation, leaderEpoch: req.leaderEpoch });
         return { outcome: { case: "freed", value: { message: "" } } };

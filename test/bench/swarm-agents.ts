@@ -109,6 +109,9 @@ async function main(): Promise<void> {
     listBackends: async () => unimplemented(),
     getNodeStatus: async () => unimplemented(),
     stopOrphan: async () => unimplemented(),
+    listBundles: async () => unimplemented(),
+    installBundle: async () => unimplemented(),
+    removeBundle: async () => unimplemented(),
     // Held open with no event until the coordinator cancels it or the generator stops (nothing exits here).
     watchBackends: (_req, ctx) => ({
       [Symbol.asyncIterator]: () => ({

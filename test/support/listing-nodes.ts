@@ -44,6 +44,9 @@ export async function startListingSwarm(coordinatorAddress: string): Promise<Lis
     listBackends: async () => unimplemented(),
     getNodeStatus: async () => unimplemented(),
     stopOrphan: async () => unimplemented(),
+    listBundles: async () => unimplemented(),
+    installBundle: async () => unimplemented(),
+    removeBundle: async () => unimplemented(),
     freeBackend: async () => ({ outcome: { case: "alreadyGone", value: {} } }),
     // Held open until the coordinator cancels it or the swarm closes (nothing exits here).
     watchBackends: (_req, ctx) => ({

@@ -1,4 +1,5 @@
 import { invalidArgument } from "./errors.js";
+import { isOciSource, parseOciReference } from "./oci-reference.js";
 
 /**
  * One file of a model, named by its content: where to get it, what it must
@@ -7,7 +8,11 @@ import { invalidArgument } from "./errors.js";
  * StartBackendRequest.artifacts; both check it with {@link checkArtifacts}.
  */
 export interface ArtifactSpec {
-  /** "https://…", "http://…" or "store:<relative path>" (the coordinator's artifact store). */
+  /**
+   * "https://…", "http://…", "store:<relative path>" (the coordinator's
+   * artifact store) or "oci://host/repository[:tag][@sha256:…]" (a registry
+   * blob whose digest is `sha256`; oci-reference.ts).
+   */
   readonly source: string;
   /** 64 lowercase hex characters. */
   readonly sha256: string;
@@ -53,13 +58,17 @@ function checkSource(field: string, source: string): void {
     checkRelativePath(field, store, maxArtifactPathChars);
     return;
   }
+  if (isOciSource(source)) {
+    parseOciReference(field, source);
+    return;
+  }
   let url: URL;
   try {
     url = new URL(source);
   } catch {
-    throw invalidArgument(field, `must be an http(s) URL or "store:<relative path>", got ${JSON.stringify(source.slice(0, 64))}`);
+    throw invalidArgument(field, `must be an http(s) URL, "store:<relative path>" or "oci://host/repository[:tag][@sha256:<hex>]", got ${JSON.stringify(source.slice(0, 64))}`);
   }
-  if (url.protocol !== "https:" && url.protocol !== "http:") throw invalidArgument(field, `must be an http(s) URL or "store:<relative path>", got scheme ${JSON.stringify(url.protocol)}`);
+  if (url.protocol !== "https:" && url.protocol !== "http:") throw invalidArgument(field, `must be an http(s) URL, "store:<relative path>" or "oci://host/repository[:tag][@sha256:<hex>]", got scheme ${JSON.stringify(url.protocol)}`);
   if (url.username !== "" || url.password !== "") throw invalidArgument(field, "must not carry credentials in the URL");
 }
 

@@ -20,3 +20,4 @@ export * from "./not-leader.js";
 export * from "./host-port.js";
 export * from "./private-files.js";
 export * from "./artifact-spec.js";
+export * from "./oci-reference.js";

@@ -14,6 +14,7 @@ import {
 } from "@warden/common";
 import { parseTlsFiles, type TlsFiles } from "@warden/grpc";
 import { withConfigLine } from "./config-line.js";
+import { bundleRunPath, checkBundle, type BundleSpec } from "./backend-bundle-config.js";
 import { checkLocalaiEntry, launchProfiles, localaiCwd, type LaunchProfile } from "./launch-profile.js";
 import { parseAgentLimits, type AgentLimits } from "./agent-limits-config.js";
 import { parsePlacementLimits, type AgentPlacementLimits } from "./agent-placement-limits.js";
@@ -45,6 +46,8 @@ export interface CatalogEntry {
   tls?: { readonly caFile: string; readonly serverName: string | undefined } | undefined;
   /** How processes are launched (launch-profile.ts). @default "plain" */
   profile: LaunchProfile;
+  /** Installed from a bundle before its first start (backend-bundle.ts); `command` is then the bundle's run.sh. */
+  bundle?: BundleSpec | undefined;
 }
 
 /** Readiness polling of a new backend's Health (DESIGN §5: 20 × 2 s). */
@@ -213,7 +216,7 @@ function stringList(v: unknown, field: string): string[] {
   return v.map((x: unknown, i) => str(x, `${field}[${String(i)}]`));
 }
 
-const catalogFields = new Set(["command", "args", "env", "envAllow", "cwd", "builtin", "tls", "profile"]);
+const catalogFields = new Set(["command", "args", "env", "envAllow", "cwd", "builtin", "tls", "profile", "bundle"]);
 
 /** Built-in catalog entries selectable with `builtin: <name>`; filled by the caller to avoid an import cycle. */
 export type BuiltinCatalog = Readonly<Record<string, () => CatalogEntry>>;
@@ -228,7 +231,10 @@ function catalogEntry(v: unknown, field: string, builtins: BuiltinCatalog): Cata
     if (make === undefined) throw invalidArgument(`${field}.builtin`, `unknown builtin "${name}" (known: ${Object.keys(builtins).join(", ")})`);
     base = make();
   }
-  const command = v.command === undefined && base !== undefined ? base.command : str(v.command, `${field}.command`);
+  const bundle = v.bundle === undefined ? undefined : checkBundle(`${field}.bundle`, v.bundle);
+  if (bundle !== undefined && (v.command !== undefined || base !== undefined)) throw invalidArgument(`${field}.bundle`, "a bundle brings its own run.sh: no command or builtin beside it");
+  // A bundle's run.sh lives under modelsPath, known once the whole config is read (resolveAgentConfig fills it in).
+  const command = bundle !== undefined ? "/" : v.command === undefined && base !== undefined ? base.command : str(v.command, `${field}.command`);
   if (!isAbsolute(command)) throw invalidArgument(`${field}.command`, `must be an absolute path (no PATH lookup), got "${command}"`);
   const env = { ...base?.env, ...stringMap(v.env, `${field}.env`) };
   for (const k of Object.keys(env)) if (!envNamePattern.test(k) || k.endsWith("*")) throw invalidArgument(`${field}.env.${k}`, "invalid environment variable name");
@@ -236,13 +242,13 @@ function catalogEntry(v: unknown, field: string, builtins: BuiltinCatalog): Cata
   envAllow.forEach((n, i) => {
     if (!envNamePattern.test(n)) throw invalidArgument(`${field}.envAllow[${String(i)}]`, `invalid name "${n}"`);
   });
-  const profileName = v.profile === undefined ? (base?.profile ?? "plain") : str(v.profile, `${field}.profile`);
+  const profileName = v.profile === undefined ? (base?.profile ?? (bundle !== undefined ? "localai" : "plain")) : str(v.profile, `${field}.profile`);
   const profile = launchProfiles.find((p) => p === profileName);
   if (profile === undefined) throw invalidArgument(`${field}.profile`, `must be one of ${launchProfiles.join(", ")}, got "${profileName.slice(0, 32)}"`);
   const args = v.args === undefined ? [...(base?.args ?? [])] : stringList(v.args, `${field}.args`);
   if (profile === "localai") checkLocalaiEntry(field, args, env);
   const cwd = v.cwd === undefined ? (profile === "localai" ? localaiCwd(command) : base?.cwd) : str(v.cwd, `${field}.cwd`);
-  return { command, args, env, envAllow, cwd, profile, ...backendTlsField(v.tls, `${field}.tls`) };
+  return { command, args, env, envAllow, cwd, profile, ...backendTlsField(v.tls, `${field}.tls`), ...(bundle === undefined ? {} : { bundle }) };
 }
 
 function backendTlsField(v: unknown, field: string): Pick<CatalogEntry, "tls"> {
@@ -296,8 +302,16 @@ export function resolveAgentConfig(input: unknown, builtins: BuiltinCatalog = {}
     if (!isAbsolute(m) || m.length > 4096) throw invalidArgument("modelsPath", `must be an absolute path (at most 4096 characters), got "${m.slice(0, 64)}"`);
     modelsPath = normalize(m);
   } else {
+    const bundled = Object.keys(catalog).find((n) => catalog[n]?.bundle !== undefined);
+    if (bundled !== undefined) throw invalidArgument("modelsPath", `required by catalog.${bundled} (a bundle): bundles are installed under it`);
     const needing = Object.keys(catalog).find((n) => catalog[n]?.profile === "localai");
     if (needing !== undefined) throw invalidArgument("modelsPath", `required by catalog.${needing} (profile localai): LocalAI's backends get the models directory as ModelPath and HF_HOME`);
+  }
+  for (const [name, entry] of Object.entries(catalog)) {
+    if (entry.bundle === undefined || modelsPath === undefined) continue;
+    const command = bundleRunPath(modelsPath, entry.bundle.sha256);
+    const cwdGiven = isRecord(catalogIn[name]) && catalogIn[name].cwd !== undefined;
+    catalog[name] = { ...entry, command, cwd: cwdGiven ? entry.cwd : entry.profile === "localai" ? localaiCwd(command) : entry.cwd };
   }
   const labels = stringMap(input.labels, "labels");
   for (const k of Object.keys(labels)) id(k, `labels.${k}`);

@@ -1,6 +1,7 @@
 import type { Clock, Logger } from "@warden/common";
 import type { AgentConfig } from "./agent-config.js";
 import type { ArtifactCache } from "./artifact-cache.js";
+import type { BundleInstaller } from "./backend-bundle.js";
 import type { BackendProcess, BackendProcessDeps } from "./backend-process.js";
 import type { BackendRecord } from "./backend-record.js";
 import type { BackendTable } from "./backend-table.js";
@@ -43,6 +44,8 @@ export interface AgentContext {
   readonly locks: ModelLocks;
   /** The content-addressed artifact cache under modelsPath; undefined without a modelsPath (artifacts refused). */
   readonly artifacts: ArtifactCache | undefined;
+  /** Backend bundles installed under modelsPath (backend-bundle.ts); undefined without a modelsPath. */
+  readonly bundles: BundleInstaller | undefined;
   readonly hub: WatchHub<WatchEventInit>;
   readonly probe: (pids: readonly number[], signal?: AbortSignal) => Promise<MemoryReading>;
   readonly table: BackendTable;

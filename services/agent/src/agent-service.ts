@@ -6,6 +6,7 @@ import { createStartBackend } from "./start-backend.js";
 import { createStopBackend } from "./stop-backend.js";
 import { createFreeBackend } from "./free-backend.js";
 import { withCommandAudit } from "./command-audit.js";
+import { createBundleHandlers } from "./bundle-service.js";
 
 export interface AgentServiceParts {
   bootEpochMs: number;
@@ -22,6 +23,7 @@ export function createAgentService(ctx: AgentContext, parts: AgentServiceParts):
     stopBackend: createStopBackend(ctx),
     stopOrphan: scan.stopOrphan,
     freeBackend: createFreeBackend(ctx),
+    ...createBundleHandlers(ctx),
     async listBackends(_req, callCtx) {
       const inv = await inventory(callCtx.signal);
       return { backends: inv.backends, orphans: inv.orphans, foreign: inv.foreign, bootEpoch: BigInt(bootEpochMs), leaderEpoch: inv.leaderEpoch };

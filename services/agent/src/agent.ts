@@ -1,5 +1,6 @@
 import { randomInt } from "node:crypto";
 import { ArtifactCache } from "./artifact-cache.js";
+import { BundleInstaller } from "./backend-bundle.js";
 import type { StoreReader } from "./artifact-sources.js";
 import { setMaxListeners } from "node:events";
 import { join } from "node:path";
@@ -149,6 +150,7 @@ export function createAgent(config: AgentConfig, deps: AgentDeps = {}): Agent {
     }
   };
 
+  const artifacts = config.modelsPath === undefined ? undefined : new ArtifactCache({ modelsPath: config.modelsPath, clock, logger, pullTimeoutMs: config.artifactPullTimeoutMs, stallTimeoutMs: config.artifactStallTimeoutMs, storeReader: deps.storeReader, ...(deps.artifactFreeBytes === undefined ? {} : { freeBytes: deps.artifactFreeBytes }) });
   const ctx: AgentContext = {
     config,
     clock,
@@ -161,7 +163,8 @@ export function createAgent(config: AgentConfig, deps: AgentDeps = {}): Agent {
     records,
     ports,
     locks: new ModelLocks(),
-    artifacts: config.modelsPath === undefined ? undefined : new ArtifactCache({ modelsPath: config.modelsPath, clock, logger, pullTimeoutMs: config.artifactPullTimeoutMs, stallTimeoutMs: config.artifactStallTimeoutMs, storeReader: deps.storeReader, ...(deps.artifactFreeBytes === undefined ? {} : { freeBytes: deps.artifactFreeBytes }) }),
+    artifacts,
+    bundles: config.modelsPath === undefined || artifacts === undefined ? undefined : new BundleInstaller({ modelsPath: config.modelsPath, cache: artifacts, logger }),
     hub,
     probe: createMemoryProbe({ nvidiaSmiPath: config.nvidiaSmiPath, procRoot }),
     table,

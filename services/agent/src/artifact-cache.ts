@@ -1,7 +1,8 @@
 import { stat } from "node:fs/promises";
-import { Code, WardenError, deadlineSignal, storePathOf, type ArtifactSpec, type Clock, type Logger } from "@warden/common";
+import { Code, WardenError, deadlineSignal, isOciSource, storePathOf, type ArtifactSpec, type Clock, type Logger } from "@warden/common";
 import { cachePaths, pullArtifact, type PullProgress } from "./artifact-pull.js";
 import { httpSource, storeSource, type StoreReader } from "./artifact-sources.js";
+import { ociBlobSource } from "./oci-blob-source.js";
 import { SingleFlight } from "./single-flight.js";
 
 export interface ArtifactCacheOptions {
@@ -57,7 +58,7 @@ export class ArtifactCache {
     const storePath = storePathOf(spec.source);
     const reader = this.o.storeReader;
     if (storePath !== undefined && reader === undefined) throw new WardenError(Code.FailedPrecondition, "this agent reads no coordinator store (it runs without --coordinator)");
-    const source = storePath === undefined ? httpSource(spec.source, spec.sizeBytes) : storeSource(reader as StoreReader, storePath, spec.sizeBytes);
+    const source = storePath !== undefined ? storeSource(reader as StoreReader, storePath, spec.sizeBytes) : isOciSource(spec.source) ? ociBlobSource(spec.source, spec.sha256, spec.sizeBytes) : httpSource(spec.source, spec.sizeBytes);
     const { final } = cachePaths(this.o.modelsPath, spec.sha256);
     const seen = this.verified.get(spec.sha256);
     if (seen !== undefined && seen === (await statKey(final))) {

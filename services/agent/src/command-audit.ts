@@ -4,7 +4,7 @@ import type { Logger } from "@warden/common";
 import { callerOf, describeCaller } from "./caller-identity.js";
 
 /** The AgentService methods that change what runs on the node: each call is logged with who asked. */
-const commands = new Set(["StartBackend", "StopBackend", "StopOrphan", "FreeBackend"]);
+const commands = new Set(["StartBackend", "StopBackend", "StopOrphan", "FreeBackend", "InstallBundle", "RemoveBundle"]);
 
 /** Longer strings are cut in the log line: the request is not validated yet, and a line must stay small. */
 const maxLoggedChars = 256;

@@ -19,6 +19,7 @@ import { startResponseOf, type StartResponseInit } from "./proto-views.js";
 import { waitReady, tcpProbe } from "./readiness.js";
 import { checkId, checkIncarnation, checkOptions, checkText } from "./request-validation.js";
 import { StartLog, type StartEvent } from "./start-log.js";
+import { unsafeBundleReason } from "./tar-extract.js";
 import type { StartEntry } from "./start-registry.js";
 
 /** How long a failed start waits for the process's own exit before classifying the failure. */
@@ -131,6 +132,22 @@ async function pullArtifacts(ctx: AgentContext, log: StartLog, s: StartParams, s
   return paths;
 }
 
+/** Installs the start's backend bundle when its catalog entry names one (backend-bundle.ts); failures as an artifact's. */
+async function installBundle(ctx: AgentContext, log: StartLog, s: StartParams, signal: AbortSignal): Promise<void> {
+  const bundle = s.entry.bundle;
+  if (bundle === undefined) return;
+  if (ctx.bundles === undefined) throw new FailStart(StartFailureCode.SPAWN_FAILED, "a bundle backend needs the agent's modelsPath");
+  await ctx.bundles
+    .ensure(bundle, signal, (p) => {
+      log.append({ t: "pulling", ...p });
+    })
+    .catch((err: unknown) => {
+      const e = WardenError.from(err);
+      if (signal.aborted || e.code === Code.Canceled || e.code === Code.DeadlineExceeded) throw err;
+      throw new FailStart(e.details.reason === unsafeBundleReason ? StartFailureCode.SPAWN_FAILED : (artifactFailure[e.code] ?? StartFailureCode.ARTIFACT_SOURCE_UNAVAILABLE), e.rawMessage);
+    });
+}
+
 /** True when /proc shows `pid` exited (a zombie not reaped yet, or no such process). */
 async function deadInKernel(pid: number, procRoot: string): Promise<boolean> {
   const st = await readPidStat(pid, procRoot).catch(() => undefined);
@@ -147,8 +164,10 @@ async function runStart(ctx: AgentContext, log: StartLog, s: StartParams): Promi
   let proc: BackendProcess | undefined;
   let client: Client<typeof Backend> | undefined;
   const exitedCtl = new AbortController();
+  // Held until the process is in the table (or the start failed): RemoveBundle refuses meanwhile.
+  const releaseBundle = s.entry.bundle === undefined ? undefined : ctx.bundles?.use(s.entry.bundle.sha256);
   try {
-    const pulled = await pullArtifacts(ctx, log, s, signal);
+    const [pulled] = await Promise.all([pullArtifacts(ctx, log, s, signal), installBundle(ctx, log, s, signal)]);
     const modelFile = s.modelFileArtifact === undefined ? s.modelFile : (pulled.get(s.modelFileArtifact.sha256) ?? s.modelFile);
     release = await locks.acquire(s.model, "shared", signal);
     port = await ports.allocate(signal);
@@ -283,6 +302,7 @@ async function runStart(ctx: AgentContext, log: StartLog, s: StartParams): Promi
     log.append(failure);
   } finally {
     release?.();
+    releaseBundle?.();
     client?.close();
     dl.cleanup();
   }

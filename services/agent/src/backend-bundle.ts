@@ -1,0 +1,165 @@
+import { chmod, lstat, mkdir, open, readdir, rename, rm } from "node:fs/promises";
+import { dirname, join } from "node:path";
+import { Code, WardenError, isOciSource, parseOciReference, type ArtifactSpec, type Logger } from "@warden/common";
+import type { ArtifactCache } from "./artifact-cache.js";
+import type { PullProgress } from "./artifact-pull.js";
+import { bundleDir, type BundleSpec } from "./backend-bundle-config.js";
+import { OciRegistryClient } from "./oci-registry.js";
+import { SingleFlight } from "./single-flight.js";
+import { extractLayer, unsafeBundleReason, type TarLimits, type TarTally } from "./tar-extract.js";
+
+/** Unpacked size of one bundle: LocalAI's CUDA backends are a few GiB. */
+export const maxBundleBytes = 32 * 2 ** 30;
+/** Entries of one bundle (a Python backend with its virtualenv has tens of thousands). */
+export const maxBundleEntries = 500_000;
+const limits: TarLimits = { maxTotalBytes: maxBundleBytes, maxEntries: maxBundleEntries };
+
+/** One installed bundle, as `backends ls` shows it. */
+export interface InstalledBundle {
+  readonly sha256: string;
+  readonly dir: string;
+}
+
+export interface BundleInstallerOptions {
+  readonly modelsPath: string;
+  /** Pulls the layers or tarball (verified, resumable, one pull per digest). */
+  readonly cache: ArtifactCache;
+  readonly logger: Logger;
+}
+
+/**
+ * Installs backend bundles into `<modelsPath>/.warden-cache/backends/<sha256>`:
+ * the tarball or each image layer is pulled through the artifact cache (so
+ * verified by digest and resumable), then unpacked in order into a staging
+ * directory (tar-extract.ts: no path or symlink escape, bounded), which must
+ * hold a regular file `run.sh`; only then is it renamed into place. A final
+ * directory therefore always holds a complete, verified bundle. One install
+ * per digest however many starts ask at once.
+ */
+export class BundleInstaller {
+  private readonly flights = new SingleFlight<string, PullProgress>();
+  /** Starts using a digest (from before its install until its process is in the table). */
+  private readonly uses = new Map<string, number>();
+  /** Digests being removed: a start asking for one fails instead of racing the removal. */
+  private readonly removing = new Set<string>();
+  private readonly log: Logger;
+
+  constructor(private readonly o: BundleInstallerOptions) {
+    this.log = o.logger.child({ component: "bundles" });
+  }
+
+  /** The installed directory (installing it first when missing). Errors name the bundle; codes as artifact pulls' (DATA_LOSS, NOT_FOUND, UNAVAILABLE, RESOURCE_EXHAUSTED), FAILED_PRECONDITION for an unsafe or incomplete bundle. */
+  async ensure(spec: BundleSpec, signal: AbortSignal, onProgress: (p: PullProgress) => void = () => {}): Promise<string> {
+    const dir = bundleDir(this.o.modelsPath, spec.sha256);
+    if (this.removing.has(spec.sha256)) throw new WardenError(Code.Unavailable, `backend bundle ${spec.source.slice(0, 256)} (sha256 ${spec.sha256}): it is being removed; retry once RemoveBundle finished`);
+    if (await isInstalled(dir)) return dir;
+    try {
+      return await this.flights.run(spec.sha256, signal, (s, report) => this.install(spec, dir, s, report), onProgress);
+    } catch (err) {
+      const e = WardenError.from(err);
+      throw new WardenError(e.code, `backend bundle ${spec.source.slice(0, 256)} (sha256 ${spec.sha256}): ${e.rawMessage}`, { cause: err, details: { field: "bundle", ...(e.details.reason === unsafeBundleReason ? { reason: unsafeBundleReason } : {}) } });
+    }
+  }
+
+  /** Installed bundles (directories named by a digest). */
+  async list(): Promise<InstalledBundle[]> {
+    const root = dirname(bundleDir(this.o.modelsPath, "x"));
+    const names = await readdir(root).catch(() => [] as string[]);
+    return names.filter((n) => /^[0-9a-f]{64}$/.test(n)).map((sha256) => ({ sha256, dir: join(root, sha256) }));
+  }
+
+  /** Marks `sha256` in use by a start; remove() refuses until the returned release is called. */
+  use(sha256: string): () => void {
+    this.uses.set(sha256, (this.uses.get(sha256) ?? 0) + 1);
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      const n = (this.uses.get(sha256) ?? 1) - 1;
+      if (n === 0) this.uses.delete(sha256);
+      else this.uses.set(sha256, n);
+    };
+  }
+
+  /**
+   * Removes an installed bundle; false when it was not installed.
+   * FAILED_PRECONDITION while a start uses it or `busy` names a live process
+   * of it. The check and the mark that makes later starts fail are one
+   * synchronous step, so no start slips in between.
+   */
+  async remove(sha256: string, busy: () => string | undefined): Promise<boolean> {
+    const dir = bundleDir(this.o.modelsPath, sha256);
+    if (!(await isInstalled(dir))) return false;
+    const why = (this.uses.get(sha256) ?? 0) > 0 ? "a start is installing or launching it" : busy();
+    if (why !== undefined) throw new WardenError(Code.FailedPrecondition, `backend bundle sha256 ${sha256} is in use: ${why}`);
+    if (this.removing.has(sha256)) return false;
+    this.removing.add(sha256);
+    try {
+      // Renamed away first: nothing ever sees a half-removed bundle under its final name.
+      const gone = join(dirname(dir), `.removing-${sha256}`);
+      await rm(gone, { recursive: true, force: true });
+      await rename(dir, gone);
+      await rm(gone, { recursive: true, force: true });
+    } finally {
+      this.removing.delete(sha256);
+    }
+    this.log.info("backend bundle removed", { sha256 });
+    return true;
+  }
+
+  /** Whether the digest's bundle is installed. */
+  installed(sha256: string): Promise<boolean> {
+    return isInstalled(bundleDir(this.o.modelsPath, sha256));
+  }
+
+  private async install(spec: BundleSpec, dir: string, signal: AbortSignal, report: (p: PullProgress) => void): Promise<string> {
+    if (await isInstalled(dir)) return dir;
+    const files = isOciSource(spec.source) ? await this.pullImage(spec, signal, report) : [await this.o.cache.ensure(tarballArtifact(spec), signal, report)];
+    const staging = join(dirname(dir), `.partial-${spec.sha256}`);
+    await rm(staging, { recursive: true, force: true });
+    await mkdir(staging, { recursive: true, mode: 0o755 });
+    try {
+      const tally: TarTally = { bytes: 0, entries: 0 };
+      for (const f of files) await extractLayer(f, staging, limits, tally, signal);
+      const run = await lstat(join(staging, "run.sh")).catch(() => undefined);
+      if (run?.isFile() !== true) throw new WardenError(Code.FailedPrecondition, "the bundle has no regular file run.sh at its root (a LocalAI backend image's layers unpack to a directory holding run.sh)", { details: { reason: unsafeBundleReason } });
+      // Runnable whatever mode the archive gave it: the catalog runs it directly.
+      await chmod(join(staging, "run.sh"), (run.mode & 0o777) | 0o500);
+      await rename(staging, dir);
+      const h = await open(dirname(dir), "r");
+      try {
+        await h.sync();
+      } finally {
+        await h.close();
+      }
+      this.log.info("backend bundle installed", { sha256: spec.sha256, source: spec.source.slice(0, 256), files: tally.entries, bytes: tally.bytes });
+      return dir;
+    } catch (err) {
+      await rm(staging, { recursive: true, force: true });
+      throw err;
+    }
+  }
+
+  /** The image's manifest (verified against the digest), then each layer through the cache; returns the layers' files in order. */
+  private async pullImage(spec: BundleSpec, signal: AbortSignal, report: (p: PullProgress) => void): Promise<string[]> {
+    const ref = parseOciReference("bundle.source", spec.source);
+    const client = new OciRegistryClient(ref);
+    const manifest = await client.manifest(`sha256:${spec.sha256}`, signal);
+    const repo = `${ref.protocol === "http:" ? "oci+http" : "oci"}://${ref.host}/${ref.repository}`;
+    const files: string[] = [];
+    for (const [i, layer] of manifest.layers.entries()) {
+      const a: ArtifactSpec = { source: repo, sha256: layer.sha256, sizeBytes: layer.sizeBytes, path: `layer-${String(i)}` };
+      files.push(await this.o.cache.ensure(a, signal, report));
+    }
+    return files;
+  }
+}
+
+function tarballArtifact(spec: BundleSpec): ArtifactSpec {
+  return { source: spec.source, sha256: spec.sha256, sizeBytes: spec.sizeBytes ?? 0, path: "bundle.tar" };
+}
+
+async function isInstalled(dir: string): Promise<boolean> {
+  const st = await lstat(join(dir, "run.sh")).catch(() => undefined);
+  return st?.isFile() === true;
+}

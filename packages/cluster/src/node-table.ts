@@ -155,6 +155,12 @@ export class NodeTable<C> implements AgentDirectory, InventoryPort {
     return this.nodes.get(nodeId)?.embedded === true;
   }
 
+  /** PlacementNodes: registered, and no inventory applied since (placement waits for it). */
+  awaitingInventory(nodeId: string): boolean {
+    const n = this.nodes.get(nodeId);
+    return n !== undefined && n.inventory === undefined;
+  }
+
   isReachable(nodeId: string): boolean {
     return this.nodes.get(nodeId)?.state === "ready";
   }

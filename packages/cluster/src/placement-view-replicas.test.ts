@@ -168,14 +168,22 @@ describe("PlacementView: replicas of one model", () => {
     const table = new NodeTable<object>({ clock: new ManualClock(), connector, graceMs: 5_000, lostAfterMs: 60_000, onNodeEvent: () => {} });
     table.register({ nodeId: "a", address: "10.0.0.1:7000", labels: {}, gpus: [], bootEpoch: 1n, limits: { maxReplicasPerModel: 1 } });
     const { core, view } = cluster(table);
-    core.registerReady(replica("a", "m"));
     const s = spec({ spread: "any" });
+    // Registered, no inventory yet: what runs there is unknown, so nothing is placed there — a wait, not a refusal.
+    expect(view.plan(s)).toMatchObject({ t: "no-fit", reason: "no node fits: a: node has not reported its backends since it registered" });
+    expect(view.choose(s)).toMatchObject({ nodeId: undefined, transient: true });
+    const inventory = (bootEpoch: bigint): void => {
+      table.heartbeat({ nodeId: "a", bootEpoch, sequence: 1n, backends: [], orphans: [], resources: undefined });
+    };
+    inventory(1n);
+    core.registerReady(replica("a", "m"));
     expect(view.plan(s)).toMatchObject({ t: "no-fit", reason: "no node fits: a: holds 1 replica(s) of m, its maxReplicasPerModel is 1" });
     table.setLimitsOverride("a", { maxReplicasPerModel: 2 });
     expect(view.plan(s)).toMatchObject({ t: "place", nodeId: "a" });
     expect(view.plan(s).reason).toMatch(/holds 1 replica\(s\) of m already/);
     // The agent restarts with other limits: the override still wins.
     table.register({ nodeId: "a", address: "10.0.0.1:7000", labels: {}, gpus: [], bootEpoch: 2n, limits: { maxReplicasPerModel: 1, memoryBudget: { t: "bytes", bytes: 8 * GiB } } });
+    inventory(2n);
     expect(view.choose(s)).toEqual({ nodeId: "a" });
     // A budget the accounted replica already fills (memory not reported yet: the budget alone caps).
     table.setLimitsOverride("a", { maxReplicasPerModel: 2, memoryBudget: { t: "bytes", bytes: GiB } });

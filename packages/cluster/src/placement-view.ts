@@ -20,6 +20,12 @@ export interface PlacementNodes {
   list(): readonly PlacementNode[];
   /** The node's effective limits (agent config, Admin override over it). */
   limitsOf(nodeId: string): NodeLimits;
+  /**
+   * Registered but no inventory received yet: placement waits for it. Without it a new leader
+   * placed beside a backend an ex-leader started and never journaled (two members of one group on
+   * one node). Absent: every node has reported.
+   */
+  awaitingInventory?(nodeId: string): boolean;
 }
 
 /** How a long read of every node yields: `due` throws once the caller is gone and says when a slice has run; `pause` yields. */
@@ -85,10 +91,15 @@ export class PlacementView implements PlacementPort {
     for (const n of this.nodes.list()) {
       // A node the hard constraints exclude is rejected whatever its load: when no
       // explanation is wanted it is left out before its instances are read.
-      if (!explain && (n.state !== "ready" || n.draining || !labelsMatch(n.labels, spec.selector) || lacksBackend(spec, n))) continue;
+      if (!explain && (n.state !== "ready" || n.draining || !labelsMatch(n.labels, spec.selector) || lacksBackend(spec, n) || this.awaiting(n.nodeId))) continue;
       out.push(this.candidateOf(n, spec, limit, replicas.get(n.nodeId)));
     }
     return out;
+  }
+
+  /** Registered without an inventory yet: placement waits for it. */
+  private awaiting(nodeId: string): boolean {
+    return this.nodes.awaitingInventory?.(nodeId) === true;
   }
 
   /** One node's candidate, from that node's own watchdog records and its replicas of the model. */
@@ -125,6 +136,7 @@ export class PlacementView implements PlacementPort {
       evictableBytes: Math.max(0, (sum?.evictableBytes ?? 0) - (here?.evictableBytes ?? 0)),
       evictableSlots: Math.max(0, (sum?.evictableSlots ?? 0) - (here?.evictableSlots ?? 0)),
       backends: n.backends,
+      ...(this.awaiting(n.nodeId) ? { awaitingInventory: true } : {}),
       modelReplicas: here?.count ?? 0,
       departingReplicas: here?.departing ?? 0,
       maxReplicasPerModel: limits.maxReplicasPerModel ?? defaultMaxReplicasPerModel,

@@ -139,6 +139,10 @@ function decideRollout(v: ReplicaView, r: RolloutView): ReplicaDecision {
   if (v.live > r.keep) {
     // Nothing current ready and some still loading (or known only from the journal): wait for them.
     if (r.freshReady === 0 && v.ready < v.live) return none;
+    // Live counts replicas that are not ready (a load still in admission, journal-only ones): a stop
+    // must leave `keep` READY ones, whatever is on its way (a load waiting for a node's first
+    // inventory made live one more than ready, and the stop left one ready of min 2).
+    if (v.ready - 1 < r.keep) return none;
     let victim: { readonly incarnation: string; readonly idleSinceMs: number } | undefined;
     for (const x of r.staleIdle) if (victim === undefined || x.idleSinceMs < victim.idleSinceMs) victim = x;
     return victim === undefined ? none : { t: "rollout-stop", incarnation: victim.incarnation };

@@ -29,6 +29,12 @@ export interface NodeCandidate extends ReplicaFacts {
    * able to start any backend, as before.
    */
   readonly backends?: ReadonlySet<string>;
+  /**
+   * Registered, but its first inventory has not arrived: what runs there is not known yet (a start
+   * an earlier leader sent that its journal never recorded may be running). Ruled out until it
+   * reports, like a state that ends by itself. Absent: reported.
+   */
+  readonly awaitingInventory?: boolean;
 }
 
 export interface PlacementRequest {
@@ -60,7 +66,7 @@ export interface NodeVerdict {
   /** Spread preference, ahead of the score: 0 no replica of the model here, 1 a device without one, 2 none (see `spreadTier`). */
   readonly spreadTier: number;
   /**
-   * Ruled out only by a state that ends by itself (draining, unreachable, its
+   * Ruled out only by a state that ends by itself (draining, unreachable, no inventory yet, its
    * memory budget full of instances eviction cannot remove now, the model's
    * own replicas there at its maxReplicasPerModel or spread while some of
    * them are on their way out) while its
@@ -106,8 +112,9 @@ function verdict(req: PlacementRequest, n: NodeCandidate, strategy: PlacementStr
   const budget = budgetBytes(n);
   const freeBytes = freeBytesOf(n.memoryTotalBytes, budget, used);
   // Reason strings only when explaining: a load's choice allocates none.
-  if (n.state !== "ready" || n.draining) {
-    const out = excluded(n, freeBytes, explain ? (n.state !== "ready" ? `node is ${n.state}` : "node is draining") : "");
+  if (n.state !== "ready" || n.draining || n.awaitingInventory === true) {
+    const why = n.state !== "ready" ? `node is ${n.state}` : n.draining ? "node is draining" : "node has not reported its backends since it registered";
+    const out = excluded(n, freeBytes, explain ? why : "");
     return n.state !== "lost" && staticMatch(req, n) ? { ...out, waitable: true } : out;
   }
   for (const k in req.selector) {

@@ -135,7 +135,7 @@ export function replicaChecker(): Checker {
           if (spec === undefined || e.incarnation.startsWith("pid:")) return;
           const others = replicaCounts(ctx, e.model, e.incarnation);
           if (e.reason === "idle" && others.ready < spec.replicas.min) ctx.report("replicas: min", `idle eviction of ${e.model} ${e.incarnation} leaves ${String(others.ready)} ready replicas (min ${String(spec.replicas.min)})`);
-          if ((e.reason === "scale-down" || e.reason === "rollout") && others.ready < Math.max(1, spec.replicas.min)) ctx.report("replicas: min", `${e.reason} of ${e.model} ${e.incarnation} leaves ${String(others.ready)} ready replicas (min ${String(spec.replicas.min)})`);
+          if ((e.reason === "scale-down" || e.reason === "rollout") && others.ready < Math.max(1, spec.replicas.min)) ctx.report("replicas: min", `${e.reason} of ${e.model} ${e.incarnation} leaves ${String(others.ready)} ready replicas (min ${String(spec.replicas.min)}): ${describeHeld(ctx, e.model, e.incarnation)}`);
           return;
         }
         case "eviction.failed": {

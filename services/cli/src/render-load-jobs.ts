@@ -5,6 +5,12 @@ function phaseText(p: LoadJobPhase): string {
   return LoadJobPhase[p].toLowerCase().replace(/_/g, " ");
 }
 
+/** Bytes per second in MiB/s with one decimal (KiB/s below 1 MiB/s). */
+function rateText(bps: bigint): string {
+  const n = Number(bps);
+  return n >= 1024 ** 2 ? `${(n / 1024 ** 2).toFixed(1)} MiB/s` : `${(n / 1024).toFixed(1)} KiB/s`;
+}
+
 /**
  * One line per load job: "<model>: waiting for a node: <reason> (12s)",
  * "<model>: loading (starting) on <node> (3s)", "<model>: failed: <reason> (<CODE>, 2m ago)".
@@ -16,7 +22,7 @@ export function loadJobLine(j: LoadJob, humanBytes: (r: string) => string = (r) 
     case LoadJobState.WAITING:
       return `${j.model}: waiting for a node: ${humanBytes(j.reason)} (${age})`;
     case LoadJobState.LOADING: {
-      const progress = j.bytesTotal > 0n ? `, ${String((j.bytesDone * 100n) / j.bytesTotal)}%` : "";
+      const progress = j.bytesTotal > 0n ? `, ${String((j.bytesDone * 100n) / j.bytesTotal)}%${j.bytesPerSecond > 0n ? `, ${rateText(j.bytesPerSecond)}` : ""}` : "";
       return `${j.model}: loading (${phaseText(j.phase)}${progress})${j.nodeId === "" ? "" : ` on ${j.nodeId}`} (${age})`;
     }
     case LoadJobState.FAILED:

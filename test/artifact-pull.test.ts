@@ -194,7 +194,7 @@ describe("artifact pull", () => {
     const { spec } = publish(10_000);
     const e = await failure(cache({ freeBytes: async () => 5_000 }).ensure(spec, new AbortController().signal, () => {}));
     expect(e.code).toBe(Code.ResourceExhausted);
-    expect(e.rawMessage).toContain("10000 bytes to fetch, 5000 free");
+    expect(e.rawMessage).toContain("10000 bytes to fetch; no disk budget, 5000 free on the file system");
     expect(server.requestsFor(`/${spec.path}`)).toEqual([]);
   });
 

@@ -1,4 +1,4 @@
-import type { ForeignProcess, GpuInfo, InventoryEntry, NodeResources, OrphanProcess } from "@warden/proto";
+import type { ArtifactCacheReport, ForeignProcess, GpuInfo, InventoryEntry, NodeResources, OrphanProcess } from "@warden/proto";
 import type { AgentPort } from "@warden/loader";
 import type { NodeLimits } from "./node-limits.js";
 import type { InventoryDeltaReport, ReportedInventory } from "./inventory-delta.js";
@@ -80,6 +80,16 @@ export interface NodeRecord<C> {
   watchAbort: AbortController | undefined;
   /** Placement limits from the agent's config (Register); replaced on every registration. */
   agentLimits: NodeLimits;
+  /** The agent's artifact cache as last reported; undefined until a heartbeat carries one (an agent without a modelsPath never does). */
+  artifactCache: NodeArtifactCache | undefined;
+}
+
+/** A node's artifact cache for placement (HeartbeatRequest.artifact_cache). */
+export interface NodeArtifactCache {
+  readonly freeBytes: number;
+  readonly evictableBytes: number;
+  /** Verified digests (hex) it holds; undefined until the agent sent its set. */
+  readonly digests: ReadonlySet<string> | undefined;
 }
 
 /**
@@ -118,6 +128,8 @@ export interface HeartbeatReport {
   /** Absent from an older agent: read as none. */
   readonly foreign?: ForeignProcess[];
   readonly resources: NodeResources | undefined;
+  /** Absent from an agent without a modelsPath, or older: the last one stays. */
+  readonly artifactCache?: ArtifactCacheReport;
 }
 
 /**

@@ -9,6 +9,7 @@ import { fenceIncarnation, maxFencesPerNode, unfencedInventory } from "./incarna
 import { memoryReading } from "./memory-reading.js";
 import { massUnreachability, nextHealth, type HealthCause } from "./node-health.js";
 import type { HeartbeatAnswer, HeartbeatReport, NodeRecord, NodeRegistration } from "./node-record.js";
+import { artifactCacheOf } from "./artifact-cache-report.js";
 import { applyInventoryDelta, fullReported } from "./inventory-delta.js";
 import { freshForeign } from "./fresh-foreign.js";
 import { goneIntents } from "./gone-intents.js";
@@ -253,6 +254,8 @@ export class NodeTable<C> implements AgentDirectory, InventoryPort {
       fences: sameBoot ? existing.fences : new Map<string, bigint>(),
       watchAbort: undefined,
       agentLimits: init.limits ?? {},
+      // A registration is followed by a heartbeat with the agent's whole digest set.
+      artifactCache: sameBoot ? existing.artifactCache : undefined,
     };
     this.nodes.set(init.nodeId, rec);
     this.sorted = undefined;
@@ -305,6 +308,7 @@ export class NodeTable<C> implements AgentDirectory, InventoryPort {
     const fresh = freshForeign(n.foreign, foreign);
     n.foreign = foreign;
     if (fresh.length > 0) this.o.onForeign?.(n.nodeId, fresh);
+    if (hb.artifactCache !== undefined) n.artifactCache = artifactCacheOf(hb.artifactCache, n.artifactCache);
     if (hb.resources !== undefined) {
       n.resources = hb.resources;
       loader?.reportMemory(n.nodeId, memoryReading(hb.resources));

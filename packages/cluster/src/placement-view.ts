@@ -1,8 +1,8 @@
-import { lacksBackend, planPlacement, type NodeCandidate, type NodeVerdict, type PlacementPlan, type PlacementStrategy } from "@warden/placement";
+import { lacksBackend, planPlacement, type DiskFacts, type NodeCandidate, type NodeVerdict, type PlacementPlan, type PlacementStrategy } from "@warden/placement";
 import type { Loader, ModelSpec, PlacementPort } from "@warden/loader";
 import type { NodeResources } from "@warden/proto";
 import { defaultMaxReplicasPerModel, type NodeLimits } from "./node-limits.js";
-import type { NodeHealthState } from "./node-record.js";
+import type { NodeArtifactCache, NodeHealthState } from "./node-record.js";
 
 /** What placement reads of a node. */
 export interface PlacementNode {
@@ -13,6 +13,8 @@ export interface PlacementNode {
   readonly resources: NodeResources | undefined;
   /** Catalog backend names its agent registered with; empty when not reported (any backend). */
   readonly backends: ReadonlySet<string>;
+  /** Its agent's artifact cache (free room, evictable bytes, digests held); absent or undefined = not reported. */
+  readonly artifactCache?: NodeArtifactCache | undefined;
 }
 
 /** The nodes placement sees (the NodeTable), by id. */
@@ -54,6 +56,12 @@ function replicasAt(by: Map<string, NodeReplicas>, nodeId: string): NodeReplicas
     by.set(nodeId, r);
   }
   return r;
+}
+
+/** The candidate's disk facts from the node's artifact cache report (none when not reported). */
+function diskFactsOf(c: NodeArtifactCache | undefined): DiskFacts {
+  if (c === undefined) return {};
+  return { diskFreeBytes: c.freeBytes, diskEvictableBytes: c.evictableBytes, ...(c.digests === undefined ? {} : { cachedDigests: c.digests }) };
 }
 
 function labelsMatch(labels: Readonly<Record<string, string>>, selector: Readonly<Record<string, string>>): boolean {
@@ -143,6 +151,7 @@ export class PlacementView implements PlacementPort {
       devices,
       devicesWithReplica: here === undefined ? 0 : here.gpus.size + here.unknownDevice,
       ...(limits.memoryBudget === undefined ? {} : { memoryBudget: limits.memoryBudget }),
+      ...diskFactsOf(n.artifactCache),
     };
   }
 
@@ -195,7 +204,7 @@ export class PlacementView implements PlacementPort {
   }
 
   plan(spec: ModelSpec, explain = true): PlacementPlan {
-    return planPlacement({ model: spec.id, sizeBytes: spec.sizeBytes, selector: spec.selector, backend: spec.backend, spread: spec.spread }, this.candidates(spec, explain), this.strategy, { explain });
+    return planPlacement({ model: spec.id, sizeBytes: spec.sizeBytes, selector: spec.selector, backend: spec.backend, spread: spec.spread, artifacts: spec.artifacts }, this.candidates(spec, explain), this.strategy, { explain });
   }
 
   /**
@@ -249,7 +258,7 @@ export class PlacementView implements PlacementPort {
       list.push(c);
       candidates.set(c.nodeId, c);
     }
-    const plan = planPlacement({ model: spec.id, sizeBytes: spec.sizeBytes, selector: spec.selector, backend: spec.backend, spread: spec.spread }, list, this.strategy, { explain: true });
+    const plan = planPlacement({ model: spec.id, sizeBytes: spec.sizeBytes, selector: spec.selector, backend: spec.backend, spread: spec.spread, artifacts: spec.artifacts }, list, this.strategy, { explain: true });
     return { plan, candidates };
   }
 

@@ -2,11 +2,11 @@
  * How far a load got. `waiting_for_recovery`: held at the admission gate
  * until the coordinator's recovery window after a start or takeover ends;
  * `waiting_for_node`: admission, no node can take the model now;
- * `starting`: admitted, the start sent; `loading`: the backend process runs
- * and loads the model. Phases before the start (resolving, pulling,
- * verifying, unpacking an artifact) slot in before `starting`.
+ * `starting`: admitted, the start sent; `pulling`: the node's agent fetches
+ * the model's artifacts; `verifying`: their bytes arrived and are being
+ * hashed; `loading`: the backend process runs and loads the model.
  */
-export type LoadJobPhase = WaitingPhase | "starting" | "loading";
+export type LoadJobPhase = WaitingPhase | "starting" | "pulling" | "verifying" | "loading";
 
 /** What a waiting job waits for. */
 export type WaitingPhase = "waiting_for_recovery" | "waiting_for_node";
@@ -28,7 +28,7 @@ interface JobBase {
  */
 export type LoadJob =
   | (JobBase & { readonly t: "waiting"; readonly phase: WaitingPhase; readonly reason: string })
-  | (JobBase & { readonly t: "loading"; readonly phase: Exclude<LoadJobPhase, WaitingPhase>; readonly nodeId: string; readonly bytesDone?: number; readonly bytesTotal?: number })
+  | (JobBase & { readonly t: "loading"; readonly phase: Exclude<LoadJobPhase, WaitingPhase>; readonly nodeId: string; readonly bytesDone?: number; readonly bytesTotal?: number; readonly bytesPerSecond?: number; readonly rateFrom?: { readonly ms: number; readonly bytes: number } })
   | (JobBase & { readonly t: "failed"; readonly phase: LoadJobPhase; readonly nodeId: string | undefined; readonly reason: string; readonly code: string });
 
 export interface LoadJobLimits {
@@ -86,6 +86,20 @@ export class LoadJobs {
     if (cur?.t === "loading" && cur.incarnation === incarnation && cur.phase === phase && cur.nodeId === nodeId) return;
     this.failedJobs.delete(model);
     this.active.set(model, { t: "loading", phase, model, incarnation, nodeId, sinceMs: at.nowMs, sinceWallMs: at.wallMs, actor });
+  }
+
+  /**
+   * Artifact progress of a load admitted on `nodeId`: pulling (bytes so far
+   * of all, with the rate since the phase began) or verifying.
+   */
+  progress(model: string, incarnation: string, nodeId: string, phase: "pulling" | "verifying", bytesDone: number, bytesTotal: number, at: JobStamp, actor: string | undefined): void {
+    const cur = this.active.get(model);
+    const same = cur?.t === "loading" && cur.incarnation === incarnation && cur.nodeId === nodeId && cur.phase === phase ? cur : undefined;
+    const rateFrom = same?.rateFrom ?? { ms: at.nowMs, bytes: bytesDone };
+    const elapsedMs = at.nowMs - rateFrom.ms;
+    const bytesPerSecond = phase === "pulling" && elapsedMs > 0 ? ((bytesDone - rateFrom.bytes) * 1000) / elapsedMs : 0;
+    if (same === undefined) this.failedJobs.delete(model);
+    this.active.set(model, { t: "loading", phase, model, incarnation, nodeId, sinceMs: same?.sinceMs ?? at.nowMs, sinceWallMs: same?.sinceWallMs ?? at.wallMs, actor, bytesDone, bytesTotal, bytesPerSecond, rateFrom });
   }
 
   /** The load failed; returns the phase it failed in. Another load of the model since (a newer incarnation) is left alone. */

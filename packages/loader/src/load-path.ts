@@ -6,6 +6,7 @@ import { holdInstance, type LoaderState } from "./loader-state.js";
 import type { HeldInstance } from "./loader-types.js";
 import type { ModelSpec } from "./model-spec.js";
 import type { BackendHandle, StartEvent } from "./ports.js";
+import { ArtifactProgress } from "./artifact-progress.js";
 import { chooseReplica, pickReplica } from "./replica-routing.js";
 import { pinsAndGroupsNow } from "./pins-and-groups-now.js";
 import { retireRecycledAddress } from "./recycled-address.js";
@@ -195,6 +196,7 @@ async function lead<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec,
       s.o.events.emit({ type: "replica.scaled-up", nodeId, model: spec.id, address: "", incarnation, cause: replica.cause, replicas: chooseReplica(s, spec.id).live });
     }
     let failure: StartEvent | undefined;
+    const pulls = new ArtifactProgress();
     const stream = agent.startBackend(
       { incarnation, model: spec.id, backend: spec.backend, options: spec.options, modelFile: spec.modelFile, artifacts: spec.artifacts, contextSize: spec.contextSize, load: spec.load, loadDigest: loadDigest(spec), ...(actor === undefined ? {} : { requestedBy: actor }) },
       { signal: deadline.signal },
@@ -218,6 +220,13 @@ async function lead<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec,
           break;
         case "loading":
           break;
+        case "pulling": {
+          // Artifacts before the spawn: the job shows pulling (bytes of all, rate), verifying, then starting again.
+          const p = pulls.report(ev);
+          if (p.phase === "starting") s.jobs.loading(spec.id, incarnation, nodeId, "starting", jobStamp(s), actor);
+          else s.jobs.progress(spec.id, incarnation, nodeId, p.phase, p.doneBytes, p.totalBytes, jobStamp(s), actor);
+          break;
+        }
         case "ready":
           if (h.address === undefined) h.address = ev.address;
           if (!registered) {

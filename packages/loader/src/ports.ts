@@ -19,6 +19,8 @@ export interface ReportFloor {
 export type StartEvent =
   | { readonly t: "spawned"; readonly address: string; readonly pid: number; readonly gpu: number | undefined; readonly reportFloor?: ReportFloor }
   | { readonly t: "loading" }
+  /** An artifact's pull before the spawn (one per 1/32 of it, and once verified). */
+  | { readonly t: "pulling"; readonly sha256: string; readonly doneBytes: number; readonly totalBytes: number; readonly verified: boolean }
   | { readonly t: "ready"; readonly address: string; readonly memoryBytes: number }
   | { readonly t: "failed"; readonly code: string; readonly message: string; readonly exitCode: number | undefined; readonly lastStderrLine: string };
 

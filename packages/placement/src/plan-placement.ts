@@ -1,7 +1,8 @@
+import { describePull, diskExclusion, pullBytesOf, type ArtifactNeed, type DiskFacts } from "./artifact-locality.js";
 import { budgetBytes, describeBudget, freeBytesOf, replicaExclusion, spreadTier, type ReplicaFacts, type SpreadMode } from "./replica-constraints.js";
 
 /** What placement needs to know about one node, computed by the caller from the registry and the watchdog. */
-export interface NodeCandidate extends ReplicaFacts {
+export interface NodeCandidate extends ReplicaFacts, DiskFacts {
   readonly nodeId: string;
   readonly state: "ready" | "unreachable" | "lost";
   readonly draining: boolean;
@@ -45,6 +46,8 @@ export interface PlacementRequest {
   readonly backend?: string;
   /** Anti-affinity of the model's replicas. @default "any" */
   readonly spread?: SpreadMode;
+  /** Files the model names by digest: a node must have disk room for what it lacks, and one holding them is preferred. */
+  readonly artifacts?: readonly ArtifactNeed[];
 }
 
 export type PlacementStrategy = "binpack" | "spread";
@@ -65,6 +68,8 @@ export interface NodeVerdict {
   readonly eligible: boolean;
   /** Spread preference, ahead of the score: 0 no replica of the model here, 1 a device without one, 2 none (see `spreadTier`). */
   readonly spreadTier: number;
+  /** Bytes of the model's artifacts the node's cache lacks: among equal spread tiers, fewer wins (locality), ahead of the score. */
+  readonly pullBytes?: number;
   /**
    * Ruled out only by a state that ends by itself (draining, unreachable, no inventory yet, its
    * memory budget full of instances eviction cannot remove now, the model's
@@ -100,10 +105,11 @@ function staticMatch(req: PlacementRequest, n: NodeCandidate): boolean {
   return !lacksBackend(req, n);
 }
 
-/** Lower spread tier wins, then the higher score; equal scores go to the smaller node id, so a plan is deterministic. */
+/** Lower spread tier wins, then fewer bytes to pull (a node holding the artifacts), then the higher score; equal scores go to the smaller node id, so a plan is deterministic. */
 function better(v: NodeVerdict, b: NodeVerdict | undefined): boolean {
   if (b === undefined) return true;
   if (v.spreadTier !== b.spreadTier) return v.spreadTier < b.spreadTier;
+  if ((v.pullBytes ?? 0) !== (b.pullBytes ?? 0)) return (v.pullBytes ?? 0) < (b.pullBytes ?? 0);
   return v.score > b.score || (v.score === b.score && v.nodeId < b.nodeId);
 }
 
@@ -137,6 +143,10 @@ function verdict(req: PlacementRequest, n: NodeCandidate, strategy: PlacementStr
   if (budget !== undefined && req.sizeBytes > freeBytes + n.evictableBytes) {
     return { ...excluded(n, freeBytes, explain ? `over its ${describeBudget(n)}: needs ${String(req.sizeBytes)} bytes, ${describeFree(freeBytes)} free within it, eviction cannot make room` : ""), waitable: true };
   }
+  // Disk: a node whose cache cannot make room for what it must pull can only fail the start.
+  const pullBytes = pullBytesOf(req.artifacts, n);
+  const diskOut = diskExclusion(pullBytes, n, explain);
+  if (diskOut !== undefined) return excluded(n, freeBytes, diskOut);
   if (n.blockingConflicts.length > 0) return excluded(n, freeBytes, explain ? `group conflict that eviction cannot resolve now: ${n.blockingConflicts.join(", ")}` : "", true);
   const memOk = req.sizeBytes <= freeBytes;
   const slotOk = n.limit === 0 || n.occupied + 1 <= n.limit;
@@ -147,7 +157,7 @@ function verdict(req: PlacementRequest, n: NodeCandidate, strategy: PlacementStr
   const freeOut = Number.isFinite(freeBytes) ? freeBytes : 0;
   const tier = spreadTier(n);
   if (memOk && slotOk && conflictFree) {
-    return { nodeId: n.nodeId, fits: true, fitsAfterEviction: true, reason: explain ? `fits (${describeFree(freeBytes)} free${withinBudget(n)}, ${String(n.occupied)}/${n.limit === 0 ? "∞" : String(n.limit)} slots${describeTier(req.model, n)})` : "", freeBytes: freeOut, score, eligible: true, spreadTier: tier };
+    return { nodeId: n.nodeId, fits: true, fitsAfterEviction: true, reason: explain ? `fits (${describeFree(freeBytes)} free${withinBudget(n)}, ${String(n.occupied)}/${n.limit === 0 ? "∞" : String(n.limit)} slots${describeTier(req.model, n)}${pullNote(req, pullBytes)})` : "", freeBytes: freeOut, score, eligible: true, spreadTier: tier, pullBytes };
   }
   const needs: string[] = [];
   if (explain) {
@@ -162,12 +172,19 @@ function verdict(req: PlacementRequest, n: NodeCandidate, strategy: PlacementStr
     nodeId: n.nodeId,
     fits: false,
     fitsAfterEviction,
-    reason: explain ? `${needs.join("; ")}${fitsAfterEviction ? " — evicting there would make room" : " — eviction cannot make room"}${describeTier(req.model, n)}` : "",
+    reason: explain ? `${needs.join("; ")}${fitsAfterEviction ? " — evicting there would make room" : " — eviction cannot make room"}${describeTier(req.model, n)}${pullNote(req, pullBytes)}` : "",
     freeBytes: freeOut,
     score: score - (strategy === "binpack" ? 0 : n.evictableBytes),
     eligible: true,
     spreadTier: tier,
+    pullBytes,
   };
+}
+
+/** "; cached" or "; pull 4.2 GiB" after a node's reason when the model names artifacts. */
+function pullNote(req: PlacementRequest, pullBytes: number): string {
+  const d = describePull(req.artifacts, pullBytes);
+  return d === "" ? "" : `; ${d}`;
 }
 
 function withinBudget(n: NodeCandidate): string {

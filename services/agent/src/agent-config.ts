@@ -11,6 +11,7 @@ import {
   maxOperationTimeoutMs,
   maxReadinessAttempts,
   parseDurationMs,
+  parseMemoryBudget,
 } from "@warden/common";
 import { parseTlsFiles, type TlsFiles } from "@warden/grpc";
 import { withConfigLine } from "./config-line.js";
@@ -108,6 +109,13 @@ export interface AgentConfig {
   artifactPullTimeoutMs: number;
   /** An artifact pull that receives no byte for this long fails (its partial stays for a resume). @default 30000 */
   artifactStallTimeoutMs: number;
+  /**
+   * Bytes the artifact cache under modelsPath may hold (`artifactCacheBudget`,
+   * a size like "200GiB", 1 KiB..2^53-1 bytes): past it, files no running
+   * backend uses are evicted least recently used first. undefined = only the
+   * file system's free space bounds the cache.
+   */
+  artifactCacheBudgetBytes: number | undefined;
   /** Cap of the agent's own Free calls (`--stop-backends-on-exit`). @default 5000 */
   freeTimeoutMs: number;
   /** nvidia-smi executable; "" disables GPU queries. @default "nvidia-smi" */
@@ -154,10 +162,18 @@ export const maxCatalogEntries = 256;
 const envNamePattern = /^[A-Za-z_][A-Za-z0-9_]*\*?$/;
 const topFields = new Set([
   "nodeId", "listen", "advertiseAddress", "labels", "backendHost", "ports", "stateDir", "catalog", "modelsPath", "readiness",
-  "grace", "loadDeadline", "stopDeadline", "freeTimeout", "artifactPullTimeout", "artifactStallTimeout", "nvidiaSmi", "gpus", "heartbeatInterval",
+  "grace", "loadDeadline", "stopDeadline", "freeTimeout", "artifactPullTimeout", "artifactStallTimeout", "artifactCacheBudget", "nvidiaSmi", "gpus", "heartbeatInterval",
   "logBufferLines", "adoptedPoll", "orphanScanInterval", "healthInterval", "tls", "insecure", "backendTokenFile", "coordinatorTokenFile", "limits",
   "maxReplicasPerModel", "memoryBudget",
 ]);
+
+/** `artifactCacheBudget`: a size (no percentage), at least 1 KiB. */
+function cacheBudget(v: unknown): number | undefined {
+  const b = parseMemoryBudget(v, "artifactCacheBudget");
+  if (b === undefined) return undefined;
+  if (b.t !== "bytes" || b.bytes < 1024) throw invalidArgument("artifactCacheBudget", `must be a size like "200GiB", at least 1KiB, got ${JSON.stringify(v).slice(0, 64)}`);
+  return b.bytes;
+}
 
 function isRecord(v: unknown): v is Record<string, unknown> {
   return typeof v === "object" && v !== null && !Array.isArray(v);
@@ -340,6 +356,7 @@ export function resolveAgentConfig(input: unknown, builtins: BuiltinCatalog = {}
     freeTimeoutMs: duration(input.freeTimeout, "freeTimeout", 5_000, maxOperationTimeoutMs),
     artifactPullTimeoutMs: duration(input.artifactPullTimeout, "artifactPullTimeout", 3_600_000, maxDurationMs),
     artifactStallTimeoutMs: duration(input.artifactStallTimeout, "artifactStallTimeout", 30_000, maxOperationTimeoutMs),
+    artifactCacheBudgetBytes: cacheBudget(input.artifactCacheBudget),
     nvidiaSmiPath: str(input.nvidiaSmi, "nvidiaSmi", "nvidia-smi"),
     gpus,
     heartbeatIntervalMs: duration(input.heartbeatInterval, "heartbeatInterval", 1_000, maxIntervalMs),

@@ -91,6 +91,7 @@ export function recordOf(p: BackendProcess): BackendRecord {
     gpuDevice: p.id.gpuDevice,
     startedAtMs: p.id.startedAtMs,
     loadDigest: p.id.loadDigest,
+    ...(p.id.artifactDigests === undefined ? {} : { artifactDigests: [...p.id.artifactDigests] }),
     phase: p.state().t === "ready" || (p.state().t === "stopping" && p.stopRequested() !== null) ? "ready" : "loading",
     stopRequested: p.stopRequested(),
   };

@@ -2,6 +2,7 @@ import { randomInt } from "node:crypto";
 import { ArtifactCache } from "./artifact-cache.js";
 import { BundleInstaller } from "./backend-bundle.js";
 import type { StoreReader } from "./artifact-sources.js";
+import type { ArtifactCacheSnapshot } from "./node-heartbeat.js";
 import { setMaxListeners } from "node:events";
 import { join } from "node:path";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
@@ -94,6 +95,8 @@ export interface Agent {
   leaderEpoch(): bigint;
   /** Raises the fence to the epoch the followed HA leader announced (never lowers it; leader-fence-store.ts). */
   raiseLeaderEpoch(epoch: bigint): Promise<void>;
+  /** The artifact cache's state for the heartbeat; undefined without a modelsPath or when it cannot be read now. */
+  artifactCache(): Promise<ArtifactCacheSnapshot | undefined>;
   /** Live (not exited) backends by incarnation: pid, address, state. For tests and the CLI. */
   processes(): { incarnation: string; model: string; pid: number; address: string; state: BackendPhase["t"] }[];
 }
@@ -150,7 +153,7 @@ export function createAgent(config: AgentConfig, deps: AgentDeps = {}): Agent {
     }
   };
 
-  const artifacts = config.modelsPath === undefined ? undefined : new ArtifactCache({ modelsPath: config.modelsPath, clock, logger, pullTimeoutMs: config.artifactPullTimeoutMs, stallTimeoutMs: config.artifactStallTimeoutMs, storeReader: deps.storeReader, ...(deps.artifactFreeBytes === undefined ? {} : { freeBytes: deps.artifactFreeBytes }) });
+  const artifacts = config.modelsPath === undefined ? undefined : new ArtifactCache({ modelsPath: config.modelsPath, clock, logger, pullTimeoutMs: config.artifactPullTimeoutMs, stallTimeoutMs: config.artifactStallTimeoutMs, storeReader: deps.storeReader, budgetBytes: config.artifactCacheBudgetBytes, liveDigests: () => table.live().map((p) => p.id.artifactDigests), ...(deps.artifactFreeBytes === undefined ? {} : { freeBytes: deps.artifactFreeBytes }) });
   const ctx: AgentContext = {
     config,
     clock,
@@ -262,6 +265,12 @@ export function createAgent(config: AgentConfig, deps: AgentDeps = {}): Agent {
     rescanOrphans,
     foreign: () => scan.foreign(),
     leaderEpoch: () => fence.newestSeen(),
+    artifactCache: async () => {
+      const cache = ctx.artifacts;
+      if (cache === undefined) return undefined;
+      const r = await cache.report().catch(() => undefined);
+      return r === undefined ? undefined : { ...r, digests: () => cache.index.digests() };
+    },
     raiseLeaderEpoch: (epoch) => fence.raise(epoch),
     processes: () =>
       table.live().map((p) => ({ incarnation: p.id.incarnation, model: p.id.model, pid: p.pid, address: p.id.address, state: p.state().t })),

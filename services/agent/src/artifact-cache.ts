@@ -1,6 +1,7 @@
 import { stat } from "node:fs/promises";
 import { Code, WardenError, deadlineSignal, isOciSource, storePathOf, type ArtifactSpec, type Clock, type Logger } from "@warden/common";
-import { cachePaths, pullArtifact, type PullProgress } from "./artifact-pull.js";
+import { CacheIndex, type CacheReport } from "./artifact-cache-index.js";
+import { cachePaths, pullArtifact, statfsFree, type PullProgress } from "./artifact-pull.js";
 import { httpSource, storeSource, type StoreReader } from "./artifact-sources.js";
 import { ociBlobSource } from "./oci-blob-source.js";
 import { SingleFlight } from "./single-flight.js";
@@ -17,6 +18,10 @@ export interface ArtifactCacheOptions {
   readonly storeReader: StoreReader | undefined;
   /** Test seam for the free-space check (statfs by default). */
   readonly freeBytes?: (dir: string) => Promise<number>;
+  /** The disk budget (`artifactCacheBudget`); undefined = the file system's free space only. */
+  readonly budgetBytes?: number;
+  /** Digests each live backend uses (undefined: not known); see CacheIndexOptions. @default none */
+  readonly liveDigests?: () => Iterable<readonly string[] | undefined>;
 }
 
 /**
@@ -34,9 +39,17 @@ export class ArtifactCache {
    */
   private readonly verified = new Map<string, string>();
   private readonly log: Logger;
+  /** Files held, who uses them, the budget and eviction (artifact-cache-index.ts). */
+  readonly index: CacheIndex;
 
   constructor(private readonly o: ArtifactCacheOptions) {
     this.log = o.logger.child({ component: "artifacts" });
+    this.index = new CacheIndex({ modelsPath: o.modelsPath, clock: o.clock, logger: o.logger, budgetBytes: o.budgetBytes, freeBytes: o.freeBytes ?? statfsFree, liveDigests: o.liveDigests ?? (() => []) });
+  }
+
+  /** What the heartbeat reports (free room, evictable bytes, the digests' version). */
+  report(): Promise<CacheReport> {
+    return this.index.report();
   }
 
   /** Pulls in progress (digests). */
@@ -59,16 +72,21 @@ export class ArtifactCache {
     const reader = this.o.storeReader;
     if (storePath !== undefined && reader === undefined) throw new WardenError(Code.FailedPrecondition, "this agent reads no coordinator store (it runs without --coordinator)");
     const source = storePath !== undefined ? storeSource(reader as StoreReader, storePath, spec.sizeBytes) : isOciSource(spec.source) ? ociBlobSource(spec.source, spec.sha256, spec.sizeBytes) : httpSource(spec.source, spec.sizeBytes);
-    const { final } = cachePaths(this.o.modelsPath, spec.sha256);
+    const { final, partial } = cachePaths(this.o.modelsPath, spec.sha256);
+    await this.index.ready();
     const seen = this.verified.get(spec.sha256);
     if (seen !== undefined && seen === (await statKey(final))) {
+      this.index.touch(spec.sha256);
       report({ sha256: spec.sha256, path: spec.path, doneBytes: spec.sizeBytes, totalBytes: spec.sizeBytes, verified: true });
       return final;
     }
     this.verified.delete(spec.sha256);
     const dl = deadlineSignal(this.o.clock, this.o.pullTimeoutMs, `pull of sha256 ${spec.sha256.slice(0, 12)}`, flight);
     const t0 = this.o.clock.now();
+    let room: { done: () => Promise<void> } | undefined;
     try {
+      // Room within the disk budget for what is still to fetch, made by evicting unused files (LRU).
+      room = await this.index.makeRoom(spec.sha256, await bytesToFetch(final, partial, spec.sizeBytes));
       const path = await pullArtifact({
         spec,
         modelsPath: this.o.modelsPath,
@@ -84,15 +102,26 @@ export class ArtifactCache {
       });
       const key = await statKey(path);
       if (key !== undefined) this.verified.set(spec.sha256, key);
+      await room.done();
+      this.index.touch(spec.sha256);
       this.log.info("artifact ready", { sha256: spec.sha256, path: spec.path, sizeBytes: spec.sizeBytes, ms: this.o.clock.now() - t0 });
       return path;
     } catch (err) {
       this.log.warn("artifact pull failed", { sha256: spec.sha256, path: spec.path, source: spec.source.slice(0, 256), err: WardenError.from(err).rawMessage });
       throw err;
     } finally {
+      await room?.done();
       dl.cleanup();
     }
   }
+}
+
+/** Bytes a pull still writes: none for a final file of the right size (it is only hashed), else what the partial lacks. */
+async function bytesToFetch(final: string, partial: string, sizeBytes: number): Promise<number> {
+  const size = async (p: string): Promise<number | undefined> => (await stat(p).catch(() => undefined))?.size;
+  if ((await size(final)) === sizeBytes) return 0;
+  const p = await size(partial);
+  return p !== undefined && p <= sizeBytes ? sizeBytes - p : sizeBytes;
 }
 
 /** What identifies one version of a file: inode, size and mtime; undefined when it is not there. */

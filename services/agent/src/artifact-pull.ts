@@ -74,7 +74,7 @@ async function fsyncPath(path: string, flags: string): Promise<void> {
   }
 }
 
-async function statfsFree(dir: string): Promise<number> {
+export async function statfsFree(dir: string): Promise<number> {
   const s = await statfs(dir);
   return s.bavail * s.bsize;
 }

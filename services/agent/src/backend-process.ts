@@ -48,6 +48,8 @@ export interface BackendIdentity {
   startedAtMs: number;
   /** StartBackendRequest.load_digest ("" when none was given). */
   loadDigest: string;
+  /** SHA-256 digests of the cached artifacts it uses (the cache never evicts them while it lives); undefined = not known (a record from an older agent). */
+  artifactDigests?: readonly string[];
 }
 
 export interface BackendProcessDeps {

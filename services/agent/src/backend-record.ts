@@ -28,6 +28,8 @@ export interface BackendRecord {
   phase: "loading" | "ready";
   /** The coordinator's digest of the start's load settings; "" when none (or a record written before it existed). */
   loadDigest: string;
+  /** Digests of the cached artifacts the backend uses (at most 16); absent in records of older agents (not known). */
+  artifactDigests?: string[];
   stopRequested: StopRequestRecord | null;
 }
 
@@ -81,6 +83,7 @@ export function parseBackendRecord(file: string, text: string): ParsedRecord {
       gpuDevice: typeof o.gpuDevice === "string" ? o.gpuDevice : "",
       startedAtMs: typeof o.startedAtMs === "number" ? o.startedAtMs : 0,
       loadDigest: typeof o.loadDigest === "string" && o.loadDigest.length <= 64 ? o.loadDigest : "",
+      ...(Array.isArray(o.artifactDigests) && o.artifactDigests.length <= 16 && o.artifactDigests.every((d) => typeof d === "string" && /^[0-9a-f]{64}$/.test(d)) ? { artifactDigests: o.artifactDigests as string[] } : {}),
       phase: o.phase === "ready" ? "ready" : "loading",
       stopRequested,
     },

@@ -38,6 +38,17 @@ export interface HeartbeatSource {
   nextReportSequence?(): bigint;
   /** Raises the agent's leader-epoch fence to the epoch the coordinator answered with (HA; an Agent fits). */
   raiseLeaderEpoch?(epoch: bigint): Promise<void>;
+  /** The artifact cache's state (an agent with a modelsPath); undefined = none to report. */
+  artifactCache?(): Promise<ArtifactCacheSnapshot | undefined>;
+}
+
+/** What the heartbeat reports of the artifact cache (HeartbeatRequest.artifact_cache). */
+export interface ArtifactCacheSnapshot {
+  readonly freeBytes: number;
+  readonly evictableBytes: number;
+  /** Changes whenever the set of digests does: the set is sent only then (and with full inventories). */
+  readonly digestsVersion: number;
+  digests(): readonly string[];
 }
 
 export interface NodeHeartbeatOptions {
@@ -119,6 +130,8 @@ export function createNodeHeartbeat(options: NodeHeartbeatOptions): NodeHeartbea
   const writer = new InventoryDeltaWriter({ fullEveryMs: options.fullInventoryEveryMs ?? 60_000 });
   let ctl: AbortController | undefined;
   let loop: Promise<void> | undefined;
+  /** The digests' version the coordinator acknowledged; -1: it holds none of ours (send the set). */
+  let ackedDigests = -1;
 
   // The leader's epoch, raised before this node counts as following it: a
   // paused old leader is refused by every agent that follows the new one.
@@ -135,6 +148,7 @@ export function createNodeHeartbeat(options: NodeHeartbeatOptions): NodeHeartbea
     await raiseFence(r.leaderEpoch);
     // A coordinator we register with holds no inventory of ours it acknowledged.
     writer.reset();
+    ackedDigests = -1;
     stats.registrations++;
     stats.registered = true;
     stats.coordinatorEpoch = r.coordinatorEpoch;
@@ -155,8 +169,12 @@ export function createNodeHeartbeat(options: NodeHeartbeatOptions): NodeHeartbea
     else stats.deltas++;
     if (part.t === "full") logger.debug("heartbeat sent", { sequence, kind: "full", entries: part.backends.length });
     else logger.debug("heartbeat sent", { sequence, kind: "delta", upserts: part.delta.upserts.length, removed: part.delta.removed.length });
+    // The cache's digests travel as a change: only when they changed since the acknowledged ones, or with a full inventory.
+    const cache = await options.source.artifactCache?.().catch(() => undefined);
+    const sendDigests = cache !== undefined && (part.t === "full" || cache.digestsVersion !== ackedDigests);
+    const artifactCache = cache === undefined ? undefined : { freeBytes: BigInt(cache.freeBytes), evictableBytes: BigInt(cache.evictableBytes), ...(sendDigests ? { digests: { sha256: cache.digests().map((d) => Buffer.from(d, "hex")) } } : {}) };
     const r = await options.node.heartbeat(
-      { nodeId: options.nodeId, bootEpoch: BigInt(options.source.bootEpochMs), sequence, ...(part.t === "full" ? { backends: part.backends } : { delta: part.delta }), orphans: inv.orphans.slice(0, maxReportedProcesses), foreign: inv.foreign.slice(0, maxReportedProcesses), resources: res, leaderEpoch: inv.leaderEpoch },
+      { nodeId: options.nodeId, bootEpoch: BigInt(options.source.bootEpochMs), sequence, ...(part.t === "full" ? { backends: part.backends } : { delta: part.delta }), orphans: inv.orphans.slice(0, maxReportedProcesses), foreign: inv.foreign.slice(0, maxReportedProcesses), resources: res, leaderEpoch: inv.leaderEpoch, ...(artifactCache === undefined ? {} : { artifactCache }) },
       { signal, timeoutMs: callTimeoutMs },
     );
     await raiseFence(r.leaderEpoch);
@@ -166,12 +184,15 @@ export function createNodeHeartbeat(options: NodeHeartbeatOptions): NodeHeartbea
       logger.info("coordinator asks to register again");
       stats.registered = false;
       writer.reset();
+      ackedDigests = -1;
     } else if (r.fullInventoryRequired === true) {
       logger.info("coordinator asks for a full inventory");
       stats.fullRequested++;
       writer.reset();
+      ackedDigests = -1;
     } else {
       writer.acknowledged(sequence);
+      if (sendDigests) ackedDigests = cache.digestsVersion;
     }
   };
 

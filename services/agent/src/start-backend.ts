@@ -166,6 +166,8 @@ async function runStart(ctx: AgentContext, log: StartLog, s: StartParams): Promi
   const exitedCtl = new AbortController();
   // Held until the process is in the table (or the start failed): RemoveBundle refuses meanwhile.
   const releaseBundle = s.entry.bundle === undefined ? undefined : ctx.bundles?.use(s.entry.bundle.sha256);
+  // The start's artifacts stay in the cache from before the pull until the backend (which then holds them itself) or the start ends.
+  if (s.artifacts.length > 0) ctx.artifacts?.index.hold(s.incarnation, s.artifacts.map((a) => a.sha256));
   try {
     const [pulled] = await Promise.all([pullArtifacts(ctx, log, s, signal), installBundle(ctx, log, s, signal)]);
     const modelFile = s.modelFileArtifact === undefined ? s.modelFile : (pulled.get(s.modelFileArtifact.sha256) ?? s.modelFile);
@@ -205,7 +207,7 @@ async function runStart(ctx: AgentContext, log: StartLog, s: StartParams): Promi
     }
     const pidStart = (await readPidStat(res.handle.pid, procRoot))?.startTimeTicks ?? "0";
     const spawnedProc = new BackendProcess(
-      { incarnation: s.incarnation, model: s.model, backend: s.backend, address, port, pidStartTime: pidStart, gpuDevice: device, startedAtMs: clock.wallNow(), loadDigest: s.loadDigest },
+      { incarnation: s.incarnation, model: s.model, backend: s.backend, address, port, pidStartTime: pidStart, gpuDevice: device, startedAtMs: clock.wallNow(), loadDigest: s.loadDigest, artifactDigests: s.artifacts.map((a) => a.sha256) },
       res.handle,
       logs,
       ctx.processDeps,
@@ -301,6 +303,7 @@ async function runStart(ctx: AgentContext, log: StartLog, s: StartParams): Promi
     logger.warn("start failed", { incarnation: s.incarnation, model: s.model, code: StartFailureCode[failure.code], message: failure.message });
     log.append(failure);
   } finally {
+    ctx.artifacts?.index.release(s.incarnation);
     release?.();
     releaseBundle?.();
     client?.close();

@@ -11,6 +11,7 @@ describe("models ls: load jobs", () => {
     expect(loadJobLine(job({ model: "m", state: LoadJobState.WAITING, phase: LoadJobPhase.WAITING_FOR_RECOVERY, reason: "the coordinator's recovery window", forMs: 2_000n }))).toBe("m: waiting for the recovery window: the coordinator's recovery window (2s)");
     expect(loadJobLine(job({ model: "m", state: LoadJobState.LOADING, phase: LoadJobPhase.STARTING, nodeId: "n1", forMs: 3_000n }))).toBe("m: loading (starting) on n1 (3s)");
     expect(loadJobLine(job({ model: "m", state: LoadJobState.LOADING, phase: LoadJobPhase.LOADING, nodeId: "n1", forMs: 1_000n, bytesDone: 1n, bytesTotal: 4n }))).toBe("m: loading (loading, 25%) on n1 (1s)");
+    expect(loadJobLine(job({ model: "m", state: LoadJobState.LOADING, phase: LoadJobPhase.PULLING, nodeId: "n1", forMs: 4_000n, bytesDone: 42n, bytesTotal: 100n, bytesPerSecond: 12_373_196n }))).toBe("m: loading (pulling, 42%, 11.8 MiB/s) on n1 (4s)");
     expect(loadJobLine(job({ model: "m", state: LoadJobState.FAILED, phase: LoadJobPhase.WAITING_FOR_NODE, reason: "cannot load now", code: "UNAVAILABLE", forMs: 120_000n }))).toBe("m: failed: cannot load now (UNAVAILABLE, 2m ago)");
   });
 

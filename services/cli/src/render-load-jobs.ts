@@ -10,6 +10,12 @@ export function waitingText(j: Pick<LoadJob, "phase">): string {
   return j.phase === LoadJobPhase.WAITING_FOR_RECOVERY ? "waiting for the recovery window" : "waiting for a node";
 }
 
+/** Bytes per second in MiB/s with one decimal (KiB/s below 1 MiB/s). */
+function rateText(bps: bigint): string {
+  const n = Number(bps);
+  return n >= 1024 ** 2 ? `${(n / 1024 ** 2).toFixed(1)} MiB/s` : `${(n / 1024).toFixed(1)} KiB/s`;
+}
+
 /**
  * One line per load job: "<model>: waiting for a node: <reason> (12s)"
  * (or "waiting for the recovery window: …" after a coordinator's start),
@@ -22,7 +28,7 @@ export function loadJobLine(j: LoadJob, humanBytes: (r: string) => string = (r) 
     case LoadJobState.WAITING:
       return `${j.model}: ${waitingText(j)}: ${humanBytes(j.reason)} (${age})`;
     case LoadJobState.LOADING: {
-      const progress = j.bytesTotal > 0n ? `, ${String((j.bytesDone * 100n) / j.bytesTotal)}%` : "";
+      const progress = j.bytesTotal > 0n ? `, ${String((j.bytesDone * 100n) / j.bytesTotal)}%${j.bytesPerSecond > 0n ? `, ${rateText(j.bytesPerSecond)}` : ""}` : "";
       return `${j.model}: loading (${phaseText(j.phase)}${progress})${j.nodeId === "" ? "" : ` on ${j.nodeId}`} (${age})`;
     }
     case LoadJobState.FAILED:

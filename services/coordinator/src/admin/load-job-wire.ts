@@ -8,6 +8,8 @@ export const loadJobPhaseToWire: Readonly<Record<LoadJobPhase, WirePhase>> = {
   waiting_for_node: WirePhase.WAITING_FOR_NODE,
   starting: WirePhase.STARTING,
   loading: WirePhase.LOADING,
+  pulling: WirePhase.PULLING,
+  verifying: WirePhase.VERIFYING,
 };
 
 const states: Readonly<Record<LoadJob["t"], LoadJobState>> = {
@@ -29,6 +31,6 @@ export function loadJobToWire(job: LoadJob, nowMs: number): WireLoadJob {
     since: timestampFromMs(job.sinceWallMs),
     forMs: BigInt(Math.max(0, Math.round(nowMs - job.sinceMs))),
     actor: job.actor ?? "",
-    ...(job.t === "loading" ? { bytesDone: BigInt(job.bytesDone ?? 0), bytesTotal: BigInt(job.bytesTotal ?? 0) } : {}),
+    ...(job.t === "loading" ? { bytesDone: BigInt(job.bytesDone ?? 0), bytesTotal: BigInt(job.bytesTotal ?? 0), bytesPerSecond: BigInt(Math.round(job.bytesPerSecond ?? 0)) } : {}),
   });
 }

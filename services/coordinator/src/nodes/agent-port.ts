@@ -90,7 +90,7 @@ async function* startEvents(stream: AsyncIterable<StartBackendResponse>, onStale
           yield { t: "loading" };
           break;
         case "pulling":
-          // Artifact progress (before the spawn): the agent logs it; the loader has no phase for it yet.
+          yield { t: "pulling", sha256: ev.value.sha256, doneBytes: Number(ev.value.doneBytes), totalBytes: Number(ev.value.totalBytes), verified: ev.value.verified };
           break;
         case "ready":
           yield { t: "ready", address: ev.value.address, memoryBytes: Number(ev.value.memoryBytes) };

@@ -1,4 +1,4 @@
-import { BackendState, type ForeignProcess, type GpuInfo, type HeartbeatRequest, type InventoryEntry, type NodeResources, type OrphanProcess, type RegisterRequest } from "@warden/proto";
+import { BackendState, type ArtifactCacheReport, type ForeignProcess, type GpuInfo, type HeartbeatRequest, type InventoryEntry, type NodeResources, type OrphanProcess, type RegisterRequest } from "@warden/proto";
 import { capExceeded, echoValue, identifierPattern, identifierRule, invalidArgument } from "@warden/common";
 import { nodeLimitsFromWire } from "./node-limits-wire.js";
 
@@ -245,4 +245,17 @@ export function validateHeartbeat(req: HeartbeatRequest, caps: HeartbeatCaps = L
   checkOrphans(req.orphans, caps.maxOrphans);
   checkForeign(req.foreign);
   if (req.resources !== undefined) checkResources(req.resources);
+  if (req.artifactCache !== undefined) checkArtifactCache(req.artifactCache);
+}
+
+/** Digests per artifact cache report: the agent's cache index bound. */
+export const maxCachedDigests = 65_536;
+
+function checkArtifactCache(c: ArtifactCacheReport): void {
+  checkBytes("artifact_cache.free_bytes", c.freeBytes);
+  checkBytes("artifact_cache.evictable_bytes", c.evictableBytes);
+  const ds = c.digests?.sha256 ?? [];
+  checkCount("artifact_cache.digests.sha256", ds.length, maxCachedDigests);
+  const i = ds.findIndex((d) => d.length !== 32);
+  if (i >= 0) throw invalidArgument(`artifact_cache.digests.sha256[${String(i)}]`, `must be 32 bytes (a SHA-256), got ${String(ds[i]?.length ?? 0)}`);
 }

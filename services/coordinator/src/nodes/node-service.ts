@@ -65,7 +65,7 @@ export function nodeService(nodes: NodeRegistry, _clock: Clock, coordinatorEpoch
       if (options.ha !== undefined && req.leaderEpoch > 0n) supersededBy(options.ha, req.leaderEpoch, req.nodeId);
       const d = req.delta;
       const delta = d === undefined ? undefined : { baseSequence: d.baseSequence, upserts: d.upserts, removed: d.removed, digest: d.digest };
-      const answer = nodes.receive({ nodeId: req.nodeId, bootEpoch: req.bootEpoch, sequence: req.sequence, backends: req.backends, ...(delta === undefined ? {} : { delta }), orphans: req.orphans, foreign: req.foreign, resources: req.resources });
+      const answer = nodes.receive({ nodeId: req.nodeId, bootEpoch: req.bootEpoch, sequence: req.sequence, backends: req.backends, ...(delta === undefined ? {} : { delta }), orphans: req.orphans, foreign: req.foreign, resources: req.resources, ...(req.artifactCache === undefined ? {} : { artifactCache: req.artifactCache }) });
       return { registerRequired: answer === "register", coordinatorEpoch, leaderEpoch: ourEpoch(), fullInventoryRequired: answer === "send-full" };
     },
   };

@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file warden/v1/load_job.proto.
  */
 export const file_warden_v1_load_job: GenFile = /*@__PURE__*/
-  fileDesc("Chh3YXJkZW4vdjEvbG9hZF9qb2IucHJvdG8SCXdhcmRlbi52MSKfAgoHTG9hZEpvYhINCgVtb2RlbBgBIAEoCRITCgtpbmNhcm5hdGlvbhgCIAEoCRImCgVzdGF0ZRgDIAEoDjIXLndhcmRlbi52MS5Mb2FkSm9iU3RhdGUSJgoFcGhhc2UYBCABKA4yFy53YXJkZW4udjEuTG9hZEpvYlBoYXNlEg8KB25vZGVfaWQYBSABKAkSDgoGcmVhc29uGAYgASgJEgwKBGNvZGUYByABKAkSKQoFc2luY2UYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBmZvcl9tcxgJIAEoBBINCgVhY3RvchgKIAEoCRISCgpieXRlc19kb25lGAsgASgEEhMKC2J5dGVzX3RvdGFsGAwgASgEKoEBCgxMb2FkSm9iU3RhdGUSHgoaTE9BRF9KT0JfU1RBVEVfVU5TUEVDSUZJRUQQABIaChZMT0FEX0pPQl9TVEFURV9XQUlUSU5HEAESGgoWTE9BRF9KT0JfU1RBVEVfTE9BRElORxACEhkKFUxPQURfSk9CX1NUQVRFX0ZBSUxFRBADKrUBCgxMb2FkSm9iUGhhc2USHgoaTE9BRF9KT0JfUEhBU0VfVU5TUEVDSUZJRUQQABIjCh9MT0FEX0pPQl9QSEFTRV9XQUlUSU5HX0ZPUl9OT0RFEAESGwoXTE9BRF9KT0JfUEhBU0VfU1RBUlRJTkcQAhIaChZMT0FEX0pPQl9QSEFTRV9MT0FESU5HEAMSJwojTE9BRF9KT0JfUEhBU0VfV0FJVElOR19GT1JfUkVDT1ZFUlkQFGIGcHJvdG8z", [file_google_protobuf_timestamp]);
+  fileDesc("Chh3YXJkZW4vdjEvbG9hZF9qb2IucHJvdG8SCXdhcmRlbi52MSK5AgoHTG9hZEpvYhINCgVtb2RlbBgBIAEoCRITCgtpbmNhcm5hdGlvbhgCIAEoCRImCgVzdGF0ZRgDIAEoDjIXLndhcmRlbi52MS5Mb2FkSm9iU3RhdGUSJgoFcGhhc2UYBCABKA4yFy53YXJkZW4udjEuTG9hZEpvYlBoYXNlEg8KB25vZGVfaWQYBSABKAkSDgoGcmVhc29uGAYgASgJEgwKBGNvZGUYByABKAkSKQoFc2luY2UYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBmZvcl9tcxgJIAEoBBINCgVhY3RvchgKIAEoCRISCgpieXRlc19kb25lGAsgASgEEhMKC2J5dGVzX3RvdGFsGAwgASgEEhgKEGJ5dGVzX3Blcl9zZWNvbmQYDSABKAQqgQEKDExvYWRKb2JTdGF0ZRIeChpMT0FEX0pPQl9TVEFURV9VTlNQRUNJRklFRBAAEhoKFkxPQURfSk9CX1NUQVRFX1dBSVRJTkcQARIaChZMT0FEX0pPQl9TVEFURV9MT0FESU5HEAISGQoVTE9BRF9KT0JfU1RBVEVfRkFJTEVEEAMq7wEKDExvYWRKb2JQaGFzZRIeChpMT0FEX0pPQl9QSEFTRV9VTlNQRUNJRklFRBAAEiMKH0xPQURfSk9CX1BIQVNFX1dBSVRJTkdfRk9SX05PREUQARIbChdMT0FEX0pPQl9QSEFTRV9TVEFSVElORxACEhoKFkxPQURfSk9CX1BIQVNFX0xPQURJTkcQAxIaChZMT0FEX0pPQl9QSEFTRV9QVUxMSU5HEAQSHAoYTE9BRF9KT0JfUEhBU0VfVkVSSUZZSU5HEAUSJwojTE9BRF9KT0JfUEhBU0VfV0FJVElOR19GT1JfUkVDT1ZFUlkQFGIGcHJvdG8z", [file_google_protobuf_timestamp]);
 
 /**
  * @generated from message warden.v1.LoadJob
@@ -99,6 +99,13 @@ export type LoadJob = Message<"warden.v1.LoadJob"> & {
    * @generated from field: uint64 bytes_total = 12;
    */
   bytesTotal: bigint;
+
+  /**
+   * PULLING: bytes fetched per second since the phase began (0 = not known yet).
+   *
+   * @generated from field: uint64 bytes_per_second = 13;
+   */
+  bytesPerSecond: bigint;
 };
 
 /**
@@ -177,6 +184,20 @@ export enum LoadJobPhase {
    * @generated from enum value: LOAD_JOB_PHASE_LOADING = 3;
    */
   LOADING = 3,
+
+  /**
+   * Admitted on a node whose agent fetches the model's artifacts (bytes_done of bytes_total, bytes_per_second).
+   *
+   * @generated from enum value: LOAD_JOB_PHASE_PULLING = 4;
+   */
+  PULLING = 4,
+
+  /**
+   * Every artifact's bytes arrived; the agent checks their SHA-256.
+   *
+   * @generated from enum value: LOAD_JOB_PHASE_VERIFYING = 5;
+   */
+  VERIFYING = 5,
 
   /**
    * Values 20 to 29: waiting before admission, for something other than a node.

@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file warden/v1/node.proto.
  */
 export const file_warden_v1_node: GenFile = /*@__PURE__*/
-  fileDesc("ChR3YXJkZW4vdjEvbm9kZS5wcm90bxIJd2FyZGVuLnYxIkQKE1JlYWRBcnRpZmFjdFJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCRIMCgRwYXRoGAIgASgJEg4KBm9mZnNldBgDIAEoBCJJChRSZWFkQXJ0aWZhY3RSZXNwb25zZRIOCgZvZmZzZXQYASABKAQSEwoLdG90YWxfYnl0ZXMYAiABKAQSDAoEZGF0YRgDIAEoDCKzAgoPUmVnaXN0ZXJSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAkSDwoHYWRkcmVzcxgCIAEoCRI2CgZsYWJlbHMYAyADKAsyJi53YXJkZW4udjEuUmVnaXN0ZXJSZXF1ZXN0LkxhYmVsc0VudHJ5EiAKBGdwdXMYBCADKAsyEi53YXJkZW4udjEuR3B1SW5mbxISCgpib290X2Vwb2NoGAUgASgEEhcKD3JhbV90b3RhbF9ieXRlcxgGIAEoBBIPCgd2ZXJzaW9uGAcgASgJEhAKCGJhY2tlbmRzGAggAygJEiUKBmxpbWl0cxgJIAEoCzIVLndhcmRlbi52MS5Ob2RlTGltaXRzGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEinQEKCk5vZGVMaW1pdHMSIwoWbWF4X3JlcGxpY2FzX3Blcl9tb2RlbBgBIAEoDUgBiAEBEh0KE21lbW9yeV9idWRnZXRfYnl0ZXMYAiABKARIABIfChVtZW1vcnlfYnVkZ2V0X3BlcmNlbnQYAyABKAFIAEIPCg1tZW1vcnlfYnVkZ2V0QhkKF19tYXhfcmVwbGljYXNfcGVyX21vZGVsImIKEFJlZ2lzdGVyUmVzcG9uc2USGQoRY29vcmRpbmF0b3JfZXBvY2gYASABKAQSHQoVaGVhcnRiZWF0X2ludGVydmFsX21zGAIgASgNEhQKDGxlYWRlcl9lcG9jaBgDIAEoBCK6AgoQSGVhcnRiZWF0UmVxdWVzdBIPCgdub2RlX2lkGAEgASgJEhIKCmJvb3RfZXBvY2gYAiABKAQSEAoIc2VxdWVuY2UYAyABKAQSKwoIYmFja2VuZHMYBCADKAsyGS53YXJkZW4udjEuSW52ZW50b3J5RW50cnkSKQoHb3JwaGFucxgFIAMoCzIYLndhcmRlbi52MS5PcnBoYW5Qcm9jZXNzEisKCXJlc291cmNlcxgGIAEoCzIYLndhcmRlbi52MS5Ob2RlUmVzb3VyY2VzEioKB2ZvcmVpZ24YByADKAsyGS53YXJkZW4udjEuRm9yZWlnblByb2Nlc3MSFAoMbGVhZGVyX2Vwb2NoGAggASgEEigKBWRlbHRhGAkgASgLMhkud2FyZGVuLnYxLkludmVudG9yeURlbHRhInQKDkludmVudG9yeURlbHRhEhUKDWJhc2Vfc2VxdWVuY2UYASABKAQSKgoHdXBzZXJ0cxgCIAMoCzIZLndhcmRlbi52MS5JbnZlbnRvcnlFbnRyeRIPCgdyZW1vdmVkGAMgAygJEg4KBmRpZ2VzdBgEIAEoBiKAAQoRSGVhcnRiZWF0UmVzcG9uc2USGQoRcmVnaXN0ZXJfcmVxdWlyZWQYASABKAgSGQoRY29vcmRpbmF0b3JfZXBvY2gYAiABKAQSFAoMbGVhZGVyX2Vwb2NoGAMgASgEEh8KF2Z1bGxfaW52ZW50b3J5X3JlcXVpcmVkGAQgASgIMpoBCgtOb2RlU2VydmljZRJDCghSZWdpc3RlchIaLndhcmRlbi52MS5SZWdpc3RlclJlcXVlc3QaGy53YXJkZW4udjEuUmVnaXN0ZXJSZXNwb25zZRJGCglIZWFydGJlYXQSGy53YXJkZW4udjEuSGVhcnRiZWF0UmVxdWVzdBocLndhcmRlbi52MS5IZWFydGJlYXRSZXNwb25zZTJpChRBcnRpZmFjdFN0b3JlU2VydmljZRJRCgxSZWFkQXJ0aWZhY3QSHi53YXJkZW4udjEuUmVhZEFydGlmYWN0UmVxdWVzdBofLndhcmRlbi52MS5SZWFkQXJ0aWZhY3RSZXNwb25zZTABYgZwcm90bzM", [file_warden_v1_types]);
+  fileDesc("ChR3YXJkZW4vdjEvbm9kZS5wcm90bxIJd2FyZGVuLnYxIkQKE1JlYWRBcnRpZmFjdFJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCRIMCgRwYXRoGAIgASgJEg4KBm9mZnNldBgDIAEoBCJJChRSZWFkQXJ0aWZhY3RSZXNwb25zZRIOCgZvZmZzZXQYASABKAQSEwoLdG90YWxfYnl0ZXMYAiABKAQSDAoEZGF0YRgDIAEoDCKzAgoPUmVnaXN0ZXJSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAkSDwoHYWRkcmVzcxgCIAEoCRI2CgZsYWJlbHMYAyADKAsyJi53YXJkZW4udjEuUmVnaXN0ZXJSZXF1ZXN0LkxhYmVsc0VudHJ5EiAKBGdwdXMYBCADKAsyEi53YXJkZW4udjEuR3B1SW5mbxISCgpib290X2Vwb2NoGAUgASgEEhcKD3JhbV90b3RhbF9ieXRlcxgGIAEoBBIPCgd2ZXJzaW9uGAcgASgJEhAKCGJhY2tlbmRzGAggAygJEiUKBmxpbWl0cxgJIAEoCzIVLndhcmRlbi52MS5Ob2RlTGltaXRzGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEinQEKCk5vZGVMaW1pdHMSIwoWbWF4X3JlcGxpY2FzX3Blcl9tb2RlbBgBIAEoDUgBiAEBEh0KE21lbW9yeV9idWRnZXRfYnl0ZXMYAiABKARIABIfChVtZW1vcnlfYnVkZ2V0X3BlcmNlbnQYAyABKAFIAEIPCg1tZW1vcnlfYnVkZ2V0QhkKF19tYXhfcmVwbGljYXNfcGVyX21vZGVsImIKEFJlZ2lzdGVyUmVzcG9uc2USGQoRY29vcmRpbmF0b3JfZXBvY2gYASABKAQSHQoVaGVhcnRiZWF0X2ludGVydmFsX21zGAIgASgNEhQKDGxlYWRlcl9lcG9jaBgDIAEoBCLyAgoQSGVhcnRiZWF0UmVxdWVzdBIPCgdub2RlX2lkGAEgASgJEhIKCmJvb3RfZXBvY2gYAiABKAQSEAoIc2VxdWVuY2UYAyABKAQSKwoIYmFja2VuZHMYBCADKAsyGS53YXJkZW4udjEuSW52ZW50b3J5RW50cnkSKQoHb3JwaGFucxgFIAMoCzIYLndhcmRlbi52MS5PcnBoYW5Qcm9jZXNzEisKCXJlc291cmNlcxgGIAEoCzIYLndhcmRlbi52MS5Ob2RlUmVzb3VyY2VzEioKB2ZvcmVpZ24YByADKAsyGS53YXJkZW4udjEuRm9yZWlnblByb2Nlc3MSFAoMbGVhZGVyX2Vwb2NoGAggASgEEigKBWRlbHRhGAkgASgLMhkud2FyZGVuLnYxLkludmVudG9yeURlbHRhEjYKDmFydGlmYWN0X2NhY2hlGAogASgLMh4ud2FyZGVuLnYxLkFydGlmYWN0Q2FjaGVSZXBvcnQigAEKE0FydGlmYWN0Q2FjaGVSZXBvcnQSEgoKZnJlZV9ieXRlcxgBIAEoBBIXCg9ldmljdGFibGVfYnl0ZXMYAiABKAQSMAoHZGlnZXN0cxgDIAEoCzIaLndhcmRlbi52MS5BcnRpZmFjdERpZ2VzdHNIAIgBAUIKCghfZGlnZXN0cyIhCg9BcnRpZmFjdERpZ2VzdHMSDgoGc2hhMjU2GAEgAygMInQKDkludmVudG9yeURlbHRhEhUKDWJhc2Vfc2VxdWVuY2UYASABKAQSKgoHdXBzZXJ0cxgCIAMoCzIZLndhcmRlbi52MS5JbnZlbnRvcnlFbnRyeRIPCgdyZW1vdmVkGAMgAygJEg4KBmRpZ2VzdBgEIAEoBiKAAQoRSGVhcnRiZWF0UmVzcG9uc2USGQoRcmVnaXN0ZXJfcmVxdWlyZWQYASABKAgSGQoRY29vcmRpbmF0b3JfZXBvY2gYAiABKAQSFAoMbGVhZGVyX2Vwb2NoGAMgASgEEh8KF2Z1bGxfaW52ZW50b3J5X3JlcXVpcmVkGAQgASgIMpoBCgtOb2RlU2VydmljZRJDCghSZWdpc3RlchIaLndhcmRlbi52MS5SZWdpc3RlclJlcXVlc3QaGy53YXJkZW4udjEuUmVnaXN0ZXJSZXNwb25zZRJGCglIZWFydGJlYXQSGy53YXJkZW4udjEuSGVhcnRiZWF0UmVxdWVzdBocLndhcmRlbi52MS5IZWFydGJlYXRSZXNwb25zZTJpChRBcnRpZmFjdFN0b3JlU2VydmljZRJRCgxSZWFkQXJ0aWZhY3QSHi53YXJkZW4udjEuUmVhZEFydGlmYWN0UmVxdWVzdBofLndhcmRlbi52MS5SZWFkQXJ0aWZhY3RSZXNwb25zZTABYgZwcm90bzM", [file_warden_v1_types]);
 
 /**
  * @generated from message warden.v1.ReadArtifactRequest
@@ -290,6 +290,14 @@ export type HeartbeatRequest = Message<"warden.v1.HeartbeatRequest"> & {
    * @generated from field: warden.v1.InventoryDelta delta = 9;
    */
   delta?: InventoryDelta | undefined;
+
+  /**
+   * The agent's artifact cache (agents with a modelsPath); unset from an
+   * agent without one, or older: placement then does not judge its disk.
+   *
+   * @generated from field: warden.v1.ArtifactCacheReport artifact_cache = 10;
+   */
+  artifactCache?: ArtifactCacheReport | undefined;
 };
 
 /**
@@ -298,6 +306,63 @@ export type HeartbeatRequest = Message<"warden.v1.HeartbeatRequest"> & {
  */
 export const HeartbeatRequestSchema: GenMessage<HeartbeatRequest> = /*@__PURE__*/
   messageDesc(file_warden_v1_node, 5);
+
+/**
+ * What placement needs of a node's artifact cache (services/agent/docs/artifacts.md).
+ *
+ * @generated from message warden.v1.ArtifactCacheReport
+ */
+export type ArtifactCacheReport = Message<"warden.v1.ArtifactCacheReport"> & {
+  /**
+   * Bytes the cache can take now without evicting: min(file system free,
+   * disk budget - bytes held).
+   *
+   * @generated from field: uint64 free_bytes = 1;
+   */
+  freeBytes: bigint;
+
+  /**
+   * Bytes of cached files no running backend uses: eviction reclaims them
+   * when a pull needs room.
+   *
+   * @generated from field: uint64 evictable_bytes = 2;
+   */
+  evictableBytes: bigint;
+
+  /**
+   * Set only when the digests changed since the last acknowledged heartbeat,
+   * after a Register or full_inventory_required, and with every full
+   * inventory: the whole set of verified digests (SHA-256, 32 bytes each, at
+   * most 65536), replacing the one the coordinator holds. Unset: unchanged.
+   *
+   * @generated from field: optional warden.v1.ArtifactDigests digests = 3;
+   */
+  digests?: ArtifactDigests | undefined;
+};
+
+/**
+ * Describes the message warden.v1.ArtifactCacheReport.
+ * Use `create(ArtifactCacheReportSchema)` to create a new message.
+ */
+export const ArtifactCacheReportSchema: GenMessage<ArtifactCacheReport> = /*@__PURE__*/
+  messageDesc(file_warden_v1_node, 6);
+
+/**
+ * @generated from message warden.v1.ArtifactDigests
+ */
+export type ArtifactDigests = Message<"warden.v1.ArtifactDigests"> & {
+  /**
+   * @generated from field: repeated bytes sha256 = 1;
+   */
+  sha256: Uint8Array[];
+};
+
+/**
+ * Describes the message warden.v1.ArtifactDigests.
+ * Use `create(ArtifactDigestsSchema)` to create a new message.
+ */
+export const ArtifactDigestsSchema: GenMessage<ArtifactDigests> = /*@__PURE__*/
+  messageDesc(file_warden_v1_node, 7);
 
 /**
  * The changes of an agent's inventory since a heartbeat the coordinator
@@ -345,7 +410,7 @@ export type InventoryDelta = Message<"warden.v1.InventoryDelta"> & {
  * Use `create(InventoryDeltaSchema)` to create a new message.
  */
 export const InventoryDeltaSchema: GenMessage<InventoryDelta> = /*@__PURE__*/
-  messageDesc(file_warden_v1_node, 6);
+  messageDesc(file_warden_v1_node, 8);
 
 /**
  * @generated from message warden.v1.HeartbeatResponse
@@ -386,7 +451,7 @@ export type HeartbeatResponse = Message<"warden.v1.HeartbeatResponse"> & {
  * Use `create(HeartbeatResponseSchema)` to create a new message.
  */
 export const HeartbeatResponseSchema: GenMessage<HeartbeatResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_node, 7);
+  messageDesc(file_warden_v1_node, 9);
 
 /**
  * @generated from service warden.v1.NodeService

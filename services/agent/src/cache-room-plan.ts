@@ -1,0 +1,77 @@
+/**
+ * The artifact cache's disk budget, without I/O: whether a pull has room,
+ * and which files to evict (least recently used first) to make it.
+ * artifact-cache-index.ts keeps the facts and performs the plan.
+ */
+
+/** One file in the cache: a verified one (`final`) or an unfinished pull's (`partial`). */
+export interface CacheEntry {
+  readonly sha256: string;
+  readonly kind: "final" | "partial";
+  readonly sizeBytes: number;
+  /** Wall-clock ms of its last use by a start (its mtime for files found at startup). */
+  readonly lastUsedMs: number;
+}
+
+export interface RoomQuestion {
+  /** Bytes the pull still has to write. */
+  readonly needBytes: number;
+  /** Bytes the cache's files hold now (finals and partials). */
+  readonly heldBytes: number;
+  /** Bytes other pulls in progress still have to write (room already promised). */
+  readonly reservedBytes: number;
+  /** The agent's disk budget for the cache; undefined = only the file system bounds it. */
+  readonly budgetBytes: number | undefined;
+  /** Free bytes of the cache's file system (statfs). */
+  readonly fsFreeBytes: number;
+  /** The cache's files, any order. */
+  readonly entries: Iterable<CacheEntry>;
+  /**
+   * Whether a file may not go: a digest a running or starting backend uses,
+   * or one a pull is writing.
+   */
+  readonly isProtected: (e: CacheEntry) => boolean;
+}
+
+export type RoomPlan =
+  | { readonly t: "room"; readonly evict: readonly CacheEntry[] }
+  | { readonly t: "no-room"; readonly reason: string };
+
+/** Bytes the cache can take now without evicting: min(file system free, budget − held), less what other pulls were promised; never negative. */
+export function roomBytes(q: Pick<RoomQuestion, "heldBytes" | "reservedBytes" | "budgetBytes" | "fsFreeBytes">): number {
+  const byBudget = q.budgetBytes === undefined ? Number.POSITIVE_INFINITY : q.budgetBytes - q.heldBytes;
+  return Math.max(0, Math.min(q.fsFreeBytes, byBudget) - q.reservedBytes);
+}
+
+/**
+ * Room for `needBytes`: none to evict when it fits; else the unprotected
+ * files in least-recently-used order (ties by digest, so a plan is
+ * deterministic) until the deficit is covered — an evicted file frees its
+ * bytes both within the budget and on the file system. When even evicting
+ * every unprotected file is not enough, nothing is evicted (`no-room`), so a
+ * pull that cannot happen never costs the cache a file.
+ */
+export function planRoom(q: RoomQuestion): RoomPlan {
+  const deficit = q.needBytes - roomBytes(q);
+  if (deficit <= 0) return { t: "room", evict: [] };
+  const candidates: CacheEntry[] = [];
+  let protectedBytes = 0;
+  for (const e of q.entries) {
+    if (q.isProtected(e)) protectedBytes += e.sizeBytes;
+    else candidates.push(e);
+  }
+  candidates.sort((a, b) => a.lastUsedMs - b.lastUsedMs || (a.sha256 < b.sha256 ? -1 : a.sha256 > b.sha256 ? 1 : a.kind < b.kind ? -1 : 1));
+  const evict: CacheEntry[] = [];
+  let freed = 0;
+  for (const e of candidates) {
+    if (freed >= deficit) break;
+    evict.push(e);
+    freed += e.sizeBytes;
+  }
+  if (freed >= deficit) return { t: "room", evict };
+  const budget = q.budgetBytes === undefined ? "no disk budget" : `a disk budget of ${String(q.budgetBytes)} bytes with ${String(q.heldBytes)} held`;
+  return {
+    t: "no-room",
+    reason: `${String(q.needBytes)} bytes to fetch; ${budget}, ${String(q.fsFreeBytes)} free on the file system${q.reservedBytes > 0 ? `, ${String(q.reservedBytes)} promised to other pulls` : ""}; evicting every file no backend uses would free ${String(freed)} (${String(protectedBytes)} in use)`,
+  };
+}

@@ -141,7 +141,7 @@ describe("AdmissionQueue", () => {
           if (inFlight < capacity) expect(waiting.size).toBe(0);
         }
       }),
-      { numRuns: 500 },
+      { numRuns: 200 },
     );
   });
 });

@@ -13,7 +13,7 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { Metadata } from "@grpc/grpc-js";
 import { createClient } from "@warden/grpc";
-import { Backend, NodeState } from "@warden/proto";
+import { Backend, InferenceService, NodeState } from "@warden/proto";
 import { startRemoteAgent } from "./support/agent-process.js";
 import { startTestCoordinator, until, type TestCoordinator } from "./support/coordinator-harness.js";
 import { replicaCluster } from "./support/replica-cluster.js";
@@ -60,12 +60,12 @@ async function callLog(path: string): Promise<LogLine[]> {
 }
 
 describe("prefix-affinity routing over real processes", { timeout: 300_000 }, () => {
-  it("calls sharing a prefix go to one replica and hit its cache, on every route; a least-in-flight model beside it still spreads", async () => {
+  it("calls sharing a prefix go to one replica and hit its cache, on every route and both ports; a least-in-flight model beside it still spreads", async () => {
     const dir = await mkdtemp(join(tmpdir(), "prefix-routing-"));
     try {
       const pLog = join(dir, "p.log");
       const lLog = join(dir, "l.log");
-      const t = await cluster([cachedModel("p", pLog, { routing: "prefix" }), cachedModel("l", lLog, {})], { httpListen: "127.0.0.1:0" });
+      const t = await cluster([cachedModel("p", pLog, { routing: "prefix" }), cachedModel("l", lLog, {})], { httpListen: "127.0.0.1:0", inferenceListen: "127.0.0.1:0" });
       const backend = createClient(Backend, t.c.address);
       try {
         const md = new Metadata();
@@ -106,6 +106,23 @@ describe("prefix-affinity routing over real processes", { timeout: 300_000 }, ()
         // least-in-flight: the same prompt, one call after another, goes round its replicas (least recently used).
         for (let i = 0; i < 3; i++) await t.inference.predict({ model: "l", options: { Prompt: `${system} question one`, Tokens: 1 } }, { timeoutMs: 60_000 });
         expect(new Set((await callLog(lLog)).map((l) => l.pid)).size).toBe(3);
+
+        // The data-plane listener: its Predict forwards the request bytes undecoded, its backend.Backend
+        // too; the prompt is read from the bytes. A new prefix, one call after another: one replica.
+        const other = "Reply in French, then in English, and sign as the shop's robot. ".repeat(4).slice(0, 256);
+        const dataPlane = createClient(InferenceService, t.c.inferenceAddress ?? "none");
+        const dataPlaneBackend = createClient(Backend, t.c.inferenceAddress ?? "none");
+        try {
+          for (const q of ["one", "two", "three"]) await dataPlane.predict({ model: "p", options: { Prompt: `${other} data plane ${q}`, Tokens: 1 } }, { timeoutMs: 60_000 });
+          await dataPlaneBackend.predict({ Prompt: `${other} data plane four`, Tokens: 1 }, { metadata: md, timeoutMs: 60_000 });
+        } finally {
+          dataPlane.close();
+          dataPlaneBackend.close();
+        }
+        const plane = (await callLog(pLog)).slice(8);
+        expect(plane.map((l) => l.method)).toEqual(["Predict", "Predict", "Predict", "Predict"]);
+        expect(new Set(plane.map((l) => l.pid)).size).toBe(1);
+        expect(plane.map((l) => l.cached)).toEqual([0, 4, 4, 4]);
       } finally {
         backend.close();
       }

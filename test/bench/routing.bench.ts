@@ -7,7 +7,11 @@
  * HTTP/2) and the main port (grpc-js, all services). Next to them, in the
  * same rounds: Embedding through the data plane's backend.Backend (the
  * generic pass-through router, model in the `warden-model` metadata) against
- * Embedding straight to the backend.
+ * Embedding straight to the backend. And the cost of prefix-affinity
+ * routing on the data plane: Predict with a 1 000-character prompt to a
+ * `routing: prefix` model (its prompt read from the request bytes, hashed,
+ * looked up and recorded per call) against the same to a least-in-flight
+ * model, one replica each, in the same rounds.
  */
 import { Metadata } from "@grpc/grpc-js";
 import { createClient } from "@warden/grpc";
@@ -28,7 +32,9 @@ async function latencies(count: number, call: () => Promise<unknown>): Promise<n
 export async function run(): Promise<BenchResult[]> {
   // The coordinator runs as its own process (as in production), so the
   // callers in this process do the same work on both sides.
-  const coordinator = await startBenchCoordinator("routing", 23000);
+  const coordinator = await startBenchCoordinator("routing", 23000, undefined, {
+    models: ['{ id: m, backend: backend-sim, options: ["sim.predict_tokens:1"] }', '{ id: mp, backend: backend-sim, routing: prefix, options: ["sim.predict_tokens:1"] }'],
+  });
   const addr = coordinator.address;
   const dataPlane = coordinator.dataPlane;
   try {
@@ -49,6 +55,13 @@ export async function run(): Promise<BenchResult[]> {
     md.set("warden-model", "m");
     const embedVia = (): Promise<unknown> => backendViaWarden.embedding({ Prompt: "hi" }, { metadata: md });
     const embedStraight = (): Promise<unknown> => direct.embedding({ Prompt: "hi", ModelIdentity: "m" });
+    // A prompt of 15 whole 64-character blocks, different per call after its first 640 characters (a shared system prompt, varying user parts).
+    const longPrompt = (i: number): string => `${"You are the support assistant of a bicycle shop. Answer briefly. ".repeat(10).slice(0, 640)}${String(i).padStart(360, "q")}`;
+    let n = 0;
+    const longLeast = (): Promise<unknown> => inference.predict({ model: "m", options: { Prompt: longPrompt(n++) } });
+    const longPrefix = (): Promise<unknown> => inference.predict({ model: "mp", options: { Prompt: longPrompt(n++) } });
+    await throughput(500, 16, longPrefix);
+    await throughput(500, 16, longLeast);
     await throughput(500, 16, embedVia);
     await throughput(500, 16, embedStraight);
     await throughput(500, 16, viaWarden);
@@ -61,7 +74,11 @@ export async function run(): Promise<BenchResult[]> {
     const base: number[] = [];
     const embedOurs: number[] = [];
     const embedBase: number[] = [];
+    const prefixOurs: number[] = [];
+    const prefixBase: number[] = [];
     for (let i = 0; i < rounds; i++) {
+      prefixBase.push(await throughput(1500, 64, longLeast));
+      prefixOurs.push(await throughput(1500, 64, longPrefix));
       base.push(await throughput(1500, 64, straight));
       ours.push(await throughput(1500, 64, viaWarden));
       main.push(await throughput(1500, 64, viaMain));
@@ -79,6 +96,7 @@ export async function run(): Promise<BenchResult[]> {
       { name: "Predict, 64 concurrent callers, data-plane listener", baseline: "straight to backend-sim", ours: median(ours), baselineValue: median(base), unit: "calls/s", higherIsBetter: true },
       { name: "Predict, 64 concurrent callers, main port (grpc-js server)", baseline: "straight to backend-sim", ours: median(main), baselineValue: median(base), unit: "calls/s", higherIsBetter: true },
       { name: "Embedding (backend.Backend, warden-model metadata), 64 concurrent callers, data-plane listener", baseline: "straight to backend-sim", ours: median(embedOurs), baselineValue: median(embedBase), unit: "calls/s", higherIsBetter: true },
+      { name: "Predict, 1 000-character prompt, 64 concurrent callers, data-plane listener, routing: prefix", baseline: "the same to a least-in-flight model", ours: median(prefixOurs), baselineValue: median(prefixBase), unit: "calls/s", higherIsBetter: true },
       { name: `Predict, 1 caller, median latency, data-plane listener (coordinator adds ${(lo - lb).toFixed(3)} ms)`, baseline: "straight to backend-sim", ours: lo, baselineValue: lb, unit: "ms", higherIsBetter: false },
       { name: `Predict, 1 caller, median latency, main port (coordinator adds ${(lm - lb).toFixed(3)} ms)`, baseline: "straight to backend-sim", ours: lm, baselineValue: lb, unit: "ms", higherIsBetter: false },
     ];

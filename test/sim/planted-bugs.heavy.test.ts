@@ -95,6 +95,7 @@ const recorded: Record<PlantedBug, { readonly seed: number; readonly invariant: 
   "admission-lowest-class-first": { seed: 1, invariant: "admission class order", options: laterOverrides },
   "audit-publish-unfenced": { seed: 17, invariant: "HA 7 no event from an ex-leader", options: longPauses },
   "route-probe-failed": { seed: 2, invariant: "outage routing", options: outageOverrides },
+  "admission-principal-keeps-turn": { seed: 9, invariant: "admission fair share", options: outageOverrides },
 };
 
 /** Clean runs, one per seed and options, shared by the bugs caught on it. */

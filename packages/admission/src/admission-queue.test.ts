@@ -101,7 +101,7 @@ describe("AdmissionQueue", () => {
       fc.record({ t: fc.constant("cancel" as const), k: fc.nat(200) }),
     );
     fc.assert(
-      fc.property(fc.array(op, { maxLength: 200 }), fc.integer({ min: 1, max: 4 }), fc.integer({ min: 0, max: 6 }), fc.integer({ min: 1, max: 8 }), (ops, capacity, shedAtQueued, maxQueued) => {
+      fc.property(fc.array(op, { maxLength: 200, size: "large" }), fc.integer({ min: 1, max: 4 }), fc.integer({ min: 0, max: 6 }), fc.integer({ min: 1, max: 8 }), (ops, capacity, shedAtQueued, maxQueued) => {
         const L = { capacity, shedAtQueued: Math.min(shedAtQueued, maxQueued), maxQueued, maxQueuedPerPrincipal: Math.max(1, maxQueued - 1) };
         const q = new AdmissionQueue<number>();
         const classOf = new Map<number, PriorityClass>();
@@ -141,7 +141,7 @@ describe("AdmissionQueue", () => {
           if (inFlight < capacity) expect(waiting.size).toBe(0);
         }
       }),
-      { numRuns: 500 },
+      { numRuns: 200 },
     );
   });
 });

@@ -154,8 +154,11 @@ export class AdmissionQueue<T> {
         p.head++;
         this.where.delete(ticket);
         this.queuedCount--;
-        if (p.head < p.waiting.length) b.ring.push(p);
-        else this.drop(b, p);
+        if (p.head < p.waiting.length) {
+          // Planted: the principal keeps its slot at the ring's head instead of going to the back.
+          if (isPlanted("admission-principal-keeps-turn")) b.ringHead--;
+          else b.ring.push(p);
+        } else this.drop(b, p);
         this.compact(b);
         return ticket;
       }

@@ -63,6 +63,8 @@ export const plantedBugNames = [
   "audit-publish-unfenced",
   /** routing: an instance on an unreachable node is routed whatever the coordinator's health probe of its backend said. */
   "route-probe-failed",
+  /** admission queue: a principal keeps its turn while it has calls waiting (served until empty, not round robin). */
+  "admission-principal-keeps-turn",
 ] as const;
 
 export type PlantedBug = (typeof plantedBugNames)[number];

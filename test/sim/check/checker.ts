@@ -33,8 +33,8 @@ export interface Checker {
   onEvent?(ctx: CheckContext, e: Event): void;
   /** The loader emitted an event: at its decision, before the journal (onEvent comes later, maybe after a stall). */
   onLoaderEvent?(ctx: CheckContext, e: LoaderEvent): void;
-  /** A call was let through a model's admission gate (classes, fair sharing). */
-  onAdmission?(ctx: CheckContext, o: AdmissionObservation): void;
+  /** A model's admission gate let a call in, queued one, or saw one leave its queue (classes, fair sharing); `gate` numbers the gates of a run. */
+  onAdmission?(ctx: CheckContext, o: AdmissionObservation, gate: number): void;
   /** A lease was granted to a call. */
   onLease?(ctx: CheckContext, lease: Lease): void;
   /** A StopBackend is leaving the coordinator (before it is marked in flight). */

@@ -193,9 +193,9 @@ export class Harness {
     for (const c of this.checkers) c.onLease?.(this.ctx, lease);
   }
 
-  /** A call was let through an admission gate (the moment the queue chose it). */
-  onAdmission(o: AdmissionObservation): void {
-    for (const c of this.checkers) c.onAdmission?.(this.ctx, o);
+  /** An admission gate let a call in, queued one or saw one leave (the moment the queue chose). */
+  onAdmission(o: AdmissionObservation, gate: number): void {
+    for (const c of this.checkers) c.onAdmission?.(this.ctx, o, gate);
   }
 
   private onEvent(e: Event): void {

@@ -15,12 +15,15 @@ const sharedPrefixes = ["a".repeat(128), "b".repeat(128), "c".repeat(128)];
 
 /** Each coordinator generation's admission gate (a new leader starts with an empty one, as in production). */
 const gates = new WeakMap<SimCoordinator, AdmissionGate>();
+/** Numbers the gates (the checker keeps one fair-share account per gate and model). */
+let gatesMade = 0;
 
 function gateOf(h: Harness, c: SimCoordinator): AdmissionGate | undefined {
   const settings = h.opts.admission;
   if (settings === undefined) return undefined;
   let g = gates.get(c);
   if (g === undefined) {
+    const gateNo = ++gatesMade;
     g = new AdmissionGate({
       settingsOf: (m) => settings[m],
       replicasOf: (m) => {
@@ -28,7 +31,7 @@ function gateOf(h: Harness, c: SimCoordinator): AdmissionGate | undefined {
         return st === undefined ? 0 : st.ready + st.loading;
       },
       observe: (o) => {
-        h.onAdmission(o);
+        h.onAdmission(o, gateNo);
       },
     });
     gates.set(c, g);

@@ -13,22 +13,36 @@ export const defaultCaller: CallerClass = Object.freeze({ cls: "standard", princ
 
 interface Ticket {
   readonly cls: PriorityClass;
+  readonly principal: string;
+  /** Numbers the gate's calls for its observer. */
+  readonly id: number;
   resolve(): void;
   reject(e: WardenError): void;
 }
 
-/** One admission, as the simulation's checker sees it (the moment the queue lets a call in). */
-export interface AdmissionObservation {
-  readonly model: string;
-  readonly cls: PriorityClass;
-  /** Let in from the queue (false: straight through, nothing waiting). */
-  readonly fromQueue: boolean;
-  /** Calls in flight through the gate, this one included. */
-  readonly inFlight: number;
-  readonly capacity: number;
-  /** Calls of a higher class still waiting at that moment (must be 0). */
-  readonly waitingAbove: number;
-}
+/**
+ * What the simulation's checkers see of a gate, in the same turn as the
+ * queue's choice: each call let in, each call queued, each waiting call
+ * that left without being let in. `ticket` numbers the gate's calls.
+ */
+export type AdmissionObservation =
+  | {
+      readonly kind: "admitted";
+      readonly model: string;
+      readonly cls: PriorityClass;
+      readonly principal: string;
+      readonly ticket: number;
+      /** Let in from the queue (false: straight through, nothing waiting). */
+      readonly fromQueue: boolean;
+      /** Calls in flight through the gate, this one included. */
+      readonly inFlight: number;
+      readonly capacity: number;
+      /** Calls of a higher class still waiting at that moment (must be 0). */
+      readonly waitingAbove: number;
+    }
+  | { readonly kind: "queued"; readonly model: string; readonly cls: PriorityClass; readonly principal: string; readonly ticket: number }
+  /** Cancelled, gave up, or pushed out of a full queue. */
+  | { readonly kind: "gone"; readonly model: string; readonly ticket: number };
 
 /** What the gate reads of the world: a model's settings and how many replicas it has now. */
 export interface AdmissionGatePorts {
@@ -61,6 +75,7 @@ export class AdmissionGate {
   private readonly queues = new Map<string, AdmissionQueue<Ticket>>();
   /** Refusals per model and class since start (metrics); bounded by the configured models × 3 classes. */
   private readonly refusedCounts = new Map<string, number>();
+  private nextTicket = 0;
 
   constructor(private readonly ports: AdmissionGatePorts) {}
 
@@ -85,12 +100,13 @@ export class AdmissionGate {
     this.admit(model, queue, queue.pump(limits), limits.capacity);
     let ticket: Ticket | undefined;
     const waited = new Promise<void>((resolve, reject) => {
-      ticket = { cls: caller.cls, resolve, reject };
+      ticket = { cls: caller.cls, principal: caller.principal, id: this.nextTicket++, resolve, reject };
     });
     if (ticket === undefined) throw new Error("unreachable: the promise executor runs synchronously");
     const own = ticket;
     const r = queue.enter(own, caller.cls, caller.principal, limits);
     if (r.pushedOut !== undefined) {
+      this.ports.observe?.({ kind: "gone", model, ticket: r.pushedOut.ticket.id });
       this.countRefused(model, r.pushedOutClass ?? "sheddable");
       r.pushedOut.ticket.reject(this.refusal(model, settings, r.pushedOut.why));
     }
@@ -98,10 +114,13 @@ export class AdmissionGate {
       this.countRefused(model, caller.cls);
       throw this.refusal(model, settings, r.why);
     }
-    if (r.t === "admitted") this.ports.observe?.({ model, cls: caller.cls, fromQueue: false, inFlight: queue.inFlight, capacity: limits.capacity, waitingAbove: 0 });
+    if (r.t === "admitted") this.ports.observe?.({ kind: "admitted", model, cls: caller.cls, principal: caller.principal, ticket: own.id, fromQueue: false, inFlight: queue.inFlight, capacity: limits.capacity, waitingAbove: 0 });
     if (r.t === "queued") {
+      this.ports.observe?.({ kind: "queued", model, cls: caller.cls, principal: caller.principal, ticket: own.id });
       const onAbort = (): void => {
-        if (queue.cancel(own)) own.reject(abortReason(signal));
+        if (!queue.cancel(own)) return;
+        this.ports.observe?.({ kind: "gone", model, ticket: own.id });
+        own.reject(abortReason(signal));
       };
       signal.addEventListener("abort", onAbort, { once: true });
       try {
@@ -145,7 +164,7 @@ export class AdmissionGate {
           if (c === t.cls) break;
           waitingAbove += queue.queuedOf(c);
         }
-        ports.observe({ model, cls: t.cls, fromQueue: true, inFlight: queue.inFlight, capacity, waitingAbove });
+        ports.observe({ kind: "admitted", model, cls: t.cls, principal: t.principal, ticket: t.id, fromQueue: true, inFlight: queue.inFlight, capacity, waitingAbove });
       }
       t.resolve();
     }

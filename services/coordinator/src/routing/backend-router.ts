@@ -1,4 +1,4 @@
-import { fromBinary, type DescMethod } from "@bufbuild/protobuf";
+import type { DescMethod } from "@bufbuild/protobuf";
 import { BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
 import { Code, WardenError, invalidArgument, type Logger } from "@warden/common";
 import type { HandlerContext, RawServerStreamHandler, RawServiceHandlers, RawStreamHandler, RawUnaryHandler } from "@warden/grpc";
@@ -10,8 +10,8 @@ import { modelIdentity } from "./model-identity.js";
 import { PathCheckedRequests } from "../auth/path-checked-requests.js";
 import { ReplayableRequests } from "./replayable-requests.js";
 import { RoutedCalls, outcomeTracker, type CallBytes, type CallRouteHint, type RoutedCallObserver, type RoutedCounter } from "./routed-call.js";
-import { PredictOptionsSchema } from "@warden/proto";
-import type { PrefixRouting } from "./prefix-routing.js";
+import { prefixPromptChars, type PrefixRouting } from "./prefix-routing.js";
+import { promptOfOptions } from "./prompt-bytes.js";
 import type { RoutingAdmission } from "./admission-gate.js";
 
 /** The request metadata key naming the Warden model a `backend.Backend` call is for. */
@@ -80,10 +80,10 @@ function readRequest(row: BackendMethodRow, request: Uint8Array, checkPaths: boo
   return { identity: row.identityField === undefined ? "" : readIdentity(request, row.identityField, row.method.input), refusal: undefined };
 }
 
-/** Predict and PredictStream under `routing: prefix`: the request's prompt decides the replica (prefix-routing.ts). */
+/** Predict and PredictStream under `routing: prefix`: the request's prompt decides the replica (prefix-routing.ts), read bounded from the bytes. */
 function prefixHint(prefix: PrefixRouting | undefined, model: string, m: DescMethod, request: Uint8Array): CallRouteHint | undefined {
   if (prefix === undefined || (m.name !== "Predict" && m.name !== "PredictStream")) return undefined;
-  return prefix.hint(model, () => fromBinary(PredictOptionsSchema, request));
+  return prefix.hint(model, () => promptOfOptions(request, prefixPromptChars));
 }
 
 /** Whether the pass-through lets callers name files on the node: `refuse` wherever callers authenticate. */

@@ -7,8 +7,9 @@ import type { Loader } from "@warden/loader";
 import type { BackendClientHandle } from "./backend-connector.js";
 import { modelIdentity } from "./model-identity.js";
 import { predictResponseBytes, splitPredictRequest } from "./predict-bytes.js";
+import { promptOfOptions } from "./prompt-bytes.js";
 import { RoutedCalls, outcomeTracker, type CallBytes, type RoutedCallObserver, type RoutedCounter } from "./routed-call.js";
-import type { PrefixRouting } from "./prefix-routing.js";
+import { prefixPromptChars, type PrefixRouting } from "./prefix-routing.js";
 import type { RoutingAdmission } from "./admission-gate.js";
 
 function options(identity: string, o: PredictOptions | undefined): PredictOptions {
@@ -39,7 +40,7 @@ export function inferenceService(
   routed: RoutedCounter = { inc() {} },
   /** May the call's caller use this model (per-model inference tokens)? Throws to refuse; runs on the model as parsed here. */
   mayUse: (model: string, ctx: HandlerContext, method: DescMethod) => void = () => undefined,
-  /** Prefix-affinity routing of Predict and PredictStream for models configured `routing: prefix` (not the data-plane listener's Predict bytes). */
+  /** Prefix-affinity routing of Predict and PredictStream for models configured `routing: prefix` (the data-plane listener's Predict bytes too). */
   prefix?: PrefixRouting,
   /** Per-model admission (models with `admission:`); undefined = none. */
   admission?: RoutingAdmission,
@@ -52,6 +53,7 @@ export function inferenceService(
 
   return {
     // The data-plane listener's Predict: same lease, tracking and retry, on bytes (see predict-bytes.ts).
+    // A prefix-routed model's prompt is read from the bytes (bounded, prompt-bytes.ts); other models pay one config lookup.
     async predictBytes(bytes, ctx) {
       const { model, backendRequest } = splitPredictRequest(bytes, (m) => modelIdentity(loader, m));
       checkModel(model);
@@ -66,7 +68,7 @@ export function inferenceService(
           return reply;
         },
         () => true,
-        undefined,
+        prefix?.hint(model, () => promptOfOptions(backendRequest, prefixPromptChars)),
         admission?.callerOf(ctx),
         size,
       ));

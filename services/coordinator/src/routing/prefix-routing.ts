@@ -13,6 +13,9 @@ export const prefixRoutingBounds = Object.freeze({
   index: Object.freeze<PrefixIndexBounds>({ maxEntries: 262_144, maxEntriesPerReplica: 32_768, ttlMs: 10 * 60_000 }),
 });
 
+/** Characters of a prompt prefix routing reads at most (the rest cannot change a call's block hashes). */
+export const prefixPromptChars = prefixRoutingBounds.blockChars * prefixRoutingBounds.maxBlocksPerCall;
+
 /** A Predict's prompt as prefix routing reads it: the Prompt, else the messages in order. */
 export interface PromptParts {
   readonly Prompt?: string;

@@ -10,7 +10,10 @@
  * `--inventory full,delta` the heartbeat kinds (default both: the agents send
  * every inventory whole, then delta heartbeats as the real agent, each against
  * its own coordinator, and a row compares them); `--explain-calls 3` the
- * ExplainPlacement calls after each window.
+ * ExplainPlacement calls after each window; `--generators 4` the load-generator
+ * processes (default one per 2 500 nodes); `--client grpc-js` the agents' client
+ * (default the lean HTTP/2 client, which leaves more of the machine to the
+ * coordinator).
  */
 import type { BenchResult } from "./bench-result.js";
 import { percentile, runSwarm, type SwarmResult } from "./swarm-run.js";
@@ -42,7 +45,7 @@ function describe(r: SwarmResult): Record<string, string> {
     "ListNodes p99": fmt(r.listNodesMs),
     "ListModels p99": fmt(r.listModelsMs),
     "Explain p99": `${fmt(r.explainMs)}${r.explainTimeouts > 0 ? `, ${String(r.explainTimeouts)} timed out` : ""}`,
-    "generator cores": `${r.warden.generatorCores.toFixed(2)} / ${r.floor.generatorCores.toFixed(2)}`,
+    "generator cores": `${r.warden.generatorCores.toFixed(2)} / ${r.floor.generatorCores.toFixed(2)} (${String(r.generators)} processes, ${r.client} client)`,
     load: r.loadAverage,
   };
 }
@@ -53,6 +56,10 @@ export async function run(): Promise<BenchResult[]> {
   const explainCalls = Number(flag("--explain-calls") ?? "3");
   const kinds = (flag("--inventory") ?? "full,delta").split(",").map((s) => s.trim());
   if (kinds.length === 0 || kinds.some((k) => k !== "full" && k !== "delta")) throw new Error(`--inventory: full, delta or both, got ${kinds.join(",")}`);
+  const generators = flag("--generators") === undefined ? undefined : Number(flag("--generators"));
+  if (generators !== undefined && (!Number.isInteger(generators) || generators < 1 || generators > 16)) throw new Error(`--generators: an integer in 1..16, got ${String(flag("--generators"))}`);
+  const client = flag("--client") ?? "h2";
+  if (client !== "h2" && client !== "grpc-js") throw new Error(`--client: h2 or grpc-js, got ${client}`);
   const out: BenchResult[] = [];
   const details: Record<string, string>[] = [];
   for (const nodes of sizes) {
@@ -60,7 +67,7 @@ export async function run(): Promise<BenchResult[]> {
     const byKind = new Map<string, SwarmResult>();
     for (const kind of kinds) {
       process.stderr.write(`swarm: ${String(nodes)} nodes, ${kind} heartbeats …\n`);
-      const r = await runSwarm({ nodes, steadyMs, explainCalls, deltas: kind === "delta" });
+      const r = await runSwarm({ nodes, steadyMs, explainCalls, deltas: kind === "delta", client, ...(generators === undefined ? {} : { generators }) });
       byKind.set(kind, r);
       const d: Record<string, string> = { inventory: kind, ...describe(r) };
       details.push(d);

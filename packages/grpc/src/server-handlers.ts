@@ -24,62 +24,105 @@ interface CallScope {
   ctx: HandlerContext;
   /** Aborts the call's signal with `reason` (completion by default); idempotent. */
   finish(reason?: WardenError): void;
+  /** The response header / trailer metadata, undefined when no handler read (so set) them. */
+  header(): Metadata | undefined;
+  trailer(): Metadata | undefined;
+}
+
+/** What a forced shutdown ends: every running call's signal (GrpcServer's `live` set). */
+export interface LiveCall {
+  abort(reason: WardenError): void;
 }
 
 /**
  * Builds the handler context; its signal fires on client cancel, deadline and
- * completion. `live` (the server's) holds it while the call runs, so a forced
+ * completion. `live` (the server's) holds the call while it runs, so a forced
  * shutdown can end it UNAVAILABLE first.
+ *
+ * The signal (its AbortController, its deadline timer, the abort event on
+ * completion) is made only when a handler first reads `ctx.signal`: most
+ * unary calls (a heartbeat) never do, and those objects were a large share of
+ * such a call's cost. Read late, it is made already aborted with the reason
+ * the call ended for (the first one, as an AbortController keeps), or with
+ * DEADLINE_EXCEEDED when the deadline has passed: what a handler observes is
+ * the same as when it was made up front.
  */
-function scope(call: AnyCall, live: Set<AbortController> | undefined): CallScope {
-  const ctl = new AbortController();
-  live?.add(ctl);
+function scope(call: AnyCall, live: Set<LiveCall> | undefined): CallScope {
+  let ctl: AbortController | undefined;
+  /** Why the call ended (cancel, deadline, completion, shutdown): the first reason wins. */
+  let ended: WardenError | undefined;
   const deadline = call.getDeadline();
   const deadlineAtMs = deadline instanceof Date ? deadline.getTime() : Number.isFinite(deadline) ? deadline : undefined;
   let cancelTimer: Cancel | undefined;
+  const end = (reason: WardenError): void => {
+    if (ended !== undefined) return;
+    ended = reason;
+    ctl?.abort(reason);
+  };
+  const handle: LiveCall = { abort: end };
+  live?.add(handle);
   const onCancel = (): void => {
     const expired = deadlineAtMs !== undefined && Date.now() >= deadlineAtMs - 5;
-    ctl.abort(new WardenError(expired ? Code.DeadlineExceeded : Code.Canceled, expired ? "call deadline exceeded" : "call cancelled by the client"));
+    end(new WardenError(expired ? Code.DeadlineExceeded : Code.Canceled, expired ? "call deadline exceeded" : "call cancelled by the client"));
   };
   call.on("cancelled", onCancel);
-  if (deadlineAtMs !== undefined) {
-    // grpc-js also emits "cancelled" on deadline; this timer makes it explicit and typed.
-    cancelTimer = deadlineTimer(deadlineAtMs - Date.now(), () => {
-      ctl.abort(new WardenError(Code.DeadlineExceeded, "call deadline exceeded"));
-    });
-  }
+  const signal = (): AbortSignal => {
+    if (ctl !== undefined) return ctl.signal;
+    ctl = new AbortController();
+    if (ended === undefined && deadlineAtMs !== undefined) {
+      // grpc-js also emits "cancelled" on deadline; this timer makes it explicit and typed.
+      const remainingMs = deadlineAtMs - Date.now();
+      if (remainingMs <= 0) end(new WardenError(Code.DeadlineExceeded, "call deadline exceeded"));
+      else cancelTimer = deadlineTimer(remainingMs, () => { end(new WardenError(Code.DeadlineExceeded, "call deadline exceeded")); });
+    }
+    if (ended !== undefined) ctl.abort(ended);
+    return ctl.signal;
+  };
+  let responseHeader: Metadata | undefined;
+  let responseTrailer: Metadata | undefined;
   const ctx: HandlerContext & PeerCertificateSource = {
-    signal: ctl.signal,
+    get signal() {
+      return signal();
+    },
     metadata: call.metadata,
     peer: call.getPeer(),
     deadlineAtMs,
-    responseHeader: new Metadata(),
-    responseTrailer: new Metadata(),
+    // Made when first read, as the signal: most calls set no response metadata.
+    get responseHeader() {
+      return (responseHeader ??= new Metadata());
+    },
+    get responseTrailer() {
+      return (responseTrailer ??= new Metadata());
+    },
     // Read only when a handler asks (peerIdentity): most calls never do.
     [peerCertificateOf]: () => call.getAuthContext()?.sslPeerCertificate,
   };
   return {
     ctx,
+    header: () => responseHeader,
+    trailer: () => responseTrailer,
     finish(reason = callCompleted) {
-      live?.delete(ctl);
+      live?.delete(handle);
       cancelTimer?.();
       call.removeListener("cancelled", onCancel);
-      if (!ctl.signal.aborted) ctl.abort(reason);
+      end(reason);
     },
   };
 }
 
-function hasEntries(md: Metadata): boolean {
-  return Object.keys(md.getMap()).length > 0;
+function hasEntries(md: Metadata | undefined): md is Metadata {
+  return md !== undefined && Object.keys(md.getMap()).length > 0;
 }
 
-async function writeAll(call: ServerWritableStream<unknown, unknown> | ServerDuplexStream<unknown, unknown>, source: AsyncIterable<unknown>, ctx: HandlerContext): Promise<void> {
+async function writeAll(call: ServerWritableStream<unknown, unknown> | ServerDuplexStream<unknown, unknown>, source: AsyncIterable<unknown>, s: CallScope): Promise<void> {
+  const ctx = s.ctx;
   let headerSent = false;
   for await (const msg of source) {
     if (ctx.signal.aborted) break;
     if (!headerSent) {
       headerSent = true;
-      if (hasEntries(ctx.responseHeader)) call.sendMetadata(ctx.responseHeader);
+      const header = s.header();
+      if (hasEntries(header)) call.sendMetadata(header);
     }
     if (!call.write(msg)) {
       await new Promise<void>((resolve) => {
@@ -93,7 +136,8 @@ async function writeAll(call: ServerWritableStream<unknown, unknown> | ServerDup
       });
     }
   }
-  if (!headerSent && hasEntries(ctx.responseHeader)) call.sendMetadata(ctx.responseHeader);
+  const header = s.header();
+  if (!headerSent && hasEntries(header)) call.sendMetadata(header);
 }
 
 /**
@@ -134,7 +178,7 @@ type AnyHandler = (input: unknown, ctx: HandlerContext) => unknown;
  * stream (the handler's own outcome is then ignored and its signal fires
  * with that error).
  */
-export function wrapHandler(method: DescMethod, handler: AnyHandler, live?: Set<AbortController>): UntypedHandleCall {
+export function wrapHandler(method: DescMethod, handler: AnyHandler, live?: Set<LiveCall>): UntypedHandleCall {
   switch (method.methodKind) {
     case "unary":
       return (call: ServerUnaryCall<unknown, unknown>, callback: sendUnaryData<unknown>) => {
@@ -145,12 +189,13 @@ export function wrapHandler(method: DescMethod, handler: AnyHandler, live?: Set<
         const s = scope(call, live);
         (handler(call.request, s.ctx) as Promise<unknown>).then(
           (res) => {
-            if (hasEntries(s.ctx.responseHeader)) call.sendMetadata(s.ctx.responseHeader);
-            callback(null, res, s.ctx.responseTrailer);
+            const header = s.header();
+            if (hasEntries(header)) call.sendMetadata(header);
+            callback(null, res, s.trailer());
             s.finish();
           },
           (err: unknown) => {
-            callback(toGrpcStatus(err, s.ctx.responseTrailer));
+            callback(toGrpcStatus(err, s.trailer()));
             s.finish();
           },
         );
@@ -162,13 +207,13 @@ export function wrapHandler(method: DescMethod, handler: AnyHandler, live?: Set<
           return;
         }
         const s = scope(call, live);
-        writeAll(call, handler(call.request, s.ctx) as AsyncIterable<unknown>, s.ctx).then(
+        writeAll(call, handler(call.request, s.ctx) as AsyncIterable<unknown>, s).then(
           () => {
-            call.end(s.ctx.responseTrailer);
+            call.end(s.trailer());
             s.finish();
           },
           (err: unknown) => {
-            call.emit("error", toGrpcStatus(err, s.ctx.responseTrailer));
+            call.emit("error", toGrpcStatus(err, s.trailer()));
             s.finish();
           },
         );
@@ -181,13 +226,13 @@ export function wrapHandler(method: DescMethod, handler: AnyHandler, live?: Set<
         const fail = (err: unknown, undecodable?: WardenError): void => {
           if (answered) return;
           answered = true;
-          call.emit("error", toGrpcStatus(err, s.ctx.responseTrailer));
+          call.emit("error", toGrpcStatus(err, s.trailer()));
           s.finish(undecodable);
         };
-        writeAll(call, handler(requestsOf(call, (e) => { fail(e, e); }), s.ctx) as AsyncIterable<unknown>, s.ctx).then(() => {
+        writeAll(call, handler(requestsOf(call, (e) => { fail(e, e); }), s.ctx) as AsyncIterable<unknown>, s).then(() => {
           if (answered) return;
           answered = true;
-          call.end(s.ctx.responseTrailer);
+          call.end(s.trailer());
           s.finish();
         }, fail);
       };
@@ -199,13 +244,13 @@ export function wrapHandler(method: DescMethod, handler: AnyHandler, live?: Set<
         const fail = (err: unknown, undecodable?: WardenError): void => {
           if (answered) return;
           answered = true;
-          callback(toGrpcStatus(err, s.ctx.responseTrailer));
+          callback(toGrpcStatus(err, s.trailer()));
           s.finish(undecodable);
         };
         (handler(requestsOf(call, (e) => { fail(e, e); }), s.ctx) as Promise<unknown>).then((res) => {
           if (answered) return;
           answered = true;
-          callback(null, res, s.ctx.responseTrailer);
+          callback(null, res, s.trailer());
           s.finish();
         }, fail);
       };

@@ -6,7 +6,7 @@ import { Health, ServerReflection, reflectionV1alpha } from "@warden/proto";
 import { grpcServerDefinition, methodDefinition } from "./service-definition.js";
 import type { RawServiceHandlers } from "./lean-server.js";
 import { rawClientStreaming } from "./unimplemented.js";
-import { wrapHandler } from "./server-handlers.js";
+import { wrapHandler, type LiveCall } from "./server-handlers.js";
 import { HealthStatus, ServingStatus } from "./health.js";
 import { ReflectionIndex } from "./reflection.js";
 import { defaultMaxConcurrentStreams, defaultMaxMessageBytes, defaultMaxMetadataBytes } from "./limits.js";
@@ -61,13 +61,15 @@ export class GrpcServer {
   private readonly peerCaps: PeerCaps;
   private listening = false;
   /** Every call's signal while it runs (server-handlers.ts scope): a forced shutdown ends them UNAVAILABLE. */
-  private readonly live = new Set<AbortController>();
+  private readonly live = new Set<LiveCall>();
 
   constructor(options: CreateServerOptions = {}) {
     this.raw = new Server({
       "grpc.max_receive_message_length": options.maxReceiveMessageBytes ?? defaultMaxMessageBytes,
       "grpc.max_send_message_length": options.maxSendMessageBytes ?? defaultMaxMessageBytes,
       "grpc.max_concurrent_streams": options.maxConcurrentStreams ?? defaultMaxConcurrentStreams,
+      // Nothing reads channelz (no channelz service is served); on, it counts and tracks every call and session.
+      "grpc.enable_channelz": 0,
     });
     this.credentials = options.credentials ?? ServerCredentials.createInsecure();
     this.insecure = options.insecure ?? false;

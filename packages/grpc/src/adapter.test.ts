@@ -123,8 +123,9 @@ describe("grpc adapter over real loopback sockets", () => {
     const err = await c.predict({ Prompt: "sleep-past-deadline" }, { timeoutMs: 100 }).catch((e: unknown) => e);
     expect(isWardenError(err, Code.DeadlineExceeded)).toBe(true);
     await expect.poll(() => seen.lateSignal, { timeout: 10_000 }).toBeDefined();
-    expect(seen.lateSignal?.aborted).toBe(true);
-    expect((seen.lateSignal?.reason as WardenError).code).toBe(Code.DeadlineExceeded);
+    const late = seen.lateSignal as AbortSignal | undefined;
+    expect(late?.aborted).toBe(true);
+    expect((late?.reason as WardenError).code).toBe(Code.DeadlineExceeded);
     c.close();
   });
 

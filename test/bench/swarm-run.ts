@@ -141,11 +141,11 @@ async function everyPage<R extends { nextPageToken: string }, T>(call: (pageToke
 }
 
 /** Forks a bench child with tsx (IPC on). */
-function forkChild(file: string, args: readonly string[]): ChildProcess {
+export function forkChild(file: string, args: readonly string[]): ChildProcess {
   return fork(join(import.meta.dirname, file), [...args], { execArgv: ["--import", "tsx"], stdio: ["ignore", "inherit", "inherit", "ipc"] });
 }
 
-function nextMessage<T>(child: ChildProcess, t: string, timeoutMs: number): Promise<T> {
+export function nextMessage<T>(child: ChildProcess, t: string, timeoutMs: number): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     const timer = setTimeout(() => {
       cleanup();
@@ -170,7 +170,7 @@ function nextMessage<T>(child: ChildProcess, t: string, timeoutMs: number): Prom
   });
 }
 
-async function stopChild(child: ChildProcess, graceMs = 15_000): Promise<void> {
+export async function stopChild(child: ChildProcess, graceMs = 15_000): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return;
   const exited = new Promise((r) => child.once("exit", r));
   child.send({ t: "stop" });
@@ -180,11 +180,11 @@ async function stopChild(child: ChildProcess, graceMs = 15_000): Promise<void> {
 }
 
 /** The load generators: each forked with its own range of nodes. */
-interface Generators {
+export interface Generators {
   readonly children: readonly ChildProcess[];
 }
 
-async function stopGenerators(g: Generators): Promise<void> {
+export async function stopGenerators(g: Generators): Promise<void> {
   await Promise.all(g.children.map((c) => stopChild(c)));
 }
 
@@ -196,7 +196,7 @@ function mergeReports(rs: readonly SwarmAgentsReport[]): SwarmAgentsReport {
 }
 
 /** Runs the load generators against `address` through warmup and the steady window; `during` runs in the window. */
-async function measureSide(pid: number, address: string, o: Required<SwarmOptions>, tokensFile: string | undefined, during: (signal: AbortSignal) => Promise<void>): Promise<{ fig: SideFigures; gen: Generators }> {
+export async function measureSide(pid: number, address: string, o: Required<SwarmOptions>, tokensFile: string | undefined, during: (signal: AbortSignal) => Promise<void>): Promise<{ fig: SideFigures; gen: Generators }> {
   const k = Math.max(1, Math.min(o.generators, o.nodes));
   const children: ChildProcess[] = [];
   for (let g = 0; g < k; g++) {

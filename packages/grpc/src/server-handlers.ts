@@ -24,105 +24,62 @@ interface CallScope {
   ctx: HandlerContext;
   /** Aborts the call's signal with `reason` (completion by default); idempotent. */
   finish(reason?: WardenError): void;
-  /** The response header / trailer metadata, undefined when no handler read (so set) them. */
-  header(): Metadata | undefined;
-  trailer(): Metadata | undefined;
-}
-
-/** What a forced shutdown ends: every running call's signal (GrpcServer's `live` set). */
-export interface LiveCall {
-  abort(reason: WardenError): void;
 }
 
 /**
  * Builds the handler context; its signal fires on client cancel, deadline and
- * completion. `live` (the server's) holds the call while it runs, so a forced
+ * completion. `live` (the server's) holds it while the call runs, so a forced
  * shutdown can end it UNAVAILABLE first.
- *
- * The signal (its AbortController, its deadline timer, the abort event on
- * completion) is made only when a handler first reads `ctx.signal`: most
- * unary calls (a heartbeat) never do, and those objects were a large share of
- * such a call's cost. Read late, it is made already aborted with the reason
- * the call ended for (the first one, as an AbortController keeps), or with
- * DEADLINE_EXCEEDED when the deadline has passed: what a handler observes is
- * the same as when it was made up front.
  */
-function scope(call: AnyCall, live: Set<LiveCall> | undefined): CallScope {
-  let ctl: AbortController | undefined;
-  /** Why the call ended (cancel, deadline, completion, shutdown): the first reason wins. */
-  let ended: WardenError | undefined;
+function scope(call: AnyCall, live: Set<AbortController> | undefined): CallScope {
+  const ctl = new AbortController();
+  live?.add(ctl);
   const deadline = call.getDeadline();
   const deadlineAtMs = deadline instanceof Date ? deadline.getTime() : Number.isFinite(deadline) ? deadline : undefined;
   let cancelTimer: Cancel | undefined;
-  const end = (reason: WardenError): void => {
-    if (ended !== undefined) return;
-    ended = reason;
-    ctl?.abort(reason);
-  };
-  const handle: LiveCall = { abort: end };
-  live?.add(handle);
   const onCancel = (): void => {
     const expired = deadlineAtMs !== undefined && Date.now() >= deadlineAtMs - 5;
-    end(new WardenError(expired ? Code.DeadlineExceeded : Code.Canceled, expired ? "call deadline exceeded" : "call cancelled by the client"));
+    ctl.abort(new WardenError(expired ? Code.DeadlineExceeded : Code.Canceled, expired ? "call deadline exceeded" : "call cancelled by the client"));
   };
   call.on("cancelled", onCancel);
-  const signal = (): AbortSignal => {
-    if (ctl !== undefined) return ctl.signal;
-    ctl = new AbortController();
-    if (ended === undefined && deadlineAtMs !== undefined) {
-      // grpc-js also emits "cancelled" on deadline; this timer makes it explicit and typed.
-      const remainingMs = deadlineAtMs - Date.now();
-      if (remainingMs <= 0) end(new WardenError(Code.DeadlineExceeded, "call deadline exceeded"));
-      else cancelTimer = deadlineTimer(remainingMs, () => { end(new WardenError(Code.DeadlineExceeded, "call deadline exceeded")); });
-    }
-    if (ended !== undefined) ctl.abort(ended);
-    return ctl.signal;
-  };
-  let responseHeader: Metadata | undefined;
-  let responseTrailer: Metadata | undefined;
+  if (deadlineAtMs !== undefined) {
+    // grpc-js also emits "cancelled" on deadline; this timer makes it explicit and typed.
+    cancelTimer = deadlineTimer(deadlineAtMs - Date.now(), () => {
+      ctl.abort(new WardenError(Code.DeadlineExceeded, "call deadline exceeded"));
+    });
+  }
   const ctx: HandlerContext & PeerCertificateSource = {
-    get signal() {
-      return signal();
-    },
+    signal: ctl.signal,
     metadata: call.metadata,
     peer: call.getPeer(),
     deadlineAtMs,
-    // Made when first read, as the signal: most calls set no response metadata.
-    get responseHeader() {
-      return (responseHeader ??= new Metadata());
-    },
-    get responseTrailer() {
-      return (responseTrailer ??= new Metadata());
-    },
+    responseHeader: new Metadata(),
+    responseTrailer: new Metadata(),
     // Read only when a handler asks (peerIdentity): most calls never do.
     [peerCertificateOf]: () => call.getAuthContext()?.sslPeerCertificate,
   };
   return {
     ctx,
-    header: () => responseHeader,
-    trailer: () => responseTrailer,
     finish(reason = callCompleted) {
-      live?.delete(handle);
+      live?.delete(ctl);
       cancelTimer?.();
       call.removeListener("cancelled", onCancel);
-      end(reason);
+      if (!ctl.signal.aborted) ctl.abort(reason);
     },
   };
 }
 
-function hasEntries(md: Metadata | undefined): md is Metadata {
-  return md !== undefined && Object.keys(md.getMap()).length > 0;
+function hasEntries(md: Metadata): boolean {
+  return Object.keys(md.getMap()).length > 0;
 }
 
-async function writeAll(call: ServerWritableStream<unknown, unknown> | ServerDuplexStream<unknown, unknown>, source: AsyncIterable<unknown>, s: CallScope): Promise<void> {
-  const ctx = s.ctx;
+async function writeAll(call: ServerWritableStream<unknown, unknown> | ServerDuplexStream<unknown, unknown>, source: AsyncIterable<unknown>, ctx: HandlerContext): Promise<void> {
   let headerSent = false;
   for await (const msg of source) {
     if (ctx.signal.aborted) break;
     if (!headerSent) {
       headerSent = true;
-      const header = s.header();
-      if (hasEntries(header)) call.sendMetadata(header);
+      if (hasEntries(ctx.responseHeader)) call.sendMetadata(ctx.responseHeader);
     }
     if (!call.write(msg)) {
       await new Promise<void>((resolve) => {
@@ -136,8 +93,7 @@ async function writeAll(call: ServerWritableStream<unknown, unknown> | ServerDup
       });
     }
   }
-  const header = s.header();
-  if (!headerSent && hasEntries(header)) call.sendMetadata(header);
+  if (!headerSent && hasEntries(ctx.responseHeader)) call.sendMetadata(ctx.responseHeader);
 }
 
 /**
@@ -178,7 +134,7 @@ type AnyHandler = (input: unknown, ctx: HandlerContext) => unknown;
  * stream (the handler's own outcome is then ignored and its signal fires
  * with that error).
  */
-export function wrapHandler(method: DescMethod, handler: AnyHandler, live?: Set<LiveCall>): UntypedHandleCall {
+export function wrapHandler(method: DescMethod, handler: AnyHandler, live?: Set<AbortController>): UntypedHandleCall {
   switch (method.methodKind) {
     case "unary":
       return (call: ServerUnaryCall<unknown, unknown>, callback: sendUnaryData<unknown>) => {
@@ -189,13 +145,12 @@ export function wrapHandler(method: DescMethod, handler: AnyHandler, live?: Set<
         const s = scope(call, live);
         (handler(call.request, s.ctx) as Promise<unknown>).then(
           (res) => {
-            const header = s.header();
-            if (hasEntries(header)) call.sendMetadata(header);
-            callback(null, res, s.trailer());
+            if (hasEntries(s.ctx.responseHeader)) call.sendMetadata(s.ctx.responseHeader);
+            callback(null, res, s.ctx.responseTrailer);
             s.finish();
           },
           (err: unknown) => {
-            callback(toGrpcStatus(err, s.trailer()));
+            callback(toGrpcStatus(err, s.ctx.responseTrailer));
             s.finish();
           },
         );
@@ -207,13 +162,13 @@ export function wrapHandler(method: DescMethod, handler: AnyHandler, live?: Set<
           return;
         }
         const s = scope(call, live);
-        writeAll(call, handler(call.request, s.ctx) as AsyncIterable<unknown>, s).then(
+        writeAll(call, handler(call.request, s.ctx) as AsyncIterable<unknown>, s.ctx).then(
           () => {
-            call.end(s.trailer());
+            call.end(s.ctx.responseTrailer);
             s.finish();
           },
           (err: unknown) => {
-            call.emit("error", toGrpcStatus(err, s.trailer()));
+            call.emit("error", toGrpcStatus(err, s.ctx.responseTrailer));
             s.finish();
           },
         );
@@ -226,13 +181,13 @@ export function wrapHandler(method: DescMethod, handler: AnyHandler, live?: Set<
         const fail = (err: unknown, undecodable?: WardenError): void => {
           if (answered) return;
           answered = true;
-          call.emit("error", toGrpcStatus(err, s.trailer()));
+          call.emit("error", toGrpcStatus(err, s.ctx.responseTrailer));
           s.finish(undecodable);
         };
-        writeAll(call, handler(requestsOf(call, (e) => { fail(e, e); }), s.ctx) as AsyncIterable<unknown>, s).then(() => {
+        writeAll(call, handler(requestsOf(call, (e) => { fail(e, e); }), s.ctx) as AsyncIterable<unknown>, s.ctx).then(() => {
           if (answered) return;
           answered = true;
-          call.end(s.trailer());
+          call.end(s.ctx.responseTrailer);
           s.finish();
         }, fail);
       };
@@ -244,13 +199,13 @@ export function wrapHandler(method: DescMethod, handler: AnyHandler, live?: Set<
         const fail = (err: unknown, undecodable?: WardenError): void => {
           if (answered) return;
           answered = true;
-          callback(toGrpcStatus(err, s.trailer()));
+          callback(toGrpcStatus(err, s.ctx.responseTrailer));
           s.finish(undecodable);
         };
         (handler(requestsOf(call, (e) => { fail(e, e); }), s.ctx) as Promise<unknown>).then((res) => {
           if (answered) return;
           answered = true;
-          callback(null, res, s.trailer());
+          callback(null, res, s.ctx.responseTrailer);
           s.finish();
         }, fail);
       };

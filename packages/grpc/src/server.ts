@@ -6,7 +6,7 @@ import { Health, ServerReflection, reflectionV1alpha } from "@warden/proto";
 import { grpcServerDefinition, methodDefinition } from "./service-definition.js";
 import type { RawServiceHandlers } from "./lean-server.js";
 import { rawClientStreaming } from "./unimplemented.js";
-import { wrapHandler, type LiveCall } from "./server-handlers.js";
+import { wrapHandler } from "./server-handlers.js";
 import { HealthStatus, ServingStatus } from "./health.js";
 import { ReflectionIndex } from "./reflection.js";
 import { defaultMaxConcurrentStreams, defaultMaxMessageBytes, defaultMaxMetadataBytes } from "./limits.js";
@@ -61,7 +61,7 @@ export class GrpcServer {
   private readonly peerCaps: PeerCaps;
   private listening = false;
   /** Every call's signal while it runs (server-handlers.ts scope): a forced shutdown ends them UNAVAILABLE. */
-  private readonly live = new Set<LiveCall>();
+  private readonly live = new Set<AbortController>();
 
   constructor(options: CreateServerOptions = {}) {
     this.raw = new Server({

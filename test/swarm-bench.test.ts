@@ -32,4 +32,20 @@ describe("swarm bench harness", () => {
     expect(r.listModelsMs).toHaveLength(2);
     expect(r.explainMs.length + r.explainTimeouts).toBe(1);
   });
+
+  it("splits the agents over two generator processes with the agent's own grpc-js client and merges their figures", async () => {
+    const r = await runSwarm({ nodes: 5, steadyMs: 3_000, warmupMs: 1_500, listCalls: 1, explainCalls: 0, generators: 2, client: "grpc-js" });
+    expect(r.generators).toBe(2);
+    // Nodes 0…4 split 2 + 3, each registered once under its own id and token.
+    expect(r.registeredNodes).toBe(5);
+    for (const side of [r.warden, r.floor]) {
+      expect(side.agentsStarted).toBe(5);
+      expect(side.heartbeats).toBeGreaterThan(0);
+      expect(side.agents.failures).toBe(0);
+      expect(side.agents.reRegistrations).toBe(0);
+      expect(Number.isFinite(side.agents.p99Ms)).toBe(true);
+    }
+    expect(r.warden.agents.watchStreams).toBe(5);
+    expect(r.notReadyAtEnd).toBe(0);
+  });
 });

@@ -13,8 +13,12 @@
  * or a new one appears (READY, adopted by the coordinator) — a stop or a load
  * as the inventories show it.
  *
- * The agents share `connections` gRPC channels (cheap: 10 000 agents do not
- * need 10 000 sockets in one process). Their AgentService address is one
+ * The agents share `connections` HTTP/2 connections (cheap: 10 000 agents do
+ * not need 10 000 sockets), over the lean client (createH2Client, the same
+ * gRPC wire as the agent's grpc-js client for less CPU, so the generator
+ * takes less of the coordinator's cores) or, with `client:
+ * "grpc-js"`, the agent's own client. A big swarm is split over several of
+ * these processes (swarm-run.ts), each with its own range of node indexes. Their AgentService address is one
  * server in this process that holds the coordinator's WatchBackends streams
  * open and answers StopBackend, so the coordinator's dials succeed as against
  * real agents.
@@ -28,7 +32,7 @@ import { readFile } from "node:fs/promises";
 import { create } from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { Code, WardenError, createUlidFactory, cryptoRng, systemClock, wardenVersion } from "@warden/common";
-import { GrpcServer, createClient, type Client } from "@warden/grpc";
+import { GrpcServer, createClient, createH2Client, type Client } from "@warden/grpc";
 import { AgentService, BackendState, HeartbeatRequestSchema, NodeService, type HeartbeatRequest, type HeartbeatResponse, type InventoryEntry } from "@warden/proto";
 import { InventoryDeltaWriter } from "../../services/agent/src/inventory-delta-writer.js";
 
@@ -36,6 +40,10 @@ export interface SwarmAgentsConfig {
   /** The NodeService address (a coordinator or the bare floor server). */
   readonly address: string;
   readonly nodes: number;
+  /** This process runs nodes firstIndex … firstIndex + nodes - 1. @default 0 */
+  readonly firstIndex?: number;
+  /** The agents' client: the lean HTTP/2 one (default) or grpc-js, as the real agent. */
+  readonly client?: "h2" | "grpc-js";
   /** Node i is `${nodePrefix}${i}`. */
   readonly nodePrefix: string;
   /** JSON file: node id → bearer token; undefined = no auth metadata. */
@@ -62,6 +70,8 @@ export interface SwarmAgentsReport {
   readonly stopCalls: number;
   /** Answers asking for a full inventory (deltas only). */
   readonly fullRequested: number;
+  /** Every heartbeat latency of the window, ms (to merge the reports of several processes). */
+  readonly latenciesMs: readonly number[];
 }
 
 const intervalMs = 1_000;
@@ -130,7 +140,9 @@ async function main(): Promise<void> {
   });
   const { address: agentAddress } = await agentServer.listen("127.0.0.1:0");
 
-  const channels = Array.from({ length: Math.max(1, Math.min(cfg.connections, cfg.nodes)) }, () => createClient(NodeService, cfg.address, { channelOptions: { "grpc.use_local_subchannel_pool": 1 } }));
+  const channels: Client<typeof NodeService>[] = Array.from({ length: Math.max(1, Math.min(cfg.connections, cfg.nodes)) }, () =>
+    cfg.client === "grpc-js" ? createClient(NodeService, cfg.address, { channelOptions: { "grpc.use_local_subchannel_pool": 1 } }) : createH2Client(NodeService, cfg.address),
+  );
   let addrSeq = 0;
   const newEntry = (model: string): InventoryEntry => {
     const a = addrSeq++;
@@ -140,7 +152,7 @@ async function main(): Promise<void> {
     }).backends[0] as InventoryEntry;
   };
   const agents: SimAgent[] = Array.from({ length: cfg.nodes }, (_, i) => {
-    const nodeId = `${cfg.nodePrefix}${String(i)}`;
+    const nodeId = `${cfg.nodePrefix}${String((cfg.firstIndex ?? 0) + i)}`;
     const md = new Metadata();
     const token = tokens[nodeId];
     if (token !== undefined) md.set("authorization", `Bearer ${token}`);
@@ -272,7 +284,7 @@ async function main(): Promise<void> {
       fullRequested = 0;
     } else if (m.t === "report") {
       const sorted = [...lat].sort((x, y) => x - y);
-      const report: SwarmAgentsReport = { t: "report", heartbeats: lat.length, failures, reRegistrations, p50Ms: percentile(sorted, 50), p99Ms: percentile(sorted, 99), maxMs: sorted[sorted.length - 1] ?? Number.NaN, changes, watchStreams, stopCalls, fullRequested };
+      const report: SwarmAgentsReport = { t: "report", heartbeats: lat.length, failures, reRegistrations, p50Ms: percentile(sorted, 50), p99Ms: percentile(sorted, 99), maxMs: sorted[sorted.length - 1] ?? Number.NaN, changes, watchStreams, stopCalls, fullRequested, latenciesMs: sorted };
       process.send?.(report);
     } else if (m.t === "stop") {
       stop.abort();

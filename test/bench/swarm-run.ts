@@ -44,6 +44,12 @@ export interface SwarmOptions {
   readonly auth?: boolean;
   /** The agents send delta heartbeats (as the real agent); false: every inventory whole. @default true */
   readonly deltas?: boolean;
+  /** Load-generator processes the agents are split over (each its own event loop). @default ceil(N / 2 500) */
+  readonly generators?: number;
+  /** The agents' gRPC client: the lean HTTP/2 client (less generator CPU) or grpc-js (the real agent's). @default "h2" */
+  readonly client?: "h2" | "grpc-js";
+  /** Run another checkout's coordinator (a baseline: an earlier commit with its node_modules); "" = this one. @default "" */
+  readonly checkout?: string;
 }
 
 /** Tokens a coordinator's tokens file may hold (token-table.ts), the bench's admin token among them. */
@@ -63,12 +69,14 @@ export interface SideFigures {
   readonly cores: number;
   readonly rssMiB: number;
   readonly agents: SwarmAgentsReport;
-  /** The load generator's own cores (to see it was not the bottleneck). */
+  /** The load generators' own cores, all processes together (to see they were not the bottleneck). */
   readonly generatorCores: number;
 }
 
 export interface SwarmResult {
   readonly nodes: number;
+  readonly generators: number;
+  readonly client: "h2" | "grpc-js";
   readonly auth: boolean;
   readonly warden: SideFigures;
   readonly floor: SideFigures;
@@ -133,11 +141,11 @@ async function everyPage<R extends { nextPageToken: string }, T>(call: (pageToke
 }
 
 /** Forks a bench child with tsx (IPC on). */
-function forkChild(file: string, args: readonly string[]): ChildProcess {
+export function forkChild(file: string, args: readonly string[]): ChildProcess {
   return fork(join(import.meta.dirname, file), [...args], { execArgv: ["--import", "tsx"], stdio: ["ignore", "inherit", "inherit", "ipc"] });
 }
 
-function nextMessage<T>(child: ChildProcess, t: string, timeoutMs: number): Promise<T> {
+export function nextMessage<T>(child: ChildProcess, t: string, timeoutMs: number): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     const timer = setTimeout(() => {
       cleanup();
@@ -162,7 +170,7 @@ function nextMessage<T>(child: ChildProcess, t: string, timeoutMs: number): Prom
   });
 }
 
-async function stopChild(child: ChildProcess, graceMs = 15_000): Promise<void> {
+export async function stopChild(child: ChildProcess, graceMs = 15_000): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return;
   const exited = new Promise((r) => child.once("exit", r));
   child.send({ t: "stop" });
@@ -171,40 +179,68 @@ async function stopChild(child: ChildProcess, graceMs = 15_000): Promise<void> {
   clearTimeout(timer);
 }
 
-/** Runs the load generator against `address` through warmup and the steady window; `during` runs in the window. */
-async function measureSide(pid: number, address: string, o: Required<SwarmOptions>, tokensFile: string | undefined, during: (signal: AbortSignal) => Promise<void>): Promise<{ fig: SideFigures; gen: ChildProcess }> {
-  const cfg: SwarmAgentsConfig = { address, nodes: o.nodes, nodePrefix: "swarm-", tokensFile, connections: o.connections, backendsPerNode: o.backendsPerNode, deltas: o.deltas, changePeriodMs: 1_000, registerTimeoutMs: 60_000 + o.nodes * 20 };
-  const gen = forkChild("swarm-agents.ts", [JSON.stringify(cfg)]);
+/** The load generators: each forked with its own range of nodes. */
+export interface Generators {
+  readonly children: readonly ChildProcess[];
+}
+
+export async function stopGenerators(g: Generators): Promise<void> {
+  await Promise.all(g.children.map((c) => stopChild(c)));
+}
+
+/** Merges the reports of several generator processes into one (latency percentiles over every heartbeat). */
+function mergeReports(rs: readonly SwarmAgentsReport[]): SwarmAgentsReport {
+  const all = rs.flatMap((r) => r.latenciesMs).sort((a, b) => a - b);
+  const sum = (f: (r: SwarmAgentsReport) => number): number => rs.reduce((s, r) => s + f(r), 0);
+  return { t: "report", heartbeats: sum((r) => r.heartbeats), failures: sum((r) => r.failures), reRegistrations: sum((r) => r.reRegistrations), p50Ms: percentile(all, 50), p99Ms: percentile(all, 99), maxMs: all[all.length - 1] ?? Number.NaN, changes: sum((r) => r.changes), watchStreams: sum((r) => r.watchStreams), stopCalls: sum((r) => r.stopCalls), fullRequested: sum((r) => r.fullRequested), latenciesMs: [] };
+}
+
+/** Runs the load generators against `address` through warmup and the steady window; `during` runs in the window. */
+export async function measureSide(pid: number, address: string, o: Required<SwarmOptions>, tokensFile: string | undefined, during: (signal: AbortSignal) => Promise<void>): Promise<{ fig: SideFigures; gen: Generators }> {
+  const k = Math.max(1, Math.min(o.generators, o.nodes));
+  const children: ChildProcess[] = [];
+  for (let g = 0; g < k; g++) {
+    const first = Math.floor((g * o.nodes) / k);
+    const count = Math.floor(((g + 1) * o.nodes) / k) - first;
+    // One stop or load a second in the whole swarm: each of k processes makes one every k seconds.
+    const cfg: SwarmAgentsConfig = { address, nodes: count, firstIndex: first, client: o.client, nodePrefix: "swarm-", tokensFile, connections: Math.max(1, Math.floor(o.connections / k)), backendsPerNode: o.backendsPerNode, deltas: o.deltas, changePeriodMs: 1_000 * k, registerTimeoutMs: 60_000 + o.nodes * 20 };
+    children.push(forkChild("swarm-agents.ts", [JSON.stringify(cfg)]));
+  }
+  const gen: Generators = { children };
   try {
-    return await measureWith(gen, pid, o, during);
+    return { gen, fig: await measureWith(gen, pid, o, during) };
   } catch (err) {
-    await stopChild(gen);
+    await stopGenerators(gen);
     throw err;
   }
 }
 
-async function measureWith(gen: ChildProcess, pid: number, o: Required<SwarmOptions>, during: (signal: AbortSignal) => Promise<void>): Promise<{ fig: SideFigures; gen: ChildProcess }> {
-  const reg = await nextMessage<{ started: number; seconds: number }>(gen, "registered", 90_000 + o.nodes * 20);
+async function measureWith(gen: Generators, pid: number, o: Required<SwarmOptions>, during: (signal: AbortSignal) => Promise<void>): Promise<SideFigures> {
+  const regs = await Promise.all(gen.children.map((c) => nextMessage<{ started: number; seconds: number }>(c, "registered", 90_000 + o.nodes * 20)));
+  const reg = { started: regs.reduce((s, r) => s + r.started, 0), seconds: Math.max(...regs.map((r) => r.seconds)) };
   await sleep(o.warmupMs);
-  gen.send({ t: "reset" });
-  const genPid = gen.pid ?? 0;
-  const [c0, g0] = await Promise.all([cpuSeconds(pid), cpuSeconds(genPid)]);
+  for (const c of gen.children) c.send({ t: "reset" });
+  const genPids = gen.children.map((c) => c.pid ?? 0);
+  const genCpu = async (): Promise<number> => (await Promise.all(genPids.map(cpuSeconds))).reduce((s, v) => s + v, 0);
+  const [c0, g0] = await Promise.all([cpuSeconds(pid), genCpu()]);
   const t0 = performance.now();
   const ctl = new AbortController();
   const side = during(ctl.signal);
   await sleep(o.steadyMs);
   ctl.abort();
-  const [c1, g1] = await Promise.all([cpuSeconds(pid), cpuSeconds(genPid)]);
+  const [c1, g1] = await Promise.all([cpuSeconds(pid), genCpu()]);
   const wallSeconds = (performance.now() - t0) / 1000;
-  const reportP = nextMessage<SwarmAgentsReport>(gen, "report", 30_000);
-  gen.send({ t: "report" });
-  const agents = await reportP;
+  const reports = await Promise.all(
+    gen.children.map((c) => {
+      const p = nextMessage<SwarmAgentsReport>(c, "report", 30_000);
+      c.send({ t: "report" });
+      return p;
+    }),
+  );
+  const agents = mergeReports(reports);
   await side;
   const cpu = c1 - c0;
-  return {
-    gen,
-    fig: { agentsStarted: reg.started, registrationSeconds: reg.seconds, cpuSeconds: cpu, wallSeconds, heartbeats: agents.heartbeats, cpuPerHeartbeatMs: (cpu * 1000) / Math.max(1, agents.heartbeats), cores: cpu / wallSeconds, rssMiB: await rssMiB(pid), agents, generatorCores: (g1 - g0) / wallSeconds },
-  };
+  return { agentsStarted: reg.started, registrationSeconds: reg.seconds, cpuSeconds: cpu, wallSeconds, heartbeats: agents.heartbeats, cpuPerHeartbeatMs: (cpu * 1000) / Math.max(1, agents.heartbeats), cores: cpu / wallSeconds, rssMiB: await rssMiB(pid), agents, generatorCores: (g1 - g0) / wallSeconds };
 }
 
 /** The p99 of the window since the previous scrape, ms; NaN when /metrics did not answer within 10 s (a stalled loop). */
@@ -232,7 +268,7 @@ async function timed(call: () => Promise<unknown>): Promise<number> {
 
 /** The whole measurement at one N. */
 export async function runSwarm(opts: SwarmOptions): Promise<SwarmResult> {
-  const o: Required<SwarmOptions> = { backendsPerNode: 10, steadyMs: 20_000, warmupMs: 5_000, explainCalls: 3, explainDeadlineMs: 10_000, listCalls: 5, connections: Math.min(opts.nodes, 256), auth: opts.nodes < maxTokens, deltas: true, ...opts };
+  const o: Required<SwarmOptions> = { backendsPerNode: 10, steadyMs: 20_000, warmupMs: 5_000, explainCalls: 3, explainDeadlineMs: 10_000, listCalls: 5, connections: Math.min(opts.nodes, 256), auth: opts.nodes < maxTokens, deltas: true, generators: Math.ceil(opts.nodes / 2_500), client: "h2", checkout: "", ...opts };
   const dir = await mkdtemp(join(tmpdir(), "warden-swarm-"));
   try {
     // Tokens as `warden tokens mint` writes them: the coordinator's file holds hashes, each agent its own token.
@@ -261,14 +297,14 @@ export async function runSwarm(opts: SwarmOptions): Promise<SwarmResult> {
       // Every simulated agent dials from 127.0.0.1, where a fleet's come from one address each.
       limits: { maxNodes: Math.max(4096, Math.min(10_000, o.nodes)), maxConnectionsPerPeer: o.connections + 16 },
       models,
-    });
+    }, 60_000, o.checkout === "" ? {} : { checkout: o.checkout });
     const admin = createClient(AdminService, coordinator.address, o.auth ? { headers: { authorization: `Bearer ${adminToken}` } } : {});
     const listNodesMs: number[] = [];
     const listModelsMs: number[] = [];
     const explainMs: number[] = [];
     let explainTimeouts = 0;
     let warden: SideFigures;
-    let gen: ChildProcess | undefined;
+    let gen: Generators | undefined;
     const loopP99s: number[] = [];
     let rssIdleMiB = 0;
     let notReadyAtEnd = 0;
@@ -319,7 +355,7 @@ export async function runSwarm(opts: SwarmOptions): Promise<SwarmResult> {
         }
       }
     } finally {
-      if (gen !== undefined) await stopChild(gen);
+      if (gen !== undefined) await stopGenerators(gen);
       admin.close();
       coordinator.child.kill("SIGINT");
       const killTimer = setTimeout(() => void coordinator.kill(), 15_000);
@@ -336,13 +372,15 @@ export async function runSwarm(opts: SwarmOptions): Promise<SwarmResult> {
       const { address } = await nextMessage<{ address: string }>(floorChild, "listening", 60_000);
       const fs = await measureSide(floorChild.pid ?? 0, address, { ...o, warmupMs: Math.min(o.warmupMs, 3_000) }, join(dir, "node-tokens.json"), async () => {});
       floor = fs.fig;
-      await stopChild(fs.gen);
+      await stopGenerators(fs.gen);
     } finally {
       await stopChild(floorChild);
     }
     const loadAverage = (await readFile("/proc/loadavg", "utf8")).split(" ").slice(0, 3).join(" ");
     return {
       nodes: o.nodes,
+      generators: Math.max(1, Math.min(o.generators, o.nodes)),
+      client: o.client,
       auth: o.auth,
       warden,
       floor,

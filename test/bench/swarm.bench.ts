@@ -10,7 +10,12 @@
  * `--inventory full,delta` the heartbeat kinds (default both: the agents send
  * every inventory whole, then delta heartbeats as the real agent, each against
  * its own coordinator, and a row compares them); `--explain-calls 3` the
- * ExplainPlacement calls after each window.
+ * ExplainPlacement calls after each window; `--generators 4` the load-generator
+ * processes (default one per 2 500 nodes); `--client grpc-js` the agents' client
+ * (default the lean HTTP/2 client, which leaves more of the machine to the
+ * coordinator); `--against <checkout>` also runs each size against another
+ * checkout's coordinator (an earlier commit, its node_modules in place; see
+ * swarm.md), right after this one's, and a row compares the two.
  */
 import type { BenchResult } from "./bench-result.js";
 import { percentile, runSwarm, type SwarmResult } from "./swarm-run.js";
@@ -42,7 +47,7 @@ function describe(r: SwarmResult): Record<string, string> {
     "ListNodes p99": fmt(r.listNodesMs),
     "ListModels p99": fmt(r.listModelsMs),
     "Explain p99": `${fmt(r.explainMs)}${r.explainTimeouts > 0 ? `, ${String(r.explainTimeouts)} timed out` : ""}`,
-    "generator cores": `${r.warden.generatorCores.toFixed(2)} / ${r.floor.generatorCores.toFixed(2)}`,
+    "generator cores": `${r.warden.generatorCores.toFixed(2)} / ${r.floor.generatorCores.toFixed(2)} (${String(r.generators)} processes, ${r.client} client)`,
     load: r.loadAverage,
   };
 }
@@ -53,6 +58,11 @@ export async function run(): Promise<BenchResult[]> {
   const explainCalls = Number(flag("--explain-calls") ?? "3");
   const kinds = (flag("--inventory") ?? "full,delta").split(",").map((s) => s.trim());
   if (kinds.length === 0 || kinds.some((k) => k !== "full" && k !== "delta")) throw new Error(`--inventory: full, delta or both, got ${kinds.join(",")}`);
+  const generators = flag("--generators") === undefined ? undefined : Number(flag("--generators"));
+  if (generators !== undefined && (!Number.isInteger(generators) || generators < 1 || generators > 16)) throw new Error(`--generators: an integer in 1..16, got ${String(flag("--generators"))}`);
+  const against = flag("--against");
+  const client = flag("--client") ?? "h2";
+  if (client !== "h2" && client !== "grpc-js") throw new Error(`--client: h2 or grpc-js, got ${client}`);
   const out: BenchResult[] = [];
   const details: Record<string, string>[] = [];
   for (const nodes of sizes) {
@@ -60,7 +70,7 @@ export async function run(): Promise<BenchResult[]> {
     const byKind = new Map<string, SwarmResult>();
     for (const kind of kinds) {
       process.stderr.write(`swarm: ${String(nodes)} nodes, ${kind} heartbeats …\n`);
-      const r = await runSwarm({ nodes, steadyMs, explainCalls, deltas: kind === "delta" });
+      const r = await runSwarm({ nodes, steadyMs, explainCalls, deltas: kind === "delta", client, ...(generators === undefined ? {} : { generators }) });
       byKind.set(kind, r);
       const d: Record<string, string> = { inventory: kind, ...describe(r) };
       details.push(d);
@@ -71,6 +81,22 @@ export async function run(): Promise<BenchResult[]> {
         { name: `swarm ${String(nodes)}, ${tag}: coordinator cores in all (RSS ${d.RSS ?? ""})`, baseline: "bare grpc-js server", ours: r.warden.cores, baselineValue: r.floor.cores, unit: "cores", higherIsBetter: false },
         { name: `swarm ${String(nodes)}, ${tag}: heartbeat latency p99, client side (ListNodes ${d["ListNodes p99"] ?? ""}, ListModels ${d["ListModels p99"] ?? ""}, ExplainPlacement ${d["Explain p99"] ?? ""})`, baseline: "bare grpc-js server", ours: r.warden.agents.p99Ms, baselineValue: r.floor.agents.p99Ms, unit: "ms", higherIsBetter: false },
       );
+    }
+    if (against !== undefined) {
+      for (const kind of kinds) {
+        process.stderr.write(`swarm: ${String(nodes)} nodes, ${kind} heartbeats, the coordinator of ${against} …\n`);
+        const theirs = await runSwarm({ nodes, steadyMs, explainCalls, deltas: kind === "delta", client, checkout: against, ...(generators === undefined ? {} : { generators }) });
+        const d: Record<string, string> = { inventory: kind, checkout: against, ...describe(theirs) };
+        details.push(d);
+        process.stderr.write(`${JSON.stringify(d)}\n`);
+        const ours = byKind.get(kind);
+        if (ours === undefined) continue;
+        // Each against its own floor run beside it: the load may change between the two runs, the ratio to the floor less.
+        out.push(
+          { name: `swarm ${String(nodes)}, ${kind}: coordinator CPU per heartbeat over its floor's (ours ${ours.warden.cpuPerHeartbeatMs.toFixed(3)} / ${ours.floor.cpuPerHeartbeatMs.toFixed(3)} ms, theirs ${theirs.warden.cpuPerHeartbeatMs.toFixed(3)} / ${theirs.floor.cpuPerHeartbeatMs.toFixed(3)} ms)`, baseline: `the coordinator of ${against}`, ours: ours.warden.cpuPerHeartbeatMs / ours.floor.cpuPerHeartbeatMs, baselineValue: theirs.warden.cpuPerHeartbeatMs / theirs.floor.cpuPerHeartbeatMs, unit: "× floor", higherIsBetter: false },
+          { name: `swarm ${String(nodes)}, ${kind}: RSS growth per node`, baseline: `the coordinator of ${against}`, ours: ours.rssPerNodeMiB, baselineValue: theirs.rssPerNodeMiB, unit: "MiB", higherIsBetter: false },
+        );
+      }
     }
     const full = byKind.get("full");
     const delta = byKind.get("delta");

@@ -7,6 +7,7 @@
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { writeFile } from "node:fs/promises";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { repoRootPath } from "../../services/agent/src/backend-sim-catalog.js";
 import { createClient } from "@warden/grpc";
@@ -44,15 +45,16 @@ export interface CoordinatorProcess {
 }
 
 /** Writes the config (JSON is valid YAML) and starts the coordinator; resolves once it listens. */
-export async function startCoordinatorProcess(configPath: string, config: Record<string, unknown>, timeoutMs = 60_000, o: { readonly via?: "coordinator" | "warden-up" } = {}): Promise<CoordinatorProcess> {
+export async function startCoordinatorProcess(configPath: string, config: Record<string, unknown>, timeoutMs = 60_000, o: { readonly via?: "coordinator" | "warden-up"; /** Another checkout's coordinator (a benchmark's baseline: an earlier commit, its node_modules in place). */ readonly checkout?: string } = {}): Promise<CoordinatorProcess> {
   await writeFile(configPath, JSON.stringify(config, null, 2));
   // "warden-up": the CLI's `warden up --config` (what an operator runs), not the coordinator's own entry point.
-  const argv = o.via === "warden-up" ? [cliMain, "up", "--config", configPath] : [coordinatorMain, "--config", configPath];
+  const main = o.checkout === undefined ? coordinatorMain : join(o.checkout, "services/coordinator/src/main.ts");
+  const argv = o.via === "warden-up" ? [cliMain, "up", "--config", configPath] : [main, "--config", configPath];
   // WARDEN_BENCH_CPU_PROF_DIR: a V8 CPU profile of the coordinator, written there when it exits (benchmarks).
   const profDir = process.env.WARDEN_BENCH_CPU_PROF_DIR;
   const prof = profDir === undefined || profDir === "" ? [] : ["--cpu-prof", "--cpu-prof-dir", profDir];
   const child = spawn(process.execPath, [...prof, "--import", "tsx", ...argv], {
-    cwd: repoRootPath,
+    cwd: o.checkout ?? repoRootPath,
     stdio: ["ignore", "pipe", "pipe"],
     env: { ...process.env, LOG_LEVEL: "info" },
   });

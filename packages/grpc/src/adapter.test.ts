@@ -7,7 +7,7 @@ import { Backend, Health, HealthCheckResponse_ServingStatus, ServerReflection, S
 import { GrpcServer, createClient, withUnimplemented, maxHealthListServices, type HandlerContext } from "./index.js";
 
 /** Records what handlers observed, so tests can assert on the server side too. */
-const seen = { predictAbortReason: undefined as unknown, streamAbortReason: undefined as unknown, header: "" };
+const seen = { predictAbortReason: undefined as unknown, streamAbortReason: undefined as unknown, header: "", ctx: undefined as HandlerContext | undefined, lateSignal: undefined as AbortSignal | undefined };
 let resolvePredictAborted: () => void = () => {};
 let predictAborted = new Promise<void>((r) => (resolvePredictAborted = r));
 
@@ -34,6 +34,12 @@ server.add(Backend, withUnimplemented(Backend, {
     return { success: true, message: `loaded ${req.Model}` };
   },
   async predict(req, ctx) {
+    // The signal is made when first read: these read it only after the call ended (completed, or past its deadline).
+    if (req.Prompt === "keep-context") seen.ctx = ctx;
+    if (req.Prompt === "sleep-past-deadline") {
+      await new Promise((r) => setTimeout(r, 400));
+      seen.lateSignal = ctx.signal;
+    }
     if (req.Prompt === "hang") {
       await waitForAbort(ctx);
       seen.predictAbortReason = ctx.signal.reason;
@@ -98,6 +104,28 @@ describe("grpc adapter over real loopback sockets", () => {
     expect(isWardenError(err, Code.DeadlineExceeded)).toBe(true);
     await predictAborted;
     expect(isWardenError(seen.predictAbortReason)).toBe(true);
+    c.close();
+  });
+
+  it("a signal first read after its call completed is already aborted, as completion", async () => {
+    const c = client();
+    await c.predict({ Prompt: "keep-context" });
+    const signal = seen.ctx?.signal;
+    expect(signal?.aborted).toBe(true);
+    expect((signal?.reason as WardenError).code).toBe(Code.Canceled);
+    expect((signal?.reason as WardenError).rawMessage).toBe("call completed");
+    c.close();
+  });
+
+  it("a signal first read after the call's deadline passed is already aborted DEADLINE_EXCEEDED", async () => {
+    const c = client();
+    seen.lateSignal = undefined;
+    const err = await c.predict({ Prompt: "sleep-past-deadline" }, { timeoutMs: 100 }).catch((e: unknown) => e);
+    expect(isWardenError(err, Code.DeadlineExceeded)).toBe(true);
+    await expect.poll(() => seen.lateSignal, { timeout: 10_000 }).toBeDefined();
+    const late = seen.lateSignal as AbortSignal | undefined;
+    expect(late?.aborted).toBe(true);
+    expect((late?.reason as WardenError).code).toBe(Code.DeadlineExceeded);
     c.close();
   });
 

@@ -273,6 +273,8 @@ export function createClient<T extends DescService>(svc: T, address: string, opt
   const client = new GrpcClient(address, creds, {
     "grpc.max_receive_message_length": options.maxReceiveMessageBytes ?? defaultMaxMessageBytes,
     "grpc.max_send_message_length": options.maxSendMessageBytes ?? defaultMaxMessageBytes,
+    // Nothing reads channelz; on, every channel and subchannel keeps counters and a trace (memory per agent client).
+    "grpc.enable_channelz": 0,
     ...(options.tls?.serverName === undefined ? {} : { "grpc.ssl_target_name_override": options.tls.serverName, "grpc.default_authority": options.tls.serverName }),
     ...options.channelOptions,
   });

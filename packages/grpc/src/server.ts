@@ -68,6 +68,8 @@ export class GrpcServer {
       "grpc.max_receive_message_length": options.maxReceiveMessageBytes ?? defaultMaxMessageBytes,
       "grpc.max_send_message_length": options.maxSendMessageBytes ?? defaultMaxMessageBytes,
       "grpc.max_concurrent_streams": options.maxConcurrentStreams ?? defaultMaxConcurrentStreams,
+      // Nothing reads channelz (no channelz service is served); on, it counts and tracks every call and session.
+      "grpc.enable_channelz": 0,
     });
     this.credentials = options.credentials ?? ServerCredentials.createInsecure();
     this.insecure = options.insecure ?? false;

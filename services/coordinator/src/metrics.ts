@@ -6,6 +6,7 @@ import type { Outbox } from "@warden/outbox";
 import type { NodeRegistry } from "./nodes/node-registry.js";
 import { ReplicaMetrics } from "./admin/replica-metrics.js";
 import { registerLoadJobMetrics } from "./admin/load-job-metrics.js";
+import { perScrape } from "./per-scrape.js";
 
 function reasonName(r: EvictionReason): string {
   return EvictionReason[r].toLowerCase();
@@ -33,6 +34,8 @@ export class CoordinatorMetrics {
   constructor(loader: Loader, nodes: NodeRegistry, outbox: Outbox) {
     const r = this.registry;
     collectDefaultMetrics({ register: r, prefix: "warden_coordinator_" });
+    // Every instance's view, once per scrape (not a whole snapshot with every node's and address's views, per gauge).
+    const instances = perScrape(() => loader.core.instances());
     new Gauge({
       name: "warden_instances",
       help: "Instances by node and state (loading, ready, freed, pending, leftover, orphan).",
@@ -40,9 +43,8 @@ export class CoordinatorMetrics {
       registers: [r],
       collect() {
         this.reset();
-        const snap = loader.snapshot();
-        for (const v of snap.instances) this.inc({ node: v.nodeId, state: v.pendingEviction !== undefined ? "pending" : v.state });
-        for (const l of snap.leftovers) this.inc({ node: l.nodeId, state: "leftover" });
+        for (const v of instances()) this.inc({ node: v.nodeId, state: v.pendingEviction !== undefined ? "pending" : v.state });
+        for (const l of loader.leftoverList()) this.inc({ node: l.nodeId, state: "leftover" });
         for (const n of nodes.list()) for (let i = 0; i < n.orphans.length; i++) this.inc({ node: n.nodeId, state: "orphan" });
       },
     });
@@ -53,7 +55,7 @@ export class CoordinatorMetrics {
       registers: [r],
       collect() {
         this.reset();
-        for (const v of loader.core.snapshot().instances) this.inc({ node: v.nodeId }, v.inFlight);
+        for (const v of instances()) this.inc({ node: v.nodeId }, v.inFlight);
       },
     });
     new Gauge({

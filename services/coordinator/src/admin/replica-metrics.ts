@@ -1,6 +1,7 @@
 import { Counter, Gauge, type Registry } from "prom-client";
 import type { Event } from "@warden/proto";
 import type { Loader } from "@warden/loader";
+import { perScrape } from "../per-scrape.js";
 
 const states = ["ready", "loading", "stopping", "leftover"] as const;
 const scaleKinds: Readonly<Partial<Record<NonNullable<Event["payload"]["case"]>, string>>> = {
@@ -18,7 +19,8 @@ export class ReplicaMetrics {
   private readonly scaleEvents: Counter<"model" | "kind">;
 
   constructor(registry: Registry, private readonly loader: Pick<Loader, "replicaStatuses" | "modelSpec">) {
-    const l = loader;
+    // One walk of every model's replicas per scrape, shared by the three gauges.
+    const statuses = perScrape(() => loader.replicaStatuses());
     new Gauge({
       name: "warden_model_replicas",
       help: "Replicas of each configured model by state (ready, loading, stopping, leftover).",
@@ -26,7 +28,7 @@ export class ReplicaMetrics {
       registers: [registry],
       collect() {
         this.reset();
-        for (const s of l.replicaStatuses()) {
+        for (const s of statuses()) {
           const by = { ready: s.ready, loading: s.loading, stopping: s.stopping, leftover: s.leftovers };
           for (const state of states) this.set({ model: s.model, state }, by[state]);
         }
@@ -39,7 +41,7 @@ export class ReplicaMetrics {
       registers: [registry],
       collect() {
         this.reset();
-        for (const s of l.replicaStatuses()) this.set({ model: s.model }, s.desired);
+        for (const s of statuses()) this.set({ model: s.model }, s.desired);
       },
     });
     new Gauge({
@@ -49,7 +51,7 @@ export class ReplicaMetrics {
       registers: [registry],
       collect() {
         this.reset();
-        for (const s of l.replicaStatuses()) this.set({ model: s.model }, s.queued);
+        for (const s of statuses()) this.set({ model: s.model }, s.queued);
       },
     });
     this.scaleEvents = new Counter({ name: "warden_replica_scale_events_total", help: "Replica scale events per configured model (scaled-up, scaled-down, scale-blocked).", labelNames: ["model", "kind"], registers: [registry] });

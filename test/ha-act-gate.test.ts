@@ -103,6 +103,7 @@ describe("HA: a member not holding the lease acts on no timer", () => {
       getNodeStatus: unused,
       watchBackends: unused,
       stopOrphan: unused,
+      getBackendLogs: unused,
       freeBackend: async (req) => {
         sent.push({ incarnation: req.incarnation, leaderEpoch: req.leaderEpoch });
         return { outcome: { case: "freed", value: { message: "" } } };

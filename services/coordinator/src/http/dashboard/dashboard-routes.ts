@@ -18,7 +18,7 @@ import type { DashboardPermission, DashboardWhoAmI } from "./dashboard-view.js";
 import { consoleRoutes } from "./dashboard-console-routes.js";
 import { defaultSseLimits, type SseLimits } from "./sse-clients.js";
 
-export type DashboardContext = Pick<CoordinatorHttpContext, "config" | "clock" | "loader" | "hub" | "admin" | "auth" | "log">;
+export type DashboardContext = Pick<CoordinatorHttpContext, "config" | "clock" | "loader" | "hub" | "admin" | "auth" | "log" | "calls">;
 
 export interface DashboardOptions {
   readonly sse?: SseLimits;
@@ -74,7 +74,7 @@ export function dashboardRoutes(ctx: DashboardContext, options: DashboardOptions
   return async (root) => {
     const admin = inProcessClient(AdminService, ctx.admin);
     const snapshot = (): ReturnType<typeof takeSnapshot> => takeSnapshot({ admin, accountedBytes: (nodeId) => ctx.loader.core.placementSummary(nodeId, "", []).accountedBytes, wallNowMs: () => ctx.clock.wallNow() });
-    const feed = new DashboardFeed({ hub: ctx.hub, snapshot, clock: ctx.clock, log: ctx.log.child({ component: "dashboard" }), limits: options.sse ?? defaultSseLimits, ...(options.refreshMs === undefined ? {} : { refreshMs: options.refreshMs }) });
+    const feed = new DashboardFeed({ hub: ctx.hub, snapshot, clock: ctx.clock, log: ctx.log.child({ component: "dashboard" }), limits: options.sse ?? defaultSseLimits, ...(ctx.calls === undefined ? {} : { calls: ctx.calls }), ...(options.refreshMs === undefined ? {} : { refreshMs: options.refreshMs }) });
     // Its own scope: the dashboard's error shape, not the OpenAI one of the rest of the listener.
     await root.register(async (app) => {
       app.addHook("onClose", async () => {

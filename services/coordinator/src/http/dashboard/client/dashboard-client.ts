@@ -10,6 +10,7 @@ import { appendBounded, eventLine, formatBytes, kindStyles, loadJobText, type Ev
 import { parseSse } from "../sse-parse.js";
 import { maxFilterChars, nodeWindow, type StateChoice, type WindowCard } from "../node-window.js";
 import { driftNote } from "../drift-note.js";
+import { applyBusy, type BusyFrame } from "../busy-frame.js";
 import { byId, el } from "./dom.js";
 import { Router } from "./router.js";
 import { modelsPage } from "./models-page.js";
@@ -170,6 +171,19 @@ function renderEvents(): void {
   );
 }
 
+let renderQueued = false;
+
+/** One render for the busy frames of one turn (a burst of calls redraws once). */
+function queueRender(): void {
+  if (renderQueued) return;
+  renderQueued = true;
+  setTimeout(() => {
+    renderQueued = false;
+    renderSnapshot();
+    if (state.snapshot !== undefined) router.snapshot(state.snapshot);
+  }, 0);
+}
+
 function onMessage(event: string, data: string): void {
   if (event === "snapshot") {
     state.snapshot = JSON.parse(data) as DashboardSnapshot;
@@ -181,6 +195,9 @@ function onMessage(event: string, data: string): void {
     state.events = appendBounded(state.events, eventLine(e), maxEventLines);
     renderEvents();
     router.event(e);
+  } else if (event === "busy") {
+    // Pushed as calls begin and end: busy and idle show without waiting for the next snapshot.
+    if (state.snapshot !== undefined && applyBusy(state.snapshot, JSON.parse(data) as BusyFrame)) queueRender();
   } else if (event === "error") {
     // The coordinator ends the stream after this (e.g. the token was revoked): say why.
     const e = (JSON.parse(data) as { error?: { message?: string } }).error;

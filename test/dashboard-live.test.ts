@@ -2,20 +2,28 @@
  * The dashboard's live details in headless Chromium against a real
  * coordinator process (auth on, embedded agent, backend-sim): an instance's
  * busy state is pushed as its calls begin and end (a `busy` frame on the
- * stream, not the next snapshot), and the page shows it.
+ * stream, not the next snapshot), and the page shows it; a backend's logs
+ * on its instance's row (GetInstanceLogs, operator only); the Plots page's
+ * charts from the coordinator's metrics ring, moving when calls flow.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createClient } from "@warden/grpc";
+import { AdminService } from "@warden/proto";
+import { Code, WardenError } from "@warden/common";
+import { withToken } from "./support/auth-tokens.js";
 import { simModel } from "./support/coordinator-harness.js";
-import { domDeadlineMs, startDashboardRig, type DashboardRig } from "./support/dashboard-flow.js";
+import { domDeadlineMs, startDashboardRig, useToken, type DashboardRig } from "./support/dashboard-flow.js";
 import { parseSse } from "../services/coordinator/src/http/dashboard/sse-parse.js";
 
 let rig: DashboardRig;
 
 /** A model whose calls take a minute unless cancelled: one call keeps its instance busy while the test looks. */
 const slow = simModel("slow", { memoryEstimate: "256MiB", knobs: { predict_delay_ms: 60_000 } });
+/** Calls that answer at once, to make the plots move. */
+const quick = simModel("quick", { memoryEstimate: "256MiB" });
 
 beforeAll(async () => {
-  rig = await startDashboardRig({ extraModels: [slow] });
+  rig = await startDashboardRig({ extraModels: [slow, quick] });
 }, 120_000);
 
 afterAll(async () => {
@@ -89,5 +97,82 @@ describe("dashboard live details in a real browser", () => {
     held.stop();
     await held.done;
     await page.waitForSelector(`${row}[data-kind="ready"]`, { timeout: domDeadlineMs });
+  }, 240_000);
+
+  it("backend logs: the instance row's Logs shows the backend's output; GetInstanceLogs is operator-only and names a bad incarnation", async () => {
+    const { page, admin } = rig;
+    const loaded = await admin.loadModel({ model: "slow" }, { timeoutMs: domDeadlineMs });
+    const incarnation = loaded.instance?.incarnation ?? "";
+    // Over gRPC: the agent's tail of the files the backend writes.
+    const r = await admin.getInstanceLogs({ incarnation, maxLines: 5 });
+    expect(r).toMatchObject({ model: "slow", nodeId: "local" });
+    expect(r.stdoutLines.join("\n")).toContain("backend-sim listening");
+    expect(r.stdoutLines.length).toBeLessThanOrEqual(5);
+    const refused = async (p: Promise<unknown>): Promise<WardenError> => WardenError.from(await p.then(() => new Error("answered"), (e: unknown) => e));
+    expect(await refused(admin.getInstanceLogs({ incarnation: "not an id" }))).toMatchObject({ code: Code.InvalidArgument, details: { field: "incarnation" } });
+    const unknown = await refused(admin.getInstanceLogs({ incarnation: "01ARZ3NDEKTSV4RRFFQ69G5FAV" }));
+    expect(unknown.code).toBe(Code.NotFound);
+    expect(unknown.message).toContain("incarnation");
+    expect(await refused(admin.getInstanceLogs({ incarnation, maxLines: 1_001 }))).toMatchObject({ code: Code.InvalidArgument, details: { field: "max_lines" } });
+    const viewer = createClient(AdminService, rig.coord.address, withToken(rig.tokens.viewer));
+    try {
+      expect((await refused(viewer.getInstanceLogs({ incarnation }))).code).toBe(Code.PermissionDenied);
+    } finally {
+      viewer.close();
+    }
+    // Over HTTP: the same, with the dashboard's error shape.
+    const get = async (q: string, token: string): Promise<{ status: number; json: Record<string, unknown> }> => {
+      const res = await fetch(`${rig.url}/api/dashboard/logs?${q}`, { headers: { authorization: `Bearer ${token}` } });
+      return { status: res.status, json: (await res.json()) as Record<string, unknown> };
+    };
+    expect(await get(`incarnation=${incarnation}`, rig.tokens.viewer)).toMatchObject({ status: 403 });
+    expect(await get("incarnation=bad%20id", rig.tokens.operator)).toMatchObject({ status: 400, json: { error: { field: "incarnation" } } });
+    expect(await get(`incarnation=${incarnation}&lines=0`, rig.tokens.operator)).toMatchObject({ status: 400, json: { error: { field: "lines" } } });
+
+    // In the page: the row's Logs button, then the lines under the row, kept across snapshots.
+    await page.goto(`${rig.url}/#/nodes`, { waitUntil: "domcontentloaded" });
+    const row = `[data-node-id="local"] tr[data-incarnation="${incarnation}"]`;
+    await page.waitForSelector(`${row} button[data-action="logs"]`, { timeout: domDeadlineMs });
+    await page.click(`${row} button[data-action="logs"]`);
+    const out = `tr[data-logs-for="${incarnation}"] pre[data-stream="stdout"]`;
+    await page.waitForSelector(out, { timeout: domDeadlineMs });
+    expect(await page.textContent(out)).toContain("backend-sim listening");
+    // A viewer sees no Logs button.
+    const vp = await rig.browser.newPage();
+    try {
+      await useToken(vp, rig.tokens.viewer);
+      await vp.goto(`${rig.url}/#/nodes`, { waitUntil: "domcontentloaded" });
+      await vp.waitForSelector(row, { timeout: domDeadlineMs });
+      expect(await vp.locator(`${row} button`).count()).toBe(0);
+    } finally {
+      await vp.close();
+    }
+  }, 240_000);
+
+  it("plots: the calls-per-second chart of a model moves while its calls flow; memory per node is drawn", async () => {
+    const page = await rig.browser.newPage();
+    await useToken(page, rig.tokens.viewer);
+    await rig.admin.loadModel({ model: "quick" }, { timeoutMs: domDeadlineMs });
+    const flowing = { on: true };
+    const flow = (async () => {
+      while (flowing.on) {
+        await fetch(`${rig.url}/v1/completions`, { method: "POST", headers: { "content-type": "application/json", authorization: `Bearer ${rig.tokens.inference}` }, body: JSON.stringify({ model: "quick", prompt: "hi", max_tokens: 2 }) }).then((r) => r.text()).catch(() => undefined);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    })();
+    try {
+      await page.goto(`${rig.url}/#/plots`, { waitUntil: "domcontentloaded" });
+      await page.waitForSelector('#page-plots:not([hidden])', { timeout: domDeadlineMs });
+      // A sample with calls in it reaches the page (samples every 5 s; the page re-reads as often).
+      await page.waitForSelector('figure[data-plot="calls"] path[data-series="quick"]:not([data-max="0"])', { timeout: domDeadlineMs });
+      await page.waitForSelector('figure[data-plot="p50"] path[data-series="quick"]:not([data-max="0"])', { timeout: domDeadlineMs });
+      expect(await page.locator('figure[data-plot="memory-local"] path[data-series="measured"]').count()).toBe(1);
+      expect(Number(await page.getAttribute('figure[data-plot="memory-local"] path[data-series="accounted"]', "data-max"))).toBeGreaterThan(0);
+      expect(await page.textContent("#plots-info")).toContain("One sample every 5 s");
+    } finally {
+      flowing.on = false;
+      await flow;
+      await page.close();
+    }
   }, 240_000);
 });

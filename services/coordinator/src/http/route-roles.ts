@@ -50,6 +50,8 @@ export const httpRouteRules: Readonly<Record<string, HttpRouteRule>> = Object.fr
   "GET /api/dashboard/events": { t: "admin", methods: ["WatchEvents"], of: "all" },
   "GET /api/dashboard/policy": { t: "admin", methods: ["GetPolicy"], of: "all" },
   "POST /api/dashboard/policy": { t: "admin", methods: ["UpdatePolicy"], of: "all" },
+  "GET /api/dashboard/logs": { t: "admin", methods: ["GetInstanceLogs"], of: "all" },
+  "GET /api/dashboard/metrics": { t: "admin", methods: ["ListNodes", "ListModels"], of: "all" },
   "GET /v1/models": inference,
   "GET /v1/models/*": inference,
   "POST /v1/chat/completions": inference,

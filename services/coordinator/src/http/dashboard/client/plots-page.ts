@@ -1,0 +1,136 @@
+/**
+ * The Plots page: the coordinator's metrics ring (GET /api/dashboard/metrics,
+ * the last hour at one sample every few seconds) drawn as small SVG line
+ * charts — memory measured against accounted per node, and per model calls
+ * per second, latency p50 and p99 and calls in flight. Re-read every sample
+ * period while the page is shown. No charting library: a polyline per series.
+ */
+import type { MetricsJson } from "../metrics-ring.js";
+import { formatBytes } from "../view-model.js";
+import { responseError, type ConsoleContext, type ConsolePage } from "./console-context.js";
+import { byId, el } from "./dom.js";
+
+const svgNs = "http://www.w3.org/2000/svg";
+/** The drawing's own units (the SVG scales to its box). */
+const w = 400;
+const h = 120;
+const pad = { left: 4, right: 4, top: 6, bottom: 14 };
+/** Node memory charts drawn (the first nodes of the ring; each is two lines). */
+const maxNodeCharts = 8;
+const palette = ["#1f6fd1", "#e0701b", "#2e9e44", "#8e44ad", "#c62828", "#00838f", "#6d4c41", "#546e7a"];
+
+type Column = readonly (number | null)[];
+interface Line {
+  readonly name: string;
+  readonly values: Column;
+  readonly colour: string;
+}
+
+function svg<K extends keyof SVGElementTagNameMap>(tag: K, attrs: Readonly<Record<string, string>>): SVGElementTagNameMap[K] {
+  const e = document.createElementNS(svgNs, tag);
+  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
+  return e;
+}
+
+/** The path of one series: segments between missing samples are left out. */
+function pathOf(times: readonly number[], values: Column, t0: number, t1: number, max: number): string {
+  const xOf = (t: number): number => pad.left + ((t - t0) / Math.max(1, t1 - t0)) * (w - pad.left - pad.right);
+  const yOf = (v: number): number => h - pad.bottom - (v / max) * (h - pad.top - pad.bottom);
+  let d = "";
+  let pen = false;
+  values.forEach((v, i) => {
+    if (v === null) {
+      pen = false;
+      return;
+    }
+    d += `${pen ? "L" : "M"}${xOf(times[i] ?? t0).toFixed(1)} ${yOf(v).toFixed(1)}`;
+    pen = true;
+  });
+  return d;
+}
+
+function chart(id: string, title: string, times: readonly number[], lines: readonly Line[], unit: (v: number) => string): HTMLElement {
+  const t0 = times[0] ?? 0;
+  const t1 = times[times.length - 1] ?? t0;
+  let max = 0;
+  for (const l of lines) for (const v of l.values) if (v !== null && v > max) max = v;
+  const top = max === 0 ? 1 : max * 1.1;
+  const last = (c: Column): number | undefined => [...c].reverse().find((v): v is number => v !== null);
+  const s = svg("svg", { viewBox: `0 0 ${String(w)} ${String(h)}`, preserveAspectRatio: "none", role: "img", "aria-label": `${title}: ${lines.map((l) => `${l.name} ${unit(last(l.values) ?? 0)}`).join(", ")}` });
+  s.append(svg("line", { class: "axis", x1: String(pad.left), x2: String(w - pad.right), y1: String(h - pad.bottom), y2: String(h - pad.bottom) }));
+  const label = (x: number, anchor: string, text: string, y = h - 2): SVGTextElement => {
+    const t = svg("text", { class: "tick", x: String(x), y: String(y), "text-anchor": anchor });
+    t.textContent = text;
+    return t;
+  };
+  s.append(label(pad.left, "start", times.length === 0 ? "" : new Date(t0).toLocaleTimeString()), label(w - pad.right, "end", times.length === 0 ? "" : new Date(t1).toLocaleTimeString()), label(pad.left, "start", `max ${unit(max)}`, 12));
+  for (const l of lines) {
+    const m = l.values.reduce<number>((a, v) => (v !== null && v > a ? v : a), 0);
+    s.append(svg("path", { d: pathOf(times, l.values, t0, t1, top), fill: "none", stroke: l.colour, "stroke-width": "1.5", "vector-effect": "non-scaling-stroke", "data-series": l.name, "data-max": String(m) }));
+  }
+  const legend = el("ul", { class: "plot-legend" }, ...lines.map((l) => {
+    const li = el("li", {}, `${l.name}: ${unit(last(l.values) ?? 0)}`);
+    li.style.setProperty("--c", l.colour);
+    return li;
+  }));
+  return el("figure", { class: "plot", "data-plot": id }, el("figcaption", {}, title), s, legend);
+}
+
+const rate = (v: number): string => `${v.toFixed(v < 10 ? 1 : 0)}/s`;
+const ms = (v: number): string => (v >= 1_000 ? `${(v / 1_000).toFixed(1)} s` : `${String(Math.round(v))} ms`);
+const count = (v: number): string => String(Math.round(v));
+
+function render(m: MetricsJson): void {
+  const colour = (i: number): string => palette[i % palette.length] ?? "#555";
+  const models = (pick: (x: MetricsJson["models"][number]) => Column): Line[] => m.models.map((x, i) => ({ name: x.model, values: pick(x), colour: colour(i) }));
+  const charts: HTMLElement[] = [
+    chart("calls", "Calls per second, by model", m.times, models((x) => x.callsPerS), rate),
+    chart("p50", "Latency p50, by model", m.times, models((x) => x.p50Ms), ms),
+    chart("p99", "Latency p99, by model", m.times, models((x) => x.p99Ms), ms),
+    chart("in-flight", "Calls in flight, by model", m.times, models((x) => x.inFlight), count),
+  ];
+  for (const n of m.nodes.slice(0, maxNodeCharts)) {
+    charts.push(chart(`memory-${n.nodeId}`, `Memory on ${n.nodeId}: measured and accounted`, m.times, [{ name: "measured", values: n.measuredBytes, colour: palette[0] ?? "#555" }, { name: "accounted", values: n.accountedBytes, colour: palette[1] ?? "#555" }], formatBytes));
+  }
+  byId("plots").replaceChildren(...charts);
+  const span = m.times.length < 2 ? "" : `, the last ${String(Math.round(((m.times[m.times.length - 1] ?? 0) - (m.times[0] ?? 0)) / 60_000))} min`;
+  const left = m.leftOut.nodes + m.leftOut.models === 0 ? "" : ` Not kept: ${String(m.leftOut.nodes)} nodes, ${String(m.leftOut.models)} models past the first 64 of each.`;
+  const more = m.nodes.length > maxNodeCharts ? ` Memory drawn for the first ${String(maxNodeCharts)} of ${String(m.nodes.length)} nodes.` : "";
+  const info = byId("plots-info");
+  info.textContent = `One sample every ${String(m.sampleMs / 1_000)} s, up to ${String(Math.round((m.capacity * m.sampleMs) / 60_000))} min kept (${String(m.times.length)} samples${span}).${more}${left}`;
+  info.dataset.samples = String(m.times.length);
+}
+
+export function plotsPage(ctx: ConsoleContext): ConsolePage {
+  let reading = false;
+  const read = async (): Promise<number> => {
+    const res = await fetch("/api/dashboard/metrics", { headers: ctx.headers(), cache: "no-store" });
+    if (!res.ok) {
+      byId("plots-info").textContent = `plots: ${await responseError(res)}`;
+      return 5_000;
+    }
+    const m = (await res.json()) as MetricsJson;
+    render(m);
+    return m.sampleMs;
+  };
+  /** Re-reads each sample period while the page is shown; stops when another page is. */
+  const loop = async (): Promise<void> => {
+    if (reading) return;
+    reading = true;
+    try {
+      while (!byId("page-plots").hidden) {
+        const waitMs = await read().catch(() => 5_000);
+        await new Promise((r) => setTimeout(r, waitMs));
+      }
+    } finally {
+      reading = false;
+    }
+  };
+  return {
+    id: "plots",
+    title: "Plots",
+    onShow() {
+      void loop();
+    },
+  };
+}

@@ -6,6 +6,8 @@
  * on its instance's row (GetInstanceLogs, operator only); the Plots page's
  * charts from the coordinator's metrics ring, moving when calls flow.
  */
+import { spawn } from "node:child_process";
+import { join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createClient } from "@warden/grpc";
 import { AdminService } from "@warden/proto";
@@ -16,6 +18,23 @@ import { domDeadlineMs, startDashboardRig, useToken, type DashboardRig } from ".
 import { parseSse } from "../services/coordinator/src/http/dashboard/sse-parse.js";
 
 let rig: DashboardRig;
+
+const root = resolve(import.meta.dirname, "..");
+
+/** The built `warden` CLI, asynchronously (the coordinator is a child process; the test process stays free). */
+function warden(args: string[], token: string): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((done, fail) => {
+    const child = spawn(process.execPath, [join(root, "services", "cli", "bin", "warden.js"), ...args], { cwd: root, env: { ...process.env, NO_COLOR: "1", WARDEN_TOKEN: token }, stdio: ["ignore", "pipe", "pipe"] });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (b: Buffer) => (stdout += b.toString()));
+    child.stderr.on("data", (b: Buffer) => (stderr += b.toString()));
+    child.once("error", fail);
+    child.once("close", (code) => {
+      done({ code: code ?? -1, stdout, stderr });
+    });
+  });
+}
 
 /** A model whose calls take a minute unless cancelled: one call keeps its instance busy while the test looks. */
 const slow = simModel("slow", { memoryEstimate: "256MiB", knobs: { predict_delay_ms: 60_000 } });
@@ -128,6 +147,15 @@ describe("dashboard live details in a real browser", () => {
     expect(await get(`incarnation=${incarnation}`, rig.tokens.viewer)).toMatchObject({ status: 403 });
     expect(await get("incarnation=bad%20id", rig.tokens.operator)).toMatchObject({ status: 400, json: { error: { field: "incarnation" } } });
     expect(await get(`incarnation=${incarnation}&lines=0`, rig.tokens.operator)).toMatchObject({ status: 400, json: { error: { field: "lines" } } });
+
+    // The CLI: by incarnation, or by a model with one instance; a bad --lines is exit 2 naming it.
+    const byModel = await warden(["logs", "slow", "--addr", rig.coord.address, "--lines", "3"], rig.tokens.operator);
+    expect(byModel).toMatchObject({ code: 0 });
+    expect(byModel.stdout).toContain(`== stdout of slow (${incarnation}) on local`);
+    expect(byModel.stdout).toContain("backend-sim listening");
+    const badLines = await warden(["logs", incarnation, "--addr", rig.coord.address, "--lines", "0"], rig.tokens.operator);
+    expect(badLines.code).toBe(2);
+    expect(badLines.stderr).toContain("--lines");
 
     // In the page: the row's Logs button, then the lines under the row, kept across snapshots.
     await page.goto(`${rig.url}/#/nodes`, { waitUntil: "domcontentloaded" });

@@ -25,7 +25,8 @@ export interface FirstPaintRig {
   close(): Promise<void>;
 }
 
-export async function startFirstPaintRig(): Promise<FirstPaintRig> {
+/** `nodes` simulated nodes of ten instances each (the bench's baseline takes one). */
+export async function startFirstPaintRig(nodes = paintNodes): Promise<FirstPaintRig> {
   const dir = await mkdtemp(join(tmpdir(), "warden-first-paint-"));
   let coordinator: CoordinatorProcess | undefined;
   let swarm: ListingSwarm | undefined;
@@ -46,7 +47,7 @@ export async function startFirstPaintRig(): Promise<FirstPaintRig> {
     let next = 0;
     await Promise.all(
       Array.from({ length: 16 }, async () => {
-        while (next < paintNodes) await s.add(paintNodeId(next++), paintModels);
+        while (next < nodes) await s.add(paintNodeId(next++), paintModels);
       }),
     );
     // Every instance adopted before any page looks (a heartbeat's inventory is applied as it arrives).
@@ -55,9 +56,9 @@ export async function startFirstPaintRig(): Promise<FirstPaintRig> {
     for (const end = Date.now() + 120_000; Date.now() < end; await new Promise((r) => setTimeout(r, 250))) {
       const r = (await (await fetch(`${url}/api/dashboard/models?page_size=1000`)).json()) as { instances?: unknown[] };
       count = r.instances?.length ?? 0;
-      if (count >= paintNodes * paintModels.length) break;
+      if (count >= nodes * paintModels.length) break;
     }
-    if (count < paintNodes * paintModels.length) throw new Error(`only ${String(count)} of ${String(paintNodes * paintModels.length)} instances adopted`);
+    if (count < nodes * paintModels.length) throw new Error(`only ${String(count)} of ${String(nodes * paintModels.length)} instances adopted`);
     const browser = await chromium.launch({ executablePath: chromiumPath, headless: true, args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"] });
     const c = coordinator;
     return {

@@ -32,8 +32,8 @@ function svg<K extends keyof SVGElementTagNameMap>(tag: K, attrs: Readonly<Recor
   return e;
 }
 
-/** The path of one series: segments between missing samples are left out. */
-function pathOf(times: readonly number[], values: Column, t0: number, t1: number, max: number): string {
+/** The path of one series: segments between missing samples are left out; `dots` gets each lone point (no segment to draw it). */
+function pathOf(times: readonly number[], values: Column, t0: number, t1: number, max: number, dots: [number, number][] = []): string {
   const xOf = (t: number): number => pad.left + ((t - t0) / Math.max(1, t1 - t0)) * (w - pad.left - pad.right);
   const yOf = (v: number): number => h - pad.bottom - (v / max) * (h - pad.top - pad.bottom);
   let d = "";
@@ -43,7 +43,10 @@ function pathOf(times: readonly number[], values: Column, t0: number, t1: number
       pen = false;
       return;
     }
-    d += `${pen ? "L" : "M"}${xOf(times[i] ?? t0).toFixed(1)} ${yOf(v).toFixed(1)}`;
+    const x = xOf(times[i] ?? t0);
+    const y = yOf(v);
+    d += `${pen ? "L" : "M"}${x.toFixed(1)} ${y.toFixed(1)}`;
+    if (!pen && (values[i + 1] ?? null) === null) dots.push([x, y]);
     pen = true;
   });
   return d;
@@ -66,7 +69,9 @@ function chart(id: string, title: string, times: readonly number[], lines: reado
   s.append(label(pad.left, "start", times.length === 0 ? "" : new Date(t0).toLocaleTimeString()), label(w - pad.right, "end", times.length === 0 ? "" : new Date(t1).toLocaleTimeString()), label(pad.left, "start", `max ${unit(max)}`, 12));
   for (const l of lines) {
     const m = l.values.reduce<number>((a, v) => (v !== null && v > a ? v : a), 0);
-    s.append(svg("path", { d: pathOf(times, l.values, t0, t1, top), fill: "none", stroke: l.colour, "stroke-width": "1.5", "vector-effect": "non-scaling-stroke", "data-series": l.name, "data-max": String(m) }));
+    const dots: [number, number][] = [];
+    s.append(svg("path", { d: pathOf(times, l.values, t0, t1, top, dots), fill: "none", stroke: l.colour, "stroke-width": "1.5", "vector-effect": "non-scaling-stroke", "data-series": l.name, "data-max": String(m) }));
+    for (const [x, y] of dots) s.append(svg("circle", { cx: x.toFixed(1), cy: y.toFixed(1), r: "2.5", fill: l.colour }));
   }
   const legend = el("ul", { class: "plot-legend" }, ...lines.map((l) => {
     const li = el("li", {}, `${l.name}: ${unit(last(l.values) ?? 0)}`);
@@ -93,7 +98,8 @@ function render(m: MetricsJson): void {
     charts.push(chart(`memory-${n.nodeId}`, `Memory on ${n.nodeId}: measured and accounted`, m.times, [{ name: "measured", values: n.measuredBytes, colour: palette[0] ?? "#555" }, { name: "accounted", values: n.accountedBytes, colour: palette[1] ?? "#555" }], formatBytes));
   }
   byId("plots").replaceChildren(...charts);
-  const span = m.times.length < 2 ? "" : `, the last ${String(Math.round(((m.times[m.times.length - 1] ?? 0) - (m.times[0] ?? 0)) / 60_000))} min`;
+  const spanMs = (m.times[m.times.length - 1] ?? 0) - (m.times[0] ?? 0);
+  const span = m.times.length < 2 ? "" : `, the last ${spanMs < 120_000 ? `${String(Math.round(spanMs / 1_000))} s` : `${String(Math.round(spanMs / 60_000))} min`}`;
   const left = m.leftOut.nodes + m.leftOut.models === 0 ? "" : ` Not kept: ${String(m.leftOut.nodes)} nodes, ${String(m.leftOut.models)} models past the first 64 of each.`;
   const more = m.nodes.length > maxNodeCharts ? ` Memory drawn for the first ${String(maxNodeCharts)} of ${String(m.nodes.length)} nodes.` : "";
   const info = byId("plots-info");

@@ -177,7 +177,7 @@ describe("dashboard live details in a real browser", () => {
     }
   }, 240_000);
 
-  it("plots: the calls-per-second chart of a model moves while its calls flow; memory per node is drawn", async () => {
+  it("plots: the calls-per-second chart of a model moves while its calls flow, loads are marked; memory per node is drawn", async () => {
     const page = await rig.browser.newPage();
     await useToken(page, rig.tokens.viewer);
     await rig.admin.loadModel({ model: "quick" }, { timeoutMs: domDeadlineMs });
@@ -194,6 +194,8 @@ describe("dashboard live details in a real browser", () => {
       // A sample with calls in it reaches the page (samples every 5 s; the page re-reads as often).
       await page.waitForSelector('figure[data-plot="calls"] path[data-series="quick"]:not([data-max="0"])', { timeout: domDeadlineMs });
       await page.waitForSelector('figure[data-plot="p50"] path[data-series="quick"]:not([data-max="0"])', { timeout: domDeadlineMs });
+      // The load of "quick" (and the others before it) marked on the time axis, from the event history.
+      await page.waitForSelector('figure[data-plot="calls"] line[data-mark="load"]', { state: "attached", timeout: domDeadlineMs });
       expect(await page.locator('figure[data-plot="memory-local"] path[data-series="measured"]').count()).toBe(1);
       expect(Number(await page.getAttribute('figure[data-plot="memory-local"] path[data-series="accounted"]', "data-max"))).toBeGreaterThan(0);
       expect(await page.textContent("#plots-info")).toContain("One sample every 5 s");

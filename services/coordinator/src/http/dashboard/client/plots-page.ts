@@ -2,7 +2,8 @@
  * The Plots page: the coordinator's metrics ring (GET /api/dashboard/metrics,
  * the last hour at one sample every few seconds) drawn as small SVG line
  * charts — memory measured against accounted per node, and per model calls
- * per second, latency p50 and p99 and calls in flight. Re-read every sample
+ * per second, latency p50 and p99 and calls in flight, with loads and
+ * evictions (the event history) marked on the time axis. Re-read every sample
  * period while the page is shown. No charting library: a polyline per series.
  */
 import type { MetricsJson } from "../metrics-ring.js";
@@ -52,7 +53,18 @@ function pathOf(times: readonly number[], values: Column, t0: number, t1: number
   return d;
 }
 
-function chart(id: string, title: string, times: readonly number[], lines: readonly Line[], unit: (v: number) => string): HTMLElement {
+/** A load or an eviction, marked on the time axis of the model charts. */
+interface Mark {
+  readonly atMs: number;
+  readonly kind: "load" | "eviction";
+  readonly text: string;
+}
+
+/** Event types marked, and how many of the newest are read (the history's own bound is 500 a read). */
+const markTypes = "backend.loaded,eviction.stopped";
+const maxMarks = 200;
+
+function chart(id: string, title: string, times: readonly number[], lines: readonly Line[], unit: (v: number) => string, marks: readonly Mark[] = []): HTMLElement {
   const t0 = times[0] ?? 0;
   const t1 = times[times.length - 1] ?? t0;
   let max = 0;
@@ -66,6 +78,16 @@ function chart(id: string, title: string, times: readonly number[], lines: reado
     t.textContent = text;
     return t;
   };
+  // Loads (green) and evictions (orange) within the charted span, as thin vertical lines with their words as a tooltip.
+  for (const mk of marks) {
+    if (mk.atMs < t0 || mk.atMs > t1 || t1 === t0) continue;
+    const x = (pad.left + ((mk.atMs - t0) / (t1 - t0)) * (w - pad.left - pad.right)).toFixed(1);
+    const line = svg("line", { x1: x, x2: x, y1: String(pad.top), y2: String(h - pad.bottom), stroke: mk.kind === "load" ? "#2e9e44" : "#e0701b", "stroke-dasharray": "3 2", "vector-effect": "non-scaling-stroke", "data-mark": mk.kind });
+    const tip = svg("title", {});
+    tip.textContent = mk.text;
+    line.append(tip);
+    s.append(line);
+  }
   s.append(label(pad.left, "start", times.length === 0 ? "" : new Date(t0).toLocaleTimeString()), label(w - pad.right, "end", times.length === 0 ? "" : new Date(t1).toLocaleTimeString()), label(pad.left, "start", `max ${unit(max)}`, 12));
   for (const l of lines) {
     const m = l.values.reduce<number>((a, v) => (v !== null && v > a ? v : a), 0);
@@ -85,14 +107,14 @@ const rate = (v: number): string => `${v.toFixed(v < 10 ? 1 : 0)}/s`;
 const ms = (v: number): string => (v >= 1_000 ? `${(v / 1_000).toFixed(1)} s` : `${String(Math.round(v))} ms`);
 const count = (v: number): string => String(Math.round(v));
 
-function render(m: MetricsJson): void {
+function render(m: MetricsJson, marks: readonly Mark[]): void {
   const colour = (i: number): string => palette[i % palette.length] ?? "#555";
   const models = (pick: (x: MetricsJson["models"][number]) => Column): Line[] => m.models.map((x, i) => ({ name: x.model, values: pick(x), colour: colour(i) }));
   const charts: HTMLElement[] = [
-    chart("calls", "Calls per second, by model", m.times, models((x) => x.callsPerS), rate),
-    chart("p50", "Latency p50, by model", m.times, models((x) => x.p50Ms), ms),
-    chart("p99", "Latency p99, by model", m.times, models((x) => x.p99Ms), ms),
-    chart("in-flight", "Calls in flight, by model", m.times, models((x) => x.inFlight), count),
+    chart("calls", "Calls per second, by model", m.times, models((x) => x.callsPerS), rate, marks),
+    chart("p50", "Latency p50, by model", m.times, models((x) => x.p50Ms), ms, marks),
+    chart("p99", "Latency p99, by model", m.times, models((x) => x.p99Ms), ms, marks),
+    chart("in-flight", "Calls in flight, by model", m.times, models((x) => x.inFlight), count, marks),
   ];
   for (const n of m.nodes.slice(0, maxNodeCharts)) {
     charts.push(chart(`memory-${n.nodeId}`, `Memory on ${n.nodeId}: measured and accounted`, m.times, [{ name: "measured", values: n.measuredBytes, colour: palette[0] ?? "#555" }, { name: "accounted", values: n.accountedBytes, colour: palette[1] ?? "#555" }], formatBytes));
@@ -109,6 +131,18 @@ function render(m: MetricsJson): void {
 
 export function plotsPage(ctx: ConsoleContext): ConsolePage {
   let reading = false;
+  /** Loads and evictions from the coordinator's event history (the marks; none when it cannot be read). */
+  const readMarks = async (): Promise<Mark[]> => {
+    const res = await fetch(`/api/dashboard/events?type=${markTypes}&limit=${String(maxMarks)}`, { headers: ctx.headers(), cache: "no-store" });
+    if (!res.ok) return [];
+    const events = ((await res.json()) as { events: { type: string; time?: string; model?: string; nodeId?: string }[] }).events;
+    return events.flatMap((e) => {
+      const atMs = Date.parse(e.time ?? "");
+      if (Number.isNaN(atMs)) return [];
+      const kind = e.type === "backend.loaded" ? ("load" as const) : ("eviction" as const);
+      return [{ atMs, kind, text: `${kind === "load" ? "loaded" : "evicted"} ${e.model ?? ""}${e.nodeId === undefined ? "" : ` on ${e.nodeId}`} at ${new Date(atMs).toLocaleTimeString()}` }];
+    });
+  };
   const read = async (): Promise<number> => {
     const res = await fetch("/api/dashboard/metrics", { headers: ctx.headers(), cache: "no-store" });
     if (!res.ok) {
@@ -116,7 +150,7 @@ export function plotsPage(ctx: ConsoleContext): ConsolePage {
       return 5_000;
     }
     const m = (await res.json()) as MetricsJson;
-    render(m);
+    render(m, await readMarks().catch(() => []));
     return m.sampleMs;
   };
   /** Re-reads each sample period while the page is shown; stops when another page is. */

@@ -42,6 +42,7 @@ const adminRequests: Readonly<Record<string, unknown>> = {
   getHaStatus: {},
   // Admin only; NOT_FOUND (admitted) while nothing is recorded yet.
   exportTrace: {},
+  getInstanceLogs: { incarnation: "01ARZ3NDEKTSV4RRFFQ69G5FAV" },
 };
 
 const rank: Readonly<Record<Caller, number>> = { viewer: 1, operator: 2, admin: 3, inference: 0, node: 0, none: -1, wrong: -1 };

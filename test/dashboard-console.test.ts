@@ -191,7 +191,7 @@ describe("dashboard console pages in a real browser", () => {
   it("axe-core: no serious or critical accessibility violation on any page", async () => {
     const { page } = rig;
     const found: Record<string, unknown[]> = {};
-    for (const p of ["nodes", "models", "events", "policy", "playground"]) {
+    for (const p of ["nodes", "models", "events", "policy", "playground", "plots"]) {
       await open(page, p);
       if (p === "nodes") {
         await page.waitForSelector('[data-node-id="local"] .drift', { timeout: domDeadlineMs });
@@ -201,6 +201,7 @@ describe("dashboard console pages in a real browser", () => {
       }
       if (p === "models") await page.waitForSelector('#models tr[data-model="chat-a"]', { timeout: domDeadlineMs });
       if (p === "policy") await page.waitForSelector("#policy-form", { timeout: domDeadlineMs });
+      if (p === "plots") await page.waitForSelector('figure[data-plot="calls"]', { timeout: domDeadlineMs });
       const v = await seriousAxeViolations(page);
       if (v.length > 0) found[p] = v;
     }

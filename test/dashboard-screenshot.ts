@@ -1,8 +1,8 @@
 /**
  * `npm run screenshot`: regenerates the dashboard's pictures from the flows
  * the tests check — services/coordinator/docs/dashboard.png (Nodes: a grouped
- * eviction, live) and docs/dashboard-<page>.png for Models, Events, Policy and
- * Playground, at desktop width; the same five at a phone's width (420 px) go
+ * eviction, live) and docs/dashboard-<page>.png for Models, Events, Policy,
+ * Playground and Plots, at desktop width; the same six at a phone's width (420 px) go
  * to a temporary directory it names (look at them; they are not kept).
  */
 import { mkdir, mkdtemp } from "node:fs/promises";
@@ -45,6 +45,9 @@ async function pages(page: Page, inference: Page, dir: string, suffix: string): 
   await shot(page, "policy");
   await playground(inference);
   await shot(inference, "playground");
+  // The playground's call is in a sample of the metrics ring within one period.
+  await show(page, "plots", 'figure[data-plot="calls"] path[data-series="chat-b"]:not([data-max="0"])', "attached");
+  await shot(page, "plots");
   return out;
 }
 

@@ -68,7 +68,7 @@ describe("dashboard in a real browser", () => {
     const get = (path: string, token?: string): Promise<Response> => fetch(`${rig.url}${path}`, { headers: token === undefined ? {} : { authorization: `Bearer ${token}` } });
     expect((await get("/api/dashboard/snapshot")).status).toBe(401);
     const inf = await get("/api/dashboard/whoami", rig.tokens.inference);
-    expect(await inf.json()).toEqual({ authOn: true, role: "inference", name: "inference", canAct: false, may: { load: false, unload: false, drain: false, undrain: false, scale: false, policy: false } });
+    expect(await inf.json()).toEqual({ authOn: true, role: "inference", name: "inference", canAct: false, may: { load: false, unload: false, drain: false, undrain: false, scale: false, policy: false, logs: false } });
     const refused = await get("/api/dashboard/snapshot", rig.tokens.inference);
     expect(refused.status).toBe(403);
     expect(await refused.json()).toMatchObject({ error: { code: "permission_denied" } });

@@ -106,6 +106,7 @@ describe("HA: a member not holding the lease acts on no timer", () => {
       listBundles: unused,
       installBundle: unused,
       removeBundle: unused,
+      getBackendLogs: unused,
       freeBackend: async (req) => {
         sent.push({ incarnation: req.incarnation, leaderEpoch: req.leaderEpoch });
         return { outcome: { case: "freed", value: { message: "" } } };

@@ -116,6 +116,7 @@ async function main(): Promise<void> {
       return { outcome: { case: "alreadyGone", value: {} } };
     },
     freeBackend: async () => unimplemented(),
+    getBackendLogs: async () => unimplemented(),
     listBackends: async () => unimplemented(),
     getNodeStatus: async () => unimplemented(),
     stopOrphan: async () => unimplemented(),

@@ -39,7 +39,7 @@ export interface DashboardRig {
 export const groupedModels = [simModel("chat-a", { groups: ["gpu0"], memoryEstimate: "2GiB" }), simModel("chat-b", { groups: ["gpu0"], memoryEstimate: "3GiB" }), simModel("embed-small", { memoryEstimate: "512MiB" }), simModel("broken", { memoryEstimate: "256MiB", knobs: { exit_code: 3 } })];
 
 /** Starts `warden up` (auth on, HTTP listener on a free port, embedded agent) and a browser on its dashboard as an operator. */
-export async function startDashboardRig(): Promise<DashboardRig> {
+export async function startDashboardRig(o: { readonly extraModels?: readonly Record<string, unknown>[] } = {}): Promise<DashboardRig> {
   const dir = await mkdtemp(join(tmpdir(), "warden-dashboard-"));
   const { path: tokensFile, tokens } = await writeTokensFile(dir, { operator: { role: "operator" }, inference: { role: "inference" }, viewer: { role: "viewer" }, admin: { role: "admin" } });
   let coord: CoordinatorProcess | undefined;
@@ -64,7 +64,7 @@ export async function startDashboardRig(): Promise<DashboardRig> {
       policy: { tickInterval: "100ms", enforcementRetries: 60, enforcementRetryInterval: "250ms" },
       stop: { timeout: "10s", rpcTimeout: "8s" },
       recoveryWindow: "500ms",
-      models: groupedModels,
+      models: [...groupedModels, ...(o.extraModels ?? [])],
     }, 60_000, { via: "warden-up" });
     if (coord.httpAddress === undefined) throw new Error("the coordinator logged no httpAddress");
     const url = `http://${coord.httpAddress}`;

@@ -48,6 +48,7 @@ export async function startListingSwarm(coordinatorAddress: string): Promise<Lis
     installBundle: async () => unimplemented(),
     removeBundle: async () => unimplemented(),
     freeBackend: async () => ({ outcome: { case: "alreadyGone", value: {} } }),
+    getBackendLogs: async () => unimplemented(),
     // Held open until the coordinator cancels it or the swarm closes (nothing exits here).
     watchBackends: (_req, ctx) => ({
       [Symbol.asyncIterator]: () => ({

@@ -5,6 +5,7 @@
 export { Loader, defaultStopTimings } from "./loader.js";
 export type { DrainOptions } from "./drain-node.js";
 export type { LoaderOptions, StopTimings } from "./loader.js";
+export type { CallChange } from "./loader-options.js";
 export { LockTable } from "./lifecycle-lock.js";
 export type { Release } from "./lifecycle-lock.js";
 export { LoadCooldown, defaultCooldownPolicy } from "./load-cooldown.js";

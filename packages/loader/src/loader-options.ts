@@ -81,4 +81,21 @@ export interface LoaderOptions<H extends BackendHandle> {
   readonly maxGoneIncarnations?: number;
   /** Reports what the loader decided but could not act on (bugs, best-effort failures). */
   readonly onWarning?: (msg: string, meta: Record<string, unknown>) => void;
+  /**
+   * Told, in the same turn, as each routed call begins and ends, with its
+   * instance's in-flight count after the change (the dashboard's busy state
+   * and call rates). Must not throw or block: it runs on the call path.
+   */
+  readonly onCall?: (c: CallChange) => void;
+}
+
+/** One routed call began (`durationMs` absent) or ended on an instance. */
+export interface CallChange {
+  readonly model: string;
+  readonly incarnation: string;
+  readonly nodeId: string;
+  /** The instance's calls in flight after this change. */
+  readonly inFlight: number;
+  /** Present when the call ended: from its lease to its completion, on the loader's clock. */
+  readonly durationMs?: number;
 }

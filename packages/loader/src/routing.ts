@@ -50,12 +50,20 @@ export async function acquire<H extends BackendHandle>(s: LoaderState<H>, modelI
         if (h.placement === "remote-only") h.placement = "local-remote";
         const end = s.core.trackRequest(address);
         s.routes.touched(h.model, h.incarnation);
+        const onCall = s.o.onCall;
+        const startedMs = onCall === undefined ? 0 : s.o.clock.now();
+        onCall?.({ model: h.model, incarnation: h.incarnation, nodeId: h.nodeId, inFlight: s.core.inFlight(address) });
+        let told = false;
         // Run-once is the watchdog's (its end() ignores a second call): one owner of the
         // guard, so a double completion still reaches the rule it tests. A second
         // touched() re-reads the same figures and changes nothing.
         const complete = (): void => {
           end();
           s.routes.touched(h.model, h.incarnation);
+          // Once per call, whatever the number of completions (the observer counts calls).
+          if (onCall === undefined || told) return;
+          told = true;
+          onCall({ model: h.model, incarnation: h.incarnation, nodeId: h.nodeId, inFlight: s.core.inFlight(address), durationMs: s.o.clock.now() - startedMs });
         };
         return { incarnation: h.incarnation, nodeId: h.nodeId, address, model: h.model, backend, complete };
       }

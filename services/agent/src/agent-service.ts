@@ -5,6 +5,7 @@ import type { InventorySnapshot, NodeResourcesInit } from "./inventory.js";
 import { createStartBackend } from "./start-backend.js";
 import { createStopBackend } from "./stop-backend.js";
 import { createFreeBackend } from "./free-backend.js";
+import { createGetBackendLogs } from "./get-backend-logs.js";
 import { withCommandAudit } from "./command-audit.js";
 import { createBundleHandlers } from "./bundle-service.js";
 
@@ -24,6 +25,7 @@ export function createAgentService(ctx: AgentContext, parts: AgentServiceParts):
     stopOrphan: scan.stopOrphan,
     freeBackend: createFreeBackend(ctx),
     ...createBundleHandlers(ctx),
+    getBackendLogs: createGetBackendLogs(ctx),
     async listBackends(_req, callCtx) {
       const inv = await inventory(callCtx.signal);
       return { backends: inv.backends, orphans: inv.orphans, foreign: inv.foreign, bootEpoch: BigInt(bootEpochMs), leaderEpoch: inv.leaderEpoch };

@@ -3,6 +3,9 @@ import { openSync, closeSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { LineRing } from "./line-ring.js";
 
+/** How much of the end of a log file a tail reads (bounds what a tail costs, however large the file). */
+export const tailWindowBytes = 64 * 1024;
+
 /**
  * A backend's stdout and stderr, written by the process straight into two files
  * in `<stateDir>/logs` (opened O_APPEND). Files rather than pipes: a backend
@@ -35,8 +38,8 @@ export class BackendLogs {
     };
   }
 
-  private async tail(path: string, maxBytes = 64 * 1024): Promise<LineRing> {
-    const ring = new LineRing(this.maxLines);
+  private async tail(path: string, maxBytes = tailWindowBytes, maxLines = this.maxLines): Promise<LineRing> {
+    const ring = new LineRing(maxLines);
     try {
       const fh = await open(path, "r");
       try {
@@ -64,6 +67,12 @@ export class BackendLogs {
 
   async stderrTail(): Promise<string[]> {
     return (await this.tail(this.stderrPath)).snapshot();
+  }
+
+  /** Both streams' last `maxLines` lines (GetBackendLogs), each from the file's last 64 KiB. */
+  async tails(maxLines: number): Promise<{ stdout: string[]; stderr: string[] }> {
+    const [out, err] = await Promise.all([this.tail(this.stdoutPath, tailWindowBytes, maxLines), this.tail(this.stderrPath, tailWindowBytes, maxLines)]);
+    return { stdout: out.snapshot(), stderr: err.snapshot() };
   }
 
   async stdoutTail(): Promise<string[]> {

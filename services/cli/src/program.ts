@@ -12,6 +12,7 @@ import { whatifCommands } from "./whatif-command.js";
 import type * as BackendActions from "./backend-actions.js";
 import type * as ReplicaActions from "./replica-actions.js";
 import type * as HaActions from "./ha-actions.js";
+import type * as LogsActions from "./logs-actions.js";
 
 export type { CliIo } from "./action-context.js";
 
@@ -22,6 +23,7 @@ const actions = (): Promise<typeof AdminActions> => import("./admin-actions.js")
 const backendActions = (): Promise<typeof BackendActions> => import("./backend-actions.js");
 const replicaActions = (): Promise<typeof ReplicaActions> => import("./replica-actions.js");
 const haActions = (): Promise<typeof HaActions> => import("./ha-actions.js");
+const logsActions = (): Promise<typeof LogsActions> => import("./logs-actions.js");
 
 /**
  * Builds the `warden` command tree. Every command has `--help`; admin
@@ -159,6 +161,13 @@ export function buildProgram(io: CliIo, runners: Runners): { program: Command; e
       .command("status")
       .description("the leader lease as the coordinator at --addr sees it (leader, epoch, lease age, quorum) and every member seen within 30 s (a standby answers too)"),
   ).action(act(async (_a, g) => (await haActions()).haStatus(ctx, g)));
+  withGlobal(
+    program
+      .command("logs")
+      .description("the last lines of an instance's backend stdout and stderr, read from its node's agent (operator role)")
+      .argument("<instance>", "an incarnation (`warden models ls --json`), or a model with one instance")
+      .option("--lines <n>", "lines per stream, 1..1000", "100"),
+  ).action(act(async (_a, g, instance: string, o: { lines: string }) => (await logsActions()).instanceLogs(ctx, g, instance, o.lines)));
   withGlobal(
     models
       .command("ls")

@@ -31,6 +31,7 @@ import { settleUnsettledEvictions } from "./nodes/unsettled-evictions.js";
 import { restoreJournalReplicas } from "./nodes/journal-replicas-at-start.js";
 import { startRecoveryWindow } from "./nodes/recovery-window-at-start.js";
 import { startCoordinatorHttp } from "./http/coordinator-http.js";
+import { CallActivity } from "./http/dashboard/call-activity.js";
 import { DurableSettings } from "./ha/durable-settings.js";
 import { TakeoverSettings } from "./ha/takeover-settings.js";
 import { FileStateStore } from "./config/file-state-store.js";
@@ -203,7 +204,10 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
           openGate = resolveGate;
         })
       : undefined;
+  // Calls as they begin and end, for the dashboard (busy state pushed, the metrics ring).
+  const calls = new CallActivity();
   const loader = new Loader<BackendClientHandle>({
+    onCall: calls.onCall,
     ...(admissionGate === undefined ? {} : { admissionGate }),
     clock,
     rng,
@@ -306,7 +310,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
       await server.listen(config.listen),
       dataPlane === undefined || config.inferenceListen === undefined ? undefined : (await dataPlane.listen(config.inferenceListen)).address,
       // HA: the standby's HTTP listener gives the port up right before the leader binds it.
-      await (deps.beforeHttpListen?.() ?? Promise.resolve()).then(() => startCoordinatorHttp({ config: () => currentConfig, clock, loader, nodes, hub, admin: adminImpl, authenticator: authn, routed, gate: admission.gate, callObserver: trace?.calls, newId, prefixRouting, filesDir: join(stateDir, "http-files"), localNodeId: config.embeddedAgent ? embeddedAgentConfig(config).nodeId : undefined, ...(deps.haView === undefined ? {} : { haView: deps.haView }), log: log.child({ component: "http" }) })),
+      await (deps.beforeHttpListen?.() ?? Promise.resolve()).then(() => startCoordinatorHttp({ config: () => currentConfig, clock, loader, nodes, hub, admin: adminImpl, authenticator: authn, routed, gate: admission.gate, callObserver: trace?.calls, newId, prefixRouting, filesDir: join(stateDir, "http-files"), calls, localNodeId: config.embeddedAgent ? embeddedAgentConfig(config).nodeId : undefined, ...(deps.haView === undefined ? {} : { haView: deps.haView }), log: log.child({ component: "http" }) })),
     ];
   } catch (err) {
     // A listener that cannot bind ends the start: release what already listens or runs, so an

@@ -21,6 +21,7 @@ import { applyPolicyPatch, type InstanceView } from "@warden/watchdog";
 import { validateScale } from "@warden/loader";
 import type { BackendClientHandle } from "../routing/backend-connector.js";
 import { checkId } from "./check-id.js";
+import { instanceLogs } from "./instance-logs.js";
 import type { EventHub } from "./event-hub.js";
 import { explainPlacement } from "./explain-placement.js";
 import type { NodeRecord, NodeRegistry } from "../nodes/node-registry.js";
@@ -365,6 +366,9 @@ export function adminService(d: AdminDeps): ServiceImpl<typeof AdminService> {
       });
       await d.hub.publish(actor === undefined ? audit : { ...audit, actor });
       return { node };
+    },
+    async getInstanceLogs(req, ctx) {
+      return instanceLogs(d, req, ctx.signal);
     },
     async *exportTrace(req, ctx) {
       if (d.exportTrace === undefined) throw new WardenError(Code.NotFound, "no workload trace: trace.enabled is false in this coordinator's config");

@@ -24,6 +24,8 @@ export const adminMethodRoles: Readonly<Record<string, "viewer" | "operator">> =
   ScaleModel: "operator",
   SetNodeLimits: "operator",
   GetHaStatus: "viewer",
+  // A backend's output may hold what callers sent it: the role that acts on instances.
+  GetInstanceLogs: "operator",
 });
 
 const rank: Readonly<Record<Role, number>> = { viewer: 1, operator: 2, admin: 3, inference: 0, node: 0 };

@@ -1,4 +1,5 @@
 import { mkdir, rm } from "node:fs/promises";
+import type { CallActivity } from "./dashboard/call-activity.js";
 import type { AdminService } from "@warden/proto";
 import type { ServiceImpl } from "@warden/grpc";
 import { readTlsMaterial } from "@warden/grpc";
@@ -50,6 +51,8 @@ export interface CoordinatorHttpContext {
   readonly log: Logger;
   /** Prefix-affinity routing for models configured `routing: prefix` (routing/prefix-routing.ts), shared with the gRPC routes. */
   readonly prefixRouting?: PrefixRouting;
+  /** Routed calls as they begin and end (the dashboard's busy state and metrics); absent = none pushed. */
+  readonly calls?: CallActivity;
 }
 
 /** Each module that serves on the HTTP listener: one registrar each (the dashboard adds its own here). */

@@ -51,6 +51,8 @@ export const httpRouteRules: Readonly<Record<string, HttpRouteRule>> = Object.fr
   "GET /api/dashboard/policy": { t: "admin", methods: ["GetPolicy"], of: "all" },
   "POST /api/dashboard/policy": { t: "admin", methods: ["UpdatePolicy"], of: "all" },
   "POST /api/dashboard/policy/sweep": { t: "admin", methods: ["UpdatePolicy"], of: "all" },
+  "GET /api/dashboard/logs": { t: "admin", methods: ["GetInstanceLogs"], of: "all" },
+  "GET /api/dashboard/metrics": { t: "admin", methods: ["ListNodes", "ListModels"], of: "all" },
   "GET /v1/models": inference,
   "GET /v1/models/*": inference,
   "POST /v1/chat/completions": inference,

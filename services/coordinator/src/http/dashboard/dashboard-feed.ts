@@ -3,6 +3,7 @@ import type { Event } from "@warden/proto";
 import { eventToJson } from "@warden/events";
 import type { Cancel, Clock, Logger } from "@warden/common";
 import type { DashboardSnapshot } from "./dashboard-view.js";
+import type { CallListener } from "./call-activity.js";
 import { SseClients, sseFrame, sseKeepAlive, type SseAdmission, type SseLimits } from "./sse-clients.js";
 
 /** The part of the EventHub the feed reads (in-process watch, no per-caller cap). */
@@ -23,6 +24,18 @@ export interface FeedOptions {
   readonly settleMs?: number;
   /** And at least this often while anyone watches: in-flight and last-used change without events. */
   readonly refreshMs?: number;
+  /** Routed calls as they begin and end: each instance's in-flight count is pushed (a `busy` frame). */
+  readonly calls?: { listen(l: CallListener): () => void };
+  /** Changes within this window share one `busy` frame (the page shows a change within it, plus the network). */
+  readonly busyFlushMs?: number;
+}
+
+/** One instance's in-flight count as of a `busy` frame. */
+export interface BusyChange {
+  readonly incarnation: string;
+  readonly model: string;
+  readonly nodeId: string;
+  readonly inFlight: number;
 }
 
 /** Frames an event may collect for a stream whose first snapshot is still being taken. */
@@ -44,6 +57,14 @@ export class DashboardFeed {
   private refreshTimer: Cancel | undefined;
   private settleTimer: Cancel | undefined;
   private refreshing = false;
+  /**
+   * In-flight counts changed since the last `busy` frame, by incarnation:
+   * bounded by the instances that took calls in one flush window (each
+   * entry replaced, not added, by its next change).
+   */
+  private busy = new Map<string, BusyChange>();
+  private busyTimer: Cancel | undefined;
+  private unlistenCalls: (() => void) | undefined;
   private closed = false;
 
   constructor(private readonly o: FeedOptions) {
@@ -104,6 +125,23 @@ export class DashboardFeed {
       }
     })();
     this.refreshTimer = this.o.clock.setTimer(this.o.refreshMs ?? 2_000, () => { this.tick(); });
+    this.unlistenCalls?.();
+    this.unlistenCalls = this.o.calls?.listen((c) => {
+      this.busy.set(c.incarnation, { incarnation: c.incarnation, model: c.model, nodeId: c.nodeId, inFlight: c.inFlight });
+      this.busyTimer ??= this.o.clock.setTimer(this.o.busyFlushMs ?? 50, () => {
+        this.busyTimer = undefined;
+        this.flushBusy();
+      });
+    });
+  }
+
+  /** The in-flight counts changed since the last flush, as one frame to every stream (and to those joining). */
+  private flushBusy(): void {
+    if (this.busy.size === 0) return;
+    const frame = sseFrame("busy", JSON.stringify({ at: new Date(this.o.clock.wallNow()).toISOString(), instances: [...this.busy.values()] }));
+    this.busy = new Map();
+    for (const h of this.joining) if (h.length <= maxJoiningFrames) h.push(frame);
+    this.clients.broadcast(frame);
   }
 
   private tick(): void {
@@ -150,6 +188,11 @@ export class DashboardFeed {
     this.refreshTimer = undefined;
     this.settleTimer?.();
     this.settleTimer = undefined;
+    this.unlistenCalls?.();
+    this.unlistenCalls = undefined;
+    this.busyTimer?.();
+    this.busyTimer = undefined;
+    this.busy.clear();
   }
 
   close(): void {

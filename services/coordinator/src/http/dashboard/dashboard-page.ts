@@ -98,6 +98,11 @@ export const dashboardHtml = `<!doctype html>
   <div id="pg-error" class="action-result error" role="alert"></div>
   <div id="pg-output" class="pg-output" role="region" aria-live="polite" aria-label="model output"></div>
 </section>
+<section id="page-plots" class="page panel" data-page="plots" aria-label="Plots" hidden>
+  <h2>Plots</h2>
+  <p id="plots-info" class="muted"></p>
+  <div id="plots" class="plots"></div>
+</section>
 </main>
 </body>
 </html>
@@ -193,6 +198,16 @@ table.instances td.detail { color: #666; font-size: 0.9em; word-break: break-all
 .events li[data-tone="warn"] { border-left-color: #e0701b; }
 .events li[data-tone="error"] { border-left-color: #c62828; }
 .events time { color: #666; margin-right: 0.6em; font-variant-numeric: tabular-nums; }
+.logs-row td { background: #f7f8fa; }
+.log-block pre { background: #fff; border: 1px solid #e6e8eb; border-radius: 4px; padding: 0.4em 0.6em; max-height: 16em; overflow: auto; white-space: pre-wrap; word-break: break-all; font-size: 0.85em; margin: 0.2em 0 0.5em; }
+.plots { display: grid; grid-template-columns: repeat(auto-fill, minmax(26em, 1fr)); gap: 1em; }
+.plot { background: #fff; border-radius: 8px; padding: 0.6em 0.8em; margin: 0; }
+.plot figcaption { font-weight: 600; font-size: 0.92em; }
+.plot svg { width: 100%; height: 9em; display: block; }
+.plot .axis { stroke: #c9ccd1; stroke-width: 1; }
+.plot .tick { fill: #555; font-size: 10px; }
+.plot-legend { display: flex; flex-wrap: wrap; gap: 0.2em 0.8em; font-size: 0.82em; color: #444; list-style: none; margin: 0.2em 0 0; padding: 0; }
+.plot-legend li::before { content: ""; display: inline-block; width: 0.8em; height: 0.25em; margin-right: 0.3em; vertical-align: middle; background: var(--c); }
 button { cursor: pointer; }
 button.act { background: #20232a; color: #fff; border: 0; border-radius: 4px; padding: 0.2em 0.7em; }
 button.act.small { font-size: 0.8em; padding: 0.1em 0.5em; }

@@ -16,9 +16,10 @@ import { explainJson, takeSnapshot } from "./dashboard-snapshot.js";
 import { modelsPage, modelsQueryKeys, nodesPage, nodesQueryKeys } from "./dashboard-listing-routes.js";
 import type { DashboardPermission, DashboardWhoAmI } from "./dashboard-view.js";
 import { consoleRoutes } from "./dashboard-console-routes.js";
+import { insightRoutes } from "./dashboard-insight-routes.js";
 import { defaultSseLimits, type SseLimits } from "./sse-clients.js";
 
-export type DashboardContext = Pick<CoordinatorHttpContext, "config" | "clock" | "loader" | "hub" | "admin" | "auth" | "log">;
+export type DashboardContext = Pick<CoordinatorHttpContext, "config" | "clock" | "loader" | "hub" | "admin" | "auth" | "log" | "calls" | "nodes">;
 
 export interface DashboardOptions {
   readonly sse?: SseLimits;
@@ -41,7 +42,7 @@ function mayAct(p: Principal | undefined): boolean {
 
 /** Per control, whether `p` may use it (the client shows only those). */
 function mayEach(p: Principal | undefined): Record<DashboardPermission, boolean> {
-  return { load: mayCall(p, "LoadModel"), unload: mayCall(p, "UnloadModel"), drain: mayCall(p, "DrainNode"), undrain: mayCall(p, "UndrainNode"), scale: mayCall(p, "ScaleModel"), policy: mayCall(p, "UpdatePolicy") };
+  return { load: mayCall(p, "LoadModel"), unload: mayCall(p, "UnloadModel"), drain: mayCall(p, "DrainNode"), undrain: mayCall(p, "UndrainNode"), scale: mayCall(p, "ScaleModel"), policy: mayCall(p, "UpdatePolicy"), logs: mayCall(p, "GetInstanceLogs") };
 }
 
 function sendError(reply: FastifyReply, err: unknown): FastifyReply {
@@ -74,7 +75,7 @@ export function dashboardRoutes(ctx: DashboardContext, options: DashboardOptions
   return async (root) => {
     const admin = inProcessClient(AdminService, ctx.admin);
     const snapshot = (): ReturnType<typeof takeSnapshot> => takeSnapshot({ admin, accountedBytes: (nodeId) => ctx.loader.core.placementSummary(nodeId, "", []).accountedBytes, wallNowMs: () => ctx.clock.wallNow() });
-    const feed = new DashboardFeed({ hub: ctx.hub, snapshot, clock: ctx.clock, log: ctx.log.child({ component: "dashboard" }), limits: options.sse ?? defaultSseLimits, ...(options.refreshMs === undefined ? {} : { refreshMs: options.refreshMs }) });
+    const feed = new DashboardFeed({ hub: ctx.hub, snapshot, clock: ctx.clock, log: ctx.log.child({ component: "dashboard" }), limits: options.sse ?? defaultSseLimits, ...(ctx.calls === undefined ? {} : { calls: ctx.calls }), ...(options.refreshMs === undefined ? {} : { refreshMs: options.refreshMs }) });
     // Its own scope: the dashboard's error shape, not the OpenAI one of the rest of the listener.
     await root.register(async (app) => {
       app.addHook("onClose", async () => {
@@ -89,6 +90,7 @@ export function dashboardRoutes(ctx: DashboardContext, options: DashboardOptions
       });
 
       consoleRoutes(app, ctx, admin, onlyQuery);
+      insightRoutes(app, ctx, admin, onlyQuery);
       app.get("/", async (_request, reply) => reply.type("text/html; charset=utf-8").header("cache-control", "no-cache").send(dashboardHtml));
       app.get("/dashboard/app.css", async (_request, reply) => reply.type("text/css; charset=utf-8").header("cache-control", "no-cache").send(dashboardCss));
       app.get("/dashboard/app.js", async (_request, reply) => reply.type("text/javascript; charset=utf-8").header("cache-control", "no-cache").send(await dashboardClientBundle()));

@@ -144,7 +144,7 @@ export interface DashboardHa {
 }
 
 /** What a dashboard control does, each one Admin API method (load: LoadModel … policy: UpdatePolicy). */
-export type DashboardPermission = "load" | "unload" | "drain" | "undrain" | "scale" | "policy";
+export type DashboardPermission = "load" | "unload" | "drain" | "undrain" | "scale" | "policy" | "logs";
 
 /** One configured model's replicas: bounds (min..max), what the reconciler aims for and what is up. */
 export interface DashboardReplicas {

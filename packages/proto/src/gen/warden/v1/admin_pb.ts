@@ -23,7 +23,63 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file warden/v1/admin.proto.
  */
 export const file_warden_v1_admin: GenFile = /*@__PURE__*/
-  fileDesc("ChV3YXJkZW4vdjEvYWRtaW4ucHJvdG8SCXdhcmRlbi52MSLzBAoETm9kZRIPCgdub2RlX2lkGAEgASgJEg8KB2FkZHJlc3MYAiABKAkSKwoGbGFiZWxzGAMgAygLMhsud2FyZGVuLnYxLk5vZGUuTGFiZWxzRW50cnkSIwoFc3RhdGUYBCABKA4yFC53YXJkZW4udjEuTm9kZVN0YXRlEhAKCGRyYWluaW5nGAUgASgIEhcKD2RyYWluX3JlbWFpbmluZxgGIAEoDRIrCglyZXNvdXJjZXMYByABKAsyGC53YXJkZW4udjEuTm9kZVJlc291cmNlcxI1ChFsYXN0X2hlYXJ0YmVhdF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKYm9vdF9lcG9jaBgJIAEoBBIWCg5pbnN0YW5jZV9jb3VudBgKIAEoDRIQCghlbWJlZGRlZBgLIAEoCBIqCgdmb3JlaWduGAwgAygLMhkud2FyZGVuLnYxLkZvcmVpZ25Qcm9jZXNzEg8KB3ZlcnNpb24YDSABKAkSEAoIYmFja2VuZHMYDiADKAkSKwoMYWdlbnRfbGltaXRzGA8gASgLMhUud2FyZGVuLnYxLk5vZGVMaW1pdHMSLgoPbGltaXRzX292ZXJyaWRlGBAgASgLMhUud2FyZGVuLnYxLk5vZGVMaW1pdHMSLwoQZWZmZWN0aXZlX2xpbWl0cxgRIAEoCzIVLndhcmRlbi52MS5Ob2RlTGltaXRzEh4KFnNlcnZpbmdfdGhyb3VnaF9vdXRhZ2UYEiABKA0aLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASKFAQoQTGlzdE5vZGVzUmVxdWVzdBIRCglwYWdlX3NpemUYASABKA0SEgoKcGFnZV90b2tlbhgCIAEoCRIWCg5ub2RlX2lkX3ByZWZpeBgDIAEoCRIjCgVzdGF0ZRgEIAEoDjIULndhcmRlbi52MS5Ob2RlU3RhdGUSDQoFbW9kZWwYBSABKAkiTAoRTGlzdE5vZGVzUmVzcG9uc2USHgoFbm9kZXMYASADKAsyDy53YXJkZW4udjEuTm9kZRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiIQoOR2V0Tm9kZVJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCSJdCg9HZXROb2RlUmVzcG9uc2USHQoEbm9kZRgBIAEoCzIPLndhcmRlbi52MS5Ob2RlEisKCWluc3RhbmNlcxgCIAMoCzIYLndhcmRlbi52MS5Nb2RlbEluc3RhbmNlIjIKEERyYWluTm9kZVJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCRINCgVmb3JjZRgCIAEoCCIyChFEcmFpbk5vZGVSZXNwb25zZRIdCgRub2RlGAEgASgLMg8ud2FyZGVuLnYxLk5vZGUiJQoSVW5kcmFpbk5vZGVSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAkiNAoTVW5kcmFpbk5vZGVSZXNwb25zZRIdCgRub2RlGAEgASgLMg8ud2FyZGVuLnYxLk5vZGUiOQoWRGVjbGFyZU5vZGVMb3N0UmVxdWVzdBIPCgdub2RlX2lkGAEgASgJEg4KBnJlYXNvbhgCIAEoCSJSChdEZWNsYXJlTm9kZUxvc3RSZXNwb25zZRIdCgRub2RlGAEgASgLMg8ud2FyZGVuLnYxLk5vZGUSGAoQd2FzX2FscmVhZHlfbG9zdBgCIAEoCCJuCgxMZWZ0b3ZlckluZm8SEAoIYXR0ZW1wdHMYASABKA0SEgoKbGFzdF9lcnJvchgCIAEoCRIpCgVzaW5jZRgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDQoFc3R1Y2sYBCABKAgirwQKDU1vZGVsSW5zdGFuY2USDQoFbW9kZWwYASABKAkSDwoHbm9kZV9pZBgCIAEoCRIPCgdhZGRyZXNzGAMgASgJEhMKC2luY2FybmF0aW9uGAQgASgJEicKCXBsYWNlbWVudBgFIAEoDjIULndhcmRlbi52MS5QbGFjZW1lbnQSJwoFc3RhdGUYBiABKA4yGC53YXJkZW4udjEuSW5zdGFuY2VTdGF0ZRIRCglpbl9mbGlnaHQYByABKA0SLgoKYnVzeV9zaW5jZRgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKaWRsZV9zaW5jZRgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLQoJbGFzdF91c2VkGAogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIYChBwZW5kaW5nX2V2aWN0aW9uGAsgASgIEg4KBnBpbm5lZBgMIAEoCBIOCgZncm91cHMYDSADKAkSEgoKc2l6ZV9ieXRlcxgOIAEoBBIpCghsZWZ0b3ZlchgPIAEoCzIXLndhcmRlbi52MS5MZWZ0b3ZlckluZm8SDwoHYmFja2VuZBgQIAEoCRIoCgpub2RlX3N0YXRlGBEgASgOMhQud2FyZGVuLnYxLk5vZGVTdGF0ZRIwCg5vdXRhZ2Vfc2VydmluZxgSIAEoDjIYLndhcmRlbi52MS5PdXRhZ2VTZXJ2aW5nIoMBChFMaXN0TW9kZWxzUmVxdWVzdBIPCgdub2RlX2lkGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoDRISCgpwYWdlX3Rva2VuGAMgASgJEg0KBW1vZGVsGAQgASgJEicKBXN0YXRlGAUgASgOMhgud2FyZGVuLnYxLkluc3RhbmNlU3RhdGUiZQoPQ29uZmlndXJlZE1vZGVsEg0KBW1vZGVsGAEgASgJEg8KB2JhY2tlbmQYAiABKAkSDgoGZ3JvdXBzGAMgAygJEg4KBnBpbm5lZBgEIAEoCBISCgpzaXplX2J5dGVzGAUgASgEIrYBChJMaXN0TW9kZWxzUmVzcG9uc2USKwoJaW5zdGFuY2VzGAEgAygLMhgud2FyZGVuLnYxLk1vZGVsSW5zdGFuY2USLgoKY29uZmlndXJlZBgCIAMoCzIaLndhcmRlbi52MS5Db25maWd1cmVkTW9kZWwSKgoIcmVwbGljYXMYAyADKAsyGC53YXJkZW4udjEuTW9kZWxSZXBsaWNhcxIXCg9uZXh0X3BhZ2VfdG9rZW4YBCABKAkiSQoOUmVwbGljYUJsb2NrZWQSDQoFZXJyb3IYASABKAkSEAoIZmFpbHVyZXMYAiABKA0SFgoOcmV0cnlfYWZ0ZXJfbXMYAyABKAQi0wIKDU1vZGVsUmVwbGljYXMSDQoFbW9kZWwYASABKAkSCwoDbWluGAIgASgNEgsKA21heBgDIAEoDRIYChB0YXJnZXRfaW5fZmxpZ2h0GAQgASgNEhsKE3NjYWxlX2Rvd25fYWZ0ZXJfbXMYBSABKAQSDwoHZGVzaXJlZBgGIAEoDRINCgVyZWFkeRgHIAEoDRIPCgdsb2FkaW5nGAggASgNEhAKCHN0b3BwaW5nGAkgASgNEhEKCWxlZnRvdmVycxgKIAEoDRIOCgZxdWV1ZWQYCyABKA0SKgoHYmxvY2tlZBgMIAEoCzIZLndhcmRlbi52MS5SZXBsaWNhQmxvY2tlZBIkCghsb2FkX2pvYhgNIAEoCzISLndhcmRlbi52MS5Mb2FkSm9iEioKB3JvbGxvdXQYDiABKAsyGS53YXJkZW4udjEuUmVwbGljYVJvbGxvdXQiPgoOUmVwbGljYVJvbGxvdXQSDwoHY3VycmVudBgBIAEoDRINCgVzdGFsZRgCIAEoDRIMCgRrZWVwGAMgASgNIjIKEExvYWRNb2RlbFJlcXVlc3QSDQoFbW9kZWwYASABKAkSDwoHbm9kZV9pZBgCIAEoCSI/ChFMb2FkTW9kZWxSZXNwb25zZRIqCghpbnN0YW5jZRgBIAEoCzIYLndhcmRlbi52MS5Nb2RlbEluc3RhbmNlIksKElVubG9hZE1vZGVsUmVxdWVzdBINCgVtb2RlbBgBIAEoCRINCgVmb3JjZRgCIAEoCBIXCg9zdG9wX3RpbWVvdXRfbXMYAyABKAQiewoTVW5sb2FkTW9kZWxSZXNwb25zZRIpCgdvdXRjb21lGAEgASgOMhgud2FyZGVuLnYxLlVubG9hZE91dGNvbWUSDQoFZXJyb3IYAiABKAkSKgoIaW5zdGFuY2UYAyABKAsyGC53YXJkZW4udjEuTW9kZWxJbnN0YW5jZSJdChVGb3JnZXRJbnN0YW5jZVJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCRITCgtpbmNhcm5hdGlvbhgCIAEoCRIQCghvcGVyYXRvchgDIAEoCRIMCgRub3RlGAQgASgJIhgKFkZvcmdldEluc3RhbmNlUmVzcG9uc2Ui6gIKBlBvbGljeRIWCg5saW1pdF9wZXJfbm9kZRgBIAEoDRISCgppZGxlX2NoZWNrGAIgASgIEhcKD2lkbGVfdGltZW91dF9tcxgDIAEoBBISCgpidXN5X2NoZWNrGAQgASgIEhcKD2J1c3lfdGltZW91dF9tcxgFIAEoBBIYChBtZW1vcnlfcmVjbGFpbWVyGAYgASgIEhgKEG1lbW9yeV90aHJlc2hvbGQYByABKAESIAoYZm9yY2VfZXZpY3Rpb25fd2hlbl9idXN5GAggASgIEhIKCnNpemVfYXdhcmUYCSABKAgSGAoQdGlja19pbnRlcnZhbF9tcxgKIAEoBBIbChNlbmZvcmNlbWVudF9yZXRyaWVzGAsgASgNEiUKHWVuZm9yY2VtZW50X3JldHJ5X2ludGVydmFsX21zGAwgASgEEiYKBm1vZGVscxgNIAMoCzIWLndhcmRlbi52MS5Nb2RlbFBvbGljeSI8CgtNb2RlbFBvbGljeRINCgVtb2RlbBgBIAEoCRIOCgZwaW5uZWQYAiABKAgSDgoGZ3JvdXBzGAMgAygJIhIKEEdldFBvbGljeVJlcXVlc3QiNgoRR2V0UG9saWN5UmVzcG9uc2USIQoGcG9saWN5GAEgASgLMhEud2FyZGVuLnYxLlBvbGljeSLtAwoLUG9saWN5UGF0Y2gSGwoObGltaXRfcGVyX25vZGUYASABKA1IAIgBARIXCgppZGxlX2NoZWNrGAIgASgISAGIAQESHAoPaWRsZV90aW1lb3V0X21zGAMgASgESAKIAQESFwoKYnVzeV9jaGVjaxgEIAEoCEgDiAEBEhwKD2J1c3lfdGltZW91dF9tcxgFIAEoBEgEiAEBEh0KEG1lbW9yeV9yZWNsYWltZXIYBiABKAhIBYgBARIdChBtZW1vcnlfdGhyZXNob2xkGAcgASgBSAaIAQESJQoYZm9yY2VfZXZpY3Rpb25fd2hlbl9idXN5GAggASgISAeIAQESFwoKc2l6ZV9hd2FyZRgJIAEoCEgIiAEBEiYKBm1vZGVscxgKIAMoCzIWLndhcmRlbi52MS5Nb2RlbFBvbGljeUIRCg9fbGltaXRfcGVyX25vZGVCDQoLX2lkbGVfY2hlY2tCEgoQX2lkbGVfdGltZW91dF9tc0INCgtfYnVzeV9jaGVja0ISChBfYnVzeV90aW1lb3V0X21zQhMKEV9tZW1vcnlfcmVjbGFpbWVyQhMKEV9tZW1vcnlfdGhyZXNob2xkQhsKGV9mb3JjZV9ldmljdGlvbl93aGVuX2J1c3lCDQoLX3NpemVfYXdhcmUiPAoTVXBkYXRlUG9saWN5UmVxdWVzdBIlCgVwYXRjaBgBIAEoCzIWLndhcmRlbi52MS5Qb2xpY3lQYXRjaCI5ChRVcGRhdGVQb2xpY3lSZXNwb25zZRIhCgZwb2xpY3kYASABKAsyES53YXJkZW4udjEuUG9saWN5IigKF0V4cGxhaW5QbGFjZW1lbnRSZXF1ZXN0Eg0KBW1vZGVsGAEgASgJInQKC05vZGVWZXJkaWN0Eg8KB25vZGVfaWQYASABKAkSDAoEZml0cxgCIAEoCBIOCgZyZWFzb24YAyABKAkSEgoKZnJlZV9ieXRlcxgEIAEoBBITCgt3b3VsZF9ldmljdBgFIAMoCRINCgVzY29yZRgGIAEoASKSAQoYRXhwbGFpblBsYWNlbWVudFJlc3BvbnNlEi4KCGRlY2lzaW9uGAEgASgOMhwud2FyZGVuLnYxLlBsYWNlbWVudERlY2lzaW9uEg8KB25vZGVfaWQYAiABKAkSDgoGcmVhc29uGAMgASgJEiUKBW5vZGVzGAQgAygLMhYud2FyZGVuLnYxLk5vZGVWZXJkaWN0IkMKEldhdGNoRXZlbnRzUmVxdWVzdBINCgV0eXBlcxgBIAMoCRIPCgdub2RlX2lkGAIgASgJEg0KBW1vZGVsGAMgASgJIjYKE1dhdGNoRXZlbnRzUmVzcG9uc2USHwoFZXZlbnQYASABKAsyEC53YXJkZW4udjEuRXZlbnQiaAoRU2NhbGVNb2RlbFJlcXVlc3QSDQoFbW9kZWwYASABKAkSEAoDbWluGAIgASgNSACIAQESEAoDbWF4GAMgASgNSAGIAQESEAoIb3BlcmF0b3IYBCABKAlCBgoEX21pbkIGCgRfbWF4IkAKElNjYWxlTW9kZWxSZXNwb25zZRIqCghyZXBsaWNhcxgBIAEoCzIYLndhcmRlbi52MS5Nb2RlbFJlcGxpY2FzIm8KFFNldE5vZGVMaW1pdHNSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAkSJQoGbGltaXRzGAIgASgLMhUud2FyZGVuLnYxLk5vZGVMaW1pdHMSDQoFY2xlYXIYAyABKAgSEAoIb3BlcmF0b3IYBCABKAkiNgoVU2V0Tm9kZUxpbWl0c1Jlc3BvbnNlEh0KBG5vZGUYASABKAsyDy53YXJkZW4udjEuTm9kZSIUChJHZXRIYVN0YXR1c1JlcXVlc3QiYQoISGFNZW1iZXISDgoGaG9sZGVyGAEgASgJEg8KB2FkZHJlc3MYAiABKAkSFAoMbGFzdF9zZWVuX21zGAMgASgEEgwKBHJvbGUYBCABKAkSEAoIaHR0cF91cmwYBSABKAkigAIKE0dldEhhU3RhdHVzUmVzcG9uc2USDwoHZW5hYmxlZBgBIAEoCBIhCgRzZWxmGAIgASgLMhMud2FyZGVuLnYxLkhhTWVtYmVyEhUKDWxlYWRlcl9ob2xkZXIYAyABKAkSFgoObGVhZGVyX2FkZHJlc3MYBCABKAkSDQoFZXBvY2gYBSABKAQSFAoMbGVhc2VfYWdlX21zGAYgASgEEiUKCHN0YW5kYnlzGAcgAygLMhMud2FyZGVuLnYxLkhhTWVtYmVyEg4KBnF1b3J1bRgIIAEoCBIRCgl0YWtlb3ZlcnMYCSABKAQSFwoPbGVhZGVyX2h0dHBfdXJsGAogASgJIisKEkV4cG9ydFRyYWNlUmVxdWVzdBIVCg1zaW5jZV91bml4X21zGAEgASgEIiMKE0V4cG9ydFRyYWNlUmVzcG9uc2USDAoEZGF0YRgBIAEoDCqLAQoJTm9kZVN0YXRlEhoKFk5PREVfU1RBVEVfVU5TUEVDSUZJRUQQABIUChBOT0RFX1NUQVRFX1JFQURZEAESGgoWTk9ERV9TVEFURV9VTlJFQUNIQUJMRRACEhMKD05PREVfU1RBVEVfTE9TVBADEhsKF05PREVfU1RBVEVfTk9UX1JFUE9SVEVEEAQqcgoJUGxhY2VtZW50EhkKFVBMQUNFTUVOVF9VTlNQRUNJRklFRBAAEhMKD1BMQUNFTUVOVF9MT0NBTBABEhoKFlBMQUNFTUVOVF9MT0NBTF9SRU1PVEUQAhIZChVQTEFDRU1FTlRfUkVNT1RFX09OTFkQAyr8AQoNSW5zdGFuY2VTdGF0ZRIeChpJTlNUQU5DRV9TVEFURV9VTlNQRUNJRklFRBAAEhoKFklOU1RBTkNFX1NUQVRFX0xPQURJTkcQARIYChRJTlNUQU5DRV9TVEFURV9SRUFEWRACEhgKFElOU1RBTkNFX1NUQVRFX0ZSRUVEEAMSIwofSU5TVEFOQ0VfU1RBVEVfUEVORElOR19FVklDVElPThAEEhsKF0lOU1RBTkNFX1NUQVRFX0xFRlRPVkVSEAUSGQoVSU5TVEFOQ0VfU1RBVEVfT1JQSEFOEAYSHgoaSU5TVEFOQ0VfU1RBVEVfVU5DT05GSVJNRUQQBypsCg1PdXRhZ2VTZXJ2aW5nEh4KGk9VVEFHRV9TRVJWSU5HX1VOU1BFQ0lGSUVEEAASGgoWT1VUQUdFX1NFUlZJTkdfU0VSVklORxABEh8KG09VVEFHRV9TRVJWSU5HX1BST0JFX0ZBSUxFRBACKqwBCg1VbmxvYWRPdXRjb21lEh4KGlVOTE9BRF9PVVRDT01FX1VOU1BFQ0lGSUVEEAASGgoWVU5MT0FEX09VVENPTUVfU1RPUFBFRBABEiMKH1VOTE9BRF9PVVRDT01FX1JFR0lTVEVSRURfQUdBSU4QAhIbChdVTkxPQURfT1VUQ09NRV9MRUZUT1ZFUhADEh0KGVVOTE9BRF9PVVRDT01FX05PVF9MT0FERUQQBCrhAQoRUGxhY2VtZW50RGVjaXNpb24SIgoeUExBQ0VNRU5UX0RFQ0lTSU9OX1VOU1BFQ0lGSUVEEAASJQohUExBQ0VNRU5UX0RFQ0lTSU9OX0FMUkVBRFlfTE9BREVEEAESHAoYUExBQ0VNRU5UX0RFQ0lTSU9OX1BMQUNFEAISJwojUExBQ0VNRU5UX0RFQ0lTSU9OX0VWSUNUX1RIRU5fUExBQ0UQAxIbChdQTEFDRU1FTlRfREVDSVNJT05fV0FJVBAEEh0KGVBMQUNFTUVOVF9ERUNJU0lPTl9OT19GSVQQBTLDCgoMQWRtaW5TZXJ2aWNlEkYKCUxpc3ROb2RlcxIbLndhcmRlbi52MS5MaXN0Tm9kZXNSZXF1ZXN0Ghwud2FyZGVuLnYxLkxpc3ROb2Rlc1Jlc3BvbnNlEkAKB0dldE5vZGUSGS53YXJkZW4udjEuR2V0Tm9kZVJlcXVlc3QaGi53YXJkZW4udjEuR2V0Tm9kZVJlc3BvbnNlEkYKCURyYWluTm9kZRIbLndhcmRlbi52MS5EcmFpbk5vZGVSZXF1ZXN0Ghwud2FyZGVuLnYxLkRyYWluTm9kZVJlc3BvbnNlEkwKC1VuZHJhaW5Ob2RlEh0ud2FyZGVuLnYxLlVuZHJhaW5Ob2RlUmVxdWVzdBoeLndhcmRlbi52MS5VbmRyYWluTm9kZVJlc3BvbnNlElgKD0RlY2xhcmVOb2RlTG9zdBIhLndhcmRlbi52MS5EZWNsYXJlTm9kZUxvc3RSZXF1ZXN0GiIud2FyZGVuLnYxLkRlY2xhcmVOb2RlTG9zdFJlc3BvbnNlEkkKCkxpc3RNb2RlbHMSHC53YXJkZW4udjEuTGlzdE1vZGVsc1JlcXVlc3QaHS53YXJkZW4udjEuTGlzdE1vZGVsc1Jlc3BvbnNlEkYKCUxvYWRNb2RlbBIbLndhcmRlbi52MS5Mb2FkTW9kZWxSZXF1ZXN0Ghwud2FyZGVuLnYxLkxvYWRNb2RlbFJlc3BvbnNlEkwKC1VubG9hZE1vZGVsEh0ud2FyZGVuLnYxLlVubG9hZE1vZGVsUmVxdWVzdBoeLndhcmRlbi52MS5VbmxvYWRNb2RlbFJlc3BvbnNlElUKDkZvcmdldEluc3RhbmNlEiAud2FyZGVuLnYxLkZvcmdldEluc3RhbmNlUmVxdWVzdBohLndhcmRlbi52MS5Gb3JnZXRJbnN0YW5jZVJlc3BvbnNlEkYKCUdldFBvbGljeRIbLndhcmRlbi52MS5HZXRQb2xpY3lSZXF1ZXN0Ghwud2FyZGVuLnYxLkdldFBvbGljeVJlc3BvbnNlEk8KDFVwZGF0ZVBvbGljeRIeLndhcmRlbi52MS5VcGRhdGVQb2xpY3lSZXF1ZXN0Gh8ud2FyZGVuLnYxLlVwZGF0ZVBvbGljeVJlc3BvbnNlElsKEEV4cGxhaW5QbGFjZW1lbnQSIi53YXJkZW4udjEuRXhwbGFpblBsYWNlbWVudFJlcXVlc3QaIy53YXJkZW4udjEuRXhwbGFpblBsYWNlbWVudFJlc3BvbnNlEk4KC1dhdGNoRXZlbnRzEh0ud2FyZGVuLnYxLldhdGNoRXZlbnRzUmVxdWVzdBoeLndhcmRlbi52MS5XYXRjaEV2ZW50c1Jlc3BvbnNlMAESSQoKU2NhbGVNb2RlbBIcLndhcmRlbi52MS5TY2FsZU1vZGVsUmVxdWVzdBodLndhcmRlbi52MS5TY2FsZU1vZGVsUmVzcG9uc2USUgoNU2V0Tm9kZUxpbWl0cxIfLndhcmRlbi52MS5TZXROb2RlTGltaXRzUmVxdWVzdBogLndhcmRlbi52MS5TZXROb2RlTGltaXRzUmVzcG9uc2USTAoLR2V0SGFTdGF0dXMSHS53YXJkZW4udjEuR2V0SGFTdGF0dXNSZXF1ZXN0Gh4ud2FyZGVuLnYxLkdldEhhU3RhdHVzUmVzcG9uc2USTgoLRXhwb3J0VHJhY2USHS53YXJkZW4udjEuRXhwb3J0VHJhY2VSZXF1ZXN0Gh4ud2FyZGVuLnYxLkV4cG9ydFRyYWNlUmVzcG9uc2UwAWIGcHJvdG8z", [file_google_protobuf_timestamp, file_warden_v1_events, file_warden_v1_load_job, file_warden_v1_node, file_warden_v1_types]);
+  fileDesc("ChV3YXJkZW4vdjEvYWRtaW4ucHJvdG8SCXdhcmRlbi52MSJAChZHZXRJbnN0YW5jZUxvZ3NSZXF1ZXN0EhMKC2luY2FybmF0aW9uGAEgASgJEhEKCW1heF9saW5lcxgCIAEoDSJlChdHZXRJbnN0YW5jZUxvZ3NSZXNwb25zZRINCgVtb2RlbBgBIAEoCRIPCgdub2RlX2lkGAIgASgJEhQKDHN0ZG91dF9saW5lcxgDIAMoCRIUCgxzdGRlcnJfbGluZXMYBCADKAki8wQKBE5vZGUSDwoHbm9kZV9pZBgBIAEoCRIPCgdhZGRyZXNzGAIgASgJEisKBmxhYmVscxgDIAMoCzIbLndhcmRlbi52MS5Ob2RlLkxhYmVsc0VudHJ5EiMKBXN0YXRlGAQgASgOMhQud2FyZGVuLnYxLk5vZGVTdGF0ZRIQCghkcmFpbmluZxgFIAEoCBIXCg9kcmFpbl9yZW1haW5pbmcYBiABKA0SKwoJcmVzb3VyY2VzGAcgASgLMhgud2FyZGVuLnYxLk5vZGVSZXNvdXJjZXMSNQoRbGFzdF9oZWFydGJlYXRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKCmJvb3RfZXBvY2gYCSABKAQSFgoOaW5zdGFuY2VfY291bnQYCiABKA0SEAoIZW1iZWRkZWQYCyABKAgSKgoHZm9yZWlnbhgMIAMoCzIZLndhcmRlbi52MS5Gb3JlaWduUHJvY2VzcxIPCgd2ZXJzaW9uGA0gASgJEhAKCGJhY2tlbmRzGA4gAygJEisKDGFnZW50X2xpbWl0cxgPIAEoCzIVLndhcmRlbi52MS5Ob2RlTGltaXRzEi4KD2xpbWl0c19vdmVycmlkZRgQIAEoCzIVLndhcmRlbi52MS5Ob2RlTGltaXRzEi8KEGVmZmVjdGl2ZV9saW1pdHMYESABKAsyFS53YXJkZW4udjEuTm9kZUxpbWl0cxIeChZzZXJ2aW5nX3Rocm91Z2hfb3V0YWdlGBIgASgNGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEihQEKEExpc3ROb2Rlc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgNEhIKCnBhZ2VfdG9rZW4YAiABKAkSFgoObm9kZV9pZF9wcmVmaXgYAyABKAkSIwoFc3RhdGUYBCABKA4yFC53YXJkZW4udjEuTm9kZVN0YXRlEg0KBW1vZGVsGAUgASgJIkwKEUxpc3ROb2Rlc1Jlc3BvbnNlEh4KBW5vZGVzGAEgAygLMg8ud2FyZGVuLnYxLk5vZGUSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIiEKDkdldE5vZGVSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAkiXQoPR2V0Tm9kZVJlc3BvbnNlEh0KBG5vZGUYASABKAsyDy53YXJkZW4udjEuTm9kZRIrCglpbnN0YW5jZXMYAiADKAsyGC53YXJkZW4udjEuTW9kZWxJbnN0YW5jZSIyChBEcmFpbk5vZGVSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAkSDQoFZm9yY2UYAiABKAgiMgoRRHJhaW5Ob2RlUmVzcG9uc2USHQoEbm9kZRgBIAEoCzIPLndhcmRlbi52MS5Ob2RlIiUKElVuZHJhaW5Ob2RlUmVxdWVzdBIPCgdub2RlX2lkGAEgASgJIjQKE1VuZHJhaW5Ob2RlUmVzcG9uc2USHQoEbm9kZRgBIAEoCzIPLndhcmRlbi52MS5Ob2RlIjkKFkRlY2xhcmVOb2RlTG9zdFJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCRIOCgZyZWFzb24YAiABKAkiUgoXRGVjbGFyZU5vZGVMb3N0UmVzcG9uc2USHQoEbm9kZRgBIAEoCzIPLndhcmRlbi52MS5Ob2RlEhgKEHdhc19hbHJlYWR5X2xvc3QYAiABKAgibgoMTGVmdG92ZXJJbmZvEhAKCGF0dGVtcHRzGAEgASgNEhIKCmxhc3RfZXJyb3IYAiABKAkSKQoFc2luY2UYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg0KBXN0dWNrGAQgASgIIq8ECg1Nb2RlbEluc3RhbmNlEg0KBW1vZGVsGAEgASgJEg8KB25vZGVfaWQYAiABKAkSDwoHYWRkcmVzcxgDIAEoCRITCgtpbmNhcm5hdGlvbhgEIAEoCRInCglwbGFjZW1lbnQYBSABKA4yFC53YXJkZW4udjEuUGxhY2VtZW50EicKBXN0YXRlGAYgASgOMhgud2FyZGVuLnYxLkluc3RhbmNlU3RhdGUSEQoJaW5fZmxpZ2h0GAcgASgNEi4KCmJ1c3lfc2luY2UYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmlkbGVfc2luY2UYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi0KCWxhc3RfdXNlZBgKIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASGAoQcGVuZGluZ19ldmljdGlvbhgLIAEoCBIOCgZwaW5uZWQYDCABKAgSDgoGZ3JvdXBzGA0gAygJEhIKCnNpemVfYnl0ZXMYDiABKAQSKQoIbGVmdG92ZXIYDyABKAsyFy53YXJkZW4udjEuTGVmdG92ZXJJbmZvEg8KB2JhY2tlbmQYECABKAkSKAoKbm9kZV9zdGF0ZRgRIAEoDjIULndhcmRlbi52MS5Ob2RlU3RhdGUSMAoOb3V0YWdlX3NlcnZpbmcYEiABKA4yGC53YXJkZW4udjEuT3V0YWdlU2VydmluZyKDAQoRTGlzdE1vZGVsc1JlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKA0SEgoKcGFnZV90b2tlbhgDIAEoCRINCgVtb2RlbBgEIAEoCRInCgVzdGF0ZRgFIAEoDjIYLndhcmRlbi52MS5JbnN0YW5jZVN0YXRlImUKD0NvbmZpZ3VyZWRNb2RlbBINCgVtb2RlbBgBIAEoCRIPCgdiYWNrZW5kGAIgASgJEg4KBmdyb3VwcxgDIAMoCRIOCgZwaW5uZWQYBCABKAgSEgoKc2l6ZV9ieXRlcxgFIAEoBCK2AQoSTGlzdE1vZGVsc1Jlc3BvbnNlEisKCWluc3RhbmNlcxgBIAMoCzIYLndhcmRlbi52MS5Nb2RlbEluc3RhbmNlEi4KCmNvbmZpZ3VyZWQYAiADKAsyGi53YXJkZW4udjEuQ29uZmlndXJlZE1vZGVsEioKCHJlcGxpY2FzGAMgAygLMhgud2FyZGVuLnYxLk1vZGVsUmVwbGljYXMSFwoPbmV4dF9wYWdlX3Rva2VuGAQgASgJIkkKDlJlcGxpY2FCbG9ja2VkEg0KBWVycm9yGAEgASgJEhAKCGZhaWx1cmVzGAIgASgNEhYKDnJldHJ5X2FmdGVyX21zGAMgASgEItMCCg1Nb2RlbFJlcGxpY2FzEg0KBW1vZGVsGAEgASgJEgsKA21pbhgCIAEoDRILCgNtYXgYAyABKA0SGAoQdGFyZ2V0X2luX2ZsaWdodBgEIAEoDRIbChNzY2FsZV9kb3duX2FmdGVyX21zGAUgASgEEg8KB2Rlc2lyZWQYBiABKA0SDQoFcmVhZHkYByABKA0SDwoHbG9hZGluZxgIIAEoDRIQCghzdG9wcGluZxgJIAEoDRIRCglsZWZ0b3ZlcnMYCiABKA0SDgoGcXVldWVkGAsgASgNEioKB2Jsb2NrZWQYDCABKAsyGS53YXJkZW4udjEuUmVwbGljYUJsb2NrZWQSJAoIbG9hZF9qb2IYDSABKAsyEi53YXJkZW4udjEuTG9hZEpvYhIqCgdyb2xsb3V0GA4gASgLMhkud2FyZGVuLnYxLlJlcGxpY2FSb2xsb3V0Ij4KDlJlcGxpY2FSb2xsb3V0Eg8KB2N1cnJlbnQYASABKA0SDQoFc3RhbGUYAiABKA0SDAoEa2VlcBgDIAEoDSIyChBMb2FkTW9kZWxSZXF1ZXN0Eg0KBW1vZGVsGAEgASgJEg8KB25vZGVfaWQYAiABKAkiPwoRTG9hZE1vZGVsUmVzcG9uc2USKgoIaW5zdGFuY2UYASABKAsyGC53YXJkZW4udjEuTW9kZWxJbnN0YW5jZSJLChJVbmxvYWRNb2RlbFJlcXVlc3QSDQoFbW9kZWwYASABKAkSDQoFZm9yY2UYAiABKAgSFwoPc3RvcF90aW1lb3V0X21zGAMgASgEInsKE1VubG9hZE1vZGVsUmVzcG9uc2USKQoHb3V0Y29tZRgBIAEoDjIYLndhcmRlbi52MS5VbmxvYWRPdXRjb21lEg0KBWVycm9yGAIgASgJEioKCGluc3RhbmNlGAMgASgLMhgud2FyZGVuLnYxLk1vZGVsSW5zdGFuY2UiXQoVRm9yZ2V0SW5zdGFuY2VSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAkSEwoLaW5jYXJuYXRpb24YAiABKAkSEAoIb3BlcmF0b3IYAyABKAkSDAoEbm90ZRgEIAEoCSIYChZGb3JnZXRJbnN0YW5jZVJlc3BvbnNlIuoCCgZQb2xpY3kSFgoObGltaXRfcGVyX25vZGUYASABKA0SEgoKaWRsZV9jaGVjaxgCIAEoCBIXCg9pZGxlX3RpbWVvdXRfbXMYAyABKAQSEgoKYnVzeV9jaGVjaxgEIAEoCBIXCg9idXN5X3RpbWVvdXRfbXMYBSABKAQSGAoQbWVtb3J5X3JlY2xhaW1lchgGIAEoCBIYChBtZW1vcnlfdGhyZXNob2xkGAcgASgBEiAKGGZvcmNlX2V2aWN0aW9uX3doZW5fYnVzeRgIIAEoCBISCgpzaXplX2F3YXJlGAkgASgIEhgKEHRpY2tfaW50ZXJ2YWxfbXMYCiABKAQSGwoTZW5mb3JjZW1lbnRfcmV0cmllcxgLIAEoDRIlCh1lbmZvcmNlbWVudF9yZXRyeV9pbnRlcnZhbF9tcxgMIAEoBBImCgZtb2RlbHMYDSADKAsyFi53YXJkZW4udjEuTW9kZWxQb2xpY3kiPAoLTW9kZWxQb2xpY3kSDQoFbW9kZWwYASABKAkSDgoGcGlubmVkGAIgASgIEg4KBmdyb3VwcxgDIAMoCSISChBHZXRQb2xpY3lSZXF1ZXN0IjYKEUdldFBvbGljeVJlc3BvbnNlEiEKBnBvbGljeRgBIAEoCzIRLndhcmRlbi52MS5Qb2xpY3ki7QMKC1BvbGljeVBhdGNoEhsKDmxpbWl0X3Blcl9ub2RlGAEgASgNSACIAQESFwoKaWRsZV9jaGVjaxgCIAEoCEgBiAEBEhwKD2lkbGVfdGltZW91dF9tcxgDIAEoBEgCiAEBEhcKCmJ1c3lfY2hlY2sYBCABKAhIA4gBARIcCg9idXN5X3RpbWVvdXRfbXMYBSABKARIBIgBARIdChBtZW1vcnlfcmVjbGFpbWVyGAYgASgISAWIAQESHQoQbWVtb3J5X3RocmVzaG9sZBgHIAEoAUgGiAEBEiUKGGZvcmNlX2V2aWN0aW9uX3doZW5fYnVzeRgIIAEoCEgHiAEBEhcKCnNpemVfYXdhcmUYCSABKAhICIgBARImCgZtb2RlbHMYCiADKAsyFi53YXJkZW4udjEuTW9kZWxQb2xpY3lCEQoPX2xpbWl0X3Blcl9ub2RlQg0KC19pZGxlX2NoZWNrQhIKEF9pZGxlX3RpbWVvdXRfbXNCDQoLX2J1c3lfY2hlY2tCEgoQX2J1c3lfdGltZW91dF9tc0ITChFfbWVtb3J5X3JlY2xhaW1lckITChFfbWVtb3J5X3RocmVzaG9sZEIbChlfZm9yY2VfZXZpY3Rpb25fd2hlbl9idXN5Qg0KC19zaXplX2F3YXJlIjwKE1VwZGF0ZVBvbGljeVJlcXVlc3QSJQoFcGF0Y2gYASABKAsyFi53YXJkZW4udjEuUG9saWN5UGF0Y2giOQoUVXBkYXRlUG9saWN5UmVzcG9uc2USIQoGcG9saWN5GAEgASgLMhEud2FyZGVuLnYxLlBvbGljeSIoChdFeHBsYWluUGxhY2VtZW50UmVxdWVzdBINCgVtb2RlbBgBIAEoCSJ0CgtOb2RlVmVyZGljdBIPCgdub2RlX2lkGAEgASgJEgwKBGZpdHMYAiABKAgSDgoGcmVhc29uGAMgASgJEhIKCmZyZWVfYnl0ZXMYBCABKAQSEwoLd291bGRfZXZpY3QYBSADKAkSDQoFc2NvcmUYBiABKAEikgEKGEV4cGxhaW5QbGFjZW1lbnRSZXNwb25zZRIuCghkZWNpc2lvbhgBIAEoDjIcLndhcmRlbi52MS5QbGFjZW1lbnREZWNpc2lvbhIPCgdub2RlX2lkGAIgASgJEg4KBnJlYXNvbhgDIAEoCRIlCgVub2RlcxgEIAMoCzIWLndhcmRlbi52MS5Ob2RlVmVyZGljdCJDChJXYXRjaEV2ZW50c1JlcXVlc3QSDQoFdHlwZXMYASADKAkSDwoHbm9kZV9pZBgCIAEoCRINCgVtb2RlbBgDIAEoCSI2ChNXYXRjaEV2ZW50c1Jlc3BvbnNlEh8KBWV2ZW50GAEgASgLMhAud2FyZGVuLnYxLkV2ZW50ImgKEVNjYWxlTW9kZWxSZXF1ZXN0Eg0KBW1vZGVsGAEgASgJEhAKA21pbhgCIAEoDUgAiAEBEhAKA21heBgDIAEoDUgBiAEBEhAKCG9wZXJhdG9yGAQgASgJQgYKBF9taW5CBgoEX21heCJAChJTY2FsZU1vZGVsUmVzcG9uc2USKgoIcmVwbGljYXMYASABKAsyGC53YXJkZW4udjEuTW9kZWxSZXBsaWNhcyJvChRTZXROb2RlTGltaXRzUmVxdWVzdBIPCgdub2RlX2lkGAEgASgJEiUKBmxpbWl0cxgCIAEoCzIVLndhcmRlbi52MS5Ob2RlTGltaXRzEg0KBWNsZWFyGAMgASgIEhAKCG9wZXJhdG9yGAQgASgJIjYKFVNldE5vZGVMaW1pdHNSZXNwb25zZRIdCgRub2RlGAEgASgLMg8ud2FyZGVuLnYxLk5vZGUiFAoSR2V0SGFTdGF0dXNSZXF1ZXN0ImEKCEhhTWVtYmVyEg4KBmhvbGRlchgBIAEoCRIPCgdhZGRyZXNzGAIgASgJEhQKDGxhc3Rfc2Vlbl9tcxgDIAEoBBIMCgRyb2xlGAQgASgJEhAKCGh0dHBfdXJsGAUgASgJIoACChNHZXRIYVN0YXR1c1Jlc3BvbnNlEg8KB2VuYWJsZWQYASABKAgSIQoEc2VsZhgCIAEoCzITLndhcmRlbi52MS5IYU1lbWJlchIVCg1sZWFkZXJfaG9sZGVyGAMgASgJEhYKDmxlYWRlcl9hZGRyZXNzGAQgASgJEg0KBWVwb2NoGAUgASgEEhQKDGxlYXNlX2FnZV9tcxgGIAEoBBIlCghzdGFuZGJ5cxgHIAMoCzITLndhcmRlbi52MS5IYU1lbWJlchIOCgZxdW9ydW0YCCABKAgSEQoJdGFrZW92ZXJzGAkgASgEEhcKD2xlYWRlcl9odHRwX3VybBgKIAEoCSIrChJFeHBvcnRUcmFjZVJlcXVlc3QSFQoNc2luY2VfdW5peF9tcxgBIAEoBCIjChNFeHBvcnRUcmFjZVJlc3BvbnNlEgwKBGRhdGEYASABKAwqiwEKCU5vZGVTdGF0ZRIaChZOT0RFX1NUQVRFX1VOU1BFQ0lGSUVEEAASFAoQTk9ERV9TVEFURV9SRUFEWRABEhoKFk5PREVfU1RBVEVfVU5SRUFDSEFCTEUQAhITCg9OT0RFX1NUQVRFX0xPU1QQAxIbChdOT0RFX1NUQVRFX05PVF9SRVBPUlRFRBAEKnIKCVBsYWNlbWVudBIZChVQTEFDRU1FTlRfVU5TUEVDSUZJRUQQABITCg9QTEFDRU1FTlRfTE9DQUwQARIaChZQTEFDRU1FTlRfTE9DQUxfUkVNT1RFEAISGQoVUExBQ0VNRU5UX1JFTU9URV9PTkxZEAMq/AEKDUluc3RhbmNlU3RhdGUSHgoaSU5TVEFOQ0VfU1RBVEVfVU5TUEVDSUZJRUQQABIaChZJTlNUQU5DRV9TVEFURV9MT0FESU5HEAESGAoUSU5TVEFOQ0VfU1RBVEVfUkVBRFkQAhIYChRJTlNUQU5DRV9TVEFURV9GUkVFRBADEiMKH0lOU1RBTkNFX1NUQVRFX1BFTkRJTkdfRVZJQ1RJT04QBBIbChdJTlNUQU5DRV9TVEFURV9MRUZUT1ZFUhAFEhkKFUlOU1RBTkNFX1NUQVRFX09SUEhBThAGEh4KGklOU1RBTkNFX1NUQVRFX1VOQ09ORklSTUVEEAcqbAoNT3V0YWdlU2VydmluZxIeChpPVVRBR0VfU0VSVklOR19VTlNQRUNJRklFRBAAEhoKFk9VVEFHRV9TRVJWSU5HX1NFUlZJTkcQARIfChtPVVRBR0VfU0VSVklOR19QUk9CRV9GQUlMRUQQAiqsAQoNVW5sb2FkT3V0Y29tZRIeChpVTkxPQURfT1VUQ09NRV9VTlNQRUNJRklFRBAAEhoKFlVOTE9BRF9PVVRDT01FX1NUT1BQRUQQARIjCh9VTkxPQURfT1VUQ09NRV9SRUdJU1RFUkVEX0FHQUlOEAISGwoXVU5MT0FEX09VVENPTUVfTEVGVE9WRVIQAxIdChlVTkxPQURfT1VUQ09NRV9OT1RfTE9BREVEEAQq4QEKEVBsYWNlbWVudERlY2lzaW9uEiIKHlBMQUNFTUVOVF9ERUNJU0lPTl9VTlNQRUNJRklFRBAAEiUKIVBMQUNFTUVOVF9ERUNJU0lPTl9BTFJFQURZX0xPQURFRBABEhwKGFBMQUNFTUVOVF9ERUNJU0lPTl9QTEFDRRACEicKI1BMQUNFTUVOVF9ERUNJU0lPTl9FVklDVF9USEVOX1BMQUNFEAMSGwoXUExBQ0VNRU5UX0RFQ0lTSU9OX1dBSVQQBBIdChlQTEFDRU1FTlRfREVDSVNJT05fTk9fRklUEAUynQsKDEFkbWluU2VydmljZRJGCglMaXN0Tm9kZXMSGy53YXJkZW4udjEuTGlzdE5vZGVzUmVxdWVzdBocLndhcmRlbi52MS5MaXN0Tm9kZXNSZXNwb25zZRJACgdHZXROb2RlEhkud2FyZGVuLnYxLkdldE5vZGVSZXF1ZXN0Ghoud2FyZGVuLnYxLkdldE5vZGVSZXNwb25zZRJGCglEcmFpbk5vZGUSGy53YXJkZW4udjEuRHJhaW5Ob2RlUmVxdWVzdBocLndhcmRlbi52MS5EcmFpbk5vZGVSZXNwb25zZRJMCgtVbmRyYWluTm9kZRIdLndhcmRlbi52MS5VbmRyYWluTm9kZVJlcXVlc3QaHi53YXJkZW4udjEuVW5kcmFpbk5vZGVSZXNwb25zZRJYCg9EZWNsYXJlTm9kZUxvc3QSIS53YXJkZW4udjEuRGVjbGFyZU5vZGVMb3N0UmVxdWVzdBoiLndhcmRlbi52MS5EZWNsYXJlTm9kZUxvc3RSZXNwb25zZRJJCgpMaXN0TW9kZWxzEhwud2FyZGVuLnYxLkxpc3RNb2RlbHNSZXF1ZXN0Gh0ud2FyZGVuLnYxLkxpc3RNb2RlbHNSZXNwb25zZRJGCglMb2FkTW9kZWwSGy53YXJkZW4udjEuTG9hZE1vZGVsUmVxdWVzdBocLndhcmRlbi52MS5Mb2FkTW9kZWxSZXNwb25zZRJMCgtVbmxvYWRNb2RlbBIdLndhcmRlbi52MS5VbmxvYWRNb2RlbFJlcXVlc3QaHi53YXJkZW4udjEuVW5sb2FkTW9kZWxSZXNwb25zZRJVCg5Gb3JnZXRJbnN0YW5jZRIgLndhcmRlbi52MS5Gb3JnZXRJbnN0YW5jZVJlcXVlc3QaIS53YXJkZW4udjEuRm9yZ2V0SW5zdGFuY2VSZXNwb25zZRJGCglHZXRQb2xpY3kSGy53YXJkZW4udjEuR2V0UG9saWN5UmVxdWVzdBocLndhcmRlbi52MS5HZXRQb2xpY3lSZXNwb25zZRJPCgxVcGRhdGVQb2xpY3kSHi53YXJkZW4udjEuVXBkYXRlUG9saWN5UmVxdWVzdBofLndhcmRlbi52MS5VcGRhdGVQb2xpY3lSZXNwb25zZRJbChBFeHBsYWluUGxhY2VtZW50EiIud2FyZGVuLnYxLkV4cGxhaW5QbGFjZW1lbnRSZXF1ZXN0GiMud2FyZGVuLnYxLkV4cGxhaW5QbGFjZW1lbnRSZXNwb25zZRJOCgtXYXRjaEV2ZW50cxIdLndhcmRlbi52MS5XYXRjaEV2ZW50c1JlcXVlc3QaHi53YXJkZW4udjEuV2F0Y2hFdmVudHNSZXNwb25zZTABEkkKClNjYWxlTW9kZWwSHC53YXJkZW4udjEuU2NhbGVNb2RlbFJlcXVlc3QaHS53YXJkZW4udjEuU2NhbGVNb2RlbFJlc3BvbnNlElIKDVNldE5vZGVMaW1pdHMSHy53YXJkZW4udjEuU2V0Tm9kZUxpbWl0c1JlcXVlc3QaIC53YXJkZW4udjEuU2V0Tm9kZUxpbWl0c1Jlc3BvbnNlEkwKC0dldEhhU3RhdHVzEh0ud2FyZGVuLnYxLkdldEhhU3RhdHVzUmVxdWVzdBoeLndhcmRlbi52MS5HZXRIYVN0YXR1c1Jlc3BvbnNlEk4KC0V4cG9ydFRyYWNlEh0ud2FyZGVuLnYxLkV4cG9ydFRyYWNlUmVxdWVzdBoeLndhcmRlbi52MS5FeHBvcnRUcmFjZVJlc3BvbnNlMAESWAoPR2V0SW5zdGFuY2VMb2dzEiEud2FyZGVuLnYxLkdldEluc3RhbmNlTG9nc1JlcXVlc3QaIi53YXJkZW4udjEuR2V0SW5zdGFuY2VMb2dzUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_timestamp, file_warden_v1_events, file_warden_v1_load_job, file_warden_v1_node, file_warden_v1_types]);
+
+/**
+ * @generated from message warden.v1.GetInstanceLogsRequest
+ */
+export type GetInstanceLogsRequest = Message<"warden.v1.GetInstanceLogsRequest"> & {
+  /**
+   * @generated from field: string incarnation = 1;
+   */
+  incarnation: string;
+
+  /**
+   * @generated from field: uint32 max_lines = 2;
+   */
+  maxLines: number;
+};
+
+/**
+ * Describes the message warden.v1.GetInstanceLogsRequest.
+ * Use `create(GetInstanceLogsRequestSchema)` to create a new message.
+ */
+export const GetInstanceLogsRequestSchema: GenMessage<GetInstanceLogsRequest> = /*@__PURE__*/
+  messageDesc(file_warden_v1_admin, 0);
+
+/**
+ * @generated from message warden.v1.GetInstanceLogsResponse
+ */
+export type GetInstanceLogsResponse = Message<"warden.v1.GetInstanceLogsResponse"> & {
+  /**
+   * @generated from field: string model = 1;
+   */
+  model: string;
+
+  /**
+   * @generated from field: string node_id = 2;
+   */
+  nodeId: string;
+
+  /**
+   * Oldest first.
+   *
+   * @generated from field: repeated string stdout_lines = 3;
+   */
+  stdoutLines: string[];
+
+  /**
+   * @generated from field: repeated string stderr_lines = 4;
+   */
+  stderrLines: string[];
+};
+
+/**
+ * Describes the message warden.v1.GetInstanceLogsResponse.
+ * Use `create(GetInstanceLogsResponseSchema)` to create a new message.
+ */
+export const GetInstanceLogsResponseSchema: GenMessage<GetInstanceLogsResponse> = /*@__PURE__*/
+  messageDesc(file_warden_v1_admin, 1);
 
 /**
  * @generated from message warden.v1.Node
@@ -145,7 +201,7 @@ export type Node = Message<"warden.v1.Node"> & {
  * Use `create(NodeSchema)` to create a new message.
  */
 export const NodeSchema: GenMessage<Node> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 0);
+  messageDesc(file_warden_v1_admin, 2);
 
 /**
  * Nodes in node id order, a page at a time. A request with no page fields
@@ -195,7 +251,7 @@ export type ListNodesRequest = Message<"warden.v1.ListNodesRequest"> & {
  * Use `create(ListNodesRequestSchema)` to create a new message.
  */
 export const ListNodesRequestSchema: GenMessage<ListNodesRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 1);
+  messageDesc(file_warden_v1_admin, 3);
 
 /**
  * @generated from message warden.v1.ListNodesResponse
@@ -220,7 +276,7 @@ export type ListNodesResponse = Message<"warden.v1.ListNodesResponse"> & {
  * Use `create(ListNodesResponseSchema)` to create a new message.
  */
 export const ListNodesResponseSchema: GenMessage<ListNodesResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 2);
+  messageDesc(file_warden_v1_admin, 4);
 
 /**
  * @generated from message warden.v1.GetNodeRequest
@@ -237,7 +293,7 @@ export type GetNodeRequest = Message<"warden.v1.GetNodeRequest"> & {
  * Use `create(GetNodeRequestSchema)` to create a new message.
  */
 export const GetNodeRequestSchema: GenMessage<GetNodeRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 3);
+  messageDesc(file_warden_v1_admin, 5);
 
 /**
  * @generated from message warden.v1.GetNodeResponse
@@ -259,7 +315,7 @@ export type GetNodeResponse = Message<"warden.v1.GetNodeResponse"> & {
  * Use `create(GetNodeResponseSchema)` to create a new message.
  */
 export const GetNodeResponseSchema: GenMessage<GetNodeResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 4);
+  messageDesc(file_warden_v1_admin, 6);
 
 /**
  * @generated from message warden.v1.DrainNodeRequest
@@ -281,7 +337,7 @@ export type DrainNodeRequest = Message<"warden.v1.DrainNodeRequest"> & {
  * Use `create(DrainNodeRequestSchema)` to create a new message.
  */
 export const DrainNodeRequestSchema: GenMessage<DrainNodeRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 5);
+  messageDesc(file_warden_v1_admin, 7);
 
 /**
  * @generated from message warden.v1.DrainNodeResponse
@@ -298,7 +354,7 @@ export type DrainNodeResponse = Message<"warden.v1.DrainNodeResponse"> & {
  * Use `create(DrainNodeResponseSchema)` to create a new message.
  */
 export const DrainNodeResponseSchema: GenMessage<DrainNodeResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 6);
+  messageDesc(file_warden_v1_admin, 8);
 
 /**
  * @generated from message warden.v1.UndrainNodeRequest
@@ -315,7 +371,7 @@ export type UndrainNodeRequest = Message<"warden.v1.UndrainNodeRequest"> & {
  * Use `create(UndrainNodeRequestSchema)` to create a new message.
  */
 export const UndrainNodeRequestSchema: GenMessage<UndrainNodeRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 7);
+  messageDesc(file_warden_v1_admin, 9);
 
 /**
  * @generated from message warden.v1.UndrainNodeResponse
@@ -332,7 +388,7 @@ export type UndrainNodeResponse = Message<"warden.v1.UndrainNodeResponse"> & {
  * Use `create(UndrainNodeResponseSchema)` to create a new message.
  */
 export const UndrainNodeResponseSchema: GenMessage<UndrainNodeResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 8);
+  messageDesc(file_warden_v1_admin, 10);
 
 /**
  * @generated from message warden.v1.DeclareNodeLostRequest
@@ -356,7 +412,7 @@ export type DeclareNodeLostRequest = Message<"warden.v1.DeclareNodeLostRequest">
  * Use `create(DeclareNodeLostRequestSchema)` to create a new message.
  */
 export const DeclareNodeLostRequestSchema: GenMessage<DeclareNodeLostRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 9);
+  messageDesc(file_warden_v1_admin, 11);
 
 /**
  * @generated from message warden.v1.DeclareNodeLostResponse
@@ -380,7 +436,7 @@ export type DeclareNodeLostResponse = Message<"warden.v1.DeclareNodeLostResponse
  * Use `create(DeclareNodeLostResponseSchema)` to create a new message.
  */
 export const DeclareNodeLostResponseSchema: GenMessage<DeclareNodeLostResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 10);
+  messageDesc(file_warden_v1_admin, 12);
 
 /**
  * @generated from message warden.v1.LeftoverInfo
@@ -412,7 +468,7 @@ export type LeftoverInfo = Message<"warden.v1.LeftoverInfo"> & {
  * Use `create(LeftoverInfoSchema)` to create a new message.
  */
 export const LeftoverInfoSchema: GenMessage<LeftoverInfo> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 11);
+  messageDesc(file_warden_v1_admin, 13);
 
 /**
  * @generated from message warden.v1.ModelInstance
@@ -520,7 +576,7 @@ export type ModelInstance = Message<"warden.v1.ModelInstance"> & {
  * Use `create(ModelInstanceSchema)` to create a new message.
  */
 export const ModelInstanceSchema: GenMessage<ModelInstance> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 12);
+  messageDesc(file_warden_v1_admin, 14);
 
 /**
  * Instances ordered by node id, then model, then incarnation, a page at a time.
@@ -570,7 +626,7 @@ export type ListModelsRequest = Message<"warden.v1.ListModelsRequest"> & {
  * Use `create(ListModelsRequestSchema)` to create a new message.
  */
 export const ListModelsRequestSchema: GenMessage<ListModelsRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 13);
+  messageDesc(file_warden_v1_admin, 15);
 
 /**
  * @generated from message warden.v1.ConfiguredModel
@@ -607,7 +663,7 @@ export type ConfiguredModel = Message<"warden.v1.ConfiguredModel"> & {
  * Use `create(ConfiguredModelSchema)` to create a new message.
  */
 export const ConfiguredModelSchema: GenMessage<ConfiguredModel> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 14);
+  messageDesc(file_warden_v1_admin, 16);
 
 /**
  * @generated from message warden.v1.ListModelsResponse
@@ -645,7 +701,7 @@ export type ListModelsResponse = Message<"warden.v1.ListModelsResponse"> & {
  * Use `create(ListModelsResponseSchema)` to create a new message.
  */
 export const ListModelsResponseSchema: GenMessage<ListModelsResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 15);
+  messageDesc(file_warden_v1_admin, 17);
 
 /**
  * The scale-up circuit breaker of a model, while open.
@@ -676,7 +732,7 @@ export type ReplicaBlocked = Message<"warden.v1.ReplicaBlocked"> & {
  * Use `create(ReplicaBlockedSchema)` to create a new message.
  */
 export const ReplicaBlockedSchema: GenMessage<ReplicaBlocked> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 16);
+  messageDesc(file_warden_v1_admin, 18);
 
 /**
  * One model's replicas.
@@ -777,7 +833,7 @@ export type ModelReplicas = Message<"warden.v1.ModelReplicas"> & {
  * Use `create(ModelReplicasSchema)` to create a new message.
  */
 export const ModelReplicasSchema: GenMessage<ModelReplicas> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 17);
+  messageDesc(file_warden_v1_admin, 19);
 
 /**
  * A rollout in progress (`models ls`: "rolling out <current>/<current + stale>").
@@ -812,7 +868,7 @@ export type ReplicaRollout = Message<"warden.v1.ReplicaRollout"> & {
  * Use `create(ReplicaRolloutSchema)` to create a new message.
  */
 export const ReplicaRolloutSchema: GenMessage<ReplicaRollout> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 18);
+  messageDesc(file_warden_v1_admin, 20);
 
 /**
  * @generated from message warden.v1.LoadModelRequest
@@ -836,7 +892,7 @@ export type LoadModelRequest = Message<"warden.v1.LoadModelRequest"> & {
  * Use `create(LoadModelRequestSchema)` to create a new message.
  */
 export const LoadModelRequestSchema: GenMessage<LoadModelRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 19);
+  messageDesc(file_warden_v1_admin, 21);
 
 /**
  * @generated from message warden.v1.LoadModelResponse
@@ -853,7 +909,7 @@ export type LoadModelResponse = Message<"warden.v1.LoadModelResponse"> & {
  * Use `create(LoadModelResponseSchema)` to create a new message.
  */
 export const LoadModelResponseSchema: GenMessage<LoadModelResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 20);
+  messageDesc(file_warden_v1_admin, 22);
 
 /**
  * @generated from message warden.v1.UnloadModelRequest
@@ -884,7 +940,7 @@ export type UnloadModelRequest = Message<"warden.v1.UnloadModelRequest"> & {
  * Use `create(UnloadModelRequestSchema)` to create a new message.
  */
 export const UnloadModelRequestSchema: GenMessage<UnloadModelRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 21);
+  messageDesc(file_warden_v1_admin, 23);
 
 /**
  * @generated from message warden.v1.UnloadModelResponse
@@ -911,7 +967,7 @@ export type UnloadModelResponse = Message<"warden.v1.UnloadModelResponse"> & {
  * Use `create(UnloadModelResponseSchema)` to create a new message.
  */
 export const UnloadModelResponseSchema: GenMessage<UnloadModelResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 22);
+  messageDesc(file_warden_v1_admin, 24);
 
 /**
  * @generated from message warden.v1.ForgetInstanceRequest
@@ -945,7 +1001,7 @@ export type ForgetInstanceRequest = Message<"warden.v1.ForgetInstanceRequest"> &
  * Use `create(ForgetInstanceRequestSchema)` to create a new message.
  */
 export const ForgetInstanceRequestSchema: GenMessage<ForgetInstanceRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 23);
+  messageDesc(file_warden_v1_admin, 25);
 
 /**
  * @generated from message warden.v1.ForgetInstanceResponse
@@ -958,7 +1014,7 @@ export type ForgetInstanceResponse = Message<"warden.v1.ForgetInstanceResponse">
  * Use `create(ForgetInstanceResponseSchema)` to create a new message.
  */
 export const ForgetInstanceResponseSchema: GenMessage<ForgetInstanceResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 24);
+  messageDesc(file_warden_v1_admin, 26);
 
 /**
  * Live watchdog policy. Durations in milliseconds.
@@ -1041,7 +1097,7 @@ export type Policy = Message<"warden.v1.Policy"> & {
  * Use `create(PolicySchema)` to create a new message.
  */
 export const PolicySchema: GenMessage<Policy> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 25);
+  messageDesc(file_warden_v1_admin, 27);
 
 /**
  * @generated from message warden.v1.ModelPolicy
@@ -1068,7 +1124,7 @@ export type ModelPolicy = Message<"warden.v1.ModelPolicy"> & {
  * Use `create(ModelPolicySchema)` to create a new message.
  */
 export const ModelPolicySchema: GenMessage<ModelPolicy> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 26);
+  messageDesc(file_warden_v1_admin, 28);
 
 /**
  * @generated from message warden.v1.GetPolicyRequest
@@ -1081,7 +1137,7 @@ export type GetPolicyRequest = Message<"warden.v1.GetPolicyRequest"> & {
  * Use `create(GetPolicyRequestSchema)` to create a new message.
  */
 export const GetPolicyRequestSchema: GenMessage<GetPolicyRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 27);
+  messageDesc(file_warden_v1_admin, 29);
 
 /**
  * @generated from message warden.v1.GetPolicyResponse
@@ -1098,7 +1154,7 @@ export type GetPolicyResponse = Message<"warden.v1.GetPolicyResponse"> & {
  * Use `create(GetPolicyResponseSchema)` to create a new message.
  */
 export const GetPolicyResponseSchema: GenMessage<GetPolicyResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 28);
+  messageDesc(file_warden_v1_admin, 30);
 
 /**
  * Only the fields that are set change.
@@ -1164,7 +1220,7 @@ export type PolicyPatch = Message<"warden.v1.PolicyPatch"> & {
  * Use `create(PolicyPatchSchema)` to create a new message.
  */
 export const PolicyPatchSchema: GenMessage<PolicyPatch> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 29);
+  messageDesc(file_warden_v1_admin, 31);
 
 /**
  * @generated from message warden.v1.UpdatePolicyRequest
@@ -1181,7 +1237,7 @@ export type UpdatePolicyRequest = Message<"warden.v1.UpdatePolicyRequest"> & {
  * Use `create(UpdatePolicyRequestSchema)` to create a new message.
  */
 export const UpdatePolicyRequestSchema: GenMessage<UpdatePolicyRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 30);
+  messageDesc(file_warden_v1_admin, 32);
 
 /**
  * @generated from message warden.v1.UpdatePolicyResponse
@@ -1198,7 +1254,7 @@ export type UpdatePolicyResponse = Message<"warden.v1.UpdatePolicyResponse"> & {
  * Use `create(UpdatePolicyResponseSchema)` to create a new message.
  */
 export const UpdatePolicyResponseSchema: GenMessage<UpdatePolicyResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 31);
+  messageDesc(file_warden_v1_admin, 33);
 
 /**
  * @generated from message warden.v1.ExplainPlacementRequest
@@ -1215,7 +1271,7 @@ export type ExplainPlacementRequest = Message<"warden.v1.ExplainPlacementRequest
  * Use `create(ExplainPlacementRequestSchema)` to create a new message.
  */
 export const ExplainPlacementRequestSchema: GenMessage<ExplainPlacementRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 32);
+  messageDesc(file_warden_v1_admin, 34);
 
 /**
  * @generated from message warden.v1.NodeVerdict
@@ -1259,7 +1315,7 @@ export type NodeVerdict = Message<"warden.v1.NodeVerdict"> & {
  * Use `create(NodeVerdictSchema)` to create a new message.
  */
 export const NodeVerdictSchema: GenMessage<NodeVerdict> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 33);
+  messageDesc(file_warden_v1_admin, 35);
 
 /**
  * @generated from message warden.v1.ExplainPlacementResponse
@@ -1291,7 +1347,7 @@ export type ExplainPlacementResponse = Message<"warden.v1.ExplainPlacementRespon
  * Use `create(ExplainPlacementResponseSchema)` to create a new message.
  */
 export const ExplainPlacementResponseSchema: GenMessage<ExplainPlacementResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 34);
+  messageDesc(file_warden_v1_admin, 36);
 
 /**
  * @generated from message warden.v1.WatchEventsRequest
@@ -1320,7 +1376,7 @@ export type WatchEventsRequest = Message<"warden.v1.WatchEventsRequest"> & {
  * Use `create(WatchEventsRequestSchema)` to create a new message.
  */
 export const WatchEventsRequestSchema: GenMessage<WatchEventsRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 35);
+  messageDesc(file_warden_v1_admin, 37);
 
 /**
  * @generated from message warden.v1.WatchEventsResponse
@@ -1337,7 +1393,7 @@ export type WatchEventsResponse = Message<"warden.v1.WatchEventsResponse"> & {
  * Use `create(WatchEventsResponseSchema)` to create a new message.
  */
 export const WatchEventsResponseSchema: GenMessage<WatchEventsResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 36);
+  messageDesc(file_warden_v1_admin, 38);
 
 /**
  * @generated from message warden.v1.ScaleModelRequest
@@ -1373,7 +1429,7 @@ export type ScaleModelRequest = Message<"warden.v1.ScaleModelRequest"> & {
  * Use `create(ScaleModelRequestSchema)` to create a new message.
  */
 export const ScaleModelRequestSchema: GenMessage<ScaleModelRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 37);
+  messageDesc(file_warden_v1_admin, 39);
 
 /**
  * @generated from message warden.v1.ScaleModelResponse
@@ -1390,7 +1446,7 @@ export type ScaleModelResponse = Message<"warden.v1.ScaleModelResponse"> & {
  * Use `create(ScaleModelResponseSchema)` to create a new message.
  */
 export const ScaleModelResponseSchema: GenMessage<ScaleModelResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 38);
+  messageDesc(file_warden_v1_admin, 40);
 
 /**
  * @generated from message warden.v1.SetNodeLimitsRequest
@@ -1428,7 +1484,7 @@ export type SetNodeLimitsRequest = Message<"warden.v1.SetNodeLimitsRequest"> & {
  * Use `create(SetNodeLimitsRequestSchema)` to create a new message.
  */
 export const SetNodeLimitsRequestSchema: GenMessage<SetNodeLimitsRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 39);
+  messageDesc(file_warden_v1_admin, 41);
 
 /**
  * @generated from message warden.v1.SetNodeLimitsResponse
@@ -1445,7 +1501,7 @@ export type SetNodeLimitsResponse = Message<"warden.v1.SetNodeLimitsResponse"> &
  * Use `create(SetNodeLimitsResponseSchema)` to create a new message.
  */
 export const SetNodeLimitsResponseSchema: GenMessage<SetNodeLimitsResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 40);
+  messageDesc(file_warden_v1_admin, 42);
 
 /**
  * @generated from message warden.v1.GetHaStatusRequest
@@ -1458,7 +1514,7 @@ export type GetHaStatusRequest = Message<"warden.v1.GetHaStatusRequest"> & {
  * Use `create(GetHaStatusRequestSchema)` to create a new message.
  */
 export const GetHaStatusRequestSchema: GenMessage<GetHaStatusRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 41);
+  messageDesc(file_warden_v1_admin, 43);
 
 /**
  * One coordinator process taking part in HA, as it last announced itself.
@@ -1506,7 +1562,7 @@ export type HaMember = Message<"warden.v1.HaMember"> & {
  * Use `create(HaMemberSchema)` to create a new message.
  */
 export const HaMemberSchema: GenMessage<HaMember> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 42);
+  messageDesc(file_warden_v1_admin, 44);
 
 /**
  * @generated from message warden.v1.GetHaStatusResponse
@@ -1586,7 +1642,7 @@ export type GetHaStatusResponse = Message<"warden.v1.GetHaStatusResponse"> & {
  * Use `create(GetHaStatusResponseSchema)` to create a new message.
  */
 export const GetHaStatusResponseSchema: GenMessage<GetHaStatusResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 43);
+  messageDesc(file_warden_v1_admin, 45);
 
 /**
  * @generated from message warden.v1.ExportTraceRequest
@@ -1605,7 +1661,7 @@ export type ExportTraceRequest = Message<"warden.v1.ExportTraceRequest"> & {
  * Use `create(ExportTraceRequestSchema)` to create a new message.
  */
 export const ExportTraceRequestSchema: GenMessage<ExportTraceRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 44);
+  messageDesc(file_warden_v1_admin, 46);
 
 /**
  * @generated from message warden.v1.ExportTraceResponse
@@ -1624,7 +1680,7 @@ export type ExportTraceResponse = Message<"warden.v1.ExportTraceResponse"> & {
  * Use `create(ExportTraceResponseSchema)` to create a new message.
  */
 export const ExportTraceResponseSchema: GenMessage<ExportTraceResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 45);
+  messageDesc(file_warden_v1_admin, 47);
 
 /**
  * @generated from enum warden.v1.NodeState
@@ -2061,6 +2117,22 @@ export const AdminService: GenService<{
     methodKind: "server_streaming";
     input: typeof ExportTraceRequestSchema;
     output: typeof ExportTraceResponseSchema;
+  },
+  /**
+   * The last lines of one instance's backend stdout and stderr, read from
+   * its node's agent (AgentService.GetBackendLogs; bounds there: at most
+   * max_lines lines per stream, 1..1000 with 0 = 100, from the last 64 KiB
+   * of each file). Operator role: a backend's output may hold what callers
+   * sent it. INVALID_ARGUMENT naming incarnation or max_lines; NOT_FOUND
+   * naming incarnation for an instance the coordinator does not hold;
+   * UNAVAILABLE when its node's agent does not answer.
+   *
+   * @generated from rpc warden.v1.AdminService.GetInstanceLogs
+   */
+  getInstanceLogs: {
+    methodKind: "unary";
+    input: typeof GetInstanceLogsRequestSchema;
+    output: typeof GetInstanceLogsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_warden_v1_admin, 0);

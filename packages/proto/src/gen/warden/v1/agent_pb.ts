@@ -37,7 +37,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file warden/v1/agent.proto.
  */
 export const file_warden_v1_agent: GenFile = /*@__PURE__*/
-  fileDesc("ChV3YXJkZW4vdjEvYWdlbnQucHJvdG8SCXdhcmRlbi52MSJhCgpCdW5kbGVJbmZvEg8KB2JhY2tlbmQYASABKAkSDgoGc291cmNlGAIgASgJEg4KBnNoYTI1NhgDIAEoCRIRCglpbnN0YWxsZWQYBCABKAgSDwoHcnVubmluZxgFIAEoDSIUChJMaXN0QnVuZGxlc1JlcXVlc3QiPQoTTGlzdEJ1bmRsZXNSZXNwb25zZRImCgdidW5kbGVzGAEgAygLMhUud2FyZGVuLnYxLkJ1bmRsZUluZm8iPQoUSW5zdGFsbEJ1bmRsZVJlcXVlc3QSDwoHYmFja2VuZBgBIAEoCRIUCgxsZWFkZXJfZXBvY2gYAiABKAQiWQoVSW5zdGFsbEJ1bmRsZVJlc3BvbnNlEiUKBmJ1bmRsZRgBIAEoCzIVLndhcmRlbi52MS5CdW5kbGVJbmZvEhkKEWFscmVhZHlfaW5zdGFsbGVkGAIgASgIIjwKE1JlbW92ZUJ1bmRsZVJlcXVlc3QSDwoHYmFja2VuZBgBIAEoCRIUCgxsZWFkZXJfZXBvY2gYAiABKAQiJwoUUmVtb3ZlQnVuZGxlUmVzcG9uc2USDwoHcmVtb3ZlZBgBIAEoCCJmChJGcmVlQmFja2VuZFJlcXVlc3QSEwoLaW5jYXJuYXRpb24YASABKAkSDwoHYWRkcmVzcxgCIAEoCRIUCgxsZWFkZXJfZXBvY2gYAyABKAQSFAoMcmVxdWVzdGVkX2J5GAQgASgJIqYBChNGcmVlQmFja2VuZFJlc3BvbnNlEiEKBWZyZWVkGAEgASgLMhAud2FyZGVuLnYxLkZyZWVkSAASMQoLdW5zdXBwb3J0ZWQYAiABKAsyGi53YXJkZW4udjEuRnJlZVVuc3VwcG9ydGVkSAASLgoMYWxyZWFkeV9nb25lGAMgASgLMhYud2FyZGVuLnYxLkFscmVhZHlHb25lSABCCQoHb3V0Y29tZSIYCgVGcmVlZBIPCgdtZXNzYWdlGAEgASgJIhEKD0ZyZWVVbnN1cHBvcnRlZCJmChFTdG9wT3JwaGFuUmVxdWVzdBILCgNwaWQYASABKA0SDwoHYWRkcmVzcxgCIAEoCRINCgVmb3JjZRgDIAEoCBIOCgZyZWFzb24YBCABKAkSFAoMbGVhZGVyX2Vwb2NoGAUgASgEInYKElN0b3BPcnBoYW5SZXNwb25zZRIlCgdzdG9wcGVkGAEgASgLMhIud2FyZGVuLnYxLlN0b3BwZWRIABIuCgxhbHJlYWR5X2dvbmUYAiABKAsyFi53YXJkZW4udjEuQWxyZWFkeUdvbmVIAEIJCgdvdXRjb21lIocEChNTdGFydEJhY2tlbmRSZXF1ZXN0EhMKC2luY2FybmF0aW9uGAEgASgJEg0KBW1vZGVsGAIgASgJEg8KB2JhY2tlbmQYAyABKAkSDwoHb3B0aW9ucxgEIAMoCRISCgptb2RlbF9maWxlGAUgASgJEhQKDGNvbnRleHRfc2l6ZRgGIAEoBRISCgpncHVfZGV2aWNlGAcgASgJEhoKDWJhY2tlbmRfbW9kZWwYCCABKAlIAIgBARIXCgpncHVfbGF5ZXJzGAkgASgFSAGIAQESFAoHdGhyZWFkcxgKIAEoBUgCiAEBEhIKBWJhdGNoGAsgASgFSAOIAQESEQoEbW1hcBgMIAEoCEgEiAEBEhwKD2ZsYXNoX2F0dGVudGlvbhgNIAEoCUgFiAEBEhEKBGN1ZGEYDiABKAhIBogBARIUCgxsZWFkZXJfZXBvY2gYDyABKAQSFAoMcmVxdWVzdGVkX2J5GBAgASgJEisKCWFydGlmYWN0cxgRIAMoCzIYLndhcmRlbi52MS5Nb2RlbEFydGlmYWN0EhMKC2xvYWRfZGlnZXN0GBIgASgJQhAKDl9iYWNrZW5kX21vZGVsQg0KC19ncHVfbGF5ZXJzQgoKCF90aHJlYWRzQggKBl9iYXRjaEIHCgVfbW1hcEISChBfZmxhc2hfYXR0ZW50aW9uQgcKBV9jdWRhIlEKDU1vZGVsQXJ0aWZhY3QSDgoGc291cmNlGAEgASgJEg4KBnNoYTI1NhgCIAEoCRISCgpzaXplX2J5dGVzGAMgASgEEgwKBHBhdGgYBCABKAki3AEKFFN0YXJ0QmFja2VuZFJlc3BvbnNlEiUKB3NwYXduZWQYASABKAsyEi53YXJkZW4udjEuU3Bhd25lZEgAEiUKB2xvYWRpbmcYAiABKAsyEi53YXJkZW4udjEuTG9hZGluZ0gAEiEKBXJlYWR5GAMgASgLMhAud2FyZGVuLnYxLlJlYWR5SAASIwoGZmFpbGVkGAQgASgLMhEud2FyZGVuLnYxLkZhaWxlZEgAEiUKB3B1bGxpbmcYBSABKAsyEi53YXJkZW4udjEuUHVsbGluZ0gAQgcKBWV2ZW50ImIKB1B1bGxpbmcSDgoGc2hhMjU2GAEgASgJEgwKBHBhdGgYAiABKAkSEgoKZG9uZV9ieXRlcxgDIAEoBBITCgt0b3RhbF9ieXRlcxgEIAEoBBIQCgh2ZXJpZmllZBgFIAEoCCJrCgdTcGF3bmVkEg8KB2FkZHJlc3MYASABKAkSCwoDcGlkGAIgASgNEhIKCmdwdV9kZXZpY2UYAyABKAkSEgoKYm9vdF9lcG9jaBgEIAEoBBIaChJoZWFydGJlYXRfc2VxdWVuY2UYBSABKAQiCQoHTG9hZGluZyI7CgVSZWFkeRIPCgdhZGRyZXNzGAEgASgJEgsKA3BpZBgCIAEoDRIUCgxtZW1vcnlfYnl0ZXMYAyABKAQihAEKBkZhaWxlZBIpCgRjb2RlGAEgASgOMhsud2FyZGVuLnYxLlN0YXJ0RmFpbHVyZUNvZGUSDwoHbWVzc2FnZRgCIAEoCRIWCglleGl0X2NvZGUYAyABKAVIAIgBARIYChBsYXN0X3N0ZGVycl9saW5lGAQgASgJQgwKCl9leGl0X2NvZGUihQEKElN0b3BCYWNrZW5kUmVxdWVzdBIPCgdhZGRyZXNzGAEgASgJEhMKC2luY2FybmF0aW9uGAIgASgJEg0KBWZvcmNlGAMgASgIEg4KBnJlYXNvbhgEIAEoCRIUCgxsZWFkZXJfZXBvY2gYBSABKAQSFAoMcmVxdWVzdGVkX2J5GAYgASgJIncKE1N0b3BCYWNrZW5kUmVzcG9uc2USJQoHc3RvcHBlZBgBIAEoCzISLndhcmRlbi52MS5TdG9wcGVkSAASLgoMYWxyZWFkeV9nb25lGAIgASgLMhYud2FyZGVuLnYxLkFscmVhZHlHb25lSABCCQoHb3V0Y29tZSJSCgdTdG9wcGVkEhYKCWV4aXRfY29kZRgBIAEoBUgAiAEBEg4KBnNpZ25hbBgCIAEoCRIRCgllc2NhbGF0ZWQYAyABKAhCDAoKX2V4aXRfY29kZSIiCgtBbHJlYWR5R29uZRITCgtyZXBsYWNlZF9ieRgBIAEoCSIVChNMaXN0QmFja2VuZHNSZXF1ZXN0IsQBChRMaXN0QmFja2VuZHNSZXNwb25zZRIrCghiYWNrZW5kcxgBIAMoCzIZLndhcmRlbi52MS5JbnZlbnRvcnlFbnRyeRIpCgdvcnBoYW5zGAIgAygLMhgud2FyZGVuLnYxLk9ycGhhblByb2Nlc3MSEgoKYm9vdF9lcG9jaBgDIAEoBBIqCgdmb3JlaWduGAQgAygLMhkud2FyZGVuLnYxLkZvcmVpZ25Qcm9jZXNzEhQKDGxlYWRlcl9lcG9jaBgFIAEoBCIWChRHZXROb2RlU3RhdHVzUmVxdWVzdCLWAQoVR2V0Tm9kZVN0YXR1c1Jlc3BvbnNlEg8KB25vZGVfaWQYASABKAkSPAoGbGFiZWxzGAIgAygLMiwud2FyZGVuLnYxLkdldE5vZGVTdGF0dXNSZXNwb25zZS5MYWJlbHNFbnRyeRIrCglyZXNvdXJjZXMYAyABKAsyGC53YXJkZW4udjEuTm9kZVJlc291cmNlcxISCgpib290X2Vwb2NoGAQgASgEGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiFgoUV2F0Y2hCYWNrZW5kc1JlcXVlc3QirQIKFVdhdGNoQmFja2VuZHNSZXNwb25zZRITCgtpbmNhcm5hdGlvbhgBIAEoCRINCgVtb2RlbBgCIAEoCRIPCgdhZGRyZXNzGAMgASgJEiYKAmF0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIsCgdzdGFydGVkGAUgASgLMhkud2FyZGVuLnYxLkJhY2tlbmRTdGFydGVkSAASKAoFcmVhZHkYBiABKAsyFy53YXJkZW4udjEuQmFja2VuZFJlYWR5SAASKgoGZXhpdGVkGAcgASgLMhgud2FyZGVuLnYxLkJhY2tlbmRFeGl0ZWRIABIqCgZoZWFsdGgYCCABKAsyGC53YXJkZW4udjEuQmFja2VuZEhlYWx0aEgAQgcKBWV2ZW50Ih0KDkJhY2tlbmRTdGFydGVkEgsKA3BpZBgBIAEoDSIkCgxCYWNrZW5kUmVhZHkSFAoMbWVtb3J5X2J5dGVzGAEgASgEInQKDUJhY2tlbmRFeGl0ZWQSFgoJZXhpdF9jb2RlGAEgASgFSACIAQESDgoGc2lnbmFsGAIgASgJEhMKC2ludGVudGlvbmFsGAMgASgIEhgKEGxhc3Rfc3RkZXJyX2xpbmUYBCABKAlCDAoKX2V4aXRfY29kZSIwCg1CYWNrZW5kSGVhbHRoEg8KB2hlYWx0aHkYASABKAgSDgoGZGV0YWlsGAIgASgJKu4DChBTdGFydEZhaWx1cmVDb2RlEiIKHlNUQVJUX0ZBSUxVUkVfQ09ERV9VTlNQRUNJRklFRBAAEiMKH1NUQVJUX0ZBSUxVUkVfQ09ERV9TUEFXTl9GQUlMRUQQARIdChlTVEFSVF9GQUlMVVJFX0NPREVfRVhJVEVEEAISKAokU1RBUlRfRkFJTFVSRV9DT0RFX1JFQURJTkVTU19USU1FT1VUEAMSIgoeU1RBUlRfRkFJTFVSRV9DT0RFX0xPQURfRkFJTEVEEAQSKAokU1RBUlRfRkFJTFVSRV9DT0RFX0RFQURMSU5FX0VYQ0VFREVEEAUSHgoaU1RBUlRfRkFJTFVSRV9DT0RFX05PX1BPUlQQBhIgChxTVEFSVF9GQUlMVVJFX0NPREVfQ0FOQ0VMTEVEEAcSLworU1RBUlRfRkFJTFVSRV9DT0RFX0FSVElGQUNUX0RJR0VTVF9NSVNNQVRDSBAIEikKJVNUQVJUX0ZBSUxVUkVfQ09ERV9BUlRJRkFDVF9OT1RfRk9VTkQQCRIyCi5TVEFSVF9GQUlMVVJFX0NPREVfQVJUSUZBQ1RfU09VUkNFX1VOQVZBSUxBQkxFEAoSKAokU1RBUlRfRkFJTFVSRV9DT0RFX0FSVElGQUNUX05PX1NQQUNFEAsytgYKDEFnZW50U2VydmljZRJRCgxTdGFydEJhY2tlbmQSHi53YXJkZW4udjEuU3RhcnRCYWNrZW5kUmVxdWVzdBofLndhcmRlbi52MS5TdGFydEJhY2tlbmRSZXNwb25zZTABEkwKC1N0b3BCYWNrZW5kEh0ud2FyZGVuLnYxLlN0b3BCYWNrZW5kUmVxdWVzdBoeLndhcmRlbi52MS5TdG9wQmFja2VuZFJlc3BvbnNlEk8KDExpc3RCYWNrZW5kcxIeLndhcmRlbi52MS5MaXN0QmFja2VuZHNSZXF1ZXN0Gh8ud2FyZGVuLnYxLkxpc3RCYWNrZW5kc1Jlc3BvbnNlElIKDUdldE5vZGVTdGF0dXMSHy53YXJkZW4udjEuR2V0Tm9kZVN0YXR1c1JlcXVlc3QaIC53YXJkZW4udjEuR2V0Tm9kZVN0YXR1c1Jlc3BvbnNlElQKDVdhdGNoQmFja2VuZHMSHy53YXJkZW4udjEuV2F0Y2hCYWNrZW5kc1JlcXVlc3QaIC53YXJkZW4udjEuV2F0Y2hCYWNrZW5kc1Jlc3BvbnNlMAESSQoKU3RvcE9ycGhhbhIcLndhcmRlbi52MS5TdG9wT3JwaGFuUmVxdWVzdBodLndhcmRlbi52MS5TdG9wT3JwaGFuUmVzcG9uc2USTAoLRnJlZUJhY2tlbmQSHS53YXJkZW4udjEuRnJlZUJhY2tlbmRSZXF1ZXN0Gh4ud2FyZGVuLnYxLkZyZWVCYWNrZW5kUmVzcG9uc2USTAoLTGlzdEJ1bmRsZXMSHS53YXJkZW4udjEuTGlzdEJ1bmRsZXNSZXF1ZXN0Gh4ud2FyZGVuLnYxLkxpc3RCdW5kbGVzUmVzcG9uc2USUgoNSW5zdGFsbEJ1bmRsZRIfLndhcmRlbi52MS5JbnN0YWxsQnVuZGxlUmVxdWVzdBogLndhcmRlbi52MS5JbnN0YWxsQnVuZGxlUmVzcG9uc2USTwoMUmVtb3ZlQnVuZGxlEh4ud2FyZGVuLnYxLlJlbW92ZUJ1bmRsZVJlcXVlc3QaHy53YXJkZW4udjEuUmVtb3ZlQnVuZGxlUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_timestamp, file_warden_v1_types]);
+  fileDesc("ChV3YXJkZW4vdjEvYWdlbnQucHJvdG8SCXdhcmRlbi52MSJhCgpCdW5kbGVJbmZvEg8KB2JhY2tlbmQYASABKAkSDgoGc291cmNlGAIgASgJEg4KBnNoYTI1NhgDIAEoCRIRCglpbnN0YWxsZWQYBCABKAgSDwoHcnVubmluZxgFIAEoDSIUChJMaXN0QnVuZGxlc1JlcXVlc3QiPQoTTGlzdEJ1bmRsZXNSZXNwb25zZRImCgdidW5kbGVzGAEgAygLMhUud2FyZGVuLnYxLkJ1bmRsZUluZm8iPQoUSW5zdGFsbEJ1bmRsZVJlcXVlc3QSDwoHYmFja2VuZBgBIAEoCRIUCgxsZWFkZXJfZXBvY2gYAiABKAQiWQoVSW5zdGFsbEJ1bmRsZVJlc3BvbnNlEiUKBmJ1bmRsZRgBIAEoCzIVLndhcmRlbi52MS5CdW5kbGVJbmZvEhkKEWFscmVhZHlfaW5zdGFsbGVkGAIgASgIIjwKE1JlbW92ZUJ1bmRsZVJlcXVlc3QSDwoHYmFja2VuZBgBIAEoCRIUCgxsZWFkZXJfZXBvY2gYAiABKAQiJwoUUmVtb3ZlQnVuZGxlUmVzcG9uc2USDwoHcmVtb3ZlZBgBIAEoCCI/ChVHZXRCYWNrZW5kTG9nc1JlcXVlc3QSEwoLaW5jYXJuYXRpb24YASABKAkSEQoJbWF4X2xpbmVzGAIgASgNIkQKFkdldEJhY2tlbmRMb2dzUmVzcG9uc2USFAoMc3Rkb3V0X2xpbmVzGAEgAygJEhQKDHN0ZGVycl9saW5lcxgCIAMoCSJmChJGcmVlQmFja2VuZFJlcXVlc3QSEwoLaW5jYXJuYXRpb24YASABKAkSDwoHYWRkcmVzcxgCIAEoCRIUCgxsZWFkZXJfZXBvY2gYAyABKAQSFAoMcmVxdWVzdGVkX2J5GAQgASgJIqYBChNGcmVlQmFja2VuZFJlc3BvbnNlEiEKBWZyZWVkGAEgASgLMhAud2FyZGVuLnYxLkZyZWVkSAASMQoLdW5zdXBwb3J0ZWQYAiABKAsyGi53YXJkZW4udjEuRnJlZVVuc3VwcG9ydGVkSAASLgoMYWxyZWFkeV9nb25lGAMgASgLMhYud2FyZGVuLnYxLkFscmVhZHlHb25lSABCCQoHb3V0Y29tZSIYCgVGcmVlZBIPCgdtZXNzYWdlGAEgASgJIhEKD0ZyZWVVbnN1cHBvcnRlZCJmChFTdG9wT3JwaGFuUmVxdWVzdBILCgNwaWQYASABKA0SDwoHYWRkcmVzcxgCIAEoCRINCgVmb3JjZRgDIAEoCBIOCgZyZWFzb24YBCABKAkSFAoMbGVhZGVyX2Vwb2NoGAUgASgEInYKElN0b3BPcnBoYW5SZXNwb25zZRIlCgdzdG9wcGVkGAEgASgLMhIud2FyZGVuLnYxLlN0b3BwZWRIABIuCgxhbHJlYWR5X2dvbmUYAiABKAsyFi53YXJkZW4udjEuQWxyZWFkeUdvbmVIAEIJCgdvdXRjb21lIocEChNTdGFydEJhY2tlbmRSZXF1ZXN0EhMKC2luY2FybmF0aW9uGAEgASgJEg0KBW1vZGVsGAIgASgJEg8KB2JhY2tlbmQYAyABKAkSDwoHb3B0aW9ucxgEIAMoCRISCgptb2RlbF9maWxlGAUgASgJEhQKDGNvbnRleHRfc2l6ZRgGIAEoBRISCgpncHVfZGV2aWNlGAcgASgJEhoKDWJhY2tlbmRfbW9kZWwYCCABKAlIAIgBARIXCgpncHVfbGF5ZXJzGAkgASgFSAGIAQESFAoHdGhyZWFkcxgKIAEoBUgCiAEBEhIKBWJhdGNoGAsgASgFSAOIAQESEQoEbW1hcBgMIAEoCEgEiAEBEhwKD2ZsYXNoX2F0dGVudGlvbhgNIAEoCUgFiAEBEhEKBGN1ZGEYDiABKAhIBogBARIUCgxsZWFkZXJfZXBvY2gYDyABKAQSFAoMcmVxdWVzdGVkX2J5GBAgASgJEisKCWFydGlmYWN0cxgRIAMoCzIYLndhcmRlbi52MS5Nb2RlbEFydGlmYWN0EhMKC2xvYWRfZGlnZXN0GBIgASgJQhAKDl9iYWNrZW5kX21vZGVsQg0KC19ncHVfbGF5ZXJzQgoKCF90aHJlYWRzQggKBl9iYXRjaEIHCgVfbW1hcEISChBfZmxhc2hfYXR0ZW50aW9uQgcKBV9jdWRhIlEKDU1vZGVsQXJ0aWZhY3QSDgoGc291cmNlGAEgASgJEg4KBnNoYTI1NhgCIAEoCRISCgpzaXplX2J5dGVzGAMgASgEEgwKBHBhdGgYBCABKAki3AEKFFN0YXJ0QmFja2VuZFJlc3BvbnNlEiUKB3NwYXduZWQYASABKAsyEi53YXJkZW4udjEuU3Bhd25lZEgAEiUKB2xvYWRpbmcYAiABKAsyEi53YXJkZW4udjEuTG9hZGluZ0gAEiEKBXJlYWR5GAMgASgLMhAud2FyZGVuLnYxLlJlYWR5SAASIwoGZmFpbGVkGAQgASgLMhEud2FyZGVuLnYxLkZhaWxlZEgAEiUKB3B1bGxpbmcYBSABKAsyEi53YXJkZW4udjEuUHVsbGluZ0gAQgcKBWV2ZW50ImIKB1B1bGxpbmcSDgoGc2hhMjU2GAEgASgJEgwKBHBhdGgYAiABKAkSEgoKZG9uZV9ieXRlcxgDIAEoBBITCgt0b3RhbF9ieXRlcxgEIAEoBBIQCgh2ZXJpZmllZBgFIAEoCCJrCgdTcGF3bmVkEg8KB2FkZHJlc3MYASABKAkSCwoDcGlkGAIgASgNEhIKCmdwdV9kZXZpY2UYAyABKAkSEgoKYm9vdF9lcG9jaBgEIAEoBBIaChJoZWFydGJlYXRfc2VxdWVuY2UYBSABKAQiCQoHTG9hZGluZyI7CgVSZWFkeRIPCgdhZGRyZXNzGAEgASgJEgsKA3BpZBgCIAEoDRIUCgxtZW1vcnlfYnl0ZXMYAyABKAQihAEKBkZhaWxlZBIpCgRjb2RlGAEgASgOMhsud2FyZGVuLnYxLlN0YXJ0RmFpbHVyZUNvZGUSDwoHbWVzc2FnZRgCIAEoCRIWCglleGl0X2NvZGUYAyABKAVIAIgBARIYChBsYXN0X3N0ZGVycl9saW5lGAQgASgJQgwKCl9leGl0X2NvZGUihQEKElN0b3BCYWNrZW5kUmVxdWVzdBIPCgdhZGRyZXNzGAEgASgJEhMKC2luY2FybmF0aW9uGAIgASgJEg0KBWZvcmNlGAMgASgIEg4KBnJlYXNvbhgEIAEoCRIUCgxsZWFkZXJfZXBvY2gYBSABKAQSFAoMcmVxdWVzdGVkX2J5GAYgASgJIncKE1N0b3BCYWNrZW5kUmVzcG9uc2USJQoHc3RvcHBlZBgBIAEoCzISLndhcmRlbi52MS5TdG9wcGVkSAASLgoMYWxyZWFkeV9nb25lGAIgASgLMhYud2FyZGVuLnYxLkFscmVhZHlHb25lSABCCQoHb3V0Y29tZSJSCgdTdG9wcGVkEhYKCWV4aXRfY29kZRgBIAEoBUgAiAEBEg4KBnNpZ25hbBgCIAEoCRIRCgllc2NhbGF0ZWQYAyABKAhCDAoKX2V4aXRfY29kZSIiCgtBbHJlYWR5R29uZRITCgtyZXBsYWNlZF9ieRgBIAEoCSIVChNMaXN0QmFja2VuZHNSZXF1ZXN0IsQBChRMaXN0QmFja2VuZHNSZXNwb25zZRIrCghiYWNrZW5kcxgBIAMoCzIZLndhcmRlbi52MS5JbnZlbnRvcnlFbnRyeRIpCgdvcnBoYW5zGAIgAygLMhgud2FyZGVuLnYxLk9ycGhhblByb2Nlc3MSEgoKYm9vdF9lcG9jaBgDIAEoBBIqCgdmb3JlaWduGAQgAygLMhkud2FyZGVuLnYxLkZvcmVpZ25Qcm9jZXNzEhQKDGxlYWRlcl9lcG9jaBgFIAEoBCIWChRHZXROb2RlU3RhdHVzUmVxdWVzdCLWAQoVR2V0Tm9kZVN0YXR1c1Jlc3BvbnNlEg8KB25vZGVfaWQYASABKAkSPAoGbGFiZWxzGAIgAygLMiwud2FyZGVuLnYxLkdldE5vZGVTdGF0dXNSZXNwb25zZS5MYWJlbHNFbnRyeRIrCglyZXNvdXJjZXMYAyABKAsyGC53YXJkZW4udjEuTm9kZVJlc291cmNlcxISCgpib290X2Vwb2NoGAQgASgEGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiFgoUV2F0Y2hCYWNrZW5kc1JlcXVlc3QirQIKFVdhdGNoQmFja2VuZHNSZXNwb25zZRITCgtpbmNhcm5hdGlvbhgBIAEoCRINCgVtb2RlbBgCIAEoCRIPCgdhZGRyZXNzGAMgASgJEiYKAmF0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIsCgdzdGFydGVkGAUgASgLMhkud2FyZGVuLnYxLkJhY2tlbmRTdGFydGVkSAASKAoFcmVhZHkYBiABKAsyFy53YXJkZW4udjEuQmFja2VuZFJlYWR5SAASKgoGZXhpdGVkGAcgASgLMhgud2FyZGVuLnYxLkJhY2tlbmRFeGl0ZWRIABIqCgZoZWFsdGgYCCABKAsyGC53YXJkZW4udjEuQmFja2VuZEhlYWx0aEgAQgcKBWV2ZW50Ih0KDkJhY2tlbmRTdGFydGVkEgsKA3BpZBgBIAEoDSIkCgxCYWNrZW5kUmVhZHkSFAoMbWVtb3J5X2J5dGVzGAEgASgEInQKDUJhY2tlbmRFeGl0ZWQSFgoJZXhpdF9jb2RlGAEgASgFSACIAQESDgoGc2lnbmFsGAIgASgJEhMKC2ludGVudGlvbmFsGAMgASgIEhgKEGxhc3Rfc3RkZXJyX2xpbmUYBCABKAlCDAoKX2V4aXRfY29kZSIwCg1CYWNrZW5kSGVhbHRoEg8KB2hlYWx0aHkYASABKAgSDgoGZGV0YWlsGAIgASgJKu4DChBTdGFydEZhaWx1cmVDb2RlEiIKHlNUQVJUX0ZBSUxVUkVfQ09ERV9VTlNQRUNJRklFRBAAEiMKH1NUQVJUX0ZBSUxVUkVfQ09ERV9TUEFXTl9GQUlMRUQQARIdChlTVEFSVF9GQUlMVVJFX0NPREVfRVhJVEVEEAISKAokU1RBUlRfRkFJTFVSRV9DT0RFX1JFQURJTkVTU19USU1FT1VUEAMSIgoeU1RBUlRfRkFJTFVSRV9DT0RFX0xPQURfRkFJTEVEEAQSKAokU1RBUlRfRkFJTFVSRV9DT0RFX0RFQURMSU5FX0VYQ0VFREVEEAUSHgoaU1RBUlRfRkFJTFVSRV9DT0RFX05PX1BPUlQQBhIgChxTVEFSVF9GQUlMVVJFX0NPREVfQ0FOQ0VMTEVEEAcSLworU1RBUlRfRkFJTFVSRV9DT0RFX0FSVElGQUNUX0RJR0VTVF9NSVNNQVRDSBAIEikKJVNUQVJUX0ZBSUxVUkVfQ09ERV9BUlRJRkFDVF9OT1RfRk9VTkQQCRIyCi5TVEFSVF9GQUlMVVJFX0NPREVfQVJUSUZBQ1RfU09VUkNFX1VOQVZBSUxBQkxFEAoSKAokU1RBUlRfRkFJTFVSRV9DT0RFX0FSVElGQUNUX05PX1NQQUNFEAsyjQcKDEFnZW50U2VydmljZRJRCgxTdGFydEJhY2tlbmQSHi53YXJkZW4udjEuU3RhcnRCYWNrZW5kUmVxdWVzdBofLndhcmRlbi52MS5TdGFydEJhY2tlbmRSZXNwb25zZTABEkwKC1N0b3BCYWNrZW5kEh0ud2FyZGVuLnYxLlN0b3BCYWNrZW5kUmVxdWVzdBoeLndhcmRlbi52MS5TdG9wQmFja2VuZFJlc3BvbnNlEk8KDExpc3RCYWNrZW5kcxIeLndhcmRlbi52MS5MaXN0QmFja2VuZHNSZXF1ZXN0Gh8ud2FyZGVuLnYxLkxpc3RCYWNrZW5kc1Jlc3BvbnNlElIKDUdldE5vZGVTdGF0dXMSHy53YXJkZW4udjEuR2V0Tm9kZVN0YXR1c1JlcXVlc3QaIC53YXJkZW4udjEuR2V0Tm9kZVN0YXR1c1Jlc3BvbnNlElQKDVdhdGNoQmFja2VuZHMSHy53YXJkZW4udjEuV2F0Y2hCYWNrZW5kc1JlcXVlc3QaIC53YXJkZW4udjEuV2F0Y2hCYWNrZW5kc1Jlc3BvbnNlMAESSQoKU3RvcE9ycGhhbhIcLndhcmRlbi52MS5TdG9wT3JwaGFuUmVxdWVzdBodLndhcmRlbi52MS5TdG9wT3JwaGFuUmVzcG9uc2USTAoLRnJlZUJhY2tlbmQSHS53YXJkZW4udjEuRnJlZUJhY2tlbmRSZXF1ZXN0Gh4ud2FyZGVuLnYxLkZyZWVCYWNrZW5kUmVzcG9uc2USTAoLTGlzdEJ1bmRsZXMSHS53YXJkZW4udjEuTGlzdEJ1bmRsZXNSZXF1ZXN0Gh4ud2FyZGVuLnYxLkxpc3RCdW5kbGVzUmVzcG9uc2USUgoNSW5zdGFsbEJ1bmRsZRIfLndhcmRlbi52MS5JbnN0YWxsQnVuZGxlUmVxdWVzdBogLndhcmRlbi52MS5JbnN0YWxsQnVuZGxlUmVzcG9uc2USTwoMUmVtb3ZlQnVuZGxlEh4ud2FyZGVuLnYxLlJlbW92ZUJ1bmRsZVJlcXVlc3QaHy53YXJkZW4udjEuUmVtb3ZlQnVuZGxlUmVzcG9uc2USVQoOR2V0QmFja2VuZExvZ3MSIC53YXJkZW4udjEuR2V0QmFja2VuZExvZ3NSZXF1ZXN0GiEud2FyZGVuLnYxLkdldEJhY2tlbmRMb2dzUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_timestamp, file_warden_v1_types]);
 
 /**
  * @generated from message warden.v1.BundleInfo
@@ -202,6 +202,56 @@ export const RemoveBundleResponseSchema: GenMessage<RemoveBundleResponse> = /*@_
   messageDesc(file_warden_v1_agent, 6);
 
 /**
+ * @generated from message warden.v1.GetBackendLogsRequest
+ */
+export type GetBackendLogsRequest = Message<"warden.v1.GetBackendLogsRequest"> & {
+  /**
+   * Coordinator-minted ULID of the backend.
+   *
+   * @generated from field: string incarnation = 1;
+   */
+  incarnation: string;
+
+  /**
+   * Lines per stream, 1..1000; 0 = 100.
+   *
+   * @generated from field: uint32 max_lines = 2;
+   */
+  maxLines: number;
+};
+
+/**
+ * Describes the message warden.v1.GetBackendLogsRequest.
+ * Use `create(GetBackendLogsRequestSchema)` to create a new message.
+ */
+export const GetBackendLogsRequestSchema: GenMessage<GetBackendLogsRequest> = /*@__PURE__*/
+  messageDesc(file_warden_v1_agent, 7);
+
+/**
+ * @generated from message warden.v1.GetBackendLogsResponse
+ */
+export type GetBackendLogsResponse = Message<"warden.v1.GetBackendLogsResponse"> & {
+  /**
+   * Oldest first.
+   *
+   * @generated from field: repeated string stdout_lines = 1;
+   */
+  stdoutLines: string[];
+
+  /**
+   * @generated from field: repeated string stderr_lines = 2;
+   */
+  stderrLines: string[];
+};
+
+/**
+ * Describes the message warden.v1.GetBackendLogsResponse.
+ * Use `create(GetBackendLogsResponseSchema)` to create a new message.
+ */
+export const GetBackendLogsResponseSchema: GenMessage<GetBackendLogsResponse> = /*@__PURE__*/
+  messageDesc(file_warden_v1_agent, 8);
+
+/**
  * @generated from message warden.v1.FreeBackendRequest
  */
 export type FreeBackendRequest = Message<"warden.v1.FreeBackendRequest"> & {
@@ -241,7 +291,7 @@ export type FreeBackendRequest = Message<"warden.v1.FreeBackendRequest"> & {
  * Use `create(FreeBackendRequestSchema)` to create a new message.
  */
 export const FreeBackendRequestSchema: GenMessage<FreeBackendRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 7);
+  messageDesc(file_warden_v1_agent, 9);
 
 /**
  * @generated from message warden.v1.FreeBackendResponse
@@ -282,7 +332,7 @@ export type FreeBackendResponse = Message<"warden.v1.FreeBackendResponse"> & {
  * Use `create(FreeBackendResponseSchema)` to create a new message.
  */
 export const FreeBackendResponseSchema: GenMessage<FreeBackendResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 8);
+  messageDesc(file_warden_v1_agent, 10);
 
 /**
  * @generated from message warden.v1.Freed
@@ -301,7 +351,7 @@ export type Freed = Message<"warden.v1.Freed"> & {
  * Use `create(FreedSchema)` to create a new message.
  */
 export const FreedSchema: GenMessage<Freed> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 9);
+  messageDesc(file_warden_v1_agent, 11);
 
 /**
  * @generated from message warden.v1.FreeUnsupported
@@ -314,7 +364,7 @@ export type FreeUnsupported = Message<"warden.v1.FreeUnsupported"> & {
  * Use `create(FreeUnsupportedSchema)` to create a new message.
  */
 export const FreeUnsupportedSchema: GenMessage<FreeUnsupported> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 10);
+  messageDesc(file_warden_v1_agent, 12);
 
 /**
  * @generated from message warden.v1.StopOrphanRequest
@@ -355,7 +405,7 @@ export type StopOrphanRequest = Message<"warden.v1.StopOrphanRequest"> & {
  * Use `create(StopOrphanRequestSchema)` to create a new message.
  */
 export const StopOrphanRequestSchema: GenMessage<StopOrphanRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 11);
+  messageDesc(file_warden_v1_agent, 13);
 
 /**
  * @generated from message warden.v1.StopOrphanResponse
@@ -386,7 +436,7 @@ export type StopOrphanResponse = Message<"warden.v1.StopOrphanResponse"> & {
  * Use `create(StopOrphanResponseSchema)` to create a new message.
  */
 export const StopOrphanResponseSchema: GenMessage<StopOrphanResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 12);
+  messageDesc(file_warden_v1_agent, 14);
 
 /**
  * @generated from message warden.v1.StartBackendRequest
@@ -543,7 +593,7 @@ export type StartBackendRequest = Message<"warden.v1.StartBackendRequest"> & {
  * Use `create(StartBackendRequestSchema)` to create a new message.
  */
 export const StartBackendRequestSchema: GenMessage<StartBackendRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 13);
+  messageDesc(file_warden_v1_agent, 15);
 
 /**
  * One file of a model, named by its content.
@@ -586,7 +636,7 @@ export type ModelArtifact = Message<"warden.v1.ModelArtifact"> & {
  * Use `create(ModelArtifactSchema)` to create a new message.
  */
 export const ModelArtifactSchema: GenMessage<ModelArtifact> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 14);
+  messageDesc(file_warden_v1_agent, 16);
 
 /**
  * @generated from message warden.v1.StartBackendResponse
@@ -633,7 +683,7 @@ export type StartBackendResponse = Message<"warden.v1.StartBackendResponse"> & {
  * Use `create(StartBackendResponseSchema)` to create a new message.
  */
 export const StartBackendResponseSchema: GenMessage<StartBackendResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 15);
+  messageDesc(file_warden_v1_agent, 17);
 
 /**
  * An artifact is being pulled (before the spawn): sent when it starts, then
@@ -676,7 +726,7 @@ export type Pulling = Message<"warden.v1.Pulling"> & {
  * Use `create(PullingSchema)` to create a new message.
  */
 export const PullingSchema: GenMessage<Pulling> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 16);
+  messageDesc(file_warden_v1_agent, 18);
 
 /**
  * Sent as soon as spawn() returned a pid. The address was chosen before spawning.
@@ -722,7 +772,7 @@ export type Spawned = Message<"warden.v1.Spawned"> & {
  * Use `create(SpawnedSchema)` to create a new message.
  */
 export const SpawnedSchema: GenMessage<Spawned> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 17);
+  messageDesc(file_warden_v1_agent, 19);
 
 /**
  * The backend answered Health; LoadModel is in flight.
@@ -737,7 +787,7 @@ export type Loading = Message<"warden.v1.Loading"> & {
  * Use `create(LoadingSchema)` to create a new message.
  */
 export const LoadingSchema: GenMessage<Loading> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 18);
+  messageDesc(file_warden_v1_agent, 20);
 
 /**
  * @generated from message warden.v1.Ready
@@ -764,7 +814,7 @@ export type Ready = Message<"warden.v1.Ready"> & {
  * Use `create(ReadySchema)` to create a new message.
  */
 export const ReadySchema: GenMessage<Ready> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 19);
+  messageDesc(file_warden_v1_agent, 21);
 
 /**
  * Terminal failure. The agent stopped the process and left nothing behind.
@@ -800,7 +850,7 @@ export type Failed = Message<"warden.v1.Failed"> & {
  * Use `create(FailedSchema)` to create a new message.
  */
 export const FailedSchema: GenMessage<Failed> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 20);
+  messageDesc(file_warden_v1_agent, 22);
 
 /**
  * @generated from message warden.v1.StopBackendRequest
@@ -852,7 +902,7 @@ export type StopBackendRequest = Message<"warden.v1.StopBackendRequest"> & {
  * Use `create(StopBackendRequestSchema)` to create a new message.
  */
 export const StopBackendRequestSchema: GenMessage<StopBackendRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 21);
+  messageDesc(file_warden_v1_agent, 23);
 
 /**
  * @generated from message warden.v1.StopBackendResponse
@@ -881,7 +931,7 @@ export type StopBackendResponse = Message<"warden.v1.StopBackendResponse"> & {
  * Use `create(StopBackendResponseSchema)` to create a new message.
  */
 export const StopBackendResponseSchema: GenMessage<StopBackendResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 22);
+  messageDesc(file_warden_v1_agent, 24);
 
 /**
  * @generated from message warden.v1.Stopped
@@ -912,7 +962,7 @@ export type Stopped = Message<"warden.v1.Stopped"> & {
  * Use `create(StoppedSchema)` to create a new message.
  */
 export const StoppedSchema: GenMessage<Stopped> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 23);
+  messageDesc(file_warden_v1_agent, 25);
 
 /**
  * That incarnation is not running on this agent.
@@ -933,7 +983,7 @@ export type AlreadyGone = Message<"warden.v1.AlreadyGone"> & {
  * Use `create(AlreadyGoneSchema)` to create a new message.
  */
 export const AlreadyGoneSchema: GenMessage<AlreadyGone> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 24);
+  messageDesc(file_warden_v1_agent, 26);
 
 /**
  * @generated from message warden.v1.ListBackendsRequest
@@ -946,7 +996,7 @@ export type ListBackendsRequest = Message<"warden.v1.ListBackendsRequest"> & {
  * Use `create(ListBackendsRequestSchema)` to create a new message.
  */
 export const ListBackendsRequestSchema: GenMessage<ListBackendsRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 25);
+  messageDesc(file_warden_v1_agent, 27);
 
 /**
  * @generated from message warden.v1.ListBackendsResponse
@@ -988,7 +1038,7 @@ export type ListBackendsResponse = Message<"warden.v1.ListBackendsResponse"> & {
  * Use `create(ListBackendsResponseSchema)` to create a new message.
  */
 export const ListBackendsResponseSchema: GenMessage<ListBackendsResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 26);
+  messageDesc(file_warden_v1_agent, 28);
 
 /**
  * @generated from message warden.v1.GetNodeStatusRequest
@@ -1001,7 +1051,7 @@ export type GetNodeStatusRequest = Message<"warden.v1.GetNodeStatusRequest"> & {
  * Use `create(GetNodeStatusRequestSchema)` to create a new message.
  */
 export const GetNodeStatusRequestSchema: GenMessage<GetNodeStatusRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 27);
+  messageDesc(file_warden_v1_agent, 29);
 
 /**
  * @generated from message warden.v1.GetNodeStatusResponse
@@ -1033,7 +1083,7 @@ export type GetNodeStatusResponse = Message<"warden.v1.GetNodeStatusResponse"> &
  * Use `create(GetNodeStatusResponseSchema)` to create a new message.
  */
 export const GetNodeStatusResponseSchema: GenMessage<GetNodeStatusResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 28);
+  messageDesc(file_warden_v1_agent, 30);
 
 /**
  * @generated from message warden.v1.WatchBackendsRequest
@@ -1046,7 +1096,7 @@ export type WatchBackendsRequest = Message<"warden.v1.WatchBackendsRequest"> & {
  * Use `create(WatchBackendsRequestSchema)` to create a new message.
  */
 export const WatchBackendsRequestSchema: GenMessage<WatchBackendsRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 29);
+  messageDesc(file_warden_v1_agent, 31);
 
 /**
  * @generated from message warden.v1.WatchBackendsResponse
@@ -1107,7 +1157,7 @@ export type WatchBackendsResponse = Message<"warden.v1.WatchBackendsResponse"> &
  * Use `create(WatchBackendsResponseSchema)` to create a new message.
  */
 export const WatchBackendsResponseSchema: GenMessage<WatchBackendsResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 30);
+  messageDesc(file_warden_v1_agent, 32);
 
 /**
  * @generated from message warden.v1.BackendStarted
@@ -1124,7 +1174,7 @@ export type BackendStarted = Message<"warden.v1.BackendStarted"> & {
  * Use `create(BackendStartedSchema)` to create a new message.
  */
 export const BackendStartedSchema: GenMessage<BackendStarted> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 31);
+  messageDesc(file_warden_v1_agent, 33);
 
 /**
  * @generated from message warden.v1.BackendReady
@@ -1141,7 +1191,7 @@ export type BackendReady = Message<"warden.v1.BackendReady"> & {
  * Use `create(BackendReadySchema)` to create a new message.
  */
 export const BackendReadySchema: GenMessage<BackendReady> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 32);
+  messageDesc(file_warden_v1_agent, 34);
 
 /**
  * @generated from message warden.v1.BackendExited
@@ -1175,7 +1225,7 @@ export type BackendExited = Message<"warden.v1.BackendExited"> & {
  * Use `create(BackendExitedSchema)` to create a new message.
  */
 export const BackendExitedSchema: GenMessage<BackendExited> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 33);
+  messageDesc(file_warden_v1_agent, 35);
 
 /**
  * @generated from message warden.v1.BackendHealth
@@ -1197,7 +1247,7 @@ export type BackendHealth = Message<"warden.v1.BackendHealth"> & {
  * Use `create(BackendHealthSchema)` to create a new message.
  */
 export const BackendHealthSchema: GenMessage<BackendHealth> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 34);
+  messageDesc(file_warden_v1_agent, 36);
 
 /**
  * @generated from enum warden.v1.StartFailureCode
@@ -1420,6 +1470,23 @@ export const AgentService: GenService<{
     methodKind: "unary";
     input: typeof RemoveBundleRequestSchema;
     output: typeof RemoveBundleResponseSchema;
+  },
+  /**
+   * The last lines of one backend's stdout and stderr (the files the agent
+   * has the process write them to), read from the end of each file: at most
+   * max_lines lines per stream and the last 64 KiB of each file, lines cut
+   * at 4 096 characters. A read, not a command: not fenced, nothing changes.
+   * INVALID_ARGUMENT naming incarnation or max_lines; NOT_FOUND naming
+   * incarnation for a backend the agent does not know (never started here,
+   * or its record and logs already removed). Added compatibly: an older
+   * agent answers UNIMPLEMENTED.
+   *
+   * @generated from rpc warden.v1.AgentService.GetBackendLogs
+   */
+  getBackendLogs: {
+    methodKind: "unary";
+    input: typeof GetBackendLogsRequestSchema;
+    output: typeof GetBackendLogsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_warden_v1_agent, 0);

@@ -10,13 +10,16 @@ import { appendBounded, eventLine, formatBytes, kindStyles, loadJobText, type Ev
 import { parseSse } from "../sse-parse.js";
 import { maxFilterChars, nodeWindow, type StateChoice, type WindowCard } from "../node-window.js";
 import { driftNote } from "../drift-note.js";
+import { applyBusy, type BusyFrame } from "../busy-frame.js";
 import { byId, el } from "./dom.js";
 import { Router } from "./router.js";
 import { modelsPage } from "./models-page.js";
 import { eventsPage } from "./events-page.js";
 import { policyPage } from "./policy-page.js";
 import { playgroundPage } from "./playground-page.js";
-import { lastLoadStderr, type ConsoleContext } from "./console-context.js";
+import { plotsPage } from "./plots-page.js";
+import { lastLoadStderr, may, type ConsoleContext } from "./console-context.js";
+import { InstanceLogs } from "./instance-logs.js";
 
 /** Lines the event panel keeps. */
 const maxEventLines = 200;
@@ -55,7 +58,7 @@ function headers(json = false): Record<string, string> {
 
 /** The console's other pages (Models, Events, Policy, Playground) beside the Nodes panel: router.ts. */
 const consoleCtx: ConsoleContext = { headers, who: () => state.who, snapshot: () => state.snapshot };
-const router = new Router([{ id: "nodes", title: "Nodes" }, modelsPage(consoleCtx), eventsPage(consoleCtx), policyPage(consoleCtx), playgroundPage(consoleCtx)]);
+const router = new Router([{ id: "nodes", title: "Nodes" }, modelsPage(consoleCtx), eventsPage(consoleCtx), policyPage(consoleCtx), playgroundPage(consoleCtx), plotsPage(consoleCtx)]);
 
 async function errorText(res: Response): Promise<string> {
   try {
@@ -100,7 +103,11 @@ function actionButton(label: string, action: string, body: Record<string, unknow
   return b;
 }
 
+/** Backend logs opened on instance rows (instance-logs.ts). */
+const logs = new InstanceLogs(headers, () => { renderSnapshot(); });
+
 function nodeCard(c: WindowCard, canAct: boolean): HTMLElement {
+  const mayLogs = may(consoleCtx, "logs");
   const m = c.memory;
   const what = m.source === "gpu" ? "GPU memory" : m.source === "ram" ? "RAM (no GPU reported)" : "memory not reported";
   const note = driftNote(m);
@@ -115,8 +122,11 @@ function nodeCard(c: WindowCard, canAct: boolean): HTMLElement {
     const tr = el("tr", { "data-incarnation": r.key, "data-kind": r.kind, "data-model": r.model }, el("td", {}, badge(r.kind)), el("td", { class: "model" }, r.model), el("td", {}, String(r.inFlight)), el("td", {}, r.lastUsed), el("td", {}, r.sizeBytes > 0 ? formatBytes(r.sizeBytes) : ""), el("td", { class: "detail" }, r.detail));
     const cell = el("td");
     if (canAct && r.kind !== "foreign" && r.kind !== "orphan") cell.append(actionButton("Unload", "unload", { model: r.model }));
+    if (mayLogs && r.kind !== "foreign" && r.kind !== "orphan") cell.append(logs.button(r.key, r.model));
     tr.append(cell);
     body.append(tr);
+    const logRow = logs.row(r.key, 7);
+    if (logRow !== undefined) body.append(logRow);
   }
   const table = el("table", { class: "instances" }, el("thead", {}, el("tr", {}, ...["state", "model", "in flight", "last used", "size", "detail", ""].map((h) => el("th", {}, h)))), body);
   if (c.rows.length === 0) parts.push(el("p", { class: "muted" }, "no instances"));
@@ -170,6 +180,19 @@ function renderEvents(): void {
   );
 }
 
+let renderQueued = false;
+
+/** One render for the busy frames of one turn (a burst of calls redraws once). */
+function queueRender(): void {
+  if (renderQueued) return;
+  renderQueued = true;
+  setTimeout(() => {
+    renderQueued = false;
+    renderSnapshot();
+    if (state.snapshot !== undefined) router.snapshot(state.snapshot);
+  }, 0);
+}
+
 function onMessage(event: string, data: string): void {
   if (event === "snapshot") {
     state.snapshot = JSON.parse(data) as DashboardSnapshot;
@@ -181,6 +204,9 @@ function onMessage(event: string, data: string): void {
     state.events = appendBounded(state.events, eventLine(e), maxEventLines);
     renderEvents();
     router.event(e);
+  } else if (event === "busy") {
+    // Pushed as calls begin and end: busy and idle show without waiting for the next snapshot.
+    if (state.snapshot !== undefined && applyBusy(state.snapshot, JSON.parse(data) as BusyFrame)) queueRender();
   } else if (event === "error") {
     // The coordinator ends the stream after this (e.g. the token was revoked): say why.
     const e = (JSON.parse(data) as { error?: { message?: string } }).error;

@@ -1,0 +1,46 @@
+import { describe, expect, it } from "vitest";
+import { ManualClock } from "@warden/common";
+import { MetricsRing, maxMetricsModels } from "./metrics-ring.js";
+
+describe("MetricsRing", () => {
+  it("samples calls/s, p50/p99 and in-flight per model and memory per node, keeps the last `capacity` samples", () => {
+    const clock = new ManualClock();
+    let nodes = [{ nodeId: "a", measuredBytes: 10, accountedBytes: 8 }];
+    const ring = new MetricsRing(clock, () => nodes, { capacity: 3, sampleMs: 1_000 });
+    ring.onCall({ model: "m", incarnation: "i1", nodeId: "a", inFlight: 1 });
+    for (let i = 0; i < 99; i++) ring.onCall({ model: "m", incarnation: "i1", nodeId: "a", inFlight: 1, durationMs: 10 });
+    ring.onCall({ model: "m", incarnation: "i1", nodeId: "a", inFlight: 1, durationMs: 5_000 });
+    ring.sample();
+    let j = ring.toJson();
+    expect(j.times.length).toBe(1);
+    const m = j.models[0];
+    expect(m?.callsPerS).toEqual([100]);
+    // Within a bucket (15 %) of the true figures: 10 ms and 5 s.
+    expect(m?.p50Ms[0]).toBeGreaterThanOrEqual(10);
+    expect(m?.p50Ms[0]).toBeLessThanOrEqual(12);
+    expect(m?.p99Ms[0]).toBeLessThanOrEqual(12);
+    expect(m?.inFlight).toEqual([1]);
+    expect(j.nodes).toEqual([{ nodeId: "a", measuredBytes: [10], accountedBytes: [8] }]);
+    // No calls: rate 0, no latency; a node gone: no value at that sample.
+    ring.onCall({ model: "m", incarnation: "i1", nodeId: "a", inFlight: 0, durationMs: 5_000 });
+    nodes = [];
+    ring.sample();
+    ring.sample();
+    ring.sample();
+    j = ring.toJson();
+    expect(j.times.length).toBe(3);
+    expect(j.models[0]?.callsPerS).toEqual([1, 0, 0]);
+    expect(j.models[0]?.p50Ms).toEqual([j.models[0]?.p99Ms[0], null, null]);
+    expect(j.models[0]?.inFlight).toEqual([0, 0, 0]);
+    expect(j.nodes[0]?.measuredBytes).toEqual([null, null, null]);
+  });
+
+  it("keeps at most 64 models and counts the rest", () => {
+    const ring = new MetricsRing(new ManualClock(), () => [], { capacity: 2 });
+    for (let i = 0; i < maxMetricsModels + 5; i++) ring.onCall({ model: `m${String(i)}`, incarnation: "x", nodeId: "a", inFlight: 0, durationMs: 1 });
+    ring.sample();
+    const j = ring.toJson();
+    expect(j.models.length).toBe(maxMetricsModels);
+    expect(j.leftOut.models).toBe(5);
+  });
+});

@@ -170,16 +170,24 @@ describe("the README's Walkthrough", () => {
       if (words[0] !== "warden") throw new Error(`walkthrough step not understood: ${step.command}`);
       if (step.background) {
         const model = words[2] ?? "";
-        background = warden(words.slice(1)).done;
         // The README's `&` means "while this call is in flight": wait for the coordinator to count
         // it, then hold it there by pausing its backend until the next command has run — on a
-        // loaded machine the next CLI process may take longer to start than the call takes.
-        const held = await until(`a call to ${model} in flight`, async () => {
-          const s = await instancesOf(model);
-          return s.inFlight > 0 ? s : undefined;
-        }, 60_000);
-        frozen = backendPid(held.addresses[0] ?? "");
-        process.kill(frozen, "SIGSTOP");
+        // loaded machine the next CLI process may take longer to start than the call takes. The
+        // call can also end between the count and the pause (a slow poll): then it is run again.
+        for (let attempt = 1; ; attempt++) {
+          background = warden(words.slice(1)).done;
+          const held = await until(`a call to ${model} in flight`, async () => {
+            const s = await instancesOf(model);
+            return s.inFlight > 0 ? s : undefined;
+          }, 60_000);
+          frozen = backendPid(held.addresses[0] ?? "");
+          process.kill(frozen, "SIGSTOP");
+          if ((await instancesOf(model)).inFlight > 0) break;
+          process.kill(frozen, "SIGCONT");
+          frozen = undefined;
+          await background;
+          if (attempt >= 5) throw new Error(`a call to ${model} ended before it could be held in flight, 5 times`);
+        }
         continue;
       }
       if (step.afterSleep) {

@@ -2,6 +2,8 @@ import { describe, expect, it } from "vitest";
 import { Code } from "@warden/common";
 import { LoadJobs } from "./load-jobs.js";
 import { createHarness } from "./loader-harness.js";
+import type { StopAnswer } from "./ports.js";
+import { deferred } from "./test-fakes.js";
 import { replicaHarness } from "./replica-test-kit.js";
 
 const at = (nowMs: number): { nowMs: number; wallMs: number } => ({ nowMs, wallMs: 1_700_000_000_000 + nowMs });
@@ -100,6 +102,29 @@ describe("the loader's load jobs (fake clock)", () => {
     expect(h.events.ofType("eviction.stopped")).toHaveLength(1);
     expect(h.events.ofType("load.waiting")).toEqual([]);
     expect(h.loader.loadJob("m2")).toBeUndefined();
+  });
+
+  it("a load that waits for the model's own instance to stop is a waiting job (waiting_for_instance), load.waiting once for every caller; gone once it loads", async () => {
+    const h = createHarness();
+    const m1 = await h.loader.ensureLoaded("m1", h.never);
+    const gate = deferred<StopAnswer>();
+    h.n1.stopScript = () => gate.promise;
+    const unload = h.track(h.loader.unload("m1", { force: true }));
+    await h.flush();
+    const load = h.track(h.loader.ensureLoaded("m1", h.never, undefined, "ops"));
+    const call = h.track(h.loader.acquire("m1", h.never));
+    await h.run(2_000);
+    expect(h.loader.loadJob("m1")).toMatchObject({ t: "waiting", phase: "waiting_for_instance", actor: "ops" });
+    const job = h.loader.loadJob("m1");
+    expect(job?.t === "waiting" ? job.reason : "").toContain(`its instance ${m1.incarnation} is stopping`);
+    expect(h.events.ofType("load.waiting")).toHaveLength(1);
+    gate.resolve({ t: "stopped" });
+    await h.flush();
+    expect(unload.value().t).toBe("stopped");
+    expect(load.value().incarnation).not.toBe(m1.incarnation);
+    call.value().complete();
+    expect(h.loader.loadJob("m1")).toBeUndefined();
+    expect(h.events.ofType("load.waiting")).toHaveLength(1);
   });
 
   it("a load no node can ever take: failed at once, never waiting (no load.waiting), load.failed FAILED_PRECONDITION", async () => {

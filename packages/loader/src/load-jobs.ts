@@ -8,8 +8,8 @@
  */
 export type LoadJobPhase = WaitingPhase | "starting" | "pulling" | "verifying" | "loading";
 
-/** What a waiting job waits for. */
-export type WaitingPhase = "waiting_for_recovery" | "waiting_for_node";
+/** What a waiting job waits for (`waiting_for_instance`: the model's own instance to stop, or an adopted one to start). */
+export type WaitingPhase = "waiting_for_recovery" | "waiting_for_node" | "waiting_for_instance";
 
 interface JobBase {
   readonly model: string;

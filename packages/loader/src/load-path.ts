@@ -70,7 +70,7 @@ async function ensureLoadedInner<H extends BackendHandle>(s: LoaderState<H>, spe
     // sees the node (routing answers UNAVAILABLE, as with one instance).
     if (c.unreachable !== undefined && c.live >= Math.max(1, spec.replicas.max)) return c.unreachable;
     if (c.settling !== undefined && c.unreachable === undefined) {
-      await s.settleWaiters.wait(c.settling, signal);
+      await waitForInstance(s, spec, c.settling, "stop", signal, actor);
       continue;
     }
     const inflight = s.loads.get(spec.id);
@@ -89,7 +89,7 @@ async function ensureLoadedInner<H extends BackendHandle>(s: LoaderState<H>, spe
     }
     if (c.starting !== undefined) {
       // held but not ready and no load in flight: wait for whatever holds it
-      await s.settleWaiters.wait(c.starting, signal);
+      await waitForInstance(s, spec, c.starting, "start", signal, actor);
       continue;
     }
     // Nothing routable, and the journal's replicas on nodes not heard from since
@@ -105,6 +105,23 @@ async function ensureLoadedInner<H extends BackendHandle>(s: LoaderState<H>, spe
       }
     }
     return await raceSignal(startLoad(s, spec, nodeId, undefined, actor), signal);
+  }
+}
+
+/**
+ * Waits for the model's own instance to settle (its stop, or an adopted
+ * instance's start) as a visible waiting job: one per model, whoever waits
+ * (the first waiter's job; later callers wait under it), gone when the wait
+ * ends, replaced by the load that may follow.
+ */
+async function waitForInstance<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, incarnation: string, what: "stop" | "start", signal: AbortSignal, actor: string | undefined): Promise<void> {
+  const cur = s.jobs.of(spec.id, s.o.clock.now());
+  const job = cur?.t === "waiting" || cur?.t === "loading" ? undefined : s.o.mintIncarnation();
+  if (job !== undefined) jobWaiting(s, spec, job, "waiting_for_instance", `its instance ${incarnation} is ${what === "stop" ? "stopping" : "starting"}; no second copy beside it`, actor);
+  try {
+    await s.settleWaiters.wait(incarnation, signal);
+  } finally {
+    if (job !== undefined) s.jobs.done(spec.id, job);
   }
 }
 

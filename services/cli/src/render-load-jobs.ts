@@ -7,7 +7,8 @@ function phaseText(p: LoadJobPhase): string {
 
 /** What a waiting job waits for, as the progress line and `models ls` say it. */
 export function waitingText(j: Pick<LoadJob, "phase">): string {
-  return j.phase === LoadJobPhase.WAITING_FOR_RECOVERY ? "waiting for the recovery window" : "waiting for a node";
+  if (j.phase === LoadJobPhase.WAITING_FOR_RECOVERY) return "waiting for the recovery window";
+  return j.phase === LoadJobPhase.WAITING_FOR_INSTANCE ? "waiting for its instance" : "waiting for a node";
 }
 
 /** Bytes per second in MiB/s with one decimal (KiB/s below 1 MiB/s). */

@@ -5,6 +5,7 @@ import { LoadJobPhase as WirePhase, LoadJobSchema, LoadJobState, type LoadJob as
 
 export const loadJobPhaseToWire: Readonly<Record<LoadJobPhase, WirePhase>> = {
   waiting_for_recovery: WirePhase.WAITING_FOR_RECOVERY,
+  waiting_for_instance: WirePhase.WAITING_FOR_INSTANCE,
   waiting_for_node: WirePhase.WAITING_FOR_NODE,
   starting: WirePhase.STARTING,
   loading: WirePhase.LOADING,

@@ -239,7 +239,7 @@ export function loadJobText(model: string, j: DashboardLoadJob): string {
   const age = `${String(Math.round(j.forMs / 1000))}s`;
   switch (j.state) {
     case "waiting":
-      return `${model}: ${j.phase === "waiting_for_recovery" ? "waiting for the recovery window" : "waiting for a node"}: ${j.reason} (${age})`;
+      return `${model}: ${j.phase === "waiting_for_recovery" ? "waiting for the recovery window" : j.phase === "waiting_for_instance" ? "waiting for its instance" : "waiting for a node"}: ${j.reason} (${age})`;
     case "loading":
       return `${model}: loading (${j.phase.replace(/_/g, " ")})${j.nodeId === "" ? "" : ` on ${j.nodeId}`} (${age})`;
     case "failed":

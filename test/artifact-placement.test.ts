@@ -83,9 +83,10 @@ afterAll(async () => {
 describe("placement knows the disk; a pull is part of the load job", { timeout: 240_000 }, () => {
   it("skips the node whose cache cannot hold the file, shows the pull in the load job, then explains the holder as cached", async () => {
     // The agents' first heartbeats carry their caches: the small one is ruled out with the bytes.
-    const before = await until("the small node ruled out on disk", async () => {
+    // (Nothing is placed on a node before its first inventory: wait until both have reported.)
+    const before = await until("the small node ruled out on disk, the roomy one reported", async () => {
       const v = await verdicts("m");
-      return v["a-small"]?.startsWith("no disk room") === true ? v : undefined;
+      return v["a-small"]?.startsWith("no disk room") === true && v["b-roomy"]?.includes("pull") === true ? v : undefined;
     }, 60_000);
     expect(before["a-small"]).toBe("no disk room for its artifacts: pull 1.9 MiB, the artifact cache can make 976.6 KiB");
     expect(before["b-roomy"]).toMatch(/; pull 1\.9 MiB\)$/);

@@ -74,9 +74,20 @@ async function fsyncPath(path: string, flags: string): Promise<void> {
   }
 }
 
+/**
+ * Bytes free to this process on the file system holding `dir`. A directory not made yet (a fresh
+ * `modelsPath`, the cache before its first pull) is judged by its nearest existing parent: the
+ * file system it will be created on.
+ */
 export async function statfsFree(dir: string): Promise<number> {
-  const s = await statfs(dir);
-  return s.bavail * s.bsize;
+  for (let at = dir; ; at = dirname(at)) {
+    try {
+      const s = await statfs(at);
+      return s.bavail * s.bsize;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== "ENOENT" || dirname(at) === at) throw err;
+    }
+  }
 }
 
 function noSpace(detail: string): WardenError {

@@ -69,6 +69,12 @@ const shortTimeouts: Partial<SimOptions> = {
   policy: { limitPerNode: 2, idleCheck: true, idleTimeoutMs: 5_000, busyCheck: true, busyTimeoutMs: 2_000, tickIntervalMs: 1_000 },
 };
 
+/**
+ * Bugs recorded once the later faults and serving through an agent outage existed, in the HA profile:
+ * both as the seed draws them, replicas off (hunted with `--ha on --replicas off`).
+ */
+const haLaterOverrides: Partial<SimOptions> = { replicaProfile: false, haProfile: true };
+
 /** Bug → the first seed (from 1) that catches it, the invariant that did, and the options if not the default ones. */
 const recorded: Record<PlantedBug, { readonly seed: number; readonly invariant: string; readonly options?: Partial<SimOptions> }> = {
   "forget-on-failed-stop": { seed: 1, invariant: "1 no amnesia" },
@@ -95,6 +101,7 @@ const recorded: Record<PlantedBug, { readonly seed: number; readonly invariant: 
   "admission-lowest-class-first": { seed: 1, invariant: "admission class order", options: laterOverrides },
   "audit-publish-unfenced": { seed: 17, invariant: "HA 7 no event from an ex-leader", options: longPauses },
   "route-probe-failed": { seed: 2, invariant: "outage routing", options: outageOverrides },
+  "place-before-inventory": { seed: 2, invariant: "HA 8 placement on ground truth", options: haLaterOverrides },
 };
 
 /** Clean runs, one per seed and options, shared by the bugs caught on it. */

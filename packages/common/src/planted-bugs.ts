@@ -63,6 +63,8 @@ export const plantedBugNames = [
   "audit-publish-unfenced",
   /** routing: an instance on an unreachable node is routed whatever the coordinator's health probe of its backend said. */
   "route-probe-failed",
+  /** placement: a node registered without its first inventory yet is placed on like any other, beside what it has not reported. */
+  "place-before-inventory",
 ] as const;
 
 export type PlantedBug = (typeof plantedBugNames)[number];

@@ -69,33 +69,40 @@ const shortTimeouts: Partial<SimOptions> = {
   policy: { limitPerNode: 2, idleCheck: true, idleTimeoutMs: 5_000, busyCheck: true, busyTimeoutMs: 2_000, tickIntervalMs: 1_000 },
 };
 
+/**
+ * Bugs recorded once the later faults and serving through an agent outage existed, in the HA profile:
+ * both as the seed draws them, replicas off (hunted with `--ha on --replicas off`).
+ */
+const haLaterOverrides: Partial<SimOptions> = { replicaProfile: false, haProfile: true };
+
 /** Bug → the first seed (from 1) that catches it, the invariant that did, and the options if not the default ones. */
 const recorded: Record<PlantedBug, { readonly seed: number; readonly invariant: string; readonly options?: Partial<SimOptions> }> = {
-  "forget-on-failed-stop": { seed: 1, invariant: "1 no amnesia" },
+  "forget-on-failed-stop": { seed: 2, invariant: "1 no amnesia" },
   "register-again-without-asking-loader": { seed: 1, invariant: "8 no phantoms" },
   "report-remote-failure-before-drop": { seed: 1, invariant: "8 no phantoms" },
-  "restore-request-snapshot": { seed: 10, invariant: "4 request conservation" },
+  "restore-request-snapshot": { seed: 2, invariant: "4 request conservation" },
   "count-failed-stops-as-evicted": { seed: 3, invariant: "2 memory accounting" },
-  "idle-busy-see-pending": { seed: 1, invariant: "4 request conservation", options: shortTimeouts },
+  "idle-busy-see-pending": { seed: 9, invariant: "4 request conservation", options: shortTimeouts },
   "admission-ignores-pending": { seed: 3, invariant: "2 memory accounting" },
-  "inflight-below-zero": { seed: 1, invariant: "4 request conservation" },
+  "inflight-below-zero": { seed: 2, invariant: "4 request conservation" },
   "route-to-stopping": { seed: 1, invariant: "6 no dropped new requests" },
   "publish-before-append": { seed: 1, invariant: "10 audit completeness" },
-  "stop-without-incarnation-check": { seed: 70, invariant: "7 eviction selection" },
+  "stop-without-incarnation-check": { seed: 68, invariant: "7 eviction selection" },
   "forget-intents-of-unregistered-nodes": { seed: 2, invariant: "1 no amnesia" },
   "adopt-confirmed-gone": { seed: 14, invariant: "5 no resurrection" },
   "scale-down-below-min": { seed: 1, invariant: "replicas: min", options: replicaOverrides },
-  "agent-ignores-leader-epoch": { seed: 228, invariant: "HA 2 stale epoch applied", options: haOverrides },
+  "agent-ignores-leader-epoch": { seed: 164, invariant: "HA 2 stale epoch applied", options: haOverrides },
   "exleader-append-accepted": { seed: 14, invariant: "HA 6 ex-leader's append accepted", options: haOverrides },
-  "free-past-fence": { seed: 26, invariant: "HA 2 stale epoch applied", options: busyStops },
-  "fixed-recovery-window": { seed: 26, invariant: "HA 8 placement on ground truth", options: haOverrides },
+  "free-past-fence": { seed: 657, invariant: "HA 2 stale epoch applied", options: busyStops },
+  "fixed-recovery-window": { seed: 35, invariant: "HA 8 placement on ground truth", options: haOverrides },
   "two-leaders-one-epoch": { seed: 52, invariant: "HA 1 one leader", options: leaderChanges },
   "delta-against-wrong-base": { seed: 8, invariant: "1 no amnesia" },
   "orphan-without-model": { seed: 2, invariant: "orphan group", options: laterOverrides },
   "admission-lowest-class-first": { seed: 1, invariant: "admission class order", options: laterOverrides },
-  "audit-publish-unfenced": { seed: 17, invariant: "HA 7 no event from an ex-leader", options: longPauses },
+  "audit-publish-unfenced": { seed: 35, invariant: "HA 7 no event from an ex-leader", options: longPauses },
   "route-probe-failed": { seed: 2, invariant: "outage routing", options: outageOverrides },
   "admission-principal-keeps-turn": { seed: 9, invariant: "admission fair share", options: outageOverrides },
+  "place-before-inventory": { seed: 2, invariant: "HA 8 placement on ground truth", options: haLaterOverrides },
 };
 
 /** Clean runs, one per seed and options, shared by the bugs caught on it. */

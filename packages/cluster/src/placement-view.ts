@@ -1,3 +1,4 @@
+import { isPlanted } from "@warden/common";
 import { lacksBackend, planPlacement, type DiskFacts, type NodeCandidate, type NodeVerdict, type PlacementPlan, type PlacementStrategy } from "@warden/placement";
 import type { Loader, ModelSpec, PlacementPort } from "@warden/loader";
 import type { NodeResources } from "@warden/proto";
@@ -105,8 +106,14 @@ export class PlacementView implements PlacementPort {
     return out;
   }
 
+  /** PlacementPort: registered without an inventory yet (a load naming the node waits for it). */
+  awaitingInventory(nodeId: string): boolean {
+    return this.awaiting(nodeId);
+  }
+
   /** Registered without an inventory yet: placement waits for it. */
   private awaiting(nodeId: string): boolean {
+    if (isPlanted("place-before-inventory")) return false;
     return this.nodes.awaitingInventory?.(nodeId) === true;
   }
 

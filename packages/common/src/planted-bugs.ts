@@ -65,6 +65,8 @@ export const plantedBugNames = [
   "route-probe-failed",
   /** admission queue: a principal keeps its turn while it has calls waiting (served until empty, not round robin). */
   "admission-principal-keeps-turn",
+  /** placement: a node registered without its first inventory yet is placed on like any other, beside what it has not reported. */
+  "place-before-inventory",
 ] as const;
 
 export type PlantedBug = (typeof plantedBugNames)[number];

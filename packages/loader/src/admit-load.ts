@@ -49,9 +49,12 @@ export async function admitLoad<H extends BackendHandle>(s: LoaderState<H>, spec
     // instance adopted during the load's admission retries).
     const adopted = replica === undefined ? servedMeanwhile(s, spec) : undefined;
     if (adopted !== undefined) return adopted;
-    const choice = preferredNode === undefined ? s.o.placement.choose(spec) : { nodeId: preferredNode };
+    // A named node that has not reported since it registered may run what this coordinator does not know: wait for its report.
+    const unreported = preferredNode !== undefined && s.o.placement.awaitingInventory?.(preferredNode) === true;
+    const choice = preferredNode === undefined ? s.o.placement.choose(spec) : unreported ? { nodeId: undefined, reason: `node "${preferredNode}" has not reported its backends since it registered`, transient: true as const } : { nodeId: preferredNode };
     if (choice.nodeId === undefined) {
       lastReason = choice.reason;
+      if (unreported) unconfirmedOn = preferredNode;
       const transient = ("transient" in choice && choice.transient === true) || s.unconfirmed.size > 0;
       // Never: waiting cannot change a verdict every ready node gave — answer at once.
       if (!transient) throw new WardenError(Code.FailedPrecondition, `cannot load model "${spec.id}": ${lastReason}`, { details: { model: spec.id, reason: lastReason } });

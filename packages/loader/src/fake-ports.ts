@@ -141,6 +141,12 @@ export class FakePlacement implements PlacementPort {
   /** With no node to place on: as when no node is ready (none registered, or all unreachable). */
   noReadyNode = false;
   readonly calls: string[] = [];
+  /** Nodes registered that have not reported an inventory yet. */
+  readonly awaiting = new Set<string>();
+
+  awaitingInventory(nodeId: string): boolean {
+    return this.awaiting.has(nodeId);
+  }
 
   choose(spec: ModelSpec): { readonly nodeId: string } | { readonly nodeId: undefined; readonly reason: string; readonly transient?: true } {
     this.calls.push(spec.id);

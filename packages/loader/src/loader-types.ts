@@ -109,4 +109,10 @@ export interface PlacementPort {
    * FAILED_PRECONDITION.
    */
   choose(spec: ModelSpec): { readonly nodeId: string } | { readonly nodeId: undefined; readonly reason: string; readonly transient?: true };
+  /**
+   * Registered but no inventory received yet: a load naming the node waits for it, as placement
+   * does (a new leader's operator load beside a backend an ex-leader started and never journaled).
+   * Absent: every node has reported.
+   */
+  awaitingInventory?(nodeId: string): boolean;
 }

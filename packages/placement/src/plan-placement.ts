@@ -118,9 +118,8 @@ function verdict(req: PlacementRequest, n: NodeCandidate, strategy: PlacementStr
   const budget = budgetBytes(n);
   const freeBytes = freeBytesOf(n.memoryTotalBytes, budget, used);
   // Reason strings only when explaining: a load's choice allocates none.
-  if (n.state !== "ready" || n.draining || n.awaitingInventory === true) {
-    const why = n.state !== "ready" ? `node is ${n.state}` : n.draining ? "node is draining" : "node has not reported its backends since it registered";
-    const out = excluded(n, freeBytes, explain ? why : "");
+  if (n.state !== "ready" || n.draining) {
+    const out = excluded(n, freeBytes, explain ? (n.state !== "ready" ? `node is ${n.state}` : "node is draining") : "");
     return n.state !== "lost" && staticMatch(req, n) ? { ...out, waitable: true } : out;
   }
   for (const k in req.selector) {
@@ -128,6 +127,8 @@ function verdict(req: PlacementRequest, n: NodeCandidate, strategy: PlacementStr
     if (n.labels[k] !== v) return excluded(n, freeBytes, explain ? `selector ${k}=${v ?? ""} does not match (node has ${k}=${n.labels[k] ?? "<unset>"})` : "");
   }
   if (lacksBackend(req, n)) return excluded(n, freeBytes, explain ? `agent has no backend ${JSON.stringify(req.backend)} in its catalog` : "");
+  // After the static rules: a node that can never take the model says why, not "wait for its report".
+  if (n.awaitingInventory === true) return { ...excluded(n, freeBytes, explain ? "node has not reported its backends since it registered" : ""), waitable: true };
   // Larger than the node could ever hold (its memory, or its budget): never, whatever is evicted.
   const capacity = capacityBytes(n.memoryTotalBytes, budget);
   if (req.sizeBytes > capacity) return excluded(n, freeBytes, explain ? `model needs ${String(req.sizeBytes)} bytes, more than the node holds (${budget === undefined ? `${String(capacity)} bytes of memory` : `its ${describeBudget(n)}`})` : "");

@@ -72,12 +72,15 @@ export function haWorldCheckers(ha: HaCluster): Checker[] {
         // node gone for good"; Warden ignores it from then on, as the other checkers exempt it): a
         // forgotten process the node still reports or the journal still names is not Warden's to
         // count, unless Warden holds it again.
+        // A node registered with this leader that has not sent its first inventory yet: the leader cannot
+        // know what runs there, so everything its agent holds counts (placement must wait for the report).
+        const unreported = c.nodes.get(nodeId)?.inventory === undefined;
         const knowable = (p: TruthProcess): boolean =>
           agent.hasRecord(p.incarnation) &&
-          (accounted(p.incarnation) || (!w.truth.forgotten.has(p.incarnation) && (reported.has(p.incarnation) || w.disk.journaledIncarnations.has(p.incarnation))));
+          (accounted(p.incarnation) || (!w.truth.forgotten.has(p.incarnation) && (unreported || reported.has(p.incarnation) || w.disk.journaledIncarnations.has(p.incarnation))));
         const here: TruthProcess[] = [];
         for (const p of w.truth.liveOn(nodeId)) if (p.incarnation !== incarnation && knowable(p)) here.push(p);
-        const describe = (ps: readonly TruthProcess[]): string => ps.map((p) => `${p.model} ${p.incarnation} (${c.loader.core.stateOf(p.incarnation) ?? (leftovers.has(p.incarnation) ? "leftover" : reported.has(p.incarnation) ? "reported" : "journal only")})`).join(", ");
+        const describe = (ps: readonly TruthProcess[]): string => ps.map((p) => `${p.model} ${p.incarnation} (${c.loader.core.stateOf(p.incarnation) ?? (leftovers.has(p.incarnation) ? "leftover" : reported.has(p.incarnation) ? "reported" : w.disk.journaledIncarnations.has(p.incarnation) ? "journal only" : "node not reported yet")})`).join(", ");
         const groupOf = (m: string): readonly string[] => c.loader.modelSpec(m)?.groups ?? [];
         const conflicts = here.filter((p) => p.model !== model && groupOf(p.model).some((g) => spec.groups.includes(g)));
         if (conflicts.length > 0) ctx.report("HA 8 placement on ground truth", `start of ${model} ${incarnation} on ${nodeId} beside a member of its exclusive group: ${describe(conflicts)}`);

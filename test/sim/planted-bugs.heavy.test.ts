@@ -89,7 +89,7 @@ const recorded: Record<PlantedBug, { readonly seed: number; readonly invariant: 
   "publish-before-append": { seed: 1, invariant: "10 audit completeness" },
   "stop-without-incarnation-check": { seed: 68, invariant: "7 eviction selection" },
   "forget-intents-of-unregistered-nodes": { seed: 2, invariant: "1 no amnesia" },
-  "adopt-confirmed-gone": { seed: 14, invariant: "5 no resurrection" },
+  "adopt-confirmed-gone": { seed: 11, invariant: "5 no resurrection" },
   "scale-down-below-min": { seed: 1, invariant: "replicas: min", options: replicaOverrides },
   "agent-ignores-leader-epoch": { seed: 164, invariant: "HA 2 stale epoch applied", options: haOverrides },
   "exleader-append-accepted": { seed: 14, invariant: "HA 6 ex-leader's append accepted", options: haOverrides },

@@ -11,6 +11,8 @@ import { SendQueue, type OutboxEntry } from "./send-queue.js";
 import { AppendLane } from "./append-lane.js";
 import { FlushWaiters } from "./flush-waiters.js";
 import { stopIntentMethods } from "./stop-intent-methods.js";
+import { OlderTerms } from "./older-terms.js";
+import { outboxHealth, sameHealth } from "./outbox-health.js";
 
 type State = "new" | "starting" | "running" | "closed";
 
@@ -36,39 +38,14 @@ export function createOutbox(options: OutboxOptions): Outbox {
   let retryTimer: Cancel | undefined;
   let unsubscribeReady: (() => void) | undefined;
 
-  /**
-   * Replayed events of an older leader epoch not yet acknowledged, and how
-   * many of each epoch: an event goes out only when none of an older epoch
-   * is outstanding, so the stream never holds an older epoch after a newer.
-   */
-  const olderTerm = new Map<string, bigint>();
-  const olderCounts = new Map<bigint, number>();
-  const settleOlder = (id: string): void => {
-    const e = olderTerm.get(id);
-    if (e === undefined) return;
-    olderTerm.delete(id);
-    const n = (olderCounts.get(e) ?? 1) - 1;
-    if (n > 0) olderCounts.set(e, n);
-    else olderCounts.delete(e);
-  };
-  /** The oldest leader epoch with an event outstanding (few distinct epochs: one per term that left events behind). */
-  const oldestOutstanding = (): bigint | undefined => {
-    let min: bigint | undefined;
-    for (const e of olderCounts.keys()) if (min === undefined || e < min) min = e;
-    return min;
-  };
+  /** Replayed events of an older leader epoch not yet acknowledged (older-terms.ts). */
+  const olderTerm = new OlderTerms();
   const intents = new Map<string, StopIntent>();
   let pendingMarks: string[] = [];
   let marking: Promise<void> | undefined;
 
-  let appended = 0;
-  let published = 0;
-  let duplicates = 0;
-  let dropped = 0;
-  let droppedCritical = 0;
-  let displaced = 0;
-  let retries = 0;
-  let markErrors = 0;
+  /** The running counts stats() reports. */
+  const count = { appended: 0, published: 0, duplicates: 0, dropped: 0, droppedCritical: 0, displaced: 0, retries: 0, markErrors: 0 };
   let lastPublishError: string | undefined;
   let overflowed = false;
   let journalError: string | undefined;
@@ -85,7 +62,7 @@ export function createOutbox(options: OutboxOptions): Outbox {
     backoff,
     closed: closeCtl.signal,
     onJournaled: (event) => {
-      appended++;
+      count.appended++;
       if (state !== "running") return; // re-sent by the next start
       queue.push(event, priorityOf(event));
       updateHealth();
@@ -96,8 +73,8 @@ export function createOutbox(options: OutboxOptions): Outbox {
       updateHealth();
       notifyFlushed();
     },
-    onSuperseded: (count, err) => {
-      dropped += count;
+    onSuperseded: (n, err) => {
+      count.dropped += n;
       options.onSuperseded?.(err);
     },
   });
@@ -108,14 +85,7 @@ export function createOutbox(options: OutboxOptions): Outbox {
     depth: depth(),
     inFlight,
     capacity,
-    appended,
-    published,
-    duplicates,
-    dropped,
-    droppedCritical,
-    displaced,
-    retries,
-    markErrors,
+    ...count,
     openStopIntents: intents.size,
     lastPublishError,
     health,
@@ -124,13 +94,8 @@ export function createOutbox(options: OutboxOptions): Outbox {
   const updateHealth = (): void => {
     const d = depth();
     if (overflowed && d <= recoverBelow) overflowed = false;
-    let next: OutboxHealth;
-    if (journalError !== undefined) next = { status: "not-serving", reason: `journal failing: ${journalError}` };
-    else if (lane.size > 0) next = { status: "not-serving", reason: `journal failing: ${String(lane.size)} events wait to be journaled in order; last refusal: ${laneError ?? "none yet"}` };
-    else if (overflowed || d >= capacity) next = { status: "not-serving", reason: `outbox full (capacity ${capacity}); ${dropped} events dropped so far, ${droppedCritical} of them critical` };
-    else next = { status: "serving" };
-    const reason = (h: OutboxHealth): string => (h.status === "serving" ? "" : h.reason);
-    const changed = next.status !== health.status || reason(next) !== reason(health);
+    const next = outboxHealth({ journalError, laneSize: lane.size, laneError, full: overflowed || d >= capacity, capacity, dropped: count.dropped, droppedCritical: count.droppedCritical });
+    const changed = !sameHealth(next, health);
     health = next;
     // The reason carries the drop count, so while full every drop is reported:
     // the caller logs each one at error level and exports the counter.
@@ -150,7 +115,7 @@ export function createOutbox(options: OutboxOptions): Outbox {
     marking = journal
       .append({ kind: "published", eventIds })
       .catch(() => {
-        markErrors++;
+        count.markErrors++;
       })
       .finally(() => {
         marking = undefined;
@@ -183,7 +148,7 @@ export function createOutbox(options: OutboxOptions): Outbox {
       // An older term's replayed events go out, and are acknowledged, before this term's first.
       if (olderTerm.size > 0) {
         const next = queue.peekNext();
-        const oldest = oldestOutstanding();
+        const oldest = olderTerm.oldest();
         if (next !== undefined && oldest !== undefined && next.event.leaderEpoch > oldest) break;
       }
       const entry = queue.takeNext();
@@ -213,9 +178,9 @@ export function createOutbox(options: OutboxOptions): Outbox {
       (ack) => {
         inFlight--;
         if (state === "closed") return;
-        published++;
-        settleOlder(entry.event.id);
-        if ((ack as { duplicate?: boolean } | undefined)?.duplicate === true) duplicates++;
+        count.published++;
+        olderTerm.settle(entry.event.id);
+        if ((ack as { duplicate?: boolean } | undefined)?.duplicate === true) count.duplicates++;
         failureStreak = 0;
         // The stream answers again: a back-off wait scheduled by an earlier
         // failure would only delay the backlog, so the window reopens now.
@@ -229,7 +194,7 @@ export function createOutbox(options: OutboxOptions): Outbox {
       (err: unknown) => {
         inFlight--;
         if (state === "closed") return;
-        retries++;
+        count.retries++;
         lastPublishError = err instanceof Error ? err.message : String(err);
         queue.putBack(entry);
         // One back-off step per round, not per event: when the connection drops,
@@ -251,18 +216,18 @@ export function createOutbox(options: OutboxOptions): Outbox {
     if (event.id === "" || event.payload.case === undefined) throw invalidArgument("event", "needs an id and a payload (use outbox.events.create)");
     const priority = priorityOf(event);
     if (depth() >= capacity) {
-      dropped++;
+      count.dropped++;
       overflowed = true;
       const victim = priority === "critical" ? queue.popLow() : undefined;
       if (victim === undefined) {
-        if (priority === "critical") droppedCritical++;
+        if (priority === "critical") count.droppedCritical++;
         updateHealth();
         return "dropped";
       }
       // The victim is journaled but will never be published: a `published`
       // mark settles it, so a restart does not send it (or refill the outbox) either.
-      displaced++;
-      settleOlder(victim.event.id);
+      count.displaced++;
+      olderTerm.settle(victim.event.id);
       pendingMarks.push(victim.event.id);
       flushMarks();
       updateHealth();
@@ -287,7 +252,7 @@ export function createOutbox(options: OutboxOptions): Outbox {
       journaling--;
       if (isStaleLeaderEpoch(err)) {
         // A newer leader wrote to the journal: never deferred, never retried (this is an ex-leader's event).
-        dropped++;
+        count.dropped++;
         lane.supersede(err);
         updateHealth();
         throw WardenError.from(err);
@@ -303,7 +268,7 @@ export function createOutbox(options: OutboxOptions): Outbox {
       return "deferred";
     }
     journaling--;
-    appended++;
+    count.appended++;
     // Journaled: from here on the event survives a crash, so it may be published.
     if (state === "closed") return "queued"; // re-sent by the next start
     if (!early) queue.push(event, priority);
@@ -343,11 +308,10 @@ export function createOutbox(options: OutboxOptions): Outbox {
         for (const e of backlog) {
           queue.push(e, priorityOf(e));
           if (options.leaderEpoch !== undefined && e.leaderEpoch < options.leaderEpoch) {
-            olderTerm.set(e.id, e.leaderEpoch);
-            olderCounts.set(e.leaderEpoch, (olderCounts.get(e.leaderEpoch) ?? 0) + 1);
+            olderTerm.add(e.id, e.leaderEpoch);
           }
         }
-        appended += replayed.unpublished.size;
+        count.appended += replayed.unpublished.size;
         state = "running";
         const recovered: Event[] = [];
         const unfinished = unfinishedInstances(replayed);

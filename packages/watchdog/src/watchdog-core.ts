@@ -3,7 +3,7 @@ import type { Clock } from "@warden/common";
 import { admit } from "./admission.js";
 import { defaultCaps, type WatchdogCaps } from "./caps.js";
 import { setModelRules, setPolicy } from "./core-policy.js";
-import type { CoreState, LoaderQuery } from "./core-state.js";
+import type { LoaderQuery } from "./core-state.js";
 import type {
   AdmissionDecision,
   EnforcementDecision,
@@ -17,12 +17,11 @@ import { enforceGroups, enforceLimit } from "./enforcement.js";
 import { selectExplicit, selectModel, selectNode, type ExplicitStopOptions } from "./explicit-selection.js";
 import type { ModelRule } from "./model-rules.js";
 import type { AdmissionRequest, InstanceSpec, InstanceStateName, InstanceView, OccupancyEntry } from "./instance.js";
-import { registeredAt } from "./instance-index.js";
 import { markReady, registerLoading, releaseReservation, remove } from "./instance-lifecycle.js";
 import { viewInstance } from "./instance-view.js";
 import type { MemoryReading, PressureChange } from "./memory-pressure.js";
 import { forgetNode, reportMemory, setNodeOccupancy } from "./node-inputs.js";
-import { nodeOccupancy, placementEvictions, placementSummary, type NodePlacementSummary } from "./occupancy.js";
+import { nodeOccupancy } from "./occupancy.js";
 import { applyPolicyPatch, copyPolicy, defaultPolicy, type PolicyPatch, type WatchdogPolicy } from "./policy.js";
 import { RequestTracker, type AddressRequestView, type Completion } from "./request-tracker.js";
 import { settle } from "./settle.js";
@@ -30,7 +29,7 @@ import type { StopOutcome } from "./stop-command.js";
 import { idleSinceMs, takeChangedModels } from "./replica-feed.js";
 import { tick, tickFullScan } from "./tick.js";
 import { TickSchedule, type TickWork } from "./tick-schedule.js";
-import type { NodeView, WatchdogSnapshot } from "./watchdog-snapshot.js";
+import { WatchdogQueries } from "./watchdog-queries.js";
 
 export type { LoaderQuery } from "./core-state.js";
 export type { ExplicitStopOptions } from "./explicit-selection.js";
@@ -66,27 +65,27 @@ export function createWatchdogCore(options: WatchdogCoreOptions): WatchdogCore {
  * the module named after it (admission, enforcement, tick, settle,
  * explicit-selection, instance-lifecycle, node-inputs, occupancy), which
  * takes that state explicitly. Request begin/end goes straight to the
- * request tracker.
+ * request tracker. The read-only queries live in the base class
+ * (watchdog-queries.ts), over the same state.
  */
-export class WatchdogCore {
+export class WatchdogCore extends WatchdogQueries {
   readonly caps: WatchdogCaps;
-  private readonly st: CoreState;
   /** The same tracker as `st.requests`, held directly for the O(1) request paths. */
   private readonly requests: RequestTracker;
 
   constructor(options: WatchdogCoreOptions) {
     const clock = options.clock;
-    this.caps = Object.freeze({ ...defaultCaps, ...options.caps });
-    const policy = applyPolicyPatch(defaultPolicy, options.policy ?? {}, this.caps);
-    this.requests = new RequestTracker(() => clock.now(), this.caps.maxAddresses, this.caps.maxOpenRequestsPerAddress);
-    this.st = {
+    const caps = Object.freeze({ ...defaultCaps, ...options.caps });
+    const policy = applyPolicyPatch(defaultPolicy, options.policy ?? {}, caps);
+    const requests = new RequestTracker(() => clock.now(), caps.maxAddresses, caps.maxOpenRequestsPerAddress);
+    super({
       clock,
       loader: options.loader,
-      caps: this.caps,
+      caps,
       policy,
       pinned: new Set(policy.pinnedModels),
       modelRules: new Map(),
-      requests: this.requests,
+      requests,
       schedule: new TickSchedule(),
       changedModels: undefined,
       records: new Map(),
@@ -98,7 +97,9 @@ export class WatchdogCore {
       nextNodeSeq: 0,
       memoryWatch: new Set(),
       evictionsHeld: new Set(),
-    };
+    });
+    this.caps = caps;
+    this.requests = requests;
   }
 
   // ---------------------------------------------------------------- policy
@@ -360,109 +361,5 @@ export class WatchdogCore {
    */
   settle(incarnation: string, outcome: StopOutcome): SettleResult {
     return settle(this.st, incarnation, outcome);
-  }
-
-  // ---------------------------------------------------------------- queries
-
-  /** Registered (loading, ready, freed) instances, pending excluded: LocalAI's loaded count. */
-  loadedCount(): number {
-    return this.st.loaded;
-  }
-
-  instance(incarnation: string): InstanceView | undefined {
-    const r = this.st.records.get(incarnation);
-    return r === undefined ? undefined : viewInstance(this.st, r);
-  }
-
-  /** The state of one record, "pending" while a stop of it is in flight (O(1), no copy: the replica routing's hot path). */
-  stateOf(incarnation: string): InstanceStateName | "pending" | undefined {
-    return this.st.records.get(incarnation)?.state.t;
-  }
-
-  /**
-   * An instance of `model` pending eviction or freed — one the loader may
-   * already have dropped (a remote stop drops the local half before
-   * StopBackend) — whose settle a call waits for; O(instances of the model).
-   */
-  settlingOf(model: string): string | undefined {
-    for (const r of this.st.byModel.get(model) ?? []) if (r.state.t === "pending" || r.state.t === "freed") return r.incarnation;
-    return undefined;
-  }
-
-  /** The registered (not pending) instance at an address: the routing identity. */
-  instanceAt(address: string): InstanceView | undefined {
-    const r = registeredAt(this.st, address);
-    return r === undefined ? undefined : viewInstance(this.st, r);
-  }
-
-  /**
-   * What placement needs about one node for a load of `model` (DESIGN §3.5),
-   * computed from that node's own records — no snapshot, no views — so a
-   * placement decision over many nodes stays proportional to their instances.
-   * `evictable` means a policy path could select it now: ready, not pending,
-   * not pinned, and idle unless force-eviction-when-busy.
-   */
-  placementSummary(nodeId: string, model: string, groups: readonly string[]): NodePlacementSummary {
-    return placementSummary(this.st, nodeId, model, groups);
-  }
-
-  /**
-   * What an admission of `model` on the node would evict first, as
-   * `model@incarnation` (ExplainPlacement): group conflicts, then, past
-   * `limit` with `occupied` slots taken, the least recently used idle ones.
-   * From the node's own records: proportional to its instances.
-   */
-  placementEvictions(nodeId: string, model: string, groups: readonly string[], limit: number, occupied: number): string[] {
-    return placementEvictions(this.st, nodeId, model, groups, limit, occupied);
-  }
-
-  /** The instances on one node, from the per-node index: O(instances there) (a page of ListModels). */
-  instancesOnNode(nodeId: string): InstanceView[] {
-    return [...(this.st.nodes.get(nodeId)?.instances ?? [])].map((r) => viewInstance(this.st, r));
-  }
-
-  /** How many instances one node holds, from the per-node index: O(1) (a page of ListNodes). */
-  instanceCountOn(nodeId: string): number {
-    return this.st.nodes.get(nodeId)?.instances.size ?? 0;
-  }
-
-  instancesOfModel(model: string): InstanceView[] {
-    return [...(this.st.byModel.get(model) ?? [])].map((r) => viewInstance(this.st, r));
-  }
-
-  /** Every instance's view, as in snapshot() but without the policy, node and address views (a check after every simulated step needs only these). */
-  instances(): InstanceView[] {
-    return [...this.st.records.values()].map((r) => viewInstance(this.st, r));
-  }
-
-  /**
-   * A consistent snapshot of everything (ListModels, the simulation's
-   * invariant checks). Taken in one synchronous call, so it is never torn.
-   */
-  snapshot(): WatchdogSnapshot {
-    const st = this.st;
-    const nodes: NodeView[] = [];
-    for (const n of st.nodes.values()) {
-      nodes.push({
-        nodeId: n.nodeId,
-        occupancy: nodeOccupancy(st, n.nodeId),
-        occupancyEntries: [...n.occupancy],
-        memory: n.memory?.view() ?? [],
-        reclaimInFlight: n.memory?.reclaimInFlight,
-      });
-    }
-    const addresses: AddressRequestView[] = [];
-    for (const a of st.requests.addresses()) {
-      const v = st.requests.view(a);
-      if (v !== undefined) addresses.push(v);
-    }
-    return {
-      atMs: st.clock.now(),
-      policy: this.getPolicy(),
-      loadedCount: st.loaded,
-      instances: this.instances(),
-      addresses,
-      nodes,
-    };
   }
 }

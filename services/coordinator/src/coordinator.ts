@@ -20,10 +20,9 @@ import { guarded, loadCoordinatorAuth, readTokenTable } from "./auth/coordinator
 import { adminStreamRule, revocableStreams } from "./auth/revocable-streams.js";
 import { clientLimits, serverLimits } from "./config/limits-config.js";
 import { EventHub } from "./admin/event-hub.js";
-import { NodeRegistry } from "./nodes/node-registry.js";
+import { wireNodeRegistry } from "./nodes/node-registry-wiring.js";
 import { nodeService } from "./nodes/node-service.js";
 import { OutageServing } from "./nodes/outage-serving.js";
-import { nodeEventInit, openIntentsOn, orphanStopInit, orphansAdoptedInit, reapGoneIntents, unreachabilityPausedInit } from "./nodes/node-audit-events.js";
 import { PlacementView } from "./admin/placement-view.js";
 import { CoordinatorMetrics } from "./metrics.js";
 import { registerAuditStreamMetrics } from "./audit-stream-metrics.js";
@@ -150,48 +149,8 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
     if (e !== undefined) startupEvents.push(e);
   }
 
-  const nodes = new NodeRegistry({
-    clock,
-    log: log.child({ component: "nodes" }),
-    graceMs: config.nodeGraceMs,
-    connect: (address, nodeId) => transport.connectAgent(address, nodeId),
-    ...(deps.ha === undefined ? {} : { leaderEpoch: deps.ha.leaderEpoch, onStaleEpoch: deps.ha.onSuperseded }),
-    onHeartbeatApplied: (nodeId: string) => late.takeover?.inventoryApplied(nodeId),
-    maxNodes: config.limits.maxNodes,
-    maxInventory: config.limits.maxInventoryPerHeartbeat,
-    lostAfterMs: config.nodeLostAfterMs,
-    orphanGraceMs: config.orphanGraceMs,
-    openIntentsOn: (nodeId) => openIntentsOn(outbox, nodeId),
-    onIntentsGone: (nodeId, gone) => {
-      reapGoneIntents(outbox, hub, nodeId, gone);
-    },
-    onOrphansAdopted: (nodeId, adopted) => {
-      const init = orphansAdoptedInit(nodeId, adopted);
-      if (init !== undefined) void hub.publish(init);
-    },
-    onOrphan: (nodeId, o, kind, detail) => {
-      void hub.publish(orphanStopInit(nodeId, o, kind, detail));
-    },
-    onForeign: (nodeId, fresh) => {
-      // Another program or another Warden in the node's port range: reported, never signalled.
-      log.warn("foreign processes in a node's port range", { nodeId, count: fresh.length });
-      const first = fresh.slice(0, 8);
-      void hub.publish({ nodeId, payload: { case: "foreignDetected", value: { $typeName: "warden.v1.ForeignDetected", count: fresh.length, pids: first.map((f) => f.pid), addresses: first.map((f) => f.address) } } });
-    },
-    onPauseChange: (paused, unreachable, total) => {
-      log.warn(paused ? "most nodes unreachable: pausing unreachability-driven actions" : "unreachability pause over", { unreachable, total });
-      void hub.publish(unreachabilityPausedInit(paused, unreachable, total));
-    },
-    onNodeEvent: (nodeId, kind, labels, reason = "") => {
-      if (kind === "registered" || kind === "ready") late.takeover?.nodeHeard(nodeId);
-      if (kind === "registered") late.knownAtStart?.heard(nodeId);
-      if (kind === "lost-by-operator") log.warn("node declared lost by an operator", { nodeId, reason });
-      if (kind === "ready") log.info("node reachable again", { nodeId });
-      outage.nodeEvent(nodeId, kind);
-      const init = nodeEventInit(nodeId, kind, labels, reason);
-      if (init !== undefined) void hub.publish(init);
-    },
-  });
+  // The node registry with its audit events, logs and late hooks (nodes/node-registry-wiring.ts).
+  const nodes = wireNodeRegistry({ config, clock, log, connect: (address, nodeId) => transport.connectAgent(address, nodeId), ha: deps.ha, late, outbox, hub, outage });
   const placement = new PlacementView(nodes, config.placement);
   // A coordinator that may have had backends running before (remote agents,
   // or a journal with history) lets inventories arrive before new loads start.

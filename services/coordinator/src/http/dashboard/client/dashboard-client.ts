@@ -4,8 +4,7 @@
  * and the operator's buttons. Every string from the server goes in as text
  * (textContent), never as markup. Bundled at build time (build-client.mjs).
  */
-import type { DashboardErrorBody, DashboardEvent, DashboardHa, DashboardSnapshot, DashboardWhoAmI } from "../dashboard-view.js";
-import { SeenMembers, haStep } from "../ha-follow.js";
+import type { DashboardErrorBody, DashboardEvent, DashboardSnapshot, DashboardWhoAmI } from "../dashboard-view.js";
 import { appendBounded, eventLine, formatBytes, kindStyles, loadJobText, type EventLine, type InstanceKind } from "../view-model.js";
 import { parseSse } from "../sse-parse.js";
 import { maxFilterChars, nodeWindow, type StateChoice, type WindowCard } from "../node-window.js";
@@ -20,16 +19,11 @@ import { playgroundPage } from "./playground-page.js";
 import { plotsPage } from "./plots-page.js";
 import { lastLoadStderr, may, type ConsoleContext } from "./console-context.js";
 import { InstanceLogs } from "./instance-logs.js";
+import { HaFollower, type ConnState } from "./ha-follower.js";
 
 /** Lines the event panel keeps. */
 const maxEventLines = 200;
 const tokenKey = "warden.dashboard.token";
-/** Between two asks of a member that does not serve (yet). */
-const haPollMs = 1_000;
-/** Failed asks in a row before the page tries another member it has seen. */
-const haUnreachableTries = 3;
-/** The query parameter naming the member the page left (the standby's HTTP listener reads it too). */
-const leftParam = "left";
 
 interface State {
   token: string;
@@ -44,10 +38,6 @@ interface State {
 }
 
 const state: State = { token: sessionStorage.getItem(tokenKey) ?? "", who: undefined, snapshot: undefined, events: [], retryMs: 1_000, filter: "", stateChoice: "all", page: 0 };
-/** Every member URL a member list of this page named: the only places it navigates to. */
-const seen = new SeenMembers();
-/** The member this origin was last seen to be (its holder): named in `?left=` when the page flees it. */
-let selfHolder: string | undefined;
 
 function headers(json = false): Record<string, string> {
   const h: Record<string, string> = {};
@@ -69,13 +59,16 @@ async function errorText(res: Response): Promise<string> {
   }
 }
 
-function setConn(s: "connecting" | "live" | "error", text: string): void {
+function setConn(s: ConnState, text: string): void {
   const c = byId("conn");
   c.dataset.state = s;
   c.textContent = text;
   // The page greys while not live (CSS): what it shows may be stale.
   document.body.dataset.conn = s;
 }
+
+/** Follows the HA leader (ha-follower.ts). */
+const ha = new HaFollower(headers, setConn);
 
 function badge(kind: InstanceKind): HTMLElement {
   const s = kindStyles[kind];
@@ -198,7 +191,7 @@ function onMessage(event: string, data: string): void {
     state.snapshot = JSON.parse(data) as DashboardSnapshot;
     renderSnapshot();
     router.snapshot(state.snapshot);
-    void refreshHa();
+    void ha.refresh();
   } else if (event === "event") {
     const e = JSON.parse(data) as DashboardEvent;
     state.events = appendBounded(state.events, eventLine(e), maxEventLines);
@@ -211,94 +204,6 @@ function onMessage(event: string, data: string): void {
     // The coordinator ends the stream after this (e.g. the token was revoked): say why.
     const e = (JSON.parse(data) as { error?: { message?: string } }).error;
     setConn("error", e?.message ?? "the stream ended with an error");
-  }
-}
-
-/** This origin's HA view; "unreachable" when it does not answer; "open" when it does not say (auth refused, no HA routes): go on as before. */
-async function readHa(): Promise<DashboardHa | "unreachable" | "open"> {
-  let res: Response;
-  try {
-    res = await fetch("/api/dashboard/ha", { headers: headers(), cache: "no-store" });
-  } catch {
-    return "unreachable";
-  }
-  if (!res.ok) return res.status >= 500 ? "unreachable" : "open";
-  try {
-    return (await res.json()) as DashboardHa;
-  } catch {
-    return "unreachable";
-  }
-}
-
-function renderHa(v: DashboardHa): void {
-  const e = byId("ha");
-  if (!v.enabled || v.self === undefined) {
-    e.hidden = true;
-    return;
-  }
-  e.hidden = false;
-  e.dataset.holder = v.self.holder;
-  e.dataset.role = v.self.role;
-  e.dataset.leader = v.leader?.holder ?? "";
-  const leader = v.leader === undefined ? " · no leader known" : v.leader.holder === v.self.holder ? "" : ` · leader ${v.leader.holder}`;
-  e.textContent = `on ${v.self.holder} (${v.self.role})${leader}`;
-}
-
-let haReadAtMs = 0;
-
-/** With each snapshot, at most every few seconds: the members and who leads, as this origin sees them now. */
-async function refreshHa(): Promise<void> {
-  if (Date.now() - haReadAtMs < 5_000) return;
-  haReadAtMs = Date.now();
-  const v = await readHa();
-  if (typeof v === "string") return;
-  seen.add(v);
-  selfHolder = v.self?.holder;
-  renderHa(v);
-}
-
-function go(url: string, left: string | undefined): void {
-  setConn("connecting", `following the leader to ${url}…`);
-  location.assign(`${url}/${left === undefined ? "" : `?${leftParam}=${encodeURIComponent(left)}`}`);
-}
-
-/**
- * Returns once this origin serves the API (the leader, a paused leader, a
- * single coordinator). Meanwhile: a standby naming a leader the page has
- * seen sends the page there; an origin that stops answering is left for
- * another member the page has seen. Navigation never returns.
- */
-async function settle(): Promise<void> {
-  const left = new URLSearchParams(location.search).get(leftParam) ?? undefined;
-  let unreachable = 0;
-  for (;;) {
-    const v = await readHa();
-    if (v === "open") return;
-    if (v === "unreachable") {
-      unreachable++;
-      const other = unreachable >= haUnreachableTries ? seen.fallback(location.origin, left) : undefined;
-      if (other !== undefined) {
-        go(other, selfHolder ?? left);
-        return new Promise<never>(() => undefined);
-      }
-      setConn("error", "this coordinator does not answer; retrying");
-    } else {
-      unreachable = 0;
-      seen.add(v);
-      selfHolder = v.self?.holder;
-      renderHa(v);
-      const step = haStep(v, seen, location.origin, left);
-      if (step.t === "serve") {
-        if (left !== undefined) history.replaceState(null, "", location.pathname);
-        return;
-      }
-      if (step.t === "go") {
-        go(step.url, undefined);
-        return new Promise<never>(() => undefined);
-      }
-      setConn("connecting", `standby: ${step.why}; waiting`);
-    }
-    await new Promise((r) => setTimeout(r, haPollMs));
   }
 }
 
@@ -331,7 +236,7 @@ async function follow(): Promise<void> {
       setConn("error", `disconnected (${err instanceof Error ? err.message : String(err)}); retrying`);
     }
     // The member may have stopped leading, or answering: follow the leader before reconnecting.
-    await settle();
+    await ha.settle();
     await new Promise((r) => setTimeout(r, state.retryMs));
     state.retryMs = Math.min(15_000, state.retryMs * 2);
   }
@@ -461,7 +366,7 @@ function wire(): void {
 async function main(): Promise<void> {
   wire();
   try {
-    await settle();
+    await ha.settle();
     if (!(await whoAmI())) return;
     router.start();
   } catch (err) {

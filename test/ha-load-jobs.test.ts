@@ -43,7 +43,9 @@ describe("load jobs with HA: listed by the leader; a standby names the leader (r
     try {
       const job = await until("m waiting on the leader", async () => {
         const j = (await leader.admin.listModels({})).replicas.find((r) => r.model === "m")?.loadJob;
-        return j?.state === LoadJobState.WAITING ? j : undefined;
+        // A load sent while the leader's recovery window is still open waits for it first (phase
+        // WAITING_FOR_RECOVERY), then for a node: wait for the second.
+        return j?.state === LoadJobState.WAITING && j.phase === LoadJobPhase.WAITING_FOR_NODE ? j : undefined;
       }, 60_000);
       expect(job).toMatchObject({ phase: LoadJobPhase.WAITING_FOR_NODE });
 

@@ -122,13 +122,14 @@ describe("placement rules across a coordinator restart (coordinator, agent and b
     const sampler = sampleNode("a");
     try {
       // The moment between an agent's Register and its first inventory, made to last: the frozen
-      // agent's Register is sent for it (its own id, address and boot), so the node is ready for
-      // placement while its inventory is not in. An agent that re-registers after a takeover is there
-      // for a heartbeat interval or more, many agents at once on a loaded machine.
+      // agent's Register is sent for it (its own id, address and boot), so the node is registered
+      // while its inventory is not in: listed NOT_REPORTED, and nothing is placed on it. An agent
+      // that re-registers after a takeover is there for a heartbeat interval or more, many agents
+      // at once on a loaded machine.
       const nodeClient = createClient(NodeService, s.address);
       clients.push(nodeClient);
       await nodeClient.register({ nodeId: "a", address: node.address, labels: node.labels, gpus: [], bootEpoch: node.bootEpoch, version: wardenVersion, backends: node.backends }, { timeoutMs: 10_000 });
-      expect((await second.admin.listNodes({})).nodes.map((n) => [n.nodeId, n.state])).toEqual([["a", NodeState.READY]]);
+      expect((await second.admin.listNodes({})).nodes.map((n) => [n.nodeId, n.state])).toEqual([["a", NodeState.NOT_REPORTED]]);
       const load = second.admin.loadModel({ model: "m2" }, { timeoutMs: 120_000 }).then(
         (r) => ({ ok: true as const, incarnation: r.instance?.incarnation ?? "" }),
         (e: unknown) => ({ ok: false as const, error: String(e) }),

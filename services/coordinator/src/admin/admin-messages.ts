@@ -21,10 +21,15 @@ function wallTs(clock: Clock, monoMs: number | undefined): ReturnType<typeof tim
   return timestampFromMs(Math.round(clock.wallNow() - (clock.now() - monoMs)));
 }
 
-/** The API state of an instance's node; UNSPECIFIED when the node is not registered. */
+/**
+ * The API state of an instance's node; UNSPECIFIED when the node is not registered. A node that
+ * registered but has not sent its first inventory is NOT_REPORTED, not READY: nothing is placed
+ * on it until what runs there is known.
+ */
 export function nodeStateOf(n: NodeRecord | undefined): NodeState {
   if (n === undefined) return NodeState.UNSPECIFIED;
-  return n.state === "ready" ? NodeState.READY : n.state === "unreachable" ? NodeState.UNREACHABLE : NodeState.LOST;
+  if (n.state === "ready") return n.inventory === undefined ? NodeState.NOT_REPORTED : NodeState.READY;
+  return n.state === "unreachable" ? NodeState.UNREACHABLE : NodeState.LOST;
 }
 
 /** What the listings show of serving through an agent outage (nodes/outage-serving.ts). */

@@ -1710,6 +1710,8 @@ export enum NodeState {
    * Known from before the coordinator's restart (its journal or its kept
    * operator settings) and not registered since: what the journal last saw on
    * it is listed; lost once the node-lost timeout passes without a report.
+   * Also a node that registered and has not sent its first inventory yet
+   * (about one heartbeat): nothing is placed on it until it has.
    *
    * @generated from enum value: NODE_STATE_NOT_REPORTED = 4;
    */

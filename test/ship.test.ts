@@ -179,7 +179,8 @@ describe("the installable tarball", () => {
       "the agent registered with its version",
       () => {
         const r = run(warden, ["nodes", "ls", "--json", "--addr", addr], work);
-        return r.code === 0 && r.stdout.includes("tgz-node") && r.stdout.includes(`"version": "${wardenVersion}"`) ? r.stdout : undefined;
+        // READY once its first inventory is in (NOT_REPORTED for the heartbeat before).
+        return r.code === 0 && r.stdout.includes("tgz-node") && r.stdout.includes(`"version": "${wardenVersion}"`) && r.stdout.includes('"state": "NODE_STATE_READY"') ? r.stdout : undefined;
       },
       60_000,
     );

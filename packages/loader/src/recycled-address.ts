@@ -21,6 +21,10 @@ import type { BackendHandle } from "./ports.js";
 export function retireRecycledAddress<H extends BackendHandle>(s: LoaderState<H>, nodeId: string, address: string, incarnation: string): string | undefined {
   const stale = s.core.instanceAt(address);
   if (stale === undefined || stale.incarnation === incarnation || stale.nodeId !== nodeId) return undefined;
+  // Incarnations are minted in time order: a holder minted AFTER the reporting incarnation is the
+  // newer start, and this report is the late one (seed 763: a crashed start's delayed report of its
+  // port retired the live load that had the port next, which was then accounted nowhere).
+  if (stale.incarnation > incarnation) return undefined;
   const inc = stale.incarnation;
   const h = s.held.get(inc);
   // Its start stream would report the failure; the load is over either way and

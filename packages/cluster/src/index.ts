@@ -8,6 +8,7 @@
 export { NodeTable } from "./node-table.js";
 export type { NodeEventKind, NodeTableOptions } from "./node-table.js";
 export type { HeartbeatAnswer, HeartbeatReport, NodeHealthState, NodeRecord, NodeRegistration } from "./node-record.js";
+export { awaitsInventory } from "./node-record.js";
 export { applyInventoryDelta, fullReported } from "./inventory-delta.js";
 export type { InventoryDeltaReport, ReportedEntry, ReportedInventory } from "./inventory-delta.js";
 export type { AgentConnector, BackendExit } from "./agent-connector.js";

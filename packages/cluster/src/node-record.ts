@@ -138,3 +138,8 @@ export interface HeartbeatReport {
  * (its delta was not applied: the next heartbeat carries the whole inventory).
  */
 export type HeartbeatAnswer = "register" | "ok" | "send-full";
+
+/** Registered, and no inventory applied since: what runs there is not known, so nothing is placed there and it is listed NOT_REPORTED. */
+export function awaitsInventory(n: Pick<NodeRecord<unknown>, "inventory">): boolean {
+  return n.inventory === undefined;
+}

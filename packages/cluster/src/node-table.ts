@@ -7,6 +7,7 @@ import { fenceIncarnation, maxFencesPerNode, unfencedInventory } from "./incarna
 import { memoryReading } from "./memory-reading.js";
 import { massUnreachability, nextHealth, type HealthCause } from "./node-health.js";
 import type { HeartbeatAnswer, HeartbeatReport, NodeRecord, NodeRegistration } from "./node-record.js";
+import { awaitsInventory } from "./node-record.js";
 import { artifactCacheOf } from "./artifact-cache-report.js";
 import { applyInventoryDelta, fullReported } from "./inventory-delta.js";
 import { freshForeign } from "./fresh-foreign.js";
@@ -105,7 +106,7 @@ export class NodeTable<C> implements AgentDirectory, InventoryPort {
   /** PlacementNodes: registered, and no inventory applied since (placement waits for it). */
   awaitingInventory(nodeId: string): boolean {
     const n = this.nodes.get(nodeId);
-    return n !== undefined && n.inventory === undefined;
+    return n !== undefined && awaitsInventory(n);
   }
 
   isReachable(nodeId: string): boolean {

@@ -6,6 +6,7 @@ import type { Loader } from "@warden/loader";
 import type { InstanceView } from "@warden/watchdog";
 import type { BackendClientHandle } from "../routing/backend-connector.js";
 import type { NodeRecord } from "../nodes/node-registry.js";
+import { awaitsInventory } from "@warden/cluster";
 import type { NodeLimitFields } from "./replica-admin.js";
 
 // The AdminService's read model: how instances, nodes and the policy look on
@@ -28,7 +29,7 @@ function wallTs(clock: Clock, monoMs: number | undefined): ReturnType<typeof tim
  */
 export function nodeStateOf(n: NodeRecord | undefined): NodeState {
   if (n === undefined) return NodeState.UNSPECIFIED;
-  if (n.state === "ready") return n.inventory === undefined ? NodeState.NOT_REPORTED : NodeState.READY;
+  if (n.state === "ready") return awaitsInventory(n) ? NodeState.NOT_REPORTED : NodeState.READY;
   return n.state === "unreachable" ? NodeState.UNREACHABLE : NodeState.LOST;
 }
 

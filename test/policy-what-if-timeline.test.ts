@@ -73,6 +73,28 @@ describe("policy what-if: the recorded timeline", () => {
     expect(still.evictionsByReason).toEqual({});
   });
 
+  it("a drain's stop takes its recorded time: a call just after it loads on the other node, as the real cluster did", async () => {
+    // gpu-1 drained 200 ms before the call at 5 min; its stop took 50 ms; it is undrained 500 ms after the call.
+    const around = (stop: TraceLine): TraceLine[] => trace(["gpu-1", "gpu-2"], 8, [
+      { t: "node", at: t0 + 5 * min - 200, node: "gpu-1", ev: "drain" },
+      stop,
+      { t: "node", at: t0 + 5 * min + 500, node: "gpu-1", ev: "undrain" },
+    ]);
+    const recorded = replayInput(around({ t: "stop", at: t0 + 5 * min - 150, m: "m", node: "gpu-1", reason: "drain", stopMs: 50 }));
+    expect(recorded.stopMs.get("m")).toBe(50);
+    const r = await replayTrace(recorded, config());
+    expect(r.coldStarts).toBe(2);
+    expect(r.nodes.find((n) => n.nodeId === "gpu-2")?.peakBytes).toBe(4 * gib);
+    // An older trace's stop line has no time: the replay's default (1 s) outlasts the drain, the call
+    // waits for that stop, and by then gpu-1 is undrained and takes the model again.
+    const unmeasured = replayInput(around({ t: "stop", at: t0 + 5 * min - 150, m: "m", node: "gpu-1", reason: "drain" }));
+    expect(unmeasured.stopMs.size).toBe(0);
+    const d = await replayTrace(unmeasured, config());
+    expect(d.nodes.find((n) => n.nodeId === "gpu-2")?.peakBytes).toBe(0);
+    // The field from outside is bounded like every duration.
+    expect(() => parseTraceLine(JSON.stringify({ t: "stop", at: t0, m: "m", node: "gpu-1", reason: "drain", stopMs: -1 }), 3)).toThrow(/trace:3\.stopMs/);
+  });
+
   it("an operator's recorded idle-timeout change applies at its time; a candidate holding the field keeps its own", async () => {
     const lines: TraceLine[] = trace(["gpu-1"], 0, [{ t: "admin", at: t0 + 1_000, op: "policy", changes: ["idleTimeoutMs=60000"] }]);
     for (let i = 0; i < 5; i++) lines.push({ t: "call", at: t0 + i * 5 * min, m: "m", waitMs: 0, durMs: 1_000, ok: true });

@@ -17,7 +17,7 @@ interface Base {
  */
 export type LoaderEvent =
   | (Base & { readonly type: "eviction.started"; readonly reason: EvictionReason; readonly trigger: string; readonly wasBusy: boolean; readonly force: boolean; readonly openRequestIds: readonly string[] })
-  | (Base & { readonly type: "eviction.stopped"; readonly reason: EvictionReason; readonly alreadyGone: boolean })
+  | (Base & { readonly type: "eviction.stopped"; readonly reason: EvictionReason; readonly alreadyGone: boolean; /** From selection (StopCommand.atMs) to the confirmed stop. */ readonly stopDurationMs: number })
   | (Base & {
       readonly type: "eviction.failed";
       readonly reason: EvictionReason;

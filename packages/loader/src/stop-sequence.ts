@@ -156,6 +156,11 @@ function processGone<H extends BackendHandle>(s: LoaderState<H>, c: StopCommand)
   return at !== undefined && at.incarnation !== c.incarnation;
 }
 
+/** How long the stop took, from its selection; never negative. */
+function stopDurationMs<H extends BackendHandle>(s: LoaderState<H>, c: StopCommand): number {
+  return Math.max(0, Math.round(s.o.clock.now() - c.atMs));
+}
+
 /**
  * Applies a settled stop to the local half, per row of the settle table
  * (DESIGN §3.2 step 4): row 1 gone (or a leftover, see `settleReplaced`),
@@ -177,7 +182,7 @@ export function onSettled<H extends BackendHandle>(s: LoaderState<H>, r: SettleR
       rememberGone(s, c.incarnation, c.nodeId);
       s.freedRetries.cancel(c.incarnation);
       dropHeld(s, c.incarnation);
-      s.o.events.emit({ type: "eviction.stopped", ...base, reason: c.reason, alreadyGone: r.outcome.t === "alreadyGone" });
+      s.o.events.emit({ type: "eviction.stopped", ...base, reason: c.reason, alreadyGone: r.outcome.t === "alreadyGone", stopDurationMs: stopDurationMs(s, c) });
       break;
     case 3:
       s.o.events.emit({ type: "eviction.failed", ...base, reason: c.reason, error: res.error, outcome: "registered-again", openRequestIds: [], terminalReason: "" });
@@ -215,7 +220,7 @@ function settleReplaced<H extends BackendHandle>(s: LoaderState<H>, r: SettleRep
   if (o.t !== "failed" || s.core.instance(res.replacedBy)?.nodeId === c.nodeId) {
     rememberGone(s, c.incarnation, c.nodeId);
     void clearIntent(s, c.incarnation);
-    s.o.events.emit({ type: "eviction.stopped", ...base, reason: c.reason, alreadyGone: o.t !== "stopped" });
+    s.o.events.emit({ type: "eviction.stopped", ...base, reason: c.reason, alreadyGone: o.t !== "stopped", stopDurationMs: stopDurationMs(s, c) });
     return;
   }
   const error = o.message;

@@ -15,7 +15,7 @@ interface SimProcess {
 
 /**
  * The replay's agents: a start takes the model's recorded load time and
- * holds its configured memory estimate; a stop takes `stopMs`. No faults of
+ * holds its configured memory estimate; a stop takes the model's recorded stop time. No faults of
  * their own — a replay asks what the policy does, not whether Warden
  * survives the network (the seeded simulation, test/sim, does that) — but a
  * node the trace recorded as lost loses everything it ran at that time, and
@@ -38,7 +38,7 @@ export class ReplayNode implements AgentPort, PlacementNode {
     readonly totalBytes: number,
     private readonly clock: Clock,
     private readonly loadMsOf: (model: string) => number,
-    private readonly stopMs: number,
+    private readonly stopMsOf: (model: string) => number,
     private readonly meter: ReplayMeter,
     private readonly onMemory: (nodeId: string, usedBytes: number) => void,
   ) {}
@@ -96,9 +96,10 @@ export class ReplayNode implements AgentPort, PlacementNode {
   }
 
   async stopBackend(request: StopRequest, options: { readonly signal: AbortSignal; readonly timeoutMs: number }): Promise<StopAnswer> {
-    if (!this.procs.has(request.incarnation)) return { t: "alreadyGone", replacedBy: "" };
+    const p = this.procs.get(request.incarnation);
+    if (p === undefined) return { t: "alreadyGone", replacedBy: "" };
     if (this.state !== "ready") throw this.down();
-    await sleep(this.clock, request.force ? 0 : this.stopMs, options.signal);
+    await sleep(this.clock, request.force ? 0 : this.stopMsOf(p.model), options.signal);
     return this.gone(request.incarnation) ? { t: "stopped" } : { t: "alreadyGone", replacedBy: "" };
   }
 

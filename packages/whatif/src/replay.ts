@@ -36,7 +36,7 @@ export type ReplayGateFactory = (ports: { settingsOf(model: string): AdmissionSe
 export interface ReplayOptions {
   /** Load time of a model the trace recorded no load for. @default 10000 */
   readonly defaultLoadMs?: number;
-  /** How long a graceful stop takes on the simulated agent. @default 1000 */
+  /** How long a graceful stop of a model takes on the simulated agent when the trace recorded no stop time for it. @default 1000 */
   readonly stopMs?: number;
   /** How long a call waits for an instance before it fails (the caller's deadline). @default 120000 */
   readonly callDeadlineMs?: number;
@@ -60,6 +60,8 @@ export interface ReplayInput {
   readonly calls: readonly CallLine[];
   readonly nodes: ReadonlyMap<string, number>;
   readonly loadMs: ReadonlyMap<string, number>;
+  /** Each model's median recorded stop time (stop lines that carry one). */
+  readonly stopMs: ReadonlyMap<string, number>;
   readonly startAt: number;
   /** Node changes and operator actions in time order (replay-timeline.ts). */
   readonly timeline: readonly TimelineLine[];
@@ -75,7 +77,7 @@ function median(xs: number[]): number {
 /**
  * What a replay takes from a trace: the calls (sorted by arrival: the
  * recorder writes a call when it ends), every node seen with its largest
- * memory reading, and each model's median recorded load time.
+ * memory reading, and each model's median recorded load and stop times.
  */
 export function replayInput(lines: Iterable<TraceLine>): ReplayInput {
   const calls: CallLine[] = [];
@@ -83,6 +85,7 @@ export function replayInput(lines: Iterable<TraceLine>): ReplayInput {
   const firstNodeLine = new Map<string, string>();
   const nodes = new Map<string, number>();
   const loads = new Map<string, number[]>();
+  const stops = new Map<string, number[]>();
   let startAt = Number.POSITIVE_INFINITY;
   for (const l of lines) {
     if (l.at < startAt) startAt = l.at;
@@ -96,13 +99,17 @@ export function replayInput(lines: Iterable<TraceLine>): ReplayInput {
       const xs = loads.get(l.m) ?? [];
       xs.push(l.loadMs);
       loads.set(l.m, xs);
+    } else if (l.t === "stop" && l.stopMs !== undefined) {
+      const xs = stops.get(l.m) ?? [];
+      xs.push(l.stopMs);
+      stops.set(l.m, xs);
     }
   }
   calls.sort((a, b) => a.at - b.at);
   // Stable: lines of one millisecond keep the order they were recorded in.
   timeline.sort((a, b) => a.at - b.at);
   const joinLater = new Set([...firstNodeLine].filter(([, ev]) => ev === "joined").map(([n]) => n));
-  return { calls, nodes, loadMs: new Map([...loads].map(([m, xs]) => [m, median(xs)])), startAt: Number.isFinite(startAt) ? startAt : 0, timeline, joinLater };
+  return { calls, nodes, loadMs: new Map([...loads].map(([m, xs]) => [m, median(xs)])), stopMs: new Map([...stops].map(([m, xs]) => [m, median(xs)])), startAt: Number.isFinite(startAt) ? startAt : 0, timeline, joinLater };
 }
 
 /** One macrotask turn: the decision code's promise chains settle before the next virtual event. */
@@ -131,7 +138,7 @@ export async function replayTrace(input: ReplayInput, config: ReplayConfig, opti
   const ref: { loader?: Loader } = {};
   for (const [nodeId, totalBytes] of input.nodes) {
     meter.addNode(nodeId, totalBytes, 0);
-    const node = new ReplayNode(nodeId, totalBytes, clock, (m) => input.loadMs.get(m) ?? defaultLoadMs, options.stopMs ?? 1_000, meter, (id, used) => {
+    const node = new ReplayNode(nodeId, totalBytes, clock, (m) => input.loadMs.get(m) ?? defaultLoadMs, (m) => input.stopMs.get(m) ?? options.stopMs ?? 1_000, meter, (id, used) => {
       ref.loader?.reportMemory(id, { gpus: [], ram: { totalBytes, usedBytes: used } });
     });
     // A node the trace saw join is not there before it did (unless the timeline is off: then every node is there throughout).

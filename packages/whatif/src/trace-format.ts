@@ -56,6 +56,8 @@ export interface StopLine {
   readonly node: string;
   /** The eviction reason: idle, lru, memory, group, busy, admin, drain, config, health, scale-down, … */
   readonly reason: string;
+  /** From the eviction's selection to the confirmed stop; absent when not measured (a replay then uses its default). */
+  readonly stopMs?: number;
 }
 
 export interface NodeLine {
@@ -164,7 +166,7 @@ export function parseTraceLine(text: string, lineNo: number): TraceLine | TraceH
     case "load":
       return { t: "load", at, m: name(o, "m", where), node: name(o, "node", where), loadMs: num(o, "loadMs", where, maxTraceDurationMs), ...(o["op"] === true ? { op: true } : {}) };
     case "stop":
-      return { t: "stop", at, m: name(o, "m", where), node: name(o, "node", where), reason: name(o, "reason", where) };
+      return { t: "stop", at, m: name(o, "m", where), node: name(o, "node", where), reason: name(o, "reason", where), ...optNum(o, "stopMs", where, maxTraceDurationMs) };
     case "node": {
       const ev = o["ev"];
       if (!nodeEvents.includes(ev as NodeEvent)) throw invalidArgument(`${where}.ev`, `must be one of ${nodeEvents.join(", ")}, got ${JSON.stringify(ev)}`);

@@ -31,7 +31,7 @@ export function eventInitOf(e: LoaderEvent): EventInit {
     case "eviction.started":
       return { ...base, payload: { case: "evictionStarted", value: { $typeName: "warden.v1.EvictionStarted", reason: reasons[e.reason], trigger: e.trigger, wasBusy: e.wasBusy, force: e.force, openRequestIds: [...e.openRequestIds] } } };
     case "eviction.stopped":
-      return { ...base, payload: { case: "evictionStopped", value: { $typeName: "warden.v1.EvictionStopped", reason: reasons[e.reason], alreadyGone: e.alreadyGone } } };
+      return { ...base, payload: { case: "evictionStopped", value: { $typeName: "warden.v1.EvictionStopped", reason: reasons[e.reason], alreadyGone: e.alreadyGone, stopDurationMs: BigInt(e.stopDurationMs) } } };
     case "eviction.failed":
       return {
         ...base,

@@ -49,7 +49,7 @@ export function orphanStopInit(nodeId: string, o: OrphanProcess, kind: "stopping
     case "stopping":
       return { ...base, payload: { case: "evictionStarted", value: { $typeName: "warden.v1.EvictionStarted", reason: EvictionReason.ORPHAN, trigger: "orphan grace", wasBusy: false, force: false, openRequestIds: [] } } };
     case "stopped":
-      return { ...base, payload: { case: "evictionStopped", value: { $typeName: "warden.v1.EvictionStopped", reason: EvictionReason.ORPHAN, alreadyGone: detail !== "" } } };
+      return { ...base, payload: { case: "evictionStopped", value: { $typeName: "warden.v1.EvictionStopped", reason: EvictionReason.ORPHAN, alreadyGone: detail !== "", stopDurationMs: 0n } } };
     case "failed":
       return { ...base, payload: { case: "evictionFailed", value: { $typeName: "warden.v1.EvictionFailed", reason: EvictionReason.ORPHAN, error: detail, outcome: EvictionFailedOutcome.LEFTOVER, openRequestIds: [], terminalReason: "" } } };
   }

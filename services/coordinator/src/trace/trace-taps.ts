@@ -28,7 +28,8 @@ export function traceLineOf(e: Event, at: number): TraceLine | undefined {
       // An operator's LoadModel names its actor; a replay repeats those loads (the others are its own decisions).
       return { t: "load", at, m: e.model, node: e.nodeId, loadMs: Number(p.value.loadDurationMs), ...(e.actor === "" ? {} : { op: true }) };
     case "evictionStopped":
-      return { t: "stop", at, m: e.model, node: e.nodeId, reason: reasonName(p.value.reason) };
+      // 0: not measured (an orphan's stop), so left out.
+      return { t: "stop", at, m: e.model, node: e.nodeId, reason: reasonName(p.value.reason), ...(p.value.stopDurationMs === 0n ? {} : { stopMs: Number(p.value.stopDurationMs) }) };
     case "nodeRegistered":
       return { t: "node", at, node: e.nodeId, ev: "joined" };
     case "nodeUnreachable":

@@ -43,4 +43,21 @@ describe("MetricsRing", () => {
     expect(j.models.length).toBe(maxMetricsModels);
     expect(j.leftOut.models).toBe(5);
   });
+
+  it("start() samples at once, so the time axis begins with the coordinator; then one sample each sampleMs until stop()", () => {
+    const clock = new ManualClock();
+    const ring = new MetricsRing(clock, () => [], { capacity: 10, sampleMs: 1_000 }).start();
+    const t0 = clock.wallNow();
+    expect(ring.toJson().times).toEqual([t0]);
+    clock.advance(999);
+    expect(ring.toJson().times.length).toBe(1);
+    clock.advance(1);
+    clock.advance(1_000);
+    expect(ring.toJson().times).toEqual([t0, t0 + 1_000, t0 + 2_000]);
+    ring.start();
+    expect(ring.toJson().times.length).toBe(3);
+    ring.stop();
+    clock.advance(5_000);
+    expect(ring.toJson().times.length).toBe(3);
+  });
 });

@@ -129,13 +129,23 @@ export class MetricsRing {
     return m;
   }
 
+  /**
+   * Takes a first sample at once, then one every `sampleMs`: the time axis
+   * begins when the coordinator does, so a load in its first seconds is marked.
+   */
   start(): this {
+    if (this.timer !== undefined) return this;
+    this.sample();
+    this.arm();
+    return this;
+  }
+
+  private arm(): void {
     this.timer ??= this.clock.setTimer(this.sampleMs, () => {
       this.timer = undefined;
       this.sample();
-      this.start();
+      this.arm();
     });
-    return this;
   }
 
   stop(): void {

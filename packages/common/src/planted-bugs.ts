@@ -67,6 +67,8 @@ export const plantedBugNames = [
   "admission-principal-keeps-turn",
   /** placement: a node registered without its first inventory yet is placed on like any other, beside what it has not reported. */
   "place-before-inventory",
+  /** lease: an ex-leader whose lease ran out retakes whatever key it sees at once, not only its own (so it takes a successor's key inside the successor's lease). */
+  "resume-any-key",
 ] as const;
 
 export type PlantedBug = (typeof plantedBugNames)[number];

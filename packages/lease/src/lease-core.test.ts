@@ -95,7 +95,38 @@ describe("nextLease", () => {
     const s = run(leaderAt7(), tick(2_000), tick(2_500));
     expect(s.state.kind).toBe("stepping-down");
     const after = run(s.state, ok(9, 2_600));
-    expect(after.state).toEqual({ kind: "follower", seen: { revision: 9, holder: "me", sinceMs: 2_600 } });
+    expect(after.state).toEqual({ kind: "follower", seen: { revision: 9, holder: "me", sinceMs: 2_600 }, resuming: true });
+  });
+
+  it("an ex-leader whose lease ran out retakes its own key every retryMs, not after a whole lease: a win is a resume on the next revision", () => {
+    // Renewals fail from t=1 000 (the stream is electing a leader); the lease runs out at 2 500.
+    let s = run(leaderAt7(), tick(1_000), { kind: "write-failed", nowMs: 2_000 }, tick(2_250), { kind: "write-failed", nowMs: 2_499 }, tick(2_500));
+    expect(s.state).toEqual({ kind: "follower", seen: { revision: 7, holder: "me", sinceMs: 2_500 }, resuming: true });
+    expect(s.wakeAtMs).toBe(2_750);
+    s = run(s.state, tick(2_750));
+    expect(s.effects).toEqual([{ kind: "update", expectedRevision: 7 }]);
+    // Still no quorum: again one retryMs later, as long as the key is its own.
+    s = run(s.state, { kind: "write-failed", nowMs: 3_100 });
+    expect(s.state).toMatchObject({ kind: "follower", resuming: true });
+    expect(s.wakeAtMs).toBe(3_350);
+    s = run(s.state, tick(3_350), ok(8, 3_400));
+    expect(s.effects).toEqual([{ kind: "become-leader", epoch: 8 }]);
+    expect(s.state).toMatchObject({ kind: "leader", epoch: 8, leaseUntilMs: 3_350 + cfg.leaseMs });
+  });
+
+  it("the resume ends when anyone else's write is seen or the retake is refused: then a whole lease, like the others", () => {
+    const expired = run(leaderAt7(), tick(2_500)).state;
+    const other = run(expired, entry(8, "other", 2_600));
+    expect(other.state).toEqual({ kind: "follower", seen: { revision: 8, holder: "other", sinceMs: 2_600 } });
+    expect(other.wakeAtMs).toBe(2_600 + cfg.leaseMs);
+    expect(run(other.state, tick(2_850)).effects).toEqual([]);
+    const refused = run(expired, tick(2_750), { kind: "write-wrong-revision", nowMs: 2_800 });
+    expect(refused.effects).toEqual([{ kind: "watch" }]);
+    expect(refused.state).toEqual({ kind: "follower", seen: { revision: 7, holder: "me", sinceMs: 2_800 } });
+    expect(refused.wakeAtMs).toBe(2_800 + cfg.leaseMs);
+    // A superseded leader never resumes.
+    const superseded = run(leaderAt7(), entry(8, "other", 900));
+    expect(superseded.state).toEqual({ kind: "follower", seen: { revision: 8, holder: "other", sinceMs: 900 } });
   });
 
   it("steps down when someone else's write is seen or its own renewal is refused", () => {

@@ -13,6 +13,13 @@ import type { LeaseEffect, LeaseInput, LeaseState, LeaseStep, PendingWrite, Seen
  * So the old leader stops before anyone else can start, up to the drift the
  * margin absorbs. Compare-and-set on the revision makes takeovers exclusive,
  * and the winning revision is the epoch, so epochs strictly increase.
+ *
+ * A leader whose lease ran out (its renewals did not land: a stream leader
+ * election, a lost server) retries its own key every `retryMs` rather than
+ * counting a whole lease like the others: while the key is still its own
+ * revision nobody else has led, so winning it back is a resume in place. The
+ * compare-and-set keeps that exclusive too — a rival's takeover writes a newer
+ * revision first, and the retake then fails.
  */
 
 /** The starting state: a follower that has not read the key yet. */
@@ -34,10 +41,16 @@ export function leaseEpoch(state: LeaseState): number | undefined {
   return state.kind === "leader" ? state.epoch : undefined;
 }
 
+/** A follower retakes the key at once when it led on it and the key is still its own (see the file's comment). */
+function resumes(config: LeaseConfig, seen: SeenKey | undefined, resuming: true | undefined): seen is SeenKey {
+  return resuming === true && seen !== undefined && seen.revision > 0 && seen.holder === config.holder;
+}
+
 function wakeAt(config: LeaseConfig, state: LeaseState): number | undefined {
   switch (state.kind) {
     case "follower":
-      return state.seen === undefined ? undefined : state.seen.sinceMs + config.leaseMs;
+      if (state.seen === undefined) return undefined;
+      return state.seen.sinceMs + (resumes(config, state.seen, state.resuming) ? config.retryMs : config.leaseMs);
     case "leader": {
       const stepDownAt = state.leaseUntilMs - config.marginMs;
       return state.pending === undefined ? Math.min(state.nextRenewAtMs, stepDownAt) : stepDownAt;
@@ -70,28 +83,31 @@ function restartCount(seen: SeenKey | undefined, nowMs: number): SeenKey | undef
  * lease without a change: a delete may come from an operator while the leader
  * still leads.
  */
-function follow(config: LeaseConfig, seen: SeenKey | undefined, nowMs: number, fresh: boolean): LeaseStep {
+function follow(config: LeaseConfig, seen: SeenKey | undefined, nowMs: number, fresh: boolean, resuming: true | undefined): LeaseStep {
   if (seen === undefined) return step(config, { kind: "follower", seen });
-  const expired = nowMs - seen.sinceMs >= config.leaseMs;
+  // (Planted bug "resume-any-key": an ex-leader retakes whatever key it sees at once.)
+  const resume = isPlanted("resume-any-key") ? resuming === true : resumes(config, seen, resuming);
+  const flag = resume ? ({ resuming: true } as const) : {};
+  const expired = nowMs - seen.sinceMs >= (resume ? config.retryMs : config.leaseMs);
   if (seen.revision === 0 && (fresh || expired)) {
     const pending: PendingWrite = { kind: "create", expectedRevision: 0, sentAtMs: nowMs };
     return step(config, { kind: "candidate", seen, pending }, [{ kind: "create" }]);
   }
   if (seen.revision > 0 && expired) {
     const pending: PendingWrite = { kind: "update", expectedRevision: seen.revision, sentAtMs: nowMs };
-    return step(config, { kind: "candidate", seen, pending }, [{ kind: "update", expectedRevision: seen.revision }]);
+    return step(config, { kind: "candidate", seen, pending, ...flag }, [{ kind: "update", expectedRevision: seen.revision }]);
   }
-  return step(config, { kind: "follower", seen });
+  return step(config, { kind: "follower", seen, ...flag });
 }
 
 function onFollower(config: LeaseConfig, state: Extract<LeaseState, { kind: "follower" }>, input: LeaseInput): LeaseStep {
   switch (input.kind) {
     case "entry": {
       const seen = observe(state.seen, input);
-      return follow(config, seen, input.nowMs, seen !== state.seen);
+      return follow(config, seen, input.nowMs, seen !== state.seen, state.resuming);
     }
     case "tick":
-      return follow(config, state.seen, input.nowMs, false);
+      return follow(config, state.seen, input.nowMs, false, state.resuming);
     case "write-ok":
     case "write-wrong-revision":
     case "write-failed":
@@ -129,9 +145,10 @@ function onCandidate(config: LeaseConfig, state: Extract<LeaseState, { kind: "ca
       return step(config, leader, [{ kind: "become-leader", epoch: input.revision }]);
     }
     case "write-wrong-revision":
+      // Someone wrote the key since: a resume is over, count a whole lease like the others.
       return step(config, { kind: "follower", seen: restartCount(state.seen, input.nowMs) }, [{ kind: "watch" }]);
     case "write-failed":
-      return step(config, { kind: "follower", seen: restartCount(state.seen, input.nowMs) });
+      return step(config, { kind: "follower", seen: restartCount(state.seen, input.nowMs), ...(state.resuming === true ? { resuming: true } : {}) });
   }
 }
 
@@ -143,8 +160,10 @@ function stepDown(
 ): LeaseStep {
   const effects: LeaseEffect[] = [{ kind: "step-down", epoch: state.epoch, reason }];
   if (reason === "superseded") effects.push({ kind: "watch" });
-  if (state.pending !== undefined) return step(config, { kind: "stepping-down", seen, pending: state.pending }, effects);
-  return step(config, { kind: "follower", seen }, effects);
+  // Only a lease that ran out may be resumed; a superseded leader follows the newer holder.
+  const flag = reason === "lease-expiring" ? ({ resuming: true } as const) : {};
+  if (state.pending !== undefined) return step(config, { kind: "stepping-down", seen, pending: state.pending, ...flag }, effects);
+  return step(config, { kind: "follower", seen, ...flag }, effects);
 }
 
 function onLeader(config: LeaseConfig, state: Extract<LeaseState, { kind: "leader" }>, input: LeaseInput): LeaseStep {
@@ -186,12 +205,13 @@ function onSteppingDown(config: LeaseConfig, state: Extract<LeaseState, { kind: 
       return step(config, state);
     case "write-ok": {
       const seen: SeenKey = { revision: input.revision, holder: config.holder, sinceMs: input.nowMs };
-      return step(config, { kind: "follower", seen: state.seen !== undefined && state.seen.revision > input.revision ? state.seen : seen });
+      const flag = state.resuming === true ? ({ resuming: true } as const) : {};
+      return step(config, { kind: "follower", seen: state.seen !== undefined && state.seen.revision > input.revision ? state.seen : seen, ...flag });
     }
     case "write-wrong-revision":
       return step(config, { kind: "follower", seen: restartCount(state.seen, input.nowMs) }, [{ kind: "watch" }]);
     case "write-failed":
-      return step(config, { kind: "follower", seen: restartCount(state.seen, input.nowMs) });
+      return step(config, { kind: "follower", seen: restartCount(state.seen, input.nowMs), ...(state.resuming === true ? { resuming: true } : {}) });
   }
 }
 

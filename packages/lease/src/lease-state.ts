@@ -18,10 +18,15 @@ export interface PendingWrite {
 }
 
 export type LeaseState =
-  /** Watching the key; `seen` is undefined until the first read answers. */
-  | { readonly kind: "follower"; readonly seen: SeenKey | undefined }
+  /**
+   * Watching the key; `seen` is undefined until the first read answers.
+   * `resuming`: this keeper led until its lease ran out with nobody else's
+   * write seen since; while the key is still its own it retries the key every
+   * `retryMs` instead of counting a whole lease (a resume in place).
+   */
+  | { readonly kind: "follower"; readonly seen: SeenKey | undefined; readonly resuming?: true }
   /** A create/update to take the key is in flight. */
-  | { readonly kind: "candidate"; readonly seen: SeenKey | undefined; readonly pending: PendingWrite }
+  | { readonly kind: "candidate"; readonly seen: SeenKey | undefined; readonly pending: PendingWrite; readonly resuming?: true }
   | {
       readonly kind: "leader";
       /** The revision that won the key: every command to an agent carries it. */
@@ -34,7 +39,7 @@ export type LeaseState =
       readonly pending: PendingWrite | undefined;
     }
   /** Gave up leading with a write still in flight; waits for its result, then follows. */
-  | { readonly kind: "stepping-down"; readonly seen: SeenKey | undefined; readonly pending: PendingWrite };
+  | { readonly kind: "stepping-down"; readonly seen: SeenKey | undefined; readonly pending: PendingWrite; readonly resuming?: true };
 
 export type LeaseInput =
   /** The key as read or watched; revision 0 and holder null: it does not exist. */

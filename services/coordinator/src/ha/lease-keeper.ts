@@ -256,6 +256,8 @@ export class LeaseKeeper {
     const value = JSON.stringify({ holder: this.o.config.holder, wallMs: this.clock.wallNow(), ...(this.o.address === undefined ? {} : { address: this.o.address }), ...(epoch === undefined ? {} : { epoch }) } satisfies LeaseValue);
     const kv = this.o.kv;
     const renewal = this.state.kind === "leader";
+    // An ex-leader retaking its own key retries every retryMs (lease-core.ts): quiet like a renewal.
+    const resuming = this.state.kind === "candidate" && this.state.resuming === true;
     // A takeover goes through a claim key (see LeaseClaims: a bare update from one revision can be
     // accepted twice by a clustered nats-server 2.9); a renewal moves on from our own revision.
     const call =
@@ -293,8 +295,8 @@ export class LeaseKeeper {
             if (!renewal) this.log.info("lease takeover refused", { expectedRevision: e.kind === "update" ? e.expectedRevision : 0, err: String(err) });
             answer((nowMs) => ({ kind: "write-wrong-revision", nowMs }));
           } else {
-            // Takeover attempts come at most once a lease; renewals retry every retryMs and stay quiet.
-            if (renewal) this.log.debug("lease write failed", { kind: e.kind, err: String(err) });
+            // Takeover attempts come at most once a lease; renewals and resumes retry every retryMs and stay quiet.
+            if (renewal || resuming) this.log.debug(resuming ? "lease resume failed" : "lease write failed", { kind: e.kind, err: String(err) });
             else this.log.warn("lease takeover failed", { kind: e.kind, expectedRevision: e.kind === "update" ? e.expectedRevision : 0, err: String(err) });
             answer((nowMs) => ({ kind: "write-failed", nowMs }));
           }

@@ -103,11 +103,12 @@ describe("policy what-if fidelity (real coordinator, record, export, replay)", (
     await tc.waitForEvent("node.lost", (e) => e.nodeId === "node-b", 60_000);
     expect(await call()).toBe("node-a");
 
-    // A call's line is written when the call ends on the server, which can be a moment after the
-    // caller has its answer: read the trace until it holds all three.
-    const lines = await until("the three calls in the trace", async () => {
+    // A call's line is written when the call ends on the server, and a load's when its audit event
+    // is published, each a moment after the caller has its answer: read the trace until it holds
+    // all three calls and all three loads.
+    const lines = await until("the three calls and three loads in the trace", async () => {
       const ls = await exported(tc);
-      return ls.filter((l) => l.t === "call").length >= 3 ? ls : undefined;
+      return ls.filter((l) => l.t === "call").length >= 3 && ls.filter((l) => l.t === "load").length >= 3 ? ls : undefined;
     }, 30_000);
     const recordedLoads = lines.flatMap((l) => (l.t === "load" ? [l.node] : []));
     expect(recordedLoads).toEqual(["node-a", "node-b", "node-a"]);

@@ -125,6 +125,7 @@ export function normalizeOutput(lines: readonly string[]): string[] {
       .replace(/\b\d+(?:\.\d+)?(?:ms|s|m|h) ago\b/g, "<AGO>")
       .replace(/^\d{2}:\d{2}:\d{2}\.\d{3}\b/, "<TIME>")
       .replace(/"loadDurationMs":"\d+"/g, '"loadDurationMs":"<N>"')
+      .replace(/"stopDurationMs":"\d+"/g, '"stopDurationMs":"<N>"')
       .replace(/"openRequestIds":\["\d+"\]/g, '"openRequestIds":["<N>"]')
       .replace(/"created":\d+/g, '"created":<N>')
       .replace(/ {2,}/g, " ");

@@ -169,10 +169,33 @@ describe("nextLease", () => {
     const lost = run(taking.state, { kind: "write-wrong-revision", nowMs: 3_010 });
     expect(lost.effects).toEqual([{ kind: "watch" }]);
     expect(lost.state).toEqual({ kind: "follower", seen: { revision: 5, holder: "other", sinceMs: 3_010 } });
+    // No answer: the stream may be down. It reads until the stream answers, and counts a whole lease from that answer.
     const failed = run(taking.state, { kind: "write-failed", nowMs: 4_000 });
-    expect(failed.effects).toEqual([]);
-    expect(failed.state.kind).toBe("follower");
-    expect(failed.wakeAtMs).toBe(7_000);
+    expect(failed.effects).toEqual([{ kind: "watch" }]);
+    expect(failed.state).toEqual({ kind: "follower", seen: { revision: 5, holder: "other", sinceMs: 4_000 }, doubt: true });
+    expect(failed.wakeAtMs).toBeUndefined();
+    expect(run(failed.state, tick(9_000)).effects).toEqual([]);
+    const answered = run(failed.state, entry(5, "other", 9_000));
+    expect(answered.state).toEqual({ kind: "follower", seen: { revision: 5, holder: "other", sinceMs: 9_000 } });
+    expect(answered.wakeAtMs).toBe(12_000);
+  });
+
+  it("a follower whose probe read gets no answer takes over only a whole lease after the stream answers again (the ex-leader's window to resume)", () => {
+    const watching = run(initialLease().state, entry(5, "other", 0));
+    expect(watching.wakeAtMs).toBe(3_000);
+    const silent = run(watching.state, { kind: "read-failed", nowMs: 1_500 });
+    expect(silent.state).toEqual({ kind: "follower", seen: { revision: 5, holder: "other", sinceMs: 0 }, doubt: true });
+    expect(silent.wakeAtMs).toBeUndefined();
+    expect(run(silent.state, tick(3_000)).effects).toEqual([]);
+    // Back at 4 000 with the key unchanged: the count starts there, not at 0.
+    const back = run(silent.state, entry(5, "other", 4_000));
+    expect(back.wakeAtMs).toBe(7_000);
+    expect(run(back.state, tick(6_999)).effects).toEqual([]);
+    expect(run(back.state, tick(7_000)).effects).toEqual([{ kind: "update", expectedRevision: 5 }]);
+    // A newer revision while in doubt is news like any other: its count starts when it is seen.
+    expect(run(silent.state, entry(6, "other", 4_000)).state).toEqual({ kind: "follower", seen: { revision: 6, holder: "other", sinceMs: 4_000 } });
+    // A leader ignores a failed read: its renewals are what count.
+    expect(run(leaderAt7(), { kind: "read-failed", nowMs: 900 }).state).toEqual(leaderAt7());
   });
 
   it("a win that someone else's write already follows is no win: it follows the newer holder (two takeovers from one revision both acknowledged)", () => {

@@ -20,6 +20,11 @@ import type { LeaseEffect, LeaseInput, LeaseState, LeaseStep, PendingWrite, Seen
  * revision nobody else has led, so winning it back is a resume in place. The
  * compare-and-set keeps that exclusive too — a rival's takeover writes a newer
  * revision first, and the retake then fails.
+ *
+ * The others, meanwhile, do not count the stream's silence as the leader's: a
+ * follower whose read or takeover got no answer waits for a read that does,
+ * and counts its whole lease from then. So after an outage the ex-leader has a
+ * lease to win its key back before anyone else may try.
  */
 
 /** The starting state: a follower that has not read the key yet. */
@@ -42,7 +47,7 @@ export function leaseEpoch(state: LeaseState): number | undefined {
 }
 
 /** A follower retakes the key at once when it led on it and the key is still its own (see the file's comment). */
-function resumes(config: LeaseConfig, seen: SeenKey | undefined, resuming: true | undefined): seen is SeenKey {
+function resumes(config: LeaseConfig, seen: SeenKey | undefined, resuming: true | undefined): boolean {
   return resuming === true && seen !== undefined && seen.revision > 0 && seen.holder === config.holder;
 }
 
@@ -50,7 +55,9 @@ function wakeAt(config: LeaseConfig, state: LeaseState): number | undefined {
   switch (state.kind) {
     case "follower":
       if (state.seen === undefined) return undefined;
-      return state.seen.sinceMs + (resumes(config, state.seen, state.resuming) ? config.retryMs : config.leaseMs);
+      if (resumes(config, state.seen, state.resuming)) return state.seen.sinceMs + config.retryMs;
+      // In doubt a follower waits for a read to answer (an entry), not for time.
+      return state.doubt === true ? undefined : state.seen.sinceMs + config.leaseMs;
     case "leader": {
       const stepDownAt = state.leaseUntilMs - config.marginMs;
       return state.pending === undefined ? Math.min(state.nextRenewAtMs, stepDownAt) : stepDownAt;
@@ -83,11 +90,12 @@ function restartCount(seen: SeenKey | undefined, nowMs: number): SeenKey | undef
  * lease without a change: a delete may come from an operator while the leader
  * still leads.
  */
-function follow(config: LeaseConfig, seen: SeenKey | undefined, nowMs: number, fresh: boolean, resuming: true | undefined): LeaseStep {
+function follow(config: LeaseConfig, seen: SeenKey | undefined, nowMs: number, fresh: boolean, resuming: true | undefined, doubt: true | undefined = undefined): LeaseStep {
   if (seen === undefined) return step(config, { kind: "follower", seen });
   // (Planted bug "resume-any-key": an ex-leader retakes whatever key it sees at once.)
   const resume = isPlanted("resume-any-key") ? resuming === true : resumes(config, seen, resuming);
   const flag = resume ? ({ resuming: true } as const) : {};
+  if (!resume && doubt === true) return step(config, { kind: "follower", seen, doubt });
   const expired = nowMs - seen.sinceMs >= (resume ? config.retryMs : config.leaseMs);
   if (seen.revision === 0 && (fresh || expired)) {
     const pending: PendingWrite = { kind: "create", expectedRevision: 0, sentAtMs: nowMs };
@@ -104,10 +112,14 @@ function onFollower(config: LeaseConfig, state: Extract<LeaseState, { kind: "fol
   switch (input.kind) {
     case "entry": {
       const seen = observe(state.seen, input);
-      return follow(config, seen, input.nowMs, seen !== state.seen, state.resuming);
+      // The stream answers again after a silence: the unchanged key counts a whole lease from now.
+      const counted = state.doubt === true && seen === state.seen && seen !== undefined ? { ...seen, sinceMs: input.nowMs } : seen;
+      return follow(config, counted, input.nowMs, seen !== state.seen, state.resuming);
     }
     case "tick":
-      return follow(config, state.seen, input.nowMs, false, state.resuming);
+      return follow(config, state.seen, input.nowMs, false, state.resuming, state.doubt);
+    case "read-failed":
+      return follow(config, state.seen, input.nowMs, false, state.resuming, true);
     case "write-ok":
     case "write-wrong-revision":
     case "write-failed":
@@ -148,7 +160,10 @@ function onCandidate(config: LeaseConfig, state: Extract<LeaseState, { kind: "ca
       // Someone wrote the key since: a resume is over, count a whole lease like the others.
       return step(config, { kind: "follower", seen: restartCount(state.seen, input.nowMs) }, [{ kind: "watch" }]);
     case "write-failed":
-      return step(config, { kind: "follower", seen: restartCount(state.seen, input.nowMs), ...(state.resuming === true ? { resuming: true } : {}) });
+      // No answer: the stream may be down. Read until it answers (then, unless resuming, count a whole lease).
+      return step(config, { kind: "follower", seen: restartCount(state.seen, input.nowMs), ...(state.resuming === true ? { resuming: true } : { doubt: true }) }, [{ kind: "watch" }]);
+    case "read-failed":
+      return step(config, state);
   }
 }
 
@@ -194,6 +209,8 @@ function onLeader(config: LeaseConfig, state: Extract<LeaseState, { kind: "leade
     case "write-failed":
       // Keep leading on the old lease and retry soon; the tick steps down if nothing lands in time.
       return step(config, { ...state, pending: undefined, nextRenewAtMs: input.nowMs + config.retryMs });
+    case "read-failed":
+      return step(config, state); // a leader's renewals say more than a read
   }
 }
 
@@ -212,6 +229,8 @@ function onSteppingDown(config: LeaseConfig, state: Extract<LeaseState, { kind: 
       return step(config, { kind: "follower", seen: restartCount(state.seen, input.nowMs) }, [{ kind: "watch" }]);
     case "write-failed":
       return step(config, { kind: "follower", seen: restartCount(state.seen, input.nowMs), ...(state.resuming === true ? { resuming: true } : {}) });
+    case "read-failed":
+      return step(config, state);
   }
 }
 

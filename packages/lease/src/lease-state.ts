@@ -23,8 +23,11 @@ export type LeaseState =
    * `resuming`: this keeper led until its lease ran out with nobody else's
    * write seen since; while the key is still its own it retries the key every
    * `retryMs` instead of counting a whole lease (a resume in place).
+   * `doubt`: the stream did not answer this follower (a read or its takeover
+   * failed), so the key's silence may be the stream's, not the leader's: no
+   * takeover until a read answers again, and the count restarts from then.
    */
-  | { readonly kind: "follower"; readonly seen: SeenKey | undefined; readonly resuming?: true }
+  | { readonly kind: "follower"; readonly seen: SeenKey | undefined; readonly resuming?: true; readonly doubt?: true }
   /** A create/update to take the key is in flight. */
   | { readonly kind: "candidate"; readonly seen: SeenKey | undefined; readonly pending: PendingWrite; readonly resuming?: true }
   | {
@@ -49,6 +52,8 @@ export type LeaseInput =
   | { readonly kind: "write-wrong-revision"; readonly nowMs: number }
   /** No answer within the deadline, no quorum, connection lost: the write may or may not have happened. */
   | { readonly kind: "write-failed"; readonly nowMs: number }
+  /** A read of the key (a follower's periodic probe) got no answer: the stream may be down. */
+  | { readonly kind: "read-failed"; readonly nowMs: number }
   | { readonly kind: "tick"; readonly nowMs: number };
 
 export type LeaseEffect =

@@ -52,6 +52,11 @@ export class HaCluster {
   private readonly rw: SimRandom;
   /** The process that led last (agents already connected to it follow a re-win at once). */
   private lastLeader: Process | undefined;
+  /**
+   * Checker HA 10: a stream leader change while a healthy process leads, with no other HA fault
+   * until `untilMs`, must not move the leadership (the leader resumes in place).
+   */
+  private keepLeader: { readonly holder: string; untilMs: number; clean: boolean } | undefined;
 
   constructor(
     private readonly h: Harness,
@@ -97,6 +102,11 @@ export class HaCluster {
     this.epochs.push(epoch);
     w.log(`ha leader ${m.holder} epoch ${String(epoch)}`);
     if (this.epochs.length > 1) w.coverage.hit("ha.takeover");
+    const kept = this.keepLeader;
+    if (kept !== undefined && kept.clean && w.clock.now() <= kept.untilMs) {
+      if (m.holder === kept.holder) w.coverage.hit("ha.resumed-after-stream-leader-change");
+      else h.ctx.report("HA 10 a lost stream server keeps the leader", `${m.holder} won epoch ${String(epoch)} from ${kept.holder}, which led and had no fault but a lease-stream leader change`);
+    }
     p.epoch = epoch;
     // Agents find a new leader only after a while (each its own), trying the addresses they know.
     if (this.lastLeader !== undefined && this.lastLeader !== p && this.real.followMaxMs > 0) {
@@ -168,8 +178,31 @@ export class HaCluster {
     return this.processes.find((p) => p !== undefined && p.coord !== undefined && p.coord === this.h.coord);
   }
 
+  /**
+   * HA 10's window: from a stream leader change while `p` leads healthily (alive, not paused, not
+   * cut off from the lease) until three leases after the election ends; any other fault in it
+   * takes the window out of the check (a crash or pause may rightly move the leadership).
+   */
+  private watchLeaderKept(fault: HaFault, p: Process, now: number, durationMs: number): void {
+    const kept = this.keepLeader;
+    const open = kept !== undefined && now <= kept.untilMs;
+    if (fault !== "stream-leader-change") {
+      if (open) kept.clean = false;
+      return;
+    }
+    const healthy = p.coord !== undefined && p.member.leadingNow() && p.member.pausedUntilMs <= now && this.store.reachable(p.member.index);
+    const untilMs = now + durationMs + 3 * this.o.leaseMs;
+    if (open) {
+      kept.untilMs = Math.max(kept.untilMs, untilMs);
+      if (!healthy || kept.holder !== p.member.holder) kept.clean = false;
+      return;
+    }
+    this.keepLeader = { holder: p.member.holder, untilMs, clean: healthy };
+  }
+
   /** kill -9 of the leader's process (also what the coordinator-crash faults do in this profile). */
   crashLeader(r: SimRandom, downMs: number): void {
+    if (this.keepLeader !== undefined) this.keepLeader.clean = false;
     const p = this.leader() ?? this.processes.find((x) => x !== undefined && x.member.alive());
     if (p === undefined) return;
     const w = this.h.world;
@@ -199,6 +232,7 @@ export class HaCluster {
     const now = w.clock.now();
     const p = this.leader() ?? this.processes.find((x) => x !== undefined && x.member.alive());
     if (p === undefined) return;
+    this.watchLeaderKept(fault, p, now, durationMs);
     switch (fault) {
       case "leader-crash":
         this.crashLeader(r, durationMs);

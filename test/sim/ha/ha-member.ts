@@ -37,6 +37,7 @@ export class HaMember {
   keeperLagMs = 0;
   private pendingWrite = 0;
   private writes = 0;
+  private probing = false;
   private cancelTick: (() => void) | undefined;
   /** The keeper's takeover claims (lease-claim.ts), one per process: it remembers when it first saw each claim. */
   private readonly claims: LeaseClaims;
@@ -55,6 +56,31 @@ export class HaMember {
     const first = initialLease();
     this.state = first.state;
     this.clock.run(() => { this.apply(first.effects, first.wakeAtMs); });
+    this.probe();
+  }
+
+  /** The keeper's follower probe (lease-keeper.ts `scheduleProbe`): a read each renewMs; no answer within the op deadline is read-failed. */
+  private probe(): void {
+    this.clock.setTimer(this.o.renewMs, () => {
+      this.probe();
+      if (this.probing || this.state.kind !== "follower") return;
+      this.probing = true;
+      let answered = false;
+      this.store.get(this.index, (revision, holder) => {
+        this.clock.run(() => {
+          if (answered) return;
+          answered = true;
+          this.probing = false;
+          this.input({ kind: "entry", revision, holder, nowMs: this.localNow() });
+        });
+      });
+      this.clock.setTimer(this.o.opTimeoutMs, () => {
+        if (answered) return;
+        answered = true;
+        this.probing = false;
+        this.input({ kind: "read-failed", nowMs: this.localNow() });
+      });
+    });
   }
 
   /** This process's own clock reading (what the core compares). */

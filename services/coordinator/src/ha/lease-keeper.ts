@@ -126,6 +126,8 @@ export class LeaseKeeper {
   /** The key as seen when the current candidacy began: the previous holder if it wins. */
   private entryAtCandidacy: LeaseEntry | undefined;
   private readonly claims: LeaseClaims;
+  private cancelProbe: Cancel = () => {};
+  private probing = false;
 
   private constructor(private readonly o: LeaseKeeperOptions) {
     this.clock = o.clock ?? systemClock;
@@ -145,6 +147,34 @@ export class LeaseKeeper {
     const first = initialLease();
     this.state = first.state;
     this.apply(first.effects, first.wakeAtMs);
+    this.scheduleProbe();
+  }
+
+  /**
+   * A follower reads the key once every renewMs: a read with no answer tells
+   * the core the stream is silent (so the leader's silence is not counted
+   * against it), the next answer that it is back. A watch alone cannot say so:
+   * it delivers nothing when nothing is written, down or not.
+   */
+  private scheduleProbe(): void {
+    if (this.stopping.signal.aborted) return;
+    this.cancelProbe = this.clock.setTimer(this.o.config.renewMs, () => {
+      this.scheduleProbe();
+      if (this.probing || this.state.kind !== "follower") return;
+      this.probing = true;
+      this.bounded("lease probe", () => this.o.kv.get(this.key)).then(
+        (e) => {
+          this.probing = false;
+          this.observe(e);
+        },
+        (err: unknown) => {
+          this.probing = false;
+          if (this.stopping.signal.aborted) return;
+          this.log.debug("lease probe got no answer", { err: String(err) });
+          this.feed({ kind: "read-failed", nowMs: this.clock.now() });
+        },
+      );
+    });
   }
 
   /** Starts competing for the lease at once; validates the options whole first. */
@@ -182,6 +212,7 @@ export class LeaseKeeper {
     const epoch = leaseEpoch(this.state);
     this.stopping.abort(new Error("lease keeper stopped"));
     this.cancelTick();
+    this.cancelProbe();
     this.cancelRewatch();
     this.cancelReread();
     this.watcher?.stop();

@@ -176,8 +176,15 @@ describe("nextLease", () => {
     expect(failed.wakeAtMs).toBeUndefined();
     expect(run(failed.state, tick(9_000)).effects).toEqual([]);
     const answered = run(failed.state, entry(5, "other", 9_000));
-    expect(answered.state).toEqual({ kind: "follower", seen: { revision: 5, holder: "other", sinceMs: 9_000 } });
+    expect(answered.state).toEqual({ kind: "follower", seen: { revision: 5, holder: "other", sinceMs: 9_000, recounted: true } });
     expect(answered.wakeAtMs).toBe(12_000);
+    // Once per revision: the next silence of the same key restarts nothing, so a flaky stream cannot put a takeover off for ever.
+    const again = run(answered.state, { kind: "read-failed", nowMs: 10_000 });
+    expect(again.wakeAtMs).toBe(12_000);
+    const retried = run(answered.state, tick(12_000), { kind: "write-failed", nowMs: 12_500 });
+    expect(retried.effects).toEqual([]);
+    expect(retried.state).toEqual({ kind: "follower", seen: { revision: 5, holder: "other", sinceMs: 12_500, recounted: true } });
+    expect(retried.wakeAtMs).toBe(15_500);
   });
 
   it("a follower whose probe read gets no answer takes over only a whole lease after the stream answers again (the ex-leader's window to resume)", () => {
@@ -189,6 +196,7 @@ describe("nextLease", () => {
     expect(run(silent.state, tick(3_000)).effects).toEqual([]);
     // Back at 4 000 with the key unchanged: the count starts there, not at 0.
     const back = run(silent.state, entry(5, "other", 4_000));
+    expect(back.state).toEqual({ kind: "follower", seen: { revision: 5, holder: "other", sinceMs: 4_000, recounted: true } });
     expect(back.wakeAtMs).toBe(7_000);
     expect(run(back.state, tick(6_999)).effects).toEqual([]);
     expect(run(back.state, tick(7_000)).effects).toEqual([{ kind: "update", expectedRevision: 5 }]);

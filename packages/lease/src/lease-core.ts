@@ -24,7 +24,9 @@ import type { LeaseEffect, LeaseInput, LeaseState, LeaseStep, PendingWrite, Seen
  * The others, meanwhile, do not count the stream's silence as the leader's: a
  * follower whose read or takeover got no answer waits for a read that does,
  * and counts its whole lease from then. So after an outage the ex-leader has a
- * lease to win its key back before anyone else may try.
+ * lease to win its key back before anyone else may try. A follower does so
+ * once per revision: a stream that fails now and then must not put off the
+ * takeover of a dead leader's key for ever.
  */
 
 /** The starting state: a follower that has not read the key yet. */
@@ -113,13 +115,14 @@ function onFollower(config: LeaseConfig, state: Extract<LeaseState, { kind: "fol
     case "entry": {
       const seen = observe(state.seen, input);
       // The stream answers again after a silence: the unchanged key counts a whole lease from now.
-      const counted = state.doubt === true && seen === state.seen && seen !== undefined ? { ...seen, sinceMs: input.nowMs } : seen;
+      const counted = state.doubt === true && seen === state.seen && seen !== undefined ? { ...seen, sinceMs: input.nowMs, recounted: true as const } : seen;
       return follow(config, counted, input.nowMs, seen !== state.seen, state.resuming);
     }
     case "tick":
       return follow(config, state.seen, input.nowMs, false, state.resuming, state.doubt);
     case "read-failed":
-      return follow(config, state.seen, input.nowMs, false, state.resuming, true);
+      // Once per revision: a stream that keeps failing now and then must not put a takeover off for ever.
+      return follow(config, state.seen, input.nowMs, false, state.resuming, state.seen?.recounted === true ? state.doubt : true);
     case "write-ok":
     case "write-wrong-revision":
     case "write-failed":
@@ -161,6 +164,7 @@ function onCandidate(config: LeaseConfig, state: Extract<LeaseState, { kind: "ca
       return step(config, { kind: "follower", seen: restartCount(state.seen, input.nowMs) }, [{ kind: "watch" }]);
     case "write-failed":
       // No answer: the stream may be down. Read until it answers (then, unless resuming, count a whole lease).
+      if (state.resuming !== true && state.seen?.recounted === true) return step(config, { kind: "follower", seen: restartCount(state.seen, input.nowMs) });
       return step(config, { kind: "follower", seen: restartCount(state.seen, input.nowMs), ...(state.resuming === true ? { resuming: true } : { doubt: true }) }, [{ kind: "watch" }]);
     case "read-failed":
       return step(config, state);

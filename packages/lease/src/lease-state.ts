@@ -7,6 +7,8 @@ export interface SeenKey {
   readonly holder: string | null;
   /** When this revision was first seen, on this coordinator's clock. */
   readonly sinceMs: number;
+  /** The count for this revision already restarted once after the stream's silence (it never does twice). */
+  readonly recounted?: true;
 }
 
 /** The one write in flight: the adapter sends it and reports exactly one result for it. */

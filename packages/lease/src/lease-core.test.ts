@@ -187,6 +187,15 @@ describe("nextLease", () => {
     expect(retried.wakeAtMs).toBe(15_500);
   });
 
+  it("an older key is a stale read, unless it was read after a refusal and the stream went back: then its count starts now", () => {
+    const at206 = run(initialLease().state, entry(206, "other", 0)).state;
+    expect(run(at206, entry(204, "other", 1_000)).state).toEqual(at206);
+    const back = run(at206, { kind: "entry", revision: 204, holder: "other", nowMs: 1_000, rewound: true });
+    expect(back.state).toEqual({ kind: "follower", seen: { revision: 204, holder: "other", sinceMs: 1_000 } });
+    expect(back.wakeAtMs).toBe(1_000 + cfg.leaseMs);
+    expect(run(back.state, tick(4_000)).effects).toEqual([{ kind: "update", expectedRevision: 204 }]);
+  });
+
   it("a follower whose probe read gets no answer takes over only a whole lease after the stream answers again (the ex-leader's window to resume)", () => {
     const watching = run(initialLease().state, entry(5, "other", 0));
     expect(watching.wakeAtMs).toBe(3_000);

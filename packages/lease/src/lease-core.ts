@@ -75,9 +75,15 @@ function step(config: LeaseConfig, state: LeaseState, effects: readonly LeaseEff
   return { state, effects, wakeAtMs: wakeAt(config, state) };
 }
 
-/** A newer revision restarts the follower's count; the same one never does. Older ones are stale reads. */
+/**
+ * A newer revision restarts the follower's count; the same one never does.
+ * Older ones are stale reads — unless the stream went back (`rewound`): then
+ * the older key is the truth, and its count starts now like any news. (Taking
+ * it on late only delays a takeover; a write from the lost revision is refused.)
+ */
 function observe(seen: SeenKey | undefined, input: Extract<LeaseInput, { kind: "entry" }>): SeenKey | undefined {
-  if (seen !== undefined && input.revision <= seen.revision) return seen;
+  const rewound = input.rewound === true && seen !== undefined && input.revision < seen.revision;
+  if (seen !== undefined && input.revision <= seen.revision && !rewound) return seen;
   return { revision: input.revision, holder: input.holder, sinceMs: input.nowMs };
 }
 

@@ -48,7 +48,18 @@ export type LeaseState =
 
 export type LeaseInput =
   /** The key as read or watched; revision 0 and holder null: it does not exist. */
-  | { readonly kind: "entry"; readonly revision: number; readonly holder: string | null; readonly nowMs: number }
+  | {
+      readonly kind: "entry";
+      readonly revision: number;
+      readonly holder: string | null;
+      readonly nowMs: number;
+      /**
+       * Read through the stream leader after a refused write, and older than what
+       * was seen: the stream lost writes in a leader change (nats-server 2.9 under
+       * load). Taken as the key's state, not as a stale read.
+       */
+      readonly rewound?: true;
+    }
   | { readonly kind: "write-ok"; readonly revision: number; readonly nowMs: number }
   /** Compare-and-set refused: someone else wrote the key since the expected revision. */
   | { readonly kind: "write-wrong-revision"; readonly nowMs: number }

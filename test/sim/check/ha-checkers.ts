@@ -43,6 +43,10 @@ export function haCheckers(ha: HaCluster): Checker[] {
         const leaders = ha.leadersNow();
         if (leaders.length > 1) ctx.report("HA 1 one leader", `${leaders.join(" and ")} both act as leader by isLeaderAt on their own clocks`);
       },
+      // HA 11: after the quiet phase (every process up, the stream whole) one process leads.
+      atQuiescence(ctx) {
+        if (ha.leadersNow().length !== 1) ctx.report("HA 11 a leader after quiescence", `no process leads after the quiet phase (epochs won: ${ha.epochs.slice(-3).join(", ")})`);
+      },
     },
   ];
 }

@@ -56,14 +56,14 @@ export class HaCluster {
    * Checker HA 10: a stream leader change while a healthy process leads, with no other HA fault
    * until `untilMs`, must not move the leadership (the leader resumes in place).
    */
-  private keepLeader: { readonly holder: string; untilMs: number; clean: boolean } | undefined;
+  private keepLeader: { readonly holder: string; untilMs: number; clean: boolean; readonly lostWrites: number } | undefined;
 
   constructor(
     private readonly h: Harness,
     readonly o: HaOptions,
   ) {
     const w = h.world;
-    this.store = new SimLeaseStore(w.queue, w.clock, w.rng.fork("ha-lease"), () => { w.coverage.hit("ha.lease-double-accept"); });
+    this.store = new SimLeaseStore(w.queue, w.clock, w.rng.fork("ha-lease"), () => { w.coverage.hit("ha.lease-double-accept"); }, () => { w.coverage.hit("ha.lease-writes-lost"); });
     this.real = o.world ?? defaultHaWorld;
     this.rw = w.rng.fork("ha-world");
     w.epochInForce = () => BigInt(this.maxEpoch());
@@ -103,7 +103,8 @@ export class HaCluster {
     w.log(`ha leader ${m.holder} epoch ${String(epoch)}`);
     if (this.epochs.length > 1) w.coverage.hit("ha.takeover");
     const kept = this.keepLeader;
-    if (kept !== undefined && kept.clean && w.clock.now() <= kept.untilMs) {
+    // A change that lost acknowledged writes of the key is more than a lost server: the leader's own key may be gone.
+    if (kept !== undefined && kept.clean && kept.lostWrites === this.store.lostWrites && w.clock.now() <= kept.untilMs) {
       if (m.holder === kept.holder) w.coverage.hit("ha.resumed-after-stream-leader-change");
       else h.ctx.report("HA 10 a lost stream server keeps the leader", `${m.holder} won epoch ${String(epoch)} from ${kept.holder}, which led and had no fault but a lease-stream leader change`);
     }
@@ -197,7 +198,7 @@ export class HaCluster {
       if (!healthy || kept.holder !== p.member.holder) kept.clean = false;
       return;
     }
-    this.keepLeader = { holder: p.member.holder, untilMs, clean: healthy };
+    this.keepLeader = { holder: p.member.holder, untilMs, clean: healthy, lostWrites: this.store.lostWrites };
   }
 
   /** kill -9 of the leader's process (also what the coordinator-crash faults do in this profile). */
@@ -247,7 +248,7 @@ export class HaCluster {
         // The stale window spans a lease: in a two-process cluster the two candidates' writes on one
         // revision come about a lease apart (each counts a whole lease from what it last saw);
         // with three members they came in the same millisecond.
-        this.store.leaderChange(durationMs, r.int(this.o.leaseMs, 2 * this.o.leaseMs));
+        this.store.leaderChange(durationMs, r.int(this.o.leaseMs, 2 * this.o.leaseMs), this.real.leaderChangeLosesWrites !== false);
         return;
       case "lease-partition":
         w.coverage.hit("ha.lease-partition");

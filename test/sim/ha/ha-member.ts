@@ -59,6 +59,15 @@ export class HaMember {
     this.probe();
   }
 
+  /** The keeper's read after a refused update (lease-keeper.ts `checkRewound`): a key older than the revision written from went back. */
+  private checkRewound(expectedRevision: number): void {
+    this.store.get(this.index, (revision, holder) => {
+      this.clock.run(() => {
+        if (revision < expectedRevision) this.input({ kind: "entry", revision, holder, nowMs: this.localNow(), rewound: true });
+      });
+    });
+  }
+
   /** The keeper's follower probe (lease-keeper.ts `scheduleProbe`): a read each renewMs; no answer within the op deadline is read-failed. */
   private probe(): void {
     this.clock.setTimer(this.o.renewMs, () => {
@@ -128,7 +137,11 @@ export class HaMember {
         });
       },
       (err: unknown) => {
-        this.clock.run(() => { answer(err === wrongRevision || err instanceof LeaseTakenError ? { kind: "write-wrong-revision", nowMs: this.localNow() } : { kind: "write-failed", nowMs: this.localNow() }); });
+        this.clock.run(() => {
+          const refused = err === wrongRevision || err instanceof LeaseTakenError;
+          answer(refused ? { kind: "write-wrong-revision", nowMs: this.localNow() } : { kind: "write-failed", nowMs: this.localNow() });
+          if (refused) this.checkRewound(expectedRevision);
+        });
       },
     );
   }
@@ -177,7 +190,10 @@ export class HaMember {
             break;
           }
           this.store.write(this.index, e.kind, e.kind === "update" ? e.expectedRevision : 0, this.holder, (r) => {
-            this.clock.run(() => { answer(r.t === "ok" ? { kind: "write-ok", revision: r.revision, nowMs: this.localNow() } : { kind: "write-wrong-revision", nowMs: this.localNow() }); });
+            this.clock.run(() => {
+              answer(r.t === "ok" ? { kind: "write-ok", revision: r.revision, nowMs: this.localNow() } : { kind: "write-wrong-revision", nowMs: this.localNow() });
+              if (r.t !== "ok" && e.kind === "update") this.checkRewound(e.expectedRevision);
+            });
           });
           this.clock.setTimer(this.o.opTimeoutMs, () => { answer({ kind: "write-failed", nowMs: this.localNow() }); });
           break;

@@ -54,7 +54,9 @@ export interface HaOptions {
  *   its leader-epoch fence) to the incarnation it names (`freeReachesBackend`;
  *   off: the agent answers `unsupported` after 5 ms, no message drawn);
  * - the journal recovers from a refused append by sending it again against
- *   the stream's real last record (`journalResends`).
+ *   the stream's real last record (`journalResends`);
+ * - a leader change may lose the lease key's last acknowledged writes, so the
+ *   key goes back to an older revision (`leaderChangeLosesWrites`).
  * Each can be switched off (`SimOptions.haWorld`, `--ha-world JSON`) to see
  * which one a violation needs; all off is the world as modelled before.
  */
@@ -71,6 +73,8 @@ export interface HaWorld {
    * Absent: on. In the HA world only, so the recorded single-coordinator traces stay byte-identical.
    */
   readonly orderedStartStreams?: boolean;
+  /** A lease-stream leader change may lose the key's last acknowledged writes (`SimLeaseStore.leaderChange`). Absent: on. */
+  readonly leaderChangeLosesWrites?: boolean;
 }
 
 export const defaultHaWorld: HaWorld = { followMaxMs: 12_000, keeperLagMaxMs: 300, streamLeaderChangesPerMinute: 1, freeReachesBackend: true, journalResends: true };

@@ -26,6 +26,10 @@ export class SimLeaseStore {
   private readonly claims = new Map<string, { readonly revision: number; readonly holder: string }>();
   /** Writes accepted on a revision already superseded (the double win of a stream leader change). */
   doubleAccepts = 0;
+  /** The key's last writes (newest last, at most 4): what a leader change can take back. */
+  private readonly history: { readonly revision: number; readonly holder: string | null }[] = [];
+  /** Acknowledged writes of the key a leader change lost (the key went back). */
+  lostWrites = 0;
   private readonly cutUntil = new Map<number, number>();
   private readonly watchers = new Map<number, (revision: number, holder: string | null) => void>();
 
@@ -35,6 +39,8 @@ export class SimLeaseStore {
     private readonly rng: SimRandom,
     /** A write was accepted on a superseded revision (coverage). */
     private readonly onDoubleAccept: () => void = () => {},
+    /** A leader change took acknowledged writes of the key back (coverage). */
+    private readonly onLostWrites: () => void = () => {},
   ) {}
 
   reachable(member: number): boolean {
@@ -49,9 +55,26 @@ export class SimLeaseStore {
    * revision that write superseded is accepted too, with the next revision
    * (nats-server 2.9 under leader change: two writers both "won", with
    * consecutive revisions). Watches re-read when it is back.
+   *
+   * With `loseWrites`, 3 in 10 changes also lose the key's last one or two
+   * writes, acknowledged as they were: the key goes back to an older revision
+   * (the stream's sequence goes on). Seen with nats-server 2.9 under load: the
+   * key went from 206 back to 204, and every member, taking 204 for a stale
+   * read, tried to take over from 206 for minutes with no leader.
    */
-  leaderChange(electionMs: number, staleCasMs: number): void {
+  leaderChange(electionMs: number, staleCasMs: number, loseWrites = false): void {
     const now = this.clock.now();
+    if (loseWrites && this.history.length >= 2 && this.rng.chance(0.3)) {
+      const lost = Math.min(this.history.length - 1, this.rng.int(1, 2));
+      this.history.splice(this.history.length - lost, lost);
+      const back = this.history[this.history.length - 1];
+      if (back !== undefined) {
+        this.revision = back.revision;
+        this.holder = back.holder;
+        this.lostWrites += lost;
+        this.onLostWrites();
+      }
+    }
     this.electingUntilMs = Math.max(this.electingUntilMs, now + electionMs);
     this.staleCasUntilMs = Math.max(this.staleCasUntilMs, this.electingUntilMs + staleCasMs);
     this.queue.push(this.electingUntilMs, "lease.stream-leader", () => {
@@ -152,6 +175,8 @@ export class SimLeaseStore {
       }
       this.revision = ++this.seq;
       this.holder = holder;
+      this.history.push({ revision: this.revision, holder });
+      if (this.history.length > 4) this.history.shift();
       const revision = this.revision;
       for (const m of this.watchers.keys()) {
         this.leg(m, "lease.watch", () => {

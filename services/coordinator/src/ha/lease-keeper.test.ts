@@ -24,6 +24,11 @@ class FakeLeaseKv {
     return this.seq;
   }
 
+  /** The stream lost the key's last writes in a leader change: it is back at an older revision (the stream's sequence goes on). */
+  rewind(key: string, revision: number, value: string): void {
+    this.entries.set(key, { revision, value });
+  }
+
   revisionOf(key: string): number {
     return this.entries.get(key)?.revision ?? 0;
   }
@@ -127,6 +132,22 @@ describe("LeaseKeeper when no watch can start", () => {
     await until("k leads again", () => k.isLeader());
     expect(k.epoch()).toBeGreaterThan(firstEpoch);
     expect(k.entry()?.holder).toBe("k");
+    expect(k.entry()?.revision).toBe(fake.revisionOf("leader"));
+  });
+
+  it("a key that went back (the stream lost writes in a leader change) is followed as it is, not taken for a stale read: the lease is taken again", async () => {
+    const fake = new FakeLeaseKv();
+    const dead = JSON.stringify({ holder: "dead-member", wallMs: 0 });
+    const older = fake.seed("leader", dead);
+    const newer = fake.seed("leader", dead);
+    const changes: LeaseChange[] = [];
+    const k = keeperOver(fake, "k", changes);
+    await until("k has read the newer revision", () => k.entry()?.revision === newer);
+    // Before k's count of that revision ends, the stream goes back to the older one.
+    fake.rewind("leader", older, dead);
+    // A takeover from `newer` is refused ("wrong last sequence: older"); the read after it shows the key went back.
+    await until("k leads", () => k.isLeader());
+    expect(changes[0]).toMatchObject({ kind: "leader", previous: { holder: "dead-member", revision: older } });
     expect(k.entry()?.revision).toBe(fake.revisionOf("leader"));
   });
 });

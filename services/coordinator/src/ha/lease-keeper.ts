@@ -325,6 +325,7 @@ export class LeaseKeeper {
             // A lost takeover is news to an operator reading why no member leads; at most one per lease.
             if (!renewal) this.log.info("lease takeover refused", { expectedRevision: e.kind === "update" ? e.expectedRevision : 0, err: String(err) });
             answer((nowMs) => ({ kind: "write-wrong-revision", nowMs }));
+            if (e.kind === "update") this.checkRewound(e.expectedRevision);
           } else {
             // Takeover attempts come at most once a lease; renewals and resumes retry every retryMs and stay quiet.
             if (renewal || resuming) this.log.debug(resuming ? "lease resume failed" : "lease write failed", { kind: e.kind, err: String(err) });
@@ -335,16 +336,38 @@ export class LeaseKeeper {
       );
   }
 
-  private observe(e: KvEntry | null): void {
+  private observe(e: KvEntry | null, rewound = false): void {
     const entry: LeaseEntry = e === null ? { revision: 0, holder: null, address: undefined, epoch: 0 } : entryOf(e);
-    this.record(entry);
-    this.feed({ kind: "entry", revision: entry.revision, holder: entry.holder, nowMs: this.clock.now() });
+    this.record(entry, rewound);
+    this.feed({ kind: "entry", revision: entry.revision, holder: entry.holder, nowMs: this.clock.now(), ...(rewound ? { rewound: true } : {}) });
   }
 
-  /** Keeps the newest entry and tells `onEntry`; stale ones (an older revision than one already seen) are not news. */
-  private record(entry: LeaseEntry): void {
+  /**
+   * After an update from `expectedRevision` was refused: reads the key through
+   * the stream leader, and if it is OLDER than the revision we wrote from, the
+   * stream lost writes in a leader change (seen with nats-server 2.9 under
+   * load: the key went back from 206 to 204, and every member, taking 204 for
+   * a stale read, retried from 206 for minutes with no leader). The core then
+   * takes the older key as the truth.
+   */
+  private checkRewound(expectedRevision: number): void {
+    this.bounded("lease read after refusal", () => this.o.kv.get(this.key)).then(
+      (e) => {
+        const revision = e === null ? 0 : e.revision;
+        if (revision >= expectedRevision) return; // the usual refusal: someone wrote since, and the watch says so
+        this.log.warn("lease key went back: the stream lost writes in a leader change; following the key as it is", { expectedRevision, revision });
+        this.observe(e, true);
+      },
+      (err: unknown) => {
+        this.log.debug("lease read after refusal failed", { err: String(err) });
+      },
+    );
+  }
+
+  /** Keeps the newest entry and tells `onEntry`; stale ones (an older revision than one already seen) are not news, unless the stream went back. */
+  private record(entry: LeaseEntry, rewound = false): void {
     if (this.stopping.signal.aborted) return;
-    if (this.lastEntry !== undefined && entry.revision < this.lastEntry.revision) return;
+    if (!rewound && this.lastEntry !== undefined && entry.revision < this.lastEntry.revision) return;
     this.lastEntry = entry;
     try {
       this.o.onEntry?.(entry);

@@ -1,6 +1,6 @@
 import { jetstreamManager, RetentionPolicy, StorageType, type JetStreamManager, type StreamConfig } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/transport-node";
-import { Code, WardenError, deadlineSignal, invalidArgument, isWardenError, raceSignal, systemClock, type Clock } from "@warden/common";
+import { Code, WardenError, deadlineSignal, invalidArgument, isWardenError, raceSignal, sleep, systemClock, type Clock } from "@warden/common";
 import { recordHeaderBytes } from "@warden/journal";
 
 export interface JetStreamJournalOptions {
@@ -98,7 +98,17 @@ const nanos = (ms: number): number => ms * 1_000_000;
 export async function ensureJournalStream(nc: NatsConnection, o: ResolvedJournalOptions, signal?: AbortSignal): Promise<JetStreamManager> {
   const d = deadlineSignal(o.clock, o.replayTimeoutMs * 2, `journal stream ${o.stream}: open`, signal);
   try {
-    const jsm = await raceSignal(jetstreamManager(nc, { timeout: o.ackTimeoutMs * 5 }), d.signal);
+    // Its account-info request can time out right after a server loss (a reconnect, an election,
+    // a loaded machine): retried until the open deadline like the steps below, not failed at once.
+    let jsm: JetStreamManager | undefined;
+    while (jsm === undefined) {
+      try {
+        jsm = await raceSignal(jetstreamManager(nc, { timeout: o.ackTimeoutMs * 5 }), d.signal);
+      } catch (err) {
+        if (d.signal.aborted) throw journalUnavailable(o.stream, "open", err);
+        await sleep(o.clock, Math.min(250, o.ackTimeoutMs), d.signal).catch(() => undefined);
+      }
+    }
     const config = {
       name: o.stream,
       subjects: [o.subject],

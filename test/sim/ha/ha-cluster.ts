@@ -150,11 +150,14 @@ export class HaCluster {
         return;
       }
       p.coord = c;
-      // Every stop intent the old leader acknowledged (or issued: the shared stream holds it at issue) is carried over.
+      // Every stop intent the old leader had stored in the shared stream is carried over. (An intent it
+      // issued while its lease was not held waits, unsent, and its StopBackend with it: the epoch fence
+      // keeps it out of the stream, and a new leader rightly knows nothing of it — seed 717, --ha on.)
       // (A clear the old leader issued is in the stream from its issue too, acknowledged or not: that intent is rightly gone.)
       const now = new Set(c.outbox.openStopIntents().map((i) => i.incarnation));
       const cleared = w.disk.clearedIntents();
-      const lost = before.filter((i) => !now.has(i.incarnation) && !cleared.has(i.incarnation));
+      const stored = w.disk.storedIntents();
+      const lost = before.filter((i) => stored.has(i.incarnation) && !now.has(i.incarnation) && !cleared.has(i.incarnation));
       if (lost.length > 0) h.ctx.report("HA 3 intents carried over", `${m.holder} (epoch ${String(epoch)}) took over without the old leader's stop intents ${lost.map((i) => i.incarnation).join(", ")}`);
       w.coverage.hit("ha.generation-started");
     });

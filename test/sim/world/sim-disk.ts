@@ -206,6 +206,13 @@ export class SimDisk {
     if (epoch > this.newestWriterEpoch) this.newestWriterEpoch = epoch;
   }
 
+  /** Incarnations with a stop intent stored in the journal (cleared since or not). */
+  storedIntents(): Set<string> {
+    const out = new Set<string>();
+    for (const { record } of this.records) if (record.kind === "stop-intent") out.add(record.incarnation);
+    return out;
+  }
+
   /** Incarnations whose stop intent a stored record cleared (the HA carry-over check). */
   clearedIntents(): Set<string> {
     const last = new Map<string, boolean>();

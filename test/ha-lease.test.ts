@@ -126,7 +126,7 @@ describe("HA leader lease over a 3-server JetStream cluster (keepers in child pr
     await cluster.stop();
   });
 
-  it("one of two wins; kill -9 of the leader hands the lease to the other, with a larger epoch", async () => {
+  it("one of two wins; kill -9 of the leader hands the lease to a surviving keeper, with a larger epoch", async () => {
     const bucket = `lease-${String(++bucketSeq)}`;
     const rounds = Number(process.env["WARDEN_LEASE_ROUNDS"] ?? "2");
     const a = spawnKeeper(cluster, bucket, "a0");
@@ -137,21 +137,29 @@ describe("HA leader lease over a 3-server JetStream cluster (keepers in child pr
     let other = leader === a ? b : a;
     const takeoversMs: number[] = [];
     for (let round = 1; round <= rounds; round++) {
+      // The other keeper competes before the kill (its process can start seconds late on a loaded
+      // machine: the round's new standby then had the head start and won, and the wait below was
+      // for the wrong member).
+      await other.waitFor((e) => e.ev === "ready");
       // Let the leader renew at least once, so the kill lands mid-lease, not right after a win.
       const wonAt = won.wallMs;
       await leader.waitFor((e) => e.ev === "act" && e.wallMs >= wonAt + renewMs, leader.events.length);
       const otherFrom = other.events.length;
       const killedAt = Date.now();
       await killChild(leader);
-      // The next round's standby starts while the takeover runs.
+      // The next round's standby starts while the takeover runs; whichever survivor wins takes over.
       const standby = round < rounds ? spawnKeeper(cluster, bucket, `r${String(round)}`) : undefined;
-      const next = await other.waitFor(isLeader, otherFrom);
+      const contenders = standby === undefined ? [other] : [other, standby];
+      const waits = contenders.map((c) => c.waitFor(isLeader, c === other ? otherFrom : 0));
+      for (const w of waits) w.catch(() => undefined);
+      const next = await Promise.race(waits);
+      const winner = contenders.find((c) => c.events.includes(next))!;
       takeoversMs.push(next.wallMs - killedAt);
       expect(next.epoch!).toBeGreaterThan(won.epoch!);
       won = next;
       if (standby === undefined) break;
-      await standby.waitFor((e) => e.ev === "ready");
-      [leader, other] = [other, standby];
+      leader = winner;
+      other = winner === other ? standby : other;
     }
     const sorted = [...takeoversMs].sort((x, y) => x - y);
     const mid = sorted.length / 2;

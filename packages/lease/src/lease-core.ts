@@ -98,7 +98,7 @@ function restartCount(seen: SeenKey | undefined, nowMs: number): SeenKey | undef
  * lease without a change: a delete may come from an operator while the leader
  * still leads.
  */
-function follow(config: LeaseConfig, seen: SeenKey | undefined, nowMs: number, fresh: boolean, resuming: true | undefined, doubt: true | undefined = undefined): LeaseStep {
+function follow(config: LeaseConfig, seen: SeenKey | undefined, nowMs: number, fresh: boolean, resuming: true | undefined, doubt?: true): LeaseStep {
   if (seen === undefined) return step(config, { kind: "follower", seen });
   // (Planted bug "resume-any-key": an ex-leader retakes whatever key it sees at once.)
   const resume = isPlanted("resume-any-key") ? resuming === true : resumes(config, seen, resuming);

@@ -13,7 +13,7 @@ import { createServer, connect as netConnect, type Server, type Socket } from "n
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Code, WardenError } from "@warden/common";
+import { Code } from "@warden/common";
 import { clientTlsOf, createClient, readTlsMaterial, type Client, type ClientTls } from "@warden/grpc";
 import { AdminService, InstanceState, NodeService, NodeState } from "@warden/proto";
 import { certsInit } from "../services/cli/src/certs.js";
@@ -22,17 +22,9 @@ import { liveRemoteAgents, startRemoteAgent, writeAgentConfig, type RemoteAgent 
 import { uniqueTag } from "./support/agent-harness.js";
 import { simModel, until } from "./support/coordinator-harness.js";
 import { withToken, writeTokensFile } from "./support/auth-tokens.js";
+import { refusedWith } from "./support/refusal.js";
 
 const tag = uniqueTag("dial-identity");
-
-async function refusal(p: Promise<unknown>): Promise<WardenError> {
-  const err = await p.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(err).toBeInstanceOf(WardenError);
-  return err as WardenError;
-}
 
 /** A TCP relay whose target can change: what whoever holds an address can do with it. */
 async function relay(): Promise<{ address: string; readonly acceptedSinceSwitch: number; switchTo(target: string): void; close(): Promise<void> }> {
@@ -155,7 +147,7 @@ describe("a node's credentials reach only its node (mutual TLS, real processes)"
     const stolen = createClient(NodeService, coord.address, { tls: tlsOf("gpu-1"), ...withToken(tokens.gpu1) });
     try {
       const bootEpoch = BigInt(Date.now());
-      const reg = await refusal(stolen.register({ nodeId: "gpu-1", address: gpu2.address, bootEpoch, version: "0", backends: ["backend-sim"] }, { timeoutMs: 20_000 }));
+      const reg = await refusedWith(stolen.register({ nodeId: "gpu-1", address: gpu2.address, bootEpoch, version: "0", backends: ["backend-sim"] }, { timeoutMs: 20_000 }));
       expect(reg).toMatchObject({ code: Code.PermissionDenied, details: { field: "address" } });
       expect(reg.rawMessage).toMatch(/serves node "gpu-2"'s certificate/);
       // Refused whole: gpu-1 is where it was.
@@ -164,7 +156,7 @@ describe("a node's credentials reach only its node (mutual TLS, real processes)"
       expect(after?.bootEpoch).toBe(before?.bootEpoch);
       // The rest of the attack, answered however the coordinator answers it.
       await stolen.heartbeat({ nodeId: "gpu-1", bootEpoch, sequence: 1n, backends: [] }, { timeoutMs: 20_000 }).catch(() => undefined);
-      await refusal(admin.loadModel({ model: "chat-large", nodeId: "gpu-1" }, { timeoutMs: 60_000 }));
+      await refusedWith(admin.loadModel({ model: "chat-large", nodeId: "gpu-1" }, { timeoutMs: 60_000 }));
     } finally {
       stolen.close();
     }
@@ -196,7 +188,7 @@ describe("a node's credentials reach only its node (mutual TLS, real processes)"
       // WatchBackends stream): the load below cannot race the old connection's end.
       await until("the coordinator dials gpu-1's address again", () => r.acceptedSinceSwitch > 0);
       // (chat-large is in its load-failure cooldown after the first attack.)
-      const e = await refusal(admin.loadModel({ model: "chat-medium", nodeId: "gpu-1" }, { timeoutMs: 60_000 }));
+      const e = await refusedWith(admin.loadModel({ model: "chat-medium", nodeId: "gpu-1" }, { timeoutMs: 60_000 }));
       expect(e.code, e.message).toBe(Code.PermissionDenied);
       expect(e.rawMessage).toMatch(/node "gpu-1".*issued to node "gpu-2"/);
       expect(await gpu2.liveBackends()).toEqual([]);

@@ -1,12 +1,14 @@
 import { readFile, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Code, WardenError } from "@warden/common";
+import type { WardenError } from "@warden/common";
+import { Code } from "@warden/common";
 import { createClient, type Client } from "@warden/grpc";
 import { AgentService, StartFailureCode, type StartBackendResponse } from "@warden/proto";
 import { leaderEpochFileName } from "../services/agent/src/leader-fence-store.js";
 import { liveTaggedSims, newIncarnation, pidAlive, randomPortRange, simCatalog, tempDir, uniqueTag } from "./support/agent-harness.js";
 import { startAgentProcess, writeAgentConfig, type AgentProcess } from "./support/agent-process.js";
+import { refusedWith } from "./support/refusal.js";
 
 // HA fencing against the agent as a real process: a command from a
 // leader epoch older than the newest the agent has seen is refused
@@ -35,15 +37,6 @@ async function start(client: Client<typeof AgentService>, incarnation: string, l
 async function inventory(client: Client<typeof AgentService>): Promise<{ leaderEpoch: bigint; backends: unknown[] }> {
   const r = await client.listBackends({}, { timeoutMs: 10_000 });
   return { leaderEpoch: r.leaderEpoch, backends: r.backends.map((b) => ({ incarnation: b.incarnation, pid: b.pid, address: b.address, state: b.state, stopRequested: b.stopRequested === undefined ? null : b.stopRequested.reason })) };
-}
-
-async function refusal(p: Promise<unknown>): Promise<WardenError> {
-  const err = await p.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(err).toBeInstanceOf(WardenError);
-  return err as WardenError;
 }
 
 function expectStale(e: WardenError, epoch: bigint, newest: bigint): void {
@@ -102,13 +95,13 @@ describe("agent leader-epoch fence", () => {
     expect(before.leaderEpoch).toBe(5n);
 
     // Older epochs — 4, and 0 now that a nonzero one was seen — are refused, whole.
-    expectStale(await refusal(a.client.stopBackend({ address, incarnation: inc, force: true, reason: "stale", leaderEpoch: 4n }, { timeoutMs: 10_000 })), 4n, 5n);
-    expectStale(await refusal(a.client.stopBackend({ address: zeroReady.value.address, incarnation: zero, force: true, reason: "stale", leaderEpoch: 0n }, { timeoutMs: 10_000 })), 0n, 5n);
+    expectStale(await refusedWith(a.client.stopBackend({ address, incarnation: inc, force: true, reason: "stale", leaderEpoch: 4n }, { timeoutMs: 10_000 })), 4n, 5n);
+    expectStale(await refusedWith(a.client.stopBackend({ address: zeroReady.value.address, incarnation: zero, force: true, reason: "stale", leaderEpoch: 0n }, { timeoutMs: 10_000 })), 0n, 5n);
     const other = newIncarnation();
-    expectStale(await refusal(start(a.client, other, 4n)), 4n, 5n);
+    expectStale(await refusedWith(start(a.client, other, 4n)), 4n, 5n);
     // A repeat of the accepted start from an older epoch cannot attach to it either.
-    expectStale(await refusal(start(a.client, inc, 3n)), 3n, 5n);
-    expectStale(await refusal(a.client.stopOrphan({ pid, address, force: true, reason: "stale", leaderEpoch: 1n }, { timeoutMs: 10_000 })), 1n, 5n);
+    expectStale(await refusedWith(start(a.client, inc, 3n)), 3n, 5n);
+    expectStale(await refusedWith(a.client.stopOrphan({ pid, address, force: true, reason: "stale", leaderEpoch: 1n }, { timeoutMs: 10_000 })), 1n, 5n);
     expect(await inventory(a.client)).toEqual(before);
     expect(await pidAlive(pid)).toBe(true);
     expect(await pidAlive(zeroReady.value.pid)).toBe(true);
@@ -120,7 +113,7 @@ describe("agent leader-epoch fence", () => {
     const b = await agent();
     const adopted = await inventory(b.client);
     expect(adopted).toEqual(before);
-    expectStale(await refusal(b.client.stopBackend({ address, incarnation: inc, force: true, reason: "stale", leaderEpoch: 4n }, { timeoutMs: 10_000 })), 4n, 5n);
+    expectStale(await refusedWith(b.client.stopBackend({ address, incarnation: inc, force: true, reason: "stale", leaderEpoch: 4n }, { timeoutMs: 10_000 })), 4n, 5n);
     expect(await inventory(b.client)).toEqual(before);
     expect(await pidAlive(pid)).toBe(true);
 
@@ -131,7 +124,7 @@ describe("agent leader-epoch fence", () => {
     expect(s2.outcome.case).toBe("stopped");
     expect(await pidAlive(pid)).toBe(false);
     expect((await inventory(b.client)).leaderEpoch).toBe(7n);
-    expectStale(await refusal(start(b.client, newIncarnation(), 5n)), 5n, 7n);
+    expectStale(await refusedWith(start(b.client, newIncarnation(), 5n)), 5n, 7n);
     b.client.close();
     await b.proc.terminate();
   });
@@ -221,10 +214,10 @@ describe("agent leader-epoch fence", () => {
     const { address, pid } = ready.value;
 
     // An older epoch: refused before anything reaches the backend.
-    expectStale(await refusal(client.freeBackend({ incarnation: inc, address, leaderEpoch: 4n }, { timeoutMs: 10_000 })), 4n, 5n);
+    expectStale(await refusedWith(client.freeBackend({ incarnation: inc, address, leaderEpoch: 4n }, { timeoutMs: 10_000 })), 4n, 5n);
     expect(await frees()).toBe(0);
     // Another address than the agent's record: INVALID_ARGUMENT naming the field, nothing freed.
-    const wrong = await refusal(client.freeBackend({ incarnation: inc, address: "127.0.0.1:1", leaderEpoch: 5n }, { timeoutMs: 10_000 }));
+    const wrong = await refusedWith(client.freeBackend({ incarnation: inc, address: "127.0.0.1:1", leaderEpoch: 5n }, { timeoutMs: 10_000 }));
     expect(wrong.code).toBe(Code.InvalidArgument);
     expect(wrong.details).toMatchObject({ field: "address" });
     expect(await frees()).toBe(0);
@@ -239,7 +232,7 @@ describe("agent leader-epoch fence", () => {
     const unknown = await client.freeBackend({ incarnation: newIncarnation(), address, leaderEpoch: 6n }, { timeoutMs: 10_000 });
     expect(unknown.outcome.case).toBe("alreadyGone");
     expect((await inventory(client)).leaderEpoch).toBe(6n);
-    expectStale(await refusal(client.freeBackend({ incarnation: inc, address, leaderEpoch: 5n }, { timeoutMs: 10_000 })), 5n, 6n);
+    expectStale(await refusedWith(client.freeBackend({ incarnation: inc, address, leaderEpoch: 5n }, { timeoutMs: 10_000 })), 5n, 6n);
     expect(await frees()).toBe(1);
 
     expect((await client.stopBackend({ address, incarnation: inc, force: true, reason: "done", leaderEpoch: 6n }, { timeoutMs: 30_000 })).outcome.case).toBe("stopped");

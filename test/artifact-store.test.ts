@@ -10,21 +10,16 @@ import { mkdir, mkdtemp, readFile, rm, symlink, writeFile } from "node:fs/promis
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Code, WardenError } from "@warden/common";
+import { Code } from "@warden/common";
 import { createClient, type Client } from "@warden/grpc";
 import { AdminService, ArtifactStoreService, InstanceState, NodeState } from "@warden/proto";
 import { simModel, startTestCoordinator, until, type TestCoordinator } from "./support/coordinator-harness.js";
 import { liveRemoteAgents, startRemoteAgent, type RemoteAgent } from "./support/agent-process.js";
 import { withToken, writeTokensFile } from "./support/auth-tokens.js";
 import { bytesOf, sha256Hex } from "./support/artifact-server.js";
+import { refusedWith } from "./support/refusal.js";
 
 const tag = `artifact-store-${String(process.pid)}-${String(Date.now())}`;
-
-async function refusal(p: Promise<unknown>): Promise<WardenError> {
-  const err = await p.then(() => undefined, (e: unknown) => e);
-  expect(err).toBeInstanceOf(WardenError);
-  return err as WardenError;
-}
 
 async function readAll(client: Client<typeof ArtifactStoreService>, nodeId: string, path: string, offset = 0n): Promise<{ offsets: bigint[]; total: bigint; data: Buffer }> {
   const parts: Buffer[] = [];
@@ -86,7 +81,7 @@ describe("artifact store", () => {
   }, 90_000);
 
   it("a store path that is not there fails the load naming the artifact, with ARTIFACT_NOT_FOUND", async () => {
-    const err = await refusal(admin.loadModel({ model: "missing", nodeId: "gpu-1" }, { timeoutMs: 60_000 }));
+    const err = await refusedWith(admin.loadModel({ model: "missing", nodeId: "gpu-1" }, { timeoutMs: 60_000 }));
     expect(err.rawMessage).toContain(`artifact "gone.bin" (sha256 ${"2".repeat(64)}, source store:llama/gone.bin): the coordinator's store has no "llama/gone.bin"`);
     // the agent's typed code, in its log of the failed start
     await until("start failed logged", () => gpu1.proc.lines.some((l) => l.includes('"start failed"') && l.includes('"code":"ARTIFACT_NOT_FOUND"')));
@@ -103,7 +98,7 @@ describe("artifact store", () => {
       // at the end: one empty chunk that still names the size
       const end = await readAll(client, "gpu-1", "llama/m.bin", BigInt(body.length));
       expect(end).toEqual({ offsets: [BigInt(body.length)], total: BigInt(body.length), data: Buffer.alloc(0) });
-      expect(await refusal(readAll(client, "gpu-1", "llama/m.bin", BigInt(body.length) + 1n))).toMatchObject({ code: Code.OutOfRange, details: { field: "offset" } });
+      expect(await refusedWith(readAll(client, "gpu-1", "llama/m.bin", BigInt(body.length) + 1n))).toMatchObject({ code: Code.OutOfRange, details: { field: "offset" } });
     } finally {
       client.close();
     }
@@ -116,14 +111,14 @@ describe("artifact store", () => {
     const anonymous = createClient(ArtifactStoreService, tc.c.address);
     try {
       for (const p of ["../outside.txt", "llama/../../outside.txt", "/etc/passwd", "llama\\m.bin", ""]) {
-        expect(await refusal(readAll(node, "gpu-1", p)), p).toMatchObject({ code: Code.InvalidArgument, details: { field: "path" } });
+        expect(await refusedWith(readAll(node, "gpu-1", p)), p).toMatchObject({ code: Code.InvalidArgument, details: { field: "path" } });
       }
-      expect(await refusal(readAll(node, "gpu-1", "escape"))).toMatchObject({ code: Code.PermissionDenied, details: { field: "path" } });
-      expect(await refusal(readAll(node, "gpu-1", "llama/none.bin"))).toMatchObject({ code: Code.NotFound });
-      expect(await refusal(readAll(node, "gpu-1", "llama"))).toMatchObject({ code: Code.NotFound });
-      expect(await refusal(readAll(other, "gpu-1", "llama/m.bin"))).toMatchObject({ code: Code.PermissionDenied, details: { field: "node_id" } });
-      expect((await refusal(readAll(adminStore, "gpu-1", "llama/m.bin"))).code).toBe(Code.PermissionDenied);
-      expect((await refusal(readAll(anonymous, "gpu-1", "llama/m.bin"))).code).toBe(Code.Unauthenticated);
+      expect(await refusedWith(readAll(node, "gpu-1", "escape"))).toMatchObject({ code: Code.PermissionDenied, details: { field: "path" } });
+      expect(await refusedWith(readAll(node, "gpu-1", "llama/none.bin"))).toMatchObject({ code: Code.NotFound });
+      expect(await refusedWith(readAll(node, "gpu-1", "llama"))).toMatchObject({ code: Code.NotFound });
+      expect(await refusedWith(readAll(other, "gpu-1", "llama/m.bin"))).toMatchObject({ code: Code.PermissionDenied, details: { field: "node_id" } });
+      expect((await refusedWith(readAll(adminStore, "gpu-1", "llama/m.bin"))).code).toBe(Code.PermissionDenied);
+      expect((await refusedWith(readAll(anonymous, "gpu-1", "llama/m.bin"))).code).toBe(Code.Unauthenticated);
     } finally {
       node.close();
       other.close();

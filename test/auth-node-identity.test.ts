@@ -11,25 +11,17 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Code, WardenError, createUlidFactory, cryptoRng, systemClock } from "@warden/common";
+import { Code, createUlidFactory, cryptoRng, systemClock } from "@warden/common";
 import { GrpcServer, createClient, guardService, type Client } from "@warden/grpc";
 import { AdminService, Backend, BackendState, InferenceService, InstanceState, NodeService, NodeState, type PredictOptions } from "@warden/proto";
 import { createBackendSim, parseSimEnv } from "../services/backend-sim/src/index.js";
 import { simModel, startTestCoordinator, until, type TestCoordinator } from "./support/coordinator-harness.js";
 import { liveRemoteAgents, startRemoteAgent, type RemoteAgent } from "./support/agent-process.js";
 import { withToken, writeTokensFile } from "./support/auth-tokens.js";
+import { refusedWith } from "./support/refusal.js";
 
 const tag = `auth-identity-${String(process.pid)}-${String(Date.now())}`;
 const newIncarnation = createUlidFactory(systemClock, cryptoRng);
-
-async function refusal(p: Promise<unknown>): Promise<WardenError> {
-  const err = await p.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(err).toBeInstanceOf(WardenError);
-  return err as WardenError;
-}
 
 /** An attacker's backend: a real backend-sim served in this process, recording every prompt it is sent. */
 async function capturingBackend(): Promise<{ address: string; prompts: string[]; close(): Promise<void> }> {
@@ -84,12 +76,12 @@ describe("auth: node identity", () => {
     const inference = createClient(InferenceService, tc.c.address, withToken(tokens.admin));
     try {
       const claim = { nodeId: "evil", bootEpoch: 1n, sequence: 1n, backends: [{ incarnation: newIncarnation(), model: "other", address: evil.address, pid: 4242, state: BackendState.READY, backend: "backend-sim" }] };
-      expect((await refusal(anonymous.register({ nodeId: "evil", address: evil.address, bootEpoch: 1n }))).code).toBe(Code.Unauthenticated);
-      expect((await refusal(anonymous.heartbeat(claim))).code).toBe(Code.Unauthenticated);
+      expect((await refusedWith(anonymous.register({ nodeId: "evil", address: evil.address, bootEpoch: 1n }))).code).toBe(Code.Unauthenticated);
+      expect((await refusedWith(anonymous.heartbeat(claim))).code).toBe(Code.Unauthenticated);
       // Another node's token does not make its holder "evil" (or anyone but gpu-2).
-      const bound = await refusal(otherNode.register({ nodeId: "evil", address: evil.address, bootEpoch: 1n }));
+      const bound = await refusedWith(otherNode.register({ nodeId: "evil", address: evil.address, bootEpoch: 1n }));
       expect(bound).toMatchObject({ code: Code.PermissionDenied, details: { field: "node_id" } });
-      expect((await refusal(otherNode.heartbeat(claim))).code).toBe(Code.PermissionDenied);
+      expect((await refusedWith(otherNode.heartbeat(claim))).code).toBe(Code.PermissionDenied);
       expect((await admin.listNodes({})).nodes.map((n) => n.nodeId)).toEqual(["gpu-1"]);
 
       const r = await inference.predict({ model: "other", options: { Prompt: "the secret prompt", Tokens: 2 } }, { timeoutMs: 60_000 });
@@ -110,10 +102,10 @@ describe("auth: node identity", () => {
     const otherNode = createClient(NodeService, tc.c.address, withToken(tokens.gpu2));
     const stolen = createClient(NodeService, tc.c.address, withToken(tokens.gpu1));
     try {
-      expect((await refusal(anonymous.heartbeat(forged))).code).toBe(Code.Unauthenticated);
-      expect(await refusal(otherNode.heartbeat(forged))).toMatchObject({ code: Code.PermissionDenied, details: { field: "node_id" } });
+      expect((await refusedWith(anonymous.heartbeat(forged))).code).toBe(Code.Unauthenticated);
+      expect(await refusedWith(otherNode.heartbeat(forged))).toMatchObject({ code: Code.PermissionDenied, details: { field: "node_id" } });
       // Even gpu-1's own credential cannot jump the sequence out of bounds.
-      expect(await refusal(stolen.heartbeat(forged))).toMatchObject({ code: Code.InvalidArgument, details: { field: "sequence" } });
+      expect(await refusedWith(stolen.heartbeat(forged))).toMatchObject({ code: Code.InvalidArgument, details: { field: "sequence" } });
     } finally {
       anonymous.close();
       otherNode.close();
@@ -131,7 +123,7 @@ describe("auth: node identity", () => {
     try {
       await gpu2.register({ nodeId: "gpu-2", address: "127.0.0.1:9", bootEpoch: 1n });
       const exited = { incarnation, model: "small", address: "127.0.0.1:9", pid: 1, state: BackendState.EXITED, backend: "backend-sim" };
-      const e = await refusal(gpu2.heartbeat({ nodeId: "gpu-2", bootEpoch: 1n, sequence: 1n, backends: [{ ...exited, incarnation: newIncarnation(), state: BackendState.READY }, exited] }));
+      const e = await refusedWith(gpu2.heartbeat({ nodeId: "gpu-2", bootEpoch: 1n, sequence: 1n, backends: [{ ...exited, incarnation: newIncarnation(), state: BackendState.READY }, exited] }));
       expect(e).toMatchObject({ code: Code.PermissionDenied, details: { field: "backends[1].incarnation" } });
       // Refused whole: nothing of it was applied (no inventory yet, the other entry not adopted).
       expect(tc.c.nodes.get("gpu-2")?.inventory).toBeUndefined();

@@ -13,6 +13,7 @@ import { cliHaStatus } from "./support/ha-coordinator-process.js";
 import { holderOf, startHaFleet, type HaFleet, type HaFleetMember, type HaMemberOptions } from "./support/ha-fleet.js";
 import { startNatsCluster, type NatsClusterHandle } from "./support/nats-cluster.js";
 import { storedEvents } from "./support/audit-stream-reader.js";
+import { refusedWith } from "./support/refusal.js";
 
 let fleet: HaFleet;
 const clients: { close(): void }[] = [];
@@ -45,15 +46,6 @@ function adminOf(addr: string): Client<typeof AdminService> {
 
 async function haStatus(addr: string): Promise<Awaited<ReturnType<Client<typeof AdminService>["getHaStatus"]>> | undefined> {
   return adminOf(addr).getHaStatus({}, { timeoutMs: 5_000 }).catch(() => undefined);
-}
-
-async function refusal(p: Promise<unknown>): Promise<WardenError> {
-  const e = await p.then(
-    () => undefined,
-    (err: unknown) => err,
-  );
-  expect(e).toBeInstanceOf(WardenError);
-  return e as WardenError;
 }
 
 describe("HA runner: warden coordinator --ha", { timeout: 180_000 }, () => {
@@ -112,12 +104,12 @@ describe("HA runner: warden coordinator --ha", { timeout: 180_000 }, () => {
     const epoch1 = BigInt(sl["epoch"] as string);
 
     // The standby refuses Admin and Inference with the leader's address.
-    const e1 = await refusal(adminOf(standby.address).listModels({}, { timeoutMs: 5_000 }));
+    const e1 = await refusedWith(adminOf(standby.address).listModels({}, { timeoutMs: 5_000 }));
     expect(e1.code).toBe(Code.Unavailable);
     expect(leaderAddressOf(e1)).toBe(leader.address);
     const inf = createClient(InferenceService, standby.address);
     clients.push(inf);
-    const e2 = await refusal(inf.predict({ model: "m", options: { Prompt: "hi" } }, { timeoutMs: 5_000 }));
+    const e2 = await refusedWith(inf.predict({ model: "m", options: { Prompt: "hi" } }, { timeoutMs: 5_000 }));
     expect(leaderAddressOf(e2)).toBe(leader.address);
     const health = createClient(Health, standby.address);
     clients.push(health);

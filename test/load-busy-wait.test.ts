@@ -11,7 +11,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Code, WardenError } from "@warden/common";
+import { Code } from "@warden/common";
 import { createClient, type Client } from "@warden/grpc";
 import { AdminService, InferenceService, InstanceState, LoadJobPhase, LoadJobState, NodeState, type Event, type LoadJob } from "@warden/proto";
 import { simModel, until } from "./support/coordinator-harness.js";
@@ -19,6 +19,7 @@ import { uniqueTag } from "./support/agent-harness.js";
 import { startCoordinatorProcess, type CoordinatorProcess } from "./support/coordinator-process.js";
 import { startRemoteAgent, type RemoteAgent } from "./support/agent-process.js";
 import { freePort } from "./support/free-port.js";
+import { refusedWith } from "./support/refusal.js";
 
 const root = resolve(import.meta.dirname, "..");
 const cliMain = join(root, "services", "cli", "src", "main.ts");
@@ -37,15 +38,6 @@ function warden(args: string[]): Promise<{ code: number | null; stdout: string; 
       done({ code, stdout, stderr });
     });
   });
-}
-
-async function refusal(p: Promise<unknown>): Promise<WardenError> {
-  try {
-    await p;
-  } catch (err) {
-    return WardenError.from(err);
-  }
-  throw new Error("expected a refusal");
 }
 
 let dir = "";
@@ -101,7 +93,7 @@ afterAll(async () => {
 
 describe("a load whose room a busy instance holds: not now, one answer everywhere (real coordinator, agent, HTTP and CLI)", { timeout: 240_000 }, () => {
   it("gRPC: a waiting job naming the busy instance, then UNAVAILABLE after loadWait with the reason; load.waiting then load.failed; the busy instance untouched", async () => {
-    const load = refusal(admin!.loadModel({ model: "next" }, { timeoutMs: 120_000 }));
+    const load = refusedWith(admin!.loadModel({ model: "next" }, { timeoutMs: 120_000 }));
     const job = await until("next waiting", async () => {
       const j = await jobOf("next");
       return j?.state === LoadJobState.WAITING ? j : undefined;

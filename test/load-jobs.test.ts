@@ -13,7 +13,8 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir, totalmem } from "node:os";
 import { join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Code, WardenError } from "@warden/common";
+import type { WardenError } from "@warden/common";
+import { Code } from "@warden/common";
 import { createClient, type Client } from "@warden/grpc";
 import { AdminService, LoadJobPhase, LoadJobState, NodeState, type Event, type LoadJob } from "@warden/proto";
 import { simModel, until } from "./support/coordinator-harness.js";
@@ -21,6 +22,7 @@ import { uniqueTag } from "./support/agent-harness.js";
 import { startCoordinatorProcess, type CoordinatorProcess } from "./support/coordinator-process.js";
 import { startRemoteAgent, type RemoteAgent } from "./support/agent-process.js";
 import { freePort } from "./support/free-port.js";
+import { refusedWith } from "./support/refusal.js";
 
 const root = resolve(import.meta.dirname, "..");
 const cliMain = join(root, "services", "cli", "src", "main.ts");
@@ -31,16 +33,12 @@ function warden(args: string[]): { code: number | null; stdout: string; stderr: 
 }
 
 /** The load's refusal; a load that succeeded fails the test naming where it ran and every node the coordinator knows. */
-async function refusal(c: Cluster, p: Promise<unknown>): Promise<WardenError> {
-  let answer: unknown;
-  try {
-    answer = await p;
-  } catch (err) {
-    return WardenError.from(err);
-  }
-  const nodes = (await c.admin.listNodes({})).nodes.map((n) => ({ nodeId: n.nodeId, state: n.state, labels: n.labels, address: n.address }));
-  const show = (v: unknown): string => JSON.stringify(v, (_k, x: unknown) => (typeof x === "bigint" ? String(x) : x));
-  throw new Error(`expected a refusal, got ${show(answer)}; nodes: ${show(nodes)}; coordinator log tail: ${show(c.coord.logLines.slice(-30))}`);
+/** A refused load; if it was accepted, the failure names every node the coordinator knows and its last log lines. */
+function refusal(c: Cluster, p: Promise<unknown>): Promise<WardenError> {
+  return refusedWith(p, async () => {
+    const nodes = (await c.admin.listNodes({})).nodes.map((n) => ({ nodeId: n.nodeId, state: n.state, labels: n.labels, address: n.address }));
+    return `nodes: ${JSON.stringify(nodes)}; coordinator log tail: ${JSON.stringify(c.coord.logLines.slice(-30))}`;
+  });
 }
 
 /** One coordinator with one remote agent, and a WatchEvents watcher collecting every event from the start. */

@@ -12,7 +12,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Code, WardenError } from "@warden/common";
+import { Code } from "@warden/common";
 import { createClient } from "@warden/grpc";
 import { AdminService, InferenceService, NodeState } from "@warden/proto";
 import { simModel, until } from "./support/coordinator-harness.js";
@@ -20,6 +20,7 @@ import { uniqueTag } from "./support/agent-harness.js";
 import { startCoordinatorProcess, type CoordinatorProcess } from "./support/coordinator-process.js";
 import { startRemoteAgent, type RemoteAgent } from "./support/agent-process.js";
 import { freePort } from "./support/free-port.js";
+import { refusedWith } from "./support/refusal.js";
 
 const root = resolve(import.meta.dirname, "..");
 const cliMain = join(root, "services", "cli", "src", "main.ts");
@@ -27,15 +28,6 @@ const cliMain = join(root, "services", "cli", "src", "main.ts");
 function warden(args: string[]): { code: number | null; stdout: string; stderr: string } {
   const r = spawnSync(process.execPath, ["--import", "tsx", cliMain, ...args], { cwd: root, env: { ...process.env, NO_COLOR: "1" }, encoding: "utf8", timeout: 120_000 });
   return { code: r.status, stdout: r.stdout, stderr: r.stderr };
-}
-
-async function refusal(p: Promise<unknown>): Promise<WardenError> {
-  try {
-    await p;
-  } catch (err) {
-    return WardenError.from(err);
-  }
-  throw new Error("expected a refusal");
 }
 
 let dir = "";
@@ -76,11 +68,11 @@ describe("a load no node can take now: one answer everywhere (real coordinator, 
     const admin = createClient(AdminService, coord!.address);
     const inference = createClient(InferenceService, coord!.address);
     try {
-      const load = await refusal(admin.loadModel({ model: "m" }, { timeoutMs: 60_000 }));
+      const load = await refusedWith(admin.loadModel({ model: "m" }, { timeoutMs: 60_000 }));
       expect(load.code, load.message).toBe(Code.Unavailable);
       expect(load.rawMessage).toContain("node is draining");
       expect(String(load.details["reason"])).toContain("node is draining");
-      const call = await refusal(inference.predict({ model: "m", options: { Prompt: "hi", Tokens: 1 } }, { timeoutMs: 60_000 }));
+      const call = await refusedWith(inference.predict({ model: "m", options: { Prompt: "hi", Tokens: 1 } }, { timeoutMs: 60_000 }));
       expect(call.code, call.message).toBe(Code.Unavailable);
       expect(call.rawMessage).toContain("node is draining");
     } finally {

@@ -5,6 +5,7 @@ import { abortReason, invalidArgument, type WardenError } from "@warden/common";
 import { fromGrpcError } from "./codes.js";
 import { H2Connection } from "./h2-connection.js";
 import { unresponsiveError, watchPeer, whenPeerAnswers } from "./peer-liveness.js";
+import { lazyMethods } from "./lazy-methods.js";
 import { methodDefinition } from "./service-definition.js";
 import type { CallOptions, Client } from "./types.js";
 import { defaultMaxMessageBytes } from "./limits.js";
@@ -279,27 +280,22 @@ export function createClient<T extends DescService>(svc: T, address: string, opt
     ...options.channelOptions,
   });
   const probe = new LivenessProbe(address, options);
-  const out: Record<string, unknown> = {
+  const base = {
     close() {
       client.close();
       probe.close();
     },
   };
-  for (const m of svc.methods) {
+  return lazyMethods(svc, base, (m) => {
     switch (m.methodKind) {
       case "unary":
-        out[m.localName] = unaryCall(client, m, options.headers, probe);
-        break;
+        return unaryCall(client, m, options.headers, probe);
       case "server_streaming":
-        out[m.localName] = serverStreamCall(client, m, options.headers, probe);
-        break;
+        return serverStreamCall(client, m, options.headers, probe);
       case "bidi_streaming":
-        out[m.localName] = bidiCall(client, m, options.headers);
-        break;
+        return bidiCall(client, m, options.headers);
       case "client_streaming":
-        out[m.localName] = clientStreamCall(client, m, options.headers);
-        break;
+        return clientStreamCall(client, m, options.headers);
     }
-  }
-  return out as Client<T>;
+  }) as Client<T>;
 }

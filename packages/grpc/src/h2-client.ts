@@ -3,6 +3,7 @@ import { Code, WardenError } from "@warden/common";
 import { startCall } from "./h2-client-call.js";
 import { H2Connection } from "./h2-connection.js";
 import { defaultMaxMessageBytes } from "./limits.js";
+import { lazyMethods } from "./lazy-methods.js";
 import { methodPath } from "./service-definition.js";
 import type { CallOptions, Client } from "./types.js";
 import type { ClientTls } from "./tls-material.js";
@@ -127,7 +128,7 @@ export function createH2Client<T extends DescService>(svc: T, address: string, o
   const conn = new H2Connection(address, options.tls, options.headers);
   const maxReceive = options.maxReceiveMessageBytes ?? defaultMaxMessageBytes;
   const maxSend = options.maxSendMessageBytes ?? defaultMaxMessageBytes;
-  const out: Record<string, unknown> = {
+  const base = {
     close() {
       conn.close();
     },
@@ -138,18 +139,15 @@ export function createH2Client<T extends DescService>(svc: T, address: string, o
       return replyStream(conn, address, methodPath(method), requests, opts, maxReceive, maxSend, asBytes) as AsyncIterable<Uint8Array>;
     },
   };
-  for (const m of svc.methods) {
-    if (m.methodKind === "unary") out[m.localName] = unaryMethod(conn, address, m, maxReceive, maxSend);
-    else if (m.methodKind === "server_streaming") out[m.localName] = serverStreamMethod(conn, address, m, maxReceive, maxSend);
-    else {
-      // Streaming requests go raw through `streamBytes`; a typed call says so rather than failing construction.
-      const why = `createH2Client's typed methods are unary and server-streaming; ${m.parent.typeName}.${m.name} is ${m.methodKind}`;
-      out[m.localName] = () => {
-        throw new WardenError(Code.Unimplemented, why);
-      };
-    }
-  }
-  return out as H2Client<T>;
+  return lazyMethods(svc, base, (m) => {
+    if (m.methodKind === "unary") return unaryMethod(conn, address, m, maxReceive, maxSend);
+    if (m.methodKind === "server_streaming") return serverStreamMethod(conn, address, m, maxReceive, maxSend);
+    // Streaming requests go raw through `streamBytes`; a typed call says so rather than failing construction.
+    const why = `createH2Client's typed methods are unary and server-streaming; ${m.parent.typeName}.${m.name} is ${m.methodKind}`;
+    return () => {
+      throw new WardenError(Code.Unimplemented, why);
+    };
+  }) as H2Client<T>;
 }
 
 /** The lean client: the typed methods, plus a unary call on already-encoded bytes (a proxy's pass-through). */

@@ -11,13 +11,30 @@ function deserializer(schema: DescMessage) {
   return (bytes: Buffer): object => fromBinary(schema, bytes);
 }
 
-/** The grpc-js path of a method, e.g. `/warden.v1.AgentService/StopBackend`. */
+const paths = new WeakMap<DescMethod, string>();
+const definitions = new WeakMap<DescMethod, MethodDefinition<unknown, object>>();
+
+/** The grpc-js path of a method, e.g. `/warden.v1.AgentService/StopBackend` (one string per method, kept: clients and the proxy hop ask per call). */
 export function methodPath(method: DescMethod): string {
-  return `/${method.parent.typeName}/${method.name}`;
+  let path = paths.get(method);
+  if (path === undefined) {
+    path = `/${method.parent.typeName}/${method.name}`;
+    paths.set(method, path);
+  }
+  return path;
 }
 
-/** The grpc-js MethodDefinition for one protobuf-es method. */
+/** The grpc-js MethodDefinition for one protobuf-es method: made once per method and shared (nothing mutates it), not once per client. */
 export function methodDefinition(method: DescMethod): MethodDefinition<unknown, object> {
+  let def = definitions.get(method);
+  if (def === undefined) {
+    def = newMethodDefinition(method);
+    definitions.set(method, def);
+  }
+  return def;
+}
+
+function newMethodDefinition(method: DescMethod): MethodDefinition<unknown, object> {
   return {
     path: methodPath(method),
     requestStream: method.methodKind === "client_streaming" || method.methodKind === "bidi_streaming",

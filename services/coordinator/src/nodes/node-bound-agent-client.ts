@@ -1,5 +1,6 @@
 import { WardenError } from "@warden/common";
-import { nodeMismatchOf } from "@warden/grpc";
+import { lazyMethods, nodeMismatchOf } from "@warden/grpc";
+import { AgentService } from "@warden/proto";
 import type { AgentClient } from "./grpc-agent-connector.js";
 
 /** The typed node-certificate refusal when `err` is one, else `err` as it came. */
@@ -24,18 +25,14 @@ async function* mapped(stream: AsyncIterable<unknown>, nodeId: string, address: 
  * outage. Every other error passes unchanged.
  */
 export function nodeBoundAgentClient(client: AgentClient, nodeId: string, address: string): AgentClient {
-  const out: Record<string, unknown> = {};
-  for (const [name, fn] of Object.entries(client as unknown as Record<string, unknown>)) {
-    if (typeof fn !== "function" || name === "close") {
-      out[name] = fn;
-      continue;
-    }
-    out[name] = (...args: unknown[]): unknown => {
-      const r: unknown = (fn as (...a: unknown[]) => unknown)(...args);
+  const methods = client as unknown as Record<string, unknown>;
+  return lazyMethods(AgentService, { close: methods["close"] }, (m) => {
+    const name = m.localName;
+    return (...args: unknown[]): unknown => {
+      const r: unknown = (methods[name] as (...a: unknown[]) => unknown)(...args);
       if (r instanceof Promise) return r.catch((err: unknown) => Promise.reject(plain(err, nodeId, address)));
       if (typeof r === "object" && r !== null && Symbol.asyncIterator in r) return mapped(r as AsyncIterable<unknown>, nodeId, address);
       return r;
     };
-  }
-  return out as unknown as AgentClient;
+  }) as AgentClient;
 }

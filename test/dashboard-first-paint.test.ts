@@ -2,7 +2,9 @@
  * The dashboard's first paint from a cold cache with 100 nodes and 1 000
  * instances in the state (test/support/first-paint-rig.ts): a fresh browser
  * context (no cache, no storage) renders the first window of node cards with
- * every instance row, the counts by state and the Models page's ten models.
+ * every instance row, the counts by state and the Models page's ten models,
+ * the cards in view laid out and shown (off-screen cards skip layout until
+ * scrolled to, and show when they are).
  * Content only; how long it takes is test/bench/dashboard-paint.bench.ts's.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -35,6 +37,17 @@ describe("dashboard first paint at 100 nodes / 1 000 instances", () => {
         expect(new Set(await attributes(page, `[data-node-id="${id}"] tr[data-incarnation]`, "data-kind"))).toEqual(new Set(["ready"]));
       }
       expect(await page.locator("[data-node-id] tr[data-incarnation]").count()).toBe(250);
+      expect(await page.textContent("#page-info")).toBe(`1–25 of ${String(paintNodes)}`);
+      // Painted, not only in the document: the cards in view are laid out (off-screen ones may skip layout until scrolled to).
+      const first = page.locator(`[data-node-id="${paintNodeId(0)}"]`);
+      expect(await first.isVisible()).toBe(true);
+      expect((await first.boundingBox())?.height ?? 0).toBeGreaterThan(100);
+      expect(await first.locator('tr[data-model="m0"] td.model').textContent()).toBe("m0");
+      expect(await first.locator('tr[data-model="m0"] [data-kind="ready"]').isVisible()).toBe(true);
+      // The last card of the window is there when scrolled to, rows and all.
+      // (The panel is redrawn from each fresh snapshot, so the card is found again each time it is asked about.)
+      await page.mouse.wheel(0, 100_000);
+      await expect.poll(() => page.locator(`[data-node-id="${paintNodeId(24)}"] tr[data-model="m9"]`).isVisible(), { timeout: domDeadlineMs }).toBe(true);
       await page.goto(`${rig.url}/#/models`, { waitUntil: "domcontentloaded" });
       for (const m of paintModels) await page.waitForSelector(`#models tr[data-model="${m}"]`, { timeout: domDeadlineMs });
       expect(await page.locator("#models tr[data-model]").count()).toBe(paintModels.length);

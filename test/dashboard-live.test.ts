@@ -4,7 +4,9 @@
  * busy state is pushed as its calls begin and end (a `busy` frame on the
  * stream, not the next snapshot), and the page shows it; a backend's logs
  * on its instance's row (GetInstanceLogs, operator only); the Plots page's
- * charts from the coordinator's metrics ring, moving when calls flow.
+ * charts from the coordinator's metrics ring, moving when calls flow (calls,
+ * latency, tokens per second, the admission queue) and each GPU's memory
+ * (the node's agent reads a stand-in nvidia-smi: two GPUs).
  */
 import { spawn } from "node:child_process";
 import { join, resolve } from "node:path";
@@ -40,9 +42,11 @@ function warden(args: string[], token: string): Promise<{ code: number; stdout: 
 const slow = simModel("slow", { memoryEstimate: "256MiB", knobs: { predict_delay_ms: 60_000 } });
 /** Calls that answer at once, to make the plots move. */
 const quick = simModel("quick", { memoryEstimate: "256MiB" });
+/** One call at a time through admission, each held a minute: the next ones wait in its queue. */
+const gated = { ...simModel("gated", { memoryEstimate: "256MiB", knobs: { predict_delay_ms: 60_000 } }), replicas: { targetInFlight: 1 }, admission: { maxInFlightPerReplica: 1 } };
 
 beforeAll(async () => {
-  rig = await startDashboardRig({ extraModels: [slow, quick] });
+  rig = await startDashboardRig({ extraModels: [slow, quick, gated], fakeGpus: true });
 }, 120_000);
 
 afterAll(async () => {
@@ -202,6 +206,45 @@ describe("dashboard live details in a real browser", () => {
     } finally {
       flowing.on = false;
       await flow;
+      await page.close();
+    }
+  }, 240_000);
+
+  it("plots: tokens per second move while calls flow, the admission queue while calls wait, and each GPU's memory is drawn beside its node's", async () => {
+    const page = await rig.browser.newPage();
+    await useToken(page, rig.tokens.viewer);
+    await rig.admin.loadModel({ model: "quick" }, { timeoutMs: domDeadlineMs });
+    await rig.admin.loadModel({ model: "gated" }, { timeoutMs: domDeadlineMs });
+    const flowing = { on: true };
+    const flow = (async () => {
+      while (flowing.on) {
+        await fetch(`${rig.url}/v1/completions`, { method: "POST", headers: { "content-type": "application/json", authorization: `Bearer ${rig.tokens.inference}` }, body: JSON.stringify({ model: "quick", prompt: "hi", max_tokens: 2 }) }).then((r) => r.text()).catch(() => undefined);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    })();
+    // One call holds gated's only place; two more wait in its queue until the test ends them.
+    const held = [holdCall("gated"), holdCall("gated"), holdCall("gated")];
+    try {
+      await page.goto(`${rig.url}/#/plots`, { waitUntil: "domcontentloaded" });
+      await page.waitForSelector('#page-plots:not([hidden])', { timeout: domDeadlineMs });
+      // Attached, not visible: a flat line (a queue steady at 2) has no height.
+      await page.waitForSelector('figure[data-plot="tokens"] path[data-series="quick"]:not([data-max="0"])', { state: "attached", timeout: domDeadlineMs });
+      await page.waitForSelector('figure[data-plot="queued"] path[data-series="gated"]:not([data-max="0"])', { state: "attached", timeout: domDeadlineMs });
+      // Two wait at most (one holds the place): a sample may catch the third on its way in, never more.
+      const waited = Number(await page.getAttribute('figure[data-plot="queued"] path[data-series="gated"]', "data-max"));
+      expect(waited).toBeGreaterThanOrEqual(1);
+      expect(waited).toBeLessThanOrEqual(2);
+      // Calls that never wait draw a flat zero queue.
+      expect(await page.getAttribute('figure[data-plot="queued"] path[data-series="quick"]', "data-max")).toBe("0");
+      // The stand-in GPUs: 1 and 2 GiB used of 80 each, one line each, beside the node's chart.
+      expect(await page.locator('figure[data-plot="memory-local"]').count()).toBe(1);
+      await page.waitForSelector('figure[data-plot="gpus-local"] path[data-series="GPU 1 of 80.0 GiB"]', { state: "attached", timeout: domDeadlineMs });
+      expect(Number(await page.getAttribute('figure[data-plot="gpus-local"] path[data-series="GPU 0 of 80.0 GiB"]', "data-max"))).toBe(1024 * 1024 * 1024);
+      expect(Number(await page.getAttribute('figure[data-plot="gpus-local"] path[data-series="GPU 1 of 80.0 GiB"]', "data-max"))).toBe(2 * 1024 * 1024 * 1024);
+    } finally {
+      flowing.on = false;
+      for (const h of held) h.stop();
+      await Promise.all([flow, ...held.map((h) => h.done)]);
       await page.close();
     }
   }, 240_000);

@@ -5,7 +5,7 @@
  * (/usr/bin/chromium, installed by .ci/run), driven by playwright-core; no
  * browser is ever downloaded.
  */
-import { mkdtemp, rm } from "node:fs/promises";
+import { chmod, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -39,7 +39,25 @@ export interface DashboardRig {
 export const groupedModels = [simModel("chat-a", { groups: ["gpu0"], memoryEstimate: "2GiB" }), simModel("chat-b", { groups: ["gpu0"], memoryEstimate: "3GiB" }), simModel("embed-small", { memoryEstimate: "512MiB" }), simModel("broken", { memoryEstimate: "256MiB", knobs: { exit_code: 3 } })];
 
 /** Starts `warden up` (auth on, HTTP listener on a free port, embedded agent) and a browser on its dashboard as an operator. */
-export async function startDashboardRig(o: { readonly extraModels?: readonly Record<string, unknown>[] } = {}): Promise<DashboardRig> {
+/**
+ * An nvidia-smi stand-in (as test/agent.test.ts's): two 80 GiB GPUs holding
+ * 1 and 2 GiB, no compute processes, so the agent reports GPUs (the Plots
+ * page's per-GPU chart) while backend-sim allocates nothing.
+ */
+async function writeFakeNvidiaSmi(dir: string): Promise<string> {
+  const script = join(dir, "nvidia-smi");
+  await writeFile(script, `#!/bin/sh
+case "$1" in
+  --query-gpu=index,name,memory.total,memory.used) printf '0, Test GPU, 81920, 1024\\n1, Test GPU, 81920, 2048\\n' ;;
+  --query-compute-apps=pid,used_memory) ;;
+  *) exit 9 ;;
+esac
+`);
+  await chmod(script, 0o755);
+  return script;
+}
+
+export async function startDashboardRig(o: { readonly extraModels?: readonly Record<string, unknown>[]; readonly fakeGpus?: boolean } = {}): Promise<DashboardRig> {
   const dir = await mkdtemp(join(tmpdir(), "warden-dashboard-"));
   const { path: tokensFile, tokens } = await writeTokensFile(dir, { operator: { role: "operator" }, inference: { role: "inference" }, viewer: { role: "viewer" }, admin: { role: "admin" } });
   let coord: CoordinatorProcess | undefined;
@@ -58,7 +76,7 @@ export async function startDashboardRig(o: { readonly extraModels?: readonly Rec
         ports: { ...testPortRange(), quarantine: "1s" },
         readiness: { attempts: 100, interval: "200ms", initialInterval: "20ms" },
         grace: "3s",
-        nvidiaSmi: "",
+        ...(o.fakeGpus === true ? { nvidiaSmi: await writeFakeNvidiaSmi(dir), gpus: ["0", "1"] } : { nvidiaSmi: "" }),
         catalog: { "backend-sim": { builtin: "backend-sim" } },
       },
       policy: { tickInterval: "100ms", enforcementRetries: 60, enforcementRetryInterval: "250ms" },

@@ -85,6 +85,7 @@ async function streamCompletion(
   chunk: (delta: string | undefined, finish: "length" | "stop" | null, first: boolean) => unknown,
   usageChunk: (u: Usage) => unknown,
   signal: AbortSignal,
+  counted: (completionTokens: number) => void,
 ): Promise<void> {
   const sse = new SseWriter(reply);
   const counter = new UsageCounter();
@@ -104,12 +105,18 @@ async function streamCompletion(
     if (!sse.isStarted) throw err;
     if (!signal.aborted) await sse.sendJson(errorBody(WardenError.from(err)));
     sse.end();
+  } finally {
+    counted(counter.usage().completion_tokens);
   }
 }
 
 /** POST /v1/chat/completions and POST /v1/completions. */
 export function registerChatRoutes(app: FastifyInstance, ctx: CoordinatorHttpContext, backend: OpenAiBackend): void {
   const created = (): number => Math.floor(ctx.clock.wallNow() / 1000);
+  /** The dashboard's tokens per second (CallActivity.onTokens). */
+  const tokens = (model: string) => (n: number): void => {
+    if (n > 0) ctx.calls?.onTokens(model, n);
+  };
 
   app.post("/v1/chat/completions", async (request, reply) => {
     const p = ctx.auth.requireInference(request);
@@ -124,6 +131,7 @@ export function registerChatRoutes(app: FastifyInstance, ctx: CoordinatorHttpCon
     if (!req.stream) {
       const r = await backend.predict(req.model, opts, signal, caller);
       const u = { prompt_tokens: r.promptTokens, completion_tokens: r.tokens, total_tokens: r.promptTokens + r.tokens };
+      tokens(req.model)(r.tokens);
       return { id, object: "chat.completion", created: at, model: req.model, choices: [{ index: 0, message: { role: "assistant", content: decoder.decode(r.message) }, finish_reason: finishReason(req, u), logprobs: null }], usage: u };
     }
     const head = { id, object: "chat.completion.chunk", created: at, model: req.model };
@@ -134,6 +142,7 @@ export function registerChatRoutes(app: FastifyInstance, ctx: CoordinatorHttpCon
       (delta, finish, first) => ({ ...head, choices: [{ index: 0, delta: first ? { role: "assistant", content: "" } : delta === undefined ? {} : { content: delta }, finish_reason: finish, logprobs: null }] }),
       (u) => ({ ...head, choices: [], usage: u }),
       signal,
+      tokens(req.model),
     );
     return reply;
   });
@@ -155,6 +164,7 @@ export function registerChatRoutes(app: FastifyInstance, ctx: CoordinatorHttpCon
       for (const [index, prompt] of req.prompts.entries()) {
         const r = await backend.predict(req.model, { ...opts, Prompt: prompt }, signal, caller);
         const u = { prompt_tokens: r.promptTokens, completion_tokens: r.tokens, total_tokens: r.promptTokens + r.tokens };
+        tokens(req.model)(r.tokens);
         total.prompt_tokens += u.prompt_tokens;
         total.completion_tokens += u.completion_tokens;
         total.total_tokens += u.total_tokens;
@@ -170,6 +180,7 @@ export function registerChatRoutes(app: FastifyInstance, ctx: CoordinatorHttpCon
       (delta, finish) => ({ ...head, choices: [{ index: 0, text: delta ?? "", finish_reason: finish, logprobs: null }] }),
       (u) => ({ ...head, choices: [], usage: u }),
       signal,
+      tokens(req.model),
     );
     return reply;
   });

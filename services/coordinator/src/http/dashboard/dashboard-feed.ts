@@ -41,6 +41,16 @@ export interface BusyChange {
 /** Frames an event may collect for a stream whose first snapshot is still being taken. */
 const maxJoiningFrames = 1_000;
 
+/** How long a snapshot taken ahead (prepare) waits for the stream it was taken for; then it is dropped. */
+export const preparedForMs = 3_000;
+
+/** A snapshot taken ahead of its stream, with the frames since it began (held like a joining stream's). */
+interface Prepared {
+  readonly held: string[];
+  readonly snap: Promise<DashboardSnapshot>;
+  readonly expire: Cancel;
+}
+
 /**
  * The dashboard's live feed: one EventHub watch and one snapshot per refresh,
  * whatever the number of pages, broadcast to every SSE stream. A stream gets
@@ -66,6 +76,8 @@ export class DashboardFeed {
   private busyTimer: Cancel | undefined;
   private unlistenCalls: (() => void) | undefined;
   private closed = false;
+  /** At most one snapshot taken ahead (prepare): one per preparedForMs however many pages are asked for. */
+  private prepared: Prepared | undefined;
 
   constructor(private readonly o: FeedOptions) {
     this.clients = new SseClients(o.limits, (id, pending) => {
@@ -91,12 +103,15 @@ export class DashboardFeed {
         else this.perCaller.delete(caller);
       });
     }
-    const held: string[] = [];
+    const p = this.prepared;
+    this.prepared = undefined;
+    p?.expire();
+    const held = p?.held ?? [];
     this.joining.add(held);
     this.ensureWatching();
     let snap: DashboardSnapshot;
     try {
-      snap = await this.o.snapshot();
+      snap = await (p?.snap ?? this.o.snapshot());
     } finally {
       this.joining.delete(held);
     }
@@ -105,6 +120,35 @@ export class DashboardFeed {
     if (admitted.t === "admitted") res.once("close", () => { this.maybeStop(); });
     else this.maybeStop();
     return admitted;
+  }
+
+  /**
+   * Starts the next stream's first snapshot now (the page was asked for: its
+   * stream follows once its script has loaded), so the first paint does not
+   * wait for it. The hub watch starts first and the events from then on are
+   * held for that stream, as for a joining one, so none falls between the
+   * snapshot and the stream. One at a time; unused after preparedForMs, it
+   * is dropped.
+   */
+  prepare(): void {
+    if (this.closed || this.prepared !== undefined || this.clients.size + this.joining.size >= this.o.limits.maxClients) return;
+    const held: string[] = [];
+    this.joining.add(held);
+    this.ensureWatching();
+    const snap = this.o.snapshot();
+    // Its failure is the stream's to report (connect awaits it); unused, it is dropped silently.
+    snap.catch(() => undefined);
+    const p: Prepared = {
+      held,
+      snap,
+      expire: this.o.clock.setTimer(preparedForMs, () => {
+        if (this.prepared !== p) return;
+        this.prepared = undefined;
+        this.joining.delete(held);
+        this.maybeStop();
+      }),
+    };
+    this.prepared = p;
   }
 
   private ensureWatching(): void {
@@ -197,6 +241,9 @@ export class DashboardFeed {
 
   close(): void {
     this.closed = true;
+    this.prepared?.expire();
+    if (this.prepared !== undefined) this.joining.delete(this.prepared.held);
+    this.prepared = undefined;
     this.clients.close();
     this.maybeStop();
   }

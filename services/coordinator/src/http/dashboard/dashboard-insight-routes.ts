@@ -23,18 +23,28 @@ function measuredBytes(r: Parameters<typeof memoryReading>[0] | undefined): numb
  * The ring samples from the listener's start to its close, whether or not a page looks.
  */
 export function insightRoutes(app: FastifyInstance, ctx: DashboardContext, admin: Client<typeof AdminService>, onlyQuery: (request: FastifyRequest, allowed: readonly string[]) => Record<string, string>): void {
-  const ring = new MetricsRing(ctx.clock, (want) => {
-    const out: NodeMemorySample[] = [];
-    for (const n of ctx.nodes.list()) {
-      if (!want(n.nodeId)) continue;
-      out.push({ nodeId: n.nodeId, measuredBytes: measuredBytes(n.resources), accountedBytes: ctx.loader.core.placementSummary(n.nodeId, "", []).accountedBytes });
-    }
-    return out;
-  }).start();
+  const gate = ctx.gate;
+  const ring = new MetricsRing(
+    ctx.clock,
+    (want) => {
+      const out: NodeMemorySample[] = [];
+      for (const n of ctx.nodes.list()) {
+        if (!want(n.nodeId)) continue;
+        const gpus = n.resources === undefined ? [] : memoryReading(n.resources).gpus;
+        out.push({ nodeId: n.nodeId, measuredBytes: measuredBytes(n.resources), accountedBytes: ctx.loader.core.placementSummary(n.nodeId, "", []).accountedBytes, gpus });
+      }
+      return out;
+    },
+    {},
+    // Calls waiting in each model's admission queue, every class (the warden_admission_waiting gauge's figures).
+    () => (gate === undefined ? [] : Array.from(gate.depths(), (d) => ({ model: d.model, waiting: d.waiting.critical + d.waiting.standard + d.waiting.sheddable }))),
+  ).start();
   const unlisten = ctx.calls?.listen(ring.onCall);
+  const unlistenTokens = ctx.calls?.listenTokens(ring.onTokens);
   app.addHook("onClose", async () => {
     ring.stop();
     unlisten?.();
+    unlistenTokens?.();
   });
 
   app.get("/api/dashboard/logs", async (request, reply) => {

@@ -163,7 +163,7 @@ table.grid td.actions > * { margin-right: 0.3em; }
 .pg-output { background: #fff; border-radius: 8px; padding: 0.8em 1em; min-height: 4em; white-space: pre-wrap; max-height: 50vh; overflow-y: auto; }
 .panel h2 { font-size: 1em; margin: 0.2em 0 0.6em; text-transform: uppercase; letter-spacing: 0.06em; color: #555; }
 .nodes { display: flex; flex-direction: column; gap: 1em; }
-.node { background: #fff; border-radius: 8px; padding: 0.8em 1em; box-shadow: 0 1px 2px rgba(0,0,0,0.08); }
+.node { background: #fff; border-radius: 8px; padding: 0.8em 1em; box-shadow: 0 1px 2px rgba(0,0,0,0.08); content-visibility: auto; contain-intrinsic-size: auto 24em; }
 .node-head { display: flex; align-items: baseline; gap: 0.8em; }
 .node-head h3 { margin: 0; font-size: 1.05em; }
 .node-status { color: #666; font-size: 0.9em; flex: 1; }

@@ -19,7 +19,7 @@ import { consoleRoutes } from "./dashboard-console-routes.js";
 import { insightRoutes } from "./dashboard-insight-routes.js";
 import { defaultSseLimits, type SseLimits } from "./sse-clients.js";
 
-export type DashboardContext = Pick<CoordinatorHttpContext, "config" | "clock" | "loader" | "hub" | "admin" | "auth" | "log" | "calls" | "nodes">;
+export type DashboardContext = Pick<CoordinatorHttpContext, "config" | "clock" | "loader" | "hub" | "admin" | "auth" | "log" | "calls" | "nodes" | "gate">;
 
 export interface DashboardOptions {
   readonly sse?: SseLimits;
@@ -91,7 +91,11 @@ export function dashboardRoutes(ctx: DashboardContext, options: DashboardOptions
 
       consoleRoutes(app, ctx, admin, onlyQuery);
       insightRoutes(app, ctx, admin, onlyQuery);
-      app.get("/", async (_request, reply) => reply.type("text/html; charset=utf-8").header("cache-control", "no-cache").send(dashboardHtml));
+      app.get("/", async (_request, reply) => {
+        // The page's stream follows in one script load: its first snapshot is taken meanwhile (bounded: one at a time).
+        feed.prepare();
+        return reply.type("text/html; charset=utf-8").header("cache-control", "no-cache").send(dashboardHtml);
+      });
       app.get("/dashboard/app.css", async (_request, reply) => reply.type("text/css; charset=utf-8").header("cache-control", "no-cache").send(dashboardCss));
       app.get("/dashboard/app.js", async (_request, reply) => reply.type("text/javascript; charset=utf-8").header("cache-control", "no-cache").send(await dashboardClientBundle()));
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { ManualClock } from "@warden/common";
-import { MetricsRing, maxMetricsModels } from "./metrics-ring.js";
+import { MetricsRing, maxMetricsGpusPerNode, maxMetricsModels, type NodeMemorySample, type QueueSample } from "./metrics-ring.js";
 
 describe("MetricsRing", () => {
   it("samples calls/s, p50/p99 and in-flight per model and memory per node, keeps the last `capacity` samples", () => {
@@ -20,7 +20,7 @@ describe("MetricsRing", () => {
     expect(m?.p50Ms[0]).toBeLessThanOrEqual(12);
     expect(m?.p99Ms[0]).toBeLessThanOrEqual(12);
     expect(m?.inFlight).toEqual([1]);
-    expect(j.nodes).toEqual([{ nodeId: "a", measuredBytes: [10], accountedBytes: [8] }]);
+    expect(j.nodes).toEqual([{ nodeId: "a", measuredBytes: [10], accountedBytes: [8], gpus: [] }]);
     // No calls: rate 0, no latency; a node gone: no value at that sample.
     ring.onCall({ model: "m", incarnation: "i1", nodeId: "a", inFlight: 0, durationMs: 5_000 });
     nodes = [];
@@ -33,6 +33,40 @@ describe("MetricsRing", () => {
     expect(j.models[0]?.p50Ms).toEqual([j.models[0]?.p99Ms[0], null, null]);
     expect(j.models[0]?.inFlight).toEqual([0, 0, 0]);
     expect(j.nodes[0]?.measuredBytes).toEqual([null, null, null]);
+  });
+
+  it("samples tokens/s and the admission queue per model, and each GPU's used memory beside its node's", () => {
+    const clock = new ManualClock();
+    let nodes: NodeMemorySample[] = [{ nodeId: "a", measuredBytes: 30, accountedBytes: 20, gpus: [{ index: 0, usedBytes: 10, totalBytes: 100 }, { index: 1, usedBytes: 20, totalBytes: 100 }] }];
+    let queues: QueueSample[] = [{ model: "q", waiting: 3 }];
+    const ring = new MetricsRing(clock, () => nodes, { capacity: 4, sampleMs: 2_000 }, () => queues);
+    ring.onTokens("m", 50);
+    ring.onTokens("m", 30);
+    // Not a count of tokens: ignored, never NaN in the ring.
+    ring.onTokens("m", Number.NaN);
+    ring.onTokens("m", -5);
+    ring.sample();
+    let j = ring.toJson();
+    // A model first seen waiting in its queue gets its series (before any call ended).
+    expect(j.models.map((m) => [m.model, m.tokensPerS, m.queued])).toEqual([["m", [40], [0]], ["q", [0], [3]]]);
+    expect(j.nodes[0]?.gpus).toEqual([{ index: 0, totalBytes: 100, usedBytes: [10] }, { index: 1, totalBytes: 100, usedBytes: [20] }]);
+    // The queue drained, no tokens; GPU 1 not reported: no value at that sample.
+    queues = [];
+    nodes = [{ nodeId: "a", measuredBytes: 15, accountedBytes: 20, gpus: [{ index: 0, usedBytes: 15, totalBytes: 100 }] }];
+    ring.sample();
+    j = ring.toJson();
+    expect(j.models.map((m) => [m.tokensPerS, m.queued])).toEqual([[[40, 0], [0, 0]], [[0, 0], [3, 0]]]);
+    expect(j.nodes[0]?.gpus.map((g) => g.usedBytes)).toEqual([[10, 15], [20, null]]);
+  });
+
+  it("keeps at most 8 GPUs a node and counts the rest", () => {
+    const gpus = Array.from({ length: maxMetricsGpusPerNode + 2 }, (_, i) => ({ index: i, usedBytes: 1, totalBytes: 2 }));
+    const ring = new MetricsRing(new ManualClock(), () => [{ nodeId: "a", measuredBytes: 1, accountedBytes: 1, gpus }], { capacity: 2 });
+    ring.sample();
+    ring.sample();
+    const j = ring.toJson();
+    expect(j.nodes[0]?.gpus.length).toBe(maxMetricsGpusPerNode);
+    expect(j.leftOut.gpus).toBe(2);
   });
 
   it("keeps at most 64 models and counts the rest", () => {

@@ -207,9 +207,14 @@ function onMessage(event: string, data: string): void {
   }
 }
 
-async function stream(): Promise<void> {
+function openStream(signal?: AbortSignal): Promise<Response> {
+  return fetch("/api/dashboard/stream", { headers: headers(), cache: "no-store", ...(signal === undefined ? {} : { signal }) });
+}
+
+/** Reads one stream to its end; `opened`: a request already sent (the first one, sent with the page's other first asks). */
+async function stream(opened?: Promise<Response>): Promise<void> {
   setConn("connecting", "connecting…");
-  const res = await fetch("/api/dashboard/stream", { headers: headers(), cache: "no-store" });
+  const res = await (opened ?? openStream());
   // A token that may not read (revoked, or not a viewer's): ask for another one.
   if (res.status === 401 || res.status === 403) byId("token-form").hidden = false;
   if (!res.ok || res.body === null) throw new Error(await errorText(res));
@@ -228,11 +233,13 @@ async function stream(): Promise<void> {
 }
 
 /** Follows the stream forever: each reconnect starts from a fresh snapshot; waits grow to 15 s. */
-async function follow(): Promise<void> {
+async function follow(first?: Promise<Response>): Promise<void> {
+  let opened = first;
   for (;;) {
     try {
-      await stream();
+      await stream(opened);
     } catch (err) {
+      opened = undefined;
       setConn("error", `disconnected (${err instanceof Error ? err.message : String(err)}); retrying`);
     }
     // The member may have stopped leading, or answering: follow the leader before reconnecting.
@@ -365,15 +372,33 @@ function wire(): void {
 
 async function main(): Promise<void> {
   wire();
+  // The first paint waits for one round trip, not three: the stream (the
+  // server builds its snapshot meanwhile), the HA check and whoami go out
+  // together. The early stream and whoami count only when this origin served
+  // at the first ask; otherwise (a standby, a member that did not answer)
+  // they are dropped and asked again once the page has settled.
+  const early = new AbortController();
+  const firstStream = openStream(early.signal);
+  firstStream.catch(() => undefined);
+  const firstWho = whoAmI().catch(() => undefined);
+  let opened: Promise<Response> | undefined;
   try {
-    await ha.settle();
-    if (!(await whoAmI())) return;
+    const servedAtOnce = await ha.settle();
+    let who = servedAtOnce ? await firstWho : undefined;
+    who ??= await whoAmI();
+    if (!who) {
+      early.abort();
+      return;
+    }
     router.start();
+    if (servedAtOnce) opened = firstStream;
+    else early.abort();
   } catch (err) {
+    early.abort();
     setConn("error", err instanceof Error ? err.message : String(err));
     return;
   }
-  await follow();
+  await follow(opened);
 }
 
 void main();

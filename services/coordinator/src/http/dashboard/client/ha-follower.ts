@@ -45,14 +45,15 @@ export class HaFollower {
    * Returns once this origin serves the API (the leader, a paused leader, a
    * single coordinator). Meanwhile: a standby naming a leader the page has
    * seen sends the page there; an origin that stops answering is left for
-   * another member the page has seen. Navigation never returns.
+   * another member the page has seen. Navigation never returns. True when
+   * this origin served at the first ask (what the page asked alongside it holds).
    */
-  async settle(): Promise<void> {
+  async settle(): Promise<boolean> {
     const left = new URLSearchParams(location.search).get(leftParam) ?? undefined;
     let unreachable = 0;
-    for (;;) {
+    for (let ask = 0; ; ask++) {
       const v = await this.read();
-      if (v === "open") return;
+      if (v === "open") return ask === 0;
       if (v === "unreachable") {
         unreachable++;
         const other = unreachable >= haUnreachableTries ? this.seen.fallback(location.origin, left) : undefined;
@@ -69,7 +70,7 @@ export class HaFollower {
         const step = haStep(v, this.seen, location.origin, left);
         if (step.t === "serve") {
           if (left !== undefined) history.replaceState(null, "", location.pathname);
-          return;
+          return ask === 0;
         }
         if (step.t === "go") {
           this.go(step.url, undefined);

@@ -128,7 +128,10 @@ export function modelsPage(ctx: ConsoleContext): ConsolePage {
   return {
     id: "models",
     title: "Models",
-    onSnapshot: render,
+    // Drawn while shown only (onShow draws the latest): a hidden table is work the first paint would wait for.
+    onSnapshot: (s) => {
+      if (!byId("page-models").hidden) render(s);
+    },
     onShow: () => {
       const s = ctx.snapshot();
       if (s !== undefined) render(s);

@@ -1,8 +1,9 @@
 /**
  * The Plots page: the coordinator's metrics ring (GET /api/dashboard/metrics,
  * the last hour at one sample every few seconds) drawn as small SVG line
- * charts — memory measured against accounted per node, and per model calls
- * per second, latency p50 and p99 and calls in flight, with loads and
+ * charts — memory measured against accounted per node and each GPU's used
+ * memory, and per model calls per second, latency p50 and p99, calls in
+ * flight, tokens per second and calls waiting in admission, with loads and
  * evictions (the event history) marked on the time axis. Re-read every sample
  * period while the page is shown. No charting library: a polyline per series.
  */
@@ -106,6 +107,7 @@ function chart(id: string, title: string, times: readonly number[], lines: reado
 const rate = (v: number): string => `${v.toFixed(v < 10 ? 1 : 0)}/s`;
 const ms = (v: number): string => (v >= 1_000 ? `${(v / 1_000).toFixed(1)} s` : `${String(Math.round(v))} ms`);
 const count = (v: number): string => String(Math.round(v));
+const tokenRate = (v: number): string => `${v.toFixed(v < 10 ? 1 : 0)} tok/s`;
 
 function render(m: MetricsJson, marks: readonly Mark[]): void {
   const colour = (i: number): string => palette[i % palette.length] ?? "#555";
@@ -115,14 +117,18 @@ function render(m: MetricsJson, marks: readonly Mark[]): void {
     chart("p50", "Latency p50, by model", m.times, models((x) => x.p50Ms), ms, marks),
     chart("p99", "Latency p99, by model", m.times, models((x) => x.p99Ms), ms, marks),
     chart("in-flight", "Calls in flight, by model", m.times, models((x) => x.inFlight), count, marks),
+    chart("tokens", "Tokens per second, by model", m.times, models((x) => x.tokensPerS), tokenRate, marks),
+    chart("queued", "Calls waiting in admission, by model", m.times, models((x) => x.queued), count, marks),
   ];
   for (const n of m.nodes.slice(0, maxNodeCharts)) {
     charts.push(chart(`memory-${n.nodeId}`, `Memory on ${n.nodeId}: measured and accounted`, m.times, [{ name: "measured", values: n.measuredBytes, colour: palette[0] ?? "#555" }, { name: "accounted", values: n.accountedBytes, colour: palette[1] ?? "#555" }], formatBytes));
+    // Each GPU's used memory beside its node's (Warden accounts per node: the node chart's accounted line is the sum it places against).
+    if (n.gpus.length > 0) charts.push(chart(`gpus-${n.nodeId}`, `GPUs on ${n.nodeId}: used of total`, m.times, n.gpus.map((g, i) => ({ name: `GPU ${String(g.index)} of ${formatBytes(g.totalBytes)}`, values: g.usedBytes, colour: colour(i) })), formatBytes));
   }
   byId("plots").replaceChildren(...charts);
   const spanMs = (m.times[m.times.length - 1] ?? 0) - (m.times[0] ?? 0);
   const span = m.times.length < 2 ? "" : `, the last ${spanMs < 120_000 ? `${String(Math.round(spanMs / 1_000))} s` : `${String(Math.round(spanMs / 60_000))} min`}`;
-  const left = m.leftOut.nodes + m.leftOut.models === 0 ? "" : ` Not kept: ${String(m.leftOut.nodes)} nodes, ${String(m.leftOut.models)} models past the first 64 of each.`;
+  const left = m.leftOut.nodes + m.leftOut.models + m.leftOut.gpus === 0 ? "" : ` Not kept: ${String(m.leftOut.nodes)} nodes, ${String(m.leftOut.models)} models past the first 64 of each, ${String(m.leftOut.gpus)} GPUs past 8 a node or 128 in all.`;
   const more = m.nodes.length > maxNodeCharts ? ` Memory drawn for the first ${String(maxNodeCharts)} of ${String(m.nodes.length)} nodes.` : "";
   const info = byId("plots-info");
   info.textContent = `One sample every ${String(m.sampleMs / 1_000)} s, up to ${String(Math.round((m.capacity * m.sampleMs) / 60_000))} min kept (${String(m.times.length)} samples${span}).${more}${left}`;

@@ -47,6 +47,7 @@ const typeByCase = {
   rolloutFinished: "rollout.finished",
   backendInstalled: "backend.installed",
   backendRemoved: "backend.removed",
+  artifactEvicted: "artifact.evicted",
 } as const satisfies Record<PayloadCase, string>;
 
 /** Every event type name, e.g. `"eviction.started"`. */

@@ -43,6 +43,10 @@ const adminRequests: Readonly<Record<string, unknown>> = {
   // Admin only; NOT_FOUND (admitted) while nothing is recorded yet.
   exportTrace: {},
   getInstanceLogs: { incarnation: "01ARZ3NDEKTSV4RRFFQ69G5FAV" },
+  listBackendBundles: {},
+  // No node has the backend in its catalog: INVALID_ARGUMENT naming backend, nothing sent.
+  installBackendBundle: { backend: "no-such-backend", allNodes: true },
+  removeBackendBundle: { backend: "no-such-backend", allNodes: true },
 };
 
 const rank: Readonly<Record<Caller, number>> = { viewer: 1, operator: 2, admin: 3, inference: 0, node: 0, none: -1, wrong: -1 };

@@ -56,6 +56,11 @@ describe("load jobs with HA: listed by the leader; a standby names the leader (r
       expect(refused?.code, refused?.message).toBe(Code.Unavailable);
       expect(refused?.rawMessage).toContain(`not the leader (this coordinator is a standby): the leader is at ${leader.address}`);
       expect(leaderAddressOf(refused)).toBe(leader.address);
+      // The backend bundle commands too: a standby sends nothing to any agent.
+      for (const p of [standby.admin.listBackendBundles({}, { timeoutMs: 10_000 }), standby.admin.installBackendBundle({ backend: "backend-sim", allNodes: true }, { timeoutMs: 10_000 }), standby.admin.removeBackendBundle({ backend: "backend-sim", allNodes: true }, { timeoutMs: 10_000 })]) {
+        const e = await p.then(() => undefined, (err: unknown) => WardenError.from(err));
+        expect([e?.code, leaderAddressOf(e)]).toEqual([Code.Unavailable, leader.address]);
+      }
 
       const both = warden(["models", "ls", "--addr", `${standby.address},${leader.address}`]);
       expect(both.code, both.stderr).toBe(0);

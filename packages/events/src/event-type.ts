@@ -45,6 +45,9 @@ const typeByCase = {
   loadFailed: "load.failed",
   rolloutStarted: "rollout.started",
   rolloutFinished: "rollout.finished",
+  backendInstalled: "backend.installed",
+  backendRemoved: "backend.removed",
+  artifactEvicted: "artifact.evicted",
 } as const satisfies Record<PayloadCase, string>;
 
 /** Every event type name, e.g. `"eviction.started"`. */

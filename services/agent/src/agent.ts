@@ -19,6 +19,7 @@ import { HealthMonitor } from "./health-monitor.js";
 import { backendClientTls } from "./backend-client-tls.js";
 import { measureNodeResources, takeInventory, type InventorySnapshot, type NodeResourcesInit } from "./inventory.js";
 import { createMemoryProbe } from "./memory-probe.js";
+import { EvictionOutbox } from "./eviction-outbox.js";
 import { LeaderFence } from "./leader-fence-store.js";
 import { ModelLocks } from "./model-lock.js";
 import type { Foreign, Orphan } from "./orphan-scan.js";
@@ -153,7 +154,8 @@ export function createAgent(config: AgentConfig, deps: AgentDeps = {}): Agent {
     }
   };
 
-  const artifacts = config.modelsPath === undefined ? undefined : new ArtifactCache({ modelsPath: config.modelsPath, clock, logger, pullTimeoutMs: config.artifactPullTimeoutMs, stallTimeoutMs: config.artifactStallTimeoutMs, storeReader: deps.storeReader, budgetBytes: config.artifactCacheBudgetBytes, liveDigests: () => table.live().map((p) => p.id.artifactDigests), ...(deps.artifactFreeBytes === undefined ? {} : { freeBytes: deps.artifactFreeBytes }) });
+  const evictions = new EvictionOutbox(logger);
+  const artifacts = config.modelsPath === undefined ? undefined : new ArtifactCache({ modelsPath: config.modelsPath, clock, logger, onEvicted: (e) => { evictions.record(e); }, pullTimeoutMs: config.artifactPullTimeoutMs, stallTimeoutMs: config.artifactStallTimeoutMs, storeReader: deps.storeReader, budgetBytes: config.artifactCacheBudgetBytes, liveDigests: () => table.live().map((p) => p.id.artifactDigests), ...(deps.artifactFreeBytes === undefined ? {} : { freeBytes: deps.artifactFreeBytes }) });
   const ctx: AgentContext = {
     config,
     clock,
@@ -269,7 +271,7 @@ export function createAgent(config: AgentConfig, deps: AgentDeps = {}): Agent {
       const cache = ctx.artifacts;
       if (cache === undefined) return undefined;
       const r = await cache.report().catch(() => undefined);
-      return r === undefined ? undefined : { ...r, digests: () => cache.index.digests() };
+      return r === undefined ? undefined : { ...r, digests: () => cache.index.digests(), evictions: () => evictions.next(), evictionsAcknowledged: (id) => { evictions.acknowledged(id); } };
     },
     raiseLeaderEpoch: (epoch) => fence.raise(epoch),
     processes: () =>

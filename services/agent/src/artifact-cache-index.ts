@@ -21,6 +21,8 @@ export interface CacheIndexOptions {
    * agent's record): then nothing is evicted while it lives.
    */
   readonly liveDigests: () => Iterable<readonly string[] | undefined>;
+  /** Told of each eviction once its file is gone (the heartbeat reports it: eviction-outbox.ts). */
+  readonly onEvicted?: (e: { readonly sha256: string; readonly sizeBytes: number; readonly reason: string }) => void;
 }
 
 /** What the heartbeat reports of the cache (ArtifactCacheReport). */
@@ -191,6 +193,7 @@ export class CacheIndex {
     });
     // The cache's audit record: which file went, how big, unused since when, for which pull.
     this.log.info("artifact evicted", { sha256: e.sha256, kind: e.kind, sizeBytes: e.sizeBytes, lastUsedAt: new Date(e.lastUsedMs).toISOString(), forSha256 });
+    this.o.onEvicted?.({ sha256: e.sha256, sizeBytes: e.sizeBytes, reason: `least recently used${e.kind === "partial" ? " (a partial download)" : ""}; room for ${forSha256}` });
   }
 
   private async scan(): Promise<void> {

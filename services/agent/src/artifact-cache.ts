@@ -1,6 +1,6 @@
 import { stat } from "node:fs/promises";
 import { Code, WardenError, deadlineSignal, isOciSource, storePathOf, type ArtifactSpec, type Clock, type Logger } from "@warden/common";
-import { CacheIndex, type CacheReport } from "./artifact-cache-index.js";
+import { CacheIndex, type CacheIndexOptions, type CacheReport } from "./artifact-cache-index.js";
 import { cachePaths, pullArtifact, statfsFree, type PullProgress } from "./artifact-pull.js";
 import { httpSource, storeSource, type StoreReader } from "./artifact-sources.js";
 import { ociBlobSource } from "./oci-blob-source.js";
@@ -18,6 +18,8 @@ export interface ArtifactCacheOptions {
   readonly storeReader: StoreReader | undefined;
   /** Test seam for the free-space check (statfs by default). */
   readonly freeBytes?: (dir: string) => Promise<number>;
+  /** Told of each eviction (the heartbeat reports it). */
+  readonly onEvicted?: CacheIndexOptions["onEvicted"];
   /** The disk budget (`artifactCacheBudget`); undefined = the file system's free space only. */
   readonly budgetBytes?: number;
   /** Digests each live backend uses (undefined: not known); see CacheIndexOptions. @default none */
@@ -44,7 +46,7 @@ export class ArtifactCache {
 
   constructor(private readonly o: ArtifactCacheOptions) {
     this.log = o.logger.child({ component: "artifacts" });
-    this.index = new CacheIndex({ modelsPath: o.modelsPath, clock: o.clock, logger: o.logger, budgetBytes: o.budgetBytes, freeBytes: o.freeBytes ?? statfsFree, liveDigests: o.liveDigests ?? (() => []) });
+    this.index = new CacheIndex({ modelsPath: o.modelsPath, clock: o.clock, logger: o.logger, budgetBytes: o.budgetBytes, freeBytes: o.freeBytes ?? statfsFree, liveDigests: o.liveDigests ?? (() => []), ...(o.onEvicted === undefined ? {} : { onEvicted: o.onEvicted }) });
   }
 
   /** What the heartbeat reports (free room, evictable bytes, the digests' version). */

@@ -46,6 +46,14 @@ export function createBundleHandlers(ctx: AgentContext): Pick<Impl, "listBundles
     if (ctx.bundles === undefined) throw new WardenError(Code.FailedPrecondition, "this agent has no modelsPath: it installs no bundles");
     return ctx.bundles;
   };
+  // As StopBackend: refused below the newest epoch seen; a newer one is kept on
+  // disk before the command acts (an older leader's later command is refused,
+  // across an agent restart too), and checked again in the turn that acts.
+  const admitted = async (epoch: bigint): Promise<void> => {
+    ctx.fence.check(epoch);
+    await ctx.fence.admit(epoch);
+    ctx.fence.check(epoch);
+  };
   return {
     async listBundles() {
       const out: BundleInfoInit[] = [];
@@ -54,9 +62,9 @@ export function createBundleHandlers(ctx: AgentContext): Pick<Impl, "listBundles
     },
     async installBundle(req, callCtx) {
       const spec = bundleEntry(ctx, req.backend);
-      ctx.fence.check(req.leaderEpoch);
       const b = installer();
       const already = await b.installed(spec.sha256);
+      await admitted(req.leaderEpoch);
       const release = b.use(spec.sha256);
       try {
         await b.ensure(spec, AbortSignal.any([callCtx.signal, ctx.closing]));
@@ -67,8 +75,9 @@ export function createBundleHandlers(ctx: AgentContext): Pick<Impl, "listBundles
     },
     async removeBundle(req) {
       const spec = bundleEntry(ctx, req.backend);
-      ctx.fence.check(req.leaderEpoch);
-      const removed = await installer().remove(spec.sha256, () => {
+      const b = installer();
+      await admitted(req.leaderEpoch);
+      const removed = await b.remove(spec.sha256, () => {
         const { total, byBackend } = liveUsers(ctx, spec.sha256);
         // A start between its install and its process entering the table holds a use (start-backend.ts): the installer refuses for it.
         return total === 0 ? undefined : `${String(total)} live process(es) of ${[...byBackend.keys()].join(", ")}`;

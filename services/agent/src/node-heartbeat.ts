@@ -1,3 +1,4 @@
+import type { EvictionRecord } from "./eviction-outbox.js";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { Code, WardenError, backoffDelayMs, isNotLeader, invalidArgument, cryptoRng, nullLogger, sleep, systemClock, wardenVersion, type BackoffPolicy, type Clock, type Logger, type Rng } from "@warden/common";
 import type { HandlerContext, ServiceImpl } from "@warden/grpc";
@@ -49,6 +50,9 @@ export interface ArtifactCacheSnapshot {
   /** Changes whenever the set of digests does: the set is sent only then (and with full inventories). */
   readonly digestsVersion: number;
   digests(): readonly string[];
+  /** Evictions no acknowledged heartbeat carried yet (eviction-outbox.ts); absent = none reported. */
+  evictions?(): readonly EvictionRecord[];
+  evictionsAcknowledged?(upToId: number): void;
 }
 
 export interface NodeHeartbeatOptions {
@@ -172,7 +176,8 @@ export function createNodeHeartbeat(options: NodeHeartbeatOptions): NodeHeartbea
     // The cache's digests travel as a change: only when they changed since the acknowledged ones, or with a full inventory.
     const cache = await options.source.artifactCache?.().catch(() => undefined);
     const sendDigests = cache !== undefined && (part.t === "full" || cache.digestsVersion !== ackedDigests);
-    const artifactCache = cache === undefined ? undefined : { freeBytes: BigInt(cache.freeBytes), evictableBytes: BigInt(cache.evictableBytes), ...(sendDigests ? { digests: { sha256: cache.digests().map((d) => Buffer.from(d, "hex")) } } : {}) };
+    const evicted = cache?.evictions?.() ?? [];
+    const artifactCache = cache === undefined ? undefined : { freeBytes: BigInt(cache.freeBytes), evictableBytes: BigInt(cache.evictableBytes), ...(sendDigests ? { digests: { sha256: cache.digests().map((d) => Buffer.from(d, "hex")) } } : {}), evictions: evicted.map((e) => ({ id: BigInt(e.id), sha256: Buffer.from(e.sha256, "hex"), sizeBytes: BigInt(e.sizeBytes), reason: e.reason.slice(0, 256) })) };
     const r = await options.node.heartbeat(
       { nodeId: options.nodeId, bootEpoch: BigInt(options.source.bootEpochMs), sequence, ...(part.t === "full" ? { backends: part.backends } : { delta: part.delta }), orphans: inv.orphans.slice(0, maxReportedProcesses), foreign: inv.foreign.slice(0, maxReportedProcesses), resources: res, leaderEpoch: inv.leaderEpoch, ...(artifactCache === undefined ? {} : { artifactCache }) },
       { signal, timeoutMs: callTimeoutMs },
@@ -193,6 +198,8 @@ export function createNodeHeartbeat(options: NodeHeartbeatOptions): NodeHeartbea
     } else {
       writer.acknowledged(sequence);
       if (sendDigests) ackedDigests = cache.digestsVersion;
+      const last = evicted[evicted.length - 1];
+      if (last !== undefined) cache?.evictionsAcknowledged?.(last.id);
     }
   };
 

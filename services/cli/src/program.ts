@@ -13,6 +13,7 @@ import type * as BackendActions from "./backend-actions.js";
 import type * as ReplicaActions from "./replica-actions.js";
 import type * as HaActions from "./ha-actions.js";
 import type * as LogsActions from "./logs-actions.js";
+import type * as BundleActions from "./bundle-actions.js";
 
 export type { CliIo } from "./action-context.js";
 
@@ -24,6 +25,7 @@ const backendActions = (): Promise<typeof BackendActions> => import("./backend-a
 const replicaActions = (): Promise<typeof ReplicaActions> => import("./replica-actions.js");
 const haActions = (): Promise<typeof HaActions> => import("./ha-actions.js");
 const logsActions = (): Promise<typeof LogsActions> => import("./logs-actions.js");
+const bundleActions = (): Promise<typeof BundleActions> => import("./bundle-actions.js");
 
 /**
  * Builds the `warden` command tree. Every command has `--help`; admin
@@ -235,6 +237,34 @@ export function buildProgram(io: CliIo, runners: Runners): { program: Command; e
       .option("--clear", "remove the override (the agent's limits apply again)", false)
       .option("--operator <name>", "who asks, recorded in the audit event (default: the OS user)"),
   ).action(viaReplicas((r, g, node: string, o: { maxReplicasPerModel?: string; memoryBudget?: string; clear: boolean; operator?: string }) => r.nodesLimits(ctx, g, node, o)));
+
+  const backends = program.command("backends").description("backend bundles (catalog entries with `bundle:`) on the nodes: list, install, remove");
+  const bundleHelp = "\nExit 8 when some node did not answer or did not do it (its line says why); the others did.\n";
+  withGlobal(
+    backends
+      .command("ls")
+      .description("each node's catalog bundles: installed or not, processes running, digest, source; a node that cannot answer is listed with why (viewer role)")
+      .option("--node <id>", "only this node")
+      .addHelpText("after", bundleHelp),
+  ).action(act(async (_a, g, o: { node?: string }) => (await bundleActions()).backendsLs(ctx, g, o)));
+  withGlobal(
+    backends
+      .command("install")
+      .description("install a catalog backend's bundle now, on one node or on every node whose catalog names it (operator role; audited as backend.installed)")
+      .argument("<backend>", "the catalog entry's name")
+      .option("--node <id>", "on this node")
+      .option("--all", "on every node whose catalog names the backend", false)
+      .addHelpText("after", bundleHelp),
+  ).action(act(async (_a, g, backend: string, o: { node?: string; all: boolean }) => (await bundleActions()).backendsInstall(ctx, g, backend, o)));
+  withGlobal(
+    backends
+      .command("remove")
+      .description("remove a backend's installed bundle from one node or every node; refused (exit 7, nothing removed) while an instance of a model using it runs or starts there (operator role; audited as backend.removed)")
+      .argument("<backend>", "the catalog entry's name")
+      .option("--node <id>", "from this node")
+      .option("--all", "from every node whose catalog names the backend", false)
+      .addHelpText("after", bundleHelp),
+  ).action(act(async (_a, g, backend: string, o: { node?: string; all: boolean }) => (await bundleActions()).backendsRemove(ctx, g, backend, o)));
 
   const policy = program.command("policy").description("show or change the live eviction policy");
   withGlobal(policy.command("get").description("the live policy")).action(act((a, g) => a.policyGet(ctx, g)));

@@ -22,6 +22,7 @@ import { validateScale } from "@warden/loader";
 import type { BackendClientHandle } from "../routing/backend-connector.js";
 import { checkId } from "./check-id.js";
 import { instanceLogs } from "./instance-logs.js";
+import { installBackendBundle, listBackendBundles, removeBackendBundle, type BackendBundleDeps } from "./backend-bundles.js";
 import type { EventHub } from "./event-hub.js";
 import { explainPlacement } from "./explain-placement.js";
 import type { NodeRecord, NodeRegistry } from "../nodes/node-registry.js";
@@ -68,6 +69,10 @@ export interface AdminDeps {
    * command it then cannot send (the instance became a leftover).
    */
   readonly requireCommands?: () => void;
+  /** HA: the leader epoch stamped on the bundle commands (install, remove), as on StopBackend. @default none (0) */
+  readonly commandEpoch?: () => bigint;
+  /** HA: an agent refused a bundle command as from an older leader epoch. */
+  readonly onStaleEpoch?: BackendBundleDeps["onStaleEpoch"];
   /** Who made a call (admin-actor.ts), stamped on the events of the loads and stops it asks for; absent = not recorded. */
   readonly actorOf?: (ctx: HandlerContext) => string;
   /** ExplainPlacement's longest run without yielding to the event loop (heartbeats, leases). @default 5 */
@@ -124,6 +129,11 @@ export function adminService(d: AdminDeps): ServiceImpl<typeof AdminService> {
     nodeStateOf: stateOfNode,
     ...(d.outage === undefined ? {} : { outage: d.outage }),
     nodeView: (n, c) => nodeView(n, c, n.draining ? c : 0),
+  };
+
+  const bundleDeps = (ctx: HandlerContext): BackendBundleDeps => {
+    const { actorOf, ...rest } = d;
+    return { ...rest, actor: actorOf?.(ctx) };
   };
 
   return {
@@ -369,6 +379,15 @@ export function adminService(d: AdminDeps): ServiceImpl<typeof AdminService> {
     },
     async getInstanceLogs(req, ctx) {
       return instanceLogs(d, req, ctx.signal);
+    },
+    async listBackendBundles(req, ctx) {
+      return listBackendBundles(d, req, ctx.signal);
+    },
+    async installBackendBundle(req, ctx) {
+      return installBackendBundle(bundleDeps(ctx), req, ctx.signal);
+    },
+    async removeBackendBundle(req, ctx) {
+      return removeBackendBundle(bundleDeps(ctx), req, ctx.signal);
     },
     async *exportTrace(req, ctx) {
       if (d.exportTrace === undefined) throw new WardenError(Code.NotFound, "no workload trace: trace.enabled is false in this coordinator's config");

@@ -26,6 +26,9 @@ export const adminMethodRoles: Readonly<Record<string, "viewer" | "operator">> =
   GetHaStatus: "viewer",
   // A backend's output may hold what callers sent it: the role that acts on instances.
   GetInstanceLogs: "operator",
+  ListBackendBundles: "viewer",
+  InstallBackendBundle: "operator",
+  RemoveBackendBundle: "operator",
 });
 
 const rank: Readonly<Record<Role, number>> = { viewer: 1, operator: 2, admin: 3, inference: 0, node: 0 };

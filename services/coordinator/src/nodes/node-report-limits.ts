@@ -258,4 +258,15 @@ function checkArtifactCache(c: ArtifactCacheReport): void {
   checkCount("artifact_cache.digests.sha256", ds.length, maxCachedDigests);
   const i = ds.findIndex((d) => d.length !== 32);
   if (i >= 0) throw invalidArgument(`artifact_cache.digests.sha256[${String(i)}]`, `must be 32 bytes (a SHA-256), got ${String(ds[i]?.length ?? 0)}`);
+  checkCount("artifact_cache.evictions", c.evictions.length, maxEvictionsPerHeartbeat);
+  c.evictions.forEach((e, j) => {
+    const field = `artifact_cache.evictions[${String(j)}]`;
+    if (e.sha256.length !== 32) throw invalidArgument(`${field}.sha256`, `must be 32 bytes (a SHA-256), got ${String(e.sha256.length)}`);
+    checkBytes(`${field}.size_bytes`, e.sizeBytes);
+    if (e.reason.length > maxEvictionReasonChars) throw invalidArgument(`${field}.reason`, `at most ${String(maxEvictionReasonChars)} characters`);
+  });
 }
+
+/** Evictions one heartbeat may carry (the agent's eviction-outbox.ts sends at most this many). */
+export const maxEvictionsPerHeartbeat = 64;
+const maxEvictionReasonChars = 256;

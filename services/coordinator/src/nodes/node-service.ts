@@ -1,7 +1,7 @@
 import type { NodeService } from "@warden/proto";
 import type { ServiceImpl } from "@warden/grpc";
 import { Code, WardenError, type Clock } from "@warden/common";
-import type { NodeRegistry } from "./node-registry.js";
+import type { NodeRecord, NodeRegistry } from "./node-registry.js";
 import { nodeReportLimits, validateHeartbeat, validateRegister, type HeartbeatCaps } from "./node-report-limits.js";
 import { nodeLimitsFromWire } from "./node-limits-wire.js";
 
@@ -17,7 +17,11 @@ const inProcessPeer = "in-process";
  * refused report leaves the registry, the loader and the audit stream as
  * they were.
  */
-export function nodeService(nodes: NodeRegistry, _clock: Clock, coordinatorEpoch: bigint, options: { readonly credentialed?: boolean; readonly caps?: HeartbeatCaps; readonly ha?: { readonly leaderEpoch: () => bigint; readonly onSuperseded: (newerEpoch: bigint, detail: string) => void } } = {}): ServiceImpl<typeof NodeService> {
+/** Told of each artifact an agent evicted from its cache (once; coordinator.ts audits it as artifact.evicted). */
+export type EvictionListener = (nodeId: string, e: { readonly sha256: string; readonly sizeBytes: bigint; readonly reason: string }) => void;
+
+export function nodeService(nodes: NodeRegistry, _clock: Clock, coordinatorEpoch: bigint, options: { readonly credentialed?: boolean; readonly caps?: HeartbeatCaps; readonly ha?: { readonly leaderEpoch: () => bigint; readonly onSuperseded: (newerEpoch: bigint, detail: string) => void }; readonly onEvicted?: EvictionListener } = {}): ServiceImpl<typeof NodeService> {
+  const evictionsSeen = new WeakMap<NodeRecord, { bootEpoch: bigint; lastId: bigint }>();
   // Remote registrations are credentialed when auth is on (the guard admitted a token bound to the node id).
   const credentialed = options.credentialed ?? false;
   const caps = options.caps ?? nodeReportLimits;
@@ -66,6 +70,18 @@ export function nodeService(nodes: NodeRegistry, _clock: Clock, coordinatorEpoch
       const d = req.delta;
       const delta = d === undefined ? undefined : { baseSequence: d.baseSequence, upserts: d.upserts, removed: d.removed, digest: d.digest };
       const answer = nodes.receive({ nodeId: req.nodeId, bootEpoch: req.bootEpoch, sequence: req.sequence, backends: req.backends, ...(delta === undefined ? {} : { delta }), orphans: req.orphans, foreign: req.foreign, resources: req.resources, ...(req.artifactCache === undefined ? {} : { artifactCache: req.artifactCache }) });
+      // Cache evictions, audited once each: only from a heartbeat applied, ids already seen from this boot dropped (a re-send after a lost answer).
+      const n = answer === "ok" && options.onEvicted !== undefined ? nodes.get(req.nodeId) : undefined;
+      if (n !== undefined && req.artifactCache !== undefined && req.artifactCache.evictions.length > 0) {
+        const seen = evictionsSeen.get(n);
+        let lastId = seen?.bootEpoch === req.bootEpoch ? seen.lastId : 0n;
+        for (const e of req.artifactCache.evictions) {
+          if (e.id <= lastId) continue;
+          lastId = e.id;
+          options.onEvicted?.(n.nodeId, { sha256: Buffer.from(e.sha256).toString("hex"), sizeBytes: e.sizeBytes, reason: e.reason });
+        }
+        evictionsSeen.set(n, { bootEpoch: req.bootEpoch, lastId });
+      }
       return { registerRequired: answer === "register", coordinatorEpoch, leaderEpoch: ourEpoch(), fullInventoryRequired: answer === "send-full" };
     },
   };

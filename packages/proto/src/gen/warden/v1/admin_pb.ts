@@ -23,7 +23,308 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file warden/v1/admin.proto.
  */
 export const file_warden_v1_admin: GenFile = /*@__PURE__*/
-  fileDesc("ChV3YXJkZW4vdjEvYWRtaW4ucHJvdG8SCXdhcmRlbi52MSJAChZHZXRJbnN0YW5jZUxvZ3NSZXF1ZXN0EhMKC2luY2FybmF0aW9uGAEgASgJEhEKCW1heF9saW5lcxgCIAEoDSJlChdHZXRJbnN0YW5jZUxvZ3NSZXNwb25zZRINCgVtb2RlbBgBIAEoCRIPCgdub2RlX2lkGAIgASgJEhQKDHN0ZG91dF9saW5lcxgDIAMoCRIUCgxzdGRlcnJfbGluZXMYBCADKAki8wQKBE5vZGUSDwoHbm9kZV9pZBgBIAEoCRIPCgdhZGRyZXNzGAIgASgJEisKBmxhYmVscxgDIAMoCzIbLndhcmRlbi52MS5Ob2RlLkxhYmVsc0VudHJ5EiMKBXN0YXRlGAQgASgOMhQud2FyZGVuLnYxLk5vZGVTdGF0ZRIQCghkcmFpbmluZxgFIAEoCBIXCg9kcmFpbl9yZW1haW5pbmcYBiABKA0SKwoJcmVzb3VyY2VzGAcgASgLMhgud2FyZGVuLnYxLk5vZGVSZXNvdXJjZXMSNQoRbGFzdF9oZWFydGJlYXRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKCmJvb3RfZXBvY2gYCSABKAQSFgoOaW5zdGFuY2VfY291bnQYCiABKA0SEAoIZW1iZWRkZWQYCyABKAgSKgoHZm9yZWlnbhgMIAMoCzIZLndhcmRlbi52MS5Gb3JlaWduUHJvY2VzcxIPCgd2ZXJzaW9uGA0gASgJEhAKCGJhY2tlbmRzGA4gAygJEisKDGFnZW50X2xpbWl0cxgPIAEoCzIVLndhcmRlbi52MS5Ob2RlTGltaXRzEi4KD2xpbWl0c19vdmVycmlkZRgQIAEoCzIVLndhcmRlbi52MS5Ob2RlTGltaXRzEi8KEGVmZmVjdGl2ZV9saW1pdHMYESABKAsyFS53YXJkZW4udjEuTm9kZUxpbWl0cxIeChZzZXJ2aW5nX3Rocm91Z2hfb3V0YWdlGBIgASgNGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEihQEKEExpc3ROb2Rlc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgNEhIKCnBhZ2VfdG9rZW4YAiABKAkSFgoObm9kZV9pZF9wcmVmaXgYAyABKAkSIwoFc3RhdGUYBCABKA4yFC53YXJkZW4udjEuTm9kZVN0YXRlEg0KBW1vZGVsGAUgASgJIkwKEUxpc3ROb2Rlc1Jlc3BvbnNlEh4KBW5vZGVzGAEgAygLMg8ud2FyZGVuLnYxLk5vZGUSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIiEKDkdldE5vZGVSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAkiXQoPR2V0Tm9kZVJlc3BvbnNlEh0KBG5vZGUYASABKAsyDy53YXJkZW4udjEuTm9kZRIrCglpbnN0YW5jZXMYAiADKAsyGC53YXJkZW4udjEuTW9kZWxJbnN0YW5jZSIyChBEcmFpbk5vZGVSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAkSDQoFZm9yY2UYAiABKAgiMgoRRHJhaW5Ob2RlUmVzcG9uc2USHQoEbm9kZRgBIAEoCzIPLndhcmRlbi52MS5Ob2RlIiUKElVuZHJhaW5Ob2RlUmVxdWVzdBIPCgdub2RlX2lkGAEgASgJIjQKE1VuZHJhaW5Ob2RlUmVzcG9uc2USHQoEbm9kZRgBIAEoCzIPLndhcmRlbi52MS5Ob2RlIjkKFkRlY2xhcmVOb2RlTG9zdFJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCRIOCgZyZWFzb24YAiABKAkiUgoXRGVjbGFyZU5vZGVMb3N0UmVzcG9uc2USHQoEbm9kZRgBIAEoCzIPLndhcmRlbi52MS5Ob2RlEhgKEHdhc19hbHJlYWR5X2xvc3QYAiABKAgibgoMTGVmdG92ZXJJbmZvEhAKCGF0dGVtcHRzGAEgASgNEhIKCmxhc3RfZXJyb3IYAiABKAkSKQoFc2luY2UYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg0KBXN0dWNrGAQgASgIIq8ECg1Nb2RlbEluc3RhbmNlEg0KBW1vZGVsGAEgASgJEg8KB25vZGVfaWQYAiABKAkSDwoHYWRkcmVzcxgDIAEoCRITCgtpbmNhcm5hdGlvbhgEIAEoCRInCglwbGFjZW1lbnQYBSABKA4yFC53YXJkZW4udjEuUGxhY2VtZW50EicKBXN0YXRlGAYgASgOMhgud2FyZGVuLnYxLkluc3RhbmNlU3RhdGUSEQoJaW5fZmxpZ2h0GAcgASgNEi4KCmJ1c3lfc2luY2UYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmlkbGVfc2luY2UYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi0KCWxhc3RfdXNlZBgKIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASGAoQcGVuZGluZ19ldmljdGlvbhgLIAEoCBIOCgZwaW5uZWQYDCABKAgSDgoGZ3JvdXBzGA0gAygJEhIKCnNpemVfYnl0ZXMYDiABKAQSKQoIbGVmdG92ZXIYDyABKAsyFy53YXJkZW4udjEuTGVmdG92ZXJJbmZvEg8KB2JhY2tlbmQYECABKAkSKAoKbm9kZV9zdGF0ZRgRIAEoDjIULndhcmRlbi52MS5Ob2RlU3RhdGUSMAoOb3V0YWdlX3NlcnZpbmcYEiABKA4yGC53YXJkZW4udjEuT3V0YWdlU2VydmluZyKDAQoRTGlzdE1vZGVsc1JlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKA0SEgoKcGFnZV90b2tlbhgDIAEoCRINCgVtb2RlbBgEIAEoCRInCgVzdGF0ZRgFIAEoDjIYLndhcmRlbi52MS5JbnN0YW5jZVN0YXRlImUKD0NvbmZpZ3VyZWRNb2RlbBINCgVtb2RlbBgBIAEoCRIPCgdiYWNrZW5kGAIgASgJEg4KBmdyb3VwcxgDIAMoCRIOCgZwaW5uZWQYBCABKAgSEgoKc2l6ZV9ieXRlcxgFIAEoBCK2AQoSTGlzdE1vZGVsc1Jlc3BvbnNlEisKCWluc3RhbmNlcxgBIAMoCzIYLndhcmRlbi52MS5Nb2RlbEluc3RhbmNlEi4KCmNvbmZpZ3VyZWQYAiADKAsyGi53YXJkZW4udjEuQ29uZmlndXJlZE1vZGVsEioKCHJlcGxpY2FzGAMgAygLMhgud2FyZGVuLnYxLk1vZGVsUmVwbGljYXMSFwoPbmV4dF9wYWdlX3Rva2VuGAQgASgJIkkKDlJlcGxpY2FCbG9ja2VkEg0KBWVycm9yGAEgASgJEhAKCGZhaWx1cmVzGAIgASgNEhYKDnJldHJ5X2FmdGVyX21zGAMgASgEItMCCg1Nb2RlbFJlcGxpY2FzEg0KBW1vZGVsGAEgASgJEgsKA21pbhgCIAEoDRILCgNtYXgYAyABKA0SGAoQdGFyZ2V0X2luX2ZsaWdodBgEIAEoDRIbChNzY2FsZV9kb3duX2FmdGVyX21zGAUgASgEEg8KB2Rlc2lyZWQYBiABKA0SDQoFcmVhZHkYByABKA0SDwoHbG9hZGluZxgIIAEoDRIQCghzdG9wcGluZxgJIAEoDRIRCglsZWZ0b3ZlcnMYCiABKA0SDgoGcXVldWVkGAsgASgNEioKB2Jsb2NrZWQYDCABKAsyGS53YXJkZW4udjEuUmVwbGljYUJsb2NrZWQSJAoIbG9hZF9qb2IYDSABKAsyEi53YXJkZW4udjEuTG9hZEpvYhIqCgdyb2xsb3V0GA4gASgLMhkud2FyZGVuLnYxLlJlcGxpY2FSb2xsb3V0Ij4KDlJlcGxpY2FSb2xsb3V0Eg8KB2N1cnJlbnQYASABKA0SDQoFc3RhbGUYAiABKA0SDAoEa2VlcBgDIAEoDSIyChBMb2FkTW9kZWxSZXF1ZXN0Eg0KBW1vZGVsGAEgASgJEg8KB25vZGVfaWQYAiABKAkiPwoRTG9hZE1vZGVsUmVzcG9uc2USKgoIaW5zdGFuY2UYASABKAsyGC53YXJkZW4udjEuTW9kZWxJbnN0YW5jZSJLChJVbmxvYWRNb2RlbFJlcXVlc3QSDQoFbW9kZWwYASABKAkSDQoFZm9yY2UYAiABKAgSFwoPc3RvcF90aW1lb3V0X21zGAMgASgEInsKE1VubG9hZE1vZGVsUmVzcG9uc2USKQoHb3V0Y29tZRgBIAEoDjIYLndhcmRlbi52MS5VbmxvYWRPdXRjb21lEg0KBWVycm9yGAIgASgJEioKCGluc3RhbmNlGAMgASgLMhgud2FyZGVuLnYxLk1vZGVsSW5zdGFuY2UiXQoVRm9yZ2V0SW5zdGFuY2VSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAkSEwoLaW5jYXJuYXRpb24YAiABKAkSEAoIb3BlcmF0b3IYAyABKAkSDAoEbm90ZRgEIAEoCSIYChZGb3JnZXRJbnN0YW5jZVJlc3BvbnNlIuoCCgZQb2xpY3kSFgoObGltaXRfcGVyX25vZGUYASABKA0SEgoKaWRsZV9jaGVjaxgCIAEoCBIXCg9pZGxlX3RpbWVvdXRfbXMYAyABKAQSEgoKYnVzeV9jaGVjaxgEIAEoCBIXCg9idXN5X3RpbWVvdXRfbXMYBSABKAQSGAoQbWVtb3J5X3JlY2xhaW1lchgGIAEoCBIYChBtZW1vcnlfdGhyZXNob2xkGAcgASgBEiAKGGZvcmNlX2V2aWN0aW9uX3doZW5fYnVzeRgIIAEoCBISCgpzaXplX2F3YXJlGAkgASgIEhgKEHRpY2tfaW50ZXJ2YWxfbXMYCiABKAQSGwoTZW5mb3JjZW1lbnRfcmV0cmllcxgLIAEoDRIlCh1lbmZvcmNlbWVudF9yZXRyeV9pbnRlcnZhbF9tcxgMIAEoBBImCgZtb2RlbHMYDSADKAsyFi53YXJkZW4udjEuTW9kZWxQb2xpY3kiPAoLTW9kZWxQb2xpY3kSDQoFbW9kZWwYASABKAkSDgoGcGlubmVkGAIgASgIEg4KBmdyb3VwcxgDIAMoCSISChBHZXRQb2xpY3lSZXF1ZXN0IjYKEUdldFBvbGljeVJlc3BvbnNlEiEKBnBvbGljeRgBIAEoCzIRLndhcmRlbi52MS5Qb2xpY3ki7QMKC1BvbGljeVBhdGNoEhsKDmxpbWl0X3Blcl9ub2RlGAEgASgNSACIAQESFwoKaWRsZV9jaGVjaxgCIAEoCEgBiAEBEhwKD2lkbGVfdGltZW91dF9tcxgDIAEoBEgCiAEBEhcKCmJ1c3lfY2hlY2sYBCABKAhIA4gBARIcCg9idXN5X3RpbWVvdXRfbXMYBSABKARIBIgBARIdChBtZW1vcnlfcmVjbGFpbWVyGAYgASgISAWIAQESHQoQbWVtb3J5X3RocmVzaG9sZBgHIAEoAUgGiAEBEiUKGGZvcmNlX2V2aWN0aW9uX3doZW5fYnVzeRgIIAEoCEgHiAEBEhcKCnNpemVfYXdhcmUYCSABKAhICIgBARImCgZtb2RlbHMYCiADKAsyFi53YXJkZW4udjEuTW9kZWxQb2xpY3lCEQoPX2xpbWl0X3Blcl9ub2RlQg0KC19pZGxlX2NoZWNrQhIKEF9pZGxlX3RpbWVvdXRfbXNCDQoLX2J1c3lfY2hlY2tCEgoQX2J1c3lfdGltZW91dF9tc0ITChFfbWVtb3J5X3JlY2xhaW1lckITChFfbWVtb3J5X3RocmVzaG9sZEIbChlfZm9yY2VfZXZpY3Rpb25fd2hlbl9idXN5Qg0KC19zaXplX2F3YXJlIjwKE1VwZGF0ZVBvbGljeVJlcXVlc3QSJQoFcGF0Y2gYASABKAsyFi53YXJkZW4udjEuUG9saWN5UGF0Y2giOQoUVXBkYXRlUG9saWN5UmVzcG9uc2USIQoGcG9saWN5GAEgASgLMhEud2FyZGVuLnYxLlBvbGljeSIoChdFeHBsYWluUGxhY2VtZW50UmVxdWVzdBINCgVtb2RlbBgBIAEoCSJ0CgtOb2RlVmVyZGljdBIPCgdub2RlX2lkGAEgASgJEgwKBGZpdHMYAiABKAgSDgoGcmVhc29uGAMgASgJEhIKCmZyZWVfYnl0ZXMYBCABKAQSEwoLd291bGRfZXZpY3QYBSADKAkSDQoFc2NvcmUYBiABKAEikgEKGEV4cGxhaW5QbGFjZW1lbnRSZXNwb25zZRIuCghkZWNpc2lvbhgBIAEoDjIcLndhcmRlbi52MS5QbGFjZW1lbnREZWNpc2lvbhIPCgdub2RlX2lkGAIgASgJEg4KBnJlYXNvbhgDIAEoCRIlCgVub2RlcxgEIAMoCzIWLndhcmRlbi52MS5Ob2RlVmVyZGljdCJDChJXYXRjaEV2ZW50c1JlcXVlc3QSDQoFdHlwZXMYASADKAkSDwoHbm9kZV9pZBgCIAEoCRINCgVtb2RlbBgDIAEoCSI2ChNXYXRjaEV2ZW50c1Jlc3BvbnNlEh8KBWV2ZW50GAEgASgLMhAud2FyZGVuLnYxLkV2ZW50ImgKEVNjYWxlTW9kZWxSZXF1ZXN0Eg0KBW1vZGVsGAEgASgJEhAKA21pbhgCIAEoDUgAiAEBEhAKA21heBgDIAEoDUgBiAEBEhAKCG9wZXJhdG9yGAQgASgJQgYKBF9taW5CBgoEX21heCJAChJTY2FsZU1vZGVsUmVzcG9uc2USKgoIcmVwbGljYXMYASABKAsyGC53YXJkZW4udjEuTW9kZWxSZXBsaWNhcyJvChRTZXROb2RlTGltaXRzUmVxdWVzdBIPCgdub2RlX2lkGAEgASgJEiUKBmxpbWl0cxgCIAEoCzIVLndhcmRlbi52MS5Ob2RlTGltaXRzEg0KBWNsZWFyGAMgASgIEhAKCG9wZXJhdG9yGAQgASgJIjYKFVNldE5vZGVMaW1pdHNSZXNwb25zZRIdCgRub2RlGAEgASgLMg8ud2FyZGVuLnYxLk5vZGUiFAoSR2V0SGFTdGF0dXNSZXF1ZXN0ImEKCEhhTWVtYmVyEg4KBmhvbGRlchgBIAEoCRIPCgdhZGRyZXNzGAIgASgJEhQKDGxhc3Rfc2Vlbl9tcxgDIAEoBBIMCgRyb2xlGAQgASgJEhAKCGh0dHBfdXJsGAUgASgJIoACChNHZXRIYVN0YXR1c1Jlc3BvbnNlEg8KB2VuYWJsZWQYASABKAgSIQoEc2VsZhgCIAEoCzITLndhcmRlbi52MS5IYU1lbWJlchIVCg1sZWFkZXJfaG9sZGVyGAMgASgJEhYKDmxlYWRlcl9hZGRyZXNzGAQgASgJEg0KBWVwb2NoGAUgASgEEhQKDGxlYXNlX2FnZV9tcxgGIAEoBBIlCghzdGFuZGJ5cxgHIAMoCzITLndhcmRlbi52MS5IYU1lbWJlchIOCgZxdW9ydW0YCCABKAgSEQoJdGFrZW92ZXJzGAkgASgEEhcKD2xlYWRlcl9odHRwX3VybBgKIAEoCSIrChJFeHBvcnRUcmFjZVJlcXVlc3QSFQoNc2luY2VfdW5peF9tcxgBIAEoBCIjChNFeHBvcnRUcmFjZVJlc3BvbnNlEgwKBGRhdGEYASABKAwqiwEKCU5vZGVTdGF0ZRIaChZOT0RFX1NUQVRFX1VOU1BFQ0lGSUVEEAASFAoQTk9ERV9TVEFURV9SRUFEWRABEhoKFk5PREVfU1RBVEVfVU5SRUFDSEFCTEUQAhITCg9OT0RFX1NUQVRFX0xPU1QQAxIbChdOT0RFX1NUQVRFX05PVF9SRVBPUlRFRBAEKnIKCVBsYWNlbWVudBIZChVQTEFDRU1FTlRfVU5TUEVDSUZJRUQQABITCg9QTEFDRU1FTlRfTE9DQUwQARIaChZQTEFDRU1FTlRfTE9DQUxfUkVNT1RFEAISGQoVUExBQ0VNRU5UX1JFTU9URV9PTkxZEAMq/AEKDUluc3RhbmNlU3RhdGUSHgoaSU5TVEFOQ0VfU1RBVEVfVU5TUEVDSUZJRUQQABIaChZJTlNUQU5DRV9TVEFURV9MT0FESU5HEAESGAoUSU5TVEFOQ0VfU1RBVEVfUkVBRFkQAhIYChRJTlNUQU5DRV9TVEFURV9GUkVFRBADEiMKH0lOU1RBTkNFX1NUQVRFX1BFTkRJTkdfRVZJQ1RJT04QBBIbChdJTlNUQU5DRV9TVEFURV9MRUZUT1ZFUhAFEhkKFUlOU1RBTkNFX1NUQVRFX09SUEhBThAGEh4KGklOU1RBTkNFX1NUQVRFX1VOQ09ORklSTUVEEAcqbAoNT3V0YWdlU2VydmluZxIeChpPVVRBR0VfU0VSVklOR19VTlNQRUNJRklFRBAAEhoKFk9VVEFHRV9TRVJWSU5HX1NFUlZJTkcQARIfChtPVVRBR0VfU0VSVklOR19QUk9CRV9GQUlMRUQQAiqsAQoNVW5sb2FkT3V0Y29tZRIeChpVTkxPQURfT1VUQ09NRV9VTlNQRUNJRklFRBAAEhoKFlVOTE9BRF9PVVRDT01FX1NUT1BQRUQQARIjCh9VTkxPQURfT1VUQ09NRV9SRUdJU1RFUkVEX0FHQUlOEAISGwoXVU5MT0FEX09VVENPTUVfTEVGVE9WRVIQAxIdChlVTkxPQURfT1VUQ09NRV9OT1RfTE9BREVEEAQq4QEKEVBsYWNlbWVudERlY2lzaW9uEiIKHlBMQUNFTUVOVF9ERUNJU0lPTl9VTlNQRUNJRklFRBAAEiUKIVBMQUNFTUVOVF9ERUNJU0lPTl9BTFJFQURZX0xPQURFRBABEhwKGFBMQUNFTUVOVF9ERUNJU0lPTl9QTEFDRRACEicKI1BMQUNFTUVOVF9ERUNJU0lPTl9FVklDVF9USEVOX1BMQUNFEAMSGwoXUExBQ0VNRU5UX0RFQ0lTSU9OX1dBSVQQBBIdChlQTEFDRU1FTlRfREVDSVNJT05fTk9fRklUEAUynQsKDEFkbWluU2VydmljZRJGCglMaXN0Tm9kZXMSGy53YXJkZW4udjEuTGlzdE5vZGVzUmVxdWVzdBocLndhcmRlbi52MS5MaXN0Tm9kZXNSZXNwb25zZRJACgdHZXROb2RlEhkud2FyZGVuLnYxLkdldE5vZGVSZXF1ZXN0Ghoud2FyZGVuLnYxLkdldE5vZGVSZXNwb25zZRJGCglEcmFpbk5vZGUSGy53YXJkZW4udjEuRHJhaW5Ob2RlUmVxdWVzdBocLndhcmRlbi52MS5EcmFpbk5vZGVSZXNwb25zZRJMCgtVbmRyYWluTm9kZRIdLndhcmRlbi52MS5VbmRyYWluTm9kZVJlcXVlc3QaHi53YXJkZW4udjEuVW5kcmFpbk5vZGVSZXNwb25zZRJYCg9EZWNsYXJlTm9kZUxvc3QSIS53YXJkZW4udjEuRGVjbGFyZU5vZGVMb3N0UmVxdWVzdBoiLndhcmRlbi52MS5EZWNsYXJlTm9kZUxvc3RSZXNwb25zZRJJCgpMaXN0TW9kZWxzEhwud2FyZGVuLnYxLkxpc3RNb2RlbHNSZXF1ZXN0Gh0ud2FyZGVuLnYxLkxpc3RNb2RlbHNSZXNwb25zZRJGCglMb2FkTW9kZWwSGy53YXJkZW4udjEuTG9hZE1vZGVsUmVxdWVzdBocLndhcmRlbi52MS5Mb2FkTW9kZWxSZXNwb25zZRJMCgtVbmxvYWRNb2RlbBIdLndhcmRlbi52MS5VbmxvYWRNb2RlbFJlcXVlc3QaHi53YXJkZW4udjEuVW5sb2FkTW9kZWxSZXNwb25zZRJVCg5Gb3JnZXRJbnN0YW5jZRIgLndhcmRlbi52MS5Gb3JnZXRJbnN0YW5jZVJlcXVlc3QaIS53YXJkZW4udjEuRm9yZ2V0SW5zdGFuY2VSZXNwb25zZRJGCglHZXRQb2xpY3kSGy53YXJkZW4udjEuR2V0UG9saWN5UmVxdWVzdBocLndhcmRlbi52MS5HZXRQb2xpY3lSZXNwb25zZRJPCgxVcGRhdGVQb2xpY3kSHi53YXJkZW4udjEuVXBkYXRlUG9saWN5UmVxdWVzdBofLndhcmRlbi52MS5VcGRhdGVQb2xpY3lSZXNwb25zZRJbChBFeHBsYWluUGxhY2VtZW50EiIud2FyZGVuLnYxLkV4cGxhaW5QbGFjZW1lbnRSZXF1ZXN0GiMud2FyZGVuLnYxLkV4cGxhaW5QbGFjZW1lbnRSZXNwb25zZRJOCgtXYXRjaEV2ZW50cxIdLndhcmRlbi52MS5XYXRjaEV2ZW50c1JlcXVlc3QaHi53YXJkZW4udjEuV2F0Y2hFdmVudHNSZXNwb25zZTABEkkKClNjYWxlTW9kZWwSHC53YXJkZW4udjEuU2NhbGVNb2RlbFJlcXVlc3QaHS53YXJkZW4udjEuU2NhbGVNb2RlbFJlc3BvbnNlElIKDVNldE5vZGVMaW1pdHMSHy53YXJkZW4udjEuU2V0Tm9kZUxpbWl0c1JlcXVlc3QaIC53YXJkZW4udjEuU2V0Tm9kZUxpbWl0c1Jlc3BvbnNlEkwKC0dldEhhU3RhdHVzEh0ud2FyZGVuLnYxLkdldEhhU3RhdHVzUmVxdWVzdBoeLndhcmRlbi52MS5HZXRIYVN0YXR1c1Jlc3BvbnNlEk4KC0V4cG9ydFRyYWNlEh0ud2FyZGVuLnYxLkV4cG9ydFRyYWNlUmVxdWVzdBoeLndhcmRlbi52MS5FeHBvcnRUcmFjZVJlc3BvbnNlMAESWAoPR2V0SW5zdGFuY2VMb2dzEiEud2FyZGVuLnYxLkdldEluc3RhbmNlTG9nc1JlcXVlc3QaIi53YXJkZW4udjEuR2V0SW5zdGFuY2VMb2dzUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_timestamp, file_warden_v1_events, file_warden_v1_load_job, file_warden_v1_node, file_warden_v1_types]);
+  fileDesc("ChV3YXJkZW4vdjEvYWRtaW4ucHJvdG8SCXdhcmRlbi52MSJAChlMaXN0QmFja2VuZEJ1bmRsZXNSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAkSEgoKdGltZW91dF9tcxgCIAEoBCJkCg1CYWNrZW5kQnVuZGxlEg8KB2JhY2tlbmQYASABKAkSDgoGc291cmNlGAIgASgJEg4KBnNoYTI1NhgDIAEoCRIRCglpbnN0YWxsZWQYBCABKAgSDwoHcnVubmluZxgFIAEoDSJtChJOb2RlQmFja2VuZEJ1bmRsZXMSDwoHbm9kZV9pZBgBIAEoCRIpCgdidW5kbGVzGAIgAygLMhgud2FyZGVuLnYxLkJhY2tlbmRCdW5kbGUSDQoFZXJyb3IYAyABKAkSDAoEY29kZRgEIAEoDSJKChpMaXN0QmFja2VuZEJ1bmRsZXNSZXNwb25zZRIsCgVub2RlcxgBIAMoCzIdLndhcmRlbi52MS5Ob2RlQmFja2VuZEJ1bmRsZXMi3wEKG0luc3RhbGxCYWNrZW5kQnVuZGxlUmVxdWVzdBIPCgdiYWNrZW5kGAEgASgJEg8KB25vZGVfaWQYAiABKAkSRgoIc2VsZWN0b3IYAyADKAsyNC53YXJkZW4udjEuSW5zdGFsbEJhY2tlbmRCdW5kbGVSZXF1ZXN0LlNlbGVjdG9yRW50cnkSEQoJYWxsX25vZGVzGAQgASgIEhIKCnRpbWVvdXRfbXMYBSABKAQaLwoNU2VsZWN0b3JFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIpkBChNCYWNrZW5kQnVuZGxlUmVzdWx0Eg8KB25vZGVfaWQYASABKAkSKAoGYnVuZGxlGAIgASgLMhgud2FyZGVuLnYxLkJhY2tlbmRCdW5kbGUSGQoRYWxyZWFkeV9pbnN0YWxsZWQYAyABKAgSDwoHcmVtb3ZlZBgEIAEoCBINCgVlcnJvchgFIAEoCRIMCgRjb2RlGAYgASgNIk8KHEluc3RhbGxCYWNrZW5kQnVuZGxlUmVzcG9uc2USLwoHcmVzdWx0cxgBIAMoCzIeLndhcmRlbi52MS5CYWNrZW5kQnVuZGxlUmVzdWx0It0BChpSZW1vdmVCYWNrZW5kQnVuZGxlUmVxdWVzdBIPCgdiYWNrZW5kGAEgASgJEg8KB25vZGVfaWQYAiABKAkSRQoIc2VsZWN0b3IYAyADKAsyMy53YXJkZW4udjEuUmVtb3ZlQmFja2VuZEJ1bmRsZVJlcXVlc3QuU2VsZWN0b3JFbnRyeRIRCglhbGxfbm9kZXMYBCABKAgSEgoKdGltZW91dF9tcxgFIAEoBBovCg1TZWxlY3RvckVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiTgobUmVtb3ZlQmFja2VuZEJ1bmRsZVJlc3BvbnNlEi8KB3Jlc3VsdHMYASADKAsyHi53YXJkZW4udjEuQmFja2VuZEJ1bmRsZVJlc3VsdCJAChZHZXRJbnN0YW5jZUxvZ3NSZXF1ZXN0EhMKC2luY2FybmF0aW9uGAEgASgJEhEKCW1heF9saW5lcxgCIAEoDSJlChdHZXRJbnN0YW5jZUxvZ3NSZXNwb25zZRINCgVtb2RlbBgBIAEoCRIPCgdub2RlX2lkGAIgASgJEhQKDHN0ZG91dF9saW5lcxgDIAMoCRIUCgxzdGRlcnJfbGluZXMYBCADKAki8wQKBE5vZGUSDwoHbm9kZV9pZBgBIAEoCRIPCgdhZGRyZXNzGAIgASgJEisKBmxhYmVscxgDIAMoCzIbLndhcmRlbi52MS5Ob2RlLkxhYmVsc0VudHJ5EiMKBXN0YXRlGAQgASgOMhQud2FyZGVuLnYxLk5vZGVTdGF0ZRIQCghkcmFpbmluZxgFIAEoCBIXCg9kcmFpbl9yZW1haW5pbmcYBiABKA0SKwoJcmVzb3VyY2VzGAcgASgLMhgud2FyZGVuLnYxLk5vZGVSZXNvdXJjZXMSNQoRbGFzdF9oZWFydGJlYXRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKCmJvb3RfZXBvY2gYCSABKAQSFgoOaW5zdGFuY2VfY291bnQYCiABKA0SEAoIZW1iZWRkZWQYCyABKAgSKgoHZm9yZWlnbhgMIAMoCzIZLndhcmRlbi52MS5Gb3JlaWduUHJvY2VzcxIPCgd2ZXJzaW9uGA0gASgJEhAKCGJhY2tlbmRzGA4gAygJEisKDGFnZW50X2xpbWl0cxgPIAEoCzIVLndhcmRlbi52MS5Ob2RlTGltaXRzEi4KD2xpbWl0c19vdmVycmlkZRgQIAEoCzIVLndhcmRlbi52MS5Ob2RlTGltaXRzEi8KEGVmZmVjdGl2ZV9saW1pdHMYESABKAsyFS53YXJkZW4udjEuTm9kZUxpbWl0cxIeChZzZXJ2aW5nX3Rocm91Z2hfb3V0YWdlGBIgASgNGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEihQEKEExpc3ROb2Rlc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgNEhIKCnBhZ2VfdG9rZW4YAiABKAkSFgoObm9kZV9pZF9wcmVmaXgYAyABKAkSIwoFc3RhdGUYBCABKA4yFC53YXJkZW4udjEuTm9kZVN0YXRlEg0KBW1vZGVsGAUgASgJIkwKEUxpc3ROb2Rlc1Jlc3BvbnNlEh4KBW5vZGVzGAEgAygLMg8ud2FyZGVuLnYxLk5vZGUSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIiEKDkdldE5vZGVSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAkiXQoPR2V0Tm9kZVJlc3BvbnNlEh0KBG5vZGUYASABKAsyDy53YXJkZW4udjEuTm9kZRIrCglpbnN0YW5jZXMYAiADKAsyGC53YXJkZW4udjEuTW9kZWxJbnN0YW5jZSIyChBEcmFpbk5vZGVSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAkSDQoFZm9yY2UYAiABKAgiMgoRRHJhaW5Ob2RlUmVzcG9uc2USHQoEbm9kZRgBIAEoCzIPLndhcmRlbi52MS5Ob2RlIiUKElVuZHJhaW5Ob2RlUmVxdWVzdBIPCgdub2RlX2lkGAEgASgJIjQKE1VuZHJhaW5Ob2RlUmVzcG9uc2USHQoEbm9kZRgBIAEoCzIPLndhcmRlbi52MS5Ob2RlIjkKFkRlY2xhcmVOb2RlTG9zdFJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCRIOCgZyZWFzb24YAiABKAkiUgoXRGVjbGFyZU5vZGVMb3N0UmVzcG9uc2USHQoEbm9kZRgBIAEoCzIPLndhcmRlbi52MS5Ob2RlEhgKEHdhc19hbHJlYWR5X2xvc3QYAiABKAgibgoMTGVmdG92ZXJJbmZvEhAKCGF0dGVtcHRzGAEgASgNEhIKCmxhc3RfZXJyb3IYAiABKAkSKQoFc2luY2UYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg0KBXN0dWNrGAQgASgIIq8ECg1Nb2RlbEluc3RhbmNlEg0KBW1vZGVsGAEgASgJEg8KB25vZGVfaWQYAiABKAkSDwoHYWRkcmVzcxgDIAEoCRITCgtpbmNhcm5hdGlvbhgEIAEoCRInCglwbGFjZW1lbnQYBSABKA4yFC53YXJkZW4udjEuUGxhY2VtZW50EicKBXN0YXRlGAYgASgOMhgud2FyZGVuLnYxLkluc3RhbmNlU3RhdGUSEQoJaW5fZmxpZ2h0GAcgASgNEi4KCmJ1c3lfc2luY2UYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmlkbGVfc2luY2UYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi0KCWxhc3RfdXNlZBgKIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASGAoQcGVuZGluZ19ldmljdGlvbhgLIAEoCBIOCgZwaW5uZWQYDCABKAgSDgoGZ3JvdXBzGA0gAygJEhIKCnNpemVfYnl0ZXMYDiABKAQSKQoIbGVmdG92ZXIYDyABKAsyFy53YXJkZW4udjEuTGVmdG92ZXJJbmZvEg8KB2JhY2tlbmQYECABKAkSKAoKbm9kZV9zdGF0ZRgRIAEoDjIULndhcmRlbi52MS5Ob2RlU3RhdGUSMAoOb3V0YWdlX3NlcnZpbmcYEiABKA4yGC53YXJkZW4udjEuT3V0YWdlU2VydmluZyKDAQoRTGlzdE1vZGVsc1JlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKA0SEgoKcGFnZV90b2tlbhgDIAEoCRINCgVtb2RlbBgEIAEoCRInCgVzdGF0ZRgFIAEoDjIYLndhcmRlbi52MS5JbnN0YW5jZVN0YXRlImUKD0NvbmZpZ3VyZWRNb2RlbBINCgVtb2RlbBgBIAEoCRIPCgdiYWNrZW5kGAIgASgJEg4KBmdyb3VwcxgDIAMoCRIOCgZwaW5uZWQYBCABKAgSEgoKc2l6ZV9ieXRlcxgFIAEoBCK2AQoSTGlzdE1vZGVsc1Jlc3BvbnNlEisKCWluc3RhbmNlcxgBIAMoCzIYLndhcmRlbi52MS5Nb2RlbEluc3RhbmNlEi4KCmNvbmZpZ3VyZWQYAiADKAsyGi53YXJkZW4udjEuQ29uZmlndXJlZE1vZGVsEioKCHJlcGxpY2FzGAMgAygLMhgud2FyZGVuLnYxLk1vZGVsUmVwbGljYXMSFwoPbmV4dF9wYWdlX3Rva2VuGAQgASgJIkkKDlJlcGxpY2FCbG9ja2VkEg0KBWVycm9yGAEgASgJEhAKCGZhaWx1cmVzGAIgASgNEhYKDnJldHJ5X2FmdGVyX21zGAMgASgEItMCCg1Nb2RlbFJlcGxpY2FzEg0KBW1vZGVsGAEgASgJEgsKA21pbhgCIAEoDRILCgNtYXgYAyABKA0SGAoQdGFyZ2V0X2luX2ZsaWdodBgEIAEoDRIbChNzY2FsZV9kb3duX2FmdGVyX21zGAUgASgEEg8KB2Rlc2lyZWQYBiABKA0SDQoFcmVhZHkYByABKA0SDwoHbG9hZGluZxgIIAEoDRIQCghzdG9wcGluZxgJIAEoDRIRCglsZWZ0b3ZlcnMYCiABKA0SDgoGcXVldWVkGAsgASgNEioKB2Jsb2NrZWQYDCABKAsyGS53YXJkZW4udjEuUmVwbGljYUJsb2NrZWQSJAoIbG9hZF9qb2IYDSABKAsyEi53YXJkZW4udjEuTG9hZEpvYhIqCgdyb2xsb3V0GA4gASgLMhkud2FyZGVuLnYxLlJlcGxpY2FSb2xsb3V0Ij4KDlJlcGxpY2FSb2xsb3V0Eg8KB2N1cnJlbnQYASABKA0SDQoFc3RhbGUYAiABKA0SDAoEa2VlcBgDIAEoDSIyChBMb2FkTW9kZWxSZXF1ZXN0Eg0KBW1vZGVsGAEgASgJEg8KB25vZGVfaWQYAiABKAkiPwoRTG9hZE1vZGVsUmVzcG9uc2USKgoIaW5zdGFuY2UYASABKAsyGC53YXJkZW4udjEuTW9kZWxJbnN0YW5jZSJLChJVbmxvYWRNb2RlbFJlcXVlc3QSDQoFbW9kZWwYASABKAkSDQoFZm9yY2UYAiABKAgSFwoPc3RvcF90aW1lb3V0X21zGAMgASgEInsKE1VubG9hZE1vZGVsUmVzcG9uc2USKQoHb3V0Y29tZRgBIAEoDjIYLndhcmRlbi52MS5VbmxvYWRPdXRjb21lEg0KBWVycm9yGAIgASgJEioKCGluc3RhbmNlGAMgASgLMhgud2FyZGVuLnYxLk1vZGVsSW5zdGFuY2UiXQoVRm9yZ2V0SW5zdGFuY2VSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAkSEwoLaW5jYXJuYXRpb24YAiABKAkSEAoIb3BlcmF0b3IYAyABKAkSDAoEbm90ZRgEIAEoCSIYChZGb3JnZXRJbnN0YW5jZVJlc3BvbnNlIuoCCgZQb2xpY3kSFgoObGltaXRfcGVyX25vZGUYASABKA0SEgoKaWRsZV9jaGVjaxgCIAEoCBIXCg9pZGxlX3RpbWVvdXRfbXMYAyABKAQSEgoKYnVzeV9jaGVjaxgEIAEoCBIXCg9idXN5X3RpbWVvdXRfbXMYBSABKAQSGAoQbWVtb3J5X3JlY2xhaW1lchgGIAEoCBIYChBtZW1vcnlfdGhyZXNob2xkGAcgASgBEiAKGGZvcmNlX2V2aWN0aW9uX3doZW5fYnVzeRgIIAEoCBISCgpzaXplX2F3YXJlGAkgASgIEhgKEHRpY2tfaW50ZXJ2YWxfbXMYCiABKAQSGwoTZW5mb3JjZW1lbnRfcmV0cmllcxgLIAEoDRIlCh1lbmZvcmNlbWVudF9yZXRyeV9pbnRlcnZhbF9tcxgMIAEoBBImCgZtb2RlbHMYDSADKAsyFi53YXJkZW4udjEuTW9kZWxQb2xpY3kiPAoLTW9kZWxQb2xpY3kSDQoFbW9kZWwYASABKAkSDgoGcGlubmVkGAIgASgIEg4KBmdyb3VwcxgDIAMoCSISChBHZXRQb2xpY3lSZXF1ZXN0IjYKEUdldFBvbGljeVJlc3BvbnNlEiEKBnBvbGljeRgBIAEoCzIRLndhcmRlbi52MS5Qb2xpY3ki7QMKC1BvbGljeVBhdGNoEhsKDmxpbWl0X3Blcl9ub2RlGAEgASgNSACIAQESFwoKaWRsZV9jaGVjaxgCIAEoCEgBiAEBEhwKD2lkbGVfdGltZW91dF9tcxgDIAEoBEgCiAEBEhcKCmJ1c3lfY2hlY2sYBCABKAhIA4gBARIcCg9idXN5X3RpbWVvdXRfbXMYBSABKARIBIgBARIdChBtZW1vcnlfcmVjbGFpbWVyGAYgASgISAWIAQESHQoQbWVtb3J5X3RocmVzaG9sZBgHIAEoAUgGiAEBEiUKGGZvcmNlX2V2aWN0aW9uX3doZW5fYnVzeRgIIAEoCEgHiAEBEhcKCnNpemVfYXdhcmUYCSABKAhICIgBARImCgZtb2RlbHMYCiADKAsyFi53YXJkZW4udjEuTW9kZWxQb2xpY3lCEQoPX2xpbWl0X3Blcl9ub2RlQg0KC19pZGxlX2NoZWNrQhIKEF9pZGxlX3RpbWVvdXRfbXNCDQoLX2J1c3lfY2hlY2tCEgoQX2J1c3lfdGltZW91dF9tc0ITChFfbWVtb3J5X3JlY2xhaW1lckITChFfbWVtb3J5X3RocmVzaG9sZEIbChlfZm9yY2VfZXZpY3Rpb25fd2hlbl9idXN5Qg0KC19zaXplX2F3YXJlIjwKE1VwZGF0ZVBvbGljeVJlcXVlc3QSJQoFcGF0Y2gYASABKAsyFi53YXJkZW4udjEuUG9saWN5UGF0Y2giOQoUVXBkYXRlUG9saWN5UmVzcG9uc2USIQoGcG9saWN5GAEgASgLMhEud2FyZGVuLnYxLlBvbGljeSIoChdFeHBsYWluUGxhY2VtZW50UmVxdWVzdBINCgVtb2RlbBgBIAEoCSJ0CgtOb2RlVmVyZGljdBIPCgdub2RlX2lkGAEgASgJEgwKBGZpdHMYAiABKAgSDgoGcmVhc29uGAMgASgJEhIKCmZyZWVfYnl0ZXMYBCABKAQSEwoLd291bGRfZXZpY3QYBSADKAkSDQoFc2NvcmUYBiABKAEikgEKGEV4cGxhaW5QbGFjZW1lbnRSZXNwb25zZRIuCghkZWNpc2lvbhgBIAEoDjIcLndhcmRlbi52MS5QbGFjZW1lbnREZWNpc2lvbhIPCgdub2RlX2lkGAIgASgJEg4KBnJlYXNvbhgDIAEoCRIlCgVub2RlcxgEIAMoCzIWLndhcmRlbi52MS5Ob2RlVmVyZGljdCJDChJXYXRjaEV2ZW50c1JlcXVlc3QSDQoFdHlwZXMYASADKAkSDwoHbm9kZV9pZBgCIAEoCRINCgVtb2RlbBgDIAEoCSI2ChNXYXRjaEV2ZW50c1Jlc3BvbnNlEh8KBWV2ZW50GAEgASgLMhAud2FyZGVuLnYxLkV2ZW50ImgKEVNjYWxlTW9kZWxSZXF1ZXN0Eg0KBW1vZGVsGAEgASgJEhAKA21pbhgCIAEoDUgAiAEBEhAKA21heBgDIAEoDUgBiAEBEhAKCG9wZXJhdG9yGAQgASgJQgYKBF9taW5CBgoEX21heCJAChJTY2FsZU1vZGVsUmVzcG9uc2USKgoIcmVwbGljYXMYASABKAsyGC53YXJkZW4udjEuTW9kZWxSZXBsaWNhcyJvChRTZXROb2RlTGltaXRzUmVxdWVzdBIPCgdub2RlX2lkGAEgASgJEiUKBmxpbWl0cxgCIAEoCzIVLndhcmRlbi52MS5Ob2RlTGltaXRzEg0KBWNsZWFyGAMgASgIEhAKCG9wZXJhdG9yGAQgASgJIjYKFVNldE5vZGVMaW1pdHNSZXNwb25zZRIdCgRub2RlGAEgASgLMg8ud2FyZGVuLnYxLk5vZGUiFAoSR2V0SGFTdGF0dXNSZXF1ZXN0ImEKCEhhTWVtYmVyEg4KBmhvbGRlchgBIAEoCRIPCgdhZGRyZXNzGAIgASgJEhQKDGxhc3Rfc2Vlbl9tcxgDIAEoBBIMCgRyb2xlGAQgASgJEhAKCGh0dHBfdXJsGAUgASgJIoACChNHZXRIYVN0YXR1c1Jlc3BvbnNlEg8KB2VuYWJsZWQYASABKAgSIQoEc2VsZhgCIAEoCzITLndhcmRlbi52MS5IYU1lbWJlchIVCg1sZWFkZXJfaG9sZGVyGAMgASgJEhYKDmxlYWRlcl9hZGRyZXNzGAQgASgJEg0KBWVwb2NoGAUgASgEEhQKDGxlYXNlX2FnZV9tcxgGIAEoBBIlCghzdGFuZGJ5cxgHIAMoCzITLndhcmRlbi52MS5IYU1lbWJlchIOCgZxdW9ydW0YCCABKAgSEQoJdGFrZW92ZXJzGAkgASgEEhcKD2xlYWRlcl9odHRwX3VybBgKIAEoCSIrChJFeHBvcnRUcmFjZVJlcXVlc3QSFQoNc2luY2VfdW5peF9tcxgBIAEoBCIjChNFeHBvcnRUcmFjZVJlc3BvbnNlEgwKBGRhdGEYASABKAwqiwEKCU5vZGVTdGF0ZRIaChZOT0RFX1NUQVRFX1VOU1BFQ0lGSUVEEAASFAoQTk9ERV9TVEFURV9SRUFEWRABEhoKFk5PREVfU1RBVEVfVU5SRUFDSEFCTEUQAhITCg9OT0RFX1NUQVRFX0xPU1QQAxIbChdOT0RFX1NUQVRFX05PVF9SRVBPUlRFRBAEKnIKCVBsYWNlbWVudBIZChVQTEFDRU1FTlRfVU5TUEVDSUZJRUQQABITCg9QTEFDRU1FTlRfTE9DQUwQARIaChZQTEFDRU1FTlRfTE9DQUxfUkVNT1RFEAISGQoVUExBQ0VNRU5UX1JFTU9URV9PTkxZEAMq/AEKDUluc3RhbmNlU3RhdGUSHgoaSU5TVEFOQ0VfU1RBVEVfVU5TUEVDSUZJRUQQABIaChZJTlNUQU5DRV9TVEFURV9MT0FESU5HEAESGAoUSU5TVEFOQ0VfU1RBVEVfUkVBRFkQAhIYChRJTlNUQU5DRV9TVEFURV9GUkVFRBADEiMKH0lOU1RBTkNFX1NUQVRFX1BFTkRJTkdfRVZJQ1RJT04QBBIbChdJTlNUQU5DRV9TVEFURV9MRUZUT1ZFUhAFEhkKFUlOU1RBTkNFX1NUQVRFX09SUEhBThAGEh4KGklOU1RBTkNFX1NUQVRFX1VOQ09ORklSTUVEEAcqbAoNT3V0YWdlU2VydmluZxIeChpPVVRBR0VfU0VSVklOR19VTlNQRUNJRklFRBAAEhoKFk9VVEFHRV9TRVJWSU5HX1NFUlZJTkcQARIfChtPVVRBR0VfU0VSVklOR19QUk9CRV9GQUlMRUQQAiqsAQoNVW5sb2FkT3V0Y29tZRIeChpVTkxPQURfT1VUQ09NRV9VTlNQRUNJRklFRBAAEhoKFlVOTE9BRF9PVVRDT01FX1NUT1BQRUQQARIjCh9VTkxPQURfT1VUQ09NRV9SRUdJU1RFUkVEX0FHQUlOEAISGwoXVU5MT0FEX09VVENPTUVfTEVGVE9WRVIQAxIdChlVTkxPQURfT1VUQ09NRV9OT1RfTE9BREVEEAQq4QEKEVBsYWNlbWVudERlY2lzaW9uEiIKHlBMQUNFTUVOVF9ERUNJU0lPTl9VTlNQRUNJRklFRBAAEiUKIVBMQUNFTUVOVF9ERUNJU0lPTl9BTFJFQURZX0xPQURFRBABEhwKGFBMQUNFTUVOVF9ERUNJU0lPTl9QTEFDRRACEicKI1BMQUNFTUVOVF9ERUNJU0lPTl9FVklDVF9USEVOX1BMQUNFEAMSGwoXUExBQ0VNRU5UX0RFQ0lTSU9OX1dBSVQQBBIdChlQTEFDRU1FTlRfREVDSVNJT05fTk9fRklUEAUyzw0KDEFkbWluU2VydmljZRJGCglMaXN0Tm9kZXMSGy53YXJkZW4udjEuTGlzdE5vZGVzUmVxdWVzdBocLndhcmRlbi52MS5MaXN0Tm9kZXNSZXNwb25zZRJACgdHZXROb2RlEhkud2FyZGVuLnYxLkdldE5vZGVSZXF1ZXN0Ghoud2FyZGVuLnYxLkdldE5vZGVSZXNwb25zZRJGCglEcmFpbk5vZGUSGy53YXJkZW4udjEuRHJhaW5Ob2RlUmVxdWVzdBocLndhcmRlbi52MS5EcmFpbk5vZGVSZXNwb25zZRJMCgtVbmRyYWluTm9kZRIdLndhcmRlbi52MS5VbmRyYWluTm9kZVJlcXVlc3QaHi53YXJkZW4udjEuVW5kcmFpbk5vZGVSZXNwb25zZRJYCg9EZWNsYXJlTm9kZUxvc3QSIS53YXJkZW4udjEuRGVjbGFyZU5vZGVMb3N0UmVxdWVzdBoiLndhcmRlbi52MS5EZWNsYXJlTm9kZUxvc3RSZXNwb25zZRJJCgpMaXN0TW9kZWxzEhwud2FyZGVuLnYxLkxpc3RNb2RlbHNSZXF1ZXN0Gh0ud2FyZGVuLnYxLkxpc3RNb2RlbHNSZXNwb25zZRJGCglMb2FkTW9kZWwSGy53YXJkZW4udjEuTG9hZE1vZGVsUmVxdWVzdBocLndhcmRlbi52MS5Mb2FkTW9kZWxSZXNwb25zZRJMCgtVbmxvYWRNb2RlbBIdLndhcmRlbi52MS5VbmxvYWRNb2RlbFJlcXVlc3QaHi53YXJkZW4udjEuVW5sb2FkTW9kZWxSZXNwb25zZRJVCg5Gb3JnZXRJbnN0YW5jZRIgLndhcmRlbi52MS5Gb3JnZXRJbnN0YW5jZVJlcXVlc3QaIS53YXJkZW4udjEuRm9yZ2V0SW5zdGFuY2VSZXNwb25zZRJGCglHZXRQb2xpY3kSGy53YXJkZW4udjEuR2V0UG9saWN5UmVxdWVzdBocLndhcmRlbi52MS5HZXRQb2xpY3lSZXNwb25zZRJPCgxVcGRhdGVQb2xpY3kSHi53YXJkZW4udjEuVXBkYXRlUG9saWN5UmVxdWVzdBofLndhcmRlbi52MS5VcGRhdGVQb2xpY3lSZXNwb25zZRJbChBFeHBsYWluUGxhY2VtZW50EiIud2FyZGVuLnYxLkV4cGxhaW5QbGFjZW1lbnRSZXF1ZXN0GiMud2FyZGVuLnYxLkV4cGxhaW5QbGFjZW1lbnRSZXNwb25zZRJOCgtXYXRjaEV2ZW50cxIdLndhcmRlbi52MS5XYXRjaEV2ZW50c1JlcXVlc3QaHi53YXJkZW4udjEuV2F0Y2hFdmVudHNSZXNwb25zZTABEkkKClNjYWxlTW9kZWwSHC53YXJkZW4udjEuU2NhbGVNb2RlbFJlcXVlc3QaHS53YXJkZW4udjEuU2NhbGVNb2RlbFJlc3BvbnNlElIKDVNldE5vZGVMaW1pdHMSHy53YXJkZW4udjEuU2V0Tm9kZUxpbWl0c1JlcXVlc3QaIC53YXJkZW4udjEuU2V0Tm9kZUxpbWl0c1Jlc3BvbnNlEkwKC0dldEhhU3RhdHVzEh0ud2FyZGVuLnYxLkdldEhhU3RhdHVzUmVxdWVzdBoeLndhcmRlbi52MS5HZXRIYVN0YXR1c1Jlc3BvbnNlEk4KC0V4cG9ydFRyYWNlEh0ud2FyZGVuLnYxLkV4cG9ydFRyYWNlUmVxdWVzdBoeLndhcmRlbi52MS5FeHBvcnRUcmFjZVJlc3BvbnNlMAESWAoPR2V0SW5zdGFuY2VMb2dzEiEud2FyZGVuLnYxLkdldEluc3RhbmNlTG9nc1JlcXVlc3QaIi53YXJkZW4udjEuR2V0SW5zdGFuY2VMb2dzUmVzcG9uc2USYQoSTGlzdEJhY2tlbmRCdW5kbGVzEiQud2FyZGVuLnYxLkxpc3RCYWNrZW5kQnVuZGxlc1JlcXVlc3QaJS53YXJkZW4udjEuTGlzdEJhY2tlbmRCdW5kbGVzUmVzcG9uc2USZwoUSW5zdGFsbEJhY2tlbmRCdW5kbGUSJi53YXJkZW4udjEuSW5zdGFsbEJhY2tlbmRCdW5kbGVSZXF1ZXN0Gicud2FyZGVuLnYxLkluc3RhbGxCYWNrZW5kQnVuZGxlUmVzcG9uc2USZAoTUmVtb3ZlQmFja2VuZEJ1bmRsZRIlLndhcmRlbi52MS5SZW1vdmVCYWNrZW5kQnVuZGxlUmVxdWVzdBomLndhcmRlbi52MS5SZW1vdmVCYWNrZW5kQnVuZGxlUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_timestamp, file_warden_v1_events, file_warden_v1_load_job, file_warden_v1_node, file_warden_v1_types]);
+
+/**
+ * @generated from message warden.v1.ListBackendBundlesRequest
+ */
+export type ListBackendBundlesRequest = Message<"warden.v1.ListBackendBundlesRequest"> & {
+  /**
+   * Only this node (empty = every registered node).
+   *
+   * @generated from field: string node_id = 1;
+   */
+  nodeId: string;
+
+  /**
+   * How long each node may take to answer: 0 = 5000; at most 60000.
+   *
+   * @generated from field: uint64 timeout_ms = 2;
+   */
+  timeoutMs: bigint;
+};
+
+/**
+ * Describes the message warden.v1.ListBackendBundlesRequest.
+ * Use `create(ListBackendBundlesRequestSchema)` to create a new message.
+ */
+export const ListBackendBundlesRequestSchema: GenMessage<ListBackendBundlesRequest> = /*@__PURE__*/
+  messageDesc(file_warden_v1_admin, 0);
+
+/**
+ * @generated from message warden.v1.BackendBundle
+ */
+export type BackendBundle = Message<"warden.v1.BackendBundle"> & {
+  /**
+   * The catalog entry's name.
+   *
+   * @generated from field: string backend = 1;
+   */
+  backend: string;
+
+  /**
+   * @generated from field: string source = 2;
+   */
+  source: string;
+
+  /**
+   * The image manifest's or tarball's sha256, hex.
+   *
+   * @generated from field: string sha256 = 3;
+   */
+  sha256: string;
+
+  /**
+   * @generated from field: bool installed = 4;
+   */
+  installed: boolean;
+
+  /**
+   * Live processes of this catalog entry on the node.
+   *
+   * @generated from field: uint32 running = 5;
+   */
+  running: number;
+};
+
+/**
+ * Describes the message warden.v1.BackendBundle.
+ * Use `create(BackendBundleSchema)` to create a new message.
+ */
+export const BackendBundleSchema: GenMessage<BackendBundle> = /*@__PURE__*/
+  messageDesc(file_warden_v1_admin, 1);
+
+/**
+ * @generated from message warden.v1.NodeBackendBundles
+ */
+export type NodeBackendBundles = Message<"warden.v1.NodeBackendBundles"> & {
+  /**
+   * @generated from field: string node_id = 1;
+   */
+  nodeId: string;
+
+  /**
+   * @generated from field: repeated warden.v1.BackendBundle bundles = 2;
+   */
+  bundles: BackendBundle[];
+
+  /**
+   * Why the node's bundles are not listed (not ready, no answer in time, its
+   * agent's error); empty when it answered.
+   *
+   * @generated from field: string error = 3;
+   */
+  error: string;
+
+  /**
+   * The gRPC status code of `error` (0 when it answered).
+   *
+   * @generated from field: uint32 code = 4;
+   */
+  code: number;
+};
+
+/**
+ * Describes the message warden.v1.NodeBackendBundles.
+ * Use `create(NodeBackendBundlesSchema)` to create a new message.
+ */
+export const NodeBackendBundlesSchema: GenMessage<NodeBackendBundles> = /*@__PURE__*/
+  messageDesc(file_warden_v1_admin, 2);
+
+/**
+ * @generated from message warden.v1.ListBackendBundlesResponse
+ */
+export type ListBackendBundlesResponse = Message<"warden.v1.ListBackendBundlesResponse"> & {
+  /**
+   * In node id order.
+   *
+   * @generated from field: repeated warden.v1.NodeBackendBundles nodes = 1;
+   */
+  nodes: NodeBackendBundles[];
+};
+
+/**
+ * Describes the message warden.v1.ListBackendBundlesResponse.
+ * Use `create(ListBackendBundlesResponseSchema)` to create a new message.
+ */
+export const ListBackendBundlesResponseSchema: GenMessage<ListBackendBundlesResponse> = /*@__PURE__*/
+  messageDesc(file_warden_v1_admin, 3);
+
+/**
+ * @generated from message warden.v1.InstallBackendBundleRequest
+ */
+export type InstallBackendBundleRequest = Message<"warden.v1.InstallBackendBundleRequest"> & {
+  /**
+   * A catalog entry with `bundle:` on the targeted nodes.
+   *
+   * @generated from field: string backend = 1;
+   */
+  backend: string;
+
+  /**
+   * Exactly one target: this node,
+   *
+   * @generated from field: string node_id = 2;
+   */
+  nodeId: string;
+
+  /**
+   * or the ready-or-not registered nodes whose labels hold all these pairs
+   * and whose catalog names the backend (at most 32 pairs),
+   *
+   * @generated from field: map<string, string> selector = 3;
+   */
+  selector: { [key: string]: string };
+
+  /**
+   * or every registered node whose catalog names the backend.
+   *
+   * @generated from field: bool all_nodes = 4;
+   */
+  allNodes: boolean;
+
+  /**
+   * How long each node may take (a pull of a large image): 0 = 600000; at
+   * most the coordinator's longest operation timeout.
+   *
+   * @generated from field: uint64 timeout_ms = 5;
+   */
+  timeoutMs: bigint;
+};
+
+/**
+ * Describes the message warden.v1.InstallBackendBundleRequest.
+ * Use `create(InstallBackendBundleRequestSchema)` to create a new message.
+ */
+export const InstallBackendBundleRequestSchema: GenMessage<InstallBackendBundleRequest> = /*@__PURE__*/
+  messageDesc(file_warden_v1_admin, 4);
+
+/**
+ * @generated from message warden.v1.BackendBundleResult
+ */
+export type BackendBundleResult = Message<"warden.v1.BackendBundleResult"> & {
+  /**
+   * @generated from field: string node_id = 1;
+   */
+  nodeId: string;
+
+  /**
+   * The node's bundle after the call (unset when the node failed).
+   *
+   * @generated from field: warden.v1.BackendBundle bundle = 2;
+   */
+  bundle?: BackendBundle | undefined;
+
+  /**
+   * Install: it was installed before this call (nothing was pulled).
+   *
+   * @generated from field: bool already_installed = 3;
+   */
+  alreadyInstalled: boolean;
+
+  /**
+   * Remove: true when the node removed it, false when it was not installed.
+   *
+   * @generated from field: bool removed = 4;
+   */
+  removed: boolean;
+
+  /**
+   * Why this node did not do it; empty on success.
+   *
+   * @generated from field: string error = 5;
+   */
+  error: string;
+
+  /**
+   * The gRPC status code of `error` (0 on success).
+   *
+   * @generated from field: uint32 code = 6;
+   */
+  code: number;
+};
+
+/**
+ * Describes the message warden.v1.BackendBundleResult.
+ * Use `create(BackendBundleResultSchema)` to create a new message.
+ */
+export const BackendBundleResultSchema: GenMessage<BackendBundleResult> = /*@__PURE__*/
+  messageDesc(file_warden_v1_admin, 5);
+
+/**
+ * @generated from message warden.v1.InstallBackendBundleResponse
+ */
+export type InstallBackendBundleResponse = Message<"warden.v1.InstallBackendBundleResponse"> & {
+  /**
+   * One per targeted node, in node id order.
+   *
+   * @generated from field: repeated warden.v1.BackendBundleResult results = 1;
+   */
+  results: BackendBundleResult[];
+};
+
+/**
+ * Describes the message warden.v1.InstallBackendBundleResponse.
+ * Use `create(InstallBackendBundleResponseSchema)` to create a new message.
+ */
+export const InstallBackendBundleResponseSchema: GenMessage<InstallBackendBundleResponse> = /*@__PURE__*/
+  messageDesc(file_warden_v1_admin, 6);
+
+/**
+ * @generated from message warden.v1.RemoveBackendBundleRequest
+ */
+export type RemoveBackendBundleRequest = Message<"warden.v1.RemoveBackendBundleRequest"> & {
+  /**
+   * @generated from field: string backend = 1;
+   */
+  backend: string;
+
+  /**
+   * @generated from field: string node_id = 2;
+   */
+  nodeId: string;
+
+  /**
+   * @generated from field: map<string, string> selector = 3;
+   */
+  selector: { [key: string]: string };
+
+  /**
+   * @generated from field: bool all_nodes = 4;
+   */
+  allNodes: boolean;
+
+  /**
+   * 0 = 60000; at most the coordinator's longest operation timeout.
+   *
+   * @generated from field: uint64 timeout_ms = 5;
+   */
+  timeoutMs: bigint;
+};
+
+/**
+ * Describes the message warden.v1.RemoveBackendBundleRequest.
+ * Use `create(RemoveBackendBundleRequestSchema)` to create a new message.
+ */
+export const RemoveBackendBundleRequestSchema: GenMessage<RemoveBackendBundleRequest> = /*@__PURE__*/
+  messageDesc(file_warden_v1_admin, 7);
+
+/**
+ * @generated from message warden.v1.RemoveBackendBundleResponse
+ */
+export type RemoveBackendBundleResponse = Message<"warden.v1.RemoveBackendBundleResponse"> & {
+  /**
+   * @generated from field: repeated warden.v1.BackendBundleResult results = 1;
+   */
+  results: BackendBundleResult[];
+};
+
+/**
+ * Describes the message warden.v1.RemoveBackendBundleResponse.
+ * Use `create(RemoveBackendBundleResponseSchema)` to create a new message.
+ */
+export const RemoveBackendBundleResponseSchema: GenMessage<RemoveBackendBundleResponse> = /*@__PURE__*/
+  messageDesc(file_warden_v1_admin, 8);
 
 /**
  * @generated from message warden.v1.GetInstanceLogsRequest
@@ -45,7 +346,7 @@ export type GetInstanceLogsRequest = Message<"warden.v1.GetInstanceLogsRequest">
  * Use `create(GetInstanceLogsRequestSchema)` to create a new message.
  */
 export const GetInstanceLogsRequestSchema: GenMessage<GetInstanceLogsRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 0);
+  messageDesc(file_warden_v1_admin, 9);
 
 /**
  * @generated from message warden.v1.GetInstanceLogsResponse
@@ -79,7 +380,7 @@ export type GetInstanceLogsResponse = Message<"warden.v1.GetInstanceLogsResponse
  * Use `create(GetInstanceLogsResponseSchema)` to create a new message.
  */
 export const GetInstanceLogsResponseSchema: GenMessage<GetInstanceLogsResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 1);
+  messageDesc(file_warden_v1_admin, 10);
 
 /**
  * @generated from message warden.v1.Node
@@ -201,7 +502,7 @@ export type Node = Message<"warden.v1.Node"> & {
  * Use `create(NodeSchema)` to create a new message.
  */
 export const NodeSchema: GenMessage<Node> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 2);
+  messageDesc(file_warden_v1_admin, 11);
 
 /**
  * Nodes in node id order, a page at a time. A request with no page fields
@@ -251,7 +552,7 @@ export type ListNodesRequest = Message<"warden.v1.ListNodesRequest"> & {
  * Use `create(ListNodesRequestSchema)` to create a new message.
  */
 export const ListNodesRequestSchema: GenMessage<ListNodesRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 3);
+  messageDesc(file_warden_v1_admin, 12);
 
 /**
  * @generated from message warden.v1.ListNodesResponse
@@ -276,7 +577,7 @@ export type ListNodesResponse = Message<"warden.v1.ListNodesResponse"> & {
  * Use `create(ListNodesResponseSchema)` to create a new message.
  */
 export const ListNodesResponseSchema: GenMessage<ListNodesResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 4);
+  messageDesc(file_warden_v1_admin, 13);
 
 /**
  * @generated from message warden.v1.GetNodeRequest
@@ -293,7 +594,7 @@ export type GetNodeRequest = Message<"warden.v1.GetNodeRequest"> & {
  * Use `create(GetNodeRequestSchema)` to create a new message.
  */
 export const GetNodeRequestSchema: GenMessage<GetNodeRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 5);
+  messageDesc(file_warden_v1_admin, 14);
 
 /**
  * @generated from message warden.v1.GetNodeResponse
@@ -315,7 +616,7 @@ export type GetNodeResponse = Message<"warden.v1.GetNodeResponse"> & {
  * Use `create(GetNodeResponseSchema)` to create a new message.
  */
 export const GetNodeResponseSchema: GenMessage<GetNodeResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 6);
+  messageDesc(file_warden_v1_admin, 15);
 
 /**
  * @generated from message warden.v1.DrainNodeRequest
@@ -337,7 +638,7 @@ export type DrainNodeRequest = Message<"warden.v1.DrainNodeRequest"> & {
  * Use `create(DrainNodeRequestSchema)` to create a new message.
  */
 export const DrainNodeRequestSchema: GenMessage<DrainNodeRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 7);
+  messageDesc(file_warden_v1_admin, 16);
 
 /**
  * @generated from message warden.v1.DrainNodeResponse
@@ -354,7 +655,7 @@ export type DrainNodeResponse = Message<"warden.v1.DrainNodeResponse"> & {
  * Use `create(DrainNodeResponseSchema)` to create a new message.
  */
 export const DrainNodeResponseSchema: GenMessage<DrainNodeResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 8);
+  messageDesc(file_warden_v1_admin, 17);
 
 /**
  * @generated from message warden.v1.UndrainNodeRequest
@@ -371,7 +672,7 @@ export type UndrainNodeRequest = Message<"warden.v1.UndrainNodeRequest"> & {
  * Use `create(UndrainNodeRequestSchema)` to create a new message.
  */
 export const UndrainNodeRequestSchema: GenMessage<UndrainNodeRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 9);
+  messageDesc(file_warden_v1_admin, 18);
 
 /**
  * @generated from message warden.v1.UndrainNodeResponse
@@ -388,7 +689,7 @@ export type UndrainNodeResponse = Message<"warden.v1.UndrainNodeResponse"> & {
  * Use `create(UndrainNodeResponseSchema)` to create a new message.
  */
 export const UndrainNodeResponseSchema: GenMessage<UndrainNodeResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 10);
+  messageDesc(file_warden_v1_admin, 19);
 
 /**
  * @generated from message warden.v1.DeclareNodeLostRequest
@@ -412,7 +713,7 @@ export type DeclareNodeLostRequest = Message<"warden.v1.DeclareNodeLostRequest">
  * Use `create(DeclareNodeLostRequestSchema)` to create a new message.
  */
 export const DeclareNodeLostRequestSchema: GenMessage<DeclareNodeLostRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 11);
+  messageDesc(file_warden_v1_admin, 20);
 
 /**
  * @generated from message warden.v1.DeclareNodeLostResponse
@@ -436,7 +737,7 @@ export type DeclareNodeLostResponse = Message<"warden.v1.DeclareNodeLostResponse
  * Use `create(DeclareNodeLostResponseSchema)` to create a new message.
  */
 export const DeclareNodeLostResponseSchema: GenMessage<DeclareNodeLostResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 12);
+  messageDesc(file_warden_v1_admin, 21);
 
 /**
  * @generated from message warden.v1.LeftoverInfo
@@ -468,7 +769,7 @@ export type LeftoverInfo = Message<"warden.v1.LeftoverInfo"> & {
  * Use `create(LeftoverInfoSchema)` to create a new message.
  */
 export const LeftoverInfoSchema: GenMessage<LeftoverInfo> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 13);
+  messageDesc(file_warden_v1_admin, 22);
 
 /**
  * @generated from message warden.v1.ModelInstance
@@ -576,7 +877,7 @@ export type ModelInstance = Message<"warden.v1.ModelInstance"> & {
  * Use `create(ModelInstanceSchema)` to create a new message.
  */
 export const ModelInstanceSchema: GenMessage<ModelInstance> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 14);
+  messageDesc(file_warden_v1_admin, 23);
 
 /**
  * Instances ordered by node id, then model, then incarnation, a page at a time.
@@ -626,7 +927,7 @@ export type ListModelsRequest = Message<"warden.v1.ListModelsRequest"> & {
  * Use `create(ListModelsRequestSchema)` to create a new message.
  */
 export const ListModelsRequestSchema: GenMessage<ListModelsRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 15);
+  messageDesc(file_warden_v1_admin, 24);
 
 /**
  * @generated from message warden.v1.ConfiguredModel
@@ -663,7 +964,7 @@ export type ConfiguredModel = Message<"warden.v1.ConfiguredModel"> & {
  * Use `create(ConfiguredModelSchema)` to create a new message.
  */
 export const ConfiguredModelSchema: GenMessage<ConfiguredModel> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 16);
+  messageDesc(file_warden_v1_admin, 25);
 
 /**
  * @generated from message warden.v1.ListModelsResponse
@@ -701,7 +1002,7 @@ export type ListModelsResponse = Message<"warden.v1.ListModelsResponse"> & {
  * Use `create(ListModelsResponseSchema)` to create a new message.
  */
 export const ListModelsResponseSchema: GenMessage<ListModelsResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 17);
+  messageDesc(file_warden_v1_admin, 26);
 
 /**
  * The scale-up circuit breaker of a model, while open.
@@ -732,7 +1033,7 @@ export type ReplicaBlocked = Message<"warden.v1.ReplicaBlocked"> & {
  * Use `create(ReplicaBlockedSchema)` to create a new message.
  */
 export const ReplicaBlockedSchema: GenMessage<ReplicaBlocked> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 18);
+  messageDesc(file_warden_v1_admin, 27);
 
 /**
  * One model's replicas.
@@ -833,7 +1134,7 @@ export type ModelReplicas = Message<"warden.v1.ModelReplicas"> & {
  * Use `create(ModelReplicasSchema)` to create a new message.
  */
 export const ModelReplicasSchema: GenMessage<ModelReplicas> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 19);
+  messageDesc(file_warden_v1_admin, 28);
 
 /**
  * A rollout in progress (`models ls`: "rolling out <current>/<current + stale>").
@@ -868,7 +1169,7 @@ export type ReplicaRollout = Message<"warden.v1.ReplicaRollout"> & {
  * Use `create(ReplicaRolloutSchema)` to create a new message.
  */
 export const ReplicaRolloutSchema: GenMessage<ReplicaRollout> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 20);
+  messageDesc(file_warden_v1_admin, 29);
 
 /**
  * @generated from message warden.v1.LoadModelRequest
@@ -892,7 +1193,7 @@ export type LoadModelRequest = Message<"warden.v1.LoadModelRequest"> & {
  * Use `create(LoadModelRequestSchema)` to create a new message.
  */
 export const LoadModelRequestSchema: GenMessage<LoadModelRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 21);
+  messageDesc(file_warden_v1_admin, 30);
 
 /**
  * @generated from message warden.v1.LoadModelResponse
@@ -909,7 +1210,7 @@ export type LoadModelResponse = Message<"warden.v1.LoadModelResponse"> & {
  * Use `create(LoadModelResponseSchema)` to create a new message.
  */
 export const LoadModelResponseSchema: GenMessage<LoadModelResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 22);
+  messageDesc(file_warden_v1_admin, 31);
 
 /**
  * @generated from message warden.v1.UnloadModelRequest
@@ -940,7 +1241,7 @@ export type UnloadModelRequest = Message<"warden.v1.UnloadModelRequest"> & {
  * Use `create(UnloadModelRequestSchema)` to create a new message.
  */
 export const UnloadModelRequestSchema: GenMessage<UnloadModelRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 23);
+  messageDesc(file_warden_v1_admin, 32);
 
 /**
  * @generated from message warden.v1.UnloadModelResponse
@@ -967,7 +1268,7 @@ export type UnloadModelResponse = Message<"warden.v1.UnloadModelResponse"> & {
  * Use `create(UnloadModelResponseSchema)` to create a new message.
  */
 export const UnloadModelResponseSchema: GenMessage<UnloadModelResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 24);
+  messageDesc(file_warden_v1_admin, 33);
 
 /**
  * @generated from message warden.v1.ForgetInstanceRequest
@@ -1001,7 +1302,7 @@ export type ForgetInstanceRequest = Message<"warden.v1.ForgetInstanceRequest"> &
  * Use `create(ForgetInstanceRequestSchema)` to create a new message.
  */
 export const ForgetInstanceRequestSchema: GenMessage<ForgetInstanceRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 25);
+  messageDesc(file_warden_v1_admin, 34);
 
 /**
  * @generated from message warden.v1.ForgetInstanceResponse
@@ -1014,7 +1315,7 @@ export type ForgetInstanceResponse = Message<"warden.v1.ForgetInstanceResponse">
  * Use `create(ForgetInstanceResponseSchema)` to create a new message.
  */
 export const ForgetInstanceResponseSchema: GenMessage<ForgetInstanceResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 26);
+  messageDesc(file_warden_v1_admin, 35);
 
 /**
  * Live watchdog policy. Durations in milliseconds.
@@ -1097,7 +1398,7 @@ export type Policy = Message<"warden.v1.Policy"> & {
  * Use `create(PolicySchema)` to create a new message.
  */
 export const PolicySchema: GenMessage<Policy> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 27);
+  messageDesc(file_warden_v1_admin, 36);
 
 /**
  * @generated from message warden.v1.ModelPolicy
@@ -1124,7 +1425,7 @@ export type ModelPolicy = Message<"warden.v1.ModelPolicy"> & {
  * Use `create(ModelPolicySchema)` to create a new message.
  */
 export const ModelPolicySchema: GenMessage<ModelPolicy> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 28);
+  messageDesc(file_warden_v1_admin, 37);
 
 /**
  * @generated from message warden.v1.GetPolicyRequest
@@ -1137,7 +1438,7 @@ export type GetPolicyRequest = Message<"warden.v1.GetPolicyRequest"> & {
  * Use `create(GetPolicyRequestSchema)` to create a new message.
  */
 export const GetPolicyRequestSchema: GenMessage<GetPolicyRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 29);
+  messageDesc(file_warden_v1_admin, 38);
 
 /**
  * @generated from message warden.v1.GetPolicyResponse
@@ -1154,7 +1455,7 @@ export type GetPolicyResponse = Message<"warden.v1.GetPolicyResponse"> & {
  * Use `create(GetPolicyResponseSchema)` to create a new message.
  */
 export const GetPolicyResponseSchema: GenMessage<GetPolicyResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 30);
+  messageDesc(file_warden_v1_admin, 39);
 
 /**
  * Only the fields that are set change.
@@ -1220,7 +1521,7 @@ export type PolicyPatch = Message<"warden.v1.PolicyPatch"> & {
  * Use `create(PolicyPatchSchema)` to create a new message.
  */
 export const PolicyPatchSchema: GenMessage<PolicyPatch> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 31);
+  messageDesc(file_warden_v1_admin, 40);
 
 /**
  * @generated from message warden.v1.UpdatePolicyRequest
@@ -1237,7 +1538,7 @@ export type UpdatePolicyRequest = Message<"warden.v1.UpdatePolicyRequest"> & {
  * Use `create(UpdatePolicyRequestSchema)` to create a new message.
  */
 export const UpdatePolicyRequestSchema: GenMessage<UpdatePolicyRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 32);
+  messageDesc(file_warden_v1_admin, 41);
 
 /**
  * @generated from message warden.v1.UpdatePolicyResponse
@@ -1254,7 +1555,7 @@ export type UpdatePolicyResponse = Message<"warden.v1.UpdatePolicyResponse"> & {
  * Use `create(UpdatePolicyResponseSchema)` to create a new message.
  */
 export const UpdatePolicyResponseSchema: GenMessage<UpdatePolicyResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 33);
+  messageDesc(file_warden_v1_admin, 42);
 
 /**
  * @generated from message warden.v1.ExplainPlacementRequest
@@ -1271,7 +1572,7 @@ export type ExplainPlacementRequest = Message<"warden.v1.ExplainPlacementRequest
  * Use `create(ExplainPlacementRequestSchema)` to create a new message.
  */
 export const ExplainPlacementRequestSchema: GenMessage<ExplainPlacementRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 34);
+  messageDesc(file_warden_v1_admin, 43);
 
 /**
  * @generated from message warden.v1.NodeVerdict
@@ -1315,7 +1616,7 @@ export type NodeVerdict = Message<"warden.v1.NodeVerdict"> & {
  * Use `create(NodeVerdictSchema)` to create a new message.
  */
 export const NodeVerdictSchema: GenMessage<NodeVerdict> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 35);
+  messageDesc(file_warden_v1_admin, 44);
 
 /**
  * @generated from message warden.v1.ExplainPlacementResponse
@@ -1347,7 +1648,7 @@ export type ExplainPlacementResponse = Message<"warden.v1.ExplainPlacementRespon
  * Use `create(ExplainPlacementResponseSchema)` to create a new message.
  */
 export const ExplainPlacementResponseSchema: GenMessage<ExplainPlacementResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 36);
+  messageDesc(file_warden_v1_admin, 45);
 
 /**
  * @generated from message warden.v1.WatchEventsRequest
@@ -1376,7 +1677,7 @@ export type WatchEventsRequest = Message<"warden.v1.WatchEventsRequest"> & {
  * Use `create(WatchEventsRequestSchema)` to create a new message.
  */
 export const WatchEventsRequestSchema: GenMessage<WatchEventsRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 37);
+  messageDesc(file_warden_v1_admin, 46);
 
 /**
  * @generated from message warden.v1.WatchEventsResponse
@@ -1393,7 +1694,7 @@ export type WatchEventsResponse = Message<"warden.v1.WatchEventsResponse"> & {
  * Use `create(WatchEventsResponseSchema)` to create a new message.
  */
 export const WatchEventsResponseSchema: GenMessage<WatchEventsResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 38);
+  messageDesc(file_warden_v1_admin, 47);
 
 /**
  * @generated from message warden.v1.ScaleModelRequest
@@ -1429,7 +1730,7 @@ export type ScaleModelRequest = Message<"warden.v1.ScaleModelRequest"> & {
  * Use `create(ScaleModelRequestSchema)` to create a new message.
  */
 export const ScaleModelRequestSchema: GenMessage<ScaleModelRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 39);
+  messageDesc(file_warden_v1_admin, 48);
 
 /**
  * @generated from message warden.v1.ScaleModelResponse
@@ -1446,7 +1747,7 @@ export type ScaleModelResponse = Message<"warden.v1.ScaleModelResponse"> & {
  * Use `create(ScaleModelResponseSchema)` to create a new message.
  */
 export const ScaleModelResponseSchema: GenMessage<ScaleModelResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 40);
+  messageDesc(file_warden_v1_admin, 49);
 
 /**
  * @generated from message warden.v1.SetNodeLimitsRequest
@@ -1484,7 +1785,7 @@ export type SetNodeLimitsRequest = Message<"warden.v1.SetNodeLimitsRequest"> & {
  * Use `create(SetNodeLimitsRequestSchema)` to create a new message.
  */
 export const SetNodeLimitsRequestSchema: GenMessage<SetNodeLimitsRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 41);
+  messageDesc(file_warden_v1_admin, 50);
 
 /**
  * @generated from message warden.v1.SetNodeLimitsResponse
@@ -1501,7 +1802,7 @@ export type SetNodeLimitsResponse = Message<"warden.v1.SetNodeLimitsResponse"> &
  * Use `create(SetNodeLimitsResponseSchema)` to create a new message.
  */
 export const SetNodeLimitsResponseSchema: GenMessage<SetNodeLimitsResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 42);
+  messageDesc(file_warden_v1_admin, 51);
 
 /**
  * @generated from message warden.v1.GetHaStatusRequest
@@ -1514,7 +1815,7 @@ export type GetHaStatusRequest = Message<"warden.v1.GetHaStatusRequest"> & {
  * Use `create(GetHaStatusRequestSchema)` to create a new message.
  */
 export const GetHaStatusRequestSchema: GenMessage<GetHaStatusRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 43);
+  messageDesc(file_warden_v1_admin, 52);
 
 /**
  * One coordinator process taking part in HA, as it last announced itself.
@@ -1562,7 +1863,7 @@ export type HaMember = Message<"warden.v1.HaMember"> & {
  * Use `create(HaMemberSchema)` to create a new message.
  */
 export const HaMemberSchema: GenMessage<HaMember> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 44);
+  messageDesc(file_warden_v1_admin, 53);
 
 /**
  * @generated from message warden.v1.GetHaStatusResponse
@@ -1642,7 +1943,7 @@ export type GetHaStatusResponse = Message<"warden.v1.GetHaStatusResponse"> & {
  * Use `create(GetHaStatusResponseSchema)` to create a new message.
  */
 export const GetHaStatusResponseSchema: GenMessage<GetHaStatusResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 45);
+  messageDesc(file_warden_v1_admin, 54);
 
 /**
  * @generated from message warden.v1.ExportTraceRequest
@@ -1661,7 +1962,7 @@ export type ExportTraceRequest = Message<"warden.v1.ExportTraceRequest"> & {
  * Use `create(ExportTraceRequestSchema)` to create a new message.
  */
 export const ExportTraceRequestSchema: GenMessage<ExportTraceRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 46);
+  messageDesc(file_warden_v1_admin, 55);
 
 /**
  * @generated from message warden.v1.ExportTraceResponse
@@ -1680,7 +1981,7 @@ export type ExportTraceResponse = Message<"warden.v1.ExportTraceResponse"> & {
  * Use `create(ExportTraceResponseSchema)` to create a new message.
  */
 export const ExportTraceResponseSchema: GenMessage<ExportTraceResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_admin, 47);
+  messageDesc(file_warden_v1_admin, 56);
 
 /**
  * @generated from enum warden.v1.NodeState
@@ -2135,6 +2436,57 @@ export const AdminService: GenService<{
     methodKind: "unary";
     input: typeof GetInstanceLogsRequestSchema;
     output: typeof GetInstanceLogsResponseSchema;
+  },
+  /**
+   * The backend bundles of the agents' catalogs (entries with `bundle:`), per
+   * node: AgentService.ListBundles asked of every targeted node at once, each
+   * with the deadline timeout_ms. A node that cannot answer (not ready, no
+   * answer in time, its agent's error) is listed with `error` and `code`,
+   * never left out. Viewer role. INVALID_ARGUMENT naming node_id or
+   * timeout_ms; NOT_FOUND naming node_id for a node that is not registered.
+   * Bounds: the registered nodes (limits.maxNodes), at most 256 bundles a
+   * node (an agent's catalog bound).
+   *
+   * @generated from rpc warden.v1.AdminService.ListBackendBundles
+   */
+  listBackendBundles: {
+    methodKind: "unary";
+    input: typeof ListBackendBundlesRequestSchema;
+    output: typeof ListBackendBundlesResponseSchema;
+  },
+  /**
+   * Installs a catalog backend's bundle now (AgentService.InstallBundle,
+   * pulled by digest and verified by each agent) on one node, the nodes a
+   * selector matches, or all nodes whose catalog names the backend; each
+   * node's outcome in `results` (a node that failed or did not answer names
+   * why). Audited: `backend.installed` per node that installed it. Operator
+   * role; the command carries the leader epoch (agents refuse an older one).
+   * INVALID_ARGUMENT naming backend, node_id, selector, all_nodes or
+   * timeout_ms (exactly one target); NOT_FOUND for an unregistered node;
+   * nothing is sent on a refusal.
+   *
+   * @generated from rpc warden.v1.AdminService.InstallBackendBundle
+   */
+  installBackendBundle: {
+    methodKind: "unary";
+    input: typeof InstallBackendBundleRequestSchema;
+    output: typeof InstallBackendBundleResponseSchema;
+  },
+  /**
+   * Removes a catalog backend's installed bundle from the targeted nodes
+   * (same targets as InstallBackendBundle). FAILED_PRECONDITION naming the
+   * instance (incarnation, model, node) when an instance of a model using
+   * the backend is starting, running or still being stopped on a targeted
+   * node: checked for every node before any is asked, so a refusal changes
+   * nothing anywhere (each agent checks its own processes again). Audited:
+   * `backend.removed` per node that removed it. Operator role.
+   *
+   * @generated from rpc warden.v1.AdminService.RemoveBackendBundle
+   */
+  removeBackendBundle: {
+    methodKind: "unary";
+    input: typeof RemoveBackendBundleRequestSchema;
+    output: typeof RemoveBackendBundleResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_warden_v1_admin, 0);

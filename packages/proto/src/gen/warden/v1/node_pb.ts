@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file warden/v1/node.proto.
  */
 export const file_warden_v1_node: GenFile = /*@__PURE__*/
-  fileDesc("ChR3YXJkZW4vdjEvbm9kZS5wcm90bxIJd2FyZGVuLnYxIkQKE1JlYWRBcnRpZmFjdFJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCRIMCgRwYXRoGAIgASgJEg4KBm9mZnNldBgDIAEoBCJJChRSZWFkQXJ0aWZhY3RSZXNwb25zZRIOCgZvZmZzZXQYASABKAQSEwoLdG90YWxfYnl0ZXMYAiABKAQSDAoEZGF0YRgDIAEoDCKzAgoPUmVnaXN0ZXJSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAkSDwoHYWRkcmVzcxgCIAEoCRI2CgZsYWJlbHMYAyADKAsyJi53YXJkZW4udjEuUmVnaXN0ZXJSZXF1ZXN0LkxhYmVsc0VudHJ5EiAKBGdwdXMYBCADKAsyEi53YXJkZW4udjEuR3B1SW5mbxISCgpib290X2Vwb2NoGAUgASgEEhcKD3JhbV90b3RhbF9ieXRlcxgGIAEoBBIPCgd2ZXJzaW9uGAcgASgJEhAKCGJhY2tlbmRzGAggAygJEiUKBmxpbWl0cxgJIAEoCzIVLndhcmRlbi52MS5Ob2RlTGltaXRzGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEinQEKCk5vZGVMaW1pdHMSIwoWbWF4X3JlcGxpY2FzX3Blcl9tb2RlbBgBIAEoDUgBiAEBEh0KE21lbW9yeV9idWRnZXRfYnl0ZXMYAiABKARIABIfChVtZW1vcnlfYnVkZ2V0X3BlcmNlbnQYAyABKAFIAEIPCg1tZW1vcnlfYnVkZ2V0QhkKF19tYXhfcmVwbGljYXNfcGVyX21vZGVsImIKEFJlZ2lzdGVyUmVzcG9uc2USGQoRY29vcmRpbmF0b3JfZXBvY2gYASABKAQSHQoVaGVhcnRiZWF0X2ludGVydmFsX21zGAIgASgNEhQKDGxlYWRlcl9lcG9jaBgDIAEoBCLyAgoQSGVhcnRiZWF0UmVxdWVzdBIPCgdub2RlX2lkGAEgASgJEhIKCmJvb3RfZXBvY2gYAiABKAQSEAoIc2VxdWVuY2UYAyABKAQSKwoIYmFja2VuZHMYBCADKAsyGS53YXJkZW4udjEuSW52ZW50b3J5RW50cnkSKQoHb3JwaGFucxgFIAMoCzIYLndhcmRlbi52MS5PcnBoYW5Qcm9jZXNzEisKCXJlc291cmNlcxgGIAEoCzIYLndhcmRlbi52MS5Ob2RlUmVzb3VyY2VzEioKB2ZvcmVpZ24YByADKAsyGS53YXJkZW4udjEuRm9yZWlnblByb2Nlc3MSFAoMbGVhZGVyX2Vwb2NoGAggASgEEigKBWRlbHRhGAkgASgLMhkud2FyZGVuLnYxLkludmVudG9yeURlbHRhEjYKDmFydGlmYWN0X2NhY2hlGAogASgLMh4ud2FyZGVuLnYxLkFydGlmYWN0Q2FjaGVSZXBvcnQigAEKE0FydGlmYWN0Q2FjaGVSZXBvcnQSEgoKZnJlZV9ieXRlcxgBIAEoBBIXCg9ldmljdGFibGVfYnl0ZXMYAiABKAQSMAoHZGlnZXN0cxgDIAEoCzIaLndhcmRlbi52MS5BcnRpZmFjdERpZ2VzdHNIAIgBAUIKCghfZGlnZXN0cyIhCg9BcnRpZmFjdERpZ2VzdHMSDgoGc2hhMjU2GAEgAygMInQKDkludmVudG9yeURlbHRhEhUKDWJhc2Vfc2VxdWVuY2UYASABKAQSKgoHdXBzZXJ0cxgCIAMoCzIZLndhcmRlbi52MS5JbnZlbnRvcnlFbnRyeRIPCgdyZW1vdmVkGAMgAygJEg4KBmRpZ2VzdBgEIAEoBiKAAQoRSGVhcnRiZWF0UmVzcG9uc2USGQoRcmVnaXN0ZXJfcmVxdWlyZWQYASABKAgSGQoRY29vcmRpbmF0b3JfZXBvY2gYAiABKAQSFAoMbGVhZGVyX2Vwb2NoGAMgASgEEh8KF2Z1bGxfaW52ZW50b3J5X3JlcXVpcmVkGAQgASgIMpoBCgtOb2RlU2VydmljZRJDCghSZWdpc3RlchIaLndhcmRlbi52MS5SZWdpc3RlclJlcXVlc3QaGy53YXJkZW4udjEuUmVnaXN0ZXJSZXNwb25zZRJGCglIZWFydGJlYXQSGy53YXJkZW4udjEuSGVhcnRiZWF0UmVxdWVzdBocLndhcmRlbi52MS5IZWFydGJlYXRSZXNwb25zZTJpChRBcnRpZmFjdFN0b3JlU2VydmljZRJRCgxSZWFkQXJ0aWZhY3QSHi53YXJkZW4udjEuUmVhZEFydGlmYWN0UmVxdWVzdBofLndhcmRlbi52MS5SZWFkQXJ0aWZhY3RSZXNwb25zZTABYgZwcm90bzM", [file_warden_v1_types]);
+  fileDesc("ChR3YXJkZW4vdjEvbm9kZS5wcm90bxIJd2FyZGVuLnYxIkQKE1JlYWRBcnRpZmFjdFJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCRIMCgRwYXRoGAIgASgJEg4KBm9mZnNldBgDIAEoBCJJChRSZWFkQXJ0aWZhY3RSZXNwb25zZRIOCgZvZmZzZXQYASABKAQSEwoLdG90YWxfYnl0ZXMYAiABKAQSDAoEZGF0YRgDIAEoDCKzAgoPUmVnaXN0ZXJSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAkSDwoHYWRkcmVzcxgCIAEoCRI2CgZsYWJlbHMYAyADKAsyJi53YXJkZW4udjEuUmVnaXN0ZXJSZXF1ZXN0LkxhYmVsc0VudHJ5EiAKBGdwdXMYBCADKAsyEi53YXJkZW4udjEuR3B1SW5mbxISCgpib290X2Vwb2NoGAUgASgEEhcKD3JhbV90b3RhbF9ieXRlcxgGIAEoBBIPCgd2ZXJzaW9uGAcgASgJEhAKCGJhY2tlbmRzGAggAygJEiUKBmxpbWl0cxgJIAEoCzIVLndhcmRlbi52MS5Ob2RlTGltaXRzGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEinQEKCk5vZGVMaW1pdHMSIwoWbWF4X3JlcGxpY2FzX3Blcl9tb2RlbBgBIAEoDUgBiAEBEh0KE21lbW9yeV9idWRnZXRfYnl0ZXMYAiABKARIABIfChVtZW1vcnlfYnVkZ2V0X3BlcmNlbnQYAyABKAFIAEIPCg1tZW1vcnlfYnVkZ2V0QhkKF19tYXhfcmVwbGljYXNfcGVyX21vZGVsImIKEFJlZ2lzdGVyUmVzcG9uc2USGQoRY29vcmRpbmF0b3JfZXBvY2gYASABKAQSHQoVaGVhcnRiZWF0X2ludGVydmFsX21zGAIgASgNEhQKDGxlYWRlcl9lcG9jaBgDIAEoBCLyAgoQSGVhcnRiZWF0UmVxdWVzdBIPCgdub2RlX2lkGAEgASgJEhIKCmJvb3RfZXBvY2gYAiABKAQSEAoIc2VxdWVuY2UYAyABKAQSKwoIYmFja2VuZHMYBCADKAsyGS53YXJkZW4udjEuSW52ZW50b3J5RW50cnkSKQoHb3JwaGFucxgFIAMoCzIYLndhcmRlbi52MS5PcnBoYW5Qcm9jZXNzEisKCXJlc291cmNlcxgGIAEoCzIYLndhcmRlbi52MS5Ob2RlUmVzb3VyY2VzEioKB2ZvcmVpZ24YByADKAsyGS53YXJkZW4udjEuRm9yZWlnblByb2Nlc3MSFAoMbGVhZGVyX2Vwb2NoGAggASgEEigKBWRlbHRhGAkgASgLMhkud2FyZGVuLnYxLkludmVudG9yeURlbHRhEjYKDmFydGlmYWN0X2NhY2hlGAogASgLMh4ud2FyZGVuLnYxLkFydGlmYWN0Q2FjaGVSZXBvcnQisAEKE0FydGlmYWN0Q2FjaGVSZXBvcnQSEgoKZnJlZV9ieXRlcxgBIAEoBBIXCg9ldmljdGFibGVfYnl0ZXMYAiABKAQSMAoHZGlnZXN0cxgDIAEoCzIaLndhcmRlbi52MS5BcnRpZmFjdERpZ2VzdHNIAIgBARIuCglldmljdGlvbnMYBCADKAsyGy53YXJkZW4udjEuQXJ0aWZhY3RFdmljdGlvbkIKCghfZGlnZXN0cyJSChBBcnRpZmFjdEV2aWN0aW9uEgoKAmlkGAEgASgEEg4KBnNoYTI1NhgCIAEoDBISCgpzaXplX2J5dGVzGAMgASgEEg4KBnJlYXNvbhgEIAEoCSIhCg9BcnRpZmFjdERpZ2VzdHMSDgoGc2hhMjU2GAEgAygMInQKDkludmVudG9yeURlbHRhEhUKDWJhc2Vfc2VxdWVuY2UYASABKAQSKgoHdXBzZXJ0cxgCIAMoCzIZLndhcmRlbi52MS5JbnZlbnRvcnlFbnRyeRIPCgdyZW1vdmVkGAMgAygJEg4KBmRpZ2VzdBgEIAEoBiKAAQoRSGVhcnRiZWF0UmVzcG9uc2USGQoRcmVnaXN0ZXJfcmVxdWlyZWQYASABKAgSGQoRY29vcmRpbmF0b3JfZXBvY2gYAiABKAQSFAoMbGVhZGVyX2Vwb2NoGAMgASgEEh8KF2Z1bGxfaW52ZW50b3J5X3JlcXVpcmVkGAQgASgIMpoBCgtOb2RlU2VydmljZRJDCghSZWdpc3RlchIaLndhcmRlbi52MS5SZWdpc3RlclJlcXVlc3QaGy53YXJkZW4udjEuUmVnaXN0ZXJSZXNwb25zZRJGCglIZWFydGJlYXQSGy53YXJkZW4udjEuSGVhcnRiZWF0UmVxdWVzdBocLndhcmRlbi52MS5IZWFydGJlYXRSZXNwb25zZTJpChRBcnRpZmFjdFN0b3JlU2VydmljZRJRCgxSZWFkQXJ0aWZhY3QSHi53YXJkZW4udjEuUmVhZEFydGlmYWN0UmVxdWVzdBofLndhcmRlbi52MS5SZWFkQXJ0aWZhY3RSZXNwb25zZTABYgZwcm90bzM", [file_warden_v1_types]);
 
 /**
  * @generated from message warden.v1.ReadArtifactRequest
@@ -338,6 +338,17 @@ export type ArtifactCacheReport = Message<"warden.v1.ArtifactCacheReport"> & {
    * @generated from field: optional warden.v1.ArtifactDigests digests = 3;
    */
   digests?: ArtifactDigests | undefined;
+
+  /**
+   * Cache entries the agent evicted (least recently used, to make room for a
+   * pull) that no acknowledged heartbeat carried yet, oldest first, at most
+   * 64; the coordinator audits each as `artifact.evicted`. Sent again until a
+   * heartbeat carrying them is acknowledged (the coordinator drops ids it
+   * has seen from the same boot epoch).
+   *
+   * @generated from field: repeated warden.v1.ArtifactEviction evictions = 4;
+   */
+  evictions: ArtifactEviction[];
 };
 
 /**
@@ -346,6 +357,44 @@ export type ArtifactCacheReport = Message<"warden.v1.ArtifactCacheReport"> & {
  */
 export const ArtifactCacheReportSchema: GenMessage<ArtifactCacheReport> = /*@__PURE__*/
   messageDesc(file_warden_v1_node, 6);
+
+/**
+ * @generated from message warden.v1.ArtifactEviction
+ */
+export type ArtifactEviction = Message<"warden.v1.ArtifactEviction"> & {
+  /**
+   * Increasing per agent boot (boot_epoch): tells a re-sent eviction apart.
+   *
+   * @generated from field: uint64 id = 1;
+   */
+  id: bigint;
+
+  /**
+   * SHA-256, 32 bytes.
+   *
+   * @generated from field: bytes sha256 = 2;
+   */
+  sha256: Uint8Array;
+
+  /**
+   * @generated from field: uint64 size_bytes = 3;
+   */
+  sizeBytes: bigint;
+
+  /**
+   * Why, for people: e.g. "least recently used; room for <sha256>"; at most 256 characters.
+   *
+   * @generated from field: string reason = 4;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message warden.v1.ArtifactEviction.
+ * Use `create(ArtifactEvictionSchema)` to create a new message.
+ */
+export const ArtifactEvictionSchema: GenMessage<ArtifactEviction> = /*@__PURE__*/
+  messageDesc(file_warden_v1_node, 7);
 
 /**
  * @generated from message warden.v1.ArtifactDigests
@@ -362,7 +411,7 @@ export type ArtifactDigests = Message<"warden.v1.ArtifactDigests"> & {
  * Use `create(ArtifactDigestsSchema)` to create a new message.
  */
 export const ArtifactDigestsSchema: GenMessage<ArtifactDigests> = /*@__PURE__*/
-  messageDesc(file_warden_v1_node, 7);
+  messageDesc(file_warden_v1_node, 8);
 
 /**
  * The changes of an agent's inventory since a heartbeat the coordinator
@@ -410,7 +459,7 @@ export type InventoryDelta = Message<"warden.v1.InventoryDelta"> & {
  * Use `create(InventoryDeltaSchema)` to create a new message.
  */
 export const InventoryDeltaSchema: GenMessage<InventoryDelta> = /*@__PURE__*/
-  messageDesc(file_warden_v1_node, 8);
+  messageDesc(file_warden_v1_node, 9);
 
 /**
  * @generated from message warden.v1.HeartbeatResponse
@@ -451,7 +500,7 @@ export type HeartbeatResponse = Message<"warden.v1.HeartbeatResponse"> & {
  * Use `create(HeartbeatResponseSchema)` to create a new message.
  */
 export const HeartbeatResponseSchema: GenMessage<HeartbeatResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_node, 9);
+  messageDesc(file_warden_v1_node, 10);
 
 /**
  * @generated from service warden.v1.NodeService

@@ -61,11 +61,13 @@ export class LeanContext implements HandlerContext {
     return this.trailer;
   }
 
-  headerFields(): OutgoingHttpHeaders {
-    return this.header === undefined ? {} : this.header.toHttp2Headers();
+  /** The response metadata the handler set, as HTTP/2 headers; undefined when it set none (most calls: nothing to merge). */
+  headerFields(): OutgoingHttpHeaders | undefined {
+    return this.header?.toHttp2Headers();
   }
 
-  trailerFields(): OutgoingHttpHeaders {
-    return this.trailer === undefined ? {} : this.trailer.toHttp2Headers();
+  /** The trailing metadata the handler set; undefined when it set none. */
+  trailerFields(): OutgoingHttpHeaders | undefined {
+    return this.trailer?.toHttp2Headers();
   }
 }

@@ -55,18 +55,21 @@ export interface RoutedCounter {
 
 export const outcomeOf = (err: unknown): string => (err === undefined ? "ok" : codeName(WardenError.from(err).code));
 
-/** Counts a unary call's outcome once it settles (ok, or its code), passing the result or error on. */
+/**
+ * Counts a unary call's outcome once it settles (ok, or its code), passing
+ * the result or error on. The two reactions are made once per tracker, not per
+ * call (this wraps every routed call).
+ */
 export function outcomeTracker(routed: RoutedCounter): <T>(p: Promise<T>) => Promise<T> {
-  return async <T>(p: Promise<T>): Promise<T> => {
-    try {
-      const v = await p;
-      routed.inc("ok");
-      return v;
-    } catch (err) {
-      routed.inc(outcomeOf(err));
-      throw err;
-    }
+  const ok = <T>(v: T): T => {
+    routed.inc("ok");
+    return v;
   };
+  const failed = (err: unknown): never => {
+    routed.inc(outcomeOf(err));
+    throw err;
+  };
+  return <T>(p: Promise<T>): Promise<T> => p.then(ok, failed);
 }
 
 /**

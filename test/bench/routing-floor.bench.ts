@@ -15,6 +15,7 @@
  */
 import { spawn } from "node:child_process";
 import { readFile } from "node:fs/promises";
+import { loadavg } from "node:os";
 import { join, resolve } from "node:path";
 import { createClient } from "@warden/grpc";
 import { AdminService, Backend, InferenceService } from "@warden/proto";
@@ -81,6 +82,12 @@ export async function run(): Promise<BenchResult[]> {
     const inferenceOther = other === undefined ? undefined : createClient(InferenceService, other.dataPlane);
     const otherPlane = (): Promise<unknown> => (inferenceOther ?? inference).predict({ model: "m", options: { Prompt: "hi" } });
     for (const f of [straight, forwarded, dataPlane, mainPort, ...(other === undefined ? [] : [otherPlane])]) await round(500, 16, f, undefined);
+    // The coordinator's CPU with no calls (its embedded agent's heartbeat and inventory, the ticks):
+    // part of every whole-process figure below, and a larger part per call the fewer calls a loaded machine lets through.
+    const idle0 = await cpuMs(coordinator.pid);
+    const idleStart = performance.now();
+    await new Promise((r) => setTimeout(r, 3000));
+    const idleMsPerSec = ((await cpuMs(coordinator.pid)) - idle0) / ((performance.now() - idleStart) / 1000);
     const rounds = Number(process.env.WARDEN_BENCH_ROUNDS ?? "5");
     const s: number[] = [];
     const fr: { callsPerSec: number; cpuUsPerCall: number }[] = [];
@@ -106,6 +113,7 @@ export async function run(): Promise<BenchResult[]> {
       `routing-floor: straight ${spread(s)} calls/s; forwarder ${spread(fr.map((x) => x.callsPerSec))} calls/s, ${spread(fr.map((x) => x.cpuUsPerCall))} µs CPU/call; ` +
         `data plane ${spread(dp.map((x) => x.callsPerSec))} calls/s, ${spread(dp.map((x) => x.cpuUsPerCall))} µs; main port ${spread(mp.map((x) => x.callsPerSec))} calls/s, ${spread(mp.map((x) => x.cpuUsPerCall))} µs (${String(rounds)} rounds)\n`,
     );
+    process.stderr.write(`routing-floor: coordinator idle ${idleMsPerSec.toFixed(1)} ms CPU/s (${((idleMsPerSec * 1000) / m(dp, "callsPerSec")).toFixed(0)} µs per data-plane call at its median rate); load average ${loadavg().map((l) => l.toFixed(2)).join(" ")}\n`);
     if (other !== undefined) process.stderr.write(`routing-floor: data plane of ${compareRoot ?? ""} ${spread(op.map((x) => x.callsPerSec))} calls/s, ${spread(op.map((x) => x.cpuUsPerCall))} µs\n`);
     const compared: BenchResult[] =
       other === undefined

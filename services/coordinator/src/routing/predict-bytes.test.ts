@@ -114,5 +114,11 @@ describe("Predict pass-through bytes", () => {
     const res = fromBinary(PredictResponseSchema, predictResponseBytes(toBinary(ReplySchema, reply), "gpu-1"));
     expect(res.nodeId).toBe("gpu-1");
     expect(res.reply).toEqual(reply);
+    // Lengths that take one, two and three varint bytes, and node ids of several lengths.
+    for (const size of [0, 127, 128, 16_383, 16_384, 70_000]) {
+      const big = create(ReplySchema, { message: new Uint8Array(size).fill(7), tokens: size });
+      const bytes = predictResponseBytes(toBinary(ReplySchema, big), `node-${String(size)}`);
+      expect(bytes).toEqual(toBinary(PredictResponseSchema, create(PredictResponseSchema, { reply: big, nodeId: `node-${String(size)}` })));
+    }
   });
 });

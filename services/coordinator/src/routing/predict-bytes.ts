@@ -179,7 +179,46 @@ export function splitPredictRequest(bytes: Uint8Array, identityOf: (model: strin
   return { model, backendRequest };
 }
 
-/** `PredictResponse { reply = <the backend's Reply bytes>, node_id }`. */
+/** node_id's tag, length and value per node, encoded once (bounded as identityBytes; node ids come from registration, not callers). */
+const nodeIdBytes = new Map<string, Uint8Array>();
+
+function nodeIdField(nodeId: string): Uint8Array {
+  let b = nodeIdBytes.get(nodeId);
+  if (b === undefined) {
+    b = new BinaryWriter().tag(responseNodeIdField, WireType.LengthDelimited).string(nodeId).finish();
+    if (nodeIdBytes.size >= maxIdentities) nodeIdBytes.clear();
+    nodeIdBytes.set(nodeId, b);
+  }
+  return b;
+}
+
+/** Bytes of `n` as a varint. */
+function varintBytes(n: number): number {
+  let len = 1;
+  while (n >= 0x80) {
+    n = Math.floor(n / 0x80);
+    len++;
+  }
+  return len;
+}
+
+/**
+ * `PredictResponse { reply = <the backend's Reply bytes>, node_id }`, written
+ * straight into one buffer of the exact size (per data-plane call: no
+ * BinaryWriter and its chunk list).
+ */
 export function predictResponseBytes(reply: Uint8Array, nodeId: string): Uint8Array {
-  return new BinaryWriter().tag(responseReplyField, WireType.LengthDelimited).bytes(reply).tag(responseNodeIdField, WireType.LengthDelimited).string(nodeId).finish();
+  const node = nodeIdField(nodeId);
+  const out = new Uint8Array(1 + varintBytes(reply.length) + reply.length + node.length);
+  out[0] = (responseReplyField << 3) | WireType.LengthDelimited;
+  let at = 1;
+  let n = reply.length;
+  while (n >= 0x80) {
+    out[at++] = (n % 0x80) | 0x80;
+    n = Math.floor(n / 0x80);
+  }
+  out[at++] = n;
+  out.set(reply, at);
+  out.set(node, at + reply.length);
+  return out;
 }

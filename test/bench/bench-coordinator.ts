@@ -30,6 +30,8 @@ export interface BenchCoordinatorSetup {
   readonly agent?: string;
   /** More top-level YAML lines (e.g. "auth: { tokensFile: /tmp/x }"). */
   readonly top?: string;
+  /** Run `warden up` from this checkout instead of this one (a before/after comparison in one run; its backends on the 50 ports after this one's). */
+  readonly root?: string;
 }
 
 /**
@@ -41,7 +43,8 @@ export async function startBenchCoordinator(tag: string, defaultPortMin: number,
   const address = `127.0.0.1:${String(await freePort())}`;
   const dataPlane = `127.0.0.1:${String(await freePort())}`;
   const http = `127.0.0.1:${String(await freePort())}`;
-  const portMin = Number(process.env.WARDEN_TEST_PORT_BASE ?? String(defaultPortMin));
+  // Another checkout's coordinator in the same run takes the next 50 ports for its backends.
+  const portMin = Number(process.env.WARDEN_TEST_PORT_BASE ?? String(defaultPortMin)) + (setup.root === undefined ? 0 : 50);
   // With `tls`: both hops over TLS, the callers' (coordinator certificate) and the
   // coordinator's to the backend (backend-sim serving an agent certificate, verified by the CA).
   const c = tls?.certsDir;
@@ -51,7 +54,7 @@ export async function startBenchCoordinator(tag: string, defaultPortMin: number,
       : `tls: { cert: ${join(c, "coordinator.pem")}, key: ${join(c, "coordinator-key.pem")} }\nbackendTls: { ca: ${join(c, "ca.pem")}, backends: [backend-sim] }\n`;
   const catalog = c === undefined ? "" : `, catalog: { backend-sim: { builtin: backend-sim, env: { BACKEND_SIM_TLS_CERT: ${join(c, "bench-backend.pem")}, BACKEND_SIM_TLS_KEY: ${join(c, "bench-backend-key.pem")} }, tls: { ca: ${join(c, "ca.pem")} } } }`;
   await writeFile(join(dir, "c.yaml"), `listen: ${address}\ninferenceListen: ${dataPlane}\nhttpListen: ${http}\nstateDir: ${join(dir, "state")}\n${tlsYaml}agent: { ports: { min: ${String(portMin)}, max: ${String(portMin + 49)} }, nvidiaSmi: ""${catalog}${setup.agent === undefined ? "" : `, ${setup.agent}`} }\n${setup.top === undefined ? "" : `${setup.top}\n`}models:\n${(setup.models ?? ['{ id: m, backend: backend-sim, options: ["sim.predict_tokens:1"] }']).map((m) => `  - ${m}\n`).join("")}`);
-  const root = resolve(import.meta.dirname, "..", "..");
+  const root = setup.root ?? resolve(import.meta.dirname, "..", "..");
   const child = spawn(process.execPath, ["--import", "tsx", join(root, "services/cli/src/main.ts"), "up", "--config", join(dir, "c.yaml"), "--log-level", "warn"], { cwd: root, stdio: ["ignore", "pipe", "pipe"] });
   let out = "";
   child.stdout.on("data", (b: Buffer) => (out += b.toString()));
@@ -61,7 +64,7 @@ export async function startBenchCoordinator(tag: string, defaultPortMin: number,
     out += b.toString();
     if (seen) process.stderr.write(b);
   });
-  for (let i = 0; i < 300 && !out.includes("Warden is running"); i++) await new Promise((r) => setTimeout(r, 100));
+  for (let i = 0; i < 900 && !out.includes("Warden is running"); i++) await new Promise((r) => setTimeout(r, 100));
   return {
     address,
     dataPlane,

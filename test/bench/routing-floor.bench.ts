@@ -8,9 +8,14 @@
  * which is stable on a shared machine where calls/s is not. Interleaved
  * rounds, medians. Goal: ≤ 1.3× the forwarder's CPU per call and ≥ 0.9× its
  * throughput.
+ *
+ * WARDEN_BENCH_COMPARE=<another checkout> (built, with node_modules) also runs
+ * that checkout's coordinator in the same rounds (a before/after of a change
+ * under the same load) and reports this checkout's data plane against it.
  */
 import { spawn } from "node:child_process";
 import { readFile } from "node:fs/promises";
+import { loadavg } from "node:os";
 import { join, resolve } from "node:path";
 import { createClient } from "@warden/grpc";
 import { AdminService, Backend, InferenceService } from "@warden/proto";
@@ -47,6 +52,8 @@ async function round(durationMs: number, concurrency: number, call: () => Promis
 
 export async function run(): Promise<BenchResult[]> {
   const coordinator = await startBenchCoordinator("routing-floor", 23600);
+  const compareRoot = process.env.WARDEN_BENCH_COMPARE;
+  const other = compareRoot === undefined ? undefined : await startBenchCoordinator("routing-floor-other", 23650, undefined, { root: compareRoot });
   const root = resolve(import.meta.dirname, "..", "..");
   const fwdPort = await freePort();
   try {
@@ -72,22 +79,33 @@ export async function run(): Promise<BenchResult[]> {
     const forwarded = (): Promise<unknown> => viaFwd.predict({ Prompt: "hi", ModelIdentity: "m" });
     const dataPlane = (): Promise<unknown> => inference.predict({ model: "m", options: { Prompt: "hi" } });
     const mainPort = (): Promise<unknown> => inferenceMain.predict({ model: "m", options: { Prompt: "hi" } });
-    for (const f of [straight, forwarded, dataPlane, mainPort]) await round(500, 16, f, undefined);
+    const inferenceOther = other === undefined ? undefined : createClient(InferenceService, other.dataPlane);
+    const otherPlane = (): Promise<unknown> => (inferenceOther ?? inference).predict({ model: "m", options: { Prompt: "hi" } });
+    for (const f of [straight, forwarded, dataPlane, mainPort, ...(other === undefined ? [] : [otherPlane])]) await round(500, 16, f, undefined);
+    // The coordinator's CPU with no calls (its embedded agent's heartbeat and inventory, the ticks):
+    // part of every whole-process figure below, and a larger part per call the fewer calls a loaded machine lets through.
+    const idle0 = await cpuMs(coordinator.pid);
+    const idleStart = performance.now();
+    await new Promise((r) => setTimeout(r, 3000));
+    const idleMsPerSec = ((await cpuMs(coordinator.pid)) - idle0) / ((performance.now() - idleStart) / 1000);
     const rounds = Number(process.env.WARDEN_BENCH_ROUNDS ?? "5");
     const s: number[] = [];
     const fr: { callsPerSec: number; cpuUsPerCall: number }[] = [];
     const dp: { callsPerSec: number; cpuUsPerCall: number }[] = [];
     const mp: { callsPerSec: number; cpuUsPerCall: number }[] = [];
+    const op: { callsPerSec: number; cpuUsPerCall: number }[] = [];
     for (let i = 0; i < rounds; i++) {
       s.push((await round(1500, 64, straight, undefined)).callsPerSec);
       fr.push(await round(1500, 64, forwarded, fwd.pid));
       dp.push(await round(1500, 64, dataPlane, coordinator.pid));
       mp.push(await round(1500, 64, mainPort, coordinator.pid));
+      if (other !== undefined) op.push(await round(1500, 64, otherPlane, other.pid));
     }
     direct.close();
     viaFwd.close();
     inference.close();
     inferenceMain.close();
+    inferenceOther?.close();
     fwd.kill("SIGTERM");
     const m = (xs: readonly { callsPerSec: number; cpuUsPerCall: number }[], k: "callsPerSec" | "cpuUsPerCall"): number => median(xs.map((x) => x[k]));
     const spread = (xs: readonly number[]): string => `${Math.min(...xs).toFixed(0)}–${Math.max(...xs).toFixed(0)}`;
@@ -95,14 +113,25 @@ export async function run(): Promise<BenchResult[]> {
       `routing-floor: straight ${spread(s)} calls/s; forwarder ${spread(fr.map((x) => x.callsPerSec))} calls/s, ${spread(fr.map((x) => x.cpuUsPerCall))} µs CPU/call; ` +
         `data plane ${spread(dp.map((x) => x.callsPerSec))} calls/s, ${spread(dp.map((x) => x.cpuUsPerCall))} µs; main port ${spread(mp.map((x) => x.callsPerSec))} calls/s, ${spread(mp.map((x) => x.cpuUsPerCall))} µs (${String(rounds)} rounds)\n`,
     );
+    process.stderr.write(`routing-floor: coordinator idle ${idleMsPerSec.toFixed(1)} ms CPU/s (${((idleMsPerSec * 1000) / m(dp, "callsPerSec")).toFixed(0)} µs per data-plane call at its median rate); load average ${loadavg().map((l) => l.toFixed(2)).join(" ")}\n`);
+    if (other !== undefined) process.stderr.write(`routing-floor: data plane of ${compareRoot ?? ""} ${spread(op.map((x) => x.callsPerSec))} calls/s, ${spread(op.map((x) => x.cpuUsPerCall))} µs\n`);
+    const compared: BenchResult[] =
+      other === undefined
+        ? []
+        : [
+            { name: "Predict, 64 callers, data plane: forwarding process CPU per call", baseline: `${compareRoot ?? ""}'s data plane, same rounds`, ours: m(dp, "cpuUsPerCall"), baselineValue: m(op, "cpuUsPerCall"), unit: "µs", higherIsBetter: false },
+            { name: "Predict, 64 callers, other checkout's data plane: CPU per call", baseline: "bare node:http2 forwarder, same run", ours: m(op, "cpuUsPerCall"), baselineValue: m(fr, "cpuUsPerCall"), unit: "µs", higherIsBetter: false },
+          ];
     return [
       { name: "Predict, 64 callers, data plane: throughput", baseline: "bare node:http2 forwarder, same run", ours: m(dp, "callsPerSec"), baselineValue: m(fr, "callsPerSec"), unit: "calls/s", higherIsBetter: true },
       { name: "Predict, 64 callers, data plane: forwarding process CPU per call", baseline: "bare node:http2 forwarder, same run", ours: m(dp, "cpuUsPerCall"), baselineValue: m(fr, "cpuUsPerCall"), unit: "µs", higherIsBetter: false },
       { name: "Predict, 64 callers, main port: throughput", baseline: "bare node:http2 forwarder, same run", ours: m(mp, "callsPerSec"), baselineValue: m(fr, "callsPerSec"), unit: "calls/s", higherIsBetter: true },
       { name: "Predict, 64 callers, main port: forwarding process CPU per call", baseline: "bare node:http2 forwarder, same run", ours: m(mp, "cpuUsPerCall"), baselineValue: m(fr, "cpuUsPerCall"), unit: "µs", higherIsBetter: false },
       { name: "Predict, 64 callers, bare forwarder: throughput", baseline: "straight to backend-sim, same run", ours: m(fr, "callsPerSec"), baselineValue: median(s), unit: "calls/s", higherIsBetter: true },
+      ...compared,
     ];
   } finally {
+    await other?.close();
     await coordinator.close();
   }
 }

@@ -4,6 +4,9 @@ import { Metadata } from "@grpc/grpc-js";
 import { peerCertificateOf } from "./peer-identity.js";
 import type { HandlerContext } from "./types.js";
 
+/** grpc-js's rule for a text metadata value (Metadata drops a key whose value breaks it). */
+const legalTextValue = /^[ -~]*$/;
+
 /** Metadata objects are built only when a handler asks for them: most calls never do. */
 export class LeanContext implements HandlerContext {
   readonly signal: AbortSignal;
@@ -23,6 +26,17 @@ export class LeanContext implements HandlerContext {
   get metadata(): Metadata {
     this.md ??= Metadata.fromHttp2Headers(this.headers);
     return this.md;
+  }
+
+  firstMetadataValue(key: string): string | undefined {
+    if (this.md !== undefined) {
+      const v = this.md.get(key)[0];
+      return typeof v === "string" ? v : undefined;
+    }
+    const raw = this.headers[key];
+    const v = Array.isArray(raw) ? raw[0] : raw;
+    // What Metadata.fromHttp2Headers keeps: a text value of printable ASCII; never a pseudo-header or a binary (-bin) key.
+    return typeof v === "string" && !key.startsWith(":") && !key.endsWith("-bin") && legalTextValue.test(v) ? v : undefined;
   }
 
   get peer(): string {
@@ -47,11 +61,13 @@ export class LeanContext implements HandlerContext {
     return this.trailer;
   }
 
-  headerFields(): OutgoingHttpHeaders {
-    return this.header === undefined ? {} : this.header.toHttp2Headers();
+  /** The response metadata the handler set, as HTTP/2 headers; undefined when it set none (most calls: nothing to merge). */
+  headerFields(): OutgoingHttpHeaders | undefined {
+    return this.header?.toHttp2Headers();
   }
 
-  trailerFields(): OutgoingHttpHeaders {
-    return this.trailer === undefined ? {} : this.trailer.toHttp2Headers();
+  /** The trailing metadata the handler set; undefined when it set none. */
+  trailerFields(): OutgoingHttpHeaders | undefined {
+    return this.trailer?.toHttp2Headers();
   }
 }

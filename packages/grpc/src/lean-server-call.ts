@@ -173,14 +173,18 @@ export class LeanServerCall {
   }
 
   private respondHeaders(): void {
-    if (!this.stream.headersSent) this.stream.respond({ [h2.HTTP2_HEADER_STATUS]: 200, [h2.HTTP2_HEADER_CONTENT_TYPE]: "application/grpc", ...this.ctx.headerFields() }, { waitForTrailers: true });
+    if (this.stream.headersSent) return;
+    // Per call: no spread to merge when the handler set no response metadata (the usual case).
+    const extra = this.ctx.headerFields();
+    this.stream.respond(extra === undefined ? { [h2.HTTP2_HEADER_STATUS]: 200, [h2.HTTP2_HEADER_CONTENT_TYPE]: "application/grpc" } : { [h2.HTTP2_HEADER_STATUS]: 200, [h2.HTTP2_HEADER_CONTENT_TYPE]: "application/grpc", ...extra }, { waitForTrailers: true });
   }
 
   /** Ends the reply; the OK trailers follow when HTTP/2 asks for them. */
   private endOk(body?: Buffer): void {
     const stream = this.stream;
     stream.once("wantTrailers", () => {
-      stream.sendTrailers({ ...this.ctx.trailerFields(), "grpc-status": "0" });
+      const extra = this.ctx.trailerFields();
+      stream.sendTrailers(extra === undefined ? { "grpc-status": "0" } : { ...extra, "grpc-status": "0" });
       this.finish();
     });
     if (body === undefined) stream.end();

@@ -15,6 +15,12 @@ export interface HandlerContext {
   readonly responseHeader: Metadata;
   /** Metadata sent back as trailers (with the status). */
   readonly responseTrailer: Metadata;
+  /**
+   * The first value of a text metadata key (lower case), as
+   * `metadata.get(key)[0]` reads it, without building `metadata`: the lean
+   * server offers it for per-call reads on its hot path; elsewhere absent.
+   */
+  firstMetadataValue?(key: string): string | undefined;
 }
 
 type Method<T extends DescService, K extends keyof T["method"]> = T["method"][K];

@@ -73,9 +73,16 @@ export async function acquire<H extends BackendHandle>(s: LoaderState<H>, modelI
   }
 }
 
+/**
+ * Held, addressed and ready, with no stop in flight. Per routed call: the
+ * state alone (O(1), no instance view built), where `stateOf` reads
+ * "pending" while a stop is in flight. The planted bug routes to a ready
+ * instance whatever is pending on it.
+ */
 function routable<H extends BackendHandle>(s: LoaderState<H>, h: HeldInstance<H>): boolean {
-  const v = s.core.instance(h.incarnation);
-  return s.held.get(h.incarnation) === h && h.address !== undefined && v !== undefined && v.state === "ready" && (v.pendingEviction === undefined || isPlanted("route-to-stopping"));
+  if (s.held.get(h.incarnation) !== h || h.address === undefined) return false;
+  if (isPlanted("route-to-stopping")) return s.core.instance(h.incarnation)?.state === "ready";
+  return s.core.stateOf(h.incarnation) === "ready";
 }
 
 /**

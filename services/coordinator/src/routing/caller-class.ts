@@ -26,6 +26,8 @@ export function callerClass(principal: Principal | undefined, authOn: boolean, a
 
 /** The class a gRPC call asked for (its first `warden-priority` value). */
 export function askedPriority(ctx: HandlerContext): string | undefined {
+  // Per routed call: the lean server's direct read when it offers one (no Metadata built).
+  if (ctx.firstMetadataValue !== undefined) return ctx.firstMetadataValue(priorityMetadataKey);
   const v = ctx.metadata.get(priorityMetadataKey)[0];
   return typeof v === "string" ? v : undefined;
 }

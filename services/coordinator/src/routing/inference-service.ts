@@ -63,7 +63,8 @@ export function inferenceService(
         model,
         ctx.signal,
         async (lease) => {
-          const reply = predictResponseBytes(await lease.backend.client.unaryBytes(Backend.method.predict, backendRequest, { signal: ctx.signal, ...(ctx.deadlineAtMs === undefined ? {} : { deadlineAtMs: ctx.deadlineAtMs }) }), lease.nodeId);
+          const deadlineAtMs = ctx.deadlineAtMs;
+          const reply = predictResponseBytes(await lease.backend.client.unaryBytes(Backend.method.predict, backendRequest, deadlineAtMs === undefined ? { signal: ctx.signal } : { signal: ctx.signal, deadlineAtMs }), lease.nodeId);
           size.respBytes = reply.length;
           return reply;
         },

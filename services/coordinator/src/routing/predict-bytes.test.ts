@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
+import { BinaryReader, WireType } from "@bufbuild/protobuf/wire";
 import { Code, isWardenError, type WardenError } from "@warden/common";
 import { PredictOptionsSchema, PredictRequestSchema, PredictResponseSchema, ReplySchema } from "@warden/proto";
 import { predictResponseBytes, splitPredictRequest } from "./predict-bytes.js";
@@ -45,10 +46,79 @@ describe("Predict pass-through bytes", () => {
     expect(() => fromBinary(PredictRequestSchema, bytes)).toThrow();
   });
 
+  it("accepts and refuses exactly the bytes @bufbuild's reader does (groups, long varints, truncation, mutations)", () => {
+    // The reference: the same walk with BinaryReader (what the pass-through used before its own walker).
+    const reference = (bytes: Uint8Array): { model: string; options: number[] } | "refused" => {
+      try {
+        const r = new BinaryReader(bytes);
+        let model = "";
+        const options: number[] = [];
+        while (r.pos < r.len) {
+          const [field, wire] = r.tag();
+          if (field === 1 && wire === WireType.LengthDelimited) model = r.string(true);
+          else if (field === 2 && wire === WireType.LengthDelimited) {
+            const o = r.bytes();
+            const inner = new BinaryReader(o);
+            while (inner.pos < inner.len) {
+              const [f, w] = inner.tag();
+              inner.skip(w, f);
+            }
+            options.push(...o);
+          } else r.skip(wire, field);
+        }
+        return { model, options };
+      } catch {
+        return "refused";
+      }
+    };
+    const ours = (bytes: Uint8Array): { model: string; options: number[] } | "refused" => {
+      try {
+        const { model, backendRequest } = splitPredictRequest(bytes, () => "");
+        // Without the appended identity (tag 54, length 0: two bytes).
+        return { model, options: [...backendRequest.subarray(0, backendRequest.length - 3)] };
+      } catch (e) {
+        expect(isWardenError(e, Code.InvalidArgument)).toBe(true);
+        return "refused";
+      }
+    };
+    const valid = toBinary(PredictRequestSchema, create(PredictRequestSchema, { model: "m", options: { Prompt: "hi", Tokens: -1, Temperature: 0.5, Seed: 7, StopPrompts: ["x"] } }));
+    const cases: Uint8Array[] = [
+      valid,
+      Uint8Array.of(0x12, 0x04, 0x0b, 0x08, 0x01, 0x0c), // options: group 1 { field 1 varint 1 }
+      Uint8Array.of(0x12, 0x06, 0x0b, 0x13, 0x14, 0x08, 0x01, 0x0c), // nested groups
+      Uint8Array.of(0x12, 0x02, 0x0b, 0x14), // group 1 ended by end-group 2
+      Uint8Array.of(0x12, 0x01, 0x0c), // an end-group with no start
+      Uint8Array.of(0x12, 0x01, 0x0b), // a group that never ends
+      Uint8Array.of(0x12, 0x0b, 0x08, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01), // a 10-byte varint
+      Uint8Array.of(0x12, 0x02, 0x08, 0x80), // a varint cut short
+      Uint8Array.of(0x12, 0x05, 0x09, 0x01, 0x02, 0x03, 0x04), // fixed64 cut short
+      Uint8Array.of(0x12, 0x05, 0x0d, 0x01, 0x02, 0x03, 0x04), // fixed32
+      Uint8Array.of(0x12, 0x02, 0x00, 0x01), // field number 0
+      Uint8Array.of(0x0b, 0x0a, 0x01, 0x6d, 0x0c, 0x0a, 0x01, 0x6e), // a group at the top level, then model "n"
+      Uint8Array.of(0x08, 0x05, 0x0a, 0x01, 0x6d), // model field with the wrong wire type is skipped
+    ];
+    // Deterministic mutations of the valid request: every byte flipped to a few values, and every truncation.
+    for (let i = 0; i < valid.length; i++) {
+      for (const v of [0x00, 0x07, 0x0c, 0x80, 0xff]) {
+        const m = Uint8Array.from(valid);
+        m[i] = v;
+        cases.push(m);
+      }
+      cases.push(valid.subarray(0, i));
+    }
+    for (const c of cases) expect(ours(c), `bytes ${Buffer.from(c).toString("hex")}`).toEqual(reference(c));
+  });
+
   it("wraps the backend's Reply bytes in a PredictResponse without decoding them", () => {
     const reply = create(ReplySchema, { message: new TextEncoder().encode("m: w0"), tokens: 1, promptTokens: 2 });
     const res = fromBinary(PredictResponseSchema, predictResponseBytes(toBinary(ReplySchema, reply), "gpu-1"));
     expect(res.nodeId).toBe("gpu-1");
     expect(res.reply).toEqual(reply);
+    // Lengths that take one, two and three varint bytes, and node ids of several lengths.
+    for (const size of [0, 127, 128, 16_383, 16_384, 70_000]) {
+      const big = create(ReplySchema, { message: new Uint8Array(size).fill(7), tokens: size });
+      const bytes = predictResponseBytes(toBinary(ReplySchema, big), `node-${String(size)}`);
+      expect(bytes).toEqual(toBinary(PredictResponseSchema, create(PredictResponseSchema, { reply: big, nodeId: `node-${String(size)}` })));
+    }
   });
 });

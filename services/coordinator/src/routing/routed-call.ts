@@ -55,18 +55,56 @@ export interface RoutedCounter {
 
 export const outcomeOf = (err: unknown): string => (err === undefined ? "ok" : codeName(WardenError.from(err).code));
 
-/** Counts a unary call's outcome once it settles (ok, or its code), passing the result or error on. */
+/**
+ * Counts a unary call's outcome once it settles (ok, or its code), passing
+ * the result or error on. The two reactions are made once per tracker, not per
+ * call (this wraps every routed call).
+ */
 export function outcomeTracker(routed: RoutedCounter): <T>(p: Promise<T>) => Promise<T> {
-  return async <T>(p: Promise<T>): Promise<T> => {
-    try {
-      const v = await p;
-      routed.inc("ok");
-      return v;
-    } catch (err) {
-      routed.inc(outcomeOf(err));
-      throw err;
-    }
+  const ok = <T>(v: T): T => {
+    routed.inc("ok");
+    return v;
   };
+  const failed = (err: unknown): never => {
+    routed.inc(outcomeOf(err));
+    throw err;
+  };
+  return <T>(p: Promise<T>): Promise<T> => p.then(ok, failed);
+}
+
+/**
+ * One observed call's timing: `leased` at each lease (the last one counts),
+ * `end` once. One object with prototype methods per call, not a pair of
+ * closures: this runs on every routed call.
+ */
+class CallWatch {
+  private readonly arrived: number;
+  private leasedAt: number | undefined;
+
+  constructor(
+    private readonly o: RoutedCallObserver,
+    private readonly model: string,
+    private readonly cls: CallerClass["cls"],
+    private readonly bytes: CallBytes | undefined,
+  ) {
+    this.arrived = o.clock.now();
+  }
+
+  leased(): void {
+    this.leasedAt = this.o.clock.now();
+  }
+
+  end(): void {
+    const now = this.o.clock.now();
+    const leasedAt = this.leasedAt;
+    // ok: an instance served it (its own error afterwards is the backend's, not the policy's).
+    const served = leasedAt !== undefined;
+    const rec: { -readonly [K in keyof RoutedCallRecord]: RoutedCallRecord[K] } = { model: this.model, cls: this.cls, waitMs: (served ? leasedAt : now) - this.arrived, durMs: served ? now - leasedAt : 0, ok: served };
+    const b = this.bytes;
+    if (b?.reqBytes !== undefined) rec.reqBytes = b.reqBytes;
+    if (b?.respBytes !== undefined) rec.respBytes = b.respBytes;
+    this.o.callEnded(rec);
+  }
 }
 
 /**
@@ -87,23 +125,9 @@ export class RoutedCalls {
     private readonly observer?: RoutedCallObserver,
   ) {}
 
-  /** A call's timing for the observer: started at arrival, `leased` at each lease (the last one counts), `end` once. */
-  private watch(model: string, caller: CallerClass, bytes: CallBytes | undefined): { leased(): void; end(): void } | undefined {
-    const o = this.observer;
-    if (o === undefined) return undefined;
-    const arrived = o.clock.now();
-    let leasedAt: number | undefined;
-    return {
-      leased: () => {
-        leasedAt = o.clock.now();
-      },
-      end: () => {
-        const now = o.clock.now();
-        // ok: an instance served it (its own error afterwards is the backend's, not the policy's).
-        const served = leasedAt !== undefined;
-        o.callEnded({ model, cls: caller.cls, waitMs: (served ? (leasedAt ?? now) : now) - arrived, durMs: served ? now - (leasedAt ?? now) : 0, ok: served, ...(bytes?.reqBytes === undefined ? {} : { reqBytes: bytes.reqBytes }), ...(bytes?.respBytes === undefined ? {} : { respBytes: bytes.respBytes }) });
-      },
-    };
+  /** A call's timing for the observer, started at arrival; undefined when nobody observes. */
+  private watch(model: string, caller: CallerClass, bytes: CallBytes | undefined): CallWatch | undefined {
+    return this.observer === undefined ? undefined : new CallWatch(this.observer, model, caller.cls, bytes);
   }
 
   /** Whether `e` from `lease`'s instance removes it; throws the explanation when it was being evicted anyway. */

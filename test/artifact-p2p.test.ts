@@ -183,7 +183,7 @@ describe("peer-to-peer artifact fetch", () => {
     expect(outcome(await start(a.client, "m4", artifact))).toBe("ready");
     const key = await a.key();
     const peer = createClient(PeerArtifactService, a.proc.address);
-    const read = async (req: { sha256: string; sizeBytes: bigint; requesterNodeId: string; ticket: string; expiresAtMs: bigint }): Promise<Code | number> => {
+    const read = async (req: { sha256: string; sizeBytes: bigint; requesterNodeId: string; ticket: string; expiresAtMs: bigint }): Promise<number> => {
       try {
         let bytes = 0;
         for await (const c of peer.readPeerArtifact({ offset: 0n, ...req }, { timeoutMs: 20_000 })) bytes += c.data.length;

@@ -15,7 +15,7 @@ import { createAgentMetrics } from "./agent-metrics.js";
 import { servePrometheus } from "./prometheus-server.js";
 import { coordinatorStoreReader } from "./artifact-store-client.js";
 import { PeerArtifactService } from "@warden/proto";
-import { PeerClients } from "./peer-source.js";
+import { PeerClients, peerChannelOptions } from "./peer-source.js";
 import { createPeerArtifactService } from "./peer-upload.js";
 import { loadOrCreatePeerKey } from "./peer-key.js";
 
@@ -70,7 +70,7 @@ async function main(): Promise<number> {
   // The coordinators' artifact store, read with this node's credentials (artifact-store-client.ts).
   const store = args.coordinator === undefined ? undefined : coordinatorStoreReader({ addresses: args.coordinator, nodeId: config.nodeId, clientOptions: { ...(tls === undefined ? {} : { tls: clientTlsOf(tls) }), ...(config.coordinatorTokenFile === "" ? {} : { headers: bearerMetadata(readSecretFile(config.coordinatorTokenFile, "coordinatorTokenFile")) }) } });
   // Other agents' artifact caches, dialled with this agent's own TLS (peer-source.ts).
-  const peerClients = config.modelsPath === undefined ? undefined : new PeerClients({ maxReceiveMessageBytes: config.limits.maxMessageBytes, ...(tls === undefined ? {} : { tls: clientTlsOf(tls) }) });
+  const peerClients = config.modelsPath === undefined ? undefined : new PeerClients({ maxReceiveMessageBytes: config.limits.maxMessageBytes, channelOptions: peerChannelOptions, ...(tls === undefined ? {} : { tls: clientTlsOf(tls) }) });
   const agent = createAgent(config, { logger, ...(store === undefined ? {} : { storeReader: store.reader }), ...(peerClients === undefined ? {} : { peerClients }) });
   const report = await agent.start();
   logger.info("state dir adopted", { adopted: report.adopted, forgotten: report.forgotten, stoppedUnfinished: report.stoppedUnfinished, orphans: report.orphans.length });

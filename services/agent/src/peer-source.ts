@@ -32,6 +32,13 @@ export function checkPeers(field: string, peers: readonly PeerSourceMessage[]): 
   });
 }
 
+/**
+ * HTTP/2 receive window of a peer connection: 8 MiB rather than grpc-js's 64 KiB, which
+ * stalls a stream of 1 MiB chunks on a window update every 64 KiB (bounded memory: one
+ * window per peer connection, at most maxPeersPerArtifact per artifact being pulled).
+ */
+export const peerChannelOptions = { "grpc-node.flow_control_window": 8 * 1024 * 1024 };
+
 /** Dials peers (one client per address, kept), with the agent's own TLS: what a peer's listener expects of a node. */
 export class PeerClients {
   private readonly clients = new Map<string, Client<typeof PeerArtifactService>>();

@@ -8,8 +8,8 @@ import type { ArtifactCache } from "./artifact-cache.js";
 import { cachePaths } from "./artifact-pull.js";
 import { maxPeerNodeIdChars } from "./peer-source.js";
 
-/** Bytes per chunk sent to a peer (as the coordinator's store). */
-export const peerChunkBytes = 1024 * 1024;
+/** Bytes per chunk sent to a peer: 256 KiB streamed through grpc-js about twice as fast as 1 MiB or 64 KiB (loopback, 2 cores). */
+export const peerChunkBytes = 256 * 1024;
 /** Peer uploads one agent serves at once; one more is RESOURCE_EXHAUSTED (the requester moves on). */
 export const maxPeerUploads = 4;
 /** How often a partial being written is looked at again for new bytes. */

@@ -82,8 +82,9 @@ async function main(): Promise<number> {
   server.add(AgentService, tls?.ca === undefined ? agent.service : withCoordinatorOnly(agent.service, logger));
   // Peers read this cache with a ticket the coordinator granted them, not as the coordinator (peer-upload.ts).
   const artifactCache = agent.artifacts;
-  if (artifactCache !== undefined && config.modelsPath !== undefined) {
-    const key = await loadOrCreatePeerKey(config.stateDir);
+  const peerKey = artifactCache === undefined ? undefined : await loadOrCreatePeerKey(config.stateDir);
+  if (artifactCache !== undefined && peerKey !== undefined && config.modelsPath !== undefined) {
+    const key = peerKey;
     server.add(PeerArtifactService, createPeerArtifactService({ nodeId: config.nodeId, key, cache: artifactCache, modelsPath: config.modelsPath, clock: systemClock, logger, stallTimeoutMs: config.artifactStallTimeoutMs }));
   }
   if (tls?.ca === undefined) logger.warn("AgentService takes commands from any caller that reaches it: configure tls with a ca (mutual TLS) so only the coordinator's certificate may command this agent", { listen, tls: tls === undefined ? "off" : "server-only" });
@@ -104,6 +105,7 @@ async function main(): Promise<number> {
       labels: config.labels,
       backends: Object.keys(config.catalog),
       limits: placementLimitsMessage(placementLimits),
+      ...(peerKey === undefined ? {} : { peerKey }),
       source: agent,
       node,
       intervalMs: config.heartbeatIntervalMs,

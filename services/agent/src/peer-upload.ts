@@ -12,6 +12,8 @@ import { maxPeerNodeIdChars } from "./peer-source.js";
 export const peerChunkBytes = 256 * 1024;
 /** Peer uploads one agent serves at once; one more is RESOURCE_EXHAUSTED (the requester moves on). */
 export const maxPeerUploads = 4;
+/** How long a read of a digest this agent neither holds nor pulls waits for its pull to begin. */
+export const pullBeginWaitMs = 5_000;
 /** How often a partial being written is looked at again for new bytes. */
 const growPollMs = 20;
 
@@ -91,6 +93,14 @@ async function* stream(o: PeerUploadOptions, sha256: string, sizeBytes: number, 
   let file: FileHandle | undefined;
   let growing = false;
   if ((await o.cache.verifiedFinal(sha256, sizeBytes, signal)) !== undefined) file = await openNoFollow(final);
+  if (file === undefined) {
+    // A valid ticket says the coordinator sent this node a start needing the digest: a requester
+    // told at the same moment may ask before that start began its pull. Wait a little for it.
+    const askedAt = o.clock.now();
+    while (o.cache.pullingSize(sha256) !== sizeBytes && o.clock.now() - askedAt < pullBeginWaitMs) await sleep(o.clock, growPollMs * 5, signal);
+    // A pull that began and ended while this waited left the verified file.
+    if (o.cache.pullingSize(sha256) === undefined && (await o.cache.verifiedFinal(sha256, sizeBytes, signal)) !== undefined) file = await openNoFollow(final);
+  }
   if (file === undefined) {
     if (o.cache.pullingSize(sha256) !== sizeBytes) throw new WardenError(Code.NotFound, `this agent neither holds nor pulls sha256 ${sha256} of ${String(sizeBytes)} bytes`);
     // The pull opens its partial once its source answered: wait for it as for any growth.

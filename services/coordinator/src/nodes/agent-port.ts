@@ -33,14 +33,14 @@ export function agentPort(client: Client<typeof AgentService>, leaderEpoch: Lead
       // Peers to fetch each artifact from (peer-directory.ts), held until the start's stream ends.
       const grant = peersFor?.(req.artifacts ?? []);
       try {
-      const stream = client.startBackend(
-        { incarnation: req.incarnation, model: req.model, backend: req.backend, options: [...req.options], modelFile: req.modelFile, contextSize: req.contextSize,
-          artifacts: (req.artifacts ?? []).map((a) => ({ source: a.source, sha256: a.sha256, sizeBytes: BigInt(a.sizeBytes), path: a.path, peers: grant?.peers.get(a.sha256) ?? [] })),
-          backendModel: req.load.backendModel, gpuLayers: req.load.gpuLayers, threads: req.load.threads, batch: req.load.batch, mmap: req.load.mmap, flashAttention: req.load.flashAttention, cuda: req.load.cuda,
-          leaderEpoch: leaderEpoch(), requestedBy: req.requestedBy ?? "", loadDigest: req.loadDigest ?? "" },
-        { signal: options.signal },
-      );
-      yield* startEvents(stream, onStale);
+        const stream = client.startBackend(
+          { incarnation: req.incarnation, model: req.model, backend: req.backend, options: [...req.options], modelFile: req.modelFile, contextSize: req.contextSize,
+            artifacts: (req.artifacts ?? []).map((a) => ({ source: a.source, sha256: a.sha256, sizeBytes: BigInt(a.sizeBytes), path: a.path, peers: grant?.peers.get(a.sha256) ?? [] })),
+            backendModel: req.load.backendModel, gpuLayers: req.load.gpuLayers, threads: req.load.threads, batch: req.load.batch, mmap: req.load.mmap, flashAttention: req.load.flashAttention, cuda: req.load.cuda,
+            leaderEpoch: leaderEpoch(), requestedBy: req.requestedBy ?? "", loadDigest: req.loadDigest ?? "" },
+          { signal: options.signal },
+        );
+        yield* startEvents(stream, onStale);
       } finally {
         grant?.release();
       }

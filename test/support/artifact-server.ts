@@ -23,6 +23,8 @@ export interface ArtifactServer {
   /** Send the body in chunks of this many bytes with `paceMs` between them (0 = at once). */
   chunkBytes: number;
   paceMs: number;
+  /** Body bytes written to responses so far (all files): what the origin served. */
+  bytesSent: number;
   requestsFor(path: string): { path: string; range: string | undefined }[];
   close(): Promise<void>;
 }
@@ -46,7 +48,7 @@ export function bytesOf(n: number, seed = 1): Buffer {
 
 export async function startArtifactServer(): Promise<ArtifactServer> {
   const sockets = new Set<Socket>();
-  const state: Omit<ArtifactServer, "url" | "close" | "requestsFor"> = { requests: [], files: new Map(), redirects: new Map(), ranges: true, dropAfterBytes: undefined, chunkBytes: 64 * 1024, paceMs: 0 };
+  const state: Omit<ArtifactServer, "url" | "close" | "requestsFor"> = { requests: [], files: new Map(), redirects: new Map(), ranges: true, dropAfterBytes: undefined, chunkBytes: 64 * 1024, paceMs: 0, bytesSent: 0 };
   const send = async (res: ServerResponse, body: Buffer): Promise<void> => {
     let sent = 0;
     const limit = state.dropAfterBytes;
@@ -55,6 +57,7 @@ export async function startArtifactServer(): Promise<ArtifactServer> {
       const n = Math.min(state.chunkBytes, body.length - sent);
       if (limit !== undefined && sent + n > limit) {
         res.write(body.subarray(sent, limit));
+        state.bytesSent += limit - sent;
         // Flush what was written, then cut the connection mid-body.
         await new Promise((r) => setTimeout(r, 20));
         res.socket?.destroy();
@@ -62,6 +65,7 @@ export async function startArtifactServer(): Promise<ArtifactServer> {
       }
       const ok = res.write(body.subarray(sent, sent + n));
       sent += n;
+      state.bytesSent += n;
       if (!ok) await new Promise((r) => res.once("drain", r));
       if (state.paceMs > 0) await new Promise((r) => setTimeout(r, state.paceMs));
     }

@@ -17,7 +17,8 @@ export interface AgentConnector<C> {
   /** A client for the agent of node `nodeId` at `address` (under mutual TLS it must prove it is that node's, on every connection). */
   connect(address: string, nodeId: string): C;
   /** The loader's AgentPort over a client. */
-  agentPort(client: C): AgentPort;
+  /** The loader's port to node `nodeId`'s agent. */
+  agentPort(client: C, nodeId: string): AgentPort;
   close(client: C): void;
   /**
    * Asks the agent to stop an orphan (it re-checks the pid itself). Settles

@@ -191,7 +191,7 @@ export class NodeTable<C> implements AgentDirectory, InventoryPort {
       foreign: sameBoot ? existing.foreign : [],
       resources: existing?.resources,
       client,
-      port: connector.agentPort(client),
+      port: connector.agentPort(client, init.nodeId),
       missing: new Map(),
       // The same boot goes on with its sequence, so its inventories are still
       // "in a row". A new boot epoch is another agent process and sequence:

@@ -20,4 +20,5 @@ export * from "./not-leader.js";
 export * from "./host-port.js";
 export * from "./private-files.js";
 export * from "./artifact-spec.js";
+export * from "./peer-ticket.js";
 export * from "./oci-reference.js";

@@ -7,6 +7,7 @@ export * from "./gen/warden/v1/admin_pb.js";
 export * from "./gen/warden/v1/inference_pb.js";
 export * from "./gen/warden/v1/events_pb.js";
 export * from "./gen/warden/v1/load_job_pb.js";
+export * from "./gen/warden/v1/peer_pb.js";
 export * from "./gen/backend/backend_pb.js";
 export * from "./gen/grpc/health/v1/health_pb.js";
 export * from "./gen/grpc/reflection/v1/reflection_pb.js";

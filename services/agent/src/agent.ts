@@ -2,6 +2,7 @@ import { randomInt } from "node:crypto";
 import { ArtifactCache } from "./artifact-cache.js";
 import { BundleInstaller } from "./backend-bundle.js";
 import type { StoreReader } from "./artifact-sources.js";
+import type { PeerClients } from "./peer-source.js";
 import type { ArtifactCacheSnapshot } from "./node-heartbeat.js";
 import { setMaxListeners } from "node:events";
 import { join } from "node:path";
@@ -59,6 +60,8 @@ export interface AgentDeps {
   storeReader?: StoreReader;
   /** Test seam: free bytes of the artifact cache's file system (statfs by default). */
   artifactFreeBytes?: (dir: string) => Promise<number>;
+  /** Clients for other agents' PeerArtifactService (peer-source.ts); undefined = peers a start names are ignored. */
+  peerClients?: PeerClients;
 }
 
 /** The agent a coordinator embeds or main.ts serves. */
@@ -84,6 +87,8 @@ export interface Agent {
    * waited out its whole grace on the coordinator's stream.
    */
   endWatches(): void;
+  /** The artifact cache (undefined without a modelsPath): what PeerArtifactService serves from (peer-upload.ts). */
+  readonly artifacts: ArtifactCache | undefined;
   inventory(signal?: AbortSignal): Promise<InventorySnapshot>;
   nodeResources(signal?: AbortSignal): Promise<NodeResourcesInit>;
   /** Stamps the next Heartbeat report (report-sequence.ts); call it before reading the inventory the report carries. */
@@ -155,7 +160,7 @@ export function createAgent(config: AgentConfig, deps: AgentDeps = {}): Agent {
   };
 
   const evictions = new EvictionOutbox(logger);
-  const artifacts = config.modelsPath === undefined ? undefined : new ArtifactCache({ modelsPath: config.modelsPath, clock, logger, onEvicted: (e) => { evictions.record(e); }, pullTimeoutMs: config.artifactPullTimeoutMs, stallTimeoutMs: config.artifactStallTimeoutMs, storeReader: deps.storeReader, budgetBytes: config.artifactCacheBudgetBytes, liveDigests: () => table.live().map((p) => p.id.artifactDigests), ...(deps.artifactFreeBytes === undefined ? {} : { freeBytes: deps.artifactFreeBytes }) });
+  const artifacts = config.modelsPath === undefined ? undefined : new ArtifactCache({ modelsPath: config.modelsPath, clock, logger, onEvicted: (e) => { evictions.record(e); }, pullTimeoutMs: config.artifactPullTimeoutMs, stallTimeoutMs: config.artifactStallTimeoutMs, storeReader: deps.storeReader, budgetBytes: config.artifactCacheBudgetBytes, liveDigests: () => table.live().map((p) => p.id.artifactDigests), ...(deps.artifactFreeBytes === undefined ? {} : { freeBytes: deps.artifactFreeBytes }), ...(deps.peerClients === undefined ? {} : { peers: { selfNodeId: config.nodeId, clients: deps.peerClients } }) });
   const ctx: AgentContext = {
     config,
     clock,
@@ -258,6 +263,7 @@ export function createAgent(config: AgentConfig, deps: AgentDeps = {}): Agent {
     config,
     bootEpochMs,
     endWatches,
+    artifacts,
     service: createAgentService(ctx, { bootEpochMs, inventory, nodeResources }),
     start,
     close,

@@ -1,8 +1,10 @@
-import { stat } from "node:fs/promises";
+import { lstat, stat } from "node:fs/promises";
 import { Code, WardenError, deadlineSignal, isOciSource, storePathOf, type ArtifactSpec, type Clock, type Logger } from "@warden/common";
 import { CacheIndex, type CacheIndexOptions, type CacheReport } from "./artifact-cache-index.js";
-import { cachePaths, pullArtifact, statfsFree, type PullProgress } from "./artifact-pull.js";
+import { cachePaths, pullArtifact, statfsFree, type ArtifactSource, type PullProgress } from "./artifact-pull.js";
 import { httpSource, storeSource, type StoreReader } from "./artifact-sources.js";
+import { hashFile } from "./peer-upload.js";
+import { peerSource, type PeerClients, type PeerSpec } from "./peer-source.js";
 import { ociBlobSource } from "./oci-blob-source.js";
 import { SingleFlight } from "./single-flight.js";
 
@@ -24,6 +26,8 @@ export interface ArtifactCacheOptions {
   readonly budgetBytes?: number;
   /** Digests each live backend uses (undefined: not known); see CacheIndexOptions. @default none */
   readonly liveDigests?: () => Iterable<readonly string[] | undefined>;
+  /** Fetching from other agents (peer-source.ts): this node's id and its clients; undefined = peers named by a start are ignored. */
+  readonly peers?: { readonly selfNodeId: string; readonly clients: PeerClients };
 }
 
 /**
@@ -41,6 +45,8 @@ export class ArtifactCache {
    */
   private readonly verified = new Map<string, string>();
   private readonly log: Logger;
+  /** Digests being pulled now → their size: what a peer may read as it grows (peer-upload.ts). */
+  private readonly inFlight = new Map<string, number>();
   /** Files held, who uses them, the budget and eviction (artifact-cache-index.ts). */
   readonly index: CacheIndex;
 
@@ -59,21 +65,53 @@ export class ArtifactCache {
     return this.flights.size();
   }
 
-  /** The verified file's absolute path; progress goes to `onProgress`. Errors name the artifact (what the start's failure says). */
-  async ensure(spec: ArtifactSpec, signal: AbortSignal, onProgress: (p: PullProgress) => void): Promise<string> {
+  /** The size of a digest this cache is pulling now; undefined when none is. */
+  pullingSize(sha256: string): number | undefined {
+    return this.inFlight.get(sha256);
+  }
+
+  /**
+   * The cached file of a digest when it is verified: by this process and unchanged since
+   * (inode, size, mtime), or hashed now. Undefined when it is not there, has another size or
+   * does not hash to its name (then it is left for the next pull to replace).
+   */
+  async verifiedFinal(sha256: string, sizeBytes: number, signal: AbortSignal): Promise<string | undefined> {
+    const { final } = cachePaths(this.o.modelsPath, sha256);
+    // Only a regular file of the cache: a symlink planted there would lead a peer's read out of it.
+    if ((await lstat(final).catch(() => undefined))?.isFile() !== true) return undefined;
+    const key = await statKey(final);
+    if (key === undefined || key.split(":")[1] !== String(sizeBytes)) return undefined;
+    if (this.verified.get(sha256) === key) return final;
+    if ((await hashFile(final, signal)) !== sha256) return undefined;
+    this.verified.set(sha256, key);
+    return final;
+  }
+
+  /**
+   * The verified file's absolute path; progress goes to `onProgress`. `peers` (the start's, for
+   * this digest) are tried in order before the artifact's source. Errors name the artifact (what
+   * the start's failure says).
+   */
+  async ensure(spec: ArtifactSpec, signal: AbortSignal, onProgress: (p: PullProgress) => void, peers: readonly PeerSpec[] = []): Promise<string> {
     try {
-      return await this.flights.run(spec.sha256, signal, (s, report) => this.pull(spec, s, report), onProgress);
+      return await this.flights.run(spec.sha256, signal, (s, report) => this.pull(spec, s, report, peers), onProgress);
     } catch (err) {
       const e = WardenError.from(err);
       throw new WardenError(e.code, `artifact ${JSON.stringify(spec.path)} (sha256 ${spec.sha256}, source ${spec.source.slice(0, 256)}): ${e.rawMessage}`, { cause: err, details: { field: "artifacts" } });
     }
   }
 
-  private async pull(spec: ArtifactSpec, flight: AbortSignal, report: (p: PullProgress) => void): Promise<string> {
+  private async pull(spec: ArtifactSpec, flight: AbortSignal, report: (p: PullProgress) => void, peers: readonly PeerSpec[]): Promise<string> {
     const storePath = storePathOf(spec.source);
     const reader = this.o.storeReader;
     if (storePath !== undefined && reader === undefined) throw new WardenError(Code.FailedPrecondition, "this agent reads no coordinator store (it runs without --coordinator)");
-    const source = storePath !== undefined ? storeSource(reader as StoreReader, storePath, spec.sizeBytes) : isOciSource(spec.source) ? ociBlobSource(spec.source, spec.sha256, spec.sizeBytes) : httpSource(spec.source, spec.sizeBytes);
+    const origin = storePath !== undefined ? storeSource(reader as StoreReader, storePath, spec.sizeBytes) : isOciSource(spec.source) ? ociBlobSource(spec.source, spec.sha256, spec.sizeBytes) : httpSource(spec.source, spec.sizeBytes);
+    const p2p = this.o.peers;
+    // Peers first (the coordinator named them: holders, or agents pulling the digest now), then the origin.
+    const sources: { readonly from: string; readonly source: ArtifactSource }[] = [
+      ...(p2p === undefined ? [] : peers.filter((p) => p.nodeId !== p2p.selfNodeId).map((p) => ({ from: `peer ${p.nodeId}`, source: peerSource(p2p.clients.get(p.address), p2p.selfNodeId, p, spec.sha256, spec.sizeBytes) }))),
+      { from: "origin", source: origin },
+    ];
     const { final, partial } = cachePaths(this.o.modelsPath, spec.sha256);
     await this.index.ready();
     const seen = this.verified.get(spec.sha256);
@@ -89,19 +127,22 @@ export class ArtifactCache {
     try {
       // Room within the disk budget for what is still to fetch, made by evicting unused files (LRU).
       room = await this.index.makeRoom(spec.sha256, await bytesToFetch(final, partial, spec.sizeBytes));
-      const path = await pullArtifact({
-        spec,
-        modelsPath: this.o.modelsPath,
-        source,
-        clock: this.o.clock,
-        stallTimeoutMs: this.o.stallTimeoutMs,
-        signal: dl.signal,
-        ...(this.o.freeBytes === undefined ? {} : { freeBytes: this.o.freeBytes }),
-        report: (p) => {
-          if (!p.verified) this.log.debug("artifact pulling", { sha256: spec.sha256, path: spec.path, doneBytes: p.doneBytes, totalBytes: p.totalBytes });
-          report(p);
-        },
-      });
+      this.inFlight.set(spec.sha256, spec.sizeBytes);
+      const attempt = (source: ArtifactSource): Promise<string> =>
+        pullArtifact({
+          spec,
+          modelsPath: this.o.modelsPath,
+          source,
+          clock: this.o.clock,
+          stallTimeoutMs: this.o.stallTimeoutMs,
+          signal: dl.signal,
+          ...(this.o.freeBytes === undefined ? {} : { freeBytes: this.o.freeBytes }),
+          report: (p) => {
+            if (!p.verified) this.log.debug("artifact pulling", { sha256: spec.sha256, path: spec.path, doneBytes: p.doneBytes, totalBytes: p.totalBytes });
+            report(p);
+          },
+        });
+      const path = await this.firstThatServes(spec, sources, attempt, dl.signal);
       const key = await statKey(path);
       if (key !== undefined) this.verified.set(spec.sha256, key);
       await room.done();
@@ -112,9 +153,37 @@ export class ArtifactCache {
       this.log.warn("artifact pull failed", { sha256: spec.sha256, path: spec.path, source: spec.source.slice(0, 256), err: WardenError.from(err).rawMessage });
       throw err;
     } finally {
+      this.inFlight.delete(spec.sha256);
       await room?.done();
       dl.cleanup();
     }
+  }
+
+  /**
+   * Tries each source in order; a failing peer (dead, refusing, stalled, wrong bytes) passes to
+   * the next source, resuming from what the partial holds (the whole file's SHA-256 is checked
+   * at the end, whoever sent which part). When the origin's bytes then fail the check, a peer's
+   * bytes may be the bad prefix: the origin is asked once more from byte 0 (the failed check
+   * removed the partial). A local failure (no space) or the deadline ends the pull at once.
+   */
+  private async firstThatServes(spec: ArtifactSpec, sources: readonly { readonly from: string; readonly source: ArtifactSource }[], attempt: (s: ArtifactSource) => Promise<string>, signal: AbortSignal): Promise<string> {
+    for (let i = 0; i < sources.length; i++) {
+      const s = sources[i] as (typeof sources)[number];
+      try {
+        const path = await attempt(s.source);
+        if (s.from !== "origin") this.log.info("artifact fetched from a peer", { sha256: spec.sha256, from: s.from });
+        return path;
+      } catch (err) {
+        const e = WardenError.from(err);
+        if (signal.aborted || e.code === Code.ResourceExhausted) throw err;
+        if (s.from === "origin") {
+          if (i > 0 && e.code === Code.DataLoss) return attempt(s.source);
+          throw err;
+        }
+        this.log.warn("peer fetch failed; trying the next source", { sha256: spec.sha256, from: s.from, err: e.rawMessage });
+      }
+    }
+    throw new WardenError(Code.Internal, "no source");
   }
 }
 

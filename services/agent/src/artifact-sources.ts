@@ -82,25 +82,25 @@ export type StoreReader = (path: string, offset: number, signal: AbortSignal) =>
  * start at the offset asked for and name the artifact's size (another size
  * is another file: DATA_LOSS); every chunk must follow the previous one.
  */
-export function storeSource(reader: StoreReader, path: string, sizeBytes: number): ArtifactSource {
+export function storeSource(reader: StoreReader, path: string, sizeBytes: number, what = "the coordinator's store"): ArtifactSource {
   return {
     async open(offset, signal) {
       const it = reader(path, offset, signal)[Symbol.asyncIterator]();
       const first = await it.next().catch((err: unknown) => {
         if (signal.aborted) throw abortReason(signal);
         const e = WardenError.from(err);
-        if (e.code === Code.NotFound) throw new WardenError(Code.NotFound, `the coordinator's store has no ${JSON.stringify(path)}`);
-        throw new WardenError(Code.Unavailable, `the coordinator's store: ${e.rawMessage}`);
+        if (e.code === Code.NotFound) throw new WardenError(Code.NotFound, `${what} has no ${JSON.stringify(path)}`);
+        throw new WardenError(Code.Unavailable, `${what}: ${e.rawMessage}`);
       });
-      if (first.done === true) throw new WardenError(Code.Unavailable, "the coordinator's store sent nothing");
+      if (first.done === true) throw new WardenError(Code.Unavailable, `${what} sent nothing`);
       const head = first.value;
-      if (head.totalBytes !== BigInt(sizeBytes)) throw new WardenError(Code.DataLoss, `the store's file has ${String(head.totalBytes)} bytes, the artifact ${String(sizeBytes)}; the partial file was removed`);
-      if (head.offset !== BigInt(offset)) throw new WardenError(Code.Unavailable, `asked the store for bytes from ${String(offset)}, got ${String(head.offset)}`);
+      if (head.totalBytes !== BigInt(sizeBytes)) throw new WardenError(Code.DataLoss, `${what}'s file has ${String(head.totalBytes)} bytes, the artifact ${String(sizeBytes)}; the partial file was removed`);
+      if (head.offset !== BigInt(offset)) throw new WardenError(Code.Unavailable, `asked ${what} for bytes from ${String(offset)}, got ${String(head.offset)}`);
       async function* chunks(): AsyncGenerator<Uint8Array> {
         let at = offset;
         let c: StoreChunk | undefined = head;
         while (c !== undefined) {
-          if (c.offset !== BigInt(at)) throw new WardenError(Code.Unavailable, `the store's chunk starts at ${String(c.offset)}, expected ${String(at)}`);
+          if (c.offset !== BigInt(at)) throw new WardenError(Code.Unavailable, `${what}'s chunk starts at ${String(c.offset)}, expected ${String(at)}`);
           at += c.data.byteLength;
           yield c.data;
           const n: IteratorResult<StoreChunk> = await it.next();

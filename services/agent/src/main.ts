@@ -1,5 +1,5 @@
 import { readFile } from "node:fs/promises";
-import { WardenError, createLogger, readSecretFile } from "@warden/common";
+import { WardenError, createLogger, readSecretFile, systemClock } from "@warden/common";
 import { GrpcServer, ReloadableServerCredentials, bearerMetadata, clientTlsOf, readTlsMaterial, routeGrpcJsLogs } from "@warden/grpc";
 import { AgentService } from "@warden/proto";
 import { agentUsage, parseAgentArgs } from "./agent-args.js";
@@ -14,6 +14,10 @@ import { placementLimitsMessage } from "./agent-placement-limits.js";
 import { createAgentMetrics } from "./agent-metrics.js";
 import { servePrometheus } from "./prometheus-server.js";
 import { coordinatorStoreReader } from "./artifact-store-client.js";
+import { PeerArtifactService } from "@warden/proto";
+import { PeerClients, peerChannelOptions } from "./peer-source.js";
+import { createPeerArtifactService } from "./peer-upload.js";
+import { loadOrCreatePeerKey } from "./peer-key.js";
 
 // `node --import tsx services/agent/src/main.ts --config agent.yaml ...` (one pid:
 // stack.md G10). Exit behaviour (DESIGN §2): on SIGTERM/SIGINT the backends keep
@@ -65,7 +69,9 @@ async function main(): Promise<number> {
   });
   // The coordinators' artifact store, read with this node's credentials (artifact-store-client.ts).
   const store = args.coordinator === undefined ? undefined : coordinatorStoreReader({ addresses: args.coordinator, nodeId: config.nodeId, clientOptions: { ...(tls === undefined ? {} : { tls: clientTlsOf(tls) }), ...(config.coordinatorTokenFile === "" ? {} : { headers: bearerMetadata(readSecretFile(config.coordinatorTokenFile, "coordinatorTokenFile")) }) } });
-  const agent = createAgent(config, { logger, ...(store === undefined ? {} : { storeReader: store.reader }) });
+  // Other agents' artifact caches, dialled with this agent's own TLS (peer-source.ts).
+  const peerClients = config.modelsPath === undefined ? undefined : new PeerClients({ maxReceiveMessageBytes: config.limits.maxMessageBytes, channelOptions: peerChannelOptions, ...(tls === undefined ? {} : { tls: clientTlsOf(tls) }) });
+  const agent = createAgent(config, { logger, ...(store === undefined ? {} : { storeReader: store.reader }), ...(peerClients === undefined ? {} : { peerClients }) });
   const report = await agent.start();
   logger.info("state dir adopted", { adopted: report.adopted, forgotten: report.forgotten, stoppedUnfinished: report.stoppedUnfinished, orphans: report.orphans.length });
   const credentials = tls === undefined ? undefined : new ReloadableServerCredentials(tls);
@@ -74,6 +80,13 @@ async function main(): Promise<number> {
   // Mutual TLS: the CA vouches for every node and operator too, so only the coordinator's certificate may command this agent (coordinator-only.ts).
   // Without it no caller proves anything: plaintext is loopback-only unless `insecure` (listen-guard.ts), and the operator is told.
   server.add(AgentService, tls?.ca === undefined ? agent.service : withCoordinatorOnly(agent.service, logger));
+  // Peers read this cache with a ticket the coordinator granted them, not as the coordinator (peer-upload.ts).
+  const artifactCache = agent.artifacts;
+  const peerKey = artifactCache === undefined ? undefined : await loadOrCreatePeerKey(config.stateDir);
+  if (artifactCache !== undefined && peerKey !== undefined && config.modelsPath !== undefined) {
+    const key = peerKey;
+    server.add(PeerArtifactService, createPeerArtifactService({ nodeId: config.nodeId, key, cache: artifactCache, modelsPath: config.modelsPath, clock: systemClock, logger, stallTimeoutMs: config.artifactStallTimeoutMs }));
+  }
   if (tls?.ca === undefined) logger.warn("AgentService takes commands from any caller that reaches it: configure tls with a ca (mutual TLS) so only the coordinator's certificate may command this agent", { listen, tls: tls === undefined ? "off" : "server-only" });
   const { address } = await server.listen(listen);
   logger.info("agent listening", { address, nodeId: config.nodeId, pid: process.pid });
@@ -92,6 +105,7 @@ async function main(): Promise<number> {
       labels: config.labels,
       backends: Object.keys(config.catalog),
       limits: placementLimitsMessage(placementLimits),
+      ...(peerKey === undefined ? {} : { peerKey }),
       source: agent,
       node,
       intervalMs: config.heartbeatIntervalMs,
@@ -111,6 +125,7 @@ async function main(): Promise<number> {
         await heartbeat?.stop();
         node?.close();
         store?.close();
+        peerClients?.close();
         agent.endWatches();
         const drain = await server.shutdown(2_000);
         metricsServer?.close();

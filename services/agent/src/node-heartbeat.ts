@@ -68,6 +68,8 @@ export interface NodeHeartbeatOptions {
   backends: readonly string[];
   /** Placement limits sent in Register (the agent config's maxReplicasPerModel and memoryBudget). @default {} */
   limits?: MessageInitShape<typeof NodeLimitsSchema>;
+  /** This agent's peer key (peer-key.ts), sent in Register so the coordinator can grant peers tickets to its cache. @default none */
+  peerKey?: Uint8Array;
   source: HeartbeatSource;
   node: NodeServicePort;
   /** @default 1000 (DESIGN §5); a nonzero heartbeat_interval_ms from Register overrides it */
@@ -146,7 +148,7 @@ export function createNodeHeartbeat(options: NodeHeartbeatOptions): NodeHeartbea
   const register = async (signal: AbortSignal): Promise<void> => {
     const res = await options.source.nodeResources(signal);
     const r = await options.node.register(
-      { nodeId: options.nodeId, address: options.address, labels: { ...options.labels }, gpus: res.gpus ?? [], bootEpoch: BigInt(options.source.bootEpochMs), ramTotalBytes: res.ramTotalBytes ?? 0n, version: wardenVersion, backends: [...options.backends], limits: options.limits ?? {} },
+      { nodeId: options.nodeId, address: options.address, labels: { ...options.labels }, gpus: res.gpus ?? [], bootEpoch: BigInt(options.source.bootEpochMs), ramTotalBytes: res.ramTotalBytes ?? 0n, version: wardenVersion, backends: [...options.backends], limits: options.limits ?? {}, ...(options.peerKey === undefined ? {} : { peerKey: options.peerKey }) },
       { signal, timeoutMs: callTimeoutMs },
     );
     await raiseFence(r.leaderEpoch);

@@ -1,4 +1,5 @@
 import { availableParallelism } from "node:os";
+import { checkPeers, type PeerSpec } from "./peer-source.js";
 import { Code, WardenError, abortReason, checkArtifacts, checkLoadSettings, type ArtifactSpec, deadlineSignal, invalidArgument, maxContextSize, sleep, type LoadSettings } from "@warden/common";
 import { backendClientTls } from "./backend-client-tls.js";
 import { createClient, type Client, type ServiceImpl } from "@warden/grpc";
@@ -84,6 +85,8 @@ interface StartParams {
   modelFile: string;
   /** Pulled by digest before the spawn (artifact-cache.ts). */
   artifacts: readonly ArtifactSpec[];
+  /** Other agents to fetch each digest from first (ModelArtifact.peers, peer-source.ts), by sha256. */
+  peers: ReadonlyMap<string, readonly PeerSpec[]>;
   /** The artifact whose cached file is the model file (modelFile names its path); undefined = modelFile as given. */
   modelFileArtifact: ArtifactSpec | undefined;
   contextSize: number;
@@ -121,7 +124,7 @@ async function pullArtifacts(ctx: AgentContext, log: StartLog, s: StartParams, s
     s.artifacts.map(async (a) => {
       const path = await cache.ensure(a, signal, (p) => {
         log.append({ t: "pulling", ...p });
-      }).catch((err: unknown) => {
+      }, s.peers.get(a.sha256)).catch((err: unknown) => {
         const e = WardenError.from(err);
         if (signal.aborted || e.code === Code.Canceled || e.code === Code.DeadlineExceeded) throw err;
         throw new FailStart(artifactFailure[e.code] ?? StartFailureCode.ARTIFACT_SOURCE_UNAVAILABLE, e.rawMessage);
@@ -343,6 +346,7 @@ export function createStartBackend(ctx: AgentContext): ServiceImpl<typeof AgentS
     const loadDigest = checkText("load_digest", req.loadDigest, 64);
     if (req.gpuDevice !== "" && !config.gpus.includes(req.gpuDevice)) pickDevice(ctx, req.gpuDevice);
     const artifacts = checkArtifacts("artifacts", req.artifacts.map((a) => ({ source: a.source, sha256: a.sha256, sizeBytes: a.sizeBytes, path: a.path })));
+    const peers = new Map(req.artifacts.map((a, i) => [a.sha256, checkPeers(`artifacts[${String(i)}].peers`, a.peers)] as const));
     if (artifacts.length > 0 && config.modelsPath === undefined) throw invalidArgument("artifacts", "this agent has no modelsPath, so it keeps no artifact cache; set modelsPath in the agent config");
     // A modelFile naming an artifact's path is that artifact's cached file (it need not exist yet).
     const modelFileArtifact = artifacts.find((a) => a.path === req.modelFile);
@@ -372,7 +376,7 @@ export function createStartBackend(ctx: AgentContext): ServiceImpl<typeof AgentS
       ctx.logger.debug("start admitted", { incarnation, model, leaderEpoch: String(req.leaderEpoch) });
       // The start is bound to the call's deadline, not to this stream: a caller that
       // reconnects with the same incarnation attaches to it.
-      s.done = runStart(ctx, log, { incarnation, model, backend, entry, options, modelFile, artifacts, modelFileArtifact, contextSize: req.contextSize, load, gpuDevice: req.gpuDevice, deadlineMs, leaderEpoch: req.leaderEpoch, loadDigest });
+      s.done = runStart(ctx, log, { incarnation, model, backend, entry, options, modelFile, artifacts, peers, modelFileArtifact, contextSize: req.contextSize, load, gpuDevice: req.gpuDevice, deadlineMs, leaderEpoch: req.leaderEpoch, loadDigest });
       start = s;
     }
     for await (const ev of start.log.follow(callCtx.signal)) yield startResponseOf(ev);

@@ -1,6 +1,7 @@
 import { BackendState, StartFailureCode, type AgentService, type StartBackendResponse } from "@warden/proto";
 import type { Client } from "@warden/grpc";
 import { Code, StaleLeaderEpochError, WardenError } from "@warden/common";
+import type { PeerGrant } from "./peer-directory.js";
 import type { AgentPort, FreeAnswer, FreeRequest, StartEvent, StartRequest, StopAnswer, StopRequest } from "@warden/loader";
 
 /** The coordinator's current leader epoch; 0 = no HA, the single-machine default. */
@@ -26,17 +27,23 @@ export function typedRefusal(err: unknown, onStale: StaleEpochListener | undefin
  * stale-epoch refusal comes back as a StaleLeaderEpochError (never retried
  * here: a retry from the same epoch is refused again).
  */
-export function agentPort(client: Client<typeof AgentService>, leaderEpoch: LeaderEpochProvider = noLeaderEpoch, onStale?: StaleEpochListener): AgentPort {
+export function agentPort(client: Client<typeof AgentService>, leaderEpoch: LeaderEpochProvider = noLeaderEpoch, onStale?: StaleEpochListener, peersFor?: (artifacts: readonly { readonly sha256: string }[]) => PeerGrant): AgentPort {
   return {
     async *startBackend(req: StartRequest, options: { readonly signal: AbortSignal }): AsyncIterable<StartEvent> {
-      const stream = client.startBackend(
-        { incarnation: req.incarnation, model: req.model, backend: req.backend, options: [...req.options], modelFile: req.modelFile, contextSize: req.contextSize,
-          artifacts: (req.artifacts ?? []).map((a) => ({ source: a.source, sha256: a.sha256, sizeBytes: BigInt(a.sizeBytes), path: a.path })),
-          backendModel: req.load.backendModel, gpuLayers: req.load.gpuLayers, threads: req.load.threads, batch: req.load.batch, mmap: req.load.mmap, flashAttention: req.load.flashAttention, cuda: req.load.cuda,
-          leaderEpoch: leaderEpoch(), requestedBy: req.requestedBy ?? "", loadDigest: req.loadDigest ?? "" },
-        { signal: options.signal },
-      );
-      yield* startEvents(stream, onStale);
+      // Peers to fetch each artifact from (peer-directory.ts), held until the start's stream ends.
+      const grant = peersFor?.(req.artifacts ?? []);
+      try {
+        const stream = client.startBackend(
+          { incarnation: req.incarnation, model: req.model, backend: req.backend, options: [...req.options], modelFile: req.modelFile, contextSize: req.contextSize,
+            artifacts: (req.artifacts ?? []).map((a) => ({ source: a.source, sha256: a.sha256, sizeBytes: BigInt(a.sizeBytes), path: a.path, peers: grant?.peers.get(a.sha256) ?? [] })),
+            backendModel: req.load.backendModel, gpuLayers: req.load.gpuLayers, threads: req.load.threads, batch: req.load.batch, mmap: req.load.mmap, flashAttention: req.load.flashAttention, cuda: req.load.cuda,
+            leaderEpoch: leaderEpoch(), requestedBy: req.requestedBy ?? "", loadDigest: req.loadDigest ?? "" },
+          { signal: options.signal },
+        );
+        yield* startEvents(stream, onStale);
+      } finally {
+        grant?.release();
+      }
     },
     async stopBackend(req: StopRequest, options: { readonly signal: AbortSignal; readonly timeoutMs: number }): Promise<StopAnswer> {
       const r = await client.stopBackend({ address: req.address, incarnation: req.incarnation, force: req.force, reason: req.reason, leaderEpoch: leaderEpoch(), requestedBy: req.requestedBy ?? "" }, { signal: options.signal, timeoutMs: options.timeoutMs }).catch((err: unknown) => {

@@ -2,6 +2,7 @@ import type { AgentService } from "@warden/proto";
 import type { Client } from "@warden/grpc";
 import type { Clock, Logger } from "@warden/common";
 import type { AgentConnector } from "@warden/cluster";
+import type { PeerGrant } from "./peer-directory.js";
 import { agentPort, noLeaderEpoch, typedRefusal, type LeaderEpochProvider, type StaleEpochListener } from "./agent-port.js";
 
 /** An agent's AgentService client: gRPC for a registered agent, in-process for the embedded one. */
@@ -16,7 +17,7 @@ const watchRetryMs = 2_000;
  * loader's AgentPort. Every command is stamped with `leaderEpoch()` (the
  * coordinator's leader epoch; default 0 = no HA).
  */
-export function grpcAgentConnector(d: { readonly clock: Clock; readonly log: Logger; readonly connect: (address: string, nodeId: string) => AgentClient; readonly leaderEpoch?: LeaderEpochProvider; readonly onStaleEpoch?: StaleEpochListener }): AgentConnector<AgentClient> {
+export function grpcAgentConnector(d: { readonly clock: Clock; readonly log: Logger; readonly connect: (address: string, nodeId: string) => AgentClient; readonly leaderEpoch?: LeaderEpochProvider; readonly onStaleEpoch?: StaleEpochListener; readonly peersFor?: (nodeId: string, artifacts: readonly { readonly sha256: string }[]) => PeerGrant }): AgentConnector<AgentClient> {
   const leaderEpoch = d.leaderEpoch ?? noLeaderEpoch;
   const watch = (nodeId: string, client: AgentClient, signal: AbortSignal, onExit: Parameters<AgentConnector<AgentClient>["watchExits"]>[3]): void => {
     void (async () => {
@@ -47,7 +48,10 @@ export function grpcAgentConnector(d: { readonly clock: Clock; readonly log: Log
   };
   return {
     connect: d.connect,
-    agentPort: (client) => agentPort(client, leaderEpoch, d.onStaleEpoch),
+    agentPort: (client, nodeId) => {
+      const peersFor = d.peersFor;
+      return agentPort(client, leaderEpoch, d.onStaleEpoch, peersFor === undefined ? undefined : (artifacts) => peersFor(nodeId, artifacts));
+    },
     close(client) {
       client.close();
     },

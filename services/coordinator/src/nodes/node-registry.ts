@@ -1,6 +1,7 @@
 import { wardenVersion, type Clock, type Logger } from "@warden/common";
 import { NodeTable, type HeartbeatAnswer, type NodeRecord as ClusterNodeRecord, type NodeTableOptions } from "@warden/cluster";
 import { grpcAgentConnector, type AgentClient } from "./grpc-agent-connector.js";
+import { PeerDirectory } from "./peer-directory.js";
 
 export type { NodeHealthState } from "@warden/cluster";
 export { memoryReading } from "@warden/cluster";
@@ -29,12 +30,16 @@ export interface NodeRegistryOptions extends Omit<NodeTableOptions<AgentClient>,
  */
 export class NodeRegistry extends NodeTable<AgentClient> {
   private readonly onHeartbeatApplied: ((nodeId: string) => void) | undefined;
+  /** Peer sources and tickets for the starts sent to these nodes (peer-directory.ts). */
+  readonly peers: PeerDirectory;
 
   constructor(o: NodeRegistryOptions) {
     const { log, connect, leaderEpoch, onStaleEpoch, onHeartbeatApplied, ...rest } = o;
+    // The directory needs the table, the table its connector: the connector reaches the directory once both exist.
+    const late: { directory?: PeerDirectory } = {};
     super({
       ...rest,
-      connector: grpcAgentConnector({ clock: o.clock, log, connect, ...(leaderEpoch === undefined ? {} : { leaderEpoch }), ...(onStaleEpoch === undefined ? {} : { onStaleEpoch: (e) => { onStaleEpoch(e.newestSeen, e.rawMessage); } }) }),
+      connector: grpcAgentConnector({ clock: o.clock, log, connect, peersFor: (nodeId, artifacts) => (late.directory as PeerDirectory).grant(nodeId, artifacts), ...(leaderEpoch === undefined ? {} : { leaderEpoch }), ...(onStaleEpoch === undefined ? {} : { onStaleEpoch: (e) => { onStaleEpoch(e.newestSeen, e.rawMessage); } }) }),
       version: wardenVersion,
       onVersionMismatch: (nodeId, agentVersion) => {
         log.warn("agent runs a different Warden version than the coordinator", { nodeId, agentVersion: agentVersion === "" ? "unknown (before 0.2)" : agentVersion, coordinatorVersion: wardenVersion });
@@ -45,6 +50,8 @@ export class NodeRegistry extends NodeTable<AgentClient> {
       },
     });
     this.onHeartbeatApplied = onHeartbeatApplied;
+    this.peers = new PeerDirectory({ clock: o.clock, nodes: () => this.list(), node: (id) => this.get(id) });
+    late.directory = this.peers;
   }
 
   override receive(hb: Parameters<NodeTable<AgentClient>["receive"]>[0]): HeartbeatAnswer {

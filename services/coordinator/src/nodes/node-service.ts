@@ -1,6 +1,6 @@
 import type { NodeService } from "@warden/proto";
 import type { ServiceImpl } from "@warden/grpc";
-import { Code, WardenError, type Clock } from "@warden/common";
+import { Code, WardenError, invalidArgument, peerKeyBytes, type Clock } from "@warden/common";
 import type { NodeRecord, NodeRegistry } from "./node-registry.js";
 import { nodeReportLimits, validateHeartbeat, validateRegister, type HeartbeatCaps } from "./node-report-limits.js";
 import { nodeLimitsFromWire } from "./node-limits-wire.js";
@@ -54,6 +54,7 @@ export function nodeService(nodes: NodeRegistry, _clock: Clock, coordinatorEpoch
     async register(req, ctx) {
       validateRegister(req, ctx.peer === inProcessPeer && nodes.get(req.nodeId)?.embedded === true);
       const limits = nodeLimitsFromWire(req.limits, "limits");
+      if (req.peerKey.length !== 0 && req.peerKey.length !== peerKeyBytes) throw invalidArgument("peer_key", `must be empty or ${String(peerKeyBytes)} bytes, got ${String(req.peerKey.length)}`);
       const existing = nodes.get(req.nodeId);
       if (checkEmbedded(req.nodeId, ctx.peer) && existing !== undefined) {
         // The embedded agent re-registers in process; keep its in-process client.
@@ -61,6 +62,8 @@ export function nodeService(nodes: NodeRegistry, _clock: Clock, coordinatorEpoch
       } else {
         nodes.register({ nodeId: req.nodeId, address: req.address, labels: req.labels, gpus: req.gpus, bootEpoch: req.bootEpoch, version: req.version, backends: req.backends, limits, credentialed });
       }
+      // After the checks above: a refused Register changes nothing.
+      nodes.peers.setKey(req.nodeId, req.peerKey);
       return { coordinatorEpoch, heartbeatIntervalMs: 1_000, leaderEpoch: ourEpoch() };
     },
     async heartbeat(req, ctx) {

@@ -9,15 +9,13 @@
 
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
-import type { ReadArtifactResponseSchema } from "./node_pb.js";
-import { file_warden_v1_node } from "./node_pb.js";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file warden/v1/peer.proto.
  */
 export const file_warden_v1_peer: GenFile = /*@__PURE__*/
-  fileDesc("ChR3YXJkZW4vdjEvcGVlci5wcm90bxIJd2FyZGVuLnYxIo8BChdSZWFkUGVlckFydGlmYWN0UmVxdWVzdBIOCgZzaGEyNTYYASABKAkSEgoKc2l6ZV9ieXRlcxgCIAEoBBIOCgZvZmZzZXQYAyABKAQSGQoRcmVxdWVzdGVyX25vZGVfaWQYBCABKAkSDgoGdGlja2V0GAUgASgJEhUKDWV4cGlyZXNfYXRfbXMYBiABKAMycAoTUGVlckFydGlmYWN0U2VydmljZRJZChBSZWFkUGVlckFydGlmYWN0EiIud2FyZGVuLnYxLlJlYWRQZWVyQXJ0aWZhY3RSZXF1ZXN0Gh8ud2FyZGVuLnYxLlJlYWRBcnRpZmFjdFJlc3BvbnNlMAFiBnByb3RvMw", [file_warden_v1_node]);
+  fileDesc("ChR3YXJkZW4vdjEvcGVlci5wcm90bxIJd2FyZGVuLnYxIo8BChdSZWFkUGVlckFydGlmYWN0UmVxdWVzdBIOCgZzaGEyNTYYASABKAkSEgoKc2l6ZV9ieXRlcxgCIAEoBBIOCgZvZmZzZXQYAyABKAQSGQoRcmVxdWVzdGVyX25vZGVfaWQYBCABKAkSDgoGdGlja2V0GAUgASgJEhUKDWV4cGlyZXNfYXRfbXMYBiABKAMiTQoYUmVhZFBlZXJBcnRpZmFjdFJlc3BvbnNlEg4KBm9mZnNldBgBIAEoBBITCgt0b3RhbF9ieXRlcxgCIAEoBBIMCgRkYXRhGAMgASgMMnQKE1BlZXJBcnRpZmFjdFNlcnZpY2USXQoQUmVhZFBlZXJBcnRpZmFjdBIiLndhcmRlbi52MS5SZWFkUGVlckFydGlmYWN0UmVxdWVzdBojLndhcmRlbi52MS5SZWFkUGVlckFydGlmYWN0UmVzcG9uc2UwAWIGcHJvdG8z");
 
 /**
  * @generated from message warden.v1.ReadPeerArtifactRequest
@@ -73,6 +71,41 @@ export const ReadPeerArtifactRequestSchema: GenMessage<ReadPeerArtifactRequest> 
   messageDesc(file_warden_v1_peer, 0);
 
 /**
+ * One chunk, as ArtifactStoreService's ReadArtifactResponse.
+ *
+ * @generated from message warden.v1.ReadPeerArtifactResponse
+ */
+export type ReadPeerArtifactResponse = Message<"warden.v1.ReadPeerArtifactResponse"> & {
+  /**
+   * Offset of data's first byte in the file.
+   *
+   * @generated from field: uint64 offset = 1;
+   */
+  offset: bigint;
+
+  /**
+   * The file's size (every chunk carries it).
+   *
+   * @generated from field: uint64 total_bytes = 2;
+   */
+  totalBytes: bigint;
+
+  /**
+   * At most 1 MiB.
+   *
+   * @generated from field: bytes data = 3;
+   */
+  data: Uint8Array;
+};
+
+/**
+ * Describes the message warden.v1.ReadPeerArtifactResponse.
+ * Use `create(ReadPeerArtifactResponseSchema)` to create a new message.
+ */
+export const ReadPeerArtifactResponseSchema: GenMessage<ReadPeerArtifactResponse> = /*@__PURE__*/
+  messageDesc(file_warden_v1_peer, 1);
+
+/**
  * @generated from service warden.v1.PeerArtifactService
  */
 export const PeerArtifactService: GenService<{
@@ -87,7 +120,7 @@ export const PeerArtifactService: GenService<{
   readPeerArtifact: {
     methodKind: "server_streaming";
     input: typeof ReadPeerArtifactRequestSchema;
-    output: typeof ReadArtifactResponseSchema;
+    output: typeof ReadPeerArtifactResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_warden_v1_peer, 0);

@@ -7,6 +7,7 @@ import type { NodeRegistry } from "./nodes/node-registry.js";
 import { ReplicaMetrics } from "./admin/replica-metrics.js";
 import { registerLoadJobMetrics } from "./admin/load-job-metrics.js";
 import { perScrape } from "./per-scrape.js";
+import { liveHeapBytes } from "./live-heap.js";
 
 function reasonName(r: EvictionReason): string {
   return EvictionReason[r].toLowerCase();
@@ -34,6 +35,15 @@ export class CoordinatorMetrics {
   constructor(loader: Loader, nodes: NodeRegistry, outbox: Outbox) {
     const r = this.registry;
     collectDefaultMetrics({ register: r, prefix: "warden_coordinator_" });
+    liveHeapBytes(); // observe from the start: the first scrape already has a figure after a collection
+    new Gauge({
+      name: "warden_coordinator_heap_live_bytes",
+      help: "V8 heap in use right after the last major garbage collection: what the coordinator holds (RSS and heap used also count garbage not yet collected).",
+      registers: [r],
+      collect() {
+        this.set(liveHeapBytes());
+      },
+    });
     // Every instance's view, once per scrape (not a whole snapshot with every node's and address's views, per gauge).
     const instances = perScrape(() => loader.core.instances());
     new Gauge({

@@ -269,6 +269,7 @@ function loaderTrackingNothing(): Loader {
     leftoversOn: () => [],
     startingElsewhere: () => [].values(), journalReplicas: { ofModel: () => [].values(), nodeReported: () => [] } as unknown as Loader["journalReplicas"],
     retryLeftoversNow: () => {},
+    bundlesChanged: () => {},
     setOrphans: () => {},
   };
   return port as unknown as Loader;

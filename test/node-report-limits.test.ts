@@ -148,6 +148,11 @@ describe("node reports are validated whole", () => {
     expect(await refusal(nc.register({ ...base, backends: ["sim-a", "x".repeat(129)] }))).toMatchObject({ code: Code.InvalidArgument, field: "backends[1]" });
     expect(await refusal(nc.register({ ...base, backends: ["sim-a", "sim a"] }))).toMatchObject({ code: Code.InvalidArgument, field: "backends[1]" });
     expect(await refusal(nc.register({ ...base, backends: ["sim-a", "sim-a"] }))).toMatchObject({ code: Code.InvalidArgument, field: "backends[1]" });
+    // backend bundle digests: a bounded map of catalog names to sha256s
+    const manyBundles = Object.fromEntries(many.map((n) => [n, "a".repeat(64)]));
+    expect(await refusal(nc.register({ ...base, backendBundles: manyBundles }))).toMatchObject({ code: Code.InvalidArgument, field: "backend_bundles" });
+    expect(await refusal(nc.register({ ...base, backendBundles: { "sim-a": "A".repeat(64) } }))).toMatchObject({ code: Code.InvalidArgument, field: 'backend_bundles["sim-a"]' });
+    expect(await refusal(nc.register({ ...base, backendBundles: { "sim a": "a".repeat(64) } }))).toMatchObject({ code: Code.InvalidArgument, field: 'backend_bundles["sim a"]' });
     // the bound itself is accepted (on another node, so "hostile" stays as it was)
     const full = many.slice(0, nodeReportLimits.maxCatalogBackends);
     await nc.register({ ...base, nodeId: "marker", address: "127.0.0.1:2", backends: full });

@@ -100,6 +100,8 @@ describe("node reports are validated whole", () => {
       }),
     );
     expect(badEntry).toMatchObject({ code: Code.InvalidArgument, field: "backends[1].state" });
+    const badBundle = await refusal(nc.heartbeat({ nodeId: "hostile", bootEpoch, sequence: 4n, orphans: orphans(30_000, 3), backends: [{ incarnation: "01JZ0000000000000000000001", model: "m", address: "127.0.0.1:7001", state: BackendState.READY, bundleDigest: "not-a-sha256" }] }));
+    expect(badBundle).toMatchObject({ code: Code.InvalidArgument, field: "backends[0].bundle_digest" });
 
     const badForeign = await refusal(nc.heartbeat({ nodeId: "hostile", bootEpoch, sequence: 5n, orphans: orphans(40_000, 3), foreign: Array.from({ length: nodeReportLimits.maxForeign + 1 }, (_, i) => ({ pid: i + 1 })) }));
     expect(badForeign).toMatchObject({ code: Code.ResourceExhausted, field: "foreign" });

@@ -100,6 +100,8 @@ describe("node reports are validated whole", () => {
       }),
     );
     expect(badEntry).toMatchObject({ code: Code.InvalidArgument, field: "backends[1].state" });
+    const badBundle = await refusal(nc.heartbeat({ nodeId: "hostile", bootEpoch, sequence: 4n, orphans: orphans(30_000, 3), backends: [{ incarnation: "01JZ0000000000000000000001", model: "m", address: "127.0.0.1:7001", state: BackendState.READY, bundleDigest: "not-a-sha256" }] }));
+    expect(badBundle).toMatchObject({ code: Code.InvalidArgument, field: "backends[0].bundle_digest" });
 
     const badForeign = await refusal(nc.heartbeat({ nodeId: "hostile", bootEpoch, sequence: 5n, orphans: orphans(40_000, 3), foreign: Array.from({ length: nodeReportLimits.maxForeign + 1 }, (_, i) => ({ pid: i + 1 })) }));
     expect(badForeign).toMatchObject({ code: Code.ResourceExhausted, field: "foreign" });
@@ -148,6 +150,11 @@ describe("node reports are validated whole", () => {
     expect(await refusal(nc.register({ ...base, backends: ["sim-a", "x".repeat(129)] }))).toMatchObject({ code: Code.InvalidArgument, field: "backends[1]" });
     expect(await refusal(nc.register({ ...base, backends: ["sim-a", "sim a"] }))).toMatchObject({ code: Code.InvalidArgument, field: "backends[1]" });
     expect(await refusal(nc.register({ ...base, backends: ["sim-a", "sim-a"] }))).toMatchObject({ code: Code.InvalidArgument, field: "backends[1]" });
+    // backend bundle digests: a bounded map of catalog names to sha256s
+    const manyBundles = Object.fromEntries(many.map((n) => [n, "a".repeat(64)]));
+    expect(await refusal(nc.register({ ...base, backendBundles: manyBundles }))).toMatchObject({ code: Code.InvalidArgument, field: "backend_bundles" });
+    expect(await refusal(nc.register({ ...base, backendBundles: { "sim-a": "A".repeat(64) } }))).toMatchObject({ code: Code.InvalidArgument, field: 'backend_bundles["sim-a"]' });
+    expect(await refusal(nc.register({ ...base, backendBundles: { "sim a": "a".repeat(64) } }))).toMatchObject({ code: Code.InvalidArgument, field: 'backend_bundles["sim a"]' });
     // the bound itself is accepted (on another node, so "hostile" stays as it was)
     const full = many.slice(0, nodeReportLimits.maxCatalogBackends);
     await nc.register({ ...base, nodeId: "marker", address: "127.0.0.1:2", backends: full });

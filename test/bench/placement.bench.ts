@@ -319,6 +319,7 @@ function heartbeatBench(): BenchResult[] {
         gpuDevice: String(i % 2),
         backend: "b",
         loadDigest: "",
+        bundleDigest: "",
       });
     }
     inventories.push(inv);
@@ -437,7 +438,7 @@ export function reconcileBench(): BenchResult[] {
     registry.register({ nodeId, address: `10.2.0.${String(n)}:7000`, labels: {}, gpus: [], bootEpoch: 1n });
     const inv: HeartbeatRequest["backends"] = [];
     for (let i = 0; i < perNode; i++) {
-      inv.push({ $typeName: "warden.v1.InventoryEntry", incarnation: ulid(), model: `m${String(i)}`, address: `10.2.0.${String(n)}:${String(5000 + i)}`, pid: 20_000 + n * perNode + i, state: BackendState.READY, memoryBytes: BigInt(GiB), gpuDevice: "0", backend: "b", loadDigest: "" });
+      inv.push({ $typeName: "warden.v1.InventoryEntry", incarnation: ulid(), model: `m${String(i)}`, address: `10.2.0.${String(n)}:${String(5000 + i)}`, pid: 20_000 + n * perNode + i, state: BackendState.READY, memoryBytes: BigInt(GiB), gpuDevice: "0", backend: "b", loadDigest: "", bundleDigest: "" });
     }
     inventories.push(inv);
     if (!registry.heartbeat({ nodeId, bootEpoch: 1n, sequence: 1n, backends: inv, orphans: [], resources: undefined })) throw new Error("heartbeat refused");

@@ -32,6 +32,8 @@ export interface NodeRecord<C> {
    * the node as able to start any backend, as before.
    */
   backends: ReadonlySet<string>;
+  /** Backend name -> sha256 of the bundle its catalog entry names (Register.backend_bundles, validated). */
+  bundles: ReadonlyMap<string, string>;
   bootEpoch: bigint;
   sequence: bigint;
   lastHeartbeatMs: number;
@@ -113,6 +115,8 @@ export interface NodeRegistration<C> {
   readonly version?: string;
   /** The agent's catalog backend names; absent or empty from older agents. */
   readonly backends?: readonly string[];
+  /** Backend name -> sha256 of the bundle its catalog entry names now; absent from older agents. */
+  readonly backendBundles?: Readonly<Record<string, string>>;
 }
 
 /** One heartbeat as the agent sent it (validated by the caller first). */

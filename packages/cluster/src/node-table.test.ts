@@ -110,6 +110,23 @@ describe("heartbeat order", () => {
 });
 
 describe("NodeTable over a fake connector", () => {
+  it("bundleStale: an instance reported from another bundle than its node's catalog names now; false when either is unknown", () => {
+    const clock = new ManualClock();
+    const { t } = table(clock);
+    const [v1, v2] = ["1".repeat(64), "2".repeat(64)];
+    const entry = (incarnation: string, bundleDigest: string) => create(InventoryEntrySchema, { incarnation, model: "m", address: "127.0.0.1:9", state: BackendState.READY, backend: "b", bundleDigest });
+    t.register({ ...reg("a", "h:1"), backends: ["b", "plain"], backendBundles: { b: v1 } });
+    t.receive({ ...hb("a", 1n), backends: [entry("01ARZ3NDEKTSV4RRFFQ69G5FAV", v1), entry("01ARZ3NDEKTSV4RRFFQ69G5FAW", ""), entry("01ARZ3NDEKTSV4RRFFQ69G5FAX", v2)] });
+    expect(["FAV", "FAW", "FAX", "FAY"].map((s) => t.bundleStale("a", `01ARZ3NDEKTSV4RRFFQ69G5${s}`, "b"))).toEqual([false, false, true, false]);
+    expect(t.bundleStale("a", "01ARZ3NDEKTSV4RRFFQ69G5FAX", "plain")).toBe(false); // no bundle named for it
+    expect(t.bundleStale("z", "01ARZ3NDEKTSV4RRFFQ69G5FAX", "b")).toBe(false);
+    // the agent restarted with the catalog naming v2: the other one is stale now
+    t.register({ ...reg("a", "h:1", 2n), backends: ["b"], backendBundles: { b: v2 } });
+    t.receive({ ...hb("a", 1n), bootEpoch: 2n, backends: [entry("01ARZ3NDEKTSV4RRFFQ69G5FAV", v1), entry("01ARZ3NDEKTSV4RRFFQ69G5FAX", v2)] });
+    expect(["FAV", "FAX"].map((s) => t.bundleStale("a", `01ARZ3NDEKTSV4RRFFQ69G5${s}`, "b"))).toEqual([true, false]);
+    t.close();
+  });
+
   it("re-registration: same address and epoch keeps the record; a new epoch keeps the client and restarts the watch; a new address closes the old client", () => {
     const clock = new ManualClock();
     const { t, made, events } = table(clock);
@@ -269,6 +286,7 @@ function loaderTrackingNothing(): Loader {
     leftoversOn: () => [],
     startingElsewhere: () => [].values(), journalReplicas: { ofModel: () => [].values(), nodeReported: () => [] } as unknown as Loader["journalReplicas"],
     retryLeftoversNow: () => {},
+    bundlesChanged: () => {},
     setOrphans: () => {},
   };
   return port as unknown as Loader;

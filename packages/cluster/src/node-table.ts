@@ -109,6 +109,19 @@ export class NodeTable<C> implements AgentDirectory, InventoryPort {
     return n !== undefined && awaitsInventory(n);
   }
 
+  /**
+   * Whether the instance's last reported bundle digest differs from the one
+   * its node's catalog names for `backend` now (AgentDirectory.bundleStale).
+   * False when either is unknown: an instance is replaced only on the node's
+   * word. O(1).
+   */
+  bundleStale(nodeId: string, incarnation: string, backend: string): boolean {
+    const n = this.nodes.get(nodeId);
+    const now = n?.bundles.get(backend);
+    const started = n?.reported?.entries.get(incarnation)?.entry.bundleDigest;
+    return now !== undefined && started !== undefined && started !== "" && started !== now;
+  }
+
   isReachable(nodeId: string): boolean {
     return this.nodes.get(nodeId)?.state === "ready";
   }
@@ -151,11 +164,14 @@ export class NodeTable<C> implements AgentDirectory, InventoryPort {
     const labels = { ...init.labels };
     const gpus = init.gpus.map((g) => ({ ...g }));
     const backends: ReadonlySet<string> = new Set(init.backends ?? []);
+    const bundles: ReadonlyMap<string, string> = new Map(Object.entries(init.backendBundles ?? {}));
     if (existing !== undefined && existing.address === init.address && existing.bootEpoch === init.bootEpoch) {
       existing.labels = labels;
       existing.gpus = gpus;
       existing.version = version;
       existing.backends = backends;
+      existing.bundles = bundles;
+      this.loader?.bundlesChanged(init.nodeId);
       return existing;
     }
     const connector = this.o.connector;
@@ -178,6 +194,7 @@ export class NodeTable<C> implements AgentDirectory, InventoryPort {
       vouched: (init.embedded ?? false) || (init.credentialed ?? false) || existing?.vouched === true,
       version,
       backends,
+      bundles,
       bootEpoch: init.bootEpoch,
       sequence: sameBoot ? existing.sequence : 0n,
       lastHeartbeatMs: this.o.clock.now(),
@@ -266,7 +283,11 @@ export class NodeTable<C> implements AgentDirectory, InventoryPort {
       loader.journalReplicas.nodeReported(n.nodeId, live);
       this.settleGoneIntents(n, loader, live);
     }
-    if (returned) loader?.retryLeftoversNow(n.nodeId);
+    if (returned) {
+      loader?.retryLeftoversNow(n.nodeId);
+      // Its first inventory since it registered (perhaps with a new catalog): bundleStale may answer otherwise now.
+      loader?.bundlesChanged(n.nodeId);
+    }
     const client = n.client;
     this.orphans.track(n.nodeId, hb.orphans, this.o.clock.now(), this.paused, (orphan) => this.o.connector.stopOrphan(client, orphan));
     // Orphans (live processes without a complete record) count toward the

@@ -30,6 +30,13 @@ export class FakeDirectory implements AgentDirectory {
   servesDuringOutage(incarnation: string): boolean {
     return this.servingThroughOutage.has(incarnation);
   }
+
+  /** Instances a test says run a backend bundle their node no longer names (a rollout replaces them). */
+  readonly oldBundle = new Set<string>();
+
+  bundleStale(_nodeId: string, incarnation: string): boolean {
+    return this.oldBundle.has(incarnation);
+  }
 }
 
 /** The loader's client of one backend (routing only): records its close. */

@@ -1,6 +1,6 @@
 import type { HeldInstance } from "./loader-types.js";
 import { loadRevision, type ModelSpec } from "./model-spec.js";
-import type { BackendHandle } from "./ports.js";
+import type { AgentDirectory, BackendHandle } from "./ports.js";
 
 const digests = new WeakMap<ModelSpec, string>();
 const fnvPrime = 0x100000001b3n;
@@ -32,7 +32,10 @@ export function startedDigest<H extends BackendHandle>(h: HeldInstance<H>): stri
   return h.startedWith ?? loadDigest(h.spec);
 }
 
-/** Whether `h` runs older load settings than `current` (a rollout replaces it). */
-export function isStale<H extends BackendHandle>(h: HeldInstance<H>, current: ModelSpec): boolean {
-  return startedDigest(h) !== loadDigest(current);
+/**
+ * Whether `h` runs older load settings than `current`, or (asked of `agents`)
+ * a backend bundle its node no longer names: a rollout replaces it.
+ */
+export function isStale<H extends BackendHandle>(h: HeldInstance<H>, current: ModelSpec, agents?: Pick<AgentDirectory, "bundleStale">): boolean {
+  return startedDigest(h) !== loadDigest(current) || agents?.bundleStale?.(h.nodeId, h.incarnation, current.backend) === true;
 }

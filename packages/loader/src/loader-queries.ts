@@ -92,6 +92,15 @@ export abstract class LoaderQueries<H extends BackendHandle = BackendHandle> {
     return this.s.heldByNode.on(nodeId);
   }
 
+  /**
+   * The node's answer to `bundleStale` may have changed (its agent reported
+   * another backend bundle for an instance or its catalog): the next replica
+   * pass looks again at the models held there. O(instances there).
+   */
+  bundlesChanged(nodeId: string): void {
+    for (const h of this.s.heldByNode.on(nodeId)) this.s.replicaWork.mark(h.model);
+  }
+
   /** The leftovers on one node: O(leftovers there). */
   leftoversOn(nodeId: string): Leftover[] {
     return this.s.leftovers.onNode(nodeId);

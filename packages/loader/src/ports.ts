@@ -102,6 +102,13 @@ export interface AgentDirectory {
    * means never (an unreachable node's instances are not routed).
    */
   servesDuringOutage?(incarnation: string): boolean;
+  /**
+   * True when the instance was started from a backend bundle other than the
+   * one its node's catalog names for `backend` now (the agent restarted with
+   * a new bundle): a rollout replaces it one at a time, as for changed load
+   * settings. Optional: absent means never.
+   */
+  bundleStale?(nodeId: string, incarnation: string, backend: string): boolean;
 }
 
 /**

@@ -32,12 +32,12 @@ export function replicaNotNeeded(c: { readonly live: number; readonly stopping: 
  * beside replicas that are current again (simulation seed 2, long profile).
  * O(the model's replicas).
  */
-export function rolloutWanted<H extends BackendHandle>(s: Pick<LoaderState<H>, "models" | "replicas" | "held">, loadSpec: ModelSpec): boolean {
+export function rolloutWanted<H extends BackendHandle>(s: Pick<LoaderState<H>, "models" | "replicas" | "held"> & { readonly o?: { readonly agents: Pick<LoaderState<H>["o"]["agents"], "bundleStale"> } }, loadSpec: ModelSpec): boolean {
   const current = s.models.get(loadSpec.id);
   if (current === undefined || loadRevision(current) !== loadRevision(loadSpec)) return false;
   for (const inc of s.replicas.of(loadSpec.id)) {
     const h = s.held.get(inc);
-    if (h !== undefined && isStale(h, current)) return true;
+    if (h !== undefined && isStale(h, current, s.o?.agents)) return true;
   }
   return false;
 }

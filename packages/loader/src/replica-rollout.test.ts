@@ -134,4 +134,25 @@ describe("a config reload that changes the load settings", () => {
     expect(readyReplicas(h).sort()).toEqual([...old].sort());
     expect(h.events.ofType("replica.scaled-up").filter((e) => e.cause === "rollout")).toEqual([]);
   });
+
+  it("replicas started from a backend bundle their node no longer names are replaced the same way, one at a time", async () => {
+    const h = replicaHarness({ min: 0, max: 2, targetInFlight: 1 });
+    const old = await twoReplicas(h);
+    h.loader.startTicking();
+    await h.run(60_000);
+    expect(readyReplicas(h).sort()).toEqual([...old].sort()); // nothing stale yet
+    for (const inc of old) h.directory.oldBundle.add(inc);
+    for (const n of ["n1", "n2"]) h.loader.bundlesChanged(n);
+    let fewest = readyReplicas(h).length;
+    await h.until(() => {
+      fewest = Math.min(fewest, readyReplicas(h).length);
+      const now = readyReplicas(h);
+      return now.length === 2 && !now.some((i) => old.includes(i)) && h.loader.replicaStatus("m1")?.stopping === 0;
+    });
+    expect(fewest).toBe(2);
+    expect(h.events.ofType("replica.scaled-up").filter((e) => e.cause === "rollout")).toHaveLength(2);
+    expect(h.events.ofType("eviction.stopped").filter((e) => e.reason === "rollout").map((e) => e.incarnation).sort()).toEqual([...old].sort());
+    await h.run(60_000);
+    expect(h.events.ofType("rollout.finished")).toHaveLength(1);
+  });
 });

@@ -52,7 +52,7 @@ function rolloutCounts<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSp
     const h = s.held.get(inc);
     const state = s.core.stateOf(inc);
     if (h === undefined || state === "pending" || state === "freed") continue;
-    if (isStale(h, spec)) stale++;
+    if (isStale(h, spec, s.o.agents)) stale++;
     else if (h.phase === "ready" && state === "ready") current++;
   }
   return { current, stale };

@@ -112,7 +112,7 @@ function viewOf<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec, now
     if (h.address !== undefined && s.o.agents.isReachable?.(h.nodeId) !== false) {
       settled.push({ incarnation: inc, inFlight: s.core.inFlight(h.address), lastUsedMs: s.core.lastUsedMs(h.address) ?? -Infinity });
     }
-    const stale1 = isStale(h, spec);
+    const stale1 = isStale(h, spec, s.o.agents);
     if (stale1) stale++;
     const idleSinceMs = s.core.idleSinceMs(inc);
     if (idleSinceMs === undefined) continue;
@@ -167,7 +167,7 @@ export function endRollout<H extends BackendHandle>(s: LoaderState<H>, model: st
 function oneIsStale<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec): boolean {
   for (const inc of s.replicas.of(spec.id)) {
     const h = s.held.get(inc);
-    if (h !== undefined && h.phase === "ready" && isStale(h, spec)) return true;
+    if (h !== undefined && h.phase === "ready" && isStale(h, spec, s.o.agents)) return true;
   }
   return false;
 }

@@ -61,7 +61,7 @@ export async function adoptFromStateDir(ctx: AgentContext): Promise<AdoptionRepo
     ports.claim(port);
     const handle = adoptProcess(rec.pid, rec.pidStartTime, config.adoptedPollMs, clock, procRoot);
     const proc = new BackendProcess(
-      { incarnation: rec.incarnation, model: rec.model, backend: rec.backend, address: rec.address, port, pidStartTime: rec.pidStartTime, gpuDevice: rec.gpuDevice, startedAtMs: rec.startedAtMs, loadDigest: rec.loadDigest, ...(rec.artifactDigests === undefined ? {} : { artifactDigests: rec.artifactDigests }) },
+      { incarnation: rec.incarnation, model: rec.model, backend: rec.backend, address: rec.address, port, pidStartTime: rec.pidStartTime, gpuDevice: rec.gpuDevice, startedAtMs: rec.startedAtMs, loadDigest: rec.loadDigest, ...(rec.artifactDigests === undefined ? {} : { artifactDigests: rec.artifactDigests }), ...(rec.bundleDigest === undefined ? {} : { bundleDigest: rec.bundleDigest }) },
       handle,
       logs,
       ctx.processDeps,

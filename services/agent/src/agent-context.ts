@@ -92,6 +92,7 @@ export function recordOf(p: BackendProcess): BackendRecord {
     startedAtMs: p.id.startedAtMs,
     loadDigest: p.id.loadDigest,
     ...(p.id.artifactDigests === undefined ? {} : { artifactDigests: [...p.id.artifactDigests] }),
+    ...(p.id.bundleDigest === undefined ? {} : { bundleDigest: p.id.bundleDigest }),
     phase: p.state().t === "ready" || (p.state().t === "stopping" && p.stopRequested() !== null) ? "ready" : "loading",
     stopRequested: p.stopRequested(),
   };

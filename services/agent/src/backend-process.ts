@@ -50,6 +50,8 @@ export interface BackendIdentity {
   loadDigest: string;
   /** SHA-256 digests of the cached artifacts it uses (the cache never evicts them while it lives); undefined = not known (a record from an older agent). */
   artifactDigests?: readonly string[];
+  /** sha256 of the backend bundle it was started from; undefined when its catalog entry names none (or an older agent's record). */
+  bundleDigest?: string;
 }
 
 export interface BackendProcessDeps {

@@ -14,6 +14,12 @@ describe("backend records", () => {
     expect(parseBackendRecord("g.json", JSON.stringify({ ...complete, loadDigest: "x".repeat(65) }))).toMatchObject({ kind: "complete", record: { loadDigest: "" } });
   });
 
+  it("reads the bundle digest it was started from; none when absent or not a sha256", () => {
+    const sha = "ab".repeat(32);
+    expect(parseBackendRecord("h.json", JSON.stringify({ ...complete, bundleDigest: sha }))).toEqual({ kind: "complete", record: { ...complete, bundleDigest: sha } });
+    expect(parseBackendRecord("i.json", JSON.stringify({ ...complete, bundleDigest: "AB".repeat(32) }))).toEqual({ kind: "complete", record: complete });
+  });
+
   it("treats anything incomplete as partial, keeping what it can read", () => {
     expect(parseBackendRecord("b.json", JSON.stringify({ ...complete, incarnation: undefined }))).toMatchObject({ kind: "partial", partial: { pid: 42, model: "m", detail: "record missing incarnation" } });
     expect(parseBackendRecord("c.json", JSON.stringify({ ...complete, pidStartTime: undefined }))).toMatchObject({ kind: "partial", partial: { detail: "record missing pid start time" } });

@@ -30,6 +30,8 @@ export interface BackendRecord {
   loadDigest: string;
   /** Digests of the cached artifacts the backend uses (at most 16); absent in records of older agents (not known). */
   artifactDigests?: string[];
+  /** sha256 of the backend bundle it was started from; absent when none (or a record of an older agent). */
+  bundleDigest?: string;
   stopRequested: StopRequestRecord | null;
 }
 
@@ -84,6 +86,7 @@ export function parseBackendRecord(file: string, text: string): ParsedRecord {
       startedAtMs: typeof o.startedAtMs === "number" ? o.startedAtMs : 0,
       loadDigest: typeof o.loadDigest === "string" && o.loadDigest.length <= 64 ? o.loadDigest : "",
       ...(Array.isArray(o.artifactDigests) && o.artifactDigests.length <= 16 && o.artifactDigests.every((d) => typeof d === "string" && /^[0-9a-f]{64}$/.test(d)) ? { artifactDigests: o.artifactDigests as string[] } : {}),
+      ...(typeof o.bundleDigest === "string" && /^[0-9a-f]{64}$/.test(o.bundleDigest) ? { bundleDigest: o.bundleDigest } : {}),
       phase: o.phase === "ready" ? "ready" : "loading",
       stopRequested,
     },

@@ -104,6 +104,7 @@ async function main(): Promise<number> {
       address: config.advertiseAddress === config.listen ? address : config.advertiseAddress,
       labels: config.labels,
       backends: Object.keys(config.catalog),
+      backendBundles: Object.fromEntries(Object.entries(config.catalog).flatMap(([name, e]) => (e.bundle === undefined ? [] : [[name, e.bundle.sha256]]))),
       limits: placementLimitsMessage(placementLimits),
       ...(peerKey === undefined ? {} : { peerKey }),
       source: agent,

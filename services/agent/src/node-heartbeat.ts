@@ -66,6 +66,8 @@ export interface NodeHeartbeatOptions {
    * coordinator's bound); empty reads as "not reported" (an older agent: any).
    */
   backends: readonly string[];
+  /** Backend name -> sha256 of the bundle its catalog entry names (entries with one), sent in Register: instances started from another are rolled. @default {} */
+  backendBundles?: Readonly<Record<string, string>>;
   /** Placement limits sent in Register (the agent config's maxReplicasPerModel and memoryBudget). @default {} */
   limits?: MessageInitShape<typeof NodeLimitsSchema>;
   /** This agent's peer key (peer-key.ts), sent in Register so the coordinator can grant peers tickets to its cache. @default none */
@@ -148,7 +150,7 @@ export function createNodeHeartbeat(options: NodeHeartbeatOptions): NodeHeartbea
   const register = async (signal: AbortSignal): Promise<void> => {
     const res = await options.source.nodeResources(signal);
     const r = await options.node.register(
-      { nodeId: options.nodeId, address: options.address, labels: { ...options.labels }, gpus: res.gpus ?? [], bootEpoch: BigInt(options.source.bootEpochMs), ramTotalBytes: res.ramTotalBytes ?? 0n, version: wardenVersion, backends: [...options.backends], limits: options.limits ?? {}, ...(options.peerKey === undefined ? {} : { peerKey: options.peerKey }) },
+      { nodeId: options.nodeId, address: options.address, labels: { ...options.labels }, gpus: res.gpus ?? [], bootEpoch: BigInt(options.source.bootEpochMs), ramTotalBytes: res.ramTotalBytes ?? 0n, version: wardenVersion, backends: [...options.backends], backendBundles: { ...options.backendBundles }, limits: options.limits ?? {}, ...(options.peerKey === undefined ? {} : { peerKey: options.peerKey }) },
       { signal, timeoutMs: callTimeoutMs },
     );
     await raiseFence(r.leaderEpoch);

@@ -43,6 +43,7 @@ export function inventoryEntryOf(proc: BackendProcess, memoryBytes: number): Inv
     stopRequested: sr === null || phase.t === "exited" ? undefined : { incarnation: sr.incarnation, reason: sr.reason, at: timestampFromMs(sr.atMs) },
     backend: proc.id.backend,
     loadDigest: proc.id.loadDigest,
+    bundleDigest: proc.id.bundleDigest ?? "",
   };
 }
 

@@ -210,7 +210,7 @@ async function runStart(ctx: AgentContext, log: StartLog, s: StartParams): Promi
     }
     const pidStart = (await readPidStat(res.handle.pid, procRoot))?.startTimeTicks ?? "0";
     const spawnedProc = new BackendProcess(
-      { incarnation: s.incarnation, model: s.model, backend: s.backend, address, port, pidStartTime: pidStart, gpuDevice: device, startedAtMs: clock.wallNow(), loadDigest: s.loadDigest, artifactDigests: s.artifacts.map((a) => a.sha256) },
+      { incarnation: s.incarnation, model: s.model, backend: s.backend, address, port, pidStartTime: pidStart, gpuDevice: device, startedAtMs: clock.wallNow(), loadDigest: s.loadDigest, artifactDigests: s.artifacts.map((a) => a.sha256), ...(s.entry.bundle === undefined ? {} : { bundleDigest: s.entry.bundle.sha256 }) },
       res.handle,
       logs,
       ctx.processDeps,

@@ -128,6 +128,19 @@ function checkCatalog(names: readonly string[]): void {
   });
 }
 
+const sha256Pattern = /^[0-9a-f]{64}$/;
+
+/** Register.backend_bundles: at most maxCatalogBackends entries, each a catalog name to a sha256. */
+function checkBackendBundles(bundles: Readonly<Record<string, string>>): void {
+  const names = Object.keys(bundles);
+  checkCount("backend_bundles", names.length, L.maxCatalogBackends);
+  for (const name of names) {
+    const f = `backend_bundles[${JSON.stringify(name.slice(0, 64))}]`;
+    if (!catalogNamePattern.test(name)) throw invalidArgument(f, `${echo(name)} is not a valid id (${identifierRule})`);
+    if (!sha256Pattern.test(bundles[name] ?? "")) throw invalidArgument(f, "must be 64 lowercase hex digits (a sha256)");
+  }
+}
+
 const knownStates = new Set<number>([BackendState.SPAWNING, BackendState.LOADING, BackendState.READY, BackendState.STOPPING, BackendState.EXITED]);
 
 function checkInventory(backends: readonly InventoryEntry[], maxInventory: number, field = "backends"): Set<string> {
@@ -144,6 +157,7 @@ function checkInventory(backends: readonly InventoryEntry[], maxInventory: numbe
     checkBytes(`${f}.memory_bytes`, e.memoryBytes);
     checkText(`${f}.gpu_device`, e.gpuDevice);
     checkText(`${f}.backend`, e.backend);
+    if (e.bundleDigest !== "" && !sha256Pattern.test(e.bundleDigest)) throw invalidArgument(`${f}.bundle_digest`, "must be empty or 64 lowercase hex digits (a sha256)");
     if (e.stopRequested !== undefined) {
       if (e.stopRequested.incarnation !== "") checkId(`${f}.stop_requested.incarnation`, e.stopRequested.incarnation);
       checkText(`${f}.stop_requested.reason`, e.stopRequested.reason);
@@ -224,6 +238,7 @@ export function validateRegister(req: RegisterRequest, inProcessAllowed: boolean
   checkBytes("ram_total_bytes", req.ramTotalBytes);
   checkText("version", req.version, L.maxVersionChars);
   checkCatalog(req.backends);
+  checkBackendBundles(req.backendBundles);
   nodeLimitsFromWire(req.limits, "limits");
 }
 

@@ -58,9 +58,9 @@ export function nodeService(nodes: NodeRegistry, _clock: Clock, coordinatorEpoch
       const existing = nodes.get(req.nodeId);
       if (checkEmbedded(req.nodeId, ctx.peer) && existing !== undefined) {
         // The embedded agent re-registers in process; keep its in-process client.
-        nodes.register({ nodeId: req.nodeId, address: existing.address, labels: req.labels, gpus: req.gpus, bootEpoch: req.bootEpoch, embedded: true, client: existing.client, version: req.version, backends: req.backends, limits });
+        nodes.register({ nodeId: req.nodeId, address: existing.address, labels: req.labels, gpus: req.gpus, bootEpoch: req.bootEpoch, embedded: true, client: existing.client, version: req.version, backends: req.backends, backendBundles: req.backendBundles, limits });
       } else {
-        nodes.register({ nodeId: req.nodeId, address: req.address, labels: req.labels, gpus: req.gpus, bootEpoch: req.bootEpoch, version: req.version, backends: req.backends, limits, credentialed });
+        nodes.register({ nodeId: req.nodeId, address: req.address, labels: req.labels, gpus: req.gpus, bootEpoch: req.bootEpoch, version: req.version, backends: req.backends, backendBundles: req.backendBundles, limits, credentialed });
       }
       // After the checks above: a refused Register changes nothing.
       nodes.peers.setKey(req.nodeId, req.peerKey);

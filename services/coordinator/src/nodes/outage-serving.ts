@@ -43,6 +43,7 @@ export class OutageServing {
       isLocal: (nodeId) => nodes.isLocal(nodeId),
       ...(nodes.isReachable === undefined ? {} : { isReachable: (nodeId: string) => nodes.isReachable?.(nodeId) ?? true }),
       servesDuringOutage: (incarnation) => this.probes.routable(incarnation),
+      ...(nodes.bundleStale === undefined ? {} : { bundleStale: (nodeId: string, incarnation: string, backend: string) => nodes.bundleStale?.(nodeId, incarnation, backend) === true }),
     };
   }
 

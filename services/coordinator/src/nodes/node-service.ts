@@ -1,5 +1,7 @@
-import type { NodeService } from "@warden/proto";
-import type { ServiceImpl } from "@warden/grpc";
+import type { HeartbeatRequest, HeartbeatResponseSchema, NodeService } from "@warden/proto";
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import type { HandlerContext, ServiceImpl } from "@warden/grpc";
+import { heartbeatStream } from "./heartbeat-stream.js";
 import { Code, WardenError, type Clock } from "@warden/common";
 import type { NodeRegistry } from "./node-registry.js";
 import { nodeReportLimits, validateHeartbeat, validateRegister, type HeartbeatCaps } from "./node-report-limits.js";
@@ -11,13 +13,31 @@ import { nodeLimitsFromWire } from "./node-limits-wire.js";
  */
 const inProcessPeer = "in-process";
 
+type HeartbeatResponseInit = MessageInitShape<typeof HeartbeatResponseSchema>;
+
+/** A stream that ends with `e` before any reply (an error status, never a synchronous throw). */
+// eslint-disable-next-line require-yield -- it only fails
+async function* refusedStream(e: WardenError): AsyncIterable<HeartbeatResponseInit> {
+  throw e;
+}
+
 /**
  * NodeService: agents register and heartbeat (DESIGN §4). Each request is
  * validated whole (node-report-limits.ts) before anything is applied: a
  * refused report leaves the registry, the loader and the audit stream as
  * they were.
  */
-export function nodeService(nodes: NodeRegistry, _clock: Clock, coordinatorEpoch: bigint, options: { readonly credentialed?: boolean; readonly caps?: HeartbeatCaps; readonly ha?: { readonly leaderEpoch: () => bigint; readonly onSuperseded: (newerEpoch: bigint, detail: string) => void } } = {}): ServiceImpl<typeof NodeService> {
+export interface NodeServiceOptions {
+  readonly credentialed?: boolean;
+  readonly caps?: HeartbeatCaps;
+  readonly ha?: { readonly leaderEpoch: () => bigint; readonly onSuperseded: (newerEpoch: bigint, detail: string) => void };
+  /** false: HeartbeatStream answers UNIMPLEMENTED, as a coordinator without it (agents send unary Heartbeats). @default true */
+  readonly heartbeatStream?: boolean;
+  /** The node a HeartbeatStream's credentials are bound to (its node token's); undefined: the node its first message names. */
+  readonly streamNodeOf?: (ctx: HandlerContext) => string | undefined;
+}
+
+export function nodeService(nodes: NodeRegistry, _clock: Clock, coordinatorEpoch: bigint, options: NodeServiceOptions = {}): ServiceImpl<typeof NodeService> {
   // Remote registrations are credentialed when auth is on (the guard admitted a token bound to the node id).
   const credentialed = options.credentialed ?? false;
   const caps = options.caps ?? nodeReportLimits;
@@ -46,6 +66,16 @@ export function nodeService(nodes: NodeRegistry, _clock: Clock, coordinatorEpoch
       return 0n;
     }
   };
+  /** One heartbeat, unary or on a stream: validated whole, then applied. */
+  const beat = (req: HeartbeatRequest, ctx: HandlerContext): HeartbeatResponseInit => {
+    validateHeartbeat(req, caps);
+    checkEmbedded(req.nodeId, ctx.peer);
+    if (options.ha !== undefined && req.leaderEpoch > 0n) supersededBy(options.ha, req.leaderEpoch, req.nodeId);
+    const d = req.delta;
+    const delta = d === undefined ? undefined : { baseSequence: d.baseSequence, upserts: d.upserts, removed: d.removed, digest: d.digest };
+    const answer = nodes.receive({ nodeId: req.nodeId, bootEpoch: req.bootEpoch, sequence: req.sequence, backends: req.backends, ...(delta === undefined ? {} : { delta }), orphans: req.orphans, foreign: req.foreign, resources: req.resources, ...(req.artifactCache === undefined ? {} : { artifactCache: req.artifactCache }) });
+    return { registerRequired: answer === "register", coordinatorEpoch, leaderEpoch: ourEpoch(), fullInventoryRequired: answer === "send-full" };
+  };
   return {
     async register(req, ctx) {
       validateRegister(req, ctx.peer === inProcessPeer && nodes.get(req.nodeId)?.embedded === true);
@@ -60,13 +90,12 @@ export function nodeService(nodes: NodeRegistry, _clock: Clock, coordinatorEpoch
       return { coordinatorEpoch, heartbeatIntervalMs: 1_000, leaderEpoch: ourEpoch() };
     },
     async heartbeat(req, ctx) {
-      validateHeartbeat(req, caps);
-      checkEmbedded(req.nodeId, ctx.peer);
-      if (options.ha !== undefined && req.leaderEpoch > 0n) supersededBy(options.ha, req.leaderEpoch, req.nodeId);
-      const d = req.delta;
-      const delta = d === undefined ? undefined : { baseSequence: d.baseSequence, upserts: d.upserts, removed: d.removed, digest: d.digest };
-      const answer = nodes.receive({ nodeId: req.nodeId, bootEpoch: req.bootEpoch, sequence: req.sequence, backends: req.backends, ...(delta === undefined ? {} : { delta }), orphans: req.orphans, foreign: req.foreign, resources: req.resources, ...(req.artifactCache === undefined ? {} : { artifactCache: req.artifactCache }) });
-      return { registerRequired: answer === "register", coordinatorEpoch, leaderEpoch: ourEpoch(), fullInventoryRequired: answer === "send-full" };
+      return beat(req, ctx);
+    },
+    heartbeatStream(requests, ctx) {
+      // As a coordinator without the method: the agent sends unary Heartbeats.
+      if (options.heartbeatStream === false) return refusedStream(new WardenError(Code.Unimplemented, "this coordinator does not serve HeartbeatStream (heartbeatStream: false): send unary Heartbeats"));
+      return heartbeatStream(requests, ctx, { boundNodeOf: options.streamNodeOf ?? (() => undefined), beat });
     },
   };
 }

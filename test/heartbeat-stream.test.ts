@@ -163,16 +163,18 @@ describe("HeartbeatStream, auth on", () => {
       s.send({ nodeId: "gpu-3", bootEpoch: epoch, sequence: 1n });
       expect((await s.next()).registerRequired).toBe(false);
       // Waits on the stream with nothing sent: only the revocation can end it.
-      const ended = s.next().then(
-        () => "answered",
-        (e: unknown) => WardenError.from(e).code,
+      let ended: Code | "answered" | undefined;
+      void s.next().then(
+        () => (ended = "answered"),
+        (e: unknown) => (ended = WardenError.from(e).code),
       );
       const reloads = (): number => coord.logLines.filter((l) => l.msg === "config reloaded").length;
       const before = reloads();
       await writeTokens(["gpu3"]);
       coord.child.kill("SIGHUP");
       await until("the reload", () => reloads() > before, waitMs);
-      expect(await ended).toBe(Code.Unauthenticated);
+      await until("the revoked stream to end", () => ended !== undefined, waitMs);
+      expect(ended).toBe(Code.Unauthenticated);
       expect(coord.logLines.some((l) => l.msg === "stream ended: its token no longer allows it" && l.what === "warden.v1.NodeService/HeartbeatStream")).toBe(true);
       // gpu-1's token was kept: its agent heartbeats on.
       const at = heartbeatAtMs(await node(admin, "gpu-1")());

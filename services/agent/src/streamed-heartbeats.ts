@@ -67,8 +67,9 @@ interface OpenStream {
  * error status, no answer within the call's timeout — ends the stream and
  * fails that heartbeat as a unary call would (the loop backs off, registers
  * again on NOT_FOUND); the next heartbeat opens a new one. A standby's
- * refusal (HA: it applied nothing) sends that heartbeat unary, which follows
- * the standby's hint to the leader within the call, as a unary heartbeat does. A coordinator that answers UNIMPLEMENTED (older, or with
+ * refusal (HA: it applied nothing) or UNAVAILABLE (the coordinator gone) sends
+ * that heartbeat unary, which follows the standby's hint or the next address
+ * within the call, as a unary heartbeat does. A coordinator that answers UNIMPLEMENTED (older, or with
  * `heartbeatStream: false`) processed nothing: that heartbeat and every later
  * one go unary until the next reset.
  */
@@ -108,9 +109,11 @@ export class StreamedHeartbeats {
     } catch (err) {
       this.closeStream(s);
       const e = WardenError.from(err);
-      // A standby's refusal applied nothing: this heartbeat goes unary, which follows its hint to the
-      // leader within the call (as a unary heartbeat would); the next one opens a stream there.
-      if (isNotLeader(e)) return this.o.calls.unary(request, unaryOptions);
+      // A standby's refusal (it applied nothing), or the coordinator gone (the connection dropped or
+      // refused): this heartbeat goes unary, which follows the hint or the next address within the
+      // call, as a unary heartbeat does; the next one opens a stream where that answered. A repeat of
+      // an applied heartbeat is dropped by its sequence.
+      if (isNotLeader(e) || e.code === Code.Unavailable) return this.o.calls.unary(request, unaryOptions);
       if (e.code !== Code.Unimplemented) throw e;
       // Nothing was applied (the coordinator has no such method): this heartbeat and the next go unary.
       this.unsupported = true;

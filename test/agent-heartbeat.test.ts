@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { MessageInitShape } from "@bufbuild/protobuf";
+import { Code, WardenError } from "@warden/common";
 import { GrpcServer, createClient } from "@warden/grpc";
 import { NodeService, type HeartbeatRequest, type RegisterRequest, type HeartbeatResponseSchema } from "@warden/proto";
 import { createNodeHeartbeat, inProcessNodeService, type NodeHeartbeat } from "../services/agent/src/index.js";
@@ -32,6 +33,10 @@ async function fakeCoordinator(listen: string, epoch: bigint): Promise<FakeCoord
     async heartbeat(req): Promise<MessageInitShape<typeof HeartbeatResponseSchema>> {
       heartbeats.push(req);
       return { registerRequired: !known.has(req.nodeId), coordinatorEpoch: epoch };
+    },
+    // eslint-disable-next-line require-yield -- a coordinator without the stream
+    async *heartbeatStream() {
+      throw new WardenError(Code.Unimplemented, "no HeartbeatStream here");
     },
   });
   const { address } = await server.listen(listen);

@@ -35,6 +35,7 @@ import { Code, WardenError, createUlidFactory, cryptoRng, systemClock, wardenVer
 import { GrpcServer, createClient, createH2Client, type Client } from "@warden/grpc";
 import { AgentService, BackendState, HeartbeatRequestSchema, NodeService, type HeartbeatRequest, type HeartbeatResponse, type InventoryEntry } from "@warden/proto";
 import { InventoryDeltaWriter } from "../../services/agent/src/inventory-delta-writer.js";
+import { StreamedHeartbeats } from "../../services/agent/src/streamed-heartbeats.js";
 
 export interface SwarmAgentsConfig {
   /** The NodeService address (a coordinator or the bare floor server). */
@@ -52,6 +53,8 @@ export interface SwarmAgentsConfig {
   readonly backendsPerNode: number;
   /** Delta heartbeats as the real agent sends them; false: every inventory whole (the agent before deltas). */
   readonly deltas: boolean;
+  /** Heartbeats on one HeartbeatStream per agent (the agent's StreamedHeartbeats, unary where refused) or unary calls. @default "unary" */
+  readonly heartbeat?: "stream" | "unary";
   /** One stop or load somewhere every this many ms (0 = none). */
   readonly changePeriodMs: number;
   readonly registerTimeoutMs: number;
@@ -87,6 +90,8 @@ interface SimAgent {
   backends: InventoryEntry[];
   registered: boolean;
   readonly writer: InventoryDeltaWriter;
+  /** With `heartbeat: "stream"`: this agent's stream (reset at each Register). */
+  readonly streamed: StreamedHeartbeats | undefined;
 }
 
 function percentile(sorted: readonly number[], p: number): number {
@@ -157,7 +162,9 @@ async function main(): Promise<void> {
     const md = new Metadata();
     const token = tokens[nodeId];
     if (token !== undefined) md.set("authorization", `Bearer ${token}`);
-    return { nodeId, md, client: channels[i % channels.length] as Client<typeof NodeService>, bootEpoch: BigInt(Date.now()), sequence: 0n, backends: Array.from({ length: cfg.backendsPerNode }, (_, k) => newEntry(`m${String(k)}`)), registered: false, writer: new InventoryDeltaWriter({ fullEveryMs: cfg.deltas ? 60_000 : 0 }) };
+    const client = channels[i % channels.length] as Client<typeof NodeService>;
+    const streamed = cfg.heartbeat === "stream" ? new StreamedHeartbeats({ calls: { stream: (requests, o) => client.heartbeatStream(requests, o), unary: (request, o) => client.heartbeat(request, o) }, callOptions: { metadata: md } }) : undefined;
+    return { nodeId, md, client, streamed, bootEpoch: BigInt(Date.now()), sequence: 0n, backends: Array.from({ length: cfg.backendsPerNode }, (_, k) => newEntry(`m${String(k)}`)), registered: false, writer: new InventoryDeltaWriter({ fullEveryMs: cfg.deltas ? 60_000 : 0 }) };
   });
 
   let lat: number[] = [];
@@ -173,6 +180,7 @@ async function main(): Promise<void> {
     );
     a.registered = true;
     a.writer.reset();
+    a.streamed?.reset();
   };
   const heartbeat = (a: SimAgent): HeartbeatRequest => {
     a.sequence++;
@@ -193,7 +201,7 @@ async function main(): Promise<void> {
   /** One heartbeat and its answer taken as the real agent takes it; true when the node is known. */
   const beat = async (a: SimAgent): Promise<boolean> => {
     const req = heartbeat(a);
-    const r: HeartbeatResponse = await a.client.heartbeat(req, { metadata: a.md, timeoutMs: callTimeoutMs });
+    const r: HeartbeatResponse = a.streamed === undefined ? await a.client.heartbeat(req, { metadata: a.md, timeoutMs: callTimeoutMs }) : await a.streamed.heartbeat(req, { timeoutMs: callTimeoutMs });
     if (r.registerRequired || r.fullInventoryRequired) a.writer.reset();
     else a.writer.acknowledged(req.sequence);
     if (r.fullInventoryRequired) fullRequested++;
@@ -292,6 +300,7 @@ async function main(): Promise<void> {
       if (changeTimer !== undefined) clearInterval(changeTimer);
       void Promise.all(loops)
         .then(async () => {
+          for (const a of agents) a.streamed?.close();
           for (const c of channels) c.close();
           await agentServer.shutdown(100);
         })

@@ -1,11 +1,11 @@
 /**
  * The swarm benchmark's baseline, run as its own process: a bare grpc-js
  * server with the NodeService definition that decodes each Register and
- * Heartbeat and answers — no validation, no registry, no auth. What any
+ * Heartbeat (unary or on a HeartbeatStream) and answers — no validation, no registry, no auth. What any
  * coordinator pays at least for the same heartbeats (the transport floor).
  * Sends {t:"listening", address} over IPC; {t:"stop"} ends it.
  */
-import { Server, ServerCredentials, type sendUnaryData, type ServerUnaryCall } from "@grpc/grpc-js";
+import { Server, ServerCredentials, type sendUnaryData, type ServerDuplexStream, type ServerUnaryCall } from "@grpc/grpc-js";
 import { create } from "@bufbuild/protobuf";
 import { grpcServiceDefinition } from "@warden/grpc";
 import { HeartbeatResponseSchema, NodeService, RegisterResponseSchema, type HeartbeatRequest, type RegisterRequest } from "@warden/proto";
@@ -19,6 +19,15 @@ server.addService(grpcServiceDefinition(NodeService), {
   heartbeat(call: ServerUnaryCall<HeartbeatRequest, unknown>, cb: sendUnaryData<unknown>) {
     if (call.request.nodeId !== "") heartbeats++;
     cb(null, create(HeartbeatResponseSchema, { registerRequired: false, coordinatorEpoch: 1n }));
+  },
+  // The same answers on each agent's stream (the swarm's `--heartbeat stream`).
+  heartbeatStream(call: ServerDuplexStream<HeartbeatRequest, unknown>) {
+    call.on("data", (req: HeartbeatRequest) => {
+      if (req.nodeId !== "") heartbeats++;
+      call.write(create(HeartbeatResponseSchema, { registerRequired: false, coordinatorEpoch: 1n }));
+    });
+    call.on("end", () => call.end());
+    call.on("error", () => undefined);
   },
 });
 server.bindAsync("127.0.0.1:0", ServerCredentials.createInsecure(), (err, port) => {

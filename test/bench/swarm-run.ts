@@ -48,6 +48,8 @@ export interface SwarmOptions {
   readonly generators?: number;
   /** The agents' gRPC client: the lean HTTP/2 client (less generator CPU) or grpc-js (the real agent's). @default "h2" */
   readonly client?: "h2" | "grpc-js";
+  /** How the agents send heartbeats: on one HeartbeatStream each (as the agent does) or unary calls. @default "stream" */
+  readonly heartbeat?: "stream" | "unary";
   /** Run another checkout's coordinator (a baseline: an earlier commit with its node_modules); "" = this one. @default "" */
   readonly checkout?: string;
 }
@@ -203,7 +205,7 @@ export async function measureSide(pid: number, address: string, o: Required<Swar
     const first = Math.floor((g * o.nodes) / k);
     const count = Math.floor(((g + 1) * o.nodes) / k) - first;
     // One stop or load a second in the whole swarm: each of k processes makes one every k seconds.
-    const cfg: SwarmAgentsConfig = { address, nodes: count, firstIndex: first, client: o.client, nodePrefix: "swarm-", tokensFile, connections: Math.max(1, Math.floor(o.connections / k)), backendsPerNode: o.backendsPerNode, deltas: o.deltas, changePeriodMs: 1_000 * k, registerTimeoutMs: 60_000 + o.nodes * 20 };
+    const cfg: SwarmAgentsConfig = { address, nodes: count, firstIndex: first, client: o.client, nodePrefix: "swarm-", tokensFile, connections: Math.max(1, Math.floor(o.connections / k)), backendsPerNode: o.backendsPerNode, deltas: o.deltas, heartbeat: o.heartbeat, changePeriodMs: 1_000 * k, registerTimeoutMs: 60_000 + o.nodes * 20 };
     children.push(forkChild("swarm-agents.ts", [JSON.stringify(cfg)]));
   }
   const gen: Generators = { children };
@@ -268,7 +270,7 @@ async function timed(call: () => Promise<unknown>): Promise<number> {
 
 /** The whole measurement at one N. */
 export async function runSwarm(opts: SwarmOptions): Promise<SwarmResult> {
-  const o: Required<SwarmOptions> = { backendsPerNode: 10, steadyMs: 20_000, warmupMs: 5_000, explainCalls: 3, explainDeadlineMs: 10_000, listCalls: 5, connections: Math.min(opts.nodes, 256), auth: opts.nodes < maxTokens, deltas: true, generators: Math.ceil(opts.nodes / 2_500), client: "h2", checkout: "", ...opts };
+  const o: Required<SwarmOptions> = { backendsPerNode: 10, steadyMs: 20_000, warmupMs: 5_000, explainCalls: 3, explainDeadlineMs: 10_000, listCalls: 5, connections: Math.min(opts.nodes, 256), auth: opts.nodes < maxTokens, deltas: true, generators: Math.ceil(opts.nodes / 2_500), client: "h2", heartbeat: "stream", checkout: "", ...opts };
   const dir = await mkdtemp(join(tmpdir(), "warden-swarm-"));
   try {
     // Tokens as `warden tokens mint` writes them: the coordinator's file holds hashes, each agent its own token.

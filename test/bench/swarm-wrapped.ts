@@ -18,6 +18,12 @@ server.add(NodeService, {
     if (req.nodeId !== "") heartbeats++;
     return { registerRequired: false, coordinatorEpoch: 1n };
   },
+  heartbeatStream: async function* (requests) {
+    for await (const req of requests) {
+      if (req.nodeId !== "") heartbeats++;
+      yield { registerRequired: false, coordinatorEpoch: 1n };
+    }
+  },
 });
 server.listen("127.0.0.1:0").then(
   ({ address }) => process.send?.({ t: "listening", address }),

@@ -13,7 +13,10 @@
  * ExplainPlacement calls after each window; `--generators 4` the load-generator
  * processes (default one per 2 500 nodes); `--client grpc-js` the agents' client
  * (default the lean HTTP/2 client, which leaves more of the machine to the
- * coordinator); `--against <checkout>` also runs each size against another
+ * coordinator); `--heartbeat unary,stream` how the agents send heartbeats
+ * (default both, each against its own coordinator and floor, and a row
+ * compares them: unary Heartbeat calls, or one HeartbeatStream per agent as
+ * the agent sends them); `--against <checkout>` also runs each size against another
  * checkout's coordinator (an earlier commit, its node_modules in place; see
  * swarm.md), right after this one's, and a row compares the two.
  */
@@ -61,6 +64,8 @@ export async function run(): Promise<BenchResult[]> {
   const generators = flag("--generators") === undefined ? undefined : Number(flag("--generators"));
   if (generators !== undefined && (!Number.isInteger(generators) || generators < 1 || generators > 16)) throw new Error(`--generators: an integer in 1..16, got ${String(flag("--generators"))}`);
   const against = flag("--against");
+  const modes = (flag("--heartbeat") ?? "unary,stream").split(",").map((s) => s.trim());
+  if (modes.length === 0 || modes.some((m) => m !== "unary" && m !== "stream")) throw new Error(`--heartbeat: unary, stream or both, got ${modes.join(",")}`);
   const client = flag("--client") ?? "h2";
   if (client !== "h2" && client !== "grpc-js") throw new Error(`--client: h2 or grpc-js, got ${client}`);
   const out: BenchResult[] = [];
@@ -68,14 +73,17 @@ export async function run(): Promise<BenchResult[]> {
   for (const nodes of sizes) {
     if (!Number.isInteger(nodes) || nodes < 1 || nodes > 10_000) throw new Error(`--nodes: each size must be an integer in 1..10000, got ${String(nodes)}`);
     const byKind = new Map<string, SwarmResult>();
-    for (const kind of kinds) {
-      process.stderr.write(`swarm: ${String(nodes)} nodes, ${kind} heartbeats …\n`);
-      const r = await runSwarm({ nodes, steadyMs, explainCalls, deltas: kind === "delta", client, ...(generators === undefined ? {} : { generators }) });
-      byKind.set(kind, r);
-      const d: Record<string, string> = { inventory: kind, ...describe(r) };
+    const byMode = new Map<string, SwarmResult>();
+    for (const kind of kinds) for (const mode of modes) {
+      process.stderr.write(`swarm: ${String(nodes)} nodes, ${kind} heartbeats, ${mode} …\n`);
+      const r = await runSwarm({ nodes, steadyMs, explainCalls, deltas: kind === "delta", client, heartbeat: mode === "stream" ? "stream" : "unary", ...(generators === undefined ? {} : { generators }) });
+      // The kind's comparison (full against delta) and --against use the first mode's run.
+      if (!byKind.has(kind)) byKind.set(kind, r);
+      byMode.set(`${kind}/${mode}`, r);
+      const d: Record<string, string> = { inventory: kind, heartbeat: mode, ...describe(r) };
       details.push(d);
       process.stderr.write(`${JSON.stringify(d)}\n`);
-      const tag = kind === "delta" ? "delta heartbeats" : "full inventories";
+      const tag = `${kind === "delta" ? "delta heartbeats" : "full inventories"}, ${mode === "stream" ? "on a HeartbeatStream (floor: streams too)" : "unary"}`;
       out.push(
         { name: `swarm ${String(nodes)} nodes × 10 backends, 1 Hz, ${tag}, auth ${r.auth ? "on" : "OFF"}: coordinator CPU per heartbeat (whole process; loop p99 ${d["loop delay p99"] ?? ""}; ${d.unreachable ?? ""})`, baseline: "bare grpc-js server decoding the same heartbeats", ours: r.warden.cpuPerHeartbeatMs, baselineValue: r.floor.cpuPerHeartbeatMs, unit: "ms CPU", higherIsBetter: false },
         { name: `swarm ${String(nodes)}, ${tag}: coordinator cores in all (RSS ${d.RSS ?? ""})`, baseline: "bare grpc-js server", ours: r.warden.cores, baselineValue: r.floor.cores, unit: "cores", higherIsBetter: false },
@@ -97,6 +105,12 @@ export async function run(): Promise<BenchResult[]> {
           { name: `swarm ${String(nodes)}, ${kind}: RSS growth per node`, baseline: `the coordinator of ${against}`, ours: ours.rssPerNodeMiB, baselineValue: theirs.rssPerNodeMiB, unit: "MiB", higherIsBetter: false },
         );
       }
+    }
+    for (const kind of kinds) {
+      const unary = byMode.get(`${kind}/unary`);
+      const stream = byMode.get(`${kind}/stream`);
+      if (unary === undefined || stream === undefined) continue;
+      out.push({ name: `swarm ${String(nodes)}, ${kind}: coordinator CPU per heartbeat on a HeartbeatStream (its floor ${stream.floor.cpuPerHeartbeatMs.toFixed(3)} ms; unary floor ${unary.floor.cpuPerHeartbeatMs.toFixed(3)} ms)`, baseline: "unary Heartbeat calls, same run", ours: stream.warden.cpuPerHeartbeatMs, baselineValue: unary.warden.cpuPerHeartbeatMs, unit: "ms CPU", higherIsBetter: false });
     }
     const full = byKind.get("full");
     const delta = byKind.get("delta");

@@ -166,6 +166,11 @@ class ClientCall implements CallControl {
     stream.on("data", (chunk: Buffer) => {
       this.onData(chunk);
     });
+    // The server finished (its status came) while requests may still be written (a client or bidi
+    // stream): the call is over, so our side ends too; otherwise 'close' waits for the caller's last request.
+    stream.on("end", () => {
+      if (!stream.closed && !stream.writableEnded) stream.close(h2c.NGHTTP2_NO_ERROR);
+    });
     // Reported through 'close', which always follows.
     stream.on("error", () => undefined);
     stream.on("close", () => {

@@ -115,9 +115,21 @@ function serverStreamMethod(conn: H2Connection, authority: string, m: DescMethod
   return (request: unknown, opts?: CallOptions): AsyncIterable<unknown> => replyStream(conn, authority, path, toBinary(m.input, create(m.input, request as never)), opts, maxReceive, maxSend, decode);
 }
 
+/** A bidi-streaming method: requests encoded as they come (written with backpressure), replies decoded as they arrive. */
+function bidiStreamMethod(conn: H2Connection, authority: string, m: DescMethod, maxReceive: number, maxSend: number) {
+  const path = methodPath(m);
+  const decode = (bytes: Uint8Array): unknown => fromBinary(m.output, bytes);
+  return (requests: AsyncIterable<unknown>, opts?: CallOptions): AsyncIterable<unknown> => {
+    const encoded = (async function* () {
+      for await (const r of requests) yield toBinary(m.input, create(m.input, r as never));
+    })();
+    return replyStream(conn, authority, path, encoded, opts, maxReceive, maxSend, decode);
+  };
+}
+
 /**
- * A lean gRPC client over node:http2 for services whose methods are unary or
- * server-streaming, with the same `Client<T>` surface and error mapping as
+ * A lean gRPC client over node:http2 for services whose methods are unary,
+ * server-streaming or bidi-streaming, with the same `Client<T>` surface and error mapping as
  * `createClient`: deadlines (sent as grpc-timeout and enforced locally),
  * AbortSignal cancel (RST_STREAM CANCEL), metadata both ways, WardenError
  * details from trailers, message size limits, and UNAVAILABLE when the
@@ -142,8 +154,9 @@ export function createH2Client<T extends DescService>(svc: T, address: string, o
   return lazyMethods(svc, base, (m) => {
     if (m.methodKind === "unary") return unaryMethod(conn, address, m, maxReceive, maxSend);
     if (m.methodKind === "server_streaming") return serverStreamMethod(conn, address, m, maxReceive, maxSend);
-    // Streaming requests go raw through `streamBytes`; a typed call says so rather than failing construction.
-    const why = `createH2Client's typed methods are unary and server-streaming; ${m.parent.typeName}.${m.name} is ${m.methodKind}`;
+    if (m.methodKind === "bidi_streaming") return bidiStreamMethod(conn, address, m, maxReceive, maxSend);
+    // Client-streaming requests go raw through `streamBytes`; a typed call says so rather than failing construction.
+    const why = `createH2Client's typed methods are unary, server-streaming and bidi-streaming; ${m.parent.typeName}.${m.name} is ${m.methodKind}`;
     return () => {
       throw new WardenError(Code.Unimplemented, why);
     };

@@ -28,6 +28,13 @@ async function fakeCoordinator(): Promise<FakeCoordinator> {
       c.heartbeats++;
       return { coordinatorEpoch: 7n, registerRequired: false };
     },
+    async *heartbeatStream(requests) {
+      for await (const _ of requests) {
+        if (!c.mode.lead) throw notLeaderError(c.mode.hint);
+        c.heartbeats++;
+        yield { coordinatorEpoch: 7n, registerRequired: false };
+      }
+    },
   });
   servers.push(server);
   c.address = (await server.listen("127.0.0.1:0")).address;

@@ -2,6 +2,7 @@ import { nullLogger, type Logger } from "@warden/common";
 import { createH2Client, createLeaderFollowingClient, type H2ClientOptions, type LeaderFollowingOptions } from "@warden/grpc";
 import { NodeService } from "@warden/proto";
 import type { NodeServicePort } from "./node-heartbeat.js";
+import { StreamedHeartbeats } from "./streamed-heartbeats.js";
 
 export interface CoordinatorListOptions {
   /** `--coordinator` addresses: 1..8 host:port, the first tried first (parseHostPortList). */
@@ -11,6 +12,8 @@ export interface CoordinatorListOptions {
   logger?: Logger;
   /** Test seam: the per-address client factory and retry knobs of the leader-following client. */
   follow?: Omit<LeaderFollowingOptions<typeof NodeService>, "clientOptions" | "onLeaderChange" | "onIgnoredHint" | "idempotent">;
+  /** Heartbeats on one NodeService.HeartbeatStream (unary where the coordinator lacks it); false: unary Heartbeats only. @default true */
+  heartbeatStream?: boolean;
 }
 
 /** The heartbeat's NodeService over several coordinators, plus where it goes now. */
@@ -21,8 +24,9 @@ export interface CoordinatorList extends NodeServicePort {
 }
 
 /**
- * NodeService over the HA coordinators: Register and Heartbeat go
- * to the leader, following a standby's in-list hint (createLeaderFollowingClient).
+ * NodeService over the HA coordinators: Register and heartbeats go
+ * to the leader (heartbeats on one HeartbeatStream opened after each
+ * Register, unary against a coordinator without it: streamed-heartbeats.ts), following a standby's in-list hint (createLeaderFollowingClient).
  * Both are safe to send twice — Register is idempotent and a heartbeat's
  * sequence lets the coordinator drop a repeat — so a dropped connection also
  * moves on. When a heartbeat is answered by another coordinator than the one
@@ -49,20 +53,24 @@ export function coordinatorList(options: CoordinatorListOptions): CoordinatorLis
     },
   });
   let registeredWith: string | undefined;
+  // The stream opens on the current address (the one just registered with) and ends at every Register.
+  const streamed = options.heartbeatStream === false ? undefined : new StreamedHeartbeats({ calls: { stream: (requests, o) => client.heartbeatStream(requests, o), unary: (request, o) => client.heartbeat(request, o) }, logger });
   return {
     async register(request, o) {
+      streamed?.reset();
       const r = await client.register(request, o);
       registeredWith = client.currentAddress();
       return r;
     },
     async heartbeat(request, o) {
-      const r = await client.heartbeat(request, o);
+      const r = streamed === undefined ? await client.heartbeat(request, o) : await streamed.heartbeat(request, o);
       const at = client.currentAddress();
       if (registeredWith !== undefined && at !== registeredWith) return { coordinatorEpoch: r.coordinatorEpoch, registerRequired: true };
       return r;
     },
     currentAddress: () => client.currentAddress(),
     close() {
+      streamed?.close();
       client.close();
     },
   };

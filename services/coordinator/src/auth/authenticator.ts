@@ -184,11 +184,17 @@ export class Authenticator {
   /**
    * NodeService: node tokens only, each bound to its node id (the Kubernetes
    * node authorizer's rule): Register and Heartbeat for any other node id are
-   * refused naming `node_id`.
+   * refused naming `node_id`. A stream of requests (HeartbeatStream) is
+   * admitted on the token alone; its handler checks each message against the
+   * token's node (principalOf(ctx).nodeId).
    */
   readonly node: CallCheck = (m, ctx, request) => {
     const p = this.authenticate(m, ctx);
     if (p.role !== "node" || p.nodeId === undefined) throw this.deny(Code.PermissionDenied, `role ${p.role} may not call ${methodName(m)} (needs a node token)`, m, ctx, p);
+    if (m.methodKind === "bidi_streaming" || m.methodKind === "client_streaming") {
+      this.principals.set(ctx, p);
+      return;
+    }
     const nodeId = (request as { nodeId?: unknown } | undefined)?.nodeId;
     if (nodeId !== p.nodeId) {
       const e = permissionDenied("node_id", `this token is bound to node "${p.nodeId}", not ${JSON.stringify(typeof nodeId === "string" ? nodeId.slice(0, 128) : "")}`);

@@ -20,6 +20,9 @@ export const inferenceStreamRule: StreamRule = (m, p, model) => {
   return undefined;
 };
 
+/** NodeService streams (HeartbeatStream): a node token bound to the node the stream was opened for. */
+export const nodeStreamRule: StreamRule = (m, p) => (p.role === "node" && p.nodeId !== undefined ? undefined : new WardenError(Code.PermissionDenied, `role ${p.role} may no longer call ${m.parent.typeName}/${m.name} (needs a node token)`));
+
 /**
  * `ctx` with another signal. A proxy, not a copy: a server's context may be a
  * class whose getters and methods (the peer, its certificate) a spread would
@@ -80,16 +83,17 @@ async function* held<T>(authn: Authenticator, m: DescMethod, rule: StreamRule, c
 type StreamHandler = (input: unknown, ctx: HandlerContext) => AsyncIterable<unknown>;
 
 /**
- * `impl` with each server-streaming method held against its caller's token
- * for as long as it streams (held). Goes inside the admission check
- * (guarded), which authenticates first; unary methods pass through.
+ * `impl` with each server-streaming and bidi-streaming method held against
+ * its caller's token for as long as it streams (held). Goes inside the
+ * admission check (guarded), which authenticates first; unary methods pass
+ * through.
  */
 export function revocableStreams<T extends DescService>(svc: T, impl: ServiceImpl<T>, authn: Authenticator, rule: StreamRule): ServiceImpl<T> {
   const byName = impl as unknown as Record<string, StreamHandler | undefined>;
   const out: Record<string, StreamHandler> = {};
   for (const m of svc.methods) {
     const h = byName[m.localName];
-    if (h === undefined || m.methodKind !== "server_streaming") continue;
+    if (h === undefined || (m.methodKind !== "server_streaming" && m.methodKind !== "bidi_streaming")) continue;
     out[m.localName] = (input, ctx) => held(authn, m, rule, ctx, (c) => h(input, c));
   }
   return { ...impl, ...out } as ServiceImpl<T>;

@@ -56,6 +56,12 @@ export interface CoordinatorConfig extends TlsSettings, HttpSettings {
   /** Heartbeats older than this mark a node unreachable. @default 5000 */
   readonly nodeGraceMs: number;
   /**
+   * Serve NodeService.HeartbeatStream (agents send their heartbeats on one
+   * long-lived stream). false: it answers UNIMPLEMENTED and agents send unary
+   * Heartbeats, as to a coordinator without it. @default true
+   */
+  readonly heartbeatStream: boolean;
+  /**
    * After a start over an existing journal or with remote agents, new loads
    * wait for agents to report their inventories (adoption first, so nothing
    * running is started twice): until every node the journal names has
@@ -235,7 +241,7 @@ const policyFields = [
   "loadFailureCooldownMax",
 ];
 
-const topFields = ["listen", "stateDir", "artifactStore", "embeddedAgent", "agent", "placement", "policy", "stop", "nodeGrace", "nodeLostAfter", "outageProbeInterval", "outageProbeTimeout", "recoveryWindow", "loadWait", "orphanGrace", "models", "nats", "metricsListen", "inferenceListen", "auth", "limits", "ha", "trace", ...tlsSettingsFields, ...httpSettingsFields];
+const topFields = ["listen", "stateDir", "artifactStore", "embeddedAgent", "agent", "placement", "policy", "stop", "nodeGrace", "heartbeatStream", "nodeLostAfter", "outageProbeInterval", "outageProbeTimeout", "recoveryWindow", "loadWait", "orphanGrace", "models", "nats", "metricsListen", "inferenceListen", "auth", "limits", "ha", "trace", ...tlsSettingsFields, ...httpSettingsFields];
 
 /**
  * Validates a parsed config object. Every error is INVALID_ARGUMENT naming the
@@ -317,6 +323,7 @@ export function resolveCoordinatorConfig(input: unknown): CoordinatorConfig {
       stopRpcTimeoutMs: duration(s["rpcTimeout"], "stop.rpcTimeout", 15_000, maxOperationTimeoutMs),
     },
     nodeGraceMs: duration(input["nodeGrace"], "nodeGrace", 5_000, maxDurationMs),
+    heartbeatStream: bool(input["heartbeatStream"], "heartbeatStream", true),
     nodeLostAfterMs: duration(input["nodeLostAfter"], "nodeLostAfter", 600_000, maxDurationMs),
     outageProbeIntervalMs: positiveDuration(input["outageProbeInterval"], "outageProbeInterval", 1_000, maxIntervalMs),
     outageProbeTimeoutMs: positiveDuration(input["outageProbeTimeout"], "outageProbeTimeout", 1_000, maxIntervalMs),

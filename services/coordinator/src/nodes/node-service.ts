@@ -1,5 +1,7 @@
-import type { NodeService } from "@warden/proto";
-import type { ServiceImpl } from "@warden/grpc";
+import type { HeartbeatRequest, HeartbeatResponseSchema, NodeService } from "@warden/proto";
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import type { HandlerContext, ServiceImpl } from "@warden/grpc";
+import { heartbeatStream } from "./heartbeat-stream.js";
 import { Code, WardenError, invalidArgument, peerKeyBytes, type Clock } from "@warden/common";
 import type { NodeRecord, NodeRegistry } from "./node-registry.js";
 import { nodeReportLimits, validateHeartbeat, validateRegister, type HeartbeatCaps } from "./node-report-limits.js";
@@ -11,6 +13,14 @@ import { nodeLimitsFromWire } from "./node-limits-wire.js";
  */
 const inProcessPeer = "in-process";
 
+type HeartbeatResponseInit = MessageInitShape<typeof HeartbeatResponseSchema>;
+
+/** A stream that ends with `e` before any reply (an error status, never a synchronous throw). */
+// eslint-disable-next-line require-yield -- it only fails
+async function* refusedStream(e: WardenError): AsyncIterable<HeartbeatResponseInit> {
+  throw e;
+}
+
 /**
  * NodeService: agents register and heartbeat (DESIGN §4). Each request is
  * validated whole (node-report-limits.ts) before anything is applied: a
@@ -20,7 +30,18 @@ const inProcessPeer = "in-process";
 /** Told of each artifact an agent evicted from its cache (once; coordinator.ts audits it as artifact.evicted). */
 export type EvictionListener = (nodeId: string, e: { readonly sha256: string; readonly sizeBytes: bigint; readonly reason: string }) => void;
 
-export function nodeService(nodes: NodeRegistry, _clock: Clock, coordinatorEpoch: bigint, options: { readonly credentialed?: boolean; readonly caps?: HeartbeatCaps; readonly ha?: { readonly leaderEpoch: () => bigint; readonly onSuperseded: (newerEpoch: bigint, detail: string) => void }; readonly onEvicted?: EvictionListener } = {}): ServiceImpl<typeof NodeService> {
+export interface NodeServiceOptions {
+  readonly credentialed?: boolean;
+  readonly caps?: HeartbeatCaps;
+  readonly ha?: { readonly leaderEpoch: () => bigint; readonly onSuperseded: (newerEpoch: bigint, detail: string) => void };
+  readonly onEvicted?: EvictionListener;
+  /** false: HeartbeatStream answers UNIMPLEMENTED, as a coordinator without it (agents send unary Heartbeats). @default true */
+  readonly heartbeatStream?: boolean;
+  /** The node a HeartbeatStream's credentials are bound to (its node token's); undefined: the node its first message names. */
+  readonly streamNodeOf?: (ctx: HandlerContext) => string | undefined;
+}
+
+export function nodeService(nodes: NodeRegistry, _clock: Clock, coordinatorEpoch: bigint, options: NodeServiceOptions = {}): ServiceImpl<typeof NodeService> {
   const evictionsSeen = new WeakMap<NodeRecord, { bootEpoch: bigint; lastId: bigint }>();
   // Remote registrations are credentialed when auth is on (the guard admitted a token bound to the node id).
   const credentialed = options.credentialed ?? false;
@@ -50,6 +71,28 @@ export function nodeService(nodes: NodeRegistry, _clock: Clock, coordinatorEpoch
       return 0n;
     }
   };
+  /** One heartbeat, unary or on a stream: validated whole, then applied. */
+  const beat = (req: HeartbeatRequest, ctx: HandlerContext): HeartbeatResponseInit => {
+    validateHeartbeat(req, caps);
+    checkEmbedded(req.nodeId, ctx.peer);
+    if (options.ha !== undefined && req.leaderEpoch > 0n) supersededBy(options.ha, req.leaderEpoch, req.nodeId);
+    const d = req.delta;
+    const delta = d === undefined ? undefined : { baseSequence: d.baseSequence, upserts: d.upserts, removed: d.removed, digest: d.digest };
+    const answer = nodes.receive({ nodeId: req.nodeId, bootEpoch: req.bootEpoch, sequence: req.sequence, backends: req.backends, ...(delta === undefined ? {} : { delta }), orphans: req.orphans, foreign: req.foreign, resources: req.resources, ...(req.artifactCache === undefined ? {} : { artifactCache: req.artifactCache }) });
+    // Cache evictions, audited once each: only from a heartbeat applied, ids already seen from this boot dropped (a re-send after a lost answer).
+    const n = answer === "ok" && options.onEvicted !== undefined ? nodes.get(req.nodeId) : undefined;
+    if (n !== undefined && req.artifactCache !== undefined && req.artifactCache.evictions.length > 0) {
+      const seen = evictionsSeen.get(n);
+      let lastId = seen?.bootEpoch === req.bootEpoch ? seen.lastId : 0n;
+      for (const e of req.artifactCache.evictions) {
+        if (e.id <= lastId) continue;
+        lastId = e.id;
+        options.onEvicted?.(n.nodeId, { sha256: Buffer.from(e.sha256).toString("hex"), sizeBytes: e.sizeBytes, reason: e.reason });
+      }
+      evictionsSeen.set(n, { bootEpoch: req.bootEpoch, lastId });
+    }
+    return { registerRequired: answer === "register", coordinatorEpoch, leaderEpoch: ourEpoch(), fullInventoryRequired: answer === "send-full" };
+  };
   return {
     async register(req, ctx) {
       validateRegister(req, ctx.peer === inProcessPeer && nodes.get(req.nodeId)?.embedded === true);
@@ -67,25 +110,12 @@ export function nodeService(nodes: NodeRegistry, _clock: Clock, coordinatorEpoch
       return { coordinatorEpoch, heartbeatIntervalMs: 1_000, leaderEpoch: ourEpoch() };
     },
     async heartbeat(req, ctx) {
-      validateHeartbeat(req, caps);
-      checkEmbedded(req.nodeId, ctx.peer);
-      if (options.ha !== undefined && req.leaderEpoch > 0n) supersededBy(options.ha, req.leaderEpoch, req.nodeId);
-      const d = req.delta;
-      const delta = d === undefined ? undefined : { baseSequence: d.baseSequence, upserts: d.upserts, removed: d.removed, digest: d.digest };
-      const answer = nodes.receive({ nodeId: req.nodeId, bootEpoch: req.bootEpoch, sequence: req.sequence, backends: req.backends, ...(delta === undefined ? {} : { delta }), orphans: req.orphans, foreign: req.foreign, resources: req.resources, ...(req.artifactCache === undefined ? {} : { artifactCache: req.artifactCache }) });
-      // Cache evictions, audited once each: only from a heartbeat applied, ids already seen from this boot dropped (a re-send after a lost answer).
-      const n = answer === "ok" && options.onEvicted !== undefined ? nodes.get(req.nodeId) : undefined;
-      if (n !== undefined && req.artifactCache !== undefined && req.artifactCache.evictions.length > 0) {
-        const seen = evictionsSeen.get(n);
-        let lastId = seen?.bootEpoch === req.bootEpoch ? seen.lastId : 0n;
-        for (const e of req.artifactCache.evictions) {
-          if (e.id <= lastId) continue;
-          lastId = e.id;
-          options.onEvicted?.(n.nodeId, { sha256: Buffer.from(e.sha256).toString("hex"), sizeBytes: e.sizeBytes, reason: e.reason });
-        }
-        evictionsSeen.set(n, { bootEpoch: req.bootEpoch, lastId });
-      }
-      return { registerRequired: answer === "register", coordinatorEpoch, leaderEpoch: ourEpoch(), fullInventoryRequired: answer === "send-full" };
+      return beat(req, ctx);
+    },
+    heartbeatStream(requests, ctx) {
+      // As a coordinator without the method: the agent sends unary Heartbeats.
+      if (options.heartbeatStream === false) return refusedStream(new WardenError(Code.Unimplemented, "this coordinator does not serve HeartbeatStream (heartbeatStream: false): send unary Heartbeats"));
+      return heartbeatStream(requests, ctx, { boundNodeOf: options.streamNodeOf ?? (() => undefined), beat });
     },
   };
 }

@@ -1,0 +1,58 @@
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import { Code, WardenError, permissionDenied } from "@warden/common";
+import type { HandlerContext } from "@warden/grpc";
+import type { HeartbeatRequest, HeartbeatResponseSchema } from "@warden/proto";
+
+export interface HeartbeatStreamDeps {
+  /** The node the stream's credentials are bound to (a node token's node); undefined: none (auth off). */
+  readonly boundNodeOf: (ctx: HandlerContext) => string | undefined;
+  /** One heartbeat as the unary Heartbeat handles it (validation, fencing, the registry). */
+  readonly beat: (req: HeartbeatRequest, ctx: HandlerContext) => MessageInitShape<typeof HeartbeatResponseSchema>;
+}
+
+/** Resolves when `signal` aborts, with its reason (a revoked token, the call cancelled). */
+function abortedWith(signal: AbortSignal): { readonly promise: Promise<never>; readonly dispose: () => void } {
+  let onAbort: (() => void) | undefined;
+  const promise = new Promise<never>((_, reject) => {
+    onAbort = () => {
+      reject(signal.reason instanceof Error ? signal.reason : new WardenError(Code.Canceled, "heartbeat stream ended"));
+    };
+    if (signal.aborted) onAbort();
+    else signal.addEventListener("abort", onAbort, { once: true });
+  });
+  // Never unhandled: the loop awaits it only in a race.
+  promise.catch(() => undefined);
+  return { promise, dispose: () => { if (onAbort !== undefined) signal.removeEventListener("abort", onAbort); } };
+}
+
+/**
+ * NodeService.HeartbeatStream: the agent's heartbeats on one stream, each
+ * answered in order exactly as a unary Heartbeat (same validation, boot-epoch
+ * and sequence fencing, registry). The stream's credentials were checked once
+ * when it opened (the admission check); here every message must name the node
+ * they are bound to — or, without auth, the node the first message named —
+ * else the stream ends PERMISSION_DENIED naming node_id and that message
+ * changes nothing. A refused heartbeat (bad input) ends the stream with its
+ * error, as it fails the unary call; the agent opens another. The loop waits on
+ * the call's signal as well as the next message: a revoked token
+ * (revocable-streams.ts) ends a stream that is idle between heartbeats.
+ */
+export async function* heartbeatStream(requests: AsyncIterable<HeartbeatRequest>, ctx: HandlerContext, deps: HeartbeatStreamDeps): AsyncIterable<MessageInitShape<typeof HeartbeatResponseSchema>> {
+  let bound = deps.boundNodeOf(ctx);
+  const it = requests[Symbol.asyncIterator]();
+  const ended = abortedWith(ctx.signal);
+  try {
+    for (;;) {
+      const next = await Promise.race([it.next(), ended.promise]);
+      if (next.done === true) return;
+      const req = next.value;
+      bound ??= req.nodeId;
+      if (req.nodeId !== bound) throw permissionDenied("node_id", `this stream speaks for node "${bound.slice(0, 128)}", not ${JSON.stringify(req.nodeId.slice(0, 128))}`);
+      yield deps.beat(req, ctx);
+    }
+  } finally {
+    ended.dispose();
+    // Not awaited: with a read pending (the stream ended while idle) the request side's return waits for it.
+    void it.return?.().catch(() => undefined);
+  }
+}

@@ -240,7 +240,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
   const adminImpl = auditedAdminService(authn, log, { clock, loader, nodes, hub, placement, enforcement: config.enforcement, defaultStopTimeoutMs: config.stop.stopTimeoutMs, ...(deps.haStatus === undefined ? {} : { haStatus: deps.haStatus }), settings: durable.settings, takeover: operatorSettings, knownAtStart: known, ...traceExporter(trace, stateDir), outage: outage.view, ...(deps.ha === undefined ? {} : { requireCommands: () => void deps.ha?.leaderEpoch(), commandEpoch: deps.ha.leaderEpoch, onStaleEpoch: (e) => { deps.ha?.onSuperseded(e.newestSeen, e.rawMessage); } }) });
   server.add(AdminService, guarded(AdminService, authn === undefined ? adminImpl : revocableStreams(AdminService, adminImpl, authn, adminStreamRule), authn?.admin));
   // Every inference route on both ports, with prefix routing and the admission gate in front (routing/inference-wiring.ts).
-  const { routed, prefixRouting, admission, dataPlane, ...inferenceRoutes } = wireInference({ config, loader, clock, hub, log, authn, server, transport, observer: trace?.calls });
+  const { routed, prefixRouting, admission, dataPlane, ...inferenceRoutes } = wireInference({ config, loader, clock, hub, log, authn, server, transport, observer: trace?.calls, onTokens: calls.onTokens });
   // HeartbeatStream held against its node token: a reload that revokes the token ends the stream.
   server.add(NodeService, guarded(NodeService, authn === undefined ? nodeImpl : revocableStreams(NodeService, nodeImpl, authn, nodeStreamRule), authn?.node));
   // The artifact store: to node credentials only, as NodeService (artifact-store-service.ts).

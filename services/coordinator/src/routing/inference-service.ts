@@ -6,7 +6,7 @@ import { checkIdentifier, type Logger } from "@warden/common";
 import type { Loader } from "@warden/loader";
 import type { BackendClientHandle } from "./backend-connector.js";
 import { modelIdentity } from "./model-identity.js";
-import { predictResponseBytes, splitPredictRequest } from "./predict-bytes.js";
+import { predictResponseBytes, replyTokens, splitPredictRequest } from "./predict-bytes.js";
 import { promptOfOptions } from "./prompt-bytes.js";
 import { RoutedCalls, outcomeTracker, type CallBytes, type RoutedCallObserver, type RoutedCounter } from "./routed-call.js";
 import { prefixPromptChars, type PrefixRouting } from "./prefix-routing.js";
@@ -46,10 +46,20 @@ export function inferenceService(
   admission?: RoutingAdmission,
   /** Told of every call when it ends (the workload trace). */
   observer?: RoutedCallObserver,
+  /** Told of the completion tokens a call's backend reported (the dashboard's tokens per second); a throw is the listener's, never the call's. */
+  onTokens?: (model: string, tokens: number) => void,
 ): ServiceImpl<typeof InferenceService> & { predictBytes: RawUnaryHandler } {
   const calls = new RoutedCalls(loader, log, admission?.gate, observer);
 
   const track = outcomeTracker(routed);
+  const tokensOf = (model: string, tokens: number): void => {
+    if (onTokens === undefined || tokens <= 0) return;
+    try {
+      onTokens(model, tokens);
+    } catch {
+      // The plot loses these tokens; the call is unharmed.
+    }
+  };
 
   return {
     // The data-plane listener's Predict: same lease, tracking and retry, on bytes (see predict-bytes.ts).
@@ -64,7 +74,9 @@ export function inferenceService(
         ctx.signal,
         async (lease) => {
           const deadlineAtMs = ctx.deadlineAtMs;
-          const reply = predictResponseBytes(await lease.backend.client.unaryBytes(Backend.method.predict, backendRequest, deadlineAtMs === undefined ? { signal: ctx.signal } : { signal: ctx.signal, deadlineAtMs }), lease.nodeId);
+          const raw = await lease.backend.client.unaryBytes(Backend.method.predict, backendRequest, deadlineAtMs === undefined ? { signal: ctx.signal } : { signal: ctx.signal, deadlineAtMs });
+          if (onTokens !== undefined) tokensOf(model, replyTokens(raw));
+          const reply = predictResponseBytes(raw, lease.nodeId);
           size.respBytes = reply.length;
           return reply;
         },
@@ -82,6 +94,7 @@ export function inferenceService(
         ctx.signal,
         async (lease) => {
           const reply = await lease.backend.client.predict(options(modelIdentity(loader, req.model), req.options), { signal: ctx.signal, ...(ctx.deadlineAtMs === undefined ? {} : { deadlineAtMs: ctx.deadlineAtMs }) });
+          tokensOf(req.model, reply.tokens);
           return { reply, nodeId: lease.nodeId };
         },
         () => true,
@@ -93,8 +106,17 @@ export function inferenceService(
       checkModel(req.model);
       mayUse(req.model, ctx, InferenceService.method.predictStream);
       // Retries stay possible until the first reply reached the caller.
-      for await (const reply of calls.stream(req.model, ctx.signal, (lease) => lease.backend.client.predictStream(options(modelIdentity(loader, req.model), req.options), { signal: ctx.signal, ...(ctx.deadlineAtMs === undefined ? {} : { deadlineAtMs: ctx.deadlineAtMs }) }), () => true, routed, undefined, prefix?.hint(req.model, () => req.options), admission?.callerOf(ctx))) {
-        yield { reply };
+      // As the OpenAI routes count a stream: the latest count the backend reported, else the replies with text; told when it ends.
+      let reported = 0;
+      let withText = 0;
+      try {
+        for await (const reply of calls.stream(req.model, ctx.signal, (lease) => lease.backend.client.predictStream(options(modelIdentity(loader, req.model), req.options), { signal: ctx.signal, ...(ctx.deadlineAtMs === undefined ? {} : { deadlineAtMs: ctx.deadlineAtMs }) }), () => true, routed, undefined, prefix?.hint(req.model, () => req.options), admission?.callerOf(ctx))) {
+          if (reply.tokens > 0) reported = reply.tokens;
+          if (reply.message.length > 0) withText++;
+          yield { reply };
+        }
+      } finally {
+        tokensOf(req.model, reported > 0 ? reported : withText);
       }
     },
   };

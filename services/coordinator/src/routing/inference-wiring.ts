@@ -50,6 +50,8 @@ export function wireInference(o: {
   readonly transport: CoordinatorTransport;
   /** Told of every routed call when it ends (the workload trace); undefined = nobody. */
   readonly observer?: RoutedCallObserver | undefined;
+  /** Completion tokens of gRPC Predict and PredictStream calls (the dashboard's tokens per second; the OpenAI routes count their own). */
+  readonly onTokens?: (model: string, tokens: number) => void;
 }): InferenceWiring {
   const { config, loader, authn, server } = o;
   // One labelled child per outcome, resolved once: `inc({ outcome })` would hash the labels on every routed call.
@@ -71,7 +73,7 @@ export function wireInference(o: {
   // Models with `admission:`: classes, fair sharing and shedding in front of routing (read per call: a reload applies at once).
   let admissionSettings = config.admission;
   const admission = routingAdmission({ settingsOf: (m) => admissionSettings.get(m), loader, authn });
-  const inference = inferenceService(loader, o.log.child({ component: "inference" }), routed, authn === undefined ? undefined : (model, ctx, m) => { authn.checkModel(model, ctx, m); }, prefixRouting, admission, o.observer);
+  const inference = inferenceService(loader, o.log.child({ component: "inference" }), routed, authn === undefined ? undefined : (model, ctx, m) => { authn.checkModel(model, ctx, m); }, prefixRouting, admission, o.observer, o.onTokens);
   const inferenceGuarded = guarded(InferenceService, authn === undefined ? inference : revocableStreams(InferenceService, inference, authn, inferenceStreamRule), authn?.inference);
   server.add(InferenceService, inferenceGuarded);
   const routerImpl = backendRouter(loader, o.log.child({ component: "backend-router" }), routed, authn === undefined ? undefined : (model, ctx, m) => { authn.inference(m, ctx, undefined); authn.checkModel(model, ctx, m); }, authn === undefined ? "pass" : "refuse", prefixRouting, admission, o.observer);

@@ -3,7 +3,7 @@ import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { BinaryReader, WireType } from "@bufbuild/protobuf/wire";
 import { Code, isWardenError, type WardenError } from "@warden/common";
 import { PredictOptionsSchema, PredictRequestSchema, PredictResponseSchema, ReplySchema } from "@warden/proto";
-import { predictResponseBytes, splitPredictRequest } from "./predict-bytes.js";
+import { predictResponseBytes, replyTokens, splitPredictRequest } from "./predict-bytes.js";
 
 describe("Predict pass-through bytes", () => {
   it("reads the model and forwards the options with ModelIdentity forced to the model", () => {
@@ -120,5 +120,23 @@ describe("Predict pass-through bytes", () => {
       const bytes = predictResponseBytes(toBinary(ReplySchema, big), `node-${String(size)}`);
       expect(bytes).toEqual(toBinary(PredictResponseSchema, create(PredictResponseSchema, { reply: big, nodeId: `node-${String(size)}` })));
     }
+  });
+});
+
+describe("replyTokens: the completion tokens a backend's Reply bytes report, read in place", () => {
+  it("equals the decoded Reply's tokens, whatever fields surround it; the last occurrence wins", () => {
+    for (const tokens of [0, 1, 127, 128, 300_000, 2 ** 31 - 1]) {
+      const bytes = toBinary(ReplySchema, create(ReplySchema, { message: new TextEncoder().encode("x".repeat(200)), tokens, promptTokens: 9, timingPromptProcessing: 1.5, audio: Uint8Array.of(1, 2, 3) }));
+      expect(replyTokens(bytes)).toBe(fromBinary(ReplySchema, bytes).tokens);
+    }
+    const twice = new Uint8Array([...toBinary(ReplySchema, create(ReplySchema, { tokens: 4 })), ...toBinary(ReplySchema, create(ReplySchema, { tokens: 6 }))]);
+    expect(replyTokens(twice)).toBe(6);
+  });
+
+  it("is 0 for a negative count, no count, or bytes that are not wire format (a plot figure, never a failed call)", () => {
+    expect(replyTokens(toBinary(ReplySchema, create(ReplySchema, { tokens: -5 })))).toBe(0);
+    expect(replyTokens(new Uint8Array(0))).toBe(0);
+    expect(replyTokens(Uint8Array.of(0x10))).toBe(0);
+    expect(replyTokens(Uint8Array.of(0xff, 0xff, 0xff))).toBe(0);
   });
 });

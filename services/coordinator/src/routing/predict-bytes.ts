@@ -222,3 +222,30 @@ export function predictResponseBytes(reply: Uint8Array, nodeId: string): Uint8Ar
   out.set(node, at + reply.length);
   return out;
 }
+
+/** `Reply.tokens` (proto/backend: field 2, int32). */
+const replyTokensField = 2;
+
+/**
+ * The completion tokens a backend's `Reply` bytes report (`tokens`, the last
+ * occurrence as protobuf reads it), walked in place like the request: the
+ * data plane passes replies through undecoded. 0 when absent, negative or the
+ * bytes are not wire format — a count for the dashboard's tokens per second,
+ * never a reason to fail the call.
+ */
+export function replyTokens(reply: Uint8Array): number {
+  const w = new WireWalker(reply, reply.length);
+  let tokens = 0;
+  try {
+    while (w.pos < reply.length) {
+      const t = w.tag();
+      if (t === ((replyTokensField << 3) | wire.varint)) {
+        const v = w.uint32();
+        tokens = v >= 2 ** 31 ? 0 : v;
+      } else w.skip(t, 0);
+    }
+  } catch {
+    return 0;
+  }
+  return tokens;
+}

@@ -89,6 +89,10 @@ export interface SwarmResult {
   readonly unansweredScrapes: number;
   readonly rssPerNodeMiB: number;
   readonly rssIdleMiB: number;
+  /** The coordinator's live heap (after its last major collection before the window's last scrape), MiB; NaN if never scraped. */
+  readonly liveHeapMiB: number;
+  /** Live heap growth over the idle coordinator's, per node: what the coordinator holds per node (RSS also counts garbage not yet collected). */
+  readonly liveHeapPerNodeMiB: number;
   /** node.unreachable events the coordinator logged (whole run: registration, steady window, explain calls). */
   readonly unreachableEvents: number;
   /** Distinct nodes in those events. */
@@ -245,7 +249,10 @@ async function measureWith(gen: Generators, pid: number, o: Required<SwarmOption
   return { agentsStarted: reg.started, registrationSeconds: reg.seconds, cpuSeconds: cpu, wallSeconds, heartbeats: agents.heartbeats, cpuPerHeartbeatMs: (cpu * 1000) / Math.max(1, agents.heartbeats), cores: cpu / wallSeconds, rssMiB: await rssMiB(pid), agents, generatorCores: (g1 - g0) / wallSeconds };
 }
 
-/** The p99 of the window since the previous scrape, ms; NaN when /metrics did not answer within 10 s (a stalled loop). */
+/** Live heap after the coordinator's last major collection (warden_coordinator_heap_live_bytes), MiB, from the last scrape that answered. */
+let lastLiveHeapMiB = Number.NaN;
+
+/** The p99 of the window since the previous scrape, ms; NaN when /metrics did not answer within 10 s (a stalled loop). Notes the live heap too (one scrape: each resets the loop window). */
 async function scrapeLoopP99Ms(metricsAddress: string): Promise<number> {
   let text: string;
   try {
@@ -253,8 +260,10 @@ async function scrapeLoopP99Ms(metricsAddress: string): Promise<number> {
   } catch {
     return Number.NaN;
   }
-  const line = text.split("\n").find((l) => l.startsWith("warden_coordinator_nodejs_eventloop_lag_p99_seconds"));
-  return Number(line?.split(" ")[1] ?? "NaN") * 1000;
+  const value = (name: string): number => Number(text.split("\n").find((l) => l.startsWith(`${name} `))?.split(" ")[1] ?? "NaN");
+  const live = value("warden_coordinator_heap_live_bytes");
+  if (!Number.isNaN(live)) lastLiveHeapMiB = live / 2 ** 20;
+  return value("warden_coordinator_nodejs_eventloop_lag_p99_seconds") * 1000;
 }
 
 /** Ms the call took; Infinity when it failed (a stalled coordinator misses the deadline). */
@@ -309,6 +318,7 @@ export async function runSwarm(opts: SwarmOptions): Promise<SwarmResult> {
     let gen: Generators | undefined;
     const loopP99s: number[] = [];
     let rssIdleMiB = 0;
+    let liveHeapIdleMiB = Number.NaN;
     let notReadyAtEnd = 0;
     let unreachableInWindow = 0;
     const unreachable = (): number => coordinator.events.filter((e) => e.type === "node.unreachable").length;
@@ -317,6 +327,9 @@ export async function runSwarm(opts: SwarmOptions): Promise<SwarmResult> {
     try {
       await sleep(1_000);
       rssIdleMiB = await rssMiB(coordinator.pid);
+      lastLiveHeapMiB = Number.NaN;
+      await scrapeLoopP99Ms(metricsAddress);
+      liveHeapIdleMiB = lastLiveHeapMiB;
       const side = await measureSide(coordinator.pid, coordinator.address, o, join(dir, "node-tokens.json"), async (signal) => {
         await scrapeLoopP99Ms(metricsAddress); // resets the window
         const before = unreachable();
@@ -391,6 +404,8 @@ export async function runSwarm(opts: SwarmOptions): Promise<SwarmResult> {
       unansweredScrapes: loopP99s.filter((v) => Number.isNaN(v)).length,
       rssPerNodeMiB: (warden.rssMiB - rssIdleMiB) / o.nodes,
       rssIdleMiB,
+      liveHeapMiB: lastLiveHeapMiB,
+      liveHeapPerNodeMiB: (lastLiveHeapMiB - liveHeapIdleMiB) / o.nodes,
       unreachableEvents,
       unreachableNodes,
       unreachableInWindow,

@@ -62,6 +62,12 @@ export interface CoordinatorConfig extends TlsSettings, HttpSettings {
    */
   readonly heartbeatStream: boolean;
   /**
+   * Starts name a peer for each artifact to pull: a node that holds it or is
+   * pulling it now (services/agent/docs/artifacts.md, "Peer-to-peer fetch").
+   * false: every pull is from its origin. @default true
+   */
+  readonly peerFetch: boolean;
+  /**
    * After a start over an existing journal or with remote agents, new loads
    * wait for agents to report their inventories (adoption first, so nothing
    * running is started twice): until every node the journal names has
@@ -241,7 +247,7 @@ const policyFields = [
   "loadFailureCooldownMax",
 ];
 
-const topFields = ["listen", "stateDir", "artifactStore", "embeddedAgent", "agent", "placement", "policy", "stop", "nodeGrace", "heartbeatStream", "nodeLostAfter", "outageProbeInterval", "outageProbeTimeout", "recoveryWindow", "loadWait", "orphanGrace", "models", "nats", "metricsListen", "inferenceListen", "auth", "limits", "ha", "trace", ...tlsSettingsFields, ...httpSettingsFields];
+const topFields = ["listen", "stateDir", "artifactStore", "embeddedAgent", "agent", "placement", "policy", "stop", "nodeGrace", "heartbeatStream", "peerFetch", "nodeLostAfter", "outageProbeInterval", "outageProbeTimeout", "recoveryWindow", "loadWait", "orphanGrace", "models", "nats", "metricsListen", "inferenceListen", "auth", "limits", "ha", "trace", ...tlsSettingsFields, ...httpSettingsFields];
 
 /**
  * Validates a parsed config object. Every error is INVALID_ARGUMENT naming the
@@ -324,6 +330,7 @@ export function resolveCoordinatorConfig(input: unknown): CoordinatorConfig {
     },
     nodeGraceMs: duration(input["nodeGrace"], "nodeGrace", 5_000, maxDurationMs),
     heartbeatStream: bool(input["heartbeatStream"], "heartbeatStream", true),
+    peerFetch: bool(input["peerFetch"], "peerFetch", true),
     nodeLostAfterMs: duration(input["nodeLostAfter"], "nodeLostAfter", 600_000, maxDurationMs),
     outageProbeIntervalMs: positiveDuration(input["outageProbeInterval"], "outageProbeInterval", 1_000, maxIntervalMs),
     outageProbeTimeoutMs: positiveDuration(input["outageProbeTimeout"], "outageProbeTimeout", 1_000, maxIntervalMs),

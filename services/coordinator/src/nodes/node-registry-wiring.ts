@@ -39,6 +39,7 @@ export function wireNodeRegistry(w: {
     clock,
     log: log.child({ component: "nodes" }),
     graceMs: config.nodeGraceMs,
+    peerFetch: config.peerFetch,
     connect: w.connect,
     ...(w.ha === undefined ? {} : { leaderEpoch: w.ha.leaderEpoch, onStaleEpoch: w.ha.onSuperseded }),
     onHeartbeatApplied: (nodeId: string) => late.takeover?.inventoryApplied(nodeId),

@@ -20,6 +20,8 @@ export interface NodeRegistryOptions extends Omit<NodeTableOptions<AgentClient>,
   readonly onStaleEpoch?: (newestSeen: bigint, detail: string) => void;
   /** A heartbeat of a registered node was applied (its inventory reconciled), in the same turn (HA: a restored drain resumes). */
   readonly onHeartbeatApplied?: (nodeId: string) => void;
+  /** Name peers for artifact pulls (config `peerFetch`). @default true */
+  readonly peerFetch?: boolean;
 }
 
 /**
@@ -34,7 +36,7 @@ export class NodeRegistry extends NodeTable<AgentClient> {
   readonly peers: PeerDirectory;
 
   constructor(o: NodeRegistryOptions) {
-    const { log, connect, leaderEpoch, onStaleEpoch, onHeartbeatApplied, ...rest } = o;
+    const { log, connect, leaderEpoch, onStaleEpoch, onHeartbeatApplied, peerFetch, ...rest } = o;
     // The directory needs the table, the table its connector: the connector reaches the directory once both exist.
     const late: { directory?: PeerDirectory } = {};
     super({
@@ -50,7 +52,7 @@ export class NodeRegistry extends NodeTable<AgentClient> {
       },
     });
     this.onHeartbeatApplied = onHeartbeatApplied;
-    this.peers = new PeerDirectory({ clock: o.clock, nodes: () => this.list(), node: (id) => this.get(id) });
+    this.peers = new PeerDirectory({ clock: o.clock, nodes: () => this.list(), node: (id) => this.get(id), ...(peerFetch === undefined ? {} : { enabled: peerFetch }) });
     late.directory = this.peers;
   }
 

@@ -31,7 +31,7 @@ export class PeerDirectory {
   private readonly keys = new Map<string, Uint8Array>();
   private readonly plan = new PeerPlan(peerFanout);
 
-  constructor(private readonly o: { readonly clock: Clock; readonly nodes: () => Iterable<NodeRecord<unknown>>; readonly node: (nodeId: string) => NodeRecord<unknown> | undefined }) {}
+  constructor(private readonly o: { readonly clock: Clock; readonly nodes: () => Iterable<NodeRecord<unknown>>; readonly node: (nodeId: string) => NodeRecord<unknown> | undefined; /** false (config `peerFetch: false`): no start names a peer; every pull is from its origin. @default true */ readonly enabled?: boolean }) {}
 
   /** A Register's peer key (empty: the agent serves no peers). One entry per node id that registered. */
   setKey(nodeId: string, key: Uint8Array): void {
@@ -41,7 +41,7 @@ export class PeerDirectory {
 
   grant(requester: string, artifacts: readonly { readonly sha256: string }[]): PeerGrant {
     const none: PeerGrant = { peers: new Map(), release: () => {} };
-    if (artifacts.length === 0 || !this.keys.has(requester)) return none;
+    if (this.o.enabled === false || artifacts.length === 0 || !this.keys.has(requester)) return none;
     const peers = new Map<string, PeerInit[]>();
     const assigned: string[] = [];
     const expiresAtMs = this.o.clock.wallNow() + peerTicketLifetimeMs;

@@ -289,10 +289,16 @@ export function createLeaderFollowingClient<T extends DescService>(svc: T, addre
 
   const streaming = (m: DescMethod) => (requests: unknown, opts?: CallOptions) => {
     const address = current;
-    const out = clientOf(address)[m.localName]?.(requests, opts);
+    // Bounded by the member's liveness as every call is: a frozen member ends the stream UNAVAILABLE
+    // (silent) within answerWithinMs instead of holding it open, and the next call starts elsewhere.
+    const out = clientOf(address)[m.localName]?.(requests, { answerWithinMs, ...opts });
     const note = (err: unknown): never => {
       const hint = hintOf(err, address);
       if (hint !== undefined) answered(hint);
+      else if (serverWasSilent(err)) {
+        suspects.set(address, clock.wallNow() + 2 * answerWithinMs);
+        moveOff(address);
+      }
       throw err;
     };
     if (m.methodKind === "client_streaming") return (out as Promise<unknown>).catch(note);

@@ -209,6 +209,7 @@ describe("backend bundles through the coordinator", () => {
     } finally {
       client.close();
     }
+    const bootBefore = t.c.nodes.get("node-a")?.bootEpoch;
     await a.restart();
     const again = createClient(AgentService, a.address);
     try {
@@ -219,7 +220,9 @@ describe("backend bundles through the coordinator", () => {
       again.close();
     }
     // The coordinator's own commands go through the same fence (this one has no HA: epoch 0).
-    await until("node-a registered again", () => t.c.nodes.get("node-a")?.state === "ready", 60_000);
+    // Registered again (a new boot epoch), not merely still listed ready from before the restart: the
+    // coordinator's commands go over the client of the new registration.
+    await until("node-a registered again", () => { const n = t.c.nodes.get("node-a"); return n?.state === "ready" && n.bootEpoch !== bootBefore && n.inventory !== undefined; }, 60_000);
     const r = await t.admin.removeBackendBundle({ backend: "sim-bundle", nodeId: "node-a" });
     expect(r.results.map((x) => [x.nodeId, x.code, x.removed])).toEqual([["node-a", Code.FailedPrecondition, false]]);
     expect(r.results[0]?.error).toContain("leader_epoch");

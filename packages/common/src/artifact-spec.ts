@@ -31,6 +31,11 @@ export const maxArtifactPathChars = 256;
 export const maxArtifactBytes = 2 ** 40;
 
 const hex64 = /^[0-9a-f]{64}$/;
+
+/** True for 64 lowercase hex characters: a SHA-256 digest as Warden writes one (artifacts, bundles, peer tickets and keys). */
+export function isHex64(s: string): boolean {
+  return hex64.test(s);
+}
 // eslint-disable-next-line no-control-regex
 const controlChars = /[\u0000-\u001f\u007f]/;
 

@@ -1,4 +1,5 @@
 import { createHmac, timingSafeEqual } from "node:crypto";
+import { isHex64 } from "./artifact-spec.js";
 
 /**
  * Peer fetch tickets (services/agent/docs/artifacts.md, "Peer-to-peer fetch"):
@@ -30,7 +31,7 @@ export function mintPeerTicket(key: Uint8Array, c: PeerTicketClaim): string {
 
 /** Why a ticket is refused, or undefined when it is valid at `nowMs`. Constant-time in the MAC. */
 export function peerTicketRefusal(key: Uint8Array, c: PeerTicketClaim, ticket: string, nowMs: number): string | undefined {
-  if (!/^[0-9a-f]{64}$/.test(ticket)) return "the ticket is not 64 lowercase hex characters";
+  if (!isHex64(ticket)) return "the ticket is not 64 lowercase hex characters";
   if (!timingSafeEqual(Buffer.from(ticket, "hex"), mac(key, c))) return "the ticket was not granted for this digest, requester and holder";
   if (c.expiresAtMs <= nowMs) return "the ticket has expired";
   if (c.expiresAtMs > nowMs + maxPeerTicketLifetimeMs) return `the ticket expires more than ${String(maxPeerTicketLifetimeMs / 60_000)} minutes ahead`;

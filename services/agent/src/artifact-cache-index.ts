@@ -1,6 +1,6 @@
 import { readdir, stat, unlink } from "node:fs/promises";
 import { join } from "node:path";
-import { Code, WardenError, type Clock, type Logger } from "@warden/common";
+import { Code, WardenError, isHex64, type Clock, type Logger } from "@warden/common";
 import { cachePaths } from "./artifact-pull.js";
 import { planRoom, roomBytes, type CacheEntry } from "./cache-room-plan.js";
 
@@ -202,7 +202,7 @@ export class CacheIndex {
       const names = await readdir(dir).catch(() => [] as string[]);
       for (const name of names) {
         const sha256 = suffix === "" ? name : name.slice(0, -suffix.length);
-        if (!name.endsWith(suffix) || !/^[0-9a-f]{64}$/.test(sha256) || this.entries.size >= maxCacheEntries) continue;
+        if (!name.endsWith(suffix) || !isHex64(sha256) || this.entries.size >= maxCacheEntries) continue;
         const st = await stat(join(dir, name)).catch(() => undefined);
         if (st?.isFile() === true) this.put({ sha256, kind, sizeBytes: st.size, lastUsedMs: st.mtimeMs });
       }

@@ -1,5 +1,5 @@
 import { join } from "node:path";
-import { WardenError, checkArtifacts, invalidArgument, isOciSource, parseOciReference, type ArtifactSpec } from "@warden/common";
+import { WardenError, checkArtifacts, invalidArgument, isHex64, isOciSource, parseOciReference, type ArtifactSpec } from "@warden/common";
 
 /**
  * A backend installed from a bundle instead of an executable already on the
@@ -40,7 +40,7 @@ export function checkBundle(field: string, v: unknown): BundleSpec {
     if (o.source.length > 2048) throw invalidArgument(`${field}.source`, "must be at most 2048 characters");
     const ref = parseOciReference(`${field}.source`, o.source);
     const sha256 = ref.digest ?? (typeof o.sha256 === "string" ? o.sha256 : undefined);
-    if (sha256 === undefined || !/^[0-9a-f]{64}$/.test(sha256)) throw invalidArgument(`${field}.source`, "an image must be pinned: oci://host/repository[:tag]@sha256:<manifest digest>, or give sha256");
+    if (sha256 === undefined || !isHex64(sha256)) throw invalidArgument(`${field}.source`, "an image must be pinned: oci://host/repository[:tag]@sha256:<manifest digest>, or give sha256");
     if (ref.digest !== undefined && o.sha256 !== undefined && o.sha256 !== ref.digest) throw invalidArgument(`${field}.sha256`, "disagrees with the digest in source");
     if (o.sizeBytes !== undefined) throw invalidArgument(`${field}.sizeBytes`, "not for an image (the manifest gives each layer's size)");
     return { source: o.source, sha256, sizeBytes: undefined };

@@ -1,6 +1,6 @@
 import { chmod, lstat, mkdir, open, readdir, rename, rm } from "node:fs/promises";
 import { dirname, join } from "node:path";
-import { Code, WardenError, isOciSource, parseOciReference, type ArtifactSpec, type Logger } from "@warden/common";
+import { Code, WardenError, isHex64, isOciSource, parseOciReference, type ArtifactSpec, type Logger } from "@warden/common";
 import type { ArtifactCache } from "./artifact-cache.js";
 import type { PullProgress } from "./artifact-pull.js";
 import { bundleDir, type BundleSpec } from "./backend-bundle-config.js";
@@ -65,7 +65,7 @@ export class BundleInstaller {
   async list(): Promise<InstalledBundle[]> {
     const root = dirname(bundleDir(this.o.modelsPath, "x"));
     const names = await readdir(root).catch(() => [] as string[]);
-    return names.filter((n) => /^[0-9a-f]{64}$/.test(n)).map((sha256) => ({ sha256, dir: join(root, sha256) }));
+    return names.filter((n) => isHex64(n)).map((sha256) => ({ sha256, dir: join(root, sha256) }));
   }
 
   /** Marks `sha256` in use by a start; remove() refuses until the returned release is called. */

@@ -1,4 +1,4 @@
-import { isUlid } from "@warden/common";
+import { isHex64, isUlid } from "@warden/common";
 
 /** `stopRequested` as recorded: which incarnation, why, when (epoch ms). */
 export interface StopRequestRecord {
@@ -85,8 +85,8 @@ export function parseBackendRecord(file: string, text: string): ParsedRecord {
       gpuDevice: typeof o.gpuDevice === "string" ? o.gpuDevice : "",
       startedAtMs: typeof o.startedAtMs === "number" ? o.startedAtMs : 0,
       loadDigest: typeof o.loadDigest === "string" && o.loadDigest.length <= 64 ? o.loadDigest : "",
-      ...(Array.isArray(o.artifactDigests) && o.artifactDigests.length <= 16 && o.artifactDigests.every((d) => typeof d === "string" && /^[0-9a-f]{64}$/.test(d)) ? { artifactDigests: o.artifactDigests as string[] } : {}),
-      ...(typeof o.bundleDigest === "string" && /^[0-9a-f]{64}$/.test(o.bundleDigest) ? { bundleDigest: o.bundleDigest } : {}),
+      ...(Array.isArray(o.artifactDigests) && o.artifactDigests.length <= 16 && o.artifactDigests.every((d) => typeof d === "string" && isHex64(d)) ? { artifactDigests: o.artifactDigests as string[] } : {}),
+      ...(typeof o.bundleDigest === "string" && isHex64(o.bundleDigest) ? { bundleDigest: o.bundleDigest } : {}),
       phase: o.phase === "ready" ? "ready" : "loading",
       stopRequested,
     },

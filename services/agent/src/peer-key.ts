@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto";
 import { constants } from "node:fs";
 import { open, readFile } from "node:fs/promises";
 import { join } from "node:path";
-import { Code, WardenError, peerKeyBytes } from "@warden/common";
+import { Code, WardenError, isHex64, peerKeyBytes } from "@warden/common";
 
 /** The peer key's file in the agent's stateDir: 64 hex characters, mode 0600. */
 export function peerKeyPath(stateDir: string): string {
@@ -20,7 +20,7 @@ export async function loadOrCreatePeerKey(stateDir: string): Promise<Uint8Array>
   for (;;) {
     try {
       const text = (await readFile(path, "utf8")).trim();
-      if (!/^[0-9a-f]{64}$/.test(text)) throw new WardenError(Code.FailedPrecondition, `${path}: not a peer key (64 hex characters); remove it and a new one is made`);
+      if (!isHex64(text)) throw new WardenError(Code.FailedPrecondition, `${path}: not a peer key (64 hex characters); remove it and a new one is made`);
       return Buffer.from(text, "hex");
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw err;

@@ -1,6 +1,6 @@
 import { createClient, type Client, type CreateClientOptions } from "@warden/grpc";
 import { PeerArtifactService, type PeerSource as PeerSourceMessage } from "@warden/proto";
-import { invalidArgument } from "@warden/common";
+import { invalidArgument, isHex64 } from "@warden/common";
 import type { ArtifactSource } from "./artifact-pull.js";
 import { storeSource } from "./artifact-sources.js";
 
@@ -26,7 +26,7 @@ export function checkPeers(field: string, peers: readonly PeerSourceMessage[]): 
     const f = `${field}[${String(i)}]`;
     if (p.nodeId === "" || p.nodeId.length > maxPeerNodeIdChars) throw invalidArgument(`${f}.node_id`, `must be 1 to ${String(maxPeerNodeIdChars)} characters`);
     if (!/^[^\s/]+:\d{1,5}$/.test(p.address) || p.address.length > maxPeerAddressChars) throw invalidArgument(`${f}.address`, `must be host:port, at most ${String(maxPeerAddressChars)} characters`);
-    if (!/^[0-9a-f]{64}$/.test(p.ticket)) throw invalidArgument(`${f}.ticket`, "must be 64 lowercase hex characters");
+    if (!isHex64(p.ticket)) throw invalidArgument(`${f}.ticket`, "must be 64 lowercase hex characters");
     if (p.expiresAtMs <= 0n) throw invalidArgument(`${f}.expires_at_ms`, "required");
     return { nodeId: p.nodeId, address: p.address, ticket: p.ticket, expiresAtMs: Number(p.expiresAtMs) };
   });

@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import { constants, createReadStream } from "node:fs";
 import { open, type FileHandle } from "node:fs/promises";
-import { Code, WardenError, abortReason, maxArtifactBytes, peerTicketRefusal, sleep, type Clock, type Logger } from "@warden/common";
+import { Code, WardenError, abortReason, isHex64, maxArtifactBytes, peerTicketRefusal, sleep, type Clock, type Logger } from "@warden/common";
 import { peerIdentity, type ServiceImpl } from "@warden/grpc";
 import type { PeerArtifactService, ReadPeerArtifactRequest } from "@warden/proto";
 import type { ArtifactCache } from "./artifact-cache.js";
@@ -71,7 +71,7 @@ export function createPeerArtifactService(o: PeerUploadOptions): ServiceImpl<typ
 
 function checkRequest(req: ReadPeerArtifactRequest): { sizeBytes: number; offset: number } {
   const bad = (field: string, why: string): WardenError => new WardenError(Code.InvalidArgument, `${field}: ${why}`, { details: { field } });
-  if (!/^[0-9a-f]{64}$/.test(req.sha256)) throw bad("sha256", "must be 64 lowercase hex characters");
+  if (!isHex64(req.sha256)) throw bad("sha256", "must be 64 lowercase hex characters");
   if (req.sizeBytes > BigInt(maxArtifactBytes)) throw bad("size_bytes", `must be at most ${String(maxArtifactBytes)}`);
   if (req.offset > req.sizeBytes) throw bad("offset", "must be at most size_bytes");
   if (req.requesterNodeId === "" || req.requesterNodeId.length > maxPeerNodeIdChars) throw bad("requester_node_id", `must be 1 to ${String(maxPeerNodeIdChars)} characters`);

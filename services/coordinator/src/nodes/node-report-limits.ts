@@ -1,5 +1,5 @@
 import { BackendState, type ArtifactCacheReport, type ForeignProcess, type GpuInfo, type HeartbeatRequest, type InventoryEntry, type NodeResources, type OrphanProcess, type RegisterRequest } from "@warden/proto";
-import { capExceeded, echoValue, identifierPattern, identifierRule, invalidArgument } from "@warden/common";
+import { capExceeded, echoValue, identifierPattern, identifierRule, invalidArgument, isHex64 } from "@warden/common";
 import { nodeLimitsFromWire } from "./node-limits-wire.js";
 
 /**
@@ -128,7 +128,6 @@ function checkCatalog(names: readonly string[]): void {
   });
 }
 
-const sha256Pattern = /^[0-9a-f]{64}$/;
 
 /** Register.backend_bundles: at most maxCatalogBackends entries, each a catalog name to a sha256. */
 function checkBackendBundles(bundles: Readonly<Record<string, string>>): void {
@@ -137,7 +136,7 @@ function checkBackendBundles(bundles: Readonly<Record<string, string>>): void {
   for (const name of names) {
     const f = `backend_bundles[${JSON.stringify(name.slice(0, 64))}]`;
     if (!catalogNamePattern.test(name)) throw invalidArgument(f, `${echo(name)} is not a valid id (${identifierRule})`);
-    if (!sha256Pattern.test(bundles[name] ?? "")) throw invalidArgument(f, "must be 64 lowercase hex digits (a sha256)");
+    if (!isHex64(bundles[name] ?? "")) throw invalidArgument(f, "must be 64 lowercase hex digits (a sha256)");
   }
 }
 
@@ -157,7 +156,7 @@ function checkInventory(backends: readonly InventoryEntry[], maxInventory: numbe
     checkBytes(`${f}.memory_bytes`, e.memoryBytes);
     checkText(`${f}.gpu_device`, e.gpuDevice);
     checkText(`${f}.backend`, e.backend);
-    if (e.bundleDigest !== "" && !sha256Pattern.test(e.bundleDigest)) throw invalidArgument(`${f}.bundle_digest`, "must be empty or 64 lowercase hex digits (a sha256)");
+    if (e.bundleDigest !== "" && !isHex64(e.bundleDigest)) throw invalidArgument(`${f}.bundle_digest`, "must be empty or 64 lowercase hex digits (a sha256)");
     if (e.stopRequested !== undefined) {
       if (e.stopRequested.incarnation !== "") checkId(`${f}.stop_requested.incarnation`, e.stopRequested.incarnation);
       checkText(`${f}.stop_requested.reason`, e.stopRequested.reason);

@@ -34,7 +34,7 @@ async function member(i: number, tag: string): Promise<Member> {
   return { proc, url: proc.httpUrl! };
 }
 
-/** The member whose GetHaStatus says it leads, once the other one (a standby) has seen it announce itself. */
+/** The member whose GetHaStatus says it leads, once the other one (a standby) has seen it announce itself and it lists the standby. */
 async function leaderAndStandby(): Promise<{ leader: Member; standby: Member }> {
   const pair = members.filter((m) => m.proc.child.exitCode === null && m.proc.child.signalCode === null);
   return until("one leader, seen by the standby", async () => {
@@ -53,7 +53,10 @@ async function leaderAndStandby(): Promise<{ leader: Member; standby: Member }> 
     const standby = pair[1 - li];
     const ss = st[1 - li];
     if (li < 0 || leader === undefined || standby === undefined || ss?.self?.role !== "standby") return undefined;
-    return ss.leaderHolder === leader.proc.holder && ss.standbys.some((m) => m.holder === leader.proc.holder && m.role === "leader") ? { leader, standby } : undefined;
+    // The leader lists the standby too: a page opened on the leader learns the member to flee to from it.
+    const ls = st[li];
+    const leaderSeesStandby = ls?.standbys.some((m) => m.holder === standby.proc.holder) === true;
+    return ss.leaderHolder === leader.proc.holder && ss.standbys.some((m) => m.holder === leader.proc.holder && m.role === "leader") && leaderSeesStandby ? { leader, standby } : undefined;
   }, 90_000);
 }
 
@@ -130,7 +133,11 @@ describe("HTTP follows the HA leader", { timeout: 240_000 }, () => {
 
     await leader.proc.kill();
     for (const p of [onLeader, onStandby]) {
-      await p.waitForSelector(`#ha[data-holder="${standby.proc.holder}"][data-role="leader"]`, { timeout: 120_000 });
+      await p.waitForSelector(`#ha[data-holder="${standby.proc.holder}"][data-role="leader"]`, { timeout: 120_000 }).catch(async (err: unknown) => {
+        // Which side failed: the takeover (the standby's own log) or the page (what it shows).
+        const takeover = standby.proc.lines.filter((l) => /takeover|leading|not competing|listener/.test(String(l["msg"]))).slice(-5);
+        throw new Error(`${String(err)}; page at ${p.url()} shows "${(await p.textContent("#conn").catch(() => "")) ?? ""}" / "${(await p.textContent("#ha").catch(() => "")) ?? ""}"; standby log: ${JSON.stringify(takeover)}`);
+      });
       await p.waitForSelector('#conn[data-state="live"]', { timeout: domDeadlineMs });
       expect(new URL(p.url()).origin).toBe(standby.url);
       expect(await haBadge(p)).toEqual({ holder: standby.proc.holder, role: "leader" });

@@ -8,9 +8,10 @@
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { existsSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
-import { connect as tcpConnect, createServer } from "node:net";
+import { connect as tcpConnect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { freePort } from "./free-port.js";
 
 export interface NatsServerHandle {
   readonly url: string;
@@ -49,20 +50,6 @@ export function natsServerBinary(): string {
   if (which.status === 0 && onPath !== "") return onPath;
   if (existsSync("/usr/sbin/nats-server")) return "/usr/sbin/nats-server";
   throw new Error("nats-server not found: apt-get install -y nats-server, or set NATS_SERVER_BIN");
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const addr = srv.address();
-      const port = typeof addr === "object" && addr !== null ? addr.port : 0;
-      srv.close(() => {
-        resolve(port);
-      });
-    });
-  });
 }
 
 function portOpen(port: number): Promise<boolean> {

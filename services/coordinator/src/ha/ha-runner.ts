@@ -10,7 +10,7 @@ import { HaMembers, type HaRole } from "./ha-members.js";
 import { HaMetrics, serveHaMetrics } from "./ha-metrics.js";
 import { leaseOpTimeoutMs, openHaNats, type HaNats } from "./ha-nats.js";
 import { LeaseKeeper, type LeaseChange, type LeaseEntry } from "./lease-keeper.js";
-import { checkListenersBindable } from "./listener-check.js";
+import { checkListenersBindable, ephemeralPorts, portsInEphemeralRange } from "./listener-check.js";
 import { haHealthService, startStandbyServer } from "./standby-server.js";
 import type { HttpServer } from "../http/http-server.js";
 import { haHttpView, httpUrlOf, pinHttpListen } from "./ha-http.js";
@@ -357,6 +357,9 @@ export async function runHaCoordinator(config: CoordinatorConfig, deps: HaRunner
   await compete();
   const started = term as Term;
   hlog.info("ha member started", { holder, advertise, ...(httpUrl === undefined ? {} : { httpUrl }), address: started.kind === "standby" ? started.server.address : config.listen, replicas: ha.replicas, leaseMs: ha.leaseMs, renewMs: ha.renewMs, marginMs: ha.marginMs, ...(metricsServer === undefined ? {} : { metricsAddress: metricsServer.address }) });
+  const ephemeral = await ephemeralPorts();
+  const takeable = ephemeral === undefined ? [] : portsInEphemeralRange(config, ephemeral);
+  if (takeable.length > 0 && ephemeral !== undefined) hlog.warn("listener ports the kernel may give an outgoing connection: one taken while this member hands it from standby to leader fails the takeover until that connection ends; reserve them (sysctl net.ipv4.ip_local_reserved_ports) or choose ports below the ephemeral range", { listeners: takeable.join("; "), ephemeralRange: `${String(ephemeral.min)}-${String(ephemeral.max)}` });
 
   let closed: Promise<void> | undefined;
   return {

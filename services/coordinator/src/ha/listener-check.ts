@@ -1,4 +1,6 @@
+import { readFile } from "node:fs/promises";
 import { createServer } from "node:net";
+import { join } from "node:path";
 import type { CoordinatorConfig } from "../config/coordinator-config.js";
 
 /** A listener a leader would open that cannot be bound now. */
@@ -53,6 +55,50 @@ export async function checkListenersBindable(config: Pick<CoordinatorConfig, "ht
     if (w.address === undefined || heldByStandby.includes(w.address)) continue;
     const error = await tryBind(w.address);
     if (error !== undefined) out.push({ field: w.field, address: w.address, error });
+  }
+  return out;
+}
+
+/** Ports the kernel may hand to outgoing connections: its ephemeral range less the reserved ports (Linux); undefined where it cannot be read. */
+export interface EphemeralPorts {
+  readonly min: number;
+  readonly max: number;
+  /** net.ipv4.ip_local_reserved_ports: never handed out, so safe to rebind. */
+  readonly reserved: readonly { readonly min: number; readonly max: number }[];
+}
+
+export async function ephemeralPorts(dir = "/proc/sys/net/ipv4"): Promise<EphemeralPorts | undefined> {
+  const text = await readFile(join(dir, "ip_local_port_range"), "utf8").catch(() => undefined);
+  const [min, max] = (text ?? "").trim().split(/\s+/).map(Number);
+  if (min === undefined || max === undefined || !Number.isInteger(min) || !Number.isInteger(max) || min > max) return undefined;
+  const reservedText = await readFile(join(dir, "ip_local_reserved_ports"), "utf8").catch(() => "");
+  const reserved = reservedText
+    .trim()
+    .split(",")
+    .filter((r) => r !== "")
+    .slice(0, 1_000)
+    .map((r) => r.split("-").map(Number))
+    .filter((r) => r.every((n) => Number.isInteger(n)))
+    .map(([a, b]) => ({ min: a ?? 0, max: b ?? a ?? 0 }));
+  return { min, max, reserved };
+}
+
+/**
+ * The listeners an HA member hands from its standby servers to its
+ * coordinator at takeover (closed, then bound again) whose port the kernel
+ * may give an outgoing connection: in between, any outgoing connection on
+ * the host can get that port as its local port, and Linux then refuses the
+ * listen (EADDRINUSE) for as long as that connection lives — the takeover
+ * fails until it ends. Port 0 is such a port too (picked from that range).
+ * Safe: a port below the range, or one in net.ipv4.ip_local_reserved_ports.
+ */
+export function portsInEphemeralRange(config: Pick<CoordinatorConfig, "listen" | "httpListen" | "inferenceListen">, ports: EphemeralPorts): string[] {
+  const out: string[] = [];
+  for (const [field, address] of [["listen", config.listen], ["httpListen", config.httpListen], ["inferenceListen", config.inferenceListen]] as const) {
+    const hp = address === undefined ? undefined : hostPort(address);
+    if (hp === undefined) continue;
+    const inRange = hp.port === 0 || (hp.port >= ports.min && hp.port <= ports.max && !ports.reserved.some((r) => hp.port >= r.min && hp.port <= r.max));
+    if (inRange) out.push(`${field} ${address ?? ""}`);
   }
   return out;
 }

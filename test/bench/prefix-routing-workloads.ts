@@ -3,10 +3,19 @@
  * (a seeded generator), so every policy replays exactly the same calls.
  */
 
-/** One call: a prompt or chat messages. */
+export interface ChatMessage {
+  readonly role: string;
+  readonly content: string;
+}
+
+/** One call: a prompt, chat messages, or a chat turn whose messages are read when it is sent. */
 export interface WorkloadCall {
   readonly prompt?: string;
-  readonly messages?: readonly { role: string; content: string }[];
+  readonly messages?: readonly ChatMessage[];
+  /** A chat turn: the conversation so far (with the real answers to its earlier turns) and this turn's user message. */
+  readonly turn?: () => readonly ChatMessage[];
+  /** Told the whole answer this call got: a chat turn adds it to its conversation. */
+  readonly answered?: (text: string) => void;
 }
 
 /** Calls in order per client: each client sends its calls one after another; clients run concurrently. */
@@ -32,18 +41,25 @@ function text(r: () => number, chars: number): string {
   return s.slice(0, chars);
 }
 
-/** (a) `conversations` chats of `turns` turns, each turn resending the whole history (a reply is a fixed stand-in). */
-export function multiTurnChats(conversations: number, turns: number, seed: number): Workload {
+/**
+ * (a) `conversations` chats of `turns` turns, each turn resending the whole
+ * history with the answers the model really gave (as a chat client does), so
+ * a replica that generated an answer holds it cached. The history lives in
+ * the calls: build a fresh workload for each run.
+ */
+export function multiTurnChats(conversations: number, turns: number, seed: number, o: { readonly systemChars?: number; readonly userChars?: number } = {}): Workload {
   const r = rng(seed);
   return Array.from({ length: conversations }, (_, c) => {
-    const history: { role: string; content: string }[] = [{ role: "system", content: `Conversation ${String(c)}. ${text(r, 300)}` }];
-    const calls: WorkloadCall[] = [];
-    for (let t = 0; t < turns; t++) {
-      history.push({ role: "user", content: text(r, 200) });
-      calls.push({ messages: [...history] });
-      history.push({ role: "assistant", content: text(r, 60) });
-    }
-    return calls;
+    const history: ChatMessage[] = [{ role: "system", content: `Conversation ${String(c)}. ${text(r, o.systemChars ?? 300)}` }];
+    return Array.from({ length: turns }, (): WorkloadCall => {
+      const user: ChatMessage = { role: "user", content: text(r, o.userChars ?? 200) };
+      return {
+        turn: () => [...history, user],
+        answered: (answer) => {
+          history.push(user, { role: "assistant", content: answer });
+        },
+      };
+    });
   });
 }
 

@@ -60,7 +60,11 @@ function percentile(values: readonly number[], p: number): number {
   return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] ?? 0;
 }
 
-const options = (c: WorkloadCall) => (c.messages === undefined ? { Prompt: c.prompt ?? "", Tokens: tokens } : { Messages: c.messages.map((m) => ({ role: m.role, content: m.content })), UseTokenizerTemplate: true, Tokens: tokens });
+const options = (c: WorkloadCall) => {
+  const messages = c.turn?.() ?? c.messages;
+  return messages === undefined ? { Prompt: c.prompt ?? "", Tokens: tokens } : { Messages: messages.map((m) => ({ role: m.role, content: m.content })), UseTokenizerTemplate: true, Tokens: tokens };
+};
+const decoder = new TextDecoder();
 
 /** Runs `w` with `call` per request; TTFT per call, tokens/s over the whole run. */
 async function drive(w: Workload, call: (c: WorkloadCall, client: number, i: number) => AsyncIterable<unknown>): Promise<{ ttftMs: number[]; tokensPerS: number }> {
@@ -72,11 +76,15 @@ async function drive(w: Workload, call: (c: WorkloadCall, client: number, i: num
       for (const [i, c] of calls.entries()) {
         const t0 = performance.now();
         let first = true;
-        for await (const _ of call(c, client, i)) {
+        let answer = "";
+        for await (const reply of call(c, client, i)) {
           if (first) ttftMs.push(performance.now() - t0);
           first = false;
           produced++;
+          const m = (reply as { message?: unknown }).message;
+          if (c.answered !== undefined && m instanceof Uint8Array) answer += decoder.decode(m);
         }
+        c.answered?.(answer);
       }
     }),
   );
@@ -144,10 +152,11 @@ export async function run(): Promise<BenchResult[]> {
     admin.close();
     for (const a of rrAddresses) direct.push(createClient(Backend, a));
     const inference = createClient(InferenceService, coordinator.address);
-    const workloads: [string, Workload][] = [
-      ["(a) 64 multi-turn chats x 5 turns", interleaved(multiTurnChats(64, 5, 1), clients)],
-      ["(b) 24 shared 3 000-char system prompts, 384 calls", sharedSystemPrompts(24, 3_000, 384, clients, 2)],
-      ["(c) 256 unrelated 1 000-char prompts", randomPrompts(256, 1_000, clients, 3)],
+    // Factories: a multi-turn workload records each run's answers in its calls.
+    const workloads: [string, () => Workload][] = [
+      ["(a) 64 multi-turn chats x 5 turns", () => interleaved(multiTurnChats(64, 5, 1), clients)],
+      ["(b) 24 shared 3 000-char system prompts, 384 calls", () => sharedSystemPrompts(24, 3_000, 384, clients, 2)],
+      ["(c) 256 unrelated 1 000-char prompts", () => randomPrompts(256, 1_000, clients, 3)],
     ];
     // Warm-up: every replica serves a few calls (JIT, connections), with prompts no workload shares.
     for (const p of ["px", "lf"] as const) await drive(randomPrompts(16, 100, 8, 99), (c) => inference.predictStream({ model: p, options: options(c) }));
@@ -162,8 +171,8 @@ export async function run(): Promise<BenchResult[]> {
         let turn = 0;
         const r =
           p === "rr"
-            ? await drive(w, (c) => (direct[turn++ % direct.length] as Client<typeof Backend>).predictStream(options(c)))
-            : await drive(w, (c) => inference.predictStream({ model: p, options: options(c) }));
+            ? await drive(w(), (c) => (direct[turn++ % direct.length] as Client<typeof Backend>).predictStream(options(c)))
+            : await drive(w(), (c) => inference.predictStream({ model: p, options: options(c) }));
         const shares = await sharesSince(join(dir, `${p}.log`), offsets.get(p) ?? 0);
         out.set(p, { ...r, busiestShare: shares.busiest, hit: shares.hit });
       }

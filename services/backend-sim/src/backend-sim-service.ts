@@ -9,7 +9,7 @@ import { simModalities } from "./sim-modalities.js";
 import { simAnswer } from "./sim-chat.js";
 import { simGenerateImage } from "./sim-image.js";
 import { SimSlots } from "./sim-slots.js";
-import { SimPrefixCache, simPromptText } from "./sim-prefix-cache.js";
+import { SimPrefixCache, simContinuation, simPromptText } from "./sim-prefix-cache.js";
 import type { PredictOptions } from "@warden/proto";
 
 /** Side effects the simulator cannot do itself; main.ts wires them to the real process. */
@@ -97,6 +97,11 @@ export function createBackendSim(options: BackendSimOptions): BackendSim {
     const r = prefixCache.prefill(simPromptText(req));
     log(`${method} cached=${String(r.cached)}/${String(r.blocks)} pid=${String(process.pid)}`);
     return (r.blocks - r.cached) * knobs.prefillBlockMs;
+  };
+
+  /** The prompt and the answer generated after it, cached once the answer is whole (prefix_cache_output). */
+  const rememberAnswer = (req: PredictOptions, answer: string): void => {
+    if (prefixOn() && knobs.prefixCacheOutput) prefixCache.remember(simPromptText(req) + simContinuation(req, answer));
   };
 
   const log = (line: string): void => {
@@ -189,7 +194,9 @@ export function createBackendSim(options: BackendSimOptions): BackendSim {
         const a = simAnswer(req, { defaultTokens: knobs.predictTokens, echo: knobs.echo });
         const delayMs = prefillMs + knobs.predictDelayMs + a.tokens * knobs.tokenDelayMs;
         if (delayMs > 0) await sleep(clock, delayMs, ctx.signal);
-        return { message: encoder.encode(`${held}: ${a.chunks.join("")}`), tokens: a.tokens, promptTokens: a.promptTokens, timingPromptProcessing: prefillMs };
+        const answer = `${held}: ${a.chunks.join("")}`;
+        rememberAnswer(req, answer);
+        return { message: encoder.encode(answer), tokens: a.tokens, promptTokens: a.promptTokens, timingPromptProcessing: prefillMs };
       } finally {
         release?.();
         inFlight--;
@@ -213,6 +220,7 @@ export function createBackendSim(options: BackendSimOptions): BackendSim {
           // Chunks concatenate to exactly what Predict answers: "model: w0 w1 …"; counts are cumulative, as llama.cpp reports them.
           yield { message: encoder.encode(i === 0 ? `${held}: ${text}` : text), tokens: i + 1, promptTokens: a.promptTokens, ...(i === 0 ? { timingPromptProcessing: prefillMs } : {}) };
         }
+        rememberAnswer(req, `${held}: ${a.chunks.join("")}`);
       } finally {
         release?.();
         inFlight--;

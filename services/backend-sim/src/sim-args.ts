@@ -34,6 +34,7 @@ Fault knobs, from the environment (SIM_<NAME>) or LoadModel Options ("sim.<name>
   prefill_block_ms N   Predict/PredictStream wait N ms per prompt block not in the prefix cache before the first token
   prefix_cache_blocks N  prefix cache capacity in blocks (an LRU per process); 0 = no cache (default)
   prefix_block_chars N characters per prompt block (default 64)
+  prefix_cache_output BOOL  cache the answer after its prompt too, as engines keep generated tokens (default true)
 
 Message limit both ways: 50 MiB (LocalAI's), or BACKEND_SIM_MAX_MESSAGE_BYTES.
 

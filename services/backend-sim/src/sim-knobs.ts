@@ -71,6 +71,13 @@ export interface SimKnobs {
   prefixCacheBlocks: number;
   /** Characters per prompt block (at least 1). @default 64 */
   prefixBlockChars: number;
+  /**
+   * After answering, the prompt followed by the answer is cached too, as a
+   * real engine keeps the KV of the tokens it generated (vLLM's prefix
+   * caching, llama.cpp's slot): a conversation's next turn, resending that
+   * answer, finds it cached where it was generated. @default true
+   */
+  prefixCacheOutput: boolean;
 }
 
 export const defaultSimKnobs: Readonly<SimKnobs> = {
@@ -95,6 +102,7 @@ export const defaultSimKnobs: Readonly<SimKnobs> = {
   prefillBlockMs: 0,
   prefixCacheBlocks: 0,
   prefixBlockChars: 64,
+  prefixCacheOutput: true,
 };
 
 type KnobKind = "ms" | "count" | "bool" | "text" | "code" | "free";
@@ -122,6 +130,7 @@ export const simKnobKeys: Readonly<Record<string, readonly [keyof SimKnobs, Knob
   prefill_block_ms: ["prefillBlockMs", "ms"],
   prefix_cache_blocks: ["prefixCacheBlocks", "count"],
   prefix_block_chars: ["prefixBlockChars", "count"],
+  prefix_cache_output: ["prefixCacheOutput", "bool"],
 };
 
 const maxCount = 1_000_000;

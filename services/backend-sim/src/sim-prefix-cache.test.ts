@@ -9,7 +9,7 @@ import type { HandlerContext } from "@warden/grpc";
 import { ModelOptionsSchema, PredictOptionsSchema } from "@warden/proto";
 import { createBackendSim } from "./backend-sim-service.js";
 import { defaultSimKnobs } from "./sim-knobs.js";
-import { SimPrefixCache, simPromptText } from "./sim-prefix-cache.js";
+import { SimPrefixCache, simContinuation, simPromptText } from "./sim-prefix-cache.js";
 
 const ctx = (): HandlerContext => ({ signal: new AbortController().signal, metadata: new Metadata(), peer: "test", deadlineAtMs: undefined, responseHeader: new Metadata(), responseTrailer: new Metadata() });
 const tick = () => new Promise((r) => setImmediate(r));
@@ -65,6 +65,44 @@ describe("backend-sim prefix cache", () => {
       clock.advance(1);
       await stream;
       expect(chunks).toEqual([20, 0]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("caches the answer after the prompt, as an engine keeps generated tokens: the next turn resending it finds the whole previous turn cached (off with prefix_cache_output:0)", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "sim-prefix-"));
+    try {
+      const hits = async (output: boolean): Promise<string[]> => {
+        const log = join(dir, `calls-${String(output)}.log`);
+        const s = createBackendSim({ knobs: { ...defaultSimKnobs }, clock: new ManualClock(), hooks: { exit: () => undefined, setIgnoreSigterm: () => undefined } });
+        await s.impl.loadModel(create(ModelOptionsSchema, { Model: "a", Options: ["sim.prefix_cache_blocks:100", "sim.prefix_block_chars:4", `sim.prefix_cache_output:${output ? "1" : "0"}`, `sim.call_log:${log}`] }), ctx());
+        const messages = [{ role: "user", content: "tell me" }];
+        const answer = new TextDecoder().decode((await s.impl.predict(create(PredictOptionsSchema, { Messages: messages, ModelIdentity: "a", Tokens: 4 }), ctx())).message);
+        let streamed = "";
+        const turn2 = [...messages, { role: "assistant", content: answer }, { role: "user", content: "more" }];
+        for await (const r of s.impl.predictStream(create(PredictOptionsSchema, { Messages: turn2, ModelIdentity: "a", Tokens: 3 }), ctx())) streamed += new TextDecoder().decode(r.message);
+        await s.impl.predict(create(PredictOptionsSchema, { Messages: [...turn2, { role: "assistant", content: streamed }, { role: "user", content: "again" }], ModelIdentity: "a", Tokens: 1 }), ctx());
+        // A plain prompt: its continuation is the answer itself.
+        const prompt = "<user>hi<assistant>";
+        const plain = new TextDecoder().decode((await s.impl.predict(create(PredictOptionsSchema, { Prompt: prompt, ModelIdentity: "a", Tokens: 5 }), ctx())).message);
+        await s.impl.predict(create(PredictOptionsSchema, { Prompt: `${prompt}${plain}<user>ok`, ModelIdentity: "a", Tokens: 1 }), ctx());
+        return readFileSync(log, "utf8").trim().split("\n").slice(1).map((l) => l.replace(/ pid=\d+$/, ""));
+      };
+      const whole = (text: string): number => Math.floor(text.length / 4);
+      const r1 = "[user] tell me\n";
+      const withAnswer = await hits(true);
+      const without = await hits(false);
+      // Turn 2 found turn 1's prompt and answer cached (all whole blocks of their render), turn 3 turn 2's.
+      const turn2Cached = Number(/cached=(\d+)/.exec(withAnswer[1] ?? "")?.[1]);
+      expect(turn2Cached).toBeGreaterThanOrEqual(whole(r1) + 2);
+      expect(Number(/cached=(\d+)/.exec(withAnswer[2] ?? "")?.[1])).toBeGreaterThan(turn2Cached);
+      expect(Number(/cached=(\d+)/.exec(withAnswer[4] ?? "")?.[1])).toBeGreaterThan(whole("<user>hi<assistant>"));
+      // Without: only the prompts themselves were cached.
+      expect(Number(/cached=(\d+)/.exec(without[1] ?? "")?.[1])).toBe(whole(r1));
+      expect(Number(/cached=(\d+)/.exec(without[4] ?? "")?.[1])).toBe(whole("<user>hi<assistant>"));
+      expect(simContinuation(create(PredictOptionsSchema, { Prompt: "p" }), "x")).toBe("x");
+      expect(simContinuation(create(PredictOptionsSchema, { Messages: [{ role: "user", content: "q" }] }), "x")).toBe("[assistant] x\n");
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

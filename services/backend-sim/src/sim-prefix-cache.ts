@@ -43,6 +43,15 @@ export class SimPrefixCache {
 
   /** Looks the prompt up and caches its whole blocks (most recently used). */
   prefill(text: string): PrefillResult {
+    return this.walk(text);
+  }
+
+  /** Caches the whole blocks of `text` (most recently used) without counting a lookup: the prompt and the answer generated after it. */
+  remember(text: string): void {
+    this.walk(text);
+  }
+
+  private walk(text: string): PrefillResult {
     const size = Math.max(1, this.blockChars());
     const whole = Math.floor(text.length / size);
     const blocks = Math.ceil(text.length / size);
@@ -60,4 +69,14 @@ export class SimPrefixCache {
     while (this.lru.size > capacity) this.lru.delete(this.lru.keys().next().value as string);
     return { blocks, cached };
   }
+}
+
+/**
+ * What follows the prompt once `answer` is generated, as the next turn
+ * renders it: after a chat's messages, an assistant message holding the
+ * answer (simPromptText's form); after a plain prompt (which a template
+ * already ended with the assistant's opening), the answer itself.
+ */
+export function simContinuation(req: Pick<PredictOptions, "Prompt" | "Messages">, answer: string): string {
+  return req.Prompt !== "" ? answer : `[assistant] ${answer}\n`;
 }

@@ -1,19 +1,24 @@
 /**
  * Where an OpenAI client could tell Warden from OpenAI, against a real
  * coordinator (auth on, embedded agent, real backend-sim processes), each
- * point through the official `openai` client and through a second client: a
- * plain `fetch` client that sends what the Vercel AI SDK's and LangChain's
- * OpenAI providers send and, as they do, shows the error's message alone
- * (neither library is installed here). Points: errors in OpenAI's shape
- * (`type`, `code` from OpenAI's set, the field named in the message),
- * `GET /v1/models/{id}`, a real `created`, `dimensions` on embeddings checked,
- * speech's WAV default and its refusal of compressed formats.
+ * point through two client libraries: the official `openai` client and the
+ * Vercel AI SDK (`ai` with `@ai-sdk/openai`, its chat model on
+ * /v1/chat/completions), which shows an error as its APICallError: the
+ * status and the body's `error.message`, nothing else. Points: chat and
+ * streamed chat with usage, embeddings, errors in OpenAI's shape (`type`,
+ * `code` from OpenAI's set, the field named in the message),
+ * `GET /v1/models/{id}`, a real `created`, `dimensions` on embeddings
+ * checked, speech's WAV default and its refusal of compressed formats. What
+ * no client library sends (a body without a required field, an unknown
+ * route, `GET /v1/models/{id}`'s `warden` field) is checked over plain HTTP.
  */
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import OpenAI from "openai";
+import { APICallError, embed, embedMany, experimental_generateSpeech as generateSpeech, generateText, streamText } from "ai";
+import { createOpenAI, type OpenAIProvider } from "@ai-sdk/openai";
 import { simEmbeddingDim } from "@warden/backend-sim";
 import { simModel, startTestCoordinator, type TestCoordinator } from "./support/coordinator-harness.js";
 import { writeTokensFile } from "./support/auth-tokens.js";
@@ -35,39 +40,37 @@ interface ErrorJson {
   error: { message: string; type: string; param: string | null; code: string | null };
 }
 
-/**
- * The second client: requests as the Vercel AI SDK's OpenAI provider builds
- * them (bearer token, JSON body, `encoding_format: "float"`, speech with its
- * `response_format`), and its error as APICallError shows it: the body's
- * `error.message`, nothing else.
- */
-class FetchClient {
-  constructor(
-    private readonly base: string,
-    private readonly token: string,
-  ) {}
-
-  async call(method: "GET" | "POST", path: string, body?: unknown): Promise<{ status: number; json: unknown; shown: string | undefined; headers: Headers; bytes: Buffer }> {
-    const res = await fetch(`${this.base}${path}`, {
-      method,
-      headers: { authorization: `Bearer ${this.token}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-    });
-    const bytes = Buffer.from(await res.arrayBuffer());
-    const isJson = res.headers.get("content-type")?.includes("application/json") === true;
-    const json: unknown = isJson ? JSON.parse(bytes.toString("utf8")) : undefined;
-    const shown = res.ok ? undefined : (json as ErrorJson | undefined)?.error.message;
-    return { status: res.status, json, shown, headers: res.headers, bytes };
+/** The Vercel AI SDK's error for a refused call, with the OpenAI error body its provider parsed into `data`. */
+async function sdkErrorOf(p: Promise<unknown>): Promise<APICallError & { data: ErrorJson }> {
+  try {
+    await p;
+  } catch (err) {
+    if (APICallError.isInstance(err)) return err as APICallError & { data: ErrorJson };
+    throw err;
   }
+  throw new Error("expected an APICallError");
 }
 
-describe("OpenAI compatibility: the official client and a second one", () => {
+/** What a refused SDK call shows and what its body said, in one comparable shape. */
+const seen = (e: APICallError & { data: ErrorJson }): unknown => ({ status: e.statusCode, type: e.data.error.type, code: e.data.error.code, param: e.data.error.param, shown: e.message });
+
+/** Plain HTTP for what no client library sends. */
+async function wire(base: string, token: string, method: "GET" | "POST", path: string, body?: unknown): Promise<{ status: number; json: unknown }> {
+  const res = await fetch(`${base}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
+  return { status: res.status, json: await res.json() };
+}
+
+describe("OpenAI compatibility: the official client and the Vercel AI SDK", () => {
   let dir: string;
   let tc: TestCoordinator;
   let base: string;
   let tokens: Record<"inference" | "wordsOnly" | "viewer", string>;
   let client: OpenAI;
-  let second: FetchClient;
+  let sdk: OpenAIProvider;
   let startedSec: number;
 
   beforeAll(async () => {
@@ -81,11 +84,65 @@ describe("OpenAI compatibility: the official client and a second one", () => {
     });
     base = `http://${tc.c.httpAddress ?? "none"}/v1`;
     client = new OpenAI({ baseURL: base, apiKey: tokens.inference, maxRetries: 0, timeout: 60_000 });
-    second = new FetchClient(base, tokens.inference);
+    sdk = createOpenAI({ baseURL: base, apiKey: tokens.inference });
   }, 120_000);
   afterAll(async () => {
     await tc.close();
     await rm(dir, { recursive: true, force: true });
+  });
+
+  describe("chat, streamed chat and embeddings through the Vercel AI SDK", () => {
+    it("generateText: the backend's answer and usage; the SDK's system prompt and call settings reach the backend as sent", async () => {
+      const r = await generateText({ model: sdk.chat("words"), prompt: "hi", maxRetries: 0 });
+      // backend-sim answers "<model>: w0 w1 …" (predict_tokens 3) and counts the messages' characters as prompt tokens.
+      expect([r.text, r.finishReason, r.response.modelId]).toEqual(["words: w0 w1 w2", "stop", "words"]);
+      expect(r.usage).toMatchObject({ inputTokens: 2, outputTokens: 3, totalTokens: 5 });
+      const cut = await generateText({ model: sdk.chat("words"), prompt: "hi", maxOutputTokens: 2, maxRetries: 0 });
+      expect([cut.text, cut.finishReason, cut.usage.outputTokens]).toEqual(["words: w0 w1", "length", 2]);
+
+      // The echo model answers with what Warden put in the backend call.
+      const echo = await generateText({ model: sdk.chat("echo"), system: "be brief", prompt: "hi", temperature: 0.5, maxOutputTokens: 7, stopSequences: ["w9"], seed: 11, maxRetries: 0 });
+      expect(echo.text.startsWith("echo: ")).toBe(true);
+      expect(JSON.parse(echo.text.slice("echo: ".length))).toMatchObject({
+        messages: [
+          { role: "system", content: "be brief" },
+          { role: "user", content: "hi" },
+        ],
+        tokens: 7,
+        temperature: 0.5,
+        stop: ["w9"],
+        seed: 11,
+      });
+    });
+
+    it("streamText: the text arrives in several deltas that add up to the answer, with usage (the SDK asks for it with stream_options) and the finish reason", async () => {
+      const r = streamText({ model: sdk.chat("words"), prompt: "hi", maxRetries: 0 });
+      const deltas: string[] = [];
+      for await (const d of r.textStream) deltas.push(d);
+      expect(deltas.length).toBeGreaterThan(1);
+      expect(deltas.join("")).toBe("words: w0 w1 w2");
+      expect(await r.text).toBe("words: w0 w1 w2");
+      expect(await r.finishReason).toBe("stop");
+      expect(await r.usage).toMatchObject({ inputTokens: 2, outputTokens: 3, totalTokens: 5 });
+      const cut = streamText({ model: sdk.chat("words"), prompt: "hi", maxOutputTokens: 1, maxRetries: 0 });
+      expect([await cut.text, await cut.finishReason]).toEqual(["words: w0", "length"]);
+    });
+
+    it("embed and embedMany: the model's vectors, the same as the official client gets, with usage", async () => {
+      const one = await embed({ model: sdk.embedding("words"), value: "hello world", maxRetries: 0 });
+      expect(one.embedding).toHaveLength(simEmbeddingDim);
+      expect(one.usage.tokens).toBe(2);
+      const official = await client.embeddings.create({ model: "words", input: "hello world" });
+      expect(one.embedding).toEqual(official.data[0]?.embedding);
+      const many = await embedMany({ model: sdk.embedding("words"), values: ["hello world", "other"], maxRetries: 0 });
+      expect(many.embeddings[0]).toEqual(one.embedding);
+      expect(many.embeddings[1]).not.toEqual(one.embedding);
+    });
+
+    it("the provider's default model speaks the Responses API, which Warden does not serve: the 404 names the route (use sdk.chat)", async () => {
+      const e = await sdkErrorOf(generateText({ model: sdk("words"), prompt: "hi", maxRetries: 0 }));
+      expect(seen(e)).toEqual({ status: 404, type: "invalid_request_error", code: null, param: "url", shown: "url: no route for POST /v1/responses" });
+    });
   });
 
   describe("errors in OpenAI's shape", () => {
@@ -121,19 +178,46 @@ describe("OpenAI compatibility: the official client and a second one", () => {
       for (const e of [unknown, noModel, noMessages, noRole, temp, wrongKey, noAccess, viewer]) expect(openAiCodes.has(e.code as string | null), String(e.code)).toBe(true);
     });
 
-    it("second client: the message it shows names the field; every body is {error:{message,type,param,code}} with OpenAI's codes", async () => {
+    it("Vercel AI SDK: an unknown model, a bad field, an image part, a wrong key or a token without access is an APICallError with the status and the message naming the field", async () => {
+      const unknown = await sdkErrorOf(generateText({ model: sdk.chat("gpt-4o"), prompt: "x", maxRetries: 0 }));
+      expect(seen(unknown)).toEqual({ status: 404, type: "invalid_request_error", code: "model_not_found", param: "model", shown: 'model: "gpt-4o" is not configured (GET /v1/models lists the models)' });
+      expect(unknown.isRetryable).toBe(false);
+      // Streamed, the refusal comes before the stream starts: a JSON error with its status, which the SDK raises as the stream's error part.
+      const streamed: unknown[] = [];
+      for await (const part of streamText({ model: sdk.chat("gpt-4o"), prompt: "x", maxRetries: 0, onError: () => undefined }).fullStream) if (part.type === "error") streamed.push(part.error);
+      expect(streamed).toHaveLength(1);
+      expect(APICallError.isInstance(streamed[0]) && seen(streamed[0] as APICallError & { data: ErrorJson })).toEqual(seen(unknown));
+
+      const temp = await sdkErrorOf(generateText({ model: sdk.chat("words"), prompt: "x", temperature: 5, maxRetries: 0 }));
+      expect(seen(temp)).toMatchObject({ status: 400, type: "invalid_request_error", code: null, param: "temperature" });
+      expect(temp.message).toMatch(/^temperature: must be in \[0, 2\]/);
+      // The SDK sends an image as an image_url content part; Warden's chat takes text parts only and says which part.
+      const image = await sdkErrorOf(generateText({ model: sdk.chat("words"), messages: [{ role: "user", content: [{ type: "image", image: new Uint8Array([137, 80, 78, 71]), mediaType: "image/png" }] }], maxRetries: 0 }));
+      expect(seen(image)).toEqual({ status: 400, type: "invalid_request_error", code: null, param: "messages[0].content[0].type", shown: 'messages[0].content[0].type: only "text" parts are supported, got "image_url"' });
+
+      const wrongKey = await sdkErrorOf(generateText({ model: createOpenAI({ baseURL: base, apiKey: "wdn_not-a-token" }).chat("words"), prompt: "x", maxRetries: 0 }));
+      expect(seen(wrongKey)).toMatchObject({ status: 401, type: "invalid_request_error", code: "invalid_api_key" });
+      const noAccess = await sdkErrorOf(generateText({ model: createOpenAI({ baseURL: base, apiKey: tokens.wordsOnly }).chat("echo"), prompt: "x", maxRetries: 0 }));
+      expect(seen(noAccess)).toMatchObject({ status: 403, type: "invalid_request_error", code: "model_not_found", param: "model" });
+      expect(noAccess.message).toMatch(/^model: /);
+      for (const e of [unknown, temp, image, wrongKey, noAccess]) {
+        expect(openAiCodes.has(e.data.error.code), String(e.data.error.code)).toBe(true);
+        expect(Object.keys((JSON.parse(e.responseBody ?? "{}") as ErrorJson).error).sort()).toEqual(["code", "message", "param", "type"]);
+      }
+    });
+
+    it("plain HTTP, for bodies no client library builds: the message names the field; every body is {error:{message,type,param,code}} with OpenAI's codes", async () => {
       const cases: [string, "GET" | "POST", string, unknown, number, string | null, string][] = [
         ["no messages", "POST", "/chat/completions", { model: "words" }, 400, "missing_required_parameter", "messages: is required"],
-        ["unknown model", "POST", "/chat/completions", { model: "gpt-4o", messages: [{ role: "user", content: "x" }] }, 404, "model_not_found", 'model: "gpt-4o" is not configured'],
         ["no input", "POST", "/embeddings", { model: "words", encoding_format: "float" }, 400, "missing_required_parameter", "input: is required"],
         ["no prompt", "POST", "/images/generations", { model: "words" }, 400, "missing_required_parameter", "prompt: is required"],
-        ["bad content part", "POST", "/chat/completions", { model: "words", messages: [{ role: "user", content: [{ type: "image_url", image_url: { url: "x" } }] }] }, 400, null, "messages[0].content[0].type: "],
         ["unknown route", "GET", "/nope", undefined, 404, null, "url: no route for GET /v1/nope"],
       ];
       for (const [what, method, path, body, status, code, shown] of cases) {
-        const r = await second.call(method, path, body);
-        expect({ what, status: r.status, code: (r.json as ErrorJson).error.code, type: (r.json as ErrorJson).error.type, shown: r.shown?.slice(0, shown.length) }).toEqual({ what, status, code, type: "invalid_request_error", shown });
-        expect(Object.keys((r.json as ErrorJson).error).sort()).toEqual(["code", "message", "param", "type"]);
+        const r = await wire(base, tokens.inference, method, path, body);
+        const e = (r.json as ErrorJson).error;
+        expect({ what, status: r.status, code: e.code, type: e.type, shown: e.message.slice(0, shown.length) }).toEqual({ what, status, code, type: "invalid_request_error", shown });
+        expect(Object.keys(e).sort()).toEqual(["code", "message", "param", "type"]);
       }
     });
   });
@@ -157,12 +241,12 @@ describe("OpenAI compatibility: the official client and a second one", () => {
       expect((await new OpenAI({ baseURL: base, apiKey: tokens.wordsOnly, maxRetries: 0 }).models.retrieve("words")).id).toBe("words");
     });
 
-    it("second client: GET /v1/models/{id} as JSON, with the warden field of the list", async () => {
-      const r = await second.call("GET", "/models/echo");
+    it("plain HTTP (no client library reads it): GET /v1/models/{id} as JSON, with the warden field of the list", async () => {
+      const r = await wire(base, tokens.inference, "GET", "/models/echo");
       expect(r.status).toBe(200);
       expect(r.json).toMatchObject({ id: "echo", object: "model", warden: { backend: "backend-sim", state: expect.any(String) as unknown } });
-      const gone = await second.call("GET", "/models/nope");
-      expect([gone.status, (gone.json as ErrorJson).error.code, gone.shown]).toEqual([404, "model_not_found", 'model: "nope" is not configured (GET /v1/models lists the models)']);
+      const gone = await wire(base, tokens.inference, "GET", "/models/nope");
+      expect([gone.status, (gone.json as ErrorJson).error.code, (gone.json as ErrorJson).error.message]).toEqual([404, "model_not_found", 'model: "nope" is not configured (GET /v1/models lists the models)']);
     });
   });
 
@@ -185,13 +269,15 @@ describe("OpenAI compatibility: the official client and a second one", () => {
       }
     });
 
-    it("second client: the models list and a chat answer carry real seconds", async () => {
-      const list = (await second.call("GET", "/models")).json as { data: { created: number }[] };
-      expect(list.data.every((m) => m.created >= startedSec)).toBe(true);
+    it("Vercel AI SDK: a chat answer's created, read as response.timestamp, is the request's time", async () => {
       const before = Math.floor(Date.now() / 1000);
-      const chat = (await second.call("POST", "/chat/completions", { model: "words", messages: [{ role: "user", content: "hi" }] })).json as { created: number };
-      expect(chat.created).toBeGreaterThanOrEqual(before);
-      expect(chat.created).toBeLessThanOrEqual(Math.floor(Date.now() / 1000));
+      const r = await generateText({ model: sdk.chat("words"), prompt: "hi", maxRetries: 0 });
+      const after = Math.floor(Date.now() / 1000);
+      // Read from the answer's created (whole seconds), not the SDK's own clock, which it falls back to when created is missing or 0.
+      const sec = r.response.timestamp.getTime() / 1000;
+      expect(sec).toBe((r.response.body as { created: number }).created);
+      expect(sec).toBeGreaterThanOrEqual(before);
+      expect(sec).toBeLessThanOrEqual(after);
     });
   });
 
@@ -206,12 +292,12 @@ describe("OpenAI compatibility: the official client and a second one", () => {
       expect([bad.status, bad.param]).toEqual([400, "dimensions"]);
     });
 
-    it("second client: dimensions as the Vercel AI SDK sends it (with encoding_format float)", async () => {
-      const ok = await second.call("POST", "/embeddings", { model: "words", input: ["a", "b"], encoding_format: "float", dimensions: simEmbeddingDim });
-      expect((ok.json as { data: { embedding: number[] }[] }).data.map((d) => d.embedding.length)).toEqual([simEmbeddingDim, simEmbeddingDim]);
-      const cut = await second.call("POST", "/embeddings", { model: "words", input: ["a", "b"], encoding_format: "float", dimensions: 4 });
-      expect(cut.status).toBe(400);
-      expect(cut.shown).toMatch(/^dimensions: model "words" makes 8-dimensional vectors/);
+    it("Vercel AI SDK: providerOptions.openai.dimensions (sent with encoding_format float) of the model's length is accepted; another is an APICallError naming dimensions", async () => {
+      const ok = await embedMany({ model: sdk.embedding("words"), values: ["a", "b"], providerOptions: { openai: { dimensions: simEmbeddingDim } }, maxRetries: 0 });
+      expect(ok.embeddings.map((v) => v.length)).toEqual([simEmbeddingDim, simEmbeddingDim]);
+      const cut = await sdkErrorOf(embedMany({ model: sdk.embedding("words"), values: ["a", "b"], providerOptions: { openai: { dimensions: 4 } }, maxRetries: 0 }));
+      expect(seen(cut)).toMatchObject({ status: 400, type: "invalid_request_error", code: null, param: "dimensions" });
+      expect(cut.message).toMatch(/^dimensions: model "words" makes 8-dimensional vectors/);
     });
   });
 
@@ -227,12 +313,18 @@ describe("OpenAI compatibility: the official client and a second one", () => {
       }
     });
 
-    it("second client: response_format mp3 (a common client default) is refused with a message that says what to send", async () => {
-      const r = await second.call("POST", "/audio/speech", { model: "words", input: "hi", voice: "alloy", response_format: "mp3" });
-      expect(r.status).toBe(400);
-      expect(r.shown).toBe('response_format: "mp3" needs an audio encoder Warden does not carry: ask for "wav" (the default here, where OpenAI\'s is "mp3") or "pcm"');
-      const wav = await second.call("POST", "/audio/speech", { model: "words", input: "hi", voice: "alloy" });
-      expect([wav.status, wav.headers.get("content-type"), wav.bytes.subarray(0, 4).toString("latin1")]).toEqual([200, "audio/wav", "RIFF"]);
+    it("Vercel AI SDK: its speech default (mp3) is refused with a message that says what to send; outputFormat wav is answered", async () => {
+      const e = await sdkErrorOf(generateSpeech({ model: sdk.speech("words"), text: "hi", voice: "alloy", maxRetries: 0 }));
+      expect(seen(e)).toEqual({
+        status: 400,
+        type: "invalid_request_error",
+        code: null,
+        param: "response_format",
+        shown: 'response_format: "mp3" needs an audio encoder Warden does not carry: ask for "wav" (the default here, where OpenAI\'s is "mp3") or "pcm"',
+      });
+      const wav = await generateSpeech({ model: sdk.speech("words"), text: "hi", voice: "alloy", outputFormat: "wav", maxRetries: 0 });
+      expect(Buffer.from(wav.audio.uint8Array).subarray(0, 4).toString("latin1")).toBe("RIFF");
+      expect(wav.audio.mediaType).toBe("audio/wav");
     });
   });
 });

@@ -3,13 +3,15 @@
  * coordinator, two remote agents with an artifact cache each (one with a disk
  * budget too small for the model's file), backend-sim, and a real HTTP
  * server sending the file slowly. Placement skips the node without room and
- * says why, the load job shows the pull (phase, bytes, rate) in ListModels,
- * ExplainPlacement then says "cached" for the node that holds the file, and a
- * 404 fails the load in the pulling phase naming the artifact.
+ * says why, the load job shows the pull (phase, bytes, rate) in ListModels and
+ * in `warden models load`'s progress line, ExplainPlacement then says
+ * "cached" for the node that holds the file, and a 404 fails the load in the
+ * pulling phase naming the artifact.
  */
 import { mkdir, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { spawn } from "node:child_process";
+import { join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createClient, type Client } from "@warden/grpc";
 import { AdminService, LoadJobPhase, LoadJobState, NodeState, type Event, type LoadJob } from "@warden/proto";
@@ -32,6 +34,26 @@ let sha = "";
 
 function artifactModel(id: string, source: string, sha256: string): Record<string, unknown> {
   return { ...simModel(id, { knobs: { model_file_sha256: sha256 } }), modelFile: "weights.bin", artifacts: [{ source, sha256, sizeBytes: fileBytes, path: "weights.bin" }] };
+}
+
+const root = resolve(import.meta.dirname, "..");
+const cliBin = join(root, "services", "cli", "bin", "warden.js");
+
+/** `warden models load <model>` as a child process; its stderr (the progress lines) readable while it runs. */
+function wardenLoad(model: string): { stderr(): string; done: Promise<{ code: number | null; stdout: string; stderr: string }> } {
+  const p = spawn(process.execPath, [cliBin, "models", "load", model, "--addr", coord?.address ?? "", "--timeout", "120s"], { cwd: root, env: { ...process.env, NO_COLOR: "1" } });
+  let stdout = "";
+  let stderr = "";
+  p.stdout.on("data", (b: Buffer) => (stdout += b.toString()));
+  p.stderr.on("data", (b: Buffer) => (stderr += b.toString()));
+  const done = new Promise<{ code: number | null; stdout: string; stderr: string }>((resolveDone) => {
+    const kill = setTimeout(() => p.kill("SIGKILL"), 150_000);
+    p.on("close", (code) => {
+      clearTimeout(kill);
+      resolveDone({ code, stdout, stderr });
+    });
+  });
+  return { stderr: () => stderr, done };
 }
 
 async function jobOf(model: string): Promise<LoadJob | undefined> {
@@ -90,18 +112,22 @@ describe("placement knows the disk; a pull is part of the load job", { timeout: 
     }, 60_000);
     expect(before["a-small"]).toBe("no disk room for its artifacts: pull 1.9 MiB, the artifact cache can make 976.6 KiB");
     expect(before["b-roomy"]).toMatch(/; pull 1\.9 MiB\)$/);
-    server.chunkBytes = 50_000;
+    // Slow enough to be seen pulling (about 10 s for the file), sped up once it was.
+    server.chunkBytes = 20_000;
     server.paceMs = 100;
-    const load = admin.loadModel({ model: "m" }, { timeoutMs: 120_000 });
+    const load = wardenLoad("m");
     const pulling = await until("m's job pulling with bytes", async () => {
       const j = await jobOf("m");
       return j?.phase === LoadJobPhase.PULLING && j.bytesDone > 0n ? j : undefined;
     }, 60_000);
     expect(pulling).toMatchObject({ state: LoadJobState.LOADING, nodeId: "b-roomy", bytesTotal: BigInt(fileBytes) });
     expect(pulling.bytesPerSecond).toBeGreaterThan(0n);
-    const loaded = await load;
+    // `warden models load`'s progress line (a line a second when stderr is not a terminal) says the pull as the job does.
+    await until("the CLI's progress line shows the pull", () => /^loading m \(pulling, \d+%, [\d.]+ [KM]iB\/s\) on b-roomy … /m.test(load.stderr()), 60_000);
     server.paceMs = 0;
-    expect(loaded.instance?.nodeId).toBe("b-roomy");
+    const loaded = await load.done;
+    expect(loaded.code, loaded.stderr).toBe(0);
+    expect(loaded.stdout).toMatch(/^loaded m on b-roomy at /);
     // The holder's next heartbeat carries the digest: m2 (same file) is "cached" there.
     const after = await until("b-roomy explained as cached", async () => {
       const v = await verdicts("m2");

@@ -51,8 +51,14 @@ export function createPeerArtifactService(o: PeerUploadOptions): ServiceImpl<typ
     async *readPeerArtifact(req, ctx) {
       const { sizeBytes, offset } = checkRequest(req);
       const identity = peerIdentity(ctx);
-      // With mutual TLS the certificate must be the requester's own: a ticket that leaked to another node is of no use to it.
-      if (identity?.nodeId !== undefined && identity.nodeId !== req.requesterNodeId) throw new WardenError(Code.PermissionDenied, `the caller's certificate names node "${identity.nodeId}", the ticket "${req.requesterNodeId}"`);
+      // With mutual TLS the certificate must be the requester's own: a ticket that leaked to another
+      // node is of no use to it, nor to an operator's or the coordinator's certificate (they name no
+      // node, and no agent reads a peer with one).
+      if (identity !== undefined && identity.nodeId !== req.requesterNodeId) {
+        const named = identity.nodeId === undefined ? `(CN "${identity.commonName}") names no node` : `names node "${identity.nodeId}"`;
+        log.warn("peer read refused", { sha256: req.sha256, requester: req.requesterNodeId, peer: ctx.peer, why: `certificate ${named}` });
+        throw new WardenError(Code.PermissionDenied, `the caller's certificate ${named}, the ticket "${req.requesterNodeId}"`);
+      }
       const refusal = peerTicketRefusal(o.key, { sha256: req.sha256, requesterNodeId: req.requesterNodeId, holderNodeId: o.nodeId, expiresAtMs: Number(req.expiresAtMs) }, req.ticket, o.clock.wallNow());
       if (refusal !== undefined) {
         log.warn("peer read refused", { sha256: req.sha256, requester: req.requesterNodeId, peer: ctx.peer, why: refusal });

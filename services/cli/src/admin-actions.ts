@@ -28,7 +28,7 @@ import { eventToJson, eventTypeOf, parseEventType } from "@warden/events";
 import { exitCodes } from "./exit-codes.js";
 import { bytes, modelsTable, nodesTable, table } from "./render.js";
 import { replicasTable } from "./render-replicas.js";
-import { loadJobsText, waitingText } from "./render-load-jobs.js";
+import { loadJobsText, loadingLabel, waitingText } from "./render-load-jobs.js";
 import { instanceStateFilter, listAllModels, listAllNodes, nodeStateFilter, parseLimit } from "./list-pages.js";
 import type { ActionContext, GlobalOpts } from "./action-context.js";
 
@@ -217,11 +217,12 @@ export function humanBytes(reason: string): string {
  * node, none ready, no room) with the model's load job waiting shows as
  * "waiting for a node: <the job's reason>"; once a node is chosen the
  * line says "loading <model>" (`models load`) or "waiting for <model>" (a
- * call, which may also wait for a busy instance). When no node could take the model even after
+ * call, which may also wait for a busy instance), and once the job reports
+ * how far it got, that: "loading <model> (pulling, 42%, 11.8 MiB/s) on <node>". When no node could take the model even after
  * evictions the wait cannot end well — the call is abandoned at once with
  * that reason (exit 7) instead of a countdown.
  */
-async function watchPlacement(g: GlobalOpts, model: string, signal: AbortSignal, onWaiting: (reason: string) => void): Promise<string | undefined> {
+async function watchPlacement(g: GlobalOpts, model: string, signal: AbortSignal, onJob: (label: string) => void): Promise<string | undefined> {
   const a = admin(g);
   // A function, not the property: the signal changes across the awaits below.
   const aborted = (): boolean => signal.aborted;
@@ -233,9 +234,9 @@ async function watchPlacement(g: GlobalOpts, model: string, signal: AbortSignal,
       // "Waiting for …" only once the load's job says so: admission is waiting, not evicting
       // (a pending eviction reads WAIT in ExplainPlacement for the moment it takes to settle). Whatever
       // ExplainPlacement says: a load held by busy instances may read FIT (after an eviction) meanwhile.
-      const job = r !== undefined ? await waitingJob(a, model, signal) : undefined;
+      const job = r !== undefined ? await jobLabel(a, model, signal) : undefined;
       if (aborted()) return undefined;
-      if (r !== undefined) onWaiting(job === undefined ? "" : humanBytes(job));
+      if (r !== undefined) onJob(job === undefined ? "" : humanBytes(job));
       await sleep(systemClock, 1_000, signal).catch(() => undefined);
     }
     return undefined;
@@ -244,22 +245,27 @@ async function watchPlacement(g: GlobalOpts, model: string, signal: AbortSignal,
   }
 }
 
-/** The reason of the model's load job while it waits for a node (ListModels' load_job), else undefined. */
-async function waitingJob(a: ReturnType<typeof admin>, model: string, signal: AbortSignal): Promise<string | undefined> {
+/**
+ * What the model's load job (ListModels' load_job) says for the progress line: why it waits for a
+ * node, or how far it is loading ("loading m (pulling, 42%, 11.8 MiB/s) on gpu-3"); else undefined.
+ */
+async function jobLabel(a: ReturnType<typeof admin>, model: string, signal: AbortSignal): Promise<string | undefined> {
   const r = await a.listModels({ model, pageSize: 1 }, { timeoutMs: 5_000, signal }).catch(() => undefined);
   const job = r?.replicas.find((x) => x.model === model)?.loadJob;
-  return job?.state === LoadJobState.WAITING ? `${waitingText(job)}: ${job.reason}` : undefined;
+  if (job?.state === LoadJobState.WAITING) return `${waitingText(job)}: ${job.reason}`;
+  return job?.state === LoadJobState.LOADING ? loadingLabel(job) : undefined;
 }
 
 /** A load (or a call that loads on demand) with its progress line and ExplainPlacement watching it. */
 function watchedLoad(c: ActionContext, g: GlobalOpts, model: string, failFastOnNoFit: boolean, busyLabel: string): { signal: AbortSignal; stop: () => void; failFast: (err: unknown) => never } {
   const call = new AbortController();
   const watch = new AbortController();
-  let waiting = "";
+  // What the load's job says (waiting for a node, or how far it is loading); "" until it says anything.
+  let jobSays = "";
   let noFit: string | undefined;
-  const done = c.progress(() => (waiting === "" ? busyLabel : waiting));
-  void watchPlacement(g, model, watch.signal, (r) => {
-    waiting = r;
+  const done = c.progress(() => (jobSays === "" ? busyLabel : jobSays));
+  void watchPlacement(g, model, watch.signal, (label) => {
+    jobSays = label;
   }).then((r) => {
     if (r === undefined || !failFastOnNoFit) return;
     noFit = r;

@@ -1,7 +1,7 @@
 import { create } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
 import { LoadJobPhase, LoadJobSchema, LoadJobState, ModelReplicasSchema } from "@warden/proto";
-import { loadJobLine, loadJobsText } from "./render-load-jobs.js";
+import { loadJobLine, loadJobsText, loadingLabel } from "./render-load-jobs.js";
 
 const job = (init: Parameters<typeof create<typeof LoadJobSchema>>[1]) => create(LoadJobSchema, init);
 
@@ -13,6 +13,15 @@ describe("models ls: load jobs", () => {
     expect(loadJobLine(job({ model: "m", state: LoadJobState.LOADING, phase: LoadJobPhase.LOADING, nodeId: "n1", forMs: 1_000n, bytesDone: 1n, bytesTotal: 4n }))).toBe("m: loading (loading, 25%) on n1 (1s)");
     expect(loadJobLine(job({ model: "m", state: LoadJobState.LOADING, phase: LoadJobPhase.PULLING, nodeId: "n1", forMs: 4_000n, bytesDone: 42n, bytesTotal: 100n, bytesPerSecond: 12_373_196n }))).toBe("m: loading (pulling, 42%, 11.8 MiB/s) on n1 (4s)");
     expect(loadJobLine(job({ model: "m", state: LoadJobState.FAILED, phase: LoadJobPhase.WAITING_FOR_NODE, reason: "cannot load now", code: "UNAVAILABLE", forMs: 120_000n }))).toBe("m: failed: cannot load now (UNAVAILABLE, 2m ago)");
+  });
+
+  it("models load's progress line once the job is loading: the phase, with percent and rate when the pull reports them", () => {
+    expect(loadingLabel(job({ model: "m", state: LoadJobState.LOADING, phase: LoadJobPhase.PULLING, nodeId: "gpu-3", bytesDone: 42n, bytesTotal: 100n, bytesPerSecond: 12_373_196n }))).toBe("loading m (pulling, 42%, 11.8 MiB/s) on gpu-3");
+    // The rate is not known yet in the pull's first moment; below 1 MiB/s it is in KiB/s.
+    expect(loadingLabel(job({ model: "m", state: LoadJobState.LOADING, phase: LoadJobPhase.PULLING, nodeId: "gpu-3", bytesDone: 0n, bytesTotal: 4_000n }))).toBe("loading m (pulling, 0%) on gpu-3");
+    expect(loadingLabel(job({ model: "m", state: LoadJobState.LOADING, phase: LoadJobPhase.PULLING, nodeId: "gpu-3", bytesDone: 1n, bytesTotal: 2n, bytesPerSecond: 512_000n }))).toBe("loading m (pulling, 50%, 500.0 KiB/s) on gpu-3");
+    expect(loadingLabel(job({ model: "m", state: LoadJobState.LOADING, phase: LoadJobPhase.VERIFYING, nodeId: "gpu-3", bytesDone: 100n, bytesTotal: 100n }))).toBe("loading m (verifying, 100%) on gpu-3");
+    expect(loadingLabel(job({ model: "m", state: LoadJobState.LOADING, phase: LoadJobPhase.STARTING, nodeId: "gpu-3" }))).toBe("loading m (starting) on gpu-3");
   });
 
   it("a heading and the jobs of the models asked for; nothing without jobs", () => {

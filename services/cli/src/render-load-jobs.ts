@@ -17,6 +17,21 @@ function rateText(bps: bigint): string {
   return n >= 1024 ** 2 ? `${(n / 1024 ** 2).toFixed(1)} MiB/s` : `${(n / 1024).toFixed(1)} KiB/s`;
 }
 
+/** A loading job's phase, with the percent and rate where it reports them: "pulling, 42%, 11.8 MiB/s", "starting". */
+export function loadingProgress(j: Pick<LoadJob, "phase" | "bytesDone" | "bytesTotal" | "bytesPerSecond">): string {
+  const progress = j.bytesTotal > 0n ? `, ${String((j.bytesDone * 100n) / j.bytesTotal)}%${j.bytesPerSecond > 0n ? `, ${rateText(j.bytesPerSecond)}` : ""}` : "";
+  return `${phaseText(j.phase)}${progress}`;
+}
+
+/**
+ * The progress line of a load (`models load`, a call loading on demand) once
+ * its job is loading: "loading m (pulling, 42%, 11.8 MiB/s) on gpu-3", as
+ * `models ls` says the job.
+ */
+export function loadingLabel(j: Pick<LoadJob, "model" | "nodeId" | "phase" | "bytesDone" | "bytesTotal" | "bytesPerSecond">): string {
+  return `loading ${j.model} (${loadingProgress(j)})${j.nodeId === "" ? "" : ` on ${j.nodeId}`}`;
+}
+
 /**
  * One line per load job: "<model>: waiting for a node: <reason> (12s)"
  * (or "waiting for the recovery window: …" after a coordinator's start),
@@ -28,10 +43,8 @@ export function loadJobLine(j: LoadJob, humanBytes: (r: string) => string = (r) 
   switch (j.state) {
     case LoadJobState.WAITING:
       return `${j.model}: ${waitingText(j)}: ${humanBytes(j.reason)} (${age})`;
-    case LoadJobState.LOADING: {
-      const progress = j.bytesTotal > 0n ? `, ${String((j.bytesDone * 100n) / j.bytesTotal)}%${j.bytesPerSecond > 0n ? `, ${rateText(j.bytesPerSecond)}` : ""}` : "";
-      return `${j.model}: loading (${phaseText(j.phase)}${progress})${j.nodeId === "" ? "" : ` on ${j.nodeId}`} (${age})`;
-    }
+    case LoadJobState.LOADING:
+      return `${j.model}: loading (${loadingProgress(j)})${j.nodeId === "" ? "" : ` on ${j.nodeId}`} (${age})`;
     case LoadJobState.FAILED:
       return `${j.model}: failed: ${humanBytes(j.reason)} (${j.code === "" ? "failed" : j.code}, ${age} ago)`;
     default:

@@ -142,8 +142,18 @@ const jobStates: Readonly<Record<LoadJobState, DashboardLoadJob["state"] | undef
   [LoadJobState.FAILED]: "failed",
 };
 
-function dashboardLoadJob(j: LoadJob): DashboardLoadJob {
-  return { state: jobStates[j.state] ?? "failed", phase: LoadJobPhase[j.phase].toLowerCase(), nodeId: j.nodeId, reason: j.reason, code: j.code, forMs: Number(j.forMs) };
+export function dashboardLoadJob(j: LoadJob): DashboardLoadJob {
+  return {
+    state: jobStates[j.state] ?? "failed",
+    phase: LoadJobPhase[j.phase].toLowerCase(),
+    nodeId: j.nodeId,
+    reason: j.reason,
+    code: j.code,
+    forMs: Number(j.forMs),
+    bytesDone: Number(j.bytesDone),
+    bytesTotal: Number(j.bytesTotal),
+    bytesPerSecond: Number(j.bytesPerSecond),
+  };
 }
 
 const decisionNames: Readonly<Record<PlacementDecision, string>> = {

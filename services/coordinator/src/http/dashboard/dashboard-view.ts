@@ -81,6 +81,13 @@ export interface DashboardLoadJob {
   readonly reason: string;
   readonly code: string;
   readonly forMs: number;
+  /**
+   * Progress where the job reports it (0 = not known; absent from older coordinators): bytes of
+   * the model's artifacts fetched and in all, and bytes per second while pulling.
+   */
+  readonly bytesDone?: number;
+  readonly bytesTotal?: number;
+  readonly bytesPerSecond?: number;
 }
 
 export interface DashboardSnapshot {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { DashboardInstance, DashboardNode, DashboardSnapshot } from "./dashboard-view.js";
-import { ago, appendBounded, eventLine, formatBytes, instanceKind, kindStyles, loadJobText, memoryBar, nodeCards } from "./view-model.js";
+import { ago, appendBounded, eventLine, formatBytes, formatRate, instanceKind, kindStyles, loadJobText, memoryBar, nodeCards } from "./view-model.js";
 import { parseSse } from "./sse-parse.js";
 
 const gib = 1024 ** 3;
@@ -91,6 +91,18 @@ describe("event lines", () => {
     expect(loadJobText("m", { state: "waiting", phase: "waiting_for_node", nodeId: "", reason: "node is draining", code: "", forMs: 12_400 })).toBe("m: waiting for a node: node is draining (12s)");
     expect(loadJobText("m", { state: "waiting", phase: "waiting_for_recovery", nodeId: "", reason: "the coordinator's recovery window", code: "", forMs: 2_000 })).toBe("m: waiting for the recovery window: the coordinator's recovery window (2s)");
     expect(loadJobText("m", { state: "loading", phase: "starting", nodeId: "n1", reason: "", code: "", forMs: 0 })).toBe("m: loading (starting) on n1 (0s)");
+  });
+
+  it("a pulling job shows bytes fetched of all, in the total's unit, and the rate", () => {
+    const pulling = { state: "loading", phase: "pulling", nodeId: "gpu-3", reason: "", code: "", forMs: 12_000 } as const;
+    expect(loadJobText("m", { ...pulling, bytesDone: 1.2 * gib, bytesTotal: 4.2 * gib, bytesPerSecond: 85 * 1024 ** 2 })).toBe("m: loading (pulling 1.2 / 4.2 GiB at 85 MiB/s) on gpu-3 (12s)");
+    expect(loadJobText("m", { ...pulling, bytesDone: 500_000, bytesTotal: 2_000_000, bytesPerSecond: 1536 })).toBe("m: loading (pulling 0.5 / 1.9 MiB at 1.5 KiB/s) on gpu-3 (12s)");
+    // No rate yet in the pull's first moment; the hash check after the last byte; a job that reports no bytes (or an older coordinator's).
+    expect(loadJobText("m", { ...pulling, bytesDone: 0, bytesTotal: 4.2 * gib, bytesPerSecond: 0 })).toBe("m: loading (pulling 0.0 / 4.2 GiB) on gpu-3 (12s)");
+    expect(loadJobText("m", { ...pulling, phase: "verifying", bytesDone: 4.2 * gib, bytesTotal: 4.2 * gib, bytesPerSecond: 0 })).toBe("m: loading (verifying 4.2 / 4.2 GiB) on gpu-3 (12s)");
+    expect(loadJobText("m", { ...pulling, bytesDone: 0, bytesTotal: 0, bytesPerSecond: 0 })).toBe("m: loading (pulling) on gpu-3 (12s)");
+    expect(loadJobText("m", pulling)).toBe("m: loading (pulling) on gpu-3 (12s)");
+    expect([formatRate(0), formatRate(900), formatRate(1536), formatRate(85 * 1024 ** 2), formatRate(1.25 * gib)]).toEqual(["0 B/s", "900 B/s", "1.5 KiB/s", "85 MiB/s", "1.3 GiB/s"]);
   });
 
   it("summarises other types and survives a payload of the wrong shape", () => {

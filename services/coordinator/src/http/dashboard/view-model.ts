@@ -234,14 +234,36 @@ export function eventLine(e: DashboardEvent): EventLine {
   }
 }
 
-/** A model's load job in one line, as `warden models ls` says it. */
+/** Bytes per second: "85 MiB/s", "1.5 MiB/s" (whole units from 10 up, as a rate is read). */
+export function formatRate(bytesPerSecond: number): string {
+  let v = bytesPerSecond;
+  let u = 0;
+  while (v >= 1024 && u < units.length - 1) {
+    v /= 1024;
+    u++;
+  }
+  return `${v.toFixed(u === 0 || v >= 10 ? 0 : 1)} ${units[u] ?? "B"}/s`;
+}
+
+/** " 1.2 / 4.2 GiB at 85 MiB/s": done and total in the total's unit, and the rate when known; "" when the job reports no bytes. */
+function loadProgressText(j: DashboardLoadJob): string {
+  const total = j.bytesTotal ?? 0;
+  if (total <= 0) return "";
+  let u = 0;
+  while (total / 1024 ** u >= 1024 && u < units.length - 1) u++;
+  const inUnit = (b: number): string => (b / 1024 ** u).toFixed(u === 0 ? 0 : 1);
+  const rate = (j.bytesPerSecond ?? 0) > 0 ? ` at ${formatRate(j.bytesPerSecond ?? 0)}` : "";
+  return ` ${inUnit(Math.min(j.bytesDone ?? 0, total))} / ${inUnit(total)} ${units[u] ?? "B"}${rate}`;
+}
+
+/** A model's load job in one line, as `warden models ls` says it but with a pull's bytes: "m: loading (pulling 1.2 / 4.2 GiB at 85 MiB/s) on gpu-3 (12s)". */
 export function loadJobText(model: string, j: DashboardLoadJob): string {
   const age = `${String(Math.round(j.forMs / 1000))}s`;
   switch (j.state) {
     case "waiting":
       return `${model}: ${j.phase === "waiting_for_recovery" ? "waiting for the recovery window" : j.phase === "waiting_for_instance" ? "waiting for its instance" : "waiting for a node"}: ${j.reason} (${age})`;
     case "loading":
-      return `${model}: loading (${j.phase.replace(/_/g, " ")})${j.nodeId === "" ? "" : ` on ${j.nodeId}`} (${age})`;
+      return `${model}: loading (${j.phase.replace(/_/g, " ")}${loadProgressText(j)})${j.nodeId === "" ? "" : ` on ${j.nodeId}`} (${age})`;
     case "failed":
       return `${model}: failed: ${j.reason} (${j.code}, ${age} ago)`;
   }

@@ -38,12 +38,27 @@ function fiveCalls(): TraceLine[] {
   return lines;
 }
 
+/** Two models on one node: `a` (4 GiB) at 0 and 6 minutes, `b` (2 GiB) at 3 minutes: under 15m both are held at 3 minutes, under 1m `a` is gone by then. */
+function twoModels(): TraceLine[] {
+  return [
+    { t: "node", at: t0, node: "gpu-1", ev: "joined" },
+    { t: "mem", at: t0, node: "gpu-1", totalBytes: 24 * 1024 ** 3, usedBytes: 0 },
+    { t: "call", at: t0, m: "a", waitMs: 0, durMs: 1_000, ok: true },
+    { t: "call", at: t0 + 3 * min, m: "b", waitMs: 0, durMs: 1_000, ok: true },
+    { t: "call", at: t0 + 6 * min, m: "a", waitMs: 0, durMs: 1_000, ok: true },
+  ];
+}
+const twoModelsYaml = "models:\n  - { id: a, backend: llama-cpp, modelFile: a.gguf, memoryEstimate: 4GiB }\n  - { id: b, backend: llama-cpp, modelFile: b.gguf, memoryEstimate: 2GiB }\n";
+
 let dir = "";
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), "warden-whatif-"));
   await writeFile(join(dir, "five.jsonl"), [traceHeader("test", t0), ...fiveCalls()].map((l) => JSON.stringify(l)).join("\n") + "\n");
   await writeFile(join(dir, "idle-1m.yaml"), `policy: { idleCheck: true, idleTimeout: 1m }\n${models}`);
   await writeFile(join(dir, "idle-15m.yaml"), `policy: { idleCheck: true, idleTimeout: 15m }\n${models}`);
+  await writeFile(join(dir, "two.jsonl"), [traceHeader("test", t0), ...twoModels()].map((l) => JSON.stringify(l)).join("\n") + "\n");
+  await writeFile(join(dir, "two-1m.yaml"), `policy: { idleCheck: true, idleTimeout: 1m }\n${twoModelsYaml}`);
+  await writeFile(join(dir, "two-15m.yaml"), `policy: { idleCheck: true, idleTimeout: 15m }\n${twoModelsYaml}`);
   await writeFile(join(dir, "bad.yaml"), `policy: { idleCheck: true, idleTimeout: 5 minutes }\n${models}`);
 });
 afterAll(async () => {
@@ -103,6 +118,17 @@ describe("policy what-if", () => {
     const j = JSON.parse(rec.stdout) as { recorded: { coldStarts: number }; candidate: { coldStarts: number } };
     expect(j.recorded.coldStarts).toBe(1);
     expect(j.candidate.coldStarts).toBe(5);
+  });
+
+  it("top changes name a node's peak memory change and the model whose loads made it", () => {
+    const r = warden(["policy", "simulate", "--trace", join(dir, "two.jsonl"), "--policy", join(dir, "two-15m.yaml"), "--against", join(dir, "two-1m.yaml")]);
+    expect(r.stderr).toBe("");
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/gpu-1 memory peak \/ mean\s+4\.0GiB \/ [0-9.]+GiB\s+6\.0GiB \/ /);
+    const changes = r.stdout.split("top changes:\n")[1] ?? "";
+    expect(changes).toContain("  a: 2 cold starts → 1\n");
+    // b's load came while a was still held under 15m: the peak grew by b's 2 GiB.
+    expect(changes).toContain("  b: +2.0 GiB peak on gpu-1\n");
   });
 
   it("sweep: every grid point, and the Pareto front of cold starts vs idle GPU-hours", () => {

@@ -9,5 +9,7 @@ export { maxReplayLines, replayInput, replayTrace } from "./replay.js";
 export type { ReplayConfig, ReplayGate, ReplayGateFactory, ReplayInput, ReplayOptions } from "./replay.js";
 export { applyTimeline, isTimelineLine, parsePolicyChange } from "./replay-timeline.js";
 export type { TimelineCounts, TimelineLine } from "./replay-timeline.js";
-export type { ReplayReport } from "./replay-meter.js";
+export type { NodeMemoryReport, ReplayReport } from "./replay-meter.js";
+export { memoryChangeThreshold, memoryChanges, topChanges } from "./top-changes.js";
+export type { MemoryChange } from "./top-changes.js";
 export { pareto } from "./pareto.js";

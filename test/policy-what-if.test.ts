@@ -131,6 +131,16 @@ describe("policy what-if", () => {
     expect(changes).toContain("  b: +2.0 GiB peak on gpu-1\n");
   });
 
+  it("--help says what the replay models: node loss and the timeline are replayed, per-GPU placement is not", () => {
+    const r = warden(["policy", "simulate", "--help"]);
+    expect(r.code).toBe(0);
+    const help = r.stdout.replace(/\s+/g, " ");
+    expect(help).toContain("node joins, losses (what the node ran is lost) and drains");
+    const notModelled = help.split("Not modelled:")[1] ?? "";
+    expect(notModelled).not.toMatch(/node loss\b/);
+    expect(notModelled).toContain("per-GPU placement (each node is one memory pool)");
+  });
+
   it("sweep: every grid point, and the Pareto front of cold starts vs idle GPU-hours", () => {
     expect(parseSweep(["idleTimeout=1m,5m,15m", "limitPerNode=2,3"]).map((a) => a.values.length)).toEqual([3, 2]);
     const r = warden(["policy", "simulate", "--trace", join(dir, "five.jsonl"), "--policy", join(dir, "idle-1m.yaml"), "--sweep", "idleTimeout=1m,3m,15m", "--sweep", "limitPerNode=1,2"]);

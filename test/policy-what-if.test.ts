@@ -59,6 +59,8 @@ beforeAll(async () => {
   await writeFile(join(dir, "two.jsonl"), [traceHeader("test", t0), ...twoModels()].map((l) => JSON.stringify(l)).join("\n") + "\n");
   await writeFile(join(dir, "two-1m.yaml"), `policy: { idleCheck: true, idleTimeout: 1m }\n${twoModelsYaml}`);
   await writeFile(join(dir, "two-15m.yaml"), `policy: { idleCheck: true, idleTimeout: 15m }\n${twoModelsYaml}`);
+  const gap: TraceLine = { t: "gap", at: t0 + 7 * min, lastAt: t0 + 7 * min + 500, dropped: 15 };
+  await writeFile(join(dir, "gap.jsonl"), [traceHeader("test", t0), ...fiveCalls(), gap].map((l) => JSON.stringify(l)).join("\n") + "\n");
   await writeFile(join(dir, "bad.yaml"), `policy: { idleCheck: true, idleTimeout: 5 minutes }\n${models}`);
 });
 afterAll(async () => {
@@ -108,6 +110,8 @@ describe("policy what-if", () => {
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/cold starts\s+5\s+1\n/);
     expect(r.stdout).toMatch(/evictions: idle\s+4\s+0\n/);
+    // No gap in the trace, no warning.
+    expect(r.stdout).not.toContain("warning:");
     expect(r.stdout).toContain("m: 5 cold starts → 1");
     expect(r.stdout).toContain("idle evictions: 4 → 0");
     // The trace's one node event (gpu-1 joined) replayed at its time.
@@ -139,6 +143,19 @@ describe("policy what-if", () => {
     const notModelled = help.split("Not modelled:")[1] ?? "";
     expect(notModelled).not.toMatch(/node loss\b/);
     expect(notModelled).toContain("per-GPU placement (each node is one memory pool)");
+  });
+
+  it("a trace with a gap (lines its recorder dropped) is replayed with a warning saying where and how many", () => {
+    const r = warden(["policy", "simulate", "--trace", join(dir, "gap.jsonl"), "--policy", join(dir, "idle-15m.yaml"), "--against", join(dir, "idle-1m.yaml")]);
+    expect(r.stderr).toBe("");
+    expect(r.code).toBe(0);
+    const from = new Date(t0 + 7 * min).toISOString();
+    const to = new Date(t0 + 7 * min + 500).toISOString();
+    expect(r.stdout.startsWith(`warning: the trace has 1 gap: its recorder dropped 15 lines (buffer full or a failed write) between ${from} and ${to};`)).toBe(true);
+    // The counts are the same as without the gap line: what it lost is not made up.
+    expect(r.stdout).toMatch(/cold starts\s+5\s+1\n/);
+    const j = JSON.parse(warden(["policy", "simulate", "--trace", join(dir, "gap.jsonl"), "--policy", join(dir, "idle-1m.yaml"), "--json"]).stdout) as { traceGaps: unknown };
+    expect(j.traceGaps).toEqual({ gaps: 1, droppedLines: 15 });
   });
 
   it("sweep: every grid point, and the Pareto front of cold starts vs idle GPU-hours", () => {

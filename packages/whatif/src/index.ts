@@ -2,7 +2,7 @@
 export { EventQueue } from "./event-queue.js";
 export { VirtualClock } from "./virtual-clock.js";
 export { isTraceHeader, maxTraceDurationMs, maxTraceLineBytes, maxTraceNameLength, parseTraceLine, traceHeader, traceKind, traceVersion } from "./trace-format.js";
-export type { AdminLine, CallClass, CallLine, NodeEvent, LoadLine, MemLine, NodeLine, StopLine, TraceHeader, TraceLine } from "./trace-format.js";
+export type { AdminLine, CallClass, CallLine, GapLine, NodeEvent, LoadLine, MemLine, NodeLine, StopLine, TraceHeader, TraceLine } from "./trace-format.js";
 export { checkSynthOptions, maxSynthCalls, maxSynthHours, maxSynthModels, maxSynthNodes, maxSynthRatePerSec, parseSynthModel, synthTrace } from "./synth-trace.js";
 export type { SynthModel, SynthOptions } from "./synth-trace.js";
 export { maxReplayLines, replayInput, replayTrace } from "./replay.js";

@@ -124,14 +124,29 @@ export async function simulate(o: SimulateOptions, now: () => number): Promise<s
     // A swept field holds its point's value over the trace's recorded changes to it.
     for (const p of points) results.push({ point: p.point, report: await replayTrace(input, p.config, { ...opts, keepPolicyFields: new Set(Object.keys(p.point)) }) });
     const elapsedMs = now() - started;
-    if (o.json) return JSON.stringify({ sweep: results, pareto: pareto(results).map((r) => r.point), elapsedMs }) + "\n";
-    return renderSweep(results, input, elapsedMs);
+    if (o.json) return JSON.stringify({ sweep: results, pareto: pareto(results).map((r) => r.point), traceGaps: traceGaps(input), elapsedMs }) + "\n";
+    return gapWarning(input) + renderSweep(results, input, elapsedMs);
   }
   const cand = await replayTrace(input, candidate, opts);
   const cur = current === undefined ? undefined : await replayTrace(input, current, opts);
   const elapsedMs = now() - started;
-  if (o.json) return JSON.stringify({ current: cur ?? null, recorded: cur === undefined ? recorded(lines, input) : null, candidate: cand, elapsedMs }) + "\n";
-  return renderCompare(cur ?? recorded(lines, input), cur === undefined ? "recorded" : "current", cand, input, elapsedMs);
+  if (o.json) return JSON.stringify({ current: cur ?? null, recorded: cur === undefined ? recorded(lines, input) : null, candidate: cand, traceGaps: traceGaps(input), elapsedMs }) + "\n";
+  return gapWarning(input) + renderCompare(cur ?? recorded(lines, input), cur === undefined ? "recorded" : "current", cand, input, elapsedMs);
+}
+
+/** Gaps in the trace (lines its recorder dropped): how many, and the lines dropped in all. */
+function traceGaps(input: ReplayInput): { readonly gaps: number; readonly droppedLines: number } {
+  return { gaps: input.gaps.length, droppedLines: input.gaps.reduce((n, g) => n + g.dropped, 0) };
+}
+
+/** A warning line when the trace has gaps (empty when it has none): what the dropped lines held is missing from both columns. */
+export function gapWarning(input: ReplayInput): string {
+  const first = input.gaps[0];
+  const last = input.gaps[input.gaps.length - 1];
+  if (first === undefined || last === undefined) return "";
+  const g = traceGaps(input);
+  const when = (ms: number): string => new Date(ms).toISOString();
+  return `warning: the trace has ${String(g.gaps)} gap${g.gaps === 1 ? "" : "s"}: its recorder dropped ${String(g.droppedLines)} lines (buffer full or a failed write) between ${when(first.at)} and ${when(last.lastAt)}; the calls, loads and stops they held are missing, so counts there are low\n\n`;
 }
 
 function describePoint(p: Record<string, string>): string {

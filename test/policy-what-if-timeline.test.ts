@@ -135,13 +135,15 @@ describe("policy what-if: the recorded timeline", () => {
     expect((await replayTrace(replayInput(burst("sheddable")), c)).failedCalls).toBe(0);
   });
 
-  it("trace lines from outside: a bad class, node event, change list or limit is refused naming the field", () => {
+  it("trace lines from outside: a bad class, node event, change list, limit or gap is refused naming the field", () => {
     const line = (o: Record<string, unknown>): string => JSON.stringify({ at: t0, ...o });
     expect(() => parseTraceLine(line({ t: "call", m: "m", waitMs: 0, durMs: 0, ok: true, cls: "vip" }), 3)).toThrow(/trace:3\.cls/);
     expect(() => parseTraceLine(line({ t: "call", m: "m", waitMs: 0, durMs: 0, ok: true, reqBytes: -1 }), 3)).toThrow(/trace:3\.reqBytes/);
     expect(() => parseTraceLine(line({ t: "node", node: "n", ev: "exploded" }), 4)).toThrow(/trace:4\.ev/);
     expect(() => parseTraceLine(line({ t: "admin", op: "policy", changes: Array.from({ length: 65 }, () => "a=1") }), 5)).toThrow(/trace:5\.changes/);
     expect(() => parseTraceLine(line({ t: "admin", op: "limits", node: "n", budgetPercent: 101 }), 6)).toThrow(/trace:6\.budgetPercent/);
+    expect(() => parseTraceLine(line({ t: "gap", lastAt: t0 }), 7)).toThrow(/trace:7\.dropped/);
+    expect(parseTraceLine(line({ t: "gap", lastAt: t0 + 5, dropped: 3 }), 7)).toEqual({ t: "gap", at: t0, lastAt: t0 + 5, dropped: 3 });
     expect(parseTraceLine(line({ t: "call", m: "m", waitMs: 1, durMs: 2, ok: true, cls: "sheddable", reqBytes: 10, respBytes: 20 }), 1)).toEqual({ t: "call", at: t0, m: "m", waitMs: 1, durMs: 2, ok: true, cls: "sheddable", reqBytes: 10, respBytes: 20 });
     expect(parsePolicyChange("idleTimeoutMs=60000")).toEqual({ t: "field", field: "idleTimeoutMs", value: 60000 });
     expect(parsePolicyChange("models.chat pinned=true groups=[a,b]")).toEqual({ t: "model", model: "chat", pinned: true, groups: ["a", "b"] });

@@ -38,12 +38,29 @@ function fiveCalls(): TraceLine[] {
   return lines;
 }
 
+/** Two models on one node: `a` (4 GiB) at 0 and 6 minutes, `b` (2 GiB) at 3 minutes: under 15m both are held at 3 minutes, under 1m `a` is gone by then. */
+function twoModels(): TraceLine[] {
+  return [
+    { t: "node", at: t0, node: "gpu-1", ev: "joined" },
+    { t: "mem", at: t0, node: "gpu-1", totalBytes: 24 * 1024 ** 3, usedBytes: 0 },
+    { t: "call", at: t0, m: "a", waitMs: 0, durMs: 1_000, ok: true },
+    { t: "call", at: t0 + 3 * min, m: "b", waitMs: 0, durMs: 1_000, ok: true },
+    { t: "call", at: t0 + 6 * min, m: "a", waitMs: 0, durMs: 1_000, ok: true },
+  ];
+}
+const twoModelsYaml = "models:\n  - { id: a, backend: llama-cpp, modelFile: a.gguf, memoryEstimate: 4GiB }\n  - { id: b, backend: llama-cpp, modelFile: b.gguf, memoryEstimate: 2GiB }\n";
+
 let dir = "";
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), "warden-whatif-"));
   await writeFile(join(dir, "five.jsonl"), [traceHeader("test", t0), ...fiveCalls()].map((l) => JSON.stringify(l)).join("\n") + "\n");
   await writeFile(join(dir, "idle-1m.yaml"), `policy: { idleCheck: true, idleTimeout: 1m }\n${models}`);
   await writeFile(join(dir, "idle-15m.yaml"), `policy: { idleCheck: true, idleTimeout: 15m }\n${models}`);
+  await writeFile(join(dir, "two.jsonl"), [traceHeader("test", t0), ...twoModels()].map((l) => JSON.stringify(l)).join("\n") + "\n");
+  await writeFile(join(dir, "two-1m.yaml"), `policy: { idleCheck: true, idleTimeout: 1m }\n${twoModelsYaml}`);
+  await writeFile(join(dir, "two-15m.yaml"), `policy: { idleCheck: true, idleTimeout: 15m }\n${twoModelsYaml}`);
+  const gap: TraceLine = { t: "gap", at: t0 + 7 * min, lastAt: t0 + 7 * min + 500, dropped: 15 };
+  await writeFile(join(dir, "gap.jsonl"), [traceHeader("test", t0), ...fiveCalls(), gap].map((l) => JSON.stringify(l)).join("\n") + "\n");
   await writeFile(join(dir, "bad.yaml"), `policy: { idleCheck: true, idleTimeout: 5 minutes }\n${models}`);
 });
 afterAll(async () => {
@@ -93,6 +110,8 @@ describe("policy what-if", () => {
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/cold starts\s+5\s+1\n/);
     expect(r.stdout).toMatch(/evictions: idle\s+4\s+0\n/);
+    // No gap in the trace, no warning.
+    expect(r.stdout).not.toContain("warning:");
     expect(r.stdout).toContain("m: 5 cold starts → 1");
     expect(r.stdout).toContain("idle evictions: 4 → 0");
     // The trace's one node event (gpu-1 joined) replayed at its time.
@@ -103,6 +122,40 @@ describe("policy what-if", () => {
     const j = JSON.parse(rec.stdout) as { recorded: { coldStarts: number }; candidate: { coldStarts: number } };
     expect(j.recorded.coldStarts).toBe(1);
     expect(j.candidate.coldStarts).toBe(5);
+  });
+
+  it("top changes name a node's peak memory change and the model whose loads made it", () => {
+    const r = warden(["policy", "simulate", "--trace", join(dir, "two.jsonl"), "--policy", join(dir, "two-15m.yaml"), "--against", join(dir, "two-1m.yaml")]);
+    expect(r.stderr).toBe("");
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/gpu-1 memory peak \/ mean\s+4\.0GiB \/ [0-9.]+GiB\s+6\.0GiB \/ /);
+    const changes = r.stdout.split("top changes:\n")[1] ?? "";
+    expect(changes).toContain("  a: 2 cold starts → 1\n");
+    // b's load came while a was still held under 15m: the peak grew by b's 2 GiB.
+    expect(changes).toContain("  b: +2.0 GiB peak on gpu-1\n");
+  });
+
+  it("--help says what the replay models: node loss and the timeline are replayed, per-GPU placement is not", () => {
+    const r = warden(["policy", "simulate", "--help"]);
+    expect(r.code).toBe(0);
+    const help = r.stdout.replace(/\s+/g, " ");
+    expect(help).toContain("node joins, losses (what the node ran is lost) and drains");
+    const notModelled = help.split("Not modelled:")[1] ?? "";
+    expect(notModelled).not.toMatch(/node loss\b/);
+    expect(notModelled).toContain("per-GPU placement (each node is one memory pool)");
+  });
+
+  it("a trace with a gap (lines its recorder dropped) is replayed with a warning saying where and how many", () => {
+    const r = warden(["policy", "simulate", "--trace", join(dir, "gap.jsonl"), "--policy", join(dir, "idle-15m.yaml"), "--against", join(dir, "idle-1m.yaml")]);
+    expect(r.stderr).toBe("");
+    expect(r.code).toBe(0);
+    const from = new Date(t0 + 7 * min).toISOString();
+    const to = new Date(t0 + 7 * min + 500).toISOString();
+    expect(r.stdout.startsWith(`warning: the trace has 1 gap: its recorder dropped 15 lines (buffer full or a failed write) between ${from} and ${to};`)).toBe(true);
+    // The counts are the same as without the gap line: what it lost is not made up.
+    expect(r.stdout).toMatch(/cold starts\s+5\s+1\n/);
+    const j = JSON.parse(warden(["policy", "simulate", "--trace", join(dir, "gap.jsonl"), "--policy", join(dir, "idle-1m.yaml"), "--json"]).stdout) as { traceGaps: unknown };
+    expect(j.traceGaps).toEqual({ gaps: 1, droppedLines: 15 });
   });
 
   it("sweep: every grid point, and the Pareto front of cold starts vs idle GPU-hours", () => {

@@ -93,6 +93,11 @@ describe("workload trace (real coordinator)", () => {
     const input = replayInput(lines);
     expect(input.calls).toHaveLength(3);
     expect(input.loadMs.get("m1")).toBeGreaterThanOrEqual(0);
+    // Nothing dropped, and the coordinator's /metrics says so (a drop would show here and as a gap line).
+    expect(input.gaps).toEqual([]);
+    const dropped = await t.c.metricsRegistry.getSingleMetricAsString("warden_trace_dropped_lines_total");
+    expect(dropped).toContain('warden_trace_dropped_lines_total{reason="buffer-full"} 0');
+    expect(dropped).toContain('warden_trace_dropped_lines_total{reason="write-failed"} 0');
   });
 
   it("trace.enabled false writes nothing", async () => {
@@ -103,6 +108,7 @@ describe("workload trace (real coordinator)", () => {
       for await (const _ of admin.exportTrace({}, { timeoutMs: 30_000 })) break;
     })().catch((e: unknown) => e);
     expect(String(off)).toContain("trace.enabled is false");
+    expect(t.c.metricsRegistry.getSingleMetric("warden_trace_dropped_lines_total")).toBeUndefined();
     const dir = t.dir;
     await t.c.close({ stopBackends: true });
     expect(await listSegments(traceDir(dir))).toEqual([]);

@@ -11,7 +11,7 @@ export interface ReplayReport {
   readonly evictionsByReason: Readonly<Record<string, number>>;
   /** Calls that got no instance (refused, no room, unknown model, timed out). */
   readonly failedCalls: number;
-  readonly nodes: readonly { readonly nodeId: string; readonly totalBytes: number; readonly peakBytes: number; readonly meanBytes: number }[];
+  readonly nodes: readonly NodeMemoryReport[];
   /** Hours instances spent ready with no call in flight (each instance holds its GPU memory meanwhile). */
   readonly idleInstanceHours: number;
   /** Seconds instances existed (loading or ready), summed. */
@@ -20,6 +20,16 @@ export interface ReplayReport {
   readonly spanMs: number;
   /** The trace's node changes and operator actions the replay applied, refused, or kept the candidate's value over (replay-timeline.ts). */
   readonly operatorChanges?: { readonly applied: number; readonly refused: number; readonly kept: number };
+}
+
+/** One node's memory over a replay (a single pool: the models' memory estimates of what it held). */
+export interface NodeMemoryReport {
+  readonly nodeId: string;
+  readonly totalBytes: number;
+  readonly peakBytes: number;
+  readonly meanBytes: number;
+  /** What each model held on the node when it first reached its peak (models holding none left out): what a change of peak is attributed to. */
+  readonly peakByModel: Readonly<Record<string, number>>;
 }
 
 interface Inst {
@@ -36,6 +46,9 @@ interface NodeMem {
   since: number;
   peak: number;
   area: number;
+  /** Bytes each model holds now. */
+  readonly byModel: Map<string, number>;
+  peakByModel: Map<string, number>;
 }
 
 /** Nearest-rank percentile of sorted values. */
@@ -69,16 +82,23 @@ export class ReplayMeter {
   }
 
   addNode(nodeId: string, totalBytes: number, at: number): void {
-    this.mem.set(nodeId, { totalBytes, used: 0, since: at, peak: 0, area: 0 });
+    this.mem.set(nodeId, { totalBytes, used: 0, since: at, peak: 0, area: 0, byModel: new Map(), peakByModel: new Map() });
   }
 
-  memory(nodeId: string, usedBytes: number, at: number): void {
+  /** `model` took (`deltaBytes` > 0) or gave back memory on the node. A new peak copies what each model holds (a few entries: what fits on one node). */
+  memory(nodeId: string, model: string, deltaBytes: number, at: number): void {
     const m = this.mem.get(nodeId);
     if (m === undefined) return;
     m.area += m.used * (at - m.since);
-    m.used = usedBytes;
+    m.used += deltaBytes;
     m.since = at;
-    if (usedBytes > m.peak) m.peak = usedBytes;
+    const held = (m.byModel.get(model) ?? 0) + deltaBytes;
+    if (held > 0) m.byModel.set(model, held);
+    else m.byModel.delete(model);
+    if (m.used > m.peak) {
+      m.peak = m.used;
+      m.peakByModel = new Map(m.byModel);
+    }
   }
 
   started(incarnation: string, model: string, at: number): void {
@@ -145,7 +165,7 @@ export class ReplayMeter {
       waitP99Ms: percentile(waits, 99),
       evictionsByReason: Object.fromEntries([...this.evictions].sort(([a], [b]) => a.localeCompare(b))),
       failedCalls: this.failed,
-      nodes: [...this.mem].map(([nodeId, m]) => ({ nodeId, totalBytes: m.totalBytes, peakBytes: m.peak, meanBytes: Math.round((m.area + m.used * (endAt - m.since)) / span) })),
+      nodes: [...this.mem].map(([nodeId, m]) => ({ nodeId, totalBytes: m.totalBytes, peakBytes: m.peak, meanBytes: Math.round((m.area + m.used * (endAt - m.since)) / span), peakByModel: Object.fromEntries([...m.peakByModel].sort(([a], [b]) => a.localeCompare(b))) })),
       idleInstanceHours: idleMs / 3_600_000,
       replicaSeconds: aliveMs / 1000,
       spanMs: endAt - startAt,

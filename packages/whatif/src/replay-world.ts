@@ -47,9 +47,9 @@ export class ReplayNode implements AgentPort, PlacementNode {
     return create(NodeResourcesSchema, { ramTotalBytes: BigInt(this.totalBytes), ramUsedBytes: BigInt(this.usedBytes) });
   }
 
-  private setUsed(delta: number): void {
+  private setUsed(model: string, delta: number): void {
     this.usedBytes += delta;
-    this.meter.memory(this.nodeId, this.usedBytes, this.clock.now());
+    this.meter.memory(this.nodeId, model, delta, this.clock.now());
     this.onMemory(this.nodeId, this.usedBytes);
   }
 
@@ -70,7 +70,7 @@ export class ReplayNode implements AgentPort, PlacementNode {
     const sizeBytes = this.meter.sizeOf(request.model);
     const p: SimProcess = { incarnation: request.incarnation, model: request.model, address, sizeBytes };
     this.procs.set(request.incarnation, p);
-    this.setUsed(sizeBytes);
+    this.setUsed(request.model, sizeBytes);
     this.meter.started(request.incarnation, request.model, this.clock.now());
     yield { t: "spawned", address, pid: this.nextPort, gpu: undefined };
     yield { t: "loading" };
@@ -90,7 +90,7 @@ export class ReplayNode implements AgentPort, PlacementNode {
     const p = this.procs.get(incarnation);
     if (p === undefined) return false;
     this.procs.delete(incarnation);
-    this.setUsed(-p.sizeBytes);
+    this.setUsed(p.model, -p.sizeBytes);
     this.meter.stopped(incarnation, this.clock.now());
     return true;
   }

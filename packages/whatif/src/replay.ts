@@ -9,7 +9,7 @@ import { VirtualClock } from "./virtual-clock.js";
 import { ReplayMeter, type ReplayReport } from "./replay-meter.js";
 import { ReplayCluster, ReplayNode, replayBackends } from "./replay-world.js";
 import { applyTimeline, isTimelineLine, type TimelineCounts, type TimelineLine } from "./replay-timeline.js";
-import type { CallClass, CallLine, TraceLine } from "./trace-format.js";
+import type { CallClass, CallLine, GapLine, TraceLine } from "./trace-format.js";
 
 /** The config a replay runs under: the coordinator config's decision parts, already validated by its parser. */
 export interface ReplayConfig {
@@ -67,6 +67,8 @@ export interface ReplayInput {
   readonly timeline: readonly TimelineLine[];
   /** Nodes whose first node line is a join: absent until then. */
   readonly joinLater: ReadonlySet<string>;
+  /** Where the recorder dropped lines (gap lines), in time order: the replay misses what they held. */
+  readonly gaps: readonly GapLine[];
 }
 
 function median(xs: number[]): number {
@@ -81,6 +83,7 @@ function median(xs: number[]): number {
  */
 export function replayInput(lines: Iterable<TraceLine>): ReplayInput {
   const calls: CallLine[] = [];
+  const gaps: GapLine[] = [];
   const timeline: TimelineLine[] = [];
   const firstNodeLine = new Map<string, string>();
   const nodes = new Map<string, number>();
@@ -93,6 +96,7 @@ export function replayInput(lines: Iterable<TraceLine>): ReplayInput {
     if (isTimelineLine(l)) timeline.push(l.t === "load" ? { ...l, at: Math.max(0, l.at - l.loadMs) } : l);
     if (l.t === "node" && !firstNodeLine.has(l.node)) firstNodeLine.set(l.node, l.ev);
     if (l.t === "call") calls.push(l);
+    else if (l.t === "gap") gaps.push(l);
     else if (l.t === "mem") nodes.set(l.node, Math.max(nodes.get(l.node) ?? 0, l.totalBytes));
     else if (l.t === "node" && !nodes.has(l.node)) nodes.set(l.node, 0);
     else if (l.t === "load") {
@@ -109,7 +113,7 @@ export function replayInput(lines: Iterable<TraceLine>): ReplayInput {
   // Stable: lines of one millisecond keep the order they were recorded in.
   timeline.sort((a, b) => a.at - b.at);
   const joinLater = new Set([...firstNodeLine].filter(([, ev]) => ev === "joined").map(([n]) => n));
-  return { calls, nodes, loadMs: new Map([...loads].map(([m, xs]) => [m, median(xs)])), stopMs: new Map([...stops].map(([m, xs]) => [m, median(xs)])), startAt: Number.isFinite(startAt) ? startAt : 0, timeline, joinLater };
+  return { calls, nodes, loadMs: new Map([...loads].map(([m, xs]) => [m, median(xs)])), stopMs: new Map([...stops].map(([m, xs]) => [m, median(xs)])), startAt: Number.isFinite(startAt) ? startAt : 0, timeline, joinLater, gaps: gaps.sort((a, b) => a.at - b.at) };
 }
 
 /** One macrotask turn: the decision code's promise chains settle before the next virtual event. */

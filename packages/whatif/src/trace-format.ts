@@ -102,10 +102,23 @@ export interface AdminLine {
   readonly budgetPercent?: number;
 }
 
+/**
+ * Lines the recorder dropped (its buffer was full, or a write failed),
+ * written with its next flush: the trace has a gap. `at` is when the first
+ * of them was dropped, `lastAt` the last; what they held (calls, loads,
+ * stops, …) is not in the trace, so a replay around that time undercounts.
+ */
+export interface GapLine {
+  readonly t: "gap";
+  readonly at: number;
+  readonly lastAt: number;
+  readonly dropped: number;
+}
+
 /** At most this many changes in one policy line. */
 export const maxTraceChanges = 64;
 
-export type TraceLine = CallLine | LoadLine | StopLine | NodeLine | MemLine | AdminLine;
+export type TraceLine = CallLine | LoadLine | StopLine | NodeLine | MemLine | AdminLine | GapLine;
 
 /** Bounds on what a trace line may carry (a trace is input from outside). */
 export const maxTraceLineBytes = 4096;
@@ -174,6 +187,8 @@ export function parseTraceLine(text: string, lineNo: number): TraceLine | TraceH
     }
     case "mem":
       return { t: "mem", at, node: name(o, "node", where), totalBytes: num(o, "totalBytes", where), usedBytes: num(o, "usedBytes", where) };
+    case "gap":
+      return { t: "gap", at, lastAt: num(o, "lastAt", where), dropped: num(o, "dropped", where) };
     case "admin": {
       const op = o["op"];
       if (op !== "policy" && op !== "scale" && op !== "limits") throw invalidArgument(`${where}.op`, `must be policy, scale or limits, got ${JSON.stringify(op)}`);

@@ -26,8 +26,15 @@ changes in words. Without --against, the left column is what the trace itself
 recorded. The config is validated as the coordinator validates it at start: one
 that would not load is refused naming the field (exit 2). Calls keep their
 recorded arrival and duration; loads take the model's median recorded load time
-(--load-time when the trace has none). Not modelled: backend timing variance,
-network faults, node loss (see services/coordinator/docs/policy-what-if.md).
+(--load-time when the trace has none). Also replayed at their recorded times:
+node joins, losses (what the node ran is lost) and drains, operators' policy,
+scale and limits changes, LoadModel and UnloadModel; calls of a model with
+admission: go through the admission gate at their recorded class. Not modelled:
+backend timing variance, network faults and failed loads or stops, other
+programs' memory, how long a node takes to be declared lost, principals, per-GPU
+placement (each node is one memory pool), and evictions or idle time after the
+last call, where the replay ends (see
+services/coordinator/docs/policy-what-if.md).
 --sweep takes a policy field and values (repeatable): the grid of them over the
 candidate's config, with the Pareto front of cold starts vs GPU-hours held idle.
 Examples:

@@ -4,7 +4,7 @@ import { createInterface } from "node:readline";
 import { parse as parseYaml } from "yaml";
 import { Code, WardenError, formatDurationMs, invalidArgument } from "@warden/common";
 import { AdmissionGate, resolveCoordinatorConfig } from "@warden/coordinator";
-import { isTraceHeader, maxReplayLines, pareto, parseTraceLine, replayInput, replayTrace, type ReplayConfig, type ReplayInput, type ReplayReport, type TraceLine } from "@warden/whatif";
+import { isTraceHeader, maxReplayLines, pareto, parseTraceLine, replayInput, replayTrace, topChanges, type ReplayConfig, type ReplayInput, type ReplayReport, type TraceLine } from "@warden/whatif";
 
 /** At most this many sweep points (each one a replay). */
 export const maxSweepPoints = 64;
@@ -124,14 +124,29 @@ export async function simulate(o: SimulateOptions, now: () => number): Promise<s
     // A swept field holds its point's value over the trace's recorded changes to it.
     for (const p of points) results.push({ point: p.point, report: await replayTrace(input, p.config, { ...opts, keepPolicyFields: new Set(Object.keys(p.point)) }) });
     const elapsedMs = now() - started;
-    if (o.json) return JSON.stringify({ sweep: results, pareto: pareto(results).map((r) => r.point), elapsedMs }) + "\n";
-    return renderSweep(results, input, elapsedMs);
+    if (o.json) return JSON.stringify({ sweep: results, pareto: pareto(results).map((r) => r.point), traceGaps: traceGaps(input), elapsedMs }) + "\n";
+    return gapWarning(input) + renderSweep(results, input, elapsedMs);
   }
   const cand = await replayTrace(input, candidate, opts);
   const cur = current === undefined ? undefined : await replayTrace(input, current, opts);
   const elapsedMs = now() - started;
-  if (o.json) return JSON.stringify({ current: cur ?? null, recorded: cur === undefined ? recorded(lines, input) : null, candidate: cand, elapsedMs }) + "\n";
-  return renderCompare(cur ?? recorded(lines, input), cur === undefined ? "recorded" : "current", cand, input, elapsedMs);
+  if (o.json) return JSON.stringify({ current: cur ?? null, recorded: cur === undefined ? recorded(lines, input) : null, candidate: cand, traceGaps: traceGaps(input), elapsedMs }) + "\n";
+  return gapWarning(input) + renderCompare(cur ?? recorded(lines, input), cur === undefined ? "recorded" : "current", cand, input, elapsedMs);
+}
+
+/** Gaps in the trace (lines its recorder dropped): how many, and the lines dropped in all. */
+function traceGaps(input: ReplayInput): { readonly gaps: number; readonly droppedLines: number } {
+  return { gaps: input.gaps.length, droppedLines: input.gaps.reduce((n, g) => n + g.dropped, 0) };
+}
+
+/** A warning line when the trace has gaps (empty when it has none): what the dropped lines held is missing from both columns. */
+export function gapWarning(input: ReplayInput): string {
+  const first = input.gaps[0];
+  const last = input.gaps[input.gaps.length - 1];
+  if (first === undefined || last === undefined) return "";
+  const g = traceGaps(input);
+  const when = (ms: number): string => new Date(ms).toISOString();
+  return `warning: the trace has ${String(g.gaps)} gap${g.gaps === 1 ? "" : "s"}: its recorder dropped ${String(g.droppedLines)} lines (buffer full or a failed write) between ${when(first.at)} and ${when(last.lastAt)}; the calls, loads and stops they held are missing, so counts there are low\n\n`;
 }
 
 function describePoint(p: Record<string, string>): string {
@@ -197,32 +212,6 @@ function renderCompare(cur: Partial<ReplayReport>, curName: string, cand: Replay
   }
   const changes = topChanges(cur, cand);
   return [table(rows), changes.length === 0 ? "no change\n" : `top changes:\n${changes.map((c) => `  ${c}\n`).join("")}`, `replayed ${span(input)} in ${(elapsedMs / 1000).toFixed(1)}s${timelineNote(cand)}\n`].join("\n");
-}
-
-/** The largest differences in words, biggest relative change first ("chat: 41 cold starts → 6"). */
-export function topChanges(cur: Partial<ReplayReport>, cand: ReplayReport, max = 5): string[] {
-  const out: { text: string; weight: number }[] = [];
-  const add = (text: string, a: number, b: number): void => {
-    if (a !== b) out.push({ text, weight: Math.abs(b - a) / Math.max(1, Math.min(a, b)) });
-  };
-  const models = new Set([...Object.keys(cur.coldStartsByModel ?? {}), ...Object.keys(cand.coldStartsByModel)]);
-  for (const m of models) {
-    const a = cur.coldStartsByModel?.[m] ?? 0;
-    const b = cand.coldStartsByModel[m] ?? 0;
-    add(`${m}: ${String(a)} cold starts → ${String(b)}`, a, b);
-  }
-  const reasons = new Set([...Object.keys(cur.evictionsByReason ?? {}), ...Object.keys(cand.evictionsByReason)]);
-  for (const r of reasons) {
-    const a = cur.evictionsByReason?.[r] ?? 0;
-    const b = cand.evictionsByReason[r] ?? 0;
-    add(`${r} evictions: ${String(a)} → ${String(b)}`, a, b);
-  }
-  if (cur.failedCalls !== undefined) add(`failed or refused calls: ${String(cur.failedCalls)} → ${String(cand.failedCalls)}`, cur.failedCalls, cand.failedCalls);
-  if (cur.idleInstanceHours !== undefined && Math.abs(cur.idleInstanceHours - cand.idleInstanceHours) >= 0.01) add(`GPU-hours held idle: ${hours(cur.idleInstanceHours)} → ${hours(cand.idleInstanceHours)}`, cur.idleInstanceHours, cand.idleInstanceHours);
-  return out
-    .sort((a, b) => b.weight - a.weight || a.text.localeCompare(b.text))
-    .slice(0, max)
-    .map((c) => c.text);
 }
 
 function renderSweep(rs: readonly { point: Record<string, string>; report: ReplayReport }[], input: ReplayInput, elapsedMs: number): string {

@@ -42,6 +42,7 @@ import type { Coordinator, CoordinatorDeps } from "./coordinator-types.js";
 import { registerAdmissionMetrics } from "./routing/admission-metrics.js";
 import { wireInference } from "./routing/inference-wiring.js";
 import { startWorkloadTrace, traceExporter } from "./trace/workload-trace.js";
+import { registerTraceMetrics } from "./trace/trace-metrics.js";
 
 export type { Coordinator, CoordinatorDeps } from "./coordinator-types.js";
 
@@ -256,6 +257,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
   const metrics = new CoordinatorMetrics(loader, nodes, outbox);
   if (auditLink !== undefined) registerAuditStreamMetrics(metrics.registry, auditLink);
   registerAdmissionMetrics(metrics.registry, admission.gate);
+  if (trace !== undefined) registerTraceMetrics(metrics.registry, trace);
   inferenceRoutes.countInto(metrics.routedCalls);
   hub.observe((e) => {
     metrics.observe(e);

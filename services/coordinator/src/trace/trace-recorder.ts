@@ -2,7 +2,7 @@ import { mkdir, open, readdir, rm, stat, type FileHandle } from "node:fs/promise
 import { privateStateDir } from "@warden/common";
 import { join } from "node:path";
 import type { Cancel, Clock, Logger } from "@warden/common";
-import { traceHeader, type TraceLine } from "@warden/whatif";
+import { traceHeader, type GapLine, type TraceLine } from "@warden/whatif";
 
 /** The recorder's settings (coordinator config `trace:`). */
 export interface TraceSettings {
@@ -28,6 +28,18 @@ export interface TraceRecorderOptions {
   readonly maxBufferedLines?: number;
   /** @default 1000 */
   readonly flushIntervalMs?: number;
+  /** At most one warning about dropped lines this often (each says how many were dropped since the last). @default 60000 */
+  readonly dropWarnIntervalMs?: number;
+}
+
+/** Why lines were dropped: the buffer was full, or the write of their batch failed. */
+export type DropReason = "buffer-full" | "write-failed";
+
+/** Lines dropped and not yet marked in the trace: written as one gap line with the next flush. */
+interface PendingGap {
+  at: number;
+  lastAt: number;
+  dropped: number;
 }
 
 const segmentPattern = /^trace-(\d{10})\.jsonl$/;
@@ -60,10 +72,16 @@ export async function listSegments(dir: string): Promise<{ readonly n: number; r
  * the line and counts it. Each segment starts with the version header and is
  * at most maxBytes/segments; starting a new one removes the oldest past the
  * cap. A write error is logged once per flush and the batch dropped (counted).
+ * Dropped lines are never silent: the next flush writes a gap line (so a
+ * replay can say the trace has a gap there) and, at most once a minute, a
+ * warning with how many were dropped since the last one.
  */
 export class TraceRecorder {
   private buffer: string[] = [];
-  private dropped = 0;
+  private readonly drops: Record<DropReason, number> = { "buffer-full": 0, "write-failed": 0 };
+  private gap: PendingGap | undefined;
+  private warnedAt: number | undefined;
+  private warnedDrops = 0;
   private written = 0;
   private timer: Cancel | undefined;
   private flushing: Promise<void> | undefined;
@@ -73,12 +91,14 @@ export class TraceRecorder {
   private readonly segmentBytes: number;
   private readonly maxLines: number;
   private readonly flushMs: number;
+  private readonly warnMs: number;
 
   private constructor(private readonly o: TraceRecorderOptions) {
     const count = Math.max(2, o.segments ?? 8);
     this.segmentBytes = Math.max(4096, Math.floor(o.maxBytes / count));
     this.maxLines = o.maxBufferedLines ?? 20_000;
     this.flushMs = o.flushIntervalMs ?? 1_000;
+    this.warnMs = o.dropWarnIntervalMs ?? 60_000;
   }
 
   /** Opens the trace directory (owner-only, like the rest of the state dir) and keeps the segments already there. */
@@ -94,7 +114,12 @@ export class TraceRecorder {
 
   /** Lines dropped because the buffer was full or a write failed. */
   get droppedLines(): number {
-    return this.dropped;
+    return this.drops["buffer-full"] + this.drops["write-failed"];
+  }
+
+  /** Lines dropped, by why (warden_trace_dropped_lines_total). */
+  droppedByReason(): Readonly<Record<DropReason, number>> {
+    return { ...this.drops };
   }
 
   get writtenLines(): number {
@@ -105,11 +130,38 @@ export class TraceRecorder {
   record(line: TraceLine): void {
     if (this.closed) return;
     if (this.buffer.length >= this.maxLines) {
-      this.dropped++;
+      this.drop(1, "buffer-full");
       return;
     }
     const text = JSON.stringify(line) + "\n";
     this.buffer.push(text);
+  }
+
+  /** Counts dropped lines and widens the pending gap over them. */
+  private drop(lines: number, why: DropReason): void {
+    this.drops[why] += lines;
+    const now = this.o.clock.wallNow();
+    if (this.gap === undefined) this.gap = { at: now, lastAt: now, dropped: lines };
+    else {
+      this.gap.lastAt = now;
+      this.gap.dropped += lines;
+    }
+  }
+
+  /** Puts a gap whose line was not written back into the pending one. */
+  private widen(g: PendingGap): void {
+    const p = this.gap;
+    this.gap = p === undefined ? { ...g } : { at: Math.min(p.at, g.at), lastAt: Math.max(p.lastAt, g.lastAt), dropped: p.dropped + g.dropped };
+  }
+
+  /** One warning for the lines dropped since the last, unless one was logged less than dropWarnIntervalMs ago (the next one counts these too). */
+  private warnDropped(): void {
+    const now = this.o.clock.now();
+    const total = this.droppedLines;
+    if (total === this.warnedDrops || (this.warnedAt !== undefined && now - this.warnedAt < this.warnMs)) return;
+    this.o.log.warn("trace lines dropped: the trace has a gap (warden_trace_dropped_lines_total)", { dir: this.o.dir, dropped: total - this.warnedDrops, droppedTotal: total, ...this.drops });
+    this.warnedAt = now;
+    this.warnedDrops = total;
   }
 
   private arm(): void {
@@ -123,16 +175,25 @@ export class TraceRecorder {
   /** Writes what is buffered (one flush at a time; a second caller waits for the running one, then flushes its own lines). */
   async flush(): Promise<void> {
     while (this.flushing !== undefined) await this.flushing;
-    if (this.buffer.length === 0) return;
+    const gap = this.gap;
+    if (this.buffer.length === 0 && gap === undefined) return;
     const batch = this.buffer;
     this.buffer = [];
-    this.flushing = this.write(batch).finally(() => {
+    this.gap = undefined;
+    // After the lines kept before the drops, before any recorded after this flush began.
+    if (gap !== undefined) {
+      const line: GapLine = { t: "gap", ...gap };
+      batch.push(JSON.stringify(line) + "\n");
+    }
+    this.flushing = this.write(batch, gap).finally(() => {
       this.flushing = undefined;
     });
     await this.flushing;
+    if (gap !== undefined) this.warnDropped();
   }
 
-  private async write(batch: string[]): Promise<void> {
+  /** Writes `batch` (ending with `gap`'s line when there is one); on failure its lines are dropped and the gap goes to the next flush. */
+  private async write(batch: string[], gap: PendingGap | undefined): Promise<void> {
     try {
       let i = 0;
       while (i < batch.length) {
@@ -149,11 +210,15 @@ export class TraceRecorder {
         i = j;
         if (i < batch.length) await this.rotate();
       }
+      // The gap line is the trace's, not a recorded line.
+      if (gap !== undefined) this.written--;
       const f = this.file;
       if (f !== undefined && f.bytes >= this.segmentBytes) await this.rotate();
     } catch (err) {
-      this.dropped += batch.length;
-      this.o.log.warn("trace write failed: lines dropped", { dir: this.o.dir, lines: batch.length, error: err instanceof Error ? err.message : String(err) });
+      const lines = batch.length - (gap === undefined ? 0 : 1);
+      if (lines > 0) this.drop(lines, "write-failed");
+      if (gap !== undefined) this.widen(gap);
+      this.o.log.warn("trace write failed: lines dropped", { dir: this.o.dir, lines, error: err instanceof Error ? err.message : String(err) });
     }
   }
 

@@ -43,7 +43,8 @@ beforeAll(async () => {
     // The nodes beat once: they stay ready for the test (states are the listing test's).
     nodeGrace: "1h",
     limits: { maxConnectionsPerPeer: 256 },
-    models: ["m0", "m1", "whisper"].map((m) => ({ id: m, backend: "backend-sim" })),
+    // Replicas on many nodes: a max below their count would scale them down once scaleDownAfter (5 min) passes — on a loaded machine, during the test.
+    models: ["m0", "m1", "whisper"].map((m) => ({ id: m, backend: "backend-sim", replicas: { min: 0, max: 1024 } })),
   });
   url = `http://${coordinator.httpAddress ?? ""}`;
   const s = await startListingSwarm(coordinator.address);

@@ -237,6 +237,7 @@ describe("paged listings at 1 200 nodes", () => {
     expect(ls.code, ls.stderr).toBe(0);
     expect((JSON.parse(ls.stdout) as { nodes: unknown[] }).nodes).toHaveLength(nodes.size);
     const filtered = await cli(["nodes", "ls", "--node", "n-010", "--state", "lost", "--json"]);
+    expect(filtered.code, filtered.stderr).toBe(0);
     expect((JSON.parse(filtered.stdout) as { nodes: { nodeId: string }[] }).nodes.map((n) => n.nodeId)).toEqual([id(1_000)]);
     const limited = await cli(["models", "ls", "--model", "m2", "--limit", "5"]);
     expect(limited.code, limited.stderr).toBe(0);

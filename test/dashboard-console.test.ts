@@ -1,6 +1,7 @@
 /**
  * The dashboard's console pages in headless Chromium against a real
- * coordinator process (auth on, embedded agent, backend-sim): Models, Events,
+ * coordinator process (auth on, embedded agent, backend-sim): Models, Events
+ * (filtered by model, type and node),
  * Policy and Playground render what the Admin API holds, their actions act
  * and show their outcome, a viewer sees no controls, and axe-core finds no
  * serious or critical accessibility violation on any page.
@@ -147,6 +148,38 @@ describe("dashboard console pages in a real browser", () => {
     await page.waitForSelector("#policy-result.error", { timeout: domDeadlineMs });
     expect(await page.textContent("#policy-result")).toMatch(/memory_?[tT]hreshold/);
     expect((await admin.getPolicy({})).policy?.memoryThreshold).not.toBe(0);
+  }, 240_000);
+
+  it("Events: the node filter keeps that node's events, in the history and the live tail, and drops events of no node or another", async () => {
+    const { page, admin } = rig;
+    // An event of the node in the history before the page opens.
+    await admin.loadModel({ model: "embed-small" }, { timeoutMs: domDeadlineMs });
+    await open(page, "events");
+    const filter = async (node: string): Promise<void> => {
+      await page.fill("#ev-node", node);
+      await page.fill("#ev-model", "");
+      await page.fill("#ev-type", "");
+      await page.click('#events-filter button[type=submit]');
+    };
+    const postPolicy = (idleTimeoutMs: number): Promise<Response> => fetch(`${rig.url}/api/dashboard/policy`, { method: "POST", headers: { "content-type": "application/json", authorization: `Bearer ${rig.tokens.operator}` }, body: JSON.stringify({ idleTimeoutMs }) });
+    // Unfiltered: the Policy edit's event, which names no node, is in the history.
+    await filter("");
+    await page.waitForSelector('#history li[data-type="policy.updated"]', { timeout: domDeadlineMs });
+    // Filtered by the node: only its events, from the history.
+    await filter("local");
+    await page.locator('#history li[data-type="policy.updated"]').first().waitFor({ state: "detached", timeout: domDeadlineMs });
+    await page.waitForSelector('#history li[data-type="backend.loaded"]:text("embed-small on local")', { timeout: domDeadlineMs });
+    const texts = await page.locator("#history li").allTextContents();
+    expect(texts.length).toBeGreaterThan(0);
+    for (const t of texts) expect(t).toContain("local");
+    // The live tail under the same filter: a policy edit (no node) stays out, the unload that follows it on the node comes in.
+    expect((await postPolicy(125_000)).status).toBe(200);
+    await admin.unloadModel({ model: "embed-small" }, { timeoutMs: domDeadlineMs });
+    await page.waitForSelector('#history li[data-type="eviction.stopped"]:text("embed-small on local")', { timeout: domDeadlineMs });
+    expect(await page.locator('#history li[data-type="policy.updated"]').count()).toBe(0);
+    // Another node's filter: nothing of this one.
+    await filter("elsewhere");
+    await page.waitForSelector('#history-count:text-is("0 shown")', { timeout: domDeadlineMs });
   }, 240_000);
 
   it("Playground: a streamed chat completion shows its text, time to first token and tokens", async () => {

@@ -3,7 +3,8 @@
  * coordinator process (auth on, embedded agent, backend-sim): an instance's
  * busy state is pushed as its calls begin and end (a `busy` frame on the
  * stream, not the next snapshot), and the page shows it; a backend's logs
- * on its instance's row (GetInstanceLogs, operator only); the Plots page's
+ * on its instance's row (GetInstanceLogs, operator only), a failing one's
+ * stderr too, with its load job's phase on the Nodes page; the Plots page's
  * charts from the coordinator's metrics ring, moving when calls flow (calls,
  * latency, tokens per second, the admission queue) and each GPU's memory
  * (the node's agent reads a stand-in nvidia-smi: two GPUs).
@@ -16,7 +17,7 @@ import { AdminService } from "@warden/proto";
 import { Code, WardenError } from "@warden/common";
 import { withToken } from "./support/auth-tokens.js";
 import { simModel } from "./support/coordinator-harness.js";
-import { domDeadlineMs, startDashboardRig, useToken, type DashboardRig } from "./support/dashboard-flow.js";
+import { domDeadlineMs, noisySimModel, noisySimStderr, startDashboardRig, useToken, type DashboardRig } from "./support/dashboard-flow.js";
 import { parseSse } from "../services/coordinator/src/http/dashboard/sse-parse.js";
 
 let rig: DashboardRig;
@@ -45,8 +46,11 @@ const quick = simModel("quick", { memoryEstimate: "256MiB" });
 /** One call at a time through admission, each held a minute: the next ones wait in its queue. */
 const gated = { ...simModel("gated", { memoryEstimate: "256MiB", knobs: { predict_delay_ms: 60_000 } }), replicas: { targetInFlight: 1 }, admission: { maxInFlightPerReplica: 1 } };
 
+/** Writes its trouble to stderr, loads for 20 s, then refuses the load: long enough to look at while it loads. */
+const noisy = noisySimModel("noisy", 20_000);
+
 beforeAll(async () => {
-  rig = await startDashboardRig({ extraModels: [slow, quick, gated], fakeGpus: true });
+  rig = await startDashboardRig({ extraModels: [slow, quick, gated, noisy], fakeGpus: true, noisySim: true });
 }, 120_000);
 
 afterAll(async () => {
@@ -181,6 +185,31 @@ describe("dashboard live details in a real browser", () => {
     }
   }, 240_000);
 
+  it("a failing backend: its load job and phase on the Nodes page while it loads, its stderr through the row's Logs, then the failure in words", async () => {
+    const { page } = rig;
+    await page.goto(`${rig.url}/#/nodes`, { waitUntil: "domcontentloaded" });
+    await page.waitForSelector('#conn[data-state="live"]', { timeout: domDeadlineMs });
+    await page.selectOption("#explain-model", "noisy");
+    await page.click("#load-button");
+    // The Placement panel's Load jobs: the load in progress and its phase (ListModels' load job).
+    const job = '#load-jobs li[data-model="noisy"]';
+    await page.waitForSelector(`${job}[data-state="loading"]:text("noisy: loading (loading) on local")`, { timeout: domDeadlineMs });
+    // Its instance's row while it loads, and the backend's stderr under it.
+    const row = '[data-node-id="local"] tr[data-model="noisy"][data-kind="loading"]';
+    await page.waitForSelector(`${row} button[data-action="logs"]`, { timeout: domDeadlineMs });
+    const incarnation = (await page.getAttribute(row, "data-incarnation")) ?? "";
+    await page.click(`${row} button[data-action="logs"]`);
+    const stderr = `tr[data-logs-for="${incarnation}"] pre[data-stream="stderr"]`;
+    await page.waitForSelector(stderr, { timeout: domDeadlineMs });
+    const lines = ((await page.textContent(stderr)) ?? "").split("\n");
+    for (const l of noisySimStderr) expect(lines).toContain(l);
+    // Then the load fails: the press's answer and the load job say why.
+    await page.waitForSelector("#action-result.error", { timeout: domDeadlineMs });
+    expect(await page.textContent("#action-result")).toMatch(/^load of noisy failed — .*weights do not match their checksums/);
+    await page.waitForSelector(`${job}[data-state="failed"]:text("weights do not match their checksums")`, { timeout: domDeadlineMs });
+    await page.locator(`[data-node-id="local"] tr[data-model="noisy"]`).waitFor({ state: "detached", timeout: domDeadlineMs });
+  }, 240_000);
+
   it("plots: the calls-per-second chart of a model moves while its calls flow, loads are marked; memory per node is drawn", async () => {
     const page = await rig.browser.newPage();
     await useToken(page, rig.tokens.viewer);
@@ -195,9 +224,10 @@ describe("dashboard live details in a real browser", () => {
     try {
       await page.goto(`${rig.url}/#/plots`, { waitUntil: "domcontentloaded" });
       await page.waitForSelector('#page-plots:not([hidden])', { timeout: domDeadlineMs });
-      // A sample with calls in it reaches the page (samples every 5 s; the page re-reads as often).
-      await page.waitForSelector('figure[data-plot="calls"] path[data-series="quick"]:not([data-max="0"])', { timeout: domDeadlineMs });
-      await page.waitForSelector('figure[data-plot="p50"] path[data-series="quick"]:not([data-max="0"])', { timeout: domDeadlineMs });
+      // A sample with calls in it reaches the page (samples every 5 s; the page re-reads as often). Attached, not
+      // visible: a steady series (quick's p50 stays at a couple of milliseconds call after call) is a flat line, with no height.
+      await page.waitForSelector('figure[data-plot="calls"] path[data-series="quick"]:not([data-max="0"])', { state: "attached", timeout: domDeadlineMs });
+      await page.waitForSelector('figure[data-plot="p50"] path[data-series="quick"]:not([data-max="0"])', { state: "attached", timeout: domDeadlineMs });
       // The load of "quick" (and the others before it) marked on the time axis, from the event history.
       await page.waitForSelector('figure[data-plot="calls"] line[data-mark="load"]', { state: "attached", timeout: domDeadlineMs });
       expect(await page.locator('figure[data-plot="memory-local"] path[data-series="measured"]').count()).toBe(1);

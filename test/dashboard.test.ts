@@ -3,12 +3,17 @@
  * (auth on, HTTP listener, embedded agent with backend-sim): what the page
  * shows matches ListNodes/ListModels; a grouped eviction started from the page
  * appears as events and as the new instance, with no reload; the action and
- * read endpoints refuse what they must. The screenshot is kept as an artifact.
+ * read endpoints refuse what they must; Explain is dated and asked again while
+ * shown; a row's Unload and a card's Drain and Undrain say what runs in words,
+ * then their outcome; the page greys while its coordinator is gone (last).
+ * The screenshot is kept as an artifact.
  */
 import { mkdtemp } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Page } from "playwright-core";
+import { until } from "./support/coordinator-harness.js";
 import { attributes, domDeadlineMs, groupedEvictionFlow, startDashboardRig, useToken, type DashboardRig } from "./support/dashboard-flow.js";
 
 let rig: DashboardRig;
@@ -20,6 +25,27 @@ beforeAll(async () => {
 afterAll(async () => {
   await rig.close();
 });
+
+/** Holds the page's next POST to the action `action` until `release` is called: what the page says while the call runs can be read. */
+async function holdAction(page: Page, action: string): Promise<{ release(): void }> {
+  let release: () => void = () => undefined;
+  const held = new Promise<void>((r) => (release = r));
+  await page.route(`**/api/dashboard/actions/${action}`, async (route) => {
+    await held;
+    await route.continue();
+  }, { times: 1 });
+  return { release };
+}
+
+/** The browser's window, as much as `computed` uses (the tests' types have no DOM). */
+interface StyleWindow {
+  getComputedStyle(e: unknown): Record<"opacity" | "filter", string>;
+}
+
+/** `getComputedStyle(selector)[property]` as the page has it now (run in the page, which its CSP allows: no string is evaluated). */
+async function computed(page: Page, selector: string, property: "opacity" | "filter"): Promise<string> {
+  return page.locator(selector).evaluate((e, p) => (globalThis as unknown as StyleWindow).getComputedStyle(e)[p], property);
+}
 
 async function post(path: string, token: string | undefined, body: unknown): Promise<{ status: number; json: Record<string, unknown> }> {
   const res = await fetch(`${rig.url}${path}`, { method: "POST", headers: { "content-type": "application/json", ...(token === undefined ? {} : { authorization: `Bearer ${token}` }) }, body: JSON.stringify(body) });
@@ -42,6 +68,8 @@ describe("dashboard in a real browser", () => {
     expect(startedText).toContain("chat-a on local: reason group");
     // Memory: the bar shows the agent's measure and Warden's accounting (chat-b's 3 GiB estimate).
     expect(await rig.page.textContent('[data-node-id="local"] .bar-label')).toContain("Warden accounts 3.0 GiB");
+    // chat-a was loaded before the page opened: its line comes from the event history the list starts with.
+    expect(await rig.page.locator('#events li[data-type="backend.loaded"]', { hasText: "loaded chat-a on local" }).count()).toBe(1);
     // Its own temp dir: the rig's is removed when the coordinator stops, the artifact stays.
     const shot = join(await mkdtemp(join(tmpdir(), "warden-dashboard-artifact-")), "dashboard.png");
     await rig.page.screenshot({ path: shot, fullPage: true });
@@ -85,7 +113,65 @@ describe("dashboard in a real browser", () => {
     await page.close();
   }, 120_000);
 
-  it("Load while the only node drains: the outcome in words, naming the draining node (last: it evicts chat-b)", async () => {
+  it("Explain is dated and asked again as the cluster moves; a row's Unload says in words what runs, then its outcome", async () => {
+    const { page, admin } = rig;
+    await page.goto(rig.url, { waitUntil: "domcontentloaded" });
+    await page.waitForSelector('#conn[data-state="live"]', { timeout: domDeadlineMs });
+    const row = '[data-node-id="local"] tr[data-model="chat-b"]';
+    await page.waitForSelector(`${row}[data-kind="ready"]`, { timeout: domDeadlineMs });
+    // chat-a shares chat-b's group: placing it would evict chat-b.
+    await page.selectOption("#explain-model", "chat-a");
+    await page.click("#explain-form button[type=submit]");
+    await page.waitForSelector('#explain [data-decision="evict-then-place"]', { timeout: domDeadlineMs });
+    const firstAt = Date.parse((await page.getAttribute("#explain .explain-at", "data-at")) ?? "");
+    expect(Number.isNaN(firstAt)).toBe(false);
+    expect(await page.textContent("#explain .explain-at")).toMatch(/^as of \S.* · asked again every 5 s while shown$/);
+
+    // The row's Unload: the words while the call runs (its answer held back), then its outcome.
+    const held = await holdAction(page, "unload");
+    await page.click(`${row} button[data-action="unload"]`);
+    await page.waitForSelector('#action-result:text-is("unloading chat-b…")', { timeout: domDeadlineMs });
+    held.release();
+    await page.waitForSelector('#action-result:text-is("unloaded chat-b: stopped")', { timeout: domDeadlineMs });
+    await page.locator(row).waitFor({ state: "detached", timeout: domDeadlineMs });
+    expect((await admin.listModels({})).instances).toHaveLength(0);
+
+    // Nobody pressed Explain again: a snapshot after the unload asked again, and the answer says when.
+    await page.waitForSelector('#explain [data-decision="place"]', { timeout: domDeadlineMs });
+    expect(Date.parse((await page.getAttribute("#explain .explain-at", "data-at")) ?? "")).toBeGreaterThan(firstAt);
+  }, 240_000);
+
+  it("a card's Drain and Undrain: the words while each runs, then the node draining (its instance moved off) and back", async () => {
+    const { page, admin } = rig;
+    await admin.loadModel({ model: "embed-small" }, { timeoutMs: domDeadlineMs });
+    const draining = async (): Promise<boolean | undefined> => (await admin.listNodes({})).nodes.find((n) => n.nodeId === "local")?.draining;
+    await page.goto(rig.url, { waitUntil: "domcontentloaded" });
+    await page.waitForSelector('#conn[data-state="live"]', { timeout: domDeadlineMs });
+    const card = '[data-node-id="local"]';
+    await page.waitForSelector(`${card} tr[data-model="embed-small"][data-kind="ready"]`, { timeout: domDeadlineMs });
+
+    const drain = await holdAction(page, "drain");
+    await page.click(`${card} button[data-action="drain"]`);
+    await page.waitForSelector('#action-result:text-is("draining local…")', { timeout: domDeadlineMs });
+    drain.release();
+    await page.waitForSelector('#action-result:text("local is draining: takes no new loads")', { timeout: domDeadlineMs });
+    await page.waitForSelector(`${card} .node-status:text("draining")`, { timeout: domDeadlineMs });
+    await page.locator(`${card} tr[data-model="embed-small"]`).waitFor({ state: "detached", timeout: domDeadlineMs });
+    await page.waitForSelector(`${card} button[data-action="undrain"]`, { timeout: domDeadlineMs });
+    expect(await page.locator(`${card} button[data-action="drain"]`).count()).toBe(0);
+    expect(await draining()).toBe(true);
+
+    const undrain = await holdAction(page, "undrain");
+    await page.click(`${card} button[data-action="undrain"]`);
+    await page.waitForSelector('#action-result:text-is("undraining local…")', { timeout: domDeadlineMs });
+    undrain.release();
+    await page.waitForSelector('#action-result:text-is("local takes loads again")', { timeout: domDeadlineMs });
+    await page.waitForSelector(`${card} button[data-action="drain"]`, { timeout: domDeadlineMs });
+    expect(await page.textContent(`${card} .node-status`)).not.toContain("draining");
+    expect(await draining()).toBe(false);
+  }, 240_000);
+
+  it("Load while the only node drains: the outcome in words, naming the draining node", async () => {
     const { page, admin } = rig;
     await admin.drainNode({ nodeId: "local" }, { timeoutMs: domDeadlineMs });
     try {
@@ -99,5 +185,24 @@ describe("dashboard in a real browser", () => {
     } finally {
       await admin.undrainNode({ nodeId: "local" }, { timeoutMs: domDeadlineMs });
     }
+  }, 240_000);
+
+  it("while its coordinator is gone the page is greyed and says so, keeping what it last showed (last: it stops the coordinator)", async () => {
+    const { page } = rig;
+    await page.goto(rig.url, { waitUntil: "domcontentloaded" });
+    await page.waitForSelector('body[data-conn="live"]', { timeout: domDeadlineMs });
+    await page.waitForSelector('[data-node-id="local"]', { timeout: domDeadlineMs });
+    expect(await computed(page, "main", "opacity")).toBe("1");
+    expect(await computed(page, "main", "filter")).toBe("none");
+
+    rig.coord.child.kill("SIGTERM");
+    await rig.coord.exited;
+    await page.waitForSelector('body[data-conn="error"]', { timeout: domDeadlineMs });
+    expect(await page.textContent("#conn")).toMatch(/retrying/);
+    // Greyed by the style sheet (after its 0.2 s fade): what the page shows may be stale.
+    await until("the page greyed", async () => (await computed(page, "main", "opacity")) === "0.5", domDeadlineMs);
+    expect(await computed(page, "main", "filter")).toBe("grayscale(1)");
+    // What it last showed stays on screen, greyed.
+    expect(await page.locator('[data-node-id="local"]').count()).toBe(1);
   }, 240_000);
 });

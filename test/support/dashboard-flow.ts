@@ -17,6 +17,7 @@ import { startCoordinatorProcess, type CoordinatorProcess } from "./coordinator-
 import { testPortRange } from "./port-range.js";
 import { writeTokensFile } from "./auth-tokens.js";
 import { withToken } from "./auth-tokens.js";
+import { backendSimCatalogEntry } from "../../services/agent/src/backend-sim-catalog.js";
 
 export const chromiumPath = process.env.WARDEN_CHROMIUM ?? "/usr/bin/chromium";
 
@@ -38,7 +39,6 @@ export interface DashboardRig {
 /** Two chat models of one concurrency group: loading the second evicts the first (DESIGN §3.4). */
 export const groupedModels = [simModel("chat-a", { groups: ["gpu0"], memoryEstimate: "2GiB" }), simModel("chat-b", { groups: ["gpu0"], memoryEstimate: "3GiB" }), simModel("embed-small", { memoryEstimate: "512MiB" }), simModel("broken", { memoryEstimate: "256MiB", knobs: { exit_code: 3 } })];
 
-/** Starts `warden up` (auth on, HTTP listener on a free port, embedded agent) and a browser on its dashboard as an operator. */
 /**
  * An nvidia-smi stand-in (as test/agent.test.ts's): two 80 GiB GPUs holding
  * 1 and 2 GiB, no compute processes, so the agent reports GPUs (the Plots
@@ -57,7 +57,30 @@ esac
   return script;
 }
 
-export async function startDashboardRig(o: { readonly extraModels?: readonly Record<string, unknown>[]; readonly fakeGpus?: boolean } = {}): Promise<DashboardRig> {
+/** What the `noisy-sim` backend writes to stderr as it starts (noisySimModel). */
+export const noisySimStderr = ["noisy-sim: reading /models/noisy.gguf", "noisy-sim: error: tensor blk.0.attn_q.weight: checksum mismatch"] as const;
+
+/**
+ * A backend that fails as a real one does: it writes what went wrong to
+ * stderr, takes a while to load, then refuses the load. backend-sim wrapped in
+ * a script that writes `noisySimStderr` first (backend-sim itself writes
+ * stderr only as it exits); catalog entry `noisy-sim` (`noisySim` rig option).
+ */
+export function noisySimModel(id: string, loadDelayMs: number): Record<string, unknown> {
+  return { ...simModel(id, { memoryEstimate: "256MiB", knobs: { load_delay_ms: loadDelayMs, fail_load: "weights do not match their checksums" } }), backend: "noisy-sim" };
+}
+
+async function writeNoisySim(dir: string): Promise<Record<string, unknown>> {
+  const script = join(dir, "noisy-sim");
+  await writeFile(script, `#!/bin/sh\n${noisySimStderr.map((l) => `echo '${l}' >&2\n`).join("")}exec "$@"\n`);
+  await chmod(script, 0o755);
+  // backend-sim's own entry (its environment, working directory), started through the script.
+  const sim = backendSimCatalogEntry();
+  return { builtin: "backend-sim", command: script, args: [sim.command, ...sim.args] };
+}
+
+/** Starts `warden up` (auth on, HTTP listener on a free port, embedded agent) and a browser on its dashboard as an operator. */
+export async function startDashboardRig(o: { readonly extraModels?: readonly Record<string, unknown>[]; readonly fakeGpus?: boolean; /** Adds the `noisy-sim` catalog entry (noisySimModel). */ readonly noisySim?: boolean } = {}): Promise<DashboardRig> {
   const dir = await mkdtemp(join(tmpdir(), "warden-dashboard-"));
   const { path: tokensFile, tokens } = await writeTokensFile(dir, { operator: { role: "operator" }, inference: { role: "inference" }, viewer: { role: "viewer" }, admin: { role: "admin" } });
   let coord: CoordinatorProcess | undefined;
@@ -77,7 +100,7 @@ export async function startDashboardRig(o: { readonly extraModels?: readonly Rec
         readiness: { attempts: 100, interval: "200ms", initialInterval: "20ms" },
         grace: "3s",
         ...(o.fakeGpus === true ? { nvidiaSmi: await writeFakeNvidiaSmi(dir), gpus: ["0", "1"] } : { nvidiaSmi: "" }),
-        catalog: { "backend-sim": { builtin: "backend-sim" } },
+        catalog: { "backend-sim": { builtin: "backend-sim" }, ...(o.noisySim === true ? { "noisy-sim": await writeNoisySim(dir) } : {}) },
       },
       policy: { tickInterval: "100ms", enforcementRetries: 60, enforcementRetryInterval: "250ms" },
       stop: { timeout: "10s", rpcTimeout: "8s" },

@@ -190,6 +190,7 @@ table.instances td.detail { color: #666; font-size: 0.9em; word-break: break-all
 .explain-form { display: flex; gap: 0.4em; flex-wrap: wrap; }
 .explain { background: #fff; border-radius: 8px; padding: 0.4em 0.8em; margin: 0.6em 0; min-height: 1.5em; font-size: 0.92em; }
 .explain ul { margin: 0.3em 0; padding-left: 1.2em; }
+.explain .explain-at { color: #666; font-size: 0.85em; margin: 0.2em 0 0; }
 .action-result { font-size: 0.9em; min-height: 1.2em; margin-bottom: 0.6em; }
 .action-result.error { color: #c62828; }
 .events { list-style: none; margin: 0; padding: 0; background: #fff; border-radius: 8px; max-height: 60vh; overflow-y: auto; font-size: 0.88em; }

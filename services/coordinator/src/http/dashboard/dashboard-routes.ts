@@ -130,7 +130,7 @@ export function dashboardRoutes(ctx: DashboardContext, options: DashboardOptions
         ctx.auth.principal(request);
         const model = checkId(q.model ?? "", "model");
         const r = await admin.explainPlacement({ model }, { signal: callSignal(reply, ctx.config().http.callTimeoutMs) });
-        return reply.header("cache-control", "no-store").send(explainJson(r));
+        return reply.header("cache-control", "no-store").send(explainJson(r, ctx.clock.wallNow()));
       });
 
       // GET only: a HEAD would take a stream slot whose headers Node never sends (no body, so never flushed).

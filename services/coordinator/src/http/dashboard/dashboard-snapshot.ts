@@ -165,9 +165,10 @@ const decisionNames: Readonly<Record<PlacementDecision, string>> = {
   [PlacementDecision.WAIT]: "wait",
 };
 
-/** ExplainPlacement's answer as plain JSON. */
-export function explainJson(r: ExplainPlacementResponse): Record<string, unknown> {
+/** ExplainPlacement's answer as plain JSON, with `at`: the coordinator's wall clock when it answered (the page dates the answer by it). */
+export function explainJson(r: ExplainPlacementResponse, wallNowMs: number): Record<string, unknown> {
   return {
+    at: new Date(wallNowMs).toISOString(),
     decision: decisionNames[r.decision],
     nodeId: r.nodeId,
     reason: r.reason,

@@ -5,7 +5,7 @@
  * (textContent), never as markup. Bundled at build time (build-client.mjs).
  */
 import type { DashboardErrorBody, DashboardEvent, DashboardSnapshot, DashboardWhoAmI } from "../dashboard-view.js";
-import { appendBounded, eventLine, formatBytes, kindStyles, loadJobText, type EventLine, type InstanceKind } from "../view-model.js";
+import { formatBytes, kindStyles, loadJobText, type InstanceKind } from "../view-model.js";
 import { parseSse } from "../sse-parse.js";
 import { maxFilterChars, nodeWindow, type StateChoice, type WindowCard } from "../node-window.js";
 import { driftNote } from "../drift-note.js";
@@ -17,19 +17,20 @@ import { eventsPage } from "./events-page.js";
 import { policyPage } from "./policy-page.js";
 import { playgroundPage } from "./playground-page.js";
 import { plotsPage } from "./plots-page.js";
-import { lastLoadStderr, may, type ConsoleContext } from "./console-context.js";
+import { may, type ConsoleContext } from "./console-context.js";
 import { InstanceLogs } from "./instance-logs.js";
 import { HaFollower, type ConnState } from "./ha-follower.js";
+import { NodeActions } from "./node-actions.js";
+import { PlacementExplain } from "./placement-explain.js";
+import { NodeEvents } from "./node-events.js";
+import type { NodeAction } from "../node-action-text.js";
 
-/** Lines the event panel keeps. */
-const maxEventLines = 200;
 const tokenKey = "warden.dashboard.token";
 
 interface State {
   token: string;
   who: DashboardWhoAmI | undefined;
   snapshot: DashboardSnapshot | undefined;
-  events: EventLine[];
   retryMs: number;
   /** The node panel's filter box, state group and page (node-window.ts). */
   filter: string;
@@ -37,7 +38,7 @@ interface State {
   page: number;
 }
 
-const state: State = { token: sessionStorage.getItem(tokenKey) ?? "", who: undefined, snapshot: undefined, events: [], retryMs: 1_000, filter: "", stateChoice: "all", page: 0 };
+const state: State = { token: sessionStorage.getItem(tokenKey) ?? "", who: undefined, snapshot: undefined, retryMs: 1_000, filter: "", stateChoice: "all", page: 0 };
 
 function headers(json = false): Record<string, string> {
   const h: Record<string, string> = {};
@@ -90,9 +91,16 @@ function bar(measuredPct: number, accountedPct: number): HTMLElement {
   return el("div", { class: "bar" }, measured, accounted);
 }
 
-function actionButton(label: string, action: string, body: Record<string, unknown>): HTMLElement {
-  const b = el("button", { type: "button", class: "act small", "data-action": action }, label);
-  b.addEventListener("click", () => void act(action, body));
+/** The Nodes page's buttons and what they say (node-actions.ts). */
+const actions = new NodeActions(consoleCtx);
+/** Placement's Explain, dated and re-asked while shown (placement-explain.ts). */
+const placement = new PlacementExplain(headers, () => !byId("page-nodes").hidden);
+/** The Nodes page's event list, seeded from the history (node-events.ts). */
+const nodeEvents = new NodeEvents(headers);
+
+function actionButton(label: string, a: NodeAction): HTMLElement {
+  const b = el("button", { type: "button", class: "act small", "data-action": a.t }, label);
+  b.addEventListener("click", () => void actions.press(a));
   return b;
 }
 
@@ -107,14 +115,14 @@ function nodeCard(c: WindowCard, canAct: boolean): HTMLElement {
   const drift = el("span", { class: note.high ? "drift drift-high" : "drift", title: note.title, tabindex: "0" }, `drift ${formatBytes(m.driftBytes)}`);
   const label = el("div", { class: "bar-label" }, `${what}: total ${formatBytes(m.totalBytes)} · agent measures ${formatBytes(m.measuredBytes)} · Warden accounts ${formatBytes(m.accountedBytes)} · `, drift);
   const head = el("div", { class: "node-head" }, el("h3", {}, c.title), el("span", { class: "node-status" }, c.status));
-  if (canAct) head.append(c.draining ? actionButton("Undrain", "undrain", { nodeId: c.nodeId }) : actionButton("Drain", "drain", { nodeId: c.nodeId }));
+  if (canAct) head.append(c.draining ? actionButton("Undrain", { t: "undrain", nodeId: c.nodeId }) : actionButton("Drain", { t: "drain", nodeId: c.nodeId }));
   const parts: HTMLElement[] = [head, bar(m.measuredPct, m.accountedPct), label];
   for (const g of c.gpus) parts.push(el("div", { class: "bar-label" }, `${g.label}: ${formatBytes(g.usedBytes)} of ${formatBytes(g.totalBytes)}`), bar(g.usedPct, 0));
   const body = el("tbody");
   for (const r of c.rows) {
     const tr = el("tr", { "data-incarnation": r.key, "data-kind": r.kind, "data-model": r.model }, el("td", {}, badge(r.kind)), el("td", { class: "model" }, r.model), el("td", {}, String(r.inFlight)), el("td", {}, r.lastUsed), el("td", {}, r.sizeBytes > 0 ? formatBytes(r.sizeBytes) : ""), el("td", { class: "detail" }, r.detail));
     const cell = el("td");
-    if (canAct && r.kind !== "foreign" && r.kind !== "orphan") cell.append(actionButton("Unload", "unload", { model: r.model }));
+    if (canAct && r.kind !== "foreign" && r.kind !== "orphan") cell.append(actionButton("Unload", { t: "unload", model: r.model }));
     if (mayLogs && r.kind !== "foreign" && r.kind !== "orphan") cell.append(logs.button(r.key, r.model));
     tr.append(cell);
     body.append(tr);
@@ -166,13 +174,6 @@ function renderSnapshot(): void {
   byId("load-jobs").replaceChildren(...(jobs.length === 0 ? [el("li", { class: "muted" }, "none")] : jobs));
 }
 
-function renderEvents(): void {
-  const list = byId("events");
-  list.replaceChildren(
-    ...[...state.events].reverse().map((l) => el("li", { "data-type": l.type, "data-tone": l.tone, "data-id": l.id }, el("time", {}, l.time === "" ? "" : new Date(l.time).toLocaleTimeString()), l.text)),
-  );
-}
-
 let renderQueued = false;
 
 /** One render for the busy frames of one turn (a burst of calls redraws once). */
@@ -191,11 +192,11 @@ function onMessage(event: string, data: string): void {
     state.snapshot = JSON.parse(data) as DashboardSnapshot;
     renderSnapshot();
     router.snapshot(state.snapshot);
+    placement.onSnapshot();
     void ha.refresh();
   } else if (event === "event") {
     const e = JSON.parse(data) as DashboardEvent;
-    state.events = appendBounded(state.events, eventLine(e), maxEventLines);
-    renderEvents();
+    nodeEvents.add(e);
     router.event(e);
   } else if (event === "busy") {
     // Pushed as calls begin and end: busy and idle show without waiting for the next snapshot.
@@ -266,75 +267,6 @@ async function whoAmI(): Promise<boolean> {
   return true;
 }
 
-/** Bumped by each press: a result shows only while its press is the latest (a late answer never replaces a newer one's). */
-let pressed = 0;
-
-function showResult(text: string, error: boolean, seq = pressed): void {
-  if (seq !== pressed) return;
-  const r = byId("action-result");
-  r.textContent = text;
-  r.className = error ? "action-result error" : "action-result";
-}
-
-async function act(action: string, body: Record<string, unknown>): Promise<void> {
-  const model = typeof body.model === "string" ? body.model : "";
-  const seq = ++pressed;
-  showResult(action === "load" ? `loading ${model}…` : `${action} ${JSON.stringify(body)}…`, false);
-  const stopWatch = action === "load" ? watchLoad(model, seq) : (): void => undefined;
-  let res: Response;
-  try {
-    res = await fetch(`/api/dashboard/actions/${action}`, { method: "POST", headers: headers(true), body: JSON.stringify(body) });
-  } catch (err) {
-    showResult(`${action} failed — ${err instanceof Error ? err.message : String(err)}`, true, seq);
-    return;
-  } finally {
-    stopWatch();
-  }
-  if (!res.ok) {
-    const why = await errorText(res);
-    showResult(action === "load" ? `load of ${model} failed — ${why}` : `${action} refused — ${why}`, true, seq);
-    const stderr = action === "load" ? await lastLoadStderr(consoleCtx, model) : "";
-    if (stderr !== "") showResult(`load of ${model} failed — ${why}; the backend's last stderr line: ${stderr}`, true, seq);
-    return;
-  }
-  const r = (await res.json()) as Record<string, unknown>;
-  const instance = r.instance as { nodeId?: string } | undefined;
-  if (action === "load") showResult(`loaded ${model}${instance?.nodeId === undefined ? "" : ` on ${instance.nodeId}`}`, false, seq);
-  else showResult(`${action} done${typeof r.outcome === "string" ? `: ${r.outcome}` : ""}`, false, seq);
-}
-
-/** While a load runs: says in words whether it waits for a node (and why) or loads; returns the stop. */
-function watchLoad(model: string, seq: number): () => void {
-  // Read through a function: the stop flips it while the loop awaits.
-  const w = { done: false };
-  const stopped = (): boolean => w.done;
-  const poll = async (): Promise<void> => {
-    while (!stopped()) {
-      await new Promise((r) => setTimeout(r, 1_500));
-      const res = await fetch(`/api/dashboard/explain?model=${encodeURIComponent(model)}`, { headers: headers(), cache: "no-store" }).catch(() => undefined);
-      if (stopped() || res?.ok !== true) continue;
-      const r = (await res.json()) as { decision: string; reason: string };
-      if (!stopped()) showResult(r.decision === "wait" ? `loading ${model} — waiting for a node: ${r.reason}` : `loading ${model}…`, false, seq);
-    }
-  };
-  void poll();
-  return () => {
-    w.done = true;
-  };
-}
-
-async function explain(model: string): Promise<void> {
-  const out = byId("explain");
-  const res = await fetch(`/api/dashboard/explain?model=${encodeURIComponent(model)}`, { headers: headers(), cache: "no-store" });
-  if (!res.ok) {
-    out.replaceChildren(el("span", { class: "drift-high" }, await errorText(res)));
-    return;
-  }
-  const r = (await res.json()) as { decision: string; nodeId: string; reason: string; nodes: { nodeId: string; fits: boolean; reason: string; freeBytes: number; wouldEvict: string[] }[] };
-  const items = r.nodes.map((n) => el("li", {}, `${n.nodeId}: ${n.fits ? "fits" : "does not fit"} — ${n.reason} (free ${formatBytes(n.freeBytes)})${n.wouldEvict.length > 0 ? `; would evict ${n.wouldEvict.join(", ")}` : ""}`));
-  out.replaceChildren(el("div", { "data-decision": r.decision }, el("strong", {}, `${model}: ${r.decision}${r.nodeId === "" ? "" : ` → ${r.nodeId}`}`), ` — ${r.reason}`), el("ul", {}, ...items));
-}
-
 function wire(): void {
   renderLegend();
   const filter = byId("node-filter") as HTMLInputElement;
@@ -360,13 +292,13 @@ function wire(): void {
   const select = (byId("explain-model") as HTMLSelectElement);
   byId("explain-form").addEventListener("submit", (e) => {
     e.preventDefault();
-    if (select.value !== "") void explain(select.value);
+    if (select.value !== "") placement.explain(select.value);
   });
   byId("load-button").addEventListener("click", () => {
-    if (select.value !== "") void act("load", { model: select.value });
+    if (select.value !== "") void actions.press({ t: "load", model: select.value });
   });
   byId("unload-button").addEventListener("click", () => {
-    if (select.value !== "") void act("unload", { model: select.value });
+    if (select.value !== "") void actions.press({ t: "unload", model: select.value });
   });
 }
 
@@ -391,6 +323,8 @@ async function main(): Promise<void> {
       return;
     }
     router.start();
+    // What happened before the page opened (the stream brings only what follows).
+    void nodeEvents.seed();
     if (servedAtOnce) opened = firstStream;
     else early.abort();
   } catch (err) {

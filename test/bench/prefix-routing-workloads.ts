@@ -19,7 +19,10 @@ export interface WorkloadCall {
 }
 
 /** Calls in order per client: each client sends its calls one after another; clients run concurrently. */
-export type Workload = readonly (readonly WorkloadCall[])[];
+export type Workload = readonly Iterable<WorkloadCall>[];
+
+/** A multi-turn chat's turns, in order. */
+export type Conversations = readonly (readonly WorkloadCall[])[];
 
 /** mulberry32: a small seeded generator (the bench must replay the same calls for each policy). */
 function rng(seed: number): () => number {
@@ -47,7 +50,7 @@ function text(r: () => number, chars: number): string {
  * a replica that generated an answer holds it cached. The history lives in
  * the calls: build a fresh workload for each run.
  */
-export function multiTurnChats(conversations: number, turns: number, seed: number, o: { readonly systemChars?: number; readonly userChars?: number } = {}): Workload {
+export function multiTurnChats(conversations: number, turns: number, seed: number, o: { readonly systemChars?: number; readonly userChars?: number } = {}): Conversations {
   const r = rng(seed);
   return Array.from({ length: conversations }, (_, c) => {
     const history: ChatMessage[] = [{ role: "system", content: `Conversation ${String(c)}. ${text(r, o.systemChars ?? 300)}` }];
@@ -77,17 +80,28 @@ export function randomPrompts(calls: number, chars: number, clients: number, see
 }
 
 /**
- * Conversations shared out among `clients`: each client takes its turn of
- * each of its conversations in rotation (turn 1 of each, then turn 2, …), so
- * every conversation stays open — its history competing for cache room —
- * while only `clients` calls are in flight.
+ * Conversations served by whichever of `clients` is free: a FIFO of the
+ * conversations whose last turn was answered, each client taking the next
+ * one's next turn — as users behind a pool of connections, not one user per
+ * connection. Every conversation stays open (its history competing for cache
+ * room) while only `clients` calls are in flight. Why not bind conversations
+ * to clients: a closed-loop client sends its next call the moment its last
+ * one ends, when the replica that answered is the least loaded, so
+ * least-in-flight keeps each client — and with it each of its conversations —
+ * on one replica, an affinity no real set of users has.
  */
-export function interleaved(conversations: Workload, clients: number): Workload {
-  return Array.from({ length: clients }, (_, k) => {
-    const mine = conversations.filter((_, c) => c % clients === k);
-    const turns = Math.max(0, ...mine.map((c) => c.length));
-    const out: WorkloadCall[] = [];
-    for (let t = 0; t < turns; t++) for (const c of mine) if (c[t] !== undefined) out.push(c[t] as WorkloadCall);
-    return out;
-  });
+export function conversationPool(conversations: Conversations, clients: number): Workload {
+  const ready = conversations.map((turns) => ({ turns, next: 0 }));
+  const client = function* (): Generator<WorkloadCall> {
+    for (;;) {
+      const c = ready.shift();
+      if (c === undefined) return;
+      const call = c.turns[c.next++];
+      if (call === undefined) continue;
+      // Resumed once the call was answered: the conversation's next turn is ready.
+      yield call;
+      if (c.next < c.turns.length) ready.push(c);
+    }
+  };
+  return Array.from({ length: clients }, () => client());
 }

@@ -6,13 +6,16 @@
  * the driver calls the replicas straight, in turn, skipping the
  * coordinator's hop — a small head start for the baseline). backend-sim
  * models a GPU with a prefix cache: 4 slots per replica, 10 ms per 64-character
- * prompt block not in its 512-block LRU, then 16 tokens at 2 ms each (prefill dominates, as with long prompts). So
+ * prompt block not in its 512-block LRU (prompts and, after them, the answers
+ * generated), then 16 tokens at 2 ms each (prefill dominates, as with long prompts). So
  * routing quality shows as latency and throughput.
  *
  * Workloads (closed loop: each client sends its next call when the last one ends):
- * (a) 64 multi-turn chats of 5 turns, each turn resending its history (chat
- *     messages, rendered by the backend), all 64 open at once, taken in
- *     rotation by 12 clients;
+ * (a) 64 multi-turn chats of 5 turns, each turn resending its history with
+ *     the answers the model gave (chat messages, rendered by the backend;
+ *     backend-sim caches an answer after its prompt, as engines keep the
+ *     generated tokens), all 64 open at once; whichever of 12 clients is free
+ *     takes the next conversation whose last turn was answered;
  * (b) 24 "apps" with a 3 000-character system prompt each, 384 calls of one
  *     of them plus a short user part, 12 clients (more system prompts than one
  *     replica's cache holds: routing decides whether each stays cached);
@@ -36,7 +39,7 @@ import { createClient, type Client } from "@warden/grpc";
 import { AdminService, Backend, InferenceService, InstanceState } from "@warden/proto";
 import { median, type BenchResult } from "./bench-result.js";
 import { startBenchCoordinator } from "./bench-coordinator.js";
-import { interleaved, multiTurnChats, randomPrompts, sharedSystemPrompts, type Workload, type WorkloadCall } from "./prefix-routing-workloads.js";
+import { conversationPool, multiTurnChats, randomPrompts, sharedSystemPrompts, type Workload, type WorkloadCall } from "./prefix-routing-workloads.js";
 
 const replicas = 4;
 /** Closed-loop clients: three quarters of the replicas' slots (4 × sim.parallel:4): below saturation, where TTFT is mostly prefill (at 16, queueing behind a busier replica offsets the multi-turn gain). */
@@ -73,11 +76,12 @@ async function drive(w: Workload, call: (c: WorkloadCall, client: number, i: num
   const start = performance.now();
   await Promise.all(
     w.map(async (calls, client) => {
-      for (const [i, c] of calls.entries()) {
+      let i = 0;
+      for (const c of calls) {
         const t0 = performance.now();
         let first = true;
         let answer = "";
-        for await (const reply of call(c, client, i)) {
+        for await (const reply of call(c, client, i++)) {
           if (first) ttftMs.push(performance.now() - t0);
           first = false;
           produced++;
@@ -154,7 +158,7 @@ export async function run(): Promise<BenchResult[]> {
     const inference = createClient(InferenceService, coordinator.address);
     // Factories: a multi-turn workload records each run's answers in its calls.
     const workloads: [string, () => Workload][] = [
-      ["(a) 64 multi-turn chats x 5 turns", () => interleaved(multiTurnChats(64, 5, 1), clients)],
+      ["(a) 64 multi-turn chats x 5 turns", () => conversationPool(multiTurnChats(64, 5, 1), clients)],
       ["(b) 24 shared 3 000-char system prompts, 384 calls", () => sharedSystemPrompts(24, 3_000, 384, clients, 2)],
       ["(c) 256 unrelated 1 000-char prompts", () => randomPrompts(256, 1_000, clients, 3)],
     ];

@@ -193,7 +193,7 @@ describe("dashboard live details in a real browser", () => {
     await page.click("#load-button");
     // The Placement panel's Load jobs: the load in progress and its phase (ListModels' load job).
     const job = '#load-jobs li[data-model="noisy"]';
-    await page.waitForSelector(`${job}[data-state="loading"]:text("noisy: loading (loading) on local")`, { timeout: domDeadlineMs });
+    await page.waitForSelector(`${job}[data-state="loading"]:text("noisy: loading on local")`, { timeout: domDeadlineMs });
     // Its instance's row while it loads, and the backend's stderr under it.
     const row = '[data-node-id="local"] tr[data-model="noisy"][data-kind="loading"]';
     await page.waitForSelector(`${row} button[data-action="logs"]`, { timeout: domDeadlineMs });

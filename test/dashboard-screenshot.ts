@@ -29,6 +29,19 @@ async function playground(page: Page): Promise<void> {
   await page.waitForSelector('#pg-output[data-done="true"]', { timeout: domDeadlineMs });
 }
 
+/** Chat calls to chat-b for `ms`, 1 to 3 at once, through the OpenAI route as the playground sends them. */
+async function traffic(ms: number): Promise<void> {
+  const end = Date.now() + ms;
+  for (let round = 0; Date.now() < end; round++) {
+    await Promise.all(
+      Array.from({ length: 1 + (round % 3) }, () =>
+        fetch(`${rig.url}/v1/chat/completions`, { method: "POST", headers: { authorization: `Bearer ${rig.tokens.admin}`, "content-type": "application/json" }, body: JSON.stringify({ model: "chat-b", messages: [{ role: "user", content: "hi" }] }) }).then((r) => r.arrayBuffer()),
+      ),
+    );
+    await new Promise((r) => setTimeout(r, 300));
+  }
+}
+
 /** Every page but Nodes, as `page` shows them now, into `dir` (suffix: "" or "-narrow"). */
 async function pages(page: Page, inference: Page, dir: string, suffix: string): Promise<string[]> {
   const out: string[] = [];
@@ -45,7 +58,8 @@ async function pages(page: Page, inference: Page, dir: string, suffix: string): 
   await shot(page, "policy");
   await playground(inference);
   await shot(inference, "playground");
-  // The playground's call is in a sample of the metrics ring within one period.
+  // Half a minute of calls (a few at a time), so the plots hold lines, not single dots.
+  await traffic(30_000);
   await show(page, "plots", 'figure[data-plot="calls"] path[data-series="chat-b"]:not([data-max="0"])', "attached");
   await shot(page, "plots");
   return out;
@@ -57,6 +71,8 @@ try {
   await rig.admin.loadModel({ model: "broken" }, { timeoutMs: domDeadlineMs }).catch(() => undefined);
   await rig.page.goto(`${rig.url}/#/nodes`, { waitUntil: "domcontentloaded" });
   await rig.page.waitForSelector('[data-node-id="local"] tr[data-model="chat-b"]', { timeout: domDeadlineMs });
+  // The failed load's row goes with the next snapshot.
+  await rig.page.waitForSelector('[data-node-id="local"] tr[data-model="broken"]', { timeout: domDeadlineMs, state: "detached" });
   await rig.page.selectOption("#explain-model", "chat-a");
   await rig.page.click("#explain-form button[type=submit]");
   await rig.page.waitForSelector('#explain [data-decision="evict-then-place"]', { timeout: domDeadlineMs });

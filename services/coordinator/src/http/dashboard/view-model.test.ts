@@ -91,6 +91,7 @@ describe("event lines", () => {
     expect(loadJobText("m", { state: "waiting", phase: "waiting_for_node", nodeId: "", reason: "node is draining", code: "", forMs: 12_400 })).toBe("m: waiting for a node: node is draining (12s)");
     expect(loadJobText("m", { state: "waiting", phase: "waiting_for_recovery", nodeId: "", reason: "the coordinator's recovery window", code: "", forMs: 2_000 })).toBe("m: waiting for the recovery window: the coordinator's recovery window (2s)");
     expect(loadJobText("m", { state: "loading", phase: "starting", nodeId: "n1", reason: "", code: "", forMs: 0 })).toBe("m: loading (starting) on n1 (0s)");
+    expect(loadJobText("m", { state: "loading", phase: "loading", nodeId: "n1", reason: "", code: "", forMs: 0 })).toBe("m: loading on n1 (0s)");
   });
 
   it("a pulling job shows bytes fetched of all, in the total's unit, and the rate", () => {

@@ -262,8 +262,11 @@ export function loadJobText(model: string, j: DashboardLoadJob): string {
   switch (j.state) {
     case "waiting":
       return `${model}: ${j.phase === "waiting_for_recovery" ? "waiting for the recovery window" : j.phase === "waiting_for_instance" ? "waiting for its instance" : "waiting for a node"}: ${j.reason} (${age})`;
-    case "loading":
-      return `${model}: loading (${j.phase.replace(/_/g, " ")}${loadProgressText(j)})${j.nodeId === "" ? "" : ` on ${j.nodeId}`} (${age})`;
+    case "loading": {
+      // The backend loading the model is what "loading" already says: no "(loading)" after it.
+      const phase = j.phase === "loading" ? "" : ` (${j.phase.replace(/_/g, " ")}${loadProgressText(j)})`;
+      return `${model}: loading${phase}${j.nodeId === "" ? "" : ` on ${j.nodeId}`} (${age})`;
+    }
     case "failed":
       return `${model}: failed: ${j.reason} (${j.code}, ${age} ago)`;
   }

@@ -7,7 +7,10 @@
  * share refused with RESOURCE_EXHAUSTED), `open` has none (everything goes
  * to the backend and waits in its FIFO). B alone on `fair` is the baseline.
  * Open loop (calls sent on a schedule, whatever the answers): a flood does
- * not slow down because the server is slow.
+ * not slow down because the server is slow. Twice: every call 500 ms, then
+ * calls of 250–750 ms (a fixed spread, mean 500) — equal calls started
+ * together end together, so slots free in bursts and a waiting call waits
+ * for the next burst; calls of different lengths free slots spread out.
  */
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -19,7 +22,9 @@ import { mintToken, tokenLine } from "@warden/coordinator";
 import type { BenchResult } from "./bench-result.js";
 import { startBenchCoordinator } from "./bench-coordinator.js";
 
+/** Mean length of a call; each call's is its Tokens × tokenMs. */
 const serviceMs = 500;
+const tokenMs = 10;
 const slots = 16;
 /** Calls/s one replica completes: 16 slots × 2 a second. */
 const capacityPerS = (slots * 1000) / serviceMs;
@@ -76,7 +81,8 @@ export async function run(): Promise<BenchResult[]> {
   const b = mintToken();
   const admin = mintToken();
   await writeFile(join(dir, "tokens"), [tokenLine(a, "inference", { name: "tenant-a" }), tokenLine(b, "inference", { name: "tenant-b" }), tokenLine(admin, "admin", { name: "bench" })].join("\n") + "\n", { mode: 0o600 });
-  const knobs = `options: ["sim.parallel:${String(slots)}", "sim.predict_delay_ms:${String(serviceMs)}", "sim.predict_tokens:1"], replicas: { targetInFlight: ${String(slots)} }`;
+  // A call's length is its Tokens × 10 ms: 50 tokens is the 500 ms mean.
+  const knobs = `options: ["sim.parallel:${String(slots)}", "sim.token_delay_ms:${String(tokenMs)}", "sim.predict_tokens:${String(serviceMs / tokenMs)}"], replicas: { targetInFlight: ${String(slots)} }`;
   const coordinator = await startBenchCoordinator("admission", 24000, undefined, {
     top: `auth: { tokensFile: ${join(dir, "tokens")} }`,
     models: [
@@ -97,39 +103,51 @@ export async function run(): Promise<BenchResult[]> {
     adminClient.close();
     const ca = inference(a);
     const cb = inference(b);
-    const call = (c: Client<typeof InferenceService>, model: string) => (): Promise<unknown> => c.predict({ model, options: { Prompt: "x" } }, { timeoutMs: 10_000 });
+    // equal: every call 500 ms. varied: 250–750 ms (25–75 tokens in a fixed spread, mean 500), as
+    // completions of different lengths are; the same sequence for every phase.
+    const tokensOf = (variant: "equal" | "varied", i: number): number => (variant === "equal" ? serviceMs / tokenMs : 25 + ((i * 37) % 51));
+    const call = (c: Client<typeof InferenceService>, model: string, variant: "equal" | "varied") => {
+      let i = 0;
+      return (): Promise<unknown> => c.predict({ model, options: { Prompt: "x", Tokens: tokensOf(variant, i++) } }, { timeoutMs: 10_000 });
+    };
     // Warm both paths.
-    await openLoop(20, 1000, call(cb, "fair"));
-    await openLoop(20, 1000, call(cb, "open"));
+    await openLoop(20, 1000, call(cb, "fair", "equal"));
+    await openLoop(20, 1000, call(cb, "open", "equal"));
 
     const bRate = capacityPerS * 0.2;
     const aRate = capacityPerS * 4;
-    const alone = await openLoop(bRate, windowMs, call(cb, "fair"));
-    const [floodFair, bFair] = await Promise.all([openLoop(aRate, windowMs, call(ca, "fair")), openLoop(bRate, windowMs, call(cb, "fair"))]);
-    // Let the open model's backend FIFO drain before its round.
-    await new Promise((r) => setTimeout(r, 3000));
-    const [floodOpen, bOpen] = await Promise.all([openLoop(aRate, windowMs, call(ca, "open")), openLoop(bRate, windowMs, call(cb, "open"))]);
-    const say = (o: Outcome): string => `${String(o.ok)} ok, ${String(o.refused)} refused (429), ${String(o.failed)} failed or timed out`;
-    const detail = `A at ${String(aRate)}/s (4× capacity ${String(capacityPerS)}/s), B at ${String(bRate)}/s, ${String(windowMs / 1000)} s; fair: A ${say(floodFair)}, B ${say(bFair)}; open: A ${say(floodOpen)}, B ${say(bOpen)}`;
-    process.stderr.write(`admission bench: ${detail}; B p99 alone ${p99(alone.latencies).toFixed(0)} ms, fair ${p99(bFair.latencies).toFixed(0)} ms, open ${p99(bOpen.latencies).toFixed(0)} ms\n`);
-    return [
-      {
-        name: `admission: tenant B's p99 while tenant A floods a gated model (${detail})`,
-        baseline: "B's p99 alone on the same model",
-        ours: p99(bFair.latencies),
-        baselineValue: p99(alone.latencies),
-        unit: "ms",
-        higherIsBetter: false,
-      },
-      {
-        name: "admission: tenant B's p99 under the same flood, gated model vs a model without admission (backend FIFO only)",
-        baseline: `no gate (B: ${say(bOpen)})`,
-        ours: p99(bFair.latencies),
-        baselineValue: bOpen.latencies.length === 0 ? Number.POSITIVE_INFINITY : p99(bOpen.latencies),
-        unit: "ms",
-        higherIsBetter: false,
-      },
-    ];
+    const rows: BenchResult[] = [];
+    for (const variant of ["equal", "varied"] as const) {
+      const lengths = variant === "equal" ? "every call 500 ms" : "calls of 250–750 ms, mean 500";
+      const alone = await openLoop(bRate, windowMs, call(cb, "fair", variant));
+      const [floodFair, bFair] = await Promise.all([openLoop(aRate, windowMs, call(ca, "fair", variant)), openLoop(bRate, windowMs, call(cb, "fair", variant))]);
+      // Let the open model's backend FIFO drain before its round.
+      await new Promise((r) => setTimeout(r, 3000));
+      const [floodOpen, bOpen] = await Promise.all([openLoop(aRate, windowMs, call(ca, "open", variant)), openLoop(bRate, windowMs, call(cb, "open", variant))]);
+      await new Promise((r) => setTimeout(r, 3000));
+      const say = (o: Outcome): string => `${String(o.ok)} ok, ${String(o.refused)} refused (429), ${String(o.failed)} failed or timed out`;
+      const detail = `${lengths}; A at ${String(aRate)}/s (4× capacity ${String(capacityPerS)}/s), B at ${String(bRate)}/s, ${String(windowMs / 1000)} s; fair: A ${say(floodFair)}, B ${say(bFair)}; open: A ${say(floodOpen)}, B ${say(bOpen)}`;
+      process.stderr.write(`admission bench: ${detail}; B p99 alone ${p99(alone.latencies).toFixed(0)} ms, fair ${p99(bFair.latencies).toFixed(0)} ms, open ${p99(bOpen.latencies).toFixed(0)} ms\n`);
+      rows.push(
+        {
+          name: `admission: tenant B's p99 while tenant A floods a gated model (${detail})`,
+          baseline: "B's p99 alone on the same model",
+          ours: p99(bFair.latencies),
+          baselineValue: p99(alone.latencies),
+          unit: "ms",
+          higherIsBetter: false,
+        },
+        {
+          name: `admission: tenant B's p99 under the same flood, gated model vs a model without admission (backend FIFO only; ${lengths})`,
+          baseline: `no gate (B: ${say(bOpen)})`,
+          ours: p99(bFair.latencies),
+          baselineValue: bOpen.latencies.length === 0 ? Number.POSITIVE_INFINITY : p99(bOpen.latencies),
+          unit: "ms",
+          higherIsBetter: false,
+        },
+      );
+    }
+    return rows;
   } finally {
     for (const c of clients) c.close();
     await coordinator.close();

@@ -194,6 +194,12 @@ describe("dashboard live details in a real browser", () => {
     // The Placement panel's Load jobs: the load in progress and its phase (ListModels' load job).
     const job = '#load-jobs li[data-model="noisy"]';
     await page.waitForSelector(`${job}[data-state="loading"]:text("noisy: loading on local")`, { timeout: domDeadlineMs });
+    // The Models page says the same on the model's row.
+    const models = await rig.browser.newPage();
+    await useToken(models, rig.tokens.viewer);
+    await models.goto(`${rig.url}/#/models`, { waitUntil: "domcontentloaded" });
+    await models.waitForSelector('#models [data-load-job="noisy"][data-job-state="loading"]:text("load job: loading on local")', { timeout: domDeadlineMs });
+    await models.close();
     // Its instance's row while it loads, and the backend's stderr under it.
     const row = '[data-node-id="local"] tr[data-model="noisy"][data-kind="loading"]';
     await page.waitForSelector(`${row} button[data-action="logs"]`, { timeout: domDeadlineMs });

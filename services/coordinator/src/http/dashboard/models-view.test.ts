@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { modelRows } from "./models-view.js";
-import type { DashboardInstance, DashboardSnapshot } from "./dashboard-view.js";
+import type { DashboardInstance, DashboardLoadJob, DashboardSnapshot } from "./dashboard-view.js";
 
 const inst = (model: string, nodeId: string, state: DashboardInstance["state"], inFlight = 0, lastUsedAt = ""): DashboardInstance => ({ model, nodeId, incarnation: `${model}-${nodeId}`, address: "", state, inFlight, lastUsedAt, busySince: "", sizeBytes: 0, pinned: false, groups: [], backend: "b", nodeState: "ready" });
 const cfg = (model: string): DashboardSnapshot["models"][number] => ({ model, backend: "b", groups: [], pinned: false, sizeBytes: 1024 ** 3 });
@@ -25,5 +25,26 @@ describe("modelRows (the Models page)", () => {
     expect(rows[0]?.blockedBy).toBe("exit 1: no such file (3 failures; next try in 5 s)");
     expect(rows[1]?.lastUsed).toBe("10 s ago");
     expect(rows[2]?.lastUsed).toBe("never");
+  });
+
+  it("says a model's load job in words on its row: waiting with the reason, loading with its phase and progress, failed with why; nothing without one", () => {
+    const withJob = (model: string, loadJob: DashboardLoadJob): DashboardSnapshot["models"][number] => ({ ...cfg(model), loadJob });
+    const s: DashboardSnapshot = {
+      at: "",
+      nodes: [],
+      instances: [],
+      models: [
+        withJob("a", { state: "waiting", phase: "waiting_for_node", nodeId: "", reason: "gpu-1 is draining", code: "", forMs: 3_000 }),
+        withJob("b", { state: "loading", phase: "pulling", nodeId: "gpu-3", reason: "", code: "", forMs: 12_000, bytesDone: 1.2 * 1024 ** 3, bytesTotal: 4.2 * 1024 ** 3, bytesPerSecond: 85 * 1024 ** 2 }),
+        withJob("c", { state: "failed", phase: "", nodeId: "", reason: "no node fits", code: "UNAVAILABLE", forMs: 2_000 }),
+        cfg("d"),
+      ],
+    };
+    expect(modelRows(s, 0).map((r) => [r.model, r.jobState, r.job])).toEqual([
+      ["a", "waiting", "waiting for a node: gpu-1 is draining (3s)"],
+      ["b", "loading", "loading (pulling 1.2 / 4.2 GiB at 85 MiB/s) on gpu-3 (12s)"],
+      ["c", "failed", "failed: no node fits (UNAVAILABLE, 2s ago)"],
+      ["d", "", ""],
+    ]);
   });
 });

@@ -4,7 +4,7 @@
  * `nowMs` is passed in, never read.
  */
 import type { DashboardSnapshot } from "./dashboard-view.js";
-import { ago } from "./view-model.js";
+import { ago, loadJobText } from "./view-model.js";
 
 export type ModelStateWord = "ready" | "busy" | "loading" | "blocked" | "stopping" | "not loaded";
 
@@ -26,6 +26,9 @@ export interface ModelRow {
   readonly loaded: boolean;
   /** The scale-up breaker's last error, in words ("" when not blocked). */
   readonly blockedBy: string;
+  /** Its load job in words, without the model's name ("loading (pulling 1.2 / 4.2 GiB …) on gpu-3 (12s)"); "" when it has none. */
+  readonly job: string;
+  readonly jobState: "waiting" | "loading" | "failed" | "";
 }
 
 export function modelRows(s: DashboardSnapshot, nowMs: number): ModelRow[] {
@@ -61,6 +64,8 @@ export function modelRows(s: DashboardSnapshot, nowMs: number): ModelRow[] {
         pinned: m.pinned,
         loaded: ready.length > 0 || loading,
         blockedBy: r?.blocked === undefined ? "" : `${r.blocked.error} (${String(r.blocked.failures)} failures; next try in ${String(Math.ceil(r.blocked.retryAfterMs / 1000))} s)`,
+        job: m.loadJob === undefined ? "" : loadJobText(m.model, m.loadJob).slice(m.model.length + 2),
+        jobState: m.loadJob?.state ?? "",
       };
     });
 }

@@ -107,6 +107,8 @@ export function modelsPage(ctx: ConsoleContext): ConsolePage {
       if (r.blockedBy !== "") state.append(el("div", { class: "detail" }, r.blockedBy));
       const failed = lastFailure.get(r.model);
       if (failed !== undefined && !r.loaded) state.append(el("div", { class: "detail", "data-failure": r.model }, `last load failed: ${failed}`));
+      // A load waiting or in progress, and a failed one the events did not already explain (e.g. loadWait ran out).
+      if (r.job !== "" && !(r.jobState === "failed" && failed !== undefined)) state.append(el("div", { class: "detail", "data-load-job": r.model, "data-job-state": r.jobState }, `load job: ${r.job}`));
       body.append(
         el("tr", { "data-model": r.model, "data-state": r.state },
           el("th", { scope: "row" }, r.model, r.pinned ? el("span", { class: "pin", title: "pinned: never evicted by policy" }, " (pinned)") : ""),

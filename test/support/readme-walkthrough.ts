@@ -109,7 +109,8 @@ const ulid = /\b[0-9A-HJKMNP-TV-Z]{26}\b/g;
  * ports, clock times, "… ago", load durations, request ids, `created`. Table
  * borders and blank lines are dropped and cells compared trimmed (column widths
  * follow the values), runs of spaces collapsed (the events' alignment), and the
- * CLI's progress line ("waiting for m … 1s", shown on a terminal) left out.
+ * CLI's progress line ("waiting for m … 1s", "loading m (starting) on local … 2s":
+ * rewritten in place on a terminal, and how far it gets depends on timing) left out.
  */
 export function normalizeOutput(lines: readonly string[]): string[] {
   const out: string[] = [];
@@ -117,7 +118,7 @@ export function normalizeOutput(lines: readonly string[]): string[] {
     let l = raw.trimEnd();
     if (l.trim() === "") continue;
     if (/^[┌├└][─┬┼┴┐┤┘]+$/.test(l)) continue;
-    if (/^waiting for \S+ … \d+s$/.test(l)) continue;
+    if (/^waiting for \S+ … \d+s$/.test(l) || /^loading \S+(?: \([^)]*\))?(?: on \S+)? … \d+s$/.test(l)) continue;
     if (l.startsWith("│")) l = l.split("│").slice(1, -1).map((c) => c.trim()).join(" | ");
     l = l
       .replace(ulid, "<ULID>")

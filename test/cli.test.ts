@@ -102,7 +102,8 @@ describe("warden CLI (warden up as a real process)", () => {
 
   it("predict streams tokens of the model", async () => {
     const r = warden(["predict", "chat-small", "hello", "--addr", addr]);
-    expect(r.stderr).toBe(r.stderr.includes("waiting for") ? r.stderr : "");
+    // Nothing on stderr but the progress line of a call that waits for its load (how far it gets depends on timing).
+    expect(r.stderr.split(/[\r\n]+/).filter((l) => l.trim() !== "" && !/^(?:waiting for|loading) \S+.* … \d+s$/.test(l.trim()))).toEqual([]);
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/chat-small/);
     const j = warden(["predict", "chat-small", "hello", "--addr", addr, "--json"]);

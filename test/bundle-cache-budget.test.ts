@@ -1,0 +1,91 @@
+/**
+ * Installed backend bundles in the disk budget, through a real agent process:
+ * a bundle installed before the agent started counts with its size on disk,
+ * and a pull for a real start of backend-sim that needs the room evicts it
+ * (least recently used, no backend runs it) — renamed away and deleted, the
+ * eviction logged with kind bundle, and ListBundles no longer calls it
+ * installed.
+ */
+import { mkdir, readdir, rm, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createClient } from "@warden/grpc";
+import { AgentService, type StartBackendResponse } from "@warden/proto";
+import { liveTaggedSims, newIncarnation, pidAlive, randomPortRange, simCatalog, tempDir, uniqueTag } from "./support/agent-harness.js";
+import { startAgentProcess, writeAgentConfig, type AgentProcess } from "./support/agent-process.js";
+import { bytesOf, sha256Hex, startArtifactServer, type ArtifactServer } from "./support/artifact-server.js";
+
+const fileTag = uniqueTag("bundle-budget");
+const ports = randomPortRange(6);
+const bundleSha = "b".repeat(64);
+const started: AgentProcess[] = [];
+let dir: string;
+let server: ArtifactServer;
+
+beforeAll(async () => {
+  server = await startArtifactServer();
+  dir = await tempDir("warden-bundle-budget");
+});
+
+afterAll(async () => {
+  const leaked = await liveTaggedSims(fileTag);
+  for (const p of started) if (await pidAlive(p.pid)) p.child.kill("SIGKILL");
+  for (const pid of leaked) {
+    try {
+      process.kill(-pid, "SIGKILL");
+    } catch {
+      try { process.kill(pid, "SIGKILL"); } catch { /* gone */ }
+    }
+  }
+  await server.close();
+  await rm(dir, { recursive: true, force: true });
+  expect(leaked).toEqual([]);
+});
+
+describe("installed bundles in the disk budget (real agent)", () => {
+  it("a pull that needs the room evicts an unused installed bundle: gone from disk and from ListBundles, logged as kind bundle", async () => {
+    const modelsPath = join(dir, "models");
+    const configPath = join(dir, "agent.yaml");
+    // A 2.5 MB installed bundle in a 3.5 MB budget: a 1.5 MB pull does not fit beside it.
+    const bundleDir = join(modelsPath, ".warden-cache", "backends", bundleSha);
+    await mkdir(bundleDir, { recursive: true });
+    await writeFile(join(bundleDir, "run.sh"), "#!/bin/sh\nexit 1\n", { mode: 0o755 });
+    await writeFile(join(bundleDir, "payload"), bytesOf(2_500_000, 7));
+    await writeAgentConfig(configPath, {
+      nodeId: "bundle-budget",
+      stateDir: join(dir, "state"),
+      modelsPath,
+      artifactCacheBudget: 3_500_000,
+      ports: { min: ports.min, max: ports.max, quarantine: "0s" },
+      catalog: { sim: simCatalog(fileTag), old: { bundle: { source: "https://example.invalid/old.tar", sha256: bundleSha, sizeBytes: 1 } } },
+      grace: "5s",
+      readiness: { attempts: 100, interval: "200ms", initialInterval: "25ms" },
+      nvidiaSmi: "",
+      orphanScanInterval: "1h",
+    });
+    const proc = await startAgentProcess(configPath, ["--stop-backends-on-exit"]);
+    started.push(proc);
+    const client = createClient(AgentService, proc.address);
+    try {
+      expect((await client.listBundles({})).bundles.map((b) => [b.backend, b.installed])).toEqual([["old", true]]);
+      const body = bytesOf(1_500_000, 8);
+      server.files.set("/m.bin", body);
+      const artifact = { source: `${server.url}/m.bin`, sha256: sha256Hex(body), sizeBytes: 1_500_000n, path: "models/m.bin" };
+      const events: StartBackendResponse[] = [];
+      const req = { incarnation: newIncarnation(), model: "m", backend: "sim", modelFile: artifact.path, artifacts: [artifact], options: [`sim.model_file_sha256:${artifact.sha256}`] };
+      for await (const ev of client.startBackend(req, { timeoutMs: 60_000 })) events.push(ev);
+      const lastEv = events[events.length - 1]?.event;
+      expect(lastEv?.case, events.map((e) => (e.event.case === "failed" ? e.event.value.message : e.event.case)).join(", ")).toBe("ready");
+
+      expect(await readdir(join(modelsPath, ".warden-cache", "backends"))).toEqual([]);
+      expect((await client.listBundles({})).bundles.map((b) => [b.backend, b.installed])).toEqual([["old", false]]);
+      const lines = proc.lines.map((l) => JSON.parse(l) as { msg?: string; sha256?: string; kind?: string; sizeBytes?: number; forSha256?: string });
+      const ev = lines.filter((o) => o.msg === "artifact evicted");
+      expect(ev.map((o) => [o.sha256, o.kind, o.forSha256])).toEqual([[bundleSha, "bundle", artifact.sha256]]);
+      expect(ev[0]?.sizeBytes).toBeGreaterThanOrEqual(2_500_000);
+    } finally {
+      client.close();
+      await proc.terminate();
+    }
+  }, 120_000);
+});

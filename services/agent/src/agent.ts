@@ -21,6 +21,7 @@ import { backendClientTls } from "./backend-client-tls.js";
 import { measureNodeResources, takeInventory, type InventorySnapshot, type NodeResourcesInit } from "./inventory.js";
 import { createMemoryProbe } from "./memory-probe.js";
 import { EvictionOutbox } from "./eviction-outbox.js";
+import { liveCacheDigests } from "./live-cache-digests.js";
 import { LeaderFence } from "./leader-fence-store.js";
 import { ModelLocks } from "./model-lock.js";
 import type { Foreign, Orphan } from "./orphan-scan.js";
@@ -160,7 +161,7 @@ export function createAgent(config: AgentConfig, deps: AgentDeps = {}): Agent {
   };
 
   const evictions = new EvictionOutbox(logger);
-  const artifacts = config.modelsPath === undefined ? undefined : new ArtifactCache({ modelsPath: config.modelsPath, clock, logger, onEvicted: (e) => { evictions.record(e); }, pullTimeoutMs: config.artifactPullTimeoutMs, stallTimeoutMs: config.artifactStallTimeoutMs, storeReader: deps.storeReader, budgetBytes: config.artifactCacheBudgetBytes, liveDigests: () => table.live().map((p) => p.id.artifactDigests), ...(deps.artifactFreeBytes === undefined ? {} : { freeBytes: deps.artifactFreeBytes }), ...(deps.peerClients === undefined ? {} : { peers: { selfNodeId: config.nodeId, clients: deps.peerClients } }) });
+  const artifacts = config.modelsPath === undefined ? undefined : new ArtifactCache({ modelsPath: config.modelsPath, clock, logger, onEvicted: (e) => { evictions.record(e); }, pullTimeoutMs: config.artifactPullTimeoutMs, stallTimeoutMs: config.artifactStallTimeoutMs, storeReader: deps.storeReader, budgetBytes: config.artifactCacheBudgetBytes, liveDigests: () => table.live().map((p) => liveCacheDigests(p.id, config.catalog)), ...(deps.artifactFreeBytes === undefined ? {} : { freeBytes: deps.artifactFreeBytes }), ...(deps.peerClients === undefined ? {} : { peers: { selfNodeId: config.nodeId, clients: deps.peerClients } }) });
   const ctx: AgentContext = {
     config,
     clock,

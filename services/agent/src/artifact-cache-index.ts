@@ -1,10 +1,26 @@
-import { readdir, stat, unlink } from "node:fs/promises";
+import { lstat, readdir, stat, unlink } from "node:fs/promises";
 import { join } from "node:path";
 import { Code, WardenError, isHex64, type Clock, type Logger } from "@warden/common";
 import { cachePaths } from "./artifact-pull.js";
 import { planRoom, roomBytes, type CacheEntry } from "./cache-room-plan.js";
+import { diskUsage } from "./disk-usage.js";
 
-/** Cached files the index tracks; beyond it a pull is refused (the heartbeat's digest bound). */
+/**
+ * What the index needs of the bundle installer (backend-bundle.ts), which
+ * registers itself: the bundles starts are using, and their eviction.
+ */
+export interface BundleHooks {
+  /** Digests of bundles a start (or InstallBundle) is installing or launching now. */
+  inUse(): Iterable<string>;
+  /**
+   * Removes an installed bundle (renamed away, then deleted). Marks it as
+   * going before returning, synchronously, so a start asking for it from
+   * then on waits for the removal and installs it again.
+   */
+  evict(sha256: string): Promise<void>;
+}
+
+/** Cached files and bundles the index tracks; beyond it a pull is refused (the heartbeat's digest bound). */
 export const maxCacheEntries = 65_536;
 
 export interface CacheIndexOptions {
@@ -54,6 +70,7 @@ export class CacheIndex {
   /** Digests a pull is writing now. */
   private readonly writing = new Set<string>();
   private readonly log: Logger;
+  private bundles: BundleHooks | undefined;
 
   constructor(private readonly o: CacheIndexOptions) {
     this.log = o.logger.child({ component: "artifact-cache" });
@@ -73,9 +90,28 @@ export class CacheIndex {
     this.holds.delete(incarnation);
   }
 
-  touch(sha256: string): void {
-    const e = this.entries.get(key(sha256, "final"));
-    if (e !== undefined) this.entries.set(key(sha256, "final"), { ...e, lastUsedMs: this.o.clock.wallNow() });
+  /** A start used the digest's file (or, with kind `bundle`, its installed bundle). */
+  touch(sha256: string, kind: "final" | "bundle" = "final"): void {
+    const e = this.entries.get(key(sha256, kind));
+    if (e !== undefined) this.entries.set(key(sha256, kind), { ...e, lastUsedMs: this.o.clock.wallNow() });
+  }
+
+  /** The bundle installer, so installed bundles count against the budget and can be evicted. */
+  attachBundles(hooks: BundleHooks): void {
+    this.bundles = hooks;
+  }
+
+  /** A bundle was installed: its directory's on-disk size counts from now, used now. */
+  async addBundle(sha256: string, dir: string): Promise<void> {
+    await this.ready();
+    const sizeBytes = await diskUsage(dir);
+    this.put({ sha256, kind: "bundle", sizeBytes, lastUsedMs: this.o.clock.wallNow() });
+  }
+
+  /** A bundle was removed (RemoveBundle). */
+  forgetBundle(sha256: string): void {
+    const e = this.entries.get(key(sha256, "bundle"));
+    if (e !== undefined) this.forget(e);
   }
 
   digests(): string[] {
@@ -90,7 +126,7 @@ export class CacheIndex {
     const fsFreeBytes = await this.o.freeBytes(this.o.modelsPath);
     const used = this.protectedDigests();
     let protectedBytes = 0;
-    for (const d of used) protectedBytes += (this.entries.get(key(d, "final"))?.sizeBytes ?? 0) + (this.entries.get(key(d, "partial"))?.sizeBytes ?? 0);
+    for (const d of used) for (const kind of ["final", "partial", "bundle"] as const) protectedBytes += this.entries.get(key(d, kind))?.sizeBytes ?? 0;
     const evictableBytes = used === "all" ? 0 : Math.max(0, this.heldBytes - protectedBytes);
     return { freeBytes: roomBytes({ heldBytes: this.heldBytes, reservedBytes: this.reservedBytes, budgetBytes: this.o.budgetBytes, fsFreeBytes }), evictableBytes, digestsVersion: this.version };
   }
@@ -115,13 +151,22 @@ export class CacheIndex {
       budgetBytes: this.o.budgetBytes,
       fsFreeBytes,
       entries: this.entries.values(),
-      isProtected: (e) => used === "all" || used.has(e.sha256),
+      // A bundle can only go through its installer (which knows the starts using it).
+      isProtected: (e) => used === "all" || used.has(e.sha256) || (e.kind === "bundle" && this.bundles === undefined),
     });
     if (plan.t === "no-room") {
       this.writing.delete(sha256);
       throw new WardenError(Code.ResourceExhausted, `no space left in the artifact cache: ${plan.reason}`);
     }
     for (const e of plan.evict) this.forget(e);
+    // Started (and so marked as going) in this same turn as the plan: no start can take a bundle between the two.
+    const removals = new Map<string, Promise<void>>();
+    for (const e of plan.evict) {
+      if (e.kind !== "bundle" || this.bundles === undefined) continue;
+      const p = this.bundles.evict(e.sha256);
+      p.catch(() => {}); // awaited below; this keeps an early exit of that loop from leaving it unhandled
+      removals.set(e.sha256, p);
+    }
     this.reservedBytes += needBytes;
     let released = false;
     const done = async (): Promise<void> => {
@@ -132,7 +177,7 @@ export class CacheIndex {
       await this.refresh(sha256);
     };
     try {
-      for (const e of plan.evict) await this.unlinkEvicted(e, sha256);
+      for (const e of plan.evict) await this.unlinkEvicted(e, sha256, removals);
     } catch (err) {
       await done();
       throw err;
@@ -162,6 +207,7 @@ export class CacheIndex {
   private protectedDigests(): ReadonlySet<string> | "all" {
     const out = new Set<string>(this.writing);
     for (const ds of this.holds.values()) for (const d of ds) out.add(d);
+    if (this.bundles !== undefined) for (const d of this.bundles.inUse()) out.add(d);
     for (const ds of this.o.liveDigests()) {
       if (ds === undefined) return "all";
       for (const d of ds) out.add(d);
@@ -186,14 +232,18 @@ export class CacheIndex {
     if (e.kind === "final") this.version++;
   }
 
-  private async unlinkEvicted(e: CacheEntry, forSha256: string): Promise<void> {
-    const { final, partial } = cachePaths(this.o.modelsPath, e.sha256);
-    await unlink(e.kind === "final" ? final : partial).catch((err: unknown) => {
-      if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw err;
-    });
+  private async unlinkEvicted(e: CacheEntry, forSha256: string, removals: ReadonlyMap<string, Promise<void>>): Promise<void> {
+    if (e.kind === "bundle") {
+      await removals.get(e.sha256);
+    } else {
+      const { final, partial } = cachePaths(this.o.modelsPath, e.sha256);
+      await unlink(e.kind === "final" ? final : partial).catch((err: unknown) => {
+        if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw err;
+      });
+    }
     // The cache's audit record: which file went, how big, unused since when, for which pull.
     this.log.info("artifact evicted", { sha256: e.sha256, kind: e.kind, sizeBytes: e.sizeBytes, lastUsedAt: new Date(e.lastUsedMs).toISOString(), forSha256 });
-    this.o.onEvicted?.({ sha256: e.sha256, sizeBytes: e.sizeBytes, reason: `least recently used${e.kind === "partial" ? " (a partial download)" : ""}; room for ${forSha256}` });
+    this.o.onEvicted?.({ sha256: e.sha256, sizeBytes: e.sizeBytes, reason: `least recently used${e.kind === "partial" ? " (a partial download)" : e.kind === "bundle" ? " (an installed backend bundle)" : ""}; room for ${forSha256}` });
   }
 
   private async scan(): Promise<void> {
@@ -206,6 +256,15 @@ export class CacheIndex {
         const st = await stat(join(dir, name)).catch(() => undefined);
         if (st?.isFile() === true) this.put({ sha256, kind, sizeBytes: st.size, lastUsedMs: st.mtimeMs });
       }
+    }
+    // Installed bundles (a directory holding a regular run.sh), measured once here; last used = the directory's mtime.
+    const root = join(this.dir(), "backends");
+    for (const sha256 of await readdir(root).catch(() => [] as string[])) {
+      if (!isHex64(sha256) || this.entries.size >= maxCacheEntries) continue;
+      const dir = join(root, sha256);
+      const [st, run] = await Promise.all([lstat(dir).catch(() => undefined), lstat(join(dir, "run.sh")).catch(() => undefined)]);
+      if (st?.isDirectory() !== true || run?.isFile() !== true) continue;
+      this.put({ sha256, kind: "bundle", sizeBytes: await diskUsage(dir), lastUsedMs: st.mtimeMs });
     }
   }
 }

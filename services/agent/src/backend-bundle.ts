@@ -42,19 +42,31 @@ export class BundleInstaller {
   private readonly uses = new Map<string, number>();
   /** Digests being removed: a start asking for one fails instead of racing the removal. */
   private readonly removing = new Set<string>();
+  /** Digests the cache is evicting: a start asking for one waits, then installs it again. */
+  private readonly evicting = new Map<string, Promise<void>>();
   private readonly log: Logger;
 
   constructor(private readonly o: BundleInstallerOptions) {
     this.log = o.logger.child({ component: "bundles" });
+    // Installed bundles count against the cache's disk budget and are evicted with its files (artifact-cache-index.ts).
+    o.cache.index.attachBundles({ inUse: () => this.uses.keys(), evict: (sha256) => this.evict(sha256) });
   }
 
   /** The installed directory (installing it first when missing). Errors name the bundle; codes as artifact pulls' (DATA_LOSS, NOT_FOUND, UNAVAILABLE, RESOURCE_EXHAUSTED), FAILED_PRECONDITION for an unsafe or incomplete bundle. */
   async ensure(spec: BundleSpec, signal: AbortSignal, onProgress: (p: PullProgress) => void = () => {}): Promise<string> {
     const dir = bundleDir(this.o.modelsPath, spec.sha256);
     if (this.removing.has(spec.sha256)) throw new WardenError(Code.Unavailable, `backend bundle ${spec.source.slice(0, 256)} (sha256 ${spec.sha256}): it is being removed; retry once RemoveBundle finished`);
-    if (await isInstalled(dir)) return dir;
+    await this.evicting.get(spec.sha256);
+    if (await isInstalled(dir)) {
+      // After the index's first scan, or the use would be lost to the scan's mtime.
+      await this.o.cache.index.ready();
+      this.o.cache.index.touch(spec.sha256, "bundle");
+      return dir;
+    }
     try {
-      return await this.flights.run(spec.sha256, signal, (s, report) => this.install(spec, dir, s, report), onProgress);
+      const out = await this.flights.run(spec.sha256, signal, (s, report) => this.install(spec, dir, s, report), onProgress);
+      this.o.cache.index.touch(spec.sha256, "bundle");
+      return out;
     } catch (err) {
       const e = WardenError.from(err);
       throw new WardenError(e.code, `backend bundle ${spec.source.slice(0, 256)} (sha256 ${spec.sha256}): ${e.rawMessage}`, { cause: err, details: { field: "bundle", ...(e.details.reason === unsafeBundleReason ? { reason: unsafeBundleReason } : {}) } });
@@ -92,19 +104,39 @@ export class BundleInstaller {
     if (!(await isInstalled(dir))) return false;
     const why = (this.uses.get(sha256) ?? 0) > 0 ? "a start is installing or launching it" : busy();
     if (why !== undefined) throw new WardenError(Code.FailedPrecondition, `backend bundle sha256 ${sha256} is in use: ${why}`);
-    if (this.removing.has(sha256)) return false;
+    if (this.removing.has(sha256) || this.evicting.has(sha256)) return false;
     this.removing.add(sha256);
     try {
-      // Renamed away first: nothing ever sees a half-removed bundle under its final name.
-      const gone = join(dirname(dir), `.removing-${sha256}`);
-      await rm(gone, { recursive: true, force: true });
-      await rename(dir, gone);
-      await rm(gone, { recursive: true, force: true });
+      await this.renameAway(sha256);
     } finally {
       this.removing.delete(sha256);
     }
+    this.o.cache.index.forgetBundle(sha256);
     this.log.info("backend bundle removed", { sha256 });
     return true;
+  }
+
+  /** The cache's eviction of an unused bundle: marked synchronously (a start asking now waits for it), then removed. */
+  private evict(sha256: string): Promise<void> {
+    // RemoveBundle is removing it already: that removal is this eviction's.
+    if (this.removing.has(sha256)) return Promise.resolve();
+    const p = this.renameAway(sha256).finally(() => this.evicting.delete(sha256));
+    this.evicting.set(
+      sha256,
+      p.catch(() => {}),
+    );
+    return p;
+  }
+
+  /** Renamed away first, then deleted: nothing ever sees a half-removed bundle under its final name. */
+  private async renameAway(sha256: string): Promise<void> {
+    const dir = bundleDir(this.o.modelsPath, sha256);
+    const gone = join(dirname(dir), `.removing-${sha256}`);
+    await rm(gone, { recursive: true, force: true });
+    await rename(dir, gone).catch((err: unknown) => {
+      if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw err;
+    });
+    await rm(gone, { recursive: true, force: true });
   }
 
   /** Whether the digest's bundle is installed. */
@@ -132,6 +164,7 @@ export class BundleInstaller {
       } finally {
         await h.close();
       }
+      await this.o.cache.index.addBundle(spec.sha256, dir);
       this.log.info("backend bundle installed", { sha256: spec.sha256, source: spec.source.slice(0, 256), files: tally.entries, bytes: tally.bytes });
       return dir;
     } catch (err) {

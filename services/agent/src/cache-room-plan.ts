@@ -4,12 +4,16 @@
  * artifact-cache-index.ts keeps the facts and performs the plan.
  */
 
-/** One file in the cache: a verified one (`final`) or an unfinished pull's (`partial`). */
+/**
+ * One thing the budget counts: a verified file (`final`), an unfinished
+ * pull's file (`partial`) or an installed backend bundle's directory
+ * (`bundle`, its on-disk size measured when it was installed or found).
+ */
 export interface CacheEntry {
   readonly sha256: string;
-  readonly kind: "final" | "partial";
+  readonly kind: "final" | "partial" | "bundle";
   readonly sizeBytes: number;
-  /** Wall-clock ms of its last use by a start (its mtime for files found at startup). */
+  /** Wall-clock ms of its last use by a start (its mtime for files and bundles found at startup). */
   readonly lastUsedMs: number;
 }
 
@@ -27,8 +31,8 @@ export interface RoomQuestion {
   /** The cache's files, any order. */
   readonly entries: Iterable<CacheEntry>;
   /**
-   * Whether a file may not go: a digest a running or starting backend uses,
-   * or one a pull is writing.
+   * Whether an entry may not go: a digest a running or starting backend uses
+   * (its artifacts and its bundle), or one a pull is writing.
    */
   readonly isProtected: (e: CacheEntry) => boolean;
 }

@@ -5,7 +5,8 @@
  * and is shared round robin between tokens, a caller past its share and a
  * sheddable call past the threshold are refused at once (gRPC
  * RESOURCE_EXHAUSTED, HTTP 429 with Retry-After), a token cannot raise its
- * class. Nothing here depends on timing: the holder is released by
+ * class — asked through gRPC metadata, the HTTP `X-Warden-Priority` header
+ * or the data-plane listener alike. Nothing here depends on timing: the holder is released by
  * cancelling it, and each step waits for the gate's own metrics.
  */
 import { mkdtemp, rm } from "node:fs/promises";

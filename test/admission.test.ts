@@ -5,7 +5,8 @@
  * and is shared round robin between tokens, a caller past its share and a
  * sheddable call past the threshold are refused at once (gRPC
  * RESOURCE_EXHAUSTED, HTTP 429 with Retry-After), a token cannot raise its
- * class. Nothing here depends on timing: the holder is released by
+ * class — asked through gRPC metadata, the HTTP `X-Warden-Priority` header
+ * or the data-plane listener alike. Nothing here depends on timing: the holder is released by
  * cancelling it, and each step waits for the gate's own metrics.
  */
 import { mkdtemp, rm } from "node:fs/promises";
@@ -67,7 +68,7 @@ describe("admission: classes, fair sharing and shedding", () => {
     tc = await startTestCoordinator({
       // Each token of a reply costs 50 ms: the holder asks for 2 400 (two minutes, cancelled long before), the others for 1.
       models: [{ ...simModel("m", { knobs: { token_delay_ms: 50 } }), replicas: { targetInFlight: 1 }, admission: { maxInFlightPerReplica: 1, maxQueued: 6, shedAtQueued: 1, maxQueuedPerPrincipal: 2, retryAfter: "2s" } }],
-      extra: { auth: { tokensFile: t.path }, httpListen: "127.0.0.1:0" },
+      extra: { auth: { tokensFile: t.path }, httpListen: "127.0.0.1:0", inferenceListen: "127.0.0.1:0" },
     });
     const admin = createClient(await import("@warden/proto").then((p) => p.AdminService), tc.c.address, withToken(tokens.admin));
     await admin.loadModel({ model: "m" }, { timeoutMs: 60_000 });
@@ -128,6 +129,53 @@ describe("admission: classes, fair sharing and shedding", () => {
     expect((await held).code).toBe(Code.Canceled);
     await Promise.all(waiting);
     expect(done).toEqual(["c1", "a2", "b1", "a3"]);
+    await until("the gate is empty", async () => (await metric("warden_admission_in_flight")) === 0 && (await metric("warden_admission_waiting")) === 0);
+  }, 120_000);
+
+  it("a class asked with the HTTP X-Warden-Priority header and with warden-priority on the data-plane listener is the class the call waits at; asking above the token's is refused", async () => {
+    const holder = new AbortController();
+    const held = codeOf(predict("a", 2400, { signal: holder.signal }));
+    await until("the holder is in flight", async () => (await metric("warden_admission_in_flight")) === 1);
+    const chat = (who: Who, priority: string): Promise<Response> =>
+      fetch(`http://${tc.c.httpAddress ?? ""}/v1/chat/completions`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${tokens[who]}`, "content-type": "application/json", "x-warden-priority": priority },
+        body: JSON.stringify({ model: "m", messages: [{ role: "user", content: who }], max_tokens: 1 }),
+      });
+    const done: string[] = [];
+    // The critical token lowers itself over HTTP: it waits as sheddable, not critical.
+    const httpCall = chat("crit", "sheddable").then((r) => void done.push(`http ${String(r.status)}`));
+    await until("the HTTP call waits as sheddable", async () => (await metric("warden_admission_waiting", { class: "sheddable" })) === 1);
+    expect(await metric("warden_admission_waiting", { class: "critical" })).toBe(0);
+    // The same token on the data-plane listener asks for standard through gRPC metadata.
+    const plane = createClient(InferenceService, tc.c.inferenceAddress ?? "none", { headers: { ...(withToken(tokens.crit).headers ?? {}), "warden-priority": "standard" } });
+    const planeB = createClient(InferenceService, tc.c.inferenceAddress ?? "none", { headers: { ...(withToken(tokens.b).headers ?? {}), "warden-priority": "critical" } });
+    try {
+      const planeCall = plane.predict({ model: "m", options: { Prompt: "plane", Tokens: 1 } }, { timeoutMs: 120_000 }).then(() => void done.push("plane"));
+      await until("the data-plane call waits as standard", async () => (await metric("warden_admission_waiting", { class: "standard" })) === 1);
+      expect(await metric("warden_admission_waiting", { class: "critical" })).toBe(0);
+
+      // A standard token asking for critical: 403 over HTTP, PERMISSION_DENIED on the data plane; an unknown word is 400.
+      const raised = await chat("b", "critical");
+      expect(raised.status).toBe(403);
+      expect(((await raised.json()) as { error: { message: string } }).error.message).toMatch(/x-warden-priority: this token may ask for standard or lower, not critical/);
+      const unknown = await chat("b", "urgent");
+      expect(unknown.status).toBe(400);
+      expect(((await unknown.json()) as { error: { message: string } }).error.message).toMatch(/x-warden-priority: must be one of critical, standard, sheddable/);
+      const planeRaised = await codeOf(planeB.predict({ model: "m", options: { Prompt: "b", Tokens: 1 } }, { timeoutMs: 60_000 }));
+      expect(planeRaised.code).toBe(Code.PermissionDenied);
+      expect(planeRaised.message).toMatch(/warden-priority: this token may ask for standard or lower, not critical/);
+      expect(await metric("warden_admission_waiting")).toBe(2);
+
+      // One place: the standard call (data plane) is served before the sheddable one (HTTP).
+      holder.abort();
+      expect((await held).code).toBe(Code.Canceled);
+      await Promise.all([httpCall, planeCall]);
+      expect(done).toEqual(["plane", "http 200"]);
+    } finally {
+      plane.close();
+      planeB.close();
+    }
     await until("the gate is empty", async () => (await metric("warden_admission_in_flight")) === 0 && (await metric("warden_admission_waiting")) === 0);
   }, 120_000);
 

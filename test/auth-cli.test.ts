@@ -3,16 +3,20 @@
  * (the built `warden`): WARDEN_TOKEN and --token-file send the bearer token; no
  * token, an unknown one, or a role that may not is exit 9 with one line that
  * never shows the token; `--json` output never carries it; `warden tokens
- * mint` makes a token whose printed line the coordinator accepts.
+ * mint` makes a token whose printed line the coordinator accepts, and with
+ * `--priority` a line whose class the coordinator honours.
  */
 import { spawn } from "node:child_process";
 import { mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { Code, WardenError } from "@warden/common";
 import { TokenTable, hashToken, mintToken } from "@warden/coordinator";
+import { createClient } from "@warden/grpc";
+import { AdminService, InferenceService } from "@warden/proto";
 import { simModel, startTestCoordinator, type TestCoordinator } from "./support/coordinator-harness.js";
-import { writeTokensFile } from "./support/auth-tokens.js";
+import { withToken, writeTokensFile } from "./support/auth-tokens.js";
 
 const root = resolve(import.meta.dirname, "..");
 const cliBin = join(root, "services", "cli", "bin", "warden.js");
@@ -85,5 +89,54 @@ describe("warden CLI with auth on", () => {
     expect(again.code).toBe(2);
     expect((await readFile(out, "utf8")).trim()).toBe(token);
     expect((await warden(["tokens", "mint", "--role", "root"])).code).toBe(2);
+  }, 120_000);
+});
+
+describe("warden tokens mint --priority", () => {
+  it("the minted line carries priority=, and the coordinator reading it runs the token's calls at that class", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "warden-mint-priority-"));
+    let tc: TestCoordinator | undefined;
+    try {
+      const crit = await warden(["tokens", "mint", "--role", "inference", "--name", "crit", "--priority", "critical", "--out", join(dir, "crit.token")]);
+      const shed = await warden(["tokens", "mint", "--role", "inference", "--name", "shed", "--priority", "sheddable", "--out", join(dir, "shed.token")]);
+      expect([crit.code, shed.code]).toEqual([0, 0]);
+      const critToken = (await readFile(join(dir, "crit.token"), "utf8")).trim();
+      const shedToken = (await readFile(join(dir, "shed.token"), "utf8")).trim();
+      expect(crit.stdout.trim()).toBe(`${hashToken(critToken)} inference name=crit priority=critical`);
+      expect(shed.stdout.trim()).toBe(`${hashToken(shedToken)} inference name=shed priority=sheddable`);
+      expect((await warden(["tokens", "mint", "--role", "inference", "--priority", "urgent"])).code).toBe(2);
+
+      // The coordinator's tokens file: an admin line, then the two minted lines as printed.
+      const t = await writeTokensFile(dir, { admin: { role: "admin" } });
+      await writeFile(t.path, `${await readFile(t.path, "utf8")}${crit.stdout}${shed.stdout}`, { mode: 0o600 });
+      tc = await startTestCoordinator({
+        models: [{ ...simModel("m"), replicas: { targetInFlight: 1 }, admission: { maxInFlightPerReplica: 1, maxQueued: 6, shedAtQueued: 1, maxQueuedPerPrincipal: 2, retryAfter: "2s" } }],
+        extra: { auth: { tokensFile: t.path } },
+      });
+      const admin = createClient(AdminService, tc.c.address, withToken(t.tokens.admin));
+      await admin.loadModel({ model: "m" }, { timeoutMs: 60_000 });
+      const ask = async (token: string, priority: string): Promise<{ code: Code; message: string }> => {
+        const client = createClient(InferenceService, tc?.c.address ?? "none", { headers: { ...(withToken(token).headers ?? {}), "warden-priority": priority } });
+        try {
+          await client.predict({ model: "m", options: { Prompt: "hello", Tokens: 1 } }, { timeoutMs: 60_000 });
+          return { code: Code.Ok, message: "" };
+        } catch (err) {
+          const e = WardenError.from(err);
+          return { code: e.code, message: e.rawMessage };
+        } finally {
+          client.close();
+        }
+      };
+      // A token without priority= may ask for standard at most: critical is allowed only through the minted field.
+      expect(await ask(critToken, "critical")).toEqual({ code: Code.Ok, message: "" });
+      const raised = await ask(shedToken, "standard");
+      expect(raised.code).toBe(Code.PermissionDenied);
+      expect(raised.message).toMatch(/warden-priority: this token may ask for sheddable or lower, not standard/);
+      expect((await ask(shedToken, "sheddable")).code).toBe(Code.Ok);
+      admin.close();
+    } finally {
+      await tc?.close();
+      await rm(dir, { recursive: true, force: true });
+    }
   }, 120_000);
 });

@@ -123,6 +123,18 @@ describe("prefix-affinity routing over real processes", { timeout: 300_000 }, ()
         expect(plane.map((l) => l.method)).toEqual(["Predict", "Predict", "Predict", "Predict"]);
         expect(new Set(plane.map((l) => l.pid)).size).toBe(1);
         expect(plane.map((l) => l.cached)).toEqual([0, 4, 4, 4]);
+
+        // OpenAI /v1/completions: a third prefix, one call after another, lands on one replica and
+        // finds its blocks cached (least-in-flight alone would go round the three, cold each time).
+        const third = "Quote prices in euros, list spare parts by catalogue number, no emoji. ".repeat(4).slice(0, 256);
+        for (const q of ["one", "two", "three"]) {
+          const r = await fetch(`http://${t.c.httpAddress ?? "none"}/v1/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ model: "p", prompt: `${third} completion ${q}`, max_tokens: 1 }) });
+          expect(r.status).toBe(200);
+        }
+        const completions = (await callLog(pLog)).slice(12);
+        expect(completions).toHaveLength(3);
+        expect(new Set(completions.map((l) => l.pid)).size).toBe(1);
+        expect(completions.map((l) => l.cached)).toEqual([0, 4, 4]);
       } finally {
         backend.close();
       }

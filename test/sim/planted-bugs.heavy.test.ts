@@ -75,6 +75,9 @@ const shortTimeouts: Partial<SimOptions> = {
  */
 const haLaterOverrides: Partial<SimOptions> = { replicaProfile: false, haProfile: true };
 
+/** Prefix routing runs on replicated models only: the replica profile on (hunted with `--replicas on --ha off`), the later faults and outage serving as the seed draws them. */
+const prefixOverrides: Partial<SimOptions> = { durationMs: 10 * 60_000, quiesceMs: 5 * 60_000, replicaProfile: true, haProfile: false };
+
 /** Bug → the first seed (from 1) that catches it, the invariant that did, and the options if not the default ones. */
 const recorded: Record<PlantedBug, { readonly seed: number; readonly invariant: string; readonly options?: Partial<SimOptions> }> = {
   "forget-on-failed-stop": { seed: 2, invariant: "1 no amnesia" },
@@ -104,6 +107,7 @@ const recorded: Record<PlantedBug, { readonly seed: number; readonly invariant: 
   "admission-principal-keeps-turn": { seed: 9, invariant: "admission fair share", options: outageOverrides },
   "place-before-inventory": { seed: 2, invariant: "HA 8 placement on ground truth", options: haLaterOverrides },
   "resume-any-key": { seed: 2, invariant: "HA 1 one leader", options: haOverrides },
+  "prefix-ignores-margin": { seed: 1, invariant: "prefix margin", options: prefixOverrides },
 };
 
 /** Clean runs, one per seed and options, shared by the bugs caught on it. */

@@ -69,6 +69,8 @@ export const plantedBugNames = [
   "place-before-inventory",
   /** lease: an ex-leader whose lease ran out retakes whatever key it sees at once, not only its own (so it takes a successor's key inside the successor's lease). */
   "resume-any-key",
+  /** prefix routing: the longest matching prefix wins whatever its calls in flight (the balance margin ignored). */
+  "prefix-ignores-margin",
 ] as const;
 
 export type PlantedBug = (typeof plantedBugNames)[number];

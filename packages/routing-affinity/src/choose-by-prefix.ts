@@ -1,3 +1,5 @@
+import { isPlanted } from "@warden/common";
+
 /** One routable replica as the prefix decision sees it. */
 export interface AffinityCandidate {
   readonly id: string;
@@ -29,11 +31,13 @@ export function chooseByPrefix(candidates: readonly AffinityCandidate[], leastLo
   if (first === undefined) throw new RangeError("chooseByPrefix: no candidates");
   let minInFlight = Infinity;
   for (const c of candidates) if (c.inFlight < minInFlight) minInFlight = c.inFlight;
+  // Planted bug "prefix-ignores-margin": every matching replica is eligible, however loaded.
+  const margin = isPlanted("prefix-ignores-margin") ? Infinity : marginCalls;
   let best: AffinityCandidate | undefined;
   let least: AffinityCandidate | undefined;
   for (const c of candidates) {
     if (c.inFlight === minInFlight && (least === undefined || c.id === leastLoadedId)) least = c;
-    if (c.matchedBlocks <= 0 || c.inFlight - minInFlight > marginCalls) continue;
+    if (c.matchedBlocks <= 0 || c.inFlight - minInFlight > margin) continue;
     if (best === undefined || c.matchedBlocks > best.matchedBlocks || (c.matchedBlocks === best.matchedBlocks && c.inFlight < best.inFlight)) best = c;
   }
   if (best !== undefined) return { id: best.id, why: "prefix" };

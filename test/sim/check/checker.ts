@@ -12,6 +12,14 @@ export interface Violation {
   readonly atMs: number;
 }
 
+/** One prefix routing decision as the route hint saw it (step-runner.ts). */
+export interface PrefixPick {
+  readonly model: string;
+  readonly candidates: readonly { readonly incarnation: string; readonly inFlight: number }[];
+  readonly chosen: string | undefined;
+  readonly marginCalls: number;
+}
+
 /** What a checker reads: the world (ground truth) and the coordinator generation up, if any. */
 export interface CheckContext {
   readonly world: SimWorld;
@@ -35,6 +43,8 @@ export interface Checker {
   onLoaderEvent?(ctx: CheckContext, e: LoaderEvent): void;
   /** A model's admission gate let a call in, queued one, or saw one leave its queue (classes, fair sharing); `gate` numbers the gates of a run. */
   onAdmission?(ctx: CheckContext, o: AdmissionObservation, gate: number): void;
+  /** A prefix-routed call's route hint picked `chosen` among the routable `candidates` (their calls in flight then), under `marginCalls`. */
+  onPrefixPick?(ctx: CheckContext, pick: PrefixPick): void;
   /** A lease was granted to a call. */
   onLease?(ctx: CheckContext, lease: Lease): void;
   /** A StopBackend is leaving the coordinator (before it is marked in flight). */

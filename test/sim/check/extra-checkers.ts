@@ -9,6 +9,7 @@ import { requestStateChecker } from "./request-state-checker.js";
 import { restoredIntentsChecker } from "./restored-intents-checker.js";
 import { routePendingChecker } from "./route-pending-checker.js";
 import { outageRouteChecker } from "./outage-route-checker.js";
+import { prefixMarginChecker } from "./prefix-margin-checker.js";
 
 /**
  * Checkers added for the planted bugs that no other
@@ -16,8 +17,8 @@ import { outageRouteChecker } from "./outage-route-checker.js";
  * limit at every start, phantoms (registered but not held; a failed remote
  * stop registered again), routing to a pending instance, stop intents
  * restored at a restart, request state kept for ready and pending instances,
- * the replica rules, and a load refused for room answered "not now". Real invariants: they run in every campaign.
+ * the replica rules, a load refused for room answered "not now", and prefix routing's balance margin. Real invariants: they run in every campaign.
  */
 export function extraCheckers(): Checker[] {
-  return [journalFirstChecker(), limitChecker(), phantomChecker(), routePendingChecker(), outageRouteChecker(), restoredIntentsChecker(), requestStateChecker(), replicaChecker(), orphanGroupChecker(), loadAnswerChecker()];
+  return [journalFirstChecker(), limitChecker(), phantomChecker(), routePendingChecker(), outageRouteChecker(), restoredIntentsChecker(), requestStateChecker(), replicaChecker(), orphanGroupChecker(), loadAnswerChecker(), prefixMarginChecker()];
 }

@@ -5,7 +5,7 @@ import { runUntil } from "../kernel/run-loop.js";
 import { SimWorld } from "../world/sim-world.js";
 import { SimCoordinator, type SimCoordinatorHa } from "../coordinator/sim-coordinator.js";
 import type { HaCluster } from "../ha/ha-cluster.js";
-import type { CheckContext, Checker, Violation } from "../check/checker.js";
+import type { CheckContext, Checker, PrefixPick, Violation } from "../check/checker.js";
 import type { SimOptions } from "./sim-options.js";
 import type { AdmissionObservation } from "../../../services/coordinator/src/routing/admission-gate.js";
 
@@ -187,6 +187,11 @@ export class Harness {
       done();
       this.world.coverage.hit("lease.completed-twice");
     }
+  }
+
+  /** A prefix-routed call's hint picked a replica. */
+  onPrefixPick(pick: PrefixPick): void {
+    for (const c of this.checkers) c.onPrefixPick?.(this.ctx, pick);
   }
 
   onLease(lease: Lease): void {

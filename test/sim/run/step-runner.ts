@@ -96,6 +96,9 @@ async function leased(h: Harness, r: SimRandom, step: Extract<Step, { kind: "cal
       : {
           prefer: (candidates: Parameters<typeof prefixHint.prefer>[0], leastLoaded: string): string | undefined => {
             const id = prefixHint.prefer(candidates, leastLoaded);
+            const routing = c.loader.modelSpec(model)?.routing;
+            const marginCalls = routing?.mode === "prefix" ? routing.balanceMarginCalls : 0;
+            h.onPrefixPick({ model, candidates: candidates.map((x) => ({ incarnation: x.incarnation, inFlight: x.inFlight })), chosen: id, marginCalls });
             // Affinity overrode the least loaded: the case the routing checker must see hold too.
             if (id !== leastLoaded) w.coverage.hit("route.prefix-elsewhere");
             return id;

@@ -6,7 +6,7 @@ import { Code } from "@warden/common";
 import { createClient, type Client } from "@warden/grpc";
 import { AgentService, StartFailureCode, type StartBackendResponse } from "@warden/proto";
 import { leaderEpochFileName } from "../services/agent/src/leader-fence-store.js";
-import { liveTaggedSims, newIncarnation, pidAlive, randomPortRange, simCatalog, tempDir, uniqueTag } from "./support/agent-harness.js";
+import { killLeftBehind, liveTaggedSims, newIncarnation, pidAlive, randomPortRange, simCatalog, tempDir, uniqueTag } from "./support/agent-harness.js";
 import { startAgentProcess, writeAgentConfig, type AgentProcess } from "./support/agent-process.js";
 import { refusedWith } from "./support/refusal.js";
 
@@ -63,14 +63,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   const leaked = await liveTaggedSims(fileTag);
-  for (const p of started) if (await pidAlive(p.pid)) p.child.kill("SIGKILL");
-  for (const pid of leaked) {
-    try {
-      process.kill(-pid, "SIGKILL");
-    } catch {
-      try { process.kill(pid, "SIGKILL"); } catch { /* gone */ }
-    }
-  }
+  await killLeftBehind(started, leaked);
   await rm(dir, { recursive: true, force: true });
   expect(leaked).toEqual([]);
 });

@@ -6,7 +6,7 @@ import { createClient, type Client } from "@warden/grpc";
 import { AgentService, BackendState, Health, HealthCheckResponse_ServingStatus } from "@warden/proto";
 import { backendSimMainPath, repoRootPath } from "../services/agent/src/backend-sim-catalog.js";
 import { agentMarkOf, markEnv } from "../services/agent/src/process-mark.js";
-import { liveTaggedSims, newIncarnation, pidAlive, randomPortRange, simCatalog, startReady, tempDir, testTagVar, uniqueTag, waitFor } from "./support/agent-harness.js";
+import { killLeftBehind, liveTaggedSims, newIncarnation, pidAlive, randomPortRange, simCatalog, startReady, tempDir, testTagVar, uniqueTag, waitFor } from "./support/agent-harness.js";
 import { startAgentProcess, writeAgentConfig, type AgentProcess } from "./support/agent-process.js";
 
 // The agent as a real process: SIGTERM leaves backends running, the next agent
@@ -48,14 +48,7 @@ beforeAll(async () => {
 afterAll(async () => {
   const leaked = await liveTaggedSims(fileTag);
   // hygiene after the check: never leave processes behind, even when it failed
-  for (const p of started) if ((await pidAlive(p.pid))) p.child.kill("SIGKILL");
-  for (const pid of [...leaked, ...strays]) {
-    try {
-      process.kill(-pid, "SIGKILL");
-    } catch {
-      try { process.kill(pid, "SIGKILL"); } catch { /* gone */ }
-    }
-  }
+  await killLeftBehind(started, [...leaked, ...strays]);
   await rm(dir, { recursive: true, force: true });
   expect(leaked).toEqual([]);
 });

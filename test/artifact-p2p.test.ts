@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Code, WardenError, mintPeerTicket } from "@warden/common";
 import { GrpcServer, createClient, type Client } from "@warden/grpc";
 import { AgentService, PeerArtifactService, type StartBackendResponse } from "@warden/proto";
-import { liveTaggedSims, newIncarnation, pidAlive, randomPortRange, simCatalog, tempDir, uniqueTag, waitFor } from "./support/agent-harness.js";
+import { killLeftBehind, liveTaggedSims, newIncarnation, pidAlive, randomPortRange, simCatalog, tempDir, uniqueTag, waitFor } from "./support/agent-harness.js";
 import { startAgentProcess, writeAgentConfig, type AgentProcess } from "./support/agent-process.js";
 import { bytesOf, sha256Hex, startArtifactServer, type ArtifactServer } from "./support/artifact-server.js";
 
@@ -98,13 +98,7 @@ afterAll(async () => {
   // --stop-backends-on-exit: each agent stops the backend it started on SIGTERM.
   await Promise.all(started.map(async (p) => ((await pidAlive(p.pid)) ? p.terminate() : null)));
   const leaked = await liveTaggedSims(fileTag);
-  for (const pid of leaked) {
-    try {
-      process.kill(-pid, "SIGKILL");
-    } catch {
-      try { process.kill(pid, "SIGKILL"); } catch { /* gone */ }
-    }
-  }
+  await killLeftBehind([], leaked);
   await origin.close();
   await rm(dir, { recursive: true, force: true });
   expect(leaked).toEqual([]);

@@ -12,7 +12,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createClient } from "@warden/grpc";
 import { AgentService, type StartBackendResponse } from "@warden/proto";
-import { liveTaggedSims, newIncarnation, pidAlive, randomPortRange, simCatalog, tempDir, testTagVar, uniqueTag } from "./support/agent-harness.js";
+import { killLeftBehind, liveTaggedSims, newIncarnation, randomPortRange, simCatalog, tempDir, testTagVar, uniqueTag } from "./support/agent-harness.js";
 import { startAgentProcess, writeAgentConfig, type AgentProcess } from "./support/agent-process.js";
 import { bytesOf, sha256Hex, startArtifactServer, type ArtifactServer } from "./support/artifact-server.js";
 
@@ -33,14 +33,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   const leaked = await liveTaggedSims(fileTag);
-  for (const p of started) if (await pidAlive(p.pid)) p.child.kill("SIGKILL");
-  for (const pid of leaked) {
-    try {
-      process.kill(-pid, "SIGKILL");
-    } catch {
-      try { process.kill(pid, "SIGKILL"); } catch { /* gone */ }
-    }
-  }
+  await killLeftBehind(started, leaked);
   await server.close();
   await rm(dir, { recursive: true, force: true });
   expect(leaked).toEqual([]);

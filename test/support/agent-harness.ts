@@ -148,6 +148,26 @@ export async function liveTaggedSims(tagPrefix: string): Promise<number[]> {
   return out;
 }
 
+/**
+ * A test file's cleanup, after its leak check: SIGKILL the agents it started
+ * that still run, and the given backend pids (their process group first,
+ * else the process), so no file leaves processes behind even when it failed.
+ */
+export async function killLeftBehind(started: readonly { readonly pid: number; readonly child: { kill(signal: NodeJS.Signals): boolean } }[], pids: readonly number[]): Promise<void> {
+  for (const p of started) if (await pidAlive(p.pid)) p.child.kill("SIGKILL");
+  for (const pid of pids) {
+    try {
+      process.kill(-pid, "SIGKILL");
+    } catch {
+      try {
+        process.kill(pid, "SIGKILL");
+      } catch {
+        // gone
+      }
+    }
+  }
+}
+
 /** Environment of a pid as a map. */
 export async function environOf(pid: number): Promise<Record<string, string>> {
   const text = await readFile(`/proc/${String(pid)}/environ`, "utf8");

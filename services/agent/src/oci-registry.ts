@@ -130,7 +130,8 @@ export class OciRegistryClient {
   async get(path: string, headers: Record<string, string>, signal: AbortSignal): Promise<Response> {
     for (let attempt = 0; ; attempt++) {
       const res = await this.send(`${this.base}/${path}`, { ...headers, ...(this.authorization === undefined ? {} : { authorization: this.authorization }) }, signal);
-      if (res.status !== 401 && res.status !== 403) return res;
+      // Only the registry's own answer is a challenge or a refusal; a blob store it redirected to is judged as any source.
+      if ((res.status !== 401 && res.status !== 403) || res.redirected) return res;
       await res.body?.cancel();
       if (res.status === 403) throw this.refused("HTTP 403");
       // A second 401: the token or login just earned does not open this repository.

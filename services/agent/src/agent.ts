@@ -3,6 +3,7 @@ import { ArtifactCache } from "./artifact-cache.js";
 import { BundleInstaller } from "./backend-bundle.js";
 import type { StoreReader } from "./artifact-sources.js";
 import type { PeerClients } from "./peer-source.js";
+import type { RegistryLoginLookup } from "./registry-auth.js";
 import type { ArtifactCacheSnapshot } from "./node-heartbeat.js";
 import { setMaxListeners } from "node:events";
 import { join } from "node:path";
@@ -63,6 +64,8 @@ export interface AgentDeps {
   artifactFreeBytes?: (dir: string) => Promise<number>;
   /** Clients for other agents' PeerArtifactService (peer-source.ts); undefined = peers a start names are ignored. */
   peerClients?: PeerClients;
+  /** Credentials of private OCI registries for artifact and bundle pulls (main.ts reads registryAuthFile; SIGHUP swaps them). @default anonymous */
+  registryLogin?: RegistryLoginLookup;
 }
 
 /** The agent a coordinator embeds or main.ts serves. */
@@ -161,7 +164,7 @@ export function createAgent(config: AgentConfig, deps: AgentDeps = {}): Agent {
   };
 
   const evictions = new EvictionOutbox(logger);
-  const artifacts = config.modelsPath === undefined ? undefined : new ArtifactCache({ modelsPath: config.modelsPath, clock, logger, onEvicted: (e) => { evictions.record(e); }, pullTimeoutMs: config.artifactPullTimeoutMs, stallTimeoutMs: config.artifactStallTimeoutMs, storeReader: deps.storeReader, budgetBytes: config.artifactCacheBudgetBytes, liveDigests: () => table.live().map((p) => liveCacheDigests(p.id, config.catalog)), ...(deps.artifactFreeBytes === undefined ? {} : { freeBytes: deps.artifactFreeBytes }), ...(deps.peerClients === undefined ? {} : { peers: { selfNodeId: config.nodeId, clients: deps.peerClients } }) });
+  const artifacts = config.modelsPath === undefined ? undefined : new ArtifactCache({ modelsPath: config.modelsPath, clock, logger, onEvicted: (e) => { evictions.record(e); }, pullTimeoutMs: config.artifactPullTimeoutMs, stallTimeoutMs: config.artifactStallTimeoutMs, storeReader: deps.storeReader, budgetBytes: config.artifactCacheBudgetBytes, liveDigests: () => table.live().map((p) => liveCacheDigests(p.id, config.catalog)), ...(deps.artifactFreeBytes === undefined ? {} : { freeBytes: deps.artifactFreeBytes }), ...(deps.peerClients === undefined ? {} : { peers: { selfNodeId: config.nodeId, clients: deps.peerClients } }), ...(deps.registryLogin === undefined ? {} : { registryLogin: deps.registryLogin }) });
   const ctx: AgentContext = {
     config,
     clock,
@@ -175,7 +178,7 @@ export function createAgent(config: AgentConfig, deps: AgentDeps = {}): Agent {
     ports,
     locks: new ModelLocks(),
     artifacts,
-    bundles: config.modelsPath === undefined || artifacts === undefined ? undefined : new BundleInstaller({ modelsPath: config.modelsPath, cache: artifacts, logger }),
+    bundles: config.modelsPath === undefined || artifacts === undefined ? undefined : new BundleInstaller({ modelsPath: config.modelsPath, cache: artifacts, logger, ...(deps.registryLogin === undefined ? {} : { registryLogin: deps.registryLogin }) }),
     hub,
     probe: createMemoryProbe({ nvidiaSmiPath: config.nvidiaSmiPath, procRoot }),
     table,

@@ -5,6 +5,7 @@ import type { ArtifactCache } from "./artifact-cache.js";
 import type { PullProgress } from "./artifact-pull.js";
 import { bundleDir, type BundleSpec } from "./backend-bundle-config.js";
 import { OciRegistryClient } from "./oci-registry.js";
+import type { RegistryLoginLookup } from "./registry-auth.js";
 import { SingleFlight } from "./single-flight.js";
 import { extractLayer, unsafeBundleReason, type TarLimits, type TarTally } from "./tar-extract.js";
 
@@ -25,6 +26,8 @@ export interface BundleInstallerOptions {
   /** Pulls the layers or tarball (verified, resumable, one pull per digest). */
   readonly cache: ArtifactCache;
   readonly logger: Logger;
+  /** Credentials of private OCI registries (registryAuthFile) for the image's manifest; its layers are pulled through `cache`, which has its own. @default anonymous */
+  readonly registryLogin?: RegistryLoginLookup;
 }
 
 /**
@@ -176,7 +179,7 @@ export class BundleInstaller {
   /** The image's manifest (verified against the digest), then each layer through the cache; returns the layers' files in order. */
   private async pullImage(spec: BundleSpec, signal: AbortSignal, report: (p: PullProgress) => void): Promise<string[]> {
     const ref = parseOciReference("bundle.source", spec.source);
-    const client = new OciRegistryClient(ref);
+    const client = new OciRegistryClient(ref, this.o.registryLogin?.(ref.host));
     const manifest = await client.manifest(`sha256:${spec.sha256}`, signal);
     const repo = `${ref.protocol === "http:" ? "oci+http" : "oci"}://${ref.host}/${ref.repository}`;
     const files: string[] = [];

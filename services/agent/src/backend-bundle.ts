@@ -214,7 +214,7 @@ export class BundleInstaller {
     } catch (err) {
       await rm(staging, { recursive: true, force: true });
       const e = WardenError.from(err);
-      if (e.details.reason === tarNoRoomReason) throw new WardenError(Code.ResourceExhausted, `no space left in the artifact cache: the bundle unpacks to ${e.rawMessage}; ${room.reason}`, { cause: err });
+      if (e.details.reason === tarNoRoomReason) throw new WardenError(Code.ResourceExhausted, `no space left in the artifact cache: the bundle unpacks to more than ${String(room.bytes)} bytes; ${room.reason}`, { cause: err });
       if ((err as NodeJS.ErrnoException).code === "ENOSPC") throw new WardenError(Code.ResourceExhausted, `no space left on the file system after ${String(tally.bytes)} bytes unpacked; nothing is installed`, { cause: err });
       throw err;
     }

@@ -57,7 +57,8 @@ const key = (sha256: string, kind: CacheEntry["kind"]): string => `${kind}:${sha
  * holds its artifacts' digests from before its pull until it ends, and a live
  * backend holds the ones its record names. Makes room for a pull within the disk budget by evicting
  * least recently used files that no running or starting backend uses and no
- * pull writes (cache-room-plan.ts), each eviction logged.
+ * pull writes (cache-room-plan.ts), each eviction logged; a bundle install
+ * asks the most it may unpack (roomToMake), then room for its size on disk.
  */
 export class CacheIndex {
   private readonly entries = new Map<string, CacheEntry>();
@@ -65,7 +66,7 @@ export class CacheIndex {
   private reservedBytes = 0;
   private version = 0;
   private scanned: Promise<void> | undefined;
-  /** incarnation → digests of a start in progress (its backend, once in the table, holds them itself). */
+  /** incarnation → digests of a start in progress (its backend, once in the table, holds them itself); `bundle-install:<sha256>` → the layers an install reads. */
   private readonly holds = new Map<string, readonly string[]>();
   /** Digests a pull is writing now. */
   private readonly writing = new Set<string>();

@@ -51,6 +51,10 @@ export function bytesOf(n: number, seed = 1): Buffer {
   return b;
 }
 
+function isGone(res: ServerResponse): boolean {
+  return res.destroyed;
+}
+
 export async function startArtifactServer(): Promise<ArtifactServer> {
   const sockets = new Set<Socket>();
   const state: Omit<ArtifactServer, "url" | "close" | "requestsFor"> = { requests: [], files: new Map(), redirects: new Map(), ranges: true, dropAfterBytes: undefined, chunkBytes: 64 * 1024, paceMs: 0, rateBytesPerSec: 0, bytesSent: 0 };
@@ -76,7 +80,8 @@ export async function startArtifactServer(): Promise<ArtifactServer> {
         linkFreeAt = start + (n * 1000) / state.rateBytesPerSec;
         // Sent once its turn on the link has passed: the link never carries more than the rate.
         if (linkFreeAt > now) await new Promise((r) => setTimeout(r, linkFreeAt - now));
-        if (res.destroyed) return;
+        // The client may have gone while this waited its turn.
+        if (isGone(res)) return;
       }
       const ok = res.write(body.subarray(sent, sent + n));
       sent += n;

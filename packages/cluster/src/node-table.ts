@@ -9,14 +9,13 @@ import { massUnreachability, nextHealth, type HealthCause } from "./node-health.
 import type { HeartbeatAnswer, HeartbeatReport, NodeRecord, NodeRegistration } from "./node-record.js";
 import { awaitsInventory } from "./node-record.js";
 import { artifactCacheOf } from "./artifact-cache-report.js";
-import { applyInventoryDelta, fullReported } from "./inventory-delta.js";
+import { applyInventoryDelta, fullReported, type ReportedInventory } from "./inventory-delta.js";
 import { freshForeign } from "./fresh-foreign.js";
 import { goneIntents, untracked } from "./gone-intents.js";
 import { OrphanTracker } from "./orphan-tracker.js";
 import { otherNodesIncarnation, reconcileInventory } from "./reconcile-inventory.js";
 import { nodeOccupancy } from "./starting-elsewhere.js";
 import { settledMark, unchangedHeartbeat } from "./unchanged-heartbeat.js";
-import type { ReportedInventory } from "./inventory-delta.js";
 import type { NodeLimits } from "./node-limits.js";
 import type { NodeTableOptions } from "./node-table-options.js";
 
@@ -310,10 +309,7 @@ export class NodeTable<C> implements AgentDirectory, InventoryPort {
     // Orphans (live processes without a complete record) count toward the
     // node's limit, groups and memory; never selectable, never routed.
     loader?.setOrphans(n.nodeId, nodeOccupancy(loader, hb.orphans, n.inventory));
-    n.settled =
-      loader === undefined
-        ? undefined
-        : settledMark({ inventory: n.inventory, reportedCount: backends.length, orphanCount: hb.orphans.length, fenceCount: n.fences.size, missingCount: n.missing.size, held: loader.heldOn(n.nodeId), heldStamp: loader.heldStamp(n.nodeId), leftoverCount: loader.leftoversOn(n.nodeId).length });
+    n.settled = loader === undefined ? undefined : settledMark({ inventory: n.inventory, reportedCount: backends.length, orphanCount: hb.orphans.length, fenceCount: n.fences.size, missingCount: n.missing.size, held: loader.heldOn(n.nodeId), heldStamp: loader.heldStamp(n.nodeId), leftoverCount: loader.leftoversOn(n.nodeId).length });
   }
 
   /**

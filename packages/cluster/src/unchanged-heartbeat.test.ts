@@ -171,6 +171,16 @@ describe("an empty delta on a settled node", () => {
     expect(c.reaped).toEqual([incarnations[5]]);
   });
 
+  it("still settles the journal's unconfirmed instances: one the inventory does not list stops counting on the skip", () => {
+    const c = cluster(true);
+    c.full([0].map((k) => entry(k)));
+    expect(c.loader.journalReplicas.restore([{ incarnation: incarnations[6] ?? "", nodeId: "a", model: "m1", address: "h:7006" }])).toBe(1);
+    const before = c.reconciles();
+    c.delta([], []);
+    expect(c.reconciles()).toBe(before);
+    expect(c.loader.journalReplicas.list()).toEqual([]);
+  });
+
   it("reconciles again after the loader's word on the node: a confirmed gone instance the agent still lists is fenced, then dropped", () => {
     const c = cluster(true);
     c.full([0, 1].map((i) => entry(i)));

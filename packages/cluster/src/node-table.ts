@@ -245,7 +245,8 @@ export class NodeTable<C> implements AgentDirectory, InventoryPort {
    * sequence) than the last one seen is ignored; a delta is applied only onto
    * the very inventory it is against (its base sequence, the same boot epoch)
    * and only when the result matches its digest — otherwise nothing changes
-   * and the agent is asked for a full inventory.
+   * and the agent is asked for a full inventory. An empty delta on a settled
+   * node skips the inventory reconcile (unchanged-heartbeat.ts).
    */
   receive(hb: HeartbeatReport): HeartbeatAnswer {
     const n = this.nodes.get(hb.nodeId);

@@ -2,6 +2,7 @@ import type { ArtifactCacheReport, ForeignProcess, GpuInfo, InventoryEntry, Node
 import type { AgentPort } from "@warden/loader";
 import type { NodeLimits } from "./node-limits.js";
 import type { InventoryDeltaReport, ReportedInventory } from "./inventory-delta.js";
+import type { SettledMark } from "./unchanged-heartbeat.js";
 
 export type NodeHealthState = "ready" | "unreachable" | "lost";
 
@@ -78,6 +79,12 @@ export interface NodeRecord<C> {
    * epoch (older epochs' heartbeats are refused). Capped per node, oldest out.
    */
   readonly fences: Map<string, bigint>;
+  /**
+   * Set by a full reconcile that left the node settled (unchanged-heartbeat.ts):
+   * its next empty delta skips the reconcile while the mark still holds.
+   * Undefined until then, and after any reconcile that left something pending.
+   */
+  settled: SettledMark | undefined;
   /** Aborts the node's exit watch (the connector's WatchBackends stream). */
   watchAbort: AbortController | undefined;
   /** Placement limits from the agent's config (Register); replaced on every registration. */

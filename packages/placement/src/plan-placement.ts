@@ -229,8 +229,10 @@ function describeFree(bytes: number): string {
  * spread and the node's maxReplicasPerModel allow another replica,
  * no group conflict eviction cannot resolve (leftovers and orphans included),
  * memory estimate fits `min(total, budget) − max(reported use, reservations)`,
- * a free slot. Among the nodes that fit, those without a replica of the model
- * first (then a device without one), then binpack or spread; else plan
+ * its artifact cache can make room for what it lacks of the model's files and
+ * its backend's bundle, a free slot. Among the nodes that fit, those without
+ * a replica of the model first (then a device without one), then fewer bytes
+ * to pull (then the bundle installed), then binpack or spread; else plan
  * evictions on the best node where eviction would make room. Pure: ExplainPlacement and a real load ask the same
  * function, so they agree.
  */

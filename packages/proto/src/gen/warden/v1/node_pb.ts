@@ -374,8 +374,7 @@ export type ArtifactCacheReport = Message<"warden.v1.ArtifactCacheReport"> & {
    * state of every catalog backend that names a bundle (at most 256, the
    * catalog's bound, one per backend), replacing the list the coordinator
    * holds. Unset: unchanged. Placement adds a missing bundle's pull_bytes to
-   * what a load on this node must pull. (Field number kept well above the
-   * others so concurrent additions do not clash.)
+   * what a load on this node must pull.
    *
    * @generated from field: optional warden.v1.BackendBundleStates bundles = 21;
    */

@@ -1,5 +1,6 @@
 import type { ArtifactCacheReport, ForeignProcess, GpuInfo, InventoryEntry, NodeResources, OrphanProcess } from "@warden/proto";
 import type { AgentPort } from "@warden/loader";
+import type { BundleFact } from "@warden/placement";
 import type { NodeLimits } from "./node-limits.js";
 import type { InventoryDeltaReport, ReportedInventory } from "./inventory-delta.js";
 import type { SettledMark } from "./unchanged-heartbeat.js";
@@ -99,6 +100,8 @@ export interface NodeArtifactCache {
   readonly evictableBytes: number;
   /** Verified digests (hex) it holds; undefined until the agent sent its set. */
   readonly digests: ReadonlySet<string> | undefined;
+  /** Catalog backend name → its bundle there (ArtifactCacheReport.bundles); undefined until the agent sent its list (an older agent never does: no bundle counted). */
+  readonly bundles?: ReadonlyMap<string, BundleFact> | undefined;
 }
 
 /**

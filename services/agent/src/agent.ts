@@ -1,6 +1,7 @@
 import { randomInt } from "node:crypto";
 import { ArtifactCache } from "./artifact-cache.js";
 import { BundleInstaller } from "./backend-bundle.js";
+import { BundleReport, registryLayers, type ImageLayerLister } from "./bundle-report.js";
 import type { StoreReader } from "./artifact-sources.js";
 import type { PeerClients } from "./peer-source.js";
 import type { RegistryLoginLookup } from "./registry-auth.js";
@@ -66,6 +67,8 @@ export interface AgentDeps {
   peerClients?: PeerClients;
   /** Credentials of private OCI registries for artifact and bundle pulls (main.ts reads registryAuthFile; SIGHUP swaps them). @default anonymous */
   registryLogin?: RegistryLoginLookup;
+  /** Test seam: reads a bundle image's layers for the heartbeat's sizes. @default the registry's manifest (bundle-report.ts) */
+  bundleLayers?: ImageLayerLister;
 }
 
 /** The agent a coordinator embeds or main.ts serves. */
@@ -165,6 +168,8 @@ export function createAgent(config: AgentConfig, deps: AgentDeps = {}): Agent {
 
   const evictions = new EvictionOutbox(logger);
   const artifacts = config.modelsPath === undefined ? undefined : new ArtifactCache({ modelsPath: config.modelsPath, clock, logger, onEvicted: (e) => { evictions.record(e); }, pullTimeoutMs: config.artifactPullTimeoutMs, stallTimeoutMs: config.artifactStallTimeoutMs, storeReader: deps.storeReader, budgetBytes: config.artifactCacheBudgetBytes, liveDigests: () => table.live().map((p) => liveCacheDigests(p.id, config.catalog)), ...(deps.artifactFreeBytes === undefined ? {} : { freeBytes: deps.artifactFreeBytes }), ...(deps.peerClients === undefined ? {} : { peers: { selfNodeId: config.nodeId, clients: deps.peerClients } }), ...(deps.registryLogin === undefined ? {} : { registryLogin: deps.registryLogin }) });
+  // What placement must count of each catalog bundle (heartbeat): images' sizes read in the background from start().
+  const bundleReport = artifacts === undefined ? undefined : new BundleReport({ catalog: config.catalog, cache: artifacts.index, clock, logger, listLayers: deps.bundleLayers ?? registryLayers(deps.registryLogin) });
   const ctx: AgentContext = {
     config,
     clock,
@@ -224,6 +229,8 @@ export function createAgent(config: AgentConfig, deps: AgentDeps = {}): Agent {
     await fence.load();
     const report = await adoptFromStateDir(ctx);
     started = true;
+    // Never awaited: a registry that is down leaves the images' sizes unknown, not the agent unstarted.
+    if (bundleReport?.any() === true) void bundleReport.resolve(closing.signal);
     report.orphans = await rescanOrphans().catch(() => []);
     scan.schedule();
     health.start();
@@ -281,7 +288,9 @@ export function createAgent(config: AgentConfig, deps: AgentDeps = {}): Agent {
       const cache = ctx.artifacts;
       if (cache === undefined) return undefined;
       const r = await cache.report().catch(() => undefined);
-      return r === undefined ? undefined : { ...r, digests: () => cache.index.digests(), evictions: () => evictions.next(), evictionsAcknowledged: (id) => { evictions.acknowledged(id); } };
+      if (r === undefined) return undefined;
+      const b = bundleReport?.any() === true ? bundleReport.snapshot() : undefined;
+      return { ...r, digests: () => cache.index.digests(), ...(b === undefined ? {} : { bundlesVersion: b.version, bundles: () => b.states }), evictions: () => evictions.next(), evictionsAcknowledged: (id) => { evictions.acknowledged(id); } };
     },
     raiseLeaderEpoch: (epoch) => fence.raise(epoch),
     processes: () =>

@@ -115,6 +115,11 @@ export class CacheIndex {
     if (e !== undefined) this.forget(e);
   }
 
+  /** Whether the cache holds the digest's verified file (`final`) or its installed bundle (`bundle`). */
+  has(sha256: string, kind: "final" | "bundle"): boolean {
+    return this.entries.has(key(sha256, kind));
+  }
+
   digests(): string[] {
     const out: string[] = [];
     for (const e of this.entries.values()) if (e.kind === "final") out.push(e.sha256);

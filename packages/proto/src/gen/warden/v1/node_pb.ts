@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file warden/v1/node.proto.
  */
 export const file_warden_v1_node: GenFile = /*@__PURE__*/
-  fileDesc("ChR3YXJkZW4vdjEvbm9kZS5wcm90bxIJd2FyZGVuLnYxIkQKE1JlYWRBcnRpZmFjdFJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCRIMCgRwYXRoGAIgASgJEg4KBm9mZnNldBgDIAEoBCJJChRSZWFkQXJ0aWZhY3RSZXNwb25zZRIOCgZvZmZzZXQYASABKAQSEwoLdG90YWxfYnl0ZXMYAiABKAQSDAoEZGF0YRgDIAEoDCLFAwoPUmVnaXN0ZXJSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAkSDwoHYWRkcmVzcxgCIAEoCRI2CgZsYWJlbHMYAyADKAsyJi53YXJkZW4udjEuUmVnaXN0ZXJSZXF1ZXN0LkxhYmVsc0VudHJ5EiAKBGdwdXMYBCADKAsyEi53YXJkZW4udjEuR3B1SW5mbxISCgpib290X2Vwb2NoGAUgASgEEhcKD3JhbV90b3RhbF9ieXRlcxgGIAEoBBIPCgd2ZXJzaW9uGAcgASgJEhAKCGJhY2tlbmRzGAggAygJEiUKBmxpbWl0cxgJIAEoCzIVLndhcmRlbi52MS5Ob2RlTGltaXRzEhAKCHBlZXJfa2V5GAogASgMEkcKD2JhY2tlbmRfYnVuZGxlcxgLIAMoCzIuLndhcmRlbi52MS5SZWdpc3RlclJlcXVlc3QuQmFja2VuZEJ1bmRsZXNFbnRyeRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBGjUKE0JhY2tlbmRCdW5kbGVzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASKdAQoKTm9kZUxpbWl0cxIjChZtYXhfcmVwbGljYXNfcGVyX21vZGVsGAEgASgNSAGIAQESHQoTbWVtb3J5X2J1ZGdldF9ieXRlcxgCIAEoBEgAEh8KFW1lbW9yeV9idWRnZXRfcGVyY2VudBgDIAEoAUgAQg8KDW1lbW9yeV9idWRnZXRCGQoXX21heF9yZXBsaWNhc19wZXJfbW9kZWwiYgoQUmVnaXN0ZXJSZXNwb25zZRIZChFjb29yZGluYXRvcl9lcG9jaBgBIAEoBBIdChVoZWFydGJlYXRfaW50ZXJ2YWxfbXMYAiABKA0SFAoMbGVhZGVyX2Vwb2NoGAMgASgEIvICChBIZWFydGJlYXRSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAkSEgoKYm9vdF9lcG9jaBgCIAEoBBIQCghzZXF1ZW5jZRgDIAEoBBIrCghiYWNrZW5kcxgEIAMoCzIZLndhcmRlbi52MS5JbnZlbnRvcnlFbnRyeRIpCgdvcnBoYW5zGAUgAygLMhgud2FyZGVuLnYxLk9ycGhhblByb2Nlc3MSKwoJcmVzb3VyY2VzGAYgASgLMhgud2FyZGVuLnYxLk5vZGVSZXNvdXJjZXMSKgoHZm9yZWlnbhgHIAMoCzIZLndhcmRlbi52MS5Gb3JlaWduUHJvY2VzcxIUCgxsZWFkZXJfZXBvY2gYCCABKAQSKAoFZGVsdGEYCSABKAsyGS53YXJkZW4udjEuSW52ZW50b3J5RGVsdGESNgoOYXJ0aWZhY3RfY2FjaGUYCiABKAsyHi53YXJkZW4udjEuQXJ0aWZhY3RDYWNoZVJlcG9ydCKwAQoTQXJ0aWZhY3RDYWNoZVJlcG9ydBISCgpmcmVlX2J5dGVzGAEgASgEEhcKD2V2aWN0YWJsZV9ieXRlcxgCIAEoBBIwCgdkaWdlc3RzGAMgASgLMhoud2FyZGVuLnYxLkFydGlmYWN0RGlnZXN0c0gAiAEBEi4KCWV2aWN0aW9ucxgEIAMoCzIbLndhcmRlbi52MS5BcnRpZmFjdEV2aWN0aW9uQgoKCF9kaWdlc3RzIlIKEEFydGlmYWN0RXZpY3Rpb24SCgoCaWQYASABKAQSDgoGc2hhMjU2GAIgASgMEhIKCnNpemVfYnl0ZXMYAyABKAQSDgoGcmVhc29uGAQgASgJIiEKD0FydGlmYWN0RGlnZXN0cxIOCgZzaGEyNTYYASADKAwidAoOSW52ZW50b3J5RGVsdGESFQoNYmFzZV9zZXF1ZW5jZRgBIAEoBBIqCgd1cHNlcnRzGAIgAygLMhkud2FyZGVuLnYxLkludmVudG9yeUVudHJ5Eg8KB3JlbW92ZWQYAyADKAkSDgoGZGlnZXN0GAQgASgGIoABChFIZWFydGJlYXRSZXNwb25zZRIZChFyZWdpc3Rlcl9yZXF1aXJlZBgBIAEoCBIZChFjb29yZGluYXRvcl9lcG9jaBgCIAEoBBIUCgxsZWFkZXJfZXBvY2gYAyABKAQSHwoXZnVsbF9pbnZlbnRvcnlfcmVxdWlyZWQYBCABKAgy7AEKC05vZGVTZXJ2aWNlEkMKCFJlZ2lzdGVyEhoud2FyZGVuLnYxLlJlZ2lzdGVyUmVxdWVzdBobLndhcmRlbi52MS5SZWdpc3RlclJlc3BvbnNlEkYKCUhlYXJ0YmVhdBIbLndhcmRlbi52MS5IZWFydGJlYXRSZXF1ZXN0Ghwud2FyZGVuLnYxLkhlYXJ0YmVhdFJlc3BvbnNlElAKD0hlYXJ0YmVhdFN0cmVhbRIbLndhcmRlbi52MS5IZWFydGJlYXRSZXF1ZXN0Ghwud2FyZGVuLnYxLkhlYXJ0YmVhdFJlc3BvbnNlKAEwATJpChRBcnRpZmFjdFN0b3JlU2VydmljZRJRCgxSZWFkQXJ0aWZhY3QSHi53YXJkZW4udjEuUmVhZEFydGlmYWN0UmVxdWVzdBofLndhcmRlbi52MS5SZWFkQXJ0aWZhY3RSZXNwb25zZTABYgZwcm90bzM", [file_warden_v1_types]);
+  fileDesc("ChR3YXJkZW4vdjEvbm9kZS5wcm90bxIJd2FyZGVuLnYxIkQKE1JlYWRBcnRpZmFjdFJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCRIMCgRwYXRoGAIgASgJEg4KBm9mZnNldBgDIAEoBCJJChRSZWFkQXJ0aWZhY3RSZXNwb25zZRIOCgZvZmZzZXQYASABKAQSEwoLdG90YWxfYnl0ZXMYAiABKAQSDAoEZGF0YRgDIAEoDCLFAwoPUmVnaXN0ZXJSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAkSDwoHYWRkcmVzcxgCIAEoCRI2CgZsYWJlbHMYAyADKAsyJi53YXJkZW4udjEuUmVnaXN0ZXJSZXF1ZXN0LkxhYmVsc0VudHJ5EiAKBGdwdXMYBCADKAsyEi53YXJkZW4udjEuR3B1SW5mbxISCgpib290X2Vwb2NoGAUgASgEEhcKD3JhbV90b3RhbF9ieXRlcxgGIAEoBBIPCgd2ZXJzaW9uGAcgASgJEhAKCGJhY2tlbmRzGAggAygJEiUKBmxpbWl0cxgJIAEoCzIVLndhcmRlbi52MS5Ob2RlTGltaXRzEhAKCHBlZXJfa2V5GAogASgMEkcKD2JhY2tlbmRfYnVuZGxlcxgLIAMoCzIuLndhcmRlbi52MS5SZWdpc3RlclJlcXVlc3QuQmFja2VuZEJ1bmRsZXNFbnRyeRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBGjUKE0JhY2tlbmRCdW5kbGVzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASKdAQoKTm9kZUxpbWl0cxIjChZtYXhfcmVwbGljYXNfcGVyX21vZGVsGAEgASgNSAGIAQESHQoTbWVtb3J5X2J1ZGdldF9ieXRlcxgCIAEoBEgAEh8KFW1lbW9yeV9idWRnZXRfcGVyY2VudBgDIAEoAUgAQg8KDW1lbW9yeV9idWRnZXRCGQoXX21heF9yZXBsaWNhc19wZXJfbW9kZWwiYgoQUmVnaXN0ZXJSZXNwb25zZRIZChFjb29yZGluYXRvcl9lcG9jaBgBIAEoBBIdChVoZWFydGJlYXRfaW50ZXJ2YWxfbXMYAiABKA0SFAoMbGVhZGVyX2Vwb2NoGAMgASgEIvICChBIZWFydGJlYXRSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAkSEgoKYm9vdF9lcG9jaBgCIAEoBBIQCghzZXF1ZW5jZRgDIAEoBBIrCghiYWNrZW5kcxgEIAMoCzIZLndhcmRlbi52MS5JbnZlbnRvcnlFbnRyeRIpCgdvcnBoYW5zGAUgAygLMhgud2FyZGVuLnYxLk9ycGhhblByb2Nlc3MSKwoJcmVzb3VyY2VzGAYgASgLMhgud2FyZGVuLnYxLk5vZGVSZXNvdXJjZXMSKgoHZm9yZWlnbhgHIAMoCzIZLndhcmRlbi52MS5Gb3JlaWduUHJvY2VzcxIUCgxsZWFkZXJfZXBvY2gYCCABKAQSKAoFZGVsdGEYCSABKAsyGS53YXJkZW4udjEuSW52ZW50b3J5RGVsdGESNgoOYXJ0aWZhY3RfY2FjaGUYCiABKAsyHi53YXJkZW4udjEuQXJ0aWZhY3RDYWNoZVJlcG9ydCLyAQoTQXJ0aWZhY3RDYWNoZVJlcG9ydBISCgpmcmVlX2J5dGVzGAEgASgEEhcKD2V2aWN0YWJsZV9ieXRlcxgCIAEoBBIwCgdkaWdlc3RzGAMgASgLMhoud2FyZGVuLnYxLkFydGlmYWN0RGlnZXN0c0gAiAEBEi4KCWV2aWN0aW9ucxgEIAMoCzIbLndhcmRlbi52MS5BcnRpZmFjdEV2aWN0aW9uEjQKB2J1bmRsZXMYFSABKAsyHi53YXJkZW4udjEuQmFja2VuZEJ1bmRsZVN0YXRlc0gBiAEBQgoKCF9kaWdlc3RzQgoKCF9idW5kbGVzIkQKE0JhY2tlbmRCdW5kbGVTdGF0ZXMSLQoGc3RhdGVzGAEgAygLMh0ud2FyZGVuLnYxLkJhY2tlbmRCdW5kbGVTdGF0ZSJgChJCYWNrZW5kQnVuZGxlU3RhdGUSDwoHYmFja2VuZBgBIAEoCRIRCglpbnN0YWxsZWQYAiABKAgSEgoKcHVsbF9ieXRlcxgDIAEoBBISCgpzaXplX2tub3duGAQgASgIIlIKEEFydGlmYWN0RXZpY3Rpb24SCgoCaWQYASABKAQSDgoGc2hhMjU2GAIgASgMEhIKCnNpemVfYnl0ZXMYAyABKAQSDgoGcmVhc29uGAQgASgJIiEKD0FydGlmYWN0RGlnZXN0cxIOCgZzaGEyNTYYASADKAwidAoOSW52ZW50b3J5RGVsdGESFQoNYmFzZV9zZXF1ZW5jZRgBIAEoBBIqCgd1cHNlcnRzGAIgAygLMhkud2FyZGVuLnYxLkludmVudG9yeUVudHJ5Eg8KB3JlbW92ZWQYAyADKAkSDgoGZGlnZXN0GAQgASgGIoABChFIZWFydGJlYXRSZXNwb25zZRIZChFyZWdpc3Rlcl9yZXF1aXJlZBgBIAEoCBIZChFjb29yZGluYXRvcl9lcG9jaBgCIAEoBBIUCgxsZWFkZXJfZXBvY2gYAyABKAQSHwoXZnVsbF9pbnZlbnRvcnlfcmVxdWlyZWQYBCABKAgy7AEKC05vZGVTZXJ2aWNlEkMKCFJlZ2lzdGVyEhoud2FyZGVuLnYxLlJlZ2lzdGVyUmVxdWVzdBobLndhcmRlbi52MS5SZWdpc3RlclJlc3BvbnNlEkYKCUhlYXJ0YmVhdBIbLndhcmRlbi52MS5IZWFydGJlYXRSZXF1ZXN0Ghwud2FyZGVuLnYxLkhlYXJ0YmVhdFJlc3BvbnNlElAKD0hlYXJ0YmVhdFN0cmVhbRIbLndhcmRlbi52MS5IZWFydGJlYXRSZXF1ZXN0Ghwud2FyZGVuLnYxLkhlYXJ0YmVhdFJlc3BvbnNlKAEwATJpChRBcnRpZmFjdFN0b3JlU2VydmljZRJRCgxSZWFkQXJ0aWZhY3QSHi53YXJkZW4udjEuUmVhZEFydGlmYWN0UmVxdWVzdBofLndhcmRlbi52MS5SZWFkQXJ0aWZhY3RSZXNwb25zZTABYgZwcm90bzM", [file_warden_v1_types]);
 
 /**
  * @generated from message warden.v1.ReadArtifactRequest
@@ -367,6 +367,18 @@ export type ArtifactCacheReport = Message<"warden.v1.ArtifactCacheReport"> & {
    * @generated from field: repeated warden.v1.ArtifactEviction evictions = 4;
    */
   evictions: ArtifactEviction[];
+
+  /**
+   * Set only when it changed since the last acknowledged heartbeat, after a
+   * Register or full_inventory_required, and with every full inventory: the
+   * state of every catalog backend that names a bundle (at most 256, the
+   * catalog's bound, one per backend), replacing the list the coordinator
+   * holds. Unset: unchanged. Placement adds a missing bundle's pull_bytes to
+   * what a load on this node must pull.
+   *
+   * @generated from field: optional warden.v1.BackendBundleStates bundles = 21;
+   */
+  bundles?: BackendBundleStates | undefined;
 };
 
 /**
@@ -375,6 +387,69 @@ export type ArtifactCacheReport = Message<"warden.v1.ArtifactCacheReport"> & {
  */
 export const ArtifactCacheReportSchema: GenMessage<ArtifactCacheReport> = /*@__PURE__*/
   messageDesc(file_warden_v1_node, 6);
+
+/**
+ * @generated from message warden.v1.BackendBundleStates
+ */
+export type BackendBundleStates = Message<"warden.v1.BackendBundleStates"> & {
+  /**
+   * @generated from field: repeated warden.v1.BackendBundleState states = 1;
+   */
+  states: BackendBundleState[];
+};
+
+/**
+ * Describes the message warden.v1.BackendBundleStates.
+ * Use `create(BackendBundleStatesSchema)` to create a new message.
+ */
+export const BackendBundleStatesSchema: GenMessage<BackendBundleStates> = /*@__PURE__*/
+  messageDesc(file_warden_v1_node, 7);
+
+/**
+ * One catalog backend's bundle on this node (services/agent/docs/artifacts.md).
+ *
+ * @generated from message warden.v1.BackendBundleState
+ */
+export type BackendBundleState = Message<"warden.v1.BackendBundleState"> & {
+  /**
+   * The catalog name (as in RegisterRequest.backends).
+   *
+   * @generated from field: string backend = 1;
+   */
+  backend: string;
+
+  /**
+   * Its bundle is unpacked and ready to run under the cache.
+   *
+   * @generated from field: bool installed = 2;
+   */
+  installed: boolean;
+
+  /**
+   * When not installed: the bytes an install would download (the tarball's
+   * size, or the image's layers' sizes, less those the cache already holds);
+   * at most 2^53 - 1. 0 when installed, or when size_known is false.
+   *
+   * @generated from field: uint64 pull_bytes = 3;
+   */
+  pullBytes: bigint;
+
+  /**
+   * false: an image whose manifest the agent has not read yet, so the size is
+   * not known; placement then does not rule the node out on the bundle's
+   * size, but still prefers a node that has it installed.
+   *
+   * @generated from field: bool size_known = 4;
+   */
+  sizeKnown: boolean;
+};
+
+/**
+ * Describes the message warden.v1.BackendBundleState.
+ * Use `create(BackendBundleStateSchema)` to create a new message.
+ */
+export const BackendBundleStateSchema: GenMessage<BackendBundleState> = /*@__PURE__*/
+  messageDesc(file_warden_v1_node, 8);
 
 /**
  * @generated from message warden.v1.ArtifactEviction
@@ -412,7 +487,7 @@ export type ArtifactEviction = Message<"warden.v1.ArtifactEviction"> & {
  * Use `create(ArtifactEvictionSchema)` to create a new message.
  */
 export const ArtifactEvictionSchema: GenMessage<ArtifactEviction> = /*@__PURE__*/
-  messageDesc(file_warden_v1_node, 7);
+  messageDesc(file_warden_v1_node, 9);
 
 /**
  * @generated from message warden.v1.ArtifactDigests
@@ -429,7 +504,7 @@ export type ArtifactDigests = Message<"warden.v1.ArtifactDigests"> & {
  * Use `create(ArtifactDigestsSchema)` to create a new message.
  */
 export const ArtifactDigestsSchema: GenMessage<ArtifactDigests> = /*@__PURE__*/
-  messageDesc(file_warden_v1_node, 8);
+  messageDesc(file_warden_v1_node, 10);
 
 /**
  * The changes of an agent's inventory since a heartbeat the coordinator
@@ -477,7 +552,7 @@ export type InventoryDelta = Message<"warden.v1.InventoryDelta"> & {
  * Use `create(InventoryDeltaSchema)` to create a new message.
  */
 export const InventoryDeltaSchema: GenMessage<InventoryDelta> = /*@__PURE__*/
-  messageDesc(file_warden_v1_node, 9);
+  messageDesc(file_warden_v1_node, 11);
 
 /**
  * @generated from message warden.v1.HeartbeatResponse
@@ -518,7 +593,7 @@ export type HeartbeatResponse = Message<"warden.v1.HeartbeatResponse"> & {
  * Use `create(HeartbeatResponseSchema)` to create a new message.
  */
 export const HeartbeatResponseSchema: GenMessage<HeartbeatResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_node, 10);
+  messageDesc(file_warden_v1_node, 12);
 
 /**
  * @generated from service warden.v1.NodeService

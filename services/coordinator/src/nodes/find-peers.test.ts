@@ -35,7 +35,7 @@ function setup(): { clock: ManualClock; call: (nodeId: string, digests: readonly
   };
 }
 
-async function refusal(p: Promise<unknown>): Promise<[Code, string, string | undefined]> {
+async function refusal(p: Promise<unknown>): Promise<[Code, string, unknown]> {
   const e: unknown = await p.then(() => undefined, (x: unknown) => x);
   if (!(e instanceof WardenError)) throw new Error(`expected a WardenError, got ${String(e)}`);
   return [e.code, e.rawMessage, e.details.field];

@@ -81,10 +81,11 @@ export function coordinatorPeerFinder(o: { readonly nodeId: string; readonly cal
         },
       };
     } catch (err) {
+      // The wait's own deadline is the reason, not the cancel error the call ended with.
+      const e = ac.signal.aborted ? abortReason(ac.signal) : WardenError.from(err);
       end();
       await it.return?.().catch(() => undefined);
       if (isAborted(signal)) throw abortReason(signal);
-      const e = WardenError.from(err);
       log.info("no peers for a pull: the origin serves it", { digests: digests.length, code: codeName(e.code), err: e.rawMessage });
       return noPeers;
     }

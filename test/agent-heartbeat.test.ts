@@ -38,6 +38,10 @@ async function fakeCoordinator(listen: string, epoch: bigint): Promise<FakeCoord
     async *heartbeatStream() {
       throw new WardenError(Code.Unimplemented, "no HeartbeatStream here");
     },
+    // eslint-disable-next-line require-yield -- a coordinator without FindPeers
+    async *findPeers() {
+      throw new WardenError(Code.Unimplemented, "no FindPeers here");
+    },
   });
   const { address } = await server.listen(listen);
   return { registers, heartbeats, server, address, forgetNode: () => { known.clear(); } };

@@ -24,6 +24,10 @@ server.add(NodeService, {
       yield { registerRequired: false, coordinatorEpoch: 1n };
     }
   },
+  // Never asked by the swarm's agents: they install no bundles.
+  findPeers: async function* () {
+    yield { artifacts: [] };
+  },
 });
 server.listen("127.0.0.1:0").then(
   ({ address }) => process.send?.({ t: "listening", address }),

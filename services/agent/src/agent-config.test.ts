@@ -45,6 +45,12 @@ describe("agent config", () => {
     expect(c.catalog.llama).toEqual({ command: "/opt/llama/grpc-server", args: ["--threads", "8"], env: {}, envAllow: ["PATH", "HF_*"], cwd: undefined, profile: "plain" });
   });
 
+  it("peerFetch: on by default, false takes the node out of peer fetch, anything else is refused naming the key", () => {
+    expect(parseAgentConfig(minimal).peerFetch).toBe(true);
+    expect(parseAgentConfig(`${minimal}peerFetch: false\n`).peerFetch).toBe(false);
+    expect(errorOf(() => parseAgentConfig(`${minimal}peerFetch: sometimes\n`))).toMatch(/^peerFetch: must be true or false/);
+  });
+
   it("parses duration strings", () => {
     const c = parseAgentConfig(`${minimal}grace: 2s\nreadiness: { attempts: 5, interval: 250ms }\nports2: 1\n`.replace("ports2: 1\n", ""));
     expect(c.graceMs).toBe(2_000);

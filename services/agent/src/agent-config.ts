@@ -140,6 +140,8 @@ export interface AgentConfig {
   tls: TlsFiles | undefined;
   /** Allow plaintext on a non-loopback listen address. @default false */
   insecure: boolean;
+  /** Take part in peer-to-peer fetch (docs/artifacts.md): false = no peer key, so the coordinator names this node as nobody's peer and names it none. @default true */
+  peerFetch: boolean;
   /**
    * File holding the backends' shared bearer token: each backend gets it as
    * LOCALAI_GRPC_AUTH_TOKEN (LocalAI's backends then refuse calls without it)
@@ -165,7 +167,7 @@ const envNamePattern = /^[A-Za-z_][A-Za-z0-9_]*\*?$/;
 const topFields = new Set([
   "nodeId", "listen", "advertiseAddress", "labels", "backendHost", "ports", "stateDir", "catalog", "modelsPath", "readiness",
   "grace", "loadDeadline", "stopDeadline", "freeTimeout", "artifactPullTimeout", "artifactStallTimeout", "artifactCacheBudget", "nvidiaSmi", "gpus", "heartbeatInterval",
-  "logBufferLines", "adoptedPoll", "orphanScanInterval", "healthInterval", "tls", "insecure", "backendTokenFile", "coordinatorTokenFile", "registryAuthFile", "limits",
+  "logBufferLines", "adoptedPoll", "orphanScanInterval", "healthInterval", "tls", "insecure", "peerFetch", "backendTokenFile", "coordinatorTokenFile", "registryAuthFile", "limits",
   "maxReplicasPerModel", "memoryBudget",
 ]);
 
@@ -367,7 +369,8 @@ export function resolveAgentConfig(input: unknown, builtins: BuiltinCatalog = {}
     orphanScanIntervalMs: duration(input.orphanScanInterval, "orphanScanInterval", 10_000, maxIntervalMs),
     healthIntervalMs: duration(input.healthInterval, "healthInterval", 5_000, maxIntervalMs),
     tls: parseTlsFiles(input.tls, "tls"),
-    insecure: insecureFlag(input.insecure),
+    insecure: flag(input.insecure, "insecure", false),
+    peerFetch: flag(input.peerFetch, "peerFetch", true),
     backendTokenFile: input.backendTokenFile === undefined ? "" : str(input.backendTokenFile, "backendTokenFile"),
     coordinatorTokenFile: input.coordinatorTokenFile === undefined ? "" : str(input.coordinatorTokenFile, "coordinatorTokenFile"),
     registryAuthFile: input.registryAuthFile === undefined ? "" : str(input.registryAuthFile, "registryAuthFile"),
@@ -376,9 +379,9 @@ export function resolveAgentConfig(input: unknown, builtins: BuiltinCatalog = {}
   };
 }
 
-function insecureFlag(v: unknown): boolean {
-  if (v === undefined) return false;
-  if (typeof v !== "boolean") throw invalidArgument("insecure", `must be true or false, got ${JSON.stringify(v)}`);
+function flag(v: unknown, field: string, byDefault: boolean): boolean {
+  if (v === undefined) return byDefault;
+  if (typeof v !== "boolean") throw invalidArgument(field, `must be true or false, got ${JSON.stringify(v)}`);
   return v;
 }
 

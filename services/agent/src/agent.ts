@@ -5,6 +5,7 @@ import { BundleReport, registryLayers, type ImageLayerLister } from "./bundle-re
 import type { StoreReader } from "./artifact-sources.js";
 import type { PeerClients } from "./peer-source.js";
 import type { RegistryLoginLookup } from "./registry-auth.js";
+import type { PeerFinder } from "./peer-finder.js";
 import type { ArtifactCacheSnapshot } from "./node-heartbeat.js";
 import { setMaxListeners } from "node:events";
 import { join } from "node:path";
@@ -69,6 +70,8 @@ export interface AgentDeps {
   registryLogin?: RegistryLoginLookup;
   /** Test seam: reads a bundle image's layers for the heartbeat's sizes. @default the registry's manifest (bundle-report.ts) */
   bundleLayers?: ImageLayerLister;
+  /** Asks the coordinator for peers of a bundle's layers or tarball (peer-finder.ts); undefined = bundles from their origin only. */
+  findPeers?: PeerFinder;
 }
 
 /** The agent a coordinator embeds or main.ts serves. */
@@ -183,7 +186,7 @@ export function createAgent(config: AgentConfig, deps: AgentDeps = {}): Agent {
     ports,
     locks: new ModelLocks(),
     artifacts,
-    bundles: config.modelsPath === undefined || artifacts === undefined ? undefined : new BundleInstaller({ modelsPath: config.modelsPath, cache: artifacts, logger, ...(deps.registryLogin === undefined ? {} : { registryLogin: deps.registryLogin }) }),
+    bundles: config.modelsPath === undefined || artifacts === undefined ? undefined : new BundleInstaller({ modelsPath: config.modelsPath, cache: artifacts, logger, ...(deps.registryLogin === undefined ? {} : { registryLogin: deps.registryLogin }), ...(deps.findPeers === undefined ? {} : { findPeers: deps.findPeers }) }),
     hub,
     probe: createMemoryProbe({ nvidiaSmiPath: config.nvidiaSmiPath, procRoot }),
     table,

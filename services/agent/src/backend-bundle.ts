@@ -1,11 +1,12 @@
-import { chmod, lstat, mkdir, open, readdir, rename, rm } from "node:fs/promises";
+import { chmod, lstat, mkdir, open, readdir, rename, rm, stat } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { Code, WardenError, isHex64, isOciSource, parseOciReference, type ArtifactSpec, type Logger } from "@warden/common";
 import type { ArtifactCache } from "./artifact-cache.js";
-import type { PullProgress } from "./artifact-pull.js";
+import { cachePaths, type PullProgress } from "./artifact-pull.js";
 import { bundleDir, type BundleSpec } from "./backend-bundle-config.js";
 import { OciRegistryClient } from "./oci-registry.js";
 import type { RegistryLoginLookup } from "./registry-auth.js";
+import { noPeers, type PeerFinder, type PeerLease } from "./peer-finder.js";
 import { SingleFlight } from "./single-flight.js";
 import { diskUsage } from "./disk-usage.js";
 import { extractLayer, tarNoRoomReason, unsafeBundleReason, type TarLimits, type TarTally } from "./tar-extract.js";
@@ -29,6 +30,8 @@ export interface BundleInstallerOptions {
   readonly logger: Logger;
   /** Credentials of private OCI registries (registryAuthFile) for the image's manifest; its layers are pulled through `cache`, which has its own. @default anonymous */
   readonly registryLogin?: RegistryLoginLookup;
+  /** Peers for the layers or tarball (the coordinator's FindPeers, peer-finder.ts); undefined = from the origin only. */
+  readonly findPeers?: PeerFinder;
 }
 
 /**
@@ -40,7 +43,9 @@ export interface BundleInstallerOptions {
  * `run.sh`; room is made for its size on disk (install below), and only then
  * is it renamed into place. A final directory therefore always holds a
  * complete, verified bundle, and the cache is within its budget once it is
- * there. One install per digest however many starts ask at once.
+ * there. One install per digest however many starts ask at once. The layers
+ * or tarball the cache lacks are fetched from peers the coordinator names
+ * (`findPeers`) first, as a start's model files are, the origin after.
  */
 export class BundleInstaller {
   private readonly flights = new SingleFlight<string, PullProgress>();
@@ -172,17 +177,26 @@ export class BundleInstaller {
     const index = this.o.cache.index;
     const holdKey = `bundle-install:${spec.sha256}`;
     try {
-      const files = isOciSource(spec.source) ? await this.pullImage(spec, signal, report, holdKey) : await this.pullTarball(spec, signal, report, holdKey);
+      const artifacts = isOciSource(spec.source) ? await this.imageLayers(spec, signal) : [tarballArtifact(spec)];
+      // Before the first pull: pulling a later layer must not evict an earlier one.
+      index.hold(holdKey, artifacts.map((a) => a.sha256));
+      const files = await this.pull(artifacts, signal, report);
       return await this.unpack(spec, dir, files, signal);
     } finally {
       index.release(holdKey);
     }
   }
 
-  /** The tarball through the cache, held under `holdKey` from before its pull. */
-  private pullTarball(spec: BundleSpec, signal: AbortSignal, report: (p: PullProgress) => void, holdKey: string): Promise<string[]> {
-    this.o.cache.index.hold(holdKey, [spec.sha256]);
-    return this.o.cache.ensure(tarballArtifact(spec), signal, report).then((f) => [f]);
+  /** Each artifact through the cache, in order, from the peers the coordinator names (findPeers) first; their slots held until the last pull ended. */
+  private async pull(artifacts: readonly ArtifactSpec[], signal: AbortSignal, report: (p: PullProgress) => void): Promise<string[]> {
+    const lease = await this.peersFor(artifacts, signal);
+    const files: string[] = [];
+    try {
+      for (const a of artifacts) files.push(await this.o.cache.ensure(a, signal, report, lease.peers.get(a.sha256) ?? []));
+    } finally {
+      lease.release();
+    }
+    return files;
   }
 
   private async unpack(spec: BundleSpec, dir: string, files: readonly string[], signal: AbortSignal): Promise<string> {
@@ -223,20 +237,28 @@ export class BundleInstaller {
     }
   }
 
-  /** The image's manifest (verified against the digest), its layers held under `holdKey`, then each layer through the cache; returns the layers' files in order. */
-  private async pullImage(spec: BundleSpec, signal: AbortSignal, report: (p: PullProgress) => void, holdKey: string): Promise<string[]> {
+  /** The image's manifest (verified against the digest): its layers as artifacts of the registry, in order. */
+  private async imageLayers(spec: BundleSpec, signal: AbortSignal): Promise<ArtifactSpec[]> {
     const ref = parseOciReference("bundle.source", spec.source);
     const client = new OciRegistryClient(ref, this.o.registryLogin?.(ref.host));
     const manifest = await client.manifest(`sha256:${spec.sha256}`, signal);
-    // Before the first layer's pull: pulling a later layer must not evict an earlier one.
-    this.o.cache.index.hold(holdKey, manifest.layers.map((l) => l.sha256));
     const repo = `${ref.protocol === "http:" ? "oci+http" : "oci"}://${ref.host}/${ref.repository}`;
-    const files: string[] = [];
-    for (const [i, layer] of manifest.layers.entries()) {
-      const a: ArtifactSpec = { source: repo, sha256: layer.sha256, sizeBytes: layer.sizeBytes, path: `layer-${String(i)}` };
-      files.push(await this.o.cache.ensure(a, signal, report));
+    return manifest.layers.map((layer, i) => ({ source: repo, sha256: layer.sha256, sizeBytes: layer.sizeBytes, path: `layer-${String(i)}` }));
+  }
+
+  /**
+   * Peers for the artifacts whose file the cache lacks (one with the right size
+   * is only verified, never fetched: asking would take a peer's slot for
+   * nothing). Held by the caller until its pulls ended.
+   */
+  private async peersFor(artifacts: readonly ArtifactSpec[], signal: AbortSignal): Promise<PeerLease> {
+    if (this.o.findPeers === undefined) return noPeers;
+    const missing: string[] = [];
+    for (const a of artifacts) {
+      const have = await stat(cachePaths(this.o.modelsPath, a.sha256).final).catch(() => undefined);
+      if (have?.size !== a.sizeBytes && !missing.includes(a.sha256)) missing.push(a.sha256);
     }
-    return files;
+    return this.o.findPeers(missing, signal);
   }
 }
 

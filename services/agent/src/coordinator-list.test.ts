@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { notLeaderError } from "@warden/common";
+import { Code, WardenError, notLeaderError } from "@warden/common";
 import { GrpcServer } from "@warden/grpc";
 import { NodeService } from "@warden/proto";
 import { recordingLogger } from "../../../test/support/recording-logger.js";
@@ -34,6 +34,10 @@ async function fakeCoordinator(): Promise<FakeCoordinator> {
         c.heartbeats++;
         yield { coordinatorEpoch: 7n, registerRequired: false };
       }
+    },
+    // eslint-disable-next-line require-yield -- not what this file tests
+    async *findPeers() {
+      throw new WardenError(Code.Unimplemented, "no FindPeers here");
     },
   });
   servers.push(server);

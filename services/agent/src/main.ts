@@ -1,7 +1,7 @@
 import { readFile } from "node:fs/promises";
 import { WardenError, createLogger, readSecretFile, systemClock } from "@warden/common";
-import { GrpcServer, ReloadableServerCredentials, bearerMetadata, clientTlsOf, readTlsMaterial, routeGrpcJsLogs } from "@warden/grpc";
-import { AgentService } from "@warden/proto";
+import { GrpcServer, ReloadableServerCredentials, bearerMetadata, clientTlsOf, createH2Client, createLeaderFollowingClient, readTlsMaterial, routeGrpcJsLogs } from "@warden/grpc";
+import { AgentService, NodeService } from "@warden/proto";
 import { agentUsage, parseAgentArgs } from "./agent-args.js";
 import { parseAgentConfig } from "./agent-config.js";
 import { checkAgentFiles } from "./agent-files.js";
@@ -20,6 +20,7 @@ import { createPeerArtifactService } from "./peer-upload.js";
 import { loadOrCreatePeerKey } from "./peer-key.js";
 import { readRegistryAuthFile } from "./registry-auth.js";
 import { RegistryCredentials, modeText } from "./registry-credentials.js";
+import { coordinatorPeerFinder } from "./peer-finder.js";
 
 // `node --import tsx services/agent/src/main.ts --config agent.yaml ...` (one pid:
 // stack.md G10). Exit behaviour (DESIGN §2): on SIGTERM/SIGINT the backends keep
@@ -75,11 +76,15 @@ async function main(): Promise<number> {
   });
   // The coordinators' artifact store, read with this node's credentials (artifact-store-client.ts).
   const store = args.coordinator === undefined ? undefined : coordinatorStoreReader({ addresses: args.coordinator, nodeId: config.nodeId, clientOptions: { ...(tls === undefined ? {} : { tls: clientTlsOf(tls) }), ...(config.coordinatorTokenFile === "" ? {} : { headers: bearerMetadata(readSecretFile(config.coordinatorTokenFile, "coordinatorTokenFile")) }) } });
-  // Other agents' artifact caches, dialled with this agent's own TLS (peer-source.ts).
-  const peerClients = config.modelsPath === undefined ? undefined : new PeerClients({ maxReceiveMessageBytes: config.limits.maxMessageBytes, channelOptions: peerChannelOptions, ...(tls === undefined ? {} : { tls: clientTlsOf(tls) }) });
+  // Other agents' artifact caches, dialled with this agent's own TLS (peer-source.ts); none with `peerFetch: false`.
+  const peers = config.modelsPath !== undefined && config.peerFetch;
+  const peerClients = !peers ? undefined : new PeerClients({ maxReceiveMessageBytes: config.limits.maxMessageBytes, channelOptions: peerChannelOptions, ...(tls === undefined ? {} : { tls: clientTlsOf(tls) }) });
+  // The coordinator names peers for a bundle's layers on request (NodeService.FindPeers, peer-finder.ts), with this node's credentials.
+  const finderClient = !peers || args.coordinator === undefined ? undefined : createLeaderFollowingClient(NodeService, args.coordinator, { connect: (a) => createH2Client(NodeService, a, { maxReceiveMessageBytes: config.limits.maxMessageBytes, ...(tls === undefined ? {} : { tls: clientTlsOf(tls) }), ...(config.coordinatorTokenFile === "" ? {} : { headers: bearerMetadata(readSecretFile(config.coordinatorTokenFile, "coordinatorTokenFile")) }) }), idempotent: () => true });
+  const findPeers = finderClient === undefined ? undefined : coordinatorPeerFinder({ nodeId: config.nodeId, call: (req, o) => finderClient.findPeers(req, o), clock: systemClock, logger });
   // Private registries' credentials: kept here so SIGHUP can swap them; each pull asks for its registry's when it starts.
   const registries = registryAuth === undefined ? undefined : new RegistryCredentials(config.registryAuthFile, "registryAuthFile", logger, registryAuth);
-  const agent = createAgent(config, { logger, ...(store === undefined ? {} : { storeReader: store.reader }), ...(peerClients === undefined ? {} : { peerClients }), ...(registries === undefined ? {} : { registryLogin: registries.lookup }) });
+  const agent = createAgent(config, { logger, ...(store === undefined ? {} : { storeReader: store.reader }), ...(peerClients === undefined ? {} : { peerClients }), ...(findPeers === undefined ? {} : { findPeers }), ...(registries === undefined ? {} : { registryLogin: registries.lookup }) });
   const report = await agent.start();
   logger.info("state dir adopted", { adopted: report.adopted, forgotten: report.forgotten, stoppedUnfinished: report.stoppedUnfinished, orphans: report.orphans.length });
   const credentials = tls === undefined ? undefined : new ReloadableServerCredentials(tls);
@@ -90,7 +95,8 @@ async function main(): Promise<number> {
   server.add(AgentService, tls?.ca === undefined ? agent.service : withCoordinatorOnly(agent.service, logger));
   // Peers read this cache with a ticket the coordinator granted them, not as the coordinator (peer-upload.ts).
   const artifactCache = agent.artifacts;
-  const peerKey = artifactCache === undefined ? undefined : await loadOrCreatePeerKey(config.stateDir);
+  // No key with `peerFetch: false`: the coordinator then names this node as nobody's peer and names it none.
+  const peerKey = artifactCache === undefined || !config.peerFetch ? undefined : await loadOrCreatePeerKey(config.stateDir);
   if (artifactCache !== undefined && peerKey !== undefined && config.modelsPath !== undefined) {
     const key = peerKey;
     server.add(PeerArtifactService, createPeerArtifactService({ nodeId: config.nodeId, key, cache: artifactCache, modelsPath: config.modelsPath, clock: systemClock, logger, stallTimeoutMs: config.artifactStallTimeoutMs }));
@@ -135,6 +141,7 @@ async function main(): Promise<number> {
         node?.close();
         store?.close();
         peerClients?.close();
+        finderClient?.close();
         agent.endWatches();
         const drain = await server.shutdown(2_000);
         metricsServer?.close();

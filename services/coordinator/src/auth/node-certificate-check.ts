@@ -10,7 +10,7 @@ const inProcessPeer = "in-process";
  * With mutual TLS, an agent speaks only for the node its certificate names
  * (`urn:warden:node:<id>`, from `warden certs issue agent <id>`), as a
  * kubelet acts only for its own node: a Register or Heartbeat for any other
- * node id (a HeartbeatStream's every message), or from a certificate that names no node, is PERMISSION_DENIED
+ * node id (a HeartbeatStream's every message, a FindPeers), or from a certificate that names no node, is PERMISSION_DENIED
  * naming node_id, before anything is applied.
  */
 export function checkNodeCertificate(nodeId: string, ctx: HandlerContext): void {
@@ -39,6 +39,10 @@ export function withNodeCertificateCheck(impl: ServiceImpl<typeof NodeService>, 
     async heartbeat(req, ctx) {
       checkNodeCertificate(req.nodeId, ctx);
       return impl.heartbeat(req, ctx);
+    },
+    async *findPeers(req, ctx) {
+      checkNodeCertificate(req.nodeId, ctx);
+      yield* impl.findPeers(req, ctx);
     },
     // Every message on the stream, before the handler sees it: a refusal ends the stream and applies nothing.
     heartbeatStream(requests, ctx) {

@@ -6,6 +6,7 @@ import { Code, WardenError, invalidArgument, peerKeyBytes, type Clock } from "@w
 import type { NodeRecord, NodeRegistry } from "./node-registry.js";
 import { nodeReportLimits, validateHeartbeat, validateRegister, type HeartbeatCaps } from "./node-report-limits.js";
 import { nodeLimitsFromWire } from "./node-limits-wire.js";
+import { findPeers } from "./find-peers.js";
 
 /**
  * The peer name of the coordinator's own in-process calls (inProcessNodeService).
@@ -41,7 +42,9 @@ export interface NodeServiceOptions {
   readonly streamNodeOf?: (ctx: HandlerContext) => string | undefined;
 }
 
-export function nodeService(nodes: NodeRegistry, _clock: Clock, coordinatorEpoch: bigint, options: NodeServiceOptions = {}): ServiceImpl<typeof NodeService> {
+export function nodeService(nodes: NodeRegistry, clock: Clock, coordinatorEpoch: bigint, options: NodeServiceOptions = {}): ServiceImpl<typeof NodeService> {
+  /** Node id → FindPeers it holds open now (find-peers.ts bounds them). */
+  const openPeerGrants = new Map<string, number>();
   const evictionsSeen = new WeakMap<NodeRecord, { bootEpoch: bigint; lastId: bigint }>();
   // Remote registrations are credentialed when auth is on (the guard admitted a token bound to the node id).
   const credentialed = options.credentialed ?? false;
@@ -116,6 +119,11 @@ export function nodeService(nodes: NodeRegistry, _clock: Clock, coordinatorEpoch
       // As a coordinator without the method: the agent sends unary Heartbeats.
       if (options.heartbeatStream === false) return refusedStream(new WardenError(Code.Unimplemented, "this coordinator does not serve HeartbeatStream (heartbeatStream: false): send unary Heartbeats"));
       return heartbeatStream(requests, ctx, { boundNodeOf: options.streamNodeOf ?? (() => undefined), beat });
+    },
+    async *findPeers(req, ctx) {
+      // The embedded node's own agent never asks (it serves no peers); nobody else may speak for it.
+      if (req.nodeId !== "") checkEmbedded(req.nodeId, ctx.peer);
+      yield* findPeers(req, ctx, { peers: nodes.peers, clock, registered: (id) => nodes.get(id) !== undefined, open: openPeerGrants });
     },
   };
 }

@@ -8,6 +8,8 @@
 
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import type { PeerSource } from "./agent_pb.js";
+import { file_warden_v1_agent } from "./agent_pb.js";
 import type { ForeignProcess, GpuInfo, InventoryEntry, NodeResources, OrphanProcess } from "./types_pb.js";
 import { file_warden_v1_types } from "./types_pb.js";
 import type { Message } from "@bufbuild/protobuf";
@@ -16,7 +18,78 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file warden/v1/node.proto.
  */
 export const file_warden_v1_node: GenFile = /*@__PURE__*/
-  fileDesc("ChR3YXJkZW4vdjEvbm9kZS5wcm90bxIJd2FyZGVuLnYxIkQKE1JlYWRBcnRpZmFjdFJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCRIMCgRwYXRoGAIgASgJEg4KBm9mZnNldBgDIAEoBCJJChRSZWFkQXJ0aWZhY3RSZXNwb25zZRIOCgZvZmZzZXQYASABKAQSEwoLdG90YWxfYnl0ZXMYAiABKAQSDAoEZGF0YRgDIAEoDCLFAwoPUmVnaXN0ZXJSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAkSDwoHYWRkcmVzcxgCIAEoCRI2CgZsYWJlbHMYAyADKAsyJi53YXJkZW4udjEuUmVnaXN0ZXJSZXF1ZXN0LkxhYmVsc0VudHJ5EiAKBGdwdXMYBCADKAsyEi53YXJkZW4udjEuR3B1SW5mbxISCgpib290X2Vwb2NoGAUgASgEEhcKD3JhbV90b3RhbF9ieXRlcxgGIAEoBBIPCgd2ZXJzaW9uGAcgASgJEhAKCGJhY2tlbmRzGAggAygJEiUKBmxpbWl0cxgJIAEoCzIVLndhcmRlbi52MS5Ob2RlTGltaXRzEhAKCHBlZXJfa2V5GAogASgMEkcKD2JhY2tlbmRfYnVuZGxlcxgLIAMoCzIuLndhcmRlbi52MS5SZWdpc3RlclJlcXVlc3QuQmFja2VuZEJ1bmRsZXNFbnRyeRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBGjUKE0JhY2tlbmRCdW5kbGVzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASKdAQoKTm9kZUxpbWl0cxIjChZtYXhfcmVwbGljYXNfcGVyX21vZGVsGAEgASgNSAGIAQESHQoTbWVtb3J5X2J1ZGdldF9ieXRlcxgCIAEoBEgAEh8KFW1lbW9yeV9idWRnZXRfcGVyY2VudBgDIAEoAUgAQg8KDW1lbW9yeV9idWRnZXRCGQoXX21heF9yZXBsaWNhc19wZXJfbW9kZWwiYgoQUmVnaXN0ZXJSZXNwb25zZRIZChFjb29yZGluYXRvcl9lcG9jaBgBIAEoBBIdChVoZWFydGJlYXRfaW50ZXJ2YWxfbXMYAiABKA0SFAoMbGVhZGVyX2Vwb2NoGAMgASgEIvICChBIZWFydGJlYXRSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAkSEgoKYm9vdF9lcG9jaBgCIAEoBBIQCghzZXF1ZW5jZRgDIAEoBBIrCghiYWNrZW5kcxgEIAMoCzIZLndhcmRlbi52MS5JbnZlbnRvcnlFbnRyeRIpCgdvcnBoYW5zGAUgAygLMhgud2FyZGVuLnYxLk9ycGhhblByb2Nlc3MSKwoJcmVzb3VyY2VzGAYgASgLMhgud2FyZGVuLnYxLk5vZGVSZXNvdXJjZXMSKgoHZm9yZWlnbhgHIAMoCzIZLndhcmRlbi52MS5Gb3JlaWduUHJvY2VzcxIUCgxsZWFkZXJfZXBvY2gYCCABKAQSKAoFZGVsdGEYCSABKAsyGS53YXJkZW4udjEuSW52ZW50b3J5RGVsdGESNgoOYXJ0aWZhY3RfY2FjaGUYCiABKAsyHi53YXJkZW4udjEuQXJ0aWZhY3RDYWNoZVJlcG9ydCLyAQoTQXJ0aWZhY3RDYWNoZVJlcG9ydBISCgpmcmVlX2J5dGVzGAEgASgEEhcKD2V2aWN0YWJsZV9ieXRlcxgCIAEoBBIwCgdkaWdlc3RzGAMgASgLMhoud2FyZGVuLnYxLkFydGlmYWN0RGlnZXN0c0gAiAEBEi4KCWV2aWN0aW9ucxgEIAMoCzIbLndhcmRlbi52MS5BcnRpZmFjdEV2aWN0aW9uEjQKB2J1bmRsZXMYFSABKAsyHi53YXJkZW4udjEuQmFja2VuZEJ1bmRsZVN0YXRlc0gBiAEBQgoKCF9kaWdlc3RzQgoKCF9idW5kbGVzIkQKE0JhY2tlbmRCdW5kbGVTdGF0ZXMSLQoGc3RhdGVzGAEgAygLMh0ud2FyZGVuLnYxLkJhY2tlbmRCdW5kbGVTdGF0ZSJgChJCYWNrZW5kQnVuZGxlU3RhdGUSDwoHYmFja2VuZBgBIAEoCRIRCglpbnN0YWxsZWQYAiABKAgSEgoKcHVsbF9ieXRlcxgDIAEoBBISCgpzaXplX2tub3duGAQgASgIIlIKEEFydGlmYWN0RXZpY3Rpb24SCgoCaWQYASABKAQSDgoGc2hhMjU2GAIgASgMEhIKCnNpemVfYnl0ZXMYAyABKAQSDgoGcmVhc29uGAQgASgJIiEKD0FydGlmYWN0RGlnZXN0cxIOCgZzaGEyNTYYASADKAwidAoOSW52ZW50b3J5RGVsdGESFQoNYmFzZV9zZXF1ZW5jZRgBIAEoBBIqCgd1cHNlcnRzGAIgAygLMhkud2FyZGVuLnYxLkludmVudG9yeUVudHJ5Eg8KB3JlbW92ZWQYAyADKAkSDgoGZGlnZXN0GAQgASgGIoABChFIZWFydGJlYXRSZXNwb25zZRIZChFyZWdpc3Rlcl9yZXF1aXJlZBgBIAEoCBIZChFjb29yZGluYXRvcl9lcG9jaBgCIAEoBBIUCgxsZWFkZXJfZXBvY2gYAyABKAQSHwoXZnVsbF9pbnZlbnRvcnlfcmVxdWlyZWQYBCABKAgy7AEKC05vZGVTZXJ2aWNlEkMKCFJlZ2lzdGVyEhoud2FyZGVuLnYxLlJlZ2lzdGVyUmVxdWVzdBobLndhcmRlbi52MS5SZWdpc3RlclJlc3BvbnNlEkYKCUhlYXJ0YmVhdBIbLndhcmRlbi52MS5IZWFydGJlYXRSZXF1ZXN0Ghwud2FyZGVuLnYxLkhlYXJ0YmVhdFJlc3BvbnNlElAKD0hlYXJ0YmVhdFN0cmVhbRIbLndhcmRlbi52MS5IZWFydGJlYXRSZXF1ZXN0Ghwud2FyZGVuLnYxLkhlYXJ0YmVhdFJlc3BvbnNlKAEwATJpChRBcnRpZmFjdFN0b3JlU2VydmljZRJRCgxSZWFkQXJ0aWZhY3QSHi53YXJkZW4udjEuUmVhZEFydGlmYWN0UmVxdWVzdBofLndhcmRlbi52MS5SZWFkQXJ0aWZhY3RSZXNwb25zZTABYgZwcm90bzM", [file_warden_v1_types]);
+  fileDesc("ChR3YXJkZW4vdjEvbm9kZS5wcm90bxIJd2FyZGVuLnYxIjMKEEZpbmRQZWVyc1JlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCRIOCgZzaGEyNTYYAiADKAkiQAoRRmluZFBlZXJzUmVzcG9uc2USKwoJYXJ0aWZhY3RzGAEgAygLMhgud2FyZGVuLnYxLkFydGlmYWN0UGVlcnMiRQoNQXJ0aWZhY3RQZWVycxIOCgZzaGEyNTYYASABKAkSJAoFcGVlcnMYAiADKAsyFS53YXJkZW4udjEuUGVlclNvdXJjZSJEChNSZWFkQXJ0aWZhY3RSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAkSDAoEcGF0aBgCIAEoCRIOCgZvZmZzZXQYAyABKAQiSQoUUmVhZEFydGlmYWN0UmVzcG9uc2USDgoGb2Zmc2V0GAEgASgEEhMKC3RvdGFsX2J5dGVzGAIgASgEEgwKBGRhdGEYAyABKAwixQMKD1JlZ2lzdGVyUmVxdWVzdBIPCgdub2RlX2lkGAEgASgJEg8KB2FkZHJlc3MYAiABKAkSNgoGbGFiZWxzGAMgAygLMiYud2FyZGVuLnYxLlJlZ2lzdGVyUmVxdWVzdC5MYWJlbHNFbnRyeRIgCgRncHVzGAQgAygLMhIud2FyZGVuLnYxLkdwdUluZm8SEgoKYm9vdF9lcG9jaBgFIAEoBBIXCg9yYW1fdG90YWxfYnl0ZXMYBiABKAQSDwoHdmVyc2lvbhgHIAEoCRIQCghiYWNrZW5kcxgIIAMoCRIlCgZsaW1pdHMYCSABKAsyFS53YXJkZW4udjEuTm9kZUxpbWl0cxIQCghwZWVyX2tleRgKIAEoDBJHCg9iYWNrZW5kX2J1bmRsZXMYCyADKAsyLi53YXJkZW4udjEuUmVnaXN0ZXJSZXF1ZXN0LkJhY2tlbmRCdW5kbGVzRW50cnkaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ARo1ChNCYWNrZW5kQnVuZGxlc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEinQEKCk5vZGVMaW1pdHMSIwoWbWF4X3JlcGxpY2FzX3Blcl9tb2RlbBgBIAEoDUgBiAEBEh0KE21lbW9yeV9idWRnZXRfYnl0ZXMYAiABKARIABIfChVtZW1vcnlfYnVkZ2V0X3BlcmNlbnQYAyABKAFIAEIPCg1tZW1vcnlfYnVkZ2V0QhkKF19tYXhfcmVwbGljYXNfcGVyX21vZGVsImIKEFJlZ2lzdGVyUmVzcG9uc2USGQoRY29vcmRpbmF0b3JfZXBvY2gYASABKAQSHQoVaGVhcnRiZWF0X2ludGVydmFsX21zGAIgASgNEhQKDGxlYWRlcl9lcG9jaBgDIAEoBCLyAgoQSGVhcnRiZWF0UmVxdWVzdBIPCgdub2RlX2lkGAEgASgJEhIKCmJvb3RfZXBvY2gYAiABKAQSEAoIc2VxdWVuY2UYAyABKAQSKwoIYmFja2VuZHMYBCADKAsyGS53YXJkZW4udjEuSW52ZW50b3J5RW50cnkSKQoHb3JwaGFucxgFIAMoCzIYLndhcmRlbi52MS5PcnBoYW5Qcm9jZXNzEisKCXJlc291cmNlcxgGIAEoCzIYLndhcmRlbi52MS5Ob2RlUmVzb3VyY2VzEioKB2ZvcmVpZ24YByADKAsyGS53YXJkZW4udjEuRm9yZWlnblByb2Nlc3MSFAoMbGVhZGVyX2Vwb2NoGAggASgEEigKBWRlbHRhGAkgASgLMhkud2FyZGVuLnYxLkludmVudG9yeURlbHRhEjYKDmFydGlmYWN0X2NhY2hlGAogASgLMh4ud2FyZGVuLnYxLkFydGlmYWN0Q2FjaGVSZXBvcnQi8gEKE0FydGlmYWN0Q2FjaGVSZXBvcnQSEgoKZnJlZV9ieXRlcxgBIAEoBBIXCg9ldmljdGFibGVfYnl0ZXMYAiABKAQSMAoHZGlnZXN0cxgDIAEoCzIaLndhcmRlbi52MS5BcnRpZmFjdERpZ2VzdHNIAIgBARIuCglldmljdGlvbnMYBCADKAsyGy53YXJkZW4udjEuQXJ0aWZhY3RFdmljdGlvbhI0CgdidW5kbGVzGBUgASgLMh4ud2FyZGVuLnYxLkJhY2tlbmRCdW5kbGVTdGF0ZXNIAYgBAUIKCghfZGlnZXN0c0IKCghfYnVuZGxlcyJEChNCYWNrZW5kQnVuZGxlU3RhdGVzEi0KBnN0YXRlcxgBIAMoCzIdLndhcmRlbi52MS5CYWNrZW5kQnVuZGxlU3RhdGUiYAoSQmFja2VuZEJ1bmRsZVN0YXRlEg8KB2JhY2tlbmQYASABKAkSEQoJaW5zdGFsbGVkGAIgASgIEhIKCnB1bGxfYnl0ZXMYAyABKAQSEgoKc2l6ZV9rbm93bhgEIAEoCCJSChBBcnRpZmFjdEV2aWN0aW9uEgoKAmlkGAEgASgEEg4KBnNoYTI1NhgCIAEoDBISCgpzaXplX2J5dGVzGAMgASgEEg4KBnJlYXNvbhgEIAEoCSIhCg9BcnRpZmFjdERpZ2VzdHMSDgoGc2hhMjU2GAEgAygMInQKDkludmVudG9yeURlbHRhEhUKDWJhc2Vfc2VxdWVuY2UYASABKAQSKgoHdXBzZXJ0cxgCIAMoCzIZLndhcmRlbi52MS5JbnZlbnRvcnlFbnRyeRIPCgdyZW1vdmVkGAMgAygJEg4KBmRpZ2VzdBgEIAEoBiKAAQoRSGVhcnRiZWF0UmVzcG9uc2USGQoRcmVnaXN0ZXJfcmVxdWlyZWQYASABKAgSGQoRY29vcmRpbmF0b3JfZXBvY2gYAiABKAQSFAoMbGVhZGVyX2Vwb2NoGAMgASgEEh8KF2Z1bGxfaW52ZW50b3J5X3JlcXVpcmVkGAQgASgIMrYCCgtOb2RlU2VydmljZRJDCghSZWdpc3RlchIaLndhcmRlbi52MS5SZWdpc3RlclJlcXVlc3QaGy53YXJkZW4udjEuUmVnaXN0ZXJSZXNwb25zZRJGCglIZWFydGJlYXQSGy53YXJkZW4udjEuSGVhcnRiZWF0UmVxdWVzdBocLndhcmRlbi52MS5IZWFydGJlYXRSZXNwb25zZRJQCg9IZWFydGJlYXRTdHJlYW0SGy53YXJkZW4udjEuSGVhcnRiZWF0UmVxdWVzdBocLndhcmRlbi52MS5IZWFydGJlYXRSZXNwb25zZSgBMAESSAoJRmluZFBlZXJzEhsud2FyZGVuLnYxLkZpbmRQZWVyc1JlcXVlc3QaHC53YXJkZW4udjEuRmluZFBlZXJzUmVzcG9uc2UwATJpChRBcnRpZmFjdFN0b3JlU2VydmljZRJRCgxSZWFkQXJ0aWZhY3QSHi53YXJkZW4udjEuUmVhZEFydGlmYWN0UmVxdWVzdBofLndhcmRlbi52MS5SZWFkQXJ0aWZhY3RSZXNwb25zZTABYgZwcm90bzM", [file_warden_v1_agent, file_warden_v1_types]);
+
+/**
+ * @generated from message warden.v1.FindPeersRequest
+ */
+export type FindPeersRequest = Message<"warden.v1.FindPeersRequest"> & {
+  /**
+   * The caller's node id (a node token or certificate must be bound to it).
+   *
+   * @generated from field: string node_id = 1;
+   */
+  nodeId: string;
+
+  /**
+   * Digests to pull: 1 to 128 (an image's most layers), each 64 lowercase
+   * hex characters, none repeated.
+   *
+   * @generated from field: repeated string sha256 = 2;
+   */
+  sha256: string[];
+};
+
+/**
+ * Describes the message warden.v1.FindPeersRequest.
+ * Use `create(FindPeersRequestSchema)` to create a new message.
+ */
+export const FindPeersRequestSchema: GenMessage<FindPeersRequest> = /*@__PURE__*/
+  messageDesc(file_warden_v1_node, 0);
+
+/**
+ * @generated from message warden.v1.FindPeersResponse
+ */
+export type FindPeersResponse = Message<"warden.v1.FindPeersResponse"> & {
+  /**
+   * One per digest asked, in the order asked.
+   *
+   * @generated from field: repeated warden.v1.ArtifactPeers artifacts = 1;
+   */
+  artifacts: ArtifactPeers[];
+};
+
+/**
+ * Describes the message warden.v1.FindPeersResponse.
+ * Use `create(FindPeersResponseSchema)` to create a new message.
+ */
+export const FindPeersResponseSchema: GenMessage<FindPeersResponse> = /*@__PURE__*/
+  messageDesc(file_warden_v1_node, 1);
+
+/**
+ * @generated from message warden.v1.ArtifactPeers
+ */
+export type ArtifactPeers = Message<"warden.v1.ArtifactPeers"> & {
+  /**
+   * @generated from field: string sha256 = 1;
+   */
+  sha256: string;
+
+  /**
+   * At most one today; empty: pull from the origin (no node holds the
+   * digest or pulls it now with a free slot, or `peerFetch: false`).
+   *
+   * @generated from field: repeated warden.v1.PeerSource peers = 2;
+   */
+  peers: PeerSource[];
+};
+
+/**
+ * Describes the message warden.v1.ArtifactPeers.
+ * Use `create(ArtifactPeersSchema)` to create a new message.
+ */
+export const ArtifactPeersSchema: GenMessage<ArtifactPeers> = /*@__PURE__*/
+  messageDesc(file_warden_v1_node, 2);
 
 /**
  * @generated from message warden.v1.ReadArtifactRequest
@@ -50,7 +123,7 @@ export type ReadArtifactRequest = Message<"warden.v1.ReadArtifactRequest"> & {
  * Use `create(ReadArtifactRequestSchema)` to create a new message.
  */
 export const ReadArtifactRequestSchema: GenMessage<ReadArtifactRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_node, 0);
+  messageDesc(file_warden_v1_node, 3);
 
 /**
  * @generated from message warden.v1.ReadArtifactResponse
@@ -83,7 +156,7 @@ export type ReadArtifactResponse = Message<"warden.v1.ReadArtifactResponse"> & {
  * Use `create(ReadArtifactResponseSchema)` to create a new message.
  */
 export const ReadArtifactResponseSchema: GenMessage<ReadArtifactResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_node, 1);
+  messageDesc(file_warden_v1_node, 4);
 
 /**
  * @generated from message warden.v1.RegisterRequest
@@ -171,7 +244,7 @@ export type RegisterRequest = Message<"warden.v1.RegisterRequest"> & {
  * Use `create(RegisterRequestSchema)` to create a new message.
  */
 export const RegisterRequestSchema: GenMessage<RegisterRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_node, 2);
+  messageDesc(file_warden_v1_node, 5);
 
 /**
  * Per-node placement limits.
@@ -215,7 +288,7 @@ export type NodeLimits = Message<"warden.v1.NodeLimits"> & {
  * Use `create(NodeLimitsSchema)` to create a new message.
  */
 export const NodeLimitsSchema: GenMessage<NodeLimits> = /*@__PURE__*/
-  messageDesc(file_warden_v1_node, 3);
+  messageDesc(file_warden_v1_node, 6);
 
 /**
  * @generated from message warden.v1.RegisterResponse
@@ -248,7 +321,7 @@ export type RegisterResponse = Message<"warden.v1.RegisterResponse"> & {
  * Use `create(RegisterResponseSchema)` to create a new message.
  */
 export const RegisterResponseSchema: GenMessage<RegisterResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_node, 4);
+  messageDesc(file_warden_v1_node, 7);
 
 /**
  * @generated from message warden.v1.HeartbeatRequest
@@ -323,7 +396,7 @@ export type HeartbeatRequest = Message<"warden.v1.HeartbeatRequest"> & {
  * Use `create(HeartbeatRequestSchema)` to create a new message.
  */
 export const HeartbeatRequestSchema: GenMessage<HeartbeatRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_node, 5);
+  messageDesc(file_warden_v1_node, 8);
 
 /**
  * What placement needs of a node's artifact cache (services/agent/docs/artifacts.md).
@@ -386,7 +459,7 @@ export type ArtifactCacheReport = Message<"warden.v1.ArtifactCacheReport"> & {
  * Use `create(ArtifactCacheReportSchema)` to create a new message.
  */
 export const ArtifactCacheReportSchema: GenMessage<ArtifactCacheReport> = /*@__PURE__*/
-  messageDesc(file_warden_v1_node, 6);
+  messageDesc(file_warden_v1_node, 9);
 
 /**
  * @generated from message warden.v1.BackendBundleStates
@@ -403,7 +476,7 @@ export type BackendBundleStates = Message<"warden.v1.BackendBundleStates"> & {
  * Use `create(BackendBundleStatesSchema)` to create a new message.
  */
 export const BackendBundleStatesSchema: GenMessage<BackendBundleStates> = /*@__PURE__*/
-  messageDesc(file_warden_v1_node, 7);
+  messageDesc(file_warden_v1_node, 10);
 
 /**
  * One catalog backend's bundle on this node (services/agent/docs/artifacts.md).
@@ -449,7 +522,7 @@ export type BackendBundleState = Message<"warden.v1.BackendBundleState"> & {
  * Use `create(BackendBundleStateSchema)` to create a new message.
  */
 export const BackendBundleStateSchema: GenMessage<BackendBundleState> = /*@__PURE__*/
-  messageDesc(file_warden_v1_node, 8);
+  messageDesc(file_warden_v1_node, 11);
 
 /**
  * @generated from message warden.v1.ArtifactEviction
@@ -487,7 +560,7 @@ export type ArtifactEviction = Message<"warden.v1.ArtifactEviction"> & {
  * Use `create(ArtifactEvictionSchema)` to create a new message.
  */
 export const ArtifactEvictionSchema: GenMessage<ArtifactEviction> = /*@__PURE__*/
-  messageDesc(file_warden_v1_node, 9);
+  messageDesc(file_warden_v1_node, 12);
 
 /**
  * @generated from message warden.v1.ArtifactDigests
@@ -504,7 +577,7 @@ export type ArtifactDigests = Message<"warden.v1.ArtifactDigests"> & {
  * Use `create(ArtifactDigestsSchema)` to create a new message.
  */
 export const ArtifactDigestsSchema: GenMessage<ArtifactDigests> = /*@__PURE__*/
-  messageDesc(file_warden_v1_node, 10);
+  messageDesc(file_warden_v1_node, 13);
 
 /**
  * The changes of an agent's inventory since a heartbeat the coordinator
@@ -552,7 +625,7 @@ export type InventoryDelta = Message<"warden.v1.InventoryDelta"> & {
  * Use `create(InventoryDeltaSchema)` to create a new message.
  */
 export const InventoryDeltaSchema: GenMessage<InventoryDelta> = /*@__PURE__*/
-  messageDesc(file_warden_v1_node, 11);
+  messageDesc(file_warden_v1_node, 14);
 
 /**
  * @generated from message warden.v1.HeartbeatResponse
@@ -593,7 +666,7 @@ export type HeartbeatResponse = Message<"warden.v1.HeartbeatResponse"> & {
  * Use `create(HeartbeatResponseSchema)` to create a new message.
  */
 export const HeartbeatResponseSchema: GenMessage<HeartbeatResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_node, 12);
+  messageDesc(file_warden_v1_node, 15);
 
 /**
  * @generated from service warden.v1.NodeService
@@ -632,6 +705,23 @@ export const NodeService: GenService<{
     methodKind: "bidi_streaming";
     input: typeof HeartbeatRequestSchema;
     output: typeof HeartbeatResponseSchema;
+  },
+  /**
+   * Peers for digests this agent is about to pull that no start named peers
+   * for: a backend bundle's image layers or tarball, which only the agent's
+   * own catalog names. Answered with one message, chosen and ticketed as a
+   * start's artifacts are (same fan-out, same tickets); the stream then stays
+   * open while the agent pulls, and its end (the caller's cancel, a dropped
+   * connection, or the coordinator's hold bound of 30 minutes) frees the
+   * peers' slots. Only a registered node may ask, for itself. A coordinator
+   * without it answers UNIMPLEMENTED: the agent pulls from the origin.
+   *
+   * @generated from rpc warden.v1.NodeService.FindPeers
+   */
+  findPeers: {
+    methodKind: "server_streaming";
+    input: typeof FindPeersRequestSchema;
+    output: typeof FindPeersResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_warden_v1_node, 0);

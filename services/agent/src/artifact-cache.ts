@@ -4,7 +4,7 @@ import { CacheIndex, type CacheIndexOptions, type CacheReport } from "./artifact
 import { cachePaths, pullArtifact, statfsFree, type ArtifactSource, type PullProgress } from "./artifact-pull.js";
 import { httpSource, storeSource, type StoreReader } from "./artifact-sources.js";
 import { hashFile } from "./peer-upload.js";
-import { peerSource, type PeerClients, type PeerSpec } from "./peer-source.js";
+import { peerCertificateRefusal, peerSource, type PeerClients, type PeerSpec } from "./peer-source.js";
 import { ociBlobSource } from "./oci-blob-source.js";
 import { SingleFlight } from "./single-flight.js";
 
@@ -109,7 +109,7 @@ export class ArtifactCache {
     const p2p = this.o.peers;
     // Peers first (the coordinator named them: holders, or agents pulling the digest now), then the origin.
     const sources: { readonly from: string; readonly source: ArtifactSource }[] = [
-      ...(p2p === undefined ? [] : peers.filter((p) => p.nodeId !== p2p.selfNodeId).map((p) => ({ from: `peer ${p.nodeId}`, source: peerSource(p2p.clients.get(p.address), p2p.selfNodeId, p, spec.sha256, spec.sizeBytes) }))),
+      ...(p2p === undefined ? [] : peers.filter((p) => p.nodeId !== p2p.selfNodeId).map((p) => ({ from: `peer ${p.nodeId}`, source: peerSource(p2p.clients.get(p), p2p.selfNodeId, p, spec.sha256, spec.sizeBytes) }))),
       { from: "origin", source: origin },
     ];
     const { final, partial } = cachePaths(this.o.modelsPath, spec.sha256);
@@ -180,7 +180,9 @@ export class ArtifactCache {
           if (i > 0 && e.code === Code.DataLoss) return attempt(s.source);
           throw err;
         }
-        this.log.warn("peer fetch failed; trying the next source", { sha256: spec.sha256, from: s.from, err: e.rawMessage });
+        const refused = peerCertificateRefusal(e.rawMessage);
+        if (refused !== undefined) this.log.warn("peer refused: its certificate does not name the node; trying the next source", { sha256: spec.sha256, from: s.from, err: refused });
+        else this.log.warn("peer fetch failed; trying the next source", { sha256: spec.sha256, from: s.from, err: e.rawMessage });
       }
     }
     throw new WardenError(Code.Internal, "no source");

@@ -21,6 +21,9 @@ import { backendClientTls } from "./backend-client-tls.js";
 import { measureNodeResources, takeInventory, type InventorySnapshot, type NodeResourcesInit } from "./inventory.js";
 import { createMemoryProbe } from "./memory-probe.js";
 import { EvictionOutbox } from "./eviction-outbox.js";
+import { ReportOutbox, bundleInstallReportBounds, pullReportBounds } from "./report-outbox.js";
+import type { PullRecord } from "./artifact-cache.js";
+import type { StartInstallRecord } from "./backend-bundle.js";
 import { liveCacheDigests } from "./live-cache-digests.js";
 import { LeaderFence } from "./leader-fence-store.js";
 import { ModelLocks } from "./model-lock.js";
@@ -104,6 +107,8 @@ export interface Agent {
   raiseLeaderEpoch(epoch: bigint): Promise<void>;
   /** The artifact cache's state for the heartbeat; undefined without a modelsPath or when it cannot be read now. */
   artifactCache(): Promise<ArtifactCacheSnapshot | undefined>;
+  /** Audit records dropped unreported (more waited than the outbox keeps while no coordinator acknowledged): completed pulls, bundle installs by starts. */
+  auditDropped(): { pulls: number; bundleInstalls: number };
   /** Live (not exited) backends by incarnation: pid, address, state. For tests and the CLI. */
   processes(): { incarnation: string; model: string; pid: number; address: string; state: BackendPhase["t"] }[];
 }
@@ -161,7 +166,10 @@ export function createAgent(config: AgentConfig, deps: AgentDeps = {}): Agent {
   };
 
   const evictions = new EvictionOutbox(logger);
-  const artifacts = config.modelsPath === undefined ? undefined : new ArtifactCache({ modelsPath: config.modelsPath, clock, logger, onEvicted: (e) => { evictions.record(e); }, pullTimeoutMs: config.artifactPullTimeoutMs, stallTimeoutMs: config.artifactStallTimeoutMs, storeReader: deps.storeReader, budgetBytes: config.artifactCacheBudgetBytes, liveDigests: () => table.live().map((p) => liveCacheDigests(p.id, config.catalog)), ...(deps.artifactFreeBytes === undefined ? {} : { freeBytes: deps.artifactFreeBytes }), ...(deps.peerClients === undefined ? {} : { peers: { selfNodeId: config.nodeId, clients: deps.peerClients } }) });
+  // Completed pulls and start-driven bundle installs, until a coordinator audits them (report-outbox.ts).
+  const pulls = new ReportOutbox<PullRecord>({ ...pullReportBounds, what: "artifact pulls", log: logger });
+  const installs = new ReportOutbox<StartInstallRecord>({ ...bundleInstallReportBounds, what: "bundle installs by starts", log: logger });
+  const artifacts = config.modelsPath === undefined ? undefined : new ArtifactCache({ modelsPath: config.modelsPath, clock, logger, onEvicted: (e) => { evictions.record(e); }, onPulled: (p) => { pulls.record(p); }, pullTimeoutMs: config.artifactPullTimeoutMs, stallTimeoutMs: config.artifactStallTimeoutMs, storeReader: deps.storeReader, budgetBytes: config.artifactCacheBudgetBytes, liveDigests: () => table.live().map((p) => liveCacheDigests(p.id, config.catalog)), ...(deps.artifactFreeBytes === undefined ? {} : { freeBytes: deps.artifactFreeBytes }), ...(deps.peerClients === undefined ? {} : { peers: { selfNodeId: config.nodeId, clients: deps.peerClients } }) });
   const ctx: AgentContext = {
     config,
     clock,
@@ -175,7 +183,7 @@ export function createAgent(config: AgentConfig, deps: AgentDeps = {}): Agent {
     ports,
     locks: new ModelLocks(),
     artifacts,
-    bundles: config.modelsPath === undefined || artifacts === undefined ? undefined : new BundleInstaller({ modelsPath: config.modelsPath, cache: artifacts, logger }),
+    bundles: config.modelsPath === undefined || artifacts === undefined ? undefined : new BundleInstaller({ modelsPath: config.modelsPath, cache: artifacts, logger, onStartInstalled: (r) => { installs.record(r); } }),
     hub,
     probe: createMemoryProbe({ nvidiaSmiPath: config.nvidiaSmiPath, procRoot }),
     table,
@@ -278,9 +286,10 @@ export function createAgent(config: AgentConfig, deps: AgentDeps = {}): Agent {
       const cache = ctx.artifacts;
       if (cache === undefined) return undefined;
       const r = await cache.report().catch(() => undefined);
-      return r === undefined ? undefined : { ...r, digests: () => cache.index.digests(), evictions: () => evictions.next(), evictionsAcknowledged: (id) => { evictions.acknowledged(id); } };
+      return r === undefined ? undefined : { ...r, digests: () => cache.index.digests(), evictions: () => evictions.next(), evictionsAcknowledged: (id) => { evictions.acknowledged(id); }, pulls: () => pulls.next(), pullsAcknowledged: (id) => { pulls.acknowledged(id); }, bundleInstalls: () => installs.next(), bundleInstallsAcknowledged: (id) => { installs.acknowledged(id); } };
     },
     raiseLeaderEpoch: (epoch) => fence.raise(epoch),
+    auditDropped: () => ({ pulls: pulls.dropped(), bundleInstalls: installs.dropped() }),
     processes: () =>
       table.live().map((p) => ({ incarnation: p.id.incarnation, model: p.id.model, pid: p.pid, address: p.id.address, state: p.state().t })),
   };

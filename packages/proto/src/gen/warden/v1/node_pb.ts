@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file warden/v1/node.proto.
  */
 export const file_warden_v1_node: GenFile = /*@__PURE__*/
-  fileDesc("ChR3YXJkZW4vdjEvbm9kZS5wcm90bxIJd2FyZGVuLnYxIkQKE1JlYWRBcnRpZmFjdFJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCRIMCgRwYXRoGAIgASgJEg4KBm9mZnNldBgDIAEoBCJJChRSZWFkQXJ0aWZhY3RSZXNwb25zZRIOCgZvZmZzZXQYASABKAQSEwoLdG90YWxfYnl0ZXMYAiABKAQSDAoEZGF0YRgDIAEoDCLFAwoPUmVnaXN0ZXJSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAkSDwoHYWRkcmVzcxgCIAEoCRI2CgZsYWJlbHMYAyADKAsyJi53YXJkZW4udjEuUmVnaXN0ZXJSZXF1ZXN0LkxhYmVsc0VudHJ5EiAKBGdwdXMYBCADKAsyEi53YXJkZW4udjEuR3B1SW5mbxISCgpib290X2Vwb2NoGAUgASgEEhcKD3JhbV90b3RhbF9ieXRlcxgGIAEoBBIPCgd2ZXJzaW9uGAcgASgJEhAKCGJhY2tlbmRzGAggAygJEiUKBmxpbWl0cxgJIAEoCzIVLndhcmRlbi52MS5Ob2RlTGltaXRzEhAKCHBlZXJfa2V5GAogASgMEkcKD2JhY2tlbmRfYnVuZGxlcxgLIAMoCzIuLndhcmRlbi52MS5SZWdpc3RlclJlcXVlc3QuQmFja2VuZEJ1bmRsZXNFbnRyeRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBGjUKE0JhY2tlbmRCdW5kbGVzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASKdAQoKTm9kZUxpbWl0cxIjChZtYXhfcmVwbGljYXNfcGVyX21vZGVsGAEgASgNSAGIAQESHQoTbWVtb3J5X2J1ZGdldF9ieXRlcxgCIAEoBEgAEh8KFW1lbW9yeV9idWRnZXRfcGVyY2VudBgDIAEoAUgAQg8KDW1lbW9yeV9idWRnZXRCGQoXX21heF9yZXBsaWNhc19wZXJfbW9kZWwiYgoQUmVnaXN0ZXJSZXNwb25zZRIZChFjb29yZGluYXRvcl9lcG9jaBgBIAEoBBIdChVoZWFydGJlYXRfaW50ZXJ2YWxfbXMYAiABKA0SFAoMbGVhZGVyX2Vwb2NoGAMgASgEIvICChBIZWFydGJlYXRSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAkSEgoKYm9vdF9lcG9jaBgCIAEoBBIQCghzZXF1ZW5jZRgDIAEoBBIrCghiYWNrZW5kcxgEIAMoCzIZLndhcmRlbi52MS5JbnZlbnRvcnlFbnRyeRIpCgdvcnBoYW5zGAUgAygLMhgud2FyZGVuLnYxLk9ycGhhblByb2Nlc3MSKwoJcmVzb3VyY2VzGAYgASgLMhgud2FyZGVuLnYxLk5vZGVSZXNvdXJjZXMSKgoHZm9yZWlnbhgHIAMoCzIZLndhcmRlbi52MS5Gb3JlaWduUHJvY2VzcxIUCgxsZWFkZXJfZXBvY2gYCCABKAQSKAoFZGVsdGEYCSABKAsyGS53YXJkZW4udjEuSW52ZW50b3J5RGVsdGESNgoOYXJ0aWZhY3RfY2FjaGUYCiABKAsyHi53YXJkZW4udjEuQXJ0aWZhY3RDYWNoZVJlcG9ydCKwAQoTQXJ0aWZhY3RDYWNoZVJlcG9ydBISCgpmcmVlX2J5dGVzGAEgASgEEhcKD2V2aWN0YWJsZV9ieXRlcxgCIAEoBBIwCgdkaWdlc3RzGAMgASgLMhoud2FyZGVuLnYxLkFydGlmYWN0RGlnZXN0c0gAiAEBEi4KCWV2aWN0aW9ucxgEIAMoCzIbLndhcmRlbi52MS5BcnRpZmFjdEV2aWN0aW9uQgoKCF9kaWdlc3RzIlIKEEFydGlmYWN0RXZpY3Rpb24SCgoCaWQYASABKAQSDgoGc2hhMjU2GAIgASgMEhIKCnNpemVfYnl0ZXMYAyABKAQSDgoGcmVhc29uGAQgASgJIiEKD0FydGlmYWN0RGlnZXN0cxIOCgZzaGEyNTYYASADKAwidAoOSW52ZW50b3J5RGVsdGESFQoNYmFzZV9zZXF1ZW5jZRgBIAEoBBIqCgd1cHNlcnRzGAIgAygLMhkud2FyZGVuLnYxLkludmVudG9yeUVudHJ5Eg8KB3JlbW92ZWQYAyADKAkSDgoGZGlnZXN0GAQgASgGIoABChFIZWFydGJlYXRSZXNwb25zZRIZChFyZWdpc3Rlcl9yZXF1aXJlZBgBIAEoCBIZChFjb29yZGluYXRvcl9lcG9jaBgCIAEoBBIUCgxsZWFkZXJfZXBvY2gYAyABKAQSHwoXZnVsbF9pbnZlbnRvcnlfcmVxdWlyZWQYBCABKAgy7AEKC05vZGVTZXJ2aWNlEkMKCFJlZ2lzdGVyEhoud2FyZGVuLnYxLlJlZ2lzdGVyUmVxdWVzdBobLndhcmRlbi52MS5SZWdpc3RlclJlc3BvbnNlEkYKCUhlYXJ0YmVhdBIbLndhcmRlbi52MS5IZWFydGJlYXRSZXF1ZXN0Ghwud2FyZGVuLnYxLkhlYXJ0YmVhdFJlc3BvbnNlElAKD0hlYXJ0YmVhdFN0cmVhbRIbLndhcmRlbi52MS5IZWFydGJlYXRSZXF1ZXN0Ghwud2FyZGVuLnYxLkhlYXJ0YmVhdFJlc3BvbnNlKAEwATJpChRBcnRpZmFjdFN0b3JlU2VydmljZRJRCgxSZWFkQXJ0aWZhY3QSHi53YXJkZW4udjEuUmVhZEFydGlmYWN0UmVxdWVzdBofLndhcmRlbi52MS5SZWFkQXJ0aWZhY3RSZXNwb25zZTABYgZwcm90bzM", [file_warden_v1_types]);
+  fileDesc("ChR3YXJkZW4vdjEvbm9kZS5wcm90bxIJd2FyZGVuLnYxIkQKE1JlYWRBcnRpZmFjdFJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCRIMCgRwYXRoGAIgASgJEg4KBm9mZnNldBgDIAEoBCJJChRSZWFkQXJ0aWZhY3RSZXNwb25zZRIOCgZvZmZzZXQYASABKAQSEwoLdG90YWxfYnl0ZXMYAiABKAQSDAoEZGF0YRgDIAEoDCLFAwoPUmVnaXN0ZXJSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAkSDwoHYWRkcmVzcxgCIAEoCRI2CgZsYWJlbHMYAyADKAsyJi53YXJkZW4udjEuUmVnaXN0ZXJSZXF1ZXN0LkxhYmVsc0VudHJ5EiAKBGdwdXMYBCADKAsyEi53YXJkZW4udjEuR3B1SW5mbxISCgpib290X2Vwb2NoGAUgASgEEhcKD3JhbV90b3RhbF9ieXRlcxgGIAEoBBIPCgd2ZXJzaW9uGAcgASgJEhAKCGJhY2tlbmRzGAggAygJEiUKBmxpbWl0cxgJIAEoCzIVLndhcmRlbi52MS5Ob2RlTGltaXRzEhAKCHBlZXJfa2V5GAogASgMEkcKD2JhY2tlbmRfYnVuZGxlcxgLIAMoCzIuLndhcmRlbi52MS5SZWdpc3RlclJlcXVlc3QuQmFja2VuZEJ1bmRsZXNFbnRyeRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBGjUKE0JhY2tlbmRCdW5kbGVzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASKdAQoKTm9kZUxpbWl0cxIjChZtYXhfcmVwbGljYXNfcGVyX21vZGVsGAEgASgNSAGIAQESHQoTbWVtb3J5X2J1ZGdldF9ieXRlcxgCIAEoBEgAEh8KFW1lbW9yeV9idWRnZXRfcGVyY2VudBgDIAEoAUgAQg8KDW1lbW9yeV9idWRnZXRCGQoXX21heF9yZXBsaWNhc19wZXJfbW9kZWwiYgoQUmVnaXN0ZXJSZXNwb25zZRIZChFjb29yZGluYXRvcl9lcG9jaBgBIAEoBBIdChVoZWFydGJlYXRfaW50ZXJ2YWxfbXMYAiABKA0SFAoMbGVhZGVyX2Vwb2NoGAMgASgEIvICChBIZWFydGJlYXRSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAkSEgoKYm9vdF9lcG9jaBgCIAEoBBIQCghzZXF1ZW5jZRgDIAEoBBIrCghiYWNrZW5kcxgEIAMoCzIZLndhcmRlbi52MS5JbnZlbnRvcnlFbnRyeRIpCgdvcnBoYW5zGAUgAygLMhgud2FyZGVuLnYxLk9ycGhhblByb2Nlc3MSKwoJcmVzb3VyY2VzGAYgASgLMhgud2FyZGVuLnYxLk5vZGVSZXNvdXJjZXMSKgoHZm9yZWlnbhgHIAMoCzIZLndhcmRlbi52MS5Gb3JlaWduUHJvY2VzcxIUCgxsZWFkZXJfZXBvY2gYCCABKAQSKAoFZGVsdGEYCSABKAsyGS53YXJkZW4udjEuSW52ZW50b3J5RGVsdGESNgoOYXJ0aWZhY3RfY2FjaGUYCiABKAsyHi53YXJkZW4udjEuQXJ0aWZhY3RDYWNoZVJlcG9ydCKLAgoTQXJ0aWZhY3RDYWNoZVJlcG9ydBISCgpmcmVlX2J5dGVzGAEgASgEEhcKD2V2aWN0YWJsZV9ieXRlcxgCIAEoBBIwCgdkaWdlc3RzGAMgASgLMhoud2FyZGVuLnYxLkFydGlmYWN0RGlnZXN0c0gAiAEBEi4KCWV2aWN0aW9ucxgEIAMoCzIbLndhcmRlbi52MS5BcnRpZmFjdEV2aWN0aW9uEiYKBXB1bGxzGA4gAygLMhcud2FyZGVuLnYxLkFydGlmYWN0UHVsbBIxCg9idW5kbGVfaW5zdGFsbHMYDyADKAsyGC53YXJkZW4udjEuQnVuZGxlSW5zdGFsbEIKCghfZGlnZXN0cyLuAQoMQXJ0aWZhY3RQdWxsEgoKAmlkGAEgASgEEg4KBnNoYTI1NhgCIAEoDBISCgpzaXplX2J5dGVzGAMgASgEEgwKBHBhdGgYBCABKAkSDQoFbW9kZWwYBSABKAkSDwoHYmFja2VuZBgGIAEoCRIUCgxidW5kbGVfbGF5ZXIYByABKAgSDgoGb3JpZ2luGAggASgJEi4KB3NvdXJjZXMYCSADKAsyHS53YXJkZW4udjEuQXJ0aWZhY3RQdWxsU291cmNlEhUKDXJlc3VtZWRfYnl0ZXMYCiABKAQSEwoLZHVyYXRpb25fbXMYCyABKAQiOQoSQXJ0aWZhY3RQdWxsU291cmNlEhQKDHBlZXJfbm9kZV9pZBgBIAEoCRINCgVieXRlcxgCIAEoBCJwCg1CdW5kbGVJbnN0YWxsEgoKAmlkGAEgASgEEg8KB2JhY2tlbmQYAiABKAkSDgoGc2hhMjU2GAMgASgMEg4KBnNvdXJjZRgEIAEoCRINCgVtb2RlbBgFIAEoCRITCgtpbmNhcm5hdGlvbhgGIAEoCSJSChBBcnRpZmFjdEV2aWN0aW9uEgoKAmlkGAEgASgEEg4KBnNoYTI1NhgCIAEoDBISCgpzaXplX2J5dGVzGAMgASgEEg4KBnJlYXNvbhgEIAEoCSIhCg9BcnRpZmFjdERpZ2VzdHMSDgoGc2hhMjU2GAEgAygMInQKDkludmVudG9yeURlbHRhEhUKDWJhc2Vfc2VxdWVuY2UYASABKAQSKgoHdXBzZXJ0cxgCIAMoCzIZLndhcmRlbi52MS5JbnZlbnRvcnlFbnRyeRIPCgdyZW1vdmVkGAMgAygJEg4KBmRpZ2VzdBgEIAEoBiKAAQoRSGVhcnRiZWF0UmVzcG9uc2USGQoRcmVnaXN0ZXJfcmVxdWlyZWQYASABKAgSGQoRY29vcmRpbmF0b3JfZXBvY2gYAiABKAQSFAoMbGVhZGVyX2Vwb2NoGAMgASgEEh8KF2Z1bGxfaW52ZW50b3J5X3JlcXVpcmVkGAQgASgIMuwBCgtOb2RlU2VydmljZRJDCghSZWdpc3RlchIaLndhcmRlbi52MS5SZWdpc3RlclJlcXVlc3QaGy53YXJkZW4udjEuUmVnaXN0ZXJSZXNwb25zZRJGCglIZWFydGJlYXQSGy53YXJkZW4udjEuSGVhcnRiZWF0UmVxdWVzdBocLndhcmRlbi52MS5IZWFydGJlYXRSZXNwb25zZRJQCg9IZWFydGJlYXRTdHJlYW0SGy53YXJkZW4udjEuSGVhcnRiZWF0UmVxdWVzdBocLndhcmRlbi52MS5IZWFydGJlYXRSZXNwb25zZSgBMAEyaQoUQXJ0aWZhY3RTdG9yZVNlcnZpY2USUQoMUmVhZEFydGlmYWN0Eh4ud2FyZGVuLnYxLlJlYWRBcnRpZmFjdFJlcXVlc3QaHy53YXJkZW4udjEuUmVhZEFydGlmYWN0UmVzcG9uc2UwAWIGcHJvdG8z", [file_warden_v1_types]);
 
 /**
  * @generated from message warden.v1.ReadArtifactRequest
@@ -367,6 +367,27 @@ export type ArtifactCacheReport = Message<"warden.v1.ArtifactCacheReport"> & {
    * @generated from field: repeated warden.v1.ArtifactEviction evictions = 4;
    */
   evictions: ArtifactEviction[];
+
+  /**
+   * Pulls the agent completed (bytes fetched into its cache) that no
+   * acknowledged heartbeat carried yet, oldest first, at most 32; the
+   * coordinator audits each as `artifact.pulled`. Sent again until a
+   * heartbeat carrying them is acknowledged (ids seen from the same boot
+   * epoch are dropped).
+   *
+   * @generated from field: repeated warden.v1.ArtifactPull pulls = 14;
+   */
+  pulls: ArtifactPull[];
+
+  /**
+   * Backend bundles a start installed (before launching its backend) that no
+   * acknowledged heartbeat carried yet, oldest first, at most 16; the
+   * coordinator audits each as `backend.installed` with its start. An
+   * operator's InstallBackendBundle is audited by the coordinator itself.
+   *
+   * @generated from field: repeated warden.v1.BundleInstall bundle_installs = 15;
+   */
+  bundleInstalls: BundleInstall[];
 };
 
 /**
@@ -375,6 +396,174 @@ export type ArtifactCacheReport = Message<"warden.v1.ArtifactCacheReport"> & {
  */
 export const ArtifactCacheReportSchema: GenMessage<ArtifactCacheReport> = /*@__PURE__*/
   messageDesc(file_warden_v1_node, 6);
+
+/**
+ * One completed pull into an agent's cache.
+ *
+ * @generated from message warden.v1.ArtifactPull
+ */
+export type ArtifactPull = Message<"warden.v1.ArtifactPull"> & {
+  /**
+   * Increasing per agent boot (boot_epoch): tells a re-sent pull apart.
+   *
+   * @generated from field: uint64 id = 1;
+   */
+  id: bigint;
+
+  /**
+   * SHA-256, 32 bytes.
+   *
+   * @generated from field: bytes sha256 = 2;
+   */
+  sha256: Uint8Array;
+
+  /**
+   * @generated from field: uint64 size_bytes = 3;
+   */
+  sizeBytes: bigint;
+
+  /**
+   * The artifact's path as the model config names it ("layer-<i>" or
+   * "bundle.tar" for a bundle's); at most 256 characters.
+   *
+   * @generated from field: string path = 4;
+   */
+  path: string;
+
+  /**
+   * The model whose start pulled it; empty for a bundle an operator installed.
+   *
+   * @generated from field: string model = 5;
+   */
+  model: string;
+
+  /**
+   * The catalog backend whose bundle this is a layer (or tarball) of; empty for a model's file.
+   *
+   * @generated from field: string backend = 6;
+   */
+  backend: string;
+
+  /**
+   * @generated from field: bool bundle_layer = 7;
+   */
+  bundleLayer: boolean;
+
+  /**
+   * The artifact's own source (URL, store:, OCI reference); at most 256 characters.
+   *
+   * @generated from field: string origin = 8;
+   */
+  origin: string;
+
+  /**
+   * Bytes received from each source read, in the order first read (at most 9:
+   * the peers a start may name and the origin).
+   *
+   * @generated from field: repeated warden.v1.ArtifactPullSource sources = 9;
+   */
+  sources: ArtifactPullSource[];
+
+  /**
+   * Bytes an earlier, interrupted pull had left in the partial file and this
+   * one kept (a resume); the size when it found the partial complete.
+   *
+   * @generated from field: uint64 resumed_bytes = 10;
+   */
+  resumedBytes: bigint;
+
+  /**
+   * From the pull's start (room made in the cache) to the verified file.
+   *
+   * @generated from field: uint64 duration_ms = 11;
+   */
+  durationMs: bigint;
+};
+
+/**
+ * Describes the message warden.v1.ArtifactPull.
+ * Use `create(ArtifactPullSchema)` to create a new message.
+ */
+export const ArtifactPullSchema: GenMessage<ArtifactPull> = /*@__PURE__*/
+  messageDesc(file_warden_v1_node, 7);
+
+/**
+ * @generated from message warden.v1.ArtifactPullSource
+ */
+export type ArtifactPullSource = Message<"warden.v1.ArtifactPullSource"> & {
+  /**
+   * The peer node read from; empty: the artifact's origin.
+   *
+   * @generated from field: string peer_node_id = 1;
+   */
+  peerNodeId: string;
+
+  /**
+   * @generated from field: uint64 bytes = 2;
+   */
+  bytes: bigint;
+};
+
+/**
+ * Describes the message warden.v1.ArtifactPullSource.
+ * Use `create(ArtifactPullSourceSchema)` to create a new message.
+ */
+export const ArtifactPullSourceSchema: GenMessage<ArtifactPullSource> = /*@__PURE__*/
+  messageDesc(file_warden_v1_node, 8);
+
+/**
+ * A backend bundle installed by a start.
+ *
+ * @generated from message warden.v1.BundleInstall
+ */
+export type BundleInstall = Message<"warden.v1.BundleInstall"> & {
+  /**
+   * Increasing per agent boot (boot_epoch).
+   *
+   * @generated from field: uint64 id = 1;
+   */
+  id: bigint;
+
+  /**
+   * The catalog entry whose bundle it is.
+   *
+   * @generated from field: string backend = 2;
+   */
+  backend: string;
+
+  /**
+   * The image manifest's or tarball's SHA-256, 32 bytes.
+   *
+   * @generated from field: bytes sha256 = 3;
+   */
+  sha256: Uint8Array;
+
+  /**
+   * At most 256 characters.
+   *
+   * @generated from field: string source = 4;
+   */
+  source: string;
+
+  /**
+   * The model and the incarnation of the start that installed it.
+   *
+   * @generated from field: string model = 5;
+   */
+  model: string;
+
+  /**
+   * @generated from field: string incarnation = 6;
+   */
+  incarnation: string;
+};
+
+/**
+ * Describes the message warden.v1.BundleInstall.
+ * Use `create(BundleInstallSchema)` to create a new message.
+ */
+export const BundleInstallSchema: GenMessage<BundleInstall> = /*@__PURE__*/
+  messageDesc(file_warden_v1_node, 9);
 
 /**
  * @generated from message warden.v1.ArtifactEviction
@@ -412,7 +601,7 @@ export type ArtifactEviction = Message<"warden.v1.ArtifactEviction"> & {
  * Use `create(ArtifactEvictionSchema)` to create a new message.
  */
 export const ArtifactEvictionSchema: GenMessage<ArtifactEviction> = /*@__PURE__*/
-  messageDesc(file_warden_v1_node, 7);
+  messageDesc(file_warden_v1_node, 10);
 
 /**
  * @generated from message warden.v1.ArtifactDigests
@@ -429,7 +618,7 @@ export type ArtifactDigests = Message<"warden.v1.ArtifactDigests"> & {
  * Use `create(ArtifactDigestsSchema)` to create a new message.
  */
 export const ArtifactDigestsSchema: GenMessage<ArtifactDigests> = /*@__PURE__*/
-  messageDesc(file_warden_v1_node, 8);
+  messageDesc(file_warden_v1_node, 11);
 
 /**
  * The changes of an agent's inventory since a heartbeat the coordinator
@@ -477,7 +666,7 @@ export type InventoryDelta = Message<"warden.v1.InventoryDelta"> & {
  * Use `create(InventoryDeltaSchema)` to create a new message.
  */
 export const InventoryDeltaSchema: GenMessage<InventoryDelta> = /*@__PURE__*/
-  messageDesc(file_warden_v1_node, 9);
+  messageDesc(file_warden_v1_node, 12);
 
 /**
  * @generated from message warden.v1.HeartbeatResponse
@@ -518,7 +707,7 @@ export type HeartbeatResponse = Message<"warden.v1.HeartbeatResponse"> & {
  * Use `create(HeartbeatResponseSchema)` to create a new message.
  */
 export const HeartbeatResponseSchema: GenMessage<HeartbeatResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_node, 10);
+  messageDesc(file_warden_v1_node, 13);
 
 /**
  * @generated from service warden.v1.NodeService

@@ -9,13 +9,17 @@
  * whose run.sh starts backend-sim) installs it, audited as
  * `backend.installed` naming the start, and its tarball's pull as a bundle
  * layer; an operator's install of it afterwards is answered as already
- * installed and audited no second time.
+ * installed and audited no second time. A heartbeat's pulls and installs
+ * are bounded and checked (a bad one refuses the whole report, naming the
+ * field), and one re-sent after a lost answer is audited once.
  */
 import { mkdir, rm, writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { eventTypeOf } from "@warden/events";
-import type { Event } from "@warden/proto";
+import { Code, WardenError } from "@warden/common";
+import { createClient } from "@warden/grpc";
+import { NodeService, type Event } from "@warden/proto";
 import { simModel, startTestCoordinator, until, type TestCoordinator } from "./support/coordinator-harness.js";
 import { startRemoteAgent, type RemoteAgent } from "./support/agent-process.js";
 import { tempDir, uniqueTag } from "./support/agent-harness.js";
@@ -158,5 +162,44 @@ describe("artifact.pulled and start-driven backend.installed", { timeout: 240_00
     expect(r.results.map((x) => [x.nodeId, x.alreadyInstalled, x.error])).toEqual([["node-b", true, ""]]);
     await beats("node-b", 4);
     expect(installed()).toHaveLength(1);
+  });
+
+  it("a heartbeat's pulls and installs are bounded and checked (a bad one refuses the whole report, naming the field); a re-sent one is audited once", async () => {
+    const node = createClient(NodeService, t.c.address);
+    const on = (type: string): Event[] => t.events.filter((e) => eventTypeOf(e) === type && e.nodeId === "fake-node");
+    try {
+      const bootEpoch = 7n;
+      await node.register({ nodeId: "fake-node", address: "127.0.0.1:1", bootEpoch, version: "" });
+      type Pull = { id: bigint; sha256: Uint8Array; sizeBytes: bigint; path: string; model: string; origin: string; sources: { peerNodeId: string; bytes: bigint }[] };
+      type Install = { id: bigint; backend: string; sha256: Uint8Array; source: string; model: string; incarnation: string };
+      const beat = (sequence: bigint, pulls: Pull[], bundleInstalls: Install[] = []): Promise<unknown> =>
+        node.heartbeat({ nodeId: "fake-node", bootEpoch, sequence, backends: [], artifactCache: { freeBytes: 1n, evictableBytes: 0n, pulls, bundleInstalls } });
+      const ok: Pull = { id: 1n, sha256: new Uint8Array(32).fill(1), sizeBytes: 10n, path: "m.bin", model: "m", origin: "https://example.invalid/m.bin", sources: [{ peerNodeId: "", bytes: 10n }] };
+      const inst: Install = { id: 1n, backend: "sim-bundle", sha256: new Uint8Array(32).fill(3), source: "https://example.invalid/b.tar", model: "m", incarnation: "01JAAAAAAAAAAAAAAAAAAAAAAA" };
+      const cases: [Pull[], Install[], string][] = [
+        [[{ ...ok, sha256: new Uint8Array(3) }], [], "artifact_cache.pulls[0].sha256"],
+        [[{ ...ok, path: "p".repeat(257) }], [], "artifact_cache.pulls[0].path"],
+        [[{ ...ok, model: "-bad" }], [], "artifact_cache.pulls[0].model"],
+        [[{ ...ok, sources: Array.from({ length: 10 }, () => ({ peerNodeId: "", bytes: 1n })) }], [], "artifact_cache.pulls[0].sources"],
+        [[{ ...ok, sources: [{ peerNodeId: "a b", bytes: 1n }] }], [], "artifact_cache.pulls[0].sources[0].peer_node_id"],
+        [Array.from({ length: 33 }, (_, i) => ({ ...ok, id: BigInt(i + 1) })), [], "artifact_cache.pulls"],
+        [[], [{ ...inst, backend: "" }], "artifact_cache.bundle_installs[0].backend"],
+        [[], Array.from({ length: 17 }, (_, i) => ({ ...inst, id: BigInt(i + 1) })), "artifact_cache.bundle_installs"],
+      ];
+      for (const [pulls, installs, field] of cases) {
+        const e: unknown = await beat(1n, pulls, installs).then(() => undefined, (x: unknown) => x);
+        expect(e, field).toBeInstanceOf(WardenError);
+        expect([(e as WardenError).code, (e as WardenError).message], field).toEqual([Code.InvalidArgument, expect.stringContaining(field)]);
+      }
+      expect([on("artifact.pulled"), on("backend.installed")]).toEqual([[], []]);
+      // The answer to the first was lost (say): the agent sends it again with the next one.
+      await beat(1n, [ok], [inst]);
+      await beat(2n, [ok, { ...ok, id: 2n, sha256: new Uint8Array(32).fill(2) }], [inst]);
+      await until("three events", () => on("artifact.pulled").length + on("backend.installed").length >= 3);
+      expect(on("artifact.pulled").map((e) => (e.payload.case === "artifactPulled" ? e.payload.value.sha256 : ""))).toEqual(["01".repeat(32), "02".repeat(32)]);
+      expect(on("backend.installed").map((e) => (e.payload.case === "backendInstalled" ? [e.model, e.payload.value.startIncarnation] : []))).toEqual([["m", inst.incarnation]]);
+    } finally {
+      node.close();
+    }
   });
 });

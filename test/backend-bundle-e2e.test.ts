@@ -6,12 +6,15 @@
  * catalog. The first call through a real coordinator makes the agent install
  * the bundle and launch it with the localai profile; a wrong digest and a
  * registry that is down fail the load naming the bundle, spawning nothing.
+ * Before the first call, placement already counts the image: the agent read
+ * its manifest in the background and reports its layers' size.
  */
 import { mkdir, readFile, readdir, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Code, WardenError } from "@warden/common";
 import { createClient } from "@warden/grpc";
+import { formatBytes } from "@warden/placement";
 import { AgentService, InstanceState } from "@warden/proto";
 import { simCatalog, tempDir, uniqueTag } from "./support/agent-harness.js";
 import { startRemoteAgent, type RemoteAgent } from "./support/agent-process.js";
@@ -27,6 +30,7 @@ let models: string;
 let recordDir: string;
 let registry: Registry;
 let manifest: string;
+let layerBytes = 0;
 let t: TestCoordinator;
 let agent: RemoteAgent;
 
@@ -46,7 +50,9 @@ beforeAll(async () => {
   await preparePythonBackend(src);
   const entries = [];
   for (const name of (await readdir(src)).sort()) if (!name.startsWith("__")) entries.push({ name, body: await readFile(join(src, name)), mode: name === "run.sh" ? 0o755 : 0o644 });
-  ({ manifest } = await pushImage(join(dir, "layout"), registry.host, "localai/python-compat", "v1", [tarOf(entries)]));
+  const pushed = await pushImage(join(dir, "layout"), registry.host, "localai/python-compat", "v1", [tarOf(entries)]);
+  manifest = pushed.manifest;
+  layerBytes = pushed.layers.reduce((n, l) => n + l.size, 0);
   const image = `oci+http://${registry.host}/localai/python-compat`;
   t = await startTestCoordinator({
     embeddedAgent: false,
@@ -89,6 +95,11 @@ afterAll(async () => {
 
 describe("backend bundle from an OCI registry", () => {
   it("the first call installs the image and runs its run.sh with the localai profile", async () => {
+    // Not installed yet: the image's size (its layers, from the manifest read in the background) is what a placement pulls;
+    // an image whose registry is down has an unknown size and rules nothing out.
+    const pull = `; pull ${formatBytes(layerBytes)} (bundle ${formatBytes(layerBytes)}))`;
+    await until("tiny explained with the image's size", async () => (await t.admin.explainPlacement({ model: "tiny" })).nodes[0]?.reason.endsWith(pull), 60_000);
+    expect((await t.admin.explainPlacement({ model: "registry-down" })).nodes[0]?.reason).toMatch(/^fits .*; bundle not installed, size unknown\)$/);
     const reply = await t.inference.predict({ model: "tiny", options: { Prompt: "hi" } });
     expect(text(reply.reply?.message)).toBe("org/tiny:hi");
     const inst = (await t.admin.listModels({})).instances.find((i) => i.model === "tiny" && i.state === InstanceState.READY);

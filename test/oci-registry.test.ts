@@ -24,7 +24,16 @@ import { pushImage, sha256Of, startRegistry, tarOf, type BuiltImage, type Regist
 
 let dir: string;
 let registry: Registry;
-let gate: { server: Server; host: string; requests: { path: string; auth: string | undefined; range: string | undefined }[]; corruptManifests: boolean };
+let gate: {
+  server: Server;
+  host: string;
+  requests: { path: string; auth: string | undefined; range: string | undefined }[];
+  corruptManifests: boolean;
+  /** When set, the token realm wants this Authorization (HTTP Basic): 401 otherwise, 403 for the user "mallory". */
+  tokenLogin: string | undefined;
+  /** The Authorization each token request carried. */
+  tokenAuth: (string | undefined)[];
+};
 let files: ArtifactServer;
 let modelImage: BuiltImage;
 let bundleImage: BuiltImage;
@@ -42,14 +51,21 @@ async function failure(p: Promise<unknown>): Promise<WardenError> {
 }
 
 const signal = (): AbortSignal => AbortSignal.timeout(60_000);
+const basicOf = (user: string, password: string): string => `Basic ${Buffer.from(`${user}:${password}`).toString("base64")}`;
 
 /** A registry front that wants `Bearer good-token` (from its /token realm) and records what it forwards. */
 async function startGate(upstream: string): Promise<typeof gate> {
-  const g = { requests: [] as typeof gate.requests, corruptManifests: false } as typeof gate;
+  const g = { requests: [] as typeof gate.requests, corruptManifests: false, tokenLogin: undefined, tokenAuth: [] as typeof gate.tokenAuth } as typeof gate;
   g.server = createServer((req, res) => {
     void (async () => {
       const path = req.url ?? "/";
       if (path.startsWith("/token")) {
+        const auth = req.headers.authorization;
+        g.tokenAuth.push(auth);
+        if (g.tokenLogin !== undefined && auth !== g.tokenLogin) {
+          res.writeHead(auth === basicOf("mallory", "pw") ? 403 : 401, { "www-authenticate": 'Basic realm="gate"' }).end();
+          return;
+        }
         const u = new URL(path, "http://x");
         res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(u.searchParams.get("scope")?.startsWith("repository:") === true ? { token: "good-token" } : {}));
         return;
@@ -117,6 +133,30 @@ describe("OCI registry client", () => {
     // the first request of each kind met the challenge, the retry carried the token
     expect(gate.requests[0]?.auth).toBeUndefined();
     expect(gate.requests.filter((r) => r.auth !== undefined).every((r) => r.auth === "Bearer good-token")).toBe(true);
+  });
+
+  it("a token realm that wants the registry's login gets it with HTTP Basic; none, a wrong one, a forbidden user: typed errors naming the registry", async () => {
+    gate.tokenLogin = basicOf("alice", "pw:1");
+    gate.tokenAuth = [];
+    const ref = { protocol: "http:" as const, host: gate.host, repository: "models/llm" };
+    try {
+      const cases: [{ username: string; password: string } | undefined, Code, string][] = [
+        [undefined, Code.Unauthenticated, `the registry ${gate.host} asks for credentials (its token endpoint answered HTTP 401) and registryAuthFile holds none for ${gate.host}`],
+        [{ username: "alice", password: "bad" }, Code.Unauthenticated, `the registry ${gate.host} refused the credentials registryAuthFile holds for ${gate.host} (user "alice"; its token endpoint answered HTTP 401)`],
+        [{ username: "mallory", password: "pw" }, Code.PermissionDenied, `the registry ${gate.host} denies the user "mallory" access to models/llm (its token endpoint answered HTTP 403)`],
+      ];
+      for (const [login, code, why] of cases) {
+        const e = await failure(new OciRegistryClient(ref, login).manifest("v1", signal()));
+        expect([e.code, e.rawMessage]).toEqual([code, why]);
+      }
+      const m = await new OciRegistryClient(ref, { username: "alice", password: "pw:1" }).manifest("v1", signal());
+      expect(m.sha256).toBe(modelImage.manifest);
+      expect(gate.tokenAuth).toEqual([undefined, basicOf("alice", "bad"), basicOf("mallory", "pw"), basicOf("alice", "pw:1")]);
+      // the login went to the realm only; the registry got the token
+      expect(gate.requests.at(-1)?.auth).toBe("Bearer good-token");
+    } finally {
+      gate.tokenLogin = undefined;
+    }
   });
 
   it("each failure is a typed error naming what is wrong", async () => {

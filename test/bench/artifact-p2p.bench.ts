@@ -7,14 +7,23 @@
  * same run. Reports the origin's bytes against N × size, and the wall time
  * from the N StartBackend calls to the last verified file.
  *
- * `npm run bench -- artifact-p2p [--agents 8] [--size-mib 1024]`
+ * With `--origin-mib-s R` the origin sends at most R MiB/s in total across
+ * all its clients (one shared link, as a model hub or registry behind an
+ * uplink); without it the origin serves from memory over loopback, as fast as
+ * the machine's cores allow. Also reports the CPU seconds the N agent
+ * processes spent (user + system, /proc), steadier than wall time on a
+ * shared machine.
+ *
+ * `npm run bench -- artifact-p2p [--agents 8] [--size-mib 1024] [--origin-mib-s 200] [--fanout 2]`
  */
 import { randomBytes } from "node:crypto";
 import { mkdir, readFile, rm } from "node:fs/promises";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { mintPeerTicket } from "@warden/common";
 import { createClient } from "@warden/grpc";
 import { AgentService } from "@warden/proto";
+import { peerFanout } from "../../services/coordinator/src/nodes/peer-directory.js";
 import { PeerPlan } from "../../services/coordinator/src/nodes/peer-plan.js";
 import { newIncarnation, randomPortRange, simCatalog, tempDir, uniqueTag } from "../support/agent-harness.js";
 import { startAgentProcess, writeAgentConfig, type AgentProcess } from "../support/agent-process.js";
@@ -28,13 +37,31 @@ function flag(name: string): string | undefined {
 
 const agents = Number(flag("--agents") ?? "8");
 const sizeBytes = Number(flag("--size-mib") ?? "1024") * 1024 * 1024;
-/** Pulls one peer serves at once (the coordinator's default). */
-const fanout = 2;
+/** The origin's total rate in MiB/s (0 = unlimited loopback). */
+const originMiBs = Number(flag("--origin-mib-s") ?? "0");
+if (!Number.isFinite(originMiBs) || originMiBs < 0) throw new RangeError("--origin-mib-s must be a number ≥ 0");
+/** Pulls one peer serves at once (default: the coordinator's, peerFanout). */
+const fanout = Number(flag("--fanout") ?? String(peerFanout));
+if (!Number.isInteger(fanout) || fanout < 1) throw new RangeError("--fanout must be a positive integer");
 
 interface Round {
   readonly originBytes: number;
   readonly wallMs: number;
   readonly fromPeers: number;
+  /** CPU seconds (user + system) of the N agent processes, from start to the last verified file and their exit. */
+  readonly agentCpuS: number;
+}
+
+/** A process's user + system CPU seconds so far (/proc/<pid>/stat; clock ticks of 1/100 s on Linux). */
+function cpuSeconds(pid: number): number {
+  try {
+    const stat = readFileSync(`/proc/${String(pid)}/stat`, "utf8");
+    // Fields after the command name (which may hold spaces): utime and stime are the 12th and 13th.
+    const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return (Number(f[11]) + Number(f[12])) / 100;
+  } catch {
+    return 0;
+  }
 }
 
 async function round(origin: ArtifactServer, body: { path: string; sha256: string }, p2p: boolean): Promise<Round> {
@@ -84,7 +111,8 @@ async function round(origin: ArtifactServer, body: { path: string; sha256: strin
       }),
     );
     const fromPeers = procs.filter((p) => p.lines.some((l) => l.includes("artifact fetched from a peer"))).length;
-    return { originBytes: origin.bytesSent - before, wallMs: lastVerifiedMs, fromPeers };
+    const agentCpuS = procs.reduce((sum, p) => sum + cpuSeconds(p.pid), 0);
+    return { originBytes: origin.bytesSent - before, wallMs: lastVerifiedMs, fromPeers, agentCpuS };
   } finally {
     await Promise.all(procs.map((p) => p.terminate()));
     await rm(dir, { recursive: true, force: true });
@@ -94,6 +122,11 @@ async function round(origin: ArtifactServer, body: { path: string; sha256: strin
 export async function run(): Promise<BenchResult[]> {
   const origin = await startArtifactServer();
   origin.chunkBytes = 1024 * 1024;
+  // Limited: smaller chunks, so the clients' turns on the shared link interleave finely.
+  if (originMiBs > 0) {
+    origin.rateBytesPerSec = originMiBs * 1024 * 1024;
+    origin.chunkBytes = 256 * 1024;
+  }
   const content = randomBytes(sizeBytes);
   origin.files.set("/model.bin", content);
   const body = { path: "/model.bin", sha256: sha256Hex(content) };
@@ -102,10 +135,12 @@ export async function run(): Promise<BenchResult[]> {
     const off = await round(origin, body, false);
     const on = await round(origin, body, true);
     const mib = (b: number): string => `${(b / 1024 / 1024).toFixed(0)} MiB`;
-    process.stderr.write(`artifact-p2p: ${String(agents)} agents × ${mib(sizeBytes)}: p2p origin ${mib(on.originBytes)} (${(on.originBytes / sizeBytes).toFixed(2)}× size), ${String(on.fromPeers)} from peers, ${on.wallMs.toFixed(0)} ms; origin-only ${mib(off.originBytes)} (${(off.originBytes / sizeBytes).toFixed(2)}× size), ${off.wallMs.toFixed(0)} ms\n`);
+    const link = `${originMiBs > 0 ? `origin limited to ${String(originMiBs)} MiB/s in total` : "loopback origin, no limit"}, fan-out ${String(fanout)}`;
+    process.stderr.write(`artifact-p2p: ${String(agents)} agents × ${mib(sizeBytes)}, ${link}: p2p origin ${mib(on.originBytes)} (${(on.originBytes / sizeBytes).toFixed(2)}× size), ${String(on.fromPeers)} from peers, ${on.wallMs.toFixed(0)} ms, agents' CPU ${on.agentCpuS.toFixed(1)} s; origin-only ${mib(off.originBytes)} (${(off.originBytes / sizeBytes).toFixed(2)}× size), ${off.wallMs.toFixed(0)} ms, agents' CPU ${off.agentCpuS.toFixed(1)} s; wall ratio p2p/origin-only ${(on.wallMs / off.wallMs).toFixed(2)}\n`);
     return [
-      { name: `bytes served by the origin, ${String(agents)} agents pulling ${mib(sizeBytes)} at once, p2p (fan-out ${String(fanout)}; ${String(on.fromPeers)} agents fetched from a peer)`, baseline: `all ${String(agents)} from the origin (N × size)`, ours: on.originBytes / 1024 / 1024, baselineValue: off.originBytes / 1024 / 1024, unit: "MiB", higherIsBetter: false },
-      { name: `wall time, StartBackend ×${String(agents)} → last artifact verified, p2p`, baseline: `all ${String(agents)} from the origin, same run`, ours: on.wallMs, baselineValue: off.wallMs, unit: "ms", higherIsBetter: false },
+      { name: `bytes served by the origin, ${String(agents)} agents pulling ${mib(sizeBytes)} at once, ${link}, p2p (fan-out ${String(fanout)}; ${String(on.fromPeers)} agents fetched from a peer)`, baseline: `all ${String(agents)} from the origin (N × size)`, ours: on.originBytes / 1024 / 1024, baselineValue: off.originBytes / 1024 / 1024, unit: "MiB", higherIsBetter: false },
+      { name: `wall time, StartBackend ×${String(agents)} → last artifact verified, ${link}, p2p`, baseline: `all ${String(agents)} from the origin, same run`, ours: on.wallMs, baselineValue: off.wallMs, unit: "ms", higherIsBetter: false },
+      { name: `CPU of the ${String(agents)} agent processes (user + system), ${link}, p2p`, baseline: `all ${String(agents)} from the origin, same run`, ours: on.agentCpuS, baselineValue: off.agentCpuS, unit: "s", higherIsBetter: false },
     ];
   } finally {
     await origin.close();

@@ -108,6 +108,7 @@ const recorded: Record<PlantedBug, { readonly seed: number; readonly invariant: 
   "place-before-inventory": { seed: 2, invariant: "HA 8 placement on ground truth", options: haLaterOverrides },
   "resume-any-key": { seed: 2, invariant: "HA 1 one leader", options: haOverrides },
   "prefix-ignores-margin": { seed: 1, invariant: "prefix margin", options: prefixOverrides },
+  "unchanged-ignores-missing": { seed: 47, invariant: "unchanged heartbeat", options: outageOverrides },
 };
 
 /** Clean runs, one per seed and options, shared by the bugs caught on it. */

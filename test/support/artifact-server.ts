@@ -23,6 +23,11 @@ export interface ArtifactServer {
   /** Send the body in chunks of this many bytes with `paceMs` between them (0 = at once). */
   chunkBytes: number;
   paceMs: number;
+  /**
+   * The most body bytes per second the server sends, in total across all responses (0 = no
+   * limit): one link shared by every client, as a registry or hub behind a shared uplink.
+   */
+  rateBytesPerSec: number;
   /** Body bytes written to responses so far (all files): what the origin served. */
   bytesSent: number;
   requestsFor(path: string): { path: string; range: string | undefined }[];
@@ -46,9 +51,15 @@ export function bytesOf(n: number, seed = 1): Buffer {
   return b;
 }
 
+function isGone(res: ServerResponse): boolean {
+  return res.destroyed;
+}
+
 export async function startArtifactServer(): Promise<ArtifactServer> {
   const sockets = new Set<Socket>();
-  const state: Omit<ArtifactServer, "url" | "close" | "requestsFor"> = { requests: [], files: new Map(), redirects: new Map(), ranges: true, dropAfterBytes: undefined, chunkBytes: 64 * 1024, paceMs: 0, bytesSent: 0 };
+  const state: Omit<ArtifactServer, "url" | "close" | "requestsFor"> = { requests: [], files: new Map(), redirects: new Map(), ranges: true, dropAfterBytes: undefined, chunkBytes: 64 * 1024, paceMs: 0, rateBytesPerSec: 0, bytesSent: 0 };
+  // When the shared link is next free (ms, performance.now()): each chunk books its time on it in turn.
+  let linkFreeAt = 0;
   const send = async (res: ServerResponse, body: Buffer): Promise<void> => {
     let sent = 0;
     const limit = state.dropAfterBytes;
@@ -62,6 +73,15 @@ export async function startArtifactServer(): Promise<ArtifactServer> {
         await new Promise((r) => setTimeout(r, 20));
         res.socket?.destroy();
         return;
+      }
+      if (state.rateBytesPerSec > 0) {
+        const now = performance.now();
+        const start = Math.max(linkFreeAt, now);
+        linkFreeAt = start + (n * 1000) / state.rateBytesPerSec;
+        // Sent once its turn on the link has passed: the link never carries more than the rate.
+        if (linkFreeAt > now) await new Promise((r) => setTimeout(r, linkFreeAt - now));
+        // The client may have gone while this waited its turn.
+        if (isGone(res)) return;
       }
       const ok = res.write(body.subarray(sent, sent + n));
       sent += n;

@@ -1,8 +1,10 @@
 /**
  * Real parts for OCI tests: Debian's `docker-registry` (distribution 2.x) on a
- * free port with a private storage directory, images pushed into it by
- * `skopeo copy` from an OCI layout directory built here, and a ustar writer
- * that builds the layers (including hostile ones no tar tool would write).
+ * free port with a private storage directory (optionally demanding a user and
+ * password: its htpasswd auth, bcrypt entries written by apache2-utils'
+ * `htpasswd -B`), images pushed into it by `skopeo copy` from an OCI layout
+ * directory built here, and a ustar writer that builds the layers (including
+ * hostile ones no tar tool would write).
  */
 import { spawn, execFile, type ChildProcess } from "node:child_process";
 import { createHash } from "node:crypto";
@@ -72,21 +74,31 @@ export interface Registry {
 async function untilUp(host: string, child: ChildProcess): Promise<void> {
   for (let i = 0; i < 400; i++) {
     if (child.exitCode !== null) throw new Error(`docker-registry exited with ${String(child.exitCode)}`);
-    const ok = await fetch(`http://${host}/v2/`).then((r) => r.status === 200, () => false);
+    // 401: up, and asking for the htpasswd login.
+    const ok = await fetch(`http://${host}/v2/`).then((r) => r.status === 200 || r.status === 401, () => false);
     if (ok) return;
     await new Promise((r) => setTimeout(r, 50));
   }
   throw new Error(`docker-registry on ${host} did not come up`);
 }
 
-/** `docker-registry serve` on a port of this worker's range, storing under `dir`. */
-export async function startRegistry(dir: string): Promise<Registry> {
+/** An htpasswd file at `path` with one bcrypt entry, written by `htpasswd -B` (apt: apache2-utils). */
+export async function writeHtpasswd(path: string, user: string, password: string): Promise<void> {
+  await run("/usr/bin/htpasswd", ["-B", "-b", "-c", path, user, password], { timeout: 30_000 });
+}
+
+/**
+ * `docker-registry serve` on a port of this worker's range, storing under
+ * `dir`. With `htpasswd` (a file from {@link writeHtpasswd}) every request
+ * needs its user and password: a 401 with `WWW-Authenticate: Basic` otherwise.
+ */
+export async function startRegistry(dir: string, opts: { readonly htpasswd?: string } = {}): Promise<Registry> {
   const port = testPortRange(1).min;
   const host = `127.0.0.1:${String(port)}`;
   const storage = join(dir, "registry");
   await mkdir(storage, { recursive: true });
   const config = join(dir, "registry.yml");
-  await writeFile(config, `version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: ${storage}\n  delete:\n    enabled: true\nhttp:\n  addr: ${host}\nlog:\n  level: error\n`);
+  await writeFile(config, `version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: ${storage}\n  delete:\n    enabled: true\nhttp:\n  addr: ${host}\nlog:\n  level: error\n${opts.htpasswd === undefined ? "" : `auth:\n  htpasswd:\n    realm: warden-test\n    path: ${opts.htpasswd}\n`}`);
   let child: ChildProcess;
   const up = async (): Promise<void> => {
     // Its log goes nowhere: every 404 a test provokes on purpose is an error line there.
@@ -113,9 +125,9 @@ export interface BuiltImage {
  * Writes an OCI image layout at `dir` holding one image of `layers` (each a
  * tar or tar+gzip archive) tagged `tag`, and pushes it with `skopeo copy` to
  * `registry/repo:tag`. skopeo keeps the manifest's bytes, so the digest
- * computed here is the one the registry serves.
+ * computed here is the one the registry serves. `creds` ("user:password") logs in to a registry that wants it.
  */
-export async function pushImage(dir: string, registry: string, repo: string, tag: string, layers: readonly Buffer[]): Promise<BuiltImage> {
+export async function pushImage(dir: string, registry: string, repo: string, tag: string, layers: readonly Buffer[], creds?: string): Promise<BuiltImage> {
   const blobs = join(dir, "blobs", "sha256");
   await mkdir(blobs, { recursive: true });
   const put = async (b: Buffer | string): Promise<{ sha256: string; size: number }> => {
@@ -135,6 +147,6 @@ export async function pushImage(dir: string, registry: string, repo: string, tag
   const manifest = await put(manifestText);
   await writeFile(join(dir, "oci-layout"), JSON.stringify({ imageLayoutVersion: "1.0.0" }));
   await writeFile(join(dir, "index.json"), JSON.stringify({ schemaVersion: 2, manifests: [{ mediaType: "application/vnd.oci.image.manifest.v1+json", digest: `sha256:${manifest.sha256}`, size: manifest.size, annotations: { "org.opencontainers.image.ref.name": tag } }] }));
-  await run("/usr/bin/skopeo", ["copy", "--quiet", "--insecure-policy", "--preserve-digests", "--dest-tls-verify=false", `oci:${dir}:${tag}`, `docker://${registry}/${repo}:${tag}`], { timeout: 120_000 });
+  await run("/usr/bin/skopeo", ["copy", "--quiet", "--insecure-policy", "--preserve-digests", "--dest-tls-verify=false", ...(creds === undefined ? [] : ["--dest-creds", creds]), `oci:${dir}:${tag}`, `docker://${registry}/${repo}:${tag}`], { timeout: 120_000 });
   return { manifest: manifest.sha256, layers: described.map((l) => ({ sha256: l.sha256, size: l.size, bytes: l.bytes })) };
 }

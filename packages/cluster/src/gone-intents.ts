@@ -17,7 +17,7 @@ export interface GoneIntents {
  * or the loader tracks it again) are dropped, so what is kept never exceeds
  * the node's open intents.
  */
-export function goneIntents(missing: ReadonlyMap<string, number>, watched: Iterable<string>, present: ReadonlySet<string>): GoneIntents {
+export function goneIntents(missing: ReadonlyMap<string, number>, watched: Iterable<string>, present: Pick<ReadonlySet<string>, "has">): GoneIntents {
   const gone: string[] = [];
   const next = new Map<string, number>();
   const counted = new Set<string>();
@@ -30,4 +30,11 @@ export function goneIntents(missing: ReadonlyMap<string, number>, watched: Itera
     else next.set(incarnation, count);
   }
   return { gone, missing: next };
+}
+
+/** The incarnations of `open` (a node's open stop intents) the loader no longer tracks: the ones goneIntents watches. */
+export function untracked(open: Iterable<string>, loader: { knows(incarnation: string): boolean }): string[] {
+  const out: string[] = [];
+  for (const inc of open) if (!loader.knows(inc)) out.push(inc);
+  return out;
 }

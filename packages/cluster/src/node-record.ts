@@ -1,7 +1,9 @@
 import type { ArtifactCacheReport, ForeignProcess, GpuInfo, InventoryEntry, NodeResources, OrphanProcess } from "@warden/proto";
 import type { AgentPort } from "@warden/loader";
+import type { BundleFact } from "@warden/placement";
 import type { NodeLimits } from "./node-limits.js";
 import type { InventoryDeltaReport, ReportedInventory } from "./inventory-delta.js";
+import type { SettledMark } from "./unchanged-heartbeat.js";
 
 export type NodeHealthState = "ready" | "unreachable" | "lost";
 
@@ -78,6 +80,12 @@ export interface NodeRecord<C> {
    * epoch (older epochs' heartbeats are refused). Capped per node, oldest out.
    */
   readonly fences: Map<string, bigint>;
+  /**
+   * Set by a full reconcile that left the node settled (unchanged-heartbeat.ts):
+   * its next empty delta skips the reconcile while the mark still holds.
+   * Undefined until then, and after any reconcile that left something pending.
+   */
+  settled: SettledMark | undefined;
   /** Aborts the node's exit watch (the connector's WatchBackends stream). */
   watchAbort: AbortController | undefined;
   /** Placement limits from the agent's config (Register); replaced on every registration. */
@@ -92,6 +100,8 @@ export interface NodeArtifactCache {
   readonly evictableBytes: number;
   /** Verified digests (hex) it holds; undefined until the agent sent its set. */
   readonly digests: ReadonlySet<string> | undefined;
+  /** Catalog backend name → its bundle there (ArtifactCacheReport.bundles); undefined until the agent sent its list (an older agent never does: no bundle counted). */
+  readonly bundles?: ReadonlyMap<string, BundleFact> | undefined;
 }
 
 /**

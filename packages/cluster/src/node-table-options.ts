@@ -56,4 +56,18 @@ export interface NodeTableOptions<C> {
   readonly maxNodes?: number;
   /** Cap on the entries a delta heartbeat may leave a node's inventory with (the full one's cap). @default 4096 */
   readonly maxInventory?: number;
+  /**
+   * Whether an empty delta on a settled node skips the inventory reconcile
+   * (unchanged-heartbeat.ts; every decision stays the same). False reconciles
+   * every heartbeat whole, as before — for comparisons (the simulation's,
+   * `npm run bench -- heartbeat-delta`). @default true
+   */
+  readonly skipUnchangedReconcile?: boolean;
+  /**
+   * Test-only (the simulation's differential mode): called instead of the
+   * skip on each heartbeat that would skip the reconcile, with the full
+   * reconcile of that heartbeat, which it must run — so a checker can see
+   * whether the full reconcile changes anything the skip would have left.
+   */
+  readonly checkUnchanged?: (nodeId: string, reconcile: () => void) => void;
 }

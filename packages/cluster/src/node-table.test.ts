@@ -283,6 +283,7 @@ function loaderTrackingNothing(): Loader {
     heldInstances: () => [],
     leftoverList: () => [],
     heldOn: () => [],
+    heldStamp: () => 0,
     leftoversOn: () => [],
     startingElsewhere: () => [].values(), journalReplicas: { ofModel: () => [].values(), nodeReported: () => [] } as unknown as Loader["journalReplicas"],
     retryLeftoversNow: () => {},

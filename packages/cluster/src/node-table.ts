@@ -1,6 +1,6 @@
 import { capExceeded } from "@warden/common";
 import type { AgentDirectory, AgentPort, InventoryAnswer, InventoryHit, InventoryPort, Loader } from "@warden/loader";
-import { BackendState } from "@warden/proto";
+import { BackendState, type InventoryEntry } from "@warden/proto";
 import { invalidArgument, permissionDenied } from "@warden/common";
 import { heartbeatOrder, sequenceOutOfBounds } from "./heartbeat-order.js";
 import { fenceIncarnation, maxFencesPerNode, unfencedInventory } from "./incarnation-fences.js";
@@ -9,12 +9,13 @@ import { massUnreachability, nextHealth, type HealthCause } from "./node-health.
 import type { HeartbeatAnswer, HeartbeatReport, NodeRecord, NodeRegistration } from "./node-record.js";
 import { awaitsInventory } from "./node-record.js";
 import { artifactCacheOf } from "./artifact-cache-report.js";
-import { applyInventoryDelta, fullReported } from "./inventory-delta.js";
+import { applyInventoryDelta, fullReported, type ReportedInventory } from "./inventory-delta.js";
 import { freshForeign } from "./fresh-foreign.js";
-import { goneIntents } from "./gone-intents.js";
+import { goneIntents, untracked } from "./gone-intents.js";
 import { OrphanTracker } from "./orphan-tracker.js";
-import { reconcileInventory } from "./reconcile-inventory.js";
-import { startingElsewhere } from "./starting-elsewhere.js";
+import { otherNodesIncarnation, reconcileInventory } from "./reconcile-inventory.js";
+import { nodeOccupancy } from "./starting-elsewhere.js";
+import { settledMark, unchangedHeartbeat } from "./unchanged-heartbeat.js";
 import type { NodeLimits } from "./node-limits.js";
 import type { NodeTableOptions } from "./node-table-options.js";
 
@@ -58,6 +59,8 @@ export class NodeTable<C> implements AgentDirectory, InventoryPort {
   attach(loader: Loader, openIntent: (incarnation: string) => boolean): void {
     this.loader = loader;
     this.openIntent = openIntent;
+    // Marks name another loader's stamps.
+    for (const n of this.nodes.values()) n.settled = undefined;
   }
 
   /** Nodes by id; cached between registrations (placement asks on every load). */
@@ -220,6 +223,7 @@ export class NodeTable<C> implements AgentDirectory, InventoryPort {
       agentLimits: init.limits ?? {},
       // A registration is followed by a heartbeat with the agent's whole digest set.
       artifactCache: sameBoot ? existing.artifactCache : undefined,
+      settled: undefined,
     };
     this.nodes.set(init.nodeId, rec);
     this.sorted = undefined;
@@ -241,7 +245,8 @@ export class NodeTable<C> implements AgentDirectory, InventoryPort {
    * sequence) than the last one seen is ignored; a delta is applied only onto
    * the very inventory it is against (its base sequence, the same boot epoch)
    * and only when the result matches its digest — otherwise nothing changes
-   * and the agent is asked for a full inventory.
+   * and the agent is asked for a full inventory. An empty delta on a settled
+   * node skips the inventory reconcile (unchanged-heartbeat.ts).
    */
   receive(hb: HeartbeatReport): HeartbeatAnswer {
     const n = this.nodes.get(hb.nodeId);
@@ -252,12 +257,12 @@ export class NodeTable<C> implements AgentDirectory, InventoryPort {
     const far = sequenceOutOfBounds({ sequence: n.sequence, hasInventory: n.inventory !== undefined }, hb.sequence, this.o.clock.now() - n.lastHeartbeatMs);
     if (far !== undefined) throw invalidArgument("sequence", far);
     const field = hb.delta === undefined ? "backends" : "delta.upserts";
-    const foreignAt = this.otherNodesIncarnation(n.nodeId, hb.delta?.upserts ?? hb.backends);
+    const foreignAt = this.loader === undefined ? undefined : otherNodesIncarnation(this.loader, n.nodeId, hb.delta?.upserts ?? hb.backends);
     if (foreignAt !== undefined) throw permissionDenied(`${field}[${String(foreignAt.index)}].incarnation`, `"${foreignAt.incarnation}" runs on node "${foreignAt.owner}", not "${n.nodeId}": a node reports only its own instances`);
     const applied = hb.delta === undefined ? ({ t: "applied", reported: fullReported(hb.sequence, hb.backends) } as const) : applyInventoryDelta(n.reported, hb.sequence, hb.delta, this.o.maxInventory ?? 4096);
     if (applied.t === "mismatch") return "send-full";
-    n.reported = applied.reported;
-    const backends = hb.delta === undefined ? hb.backends : Array.from(applied.reported.entries.values(), (r) => r.entry);
+    const reported = applied.reported;
+    n.reported = reported;
     n.vouched = true;
     n.sequence = hb.sequence;
     n.lastHeartbeatMs = this.o.clock.now();
@@ -265,18 +270,31 @@ export class NodeTable<C> implements AgentDirectory, InventoryPort {
     // Back (first inventory since it registered, or reachable again): its leftovers' stops are retried now.
     const returned = n.inventory === undefined || n.state !== "ready";
     this.transition(n, "heartbeat");
+    const full = (): void => {
+      this.applyInventory(n, hb, hb.delta === undefined ? hb.backends : Array.from(reported.entries.values(), (r) => r.entry), returned);
+    };
+    const loader = this.loader;
+    if (loader === undefined || !this.unchanged(n, loader, hb, returned)) full();
+    else if (this.o.checkUnchanged !== undefined) this.o.checkUnchanged(n.nodeId, full);
+    else this.applyUnchanged(n, loader, hb, reported);
+    return "ok";
+  }
+
+  /** Whether this applied heartbeat may skip the reconcile (unchanged-heartbeat.ts). O(1) but for the node's leftovers (none on that path). */
+  private unchanged(n: NodeRecord<C>, loader: Loader, hb: HeartbeatReport, returned: boolean): boolean {
+    if (this.o.skipUnchangedReconcile === false) return false;
+    return unchangedHeartbeat({ delta: hb.delta, orphanCount: hb.orphans.length, mark: n.settled, wasReady: !returned, fenceCount: n.fences.size, heldStamp: loader.heldStamp(n.nodeId), leftoverCount: loader.leftoversOn(n.nodeId).length });
+  }
+
+  /**
+   * The applied heartbeat's inventory, stored and reconciled whole with the
+   * loader (adoptions, exits, missing counts, the journal's unconfirmed
+   * instances, gone intents, orphans), then whether that left the node settled.
+   */
+  private applyInventory(n: NodeRecord<C>, hb: HeartbeatReport, backends: InventoryEntry[], returned: boolean): void {
     const loader = this.loader;
     n.inventory = unfencedInventory(n.fences, hb.sequence, backends, loader === undefined ? undefined : (inc) => loader.isGone(inc));
-    n.orphans = hb.orphans;
-    const foreign = hb.foreign ?? [];
-    const fresh = freshForeign(n.foreign, foreign);
-    n.foreign = foreign;
-    if (fresh.length > 0) this.o.onForeign?.(n.nodeId, fresh);
-    if (hb.artifactCache !== undefined) n.artifactCache = artifactCacheOf(hb.artifactCache, n.artifactCache);
-    if (hb.resources !== undefined) {
-      n.resources = hb.resources;
-      loader?.reportMemory(n.nodeId, memoryReading(hb.resources));
-    }
+    this.applyReport(n, hb, loader);
     if (loader !== undefined) {
       const live = reconcileInventory(loader, { nodeId: n.nodeId, inventory: n.inventory, report: { bootEpoch: hb.bootEpoch, sequence: hb.sequence }, missing: n.missing, openIntent: this.openIntent, ...(this.o.onAdopted === undefined ? {} : { onAdopted: this.o.onAdopted }) });
       // Same turn: what the journal said ran here is now adopted or known not to run.
@@ -288,45 +306,54 @@ export class NodeTable<C> implements AgentDirectory, InventoryPort {
       // Its first inventory since it registered (perhaps with a new catalog): bundleStale may answer otherwise now.
       loader?.bundlesChanged(n.nodeId);
     }
-    const client = n.client;
-    this.orphans.track(n.nodeId, hb.orphans, this.o.clock.now(), this.paused, (orphan) => this.o.connector.stopOrphan(client, orphan));
+    this.trackOrphans(n, hb);
     // Orphans (live processes without a complete record) count toward the
     // node's limit, groups and memory; never selectable, never routed.
-    loader?.setOrphans(n.nodeId, [
-      ...hb.orphans.map((o) => {
-        const spec = o.model === "" ? undefined : loader.modelSpec(o.model);
-        return { kind: "orphan" as const, key: `pid:${String(o.pid)}`, model: o.model === "" ? undefined : o.model, groups: spec?.groups ?? [], sizeBytes: Number(o.memoryBytes) };
-      }),
-      ...startingElsewhere(loader, n.inventory),
-    ]);
-    return "ok";
-  }
-
-  /** Counts this applied inventory against the node's open intents the loader no longer tracks; reports the twice-missing. */
-  private settleGoneIntents(n: NodeRecord<C>, loader: Loader, live: ReadonlySet<string>): void {
-    const { openIntentsOn, onIntentsGone } = this.o;
-    if (openIntentsOn === undefined || onIntentsGone === undefined) return;
-    const watched: string[] = [];
-    for (const inc of openIntentsOn(n.nodeId)) if (!loader.knows(inc)) watched.push(inc);
-    const r = goneIntents(n.intentMisses, watched, live);
-    n.intentMisses = r.missing;
-    if (r.gone.length > 0) onIntentsGone(n.nodeId, r.gone);
+    loader?.setOrphans(n.nodeId, nodeOccupancy(loader, hb.orphans, n.inventory));
+    n.settled = loader === undefined ? undefined : settledMark({ inventory: n.inventory, reportedCount: backends.length, orphanCount: hb.orphans.length, fenceCount: n.fences.size, missingCount: n.missing.size, held: loader.heldOn(n.nodeId), heldStamp: loader.heldStamp(n.nodeId), leftoverCount: loader.leftoversOn(n.nodeId).length });
   }
 
   /**
-   * The first inventory entry naming an incarnation the loader holds on
-   * another node (one map lookup per entry): a node never reports, adopts or
-   * ends another node's instances.
+   * An unchanged heartbeat on a settled node: the stored inventory and the
+   * reconcile's results stand (unchanged-heartbeat.ts says why); the report's
+   * other parts apply, and what the loader or the outbox may have changed
+   * since is settled as the reconcile would: the journal's unconfirmed
+   * instances and open intents the loader no longer tracks, against the
+   * inventory (every entry live). O(those), not O(the node's instances).
    */
-  private otherNodesIncarnation(nodeId: string, backends: readonly HeartbeatReport["backends"][number][]): { index: number; incarnation: string; owner: string } | undefined {
-    const loader = this.loader;
-    if (loader === undefined) return undefined;
-    for (let i = 0; i < backends.length; i++) {
-      const inc = backends[i]?.incarnation ?? "";
-      const owner = loader.nodeOf(inc);
-      if (owner !== undefined && owner !== nodeId) return { index: i, incarnation: inc, owner };
+  private applyUnchanged(n: NodeRecord<C>, loader: Loader, hb: HeartbeatReport, reported: ReportedInventory): void {
+    this.applyReport(n, hb, loader);
+    loader.journalReplicas.nodeReported(n.nodeId, reported.entries);
+    this.settleGoneIntents(n, loader, reported.entries);
+    this.trackOrphans(n, hb);
+  }
+
+  /** The heartbeat's orphans, foreign processes, artifact cache and resources. */
+  private applyReport(n: NodeRecord<C>, hb: HeartbeatReport, loader: Loader | undefined): void {
+    n.orphans = hb.orphans;
+    const foreign = hb.foreign ?? [];
+    const fresh = freshForeign(n.foreign, foreign);
+    n.foreign = foreign;
+    if (fresh.length > 0) this.o.onForeign?.(n.nodeId, fresh);
+    if (hb.artifactCache !== undefined) n.artifactCache = artifactCacheOf(hb.artifactCache, n.artifactCache);
+    if (hb.resources !== undefined) {
+      n.resources = hb.resources;
+      loader?.reportMemory(n.nodeId, memoryReading(hb.resources));
     }
-    return undefined;
+  }
+
+  private trackOrphans(n: NodeRecord<C>, hb: HeartbeatReport): void {
+    const client = n.client;
+    this.orphans.track(n.nodeId, hb.orphans, this.o.clock.now(), this.paused, (orphan) => this.o.connector.stopOrphan(client, orphan));
+  }
+
+  /** Counts this applied inventory against the node's open intents the loader no longer tracks; reports the twice-missing. */
+  private settleGoneIntents(n: NodeRecord<C>, loader: Loader, live: Pick<ReadonlySet<string>, "has">): void {
+    const { openIntentsOn, onIntentsGone } = this.o;
+    if (openIntentsOn === undefined || onIntentsGone === undefined) return;
+    const r = goneIntents(n.intentMisses, untracked(openIntentsOn(n.nodeId), loader), live);
+    n.intentMisses = r.missing;
+    if (r.gone.length > 0) onIntentsGone(n.nodeId, r.gone);
   }
 
   /** Moves nodes whose heartbeats stopped to unreachable, then lost. The owner calls it periodically. */

@@ -62,7 +62,7 @@ function replicasAt(by: Map<string, NodeReplicas>, nodeId: string): NodeReplicas
 /** The candidate's disk facts from the node's artifact cache report (none when not reported). */
 function diskFactsOf(c: NodeArtifactCache | undefined): DiskFacts {
   if (c === undefined) return {};
-  return { diskFreeBytes: c.freeBytes, diskEvictableBytes: c.evictableBytes, ...(c.digests === undefined ? {} : { cachedDigests: c.digests }) };
+  return { diskFreeBytes: c.freeBytes, diskEvictableBytes: c.evictableBytes, ...(c.digests === undefined ? {} : { cachedDigests: c.digests }), ...(c.bundles === undefined ? {} : { backendBundles: c.bundles }) };
 }
 
 function labelsMatch(labels: Readonly<Record<string, string>>, selector: Readonly<Record<string, string>>): boolean {

@@ -75,6 +75,20 @@ export function reconcileInventory(loader: Loader, r: ReconcileInput): Set<strin
   return new Set(r.inventory.filter((e) => e.state !== BackendState.EXITED).map((e) => e.incarnation));
 }
 
+/**
+ * The first inventory entry naming an incarnation the loader holds on
+ * another node (one map lookup per entry): a node never reports, adopts or
+ * ends another node's instances.
+ */
+export function otherNodesIncarnation(loader: Loader, nodeId: string, backends: readonly InventoryEntry[]): { index: number; incarnation: string; owner: string } | undefined {
+  for (let i = 0; i < backends.length; i++) {
+    const inc = backends[i]?.incarnation ?? "";
+    const owner = loader.nodeOf(inc);
+    if (owner !== undefined && owner !== nodeId) return { index: i, incarnation: inc, owner };
+  }
+  return undefined;
+}
+
 function predates(report: ReconcileInput["report"], floor: ReportFloor | undefined): boolean {
   return report !== undefined && floor !== undefined && report.bootEpoch === floor.bootEpoch && report.sequence <= floor.sequence;
 }

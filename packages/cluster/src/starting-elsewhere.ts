@@ -1,6 +1,6 @@
 import type { OccupancyEntry } from "@warden/watchdog";
 import type { Loader } from "@warden/loader";
-import { BackendState, type InventoryEntry } from "@warden/proto";
+import { BackendState, type InventoryEntry, type OrphanProcess } from "@warden/proto";
 
 /**
  * Instances a node's inventory lists as starting (not ready, not exited, no
@@ -22,4 +22,15 @@ export function startingElsewhere(loader: Loader, inventory: readonly InventoryE
     out.push({ kind: "unconfirmed", key: e.incarnation, model: e.model === "" ? undefined : e.model, groups: spec?.groups ?? [], sizeBytes: spec?.sizeBytes ?? 0 });
   }
   return out;
+}
+
+/** What a node holds that the loader does not (Loader.setOrphans): its reported orphans, then its loads starting elsewhere. */
+export function nodeOccupancy(loader: Loader, orphans: readonly OrphanProcess[], inventory: readonly InventoryEntry[] | undefined): OccupancyEntry[] {
+  return [
+    ...orphans.map((o) => {
+      const spec = o.model === "" ? undefined : loader.modelSpec(o.model);
+      return { kind: "orphan" as const, key: `pid:${String(o.pid)}`, model: o.model === "" ? undefined : o.model, groups: spec?.groups ?? [], sizeBytes: Number(o.memoryBytes) };
+    }),
+    ...startingElsewhere(loader, inventory),
+  ];
 }

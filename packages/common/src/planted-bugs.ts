@@ -71,6 +71,8 @@ export const plantedBugNames = [
   "resume-any-key",
   /** prefix routing: the longest matching prefix wins whatever its calls in flight (the balance margin ignored). */
   "prefix-ignores-margin",
+  /** unchanged heartbeats: a node counts as settled while a ready instance it holds is missing from its inventory (a pending missing count), so empty deltas skip the second count. */
+  "unchanged-ignores-missing",
 ] as const;
 
 export type PlantedBug = (typeof plantedBugNames)[number];

@@ -140,6 +140,27 @@ function toMessage(schema: DescMessage, value: unknown): object {
   return create(schema, value as never);
 }
 
+/**
+ * Runs a grpc-js call constructor without a caller stack trace. grpc-js keeps
+ * an Error made at the call's start (to append the caller's stack to a failed
+ * call's error) until the call ends, and V8 keeps every frame of that stack —
+ * the functions and their closures — with it. A long-lived stream (an agent's
+ * WatchBackends, a HeartbeatStream) thereby kept whatever was on the stack when
+ * it began: the coordinator kept every node's finished Register call, its
+ * metadata and decoder, for as long as the node's watch stream lived. Warden's
+ * errors never show grpc-js's caller stack (fromGrpcError), so none is taken;
+ * it also spares every call the cost of capturing one.
+ */
+function withoutCallerStack<T>(start: () => T): T {
+  const limit = Error.stackTraceLimit;
+  Error.stackTraceLimit = 0;
+  try {
+    return start();
+  } finally {
+    Error.stackTraceLimit = limit;
+  }
+}
+
 function unaryCall(client: GrpcClient, m: DescMethod, headers: Readonly<Record<string, string>> | undefined, probe: LivenessProbe) {
   const def = methodDefinition(m);
   return async (request: unknown, opts?: CallOptions): Promise<unknown> => {
@@ -149,18 +170,20 @@ function unaryCall(client: GrpcClient, m: DescMethod, headers: Readonly<Record<s
     return new Promise((resolve, reject) => {
       let unhook = (): void => {};
       let silent: WardenError | undefined;
-      const call = client.makeUnaryRequest(
-        def.path,
-        def.requestSerialize,
-        def.responseDeserialize,
-        toMessage(m.input, request),
-        metadataOf(headers, opts),
-        grpcCallOptions(opts),
-        (err: ServiceError | null, value?: unknown) => {
-          unhook();
-          if (err !== null) reject(failureOf(err, opts, silent));
-          else resolve(value);
-        },
+      const call = withoutCallerStack(() =>
+        client.makeUnaryRequest(
+          def.path,
+          def.requestSerialize,
+          def.responseDeserialize,
+          toMessage(m.input, request),
+          metadataOf(headers, opts),
+          grpcCallOptions(opts),
+          (err: ServiceError | null, value?: unknown) => {
+            unhook();
+            if (err !== null) reject(failureOf(err, opts, silent));
+            else resolve(value);
+          },
+        ),
       );
       unhook = hook(call, opts, withinMs === undefined ? undefined : { probe, withinMs, onSilent: (e) => (silent = e) });
     });
@@ -181,7 +204,7 @@ async function* readAll(stream: AsyncIterable<unknown>, opts: CallOptions | unde
 async function* boundedStream(client: GrpcClient, m: DescMethod, headers: Readonly<Record<string, string>> | undefined, probe: LivenessProbe, request: unknown, opts: CallOptions, withinMs: number): AsyncGenerator {
   await whenPeerAnswers(probe.connection(), probe.address, opts, withinMs);
   const def = methodDefinition(m);
-  const call = client.makeServerStreamRequest(def.path, def.requestSerialize, def.responseDeserialize, toMessage(m.input, request), metadataOf(headers, opts), grpcCallOptions(opts));
+  const call = withoutCallerStack(() => client.makeServerStreamRequest(def.path, def.requestSerialize, def.responseDeserialize, toMessage(m.input, request), metadataOf(headers, opts), grpcCallOptions(opts)));
   let silent: WardenError | undefined;
   const unhook = hook(call, opts, { probe, withinMs, onSilent: (e) => (silent = e) });
   try {
@@ -200,7 +223,7 @@ function serverStreamCall(client: GrpcClient, m: DescMethod, headers: Readonly<R
   return (request: unknown, opts?: CallOptions): AsyncIterable<unknown> => {
     const withinMs = opts?.answerWithinMs;
     if (opts !== undefined && withinMs !== undefined) return boundedStream(client, m, headers, probe, request, opts, withinMs);
-    const call = client.makeServerStreamRequest(def.path, def.requestSerialize, def.responseDeserialize, toMessage(m.input, request), metadataOf(headers, opts), grpcCallOptions(opts));
+    const call = withoutCallerStack(() => client.makeServerStreamRequest(def.path, def.requestSerialize, def.responseDeserialize, toMessage(m.input, request), metadataOf(headers, opts), grpcCallOptions(opts)));
     const unhook = hook(call, opts);
     const gen = readAll(call, opts, unhook);
     // Leaving the loop early (break/return) cancels the RPC instead of leaking it.
@@ -233,7 +256,7 @@ async function pump(call: ClientDuplexStream<unknown, object>, schema: DescMessa
 function bidiCall(client: GrpcClient, m: DescMethod, headers: Readonly<Record<string, string>> | undefined) {
   const def = methodDefinition(m);
   return (requests: AsyncIterable<unknown>, opts?: CallOptions): AsyncIterable<unknown> => {
-    const call = client.makeBidiStreamRequest(def.path, def.requestSerialize, def.responseDeserialize, metadataOf(headers, opts), grpcCallOptions(opts));
+    const call = withoutCallerStack(() => client.makeBidiStreamRequest(def.path, def.requestSerialize, def.responseDeserialize, metadataOf(headers, opts), grpcCallOptions(opts)));
     const unhook = hook(call, opts);
     void pump(call, m.input, requests);
     return readAll(call, opts, unhook);
@@ -245,11 +268,13 @@ function clientStreamCall(client: GrpcClient, m: DescMethod, headers: Readonly<R
   return (requests: AsyncIterable<unknown>, opts?: CallOptions): Promise<unknown> =>
     new Promise((resolve, reject) => {
       let unhook = (): void => {};
-      const call = client.makeClientStreamRequest(def.path, def.requestSerialize, def.responseDeserialize, metadataOf(headers, opts), grpcCallOptions(opts), (err: ServiceError | null, value?: unknown) => {
-        unhook();
-        if (err !== null) reject(fromGrpcError(err));
-        else resolve(value);
-      });
+      const call = withoutCallerStack(() =>
+        client.makeClientStreamRequest(def.path, def.requestSerialize, def.responseDeserialize, metadataOf(headers, opts), grpcCallOptions(opts), (err: ServiceError | null, value?: unknown) => {
+          unhook();
+          if (err !== null) reject(fromGrpcError(err));
+          else resolve(value);
+        }),
+      );
       unhook = hook(call, opts);
       void (async () => {
         try {

@@ -4,7 +4,12 @@ import { lenientRequestDeserializer } from "./request-decode.js";
 
 function serializer(schema: DescMessage) {
   // create() returns an existing message unchanged, so handlers may return init objects.
-  return (value: unknown): Buffer => Buffer.from(toBinary(schema, create(schema, value as Record<string, unknown>)));
+  return (value: unknown): Buffer => {
+    const bytes = toBinary(schema, create(schema, value as Record<string, unknown>));
+    // toBinary's result is a fresh array of exactly the message (its writer's slice): a Buffer over
+    // it, not a copy of it (a peer upload's chunks are hundreds of KiB, every copy counts).
+    return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  };
 }
 
 function deserializer(schema: DescMessage) {

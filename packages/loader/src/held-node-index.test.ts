@@ -132,3 +132,26 @@ describe("the loader's per-node indexes of held instances and leftovers", () => 
     );
   });
 });
+
+describe("HeldNodeIndex.stamp", () => {
+  it("is 0 while a node holds nothing, fresh on every add and remove, and never repeats for another set", async () => {
+    const { HeldNodeIndex } = await import("./held-node-index.js");
+    const idx = new HeldNodeIndex();
+    const h = (incarnation: string, nodeId = "n1") => ({ incarnation, nodeId }) as unknown as Parameters<typeof idx.add>[0];
+    expect(idx.stamp("n1")).toBe(0);
+    const x = h("X");
+    idx.add(x);
+    const one = idx.stamp("n1");
+    idx.add(h("Y", "n2")); // another node's change leaves n1's stamp
+    expect(idx.stamp("n1")).toBe(one);
+    const y = h("Y");
+    idx.add(y);
+    idx.remove(x);
+    const swapped = idx.stamp("n1"); // same size as at `one`, another set
+    expect(new Set([0, one, swapped]).size).toBe(3);
+    idx.remove(x); // not held: nothing changes
+    expect(idx.stamp("n1")).toBe(swapped);
+    idx.remove(y);
+    expect(idx.stamp("n1")).toBe(0);
+  });
+});

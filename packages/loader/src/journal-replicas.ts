@@ -59,7 +59,7 @@ export class JournalReplicas<H extends BackendHandle> {
    * reports it ready (adopted) or gone: otherwise, during its load, it would
    * count nowhere and a conflicting model could start beside it.
    */
-  nodeReported(nodeId: string, running?: ReadonlySet<string>): UnconfirmedReplica[] {
+  nodeReported(nodeId: string, running?: Pick<ReadonlySet<string>, "has">): UnconfirmedReplica[] {
     const out: UnconfirmedReplica[] = [];
     for (const u of [...this.s.unconfirmed.onNode(nodeId)]) {
       if (running?.has(u.incarnation) === true && !knows(this.s, u.incarnation)) continue;

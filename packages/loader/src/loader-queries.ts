@@ -92,6 +92,11 @@ export abstract class LoaderQueries<H extends BackendHandle = BackendHandle> {
     return this.s.heldByNode.on(nodeId);
   }
 
+  /** Which instances the loader holds on the node (HeldNodeIndex.stamp): equal stamps, the same instances. O(1). */
+  heldStamp(nodeId: string): number {
+    return this.s.heldByNode.stamp(nodeId);
+  }
+
   /**
    * The node's answer to `bundleStale` may have changed (its agent reported
    * another backend bundle for an instance or its catalog): the next replica

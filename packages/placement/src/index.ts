@@ -3,5 +3,5 @@ export { lacksBackend, planPlacement } from "./plan-placement.js";
 export type { NodeCandidate, NodeVerdict, PlacementPlan, PlacementRequest, PlacementStrategy } from "./plan-placement.js";
 export { budgetBytes } from "./replica-constraints.js";
 export type { PlacementMemoryBudget, ReplicaFacts, SpreadMode } from "./replica-constraints.js";
-export { describePull, diskRoomBytes, formatBytes, pullBytesOf } from "./artifact-locality.js";
-export type { ArtifactNeed, DiskFacts } from "./artifact-locality.js";
+export { bundleOf, describePull, diskRoomBytes, formatBytes, pullBytesOf, pullNeedOf } from "./artifact-locality.js";
+export type { ArtifactNeed, BundleFact, DiskFacts, PullNeed } from "./artifact-locality.js";

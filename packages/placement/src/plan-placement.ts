@@ -1,4 +1,4 @@
-import { describePull, diskExclusion, pullBytesOf, type ArtifactNeed, type DiskFacts } from "./artifact-locality.js";
+import { describePull, diskExclusion, pullNeedOf, type ArtifactNeed, type DiskFacts, type PullNeed } from "./artifact-locality.js";
 import { budgetBytes, describeBudget, freeBytesOf, replicaExclusion, spreadTier, type ReplicaFacts, type SpreadMode } from "./replica-constraints.js";
 
 /** What placement needs to know about one node, computed by the caller from the registry and the watchdog. */
@@ -46,7 +46,11 @@ export interface PlacementRequest {
   readonly backend?: string;
   /** Anti-affinity of the model's replicas. @default "any" */
   readonly spread?: SpreadMode;
-  /** Files the model names by digest: a node must have disk room for what it lacks, and one holding them is preferred. */
+  /**
+   * Files the model names by digest: a node must have disk room for what it
+   * lacks (plus its backend's bundle when the node reported it not
+   * installed), and one holding them is preferred.
+   */
   readonly artifacts?: readonly ArtifactNeed[];
 }
 
@@ -68,8 +72,10 @@ export interface NodeVerdict {
   readonly eligible: boolean;
   /** Spread preference, ahead of the score: 0 no replica of the model here, 1 a device without one, 2 none (see `spreadTier`). */
   readonly spreadTier: number;
-  /** Bytes of the model's artifacts the node's cache lacks: among equal spread tiers, fewer wins (locality), ahead of the score. */
+  /** Bytes of the model's artifacts and its backend's bundle the node's cache lacks: among equal spread tiers, fewer wins (locality), ahead of the score. */
   readonly pullBytes?: number;
+  /** The model's backend bundle is not installed there (any size, known or not): among equal pull bytes, a node with it installed wins. */
+  readonly bundleMissing?: true;
   /**
    * Ruled out only by a state that ends by itself (draining, unreachable, no inventory yet, its
    * memory budget full of instances eviction cannot remove now, the model's
@@ -105,11 +111,17 @@ function staticMatch(req: PlacementRequest, n: NodeCandidate): boolean {
   return !lacksBackend(req, n);
 }
 
-/** Lower spread tier wins, then fewer bytes to pull (a node holding the artifacts), then the higher score; equal scores go to the smaller node id, so a plan is deterministic. */
+/**
+ * Lower spread tier wins, then fewer bytes to pull (a node holding the
+ * artifacts and the backend's bundle), then a node with the bundle installed
+ * (a bundle of unknown size counts 0 bytes), then the higher score; equal
+ * scores go to the smaller node id, so a plan is deterministic.
+ */
 function better(v: NodeVerdict, b: NodeVerdict | undefined): boolean {
   if (b === undefined) return true;
   if (v.spreadTier !== b.spreadTier) return v.spreadTier < b.spreadTier;
   if ((v.pullBytes ?? 0) !== (b.pullBytes ?? 0)) return (v.pullBytes ?? 0) < (b.pullBytes ?? 0);
+  if (v.bundleMissing !== b.bundleMissing) return v.bundleMissing === undefined;
   return v.score > b.score || (v.score === b.score && v.nodeId < b.nodeId);
 }
 
@@ -144,9 +156,11 @@ function verdict(req: PlacementRequest, n: NodeCandidate, strategy: PlacementStr
   if (budget !== undefined && req.sizeBytes > freeBytes + n.evictableBytes) {
     return { ...excluded(n, freeBytes, explain ? `over its ${describeBudget(n)}: needs ${String(req.sizeBytes)} bytes, ${describeFree(freeBytes)} free within it, eviction cannot make room` : ""), waitable: true };
   }
-  // Disk: a node whose cache cannot make room for what it must pull can only fail the start.
-  const pullBytes = pullBytesOf(req.artifacts, n);
-  const diskOut = diskExclusion(pullBytes, n, explain);
+  // Disk: a node whose cache cannot make room for what it must pull (artifacts and bundle) can only fail the start.
+  const pull = pullNeedOf(req.artifacts, req.backend, n);
+  const pullBytes = pull.bytes;
+  const missing = pull.bundle === "missing" || pull.bundle === "unknown" ? { bundleMissing: true as const } : {};
+  const diskOut = diskExclusion(pull, n, explain);
   if (diskOut !== undefined) return excluded(n, freeBytes, diskOut);
   if (n.blockingConflicts.length > 0) return excluded(n, freeBytes, explain ? `group conflict that eviction cannot resolve now: ${n.blockingConflicts.join(", ")}` : "", true);
   const memOk = req.sizeBytes <= freeBytes;
@@ -158,7 +172,7 @@ function verdict(req: PlacementRequest, n: NodeCandidate, strategy: PlacementStr
   const freeOut = Number.isFinite(freeBytes) ? freeBytes : 0;
   const tier = spreadTier(n);
   if (memOk && slotOk && conflictFree) {
-    return { nodeId: n.nodeId, fits: true, fitsAfterEviction: true, reason: explain ? `fits (${describeFree(freeBytes)} free${withinBudget(n)}, ${String(n.occupied)}/${n.limit === 0 ? "∞" : String(n.limit)} slots${describeTier(req.model, n)}${pullNote(req, pullBytes)})` : "", freeBytes: freeOut, score, eligible: true, spreadTier: tier, pullBytes };
+    return { nodeId: n.nodeId, fits: true, fitsAfterEviction: true, reason: explain ? `fits (${describeFree(freeBytes)} free${withinBudget(n)}, ${String(n.occupied)}/${n.limit === 0 ? "∞" : String(n.limit)} slots${describeTier(req.model, n)}${pullNote(req, pull)})` : "", freeBytes: freeOut, score, eligible: true, spreadTier: tier, pullBytes, ...missing };
   }
   const needs: string[] = [];
   if (explain) {
@@ -173,18 +187,19 @@ function verdict(req: PlacementRequest, n: NodeCandidate, strategy: PlacementStr
     nodeId: n.nodeId,
     fits: false,
     fitsAfterEviction,
-    reason: explain ? `${needs.join("; ")}${fitsAfterEviction ? " — evicting there would make room" : " — eviction cannot make room"}${describeTier(req.model, n)}${pullNote(req, pullBytes)}` : "",
+    reason: explain ? `${needs.join("; ")}${fitsAfterEviction ? " — evicting there would make room" : " — eviction cannot make room"}${describeTier(req.model, n)}${pullNote(req, pull)}` : "",
     freeBytes: freeOut,
     score: score - (strategy === "binpack" ? 0 : n.evictableBytes),
     eligible: true,
     spreadTier: tier,
     pullBytes,
+    ...missing,
   };
 }
 
-/** "; cached" or "; pull 4.2 GiB" after a node's reason when the model names artifacts. */
-function pullNote(req: PlacementRequest, pullBytes: number): string {
-  const d = describePull(req.artifacts, pullBytes);
+/** "; cached", "; pull 4.2 GiB", "; pull 5.2 GiB (bundle 1.0 GiB)", "; bundle cached" after a node's reason when the model names artifacts or its backend a bundle. */
+function pullNote(req: PlacementRequest, pull: PullNeed): string {
+  const d = describePull(req.artifacts, pull);
   return d === "" ? "" : `; ${d}`;
 }
 
@@ -214,8 +229,10 @@ function describeFree(bytes: number): string {
  * spread and the node's maxReplicasPerModel allow another replica,
  * no group conflict eviction cannot resolve (leftovers and orphans included),
  * memory estimate fits `min(total, budget) − max(reported use, reservations)`,
- * a free slot. Among the nodes that fit, those without a replica of the model
- * first (then a device without one), then binpack or spread; else plan
+ * its artifact cache can make room for what it lacks of the model's files and
+ * its backend's bundle, a free slot. Among the nodes that fit, those without
+ * a replica of the model first (then a device without one), then fewer bytes
+ * to pull (then the bundle installed), then binpack or spread; else plan
  * evictions on the best node where eviction would make room. Pure: ExplainPlacement and a real load ask the same
  * function, so they agree.
  */

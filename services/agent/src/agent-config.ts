@@ -148,6 +148,8 @@ export interface AgentConfig {
   backendTokenFile: string;
   /** File holding this node's token for the coordinator (its tokens file lists it as `node node=<nodeId>`). "" = none. @default "" */
   coordinatorTokenFile: string;
+  /** Private OCI registries' credentials, Docker's config.json format (registry-auth.ts); read at start and on SIGHUP. "" = anonymous pulls. @default "" */
+  registryAuthFile: string;
   /** Message, metadata and stream caps of the AgentService server and the NodeService client (agent-limits-config.ts). */
   limits: AgentLimits;
   /** `maxReplicasPerModel` and `memoryBudget`, sent in Register (agent-placement-limits.ts). @default {} */
@@ -163,7 +165,7 @@ const envNamePattern = /^[A-Za-z_][A-Za-z0-9_]*\*?$/;
 const topFields = new Set([
   "nodeId", "listen", "advertiseAddress", "labels", "backendHost", "ports", "stateDir", "catalog", "modelsPath", "readiness",
   "grace", "loadDeadline", "stopDeadline", "freeTimeout", "artifactPullTimeout", "artifactStallTimeout", "artifactCacheBudget", "nvidiaSmi", "gpus", "heartbeatInterval",
-  "logBufferLines", "adoptedPoll", "orphanScanInterval", "healthInterval", "tls", "insecure", "backendTokenFile", "coordinatorTokenFile", "limits",
+  "logBufferLines", "adoptedPoll", "orphanScanInterval", "healthInterval", "tls", "insecure", "backendTokenFile", "coordinatorTokenFile", "registryAuthFile", "limits",
   "maxReplicasPerModel", "memoryBudget",
 ]);
 
@@ -368,6 +370,7 @@ export function resolveAgentConfig(input: unknown, builtins: BuiltinCatalog = {}
     insecure: insecureFlag(input.insecure),
     backendTokenFile: input.backendTokenFile === undefined ? "" : str(input.backendTokenFile, "backendTokenFile"),
     coordinatorTokenFile: input.coordinatorTokenFile === undefined ? "" : str(input.coordinatorTokenFile, "coordinatorTokenFile"),
+    registryAuthFile: input.registryAuthFile === undefined ? "" : str(input.registryAuthFile, "registryAuthFile"),
     limits: parseAgentLimits(input.limits),
     placementLimits: parsePlacementLimits(input),
   };

@@ -3,6 +3,7 @@ import { dirname, isAbsolute } from "node:path";
 import { invalidArgument, readSecretFile } from "@warden/common";
 import { readCaBundle } from "@warden/grpc";
 import type { AgentConfig } from "./agent-config.js";
+import { readRegistryAuthFile } from "./registry-auth.js";
 
 function errText(err: unknown): string {
   const code = (err as NodeJS.ErrnoException).code;
@@ -34,7 +35,8 @@ export function writableDir(path: string, field: string): void {
 
 /**
  * Every file the config names besides `tls` (main.ts reads that itself):
- * the state dir (writable), the backend and coordinator token files, the models directory, each
+ * the state dir (writable), the backend and coordinator token files, the registry credentials
+ * file (checked whole), the models directory, each
  * catalog executable and backend CA, and an absolute nvidiaSmi — checked as
  * the user running `--check-config` (systemd's ExecStartPre runs as the
  * service user), failing naming the field and the path.
@@ -44,6 +46,7 @@ export function checkAgentFiles(config: AgentConfig, fieldPrefix = ""): void {
   writableDir(config.stateDir, f("stateDir"));
   if (config.backendTokenFile !== "") readSecretFile(config.backendTokenFile, f("backendTokenFile"));
   if (config.coordinatorTokenFile !== "") readSecretFile(config.coordinatorTokenFile, f("coordinatorTokenFile"));
+  if (config.registryAuthFile !== "") readRegistryAuthFile(config.registryAuthFile, f("registryAuthFile"));
   if (config.modelsPath !== undefined) {
     let dir: boolean;
     try {

@@ -1,8 +1,10 @@
 import { randomInt } from "node:crypto";
 import { ArtifactCache } from "./artifact-cache.js";
 import { BundleInstaller } from "./backend-bundle.js";
+import { BundleReport, registryLayers, type ImageLayerLister } from "./bundle-report.js";
 import type { StoreReader } from "./artifact-sources.js";
 import type { PeerClients } from "./peer-source.js";
+import type { RegistryLoginLookup } from "./registry-auth.js";
 import type { ArtifactCacheSnapshot } from "./node-heartbeat.js";
 import { setMaxListeners } from "node:events";
 import { join } from "node:path";
@@ -66,6 +68,10 @@ export interface AgentDeps {
   artifactFreeBytes?: (dir: string) => Promise<number>;
   /** Clients for other agents' PeerArtifactService (peer-source.ts); undefined = peers a start names are ignored. */
   peerClients?: PeerClients;
+  /** Credentials of private OCI registries for artifact and bundle pulls (main.ts reads registryAuthFile; SIGHUP swaps them). @default anonymous */
+  registryLogin?: RegistryLoginLookup;
+  /** Test seam: reads a bundle image's layers for the heartbeat's sizes. @default the registry's manifest (bundle-report.ts) */
+  bundleLayers?: ImageLayerLister;
 }
 
 /** The agent a coordinator embeds or main.ts serves. */
@@ -169,7 +175,9 @@ export function createAgent(config: AgentConfig, deps: AgentDeps = {}): Agent {
   // Completed pulls and start-driven bundle installs, until a coordinator audits them (report-outbox.ts).
   const pulls = new ReportOutbox<PullRecord>({ ...pullReportBounds, what: "artifact pulls", log: logger });
   const installs = new ReportOutbox<StartInstallRecord>({ ...bundleInstallReportBounds, what: "bundle installs by starts", log: logger });
-  const artifacts = config.modelsPath === undefined ? undefined : new ArtifactCache({ modelsPath: config.modelsPath, clock, logger, onEvicted: (e) => { evictions.record(e); }, onPulled: (p) => { pulls.record(p); }, pullTimeoutMs: config.artifactPullTimeoutMs, stallTimeoutMs: config.artifactStallTimeoutMs, storeReader: deps.storeReader, budgetBytes: config.artifactCacheBudgetBytes, liveDigests: () => table.live().map((p) => liveCacheDigests(p.id, config.catalog)), ...(deps.artifactFreeBytes === undefined ? {} : { freeBytes: deps.artifactFreeBytes }), ...(deps.peerClients === undefined ? {} : { peers: { selfNodeId: config.nodeId, clients: deps.peerClients } }) });
+  const artifacts = config.modelsPath === undefined ? undefined : new ArtifactCache({ modelsPath: config.modelsPath, clock, logger, onEvicted: (e) => { evictions.record(e); }, onPulled: (p) => { pulls.record(p); }, pullTimeoutMs: config.artifactPullTimeoutMs, stallTimeoutMs: config.artifactStallTimeoutMs, storeReader: deps.storeReader, budgetBytes: config.artifactCacheBudgetBytes, liveDigests: () => table.live().map((p) => liveCacheDigests(p.id, config.catalog)), ...(deps.artifactFreeBytes === undefined ? {} : { freeBytes: deps.artifactFreeBytes }), ...(deps.peerClients === undefined ? {} : { peers: { selfNodeId: config.nodeId, clients: deps.peerClients } }), ...(deps.registryLogin === undefined ? {} : { registryLogin: deps.registryLogin }) });
+  // What placement must count of each catalog bundle (heartbeat): images' sizes read in the background from start().
+  const bundleReport = artifacts === undefined ? undefined : new BundleReport({ catalog: config.catalog, cache: artifacts.index, clock, logger, listLayers: deps.bundleLayers ?? registryLayers(deps.registryLogin) });
   const ctx: AgentContext = {
     config,
     clock,
@@ -183,7 +191,7 @@ export function createAgent(config: AgentConfig, deps: AgentDeps = {}): Agent {
     ports,
     locks: new ModelLocks(),
     artifacts,
-    bundles: config.modelsPath === undefined || artifacts === undefined ? undefined : new BundleInstaller({ modelsPath: config.modelsPath, cache: artifacts, logger, onStartInstalled: (r) => { installs.record(r); } }),
+    bundles: config.modelsPath === undefined || artifacts === undefined ? undefined : new BundleInstaller({ modelsPath: config.modelsPath, cache: artifacts, logger, onStartInstalled: (r) => { installs.record(r); }, ...(deps.registryLogin === undefined ? {} : { registryLogin: deps.registryLogin }) }),
     hub,
     probe: createMemoryProbe({ nvidiaSmiPath: config.nvidiaSmiPath, procRoot }),
     table,
@@ -229,6 +237,8 @@ export function createAgent(config: AgentConfig, deps: AgentDeps = {}): Agent {
     await fence.load();
     const report = await adoptFromStateDir(ctx);
     started = true;
+    // Never awaited: a registry that is down leaves the images' sizes unknown, not the agent unstarted.
+    if (bundleReport?.any() === true) void bundleReport.resolve(closing.signal);
     report.orphans = await rescanOrphans().catch(() => []);
     scan.schedule();
     health.start();
@@ -286,7 +296,9 @@ export function createAgent(config: AgentConfig, deps: AgentDeps = {}): Agent {
       const cache = ctx.artifacts;
       if (cache === undefined) return undefined;
       const r = await cache.report().catch(() => undefined);
-      return r === undefined ? undefined : { ...r, digests: () => cache.index.digests(), evictions: () => evictions.next(), evictionsAcknowledged: (id) => { evictions.acknowledged(id); }, pulls: () => pulls.next(), pullsAcknowledged: (id) => { pulls.acknowledged(id); }, bundleInstalls: () => installs.next(), bundleInstallsAcknowledged: (id) => { installs.acknowledged(id); } };
+      if (r === undefined) return undefined;
+      const b = bundleReport?.any() === true ? bundleReport.snapshot() : undefined;
+      return { ...r, digests: () => cache.index.digests(), ...(b === undefined ? {} : { bundlesVersion: b.version, bundles: () => b.states }), evictions: () => evictions.next(), evictionsAcknowledged: (id) => { evictions.acknowledged(id); }, pulls: () => pulls.next(), pullsAcknowledged: (id) => { pulls.acknowledged(id); }, bundleInstalls: () => installs.next(), bundleInstallsAcknowledged: (id) => { installs.acknowledged(id); } };
     },
     raiseLeaderEpoch: (epoch) => fence.raise(epoch),
     auditDropped: () => ({ pulls: pulls.dropped(), bundleInstalls: installs.dropped() }),

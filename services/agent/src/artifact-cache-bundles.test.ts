@@ -1,8 +1,10 @@
 import { mkdtemp, mkdir, readdir, rm, utimes, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterEach, describe, expect, it } from "vitest";
-import { ManualClock, nullLogger } from "@warden/common";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { Code, ManualClock, WardenError, nullLogger } from "@warden/common";
+import { sha256Hex, startArtifactServer, type ArtifactServer } from "../../../test/support/artifact-server.js";
+import { tarOf } from "../../../test/support/oci-registry.js";
 import { ArtifactCache } from "./artifact-cache.js";
 import { BundleInstaller } from "./backend-bundle.js";
 import { diskUsage } from "./disk-usage.js";
@@ -93,6 +95,57 @@ describe("installed bundles in the cache's disk budget", () => {
     await bundles.ensure({ source: "https://example.invalid/a.tar", sha256: hex("a") } as never, AbortSignal.timeout(10_000));
     await (await cache.index.makeRoom(hex("9"), 1)).done();
     expect(evicted.map((e) => e.sha256)).toEqual([hex("b")]);
+  });
+});
+
+describe("a bundle's install in the disk budget", () => {
+  let server: ArtifactServer;
+  beforeAll(async () => {
+    server = await startArtifactServer();
+  });
+  afterAll(async () => {
+    await server.close();
+  });
+
+  /** An uncompressed tarball of `files` one-byte files and run.sh, served by the HTTP server. */
+  function tarball(name: string, files: number): { source: string; sha256: string; sizeBytes: number } {
+    const entries = [{ name: "run.sh", body: "#!/bin/sh\n", mode: 0o755 }, ...Array.from({ length: files }, (_, i) => ({ name: `f${String(i)}`, body: "x" }))];
+    const body = tarOf(entries, false);
+    server.files.set(`/${name}`, body);
+    return { source: `${server.url}/${name}`, sha256: sha256Hex(body), sizeBytes: body.length };
+  }
+
+  async function failure(p: Promise<unknown>): Promise<WardenError> {
+    const e: unknown = await p.then(() => undefined, (x: unknown) => x);
+    if (!(e instanceof WardenError)) throw new Error(`expected a WardenError, got ${String(e)}`);
+    return e;
+  }
+
+  it("makes room for the unpacked size on disk before the rename: blocks past the room fail RESOURCE_EXHAUSTED, nothing evicted, no staging left", async () => {
+    // 100 one-byte files: 101 bytes by their sizes, within the bound, but 100 disk blocks once unpacked.
+    const spec = tarball("blocks.tar", 100);
+    const root = await cacheWith({}, { f: 100 });
+    // Room for the tarball, the old 64 KiB file and 50 000 bytes more: far less than 100 blocks.
+    const { bundles, evicted } = agentCache(root, spec.sizeBytes + 64 * 1024 + 50_000);
+    const e = await failure(bundles.ensure(spec, AbortSignal.timeout(30_000)));
+    expect(e.code).toBe(Code.ResourceExhausted);
+    expect(e.rawMessage).toContain(`backend bundle ${spec.source} (sha256 ${spec.sha256}): no space left in the artifact cache: `);
+    expect(e.rawMessage).toContain("bytes unpacked (the bundle's size on disk); a disk budget of");
+    expect(evicted).toEqual([]);
+    expect(await readdir(join(root, ".warden-cache", "backends"))).toEqual([]);
+    expect((await readdir(join(root, ".warden-cache", "sha256"))).sort()).toEqual([hex("f"), spec.sha256].sort());
+  });
+
+  it("never counts its own tarball as room, also for an install no start holds a use of", async () => {
+    const spec = tarball("own.tar", 0);
+    const root = await cacheWith({}, {});
+    // Exactly the tarball: unpacked beside it, run.sh has no room unless the tarball it is read from went.
+    const { bundles, evicted } = agentCache(root, spec.sizeBytes);
+    const e = await failure(bundles.ensure(spec, AbortSignal.timeout(30_000)));
+    expect([e.code, e.rawMessage]).toEqual([Code.ResourceExhausted, `backend bundle ${spec.source} (sha256 ${spec.sha256}): no space left in the artifact cache: the bundle unpacks to more than 0 bytes; a disk budget of ${String(spec.sizeBytes)} bytes with ${String(spec.sizeBytes)} held, ${String(2 ** 40)} free on the file system; evicting every file no backend uses would free 0 (${String(spec.sizeBytes)} in use)`]);
+    expect(evicted).toEqual([]);
+    expect(await readdir(join(root, ".warden-cache", "sha256"))).toEqual([spec.sha256]);
+    expect(await readdir(join(root, ".warden-cache", "backends"))).toEqual([]);
   });
 });
 

@@ -2,7 +2,7 @@ import { lstat, readdir, stat, unlink } from "node:fs/promises";
 import { join } from "node:path";
 import { Code, WardenError, isHex64, type Clock, type Logger } from "@warden/common";
 import { cachePaths } from "./artifact-pull.js";
-import { planRoom, roomBytes, type CacheEntry } from "./cache-room-plan.js";
+import { planRoom, roomBytes, roomToMake, type CacheEntry, type MakeableRoom } from "./cache-room-plan.js";
 import { diskUsage } from "./disk-usage.js";
 
 /**
@@ -57,7 +57,8 @@ const key = (sha256: string, kind: CacheEntry["kind"]): string => `${kind}:${sha
  * holds its artifacts' digests from before its pull until it ends, and a live
  * backend holds the ones its record names. Makes room for a pull within the disk budget by evicting
  * least recently used files that no running or starting backend uses and no
- * pull writes (cache-room-plan.ts), each eviction logged.
+ * pull writes (cache-room-plan.ts), each eviction logged; a bundle install
+ * asks the most it may unpack (roomToMake), then room for its size on disk.
  */
 export class CacheIndex {
   private readonly entries = new Map<string, CacheEntry>();
@@ -65,7 +66,7 @@ export class CacheIndex {
   private reservedBytes = 0;
   private version = 0;
   private scanned: Promise<void> | undefined;
-  /** incarnation → digests of a start in progress (its backend, once in the table, holds them itself). */
+  /** incarnation → digests of a start in progress (its backend, once in the table, holds them itself); `bundle-install:<sha256>` → the layers an install reads. */
   private readonly holds = new Map<string, readonly string[]>();
   /** Digests a pull is writing now. */
   private readonly writing = new Set<string>();
@@ -101,17 +102,22 @@ export class CacheIndex {
     this.bundles = hooks;
   }
 
-  /** A bundle was installed: its directory's on-disk size counts from now, used now. */
-  async addBundle(sha256: string, dir: string): Promise<void> {
+  /** A bundle was installed: its directory's on-disk size (`sizeBytes` when the installer measured it already) counts from now, used now. */
+  async addBundle(sha256: string, dir: string, sizeBytes?: number): Promise<void> {
     await this.ready();
-    const sizeBytes = await diskUsage(dir);
-    this.put({ sha256, kind: "bundle", sizeBytes, lastUsedMs: this.o.clock.wallNow() });
+    const size = sizeBytes ?? (await diskUsage(dir));
+    this.put({ sha256, kind: "bundle", sizeBytes: size, lastUsedMs: this.o.clock.wallNow() });
   }
 
   /** A bundle was removed (RemoveBundle). */
   forgetBundle(sha256: string): void {
     const e = this.entries.get(key(sha256, "bundle"));
     if (e !== undefined) this.forget(e);
+  }
+
+  /** Whether the cache holds the digest's verified file (`final`) or its installed bundle (`bundle`). */
+  has(sha256: string, kind: "final" | "bundle"): boolean {
+    return this.entries.has(key(sha256, kind));
   }
 
   digests(): string[] {
@@ -132,12 +138,27 @@ export class CacheIndex {
   }
 
   /**
-   * Makes room for a pull of `sha256` that still has `needBytes` to write,
-   * evicting as planned, and reserves them until `done` is called (then the
-   * digest's files are stat'ed again). RESOURCE_EXHAUSTED when even eviction
-   * cannot make room: nothing is evicted then.
+   * The most a bundle install may unpack (cache-room-plan.ts roomToMake):
+   * room now plus every entry no eviction may touch, as makeRoom would judge
+   * it. The installer holds its own layers (hold) before asking, so they are
+   * not counted as evictable. Advisory: nothing is reserved or evicted; the
+   * unpacked size is judged by makeRoom once known.
    */
-  async makeRoom(sha256: string, needBytes: number): Promise<{ done: () => Promise<void> }> {
+  async roomToMake(): Promise<MakeableRoom> {
+    await this.ready();
+    const fsFreeBytes = await this.o.freeBytes(this.o.modelsPath);
+    const used = this.protectedDigests();
+    return roomToMake({ heldBytes: this.heldBytes, reservedBytes: this.reservedBytes, budgetBytes: this.o.budgetBytes, fsFreeBytes, entries: this.entries.values(), isProtected: (e) => this.isProtected(e, used) });
+  }
+
+  /**
+   * Makes room for a pull of `sha256` that still has `needBytes` to write
+   * (or, with `needLabel`, for an unpacked bundle of that size), evicting as
+   * planned, and reserves them until `done` is called (then the digest's
+   * files are stat'ed again). RESOURCE_EXHAUSTED when even eviction cannot
+   * make room: nothing is evicted then.
+   */
+  async makeRoom(sha256: string, needBytes: number, needLabel?: string): Promise<{ done: () => Promise<void> }> {
     await this.ready();
     const fsFreeBytes = await this.o.freeBytes(this.o.modelsPath);
     // From here to the reservation nothing awaits: concurrent pulls each see the other's promise.
@@ -150,9 +171,9 @@ export class CacheIndex {
       reservedBytes: this.reservedBytes,
       budgetBytes: this.o.budgetBytes,
       fsFreeBytes,
+      ...(needLabel === undefined ? {} : { needLabel }),
       entries: this.entries.values(),
-      // A bundle can only go through its installer (which knows the starts using it).
-      isProtected: (e) => used === "all" || used.has(e.sha256) || (e.kind === "bundle" && this.bundles === undefined),
+      isProtected: (e) => this.isProtected(e, used),
     });
     if (plan.t === "no-room") {
       this.writing.delete(sha256);
@@ -201,6 +222,11 @@ export class CacheIndex {
 
   private dir(): string {
     return join(this.o.modelsPath, ".warden-cache");
+  }
+
+  private isProtected(e: CacheEntry, used: ReadonlySet<string> | "all"): boolean {
+    // A bundle can only go through its installer (which knows the starts using it).
+    return used === "all" || used.has(e.sha256) || (e.kind === "bundle" && this.bundles === undefined);
   }
 
   /** Digests no eviction may touch; "all" while a live backend's files are not known. */

@@ -6,6 +6,7 @@ import { httpSource, storeSource, type StoreReader } from "./artifact-sources.js
 import { hashFile } from "./peer-upload.js";
 import { peerCertificateRefusal, peerSource, type PeerClients, type PeerSpec } from "./peer-source.js";
 import { ociBlobSource } from "./oci-blob-source.js";
+import type { RegistryLoginLookup } from "./registry-auth.js";
 import { SingleFlight } from "./single-flight.js";
 
 export interface ArtifactCacheOptions {
@@ -28,6 +29,8 @@ export interface ArtifactCacheOptions {
   readonly liveDigests?: () => Iterable<readonly string[] | undefined>;
   /** Fetching from other agents (peer-source.ts): this node's id and its clients; undefined = peers named by a start are ignored. */
   readonly peers?: { readonly selfNodeId: string; readonly clients: PeerClients };
+  /** Credentials of private OCI registries (registryAuthFile), asked at each pull so a reload applies to the next one. @default anonymous */
+  readonly registryLogin?: RegistryLoginLookup;
   /** Told of each completed pull that fetched bytes (the heartbeat reports it; the coordinator audits it as artifact.pulled). */
   readonly onPulled?: (p: PullRecord) => void;
 }
@@ -134,7 +137,7 @@ export class ArtifactCache {
     const storePath = storePathOf(spec.source);
     const reader = this.o.storeReader;
     if (storePath !== undefined && reader === undefined) throw new WardenError(Code.FailedPrecondition, "this agent reads no coordinator store (it runs without --coordinator)");
-    const origin = storePath !== undefined ? storeSource(reader as StoreReader, storePath, spec.sizeBytes) : isOciSource(spec.source) ? ociBlobSource(spec.source, spec.sha256, spec.sizeBytes) : httpSource(spec.source, spec.sizeBytes);
+    const origin = storePath !== undefined ? storeSource(reader as StoreReader, storePath, spec.sizeBytes) : isOciSource(spec.source) ? ociBlobSource(spec.source, spec.sha256, spec.sizeBytes, this.o.registryLogin) : httpSource(spec.source, spec.sizeBytes);
     const p2p = this.o.peers;
     // Peers first (the coordinator named them: holders, or agents pulling the digest now), then the origin.
     const tally = new ByteTally();

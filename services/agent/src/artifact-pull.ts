@@ -204,13 +204,15 @@ async function fetchInto(o: PullOptions, partial: string, prefixHash: Hash, star
           await removeIfThere(partial);
           throw new WardenError(Code.DataLoss, `the source sent more than the artifact's ${String(spec.sizeBytes)} bytes; the partial file was removed`);
         }
+        // The chunk is hashed on this thread while the write runs on the thread pool (neither changes it).
+        const written = file.write(chunk);
+        hash.update(chunk);
         try {
-          await file.write(chunk);
+          await written;
         } catch (err) {
           if ((err as NodeJS.ErrnoException).code === "ENOSPC") throw noSpace(`disk full at ${String(done)} of ${String(spec.sizeBytes)} bytes; the partial file is kept for a resume`);
           throw err;
         }
-        hash.update(chunk);
         done += chunk.byteLength;
         emit();
       }

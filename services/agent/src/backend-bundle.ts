@@ -5,8 +5,10 @@ import type { ArtifactCache, PullPurpose } from "./artifact-cache.js";
 import type { PullProgress } from "./artifact-pull.js";
 import { bundleDir, type BundleSpec } from "./backend-bundle-config.js";
 import { OciRegistryClient } from "./oci-registry.js";
+import type { RegistryLoginLookup } from "./registry-auth.js";
 import { SingleFlight } from "./single-flight.js";
-import { extractLayer, unsafeBundleReason, type TarLimits, type TarTally } from "./tar-extract.js";
+import { diskUsage } from "./disk-usage.js";
+import { extractLayer, tarNoRoomReason, unsafeBundleReason, type TarLimits, type TarTally } from "./tar-extract.js";
 
 /** Unpacked size of one bundle: LocalAI's CUDA backends are a few GiB. */
 export const maxBundleBytes = 32 * 2 ** 30;
@@ -42,16 +44,20 @@ export interface BundleInstallerOptions {
    * operator's install is not: the coordinator audits it from InstallBundle's answer.
    */
   readonly onStartInstalled?: (r: StartInstallRecord) => void;
+  /** Credentials of private OCI registries (registryAuthFile) for the image's manifest; its layers are pulled through `cache`, which has its own. @default anonymous */
+  readonly registryLogin?: RegistryLoginLookup;
 }
 
 /**
  * Installs backend bundles into `<modelsPath>/.warden-cache/backends/<sha256>`:
  * the tarball or each image layer is pulled through the artifact cache (so
  * verified by digest and resumable), then unpacked in order into a staging
- * directory (tar-extract.ts: no path or symlink escape, bounded), which must
- * hold a regular file `run.sh`; only then is it renamed into place. A final
- * directory therefore always holds a complete, verified bundle. One install
- * per digest however many starts ask at once.
+ * directory (tar-extract.ts: no path or symlink escape, bounded, also by the
+ * room the cache's disk budget can make), which must hold a regular file
+ * `run.sh`; room is made for its size on disk (install below), and only then
+ * is it renamed into place. A final directory therefore always holds a
+ * complete, verified bundle, and the cache is within its budget once it is
+ * there. One install per digest however many starts ask at once.
  */
 export class BundleInstaller {
   private readonly flights = new SingleFlight<{ dir: string; fresh: boolean }, PullProgress>();
@@ -181,44 +187,89 @@ export class BundleInstaller {
     return isInstalled(bundleDir(this.o.modelsPath, sha256));
   }
 
-  /** Returns the directory and whether this run installed it (false: it was there when the run began). */
+  /**
+   * Pulls, unpacks and installs one bundle within the cache's disk budget:
+   *
+   * 1. The bundle's own layers (or tarball) are held from before their pulls
+   *    to the end of the install, so no eviction (for this install or any
+   *    other pull) takes a layer the unpacking still has to read.
+   * 2. Before unpacking, the unpacking is bounded by the room the cache can
+   *    make (room now + every entry no backend uses, its own layers not
+   *    counted): a bundle that cannot fit stops at the first file past it,
+   *    RESOURCE_EXHAUSTED, nothing evicted, the staging directory removed.
+   * 3. Unpacked, the staging directory's size on disk is measured and room
+   *    made for it as for a pull (least recently used first, never a file or
+   *    bundle in use, its layers or itself), all before the rename: once the
+   *    bundle is in place the cache is within its budget again. When even
+   *    that cannot make room (the bound counts file sizes; disk blocks can
+   *    take more), nothing is evicted and the staging directory goes.
+   */
   private async install(spec: BundleSpec, dir: string, signal: AbortSignal, report: (p: PullProgress) => void, cause: InstallCause | undefined): Promise<{ dir: string; fresh: boolean }> {
     if (await isInstalled(dir)) return { dir, fresh: false };
     // The layers' pulls are audited as the bundle's (artifact.pulled with its backend, bundle_layer).
     const purpose: PullPurpose = { backend: cause?.backend ?? "", bundleLayer: true, ...(cause?.t === "start" ? { model: cause.model } : {}) };
-    const files = isOciSource(spec.source) ? await this.pullImage(spec, signal, report, purpose) : [await this.o.cache.ensure(tarballArtifact(spec), signal, report, [], purpose)];
+    const index = this.o.cache.index;
+    const holdKey = `bundle-install:${spec.sha256}`;
+    try {
+      const files = isOciSource(spec.source) ? await this.pullImage(spec, signal, report, holdKey, purpose) : await this.pullTarball(spec, signal, report, holdKey, purpose);
+      return { dir: await this.unpack(spec, dir, files, signal, cause), fresh: true };
+    } finally {
+      index.release(holdKey);
+    }
+  }
+
+  /** The tarball through the cache, held under `holdKey` from before its pull. */
+  private pullTarball(spec: BundleSpec, signal: AbortSignal, report: (p: PullProgress) => void, holdKey: string, purpose: PullPurpose): Promise<string[]> {
+    this.o.cache.index.hold(holdKey, [spec.sha256]);
+    return this.o.cache.ensure(tarballArtifact(spec), signal, report, [], purpose).then((f) => [f]);
+  }
+
+  private async unpack(spec: BundleSpec, dir: string, files: readonly string[], signal: AbortSignal, cause: InstallCause | undefined): Promise<string> {
+    const index = this.o.cache.index;
+    const room = await index.roomToMake();
     const staging = join(dirname(dir), `.partial-${spec.sha256}`);
     await rm(staging, { recursive: true, force: true });
     await mkdir(staging, { recursive: true, mode: 0o755 });
+    const tally: TarTally = { bytes: 0, entries: 0 };
     try {
-      const tally: TarTally = { bytes: 0, entries: 0 };
-      for (const f of files) await extractLayer(f, staging, limits, tally, signal);
+      for (const f of files) await extractLayer(f, staging, { ...limits, roomBytes: room.bytes }, tally, signal);
       const run = await lstat(join(staging, "run.sh")).catch(() => undefined);
       if (run?.isFile() !== true) throw new WardenError(Code.FailedPrecondition, "the bundle has no regular file run.sh at its root (a LocalAI backend image's layers unpack to a directory holding run.sh)", { details: { reason: unsafeBundleReason } });
       // Runnable whatever mode the archive gave it: the catalog runs it directly.
       await chmod(join(staging, "run.sh"), (run.mode & 0o777) | 0o500);
-      await rename(staging, dir);
-      const h = await open(dirname(dir), "r");
+      const sizeBytes = await diskUsage(staging);
+      const made = await index.makeRoom(spec.sha256, sizeBytes, "bytes unpacked (the bundle's size on disk)");
       try {
-        await h.sync();
+        await rename(staging, dir);
+        const h = await open(dirname(dir), "r");
+        try {
+          await h.sync();
+        } finally {
+          await h.close();
+        }
+        await index.addBundle(spec.sha256, dir, sizeBytes);
       } finally {
-        await h.close();
+        await made.done();
       }
-      await this.o.cache.index.addBundle(spec.sha256, dir);
-      this.log.info("backend bundle installed", { sha256: spec.sha256, source: spec.source.slice(0, 256), files: tally.entries, bytes: tally.bytes, by: cause === undefined ? "unknown" : cause.t === "start" ? `start ${cause.incarnation} of model ${cause.model}` : "operator" });
+      this.log.info("backend bundle installed", { sha256: spec.sha256, source: spec.source.slice(0, 256), files: tally.entries, bytes: tally.bytes, sizeBytes, by: cause === undefined ? "unknown" : cause.t === "start" ? `start ${cause.incarnation} of model ${cause.model}` : "operator" });
       if (cause?.t === "start") this.o.onStartInstalled?.({ backend: cause.backend, sha256: spec.sha256, source: spec.source.slice(0, 256), model: cause.model, incarnation: cause.incarnation });
-      return { dir, fresh: true };
+      return dir;
     } catch (err) {
       await rm(staging, { recursive: true, force: true });
+      const e = WardenError.from(err);
+      if (e.details.reason === tarNoRoomReason) throw new WardenError(Code.ResourceExhausted, `no space left in the artifact cache: the bundle unpacks to more than ${String(room.bytes)} bytes; ${room.reason}`, { cause: err });
+      if ((err as NodeJS.ErrnoException).code === "ENOSPC") throw new WardenError(Code.ResourceExhausted, `no space left on the file system after ${String(tally.bytes)} bytes unpacked; nothing is installed`, { cause: err });
       throw err;
     }
   }
 
-  /** The image's manifest (verified against the digest), then each layer through the cache; returns the layers' files in order. */
-  private async pullImage(spec: BundleSpec, signal: AbortSignal, report: (p: PullProgress) => void, purpose: PullPurpose): Promise<string[]> {
+  /** The image's manifest (verified against the digest), its layers held under `holdKey`, then each layer through the cache; returns the layers' files in order. */
+  private async pullImage(spec: BundleSpec, signal: AbortSignal, report: (p: PullProgress) => void, holdKey: string, purpose: PullPurpose): Promise<string[]> {
     const ref = parseOciReference("bundle.source", spec.source);
-    const client = new OciRegistryClient(ref);
+    const client = new OciRegistryClient(ref, this.o.registryLogin?.(ref.host));
     const manifest = await client.manifest(`sha256:${spec.sha256}`, signal);
+    // Before the first layer's pull: pulling a later layer must not evict an earlier one.
+    this.o.cache.index.hold(holdKey, manifest.layers.map((l) => l.sha256));
     const repo = `${ref.protocol === "http:" ? "oci+http" : "oci"}://${ref.host}/${ref.repository}`;
     const files: string[] = [];
     for (const [i, layer] of manifest.layers.entries()) {

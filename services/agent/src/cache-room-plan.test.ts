@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { planRoom, roomBytes, type CacheEntry } from "./cache-room-plan.js";
+import { planRoom, roomBytes, roomToMake, type CacheEntry } from "./cache-room-plan.js";
 
 const e = (c: string, sizeBytes: number, lastUsedMs: number, kind: CacheEntry["kind"] = "final"): CacheEntry => ({ sha256: c.repeat(64), kind, sizeBytes, lastUsedMs });
 const base = { heldBytes: 0, reservedBytes: 0, budgetBytes: 100, fsFreeBytes: 1000, entries: [] as CacheEntry[], isProtected: () => false };
@@ -39,5 +39,31 @@ describe("planRoom", () => {
     // Every bundle in use: nothing evicted when the files alone cannot make room.
     const busy = planRoom({ ...base, heldBytes: 100, entries, needBytes: 95, isProtected: (x) => x.kind === "bundle" });
     expect(busy.t).toBe("no-room");
+  });
+});
+
+describe("roomToMake", () => {
+  it("is the room now plus every unprotected entry, and planRoom finds room exactly up to it", () => {
+    const entries = [e("a", 30, 1), e("b", 20, 2, "bundle"), e("c", 25, 3, "partial")];
+    const q = { ...base, heldBytes: 75, reservedBytes: 5, entries, isProtected: (x: CacheEntry) => x.sha256 === "c".repeat(64) };
+    // 100 − 75 − 5 = 20 free under the budget, + a and b (c is in use).
+    const made = roomToMake(q);
+    expect(made.bytes).toBe(70);
+    expect(made.reason).toBe("a disk budget of 100 bytes with 75 held, 1000 free on the file system, 5 promised to other pulls; evicting every file no backend uses would free 50 (25 in use)");
+    for (const needBytes of [0, 20, 21, 69, 70]) expect(planRoom({ ...q, needBytes }).t).toBe("room");
+    expect(planRoom({ ...q, needBytes: 71 }).t).toBe("no-room");
+  });
+
+  it("is bounded by the file system when it is smaller than the budget, and never counts a protected entry", () => {
+    const entries = [e("a", 30, 1)];
+    expect(roomToMake({ ...base, budgetBytes: undefined, fsFreeBytes: 10, heldBytes: 30, entries }).bytes).toBe(40);
+    expect(roomToMake({ ...base, heldBytes: 30, entries, isProtected: () => true }).bytes).toBe(70);
+    // Over its budget already (a cache that shrank): only evictions make room.
+    expect(roomToMake({ ...base, heldBytes: 130, entries }).bytes).toBe(30);
+  });
+
+  it("planRoom names what is needed by its label", () => {
+    const plan = planRoom({ ...base, heldBytes: 100, needBytes: 10, needLabel: "bytes unpacked (the bundle's size on disk)" });
+    expect(plan).toEqual({ t: "no-room", reason: "10 bytes unpacked (the bundle's size on disk); a disk budget of 100 bytes with 100 held, 1000 free on the file system; evicting every file no backend uses would free 0 (0 in use)" });
   });
 });

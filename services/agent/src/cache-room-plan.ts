@@ -1,6 +1,7 @@
 /**
- * The artifact cache's disk budget, without I/O: whether a pull has room,
- * and which files to evict (least recently used first) to make it.
+ * The artifact cache's disk budget, without I/O: whether a pull (or an
+ * unpacked bundle) has room, which files to evict (least recently used
+ * first) to make it, and the most an install of unknown size can take.
  * artifact-cache-index.ts keeps the facts and performs the plan.
  */
 
@@ -18,8 +19,10 @@ export interface CacheEntry {
 }
 
 export interface RoomQuestion {
-  /** Bytes the pull still has to write. */
+  /** Bytes the pull still has to write (or an unpacked bundle takes on disk). */
   readonly needBytes: number;
+  /** What `needBytes` are, for the no-room reason. @default "bytes to fetch" */
+  readonly needLabel?: string;
   /** Bytes the cache's files hold now (finals and partials). */
   readonly heldBytes: number;
   /** Bytes other pulls in progress still have to write (room already promised). */
@@ -58,12 +61,7 @@ export function roomBytes(q: Pick<RoomQuestion, "heldBytes" | "reservedBytes" | 
 export function planRoom(q: RoomQuestion): RoomPlan {
   const deficit = q.needBytes - roomBytes(q);
   if (deficit <= 0) return { t: "room", evict: [] };
-  const candidates: CacheEntry[] = [];
-  let protectedBytes = 0;
-  for (const e of q.entries) {
-    if (q.isProtected(e)) protectedBytes += e.sizeBytes;
-    else candidates.push(e);
-  }
+  const { candidates, protectedBytes } = split(q);
   candidates.sort((a, b) => a.lastUsedMs - b.lastUsedMs || (a.sha256 < b.sha256 ? -1 : a.sha256 > b.sha256 ? 1 : a.kind < b.kind ? -1 : 1));
   const evict: CacheEntry[] = [];
   let freed = 0;
@@ -73,9 +71,43 @@ export function planRoom(q: RoomQuestion): RoomPlan {
     freed += e.sizeBytes;
   }
   if (freed >= deficit) return { t: "room", evict };
+  return { t: "no-room", reason: `${String(q.needBytes)} ${q.needLabel ?? "bytes to fetch"}; ${whyNoMore(q, freed, protectedBytes)}` };
+}
+
+/** The most the cache can take for one write: see roomToMake. */
+export interface MakeableRoom {
+  /** Room now plus every unprotected entry's bytes: planRoom finds room for exactly the needs up to this. */
+  readonly bytes: number;
+  /** The numbers behind it, for an error that names them (as planRoom's no-room reason does). */
+  readonly reason: string;
+}
+
+/**
+ * The most a write whose size is not known yet can take: the room now plus
+ * what evicting every unprotected entry would free (it frees both budget and
+ * file system). A bundle's unpacking is bounded by it before a byte is
+ * written (backend-bundle.ts), so an install that cannot fit fails as early
+ * as its size shows it, with nothing evicted. Consistent with planRoom:
+ * `planRoom({ ...q, needBytes }).t === "room"` exactly when `needBytes <= bytes`.
+ */
+export function roomToMake(q: Omit<RoomQuestion, "needBytes" | "needLabel">): MakeableRoom {
+  const { candidates, protectedBytes } = split(q);
+  let evictable = 0;
+  for (const e of candidates) evictable += e.sizeBytes;
+  return { bytes: roomBytes(q) + evictable, reason: whyNoMore(q, evictable, protectedBytes) };
+}
+
+function split(q: Pick<RoomQuestion, "entries" | "isProtected">): { candidates: CacheEntry[]; protectedBytes: number } {
+  const candidates: CacheEntry[] = [];
+  let protectedBytes = 0;
+  for (const e of q.entries) {
+    if (q.isProtected(e)) protectedBytes += e.sizeBytes;
+    else candidates.push(e);
+  }
+  return { candidates, protectedBytes };
+}
+
+function whyNoMore(q: Pick<RoomQuestion, "budgetBytes" | "heldBytes" | "fsFreeBytes" | "reservedBytes">, freed: number, protectedBytes: number): string {
   const budget = q.budgetBytes === undefined ? "no disk budget" : `a disk budget of ${String(q.budgetBytes)} bytes with ${String(q.heldBytes)} held`;
-  return {
-    t: "no-room",
-    reason: `${String(q.needBytes)} bytes to fetch; ${budget}, ${String(q.fsFreeBytes)} free on the file system${q.reservedBytes > 0 ? `, ${String(q.reservedBytes)} promised to other pulls` : ""}; evicting every file no backend uses would free ${String(freed)} (${String(protectedBytes)} in use)`,
-  };
+  return `${budget}, ${String(q.fsFreeBytes)} free on the file system${q.reservedBytes > 0 ? `, ${String(q.reservedBytes)} promised to other pulls` : ""}; evicting every file no backend uses would free ${String(freed)} (${String(protectedBytes)} in use)`;
 }

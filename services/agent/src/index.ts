@@ -10,3 +10,4 @@ export { inProcessContext } from "./in-process-context.js";
 export type { BackendPhase, StopOutcome } from "./backend-process.js";
 export { servePrometheus } from "./prometheus-server.js";
 export { checkAgentFiles, writableDir } from "./agent-files.js";
+export { RegistryCredentials } from "./registry-credentials.js";

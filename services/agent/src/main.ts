@@ -18,6 +18,8 @@ import { PeerArtifactService } from "@warden/proto";
 import { PeerClients, peerChannelOptions } from "./peer-source.js";
 import { createPeerArtifactService } from "./peer-upload.js";
 import { loadOrCreatePeerKey } from "./peer-key.js";
+import { readRegistryAuthFile } from "./registry-auth.js";
+import { RegistryCredentials, modeText } from "./registry-credentials.js";
 
 // `node --import tsx services/agent/src/main.ts --config agent.yaml ...` (one pid:
 // stack.md G10). Exit behaviour (DESIGN §2): on SIGTERM/SIGINT the backends keep
@@ -46,18 +48,22 @@ async function main(): Promise<number> {
   const placementLimits = { ...config.placementLimits, ...(args.maxReplicasPerModel === undefined ? {} : { maxReplicasPerModel: args.maxReplicasPerModel }), ...(args.memoryBudget === undefined ? {} : { memoryBudget: args.memoryBudget }) };
   // Read and checked before anything starts: a missing or mismatched file is exit 2 naming it.
   let tls;
+  let registryAuth;
   try {
     tls = config.tls === undefined ? undefined : readTlsMaterial(config.tls, "tls");
+    registryAuth = config.registryAuthFile === "" ? undefined : readRegistryAuthFile(config.registryAuthFile, "registryAuthFile");
     if (args.checkConfig) checkAgentFiles(config);
   } catch (err) {
     process.stderr.write(`config ${args.configPath}: ${WardenError.from(err).rawMessage}\n`);
     return 2;
   }
   if (args.checkConfig) {
+    if (registryAuth?.exposedMode !== undefined) process.stderr.write(`config ${args.configPath}: warning: registryAuthFile ${config.registryAuthFile} has mode ${modeText(registryAuth.exposedMode)}, readable by group or others: chmod 600 it\n`);
     const catalog = Object.entries(config.catalog).map(([name, e]) => `${name} (${[e.command, ...e.args].join(" ")})`);
     process.stdout.write(
       `config ${args.configPath}: valid\n  nodeId      ${config.nodeId}\n  listen      ${listen} (advertised ${config.advertiseAddress})\n  stateDir    ${config.stateDir}\n` +
         `  tls         ${config.tls === undefined ? "off" : `${config.tls.certFile}${config.tls.caFile === undefined ? "" : " (mutual TLS)"}`}\n  ports       ${String(config.portMin)}–${String(config.portMax)} on ${config.backendHost}\n  gpus        ${config.gpus.join(",") || "-"} (nvidia-smi: ${config.nvidiaSmiPath || "off"})\n  labels      ${Object.entries(config.labels).map(([k, v]) => `${k}=${v}`).join(",") || "-"}\n  catalog     ${catalog.join("; ")}\n` +
+        `  registries  ${registryAuth === undefined ? "anonymous" : `${String(registryAuth.logins.size)} with credentials (${config.registryAuthFile})`}\n` +
         `  placement   maxReplicasPerModel ${String(placementLimits.maxReplicasPerModel ?? "1 (default)")}, memoryBudget ${placementLimits.memoryBudget === undefined ? "all" : placementLimits.memoryBudget.t === "bytes" ? `${String(placementLimits.memoryBudget.bytes)} bytes` : `${String(placementLimits.memoryBudget.percent)}%`}\n`,
     );
     return 0;
@@ -71,7 +77,9 @@ async function main(): Promise<number> {
   const store = args.coordinator === undefined ? undefined : coordinatorStoreReader({ addresses: args.coordinator, nodeId: config.nodeId, clientOptions: { ...(tls === undefined ? {} : { tls: clientTlsOf(tls) }), ...(config.coordinatorTokenFile === "" ? {} : { headers: bearerMetadata(readSecretFile(config.coordinatorTokenFile, "coordinatorTokenFile")) }) } });
   // Other agents' artifact caches, dialled with this agent's own TLS (peer-source.ts).
   const peerClients = config.modelsPath === undefined ? undefined : new PeerClients({ maxReceiveMessageBytes: config.limits.maxMessageBytes, channelOptions: peerChannelOptions, ...(tls === undefined ? {} : { tls: clientTlsOf(tls) }) });
-  const agent = createAgent(config, { logger, ...(store === undefined ? {} : { storeReader: store.reader }), ...(peerClients === undefined ? {} : { peerClients }) });
+  // Private registries' credentials: kept here so SIGHUP can swap them; each pull asks for its registry's when it starts.
+  const registries = registryAuth === undefined ? undefined : new RegistryCredentials(config.registryAuthFile, "registryAuthFile", logger, registryAuth);
+  const agent = createAgent(config, { logger, ...(store === undefined ? {} : { storeReader: store.reader }), ...(peerClients === undefined ? {} : { peerClients }), ...(registries === undefined ? {} : { registryLogin: registries.lookup }) });
   const report = await agent.start();
   logger.info("state dir adopted", { adopted: report.adopted, forgotten: report.forgotten, stoppedUnfinished: report.stoppedUnfinished, orphans: report.orphans.length });
   const credentials = tls === undefined ? undefined : new ReloadableServerCredentials(tls);
@@ -139,8 +147,10 @@ async function main(): Promise<number> {
     process.on("SIGTERM", () => { onSignal("SIGTERM"); });
     process.on("SIGINT", () => { onSignal("SIGINT"); });
     // SIGHUP: new TLS handshakes use the certificate files as they are now (a
-    // renewed certificate); the listener and open connections stay.
+    // renewed certificate); the listener and open connections stay. Registry
+    // credentials are read again too (a rotated password); a bad file keeps the old ones.
     process.on("SIGHUP", () => {
+      registries?.reload();
       if (config.tls === undefined || credentials === undefined) return;
       try {
         credentials.update(readTlsMaterial(config.tls, "tls"));

@@ -1,6 +1,7 @@
 import type { EvictionRecord } from "./eviction-outbox.js";
 import type { PullRecord } from "./artifact-cache.js";
 import type { StartInstallRecord } from "./backend-bundle.js";
+import type { BundleState } from "./bundle-report.js";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { Code, WardenError, backoffDelayMs, isNotLeader, invalidArgument, cryptoRng, nullLogger, sleep, systemClock, wardenVersion, type BackoffPolicy, type Clock, type Logger, type Rng } from "@warden/common";
 import type { HandlerContext, ServiceImpl } from "@warden/grpc";
@@ -52,6 +53,10 @@ export interface ArtifactCacheSnapshot {
   /** Changes whenever the set of digests does: the set is sent only then (and with full inventories). */
   readonly digestsVersion: number;
   digests(): readonly string[];
+  /** Changes whenever the bundle states do: the list is sent only then (and with full inventories). Absent with `bundles`: none reported. */
+  readonly bundlesVersion?: number;
+  /** Each catalog backend with a bundle (bundle-report.ts), at most 256. */
+  bundles?(): readonly BundleState[];
   /** Evictions no acknowledged heartbeat carried yet (eviction-outbox.ts); absent = none reported. */
   evictions?(): readonly EvictionRecord[];
   evictionsAcknowledged?(upToId: number): void;
@@ -162,6 +167,8 @@ export function createNodeHeartbeat(options: NodeHeartbeatOptions): NodeHeartbea
   let loop: Promise<void> | undefined;
   /** The digests' version the coordinator acknowledged; -1: it holds none of ours (send the set). */
   let ackedDigests = -1;
+  /** The same for the bundle states. */
+  let ackedBundles = -1;
 
   // The leader's epoch, raised before this node counts as following it: a
   // paused old leader is refused by every agent that follows the new one.
@@ -179,6 +186,7 @@ export function createNodeHeartbeat(options: NodeHeartbeatOptions): NodeHeartbea
     // A coordinator we register with holds no inventory of ours it acknowledged.
     writer.reset();
     ackedDigests = -1;
+    ackedBundles = -1;
     stats.registrations++;
     stats.registered = true;
     stats.coordinatorEpoch = r.coordinatorEpoch;
@@ -205,7 +213,8 @@ export function createNodeHeartbeat(options: NodeHeartbeatOptions): NodeHeartbea
     const evicted = cache?.evictions?.() ?? [];
     const pulled = cache?.pulls?.() ?? [];
     const installed = cache?.bundleInstalls?.() ?? [];
-    const artifactCache = cache === undefined ? undefined : { freeBytes: BigInt(cache.freeBytes), evictableBytes: BigInt(cache.evictableBytes), ...(sendDigests ? { digests: { sha256: cache.digests().map((d) => Buffer.from(d, "hex")) } } : {}), evictions: evicted.map((e) => ({ id: BigInt(e.id), sha256: Buffer.from(e.sha256, "hex"), sizeBytes: BigInt(e.sizeBytes), reason: e.reason.slice(0, 256) })), pulls: pulled.map(pullOnWire), bundleInstalls: installed.map(installOnWire) };
+    const sendBundles = cache?.bundles !== undefined && cache.bundlesVersion !== undefined && (part.t === "full" || cache.bundlesVersion !== ackedBundles);
+    const artifactCache = cache === undefined ? undefined : { freeBytes: BigInt(cache.freeBytes), evictableBytes: BigInt(cache.evictableBytes), ...(sendDigests ? { digests: { sha256: cache.digests().map((d) => Buffer.from(d, "hex")) } } : {}), ...(sendBundles ? { bundles: { states: bundleStatesWire(cache.bundles?.() ?? []) } } : {}), evictions: evicted.map((e) => ({ id: BigInt(e.id), sha256: Buffer.from(e.sha256, "hex"), sizeBytes: BigInt(e.sizeBytes), reason: e.reason.slice(0, 256) })), pulls: pulled.map(pullOnWire), bundleInstalls: installed.map(installOnWire) };
     const r = await options.node.heartbeat(
       { nodeId: options.nodeId, bootEpoch: BigInt(options.source.bootEpochMs), sequence, ...(part.t === "full" ? { backends: part.backends } : { delta: part.delta }), orphans: inv.orphans.slice(0, maxReportedProcesses), foreign: inv.foreign.slice(0, maxReportedProcesses), resources: res, leaderEpoch: inv.leaderEpoch, ...(artifactCache === undefined ? {} : { artifactCache }) },
       { signal, timeoutMs: callTimeoutMs },
@@ -218,14 +227,17 @@ export function createNodeHeartbeat(options: NodeHeartbeatOptions): NodeHeartbea
       stats.registered = false;
       writer.reset();
       ackedDigests = -1;
+      ackedBundles = -1;
     } else if (r.fullInventoryRequired === true) {
       logger.info("coordinator asks for a full inventory");
       stats.fullRequested++;
       writer.reset();
       ackedDigests = -1;
+      ackedBundles = -1;
     } else {
       writer.acknowledged(sequence);
       if (sendDigests) ackedDigests = cache.digestsVersion;
+      if (sendBundles) ackedBundles = cache.bundlesVersion ?? -1;
       const last = evicted[evicted.length - 1];
       if (last !== undefined) cache?.evictionsAcknowledged?.(last.id);
       const lastPull = pulled[pulled.length - 1];
@@ -274,6 +286,11 @@ export function createNodeHeartbeat(options: NodeHeartbeatOptions): NodeHeartbea
     },
     stats: () => ({ ...stats }),
   };
+}
+
+/** ArtifactCacheReport.bundles.states: the catalog's bound (256); an unknown size goes as size_known false. */
+function bundleStatesWire(states: readonly BundleState[]): { backend: string; installed: boolean; pullBytes: bigint; sizeKnown: boolean }[] {
+  return states.slice(0, maxCatalogBackends).map((s) => ({ backend: s.backend, installed: s.installed, pullBytes: BigInt(s.pullBytes ?? 0), sizeKnown: s.pullBytes !== undefined }));
 }
 
 /**

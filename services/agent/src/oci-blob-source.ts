@@ -3,6 +3,7 @@ import { Code, WardenError, parseOciReference } from "@warden/common";
 import { judgeHttpAnswer } from "./artifact-plan.js";
 import type { ArtifactSource } from "./artifact-pull.js";
 import { OciRegistryClient } from "./oci-registry.js";
+import type { RegistryLoginLookup } from "./registry-auth.js";
 
 /**
  * An `oci://host/repository[:tag][@sha256:…]` artifact: the registry blob
@@ -10,11 +11,12 @@ import { OciRegistryClient } from "./oci-registry.js";
  * resolved first and must list the blob (a layer or the config) with the
  * artifact's size, so a retagged image that no longer holds the file fails
  * NOT_FOUND instead of pulling a blob by chance. Resumes with Range like an
- * http source (registries serve blobs with Range).
+ * http source (registries serve blobs with Range). `loginFor` gives the
+ * registry's credentials (registryAuthFile), looked up once per pull.
  */
-export function ociBlobSource(source: string, sha256: string, sizeBytes: number, client?: OciRegistryClient): ArtifactSource {
+export function ociBlobSource(source: string, sha256: string, sizeBytes: number, loginFor?: RegistryLoginLookup): ArtifactSource {
   const ref = parseOciReference("source", source);
-  const registry = client ?? new OciRegistryClient(ref);
+  const registry = new OciRegistryClient(ref, loginFor?.(ref.host));
   let checked = ref.tag === undefined && ref.digest === undefined;
   return {
     async open(offset, signal) {

@@ -1,5 +1,6 @@
 import { createHash } from "node:crypto";
 import { Code, WardenError, abortReason, type OciReference } from "@warden/common";
+import type { RegistryLogin } from "./registry-auth.js";
 
 /** Largest manifest or index body read (LocalAI's are a few KiB; Docker Hub's multi-arch indexes tens). */
 export const maxManifestBytes = 4 * 1024 * 1024;
@@ -60,6 +61,16 @@ async function boundedBody(res: Response, maxBytes: number, what: string): Promi
   return Buffer.concat(parts);
 }
 
+/** True for a `WWW-Authenticate: Basic realm="…"` challenge (docker-registry with htpasswd, Artifactory, Nexus). */
+export function isBasicChallenge(header: string | null): boolean {
+  return header !== null && /^basic(\s|$)/i.test(header);
+}
+
+/** The Authorization value of HTTP Basic for a login. */
+export function basicAuthorization(login: RegistryLogin): string {
+  return `Basic ${Buffer.from(`${login.username}:${login.password}`, "utf8").toString("base64")}`;
+}
+
 /** `Bearer realm="…",service="…",scope="…"` → its parameters; undefined for another scheme. */
 export function parseBearerChallenge(header: string | null): Record<string, string> | undefined {
   if (header === null || !/^bearer\s/i.test(header)) return undefined;
@@ -86,18 +97,27 @@ function wantedPlatform(): { os: string; architecture: string } {
 /**
  * A client for one repository of an OCI distribution registry (the HTTP API
  * every registry speaks: Docker Hub, GHCR, quay.io, Harbor, `docker-registry`),
- * on node's fetch. Anonymous, with the token dance a registry asks for: a 401
- * with `WWW-Authenticate: Bearer realm=…` is answered by fetching a pull
- * token from the realm (over https when the registry is https) and retrying
- * once. Every failure is a WardenError: NOT_FOUND (no such manifest or blob),
- * DATA_LOSS (bytes that are not the digest asked for), UNAVAILABLE (the
- * registry unreachable or answering anything else).
+ * on node's fetch. Anonymous unless given a login (registry-auth.ts), and
+ * authenticated the way the registry asks on a 401: `WWW-Authenticate:
+ * Bearer realm=…` is answered by fetching a pull token from the realm (over
+ * https when the registry is https), sending the login there with HTTP Basic
+ * when there is one; `WWW-Authenticate: Basic` by sending the login to the
+ * registry itself. The request is retried once; what was earned is sent on
+ * the client's later requests. Every failure is a WardenError: NOT_FOUND (no
+ * such manifest or blob), DATA_LOSS (bytes that are not the digest asked
+ * for), UNAUTHENTICATED (credentials needed and none held, or refused),
+ * PERMISSION_DENIED (an HTTP 403: the user may not pull this repository),
+ * UNAVAILABLE (the registry unreachable or answering anything else).
  */
 export class OciRegistryClient {
-  private token: string | undefined;
+  /** The Authorization value the last challenge earned (Bearer token or Basic login). */
+  private authorization: string | undefined;
   private readonly base: string;
 
-  constructor(private readonly ref: Pick<OciReference, "protocol" | "host" | "repository">) {
+  constructor(
+    private readonly ref: Pick<OciReference, "protocol" | "host" | "repository">,
+    private readonly login?: RegistryLogin,
+  ) {
     this.base = `${ref.protocol}//${ref.host}/v2/${ref.repository}`;
   }
 
@@ -109,13 +129,38 @@ export class OciRegistryClient {
   /** A GET of `path` under the repository, authenticated when the registry asks. */
   async get(path: string, headers: Record<string, string>, signal: AbortSignal): Promise<Response> {
     for (let attempt = 0; ; attempt++) {
-      const res = await this.send(`${this.base}/${path}`, { ...headers, ...(this.token === undefined ? {} : { authorization: `Bearer ${this.token}` }) }, signal);
-      if (res.status !== 401 || attempt > 0) return res;
-      const challenge = parseBearerChallenge(res.headers.get("www-authenticate"));
+      const res = await this.send(`${this.base}/${path}`, { ...headers, ...(this.authorization === undefined ? {} : { authorization: this.authorization }) }, signal);
+      // Only the registry's own answer is a challenge or a refusal; a blob store it redirected to is judged as any source.
+      if ((res.status !== 401 && res.status !== 403) || res.redirected) return res;
       await res.body?.cancel();
-      if (challenge === undefined) throw new WardenError(Code.Unavailable, `the registry ${this.ref.host} asks for credentials (HTTP 401 without a Bearer challenge); only anonymous pulls are supported`);
-      this.token = await this.fetchToken(challenge, signal);
+      if (res.status === 403) throw this.refused("HTTP 403");
+      // A second 401: the token or login just earned does not open this repository.
+      if (attempt > 0) throw this.unauthenticated("HTTP 401");
+      const header = res.headers.get("www-authenticate");
+      const challenge = parseBearerChallenge(header);
+      if (challenge !== undefined) {
+        this.authorization = `Bearer ${await this.fetchToken(challenge, signal)}`;
+      } else if (isBasicChallenge(header)) {
+        if (this.login === undefined) throw this.unauthenticated("HTTP 401, Basic challenge");
+        this.authorization = basicAuthorization(this.login);
+      } else {
+        throw new WardenError(Code.Unavailable, `the registry ${this.ref.host} answered HTTP 401 with neither a Bearer nor a Basic challenge`);
+      }
     }
+  }
+
+  /** UNAUTHENTICATED naming the registry: no login held for it, or the one held refused. */
+  private unauthenticated(answer: string): WardenError {
+    const why = this.login === undefined
+      ? `asks for credentials (${answer}) and registryAuthFile holds none for ${this.ref.host}`
+      : `refused the credentials registryAuthFile holds for ${this.ref.host} (user ${JSON.stringify(this.login.username)}; ${answer})`;
+    return new WardenError(Code.Unauthenticated, `the registry ${this.ref.host} ${why}`);
+  }
+
+  /** PERMISSION_DENIED naming the registry and repository. */
+  private refused(answer: string): WardenError {
+    const who = this.login === undefined ? "an anonymous pull" : `the user ${JSON.stringify(this.login.username)}`;
+    return new WardenError(Code.PermissionDenied, `the registry ${this.ref.host} denies ${who} access to ${this.ref.repository} (${answer})`);
   }
 
   private async send(url: string, headers: Record<string, string>, signal: AbortSignal): Promise<Response> {
@@ -144,10 +189,13 @@ export class OciRegistryClient {
     if (this.ref.protocol === "https:" && url.protocol !== "https:") throw new WardenError(Code.Unavailable, "the registry's token realm is not https; refused");
     if (c.service !== undefined) url.searchParams.set("service", c.service);
     url.searchParams.set("scope", c.scope ?? `repository:${this.ref.repository}:pull`);
-    const res = await this.send(url.toString(), {}, signal);
+    // The registry's login goes to the realm it names, as docker and skopeo send it; never over http from an https registry (above).
+    const res = await this.send(url.toString(), this.login === undefined ? {} : { authorization: basicAuthorization(this.login) }, signal);
     if (res.status !== 200) {
       await res.body?.cancel();
-      throw new WardenError(Code.Unavailable, `the registry's token endpoint answered HTTP ${String(res.status)} (only anonymous pulls are supported)`);
+      if (res.status === 401) throw this.unauthenticated("its token endpoint answered HTTP 401");
+      if (res.status === 403) throw this.refused("its token endpoint answered HTTP 403");
+      throw new WardenError(Code.Unavailable, `the registry's token endpoint answered HTTP ${String(res.status)}`);
     }
     const body = await boundedBody(res, maxTokenBytes, "token answer");
     let parsed: { token?: unknown; access_token?: unknown };

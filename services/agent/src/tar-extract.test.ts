@@ -3,7 +3,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { tarOf, type TarEntry } from "../../../test/support/oci-registry.js";
-import { checkLinkTarget, extractLayer, safeEntryPath, type TarLimits } from "./tar-extract.js";
+import { Code, WardenError } from "@warden/common";
+import { checkLinkTarget, extractLayer, safeEntryPath, tarNoRoomReason, unsafeBundleReason, type TarLimits } from "./tar-extract.js";
 
 const big: TarLimits = { maxTotalBytes: 1 << 20, maxEntries: 1000 };
 let dir: string;
@@ -72,6 +73,25 @@ describe("tar extraction", () => {
     }
     // nothing was written outside the destination
     expect((await readdir(dir)).filter((f) => !f.startsWith("layer-"))).toEqual(["out"]);
+  });
+
+  it("stops at the room it is given as RESOURCE_EXHAUSTED, not an unsafe archive, before creating the file that passes it; the room counts across layers", async () => {
+    const room: TarLimits = { ...big, roomBytes: 1000 };
+    const tally = { bytes: 0, entries: 0 };
+    const layer = async (entries: readonly TarEntry[]): Promise<unknown> => {
+      const f = join(dir, `layer-${String(++n)}.tar`);
+      await writeFile(f, tarOf(entries));
+      return extractLayer(f, dest, room, tally, AbortSignal.timeout(30_000)).then(() => undefined, (err: unknown) => err);
+    };
+    expect(await layer([{ name: "a", body: "x".repeat(600) }])).toBeUndefined();
+    const err = await layer([{ name: "b", body: "x".repeat(400) }, { name: "c", body: "x".repeat(1) }]);
+    expect(err).toBeInstanceOf(WardenError);
+    const e = err as WardenError;
+    expect([e.code, e.details.reason, e.rawMessage]).toEqual([Code.ResourceExhausted, tarNoRoomReason, "more than 1000 bytes unpacked"]);
+    expect((await readdir(dest)).sort()).toEqual(["a", "b"]);
+    // The archive's own bound is still the unsafe one, whatever the room.
+    const unsafe = await unpack([{ name: "d", body: "x".repeat(2000) }], { maxTotalBytes: 1500, maxEntries: 10, roomBytes: 1_000_000 }).then(() => undefined, (x: unknown) => x);
+    expect((unsafe as WardenError).details.reason).toBe(unsafeBundleReason);
   });
 
   it("does not write through a symlink a lower layer left where a file goes", async () => {

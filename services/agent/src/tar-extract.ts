@@ -11,6 +11,13 @@ export interface TarLimits {
   readonly maxTotalBytes: number;
   /** Entries over every layer. */
   readonly maxEntries: number;
+  /**
+   * What the destination can take (the artifact cache's room, backend-bundle.ts),
+   * counted as maxTotalBytes is; undefined = only maxTotalBytes bounds it.
+   * Passing it is RESOURCE_EXHAUSTED with `details.reason` tarNoRoomReason, not
+   * an unsafe archive: the same bundle may fit once the cache has room.
+   */
+  readonly roomBytes?: number;
 }
 
 /** Longest entry path or link target. */
@@ -23,6 +30,9 @@ export interface TarTally {
   bytes: number;
   entries: number;
 }
+
+/** `details.reason` of an unpacking stopped at TarLimits.roomBytes. */
+export const tarNoRoomReason = "no-room";
 
 /** `details.reason` of a bundle that is refused for what it holds (start-backend.ts reports it as SPAWN_FAILED, not a source failure). */
 export const unsafeBundleReason = "unsafe-bundle";
@@ -155,8 +165,8 @@ async function openLayer(file: string, signal: AbortSignal): Promise<AsyncIterat
  * written through a symlink (a parent that is a symlink is refused; files are
  * created O_EXCL|O_NOFOLLOW after the old entry is removed), no device, fifo
  * or setuid bit, and the sizes and entry counts in `tally` stay under
- * `limits`. Failures: FAILED_PRECONDITION naming the entry; the caller
- * removes `dest`.
+ * `limits`. Failures: FAILED_PRECONDITION naming the entry, RESOURCE_EXHAUSTED
+ * past `limits.roomBytes`; the caller removes `dest`.
  */
 export async function extractLayer(file: string, dest: string, limits: TarLimits, tally: TarTally, signal: AbortSignal): Promise<void> {
   const r = new ByteReader(await openLayer(file, signal));
@@ -259,6 +269,8 @@ export async function extractLayer(file: string, dest: string, limits: TarLimits
         if (!isFile) throw refused(`the entry ${JSON.stringify(rel.slice(0, 128))} is a device or fifo (type ${JSON.stringify(type)})`);
         tally.bytes += size;
         if (tally.bytes > limits.maxTotalBytes) throw refused(`more than ${String(limits.maxTotalBytes)} bytes unpacked`);
+        // Checked before the file is created: the unpacking stops at the first file that would pass the room.
+        if (limits.roomBytes !== undefined && tally.bytes > limits.roomBytes) throw new WardenError(Code.ResourceExhausted, `more than ${String(limits.roomBytes)} bytes unpacked`, { details: { reason: tarNoRoomReason } });
         const st = await lstat(abs).catch(() => undefined);
         if (st !== undefined) await rm(abs, { recursive: true, force: true });
         dirs.delete(rel);

@@ -27,6 +27,8 @@ export interface CoordinatorHooks {
   onStartSent(nodeId: string, model: string, incarnation: string): void;
   /** The loader emitted `e`: called when the decision is taken, before the journal (the audit event comes later). */
   onLoaderEvent?(e: LoaderEvent): void;
+  /** A heartbeat would skip its reconcile (NodeTableOptions.checkUnchanged): the hook runs `reconcile`, the full one, in its place. */
+  checkUnchanged?(nodeId: string, reconcile: () => void): void;
 }
 
 /** The loader's local half of a simulated backend (routing only: Free goes through the agent, simAgentConnector). */
@@ -142,6 +144,15 @@ export class SimCoordinator implements CoordinatorInbox {
       orphanGraceMs: w.opts.orphanGraceMs,
       version: wardenVersion,
       openIntentsOn: (nodeId) => openIntentsOn(outbox, nodeId),
+      skipUnchangedReconcile: w.opts.unchangedHeartbeats !== "full",
+      ...(w.opts.unchangedHeartbeats === "skip" || w.opts.unchangedHeartbeats === "full"
+        ? {}
+        : {
+            checkUnchanged: (nodeId: string, reconcile: () => void) => {
+              if (this.hooks.checkUnchanged === undefined) reconcile();
+              else this.hooks.checkUnchanged(nodeId, reconcile);
+            },
+          }),
       onIntentsGone: (nodeId, gone) => {
         reapGoneIntents(outbox, hub, nodeId, gone);
       },

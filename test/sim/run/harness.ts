@@ -1,3 +1,4 @@
+import { unchangedChecker } from "../check/unchanged-heartbeat-checker.js";
 import type { Event } from "@warden/proto";
 import type { HeartbeatReport } from "@warden/cluster";
 import type { Lease, StopRequest } from "@warden/loader";
@@ -108,6 +109,16 @@ export class Harness {
           if (n <= 0) this.stopsInFlight.delete(req.incarnation);
           else this.stopsInFlight.set(req.incarnation, n);
         };
+      },
+      checkUnchanged: (nodeId, reconcile) => {
+        if (zombie()) {
+          reconcile();
+          return;
+        }
+        this.world.coverage.hit("heartbeat.unchanged");
+        const checker = unchangedChecker(this.ctx, c, nodeId);
+        reconcile();
+        checker();
       },
       onStartSent: (nodeId, model, incarnation) => {
         if (zombie()) {

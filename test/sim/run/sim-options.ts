@@ -129,6 +129,15 @@ export interface SimOptions {
    * without it, so they replay the scenario they were recorded with.
    */
   readonly outageServing?: boolean;
+  /**
+   * How a heartbeat whose inventory is unchanged (an empty delta on a settled
+   * node) is handled: `differential` (the default) runs the full reconcile in
+   * its place and the `unchanged heartbeat` checker reports anything it changed
+   * that the skip would have left; `skip` takes the skip as production does;
+   * `full` reconciles every heartbeat whole. A correct skip gives all three
+   * the same trace (`run/trace-hashes.ts --unchanged skip|full`).
+   */
+  readonly unchangedHeartbeats?: "differential" | "skip" | "full";
 }
 
 const GiB = 1024 ** 3;

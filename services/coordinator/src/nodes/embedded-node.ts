@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { AgentService, InventoryEntrySchema, NodeResourcesSchema, OrphanProcessSchema, type ArtifactStoreService, type NodeService } from "@warden/proto";
 import { inProcessClient, type ServiceImpl } from "@warden/grpc";
 import { wardenVersion, type Clock, type Logger, type Rng } from "@warden/common";
-import { builtinCatalog, createAgent, createNodeHeartbeat, inProcessContext, inProcessNodeService, placementLimitsMessage, resolveAgentConfig, type Agent, type NodeHeartbeat } from "@warden/agent";
+import { RegistryCredentials, builtinCatalog, createAgent, createNodeHeartbeat, inProcessContext, inProcessNodeService, placementLimitsMessage, resolveAgentConfig, type Agent, type NodeHeartbeat } from "@warden/agent";
 import type { CoordinatorConfig } from "../config/coordinator-config.js";
 import type { NodeRegistry } from "./node-registry.js";
 
@@ -42,9 +42,13 @@ export async function startEmbeddedNode(o: {
 }): Promise<{ readonly agent: Agent; readonly heartbeat: NodeHeartbeat }> {
   const agentConfig = embeddedAgentConfig(o.config);
   const store = o.storeImpl;
+  const logger = o.log.child({ component: "embedded-agent" });
+  // `agent.registryAuthFile`: read once at start (the coordinator does not reload it).
+  const registries = agentConfig.registryAuthFile === "" ? undefined : new RegistryCredentials(agentConfig.registryAuthFile, "agent.registryAuthFile", logger);
   const agent = createAgent(agentConfig, {
     clock: o.clock,
-    logger: o.log.child({ component: "embedded-agent" }),
+    logger,
+    ...(registries === undefined ? {} : { registryLogin: registries.lookup }),
     ...(store === undefined ? {} : { storeReader: (path: string, offset: number, signal: AbortSignal) => inProcessStoreRead(store, agentConfig.nodeId, path, offset, signal) }),
   });
   await agent.start();

@@ -10,19 +10,29 @@ export interface HeartbeatStreamDeps {
   readonly beat: (req: HeartbeatRequest, ctx: HandlerContext) => MessageInitShape<typeof HeartbeatResponseSchema>;
 }
 
-/** Resolves when `signal` aborts, with its reason (a revoked token, the call cancelled). */
-function abortedWith(signal: AbortSignal): { readonly promise: Promise<never>; readonly dispose: () => void } {
+/**
+ * The next request, or the signal's reason once it aborts (a revoked token,
+ * the call cancelled), whichever comes first. The abort promise is made per
+ * request and its listener removed once the request came: racing every request
+ * against one promise that lives as long as the stream would leave a reaction
+ * on it per heartbeat — each holding that heartbeat's request — until the stream
+ * ended (about 35 heartbeats a node after a minute on a busy coordinator).
+ */
+async function nextOrAborted<T>(it: AsyncIterator<T>, signal: AbortSignal): Promise<IteratorResult<T>> {
+  const reason = (): Error => (signal.reason instanceof Error ? signal.reason : new WardenError(Code.Canceled, "heartbeat stream ended"));
+  if (signal.aborted) throw reason();
   let onAbort: (() => void) | undefined;
-  const promise = new Promise<never>((_, reject) => {
+  const aborted = new Promise<never>((_, reject) => {
     onAbort = () => {
-      reject(signal.reason instanceof Error ? signal.reason : new WardenError(Code.Canceled, "heartbeat stream ended"));
+      reject(reason());
     };
-    if (signal.aborted) onAbort();
-    else signal.addEventListener("abort", onAbort, { once: true });
+    signal.addEventListener("abort", onAbort, { once: true });
   });
-  // Never unhandled: the loop awaits it only in a race.
-  promise.catch(() => undefined);
-  return { promise, dispose: () => { if (onAbort !== undefined) signal.removeEventListener("abort", onAbort); } };
+  try {
+    return await Promise.race([it.next(), aborted]);
+  } finally {
+    if (onAbort !== undefined) signal.removeEventListener("abort", onAbort);
+  }
 }
 
 /**
@@ -40,10 +50,9 @@ function abortedWith(signal: AbortSignal): { readonly promise: Promise<never>; r
 export async function* heartbeatStream(requests: AsyncIterable<HeartbeatRequest>, ctx: HandlerContext, deps: HeartbeatStreamDeps): AsyncIterable<MessageInitShape<typeof HeartbeatResponseSchema>> {
   let bound = deps.boundNodeOf(ctx);
   const it = requests[Symbol.asyncIterator]();
-  const ended = abortedWith(ctx.signal);
   try {
     for (;;) {
-      const next = await Promise.race([it.next(), ended.promise]);
+      const next = await nextOrAborted(it, ctx.signal);
       if (next.done === true) return;
       const req = next.value;
       bound ??= req.nodeId;
@@ -51,7 +60,6 @@ export async function* heartbeatStream(requests: AsyncIterable<HeartbeatRequest>
       yield deps.beat(req, ctx);
     }
   } finally {
-    ended.dispose();
     // Not awaited: with a read pending (the stream ended while idle) the request side's return waits for it.
     void it.return?.().catch(() => undefined);
   }

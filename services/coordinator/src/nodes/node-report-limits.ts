@@ -1,4 +1,4 @@
-import { BackendState, type ArtifactCacheReport, type ForeignProcess, type GpuInfo, type HeartbeatRequest, type InventoryEntry, type NodeResources, type OrphanProcess, type RegisterRequest } from "@warden/proto";
+import { BackendState, type ArtifactCacheReport, type BackendBundleState, type ForeignProcess, type GpuInfo, type HeartbeatRequest, type InventoryEntry, type NodeResources, type OrphanProcess, type RegisterRequest } from "@warden/proto";
 import { capExceeded, echoValue, identifierPattern, identifierRule, invalidArgument, isHex64 } from "@warden/common";
 import { nodeLimitsFromWire } from "./node-limits-wire.js";
 
@@ -272,6 +272,7 @@ function checkArtifactCache(c: ArtifactCacheReport): void {
   checkCount("artifact_cache.digests.sha256", ds.length, maxCachedDigests);
   const i = ds.findIndex((d) => d.length !== 32);
   if (i >= 0) throw invalidArgument(`artifact_cache.digests.sha256[${String(i)}]`, `must be 32 bytes (a SHA-256), got ${String(ds[i]?.length ?? 0)}`);
+  if (c.bundles !== undefined) checkBundleStates(c.bundles.states);
   checkCount("artifact_cache.evictions", c.evictions.length, maxEvictionsPerHeartbeat);
   c.evictions.forEach((e, j) => {
     const field = `artifact_cache.evictions[${String(j)}]`;
@@ -324,6 +325,22 @@ export const maxBundleInstallsPerHeartbeat = 16;
 /** Sources of one pull: the 8 peers a start may name and the origin. */
 const maxPullSources = 9;
 const maxPullTextChars = 256;
+
+/**
+ * ArtifactCacheReport.bundles: at most maxCatalogBackends states (one per
+ * catalog backend), each a catalog name, once; pull_bytes within 2^53 − 1.
+ */
+function checkBundleStates(states: readonly BackendBundleState[]): void {
+  checkCount("artifact_cache.bundles.states", states.length, L.maxCatalogBackends);
+  const seen = new Set<string>();
+  states.forEach((s, i) => {
+    const f = `artifact_cache.bundles.states[${String(i)}]`;
+    if (!catalogNamePattern.test(s.backend)) throw invalidArgument(`${f}.backend`, `${echo(s.backend)} is not a valid id (${identifierRule})`);
+    if (seen.has(s.backend)) throw invalidArgument(`${f}.backend`, `duplicate backend ${echo(s.backend)}`);
+    seen.add(s.backend);
+    checkBytes(`${f}.pull_bytes`, s.pullBytes);
+  });
+}
 
 /** Evictions one heartbeat may carry (the agent's eviction-outbox.ts sends at most this many). */
 export const maxEvictionsPerHeartbeat = 64;

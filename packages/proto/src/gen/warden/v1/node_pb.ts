@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file warden/v1/node.proto.
  */
 export const file_warden_v1_node: GenFile = /*@__PURE__*/
-  fileDesc("ChR3YXJkZW4vdjEvbm9kZS5wcm90bxIJd2FyZGVuLnYxIkQKE1JlYWRBcnRpZmFjdFJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCRIMCgRwYXRoGAIgASgJEg4KBm9mZnNldBgDIAEoBCJJChRSZWFkQXJ0aWZhY3RSZXNwb25zZRIOCgZvZmZzZXQYASABKAQSEwoLdG90YWxfYnl0ZXMYAiABKAQSDAoEZGF0YRgDIAEoDCLFAwoPUmVnaXN0ZXJSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAkSDwoHYWRkcmVzcxgCIAEoCRI2CgZsYWJlbHMYAyADKAsyJi53YXJkZW4udjEuUmVnaXN0ZXJSZXF1ZXN0LkxhYmVsc0VudHJ5EiAKBGdwdXMYBCADKAsyEi53YXJkZW4udjEuR3B1SW5mbxISCgpib290X2Vwb2NoGAUgASgEEhcKD3JhbV90b3RhbF9ieXRlcxgGIAEoBBIPCgd2ZXJzaW9uGAcgASgJEhAKCGJhY2tlbmRzGAggAygJEiUKBmxpbWl0cxgJIAEoCzIVLndhcmRlbi52MS5Ob2RlTGltaXRzEhAKCHBlZXJfa2V5GAogASgMEkcKD2JhY2tlbmRfYnVuZGxlcxgLIAMoCzIuLndhcmRlbi52MS5SZWdpc3RlclJlcXVlc3QuQmFja2VuZEJ1bmRsZXNFbnRyeRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBGjUKE0JhY2tlbmRCdW5kbGVzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASKdAQoKTm9kZUxpbWl0cxIjChZtYXhfcmVwbGljYXNfcGVyX21vZGVsGAEgASgNSAGIAQESHQoTbWVtb3J5X2J1ZGdldF9ieXRlcxgCIAEoBEgAEh8KFW1lbW9yeV9idWRnZXRfcGVyY2VudBgDIAEoAUgAQg8KDW1lbW9yeV9idWRnZXRCGQoXX21heF9yZXBsaWNhc19wZXJfbW9kZWwiYgoQUmVnaXN0ZXJSZXNwb25zZRIZChFjb29yZGluYXRvcl9lcG9jaBgBIAEoBBIdChVoZWFydGJlYXRfaW50ZXJ2YWxfbXMYAiABKA0SFAoMbGVhZGVyX2Vwb2NoGAMgASgEIvICChBIZWFydGJlYXRSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAkSEgoKYm9vdF9lcG9jaBgCIAEoBBIQCghzZXF1ZW5jZRgDIAEoBBIrCghiYWNrZW5kcxgEIAMoCzIZLndhcmRlbi52MS5JbnZlbnRvcnlFbnRyeRIpCgdvcnBoYW5zGAUgAygLMhgud2FyZGVuLnYxLk9ycGhhblByb2Nlc3MSKwoJcmVzb3VyY2VzGAYgASgLMhgud2FyZGVuLnYxLk5vZGVSZXNvdXJjZXMSKgoHZm9yZWlnbhgHIAMoCzIZLndhcmRlbi52MS5Gb3JlaWduUHJvY2VzcxIUCgxsZWFkZXJfZXBvY2gYCCABKAQSKAoFZGVsdGEYCSABKAsyGS53YXJkZW4udjEuSW52ZW50b3J5RGVsdGESNgoOYXJ0aWZhY3RfY2FjaGUYCiABKAsyHi53YXJkZW4udjEuQXJ0aWZhY3RDYWNoZVJlcG9ydCKLAgoTQXJ0aWZhY3RDYWNoZVJlcG9ydBISCgpmcmVlX2J5dGVzGAEgASgEEhcKD2V2aWN0YWJsZV9ieXRlcxgCIAEoBBIwCgdkaWdlc3RzGAMgASgLMhoud2FyZGVuLnYxLkFydGlmYWN0RGlnZXN0c0gAiAEBEi4KCWV2aWN0aW9ucxgEIAMoCzIbLndhcmRlbi52MS5BcnRpZmFjdEV2aWN0aW9uEiYKBXB1bGxzGA4gAygLMhcud2FyZGVuLnYxLkFydGlmYWN0UHVsbBIxCg9idW5kbGVfaW5zdGFsbHMYDyADKAsyGC53YXJkZW4udjEuQnVuZGxlSW5zdGFsbEIKCghfZGlnZXN0cyLuAQoMQXJ0aWZhY3RQdWxsEgoKAmlkGAEgASgEEg4KBnNoYTI1NhgCIAEoDBISCgpzaXplX2J5dGVzGAMgASgEEgwKBHBhdGgYBCABKAkSDQoFbW9kZWwYBSABKAkSDwoHYmFja2VuZBgGIAEoCRIUCgxidW5kbGVfbGF5ZXIYByABKAgSDgoGb3JpZ2luGAggASgJEi4KB3NvdXJjZXMYCSADKAsyHS53YXJkZW4udjEuQXJ0aWZhY3RQdWxsU291cmNlEhUKDXJlc3VtZWRfYnl0ZXMYCiABKAQSEwoLZHVyYXRpb25fbXMYCyABKAQiOQoSQXJ0aWZhY3RQdWxsU291cmNlEhQKDHBlZXJfbm9kZV9pZBgBIAEoCRINCgVieXRlcxgCIAEoBCJwCg1CdW5kbGVJbnN0YWxsEgoKAmlkGAEgASgEEg8KB2JhY2tlbmQYAiABKAkSDgoGc2hhMjU2GAMgASgMEg4KBnNvdXJjZRgEIAEoCRINCgVtb2RlbBgFIAEoCRITCgtpbmNhcm5hdGlvbhgGIAEoCSJSChBBcnRpZmFjdEV2aWN0aW9uEgoKAmlkGAEgASgEEg4KBnNoYTI1NhgCIAEoDBISCgpzaXplX2J5dGVzGAMgASgEEg4KBnJlYXNvbhgEIAEoCSIhCg9BcnRpZmFjdERpZ2VzdHMSDgoGc2hhMjU2GAEgAygMInQKDkludmVudG9yeURlbHRhEhUKDWJhc2Vfc2VxdWVuY2UYASABKAQSKgoHdXBzZXJ0cxgCIAMoCzIZLndhcmRlbi52MS5JbnZlbnRvcnlFbnRyeRIPCgdyZW1vdmVkGAMgAygJEg4KBmRpZ2VzdBgEIAEoBiKAAQoRSGVhcnRiZWF0UmVzcG9uc2USGQoRcmVnaXN0ZXJfcmVxdWlyZWQYASABKAgSGQoRY29vcmRpbmF0b3JfZXBvY2gYAiABKAQSFAoMbGVhZGVyX2Vwb2NoGAMgASgEEh8KF2Z1bGxfaW52ZW50b3J5X3JlcXVpcmVkGAQgASgIMuwBCgtOb2RlU2VydmljZRJDCghSZWdpc3RlchIaLndhcmRlbi52MS5SZWdpc3RlclJlcXVlc3QaGy53YXJkZW4udjEuUmVnaXN0ZXJSZXNwb25zZRJGCglIZWFydGJlYXQSGy53YXJkZW4udjEuSGVhcnRiZWF0UmVxdWVzdBocLndhcmRlbi52MS5IZWFydGJlYXRSZXNwb25zZRJQCg9IZWFydGJlYXRTdHJlYW0SGy53YXJkZW4udjEuSGVhcnRiZWF0UmVxdWVzdBocLndhcmRlbi52MS5IZWFydGJlYXRSZXNwb25zZSgBMAEyaQoUQXJ0aWZhY3RTdG9yZVNlcnZpY2USUQoMUmVhZEFydGlmYWN0Eh4ud2FyZGVuLnYxLlJlYWRBcnRpZmFjdFJlcXVlc3QaHy53YXJkZW4udjEuUmVhZEFydGlmYWN0UmVzcG9uc2UwAWIGcHJvdG8z", [file_warden_v1_types]);
+  fileDesc("ChR3YXJkZW4vdjEvbm9kZS5wcm90bxIJd2FyZGVuLnYxIkQKE1JlYWRBcnRpZmFjdFJlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCRIMCgRwYXRoGAIgASgJEg4KBm9mZnNldBgDIAEoBCJJChRSZWFkQXJ0aWZhY3RSZXNwb25zZRIOCgZvZmZzZXQYASABKAQSEwoLdG90YWxfYnl0ZXMYAiABKAQSDAoEZGF0YRgDIAEoDCLFAwoPUmVnaXN0ZXJSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAkSDwoHYWRkcmVzcxgCIAEoCRI2CgZsYWJlbHMYAyADKAsyJi53YXJkZW4udjEuUmVnaXN0ZXJSZXF1ZXN0LkxhYmVsc0VudHJ5EiAKBGdwdXMYBCADKAsyEi53YXJkZW4udjEuR3B1SW5mbxISCgpib290X2Vwb2NoGAUgASgEEhcKD3JhbV90b3RhbF9ieXRlcxgGIAEoBBIPCgd2ZXJzaW9uGAcgASgJEhAKCGJhY2tlbmRzGAggAygJEiUKBmxpbWl0cxgJIAEoCzIVLndhcmRlbi52MS5Ob2RlTGltaXRzEhAKCHBlZXJfa2V5GAogASgMEkcKD2JhY2tlbmRfYnVuZGxlcxgLIAMoCzIuLndhcmRlbi52MS5SZWdpc3RlclJlcXVlc3QuQmFja2VuZEJ1bmRsZXNFbnRyeRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBGjUKE0JhY2tlbmRCdW5kbGVzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASKdAQoKTm9kZUxpbWl0cxIjChZtYXhfcmVwbGljYXNfcGVyX21vZGVsGAEgASgNSAGIAQESHQoTbWVtb3J5X2J1ZGdldF9ieXRlcxgCIAEoBEgAEh8KFW1lbW9yeV9idWRnZXRfcGVyY2VudBgDIAEoAUgAQg8KDW1lbW9yeV9idWRnZXRCGQoXX21heF9yZXBsaWNhc19wZXJfbW9kZWwiYgoQUmVnaXN0ZXJSZXNwb25zZRIZChFjb29yZGluYXRvcl9lcG9jaBgBIAEoBBIdChVoZWFydGJlYXRfaW50ZXJ2YWxfbXMYAiABKA0SFAoMbGVhZGVyX2Vwb2NoGAMgASgEIvICChBIZWFydGJlYXRSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAkSEgoKYm9vdF9lcG9jaBgCIAEoBBIQCghzZXF1ZW5jZRgDIAEoBBIrCghiYWNrZW5kcxgEIAMoCzIZLndhcmRlbi52MS5JbnZlbnRvcnlFbnRyeRIpCgdvcnBoYW5zGAUgAygLMhgud2FyZGVuLnYxLk9ycGhhblByb2Nlc3MSKwoJcmVzb3VyY2VzGAYgASgLMhgud2FyZGVuLnYxLk5vZGVSZXNvdXJjZXMSKgoHZm9yZWlnbhgHIAMoCzIZLndhcmRlbi52MS5Gb3JlaWduUHJvY2VzcxIUCgxsZWFkZXJfZXBvY2gYCCABKAQSKAoFZGVsdGEYCSABKAsyGS53YXJkZW4udjEuSW52ZW50b3J5RGVsdGESNgoOYXJ0aWZhY3RfY2FjaGUYCiABKAsyHi53YXJkZW4udjEuQXJ0aWZhY3RDYWNoZVJlcG9ydCLNAgoTQXJ0aWZhY3RDYWNoZVJlcG9ydBISCgpmcmVlX2J5dGVzGAEgASgEEhcKD2V2aWN0YWJsZV9ieXRlcxgCIAEoBBIwCgdkaWdlc3RzGAMgASgLMhoud2FyZGVuLnYxLkFydGlmYWN0RGlnZXN0c0gAiAEBEi4KCWV2aWN0aW9ucxgEIAMoCzIbLndhcmRlbi52MS5BcnRpZmFjdEV2aWN0aW9uEjQKB2J1bmRsZXMYFSABKAsyHi53YXJkZW4udjEuQmFja2VuZEJ1bmRsZVN0YXRlc0gBiAEBEiYKBXB1bGxzGA4gAygLMhcud2FyZGVuLnYxLkFydGlmYWN0UHVsbBIxCg9idW5kbGVfaW5zdGFsbHMYDyADKAsyGC53YXJkZW4udjEuQnVuZGxlSW5zdGFsbEIKCghfZGlnZXN0c0IKCghfYnVuZGxlcyLuAQoMQXJ0aWZhY3RQdWxsEgoKAmlkGAEgASgEEg4KBnNoYTI1NhgCIAEoDBISCgpzaXplX2J5dGVzGAMgASgEEgwKBHBhdGgYBCABKAkSDQoFbW9kZWwYBSABKAkSDwoHYmFja2VuZBgGIAEoCRIUCgxidW5kbGVfbGF5ZXIYByABKAgSDgoGb3JpZ2luGAggASgJEi4KB3NvdXJjZXMYCSADKAsyHS53YXJkZW4udjEuQXJ0aWZhY3RQdWxsU291cmNlEhUKDXJlc3VtZWRfYnl0ZXMYCiABKAQSEwoLZHVyYXRpb25fbXMYCyABKAQiOQoSQXJ0aWZhY3RQdWxsU291cmNlEhQKDHBlZXJfbm9kZV9pZBgBIAEoCRINCgVieXRlcxgCIAEoBCJwCg1CdW5kbGVJbnN0YWxsEgoKAmlkGAEgASgEEg8KB2JhY2tlbmQYAiABKAkSDgoGc2hhMjU2GAMgASgMEg4KBnNvdXJjZRgEIAEoCRINCgVtb2RlbBgFIAEoCRITCgtpbmNhcm5hdGlvbhgGIAEoCSJEChNCYWNrZW5kQnVuZGxlU3RhdGVzEi0KBnN0YXRlcxgBIAMoCzIdLndhcmRlbi52MS5CYWNrZW5kQnVuZGxlU3RhdGUiYAoSQmFja2VuZEJ1bmRsZVN0YXRlEg8KB2JhY2tlbmQYASABKAkSEQoJaW5zdGFsbGVkGAIgASgIEhIKCnB1bGxfYnl0ZXMYAyABKAQSEgoKc2l6ZV9rbm93bhgEIAEoCCJSChBBcnRpZmFjdEV2aWN0aW9uEgoKAmlkGAEgASgEEg4KBnNoYTI1NhgCIAEoDBISCgpzaXplX2J5dGVzGAMgASgEEg4KBnJlYXNvbhgEIAEoCSIhCg9BcnRpZmFjdERpZ2VzdHMSDgoGc2hhMjU2GAEgAygMInQKDkludmVudG9yeURlbHRhEhUKDWJhc2Vfc2VxdWVuY2UYASABKAQSKgoHdXBzZXJ0cxgCIAMoCzIZLndhcmRlbi52MS5JbnZlbnRvcnlFbnRyeRIPCgdyZW1vdmVkGAMgAygJEg4KBmRpZ2VzdBgEIAEoBiKAAQoRSGVhcnRiZWF0UmVzcG9uc2USGQoRcmVnaXN0ZXJfcmVxdWlyZWQYASABKAgSGQoRY29vcmRpbmF0b3JfZXBvY2gYAiABKAQSFAoMbGVhZGVyX2Vwb2NoGAMgASgEEh8KF2Z1bGxfaW52ZW50b3J5X3JlcXVpcmVkGAQgASgIMuwBCgtOb2RlU2VydmljZRJDCghSZWdpc3RlchIaLndhcmRlbi52MS5SZWdpc3RlclJlcXVlc3QaGy53YXJkZW4udjEuUmVnaXN0ZXJSZXNwb25zZRJGCglIZWFydGJlYXQSGy53YXJkZW4udjEuSGVhcnRiZWF0UmVxdWVzdBocLndhcmRlbi52MS5IZWFydGJlYXRSZXNwb25zZRJQCg9IZWFydGJlYXRTdHJlYW0SGy53YXJkZW4udjEuSGVhcnRiZWF0UmVxdWVzdBocLndhcmRlbi52MS5IZWFydGJlYXRSZXNwb25zZSgBMAEyaQoUQXJ0aWZhY3RTdG9yZVNlcnZpY2USUQoMUmVhZEFydGlmYWN0Eh4ud2FyZGVuLnYxLlJlYWRBcnRpZmFjdFJlcXVlc3QaHy53YXJkZW4udjEuUmVhZEFydGlmYWN0UmVzcG9uc2UwAWIGcHJvdG8z", [file_warden_v1_types]);
 
 /**
  * @generated from message warden.v1.ReadArtifactRequest
@@ -369,6 +369,18 @@ export type ArtifactCacheReport = Message<"warden.v1.ArtifactCacheReport"> & {
   evictions: ArtifactEviction[];
 
   /**
+   * Set only when it changed since the last acknowledged heartbeat, after a
+   * Register or full_inventory_required, and with every full inventory: the
+   * state of every catalog backend that names a bundle (at most 256, the
+   * catalog's bound, one per backend), replacing the list the coordinator
+   * holds. Unset: unchanged. Placement adds a missing bundle's pull_bytes to
+   * what a load on this node must pull.
+   *
+   * @generated from field: optional warden.v1.BackendBundleStates bundles = 21;
+   */
+  bundles?: BackendBundleStates | undefined;
+
+  /**
    * Pulls the agent completed (bytes fetched into its cache) that no
    * acknowledged heartbeat carried yet, oldest first, at most 32; the
    * coordinator audits each as `artifact.pulled`. Sent again until a
@@ -566,6 +578,69 @@ export const BundleInstallSchema: GenMessage<BundleInstall> = /*@__PURE__*/
   messageDesc(file_warden_v1_node, 9);
 
 /**
+ * @generated from message warden.v1.BackendBundleStates
+ */
+export type BackendBundleStates = Message<"warden.v1.BackendBundleStates"> & {
+  /**
+   * @generated from field: repeated warden.v1.BackendBundleState states = 1;
+   */
+  states: BackendBundleState[];
+};
+
+/**
+ * Describes the message warden.v1.BackendBundleStates.
+ * Use `create(BackendBundleStatesSchema)` to create a new message.
+ */
+export const BackendBundleStatesSchema: GenMessage<BackendBundleStates> = /*@__PURE__*/
+  messageDesc(file_warden_v1_node, 10);
+
+/**
+ * One catalog backend's bundle on this node (services/agent/docs/artifacts.md).
+ *
+ * @generated from message warden.v1.BackendBundleState
+ */
+export type BackendBundleState = Message<"warden.v1.BackendBundleState"> & {
+  /**
+   * The catalog name (as in RegisterRequest.backends).
+   *
+   * @generated from field: string backend = 1;
+   */
+  backend: string;
+
+  /**
+   * Its bundle is unpacked and ready to run under the cache.
+   *
+   * @generated from field: bool installed = 2;
+   */
+  installed: boolean;
+
+  /**
+   * When not installed: the bytes an install would download (the tarball's
+   * size, or the image's layers' sizes, less those the cache already holds);
+   * at most 2^53 - 1. 0 when installed, or when size_known is false.
+   *
+   * @generated from field: uint64 pull_bytes = 3;
+   */
+  pullBytes: bigint;
+
+  /**
+   * false: an image whose manifest the agent has not read yet, so the size is
+   * not known; placement then does not rule the node out on the bundle's
+   * size, but still prefers a node that has it installed.
+   *
+   * @generated from field: bool size_known = 4;
+   */
+  sizeKnown: boolean;
+};
+
+/**
+ * Describes the message warden.v1.BackendBundleState.
+ * Use `create(BackendBundleStateSchema)` to create a new message.
+ */
+export const BackendBundleStateSchema: GenMessage<BackendBundleState> = /*@__PURE__*/
+  messageDesc(file_warden_v1_node, 11);
+
+/**
  * @generated from message warden.v1.ArtifactEviction
  */
 export type ArtifactEviction = Message<"warden.v1.ArtifactEviction"> & {
@@ -601,7 +676,7 @@ export type ArtifactEviction = Message<"warden.v1.ArtifactEviction"> & {
  * Use `create(ArtifactEvictionSchema)` to create a new message.
  */
 export const ArtifactEvictionSchema: GenMessage<ArtifactEviction> = /*@__PURE__*/
-  messageDesc(file_warden_v1_node, 10);
+  messageDesc(file_warden_v1_node, 12);
 
 /**
  * @generated from message warden.v1.ArtifactDigests
@@ -618,7 +693,7 @@ export type ArtifactDigests = Message<"warden.v1.ArtifactDigests"> & {
  * Use `create(ArtifactDigestsSchema)` to create a new message.
  */
 export const ArtifactDigestsSchema: GenMessage<ArtifactDigests> = /*@__PURE__*/
-  messageDesc(file_warden_v1_node, 11);
+  messageDesc(file_warden_v1_node, 13);
 
 /**
  * The changes of an agent's inventory since a heartbeat the coordinator
@@ -666,7 +741,7 @@ export type InventoryDelta = Message<"warden.v1.InventoryDelta"> & {
  * Use `create(InventoryDeltaSchema)` to create a new message.
  */
 export const InventoryDeltaSchema: GenMessage<InventoryDelta> = /*@__PURE__*/
-  messageDesc(file_warden_v1_node, 12);
+  messageDesc(file_warden_v1_node, 14);
 
 /**
  * @generated from message warden.v1.HeartbeatResponse
@@ -707,7 +782,7 @@ export type HeartbeatResponse = Message<"warden.v1.HeartbeatResponse"> & {
  * Use `create(HeartbeatResponseSchema)` to create a new message.
  */
 export const HeartbeatResponseSchema: GenMessage<HeartbeatResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_node, 13);
+  messageDesc(file_warden_v1_node, 15);
 
 /**
  * @generated from service warden.v1.NodeService

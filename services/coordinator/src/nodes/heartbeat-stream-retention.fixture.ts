@@ -1,0 +1,44 @@
+/**
+ * Run with `node --expose-gc --import tsx`: feeds 200 heartbeats through one
+ * open heartbeatStream, each answered, with the stream still open at the end;
+ * then collects garbage and prints how many of the answered requests are still
+ * reachable. Used by heartbeat-stream-retention.test.ts.
+ */
+import { create } from "@bufbuild/protobuf";
+import { Metadata } from "@grpc/grpc-js";
+import { HeartbeatRequestSchema, type HeartbeatRequest } from "@warden/proto";
+import { heartbeatStream } from "./heartbeat-stream.js";
+
+const gc = (globalThis as { gc?: () => void }).gc;
+if (gc === undefined) throw new Error("run with --expose-gc");
+
+const beats = 200;
+const refs: WeakRef<HeartbeatRequest>[] = [];
+let wake: (() => void) | undefined;
+const pending: HeartbeatRequest[] = [];
+/** The agent's side: one request at a time, the stream never half-closed. */
+const requests: AsyncIterable<HeartbeatRequest> = {
+  [Symbol.asyncIterator]: () => ({
+    next: async () => {
+      while (pending.length === 0) await new Promise<void>((r) => (wake = r));
+      return { done: false, value: pending.shift() as HeartbeatRequest };
+    },
+  }),
+};
+const call = new AbortController();
+const ctx = { signal: call.signal, metadata: new Metadata(), peer: "test", deadlineAtMs: undefined, responseHeader: new Metadata(), responseTrailer: new Metadata() };
+const answers = heartbeatStream(requests, ctx, { boundNodeOf: () => "n1", beat: () => ({}) })[Symbol.asyncIterator]();
+for (let i = 0; i < beats; i++) {
+  const req = create(HeartbeatRequestSchema, { nodeId: "n1", sequence: BigInt(i + 1) });
+  refs.push(new WeakRef(req));
+  pending.push(req);
+  wake?.();
+  await answers.next();
+}
+for (let i = 0; i < 3; i++) {
+  gc();
+  await new Promise((r) => setImmediate(r));
+}
+const reachable = refs.filter((r) => r.deref() !== undefined).length;
+process.stdout.write(`${JSON.stringify({ beats, reachable })}\n`);
+call.abort();

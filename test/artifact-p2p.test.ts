@@ -140,6 +140,12 @@ describe("peer-to-peer artifact fetch", () => {
       // B went on from where A's bytes ended: a Range request to the origin (A's own was the first, from 0).
       expect(origin.requestsFor(`/${name}`).slice(1).some((r) => r.range !== undefined && r.range !== "bytes=0-")).toBe(true);
       expect(b.proc.lines.some((l) => l.includes("peer fetch failed; trying the next source"))).toBe(true);
+      // Its record (what artifact.pulled carries) counts both sources' bytes: the peer's first, the origin's after.
+      const ready = b.proc.lines.filter((l) => l.includes('"artifact ready"')).map((l) => JSON.parse(l) as { msg?: string; sha256?: string; sources?: string; resumedBytes?: number }).find((o) => o.msg === "artifact ready" && o.sha256 === artifact.sha256);
+      const m = /^peer p2p-a2: (\d+), origin: (\d+)$/.exec(ready?.sources ?? "");
+      expect(m, ready?.sources).not.toBeNull();
+      const [fromPeer, fromOrigin] = [Number(m?.[1]), Number(m?.[2])];
+      expect([fromPeer > 0, fromOrigin > 0, fromPeer + fromOrigin, ready?.resumedBytes]).toEqual([true, true, body.length, 0]);
     } finally {
       origin.paceMs = 0;
     }

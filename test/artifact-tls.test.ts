@@ -8,8 +8,11 @@
  * coordinator granted. The holder refuses a valid ticket presented under a
  * certificate that names another node than the ticket's requester, or no node
  * at all; the store refuses a certificate of another node than the one read for.
+ * A holder whose agent serves another node's certificate (its files replaced
+ * and reloaded after it registered) is refused by the requester, which then
+ * pulls from the origin.
  */
-import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { copyFile, mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -26,24 +29,28 @@ import { bytesOf, sha256Hex } from "./support/artifact-server.js";
 const fileBytes = 3_000_000;
 const body = bytesOf(fileBytes, 41);
 const sha = sha256Hex(body);
+/** The second artifact: held by tls-d, which then serves another node's certificate. */
+const body2 = bytesOf(fileBytes, 43);
+const sha2 = sha256Hex(body2);
 let dir = "";
 let certs = "";
 let coord: CoordinatorProcess | undefined;
 let holder: RemoteAgent;
 let requester: RemoteAgent;
 let admin: Client<typeof AdminService>;
+let impostor: RemoteAgent | undefined;
 
 const files = (name: string): { certFile: string; keyFile: string; caFile: string } => ({ certFile: join(certs, `${name}.pem`), keyFile: join(certs, `${name}-key.pem`), caFile: join(certs, "ca.pem") });
 const tlsOf = (name: string): ClientTls => clientTlsOf(readTlsMaterial(files(name)));
 /** What a server's TLS section says in a coordinator's or agent's config. */
 const serverTls = (name: string): Record<string, string> => ({ cert: files(name).certFile, key: files(name).keyFile, ca: files(name).caFile });
 
-function pinned(id: string, zone: string): Record<string, unknown> {
-  return { ...simModel(id, { knobs: { model_file_sha256: sha }, selector: { zone } }), modelFile: "weights/m.bin", artifacts: [{ source: "store:llama/m.bin", sha256: sha, sizeBytes: fileBytes, path: "weights/m.bin" }] };
+function pinned(id: string, zone: string, file = { name: "m.bin", sha }): Record<string, unknown> {
+  return { ...simModel(id, { knobs: { model_file_sha256: file.sha }, selector: { zone } }), modelFile: `weights/${file.name}`, artifacts: [{ source: `store:llama/${file.name}`, sha256: file.sha, sizeBytes: fileBytes, path: `weights/${file.name}` }] };
 }
 
-async function cached(a: RemoteAgent): Promise<Buffer> {
-  return readFile(join(dir, a.nodeId, "models", ".warden-cache", "sha256", sha));
+async function cached(a: RemoteAgent, digest = sha): Promise<Buffer> {
+  return readFile(join(dir, a.nodeId, "models", ".warden-cache", "sha256", digest));
 }
 
 /** Bytes read, or the call's code when it failed. */
@@ -62,10 +69,11 @@ beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), "warden-artifact-tls-"));
   certs = join(dir, "certs");
   // tls-c: a third node of the same CA, never started — what a node holding a leaked ticket has.
-  await certsInit({ out: certs, agents: ["tls-a", "tls-b", "tls-c"] });
+  await certsInit({ out: certs, agents: ["tls-a", "tls-b", "tls-c", "tls-d"] });
   const store = join(dir, "store");
   await mkdir(join(store, "llama"), { recursive: true });
   await writeFile(join(store, "llama", "m.bin"), body);
+  await writeFile(join(store, "llama", "m2.bin"), body2);
   coord = await startCoordinatorProcess(join(dir, "coord.yaml"), {
     listen: "127.0.0.1:0",
     stateDir: join(dir, "coord-state"),
@@ -74,7 +82,7 @@ beforeAll(async () => {
     tls: serverTls("coordinator"),
     artifactStore: store,
     // "either" is never loaded: its ExplainPlacement says whether a node holds the file.
-    models: [pinned("on-a", "a"), pinned("on-b", "b"), { ...pinned("either", "a"), selector: {} }],
+    models: [pinned("on-a", "a"), pinned("on-b", "b"), { ...pinned("either", "a"), selector: {} }, pinned("on-d2", "d", { name: "m2.bin", sha: sha2 }), pinned("on-b2", "b", { name: "m2.bin", sha: sha2 }), { ...pinned("either2", "d", { name: "m2.bin", sha: sha2 }), selector: {} }],
   });
   const tag = uniqueTag("artifact-tls");
   const agentOf = async (nodeId: string, zone: string): Promise<RemoteAgent> => {
@@ -89,7 +97,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   admin.close();
-  await Promise.all([holder.cleanup(), requester.cleanup()]);
+  await Promise.all([holder.cleanup(), requester.cleanup(), impostor?.cleanup()]);
   await coord?.kill();
   await rm(dir, { recursive: true, force: true });
   expect(await liveRemoteAgents()).toEqual([]);
@@ -165,5 +173,37 @@ describe("artifacts over mutual TLS (real processes)", { timeout: 240_000 }, () 
       for (const c of Object.values(clients)) c.close();
       noCert.close();
     }
+  });
+
+  it("a peer whose server certificate names another node is refused: the requester pulls from the origin instead", async () => {
+    // tls-d's agent reads its certificate from files of its own, so they can be replaced under it.
+    const own = join(dir, "tls-d-tls");
+    await mkdir(own, { recursive: true });
+    const cert = join(own, "cert.pem");
+    const key = join(own, "key.pem");
+    await copyFile(files("tls-d").certFile, cert);
+    await copyFile(files("tls-d").keyFile, key);
+    const modelsPath = join(dir, "tls-d", "models");
+    await mkdir(modelsPath, { recursive: true });
+    impostor = await startRemoteAgent({ coordinator: coord?.address ?? "", nodeId: "tls-d", tag: uniqueTag("artifact-tls-d"), labels: { zone: "d" }, config: { tls: { cert, key, ca: files("tls-d").caFile }, modelsPath } });
+    const d = impostor;
+    await until("tls-d ready", async () => (await admin.listNodes({}, { timeoutMs: 20_000 })).nodes.some((n) => n.nodeId === "tls-d" && n.state === NodeState.READY), 60_000);
+    expect((await admin.loadModel({ model: "on-d2" }, { timeoutMs: 120_000 })).instance?.nodeId).toBe("tls-d");
+    expect((await cached(d, sha2)).equals(body2)).toBe(true);
+    await until("tls-d reported the digest", async () => (await admin.explainPlacement({ model: "either2" }, { timeoutMs: 20_000 })).nodes.find((n) => n.nodeId === "tls-d")?.reason.endsWith("; cached)") === true, 60_000);
+
+    // After it registered, tls-d's agent serves tls-c's certificate (valid, same CA): new handshakes with it present that one.
+    await copyFile(files("tls-c").certFile, cert);
+    await copyFile(files("tls-c").keyFile, key);
+    process.kill(d.pid, "SIGHUP");
+    await until("tls-d reloaded", () => d.proc.lines.some((l) => l.includes("tls certificate reloaded")), 20_000);
+
+    // The coordinator names tls-d as the holder; the requester refuses its certificate and reads the store.
+    expect((await admin.loadModel({ model: "on-b2" }, { timeoutMs: 120_000 })).instance?.nodeId).toBe("tls-b");
+    expect((await cached(requester, sha2)).equals(body2)).toBe(true);
+    expect(requester.proc.lines.some((l) => l.includes("artifact fetched from a peer") && l.includes(sha2))).toBe(false);
+    const refusal = requester.proc.lines.find((l) => l.includes("peer refused: its certificate does not name the node") && l.includes(sha2));
+    expect(refusal).toContain('peer node \\"tls-d\\"');
+    expect(refusal).toContain('a certificate issued to node \\"tls-c\\"');
   });
 });

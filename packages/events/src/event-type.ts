@@ -48,6 +48,7 @@ const typeByCase = {
   backendInstalled: "backend.installed",
   backendRemoved: "backend.removed",
   artifactEvicted: "artifact.evicted",
+  artifactPulled: "artifact.pulled",
 } as const satisfies Record<PayloadCase, string>;
 
 /** Every event type name, e.g. `"eviction.started"`. */

@@ -1,10 +1,11 @@
-import { Gauge, Registry, collectDefaultMetrics } from "prom-client";
+import { Counter, Gauge, Registry, collectDefaultMetrics } from "prom-client";
 import type { Agent } from "./agent.js";
 
 /**
  * The agent's Prometheus metrics, computed at scrape time from the process
  * table and the last memory reading: backends by state, backends with a stop
- * requested, orphans, foreign processes, GPU and RAM bytes.
+ * requested, orphans, foreign processes, GPU and RAM bytes, audit records
+ * dropped unreported.
  */
 export function createAgentMetrics(agent: Agent): Registry {
   const r = new Registry();
@@ -58,6 +59,18 @@ export function createAgentMetrics(agent: Agent): Registry {
       }
       this.set({ device: "ram", kind: "total" }, Number(m.ramTotalBytes ?? 0n));
       this.set({ device: "ram", kind: "used" }, Number(m.ramUsedBytes ?? 0n));
+    },
+  });
+  new Counter({
+    name: "warden_agent_audit_dropped_total",
+    help: "Audit records dropped before any coordinator acknowledged them (kind: pull = artifact.pulled, bundle-install = backend.installed by a start); the agent's log has each.",
+    labelNames: ["kind"],
+    registers: [r],
+    collect() {
+      this.reset();
+      const d = agent.auditDropped();
+      this.inc({ kind: "pull" }, d.pulls);
+      this.inc({ kind: "bundle-install" }, d.bundleInstalls);
     },
   });
   return r;

@@ -24,6 +24,9 @@ import { backendClientTls } from "./backend-client-tls.js";
 import { measureNodeResources, takeInventory, type InventorySnapshot, type NodeResourcesInit } from "./inventory.js";
 import { createMemoryProbe } from "./memory-probe.js";
 import { EvictionOutbox } from "./eviction-outbox.js";
+import { ReportOutbox, bundleInstallReportBounds, pullReportBounds } from "./report-outbox.js";
+import type { PullRecord } from "./artifact-cache.js";
+import type { StartInstallRecord } from "./backend-bundle.js";
 import { liveCacheDigests } from "./live-cache-digests.js";
 import { LeaderFence } from "./leader-fence-store.js";
 import { ModelLocks } from "./model-lock.js";
@@ -113,6 +116,8 @@ export interface Agent {
   raiseLeaderEpoch(epoch: bigint): Promise<void>;
   /** The artifact cache's state for the heartbeat; undefined without a modelsPath or when it cannot be read now. */
   artifactCache(): Promise<ArtifactCacheSnapshot | undefined>;
+  /** Audit records dropped unreported (more waited than the outbox keeps while no coordinator acknowledged): completed pulls, bundle installs by starts. */
+  auditDropped(): { pulls: number; bundleInstalls: number };
   /** Live (not exited) backends by incarnation: pid, address, state. For tests and the CLI. */
   processes(): { incarnation: string; model: string; pid: number; address: string; state: BackendPhase["t"] }[];
 }
@@ -170,7 +175,10 @@ export function createAgent(config: AgentConfig, deps: AgentDeps = {}): Agent {
   };
 
   const evictions = new EvictionOutbox(logger);
-  const artifacts = config.modelsPath === undefined ? undefined : new ArtifactCache({ modelsPath: config.modelsPath, clock, logger, onEvicted: (e) => { evictions.record(e); }, pullTimeoutMs: config.artifactPullTimeoutMs, stallTimeoutMs: config.artifactStallTimeoutMs, storeReader: deps.storeReader, budgetBytes: config.artifactCacheBudgetBytes, liveDigests: () => table.live().map((p) => liveCacheDigests(p.id, config.catalog)), ...(deps.artifactFreeBytes === undefined ? {} : { freeBytes: deps.artifactFreeBytes }), ...(deps.peerClients === undefined ? {} : { peers: { selfNodeId: config.nodeId, clients: deps.peerClients } }), ...(deps.registryLogin === undefined ? {} : { registryLogin: deps.registryLogin }) });
+  // Completed pulls and start-driven bundle installs, until a coordinator audits them (report-outbox.ts).
+  const pulls = new ReportOutbox<PullRecord>({ ...pullReportBounds, what: "artifact pulls", log: logger });
+  const installs = new ReportOutbox<StartInstallRecord>({ ...bundleInstallReportBounds, what: "bundle installs by starts", log: logger });
+  const artifacts = config.modelsPath === undefined ? undefined : new ArtifactCache({ modelsPath: config.modelsPath, clock, logger, onEvicted: (e) => { evictions.record(e); }, onPulled: (p) => { pulls.record(p); }, pullTimeoutMs: config.artifactPullTimeoutMs, stallTimeoutMs: config.artifactStallTimeoutMs, storeReader: deps.storeReader, budgetBytes: config.artifactCacheBudgetBytes, liveDigests: () => table.live().map((p) => liveCacheDigests(p.id, config.catalog)), ...(deps.artifactFreeBytes === undefined ? {} : { freeBytes: deps.artifactFreeBytes }), ...(deps.peerClients === undefined ? {} : { peers: { selfNodeId: config.nodeId, clients: deps.peerClients } }), ...(deps.registryLogin === undefined ? {} : { registryLogin: deps.registryLogin }) });
   // What placement must count of each catalog bundle (heartbeat): images' sizes read in the background from start().
   const bundleReport = artifacts === undefined ? undefined : new BundleReport({ catalog: config.catalog, cache: artifacts.index, clock, logger, listLayers: deps.bundleLayers ?? registryLayers(deps.registryLogin) });
   const ctx: AgentContext = {
@@ -186,7 +194,7 @@ export function createAgent(config: AgentConfig, deps: AgentDeps = {}): Agent {
     ports,
     locks: new ModelLocks(),
     artifacts,
-    bundles: config.modelsPath === undefined || artifacts === undefined ? undefined : new BundleInstaller({ modelsPath: config.modelsPath, cache: artifacts, logger, ...(deps.registryLogin === undefined ? {} : { registryLogin: deps.registryLogin }), ...(deps.findPeers === undefined ? {} : { findPeers: deps.findPeers }) }),
+    bundles: config.modelsPath === undefined || artifacts === undefined ? undefined : new BundleInstaller({ modelsPath: config.modelsPath, cache: artifacts, logger, onStartInstalled: (r) => { installs.record(r); }, ...(deps.registryLogin === undefined ? {} : { registryLogin: deps.registryLogin }), ...(deps.findPeers === undefined ? {} : { findPeers: deps.findPeers }) }),
     hub,
     probe: createMemoryProbe({ nvidiaSmiPath: config.nvidiaSmiPath, procRoot }),
     table,
@@ -293,9 +301,10 @@ export function createAgent(config: AgentConfig, deps: AgentDeps = {}): Agent {
       const r = await cache.report().catch(() => undefined);
       if (r === undefined) return undefined;
       const b = bundleReport?.any() === true ? bundleReport.snapshot() : undefined;
-      return { ...r, digests: () => cache.index.digests(), ...(b === undefined ? {} : { bundlesVersion: b.version, bundles: () => b.states }), evictions: () => evictions.next(), evictionsAcknowledged: (id) => { evictions.acknowledged(id); } };
+      return { ...r, digests: () => cache.index.digests(), ...(b === undefined ? {} : { bundlesVersion: b.version, bundles: () => b.states }), evictions: () => evictions.next(), evictionsAcknowledged: (id) => { evictions.acknowledged(id); }, pulls: () => pulls.next(), pullsAcknowledged: (id) => { pulls.acknowledged(id); }, bundleInstalls: () => installs.next(), bundleInstallsAcknowledged: (id) => { installs.acknowledged(id); } };
     },
     raiseLeaderEpoch: (epoch) => fence.raise(epoch),
+    auditDropped: () => ({ pulls: pulls.dropped(), bundleInstalls: installs.dropped() }),
     processes: () =>
       table.live().map((p) => ({ incarnation: p.id.incarnation, model: p.id.model, pid: p.pid, address: p.id.address, state: p.state().t })),
   };

@@ -4,7 +4,7 @@ import { CacheIndex, type CacheIndexOptions, type CacheReport } from "./artifact
 import { cachePaths, pullArtifact, statfsFree, type ArtifactSource, type PullProgress } from "./artifact-pull.js";
 import { httpSource, storeSource, type StoreReader } from "./artifact-sources.js";
 import { hashFile } from "./peer-upload.js";
-import { peerSource, type PeerClients, type PeerSpec } from "./peer-source.js";
+import { peerCertificateRefusal, peerSource, type PeerClients, type PeerSpec } from "./peer-source.js";
 import { ociBlobSource } from "./oci-blob-source.js";
 import type { RegistryLoginLookup } from "./registry-auth.js";
 import { SingleFlight } from "./single-flight.js";
@@ -31,6 +31,34 @@ export interface ArtifactCacheOptions {
   readonly peers?: { readonly selfNodeId: string; readonly clients: PeerClients };
   /** Credentials of private OCI registries (registryAuthFile), asked at each pull so a reload applies to the next one. @default anonymous */
   readonly registryLogin?: RegistryLoginLookup;
+  /** Told of each completed pull that fetched bytes (the heartbeat reports it; the coordinator audits it as artifact.pulled). */
+  readonly onPulled?: (p: PullRecord) => void;
+}
+
+/** What a pull is for: the start's model, or the backend whose bundle layer it is. */
+export interface PullPurpose {
+  /** The model whose start asked for it; "" or absent for a bundle an operator installs. */
+  readonly model?: string;
+  /** The catalog backend whose bundle this is a layer (or tarball) of. */
+  readonly backend?: string;
+  readonly bundleLayer?: boolean;
+}
+
+/** One completed pull (ArtifactPull on the heartbeat). */
+export interface PullRecord {
+  readonly sha256: string;
+  readonly sizeBytes: number;
+  readonly path: string;
+  readonly model: string;
+  readonly backend: string;
+  readonly bundleLayer: boolean;
+  /** The artifact's own source. */
+  readonly origin: string;
+  /** Bytes received from each source read, in the order first read; peerNodeId "" is the origin. */
+  readonly sources: readonly { readonly peerNodeId: string; readonly bytes: number }[];
+  /** Bytes of an earlier, interrupted pull's partial that this pull kept. */
+  readonly resumedBytes: number;
+  readonly durationMs: number;
 }
 
 /**
@@ -95,25 +123,27 @@ export class ArtifactCache {
    * this digest) are tried in order before the artifact's source. Errors name the artifact (what
    * the start's failure says).
    */
-  async ensure(spec: ArtifactSpec, signal: AbortSignal, onProgress: (p: PullProgress) => void, peers: readonly PeerSpec[] = []): Promise<string> {
+  async ensure(spec: ArtifactSpec, signal: AbortSignal, onProgress: (p: PullProgress) => void, peers: readonly PeerSpec[] = [], purpose: PullPurpose = {}): Promise<string> {
     try {
-      return await this.flights.run(spec.sha256, signal, (s, report) => this.pull(spec, s, report, peers), onProgress);
+      // One pull for every waiter: its record names the purpose of the start that began it.
+      return await this.flights.run(spec.sha256, signal, (s, report) => this.pull(spec, s, report, peers, purpose), onProgress);
     } catch (err) {
       const e = WardenError.from(err);
       throw new WardenError(e.code, `artifact ${JSON.stringify(spec.path)} (sha256 ${spec.sha256}, source ${spec.source.slice(0, 256)}): ${e.rawMessage}`, { cause: err, details: { field: "artifacts" } });
     }
   }
 
-  private async pull(spec: ArtifactSpec, flight: AbortSignal, report: (p: PullProgress) => void, peers: readonly PeerSpec[]): Promise<string> {
+  private async pull(spec: ArtifactSpec, flight: AbortSignal, report: (p: PullProgress) => void, peers: readonly PeerSpec[], purpose: PullPurpose): Promise<string> {
     const storePath = storePathOf(spec.source);
     const reader = this.o.storeReader;
     if (storePath !== undefined && reader === undefined) throw new WardenError(Code.FailedPrecondition, "this agent reads no coordinator store (it runs without --coordinator)");
     const origin = storePath !== undefined ? storeSource(reader as StoreReader, storePath, spec.sizeBytes) : isOciSource(spec.source) ? ociBlobSource(spec.source, spec.sha256, spec.sizeBytes, this.o.registryLogin) : httpSource(spec.source, spec.sizeBytes);
     const p2p = this.o.peers;
     // Peers first (the coordinator named them: holders, or agents pulling the digest now), then the origin.
+    const tally = new ByteTally();
     const sources: { readonly from: string; readonly source: ArtifactSource }[] = [
-      ...(p2p === undefined ? [] : peers.filter((p) => p.nodeId !== p2p.selfNodeId).map((p) => ({ from: `peer ${p.nodeId}`, source: peerSource(p2p.clients.get(p.address), p2p.selfNodeId, p, spec.sha256, spec.sizeBytes) }))),
-      { from: "origin", source: origin },
+      ...(p2p === undefined ? [] : peers.filter((p) => p.nodeId !== p2p.selfNodeId).map((p) => ({ from: `peer ${p.nodeId}`, source: tally.counted(p.nodeId, peerSource(p2p.clients.get(p), p2p.selfNodeId, p, spec.sha256, spec.sizeBytes)) }))),
+      { from: "origin", source: tally.counted("", origin) },
     ];
     const { final, partial } = cachePaths(this.o.modelsPath, spec.sha256);
     await this.index.ready();
@@ -126,6 +156,8 @@ export class ArtifactCache {
     this.verified.delete(spec.sha256);
     const dl = deadlineSignal(this.o.clock, this.o.pullTimeoutMs, `pull of sha256 ${spec.sha256.slice(0, 12)}`, flight);
     const t0 = this.o.clock.now();
+    // A final file already of the right size is only hashed: no pull to audit when that is all that happens.
+    const finalWasThere = (await stat(final).catch(() => undefined))?.size === spec.sizeBytes;
     let room: { done: () => Promise<void> } | undefined;
     try {
       // Room within the disk budget for what is still to fetch, made by evicting unused files (LRU).
@@ -150,7 +182,16 @@ export class ArtifactCache {
       if (key !== undefined) this.verified.set(spec.sha256, key);
       await room.done();
       this.index.touch(spec.sha256);
-      this.log.info("artifact ready", { sha256: spec.sha256, path: spec.path, sizeBytes: spec.sizeBytes, ms: this.o.clock.now() - t0 });
+      const ms = this.o.clock.now() - t0;
+      const fetched = tally.sources();
+      if (fetched.length > 0 || !finalWasThere) {
+        // No source opened and no final file before: the partial was complete already (all of it resumed).
+        const record: PullRecord = { sha256: spec.sha256, sizeBytes: spec.sizeBytes, path: spec.path, model: purpose.model ?? "", backend: purpose.backend ?? "", bundleLayer: purpose.bundleLayer === true, origin: spec.source.slice(0, 256), sources: fetched, resumedBytes: tally.resumedBytes ?? spec.sizeBytes, durationMs: ms };
+        this.o.onPulled?.(record);
+        this.log.info("artifact ready", { sha256: spec.sha256, path: spec.path, sizeBytes: spec.sizeBytes, ms, sources: fetched.map((f) => `${f.peerNodeId === "" ? "origin" : `peer ${f.peerNodeId}`}: ${String(f.bytes)}`).join(", "), resumedBytes: record.resumedBytes });
+      } else {
+        this.log.info("artifact ready", { sha256: spec.sha256, path: spec.path, sizeBytes: spec.sizeBytes, ms, sources: "already in the cache" });
+      }
       return path;
     } catch (err) {
       this.log.warn("artifact pull failed", { sha256: spec.sha256, path: spec.path, source: spec.source.slice(0, 256), err: WardenError.from(err).rawMessage });
@@ -183,10 +224,49 @@ export class ArtifactCache {
           if (i > 0 && e.code === Code.DataLoss) return attempt(s.source);
           throw err;
         }
-        this.log.warn("peer fetch failed; trying the next source", { sha256: spec.sha256, from: s.from, err: e.rawMessage });
+        const refused = peerCertificateRefusal(e.rawMessage);
+        if (refused !== undefined) this.log.warn("peer refused: its certificate does not name the node; trying the next source", { sha256: spec.sha256, from: s.from, err: refused });
+        else this.log.warn("peer fetch failed; trying the next source", { sha256: spec.sha256, from: s.from, err: e.rawMessage });
       }
     }
     throw new WardenError(Code.Internal, "no source");
+  }
+}
+
+/**
+ * Bytes each source of one pull sent, counted as the pull reads them, and
+ * what the partial held when the first source answered (bytes of an earlier
+ * pull that this one kept).
+ */
+class ByteTally {
+  private readonly bytes = new Map<string, number>();
+  resumedBytes: number | undefined;
+
+  counted(peerNodeId: string, source: ArtifactSource): ArtifactSource {
+    return {
+      open: async (offset, signal) => {
+        const body = await source.open(offset, signal);
+        this.resumedBytes ??= body.from;
+        if (!this.bytes.has(peerNodeId)) this.bytes.set(peerNodeId, 0);
+        const add = (n: number): void => {
+          this.bytes.set(peerNodeId, (this.bytes.get(peerNodeId) ?? 0) + n);
+        };
+        return {
+          from: body.from,
+          chunks: (async function* () {
+            for await (const c of body.chunks) {
+              add(c.byteLength);
+              yield c;
+            }
+          })(),
+        };
+      },
+    };
+  }
+
+  /** Sources that answered, in the order first read (a peer that failed before any byte shows 0). */
+  sources(): { peerNodeId: string; bytes: number }[] {
+    return [...this.bytes].map(([peerNodeId, bytes]) => ({ peerNodeId, bytes }));
   }
 }
 

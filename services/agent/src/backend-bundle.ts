@@ -1,7 +1,7 @@
 import { chmod, lstat, mkdir, open, readdir, rename, rm, stat } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { Code, WardenError, isHex64, isOciSource, parseOciReference, type ArtifactSpec, type Logger } from "@warden/common";
-import type { ArtifactCache } from "./artifact-cache.js";
+import type { ArtifactCache, PullPurpose } from "./artifact-cache.js";
 import { cachePaths, type PullProgress } from "./artifact-pull.js";
 import { bundleDir, type BundleSpec } from "./backend-bundle-config.js";
 import { OciRegistryClient } from "./oci-registry.js";
@@ -23,11 +23,28 @@ export interface InstalledBundle {
   readonly dir: string;
 }
 
+/** Who asks for an install: a start of a model (before launching its backend), or an operator's InstallBundle. */
+export type InstallCause = { readonly t: "start"; readonly backend: string; readonly model: string; readonly incarnation: string } | { readonly t: "operator"; readonly backend: string };
+
+/** A bundle a start installed (BundleInstall on the heartbeat; the coordinator audits it as backend.installed). */
+export interface StartInstallRecord {
+  readonly backend: string;
+  readonly sha256: string;
+  readonly source: string;
+  readonly model: string;
+  readonly incarnation: string;
+}
+
 export interface BundleInstallerOptions {
   readonly modelsPath: string;
   /** Pulls the layers or tarball (verified, resumable, one pull per digest). */
   readonly cache: ArtifactCache;
   readonly logger: Logger;
+  /**
+   * Told of each install a start's ensure() did (the heartbeat reports it). An
+   * operator's install is not: the coordinator audits it from InstallBundle's answer.
+   */
+  readonly onStartInstalled?: (r: StartInstallRecord) => void;
   /** Credentials of private OCI registries (registryAuthFile) for the image's manifest; its layers are pulled through `cache`, which has its own. @default anonymous */
   readonly registryLogin?: RegistryLoginLookup;
   /** Peers for the layers or tarball (the coordinator's FindPeers, peer-finder.ts); undefined = from the origin only. */
@@ -48,7 +65,7 @@ export interface BundleInstallerOptions {
  * (`findPeers`) first, as a start's model files are, the origin after.
  */
 export class BundleInstaller {
-  private readonly flights = new SingleFlight<string, PullProgress>();
+  private readonly flights = new SingleFlight<{ dir: string; fresh: boolean }, PullProgress>();
   /** Starts using a digest (from before its install until its process is in the table). */
   private readonly uses = new Map<string, number>();
   /** Digests being removed: a start asking for one fails instead of racing the removal. */
@@ -64,7 +81,17 @@ export class BundleInstaller {
   }
 
   /** The installed directory (installing it first when missing). Errors name the bundle; codes as artifact pulls' (DATA_LOSS, NOT_FOUND, UNAVAILABLE, RESOURCE_EXHAUSTED), FAILED_PRECONDITION for an unsafe or incomplete bundle. */
-  async ensure(spec: BundleSpec, signal: AbortSignal, onProgress: (p: PullProgress) => void = () => {}): Promise<string> {
+  async ensure(spec: BundleSpec, signal: AbortSignal, onProgress: (p: PullProgress) => void = () => {}, cause?: InstallCause): Promise<string> {
+    return (await this.ensureInstalled(spec, signal, onProgress, cause)).dir;
+  }
+
+  /**
+   * As ensure(), and whether this very call installed it (`installedHere`):
+   * false when it was installed already, or when another caller's install
+   * (a start's, say) was under way and this call waited for it. Exactly one
+   * caller per install sees true, so it is audited once.
+   */
+  async ensureInstalled(spec: BundleSpec, signal: AbortSignal, onProgress: (p: PullProgress) => void = () => {}, cause?: InstallCause): Promise<{ dir: string; installedHere: boolean }> {
     const dir = bundleDir(this.o.modelsPath, spec.sha256);
     if (this.removing.has(spec.sha256)) throw new WardenError(Code.Unavailable, `backend bundle ${spec.source.slice(0, 256)} (sha256 ${spec.sha256}): it is being removed; retry once RemoveBundle finished`);
     await this.evicting.get(spec.sha256);
@@ -72,12 +99,22 @@ export class BundleInstaller {
       // After the index's first scan, or the use would be lost to the scan's mtime.
       await this.o.cache.index.ready();
       this.o.cache.index.touch(spec.sha256, "bundle");
-      return dir;
+      return { dir, installedHere: false };
     }
+    // Set by the flight's work, which runs only for the caller that began it.
+    const ran = { here: false };
     try {
-      const out = await this.flights.run(spec.sha256, signal, (s, report) => this.install(spec, dir, s, report), onProgress);
+      const out = await this.flights.run(
+        spec.sha256,
+        signal,
+        (s, report) => {
+          ran.here = true;
+          return this.install(spec, dir, s, report, cause);
+        },
+        onProgress,
+      );
       this.o.cache.index.touch(spec.sha256, "bundle");
-      return out;
+      return { dir: out.dir, installedHere: ran.here && out.fresh };
     } catch (err) {
       const e = WardenError.from(err);
       throw new WardenError(e.code, `backend bundle ${spec.source.slice(0, 256)} (sha256 ${spec.sha256}): ${e.rawMessage}`, { cause: err, details: { field: "bundle", ...(e.details.reason === unsafeBundleReason ? { reason: unsafeBundleReason } : {}) } });
@@ -172,34 +209,36 @@ export class BundleInstaller {
    *    that cannot make room (the bound counts file sizes; disk blocks can
    *    take more), nothing is evicted and the staging directory goes.
    */
-  private async install(spec: BundleSpec, dir: string, signal: AbortSignal, report: (p: PullProgress) => void): Promise<string> {
-    if (await isInstalled(dir)) return dir;
+  private async install(spec: BundleSpec, dir: string, signal: AbortSignal, report: (p: PullProgress) => void, cause: InstallCause | undefined): Promise<{ dir: string; fresh: boolean }> {
+    if (await isInstalled(dir)) return { dir, fresh: false };
+    // The layers' pulls are audited as the bundle's (artifact.pulled with its backend, bundle_layer).
+    const purpose: PullPurpose = { backend: cause?.backend ?? "", bundleLayer: true, ...(cause?.t === "start" ? { model: cause.model } : {}) };
     const index = this.o.cache.index;
     const holdKey = `bundle-install:${spec.sha256}`;
     try {
       const artifacts = isOciSource(spec.source) ? await this.imageLayers(spec, signal) : [tarballArtifact(spec)];
       // Before the first pull: pulling a later layer must not evict an earlier one.
       index.hold(holdKey, artifacts.map((a) => a.sha256));
-      const files = await this.pull(artifacts, signal, report);
-      return await this.unpack(spec, dir, files, signal);
+      const files = await this.pull(artifacts, signal, report, purpose);
+      return { dir: await this.unpack(spec, dir, files, signal, cause), fresh: true };
     } finally {
       index.release(holdKey);
     }
   }
 
   /** Each artifact through the cache, in order, from the peers the coordinator names (findPeers) first; their slots held until the last pull ended. */
-  private async pull(artifacts: readonly ArtifactSpec[], signal: AbortSignal, report: (p: PullProgress) => void): Promise<string[]> {
+  private async pull(artifacts: readonly ArtifactSpec[], signal: AbortSignal, report: (p: PullProgress) => void, purpose: PullPurpose): Promise<string[]> {
     const lease = await this.peersFor(artifacts, signal);
     const files: string[] = [];
     try {
-      for (const a of artifacts) files.push(await this.o.cache.ensure(a, signal, report, lease.peers.get(a.sha256) ?? []));
+      for (const a of artifacts) files.push(await this.o.cache.ensure(a, signal, report, lease.peers.get(a.sha256) ?? [], purpose));
     } finally {
       lease.release();
     }
     return files;
   }
 
-  private async unpack(spec: BundleSpec, dir: string, files: readonly string[], signal: AbortSignal): Promise<string> {
+  private async unpack(spec: BundleSpec, dir: string, files: readonly string[], signal: AbortSignal, cause: InstallCause | undefined): Promise<string> {
     const index = this.o.cache.index;
     const room = await index.roomToMake();
     const staging = join(dirname(dir), `.partial-${spec.sha256}`);
@@ -226,7 +265,8 @@ export class BundleInstaller {
       } finally {
         await made.done();
       }
-      this.log.info("backend bundle installed", { sha256: spec.sha256, source: spec.source.slice(0, 256), files: tally.entries, bytes: tally.bytes, sizeBytes });
+      this.log.info("backend bundle installed", { sha256: spec.sha256, source: spec.source.slice(0, 256), files: tally.entries, bytes: tally.bytes, sizeBytes, by: cause === undefined ? "unknown" : cause.t === "start" ? `start ${cause.incarnation} of model ${cause.model}` : "operator" });
+      if (cause?.t === "start") this.o.onStartInstalled?.({ backend: cause.backend, sha256: spec.sha256, source: spec.source.slice(0, 256), model: cause.model, incarnation: cause.incarnation });
       return dir;
     } catch (err) {
       await rm(staging, { recursive: true, force: true });

@@ -63,15 +63,17 @@ export function createBundleHandlers(ctx: AgentContext): Pick<Impl, "listBundles
     async installBundle(req, callCtx) {
       const spec = bundleEntry(ctx, req.backend);
       const b = installer();
-      const already = await b.installed(spec.sha256);
       await admitted(req.leaderEpoch);
       const release = b.use(spec.sha256);
+      let installedHere: boolean;
       try {
-        await b.ensure(spec, AbortSignal.any([callCtx.signal, ctx.closing]));
+        // Not installed by this call (there already, or a start's install this call waited for, which
+        // the start's heartbeat reports): answered as already installed, so the coordinator audits each install once.
+        ({ installedHere } = await b.ensureInstalled(spec, AbortSignal.any([callCtx.signal, ctx.closing]), () => {}, { t: "operator", backend: req.backend }));
       } finally {
         release();
       }
-      return { bundle: await info(ctx, req.backend, spec), alreadyInstalled: already };
+      return { bundle: await info(ctx, req.backend, spec), alreadyInstalled: !installedHere };
     },
     async removeBundle(req) {
       const spec = bundleEntry(ctx, req.backend);

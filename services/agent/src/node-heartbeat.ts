@@ -1,10 +1,12 @@
 import type { EvictionRecord } from "./eviction-outbox.js";
+import type { PullRecord } from "./artifact-cache.js";
+import type { StartInstallRecord } from "./backend-bundle.js";
 import type { BundleState } from "./bundle-report.js";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { Code, WardenError, backoffDelayMs, isNotLeader, invalidArgument, cryptoRng, nullLogger, sleep, systemClock, wardenVersion, type BackoffPolicy, type Clock, type Logger, type Rng } from "@warden/common";
 import type { HandlerContext, ServiceImpl } from "@warden/grpc";
 import { Metadata } from "@grpc/grpc-js";
-import { HeartbeatRequestSchema, HeartbeatResponseSchema, InventoryEntrySchema, RegisterRequestSchema, RegisterResponseSchema, type HeartbeatResponse, type NodeLimitsSchema, type NodeService, type RegisterResponse } from "@warden/proto";
+import { type ArtifactPullSchema, type BundleInstallSchema, HeartbeatRequestSchema, HeartbeatResponseSchema, InventoryEntrySchema, RegisterRequestSchema, RegisterResponseSchema, type HeartbeatResponse, type NodeLimitsSchema, type NodeService, type RegisterResponse } from "@warden/proto";
 import { create } from "@bufbuild/protobuf";
 import { isAborted } from "./is-aborted.js";
 import { InventoryDeltaWriter } from "./inventory-delta-writer.js";
@@ -58,6 +60,12 @@ export interface ArtifactCacheSnapshot {
   /** Evictions no acknowledged heartbeat carried yet (eviction-outbox.ts); absent = none reported. */
   evictions?(): readonly EvictionRecord[];
   evictionsAcknowledged?(upToId: number): void;
+  /** Completed pulls no acknowledged heartbeat carried yet (report-outbox.ts); absent = none reported. */
+  pulls?(): readonly (PullRecord & { readonly id: number })[];
+  pullsAcknowledged?(upToId: number): void;
+  /** Bundles starts installed that no acknowledged heartbeat carried yet; absent = none reported. */
+  bundleInstalls?(): readonly (StartInstallRecord & { readonly id: number })[];
+  bundleInstallsAcknowledged?(upToId: number): void;
 }
 
 export interface NodeHeartbeatOptions {
@@ -117,6 +125,20 @@ export interface NodeHeartbeat {
   /** Stops the loop and waits for the call in flight to end. */
   stop(): Promise<void>;
   stats(): HeartbeatStats;
+}
+
+/** The coordinator's bounds on a pull's strings (node-report-limits.ts): path and origin, node ids and names. */
+const maxPullTextChars = 256;
+const maxNameChars = 128;
+
+/** One completed pull as ArtifactPull. */
+function pullOnWire(p: PullRecord & { readonly id: number }): MessageInitShape<typeof ArtifactPullSchema> {
+  return { id: BigInt(p.id), sha256: Buffer.from(p.sha256, "hex"), sizeBytes: BigInt(p.sizeBytes), path: p.path.slice(0, maxPullTextChars), model: p.model.slice(0, maxNameChars), backend: p.backend.slice(0, maxNameChars), bundleLayer: p.bundleLayer, origin: p.origin.slice(0, maxPullTextChars), sources: p.sources.map((s) => ({ peerNodeId: s.peerNodeId.slice(0, maxNameChars), bytes: BigInt(s.bytes) })), resumedBytes: BigInt(p.resumedBytes), durationMs: BigInt(Math.max(0, Math.round(p.durationMs))) };
+}
+
+/** One start-driven bundle install as BundleInstall. */
+function installOnWire(r: StartInstallRecord & { readonly id: number }): MessageInitShape<typeof BundleInstallSchema> {
+  return { id: BigInt(r.id), backend: r.backend.slice(0, maxNameChars), sha256: Buffer.from(r.sha256, "hex"), source: r.source.slice(0, maxPullTextChars), model: r.model.slice(0, maxNameChars), incarnation: r.incarnation.slice(0, maxNameChars) };
 }
 
 const defaultBackoff: BackoffPolicy = { initialMs: 250, factor: 1.6, maxMs: 5_000, jitter: 0.2 };
@@ -189,8 +211,10 @@ export function createNodeHeartbeat(options: NodeHeartbeatOptions): NodeHeartbea
     const cache = await options.source.artifactCache?.().catch(() => undefined);
     const sendDigests = cache !== undefined && (part.t === "full" || cache.digestsVersion !== ackedDigests);
     const evicted = cache?.evictions?.() ?? [];
+    const pulled = cache?.pulls?.() ?? [];
+    const installed = cache?.bundleInstalls?.() ?? [];
     const sendBundles = cache?.bundles !== undefined && cache.bundlesVersion !== undefined && (part.t === "full" || cache.bundlesVersion !== ackedBundles);
-    const artifactCache = cache === undefined ? undefined : { freeBytes: BigInt(cache.freeBytes), evictableBytes: BigInt(cache.evictableBytes), ...(sendDigests ? { digests: { sha256: cache.digests().map((d) => Buffer.from(d, "hex")) } } : {}), ...(sendBundles ? { bundles: { states: bundleStatesWire(cache.bundles?.() ?? []) } } : {}), evictions: evicted.map((e) => ({ id: BigInt(e.id), sha256: Buffer.from(e.sha256, "hex"), sizeBytes: BigInt(e.sizeBytes), reason: e.reason.slice(0, 256) })) };
+    const artifactCache = cache === undefined ? undefined : { freeBytes: BigInt(cache.freeBytes), evictableBytes: BigInt(cache.evictableBytes), ...(sendDigests ? { digests: { sha256: cache.digests().map((d) => Buffer.from(d, "hex")) } } : {}), ...(sendBundles ? { bundles: { states: bundleStatesWire(cache.bundles?.() ?? []) } } : {}), evictions: evicted.map((e) => ({ id: BigInt(e.id), sha256: Buffer.from(e.sha256, "hex"), sizeBytes: BigInt(e.sizeBytes), reason: e.reason.slice(0, 256) })), pulls: pulled.map(pullOnWire), bundleInstalls: installed.map(installOnWire) };
     const r = await options.node.heartbeat(
       { nodeId: options.nodeId, bootEpoch: BigInt(options.source.bootEpochMs), sequence, ...(part.t === "full" ? { backends: part.backends } : { delta: part.delta }), orphans: inv.orphans.slice(0, maxReportedProcesses), foreign: inv.foreign.slice(0, maxReportedProcesses), resources: res, leaderEpoch: inv.leaderEpoch, ...(artifactCache === undefined ? {} : { artifactCache }) },
       { signal, timeoutMs: callTimeoutMs },
@@ -216,6 +240,10 @@ export function createNodeHeartbeat(options: NodeHeartbeatOptions): NodeHeartbea
       if (sendBundles) ackedBundles = cache.bundlesVersion ?? -1;
       const last = evicted[evicted.length - 1];
       if (last !== undefined) cache?.evictionsAcknowledged?.(last.id);
+      const lastPull = pulled[pulled.length - 1];
+      if (lastPull !== undefined) cache?.pullsAcknowledged?.(lastPull.id);
+      const lastInstall = installed[installed.length - 1];
+      if (lastInstall !== undefined) cache?.bundleInstallsAcknowledged?.(lastInstall.id);
     }
   };
 

@@ -1,4 +1,4 @@
-import { createClient, type Client, type CreateClientOptions } from "@warden/grpc";
+import { createClient, identityOfCertificate, type Client, type CreateClientOptions, type ServerCertificateCheck } from "@warden/grpc";
 import { PeerArtifactService, type PeerSource as PeerSourceMessage } from "@warden/proto";
 import { invalidArgument, isHex64 } from "@warden/common";
 import type { ArtifactSource } from "./artifact-pull.js";
@@ -39,17 +39,56 @@ export function checkPeers(field: string, peers: readonly PeerSourceMessage[]): 
  */
 export const peerChannelOptions = { "grpc-node.flow_control_window": 8 * 1024 * 1024 };
 
-/** Dials peers (one client per address, kept), with the agent's own TLS: what a peer's listener expects of a node. */
+/** Marks a peer's refused certificate in the error grpc-js reports for the failed connection (peerCertificateRefusal finds it). */
+const peerCertificateMarker = "[warden:peer-certificate]";
+
+/**
+ * The check that the agent at `address` is node `nodeId`'s: its server
+ * certificate must carry `urn:warden:node:<nodeId>` (`warden certs issue agent`),
+ * as the coordinator requires of every agent it dials. The CA signs every
+ * node's certificate, so a valid chain alone says only "some node": without
+ * this, an address that changed hands after the coordinator last saw it
+ * (another node's agent now listening there) would be read from as the peer.
+ */
+export function expectPeerCertificate(nodeId: string, address: string): ServerCertificateCheck {
+  return (cert) => {
+    const id = identityOfCertificate(cert);
+    if (id.nodeId === nodeId) return undefined;
+    const found = id.nodeId === undefined ? `a certificate naming no node (CN "${id.commonName}")` : `a certificate issued to node "${id.nodeId}"`;
+    return new Error(`${peerCertificateMarker} peer node "${nodeId}": the agent at ${address} presents ${found}, not node "${nodeId}"'s; not fetching from it`);
+  };
+}
+
+/** The sentence of a refused peer certificate `message` carries (a failed pull's, which wraps grpc-js's), or undefined. */
+export function peerCertificateRefusal(message: string): string | undefined {
+  const at = message.indexOf(peerCertificateMarker);
+  if (at < 0) return undefined;
+  const rest = message.slice(at + peerCertificateMarker.length + 1);
+  const end = rest.indexOf("; not fetching from it");
+  return end < 0 ? rest : rest.slice(0, end);
+}
+
+/**
+ * Dials peers (one client per node and address, kept), with the agent's own
+ * TLS: what a peer's listener expects of a node. Under mutual TLS (the
+ * agent's TLS has a CA) each client also checks, on every handshake, that
+ * the server's certificate names the node the coordinator said holds the
+ * artifact there (expectPeerCertificate).
+ */
 export class PeerClients {
   private readonly clients = new Map<string, Client<typeof PeerArtifactService>>();
   constructor(private readonly options: CreateClientOptions) {}
 
-  get(address: string): Client<typeof PeerArtifactService> {
-    let c = this.clients.get(address);
+  get(peer: Pick<PeerSpec, "nodeId" | "address">): Client<typeof PeerArtifactService> {
+    // Keyed by both: the same address named for another node gets its own check.
+    const key = `${peer.nodeId}@${peer.address}`;
+    let c = this.clients.get(key);
     if (c === undefined) {
-      // Bounded by the addresses starts name (at most maxPeersPerArtifact each); a fleet is tens to hundreds of agents.
-      c = createClient(PeerArtifactService, address, this.options);
-      this.clients.set(address, c);
+      // Bounded by the peers starts name (at most maxPeersPerArtifact each); a fleet is tens to hundreds of agents.
+      const tls = this.options.tls;
+      const mutual = tls?.ca !== undefined && tls.cert !== undefined;
+      c = createClient(PeerArtifactService, peer.address, mutual ? { ...this.options, tls: { ...tls, verify: expectPeerCertificate(peer.nodeId, peer.address) } } : this.options);
+      this.clients.set(key, c);
     }
     return c;
   }

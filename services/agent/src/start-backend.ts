@@ -124,7 +124,7 @@ async function pullArtifacts(ctx: AgentContext, log: StartLog, s: StartParams, s
     s.artifacts.map(async (a) => {
       const path = await cache.ensure(a, signal, (p) => {
         log.append({ t: "pulling", ...p });
-      }, s.peers.get(a.sha256)).catch((err: unknown) => {
+      }, s.peers.get(a.sha256), { model: s.model }).catch((err: unknown) => {
         const e = WardenError.from(err);
         if (signal.aborted || e.code === Code.Canceled || e.code === Code.DeadlineExceeded) throw err;
         throw new FailStart(artifactFailure[e.code] ?? StartFailureCode.ARTIFACT_SOURCE_UNAVAILABLE, e.rawMessage);
@@ -143,7 +143,7 @@ async function installBundle(ctx: AgentContext, log: StartLog, s: StartParams, s
   await ctx.bundles
     .ensure(bundle, signal, (p) => {
       log.append({ t: "pulling", ...p });
-    })
+    }, { t: "start", backend: s.backend, model: s.model, incarnation: s.incarnation })
     .catch((err: unknown) => {
       const e = WardenError.from(err);
       if (signal.aborted || e.code === Code.Canceled || e.code === Code.DeadlineExceeded) throw err;

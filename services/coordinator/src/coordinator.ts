@@ -27,6 +27,7 @@ import { PlacementView } from "./admin/placement-view.js";
 import { CoordinatorMetrics } from "./metrics.js";
 import { registerAuditStreamMetrics } from "./audit-stream-metrics.js";
 import { settleUnsettledEvictions } from "./nodes/unsettled-evictions.js";
+import { artifactPulledEvent, startInstalledEvent } from "./nodes/artifact-audit.js";
 import { restoreJournalReplicas } from "./nodes/journal-replicas-at-start.js";
 import { startRecoveryWindow } from "./nodes/recovery-window-at-start.js";
 import { startCoordinatorHttp } from "./http/coordinator-http.js";
@@ -237,7 +238,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
   // Before any node registers (the trace sees it join) and before the Admin service (ExportTrace reads it).
   const trace = await startWorkloadTrace({ settings: config.trace, stateDir, clock, log: log.child({ component: "trace" }), nodes, hub });
   // With auth on, every remote registration carries a node token bound to its id (the guard checks it).
-  const nodeImpl = withNodeCertificateCheck(nodeService(nodes, clock, recovery.epoch, { credentialed: authn !== undefined, caps: { maxInventory: config.limits.maxInventoryPerHeartbeat, maxOrphans: config.limits.maxOrphansPerHeartbeat }, ...(deps.ha === undefined ? {} : { ha: deps.ha }), onEvicted: (nodeId, e) => void hub.publish({ nodeId, payload: { case: "artifactEvicted", value: { $typeName: "warden.v1.ArtifactEvicted", ...e } } }), heartbeatStream: config.heartbeatStream, ...(authn === undefined ? {} : { streamNodeOf: (ctx: HandlerContext) => authn.principalOf(ctx)?.nodeId }) }), transport.mutual, transport.probeAgentAddress);
+  const nodeImpl = withNodeCertificateCheck(nodeService(nodes, clock, recovery.epoch, { credentialed: authn !== undefined, caps: { maxInventory: config.limits.maxInventoryPerHeartbeat, maxOrphans: config.limits.maxOrphansPerHeartbeat }, ...(deps.ha === undefined ? {} : { ha: deps.ha }), onEvicted: (nodeId, e) => void hub.publish({ nodeId, payload: { case: "artifactEvicted", value: { $typeName: "warden.v1.ArtifactEvicted", ...e } } }), onPulled: (nodeId, p) => void hub.publish(artifactPulledEvent(nodeId, p)), onStartInstalled: (nodeId, b) => void hub.publish(startInstalledEvent(nodeId, b)), heartbeatStream: config.heartbeatStream, ...(authn === undefined ? {} : { streamNodeOf: (ctx: HandlerContext) => authn.principalOf(ctx)?.nodeId }) }), transport.mutual, transport.probeAgentAddress);
   const adminImpl = auditedAdminService(authn, log, { clock, loader, nodes, hub, placement, enforcement: config.enforcement, defaultStopTimeoutMs: config.stop.stopTimeoutMs, ...(deps.haStatus === undefined ? {} : { haStatus: deps.haStatus }), settings: durable.settings, takeover: operatorSettings, knownAtStart: known, ...traceExporter(trace, stateDir), outage: outage.view, ...(deps.ha === undefined ? {} : { requireCommands: () => void deps.ha?.leaderEpoch(), commandEpoch: deps.ha.leaderEpoch, onStaleEpoch: (e) => { deps.ha?.onSuperseded(e.newestSeen, e.rawMessage); } }) });
   server.add(AdminService, guarded(AdminService, authn === undefined ? adminImpl : revocableStreams(AdminService, adminImpl, authn, adminStreamRule), authn?.admin));
   // Every inference route on both ports, with prefix routing and the admission gate in front (routing/inference-wiring.ts).

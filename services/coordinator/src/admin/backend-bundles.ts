@@ -139,7 +139,7 @@ function publishOf(d: BackendBundleDeps, nodeId: string, kind: "installed" | "re
   const actor = d.actor;
   const value = { backend: b.backend, sha256: b.sha256, source: b.source };
   const payload = kind === "installed"
-    ? { case: "backendInstalled" as const, value: { $typeName: "warden.v1.BackendInstalled" as const, ...value } }
+    ? { case: "backendInstalled" as const, value: { $typeName: "warden.v1.BackendInstalled" as const, ...value, startIncarnation: "" } }
     : { case: "backendRemoved" as const, value: { $typeName: "warden.v1.BackendRemoved" as const, ...value } };
   return d.hub.publish({ nodeId, ...(actor === undefined ? {} : { actor }), payload });
 }

@@ -280,7 +280,51 @@ function checkArtifactCache(c: ArtifactCacheReport): void {
     checkBytes(`${field}.size_bytes`, e.sizeBytes);
     if (e.reason.length > maxEvictionReasonChars) throw invalidArgument(`${field}.reason`, `at most ${String(maxEvictionReasonChars)} characters`);
   });
+  checkCount("artifact_cache.pulls", c.pulls.length, maxPullsPerHeartbeat);
+  c.pulls.forEach((p, j) => {
+    const field = `artifact_cache.pulls[${String(j)}]`;
+    if (p.sha256.length !== 32) throw invalidArgument(`${field}.sha256`, `must be 32 bytes (a SHA-256), got ${String(p.sha256.length)}`);
+    checkBytes(`${field}.size_bytes`, p.sizeBytes);
+    checkPullText(`${field}.path`, p.path);
+    checkPullText(`${field}.origin`, p.origin);
+    checkOptionalId(`${field}.model`, p.model);
+    checkOptionalId(`${field}.backend`, p.backend);
+    checkCount(`${field}.sources`, p.sources.length, maxPullSources);
+    p.sources.forEach((s, k) => {
+      checkOptionalId(`${field}.sources[${String(k)}].peer_node_id`, s.peerNodeId);
+      checkBytes(`${field}.sources[${String(k)}].bytes`, s.bytes);
+    });
+    checkBytes(`${field}.resumed_bytes`, p.resumedBytes);
+    if (p.durationMs > maxBytesBig) throw invalidArgument(`${field}.duration_ms`, `must be at most ${String(L.maxBytes)}`);
+  });
+  checkCount("artifact_cache.bundle_installs", c.bundleInstalls.length, maxBundleInstallsPerHeartbeat);
+  c.bundleInstalls.forEach((b, j) => {
+    const field = `artifact_cache.bundle_installs[${String(j)}]`;
+    if (b.sha256.length !== 32) throw invalidArgument(`${field}.sha256`, `must be 32 bytes (a SHA-256), got ${String(b.sha256.length)}`);
+    if (!catalogNamePattern.test(b.backend)) throw invalidArgument(`${field}.backend`, `${echo(b.backend)} is not a valid id (${identifierRule})`);
+    checkPullText(`${field}.source`, b.source);
+    if (!nodeIdPattern.test(b.model)) throw invalidArgument(`${field}.model`, `${echo(b.model)} is not a valid id (${identifierRule})`);
+    if (!nodeIdPattern.test(b.incarnation)) throw invalidArgument(`${field}.incarnation`, `${echo(b.incarnation)} is not a valid id (${identifierRule})`);
+  });
 }
+
+/** An id that may be empty (a pull's model or backend, a source's peer: "" = none, the origin). */
+function checkOptionalId(field: string, v: string): void {
+  if (v !== "" && !nodeIdPattern.test(v)) throw invalidArgument(field, `${echo(v)} is not a valid id (${identifierRule})`);
+}
+
+/** A pull's path or source: at most 256 characters, no control characters. */
+function checkPullText(field: string, v: string): void {
+  if (v.length > maxPullTextChars || hasControlChars(v)) throw invalidArgument(field, `at most ${String(maxPullTextChars)} characters without control characters`);
+}
+
+/** Completed pulls one heartbeat may carry (the agent's report-outbox.ts sends at most this many). */
+export const maxPullsPerHeartbeat = 32;
+/** Bundle installs by starts one heartbeat may carry (report-outbox.ts). */
+export const maxBundleInstallsPerHeartbeat = 16;
+/** Sources of one pull: the 8 peers a start may name and the origin. */
+const maxPullSources = 9;
+const maxPullTextChars = 256;
 
 /**
  * ArtifactCacheReport.bundles: at most maxCatalogBackends states (one per

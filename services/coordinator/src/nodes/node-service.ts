@@ -1,4 +1,4 @@
-import type { HeartbeatRequest, HeartbeatResponseSchema, NodeService } from "@warden/proto";
+import type { ArtifactPull, BundleInstall, HeartbeatRequest, HeartbeatResponseSchema, NodeService } from "@warden/proto";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { HandlerContext, ServiceImpl } from "@warden/grpc";
 import { heartbeatStream } from "./heartbeat-stream.js";
@@ -31,11 +31,42 @@ async function* refusedStream(e: WardenError): AsyncIterable<HeartbeatResponseIn
 /** Told of each artifact an agent evicted from its cache (once; coordinator.ts audits it as artifact.evicted). */
 export type EvictionListener = (nodeId: string, e: { readonly sha256: string; readonly sizeBytes: bigint; readonly reason: string }) => void;
 
+/** Told of each pull an agent completed into its cache (once; coordinator.ts audits it as artifact.pulled). */
+export type PullListener = (nodeId: string, p: ArtifactPull) => void;
+/** Told of each bundle a start installed (once; coordinator.ts audits it as backend.installed with the start). */
+export type BundleInstallListener = (nodeId: string, b: BundleInstall) => void;
+
+/**
+ * What one node's reports of one kind carried last (boot epoch, highest id):
+ * a record re-sent after a lost answer is passed on once. A new boot epoch
+ * starts the ids again.
+ */
+class SeenIds {
+  private readonly seen = new WeakMap<NodeRecord, { bootEpoch: bigint; lastId: bigint }>();
+
+  /** The records of `list` not passed on before, in order. */
+  fresh<T extends { readonly id: bigint }>(n: NodeRecord, bootEpoch: bigint, list: readonly T[]): T[] {
+    if (list.length === 0) return [];
+    const s = this.seen.get(n);
+    let lastId = s?.bootEpoch === bootEpoch ? s.lastId : 0n;
+    const out: T[] = [];
+    for (const e of list) {
+      if (e.id <= lastId) continue;
+      lastId = e.id;
+      out.push(e);
+    }
+    this.seen.set(n, { bootEpoch, lastId });
+    return out;
+  }
+}
+
 export interface NodeServiceOptions {
   readonly credentialed?: boolean;
   readonly caps?: HeartbeatCaps;
   readonly ha?: { readonly leaderEpoch: () => bigint; readonly onSuperseded: (newerEpoch: bigint, detail: string) => void };
   readonly onEvicted?: EvictionListener;
+  readonly onPulled?: PullListener;
+  readonly onStartInstalled?: BundleInstallListener;
   /** false: HeartbeatStream answers UNIMPLEMENTED, as a coordinator without it (agents send unary Heartbeats). @default true */
   readonly heartbeatStream?: boolean;
   /** The node a HeartbeatStream's credentials are bound to (its node token's); undefined: the node its first message names. */
@@ -45,7 +76,9 @@ export interface NodeServiceOptions {
 export function nodeService(nodes: NodeRegistry, clock: Clock, coordinatorEpoch: bigint, options: NodeServiceOptions = {}): ServiceImpl<typeof NodeService> {
   /** Node id → FindPeers it holds open now (find-peers.ts bounds them). */
   const openPeerGrants = new Map<string, number>();
-  const evictionsSeen = new WeakMap<NodeRecord, { bootEpoch: bigint; lastId: bigint }>();
+  const evictionsSeen = new SeenIds();
+  const pullsSeen = new SeenIds();
+  const installsSeen = new SeenIds();
   // Remote registrations are credentialed when auth is on (the guard admitted a token bound to the node id).
   const credentialed = options.credentialed ?? false;
   const caps = options.caps ?? nodeReportLimits;
@@ -82,17 +115,14 @@ export function nodeService(nodes: NodeRegistry, clock: Clock, coordinatorEpoch:
     const d = req.delta;
     const delta = d === undefined ? undefined : { baseSequence: d.baseSequence, upserts: d.upserts, removed: d.removed, digest: d.digest };
     const answer = nodes.receive({ nodeId: req.nodeId, bootEpoch: req.bootEpoch, sequence: req.sequence, backends: req.backends, ...(delta === undefined ? {} : { delta }), orphans: req.orphans, foreign: req.foreign, resources: req.resources, ...(req.artifactCache === undefined ? {} : { artifactCache: req.artifactCache }) });
-    // Cache evictions, audited once each: only from a heartbeat applied, ids already seen from this boot dropped (a re-send after a lost answer).
-    const n = answer === "ok" && options.onEvicted !== undefined ? nodes.get(req.nodeId) : undefined;
-    if (n !== undefined && req.artifactCache !== undefined && req.artifactCache.evictions.length > 0) {
-      const seen = evictionsSeen.get(n);
-      let lastId = seen?.bootEpoch === req.bootEpoch ? seen.lastId : 0n;
-      for (const e of req.artifactCache.evictions) {
-        if (e.id <= lastId) continue;
-        lastId = e.id;
-        options.onEvicted?.(n.nodeId, { sha256: Buffer.from(e.sha256).toString("hex"), sizeBytes: e.sizeBytes, reason: e.reason });
-      }
-      evictionsSeen.set(n, { bootEpoch: req.bootEpoch, lastId });
+    // Cache evictions, pulls and start-driven bundle installs, audited once each: only from a heartbeat
+    // applied, ids already seen from this boot dropped (a re-send after a lost answer).
+    const n = answer === "ok" ? nodes.get(req.nodeId) : undefined;
+    const c = req.artifactCache;
+    if (n !== undefined && c !== undefined) {
+      for (const e of evictionsSeen.fresh(n, req.bootEpoch, options.onEvicted === undefined ? [] : c.evictions)) options.onEvicted?.(n.nodeId, { sha256: Buffer.from(e.sha256).toString("hex"), sizeBytes: e.sizeBytes, reason: e.reason });
+      for (const p of pullsSeen.fresh(n, req.bootEpoch, options.onPulled === undefined ? [] : c.pulls)) options.onPulled?.(n.nodeId, p);
+      for (const b of installsSeen.fresh(n, req.bootEpoch, options.onStartInstalled === undefined ? [] : c.bundleInstalls)) options.onStartInstalled?.(n.nodeId, b);
     }
     return { registerRequired: answer === "register", coordinatorEpoch, leaderEpoch: ourEpoch(), fullInventoryRequired: answer === "send-full" };
   };

@@ -18,7 +18,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file warden/v1/node.proto.
  */
 export const file_warden_v1_node: GenFile = /*@__PURE__*/
-  fileDesc("ChR3YXJkZW4vdjEvbm9kZS5wcm90bxIJd2FyZGVuLnYxIjMKEEZpbmRQZWVyc1JlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCRIOCgZzaGEyNTYYAiADKAkiQAoRRmluZFBlZXJzUmVzcG9uc2USKwoJYXJ0aWZhY3RzGAEgAygLMhgud2FyZGVuLnYxLkFydGlmYWN0UGVlcnMiRQoNQXJ0aWZhY3RQZWVycxIOCgZzaGEyNTYYASABKAkSJAoFcGVlcnMYAiADKAsyFS53YXJkZW4udjEuUGVlclNvdXJjZSJEChNSZWFkQXJ0aWZhY3RSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAkSDAoEcGF0aBgCIAEoCRIOCgZvZmZzZXQYAyABKAQiSQoUUmVhZEFydGlmYWN0UmVzcG9uc2USDgoGb2Zmc2V0GAEgASgEEhMKC3RvdGFsX2J5dGVzGAIgASgEEgwKBGRhdGEYAyABKAwixQMKD1JlZ2lzdGVyUmVxdWVzdBIPCgdub2RlX2lkGAEgASgJEg8KB2FkZHJlc3MYAiABKAkSNgoGbGFiZWxzGAMgAygLMiYud2FyZGVuLnYxLlJlZ2lzdGVyUmVxdWVzdC5MYWJlbHNFbnRyeRIgCgRncHVzGAQgAygLMhIud2FyZGVuLnYxLkdwdUluZm8SEgoKYm9vdF9lcG9jaBgFIAEoBBIXCg9yYW1fdG90YWxfYnl0ZXMYBiABKAQSDwoHdmVyc2lvbhgHIAEoCRIQCghiYWNrZW5kcxgIIAMoCRIlCgZsaW1pdHMYCSABKAsyFS53YXJkZW4udjEuTm9kZUxpbWl0cxIQCghwZWVyX2tleRgKIAEoDBJHCg9iYWNrZW5kX2J1bmRsZXMYCyADKAsyLi53YXJkZW4udjEuUmVnaXN0ZXJSZXF1ZXN0LkJhY2tlbmRCdW5kbGVzRW50cnkaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ARo1ChNCYWNrZW5kQnVuZGxlc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEinQEKCk5vZGVMaW1pdHMSIwoWbWF4X3JlcGxpY2FzX3Blcl9tb2RlbBgBIAEoDUgBiAEBEh0KE21lbW9yeV9idWRnZXRfYnl0ZXMYAiABKARIABIfChVtZW1vcnlfYnVkZ2V0X3BlcmNlbnQYAyABKAFIAEIPCg1tZW1vcnlfYnVkZ2V0QhkKF19tYXhfcmVwbGljYXNfcGVyX21vZGVsImIKEFJlZ2lzdGVyUmVzcG9uc2USGQoRY29vcmRpbmF0b3JfZXBvY2gYASABKAQSHQoVaGVhcnRiZWF0X2ludGVydmFsX21zGAIgASgNEhQKDGxlYWRlcl9lcG9jaBgDIAEoBCLyAgoQSGVhcnRiZWF0UmVxdWVzdBIPCgdub2RlX2lkGAEgASgJEhIKCmJvb3RfZXBvY2gYAiABKAQSEAoIc2VxdWVuY2UYAyABKAQSKwoIYmFja2VuZHMYBCADKAsyGS53YXJkZW4udjEuSW52ZW50b3J5RW50cnkSKQoHb3JwaGFucxgFIAMoCzIYLndhcmRlbi52MS5PcnBoYW5Qcm9jZXNzEisKCXJlc291cmNlcxgGIAEoCzIYLndhcmRlbi52MS5Ob2RlUmVzb3VyY2VzEioKB2ZvcmVpZ24YByADKAsyGS53YXJkZW4udjEuRm9yZWlnblByb2Nlc3MSFAoMbGVhZGVyX2Vwb2NoGAggASgEEigKBWRlbHRhGAkgASgLMhkud2FyZGVuLnYxLkludmVudG9yeURlbHRhEjYKDmFydGlmYWN0X2NhY2hlGAogASgLMh4ud2FyZGVuLnYxLkFydGlmYWN0Q2FjaGVSZXBvcnQi8gEKE0FydGlmYWN0Q2FjaGVSZXBvcnQSEgoKZnJlZV9ieXRlcxgBIAEoBBIXCg9ldmljdGFibGVfYnl0ZXMYAiABKAQSMAoHZGlnZXN0cxgDIAEoCzIaLndhcmRlbi52MS5BcnRpZmFjdERpZ2VzdHNIAIgBARIuCglldmljdGlvbnMYBCADKAsyGy53YXJkZW4udjEuQXJ0aWZhY3RFdmljdGlvbhI0CgdidW5kbGVzGBUgASgLMh4ud2FyZGVuLnYxLkJhY2tlbmRCdW5kbGVTdGF0ZXNIAYgBAUIKCghfZGlnZXN0c0IKCghfYnVuZGxlcyJEChNCYWNrZW5kQnVuZGxlU3RhdGVzEi0KBnN0YXRlcxgBIAMoCzIdLndhcmRlbi52MS5CYWNrZW5kQnVuZGxlU3RhdGUiYAoSQmFja2VuZEJ1bmRsZVN0YXRlEg8KB2JhY2tlbmQYASABKAkSEQoJaW5zdGFsbGVkGAIgASgIEhIKCnB1bGxfYnl0ZXMYAyABKAQSEgoKc2l6ZV9rbm93bhgEIAEoCCJSChBBcnRpZmFjdEV2aWN0aW9uEgoKAmlkGAEgASgEEg4KBnNoYTI1NhgCIAEoDBISCgpzaXplX2J5dGVzGAMgASgEEg4KBnJlYXNvbhgEIAEoCSIhCg9BcnRpZmFjdERpZ2VzdHMSDgoGc2hhMjU2GAEgAygMInQKDkludmVudG9yeURlbHRhEhUKDWJhc2Vfc2VxdWVuY2UYASABKAQSKgoHdXBzZXJ0cxgCIAMoCzIZLndhcmRlbi52MS5JbnZlbnRvcnlFbnRyeRIPCgdyZW1vdmVkGAMgAygJEg4KBmRpZ2VzdBgEIAEoBiKAAQoRSGVhcnRiZWF0UmVzcG9uc2USGQoRcmVnaXN0ZXJfcmVxdWlyZWQYASABKAgSGQoRY29vcmRpbmF0b3JfZXBvY2gYAiABKAQSFAoMbGVhZGVyX2Vwb2NoGAMgASgEEh8KF2Z1bGxfaW52ZW50b3J5X3JlcXVpcmVkGAQgASgIMrYCCgtOb2RlU2VydmljZRJDCghSZWdpc3RlchIaLndhcmRlbi52MS5SZWdpc3RlclJlcXVlc3QaGy53YXJkZW4udjEuUmVnaXN0ZXJSZXNwb25zZRJGCglIZWFydGJlYXQSGy53YXJkZW4udjEuSGVhcnRiZWF0UmVxdWVzdBocLndhcmRlbi52MS5IZWFydGJlYXRSZXNwb25zZRJQCg9IZWFydGJlYXRTdHJlYW0SGy53YXJkZW4udjEuSGVhcnRiZWF0UmVxdWVzdBocLndhcmRlbi52MS5IZWFydGJlYXRSZXNwb25zZSgBMAESSAoJRmluZFBlZXJzEhsud2FyZGVuLnYxLkZpbmRQZWVyc1JlcXVlc3QaHC53YXJkZW4udjEuRmluZFBlZXJzUmVzcG9uc2UwATJpChRBcnRpZmFjdFN0b3JlU2VydmljZRJRCgxSZWFkQXJ0aWZhY3QSHi53YXJkZW4udjEuUmVhZEFydGlmYWN0UmVxdWVzdBofLndhcmRlbi52MS5SZWFkQXJ0aWZhY3RSZXNwb25zZTABYgZwcm90bzM", [file_warden_v1_agent, file_warden_v1_types]);
+  fileDesc("ChR3YXJkZW4vdjEvbm9kZS5wcm90bxIJd2FyZGVuLnYxIjMKEEZpbmRQZWVyc1JlcXVlc3QSDwoHbm9kZV9pZBgBIAEoCRIOCgZzaGEyNTYYAiADKAkiQAoRRmluZFBlZXJzUmVzcG9uc2USKwoJYXJ0aWZhY3RzGAEgAygLMhgud2FyZGVuLnYxLkFydGlmYWN0UGVlcnMiRQoNQXJ0aWZhY3RQZWVycxIOCgZzaGEyNTYYASABKAkSJAoFcGVlcnMYAiADKAsyFS53YXJkZW4udjEuUGVlclNvdXJjZSJEChNSZWFkQXJ0aWZhY3RSZXF1ZXN0Eg8KB25vZGVfaWQYASABKAkSDAoEcGF0aBgCIAEoCRIOCgZvZmZzZXQYAyABKAQiSQoUUmVhZEFydGlmYWN0UmVzcG9uc2USDgoGb2Zmc2V0GAEgASgEEhMKC3RvdGFsX2J5dGVzGAIgASgEEgwKBGRhdGEYAyABKAwixQMKD1JlZ2lzdGVyUmVxdWVzdBIPCgdub2RlX2lkGAEgASgJEg8KB2FkZHJlc3MYAiABKAkSNgoGbGFiZWxzGAMgAygLMiYud2FyZGVuLnYxLlJlZ2lzdGVyUmVxdWVzdC5MYWJlbHNFbnRyeRIgCgRncHVzGAQgAygLMhIud2FyZGVuLnYxLkdwdUluZm8SEgoKYm9vdF9lcG9jaBgFIAEoBBIXCg9yYW1fdG90YWxfYnl0ZXMYBiABKAQSDwoHdmVyc2lvbhgHIAEoCRIQCghiYWNrZW5kcxgIIAMoCRIlCgZsaW1pdHMYCSABKAsyFS53YXJkZW4udjEuTm9kZUxpbWl0cxIQCghwZWVyX2tleRgKIAEoDBJHCg9iYWNrZW5kX2J1bmRsZXMYCyADKAsyLi53YXJkZW4udjEuUmVnaXN0ZXJSZXF1ZXN0LkJhY2tlbmRCdW5kbGVzRW50cnkaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ARo1ChNCYWNrZW5kQnVuZGxlc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEinQEKCk5vZGVMaW1pdHMSIwoWbWF4X3JlcGxpY2FzX3Blcl9tb2RlbBgBIAEoDUgBiAEBEh0KE21lbW9yeV9idWRnZXRfYnl0ZXMYAiABKARIABIfChVtZW1vcnlfYnVkZ2V0X3BlcmNlbnQYAyABKAFIAEIPCg1tZW1vcnlfYnVkZ2V0QhkKF19tYXhfcmVwbGljYXNfcGVyX21vZGVsImIKEFJlZ2lzdGVyUmVzcG9uc2USGQoRY29vcmRpbmF0b3JfZXBvY2gYASABKAQSHQoVaGVhcnRiZWF0X2ludGVydmFsX21zGAIgASgNEhQKDGxlYWRlcl9lcG9jaBgDIAEoBCLyAgoQSGVhcnRiZWF0UmVxdWVzdBIPCgdub2RlX2lkGAEgASgJEhIKCmJvb3RfZXBvY2gYAiABKAQSEAoIc2VxdWVuY2UYAyABKAQSKwoIYmFja2VuZHMYBCADKAsyGS53YXJkZW4udjEuSW52ZW50b3J5RW50cnkSKQoHb3JwaGFucxgFIAMoCzIYLndhcmRlbi52MS5PcnBoYW5Qcm9jZXNzEisKCXJlc291cmNlcxgGIAEoCzIYLndhcmRlbi52MS5Ob2RlUmVzb3VyY2VzEioKB2ZvcmVpZ24YByADKAsyGS53YXJkZW4udjEuRm9yZWlnblByb2Nlc3MSFAoMbGVhZGVyX2Vwb2NoGAggASgEEigKBWRlbHRhGAkgASgLMhkud2FyZGVuLnYxLkludmVudG9yeURlbHRhEjYKDmFydGlmYWN0X2NhY2hlGAogASgLMh4ud2FyZGVuLnYxLkFydGlmYWN0Q2FjaGVSZXBvcnQizQIKE0FydGlmYWN0Q2FjaGVSZXBvcnQSEgoKZnJlZV9ieXRlcxgBIAEoBBIXCg9ldmljdGFibGVfYnl0ZXMYAiABKAQSMAoHZGlnZXN0cxgDIAEoCzIaLndhcmRlbi52MS5BcnRpZmFjdERpZ2VzdHNIAIgBARIuCglldmljdGlvbnMYBCADKAsyGy53YXJkZW4udjEuQXJ0aWZhY3RFdmljdGlvbhI0CgdidW5kbGVzGBUgASgLMh4ud2FyZGVuLnYxLkJhY2tlbmRCdW5kbGVTdGF0ZXNIAYgBARImCgVwdWxscxgOIAMoCzIXLndhcmRlbi52MS5BcnRpZmFjdFB1bGwSMQoPYnVuZGxlX2luc3RhbGxzGA8gAygLMhgud2FyZGVuLnYxLkJ1bmRsZUluc3RhbGxCCgoIX2RpZ2VzdHNCCgoIX2J1bmRsZXMi7gEKDEFydGlmYWN0UHVsbBIKCgJpZBgBIAEoBBIOCgZzaGEyNTYYAiABKAwSEgoKc2l6ZV9ieXRlcxgDIAEoBBIMCgRwYXRoGAQgASgJEg0KBW1vZGVsGAUgASgJEg8KB2JhY2tlbmQYBiABKAkSFAoMYnVuZGxlX2xheWVyGAcgASgIEg4KBm9yaWdpbhgIIAEoCRIuCgdzb3VyY2VzGAkgAygLMh0ud2FyZGVuLnYxLkFydGlmYWN0UHVsbFNvdXJjZRIVCg1yZXN1bWVkX2J5dGVzGAogASgEEhMKC2R1cmF0aW9uX21zGAsgASgEIjkKEkFydGlmYWN0UHVsbFNvdXJjZRIUCgxwZWVyX25vZGVfaWQYASABKAkSDQoFYnl0ZXMYAiABKAQicAoNQnVuZGxlSW5zdGFsbBIKCgJpZBgBIAEoBBIPCgdiYWNrZW5kGAIgASgJEg4KBnNoYTI1NhgDIAEoDBIOCgZzb3VyY2UYBCABKAkSDQoFbW9kZWwYBSABKAkSEwoLaW5jYXJuYXRpb24YBiABKAkiRAoTQmFja2VuZEJ1bmRsZVN0YXRlcxItCgZzdGF0ZXMYASADKAsyHS53YXJkZW4udjEuQmFja2VuZEJ1bmRsZVN0YXRlImAKEkJhY2tlbmRCdW5kbGVTdGF0ZRIPCgdiYWNrZW5kGAEgASgJEhEKCWluc3RhbGxlZBgCIAEoCBISCgpwdWxsX2J5dGVzGAMgASgEEhIKCnNpemVfa25vd24YBCABKAgiUgoQQXJ0aWZhY3RFdmljdGlvbhIKCgJpZBgBIAEoBBIOCgZzaGEyNTYYAiABKAwSEgoKc2l6ZV9ieXRlcxgDIAEoBBIOCgZyZWFzb24YBCABKAkiIQoPQXJ0aWZhY3REaWdlc3RzEg4KBnNoYTI1NhgBIAMoDCJ0Cg5JbnZlbnRvcnlEZWx0YRIVCg1iYXNlX3NlcXVlbmNlGAEgASgEEioKB3Vwc2VydHMYAiADKAsyGS53YXJkZW4udjEuSW52ZW50b3J5RW50cnkSDwoHcmVtb3ZlZBgDIAMoCRIOCgZkaWdlc3QYBCABKAYigAEKEUhlYXJ0YmVhdFJlc3BvbnNlEhkKEXJlZ2lzdGVyX3JlcXVpcmVkGAEgASgIEhkKEWNvb3JkaW5hdG9yX2Vwb2NoGAIgASgEEhQKDGxlYWRlcl9lcG9jaBgDIAEoBBIfChdmdWxsX2ludmVudG9yeV9yZXF1aXJlZBgEIAEoCDK2AgoLTm9kZVNlcnZpY2USQwoIUmVnaXN0ZXISGi53YXJkZW4udjEuUmVnaXN0ZXJSZXF1ZXN0Ghsud2FyZGVuLnYxLlJlZ2lzdGVyUmVzcG9uc2USRgoJSGVhcnRiZWF0Ehsud2FyZGVuLnYxLkhlYXJ0YmVhdFJlcXVlc3QaHC53YXJkZW4udjEuSGVhcnRiZWF0UmVzcG9uc2USUAoPSGVhcnRiZWF0U3RyZWFtEhsud2FyZGVuLnYxLkhlYXJ0YmVhdFJlcXVlc3QaHC53YXJkZW4udjEuSGVhcnRiZWF0UmVzcG9uc2UoATABEkgKCUZpbmRQZWVycxIbLndhcmRlbi52MS5GaW5kUGVlcnNSZXF1ZXN0Ghwud2FyZGVuLnYxLkZpbmRQZWVyc1Jlc3BvbnNlMAEyaQoUQXJ0aWZhY3RTdG9yZVNlcnZpY2USUQoMUmVhZEFydGlmYWN0Eh4ud2FyZGVuLnYxLlJlYWRBcnRpZmFjdFJlcXVlc3QaHy53YXJkZW4udjEuUmVhZEFydGlmYWN0UmVzcG9uc2UwAWIGcHJvdG8z", [file_warden_v1_agent, file_warden_v1_types]);
 
 /**
  * @generated from message warden.v1.FindPeersRequest
@@ -452,6 +452,27 @@ export type ArtifactCacheReport = Message<"warden.v1.ArtifactCacheReport"> & {
    * @generated from field: optional warden.v1.BackendBundleStates bundles = 21;
    */
   bundles?: BackendBundleStates | undefined;
+
+  /**
+   * Pulls the agent completed (bytes fetched into its cache) that no
+   * acknowledged heartbeat carried yet, oldest first, at most 32; the
+   * coordinator audits each as `artifact.pulled`. Sent again until a
+   * heartbeat carrying them is acknowledged (ids seen from the same boot
+   * epoch are dropped).
+   *
+   * @generated from field: repeated warden.v1.ArtifactPull pulls = 14;
+   */
+  pulls: ArtifactPull[];
+
+  /**
+   * Backend bundles a start installed (before launching its backend) that no
+   * acknowledged heartbeat carried yet, oldest first, at most 16; the
+   * coordinator audits each as `backend.installed` with its start. An
+   * operator's InstallBackendBundle is audited by the coordinator itself.
+   *
+   * @generated from field: repeated warden.v1.BundleInstall bundle_installs = 15;
+   */
+  bundleInstalls: BundleInstall[];
 };
 
 /**
@@ -460,6 +481,174 @@ export type ArtifactCacheReport = Message<"warden.v1.ArtifactCacheReport"> & {
  */
 export const ArtifactCacheReportSchema: GenMessage<ArtifactCacheReport> = /*@__PURE__*/
   messageDesc(file_warden_v1_node, 9);
+
+/**
+ * One completed pull into an agent's cache.
+ *
+ * @generated from message warden.v1.ArtifactPull
+ */
+export type ArtifactPull = Message<"warden.v1.ArtifactPull"> & {
+  /**
+   * Increasing per agent boot (boot_epoch): tells a re-sent pull apart.
+   *
+   * @generated from field: uint64 id = 1;
+   */
+  id: bigint;
+
+  /**
+   * SHA-256, 32 bytes.
+   *
+   * @generated from field: bytes sha256 = 2;
+   */
+  sha256: Uint8Array;
+
+  /**
+   * @generated from field: uint64 size_bytes = 3;
+   */
+  sizeBytes: bigint;
+
+  /**
+   * The artifact's path as the model config names it ("layer-<i>" or
+   * "bundle.tar" for a bundle's); at most 256 characters.
+   *
+   * @generated from field: string path = 4;
+   */
+  path: string;
+
+  /**
+   * The model whose start pulled it; empty for a bundle an operator installed.
+   *
+   * @generated from field: string model = 5;
+   */
+  model: string;
+
+  /**
+   * The catalog backend whose bundle this is a layer (or tarball) of; empty for a model's file.
+   *
+   * @generated from field: string backend = 6;
+   */
+  backend: string;
+
+  /**
+   * @generated from field: bool bundle_layer = 7;
+   */
+  bundleLayer: boolean;
+
+  /**
+   * The artifact's own source (URL, store:, OCI reference); at most 256 characters.
+   *
+   * @generated from field: string origin = 8;
+   */
+  origin: string;
+
+  /**
+   * Bytes received from each source read, in the order first read (at most 9:
+   * the peers a start may name and the origin).
+   *
+   * @generated from field: repeated warden.v1.ArtifactPullSource sources = 9;
+   */
+  sources: ArtifactPullSource[];
+
+  /**
+   * Bytes an earlier, interrupted pull had left in the partial file and this
+   * one kept (a resume); the size when it found the partial complete.
+   *
+   * @generated from field: uint64 resumed_bytes = 10;
+   */
+  resumedBytes: bigint;
+
+  /**
+   * From the pull's start (room made in the cache) to the verified file.
+   *
+   * @generated from field: uint64 duration_ms = 11;
+   */
+  durationMs: bigint;
+};
+
+/**
+ * Describes the message warden.v1.ArtifactPull.
+ * Use `create(ArtifactPullSchema)` to create a new message.
+ */
+export const ArtifactPullSchema: GenMessage<ArtifactPull> = /*@__PURE__*/
+  messageDesc(file_warden_v1_node, 10);
+
+/**
+ * @generated from message warden.v1.ArtifactPullSource
+ */
+export type ArtifactPullSource = Message<"warden.v1.ArtifactPullSource"> & {
+  /**
+   * The peer node read from; empty: the artifact's origin.
+   *
+   * @generated from field: string peer_node_id = 1;
+   */
+  peerNodeId: string;
+
+  /**
+   * @generated from field: uint64 bytes = 2;
+   */
+  bytes: bigint;
+};
+
+/**
+ * Describes the message warden.v1.ArtifactPullSource.
+ * Use `create(ArtifactPullSourceSchema)` to create a new message.
+ */
+export const ArtifactPullSourceSchema: GenMessage<ArtifactPullSource> = /*@__PURE__*/
+  messageDesc(file_warden_v1_node, 11);
+
+/**
+ * A backend bundle installed by a start.
+ *
+ * @generated from message warden.v1.BundleInstall
+ */
+export type BundleInstall = Message<"warden.v1.BundleInstall"> & {
+  /**
+   * Increasing per agent boot (boot_epoch).
+   *
+   * @generated from field: uint64 id = 1;
+   */
+  id: bigint;
+
+  /**
+   * The catalog entry whose bundle it is.
+   *
+   * @generated from field: string backend = 2;
+   */
+  backend: string;
+
+  /**
+   * The image manifest's or tarball's SHA-256, 32 bytes.
+   *
+   * @generated from field: bytes sha256 = 3;
+   */
+  sha256: Uint8Array;
+
+  /**
+   * At most 256 characters.
+   *
+   * @generated from field: string source = 4;
+   */
+  source: string;
+
+  /**
+   * The model and the incarnation of the start that installed it.
+   *
+   * @generated from field: string model = 5;
+   */
+  model: string;
+
+  /**
+   * @generated from field: string incarnation = 6;
+   */
+  incarnation: string;
+};
+
+/**
+ * Describes the message warden.v1.BundleInstall.
+ * Use `create(BundleInstallSchema)` to create a new message.
+ */
+export const BundleInstallSchema: GenMessage<BundleInstall> = /*@__PURE__*/
+  messageDesc(file_warden_v1_node, 12);
 
 /**
  * @generated from message warden.v1.BackendBundleStates
@@ -476,7 +665,7 @@ export type BackendBundleStates = Message<"warden.v1.BackendBundleStates"> & {
  * Use `create(BackendBundleStatesSchema)` to create a new message.
  */
 export const BackendBundleStatesSchema: GenMessage<BackendBundleStates> = /*@__PURE__*/
-  messageDesc(file_warden_v1_node, 10);
+  messageDesc(file_warden_v1_node, 13);
 
 /**
  * One catalog backend's bundle on this node (services/agent/docs/artifacts.md).
@@ -522,7 +711,7 @@ export type BackendBundleState = Message<"warden.v1.BackendBundleState"> & {
  * Use `create(BackendBundleStateSchema)` to create a new message.
  */
 export const BackendBundleStateSchema: GenMessage<BackendBundleState> = /*@__PURE__*/
-  messageDesc(file_warden_v1_node, 11);
+  messageDesc(file_warden_v1_node, 14);
 
 /**
  * @generated from message warden.v1.ArtifactEviction
@@ -560,7 +749,7 @@ export type ArtifactEviction = Message<"warden.v1.ArtifactEviction"> & {
  * Use `create(ArtifactEvictionSchema)` to create a new message.
  */
 export const ArtifactEvictionSchema: GenMessage<ArtifactEviction> = /*@__PURE__*/
-  messageDesc(file_warden_v1_node, 12);
+  messageDesc(file_warden_v1_node, 15);
 
 /**
  * @generated from message warden.v1.ArtifactDigests
@@ -577,7 +766,7 @@ export type ArtifactDigests = Message<"warden.v1.ArtifactDigests"> & {
  * Use `create(ArtifactDigestsSchema)` to create a new message.
  */
 export const ArtifactDigestsSchema: GenMessage<ArtifactDigests> = /*@__PURE__*/
-  messageDesc(file_warden_v1_node, 13);
+  messageDesc(file_warden_v1_node, 16);
 
 /**
  * The changes of an agent's inventory since a heartbeat the coordinator
@@ -625,7 +814,7 @@ export type InventoryDelta = Message<"warden.v1.InventoryDelta"> & {
  * Use `create(InventoryDeltaSchema)` to create a new message.
  */
 export const InventoryDeltaSchema: GenMessage<InventoryDelta> = /*@__PURE__*/
-  messageDesc(file_warden_v1_node, 14);
+  messageDesc(file_warden_v1_node, 17);
 
 /**
  * @generated from message warden.v1.HeartbeatResponse
@@ -666,7 +855,7 @@ export type HeartbeatResponse = Message<"warden.v1.HeartbeatResponse"> & {
  * Use `create(HeartbeatResponseSchema)` to create a new message.
  */
 export const HeartbeatResponseSchema: GenMessage<HeartbeatResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_node, 15);
+  messageDesc(file_warden_v1_node, 18);
 
 /**
  * @generated from service warden.v1.NodeService

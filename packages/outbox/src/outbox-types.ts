@@ -151,6 +151,10 @@ export interface Outbox {
   /** Journals that the stop intent of `incarnation` is settled; a no-op for an unknown one. */
   clearStopIntent(incarnation: string, signal?: AbortSignal): Promise<void>;
   openStopIntents(): StopIntent[];
+  /** Whether `incarnation` has an open stop intent (a lookup: asked per inventory entry). */
+  hasStopIntent(incarnation: string): boolean;
+  /** Incarnations with an open stop intent on `nodeId` (a lookup: asked per heartbeat). */
+  openStopIntentsOn(nodeId: string): string[];
   stats(): OutboxStats;
   health(): OutboxHealth;
   /** Resolves when every accepted event is acknowledged (depth 0). */

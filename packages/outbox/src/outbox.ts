@@ -3,7 +3,6 @@ import { create } from "@bufbuild/protobuf";
 import { RecoveredSchema } from "@warden/proto";
 import { Code, WardenError, backoffDelayMs, invalidArgument, isPlanted, isStaleLeaderEpoch, throwIfAborted, type Cancel } from "@warden/common";
 import { createEventFactory, eventTypeOf, type EventFactory } from "@warden/events";
-import type { StopIntent } from "./journal-record.js";
 import { reduceJournal, unfinishedInstances } from "./reduce-journal.js";
 import { eventPriorityOf } from "./event-priority.js";
 import type { AppendOutcome, Outbox, OutboxHealth, OutboxOptions, OutboxStats } from "./outbox-types.js";
@@ -11,6 +10,7 @@ import { SendQueue, type OutboxEntry } from "./send-queue.js";
 import { AppendLane } from "./append-lane.js";
 import { FlushWaiters } from "./flush-waiters.js";
 import { stopIntentMethods } from "./stop-intent-methods.js";
+import { StopIntentIndex } from "./stop-intent-index.js";
 import { OlderTerms } from "./older-terms.js";
 import { outboxHealth, sameHealth } from "./outbox-health.js";
 
@@ -40,7 +40,7 @@ export function createOutbox(options: OutboxOptions): Outbox {
 
   /** Replayed events of an older leader epoch not yet acknowledged (older-terms.ts). */
   const olderTerm = new OlderTerms();
-  const intents = new Map<string, StopIntent>();
+  const intents = new StopIntentIndex();
   let pendingMarks: string[] = [];
   let marking: Promise<void> | undefined;
 

@@ -2,10 +2,11 @@ import { invalidArgument, type Clock } from "@warden/common";
 import type { Journal } from "./journal-port.js";
 import type { StopIntent } from "./journal-record.js";
 import type { Outbox } from "./outbox-types.js";
+import type { StopIntentIndex } from "./stop-intent-index.js";
 
 /** What the outbox's stop-intent methods share with it: the open intents, the journal, its state check and its durable write. */
 export interface StopIntentDeps {
-  readonly intents: Map<string, StopIntent>;
+  readonly intents: StopIntentIndex;
   readonly journal: Journal;
   readonly clock: Clock;
   readonly requireState: (want: "running", what: string) => void;
@@ -14,7 +15,7 @@ export interface StopIntentDeps {
 }
 
 /** The outbox's stop intents (journaled, so a restarted coordinator still knows what it was stopping). */
-export function stopIntentMethods(d: StopIntentDeps): Pick<Outbox, "recordStopIntent" | "clearStopIntent" | "openStopIntents"> {
+export function stopIntentMethods(d: StopIntentDeps): Pick<Outbox, "recordStopIntent" | "clearStopIntent" | "openStopIntents" | "hasStopIntent" | "openStopIntentsOn"> {
   const { intents, journal, clock, requireState, durable } = d;
   return {
     async recordStopIntent(init, signal) {
@@ -48,5 +49,7 @@ export function stopIntentMethods(d: StopIntentDeps): Pick<Outbox, "recordStopIn
     },
 
     openStopIntents: () => [...intents.values()],
+    hasStopIntent: (incarnation) => intents.has(incarnation),
+    openStopIntentsOn: (nodeId) => [...intents.onNode(nodeId)],
   };
 }

@@ -218,7 +218,7 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
           if (lost.length > 0) log.warn("nodes known before the restart never reported: listed as lost", { count: lost.length, lostAfterMs: config.nodeLostAfterMs, nodes: lost.slice(0, 32) });
         });
   const openIntents = new Set(intentsAtStart.map((i) => i.incarnation));
-  nodes.attach(loader, (inc) => openIntents.has(inc) || outbox.openStopIntents().some((i) => i.incarnation === inc));
+  nodes.attach(loader, (inc) => openIntents.has(inc) || outbox.hasStopIntent(inc));
   placement.attach(loader);
   outage.attach(loader);
   // Every open stop intent is a leftover on its node from the first moment —

@@ -220,7 +220,7 @@ export class SimCoordinator implements CoordinatorInbox {
     // (A single coordinator keeps the wiring its recorded seeds ran with.)
     const intentsAtStart = this.ha === undefined ? recovery.openStopIntents : await settleUnsettledEvictions(outbox, hub, recovery.unsettledEvictions);
     const openIntents = new Set(intentsAtStart.map((i) => i.incarnation));
-    nodes.attach(loader, (inc) => openIntents.has(inc) || outbox.openStopIntents().some((i) => i.incarnation === inc));
+    nodes.attach(loader, (inc) => openIntents.has(inc) || outbox.hasStopIntent(inc));
     placement.attach(loader);
     outage?.attach(loader as unknown as Loader<BackendClientHandle>);
     loader.restoreStopIntents(intentsAtStart);

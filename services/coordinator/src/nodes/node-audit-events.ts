@@ -60,8 +60,8 @@ export function unreachabilityPausedInit(paused: boolean, unreachable: number, t
 }
 
 /** Incarnations of the open stop intents on `nodeId` (NodeTable's openIntentsOn). */
-export function openIntentsOn(outbox: Pick<Outbox, "openStopIntents">, nodeId: string): string[] {
-  return outbox.openStopIntents().flatMap((i) => (i.nodeId === nodeId ? [i.incarnation] : []));
+export function openIntentsOn(outbox: Pick<Outbox, "openStopIntentsOn">, nodeId: string): string[] {
+  return outbox.openStopIntentsOn(nodeId);
 }
 
 /**

@@ -5,7 +5,8 @@
  * `skopeo` to Debian's `docker-registry`, named by digest in a real agent's
  * catalog. The first call through a real coordinator makes the agent install
  * the bundle and launch it with the localai profile; a wrong digest and a
- * registry that is down fail the load naming the bundle, spawning nothing.
+ * registry that is down fail the load naming the bundle, spawning nothing,
+ * and leave a failed load job in phase RESOLVING (the image's manifest read).
  * Before the first call, placement already counts the image: the agent read
  * its manifest in the background and reports its layers' size.
  */
@@ -15,7 +16,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Code, WardenError } from "@warden/common";
 import { createClient } from "@warden/grpc";
 import { formatBytes } from "@warden/placement";
-import { AgentService, InstanceState } from "@warden/proto";
+import { AgentService, InstanceState, LoadJobPhase, LoadJobState } from "@warden/proto";
 import { simCatalog, tempDir, uniqueTag } from "./support/agent-harness.js";
 import { startRemoteAgent, type RemoteAgent } from "./support/agent-process.js";
 import { startTestCoordinator, until, type TestCoordinator } from "./support/coordinator-harness.js";
@@ -115,7 +116,7 @@ describe("backend bundle from an OCI registry", () => {
     expect(rec.env).toMatchObject({ HF_HOME: models, LOCALAI_BACKEND_PARENT_WATCH: "false" });
   }, 180_000);
 
-  it("a wrong digest and a registry that is down fail the load naming the bundle; nothing is installed or spawned", async () => {
+  it("a wrong digest and a registry that is down fail the load naming the bundle, in phase resolving; nothing is installed or spawned", async () => {
     const before = await readdir(join(models, ".warden-cache", "backends"));
     for (const [model, why] of [
       ["wrong-digest", `has no manifest "sha256:${"e".repeat(64)}" (HTTP 404: unknown tag or digest)`],
@@ -125,6 +126,9 @@ describe("backend bundle from an OCI registry", () => {
       expect(err, model).toBeInstanceOf(Error);
       expect((err as Error).message, model).toContain("backend bundle oci+http://");
       expect((err as Error).message, model).toContain(why);
+      // The manifest read is where it failed: the failed load job (ListModels) says so.
+      const job = (await t.admin.listModels({})).replicas.find((r) => r.model === model)?.loadJob;
+      expect([job?.state, job?.phase, job?.nodeId], model).toEqual([LoadJobState.FAILED, LoadJobPhase.RESOLVING, "bundle-node"]);
     }
     expect(await readdir(join(models, ".warden-cache", "backends"))).toEqual(before);
     expect(await livePythonBackends(bundleScript())).toHaveLength(1);

@@ -44,6 +44,11 @@ export class FakeStart implements AsyncIterable<StartEvent> {
     return this.push({ t: "ready", address: this.address, memoryBytes });
   }
 
+  /** Any event before the spawn (`pulling`, a bundle's `stage`), as the agent streams it. */
+  event(ev: Extract<StartEvent, { t: "pulling" } | { t: "stage" }>): this {
+    return this.push(ev);
+  }
+
   failed(message: string, extra: { code?: string; exitCode?: number; lastStderrLine?: string } = {}): this {
     this.agent.running.delete(this.request.incarnation);
     return this.push({ t: "failed", code: extra.code ?? "EXITED", message, exitCode: extra.exitCode, lastStderrLine: extra.lastStderrLine ?? "" });

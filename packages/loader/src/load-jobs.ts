@@ -2,11 +2,13 @@
  * How far a load got. `waiting_for_recovery`: held at the admission gate
  * until the coordinator's recovery window after a start or takeover ends;
  * `waiting_for_node`: admission, no node can take the model now;
- * `starting`: admitted, the start sent; `pulling`: the node's agent fetches
- * the model's artifacts; `verifying`: their bytes arrived and are being
- * hashed; `loading`: the backend process runs and loads the model.
+ * `starting`: admitted, the start sent; `resolving`: the node's agent reads
+ * a backend bundle image's manifest; `pulling`: it fetches the model's
+ * artifacts (and the bundle's layers); `verifying`: their bytes arrived and
+ * are being hashed; `unpacking`: the bundle's layers are being extracted;
+ * `loading`: the backend process runs and loads the model.
  */
-export type LoadJobPhase = WaitingPhase | "starting" | "pulling" | "verifying" | "loading";
+export type LoadJobPhase = WaitingPhase | "starting" | "resolving" | "pulling" | "verifying" | "unpacking" | "loading";
 
 /** What a waiting job waits for (`waiting_for_instance`: the model's own instance to stop, or an adopted one to start). */
 export type WaitingPhase = "waiting_for_recovery" | "waiting_for_node" | "waiting_for_instance";

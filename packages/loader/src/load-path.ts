@@ -237,11 +237,13 @@ async function lead<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec,
           break;
         case "loading":
           break;
-        case "pulling": {
-          // Artifacts before the spawn: the job shows pulling (bytes of all, rate), verifying, then starting again.
+        case "pulling":
+        case "stage": {
+          // Before the spawn: the job shows a bundle's resolving, pulling (bytes of all, rate), verifying,
+          // a bundle's unpacking, then starting again (artifact-progress.ts).
           const p = pulls.report(ev);
-          if (p.phase === "starting") s.jobs.loading(spec.id, incarnation, nodeId, "starting", jobStamp(s), actor);
-          else s.jobs.progress(spec.id, incarnation, nodeId, p.phase, p.doneBytes, p.totalBytes, jobStamp(s), actor);
+          if (p.phase === "pulling" || p.phase === "verifying") s.jobs.progress(spec.id, incarnation, nodeId, p.phase, p.doneBytes, p.totalBytes, jobStamp(s), actor);
+          else s.jobs.loading(spec.id, incarnation, nodeId, p.phase, jobStamp(s), actor);
           break;
         }
         case "ready":

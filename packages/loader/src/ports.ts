@@ -21,6 +21,8 @@ export type StartEvent =
   | { readonly t: "loading" }
   /** An artifact's pull before the spawn (one per 1/32 of it, and once verified). */
   | { readonly t: "pulling"; readonly sha256: string; readonly doneBytes: number; readonly totalBytes: number; readonly verified: boolean }
+  /** A backend bundle's install before the spawn: its image's manifest read, its layers fetched (their bytes as `pulling`), extracted, in place. */
+  | { readonly t: "stage"; readonly stage: "resolving" | "pulling" | "unpacking" | "installed" }
   | { readonly t: "ready"; readonly address: string; readonly memoryBytes: number }
   | { readonly t: "failed"; readonly code: string; readonly message: string; readonly exitCode: number | undefined; readonly lastStderrLine: string };
 

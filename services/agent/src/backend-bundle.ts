@@ -17,6 +17,18 @@ export const maxBundleBytes = 32 * 2 ** 30;
 export const maxBundleEntries = 500_000;
 const limits: TarLimits = { maxTotalBytes: maxBundleBytes, maxEntries: maxBundleEntries };
 
+/**
+ * An install's progress: a layer's (or the tarball's) bytes as the cache
+ * reports them, or a stage without bytes — `resolving` while the image's
+ * manifest is read, `pulling` while its layers are fetched (their bytes
+ * follow as the cache's reports), `unpacking` while the layers are extracted, `installed`
+ * once the bundle is in place (StartBackend's `stage` events).
+ */
+export type BundleProgress = PullProgress | { readonly stage: BundleStage };
+
+/** Where an install is: its image's manifest read, its layers (or tarball) fetched, extracted, in place. */
+export type BundleStage = "resolving" | "pulling" | "unpacking" | "installed";
+
 /** One installed bundle, as `backends ls` shows it. */
 export interface InstalledBundle {
   readonly sha256: string;
@@ -65,7 +77,7 @@ export interface BundleInstallerOptions {
  * (`findPeers`) first, as a start's model files are, the origin after.
  */
 export class BundleInstaller {
-  private readonly flights = new SingleFlight<{ dir: string; fresh: boolean }, PullProgress>();
+  private readonly flights = new SingleFlight<{ dir: string; fresh: boolean }, BundleProgress>();
   /** Starts using a digest (from before its install until its process is in the table). */
   private readonly uses = new Map<string, number>();
   /** Digests being removed: a start asking for one fails instead of racing the removal. */
@@ -81,7 +93,7 @@ export class BundleInstaller {
   }
 
   /** The installed directory (installing it first when missing). Errors name the bundle; codes as artifact pulls' (DATA_LOSS, NOT_FOUND, UNAVAILABLE, RESOURCE_EXHAUSTED), FAILED_PRECONDITION for an unsafe or incomplete bundle. */
-  async ensure(spec: BundleSpec, signal: AbortSignal, onProgress: (p: PullProgress) => void = () => {}, cause?: InstallCause): Promise<string> {
+  async ensure(spec: BundleSpec, signal: AbortSignal, onProgress: (p: BundleProgress) => void = () => {}, cause?: InstallCause): Promise<string> {
     return (await this.ensureInstalled(spec, signal, onProgress, cause)).dir;
   }
 
@@ -91,7 +103,7 @@ export class BundleInstaller {
    * (a start's, say) was under way and this call waited for it. Exactly one
    * caller per install sees true, so it is audited once.
    */
-  async ensureInstalled(spec: BundleSpec, signal: AbortSignal, onProgress: (p: PullProgress) => void = () => {}, cause?: InstallCause): Promise<{ dir: string; installedHere: boolean }> {
+  async ensureInstalled(spec: BundleSpec, signal: AbortSignal, onProgress: (p: BundleProgress) => void = () => {}, cause?: InstallCause): Promise<{ dir: string; installedHere: boolean }> {
     const dir = bundleDir(this.o.modelsPath, spec.sha256);
     if (this.removing.has(spec.sha256)) throw new WardenError(Code.Unavailable, `backend bundle ${spec.source.slice(0, 256)} (sha256 ${spec.sha256}): it is being removed; retry once RemoveBundle finished`);
     await this.evicting.get(spec.sha256);
@@ -209,18 +221,24 @@ export class BundleInstaller {
    *    that cannot make room (the bound counts file sizes; disk blocks can
    *    take more), nothing is evicted and the staging directory goes.
    */
-  private async install(spec: BundleSpec, dir: string, signal: AbortSignal, report: (p: PullProgress) => void, cause: InstallCause | undefined): Promise<{ dir: string; fresh: boolean }> {
+  private async install(spec: BundleSpec, dir: string, signal: AbortSignal, report: (p: BundleProgress) => void, cause: InstallCause | undefined): Promise<{ dir: string; fresh: boolean }> {
     if (await isInstalled(dir)) return { dir, fresh: false };
     // The layers' pulls are audited as the bundle's (artifact.pulled with its backend, bundle_layer).
     const purpose: PullPurpose = { backend: cause?.backend ?? "", bundleLayer: true, ...(cause?.t === "start" ? { model: cause.model } : {}) };
     const index = this.o.cache.index;
     const holdKey = `bundle-install:${spec.sha256}`;
     try {
-      const artifacts = isOciSource(spec.source) ? await this.imageLayers(spec, signal) : [tarballArtifact(spec)];
+      const oci = isOciSource(spec.source);
+      if (oci) report({ stage: "resolving" });
+      const artifacts = oci ? await this.imageLayers(spec, signal) : [tarballArtifact(spec)];
       // Before the first pull: pulling a later layer must not evict an earlier one.
       index.hold(holdKey, artifacts.map((a) => a.sha256));
+      report({ stage: "pulling" });
       const files = await this.pull(artifacts, signal, report, purpose);
-      return { dir: await this.unpack(spec, dir, files, signal, cause), fresh: true };
+      report({ stage: "unpacking" });
+      const out = await this.unpack(spec, dir, files, signal, cause);
+      report({ stage: "installed" });
+      return { dir: out, fresh: true };
     } finally {
       index.release(holdKey);
     }

@@ -1,6 +1,6 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
-import { BackendState, type ForeignProcessSchema, type InventoryEntrySchema, type OrphanProcessSchema, type StartBackendResponseSchema, type WatchBackendsResponseSchema } from "@warden/proto";
+import { BackendState, StartStage, type ForeignProcessSchema, type InventoryEntrySchema, type OrphanProcessSchema, type StartBackendResponseSchema, type WatchBackendsResponseSchema } from "@warden/proto";
 import type { BackendPhase, BackendProcess } from "./backend-process.js";
 import type { Foreign, Orphan } from "./orphan-scan.js";
 import type { StartEvent } from "./start-log.js";
@@ -55,6 +55,8 @@ export function foreignOf(f: Foreign): ForeignInit {
   return { pid: f.pid, address: f.address, detail: f.detail };
 }
 
+const startStages = { resolving: StartStage.RESOLVING, pulling: StartStage.PULLING, unpacking: StartStage.UNPACKING, installed: StartStage.INSTALLED } as const;
+
 export function startResponseOf(ev: StartEvent): StartResponseInit {
   switch (ev.t) {
     case "spawned":
@@ -63,6 +65,8 @@ export function startResponseOf(ev: StartEvent): StartResponseInit {
       return { event: { case: "loading", value: {} } };
     case "pulling":
       return { event: { case: "pulling", value: { sha256: ev.sha256, path: ev.path, doneBytes: BigInt(ev.doneBytes), totalBytes: BigInt(ev.totalBytes), verified: ev.verified } } };
+    case "stage":
+      return { event: { case: "stage", value: { stage: startStages[ev.stage] } } };
     case "ready":
       return { event: { case: "ready", value: { address: ev.address, pid: ev.pid, memoryBytes: BigInt(Math.max(0, Math.round(ev.memoryBytes))) } } };
     case "failed":

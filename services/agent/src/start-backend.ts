@@ -142,7 +142,7 @@ async function installBundle(ctx: AgentContext, log: StartLog, s: StartParams, s
   if (ctx.bundles === undefined) throw new FailStart(StartFailureCode.SPAWN_FAILED, "a bundle backend needs the agent's modelsPath");
   await ctx.bundles
     .ensure(bundle, signal, (p) => {
-      log.append({ t: "pulling", ...p });
+      log.append("stage" in p ? { t: "stage", stage: p.stage } : { t: "pulling", ...p });
     }, { t: "start", backend: s.backend, model: s.model, incarnation: s.incarnation })
     .catch((err: unknown) => {
       const e = WardenError.from(err);

@@ -1,10 +1,12 @@
 import { abortReason } from "@warden/common";
 import type { StartFailureCode } from "@warden/proto";
+import type { BundleStage } from "./backend-bundle.js";
 
 /** One step of a start, as streamed by StartBackend. */
 export type StartEvent =
   | { t: "spawned"; address: string; pid: number; gpuDevice: string; bootEpochMs: number; heartbeatSequence: bigint }
   | { t: "pulling"; sha256: string; path: string; doneBytes: number; totalBytes: number; verified: boolean }
+  | { t: "stage"; stage: BundleStage }
   | { t: "loading" }
   | { t: "ready"; address: string; pid: number; memoryBytes: number }
   | { t: "failed"; code: StartFailureCode; message: string; exitCode: number | undefined; lastStderrLine: string };

@@ -24,6 +24,13 @@ describe("models ls: load jobs", () => {
     expect(loadingLabel(job({ model: "m", state: LoadJobState.LOADING, phase: LoadJobPhase.STARTING, nodeId: "gpu-3" }))).toBe("loading m (starting) on gpu-3");
   });
 
+  it("a backend bundle's install: resolving its image, unpacking its layers", () => {
+    expect(loadingLabel(job({ model: "m", state: LoadJobState.LOADING, phase: LoadJobPhase.RESOLVING, nodeId: "gpu-3" }))).toBe("loading m (resolving) on gpu-3");
+    expect(loadingLabel(job({ model: "m", state: LoadJobState.LOADING, phase: LoadJobPhase.UNPACKING, nodeId: "gpu-3" }))).toBe("loading m (unpacking) on gpu-3");
+    expect(loadJobLine(job({ model: "m", state: LoadJobState.LOADING, phase: LoadJobPhase.UNPACKING, nodeId: "n1", forMs: 5_000n }))).toBe("m: loading (unpacking) on n1 (5s)");
+    expect(loadJobLine(job({ model: "m", state: LoadJobState.LOADING, phase: LoadJobPhase.RESOLVING, nodeId: "n1", forMs: 1_000n }))).toBe("m: loading (resolving) on n1 (1s)");
+  });
+
   it("a heading and the jobs of the models asked for; nothing without jobs", () => {
     const rs = [create(ModelReplicasSchema, { model: "a", loadJob: job({ model: "a", state: LoadJobState.WAITING, reason: "x" }) }), create(ModelReplicasSchema, { model: "b" })];
     expect(loadJobsText(rs, undefined)).toBe("LOAD JOBS\na: waiting for a node: x (0ms)");

@@ -11,6 +11,8 @@ export const loadJobPhaseToWire: Readonly<Record<LoadJobPhase, WirePhase>> = {
   loading: WirePhase.LOADING,
   pulling: WirePhase.PULLING,
   verifying: WirePhase.VERIFYING,
+  resolving: WirePhase.RESOLVING,
+  unpacking: WirePhase.UNPACKING,
 };
 
 const states: Readonly<Record<LoadJob["t"], LoadJobState>> = {

@@ -1,4 +1,4 @@
-import { BackendState, StartFailureCode, type AgentService, type StartBackendResponse } from "@warden/proto";
+import { BackendState, StartFailureCode, StartStage, type AgentService, type StartBackendResponse } from "@warden/proto";
 import type { Client } from "@warden/grpc";
 import { Code, StaleLeaderEpochError, WardenError } from "@warden/common";
 import type { PeerGrant } from "./peer-directory.js";
@@ -82,6 +82,13 @@ export function agentPort(client: Client<typeof AgentService>, leaderEpoch: Lead
 }
 
 /** The agent's start stream as the loader's events; a stale-epoch refusal typed. */
+const startStages: Partial<Record<StartStage, Extract<StartEvent, { t: "stage" }>["stage"]>> = {
+  [StartStage.RESOLVING]: "resolving",
+  [StartStage.PULLING]: "pulling",
+  [StartStage.UNPACKING]: "unpacking",
+  [StartStage.INSTALLED]: "installed",
+};
+
 async function* startEvents(stream: AsyncIterable<StartBackendResponse>, onStale: StaleEpochListener | undefined): AsyncIterable<StartEvent> {
   try {
     for await (const r of stream) {
@@ -99,6 +106,12 @@ async function* startEvents(stream: AsyncIterable<StartBackendResponse>, onStale
         case "pulling":
           yield { t: "pulling", sha256: ev.value.sha256, doneBytes: Number(ev.value.doneBytes), totalBytes: Number(ev.value.totalBytes), verified: ev.value.verified };
           break;
+        case "stage": {
+          // A stage this coordinator does not know (a newer agent's) is skipped, as an unknown event case is.
+          const stage = startStages[ev.value.stage];
+          if (stage !== undefined) yield { t: "stage", stage };
+          break;
+        }
         case "ready":
           yield { t: "ready", address: ev.value.address, memoryBytes: Number(ev.value.memoryBytes) };
           break;

@@ -37,7 +37,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file warden/v1/agent.proto.
  */
 export const file_warden_v1_agent: GenFile = /*@__PURE__*/
-  fileDesc("ChV3YXJkZW4vdjEvYWdlbnQucHJvdG8SCXdhcmRlbi52MSJhCgpCdW5kbGVJbmZvEg8KB2JhY2tlbmQYASABKAkSDgoGc291cmNlGAIgASgJEg4KBnNoYTI1NhgDIAEoCRIRCglpbnN0YWxsZWQYBCABKAgSDwoHcnVubmluZxgFIAEoDSIUChJMaXN0QnVuZGxlc1JlcXVlc3QiPQoTTGlzdEJ1bmRsZXNSZXNwb25zZRImCgdidW5kbGVzGAEgAygLMhUud2FyZGVuLnYxLkJ1bmRsZUluZm8iPQoUSW5zdGFsbEJ1bmRsZVJlcXVlc3QSDwoHYmFja2VuZBgBIAEoCRIUCgxsZWFkZXJfZXBvY2gYAiABKAQiWQoVSW5zdGFsbEJ1bmRsZVJlc3BvbnNlEiUKBmJ1bmRsZRgBIAEoCzIVLndhcmRlbi52MS5CdW5kbGVJbmZvEhkKEWFscmVhZHlfaW5zdGFsbGVkGAIgASgIIjwKE1JlbW92ZUJ1bmRsZVJlcXVlc3QSDwoHYmFja2VuZBgBIAEoCRIUCgxsZWFkZXJfZXBvY2gYAiABKAQiJwoUUmVtb3ZlQnVuZGxlUmVzcG9uc2USDwoHcmVtb3ZlZBgBIAEoCCI/ChVHZXRCYWNrZW5kTG9nc1JlcXVlc3QSEwoLaW5jYXJuYXRpb24YASABKAkSEQoJbWF4X2xpbmVzGAIgASgNIkQKFkdldEJhY2tlbmRMb2dzUmVzcG9uc2USFAoMc3Rkb3V0X2xpbmVzGAEgAygJEhQKDHN0ZGVycl9saW5lcxgCIAMoCSJmChJGcmVlQmFja2VuZFJlcXVlc3QSEwoLaW5jYXJuYXRpb24YASABKAkSDwoHYWRkcmVzcxgCIAEoCRIUCgxsZWFkZXJfZXBvY2gYAyABKAQSFAoMcmVxdWVzdGVkX2J5GAQgASgJIqYBChNGcmVlQmFja2VuZFJlc3BvbnNlEiEKBWZyZWVkGAEgASgLMhAud2FyZGVuLnYxLkZyZWVkSAASMQoLdW5zdXBwb3J0ZWQYAiABKAsyGi53YXJkZW4udjEuRnJlZVVuc3VwcG9ydGVkSAASLgoMYWxyZWFkeV9nb25lGAMgASgLMhYud2FyZGVuLnYxLkFscmVhZHlHb25lSABCCQoHb3V0Y29tZSIYCgVGcmVlZBIPCgdtZXNzYWdlGAEgASgJIhEKD0ZyZWVVbnN1cHBvcnRlZCJmChFTdG9wT3JwaGFuUmVxdWVzdBILCgNwaWQYASABKA0SDwoHYWRkcmVzcxgCIAEoCRINCgVmb3JjZRgDIAEoCBIOCgZyZWFzb24YBCABKAkSFAoMbGVhZGVyX2Vwb2NoGAUgASgEInYKElN0b3BPcnBoYW5SZXNwb25zZRIlCgdzdG9wcGVkGAEgASgLMhIud2FyZGVuLnYxLlN0b3BwZWRIABIuCgxhbHJlYWR5X2dvbmUYAiABKAsyFi53YXJkZW4udjEuQWxyZWFkeUdvbmVIAEIJCgdvdXRjb21lIocEChNTdGFydEJhY2tlbmRSZXF1ZXN0EhMKC2luY2FybmF0aW9uGAEgASgJEg0KBW1vZGVsGAIgASgJEg8KB2JhY2tlbmQYAyABKAkSDwoHb3B0aW9ucxgEIAMoCRISCgptb2RlbF9maWxlGAUgASgJEhQKDGNvbnRleHRfc2l6ZRgGIAEoBRISCgpncHVfZGV2aWNlGAcgASgJEhoKDWJhY2tlbmRfbW9kZWwYCCABKAlIAIgBARIXCgpncHVfbGF5ZXJzGAkgASgFSAGIAQESFAoHdGhyZWFkcxgKIAEoBUgCiAEBEhIKBWJhdGNoGAsgASgFSAOIAQESEQoEbW1hcBgMIAEoCEgEiAEBEhwKD2ZsYXNoX2F0dGVudGlvbhgNIAEoCUgFiAEBEhEKBGN1ZGEYDiABKAhIBogBARIUCgxsZWFkZXJfZXBvY2gYDyABKAQSFAoMcmVxdWVzdGVkX2J5GBAgASgJEisKCWFydGlmYWN0cxgRIAMoCzIYLndhcmRlbi52MS5Nb2RlbEFydGlmYWN0EhMKC2xvYWRfZGlnZXN0GBIgASgJQhAKDl9iYWNrZW5kX21vZGVsQg0KC19ncHVfbGF5ZXJzQgoKCF90aHJlYWRzQggKBl9iYXRjaEIHCgVfbW1hcEISChBfZmxhc2hfYXR0ZW50aW9uQgcKBV9jdWRhIncKDU1vZGVsQXJ0aWZhY3QSDgoGc291cmNlGAEgASgJEg4KBnNoYTI1NhgCIAEoCRISCgpzaXplX2J5dGVzGAMgASgEEgwKBHBhdGgYBCABKAkSJAoFcGVlcnMYBSADKAsyFS53YXJkZW4udjEuUGVlclNvdXJjZSJVCgpQZWVyU291cmNlEg8KB25vZGVfaWQYASABKAkSDwoHYWRkcmVzcxgCIAEoCRIOCgZ0aWNrZXQYAyABKAkSFQoNZXhwaXJlc19hdF9tcxgEIAEoAyLcAQoUU3RhcnRCYWNrZW5kUmVzcG9uc2USJQoHc3Bhd25lZBgBIAEoCzISLndhcmRlbi52MS5TcGF3bmVkSAASJQoHbG9hZGluZxgCIAEoCzISLndhcmRlbi52MS5Mb2FkaW5nSAASIQoFcmVhZHkYAyABKAsyEC53YXJkZW4udjEuUmVhZHlIABIjCgZmYWlsZWQYBCABKAsyES53YXJkZW4udjEuRmFpbGVkSAASJQoHcHVsbGluZxgFIAEoCzISLndhcmRlbi52MS5QdWxsaW5nSABCBwoFZXZlbnQiYgoHUHVsbGluZxIOCgZzaGEyNTYYASABKAkSDAoEcGF0aBgCIAEoCRISCgpkb25lX2J5dGVzGAMgASgEEhMKC3RvdGFsX2J5dGVzGAQgASgEEhAKCHZlcmlmaWVkGAUgASgIImsKB1NwYXduZWQSDwoHYWRkcmVzcxgBIAEoCRILCgNwaWQYAiABKA0SEgoKZ3B1X2RldmljZRgDIAEoCRISCgpib290X2Vwb2NoGAQgASgEEhoKEmhlYXJ0YmVhdF9zZXF1ZW5jZRgFIAEoBCIJCgdMb2FkaW5nIjsKBVJlYWR5Eg8KB2FkZHJlc3MYASABKAkSCwoDcGlkGAIgASgNEhQKDG1lbW9yeV9ieXRlcxgDIAEoBCKEAQoGRmFpbGVkEikKBGNvZGUYASABKA4yGy53YXJkZW4udjEuU3RhcnRGYWlsdXJlQ29kZRIPCgdtZXNzYWdlGAIgASgJEhYKCWV4aXRfY29kZRgDIAEoBUgAiAEBEhgKEGxhc3Rfc3RkZXJyX2xpbmUYBCABKAlCDAoKX2V4aXRfY29kZSKFAQoSU3RvcEJhY2tlbmRSZXF1ZXN0Eg8KB2FkZHJlc3MYASABKAkSEwoLaW5jYXJuYXRpb24YAiABKAkSDQoFZm9yY2UYAyABKAgSDgoGcmVhc29uGAQgASgJEhQKDGxlYWRlcl9lcG9jaBgFIAEoBBIUCgxyZXF1ZXN0ZWRfYnkYBiABKAkidwoTU3RvcEJhY2tlbmRSZXNwb25zZRIlCgdzdG9wcGVkGAEgASgLMhIud2FyZGVuLnYxLlN0b3BwZWRIABIuCgxhbHJlYWR5X2dvbmUYAiABKAsyFi53YXJkZW4udjEuQWxyZWFkeUdvbmVIAEIJCgdvdXRjb21lIlIKB1N0b3BwZWQSFgoJZXhpdF9jb2RlGAEgASgFSACIAQESDgoGc2lnbmFsGAIgASgJEhEKCWVzY2FsYXRlZBgDIAEoCEIMCgpfZXhpdF9jb2RlIiIKC0FscmVhZHlHb25lEhMKC3JlcGxhY2VkX2J5GAEgASgJIhUKE0xpc3RCYWNrZW5kc1JlcXVlc3QixAEKFExpc3RCYWNrZW5kc1Jlc3BvbnNlEisKCGJhY2tlbmRzGAEgAygLMhkud2FyZGVuLnYxLkludmVudG9yeUVudHJ5EikKB29ycGhhbnMYAiADKAsyGC53YXJkZW4udjEuT3JwaGFuUHJvY2VzcxISCgpib290X2Vwb2NoGAMgASgEEioKB2ZvcmVpZ24YBCADKAsyGS53YXJkZW4udjEuRm9yZWlnblByb2Nlc3MSFAoMbGVhZGVyX2Vwb2NoGAUgASgEIhYKFEdldE5vZGVTdGF0dXNSZXF1ZXN0ItYBChVHZXROb2RlU3RhdHVzUmVzcG9uc2USDwoHbm9kZV9pZBgBIAEoCRI8CgZsYWJlbHMYAiADKAsyLC53YXJkZW4udjEuR2V0Tm9kZVN0YXR1c1Jlc3BvbnNlLkxhYmVsc0VudHJ5EisKCXJlc291cmNlcxgDIAEoCzIYLndhcmRlbi52MS5Ob2RlUmVzb3VyY2VzEhIKCmJvb3RfZXBvY2gYBCABKAQaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASIWChRXYXRjaEJhY2tlbmRzUmVxdWVzdCKtAgoVV2F0Y2hCYWNrZW5kc1Jlc3BvbnNlEhMKC2luY2FybmF0aW9uGAEgASgJEg0KBW1vZGVsGAIgASgJEg8KB2FkZHJlc3MYAyABKAkSJgoCYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiwKB3N0YXJ0ZWQYBSABKAsyGS53YXJkZW4udjEuQmFja2VuZFN0YXJ0ZWRIABIoCgVyZWFkeRgGIAEoCzIXLndhcmRlbi52MS5CYWNrZW5kUmVhZHlIABIqCgZleGl0ZWQYByABKAsyGC53YXJkZW4udjEuQmFja2VuZEV4aXRlZEgAEioKBmhlYWx0aBgIIAEoCzIYLndhcmRlbi52MS5CYWNrZW5kSGVhbHRoSABCBwoFZXZlbnQiHQoOQmFja2VuZFN0YXJ0ZWQSCwoDcGlkGAEgASgNIiQKDEJhY2tlbmRSZWFkeRIUCgxtZW1vcnlfYnl0ZXMYASABKAQidAoNQmFja2VuZEV4aXRlZBIWCglleGl0X2NvZGUYASABKAVIAIgBARIOCgZzaWduYWwYAiABKAkSEwoLaW50ZW50aW9uYWwYAyABKAgSGAoQbGFzdF9zdGRlcnJfbGluZRgEIAEoCUIMCgpfZXhpdF9jb2RlIjAKDUJhY2tlbmRIZWFsdGgSDwoHaGVhbHRoeRgBIAEoCBIOCgZkZXRhaWwYAiABKAkq7gMKEFN0YXJ0RmFpbHVyZUNvZGUSIgoeU1RBUlRfRkFJTFVSRV9DT0RFX1VOU1BFQ0lGSUVEEAASIwofU1RBUlRfRkFJTFVSRV9DT0RFX1NQQVdOX0ZBSUxFRBABEh0KGVNUQVJUX0ZBSUxVUkVfQ09ERV9FWElURUQQAhIoCiRTVEFSVF9GQUlMVVJFX0NPREVfUkVBRElORVNTX1RJTUVPVVQQAxIiCh5TVEFSVF9GQUlMVVJFX0NPREVfTE9BRF9GQUlMRUQQBBIoCiRTVEFSVF9GQUlMVVJFX0NPREVfREVBRExJTkVfRVhDRUVERUQQBRIeChpTVEFSVF9GQUlMVVJFX0NPREVfTk9fUE9SVBAGEiAKHFNUQVJUX0ZBSUxVUkVfQ09ERV9DQU5DRUxMRUQQBxIvCitTVEFSVF9GQUlMVVJFX0NPREVfQVJUSUZBQ1RfRElHRVNUX01JU01BVENIEAgSKQolU1RBUlRfRkFJTFVSRV9DT0RFX0FSVElGQUNUX05PVF9GT1VORBAJEjIKLlNUQVJUX0ZBSUxVUkVfQ09ERV9BUlRJRkFDVF9TT1VSQ0VfVU5BVkFJTEFCTEUQChIoCiRTVEFSVF9GQUlMVVJFX0NPREVfQVJUSUZBQ1RfTk9fU1BBQ0UQCzKNBwoMQWdlbnRTZXJ2aWNlElEKDFN0YXJ0QmFja2VuZBIeLndhcmRlbi52MS5TdGFydEJhY2tlbmRSZXF1ZXN0Gh8ud2FyZGVuLnYxLlN0YXJ0QmFja2VuZFJlc3BvbnNlMAESTAoLU3RvcEJhY2tlbmQSHS53YXJkZW4udjEuU3RvcEJhY2tlbmRSZXF1ZXN0Gh4ud2FyZGVuLnYxLlN0b3BCYWNrZW5kUmVzcG9uc2USTwoMTGlzdEJhY2tlbmRzEh4ud2FyZGVuLnYxLkxpc3RCYWNrZW5kc1JlcXVlc3QaHy53YXJkZW4udjEuTGlzdEJhY2tlbmRzUmVzcG9uc2USUgoNR2V0Tm9kZVN0YXR1cxIfLndhcmRlbi52MS5HZXROb2RlU3RhdHVzUmVxdWVzdBogLndhcmRlbi52MS5HZXROb2RlU3RhdHVzUmVzcG9uc2USVAoNV2F0Y2hCYWNrZW5kcxIfLndhcmRlbi52MS5XYXRjaEJhY2tlbmRzUmVxdWVzdBogLndhcmRlbi52MS5XYXRjaEJhY2tlbmRzUmVzcG9uc2UwARJJCgpTdG9wT3JwaGFuEhwud2FyZGVuLnYxLlN0b3BPcnBoYW5SZXF1ZXN0Gh0ud2FyZGVuLnYxLlN0b3BPcnBoYW5SZXNwb25zZRJMCgtGcmVlQmFja2VuZBIdLndhcmRlbi52MS5GcmVlQmFja2VuZFJlcXVlc3QaHi53YXJkZW4udjEuRnJlZUJhY2tlbmRSZXNwb25zZRJMCgtMaXN0QnVuZGxlcxIdLndhcmRlbi52MS5MaXN0QnVuZGxlc1JlcXVlc3QaHi53YXJkZW4udjEuTGlzdEJ1bmRsZXNSZXNwb25zZRJSCg1JbnN0YWxsQnVuZGxlEh8ud2FyZGVuLnYxLkluc3RhbGxCdW5kbGVSZXF1ZXN0GiAud2FyZGVuLnYxLkluc3RhbGxCdW5kbGVSZXNwb25zZRJPCgxSZW1vdmVCdW5kbGUSHi53YXJkZW4udjEuUmVtb3ZlQnVuZGxlUmVxdWVzdBofLndhcmRlbi52MS5SZW1vdmVCdW5kbGVSZXNwb25zZRJVCg5HZXRCYWNrZW5kTG9ncxIgLndhcmRlbi52MS5HZXRCYWNrZW5kTG9nc1JlcXVlc3QaIS53YXJkZW4udjEuR2V0QmFja2VuZExvZ3NSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_timestamp, file_warden_v1_types]);
+  fileDesc("ChV3YXJkZW4vdjEvYWdlbnQucHJvdG8SCXdhcmRlbi52MSJhCgpCdW5kbGVJbmZvEg8KB2JhY2tlbmQYASABKAkSDgoGc291cmNlGAIgASgJEg4KBnNoYTI1NhgDIAEoCRIRCglpbnN0YWxsZWQYBCABKAgSDwoHcnVubmluZxgFIAEoDSIUChJMaXN0QnVuZGxlc1JlcXVlc3QiPQoTTGlzdEJ1bmRsZXNSZXNwb25zZRImCgdidW5kbGVzGAEgAygLMhUud2FyZGVuLnYxLkJ1bmRsZUluZm8iPQoUSW5zdGFsbEJ1bmRsZVJlcXVlc3QSDwoHYmFja2VuZBgBIAEoCRIUCgxsZWFkZXJfZXBvY2gYAiABKAQiWQoVSW5zdGFsbEJ1bmRsZVJlc3BvbnNlEiUKBmJ1bmRsZRgBIAEoCzIVLndhcmRlbi52MS5CdW5kbGVJbmZvEhkKEWFscmVhZHlfaW5zdGFsbGVkGAIgASgIIjwKE1JlbW92ZUJ1bmRsZVJlcXVlc3QSDwoHYmFja2VuZBgBIAEoCRIUCgxsZWFkZXJfZXBvY2gYAiABKAQiJwoUUmVtb3ZlQnVuZGxlUmVzcG9uc2USDwoHcmVtb3ZlZBgBIAEoCCI/ChVHZXRCYWNrZW5kTG9nc1JlcXVlc3QSEwoLaW5jYXJuYXRpb24YASABKAkSEQoJbWF4X2xpbmVzGAIgASgNIkQKFkdldEJhY2tlbmRMb2dzUmVzcG9uc2USFAoMc3Rkb3V0X2xpbmVzGAEgAygJEhQKDHN0ZGVycl9saW5lcxgCIAMoCSJmChJGcmVlQmFja2VuZFJlcXVlc3QSEwoLaW5jYXJuYXRpb24YASABKAkSDwoHYWRkcmVzcxgCIAEoCRIUCgxsZWFkZXJfZXBvY2gYAyABKAQSFAoMcmVxdWVzdGVkX2J5GAQgASgJIqYBChNGcmVlQmFja2VuZFJlc3BvbnNlEiEKBWZyZWVkGAEgASgLMhAud2FyZGVuLnYxLkZyZWVkSAASMQoLdW5zdXBwb3J0ZWQYAiABKAsyGi53YXJkZW4udjEuRnJlZVVuc3VwcG9ydGVkSAASLgoMYWxyZWFkeV9nb25lGAMgASgLMhYud2FyZGVuLnYxLkFscmVhZHlHb25lSABCCQoHb3V0Y29tZSIYCgVGcmVlZBIPCgdtZXNzYWdlGAEgASgJIhEKD0ZyZWVVbnN1cHBvcnRlZCJmChFTdG9wT3JwaGFuUmVxdWVzdBILCgNwaWQYASABKA0SDwoHYWRkcmVzcxgCIAEoCRINCgVmb3JjZRgDIAEoCBIOCgZyZWFzb24YBCABKAkSFAoMbGVhZGVyX2Vwb2NoGAUgASgEInYKElN0b3BPcnBoYW5SZXNwb25zZRIlCgdzdG9wcGVkGAEgASgLMhIud2FyZGVuLnYxLlN0b3BwZWRIABIuCgxhbHJlYWR5X2dvbmUYAiABKAsyFi53YXJkZW4udjEuQWxyZWFkeUdvbmVIAEIJCgdvdXRjb21lIocEChNTdGFydEJhY2tlbmRSZXF1ZXN0EhMKC2luY2FybmF0aW9uGAEgASgJEg0KBW1vZGVsGAIgASgJEg8KB2JhY2tlbmQYAyABKAkSDwoHb3B0aW9ucxgEIAMoCRISCgptb2RlbF9maWxlGAUgASgJEhQKDGNvbnRleHRfc2l6ZRgGIAEoBRISCgpncHVfZGV2aWNlGAcgASgJEhoKDWJhY2tlbmRfbW9kZWwYCCABKAlIAIgBARIXCgpncHVfbGF5ZXJzGAkgASgFSAGIAQESFAoHdGhyZWFkcxgKIAEoBUgCiAEBEhIKBWJhdGNoGAsgASgFSAOIAQESEQoEbW1hcBgMIAEoCEgEiAEBEhwKD2ZsYXNoX2F0dGVudGlvbhgNIAEoCUgFiAEBEhEKBGN1ZGEYDiABKAhIBogBARIUCgxsZWFkZXJfZXBvY2gYDyABKAQSFAoMcmVxdWVzdGVkX2J5GBAgASgJEisKCWFydGlmYWN0cxgRIAMoCzIYLndhcmRlbi52MS5Nb2RlbEFydGlmYWN0EhMKC2xvYWRfZGlnZXN0GBIgASgJQhAKDl9iYWNrZW5kX21vZGVsQg0KC19ncHVfbGF5ZXJzQgoKCF90aHJlYWRzQggKBl9iYXRjaEIHCgVfbW1hcEISChBfZmxhc2hfYXR0ZW50aW9uQgcKBV9jdWRhIncKDU1vZGVsQXJ0aWZhY3QSDgoGc291cmNlGAEgASgJEg4KBnNoYTI1NhgCIAEoCRISCgpzaXplX2J5dGVzGAMgASgEEgwKBHBhdGgYBCABKAkSJAoFcGVlcnMYBSADKAsyFS53YXJkZW4udjEuUGVlclNvdXJjZSJVCgpQZWVyU291cmNlEg8KB25vZGVfaWQYASABKAkSDwoHYWRkcmVzcxgCIAEoCRIOCgZ0aWNrZXQYAyABKAkSFQoNZXhwaXJlc19hdF9tcxgEIAEoAyL/AQoUU3RhcnRCYWNrZW5kUmVzcG9uc2USJQoHc3Bhd25lZBgBIAEoCzISLndhcmRlbi52MS5TcGF3bmVkSAASJQoHbG9hZGluZxgCIAEoCzISLndhcmRlbi52MS5Mb2FkaW5nSAASIQoFcmVhZHkYAyABKAsyEC53YXJkZW4udjEuUmVhZHlIABIjCgZmYWlsZWQYBCABKAsyES53YXJkZW4udjEuRmFpbGVkSAASJQoHcHVsbGluZxgFIAEoCzISLndhcmRlbi52MS5QdWxsaW5nSAASIQoFc3RhZ2UYBiABKAsyEC53YXJkZW4udjEuU3RhZ2VIAEIHCgVldmVudCItCgVTdGFnZRIkCgVzdGFnZRgBIAEoDjIVLndhcmRlbi52MS5TdGFydFN0YWdlImIKB1B1bGxpbmcSDgoGc2hhMjU2GAEgASgJEgwKBHBhdGgYAiABKAkSEgoKZG9uZV9ieXRlcxgDIAEoBBITCgt0b3RhbF9ieXRlcxgEIAEoBBIQCgh2ZXJpZmllZBgFIAEoCCJrCgdTcGF3bmVkEg8KB2FkZHJlc3MYASABKAkSCwoDcGlkGAIgASgNEhIKCmdwdV9kZXZpY2UYAyABKAkSEgoKYm9vdF9lcG9jaBgEIAEoBBIaChJoZWFydGJlYXRfc2VxdWVuY2UYBSABKAQiCQoHTG9hZGluZyI7CgVSZWFkeRIPCgdhZGRyZXNzGAEgASgJEgsKA3BpZBgCIAEoDRIUCgxtZW1vcnlfYnl0ZXMYAyABKAQihAEKBkZhaWxlZBIpCgRjb2RlGAEgASgOMhsud2FyZGVuLnYxLlN0YXJ0RmFpbHVyZUNvZGUSDwoHbWVzc2FnZRgCIAEoCRIWCglleGl0X2NvZGUYAyABKAVIAIgBARIYChBsYXN0X3N0ZGVycl9saW5lGAQgASgJQgwKCl9leGl0X2NvZGUihQEKElN0b3BCYWNrZW5kUmVxdWVzdBIPCgdhZGRyZXNzGAEgASgJEhMKC2luY2FybmF0aW9uGAIgASgJEg0KBWZvcmNlGAMgASgIEg4KBnJlYXNvbhgEIAEoCRIUCgxsZWFkZXJfZXBvY2gYBSABKAQSFAoMcmVxdWVzdGVkX2J5GAYgASgJIncKE1N0b3BCYWNrZW5kUmVzcG9uc2USJQoHc3RvcHBlZBgBIAEoCzISLndhcmRlbi52MS5TdG9wcGVkSAASLgoMYWxyZWFkeV9nb25lGAIgASgLMhYud2FyZGVuLnYxLkFscmVhZHlHb25lSABCCQoHb3V0Y29tZSJSCgdTdG9wcGVkEhYKCWV4aXRfY29kZRgBIAEoBUgAiAEBEg4KBnNpZ25hbBgCIAEoCRIRCgllc2NhbGF0ZWQYAyABKAhCDAoKX2V4aXRfY29kZSIiCgtBbHJlYWR5R29uZRITCgtyZXBsYWNlZF9ieRgBIAEoCSIVChNMaXN0QmFja2VuZHNSZXF1ZXN0IsQBChRMaXN0QmFja2VuZHNSZXNwb25zZRIrCghiYWNrZW5kcxgBIAMoCzIZLndhcmRlbi52MS5JbnZlbnRvcnlFbnRyeRIpCgdvcnBoYW5zGAIgAygLMhgud2FyZGVuLnYxLk9ycGhhblByb2Nlc3MSEgoKYm9vdF9lcG9jaBgDIAEoBBIqCgdmb3JlaWduGAQgAygLMhkud2FyZGVuLnYxLkZvcmVpZ25Qcm9jZXNzEhQKDGxlYWRlcl9lcG9jaBgFIAEoBCIWChRHZXROb2RlU3RhdHVzUmVxdWVzdCLWAQoVR2V0Tm9kZVN0YXR1c1Jlc3BvbnNlEg8KB25vZGVfaWQYASABKAkSPAoGbGFiZWxzGAIgAygLMiwud2FyZGVuLnYxLkdldE5vZGVTdGF0dXNSZXNwb25zZS5MYWJlbHNFbnRyeRIrCglyZXNvdXJjZXMYAyABKAsyGC53YXJkZW4udjEuTm9kZVJlc291cmNlcxISCgpib290X2Vwb2NoGAQgASgEGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiFgoUV2F0Y2hCYWNrZW5kc1JlcXVlc3QirQIKFVdhdGNoQmFja2VuZHNSZXNwb25zZRITCgtpbmNhcm5hdGlvbhgBIAEoCRINCgVtb2RlbBgCIAEoCRIPCgdhZGRyZXNzGAMgASgJEiYKAmF0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIsCgdzdGFydGVkGAUgASgLMhkud2FyZGVuLnYxLkJhY2tlbmRTdGFydGVkSAASKAoFcmVhZHkYBiABKAsyFy53YXJkZW4udjEuQmFja2VuZFJlYWR5SAASKgoGZXhpdGVkGAcgASgLMhgud2FyZGVuLnYxLkJhY2tlbmRFeGl0ZWRIABIqCgZoZWFsdGgYCCABKAsyGC53YXJkZW4udjEuQmFja2VuZEhlYWx0aEgAQgcKBWV2ZW50Ih0KDkJhY2tlbmRTdGFydGVkEgsKA3BpZBgBIAEoDSIkCgxCYWNrZW5kUmVhZHkSFAoMbWVtb3J5X2J5dGVzGAEgASgEInQKDUJhY2tlbmRFeGl0ZWQSFgoJZXhpdF9jb2RlGAEgASgFSACIAQESDgoGc2lnbmFsGAIgASgJEhMKC2ludGVudGlvbmFsGAMgASgIEhgKEGxhc3Rfc3RkZXJyX2xpbmUYBCABKAlCDAoKX2V4aXRfY29kZSIwCg1CYWNrZW5kSGVhbHRoEg8KB2hlYWx0aHkYASABKAgSDgoGZGV0YWlsGAIgASgJKpMBCgpTdGFydFN0YWdlEhsKF1NUQVJUX1NUQUdFX1VOU1BFQ0lGSUVEEAASGQoVU1RBUlRfU1RBR0VfUkVTT0xWSU5HEAESFwoTU1RBUlRfU1RBR0VfUFVMTElORxACEhkKFVNUQVJUX1NUQUdFX1VOUEFDS0lORxADEhkKFVNUQVJUX1NUQUdFX0lOU1RBTExFRBAEKu4DChBTdGFydEZhaWx1cmVDb2RlEiIKHlNUQVJUX0ZBSUxVUkVfQ09ERV9VTlNQRUNJRklFRBAAEiMKH1NUQVJUX0ZBSUxVUkVfQ09ERV9TUEFXTl9GQUlMRUQQARIdChlTVEFSVF9GQUlMVVJFX0NPREVfRVhJVEVEEAISKAokU1RBUlRfRkFJTFVSRV9DT0RFX1JFQURJTkVTU19USU1FT1VUEAMSIgoeU1RBUlRfRkFJTFVSRV9DT0RFX0xPQURfRkFJTEVEEAQSKAokU1RBUlRfRkFJTFVSRV9DT0RFX0RFQURMSU5FX0VYQ0VFREVEEAUSHgoaU1RBUlRfRkFJTFVSRV9DT0RFX05PX1BPUlQQBhIgChxTVEFSVF9GQUlMVVJFX0NPREVfQ0FOQ0VMTEVEEAcSLworU1RBUlRfRkFJTFVSRV9DT0RFX0FSVElGQUNUX0RJR0VTVF9NSVNNQVRDSBAIEikKJVNUQVJUX0ZBSUxVUkVfQ09ERV9BUlRJRkFDVF9OT1RfRk9VTkQQCRIyCi5TVEFSVF9GQUlMVVJFX0NPREVfQVJUSUZBQ1RfU09VUkNFX1VOQVZBSUxBQkxFEAoSKAokU1RBUlRfRkFJTFVSRV9DT0RFX0FSVElGQUNUX05PX1NQQUNFEAsyjQcKDEFnZW50U2VydmljZRJRCgxTdGFydEJhY2tlbmQSHi53YXJkZW4udjEuU3RhcnRCYWNrZW5kUmVxdWVzdBofLndhcmRlbi52MS5TdGFydEJhY2tlbmRSZXNwb25zZTABEkwKC1N0b3BCYWNrZW5kEh0ud2FyZGVuLnYxLlN0b3BCYWNrZW5kUmVxdWVzdBoeLndhcmRlbi52MS5TdG9wQmFja2VuZFJlc3BvbnNlEk8KDExpc3RCYWNrZW5kcxIeLndhcmRlbi52MS5MaXN0QmFja2VuZHNSZXF1ZXN0Gh8ud2FyZGVuLnYxLkxpc3RCYWNrZW5kc1Jlc3BvbnNlElIKDUdldE5vZGVTdGF0dXMSHy53YXJkZW4udjEuR2V0Tm9kZVN0YXR1c1JlcXVlc3QaIC53YXJkZW4udjEuR2V0Tm9kZVN0YXR1c1Jlc3BvbnNlElQKDVdhdGNoQmFja2VuZHMSHy53YXJkZW4udjEuV2F0Y2hCYWNrZW5kc1JlcXVlc3QaIC53YXJkZW4udjEuV2F0Y2hCYWNrZW5kc1Jlc3BvbnNlMAESSQoKU3RvcE9ycGhhbhIcLndhcmRlbi52MS5TdG9wT3JwaGFuUmVxdWVzdBodLndhcmRlbi52MS5TdG9wT3JwaGFuUmVzcG9uc2USTAoLRnJlZUJhY2tlbmQSHS53YXJkZW4udjEuRnJlZUJhY2tlbmRSZXF1ZXN0Gh4ud2FyZGVuLnYxLkZyZWVCYWNrZW5kUmVzcG9uc2USTAoLTGlzdEJ1bmRsZXMSHS53YXJkZW4udjEuTGlzdEJ1bmRsZXNSZXF1ZXN0Gh4ud2FyZGVuLnYxLkxpc3RCdW5kbGVzUmVzcG9uc2USUgoNSW5zdGFsbEJ1bmRsZRIfLndhcmRlbi52MS5JbnN0YWxsQnVuZGxlUmVxdWVzdBogLndhcmRlbi52MS5JbnN0YWxsQnVuZGxlUmVzcG9uc2USTwoMUmVtb3ZlQnVuZGxlEh4ud2FyZGVuLnYxLlJlbW92ZUJ1bmRsZVJlcXVlc3QaHy53YXJkZW4udjEuUmVtb3ZlQnVuZGxlUmVzcG9uc2USVQoOR2V0QmFja2VuZExvZ3MSIC53YXJkZW4udjEuR2V0QmFja2VuZExvZ3NSZXF1ZXN0GiEud2FyZGVuLnYxLkdldEJhY2tlbmRMb2dzUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_timestamp, file_warden_v1_types]);
 
 /**
  * @generated from message warden.v1.BundleInfo
@@ -729,6 +729,12 @@ export type StartBackendResponse = Message<"warden.v1.StartBackendResponse"> & {
      */
     value: Pulling;
     case: "pulling";
+  } | {
+    /**
+     * @generated from field: warden.v1.Stage stage = 6;
+     */
+    value: Stage;
+    case: "stage";
   } | { case: undefined; value?: undefined };
 };
 
@@ -738,6 +744,26 @@ export type StartBackendResponse = Message<"warden.v1.StartBackendResponse"> & {
  */
 export const StartBackendResponseSchema: GenMessage<StartBackendResponse> = /*@__PURE__*/
   messageDesc(file_warden_v1_agent, 18);
+
+/**
+ * A step of a start before the spawn that is not an artifact's bytes
+ * (those are Pulling). A coordinator that does not know this case ignores it.
+ *
+ * @generated from message warden.v1.Stage
+ */
+export type Stage = Message<"warden.v1.Stage"> & {
+  /**
+   * @generated from field: warden.v1.StartStage stage = 1;
+   */
+  stage: StartStage;
+};
+
+/**
+ * Describes the message warden.v1.Stage.
+ * Use `create(StageSchema)` to create a new message.
+ */
+export const StageSchema: GenMessage<Stage> = /*@__PURE__*/
+  messageDesc(file_warden_v1_agent, 19);
 
 /**
  * An artifact is being pulled (before the spawn): sent when it starts, then
@@ -780,7 +806,7 @@ export type Pulling = Message<"warden.v1.Pulling"> & {
  * Use `create(PullingSchema)` to create a new message.
  */
 export const PullingSchema: GenMessage<Pulling> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 19);
+  messageDesc(file_warden_v1_agent, 20);
 
 /**
  * Sent as soon as spawn() returned a pid. The address was chosen before spawning.
@@ -826,7 +852,7 @@ export type Spawned = Message<"warden.v1.Spawned"> & {
  * Use `create(SpawnedSchema)` to create a new message.
  */
 export const SpawnedSchema: GenMessage<Spawned> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 20);
+  messageDesc(file_warden_v1_agent, 21);
 
 /**
  * The backend answered Health; LoadModel is in flight.
@@ -841,7 +867,7 @@ export type Loading = Message<"warden.v1.Loading"> & {
  * Use `create(LoadingSchema)` to create a new message.
  */
 export const LoadingSchema: GenMessage<Loading> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 21);
+  messageDesc(file_warden_v1_agent, 22);
 
 /**
  * @generated from message warden.v1.Ready
@@ -868,7 +894,7 @@ export type Ready = Message<"warden.v1.Ready"> & {
  * Use `create(ReadySchema)` to create a new message.
  */
 export const ReadySchema: GenMessage<Ready> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 22);
+  messageDesc(file_warden_v1_agent, 23);
 
 /**
  * Terminal failure. The agent stopped the process and left nothing behind.
@@ -904,7 +930,7 @@ export type Failed = Message<"warden.v1.Failed"> & {
  * Use `create(FailedSchema)` to create a new message.
  */
 export const FailedSchema: GenMessage<Failed> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 23);
+  messageDesc(file_warden_v1_agent, 24);
 
 /**
  * @generated from message warden.v1.StopBackendRequest
@@ -956,7 +982,7 @@ export type StopBackendRequest = Message<"warden.v1.StopBackendRequest"> & {
  * Use `create(StopBackendRequestSchema)` to create a new message.
  */
 export const StopBackendRequestSchema: GenMessage<StopBackendRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 24);
+  messageDesc(file_warden_v1_agent, 25);
 
 /**
  * @generated from message warden.v1.StopBackendResponse
@@ -985,7 +1011,7 @@ export type StopBackendResponse = Message<"warden.v1.StopBackendResponse"> & {
  * Use `create(StopBackendResponseSchema)` to create a new message.
  */
 export const StopBackendResponseSchema: GenMessage<StopBackendResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 25);
+  messageDesc(file_warden_v1_agent, 26);
 
 /**
  * @generated from message warden.v1.Stopped
@@ -1016,7 +1042,7 @@ export type Stopped = Message<"warden.v1.Stopped"> & {
  * Use `create(StoppedSchema)` to create a new message.
  */
 export const StoppedSchema: GenMessage<Stopped> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 26);
+  messageDesc(file_warden_v1_agent, 27);
 
 /**
  * That incarnation is not running on this agent.
@@ -1037,7 +1063,7 @@ export type AlreadyGone = Message<"warden.v1.AlreadyGone"> & {
  * Use `create(AlreadyGoneSchema)` to create a new message.
  */
 export const AlreadyGoneSchema: GenMessage<AlreadyGone> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 27);
+  messageDesc(file_warden_v1_agent, 28);
 
 /**
  * @generated from message warden.v1.ListBackendsRequest
@@ -1050,7 +1076,7 @@ export type ListBackendsRequest = Message<"warden.v1.ListBackendsRequest"> & {
  * Use `create(ListBackendsRequestSchema)` to create a new message.
  */
 export const ListBackendsRequestSchema: GenMessage<ListBackendsRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 28);
+  messageDesc(file_warden_v1_agent, 29);
 
 /**
  * @generated from message warden.v1.ListBackendsResponse
@@ -1092,7 +1118,7 @@ export type ListBackendsResponse = Message<"warden.v1.ListBackendsResponse"> & {
  * Use `create(ListBackendsResponseSchema)` to create a new message.
  */
 export const ListBackendsResponseSchema: GenMessage<ListBackendsResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 29);
+  messageDesc(file_warden_v1_agent, 30);
 
 /**
  * @generated from message warden.v1.GetNodeStatusRequest
@@ -1105,7 +1131,7 @@ export type GetNodeStatusRequest = Message<"warden.v1.GetNodeStatusRequest"> & {
  * Use `create(GetNodeStatusRequestSchema)` to create a new message.
  */
 export const GetNodeStatusRequestSchema: GenMessage<GetNodeStatusRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 30);
+  messageDesc(file_warden_v1_agent, 31);
 
 /**
  * @generated from message warden.v1.GetNodeStatusResponse
@@ -1137,7 +1163,7 @@ export type GetNodeStatusResponse = Message<"warden.v1.GetNodeStatusResponse"> &
  * Use `create(GetNodeStatusResponseSchema)` to create a new message.
  */
 export const GetNodeStatusResponseSchema: GenMessage<GetNodeStatusResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 31);
+  messageDesc(file_warden_v1_agent, 32);
 
 /**
  * @generated from message warden.v1.WatchBackendsRequest
@@ -1150,7 +1176,7 @@ export type WatchBackendsRequest = Message<"warden.v1.WatchBackendsRequest"> & {
  * Use `create(WatchBackendsRequestSchema)` to create a new message.
  */
 export const WatchBackendsRequestSchema: GenMessage<WatchBackendsRequest> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 32);
+  messageDesc(file_warden_v1_agent, 33);
 
 /**
  * @generated from message warden.v1.WatchBackendsResponse
@@ -1211,7 +1237,7 @@ export type WatchBackendsResponse = Message<"warden.v1.WatchBackendsResponse"> &
  * Use `create(WatchBackendsResponseSchema)` to create a new message.
  */
 export const WatchBackendsResponseSchema: GenMessage<WatchBackendsResponse> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 33);
+  messageDesc(file_warden_v1_agent, 34);
 
 /**
  * @generated from message warden.v1.BackendStarted
@@ -1228,7 +1254,7 @@ export type BackendStarted = Message<"warden.v1.BackendStarted"> & {
  * Use `create(BackendStartedSchema)` to create a new message.
  */
 export const BackendStartedSchema: GenMessage<BackendStarted> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 34);
+  messageDesc(file_warden_v1_agent, 35);
 
 /**
  * @generated from message warden.v1.BackendReady
@@ -1245,7 +1271,7 @@ export type BackendReady = Message<"warden.v1.BackendReady"> & {
  * Use `create(BackendReadySchema)` to create a new message.
  */
 export const BackendReadySchema: GenMessage<BackendReady> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 35);
+  messageDesc(file_warden_v1_agent, 36);
 
 /**
  * @generated from message warden.v1.BackendExited
@@ -1279,7 +1305,7 @@ export type BackendExited = Message<"warden.v1.BackendExited"> & {
  * Use `create(BackendExitedSchema)` to create a new message.
  */
 export const BackendExitedSchema: GenMessage<BackendExited> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 36);
+  messageDesc(file_warden_v1_agent, 37);
 
 /**
  * @generated from message warden.v1.BackendHealth
@@ -1301,7 +1327,51 @@ export type BackendHealth = Message<"warden.v1.BackendHealth"> & {
  * Use `create(BackendHealthSchema)` to create a new message.
  */
 export const BackendHealthSchema: GenMessage<BackendHealth> = /*@__PURE__*/
-  messageDesc(file_warden_v1_agent, 37);
+  messageDesc(file_warden_v1_agent, 38);
+
+/**
+ * @generated from enum warden.v1.StartStage
+ */
+export enum StartStage {
+  /**
+   * @generated from enum value: START_STAGE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The agent reads the backend bundle image's OCI manifest (before any layer's bytes).
+   *
+   * @generated from enum value: START_STAGE_RESOLVING = 1;
+   */
+  RESOLVING = 1,
+
+  /**
+   * The backend bundle's layers (or tarball) are fetched: their Pulling events carry the bytes.
+   *
+   * @generated from enum value: START_STAGE_PULLING = 2;
+   */
+  PULLING = 2,
+
+  /**
+   * The backend bundle's layers (or tarball) arrived and are being extracted.
+   *
+   * @generated from enum value: START_STAGE_UNPACKING = 3;
+   */
+  UNPACKING = 3,
+
+  /**
+   * The backend bundle is installed; the model's artifacts' Pulling events (if any) still say how far they are.
+   *
+   * @generated from enum value: START_STAGE_INSTALLED = 4;
+   */
+  INSTALLED = 4,
+}
+
+/**
+ * Describes the enum warden.v1.StartStage.
+ */
+export const StartStageSchema: GenEnum<StartStage> = /*@__PURE__*/
+  enumDesc(file_warden_v1_agent, 0);
 
 /**
  * @generated from enum warden.v1.StartFailureCode
@@ -1394,7 +1464,7 @@ export enum StartFailureCode {
  * Describes the enum warden.v1.StartFailureCode.
  */
 export const StartFailureCodeSchema: GenEnum<StartFailureCode> = /*@__PURE__*/
-  enumDesc(file_warden_v1_agent, 0);
+  enumDesc(file_warden_v1_agent, 1);
 
 /**
  * @generated from service warden.v1.AgentService

@@ -92,8 +92,10 @@ beforeAll(async () => {
   first = await pushImage(join(dir, "layout-1"), registry.host, "localai/peer-one", "v1", layers("one"));
   second = await pushImage(join(dir, "layout-2"), registry.host, "localai/peer-two", "v1", layers("two"));
   proxy = await countingProxy(registry.host);
-  // "probe" is never loaded: its ExplainPlacement says whether a node's heartbeats list the first image's layers.
-  const probe = { ...simModel("probe"), modelFile: "layer-0", artifacts: first.layers.map((l, i) => ({ source: `http://127.0.0.1:9/layer-${String(i)}`, sha256: l.sha256, sizeBytes: l.size, path: `layer-${String(i)}` })) };
+  // "probe" and "probe-two" are never loaded: their ExplainPlacement says whether a node's heartbeats list each image's layers.
+  const probeOf = (name: string, image: BuiltImage) => ({ ...simModel(name), modelFile: "layer-0", artifacts: image.layers.map((l, i) => ({ source: `http://127.0.0.1:9/layer-${String(i)}`, sha256: l.sha256, sizeBytes: l.size, path: `layer-${String(i)}` })) });
+  const probe = probeOf("probe", first);
+  const probeTwo = probeOf("probe-two", second);
   coord = await startCoordinatorProcess(join(dir, "coord.yaml"), {
     listen: `127.0.0.1:${String(await freePort())}`,
     httpListen: "127.0.0.1:0",
@@ -102,7 +104,7 @@ beforeAll(async () => {
     recoveryWindow: "200ms",
     // A killed agent stays "ready" for a minute: the coordinator goes on naming it as a peer.
     nodeGrace: "60s",
-    models: [probe],
+    models: [probe, probeTwo],
   });
   const tag = uniqueTag("bundle-peers");
   const catalog = { one: { bundle: { source: `oci+http://${proxyHost}/localai/peer-one:v1@sha256:${first.manifest}` } }, two: { bundle: { source: `oci+http://${proxyHost}/localai/peer-two:v1@sha256:${second.manifest}` } } };
@@ -131,12 +133,15 @@ describe("backend bundles from peers", { timeout: 240_000 }, () => {
     await install("bundle-peer-a", "two");
     expect(gets(first)).toEqual([1, 1]);
     expect(gets(second)).toEqual([1, 1]);
-    // A's heartbeats list the layers: what the coordinator finds holders by.
-    let reason = "";
-    await until("bundle-peer-a reported the layers", async () => {
-      reason = (await admin.explainPlacement({ model: "probe" })).nodes.find((n) => n.nodeId === "bundle-peer-a")?.reason ?? "";
-      return reason.endsWith("; cached)");
-    }, 20_000).catch((e: unknown) => { throw new Error(`${String(e)}: ${reason}`); });
+    // A's heartbeats list both images' layers: what the coordinator finds holders by (the next test
+    // kills A at once and needs the coordinator to name it for the second image).
+    for (const model of ["probe", "probe-two"]) {
+      let reason = "";
+      await until(`bundle-peer-a reported the layers of ${model}`, async () => {
+        reason = (await admin.explainPlacement({ model })).nodes.find((n) => n.nodeId === "bundle-peer-a")?.reason ?? "";
+        return reason.endsWith("; cached)");
+      }, 20_000).catch((e: unknown) => { throw new Error(`${String(e)}: ${reason}`); });
+    }
     await install("bundle-peer-b", "one");
     expect(gets(first)).toEqual([1, 1]);
     const b = agents.get("bundle-peer-b") as RemoteAgent;

@@ -68,7 +68,13 @@ export function eventsPage(ctx: ConsoleContext): ConsolePage {
       e.preventDefault();
       const v = (id: string): string => (byId(id) as HTMLInputElement).value.trim().slice(0, 128);
       filter = { node: v("ev-node"), model: v("ev-model"), type: v("ev-type") };
+      // The old filter's lines and status go at once: nothing on the page belongs to the old filter
+      // while the new history is read (a reader, or a test, waiting for "then live" waits for this read).
       lines = [];
+      render();
+      const status = byId("history-status");
+      status.textContent = "reading the history…";
+      status.className = "action-result";
       void load();
     });
     const pause = byId("ev-pause");

@@ -6,33 +6,32 @@
  * it), and a pull the budget cannot hold fails the start as no space, naming
  * the artifact, with nothing written.
  */
-import { mkdir, readdir, rm, stat } from "node:fs/promises";
+import { mkdir, readdir, stat } from "node:fs/promises";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { createClient, type Client } from "@warden/grpc";
 import { AgentService, StartFailureCode, type StartBackendResponse } from "@warden/proto";
-import { killLeftBehind, liveTaggedSims, newIncarnation, randomPortRange, simCatalog, tempDir, uniqueTag } from "./support/agent-harness.js";
+import { newIncarnation, randomPortRange, simCatalog, uniqueTag } from "./support/agent-harness.js";
 import { startAgentProcess, writeAgentConfig, type AgentProcess } from "./support/agent-process.js";
-import { bytesOf, sha256Hex, startArtifactServer, type ArtifactServer } from "./support/artifact-server.js";
+import { artifactAgentRig } from "./support/artifact-agent-rig.js";
+import { bytesOf, sha256Hex } from "./support/artifact-server.js";
 
 const fileTag = uniqueTag("cache-budget");
+const rig = artifactAgentRig("warden-cache-budget", fileTag);
 const ports = randomPortRange(12);
-const started: AgentProcess[] = [];
 const fileBytes = 1_500_000;
-let dir: string;
-let server: ArtifactServer;
 let n = 0;
 
 interface Artifact { source: string; sha256: string; sizeBytes: bigint; path: string }
 
 /** An agent with its own models dir and a 3.5 MB cache budget: room for two of the 1.5 MB files, not three. */
 async function setup(name: string): Promise<{ modelsPath: string; configPath: string }> {
-  const modelsPath = join(dir, name, "models");
-  const configPath = join(dir, name, "agent.yaml");
+  const modelsPath = join(rig.dir, name, "models");
+  const configPath = join(rig.dir, name, "agent.yaml");
   await mkdir(modelsPath, { recursive: true });
   await writeAgentConfig(configPath, {
     nodeId: `budget-${name}`,
-    stateDir: join(dir, name, "state"),
+    stateDir: join(rig.dir, name, "state"),
     modelsPath,
     artifactCacheBudget: 3_500_000,
     ports: { min: ports.min, max: ports.max, quarantine: "0s" },
@@ -47,15 +46,15 @@ async function setup(name: string): Promise<{ modelsPath: string; configPath: st
 
 async function agent(configPath: string, args: string[] = ["--stop-backends-on-exit"]): Promise<{ proc: AgentProcess; client: Client<typeof AgentService> }> {
   const proc = await startAgentProcess(configPath, args);
-  started.push(proc);
+  rig.started.push(proc);
   return { proc, client: createClient(AgentService, proc.address) };
 }
 
 function publish(): Artifact {
   const name = `b${String(++n)}.bin`;
   const body = bytesOf(fileBytes, 300 + n);
-  server.files.set(`/${name}`, body);
-  return { source: `${server.url}/${name}`, sha256: sha256Hex(body), sizeBytes: BigInt(fileBytes), path: `models/${name}` };
+  rig.server.files.set(`/${name}`, body);
+  return { source: `${rig.server.url}/${name}`, sha256: sha256Hex(body), sizeBytes: BigInt(fileBytes), path: `models/${name}` };
 }
 
 async function start(client: Client<typeof AgentService>, model: string, artifact: Artifact): Promise<{ events: StartBackendResponse[]; incarnation: string; address: string }> {
@@ -86,19 +85,6 @@ function evicted(proc: AgentProcess): string[] {
   });
 }
 
-beforeAll(async () => {
-  server = await startArtifactServer();
-  dir = await tempDir("warden-cache-budget");
-});
-
-afterAll(async () => {
-  const leaked = await liveTaggedSims(fileTag);
-  await killLeftBehind(started, leaked);
-  await server.close();
-  await rm(dir, { recursive: true, force: true });
-  expect(leaked).toEqual([]);
-});
-
 describe("artifact cache budget", () => {
   it("evicts the least recently used file no backend runs on, never a running backend's, and fails a pull the budget cannot hold", async () => {
     const { modelsPath, configPath } = await setup("lru");
@@ -127,7 +113,7 @@ describe("artifact cache budget", () => {
       expect(rd.events.some((e) => e.event.case === "spawned")).toBe(false);
       expect(await cached(modelsPath)).toEqual([fa.sha256, fc.sha256].sort());
       expect(await readdir(join(modelsPath, ".warden-cache", "partial"))).toEqual([]);
-      expect(server.requestsFor(`/${fd.path.slice("models/".length)}`)).toEqual([]);
+      expect(rig.server.requestsFor(`/${fd.path.slice("models/".length)}`)).toEqual([]);
       // Once C stops, D's pull evicts C's file and starts.
       await a.client.stopBackend({ address: rc.address, incarnation: rc.incarnation, force: true, reason: "admin" }, { timeoutMs: 30_000 });
       const again = await start(a.client, "m-d", fd);

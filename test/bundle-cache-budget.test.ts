@@ -7,42 +7,28 @@
  * installed; a bundle whose backend runs is never evicted, also when that
  * leaves no room.
  */
-import { mkdir, readdir, rm, writeFile } from "node:fs/promises";
+import { mkdir, readdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { createClient } from "@warden/grpc";
 import { AgentService, type StartBackendResponse } from "@warden/proto";
-import { killLeftBehind, liveTaggedSims, newIncarnation, randomPortRange, simCatalog, tempDir, testTagVar, uniqueTag } from "./support/agent-harness.js";
-import { startAgentProcess, writeAgentConfig, type AgentProcess } from "./support/agent-process.js";
-import { bytesOf, sha256Hex, startArtifactServer, type ArtifactServer } from "./support/artifact-server.js";
+import { newIncarnation, randomPortRange, simCatalog, testTagVar, uniqueTag } from "./support/agent-harness.js";
+import { startAgentProcess, writeAgentConfig } from "./support/agent-process.js";
+import { artifactAgentRig } from "./support/artifact-agent-rig.js";
+import { bytesOf, sha256Hex } from "./support/artifact-server.js";
 
 const fileTag = uniqueTag("bundle-budget");
+const rig = artifactAgentRig("warden-bundle-budget", fileTag);
 const ports = randomPortRange(6);
 const bundleSha = "b".repeat(64);
 const runningSha = "c".repeat(64);
 const root = join(import.meta.dirname, "..");
 const simMain = join(root, "services", "cli", "dist", "backend-sim.js");
-const started: AgentProcess[] = [];
-let dir: string;
-let server: ArtifactServer;
-
-beforeAll(async () => {
-  server = await startArtifactServer();
-  dir = await tempDir("warden-bundle-budget");
-});
-
-afterAll(async () => {
-  const leaked = await liveTaggedSims(fileTag);
-  await killLeftBehind(started, leaked);
-  await server.close();
-  await rm(dir, { recursive: true, force: true });
-  expect(leaked).toEqual([]);
-});
 
 describe("installed bundles in the disk budget (real agent)", () => {
   it("a pull that needs the room evicts an unused installed bundle: gone from disk and from ListBundles, logged as kind bundle", async () => {
-    const modelsPath = join(dir, "models");
-    const configPath = join(dir, "agent.yaml");
+    const modelsPath = join(rig.dir, "models");
+    const configPath = join(rig.dir, "agent.yaml");
     // A 2.5 MB installed bundle in a 3.5 MB budget: a 1.5 MB pull does not fit beside it.
     const bundleDir = join(modelsPath, ".warden-cache", "backends", bundleSha);
     await mkdir(bundleDir, { recursive: true });
@@ -50,7 +36,7 @@ describe("installed bundles in the disk budget (real agent)", () => {
     await writeFile(join(bundleDir, "payload"), bytesOf(2_500_000, 7));
     await writeAgentConfig(configPath, {
       nodeId: "bundle-budget",
-      stateDir: join(dir, "state"),
+      stateDir: join(rig.dir, "state"),
       modelsPath,
       artifactCacheBudget: 3_500_000,
       ports: { min: ports.min, max: ports.max, quarantine: "0s" },
@@ -61,13 +47,13 @@ describe("installed bundles in the disk budget (real agent)", () => {
       orphanScanInterval: "1h",
     });
     const proc = await startAgentProcess(configPath, ["--stop-backends-on-exit"]);
-    started.push(proc);
+    rig.started.push(proc);
     const client = createClient(AgentService, proc.address);
     try {
       expect((await client.listBundles({})).bundles.map((b) => [b.backend, b.installed])).toEqual([["old", true]]);
       const body = bytesOf(1_500_000, 8);
-      server.files.set("/m.bin", body);
-      const artifact = { source: `${server.url}/m.bin`, sha256: sha256Hex(body), sizeBytes: 1_500_000n, path: "models/m.bin" };
+      rig.server.files.set("/m.bin", body);
+      const artifact = { source: `${rig.server.url}/m.bin`, sha256: sha256Hex(body), sizeBytes: 1_500_000n, path: "models/m.bin" };
       const events: StartBackendResponse[] = [];
       const req = { incarnation: newIncarnation(), model: "m", backend: "sim", modelFile: artifact.path, artifacts: [artifact], options: [`sim.model_file_sha256:${artifact.sha256}`] };
       for await (const ev of client.startBackend(req, { timeoutMs: 60_000 })) events.push(ev);
@@ -87,8 +73,8 @@ describe("installed bundles in the disk budget (real agent)", () => {
   }, 120_000);
 
   it("never evicts the bundle of a running backend: the pull fails for want of room until that backend stopped", async () => {
-    const modelsPath = join(dir, "models-running");
-    const configPath = join(dir, "agent-running.yaml");
+    const modelsPath = join(rig.dir, "models-running");
+    const configPath = join(rig.dir, "agent-running.yaml");
     // A LocalAI-style bundle whose run.sh starts backend-sim (as LocalAI runs run.sh: `--addr host:port`), padded to 2.5 MB.
     const bundleDir = join(modelsPath, ".warden-cache", "backends", runningSha);
     await mkdir(bundleDir, { recursive: true });
@@ -96,7 +82,7 @@ describe("installed bundles in the disk budget (real agent)", () => {
     await writeFile(join(bundleDir, "payload"), bytesOf(2_500_000, 9));
     await writeAgentConfig(configPath, {
       nodeId: "bundle-budget-running",
-      stateDir: join(dir, "state-running"),
+      stateDir: join(rig.dir, "state-running"),
       modelsPath,
       artifactCacheBudget: 3_500_000,
       ports: { min: ports.min, max: ports.max, quarantine: "0s" },
@@ -107,7 +93,7 @@ describe("installed bundles in the disk budget (real agent)", () => {
       orphanScanInterval: "1h",
     });
     const proc = await startAgentProcess(configPath, ["--stop-backends-on-exit"]);
-    started.push(proc);
+    rig.started.push(proc);
     const client = createClient(AgentService, proc.address);
     const startOf = async (req: Record<string, unknown>): Promise<StartBackendResponse[]> => {
       const events: StartBackendResponse[] = [];
@@ -123,8 +109,8 @@ describe("installed bundles in the disk budget (real agent)", () => {
       const runAddress = spawned?.case === "spawned" ? spawned.value.address : "";
 
       const body = bytesOf(1_500_000, 10);
-      server.files.set("/n.bin", body);
-      const artifact = { source: `${server.url}/n.bin`, sha256: sha256Hex(body), sizeBytes: 1_500_000n, path: "models/n.bin" };
+      rig.server.files.set("/n.bin", body);
+      const artifact = { source: `${rig.server.url}/n.bin`, sha256: sha256Hex(body), sizeBytes: 1_500_000n, path: "models/n.bin" };
       const req = { model: "n", backend: "sim", modelFile: artifact.path, artifacts: [artifact], options: [`sim.model_file_sha256:${artifact.sha256}`] };
       const refused = await startOf(req);
       const last = refused[refused.length - 1]?.event;

@@ -8,44 +8,30 @@
  * installed and no staging directory left. The bundle's own tarball is not
  * counted as room: the install still has to read it.
  */
-import { mkdir, readdir, rm, stat, utimes, writeFile } from "node:fs/promises";
+import { mkdir, readdir, stat, utimes, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { createClient } from "@warden/grpc";
 import { AgentService, StartFailureCode, type StartBackendResponse } from "@warden/proto";
 import { diskUsage } from "../services/agent/src/disk-usage.js";
-import { killLeftBehind, liveTaggedSims, newIncarnation, randomPortRange, tempDir, testTagVar, uniqueTag } from "./support/agent-harness.js";
+import { newIncarnation, randomPortRange, testTagVar, uniqueTag } from "./support/agent-harness.js";
 import { startAgentProcess, writeAgentConfig, type AgentProcess } from "./support/agent-process.js";
-import { bytesOf, sha256Hex, startArtifactServer, type ArtifactServer } from "./support/artifact-server.js";
+import { artifactAgentRig } from "./support/artifact-agent-rig.js";
+import { bytesOf, sha256Hex } from "./support/artifact-server.js";
 import { tarOf } from "./support/oci-registry.js";
 
 const fileTag = uniqueTag("bundle-room");
+const rig = artifactAgentRig("warden-bundle-room", fileTag);
 const ports = randomPortRange(6);
 const root = join(import.meta.dirname, "..");
 const simMain = join(root, "services", "cli", "dist", "backend-sim.js");
-const started: AgentProcess[] = [];
-let dir: string;
-let server: ArtifactServer;
-
-beforeAll(async () => {
-  server = await startArtifactServer();
-  dir = await tempDir("warden-bundle-room");
-});
-
-afterAll(async () => {
-  const leaked = await liveTaggedSims(fileTag);
-  await killLeftBehind(started, leaked);
-  await server.close();
-  await rm(dir, { recursive: true, force: true });
-  expect(leaked).toEqual([]);
-});
 
 /** A LocalAI-style bundle (run.sh starts backend-sim) padded with 1 MB: an uncompressed tar, so the pulled tarball is as big as what it unpacks to. */
 function publishBundle(name: string, seed: number): { source: string; sha256: string; sizeBytes: number } {
   const runSh = `#!/bin/sh\nexec "${process.execPath}" "${simMain}" "$@"\n`;
   const body = tarOf([{ name: "run.sh", body: runSh, mode: 0o755 }, { name: "payload", body: bytesOf(1_000_000, seed) }], false);
-  server.files.set(`/${name}`, body);
-  return { source: `${server.url}/${name}`, sha256: sha256Hex(body), sizeBytes: body.length };
+  rig.server.files.set(`/${name}`, body);
+  return { source: `${rig.server.url}/${name}`, sha256: sha256Hex(body), sizeBytes: body.length };
 }
 
 /** A verified model file in the cache, last used long ago (its mtime, as the agent reads it at startup). */
@@ -71,11 +57,11 @@ async function measuredCacheBytes(modelsPath: string): Promise<number> {
 
 /** Writes the config of an agent whose catalog entry `bundled` is the bundle; returns its models path and config path. */
 async function configWith(name: string, budgetBytes: number, bundle: { source: string; sha256: string; sizeBytes: number }): Promise<{ modelsPath: string; configPath: string }> {
-  const modelsPath = join(dir, `models-${name}`);
-  const configPath = join(dir, `agent-${name}.yaml`);
+  const modelsPath = join(rig.dir, `models-${name}`);
+  const configPath = join(rig.dir, `agent-${name}.yaml`);
   await writeAgentConfig(configPath, {
     nodeId: `bundle-room-${name}`,
-    stateDir: join(dir, `state-${name}`),
+    stateDir: join(rig.dir, `state-${name}`),
     modelsPath,
     artifactCacheBudget: budgetBytes,
     ports: { min: ports.min, max: ports.max, quarantine: "0s" },
@@ -110,7 +96,7 @@ describe("a bundle's install makes room in the disk budget (real agent)", () => 
     const { modelsPath, configPath } = await configWith("fits", budgetBytes, bundle);
     const oldSha = await cachedFile(modelsPath, 2_000_000, 22);
     const proc = await startAgentProcess(configPath, ["--stop-backends-on-exit"]);
-    started.push(proc);
+    rig.started.push(proc);
     try {
       const events = await startOf(proc);
       expect(events[events.length - 1]?.event.case, show(events)).toBe("ready");
@@ -134,7 +120,7 @@ describe("a bundle's install makes room in the disk budget (real agent)", () => 
     const { modelsPath, configPath } = await configWith("toobig", 1_800_000, bundle);
     const oldSha = await cachedFile(modelsPath, 500_000, 32);
     const proc = await startAgentProcess(configPath, ["--stop-backends-on-exit"]);
-    started.push(proc);
+    rig.started.push(proc);
     try {
       const events = await startOf(proc);
       const last = events[events.length - 1]?.event;

@@ -3,7 +3,7 @@ import { DiscardPolicy, JetStreamApiCodes, JetStreamApiError, RetentionPolicy, S
 import { nanos } from "@nats-io/transport-node";
 import { Code, WardenError } from "@warden/common";
 import { allEventsSubject } from "@warden/events";
-import { raceAbort } from "./abort.js";
+import { raceAbort } from "@warden/common";
 import { auditStreamMinAgeMs, auditStreamMinBytes, resolveAuditStreamOptions, type AuditStreamOptions, type ResolvedAuditStreamOptions } from "./audit-stream.js";
 
 /**

@@ -3,7 +3,7 @@ import { JetStreamApiCodes, JetStreamApiError, RetentionPolicy, DiscardPolicy, S
 import { nanos } from "@nats-io/transport-node";
 import { Code, WardenError, invalidArgument } from "@warden/common";
 import { allEventsSubject } from "@warden/events";
-import { raceAbort } from "./abort.js";
+import { raceAbort } from "@warden/common";
 
 /** Name of the audit stream unless configured otherwise. */
 export const defaultAuditStreamName = "WARDEN_EVENTS";

@@ -22,7 +22,7 @@ import {
   type EventFilter,
   type EventType,
 } from "@warden/events";
-import { raceAbort } from "./abort.js";
+import { raceAbort } from "@warden/common";
 import { defaultAuditStreamName } from "./audit-stream.js";
 
 /**

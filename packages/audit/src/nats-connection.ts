@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import { credsAuthenticator, type ConnectionOptions, type NatsConnection } from "@nats-io/transport-node";
 import { invalidArgument } from "@warden/common";
-import { raceAbort } from "./abort.js";
+import { raceAbort } from "@warden/common";
 import { connectGuarded } from "./guarded-node-transport.js";
 
 /**

@@ -86,3 +86,28 @@ export function raceSignal<T>(p: Promise<T>, signal: AbortSignal): Promise<T> {
     );
   });
 }
+
+/**
+ * Races `work` against `signal`: its reason (abortReason) once it aborts,
+ * else what `work` settles to. The abort listener is made per call and removed
+ * when it settles, so a long-lived signal raced many times keeps nothing of the
+ * earlier races (racing against one promise made once would keep a reaction,
+ * and each result, per race). On abort the caller stops waiting; the
+ * underlying operation may still finish.
+ */
+export async function raceAbort<T>(work: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+  if (signal === undefined) return work;
+  throwIfAborted(signal);
+  let onAbort: (() => void) | undefined;
+  const aborted = new Promise<never>((_, reject) => {
+    onAbort = () => {
+      reject(abortReason(signal));
+    };
+    signal.addEventListener("abort", onAbort, { once: true });
+  });
+  try {
+    return await Promise.race([work, aborted]);
+  } finally {
+    if (onAbort !== undefined) signal.removeEventListener("abort", onAbort);
+  }
+}

@@ -1,5 +1,5 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import { Code, WardenError, permissionDenied } from "@warden/common";
+import { permissionDenied, raceAbort } from "@warden/common";
 import type { HandlerContext } from "@warden/grpc";
 import type { HeartbeatRequest, HeartbeatResponseSchema } from "@warden/proto";
 
@@ -8,31 +8,6 @@ export interface HeartbeatStreamDeps {
   readonly boundNodeOf: (ctx: HandlerContext) => string | undefined;
   /** One heartbeat as the unary Heartbeat handles it (validation, fencing, the registry). */
   readonly beat: (req: HeartbeatRequest, ctx: HandlerContext) => MessageInitShape<typeof HeartbeatResponseSchema>;
-}
-
-/**
- * The next request, or the signal's reason once it aborts (a revoked token,
- * the call cancelled), whichever comes first. The abort promise is made per
- * request and its listener removed once the request came: racing every request
- * against one promise that lives as long as the stream would leave a reaction
- * on it per heartbeat — each holding that heartbeat's request — until the stream
- * ended (about 35 heartbeats a node after a minute on a busy coordinator).
- */
-async function nextOrAborted<T>(it: AsyncIterator<T>, signal: AbortSignal): Promise<IteratorResult<T>> {
-  const reason = (): Error => (signal.reason instanceof Error ? signal.reason : new WardenError(Code.Canceled, "heartbeat stream ended"));
-  if (signal.aborted) throw reason();
-  let onAbort: (() => void) | undefined;
-  const aborted = new Promise<never>((_, reject) => {
-    onAbort = () => {
-      reject(reason());
-    };
-    signal.addEventListener("abort", onAbort, { once: true });
-  });
-  try {
-    return await Promise.race([it.next(), aborted]);
-  } finally {
-    if (onAbort !== undefined) signal.removeEventListener("abort", onAbort);
-  }
 }
 
 /**
@@ -52,7 +27,8 @@ export async function* heartbeatStream(requests: AsyncIterable<HeartbeatRequest>
   const it = requests[Symbol.asyncIterator]();
   try {
     for (;;) {
-      const next = await nextOrAborted(it, ctx.signal);
+      // A race per request (raceAbort): one promise raced by every request would keep each answered heartbeat.
+      const next = await raceAbort(it.next(), ctx.signal);
       if (next.done === true) return;
       const req = next.value;
       bound ??= req.nodeId;

@@ -140,8 +140,9 @@ describe("artifact.pulled and start-driven backend.installed", { timeout: 240_00
     expect(mine).toHaveLength(1);
     const p = pullOf(mine[0]);
     const kept = p["resumedBytes"] as bigint;
-    // Each cut response sent at most 1 MB: the completing pull kept at least that much.
-    expect(kept >= 1_000_000n && kept < BigInt(fileBytes)).toBe(true);
+    // The cut response sent 1 MB, then the socket was destroyed: what reached the partial before the
+    // reset is some of that, never more (bytes still in flight are lost), and never the whole file.
+    expect(kept > 0n && kept <= 1_000_000n).toBe(true);
     expect(p["sources"]).toEqual([["", BigInt(fileBytes) - kept]]);
     expect([p["nodeId"], p["model"]]).toEqual(["node-a", "resumed-on-a"]);
   });

@@ -111,3 +111,52 @@ export async function raceAbort<T>(work: Promise<T>, signal: AbortSignal | undef
     if (onAbort !== undefined) signal.removeEventListener("abort", onAbort);
   }
 }
+
+/**
+ * Waits, one at a time, on promise after promise under one long-lived signal
+ * (a stream's next message): `race(work)` settles as `work` does, or rejects
+ * with the signal's reason (abortReason) once it aborts. One abort listener
+ * serves every wait — raceAbort adds and removes one per call, which costs
+ * more than the wait on a hot stream — and it reaches only the wait in
+ * progress, so nothing of an earlier wait is kept. Call `close()` when done.
+ */
+export class AbortLatch {
+  readonly #signal: AbortSignal | undefined;
+  /** The wait in progress: what the listener rejects. */
+  #pending: ((reason: WardenError) => void) | undefined;
+  readonly #onAbort = (): void => {
+    const reject = this.#pending;
+    this.#pending = undefined;
+    if (reject !== undefined && this.#signal !== undefined) reject(abortReason(this.#signal));
+  };
+
+  constructor(signal: AbortSignal | undefined) {
+    this.#signal = signal;
+    signal?.addEventListener("abort", this.#onAbort, { once: true });
+  }
+
+  /** One wait at a time: a second `race` before the first settles would leave the first to its own `work`. */
+  race<T>(work: Promise<T>): Promise<T> {
+    const signal = this.#signal;
+    if (signal === undefined) return work;
+    if (signal.aborted) return Promise.reject(abortReason(signal));
+    return new Promise<T>((resolve, reject) => {
+      this.#pending = reject;
+      work.then(
+        (v) => {
+          if (this.#pending === reject) this.#pending = undefined;
+          resolve(v);
+        },
+        (err: unknown) => {
+          if (this.#pending === reject) this.#pending = undefined;
+          reject(err instanceof Error ? err : WardenError.from(err));
+        },
+      );
+    });
+  }
+
+  close(): void {
+    this.#pending = undefined;
+    this.#signal?.removeEventListener("abort", this.#onAbort);
+  }
+}

@@ -3,6 +3,7 @@ export * from "./codes.js";
 export * from "./limits.js";
 export { decodeRequest, undecodableRequest } from "./request-decode.js";
 export * from "./service-definition.js";
+export { encodedOnce, encodingOf } from "./encoded-once.js";
 export * from "./client.js";
 export * from "./server.js";
 export * from "./health.js";

@@ -1,10 +1,14 @@
 import type { ServiceDefinition, MethodDefinition } from "@grpc/grpc-js";
 import { create, fromBinary, toBinary, type DescMessage, type DescMethod, type DescService } from "@bufbuild/protobuf";
 import { lenientRequestDeserializer } from "./request-decode.js";
+import { encodingOf } from "./encoded-once.js";
 
 function serializer(schema: DescMessage) {
   // create() returns an existing message unchanged, so handlers may return init objects.
   return (value: unknown): Buffer => {
+    // A message made by encodedOnce is sent as the bytes made with it (grpc-js copies them into its frame).
+    const once = encodingOf(value);
+    if (once !== undefined) return once;
     const bytes = toBinary(schema, create(schema, value as Record<string, unknown>));
     // toBinary's result is a fresh array of exactly the message (its writer's slice): a Buffer over
     // it, not a copy of it (a peer upload's chunks are hundreds of KiB, every copy counts).

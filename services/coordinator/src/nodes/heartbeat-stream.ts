@@ -1,5 +1,5 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import { permissionDenied, raceAbort } from "@warden/common";
+import { AbortLatch, permissionDenied } from "@warden/common";
 import type { HandlerContext } from "@warden/grpc";
 import type { HeartbeatRequest, HeartbeatResponseSchema } from "@warden/proto";
 
@@ -25,10 +25,12 @@ export interface HeartbeatStreamDeps {
 export async function* heartbeatStream(requests: AsyncIterable<HeartbeatRequest>, ctx: HandlerContext, deps: HeartbeatStreamDeps): AsyncIterable<MessageInitShape<typeof HeartbeatResponseSchema>> {
   let bound = deps.boundNodeOf(ctx);
   const it = requests[Symbol.asyncIterator]();
+  // One abort listener for the stream, reaching only the wait in progress: a promise raced by every
+  // request would keep each answered heartbeat, and a listener added and removed per request costs more than the wait.
+  const aborted = new AbortLatch(ctx.signal);
   try {
     for (;;) {
-      // A race per request (raceAbort): one promise raced by every request would keep each answered heartbeat.
-      const next = await raceAbort(it.next(), ctx.signal);
+      const next = await aborted.race(it.next());
       if (next.done === true) return;
       const req = next.value;
       bound ??= req.nodeId;
@@ -36,6 +38,7 @@ export async function* heartbeatStream(requests: AsyncIterable<HeartbeatRequest>
       yield deps.beat(req, ctx);
     }
   } finally {
+    aborted.close();
     // Not awaited: with a read pending (the stream ended while idle) the request side's return waits for it.
     void it.return?.().catch(() => undefined);
   }

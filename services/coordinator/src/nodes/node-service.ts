@@ -1,6 +1,7 @@
-import type { ArtifactPull, BundleInstall, HeartbeatRequest, HeartbeatResponseSchema, NodeService } from "@warden/proto";
+import { HeartbeatResponseSchema, type ArtifactPull, type BundleInstall, type HeartbeatRequest, type HeartbeatResponse, type NodeService } from "@warden/proto";
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import type { HandlerContext, ServiceImpl } from "@warden/grpc";
+import { encodedOnce, type HandlerContext, type ServiceImpl } from "@warden/grpc";
+import type { HeartbeatAnswer } from "@warden/cluster";
 import { heartbeatStream } from "./heartbeat-stream.js";
 import { Code, WardenError, invalidArgument, peerKeyBytes, type Clock } from "@warden/common";
 import type { NodeRecord, NodeRegistry } from "./node-registry.js";
@@ -107,6 +108,20 @@ export function nodeService(nodes: NodeRegistry, clock: Clock, coordinatorEpoch:
       return 0n;
     }
   };
+  /**
+   * The answers to heartbeats, one per kind, each encoded once (encodedOnce):
+   * nearly every heartbeat gets the same "ok" answer, so it is not encoded
+   * again per heartbeat. Made anew when the leader epoch it carries changes.
+   */
+  const answers = new Map<HeartbeatAnswer, Readonly<HeartbeatResponse>>();
+  const answerOf = (answer: HeartbeatAnswer): Readonly<HeartbeatResponse> => {
+    const leaderEpoch = ourEpoch();
+    const known = answers.get(answer);
+    if (known?.leaderEpoch === leaderEpoch) return known;
+    const made = encodedOnce(HeartbeatResponseSchema, { registerRequired: answer === "register", coordinatorEpoch, leaderEpoch, fullInventoryRequired: answer === "send-full" });
+    answers.set(answer, made);
+    return made;
+  };
   /** One heartbeat, unary or on a stream: validated whole, then applied. */
   const beat = (req: HeartbeatRequest, ctx: HandlerContext): HeartbeatResponseInit => {
     validateHeartbeat(req, caps);
@@ -124,7 +139,7 @@ export function nodeService(nodes: NodeRegistry, clock: Clock, coordinatorEpoch:
       for (const p of pullsSeen.fresh(n, req.bootEpoch, options.onPulled === undefined ? [] : c.pulls)) options.onPulled?.(n.nodeId, p);
       for (const b of installsSeen.fresh(n, req.bootEpoch, options.onStartInstalled === undefined ? [] : c.bundleInstalls)) options.onStartInstalled?.(n.nodeId, b);
     }
-    return { registerRequired: answer === "register", coordinatorEpoch, leaderEpoch: ourEpoch(), fullInventoryRequired: answer === "send-full" };
+    return answerOf(answer);
   };
   return {
     async register(req, ctx) {

@@ -52,6 +52,8 @@ export interface SwarmOptions {
   readonly heartbeat?: "stream" | "unary";
   /** Run another checkout's coordinator (a baseline: an earlier commit with its node_modules); "" = this one. @default "" */
   readonly checkout?: string;
+  /** The coordinator as it ships (`warden up` from the esbuild bundle, as `npm start` runs it) or from source under tsx. @default "bundle" */
+  readonly coordinator?: "bundle" | "source";
 }
 
 /** Tokens a coordinator's tokens file may hold (token-table.ts), the bench's admin token among them. */
@@ -279,7 +281,7 @@ async function timed(call: () => Promise<unknown>): Promise<number> {
 
 /** The whole measurement at one N. */
 export async function runSwarm(opts: SwarmOptions): Promise<SwarmResult> {
-  const o: Required<SwarmOptions> = { backendsPerNode: 10, steadyMs: 20_000, warmupMs: 5_000, explainCalls: 3, explainDeadlineMs: 10_000, listCalls: 5, connections: Math.min(opts.nodes, 256), auth: opts.nodes < maxTokens, deltas: true, generators: Math.ceil(opts.nodes / 2_500), client: "h2", heartbeat: "stream", checkout: "", ...opts };
+  const o: Required<SwarmOptions> = { backendsPerNode: 10, steadyMs: 20_000, warmupMs: 5_000, explainCalls: 3, explainDeadlineMs: 10_000, listCalls: 5, connections: Math.min(opts.nodes, 256), auth: opts.nodes < maxTokens, deltas: true, generators: Math.ceil(opts.nodes / 2_500), client: "h2", heartbeat: "stream", checkout: "", coordinator: "bundle", ...opts };
   const dir = await mkdtemp(join(tmpdir(), "warden-swarm-"));
   try {
     // Tokens as `warden tokens mint` writes them: the coordinator's file holds hashes, each agent its own token.
@@ -308,7 +310,7 @@ export async function runSwarm(opts: SwarmOptions): Promise<SwarmResult> {
       // Every simulated agent dials from 127.0.0.1, where a fleet's come from one address each.
       limits: { maxNodes: Math.max(4096, Math.min(10_000, o.nodes)), maxConnectionsPerPeer: o.connections + 16 },
       models,
-    }, 60_000, o.checkout === "" ? {} : { checkout: o.checkout });
+    }, 60_000, { via: o.coordinator === "bundle" ? "bundle" : "coordinator", ...(o.checkout === "" ? {} : { checkout: o.checkout }) });
     const admin = createClient(AdminService, coordinator.address, o.auth ? { headers: { authorization: `Bearer ${adminToken}` } } : {});
     const listNodesMs: number[] = [];
     const listModelsMs: number[] = [];

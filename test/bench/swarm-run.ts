@@ -1,9 +1,8 @@
 /**
  * One swarm measurement at N nodes: a real coordinator process (no embedded
- * agent, auth on: one `node` token per node as `warden tokens mint --role
- * node --node <id>` makes, plaintext gRPC — no mTLS; auth off from 4 096
- * nodes, past the tokens file's bound) against N simulated
- * agents in a separate load-generator process (swarm-agents.ts); then the
+ * agent, auth on at every size: one `node` token per node as `warden tokens
+ * mint --role node --node <id>` makes, plaintext gRPC — no mTLS) against N
+ * simulated agents in a separate load-generator process (swarm-agents.ts); then the
  * same load generator against a bare grpc-js server that only decodes and
  * answers (swarm-floor.ts). Whole-process CPU comes from /proc/<pid>/stat,
  * RSS from /proc/<pid>/status, event-loop delay from the coordinator's
@@ -38,8 +37,8 @@ export interface SwarmOptions {
   /** gRPC channels the load generator spreads its agents over. @default min(N, 256) */
   readonly connections?: number;
   /**
-   * Node tokens (auth on). @default nodes < 4096: the coordinator's tokens file holds at most 4 096
-   * tokens, one of them the bench's admin token, so a bigger swarm runs with auth off.
+   * Node tokens (auth on), at every size: a tokens file holds up to 65 536 tokens, one per node and
+   * the bench's admin token for the bench's 10 000 nodes at most. false: auth off. @default true
    */
   readonly auth?: boolean;
   /** The agents send delta heartbeats (as the real agent); false: every inventory whole. @default true */
@@ -55,9 +54,6 @@ export interface SwarmOptions {
   /** The coordinator as it ships (`warden up` from the esbuild bundle, as `npm start` runs it) or from source under tsx. @default "bundle" */
   readonly coordinator?: "bundle" | "source";
 }
-
-/** Tokens a coordinator's tokens file may hold (token-table.ts), the bench's admin token among them. */
-export const maxTokens = 4096;
 
 export interface SideFigures {
   /** Agents that registered and heartbeat before the registration deadline (the rest never start). */
@@ -281,7 +277,7 @@ async function timed(call: () => Promise<unknown>): Promise<number> {
 
 /** The whole measurement at one N. */
 export async function runSwarm(opts: SwarmOptions): Promise<SwarmResult> {
-  const o: Required<SwarmOptions> = { backendsPerNode: 10, steadyMs: 20_000, warmupMs: 5_000, explainCalls: 3, explainDeadlineMs: 10_000, listCalls: 5, connections: Math.min(opts.nodes, 256), auth: opts.nodes < maxTokens, deltas: true, generators: Math.ceil(opts.nodes / 2_500), client: "h2", heartbeat: "stream", checkout: "", coordinator: "bundle", ...opts };
+  const o: Required<SwarmOptions> = { backendsPerNode: 10, steadyMs: 20_000, warmupMs: 5_000, explainCalls: 3, explainDeadlineMs: 10_000, listCalls: 5, connections: Math.min(opts.nodes, 256), auth: true, deltas: true, generators: Math.ceil(opts.nodes / 2_500), client: "h2", heartbeat: "stream", checkout: "", coordinator: "bundle", ...opts };
   const dir = await mkdtemp(join(tmpdir(), "warden-swarm-"));
   try {
     // Tokens as `warden tokens mint` writes them: the coordinator's file holds hashes, each agent its own token.

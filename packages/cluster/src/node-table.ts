@@ -18,6 +18,7 @@ import { nodeOccupancy } from "./starting-elsewhere.js";
 import { settledMark, unchangedHeartbeat } from "./unchanged-heartbeat.js";
 import type { NodeLimits } from "./node-limits.js";
 import type { NodeTableOptions } from "./node-table-options.js";
+import { registeredRecord } from "./registered-record.js";
 
 export type { NodeEventKind, NodeTableOptions } from "./node-table-options.js";
 
@@ -183,48 +184,7 @@ export class NodeTable<C> implements AgentDirectory, InventoryPort {
       if (!existing.embedded && existing.address !== init.address) connector.close(existing.client);
     }
     const client = init.client ?? (existing !== undefined && existing.address === init.address ? existing.client : connector.connect(init.address, init.nodeId));
-    // Same boot epoch (a new address): the agent's sequence goes on, so the last
-    // one seen and the fences stay — a reset would let an older heartbeat in.
-    const sameBoot = existing?.bootEpoch === init.bootEpoch;
-    const rec: NodeRecord<C> = {
-      nodeId: init.nodeId,
-      address: init.address,
-      labels,
-      gpus,
-      embedded: init.embedded ?? false,
-      // A restart (new boot epoch) re-registers a node id that already earned its vouching: it still
-      // counts, or a restart just before a partition would let the guard miss a full disruption.
-      vouched: (init.embedded ?? false) || (init.credentialed ?? false) || existing?.vouched === true,
-      version,
-      backends,
-      bundles,
-      bootEpoch: init.bootEpoch,
-      sequence: sameBoot ? existing.sequence : 0n,
-      lastHeartbeatMs: this.o.clock.now(),
-      lastHeartbeatWallMs: this.o.clock.wallNow(),
-      state: "ready",
-      unreachableSinceMs: undefined,
-      draining: existing?.draining ?? false,
-      inventory: sameBoot ? existing.inventory : undefined,
-      reported: sameBoot ? existing.reported : undefined,
-      orphans: [],
-      foreign: sameBoot ? existing.foreign : [],
-      resources: existing?.resources,
-      client,
-      port: connector.agentPort(client, init.nodeId),
-      missing: new Map(),
-      // The same boot goes on with its sequence, so its inventories are still
-      // "in a row". A new boot epoch is another agent process and sequence:
-      // its inventories count afresh — a reset at worst waits one heartbeat
-      // more, a carried count could clear an intent on its first word alone.
-      intentMisses: sameBoot ? existing.intentMisses : new Map<string, number>(),
-      fences: sameBoot ? existing.fences : new Map<string, bigint>(),
-      watchAbort: undefined,
-      agentLimits: init.limits ?? {},
-      // A registration is followed by a heartbeat with the agent's whole digest set.
-      artifactCache: sameBoot ? existing.artifactCache : undefined,
-      settled: undefined,
-    };
+    const rec = registeredRecord(init, existing, this.o, { labels, gpus, version, backends, bundles, client });
     this.nodes.set(init.nodeId, rec);
     this.sorted = undefined;
     this.o.onNodeEvent(init.nodeId, "registered", labels);

@@ -2,7 +2,6 @@ import { isAbsolute, normalize } from "node:path";
 import { LineCounter, parseDocument } from "yaml";
 import {
   WardenError,
-  checkIdentifier,
   invalidArgument,
   maxDurationMs,
   maxGpusPerNode,
@@ -10,46 +9,16 @@ import {
   maxLogBufferLines,
   maxOperationTimeoutMs,
   maxReadinessAttempts,
-  parseDurationMs,
   parseMemoryBudget,
 } from "@warden/common";
 import { parseTlsFiles, type TlsFiles } from "@warden/grpc";
 import { withConfigLine } from "./config-line.js";
-import { bundleRunPath, checkBundle, type BundleSpec } from "./backend-bundle-config.js";
-import { checkLocalaiEntry, launchProfiles, localaiCwd, type LaunchProfile } from "./launch-profile.js";
+import { bundleRunPath } from "./backend-bundle-config.js";
+import { localaiCwd } from "./launch-profile.js";
+import { catalogEntry, type BuiltinCatalog, type CatalogEntry } from "./catalog-entry.js";
+import { duration, flag, hostPort, id, int, isRecord, rejectUnknown, str, stringList, stringMap } from "./config-fields.js";
 import { parseAgentLimits, type AgentLimits } from "./agent-limits-config.js";
 import { parsePlacementLimits, type AgentPlacementLimits } from "./agent-placement-limits.js";
-
-/**
- * One catalog backend: the only place an executable and its base arguments come
- * from. Requests name a catalog entry; they never carry a command line.
- */
-export interface CatalogEntry {
-  /** Absolute path of the executable (no shell, no PATH lookup). */
-  command: string;
-  /** Base arguments; the agent appends `--addr host:port`. */
-  args: readonly string[];
-  /** Fixed environment values given to every process of this backend. */
-  env: Readonly<Record<string, string>>;
-  /**
-   * Names of the agent's own environment variables passed through (an
-   * allow-list; `PREFIX_*` matches a prefix). Everything else is withheld, so
-   * e.g. LD_PRELOAD never leaks into a backend.
-   */
-  envAllow: readonly string[];
-  /** Working directory; undefined = the agent's. Profile localai: the executable's directory unless set. */
-  cwd: string | undefined;
-  /**
-   * The backend serves TLS: the agent's own calls to it (readiness, Health,
-   * Free) verify its certificate against `ca`. The coordinator's side is its
-   * `backendTls`. undefined = plaintext.
-   */
-  tls?: { readonly caFile: string; readonly serverName: string | undefined } | undefined;
-  /** How processes are launched (launch-profile.ts). @default "plain" */
-  profile: LaunchProfile;
-  /** Installed from a bundle before its first start (backend-bundle.ts); `command` is then the bundle's run.sh. */
-  bundle?: BundleSpec | undefined;
-}
 
 /** Readiness polling of a new backend's Health (DESIGN §5: 20 × 2 s). */
 export interface ReadinessConfig {
@@ -163,7 +132,6 @@ export type AgentConfigInput = Readonly<Record<string, unknown>>;
 
 /** Catalog entries (backend names sent in Register; the coordinator's bound, node-report-limits maxCatalogBackends). */
 export const maxCatalogEntries = 256;
-const envNamePattern = /^[A-Za-z_][A-Za-z0-9_]*\*?$/;
 const topFields = new Set([
   "nodeId", "listen", "advertiseAddress", "labels", "backendHost", "ports", "stateDir", "catalog", "modelsPath", "readiness",
   "grace", "loadDeadline", "stopDeadline", "freeTimeout", "artifactPullTimeout", "artifactStallTimeout", "artifactCacheBudget", "nvidiaSmi", "gpus", "heartbeatInterval",
@@ -177,106 +145,6 @@ function cacheBudget(v: unknown): number | undefined {
   if (b === undefined) return undefined;
   if (b.t !== "bytes" || b.bytes < 1024) throw invalidArgument("artifactCacheBudget", `must be a size like "200GiB", at least 1KiB, got ${JSON.stringify(v).slice(0, 64)}`);
   return b.bytes;
-}
-
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
-}
-
-function rejectUnknown(obj: Record<string, unknown>, allowed: ReadonlySet<string>, path: string): void {
-  for (const k of Object.keys(obj)) {
-    if (!allowed.has(k)) throw invalidArgument(path === "" ? k : `${path}.${k}`, `unknown field (allowed: ${[...allowed].join(", ")})`);
-  }
-}
-
-function str(v: unknown, field: string, dflt?: string): string {
-  if (v === undefined && dflt !== undefined) return dflt;
-  if (typeof v !== "string") throw invalidArgument(field, v === undefined ? "required" : "must be a string");
-  return v;
-}
-
-function id(v: unknown, field: string, dflt?: string): string {
-  return checkIdentifier(field, str(v, field, dflt));
-}
-
-/** A duration field; `maxMs` is its documented maximum (@warden/common limits.ts). */
-function duration(v: unknown, field: string, dfltMs: number, maxMs: number): number {
-  if (v === undefined) return dfltMs;
-  if (typeof v !== "string" && typeof v !== "number") throw invalidArgument(field, 'must be a duration like "10s"');
-  return parseDurationMs(v, field, maxMs);
-}
-
-function int(v: unknown, field: string, dflt: number | undefined, min: number, max: number): number {
-  if (v === undefined && dflt !== undefined) return dflt;
-  if (typeof v !== "number" || !Number.isInteger(v)) throw invalidArgument(field, v === undefined ? "required" : "must be an integer");
-  if (v < min || v > max) throw invalidArgument(field, `must be in ${String(min)}..${String(max)}, got ${String(v)}`);
-  return v;
-}
-
-function hostPort(v: unknown, field: string, dflt?: string): string {
-  const s = str(v, field, dflt);
-  if (!/^[A-Za-z0-9.\-[\]:]+:\d{1,5}$/.test(s)) throw invalidArgument(field, `must be host:port, got "${s}"`);
-  return s;
-}
-
-function stringMap(v: unknown, field: string): Record<string, string> {
-  if (v === undefined) return {};
-  if (!isRecord(v)) throw invalidArgument(field, "must be a map of strings");
-  const out: Record<string, string> = {};
-  for (const [k, val] of Object.entries(v)) {
-    if (typeof val !== "string") throw invalidArgument(`${field}.${k}`, "must be a string");
-    out[k] = val;
-  }
-  return out;
-}
-
-function stringList(v: unknown, field: string): string[] {
-  if (v === undefined) return [];
-  if (!Array.isArray(v)) throw invalidArgument(field, "must be a list of strings");
-  return v.map((x: unknown, i) => str(x, `${field}[${String(i)}]`));
-}
-
-const catalogFields = new Set(["command", "args", "env", "envAllow", "cwd", "builtin", "tls", "profile", "bundle"]);
-
-/** Built-in catalog entries selectable with `builtin: <name>`; filled by the caller to avoid an import cycle. */
-export type BuiltinCatalog = Readonly<Record<string, () => CatalogEntry>>;
-
-function catalogEntry(v: unknown, field: string, builtins: BuiltinCatalog): CatalogEntry {
-  if (!isRecord(v)) throw invalidArgument(field, "must be a map with command, args, env, envAllow, cwd or builtin");
-  rejectUnknown(v, catalogFields, field);
-  let base: CatalogEntry | undefined;
-  if (v.builtin !== undefined) {
-    const name = str(v.builtin, `${field}.builtin`);
-    const make = builtins[name];
-    if (make === undefined) throw invalidArgument(`${field}.builtin`, `unknown builtin "${name}" (known: ${Object.keys(builtins).join(", ")})`);
-    base = make();
-  }
-  const bundle = v.bundle === undefined ? undefined : checkBundle(`${field}.bundle`, v.bundle);
-  if (bundle !== undefined && (v.command !== undefined || base !== undefined)) throw invalidArgument(`${field}.bundle`, "a bundle brings its own run.sh: no command or builtin beside it");
-  // A bundle's run.sh lives under modelsPath, known once the whole config is read (resolveAgentConfig fills it in).
-  const command = bundle !== undefined ? "/" : v.command === undefined && base !== undefined ? base.command : str(v.command, `${field}.command`);
-  if (!isAbsolute(command)) throw invalidArgument(`${field}.command`, `must be an absolute path (no PATH lookup), got "${command}"`);
-  const env = { ...base?.env, ...stringMap(v.env, `${field}.env`) };
-  for (const k of Object.keys(env)) if (!envNamePattern.test(k) || k.endsWith("*")) throw invalidArgument(`${field}.env.${k}`, "invalid environment variable name");
-  const envAllow = v.envAllow === undefined ? [...(base?.envAllow ?? [])] : stringList(v.envAllow, `${field}.envAllow`);
-  envAllow.forEach((n, i) => {
-    if (!envNamePattern.test(n)) throw invalidArgument(`${field}.envAllow[${String(i)}]`, `invalid name "${n}"`);
-  });
-  const profileName = v.profile === undefined ? (base?.profile ?? (bundle !== undefined ? "localai" : "plain")) : str(v.profile, `${field}.profile`);
-  const profile = launchProfiles.find((p) => p === profileName);
-  if (profile === undefined) throw invalidArgument(`${field}.profile`, `must be one of ${launchProfiles.join(", ")}, got "${profileName.slice(0, 32)}"`);
-  const args = v.args === undefined ? [...(base?.args ?? [])] : stringList(v.args, `${field}.args`);
-  if (profile === "localai") checkLocalaiEntry(field, args, env);
-  const cwd = v.cwd === undefined ? (profile === "localai" ? localaiCwd(command) : base?.cwd) : str(v.cwd, `${field}.cwd`);
-  return { command, args, env, envAllow, cwd, profile, ...backendTlsField(v.tls, `${field}.tls`), ...(bundle === undefined ? {} : { bundle }) };
-}
-
-function backendTlsField(v: unknown, field: string): Pick<CatalogEntry, "tls"> {
-  if (v === undefined) return {};
-  if (!isRecord(v)) throw invalidArgument(field, "must be a map with ca and optionally serverName");
-  rejectUnknown(v, new Set(["ca", "serverName"]), field);
-  const serverName = v.serverName === undefined ? undefined : str(v.serverName, `${field}.serverName`);
-  return { tls: { caFile: str(v.ca, `${field}.ca`), serverName } };
 }
 
 /**
@@ -377,12 +245,6 @@ export function resolveAgentConfig(input: unknown, builtins: BuiltinCatalog = {}
     limits: parseAgentLimits(input.limits),
     placementLimits: parsePlacementLimits(input),
   };
-}
-
-function flag(v: unknown, field: string, byDefault: boolean): boolean {
-  if (v === undefined) return byDefault;
-  if (typeof v !== "boolean") throw invalidArgument(field, `must be true or false, got ${JSON.stringify(v)}`);
-  return v;
 }
 
 /** Parses YAML text and validates it with {@link resolveAgentConfig}. */

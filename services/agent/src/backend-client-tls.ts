@@ -1,5 +1,5 @@
 import { readCaBundle, type CreateClientOptions } from "@warden/grpc";
-import type { CatalogEntry } from "./agent-config.js";
+import type { CatalogEntry } from "./catalog-entry.js";
 
 /** CA bundles by path, read once: readiness polls and Health checks run per backend and per tick. */
 const cache = new Map<string, Buffer>();

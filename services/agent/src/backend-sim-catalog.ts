@@ -1,7 +1,7 @@
 import { existsSync } from "node:fs";
 import { isAbsolute } from "node:path";
 import { fileURLToPath } from "node:url";
-import type { CatalogEntry } from "./agent-config.js";
+import type { CatalogEntry } from "./catalog-entry.js";
 
 /**
  * Whether this code runs from the built bundle (services/cli/dist, or an

@@ -1,4 +1,4 @@
-import type { CatalogEntry } from "./agent-config.js";
+import type { CatalogEntry } from "./catalog-entry.js";
 import type { BackendIdentity } from "./backend-process.js";
 
 /**

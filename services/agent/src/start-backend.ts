@@ -4,7 +4,7 @@ import { Code, WardenError, abortReason, checkArtifacts, checkLoadSettings, type
 import { backendClientTls } from "./backend-client-tls.js";
 import { createClient, type Client, type ServiceImpl } from "@warden/grpc";
 import { Backend, StartFailureCode, type AgentService, type StartBackendRequest } from "@warden/proto";
-import type { CatalogEntry } from "./agent-config.js";
+import type { CatalogEntry } from "./catalog-entry.js";
 import { recordOf, type AgentContext } from "./agent-context.js";
 import { BackendLogs } from "./backend-logs.js";
 import { BackendProcess } from "./backend-process.js";

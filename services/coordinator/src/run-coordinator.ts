@@ -256,12 +256,13 @@ export async function runCoordinator(o: RunCoordinatorOptions): Promise<number> 
       stop("SIGTERM");
     });
     process.on("SIGHUP", () => {
-      load().then(
-        (next) => c.reload(next),
-        (err: unknown) => {
+      // A refused reload (config, tokens or certificate file) is logged and the running config kept:
+      // caught after the reload too, or its rejection would be unhandled and end the process.
+      load()
+        .then((next) => c.reload(next))
+        .catch((err: unknown) => {
           log.error("config reload rejected; keeping the running config", { err: err instanceof Error ? err.message : String(err) });
-        },
-      );
+        });
     });
   });
 }

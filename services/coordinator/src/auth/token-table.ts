@@ -27,8 +27,8 @@ export interface Principal {
 
 /** Bounds of a tokens file. */
 export const tokenFileLimits = Object.freeze({
-  maxBytes: 1024 * 1024,
-  maxEntries: 4096,
+  maxBytes: 32 * 1024 * 1024,
+  maxEntries: 65_536,
   maxModelsPerToken: 256,
   maxNameChars: 64,
 });
@@ -98,15 +98,33 @@ export class TokenTable {
    * leaves a half-applied table.
    */
   static parse(text: string, field: string): TokenTable {
+    const steps = TokenTable.parseSteps(text, field, Number.POSITIVE_INFINITY);
+    for (;;) {
+      const r = steps.next();
+      if (r.done === true) return r.value;
+    }
+  }
+
+  /**
+   * {@link parse} in steps: it stops once the text is split into lines, then
+   * after every `linesPerStep` lines, so a caller that gives its event loop a
+   * turn at each stop (readTokenTable) is never stalled for the whole parse of
+   * a 65 536-token file. The table exists only once the last step is done: a
+   * refused file changes nothing.
+   */
+  static *parseSteps(text: string, field: string, linesPerStep: number): Generator<void, TokenTable, void> {
     const L = tokenFileLimits;
     if (Buffer.byteLength(text, "utf8") > L.maxBytes) throw invalidArgument(field, `at most ${String(L.maxBytes)} bytes`);
     const out = new Map<string, { principal: Principal; digest: Buffer }>();
     const lines = text.split("\n");
     for (const [i, raw] of lines.entries()) {
+      if (i % linesPerStep === 0) yield;
       const line = raw.replace(/#.*$/, "").trim();
       if (line === "") continue;
       const at = `${field}:${String(i + 1)}`;
-      const [hash = "", role = "", ...rest] = line.split(/\s+/);
+      // Six fields at most are valid (hash, role, then node=, models=, priority=, name= once each): a seventh
+      // is refused below like any extra field, and a line of a million words is not split a million times.
+      const [hash = "", role = "", ...rest] = line.split(/\s+/, 7);
       const m = hashPattern.exec(hash);
       if (m?.[1] === undefined) throw invalidArgument(at, "must start with sha256:<64 lowercase hex digits> (the hash of a token, never the token: `warden tokens mint` prints it)");
       if (!roles.includes(role as Role)) throw invalidArgument(at, `role must be one of ${roles.join(", ")}, got ${JSON.stringify(role.slice(0, 32))}`);

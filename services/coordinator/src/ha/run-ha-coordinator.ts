@@ -51,12 +51,13 @@ export async function serveHaCoordinator(config: CoordinatorConfig, o: { readonl
       stop("SIGTERM", 0);
     });
     process.on("SIGHUP", () => {
-      o.load().then(
-        (next) => r.reload(next),
-        (err: unknown) => {
+      // A refused reload (config, tokens or certificate file) is logged and the running config kept:
+      // caught after the reload too, or its rejection would be unhandled and end the process.
+      o.load()
+        .then((next) => r.reload(next))
+        .catch((err: unknown) => {
           o.log.error("config reload rejected; keeping the running config", { err: err instanceof Error ? err.message : String(err) });
-        },
-      );
+        });
     });
   });
 }

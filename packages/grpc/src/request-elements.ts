@@ -110,16 +110,30 @@ function scanMapEntry(value: DescMessage, bytes: Uint8Array, budget: Budget, dep
 }
 
 /**
- * Throws RESOURCE_EXHAUSTED (field `request`) when `bytes` would decode into
- * more than `maxElements` elements (see defaultMaxRequestElements), before
- * anything is allocated for them. Bytes that are not a well-formed message
- * are left to the decoder, which answers INVALID_ARGUMENT.
+ * The elements `bytes` would decode into, as checkRequestElements counts them
+ * (stopping past `max`). Never more than `bytes.length`: every element counted
+ * spends at least one byte of its own (a tag, or a packed number's byte).
  */
-export function checkRequestElements(schema: DescMessage, bytes: Uint8Array, maxElements: number = defaultMaxRequestElements): void {
-  const budget = new Budget(maxElements, schema.typeName);
+export function requestElements(schema: DescMessage, bytes: Uint8Array, max: number = Number.MAX_SAFE_INTEGER): number {
+  const budget = new Budget(max, schema.typeName);
   try {
     scan(schema, bytes, budget, 0);
   } catch (err) {
-    if (budget.used > budget.max) throw err;
+    if (budget.used <= budget.max) return budget.used;
+    throw err;
   }
+  return budget.used;
+}
+
+/**
+ * Throws RESOURCE_EXHAUSTED (field `request`) when `bytes` would decode into
+ * more than `maxElements` elements (see defaultMaxRequestElements), before
+ * anything is allocated for them. Bytes that are not a well-formed message
+ * are left to the decoder, which answers INVALID_ARGUMENT. A request no longer
+ * in bytes than the budget cannot exceed it (requestElements) and is not
+ * scanned: the usual request (a heartbeat, a Predict) costs nothing here.
+ */
+export function checkRequestElements(schema: DescMessage, bytes: Uint8Array, maxElements: number = defaultMaxRequestElements): void {
+  if (bytes.length <= maxElements) return;
+  requestElements(schema, bytes, maxElements);
 }

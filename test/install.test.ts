@@ -163,9 +163,13 @@ describe("warden install (root, a real service user, the installed tarball)", ()
     const agentUnit = readFileSync(etc("systemd", "system", "warden-agent.service"), "utf8");
     for (const u of [coordUnit, agentUnit]) {
       expect(u).not.toContain("/usr/bin/env");
-      expect(unitCommand(u, "ExecStart").slice(0, 2)).toEqual([process.execPath, warden]);
       expect(u).toContain(`User=${user}\n`);
     }
+    expect(unitCommand(agentUnit, "ExecStart").slice(0, 2)).toEqual([process.execPath, warden]);
+    // The coordinator's node runs with a larger young generation; this node accepts the flag.
+    const coordStart = unitCommand(coordUnit, "ExecStart");
+    expect(coordStart.slice(0, 5)).toEqual([process.execPath, "--max-semi-space-size=64", warden, "coordinator", "--config"]);
+    expect(run(process.execPath, ["--max-semi-space-size=64", "-e", ""]).code).toBe(0);
     expect(unitCommand(agentUnit, "ExecStart")).toEqual([process.execPath, warden, "agent", "--config", etc("warden", "agent.yaml"), "--coordinator", coordAddr]);
     const groups = /^SupplementaryGroups=(.*)$/m.exec(agentUnit)?.[1]?.split(" ") ?? [];
     for (const g of groups) expect(run("getent", ["group", g]).code, `group ${g}`).toBe(0);

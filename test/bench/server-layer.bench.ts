@@ -31,7 +31,7 @@ async function oneSide(file: string, o: Required<SwarmOptions>): Promise<number>
 export async function run(): Promise<BenchResult[]> {
   const nodes = Number(flag("--nodes") ?? "1000");
   if (!Number.isInteger(nodes) || nodes < 1 || nodes > 10_000) throw new Error(`--nodes: an integer in 1..10000, got ${String(nodes)}`);
-  const o: Required<SwarmOptions> = { nodes, backendsPerNode: 10, steadyMs: Number(flag("--steady-ms") ?? "15000"), warmupMs: 3_000, explainCalls: 0, explainDeadlineMs: 0, listCalls: 0, connections: Math.min(nodes, 256), auth: false, deltas: true, generators: 1, client: "h2", heartbeat: "unary", checkout: "", coordinator: "source" };
+  const o: Required<SwarmOptions> = { nodes, backendsPerNode: 10, steadyMs: Number(flag("--steady-ms") ?? "15000"), warmupMs: 3_000, explainCalls: 0, explainDeadlineMs: 0, listCalls: 0, connections: Math.min(nodes, 256), auth: false, deltas: true, generators: 1, client: "h2", heartbeat: "unary", checkout: "", coordinator: "source", nodeFlags: [] };
   const floor: number[] = [];
   const wrapped: number[] = [];
   for (let round = 0; round < 3; round++) {

@@ -19,6 +19,7 @@ import { createClient } from "@warden/grpc";
 import { mintToken, tokenLine } from "@warden/coordinator";
 import { AdminService, NodeState } from "@warden/proto";
 import { startCoordinatorProcess } from "../support/coordinator-process.js";
+import { coordinatorNodeFlags } from "../../services/cli/src/install-render.js";
 import { freePort } from "../support/free-port.js";
 import type { SwarmAgentsConfig, SwarmAgentsReport } from "./swarm-agents.js";
 
@@ -53,6 +54,8 @@ export interface SwarmOptions {
   readonly checkout?: string;
   /** The coordinator as it ships (`warden up` from the esbuild bundle, as `npm start` runs it) or from source under tsx. @default "bundle" */
   readonly coordinator?: "bundle" | "source";
+  /** Options for the coordinator's node. @default the installed systemd unit's (coordinatorNodeFlags: a larger young generation) */
+  readonly nodeFlags?: readonly string[];
 }
 
 export interface SideFigures {
@@ -277,7 +280,7 @@ async function timed(call: () => Promise<unknown>): Promise<number> {
 
 /** The whole measurement at one N. */
 export async function runSwarm(opts: SwarmOptions): Promise<SwarmResult> {
-  const o: Required<SwarmOptions> = { backendsPerNode: 10, steadyMs: 20_000, warmupMs: 5_000, explainCalls: 3, explainDeadlineMs: 10_000, listCalls: 5, connections: Math.min(opts.nodes, 256), auth: true, deltas: true, generators: Math.ceil(opts.nodes / 2_500), client: "h2", heartbeat: "stream", checkout: "", coordinator: "bundle", ...opts };
+  const o: Required<SwarmOptions> = { backendsPerNode: 10, steadyMs: 20_000, warmupMs: 5_000, explainCalls: 3, explainDeadlineMs: 10_000, listCalls: 5, connections: Math.min(opts.nodes, 256), auth: true, deltas: true, generators: Math.ceil(opts.nodes / 2_500), client: "h2", heartbeat: "stream", checkout: "", coordinator: "bundle", nodeFlags: coordinatorNodeFlags, ...opts };
   const dir = await mkdtemp(join(tmpdir(), "warden-swarm-"));
   try {
     // Tokens as `warden tokens mint` writes them: the coordinator's file holds hashes, each agent its own token.
@@ -306,7 +309,7 @@ export async function runSwarm(opts: SwarmOptions): Promise<SwarmResult> {
       // Every simulated agent dials from 127.0.0.1, where a fleet's come from one address each.
       limits: { maxNodes: Math.max(4096, Math.min(10_000, o.nodes)), maxConnectionsPerPeer: o.connections + 16 },
       models,
-    }, 60_000, { via: o.coordinator === "bundle" ? "bundle" : "coordinator", ...(o.checkout === "" ? {} : { checkout: o.checkout }) });
+    }, 60_000, { via: o.coordinator === "bundle" ? "bundle" : "coordinator", nodeFlags: o.nodeFlags, ...(o.checkout === "" ? {} : { checkout: o.checkout }) });
     const admin = createClient(AdminService, coordinator.address, o.auth ? { headers: { authorization: `Bearer ${adminToken}` } } : {});
     const listNodesMs: number[] = [];
     const listModelsMs: number[] = [];

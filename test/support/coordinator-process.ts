@@ -45,7 +45,7 @@ export interface CoordinatorProcess {
 }
 
 /** Writes the config (JSON is valid YAML) and starts the coordinator; resolves once it listens. */
-export async function startCoordinatorProcess(configPath: string, config: Record<string, unknown>, timeoutMs = 60_000, o: { readonly via?: "coordinator" | "warden-up" | "bundle"; /** Another checkout's coordinator (a benchmark's baseline: an earlier commit, its node_modules in place). */ readonly checkout?: string } = {}): Promise<CoordinatorProcess> {
+export async function startCoordinatorProcess(configPath: string, config: Record<string, unknown>, timeoutMs = 60_000, o: { readonly via?: "coordinator" | "warden-up" | "bundle"; /** Options for the coordinator's node (e.g. the installed unit's). */ readonly nodeFlags?: readonly string[]; /** Another checkout's coordinator (a benchmark's baseline: an earlier commit, its node_modules in place). */ readonly checkout?: string } = {}): Promise<CoordinatorProcess> {
   await writeFile(configPath, JSON.stringify(config, null, 2));
   // "warden-up": the CLI's `warden up --config` from source, not the coordinator's own entry point.
   // "bundle": `warden up --config` as `npm start` runs it — the bin, which rebuilds a stale bundle and runs the
@@ -57,9 +57,7 @@ export async function startCoordinatorProcess(configPath: string, config: Record
   // WARDEN_BENCH_CPU_PROF_DIR: a V8 CPU profile of the coordinator, written there when it exits (benchmarks).
   const profDir = process.env.WARDEN_BENCH_CPU_PROF_DIR;
   const prof = profDir === undefined || profDir === "" ? [] : ["--cpu-prof", "--cpu-prof-dir", profDir];
-  // WARDEN_BENCH_NODE_ARGS: more options for the coordinator's node only, space-separated (a V8 flag's effect, measured).
-  prof.push(...(process.env.WARDEN_BENCH_NODE_ARGS ?? "").split(" ").filter((a) => a !== ""));
-  const child = spawn(process.execPath, [...prof, ...loader, ...argv], {
+  const child = spawn(process.execPath, [...prof, ...(o.nodeFlags ?? []), ...loader, ...argv], {
     cwd: root,
     stdio: ["ignore", "pipe", "pipe"],
     env: { ...process.env, LOG_LEVEL: "info" },

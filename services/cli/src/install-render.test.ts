@@ -16,7 +16,7 @@ describe("the rendered systemd units", () => {
     const nvm = "/home/alice/.nvm/versions/node/v24.1.0/bin/node";
     const unit = renderCoordinatorUnit(facts({ node: nvm, paths: paths("warden", "coordinator") }));
     expect(unit).not.toContain("/usr/bin/env");
-    expect(lines(unit, "ExecStart")).toEqual([`ExecStart=${nvm} /usr/lib/node_modules/warden/bin/warden.js coordinator --config /etc/warden/coordinator.yaml --log-json`]);
+    expect(lines(unit, "ExecStart")).toEqual([`ExecStart=${nvm} --max-semi-space-size=64 /usr/lib/node_modules/warden/bin/warden.js coordinator --config /etc/warden/coordinator.yaml --log-json`]);
     // A node under /home must stay reachable: ProtectHome=true would hide it.
     expect(lines(unit, "ProtectHome")).toEqual(["ProtectHome=read-only"]);
     expect(lines(renderCoordinatorUnit(facts({ paths: paths("warden", "coordinator") })), "ProtectHome")).toEqual(["ProtectHome=true"]);

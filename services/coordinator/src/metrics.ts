@@ -52,10 +52,18 @@ export class CoordinatorMetrics {
       labelNames: ["node", "state"],
       registers: [r],
       collect() {
+        // Counted here, then one set per series: prom-client's inc hashes the labels per call, once per instance.
+        const counts = new Map<string, Map<string, number>>();
+        const add = (node: string, state: string, n: number): void => {
+          let byState = counts.get(node);
+          if (byState === undefined) counts.set(node, (byState = new Map<string, number>()));
+          byState.set(state, (byState.get(state) ?? 0) + n);
+        };
+        for (const v of instances()) add(v.nodeId, v.pendingEviction !== undefined ? "pending" : v.state, 1);
+        for (const l of loader.leftoverList()) add(l.nodeId, "leftover", 1);
+        for (const n of nodes.list()) if (n.orphans.length > 0) add(n.nodeId, "orphan", n.orphans.length);
         this.reset();
-        for (const v of instances()) this.inc({ node: v.nodeId, state: v.pendingEviction !== undefined ? "pending" : v.state });
-        for (const l of loader.leftoverList()) this.inc({ node: l.nodeId, state: "leftover" });
-        for (const n of nodes.list()) for (let i = 0; i < n.orphans.length; i++) this.inc({ node: n.nodeId, state: "orphan" });
+        for (const [node, byState] of counts) for (const [state, n] of byState) this.set({ node, state }, n);
       },
     });
     new Gauge({
@@ -64,8 +72,10 @@ export class CoordinatorMetrics {
       labelNames: ["node"],
       registers: [r],
       collect() {
+        const counts = new Map<string, number>();
+        for (const v of instances()) counts.set(v.nodeId, (counts.get(v.nodeId) ?? 0) + v.inFlight);
         this.reset();
-        for (const v of instances()) this.inc({ node: v.nodeId }, v.inFlight);
+        for (const [node, n] of counts) this.set({ node }, n);
       },
     });
     new Gauge({

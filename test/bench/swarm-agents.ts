@@ -51,6 +51,12 @@ export interface SwarmAgentsConfig {
   readonly tokensFile: string | undefined;
   readonly connections: number;
   readonly backendsPerNode: number;
+  /**
+   * Node i runs models m{(i mod modelGroups) × backendsPerNode + k}, k < backendsPerNode: with
+   * ceil(nodes / 1 000) groups no model has more than 1 000 replicas (a model's replica max is 1 024).
+   * @default 1
+   */
+  readonly modelGroups?: number;
   /** Delta heartbeats as the real agent sends them; false: every inventory whole (the agent before deltas). */
   readonly deltas: boolean;
   /** Heartbeats on one HeartbeatStream per agent (the agent's StreamedHeartbeats, unary where refused) or unary calls. @default "unary" */
@@ -83,6 +89,8 @@ const gib = 1024n ** 3n;
 
 interface SimAgent {
   readonly nodeId: string;
+  /** Its index in the whole swarm (which models it runs). */
+  readonly index: number;
   readonly md: Metadata;
   readonly client: Client<typeof NodeService>;
   readonly bootEpoch: bigint;
@@ -157,14 +165,17 @@ async function main(): Promise<void> {
       backends: [{ incarnation: ulid(), model, address: `10.${String((a >> 16) & 255)}.${String((a >> 8) & 255)}.${String(a & 255)}:50051`, pid: 10_000 + (a % 50_000), state: BackendState.READY, memoryBytes: 2n * gib, gpuDevice: "0", startedAt: timestampFromMs(Date.now()), backend: "backend-sim" }],
     }).backends[0] as InventoryEntry;
   };
+  /** The models node `index` runs (SwarmAgentsConfig.modelGroups). */
+  const modelOf = (index: number, k: number): string => `m${String((index % (cfg.modelGroups ?? 1)) * cfg.backendsPerNode + k)}`;
   const agents: SimAgent[] = Array.from({ length: cfg.nodes }, (_, i) => {
-    const nodeId = `${cfg.nodePrefix}${String((cfg.firstIndex ?? 0) + i)}`;
+    const index = (cfg.firstIndex ?? 0) + i;
+    const nodeId = `${cfg.nodePrefix}${String(index)}`;
     const md = new Metadata();
     const token = tokens[nodeId];
     if (token !== undefined) md.set("authorization", `Bearer ${token}`);
     const client = channels[i % channels.length] as Client<typeof NodeService>;
     const streamed = cfg.heartbeat === "stream" ? new StreamedHeartbeats({ calls: { stream: (requests, o) => client.heartbeatStream(requests, o), unary: (request, o) => client.heartbeat(request, o) }, callOptions: { metadata: md } }) : undefined;
-    return { nodeId, md, client, streamed, bootEpoch: BigInt(Date.now()), sequence: 0n, backends: Array.from({ length: cfg.backendsPerNode }, (_, k) => newEntry(`m${String(k)}`)), registered: false, writer: new InventoryDeltaWriter({ fullEveryMs: cfg.deltas ? 60_000 : 0 }) };
+    return { nodeId, md, client, streamed, bootEpoch: BigInt(Date.now()), sequence: 0n, index, backends: Array.from({ length: cfg.backendsPerNode }, (_, k) => newEntry(modelOf(index, k))), registered: false, writer: new InventoryDeltaWriter({ fullEveryMs: cfg.deltas ? 60_000 : 0 }) };
   });
 
   let lat: number[] = [];
@@ -275,7 +286,7 @@ async function main(): Promise<void> {
             victim.state = BackendState.EXITED;
             changed = a;
           } else {
-            changed.backends.push(newEntry(`m${String(Math.floor(Math.random() * cfg.backendsPerNode))}`));
+            changed.backends.push(newEntry(modelOf(changed.index, Math.floor(Math.random() * cfg.backendsPerNode))));
             changed = undefined;
           }
           changes++;

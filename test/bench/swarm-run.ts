@@ -202,6 +202,11 @@ function mergeReports(rs: readonly SwarmAgentsReport[]): SwarmAgentsReport {
   return { t: "report", heartbeats: sum((r) => r.heartbeats), failures: sum((r) => r.failures), reRegistrations: sum((r) => r.reRegistrations), p50Ms: percentile(all, 50), p99Ms: percentile(all, 99), maxMs: all[all.length - 1] ?? Number.NaN, changes: sum((r) => r.changes), watchStreams: sum((r) => r.watchStreams), stopCalls: sum((r) => r.stopCalls), fullRequested: sum((r) => r.fullRequested), latenciesMs: [] };
 }
 
+/** Model groups of a swarm of `nodes` (SwarmAgentsConfig.modelGroups): no model on more than 1 000 nodes. */
+export function modelGroupsOf(nodes: number): number {
+  return Math.max(1, Math.ceil(nodes / 1_000));
+}
+
 /** Runs the load generators against `address` through warmup and the steady window; `during` runs in the window. */
 export async function measureSide(pid: number, address: string, o: Required<SwarmOptions>, tokensFile: string | undefined, during: (signal: AbortSignal) => Promise<void>): Promise<{ fig: SideFigures; gen: Generators }> {
   const k = Math.max(1, Math.min(o.generators, o.nodes));
@@ -210,7 +215,7 @@ export async function measureSide(pid: number, address: string, o: Required<Swar
     const first = Math.floor((g * o.nodes) / k);
     const count = Math.floor(((g + 1) * o.nodes) / k) - first;
     // One stop or load a second in the whole swarm: each of k processes makes one every k seconds.
-    const cfg: SwarmAgentsConfig = { address, nodes: count, firstIndex: first, client: o.client, nodePrefix: "swarm-", tokensFile, connections: Math.max(1, Math.floor(o.connections / k)), backendsPerNode: o.backendsPerNode, deltas: o.deltas, heartbeat: o.heartbeat, changePeriodMs: 1_000 * k, registerTimeoutMs: 60_000 + o.nodes * 20 };
+    const cfg: SwarmAgentsConfig = { address, nodes: count, firstIndex: first, client: o.client, nodePrefix: "swarm-", tokensFile, connections: Math.max(1, Math.floor(o.connections / k)), backendsPerNode: o.backendsPerNode, modelGroups: modelGroupsOf(o.nodes), deltas: o.deltas, heartbeat: o.heartbeat, changePeriodMs: 1_000 * k, registerTimeoutMs: 60_000 + o.nodes * 20 };
     children.push(forkChild("swarm-agents.ts", [JSON.stringify(cfg)]));
   }
   const gen: Generators = { children };
@@ -296,10 +301,12 @@ export async function runSwarm(opts: SwarmOptions): Promise<SwarmResult> {
     await writeFile(join(dir, "tokens"), `${lines.join("\n")}\n`, { mode: 0o600 });
     await writeFile(join(dir, "node-tokens.json"), JSON.stringify(nodeTokens), { mode: 0o600 });
     const metricsAddress = `127.0.0.1:${String(await freePort())}`;
-    // m0…m9 run on every node; `unplaced` runs nowhere, so explaining it weighs every node (and what each would evict).
-    // Every node runs one replica of each: max as high as it goes, so the replicas are not scaled down as above their max
-    // (past 1 024 nodes the excess is: those runs count the stops among the inventory changes).
-    const models = [...Array.from({ length: o.backendsPerNode }, (_, k) => ({ id: `m${String(k)}`, backend: "backend-sim", replicas: { min: 0, max: 1024 } })), { id: "unplaced", backend: "backend-sim" }];
+    // Each node runs 10 models, one replica each; up to 1 000 nodes all run m0…m9, past it the nodes are split
+    // into groups of at most 1 000 with models of their own (modelGroupsOf), so no model is past its replica
+    // max (1 024, as high as it goes) and none is scaled down. `unplaced` runs nowhere, so explaining it
+    // weighs every node (and what each would evict).
+    const modelGroups = modelGroupsOf(o.nodes);
+    const models = [...Array.from({ length: o.backendsPerNode * modelGroups }, (_, k) => ({ id: `m${String(k)}`, backend: "backend-sim", replicas: { min: 0, max: 1024 } })), { id: "unplaced", backend: "backend-sim" }];
     const coordinator = await startCoordinatorProcess(join(dir, "c.json"), {
       listen: `127.0.0.1:${String(await freePort())}`,
       stateDir: join(dir, "state"),

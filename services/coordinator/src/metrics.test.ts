@@ -7,7 +7,7 @@ import type { NodeRegistry } from "./nodes/node-registry.js";
 
 /** A real watchdog core behind the few loader reads the scrape makes. */
 function metricsOver(perNode: readonly number[]) {
-  const core = createWatchdogCore({ clock: { now: () => 0, wallNow: () => 0, setTimer: () => () => undefined }, loader: { hasModelAtAddress: () => true }, policy: {} });
+  const core = createWatchdogCore({ clock: { now: () => 0 }, loader: { hasModelAtAddress: () => true }, policy: {} });
   perNode.forEach((count, n) => {
     for (let i = 0; i < count; i++) core.registerReady({ nodeId: `n${String(n)}`, model: `m${String(i)}`, incarnation: `inc-${String(n)}-${String(i)}`, address: `10.0.${String(n)}.${String(i)}:5000`, sizeBytes: 1 });
   });

@@ -158,11 +158,14 @@ async function main(): Promise<void> {
     cfg.client === "grpc-js" ? createClient(NodeService, cfg.address, { channelOptions: { "grpc.use_local_subchannel_pool": 1 } }) : createH2Client(NodeService, cfg.address),
   );
   let addrSeq = 0;
+  const addressPort = 40_000 + (cfg.firstIndex ?? 0);
   const newEntry = (model: string): InventoryEntry => {
     const a = addrSeq++;
-    // Backend addresses are never dialled (nothing is routed): unique strings in a private range.
+    // Backend addresses are never dialled (nothing is routed): unique strings in a private range, the port
+    // this process's own (two processes counting from 0 would report one address on two nodes, which the
+    // coordinator refuses to adopt twice: those nodes would never settle).
     return create(HeartbeatRequestSchema, {
-      backends: [{ incarnation: ulid(), model, address: `10.${String((a >> 16) & 255)}.${String((a >> 8) & 255)}.${String(a & 255)}:50051`, pid: 10_000 + (a % 50_000), state: BackendState.READY, memoryBytes: 2n * gib, gpuDevice: "0", startedAt: timestampFromMs(Date.now()), backend: "backend-sim" }],
+      backends: [{ incarnation: ulid(), model, address: `10.${String((a >> 16) & 255)}.${String((a >> 8) & 255)}.${String(a & 255)}:${String(addressPort)}`, pid: 10_000 + (a % 50_000), state: BackendState.READY, memoryBytes: 2n * gib, gpuDevice: "0", startedAt: timestampFromMs(Date.now()), backend: "backend-sim" }],
     }).backends[0] as InventoryEntry;
   };
   /** The models node `index` runs (SwarmAgentsConfig.modelGroups). */

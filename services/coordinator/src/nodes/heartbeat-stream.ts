@@ -2,12 +2,15 @@ import type { MessageInitShape } from "@bufbuild/protobuf";
 import { AbortLatch, permissionDenied } from "@warden/common";
 import type { HandlerContext } from "@warden/grpc";
 import type { HeartbeatRequest, HeartbeatResponseSchema } from "@warden/proto";
+import type { TurnBudget } from "./turn-budget.js";
 
 export interface HeartbeatStreamDeps {
   /** The node the stream's credentials are bound to (a node token's node); undefined: none (auth off). */
   readonly boundNodeOf: (ctx: HandlerContext) => string | undefined;
   /** One heartbeat as the unary Heartbeat handles it (validation, fencing, the registry). */
   readonly beat: (req: HeartbeatRequest, ctx: HandlerContext) => MessageInitShape<typeof HeartbeatResponseSchema>;
+  /** Shared by every stream: heartbeats that arrive together are answered over several turns of the event loop. */
+  readonly budget?: TurnBudget;
 }
 
 /**
@@ -35,6 +38,7 @@ export async function* heartbeatStream(requests: AsyncIterable<HeartbeatRequest>
       const req = next.value;
       bound ??= req.nodeId;
       if (req.nodeId !== bound) throw permissionDenied("node_id", `this stream speaks for node "${bound.slice(0, 128)}", not ${JSON.stringify(req.nodeId.slice(0, 128))}`);
+      for (let later = deps.budget?.wait(); later !== undefined; later = deps.budget?.wait()) await later;
       yield deps.beat(req, ctx);
     }
   } finally {

@@ -3,6 +3,7 @@ import type { MessageInitShape } from "@bufbuild/protobuf";
 import { encodedOnce, type HandlerContext, type ServiceImpl } from "@warden/grpc";
 import type { HeartbeatAnswer } from "@warden/cluster";
 import { heartbeatStream } from "./heartbeat-stream.js";
+import { TurnBudget } from "./turn-budget.js";
 import { Code, WardenError, invalidArgument, peerKeyBytes, type Clock } from "@warden/common";
 import type { NodeRecord, NodeRegistry } from "./node-registry.js";
 import { nodeReportLimits, validateHeartbeat, validateRegister, type HeartbeatCaps } from "./node-report-limits.js";
@@ -16,6 +17,9 @@ import { findPeers } from "./find-peers.js";
 const inProcessPeer = "in-process";
 
 type HeartbeatResponseInit = MessageInitShape<typeof HeartbeatResponseSchema>;
+
+/** Streamed heartbeats answered per turn of the event loop, in ms of work: timers and other calls run between turns. */
+export const heartbeatTurnBudgetMs = 10;
 
 /** A stream that ends with `e` before any reply (an error status, never a synchronous throw). */
 // eslint-disable-next-line require-yield -- it only fails
@@ -83,6 +87,8 @@ export function nodeService(nodes: NodeRegistry, clock: Clock, coordinatorEpoch:
   // Remote registrations are credentialed when auth is on (the guard admitted a token bound to the node id).
   const credentialed = options.credentialed ?? false;
   const caps = options.caps ?? nodeReportLimits;
+  // Heartbeats on streams answered at most this long per turn of the event loop (turn-budget.ts).
+  const budget = new TurnBudget({ budgetMs: heartbeatTurnBudgetMs, nowMs: () => clock.now() });
   /** Only the embedded agent, calling in process, may speak for the embedded node. */
   const checkEmbedded = (nodeId: string, peer: string): boolean => {
     const embedded = nodes.get(nodeId)?.embedded === true;
@@ -163,7 +169,7 @@ export function nodeService(nodes: NodeRegistry, clock: Clock, coordinatorEpoch:
     heartbeatStream(requests, ctx) {
       // As a coordinator without the method: the agent sends unary Heartbeats.
       if (options.heartbeatStream === false) return refusedStream(new WardenError(Code.Unimplemented, "this coordinator does not serve HeartbeatStream (heartbeatStream: false): send unary Heartbeats"));
-      return heartbeatStream(requests, ctx, { boundNodeOf: options.streamNodeOf ?? (() => undefined), beat });
+      return heartbeatStream(requests, ctx, { boundNodeOf: options.streamNodeOf ?? (() => undefined), beat, budget });
     },
     async *findPeers(req, ctx) {
       // The embedded node's own agent never asks (it serves no peers); nobody else may speak for it.

@@ -1,0 +1,66 @@
+import { describe, expect, it } from "vitest";
+import { create } from "@bufbuild/protobuf";
+import { HeartbeatRequestSchema, type HeartbeatRequest } from "@warden/proto";
+import type { HandlerContext } from "@warden/grpc";
+import { heartbeatStream } from "./heartbeat-stream.js";
+import { TurnBudget } from "./turn-budget.js";
+
+/** Heartbeats that are all there at once: the stream answers them in one chain of microtasks unless something cuts it. */
+async function* queued(n: number): AsyncIterable<HeartbeatRequest> {
+  for (let i = 0; i < n; i++) yield create(HeartbeatRequestSchema, { nodeId: "a", sequence: BigInt(i + 1) });
+}
+
+/**
+ * Answers `n` queued heartbeats, each "costing" 1 ms of a fake clock; returns after which heartbeat a
+ * macrotask queued before them ran (a setImmediate: the first thing the event loop runs once the chain lets it).
+ */
+async function run(n: number, budget: TurnBudget | undefined, clock: { ms: number }): Promise<{ answered: bigint[]; timerAfter: number }> {
+  const answered: bigint[] = [];
+  let timerAfter = -1;
+  setImmediate(() => (timerAfter = answered.length));
+  const ctx = { signal: new AbortController().signal, peer: "127.0.0.1:1" } as HandlerContext;
+  const beat = (req: HeartbeatRequest) => {
+    clock.ms += 1;
+    answered.push(req.sequence);
+    return {};
+  };
+  for await (const _ of heartbeatStream(queued(n), ctx, { boundNodeOf: () => undefined, beat, ...(budget === undefined ? {} : { budget }) })) {
+    // answered
+  }
+  await new Promise((r) => setImmediate(r));
+  return { answered, timerAfter };
+}
+
+describe("TurnBudget", () => {
+  it("cuts a long run of heartbeats into turns of the budget, letting the event loop in, answering every one in order", async () => {
+    const clock = { ms: 0 };
+    const budget = new TurnBudget({ budgetMs: 10, nowMs: () => clock.ms });
+    const { answered, timerAfter } = await run(100, budget, clock);
+    expect(answered).toEqual(Array.from({ length: 100 }, (_, i) => BigInt(i + 1)));
+    expect(timerAfter).toBeGreaterThan(0);
+    expect(timerAfter).toBeLessThan(100);
+    expect(budget.deferredTurns).toBeGreaterThanOrEqual(9);
+  });
+
+  it("without a budget the same heartbeats run as one chain nothing else can enter", async () => {
+    const clock = { ms: 0 };
+    const { answered, timerAfter } = await run(100, undefined, clock);
+    expect(answered).toHaveLength(100);
+    expect(timerAfter).toBe(100);
+  });
+
+  it("costs nothing but a clock read while the turn's budget lasts, and starts afresh in the next turn", async () => {
+    let ms = 0;
+    const budget = new TurnBudget({ budgetMs: 10, nowMs: () => ms });
+    for (let i = 0; i < 10; i++) {
+      expect(budget.wait()).toBeUndefined();
+      ms += 1;
+    }
+    const later = budget.wait();
+    expect(later).toBeInstanceOf(Promise);
+    expect(budget.wait()).toBe(later); // one shared wait for everything deferred this turn
+    await later;
+    expect(budget.wait()).toBeUndefined();
+    expect(budget.deferredTurns).toBe(1);
+  });
+});

@@ -16,17 +16,16 @@ export function replicaStatusOf<H extends BackendHandle>(s: LoaderState<H>, mode
   let ready = 0;
   let loading = 0;
   let stopping = 0;
-  const seen = new Set<string>();
-  for (const v of s.core.instancesOfModel(model)) {
-    seen.add(v.incarnation);
-    if (v.pendingEviction !== undefined || v.state === "freed") stopping++;
-    else if (v.state === "ready" && s.held.get(v.incarnation)?.phase === "ready") ready++;
+  // States only, no views: this runs over every replica of every model per ListModels page and per scrape.
+  s.core.forEachOfModel(model, (incarnation, state) => {
+    if (state === "pending" || state === "freed") stopping++;
+    else if (state === "ready" && s.held.get(incarnation)?.phase === "ready") ready++;
     else loading++;
-  }
-  // Held but not (or no longer) in the watchdog: a start not admitted yet counts as loading.
-  for (const inc of s.replicas.of(model)) if (!seen.has(inc)) loading++;
+  });
+  // Held but not (or no longer) in the watchdog: a start not admitted yet counts as loading. (An incarnation is one model's.)
+  for (const inc of s.replicas.of(model)) if (s.core.stateOf(inc) === undefined) loading++;
   const admitting = s.loadIncarnations.get(model);
-  if (admitting !== undefined && !seen.has(admitting) && !s.held.has(admitting)) loading++;
+  if (admitting !== undefined && s.core.stateOf(admitting) === undefined && !s.held.has(admitting)) loading++;
   const { min, max } = spec.replicas;
   const b = s.breakers.state(model);
   const run = s.rollouts.get(model);

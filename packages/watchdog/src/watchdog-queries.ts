@@ -79,6 +79,17 @@ export abstract class WatchdogQueries {
     return this.st.nodes.get(nodeId)?.instances.size ?? 0;
   }
 
+  /**
+   * Each instance of `model` with its state ("pending" while a stop of it is
+   * in flight), no view made: a count over every replica of a model
+   * (ListModels, the replica gauges) allocates nothing per instance.
+   */
+  forEachOfModel(model: string, fn: (incarnation: string, state: InstanceStateName | "pending") => void): void {
+    const set = this.st.byModel.get(model);
+    if (set === undefined) return;
+    for (const r of set) fn(r.incarnation, r.state.t);
+  }
+
   instancesOfModel(model: string): InstanceView[] {
     return [...(this.st.byModel.get(model) ?? [])].map((r) => viewInstance(this.st, r));
   }

@@ -35,6 +35,15 @@ export interface BenchCoordinatorSetup {
 }
 
 /**
+ * WARDEN_BENCH_CPU_PROF_DIR: a V8 CPU profile of each process the routing
+ * benches start (coordinators, the bare forwarder), written there when it exits.
+ */
+export function cpuProfArgs(): string[] {
+  const dir = process.env.WARDEN_BENCH_CPU_PROF_DIR;
+  return dir === undefined || dir === "" ? [] : ["--cpu-prof", "--cpu-prof-dir", dir];
+}
+
+/**
  * `defaultPortMin`: where the embedded agent's backend ports start unless
  * WARDEN_TEST_PORT_BASE is set (side-by-side checkouts keep apart).
  */
@@ -55,7 +64,7 @@ export async function startBenchCoordinator(tag: string, defaultPortMin: number,
   const catalog = c === undefined ? "" : `, catalog: { backend-sim: { builtin: backend-sim, env: { BACKEND_SIM_TLS_CERT: ${join(c, "bench-backend.pem")}, BACKEND_SIM_TLS_KEY: ${join(c, "bench-backend-key.pem")} }, tls: { ca: ${join(c, "ca.pem")} } } }`;
   await writeFile(join(dir, "c.yaml"), `listen: ${address}\ninferenceListen: ${dataPlane}\nhttpListen: ${http}\nstateDir: ${join(dir, "state")}\n${tlsYaml}agent: { ports: { min: ${String(portMin)}, max: ${String(portMin + 49)} }, nvidiaSmi: ""${catalog}${setup.agent === undefined ? "" : `, ${setup.agent}`} }\n${setup.top === undefined ? "" : `${setup.top}\n`}models:\n${(setup.models ?? ['{ id: m, backend: backend-sim, options: ["sim.predict_tokens:1"] }']).map((m) => `  - ${m}\n`).join("")}`);
   const root = setup.root ?? resolve(import.meta.dirname, "..", "..");
-  const child = spawn(process.execPath, ["--import", "tsx", join(root, "services/cli/src/main.ts"), "up", "--config", join(dir, "c.yaml"), "--log-level", "warn"], { cwd: root, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(process.execPath, [...cpuProfArgs(), "--import", "tsx", join(root, "services/cli/src/main.ts"), "up", "--config", join(dir, "c.yaml"), "--log-level", "warn"], { cwd: root, stdio: ["ignore", "pipe", "pipe"] });
   let out = "";
   child.stdout.on("data", (b: Buffer) => (out += b.toString()));
   // The banner comes on stderr under JSON logs; what follows it (a crash) passes through to the bench's stderr.

@@ -20,7 +20,7 @@ import { join, resolve } from "node:path";
 import { createClient } from "@warden/grpc";
 import { AdminService, Backend, InferenceService } from "@warden/proto";
 import { median, type BenchResult } from "./bench-result.js";
-import { startBenchCoordinator } from "./bench-coordinator.js";
+import { cpuProfArgs, startBenchCoordinator } from "./bench-coordinator.js";
 import { freePort } from "../support/free-port.js";
 
 const clockTicksPerSec = 100; // Linux USER_HZ
@@ -63,7 +63,7 @@ export async function run(): Promise<BenchResult[]> {
     const admin = createClient(AdminService, coordinator.address);
     const backendAddress = (await admin.listModels({})).instances[0]?.address ?? "";
     admin.close();
-    const fwd = spawn(process.execPath, ["--import", "tsx", join(root, "test/bench/bare-h2-forwarder.ts"), String(fwdPort), backendAddress], { cwd: root, stdio: ["ignore", "pipe", "inherit"] });
+    const fwd = spawn(process.execPath, [...cpuProfArgs(), "--import", "tsx", join(root, "test/bench/bare-h2-forwarder.ts"), String(fwdPort), backendAddress], { cwd: root, stdio: ["ignore", "pipe", "inherit"] });
     await new Promise<void>((ok, fail) => {
       fwd.stdout.on("data", (b: Buffer) => {
         if (b.toString().includes("listening")) ok();

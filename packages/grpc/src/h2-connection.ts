@@ -106,7 +106,9 @@ export class H2Connection {
     for (let attempt = 0; ; attempt++) {
       const slot = this.current();
       try {
-        const stream = slot.session.request(this.extraHeaders === undefined ? headers : { ...this.extraHeaders, ...headers }, { endStream: false });
+        // No options: a POST leaves the stream open for the request by default (endStream false), and
+        // node copies and validates an options object on every request.
+        const stream = slot.session.request(this.extraHeaders === undefined ? headers : { ...this.extraHeaders, ...headers });
         if (slot.active++ === 0) slot.session.ref();
         return { stream, slot };
       } catch (err) {

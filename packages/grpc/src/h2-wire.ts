@@ -31,7 +31,8 @@ const prefixBytes = 5;
  */
 export class MessageReader {
   /** The prefix of the next message, while fewer than 5 of its bytes have arrived. */
-  private readonly prefix = Buffer.alloc(prefixBytes);
+  /** Allocated the first time a prefix spans chunks (rare: most calls never need it). */
+  private prefix: Buffer | undefined;
   private prefixHave = 0;
   /** Body length of the message being collected; -1 while its prefix is incomplete. */
   private bodyBytes = -1;
@@ -58,13 +59,14 @@ export class MessageReader {
           at += prefixBytes;
         } else {
           const take = Math.min(prefixBytes - this.prefixHave, end - at);
-          chunk.copy(this.prefix, this.prefixHave, at, at + take);
+          const prefix = (this.prefix ??= Buffer.alloc(prefixBytes));
+          chunk.copy(prefix, this.prefixHave, at, at + take);
           this.prefixHave += take;
           at += take;
           if (this.prefixHave < prefixBytes) break;
           this.prefixHave = 0;
-          flag = this.prefix[0] ?? 0;
-          len = this.prefix.readUInt32BE(1);
+          flag = prefix[0] ?? 0;
+          len = prefix.readUInt32BE(1);
         }
         const err = this.check(flag, len);
         if (err !== undefined) {

@@ -5,7 +5,7 @@ import { Health } from "@warden/proto";
 import { HealthStatus, ServingStatus } from "./health.js";
 import { LeanServerCall, errorTrailers, trailersOnly, type AnyHandler, type Route } from "./lean-server-call.js";
 import { defaultMaxConcurrentStreams, defaultMaxMessageBytes, defaultMaxMetadataBytes, sessionMemoryMiB } from "./limits.js";
-import { headerListBytes, metadataTooLarge } from "./metadata-limit.js";
+import { headerListBytes, headerListWithin, metadataTooLarge } from "./metadata-limit.js";
 import { methodPath } from "./service-definition.js";
 import type { ListenResult, ShutdownOutcome } from "./server.js";
 import type { HandlerContext, ServiceImpl } from "./types.js";
@@ -223,9 +223,8 @@ export class LeanGrpcServer {
       trailersOnly(stream, errorTrailers(new WardenError(Code.Unimplemented, `unknown method ${path}`), undefined));
       return;
     }
-    const metadataBytes = headerListBytes(headers);
-    if (metadataBytes > this.maxMetadata) {
-      trailersOnly(stream, errorTrailers(metadataTooLarge(metadataBytes, this.maxMetadata), undefined));
+    if (!headerListWithin(headers, this.maxMetadata)) {
+      trailersOnly(stream, errorTrailers(metadataTooLarge(headerListBytes(headers), this.maxMetadata), undefined));
       return;
     }
     const encoding = headers["grpc-encoding"];

@@ -28,6 +28,23 @@ export function headerListBytes(headers: IncomingHttpHeaders): number {
   return n;
 }
 
+/**
+ * Whether raw request headers are within `maxBytes` by {@link headerListBytes}:
+ * the same answer, but a list that cannot reach the limit (every UTF-16 unit
+ * taken as 3 UTF-8 bytes, the most it can be) is passed without measuring
+ * each value exactly — every call's headers are checked.
+ */
+export function headerListWithin(headers: IncomingHttpHeaders, maxBytes: number): boolean {
+  let bound = 0;
+  for (const k in headers) {
+    const v = headers[k];
+    if (v === undefined) continue;
+    if (typeof v === "string") bound += k.length + 3 * v.length + entryOverheadBytes;
+    else for (const x of v) bound += k.length + 3 * x.length + entryOverheadBytes;
+  }
+  return bound <= maxBytes || headerListBytes(headers) <= maxBytes;
+}
+
 export function metadataTooLarge(bytes: number, maxBytes: number): WardenError {
   return capExceeded("metadata", `request metadata of ${String(bytes)} bytes exceeds the ${String(maxBytes)}-byte limit`);
 }

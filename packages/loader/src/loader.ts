@@ -16,7 +16,7 @@ import type { ReplicaStatus, ScalePatch } from "./replica-status.js";
 import { replicaStatusOf, replicaStatusesOf } from "./replica-status-of.js";
 import { endRollout, modelRules, reconcileEveryModel, reconcileReplicas } from "./replica-tick.js";
 import type { ReplicaPassWork } from "./replica-work.js";
-import { acquire, reportUnavailable } from "./routing.js";
+import { acquire, acquireNow, reportUnavailable } from "./routing.js";
 import { forgetUnconfirmed } from "./journal-replicas.js";
 import { stopInstance, unload, type UnloadOptions } from "./unload.js";
 import { LoaderQueries } from "./loader-queries.js";
@@ -181,6 +181,15 @@ export class Loader<H extends BackendHandle = BackendHandle> extends LoaderQueri
   /** Routes one call: a lease on a ready instance, counted by the watchdog (routing.ts); `hint` may prefer a replica. */
   acquire(modelId: string, signal: AbortSignal, hint?: RouteHint): Promise<Lease<H>> {
     return acquire(this.s, modelId, signal, hint);
+  }
+
+  /**
+   * The same lease in this turn when nothing needs waiting for (a routable
+   * replica ready, its lock free); undefined when the call must take
+   * `acquire`, which waits, loads or refuses (routing.ts acquireNow).
+   */
+  acquireNow(modelId: string, signal: AbortSignal, hint?: RouteHint): Lease<H> | undefined {
+    return acquireNow(this.s, modelId, signal, hint);
   }
 
   /** A routed call saw UNAVAILABLE: the process is gone; remove it the normal way (routing.ts). */

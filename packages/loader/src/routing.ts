@@ -2,6 +2,7 @@ import { Code, WardenError, isPlanted } from "@warden/common";
 import { ensureLoaded } from "./load-path.js";
 import type { LoaderState } from "./loader-state.js";
 import type { HeldInstance, Lease, RouteHint } from "./loader-types.js";
+import type { ModelSpec } from "./model-spec.js";
 import type { BackendHandle } from "./ports.js";
 import { maybeScaleUp } from "./replica-loads.js";
 import { chooseReplica, pickReplica, preferredReplica, routableNode } from "./replica-routing.js";
@@ -41,36 +42,73 @@ export async function acquire<H extends BackendHandle>(s: LoaderState<H>, modelI
       continue;
     }
     try {
-      if (routable(s, h)) {
-        // The full picture only when a scale-up may start: the best replica at target and room for another (live + stopping = held replicas, + a load in admission).
-        if (spec !== undefined && picked !== undefined && picked.inFlight >= spec.replicas.targetInFlight && s.replicas.count(modelId) < spec.replicas.max) maybeScaleUp(s, spec, chooseReplica(s, modelId));
-        const address = h.address ?? "";
-        const backend = h.backend ?? s.o.backends.connect(address, { nodeId: h.nodeId, model: h.model });
-        h.backend = backend;
-        if (h.placement === "remote-only") h.placement = "local-remote";
-        const end = s.core.trackRequest(address);
-        s.routes.touched(h.model, h.incarnation);
-        const onCall = s.o.onCall;
-        const startedMs = onCall === undefined ? 0 : s.o.clock.now();
-        onCall?.({ model: h.model, incarnation: h.incarnation, nodeId: h.nodeId, inFlight: s.core.inFlight(address) });
-        let told = false;
-        // Run-once is the watchdog's (its end() ignores a second call): one owner of the
-        // guard, so a double completion still reaches the rule it tests. A second
-        // touched() re-reads the same figures and changes nothing.
-        const complete = (): void => {
-          end();
-          s.routes.touched(h.model, h.incarnation);
-          // Once per call, whatever the number of completions (the observer counts calls).
-          if (onCall === undefined || told) return;
-          told = true;
-          onCall({ model: h.model, incarnation: h.incarnation, nodeId: h.nodeId, inFlight: s.core.inFlight(address), durationMs: s.o.clock.now() - startedMs });
-        };
-        return { incarnation: h.incarnation, nodeId: h.nodeId, address, model: h.model, backend, complete };
-      }
+      if (routable(s, h)) return leaseOn(s, modelId, spec, picked, h);
     } finally {
       release();
     }
   }
+}
+
+/**
+ * {@link acquire} in the same turn, for the usual call: a routable replica is
+ * ready, its lifecycle lock is free and nothing needs waiting for. Undefined
+ * whenever acquire would wait, load, route again or refuse (an aborted call,
+ * an unknown model, a full wait queue, an unreachable node): the caller then
+ * takes acquire, which decides those cases. The lease is the one acquire
+ * gives, without its promise turns (this runs on every routed call).
+ */
+export function acquireNow<H extends BackendHandle>(s: LoaderState<H>, modelId: string, signal: AbortSignal, hint?: RouteHint): Lease<H> | undefined {
+  if (signal.aborted) return undefined;
+  const spec = s.models.get(modelId);
+  if (spec === undefined || (s.waiting.get(modelId) ?? 0) >= s.maxWaiting) return undefined;
+  const picked = pickReplica(s, modelId);
+  if (picked === undefined) return undefined;
+  const h = (hint === undefined ? undefined : preferredReplica(s, modelId, hint, picked.best)) ?? picked.best;
+  if (!routableNode(s, h)) return undefined;
+  const release = isPlanted("route-to-stopping") ? noop : s.locks.tryShared(h.incarnation);
+  if (release === undefined) return undefined;
+  try {
+    return routable(s, h) ? leaseOn(s, modelId, spec, picked, h) : undefined;
+  } finally {
+    release();
+  }
+}
+
+/**
+ * The lease on `h` (routable, its shared lock held by the caller for this
+ * turn): may start a scale-up, starts tracking the call and tells `onCall`.
+ */
+function leaseOn<H extends BackendHandle>(s: LoaderState<H>, modelId: string, spec: ModelSpec | undefined, picked: { readonly inFlight: number } | undefined, h: HeldInstance<H>): Lease<H> {
+  // The full picture only when a scale-up may start: the best replica at target and room for another (live + stopping = held replicas, + a load in admission).
+  if (spec !== undefined && picked !== undefined && picked.inFlight >= spec.replicas.targetInFlight && s.replicas.count(modelId) < spec.replicas.max) maybeScaleUp(s, spec, chooseReplica(s, modelId));
+  const address = h.address ?? "";
+  const backend = h.backend ?? s.o.backends.connect(address, { nodeId: h.nodeId, model: h.model });
+  h.backend = backend;
+  if (h.placement === "remote-only") h.placement = "local-remote";
+  const end = s.core.trackRequest(address);
+  s.routes.touched(h.model, h.incarnation);
+  const onCall = s.o.onCall;
+  const startedMs = onCall === undefined ? 0 : s.o.clock.now();
+  onCall?.({ model: h.model, incarnation: h.incarnation, nodeId: h.nodeId, inFlight: s.core.inFlight(address) });
+  let told = false;
+  return {
+    incarnation: h.incarnation,
+    nodeId: h.nodeId,
+    address,
+    model: h.model,
+    backend,
+    // Run-once is the watchdog's (its end() ignores a second call): one owner of the
+    // guard, so a double completion still reaches the rule it tests. A second
+    // touched() re-reads the same figures and changes nothing.
+    complete: () => {
+      end();
+      s.routes.touched(h.model, h.incarnation);
+      // Once per call, whatever the number of completions (the observer counts calls).
+      if (onCall === undefined || told) return;
+      told = true;
+      onCall({ model: h.model, incarnation: h.incarnation, nodeId: h.nodeId, inFlight: s.core.inFlight(address), durationMs: s.o.clock.now() - startedMs });
+    },
+  };
 }
 
 /**

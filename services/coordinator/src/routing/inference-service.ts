@@ -2,7 +2,7 @@ import { create } from "@bufbuild/protobuf";
 import type { DescMethod } from "@bufbuild/protobuf";
 import { Backend, InferenceService, PredictOptionsSchema, type PredictOptions } from "@warden/proto";
 import type { HandlerContext, RawUnaryHandler, ServiceImpl } from "@warden/grpc";
-import { checkIdentifier, type Logger } from "@warden/common";
+import { WardenError, checkIdentifier, type Logger } from "@warden/common";
 import type { Loader } from "@warden/loader";
 import type { BackendClientHandle } from "./backend-connector.js";
 import { modelIdentity } from "./model-identity.js";
@@ -64,27 +64,36 @@ export function inferenceService(
   return {
     // The data-plane listener's Predict: same lease, tracking and retry, on bytes (see predict-bytes.ts).
     // A prefix-routed model's prompt is read from the bytes (bounded, prompt-bytes.ts); other models pay one config lookup.
-    async predictBytes(bytes, ctx) {
-      const { model, backendRequest } = splitPredictRequest(bytes, (m) => modelIdentity(loader, m));
-      checkModel(model);
-      mayUse(model, ctx, InferenceService.method.predict);
-      const size: CallBytes = { reqBytes: bytes.length };
-      return track(calls.unary(
-        model,
-        ctx.signal,
-        async (lease) => {
-          const deadlineAtMs = ctx.deadlineAtMs;
-          const raw = await lease.backend.client.unaryBytes(Backend.method.predict, backendRequest, deadlineAtMs === undefined ? { signal: ctx.signal } : { signal: ctx.signal, deadlineAtMs });
-          if (onTokens !== undefined) tokensOf(model, replyTokens(raw));
-          const reply = predictResponseBytes(raw, lease.nodeId);
-          size.respBytes = reply.length;
-          return reply;
-        },
-        () => true,
-        prefix?.hint(model, () => promptOfOptions(backendRequest, prefixPromptChars)),
-        admission?.callerOf(ctx),
-        size,
-      ));
+    // Promise chains rather than async functions: each async layer costs promise turns on every call.
+    predictBytes(bytes, ctx) {
+      let unary: Promise<Uint8Array>;
+      try {
+        const { model, backendRequest } = splitPredictRequest(bytes, (m) => modelIdentity(loader, m));
+        checkModel(model);
+        mayUse(model, ctx, InferenceService.method.predict);
+        const size: CallBytes = { reqBytes: bytes.length };
+        const deadlineAtMs = ctx.deadlineAtMs;
+        const opts = deadlineAtMs === undefined ? { signal: ctx.signal } : { signal: ctx.signal, deadlineAtMs };
+        unary = calls.unary(
+          model,
+          ctx.signal,
+          (lease) =>
+            lease.backend.client.unaryBytes(Backend.method.predict, backendRequest, opts).then((raw) => {
+              if (onTokens !== undefined) tokensOf(model, replyTokens(raw));
+              const reply = predictResponseBytes(raw, lease.nodeId);
+              size.respBytes = reply.length;
+              return reply;
+            }),
+          () => true,
+          prefix?.hint(model, () => promptOfOptions(backendRequest, prefixPromptChars)),
+          admission?.callerOf(ctx),
+          size,
+        );
+      } catch (err) {
+        // Refused before routing (bytes, model name, token, priority): not a routed call.
+        return Promise.reject(WardenError.from(err));
+      }
+      return track(unary);
     },
     async predict(req, ctx) {
       checkModel(req.model);

@@ -154,30 +154,83 @@ export class RoutedCalls {
     return lease;
   }
 
-  /** One unary call: retried once on a fresh instance while `mayRetry()`; holds one admission place throughout. */
-  async unary<T>(model: string, signal: AbortSignal, fn: (lease: Lease<BackendClientHandle>) => Promise<T>, mayRetry: () => boolean, hint?: CallRouteHint, caller: CallerClass = defaultCaller, bytes?: CallBytes): Promise<T> {
+  /**
+   * One unary call: retried once on a fresh instance while `mayRetry()`;
+   * holds one admission place throughout. The usual call — no gate, a
+   * replica ready — takes its lease in this turn and adds one promise turn to
+   * `fn`'s (this runs on every routed call); waits, loads and the retry go
+   * through `unaryAttempts`.
+   */
+  unary<T>(model: string, signal: AbortSignal, fn: (lease: Lease<BackendClientHandle>) => Promise<T>, mayRetry: () => boolean, hint?: CallRouteHint, caller: CallerClass = defaultCaller, bytes?: CallBytes): Promise<T> {
     const w = this.watch(model, caller, bytes);
-    if (w === undefined) return this.admitted(model, signal, fn, mayRetry, hint, caller, undefined);
-    try {
-      return await this.admitted(model, signal, fn, mayRetry, hint, caller, w);
-    } finally {
-      w.end();
-    }
+    // Models without `admission:` go straight to routing.
+    const gate = this.gate;
+    const p = gate?.gates(model) === true ? this.admitted(gate, model, signal, fn, mayRetry, hint, caller, w) : this.firstAttempt(model, signal, fn, mayRetry, hint, w);
+    if (w === undefined) return p;
+    return p.then(
+      (v) => {
+        w.end();
+        return v;
+      },
+      (err: unknown) => {
+        w.end();
+        throw err;
+      },
+    );
   }
 
-  private async admitted<T>(model: string, signal: AbortSignal, fn: (lease: Lease<BackendClientHandle>) => Promise<T>, mayRetry: () => boolean, hint: CallRouteHint | undefined, caller: CallerClass, w: { leased(): void } | undefined): Promise<T> {
-    // Models without `admission:` go straight to routing, without an extra turn.
-    if (this.gate?.gates(model) !== true) return this.unaryAttempts(model, signal, fn, mayRetry, hint, w);
-    const release = await this.gate.enter(model, caller, signal);
+  private async admitted<T>(gate: AdmissionGate, model: string, signal: AbortSignal, fn: (lease: Lease<BackendClientHandle>) => Promise<T>, mayRetry: () => boolean, hint: CallRouteHint | undefined, caller: CallerClass, w: { leased(): void } | undefined): Promise<T> {
+    const release = await gate.enter(model, caller, signal);
     try {
-      return await this.unaryAttempts(model, signal, fn, mayRetry, hint, w);
+      return await this.firstAttempt(model, signal, fn, mayRetry, hint, w);
     } finally {
       release();
     }
   }
 
-  private async unaryAttempts<T>(model: string, signal: AbortSignal, fn: (lease: Lease<BackendClientHandle>) => Promise<T>, mayRetry: () => boolean, hint: CallRouteHint | undefined, w: { leased(): void } | undefined): Promise<T> {
-    for (let attempt = 0; ; attempt++) {
+  /** The first attempt on a lease taken in this turn when one is ready; else (or to retry) unaryAttempts. */
+  private firstAttempt<T>(model: string, signal: AbortSignal, fn: (lease: Lease<BackendClientHandle>) => Promise<T>, mayRetry: () => boolean, hint: CallRouteHint | undefined, w: { leased(): void } | undefined): Promise<T> {
+    let lease: Lease<BackendClientHandle> | undefined;
+    try {
+      lease = this.loader.acquireNow(model, signal, hint);
+    } catch (err) {
+      // As from acquire: the call fails unrouted (the caller's promise, never a throw).
+      return Promise.reject(WardenError.from(err));
+    }
+    if (lease === undefined) return this.unaryAttempts(model, signal, fn, mayRetry, hint, w, 0);
+    let result: Promise<T>;
+    try {
+      hint?.routed(lease.incarnation);
+      w?.leased();
+      result = fn(lease);
+    } catch (err) {
+      result = Promise.reject(WardenError.from(err));
+    }
+    return result.then(
+      (v) => {
+        lease.complete();
+        return v;
+      },
+      (err: unknown) => this.afterFailure(model, signal, fn, mayRetry, hint, w, lease, err),
+    );
+  }
+
+  /** The first attempt failed: the instance is removed when gone or stale, and the call retried once on a fresh one. */
+  private async afterFailure<T>(model: string, signal: AbortSignal, fn: (lease: Lease<BackendClientHandle>) => Promise<T>, mayRetry: () => boolean, hint: CallRouteHint | undefined, w: { leased(): void } | undefined, lease: Lease<BackendClientHandle>, err: unknown): Promise<T> {
+    const e = WardenError.from(err);
+    let retry: boolean;
+    try {
+      retry = (await this.removeIfGone(model, lease, e, signal)) && mayRetry();
+    } finally {
+      lease.complete();
+    }
+    if (!retry) throw e;
+    return this.unaryAttempts(model, signal, fn, mayRetry, hint, w, 1);
+  }
+
+  /** Attempts from `first` on (0: the first, retried once; 1: the retry), each on a lease `acquire` waits for. */
+  private async unaryAttempts<T>(model: string, signal: AbortSignal, fn: (lease: Lease<BackendClientHandle>) => Promise<T>, mayRetry: () => boolean, hint: CallRouteHint | undefined, w: { leased(): void } | undefined, first: number): Promise<T> {
+    for (let attempt = first; ; attempt++) {
       const lease = await this.acquire(model, signal, hint);
       w?.leased();
       try {

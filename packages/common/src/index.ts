@@ -6,6 +6,7 @@ export * from "./limits.js";
 export * from "./ulid.js";
 export * from "./logger.js";
 export * from "./signals.js";
+export * from "./call-signal.js";
 export * from "./backoff.js";
 export * from "./version.js";
 export * from "./load-settings.js";

@@ -33,7 +33,7 @@ export function deadlineSignal(clock: Clock, timeoutMs: number, what: string, pa
 }
 
 /** The reason of an aborted signal as a WardenError (CANCELLED when it is not one). */
-export function abortReason(signal: AbortSignal): WardenError {
+export function abortReason(signal: { readonly reason: unknown }): WardenError {
   const r: unknown = signal.reason;
   if (r instanceof WardenError) return r;
   return new WardenError(Code.Canceled, r instanceof Error ? r.message : "operation cancelled", { cause: r });

@@ -3,7 +3,7 @@ import type { ClientHttp2Stream, IncomingHttpHeaders, OutgoingHttpHeaders } from
 // whole grpc-js channel stack (and proto-loader, protobufjs), which the lean client exists to avoid
 // and which a short `warden` admin command cannot afford to load (see services/cli).
 import { Metadata } from "@grpc/grpc-js/build/src/metadata.js";
-import { Code, WardenError, abortReason, deadlineTimer, isCode, type Cancel } from "@warden/common";
+import { Code, WardenError, abortReason, deadlineTimer, isCode, type AbortLike, type Cancel } from "@warden/common";
 import { detailsTrailerKey, parseErrorDetails } from "./codes.js";
 import { h2c, type H2Connection, type SessionSlot } from "./h2-connection.js";
 import { MessageReader, decodeGrpcMessage, formatGrpcTimeout, frameMessage } from "./h2-wire.js";
@@ -39,6 +39,11 @@ function statusError(headers: IncomingHttpHeaders): WardenError | undefined {
   return new WardenError(code, decodeGrpcMessage(headers["grpc-message"]), { details: parseErrorDetails(headers[detailsTrailerKey]) });
 }
 
+/** A lean client call's options: a call may be cancelled by `cancel` (the lean server's per-call CallSignal) instead of an AbortSignal; it wins over `signal`. */
+export interface H2CallOptions extends CallOptions {
+  readonly cancel?: AbortLike;
+}
+
 export interface CallControl {
   cancel(): void;
   pause(): void;
@@ -65,6 +70,8 @@ class ClientCall implements CallControl {
   private settled = false;
   private cancelTimer: Cancel | undefined;
   private onAbort: (() => void) | undefined;
+  /** What cancels the call: `opts.cancel`, else `opts.signal`. */
+  private readonly signal: AbortLike | undefined;
   private stream: ClientHttp2Stream | undefined;
   private slot: SessionSlot | undefined;
   /** Why the stream ended early on our side, when it did. */
@@ -79,9 +86,11 @@ class ClientCall implements CallControl {
 
   constructor(
     private readonly authority: string,
-    private readonly opts: CallOptions | undefined,
+    private readonly opts: H2CallOptions | undefined,
     private readonly sink: CallSink,
-  ) {}
+  ) {
+    this.signal = opts?.cancel ?? opts?.signal;
+  }
 
   start(conn: H2Connection, path: string, request: Uint8Array | AsyncIterable<Uint8Array>, maxReceive: number, maxSend: number): void {
     const withinMs = this.opts?.answerWithinMs;
@@ -90,7 +99,7 @@ class ClientCall implements CallControl {
       return;
     }
     // Nothing is sent until the server is known to answer: a call failed here ran nowhere.
-    whenPeerAnswers(conn, this.authority, this.opts, withinMs).then(
+    whenPeerAnswers(conn, this.authority, this.opts, withinMs, this.signal).then(
       () => {
         this.send(conn, path, request, maxReceive, maxSend);
       },
@@ -107,7 +116,7 @@ class ClientCall implements CallControl {
 
   private send(conn: H2Connection, path: string, request: Uint8Array | AsyncIterable<Uint8Array>, maxReceive: number, maxSend: number): void {
     const opts = this.opts;
-    const signal = opts?.signal;
+    const signal = this.signal;
     if (signal?.aborted === true) {
       this.finish(abortReason(signal));
       return;
@@ -250,7 +259,7 @@ class ClientCall implements CallControl {
     this.settled = true;
     this.stopLiveness();
     this.cancelTimer?.();
-    if (this.onAbort !== undefined) this.opts?.signal?.removeEventListener("abort", this.onAbort);
+    if (this.onAbort !== undefined) this.signal?.removeEventListener("abort", this.onAbort);
     this.sink.done(err);
   }
 
@@ -296,7 +305,7 @@ function writable(stream: ClientHttp2Stream): Promise<void> {
 }
 
 /** Starts one call; the returned controls serve a consumer that stops early or reads slowly. */
-export function startCall(conn: H2Connection, authority: string, path: string, request: Uint8Array | AsyncIterable<Uint8Array>, opts: CallOptions | undefined, maxReceive: number, maxSend: number, sink: CallSink): CallControl {
+export function startCall(conn: H2Connection, authority: string, path: string, request: Uint8Array | AsyncIterable<Uint8Array>, opts: H2CallOptions | undefined, maxReceive: number, maxSend: number, sink: CallSink): CallControl {
   const call = new ClientCall(authority, opts, sink);
   call.start(conn, path, request, maxReceive, maxSend);
   return call;

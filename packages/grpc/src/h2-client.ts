@@ -1,6 +1,6 @@
 import { create, fromBinary, toBinary, type DescMethod, type DescService } from "@bufbuild/protobuf";
 import { Code, WardenError } from "@warden/common";
-import { startCall } from "./h2-client-call.js";
+import { startCall, type H2CallOptions } from "./h2-client-call.js";
 import { H2Connection } from "./h2-connection.js";
 import { defaultMaxMessageBytes } from "./limits.js";
 import { lazyMethods } from "./lazy-methods.js";
@@ -20,7 +20,7 @@ export interface H2ClientOptions {
 }
 
 /** One unary call on encoded bytes: resolves with the reply's bytes. */
-function unaryBytes(conn: H2Connection, authority: string, path: string, request: Uint8Array, opts: CallOptions | undefined, maxReceive: number, maxSend: number): Promise<Uint8Array> {
+function unaryBytes(conn: H2Connection, authority: string, path: string, request: Uint8Array, opts: H2CallOptions | undefined, maxReceive: number, maxSend: number): Promise<Uint8Array> {
   return new Promise((resolve, reject) => {
     let reply: Uint8Array | undefined;
     let extra = false;
@@ -144,7 +144,7 @@ export function createH2Client<T extends DescService>(svc: T, address: string, o
     close() {
       conn.close();
     },
-    unaryBytes(method: DescMethod, request: Uint8Array, opts?: CallOptions): Promise<Uint8Array> {
+    unaryBytes(method: DescMethod, request: Uint8Array, opts?: H2CallOptions): Promise<Uint8Array> {
       return unaryBytes(conn, address, methodPath(method), request, opts, maxReceive, maxSend);
     },
     streamBytes(method: DescMethod, requests: Uint8Array | AsyncIterable<Uint8Array>, opts?: CallOptions): AsyncIterable<Uint8Array> {
@@ -165,7 +165,7 @@ export function createH2Client<T extends DescService>(svc: T, address: string, o
 
 /** The lean client: the typed methods, plus a unary call on already-encoded bytes (a proxy's pass-through). */
 export type H2Client<T extends DescService> = Client<T> & {
-  unaryBytes(method: DescMethod, request: Uint8Array, opts?: CallOptions): Promise<Uint8Array>;
+  unaryBytes(method: DescMethod, request: Uint8Array, opts?: H2CallOptions): Promise<Uint8Array>;
   /**
    * A streaming call on encoded bytes, any kind but unary: one request (server
    * streaming) or requests as they come (client and bidi streaming, written

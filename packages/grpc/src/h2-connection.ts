@@ -2,7 +2,7 @@ import type * as Http2 from "node:http2";
 import type { ClientHttp2Session, ClientHttp2Stream, OutgoingHttpHeaders } from "node:http2";
 import { connect as netConnect, isIP } from "node:net";
 import type * as Tls from "node:tls";
-import { Code, WardenError } from "@warden/common";
+import { Code, WardenError, type AbortLike } from "@warden/common";
 import type { ClientTls } from "./tls-material.js";
 import { notConnectedTransport } from "./call-never-sent.js";
 
@@ -182,7 +182,7 @@ export class H2Connection {
    * again. No request is sent before this resolves, so a call that fails here
    * ran nowhere.
    */
-  whenAnswering(answerWithinMs: number, freshMs: number, signal: AbortSignal | undefined): Promise<void> {
+  whenAnswering(answerWithinMs: number, freshMs: number, signal: AbortLike | undefined): Promise<void> {
     if (this.closed) return Promise.reject(new WardenError(Code.Unavailable, `client for ${this.authority} is closed`, { details: { transport: notConnectedTransport } }));
     const slot = this.current();
     if (slot.answered && performance.now() - slot.heardAtMs <= freshMs) return Promise.resolve();

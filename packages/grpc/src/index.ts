@@ -10,6 +10,7 @@ export * from "./health.js";
 export { ReflectionIndex } from "./reflection.js";
 export { inProcessClient } from "./in-process-client.js";
 export { createH2Client, type H2Client, type H2ClientOptions } from "./h2-client.js";
+export type { H2CallOptions } from "./h2-client-call.js";
 export { lazyMethods } from "./lazy-methods.js";
 export { readTlsMaterial, readCaBundle, clientTlsOf, maxPemFileBytes, type TlsFiles, type TlsMaterial, type ClientTls } from "./tls-material.js";
 export { ReloadableServerCredentials, minTlsVersion } from "./server-tls.js";

@@ -1,8 +1,9 @@
 import type { IncomingHttpHeaders, ServerHttp2Session } from "node:http2";
 import { describe, expect, it } from "vitest";
+import { CallSignal } from "@warden/common";
 import { LeanContext } from "./lean-context.js";
 
-const contextOf = (headers: IncomingHttpHeaders): LeanContext => new LeanContext(new AbortController(), headers, undefined as unknown as ServerHttp2Session, undefined);
+const contextOf = (headers: IncomingHttpHeaders): LeanContext => new LeanContext(new CallSignal(), headers, undefined as unknown as ServerHttp2Session, undefined);
 
 describe("LeanContext.firstMetadataValue", () => {
   it.each<[string, IncomingHttpHeaders, string]>([

@@ -1,6 +1,7 @@
 import type { IncomingHttpHeaders, OutgoingHttpHeaders, ServerHttp2Session } from "node:http2";
 import type { PeerCertificate, TLSSocket } from "node:tls";
 import { Metadata } from "@grpc/grpc-js";
+import type { CallSignal } from "@warden/common";
 import { peerCertificateOf } from "./peer-identity.js";
 import type { HandlerContext } from "./types.js";
 
@@ -9,18 +10,20 @@ const legalTextValue = /^[ -~]*$/;
 
 /** Metadata objects are built only when a handler asks for them: most calls never do. */
 export class LeanContext implements HandlerContext {
-  readonly signal: AbortSignal;
   private md: Metadata | undefined;
   private header: Metadata | undefined;
   private trailer: Metadata | undefined;
 
   constructor(
-    controller: AbortController,
+    readonly cancel: CallSignal,
     private readonly headers: IncomingHttpHeaders,
     private readonly session: ServerHttp2Session,
     readonly deadlineAtMs: number | undefined,
-  ) {
-    this.signal = controller.signal;
+  ) {}
+
+  /** Made on first use (most routed calls read `cancel` only). */
+  get signal(): AbortSignal {
+    return this.cancel.signal;
   }
 
   get metadata(): Metadata {

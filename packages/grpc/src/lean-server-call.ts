@@ -1,6 +1,6 @@
 import { constants as h2, type IncomingHttpHeaders, type OutgoingHttpHeaders, type ServerHttp2Session, type ServerHttp2Stream } from "node:http2";
 import { create, toBinary, type DescMethod } from "@bufbuild/protobuf";
-import { Code, WardenError, deadlineTimer, type Cancel } from "@warden/common";
+import { CallSignal, Code, WardenError, deadlineTimer, type AbortLike, type Cancel } from "@warden/common";
 import { detailsTrailerKey, wireStatus } from "./codes.js";
 import { MessageReader, encodeGrpcMessage, frameMessage, parseGrpcTimeout } from "./h2-wire.js";
 import { LeanContext } from "./lean-context.js";
@@ -43,7 +43,8 @@ export function trailersOnly(stream: ServerHttp2Stream, t: OutgoingHttpHeaders):
  * named closure costs a `name` definition per call.
  */
 export class LeanServerCall {
-  private readonly controller = new AbortController();
+  /** The call's cancellation: no AbortSignal unless the handler asks for one (LeanContext.signal). */
+  private readonly cancel = new CallSignal();
   private readonly ctx: LeanContext;
   private cancelTimer: Cancel | undefined;
   private done = false;
@@ -57,23 +58,23 @@ export class LeanServerCall {
     private readonly stream: ServerHttp2Stream,
     headers: IncomingHttpHeaders,
     private readonly route: Route,
-    private readonly live: Set<AbortController>,
+    private readonly live: Set<CallSignal>,
     maxReceive: number,
     private readonly maxSend: number,
   ) {
     const timeoutMs = parseGrpcTimeout(headers["grpc-timeout"]);
-    this.ctx = new LeanContext(this.controller, headers, stream.session as ServerHttp2Session, timeoutMs === undefined ? undefined : Date.now() + timeoutMs);
+    this.ctx = new LeanContext(this.cancel, headers, stream.session as ServerHttp2Session, timeoutMs === undefined ? undefined : Date.now() + timeoutMs);
     this.reader = new MessageReader(maxReceive, "request");
   }
 
   start(): void {
     const stream = this.stream;
-    this.live.add(this.controller);
+    this.live.add(this.cancel);
     const deadlineAtMs = this.ctx.deadlineAtMs;
     if (deadlineAtMs !== undefined) {
       this.cancelTimer = deadlineTimer(deadlineAtMs - Date.now(), () => {
         const e = new WardenError(Code.DeadlineExceeded, "call deadline exceeded");
-        this.controller.abort(e);
+        this.cancel.abort(e);
         this.fail(e);
       });
     }
@@ -99,7 +100,7 @@ export class LeanServerCall {
     if (this.done) return;
     // A client enforcing the same deadline may reset the stream a hair before our timer fires.
     const expired = this.ctx.deadlineAtMs !== undefined && Date.now() >= this.ctx.deadlineAtMs - 5;
-    this.controller.abort(expired ? new WardenError(Code.DeadlineExceeded, "call deadline exceeded") : new WardenError(Code.Canceled, "call cancelled by the client"));
+    this.cancel.abort(expired ? new WardenError(Code.DeadlineExceeded, "call deadline exceeded") : new WardenError(Code.Canceled, "call cancelled by the client"));
     this.finish();
   }
 
@@ -144,9 +145,9 @@ export class LeanServerCall {
     if (this.done) return;
     this.done = true;
     this.cancelTimer?.();
-    this.live.delete(this.controller);
-    if (!this.controller.signal.aborted) this.controller.abort(callCompleted);
-    this.requests?.fail(this.controller.signal.reason);
+    this.live.delete(this.cancel);
+    this.cancel.abort(callCompleted);
+    this.requests?.fail(this.cancel.reason);
   }
 
   private fail(err: unknown): void {
@@ -230,15 +231,15 @@ export class LeanServerCall {
     const ctx = this.ctx;
     try {
       for await (const msg of this.route.handler(input, ctx) as AsyncIterable<unknown>) {
-        if (ctx.signal.aborted || stream.closed) break;
+        if (this.cancel.aborted || stream.closed) break;
         this.respondHeaders();
-        if (!stream.write(this.encode(msg))) await drained(stream, ctx.signal);
+        if (!stream.write(this.encode(msg))) await drained(stream, this.cancel);
       }
     } catch (err) {
       this.fail(err);
       return;
     }
-    if (stream.closed || ctx.signal.aborted) {
+    if (stream.closed || this.cancel.aborted) {
       this.finish();
       return;
     }
@@ -248,7 +249,7 @@ export class LeanServerCall {
 }
 
 /** Resolves when the stream can take more, or the call's signal fires. */
-function drained(stream: ServerHttp2Stream, signal: AbortSignal): Promise<void> {
+function drained(stream: ServerHttp2Stream, signal: AbortLike): Promise<void> {
   return new Promise<void>((resolve) => {
     const go = (): void => {
       stream.removeListener("drain", go);

@@ -209,6 +209,30 @@ describe("LeanGrpcServer edges", () => {
     await s.shutdown(100);
   });
 
+  it("a raw handler proxying with ctx.cancel (no AbortSignal) passes the caller's cancel on to its own call", async () => {
+    const inner = createH2Client(Backend, address);
+    const s = new LeanGrpcServer();
+    s.add(Backend, echoBackend(newEchoBackendSeen()));
+    let cancel: unknown;
+    s.addRawUnary(Backend.method.predict, (bytes, ctx) => {
+      cancel = ctx.cancel;
+      return inner.unaryBytes(Backend.method.predict, bytes, { cancel: ctx.cancel });
+    });
+    const addr = (await s.listen("127.0.0.1:0")).address;
+    const c = createH2Client(Backend, addr);
+    seen.predictAbort = undefined;
+    const ctl = new AbortController();
+    const p = c.predict({ Prompt: "hang" }, { signal: ctl.signal }).catch((e: unknown) => e);
+    setTimeout(() => { ctl.abort(); }, 50);
+    expect(isWardenError(await p, Code.Canceled)).toBe(true);
+    expect(cancel).toBeDefined();
+    // The backend behind the proxy is told: its handler's signal reads CANCELLED.
+    await expect.poll(() => (seen.predictAbort as WardenError | undefined)?.code, { timeout: 10_000 }).toBe(Code.Canceled);
+    c.close();
+    inner.close();
+    await s.shutdown(100);
+  });
+
   it("answers a bidi-streaming method with a typed handler UNIMPLEMENTED (only raw streams take requests as they come)", async () => {
     const s = new LeanGrpcServer().add(ServerReflection, { serverReflectionInfo: async function* () {} });
     const addr = (await s.listen("127.0.0.1:0")).address;

@@ -1,6 +1,6 @@
 import { createSecureServer, createServer, constants as h2, type Http2SecureServer, type Http2Server, type IncomingHttpHeaders, type ServerHttp2Session, type ServerHttp2Stream } from "node:http2";
 import type { DescMethod, DescService } from "@bufbuild/protobuf";
-import { Code, WardenError } from "@warden/common";
+import { Code, WardenError, type CallSignal } from "@warden/common";
 import { Health } from "@warden/proto";
 import { HealthStatus, ServingStatus } from "./health.js";
 import { LeanServerCall, errorTrailers, trailersOnly, type AnyHandler, type Route } from "./lean-server-call.js";
@@ -73,7 +73,7 @@ export class LeanGrpcServer {
   private readonly maxMetadata: number;
   private readonly peerCaps: PeerCaps;
   private readonly sessions = new Set<ServerHttp2Session>();
-  private readonly live = new Set<AbortController>();
+  private readonly live = new Set<CallSignal>();
 
   constructor(options: LeanServerOptions = {}) {
     this.maxReceive = options.maxReceiveMessageBytes ?? defaultMaxMessageBytes;

@@ -1,4 +1,4 @@
-import { Code, WardenError, abortReason } from "@warden/common";
+import { Code, WardenError, abortReason, type AbortLike } from "@warden/common";
 import { unresponsiveTransport } from "./call-never-sent.js";
 import type { H2Connection, SessionSlot } from "./h2-connection.js";
 import type { CallOptions } from "./types.js";
@@ -19,13 +19,12 @@ export function callDeadlineOf(opts: CallOptions | undefined): number | undefine
  * Rejects with the call's abort reason, DEADLINE_EXCEEDED, or UNAVAILABLE
  * marked never-sent (and silent, when the server did not answer at all).
  */
-export async function whenPeerAnswers(conn: H2Connection, authority: string, opts: CallOptions | undefined, withinMs: number): Promise<void> {
+export async function whenPeerAnswers(conn: H2Connection, authority: string, opts: CallOptions | undefined, withinMs: number, signal: AbortLike | undefined = opts?.signal): Promise<void> {
   const deadlineAtMs = callDeadlineOf(opts);
   const boundMs = deadlineAtMs === undefined ? withinMs : Math.max(0, Math.min(withinMs, deadlineAtMs - Date.now()));
   try {
-    await conn.whenAnswering(boundMs, withinMs / 4, opts?.signal);
+    await conn.whenAnswering(boundMs, withinMs / 4, signal);
   } catch (err) {
-    const signal = opts?.signal;
     if (signal?.aborted === true) throw abortReason(signal);
     if (deadlineAtMs !== undefined && Date.now() >= deadlineAtMs) throw new WardenError(Code.DeadlineExceeded, `deadline exceeded waiting for ${authority} to answer`);
     throw WardenError.from(err, Code.Unavailable);

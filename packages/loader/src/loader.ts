@@ -188,7 +188,7 @@ export class Loader<H extends BackendHandle = BackendHandle> extends LoaderQueri
    * replica ready, its lock free); undefined when the call must take
    * `acquire`, which waits, loads or refuses (routing.ts acquireNow).
    */
-  acquireNow(modelId: string, signal: AbortSignal, hint?: RouteHint): Lease<H> | undefined {
+  acquireNow(modelId: string, signal: { readonly aborted: boolean }, hint?: RouteHint): Lease<H> | undefined {
     return acquireNow(this.s, modelId, signal, hint);
   }
 

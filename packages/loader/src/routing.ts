@@ -57,7 +57,7 @@ export async function acquire<H extends BackendHandle>(s: LoaderState<H>, modelI
  * takes acquire, which decides those cases. The lease is the one acquire
  * gives, without its promise turns (this runs on every routed call).
  */
-export function acquireNow<H extends BackendHandle>(s: LoaderState<H>, modelId: string, signal: AbortSignal, hint?: RouteHint): Lease<H> | undefined {
+export function acquireNow<H extends BackendHandle>(s: LoaderState<H>, modelId: string, signal: { readonly aborted: boolean }, hint?: RouteHint): Lease<H> | undefined {
   if (signal.aborted) return undefined;
   const spec = s.models.get(modelId);
   if (spec === undefined || (s.waiting.get(modelId) ?? 0) >= s.maxWaiting) return undefined;

@@ -72,11 +72,13 @@ export function inferenceService(
         checkModel(model);
         mayUse(model, ctx, InferenceService.method.predict);
         const size: CallBytes = { reqBytes: bytes.length };
+        // The lean server's cancellation when it offers one: no AbortSignal is made for a call served at once.
+        const cancel = ctx.cancel ?? ctx.signal;
         const deadlineAtMs = ctx.deadlineAtMs;
-        const opts = deadlineAtMs === undefined ? { signal: ctx.signal } : { signal: ctx.signal, deadlineAtMs };
+        const opts = deadlineAtMs === undefined ? { cancel } : { cancel, deadlineAtMs };
         unary = calls.unary(
           model,
-          ctx.signal,
+          cancel,
           (lease) =>
             lease.backend.client.unaryBytes(Backend.method.predict, backendRequest, opts).then((raw) => {
               if (onTokens !== undefined) tokensOf(model, replyTokens(raw));

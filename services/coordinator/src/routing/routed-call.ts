@@ -1,4 +1,4 @@
-import { Code, WardenError, codeName, type Logger } from "@warden/common";
+import { Code, WardenError, codeName, type CallCancel, type Logger } from "@warden/common";
 import type { Lease, Loader, RouteHint } from "@warden/loader";
 import type { BackendClientHandle } from "./backend-connector.js";
 import { defaultCaller, type AdmissionGate, type CallerClass } from "./admission-gate.js";
@@ -108,6 +108,17 @@ class CallWatch {
 }
 
 /**
+ * A unary call's cancellation: its AbortSignal, or the lean server's
+ * CallCancel (HandlerContext.cancel), whose AbortSignal is made only when a
+ * call has to wait (a load, the admission queue).
+ */
+export type CallSignalOf = AbortSignal | CallCancel;
+
+function abortSignalOf(s: CallSignalOf): AbortSignal {
+  return s instanceof AbortSignal ? s : s.signal;
+}
+
+/**
  * How routed calls hold instances: a lease per attempt, completed in
  * `finally` (so a cancel, deadline or error never strands an in-flight
  * count), and one retry on a fresh instance when the first one is gone
@@ -131,7 +142,7 @@ export class RoutedCalls {
   }
 
   /** Whether `e` from `lease`'s instance removes it; throws the explanation when it was being evicted anyway. */
-  private async removeIfGone(model: string, lease: Lease<BackendClientHandle>, e: WardenError, signal: AbortSignal): Promise<boolean> {
+  private async removeIfGone(model: string, lease: Lease<BackendClientHandle>, e: WardenError, signal: { readonly aborted: boolean }): Promise<boolean> {
     const stale = isStaleRoute(e);
     if ((e.code !== Code.Unavailable && !stale) || signal.aborted) return false;
     if (this.loader.isBeingStopped(lease.incarnation)) {
@@ -161,7 +172,7 @@ export class RoutedCalls {
    * `fn`'s (this runs on every routed call); waits, loads and the retry go
    * through `unaryAttempts`.
    */
-  unary<T>(model: string, signal: AbortSignal, fn: (lease: Lease<BackendClientHandle>) => Promise<T>, mayRetry: () => boolean, hint?: CallRouteHint, caller: CallerClass = defaultCaller, bytes?: CallBytes): Promise<T> {
+  unary<T>(model: string, signal: CallSignalOf, fn: (lease: Lease<BackendClientHandle>) => Promise<T>, mayRetry: () => boolean, hint?: CallRouteHint, caller: CallerClass = defaultCaller, bytes?: CallBytes): Promise<T> {
     const w = this.watch(model, caller, bytes);
     // Models without `admission:` go straight to routing.
     const gate = this.gate;
@@ -179,8 +190,8 @@ export class RoutedCalls {
     );
   }
 
-  private async admitted<T>(gate: AdmissionGate, model: string, signal: AbortSignal, fn: (lease: Lease<BackendClientHandle>) => Promise<T>, mayRetry: () => boolean, hint: CallRouteHint | undefined, caller: CallerClass, w: { leased(): void } | undefined): Promise<T> {
-    const release = await gate.enter(model, caller, signal);
+  private async admitted<T>(gate: AdmissionGate, model: string, signal: CallSignalOf, fn: (lease: Lease<BackendClientHandle>) => Promise<T>, mayRetry: () => boolean, hint: CallRouteHint | undefined, caller: CallerClass, w: { leased(): void } | undefined): Promise<T> {
+    const release = await gate.enter(model, caller, abortSignalOf(signal));
     try {
       return await this.firstAttempt(model, signal, fn, mayRetry, hint, w);
     } finally {
@@ -189,7 +200,7 @@ export class RoutedCalls {
   }
 
   /** The first attempt on a lease taken in this turn when one is ready; else (or to retry) unaryAttempts. */
-  private firstAttempt<T>(model: string, signal: AbortSignal, fn: (lease: Lease<BackendClientHandle>) => Promise<T>, mayRetry: () => boolean, hint: CallRouteHint | undefined, w: { leased(): void } | undefined): Promise<T> {
+  private firstAttempt<T>(model: string, signal: CallSignalOf, fn: (lease: Lease<BackendClientHandle>) => Promise<T>, mayRetry: () => boolean, hint: CallRouteHint | undefined, w: { leased(): void } | undefined): Promise<T> {
     let lease: Lease<BackendClientHandle> | undefined;
     try {
       lease = this.loader.acquireNow(model, signal, hint);
@@ -216,7 +227,7 @@ export class RoutedCalls {
   }
 
   /** The first attempt failed: the instance is removed when gone or stale, and the call retried once on a fresh one. */
-  private async afterFailure<T>(model: string, signal: AbortSignal, fn: (lease: Lease<BackendClientHandle>) => Promise<T>, mayRetry: () => boolean, hint: CallRouteHint | undefined, w: { leased(): void } | undefined, lease: Lease<BackendClientHandle>, err: unknown): Promise<T> {
+  private async afterFailure<T>(model: string, signal: CallSignalOf, fn: (lease: Lease<BackendClientHandle>) => Promise<T>, mayRetry: () => boolean, hint: CallRouteHint | undefined, w: { leased(): void } | undefined, lease: Lease<BackendClientHandle>, err: unknown): Promise<T> {
     const e = WardenError.from(err);
     let retry: boolean;
     try {
@@ -229,9 +240,9 @@ export class RoutedCalls {
   }
 
   /** Attempts from `first` on (0: the first, retried once; 1: the retry), each on a lease `acquire` waits for. */
-  private async unaryAttempts<T>(model: string, signal: AbortSignal, fn: (lease: Lease<BackendClientHandle>) => Promise<T>, mayRetry: () => boolean, hint: CallRouteHint | undefined, w: { leased(): void } | undefined, first: number): Promise<T> {
+  private async unaryAttempts<T>(model: string, signal: CallSignalOf, fn: (lease: Lease<BackendClientHandle>) => Promise<T>, mayRetry: () => boolean, hint: CallRouteHint | undefined, w: { leased(): void } | undefined, first: number): Promise<T> {
     for (let attempt = first; ; attempt++) {
-      const lease = await this.acquire(model, signal, hint);
+      const lease = await this.acquire(model, abortSignalOf(signal), hint);
       w?.leased();
       try {
         return await fn(lease);

@@ -35,12 +35,15 @@ export interface BenchCoordinatorSetup {
 }
 
 /**
- * WARDEN_BENCH_CPU_PROF_DIR: a V8 CPU profile of each process the routing
- * benches start (coordinators, the bare forwarder), written there when it exits.
+ * Node flags for each process the routing benches start (coordinators, the
+ * bare forwarder): WARDEN_BENCH_CPU_PROF_DIR, a V8 CPU profile of each,
+ * written there when it exits; WARDEN_BENCH_NODE_FLAGS, any other flags
+ * (space-separated, e.g. `--heap-prof --heap-prof-dir /tmp/h`), the same for all.
  */
 export function cpuProfArgs(): string[] {
   const dir = process.env.WARDEN_BENCH_CPU_PROF_DIR;
-  return dir === undefined || dir === "" ? [] : ["--cpu-prof", "--cpu-prof-dir", dir];
+  const extra = (process.env.WARDEN_BENCH_NODE_FLAGS ?? "").split(" ").filter((f) => f !== "");
+  return [...extra, ...(dir === undefined || dir === "" ? [] : ["--cpu-prof", "--cpu-prof-dir", dir])];
 }
 
 /**

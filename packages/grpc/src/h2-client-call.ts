@@ -44,6 +44,9 @@ export interface H2CallOptions extends CallOptions {
   readonly cancel?: AbortLike;
 }
 
+/** Stream errors are reported through 'close'; one listener for every call. */
+const ignore = (): undefined => undefined;
+
 export interface CallControl {
   cancel(): void;
   pause(): void;
@@ -185,7 +188,7 @@ class ClientCall implements CallControl {
       if (!stream.closed && !stream.writableEnded) stream.close(h2c.NGHTTP2_NO_ERROR);
     });
     // Reported through 'close', which always follows.
-    stream.on("error", () => undefined);
+    stream.on("error", ignore);
     stream.on("close", () => {
       this.slot?.release();
       this.finish(this.outcome());

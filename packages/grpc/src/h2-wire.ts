@@ -36,7 +36,8 @@ export class MessageReader {
   private prefixHave = 0;
   /** Body length of the message being collected; -1 while its prefix is incomplete. */
   private bodyBytes = -1;
-  private readonly parts: Buffer[] = [];
+  /** The slices of a message spanning chunks; made on the first such message, then reused. */
+  private parts: Buffer[] | undefined;
   private partsBytes = 0;
   private failure: WardenError | undefined;
 
@@ -84,12 +85,13 @@ export class MessageReader {
         continue;
       }
       const take = Math.min(want, avail);
-      this.parts.push(chunk.subarray(at, at + take));
+      const parts = (this.parts ??= []);
+      parts.push(chunk.subarray(at, at + take));
       this.partsBytes += take;
       at += take;
       if (this.partsBytes === this.bodyBytes) {
-        const whole = Buffer.concat(this.parts, this.partsBytes);
-        this.parts.length = 0;
+        const whole = Buffer.concat(parts, this.partsBytes);
+        parts.length = 0;
         this.partsBytes = 0;
         this.bodyBytes = -1;
         onMessage(whole);

@@ -19,6 +19,16 @@ export interface Route {
   readonly streamIn: boolean;
 }
 
+/**
+ * What every OK reply sends, shared by all calls: node copies headers and
+ * options before using them (respond, sendTrailers), so none is built per call.
+ */
+const okHeaders: OutgoingHttpHeaders = { [h2.HTTP2_HEADER_STATUS]: 200, [h2.HTTP2_HEADER_CONTENT_TYPE]: "application/grpc" };
+const okTrailers: OutgoingHttpHeaders = { "grpc-status": "0" };
+const withTrailers = { waitForTrailers: true } as const;
+/** Stream errors are reported through 'close'; one listener for every call. */
+const ignore = (): undefined => undefined;
+
 /** The abort reason of a call that completed; shared so no stack trace is captured per call. */
 const callCompleted = new WardenError(Code.Canceled, "call completed");
 
@@ -82,7 +92,7 @@ export class LeanServerCall {
     stream.on("close", () => {
       this.onClose();
     });
-    stream.on("error", () => undefined);
+    stream.on("error", ignore);
     stream.on("data", (chunk: Buffer) => {
       this.onData(chunk);
     });
@@ -177,7 +187,7 @@ export class LeanServerCall {
     if (this.stream.headersSent) return;
     // Per call: no spread to merge when the handler set no response metadata (the usual case).
     const extra = this.ctx.headerFields();
-    this.stream.respond(extra === undefined ? { [h2.HTTP2_HEADER_STATUS]: 200, [h2.HTTP2_HEADER_CONTENT_TYPE]: "application/grpc" } : { [h2.HTTP2_HEADER_STATUS]: 200, [h2.HTTP2_HEADER_CONTENT_TYPE]: "application/grpc", ...extra }, { waitForTrailers: true });
+    this.stream.respond(extra === undefined ? okHeaders : { ...okHeaders, ...extra }, withTrailers);
   }
 
   /** Ends the reply; the OK trailers follow when HTTP/2 asks for them. */
@@ -185,7 +195,7 @@ export class LeanServerCall {
     const stream = this.stream;
     stream.once("wantTrailers", () => {
       const extra = this.ctx.trailerFields();
-      stream.sendTrailers(extra === undefined ? { "grpc-status": "0" } : { ...extra, "grpc-status": "0" });
+      stream.sendTrailers(extra === undefined ? okTrailers : { ...extra, "grpc-status": "0" });
       this.finish();
     });
     if (body === undefined) stream.end();

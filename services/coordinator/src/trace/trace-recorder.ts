@@ -137,6 +137,16 @@ export class TraceRecorder {
     this.buffer.push(text);
   }
 
+  /** Buffers one line given as its JSON text (a routed call's, trace-taps.ts callLineJson); as `record` otherwise. */
+  recordJson(json: string): void {
+    if (this.closed) return;
+    if (this.buffer.length >= this.maxLines) {
+      this.drop(1, "buffer-full");
+      return;
+    }
+    this.buffer.push(json + "\n");
+  }
+
   /** Counts dropped lines and widens the pending gap over them. */
   private drop(lines: number, why: DropReason): void {
     this.drops[why] += lines;

@@ -2,11 +2,30 @@ import { EvictionReason, type Event } from "@warden/proto";
 import type { Cancel, Clock } from "@warden/common";
 import type { NodeRecord } from "@warden/cluster";
 import type { TraceLine } from "@warden/whatif";
-import type { RoutedCallObserver } from "../routing/routed-call.js";
+import type { RoutedCallObserver, RoutedCallRecord } from "../routing/routed-call.js";
 
 /** Where taps send lines (TraceRecorder.record). */
 export interface TraceSink {
   record(line: TraceLine): void;
+  /** One line already as its JSON text (what `record` would write for it); a sink without it takes `record`. */
+  recordJson?(json: string): void;
+}
+
+/** A number as JSON.stringify writes it (non-finite: null). */
+function jsonNumber(n: number): string {
+  return Number.isFinite(n) ? String(n) : "null";
+}
+
+/**
+ * The JSON text JSON.stringify gives a `call` line built in traceCalls'
+ * field order, written directly: one per routed call, where building the
+ * object with its optional fields and stringifying it was a visible share.
+ */
+export function callLineJson(at: number, c: RoutedCallRecord): string {
+  let json = `{"t":"call","at":${jsonNumber(at)},"m":${JSON.stringify(c.model)},"waitMs":${jsonNumber(c.waitMs)},"durMs":${jsonNumber(c.durMs)},"ok":${c.ok ? "true" : "false"},"cls":${JSON.stringify(c.cls)}`;
+  if (c.reqBytes !== undefined) json += `,"reqBytes":${jsonNumber(c.reqBytes)}`;
+  if (c.respBytes !== undefined) json += `,"respBytes":${jsonNumber(c.respBytes)}`;
+  return `${json}}`;
 }
 
 /** "EVICTION_REASON_SCALE_DOWN" → "scale-down", as the watchdog names it. */
@@ -75,6 +94,10 @@ export function traceCalls(clock: Clock, sink: TraceSink): RoutedCallObserver {
     callEnded: (c) => {
       // The wall time of its arrival: what a replay schedules it at.
       const at = clock.wallNow() - c.waitMs - c.durMs;
+      if (sink.recordJson !== undefined) {
+        sink.recordJson(callLineJson(at, c));
+        return;
+      }
       sink.record({ t: "call", at, m: c.model, waitMs: c.waitMs, durMs: c.durMs, ok: c.ok, cls: c.cls, ...(c.reqBytes === undefined ? {} : { reqBytes: c.reqBytes }), ...(c.respBytes === undefined ? {} : { respBytes: c.respBytes }) });
     },
   };

@@ -90,25 +90,46 @@ function leaseOn<H extends BackendHandle>(s: LoaderState<H>, modelId: string, sp
   const onCall = s.o.onCall;
   const startedMs = onCall === undefined ? 0 : s.o.clock.now();
   onCall?.({ model: h.model, incarnation: h.incarnation, nodeId: h.nodeId, inFlight: s.core.inFlight(address) });
-  let told = false;
-  return {
-    incarnation: h.incarnation,
-    nodeId: h.nodeId,
-    address,
-    model: h.model,
-    backend,
-    // Run-once is the watchdog's (its end() ignores a second call): one owner of the
-    // guard, so a double completion still reaches the rule it tests. A second
-    // touched() re-reads the same figures and changes nothing.
-    complete: () => {
-      end();
-      s.routes.touched(h.model, h.incarnation);
-      // Once per call, whatever the number of completions (the observer counts calls).
-      if (onCall === undefined || told) return;
-      told = true;
-      onCall({ model: h.model, incarnation: h.incarnation, nodeId: h.nodeId, inFlight: s.core.inFlight(address), durationMs: s.o.clock.now() - startedMs });
-    },
-  };
+  return new CallLease(s, h, address, backend, end, onCall, startedMs);
+}
+
+/**
+ * A routed call's lease: a class with a prototype `complete` rather than an
+ * object with a closure, as it is made on every routed call (and under tsx
+ * each closure there also gets its name defined per call).
+ */
+class CallLease<H extends BackendHandle> implements Lease<H> {
+  readonly incarnation: string;
+  readonly nodeId: string;
+  readonly model: string;
+  private told = false;
+
+  constructor(
+    private readonly s: LoaderState<H>,
+    h: HeldInstance<H>,
+    readonly address: string,
+    readonly backend: H,
+    private readonly end: () => void,
+    private readonly onCall: LoaderState<H>["o"]["onCall"],
+    private readonly startedMs: number,
+  ) {
+    this.incarnation = h.incarnation;
+    this.nodeId = h.nodeId;
+    this.model = h.model;
+  }
+
+  // Run-once is the watchdog's (its end() ignores a second call): one owner of the
+  // guard, so a double completion still reaches the rule it tests. A second
+  // touched() re-reads the same figures and changes nothing.
+  complete(): void {
+    this.end();
+    this.s.routes.touched(this.model, this.incarnation);
+    // Once per call, whatever the number of completions (the observer counts calls).
+    const onCall = this.onCall;
+    if (onCall === undefined || this.told) return;
+    this.told = true;
+    onCall({ model: this.model, incarnation: this.incarnation, nodeId: this.nodeId, inFlight: this.s.core.inFlight(this.address), durationMs: this.s.o.clock.now() - this.startedMs });
+  }
 }
 
 /**

@@ -184,9 +184,12 @@ class ClientCall implements CallControl {
     });
     // The server finished (its status came) while requests may still be written (a client or bidi
     // stream): the call is over, so our side ends too; otherwise 'close' waits for the caller's last request.
-    stream.on("end", () => {
-      if (!stream.closed && !stream.writableEnded) stream.close(h2c.NGHTTP2_NO_ERROR);
-    });
+    // (A single request is ended below, before any reply: nothing to do then.)
+    if (body === undefined) {
+      stream.on("end", () => {
+        if (!stream.closed && !stream.writableEnded) stream.close(h2c.NGHTTP2_NO_ERROR);
+      });
+    }
     // Reported through 'close', which always follows.
     stream.on("error", ignore);
     stream.on("close", () => {

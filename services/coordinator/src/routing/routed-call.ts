@@ -118,6 +118,21 @@ function abortSignalOf(s: CallSignalOf): AbortSignal {
   return s instanceof AbortSignal ? s : s.signal;
 }
 
+/** `p`, with `w` ended once it settles (before its reactions run). */
+function watched<T>(p: Promise<T>, w: CallWatch | undefined): Promise<T> {
+  if (w === undefined) return p;
+  return p.then(
+    (v) => {
+      w.end();
+      return v;
+    },
+    (err: unknown) => {
+      w.end();
+      throw err;
+    },
+  );
+}
+
 /**
  * How routed calls hold instances: a lease per attempt, completed in
  * `finally` (so a cancel, deadline or error never strands an in-flight
@@ -174,41 +189,37 @@ export class RoutedCalls {
    */
   unary<T>(model: string, signal: CallSignalOf, fn: (lease: Lease<BackendClientHandle>) => Promise<T>, mayRetry: () => boolean, hint?: CallRouteHint, caller: CallerClass = defaultCaller, bytes?: CallBytes): Promise<T> {
     const w = this.watch(model, caller, bytes);
-    // Models without `admission:` go straight to routing.
+    // Models without `admission:` go straight to routing; the watch ends once the admission place is given back.
     const gate = this.gate;
-    const p = gate?.gates(model) === true ? this.admitted(gate, model, signal, fn, mayRetry, hint, caller, w) : this.firstAttempt(model, signal, fn, mayRetry, hint, w);
-    if (w === undefined) return p;
-    return p.then(
-      (v) => {
-        w.end();
-        return v;
-      },
-      (err: unknown) => {
-        w.end();
-        throw err;
-      },
-    );
+    if (gate?.gates(model) === true) return watched(this.admitted(gate, model, signal, fn, mayRetry, hint, caller, w), w);
+    return this.firstAttempt(model, signal, fn, mayRetry, hint, w, true);
   }
 
-  private async admitted<T>(gate: AdmissionGate, model: string, signal: CallSignalOf, fn: (lease: Lease<BackendClientHandle>) => Promise<T>, mayRetry: () => boolean, hint: CallRouteHint | undefined, caller: CallerClass, w: { leased(): void } | undefined): Promise<T> {
+  private async admitted<T>(gate: AdmissionGate, model: string, signal: CallSignalOf, fn: (lease: Lease<BackendClientHandle>) => Promise<T>, mayRetry: () => boolean, hint: CallRouteHint | undefined, caller: CallerClass, w: CallWatch | undefined): Promise<T> {
     const release = await gate.enter(model, caller, abortSignalOf(signal));
     try {
-      return await this.firstAttempt(model, signal, fn, mayRetry, hint, w);
+      return await this.firstAttempt(model, signal, fn, mayRetry, hint, w, false);
     } finally {
       release();
     }
   }
 
-  /** The first attempt on a lease taken in this turn when one is ready; else (or to retry) unaryAttempts. */
-  private firstAttempt<T>(model: string, signal: CallSignalOf, fn: (lease: Lease<BackendClientHandle>) => Promise<T>, mayRetry: () => boolean, hint: CallRouteHint | undefined, w: { leased(): void } | undefined): Promise<T> {
+  /**
+   * The first attempt on a lease taken in this turn when one is ready; else
+   * (or to retry) unaryAttempts. With `endWatch`, ends `w` when the call
+   * settles: in the same reaction as the lease's completion on success.
+   */
+  private firstAttempt<T>(model: string, signal: CallSignalOf, fn: (lease: Lease<BackendClientHandle>) => Promise<T>, mayRetry: () => boolean, hint: CallRouteHint | undefined, w: CallWatch | undefined, endWatch: boolean): Promise<T> {
+    const ends = endWatch ? w : undefined;
     let lease: Lease<BackendClientHandle> | undefined;
     try {
       lease = this.loader.acquireNow(model, signal, hint);
     } catch (err) {
       // As from acquire: the call fails unrouted (the caller's promise, never a throw).
+      ends?.end();
       return Promise.reject(WardenError.from(err));
     }
-    if (lease === undefined) return this.unaryAttempts(model, signal, fn, mayRetry, hint, w, 0);
+    if (lease === undefined) return watched(this.unaryAttempts(model, signal, fn, mayRetry, hint, w, 0), ends);
     let result: Promise<T>;
     try {
       hint?.routed(lease.incarnation);
@@ -220,9 +231,10 @@ export class RoutedCalls {
     return result.then(
       (v) => {
         lease.complete();
+        ends?.end();
         return v;
       },
-      (err: unknown) => this.afterFailure(model, signal, fn, mayRetry, hint, w, lease, err),
+      (err: unknown) => watched(this.afterFailure(model, signal, fn, mayRetry, hint, w, lease, err), ends),
     );
   }
 

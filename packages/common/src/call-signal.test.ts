@@ -25,6 +25,29 @@ describe("CallSignal", () => {
     expect(ran).toEqual(["a", "c"]);
   });
 
+  it("a listener that throws does not stop the others or the abort; its error is reported as uncaught", async () => {
+    const s = new CallSignal();
+    const ran: string[] = [];
+    const boom = new Error("listener bug");
+    const uncaught: unknown[] = [];
+    const onUncaught = (e: unknown): void => void uncaught.push(e);
+    process.prependListener("uncaughtException", onUncaught);
+    try {
+      s.addEventListener("abort", () => {
+        throw boom;
+      });
+      s.addEventListener("abort", () => void ran.push("second"));
+      const signal = s.signal;
+      s.abort(new Error("why"));
+      expect(ran).toEqual(["second"]);
+      expect(signal.aborted).toBe(true);
+      await new Promise((r) => setImmediate(r));
+      expect(uncaught).toEqual([boom]);
+    } finally {
+      process.removeListener("uncaughtException", onUncaught);
+    }
+  });
+
   it("gives an AbortSignal of the same cancellation: made before the abort it fires with the reason, made after it is already aborted", () => {
     const early = new CallSignal();
     const signal = early.signal;

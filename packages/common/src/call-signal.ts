@@ -26,9 +26,10 @@ export interface CallCancel extends AbortLike {
  * keeps those in plain fields and makes the AbortSignal on first use of
  * `signal` — a call that waits (a load, the admission queue) gets it then.
  *
- * Abort runs the listeners (once each, in the order added), then aborts the
- * AbortSignal if one was made. Listeners are meant to be few: they are kept
- * in an array and removal is linear.
+ * Abort runs the listeners (once each, in the order added; one that throws
+ * is reported as an uncaught exception, as an AbortSignal's is, and the rest
+ * still run), then aborts the AbortSignal if one was made. Listeners are
+ * meant to be few: they are kept in an array and removal is linear.
  */
 export class CallSignal implements CallCancel {
   private isAborted = false;
@@ -61,7 +62,18 @@ export class CallSignal implements CallCancel {
     this.why = reason;
     const ls = this.listeners;
     this.listeners = undefined;
-    if (ls !== undefined) for (const l of ls) l();
+    if (ls !== undefined) {
+      for (const l of ls) {
+        try {
+          l();
+        } catch (err) {
+          // As an EventTarget does: a listener's throw is reported (uncaught), the other listeners still run.
+          queueMicrotask(() => {
+            throw err;
+          });
+        }
+      }
+    }
     this.controller?.abort(reason);
   }
 

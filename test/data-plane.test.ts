@@ -15,7 +15,7 @@ let t: TestCoordinator | undefined;
 const ports = { main: "", dataPlane: "" };
 
 beforeAll(async () => {
-  t = await startTestCoordinator({ models: [simModel("m")], extra: { inferenceListen: "127.0.0.1:0" } });
+  t = await startTestCoordinator({ models: [simModel("m"), simModel("slow", { knobs: { predict_delay_ms: 600_000 } })], extra: { inferenceListen: "127.0.0.1:0" } });
   ports.main = t.c.address;
   ports.dataPlane = t.c.inferenceAddress ?? "";
 });
@@ -58,6 +58,19 @@ describe.each(["dataPlane", "main"] as const)("InferenceService on the %s port",
     const r = await c.predict({ model: "m", options: { Prompt: prompt } }, { timeoutMs: 120_000 });
     expect(r.reply?.promptTokens).toBe(prompt.length);
     expect(r.nodeId).toBe("local");
+    c.close();
+  });
+
+  it("a Predict past its deadline is DEADLINE_EXCEEDED and gives its in-flight place back: the deadline reaches the backend call", async () => {
+    const c = createClient(InferenceService, ports[port]);
+    // Loaded first, so the deadline falls in the backend call (the backend answers after ten minutes).
+    await t?.admin.loadModel({ model: "slow" });
+    const err = await c.predict({ model: "slow", options: { Prompt: "late" } }, { timeoutMs: 300 }).catch((e: unknown) => e);
+    expect(isWardenError(err, Code.DeadlineExceeded), String(err)).toBe(true);
+    // Busy tracking (what eviction respects) sees the call end long before the backend would answer:
+    // the backend call ended at the deadline (sent to the backend as grpc-timeout, and cancelled from
+    // here at the same moment) and the lease completed.
+    await expect.poll(async () => (await t?.admin.listModels({}))?.instances.filter((i) => i.model === "slow").map((i) => i.inFlight), { timeout: 10_000 }).toEqual([0]);
     c.close();
   });
 

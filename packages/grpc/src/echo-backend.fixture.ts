@@ -10,13 +10,15 @@ import { withUnimplemented } from "./unimplemented.js";
  */
 export interface EchoBackendSeen {
   predictAbort: unknown;
+  /** The deadline the last Predict's handler saw (undefined: none). */
+  predictDeadlineAtMs: number | undefined;
   streamAbort: unknown;
   header: string;
   peer: string;
 }
 
 export function newEchoBackendSeen(): EchoBackendSeen {
-  return { predictAbort: undefined, streamAbort: undefined, header: "", peer: "" };
+  return { predictAbort: undefined, predictDeadlineAtMs: undefined, streamAbort: undefined, header: "", peer: "" };
 }
 
 /** The NotFound message for model "missing": percent sign and non-ASCII exercise grpc-message encoding. */
@@ -52,6 +54,7 @@ export function echoBackend(seen: EchoBackendSeen): ServiceImpl<typeof Backend> 
       return { success: true, message: `loaded ${req.Model}` };
     },
     async predict(req, ctx) {
+      seen.predictDeadlineAtMs = ctx.deadlineAtMs;
       if (req.Prompt === "hang") {
         await waitForAbort(ctx);
         seen.predictAbort = ctx.signal.reason;

@@ -42,6 +42,13 @@ function statusError(headers: IncomingHttpHeaders): WardenError | undefined {
 /** A lean client call's options: a call may be cancelled by `cancel` (the lean server's per-call CallSignal) instead of an AbortSignal; it wins over `signal`. */
 export interface H2CallOptions extends CallOptions {
   readonly cancel?: AbortLike;
+  /**
+   * `cancel` itself aborts at `deadlineAtMs` (a proxy passing its own call's
+   * cancellation and deadline on: HandlerContext's fires at its deadline). The
+   * deadline still goes to the server (grpc-timeout), but no second timer is
+   * armed for it. Ignored without `cancel` or with `timeoutMs`.
+   */
+  readonly cancelAtDeadline?: boolean;
 }
 
 /** Stream errors are reported through 'close'; one listener for every call. */
@@ -167,7 +174,8 @@ class ClientCall implements CallControl {
       };
       signal.addEventListener("abort", this.onAbort, { once: true });
     }
-    if (deadlineAtMs !== undefined) {
+    // One timer per deadline: none when the cancel already fires at it.
+    if (deadlineAtMs !== undefined && !(opts?.cancelAtDeadline === true && opts.cancel !== undefined && opts.timeoutMs === undefined)) {
       this.cancelTimer = deadlineTimer(remaining, () => {
         this.cancelWith(new WardenError(Code.DeadlineExceeded, `deadline exceeded after ${String(Math.round(remaining))} ms`));
       });

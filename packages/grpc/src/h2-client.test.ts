@@ -1,9 +1,10 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { constants as http2Constants } from "node:http2";
 import { createServer } from "node:net";
 import { Metadata } from "@grpc/grpc-js";
-import { Code, WardenError, isWardenError } from "@warden/common";
-import { Backend, ServerReflection } from "@warden/proto";
+import { create, toBinary } from "@bufbuild/protobuf";
+import { CallSignal, Code, WardenError, isWardenError } from "@warden/common";
+import { Backend, PredictOptionsSchema, ServerReflection } from "@warden/proto";
 import { GrpcServer, createH2Client } from "./index.js";
 import { h2c } from "./h2-connection.js";
 import { decodeText, echoBackend, missingModelMessage, newEchoBackendSeen } from "./echo-backend.fixture.js";
@@ -95,6 +96,33 @@ describe("createH2Client against a real grpc-js server on loopback", () => {
     const past = await c.predict({ Prompt: "x" }, { deadlineAtMs: Date.now() - 1 }).catch((e: unknown) => e);
     expect(isWardenError(past, Code.DeadlineExceeded)).toBe(true);
     c.close();
+  });
+
+  it("with cancelAtDeadline the deadline goes to the server but arms no timer of its own: the cancel ends the call", async () => {
+    const c = createH2Client(Backend, address);
+    const timers = vi.spyOn(globalThis, "setTimeout");
+    // The deadline is a minute away: timers that long are this call's (the client's, and the server's in this process).
+    const longTimers = (): number => timers.mock.calls.filter(([, ms]) => typeof ms === "number" && ms > 30_000).length;
+    const hangUntilCancelled = async (cancelAtDeadline: boolean): Promise<number> => {
+      const before = longTimers();
+      seen.predictDeadlineAtMs = undefined;
+      const cancel = new CallSignal();
+      const request = toBinary(PredictOptionsSchema, create(PredictOptionsSchema, { Prompt: "hang" }));
+      const p = c.unaryBytes(Backend.method.predict, request, { cancel, deadlineAtMs: Date.now() + 60_000, cancelAtDeadline }).catch((e: unknown) => e);
+      await expect.poll(() => seen.predictDeadlineAtMs, { timeout: 10_000 }).toBeGreaterThan(Date.now() + 30_000);
+      const armed = longTimers() - before;
+      cancel.abort(new WardenError(Code.DeadlineExceeded, "call deadline exceeded"));
+      expect(isWardenError(await p, Code.DeadlineExceeded)).toBe(true);
+      return armed;
+    };
+    try {
+      const withFlag = await hangUntilCancelled(true);
+      const without = await hangUntilCancelled(false);
+      expect(without - withFlag).toBe(1);
+    } finally {
+      timers.mockRestore();
+      c.close();
+    }
   });
 
   it("an AbortSignal cancels a unary call with its reason and reaches the handler", async () => {

@@ -23,10 +23,10 @@ export interface HandlerContext {
    */
   firstMetadataValue?(key: string): string | undefined;
   /**
-   * The same cancellation as `signal`, readable without building the
-   * AbortSignal (several microseconds each): the lean server offers it for
-   * the hot proxy path, where `signal` is then made only if something asks
-   * for it. Elsewhere absent.
+   * The same cancellation as `signal` (it fires on deadline, client cancel
+   * and completion), readable without building the AbortSignal (several
+   * microseconds each): the lean server offers it for the hot proxy path,
+   * where `signal` is then made only if something asks for it. Elsewhere absent.
    */
   readonly cancel?: CallCancel;
 }

@@ -75,7 +75,8 @@ export function inferenceService(
         // The lean server's cancellation when it offers one: no AbortSignal is made for a call served at once.
         const cancel = ctx.cancel ?? ctx.signal;
         const deadlineAtMs = ctx.deadlineAtMs;
-        const opts = deadlineAtMs === undefined ? { cancel } : { cancel, deadlineAtMs };
+        // The call's own cancellation fires at its deadline: the backend call needs no timer of its own.
+        const opts = deadlineAtMs === undefined ? { cancel } : { cancel, deadlineAtMs, cancelAtDeadline: ctx.cancel !== undefined };
         unary = calls.unary(
           model,
           cancel,

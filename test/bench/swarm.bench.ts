@@ -20,7 +20,9 @@
  * TypeScript under tsx (default `bundle`: `warden up` from the esbuild bundle,
  * as `npm start` runs it — what ships); `--node-flags "<options>"` the
  * coordinator's node options (default the installed unit's,
- * `--max-semi-space-size=64`; `--node-flags ""` for node's defaults); `--against <checkout>` also runs each size against another
+ * `--max-semi-space-size=64`; `--node-flags ""` for node's defaults); `--auth off`
+ * runs without node tokens (an earlier checkout whose tokens file held at most
+ * 4 096); `--against <checkout>` also runs each size against another
  * checkout's coordinator (an earlier commit, its node_modules in place; see
  * swarm.md), right after this one's, and a row compares the two.
  */
@@ -74,6 +76,9 @@ export async function run(): Promise<BenchResult[]> {
   if (client !== "h2" && client !== "grpc-js") throw new Error(`--client: h2 or grpc-js, got ${client}`);
   const nodeFlagsArg = flag("--node-flags");
   const nodeFlags = nodeFlagsArg === undefined ? {} : { nodeFlags: nodeFlagsArg.split(" ").filter((f) => f !== "") };
+  const authArg = flag("--auth") ?? "on";
+  if (authArg !== "on" && authArg !== "off") throw new Error(`--auth: on or off, got ${authArg}`);
+  const auth = authArg === "on";
   const coordinator = flag("--coordinator") ?? "bundle";
   if (coordinator !== "bundle" && coordinator !== "source") throw new Error(`--coordinator: bundle or source, got ${coordinator}`);
   const out: BenchResult[] = [];
@@ -84,7 +89,7 @@ export async function run(): Promise<BenchResult[]> {
     const byMode = new Map<string, SwarmResult>();
     for (const kind of kinds) for (const mode of modes) {
       process.stderr.write(`swarm: ${String(nodes)} nodes, ${kind} heartbeats, ${mode} …\n`);
-      const r = await runSwarm({ nodes, steadyMs, explainCalls, deltas: kind === "delta", client, coordinator, ...nodeFlags, heartbeat: mode === "stream" ? "stream" : "unary", ...(generators === undefined ? {} : { generators }) });
+      const r = await runSwarm({ nodes, steadyMs, explainCalls, deltas: kind === "delta", client, coordinator, auth, ...nodeFlags, heartbeat: mode === "stream" ? "stream" : "unary", ...(generators === undefined ? {} : { generators }) });
       // The kind's comparison (full against delta) and --against use the first mode's run.
       if (!byKind.has(kind)) byKind.set(kind, r);
       byMode.set(`${kind}/${mode}`, r);
@@ -101,7 +106,7 @@ export async function run(): Promise<BenchResult[]> {
     if (against !== undefined) {
       for (const kind of kinds) {
         process.stderr.write(`swarm: ${String(nodes)} nodes, ${kind} heartbeats, the coordinator of ${against} …\n`);
-        const theirs = await runSwarm({ nodes, steadyMs, explainCalls, deltas: kind === "delta", client, coordinator, ...nodeFlags, checkout: against, ...(generators === undefined ? {} : { generators }) });
+        const theirs = await runSwarm({ nodes, steadyMs, explainCalls, deltas: kind === "delta", client, coordinator, auth, ...nodeFlags, checkout: against, ...(generators === undefined ? {} : { generators }) });
         const d: Record<string, string> = { inventory: kind, checkout: against, ...describe(theirs) };
         details.push(d);
         process.stderr.write(`${JSON.stringify(d)}\n`);

@@ -7,7 +7,8 @@
  * and their ratio. `npm run bench -- server-layer [--nodes 1000] [--steady-ms 15000]`.
  */
 import type { BenchResult } from "./bench-result.js";
-import { forkChild, measureSide, nextMessage, percentile, stopChild, stopGenerators, type SwarmOptions } from "./swarm-run.js";
+import { measureSide, percentile, type SwarmOptions } from "./swarm-run.js";
+import { forkChild, nextMessage, stopChild, stopGenerators } from "./swarm-children.js";
 
 function flag(name: string): string | undefined {
   const i = process.argv.indexOf(name);

@@ -10,7 +10,7 @@
  * scrape, so each scrape is one window), heartbeat latency from the agents'
  * side, admin call latency from this process.
  */
-import { fork, type ChildProcess } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -22,6 +22,7 @@ import { startCoordinatorProcess } from "../support/coordinator-process.js";
 import { coordinatorNodeFlags } from "../../services/cli/src/install-render.js";
 import { freePort } from "../support/free-port.js";
 import type { SwarmAgentsConfig, SwarmAgentsReport } from "./swarm-agents.js";
+import { forkChild, nextMessage, stopChild, stopGenerators, type Generators } from "./swarm-children.js";
 
 export interface SwarmOptions {
   readonly nodes: number;
@@ -145,54 +146,6 @@ async function everyPage<R extends { nextPageToken: string }, T>(call: (pageToke
     token = r.nextPageToken;
   } while (token !== "");
   return out;
-}
-
-/** Forks a bench child with tsx (IPC on). */
-export function forkChild(file: string, args: readonly string[]): ChildProcess {
-  return fork(join(import.meta.dirname, file), [...args], { execArgv: ["--import", "tsx"], stdio: ["ignore", "inherit", "inherit", "ipc"] });
-}
-
-export function nextMessage<T>(child: ChildProcess, t: string, timeoutMs: number): Promise<T> {
-  return new Promise<T>((resolve, reject) => {
-    const timer = setTimeout(() => {
-      cleanup();
-      reject(new Error(`no "${t}" from child within ${String(timeoutMs)} ms`));
-    }, timeoutMs);
-    const onMessage = (m: { t: string }): void => {
-      if (m.t !== t) return;
-      cleanup();
-      resolve(m as T);
-    };
-    const onExit = (code: number | null): void => {
-      cleanup();
-      reject(new Error(`child exited with ${String(code)} before "${t}"`));
-    };
-    const cleanup = (): void => {
-      clearTimeout(timer);
-      child.off("message", onMessage);
-      child.off("exit", onExit);
-    };
-    child.on("message", onMessage);
-    child.once("exit", onExit);
-  });
-}
-
-export async function stopChild(child: ChildProcess, graceMs = 15_000): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  const exited = new Promise((r) => child.once("exit", r));
-  child.send({ t: "stop" });
-  const timer = setTimeout(() => child.kill("SIGKILL"), graceMs);
-  await exited;
-  clearTimeout(timer);
-}
-
-/** The load generators: each forked with its own range of nodes. */
-export interface Generators {
-  readonly children: readonly ChildProcess[];
-}
-
-export async function stopGenerators(g: Generators): Promise<void> {
-  await Promise.all(g.children.map((c) => stopChild(c)));
 }
 
 /** Merges the reports of several generator processes into one (latency percentiles over every heartbeat). */

@@ -1,5 +1,5 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import { AbortLatch, permissionDenied } from "@warden/common";
+import { AbortLatch, permissionDenied, throwIfAborted } from "@warden/common";
 import type { HandlerContext } from "@warden/grpc";
 import type { HeartbeatRequest, HeartbeatResponseSchema } from "@warden/proto";
 import type { TurnBudget } from "./turn-budget.js";
@@ -38,7 +38,11 @@ export async function* heartbeatStream(requests: AsyncIterable<HeartbeatRequest>
       const req = next.value;
       bound ??= req.nodeId;
       if (req.nodeId !== bound) throw permissionDenied("node_id", `this stream speaks for node "${bound.slice(0, 128)}", not ${JSON.stringify(req.nodeId.slice(0, 128))}`);
-      for (let later = deps.budget?.wait(); later !== undefined; later = deps.budget?.wait()) await later;
+      for (let later = deps.budget?.wait(); later !== undefined; later = deps.budget?.wait()) {
+        await later;
+        // Ended or revoked while it waited for its turn: not applied.
+        throwIfAborted(ctx.signal);
+      }
       yield deps.beat(req, ctx);
     }
   } finally {

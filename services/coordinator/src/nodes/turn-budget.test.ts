@@ -64,3 +64,27 @@ describe("TurnBudget", () => {
     expect(budget.deferredTurns).toBe(1);
   });
 });
+
+describe("a heartbeat waiting for its turn", () => {
+  it("is not applied when the stream ends or is revoked while it waits", async () => {
+    let ms = 0;
+    const budget = new TurnBudget({ budgetMs: 10, nowMs: () => ms });
+    const ctl = new AbortController();
+    const ctx = { signal: ctl.signal, peer: "127.0.0.1:1" } as HandlerContext;
+    const applied: bigint[] = [];
+    const beat = (req: HeartbeatRequest) => {
+      ms += 6; // two heartbeats spend this turn's budget
+      applied.push(req.sequence);
+      // Revoked once the third has been read and waits for the next turn (this runs before that turn).
+      if (applied.length === 2) setImmediate(() => { ctl.abort(new Error("revoked")); });
+      return {};
+    };
+    const out: unknown[] = [];
+    await expect(
+      (async () => {
+        for await (const r of heartbeatStream(queued(5), ctx, { boundNodeOf: () => undefined, beat, budget })) out.push(r);
+      })(),
+    ).rejects.toThrow("revoked");
+    expect(applied).toEqual([1n, 2n]);
+  });
+});

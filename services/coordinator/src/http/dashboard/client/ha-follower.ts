@@ -12,6 +12,8 @@ import { byId } from "./dom.js";
 const haPollMs = 1_000;
 /** Failed asks in a row before the page tries another member it has seen. */
 const haUnreachableTries = 3;
+/** One ask's deadline: a request that stalls (a member going away, a connection that never answers) counts as a failed ask, so the page never waits on it for good. */
+const haAskTimeoutMs = 5_000;
 /** The query parameter naming the member the page left (the standby's HTTP listener reads it too). */
 const leftParam = "left";
 
@@ -86,12 +88,13 @@ export class HaFollower {
   private async read(): Promise<DashboardHa | "unreachable" | "open"> {
     let res: Response;
     try {
-      res = await fetch("/api/dashboard/ha", { headers: this.headers(), cache: "no-store" });
+      res = await fetch("/api/dashboard/ha", { headers: this.headers(), cache: "no-store", signal: AbortSignal.timeout(haAskTimeoutMs) });
     } catch {
       return "unreachable";
     }
     if (!res.ok) return res.status >= 500 ? "unreachable" : "open";
     try {
+      // The body under the same deadline: the signal covers reading it too.
       return (await res.json()) as DashboardHa;
     } catch {
       return "unreachable";

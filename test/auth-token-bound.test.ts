@@ -16,17 +16,11 @@ import { AdminService } from "@warden/proto";
 import { mintToken, tokenLine } from "@warden/coordinator";
 import { startCoordinatorProcess, type CoordinatorProcess } from "./support/coordinator-process.js";
 import { withToken } from "./support/auth-tokens.js";
+import { until } from "./support/coordinator-harness.js";
 
 /** Generous: a loaded 2-core machine. Conditions are awaited, never timed. */
 const waitMs = 60_000;
 
-async function until(pred: () => boolean, what: string): Promise<void> {
-  const deadline = Date.now() + waitMs;
-  while (!pred()) {
-    if (Date.now() > deadline) throw new Error(`waited ${String(waitMs)}ms for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 /** `count` node-token lines of the longest form a node token takes; hashes of tokens nobody holds. */
 function nodeLines(count: number): string[] {
@@ -75,7 +69,7 @@ describe("tokens file bound", () => {
     // One more: the reload is refused whole and the table read at start stays in use.
     await writeFile(tokensFile, `${[tokenLine(admin, "admin", { name: "admin" }), tokenLine(late, "admin", { name: "late" }), ...nodeLines(max - 1)].join("\n")}\n`, { mode: 0o600 });
     coord.child.kill("SIGHUP");
-    await until(() => logged("config reload rejected; keeping the running config").length > 0 || coord.child.exitCode !== null, "the reload's outcome");
+    await until("the reload's outcome", () => logged("config reload rejected; keeping the running config").length > 0 || coord.child.exitCode !== null, waitMs);
     expect(coord.child.exitCode).toBeNull();
     expect(logged("config reload rejected; keeping the running config").map((l) => l.err)).toEqual([`[invalid_argument] auth.tokensFile: at most ${String(max)} tokens`]);
     expect([await call(admin), await call(late)]).toEqual([Code.Ok, Code.Unauthenticated]);
@@ -83,7 +77,7 @@ describe("tokens file bound", () => {
     // Back to 65 536 (one node line fewer): the reload applies, the new token works.
     await writeFile(tokensFile, `${[tokenLine(admin, "admin", { name: "admin" }), tokenLine(late, "admin", { name: "late" }), ...nodeLines(max - 2)].join("\n")}\n`, { mode: 0o600 });
     coord.child.kill("SIGHUP");
-    await until(() => logged("config reloaded").length > 0, "the second reload");
+    await until("the second reload", () => logged("config reloaded").length > 0, waitMs);
     expect([await call(admin), await call(late)]).toEqual([Code.Ok, Code.Ok]);
   }, 240_000);
 });

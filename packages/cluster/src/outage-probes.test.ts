@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { OutageProbes } from "./outage-probes.js";
+import fc from "fast-check";
+import { OutageProbes, type DueProbe } from "./outage-probes.js";
 
 describe("serving through an agent outage (OutageProbes)", () => {
   it("an unreachable node's instances are routable until a probe fails, and again once one answers", () => {
@@ -53,5 +54,97 @@ describe("serving through an agent outage (OutageProbes)", () => {
     expect(p.size).toBe(2);
     expect(p.takeDue(10).length).toBe(2);
     expect(p.takeDue(10).length).toBe(0);
+  });
+});
+
+describe("OutageProbes.takeDue: a due queue, bounded, the same probes as a scan", () => {
+  it("a bound leaves the rest due for the next call, first probes of a newly unreachable node ahead of repeats", () => {
+    const p = new OutageProbes({ intervalMs: 100 });
+    p.nodeUnreachable("n1", ["a", "b", "c"], 0);
+    expect(p.takeDue(0, 2).map((d) => d.incarnation)).toEqual(["a", "b"]);
+    expect(p.takeDue(0, 2).map((d) => d.incarnation)).toEqual(["c"]);
+    const [a] = p.takeDue(0);
+    expect(a).toBeUndefined();
+    // "a" answers at 10 (next due 110); a node turning unreachable at 50 is probed first at 120 although "a" is due earlier.
+    p.probed({ incarnation: "a", nodeId: "n1", generation: 1 }, undefined, 10);
+    p.nodeUnreachable("n2", ["d"], 50);
+    expect(p.takeDue(120, 1).map((d) => d.incarnation)).toEqual(["d"]);
+    expect(p.takeDue(120).map((d) => d.incarnation)).toEqual(["a"]);
+  });
+
+  it("property: every call returns min(bound, due) probes, all due and none in flight; with no bound exactly what a scan of every entry returns", () => {
+    type Op =
+      | { t: "down"; node: number; incs: number[]; advanceMs: number }
+      | { t: "take"; max: number | undefined; advanceMs: number }
+      | { t: "answer"; pick: number; fail: boolean; advanceMs: number }
+      | { t: "forget"; inc: number }
+      | { t: "settle"; node: number };
+    const op: fc.Arbitrary<Op> = fc.oneof(
+      fc.record({ t: fc.constant("down" as const), node: fc.nat(3), incs: fc.array(fc.nat(11), { maxLength: 4 }), advanceMs: fc.nat(120) }),
+      fc.record({ t: fc.constant("take" as const), max: fc.option(fc.integer({ min: 0, max: 4 }), { nil: undefined }), advanceMs: fc.nat(120) }),
+      fc.record({ t: fc.constant("answer" as const), pick: fc.nat(20), fail: fc.boolean(), advanceMs: fc.nat(120) }),
+      fc.record({ t: fc.constant("forget" as const), inc: fc.nat(11) }),
+      fc.record({ t: fc.constant("settle" as const), node: fc.nat(3) }),
+    );
+    fc.assert(
+      fc.property(fc.array(op, { maxLength: 80 }), (ops) => {
+        const p = new OutageProbes({ intervalMs: 100 });
+        // The reference: every entry's due time and whether it is in flight, scanned whole.
+        const ref = new Map<string, { node: string; dueAtMs: number; inFlight: boolean }>();
+        let inFlight: DueProbe[] = [];
+        let now = 0;
+        for (const o of ops) {
+          if ("advanceMs" in o) now += o.advanceMs;
+          switch (o.t) {
+            case "down": {
+              const node = `n${String(o.node)}`;
+              const incs = o.incs.map((i) => `i${String(i)}`);
+              p.nodeUnreachable(node, incs, now);
+              for (const inc of incs) if (!ref.has(inc)) ref.set(inc, { node, dueAtMs: now, inFlight: false });
+              break;
+            }
+            case "take": {
+              const due = [...ref].filter(([, e]) => !e.inFlight && e.dueAtMs <= now).map(([inc]) => inc);
+              const got = p.takeDue(now, o.max);
+              const names = got.map((d) => d.incarnation);
+              expect(names.length).toBe(Math.min(o.max ?? Number.POSITIVE_INFINITY, due.length));
+              expect(new Set(names).size).toBe(names.length);
+              for (const n of names) expect(due).toContain(n);
+              if (o.max === undefined) expect([...names].sort()).toEqual([...due].sort());
+              for (const d of got) (ref.get(d.incarnation) as { inFlight: boolean }).inFlight = true;
+              inFlight.push(...got);
+              break;
+            }
+            case "answer": {
+              const d = inFlight[o.pick % Math.max(1, inFlight.length)];
+              if (d === undefined) break;
+              inFlight = inFlight.filter((x) => x !== d);
+              p.probed(d, o.fail ? "refused" : undefined, now);
+              const e = ref.get(d.incarnation);
+              if (e !== undefined && e.inFlight) {
+                e.inFlight = false;
+                e.dueAtMs = now + 100;
+              }
+              break;
+            }
+            case "forget": {
+              p.forget(`i${String(o.inc)}`);
+              ref.delete(`i${String(o.inc)}`);
+              inFlight = inFlight.filter((x) => x.incarnation !== `i${String(o.inc)}`);
+              break;
+            }
+            case "settle": {
+              const node = `n${String(o.node)}`;
+              p.nodeSettled(node);
+              for (const [inc, e] of ref) if (e.node === node) ref.delete(inc);
+              inFlight = inFlight.filter((x) => x.nodeId !== node);
+              break;
+            }
+          }
+          expect(p.size).toBe(ref.size);
+        }
+      }),
+      { numRuns: 300 },
+    );
   });
 });

@@ -8,9 +8,12 @@
  * as its probes answer.
  *
  * Pure: no timers, no I/O. The owner calls {@link OutageProbes.takeDue} on
- * its interval, sends the probes it returns, and reports each answer through
- * {@link OutageProbes.probed}. Work is proportional to the instances on
- * unreachable nodes: nothing here looks at any other instance.
+ * its interval (and as probes answer), sends the probes it returns, and
+ * reports each answer through {@link OutageProbes.probed}. Work is
+ * proportional to the instances on unreachable nodes: nothing here looks at
+ * any other instance, and `takeDue` costs O(probes it returns) — a queue in
+ * due order, not a scan — so an owner that keeps a bounded number of probes
+ * in flight can ask again each time one answers.
  */
 
 /**
@@ -45,10 +48,49 @@ export interface OutageProbesOptions {
   readonly intervalMs?: number;
 }
 
+/** A slot in a due queue; stale once its entry is gone, re-armed or taken (checked when it reaches the head). */
+interface Slot {
+  readonly incarnation: string;
+  readonly generation: number;
+  readonly dueAtMs: number;
+}
+
+/** A FIFO of slots appended in due order; `head` is the first not yet looked at, compacted once half is spent. */
+class SlotQueue {
+  private slots: Slot[] = [];
+  private head = 0;
+
+  push(slot: Slot): void {
+    this.slots.push(slot);
+  }
+
+  /** The first slot if it is due at `nowMs`, removed. */
+  shiftDue(nowMs: number): Slot | undefined {
+    const slot = this.slots[this.head];
+    if (slot === undefined || slot.dueAtMs > nowMs) return undefined;
+    this.head++;
+    if (this.head === this.slots.length) {
+      this.slots = [];
+      this.head = 0;
+    } else if (this.head > 1024 && this.head * 2 > this.slots.length) {
+      this.slots = this.slots.slice(this.head);
+      this.head = 0;
+    }
+    return slot;
+  }
+}
+
 export class OutageProbes {
   private readonly entries = new Map<string, Entry>();
   private readonly byNode = new Map<string, Set<string>>();
   private generation = 0;
+  /**
+   * Every armed probe, in two queues that appending keeps in due order (the
+   * clock is monotonic and the interval one): first probes, due when their
+   * node turned unreachable, and later ones, due an interval after an answer.
+   */
+  private readonly first = new SlotQueue();
+  private readonly again = new SlotQueue();
   readonly intervalMs: number;
 
   constructor(o: OutageProbesOptions = {}) {
@@ -64,7 +106,9 @@ export class OutageProbes {
     let set = this.byNode.get(nodeId);
     for (const inc of incarnations) {
       if (this.entries.has(inc)) continue;
-      this.entries.set(inc, { nodeId, generation: ++this.generation, state: { t: "serving", sinceMs: nowMs, answered: false }, dueAtMs: nowMs, inFlight: false });
+      const generation = ++this.generation;
+      this.entries.set(inc, { nodeId, generation, state: { t: "serving", sinceMs: nowMs, answered: false }, dueAtMs: nowMs, inFlight: false });
+      this.first.push({ incarnation: inc, generation, dueAtMs: nowMs });
       if (set === undefined) this.byNode.set(nodeId, (set = new Set()));
       set.add(inc);
     }
@@ -93,13 +137,24 @@ export class OutageProbes {
     if (set?.size === 0) this.byNode.delete(e.nodeId);
   }
 
-  /** The probes due at `nowMs`, marked in flight (at most one per instance). */
-  takeDue(nowMs: number): DueProbe[] {
+  /**
+   * The probes due at `nowMs`, at most `max` of them, marked in flight (at
+   * most one per instance): first probes of newly unreachable nodes (their
+   * instances have no answer yet), then the others, earliest first. O(probes
+   * returned + stale slots passed); those left due are returned by a later call.
+   */
+  takeDue(nowMs: number, max = Number.POSITIVE_INFINITY): DueProbe[] {
     const due: DueProbe[] = [];
-    for (const [incarnation, e] of this.entries) {
-      if (e.inFlight || e.dueAtMs > nowMs) continue;
-      e.inFlight = true;
-      due.push({ incarnation, nodeId: e.nodeId, generation: e.generation });
+    for (const q of [this.first, this.again]) {
+      while (due.length < max) {
+        const slot = q.shiftDue(nowMs);
+        if (slot === undefined) break;
+        const e = this.entries.get(slot.incarnation);
+        // Forgotten, settled and tracked again (a new generation), or re-armed since: a stale slot.
+        if (e === undefined || e.generation !== slot.generation || e.inFlight || e.dueAtMs !== slot.dueAtMs) continue;
+        e.inFlight = true;
+        due.push({ incarnation: slot.incarnation, nodeId: e.nodeId, generation: e.generation });
+      }
     }
     return due;
   }
@@ -115,6 +170,7 @@ export class OutageProbes {
     if (e?.generation !== p.generation) return undefined;
     e.inFlight = false;
     e.dueAtMs = nowMs + this.intervalMs;
+    this.again.push({ incarnation: p.incarnation, generation: e.generation, dueAtMs: e.dueAtMs });
     const was = e.state.t;
     if (failure === undefined) {
       e.state = was === "serving" ? { ...e.state, answered: true } : { t: "serving", sinceMs: nowMs, answered: true };

@@ -24,6 +24,8 @@ export const requiredCoverage = [
   "eviction.leftover",
   "node.lost",
   "node.unreachable",
+  // Health probes of instances on unreachable nodes at their in-flight bound: the rest queued in due order.
+  "outage.probes-at-bound",
   "unreachability.paused",
   "adoption.remote-only",
   "adoption.leftover",

@@ -1,3 +1,4 @@
+import { simMaxProbesInFlight } from "../coordinator/sim-coordinator.js";
 import type { Checker } from "./checker.js";
 
 /**
@@ -6,11 +7,18 @@ import type { Checker } from "./checker.js";
  * health probe of the backend says it serves — never to one whose probe
  * failed, nor to one that is not probed at all. (Stopping instances: the
  * route-pending and routing checkers.) A probe answer in the lease's own
- * step is not counted: the lease may have been granted just before it.
+ * step is not counted: the lease may have been granted just before it. And
+ * never more probes in flight than the bound: the rest wait in due order.
  */
 export function outageRouteChecker(): Checker {
   return {
     name: "outage-route",
+    afterStep(ctx) {
+      const n = ctx.coord?.outage?.probesInFlight ?? 0;
+      // The bound reached: probes due beyond it wait their turn (the queue is exercised).
+      if (n === simMaxProbesInFlight) ctx.world.coverage.hit("outage.probes-at-bound");
+      if (n > simMaxProbesInFlight) ctx.report("outage probes", `${String(n)} health probes in flight, over the bound of ${String(simMaxProbesInFlight)}`);
+    },
     onLease(ctx, lease) {
       const c = ctx.coord;
       if (c?.outage === undefined) return;

@@ -19,6 +19,9 @@ import { simAgentConnector, type AgentLink, type SimClient } from "../world/sim-
 import type { Registration } from "../world/sim-agent.js";
 import { ScopedClock } from "./scoped-clock.js";
 
+/** Probes in flight at once in the simulation: small, so a few unreachable instances already queue for their probes (production: 256). */
+export const simMaxProbesInFlight = 2;
+
 /** Hooks the harness gives the coordinator assembly (checkers and coverage watch through them). */
 export interface CoordinatorHooks {
   onEvent(e: Event): void;
@@ -103,7 +106,7 @@ export class SimCoordinator implements CoordinatorInbox {
   outbox!: Outbox;
   hub!: EventHub;
   placement!: PlacementView;
-  /** Serving through an agent outage (undefined when the seed runs without it: `SimOptions.outageServing: false`). */
+  /** Serving through an agent outage (undefined when the seed runs without it: `SimOptions.outageServing: false`); at most `simMaxProbesInFlight` probes at once, so the queue of due probes is exercised. */
   outage: OutageServing | undefined;
 
   constructor(
@@ -134,7 +137,7 @@ export class SimCoordinator implements CoordinatorInbox {
       void hub.publish({ payload: { case: "journalRepaired", value: create(JournalRepairedSchema, { path: "sim", droppedBytes: BigInt(tornRecords * 64), droppedRecords: tornRecords }) } });
     }
     // The production wiring, on this generation's clock (its timer dies with a crash).
-    const outage = w.opts.outageServing === false ? undefined : new OutageServing({ clock, log: nullLogger, probeIntervalMs: 1_000, probeTimeoutMs: 1_000 });
+    const outage = w.opts.outageServing === false ? undefined : new OutageServing({ clock, log: nullLogger, probeIntervalMs: 1_000, probeTimeoutMs: 1_000, maxProbesInFlight: simMaxProbesInFlight });
     this.outage = outage;
     const nodes = new NodeTable<SimClient>({
       clock,

@@ -10,7 +10,7 @@ export interface OutageServingOptions {
   readonly probeIntervalMs?: number;
   /** Deadline of one probe (the backend's Health RPC). @default 1000 */
   readonly probeTimeoutMs?: number;
-  /** Probes in flight at once, 1 … 4 096; the rest wait their turn (in due order). @default 256 */
+  /** Probes in flight at once and started per tick (a quarter of `probeIntervalMs`, at least 50 ms), 1 … 4 096; the rest wait their turn (in due order). @default 256 */
   readonly maxProbesInFlight?: number;
 }
 
@@ -24,10 +24,12 @@ export const defaultMaxProbesInFlight = 256;
  * the loader (AgentDirectory.servesDuringOutage) and the listings. While a
  * node is unreachable the watchdog's idle, busy and memory evictions there
  * are held (a stop needs the agent). The timer runs only while some
- * instance is probed. At most `maxProbesInFlight` probes run at once and
- * each answer starts the next due one, so when thousands of nodes turn
- * unreachable together the probes queue (in due order, O(1) each) instead
- * of opening 100 000 calls in one turn. Each probe has its own abort
+ * instance is probed. At most `maxProbesInFlight` probes run at once, and
+ * new ones start only on ticks (four per interval), so when thousands of
+ * nodes turn unreachable together the probes queue (in due order, O(1)
+ * each) at a bounded rate — 1 024 a second by default — instead of opening
+ * 100 000 calls in one turn, or keeping a core busy probing while the
+ * coordinator is already short of CPU. Each probe has its own abort
  * controller: one shared signal would collect a listener per probe, and
  * node's EventTarget checks every listener on each add (quadratic: 10 000
  * nodes × 10 instances froze a coordinator for minutes).
@@ -117,7 +119,7 @@ export class OutageServing {
     });
   }
 
-  /** Starts due probes while there is room: on each tick and as each probe ends. */
+  /** Starts due probes while there is room, on ticks only: at most `maxProbesInFlight` per tick, a bounded rate as well as a bounded number. */
   private tick(): void {
     if (this.closed) return;
     const room = this.maxInFlight - this.inFlight.size;
@@ -146,7 +148,5 @@ export class OutageServing {
     const change = this.probes.probed(p, failure, this.o.clock.now());
     if (change?.t === "failed") this.o.log.warn("health probe failed on a node whose agent is unreachable: no call is routed to the instance", { nodeId: change.nodeId, incarnation: change.incarnation, error: change.reason });
     else if (change?.t === "recovered") this.o.log.info("health probe answers again: the instance serves on", { nodeId: change.nodeId, incarnation: change.incarnation });
-    // Room for the next due probe now, not at the next tick.
-    this.tick();
   }
 }

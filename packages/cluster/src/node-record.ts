@@ -40,6 +40,13 @@ export interface NodeRecord<C> {
   sequence: bigint;
   lastHeartbeatMs: number;
   lastHeartbeatWallMs: number;
+  /**
+   * Monotonic time a heartbeat of this registration last arrived — applied,
+   * or still waiting for its turn behind others (the coordinator's own
+   * backlog). Silence is measured from here: a busy coordinator must not
+   * call a node unreachable for a heartbeat it holds.
+   */
+  heardMs: number;
   state: NodeHealthState;
   /**
    * Monotonic time this coordinator marked the node unreachable (undefined

@@ -220,6 +220,28 @@ describe("NodeTable over a fake connector", () => {
     expect(events.filter((e) => e.endsWith(":lost"))).toEqual([]);
   });
 
+  it("a heartbeat that arrived but waits for its turn keeps its node reachable; one of another boot epoch than the registration does not", () => {
+    const clock = new ManualClock();
+    const { t, events } = table(clock);
+    for (const id of ["a", "b"]) t.register(reg(id, `h:${id}`));
+    for (const id of ["a", "b"]) t.heartbeat(hb(id, 1n));
+    clock.advance(4_000);
+    // Both agents' next heartbeats are in: a's held behind the coordinator's backlog; b's from a boot it has not registered (it must register first).
+    t.arrived("a", 1n);
+    t.arrived("b", 2n);
+    clock.advance(2_000); // 6 s after the last applied heartbeat: past grace, 2 s after a's arrived
+    t.checkHealth();
+    expect(t.get("a")?.state).toBe("ready");
+    expect(t.get("b")?.state).toBe("unreachable");
+    // Applied at last: nothing else changed meanwhile.
+    t.heartbeat(hb("a", 2n));
+    expect(t.get("a")?.sequence).toBe(2n);
+    clock.advance(5_001);
+    t.checkHealth();
+    expect(t.get("a")?.state).toBe("unreachable");
+    expect(events.filter((e) => e.endsWith(":unreachable"))).toEqual(["b:unreachable", "a:unreachable"]);
+  });
+
   it("lost-after counts from when the node was seen unreachable: a coordinator paused past grace + lost-after loses no node on waking", () => {
     const clock = new ManualClock();
     const { t, events } = table(clock);

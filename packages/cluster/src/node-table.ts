@@ -226,6 +226,7 @@ export class NodeTable<C> implements AgentDirectory, InventoryPort {
     n.vouched = true;
     n.sequence = hb.sequence;
     n.lastHeartbeatMs = this.o.clock.now();
+    n.heardMs = n.lastHeartbeatMs;
     n.lastHeartbeatWallMs = this.o.clock.wallNow();
     // Back (first inventory since it registered, or reachable again): its leftovers' stops are retried now.
     const returned = n.inventory === undefined || n.state !== "ready";
@@ -316,11 +317,22 @@ export class NodeTable<C> implements AgentDirectory, InventoryPort {
     if (r.gone.length > 0) onIntentsGone(n.nodeId, r.gone);
   }
 
-  /** Moves nodes whose heartbeats stopped to unreachable, then lost. The owner calls it periodically. */
+  /**
+   * A heartbeat of the node's current registration (same boot epoch) arrived
+   * and waits for its turn: the node is not silent, whatever the time its
+   * heartbeat is applied. Changes nothing else (the heartbeat itself is
+   * fenced and applied as usual, or not at all). O(1).
+   */
+  arrived(nodeId: string, bootEpoch: bigint): void {
+    const n = this.nodes.get(nodeId);
+    if (n !== undefined && n.bootEpoch === bootEpoch) n.heardMs = this.o.clock.now();
+  }
+
+  /** Moves nodes whose heartbeats stopped (arrived, not applied: {@link arrived}) to unreachable, then lost. The owner calls it periodically. */
   checkHealth(): void {
     const now = this.o.clock.now();
     for (const n of this.nodes.values()) {
-      if (!n.embedded && now - n.lastHeartbeatMs > this.o.graceMs) this.transition(n, "silent");
+      if (!n.embedded && now - n.heardMs > this.o.graceMs) this.transition(n, "silent");
     }
     const u = massUnreachability(this.nodes.values());
     if (u.paused !== this.paused) {

@@ -32,6 +32,7 @@ export function registeredRecord<C>(init: NodeRegistration<C>, existing: NodeRec
     sequence: sameBoot ? existing.sequence : 0n,
     lastHeartbeatMs: o.clock.now(),
     lastHeartbeatWallMs: o.clock.wallNow(),
+    heardMs: o.clock.now(),
     state: "ready",
     unreachableSinceMs: undefined,
     draining: existing?.draining ?? false,

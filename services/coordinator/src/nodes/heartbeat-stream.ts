@@ -11,6 +11,8 @@ export interface HeartbeatStreamDeps {
   readonly beat: (req: HeartbeatRequest, ctx: HandlerContext) => MessageInitShape<typeof HeartbeatResponseSchema>;
   /** Shared by every stream: heartbeats that arrive together are answered over several turns of the event loop. */
   readonly budget?: TurnBudget;
+  /** A heartbeat must wait for its turn: its node is heard from now, not when it is applied (NodeTable.arrived). */
+  readonly arrived?: (req: HeartbeatRequest) => void;
 }
 
 /**
@@ -38,7 +40,10 @@ export async function* heartbeatStream(requests: AsyncIterable<HeartbeatRequest>
       const req = next.value;
       bound ??= req.nodeId;
       if (req.nodeId !== bound) throw permissionDenied("node_id", `this stream speaks for node "${bound.slice(0, 128)}", not ${JSON.stringify(req.nodeId.slice(0, 128))}`);
-      for (let later = deps.budget?.wait(); later !== undefined; later = deps.budget?.wait()) {
+      let later = deps.budget?.wait();
+      // Held by this coordinator's backlog, not silent: the node's silence does not grow while it waits.
+      if (later !== undefined) deps.arrived?.(req);
+      for (; later !== undefined; later = deps.budget?.wait()) {
         await later;
         // Ended or revoked while it waited for its turn: not applied.
         throwIfAborted(ctx.signal);

@@ -169,7 +169,14 @@ export function nodeService(nodes: NodeRegistry, clock: Clock, coordinatorEpoch:
     heartbeatStream(requests, ctx) {
       // As a coordinator without the method: the agent sends unary Heartbeats.
       if (options.heartbeatStream === false) return refusedStream(new WardenError(Code.Unimplemented, "this coordinator does not serve HeartbeatStream (heartbeatStream: false): send unary Heartbeats"));
-      return heartbeatStream(requests, ctx, { boundNodeOf: options.streamNodeOf ?? (() => undefined), beat, budget });
+      return heartbeatStream(requests, ctx, {
+        boundNodeOf: options.streamNodeOf ?? (() => undefined),
+        beat,
+        budget,
+        arrived: (req) => {
+          nodes.arrived(req.nodeId, req.bootEpoch);
+        },
+      });
     },
     async *findPeers(req, ctx) {
       // The embedded node's own agent never asks (it serves no peers); nobody else may speak for it.

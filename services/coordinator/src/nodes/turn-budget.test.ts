@@ -87,4 +87,23 @@ describe("a heartbeat waiting for its turn", () => {
     ).rejects.toThrow("revoked");
     expect(applied).toEqual([1n, 2n]);
   });
+
+  it("marks its node heard when it starts to wait (the coordinator's backlog is not the node's silence); one applied within the budget does not", async () => {
+    let ms = 0;
+    const budget = new TurnBudget({ budgetMs: 10, nowMs: () => ms });
+    const ctx = { signal: new AbortController().signal, peer: "127.0.0.1:1" } as HandlerContext;
+    const events: string[] = [];
+    const beat = (req: HeartbeatRequest) => {
+      ms += 6; // two heartbeats spend a turn's budget
+      events.push(`applied ${String(req.sequence)}`);
+      return {};
+    };
+    const arrived = (req: HeartbeatRequest) => {
+      events.push(`heard ${String(req.sequence)}`);
+    };
+    for await (const _ of heartbeatStream(queued(4), ctx, { boundNodeOf: () => undefined, beat, budget, arrived })) {
+      // answered
+    }
+    expect(events).toEqual(["applied 1", "applied 2", "heard 3", "applied 3", "applied 4"]);
+  });
 });

@@ -17,7 +17,7 @@
  *   means the call grows slower than the cluster.
  */
 import { create, toBinary } from "@bufbuild/protobuf";
-import { ListModelsResponseSchema, ListNodesResponseSchema, type ListModelsRequest, type ListNodesRequest } from "@warden/proto";
+import { InstanceState, ListModelsResponseSchema, ListNodesResponseSchema, NodeState, type ListModelsRequest, type ListNodesRequest } from "@warden/proto";
 import type { HandlerContext } from "@warden/grpc";
 import { median, type BenchResult } from "./bench-result.js";
 import { backendsPerNode, listingsCluster, type ListingsCluster } from "./listings-cluster.js";
@@ -46,8 +46,8 @@ function p99(sorted: readonly number[]): number {
 }
 
 const ctx = {} as HandlerContext;
-const nodesReq = (): ListNodesRequest => ({ $typeName: "warden.v1.ListNodesRequest", pageSize: 0, pageToken: "", nodeIdPrefix: "", state: 0, model: "" });
-const modelsReq = (pageToken = ""): ListModelsRequest => ({ $typeName: "warden.v1.ListModelsRequest", pageSize: 0, pageToken, nodeId: "", model: "", state: 0 });
+const nodesReq = (): ListNodesRequest => ({ $typeName: "warden.v1.ListNodesRequest", pageSize: 0, pageToken: "", nodeIdPrefix: "", state: NodeState.UNSPECIFIED, model: "" });
+const modelsReq = (pageToken = ""): ListModelsRequest => ({ $typeName: "warden.v1.ListModelsRequest", pageSize: 0, pageToken, nodeId: "", model: "", state: InstanceState.UNSPECIFIED });
 
 interface Row {
   readonly what: string;

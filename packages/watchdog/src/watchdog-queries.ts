@@ -90,6 +90,16 @@ export abstract class WatchdogQueries {
     for (const r of set) fn(r.incarnation, r.state.t);
   }
 
+  /**
+   * Changes whenever one of `model`'s records is added, removed or changes
+   * state (pending included); 0 while it has none. O(1): a reader that
+   * counts the model's records (replica summaries) keeps its count until
+   * this moves.
+   */
+  modelVersion(model: string): number {
+    return this.st.modelVersions.get(model) ?? 0;
+  }
+
   instancesOfModel(model: string): InstanceView[] {
     return [...(this.st.byModel.get(model) ?? [])].map((r) => viewInstance(this.st, r));
   }

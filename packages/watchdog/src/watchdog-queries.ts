@@ -104,6 +104,28 @@ export abstract class WatchdogQueries {
     return [...(this.st.byModel.get(model) ?? [])].map((r) => viewInstance(this.st, r));
   }
 
+  /**
+   * Per node holding instances: how many are in each state ("pending" while
+   * a stop is in flight; states with none left out) and the calls in flight
+   * at their addresses, from the per-node index, no view made: a scrape's
+   * per-node gauges count every instance without allocating per instance.
+   * O(instances). `counts` is the caller's to keep.
+   */
+  forEachNodeCount(fn: (nodeId: string, counts: Partial<Record<InstanceStateName | "pending", number>>, inFlight: number) => void): void {
+    const requests = this.st.requests;
+    for (const n of this.st.nodes.values()) {
+      if (n.instances.size === 0) continue;
+      const counts: Partial<Record<InstanceStateName | "pending", number>> = {};
+      let inFlight = 0;
+      for (const r of n.instances) {
+        const t = r.state.t;
+        counts[t] = (counts[t] ?? 0) + 1;
+        if (r.address !== undefined) inFlight += requests.inFlight(r.address);
+      }
+      fn(n.nodeId, counts, inFlight);
+    }
+  }
+
   /** Every instance's view, as in snapshot() but without the policy, node and address views (a check after every simulated step needs only these). */
   instances(): InstanceView[] {
     return [...this.st.records.values()].map((r) => viewInstance(this.st, r));

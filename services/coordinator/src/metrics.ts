@@ -44,26 +44,31 @@ export class CoordinatorMetrics {
         this.set(liveHeapBytes());
       },
     });
-    // Every instance's view, once per scrape (not a whole snapshot with every node's and address's views, per gauge).
-    const instances = perScrape(() => loader.core.instances());
+    // Every instance counted once per scrape, by node and state and calls in flight by node, shared by the two
+    // gauges; no view per instance (at 10 000 nodes × 10 a scrape made 100 000 of them).
+    const perNode = perScrape(() => {
+      const states: [string, Partial<Record<string, number>>][] = [];
+      const inFlight: [string, number][] = [];
+      loader.core.forEachNodeCount((node, counts, calls) => {
+        states.push([node, counts]);
+        inFlight.push([node, calls]);
+      });
+      return { states, inFlight };
+    });
     new Gauge({
       name: "warden_instances",
       help: "Instances by node and state (loading, ready, freed, pending, leftover, orphan).",
       labelNames: ["node", "state"],
       registers: [r],
       collect() {
-        // Counted here, then one set per series: prom-client's inc hashes the labels per call, once per instance.
-        const counts = new Map<string, Map<string, number>>();
-        const add = (node: string, state: string, n: number): void => {
-          let byState = counts.get(node);
-          if (byState === undefined) counts.set(node, (byState = new Map<string, number>()));
-          byState.set(state, (byState.get(state) ?? 0) + n);
-        };
-        for (const v of instances()) add(v.nodeId, v.pendingEviction !== undefined ? "pending" : v.state, 1);
-        for (const l of loader.leftoverList()) add(l.nodeId, "leftover", 1);
-        for (const n of nodes.list()) if (n.orphans.length > 0) add(n.nodeId, "orphan", n.orphans.length);
+        // Counted first, then one set per series: prom-client's inc hashes the labels per call, once per instance.
+        // Leftovers and orphans are states of their own (no instance series to add them to).
+        const leftovers = new Map<string, number>();
+        for (const l of loader.leftoverList()) leftovers.set(l.nodeId, (leftovers.get(l.nodeId) ?? 0) + 1);
         this.reset();
-        for (const [node, byState] of counts) for (const [state, n] of byState) this.set({ node, state }, n);
+        for (const [node, byState] of perNode().states) for (const state in byState) this.set({ node, state }, byState[state] ?? 0);
+        for (const [node, n] of leftovers) this.set({ node, state: "leftover" }, n);
+        for (const n of nodes.list()) if (n.orphans.length > 0) this.set({ node: n.nodeId, state: "orphan" }, n.orphans.length);
       },
     });
     new Gauge({
@@ -72,10 +77,8 @@ export class CoordinatorMetrics {
       labelNames: ["node"],
       registers: [r],
       collect() {
-        const counts = new Map<string, number>();
-        for (const v of instances()) counts.set(v.nodeId, (counts.get(v.nodeId) ?? 0) + v.inFlight);
         this.reset();
-        for (const [node, n] of counts) this.set({ node }, n);
+        for (const [node, n] of perNode().inFlight) this.set({ node }, n);
       },
     });
     new Gauge({

@@ -112,16 +112,42 @@ export abstract class WatchdogQueries {
    * O(instances). `counts` is the caller's to keep.
    */
   forEachNodeCount(fn: (nodeId: string, counts: Partial<Record<InstanceStateName | "pending", number>>, inFlight: number) => void): void {
-    const requests = this.st.requests;
+    // Calls in flight from the few busy addresses, not a lookup per instance in the table of every address.
+    const busy = this.st.requests.busyAddresses();
     for (const n of this.st.nodes.values()) {
       if (n.instances.size === 0) continue;
-      const counts: Partial<Record<InstanceStateName | "pending", number>> = {};
+      let reserved = 0;
+      let loading = 0;
+      let ready = 0;
+      let freed = 0;
+      let pending = 0;
       let inFlight = 0;
       for (const r of n.instances) {
-        const t = r.state.t;
-        counts[t] = (counts[t] ?? 0) + 1;
-        if (r.address !== undefined) inFlight += requests.inFlight(r.address);
+        switch (r.state.t) {
+          case "reserved":
+            reserved++;
+            break;
+          case "loading":
+            loading++;
+            break;
+          case "ready":
+            ready++;
+            break;
+          case "freed":
+            freed++;
+            break;
+          case "pending":
+            pending++;
+            break;
+        }
+        if (busy.size !== 0 && r.address !== undefined) inFlight += busy.get(r.address) ?? 0;
       }
+      const counts: Partial<Record<InstanceStateName | "pending", number>> = {};
+      if (reserved !== 0) counts.reserved = reserved;
+      if (loading !== 0) counts.loading = loading;
+      if (ready !== 0) counts.ready = ready;
+      if (freed !== 0) counts.freed = freed;
+      if (pending !== 0) counts.pending = pending;
       fn(n.nodeId, counts, inFlight);
     }
   }

@@ -7,6 +7,7 @@ import type { NodeRegistry } from "./nodes/node-registry.js";
 import { ReplicaMetrics } from "./admin/replica-metrics.js";
 import { registerLoadJobMetrics } from "./admin/load-job-metrics.js";
 import { perScrape } from "./per-scrape.js";
+import { SeriesGauge } from "./series-gauge.js";
 import { liveHeapBytes } from "./live-heap.js";
 
 function reasonName(r: EvictionReason): string {
@@ -55,32 +56,17 @@ export class CoordinatorMetrics {
       });
       return { states, inFlight };
     });
-    new Gauge({
-      name: "warden_instances",
-      help: "Instances by node and state (loading, ready, freed, pending, leftover, orphan).",
-      labelNames: ["node", "state"],
-      registers: [r],
-      collect() {
-        // Counted first, then one set per series: prom-client's inc hashes the labels per call, once per instance.
-        // Leftovers and orphans are states of their own (no instance series to add them to).
-        const leftovers = new Map<string, number>();
-        for (const l of loader.leftoverList()) leftovers.set(l.nodeId, (leftovers.get(l.nodeId) ?? 0) + 1);
-        this.reset();
-        for (const [node, byState] of perNode().states) for (const state in byState) this.set({ node, state }, byState[state] ?? 0);
-        for (const [node, n] of leftovers) this.set({ node, state: "leftover" }, n);
-        for (const n of nodes.list()) if (n.orphans.length > 0) this.set({ node: n.nodeId, state: "orphan" }, n.orphans.length);
-      },
+    new SeriesGauge({ name: "warden_instances", help: "Instances by node and state (loading, ready, freed, pending, leftover, orphan).", labelNames: ["node", "state"], registers: [r] }, () => {
+      // Leftovers and orphans are states of their own (no instance series to add them to).
+      const leftovers = new Map<string, number>();
+      for (const l of loader.leftoverList()) leftovers.set(l.nodeId, (leftovers.get(l.nodeId) ?? 0) + 1);
+      const out: { value: number; labels: { node: string; state: string } }[] = [];
+      for (const [node, byState] of perNode().states) for (const state in byState) out.push({ value: byState[state] ?? 0, labels: { node, state } });
+      for (const [node, n] of leftovers) out.push({ value: n, labels: { node, state: "leftover" } });
+      for (const n of nodes.list()) if (n.orphans.length > 0) out.push({ value: n.orphans.length, labels: { node: n.nodeId, state: "orphan" } });
+      return out;
     });
-    new Gauge({
-      name: "warden_in_flight_requests",
-      help: "Calls in flight, by node.",
-      labelNames: ["node"],
-      registers: [r],
-      collect() {
-        this.reset();
-        for (const [node, n] of perNode().inFlight) this.set({ node }, n);
-      },
-    });
+    new SeriesGauge({ name: "warden_in_flight_requests", help: "Calls in flight, by node.", labelNames: ["node"], registers: [r] }, () => perNode().inFlight.map(([node, n]) => ({ value: n, labels: { node } })));
     new Gauge({
       name: "warden_leftovers",
       help: "Leftover instances (stop failed after the local half was dropped), by stuck flag.",

@@ -7,7 +7,8 @@ type GaugeValues<L extends string> = Awaited<ReturnType<Gauge<L>["get"]>>["value
  * the caller. prom-client's own `set` hashes each series' labels into its
  * table and `reset` drops the table again, every scrape: at 10 000 nodes the
  * two per-node gauges paid that for 20 000 series, about a quarter of a
- * scrape in process. The text is prom-client's as for any gauge.
+ * scrape in process. The text is prom-client's as for any gauge; `set`
+ * and `inc` have no effect on what it shows (nothing calls them).
  */
 export class SeriesGauge<L extends string> extends Gauge<L> {
   constructor(

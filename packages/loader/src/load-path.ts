@@ -2,7 +2,7 @@ import { loadDigest } from "./load-digest.js";
 import { Code, WardenError, codeName, deadlineSignal, isStaleLeaderEpoch, raceSignal } from "@warden/common";
 import { admitLoad, jobWaiting } from "./admit-load.js";
 import { failLoad } from "./fail-load.js";
-import { holdInstance, type LoaderState } from "./loader-state.js";
+import { holdInstance, setPhase, type LoaderState } from "./loader-state.js";
 import type { HeldInstance } from "./loader-types.js";
 import type { ModelSpec } from "./model-spec.js";
 import type { BackendHandle, StartEvent } from "./ports.js";
@@ -227,7 +227,7 @@ async function lead<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec,
           if (registered) break;
           h.address = ev.address;
           h.gpu = ev.gpu;
-          h.phase = "loading";
+          setPhase(s, h, "loading");
           s.jobs.loading(spec.id, incarnation, nodeId, "loading", jobStamp(s), actor);
           s.replicaWork.mark(spec.id);
           if (ev.reportFloor !== undefined) h.reportFloor = ev.reportFloor;
@@ -254,7 +254,7 @@ async function lead<H extends BackendHandle>(s: LoaderState<H>, spec: ModelSpec,
             registered = true;
           }
           h.backend = s.o.backends.connect(ev.address, { nodeId, model: spec.id });
-          h.phase = "ready";
+          setPhase(s, h, "ready");
           s.replicaWork.mark(spec.id);
           s.core.markReady(incarnation);
           break;

@@ -14,6 +14,7 @@ import { leftoverBase, pushOccupancy, type LoaderState } from "./loader-state.js
 import type { HeldInstance } from "./loader-types.js";
 import type { ModelSpec } from "./model-spec.js";
 import type { BackendHandle } from "./ports.js";
+import { ReplicaCountCache } from "./replica-counts.js";
 import { ReplicaIndex } from "./replica-index.js";
 import { ReplicaRoutes } from "./replica-routes.js";
 import { ScaleBreakers } from "./scale-breaker.js";
@@ -80,6 +81,7 @@ export function assembleLoaderState<H extends BackendHandle>(
     watchdog,
     held,
     replicas,
+    replicaCounts: new ReplicaCountCache(),
     routes: new ReplicaRoutes({ held, replicas, core }),
     heldByNode: new HeldNodeIndex(),
     scaleOverrides: new Map(),

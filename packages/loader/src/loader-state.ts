@@ -8,6 +8,7 @@ import type { LeftoverTracker, Leftover } from "./leftover-tracker.js";
 import type { LockTable } from "./lifecycle-lock.js";
 import type { LoadCooldown } from "./load-cooldown.js";
 import type { LoadJobs } from "./load-jobs.js";
+import type { ReplicaCountCache } from "./replica-counts.js";
 import type { ReplicaIndex } from "./replica-index.js";
 import type { ReplicaRoutes } from "./replica-routes.js";
 import type { ReplicaWork } from "./replica-work.js";
@@ -36,6 +37,8 @@ export interface LoaderState<H extends BackendHandle> {
   readonly held: Map<string, HeldInstance<H>>;
   /** model → every incarnation held for it (its replicas), in step with `held`. */
   readonly replicas: ReplicaIndex;
+  /** Each model's replica counts, kept until its records or held replicas change (replica-counts.ts). */
+  readonly replicaCounts: ReplicaCountCache;
   /** Each model's replicas in routing order (a mirror of the watchdog's counts, checked on every pick). */
   readonly routes: ReplicaRoutes<H>;
   /** node → every incarnation held there, in step with `held` (a heartbeat's reconcile reads it). */
@@ -105,6 +108,12 @@ export function holdInstance<H extends BackendHandle>(s: Pick<LoaderState<H>, "h
   s.held.set(h.incarnation, h);
   s.replicas.add(h.model, h.incarnation);
   s.heldByNode.add(h);
+}
+
+/** The one place a held instance's phase changes: its model's replica counts are recounted on their next read. */
+export function setPhase<H extends BackendHandle>(s: Pick<LoaderState<H>, "replicas">, h: HeldInstance<H>, phase: HeldInstance<H>["phase"]): void {
+  h.phase = phase;
+  s.replicas.phaseChanged(h.model);
 }
 
 /** Removes the local half of an instance and closes its backend connection. */

@@ -9,6 +9,8 @@ export class ReplicaIndex {
   private readonly byModel = new Map<string, Set<string>>();
   /** model → the change count at its last add or remove (never reused: one counter for all models). */
   private readonly versions = new Map<string, number>();
+  /** model → the change count at its last add, remove or phase change (replica counts; see `countsVersion`). */
+  private readonly countVersions = new Map<string, number>();
   private changes = 0;
   /** Models whose replicas changed since `takeChanged` (bounded by the model table). */
   private readonly changed = new Set<string>();
@@ -21,6 +23,7 @@ export class ReplicaIndex {
     }
     set.add(incarnation);
     this.versions.set(model, ++this.changes);
+    this.countVersions.set(model, this.changes);
     this.changed.add(model);
   }
 
@@ -29,10 +32,30 @@ export class ReplicaIndex {
     if (set === undefined) return;
     if (!set.delete(incarnation)) return;
     this.versions.set(model, ++this.changes);
+    this.countVersions.set(model, this.changes);
     this.changed.add(model);
     if (set.size > 0) return;
     this.byModel.delete(model);
     this.versions.delete(model); // a later add takes a new count: no version repeats
+    this.countVersions.delete(model);
+  }
+
+  /**
+   * A held replica of `model` changed phase (starting → loading → ready):
+   * the replica counts move, the routing order does not (`version` stays).
+   * Call it from `setPhase` (loader-state.ts) only.
+   */
+  phaseChanged(model: string): void {
+    if (this.byModel.has(model)) this.countVersions.set(model, ++this.changes);
+  }
+
+  /**
+   * Changes whenever the model's held replicas are added, removed or change
+   * phase; 0 while it has none. With the core's `modelVersion`, what a
+   * cached replica count is keyed on (replica-counts.ts).
+   */
+  countsVersion(model: string): number {
+    return this.countVersions.get(model) ?? 0;
   }
 
 /** Models added, removed or changed here since the last call (the replica reconciler's dirty set). */

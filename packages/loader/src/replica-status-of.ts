@@ -6,24 +6,17 @@ import type { ReplicaStatus } from "./replica-status.js";
 
 /**
  * One model's replica counts, from the watchdog's per-model records and the
- * held table — O(replicas of that model). `leftovers` is passed in so that
+ * held table — O(replicas of that model) when they changed since the last
+ * read, else O(1) (replica-counts.ts). `leftovers` is passed in so that
  * listing every model counts the leftovers once. Undefined for a model that
  * is not configured.
  */
 export function replicaStatusOf<H extends BackendHandle>(s: LoaderState<H>, model: string, leftovers: number): ReplicaStatus | undefined {
   const spec = s.models.get(model);
   if (spec === undefined) return undefined;
-  let ready = 0;
-  let loading = 0;
-  let stopping = 0;
-  // States only, no views: this runs over every replica of every model per ListModels page and per scrape.
-  s.core.forEachOfModel(model, (incarnation, state) => {
-    if (state === "pending" || state === "freed") stopping++;
-    else if (state === "ready" && s.held.get(incarnation)?.phase === "ready") ready++;
-    else loading++;
-  });
-  // Held but not (or no longer) in the watchdog: a start not admitted yet counts as loading. (An incarnation is one model's.)
-  for (const inc of s.replicas.of(model)) if (s.core.stateOf(inc) === undefined) loading++;
+  const counts = s.replicaCounts.counts(s, model);
+  const { ready, stopping } = counts;
+  let loading = counts.loading;
   const admitting = s.loadIncarnations.get(model);
   if (admitting !== undefined && s.core.stateOf(admitting) === undefined && !s.held.has(admitting)) loading++;
   const { min, max } = spec.replicas;
@@ -62,6 +55,7 @@ export function replicaStatusesOf<H extends BackendHandle>(s: LoaderState<H>): R
   const leftovers = new Map<string, number>();
   for (const l of s.leftovers.list()) leftovers.set(l.model, (leftovers.get(l.model) ?? 0) + 1);
   const out: ReplicaStatus[] = [];
+  s.replicaCounts.retain(s.models);
   for (const id of s.models.keys()) {
     const st = replicaStatusOf(s, id, leftovers.get(id) ?? 0);
     if (st !== undefined) out.push(st);

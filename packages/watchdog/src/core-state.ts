@@ -83,6 +83,14 @@ export interface CoreState {
   readonly records: Map<string, InstanceRecord>;
   readonly atAddress: Map<string, Set<InstanceRecord>>;
   readonly byModel: Map<string, Set<InstanceRecord>>;
+  /**
+   * model → the change count at the last transition, addition or removal of
+   * one of its records (kept by `setState` only; dropped with the model's
+   * last record, so 0 means "none"). One counter for all models: a count is
+   * never reused, so an unchanged count means unchanged records.
+   */
+  readonly modelVersions: Map<string, number>;
+  modelChanges: number;
   readonly nodes: Map<string, NodeRecord>;
   loaded: number;
   nextSeq: number;

@@ -44,6 +44,7 @@ export function setState(st: CoreState, rec: InstanceRecord, next: RecState | un
   // One more ready instance may lift the model's replica floor off idle evictions it held back.
   if (next?.t === "ready") st.schedule.unparkFloor(rec.model);
   st.changedModels?.add(rec.model);
+  if (known || next !== undefined) st.modelVersions.set(rec.model, ++st.modelChanges);
   if (rec.indexedAddress !== undefined) {
     const set = st.atAddress.get(rec.indexedAddress);
     set?.delete(rec);
@@ -55,7 +56,10 @@ export function setState(st: CoreState, rec: InstanceRecord, next: RecState | un
     st.records.delete(rec.incarnation);
     const m = st.byModel.get(rec.model);
     m?.delete(rec);
-    if (m?.size === 0) st.byModel.delete(rec.model);
+    if (m?.size === 0) {
+      st.byModel.delete(rec.model);
+      st.modelVersions.delete(rec.model); // none left: 0, and a later record takes a new count
+    }
     const n = st.nodes.get(rec.nodeId);
     if (n !== undefined) {
       n.instances.delete(rec);

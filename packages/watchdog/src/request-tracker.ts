@@ -225,6 +225,17 @@ export class RequestTracker {
     return this.byAddress.has(address);
   }
 
+  /**
+   * Addresses with calls in flight, with their counts: O(addresses tracked),
+   * no lookup per address. A reader summing calls over many instances (a
+   * scrape's per-node gauge) looks up this small map instead of the big one.
+   */
+  busyAddresses(): Map<string, number> {
+    const out = new Map<string, number>();
+    for (const [address, s] of this.byAddress) if (s.count !== 0) out.set(address, s.count);
+    return out;
+  }
+
   /** Open request ids of `address`, oldest first. O(open). */
   openIds(address: string): number[] {
     const ids: number[] = [];

@@ -91,6 +91,8 @@ export class WatchdogCore extends WatchdogQueries {
       records: new Map(),
       atAddress: new Map(),
       byModel: new Map(),
+      modelVersions: new Map(),
+      modelChanges: 0,
       nodes: new Map(),
       loaded: 0,
       nextSeq: 0,

@@ -90,8 +90,66 @@ export abstract class WatchdogQueries {
     for (const r of set) fn(r.incarnation, r.state.t);
   }
 
+  /**
+   * Changes whenever one of `model`'s records is added, removed or changes
+   * state (pending included); 0 while it has none. O(1): a reader that
+   * counts the model's records (replica summaries) keeps its count until
+   * this moves.
+   */
+  modelVersion(model: string): number {
+    return this.st.modelVersions.get(model) ?? 0;
+  }
+
   instancesOfModel(model: string): InstanceView[] {
     return [...(this.st.byModel.get(model) ?? [])].map((r) => viewInstance(this.st, r));
+  }
+
+  /**
+   * Per node holding instances: how many are in each state ("pending" while
+   * a stop is in flight; states with none left out) and the calls in flight
+   * at their addresses, from the per-node index, no view made: a scrape's
+   * per-node gauges count every instance without allocating per instance.
+   * O(instances). `counts` is the caller's to keep.
+   */
+  forEachNodeCount(fn: (nodeId: string, counts: Partial<Record<InstanceStateName | "pending", number>>, inFlight: number) => void): void {
+    // Calls in flight from the few busy addresses, not a lookup per instance in the table of every address.
+    const busy = this.st.requests.busyAddresses();
+    for (const n of this.st.nodes.values()) {
+      if (n.instances.size === 0) continue;
+      let reserved = 0;
+      let loading = 0;
+      let ready = 0;
+      let freed = 0;
+      let pending = 0;
+      let inFlight = 0;
+      for (const r of n.instances) {
+        switch (r.state.t) {
+          case "reserved":
+            reserved++;
+            break;
+          case "loading":
+            loading++;
+            break;
+          case "ready":
+            ready++;
+            break;
+          case "freed":
+            freed++;
+            break;
+          case "pending":
+            pending++;
+            break;
+        }
+        if (busy.size !== 0 && r.address !== undefined) inFlight += busy.get(r.address) ?? 0;
+      }
+      const counts: Partial<Record<InstanceStateName | "pending", number>> = {};
+      if (reserved !== 0) counts.reserved = reserved;
+      if (loading !== 0) counts.loading = loading;
+      if (ready !== 0) counts.ready = ready;
+      if (freed !== 0) counts.freed = freed;
+      if (pending !== 0) counts.pending = pending;
+      fn(n.nodeId, counts, inFlight);
+    }
   }
 
   /** Every instance's view, as in snapshot() but without the policy, node and address views (a check after every simulated step needs only these). */

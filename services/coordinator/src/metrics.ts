@@ -7,6 +7,7 @@ import type { NodeRegistry } from "./nodes/node-registry.js";
 import { ReplicaMetrics } from "./admin/replica-metrics.js";
 import { registerLoadJobMetrics } from "./admin/load-job-metrics.js";
 import { perScrape } from "./per-scrape.js";
+import { SeriesGauge } from "./series-gauge.js";
 import { liveHeapBytes } from "./live-heap.js";
 
 function reasonName(r: EvictionReason): string {
@@ -44,40 +45,28 @@ export class CoordinatorMetrics {
         this.set(liveHeapBytes());
       },
     });
-    // Every instance's view, once per scrape (not a whole snapshot with every node's and address's views, per gauge).
-    const instances = perScrape(() => loader.core.instances());
-    new Gauge({
-      name: "warden_instances",
-      help: "Instances by node and state (loading, ready, freed, pending, leftover, orphan).",
-      labelNames: ["node", "state"],
-      registers: [r],
-      collect() {
-        // Counted here, then one set per series: prom-client's inc hashes the labels per call, once per instance.
-        const counts = new Map<string, Map<string, number>>();
-        const add = (node: string, state: string, n: number): void => {
-          let byState = counts.get(node);
-          if (byState === undefined) counts.set(node, (byState = new Map<string, number>()));
-          byState.set(state, (byState.get(state) ?? 0) + n);
-        };
-        for (const v of instances()) add(v.nodeId, v.pendingEviction !== undefined ? "pending" : v.state, 1);
-        for (const l of loader.leftoverList()) add(l.nodeId, "leftover", 1);
-        for (const n of nodes.list()) if (n.orphans.length > 0) add(n.nodeId, "orphan", n.orphans.length);
-        this.reset();
-        for (const [node, byState] of counts) for (const [state, n] of byState) this.set({ node, state }, n);
-      },
+    // Every instance counted once per scrape, by node and state and calls in flight by node, shared by the two
+    // gauges; no view per instance (at 10 000 nodes × 10 a scrape made 100 000 of them).
+    const perNode = perScrape(() => {
+      const states: [string, Partial<Record<string, number>>][] = [];
+      const inFlight: [string, number][] = [];
+      loader.core.forEachNodeCount((node, counts, calls) => {
+        states.push([node, counts]);
+        inFlight.push([node, calls]);
+      });
+      return { states, inFlight };
     });
-    new Gauge({
-      name: "warden_in_flight_requests",
-      help: "Calls in flight, by node.",
-      labelNames: ["node"],
-      registers: [r],
-      collect() {
-        const counts = new Map<string, number>();
-        for (const v of instances()) counts.set(v.nodeId, (counts.get(v.nodeId) ?? 0) + v.inFlight);
-        this.reset();
-        for (const [node, n] of counts) this.set({ node }, n);
-      },
+    new SeriesGauge({ name: "warden_instances", help: "Instances by node and state (loading, ready, freed, pending, leftover, orphan).", labelNames: ["node", "state"], registers: [r] }, () => {
+      // Leftovers and orphans are states of their own (no instance series to add them to).
+      const leftovers = new Map<string, number>();
+      for (const l of loader.leftoverList()) leftovers.set(l.nodeId, (leftovers.get(l.nodeId) ?? 0) + 1);
+      const out: { value: number; labels: { node: string; state: string } }[] = [];
+      for (const [node, byState] of perNode().states) for (const state in byState) out.push({ value: byState[state] ?? 0, labels: { node, state } });
+      for (const [node, n] of leftovers) out.push({ value: n, labels: { node, state: "leftover" } });
+      for (const n of nodes.list()) if (n.orphans.length > 0) out.push({ value: n.orphans.length, labels: { node: n.nodeId, state: "orphan" } });
+      return out;
     });
+    new SeriesGauge({ name: "warden_in_flight_requests", help: "Calls in flight, by node.", labelNames: ["node"], registers: [r] }, () => perNode().inFlight.map(([node, n]) => ({ value: n, labels: { node } })));
     new Gauge({
       name: "warden_leftovers",
       help: "Leftover instances (stop failed after the local half was dropped), by stuck flag.",

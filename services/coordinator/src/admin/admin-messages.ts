@@ -83,8 +83,12 @@ export function lostPlaceholder(nodeId: string): NodeInit {
 }
 
 export function nodeInit(n: NodeRecord, instanceCount: number, drainRemaining: number, limits: NodeLimitFields, servingThroughOutage = 0): NodeInit {
-  return {
-    ...limits,
+  // One literal of plain fields, `resources` set after: spreads into the middle of this literal made V8 build
+  // each node's object the slow way (about 13 µs a node, most of a 500-node ListNodes page).
+  const out: NodeInit = {
+    agentLimits: limits.agentLimits,
+    limitsOverride: limits.limitsOverride,
+    effectiveLimits: limits.effectiveLimits,
     servingThroughOutage,
     nodeId: n.nodeId,
     address: n.address,
@@ -92,7 +96,6 @@ export function nodeInit(n: NodeRecord, instanceCount: number, drainRemaining: n
     state: nodeStateOf(n),
     draining: n.draining,
     drainRemaining,
-    ...(n.resources === undefined ? {} : { resources: n.resources }),
     lastHeartbeatAt: timestampFromMs(n.lastHeartbeatWallMs),
     bootEpoch: n.bootEpoch,
     instanceCount,
@@ -101,6 +104,8 @@ export function nodeInit(n: NodeRecord, instanceCount: number, drainRemaining: n
     version: n.version,
     backends: [...n.backends].sort(),
   };
+  if (n.resources !== undefined) out.resources = n.resources;
+  return out;
 }
 
 export function policyInit(loader: Loader, enforcement: { readonly maxAttempts: number; readonly intervalMs: number }): PolicyInit {

@@ -2,6 +2,7 @@ import { isPlanted } from "@warden/common";
 import { lacksBackend, planPlacement, type DiskFacts, type NodeCandidate, type NodeVerdict, type PlacementPlan, type PlacementStrategy } from "@warden/placement";
 import type { Loader, ModelSpec, PlacementPort } from "@warden/loader";
 import type { NodeResources } from "@warden/proto";
+import type { NodePlacementSummary } from "@warden/watchdog";
 import { defaultMaxReplicasPerModel, type NodeLimits } from "./node-limits.js";
 import type { NodeArtifactCache, NodeHealthState } from "./node-record.js";
 
@@ -101,7 +102,7 @@ export class PlacementView implements PlacementPort {
       // A node the hard constraints exclude is rejected whatever its load: when no
       // explanation is wanted it is left out before its instances are read.
       if (!explain && (n.state !== "ready" || n.draining || !labelsMatch(n.labels, spec.selector) || lacksBackend(spec, n) || this.awaiting(n.nodeId))) continue;
-      out.push(this.candidateOf(n, spec, limit, replicas.get(n.nodeId)));
+      out.push(this.candidateOf(n, limit, replicas.get(n.nodeId), this.loader?.core.placementSummary(n.nodeId, spec.id, spec.groups)));
     }
     return out;
   }
@@ -117,8 +118,8 @@ export class PlacementView implements PlacementPort {
     return this.nodes.awaitingInventory?.(nodeId) === true;
   }
 
-  /** One node's candidate, from that node's own watchdog records and its replicas of the model. */
-  private candidateOf(n: PlacementNode, spec: ModelSpec, limit: number, here: NodeReplicas | undefined): NodeCandidate {
+  /** One node's candidate, from that node's own watchdog records (`sum`) and its replicas of the model. */
+  private candidateOf(n: PlacementNode, limit: number, here: NodeReplicas | undefined, sum: NodePlacementSummary | undefined): NodeCandidate {
     let memoryTotalBytes = 0;
     let memoryUsedBytes = 0;
     const r = n.resources;
@@ -133,7 +134,6 @@ export class PlacementView implements PlacementPort {
         memoryUsedBytes = Number(r.ramUsedBytes);
       }
     }
-    const sum = this.loader?.core.placementSummary(n.nodeId, spec.id, spec.groups);
     const limits = this.nodes.limitsOf(n.nodeId);
     const devices = r !== undefined && r.gpus.length > 0 ? r.gpus.length : 1;
     return {
@@ -248,34 +248,33 @@ export class PlacementView implements PlacementPort {
   }
 
   /**
-   * The explained plan with every node's candidate by id, built once: what
-   * each node would evict is then read from its own candidate
-   * (`evictionsOn`), so an explanation stays linear in nodes + instances.
-   * With `slicing`, the candidates are built in slices, yielding between
+   * The explained plan with what an admission on each node would evict
+   * first, by node id: each node's records are read once, for its candidate
+   * and its evictions together, so an explanation stays linear in nodes +
+   * instances. With `slicing`, the nodes are read in slices, yielding between
    * nodes (a read-only explanation: a node is read as it is when reached).
    */
-  async explainPlan(spec: ModelSpec, slicing?: PlacementSlicing): Promise<{ readonly plan: PlacementPlan; readonly candidates: ReadonlyMap<string, NodeCandidate> }> {
+  async explainPlan(spec: ModelSpec, slicing?: PlacementSlicing): Promise<{ readonly plan: PlacementPlan; readonly evictions: ReadonlyMap<string, readonly string[]> }> {
     const limit = this.loader?.getPolicy().limitPerNode ?? 0;
     const replicas = this.replicasByNode(spec.id);
     const list: NodeCandidate[] = [];
-    const candidates = new Map<string, NodeCandidate>();
+    const evictions = new Map<string, readonly string[]>();
+    const evict = { limit };
     for (const n of this.nodes.list()) {
       if (slicing?.due() === true) await slicing.pause();
-      const c = this.candidateOf(n, spec, limit, replicas.get(n.nodeId));
-      list.push(c);
-      candidates.set(c.nodeId, c);
+      const sum = this.loader?.core.placementSummary(n.nodeId, spec.id, spec.groups, evict);
+      list.push(this.candidateOf(n, limit, replicas.get(n.nodeId), sum));
+      if (sum?.evictions !== undefined && sum.evictions.length > 0) evictions.set(n.nodeId, sum.evictions);
     }
     const plan = planPlacement({ model: spec.id, sizeBytes: spec.sizeBytes, selector: spec.selector, backend: spec.backend, spread: spec.spread, artifacts: spec.artifacts }, list, this.strategy, { explain: true });
-    return { plan, candidates };
+    return { plan, evictions };
   }
 
   /** Instances (model@incarnation) an admission on `nodeId` would evict first: group conflicts, then least recently used. */
   wouldEvict(spec: ModelSpec, nodeId: string): string[] {
-    let node: PlacementNode | undefined;
-    for (const n of this.nodes.list()) if (n.nodeId === nodeId) node = n;
-    if (node === undefined || this.loader === undefined) return [];
-    const here = this.replicasByNode(spec.id).get(nodeId);
-    return this.evictionsOn(spec, this.candidateOf(node, spec, this.loader.getPolicy().limitPerNode, here));
+    const loader = this.loader;
+    if (loader === undefined || !this.nodes.list().some((n) => n.nodeId === nodeId)) return [];
+    return [...(loader.core.placementSummary(nodeId, spec.id, spec.groups, { limit: loader.getPolicy().limitPerNode }).evictions ?? [])];
   }
 
   /**
@@ -288,6 +287,6 @@ export class PlacementView implements PlacementPort {
     if (core === undefined) return [];
     const conflicts = c.evictableConflicts.length > 0 || c.blockingConflicts.length > 0;
     if (!conflicts && (c.limit <= 0 || c.occupied + 1 <= c.limit)) return [];
-    return core.placementEvictions(c.nodeId, spec.id, spec.groups, c.limit, c.occupied);
+    return [...(core.placementSummary(c.nodeId, spec.id, spec.groups, { limit: c.limit }).evictions ?? [])];
   }
 }

@@ -40,8 +40,11 @@ export function markModelDirty(st: CoreState, model: string): void {
   for (const r of st.byModel.get(model) ?? []) if (r.address !== undefined) st.schedule.markDirty(r.address);
 }
 
+/** Shared by every model without groups: `groupsOf` runs per instance on placement's path and allocates nothing. */
+const noGroups: readonly string[] = Object.freeze([]);
+
 export function groupsOf(st: CoreState, model: string): readonly string[] {
-  return st.policy.modelGroups[model] ?? [];
+  return st.policy.modelGroups[model] ?? noGroups;
 }
 
 /** Writes a model's config (groups, pin) as the loader knows it into the policy tables. */

@@ -4,7 +4,7 @@
  * plus the thin async facade that sends stops through a port.
  */
 export { createWatchdogCore, WatchdogCore } from "./watchdog-core.js";
-export type { LoaderQuery, WatchdogCoreOptions, ExplicitStopOptions, NodePlacementSummary } from "./watchdog-core.js";
+export type { LoaderQuery, WatchdogCoreOptions, ExplicitStopOptions, EvictionAsk, NodePlacementSummary } from "./watchdog-core.js";
 export { createWatchdogService, WatchdogService } from "./watchdog-service.js";
 export type { StopPort, SettleReport, EnforcementResult, AdmissionResult, ExplicitStopResult, WatchdogServiceOptions, Sleep } from "./watchdog-service.js";
 export { retryEnforcement } from "./retry-enforcement.js";

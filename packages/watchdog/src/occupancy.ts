@@ -10,15 +10,26 @@ export interface NodePlacementSummary {
   readonly evictableSlots: number;
   readonly evictableConflicts: readonly string[];
   readonly blockingConflicts: readonly string[];
+  /** Only when asked (`EvictionAsk`): what an admission of the model on the node would evict first, as `model@incarnation`. */
+  readonly evictions?: readonly string[];
+}
+
+/** Asks `placementSummary` for the evictions too, under a limit of `limit` instances per node (0: none). */
+export interface EvictionAsk {
+  readonly limit: number;
 }
 
 const noStrings: readonly string[] = Object.freeze([]);
 const emptyPlacementSummary: NodePlacementSummary = Object.freeze({ occupied: 0, accountedBytes: 0, evictableBytes: 0, evictableSlots: 0, evictableConflicts: noStrings, blockingConflicts: noStrings });
+const emptyWithEvictions: NodePlacementSummary = Object.freeze({ ...emptyPlacementSummary, evictions: noStrings });
 
-/** Whether `other` (another model) is in one of `groups`; a module function, not a per-call closure, on placement's hot path. */
-function sharesGroup(model: string, groups: readonly string[], other: string | undefined, otherGroups: Iterable<string>): boolean {
-  if (other === model) return false;
-  for (const g of otherGroups) if (groups.includes(g)) return true;
+/**
+ * Whether `other` (another model) is in one of `groups`; a module function, not a per-call closure, on placement's
+ * hot path. Indexed loops: an iterator over arrays of several shapes allocates per step, per instance of the cluster.
+ */
+function sharesGroup(model: string, groups: readonly string[], other: string | undefined, otherGroups: readonly string[]): boolean {
+  if (otherGroups.length === 0 || other === model) return false;
+  for (let i = 0; i < otherGroups.length; i++) if (groups.includes(otherGroups[i] as string)) return true;
   return false;
 }
 
@@ -72,10 +83,17 @@ export function nodeOccupancy(st: CoreState, nodeId: string): Occupancy {
  * placement decision over many nodes stays proportional to their instances.
  * `evictable` means a policy path could select it now: ready, not pending,
  * not pinned, and idle unless force-eviction-when-busy.
+ *
+ * With `evict`, also what an admission of `model` on the node would evict
+ * first (ExplainPlacement), read in the same pass: its ready, unpinned
+ * instances of other models in one of `groups`, then, when `evict.limit` > 0
+ * and the node has no slot left after those, the least recently used idle
+ * ones. Never a replica of `model` itself: that would make no room for it.
+ * One pass, not two: at ~100 000 instances each record read is a cache miss.
  */
-export function placementSummary(st: CoreState, nodeId: string, model: string, groups: readonly string[]): NodePlacementSummary {
+export function placementSummary(st: CoreState, nodeId: string, model: string, groups: readonly string[], evict?: EvictionAsk): NodePlacementSummary {
   const n = st.nodes.get(nodeId);
-  if (n === undefined) return emptyPlacementSummary;
+  if (n === undefined) return evict === undefined ? emptyPlacementSummary : emptyWithEvictions;
   let occupied = 0;
   let accountedBytes = 0;
   let evictableBytes = 0;
@@ -83,13 +101,23 @@ export function placementSummary(st: CoreState, nodeId: string, model: string, g
   // Allocated only when a conflict exists: most nodes have none.
   let evictableConflicts: string[] | undefined;
   let blockingConflicts: string[] | undefined;
+  let evictions: string[] | undefined;
   const force = st.policy.forceEvictionWhenBusy;
+  // Each lookup below reads a string of the record and probes a table: at ~100 000 instances these are cache
+  // misses, so a table that is empty (no pinned model) is not probed, and in-flight is read from the small
+  // set of busy addresses (`idle`), not the map of every address.
+  const anyPinned = st.pinned.size > 0;
+  // The idle instances an admission could evict by age are gathered only when the node could be over its limit.
+  const byAge = evict !== undefined && evict.limit > 0 && n.instances.size + n.occupancy.length + 1 > evict.limit;
+  let idleOthers: InstanceRecord[] | undefined;
   for (const r of n.instances) {
     occupied++;
     accountedBytes += r.sizeBytes;
     const ready = r.state.t === "ready";
-    const pinned = st.pinned.has(r.model);
-    const evictable = ready && !pinned && (force || r.address === undefined || st.requests.inFlight(r.address) === 0);
+    const pinned = anyPinned && st.pinned.has(r.model);
+    const open = ready && !pinned;
+    const idle = open && (r.address === undefined || st.requests.idle(r.address));
+    const evictable = open && (force || idle);
     if (evictable) {
       evictableBytes += r.sizeBytes;
       evictableSlots++;
@@ -97,44 +125,26 @@ export function placementSummary(st: CoreState, nodeId: string, model: string, g
     if (groups.length > 0 && sharesGroup(model, groups, r.model, groupsOf(st, r.model))) {
       if (evictable) (evictableConflicts ??= []).push(r.model);
       else (blockingConflicts ??= []).push(`${r.model} (${r.state.t === "pending" ? "pending eviction" : pinned ? "pinned" : ready ? "busy" : r.state.t})`);
-    }
+      // A conflict is evicted busy or not: the admission stops it.
+      if (evict !== undefined && open) (evictions ??= []).push(`${r.model}@${r.incarnation}`);
+    } else if (byAge && idle && r.model !== model) (idleOthers ??= []).push(r);
   }
   for (const e of n.occupancy) {
     occupied++;
     accountedBytes += e.sizeBytes;
     if (groups.length > 0 && sharesGroup(model, groups, e.model, e.groups)) (blockingConflicts ??= []).push(`${e.kind} ${e.model ?? e.key}`);
   }
-  return { occupied, accountedBytes, evictableBytes, evictableSlots, evictableConflicts: evictableConflicts ?? noStrings, blockingConflicts: blockingConflicts ?? noStrings };
-}
-
-/**
- * What an admission of `model` on the node would evict first, as
- * `model@incarnation` (ExplainPlacement): its ready, unpinned instances of
- * other models in one of `groups`, then, when `limit` > 0 and the node
- * (`occupied` slots) has no room left, the least recently used idle ones.
- * Never a replica of `model` itself: that would make no room for it. Read from
- * the node's own records, no views: proportional to the node's instances.
- */
-export function placementEvictions(st: CoreState, nodeId: string, model: string, groups: readonly string[], limit: number, occupied: number): string[] {
-  const n = st.nodes.get(nodeId);
-  if (n === undefined) return [];
-  const out: string[] = [];
-  for (const r of n.instances) if (r.state.t === "ready" && r.model !== model && !st.pinned.has(r.model) && groups.length > 0 && sharesGroup(model, groups, r.model, groupsOf(st, r.model))) out.push(`${r.model}@${r.incarnation}`);
-  const need = limit > 0 ? occupied + 1 - limit - out.length : 0;
-  if (need <= 0) return out;
-  // Only when the conflicts leave the node over its limit: the request state is read for this pass alone.
-  const rest: { readonly r: InstanceRecord; readonly lastUsedMs: number }[] = [];
-  for (const r of n.instances) {
-    if (r.state.t !== "ready" || r.model === model || st.pinned.has(r.model)) continue;
-    if (groups.length > 0 && sharesGroup(model, groups, r.model, groupsOf(st, r.model))) continue;
-    if (r.address === undefined) rest.push({ r, lastUsedMs: 0 });
-    else if (st.requests.inFlight(r.address) === 0) rest.push({ r, lastUsedMs: st.requests.lastUsedMs(r.address) ?? 0 });
+  if (evict === undefined) return { occupied, accountedBytes, evictableBytes, evictableSlots, evictableConflicts: evictableConflicts ?? noStrings, blockingConflicts: blockingConflicts ?? noStrings };
+  const need = occupied + 1 - evict.limit - (evictions?.length ?? 0);
+  if (byAge && need > 0 && idleOthers !== undefined) {
+    // Only when the conflicts leave the node over its limit: last-used is read for these alone.
+    const rest = idleOthers.map((r) => ({ r, lastUsedMs: r.address === undefined ? 0 : (st.requests.lastUsedMs(r.address) ?? 0) }));
+    // Stable: equally recent ones keep the node's order.
+    rest.sort((a, b) => a.lastUsedMs - b.lastUsedMs);
+    for (let i = 0; i < need && i < rest.length; i++) {
+      const r = rest[i]?.r;
+      if (r !== undefined) (evictions ??= []).push(`${r.model}@${r.incarnation}`);
+    }
   }
-  // Stable: equally recent ones keep the node's order.
-  rest.sort((a, b) => a.lastUsedMs - b.lastUsedMs);
-  for (let i = 0; i < need && i < rest.length; i++) {
-    const r = rest[i]?.r;
-    if (r !== undefined) out.push(`${r.model}@${r.incarnation}`);
-  }
-  return out;
+  return { occupied, accountedBytes, evictableBytes, evictableSlots, evictableConflicts: evictableConflicts ?? noStrings, blockingConflicts: blockingConflicts ?? noStrings, evictions: evictions ?? noStrings };
 }

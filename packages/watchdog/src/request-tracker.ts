@@ -69,6 +69,13 @@ export class RequestTracker {
    * these. One flag check per begin/end that changes them, no allocation.
    */
   private changedList: AddressRequests[] = [];
+  /**
+   * Addresses whose in-flight count is not 0 (normally the busy ones): `idle`
+   * answers from this small set instead of the map of every address, whose
+   * probe costs cache misses once the cluster holds ~100 000 addresses.
+   * Kept by `counted` after every change of a live state's count, and by `clear`.
+   */
+  private readonly nonZero = new Set<string>();
 
   constructor(
     private readonly nowMs: () => number,
@@ -87,6 +94,12 @@ export class RequestTracker {
       this.noteChange(s);
     }
     return s;
+  }
+
+  /** Keeps `nonZero` in step with a live state's count; called after every change of it. */
+  private counted(s: AddressRequests): void {
+    if (s.count !== 0) this.nonZero.add(s.address);
+    else this.nonZero.delete(s.address);
   }
 
   private noteChange(s: AddressRequests): void {
@@ -131,6 +144,8 @@ export class RequestTracker {
     else s.tail.next = r;
     s.tail = r;
     s.count++;
+    // Only a count that leaves or reaches 0 changes `nonZero` (a planted bug can take it below 0).
+    if (s.count === 1 || s.count === 0) this.counted(s);
     s.lastUsedMs = now;
     s.idleSinceMs = undefined;
     return r;
@@ -141,6 +156,7 @@ export class RequestTracker {
       // Planted bug "inflight-below-zero": the run-once guard forgets to stop the second decrement.
       if (isPlanted("inflight-below-zero") && r.owner.live) {
         r.owner.count--;
+        this.counted(r.owner);
         this.noteChange(r.owner);
       }
       return;
@@ -159,6 +175,7 @@ export class RequestTracker {
     r.prev = undefined;
     r.next = undefined;
     s.count--;
+    if (s.count === 0 || s.count === -1) this.counted(s);
     const now = this.nowMs();
     s.lastUsedMs = now;
     if (s.count === 0) {
@@ -209,6 +226,11 @@ export class RequestTracker {
     return this.byAddress.get(address)?.count ?? 0;
   }
 
+  /** `inFlight(address) === 0`, read from the small set of addresses with requests open (placement's per-instance check). */
+  idle(address: string): boolean {
+    return this.nonZero.size === 0 || !this.nonZero.has(address);
+  }
+
   busySinceMs(address: string): number | undefined {
     return this.byAddress.get(address)?.head?.startMs;
   }
@@ -253,6 +275,7 @@ export class RequestTracker {
     const ids = this.openIds(address);
     s.live = false;
     this.byAddress.delete(address);
+    this.nonZero.delete(address);
     this.noteChange(s);
     return ids;
   }
@@ -272,6 +295,7 @@ export class RequestTracker {
       else s.head.prev = r;
       s.head = r;
       s.count++;
+      this.counted(s);
       s.idleSinceMs = undefined;
       this.noteChange(s);
     }

@@ -33,7 +33,7 @@ import { WatchdogQueries } from "./watchdog-queries.js";
 
 export type { LoaderQuery } from "./core-state.js";
 export type { ExplicitStopOptions } from "./explicit-selection.js";
-export type { NodePlacementSummary } from "./occupancy.js";
+export type { EvictionAsk, NodePlacementSummary } from "./occupancy.js";
 
 export interface WatchdogCoreOptions {
   /** Only `now()` is used: the core never schedules. */

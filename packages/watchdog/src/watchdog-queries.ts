@@ -2,7 +2,7 @@ import type { CoreState } from "./core-state.js";
 import { registeredAt } from "./instance-index.js";
 import type { InstanceStateName, InstanceView } from "./instance.js";
 import { viewInstance } from "./instance-view.js";
-import { nodeOccupancy, placementEvictions, placementSummary, type NodePlacementSummary } from "./occupancy.js";
+import { nodeOccupancy, placementSummary, type EvictionAsk, type NodePlacementSummary } from "./occupancy.js";
 import { copyPolicy } from "./policy.js";
 import type { AddressRequestView } from "./request-tracker.js";
 import type { NodeView, WatchdogSnapshot } from "./watchdog-snapshot.js";
@@ -53,20 +53,12 @@ export abstract class WatchdogQueries {
    * computed from that node's own records — no snapshot, no views — so a
    * placement decision over many nodes stays proportional to their instances.
    * `evictable` means a policy path could select it now: ready, not pending,
-   * not pinned, and idle unless force-eviction-when-busy.
+   * not pinned, and idle unless force-eviction-when-busy. With `evict`, also
+   * what an admission there would evict first (ExplainPlacement): group
+   * conflicts, then, past `evict.limit`, the least recently used idle ones.
    */
-  placementSummary(nodeId: string, model: string, groups: readonly string[]): NodePlacementSummary {
-    return placementSummary(this.st, nodeId, model, groups);
-  }
-
-  /**
-   * What an admission of `model` on the node would evict first, as
-   * `model@incarnation` (ExplainPlacement): group conflicts, then, past
-   * `limit` with `occupied` slots taken, the least recently used idle ones.
-   * From the node's own records: proportional to its instances.
-   */
-  placementEvictions(nodeId: string, model: string, groups: readonly string[], limit: number, occupied: number): string[] {
-    return placementEvictions(this.st, nodeId, model, groups, limit, occupied);
+  placementSummary(nodeId: string, model: string, groups: readonly string[], evict?: EvictionAsk): NodePlacementSummary {
+    return placementSummary(this.st, nodeId, model, groups, evict);
   }
 
   /** The instances on one node, from the per-node index: O(instances there) (a page of ListModels). */

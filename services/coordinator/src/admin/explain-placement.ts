@@ -9,7 +9,7 @@ type ExplainInit = MessageInitShape<typeof ExplainPlacementResponseSchema>;
 
 export interface ExplainPlacementDeps {
   readonly core: Pick<WatchdogCore, "instancesOfModel">;
-  readonly placement: Pick<PlacementView, "explainPlan" | "evictionsOn"> & Partial<Pick<PlacementView, "anyNodeReady">>;
+  readonly placement: Pick<PlacementView, "explainPlan"> & Partial<Pick<PlacementView, "anyNodeReady">>;
   /** Monotonic now, for the scale-up circuit breaker's next attempt. */
   readonly nowMs: number;
   /**
@@ -44,8 +44,8 @@ function describeBlocked(blocked: ReplicaStatus["blocked"], nowMs: number): stri
  * breaker when open. Until admin.proto carries the counts, they are in
  * `reason`. The first replica's explanation is unchanged.
  *
- * Linear in nodes + instances: the candidates are built once, and each node's
- * evictions are read from its own candidate and instances. Rejects with the
+ * Linear in nodes + instances: each node's records are read once, for its
+ * candidate and its evictions together (`explainPlan`). Rejects with the
  * signal's reason (CANCELLED, DEADLINE_EXCEEDED) once the caller is gone.
  */
 export async function explainPlacement(d: ExplainPlacementDeps, spec: ModelSpec, blocked?: ReplicaStatus["blocked"]): Promise<ExplainInit> {
@@ -68,13 +68,12 @@ export async function explainPlacement(d: ExplainPlacementDeps, spec: ModelSpec,
       ? ""
       : `next replica (${String(live.length + 1)} of max ${String(max)}; ${live.length === 0 ? "none counted" : `${String(live.length)} on ${live.map(describeInstance).join(", ")}`}${others.length === 0 ? "" : `; not counted: ${others.map(describeInstance).join(", ")}`}): `;
   const slicer = d.slicing === undefined ? undefined : new WorkSlicer(d.slicing);
-  const { plan, candidates } = await d.placement.explainPlan(spec, slicer);
+  const { plan, evictions } = await d.placement.explainPlan(spec, slicer);
   const nodes: { nodeId: string; fits: boolean; reason: string; freeBytes: bigint; score: number; wouldEvict: string[] }[] = [];
   for (const v of plan.verdicts) {
-    // Read-only: a node whose instances changed while it yielded is explained as it is now.
+    // Each node's evictions were read with its candidate, in the same slice: the answer for a node is one reading of it.
     if (slicer?.due() === true) await slicer.pause();
-    const c = candidates.get(v.nodeId);
-    nodes.push({ nodeId: v.nodeId, fits: v.fits, reason: v.reason, freeBytes: BigInt(Math.round(v.freeBytes)), score: v.score, wouldEvict: c === undefined ? [] : d.placement.evictionsOn(spec, c) });
+    nodes.push({ nodeId: v.nodeId, fits: v.fits, reason: v.reason, freeBytes: BigInt(Math.round(v.freeBytes)), score: v.score, wouldEvict: [...(evictions.get(v.nodeId) ?? [])] });
   }
   const reason = `${prefix}${plan.reason}${breaker}`;
   switch (plan.t) {

@@ -1,5 +1,5 @@
 import { isPlanted } from "@warden/common";
-import { lacksBackend, planPlacement, type DiskFacts, type NodeCandidate, type NodeVerdict, type PlacementPlan, type PlacementStrategy } from "@warden/placement";
+import { lacksBackend, planPlacement, type NodeCandidate, type NodeVerdict, type PlacementPlan, type PlacementStrategy } from "@warden/placement";
 import type { Loader, ModelSpec, PlacementPort } from "@warden/loader";
 import type { NodeResources } from "@warden/proto";
 import type { NodePlacementSummary } from "@warden/watchdog";
@@ -58,12 +58,6 @@ function replicasAt(by: Map<string, NodeReplicas>, nodeId: string): NodeReplicas
     by.set(nodeId, r);
   }
   return r;
-}
-
-/** The candidate's disk facts from the node's artifact cache report (none when not reported). */
-function diskFactsOf(c: NodeArtifactCache | undefined): DiskFacts {
-  if (c === undefined) return {};
-  return { diskFreeBytes: c.freeBytes, diskEvictableBytes: c.evictableBytes, ...(c.digests === undefined ? {} : { cachedDigests: c.digests }), ...(c.bundles === undefined ? {} : { backendBundles: c.bundles }) };
 }
 
 function labelsMatch(labels: Readonly<Record<string, string>>, selector: Readonly<Record<string, string>>): boolean {
@@ -136,7 +130,9 @@ export class PlacementView implements PlacementPort {
     }
     const limits = this.nodes.limitsOf(n.nodeId);
     const devices = r !== undefined && r.gpus.length > 0 ? r.gpus.length : 1;
-    return {
+    // Every field set in one literal, the optional ones assigned after: no spreads, which build each
+    // candidate through a copy (an explanation builds one per node).
+    const c: { -readonly [K in keyof NodeCandidate]: NodeCandidate[K] } = {
       nodeId: n.nodeId,
       state: n.state,
       draining: n.draining,
@@ -151,15 +147,22 @@ export class PlacementView implements PlacementPort {
       evictableBytes: Math.max(0, (sum?.evictableBytes ?? 0) - (here?.evictableBytes ?? 0)),
       evictableSlots: Math.max(0, (sum?.evictableSlots ?? 0) - (here?.evictableSlots ?? 0)),
       backends: n.backends,
-      ...(this.awaiting(n.nodeId) ? { awaitingInventory: true } : {}),
       modelReplicas: here?.count ?? 0,
       departingReplicas: here?.departing ?? 0,
       maxReplicasPerModel: limits.maxReplicasPerModel ?? defaultMaxReplicasPerModel,
       devices,
       devicesWithReplica: here === undefined ? 0 : here.gpus.size + here.unknownDevice,
-      ...(limits.memoryBudget === undefined ? {} : { memoryBudget: limits.memoryBudget }),
-      ...diskFactsOf(n.artifactCache),
     };
+    if (this.awaiting(n.nodeId)) c.awaitingInventory = true;
+    if (limits.memoryBudget !== undefined) c.memoryBudget = limits.memoryBudget;
+    const cache = n.artifactCache;
+    if (cache !== undefined) {
+      c.diskFreeBytes = cache.freeBytes;
+      c.diskEvictableBytes = cache.evictableBytes;
+      if (cache.digests !== undefined) c.cachedDigests = cache.digests;
+      if (cache.bundles !== undefined) c.backendBundles = cache.bundles;
+    }
+    return c;
   }
 
   /**

@@ -159,7 +159,7 @@ function verdict(req: PlacementRequest, n: NodeCandidate, strategy: PlacementStr
   // Disk: a node whose cache cannot make room for what it must pull (artifacts and bundle) can only fail the start.
   const pull = pullNeedOf(req.artifacts, req.backend, n);
   const pullBytes = pull.bytes;
-  const missing = pull.bundle === "missing" || pull.bundle === "unknown" ? { bundleMissing: true as const } : {};
+  const missing = pull.bundle === "missing" || pull.bundle === "unknown";
   const diskOut = diskExclusion(pull, n, explain);
   if (diskOut !== undefined) return excluded(n, freeBytes, diskOut);
   if (n.blockingConflicts.length > 0) return excluded(n, freeBytes, explain ? `group conflict that eviction cannot resolve now: ${n.blockingConflicts.join(", ")}` : "", true);
@@ -172,7 +172,7 @@ function verdict(req: PlacementRequest, n: NodeCandidate, strategy: PlacementStr
   const freeOut = Number.isFinite(freeBytes) ? freeBytes : 0;
   const tier = spreadTier(n);
   if (memOk && slotOk && conflictFree) {
-    return { nodeId: n.nodeId, fits: true, fitsAfterEviction: true, reason: explain ? `fits (${describeFree(freeBytes)} free${withinBudget(n)}, ${String(n.occupied)}/${n.limit === 0 ? "∞" : String(n.limit)} slots${describeTier(req.model, n)}${pullNote(req, pull)})` : "", freeBytes: freeOut, score, eligible: true, spreadTier: tier, pullBytes, ...missing };
+    return withBundle({ nodeId: n.nodeId, fits: true, fitsAfterEviction: true, reason: explain ? `fits (${describeFree(freeBytes)} free${withinBudget(n)}, ${String(n.occupied)}/${n.limit === 0 ? "∞" : String(n.limit)} slots${describeTier(req.model, n)}${pullNote(req, pull)})` : "", freeBytes: freeOut, score, eligible: true, spreadTier: tier, pullBytes }, missing);
   }
   const needs: string[] = [];
   if (explain) {
@@ -183,18 +183,26 @@ function verdict(req: PlacementRequest, n: NodeCandidate, strategy: PlacementStr
   const memAfter = req.sizeBytes <= freeBytes + n.evictableBytes;
   const slotAfter = n.limit === 0 || n.occupied + 1 - n.evictableSlots <= n.limit;
   const fitsAfterEviction = memAfter && slotAfter;
-  return {
-    nodeId: n.nodeId,
-    fits: false,
-    fitsAfterEviction,
-    reason: explain ? `${needs.join("; ")}${fitsAfterEviction ? " — evicting there would make room" : " — eviction cannot make room"}${describeTier(req.model, n)}${pullNote(req, pull)}` : "",
-    freeBytes: freeOut,
-    score: score - (strategy === "binpack" ? 0 : n.evictableBytes),
-    eligible: true,
-    spreadTier: tier,
-    pullBytes,
-    ...missing,
-  };
+  return withBundle(
+    {
+      nodeId: n.nodeId,
+      fits: false,
+      fitsAfterEviction,
+      reason: explain ? `${needs.join("; ")}${fitsAfterEviction ? " — evicting there would make room" : " — eviction cannot make room"}${describeTier(req.model, n)}${pullNote(req, pull)}` : "",
+      freeBytes: freeOut,
+      score: score - (strategy === "binpack" ? 0 : n.evictableBytes),
+      eligible: true,
+      spreadTier: tier,
+      pullBytes,
+    },
+    missing,
+  );
+}
+
+/** The verdict, with `bundleMissing` when the backend's bundle must be pulled: assigned, not spread (a verdict per node per decision). */
+function withBundle(v: { -readonly [K in keyof NodeVerdict]: NodeVerdict[K] }, missing: boolean): NodeVerdict {
+  if (missing) v.bundleMissing = true;
+  return v;
 }
 
 /** "; cached", "; pull 4.2 GiB", "; pull 5.2 GiB (bundle 1.0 GiB)", "; bundle cached" after a node's reason when the model names artifacts or its backend a bundle. */

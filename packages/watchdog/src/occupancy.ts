@@ -33,6 +33,13 @@ function sharesGroup(model: string, groups: readonly string[], other: string | u
   return false;
 }
 
+/** `list` with `s` added; a new list holds just `s` (a one-element literal: `[]` then push reserves 16 slots, per node). */
+function append(list: string[] | undefined, s: string): string[] {
+  if (list === undefined) return [s];
+  list.push(s);
+  return list;
+}
+
 /** Occupancy of a node (DESIGN §3.4 item 3). */
 export function nodeOccupancy(st: CoreState, nodeId: string): Occupancy {
   const n = st.nodes.get(nodeId);
@@ -123,10 +130,10 @@ export function placementSummary(st: CoreState, nodeId: string, model: string, g
       evictableSlots++;
     }
     if (groups.length > 0 && sharesGroup(model, groups, r.model, groupsOf(st, r.model))) {
-      if (evictable) (evictableConflicts ??= []).push(r.model);
+      if (evictable) evictableConflicts = append(evictableConflicts, r.model);
       else (blockingConflicts ??= []).push(`${r.model} (${r.state.t === "pending" ? "pending eviction" : pinned ? "pinned" : ready ? "busy" : r.state.t})`);
       // A conflict is evicted busy or not: the admission stops it.
-      if (evict !== undefined && open) (evictions ??= []).push(`${r.model}@${r.incarnation}`);
+      if (evict !== undefined && open) evictions = append(evictions, `${r.model}@${r.incarnation}`);
     } else if (byAge && idle && r.model !== model) (idleOthers ??= []).push(r);
   }
   for (const e of n.occupancy) {
@@ -143,7 +150,7 @@ export function placementSummary(st: CoreState, nodeId: string, model: string, g
     rest.sort((a, b) => a.lastUsedMs - b.lastUsedMs);
     for (let i = 0; i < need && i < rest.length; i++) {
       const r = rest[i]?.r;
-      if (r !== undefined) (evictions ??= []).push(`${r.model}@${r.incarnation}`);
+      if (r !== undefined) evictions = append(evictions, `${r.model}@${r.incarnation}`);
     }
   }
   return { occupied, accountedBytes, evictableBytes, evictableSlots, evictableConflicts: evictableConflicts ?? noStrings, blockingConflicts: blockingConflicts ?? noStrings, evictions: evictions ?? noStrings };

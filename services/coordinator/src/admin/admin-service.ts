@@ -36,6 +36,7 @@ import { inMemorySettings, type SettingsWriter } from "../ha/durable-settings.js
 import { policyKey, type PolicyValue } from "../ha/settings-values.js";
 import type { TakeoverSettings } from "../ha/takeover-settings.js";
 import type { NodesKnownAtStart } from "../nodes/nodes-known-at-start.js";
+import { heartbeatTurnBudgetMs } from "../nodes/node-service.js";
 import { declareUnregisteredLost, knownNodeView, unconfirmedOn } from "./known-node-view.js";
 
 
@@ -75,7 +76,7 @@ export interface AdminDeps {
   readonly onStaleEpoch?: BackendBundleDeps["onStaleEpoch"];
   /** Who made a call (admin-actor.ts), stamped on the events of the loads and stops it asks for; absent = not recorded. */
   readonly actorOf?: (ctx: HandlerContext) => string;
-  /** ExplainPlacement's longest run without yielding to the event loop (heartbeats, leases). @default 5 */
+  /** ExplainPlacement's longest run without yielding to the event loop (heartbeats, leases). @default heartbeatTurnBudgetMs (10) */
   readonly explainSliceMs?: number;
   /** ExportTrace's source (trace/workload-trace.ts); absent = the trace is off (NOT_FOUND). */
   readonly exportTrace?: (sinceWallMs: number, signal: AbortSignal) => AsyncIterable<Uint8Array>;
@@ -333,8 +334,10 @@ export function adminService(d: AdminDeps): ServiceImpl<typeof AdminService> {
       const spec = d.loader.modelSpec(req.model);
       if (spec === undefined) throw new WardenError(Code.NotFound, `model: "${req.model}" is not configured`);
       // For the next replica, with the model's scale-up circuit breaker when open; stops with
-      // the caller, and yields every few milliseconds so heartbeats keep flowing on a large cluster.
-      const slicing = { signal: ctx.signal, sliceMs: d.explainSliceMs ?? 5, nowMs: () => performance.now() };
+      // the caller, and yields after each slice so heartbeats keep flowing on a large cluster. A
+      // slice is as long as a turn of heartbeats: on a loop full of them each yield waits out a
+      // long turn, so an explanation of a few tens of ms takes a few turns, not one per 5 ms.
+      const slicing = { signal: ctx.signal, sliceMs: d.explainSliceMs ?? heartbeatTurnBudgetMs, nowMs: () => performance.now() };
       return await explainPlacement({ core: d.loader.core, placement: d.placement, nowMs: d.clock.now(), slicing }, spec, d.loader.replicaStatus(req.model)?.blocked);
     },
     async scaleModel(req, ctx) {

@@ -279,17 +279,4 @@ export class PlacementView implements PlacementPort {
     if (loader === undefined || !this.nodes.list().some((n) => n.nodeId === nodeId)) return [];
     return [...(loader.core.placementSummary(nodeId, spec.id, spec.groups, { limit: loader.getPolicy().limitPerNode }).evictions ?? [])];
   }
-
-  /**
-   * What an admission on the candidate's node would evict first: group
-   * conflicts, then least recently used. Reads only that node's instances,
-   * and none when its summary shows no group conflict and room under the limit.
-   */
-  evictionsOn(spec: ModelSpec, c: NodeCandidate): string[] {
-    const core = this.loader?.core;
-    if (core === undefined) return [];
-    const conflicts = c.evictableConflicts.length > 0 || c.blockingConflicts.length > 0;
-    if (!conflicts && (c.limit <= 0 || c.occupied + 1 <= c.limit)) return [];
-    return [...(core.placementSummary(c.nodeId, spec.id, spec.groups, { limit: c.limit }).evictions ?? [])];
-  }
 }

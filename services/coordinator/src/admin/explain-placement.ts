@@ -73,7 +73,7 @@ export async function explainPlacement(d: ExplainPlacementDeps, spec: ModelSpec,
   for (const v of plan.verdicts) {
     // Each node's evictions were read with its candidate, in the same slice: the answer for a node is one reading of it.
     if (slicer?.due() === true) await slicer.pause();
-    nodes.push({ nodeId: v.nodeId, fits: v.fits, reason: v.reason, freeBytes: BigInt(Math.round(v.freeBytes)), score: v.score, wouldEvict: [...(evictions.get(v.nodeId) ?? [])] });
+    nodes.push({ nodeId: v.nodeId, fits: v.fits, reason: v.reason, freeBytes: BigInt(Math.round(v.freeBytes)), score: v.score, wouldEvict: evictions.get(v.nodeId)?.slice() ?? [] });
   }
   const reason = `${prefix}${plan.reason}${breaker}`;
   switch (plan.t) {

@@ -263,7 +263,10 @@ export class PlacementView implements PlacementPort {
     const list: NodeCandidate[] = [];
     const evictions = new Map<string, readonly string[]>();
     const evict = { limit };
-    for (const n of this.nodes.list()) {
+    const all = this.nodes.list();
+    // Indexed: an array iterator in an async function allocates a result per step once it can await.
+    for (let i = 0; i < all.length; i++) {
+      const n = all[i] as PlacementNode;
       if (slicing?.due() === true) await slicing.pause();
       const sum = this.loader?.core.placementSummary(n.nodeId, spec.id, spec.groups, evict);
       list.push(this.candidateOf(n, limit, replicas.get(n.nodeId), sum));

@@ -102,8 +102,10 @@ export function diskExclusion(p: PullNeed, n: DiskFacts, explain: boolean): stri
  * "bundle not installed, size unknown"; "" when neither is involved.
  */
 export function describePull(artifacts: readonly ArtifactNeed[] | undefined, p: PullNeed): string {
-  const parts: string[] = [];
   const hasArtifacts = artifacts !== undefined && artifacts.length > 0;
+  // Nothing to say (no artifacts, no bundle): the common case, once per node of an explanation.
+  if (p.bytes <= 0 && !hasArtifacts && p.bundle !== "installed" && p.bundle !== "unknown") return "";
+  const parts: string[] = [];
   if (p.bytes > 0) parts.push(`pull ${describeBytes(p)}`);
   else if (hasArtifacts) parts.push("cached");
   if (p.bundle === "installed") parts.push("bundle cached");

@@ -174,11 +174,12 @@ function verdict(req: PlacementRequest, n: NodeCandidate, strategy: PlacementStr
   if (memOk && slotOk && conflictFree) {
     return withBundle({ nodeId: n.nodeId, fits: true, fitsAfterEviction: true, reason: explain ? `fits (${describeFree(freeBytes)} free${withinBudget(n)}, ${String(n.occupied)}/${n.limit === 0 ? "∞" : String(n.limit)} slots${describeTier(req.model, n)}${pullNote(req, pull)})` : "", freeBytes: freeOut, score, eligible: true, spreadTier: tier, pullBytes }, missing);
   }
-  const needs: string[] = [];
+  // What the node lacks, "; "-separated: built as one string (no list per node: an explanation has a verdict per node).
+  let needs = "";
   if (explain) {
-    if (!conflictFree) needs.push(`group conflict with ${n.evictableConflicts.join(", ")}`);
-    if (!slotOk) needs.push(`limit reached (${String(n.occupied)}/${String(n.limit)})`);
-    if (!memOk) needs.push(`needs ${String(req.sizeBytes)} bytes, ${describeFree(freeBytes)} free${withinBudget(n)}`);
+    if (!conflictFree) needs = `group conflict with ${n.evictableConflicts.join(", ")}`;
+    if (!slotOk) needs += `${needs === "" ? "" : "; "}limit reached (${String(n.occupied)}/${String(n.limit)})`;
+    if (!memOk) needs += `${needs === "" ? "" : "; "}needs ${String(req.sizeBytes)} bytes, ${describeFree(freeBytes)} free${withinBudget(n)}`;
   }
   const memAfter = req.sizeBytes <= freeBytes + n.evictableBytes;
   const slotAfter = n.limit === 0 || n.occupied + 1 - n.evictableSlots <= n.limit;
@@ -188,7 +189,7 @@ function verdict(req: PlacementRequest, n: NodeCandidate, strategy: PlacementStr
       nodeId: n.nodeId,
       fits: false,
       fitsAfterEviction,
-      reason: explain ? `${needs.join("; ")}${fitsAfterEviction ? " — evicting there would make room" : " — eviction cannot make room"}${describeTier(req.model, n)}${pullNote(req, pull)}` : "",
+      reason: explain ? `${needs}${fitsAfterEviction ? " — evicting there would make room" : " — eviction cannot make room"}${describeTier(req.model, n)}${pullNote(req, pull)}` : "",
       freeBytes: freeOut,
       score: score - (strategy === "binpack" ? 0 : n.evictableBytes),
       eligible: true,

@@ -2,6 +2,7 @@ import type { MessageInitShape } from "@bufbuild/protobuf";
 import { PlacementDecision, type ExplainPlacementResponseSchema } from "@warden/proto";
 import type { ModelSpec, ReplicaStatus } from "@warden/loader";
 import type { InstanceView, WatchdogCore } from "@warden/watchdog";
+import type { NodeVerdict } from "@warden/placement";
 import type { PlacementView } from "./placement-view.js";
 import { WorkSlicer, type WorkSlicerOptions } from "./work-slicer.js";
 
@@ -70,7 +71,9 @@ export async function explainPlacement(d: ExplainPlacementDeps, spec: ModelSpec,
   const slicer = d.slicing === undefined ? undefined : new WorkSlicer(d.slicing);
   const { plan, evictions } = await d.placement.explainPlan(spec, slicer);
   const nodes: { nodeId: string; fits: boolean; reason: string; freeBytes: bigint; score: number; wouldEvict: string[] }[] = [];
-  for (const v of plan.verdicts) {
+  // Indexed: an array iterator in an async function allocates a result per step once it can await.
+  for (let i = 0; i < plan.verdicts.length; i++) {
+    const v = plan.verdicts[i] as NodeVerdict;
     // Each node's evictions were read with its candidate, in the same slice: the answer for a node is one reading of it.
     if (slicer?.due() === true) await slicer.pause();
     nodes.push({ nodeId: v.nodeId, fits: v.fits, reason: v.reason, freeBytes: BigInt(Math.round(v.freeBytes)), score: v.score, wouldEvict: evictions.get(v.nodeId)?.slice() ?? [] });

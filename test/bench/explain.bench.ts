@@ -13,6 +13,13 @@
  * - at 5 000 and 10 000 nodes (the old one takes minutes there), a naive
  *   floor: one copy of every instance of the cluster (`core.snapshot()`),
  *   which any snapshot-based explanation pays at least once.
+ *
+ * Past ~1 000 nodes the CPU per node is set by memory, not by the count of
+ * steps: each instance read is a cache miss, and what a call allocates (about
+ * 16 MB at 10 000 nodes) is the young-generation collection's work, promoted
+ * to the old generation if a call outlives two of them. The coordinator
+ * ships with `--max-semi-space-size=64`; `NODE_OPTIONS=--max-semi-space-size=64
+ * npm run bench -- explain` measures with it.
  */
 import { modelSpec, type Loader, type ModelSpec } from "@warden/loader";
 import type { PlacementNode, PlacementNodes } from "@warden/cluster";

@@ -108,6 +108,12 @@ export interface CoreState {
    * agent, and one sent now would only leave a leftover behind.
    */
   readonly evictionsHeld: Set<string>;
+  /**
+   * The models that share one of `groups` with `model`, under `policy` (whose
+   * group table is replaced whole, never edited): placement asks the same of
+   * every node, so the group check per instance is one set lookup.
+   */
+  conflicts: { readonly policy: WatchdogPolicy; readonly model: string; readonly groups: readonly string[]; readonly models: ReadonlySet<string> } | undefined;
 }
 
 export function isRegistered(t: RecState["t"]): t is DetachedState {

@@ -33,6 +33,24 @@ function sharesGroup(model: string, groups: readonly string[], other: string | u
   return false;
 }
 
+/** Whether two group lists are the same, in order. */
+function sameGroups(a: readonly string[], b: readonly string[]): boolean {
+  if (a === b) return true;
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
+/** The models other than `model` in one of `groups` (see `CoreState.conflicts`): O(models with groups) once per policy and question. */
+function conflictingModels(st: CoreState, model: string, groups: readonly string[]): ReadonlySet<string> {
+  const m = st.conflicts;
+  if (m !== undefined && m.policy === st.policy && m.model === model && sameGroups(m.groups, groups)) return m.models;
+  const models = new Set<string>();
+  for (const other of Object.keys(st.policy.modelGroups)) if (sharesGroup(model, groups, other, groupsOf(st, other))) models.add(other);
+  st.conflicts = { policy: st.policy, model, groups: [...groups], models };
+  return models;
+}
+
 /** `list` with `s` added; a new list holds just `s` (a one-element literal: `[]` then push reserves 16 slots, per node). */
 function append(list: string[] | undefined, s: string): string[] {
   if (list === undefined) return [s];
@@ -117,6 +135,7 @@ export function placementSummary(st: CoreState, nodeId: string, model: string, g
   // The idle instances an admission could evict by age are gathered only when the node could be over its limit.
   const byAge = evict !== undefined && evict.limit > 0 && n.instances.size + n.occupancy.length + 1 > evict.limit;
   let idleOthers: InstanceRecord[] | undefined;
+  const conflicting = groups.length > 0 ? conflictingModels(st, model, groups) : undefined;
   for (const r of n.instances) {
     occupied++;
     accountedBytes += r.sizeBytes;
@@ -129,7 +148,7 @@ export function placementSummary(st: CoreState, nodeId: string, model: string, g
       evictableBytes += r.sizeBytes;
       evictableSlots++;
     }
-    if (groups.length > 0 && sharesGroup(model, groups, r.model, groupsOf(st, r.model))) {
+    if (conflicting !== undefined && conflicting.has(r.model)) {
       if (evictable) evictableConflicts = append(evictableConflicts, r.model);
       else (blockingConflicts ??= []).push(`${r.model} (${r.state.t === "pending" ? "pending eviction" : pinned ? "pinned" : ready ? "busy" : r.state.t})`);
       // A conflict is evicted busy or not: the admission stops it.
@@ -145,11 +164,12 @@ export function placementSummary(st: CoreState, nodeId: string, model: string, g
   const need = occupied + 1 - evict.limit - (evictions?.length ?? 0);
   if (byAge && need > 0 && idleOthers !== undefined) {
     // Only when the conflicts leave the node over its limit: last-used is read for these alone.
-    const rest = idleOthers.map((r) => ({ r, lastUsedMs: r.address === undefined ? 0 : (st.requests.lastUsedMs(r.address) ?? 0) }));
-    // Stable: equally recent ones keep the node's order.
-    rest.sort((a, b) => a.lastUsedMs - b.lastUsedMs);
-    for (let i = 0; i < need && i < rest.length; i++) {
-      const r = rest[i]?.r;
+    const others = idleOthers;
+    const lastUsed = others.map((r) => (r.address === undefined ? 0 : (st.requests.lastUsedMs(r.address) ?? 0)));
+    // The least recently used first; equally recent ones in the node's order.
+    const order = others.map((_, i) => i).sort((a, b) => (lastUsed[a] ?? 0) - (lastUsed[b] ?? 0) || a - b);
+    for (let i = 0; i < need && i < order.length; i++) {
+      const r = others[order[i] ?? 0];
       if (r !== undefined) evictions = append(evictions, `${r.model}@${r.incarnation}`);
     }
   }

@@ -99,6 +99,7 @@ export class WatchdogCore extends WatchdogQueries {
       nextNodeSeq: 0,
       memoryWatch: new Set(),
       evictionsHeld: new Set(),
+      conflicts: undefined,
     });
     this.caps = caps;
     this.requests = requests;

@@ -1,7 +1,8 @@
 /**
- * The tracker answers `idle` (placement's per-instance check) from a small
- * set of addresses with requests open instead of its map of every address.
- * Whatever the calls, that set agrees with the counts.
+ * The tracker answers `idle` (placement's per-instance check) and
+ * `busyAddresses` (the scrape's) from a small set of addresses with requests
+ * open instead of its map of every address. Whatever the calls, that set
+ * agrees with the counts.
  */
 import { describe, expect, it } from "vitest";
 import fc from "fast-check";
@@ -15,8 +16,8 @@ const op = fc.record({
   pick: fc.nat(),
 });
 
-describe("RequestTracker.idle", () => {
-  it("equals inFlight(address) === 0 after any sequence of begins, ends (twice too), legacy marks, clears and touches", () => {
+describe("RequestTracker.idle and busyAddresses", () => {
+  it("agree with inFlight(address) after any sequence of begins, ends (twice too), legacy marks, clears and touches", () => {
     fc.assert(
       fc.property(fc.array(op, { maxLength: 60 }), (ops) => {
         let now = 0;
@@ -33,6 +34,8 @@ describe("RequestTracker.idle", () => {
           else if (o.t === "touch") t.touch(address);
           else t.seedIdle(address);
           for (const a of addresses) expect(t.idle(a), `${a} after ${o.t}`).toBe(t.inFlight(a) === 0);
+          const busy = addresses.filter((a) => t.inFlight(a) !== 0).map((a): [string, number] => [a, t.inFlight(a)]);
+          expect([...t.busyAddresses()].sort(([a], [b]) => a.localeCompare(b)), `busy after ${o.t}`).toEqual(busy);
         }
       }),
       { numRuns: 300 },

@@ -248,13 +248,13 @@ export class RequestTracker {
   }
 
   /**
-   * Addresses with calls in flight, with their counts: O(addresses tracked),
-   * no lookup per address. A reader summing calls over many instances (a
-   * scrape's per-node gauge) looks up this small map instead of the big one.
+   * Addresses with calls in flight, with their counts: O(busy addresses), from
+   * `nonZero`. A reader summing calls over many instances (a scrape's per-node
+   * gauge) looks up this small map instead of the big one.
    */
   busyAddresses(): Map<string, number> {
     const out = new Map<string, number>();
-    for (const [address, s] of this.byAddress) if (s.count !== 0) out.set(address, s.count);
+    for (const address of this.nonZero) out.set(address, this.byAddress.get(address)?.count ?? 0);
     return out;
   }
 

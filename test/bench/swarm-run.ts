@@ -87,6 +87,9 @@ export interface SwarmResult {
   /** Worst and median of the per-scrape event-loop delay p99 windows, ms. */
   readonly loopDelayP99MaxMs: number;
   readonly loopDelayP99MedianMs: number;
+  /** The same for the floor's process, windows of the same length: what the machine alone does to a loop under this load. */
+  readonly floorLoopDelayP99MaxMs: number;
+  readonly floorLoopDelayP99MedianMs: number;
   /** Scrapes of /metrics not answered within 10 s (windows whose p99 is unknown: the loop stalled). */
   readonly unansweredScrapes: number;
   readonly rssPerNodeMiB: number;
@@ -344,9 +347,22 @@ export async function runSwarm(opts: SwarmOptions): Promise<SwarmResult> {
     // The floor: the same load generator against a bare grpc-js server.
     const floorChild = forkChild("swarm-floor.ts", []);
     let floor: SideFigures;
+    const floorLoopP99s: number[] = [];
     try {
       const { address } = await nextMessage<{ address: string }>(floorChild, "listening", 60_000);
-      const fs = await measureSide(floorChild.pid ?? 0, address, { ...o, warmupMs: Math.min(o.warmupMs, 3_000) }, join(dir, "node-tokens.json"), async () => {});
+      const askLoop = async (): Promise<number> => {
+        const p = nextMessage<{ p99Ms: number }>(floorChild, "loop", 10_000);
+        floorChild.send({ t: "loop" });
+        return (await p).p99Ms;
+      };
+      const fs = await measureSide(floorChild.pid ?? 0, address, { ...o, warmupMs: Math.min(o.warmupMs, 3_000) }, join(dir, "node-tokens.json"), async (signal) => {
+        await askLoop(); // resets the window
+        // The coordinator's windows: every 5 s (shorter for a short run).
+        while (!signal.aborted) {
+          await sleep(Math.min(5_000, o.steadyMs / 2));
+          floorLoopP99s.push(await askLoop());
+        }
+      });
       floor = fs.fig;
       await stopGenerators(fs.gen);
     } finally {
@@ -362,6 +378,8 @@ export async function runSwarm(opts: SwarmOptions): Promise<SwarmResult> {
       floor,
       loopDelayP99MaxMs: Math.max(...loopP99s.filter((v) => !Number.isNaN(v))),
       loopDelayP99MedianMs: percentile(loopP99s.filter((v) => !Number.isNaN(v)), 50),
+      floorLoopDelayP99MaxMs: Math.max(...floorLoopP99s),
+      floorLoopDelayP99MedianMs: percentile(floorLoopP99s, 50),
       unansweredScrapes: loopP99s.filter((v) => Number.isNaN(v)).length,
       rssPerNodeMiB: (warden.rssMiB - rssIdleMiB) / o.nodes,
       rssIdleMiB,

@@ -36,7 +36,7 @@ import { DurableSettings } from "./ha/durable-settings.js";
 import { TakeoverSettings } from "./ha/takeover-settings.js";
 import { FileStateStore } from "./config/file-state-store.js";
 import { NodesKnownAtStart } from "./nodes/nodes-known-at-start.js";
-import { startDrain } from "./admin/admin-service.js";
+import { startDrain } from "./admin/start-drain.js";
 import { natsCredentialsOf } from "./ha/ha-nats.js";
 import { auditFenceOf } from "./ha/coordinator-ha-wiring.js";
 import type { Coordinator, CoordinatorDeps } from "./coordinator-types.js";

@@ -25,6 +25,7 @@ import { instanceLogs } from "./instance-logs.js";
 import { installBackendBundle, listBackendBundles, removeBackendBundle, type BackendBundleDeps } from "./backend-bundles.js";
 import type { EventHub } from "./event-hub.js";
 import { explainPlacement } from "./explain-placement.js";
+import { startDrain } from "./start-drain.js";
 import type { NodeRecord, NodeRegistry } from "../nodes/node-registry.js";
 import type { PlacementView } from "./placement-view.js";
 import { modelTables, policyChanges, policyPatchOf } from "./policy-patch.js";
@@ -80,20 +81,6 @@ export interface AdminDeps {
   readonly explainSliceMs?: number;
   /** ExportTrace's source (trace/workload-trace.ts); absent = the trace is off (NOT_FOUND). */
   readonly exportTrace?: (sinceWallMs: number, signal: AbortSignal) => AsyncIterable<Uint8Array>;
-}
-
-/**
- * DrainNode's work on a node already marked draining: node.drain-started,
- * moves and stops, then node.drained, both naming who asked (also resumed
- * after a restart or a takeover, `resumed`).
- */
-export function startDrain(d: Pick<AdminDeps, "loader" | "hub">, n: NodeRecord, o: { readonly force: boolean; readonly actor?: string | undefined; readonly resumed?: boolean }): void {
-  const by = o.actor === undefined ? {} : { actor: o.actor };
-  void d.hub.publish({ nodeId: n.nodeId, ...by, payload: { case: "nodeDrainStarted", value: { $typeName: "warden.v1.NodeDrainStarted", force: o.force, resumed: o.resumed === true } } });
-  // Replicas keeping a model at min move first (a replacement elsewhere, ready before the stop).
-  void d.loader.drainNode(n.nodeId, { force: o.force, stillDraining: () => n.draining }).then(() => {
-    void d.hub.publish({ nodeId: n.nodeId, ...by, payload: { case: "nodeDrained", value: { $typeName: "warden.v1.NodeDrained" } } });
-  });
 }
 
 /** Longer than any event type name; a longer one is refused without echoing it back. */

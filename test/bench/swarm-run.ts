@@ -22,7 +22,9 @@ import { startCoordinatorProcess } from "../support/coordinator-process.js";
 import { coordinatorNodeFlags } from "../../services/cli/src/install-render.js";
 import { freePort } from "../support/free-port.js";
 import type { SwarmAgentsConfig, SwarmAgentsReport } from "./swarm-agents.js";
-import { forkChild, nextMessage, stopChild, stopGenerators, type Generators } from "./swarm-children.js";
+import { forkChild, nextMessage, stopGenerators, type Generators } from "./swarm-children.js";
+import { gcBetween, gcTotalsOf, type GcTotals } from "./swarm-gc.js";
+import { measureFloor } from "./swarm-floor-run.js";
 
 export interface SwarmOptions {
   readonly nodes: number;
@@ -92,6 +94,8 @@ export interface SwarmResult {
   readonly floorLoopDelayP99MedianMs: number;
   /** Scrapes of /metrics not answered within 10 s (windows whose p99 is unknown: the loop stalled). */
   readonly unansweredScrapes: number;
+  /** The coordinator's garbage collections in the window (from its /metrics gc histogram): young-generation scavenges and major collections, count and seconds. */
+  readonly gcInWindow: GcTotals;
   readonly rssPerNodeMiB: number;
   readonly rssIdleMiB: number;
   /** The coordinator's live heap (after its last major collection before the window's last scrape), MiB; NaN if never scraped. */
@@ -214,6 +218,9 @@ async function measureWith(gen: Generators, pid: number, o: Required<SwarmOption
 /** Live heap after the coordinator's last major collection (warden_coordinator_heap_live_bytes), MiB, from the last scrape that answered. */
 let lastLiveHeapMiB = Number.NaN;
 
+/** The coordinator's garbage collections so far, from the last scrape that answered. */
+let lastGc: GcTotals | undefined;
+
 /** The p99 of the window since the previous scrape, ms; NaN when /metrics did not answer within 10 s (a stalled loop). Notes the live heap too (one scrape: each resets the loop window). */
 async function scrapeLoopP99Ms(metricsAddress: string): Promise<number> {
   let text: string;
@@ -225,6 +232,7 @@ async function scrapeLoopP99Ms(metricsAddress: string): Promise<number> {
   const value = (name: string): number => Number(text.split("\n").find((l) => l.startsWith(`${name} `))?.split(" ")[1] ?? "NaN");
   const live = value("warden_coordinator_heap_live_bytes");
   if (!Number.isNaN(live)) lastLiveHeapMiB = live / 2 ** 20;
+  lastGc = gcTotalsOf(text) ?? lastGc;
   return value("warden_coordinator_nodejs_eventloop_lag_p99_seconds") * 1000;
 }
 
@@ -284,6 +292,8 @@ export async function runSwarm(opts: SwarmOptions): Promise<SwarmResult> {
     let rssIdleMiB = 0;
     let liveHeapIdleMiB = Number.NaN;
     let notReadyAtEnd = 0;
+    let gcAtStart: GcTotals | undefined;
+    let gcAtEnd: GcTotals | undefined;
     let unreachableInWindow = 0;
     const unreachable = (): number => coordinator.events.filter((e) => e.type === "node.unreachable").length;
     let registeredNodes = 0;
@@ -296,6 +306,7 @@ export async function runSwarm(opts: SwarmOptions): Promise<SwarmResult> {
       liveHeapIdleMiB = lastLiveHeapMiB;
       const side = await measureSide(coordinator.pid, coordinator.address, o, join(dir, "node-tokens.json"), async (signal) => {
         await scrapeLoopP99Ms(metricsAddress); // resets the window
+        gcAtStart = lastGc;
         const before = unreachable();
         signal.addEventListener("abort", () => { unreachableInWindow = unreachable() - before; }, { once: true });
         const scrapes = (async () => {
@@ -312,6 +323,7 @@ export async function runSwarm(opts: SwarmOptions): Promise<SwarmResult> {
           listModelsMs.push(await timed(() => admin.listModels({}, { timeoutMs: 30_000 })));
         }
         await scrapes;
+        gcAtEnd = lastGc;
       });
       warden = side.fig;
       gen = side.gen;
@@ -345,29 +357,7 @@ export async function runSwarm(opts: SwarmOptions): Promise<SwarmResult> {
     const unreachableNodes = new Set(coordinator.events.filter((e) => e.type === "node.unreachable").map((e) => e.nodeId)).size;
 
     // The floor: the same load generator against a bare grpc-js server.
-    const floorChild = forkChild("swarm-floor.ts", []);
-    let floor: SideFigures;
-    const floorLoopP99s: number[] = [];
-    try {
-      const { address } = await nextMessage<{ address: string }>(floorChild, "listening", 60_000);
-      const askLoop = async (): Promise<number> => {
-        const p = nextMessage<{ p99Ms: number }>(floorChild, "loop", 10_000);
-        floorChild.send({ t: "loop" });
-        return (await p).p99Ms;
-      };
-      const fs = await measureSide(floorChild.pid ?? 0, address, { ...o, warmupMs: Math.min(o.warmupMs, 3_000) }, join(dir, "node-tokens.json"), async (signal) => {
-        await askLoop(); // resets the window
-        // The coordinator's windows: every 5 s (shorter for a short run).
-        while (!signal.aborted) {
-          await sleep(Math.min(5_000, o.steadyMs / 2));
-          floorLoopP99s.push(await askLoop());
-        }
-      });
-      floor = fs.fig;
-      await stopGenerators(fs.gen);
-    } finally {
-      await stopChild(floorChild);
-    }
+    const { fig: floor, loopP99s: floorLoopP99s } = await measureFloor(o, join(dir, "node-tokens.json"));
     const loadAverage = (await readFile("/proc/loadavg", "utf8")).split(" ").slice(0, 3).join(" ");
     return {
       nodes: o.nodes,
@@ -381,6 +371,7 @@ export async function runSwarm(opts: SwarmOptions): Promise<SwarmResult> {
       floorLoopDelayP99MaxMs: Math.max(...floorLoopP99s),
       floorLoopDelayP99MedianMs: percentile(floorLoopP99s, 50),
       unansweredScrapes: loopP99s.filter((v) => Number.isNaN(v)).length,
+      gcInWindow: gcBetween(gcAtStart, gcAtEnd),
       rssPerNodeMiB: (warden.rssMiB - rssIdleMiB) / o.nodes,
       rssIdleMiB,
       liveHeapMiB: lastLiveHeapMiB,

@@ -8,12 +8,11 @@
  * as its probes answer.
  *
  * Pure: no timers, no I/O. The owner calls {@link OutageProbes.takeDue} on
- * its interval (and as probes answer), sends the probes it returns, and
- * reports each answer through {@link OutageProbes.probed}. Work is
- * proportional to the instances on unreachable nodes: nothing here looks at
- * any other instance, and `takeDue` costs O(probes it returns) — a queue in
- * due order, not a scan — so an owner that keeps a bounded number of probes
- * in flight can ask again each time one answers.
+ * its interval (with a bound: the probes it may start now), sends the probes
+ * it returns, and reports each answer through {@link OutageProbes.probed}.
+ * Work is proportional to the instances on unreachable nodes: nothing here
+ * looks at any other instance, and `takeDue` costs O(probes it returns) — a
+ * queue in due order, not a scan — however many wait beyond the bound.
  */
 
 /**

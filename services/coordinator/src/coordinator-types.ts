@@ -25,7 +25,7 @@ export interface CoordinatorDeps {
   readonly haStatus?: () => MessageInitShape<typeof GetHaStatusResponseSchema>;
   /** The HTTP listener's view of HA while leading (GET /ha/leader, /api/dashboard/ha). */
   readonly haView?: () => DashboardHa;
-  /** Called right before the HTTP listener binds (an HA standby's listener releases the port then). */
+  /** Called once the HTTP app is built, right before it binds (an HA standby's listener releases the port then); not called without httpListen. */
   readonly beforeHttpListen?: () => Promise<void>;
 }
 

@@ -272,8 +272,8 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
     listening = [
       await server.listen(config.listen),
       dataPlane === undefined || config.inferenceListen === undefined ? undefined : (await dataPlane.listen(config.inferenceListen)).address,
-      // HA: the standby's HTTP listener gives the port up right before the leader binds it.
-      await (deps.beforeHttpListen?.() ?? Promise.resolve()).then(() => startCoordinatorHttp({ config: () => currentConfig, clock, loader, nodes, hub, admin: adminImpl, authenticator: authn, routed, gate: admission.gate, callObserver: trace?.calls, newId, prefixRouting, filesDir: join(stateDir, "http-files"), calls, localNodeId: config.embeddedAgent ? embeddedAgentConfig(config).nodeId : undefined, ...(deps.haView === undefined ? {} : { haView: deps.haView }), log: log.child({ component: "http" }) })),
+      // HA: the standby's HTTP listener gives the port up once the leader's app is built, right before it binds.
+      await startCoordinatorHttp({ config: () => currentConfig, clock, loader, nodes, hub, admin: adminImpl, authenticator: authn, routed, gate: admission.gate, callObserver: trace?.calls, newId, prefixRouting, filesDir: join(stateDir, "http-files"), calls, localNodeId: config.embeddedAgent ? embeddedAgentConfig(config).nodeId : undefined, ...(deps.haView === undefined ? {} : { haView: deps.haView }), beforeListen: deps.beforeHttpListen, log: log.child({ component: "http" }) }),
     ];
   } catch (err) {
     // A listener that cannot bind ends the start: release what already listens or runs, so an

@@ -68,7 +68,7 @@ export interface CoordinatorHttp {
 }
 
 /** Starts the HTTP listener when `httpListen` is set; undefined when off. */
-export async function startCoordinatorHttp(ctx: Omit<CoordinatorHttpContext, "auth"> & { readonly authenticator: Authenticator | undefined }): Promise<CoordinatorHttp | undefined> {
+export async function startCoordinatorHttp(ctx: Omit<CoordinatorHttpContext, "auth"> & { readonly authenticator: Authenticator | undefined; readonly beforeListen?: (() => Promise<void>) | undefined }): Promise<CoordinatorHttp | undefined> {
   const config = ctx.config();
   if (config.httpListen === undefined) return undefined;
   const full: CoordinatorHttpContext = { ...ctx, auth: new HttpAuth(ctx.authenticator, ctx.log.child({ component: "http-auth" })) };
@@ -84,6 +84,7 @@ export async function startCoordinatorHttp(ctx: Omit<CoordinatorHttpContext, "au
     checkHost: !full.auth.enabled,
     routes: registrars(full, ctx.authenticator),
     log: ctx.log,
+    ...(ctx.beforeListen === undefined ? {} : { beforeListen: ctx.beforeListen }),
   });
   return {
     server,

@@ -23,6 +23,14 @@ export interface HttpServerOptions {
   readonly checkHost: boolean;
   readonly routes: readonly HttpRouteRegistrar[];
   readonly log: Logger;
+  /**
+   * Runs once every route is registered and the app is ready, right before
+   * it binds. HA: a member taking the lead closes its standby listener on the
+   * same port here, so the port goes unanswered only for as long as the bind
+   * takes — not while the whole app is built (a page loading its script across
+   * the switch would otherwise get a refused or cut request and stay dead).
+   */
+  readonly beforeListen?: () => Promise<void>;
 }
 
 export interface HttpServer {
@@ -116,6 +124,13 @@ export async function startHttpServer(o: HttpServerOptions): Promise<HttpServer>
     void reply.code(404).type("application/json").send(errorBody(new WardenError(Code.NotFound, `no route for ${request.method} ${request.url.split("?")[0] ?? ""}`, { details: { field: "url" } })));
   });
   for (const register of o.routes) await register(app);
+  try {
+    await app.ready();
+    await o.beforeListen?.();
+  } catch (err) {
+    await app.close().catch(() => undefined);
+    throw err;
+  }
   let bound: string;
   try {
     bound = await app.listen({ host, port });

@@ -38,3 +38,21 @@ export async function throughput(durationMs: number, concurrency: number, call: 
   );
   return n / ((performance.now() - start) / 1000);
 }
+
+/** CPU of one call (user + system, this process), ms, for each of `calls` calls after `warmUps` uncounted ones; sorted ascending. Steadier than wall time on a shared machine. */
+export async function cpuPerCall(calls: number, fn: () => unknown, warmUps = 0): Promise<number[]> {
+  for (let i = 0; i < warmUps; i++) await fn();
+  const out: number[] = [];
+  for (let i = 0; i < calls; i++) {
+    const start = process.cpuUsage();
+    await fn();
+    const d = process.cpuUsage(start);
+    out.push((d.user + d.system) / 1_000);
+  }
+  return out.sort((a, b) => a - b);
+}
+
+/** The 99th percentile of ascending `sorted` (its largest value under 100 samples). */
+export function p99Of(sorted: readonly number[]): number {
+  return sorted[Math.min(sorted.length - 1, Math.ceil(0.99 * sorted.length) - 1)] ?? 0;
+}

@@ -27,7 +27,7 @@ import type { NodeResources } from "@warden/proto";
 import { createWatchdogCore, type WatchdogCore } from "@warden/watchdog";
 import { explainPlacement } from "../../services/coordinator/src/admin/explain-placement.js";
 import { PlacementView } from "../../services/coordinator/src/admin/placement-view.js";
-import { median, type BenchResult } from "./bench-result.js";
+import { cpuPerCall, median, p99Of, type BenchResult } from "./bench-result.js";
 
 const GiB = 1024 ** 3;
 const perNode = 10;
@@ -88,24 +88,7 @@ async function newExplain(c: Cluster): Promise<number> {
   return evicted;
 }
 
-function cpuMs(start: NodeJS.CpuUsage): number {
-  const d = process.cpuUsage(start);
-  return (d.user + d.system) / 1_000;
-}
-
-async function cpuPerCall(calls: number, fn: () => unknown): Promise<number[]> {
-  const out: number[] = [];
-  for (let i = 0; i < calls; i++) {
-    const start = process.cpuUsage();
-    await fn();
-    out.push(cpuMs(start));
-  }
-  return out.sort((a, b) => a - b);
-}
-
-function p99(sorted: readonly number[]): number {
-  return sorted[Math.min(sorted.length - 1, Math.ceil(0.99 * sorted.length) - 1)] ?? 0;
-}
+const p99 = p99Of;
 
 const spread = (v: readonly number[]): string => `${(v[0] ?? 0).toFixed(1)}–${(v[v.length - 1] ?? 0).toFixed(1)}`;
 

@@ -22,31 +22,14 @@ import { create, toBinary } from "@bufbuild/protobuf";
 import { Gauge, Registry } from "prom-client";
 import { InstanceState, ListModelsResponseSchema, ListNodesResponseSchema, NodeState, type ListModelsRequest, type ListNodesRequest } from "@warden/proto";
 import type { HandlerContext } from "@warden/grpc";
-import { median, type BenchResult } from "./bench-result.js";
+import { cpuPerCall as cpuPerCallOf, median, p99Of, type BenchResult } from "./bench-result.js";
 import { backendsPerNode, listingsCluster, type ListingsCluster } from "./listings-cluster.js";
 
 const calls = 41;
 const warmUps = 5;
 
-function cpuMs(start: NodeJS.CpuUsage): number {
-  const d = process.cpuUsage(start);
-  return (d.user + d.system) / 1_000;
-}
-
-async function cpuPerCall(fn: () => unknown): Promise<number[]> {
-  for (let i = 0; i < warmUps; i++) await fn();
-  const out: number[] = [];
-  for (let i = 0; i < calls; i++) {
-    const start = process.cpuUsage();
-    await fn();
-    out.push(cpuMs(start));
-  }
-  return out.sort((a, b) => a - b);
-}
-
-function p99(sorted: readonly number[]): number {
-  return sorted[Math.min(sorted.length - 1, Math.ceil(0.99 * sorted.length) - 1)] ?? 0;
-}
+const cpuPerCall = (fn: () => unknown): Promise<number[]> => cpuPerCallOf(calls, fn, warmUps);
+const p99 = p99Of;
 
 const ctx = {} as HandlerContext;
 const nodesReq = (): ListNodesRequest => ({ $typeName: "warden.v1.ListNodesRequest", pageSize: 0, pageToken: "", nodeIdPrefix: "", state: NodeState.UNSPECIFIED, model: "" });

@@ -5,7 +5,8 @@
  * appears as events and as the new instance, with no reload; the action and
  * read endpoints refuse what they must; Explain is dated and asked again while
  * shown; a row's Unload and a card's Drain and Undrain say what runs in words,
- * then their outcome; the page greys while its coordinator is gone (last).
+ * then their outcome; a page whose script load failed loads it again; the
+ * page greys while its coordinator is gone (last).
  * The screenshot is kept as an artifact.
  */
 import { mkdtemp } from "node:fs/promises";
@@ -111,6 +112,50 @@ describe("dashboard in a real browser", () => {
     expect(await page.$$("button[data-action]")).toHaveLength(0);
     expect(await page.isHidden("#load-button")).toBe(true);
     await page.close();
+  }, 120_000);
+
+  it("a page whose script load fails (cut, then answered 503) says so, loads it again and comes up live; the CSP still refuses any other inline script", async () => {
+    const page = await rig.browser.newPage();
+    try {
+      await useToken(page, rig.tokens.viewer);
+      let asked = 0;
+      let held: (() => void) | undefined;
+      const second = new Promise<void>((r) => (held = r));
+      await page.route("**/dashboard/app.js", async (route) => {
+        asked += 1;
+        if (asked === 1) return route.abort("connectionreset");
+        if (asked === 2) {
+          // Held until the page was seen saying so, then refused as a closing listener refuses.
+          await second;
+          return route.fulfill({ status: 503, contentType: "application/json", body: "{}" });
+        }
+        return route.continue();
+      });
+      const csp: string[] = [];
+      page.on("console", (m) => {
+        if (/Content Security Policy/i.test(m.text())) csp.push(m.text());
+      });
+      await page.goto(rig.url, { waitUntil: "domcontentloaded" });
+      await until("the page says its script did not load", async () => (await page.textContent("#conn")) === "the page's script did not load; retrying", domDeadlineMs);
+      expect(await page.getAttribute("#conn", "data-state")).toBe("connecting");
+      held!();
+      await page.waitForSelector('#conn[data-state="live"]', { timeout: domDeadlineMs });
+      await page.waitForSelector('[data-node-id="local"]', { timeout: domDeadlineMs });
+      expect(asked).toBe(3);
+      // Exactly one copy of the client runs: one script element for it, one stream.
+      expect(await page.locator('script[src="/dashboard/app.js"]').count()).toBe(1);
+      // The hash admits the page's own loader only: a script added inline afterwards is refused.
+      await page.evaluate(() => {
+        const d = (globalThis as unknown as { document: { createElement(t: string): { textContent: string }; body: { appendChild(n: unknown): void } } }).document;
+        const s = d.createElement("script");
+        s.textContent = "document.body.dataset.injected = 'yes'";
+        d.body.appendChild(s);
+      });
+      await until("the CSP refusal is reported", async () => csp.length > 0, domDeadlineMs);
+      expect(await page.getAttribute("body", "data-injected")).toBeNull();
+    } finally {
+      await page.close();
+    }
   }, 120_000);
 
   it("Explain is dated and asked again as the cluster moves; a row's Unload says in words what runs, then its outcome", async () => {

@@ -28,7 +28,8 @@ export interface HttpServerOptions {
    * it binds. HA: a member taking the lead closes its standby listener on the
    * same port here, so the port goes unanswered only for as long as the bind
    * takes — not while the whole app is built (a page loading its script across
-   * the switch would otherwise get a refused or cut request and stay dead).
+   * the switch gets a refused or cut request; the page tries again, see
+   * dashboard-page.ts, but the shorter the gap the fewer such retries).
    */
   readonly beforeListen?: () => Promise<void>;
 }

@@ -4,8 +4,35 @@
  * (/dashboard/app.js). Nothing is loaded from elsewhere, which the Content
  * Security Policy below also enforces.
  */
+import { createHash } from "node:crypto";
 
-export const dashboardCsp = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+/**
+ * The page's only inline script: it loads /dashboard/app.js and, when that
+ * load fails (refused, cut, or answered with an error), says so and tries
+ * again after 0.5, 1, 2, 4, then every 5 s. A page whose script never ran
+ * has nothing else that could recover it — and its HTML may well come from
+ * a listener that is going away (an HA standby giving its port to a new
+ * leader, a coordinator restarting). The CSP allows exactly this script by
+ * its hash. (The style sheet is not retried: a page without it still works.)
+ */
+export const dashboardBootScript = `(function () {
+  var conn = document.getElementById("conn");
+  function script(tries) {
+    var s = document.createElement("script");
+    s.src = "/dashboard/app.js";
+    s.onerror = function () {
+      s.remove();
+      if (conn !== null) conn.textContent = "the page's script did not load; retrying";
+      setTimeout(function () { script(tries + 1); }, Math.min(500 * Math.pow(2, tries), 5000));
+    };
+    document.body.appendChild(s);
+  }
+  script(0);
+})();`;
+
+const bootHash = createHash("sha256").update(dashboardBootScript).digest("base64");
+
+export const dashboardCsp = `default-src 'none'; script-src 'self' 'sha256-${bootHash}'; style-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'`;
 
 export const dashboardHtml = `<!doctype html>
 <html lang="en">
@@ -15,7 +42,6 @@ export const dashboardHtml = `<!doctype html>
 <title>Warden</title>
 <link rel="icon" href="/favicon.ico">
 <link rel="stylesheet" href="/dashboard/app.css">
-<script defer src="/dashboard/app.js"></script>
 </head>
 <body>
 <header>
@@ -104,6 +130,7 @@ export const dashboardHtml = `<!doctype html>
   <div id="plots" class="plots"></div>
 </section>
 </main>
+<script>${dashboardBootScript}</script>
 </body>
 </html>
 `;

@@ -19,18 +19,24 @@ export interface GoneIntents {
  */
 export function goneIntents(missing: ReadonlyMap<string, number>, watched: Iterable<string>, present: Pick<ReadonlySet<string>, "has">): GoneIntents {
   const gone: string[] = [];
-  const next = new Map<string, number>();
-  const counted = new Set<string>();
+  // Built only when something is counted: on nearly every heartbeat nothing is watched, and a
+  // new map per heartbeat, kept on the node record, would outlive the young generation each time.
+  let next: Map<string, number> | undefined;
+  let counted: Set<string> | undefined;
   for (const incarnation of watched) {
+    counted ??= new Set<string>();
     if (counted.has(incarnation)) continue;
     counted.add(incarnation);
     if (present.has(incarnation)) continue;
     const count = (missing.get(incarnation) ?? 0) + 1;
     if (count >= 2) gone.push(incarnation);
-    else next.set(incarnation, count);
+    else (next ??= new Map<string, number>()).set(incarnation, count);
   }
-  return { gone, missing: next };
+  return { gone, missing: next ?? (missing.size === 0 ? missing : noneMissing) };
 }
+
+/** Nothing counted: shared, never written (the counts are only ever replaced whole). */
+const noneMissing: ReadonlyMap<string, number> = new Map<string, number>();
 
 /** The incarnations of `open` (a node's open stop intents) the loader no longer tracks: the ones goneIntents watches. */
 export function untracked(open: Iterable<string>, loader: { knows(incarnation: string): boolean }): string[] {

@@ -8,3 +8,17 @@ export function memoryReading(r: NodeResources): MemoryReading {
     ...(r.ramTotalBytes > 0n ? { ram: { totalBytes: Number(r.ramTotalBytes), usedBytes: Number(r.ramUsedBytes) } } : {}),
   };
 }
+
+/**
+ * Whether two reports of a node's resources give the same figures (every
+ * GPU's index, name, total and used bytes; RAM), whenever each was measured.
+ */
+export function sameReadings(a: NodeResources, b: NodeResources): boolean {
+  if (a.ramTotalBytes !== b.ramTotalBytes || a.ramUsedBytes !== b.ramUsedBytes || a.gpus.length !== b.gpus.length) return false;
+  for (let i = 0; i < a.gpus.length; i++) {
+    const x = a.gpus[i];
+    const y = b.gpus[i];
+    if (x === undefined || y === undefined || x.index !== y.index || x.name !== y.name || x.totalBytes !== y.totalBytes || x.usedBytes !== y.usedBytes) return false;
+  }
+  return true;
+}

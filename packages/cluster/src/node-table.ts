@@ -4,7 +4,7 @@ import { BackendState, type InventoryEntry } from "@warden/proto";
 import { invalidArgument, permissionDenied } from "@warden/common";
 import { heartbeatOrder, sequenceOutOfBounds } from "./heartbeat-order.js";
 import { fenceIncarnation, maxFencesPerNode, unfencedInventory } from "./incarnation-fences.js";
-import { memoryReading } from "./memory-reading.js";
+import { memoryReading, sameReadings } from "./memory-reading.js";
 import { massUnreachability, nextHealth, type HealthCause } from "./node-health.js";
 import type { HeartbeatAnswer, HeartbeatReport, NodeRecord, NodeRegistration } from "./node-record.js";
 import { awaitsInventory } from "./node-record.js";
@@ -291,14 +291,20 @@ export class NodeTable<C> implements AgentDirectory, InventoryPort {
 
   /** The heartbeat's orphans, foreign processes, artifact cache and resources. */
   private applyReport(n: NodeRecord<C>, hb: HeartbeatReport, loader: Loader | undefined): void {
-    n.orphans = hb.orphans;
+    // What is unchanged is kept, not replaced by the heartbeat's copy: at thousands of nodes, a
+    // copy kept per heartbeat outlives the young generation and is promoted, only to die in the
+    // old one (scavenges copy it, the old space grows between major collections).
+    if (hb.orphans.length !== 0 || n.orphans.length !== 0) n.orphans = hb.orphans;
     const foreign = hb.foreign ?? [];
     const fresh = freshForeign(n.foreign, foreign);
-    n.foreign = foreign;
+    if (foreign.length !== 0 || n.foreign.length !== 0) n.foreign = foreign;
     if (fresh.length > 0) this.o.onForeign?.(n.nodeId, fresh);
     if (hb.artifactCache !== undefined) n.artifactCache = artifactCacheOf(hb.artifactCache, n.artifactCache);
     if (hb.resources !== undefined) {
-      n.resources = hb.resources;
+      const kept = n.resources;
+      if (kept !== undefined && sameReadings(kept, hb.resources)) kept.measuredAt = hb.resources.measuredAt;
+      else n.resources = hb.resources;
+      // Every reading counts (its time is the node memory's latest reading), same figures or not.
       loader?.reportMemory(n.nodeId, memoryReading(hb.resources));
     }
   }

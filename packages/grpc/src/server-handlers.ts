@@ -4,6 +4,7 @@ import type { PeerCertificate } from "node:tls";
 import { Code, WardenError, deadlineTimer, type Cancel } from "@warden/common";
 import { toGrpcStatus } from "./codes.js";
 import { UndecodableRequest } from "./request-decode.js";
+import { RequestIterator } from "./request-iterator.js";
 import type { HandlerContext } from "./types.js";
 import { peerCertificateOf, type PeerCertificateSource } from "./peer-identity.js";
 
@@ -96,31 +97,10 @@ async function writeAll(call: ServerWritableStream<unknown, unknown> | ServerDup
   if (!headerSent && hasEntries(ctx.responseHeader)) call.sendMetadata(ctx.responseHeader);
 }
 
-/**
- * The request side of a streaming call. The default Readable iterator destroys
- * the stream when the requests end, which would drop the response status; this
- * one leaves the call open so the handler can still answer and end it. A
- * request that did not decode is reported to `undecodable` (which answers the
- * call INVALID_ARGUMENT) and thrown to the handler.
- */
+/** The request side of a streaming call (request-iterator.ts). */
 function requestsOf(call: ServerDuplexStream<unknown, unknown> | ServerReadableStream<unknown, unknown>, undecodable: (err: WardenError) => void): AsyncIterable<unknown> {
   return {
-    [Symbol.asyncIterator]: () => {
-      const it = call.iterator({ destroyOnReturn: false });
-      return {
-        async next(): Promise<IteratorResult<unknown>> {
-          const r = await it.next();
-          if (r.done !== true && r.value instanceof UndecodableRequest) {
-            undecodable(r.value.error);
-            throw r.value.error;
-          }
-          return r;
-        },
-        async return(): Promise<IteratorResult<unknown>> {
-          return (await it.return?.()) ?? { done: true, value: undefined };
-        },
-      };
-    },
+    [Symbol.asyncIterator]: () => new RequestIterator(call, undecodable),
   };
 }
 

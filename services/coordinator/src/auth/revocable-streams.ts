@@ -43,41 +43,63 @@ function withSignal(ctx: HandlerContext, signal: AbortSignal): HandlerContext {
  * tokens-file reload that drops the token, or narrows it so `rule` refuses,
  * aborts the signal `run` streams under and ends the stream with that
  * status (UNAUTHENTICATED or PERMISSION_DENIED), not OK: a follower must not
- * read a revoked stream's end as a clean one.
+ * read a revoked stream's end as a clean one. An iterator over the handler's
+ * own, not an async generator around it: on a stream idle between messages
+ * (a node's heartbeats) a generator's frames and promises wait the whole
+ * while, per message, and outlive the young generation.
  */
-async function* held<T>(authn: Authenticator, m: DescMethod, rule: StreamRule, ctx: HandlerContext, run: (ctx: HandlerContext) => AsyncIterable<T>): AsyncIterable<T> {
+function held<T>(authn: Authenticator, m: DescMethod, rule: StreamRule, ctx: HandlerContext, run: (ctx: HandlerContext) => AsyncIterable<T>): AsyncIterable<T> {
   const token = bearerTokenOf(ctx.metadata);
-  if (token === undefined) {
-    // The admission check refuses it (or auth is off): nothing to hold.
-    yield* run(ctx);
-    return;
-  }
-  const revoke = new AbortController();
-  const inner = withSignal(ctx, AbortSignal.any([ctx.signal, revoke.signal]));
-  authn.carry(ctx, inner);
-  const release = authn.hold(token, {
-    what: `${m.parent.typeName}/${m.name}`,
-    caller: () => authn.principalOf(inner)?.name ?? "unknown",
-    allows: (p) => rule(m, p, authn.modelOf(inner)),
-    end: (why) => {
-      revoke.abort(why);
+  // The admission check refuses it (or auth is off): nothing to hold.
+  if (token === undefined) return run(ctx);
+  return {
+    [Symbol.asyncIterator]: (): AsyncIterator<T> => {
+      const revoke = new AbortController();
+      const inner = withSignal(ctx, AbortSignal.any([ctx.signal, revoke.signal]));
+      authn.carry(ctx, inner);
+      let release: (() => void) | undefined = authn.hold(token, {
+        what: `${m.parent.typeName}/${m.name}`,
+        caller: () => authn.principalOf(inner)?.name ?? "unknown",
+        allows: (p) => rule(m, p, authn.modelOf(inner)),
+        end: (why) => {
+          revoke.abort(why);
+        },
+      });
+      const finish = (): void => {
+        release?.();
+        release = undefined;
+      };
+      const revoked = (): WardenError | undefined => (revoke.signal.aborted ? (revoke.signal.reason as WardenError) : undefined);
+      let it: AsyncIterator<T>;
+      try {
+        it = run(inner)[Symbol.asyncIterator]();
+      } catch (err) {
+        finish();
+        throw err;
+      }
+      // Once per stream, not per message.
+      const onResult = (r: IteratorResult<T>): IteratorResult<T> => {
+        const why = revoked();
+        if (why !== undefined || r.done === true) finish();
+        if (why === undefined) return r;
+        // Ended here, not by the handler: its own clean-up runs (as a for-await that throws would).
+        if (r.done !== true) void it.return?.().catch(() => undefined);
+        throw why;
+      };
+      const onError = (err: unknown): never => {
+        finish();
+        // The handler saw its signal abort and threw its own error: the revocation is the reason.
+        throw revoked() ?? err;
+      };
+      return {
+        next: () => it.next().then(onResult, onError),
+        return: async (value?: unknown): Promise<IteratorResult<T>> => {
+          finish();
+          return (await it.return?.(value)) ?? { done: true, value: undefined as T };
+        },
+      };
     },
-  });
-  const revoked = (): WardenError | undefined => (revoke.signal.aborted ? (revoke.signal.reason as WardenError) : undefined);
-  try {
-    for await (const item of run(inner)) {
-      const why = revoked();
-      if (why !== undefined) throw why;
-      yield item;
-    }
-  } catch (err) {
-    // The handler saw its signal abort and threw its own error: the revocation is the reason.
-    throw revoked() ?? err;
-  } finally {
-    release();
-  }
-  const why = revoked();
-  if (why !== undefined) throw why;
+  };
 }
 
 type StreamHandler = (input: unknown, ctx: HandlerContext) => AsyncIterable<unknown>;

@@ -48,7 +48,7 @@ export async function* heartbeatStream(requests: AsyncIterable<HeartbeatRequest>
         // Ended or revoked while it waited for its turn: not applied.
         throwIfAborted(ctx.signal);
       }
-      yield deps.beat(req, ctx);
+      yield deps.budget === undefined ? deps.beat(req, ctx) : deps.budget.run(() => deps.beat(req, ctx));
     }
   } finally {
     aborted.close();

@@ -49,12 +49,14 @@ describe("TurnBudget", () => {
     expect(timerAfter).toBe(100);
   });
 
-  it("costs nothing but a clock read while the turn's budget lasts, and starts afresh in the next turn", async () => {
+  it("charges the work run through it, not the time between: a turn ends once its work spent the budget, and the next starts afresh", async () => {
     let ms = 0;
     const budget = new TurnBudget({ budgetMs: 10, nowMs: () => ms });
     for (let i = 0; i < 10; i++) {
       expect(budget.wait()).toBeUndefined();
-      ms += 1;
+      // Reading and writing the streams between heartbeats (2 ms each time) is not the heartbeats' work.
+      ms += 2;
+      expect(budget.run(() => (ms += 1))).toBe(ms);
     }
     const later = budget.wait();
     expect(later).toBeInstanceOf(Promise);
@@ -62,6 +64,19 @@ describe("TurnBudget", () => {
     await later;
     expect(budget.wait()).toBeUndefined();
     expect(budget.deferredTurns).toBe(1);
+  });
+
+  it("charges work that throws as well", async () => {
+    let ms = 0;
+    const budget = new TurnBudget({ budgetMs: 10, nowMs: () => ms });
+    expect(budget.wait()).toBeUndefined();
+    expect(() =>
+      budget.run(() => {
+        ms += 11;
+        throw new Error("refused");
+      }),
+    ).toThrow("refused");
+    expect(budget.wait()).toBeInstanceOf(Promise);
   });
 });
 

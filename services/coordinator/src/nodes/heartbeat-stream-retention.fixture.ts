@@ -28,11 +28,15 @@ const requests: AsyncIterable<HeartbeatRequest> = {
 const call = new AbortController();
 const ctx = { signal: call.signal, metadata: new Metadata(), peer: "test", deadlineAtMs: undefined, responseHeader: new Metadata(), responseTrailer: new Metadata() };
 const answers = heartbeatStream(requests, ctx, { boundNodeOf: () => "n1", beat: () => ({}) })[Symbol.asyncIterator]();
-for (let i = 0; i < beats; i++) {
+/** Made in a frame of its own: this module's suspended frame must not be what keeps the last one. */
+function send(i: number): void {
   const req = create(HeartbeatRequestSchema, { nodeId: "n1", sequence: BigInt(i + 1) });
   refs.push(new WeakRef(req));
   pending.push(req);
   wake?.();
+}
+for (let i = 0; i < beats; i++) {
+  send(i);
   await answers.next();
 }
 for (let i = 0; i < 3; i++) {

@@ -15,6 +15,10 @@ export interface HeartbeatStreamDeps {
   readonly arrived?: (req: HeartbeatRequest) => void;
 }
 
+type HeartbeatAnswer = MessageInitShape<typeof HeartbeatResponseSchema>;
+
+const ended: IteratorReturnResult<undefined> = { done: true, value: undefined };
+
 /**
  * NodeService.HeartbeatStream: the agent's heartbeats on one stream, each
  * answered in order exactly as a unary Heartbeat (same validation, boot-epoch
@@ -23,36 +27,94 @@ export interface HeartbeatStreamDeps {
  * they are bound to — or, without auth, the node the first message named —
  * else the stream ends PERMISSION_DENIED naming node_id and that message
  * changes nothing. A refused heartbeat (bad input) ends the stream with its
- * error, as it fails the unary call; the agent opens another. The loop waits on
- * the call's signal as well as the next message: a revoked token
+ * error, as it fails the unary call; the agent opens another. The wait for the
+ * next message is raced against the call's signal: a revoked token
  * (revocable-streams.ts) ends a stream that is idle between heartbeats.
+ *
+ * An iterator, not an async generator: a generator's suspended frame keeps the
+ * last heartbeat it answered until the next one arrives — a second later, by
+ * when it has outlived the young generation, so every node's every heartbeat
+ * was promoted to the old one and died there. Nothing here holds a heartbeat
+ * once it is answered.
  */
-export async function* heartbeatStream(requests: AsyncIterable<HeartbeatRequest>, ctx: HandlerContext, deps: HeartbeatStreamDeps): AsyncIterable<MessageInitShape<typeof HeartbeatResponseSchema>> {
-  let bound = deps.boundNodeOf(ctx);
-  const it = requests[Symbol.asyncIterator]();
+export function heartbeatStream(requests: AsyncIterable<HeartbeatRequest>, ctx: HandlerContext, deps: HeartbeatStreamDeps): AsyncIterable<HeartbeatAnswer> {
+  return {
+    [Symbol.asyncIterator]: () => new HeartbeatAnswers(requests[Symbol.asyncIterator](), ctx, deps),
+  };
+}
+
+class HeartbeatAnswers implements AsyncIterator<HeartbeatAnswer> {
+  private bound: string | undefined;
+  private closed = false;
   // One abort listener for the stream, reaching only the wait in progress: a promise raced by every
   // request would keep each answered heartbeat, and a listener added and removed per request costs more than the wait.
-  const aborted = new AbortLatch(ctx.signal);
-  try {
-    for (;;) {
-      const next = await aborted.race(it.next());
-      if (next.done === true) return;
-      const req = next.value;
-      bound ??= req.nodeId;
-      if (req.nodeId !== bound) throw permissionDenied("node_id", `this stream speaks for node "${bound.slice(0, 128)}", not ${JSON.stringify(req.nodeId.slice(0, 128))}`);
-      let later = deps.budget?.wait();
-      // Held by this coordinator's backlog, not silent: the node's silence does not grow while it waits.
-      if (later !== undefined) deps.arrived?.(req);
-      for (; later !== undefined; later = deps.budget?.wait()) {
-        await later;
-        // Ended or revoked while it waited for its turn: not applied.
-        throwIfAborted(ctx.signal);
-      }
-      yield deps.budget === undefined ? deps.beat(req, ctx) : deps.budget.run(() => deps.beat(req, ctx));
+  private readonly aborted: AbortLatch;
+  /** Each made once per stream, not per message. */
+  private readonly onRequest = (r: IteratorResult<HeartbeatRequest>): IteratorResult<HeartbeatAnswer> | Promise<IteratorResult<HeartbeatAnswer>> => {
+    if (r.done === true) {
+      this.close();
+      return ended;
     }
-  } finally {
-    aborted.close();
+    try {
+      return this.answer(r.value);
+    } catch (err) {
+      this.close();
+      throw err;
+    }
+  };
+  private readonly onFailure = (err: unknown): never => {
+    this.close();
+    throw err;
+  };
+
+  constructor(
+    private readonly requests: AsyncIterator<HeartbeatRequest>,
+    private readonly ctx: HandlerContext,
+    private readonly deps: HeartbeatStreamDeps,
+  ) {
+    this.bound = deps.boundNodeOf(ctx);
+    this.aborted = new AbortLatch(ctx.signal);
+  }
+
+  next(): Promise<IteratorResult<HeartbeatAnswer>> {
+    if (this.closed) return Promise.resolve(ended);
+    return this.aborted.race(this.requests.next()).then(this.onRequest, this.onFailure);
+  }
+
+  return(): Promise<IteratorResult<HeartbeatAnswer>> {
+    this.close();
+    return Promise.resolve(ended);
+  }
+
+  private answer(req: HeartbeatRequest): IteratorResult<HeartbeatAnswer> | Promise<IteratorResult<HeartbeatAnswer>> {
+    this.bound ??= req.nodeId;
+    if (req.nodeId !== this.bound) throw permissionDenied("node_id", `this stream speaks for node "${this.bound.slice(0, 128)}", not ${JSON.stringify(req.nodeId.slice(0, 128))}`);
+    const later = this.deps.budget?.wait();
+    if (later === undefined) return { done: false, value: this.beat(req) };
+    // Held by this coordinator's backlog, not silent: the node's silence does not grow while it waits.
+    this.deps.arrived?.(req);
+    return this.afterTurns(req, later).catch(this.onFailure);
+  }
+
+  private async afterTurns(req: HeartbeatRequest, first: Promise<void>): Promise<IteratorResult<HeartbeatAnswer>> {
+    for (let later: Promise<void> | undefined = first; later !== undefined; later = this.deps.budget?.wait()) {
+      await later;
+      // Ended or revoked while it waited for its turn: not applied.
+      throwIfAborted(this.ctx.signal);
+    }
+    return { done: false, value: this.beat(req) };
+  }
+
+  private beat(req: HeartbeatRequest): HeartbeatAnswer {
+    const { budget, beat } = this.deps;
+    return budget === undefined ? beat(req, this.ctx) : budget.run(() => beat(req, this.ctx));
+  }
+
+  private close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.aborted.close();
     // Not awaited: with a read pending (the stream ended while idle) the request side's return waits for it.
-    void it.return?.().catch(() => undefined);
+    void this.requests.return?.().catch(() => undefined);
   }
 }

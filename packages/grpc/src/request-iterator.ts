@@ -21,7 +21,7 @@ const readAheadMessages = 16;
 export class RequestIterator implements AsyncIterator<unknown> {
   private readonly queue: unknown[] = [];
   private ended = false;
-  private failure: unknown;
+  private failure: Error | undefined;
   private detached = false;
   private resolveNext: ((r: IteratorResult<unknown>) => void) | undefined;
   private rejectNext: ((err: unknown) => void) | undefined;
@@ -38,7 +38,7 @@ export class RequestIterator implements AsyncIterator<unknown> {
     this.wake();
   };
   private readonly onError = (err: unknown): void => {
-    this.failure ??= err;
+    this.failure ??= err instanceof Error ? err : WardenError.from(err);
     this.wake();
   };
   private readonly onClose = (): void => {

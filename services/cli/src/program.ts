@@ -1,8 +1,9 @@
 import { Command, CommanderError, Option } from "commander";
-import { Code, WardenError, formatDurationMs, parseDurationMs, wardenVersion } from "@warden/common";
+import { Code, WardenError, parseDurationMs, wardenVersion } from "@warden/common";
 import { errorLine, exitCodeHelp, exitCodeOf, exitCodes } from "./exit-codes.js";
 import { parseAddrList } from "./addr.js";
 import { cliToken } from "./cli-token.js";
+import { progressLine } from "./progress-line.js";
 import type { ActionContext, CliIo, GlobalOpts, Runners } from "./action-context.js";
 import type * as AdminActions from "./admin-actions.js";
 import { certsCommand } from "./certs-command.js";
@@ -64,8 +65,7 @@ export function buildProgram(io: CliIo, runners: Runners): { program: Command; e
       let shown = false;
       const timer = setInterval(() => {
         shown = true;
-        const reason = why?.() ?? "";
-        const line = `${typeof label === "string" ? label : label()} … ${formatDurationMs(Date.now() - start)}${reason === "" ? "" : ` (${reason})`}`;
+        const line = progressLine(typeof label === "string" ? label : label(), Date.now() - start, why?.() ?? "");
         io.err.write(io.interactive ? `\r\x1b[K${line}` : `${line}\n`);
       }, 1_000);
       return () => {

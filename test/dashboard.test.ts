@@ -142,7 +142,7 @@ describe("dashboard in a real browser", () => {
       await page.waitForSelector('#conn[data-state="live"]', { timeout: domDeadlineMs });
       await page.waitForSelector('[data-node-id="local"]', { timeout: domDeadlineMs });
       expect(asked).toBe(3);
-      // Exactly one copy of the client runs: one script element for it, one stream.
+      // Exactly one copy of the client is on the page: the failed loads left no script element behind.
       expect(await page.locator('script[src="/dashboard/app.js"]').count()).toBe(1);
       // The hash admits the page's own loader only: a script added inline afterwards is refused.
       await page.evaluate(() => {

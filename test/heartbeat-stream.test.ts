@@ -3,7 +3,8 @@
  * coordinator process with auth on (a node token per node) and a real agent
  * process. The agent's heartbeats flow on one stream; a message on a node's
  * stream that names another node ends the stream PERMISSION_DENIED and
- * changes nothing; a reload that revokes the stream's token ends it; an agent
+ * changes nothing; bytes that are not a heartbeat end it INVALID_ARGUMENT
+ * after the answers before them; a reload that revokes the stream's token ends it; an agent
  * whose coordinator does not serve the stream (`heartbeatStream: false`, as
  * an older coordinator) heartbeats unary.
  */
@@ -11,11 +12,12 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { MessageInitShape } from "@bufbuild/protobuf";
+import { create, toBinary, type MessageInitShape } from "@bufbuild/protobuf";
+import { Client as RawClient, Metadata, credentials, type ClientDuplexStream } from "@grpc/grpc-js";
 import { timestampMs } from "@bufbuild/protobuf/wkt";
 import { Code, WardenError, wardenVersion } from "@warden/common";
-import { createClient, type Client } from "@warden/grpc";
-import { AdminService, NodeService, NodeState, type HeartbeatRequestSchema, type HeartbeatResponse } from "@warden/proto";
+import { createClient, fromGrpcError, type Client } from "@warden/grpc";
+import { AdminService, HeartbeatRequestSchema, NodeService, NodeState, type HeartbeatResponse } from "@warden/proto";
 import { mintToken, tokenLine } from "@warden/coordinator";
 import { simModel, until } from "./support/coordinator-harness.js";
 import { startCoordinatorProcess, type CoordinatorProcess } from "./support/coordinator-process.js";
@@ -152,6 +154,46 @@ describe("HeartbeatStream, auth on", () => {
       expect(heartbeatAtMs(await node(admin, "gpu-3")())).toBeGreaterThan(0);
     } finally {
       s.close();
+    }
+  });
+
+  it("bytes that are not a heartbeat end the stream INVALID_ARGUMENT naming request, after the answer to the heartbeat before them", async () => {
+    const epoch = BigInt(Date.now());
+    await register("gpu-3", tokens.gpu3, epoch);
+    // A client that writes bytes as given: the coordinator decodes each message in its turn, not on arrival.
+    const raw = new RawClient(coord.address, credentials.createInsecure());
+    const md = new Metadata();
+    md.set("authorization", `Bearer ${tokens.gpu3}`);
+    const identity = (b: Buffer): Buffer => b;
+    const heartbeat = (sequence: bigint): Buffer => Buffer.from(toBinary(HeartbeatRequestSchema, create(HeartbeatRequestSchema, { nodeId: "gpu-3", bootEpoch: epoch, sequence })));
+    // Field 1 (node_id) as a string that is not UTF-8.
+    const junk = Buffer.from([0x0a, 0x01, 0xff]);
+    try {
+      const { answers, end } = await new Promise<{ answers: number; end: unknown }>((resolve) => {
+        const call: ClientDuplexStream<Buffer, Buffer> = raw.makeBidiStreamRequest("/warden.v1.NodeService/HeartbeatStream", identity, identity, md, { deadline: Date.now() + waitMs });
+        let answers = 0;
+        call.on("data", () => {
+          answers++;
+          if (answers === 1) {
+            call.write(junk);
+            call.write(heartbeat(2n));
+            call.end();
+          }
+        });
+        call.on("error", (e: unknown) => {
+          resolve({ answers, end: e });
+        });
+        call.on("end", () => {
+          resolve({ answers, end: "ok" });
+        });
+        call.write(heartbeat(1n));
+      });
+      expect(answers).toBe(1);
+      const e = fromGrpcError(end);
+      expect({ code: e.code, field: e.details.field }).toEqual({ code: Code.InvalidArgument, field: "request" });
+      expect(e.rawMessage).toMatch(/^request: is not a valid warden\.v1\.HeartbeatRequest/);
+    } finally {
+      raw.close();
     }
   });
 

@@ -133,6 +133,30 @@ describe("mutual TLS between coordinator and agents", () => {
     }
   });
 
+  it("answers a HeartbeatStream of the certificate's node, and refuses one naming another node PERMISSION_DENIED naming node_id", async () => {
+    const nc = createClient(NodeService, c.address, { tls: clientOf(certs, "gpu-1") });
+    // Auth is off here: nothing but the certificate binds a stream's first message to a node.
+    const stream = async (nodeId: string): Promise<boolean[]> => {
+      const answers: boolean[] = [];
+      const requests = async function* () {
+        yield { nodeId, bootEpoch: 1n, sequence: 10n };
+      };
+      for await (const a of nc.heartbeatStream(requests(), { timeoutMs: 20_000 })) answers.push(a.registerRequired);
+      return answers;
+    };
+    try {
+      await nc.register(registration("gpu-1"), { timeoutMs: 20_000 });
+      expect(await stream("gpu-1")).toEqual([false]);
+      const refused = await failure(stream("gpu-2"));
+      expect(refused.code).toBe(Code.PermissionDenied);
+      expect(refused.message).toMatch(/node_id: "gpu-2" refused: its certificate is issued to node "gpu-1"/);
+      expect(refused.details["field"]).toBe("node_id");
+      expect(c.nodes.get("gpu-2")).toBeUndefined();
+    } finally {
+      nc.close();
+    }
+  });
+
   it("serves the admin CLI's lean client over mutual TLS, and the data plane over TLS", async () => {
     const cli = createH2Client(AdminService, c.address, { tls: clientOf(certs, "admin") });
     const dataPlane = createH2Client(Health, c.inferenceAddress ?? "", { tls: caOnly() });

@@ -2,6 +2,7 @@ export * from "./types.js";
 export * from "./codes.js";
 export * from "./limits.js";
 export { decodeRequest, undecodableRequest } from "./request-decode.js";
+export { EncodedRequest, decodedRequest, type RequestBytes } from "./encoded-request.js";
 export * from "./service-definition.js";
 export { encodedOnce, encodingOf } from "./encoded-once.js";
 export * from "./client.js";

@@ -35,6 +35,15 @@ export interface CreateServerOptions {
   peerCaps?: PeerCaps;
 }
 
+export interface AddServiceOptions {
+  /**
+   * Methods (by localName) whose requests reach the handler as their bytes,
+   * EncodedRequest objects it decodes when ready for them (encoded-request.ts),
+   * rather than decoded as they arrive. Each must be a method of the service.
+   */
+  readonly encodedRequests?: readonly string[];
+}
+
 /** How a shutdown ended: every call finished within the grace, or the rest were forced closed. */
 export type ShutdownOutcome = "drained" | "forced";
 
@@ -82,7 +91,9 @@ export class GrpcServer {
     this.health.set("", ServingStatus.NOT_SERVING);
   }
 
-  private addUntracked<T extends DescService>(svc: T, impl: ServiceImpl<T>): void {
+  private addUntracked<T extends DescService>(svc: T, impl: ServiceImpl<T>, options: AddServiceOptions = {}): void {
+    const encoded = new Set(options.encodedRequests ?? []);
+    for (const name of encoded) if (!svc.methods.some((m) => m.localName === name)) throw new WardenError(Code.Internal, `${svc.typeName}: encodedRequests names ${name}, not one of its methods`);
     const handlers: UntypedServiceImplementation = {};
     const byName = impl as unknown as Record<string, (input: unknown, ctx: never) => unknown>;
     for (const m of svc.methods) {
@@ -91,14 +102,18 @@ export class GrpcServer {
       const streamsReplies = m.methodKind === "server_streaming" || m.methodKind === "bidi_streaming";
       handlers[m.localName] = wrapHandler(m, guardMetadata(streamsReplies, h as never, this.maxMetadataBytes), this.live);
     }
-    this.raw.addService(grpcServerDefinition(svc), handlers);
+    this.raw.addService(grpcServerDefinition(svc, encoded), handlers);
     this.reflection.add(svc);
   }
 
-  /** Adds a service; its health status starts SERVING. */
-  add<T extends DescService>(svc: T, impl: ServiceImpl<T>): this {
+  /**
+   * Adds a service; its health status starts SERVING. The methods named in
+   * `options.encodedRequests` are handed their requests as EncodedRequests:
+   * their handlers take `RequestBytes` where `impl`'s type says messages.
+   */
+  add<T extends DescService>(svc: T, impl: ServiceImpl<T>, options?: AddServiceOptions): this {
     if (this.listening) throw new WardenError(Code.FailedPrecondition, `cannot add ${svc.typeName} after listen`);
-    this.addUntracked(svc, impl);
+    this.addUntracked(svc, impl, options);
     this.health.set(svc.typeName, ServingStatus.SERVING);
     return this;
   }

@@ -1,6 +1,7 @@
 import type { ServiceDefinition, MethodDefinition } from "@grpc/grpc-js";
 import { create, fromBinary, toBinary, type DescMessage, type DescMethod, type DescService } from "@bufbuild/protobuf";
 import { lenientRequestDeserializer } from "./request-decode.js";
+import { EncodedRequest } from "./encoded-request.js";
 import { encodingOf } from "./encoded-once.js";
 
 function serializer(schema: DescMessage) {
@@ -66,10 +67,16 @@ export function grpcServiceDefinition(svc: DescService): ServiceDefinition {
 /**
  * The ServiceDefinition GrpcServer registers: as `grpcServiceDefinition`, but
  * a request that does not decode reaches the handler wrapper as an
- * `UndecodableRequest`, answered INVALID_ARGUMENT rather than grpc-js's INTERNAL.
+ * `UndecodableRequest`, answered INVALID_ARGUMENT rather than grpc-js's INTERNAL;
+ * the requests of the methods named in `encoded` (by localName) reach their
+ * handler as EncodedRequests, decoded by the handler.
  */
-export function grpcServerDefinition(svc: DescService): ServiceDefinition {
+export function grpcServerDefinition(svc: DescService, encoded: ReadonlySet<string> = new Set()): ServiceDefinition {
   const def: Record<string, MethodDefinition<unknown, object>> = {};
-  for (const m of svc.methods) def[m.localName] = { ...methodDefinition(m), requestDeserialize: lenientRequestDeserializer(m.input) };
+  for (const m of svc.methods) {
+    const input = m.input;
+    const requestDeserialize = encoded.has(m.localName) ? (bytes: Buffer): object => new EncodedRequest(input, bytes) : lenientRequestDeserializer(input);
+    def[m.localName] = { ...methodDefinition(m), requestDeserialize };
+  }
   return def;
 }

@@ -2,7 +2,7 @@ import { join, resolve } from "node:path";
 import { artifactStoreService } from "./nodes/artifact-store-service.js";
 import { create } from "@bufbuild/protobuf";
 import { AdminService, ArtifactStoreService, JournalRepairedSchema, NodeService, type Event } from "@warden/proto";
-import { GrpcServer, ServingStatus, type HandlerContext } from "@warden/grpc";
+import { GrpcServer, ServingStatus, type HandlerContext, type ServiceImpl } from "@warden/grpc";
 import { cryptoRng, createUlidFactory, nullLogger, privateStateDir, sleep, systemClock, type Cancel } from "@warden/common";
 import { Loader } from "@warden/loader";
 import { createOutbox, nullPublisher, type Journal, type OutboxHealth, type Publisher } from "@warden/outbox";
@@ -15,13 +15,13 @@ import { auditedAdminService } from "./admin/admin-actor.js";
 import { warnWithoutCoordinatorIdentity } from "./auth/coordinator-identity-check.js";
 import type { BackendClientHandle } from "./routing/backend-connector.js";
 import { coordinatorTransport } from "./auth/coordinator-transport.js";
-import { withNodeCertificateCheck } from "./auth/node-certificate-check.js";
+import { nodeCertificateStreamCheck, withNodeCertificateCheck } from "./auth/node-certificate-check.js";
 import { guarded, loadCoordinatorAuth, readTokenTable } from "./auth/coordinator-auth.js";
 import { adminStreamRule, nodeStreamRule, revocableStreams } from "./auth/revocable-streams.js";
 import { clientLimits, serverLimits } from "./config/limits-config.js";
 import { EventHub } from "./admin/event-hub.js";
 import { wireNodeRegistry } from "./nodes/node-registry-wiring.js";
-import { nodeService } from "./nodes/node-service.js";
+import { nodeService, nodeServiceEncodedRequests } from "./nodes/node-service.js";
 import { OutageServing } from "./nodes/outage-serving.js";
 import { PlacementView } from "./admin/placement-view.js";
 import { CoordinatorMetrics } from "./metrics.js";
@@ -238,13 +238,15 @@ export async function startCoordinator(config: CoordinatorConfig, deps: Coordina
   // Before any node registers (the trace sees it join) and before the Admin service (ExportTrace reads it).
   const trace = await startWorkloadTrace({ settings: config.trace, stateDir, clock, log: log.child({ component: "trace" }), nodes, hub });
   // With auth on, every remote registration carries a node token bound to its id (the guard checks it).
-  const nodeImpl = withNodeCertificateCheck(nodeService(nodes, clock, recovery.epoch, { credentialed: authn !== undefined, caps: { maxInventory: config.limits.maxInventoryPerHeartbeat, maxOrphans: config.limits.maxOrphansPerHeartbeat }, ...(deps.ha === undefined ? {} : { ha: deps.ha }), onEvicted: (nodeId, e) => void hub.publish({ nodeId, payload: { case: "artifactEvicted", value: { $typeName: "warden.v1.ArtifactEvicted", ...e } } }), onPulled: (nodeId, p) => void hub.publish(artifactPulledEvent(nodeId, p)), onStartInstalled: (nodeId, b) => void hub.publish(startInstalledEvent(nodeId, b)), heartbeatStream: config.heartbeatStream, ...(authn === undefined ? {} : { streamNodeOf: (ctx: HandlerContext) => authn.principalOf(ctx)?.nodeId }) }), transport.mutual, transport.probeAgentAddress);
+  const nodeImpl = withNodeCertificateCheck(nodeService(nodes, clock, recovery.epoch, { credentialed: authn !== undefined, caps: { maxInventory: config.limits.maxInventoryPerHeartbeat, maxOrphans: config.limits.maxOrphansPerHeartbeat }, ...(deps.ha === undefined ? {} : { ha: deps.ha }), onEvicted: (nodeId, e) => void hub.publish({ nodeId, payload: { case: "artifactEvicted", value: { $typeName: "warden.v1.ArtifactEvicted", ...e } } }), onPulled: (nodeId, p) => void hub.publish(artifactPulledEvent(nodeId, p)), onStartInstalled: (nodeId, b) => void hub.publish(startInstalledEvent(nodeId, b)), heartbeatStream: config.heartbeatStream, ...(authn === undefined ? {} : { streamNodeOf: (ctx: HandlerContext) => authn.principalOf(ctx)?.nodeId }), ...(transport.mutual ? { streamCheck: nodeCertificateStreamCheck } : {}) }), transport.mutual, transport.probeAgentAddress);
   const adminImpl = auditedAdminService(authn, log, { clock, loader, nodes, hub, placement, enforcement: config.enforcement, defaultStopTimeoutMs: config.stop.stopTimeoutMs, ...(deps.haStatus === undefined ? {} : { haStatus: deps.haStatus }), settings: durable.settings, takeover: operatorSettings, knownAtStart: known, ...traceExporter(trace, stateDir), outage: outage.view, ...(deps.ha === undefined ? {} : { requireCommands: () => void deps.ha?.leaderEpoch(), commandEpoch: deps.ha.leaderEpoch, onStaleEpoch: (e) => { deps.ha?.onSuperseded(e.newestSeen, e.rawMessage); } }) });
   server.add(AdminService, guarded(AdminService, authn === undefined ? adminImpl : revocableStreams(AdminService, adminImpl, authn, adminStreamRule), authn?.admin));
   // Every inference route on both ports, with prefix routing and the admission gate in front (routing/inference-wiring.ts).
   const { routed, prefixRouting, admission, dataPlane, ...inferenceRoutes } = wireInference({ config, loader, clock, hub, log, authn, server, transport, observer: trace?.calls, onTokens: calls.onTokens });
   // HeartbeatStream held against its node token: a reload that revokes the token ends the stream.
-  server.add(NodeService, guarded(NodeService, authn === undefined ? nodeImpl : revocableStreams(NodeService, nodeImpl, authn, nodeStreamRule), authn?.node));
+  // HeartbeatStream's requests reach it as their bytes (nodeServiceEncodedRequests); the wrappers pass them on untouched.
+  const servedNodeImpl = nodeImpl as unknown as ServiceImpl<typeof NodeService>;
+  server.add(NodeService, guarded(NodeService, authn === undefined ? servedNodeImpl : revocableStreams(NodeService, servedNodeImpl, authn, nodeStreamRule), authn?.node), { encodedRequests: nodeServiceEncodedRequests });
   // The artifact store: to node credentials only, as NodeService (artifact-store-service.ts).
   const storeImpl = artifactStoreService(config.artifactStore, { mutual: transport.mutual });
   server.add(ArtifactStoreService, guarded(ArtifactStoreService, storeImpl, authn?.node));

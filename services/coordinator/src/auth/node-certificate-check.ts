@@ -1,7 +1,8 @@
-import type { NodeService } from "@warden/proto";
-import { peerIdentity, type HandlerContext, type ServiceImpl } from "@warden/grpc";
+import type { HeartbeatRequest } from "@warden/proto";
+import { peerIdentity, type HandlerContext } from "@warden/grpc";
 import { Code, WardenError } from "@warden/common";
 import type { AgentAddressProbe } from "./agent-address-probe.js";
+import type { NodeServiceImpl } from "../nodes/node-service.js";
 
 /** The peer of the coordinator's own in-process calls (the embedded agent): no socket, no certificate. */
 const inProcessPeer = "in-process";
@@ -22,12 +23,23 @@ export function checkNodeCertificate(nodeId: string, ctx: HandlerContext): void 
 }
 
 /**
- * NodeService with every Register and Heartbeat checked against the caller's
- * certificate first (when `mutual`), and a remote Register's address against
- * the certificate it serves (`probeAddress`, agent-address-probe.ts): both
- * before anything is applied, so a refused Register changes nothing.
+ * The certificate check of each HeartbeatStream message, for NodeServiceOptions.streamCheck
+ * under mutual TLS: the stream decodes its messages in their turn (heartbeat-stream.ts), so
+ * the check runs there, after each is decoded and before anything of it is applied.
  */
-export function withNodeCertificateCheck(impl: ServiceImpl<typeof NodeService>, mutual: boolean, probeAddress?: AgentAddressProbe): ServiceImpl<typeof NodeService> {
+export function nodeCertificateStreamCheck(req: HeartbeatRequest, ctx: HandlerContext): void {
+  checkNodeCertificate(req.nodeId, ctx);
+}
+
+/**
+ * NodeService with every Register and Heartbeat (and FindPeers) checked
+ * against the caller's certificate first (when `mutual`), and a remote
+ * Register's address against the certificate it serves (`probeAddress`,
+ * agent-address-probe.ts): both before anything is applied, so a refused
+ * Register changes nothing. HeartbeatStream's messages are checked by the
+ * stream itself (nodeCertificateStreamCheck).
+ */
+export function withNodeCertificateCheck(impl: NodeServiceImpl, mutual: boolean, probeAddress?: AgentAddressProbe): NodeServiceImpl {
   if (!mutual) return impl;
   return {
     // async: a refusal is a rejected promise (the call's status), never a synchronous throw.
@@ -44,17 +56,7 @@ export function withNodeCertificateCheck(impl: ServiceImpl<typeof NodeService>, 
       checkNodeCertificate(req.nodeId, ctx);
       yield* impl.findPeers(req, ctx);
     },
-    // Every message on the stream, before the handler sees it: a refusal ends the stream and applies nothing.
-    heartbeatStream(requests, ctx) {
-      return impl.heartbeatStream(
-        (async function* () {
-          for await (const req of requests) {
-            checkNodeCertificate(req.nodeId, ctx);
-            yield req;
-          }
-        })(),
-        ctx,
-      );
-    },
+    // Each message checked by the stream once decoded (nodeCertificateStreamCheck, given as streamCheck).
+    heartbeatStream: (requests, ctx) => impl.heartbeatStream(requests, ctx),
   };
 }

@@ -36,7 +36,7 @@ export async function startEmbeddedNode(o: {
   readonly rng: Rng;
   readonly log: Logger;
   readonly nodes: NodeRegistry;
-  readonly nodeImpl: ServiceImpl<typeof NodeService>;
+  readonly nodeImpl: Pick<ServiceImpl<typeof NodeService>, "register" | "heartbeat">;
   /** The coordinator's artifact store, read in process by the embedded agent (`store:` sources). */
   readonly storeImpl?: ServiceImpl<typeof ArtifactStoreService>;
 }): Promise<{ readonly agent: Agent; readonly heartbeat: NodeHeartbeat }> {

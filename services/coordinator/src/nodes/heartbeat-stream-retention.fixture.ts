@@ -1,36 +1,46 @@
 /**
  * Run with `node --expose-gc --import tsx`: feeds 200 heartbeats through one
  * open heartbeatStream, each answered, with the stream still open at the end;
- * then collects garbage and prints how many of the answered requests are still
- * reachable. Used by heartbeat-stream-retention.test.ts.
+ * then collects garbage and prints how many of the answered requests — as
+ * handed over (their bytes) and as decoded — are still reachable. Used by
+ * heartbeat-stream-retention.test.ts.
  */
-import { create } from "@bufbuild/protobuf";
+import { create, toBinary } from "@bufbuild/protobuf";
 import { Metadata } from "@grpc/grpc-js";
 import { HeartbeatRequestSchema, type HeartbeatRequest } from "@warden/proto";
+import { EncodedRequest, type RequestBytes } from "@warden/grpc";
 import { heartbeatStream } from "./heartbeat-stream.js";
 
 const gc = (globalThis as { gc?: () => void }).gc;
 if (gc === undefined) throw new Error("run with --expose-gc");
 
 const beats = 200;
-const refs: WeakRef<HeartbeatRequest>[] = [];
+const refs: WeakRef<object>[] = [];
 let wake: (() => void) | undefined;
-const pending: HeartbeatRequest[] = [];
+const pending: RequestBytes<HeartbeatRequest>[] = [];
 /** The agent's side: one request at a time, the stream never half-closed. */
-const requests: AsyncIterable<HeartbeatRequest> = {
+const requests: AsyncIterable<RequestBytes<HeartbeatRequest>> = {
   [Symbol.asyncIterator]: () => ({
     next: async () => {
       while (pending.length === 0) await new Promise<void>((r) => (wake = r));
-      return { done: false, value: pending.shift() as HeartbeatRequest };
+      return { done: false, value: pending.shift() as RequestBytes<HeartbeatRequest> };
     },
   }),
 };
+/** As the server hands a request over, telling the fixture of the message it decodes to. */
+class Tracked extends EncodedRequest<HeartbeatRequest> {
+  override decode(): HeartbeatRequest {
+    const req = super.decode();
+    refs.push(new WeakRef(req));
+    return req;
+  }
+}
 const call = new AbortController();
 const ctx = { signal: call.signal, metadata: new Metadata(), peer: "test", deadlineAtMs: undefined, responseHeader: new Metadata(), responseTrailer: new Metadata() };
 const answers = heartbeatStream(requests, ctx, { boundNodeOf: () => "n1", beat: () => ({}) })[Symbol.asyncIterator]();
 /** Made in a frame of its own: this module's suspended frame must not be what keeps the last one. */
 function send(i: number): void {
-  const req = create(HeartbeatRequestSchema, { nodeId: "n1", sequence: BigInt(i + 1) });
+  const req = new Tracked(HeartbeatRequestSchema, toBinary(HeartbeatRequestSchema, create(HeartbeatRequestSchema, { nodeId: "n1", sequence: BigInt(i + 1) })));
   refs.push(new WeakRef(req));
   pending.push(req);
   wake?.();
@@ -44,5 +54,5 @@ for (let i = 0; i < 3; i++) {
   await new Promise((r) => setImmediate(r));
 }
 const reachable = refs.filter((r) => r.deref() !== undefined).length;
-process.stdout.write(`${JSON.stringify({ beats, reachable })}\n`);
+process.stdout.write(`${JSON.stringify({ beats, tracked: refs.length, reachable })}\n`);
 call.abort();

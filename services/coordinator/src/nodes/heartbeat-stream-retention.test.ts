@@ -10,10 +10,12 @@ describe("heartbeatStream memory", () => {
   // one promise that lives as long as the stream kept every one of them (one a second per node), and
   // an async generator's suspended frame kept the last one until the next arrived — a second later,
   // promoted out of the young generation by then, for every node.
-  it("keeps none of the answered heartbeats of a stream that stays open", async () => {
+  it("keeps none of the answered heartbeats of a stream that stays open, neither their bytes nor the messages decoded from them", async () => {
     const { stdout } = await run(process.execPath, ["--expose-gc", "--import", "tsx", join(import.meta.dirname, "heartbeat-stream-retention.fixture.ts")], { timeout: 60_000 });
-    const r = JSON.parse(stdout.trim().split("\n").pop() ?? "{}") as { beats: number; reachable: number };
+    const r = JSON.parse(stdout.trim().split("\n").pop() ?? "{}") as { beats: number; tracked: number; reachable: number };
     expect(r.beats).toBe(200);
+    // Each heartbeat's bytes and the message decoded from them.
+    expect(r.tracked).toBe(400);
     expect(r.reachable).toBe(0);
   });
 });

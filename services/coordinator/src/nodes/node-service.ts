@@ -1,6 +1,6 @@
 import { HeartbeatResponseSchema, type ArtifactPull, type BundleInstall, type HeartbeatRequest, type HeartbeatResponse, type NodeService } from "@warden/proto";
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import { encodedOnce, type HandlerContext, type ServiceImpl } from "@warden/grpc";
+import { encodedOnce, type HandlerContext, type RequestBytes, type ServiceImpl } from "@warden/grpc";
 import type { HeartbeatAnswer } from "@warden/cluster";
 import { heartbeatStream } from "./heartbeat-stream.js";
 import { TurnBudget } from "./turn-budget.js";
@@ -76,9 +76,19 @@ export interface NodeServiceOptions {
   readonly heartbeatStream?: boolean;
   /** The node a HeartbeatStream's credentials are bound to (its node token's); undefined: the node its first message names. */
   readonly streamNodeOf?: (ctx: HandlerContext) => string | undefined;
+  /** Each HeartbeatStream message once decoded, before it is applied (the node certificate check under mutual TLS): a throw ends the stream with it. */
+  readonly streamCheck?: (req: HeartbeatRequest, ctx: HandlerContext) => void;
 }
 
-export function nodeService(nodes: NodeRegistry, clock: Clock, coordinatorEpoch: bigint, options: NodeServiceOptions = {}): ServiceImpl<typeof NodeService> {
+/** The HeartbeatStream methods whose requests GrpcServer hands over as their bytes (`encodedRequests`): heartbeat-stream.ts decodes each in its turn. */
+export const nodeServiceEncodedRequests = ["heartbeatStream"] as const;
+
+/** NodeService as served: HeartbeatStream takes its requests as their bytes (nodeServiceEncodedRequests). */
+export type NodeServiceImpl = Omit<ServiceImpl<typeof NodeService>, "heartbeatStream"> & {
+  heartbeatStream(requests: AsyncIterable<RequestBytes<HeartbeatRequest>>, ctx: HandlerContext): AsyncIterable<HeartbeatResponseInit>;
+};
+
+export function nodeService(nodes: NodeRegistry, clock: Clock, coordinatorEpoch: bigint, options: NodeServiceOptions = {}): NodeServiceImpl {
   /** Node id → FindPeers it holds open now (find-peers.ts bounds them). */
   const openPeerGrants = new Map<string, number>();
   const evictionsSeen = new SeenIds();
@@ -173,9 +183,10 @@ export function nodeService(nodes: NodeRegistry, clock: Clock, coordinatorEpoch:
         boundNodeOf: options.streamNodeOf ?? (() => undefined),
         beat,
         budget,
-        arrived: (req) => {
-          nodes.arrived(req.nodeId, req.bootEpoch);
+        arrived: (nodeId, bootEpoch) => {
+          nodes.arrived(nodeId, bootEpoch);
         },
+        ...(options.streamCheck === undefined ? {} : { check: options.streamCheck }),
       });
     },
     async *findPeers(req, ctx) {

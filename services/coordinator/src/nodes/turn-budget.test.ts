@@ -1,13 +1,19 @@
 import { describe, expect, it } from "vitest";
-import { create } from "@bufbuild/protobuf";
+import { Code, WardenError } from "@warden/common";
+import { create, toBinary } from "@bufbuild/protobuf";
 import { HeartbeatRequestSchema, type HeartbeatRequest } from "@warden/proto";
-import type { HandlerContext } from "@warden/grpc";
+import { EncodedRequest, type HandlerContext, type RequestBytes } from "@warden/grpc";
 import { heartbeatStream } from "./heartbeat-stream.js";
 import { TurnBudget } from "./turn-budget.js";
 
+/** A heartbeat as the server hands it over: its bytes (GrpcServer's encodedRequests). */
+function encoded(sequence: number): EncodedRequest<HeartbeatRequest> {
+  return new EncodedRequest(HeartbeatRequestSchema, toBinary(HeartbeatRequestSchema, create(HeartbeatRequestSchema, { nodeId: "a", bootEpoch: 7n, sequence: BigInt(sequence) })));
+}
+
 /** Heartbeats that are all there at once: the stream answers them in one chain of microtasks unless something cuts it. */
-async function* queued(n: number): AsyncIterable<HeartbeatRequest> {
-  for (let i = 0; i < n; i++) yield create(HeartbeatRequestSchema, { nodeId: "a", sequence: BigInt(i + 1) });
+async function* queued(n: number): AsyncIterable<RequestBytes<HeartbeatRequest>> {
+  for (let i = 0; i < n; i++) yield encoded(i + 1);
 }
 
 /**
@@ -113,12 +119,93 @@ describe("a heartbeat waiting for its turn", () => {
       events.push(`applied ${String(req.sequence)}`);
       return {};
     };
-    const arrived = (req: HeartbeatRequest) => {
-      events.push(`heard ${String(req.sequence)}`);
+    const arrived = (nodeId: string, bootEpoch: bigint) => {
+      events.push(`heard ${nodeId} of boot ${String(bootEpoch)}`);
     };
-    for await (const _ of heartbeatStream(queued(4), ctx, { boundNodeOf: () => undefined, beat, budget, arrived })) {
+    /** Says when it is decoded: a heartbeat that waits for its turn waits as its bytes. */
+    async function* told(n: number): AsyncIterable<RequestBytes<HeartbeatRequest>> {
+      for (let i = 1; i <= n; i++) {
+        const bytes = encoded(i);
+        yield {
+          decode: () => {
+            events.push(`decoded ${String(i)}`);
+            return bytes.decode();
+          },
+        };
+      }
+    }
+    for await (const _ of heartbeatStream(told(4), ctx, { boundNodeOf: () => undefined, beat, budget, arrived })) {
       // answered
     }
-    expect(events).toEqual(["applied 1", "applied 2", "heard 3", "applied 3", "applied 4"]);
+    expect(events).toEqual(["decoded 1", "applied 1", "decoded 2", "applied 2", "heard a of boot 7", "decoded 3", "applied 3", "decoded 4", "applied 4"]);
+  });
+
+  it("decodes the first message of a stream that must wait when nothing was decoded on it yet, to hear its node", async () => {
+    let ms = 0;
+    const budget = new TurnBudget({ budgetMs: 10, nowMs: () => ms });
+    // Another stream spent this turn's budget.
+    expect(budget.wait()).toBeUndefined();
+    budget.run(() => (ms += 10));
+    const ctx = { signal: new AbortController().signal, peer: "127.0.0.1:1" } as HandlerContext;
+    const events: string[] = [];
+    const beat = (req: HeartbeatRequest) => {
+      events.push(`applied ${String(req.sequence)}`);
+      return {};
+    };
+    const arrived = (nodeId: string, bootEpoch: bigint) => {
+      events.push(`heard ${nodeId} of boot ${String(bootEpoch)}`);
+    };
+    for await (const _ of heartbeatStream(queued(1), ctx, { boundNodeOf: () => undefined, beat, budget, arrived })) {
+      // answered
+    }
+    expect(events).toEqual(["heard a of boot 7", "applied 1"]);
+  });
+
+  it("bytes that are not a heartbeat end the stream INVALID_ARGUMENT naming request, in their turn, and apply nothing", async () => {
+    const ctx = { signal: new AbortController().signal, peer: "127.0.0.1:1" } as HandlerContext;
+    const applied: bigint[] = [];
+    const beat = (req: HeartbeatRequest) => {
+      applied.push(req.sequence);
+      return {};
+    };
+    async function* withJunk(): AsyncIterable<RequestBytes<HeartbeatRequest>> {
+      yield encoded(1);
+      // Field 1 (node_id) as a varint: not a HeartbeatRequest.
+      yield new EncodedRequest(HeartbeatRequestSchema, Uint8Array.of(0x08, 0x01, 0xff));
+      yield encoded(3);
+    }
+    const budget = new TurnBudget({ budgetMs: 10, nowMs: () => 0 });
+    const failure = await (async () => {
+      for await (const _ of heartbeatStream(withJunk(), ctx, { boundNodeOf: () => undefined, beat, budget })) {
+        // answered
+      }
+    })().then(
+      () => undefined,
+      (e: unknown) => WardenError.from(e),
+    );
+    expect({ code: failure?.code, field: failure?.details.field }).toEqual({ code: Code.InvalidArgument, field: "request" });
+    expect(applied).toEqual([1n]);
+  });
+
+  it("checks each message once decoded, before it is applied: a refusal ends the stream and applies nothing of it", async () => {
+    const ctx = { signal: new AbortController().signal, peer: "127.0.0.1:1" } as HandlerContext;
+    const applied: bigint[] = [];
+    const beat = (req: HeartbeatRequest) => {
+      applied.push(req.sequence);
+      return {};
+    };
+    const check = (req: HeartbeatRequest): void => {
+      if (req.sequence === 2n) throw new WardenError(Code.PermissionDenied, "node_id: refused", { details: { field: "node_id" } });
+    };
+    const failure = await (async () => {
+      for await (const _ of heartbeatStream(queued(3), ctx, { boundNodeOf: () => undefined, beat, check })) {
+        // answered
+      }
+    })().then(
+      () => undefined,
+      (e: unknown) => WardenError.from(e),
+    );
+    expect(failure?.code).toBe(Code.PermissionDenied);
+    expect(applied).toEqual([1n]);
   });
 });

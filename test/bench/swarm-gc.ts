@@ -8,8 +8,11 @@ export interface GcTotals {
 
 export function gcTotalsOf(text: string): GcTotals | undefined {
   const of = (kind: string, what: "count" | "sum"): number => Number(text.split("\n").find((l) => l.startsWith(`warden_coordinator_nodejs_gc_duration_seconds_${what}{kind="${kind}"} `))?.split(" ")[1] ?? "NaN");
-  const t = { minor: { count: of("minor", "count"), seconds: of("minor", "sum") }, major: { count: of("major", "count"), seconds: of("major", "sum") } };
-  return Number.isNaN(t.minor.count) ? undefined : t;
+  const minor = { count: of("minor", "count"), seconds: of("minor", "sum") };
+  if (Number.isNaN(minor.count)) return undefined;
+  // prom-client writes a kind's series only once it has seen one: no major series yet is no major collection yet.
+  const major = { count: of("major", "count"), seconds: of("major", "sum") };
+  return { minor, major: Number.isNaN(major.count) ? { count: 0, seconds: 0 } : major };
 }
 
 /** Collections between two readings (zeros when either is missing). */

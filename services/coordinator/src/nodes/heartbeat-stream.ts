@@ -123,14 +123,17 @@ class HeartbeatAnswers implements AsyncIterator<HeartbeatAnswer> {
     return { done: false, value: this.beat(msg) };
   }
 
-  /** Decodes, admits and applies one heartbeat, all of it charged to the turn. */
+  /**
+   * Decodes and admits one heartbeat, then applies it; only the applying is
+   * charged to the turn, as when messages were decoded on arrival (outside the
+   * budget). Charging the decoding too cut the heartbeats a turn answers while
+   * the rest of the loop's work stayed the same: at 5 000 nodes on a busy
+   * machine they then fell behind their arrivals (a backlog, not a shorter turn).
+   */
   private beat(msg: RequestBytes<HeartbeatRequest>): HeartbeatAnswer {
+    const req = this.admit(msg.decode());
     const { budget } = this.deps;
-    return budget === undefined ? this.apply(msg) : budget.run(() => this.apply(msg));
-  }
-
-  private apply(msg: RequestBytes<HeartbeatRequest>): HeartbeatAnswer {
-    return this.deps.beat(this.admit(msg.decode()), this.ctx);
+    return budget === undefined ? this.deps.beat(req, this.ctx) : budget.run(() => this.deps.beat(req, this.ctx));
   }
 
   /** The stream's own checks of a decoded heartbeat, before anything of it is applied. */

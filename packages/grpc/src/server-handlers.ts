@@ -5,6 +5,8 @@ import { Code, WardenError, deadlineTimer, type Cancel } from "@warden/common";
 import { toGrpcStatus } from "./codes.js";
 import { UndecodableRequest } from "./request-decode.js";
 import { RequestIterator } from "./request-iterator.js";
+import { RequestEvents } from "./request-events.js";
+import { isPushReplies, pushedRequests, startReplies } from "./push-stream.js";
 import type { HandlerContext } from "./types.js";
 import { peerCertificateOf, type PeerCertificateSource } from "./peer-identity.js";
 
@@ -97,9 +99,11 @@ async function writeAll(call: ServerWritableStream<unknown, unknown> | ServerDup
   if (!headerSent && hasEntries(ctx.responseHeader)) call.sendMetadata(ctx.responseHeader);
 }
 
-/** The request side of a streaming call (request-iterator.ts). */
+/** The request side of a streaming call: pulled (request-iterator.ts), or read by events by a handler that can (request-events.ts). */
 function requestsOf(call: ServerDuplexStream<unknown, unknown> | ServerReadableStream<unknown, unknown>, undecodable: (err: WardenError) => void): AsyncIterable<unknown> {
+  const requests = pushedRequests<unknown>((sink) => new RequestEvents(call, undecodable, sink));
   return {
+    ...requests,
     [Symbol.asyncIterator]: () => new RequestIterator(call, undecodable),
   };
 }
@@ -164,12 +168,34 @@ export function wrapHandler(method: DescMethod, handler: AnyHandler, live?: Set<
           call.emit("error", toGrpcStatus(err, s.ctx.responseTrailer));
           s.finish(undecodable);
         };
-        writeAll(call, handler(requestsOf(call, (e) => { fail(e, e); }), s.ctx) as AsyncIterable<unknown>, s.ctx).then(() => {
+        const done = (): void => {
           if (answered) return;
           answered = true;
           call.end(s.ctx.responseTrailer);
           s.finish();
-        }, fail);
+        };
+        const replies = handler(requestsOf(call, (e) => { fail(e, e); }), s.ctx) as AsyncIterable<unknown>;
+        if (isPushReplies(replies)) {
+          // Driven by events: nothing pending between two messages (push-stream.ts).
+          let headerSent = false;
+          startReplies(replies, {
+            reply: (msg) => {
+              if (answered || s.ctx.signal.aborted) return;
+              if (!headerSent) {
+                headerSent = true;
+                if (hasEntries(s.ctx.responseHeader)) call.sendMetadata(s.ctx.responseHeader);
+              }
+              call.write(msg);
+            },
+            end: () => {
+              if (!headerSent && !answered && hasEntries(s.ctx.responseHeader)) call.sendMetadata(s.ctx.responseHeader);
+              done();
+            },
+            fail,
+          });
+          return;
+        }
+        writeAll(call, replies, s.ctx).then(done, fail);
       };
     case "client_streaming":
       return (call: ServerReadableStream<unknown, unknown>, callback: sendUnaryData<unknown>) => {

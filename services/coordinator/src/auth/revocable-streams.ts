@@ -1,6 +1,6 @@
 import type { DescMethod, DescService } from "@bufbuild/protobuf";
 import { Code, WardenError } from "@warden/common";
-import { bearerTokenOf, type HandlerContext, type RawServiceHandlers, type ServiceImpl } from "@warden/grpc";
+import { bearerTokenOf, isPushReplies, pushedReplies, startReplies, type HandlerContext, type PushReplies, type RawServiceHandlers, type ServiceImpl } from "@warden/grpc";
 import { adminRoleFor, roleReaches, type Authenticator } from "./authenticator.js";
 import type { Principal } from "./token-table.js";
 
@@ -43,36 +43,50 @@ function withSignal(ctx: HandlerContext, signal: AbortSignal): HandlerContext {
  * tokens-file reload that drops the token, or narrows it so `rule` refuses,
  * aborts the signal `run` streams under and ends the stream with that
  * status (UNAUTHENTICATED or PERMISSION_DENIED), not OK: a follower must not
- * read a revoked stream's end as a clean one. An iterator over the handler's
- * own, not an async generator around it: on a stream idle between messages
- * (a node's heartbeats) a generator's frames and promises wait the whole
- * while, per message, and outlive the young generation.
+ * read a revoked stream's end as a clean one. The hold starts when the
+ * stream does (pulled or pushed) and ends with it. A pushed stream
+ * (push-stream.ts) stays pushed; a pulled one is an iterator over the
+ * handler's own, not an async generator around it: on a stream idle between
+ * messages (a node's heartbeats) a generator's frames and promises wait the
+ * whole while, per message, and outlive the young generation.
  */
 function held<T>(authn: Authenticator, m: DescMethod, rule: StreamRule, ctx: HandlerContext, run: (ctx: HandlerContext) => AsyncIterable<T>): AsyncIterable<T> {
   const token = bearerTokenOf(ctx.metadata);
   // The admission check refuses it (or auth is off): nothing to hold.
   if (token === undefined) return run(ctx);
+  const revoke = new AbortController();
+  const inner = withSignal(ctx, AbortSignal.any([ctx.signal, revoke.signal]));
+  authn.carry(ctx, inner);
+  let release: (() => void) | undefined;
+  const begin = (): void => {
+    release = authn.hold(token, {
+      what: `${m.parent.typeName}/${m.name}`,
+      caller: () => authn.principalOf(inner)?.name ?? "unknown",
+      allows: (p) => rule(m, p, authn.modelOf(inner)),
+      end: (why) => {
+        revoke.abort(why);
+      },
+    });
+  };
+  const finish = (): void => {
+    release?.();
+    release = undefined;
+  };
+  const revoked = (): WardenError | undefined => (revoke.signal.aborted ? (revoke.signal.reason as WardenError) : undefined);
+  let replies: AsyncIterable<T>;
+  try {
+    replies = run(inner);
+  } catch (err) {
+    // A handler that throws as it is called fails its stream (the status), as one that throws when first read.
+    return { [Symbol.asyncIterator]: () => ({ next: () => Promise.reject(err instanceof Error ? err : WardenError.from(err)) }) };
+  }
+  if (isPushReplies(replies)) return heldPushed(replies, begin, finish, revoked);
   return {
     [Symbol.asyncIterator]: (): AsyncIterator<T> => {
-      const revoke = new AbortController();
-      const inner = withSignal(ctx, AbortSignal.any([ctx.signal, revoke.signal]));
-      authn.carry(ctx, inner);
-      let release: (() => void) | undefined = authn.hold(token, {
-        what: `${m.parent.typeName}/${m.name}`,
-        caller: () => authn.principalOf(inner)?.name ?? "unknown",
-        allows: (p) => rule(m, p, authn.modelOf(inner)),
-        end: (why) => {
-          revoke.abort(why);
-        },
-      });
-      const finish = (): void => {
-        release?.();
-        release = undefined;
-      };
-      const revoked = (): WardenError | undefined => (revoke.signal.aborted ? (revoke.signal.reason as WardenError) : undefined);
+      begin();
       let it: AsyncIterator<T>;
       try {
-        it = run(inner)[Symbol.asyncIterator]();
+        it = replies[Symbol.asyncIterator]();
       } catch (err) {
         finish();
         throw err;
@@ -100,6 +114,35 @@ function held<T>(authn: Authenticator, m: DescMethod, rule: StreamRule, ctx: Han
       };
     },
   };
+}
+
+/** `held` for a pushed stream: the same hold and the same ends, on the stream's events. */
+function heldPushed<T>(replies: PushReplies<T>, begin: () => void, finish: () => void, revoked: () => WardenError | undefined): PushReplies<T> {
+  return pushedReplies((sink) => {
+    begin();
+    startReplies(replies, {
+      reply: (msg) => {
+        const why = revoked();
+        if (why === undefined) {
+          sink.reply(msg);
+          return;
+        }
+        finish();
+        sink.fail(why);
+      },
+      end: () => {
+        finish();
+        const why = revoked();
+        if (why === undefined) sink.end();
+        else sink.fail(why);
+      },
+      fail: (err) => {
+        finish();
+        // The handler saw its signal abort and failed with its own error: the revocation is the reason.
+        sink.fail(revoked() ?? err);
+      },
+    });
+  });
 }
 
 type StreamHandler = (input: unknown, ctx: HandlerContext) => AsyncIterable<unknown>;

@@ -2,13 +2,16 @@
  * Run with `node --expose-gc --import tsx`: feeds 200 heartbeats through one
  * open heartbeatStream, each answered, with the stream still open at the end;
  * then collects garbage and prints how many of the answered requests — as
- * handed over (their bytes) and as decoded — are still reachable. Used by
- * heartbeat-stream-retention.test.ts.
+ * handed over (their bytes) and as decoded — are still reachable. Then the
+ * same stream driven by events, as the server drives it: how many promises
+ * 200 more heartbeats made (a pulled chain makes several per message, each
+ * waiting for the next message). Used by heartbeat-stream-retention.test.ts.
  */
 import { create, toBinary } from "@bufbuild/protobuf";
 import { Metadata } from "@grpc/grpc-js";
 import { HeartbeatRequestSchema, type HeartbeatRequest } from "@warden/proto";
-import { EncodedRequest, type RequestBytes } from "@warden/grpc";
+import { promiseHooks } from "node:v8";
+import { EncodedRequest, pushedRequests, startReplies, type RequestBytes, type RequestSink } from "@warden/grpc";
 import { heartbeatStream } from "./heartbeat-stream.js";
 
 const gc = (globalThis as { gc?: () => void }).gc;
@@ -54,5 +57,32 @@ for (let i = 0; i < 3; i++) {
   await new Promise((r) => setImmediate(r));
 }
 const reachable = refs.filter((r) => r.deref() !== undefined).length;
-process.stdout.write(`${JSON.stringify({ beats, tracked: refs.length, reachable })}\n`);
+
+// Pushed: the server's way (server-handlers.ts), each message handed over as it arrives.
+let push: RequestSink<RequestBytes<HeartbeatRequest>> | undefined;
+const pushed = pushedRequests<RequestBytes<HeartbeatRequest>>((sink) => {
+  push = sink;
+  return { pause: () => undefined, resume: () => undefined, stop: () => undefined };
+});
+const pushCall = new AbortController();
+let answered = 0;
+let failure: string | null = null;
+startReplies(heartbeatStream(pushed, { ...ctx, signal: pushCall.signal }, { boundNodeOf: () => "n1", beat: () => ({}) }), {
+  reply: () => {
+    answered++;
+  },
+  end: () => undefined,
+  fail: (err) => {
+    failure = err instanceof Error ? err.message : "failed";
+  },
+});
+const heartbeatOf = (i: number): EncodedRequest<HeartbeatRequest> => new EncodedRequest(HeartbeatRequestSchema, toBinary(HeartbeatRequestSchema, create(HeartbeatRequestSchema, { nodeId: "n1", sequence: BigInt(i + 1) })));
+let promises = 0;
+const stopCounting: () => void = promiseHooks.onInit(() => {
+  promises++;
+});
+for (let i = 0; i < beats; i++) push?.message(heartbeatOf(i));
+stopCounting();
+process.stdout.write(`${JSON.stringify({ beats, tracked: refs.length, reachable, pushedAnswered: answered, pushedPromises: promises, pushedFailure: failure })}\n`);
 call.abort();
+pushCall.abort();

@@ -1,6 +1,6 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import { AbortLatch, permissionDenied, throwIfAborted } from "@warden/common";
-import { decodedRequest, type HandlerContext, type RequestBytes } from "@warden/grpc";
+import { abortReason, permissionDenied } from "@warden/common";
+import { decodedRequest, pushedReplies, readRequests, type HandlerContext, type PushReplies, type ReplySink, type RequestBytes, type RequestFlow } from "@warden/grpc";
 import type { HeartbeatRequest, HeartbeatResponseSchema } from "@warden/proto";
 import type { TurnBudget } from "./turn-budget.js";
 
@@ -19,7 +19,8 @@ export interface HeartbeatStreamDeps {
 
 type HeartbeatAnswer = MessageInitShape<typeof HeartbeatResponseSchema>;
 
-const ended: IteratorReturnResult<undefined> = { done: true, value: undefined };
+/** Heartbeats of one stream read ahead of their answers before the stream is paused (a pipelining client). */
+const readAheadMessages = 16;
 
 /**
  * NodeService.HeartbeatStream: the agent's heartbeats on one stream, each
@@ -30,97 +31,137 @@ const ended: IteratorReturnResult<undefined> = { done: true, value: undefined };
  * and pass `check`, else the stream ends PERMISSION_DENIED naming node_id and
  * that message changes nothing. A refused heartbeat (bad input, bytes that
  * are not a heartbeat) ends the stream with its error, as it fails the unary
- * call; the agent opens another. The wait for the next message is raced
- * against the call's signal: a revoked token (revocable-streams.ts) ends a
- * stream that is idle between heartbeats.
+ * call; the agent opens another. The call's signal ends the stream at once
+ * with its reason, idle or not: a revoked token (revocable-streams.ts) ends a
+ * stream that is idle between heartbeats, and a heartbeat that waited for its
+ * turn is not applied once the stream ended.
  *
- * Messages arrive as their bytes and are decoded in their turn, inside the
- * turn budget: a heartbeat that waits for its turn behind thousands of others
- * waits as one buffer, not as a decoded message of a few KiB of small objects
- * that each young-generation collection meanwhile copies (and promotes, if the
- * wait is long). Its node is still heard when it arrives (`arrived`), under the
- * boot epoch of the stream's last heartbeat (a stream is one agent process);
- * the first message of a stream, with nothing decoded before it, is decoded
- * on arrival for that.
+ * Driven by events (push-stream.ts): each message is handled as it arrives and
+ * answered through the reply sink; between two messages nothing is pending —
+ * no promise per layer waiting a second for the next heartbeat, which outlived
+ * the young generation and was promoted, per node per second. Pulled (a test),
+ * it answers the same.
  *
- * An iterator, not an async generator: a generator's suspended frame keeps the
- * last heartbeat it answered until the next one arrives — a second later, by
- * when it has outlived the young generation, so every node's every heartbeat
- * was promoted to the old one and died there. Nothing here holds a heartbeat
- * once it is answered.
+ * Messages arrive as their bytes and are decoded in their turn: a heartbeat
+ * that waits for its turn behind thousands of others waits as one buffer, not
+ * as a decoded message of a few KiB of small objects that each young-generation
+ * collection meanwhile copies (and promotes, if the wait is long). Its node is
+ * still heard when it starts to wait (`arrived`), under the boot epoch of the
+ * stream's last heartbeat (a stream is one agent process); the first message
+ * of a stream, with nothing decoded before it, is decoded then for that.
  */
-export function heartbeatStream(requests: AsyncIterable<RequestBytes<HeartbeatRequest>>, ctx: HandlerContext, deps: HeartbeatStreamDeps): AsyncIterable<HeartbeatAnswer> {
-  return {
-    [Symbol.asyncIterator]: () => new HeartbeatAnswers(requests[Symbol.asyncIterator](), ctx, deps),
-  };
+export function heartbeatStream(requests: AsyncIterable<RequestBytes<HeartbeatRequest>>, ctx: HandlerContext, deps: HeartbeatStreamDeps): PushReplies<HeartbeatAnswer> {
+  return pushedReplies((sink) => {
+    new HeartbeatAnswers(ctx, deps, sink).start(requests);
+  });
 }
 
-class HeartbeatAnswers implements AsyncIterator<HeartbeatAnswer> {
+/** One stream's state: its queue of heartbeats not yet answered, and whether one waits for its turn. */
+class HeartbeatAnswers {
   private bound: string | undefined;
   /** The boot epoch of the last heartbeat decoded here (undefined before the first): what a waiting one is heard under. */
   private bootEpoch: bigint | undefined;
+  /** Read, not yet answered, in order (usually none or one: an agent sends the next after the answer). */
+  private readonly queue: RequestBytes<HeartbeatRequest>[] = [];
+  /** The head of the queue waits for a later turn of the budget. */
+  private waiting = false;
+  /** The caller half-closed: end once the queue is answered. */
+  private halfClosed = false;
   private closed = false;
-  // One abort listener for the stream, reaching only the wait in progress: a promise raced by every
-  // request would keep each answered heartbeat, and a listener added and removed per request costs more than the wait.
-  private readonly aborted: AbortLatch;
+  private flow: RequestFlow | undefined;
   /** Each made once per stream, not per message. */
-  private readonly onRequest = (r: IteratorResult<RequestBytes<HeartbeatRequest>>): IteratorResult<HeartbeatAnswer> | Promise<IteratorResult<HeartbeatAnswer>> => {
-    if (r.done === true) {
-      this.close();
-      return ended;
-    }
-    try {
-      return this.answer(r.value);
-    } catch (err) {
-      this.close();
-      throw err;
-    }
+  private readonly onAbort = (): void => {
+    this.failWith(abortReason(this.ctx.signal));
   };
-  private readonly onFailure = (err: unknown): never => {
-    this.close();
-    throw err;
+  private readonly onTurn = (): void => {
+    this.waiting = false;
+    this.drain();
+  };
+  private readonly onTurnFailed = (err: unknown): void => {
+    this.failWith(err);
   };
 
   constructor(
-    private readonly requests: AsyncIterator<RequestBytes<HeartbeatRequest>>,
     private readonly ctx: HandlerContext,
     private readonly deps: HeartbeatStreamDeps,
+    private readonly sink: ReplySink<HeartbeatAnswer>,
   ) {
     this.bound = deps.boundNodeOf(ctx);
-    this.aborted = new AbortLatch(ctx.signal);
   }
 
-  next(): Promise<IteratorResult<HeartbeatAnswer>> {
-    if (this.closed) return Promise.resolve(ended);
-    return this.aborted.race(this.requests.next()).then(this.onRequest, this.onFailure);
+  start(requests: AsyncIterable<RequestBytes<HeartbeatRequest>>): void {
+    const signal = this.ctx.signal;
+    if (signal.aborted) {
+      this.closed = true;
+      this.sink.fail(abortReason(signal));
+      return;
+    }
+    // One abort listener for the whole stream, not one per message.
+    signal.addEventListener("abort", this.onAbort, { once: true });
+    const flow = readRequests(requests, {
+      message: (msg) => {
+        this.message(msg);
+      },
+      end: () => {
+        this.halfClosed = true;
+        this.drain();
+      },
+      fail: (err) => {
+        this.failWith(err);
+      },
+    });
+    this.flow = flow;
+    // Ended while the reading started: nothing more to read.
+    if (this.closed) flow.stop();
   }
 
-  return(): Promise<IteratorResult<HeartbeatAnswer>> {
-    this.close();
-    return Promise.resolve(ended);
+  private message(msg: RequestBytes<HeartbeatRequest>): void {
+    if (this.closed) return;
+    this.queue.push(msg);
+    if (this.queue.length >= readAheadMessages) this.flow?.pause();
+    this.drain();
   }
 
-  private answer(msg: RequestBytes<HeartbeatRequest>): IteratorResult<HeartbeatAnswer> | Promise<IteratorResult<HeartbeatAnswer>> {
-    const later = this.deps.budget?.wait();
-    if (later === undefined) return { done: false, value: this.beat(msg) };
-    // Held by this coordinator's backlog, not silent: the node's silence does not grow while it waits.
-    let waiting = msg;
+  /** Answers the queue in order while the turn's budget lasts; the rest waits for a later turn. */
+  private drain(): void {
+    while (!this.closed && !this.waiting) {
+      const msg = this.queue[0];
+      if (msg === undefined) {
+        if (this.halfClosed) this.finish();
+        return;
+      }
+      const later = this.deps.budget?.wait();
+      if (later !== undefined) {
+        this.wait(msg, later);
+        return;
+      }
+      this.queue.shift();
+      if (this.queue.length === readAheadMessages - 1) this.flow?.resume();
+      let answer: HeartbeatAnswer;
+      try {
+        answer = this.beat(msg);
+      } catch (err) {
+        this.failWith(err);
+        return;
+      }
+      this.sink.reply(answer);
+    }
+  }
+
+  /** The head of the queue waits for a later turn; its node is heard now (the coordinator's backlog is not its silence). */
+  private wait(msg: RequestBytes<HeartbeatRequest>, later: Promise<void>): void {
+    this.waiting = true;
     if (this.bootEpoch === undefined) {
       // Nothing decoded on this stream yet: this one is, to know whose it is.
-      const req = this.admit(msg.decode());
-      waiting = decodedRequest(req);
+      try {
+        this.queue[0] = decodedRequest(this.admit(msg.decode()));
+      } catch (err) {
+        this.failWith(err);
+        return;
+      }
     }
     if (this.bound !== undefined && this.bootEpoch !== undefined) this.deps.arrived?.(this.bound, this.bootEpoch);
-    return this.afterTurns(waiting, later).catch(this.onFailure);
-  }
-
-  private async afterTurns(msg: RequestBytes<HeartbeatRequest>, first: Promise<void>): Promise<IteratorResult<HeartbeatAnswer>> {
-    for (let later: Promise<void> | undefined = first; later !== undefined; later = this.deps.budget?.wait()) {
-      await later;
-      // Ended or revoked while it waited for its turn: not applied.
-      throwIfAborted(this.ctx.signal);
-    }
-    return { done: false, value: this.beat(msg) };
+    later.then(this.onTurn, this.onTurnFailed);
   }
 
   /**
@@ -146,11 +187,23 @@ class HeartbeatAnswers implements AsyncIterator<HeartbeatAnswer> {
     return req;
   }
 
-  private close(): void {
-    if (this.closed) return;
+  private finish(): void {
+    if (!this.close()) return;
+    this.sink.end();
+  }
+
+  private failWith(err: unknown): void {
+    if (!this.close()) return;
+    this.sink.fail(err);
+  }
+
+  /** True the first time: stops reading and lets go of the queue and the signal. */
+  private close(): boolean {
+    if (this.closed) return false;
     this.closed = true;
-    this.aborted.close();
-    // Not awaited: with a read pending (the stream ended while idle) the request side's return waits for it.
-    void this.requests.return?.().catch(() => undefined);
+    this.queue.length = 0;
+    this.ctx.signal.removeEventListener("abort", this.onAbort);
+    this.flow?.stop();
+    return true;
   }
 }

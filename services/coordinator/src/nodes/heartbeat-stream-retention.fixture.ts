@@ -78,9 +78,10 @@ startReplies(heartbeatStream(pushed, { ...ctx, signal: pushCall.signal }, { boun
 });
 const heartbeatOf = (i: number): EncodedRequest<HeartbeatRequest> => new EncodedRequest(HeartbeatRequestSchema, toBinary(HeartbeatRequestSchema, create(HeartbeatRequestSchema, { nodeId: "n1", sequence: BigInt(i + 1) })));
 let promises = 0;
-const stopCounting: () => void = promiseHooks.onInit(() => {
+// Typed Function by @types/node; it is the hook's stop.
+const stopCounting = promiseHooks.onInit(() => {
   promises++;
-});
+}) as () => void;
 for (let i = 0; i < beats; i++) push?.message(heartbeatOf(i));
 stopCounting();
 process.stdout.write(`${JSON.stringify({ beats, tracked: refs.length, reachable, pushedAnswered: answered, pushedPromises: promises, pushedFailure: failure })}\n`);

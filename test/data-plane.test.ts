@@ -74,6 +74,23 @@ describe.each(["dataPlane", "main"] as const)("InferenceService on the %s port",
     c.close();
   });
 
+  it("counts each routed Predict once by its outcome: ok, a model nobody configured, a deadline in the backend call", async () => {
+    const counted = async (outcome: string): Promise<number> => {
+      const text = (await t?.c.metricsRegistry.getSingleMetricAsString("warden_routed_calls_total")) ?? "";
+      return Number(new RegExp(`^warden_routed_calls_total\\{outcome="${outcome}"\\} (\\d+)$`, "m").exec(text)?.[1] ?? "0");
+    };
+    const before = { ok: await counted("ok"), notFound: await counted("not_found"), deadline: await counted("deadline_exceeded") };
+    const c = createClient(InferenceService, ports[port]);
+    await c.predict({ model: "m", options: { Prompt: "hi" } });
+    await t?.admin.loadModel({ model: "slow" });
+    const unknown = await c.predict({ model: "nobody", options: { Prompt: "hi" } }).catch((e: unknown) => e);
+    expect(isWardenError(unknown, Code.NotFound), String(unknown)).toBe(true);
+    const late = await c.predict({ model: "slow", options: { Prompt: "late" } }, { timeoutMs: 300 }).catch((e: unknown) => e);
+    expect(isWardenError(late, Code.DeadlineExceeded), String(late)).toBe(true);
+    c.close();
+    await expect.poll(async () => ({ ok: await counted("ok"), notFound: await counted("not_found"), deadline: await counted("deadline_exceeded") })).toEqual({ ok: before.ok + 1, notFound: before.notFound + 1, deadline: before.deadline + 1 });
+  });
+
   it.each(garbage)("Predict with %s is INVALID_ARGUMENT naming warden.v1.PredictRequest", async (_what, bytes) => {
     const c = new RawClient(ports[port], credentials.createInsecure());
     const e = fromGrpcError(await unary(c, bytes));

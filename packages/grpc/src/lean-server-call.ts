@@ -25,7 +25,13 @@ export interface Route {
  */
 const okHeaders: OutgoingHttpHeaders = { [h2.HTTP2_HEADER_STATUS]: 200, [h2.HTTP2_HEADER_CONTENT_TYPE]: "application/grpc" };
 const okTrailers: OutgoingHttpHeaders = { "grpc-status": "0" };
-const withTrailers = { waitForTrailers: true } as const;
+/**
+ * No `date` header (node adds one to every respond unless told not to): gRPC
+ * does not use it, and it is one more header per reply to validate and
+ * HPACK-encode (a new table entry every second).
+ */
+const withTrailers = { waitForTrailers: true, sendDate: false } as const;
+const endsStream = { endStream: true, sendDate: false } as const;
 /** Stream errors are reported through 'close'; one listener for every call. */
 const ignore = (): undefined => undefined;
 
@@ -43,7 +49,7 @@ export function errorTrailers(err: unknown, ctx: LeanContext | undefined): Outgo
 /** Answers with the status alone (no reply): the headers carry it and end the stream. */
 export function trailersOnly(stream: ServerHttp2Stream, t: OutgoingHttpHeaders): void {
   if (stream.closed || stream.headersSent) return;
-  stream.respond({ [h2.HTTP2_HEADER_STATUS]: 200, [h2.HTTP2_HEADER_CONTENT_TYPE]: "application/grpc", ...t }, { endStream: true });
+  stream.respond({ [h2.HTTP2_HEADER_STATUS]: 200, [h2.HTTP2_HEADER_CONTENT_TYPE]: "application/grpc", ...t }, endsStream);
 }
 
 /**

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { connect } from "node:http2";
+import { connect, type IncomingHttpHeaders } from "node:http2";
 import { Metadata } from "@grpc/grpc-js";
 import { Code, WardenError, isWardenError } from "@warden/common";
 import { Backend, Health, HealthCheckResponse_ServingStatus, ServerReflection } from "@warden/proto";
@@ -140,6 +140,30 @@ describe("LeanGrpcServer edges", () => {
     });
     session.close();
     expect(status).toBe(415);
+  });
+
+  it("replies carry no date header: an OK reply and a trailers-only error are :status, content-type and the gRPC status alone", async () => {
+    const session = connect(`http://${address}`);
+    // PredictOptions { Prompt (field 1) = "hi" }, framed.
+    const body = Buffer.from([0x0a, 2, ...Buffer.from("hi")]);
+    const frame = Buffer.concat([Buffer.from([0, 0, 0, 0, body.length]), body]);
+    const call = (path: string): Promise<{ headers: string[]; trailers: string[] }> =>
+      new Promise((resolve, reject) => {
+        const req = session.request({ ":method": "POST", ":path": path, "content-type": "application/grpc", te: "trailers" });
+        let headers: string[] = [];
+        let trailers: string[] = [];
+        req.on("response", (h) => (headers = Object.keys(h).sort()));
+        req.on("trailers", (t: IncomingHttpHeaders) => (trailers = Object.keys(t).sort()));
+        req.on("close", () => { resolve({ headers, trailers }); });
+        req.on("error", reject);
+        req.resume();
+        req.end(frame);
+      });
+    const ok = await call("/backend.Backend/Predict");
+    const unknown = await call("/backend.Backend/NoSuchMethod");
+    session.close();
+    expect(ok).toEqual({ headers: [":status", "content-type"], trailers: ["grpc-status"] });
+    expect(unknown.headers).toEqual([":status", "content-type", "grpc-message", "grpc-status"]);
   });
 
   it("the server enforces grpc-timeout itself: the handler's signal is DEADLINE_EXCEEDED and the status 4, with no client reset", async () => {

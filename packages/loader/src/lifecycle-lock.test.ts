@@ -26,6 +26,25 @@ function request(p: Promise<() => void>): { granted: () => boolean; release: () 
 }
 
 describe("LockTable", () => {
+  it("sharedFree says whether tryShared would grant, and leaves no entry behind", async () => {
+    const t = new LockTable();
+    expect(t.sharedFree("k")).toBe(true);
+    expect(t.size).toBe(0);
+    const load = request(t.shared("k"));
+    await flush();
+    expect(t.sharedFree("k")).toBe(true);
+    const stop = request(t.exclusive("k"));
+    await flush();
+    // A stop waiting behind the load: a lookup must not slip in before it.
+    expect([stop.granted(), t.sharedFree("k"), t.tryShared("k")]).toEqual([false, false, undefined]);
+    load.release();
+    await flush();
+    expect([stop.granted(), t.sharedFree("k")]).toEqual([true, false]);
+    stop.release();
+    expect(t.sharedFree("k")).toBe(true);
+    expect(t.size).toBe(0);
+  });
+
   it("grants shared holders of one key concurrently", async () => {
     const t = new LockTable();
     const a = request(t.shared("m"));

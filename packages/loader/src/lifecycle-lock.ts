@@ -47,6 +47,17 @@ export class LockTable {
     return (this.entries.get(key)?.shared ?? 0) > 0;
   }
 
+  /**
+   * True when `key` could be taken shared at once (nothing holds it
+   * exclusively or waits for it): what a lookup that begins and ends in one
+   * turn needs, since nothing can take or queue for the key before that turn
+   * ends — without making and removing an entry for it on every routed call.
+   */
+  sharedFree(key: string): boolean {
+    const e = this.entries.get(key);
+    return e === undefined || (e.queue.length === 0 && this.canGrant(e, "shared"));
+  }
+
   shared(key: string, signal?: AbortSignal): Promise<Release> {
     return this.acquire(key, "shared", signal);
   }

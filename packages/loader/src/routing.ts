@@ -65,13 +65,10 @@ export function acquireNow<H extends BackendHandle>(s: LoaderState<H>, modelId: 
   if (picked === undefined) return undefined;
   const h = (hint === undefined ? undefined : preferredReplica(s, modelId, hint, picked.best)) ?? picked.best;
   if (!routableNode(s, h)) return undefined;
-  const release = isPlanted("route-to-stopping") ? noop : s.locks.tryShared(h.incarnation);
-  if (release === undefined) return undefined;
-  try {
-    return routable(s, h) ? leaseOn(s, modelId, spec, picked, h) : undefined;
-  } finally {
-    release();
-  }
+  // The lookup and the lease are this one turn: whether the lock could be taken shared
+  // is all a hold for the turn would tell (nothing can take or queue for it meanwhile).
+  if (!isPlanted("route-to-stopping") && !s.locks.sharedFree(h.incarnation)) return undefined;
+  return routable(s, h) ? leaseOn(s, modelId, spec, picked, h) : undefined;
 }
 
 /**

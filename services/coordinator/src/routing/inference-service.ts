@@ -91,12 +91,14 @@ export function inferenceService(
           prefix?.hint(model, () => promptOfOptions(backendRequest, prefixPromptChars)),
           admission?.callerOf(ctx),
           size,
+          // Counted by the routed call itself: one promise turn fewer than `track` per call.
+          routed,
         );
       } catch (err) {
         // Refused before routing (bytes, model name, token, priority): not a routed call.
         return Promise.reject(WardenError.from(err));
       }
-      return track(unary);
+      return unary;
     },
     async predict(req, ctx) {
       checkModel(req.model);

@@ -106,7 +106,22 @@ describe("Predict pass-through bytes", () => {
       }
       cases.push(valid.subarray(0, i));
     }
-    for (const c of cases) expect(ours(c), `bytes ${Buffer.from(c).toString("hex")}`).toEqual(reference(c));
+    for (const c of cases) {
+      expect(ours(c), `bytes ${Buffer.from(c).toString("hex")}`).toEqual(reference(c));
+      // As the lean server hands them over: a Buffer, a slice of a larger chunk (the model read through its own path).
+      const chunk = Buffer.concat([Buffer.from([0xee, 0xee]), Buffer.from(c), Buffer.from([0xee])]);
+      expect(ours(chunk.subarray(2, 2 + c.length)), `Buffer ${Buffer.from(c).toString("hex")}`).toEqual(reference(c));
+    }
+  });
+
+  it("reads a model name from a Buffer as the strict UTF-8 decode does: ASCII, other scripts, and bytes that are not UTF-8 refused", () => {
+    for (const model of ["llama-3.1_8b", "", "modèle", "模型", "🙂x", "a".repeat(300)]) {
+      const bytes = Buffer.from(toBinary(PredictRequestSchema, create(PredictRequestSchema, { model, options: { Prompt: "p" } })));
+      expect(splitPredictRequest(bytes).model).toBe(model);
+    }
+    // "m" then 0xc3 (a lead byte with no continuation): not UTF-8, as in a Uint8Array.
+    const bad = Buffer.from([0x0a, 0x02, 0x6d, 0xc3]);
+    expect(() => splitPredictRequest(bad)).toThrow(/is not a valid warden\.v1\.PredictRequest/);
   });
 
   it("wraps the backend's Reply bytes in a PredictResponse without decoding them", () => {

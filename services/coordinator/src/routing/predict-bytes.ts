@@ -25,6 +25,26 @@ export interface PredictRequestBytes {
 /** The model name a request's bytes carry, strictly UTF-8 (as the main port's decode reads it). */
 const utf8 = new TextDecoder("utf-8", { fatal: true });
 
+/**
+ * The model name in `bytes[from, to)`. Model names are ASCII ids: an ASCII
+ * name in a Buffer (the lean server's request) is read as latin1, which is the
+ * same text, without a TextDecoder call and a subarray per call; anything else
+ * goes through the strict decoder.
+ */
+function modelName(bytes: Uint8Array, from: number, to: number): string {
+  if (bytes instanceof Buffer) {
+    let ascii = true;
+    for (let i = from; i < to; i++) {
+      if ((bytes[i] ?? 0) >= 0x80) {
+        ascii = false;
+        break;
+      }
+    }
+    if (ascii) return bytes.toString("latin1", from, to);
+  }
+  return utf8.decode(bytes.subarray(from, to));
+}
+
 /** Wire types as numbers (the walker compares a tag's low bits; @bufbuild's WireType is an enum). */
 const wire = { varint: 0, bit64: 1, lengthDelimited: 2, startGroup: 3, endGroup: 4, bit32: 5 } as const;
 
@@ -155,7 +175,7 @@ export function splitPredictRequest(bytes: Uint8Array, identityOf: (model: strin
         const to = from + len;
         if (to > bytes.length) throw new Error("premature EOF");
         w.pos = to;
-        if (t >>> 3 === requestModelField) model = utf8.decode(bytes.subarray(from, to));
+        if (t >>> 3 === requestModelField) model = modelName(bytes, from, to);
         else {
           checkWireFormat(bytes, from, to);
           spans.push(from, to);

@@ -72,6 +72,11 @@ export function outcomeTracker(routed: RoutedCounter): <T>(p: Promise<T>) => Pro
   return <T>(p: Promise<T>): Promise<T> => p.then(ok, failed);
 }
 
+/** `p`, counted by `routed` once it settles (ok, or its code); `p` itself when nobody counts here. */
+function counted<T>(p: Promise<T>, routed: RoutedCounter | undefined): Promise<T> {
+  return routed === undefined ? p : outcomeTracker(routed)(p);
+}
+
 /**
  * One observed call's timing: `leased` at each lease (the last one counts),
  * `end` once. One object with prototype methods per call, not a pair of
@@ -185,20 +190,23 @@ export class RoutedCalls {
    * holds one admission place throughout. The usual call — no gate, a
    * replica ready — takes its lease in this turn and adds one promise turn to
    * `fn`'s (this runs on every routed call); waits, loads and the retry go
-   * through `unaryAttempts`.
+   * through `unaryAttempts`. With `routed`, the outcome is counted there
+   * too: in the same reaction as the lease's completion when the call
+   * succeeds on its first lease (no promise turn of its own, as
+   * `outcomeTracker` takes).
    */
-  unary<T>(model: string, signal: CallSignalOf, fn: (lease: Lease<BackendClientHandle>) => Promise<T>, mayRetry: () => boolean, hint?: CallRouteHint, caller: CallerClass = defaultCaller, bytes?: CallBytes): Promise<T> {
+  unary<T>(model: string, signal: CallSignalOf, fn: (lease: Lease<BackendClientHandle>) => Promise<T>, mayRetry: () => boolean, hint?: CallRouteHint, caller: CallerClass = defaultCaller, bytes?: CallBytes, routed?: RoutedCounter): Promise<T> {
     const w = this.watch(model, caller, bytes);
     // Models without `admission:` go straight to routing; the watch ends once the admission place is given back.
     const gate = this.gate;
-    if (gate?.gates(model) === true) return watched(this.admitted(gate, model, signal, fn, mayRetry, hint, caller, w), w);
-    return this.firstAttempt(model, signal, fn, mayRetry, hint, w, true);
+    if (gate?.gates(model) === true) return counted(watched(this.admitted(gate, model, signal, fn, mayRetry, hint, caller, w), w), routed);
+    return this.firstAttempt(model, signal, fn, mayRetry, hint, w, true, routed);
   }
 
   private async admitted<T>(gate: AdmissionGate, model: string, signal: CallSignalOf, fn: (lease: Lease<BackendClientHandle>) => Promise<T>, mayRetry: () => boolean, hint: CallRouteHint | undefined, caller: CallerClass, w: CallWatch | undefined): Promise<T> {
     const release = await gate.enter(model, caller, abortSignalOf(signal));
     try {
-      return await this.firstAttempt(model, signal, fn, mayRetry, hint, w, false);
+      return await this.firstAttempt(model, signal, fn, mayRetry, hint, w, false, undefined);
     } finally {
       release();
     }
@@ -207,9 +215,10 @@ export class RoutedCalls {
   /**
    * The first attempt on a lease taken in this turn when one is ready; else
    * (or to retry) unaryAttempts. With `endWatch`, ends `w` when the call
-   * settles: in the same reaction as the lease's completion on success.
+   * settles: in the same reaction as the lease's completion on success; so
+   * is `routed`'s count.
    */
-  private firstAttempt<T>(model: string, signal: CallSignalOf, fn: (lease: Lease<BackendClientHandle>) => Promise<T>, mayRetry: () => boolean, hint: CallRouteHint | undefined, w: CallWatch | undefined, endWatch: boolean): Promise<T> {
+  private firstAttempt<T>(model: string, signal: CallSignalOf, fn: (lease: Lease<BackendClientHandle>) => Promise<T>, mayRetry: () => boolean, hint: CallRouteHint | undefined, w: CallWatch | undefined, endWatch: boolean, routed: RoutedCounter | undefined): Promise<T> {
     const ends = endWatch ? w : undefined;
     let lease: Lease<BackendClientHandle> | undefined;
     try {
@@ -217,9 +226,11 @@ export class RoutedCalls {
     } catch (err) {
       // As from acquire: the call fails unrouted (the caller's promise, never a throw).
       ends?.end();
-      return Promise.reject(WardenError.from(err));
+      const e = WardenError.from(err);
+      routed?.inc(outcomeOf(e));
+      return Promise.reject(e);
     }
-    if (lease === undefined) return watched(this.unaryAttempts(model, signal, fn, mayRetry, hint, w, 0), ends);
+    if (lease === undefined) return counted(watched(this.unaryAttempts(model, signal, fn, mayRetry, hint, w, 0), ends), routed);
     let result: Promise<T>;
     try {
       hint?.routed(lease.incarnation);
@@ -232,9 +243,10 @@ export class RoutedCalls {
       (v) => {
         lease.complete();
         ends?.end();
+        routed?.inc("ok");
         return v;
       },
-      (err: unknown) => watched(this.afterFailure(model, signal, fn, mayRetry, hint, w, lease, err), ends),
+      (err: unknown) => counted(watched(this.afterFailure(model, signal, fn, mayRetry, hint, w, lease, err), ends), routed),
     );
   }
 

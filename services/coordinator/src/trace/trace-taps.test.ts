@@ -23,4 +23,22 @@ describe("traceCalls", () => {
       { numRuns: 3000 },
     );
   });
+
+  it("keeps a call's arrival in whole ms and its wait and hold to the µs, on both sinks", () => {
+    const clock = { now: () => 0, wallNow: () => 1_733_591_234_567.25, setTimer: () => () => undefined } as Clock;
+    const rec = { model: "m", cls: "standard", waitMs: 0.123_456_7, durMs: 12.000_4, ok: true } as const;
+    const objects: TraceLine[] = [];
+    const texts: string[] = [];
+    traceCalls(clock, { record: (l) => objects.push(l) }).callEnded(rec);
+    traceCalls(clock, { record: () => expect.unreachable(), recordJson: (j) => texts.push(j) }).callEnded(rec);
+    expect(objects[0]).toMatchObject({ at: 1_733_591_234_555, waitMs: 0.123, durMs: 12 });
+    expect(texts).toEqual(['{"t":"call","at":1733591234555,"m":"m","waitMs":0.123,"durMs":12,"ok":true,"cls":"standard"}']);
+    // Every µs step of the text, against number-to-string of the rounded value.
+    const line = (waitMs: number): string => {
+      const out: string[] = [];
+      traceCalls(clock, { record: () => undefined, recordJson: (j) => out.push(j) }).callEnded({ ...rec, waitMs });
+      return out[0] ?? "";
+    };
+    for (let us = -2_000; us <= 2_000; us++) expect(line(us / 1000)).toContain(`"waitMs":${JSON.stringify(us / 1000)},`);
+  });
 });

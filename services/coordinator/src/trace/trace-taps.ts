@@ -16,13 +16,43 @@ function jsonNumber(n: number): string {
   return Number.isFinite(n) ? String(n) : "null";
 }
 
+/** Microseconds whose ms text is built from integers: below 2^43 µs (101 days) every ≤3-decimal value is its own shortest text. */
+const exactUs = 2 ** 43;
+
+/** `ms` to the microsecond: what a call line keeps of its wait and hold (the clock's sub-µs digits are noise). */
+function toUs(ms: number): number {
+  return Math.round(ms * 1000) / 1000;
+}
+
+/**
+ * The JSON text of `toUs(ms)`, built from integers: a fraction's shortest
+ * text is the slow case of number-to-string (about 0.25 µs each, three per
+ * routed call), an integer's the fast one. Outside the exact range (and for
+ * NaN, ±Infinity) the general path.
+ */
+function usJson(ms: number): string {
+  const us = Math.round(ms * 1000);
+  if (!(Math.abs(us) < exactUs)) return jsonNumber(us / 1000);
+  const neg = us < 0;
+  const abs = neg ? -us : us;
+  const whole = Math.floor(abs / 1000);
+  const frac = abs - whole * 1000;
+  const head = neg ? `-${String(whole)}` : String(whole);
+  if (frac === 0) return head;
+  // Trailing zeros dropped, as number-to-string does.
+  if (frac % 100 === 0) return `${head}.${String(frac / 100)}`;
+  if (frac % 10 === 0) return `${head}${frac < 100 ? ".0" : "."}${String(frac / 10)}`;
+  return `${head}${frac < 10 ? ".00" : frac < 100 ? ".0" : "."}${String(frac)}`;
+}
+
 /**
  * The JSON text JSON.stringify gives a `call` line built in traceCalls'
- * field order, written directly: one per routed call, where building the
- * object with its optional fields and stringifying it was a visible share.
+ * field order (its times as traceCalls keeps them: `at` in whole ms, the wait
+ * and hold to the µs), written directly: one per routed call, where building
+ * the object with its optional fields and stringifying it was a visible share.
  */
 export function callLineJson(at: number, c: RoutedCallRecord): string {
-  let json = `{"t":"call","at":${jsonNumber(at)},"m":${JSON.stringify(c.model)},"waitMs":${jsonNumber(c.waitMs)},"durMs":${jsonNumber(c.durMs)},"ok":${c.ok ? "true" : "false"},"cls":${JSON.stringify(c.cls)}`;
+  let json = `{"t":"call","at":${jsonNumber(at)},"m":${JSON.stringify(c.model)},"waitMs":${usJson(c.waitMs)},"durMs":${usJson(c.durMs)},"ok":${c.ok ? "true" : "false"},"cls":${JSON.stringify(c.cls)}`;
   if (c.reqBytes !== undefined) json += `,"reqBytes":${jsonNumber(c.reqBytes)}`;
   if (c.respBytes !== undefined) json += `,"respBytes":${jsonNumber(c.respBytes)}`;
   return `${json}}`;
@@ -92,13 +122,13 @@ export function traceCalls(clock: Clock, sink: TraceSink): RoutedCallObserver {
   return {
     clock,
     callEnded: (c) => {
-      // The wall time of its arrival: what a replay schedules it at.
-      const at = clock.wallNow() - c.waitMs - c.durMs;
+      // The wall time of its arrival, what a replay schedules it at: whole ms, as the wall clock has them.
+      const at = Math.round(clock.wallNow() - c.waitMs - c.durMs);
       if (sink.recordJson !== undefined) {
         sink.recordJson(callLineJson(at, c));
         return;
       }
-      sink.record({ t: "call", at, m: c.model, waitMs: c.waitMs, durMs: c.durMs, ok: c.ok, cls: c.cls, ...(c.reqBytes === undefined ? {} : { reqBytes: c.reqBytes }), ...(c.respBytes === undefined ? {} : { respBytes: c.respBytes }) });
+      sink.record({ t: "call", at, m: c.model, waitMs: toUs(c.waitMs), durMs: toUs(c.durMs), ok: c.ok, cls: c.cls, ...(c.reqBytes === undefined ? {} : { reqBytes: c.reqBytes }), ...(c.respBytes === undefined ? {} : { respBytes: c.respBytes }) });
     },
   };
 }

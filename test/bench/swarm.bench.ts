@@ -49,7 +49,7 @@ function describe(r: SwarmResult): Record<string, string> {
     "floor cores": r.floor.cores.toFixed(3),
     "CPU/heartbeat": `${r.warden.cpuPerHeartbeatMs.toFixed(3)} ms vs ${r.floor.cpuPerHeartbeatMs.toFixed(3)} ms floor`,
     "heartbeats/s": `${(r.warden.heartbeats / r.warden.wallSeconds).toFixed(0)} (floor ${(r.floor.heartbeats / r.floor.wallSeconds).toFixed(0)})`,
-    "hb p99": `${r.warden.agents.p99Ms.toFixed(1)} ms (floor ${r.floor.agents.p99Ms.toFixed(1)}), failures ${String(r.warden.agents.failures)}`,
+    "hb p99": `${r.warden.agents.p99Ms.toFixed(1)} ms (floor ${r.floor.agents.p99Ms.toFixed(1)}), p50 ${r.warden.agents.p50Ms.toFixed(1)} ms (floor ${r.floor.agents.p50Ms.toFixed(1)}), failures ${String(r.warden.agents.failures)}`,
     "loop delay p99": `max ${r.loopDelayP99MaxMs.toFixed(1)} ms, median ${r.loopDelayP99MedianMs.toFixed(1)} ms${r.unansweredScrapes > 0 ? `, ${String(r.unansweredScrapes)} scrapes unanswered in 10 s` : ""} (floor: max ${r.floorLoopDelayP99MaxMs.toFixed(1)} ms, median ${r.floorLoopDelayP99MedianMs.toFixed(1)} ms)`,
     "GC in the window": `${String(r.gcInWindow.minor.count)} scavenges, ${r.gcInWindow.minor.seconds.toFixed(2)} s; ${String(r.gcInWindow.major.count)} major, ${r.gcInWindow.major.seconds.toFixed(2)} s`,
     "RSS": `${r.warden.rssMiB.toFixed(0)} MiB (idle ${r.rssIdleMiB.toFixed(0)}), ${r.rssPerNodeMiB.toFixed(3)} MiB/node; live heap ${r.liveHeapMiB.toFixed(0)} MiB, ${r.liveHeapPerNodeMiB.toFixed(3)} MiB/node`,

@@ -21,3 +21,14 @@ export function encodedOnce<Desc extends DescMessage>(schema: Desc, init: Messag
 export function encodingOf(value: unknown): Buffer | undefined {
   return typeof value === "object" && value !== null ? encodings.get(value) : undefined;
 }
+
+/**
+ * `message` sent as `bytes`, which its maker encoded from it piece by piece
+ * (a large answer encoded in slices between turns of the event loop, so no
+ * one turn encodes all of it). The maker guarantees they agree; the message
+ * is frozen, so they stay so.
+ */
+export function withEncoding<T extends object>(message: T, bytes: Uint8Array): Readonly<T> {
+  encodings.set(message, Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength));
+  return Object.freeze(message);
+}

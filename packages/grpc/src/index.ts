@@ -5,7 +5,7 @@ export { decodeRequest, undecodableRequest } from "./request-decode.js";
 export { EncodedRequest, decodedRequest, type RequestBytes } from "./encoded-request.js";
 export { isPushReplies, isPushRequests, pushedReplies, pushedRequests, readRequests, startReplies, type PushReplies, type PushRequests, type ReplySink, type RequestFlow, type RequestSink } from "./push-stream.js";
 export * from "./service-definition.js";
-export { encodedOnce, encodingOf } from "./encoded-once.js";
+export { encodedOnce, encodingOf, withEncoding } from "./encoded-once.js";
 export * from "./client.js";
 export * from "./server.js";
 export * from "./health.js";

@@ -5,6 +5,7 @@ import type { InstanceView, WatchdogCore } from "@warden/watchdog";
 import type { NodeVerdict } from "@warden/placement";
 import type { PlacementView } from "./placement-view.js";
 import { WorkSlicer, type WorkSlicerOptions } from "./work-slicer.js";
+import { encodedExplanation } from "./explain-encoding.js";
 
 type ExplainInit = MessageInitShape<typeof ExplainPlacementResponseSchema>;
 
@@ -70,20 +71,19 @@ export async function explainPlacement(d: ExplainPlacementDeps, spec: ModelSpec,
       : `next replica (${String(live.length + 1)} of max ${String(max)}; ${live.length === 0 ? "none counted" : `${String(live.length)} on ${live.map(describeInstance).join(", ")}`}${others.length === 0 ? "" : `; not counted: ${others.map(describeInstance).join(", ")}`}): `;
   const slicer = d.slicing === undefined ? undefined : new WorkSlicer(d.slicing);
   const { plan, evictions } = await d.placement.explainPlan(spec, slicer);
-  const nodes: { nodeId: string; fits: boolean; reason: string; freeBytes: bigint; score: number; wouldEvict: string[] }[] = [];
-  // Indexed: an array iterator in an async function allocates a result per step once it can await.
-  for (let i = 0; i < plan.verdicts.length; i++) {
+  // Each node's evictions were read with its candidate, in the same slice: the answer for a node is one reading of it.
+  const verdictAt = (i: number): { nodeId: string; fits: boolean; reason: string; freeBytes: bigint; score: number; wouldEvict: string[] } => {
     const v = plan.verdicts[i] as NodeVerdict;
-    // Each node's evictions were read with its candidate, in the same slice: the answer for a node is one reading of it.
-    if (slicer?.due() === true) await slicer.pause();
-    nodes.push({ nodeId: v.nodeId, fits: v.fits, reason: v.reason, freeBytes: BigInt(Math.round(v.freeBytes)), score: v.score, wouldEvict: evictions.get(v.nodeId)?.slice() ?? [] });
-  }
+    return { nodeId: v.nodeId, fits: v.fits, reason: v.reason, freeBytes: BigInt(Math.round(v.freeBytes)), score: v.score, wouldEvict: evictions.get(v.nodeId)?.slice() ?? [] };
+  };
   const reason = `${prefix}${plan.reason}${breaker}`;
+  // Made and encoded node by node in the same slices (explain-encoding.ts): the answer's bytes are made here, not in one turn by the server.
+  const answer = (decision: PlacementDecision, nodeId: string): Promise<ExplainInit> => encodedExplanation({ decision, nodeId, reason }, plan.verdicts.length, verdictAt, slicer);
   switch (plan.t) {
     case "place":
-      return { decision: PlacementDecision.PLACE, nodeId: plan.nodeId, reason, nodes };
+      return await answer(PlacementDecision.PLACE, plan.nodeId);
     case "evict-then-place":
-      return { decision: PlacementDecision.EVICT_THEN_PLACE, nodeId: plan.nodeId, reason, nodes };
+      return await answer(PlacementDecision.EVICT_THEN_PLACE, plan.nodeId);
     case "no-fit": {
       // WAIT, not NO_FIT, when no node is ready (none registered yet, or all unreachable, as while a
       // new leader's agents re-register): nothing judged the model, and `warden predict` gives up on NO_FIT.
@@ -91,7 +91,7 @@ export async function explainPlacement(d: ExplainPlacementDeps, spec: ModelSpec,
       // And an eligible node whose room eviction cannot make now (busy, loading or pinned instances fill its slots,
       // a group conflict it cannot resolve yet): a load is handed that node and waits for the room (placement-view.ts).
       const transient = d.placement.anyNodeReady?.() === false || plan.verdicts.some((v) => v.waitable === true || v.eligible);
-      return { decision: transient ? PlacementDecision.WAIT : PlacementDecision.NO_FIT, nodeId: "", reason, nodes };
+      return await answer(transient ? PlacementDecision.WAIT : PlacementDecision.NO_FIT, "");
     }
   }
 }

@@ -22,7 +22,7 @@ function verdicts(n: number, seed: number): Verdict[] {
 }
 
 describe("encodedExplanation", () => {
-  it.each([0, 1, 300])("its bytes are exactly the whole message's encoding, and decode to it (%i nodes)", async (n) => {
+  it.each([0, 1, 300, 1000])("its bytes are exactly the whole message's encoding, and decode to it (%i nodes)", async (n) => {
     const list = verdicts(n, n + 1);
     const head = { decision: PlacementDecision.NO_FIT, nodeId: n === 1 ? "node-0" : "", reason: `no node fits (${String(n)} judged)` };
     const answer = await encodedExplanation(head, list.length, (i) => list[i] as Verdict);
@@ -35,19 +35,19 @@ describe("encodedExplanation", () => {
     expect(Object.isFrozen(answer)).toBe(true);
   });
 
-  it("encodes in the slicer's slices, yielding between nodes, and stops when the caller is gone", async () => {
-    const list = verdicts(200, 7);
+  it("encodes in the slicer's slices, yielding between chunks of nodes, and stops when the caller is gone", async () => {
+    const list = verdicts(3000, 7);
     let ms = 0;
-    // Each look at the clock is a millisecond of work: a 5 ms slice holds a few nodes.
-    const slicer = new WorkSlicer({ sliceMs: 5, nowMs: () => ms++ });
+    // Each look at the clock is a millisecond of work: a 1 ms slice holds one chunk.
+    const slicer = new WorkSlicer({ sliceMs: 1, nowMs: () => ms++ });
     await encodedExplanation({ decision: PlacementDecision.PLACE, nodeId: "node-3", reason: "r" }, list.length, (i) => list[i] as Verdict, slicer);
     expect(slicer.yields).toBeGreaterThan(10);
     const ctl = new AbortController();
-    const slicer2 = new WorkSlicer({ sliceMs: 5, nowMs: () => ms++, signal: ctl.signal });
+    const slicer2 = new WorkSlicer({ sliceMs: 1, nowMs: () => ms++, signal: ctl.signal });
     let made = 0;
     const p = encodedExplanation({ decision: PlacementDecision.PLACE, nodeId: "node-3", reason: "r" }, list.length, (i) => {
       made++;
-      if (made === 20) ctl.abort(new WardenError(Code.DeadlineExceeded, "call deadline exceeded"));
+      if (made === 300) ctl.abort(new WardenError(Code.DeadlineExceeded, "call deadline exceeded"));
       return list[i] as Verdict;
     }, slicer2);
     const err = await p.then(() => undefined, (e: unknown) => e);

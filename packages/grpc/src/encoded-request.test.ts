@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Client as RawClient, credentials, type ClientDuplexStream } from "@grpc/grpc-js";
 import { create, createFileRegistry, toBinary, type DescMessage, type DescService } from "@bufbuild/protobuf";
 import { FieldDescriptorProto_Label, FieldDescriptorProto_Type, FileDescriptorProtoSchema } from "@bufbuild/protobuf/wkt";
 import { Code, WardenError, isWardenError } from "@warden/common";
+import { rawBidi } from "./raw-bidi.fixture.js";
 import { EncodedRequest, GrpcServer, fromGrpcError, type RequestBytes, type ServiceImpl } from "./index.js";
 
 /*
@@ -65,29 +65,13 @@ afterAll(async () => {
   await server.shutdown(1000);
 });
 
-const identity = (b: Buffer): Buffer => b;
 const note = (text: string): Buffer => Buffer.from(toBinary(Note, create(Note, { text })));
 /** A string field that is not UTF-8: not a Note. */
 const junk = Buffer.from([0x0a, 0x01, 0xff]);
 
 /** Writes `messages` on a bidi call, then ends it; the replies' texts, and how it ended. */
 function converse(path: string, messages: Buffer[]): Promise<{ replies: string[]; end: unknown }> {
-  const c = new RawClient(address, credentials.createInsecure());
-  const replies: string[] = [];
-  return new Promise((resolve) => {
-    const call: ClientDuplexStream<Buffer, Buffer> = c.makeBidiStreamRequest(path, identity, identity);
-    const done = (end: unknown): void => {
-      c.close();
-      resolve({ replies, end });
-    };
-    call.on("data", (b: Buffer) => replies.push(b.subarray(2).toString()));
-    call.on("error", done);
-    call.on("end", () => {
-      done("ok");
-    });
-    for (const m of messages) call.write(m);
-    call.end();
-  });
+  return rawBidi(address, path, messages);
 }
 
 describe("GrpcServer encodedRequests", () => {

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Client as RawClient, credentials, type ClientDuplexStream } from "@grpc/grpc-js";
 import { create, createFileRegistry, toBinary, type DescMessage, type DescService } from "@bufbuild/protobuf";
 import { FieldDescriptorProto_Label, FieldDescriptorProto_Type, FileDescriptorProtoSchema } from "@bufbuild/protobuf/wkt";
 import { Code, WardenError } from "@warden/common";
+import { rawBidi } from "./raw-bidi.fixture.js";
 import { GrpcServer, fromGrpcError, isPushRequests, pushedReplies, readRequests, type HandlerContext, type ReplySink, type RequestSink, type ServiceImpl } from "./index.js";
 
 /** An async iterable of `items`, then `end` (a failure when an Error); counts return(). */
@@ -166,29 +166,10 @@ afterAll(async () => {
   await server.shutdown(1000);
 });
 
-const identity = (b: Buffer): Buffer => b;
 const word = (text: string): Buffer => Buffer.from(toBinary(Word, create(Word, { text })));
 
 function converse(messages: Buffer[], opts: { cancelAfter?: number; halfClose?: boolean } = {}): Promise<{ replies: string[]; end: unknown }> {
-  const c = new RawClient(address, credentials.createInsecure());
-  const replies: string[] = [];
-  return new Promise((resolve) => {
-    const call: ClientDuplexStream<Buffer, Buffer> = c.makeBidiStreamRequest("/wardentest.Words/Echo", identity, identity);
-    const done = (end: unknown): void => {
-      c.close();
-      resolve({ replies, end });
-    };
-    call.on("data", (b: Buffer) => {
-      replies.push(b.subarray(2).toString());
-      if (replies.length === opts.cancelAfter) call.cancel();
-    });
-    call.on("error", done);
-    call.on("end", () => {
-      done("ok");
-    });
-    for (const m of messages) call.write(m);
-    if (opts.halfClose !== false) call.end();
-  });
+  return rawBidi(address, "/wardentest.Words/Echo", messages, opts);
 }
 
 describe("a pushed bidi handler on GrpcServer", () => {

@@ -171,6 +171,8 @@ describe("dashboard in a real browser", () => {
     const firstAt = Date.parse((await page.getAttribute("#explain .explain-at", "data-at")) ?? "");
     expect(Number.isNaN(firstAt)).toBe(false);
     expect(await page.textContent("#explain .explain-at")).toMatch(/^as of \S.* · asked again every 5 s while shown$/);
+    // One node (the embedded one), listed whole: it fits only after evicting chat-b.
+    expect(await page.textContent("#explain .explain-counts")).toBe("1 node · 0 fit now, 1 after eviction");
 
     // The row's Unload: the words while the call runs (its answer held back), then its outcome.
     const held = await holdAction(page, "unload");

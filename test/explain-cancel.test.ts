@@ -100,8 +100,8 @@ describe("ExplainPlacement over gRPC stops with its caller", () => {
     const { address } = await server.listen("127.0.0.1:0");
     const client = createClient(AdminService, address);
     try {
-      // A caller that stays: every node is explained and summarised once.
-      const full = await client.explainPlacement({ model: spec.id }, { timeoutMs: 120_000 });
+      // A caller that stays: every node is explained (a page of all of them) and summarised once.
+      const full = await client.explainPlacement({ model: spec.id, pageSize: nodeCount }, { timeoutMs: 120_000 });
       expect(full.nodes).toHaveLength(nodeCount);
       expect(full.nodes.every((n) => n.wouldEvict.length === 1)).toBe(true);
       expect(summaries.mock.calls.length).toBe(nodeCount);

@@ -9,7 +9,10 @@
  * - a request with no page fields gets the first 500 and a token;
  *   page_size past 1 000, a token that is not one, and a token sent with
  *   other filters or to the other listing are INVALID_ARGUMENT naming the field;
- * - `warden nodes ls` / `models ls` read every page, filter and stop at --limit.
+ * - `warden nodes ls` / `models ls` read every page, filter and stop at --limit;
+ * - ExplainPlacement lists its verdicts a page at a time (100 by default),
+ *   by node prefix, while its decision and counts weigh every node, and
+ *   `warden explain` reads every page or stops at --limit.
  */
 import { spawn } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
@@ -18,7 +21,7 @@ import { join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Code, WardenError } from "@warden/common";
 import { createClient, type Client } from "@warden/grpc";
-import { AdminService, InstanceState, NodeState, type ListModelsRequest, type ListNodesRequest, type ModelInstance, type Node } from "@warden/proto";
+import { AdminService, InstanceState, NodeState, type ExplainPlacementResponse, type ListModelsRequest, type ListNodesRequest, type ModelInstance, type Node } from "@warden/proto";
 import { startCoordinatorProcess, type CoordinatorProcess } from "./support/coordinator-process.js";
 import { freePort } from "./support/free-port.js";
 import { startListingSwarm, type ListingNode, type ListingSwarm } from "./support/listing-nodes.js";
@@ -231,6 +234,63 @@ describe("paged listings at 1 200 nodes", () => {
     expect(fieldOf(await failure(admin.listNodes({ state: bogusNodeState })))).toBe("state");
     expect(fieldOf(await failure(admin.listModels({ model: "-bad" })))).toBe("model");
   }, 120_000);
+
+  it("ExplainPlacement: a page of verdicts at a time, in node id order, by prefix; its decision and counts weigh every node", async () => {
+    const registered = (await allNodes({})).nodes.map((n) => n.nodeId);
+    const first = await admin.explainPlacement({ model: "m2" }, { timeoutMs: 60_000 });
+    expect(first.nodes.map((v) => v.nodeId)).toEqual(registered.slice(0, 100));
+    expect(first.nextPageToken).not.toBe("");
+    expect(first.nodesTotal).toBe(registered.length);
+    expect(first.nodesFit + first.nodesFitAfterEviction).toBeLessThanOrEqual(first.nodesTotal);
+    // Every page: every node's verdict exactly once, in order.
+    const pages: ExplainPlacementResponse[] = [];
+    let pageToken = "";
+    do {
+      const r = await admin.explainPlacement({ model: "m2", pageSize: 1_000, pageToken }, { timeoutMs: 60_000 });
+      expect(r.nodes.length).toBeLessThanOrEqual(1_000);
+      pages.push(r);
+      pageToken = r.nextPageToken;
+    } while (pageToken !== "");
+    expect(pages.length).toBe(Math.ceil(registered.length / 1_000));
+    expect(pages.flatMap((p) => p.nodes.map((v) => v.nodeId))).toEqual(registered);
+    // By prefix: the registered ones of n-01000 … n-01009 (the odd ids registered while the first test paged), four a page.
+    const byPrefix: string[][] = [];
+    pageToken = "";
+    do {
+      const r = await admin.explainPlacement({ model: "m2", nodeIdPrefix: "n-0100", pageSize: 4, pageToken }, { timeoutMs: 60_000 });
+      expect(r.nodesTotal).toBe(registered.length);
+      byPrefix.push(r.nodes.map((v) => v.nodeId));
+      pageToken = r.nextPageToken;
+    } while (pageToken !== "");
+    const tens = registered.filter((n) => n.startsWith("n-0100"));
+    expect(tens.length).toBeGreaterThanOrEqual(5);
+    expect(byPrefix).toEqual(Array.from({ length: Math.ceil(tens.length / 4) }, (_, k) => tens.slice(4 * k, 4 * k + 4)));
+    // Refused whole, naming the field: a page past 1 000, a bad prefix, another listing's token or another model's.
+    expect(fieldOf(await failure(admin.explainPlacement({ model: "m2", pageSize: 1_001 })))).toBe("page_size");
+    expect(fieldOf(await failure(admin.explainPlacement({ model: "m2", nodeIdPrefix: "a b" })))).toBe("node_id_prefix");
+    const listToken = (await admin.listNodes({ pageSize: 3 })).nextPageToken;
+    expect(fieldOf(await failure(admin.explainPlacement({ model: "m2", pageToken: listToken })))).toBe("page_token");
+    expect(fieldOf(await failure(admin.explainPlacement({ model: "m3", pageToken: first.nextPageToken })))).toBe("page_token");
+    expect(fieldOf(await failure(admin.listNodes({ pageToken: first.nextPageToken })))).toBe("page_token");
+  }, 240_000);
+
+  it("warden explain reads every page, lists by --node prefix, and stops at --limit", async () => {
+    const all = await cli(["explain", "m2", "--json"]);
+    expect(all.code, all.stderr).toBe(0);
+    const whole = JSON.parse(all.stdout) as { nodes: unknown[]; nodesTotal: number };
+    expect(whole.nodes).toHaveLength(nodes.size);
+    expect(whole.nodesTotal).toBe(nodes.size);
+    const prefixed = await cli(["explain", "m2", "--node", "n-0100", "--json"]);
+    expect(prefixed.code, prefixed.stderr).toBe(0);
+    const tens = (await allNodes({ nodeIdPrefix: "n-0100" })).nodes.map((n) => n.nodeId);
+    expect(tens.length).toBeGreaterThanOrEqual(5);
+    expect((JSON.parse(prefixed.stdout) as { nodes: { nodeId: string }[] }).nodes.map((v) => v.nodeId)).toEqual(tens);
+    const limited = await cli(["explain", "m2", "--limit", "5"]);
+    expect(limited.code, limited.stderr).toBe(0);
+    expect(limited.stdout).toMatch(new RegExp(`^${String(nodes.size)} node\\(s\\) weighed: \\d+ fit now, \\d+ after eviction$`, "m"));
+    expect(limited.stdout.split("\n").filter((l) => /^│ n-\d{5} /.test(l))).toHaveLength(5);
+    expect(limited.stderr).toContain("--limit 5");
+  }, 240_000);
 
   it("warden nodes ls / models ls read every page, filter, and stop at --limit", async () => {
     const ls = await cli(["nodes", "ls", "--json"]);

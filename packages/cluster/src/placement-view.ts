@@ -1,9 +1,10 @@
 import { isPlanted } from "@warden/common";
-import { lacksBackend, planPlacement, type NodeCandidate, type NodeVerdict, type PlacementPlan, type PlacementStrategy } from "@warden/placement";
+import { chosenReason, explainVerdict, lacksBackend, noFitListed, noFitReason, planPlacement, type NodeCandidate, type NodeVerdict, type PlacementPlan, type PlacementRequest, type PlacementStrategy } from "@warden/placement";
 import type { Loader, ModelSpec, PlacementPort } from "@warden/loader";
 import type { NodeResources } from "@warden/proto";
 import type { NodePlacementSummary } from "@warden/watchdog";
 import { defaultMaxReplicasPerModel, type NodeLimits } from "./node-limits.js";
+import { pageRange, type ExplainPage } from "./explain-page.js";
 import type { NodeArtifactCache, NodeHealthState } from "./node-record.js";
 
 /** What placement reads of a node. */
@@ -36,6 +37,24 @@ export interface PlacementNodes {
 export interface PlacementSlicing {
   due(): boolean;
   pause(): Promise<void>;
+}
+
+/** What ExplainPlacement is told (`explainPlan`). */
+export interface ExplainedPlan {
+  /** The decision over every node, with its reason (no-fit: the first nodes named, the rest counted); its verdicts carry no reasons. */
+  readonly plan: PlacementPlan;
+  /** The page's verdicts with their reasons, in node id order. */
+  readonly listed: readonly NodeVerdict[];
+  /** What an admission would evict first on each listed node that has any. */
+  readonly evictions: ReadonlyMap<string, readonly string[]>;
+  /** Nodes weighed; of them, those the model fits now, and those it fits only after eviction. */
+  readonly counts: { readonly total: number; readonly fit: number; readonly fitAfterEviction: number };
+  /** The last listed node's id when a node of the page's prefix follows it. */
+  readonly moreAfter?: string;
+}
+
+function placementRequestOf(spec: ModelSpec): PlacementRequest {
+  return { model: spec.id, sizeBytes: spec.sizeBytes, selector: spec.selector, backend: spec.backend, spread: spec.spread, artifacts: spec.artifacts };
 }
 
 /** Replicas of one model on one node: how many, and on which GPU devices. */
@@ -214,7 +233,7 @@ export class PlacementView implements PlacementPort {
   }
 
   plan(spec: ModelSpec, explain = true): PlacementPlan {
-    return planPlacement({ model: spec.id, sizeBytes: spec.sizeBytes, selector: spec.selector, backend: spec.backend, spread: spec.spread, artifacts: spec.artifacts }, this.candidates(spec, explain), this.strategy, { explain });
+    return planPlacement(placementRequestOf(spec), this.candidates(spec, explain), this.strategy, { explain });
   }
 
   /**
@@ -251,29 +270,51 @@ export class PlacementView implements PlacementPort {
   }
 
   /**
-   * The explained plan with what an admission on each node would evict
-   * first, by node id: each node's records are read once, for its candidate
-   * and its evictions together, so an explanation stays linear in nodes +
-   * instances. With `slicing`, the nodes are read in slices, yielding between
-   * nodes (a read-only explanation: a node is read as it is when reached).
+   * An explanation: the plan over every node, its reason explained, with one
+   * page of the nodes' verdicts explained (reasons, and what an admission
+   * there would evict first) and how many nodes fit, now or after eviction.
+   * Each node's records are read once: a listed node's candidate and its
+   * evictions together, the others' candidates alone (as a load's choice reads
+   * them), so an explanation stays linear in nodes + instances and its
+   * explaining work in the page. With `slicing`, the nodes are read in slices,
+   * yielding between nodes (read-only: a node is read as it is when reached).
    */
-  async explainPlan(spec: ModelSpec, slicing?: PlacementSlicing): Promise<{ readonly plan: PlacementPlan; readonly evictions: ReadonlyMap<string, readonly string[]> }> {
+  async explainPlan(spec: ModelSpec, page: ExplainPage, slicing?: PlacementSlicing): Promise<ExplainedPlan> {
     const limit = this.loader?.getPolicy().limitPerNode ?? 0;
     const replicas = this.replicasByNode(spec.id);
     const list: NodeCandidate[] = [];
     const evictions = new Map<string, readonly string[]>();
     const evict = { limit };
     const all = this.nodes.list();
+    const range = pageRange(all, page);
     // Indexed: an array iterator in an async function allocates a result per step once it can await.
     for (let i = 0; i < all.length; i++) {
       const n = all[i] as PlacementNode;
       if (slicing?.due() === true) await slicing.pause();
-      const sum = this.loader?.core.placementSummary(n.nodeId, spec.id, spec.groups, evict);
+      const listed = i >= range.from && i < range.to;
+      const sum = this.loader?.core.placementSummary(n.nodeId, spec.id, spec.groups, listed ? evict : undefined);
       list.push(this.candidateOf(n, limit, replicas.get(n.nodeId), sum));
-      if (sum?.evictions !== undefined && sum.evictions.length > 0) evictions.set(n.nodeId, sum.evictions);
+      if (listed && sum?.evictions !== undefined && sum.evictions.length > 0) evictions.set(n.nodeId, sum.evictions);
     }
-    const plan = planPlacement({ model: spec.id, sizeBytes: spec.sizeBytes, selector: spec.selector, backend: spec.backend, spread: spec.spread, artifacts: spec.artifacts }, list, this.strategy, { explain: true });
-    return { plan, evictions };
+    const req = placementRequestOf(spec);
+    // The decision without reasons (a load's own choice), then reasons for the page and the plan alone.
+    const quick = planPlacement(req, list, this.strategy, { explain: false });
+    let fit = 0;
+    let fitAfterEviction = 0;
+    for (const v of quick.verdicts) {
+      if (v.fits) fit++;
+      else if (v.fitsAfterEviction) fitAfterEviction++;
+    }
+    const explainAt = (i: number): NodeVerdict => explainVerdict(req, list[i] as NodeCandidate, this.strategy);
+    const listed: NodeVerdict[] = [];
+    for (let i = range.from; i < range.to; i++) listed.push(explainAt(i));
+    let reason: string;
+    if (quick.t === "no-fit") reason = noFitReason(Array.from({ length: Math.min(noFitListed, list.length) }, (_, i) => explainAt(i)), list.length);
+    else {
+      const chosen = quick.nodeId;
+      reason = chosenReason(explainAt(list.findIndex((c) => c.nodeId === chosen)));
+    }
+    return { plan: { ...quick, reason }, listed, evictions, counts: { total: list.length, fit, fitAfterEviction }, ...(range.more && range.to > range.from ? { moreAfter: (all[range.to - 1] as PlacementNode).nodeId } : {}) };
   }
 
   /** Instances (model@incarnation) an admission on `nodeId` would evict first: group conflicts, then least recently used. */

@@ -1,5 +1,5 @@
 /** @warden/placement — where a load goes and why (DESIGN §3.5); pure. */
-export { lacksBackend, planPlacement } from "./plan-placement.js";
+export { chosenReason, explainVerdict, lacksBackend, noFitListed, noFitReason, planPlacement } from "./plan-placement.js";
 export type { NodeCandidate, NodeVerdict, PlacementPlan, PlacementRequest, PlacementStrategy } from "./plan-placement.js";
 export { budgetBytes } from "./replica-constraints.js";
 export type { PlacementMemoryBudget, ReplicaFacts, SpreadMode } from "./replica-constraints.js";

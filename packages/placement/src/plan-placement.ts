@@ -259,9 +259,34 @@ export function planPlacement(req: PlacementRequest, nodes: readonly NodeCandida
     if (v.fitsAfterEviction && better(v, evict)) evict = v;
   }
   if (explain) verdicts.sort((a, b) => (a.nodeId < b.nodeId ? -1 : a.nodeId > b.nodeId ? 1 : 0));
-  if (fit !== undefined) return { t: "place", nodeId: fit.nodeId, reason: explain ? `node "${fit.nodeId}": ${fit.reason}` : "", verdicts };
-  if (evict !== undefined) return { t: "evict-then-place", nodeId: evict.nodeId, reason: explain ? `node "${evict.nodeId}": ${evict.reason}` : "", verdicts };
+  if (fit !== undefined) return { t: "place", nodeId: fit.nodeId, reason: explain ? chosenReason(fit) : "", verdicts };
+  if (evict !== undefined) return { t: "evict-then-place", nodeId: evict.nodeId, reason: explain ? chosenReason(evict) : "", verdicts };
   if (verdicts.length === 0) return { t: "no-fit", reason: "no node is registered", verdicts };
   if (!explain) return { t: "no-fit", reason: "no node fits", verdicts };
-  return { t: "no-fit", reason: `no node fits: ${verdicts.map((v) => `${v.nodeId}: ${v.reason}`).join("; ")}`, verdicts };
+  return { t: "no-fit", reason: noFitReason(verdicts.slice(0, noFitListed), verdicts.length), verdicts };
+}
+
+/**
+ * Nodes whose reasons a no-fit plan's reason lists (the first in node id
+ * order); the rest are counted. At 10 000 nodes the whole list was a reason of
+ * about a megabyte, in the answer's header and in every log line quoting it.
+ */
+export const noFitListed = 10;
+
+/** A node's verdict with its reason, as an explanation gives it (`planPlacement` with `explain` false builds none). */
+export function explainVerdict(req: PlacementRequest, n: NodeCandidate, strategy: PlacementStrategy): NodeVerdict {
+  return verdict(req, n, strategy, true);
+}
+
+/** The reason of a plan that places on (or evicts on) the node of this explained verdict. */
+export function chosenReason(v: Pick<NodeVerdict, "nodeId" | "reason">): string {
+  return `node "${v.nodeId}": ${v.reason}`;
+}
+
+/** The reason of a no-fit plan over `total` nodes, `listed` being the first of them explained (at most `noFitListed` are named). */
+export function noFitReason(listed: readonly Pick<NodeVerdict, "nodeId" | "reason">[], total: number): string {
+  if (total === 0) return "no node is registered";
+  const named = listed.slice(0, noFitListed);
+  const more = total - named.length;
+  return `no node fits: ${named.map((v) => `${v.nodeId}: ${v.reason}`).join("; ")}${more > 0 ? `; … and ${String(more)} more node${more === 1 ? "" : "s"}` : ""}`;
 }

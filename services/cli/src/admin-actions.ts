@@ -29,7 +29,7 @@ import { exitCodes } from "./exit-codes.js";
 import { bytes, modelsTable, nodesTable, table } from "./render.js";
 import { replicasTable } from "./render-replicas.js";
 import { loadJobsText, loadingLabel, waitingText } from "./render-load-jobs.js";
-import { instanceStateFilter, listAllModels, listAllNodes, nodeStateFilter, parseLimit } from "./list-pages.js";
+import { explainAllPages, instanceStateFilter, listAllModels, listAllNodes, nodeStateFilter, parseLimit } from "./list-pages.js";
 import type { ActionContext, GlobalOpts } from "./action-context.js";
 
 function json<T extends DescMessage>(schema: T, msg: MessageShape<T>): string {
@@ -194,15 +194,18 @@ export async function policySet(c: ActionContext, g: GlobalOpts, pairs: string[]
   return undefined;
 }
 
-export async function explain(c: ActionContext, g: GlobalOpts, model: string): Promise<number | undefined> {
-  const r = await admin(g).explainPlacement({ model }, { timeoutMs: c.deadline(g) });
+export async function explain(c: ActionContext, g: GlobalOpts, model: string, o: { node?: string; limit?: string } = {}): Promise<number | undefined> {
+  const limit = parseLimit(o.limit);
+  const r = await explainAllPages(admin(g), { model, nodeIdPrefix: o.node ?? "" }, limit, () => c.deadline(g));
   if (g.json) {
     c.print(json(ExplainPlacementResponseSchema, r));
     return undefined;
   }
   const decision = PlacementDecision[r.decision].toLowerCase().replace(/_/g, "-");
   c.print(`${model}: ${decision}${r.nodeId === "" ? "" : ` on ${r.nodeId}`} — ${humanBytes(r.reason)}`);
+  if (r.nodesTotal > 0) c.print(`${String(r.nodesTotal)} node(s) weighed: ${String(r.nodesFit)} fit now, ${String(r.nodesFitAfterEviction)} after eviction`);
   if (r.nodes.length > 0) c.print(table(["NODE", "FITS", "REASON", "WOULD EVICT"], r.nodes.map((n) => [n.nodeId, n.fits ? "yes" : "no", humanBytes(n.reason), n.wouldEvict.join(", ") || "-"])));
+  if (r.nextPageToken !== "") c.io.err.write(`warden: stopped at --limit ${String(limit)}; more nodes' verdicts follow\n`);
   return undefined;
 }
 

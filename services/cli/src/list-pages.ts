@@ -1,10 +1,10 @@
-import { InstanceState, NodeState, instanceStateNames, nodeStateNames, type AdminService, type ListModelsRequest, type ListModelsResponse, type ListNodesRequest, type ListNodesResponse } from "@warden/proto";
+import { InstanceState, NodeState, instanceStateNames, nodeStateNames, type AdminService, type ExplainPlacementRequest, type ExplainPlacementResponse, type ListModelsRequest, type ListModelsResponse, type ListNodesRequest, type ListNodesResponse } from "@warden/proto";
 import type { Client } from "@warden/grpc";
 import { invalidArgument } from "@warden/common";
 
 /**
- * `nodes ls` and `models ls` read every page by default (the Admin API
- * answers at most 1 000 entries a call); `--limit` stops early. Filters go to
+ * `nodes ls`, `models ls` and `explain` read every page by default (the
+ * Admin API answers at most 1 000 entries a call); `--limit` stops early. Filters go to
  * the coordinator, which applies them before paging.
  */
 
@@ -58,4 +58,13 @@ export function listAllNodes(a: Pick<Client<typeof AdminService>, "listNodes">, 
 
 export function listAllModels(a: Pick<Client<typeof AdminService>, "listModels">, req: Omit<Partial<ListModelsRequest>, "$typeName" | "pageSize" | "pageToken">, limit: number | undefined, timeoutMs: () => number): Promise<ListModelsResponse> {
   return allPages(limit, (pageSize, pageToken) => a.listModels({ ...req, pageSize, pageToken }, { timeoutMs: timeoutMs() }), (r) => r.instances);
+}
+
+/**
+ * ExplainPlacement's verdicts, every page (or up to `limit`), under the first
+ * page's decision and counts: each call weighs every node, so the pages of a
+ * cluster that changes meanwhile may come from slightly different moments.
+ */
+export function explainAllPages(a: Pick<Client<typeof AdminService>, "explainPlacement">, req: Omit<Partial<ExplainPlacementRequest>, "$typeName" | "pageSize" | "pageToken">, limit: number | undefined, timeoutMs: () => number): Promise<ExplainPlacementResponse> {
+  return allPages(limit, (pageSize, pageToken) => a.explainPlacement({ ...req, pageSize, pageToken }, { timeoutMs: timeoutMs() }), (r) => r.nodes);
 }

@@ -285,7 +285,15 @@ export function buildProgram(io: CliIo, runners: Runners): { program: Command; e
       .addHelpText("after", "\nThe trace holds per call its model, wait and duration (never a prompt or an output),\nloads, evictions with their reasons, node joins and losses, memory readings and\noperators' changes; at most trace.maxBytes (64 MiB) is kept. Replay it:\n  warden trace export --since 24h > trace.jsonl\n  warden policy simulate --trace trace.jsonl --policy candidate.yaml --against warden.yaml\n"),
   ).action(act((a, g, o: { since: string }) => a.traceExport(ctx, g, o)));
 
-  withGlobal(program.command("explain").description("where a load of <model> would go and why, per node, without acting").argument("<model>")).action(act((a, g, model: string) => a.explain(ctx, g, model)));
+  withGlobal(
+    program
+      .command("explain")
+      .description("where a load of <model> would go and why, per node, without acting")
+      .argument("<model>")
+      .option("--node <prefix>", "list only the verdicts of nodes whose id starts with this (the decision still weighs every node)")
+      .option("--limit <n>", "at most n nodes' verdicts (default: all; read 1 000 a call)")
+      .addHelpText("after", "\nThe decision and the counts weigh every node. Verdicts are ordered by node id; every page is read\nunless --limit cuts it short (announced on stderr; with --json, nextPageToken says where it would go on).\n"),
+  ).action(act((a, g, model: string, o: { node?: string; limit?: string }) => a.explain(ctx, g, model, o)));
 
   withGlobal(
     program

@@ -1,12 +1,12 @@
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { InstanceState, NodeState, Placement, type ListModelsRequest, type ListNodesRequest } from "@warden/proto";
-import { invalidArgument, maxIdentifierChars, type Clock } from "@warden/common";
+import { invalidArgument, type Clock } from "@warden/common";
 import type { Loader } from "@warden/loader";
 import type { BackendClientHandle } from "../routing/backend-connector.js";
 import type { NodeRecord, NodeRegistry } from "../nodes/node-registry.js";
 import { checkId } from "./check-id.js";
 import { lostPlaceholder, modelInstance, nodeStateOf, type ModelInstanceInit, type NodeInit, type OutageView } from "./admin-messages.js";
-import { compareIds, decodePageToken, encodePageToken, idsFrom, pageScanBudget, pageSizeOf, type PageKey } from "./listing-page.js";
+import { checkNodeIdPrefix, compareIds, decodePageToken, encodePageToken, idsFrom, pageScanBudget, pageSizeOf, type PageKey } from "./listing-page.js";
 
 /**
  * ListNodes and ListModels a page at a time (listing-page.ts): each page
@@ -63,12 +63,11 @@ export function instancesOnNode(d: Pick<ListingDeps, "clock" | "loader" | "nodes
 
 const nodeStates = new Set<NodeState>([NodeState.UNSPECIFIED, NodeState.READY, NodeState.UNREACHABLE, NodeState.LOST, NodeState.NOT_REPORTED]);
 const instanceStates = new Set<InstanceState>(Object.values(InstanceState).filter((v): v is InstanceState => typeof v === "number"));
-const prefixPattern = new RegExp(`^[A-Za-z0-9._:-]{0,${String(maxIdentifierChars)}}$`);
 
 /** ListNodes: one page in node id order, filtered. */
 export function listNodesPage(d: ListingDeps, req: ListNodesRequest): { nodes: NodeInit[]; nextPageToken: string } {
   const size = pageSizeOf(req.pageSize);
-  if (!prefixPattern.test(req.nodeIdPrefix)) throw invalidArgument("node_id_prefix", `at most ${String(maxIdentifierChars)} characters of [A-Za-z0-9._:-]`);
+  checkNodeIdPrefix(req.nodeIdPrefix);
   if (!nodeStates.has(req.state)) throw invalidArgument("state", `unknown node state ${String(req.state)}`);
   if (req.model !== "") checkId(req.model, "model");
   const filters = JSON.stringify(["nodes", req.nodeIdPrefix, req.state, req.model]);

@@ -24,7 +24,7 @@ import { checkId } from "./check-id.js";
 import { instanceLogs } from "./instance-logs.js";
 import { installBackendBundle, listBackendBundles, removeBackendBundle, type BackendBundleDeps } from "./backend-bundles.js";
 import type { EventHub } from "./event-hub.js";
-import { explainPlacement } from "./explain-placement.js";
+import { explainPageOf, explainPlacement } from "./explain-placement.js";
 import { startDrain } from "./start-drain.js";
 import type { NodeRecord, NodeRegistry } from "../nodes/node-registry.js";
 import type { PlacementView } from "./placement-view.js";
@@ -318,6 +318,7 @@ export function adminService(d: AdminDeps): ServiceImpl<typeof AdminService> {
     },
     async explainPlacement(req, ctx) {
       checkId(req.model, "model");
+      const page = explainPageOf(req);
       const spec = d.loader.modelSpec(req.model);
       if (spec === undefined) throw new WardenError(Code.NotFound, `model: "${req.model}" is not configured`);
       // For the next replica, with the model's scale-up circuit breaker when open; stops with
@@ -325,7 +326,7 @@ export function adminService(d: AdminDeps): ServiceImpl<typeof AdminService> {
       // slice is as long as a turn of heartbeats: on a loop full of them each yield waits out a
       // long turn, so an explanation of a few tens of ms takes a few turns, not one per 5 ms.
       const slicing = { signal: ctx.signal, sliceMs: d.explainSliceMs ?? heartbeatTurnBudgetMs, nowMs: () => performance.now() };
-      return await explainPlacement({ core: d.loader.core, placement: d.placement, nowMs: d.clock.now(), slicing }, spec, d.loader.replicaStatus(req.model)?.blocked);
+      return await explainPlacement({ core: d.loader.core, placement: d.placement, nowMs: d.clock.now(), slicing }, spec, d.loader.replicaStatus(req.model)?.blocked, page);
     },
     async scaleModel(req, ctx) {
       const actor = d.actorOf?.(ctx);

@@ -25,10 +25,12 @@ describe("encodedExplanation", () => {
   it.each([0, 1, 300, 1000])("its bytes are exactly the whole message's encoding, and decode to it (%i nodes)", async (n) => {
     const list = verdicts(n, n + 1);
     const head = { decision: PlacementDecision.NO_FIT, nodeId: n === 1 ? "node-0" : "", reason: `no node fits (${String(n)} judged)` };
-    const answer = await encodedExplanation(head, list.length, (i) => list[i] as Verdict);
+    // The fields after the nodes (a page's token and the counts) are encoded after them, as in the whole message.
+    const tail = n === 0 ? {} : { nextPageToken: `token-${String(n)}`, nodesTotal: n * 10, nodesFit: n, nodesFitAfterEviction: 300 };
+    const answer = await encodedExplanation(head, list.length, (i) => list[i] as Verdict, undefined, tail);
     const bytes = encodingOf(answer);
     expect(bytes).toBeDefined();
-    const whole = toBinary(ExplainPlacementResponseSchema, create(ExplainPlacementResponseSchema, { ...head, nodes: list }));
+    const whole = toBinary(ExplainPlacementResponseSchema, create(ExplainPlacementResponseSchema, { ...head, nodes: list, ...tail }));
     expect(Buffer.compare(Buffer.from(whole), bytes ?? Buffer.alloc(0))).toBe(0);
     expect(fromBinary(ExplainPlacementResponseSchema, bytes ?? new Uint8Array())).toEqual(answer);
     expect(answer.nodes.map((v) => v.nodeId)).toEqual(list.map((v) => v.nodeId));

@@ -10,18 +10,23 @@ import type { WorkSlicer } from "./work-slicer.js";
  */
 const chunkVerdicts = 256;
 
+/** The answer's fields numbered before its nodes (field 4). */
+export type ExplainHead = Pick<ExplainPlacementResponse, "decision" | "nodeId" | "reason">;
+/** The answer's fields numbered after its nodes. */
+export type ExplainTail = Partial<Pick<ExplainPlacementResponse, "nextPageToken" | "nodesTotal" | "nodesFit" | "nodesFitAfterEviction">>;
+
 /**
  * The answer to ExplainPlacement with its bytes made a chunk of nodes at a
  * time (`verdictAt` gives the i-th of `nodeCount`), between the slicer's
  * slices: at 10 000 nodes the whole answer is about 1.3 MB, and encoding it
  * in one go (as the server would, after the handler returns) held the event
  * loop for about 20 ms in one turn. The bytes are exactly what encoding the
- * whole message gives — the fields before the nodes, then each chunk's
- * verdicts as field 4, in order (a message holding only some of the nodes
- * encodes as just those entries) — and the server sends them as they are
- * (withEncoding).
+ * whole message gives — the fields before the nodes (`head`), then each
+ * chunk's verdicts as field 4, in order (a message holding only some of the
+ * nodes encodes as just those entries), then the fields after them (`tail`)
+ * — and the server sends them as they are (withEncoding).
  */
-export async function encodedExplanation(head: Omit<ExplainPlacementResponse, "nodes" | "$typeName">, nodeCount: number, verdictAt: (i: number) => Omit<NodeVerdict, "$typeName">, slicer?: WorkSlicer): Promise<Readonly<ExplainPlacementResponse>> {
+export async function encodedExplanation(head: ExplainHead, nodeCount: number, verdictAt: (i: number) => Omit<NodeVerdict, "$typeName">, slicer?: WorkSlicer, tail: ExplainTail = {}): Promise<Readonly<ExplainPlacementResponse>> {
   const nodes: NodeVerdict[] = [];
   const headBytes = toBinary(ExplainPlacementResponseSchema, create(ExplainPlacementResponseSchema, head));
   const parts: Uint8Array[] = [headBytes];
@@ -35,11 +40,15 @@ export async function encodedExplanation(head: Omit<ExplainPlacementResponse, "n
     total += bytes.length;
     for (const v of chunk) nodes.push(v);
   }
+  // The fields numbered after the nodes come after them, as encoding the whole message places them.
+  const tailBytes = toBinary(ExplainPlacementResponseSchema, create(ExplainPlacementResponseSchema, tail));
+  parts.push(tailBytes);
+  total += tailBytes.length;
   const all = new Uint8Array(total);
   let at = 0;
   for (const p of parts) {
     all.set(p, at);
     at += p.length;
   }
-  return withEncoding(create(ExplainPlacementResponseSchema, { ...head, nodes }), all);
+  return withEncoding(create(ExplainPlacementResponseSchema, { ...head, nodes, ...tail }), all);
 }

@@ -9,7 +9,7 @@ import { Code, isWardenError, seededRng } from "@warden/common";
 import { modelSpec, type Loader, type ModelSpec } from "@warden/loader";
 import type { PlacementNode, PlacementNodes } from "@warden/cluster";
 import { createWatchdogCore, type WatchdogCore } from "@warden/watchdog";
-import { explainPlacement } from "./explain-placement.js";
+import { explainPageOf, explainPlacement } from "./explain-placement.js";
 import { PlacementView } from "./placement-view.js";
 
 const GiB = 1024 ** 3;
@@ -146,7 +146,7 @@ describe("ExplainPlacement stops with its caller", () => {
     expect(yields).toBeLessThanOrEqual(12);
   });
 
-  it("answers a large cluster in slices too: 1 000 nodes read and answered, yields in the answer's chunks as well as the reading", async () => {
+  it("answers a large cluster in slices too: 1 000 nodes read and a page of all 1 000 answered, yields in the answer's chunks as well as the reading", async () => {
     const { core, view } = cluster(1000, 1);
     let ms = 0;
     const yieldsAt: number[] = [];
@@ -157,8 +157,10 @@ describe("ExplainPlacement stops with its caller", () => {
       return summary(...a);
     });
     // Each look at the clock a millisecond; a slice of 1 ms: a yield at every look that finds the slice spent.
-    const r = await explainPlacement({ core, placement: view, nowMs: 1_000, slicing: { sliceMs: 1, nowMs: () => ms++, yieldNow: async () => { yieldsAt.push(read); } } }, spec());
+    const m = spec();
+    const r = await explainPlacement({ core, placement: view, nowMs: 1_000, slicing: { sliceMs: 1, nowMs: () => ms++, yieldNow: async () => { yieldsAt.push(read); } } }, m, undefined, explainPageOf({ model: m.id, pageSize: 1000, pageToken: "", nodeIdPrefix: "" }));
     expect(r.nodes).toHaveLength(1000);
+    expect(r.nextPageToken).toBe("");
     // Some yields after every node was read: the answer (4 chunks of 256) was made in slices.
     expect(yieldsAt.filter((n) => n === 1000).length).toBeGreaterThanOrEqual(3);
   });

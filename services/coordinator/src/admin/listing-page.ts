@@ -1,4 +1,4 @@
-import { invalidArgument } from "@warden/common";
+import { invalidArgument, maxIdentifierChars } from "@warden/common";
 
 /**
  * Paging shared by ListNodes and ListModels: page sizes, the scan budget and
@@ -20,6 +20,13 @@ export const maxPageSize = 1_000;
 export const pageScanBudget = 10_000;
 /** Longer tokens are refused before decoding (ours are far shorter). */
 export const maxPageTokenChars = 1_024;
+
+const prefixPattern = new RegExp(`^[A-Za-z0-9._:-]{0,${String(maxIdentifierChars)}}$`);
+
+/** A `node_id_prefix` filter checked (ListNodes, ListModels, ExplainPlacement): what a node id may start with, or empty. */
+export function checkNodeIdPrefix(prefix: string): void {
+  if (!prefixPattern.test(prefix)) throw invalidArgument("node_id_prefix", `at most ${String(maxIdentifierChars)} characters of [A-Za-z0-9._:-]`);
+}
 
 /** `page_size` checked: 0 → the default; more than the maximum is refused. */
 export function pageSizeOf(pageSize: number): number {

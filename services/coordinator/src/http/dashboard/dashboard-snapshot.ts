@@ -173,5 +173,9 @@ export function explainJson(r: ExplainPlacementResponse, wallNowMs: number): Rec
     nodeId: r.nodeId,
     reason: r.reason,
     nodes: r.nodes.map((n) => ({ nodeId: n.nodeId, fits: n.fits, reason: n.reason, freeBytes: Number(n.freeBytes), score: n.score, wouldEvict: [...n.wouldEvict] })),
+    // The decision weighed every node; `nodes` is the first page of their verdicts (ExplainPlacement's default, 100).
+    nodesTotal: r.nodesTotal,
+    nodesFit: r.nodesFit,
+    nodesFitAfterEviction: r.nodesFitAfterEviction,
   };
 }

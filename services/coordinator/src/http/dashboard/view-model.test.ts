@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { DashboardInstance, DashboardNode, DashboardSnapshot } from "./dashboard-view.js";
-import { ago, appendBounded, eventLine, formatBytes, formatRate, instanceKind, kindStyles, loadJobText, memoryBar, nodeCards } from "./view-model.js";
+import { ago, appendBounded, eventLine, explainCounts, formatBytes, formatRate, instanceKind, kindStyles, loadJobText, memoryBar, nodeCards } from "./view-model.js";
 import { parseSse } from "./sse-parse.js";
 
 const gib = 1024 ** 3;
@@ -134,5 +134,15 @@ describe("SSE parsing", () => {
     const b = parseSse(`${a.rest}\ndata: y\n\ndata: plain\n\n`);
     expect(b.messages).toEqual([{ event: "event", data: "x\ny" }, { event: "message", data: "plain" }]);
     expect(b.rest).toBe("");
+  });
+});
+
+describe("Explain's counts", () => {
+  it("a page of a larger cluster says how much it lists; a whole one says how many nodes; none weighed (at max replicas, no node) says nothing", () => {
+    const nodes = (n: number): unknown[] => Array.from({ length: n }, () => ({}));
+    expect(explainCounts({ nodes: nodes(100), nodesTotal: 250, nodesFit: 84, nodesFitAfterEviction: 83 })).toBe("100 of 250 nodes listed · 84 fit now, 83 after eviction");
+    expect(explainCounts({ nodes: nodes(1), nodesTotal: 1, nodesFit: 0, nodesFitAfterEviction: 1 })).toBe("1 node · 0 fit now, 1 after eviction");
+    expect(explainCounts({ nodes: nodes(3), nodesTotal: 3, nodesFit: 2, nodesFitAfterEviction: 0 })).toBe("3 nodes · 2 fit now, 0 after eviction");
+    expect(explainCounts({ nodes: [], nodesTotal: 0, nodesFit: 0, nodesFitAfterEviction: 0 })).toBe("");
   });
 });

@@ -278,3 +278,16 @@ export function appendBounded<T>(list: readonly T[], line: T, max: number): T[] 
   out.push(line);
   return out;
 }
+
+/**
+ * "100 of 250 nodes listed · 84 fit now, 83 after eviction": Explain's
+ * decision weighed every node, its list shows the first page of them.
+ * Empty when no node was weighed (none registered, or the model already at
+ * its max replicas).
+ */
+export function explainCounts(r: { readonly nodes: readonly unknown[]; readonly nodesTotal: number; readonly nodesFit: number; readonly nodesFitAfterEviction: number }): string {
+  const total = r.nodesTotal;
+  if (total === 0) return "";
+  const listed = r.nodes.length < total ? `${String(r.nodes.length)} of ${String(total)} nodes listed` : `${String(total)} node${total === 1 ? "" : "s"}`;
+  return `${listed} · ${String(r.nodesFit)} fit now, ${String(r.nodesFitAfterEviction)} after eviction`;
+}

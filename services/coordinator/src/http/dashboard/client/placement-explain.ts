@@ -5,7 +5,7 @@
  * every `refreshMs`, while the Nodes page shows it — so a result never
  * describes a cluster that has moved on without saying how old it is.
  */
-import { formatBytes } from "../view-model.js";
+import { explainCounts, formatBytes } from "../view-model.js";
 import { responseError } from "./console-context.js";
 import { byId, el } from "./dom.js";
 
@@ -19,6 +19,10 @@ interface ExplainAnswer {
   /** The coordinator's wall clock when it answered (ISO). */
   at?: string;
   nodes: { nodeId: string; fits: boolean; reason: string; freeBytes: number; wouldEvict: string[] }[];
+  /** Nodes weighed (the verdicts listed are the first page of them), and of those, fitting now and only after eviction. */
+  nodesTotal: number;
+  nodesFit: number;
+  nodesFitAfterEviction: number;
 }
 
 export class PlacementExplain {
@@ -64,8 +68,9 @@ export class PlacementExplain {
       }
       const r = (await res.json()) as ExplainAnswer;
       if (seq !== this.asked) return;
+      const counts = explainCounts(r);
       const items = r.nodes.map((n) => el("li", {}, `${n.nodeId}: ${n.fits ? "fits" : "does not fit"} — ${n.reason} (free ${formatBytes(n.freeBytes)})${n.wouldEvict.length > 0 ? `; would evict ${n.wouldEvict.join(", ")}` : ""}`));
-      out.replaceChildren(el("div", { "data-decision": r.decision, "data-model": model }, el("strong", {}, `${model}: ${r.decision}${r.nodeId === "" ? "" : ` → ${r.nodeId}`}`), ` — ${r.reason}`), el("ul", {}, ...items), this.stamp(r.at ?? at));
+      out.replaceChildren(el("div", { "data-decision": r.decision, "data-model": model }, el("strong", {}, `${model}: ${r.decision}${r.nodeId === "" ? "" : ` → ${r.nodeId}`}`), ` — ${r.reason}`), ...(counts === "" ? [] : [el("p", { class: "explain-counts" }, counts)]), el("ul", {}, ...items), this.stamp(r.at ?? at));
     } finally {
       if (seq === this.asked) {
         this.inFlight = false;

@@ -13,8 +13,8 @@ export interface ReportedEntry {
  * agent's next delta is against.
  */
 export interface ReportedInventory {
-  /** Sequence of the heartbeat that set it (same boot epoch as the record). */
-  readonly sequence: bigint;
+  /** Sequence of the heartbeat that set it (same boot epoch as the record); a delta applied onto it advances it. */
+  sequence: bigint;
   readonly entries: Map<string, ReportedEntry>;
   digest: bigint;
 }
@@ -45,7 +45,8 @@ export function fullReported(sequence: bigint, backends: readonly InventoryEntry
  * applied — no base, another base than the delta's, a removal of an entry the
  * base lacks, the result over `maxEntries`, or a digest that differs. A
  * refusal leaves `base` untouched (the agent is asked for a full inventory);
- * an application reuses `base`'s map, so `base` is spent.
+ * an application advances `base` itself (its map, sequence and digest) and
+ * answers it.
  */
 export function applyInventoryDelta(base: ReportedInventory | undefined, sequence: bigint, delta: InventoryDeltaReport, maxEntries: number): { readonly t: "applied"; readonly reported: ReportedInventory } | { readonly t: "mismatch"; readonly why: string } {
   if (base?.sequence !== delta.baseSequence) {
@@ -75,7 +76,10 @@ export function applyInventoryDelta(base: ReportedInventory | undefined, sequenc
   if (digest !== delta.digest) return { t: "mismatch", why: "digest differs" };
   for (const inc of delta.removed) base.entries.delete(inc);
   delta.upserts.forEach((entry, i) => base.entries.set(entry.incarnation, { entry, hash: hashes[i] ?? inventoryEntryHash(entry) }));
-  return { t: "applied", reported: { sequence, entries: base.entries, digest } };
+  // Advanced in place, not copied: a copy per heartbeat, kept until the next, is promoted out of the young generation.
+  base.sequence = sequence;
+  base.digest = digest;
+  return { t: "applied", reported: base };
 }
 
 function onto(r: ReportedInventory, sequence: bigint, delta: InventoryDeltaReport): ReportedInventory {

@@ -22,3 +22,17 @@ export function sameReadings(a: NodeResources, b: NodeResources): boolean {
   }
   return true;
 }
+
+/**
+ * The kept reading's time set to `at`'s: copied into the kept Timestamp when
+ * it has one, so a heartbeat's own Timestamp is not kept until the next one
+ * (a second: long enough to be promoted, per node per heartbeat).
+ */
+export function keepMeasuredAt(kept: NodeResources, at: NodeResources["measuredAt"]): void {
+  const mine = kept.measuredAt;
+  if (mine === undefined || at === undefined) kept.measuredAt = at;
+  else {
+    mine.seconds = at.seconds;
+    mine.nanos = at.nanos;
+  }
+}

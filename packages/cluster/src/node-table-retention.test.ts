@@ -6,6 +6,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { create } from "@bufbuild/protobuf";
+import { TimestampSchema } from "@bufbuild/protobuf/wkt";
 import { NodeResourcesSchema, OrphanProcessSchema, type NodeResources } from "@warden/proto";
 import { ManualClock } from "@warden/common";
 import type { AgentConnector } from "./agent-connector.js";
@@ -40,12 +41,24 @@ describe("a heartbeat's resources, orphans and foreign lists on the node record"
   it("the same figures keep the record's resources, with the new measuring time; other figures replace them", () => {
     const { beat } = oneNode();
     const first = beat(resources(1n << 30n, 100n)).resources;
-    const again = beat(resources(1n << 30n, 101n)).resources;
+    const stamp = first?.measuredAt;
+    const next = resources(1n << 30n, 101n);
+    next.measuredAt = create(TimestampSchema, { seconds: 101n, nanos: 5 });
+    const again = beat(next).resources;
     expect(again).toBe(first);
-    expect(again?.measuredAt?.seconds).toBe(101n);
-    const used = resources(2n << 30n, 102n);
+    // The time copied into the record's own Timestamp: the heartbeat's is not kept.
+    expect(again?.measuredAt).toBe(stamp);
+    expect(again?.measuredAt).not.toBe(next.measuredAt);
+    expect(again?.measuredAt).toMatchObject({ seconds: 101n, nanos: 5 });
+    // A heartbeat without a time leaves none; the next one's is then kept as it comes.
+    const untimed = resources(1n << 30n, 0n);
+    delete untimed.measuredAt;
+    expect(beat(untimed).resources?.measuredAt).toBeUndefined();
+    const timed = resources(1n << 30n, 104n);
+    expect(beat(timed).resources?.measuredAt).toBe(timed.measuredAt);
+    const used = resources(2n << 30n, 105n);
     expect(beat(used).resources).toBe(used);
-    const renamed = resources(2n << 30n, 103n, "H100");
+    const renamed = resources(2n << 30n, 106n, "H100");
     expect(beat(renamed).resources).toBe(renamed);
   });
 

@@ -4,7 +4,7 @@ import { BackendState, type InventoryEntry } from "@warden/proto";
 import { invalidArgument, permissionDenied } from "@warden/common";
 import { heartbeatOrder, sequenceOutOfBounds } from "./heartbeat-order.js";
 import { fenceIncarnation, maxFencesPerNode, unfencedInventory } from "./incarnation-fences.js";
-import { memoryReading, sameReadings } from "./memory-reading.js";
+import { keepMeasuredAt, memoryReading, sameReadings } from "./memory-reading.js";
 import { massUnreachability, nextHealth, type HealthCause } from "./node-health.js";
 import type { HeartbeatAnswer, HeartbeatReport, NodeRecord, NodeRegistration } from "./node-record.js";
 import { awaitsInventory } from "./node-record.js";
@@ -302,7 +302,7 @@ export class NodeTable<C> implements AgentDirectory, InventoryPort {
     if (hb.artifactCache !== undefined) n.artifactCache = artifactCacheOf(hb.artifactCache, n.artifactCache);
     if (hb.resources !== undefined) {
       const kept = n.resources;
-      if (kept !== undefined && sameReadings(kept, hb.resources)) kept.measuredAt = hb.resources.measuredAt;
+      if (kept !== undefined && sameReadings(kept, hb.resources)) keepMeasuredAt(kept, hb.resources.measuredAt);
       else n.resources = hb.resources;
       // Every reading counts (its time is the node memory's latest reading), same figures or not.
       loader?.reportMemory(n.nodeId, memoryReading(hb.resources));

@@ -10,6 +10,7 @@ import { methodDefinition } from "./service-definition.js";
 import type { CallOptions, Client } from "./types.js";
 import { defaultMaxMessageBytes } from "./limits.js";
 import type { ClientTls } from "./tls-material.js";
+import { releaseDecodedSlices } from "./decoder-release.js";
 
 /** grpc-js channel credentials for `tls`. */
 export function channelCredentialsOf(tls: ClientTls): ChannelCredentials {
@@ -295,6 +296,8 @@ function clientStreamCall(client: GrpcClient, m: DescMethod, headers: Readonly<R
  * connection, see LivenessProbe); client and bidi streams ignore it.
  */
 export function createClient<T extends DescService>(svc: T, address: string, options: CreateClientOptions = {}): Client<T> {
+  // A stream's answers are read by the same decoder as a server's requests (decoder-release.ts).
+  releaseDecodedSlices();
   const creds = options.credentials ?? (options.tls === undefined ? grpcCredentials.createInsecure() : channelCredentialsOf(options.tls));
   const client = new GrpcClient(address, creds, {
     "grpc.max_receive_message_length": options.maxReceiveMessageBytes ?? defaultMaxMessageBytes,

@@ -14,6 +14,7 @@ import { guardMetadata } from "./metadata-limit.js";
 import type { ServiceImpl } from "./types.js";
 import { checkPlaintextListen } from "./listen-guard.js";
 import { defaultPeerCaps, guardHttp2Server, type PeerCaps } from "./peer-caps.js";
+import { releaseDecodedSlices } from "./decoder-release.js";
 
 /** grpc-js listeners already guarded (a server may listen on several addresses). */
 const guarded = new WeakSet<EventEmitter>();
@@ -73,6 +74,8 @@ export class GrpcServer {
   private readonly live = new Set<AbortController>();
 
   constructor(options: CreateServerOptions = {}) {
+    // Each call's decoder lets go of its last message's slices (decoder-release.ts).
+    releaseDecodedSlices();
     this.raw = new Server({
       "grpc.max_receive_message_length": options.maxReceiveMessageBytes ?? defaultMaxMessageBytes,
       "grpc.max_send_message_length": options.maxSendMessageBytes ?? defaultMaxMessageBytes,

@@ -18,7 +18,7 @@ interface DecoderFields {
   readState: number;
   readCompressFlag: Buffer;
   readPartialMessage: Buffer[];
-  write(data: Buffer): Buffer[];
+  write: (this: DecoderFields, data: Buffer) => Buffer[];
 }
 
 /** grpc-js's ReadState.NO_DATA: between messages. */

@@ -1674,7 +1674,8 @@ export type ExplainPlacementResponse = Message<"warden.v1.ExplainPlacementRespon
   nextPageToken: string;
 
   /**
-   * Nodes weighed for the decision (every registered node, whatever the page lists).
+   * Nodes weighed for the decision (every registered node, whatever the page lists); 0 with
+   * ALREADY_LOADED, which weighs none (nor lists any).
    *
    * @generated from field: uint32 nodes_total = 6;
    */

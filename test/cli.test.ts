@@ -148,6 +148,10 @@ describe("warden CLI (warden up as a real process)", () => {
     expect(plan.decision).toBe("PLACEMENT_DECISION_EVICT_THEN_PLACE");
     expect(plan.nodeId).toBe("local");
     expect(plan.nodes[0]?.wouldEvict?.[0]).toMatch(/^chat-small@/);
+    // As the README's walkthrough shows it: the decision, the counts over every node, then each node's verdict.
+    const text = warden(["explain", "chat-large", "--addr", addr]);
+    expect(text.code).toBe(0);
+    expect(text.stdout).toMatch(/^chat-large: evict-then-place on local — node "local": group conflict with chat-small — evicting there would make room\n1 node\(s\) weighed: 0 fit now, 1 after eviction\n┌/);
     const p = warden(["predict", "chat-large", "hi", "--addr", addr]);
     expect(p.code).toBe(0);
     await rememberAddresses();

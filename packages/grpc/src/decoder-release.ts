@@ -24,7 +24,8 @@ interface DecoderFields {
 /** grpc-js's ReadState.NO_DATA: between messages. */
 const noData = 0;
 const noFlag = Buffer.alloc(0);
-const noPieces: Buffer[] = [];
+/** Frozen: were grpc-js ever to push onto it without assigning a fresh list first, that would throw, not mix two messages. */
+const noPieces: Buffer[] = Object.freeze([]) as unknown as Buffer[];
 let installed: boolean | undefined;
 
 /** Whether a decoder has the fields this patch expects (a grpc-js that renamed them is left alone). */

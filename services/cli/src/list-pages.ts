@@ -4,8 +4,8 @@ import { invalidArgument } from "@warden/common";
 
 /**
  * `nodes ls`, `models ls` and `explain` read every page by default (the
- * Admin API answers at most 1 000 entries a call); `--limit` stops early. Filters go to
- * the coordinator, which applies them before paging.
+ * Admin API answers at most 1 000 entries a call); `--limit` stops early.
+ * Filters go to the coordinator, which applies them before paging.
  */
 
 /** The largest page the API serves. */

@@ -18,9 +18,10 @@ export type ExplainTail = Partial<Pick<ExplainPlacementResponse, "nextPageToken"
 /**
  * The answer to ExplainPlacement with its bytes made a chunk of nodes at a
  * time (`verdictAt` gives the i-th of `nodeCount`), between the slicer's
- * slices: at 10 000 nodes the whole answer is about 1.3 MB, and encoding it
- * in one go (as the server would, after the handler returns) held the event
- * loop for about 20 ms in one turn. The bytes are exactly what encoding the
+ * slices. Written when the answer held every node's verdict (about 1.3 MB at
+ * 10 000 nodes, about 20 ms to encode in one turn, as the server would after
+ * the handler returns); a page now holds at most 1 000 (a few ms), and the
+ * encoding still runs in the call's slices. The bytes are exactly what encoding the
  * whole message gives — the fields before the nodes (`head`), then each
  * chunk's verdicts as field 4, in order (a message holding only some of the
  * nodes encodes as just those entries), then the fields after them (`tail`)

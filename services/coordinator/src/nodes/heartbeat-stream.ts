@@ -73,12 +73,10 @@ class HeartbeatAnswers {
   private readonly onAbort = (): void => {
     this.failWith(abortReason(this.ctx.signal));
   };
+  /** The budget's turn for the head of the queue (TurnBudget.defer). */
   private readonly onTurn = (): void => {
     this.waiting = false;
     this.drain();
-  };
-  private readonly onTurnFailed = (err: unknown): void => {
-    this.failWith(err);
   };
 
   constructor(
@@ -130,9 +128,9 @@ class HeartbeatAnswers {
         if (this.halfClosed) this.finish();
         return;
       }
-      const later = this.deps.budget?.wait();
-      if (later !== undefined) {
-        this.wait(msg, later);
+      const { budget } = this.deps;
+      if (budget !== undefined && !budget.has()) {
+        this.wait(msg, budget);
         return;
       }
       this.queue.shift();
@@ -149,7 +147,7 @@ class HeartbeatAnswers {
   }
 
   /** The head of the queue waits for a later turn; its node is heard now (the coordinator's backlog is not its silence). */
-  private wait(msg: RequestBytes<HeartbeatRequest>, later: Promise<void>): void {
+  private wait(msg: RequestBytes<HeartbeatRequest>, budget: TurnBudget): void {
     this.waiting = true;
     if (this.bootEpoch === undefined) {
       // Nothing decoded on this stream yet: this one is, to know whose it is.
@@ -161,7 +159,7 @@ class HeartbeatAnswers {
       }
     }
     if (this.bound !== undefined && this.bootEpoch !== undefined) this.deps.arrived?.(this.bound, this.bootEpoch);
-    later.then(this.onTurn, this.onTurnFailed);
+    budget.defer(this.onTurn);
   }
 
   /**

@@ -59,30 +59,67 @@ describe("TurnBudget", () => {
     let ms = 0;
     const budget = new TurnBudget({ budgetMs: 10, nowMs: () => ms });
     for (let i = 0; i < 10; i++) {
-      expect(budget.wait()).toBeUndefined();
+      expect(budget.has()).toBe(true);
       // Reading and writing the streams between heartbeats (2 ms each time) is not the heartbeats' work.
       ms += 2;
       expect(budget.run(() => (ms += 1))).toBe(ms);
     }
-    const later = budget.wait();
-    expect(later).toBeInstanceOf(Promise);
-    expect(budget.wait()).toBe(later); // one shared wait for everything deferred this turn
-    await later;
-    expect(budget.wait()).toBeUndefined();
+    expect(budget.has()).toBe(false);
+    const order: string[] = [];
+    budget.defer(() => order.push(`first, budget left: ${String(budget.has())}`));
+    budget.defer(() => order.push("second"));
+    expect(order).toEqual([]);
+    await new Promise((r) => setImmediate(r));
+    expect(order).toEqual(["first, budget left: true", "second"]);
     expect(budget.deferredTurns).toBe(1);
+    expect(budget.waiting).toBe(0);
   });
 
   it("charges work that throws as well", async () => {
     let ms = 0;
     const budget = new TurnBudget({ budgetMs: 10, nowMs: () => ms });
-    expect(budget.wait()).toBeUndefined();
+    expect(budget.has()).toBe(true);
     expect(() =>
       budget.run(() => {
         ms += 11;
         throw new Error("refused");
       }),
     ).toThrow("refused");
-    expect(budget.wait()).toBeInstanceOf(Promise);
+    expect(budget.has()).toBe(false);
+  });
+
+  it("resumes the deferred in order, only as many a turn as its budget runs: a backlog is not woken each turn", async () => {
+    let ms = 0;
+    const budget = new TurnBudget({ budgetMs: 10, nowMs: () => ms });
+    // 2 000 streams, one heartbeat each, all read while one turn's budget is already spent.
+    expect(budget.has()).toBe(true);
+    budget.run(() => (ms += 10));
+    const streams = 2_000;
+    const applied: number[] = [];
+    const perTurn = new Map<number, number>();
+    let turn = -1;
+    const apply = (i: number): void => {
+      if (!budget.has()) {
+        budget.defer(() => {
+          apply(i);
+        });
+        return;
+      }
+      budget.run(() => (ms += 1)); // 1 ms each: 10 a turn
+      applied.push(i);
+      perTurn.set(turn, (perTurn.get(turn) ?? 0) + 1);
+    };
+    for (let i = 0; i < streams; i++) apply(i);
+    expect(budget.waiting).toBe(streams);
+    while (applied.length < streams) {
+      turn++;
+      await new Promise((r) => setImmediate(r));
+    }
+    expect(applied).toEqual(Array.from({ length: streams }, (_, i) => i));
+    // Each deferral resumed exactly once: no waiter woken only to wait again.
+    expect(budget.resumed).toBe(streams);
+    expect(Math.max(...perTurn.values())).toBe(10);
+    expect(budget.waiting).toBe(0);
   });
 });
 
@@ -96,14 +133,16 @@ describe("a heartbeat waiting for its turn", () => {
     const beat = (req: HeartbeatRequest) => {
       ms += 6; // two heartbeats spend this turn's budget
       applied.push(req.sequence);
-      // Revoked once the third has been read and waits for the next turn (this runs before that turn).
-      if (applied.length === 2) setImmediate(() => { ctl.abort(new Error("revoked")); });
       return {};
+    };
+    // Revoked once the third has been read and waits for the next turn: right after it starts to wait, before that turn.
+    const arrived = (): void => {
+      queueMicrotask(() => { ctl.abort(new Error("revoked")); });
     };
     const out: unknown[] = [];
     await expect(
       (async () => {
-        for await (const r of heartbeatStream(queued(5), ctx, { boundNodeOf: () => undefined, beat, budget })) out.push(r);
+        for await (const r of heartbeatStream(queued(5), ctx, { boundNodeOf: () => undefined, beat, budget, arrived })) out.push(r);
       })(),
     ).rejects.toThrow("revoked");
     expect(applied).toEqual([1n, 2n]);
@@ -144,7 +183,7 @@ describe("a heartbeat waiting for its turn", () => {
     let ms = 0;
     const budget = new TurnBudget({ budgetMs: 10, nowMs: () => ms });
     // Another stream spent this turn's budget.
-    expect(budget.wait()).toBeUndefined();
+    expect(budget.has()).toBe(true);
     budget.run(() => (ms += 10));
     const ctx = { signal: new AbortController().signal, peer: "127.0.0.1:1" } as HandlerContext;
     const events: string[] = [];

@@ -6,6 +6,7 @@
  * events it emits while starting, before any WatchEvents stream could attach.
  */
 import { spawn, type ChildProcess } from "node:child_process";
+import { appendFileSync } from "node:fs";
 import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -56,6 +57,8 @@ export async function startCoordinatorProcess(configPath: string, config: Record
   const loader = o.via === "bundle" ? [] : ["--import", "tsx"];
   // WARDEN_BENCH_CPU_PROF_DIR: a V8 CPU profile of the coordinator, written there when it exits (benchmarks).
   const profDir = process.env.WARDEN_BENCH_CPU_PROF_DIR;
+  // WARDEN_BENCH_RAW_STDOUT: a file the coordinator's stdout lines that are not its JSON log are appended to (benchmarks).
+  const rawStdout = process.env.WARDEN_BENCH_RAW_STDOUT === "" ? undefined : process.env.WARDEN_BENCH_RAW_STDOUT;
   const prof = profDir === undefined || profDir === "" ? [] : ["--cpu-prof", "--cpu-prof-dir", profDir];
   const child = spawn(process.execPath, [...prof, ...(o.nodeFlags ?? []), ...loader, ...argv], {
     cwd: root,
@@ -86,6 +89,8 @@ export async function startCoordinatorProcess(configPath: string, config: Record
         try {
           o = JSON.parse(line) as typeof o;
         } catch {
+          // Not the JSON log (V8's --trace-gc-nvp lines, say): kept in a file when a benchmark asks.
+          if (rawStdout !== undefined) appendFileSync(rawStdout, `${line}\n`);
           continue;
         }
         logLines.push(o);

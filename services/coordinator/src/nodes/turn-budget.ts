@@ -102,6 +102,7 @@ export class TurnBudget {
     this.scheduled = false;
     this.spentMs = undefined;
     if (this.waiting === 0) return;
+    // Opening the turn also schedules the next, before anything is resumed.
     this.openTurn();
     // Resumed callers that run out of budget defer again, behind the rest.
     while (this.waiting > 0 && this.has()) {
@@ -111,7 +112,10 @@ export class TurnBudget {
       this.resumed++;
       resume();
     }
-    if (this.head >= compactAfter && this.head * 2 >= this.waiters.length) {
+    if (this.waiting === 0) {
+      this.waiters.length = 0;
+      this.head = 0;
+    } else if (this.head >= compactAfter && this.head * 2 >= this.waiters.length) {
       this.waiters.splice(0, this.head);
       this.head = 0;
     }

@@ -47,6 +47,13 @@ export interface NodeRecord<C> {
    * call a node unreachable for a heartbeat it holds.
    */
   heardMs: number;
+  /**
+   * Heartbeats of this registration that arrived and still wait for their
+   * turn (each counted by `NodeTable.arrived`, uncounted by `released` when
+   * its turn comes). While any waits the node is not silent, however long
+   * the coordinator's backlog holds it.
+   */
+  heldHeartbeats: number;
   state: NodeHealthState;
   /**
    * Monotonic time this coordinator marked the node unreachable (undefined

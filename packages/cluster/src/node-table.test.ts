@@ -233,13 +233,45 @@ describe("NodeTable over a fake connector", () => {
     t.checkHealth();
     expect(t.get("a")?.state).toBe("ready");
     expect(t.get("b")?.state).toBe("unreachable");
-    // Applied at last: nothing else changed meanwhile.
+    // Its turn at last (released, then applied): nothing else changed meanwhile.
+    t.released("a", 1n);
     t.heartbeat(hb("a", 2n));
     expect(t.get("a")?.sequence).toBe(2n);
     clock.advance(5_001);
     t.checkHealth();
     expect(t.get("a")?.state).toBe("unreachable");
     expect(events.filter((e) => e.endsWith(":unreachable"))).toEqual(["b:unreachable", "a:unreachable"]);
+  });
+
+  it("a held heartbeat keeps its node reachable however long its turn takes; once released, silence counts from the release", () => {
+    const clock = new ManualClock();
+    const { t, events } = table(clock);
+    for (const id of ["a", "b"]) t.register(reg(id, `h:${id}`));
+    for (const id of ["a", "b"]) t.heartbeat(hb(id, 1n));
+    // Both held behind a backlog far longer than grace; b's twice (two streams of one agent, say).
+    t.arrived("a", 1n);
+    t.arrived("b", 1n);
+    t.arrived("b", 1n);
+    clock.advance(30_000);
+    t.checkHealth();
+    expect([t.get("a")?.state, t.get("b")?.state]).toEqual(["ready", "ready"]);
+    // a's turn came and its stream had ended meanwhile (nothing applied); one of b's two came.
+    t.released("a", 1n);
+    t.released("b", 1n);
+    clock.advance(5_001);
+    t.checkHealth();
+    expect([t.get("a")?.state, t.get("b")?.state]).toEqual(["unreachable", "ready"]);
+    // A release of another boot than the registration's, or one more than were held, changes nothing.
+    t.released("b", 2n);
+    t.released("a", 1n);
+    clock.advance(60_000);
+    t.checkHealth();
+    expect(t.get("b")?.state).toBe("ready");
+    t.released("b", 1n);
+    clock.advance(5_001);
+    t.checkHealth();
+    expect(t.get("b")?.state).toBe("unreachable");
+    expect(events.filter((e) => e.endsWith(":unreachable"))).toEqual(["a:unreachable", "b:unreachable"]);
   });
 
   it("lost-after counts from when the node was seen unreachable: a coordinator paused past grace + lost-after loses no node on waking", () => {

@@ -325,20 +325,35 @@ export class NodeTable<C> implements AgentDirectory, InventoryPort {
 
   /**
    * A heartbeat of the node's current registration (same boot epoch) arrived
-   * and waits for its turn: the node is not silent, whatever the time its
-   * heartbeat is applied. Changes nothing else (the heartbeat itself is
-   * fenced and applied as usual, or not at all). O(1).
+   * and waits for its turn: the node is not silent until that turn comes
+   * ({@link released}), whatever the time its heartbeat is applied. Changes
+   * nothing else (the heartbeat itself is fenced and applied as usual, or not
+   * at all). O(1).
    */
   arrived(nodeId: string, bootEpoch: bigint): void {
     const n = this.nodes.get(nodeId);
-    if (n !== undefined && n.bootEpoch === bootEpoch) n.heardMs = this.o.clock.now();
+    if (n === undefined || n.bootEpoch !== bootEpoch) return;
+    n.heardMs = this.o.clock.now();
+    n.heldHeartbeats++;
+  }
+
+  /**
+   * The turn of a heartbeat {@link arrived} came (it is applied now, or its
+   * stream ended while it waited): the node was heard until now, and its
+   * silence counts from here unless another is held. Once per `arrived`. O(1).
+   */
+  released(nodeId: string, bootEpoch: bigint): void {
+    const n = this.nodes.get(nodeId);
+    if (n === undefined || n.bootEpoch !== bootEpoch || n.heldHeartbeats === 0) return;
+    n.heardMs = this.o.clock.now();
+    n.heldHeartbeats--;
   }
 
   /** Moves nodes whose heartbeats stopped (arrived, not applied: {@link arrived}) to unreachable, then lost. The owner calls it periodically. */
   checkHealth(): void {
     const now = this.o.clock.now();
     for (const n of this.nodes.values()) {
-      if (!n.embedded && now - n.heardMs > this.o.graceMs) this.transition(n, "silent");
+      if (!n.embedded && n.heldHeartbeats === 0 && now - n.heardMs > this.o.graceMs) this.transition(n, "silent");
     }
     const u = massUnreachability(this.nodes.values());
     if (u.paused !== this.paused) {

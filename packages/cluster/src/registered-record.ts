@@ -33,6 +33,8 @@ export function registeredRecord<C>(init: NodeRegistration<C>, existing: NodeRec
     lastHeartbeatMs: o.clock.now(),
     lastHeartbeatWallMs: o.clock.wallNow(),
     heardMs: o.clock.now(),
+    // Held heartbeats of the same boot are still held: each is released when its turn comes.
+    heldHeartbeats: sameBoot ? existing.heldHeartbeats : 0,
     state: "ready",
     unreachableSinceMs: undefined,
     draining: existing?.draining ?? false,

@@ -11,8 +11,10 @@ export interface HeartbeatStreamDeps {
   readonly beat: (req: HeartbeatRequest, ctx: HandlerContext) => MessageInitShape<typeof HeartbeatResponseSchema>;
   /** Shared by every stream: heartbeats that arrive together are answered over several turns of the event loop. */
   readonly budget?: TurnBudget;
-  /** A heartbeat must wait for its turn: its node (of that boot) is heard from now, not when it is applied (NodeTable.arrived). */
+  /** A heartbeat must wait for its turn: its node (of that boot) is heard from now until `released`, not only when it is applied (NodeTable.arrived). */
   readonly arrived?: (nodeId: string, bootEpoch: bigint) => void;
+  /** The turn of a heartbeat `arrived` told of came (applied now, or its stream ended meanwhile): once per `arrived`. */
+  readonly released?: (nodeId: string, bootEpoch: bigint) => void;
   /** Each message once decoded, before anything of it is applied (the node certificate check under mutual TLS): a throw ends the stream with it. */
   readonly check?: (req: HeartbeatRequest, ctx: HandlerContext) => void;
 }
@@ -73,9 +75,16 @@ class HeartbeatAnswers {
   private readonly onAbort = (): void => {
     this.failWith(abortReason(this.ctx.signal));
   };
-  /** The budget's turn for the head of the queue (TurnBudget.defer). */
+  /** The node and boot `arrived` was told a heartbeat waits for; undefined while none does. */
+  private held: { readonly nodeId: string; readonly bootEpoch: bigint } | undefined;
+  /** The budget's turn for the head of the queue (TurnBudget.defer: exactly once per deferral, even after the stream ended). */
   private readonly onTurn = (): void => {
     this.waiting = false;
+    if (this.held !== undefined) {
+      const { nodeId, bootEpoch } = this.held;
+      this.held = undefined;
+      this.deps.released?.(nodeId, bootEpoch);
+    }
     this.drain();
   };
 
@@ -158,7 +167,10 @@ class HeartbeatAnswers {
         return;
       }
     }
-    if (this.bound !== undefined && this.bootEpoch !== undefined) this.deps.arrived?.(this.bound, this.bootEpoch);
+    if (this.bound !== undefined && this.bootEpoch !== undefined) {
+      this.held = { nodeId: this.bound, bootEpoch: this.bootEpoch };
+      this.deps.arrived?.(this.bound, this.bootEpoch);
+    }
     budget.defer(this.onTurn);
   }
 

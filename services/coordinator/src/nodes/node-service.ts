@@ -186,6 +186,9 @@ export function nodeService(nodes: NodeRegistry, clock: Clock, coordinatorEpoch:
         arrived: (nodeId, bootEpoch) => {
           nodes.arrived(nodeId, bootEpoch);
         },
+        released: (nodeId, bootEpoch) => {
+          nodes.released(nodeId, bootEpoch);
+        },
         ...(options.streamCheck === undefined ? {} : { check: options.streamCheck }),
       });
     },

@@ -136,16 +136,24 @@ describe("a heartbeat waiting for its turn", () => {
       return {};
     };
     // Revoked once the third has been read and waits for the next turn: right after it starts to wait, before that turn.
+    const held: string[] = [];
     const arrived = (): void => {
+      held.push("arrived");
       queueMicrotask(() => { ctl.abort(new Error("revoked")); });
+    };
+    const released = (): void => {
+      held.push("released");
     };
     const out: unknown[] = [];
     await expect(
       (async () => {
-        for await (const r of heartbeatStream(queued(5), ctx, { boundNodeOf: () => undefined, beat, budget, arrived })) out.push(r);
+        for await (const r of heartbeatStream(queued(5), ctx, { boundNodeOf: () => undefined, beat, budget, arrived, released })) out.push(r);
       })(),
     ).rejects.toThrow("revoked");
     expect(applied).toEqual([1n, 2n]);
+    // Its node is released when that turn comes, though nothing of it is applied.
+    await new Promise((r) => setImmediate(r));
+    expect(held).toEqual(["arrived", "released"]);
   });
 
   it("marks its node heard when it starts to wait (the coordinator's backlog is not the node's silence); one applied within the budget does not", async () => {
@@ -161,6 +169,9 @@ describe("a heartbeat waiting for its turn", () => {
     const arrived = (nodeId: string, bootEpoch: bigint) => {
       events.push(`heard ${nodeId} of boot ${String(bootEpoch)}`);
     };
+    const released = (nodeId: string, bootEpoch: bigint) => {
+      events.push(`released ${nodeId} of boot ${String(bootEpoch)}`);
+    };
     /** Says when it is decoded: a heartbeat that waits for its turn waits as its bytes. */
     async function* told(n: number): AsyncIterable<RequestBytes<HeartbeatRequest>> {
       for (let i = 1; i <= n; i++) {
@@ -173,10 +184,10 @@ describe("a heartbeat waiting for its turn", () => {
         };
       }
     }
-    for await (const _ of heartbeatStream(told(4), ctx, { boundNodeOf: () => undefined, beat, budget, arrived })) {
+    for await (const _ of heartbeatStream(told(4), ctx, { boundNodeOf: () => undefined, beat, budget, arrived, released })) {
       // answered
     }
-    expect(events).toEqual(["decoded 1", "applied 1", "decoded 2", "applied 2", "heard a of boot 7", "decoded 3", "applied 3", "decoded 4", "applied 4"]);
+    expect(events).toEqual(["decoded 1", "applied 1", "decoded 2", "applied 2", "heard a of boot 7", "released a of boot 7", "decoded 3", "applied 3", "decoded 4", "applied 4"]);
   });
 
   it("decodes the first message of a stream that must wait when nothing was decoded on it yet, to hear its node", async () => {

@@ -75,15 +75,17 @@ class HeartbeatAnswers {
   private readonly onAbort = (): void => {
     this.failWith(abortReason(this.ctx.signal));
   };
-  /** The node and boot `arrived` was told a heartbeat waits for; undefined while none does. */
-  private held: { readonly nodeId: string; readonly bootEpoch: bigint } | undefined;
+  /**
+   * `arrived` was told the head of the queue waits (for `bound` under `bootEpoch`, which nothing
+   * changes until its turn: only a turn decodes the messages after it).
+   */
+  private held = false;
   /** The budget's turn for the head of the queue (TurnBudget.defer: exactly once per deferral, even after the stream ended). */
   private readonly onTurn = (): void => {
     this.waiting = false;
-    if (this.held !== undefined) {
-      const { nodeId, bootEpoch } = this.held;
-      this.held = undefined;
-      this.deps.released?.(nodeId, bootEpoch);
+    if (this.held) {
+      this.held = false;
+      if (this.bound !== undefined && this.bootEpoch !== undefined) this.deps.released?.(this.bound, this.bootEpoch);
     }
     this.drain();
   };
@@ -168,7 +170,7 @@ class HeartbeatAnswers {
       }
     }
     if (this.bound !== undefined && this.bootEpoch !== undefined) {
-      this.held = { nodeId: this.bound, bootEpoch: this.bootEpoch };
+      this.held = true;
       this.deps.arrived?.(this.bound, this.bootEpoch);
     }
     budget.defer(this.onTurn);

@@ -18,12 +18,22 @@ const workUs = 20;
 
 const nowMs = (): number => performance.now();
 
-/** `workUs` of real CPU. */
-function work(): void {
-  const end = performance.now() + workUs / 1_000;
-  while (performance.now() < end) {
+/** `ms` of real CPU. */
+function busy(ms: number): void {
+  const end = nowMs() + ms;
+  while (nowMs() < end) {
     // busy
   }
+}
+
+/** One heartbeat's work: `workUs` of real CPU. */
+function work(): void {
+  busy(workUs / 1_000);
+}
+
+/** The turn's budget, spent by other streams before these are read. */
+function spendTurn(): void {
+  busy(budgetMs);
 }
 
 const macrotask = (): Promise<void> => new Promise((r) => setImmediate(r));
@@ -61,12 +71,7 @@ class SharedWaitBudget {
 function drainShared(streams: number): Promise<Drained> {
   const b = new SharedWaitBudget();
   void b.wait(); // opens the turn (undefined)
-  b.run(() => {
-    const end = nowMs() + budgetMs;
-    while (nowMs() < end) {
-      // the turn's budget spent by other streams
-    }
-  });
+  b.run(spendTurn);
   let answered = 0;
   const before = process.cpuUsage();
   return new Promise((resolve) => {
@@ -90,12 +95,7 @@ function drainShared(streams: number): Promise<Drained> {
 function drainQueued(streams: number): Promise<Drained> {
   const b = new TurnBudget({ budgetMs, nowMs });
   b.has();
-  b.run(() => {
-    const end = nowMs() + budgetMs;
-    while (nowMs() < end) {
-      // the turn's budget spent by other streams
-    }
-  });
+  b.run(spendTurn);
   let answered = 0;
   const before = process.cpuUsage();
   return new Promise((resolve) => {
